@@ -1,0 +1,44 @@
+"""netpass: bring neural networks to layout-strict hardware.
+
+Read a model (ONNX or IR v11), rewrite it with a pass framework until the target accepts every
+op, split edge Transposes/Gathers into CPU pre/post-processing, lower to a legacy layer graph
+and run it on an OpenCL runtime with dynamic shapes.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from . import errors, opset, ops, reference
+from .core import (Dimension, Input, Model, Node, Output, PartialShape, Symbol, Type,
+                   copy_runtime_info, lint, replace_node, replace_node_update_name,
+                   replace_output_update_name)
+from .core import types as element
+from .frontend import read_model
+
+__version__ = "0.1.0"
+
+
+def save_model(model: Model, path: Any, weights: Any = None) -> None:
+    """Write ``model`` as ONNX (``.onnx``) or IR v11 (``.xml`` + ``.bin``)."""
+    p = str(path)
+    if p.endswith(".onnx"):
+        from .frontend.onnx_writer import write_onnx
+        write_onnx(model, p)
+    elif p.endswith(".xml"):
+        from .passes.serialize import Serialize
+        Serialize(p, weights).run_on_model(model)
+    else:
+        raise errors.ModelFormatError(f"unknown model file suffix: {p} (use .onnx or .xml)")
+
+
+def compile_model(model: Any, device: str = "AUTO", config: dict | None = None):
+    """Compile a model (or a path) for ``device`` (AUTO | GPU | CPU | REFERENCE)."""
+    from .compiler import compile_model as _compile
+    return _compile(model, device=device, config=config)
+
+
+__all__ = [
+    "Dimension", "PartialShape", "Symbol", "Type", "element", "Node", "Input", "Output", "Model",
+    "read_model", "save_model", "compile_model", "replace_node", "replace_output_update_name",
+    "replace_node_update_name", "copy_runtime_info", "lint", "opset", "ops", "reference", "errors",
+]

@@ -1,0 +1,166 @@
+"""Graph mutation helpers with OpenVINO's naming and rt_info rules, and the ``lint`` checker."""
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from ..errors import LintError, NetpassError
+from .node import Node, Output, as_output
+from .rt_info import RuntimeAttribute
+
+
+def replace_node(target: Node, replacement: "Node | Sequence[Output]",
+                 output_order: Sequence[int] | None = None) -> None:
+    """Rewire every consumer of ``target`` to ``replacement`` (a node or one Output per output).
+
+    Friendly names are not touched; tensor names move with ``Output.replace``.
+    """
+    from ..ops.io import Result
+    if isinstance(target, Result):
+        raise NetpassError(f"replace_node: cannot replace Result '{target.friendly_name}'")
+    if isinstance(replacement, Node):
+        n = target.get_output_size()
+        if replacement.get_output_size() != n:
+            raise NetpassError(
+                f"replace_node: {target.type_name} '{target.friendly_name}' has {n} outputs, "
+                f"replacement {replacement.type_name} has {replacement.get_output_size()}")
+        order = list(output_order) if output_order is not None else list(range(n))
+        repl = [replacement.output(order[i]) for i in range(n)]
+    else:
+        repl = [as_output(r) for r in replacement]
+        if len(repl) != target.get_output_size():
+            raise NetpassError("replace_node: need one replacement output per target output")
+    for i, r in enumerate(repl):
+        target.output(i).replace(r)
+
+
+def replace_output_update_name(output: Output, replacement: Output) -> bool:
+    """Replace ``output`` by ``replacement``; when ``output`` feeds a Result, the replacement's
+    node takes the old producer's friendly name so the model output keeps its name.
+
+    Refuses (returns False) when that would rename a multi-output node, a Parameter, or a node
+    already feeding a Result.
+    """
+    from ..ops.io import Parameter, Result
+    replacement = as_output(replacement)
+    if any(isinstance(c.node, Result) for c in output.consumers()):
+        rnode = replacement.node
+        if (output.node.get_output_size() != 1 or rnode.get_output_size() != 1
+                or isinstance(rnode, Parameter)
+                or any(isinstance(c.node, Result) for c in replacement.consumers())):
+            return False
+        rnode.friendly_name = output.node.friendly_name
+    output.replace(replacement)
+    copy_runtime_info([replacement.node, output.node], replacement.node)
+    return True
+
+
+def replace_node_update_name(target: Node, replacement: Node) -> bool:
+    """``replace_node`` + the replacement takes the target's friendly name and rt_info."""
+    from ..ops.io import Parameter, Result
+    if (replacement.get_input_size() and isinstance(replacement.input_value(0).node, Parameter)
+            and any(isinstance(c.node, Result) for o in target.outputs() for c in o.consumers())):
+        return False
+    replace_node(target, replacement)
+    replacement.friendly_name = target.friendly_name
+    copy_runtime_info(target, replacement)
+    return True
+
+
+def copy_runtime_info(sources: "Node | Iterable[Node]", targets: "Node | Iterable[Node]") -> None:
+    """Merge the copyable rt_info of ``sources`` into every target (OpenVINO's rules).
+
+    An attribute held by one source is copied; held by several, RuntimeAttributes merge and
+    plain values are kept only when equal. Non-copyable attributes and ``opset`` never move.
+    Constant inputs of a target with empty rt_info receive the same attributes.
+    """
+    from ..ops.io import Constant
+    srcs = [sources] if isinstance(sources, Node) else list(sources)
+    tgts = [targets] if isinstance(targets, Node) else list(targets)
+    merged: dict = {}
+    gathered: dict[str, list] = {}
+    for s in srcs:
+        for k, v in s.rt_info.items():
+            if k == "opset" or (isinstance(v, RuntimeAttribute) and not v.is_copyable()):
+                continue
+            gathered.setdefault(k, []).append(v)
+    for k, values in gathered.items():
+        first = values[0]
+        if len(values) == 1:
+            merged[k] = first
+        elif isinstance(first, RuntimeAttribute):
+            m = first.merge(values[1:])
+            if m is not None:
+                merged[k] = m
+        elif all(v == first for v in values[1:]):
+            merged[k] = first
+    if not merged:
+        return
+    extra = []
+    for t in tgts:
+        for src in t._inputs:
+            if isinstance(src.node, Constant) and not src.node.rt_info:
+                extra.append(src.node)
+    for t in [*tgts, *extra]:
+        for k, v in merged.items():
+            t.rt_info[k] = v
+
+
+def lint_problems(model) -> list[str]:
+    """Invariant violations of ``model``; empty when the graph is well formed."""
+    from ..ops.io import Parameter, Result
+    problems: list[str] = []
+    try:
+        ops = model.get_ordered_ops()
+    except NetpassError as e:
+        return [str(e)]
+    params = set(model.parameters)
+    names: dict[str, Node] = {}
+    in_graph = set(ops)
+    for r in model.results:
+        if not isinstance(r, Result):
+            problems.append(f"model result {r!r} is not a Result")
+    for p in model.parameters:
+        if not isinstance(p, Parameter):
+            problems.append(f"model parameter {p!r} is not a Parameter")
+    for node in ops:
+        if node.name in names and names[node.name] is not node:
+            problems.append(f"duplicate node name '{node.name}'")
+        names[node.name] = node
+        if isinstance(node, Parameter) and node not in params:
+            problems.append(f"Parameter '{node.friendly_name}' is used but not a model parameter")
+        for i, src in enumerate(node._inputs):
+            table = src.node._out_cons[src.index] if src.index < len(src.node._out_cons) else None
+            if table is None:
+                problems.append(f"{node.type_name} '{node.friendly_name}' input {i} reads missing "
+                                f"output {src.index} of '{src.node.friendly_name}'")
+                continue
+            ref = table.get((id(node), i))
+            if ref is None or ref() is not node:
+                problems.append(f"{node.type_name} '{node.friendly_name}' input {i} is not listed "
+                                f"among the consumers of '{src.node.friendly_name}'")
+        for o in node.outputs():
+            for c in o.consumers():
+                if c.node.input_value(c.index) != o:
+                    problems.append(f"'{node.friendly_name}' lists a stale consumer "
+                                    f"'{c.node.friendly_name}':{c.index}")
+            if o.element_type.is_dynamic and not isinstance(node, Result):
+                problems.append(f"{node.type_name} '{node.friendly_name}' output {o.index} "
+                                "has no element type")
+        if not isinstance(node, (Result,)) and node not in params and not node.has_consumers() \
+                and node not in model.sinks:
+            problems.append(f"{node.type_name} '{node.friendly_name}' is in the graph but has no consumers")
+    out_names = model.output_names
+    if len(set(out_names)) != len(out_names):
+        problems.append(f"model output names are not unique: {out_names}")
+    in_names = model.input_names
+    if len(set(in_names)) != len(in_names):
+        problems.append(f"model input names are not unique: {in_names}")
+    del in_graph
+    return problems
+
+
+def lint(model) -> None:
+    """Raise :class:`LintError` listing every broken invariant of ``model``."""
+    problems = lint_problems(model)
+    if problems:
+        raise LintError(problems)

@@ -1,0 +1,238 @@
+"""Model: parameters, results and sinks, with a cached topological order."""
+from __future__ import annotations
+
+import copy
+from typing import Any, Iterable, Mapping, Sequence
+
+from ..errors import InputError, NetpassError
+from .node import Node, Output, _Topology, as_output, topology_changed
+from .shape import PartialShape
+
+
+def topological_sort(roots: Sequence[Node]) -> list[Node]:
+    """Producers before consumers, in OpenVINO's order.
+
+    Iterative DFS post-order: roots are pushed in the given order (so the last is expanded
+    first) and a node's input 0 subtree is emitted before its input 1 subtree.
+    """
+    order: list[Node] = []
+    done: set[Node] = set()
+    expanded: set[Node] = set()
+    stack = list(roots)
+    push = stack.append
+    while stack:
+        n = stack[-1]
+        if n in done:
+            stack.pop()
+            continue
+        pending = False
+        for src in reversed(n._inputs):
+            p = src.node
+            if p not in done:
+                if n in expanded and p in expanded:
+                    raise NetpassError(f"cycle detected through {n.type_name} '{n.friendly_name}'")
+                push(p)
+                pending = True
+        if pending:
+            expanded.add(n)
+            continue
+        stack.pop()
+        done.add(n)
+        order.append(n)
+    return order
+
+
+class Model:
+    """A graph with named inputs (Parameters) and outputs (Results).
+
+    ``results`` may hold Result nodes, other nodes or Outputs (wrapped into Results).
+    """
+
+    def __init__(self, results: Iterable[Any], parameters: Iterable[Any] = (),
+                 name: str = "Model", sinks: Iterable[Node] = ()) -> None:
+        from ..ops.io import Parameter, Result
+        res = []
+        for r in (results if isinstance(results, (list, tuple)) else [results]):
+            if isinstance(r, Result):
+                res.append(r)
+            else:
+                res.append(Result([as_output(r)]))
+        params = list(parameters)
+        for p in params:
+            if not isinstance(p, Parameter):
+                raise NetpassError(f"model parameters must be Parameter nodes, got {p!r}")
+        self._results: list[Node] = res
+        self._parameters: list[Node] = params
+        self._sinks: list[Node] = list(sinks)
+        self.friendly_name = name
+        self.rt_info: dict = {}
+        self._ordered: list[Node] | None = None
+
+    # -- structure ----------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.friendly_name
+
+    @property
+    def parameters(self) -> list[Node]:
+        return list(self._parameters)
+
+    @property
+    def results(self) -> list[Node]:
+        return list(self._results)
+
+    @property
+    def sinks(self) -> list[Node]:
+        return list(self._sinks)
+
+    def get_parameters(self) -> list[Node]:
+        return self.parameters
+
+    def get_results(self) -> list[Node]:
+        return self.results
+
+    @property
+    def inputs(self) -> list[Output]:
+        return [p.output(0) for p in self._parameters]
+
+    @property
+    def outputs(self) -> list[Output]:
+        return [r.input_value(0) for r in self._results]
+
+    def input(self, key: int | str = 0) -> Output:
+        if isinstance(key, int):
+            return self._parameters[key].output(0)
+        for p in self._parameters:
+            if p.friendly_name == key or key in p.output(0).names:
+                return p.output(0)
+        raise InputError(key, f"no such input; inputs are {self.input_names}")
+
+    def output(self, key: int | str = 0) -> Output:
+        if isinstance(key, int):
+            return self._results[key].input_value(0)
+        for r, name in zip(self._results, self.output_names):
+            if name == key or key in r.input_value(0).names:
+                return r.input_value(0)
+        raise NetpassError(f"no output '{key}'; outputs are {self.output_names}")
+
+    @property
+    def input_names(self) -> list[str]:
+        return [parameter_name(p) for p in self._parameters]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [result_name(r) for r in self._results]
+
+    def get_parameter_index(self, param: Node) -> int:
+        for i, p in enumerate(self._parameters):
+            if p is param:
+                return i
+        return -1
+
+    def get_result_index(self, value: Any) -> int:
+        for i, r in enumerate(self._results):
+            if r is value or (isinstance(value, Output) and r.input_value(0) == value):
+                return i
+        return -1
+
+    def add_parameters(self, params: Iterable[Node]) -> None:
+        self._parameters.extend(params)
+        topology_changed()
+
+    def remove_parameter(self, param: Node) -> None:
+        self._parameters = [p for p in self._parameters if p is not param]
+        topology_changed()
+
+    def replace_parameter(self, index: int, param: Node) -> None:
+        self._parameters[index] = param
+        topology_changed()
+
+    def add_results(self, results: Iterable[Node]) -> None:
+        self._results.extend(results)
+        topology_changed()
+
+    def remove_result(self, result: Node) -> None:
+        self._results = [r for r in self._results if r is not result]
+        topology_changed()
+
+    def add_sinks(self, sinks: Iterable[Node]) -> None:
+        self._sinks.extend(sinks)
+        topology_changed()
+
+    # -- order --------------------------------------------------------------------------
+    def get_ordered_ops(self) -> list[Node]:
+        """All ops reachable from results and sinks, producers first (cached)."""
+        if self._ordered is None:
+            roots = [*self._results, *self._sinks, *self._parameters]
+            self._ordered = topological_sort(roots)
+            _Topology.caches.append(self)
+        return list(self._ordered)
+
+    get_ops = get_ordered_ops
+
+    def drop_cached_order(self) -> None:
+        """Release the cached order (and the strong references it holds)."""
+        self._ordered = None
+
+    def is_dynamic(self) -> bool:
+        return any(not o.partial_shape.is_static for n in self.get_ordered_ops() for o in n.outputs())
+
+    def validate_nodes_and_infer_types(self) -> None:
+        for node in self.get_ordered_ops():
+            node.validate_and_infer_types()
+
+    # -- copies and shapes --------------------------------------------------------------
+    def clone(self) -> "Model":
+        """A deep copy: new nodes with the same friendly names, tensor names and rt_info."""
+        mapping: dict[Node, Node] = {}
+        for node in self.get_ordered_ops():
+            new_inputs = [mapping[o.node].output(o.index) for o in node._inputs]
+            new = node.clone_with_new_inputs(new_inputs)
+            new._friendly = node._friendly
+            new.rt_info = copy.copy(node.rt_info)
+            if node._in_rt:
+                new._in_rt = {k: dict(v) for k, v in node._in_rt.items()}
+            for i in range(node.get_output_size()):
+                new._out_names[i] = set(node._out_names[i])
+                if node._out_rt[i]:
+                    new._out_rt[i] = dict(node._out_rt[i])
+            mapping[node] = new
+        m = Model([mapping[r] for r in self._results], [mapping[p] for p in self._parameters],
+                  self.friendly_name, [mapping[s] for s in self._sinks])
+        m.rt_info = copy.deepcopy(self.rt_info)
+        return m
+
+    def reshape(self, shapes: Mapping[Any, Any] | Sequence[Any]) -> None:
+        """Set new input shapes (by input name, index or Output) and re-infer, as OpenVINO's."""
+        if not isinstance(shapes, Mapping):
+            shapes = dict(enumerate(shapes))
+        for key, shape in shapes.items():
+            if isinstance(key, Output):
+                param = key.node
+            else:
+                param = self.input(key).node
+            param.shape = PartialShape(shape)
+        self.validate_nodes_and_infer_types()
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{n}{p.output(0).partial_shape}" for n, p in zip(self.input_names, self._parameters))
+        outs = ", ".join(f"{n}{r.input_value(0).partial_shape}" for n, r in zip(self.output_names, self._results))
+        return f"<Model '{self.friendly_name}': ({ins}) -> ({outs})>"
+
+
+def parameter_name(param: Node) -> str:
+    """An input's name: its friendly name (ONNX graph input name on import)."""
+    return param.friendly_name
+
+
+def result_name(result: Node) -> str:
+    """An output's name: the Result's own friendly name when set (ONNX graph output name on
+    import; Results are never replaced, so it survives rewrites), else the smallest tensor name
+    of the value it returns, else its producer's friendly name."""
+    if result._friendly is not None:
+        return result._friendly
+    src = result.input_value(0)
+    if src.names:
+        return min(src.names)
+    return src.node.friendly_name if src.node.get_output_size() == 1 \
+        else f"{src.node.friendly_name}.{src.index}"

@@ -1,0 +1,553 @@
+"""Graph nodes and their ports.
+
+Ownership runs one way, as in OpenVINO: a node holds its producers strongly (through its
+inputs) and its consumers only weakly. A node nobody consumes and nobody references is freed,
+and disappears from its producers' consumer lists at once; this is what makes mutation during
+a traversal safe and keeps ``consumers()`` exact after a rewrite.
+
+``Output`` and ``Input`` are light views ``(node, index)``; the per-port data lives on the node.
+"""
+from __future__ import annotations
+
+import itertools
+import weakref
+from typing import Any, ClassVar, Iterable, Sequence
+
+import numpy as np
+
+from ..errors import NetpassError, ShapeInferenceError
+from .dimension import Dimension
+from .shape import PartialShape, ShapeLike, as_partial_shape
+from .types import Type, dynamic
+
+_ids = itertools.count()
+
+# Op classes by type name; every subclass of Node that sets its own ``type_name`` is listed.
+OP_TYPES: dict[str, type] = {}
+
+# Values of outputs up to this many elements are computed during shape inference, so that
+# shape sub-graphs (ShapeOf -> Gather -> Concat -> Reshape) resolve to static shapes.
+VALUE_PROPAGATION_LIMIT = 4096
+
+
+class _Topology:
+    """Global topology version; a Model's cached op order is valid for one version."""
+
+    version = 0
+    caches: list = []  # models holding a cached order (dropped on the next mutation)
+
+
+def topology_changed() -> None:
+    _Topology.version += 1
+    if _Topology.caches:
+        for m in _Topology.caches:
+            m._ordered = None
+        _Topology.caches.clear()
+
+
+class Output:
+    """Output ``index`` of ``node``: a tensor produced by the node."""
+
+    __slots__ = ("node", "index")
+
+    def __init__(self, node: "Node", index: int) -> None:
+        self.node = node
+        self.index = index
+
+    # -- type and shape -----------------------------------------------------------------
+    @property
+    def element_type(self) -> Type:
+        return self.node._out_et[self.index]
+
+    @property
+    def partial_shape(self) -> PartialShape:
+        return self.node._out_ps[self.index]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        ps = self.node._out_ps[self.index]
+        if not ps.is_static:
+            raise ValueError(f"output {self} has dynamic shape {ps}")
+        return ps.to_shape()
+
+    @property
+    def rank(self) -> Dimension:
+        return self.node._out_ps[self.index].rank
+
+    @property
+    def names(self) -> set[str]:
+        """Tensor names (mutable set)."""
+        return self.node._out_names[self.index]
+
+    @property
+    def any_name(self) -> str:
+        names = self.node._out_names[self.index]
+        if not names:
+            raise ValueError(f"output {self} has no tensor names")
+        return min(names)
+
+    @property
+    def rt_info(self) -> dict:
+        rt = self.node._out_rt
+        if rt[self.index] is None:
+            rt[self.index] = {}
+        return rt[self.index]
+
+    @property
+    def value(self) -> np.ndarray | None:
+        """The tensor's value when known at compile time (constants, folded shape math)."""
+        return self.node._out_val[self.index]
+
+    @property
+    def partial_value(self) -> tuple | None:
+        """Known elements of a small integer tensor: ints, or Dimensions where unknown."""
+        v = self.node._out_val[self.index]
+        if v is not None:
+            if v.ndim <= 1 and v.dtype.kind in "iu":
+                return tuple(int(x) for x in v.reshape(-1))
+            return None
+        return self.node._out_pval[self.index]
+
+    # -- consumers ----------------------------------------------------------------------
+    def consumers(self) -> list["Input"]:
+        """Inputs of live nodes fed by this output, in connection order."""
+        table = self.node._out_cons[self.index]
+        out = []
+        dead = None
+        for key, ref in table.items():
+            n = ref()
+            if n is None:
+                dead = dead or []
+                dead.append(key)
+            else:
+                out.append(Input(n, key[1]))
+        if dead:
+            for key in dead:
+                del table[key]
+        return out
+
+    get_target_inputs = consumers
+
+    def replace(self, replacement: "Output") -> None:
+        """Feed every consumer of this output from ``replacement`` instead.
+
+        Consumers that belong to ``replacement``'s own node are left alone (so a node can be
+        inserted after this output). Tensor names move to ``replacement``; output rt_info merges.
+        """
+        replacement = as_output(replacement)
+        if replacement == self:
+            return
+        rnode = replacement.node
+        for inp in self.consumers():
+            if inp.node is rnode:
+                continue
+            inp.replace_source_output(replacement)
+        replacement.names.update(self.names)
+        rt = self.node._out_rt[self.index]
+        if rt:
+            replacement.rt_info.update(rt)
+
+    # -- OpenVINO-style accessors -------------------------------------------------------
+    def get_node(self) -> "Node":
+        return self.node
+
+    def get_index(self) -> int:
+        return self.index
+
+    def get_element_type(self) -> Type:
+        return self.element_type
+
+    def get_partial_shape(self) -> PartialShape:
+        return self.partial_shape
+
+    def get_shape(self) -> tuple[int, ...]:
+        return self.shape
+
+    def get_names(self) -> set[str]:
+        return self.names
+
+    def get_any_name(self) -> str:
+        return self.any_name
+
+    def get_rt_info(self) -> dict:
+        return self.rt_info
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Output) and other.node is self.node and other.index == self.index
+
+    def __hash__(self) -> int:
+        return hash((id(self.node), self.index))
+
+    def __repr__(self) -> str:
+        n = self.node
+        return (f"<Output: {n.type_name} '{n.friendly_name}':{self.index} "
+                f"{n._out_ps[self.index]} {n._out_et[self.index]}>")
+
+
+class Input:
+    """Input ``index`` of ``node``: bound to exactly one producer :class:`Output`."""
+
+    __slots__ = ("node", "index")
+
+    def __init__(self, node: "Node", index: int) -> None:
+        self.node = node
+        self.index = index
+
+    @property
+    def source_output(self) -> Output:
+        return self.node._inputs[self.index]
+
+    def get_source_output(self) -> Output:
+        return self.node._inputs[self.index]
+
+    def get_node(self) -> "Node":
+        return self.node
+
+    def get_index(self) -> int:
+        return self.index
+
+    @property
+    def element_type(self) -> Type:
+        return self.source_output.element_type
+
+    @property
+    def partial_shape(self) -> PartialShape:
+        return self.source_output.partial_shape
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.source_output.shape
+
+    def get_element_type(self) -> Type:
+        return self.element_type
+
+    def get_partial_shape(self) -> PartialShape:
+        return self.partial_shape
+
+    def get_shape(self) -> tuple[int, ...]:
+        return self.shape
+
+    @property
+    def rt_info(self) -> dict:
+        node = self.node
+        if node._in_rt is None:
+            node._in_rt = {}
+        return node._in_rt.setdefault(self.index, {})
+
+    def replace_source_output(self, new_source: "Output | Node") -> None:
+        """Rebind this input to ``new_source``, keeping both consumer lists in sync."""
+        new_source = as_output(new_source)
+        node, i = self.node, self.index
+        old = node._inputs[i]
+        if old == new_source:
+            return
+        old.node._out_cons[old.index].pop((id(node), i), None)
+        node._inputs[i] = new_source
+        new_source.node._out_cons[new_source.index][(id(node), i)] = weakref.ref(node)
+        topology_changed()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Input) and other.node is self.node and other.index == self.index
+
+    def __hash__(self) -> int:
+        return hash((id(self.node), self.index))
+
+    def __repr__(self) -> str:
+        return f"<Input: {self.node.type_name} '{self.node.friendly_name}':{self.index}>"
+
+
+def as_output(value: "Output | Node") -> Output:
+    """An Output from an Output or a single-output Node."""
+    if isinstance(value, Output):
+        return value
+    if isinstance(value, Node):
+        if len(value._out_et) != 1:
+            raise NetpassError(
+                f"{value.type_name} '{value.friendly_name}' has {len(value._out_et)} outputs; "
+                "pass node.output(i)")
+        return Output(value, 0)
+    raise TypeError(f"expected a Node or Output, got {type(value).__name__}")
+
+
+class Node:
+    """Base of every operation.
+
+    Subclasses set ``type_name`` and ``version`` (the opset they belong to), declare their
+    attributes in ``ATTRS`` (name -> default), implement :meth:`infer_types` (shape and type
+    inference on partial shapes) and :meth:`evaluate` (numpy reference).
+    """
+
+    type_name: ClassVar[str] = "Node"
+    version: ClassVar[str] = "opset1"
+    commutative: ClassVar[bool] = False
+    ATTRS: ClassVar[dict[str, Any]] = {}
+    # Ops whose outputs may be computed at compile time when all inputs are known.
+    FOLDABLE: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "type_name" in cls.__dict__:
+            OP_TYPES[cls.type_name] = cls
+
+    def __init__(self, inputs: Iterable["Output | Node"] = (), **attrs: Any) -> None:
+        self._id = next(_ids)
+        self._name: str | None = None
+        self._friendly: str | None = None
+        self.rt_info: dict = {}
+        self._in_rt: dict | None = None
+        self._inputs: list[Output] = []
+        self._out_et: list[Type] = []
+        self._out_ps: list[PartialShape] = []
+        self._out_cons: list[dict] = []
+        self._out_names: list[set] = []
+        self._out_rt: list = []
+        self._out_val: list = []
+        self._out_pval: list = []
+        unknown = set(attrs) - set(self.ATTRS)
+        if unknown:
+            raise TypeError(f"{self.type_name}: unknown attribute(s) {sorted(unknown)}")
+        for key, default in self.ATTRS.items():
+            value = attrs.get(key, default)
+            if isinstance(value, list):
+                value = list(value)
+            setattr(self, key, value)
+        self.set_arguments(inputs)
+        self.validate_and_infer_types()
+
+    # -- identity -----------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        """Unique name, ``<Type>_<id>``."""
+        if self._name is None:
+            self._name = f"{self.type_name}_{self._id}"
+        return self._name
+
+    @property
+    def friendly_name(self) -> str:
+        return self._friendly if self._friendly is not None else self.name
+
+    @friendly_name.setter
+    def friendly_name(self, value: str) -> None:
+        self._friendly = value
+
+    def get_name(self) -> str:
+        return self.name
+
+    def get_friendly_name(self) -> str:
+        return self.friendly_name
+
+    def set_friendly_name(self, value: str) -> None:
+        self._friendly = value
+
+    def get_type_name(self) -> str:
+        return self.type_name
+
+    def get_rt_info(self) -> dict:
+        return self.rt_info
+
+    # -- wiring -------------------------------------------------------------------------
+    def set_arguments(self, inputs: Iterable["Output | Node"]) -> None:
+        for i, old in enumerate(self._inputs):
+            old.node._out_cons[old.index].pop((id(self), i), None)
+        self._inputs = []
+        ref = weakref.ref(self)
+        for i, src in enumerate(inputs):
+            out = as_output(src)
+            self._inputs.append(out)
+            out.node._out_cons[out.index][(id(self), i)] = ref
+
+    def set_argument(self, index: int, value: "Output | Node") -> None:
+        Input(self, index).replace_source_output(value)
+
+    def set_output_size(self, n: int) -> None:
+        cur = len(self._out_et)
+        if n < cur:
+            for lst in (self._out_et, self._out_ps, self._out_cons, self._out_names,
+                        self._out_rt, self._out_val, self._out_pval):
+                del lst[n:]
+            return
+        for _ in range(cur, n):
+            self._out_et.append(dynamic)
+            self._out_ps.append(PartialShape(None))
+            self._out_cons.append({})
+            self._out_names.append(set())
+            self._out_rt.append(None)
+            self._out_val.append(None)
+            self._out_pval.append(None)
+
+    def set_output_type(self, index: int, element_type: Any, shape: ShapeLike) -> None:
+        if index >= len(self._out_et):
+            self.set_output_size(index + 1)
+        self._out_et[index] = Type.of(element_type)
+        self._out_ps[index] = as_partial_shape(shape)
+
+    def inputs(self) -> list[Input]:
+        return [Input(self, i) for i in range(len(self._inputs))]
+
+    def input(self, i: int) -> Input:
+        if not 0 <= i < len(self._inputs):
+            raise IndexError(f"{self.type_name} '{self.friendly_name}' has no input {i}")
+        return Input(self, i)
+
+    def input_value(self, i: int) -> Output:
+        return self._inputs[i]
+
+    def input_values(self) -> list[Output]:
+        return list(self._inputs)
+
+    def outputs(self) -> list[Output]:
+        return [Output(self, i) for i in range(len(self._out_et))]
+
+    def output(self, i: int) -> Output:
+        if not 0 <= i < len(self._out_et):
+            raise IndexError(f"{self.type_name} '{self.friendly_name}' has no output {i}")
+        return Output(self, i)
+
+    def get_input_size(self) -> int:
+        return len(self._inputs)
+
+    def get_output_size(self) -> int:
+        return len(self._out_et)
+
+    def get_input_node(self, i: int) -> "Node":
+        return self._inputs[i].node
+
+    def get_input_partial_shape(self, i: int) -> PartialShape:
+        return self._inputs[i].partial_shape
+
+    def get_input_element_type(self, i: int) -> Type:
+        return self._inputs[i].element_type
+
+    def get_input_shape(self, i: int) -> tuple[int, ...]:
+        return self._inputs[i].shape
+
+    def get_output_partial_shape(self, i: int) -> PartialShape:
+        return self._out_ps[i]
+
+    def get_output_element_type(self, i: int) -> Type:
+        return self._out_et[i]
+
+    def get_output_shape(self, i: int) -> tuple[int, ...]:
+        return Output(self, i).shape
+
+    def users(self) -> list["Node"]:
+        """Distinct nodes consuming any output of this node."""
+        seen: dict[int, Node] = {}
+        for i in range(len(self._out_et)):
+            for inp in Output(self, i).consumers():
+                seen.setdefault(id(inp.node), inp.node)
+        return list(seen.values())
+
+    get_users = users
+
+    def has_consumers(self) -> bool:
+        for table in self._out_cons:
+            for ref in table.values():
+                if ref() is not None:
+                    return True
+        return False
+
+    # -- attributes ---------------------------------------------------------------------
+    def get_attributes(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.ATTRS}
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        if key not in self.ATTRS:
+            raise KeyError(f"{self.type_name} has no attribute '{key}'")
+        setattr(self, key, value)
+
+    def clone_with_new_inputs(self, inputs: Sequence["Output | Node"]) -> "Node":
+        return type(self)(inputs, **self.get_attributes())
+
+    # -- inference ----------------------------------------------------------------------
+    def infer_types(self) -> None:
+        """Set every output's element type and partial shape from the inputs."""
+        raise NotImplementedError(f"{self.type_name} has no shape inference")
+
+    def evaluate(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Numpy reference: input arrays -> output arrays."""
+        raise NotImplementedError(f"{self.type_name} has no reference implementation")
+
+    def infer_values(self) -> None:
+        """Hook: set partial values of outputs that are not fully known (e.g. ShapeOf)."""
+
+    def validate_and_infer_types(self) -> None:
+        try:
+            self.infer_types()
+        except ShapeInferenceError as e:
+            if e.node is None:
+                raise ShapeInferenceError(str(e), self, self._input_shapes()) from e
+            raise
+        except NetpassError:
+            raise
+        except Exception as e:  # inference code of an op hit something it did not expect
+            raise ShapeInferenceError(f"{type(e).__name__}: {e}", self, self._input_shapes()) from e
+        self._propagate_values()
+
+    def _input_shapes(self) -> list[PartialShape]:
+        return [o.partial_shape for o in self._inputs]
+
+    def _propagate_values(self) -> None:
+        n_out = len(self._out_et)
+        for i in range(n_out):
+            self._out_val[i] = None
+            self._out_pval[i] = None
+        if self._inputs and self.FOLDABLE:
+            vals = [o.node._out_val[o.index] for o in self._inputs]
+            if all(v is not None for v in vals) and self._small_static_outputs():
+                try:
+                    results = self.evaluate(vals)
+                except Exception:
+                    results = None
+                if results is not None:
+                    for i, r in enumerate(results):
+                        self._out_val[i] = np.asarray(r, dtype=self._out_et[i].dtype) \
+                            if self._out_et[i].dtype is not None else np.asarray(r)
+                    return
+        self.infer_values()
+
+    def _small_static_outputs(self) -> bool:
+        for ps in self._out_ps:
+            if not ps.is_static:
+                return False
+            n = 1
+            for d in ps.dims:
+                n *= d.min
+            if n > VALUE_PROPAGATION_LIMIT:
+                return False
+        return True
+
+    def set_output_partial_value(self, index: int, value: Sequence[Any] | None) -> None:
+        """Record known elements (ints) and unknown ones (Dimensions) of a 0/1-D int output."""
+        if value is None:
+            self._out_pval[index] = None
+            return
+        norm = tuple(v.min if isinstance(v, Dimension) and v.is_static else
+                     (v if isinstance(v, Dimension) else int(v)) for v in value)
+        if all(isinstance(v, int) for v in norm):
+            et = self._out_et[index]
+            dt = et.dtype if et.dtype is not None and et.is_integral else np.int64
+            ps = self._out_ps[index]
+            arr = np.array(norm, dtype=dt)
+            if ps.rank_is_static and len(ps) == 0:
+                arr = arr.reshape(())
+            self._out_val[index] = arr
+        else:
+            self._out_pval[index] = norm
+
+    def input_partial_value(self, i: int) -> tuple | None:
+        return self._inputs[i].partial_value
+
+    def input_constant(self, i: int) -> np.ndarray | None:
+        """The compile-time value of input ``i`` (a Constant or folded shape math), or None."""
+        o = self._inputs[i]
+        return o.node._out_val[o.index]
+
+    def check(self, condition: bool, message: str) -> None:
+        """Raise a ShapeInferenceError naming this node when ``condition`` is false."""
+        if not condition:
+            raise ShapeInferenceError(message, self, self._input_shapes())
+
+    def __repr__(self) -> str:
+        outs = ", ".join(f"{ps} {et}" for ps, et in zip(self._out_ps, self._out_et))
+        return f"<{self.type_name} '{self.friendly_name}': {outs}>"

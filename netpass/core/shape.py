@@ -1,0 +1,175 @@
+"""PartialShape: a tensor shape whose rank and dimensions may be unknown."""
+from __future__ import annotations
+
+from typing import Iterable, Iterator, Sequence, Union, overload
+
+from .dimension import Dimension, DimLike
+
+
+class PartialShape:
+    """Either a dynamic rank (``PartialShape.dynamic()``) or a tuple of :class:`Dimension`.
+
+    Immutable; operations return new shapes. ``merge`` / ``broadcast_merge`` return None
+    when the shapes cannot describe the same tensor.
+    """
+
+    __slots__ = ("_dims",)
+
+    def __init__(self, dims: "ShapeLike" = None) -> None:
+        if isinstance(dims, PartialShape):
+            self._dims = dims._dims
+        elif dims is None:
+            self._dims = None
+        elif isinstance(dims, str):
+            self._dims = PartialShape.parse(dims)._dims
+        else:
+            self._dims = tuple(Dimension.of(d) for d in dims)
+
+    @staticmethod
+    def dynamic(rank: int | None = None) -> "PartialShape":
+        if rank is None:
+            return PartialShape(None)
+        return PartialShape([Dimension() for _ in range(rank)])
+
+    @staticmethod
+    def parse(text: str) -> "PartialShape":
+        """Parse ``[1,?,3..5,N]`` or ``[...]`` (dynamic rank)."""
+        t = text.strip()
+        if t.startswith("[") and t.endswith("]"):
+            t = t[1:-1]
+        t = t.strip()
+        if t == "...":
+            return PartialShape(None)
+        if not t:
+            return PartialShape(())
+        return PartialShape([Dimension.parse(p) for p in t.split(",")])
+
+    # -- queries ------------------------------------------------------------------------
+    @property
+    def rank(self) -> Dimension:
+        return Dimension() if self._dims is None else Dimension(len(self._dims))
+
+    @property
+    def rank_is_static(self) -> bool:
+        return self._dims is not None
+
+    @property
+    def is_static(self) -> bool:
+        return self._dims is not None and all(d.min == d.max for d in self._dims)
+
+    @property
+    def is_dynamic(self) -> bool:
+        return not self.is_static
+
+    @property
+    def dims(self) -> tuple[Dimension, ...]:
+        if self._dims is None:
+            raise ValueError("shape has dynamic rank")
+        return self._dims
+
+    def to_shape(self) -> tuple[int, ...]:
+        if not self.is_static:
+            raise ValueError(f"shape {self} is not static")
+        return tuple(d.min for d in self._dims)  # type: ignore[union-attr]
+
+    get_shape = to_shape
+
+    def get_max_shape(self) -> tuple[int, ...]:
+        return tuple(d.get_max_length() for d in self.dims)
+
+    def get_min_shape(self) -> tuple[int, ...]:
+        return tuple(d.min for d in self.dims)
+
+    def compatible(self, other: "ShapeLike") -> bool:
+        return self.merge(other) is not None
+
+    def same_scheme(self, other: "ShapeLike") -> bool:
+        o = PartialShape(other)
+        if self._dims is None or o._dims is None:
+            return self._dims is None and o._dims is None
+        return len(self._dims) == len(o._dims) and all(
+            a.same_scheme(b) for a, b in zip(self._dims, o._dims))
+
+    def refines(self, other: "ShapeLike") -> bool:
+        """True when every tensor of this shape also fits ``other``."""
+        o = PartialShape(other)
+        if o._dims is None:
+            return True
+        if self._dims is None or len(self._dims) != len(o._dims):
+            return False
+        return all(o_d.min <= d.min and d.max <= o_d.max for d, o_d in zip(self._dims, o._dims))
+
+    def merge(self, other: "ShapeLike") -> "PartialShape | None":
+        o = PartialShape(other)
+        if self._dims is None:
+            return o
+        if o._dims is None:
+            return self
+        if len(self._dims) != len(o._dims):
+            return None
+        out = []
+        for a, b in zip(self._dims, o._dims):
+            m = a.merge(b)
+            if m is None:
+                return None
+            out.append(m)
+        return PartialShape(out)
+
+    def broadcast_merge(self, other: "ShapeLike") -> "PartialShape | None":
+        """Numpy broadcasting (right-aligned), or None when the shapes cannot broadcast."""
+        o = PartialShape(other)
+        if self._dims is None or o._dims is None:
+            return PartialShape(None)
+        a, b = self._dims, o._dims
+        n = max(len(a), len(b))
+        a = (Dimension(1),) * (n - len(a)) + a
+        b = (Dimension(1),) * (n - len(b)) + b
+        out = []
+        for x, y in zip(a, b):
+            m = x.broadcast_merge(y)
+            if m is None:
+                return None
+            out.append(m)
+        return PartialShape(out)
+
+    # -- sequence protocol --------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.dims)
+
+    def __iter__(self) -> Iterator[Dimension]:
+        return iter(self.dims)
+
+    @overload
+    def __getitem__(self, i: int) -> Dimension: ...
+    @overload
+    def __getitem__(self, i: slice) -> "PartialShape": ...
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return PartialShape(self.dims[i])
+        return self.dims[i]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PartialShape):
+            return self._dims == other._dims
+        if isinstance(other, (list, tuple)):
+            return self._dims is not None and self._dims == PartialShape(other)._dims
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._dims)
+
+    def __str__(self) -> str:
+        if self._dims is None:
+            return "[...]"
+        return "[" + ",".join(str(d) for d in self._dims) + "]"
+
+    def __repr__(self) -> str:
+        return f"PartialShape({self})"
+
+
+ShapeLike = Union[PartialShape, Sequence[DimLike], Iterable[DimLike], str, None]
+
+
+def as_partial_shape(value: ShapeLike) -> PartialShape:
+    return value if isinstance(value, PartialShape) else PartialShape(value)

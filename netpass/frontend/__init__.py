@@ -1,0 +1,25 @@
+"""Model readers and writers: ONNX and OpenVINO IR v11."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..core.model import Model
+from ..errors import ModelFormatError
+
+
+def read_model(source: Any, weights: Any = None) -> Model:
+    """Read a model from an ONNX path, ONNX bytes, an ``onnx.ModelProto`` or an IR ``.xml`` path."""
+    import onnx
+    if isinstance(source, Model):
+        return source
+    if isinstance(source, (str, Path)) and str(source).endswith(".xml"):
+        from .ir_reader import read_ir
+        return read_ir(source, weights)
+    if isinstance(source, (bytes, bytearray)) and bytes(source[:64]).lstrip().startswith(b"<"):
+        from .ir_reader import read_ir
+        return read_ir(source, weights)
+    if isinstance(source, (str, Path, bytes, bytearray, onnx.ModelProto)):
+        from .onnx_reader import read_onnx
+        return read_onnx(source)
+    raise ModelFormatError(f"cannot read a model from {type(source).__name__}")

@@ -1,0 +1,299 @@
+"""ONNX -> netpass Model.
+
+Each ONNX node is converted by the import rule its op registered in
+``netpass.ops.registry`` (the rule for the highest ``since`` <= the model's opset).
+Initializers and Constant nodes become Constants; ``dim_param`` becomes a symbolic dimension
+(one Symbol per name); graph input and output names become parameter and result names.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from ..core.dimension import Dimension, Symbol
+from ..core.model import Model
+from ..core.node import Node, Output
+from ..core.shape import PartialShape
+from ..core.types import Type
+from ..errors import ModelFormatError, NetpassError, UnsupportedOpError
+from ..ops.io import Constant, Parameter, Result
+from ..ops.registry import find_onnx_rule
+
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+_ONNX_TYPES = {
+    onnx.TensorProto.FLOAT: "f32", onnx.TensorProto.FLOAT16: "f16", onnx.TensorProto.DOUBLE: "f64",
+    onnx.TensorProto.BFLOAT16: "bf16", onnx.TensorProto.INT64: "i64", onnx.TensorProto.INT32: "i32",
+    onnx.TensorProto.INT16: "i16", onnx.TensorProto.INT8: "i8", onnx.TensorProto.UINT64: "u64",
+    onnx.TensorProto.UINT32: "u32", onnx.TensorProto.UINT16: "u16", onnx.TensorProto.UINT8: "u8",
+    onnx.TensorProto.BOOL: "boolean",
+}
+
+
+def onnx_element_type(elem_type: int, where: str) -> Type:
+    name = _ONNX_TYPES.get(elem_type)
+    if name is None:
+        raise ModelFormatError(
+            f"{where}: unsupported ONNX element type {onnx.TensorProto.DataType.Name(elem_type)}"
+            if elem_type in onnx.TensorProto.DataType.values() else f"{where}: bad element type {elem_type}")
+    return Type.of(name)
+
+
+class OnnxNodeContext:
+    """What an import rule sees of one ONNX node (see ``netpass.ops.registry``)."""
+
+    def __init__(self, proto: onnx.NodeProto, inputs: list[Output | None], opset: int) -> None:
+        self.proto = proto
+        self.inputs = inputs
+        self.opset = opset
+        self.op_type = proto.op_type
+        self.name = proto.name or (proto.output[0] if proto.output else proto.op_type)
+        self.num_outputs = len(proto.output)
+        self._attrs = {a.name: a for a in proto.attribute}
+
+    def has_attr(self, name: str) -> bool:
+        return name in self._attrs
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        """The attribute's python value; its kind must agree with ``default``'s when given."""
+        a = self._attrs.get(name)
+        if a is None:
+            return default
+        value = _attribute_value(a, self)
+        if default is not None and not _kind_matches(value, default):
+            raise ModelFormatError(
+                f"ONNX node '{self.name}' ({self.op_type}): attribute '{name}' has type "
+                f"{onnx.AttributeProto.AttributeType.Name(a.type)}, expected "
+                f"{type(default).__name__}")
+        return value
+
+    def input(self, i: int) -> Output | None:
+        return self.inputs[i] if i < len(self.inputs) else None
+
+    def error(self, message: str) -> None:
+        raise UnsupportedOpError(self.op_type, "", self.opset, self.name, message)
+
+
+def _kind_matches(value: Any, default: Any) -> bool:
+    if isinstance(default, bool) or isinstance(default, int):
+        return isinstance(value, (int, np.integer)) and not isinstance(value, (list, str))
+    if isinstance(default, float):
+        return isinstance(value, (float, int))
+    if isinstance(default, str):
+        return isinstance(value, str)
+    if isinstance(default, (list, tuple)):
+        return isinstance(value, list)
+    return True
+
+
+def _attribute_value(a: onnx.AttributeProto, ctx: OnnxNodeContext) -> Any:
+    t = a.type
+    A = onnx.AttributeProto
+    if t == A.INT:
+        return int(a.i)
+    if t == A.FLOAT:
+        return float(a.f)
+    if t == A.STRING:
+        return a.s.decode("utf-8")
+    if t == A.INTS:
+        return [int(v) for v in a.ints]
+    if t == A.FLOATS:
+        return [float(v) for v in a.floats]
+    if t == A.STRINGS:
+        return [s.decode("utf-8") for s in a.strings]
+    if t == A.TENSOR:
+        return _tensor_to_array(a.t, f"attribute '{a.name}' of node '{ctx.name}'")
+    if t == A.GRAPH:
+        return a.g
+    raise ModelFormatError(f"ONNX node '{ctx.name}': attribute '{a.name}' has unsupported type "
+                           f"{A.AttributeType.Name(t) if t in A.AttributeType.values() else t}")
+
+
+def _tensor_to_array(t: onnx.TensorProto, where: str) -> np.ndarray:
+    onnx_element_type(t.data_type, where)
+    try:
+        arr = numpy_helper.to_array(t)
+    except Exception as e:
+        raise ModelFormatError(f"{where}: cannot decode tensor '{t.name}': {e}") from e
+    if t.data_type == onnx.TensorProto.BFLOAT16:
+        arr = arr.astype(np.float32)
+    return arr
+
+
+def _load_external_data(model: onnx.ModelProto, base_dir: Path | None) -> None:
+    """Read external tensor data, refusing any path that leaves the model's directory."""
+    from onnx.external_data_helper import _get_all_tensors, uses_external_data
+    for tensor in _get_all_tensors(model):
+        if not uses_external_data(tensor):
+            continue
+        info = {e.key: e.value for e in tensor.external_data}
+        location = info.get("location", "")
+        if base_dir is None:
+            raise ModelFormatError(f"tensor '{tensor.name}' uses external data '{location}' but the "
+                                   "model was not read from a file")
+        root = base_dir.resolve()
+        target = (root / location).resolve()
+        if os.path.isabs(location) or root not in target.parents:
+            raise ModelFormatError(f"tensor '{tensor.name}': external data path '{location}' leaves "
+                                   f"the model directory {root}")
+        if not target.is_file():
+            raise ModelFormatError(f"tensor '{tensor.name}': external data file '{location}' not found")
+        offset = int(info.get("offset", 0))
+        length = int(info["length"]) if "length" in info else None
+        with open(target, "rb") as f:
+            f.seek(offset)
+            data = f.read() if length is None else f.read(length)
+        if length is not None and len(data) != length:
+            raise ModelFormatError(f"tensor '{tensor.name}': external data is truncated")
+        tensor.raw_data = data
+        del tensor.external_data[:]
+        tensor.data_location = onnx.TensorProto.DEFAULT
+
+
+def load_onnx_proto(source: Any) -> tuple[onnx.ModelProto, Path | None]:
+    if isinstance(source, onnx.ModelProto):
+        return source, None
+    if isinstance(source, (bytes, bytearray)):
+        try:
+            proto = onnx.load_model_from_string(bytes(source))
+        except Exception as e:
+            raise ModelFormatError(f"cannot parse ONNX bytes: {e}") from e
+        return proto, None
+    path = Path(source)
+    if not path.is_file():
+        raise ModelFormatError(f"model file not found: {path}")
+    try:
+        proto = onnx.load(str(path), load_external_data=False)
+    except Exception as e:
+        raise ModelFormatError(f"cannot parse ONNX file {path}: {type(e).__name__}: {e}") from e
+    if not proto.graph.node and not proto.graph.output:
+        raise ModelFormatError(f"{path} holds no ONNX graph (truncated or not an ONNX file)")
+    return proto, path.parent
+
+
+def _value_info_shape(vi: onnx.ValueInfoProto, symbols: dict[str, Symbol]) -> tuple[Type, PartialShape]:
+    tt = vi.type.tensor_type
+    if not vi.type.HasField("tensor_type"):
+        raise ModelFormatError(f"graph input '{vi.name}' is not a tensor")
+    et = onnx_element_type(tt.elem_type, f"graph input '{vi.name}'")
+    if not tt.HasField("shape"):
+        return et, PartialShape(None)
+    dims = []
+    for d in tt.shape.dim:
+        if d.HasField("dim_value") and d.dim_value >= 0:
+            dims.append(Dimension(d.dim_value))
+        elif d.HasField("dim_param") and d.dim_param:
+            sym = symbols.setdefault(d.dim_param, Symbol(d.dim_param))
+            dims.append(Dimension(symbol=sym))
+        else:
+            dims.append(Dimension())
+    return et, PartialShape(dims)
+
+
+def convert_graph(graph: onnx.GraphProto, opset: int, name: str = "Model",
+                  imported_domains: dict[str, int] | None = None) -> Model:
+    values: dict[str, Output] = {}
+    symbols: dict[str, Symbol] = {}
+    for init in graph.initializer:
+        arr = _tensor_to_array(init, f"initializer '{init.name}'")
+        c = Constant([], value=arr, element_type=onnx_element_type(init.data_type, init.name))
+        c.friendly_name = init.name
+        c.output(0).names.add(init.name)
+        values[init.name] = c.output(0)
+    for init in graph.sparse_initializer:
+        raise ModelFormatError(f"sparse initializer '{init.values.name}' is not supported")
+    params = []
+    for vi in graph.input:
+        if vi.name in values:
+            continue  # an initializer listed as input (IR < 4 style) stays a Constant
+        et, ps = _value_info_shape(vi, symbols)
+        p = Parameter([], shape=ps, element_type=et)
+        p.friendly_name = vi.name
+        p.output(0).names.add(vi.name)
+        values[vi.name] = p.output(0)
+        params.append(p)
+    for proto in graph.node:
+        _convert_node(proto, values, opset)
+    results = []
+    for vo in graph.output:
+        if vo.name not in values:
+            raise ModelFormatError(f"graph output '{vo.name}' is not produced by any node")
+        r = Result([values[vo.name]])
+        r.friendly_name = vo.name
+        results.append(r)
+    return Model(results, params, name)
+
+
+def _convert_node(proto: onnx.NodeProto, values: dict[str, Output], opset: int) -> None:
+    label = proto.name or (proto.output[0] if proto.output else "?")
+    if proto.domain not in DEFAULT_DOMAINS:
+        raise UnsupportedOpError(proto.op_type, proto.domain, None, label,
+                                 "only the default ONNX domain is supported")
+    rule = find_onnx_rule(proto.op_type, opset)
+    if rule is None:
+        raise UnsupportedOpError(proto.op_type, "", opset, label)
+    inputs: list[Output | None] = []
+    for name in proto.input:
+        if not name:
+            inputs.append(None)
+            continue
+        if name not in values:
+            raise ModelFormatError(f"ONNX node '{label}' ({proto.op_type}) reads '{name}', "
+                                   "which no earlier node or initializer produces")
+        inputs.append(values[name])
+    ctx = OnnxNodeContext(proto, inputs, opset)
+    before = {id(o.node) for o in inputs if o is not None}
+    try:
+        outs = rule(ctx)
+    except NetpassError as e:
+        prefix = f"ONNX node '{label}' ({proto.op_type}): "
+        if not str(e).startswith("ONNX node"):
+            e.args = (prefix + str(e),)
+        raise
+    except Exception as e:
+        raise ModelFormatError(f"ONNX node '{label}' ({proto.op_type}): "
+                               f"{type(e).__name__}: {e}") from e
+    if isinstance(outs, (Node, Output)):
+        outs = [outs]
+    outs = [o.output(0) if isinstance(o, Node) else o for o in outs]
+    for i, name in enumerate(proto.output):
+        if not name:
+            continue
+        if i >= len(outs) or outs[i] is None:
+            raise ModelFormatError(f"ONNX node '{label}' ({proto.op_type}): output {i} "
+                                   "is not produced by its import rule")
+        out = outs[i]
+        node = out.node
+        if id(node) not in before and not isinstance(node, (Parameter, Constant)) or \
+                (isinstance(node, Constant) and node._friendly is None):
+            if node.get_output_size() == 1:
+                node.friendly_name = proto.name or name
+            elif node._friendly is None:
+                node.friendly_name = proto.name or proto.output[0]
+        out.names.add(name)
+        values[name] = out
+
+
+def read_onnx(source: Any) -> Model:
+    proto, base_dir = load_onnx_proto(source)
+    if base_dir is not None:
+        _load_external_data(proto, base_dir)
+    else:
+        from onnx.external_data_helper import _get_all_tensors, uses_external_data
+        for t in _get_all_tensors(proto):
+            if uses_external_data(t):
+                raise ModelFormatError(f"tensor '{t.name}' uses external data but the model was "
+                                       "not read from a file")
+    opset = None
+    for imp in proto.opset_import:
+        if imp.domain in DEFAULT_DOMAINS:
+            opset = imp.version
+    if opset is None:
+        raise ModelFormatError("the model imports no default-domain ONNX opset")
+    name = proto.graph.name or "Model"
+    return convert_graph(proto.graph, opset, name)

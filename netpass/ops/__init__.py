@@ -1,0 +1,15 @@
+"""Operations, importable by their OpenVINO type names (``netpass.ops.Transpose``).
+
+One module per family; each module holds its op classes (shape inference, evaluate), its
+``netpass.opset`` factory functions (listed in ``__all__``) and its ONNX import/export rules.
+"""
+from __future__ import annotations
+
+from . import (convolution, elementwise, gna, indexing, io, legacy, matmul,  # noqa: F401
+               movement, normalization, pooling, recurrent, reduction, shape_ops)
+from .base import (ArithmeticReductionKeepDims, BinaryElementwiseArithmetic,  # noqa: F401
+                   BinaryElementwiseComparison, BinaryElementwiseLogical,
+                   LogicalReductionKeepDims, UnaryElementwiseArithmetic)
+from .registry import OP_TYPES
+
+globals().update(OP_TYPES)

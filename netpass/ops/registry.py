@@ -1,0 +1,50 @@
+"""Registries that tie an op to the rest of netpass: op classes by type name, ONNX import rules
+and ONNX export rules. Op modules fill them; the frontend and serializers read them.
+
+Import rule: ``fn(ctx) -> Output | list[Output]`` where ``ctx`` offers ``ctx.inputs`` (Outputs,
+None for omitted optional inputs), ``ctx.attr(name, default)``, ``ctx.has_attr(name)``,
+``ctx.opset`` (the model's default-domain opset), ``ctx.name`` (ONNX node name),
+``ctx.num_outputs`` and ``ctx.error(message)`` (raises a netpass error naming the node).
+
+Export rule: ``fn(node, ectx)`` writing ONNX nodes through ``ectx.inputs(node)`` (tensor names),
+``ectx.outputs(node)``, ``ectx.add_node(op_type, inputs, outputs, **attrs)``,
+``ectx.constant(array) -> name`` and ``ectx.fresh(hint) -> name``.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from ..core.node import OP_TYPES  # noqa: F401  (re-exported: op classes by type name)
+
+ONNX_IMPORT: dict[tuple[str, str], list[tuple[int, Callable]]] = {}
+ONNX_EXPORT: dict[type, Callable] = {}
+
+
+def onnx_rule(op_type: str, since: int = 1, domain: str = "") -> Callable[[Callable], Callable]:
+    """Register an ONNX import rule used for model opsets >= ``since``."""
+    def deco(fn: Callable) -> Callable:
+        rules = ONNX_IMPORT.setdefault((domain, op_type), [])
+        rules.append((since, fn))
+        rules.sort(key=lambda r: r[0])
+        return fn
+    return deco
+
+
+def find_onnx_rule(op_type: str, opset: int, domain: str = "") -> Callable | None:
+    rules = ONNX_IMPORT.get((domain, op_type))
+    if not rules:
+        return None
+    chosen = None
+    for since, fn in rules:
+        if since <= opset:
+            chosen = fn
+    return chosen
+
+
+def onnx_export(*classes: type) -> Callable[[Callable], Callable]:
+    """Register an ONNX export rule for the given op classes."""
+    def deco(fn: Callable) -> Callable:
+        for c in classes:
+            ONNX_EXPORT[c] = fn
+        return fn
+    return deco

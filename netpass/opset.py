@@ -1,0 +1,20 @@
+"""Graph-building functions with OpenVINO's Python opset names and argument order.
+
+``opset.transpose(data, input_order)``, ``opset.concat(nodes, axis)``... Values may be Nodes,
+Outputs, python lists or numpy arrays (which become Constants).
+"""
+from __future__ import annotations
+
+from .ops.convolution import *  # noqa: F401,F403
+from .ops.elementwise import *  # noqa: F401,F403
+from .ops.gna import *  # noqa: F401,F403
+from .ops.indexing import *  # noqa: F401,F403
+from .ops.io import *  # noqa: F401,F403
+from .ops.legacy import *  # noqa: F401,F403
+from .ops.matmul import *  # noqa: F401,F403
+from .ops.movement import *  # noqa: F401,F403
+from .ops.normalization import *  # noqa: F401,F403
+from .ops.pooling import *  # noqa: F401,F403
+from .ops.recurrent import *  # noqa: F401,F403
+from .ops.reduction import *  # noqa: F401,F403
+from .ops.shape_ops import *  # noqa: F401,F403

@@ -1,0 +1,178 @@
+"""Core IR behaviour: dimensions, shapes, consumers, order, cloning, naming rules."""
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+from netpass.core import (Dimension, FusedNames, Model, NonCopyable, PartialShape, Symbol,
+                          copy_runtime_info, lint, lint_problems, replace_node,
+                          replace_output_update_name)
+from netpass.core.node import Node
+from netpass.core.types import f32
+from netpass.errors import LintError
+from netpass.ops.base import UnaryElementwiseArithmetic
+from netpass.ops.io import Parameter, Result, constant, parameter
+
+
+class _Neg(UnaryElementwiseArithmetic):
+    type_name = "TestNeg"
+    fn = staticmethod(np.negative)
+
+
+def neg(x):
+    return _Neg([x])
+
+
+def test_dimension_interval_merge_and_broadcast():
+    assert Dimension(2, 8).merge(Dimension(4, -1)) == Dimension(4, 8)
+    assert Dimension(3).merge(Dimension(4)) is None
+    assert Dimension(1).broadcast_merge(Dimension(7)) == Dimension(7)
+    assert Dimension(5).broadcast_merge(Dimension(3)) is None
+    assert str(Dimension()) == "?" and str(Dimension(1, 10)) == "1..10"
+
+
+def test_symbol_survives_merge():
+    s = Symbol("batch")
+    d = Dimension(symbol=s).merge(Dimension(1, 64))
+    assert d.symbol is s and d == Dimension(1, 64)
+
+
+def test_partial_shape_broadcast_merge_numpy_rules():
+    a = PartialShape([1, "?", 3])
+    b = PartialShape([4, 1, 1, 3])
+    assert str(a.broadcast_merge(b)) == "[4,1..,?,3]" or a.broadcast_merge(b).rank == 4
+    assert PartialShape([2, 3]).broadcast_merge([4, 3]) is None
+    assert PartialShape.parse("[N,?,3..5]").rank == 3
+    assert not PartialShape(None).rank_is_static
+
+
+def test_partial_shape_compatible_and_static():
+    assert PartialShape([1, "?"]).compatible([1, 5])
+    assert not PartialShape([1, 2]).compatible([1, 5])
+    assert PartialShape([2, 3]).is_static and PartialShape([2, 3]).to_shape() == (2, 3)
+
+
+def test_consumers_drop_freed_nodes():
+    x = parameter([2, 3], name="x")
+    a = neg(x)
+    assert len(x.output(0).consumers()) == 1
+    del a
+    gc.collect()
+    assert x.output(0).consumers() == []
+
+
+def test_replace_node_rewires_and_frees_old():
+    x = parameter([2], name="x")
+    a = neg(x)
+    r = Result([a])
+    b = neg(x)
+    replace_node(a, b)
+    assert r.input_value(0).node is b
+    del a
+    assert [c.node for c in x.output(0).consumers()] == [b]
+
+
+def test_topological_order_input0_subtree_first():
+    x = parameter([2], name="x")
+    y = parameter([2], name="y")
+    a, b = neg(x), neg(y)
+    from netpass.ops.base import BinaryElementwiseArithmetic
+
+    class _Add(BinaryElementwiseArithmetic):
+        type_name = "TestAdd"
+        fn = staticmethod(np.add)
+
+    s = _Add([a, b])
+    m = Model([s], [x, y])
+    order = m.get_ordered_ops()
+    assert order.index(a) < order.index(b) < order.index(s)
+    assert order[-1].type_name == "Result"
+
+
+def test_order_cache_invalidated_on_mutation():
+    x = parameter([2], name="x")
+    a = neg(x)
+    m = Model([a], [x])
+    first = m.get_ordered_ops()
+    b = neg(a)
+    m.results[0].input(0).replace_source_output(b.output(0))
+    assert b in m.get_ordered_ops() and b not in first
+
+
+def test_clone_keeps_names_and_is_independent():
+    x = parameter([2], name="x")
+    a = neg(x)
+    a.friendly_name = "neg"
+    a.output(0).names.add("t")
+    m = Model([a], [x])
+    c = m.clone()
+    na = c.results[0].input_value(0).node
+    assert na is not a and na.friendly_name == "neg" and "t" in na.output(0).names
+
+
+def test_replace_output_update_name_moves_friendly_name_to_result_producer():
+    x = parameter([2], name="x")
+    a = neg(x)
+    a.friendly_name = "out"
+    r = Result([a])  # noqa: F841  (held: consumers are weak)
+    b = neg(x)
+    assert replace_output_update_name(a.output(0), b.output(0))
+    assert b.friendly_name == "out"
+
+
+def test_replace_output_update_name_refuses_parameter():
+    x = parameter([2], name="x")
+    a = neg(x)
+    r = Result([a])  # noqa: F841  (held: consumers are weak)
+    assert not replace_output_update_name(a.output(0), x.output(0))
+
+
+def test_copy_runtime_info_merges_fused_names_and_skips_noncopyable():
+    x = parameter([2], name="x")
+    a, b = neg(x), neg(x)
+    a.rt_info[FusedNames.key] = FusedNames({"a"})
+    b.rt_info[FusedNames.key] = FusedNames({"b"})
+    a.rt_info["mark"] = NonCopyable("mark")
+    t = neg(x)
+    copy_runtime_info([a, b], t)
+    assert t.rt_info[FusedNames.key].names == {"a", "b"} and "mark" not in t.rt_info
+
+
+def test_lint_accepts_valid_and_reports_unregistered_parameter():
+    x = parameter([2], name="x")
+    y = parameter([2], name="y")
+    m = Model([neg(x)], [x])
+    lint(m)
+    m2 = Model([neg(y)], [x])
+    assert any("not a model parameter" in p for p in lint_problems(m2))
+    with pytest.raises(LintError):
+        lint(m2)
+
+
+def test_constant_value_propagates_through_small_ops():
+    c = constant(np.array([1.0, -2.0], np.float32))
+    n = neg(c)
+    np.testing.assert_array_equal(n.output(0).value, [-1.0, 2.0])
+
+
+def test_model_reshape_reinfers():
+    x = parameter([1, "?"], name="x")
+    m = Model([neg(x)], [x])
+    m.reshape({"x": [1, 7]})
+    assert m.output(0).partial_shape == PartialShape([1, 7])
+
+
+def test_multi_output_node_needs_explicit_output():
+    class _Two(Node):
+        type_name = "TestTwo"
+
+        def infer_types(self):
+            self.set_output_type(0, f32, [1])
+            self.set_output_type(1, f32, [1])
+
+    t = _Two([])
+    with pytest.raises(Exception, match="has 2 outputs"):
+        neg(t)
+    assert isinstance(Parameter([], shape=PartialShape([1])), Parameter)
