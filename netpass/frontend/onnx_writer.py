@@ -1,0 +1,186 @@
+"""netpass Model -> ONNX (opset 17, IR version 8).
+
+Each op family registers an export rule in ``netpass.ops.registry.ONNX_EXPORT``; a rule writes
+ONNX nodes through the :class:`ExportContext` it is given. Graph inputs and outputs keep the
+model's input and output names, so a model read from ONNX and written back is fed and read
+by the same names; symbolic dimensions become ``dim_param``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from ..core.model import Model, parameter_name, result_name
+from ..core.node import Node, Output
+from ..core.shape import PartialShape
+from ..core.types import Type
+from ..errors import ModelFormatError, UnsupportedOpError
+from ..ops.io import Parameter, Result
+from ..ops.registry import ONNX_EXPORT
+
+OPSET = 17
+IR_VERSION = 8
+
+
+def onnx_elem_type(et: Type, where: str) -> int:
+    if et.dtype is None:
+        raise ModelFormatError(f"{where}: element type {et} has no ONNX equivalent")
+    return helper.np_dtype_to_tensor_dtype(et.dtype)
+
+
+def _dims(ps: PartialShape) -> list[int | str | None] | None:
+    """ONNX dims: ints when static, the symbol's name (dim_param) when it has one, else None."""
+    if not ps.rank_is_static:
+        return None
+    return [d.get_length() if d.is_static else (d.symbol.name if d.symbol is not None else None)
+            for d in ps]
+
+
+class ExportContext:
+    """Names of tensors and the growing list of ONNX nodes and initializers.
+
+    Every netpass Output gets one ONNX tensor name: a model input's or output's name where it
+    is one, else one of its own tensor names not used yet, else a fresh name.
+    """
+
+    def __init__(self, model: Model) -> None:
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+        self._names: dict[tuple[int, int], str] = {}
+        self._used: set[str] = set()
+        # Names a fresh name must avoid: every tensor name in the model, taken or not yet.
+        self._reserved: set[str] = set()
+        self._counter = 0
+        for node in model.get_ordered_ops():
+            for names in node._out_names:
+                self._reserved.update(names)
+        self._reserved.update(model.input_names)
+        self._reserved.update(model.output_names)
+
+    # -- names --------------------------------------------------------------------------
+    def bind(self, output: Output, name: str) -> None:
+        self._names[(id(output.node), output.index)] = name
+        self._used.add(name)
+
+    def reserve(self, name: str) -> None:
+        """Keep ``name`` from being handed out (it is written later)."""
+        self._used.add(name)
+
+    def is_bound(self, output: Output) -> bool:
+        return (id(output.node), output.index) in self._names
+
+    def name_of(self, output: Output) -> str:
+        key = (id(output.node), output.index)
+        name = self._names.get(key)
+        if name is None:
+            free = sorted(n for n in output.names if n not in self._used)
+            name = free[0] if free else self.fresh(output.node.friendly_name)
+            self.bind(output, name)
+        return name
+
+    def fresh(self, hint: str = "t") -> str:
+        """A tensor (or node) name used nowhere in the model or the ONNX graph so far."""
+        base = hint or "t"
+        name = base
+        while name in self._used or name in self._reserved:
+            self._counter += 1
+            name = f"{base}__{self._counter}"
+        self._used.add(name)
+        return name
+
+    # -- what export rules call ---------------------------------------------------------
+    def inputs(self, node: Node) -> list[str]:
+        return [self.name_of(v) for v in node.input_values()]
+
+    def outputs(self, node: Node) -> list[str]:
+        return [self.name_of(o) for o in node.outputs()]
+
+    def add_node(self, op_type: str, inputs: list[str], outputs: list[str], **attrs: Any) -> None:
+        """Append an ONNX node; numpy array attributes become tensor attributes."""
+        conv = {k: (numpy_helper.from_array(np.asarray(v)) if isinstance(v, np.ndarray) else v)
+                for k, v in attrs.items() if v is not None}
+        name = self.fresh(f"{op_type}_{outputs[0]}" if outputs else op_type)
+        self.nodes.append(helper.make_node(op_type, list(inputs), list(outputs), name=name, **conv))
+
+    def constant(self, array: Any, hint: str = "const") -> str:
+        """Add ``array`` as an initializer; returns its tensor name."""
+        name = self.fresh(hint)
+        self.initializers.append(numpy_helper.from_array(np.asarray(array), name))
+        return name
+
+
+def _rule_for(node: Node) -> Callable | None:
+    for cls in type(node).__mro__:
+        rule = ONNX_EXPORT.get(cls)
+        if rule is not None:
+            return rule
+    return None
+
+
+def _prune(nodes: list[onnx.NodeProto], initializers: list[onnx.TensorProto],
+           outputs: list[str]) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
+    """Drop nodes and initializers no graph output depends on (e.g. weights an export rule
+    replaced by a re-laid-out copy)."""
+    needed = set(outputs)
+    kept = []
+    for n in reversed(nodes):
+        if any(o in needed for o in n.output):
+            kept.append(n)
+            needed.update(i for i in n.input if i)
+    kept.reverse()
+    return kept, [t for t in initializers if t.name in needed]
+
+
+def to_onnx(model: Model) -> onnx.ModelProto:
+    """Build the ONNX ModelProto of ``model``."""
+    ectx = ExportContext(model)
+    inputs = []
+    for p, name in zip(model.parameters, model.input_names):
+        ectx.bind(p.output(0), name)
+        out = p.output(0)
+        inputs.append(helper.make_tensor_value_info(
+            name, onnx_elem_type(out.element_type, f"input '{name}'"), _dims(out.partial_shape)))
+    # A result's value takes the output's name unless it already has one (a model input, or
+    # another result's value); those get an Identity after all nodes are written.
+    identities: list[tuple[Output, str]] = []
+    for r, name in zip(model.results, model.output_names):
+        src = r.input_value(0)
+        if ectx.is_bound(src):
+            identities.append((src, name))
+            ectx.reserve(name)
+        else:
+            ectx.bind(src, name)
+    for node in model.get_ordered_ops():
+        if isinstance(node, (Parameter, Result)):
+            continue
+        rule = _rule_for(node)
+        if rule is None:
+            raise UnsupportedOpError(node.type_name, "", OPSET, node.friendly_name,
+                                     "no ONNX export rule")
+        rule(node, ectx)
+    for src, name in identities:
+        ectx.add_node("Identity", [ectx.name_of(src)], [name])
+    nodes, initializers = _prune(ectx.nodes, ectx.initializers, model.output_names)
+    outputs = []
+    for r, name in zip(model.results, model.output_names):
+        src = r.input_value(0)
+        outputs.append(helper.make_tensor_value_info(
+            name, onnx_elem_type(src.element_type, f"output '{name}'"), _dims(src.partial_shape)))
+    graph = helper.make_graph(nodes, model.friendly_name or "netpass", inputs, outputs,
+                              initializers)
+    proto = helper.make_model(graph, producer_name="netpass",
+                              opset_imports=[helper.make_opsetid("", OPSET)])
+    proto.ir_version = IR_VERSION
+    return proto
+
+
+def write_onnx(model: Model, path: str | Path) -> None:
+    """Write ``model`` to ``path`` as ONNX (opset 17, IR version 8)."""
+    onnx.save_model(to_onnx(model), str(path))
+
+
+__all__ = ["ExportContext", "to_onnx", "write_onnx"]
