@@ -1,0 +1,162 @@
+"""``compile_model``: the whole flow from a model to something that runs.
+
+read -> GNA pipeline (or CommonOptimizations) -> pre/post split -> legacy network and passes
+-> graph compiler -> runtime program on the chosen device. The user's model is not changed.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from .core.model import Model
+from .core.shape import PartialShape
+from .core.types import Type
+from .errors import NetpassError
+from .frontend import read_model
+from .reference import check_inputs
+
+TRANSFORMATIONS = ("GNA", "COMMON", "NONE")
+
+
+@dataclass(frozen=True)
+class Port:
+    """A compiled model's input or output: its name, partial shape and element type."""
+
+    name: str
+    partial_shape: PartialShape
+    element_type: Type
+
+    def get_any_name(self) -> str:
+        return self.name
+
+
+def _transform(model: Model, which: str) -> None:
+    from .passes import Manager
+    manager = Manager()
+    if which == "GNA":
+        from .ngraph_passes.gna import GnaTransformationsPipeline
+        manager.register_pass(GnaTransformationsPipeline())
+    elif which == "COMMON":
+        from .ngraph_passes.common import CommonOptimizations
+        manager.register_pass(CommonOptimizations())
+    manager.run_passes(model)
+    model.validate_nodes_and_infer_types()
+
+
+class CompiledModel:
+    """The result of :func:`compile_model`; create infer requests from it."""
+
+    def __init__(self, original: Model, transformed: Model, prepost: Any, network: Any,
+                 executable: Model, runtime: Any, device: str, legacy_log: list[str]) -> None:
+        self.original = original
+        self.transformed = transformed
+        self.prepost = prepost
+        self.network = network
+        self.executable = executable
+        self.runtime = runtime
+        self.device = device
+        self.legacy_log = legacy_log
+        self.inputs = [Port(n, p.output(0).partial_shape, p.output(0).element_type)
+                       for n, p in zip(original.input_names, original.parameters)]
+        self.outputs = [Port(n, r.input_value(0).partial_shape, r.input_value(0).element_type)
+                        for n, r in zip(original.output_names, original.results)]
+
+    def create_infer_request(self) -> "InferRequest":
+        return InferRequest(self)
+
+    def dump(self, directory: str | Path) -> list[Path]:
+        """Write the graph at each stage (svg where graphviz is present, and IR xml)."""
+        from .legacy_passes import dump_network
+        from .passes import Serialize, VisualizeTree
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        written: list[Path] = []
+        stages = [("0_original", self.original), ("1_transformed", self.transformed),
+                  ("3_executable", self.executable)]
+        stages += [(f"2_prepost_{i}", m) for i, m in enumerate(self.prepost.values())]
+        for stem, model in stages:
+            Serialize(str(d / f"{stem}.xml"), str(d / f"{stem}.bin")).run_on_model(model)
+            written.append(d / f"{stem}.xml")
+            try:
+                VisualizeTree(str(d / f"{stem}.svg")).run_on_model(model)
+                written.append(d / f"{stem}.svg")
+            except NetpassError:
+                VisualizeTree(str(d / f"{stem}.dot")).run_on_model(model)
+                written.append(d / f"{stem}.dot")
+        dump_network(self.network, d / "2_legacy")
+        written += [d / "2_legacy.dot", d / "2_legacy.xml"]
+        return written
+
+
+class InferRequest:
+    """One inference context: pre-processing on the host, the device graph, post-processing."""
+
+    def __init__(self, compiled: CompiledModel) -> None:
+        self.compiled = compiled
+        self._runtime_request = compiled.runtime.create_infer_request() \
+            if compiled.runtime is not None else None
+        self._host = {"host_preprocess_s": 0.0, "host_postprocess_s": 0.0, "infers": 0}
+
+    def infer(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        from . import reference
+        cm = self.compiled
+        feeds = check_inputs(cm.original, inputs)
+        t0 = time.perf_counter()
+        feeds = cm.prepost.preprocess(feeds)
+        t1 = time.perf_counter()
+        if self._runtime_request is None:
+            outs = reference.infer(cm.executable, feeds)
+        else:
+            outs = self._runtime_request.infer(feeds)
+        t2 = time.perf_counter()
+        outs = cm.prepost.postprocess(outs)
+        t3 = time.perf_counter()
+        self._host["host_preprocess_s"] += t1 - t0
+        self._host["host_postprocess_s"] += t3 - t2
+        self._host["infers"] += 1
+        return {name: outs[name] for name in cm.original.output_names}
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        base = dict(self._runtime_request.stats) if self._runtime_request is not None else {}
+        base.update(self._host)
+        return base
+
+
+def compile_model(model: Any, device: str = "AUTO", config: Mapping[str, Any] | None = None) -> CompiledModel:
+    """Compile ``model`` (a Model or anything ``read_model`` reads) for ``device``.
+
+    ``config``: ``TRANSFORMATIONS`` = ``"GNA"`` (default: the GNA layout pipeline),
+    ``"COMMON"`` (CommonOptimizations only) or ``"NONE"``; other keys go to the runtime
+    (e.g. ``PROFILING``); ``LEGACY_DUMP_DIR`` dumps the legacy network after each legacy pass.
+    """
+    import os
+
+    from .legacy_passes import convert_to_legacy, run_legacy_passes
+    from .prepost import split_pre_post_processing
+    from .runtime.graph_compiler import legacy_to_model
+    cfg = dict(config or {})
+    which = str(cfg.pop("TRANSFORMATIONS", "GNA")).upper()
+    if which not in TRANSFORMATIONS:
+        raise NetpassError(f"unknown TRANSFORMATIONS '{which}'; use one of {TRANSFORMATIONS}")
+    dump_dir = cfg.pop("LEGACY_DUMP_DIR", None)
+    original = read_model(model) if not isinstance(model, Model) else model
+    transformed = original.clone()
+    _transform(transformed, which)
+    prepost = split_pre_post_processing(transformed)
+    network = convert_to_legacy(transformed)
+    legacy_log = run_legacy_passes(network, dump_dir=dump_dir)
+    executable = legacy_to_model(network)
+    device = device.upper()
+    if device == "AUTO":
+        device = os.environ.get("NETPASS_DEVICE", "AUTO").upper()
+    runtime = None
+    if device != "REFERENCE":
+        from .runtime import compile_program
+        runtime = compile_program(executable, device=device, config=cfg)
+    return CompiledModel(original, transformed, prepost, network, executable, runtime, device,
+                         legacy_log)

@@ -1,0 +1,155 @@
+"""Cutting edge Transposes/Gathers out of a model into host-side models."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Iterator
+
+import numpy as np
+
+from ..core.graph_util import replace_output_update_name
+from ..core.model import Model, parameter_name, result_name
+from ..core.node import Node, Output
+from ..ops.io import Constant, Parameter, Result
+from .. import reference
+
+
+class PrePostProcessModels(Mapping):
+    """Small host-side models keyed by the model input or output name they wrap.
+
+    ``inputs[name]`` runs before the device graph on the user's input ``name``;
+    ``outputs[name]`` runs after it on the device's output ``name``. Iterating the mapping
+    gives every name (inputs first).
+    """
+
+    def __init__(self) -> None:
+        self.inputs: dict[str, Model] = {}
+        self.outputs: dict[str, Model] = {}
+        self._output_shapes: dict[str, tuple[int, ...]] = {}
+
+    def __getitem__(self, name: str) -> Model:
+        if name in self.inputs:
+            return self.inputs[name]
+        return self.outputs[name]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.inputs
+        yield from (n for n in self.outputs if n not in self.inputs)
+
+    def __len__(self) -> int:
+        return len(set(self.inputs) | set(self.outputs))
+
+    def preprocess(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Apply the input models; other inputs pass through unchanged."""
+        out = dict(feeds)
+        for name, m in self.inputs.items():
+            if name in out:
+                arr = np.asarray(out[name])
+                out[name] = _run_flat(m, arr).reshape(arr.shape)
+        return out
+
+    def postprocess(self, results: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Apply the output models; other outputs pass through unchanged."""
+        out = dict(results)
+        for name, m in self.outputs.items():
+            if name in out:
+                out[name] = _run_flat(m, np.asarray(out[name])).reshape(self._output_shapes[name])
+        return out
+
+
+def _run_flat(model: Model, arr: np.ndarray) -> np.ndarray:
+    param = model.parameters[0]
+    x = arr.reshape(param.output(0).partial_shape.to_shape())
+    return next(iter(reference.infer(model, {model.input_names[0]: x}).values()))
+
+
+def _is_reshape(node: Node) -> bool:
+    return node.type_name == "Reshape"
+
+
+def _cuttable(node: Node) -> bool:
+    """A Gather (permutation along one axis) or a Transpose the target cannot run, with static
+    shapes and constant parameters, whose output has as many elements as its input."""
+    src, out = node.input_value(0), node.output(0)
+    if not (src.partial_shape.is_static and out.partial_shape.is_static):
+        return False
+    if int(np.prod(src.shape)) != int(np.prod(out.shape)):
+        return False
+    if node.type_name == "Transpose":
+        from ..ngraph_passes.gna import is_transpose_supported
+        return isinstance(node.input_value(1).node, Constant) and not is_transpose_supported(src.shape)
+    if node.type_name == "Gather":
+        return all(isinstance(node.input_value(i).node, Constant) for i in (1, 2))
+    return False
+
+
+def _single_op_model(node: Node, name: str) -> Model:
+    src = node.input_value(0)
+    p = Parameter([], shape=src.partial_shape, element_type=src.element_type)
+    p.friendly_name = name
+    clone = node.clone_with_new_inputs([p.output(0), *node.input_values()[1:]])
+    clone.friendly_name = node.friendly_name
+    r = Result([clone.output(0)])
+    r.friendly_name = name
+    return Model([r], [p], f"{name}_processing")
+
+
+def _remove_single_input_node(node: Node) -> None:
+    """Bypass ``node``; a Reshape to its output shape stands in when the shapes differ."""
+    from ..ops.movement import Reshape
+    src, out = node.input_value(0), node.output(0)
+    if src.partial_shape == out.partial_shape:
+        repl: Output = src
+    else:
+        target = Constant([], value=np.array(out.shape, dtype=np.int64))
+        reshape = Reshape([src, target.output(0)], special_zero=False)
+        reshape.friendly_name = node.friendly_name
+        repl = reshape.output(0)
+    if not replace_output_update_name(out, repl):
+        out.replace(repl)
+
+
+def _input_edge(param: Parameter) -> Node | None:
+    cur = param.output(0)
+    while True:
+        cons = cur.consumers()
+        if len(cons) != 1 or cons[0].index != 0:
+            return None
+        node = cons[0].node
+        if _is_reshape(node):
+            cur = node.output(0)
+            continue
+        return node
+
+
+def _output_edge(result: Result) -> Node | None:
+    cur = result.input_value(0)
+    while _is_reshape(cur.node) and len(cur.consumers()) == 1:
+        cur = cur.node.input_value(0)
+    if len(cur.consumers()) != 1 or cur.node.get_output_size() != 1:
+        return None
+    return cur.node
+
+
+def split_pre_post_processing(model: Model) -> PrePostProcessModels:
+    """Move edge Gathers and unsupported Transposes into :class:`PrePostProcessModels`.
+
+    Looks through single-consumer Reshapes from every Parameter forward and from every Result
+    backward; an input with several consumers is left as is. The main model is changed in
+    place and re-validated.
+    """
+    models = PrePostProcessModels()
+    for param in model.parameters:
+        node = _input_edge(param)
+        if node is not None and _cuttable(node):
+            name = parameter_name(param)
+            models.inputs[name] = _single_op_model(node, name)
+            _remove_single_input_node(node)
+    for res in model.results:
+        node = _output_edge(res)
+        if node is not None and not isinstance(node, Parameter) and _cuttable(node):
+            name = result_name(res)
+            models.outputs[name] = _single_op_model(node, name)
+            models._output_shapes[name] = res.input_value(0).shape
+            _remove_single_input_node(node)
+    model.validate_nodes_and_infer_types()
+    return models

@@ -1,0 +1,166 @@
+"""Legacy stage: conversion to a layer graph, the pass manager, and each legacy pass."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from netpass import Model, opset
+from netpass.core.types import f32
+from netpass.legacy_passes import (LegacyNetwork, PassManager, convert_to_legacy,
+                                   run_legacy_passes)
+from netpass.legacy_passes.passes import (ConvertGemmToFullyConnectedPass,
+                                          FuseFullyConnectedWithEltwisePass,
+                                          FuseMultipleIdentitiesPass, HandleCropAlignmentPass,
+                                          InsertIdentityPass, RemoveConstPass,
+                                          RemoveSingleInputConcatPass,
+                                          ReorderActivationAndPoolingPass)
+from netpass.ops.io import Parameter
+
+RNG = np.random.default_rng(0)
+
+
+def _w(*shape):
+    return RNG.uniform(0.1, 1.0, shape).astype(np.float32)
+
+
+def conv_relu_pool_model():
+    x = opset.parameter([1, 3, 8, 8], f32, "x")
+    conv = opset.convolution(x, _w(4, 3, 3, 3), [1, 1], [1, 1], [1, 1], [1, 1])
+    conv.friendly_name = "conv"
+    act = opset.relu(conv)
+    act.friendly_name = "act"
+    pool = opset.max_pool(act, [2, 2], [1, 1], [0, 0], [0, 0], [2, 2])
+    pool.friendly_name = "pool"
+    out = opset.result(pool.output(0), name="y")
+    return Model([out], [x], "m")
+
+
+def test_constants_become_blobs_of_their_consumer():
+    net = convert_to_legacy(conv_relu_pool_model())
+    conv = net.layer("conv")
+    assert conv.type == "Convolution" and conv.blobs["weights"].shape == (4, 3, 3, 3)
+    assert conv.inputs[1] == ("blob", "weights")
+    assert "Const" not in net.types() and "Constant" not in net.types()
+
+
+def test_ports_and_topological_order():
+    net = convert_to_legacy(conv_relu_pool_model())
+    order = [layer.name for layer in net.sorted_layers()]
+    assert order.index("x") < order.index("conv") < order.index("act") < order.index("pool")
+    assert net.consumers("conv") == [("act", 0)]
+    assert net.input_names == ["x"] and net.layer(net.output_names[0]).params["name"] == "y"
+
+
+def test_reorder_activation_and_pooling():
+    net = convert_to_legacy(conv_relu_pool_model())
+    assert ReorderActivationAndPoolingPass().run(net)
+    assert net.consumers("conv") == [("pool", 0)] and net.consumers("pool") == [("act", 0)]
+    assert net.layer("act").out_shapes[0].to_shape() == (1, 4, 4, 4)
+
+
+def test_reorder_keeps_avg_pool_order():
+    x = opset.parameter([1, 3, 8, 8], f32, "x")
+    conv = opset.convolution(x, _w(4, 3, 3, 3), [1, 1], [1, 1], [1, 1], [1, 1])
+    act = opset.relu(conv)
+    pool = opset.avg_pool(act, [2, 2], [0, 0], [0, 0], [2, 2], True)
+    net = convert_to_legacy(Model([pool], [x]))
+    assert not ReorderActivationAndPoolingPass().run(net)
+
+
+def test_remove_single_input_concat():
+    x = opset.parameter([2, 3], f32, "x")
+    c = opset.concat([opset.relu(x)], 0)
+    net = convert_to_legacy(Model([opset.sigmoid(c)], [x]))
+    assert RemoveSingleInputConcatPass().run(net)
+    assert "Concat" not in net.types()
+
+
+def test_remove_const_turns_reshape_shape_into_dims():
+    x = opset.parameter([2, 6], f32, "x")
+    r = opset.reshape(opset.relu(x), [3, 4], False)
+    net = convert_to_legacy(Model([opset.relu(r)], [x]))
+    assert RemoveConstPass().run(net)
+    layer = next(layer for layer in net.layers() if layer.type == "Reshape")
+    assert layer.params["dims"] == [3, 4] and len(layer.inputs) == 1 and not layer.blobs
+
+
+def test_gemm_to_fully_connected_and_bias_fusion():
+    x = opset.parameter([4, 8], f32, "x")
+    w = _w(8, 5)
+    mm = opset.matmul(x, w, False, False)
+    add = opset.add(mm, _w(5))
+    net = convert_to_legacy(Model([add], [x]))
+    assert ConvertGemmToFullyConnectedPass().run(net)
+    fc = next(layer for layer in net.layers() if layer.type == "FullyConnected")
+    np.testing.assert_array_equal(fc.blobs["weights"], w.T)
+    assert FuseFullyConnectedWithEltwisePass().run(net)
+    assert "biases" in fc.blobs and "Eltwise" not in net.types()
+
+
+def test_identity_inserted_for_input_to_output_and_fused():
+    x = opset.parameter([2, 3], f32, "x")
+    net = convert_to_legacy(Model([x.output(0)], [x]))
+    assert InsertIdentityPass().run(net)
+    assert net.types().count("Identity") == 1
+    ident = next(layer for layer in net.layers() if layer.type == "Identity")
+    net.layer(net.output_names[0])
+    from netpass.legacy_passes.network import Layer
+    second = Layer(name="id2", type="Identity", op_type="Identity", inputs=[("layer", ident.name, 0)],
+                   out_shapes=ident.out_shapes, out_types=ident.out_types)
+    net.add_layer(second)
+    net.set_input(net.output_names[0], 0, ("layer", "id2", 0))
+    assert FuseMultipleIdentitiesPass().run(net)
+    assert net.types().count("Identity") == 1
+
+
+def _crop_net(shape, axes, dim, offset):
+    x = opset.parameter(shape, f32, "x")
+    crop = opset.crop_ie(opset.relu(x), axes, dim, offset)
+    crop.friendly_name = "crop"
+    return convert_to_legacy(Model([opset.relu(crop)], [x]))
+
+
+def test_aligned_crop_becomes_view():
+    net = _crop_net([1, 64], [1], [16], [16])  # 16 floats = 64 bytes
+    HandleCropAlignmentPass().run(net)
+    crop = net.layer("crop")
+    assert crop.type == "Crop" and crop.params["view"] and crop.params["offset_elements"] == 16
+
+
+def test_unaligned_crop_becomes_affine_layer():
+    net = _crop_net([1, 64], [1], [16], [5])
+    HandleCropAlignmentPass().run(net)
+    crop = net.layer("crop")
+    assert crop.type == "Affine"
+    x = RNG.uniform(0.1, 1.0, (1, 64)).astype(np.float32)
+    np.testing.assert_array_equal(x @ crop.blobs["weights"].T, x[:, 5:21])
+
+
+def test_pass_manager_runs_one_phase_and_logs():
+    net = convert_to_legacy(conv_relu_pool_model())
+    pm = PassManager(net, run_before_copy=False)
+    pm.register_pass(RemoveSingleInputConcatPass)  # before-copy: skipped in this phase
+    pm.register_pass(ReorderActivationAndPoolingPass)
+    assert pm.run() == 1
+    assert pm.log == ["PASS: 1/2: ReorderActivationAndPoolingPass (changed)"]
+
+
+def test_pass_manager_dumps_each_pass(tmp_path):
+    net = convert_to_legacy(conv_relu_pool_model())
+    run_legacy_passes(net, dump_dir=tmp_path)
+    dots = sorted(p.name for p in tmp_path.glob("*.dot"))
+    assert dots and all(p.startswith("legacy_") for p in dots)
+    assert "<layer" in next(tmp_path.glob("*.xml")).read_text()
+
+
+def test_cycle_is_reported():
+    net = convert_to_legacy(conv_relu_pool_model())
+    net.graph.add_edge("pool", "conv", out_port=0, in_port=9)
+    with pytest.raises(Exception):
+        PassManager(net).run()
+
+
+def test_network_has_parameters_as_inputs():
+    m = conv_relu_pool_model()
+    assert isinstance(m.parameters[0], Parameter)
+    assert isinstance(convert_to_legacy(m), LegacyNetwork)
