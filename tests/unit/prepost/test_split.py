@@ -1,0 +1,72 @@
+"""Pre/post-processing split: edge Transposes/Gathers move to host models; results unchanged."""
+from __future__ import annotations
+
+import numpy as np
+
+import netpass
+from netpass import Model, opset
+from netpass.core.types import f32
+from netpass.prepost import split_pre_post_processing
+
+RNG = np.random.default_rng(1)
+
+
+def _rand(*shape):
+    return RNG.uniform(0.5, 1.5, shape).astype(np.float32)
+
+
+def _types(model):
+    return [n.type_name for n in model.get_ordered_ops()]
+
+
+def _check_equal(model, feeds):
+    ref = netpass.reference.infer(model.clone(), feeds)
+    cut = model.clone()
+    pp = split_pre_post_processing(cut)
+    got = pp.postprocess(netpass.reference.infer(cut, pp.preprocess(feeds)))
+    for name in ref:
+        np.testing.assert_allclose(got[name], ref[name], rtol=1e-6)
+    return cut, pp
+
+
+def test_input_transpose_is_cut():
+    x = opset.parameter([1, 16, 3, 8], f32, "x")
+    t = opset.transpose(x, [0, 2, 3, 1])  # unsupported: squeezed [3, 8, 16] is 3-D
+    m = Model([opset.relu(t)], [x])
+    cut, pp = _check_equal(m, {"x": _rand(1, 16, 3, 8)})
+    assert "Transpose" not in _types(cut)
+    assert list(pp.inputs) == ["x"] and "Transpose" in _types(pp["x"])
+
+
+def test_output_transpose_behind_reshape_is_cut():
+    x = opset.parameter([1, 4, 3, 8], f32, "x")
+    t = opset.transpose(opset.relu(x), [0, 2, 3, 1])
+    r = opset.reshape(t, [1, 96], False)
+    m = Model([opset.result(r, name="y")], [x])
+    cut, pp = _check_equal(m, {"x": _rand(1, 4, 3, 8)})
+    assert "Transpose" not in _types(cut) and list(pp.outputs) == ["y"]
+    assert cut.output(0).partial_shape.to_shape() == (1, 96)
+
+
+def test_supported_transpose_stays():
+    x = opset.parameter([1, 8, 16], f32, "x")  # squeezed [8, 16]: min 8 <= 8, 16 % 8 == 0
+    m = Model([opset.relu(opset.transpose(x, [0, 2, 1]))], [x])
+    cut, pp = _check_equal(m, {"x": _rand(1, 8, 16)})
+    assert "Transpose" in _types(cut) and len(pp) == 0
+
+
+def test_input_gather_is_cut():
+    x = opset.parameter([1, 12], f32, "x")
+    perm = RNG.permutation(12).astype(np.int64)
+    g = opset.gather(x, perm, 1)
+    m = Model([opset.relu(g)], [x])
+    cut, pp = _check_equal(m, {"x": _rand(1, 12)})
+    assert "Gather" not in _types(cut) and "x" in pp
+
+
+def test_input_with_two_consumers_is_left_alone():
+    x = opset.parameter([1, 16, 3, 8], f32, "x")
+    t = opset.transpose(x, [0, 2, 3, 1])
+    m = Model([opset.relu(t), opset.sigmoid(x)], [x])
+    cut, pp = _check_equal(m, {"x": _rand(1, 16, 3, 8)})
+    assert "Transpose" in _types(cut) and len(pp) == 0
