@@ -1,0 +1,308 @@
+"""Read OpenVINO IR (version 10/11 ``.xml`` + ``.bin``) into a netpass Model.
+
+The xml is parsed with defusedxml: a DTD or an entity declaration is refused, so a hostile
+file cannot expand entities or reach outside files. Layers become op classes by their type
+name (IR spellings such as ``Const`` translated back), attributes are converted to python
+values using each op class's ``ATTRS`` defaults as the type guide, constants are read from the
+weights with their offsets and sizes checked against the file.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from xml.etree.ElementTree import Element, ParseError
+
+import numpy as np
+
+from ..core.model import Model
+from ..core.node import OP_TYPES, Node
+from ..core.rt_info import FusedNames
+from ..core.shape import PartialShape
+from ..core.types import Type
+from ..errors import ModelFormatError, NetpassError, UnsupportedOpError
+
+# Runtime attributes restored from a layer's <rt_info>: "<name>_<version>" -> factory(attrs).
+RT_ATTRIBUTES = {FusedNames.key: lambda a: FusedNames(n for n in a.get("value", "").split(",") if n)}
+
+
+def _parse(xml: bytes) -> Element:
+    import defusedxml
+    from defusedxml.ElementTree import fromstring
+    try:
+        return fromstring(xml, forbid_dtd=True, forbid_entities=True, forbid_external=True)
+    except defusedxml.DefusedXmlException as e:
+        raise ModelFormatError(f"IR xml refused: {e} (DTDs and entities are not allowed)") from e
+    except ParseError as e:
+        raise ModelFormatError(f"IR xml is not well-formed: {e}") from e
+
+
+def _load(source: Any) -> tuple[bytes, Path | None]:
+    if isinstance(source, (bytes, bytearray)):
+        return bytes(source), None
+    path = Path(source)
+    try:
+        return path.read_bytes(), path
+    except OSError as e:
+        raise ModelFormatError(f"cannot read IR file {path}: {e}") from e
+
+
+def _all_subclasses(cls: type) -> list[type]:
+    out, stack = [], [cls]
+    while stack:
+        for sub in stack.pop().__subclasses__():
+            out.append(sub)
+            stack.append(sub)
+    return out
+
+
+def op_class(type_name: str, version: str) -> type | None:
+    """The op class for an IR type and opset: an exact version match, else the registered one."""
+    for cls in _all_subclasses(Node):
+        if cls.__dict__.get("type_name") == type_name and getattr(cls, "version", None) == version:
+            return cls
+    return OP_TYPES.get(type_name)
+
+
+def _scalar(text: str) -> Any:
+    """A value of unknown type: bool, int, float, or the string itself."""
+    t = text.strip()
+    if t in ("true", "false"):
+        return t == "true"
+    for conv in (int, float):
+        try:
+            return conv(t)
+        except ValueError:
+            pass
+    return text
+
+
+def _list(text: str, like: Any = None) -> list:
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if like is not None and not isinstance(like, str):
+        return [type(like)(_scalar(p)) if not isinstance(like, bool) else p == "true"
+                for p in parts]
+    return [_scalar(p) for p in parts]
+
+
+def convert_attr(type_name: str, key: str, text: str, default: Any) -> Any:
+    """An IR attribute string as the python value an op of ``type_name`` expects for ``key``."""
+    from ..passes.serialize import TYPE_ATTRS
+    if isinstance(default, Type) or (default is None and key in TYPE_ATTRS):
+        return Type.of(text)
+    if isinstance(default, PartialShape) or (default is None and key == "shape"):
+        return PartialShape.parse(text)
+    if isinstance(default, bool):
+        return text.strip().lower() in ("true", "1")
+    if isinstance(default, int):
+        return int(text)
+    if isinstance(default, float):
+        return float(text)
+    if isinstance(default, (list, tuple)):
+        value = _list(text, default[0] if default else None)
+        return tuple(value) if isinstance(default, tuple) else value
+    if isinstance(default, str):
+        # Enum spellings are lower-case in IR; keep the case netpass's op uses.
+        return text.upper() if default.isupper() else text
+    if default is None and "," in text:
+        return _list(text)
+    return _scalar(text) if default is None else text
+
+
+class _Layer:
+    """One ``<layer>`` element with its ports."""
+
+    def __init__(self, el: Element) -> None:
+        self.el = el
+        try:
+            self.id = el.attrib["id"]
+            self.type = el.attrib["type"]
+        except KeyError as e:
+            raise ModelFormatError(f"IR layer without {e.args[0]!r} attribute: {el.attrib}") from None
+        self.name = el.attrib.get("name", self.id)
+        self.version = el.attrib.get("version", "")
+        ins = el.find("input")
+        outs = el.find("output")
+        self.in_ports = [p.attrib.get("id") for p in (ins if ins is not None else [])]
+        self.out_ports = [p for p in (outs if outs is not None else [])]
+
+    def where(self) -> str:
+        return f"layer {self.id} '{self.name}' ({self.type}, {self.version})"
+
+
+class _Reader:
+    def __init__(self, root: Element, weights: bytes | None) -> None:
+        self.root = root
+        self.weights = weights
+
+    def blob(self, layer: _Layer, data: dict[str, str]) -> np.ndarray:
+        try:
+            et = Type.of(data["element_type"])
+            shape = PartialShape.parse(data.get("shape", "")).to_shape()
+            offset, size = int(data["offset"]), int(data["size"])
+        except (KeyError, ValueError, TypeError) as e:
+            raise ModelFormatError(f"{layer.where()}: bad Const data {data}: {e}") from e
+        if et.dtype is None:
+            raise ModelFormatError(f"{layer.where()}: element type {et} is not supported")
+        count = int(np.prod(shape, dtype=np.int64))
+        if size != count * et.dtype.itemsize:
+            raise ModelFormatError(f"{layer.where()}: size {size} does not match shape "
+                                   f"{list(shape)} of {et} ({count * et.dtype.itemsize} bytes)")
+        if self.weights is None:
+            raise ModelFormatError(f"{layer.where()}: needs a weights file (.bin), none given")
+        if offset < 0 or offset + size > len(self.weights):
+            raise ModelFormatError(f"{layer.where()}: blob [{offset}, {offset + size}) lies outside "
+                                   f"the weights file of {len(self.weights)} bytes (truncated?)")
+        arr = np.frombuffer(self.weights, dtype=et.dtype, count=count, offset=offset)
+        return arr.reshape(shape).copy()
+
+    def build(self, layer: _Layer, inputs: list) -> Node:
+        from ..passes.serialize import TYPE_NAMES_FROM_IR, attr_from_ir_name
+        type_name = TYPE_NAMES_FROM_IR.get(layer.type, layer.type)
+        cls = op_class(type_name, layer.version)
+        if cls is None:
+            raise UnsupportedOpError(layer.type, domain=layer.version, node_name=layer.name,
+                                     reason=f"no netpass op for IR {layer.where()}")
+        data_el = layer.el.find("data")
+        data = dict(data_el.attrib) if data_el is not None else {}
+        if type_name == "Constant":
+            et = Type.of(data.get("element_type", "f32"))
+            attrs: dict[str, Any] = {"value": self.blob(layer, data), "element_type": et}
+        else:
+            attrs = {}
+            for ir_key, text in data.items():
+                key = attr_from_ir_name(type_name, ir_key)
+                if key in cls.ATTRS:
+                    try:
+                        attrs[key] = convert_attr(type_name, key, text, cls.ATTRS[key])
+                    except (ValueError, TypeError) as e:
+                        raise ModelFormatError(f"{layer.where()}: attribute {ir_key}={text!r}: "
+                                               f"{e}") from e
+        try:
+            node = cls(inputs, **attrs)
+        except NetpassError:
+            raise
+        except Exception as e:
+            raise ModelFormatError(f"{layer.where()}: cannot build the op: "
+                                   f"{type(e).__name__}: {e}") from e
+        node.friendly_name = layer.name
+        self.restore_names_and_rt(layer, node)
+        return node
+
+    def restore_names_and_rt(self, layer: _Layer, node: Node) -> None:
+        from ..passes.serialize import split_names
+        for i, port in enumerate(layer.out_ports):
+            names = port.attrib.get("names")
+            if names and i < node.get_output_size():
+                node.output(i).names.update(split_names(names))
+        rt = layer.el.find("rt_info")
+        if rt is None:
+            return
+        for attr in rt.findall("attribute"):
+            key = f"{attr.attrib.get('name', '')}_{attr.attrib.get('version', '0')}"
+            factory = RT_ATTRIBUTES.get(key)
+            if factory is not None:
+                node.rt_info[key] = factory(attr.attrib)
+
+    def read(self) -> Model:
+        root = self.root
+        if root.tag != "net":
+            raise ModelFormatError(f"not an IR file: root element is <{root.tag}>, expected <net>")
+        layers_el = root.find("layers")
+        if layers_el is None:
+            raise ModelFormatError("IR file has no <layers>")
+        layers = [_Layer(el) for el in layers_el.findall("layer")]
+        by_id = {layer.id: layer for layer in layers}
+        if len(by_id) != len(layers):
+            raise ModelFormatError("IR file has duplicate layer ids")
+        sources: dict[tuple[str, str], tuple[str, str]] = {}
+        edges_el = root.find("edges")
+        for e in (edges_el.findall("edge") if edges_el is not None else []):
+            try:
+                key = (e.attrib["to-layer"], e.attrib["to-port"])
+                src = (e.attrib["from-layer"], e.attrib["from-port"])
+            except KeyError as err:
+                raise ModelFormatError(f"IR edge without {err.args[0]!r}: {e.attrib}") from None
+            if src[0] not in by_id or key[0] not in by_id:
+                raise ModelFormatError(f"IR edge refers to a missing layer: {e.attrib}")
+            sources[key] = src
+        nodes: dict[str, Node] = {}
+        for layer in self.topological(layers, by_id, sources):
+            inputs = []
+            for port in layer.in_ports:
+                src = sources.get((layer.id, port))
+                if src is None:
+                    raise ModelFormatError(f"{layer.where()}: input port {port} has no edge")
+                src_layer = by_id[src[0]]
+                out_ids = [p.attrib.get("id") for p in src_layer.out_ports]
+                if src[1] not in out_ids:
+                    raise ModelFormatError(f"{layer.where()}: edge from port {src[1]} of "
+                                           f"{src_layer.where()}, which has no such output")
+                inputs.append(nodes[src_layer.id].output(out_ids.index(src[1])))
+            nodes[layer.id] = self.build(layer, inputs)
+        from ..ops.io import Parameter, Result
+        params = [nodes[lay.id] for lay in layers if isinstance(nodes[lay.id], Parameter)]
+        results = [nodes[lay.id] for lay in layers if isinstance(nodes[lay.id], Result)]
+        model = Model(results, params, root.attrib.get("name", "Model"))
+        rt = root.find("rt_info")
+        if rt is not None:
+            model.rt_info = _rt_dict(rt)
+        return model
+
+    @staticmethod
+    def topological(layers: list[_Layer], by_id: dict[str, _Layer],
+                    sources: dict[tuple[str, str], tuple[str, str]]) -> list[_Layer]:
+        """Layers with producers first, keeping file order among ready layers."""
+        deps = {lay.id: {sources[(lay.id, p)][0] for p in lay.in_ports if (lay.id, p) in sources}
+                for lay in layers}
+        done: set[str] = set()
+        on_path: set[str] = set()  # expanded, not finished: the current DFS path
+        order: list[_Layer] = []
+        for start in layers:
+            stack = [(start.id, False)]
+            while stack:
+                lid, expanded = stack.pop()
+                if lid in done:
+                    continue
+                if expanded:
+                    on_path.discard(lid)
+                    done.add(lid)
+                    order.append(by_id[lid])
+                    continue
+                if lid in on_path:
+                    raise ModelFormatError(f"IR graph has a cycle through {by_id[lid].where()}")
+                on_path.add(lid)
+                stack.append((lid, True))
+                for dep in sorted(deps[lid], reverse=True):
+                    if dep not in done:
+                        stack.append((dep, False))
+        return order
+
+
+def _rt_dict(el: Element) -> dict:
+    out: dict = {}
+    for child in el:
+        if child.tag == "info" and "name" in child.attrib:
+            out[child.attrib["name"]] = child.attrib.get("value", "")
+        elif len(child):
+            out[child.tag] = _rt_dict(child)
+        else:
+            out[child.tag] = child.attrib.get("value", "")
+    return out
+
+
+def read_ir(source: Any, weights: Any = None) -> Model:
+    """Read IR xml (a path or bytes) with its weights (a path or bytes; default: ``.bin`` next
+    to the xml). Raises ModelFormatError for hostile or broken files, UnsupportedOpError for
+    layer types netpass does not know."""
+    xml, path = _load(source)
+    if weights is None and path is not None:
+        bin_path = path.with_suffix(".bin")
+        blob = bin_path.read_bytes() if bin_path.exists() else None
+    elif weights is None:
+        blob = None
+    else:
+        blob = _load(weights)[0]
+    return _Reader(_parse(xml), blob).read()
+
+
+__all__ = ["read_ir", "op_class", "convert_attr"]

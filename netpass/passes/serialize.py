@@ -1,0 +1,339 @@
+"""Serialize: write a model as OpenVINO IR version 11 (``.xml`` + ``.bin``).
+
+The layout follows OpenVINO's own serializer so that its ``read_model`` loads standard ops:
+layer ids in emission order (Parameters in model order, other ops topologically, sinks, Results
+in model order), IR type names (``Const``, ``ReLU``...), ``version`` = the op class's opset,
+``<data>`` from the op's attributes, port ids ``0..n_in-1`` for inputs and ``n_in..`` for
+outputs, edges sorted by source layer, and a ``.bin`` that is the raw concatenation of constant
+blobs (identical blobs share one offset).
+
+netpass attribute names are OpenVINO's; where a netpass op stores a value in another spelling
+(a ``Type`` object, an upper-case enum, ``exclude_pad``) the per-type table ``ATTR_RULES``
+translates it on the way out, and :mod:`netpass.frontend.ir_reader` uses the same table on
+the way back.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any, Callable, NamedTuple
+from xml.sax.saxutils import quoteattr
+
+import numpy as np
+
+from ..core.dimension import Dimension
+from ..core.model import Model
+from ..core.node import Node, Output
+from ..core.rt_info import RuntimeAttribute
+from ..core.shape import PartialShape
+from ..core.types import Type
+from ..errors import ModelFormatError
+from .base import ModelPass
+
+IR_VERSION = 11
+
+# netpass/OpenVINO type name -> the name IR files use (and back, for the reader).
+IR_TYPE_NAMES = {"Constant": "Const", "Relu": "ReLU", "PRelu": "PReLU", "Softmax": "SoftMax"}
+TYPE_NAMES_FROM_IR = {v: k for k, v in IR_TYPE_NAMES.items()}
+
+
+class AttrRule(NamedTuple):
+    """How one attribute is spelled in IR: its IR name and value converters both ways."""
+
+    ir_name: str
+    to_ir: Callable[[Any], Any] | None = None
+    from_ir: Callable[[str], Any] | None = None
+
+
+def _lower(value: Any) -> Any:
+    return value.lower() if isinstance(value, str) else value
+
+
+def _auto_pad(value: Any) -> str:
+    # OpenVINO's PadType spellings; netpass ops may say NOTSET/None for explicit padding.
+    if value is None or value == "":
+        return "explicit"
+    v = str(value).lower()
+    return {"notset": "explicit", "same": "same_upper"}.get(v, v)
+
+
+def _topk_sort(value: Any) -> Any:
+    v = _lower(value)
+    return {"values": "value", "indices": "index", "sort_values": "value",
+            "sort_indices": "index"}.get(v, v)
+
+
+def _type_name(value: Any) -> Any:
+    return Type.of(value).name if value is not None else value
+
+
+# Attributes whose values are lower-case enum strings in IR, whatever the op.
+_ENUM_ATTRS = {"auto_pad": _auto_pad, "rounding_type": _lower, "auto_broadcast": _lower,
+               "pad_mode": _lower, "mode": _lower, "sort": _topk_sort, "nearest_mode": _lower,
+               "coordinate_transformation_mode": _lower, "shape_calculation_mode": _lower,
+               "direction": _lower, "reduction": _lower, "box_encoding": _lower,
+               "roi_mode": _lower}
+# Attributes holding an element type (written by name: "f32", "i64", "boolean").
+TYPE_ATTRS = {"element_type", "destination_type", "output_type", "index_element_type"}
+
+# Per-type renames and value translations: {type name: {netpass attr: AttrRule}}.
+ATTR_RULES: dict[str, dict[str, AttrRule]] = {
+    "AvgPool": {"exclude_pad": AttrRule("exclude-pad")},
+}
+
+
+def ir_attr_name(type_name: str, attr: str) -> str:
+    rule = ATTR_RULES.get(type_name, {}).get(attr)
+    return rule.ir_name if rule else attr
+
+
+def attr_from_ir_name(type_name: str, ir_name: str) -> str:
+    for attr, rule in ATTR_RULES.get(type_name, {}).items():
+        if rule.ir_name == ir_name:
+            return attr
+    return ir_name
+
+
+def format_value(value: Any) -> str | None:
+    """An attribute value as IR text; None when the attribute is not written."""
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    if isinstance(value, Type):
+        return value.name
+    if isinstance(value, PartialShape):
+        if not value.rank_is_static:
+            return "..."
+        return ",".join(str(d) for d in value)
+    if isinstance(value, Dimension):
+        return str(value)
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        return repr(float(value))
+    if isinstance(value, str):
+        return value
+    if isinstance(value, np.ndarray):
+        value = value.reshape(-1).tolist()
+    if isinstance(value, (list, tuple)):
+        parts = [format_value(v) for v in value]
+        return ", ".join(p for p in parts if p is not None)
+    return str(value)
+
+
+def ir_attributes(node: Node) -> dict[str, str]:
+    """The ``<data>`` attributes of ``node`` (names and spellings as OpenVINO reads them)."""
+    rules = ATTR_RULES.get(node.type_name, {})
+    out: dict[str, str] = {}
+    for key, value in node.get_attributes().items():
+        rule = rules.get(key)
+        if rule is not None and rule.to_ir is not None:
+            value = rule.to_ir(value)
+        elif key in TYPE_ATTRS and value is not None and not isinstance(value, (list, tuple)):
+            try:
+                value = _type_name(value)
+            except TypeError:
+                pass
+        elif key in _ENUM_ATTRS:
+            value = _ENUM_ATTRS[key](value)
+        text = format_value(value)
+        if text is not None:
+            out[rule.ir_name if rule else key] = text
+    return out
+
+
+def ir_version_of(node: Node) -> str:
+    opset = node.rt_info.get("opset")
+    if isinstance(opset, str) and opset:
+        return opset
+    return getattr(type(node), "version", None) or "experimental"
+
+
+def escape_names(names: set[str]) -> str:
+    return ",".join(n.replace(",", "\\,") for n in sorted(names))
+
+
+def split_names(text: str) -> set[str]:
+    """Inverse of :func:`escape_names`: split on commas not preceded by a backslash."""
+    return {p.replace("\\,", ",") for p in re.split(r"(?<!\\),", text) if p}
+
+
+_XML_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
+
+
+class _Writer:
+    """Builds the xml text and the weights blob of one model."""
+
+    def __init__(self, model: Model) -> None:
+        self.model = model
+        self.lines: list[str] = []
+        self.blob = bytearray()
+        self.blob_offsets: dict[tuple[str, int], list[tuple[bytes, int]]] = {}
+
+    def emit(self, depth: int, text: str) -> None:
+        self.lines.append("\t" * depth + text)
+
+    def layer_order(self) -> list[Node]:
+        from ..ops.io import Parameter, Result
+        model = self.model
+        params = model.parameters
+        results = model.results
+        sinks = model.sinks
+        fixed = {id(n) for n in (*params, *results, *sinks)}
+        middle = [n for n in model.get_ordered_ops()
+                  if id(n) not in fixed and not isinstance(n, Result)]
+        extra_params = [n for n in middle if isinstance(n, Parameter)]
+        middle = [n for n in middle if not isinstance(n, Parameter)]
+        return [*params, *extra_params, *middle, *sinks, *results]
+
+    def add_blob(self, data: bytes) -> int:
+        """Offset of ``data`` in the bin, reusing an identical earlier blob."""
+        key = (hashlib.sha1(data).hexdigest(), len(data))
+        for existing, offset in self.blob_offsets.get(key, ()):
+            if existing == data:
+                return offset
+        offset = len(self.blob)
+        self.blob += data
+        self.blob_offsets.setdefault(key, []).append((data, offset))
+        return offset
+
+    def constant_data(self, node: Node) -> dict[str, str]:
+        et = node.get_output_element_type(0)
+        if et.dtype is None:
+            raise ModelFormatError(f"Serialize: Constant '{node.friendly_name}' has element type "
+                                   f"{et}, which has no binary layout in netpass")
+        arr = np.ascontiguousarray(np.asarray(node.value, dtype=et.dtype))
+        data = arr.tobytes()
+        offset = self.add_blob(data)
+        return {"element_type": et.name, "shape": ", ".join(str(d) for d in arr.shape),
+                "offset": str(offset), "size": str(len(data))}
+
+    def port(self, depth: int, port_id: int, out: Output, names: bool) -> None:
+        ps, et = out.partial_shape, out.element_type
+        attrs = f'id="{port_id}" precision="{et.ir_precision}"'
+        if names and out.names:
+            attrs += f" names={quoteattr(escape_names(out.names))}"
+        if not ps.rank_is_static or len(ps) == 0:
+            self.emit(depth, f"<port {attrs} />")
+            return
+        self.emit(depth, f"<port {attrs}>")
+        for d in ps:
+            self.emit(depth + 1, f"<dim>{d.min if d.is_static else -1}</dim>")
+        self.emit(depth, "</port>")
+
+    def layer(self, lid: int, node: Node, name: str) -> None:
+        from ..ops.io import Constant, Result
+        type_name = IR_TYPE_NAMES.get(node.type_name, node.type_name)
+        self.emit(2, f'<layer id="{lid}" name={quoteattr(name)} type={quoteattr(type_name)} '
+                     f'version={quoteattr(ir_version_of(node))}>')
+        data = self.constant_data(node) if isinstance(node, Constant) else ir_attributes(node)
+        if data:
+            self.emit(3, "<data " + " ".join(f"{k}={quoteattr(v)}" for k, v in data.items())
+                      + " />")
+        rt = [(k, v.visit_attributes()) for k, v in sorted(node.rt_info.items())
+              if isinstance(v, RuntimeAttribute) and v.visit_attributes()]
+        if rt:
+            self.emit(3, "<rt_info>")
+            for key, attrs in rt:
+                base, _, ver = key.rpartition("_")
+                if not base:
+                    base, ver = key, "0"
+                extra = " ".join(f"{k}={quoteattr(v)}" for k, v in attrs.items())
+                self.emit(4, f"<attribute name={quoteattr(base)} version={quoteattr(ver)} {extra} />")
+            self.emit(3, "</rt_info>")
+        n_in = node.get_input_size()
+        if n_in:
+            self.emit(3, "<input>")
+            for i, src in enumerate(node.input_values()):
+                self.port(4, i, src, names=False)
+            self.emit(3, "</input>")
+        if not isinstance(node, Result) and node.get_output_size():
+            self.emit(3, "<output>")
+            for out in node.outputs():
+                self.port(4, n_in + out.index, out, names=True)
+            self.emit(3, "</output>")
+        self.emit(2, "</layer>")
+
+    def rt_entries(self, depth: int, info: dict) -> None:
+        for key, value in info.items():
+            if key in ("version", "__weights_path"):
+                continue
+            if isinstance(value, dict):
+                if _XML_NAME.match(key):
+                    self.emit(depth, f"<{key}>")
+                    self.rt_entries(depth + 1, value)
+                    self.emit(depth, f"</{key}>")
+                continue
+            text = format_value(value)
+            if text is None:
+                continue
+            if _XML_NAME.match(key) and not key.lower().startswith("xml"):
+                self.emit(depth, f"<{key} value={quoteattr(text)} />")
+            else:
+                self.emit(depth, f"<info name={quoteattr(key)} value={quoteattr(text)} />")
+
+    def write(self) -> str:
+        from ..ops.io import Parameter, Result
+        model = self.model
+        order = self.layer_order()
+        ids = {id(n): i for i, n in enumerate(order)}
+        result_names = dict(zip(map(id, model.results), model.output_names))
+        self.emit(0, '<?xml version="1.0"?>')
+        self.emit(0, f"<net name={quoteattr(model.friendly_name)} version=\"{IR_VERSION}\">")
+        self.emit(1, "<layers>")
+        for i, node in enumerate(order):
+            # A Result's layer name is the model output name, so read-back keeps output names.
+            name = result_names[id(node)] if isinstance(node, Result) else node.friendly_name
+            self.layer(i, node, name)
+        self.emit(1, "</layers>")
+        edges = []
+        for node in order:
+            if isinstance(node, Parameter):
+                continue
+            for i, src in enumerate(node.input_values()):
+                edges.append((ids[id(src.node)], src.node.get_input_size() + src.index,
+                              ids[id(node)], i))
+        edges.sort(key=lambda e: e[0])
+        self.emit(1, "<edges>")
+        for fl, fp, tl, tp in edges:
+            self.emit(2, f'<edge from-layer="{fl}" from-port="{fp}" to-layer="{tl}" to-port="{tp}" />')
+        self.emit(1, "</edges>")
+        if any(k not in ("version", "__weights_path") for k in model.rt_info):
+            self.emit(1, "<rt_info>")
+            self.rt_entries(2, model.rt_info)
+            self.emit(1, "</rt_info>")
+        self.emit(0, "</net>")
+        return "\n".join(self.lines) + "\n"
+
+
+def serialize(model: Model) -> tuple[str, bytes]:
+    """The IR v11 xml text and weights of ``model`` (shape inference runs first)."""
+    model.validate_nodes_and_infer_types()
+    writer = _Writer(model)
+    xml = writer.write()
+    return xml, bytes(writer.blob)
+
+
+class Serialize(ModelPass):
+    """Write the model to ``xml_path`` (IR v11) and ``bin_path`` (default: same stem, ``.bin``).
+
+    Does not change the model (returns False), so it can sit anywhere in a pipeline.
+    """
+
+    def __init__(self, xml_path: Any, bin_path: Any = None) -> None:
+        super().__init__()
+        self.xml_path = Path(xml_path)
+        self.bin_path = Path(bin_path) if bin_path is not None else self.xml_path.with_suffix(".bin")
+
+    def run_on_model(self, model: Model) -> bool:
+        xml, blob = serialize(model)
+        self.xml_path.parent.mkdir(parents=True, exist_ok=True)
+        self.xml_path.write_text(xml, encoding="utf-8")
+        self.bin_path.write_bytes(blob)
+        return False
+
+
+__all__ = ["Serialize", "serialize", "IR_TYPE_NAMES", "TYPE_NAMES_FROM_IR", "ATTR_RULES",
+           "AttrRule"]
