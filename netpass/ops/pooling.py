@@ -1,4 +1,317 @@
-"""(placeholder: filled by the op family's implementation)"""
+"""Pooling: MaxPool (opset8, values and indices) and AvgPool (opset1), with the ONNX MaxPool,
+AveragePool, GlobalMaxPool and GlobalAveragePool rules.
+
+Data is ``[N, C, *spatial]`` with 1 to 3 spatial axes. The references gather every window
+through one ``sliding_window_view``; ``ceil`` rounding pads the end so the last window fits, and
+that overhang never counts as data or as padding.
+"""
 from __future__ import annotations
 
-__all__: list[str] = []
+from math import prod
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..core.dimension import Dimension
+from ..core.node import Node
+from ..core.shape import PartialShape
+from ..core.types import Type, i32, i64
+from ..errors import UnsupportedOpError
+from .base import normalize_axis, set_name, to_output
+from .convolution import (ONNX_AUTO_PAD, accumulation_dtype, normalize_auto_pad, pad_spatial,
+                          resolve_pads, spatial_list, window_count, window_output_dims, windows)
+from .registry import OP_TYPES, onnx_export, onnx_rule
+
+__all__ = ["max_pool", "avg_pool"]
+
+
+def pool_geometry(sizes: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
+                  dilations: Sequence[int], pads_begin: Sequence[int], pads_end: Sequence[int],
+                  auto_pad: str, ceil: bool
+                  ) -> tuple[list[int], list[int], list[int], list[int]]:
+    """(pads_begin, pads_end, overhang past pads_end, output sizes) for concrete sizes."""
+    extents = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+    pb, pe = resolve_pads(auto_pad, sizes, extents, strides, pads_begin, pads_end)
+    outs = [window_count(i, e, s, b, p, ceil and auto_pad in ("explicit", "valid"))
+            for i, e, s, b, p in zip(sizes, extents, strides, pb, pe)]
+    extra = [max((o - 1) * s + e - (i + b + p), 0)
+             for o, s, e, i, b, p in zip(outs, strides, extents, sizes, pb, pe)]
+    return pb, pe, extra, outs
+
+
+def _crop_windows(win: np.ndarray, lead: int, outs: Sequence[int]) -> np.ndarray:
+    return win[(slice(None),) * lead + tuple(slice(0, o) for o in outs)]
+
+
+def max_pool_nd(x: np.ndarray, kernel: Sequence[int], strides: Sequence[int],
+                dilations: Sequence[int], pads_begin: Sequence[int], pads_end: Sequence[int],
+                auto_pad: str = "explicit", ceil: bool = False,
+                index_axis: int | None = 0) -> tuple[np.ndarray, np.ndarray | None]:
+    """Max over windows of the trailing ``len(kernel)`` axes; with ``index_axis``, also the
+    flat index of each maximum within the input's axes ``index_axis..`` (first maximum wins)."""
+    n = len(kernel)
+    lead = x.ndim - n
+    pb, pe, extra, outs = pool_geometry(x.shape[lead:], kernel, strides, dilations, pads_begin,
+                                        pads_end, auto_pad, ceil)
+    end = [p + e for p, e in zip(pe, extra)]
+    fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    win = _crop_windows(windows(pad_spatial(x, pb, end, fill), kernel, strides, dilations),
+                        lead, outs)
+    flat = win.reshape(win.shape[:lead + n] + (prod(kernel),))
+    arg = flat.argmax(axis=-1)[..., None]
+    values = np.take_along_axis(flat, arg, axis=-1)[..., 0]
+    if index_axis is None:
+        return values, None
+    base = np.arange(prod(x.shape[index_axis:]), dtype=np.int64).reshape(x.shape[index_axis:])
+    idx = pad_spatial(np.broadcast_to(base, x.shape), pb, end, -1)
+    iwin = _crop_windows(windows(idx, kernel, strides, dilations), lead, outs)
+    iflat = iwin.reshape(flat.shape)
+    return values, np.take_along_axis(iflat, arg, axis=-1)[..., 0]
+
+
+def avg_pool_nd(x: np.ndarray, kernel: Sequence[int], strides: Sequence[int],
+                pads_begin: Sequence[int], pads_end: Sequence[int], exclude_pad: bool,
+                auto_pad: str = "explicit", ceil: bool = False) -> np.ndarray:
+    """Mean over windows; the divisor counts padding unless ``exclude_pad`` (never the overhang)."""
+    n = len(kernel)
+    lead = x.ndim - n
+    ones = [1] * n
+    pb, pe, extra, outs = pool_geometry(x.shape[lead:], kernel, strides, ones, pads_begin,
+                                        pads_end, auto_pad, ceil)
+    end = [p + e for p, e in zip(pe, extra)]
+    acc = accumulation_dtype(x.dtype)
+    xp = pad_spatial(x.astype(acc, copy=False), pb, end)
+    kaxes = tuple(range(lead + n, lead + 2 * n))
+    total = _crop_windows(windows(xp, kernel, strides, ones), lead, outs).sum(axis=kaxes)
+    mask = np.ones(x.shape[lead:], dtype=acc)
+    if exclude_pad:
+        mask = pad_spatial(mask, pb, end)
+    else:
+        mask = pad_spatial(pad_spatial(mask, pb, pe, 1), [0] * n, extra)
+    count = _crop_windows(windows(mask, kernel, strides, ones), 0, outs).sum(
+        axis=tuple(range(n, 2 * n)))
+    return total / np.maximum(count, 1)
+
+
+class _PoolBase(Node):
+    """Attributes and output shape common to the pooling ops."""
+
+    def _spatial_rank(self) -> int | None:
+        data = self.get_input_partial_shape(0)
+        kernel = list(self.kernel or [])
+        self.check(bool(kernel), "kernel must be given")
+        n = len(kernel)
+        self.check(1 <= n <= 3, f"expected 1 to 3 spatial axes, got kernel {kernel}")
+        if data.rank_is_static:
+            self.check(len(data) == n + 2, f"data rank {len(data)} does not match kernel {kernel}"
+                                           f" ({n} spatial axes plus N and C)")
+        return n
+
+    def _geometry(self, n: int) -> None:
+        self.auto_pad = normalize_auto_pad(self, self.auto_pad)
+        self.check(self.rounding_type in ("floor", "ceil"),
+                   f"rounding_type must be 'floor' or 'ceil', got {self.rounding_type!r}")
+        self.kernel = [int(k) for k in self.kernel]
+        self.check(all(k >= 1 for k in self.kernel), f"kernel {self.kernel} must be >= 1")
+        self.strides = spatial_list(self, "strides", n, 1)
+        self.pads_begin = spatial_list(self, "pads_begin", n, 0)
+        self.pads_end = spatial_list(self, "pads_end", n, 0)
+        self.check(all(s >= 1 for s in self.strides), f"strides {self.strides} must be >= 1")
+
+    def _output_shape(self, n: int, dilations: Sequence[int]) -> PartialShape:
+        data = self.get_input_partial_shape(0)
+        if not data.rank_is_static:
+            return PartialShape.dynamic(n + 2)
+        extents = [(k - 1) * d + 1 for k, d in zip(self.kernel, dilations)]
+        spatial = window_output_dims(self, list(data)[2:], extents, self.strides,
+                                     self.pads_begin, self.pads_end, self.auto_pad,
+                                     self.rounding_type == "ceil")
+        return PartialShape([data[0], data[1]] + spatial)
+
+
+class MaxPool(_PoolBase):
+    """Max pooling with dilations; output 1 holds each maximum's flat index in the input
+    (counted over the axes from ``axis`` on), of type ``index_element_type``."""
+
+    type_name = "MaxPool"
+    version = "opset8"
+    ATTRS = {"strides": [], "dilations": [], "pads_begin": [], "pads_end": [], "kernel": [],
+             "rounding_type": "floor", "auto_pad": "explicit", "index_element_type": "i64",
+             "axis": 0}
+
+    def infer_types(self) -> None:
+        self.check(self.get_input_size() == 1, "expects 1 input")
+        n = self._spatial_rank()
+        self._geometry(n)
+        self.dilations = spatial_list(self, "dilations", n, 1)
+        self.check(all(d >= 1 for d in self.dilations), f"dilations {self.dilations} must be >= 1")
+        index_type = Type.of(self.index_element_type)
+        self.check(index_type in (i32, i64),
+                   f"index_element_type must be i32 or i64, got {self.index_element_type}")
+        self.index_element_type = index_type.name
+        shape = self._output_shape(n, self.dilations)
+        self.axis = normalize_axis(self, int(self.axis), n + 2)
+        self.set_output_type(0, self.get_input_element_type(0), shape)
+        self.set_output_type(1, index_type, shape)
+
+    def evaluate(self, inputs):
+        x = inputs[0]
+        values, indices = max_pool_nd(x, self.kernel, self.strides, self.dilations,
+                                      self.pads_begin, self.pads_end, self.auto_pad,
+                                      self.rounding_type == "ceil", self.axis)
+        return [values, indices.astype(self._out_et[1].dtype)]
+
+
+class AvgPool(_PoolBase):
+    """Average pooling; ``exclude-pad`` (OpenVINO's attribute name) leaves padding out of
+    the divisor."""
+
+    type_name = "AvgPool"
+    version = "opset1"
+    ATTRS = {"strides": [], "pads_begin": [], "pads_end": [], "kernel": [],
+             "exclude-pad": False, "rounding_type": "floor", "auto_pad": "explicit"}
+
+    @property
+    def exclude_pad(self) -> bool:
+        return bool(getattr(self, "exclude-pad"))
+
+    def infer_types(self) -> None:
+        self.check(self.get_input_size() == 1, "expects 1 input")
+        n = self._spatial_rank()
+        self._geometry(n)
+        self.set_output_type(0, self.get_input_element_type(0), self._output_shape(n, [1] * n))
+
+    def evaluate(self, inputs):
+        x = inputs[0]
+        y = avg_pool_nd(x, self.kernel, self.strides, self.pads_begin, self.pads_end,
+                        self.exclude_pad, self.auto_pad, self.rounding_type == "ceil")
+        return [y.astype(x.dtype, copy=False)]
+
+
+# -- factories -------------------------------------------------------------------------------
+def _ints(v: Any) -> list[int]:
+    return [] if v is None else [int(x) for x in np.asarray(v).reshape(-1)]
+
+
+def max_pool(data: Any, strides: Any, dilations: Any, pads_begin: Any, pads_end: Any,
+             kernel_shape: Any, rounding_type: str = "floor", auto_pad: str | None = None,
+             index_element_type: Any = "i64", axis: int = 0, name: str | None = None) -> Node:
+    return set_name(MaxPool([to_output(data)], strides=_ints(strides), dilations=_ints(dilations),
+                            pads_begin=_ints(pads_begin), pads_end=_ints(pads_end),
+                            kernel=_ints(kernel_shape), rounding_type=rounding_type.lower(),
+                            auto_pad=(auto_pad or "explicit").lower(),
+                            index_element_type=Type.of(index_element_type).name, axis=axis), name)
+
+
+def avg_pool(data: Any, strides: Any, pads_begin: Any, pads_end: Any, kernel_shape: Any,
+             exclude_pad: bool, rounding_type: str = "floor", auto_pad: str | None = None,
+             name: str | None = None) -> Node:
+    attrs = {"strides": _ints(strides), "pads_begin": _ints(pads_begin),
+             "pads_end": _ints(pads_end), "kernel": _ints(kernel_shape),
+             "exclude-pad": bool(exclude_pad), "rounding_type": rounding_type.lower(),
+             "auto_pad": (auto_pad or "explicit").lower()}
+    return set_name(AvgPool([to_output(data)], **attrs), name)
+
+
+# -- ONNX import -----------------------------------------------------------------------------
+def _onnx_pool_attrs(ctx) -> dict[str, Any]:
+    kernel = ctx.attr("kernel_shape", [])
+    if not kernel:
+        ctx.error("kernel_shape is required")
+    n = len(kernel)
+    auto_pad = ctx.attr("auto_pad", "NOTSET")
+    if auto_pad not in ONNX_AUTO_PAD:
+        ctx.error(f"unknown auto_pad {auto_pad!r}")
+    pads = ctx.attr("pads", [0] * (2 * n))
+    strides = ctx.attr("strides", [1] * n)
+    if len(pads) != 2 * n or len(strides) != n:
+        ctx.error(f"pads {pads} / strides {strides} do not match kernel_shape {kernel}")
+    return {"kernel": kernel, "strides": strides, "pads_begin": pads[:n], "pads_end": pads[n:],
+            "auto_pad": ONNX_AUTO_PAD[auto_pad],
+            "rounding_type": "ceil" if ctx.attr("ceil_mode", 0) else "floor"}
+
+
+@onnx_rule("MaxPool")
+def _import_max_pool(ctx):
+    attrs = _onnx_pool_attrs(ctx)
+    dilations = ctx.attr("dilations", [1] * len(attrs["kernel"]))
+    if ctx.num_outputs > 1 and ctx.attr("storage_order", 0) == 1:
+        ctx.error("storage_order=1 (column-major indices) is not supported")
+    node = MaxPool([ctx.inputs[0]], dilations=dilations, **attrs)
+    return node.outputs()[:max(ctx.num_outputs, 1)]
+
+
+@onnx_rule("AveragePool")
+def _import_avg_pool(ctx):
+    attrs = _onnx_pool_attrs(ctx)
+    if any(d != 1 for d in ctx.attr("dilations", [])):
+        ctx.error("dilations other than 1 are not supported (AvgPool has none)")
+    attrs["exclude-pad"] = not ctx.attr("count_include_pad", 0)
+    return AvgPool([ctx.inputs[0]], **attrs).output(0)
+
+
+def _import_global(ctx, reduce_type: str, pool: type):
+    x = ctx.inputs[0]
+    ps = x.partial_shape
+    if not ps.rank_is_static or len(ps) < 3:
+        ctx.error(f"needs data of static rank >= 3, got {ps}")
+    axes = list(range(2, len(ps)))
+    reduce_cls = OP_TYPES.get(reduce_type)
+    if reduce_cls is not None:
+        return reduce_cls([x, to_output(np.asarray(axes, dtype=np.int64))],
+                          keep_dims=True).output(0)
+    spatial = list(ps)[2:]
+    if not all(d.is_static for d in spatial):
+        ctx.error(f"dynamic spatial dims {ps} need {reduce_type}, which is not available")
+    attrs: dict[str, Any] = {"kernel": [d.min for d in spatial]}
+    if pool is AvgPool:
+        attrs["exclude-pad"] = True
+    return pool([x], **attrs).output(0)
+
+
+@onnx_rule("GlobalAveragePool")
+def _import_global_avg_pool(ctx):
+    return _import_global(ctx, "ReduceMean", AvgPool)
+
+
+@onnx_rule("GlobalMaxPool")
+def _import_global_max_pool(ctx):
+    return _import_global(ctx, "ReduceMax", MaxPool)
+
+
+# -- ONNX export -----------------------------------------------------------------------------
+def _onnx_pool_export_attrs(node: Node) -> dict[str, Any]:
+    attrs: dict[str, Any] = {"kernel_shape": list(node.kernel), "strides": list(node.strides),
+                             "ceil_mode": int(node.rounding_type == "ceil")}
+    if node.auto_pad == "explicit":
+        attrs["pads"] = list(node.pads_begin) + list(node.pads_end)
+    else:
+        attrs["auto_pad"] = node.auto_pad.upper()
+    return attrs
+
+
+@onnx_export(MaxPool)
+def _export_max_pool(node, ectx):
+    attrs = _onnx_pool_export_attrs(node)
+    attrs["dilations"] = list(node.dilations)
+    outs = ectx.outputs(node)
+    if not node.output(1).consumers():
+        ectx.add_node("MaxPool", ectx.inputs(node), outs[:1], **attrs)
+        return
+    if node.axis != 0:
+        raise UnsupportedOpError(node.type_name, node_name=node.friendly_name,
+                                 reason=f"ONNX indices count over the whole tensor; axis={node.axis}")
+    if node.index_element_type == "i64":
+        ectx.add_node("MaxPool", ectx.inputs(node), outs, **attrs)
+        return
+    wide = ectx.fresh(f"{node.friendly_name}/indices_i64")
+    ectx.add_node("MaxPool", ectx.inputs(node), [outs[0], wide], **attrs)
+    import onnx
+    ectx.add_node("Cast", [wide], [outs[1]], to=onnx.TensorProto.INT32)
+
+
+@onnx_export(AvgPool)
+def _export_avg_pool(node, ectx):
+    attrs = _onnx_pool_export_attrs(node)
+    attrs["count_include_pad"] = int(not node.exclude_pad)
+    ectx.add_node("AveragePool", ectx.inputs(node), ectx.outputs(node), **attrs)
