@@ -1,7 +1,15 @@
-"""PassConfig: which passes are disabled, and the transformation callbacks passes consult."""
+"""PassConfig: which passes are disabled, and the transformation callbacks passes consult.
+
+One PassConfig is shared by a Manager, every pass registered in it, and (through
+``Manager(self.get_pass_config())`` and ``GraphRewrite.set_pass_config``) every pass nested in
+those, so a target disables a pass or refuses a rewrite in one place. Passes are keyed by
+their class, as OpenVINO keys them by type info.
+"""
 from __future__ import annotations
 
 from typing import Any, Callable
+
+Callback = Callable[[Any], bool]
 
 
 def _never(node: Any) -> bool:
@@ -9,39 +17,65 @@ def _never(node: Any) -> bool:
 
 
 class PassConfig:
-    """Shared by a Manager and every pass registered in it (and nested in those)."""
+    """Disabled / force-enabled pass classes, per-class and global transformation callbacks.
+
+    A callback gets the node a pass is about to transform and returns True to say *do not
+    transform it* (``if self.transformation_callback(node): return False``).
+    """
 
     def __init__(self) -> None:
         self._disabled: set[type] = set()
         self._enabled: set[type] = set()
-        self._callbacks: dict[type, Callable[[Any], bool]] = {}
-        self._global: Callable[[Any], bool] = _never
+        self._callbacks: dict[type, Callback] = {}
+        self._global: Callback = _never
 
-    def disable(self, pass_type: type) -> None:
-        self._enabled.discard(pass_type)
-        self._disabled.add(pass_type)
+    # -- disabling ----------------------------------------------------------------------
+    def disable(self, *pass_types: type) -> None:
+        """Skip these pass classes wherever they are registered (Manager or GraphRewrite)."""
+        for t in pass_types:
+            self._enabled.discard(t)
+            self._disabled.add(t)
 
-    def enable(self, pass_type: type) -> None:
-        self._disabled.discard(pass_type)
-        self._enabled.add(pass_type)
+    def enable(self, *pass_types: type) -> None:
+        """Run these pass classes, also where they were registered as disabled by default."""
+        for t in pass_types:
+            self._disabled.discard(t)
+            self._enabled.add(t)
 
     def is_disabled(self, pass_type: type) -> bool:
         return pass_type in self._disabled
 
     def is_enabled(self, pass_type: type) -> bool:
+        """Force-enabled with :meth:`enable` (not merely "not disabled")."""
         return pass_type in self._enabled
 
-    def set_callback(self, callback: Callable[[Any], bool], *pass_types: type) -> None:
+    def disable_by_default(self, pass_type: type) -> None:
+        """Disable unless the user force-enabled it (registration with ``enabled=False``)."""
+        if pass_type not in self._enabled:
+            self._disabled.add(pass_type)
+
+    def add_disabled_passes(self, other: "PassConfig") -> None:
+        """Take over ``other``'s disabled passes, except those force-enabled here."""
+        for t in other._disabled:
+            if t not in self._enabled:
+                self._disabled.add(t)
+
+    @property
+    def disabled(self) -> frozenset[type]:
+        return frozenset(self._disabled)
+
+    # -- callbacks ----------------------------------------------------------------------
+    def set_callback(self, callback: Callback, *pass_types: type) -> None:
         """No types: the global callback; else a per-type callback for each type given."""
         if not pass_types:
             self._global = callback
         for t in pass_types:
             self._callbacks[t] = callback
 
-    def get_callback(self, pass_type: type) -> Callable[[Any], bool]:
+    def get_callback(self, pass_type: type) -> Callback:
+        """The per-type callback of ``pass_type`` if set, else the global one."""
         return self._callbacks.get(pass_type, self._global)
 
-    def add_disabled_passes(self, other: "PassConfig") -> None:
-        for t in other._disabled:
-            if t not in self._enabled:
-                self._disabled.add(t)
+    def __repr__(self) -> str:
+        names = sorted(t.__name__ for t in self._disabled)
+        return f"<PassConfig disabled={names} callbacks={len(self._callbacks)}>"

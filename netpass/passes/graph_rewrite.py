@@ -1,0 +1,228 @@
+"""MatcherPass, GraphRewrite and BackwardGraphRewrite: pattern rewrites in one traversal.
+
+A GraphRewrite walks ``model.get_ordered_ops()`` once (reversed for BackwardGraphRewrite) and
+offers each node to the matchers whose pattern root can be that node's type: candidates are
+looked up per concrete op class (base classes of the op count, so ``wrap_type`` of a family
+hits its members), so matchers whose root types are absent from the graph cost nothing.
+Matchers whose root is not typed (``any_input``, an ``Or`` with untyped branches) are
+candidates for every node. Candidates run in registration order until one callback returns
+True. Nodes a callback registers with ``register_new_node`` go to the front of the queue, in
+registration order, and meet all matchers again. The queue holds nodes weakly and the model's
+cached order is dropped, so replaced nodes are freed and skipped; nodes that left the graph
+(no consumers, not a Result, sink or parameter) are skipped too.
+"""
+from __future__ import annotations
+
+import collections
+import weakref
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..core.node import Node, Output
+from ..pattern.matcher import Matcher
+from .base import ModelPass, PassBase
+from .pass_config import PassConfig
+
+if TYPE_CHECKING:
+    from ..core.model import Model
+
+MatcherCallback = Callable[[Matcher], bool]
+
+
+class MatcherPass(PassBase):
+    """One pattern and the callback that rewrites its matches.
+
+    Subclass it and call :meth:`register_matcher` in ``__init__``, or build one inline:
+    ``MatcherPass(Matcher(pattern, "Name"), callback)``. The callback returns True when it
+    changed the graph.
+    """
+
+    def __init__(self, matcher: Matcher | None = None, callback: MatcherCallback | None = None) -> None:
+        super().__init__()
+        self.matcher: Matcher | None = None
+        self.callback: MatcherCallback | None = None
+        self._new_nodes: list[Node] = []
+        self._root_types: tuple[type, ...] | None = None
+        self._root_index = 0
+        self._containers: tuple[type, ...] = ()
+        if matcher is not None:
+            self.register_matcher(matcher, callback)
+
+    def register_matcher(self, matcher: Any, callback: MatcherCallback | None) -> None:
+        """Use ``matcher`` (a Matcher or a pattern) with ``callback``; an inline MatcherPass
+        takes the matcher's name."""
+        if not isinstance(matcher, Matcher):
+            matcher = Matcher(matcher)
+        if callback is None:
+            raise TypeError(f"{self.name}: register_matcher needs a callback")
+        self.matcher = matcher
+        self.callback = callback
+        self._root_types = matcher.root_types()
+        self._root_index = matcher.pattern.root_index()
+        if type(self) is MatcherPass and self._name is None:
+            self._name = matcher.name
+
+    def register_new_node(self, node: Node) -> Node:
+        """Queue ``node`` so the running traversal offers it to the matchers next."""
+        self._new_nodes.append(node)
+        return node
+
+    def get_new_nodes(self) -> list[Node]:
+        return list(self._new_nodes)
+
+    def clear_new_nodes(self) -> None:
+        self._new_nodes.clear()
+
+    def apply(self, node: Node) -> bool:
+        """Match at ``node`` and run the callback; True when the callback changed the graph."""
+        self._new_nodes.clear()
+        m = self.matcher
+        if m is None:
+            raise TypeError(f"{self.name}: no matcher registered")
+        if self._root_index >= len(node._out_et) or not m.match(Output(node, self._root_index)):
+            return False
+        try:
+            return bool(self.callback(m))  # type: ignore[misc]
+        finally:
+            m.clear_state()
+
+    def run_on_model(self, model: "Model") -> bool:
+        """Run this matcher alone over ``model`` (as a Manager does: in a GraphRewrite)."""
+        return wrap_matcher_pass(self).run_on_model(model)
+
+
+def wrap_matcher_pass(mp: MatcherPass) -> "GraphRewrite":
+    """A GraphRewrite holding just ``mp`` and sharing its PassConfig."""
+    gr = GraphRewrite()
+    gr.set_name(mp.name)
+    gr.pass_config = mp.pass_config
+    gr._matchers.append(mp)
+    return gr
+
+
+class GraphRewrite(ModelPass):
+    """Several MatcherPasses sharing one forward traversal (see the module docstring)."""
+
+    backward = False
+
+    def __init__(self, *matchers: Any) -> None:
+        super().__init__()
+        self._matchers: list[MatcherPass] = []
+        for p in matchers:
+            self.add_matcher(p)
+
+    def add_matcher(self, matcher: Any, *args: Any, enabled: bool = True, **kwargs: Any) -> Any:
+        """Add a MatcherPass (instance or class, built with ``args``), or the matchers of a
+        GraphRewrite (flattened; disabling that GraphRewrite's class still disables them).
+        ``enabled=False`` registers it disabled unless the config force-enables it.
+        Returns the instance."""
+        if isinstance(matcher, type):
+            matcher = matcher(*args, **kwargs)
+        if isinstance(matcher, GraphRewrite):
+            self.pass_config.add_disabled_passes(matcher.pass_config)
+            outer = type(matcher)
+            for mp in matcher._matchers:
+                mp._containers = (outer, *mp._containers)
+                mp.set_pass_config(self.pass_config)
+                self._matchers.append(mp)
+        elif isinstance(matcher, MatcherPass):
+            if matcher.matcher is None:
+                raise TypeError(f"{matcher.name}: MatcherPass has no registered matcher")
+            matcher.set_pass_config(self.pass_config)
+            self._matchers.append(matcher)
+        else:
+            raise TypeError(f"GraphRewrite.add_matcher expects a MatcherPass or GraphRewrite, "
+                            f"got {matcher!r}")
+        if not enabled:
+            self.pass_config.disable_by_default(type(matcher))
+        return matcher
+
+    @property
+    def matchers(self) -> list[MatcherPass]:
+        return list(self._matchers)
+
+    def set_pass_config(self, config: PassConfig) -> None:
+        super().set_pass_config(config)
+        for mp in self._matchers:
+            mp.set_pass_config(config)
+
+    def _active(self) -> list[MatcherPass]:
+        disabled = self.pass_config._disabled
+        if not disabled:
+            return list(self._matchers)
+        return [mp for mp in self._matchers
+                if type(mp) not in disabled and not any(c in disabled for c in mp._containers)]
+
+    def run_on_model(self, model: "Model") -> bool:
+        active = self._active()
+        if not active:
+            return False
+        ops = model.get_ordered_ops()
+        # Without the cached order and with a weak queue, replaced nodes are freed at once.
+        model.drop_cached_order()
+        if self.backward:
+            ops.reverse()
+        ref = weakref.ref
+        queue = collections.deque(map(ref, ops))
+        del ops
+        popleft, pushleft = queue.popleft, queue.appendleft
+        table: dict[type, list] = {}
+        keep = _InGraph(model)
+        changed = False
+        while queue:
+            node = popleft()()
+            if node is None:
+                continue
+            cls = node.__class__
+            cands = table.get(cls)
+            if cands is None:
+                cands = table[cls] = [(mp, mp.matcher, mp._root_index, mp._new_nodes) for mp in active
+                                      if mp._root_types is None or issubclass(cls, mp._root_types)]
+            if not cands or not keep(node):
+                continue
+            n_out = len(node._out_et)
+            for mp, m, idx, new in cands:
+                if new:
+                    new.clear()
+                if idx >= n_out:
+                    continue
+                if m.match(Output(node, idx)):
+                    applied = mp.callback(m)
+                    m.clear_state()
+                else:
+                    applied = False
+                if new:
+                    for n in reversed(new):
+                        pushleft(ref(n))
+                    new.clear()
+                if applied:
+                    changed = True
+                    break
+        return changed
+
+
+class BackwardGraphRewrite(GraphRewrite):
+    """A GraphRewrite walking from the results towards the parameters."""
+
+    backward = True
+
+
+class _InGraph:
+    """Whether a visited node is still part of the model: it has consumers, or it is a
+    Result, a sink or a parameter (checked only when a matcher could apply)."""
+
+    __slots__ = ("model", "result_cls")
+
+    def __init__(self, model: "Model") -> None:
+        from ..ops.io import Result
+        self.model = model
+        self.result_cls = Result
+
+    def __call__(self, node: Node) -> bool:
+        for table in node._out_cons:
+            for r in table.values():
+                if r() is not None:
+                    return True
+        if isinstance(node, self.result_cls):
+            return True
+        model = self.model
+        return any(s is node for s in model._sinks) or any(p is node for p in model._parameters)

@@ -1,0 +1,276 @@
+"""Matcher: matches a pattern against a graph value and exposes what it bound.
+
+``Matcher(pattern, name, explain=False)``. ``match(value)`` starts from a graph Output (or a
+Node: its output ``pattern.root_index()``); on success ``match_root`` / ``match_value`` and
+``pattern_value_map`` (pattern node -> Output) describe the match. The map handed out by a
+successful match is not reused by the next match, so callbacks may keep it.
+
+Why-no-match: with ``explain=True`` or ``NETPASS_MATCHER_LOGGING=1`` every failed match leaves
+a :class:`MatchFailure` (the deepest partial match and the first pattern node that failed
+there, with the reason) in ``last_failure`` and ``failures``; with the environment variable
+each report is also logged on the ``netpass.pattern`` logger at DEBUG. Reports format only
+when printed, and a matcher that does not explain records nothing.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import sys
+from typing import Any
+
+from ..core.node import Node, Output
+from . import op as _op
+from .op import Pattern, as_pattern
+
+logger = logging.getLogger("netpass.pattern")
+
+# Reports an explaining matcher keeps (they hold the graph values they describe).
+MAX_FAILURES = 1000
+
+
+def matcher_logging_enabled() -> bool:
+    """NETPASS_MATCHER_LOGGING (or OpenVINO's OV_MATCHER_LOGGING) is set to a true value."""
+    for key in ("NETPASS_MATCHER_LOGGING", "OV_MATCHER_LOGGING"):
+        v = os.environ.get(key, "").strip().lower()
+        if v and v not in ("0", "false", "off", "no"):
+            return True
+    return False
+
+
+_logger_ready = False
+
+
+def _ensure_logger() -> None:
+    """Show DEBUG reports on stderr when the env var asks for them and logging is unconfigured."""
+    global _logger_ready
+    if _logger_ready:
+        return
+    _logger_ready = True
+    if not logger.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("[netpass.pattern] %(message)s"))
+        logger.addHandler(handler)
+    if logger.level == logging.NOTSET or logger.level > logging.DEBUG:
+        logger.setLevel(logging.DEBUG)
+
+
+def _pattern_nodes(root: Pattern) -> list[Pattern]:
+    seen: dict[int, Pattern] = {}
+    stack = [root]
+    while stack:
+        p = stack.pop()
+        if id(p) in seen:
+            continue
+        seen[id(p)] = p
+        if isinstance(p, _op.PatternOutput):
+            stack.append(p.owner)
+        elif isinstance(p, _op.WrapType) and p.inputs:
+            stack.extend(p.inputs)
+        elif isinstance(p, _op.Or):
+            stack.extend(p.patterns)
+        elif isinstance(p, _op.Label) and p.wrapped is not None:
+            stack.append(p.wrapped)
+    return list(seen.values())
+
+
+def _describe_value(out: Output) -> str:
+    n = out.node
+    ps = n._out_ps[out.index] if out.index < len(n._out_ps) else "?"
+    et = n._out_et[out.index] if out.index < len(n._out_et) else "?"
+    return f"{n.type_name} '{n.friendly_name}':{out.index} {ps} {et}"
+
+
+class MatchFailure:
+    """Why one match attempt failed. ``str()`` formats it; building it costs two tuples."""
+
+    __slots__ = ("matcher_name", "pattern", "root", "depth", "failed", "value", "reason",
+                 "detail", "partial")
+
+    def __init__(self, matcher_name: str, pattern: Pattern, root: Output, best: tuple) -> None:
+        self.matcher_name = matcher_name
+        self.pattern = pattern
+        self.root = root
+        self.depth, self.failed, self.value, self.reason, self.detail, self.partial = best
+
+    def reason_text(self) -> str:
+        """The failure reason in words."""
+        r, d, v = self.reason, self.detail, self.value
+        if r == _op.WRONG_TYPE:
+            return f"wrong type: expected {_op._join_types(d)}, got {v.node.type_name}"
+        if r == _op.PREDICATE:
+            return f"predicate {d} false"
+        if r == _op.INPUT_COUNT:
+            return f"input count {d[1]} != {d[0]} (pattern expects {d[0]})"
+        if r == _op.BOUND_OTHER:
+            return f"already bound to {_describe_value(d)}, met {_describe_value(v)}"
+        if r == _op.WRONG_OUTPUT:
+            return f"output index {v.index} != {d}"
+        if r == _op.NO_BRANCH:
+            return "no branch matched"
+        return str(r)
+
+    def __str__(self) -> str:
+        total = len(_pattern_nodes(self.pattern))
+        lines = [f"Matcher '{self.matcher_name}' did not match {_describe_value(self.root)}",
+                 f"  deepest partial match: {self.depth} of {total} pattern nodes bound"]
+        for p, out in self.partial:
+            lines.append(f"    {p.label()} -> {_describe_value(out)}")
+        lines.append(f"  first failing pattern node: {self.failed.label()} "
+                     f"against {_describe_value(self.value)}")
+        lines.append(f"  reason: {self.reason_text()}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<MatchFailure {self.matcher_name}: {self.failed.label()}: {self.reason}>"
+
+
+class Matcher:
+    """Matches ``pattern`` (its root pattern node) against graph values."""
+
+    __slots__ = ("pattern", "name", "_explain", "_log", "_vm", "_trail", "_symbols",
+                 "_symbol_trail", "_value", "_best", "last_failure", "failures", "__weakref__")
+
+    def __init__(self, pattern: Any, name: str | None = None, explain: bool = False) -> None:
+        self.pattern: Pattern = as_pattern(pattern)
+        self.name = name or self.pattern.label()
+        self._log = matcher_logging_enabled()
+        self._explain = bool(explain) or self._log
+        if self._log:
+            _ensure_logger()
+        self._vm: dict = {}
+        self._trail: list = []
+        self._symbols: dict = {}
+        self._symbol_trail: list = []
+        self._value: Output | None = None
+        self._best: tuple | None = None
+        self.last_failure: MatchFailure | None = None
+        self.failures: collections.deque = collections.deque(maxlen=MAX_FAILURES)
+
+    # -- matching -----------------------------------------------------------------------
+    def match(self, value: "Output | Node") -> bool:
+        """Match the pattern rooted at ``value``; True on success (state kept until the
+        next match or :meth:`clear_state`)."""
+        if self._value is not None:
+            self._vm = {}
+            self._symbols = {}
+            self._trail.clear()
+            self._symbol_trail.clear()
+            self._value = None
+        if type(value) is not Output:
+            value = self._as_value(value)
+        if self._explain:
+            self._best = None
+        if self.pattern._match(self, value):
+            self._value = value
+            if self._log:
+                logger.debug("Matcher '%s' matched %s", self.name, value)
+            return True
+        self._vm.clear()
+        self._trail.clear()
+        if self._symbols:
+            self._symbols.clear()
+        self._symbol_trail.clear()
+        if self._explain:
+            self._record(value)
+        return False
+
+    def _as_value(self, value: Any) -> Output:
+        if isinstance(value, Output):
+            return value
+        if isinstance(value, Node):
+            return Output(value, self.pattern.root_index())
+        raise TypeError(f"Matcher.match expects an Output or a Node, got {type(value).__name__}")
+
+    def clear_state(self) -> None:
+        """Forget the last match (the map handed out stays with whoever holds it)."""
+        self._vm = {}
+        self._symbols = {}
+        self._trail.clear()
+        self._symbol_trail.clear()
+        self._value = None
+
+    # -- state used by pattern nodes ------------------------------------------------------
+    def _mark(self) -> tuple[int, int]:
+        return len(self._trail), len(self._symbol_trail)
+
+    def _rollback(self, mark: tuple[int, int]) -> None:
+        trail, vm = self._trail, self._vm
+        n, ns = mark
+        while len(trail) > n:
+            del vm[trail.pop()]
+        strail, syms = self._symbol_trail, self._symbols
+        while len(strail) > ns:
+            del syms[strail.pop()]
+
+    def _fail(self, pattern: Pattern, value: Output, reason: str, detail: Any) -> None:
+        depth = len(self._trail)
+        if self._best is None or depth > self._best[0]:
+            self._best = (depth, pattern, value, reason, detail, list(self._vm.items()))
+
+    def _record(self, root: Output) -> None:
+        best = self._best
+        if best is None:
+            return
+        self._best = None
+        report = MatchFailure(self.name, self.pattern, root, best)
+        self.last_failure = report
+        self.failures.append(report)
+        if self._log:
+            logger.debug("%s", report)
+
+    # -- results ------------------------------------------------------------------------
+    @property
+    def explaining(self) -> bool:
+        return self._explain
+
+    def explain(self) -> str:
+        """The last failure report as text ("" when the last match succeeded or none failed)."""
+        return "" if self.last_failure is None else str(self.last_failure)
+
+    @property
+    def match_value(self) -> Output | None:
+        return self._value
+
+    @property
+    def match_root(self) -> Node | None:
+        return None if self._value is None else self._value.node
+
+    @property
+    def pattern_value_map(self) -> dict:
+        """Pattern node -> matched graph Output."""
+        return self._vm
+
+    @property
+    def pattern_map(self) -> dict:
+        """Pattern node -> matched graph Node."""
+        return {p: o.node for p, o in self._vm.items()}
+
+    @property
+    def symbols(self) -> dict:
+        """Names bound by ``shape_matches`` predicates: name -> length, Symbol or Dimension."""
+        return self._symbols
+
+    def get_match_root(self) -> Node | None:
+        return self.match_root
+
+    def get_match_value(self) -> Output | None:
+        return self._value
+
+    def get_pattern_value_map(self) -> dict:
+        return self._vm
+
+    def get_pattern_map(self) -> dict:
+        return self.pattern_map
+
+    def get_name(self) -> str:
+        return self.name
+
+    def get_pattern(self) -> Pattern:
+        return self.pattern
+
+    def root_types(self) -> tuple[type, ...] | None:
+        return self.pattern.root_types()
+
+    def __repr__(self) -> str:
+        return f"<Matcher '{self.name}': {self.pattern.label()}>"
