@@ -170,10 +170,19 @@ IMPORT_CASES = [(op, d, layout) for op in ("LSTM", "GRU", "RNN")
 
 @pytest.mark.parametrize("op,direction,layout", IMPORT_CASES)
 def test_onnx_import_matches_onnxruntime(op, direction, layout):
-    proto, feeds, outs = _onnx_recurrent(op, direction, layout, seed=3)
+    proto, feeds, outs = _onnx_recurrent(op, direction, 0, seed=3)
+    expected = _ort_run(proto, feeds)
+    if layout == 1:
+        # onnxruntime refuses layout=1: compare with its layout-0 run of the same weights on
+        # batch-first copies of the inputs.
+        proto, _, _ = _onnx_recurrent(op, direction, 1, seed=3)
+        feeds = {k: (v if k == "lens" else np.ascontiguousarray(v.transpose(1, 0, 2)))
+                 for k, v in feeds.items()}
+        expected = [expected[0].transpose(2, 0, 1, 3)] + [e.transpose(1, 0, 2)
+                                                          for e in expected[1:]]
     got = netpass.reference.infer(netpass.read_model(proto), feeds)
-    for name, expected in zip(outs, _ort_run(proto, feeds)):
-        np.testing.assert_allclose(got[name], expected, rtol=RTOL, atol=ATOL)
+    for name, exp in zip(outs, expected):
+        np.testing.assert_allclose(got[name], exp, rtol=RTOL, atol=ATOL)
 
 
 @pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
