@@ -100,9 +100,6 @@ def convert_attr(type_name: str, key: str, text: str, default: Any) -> Any:
     if isinstance(default, (list, tuple)):
         value = _list(text, default[0] if default else None)
         return tuple(value) if isinstance(default, tuple) else value
-    if isinstance(default, str):
-        # Enum spellings are lower-case in IR; keep the case netpass's op uses.
-        return text.upper() if default.isupper() else text
     if default is None and "," in text:
         return _list(text)
     return _scalar(text) if default is None else text
@@ -170,10 +167,11 @@ class _Reader:
         else:
             attrs = {}
             for ir_key, text in data.items():
-                key = attr_from_ir_name(type_name, ir_key)
+                key, rule = attr_from_ir_name(type_name, ir_key)
                 if key in cls.ATTRS:
                     try:
-                        attrs[key] = convert_attr(type_name, key, text, cls.ATTRS[key])
+                        attrs[key] = rule.from_ir(text) if rule and rule.from_ir else \
+                            convert_attr(type_name, key, text, cls.ATTRS[key])
                     except (ValueError, TypeError) as e:
                         raise ModelFormatError(f"{layer.where()}: attribute {ir_key}={text!r}: "
                                                f"{e}") from e

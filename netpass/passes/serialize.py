@@ -7,10 +7,10 @@ in model order), IR type names (``Const``, ``ReLU``...), ``version`` = the op cl
 outputs, edges sorted by source layer, and a ``.bin`` that is the raw concatenation of constant
 blobs (identical blobs share one offset).
 
-netpass attribute names are OpenVINO's; where a netpass op stores a value in another spelling
-(a ``Type`` object, an upper-case enum, ``exclude_pad``) the per-type table ``ATTR_RULES``
-translates it on the way out, and :mod:`netpass.frontend.ir_reader` uses the same table on
-the way back.
+netpass attribute names are OpenVINO's and values are written as the op holds them (OpenVINO
+reads enum spellings case-insensitively, so they round-trip unchanged). Where a netpass op
+names or spells an attribute differently, the per-type table ``ATTR_RULES`` translates it on
+the way out and :mod:`netpass.frontend.ir_reader` uses the same table on the way back.
 """
 from __future__ import annotations
 
@@ -46,34 +46,6 @@ class AttrRule(NamedTuple):
     from_ir: Callable[[str], Any] | None = None
 
 
-def _lower(value: Any) -> Any:
-    return value.lower() if isinstance(value, str) else value
-
-
-def _auto_pad(value: Any) -> str:
-    # OpenVINO's PadType spellings; netpass ops may say NOTSET/None for explicit padding.
-    if value is None or value == "":
-        return "explicit"
-    v = str(value).lower()
-    return {"notset": "explicit", "same": "same_upper"}.get(v, v)
-
-
-def _topk_sort(value: Any) -> Any:
-    v = _lower(value)
-    return {"values": "value", "indices": "index", "sort_values": "value",
-            "sort_indices": "index"}.get(v, v)
-
-
-def _type_name(value: Any) -> Any:
-    return Type.of(value).name if value is not None else value
-
-
-# Attributes whose values are lower-case enum strings in IR, whatever the op.
-_ENUM_ATTRS = {"auto_pad": _auto_pad, "rounding_type": _lower, "auto_broadcast": _lower,
-               "pad_mode": _lower, "mode": _lower, "sort": _topk_sort, "nearest_mode": _lower,
-               "coordinate_transformation_mode": _lower, "shape_calculation_mode": _lower,
-               "direction": _lower, "reduction": _lower, "box_encoding": _lower,
-               "roi_mode": _lower}
 # Attributes holding an element type (written by name: "f32", "i64", "boolean").
 TYPE_ATTRS = {"element_type", "destination_type", "output_type", "index_element_type"}
 
@@ -83,16 +55,12 @@ ATTR_RULES: dict[str, dict[str, AttrRule]] = {
 }
 
 
-def ir_attr_name(type_name: str, attr: str) -> str:
-    rule = ATTR_RULES.get(type_name, {}).get(attr)
-    return rule.ir_name if rule else attr
-
-
-def attr_from_ir_name(type_name: str, ir_name: str) -> str:
+def attr_from_ir_name(type_name: str, ir_name: str) -> tuple[str, AttrRule | None]:
+    """The netpass attribute written as ``ir_name`` for ``type_name``, with its rule if any."""
     for attr, rule in ATTR_RULES.get(type_name, {}).items():
         if rule.ir_name == ir_name:
-            return attr
-    return ir_name
+            return attr, rule
+    return ir_name, None
 
 
 def format_value(value: Any) -> str | None:
@@ -133,11 +101,9 @@ def ir_attributes(node: Node) -> dict[str, str]:
             value = rule.to_ir(value)
         elif key in TYPE_ATTRS and value is not None and not isinstance(value, (list, tuple)):
             try:
-                value = _type_name(value)
+                value = Type.of(value).name
             except TypeError:
                 pass
-        elif key in _ENUM_ATTRS:
-            value = _ENUM_ATTRS[key](value)
         text = format_value(value)
         if text is not None:
             out[rule.ir_name if rule else key] = text
@@ -204,8 +170,8 @@ class _Writer:
         if et.dtype is None:
             raise ModelFormatError(f"Serialize: Constant '{node.friendly_name}' has element type "
                                    f"{et}, which has no binary layout in netpass")
-        arr = np.ascontiguousarray(np.asarray(node.value, dtype=et.dtype))
-        data = arr.tobytes()
+        arr = np.asarray(node.value, dtype=et.dtype)
+        data = arr.tobytes(order="C")
         offset = self.add_blob(data)
         return {"element_type": et.name, "shape": ", ".join(str(d) for d in arr.shape),
                 "offset": str(offset), "size": str(len(data))}
