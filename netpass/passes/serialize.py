@@ -49,10 +49,11 @@ class AttrRule(NamedTuple):
 # Attributes holding an element type (written by name: "f32", "i64", "boolean").
 TYPE_ATTRS = {"element_type", "destination_type", "output_type", "index_element_type"}
 
-# Per-type renames and value translations: {type name: {netpass attr: AttrRule}}.
-ATTR_RULES: dict[str, dict[str, AttrRule]] = {
-    "AvgPool": {"exclude_pad": AttrRule("exclude-pad")},
-}
+# Per-type renames and value translations: {type name: {netpass attr: AttrRule}}. netpass ops
+# declare OpenVINO's attribute names (``exclude-pad`` included) and OpenVINO reads enum values
+# case-insensitively, so no op needs an entry today; an op that stores an attribute under
+# another name or spelling adds one here and both directions follow.
+ATTR_RULES: dict[str, dict[str, AttrRule]] = {}
 
 
 def attr_from_ir_name(type_name: str, ir_name: str) -> tuple[str, AttrRule | None]:

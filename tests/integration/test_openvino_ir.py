@@ -30,9 +30,12 @@ def _x(shape, name="x", dtype=np.float32):
     return opset.parameter(shape, dtype, name=name)
 
 
-def _check_in_openvino(model: Model, tmp_path: Path) -> None:
-    xml = tmp_path / "model.xml"
-    Serialize(xml).run_on_model(model)
+def _check_in_openvino(model: Model, tmp_path: Path, xml: Path | None = None) -> None:
+    """OpenVINO's CPU outputs for ``xml`` (default: ``model`` serialized) equal netpass's
+    reference outputs for ``model``."""
+    if xml is None:
+        xml = tmp_path / "model.xml"
+        Serialize(xml).run_on_model(model)
     feeds = random_inputs(model, seed=3)
     expected = netpass.reference.infer(model, feeds)
     core = ov.Core()
@@ -188,3 +191,16 @@ def test_dynamic_batch_runs_in_openvino(tmp_path: Path) -> None:
     x = _x([-1, 3, 5])
     model = Model([opset.add(opset.relu(x), opset.constant(_w(5)))], [x], "dyn")
     _check_in_openvino(model, tmp_path)
+
+
+def test_ir_written_by_openvino_reads_into_netpass(tmp_path: Path) -> None:
+    import openvino.opset8 as ov8
+    x = ov8.parameter([1, 2, 6, 6], np.float32, name="x")
+    conv = ov8.convolution(x, ov8.constant(_w(3, 2, 3, 3)), [1, 1], [1, 1], [1, 1], [1, 1])
+    pool = ov8.avg_pool(ov8.relu(conv), [2, 2], [0, 0], [0, 0], [2, 2], True)
+    sm = ov8.softmax(ov8.prelu(pool, ov8.constant(np.float32([0.2]))), 1)
+    xml = tmp_path / "ov.xml"
+    ov.save_model(ov.Model([sm.output(0)], [x], "from_ov"), str(xml), compress_to_fp16=False)
+    model = netpass.read_model(xml)
+    assert [n.type_name for n in model.get_ordered_ops()].count("Softmax") == 1
+    _check_in_openvino(model, tmp_path, xml)

@@ -178,7 +178,7 @@ def _recurrent() -> Model:
 def _pooling() -> Model:
     x = opset.parameter([1, 2, 6, 6], np.float32, name="x")
     mp = opset.max_pool(x, [2, 2], [1, 1], [0, 0], [0, 0], [2, 2])
-    ap = opset.avg_pool(mp.output(0), [1, 1], [1, 1], [1, 1], [3, 3], False)
+    ap = opset.avg_pool(mp.output(0), [1, 1], [1, 1], [1, 1], [3, 3], True)
     return Model([ap], [x], "pool")
 
 
