@@ -1,4 +1,246 @@
-"""(placeholder: filled by the op family's implementation)"""
+"""Shape ops: ShapeOf and Range, plus the ONNX ops built from them and the data-movement
+family (Shape with start/end, Size, ConstantOfShape, Trilu, EyeLike).
+
+ShapeOf is where shape sub-graphs start: its partial value holds the input's static dims as
+ints and its dynamic dims as the Dimension objects themselves, so that Gather/Concat/Reshape
+downstream resolve to static shapes for static inputs and keep symbols otherwise.
+"""
 from __future__ import annotations
 
-__all__: list[str] = []
+import builtins
+import math
+from typing import Any
+
+import numpy as np
+import onnx
+
+from ..core.dimension import Dimension
+from ..core.node import Node, Output
+from ..core.shape import PartialShape
+from ..core.types import Type, f32, i32, i64
+from ..errors import UnsupportedOpError
+from .base import set_name, to_output
+from .movement import Broadcast, Concat, Reshape, Slice, Unsqueeze, _i64, const_ints
+from .indexing import Gather
+
+__all__ = ["shape_of", "range"]  # ``range`` (OpenVINO's name) hides the builtin here
+
+
+class ShapeOf(Node):
+    """ShapeOf v3: the input's shape as a 1-D ``output_type`` (i64 or i32) tensor."""
+
+    type_name = "ShapeOf"
+    version = "opset3"
+    ATTRS = {"output_type": i64}
+
+    def infer_types(self) -> None:
+        self.check(self.get_input_size() == 1, "expects 1 input")
+        et = Type.of(self.output_type)
+        self.check(et in (i64, i32), f"output_type must be i64 or i32, got {et}")
+        self.output_type = et
+        data = self.get_input_partial_shape(0)
+        self.set_output_type(0, et, [len(data) if data.rank_is_static else Dimension()])
+
+    def infer_values(self) -> None:
+        data = self.get_input_partial_shape(0)
+        if data.rank_is_static:
+            self.set_output_partial_value(0, list(data.dims))
+
+    def evaluate(self, inputs):
+        return [np.asarray(inputs[0].shape, dtype=self._out_et[0].dtype)]
+
+
+class Range(Node):
+    """Range v4: ``start, start + step, ...`` below ``stop`` (above it for a negative step),
+    as ``output_type``; the length is ``max(ceil((stop - start) / step), 0)``."""
+
+    type_name = "Range"
+    version = "opset4"
+    ATTRS = {"output_type": i64}
+
+    def infer_types(self) -> None:
+        self.check(self.get_input_size() == 3, "expects inputs (start, stop, step)")
+        et = Type.of(self.output_type)
+        self.output_type = et
+        for i, what in enumerate(("start", "stop", "step")):
+            ps = self.get_input_partial_shape(i)
+            self.check(not ps.rank_is_static or len(ps) == 0 or (len(ps) == 1 and ps[0] == 1),
+                       f"{what} must be a scalar, got shape {ps}")
+        vals = [self.input_constant(i) for i in builtins.range(3)]
+        if any(v is None for v in vals):
+            self.set_output_type(0, et, [self._symbolic_length(vals)])
+            return
+        start, stop, step = (np.asarray(v).reshape(-1)[0] for v in vals)
+        self.check(step != 0, "step must not be zero")
+        self.set_output_type(0, et, [self._length(start, stop, step)])
+
+    def _symbolic_length(self, vals: list) -> Dimension:
+        """``Range(0, d, 1)`` has length ``d``: keep a known dim (and its symbol)."""
+        stop = self.input_partial_value(1)
+        if vals[0] is not None and vals[2] is not None and stop is not None and len(stop) == 1:
+            start, step = (np.asarray(v).reshape(-1)[0] for v in (vals[0], vals[2]))
+            if start == 0 and step == 1:
+                return Dimension.of(stop[0])
+        return Dimension()
+
+    @staticmethod
+    def _length(start: Any, stop: Any, step: Any) -> int:
+        if all(isinstance(v, (int, np.integer)) for v in (start, stop, step)):
+            n = -(-(int(stop) - int(start)) // int(step))
+        else:
+            # ONNX and OpenVINO compute the span in the inputs' own precision.
+            dt = np.result_type(start, stop, step)
+            n = math.ceil(float((dt.type(stop) - dt.type(start)) / dt.type(step)))
+        return max(n, 0)
+
+    def evaluate(self, inputs):
+        start, stop, step = (np.asarray(v).reshape(-1)[0] for v in inputs)
+        n = self._length(start, stop, step)
+        dt = self._out_et[0].dtype
+        if dt.kind in "iu" and all(isinstance(v, (int, np.integer)) for v in (start, stop, step)):
+            return [(int(start) + int(step) * np.arange(n, dtype=np.int64)).astype(dt)]
+        src = np.result_type(start, stop, step)
+        return [(start + step * np.arange(n, dtype=src)).astype(dt)]
+
+
+# -- factories ------------------------------------------------------------------------------
+def shape_of(data: Any, output_type: Any = "i64", name: str | None = None) -> Node:
+    return set_name(ShapeOf([to_output(data)], output_type=Type.of(output_type)), name)
+
+
+def range(start: Any, stop: Any, step: Any, output_type: Any,  # noqa: A001
+          name: str | None = None) -> Node:
+    return set_name(Range([to_output(start), to_output(stop), to_output(step)],
+                          output_type=Type.of(output_type)), name)
+
+
+# -- ONNX import ----------------------------------------------------------------------------
+from .registry import onnx_export, onnx_rule  # noqa: E402
+
+
+@onnx_rule("Shape")
+def _import_shape(ctx):
+    shape = ShapeOf([ctx.inputs[0]]).output(0)
+    start, end = ctx.attr("start", 0), ctx.attr("end", None)
+    if start == 0 and end is None:
+        return shape
+    stop = end if end is not None else (1 << 63) - 1
+    return Slice([shape, _i64([start]), _i64([stop]), _i64([1])]).output(0)
+
+
+@onnx_rule("Size")
+def _import_size(ctx):
+    x = ctx.inputs[0]
+    if x.partial_shape.is_static:
+        return _i64(math.prod(x.partial_shape.to_shape()))
+    from .. import opset
+    if not hasattr(opset, "reduce_prod"):
+        ctx.error("Size of a dynamic shape needs ReduceProd")
+    return to_output(opset.reduce_prod(ShapeOf([x]).output(0), [0], False))
+
+
+@onnx_rule("ConstantOfShape", since=9)
+def _import_constant_of_shape(ctx):
+    value = ctx.attr("value", None)
+    value = np.zeros((), np.float32) if value is None else np.asarray(value).reshape(())
+    return Broadcast([to_output(value), ctx.inputs[0]], mode="numpy").output(0)
+
+
+@onnx_rule("Range", since=11)
+def _import_range(ctx):
+    start, stop, step = ctx.inputs
+    if start.element_type.dtype is None:
+        ctx.error(f"element type {start.element_type} is not supported")
+    return Range([start, stop, step], output_type=start.element_type).output(0)
+
+
+def _dim(x: Output, axis: int) -> Output:
+    """Dim ``axis`` of ``x`` as an i64 scalar: a Constant when static, else ShapeOf math."""
+    ps = x.partial_shape
+    if ps.rank_is_static and ps[axis].is_static:
+        return _i64(ps[axis].min)
+    return Gather([ShapeOf([x]).output(0), _i64(axis), _i64(0)]).output(0)
+
+
+def _elementwise(ctx, *names: str):
+    from .. import opset
+    missing = [n for n in names if not hasattr(opset, n)]
+    if missing:
+        ctx.error(f"needs {', '.join(missing)} from the elementwise family")
+    return [getattr(opset, n) for n in names]
+
+
+def _index_grid(x: Output) -> Output:
+    """``col - row`` over the last two dims of ``x``, as an i64 [H, W] tensor."""
+    from .. import opset
+    rows = Range([_i64(0), _dim(x, -2), _i64(1)], output_type=i64).output(0)
+    cols = Range([_i64(0), _dim(x, -1), _i64(1)], output_type=i64).output(0)
+    rows = Unsqueeze([rows, _i64([1])]).output(0)
+    return to_output(opset.subtract(cols, rows))
+
+
+@onnx_rule("Trilu", since=14)
+def _import_trilu(ctx):
+    x = ctx.inputs[0]
+    ps = x.partial_shape
+    if not ps.rank_is_static or len(ps) < 2:
+        ctx.error("Trilu needs an input of static rank >= 2")
+    _, compare, select = _elementwise(
+        ctx, "subtract", "greater_equal" if ctx.attr("upper", 1) else "less_equal", "select")
+    k = ctx.input(1)
+    k = _i64(0) if k is None else Reshape([k, _i64([])], special_zero=False).output(0)
+    mask = compare(_index_grid(x), k)
+    zero = to_output(np.zeros((), dtype=x.element_type.dtype))
+    return to_output(select(mask, x, zero))
+
+
+@onnx_rule("EyeLike", since=9)
+def _import_eye_like(ctx):
+    x = ctx.inputs[0]
+    dtype = ctx.attr("dtype", None)
+    if dtype is not None:
+        from ..frontend.onnx_reader import onnx_element_type
+        et = onnx_element_type(dtype, f"EyeLike '{ctx.name}'")
+    else:
+        et = x.element_type
+    k = ctx.attr("k", 0)
+    ps = x.partial_shape
+    if ps.is_static:
+        h, w = ps.to_shape()
+        return to_output(np.eye(h, w, k=k, dtype=et.dtype))
+    if not ps.rank_is_static or len(ps) != 2:
+        ctx.error("EyeLike needs a 2-D input")
+    _, equal, select = _elementwise(ctx, "subtract", "equal", "select")
+    mask = equal(_index_grid(x), _i64(k))
+    return to_output(select(mask, to_output(np.ones((), et.dtype)),
+                            to_output(np.zeros((), et.dtype))))
+
+
+# -- ONNX export (opset 17) -----------------------------------------------------------------
+@onnx_export(ShapeOf)
+def _export_shape_of(node, ectx):
+    outs = ectx.outputs(node)
+    if node.output_type is i64:
+        ectx.add_node("Shape", ectx.inputs(node), outs)
+        return
+    tmp = ectx.fresh("shape")
+    ectx.add_node("Shape", ectx.inputs(node), [tmp])
+    ectx.add_node("Cast", [tmp], outs, to=int(onnx.TensorProto.INT32))
+
+
+@onnx_export(Range)
+def _export_range(node, ectx):
+    et = node.output_type
+    if et.dtype is None:
+        raise UnsupportedOpError("Range", "", 17, node.friendly_name,
+                                 f"output type {et} has no ONNX equivalent")
+    to = onnx.helper.np_dtype_to_tensor_dtype(et.dtype)
+    names = []
+    for i, name in enumerate(ectx.inputs(node)):
+        if node.get_input_element_type(i) is et:
+            names.append(name)
+            continue
+        cast = ectx.fresh("range_arg")
+        ectx.add_node("Cast", [name], [cast], to=int(to))
+        names.append(cast)
+    ectx.add_node("Range", names, ectx.outputs(node))
