@@ -150,8 +150,10 @@ def windows(x: np.ndarray, kernel: Sequence[int], strides: Sequence[int],
 
 
 def accumulation_dtype(dt: np.dtype) -> np.dtype:
-    """Type to accumulate products in: f32 for half floats, i64 for small ints."""
+    """Type to accumulate products in: f32 for half floats (bfloat16 included), i64 for ints."""
     dt = np.dtype(dt)
+    if dt.kind == "V":
+        return np.dtype(np.float32)
     if dt.kind == "f":
         return np.dtype(np.float32) if dt.itemsize < 4 else dt
     if dt.kind in "iub":
@@ -633,12 +635,20 @@ def _import_conv_transpose(ctx):
 
 
 # -- ONNX export -----------------------------------------------------------------------------
-def onnx_window_export_attrs(node: Node) -> dict[str, Any]:
+def onnx_window_export_attrs(node: Node, extents: Sequence[int] | None = None) -> dict[str, Any]:
+    """strides and pads (or auto_pad) of a sliding-window op for ONNX. With the window
+    ``extents``, same padding over static spatial dims is written as explicit pads
+    (onnxruntime refuses SAME with dilations)."""
     attrs: dict[str, Any] = {"strides": list(node.strides)}
-    if node.auto_pad == "explicit":
+    data = node.get_input_partial_shape(0)
+    auto_pad = node.auto_pad
+    if auto_pad.startswith("same") and extents is not None and data.is_static:
+        pb, pe = resolve_pads(auto_pad, data.to_shape()[2:], extents, node.strides, [], [])
+        attrs["pads"] = pb + pe
+    elif auto_pad == "explicit":
         attrs["pads"] = list(node.pads_begin) + list(node.pads_end)
     else:
-        attrs["auto_pad"] = node.auto_pad.upper()
+        attrs["auto_pad"] = auto_pad.upper()
     return attrs
 
 
@@ -663,7 +673,10 @@ def _static_filter_shape(node: Node) -> list[int]:
 @onnx_export(Convolution, GroupConvolution)
 def _export_conv(node, ectx):
     names = ectx.inputs(node)
-    attrs = onnx_window_export_attrs(node)
+    filt = node.get_input_partial_shape(1)
+    extents = [(k - 1) * d + 1 for k, d in zip(filt.to_shape()[node.FILTER_LEAD:],
+                                               node.dilations)] if filt.is_static else None
+    attrs = onnx_window_export_attrs(node, extents)
     attrs["dilations"] = list(node.dilations)
     if isinstance(node, GroupConvolution):
         shape = _static_filter_shape(node)
@@ -675,9 +688,8 @@ def _export_conv(node, ectx):
 @onnx_export(ConvolutionBackpropData, GroupConvolutionBackpropData)
 def _export_conv_transpose(node, ectx):
     names = ectx.inputs(node)
-    attrs = onnx_window_export_attrs(node)
-    attrs["dilations"] = list(node.dilations)
-    attrs["output_padding"] = list(node.output_padding)
+    attrs: dict[str, Any] = {"strides": list(node.strides), "dilations": list(node.dilations),
+                             "output_padding": list(node.output_padding)}
     if isinstance(node, GroupConvolutionBackpropData):
         shape = _static_filter_shape(node)
         attrs["group"] = shape[0]
@@ -687,8 +699,11 @@ def _export_conv_transpose(node, ectx):
         if value is None:
             raise UnsupportedOpError(node.type_name, node_name=node.friendly_name,
                                      reason="ONNX ConvTranspose needs a constant output_shape")
-        if node.auto_pad != "same_upper":
-            attrs.pop("auto_pad", None)
-        attrs.pop("pads", None)
         attrs["output_shape"] = [int(v) for v in np.asarray(value).reshape(-1)]
+        # An odd total pad goes first for OpenVINO's same_upper and for ONNX's NOTSET.
+        if node.auto_pad != "same_upper":
+            attrs["auto_pad"] = "SAME_UPPER"
+    elif node.auto_pad == "explicit":
+        attrs["pads"] = list(node.pads_begin) + list(node.pads_end)
+    # Without output_shape, OpenVINO's same_*/valid mean no padding: ONNX's default.
     ectx.add_node("ConvTranspose", names[:2], ectx.outputs(node), **attrs)

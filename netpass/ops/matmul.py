@@ -59,12 +59,18 @@ class MatMul(Node):
         self.set_output_type(0, et, PartialShape(dims))
 
     def evaluate(self, inputs):
-        a, b = inputs
+        a, b = (_computable(v) for v in inputs)
         if self.transpose_a and a.ndim > 1:
             a = np.swapaxes(a, -1, -2)
         if self.transpose_b and b.ndim > 1:
             b = np.swapaxes(b, -1, -2)
-        return [np.asarray(np.matmul(a, b)).astype(self._out_et[0].dtype or a.dtype, copy=False)]
+        out = np.matmul(a, b)
+        return [np.asarray(out).astype(self._out_et[0].dtype or inputs[0].dtype, copy=False)]
+
+
+def _computable(x: np.ndarray) -> np.ndarray:
+    """``x`` in a type numpy's matmul and einsum take (bfloat16 arrays become f32)."""
+    return x.astype(np.float32) if x.dtype.kind == "V" else x
 
 
 # -- Einsum ----------------------------------------------------------------------------------
@@ -186,7 +192,8 @@ class Einsum(Node):
         return merged
 
     def evaluate(self, inputs):
-        out = np.einsum(self.equation.replace(" ", ""), *inputs, optimize=len(inputs) > 2)
+        out = np.einsum(self.equation.replace(" ", ""), *(_computable(v) for v in inputs),
+                        optimize=len(inputs) > 2)
         return [np.asarray(out).astype(self._out_et[0].dtype or inputs[0].dtype, copy=False)]
 
 
