@@ -1,0 +1,22 @@
+"""Target-independent transformations (OpenVINO's common transformations)."""
+from __future__ import annotations
+
+from .common_optimizations import CommonOptimizations
+from .constant_folding import (DISABLE_CONSTANT_FOLDING, ConstantFolding,
+                               constant_folding_is_disabled, disable_constant_folding,
+                               enable_constant_folding)
+from .convert_divide import ConvertDivide
+from .init_node_info import InitNodeInfo
+from .nop_elimination import NOP_RULES, EliminateNop, NopElimination
+from .reshape_fusion import ReshapeSequenceFusion, TransposeToReshape
+from .rnn_decomposition import (GRUCellDecomposition, GRUSequenceUnrolling,
+                                LSTMCellDecomposition, LSTMSequenceUnrolling)
+from .slice_to_strided_slice import SliceToStridedSlice
+
+__all__ = [
+    "CommonOptimizations", "ConstantFolding", "ConvertDivide", "DISABLE_CONSTANT_FOLDING",
+    "EliminateNop", "GRUCellDecomposition", "GRUSequenceUnrolling", "InitNodeInfo",
+    "LSTMCellDecomposition", "LSTMSequenceUnrolling", "NOP_RULES", "NopElimination",
+    "ReshapeSequenceFusion", "SliceToStridedSlice", "TransposeToReshape",
+    "constant_folding_is_disabled", "disable_constant_folding", "enable_constant_folding",
+]

@@ -1,0 +1,63 @@
+"""ConstantFolding: replace every node whose value is known at compile time by a Constant."""
+from __future__ import annotations
+
+from ...core.graph_util import copy_runtime_info
+from ...core.node import Node
+from ...passes.base import ModelPass
+from ..utils import op
+
+# rt_info key that keeps a node from being folded (OpenVINO's DisableConstantFolding).
+DISABLE_CONSTANT_FOLDING = "disabled_constant_folding_0"
+
+
+def disable_constant_folding(node: Node) -> None:
+    node.rt_info[DISABLE_CONSTANT_FOLDING] = True
+
+
+def enable_constant_folding(node: Node) -> None:
+    node.rt_info.pop(DISABLE_CONSTANT_FOLDING, None)
+
+
+def constant_folding_is_disabled(node: Node) -> bool:
+    return DISABLE_CONSTANT_FOLDING in node.rt_info
+
+
+def fold(node: Node) -> list | None:
+    """The output values of ``node`` when they are known (all inputs Constants, or values
+    propagated by shape inference such as ShapeOf of a static shape), else None."""
+    if not node.FOLDABLE or not node.get_input_size() or constant_folding_is_disabled(node):
+        return None
+    vals = [o.value for o in node.outputs()]
+    if all(v is not None for v in vals):
+        return vals
+    srcs = node.input_values()
+    if not all(s.node.type_name == "Constant" for s in srcs):
+        return None
+    try:
+        return node.evaluate([s.node.value for s in srcs])
+    except NotImplementedError:
+        return None
+
+
+class ConstantFolding(ModelPass):
+    """Folds every foldable node whose inputs are Constants (producers first, so whole constant
+    sub-graphs collapse in one run). The Constant takes the node's friendly name (``<name>.<i>``
+    for a multi-output node), tensor names and rt_info, so Results keep their names."""
+
+    def run_on_model(self, model) -> bool:
+        constant = op("Constant")
+        changed = False
+        for node in model.get_ordered_ops():
+            values = fold(node)
+            if values is None:
+                continue
+            multi = node.get_output_size() > 1
+            for out, value in zip(node.outputs(), values):
+                if not out.consumers():
+                    continue
+                c = constant([], value=value, element_type=out.element_type)
+                c.friendly_name = f"{node.friendly_name}.{out.index}" if multi else node.friendly_name
+                copy_runtime_info(node, c)
+                out.replace(c.output(0))
+                changed = True
+        return changed

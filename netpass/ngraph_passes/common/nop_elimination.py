@@ -1,0 +1,76 @@
+"""NopElimination: remove ops that return their input unchanged.
+
+The rules are data: op type -> "is this node a no-op?". A no-op is bypassed with
+``replace_output_update_name`` so a Result it fed keeps its name (and a no-op between a
+Parameter and a Result, which cannot be bypassed without renaming the Parameter, stays).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ...core.graph_util import replace_output_update_name
+from ...core.node import Node
+from ...passes import GraphRewrite, MatcherPass
+from ...pattern import Matcher, wrap_type
+from ..utils import const_value, op_types
+
+
+def _same_static_shape(node: Node) -> bool:
+    a, b = node.get_input_partial_shape(0), node.get_output_partial_shape(0)
+    return a.is_static and b.is_static and a.to_shape() == b.to_shape()
+
+
+def _identity_order(node: Node) -> bool:
+    order = const_value(node.input_value(1))
+    return order is not None and np.array_equal(order.reshape(-1), np.arange(order.size))
+
+
+def _all_ones(index: int) -> Callable[[Node], bool]:
+    def check(node: Node) -> bool:
+        v = const_value(node.input_value(index))
+        return v is not None and bool(np.all(v == 1)) and _same_static_shape(node)
+    return check
+
+
+def _zero_pads(node: Node) -> bool:
+    vals = [const_value(node.input_value(i)) for i in (1, 2)]
+    return all(v is not None and not np.any(v) for v in vals)
+
+
+NOP_RULES: dict[str, Callable[[Node], bool]] = {
+    "Reshape": _same_static_shape,
+    "Squeeze": _same_static_shape,
+    "Unsqueeze": _same_static_shape,
+    "Broadcast": _same_static_shape,
+    "Tile": _all_ones(1),
+    "Transpose": _identity_order,
+    "Convert": lambda n: n.get_input_element_type(0) == n.get_output_element_type(0),
+    "Concat": lambda n: n.get_input_size() == 1,
+    "Pad": _zero_pads,
+}
+
+
+class EliminateNop(MatcherPass):
+    """Bypasses one op type when its rule says it is a no-op."""
+
+    def __init__(self, type_name: str, rule: Callable[[Node], bool]) -> None:
+        super().__init__()
+        pattern = wrap_type(op_types(type_name), predicate=lambda out: rule(out.node))
+
+        def callback(m: Matcher) -> bool:
+            node = m.match_root
+            return replace_output_update_name(node.output(0), node.input_value(0))
+
+        self.register_matcher(Matcher(pattern, f"Eliminate{type_name}"), callback)
+
+
+class NopElimination(GraphRewrite):
+    """All the rules of ``NOP_RULES`` in one traversal."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        for type_name, rule in NOP_RULES.items():
+            if op_types(type_name):
+                self.add_matcher(EliminateNop(type_name, rule))

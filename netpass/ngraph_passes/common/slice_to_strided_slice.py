@@ -1,0 +1,53 @@
+"""SliceToStridedSlice: Slice-8 with constant start/stop/step/axes -> StridedSlice-1.
+
+With ``use_shapes`` (the default, as the GNA pipeline runs it) the data rank must be static so
+that negative axes resolve; the StridedSlice covers axes 0..max(axes), untouched ones masked.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.graph_util import copy_runtime_info, replace_node
+from ...core.node import Node
+from ...passes import MatcherPass
+from ...pattern import Matcher, wrap_type
+from ..utils import const, const_value, make, normalize_axes, op_types
+
+
+def _slice_params(node: Node, use_shapes: bool):
+    vals = [const_value(node.input_value(i)) for i in range(1, node.get_input_size())]
+    if any(v is None for v in vals):
+        return None
+    start, stop, step = (v.reshape(-1).astype(np.int64) for v in vals[:3])
+    axes = vals[3].reshape(-1) if len(vals) == 4 else np.arange(start.size)
+    ps = node.get_input_partial_shape(0)
+    if np.any(axes < 0):
+        if not (use_shapes and ps.rank_is_static):
+            return None
+        axes = np.array(normalize_axes(axes, len(ps)))
+    return start, stop, step, axes
+
+
+class SliceToStridedSlice(MatcherPass):
+    def __init__(self, use_shapes: bool = True) -> None:
+        super().__init__()
+        pattern = wrap_type(op_types("Slice"), predicate=lambda o: _slice_params(o.node, use_shapes) is not None)
+
+        def callback(m: Matcher) -> bool:
+            sl = m.match_root
+            if self.transformation_callback(sl):
+                return False
+            start, stop, step, axes = _slice_params(sl, use_shapes)
+            n = int(axes.max()) + 1 if axes.size else 0
+            begin, end, strides = np.zeros(n, np.int64), np.zeros(n, np.int64), np.ones(n, np.int64)
+            masked = np.ones(n, np.int64)
+            begin[axes], end[axes], strides[axes], masked[axes] = start, stop, step, 0
+            ss = make("StridedSlice", [sl.input_value(0), const(begin), const(end), const(strides)],
+                      begin_mask=masked.tolist(), end_mask=masked.tolist(), new_axis_mask=[],
+                      shrink_axis_mask=[], ellipsis_mask=[])
+            ss.friendly_name = sl.friendly_name
+            copy_runtime_info(sl, ss)
+            replace_node(sl, ss)
+            return True
+
+        self.register_matcher(Matcher(pattern, "SliceToStridedSlice"), callback)

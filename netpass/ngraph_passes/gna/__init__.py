@@ -1,0 +1,41 @@
+"""The GNA layout pipeline: NHWC convolution/pooling, transpose and gather sinking under GNA's
+rules, and ``GnaTransformationsPipeline``, the one pass that runs the whole stage."""
+from __future__ import annotations
+
+from ..common import ReshapeSequenceFusion, TransposeToReshape
+from .decompose_mvn import DecomposeMVN
+from .gather_general import (GatherSinkingGeneral, GatherSinkingGeneralBackward,
+                             GatherSinkingGeneralForward)
+from .gather_sinking import (GatherSinkingBinaryForward, GatherSinkingFuse,
+                             GatherSinkingMatmulForward, GatherSinkingReshapeForward,
+                             GatherSinkingUnaryForward)
+from .gather_sinking_backward import (GatherSinkingBinaryBackward, GatherSinkingMatmulBackward,
+                                      GatherSinkingReshapeBackward, GatherSinkingSplitBackward,
+                                      GatherSinkingUnaryBackward)
+from .gather_transpose import (GatherSinkingTranspose, GatherSinkingTransposeBackward,
+                               GatherSinkingTransposeForward,
+                               GatherSinkingTransposeReshapeBackward,
+                               GatherSinkingTransposeReshapeForward)
+from .limitations import GNA_CALLBACKS, install_gna_callbacks, is_transpose_supported
+from .misc import (RemoveInputConvert, RemoveOutputConvert, RemoveSingleInputConcat,
+                   ReorderActivationAndPooling)
+from .pipeline import GnaTransformationsPipeline
+from .replace_nhwc import ReplaceGnaNHWCLayers, SubstituteGNAConvolution, SubstituteGNAMaxPool
+from .strided_slice_to_crop import ConvertStridedSliceToCrop
+from .transpose_compress import TransposeCompress
+from .ts_concat_split import TSConcatForward, TSSplitBackward
+
+__all__ = [
+    "ConvertStridedSliceToCrop", "DecomposeMVN", "GNA_CALLBACKS", "GatherSinkingBinaryBackward",
+    "GatherSinkingBinaryForward", "GatherSinkingFuse", "GatherSinkingGeneral",
+    "GatherSinkingGeneralBackward", "GatherSinkingGeneralForward", "GatherSinkingMatmulBackward",
+    "GatherSinkingMatmulForward", "GatherSinkingReshapeBackward", "GatherSinkingReshapeForward",
+    "GatherSinkingSplitBackward", "GatherSinkingTranspose", "GatherSinkingTransposeBackward",
+    "GatherSinkingTransposeForward", "GatherSinkingTransposeReshapeBackward",
+    "GatherSinkingTransposeReshapeForward", "GatherSinkingUnaryBackward",
+    "GatherSinkingUnaryForward", "GnaTransformationsPipeline", "RemoveInputConvert",
+    "RemoveOutputConvert", "RemoveSingleInputConcat", "ReorderActivationAndPooling",
+    "ReplaceGnaNHWCLayers", "ReshapeSequenceFusion", "SubstituteGNAConvolution",
+    "SubstituteGNAMaxPool", "TSConcatForward", "TSSplitBackward", "TransposeCompress",
+    "TransposeToReshape", "install_gna_callbacks", "is_transpose_supported",
+]

@@ -1,0 +1,43 @@
+"""GatherSinkingGeneralForward / Backward (one traversal each) and GatherSinkingGeneral:
+forward + ConstantFolding, then backward + ConstantFolding (returns False as OpenVINO's)."""
+from __future__ import annotations
+
+from ...passes import BackwardGraphRewrite, GraphRewrite, Manager
+from ...passes.base import ModelPass
+from ..common.constant_folding import ConstantFolding
+from .gather_sinking import (GatherSinkingBinaryForward, GatherSinkingFuse,
+                             GatherSinkingMatmulForward, GatherSinkingReshapeForward,
+                             GatherSinkingUnaryForward)
+from .gather_sinking_backward import (GatherSinkingBinaryBackward, GatherSinkingMatmulBackward,
+                                      GatherSinkingReshapeBackward, GatherSinkingSplitBackward,
+                                      GatherSinkingUnaryBackward)
+from .gather_transpose import (GatherSinkingTransposeReshapeBackward,
+                               GatherSinkingTransposeReshapeForward)
+
+
+class GatherSinkingGeneralForward(GraphRewrite):
+    def __init__(self) -> None:
+        super().__init__()
+        for p in (GatherSinkingUnaryForward, GatherSinkingBinaryForward,
+                  GatherSinkingTransposeReshapeForward, GatherSinkingMatmulForward,
+                  GatherSinkingReshapeForward, GatherSinkingFuse):
+            self.add_matcher(p())
+
+
+class GatherSinkingGeneralBackward(BackwardGraphRewrite):
+    def __init__(self) -> None:
+        super().__init__()
+        for p in (GatherSinkingUnaryBackward, GatherSinkingBinaryBackward,
+                  GatherSinkingTransposeReshapeBackward, GatherSinkingReshapeBackward,
+                  GatherSinkingMatmulBackward, GatherSinkingSplitBackward, GatherSinkingFuse):
+            self.add_matcher(p())
+
+
+class GatherSinkingGeneral(ModelPass):
+    def run_on_model(self, model) -> bool:
+        for stage in (GatherSinkingGeneralForward, GatherSinkingGeneralBackward):
+            manager = Manager(self.get_pass_config())
+            manager.register_pass(stage())
+            manager.register_pass(ConstantFolding())
+            manager.run_passes(model)
+        return False

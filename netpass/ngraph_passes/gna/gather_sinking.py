@@ -1,0 +1,172 @@
+"""The Gather sinking group: moves Gathers (1-D constant indices along one axis, as
+GatherSinkingTransposeReshape and the GNA Concat/Split rewrites create) through elementwise
+ops, MatMul (where a Gather on a contracted or weight axis is absorbed into the weights),
+Reshapes that only add or drop 1s, and Splits; fuses consecutive Gathers.
+``GatherSinkingGeneral`` runs the forward group then the backward one, each followed by
+ConstantFolding, so Gathers end at a model's edges or folded into constants."""
+from __future__ import annotations
+
+from typing import ClassVar, Sequence
+
+import numpy as np
+
+from ...core.graph_util import copy_runtime_info, replace_output_update_name
+from ...core.node import Node
+from ...passes import BackwardGraphRewrite, GraphRewrite, Manager, MatcherPass
+from ...passes.base import ModelPass
+from ...pattern import Matcher, any_input, wrap_type
+from ..common.constant_folding import ConstantFolding
+from ..transpose_sinking.elementwise import BINARY_TYPES, UNARY_TYPES
+from ..utils import const, first_valuable, make, op_types, static_rank, static_shape
+from .gather_utils import (GatherInfo, aligned_axis, consumers_gather, first_gather_input,
+                           gather_info, gather_sinking_disabled, gathered, insert_output_gather,
+                           mark_no_gather_sinking, remove_gather_consumers)
+
+_FORWARD_OK = ("Gather", "Reshape", "MatMul", "Split", "VariadicSplit", "Transpose")
+
+
+def _after_forward(g: Node) -> Node:
+    """Mark a Gather forward sinking cannot move further, so the backward group leaves it."""
+    fwd = op_types(*UNARY_TYPES, *BINARY_TYPES)
+    if not all(isinstance(c.node, fwd) or c.node.type_name in _FORWARD_OK for c in g.output(0).consumers()):
+        mark_no_gather_sinking(g)
+    return g
+
+
+class _Forward(MatcherPass):
+    TYPES: ClassVar[Sequence[str]] = ()
+
+    def __init__(self) -> None:
+        super().__init__()
+        pattern = wrap_type(op_types(*self.TYPES), predicate=lambda o: first_gather_input(o.node) is not None)
+
+        def callback(m: Matcher) -> bool:
+            main = m.match_root
+            found = first_gather_input(main)
+            if found is None or self.transformation_callback(main):
+                return False
+            new = self.sink(main, *found)
+            for n in new or ():
+                self.register_new_node(n)
+            return new is not None
+
+        self.register_matcher(Matcher(pattern, type(self).__name__), callback)
+
+    def sink(self, main: Node, index: int, info: GatherInfo) -> list[Node] | None:
+        raise NotImplementedError
+
+
+class GatherSinkingUnaryForward(_Forward):
+    TYPES = UNARY_TYPES
+
+    def sink(self, main, index, info):
+        if index != 0 or hasattr(main, "axis"):
+            return None
+        main.input(0).replace_source_output(info.gather.input_value(0))
+        main.validate_and_infer_types()
+        return [_after_forward(insert_output_gather(main, info.indices, info.axis))]
+
+
+class GatherSinkingBinaryForward(_Forward):
+    """Other inputs get the inverse permutation (so the indices must be a permutation)."""
+
+    TYPES = BINARY_TYPES
+
+    def sink(self, main, index, info):
+        rank = static_rank(main.output(0))
+        if main.type_name == "PRelu" or not info.is_permutation() or rank != static_rank(main.input_value(index)):
+            return None
+        others = [i for i in range(main.get_input_size()) if i != index]
+        if any(static_shape(main.input_value(i)) is None for i in others):
+            return None
+        main.input(index).replace_source_output(info.gather.input_value(0))
+        for i in others:
+            a = aligned_axis(main.input_value(i), info.axis, rank)
+            if a is not None:
+                main.input(i).replace_source_output(gathered(main.input_value(i), info.inverse(), a))
+        main.validate_and_infer_types()
+        return [_after_forward(insert_output_gather(main, info.indices, info.axis))]
+
+
+def _matmul_axes(mm: Node, index: int, rank: int) -> tuple[int, int]:
+    """(contracted axis, free axis) of MatMul input ``index`` of rank ``rank``."""
+    flip = mm.transpose_a if index == 0 else mm.transpose_b
+    k, free = (rank - 1, rank - 2) if index == 0 else (rank - 2, rank - 1)
+    return (free, k) if flip else (k, free)
+
+
+class GatherSinkingMatmulForward(_Forward):
+    """A Gather on the contracted axis moves to the other input as its inverse (absorbed when
+    that input is a Constant); on the free axis of a 2-D input it moves after the MatMul."""
+
+    TYPES = ("MatMul",)
+
+    def sink(self, main, index, info):
+        ranks = [static_rank(v) for v in main.input_values()]
+        if None in ranks or ranks != [2, 2]:
+            return None
+        k, _ = _matmul_axes(main, index, 2)
+        if info.axis == k and not info.is_permutation():
+            return None
+        main.input(index).replace_source_output(info.gather.input_value(0))
+        if info.axis == k:
+            other = 1 - index
+            ok, _ = _matmul_axes(main, other, 2)
+            main.input(other).replace_source_output(gathered(main.input_value(other), info.inverse(), ok))
+            main.validate_and_infer_types()
+            return []
+        main.validate_and_infer_types()
+        return [_after_forward(insert_output_gather(main, info.indices, 0 if index == 0 else 1))]
+
+
+def _squeezy_reshape(reshape: Node, axis_in: int | None, axis_out: int | None) -> bool:
+    """The Reshape keeps a single non-1 dim, the gathered one, in place of 1s."""
+    a, b = static_shape(reshape.input_value(0)), static_shape(reshape.output(0))
+    if a is None or b is None:
+        return False
+    ra, rb = [i for i, d in enumerate(a) if d != 1], [i for i, d in enumerate(b) if d != 1]
+    return len(ra) == 1 and len(rb) == 1 and (axis_in is None or ra[0] == axis_in) \
+        and (axis_out is None or rb[0] == axis_out)
+
+
+class GatherSinkingReshapeForward(_Forward):
+    TYPES = ("Reshape", "Squeeze", "Unsqueeze")
+
+    def sink(self, main, index, info):
+        if index != 0 or not _squeezy_reshape(main, info.axis, None) or \
+                (main.type_name == "Reshape" and not info.is_permutation()):
+            return None
+        main.input(0).replace_source_output(info.gather.input_value(0))
+        main.validate_and_infer_types()
+        return [_after_forward(insert_output_gather(main, info.indices, first_valuable(main.output(0).shape)))]
+
+
+class GatherSinkingFuse(MatcherPass):
+    """``Gather(Gather(x, i1, a), i2, a)`` -> ``Gather(x, i1[i2], a)``; removed when identity."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        first = wrap_type(op_types("Gather"), predicate=lambda o: gather_info(o.node) is not None)
+        second = wrap_type(op_types("Gather"), [first, any_input(), any_input()],
+                           predicate=lambda o: gather_info(o.node) is not None)
+
+        def callback(m: Matcher) -> bool:
+            g2 = m.match_root
+            g1 = m.pattern_value_map[first].node
+            i1, i2 = gather_info(g1), gather_info(g2)
+            if i1.axis != i2.axis or self.transformation_callback(g2):
+                return False
+            fused = i1.indices[i2.indices]
+            x = g1.input_value(0)
+            if fused.size == x.partial_shape[i1.axis].get_length() and np.array_equal(fused, np.arange(fused.size)):
+                return replace_output_update_name(g2.output(0), x)
+            new = gathered(x, fused, i1.axis).node
+            copy_runtime_info([g1, g2], new)
+            if gather_sinking_disabled(g2):
+                mark_no_gather_sinking(new)
+            if not replace_output_update_name(g2.output(0), new.output(0)):
+                return False
+            self.register_new_node(new)
+            return True
+
+        self.register_matcher(Matcher(second, "GatherSinkingFuse"), callback)

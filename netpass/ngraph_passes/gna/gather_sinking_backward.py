@@ -1,0 +1,152 @@
+"""Backward members of the Gather sinking group: a Gather below an op (all of whose consumers
+are that same Gather) moves above it."""
+from __future__ import annotations
+
+from typing import ClassVar, Sequence
+
+import numpy as np
+
+from ...core.graph_util import copy_runtime_info
+from ...core.node import Node
+from ...passes import MatcherPass
+from ...pattern import Matcher, wrap_type
+from ..transpose_sinking.elementwise import BINARY_TYPES, UNARY_TYPES
+from ..utils import const, first_valuable, make, op_types, static_rank, static_shape
+from .gather_sinking import _matmul_axes, _squeezy_reshape
+from .gather_utils import (GatherInfo, aligned_axis, consumers_gather, gather_info,
+                           gather_sinking_disabled, gathered, remove_gather_consumers)
+
+
+class _Backward(MatcherPass):
+    TYPES: ClassVar[Sequence[str]] = ()
+
+    def __init__(self) -> None:
+        super().__init__()
+        main_p = wrap_type(op_types(*self.TYPES), predicate=lambda o: consumers_gather(o.node) is not None)
+        root = wrap_type(op_types("Gather"), [main_p, wrap_type(op_types("Constant")), wrap_type(op_types("Constant"))])
+
+        def callback(m: Matcher) -> bool:
+            main = m.pattern_value_map[main_p].node
+            info = consumers_gather(main)
+            if info is None or self.transformation_callback(main):
+                return False
+            new = self.sink(main, info)
+            if new is None:
+                return False
+            main.validate_and_infer_types()
+            remove_gather_consumers(main)
+            for n in new:
+                self.register_new_node(n)
+            return True
+
+        self.register_matcher(Matcher(root, type(self).__name__), callback)
+
+    def sink(self, main: Node, info: GatherInfo) -> list[Node] | None:
+        """Put the Gather on ``main``'s inputs; return the new Gathers (None: not applicable)."""
+        raise NotImplementedError
+
+
+def _gather_inputs(main: Node, plan: dict[int, int], info: GatherInfo) -> list[Node]:
+    new = []
+    for i, axis in plan.items():
+        g = gathered(main.input_value(i), info.indices, axis)
+        main.input(i).replace_source_output(g)
+        if g.node.type_name == "Gather":
+            new.append(g.node)
+    return new
+
+
+class GatherSinkingUnaryBackward(_Backward):
+    TYPES = UNARY_TYPES
+
+    def sink(self, main, info):
+        return None if hasattr(main, "axis") else _gather_inputs(main, {0: info.axis}, info)
+
+
+class GatherSinkingBinaryBackward(_Backward):
+    TYPES = BINARY_TYPES
+
+    def sink(self, main, info):
+        rank = static_rank(main.output(0))
+        if main.type_name == "PRelu" or rank is None or any(static_shape(v) is None for v in main.input_values()):
+            return None
+        plan = {i: aligned_axis(v, info.axis, rank) for i, v in enumerate(main.input_values())}
+        return _gather_inputs(main, {i: a for i, a in plan.items() if a is not None}, info)
+
+
+class GatherSinkingMatmulBackward(_Backward):
+    """A Gather on a MatMul output's row (column) axis selects rows of A (columns of B); with a
+    constant B this is absorbed into the weights."""
+
+    TYPES = ("MatMul",)
+
+    def sink(self, main, info):
+        ranks = [static_rank(v) for v in main.input_values()]
+        if ranks != [2, 2]:
+            return None
+        index = 0 if info.axis == 0 else 1
+        _, free = _matmul_axes(main, index, 2)
+        return _gather_inputs(main, {index: free}, info)
+
+
+class GatherSinkingReshapeBackward(_Backward):
+    TYPES = ("Reshape", "Squeeze", "Unsqueeze")
+
+    def sink(self, main, info):
+        if not _squeezy_reshape(main, None, info.axis):
+            return None
+        out_shape = list(main.output(0).shape)
+        new = _gather_inputs(main, {0: first_valuable(main.input_value(0).shape)}, info)
+        if main.type_name == "Reshape":  # the gathered dim may change size
+            out_shape[info.axis] = info.indices.size
+            main.input(1).replace_source_output(const(np.array(out_shape, np.int64)))
+        return new
+
+
+class GatherSinkingSplitBackward(MatcherPass):
+    """``Split`` whose outputs feed Gathers along the split axis -> one Gather (indices of the
+    pieces, offset) before a VariadicSplit with the gathered lengths."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        pattern = wrap_type(op_types("Split", "VariadicSplit"), predicate=lambda o: self._plan(o.node) is not None)
+
+        def callback(m: Matcher) -> bool:
+            split = m.match_root
+            plan = self._plan(split)
+            if plan is None or self.transformation_callback(split):
+                return False
+            axis, gathers = plan
+            ids, lengths, offset = [], [], 0
+            for out, g in zip(split.outputs(), gathers):
+                n = out.shape[axis]
+                ids.append((g.indices if g is not None else np.arange(n)) + offset)
+                lengths.append(ids[-1].size)
+                offset += n
+            g = gathered(split.input_value(0), np.concatenate(ids), axis)
+            new = make("VariadicSplit", [g, const(np.array(axis, np.int64)), const(np.array(lengths, np.int64))])
+            new.friendly_name = split.friendly_name
+            copy_runtime_info(split, [g.node, new])
+            for out, gi, piece in zip(split.outputs(), gathers, new.outputs()):
+                (gi.gather.output(0) if gi is not None else out).replace(piece)
+            if g.node.type_name == "Gather":
+                self.register_new_node(g.node)
+            return True
+
+        self.register_matcher(Matcher(pattern, "GatherSinkingSplitBackward"), callback)
+
+    @staticmethod
+    def _plan(split: Node):
+        axis = split.input_value(1).value
+        rank = static_rank(split.input_value(0))
+        if axis is None or rank is None or any(static_shape(o) is None for o in split.outputs()):
+            return None
+        axis = int(axis.reshape(-1)[0]) % rank
+        gathers = []
+        for out in split.outputs():
+            infos = [gather_info(c.node) for c in out.consumers()]
+            if any(i is not None for i in infos):
+                if len(infos) != 1 or infos[0].axis != axis or gather_sinking_disabled(infos[0].gather):
+                    return None
+            gathers.append(infos[0] if infos and infos[0] is not None else None)
+        return (axis, gathers) if any(g is not None for g in gathers) else None

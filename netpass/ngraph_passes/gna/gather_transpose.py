@@ -1,0 +1,123 @@
+"""Transposes GNA cannot run, next to Reshapes that transpose sinking cannot cross, become
+Gathers over the flattened tensor (``flat(transpose(x, order)) == flat(x)[idx]``):
+
+- GatherSinkingTransposeReshapeForward: ``Transpose -> Reshape`` => ``Reshape [1, N] ->
+  Gather(idx, axis 1) -> Reshape``; GatherSinkingTransposeReshapeBackward: ``Reshape ->
+  Transpose`` likewise.
+- GatherSinkingTranspose: ``flat Gather [-> Reshape] -> Transpose`` (forward) and
+  ``Transpose [-> Reshape] -> flat Gather`` (backward) merge into one Gather with combined
+  indices (``gather_ids[transpose_ids]`` resp. ``transpose_ids[gather_ids]``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.graph_util import copy_runtime_info, replace_output_update_name
+from ...core.node import Node, Output
+from ...passes import Manager, MatcherPass
+from ...passes.base import ModelPass
+from ...pattern import Matcher, any_input, optional, wrap_type
+from ..utils import const, make, op_types, static_shape, transpose_gather_indexes
+from .gather_utils import flat_gather
+from .limitations import const_order, is_transpose_supported
+
+
+def _unsupported(out: Output) -> bool:
+    shape, order = static_shape(out.node.input_value(0)), const_order(out.node)
+    return shape is not None and order is not None and not is_transpose_supported(shape)
+
+
+def _flat_gather_chain(p: MatcherPass, src: Output, indices: np.ndarray, out: Output,
+                      nodes: list[Node]) -> bool:
+    """``out`` := Reshape(Gather(Reshape(src, [1, N]), indices, 1), out shape); names kept; the
+    new nodes are registered so the same traversal sinks the Gather further."""
+    flat = make("Reshape", [src, const(np.array([1, -1], np.int64))], special_zero=False)
+    gather = make("Gather", [flat, const(indices.astype(np.int64)), const(np.array(1, np.int64))])
+    last = make("Reshape", [gather, const(np.array(out.shape, np.int64))], special_zero=False)
+    copy_runtime_info(nodes, [flat, gather, last])
+    if not replace_output_update_name(out, last.output(0)):
+        return False
+    for n in (flat, gather, last):
+        p.register_new_node(n)
+    return True
+
+
+class GatherSinkingTransposeReshapeForward(MatcherPass):
+    def __init__(self) -> None:
+        super().__init__()
+        transpose = wrap_type(op_types("Transpose"), [any_input(), wrap_type(op_types("Constant"))], _unsupported)
+        reshape = wrap_type(op_types("Reshape"), [transpose, any_input()], lambda o: o.partial_shape.is_static)
+
+        def callback(m: Matcher) -> bool:
+            r, t = m.match_root, m.pattern_value_map[transpose].node
+            if self.transformation_callback(t):
+                return False
+            ids = transpose_gather_indexes(static_shape(t.input_value(0)), const_order(t))
+            return _flat_gather_chain(self, t.input_value(0), ids, r.output(0), [t, r])
+
+        self.register_matcher(Matcher(reshape, "GatherSinkingTransposeReshapeForward"), callback)
+
+
+class GatherSinkingTransposeReshapeBackward(MatcherPass):
+    def __init__(self) -> None:
+        super().__init__()
+        reshape = wrap_type(op_types("Reshape"), [any_input(), any_input()], lambda o: o.partial_shape.is_static)
+        transpose = wrap_type(op_types("Transpose"), [reshape, wrap_type(op_types("Constant"))], _unsupported)
+
+        def callback(m: Matcher) -> bool:
+            t, r = m.match_root, m.pattern_value_map[reshape].node
+            if self.transformation_callback(t):
+                return False
+            ids = transpose_gather_indexes(static_shape(t.input_value(0)), const_order(t))
+            return _flat_gather_chain(self, r.input_value(0), ids, t.output(0), [r, t])
+
+        self.register_matcher(Matcher(transpose, "GatherSinkingTransposeReshapeBackward"), callback)
+
+
+def _is_flat_gather(o: Output) -> bool:
+    return flat_gather(o.node) is not None
+
+
+class GatherSinkingTransposeForward(MatcherPass):
+    def __init__(self) -> None:
+        super().__init__()
+        gather = wrap_type(op_types("Gather"), predicate=_is_flat_gather)
+        reshape = optional(op_types("Reshape"), [gather, any_input()])
+        transpose = wrap_type(op_types("Transpose"), [reshape, wrap_type(op_types("Constant"))],
+                              lambda o: const_order(o.node) is not None and o.partial_shape.is_static)
+
+        def callback(m: Matcher) -> bool:
+            t, g = m.match_root, m.pattern_value_map[gather].node
+            if self.transformation_callback(t):
+                return False
+            t_ids = transpose_gather_indexes(static_shape(t.input_value(0)), const_order(t))
+            return _flat_gather_chain(self, g.input_value(0), flat_gather(g).indices[t_ids], t.output(0), [g, t])
+
+        self.register_matcher(Matcher(transpose, "GatherSinkingTransposeForward"), callback)
+
+
+class GatherSinkingTransposeBackward(MatcherPass):
+    def __init__(self) -> None:
+        super().__init__()
+        transpose = wrap_type(op_types("Transpose"), [any_input(), wrap_type(op_types("Constant"))],
+                              lambda o: const_order(o.node) is not None and o.partial_shape.is_static
+                              and o.node.input_value(0).partial_shape.is_static)
+        reshape = optional(op_types("Reshape"), [transpose, any_input()])
+        gather = wrap_type(op_types("Gather"), [reshape, any_input(), any_input()], _is_flat_gather)
+
+        def callback(m: Matcher) -> bool:
+            g, t = m.match_root, m.pattern_value_map[transpose].node
+            if self.transformation_callback(g):
+                return False
+            t_ids = transpose_gather_indexes(static_shape(t.input_value(0)), const_order(t))
+            return _flat_gather_chain(self, t.input_value(0), t_ids[flat_gather(g).indices], g.output(0), [t, g])
+
+        self.register_matcher(Matcher(gather, "GatherSinkingTransposeBackward"), callback)
+
+
+class GatherSinkingTranspose(ModelPass):
+    def run_on_model(self, model) -> bool:
+        manager = Manager(self.get_pass_config())
+        manager.register_pass(GatherSinkingTransposeForward())
+        manager.register_pass(GatherSinkingTransposeBackward())
+        return manager.run_passes(model)

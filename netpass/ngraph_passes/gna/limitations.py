@@ -1,0 +1,105 @@
+"""What GNA hardware accepts, and the PassConfig callbacks that keep transpose sinking from
+creating Concat/Split axes it does not (``gna_limitations.cpp``).
+
+GNA concatenates and splits flat memory, so a Concat or Split is supported only along the
+first dimension that is not 1 (``first_valuable``).
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from ...core.node import Node
+from ..transpose_sinking import attr
+from ..transpose_sinking import concat_split as ts
+from ..transpose_sinking.utils import consumer_transposes_order, first_transpose_input
+from ..utils import const_value, first_valuable, reverse_order, static_shape, transpose_shape
+
+NO_OF_INPUTS_DIVISOR = 8
+TRANSPOSE_MAX_SIZE = 65528
+
+
+def is_transpose_supported(shape: Sequence[int]) -> bool:
+    """GNA runs a Transpose that, with all 1s squeezed out, is a 2-D transpose with one side
+    <= 8 and the other a multiple of 8 up to 65528 (or moves at most one real dimension)."""
+    sq = [int(d) for d in shape if d != 1]
+    if len(sq) <= 1:
+        return True
+    return (len(sq) == 2 and min(sq) <= NO_OF_INPUTS_DIVISOR
+            and max(sq) % NO_OF_INPUTS_DIVISOR == 0 and max(sq) <= TRANSPOSE_MAX_SIZE)
+
+
+def is_transpose_node_supported(node: Node) -> bool:
+    shape = static_shape(node.input_value(0))
+    return shape is not None and is_transpose_supported(shape)
+
+
+def _norm(axis: int, rank: int) -> int:
+    return axis + rank if axis < 0 else axis
+
+
+def concat_forward_refused(concat: Node) -> bool:
+    info = first_transpose_input(concat)
+    out = static_shape(concat.output(0))
+    if info is None or out is None:
+        return False
+    new_axis = info.order[_norm(concat.axis, len(out))]
+    if first_valuable(transpose_shape(out, reverse_order(info.order))) == new_axis:
+        return False
+    for v in concat.input_values():  # these stay: keep backward sinking from undoing them
+        if v.node.type_name == "Transpose":
+            attr.mark_as_no_sinking(v.node)
+    return True
+
+
+def concat_backward_refused(concat: Node) -> bool:
+    """Refused unless the new Concat (on ``T(inputs)``, axis ``reverse(order)[axis]``) is along
+    its output's first non-1 dim (OpenVINO compares with ``order[axis]``; netpass checks the
+    axis the rewrite actually creates)."""
+    order = consumer_transposes_order(concat)
+    out = static_shape(concat.output(0))
+    if order is None or out is None:
+        return False
+    new_axis = reverse_order(order)[_norm(concat.axis, len(out))]
+    return first_valuable(transpose_shape(out, order)) != new_axis
+
+
+def _split_axis(split: Node) -> int | None:
+    return ts._split_axis(split)
+
+
+def split_forward_refused(split: Node) -> bool:
+    info = first_transpose_input(split, [0])
+    shape, axis = static_shape(split.input_value(0)), _split_axis(split)
+    if info is None or shape is None or axis is None:
+        return False
+    if first_valuable(transpose_shape(shape, reverse_order(info.order))) == info.order[axis]:
+        return False
+    attr.mark_as_no_sinking(info.transpose)
+    return True
+
+
+def split_backward_refused(split: Node) -> bool:
+    order = consumer_transposes_order(split)
+    shape, axis = static_shape(split.input_value(0)), _split_axis(split)
+    if order is None or shape is None or axis is None:
+        return False
+    return first_valuable(transpose_shape(shape, order)) != reverse_order(order)[axis]
+
+
+GNA_CALLBACKS: dict[type, Callable[[Node], bool]] = {
+    ts.TSConcatForward: concat_forward_refused,
+    ts.TSConcatBackward: concat_backward_refused,
+    ts.TSSplitForward: split_forward_refused,
+    ts.TSSplitBackward: split_backward_refused,
+}
+
+
+def install_gna_callbacks(pass_config) -> None:
+    """Set the GNA axis rules as the callbacks of the common TS Concat/Split passes."""
+    for pass_type, callback in GNA_CALLBACKS.items():
+        pass_config.set_callback(callback, pass_type)
+
+
+def const_order(node: Node) -> list[int] | None:
+    v = const_value(node.input_value(1)) if node.type_name == "Transpose" else None
+    return None if v is None else [int(a) for a in v.reshape(-1)]

@@ -1,0 +1,96 @@
+"""Small GNA clean-ups: RemoveInputConvert / RemoveOutputConvert (a float Convert right after a
+Parameter or right before a Result is dropped; the model input or output then has the
+Convert's far-side element type, as in the GNA plugin), ReorderActivationAndPooling and
+RemoveSingleInputConcat."""
+from __future__ import annotations
+
+from ...core.graph_util import replace_output_update_name
+from ...passes import MatcherPass
+from ...pattern import Matcher, any_input, wrap_type
+from ..utils import op_types
+
+_FLOAT_CONVERT = lambda o: o.element_type.is_real and o.node.get_input_element_type(0).is_real  # noqa: E731
+
+
+class RemoveInputConvert(MatcherPass):
+    def __init__(self) -> None:
+        super().__init__()
+        param = wrap_type(op_types("Parameter"))
+        convert = wrap_type(op_types("Convert"), [param], _FLOAT_CONVERT)
+
+        def callback(m: Matcher) -> bool:
+            conv, p = m.match_root, m.pattern_value_map[param].node
+            if self.transformation_callback(conv) or len(p.output(0).consumers()) != 1:
+                return False
+            p.element_type = conv.output(0).element_type
+            p.validate_and_infer_types()
+            conv.output(0).replace(p.output(0))
+            return True
+
+        self.register_matcher(Matcher(convert, "RemoveInputConvert"), callback)
+
+
+class RemoveOutputConvert(MatcherPass):
+    def __init__(self) -> None:
+        super().__init__()
+        convert = wrap_type(op_types("Convert"), [any_input()], _FLOAT_CONVERT)
+        result = wrap_type(op_types("Result"), [convert])
+
+        def callback(m: Matcher) -> bool:
+            conv = m.pattern_value_map[convert].node
+            if self.transformation_callback(conv) or len(conv.output(0).consumers()) != 1:
+                return False
+            res = m.match_root
+            res.input(0).replace_source_output(conv.input_value(0))
+            res.validate_and_infer_types()
+            return True
+
+        self.register_matcher(Matcher(result, "RemoveOutputConvert"), callback)
+
+
+# max(f(x)) == f(max(x)) for these non-decreasing activations.
+MONOTONIC_ACTIVATIONS = ("Relu", "Sigmoid", "Tanh", "Clamp", "Elu", "SoftPlus")
+
+
+class ReorderActivationAndPooling(MatcherPass):
+    """``Convolution [-> Add] -> activation -> MaxPool`` => ``... -> MaxPool -> activation``, so
+    the activation runs on the smaller pooled tensor (GNA fuses it after pooling)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        act = wrap_type(op_types(*MONOTONIC_ACTIVATIONS), [wrap_type(op_types("Convolution", "Add"))],
+                        lambda o: len(o.consumers()) == 1)
+        pool = wrap_type(op_types("MaxPool"), [act], lambda o: o.node.get_output_size() == 1
+                         or not o.node.output(1).consumers())
+
+        def callback(m: Matcher) -> bool:
+            p, a = m.match_root, m.pattern_value_map[act].node
+            if self.transformation_callback(p):
+                return False
+            p.input(0).replace_source_output(a.input_value(0))
+            p.validate_and_infer_types()
+            out = p.output(0)
+            consumers = out.consumers()
+            a.input(0).replace_source_output(out)
+            a.validate_and_infer_types()
+            for c in consumers:
+                c.replace_source_output(a.output(0))
+            a.output(0).names.update(out.names)
+            out.names.clear()
+            a.friendly_name, p.friendly_name = p.friendly_name, a.friendly_name
+            return True
+
+        self.register_matcher(Matcher(pool, "ReorderActivationAndPooling"), callback)
+
+
+class RemoveSingleInputConcat(MatcherPass):
+    def __init__(self) -> None:
+        super().__init__()
+        concat = wrap_type(op_types("Concat"), predicate=lambda o: o.node.get_input_size() == 1)
+
+        def callback(m: Matcher) -> bool:
+            c = m.match_root
+            return not self.transformation_callback(c) and \
+                replace_output_update_name(c.output(0), c.input_value(0))
+
+        self.register_matcher(Matcher(concat, "RemoveSingleInputConcat"), callback)

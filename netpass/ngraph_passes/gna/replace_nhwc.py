@@ -1,0 +1,84 @@
+"""ReplaceGnaNHWCLayers: Convolution / MaxPool (NCHW) -> Transpose -> GNAConvolution /
+GNAMaxPool (NHWC) -> Transpose, for 3-D and 4-D data. The order constants are i32, one shared
+by the data and the filters (OIHW -> OHWI) as in OpenVINO; the Transpose after the op takes its
+friendly name when it feeds a Result."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.graph_util import copy_runtime_info, replace_output_update_name
+from ...core.node import Node
+from ...passes import Manager, MatcherPass
+from ...passes.base import ModelPass
+from ...pattern import Matcher, wrap_type
+from ..utils import const, make, op_types, static_rank
+
+
+def _orders(rank: int) -> tuple[list[int], list[int]]:
+    """(NCHW -> NHWC, NHWC -> NCHW): channels moved last and back."""
+    to_last = [0, *range(2, rank), 1]
+    return to_last, [0, rank - 1, *range(1, rank - 1)]
+
+
+def _substitute(node: Node, gna_type: str, attrs: dict, with_filters: bool) -> bool:
+    rank = static_rank(node.input_value(0))
+    if rank not in (3, 4):
+        return False
+    to_last, to_first = _orders(rank)
+    order = const(np.array(to_last, np.int32))
+    ins = [make("Transpose", [node.input_value(0), order])]
+    if with_filters:
+        ins.append(make("Transpose", [node.input_value(1), order]))
+    gna = make(gna_type, ins, **attrs)
+    after = make("Transpose", [gna, const(np.array(to_first, np.int32))])
+    copy_runtime_info(node, [*ins, gna, after])
+    if not replace_output_update_name(node.output(0), after.output(0)):
+        # MaxPool-8 has a second (unused) output, which the helper refuses to rename for.
+        after.friendly_name = node.friendly_name
+        node.output(0).replace(after.output(0))
+    return True
+
+
+class SubstituteGNAConvolution(MatcherPass):
+    def __init__(self) -> None:
+        super().__init__()
+        pattern = wrap_type(op_types("Convolution"))
+
+        def callback(m: Matcher) -> bool:
+            conv = m.match_root
+            if self.transformation_callback(conv):
+                return False
+            attrs = {k: getattr(conv, k) for k in ("strides", "dilations", "pads_begin", "pads_end", "auto_pad")}
+            return _substitute(conv, "GNAConvolution", attrs, True)
+
+        self.register_matcher(Matcher(pattern, "SubstituteGNAConvolution"), callback)
+
+
+class SubstituteGNAMaxPool(MatcherPass):
+    """MaxPool whose indices output is unused (GNAMaxPool returns values only)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        pattern = wrap_type(op_types("MaxPool"), predicate=lambda o: o.node.get_output_size() == 1
+                            or not o.node.output(1).consumers())
+
+        def callback(m: Matcher) -> bool:
+            pool = m.match_root
+            if self.transformation_callback(pool):
+                return False
+            attrs = {k: getattr(pool, k) for k in ("strides", "pads_begin", "pads_end", "kernel",
+                                                   "rounding_type", "auto_pad")}
+            if any(d != 1 for d in getattr(pool, "dilations", []) or []):
+                return False
+            return _substitute(pool, "GNAMaxPool", attrs, False)
+
+        self.register_matcher(Matcher(pattern, "SubstituteGNAMaxPool"), callback)
+
+
+class ReplaceGnaNHWCLayers(ModelPass):
+    def run_on_model(self, model) -> bool:
+        manager = Manager(self.get_pass_config())
+        manager.register_pass(SubstituteGNAConvolution())
+        manager.register_pass(SubstituteGNAMaxPool())
+        manager.run_passes(model)
+        return False

@@ -1,0 +1,78 @@
+"""Bases of the sinking passes: a forward pass matches an op with a transposed input and moves
+the Transpose below it; a backward pass matches a Transpose below an op whose consumers are
+all the same Transpose and moves it above. Both consult the transformation callback first."""
+from __future__ import annotations
+
+from typing import ClassVar, Sequence
+
+from ...core.node import Node
+from ...core.types import Type
+from ...passes import MatcherPass
+from ...pattern import Matcher, any_input, wrap_type
+from ..utils import op_types
+from .utils import (TransposeInput, consumer_transposes_order, consumers_are_sinkable,
+                    first_transpose_input, has_transpose_input, update_forward_sinking_ability)
+
+
+class TSForwardBase(MatcherPass):
+    """Subclasses set ``TYPES`` (op type or family names), ``INDICES`` (inputs that may carry
+    the Transpose; None = all) and implement ``applicable`` and ``sink``."""
+
+    TYPES: ClassVar[Sequence[str]] = ()
+    INDICES: ClassVar[Sequence[int] | None] = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        pattern = wrap_type(op_types(*self.TYPES), predicate=has_transpose_input(self.INDICES))
+
+        def callback(m: Matcher) -> bool:
+            main = m.match_root
+            info = first_transpose_input(main, self.INDICES)
+            if info is None or not self.applicable(main, info):
+                return False
+            if self.transformation_callback(main):
+                update_forward_sinking_ability(info.transpose)
+                return False
+            for n in self.sink(main, info):
+                self.register_new_node(n)
+            return True
+
+        self.register_matcher(Matcher(pattern, type(self).__name__), callback)
+
+    def applicable(self, main: Node, info: TransposeInput) -> bool:
+        return True
+
+    def sink(self, main: Node, info: TransposeInput) -> list[Node]:
+        raise NotImplementedError
+
+
+class TSBackwardBase(MatcherPass):
+    """Matched at a Transpose fed by one of ``TYPES`` whose consumers are all unmarked
+    Transposes with one order; ``sink`` moves that order above the op."""
+
+    TYPES: ClassVar[Sequence[str]] = ()
+
+    def __init__(self) -> None:
+        super().__init__()
+        main_p = wrap_type(op_types(*self.TYPES), predicate=consumers_are_sinkable)
+        root = wrap_type(op_types("Transpose"), [main_p, wrap_type(op_types("Constant"))])
+
+        def callback(m: Matcher) -> bool:
+            main = m.pattern_value_map[main_p].node
+            order = consumer_transposes_order(main)
+            if order is None or not self.applicable(main, order):
+                return False
+            if self.transformation_callback(main):
+                return False
+            et = m.match_root.input_value(1).element_type
+            for n in self.sink(main, order, et):
+                self.register_new_node(n)
+            return True
+
+        self.register_matcher(Matcher(root, type(self).__name__), callback)
+
+    def applicable(self, main: Node, order: list[int]) -> bool:
+        return True
+
+    def sink(self, main: Node, order: list[int], order_type: Type) -> list[Node]:
+        raise NotImplementedError

@@ -1,0 +1,56 @@
+"""TSGeneralForward / TSGeneralBackward (one traversal each, passes in OpenVINO's order) and
+TSGeneral: forward + ConstantFolding, then backward + ConstantFolding, then the
+no_transpose_sinking marks are cleared (OpenVINO 2024's TSResetNoSinkingAttribute)."""
+from __future__ import annotations
+
+from ...passes import BackwardGraphRewrite, GraphRewrite, Manager
+from ...passes.base import ModelPass
+from ..common.constant_folding import ConstantFolding
+from .attr import reset_no_sinking
+from .concat_split import TSConcatBackward, TSConcatForward, TSSplitBackward, TSSplitForward
+from .data_movement import (TSDataMovementBackward, TSDataMovementForward, TSSliceBackward,
+                            TSSliceForward)
+from .elementwise import TSBinaryBackward, TSBinaryForward, TSUnaryBackward, TSUnaryForward
+from .fuse import TSFuse
+from .reduction import (TSReductionBackward, TSReductionForward, TSSqueezeBackward,
+                        TSSqueezeForward, TSUnsqueezeBackward, TSUnsqueezeForward)
+
+FORWARD = (TSUnaryForward, TSBinaryForward, TSConcatForward, TSSplitForward, TSDataMovementForward,
+           TSReductionForward, TSSqueezeForward, TSUnsqueezeForward, TSSliceForward, TSFuse)
+BACKWARD = (TSUnaryBackward, TSBinaryBackward, TSConcatBackward, TSSplitBackward,
+            TSDataMovementBackward, TSReductionBackward, TSSqueezeBackward, TSUnsqueezeBackward,
+            TSSliceBackward, TSFuse)
+
+
+class TSGeneralForward(GraphRewrite):
+    def __init__(self) -> None:
+        super().__init__()
+        for p in FORWARD:
+            self.add_matcher(p())
+
+
+class TSGeneralBackward(BackwardGraphRewrite):
+    def __init__(self) -> None:
+        super().__init__()
+        for p in BACKWARD:
+            self.add_matcher(p())
+
+
+class TSResetNoSinkingAttribute(ModelPass):
+    def run_on_model(self, model) -> bool:
+        for node in model.get_ordered_ops():
+            reset_no_sinking(node)
+        return False
+
+
+class TSGeneral(ModelPass):
+    """Returns False like OpenVINO's (its members keep shapes valid as they go)."""
+
+    def run_on_model(self, model) -> bool:
+        for stage in (TSGeneralForward, TSGeneralBackward):
+            manager = Manager(self.get_pass_config())
+            manager.register_pass(stage())
+            manager.register_pass(ConstantFolding())
+            manager.run_passes(model)
+        TSResetNoSinkingAttribute().run_on_model(model)
+        return False

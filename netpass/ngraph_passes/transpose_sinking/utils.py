@@ -1,0 +1,204 @@
+"""Helpers of the transpose sinking passes (OpenVINO's ts_utils): finding transposed inputs,
+moving a Transpose from inputs to outputs (forward) or from outputs to inputs (backward), with
+OpenVINO's rules for names and for inputs of lower rank (unsqueezed to the order's rank)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from ...core.graph_util import copy_runtime_info
+from ...core.node import Node, Output
+from ...core.types import Type
+from ..utils import const, const_value, make, op_types, reverse_order, static_rank
+from .attr import is_sinking_disabled, mark_as_no_sinking
+
+# Ops a Transpose can be sunk forward through; a Transpose whose consumers are not all of
+# these is marked so that the backward stage does not move it back up.
+FORWARD_PROPAGATABLE = (
+    "Convert", "Clamp", "Elu", "SoftPlus", "LogicalNot", "IsInf", "IsNaN", "IsFinite", "PRelu",
+    "Pad", "BatchToSpace", "SpaceToBatch", "ReverseSequence", "Gather", "Interpolate", "Slice",
+    "Split", "VariadicSplit", "Squeeze", "Unsqueeze", "Transpose", "FakeQuantize",
+    "Concat")
+FORWARD_FAMILIES = ("UnaryElementwiseArithmetic", "BinaryElementwiseArithmetic",
+                    "BinaryElementwiseComparison", "BinaryElementwiseLogical",
+                    "ArithmeticReductionKeepDims", "LogicalReductionKeepDims")
+
+
+@dataclass
+class TransposeInput:
+    """A Transpose feeding input ``index`` of a node, with its constant order."""
+
+    transpose: Node
+    order: list[int]
+    order_type: Type
+    index: int
+
+
+def transpose_order(node: Node) -> list[int] | None:
+    """The order of a Transpose with a constant order, else None."""
+    if node.type_name != "Transpose":
+        return None
+    v = const_value(node.input_value(1))
+    return None if v is None else [int(a) for a in v.reshape(-1)]
+
+
+def first_transpose_input(node: Node, indices: Iterable[int] | None = None) -> TransposeInput | None:
+    for i in (range(node.get_input_size()) if indices is None else indices):
+        src = node.input_value(i).node
+        order = transpose_order(src)
+        if order is not None:
+            return TransposeInput(src, order, src.input_value(1).element_type, i)
+    return None
+
+
+def has_transpose_input(indices: Sequence[int] | None = None):
+    """Pattern predicate: the node has a Transpose with a constant order on one of ``indices``."""
+    return lambda out: first_transpose_input(out.node, indices) is not None
+
+
+def _is_forward_propagatable(node: Node) -> bool:
+    if node.type_name in FORWARD_PROPAGATABLE:
+        return True
+    return isinstance(node, op_types(*FORWARD_FAMILIES))
+
+
+def update_forward_sinking_ability(transpose: Node) -> None:
+    """Mark ``transpose`` when a consumer is an op forward sinking cannot pass."""
+    if not all(_is_forward_propagatable(c.node) for c in transpose.output(0).consumers()):
+        mark_as_no_sinking(transpose)
+
+
+def _transposed(value: Output, order: list[int], order_type: Type) -> Output:
+    """``Transpose(value, order)`` after unsqueezing ``value`` to the order's rank; a Constant is
+    transposed at once."""
+    rank, want = static_rank(value), len(order)
+    v = const_value(value)
+    if v is not None:
+        return const(np.transpose(v.reshape((1,) * (want - v.ndim) + v.shape), order), value.element_type)
+    if rank < want:
+        value = make("Unsqueeze", [value, const(np.arange(want - rank, dtype=np.int64))]).output(0)
+    return make("Transpose", [value, const(np.array(order), order_type)]).output(0)
+
+
+def update_input_transposes(main: Node, info: TransposeInput, indices: Iterable[int] | None = None) -> list[Node]:
+    """Forward: bypass the transposed input(s) and put ``Transpose(reverse(order))`` on the
+    other inputs; returns the new Transposes (to be registered)."""
+    rev = reverse_order(info.order)
+    new = []
+    for i in (range(main.get_input_size()) if indices is None else indices):
+        src = main.input_value(i)
+        if src.node is info.transpose:
+            main.input(i).replace_source_output(info.transpose.input_value(0))
+            continue
+        t = _transposed(src, rev, info.order_type)
+        main.input(i).replace_source_output(t)
+        if t.node.type_name == "Transpose":
+            new.append(t.node)
+    return new
+
+
+def insert_output_transposes(main: Node, order: list[int], order_type: Type) -> list[Node]:
+    """Forward: ``Transpose(order)`` after every output of ``main``; the Transpose takes the
+    output's tensor names and (single output) ``main``'s friendly name, else ``<main>.<i>``."""
+    new = []
+    multi = main.get_output_size() > 1
+    for out in main.outputs():
+        t = make("Transpose", [out, const(np.array(order), order_type)])
+        out.replace(t.output(0))
+        out.names.clear()
+        if multi:
+            t.friendly_name = f"{main.friendly_name}.{out.index}"
+        else:
+            main_name = main.friendly_name
+            main.friendly_name = t.name
+            t.friendly_name = main_name
+        copy_runtime_info(main, t)
+        update_forward_sinking_ability(t)
+        new.append(t)
+    return new
+
+
+def sink_forward(main: Node, info: TransposeInput, out_order: list[int] | None = None,
+                 indices: Iterable[int] | None = None) -> list[Node]:
+    """The usual forward step: bypass/transposes on inputs, re-infer ``main``, Transposes on its
+    outputs (``out_order``, default the input order)."""
+    new = update_input_transposes(main, info, indices)
+    main.validate_and_infer_types()
+    return new + insert_output_transposes(main, info.order if out_order is None else out_order,
+                                          info.order_type)
+
+
+# -- backward ---------------------------------------------------------------------------------
+def consumer_transposes_order(node: Node) -> list[int] | None:
+    """The common order when every consumer of every output is an unmarked Transpose with the
+    same constant order (OpenVINO's CheckTransposeConsumers), else None."""
+    order = None
+    for out in node.outputs():
+        cons = out.consumers()
+        if not cons:
+            return None
+        for c in cons:
+            o = transpose_order(c.node)
+            if o is None or c.index != 0 or is_sinking_disabled(c.node) or (order is not None and o != order):
+                return None
+            order = o
+    return order
+
+
+def consumers_are_sinkable(out: Output) -> bool:
+    return consumer_transposes_order(out.node) is not None
+
+
+def insert_transposes_before(main: Node, order: list[int], order_type: Type,
+                             indices: Iterable[int] | None = None) -> list[Node]:
+    """Backward: ``Transpose(order)`` on the given inputs of ``main`` (unsqueezed to rank)."""
+    new = []
+    for i in (range(main.get_input_size()) if indices is None else indices):
+        t = _transposed(main.input_value(i), order, order_type)
+        main.input(i).replace_source_output(t)
+        if t.node.type_name == "Transpose":
+            new.append(t.node)
+    return new
+
+
+def remove_transpose_consumers(main: Node) -> None:
+    """Backward: bypass every consumer Transpose of ``main``; ``main`` takes the friendly name of
+    the one feeding a Result (else of the first) when it has a single output."""
+    name = None
+    for out in main.outputs():
+        for c in out.consumers():
+            t = c.node
+            feeds_result = any(x.node.type_name == "Result" for x in t.output(0).consumers())
+            if name is None or feeds_result:
+                name = t.friendly_name
+            t.output(0).replace(out)
+    if name is not None and main.get_output_size() == 1:
+        main.friendly_name = name
+
+
+def sink_backward(main: Node, order: list[int], order_type: Type,
+                  indices: Iterable[int] | None = None) -> list[Node]:
+    new = insert_transposes_before(main, order, order_type, indices)
+    main.validate_and_infer_types()
+    remove_transpose_consumers(main)
+    return new
+
+
+def order_type_of_consumers(main: Node) -> Type:
+    return main.output(0).consumers()[0].node.input_value(1).element_type
+
+
+def axes_after_reduction(axes: Sequence[int], order: Sequence[int]) -> list[int]:
+    """Forward, keep_dims false: the order of the reduced tensor (reduced positions dropped)."""
+    gone = {order[a] for a in axes}
+    kept = [order[i] for i in range(len(order)) if i not in set(axes)]
+    return [k - sum(1 for g in gone if g < k) for k in kept]
+
+
+def order_before_reduction(axes: Sequence[int], order: Sequence[int], rank: int) -> list[int]:
+    """Backward, keep_dims false: the order for the input (rank ``rank``) such that reducing the
+    last ``len(axes)`` axes of the transposed input equals transposing the reduced tensor."""
+    kept = [i for i in range(rank) if i not in set(axes)]
+    return [kept[o] for o in order] + sorted(axes)

@@ -1,0 +1,94 @@
+"""Small helpers shared by the transformations: op classes by name, constants, orders."""
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from ..core.node import OP_TYPES, Node, Output
+from ..core.types import Type
+
+
+def op_types(*names: str) -> tuple[type, ...]:
+    """The op classes (or op families of ``netpass.ops.base``) named ``names`` that exist; ops a
+    build lacks are simply not matched."""
+    from ..ops import base
+    found = (OP_TYPES.get(n) or getattr(base, n, None) for n in names)
+    return tuple(t for t in found if isinstance(t, type))
+
+
+def op(name: str) -> type:
+    """The op class registered under ``name``."""
+    return OP_TYPES[name]
+
+
+def is_op(node: Node, *names: str) -> bool:
+    return node.type_name in names
+
+
+def const(value: Any, dtype: Any = None) -> Output:
+    """A new Constant's output (element type from ``dtype`` or the array's dtype)."""
+    arr = np.asarray(value)
+    et = Type.of(dtype) if dtype is not None else None
+    return op("Constant")([], value=arr, element_type=et).output(0)
+
+
+def const_value(out: Output) -> np.ndarray | None:
+    """The value of ``out`` when it is produced by a Constant."""
+    node = out.node
+    return node.value if node.type_name == "Constant" else None
+
+
+def make(name: str, inputs: Sequence[Any], **attrs: Any) -> Node:
+    """A new op of type ``name`` from graph values (Outputs, Nodes or python values)."""
+    ins = [x if isinstance(x, (Node, Output)) else const(x) for x in inputs]
+    return op(name)(ins, **attrs)
+
+
+def static_shape(out: Output) -> tuple[int, ...] | None:
+    ps = out.partial_shape
+    return ps.to_shape() if ps.is_static else None
+
+
+def static_rank(out: Output) -> int | None:
+    ps = out.partial_shape
+    return len(ps) if ps.rank_is_static else None
+
+
+def reverse_order(order: Iterable[int]) -> list[int]:
+    """The inverse permutation: ``r[order[i]] = i``."""
+    order = list(order)
+    rev = [0] * len(order)
+    for i, o in enumerate(order):
+        rev[o] = i
+    return rev
+
+
+def transpose_shape(shape: Sequence[Any], order: Sequence[int]) -> list[Any]:
+    return [shape[o] for o in order]
+
+
+def first_valuable(shape: Sequence[int]) -> int:
+    """Index of the first dimension that is not 1 (-1 when there is none)."""
+    for i, d in enumerate(shape):
+        if d != 1:
+            return i
+    return -1
+
+
+def transpose_gather_indexes(in_shape: Sequence[int], order: Sequence[int]) -> np.ndarray:
+    """Indices ``idx`` with ``flat(transpose(x, order)) == flat(x)[idx]`` for ``x`` of ``in_shape``.
+
+    (OpenVINO's ``make_gather_indexes_from_transpose_axes``, for any rank.)
+    """
+    n = int(np.prod(in_shape, dtype=np.int64))
+    return np.arange(n, dtype=np.int64).reshape(tuple(in_shape)).transpose(list(order)).reshape(-1)
+
+
+def normalize_axes(axes: Iterable[int], rank: int) -> list[int]:
+    return [int(a) + rank if int(a) < 0 else int(a) for a in axes]
+
+
+def single_name(node: Node, index: int) -> str:
+    """OpenVINO's name of a node standing for output ``index`` of a multi-output node."""
+    return f"{node.friendly_name}.{index}" if node.get_output_size() > 1 else node.friendly_name
