@@ -130,6 +130,7 @@ class _Reader:
     def __init__(self, root: Element, weights: bytes | None) -> None:
         self.root = root
         self.weights = weights
+        self.classes: dict[tuple[str, str], type | None] = {}
 
     def blob(self, layer: _Layer, data: dict[str, str]) -> np.ndarray:
         try:
@@ -155,7 +156,10 @@ class _Reader:
     def build(self, layer: _Layer, inputs: list) -> Node:
         from ..passes.serialize import TYPE_NAMES_FROM_IR, attr_from_ir_name
         type_name = TYPE_NAMES_FROM_IR.get(layer.type, layer.type)
-        cls = op_class(type_name, layer.version)
+        key = (type_name, layer.version)
+        if key not in self.classes:
+            self.classes[key] = op_class(type_name, layer.version)
+        cls = self.classes[key]
         if cls is None:
             raise UnsupportedOpError(layer.type, domain=layer.version, node_name=layer.name,
                                      reason=f"no netpass op for IR {layer.where()}")
@@ -235,7 +239,13 @@ class _Reader:
                 if src[1] not in out_ids:
                     raise ModelFormatError(f"{layer.where()}: edge from port {src[1]} of "
                                            f"{src_layer.where()}, which has no such output")
-                inputs.append(nodes[src_layer.id].output(out_ids.index(src[1])))
+                index = out_ids.index(src[1])
+                producer = nodes[src_layer.id]
+                if index >= producer.get_output_size():
+                    raise ModelFormatError(f"{layer.where()}: reads output {index} of "
+                                           f"{src_layer.where()}, which produces "
+                                           f"{producer.get_output_size()}")
+                inputs.append(producer.output(index))
             nodes[layer.id] = self.build(layer, inputs)
         from ..ops.io import Parameter, Result
         params = [nodes[lay.id] for lay in layers if isinstance(nodes[lay.id], Parameter)]

@@ -161,11 +161,40 @@ def _shape_math() -> Model:
     return Model([r], [x], "shape_math")
 
 
+def _normalization() -> Model:
+    x = _x([2, 3, 4, 4])
+    bn = opset.batch_norm_inference(x, opset.constant(_w(3)), opset.constant(_w(3)),
+                                    opset.constant(_w(3)), opset.constant(np.abs(_w(3)) + 0.5), 1e-5)
+    mvn = opset.mvn(bn, opset.constant(np.array([2, 3], np.int64)), True, 1e-6, "inside_sqrt")
+    l2 = opset.normalize_l2(x, opset.constant(np.array([1], np.int64)), 1e-10, "max")
+    return Model([mvn, l2, opset.log_softmax(x, 1)], [x], "norm")
+
+
+def _indexing() -> Model:
+    x = _x([3, 4])
+    ge = opset.gather_elements(x, opset.constant(np.array([[0, 2], [1, 3], [3, 0]], np.int64)), 1)
+    gnd = opset.gather_nd(x, opset.constant(np.array([[2, 1], [0, 3]], np.int64)))
+    sc = opset.scatter_elements_update(x, opset.constant(np.array([[1], [0], [2]], np.int64)),
+                                       opset.constant(_w(3, 1)), opset.constant(np.int64(1)), "sum")
+    tk = opset.topk(x, opset.constant(np.int64(2)), 1, "max", "value")
+    cs = opset.cumsum(x, opset.constant(np.int64(1)), True, True)
+    return Model([ge, gnd, sc, tk.output(0), tk.output(1), cs], [x], "indexing")
+
+
+def _reductions_einsum() -> Model:
+    x = _x([2, 3, 4])
+    axes = opset.constant(np.array([0, 2], np.int64))
+    e = opset.einsum([x, opset.constant(_w(4, 5))], "abc,cd->abd")
+    return Model([opset.reduce_l2(x, axes, True), opset.reduce_prod(x, axes), e,
+                  opset.reduce_logical_and(opset.greater(x, opset.constant(np.float32(-0.5))),
+                                           axes)], [x], "reduce")
+
+
 INLINE: dict[str, Callable[[], Model]] = {
     f.__name__.lstrip("_"): f for f in (
         _elementwise, _comparison_select, _convolution, _deconvolution, _movement, _slicing,
         _pad_broadcast_space, _lstm_cell, _gru_sequence, _matmul_reduce_softmax, _pooling,
-        _shape_math)
+        _shape_math, _normalization, _indexing, _reductions_einsum)
 }
 
 
