@@ -1,0 +1,520 @@
+"""Elementwise ops: ONNX import vs onnxruntime on one-node models, OpenVINO semantics of the
+netpass classes, partial-shape inference, value propagation and ONNX export round trips.
+
+Tolerances: rtol 1e-4, atol 1e-5 for floats; booleans and integers exact.
+"""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper
+
+import netpass
+from netpass import Model, opset
+from netpass.core.dimension import Dimension, Symbol
+from netpass.core.node import Node
+from netpass.core.shape import PartialShape
+from netpass.core.types import i64
+from netpass.errors import ShapeInferenceError
+from netpass.frontend.onnx_writer import to_onnx
+
+RTOL, ATOL = 1e-4, 1e-5
+ONNX_TYPE = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
+             np.dtype(np.int64): TensorProto.INT64, np.dtype(np.int32): TensorProto.INT32,
+             np.dtype(np.bool_): TensorProto.BOOL, np.dtype(np.uint8): TensorProto.UINT8,
+             np.dtype(np.float64): TensorProto.DOUBLE}
+
+
+def one_node(op: str, feeds: dict, n_out: int = 1, opset_version: int = 17,
+             initializers: dict | None = None, **attrs) -> onnx.ModelProto:
+    """A model of one ONNX node reading ``feeds`` (graph inputs) then ``initializers``; output
+    types come from ONNX shape inference."""
+    initializers = initializers or {}
+    inputs = [helper.make_tensor_value_info(k, ONNX_TYPE[v.dtype], v.shape) for k, v in feeds.items()]
+    outs = [onnx.ValueInfoProto(name=f"y{i}") for i in range(n_out)]
+    node = helper.make_node(op, list(feeds) + list(initializers), [o.name for o in outs], **attrs)
+    graph = helper.make_graph([node], "g", inputs, outs,
+                              [onnx.numpy_helper.from_array(v, k) for k, v in initializers.items()])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset_version)])
+    proto.ir_version = 8 if opset_version <= 17 else 9
+    return onnx.shape_inference.infer_shapes(proto, strict_mode=True)
+
+
+def check_onnx(proto: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
+    """netpass.reference on the imported model equals onnxruntime, output by output."""
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = sess.run(None, feeds)
+    got = netpass.reference.infer(netpass.read_model(proto), feeds)
+    for vo, ref in zip(proto.graph.output, expected):
+        out = got[vo.name]
+        assert out.shape == ref.shape, f"{vo.name}: {out.shape} != {ref.shape}"
+        assert out.dtype == ref.dtype, f"{vo.name}: {out.dtype} != {ref.dtype}"
+        if ref.dtype.kind == "f":
+            np.testing.assert_allclose(out, ref, rtol=RTOL, atol=ATOL)
+        else:
+            np.testing.assert_array_equal(out, ref)
+    return expected
+
+
+def check_export(model: Model, feeds: dict) -> None:
+    """Exported ONNX (opset 17) run by onnxruntime equals netpass.reference on ``model``."""
+    proto = to_onnx(model)
+    onnx.checker.check_model(proto)
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = sess.run(None, feeds)
+    got = netpass.reference.infer(model, feeds)
+    for name, ref in zip(model.output_names, expected):
+        if ref.dtype.kind == "f":
+            np.testing.assert_allclose(got[name], ref, rtol=RTOL, atol=ATOL)
+        else:
+            np.testing.assert_array_equal(got[name], ref)
+
+
+def rand(rng, shape, lo=-3.0, hi=3.0, dtype=np.float32):
+    """Random non-zero values in [lo, hi]."""
+    x = rng.uniform(lo, hi, size=shape)
+    x = np.where(np.abs(x) < 1e-2, 0.5, x)
+    return x.astype(dtype)
+
+
+# -- binary arithmetic -------------------------------------------------------------------------
+
+SHAPE_PAIRS = [((2, 3, 4), (2, 3, 4)), ((2, 3, 4), (4,)), ((1, 3, 1), (2, 1, 5)), ((), (3,)),
+               ((5, 1), (1, 6))]
+
+
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div", "Max", "Min"])
+@pytest.mark.parametrize("shapes", SHAPE_PAIRS, ids=str)
+def test_binary_float_matches_onnxruntime(op, shapes):
+    rng = np.random.default_rng(0)
+    feeds = {"a": rand(rng, shapes[0]), "b": rand(rng, shapes[1])}
+    check_onnx(one_node(op, feeds), feeds)
+
+
+@pytest.mark.parametrize("shapes", SHAPE_PAIRS, ids=str)
+def test_pow_matches_onnxruntime(shapes):
+    rng = np.random.default_rng(1)
+    feeds = {"a": rand(rng, shapes[0], 0.1, 3.0), "b": rand(rng, shapes[1], -2.0, 2.0)}
+    check_onnx(one_node("Pow", feeds), feeds)
+
+
+def test_pow_integer_exponent_of_other_type():
+    rng = np.random.default_rng(2)
+    feeds = {"a": rand(rng, (3, 4), 0.5, 2.0), "b": np.array([2, 3, 1, 0], np.int64)}
+    check_onnx(one_node("Pow", feeds), feeds)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_div_truncates_toward_zero(dtype):
+    rng = np.random.default_rng(3)
+    a = rng.integers(-50, 50, size=(4, 5)).astype(dtype)
+    b = rng.integers(1, 7, size=(4, 5)).astype(dtype) * np.where(rng.random((4, 5)) < 0.5, -1, 1).astype(dtype)
+    feeds = {"a": a, "b": b}
+    check_onnx(one_node("Div", feeds), feeds)
+
+
+def test_divide_pythondiv_floors_integers():
+    a = opset.parameter([4], np.int32, name="a")
+    b = opset.parameter([4], np.int32, name="b")
+    model = Model([opset.divide(a, b)], [a, b])
+    out = netpass.reference.infer(model, {"a": np.array([7, -7, 7, -7], np.int32),
+                                          "b": np.array([2, 2, -2, -2], np.int32)})
+    np.testing.assert_array_equal(next(iter(out.values())), [3, -4, -4, 3])
+
+
+@pytest.mark.parametrize("fmod,dtype", [(0, np.int32), (0, np.int64), (1, np.int32), (1, np.float32)])
+def test_mod_matches_onnxruntime(fmod, dtype):
+    rng = np.random.default_rng(4)
+    if dtype == np.float32:
+        a, b = rand(rng, (3, 4), -9, 9), rand(rng, (4,), -4, 4)
+    else:
+        a = rng.integers(-20, 20, size=(3, 4)).astype(dtype)
+        b = np.array([3, -4, 5, -7], dtype)
+    feeds = {"a": a, "b": b}
+    check_onnx(one_node("Mod", feeds, fmod=fmod), feeds)
+
+
+@given(st.lists(st.integers(1, 4), min_size=0, max_size=4), st.integers(0, 4),
+       st.sampled_from(["Add", "Sub", "Mul", "Div"]), st.integers(0, 2 ** 16))
+@settings(max_examples=25, deadline=None)
+def test_binary_broadcasting_hypothesis(shape, keep, op, seed):
+    rng = np.random.default_rng(seed)
+    # The right operand keeps a suffix of the left shape, with some dims set to 1.
+    right = [d if rng.random() < 0.6 else 1 for d in shape[len(shape) - min(keep, len(shape)):]]
+    feeds = {"a": rand(rng, tuple(shape)), "b": rand(rng, tuple(right))}
+    check_onnx(one_node(op, feeds), feeds)
+
+
+def test_squared_difference_and_floor_mod_semantics():
+    a = opset.parameter([2, 3], np.float32, name="a")
+    b = opset.parameter([3], np.float32, name="b")
+    model = Model([opset.squared_difference(a, b), opset.floor_mod(a, b)], [a, b])
+    rng = np.random.default_rng(5)
+    feeds = {"a": rand(rng, (2, 3), -5, 5), "b": rand(rng, (3,), -3, 3)}
+    out = list(netpass.reference.infer(model, feeds).values())
+    np.testing.assert_allclose(out[0], (feeds["a"] - feeds["b"]) ** 2, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(out[1], np.mod(feeds["a"], feeds["b"]), rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("op", ["Sum", "Mean", "Max", "Min"])
+@pytest.mark.parametrize("n", [1, 3])
+def test_variadic_matches_onnxruntime(op, n):
+    rng = np.random.default_rng(6)
+    shapes = [(2, 3, 4), (3, 1), (4,)][:n]
+    feeds = {f"x{i}": rand(rng, s) for i, s in enumerate(shapes)}
+    check_onnx(one_node(op, feeds), feeds)
+
+
+# -- comparison, logic, Where ------------------------------------------------------------------
+
+@pytest.mark.parametrize("op,version", [("Equal", 17), ("Less", 17), ("Greater", 17),
+                                        ("LessOrEqual", 17), ("GreaterOrEqual", 17)])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_comparison_matches_onnxruntime(op, version, dtype):
+    rng = np.random.default_rng(7)
+    a = rng.integers(-3, 3, size=(3, 4)).astype(dtype)
+    b = rng.integers(-3, 3, size=(4,)).astype(dtype)
+    feeds = {"a": a, "b": b}
+    check_onnx(one_node(op, feeds), feeds)
+
+
+@pytest.mark.parametrize("op", ["And", "Or", "Xor"])
+def test_logical_binary_matches_onnxruntime(op):
+    rng = np.random.default_rng(8)
+    feeds = {"a": rng.random((2, 3, 4)) < 0.5, "b": rng.random((3, 1)) < 0.5}
+    check_onnx(one_node(op, feeds), feeds)
+
+
+def test_not_matches_onnxruntime():
+    feeds = {"a": np.random.default_rng(9).random((3, 5)) < 0.5}
+    check_onnx(one_node("Not", feeds), feeds)
+
+
+def test_not_equal_is_negated_equal():
+    a = opset.parameter([4], np.int64, name="a")
+    model = Model([opset.not_equal(a, np.array([1, 2, 3, 4]))], [a])
+    out = netpass.reference.infer(model, {"a": np.array([1, 0, 3, 0])})
+    np.testing.assert_array_equal(next(iter(out.values())), [False, True, False, True])
+
+
+@pytest.mark.parametrize("shapes", [((2, 3), (2, 3), (2, 3)), ((3, 1), (1, 4), (4,)),
+                                    ((4,), (2, 1, 4), ())], ids=str)
+def test_where_broadcasts_three_inputs(shapes):
+    rng = np.random.default_rng(10)
+    feeds = {"c": rng.random(shapes[0]) < 0.5, "t": rand(rng, shapes[1]), "e": rand(rng, shapes[2])}
+    check_onnx(one_node("Where", feeds), feeds)
+
+
+# -- unary ops ---------------------------------------------------------------------------------
+
+UNARY = [
+    ("Relu", {}, (-3, 3)), ("Sigmoid", {}, (-8, 8)), ("Tanh", {}, (-3, 3)), ("Exp", {}, (-3, 3)),
+    ("Log", {}, (0.1, 5)), ("Sqrt", {}, (0.1, 5)), ("Abs", {}, (-3, 3)), ("Neg", {}, (-3, 3)),
+    ("Erf", {}, (-3, 3)), ("Floor", {}, (-3, 3)), ("Ceil", {}, (-3, 3)), ("Sign", {}, (-3, 3)),
+    ("Sin", {}, (-3, 3)), ("Cos", {}, (-3, 3)), ("Tan", {}, (-1, 1)), ("Asin", {}, (-0.9, 0.9)),
+    ("Acos", {}, (-0.9, 0.9)), ("Atan", {}, (-3, 3)), ("Sinh", {}, (-3, 3)), ("Cosh", {}, (-3, 3)),
+    ("Asinh", {}, (-3, 3)), ("Acosh", {}, (1.1, 4)), ("Atanh", {}, (-0.9, 0.9)),
+    ("Softplus", {}, (-20, 20)), ("Softsign", {}, (-3, 3)), ("HardSwish", {}, (-5, 5)),
+    ("Reciprocal", {}, (0.2, 3)), ("Elu", {"alpha": 0.7}, (-3, 3)), ("Elu", {}, (-3, 3)),
+    ("Selu", {}, (-3, 3)), ("Selu", {"alpha": 1.2, "gamma": 0.9}, (-3, 3)),
+    ("HardSigmoid", {}, (-5, 5)), ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}, (-5, 5)),
+    ("LeakyRelu", {}, (-3, 3)), ("LeakyRelu", {"alpha": 0.2}, (-3, 3)),
+]
+
+
+@pytest.mark.parametrize("op,attrs,domain", UNARY, ids=lambda v: str(v))
+@pytest.mark.parametrize("shape", [(3,), (2, 3, 4)], ids=str)
+def test_unary_matches_onnxruntime(op, attrs, domain, shape):
+    rng = np.random.default_rng(11)
+    feeds = {"x": rand(rng, shape, *domain)}
+    check_onnx(one_node(op, feeds, **attrs), feeds)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_opset20_matches_onnxruntime(approximate):
+    feeds = {"x": rand(np.random.default_rng(12), (2, 5), -4, 4)}
+    check_onnx(one_node("Gelu", feeds, opset_version=20, approximate=approximate), feeds)
+
+
+def test_round_is_half_to_even():
+    feeds = {"x": np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.4, 1.6], np.float32)}
+    check_onnx(one_node("Round", feeds), feeds)
+
+
+def test_round_half_away_from_zero_mode():
+    x = opset.parameter([4], np.float32, name="x")
+    out = netpass.reference.infer(Model([opset.round(x, "half_away_from_zero")], [x]),
+                                  {"x": np.array([-2.5, -0.5, 0.5, 1.5], np.float32)})
+    np.testing.assert_array_equal(next(iter(out.values())), [-3, -1, 1, 2])
+
+
+def test_isnan_matches_onnxruntime():
+    feeds = {"x": np.array([1.0, np.nan, -np.inf, 2.0], np.float32)}
+    check_onnx(one_node("IsNaN", feeds), feeds)
+
+
+@pytest.mark.parametrize("neg,pos", [(1, 1), (0, 1), (1, 0)])
+def test_isinf_matches_onnxruntime(neg, pos):
+    feeds = {"x": np.array([1.0, np.inf, -np.inf, np.nan], np.float32)}
+    check_onnx(one_node("IsInf", feeds, detect_negative=neg, detect_positive=pos), feeds)
+
+
+def test_swish_and_hsigmoid_semantics():
+    x = opset.parameter([6], np.float32, name="x")
+    model = Model([opset.swish(x, 1.5), opset.hsigmoid(x)], [x])
+    v = rand(np.random.default_rng(13), (6,), -5, 5)
+    out = list(netpass.reference.infer(model, {"x": v}).values())
+    np.testing.assert_allclose(out[0], v / (1 + np.exp(-1.5 * v)), rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(out[1], np.clip(v + 3, 0, 6) / 6, rtol=RTOL, atol=ATOL)
+
+
+# -- PRelu -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("xshape,sshape", [((2, 3, 4), (4,)), ((2, 3, 4), (3, 1)),
+                                           ((2, 3, 4), (1,)), ((2, 3), (3,)), ((2, 3, 4, 5), (5,))],
+                         ids=str)
+@pytest.mark.parametrize("const_slope", [True, False])
+def test_prelu_onnx_slope_broadcasting(xshape, sshape, const_slope):
+    rng = np.random.default_rng(14)
+    x, s = rand(rng, xshape), rand(rng, sshape, 0.1, 1.0)
+    if const_slope:
+        check_onnx(one_node("PRelu", {"x": x}, initializers={"s": s}), {"x": x})
+    else:
+        check_onnx(one_node("PRelu", {"x": x, "s": s}), {"x": x, "s": s})
+
+
+def test_prelu_openvino_slope_is_per_channel():
+    x = opset.parameter([2, 3, 4], np.float32, name="x")
+    slope = np.array([0.1, 0.2, 0.3], np.float32)
+    v = rand(np.random.default_rng(15), (2, 3, 4))
+    out = next(iter(netpass.reference.infer(Model([opset.prelu(x, slope)], [x]), {"x": v}).values()))
+    np.testing.assert_allclose(out, np.where(v >= 0, v, v * slope[:, None]), rtol=RTOL, atol=ATOL)
+
+
+# -- Clip --------------------------------------------------------------------------------------
+
+def test_clip_opset6_attributes():
+    feeds = {"x": rand(np.random.default_rng(16), (3, 4))}
+    check_onnx(one_node("Clip", feeds, opset_version=6, min=-1.0, max=0.5), feeds)
+
+
+@pytest.mark.parametrize("bounds", [("lo", "hi"), ("lo", ""), ("", "hi")])
+def test_clip_constant_bounds_become_clamp(bounds):
+    x = rand(np.random.default_rng(17), (3, 4))
+    inits = {"lo": np.array(-1.0, np.float32), "hi": np.array(0.7, np.float32)}
+    node = helper.make_node("Clip", ["x", *bounds], ["y0"])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y0", TensorProto.FLOAT, None)],
+                              [onnx.numpy_helper.from_array(v, k) for k, v in inits.items() if k in bounds])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    proto.ir_version = 8
+    check_onnx(proto, {"x": x})
+    types = {n.type_name for n in netpass.read_model(proto).get_ordered_ops()}
+    assert "Clamp" in types
+
+
+def test_clip_non_constant_bounds_use_maximum_minimum():
+    rng = np.random.default_rng(18)
+    feeds = {"x": rand(rng, (3, 4)), "lo": np.array(-0.5, np.float32), "hi": np.array(1.0, np.float32)}
+    proto = one_node("Clip", feeds, opset_version=13)
+    check_onnx(proto, feeds)
+    types = {n.type_name for n in netpass.read_model(proto).get_ordered_ops()}
+    assert {"Maximum", "Minimum"} <= types
+
+
+def test_clip_integers():
+    x = np.arange(-6, 6, dtype=np.int32).reshape(3, 4)
+    check_onnx(one_node("Clip", {"x": x}, opset_version=13,
+                        initializers={"lo": np.array(-2, np.int32), "hi": np.array(3, np.int32)}),
+               {"x": x})
+
+
+def test_clamp_rounds_float_bounds_for_integers():
+    x = opset.parameter([5], np.int32, name="x")
+    out = netpass.reference.infer(Model([opset.clamp(x, -1.5, 2.5)], [x]),
+                                  {"x": np.array([-3, -1, 0, 2, 3], np.int32)})
+    np.testing.assert_array_equal(next(iter(out.values())), [-1, -1, 0, 2, 2])
+
+
+# -- Cast --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("src,to", [(np.float32, TensorProto.INT32), (np.float32, TensorProto.INT64),
+                                    (np.int64, TensorProto.FLOAT), (np.float32, TensorProto.BOOL),
+                                    (np.bool_, TensorProto.FLOAT), (np.float32, TensorProto.FLOAT16),
+                                    (np.int32, TensorProto.UINT8), (np.float32, TensorProto.DOUBLE)])
+def test_cast_matches_onnxruntime(src, to):
+    rng = np.random.default_rng(19)
+    if src == np.bool_:
+        x = rng.random((3, 4)) < 0.5
+    elif np.dtype(src).kind == "f":
+        x = rand(rng, (3, 4), -9, 9, src)
+    else:
+        x = rng.integers(0, 200, size=(3, 4)).astype(src)
+    check_onnx(one_node("Cast", {"x": x}, to=to), {"x": x})
+
+
+def test_castlike_takes_the_type_of_its_second_input():
+    rng = np.random.default_rng(20)
+    feeds = {"x": rand(rng, (3, 4), -9, 9), "like": np.zeros((1,), np.int64)}
+    check_onnx(one_node("CastLike", feeds), feeds)
+
+
+def test_cast_to_unsupported_type_is_refused():
+    proto = one_node("Cast", {"x": np.zeros((2,), np.float32)}, to=TensorProto.STRING)
+    with pytest.raises(netpass.errors.UnsupportedOpError, match="STRING"):
+        netpass.read_model(proto)
+
+
+# -- shape inference and partial values --------------------------------------------------------
+
+class _Dims(Node):
+    """Test-only source of a 1-D i64 tensor with known partial values (like ShapeOf)."""
+
+    type_name = "TestDims"
+    ATTRS = {"dims": ()}
+
+    def infer_types(self) -> None:
+        self.set_output_type(0, i64, [len(self.dims)])
+
+    def infer_values(self) -> None:
+        self.set_output_partial_value(0, list(self.dims))
+
+
+def test_broadcast_keeps_symbols_and_dynamic_dims():
+    n, m = Symbol("N"), Symbol("M")
+    a = opset.parameter(PartialShape([Dimension(symbol=n), 1, 4]), np.float32)
+    b = opset.parameter(PartialShape([Dimension(symbol=m), 4]), np.float32)
+    out = opset.add(a, b).output(0).partial_shape
+    assert out[0].symbol is n and out[1].symbol is m and out[2] == 4
+
+
+def test_dynamic_rank_broadcasts_to_dynamic_rank():
+    a = opset.parameter(PartialShape(None), np.float32)
+    assert not opset.multiply(a, np.float32(2)).output(0).partial_shape.rank_is_static
+
+
+def test_incompatible_shapes_raise_naming_the_node():
+    a = opset.parameter([2, 3], np.float32)
+    b = opset.parameter([4, 3], np.float32)
+    with pytest.raises(ShapeInferenceError, match="Subtract"):
+        opset.subtract(a, b)
+
+
+def test_comparison_outputs_boolean_and_select_merges_shapes():
+    a = opset.parameter(PartialShape([Dimension(2, 8), 3]), np.float32)
+    cond = opset.greater(a, np.float32(0))
+    sel = opset.select(cond, a, np.float32(0))
+    assert cond.output(0).element_type.name == "boolean"
+    assert sel.output(0).partial_shape == PartialShape([Dimension(2, 8), 3])
+
+
+def test_interval_dims_merge_in_elementwise():
+    a = opset.parameter(PartialShape([Dimension(2, 8)]), np.float32)
+    b = opset.parameter(PartialShape([Dimension(4, 10)]), np.float32)
+    assert opset.add(a, b).output(0).partial_shape == PartialShape([Dimension(4, 8)])
+
+
+def test_mixed_element_types_are_rejected():
+    a = opset.parameter([2], np.float32)
+    b = opset.parameter([2], np.int64)
+    with pytest.raises(ShapeInferenceError, match="element types"):
+        opset.add(a, b)
+
+
+def test_shape_arithmetic_propagates_partial_values():
+    batch = Dimension(symbol=Symbol("B"))
+    dims = _Dims([], dims=(batch, 3, 4)).output(0)
+    doubled = opset.multiply(dims, np.array([1, 2, 1], np.int64))
+    plus = opset.add(doubled, np.array(1, np.int64))
+    halved = opset.divide(dims, np.array([1, 3, 2], np.int64))
+    assert doubled.output(0).partial_value[0].symbol is batch.symbol
+    assert doubled.output(0).partial_value[1:] == (6, 4)
+    assert plus.output(0).partial_value[1:] == (7, 5)
+    assert halved.output(0).partial_value[1:] == (1, 2)
+
+
+def test_shape_arithmetic_folds_when_all_known():
+    dims = _Dims([], dims=(2, 3, 4)).output(0)
+    minus = opset.subtract(dims, np.array([1, 1, 1], np.int64))
+    np.testing.assert_array_equal(minus.output(0).value, [1, 2, 3])
+
+
+def test_convert_keeps_partial_values_of_int_shapes():
+    batch = Dimension(symbol=Symbol("B"))
+    dims = _Dims([], dims=(batch, 7)).output(0)
+    conv = opset.convert(dims, "i32")
+    assert conv.output(0).partial_value[0].symbol is batch.symbol and conv.output(0).partial_value[1] == 7
+    assert conv.output(0).element_type.name == "i32"
+
+
+def test_logical_not_rejects_float_input():
+    with pytest.raises(ShapeInferenceError, match="boolean"):
+        opset.logical_not(opset.parameter([2], np.float32))
+
+
+def test_commutative_flags():
+    assert opset.add(1.0, 2.0).commutative and not opset.subtract(1.0, 2.0).commutative
+    assert netpass.ops.LogicalXor.commutative and netpass.ops.Maximum.commutative
+
+
+def test_families_for_pattern_matching():
+    x = opset.parameter([2], np.float32)
+    assert isinstance(opset.relu(x), netpass.ops.UnaryElementwiseArithmetic)
+    assert isinstance(opset.add(x, x), netpass.ops.BinaryElementwiseArithmetic)
+    assert isinstance(opset.less(x, x), netpass.ops.BinaryElementwiseComparison)
+
+
+# -- ONNX export -------------------------------------------------------------------------------
+
+def _export_case(build, shape=(2, 3, 4), lo=-3.0, hi=3.0, dtype=np.float32):
+    x = opset.parameter(list(shape), dtype, name="x")
+    model = Model([build(x)], [x])
+    if np.dtype(dtype).kind == "f":
+        v = rand(np.random.default_rng(21), shape, lo, hi, dtype)
+    else:
+        v = np.random.default_rng(21).integers(-20, 20, size=shape).astype(dtype)
+    check_export(model, {"x": v})
+
+
+EXPORTS = {
+    "gelu_erf": lambda x: opset.gelu(x, "erf"),
+    "gelu_tanh": lambda x: opset.gelu(x, "tanh"),
+    "swish_beta": lambda x: opset.swish(x, 0.8),
+    "swish": lambda x: opset.swish(x),
+    "hsigmoid": lambda x: opset.hsigmoid(x),
+    "hswish": lambda x: opset.hswish(x),
+    "floor_mod_float": lambda x: opset.floor_mod(x, np.float32(1.3)),
+    "mod_float": lambda x: opset.mod(x, np.float32(1.3)),
+    "not_equal": lambda x: opset.not_equal(opset.floor(x), np.float32(1)),
+    "squared_difference": lambda x: opset.squared_difference(x, np.float32(0.5)),
+    "round_away": lambda x: opset.round(x, "half_away_from_zero"),
+    "clamp": lambda x: opset.clamp(x, -1.0, 2.0),
+    "prelu_channel": lambda x: opset.prelu(x, np.array([0.1, 0.2, 0.3], np.float32)),
+    "selu": lambda x: opset.selu(x, 1.5, 1.1),
+    "hard_sigmoid": lambda x: opset.hard_sigmoid(x, 0.3, 0.4),
+    "elu": lambda x: opset.elu(x, 0.5),
+    "is_inf": lambda x: opset.is_inf(opset.divide(np.float32(1), opset.floor(x))),
+    "convert": lambda x: opset.convert(x, "i32"),
+    "select": lambda x: opset.select(opset.less(x, np.float32(0)), x, opset.exp(x)),
+    "logic": lambda x: opset.logical_xor(opset.less(x, np.float32(1)), opset.greater(x, np.float32(-1))),
+    "softplus_softsign": lambda x: opset.softsign(opset.softplus(x)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPORTS))
+def test_export_round_trip(name):
+    _export_case(EXPORTS[name])
+
+
+def test_export_integer_python_division_floors():
+    _export_case(lambda x: opset.divide(x, np.array([3, -4, 5, -2], np.int32)), shape=(3, 4),
+                 dtype=np.int32)
+
+
+def test_export_integer_clamp_and_floor_mod():
+    _export_case(lambda x: opset.floor_mod(opset.clamp(x, -7.5, 9.2), np.array(4, np.int64)),
+                 shape=(3, 4), dtype=np.int64)
