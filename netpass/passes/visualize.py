@@ -15,7 +15,9 @@ needed, and only for rendered formats. The layout follows OpenVINO's VisualizeTr
 Environment toggles (``1``/``0``), mirroring ``OV_VISUALIZE_TREE_*``:
 ``NETPASS_VISUALIZE_TREE_OUTPUT_SHAPES`` (on), ``..._OUTPUT_TYPES`` (on), ``..._IO`` (per-port
 input lines), ``..._RUNTIME_INFO``, ``..._TENSORS_NAME``, ``..._EDGE_LABELS`` (port numbers on
-edges), ``..._EDGE_JUMP_DISTANCE`` (int), ``..._CONST_MAX_ELEMENTS`` (int, default 7).
+edges), ``..._EDGE_JUMP_DISTANCE`` (int), ``..._CONST_MAX_ELEMENTS`` (int, default 7), and
+``NETPASS_VISUALIZE_PARTIAL_VALUES`` (known values of shape tensors and dimension symbols, as
+``OV_VISUALIZE_PARTIAL_VALUES_AND_LABELS``).
 """
 from __future__ import annotations
 
@@ -55,12 +57,20 @@ def _q(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def _port(out: Output, types: bool, shapes: bool) -> str:
+def _shape_text(out: Output, symbols: bool) -> str:
+    ps = out.partial_shape
+    if not symbols or not ps.rank_is_static:
+        return str(ps)
+    return "[" + ",".join(f"{d}<{d.symbol}>" if d.symbol is not None else str(d)
+                          for d in ps) + "]"
+
+
+def _port(out: Output, types: bool, shapes: bool, symbols: bool = False) -> str:
     parts = []
     if types:
         parts.append("{" + out.element_type.name + "}")
     if shapes:
-        parts.append(str(out.partial_shape))
+        parts.append(_shape_text(out, symbols))
     return "".join(parts)
 
 
@@ -92,6 +102,8 @@ class _Dot:
         self.edge_labels = _flag("EDGE_LABELS", False)
         self.jump = _int("EDGE_JUMP_DISTANCE", 20)
         self.const_max = _int("CONST_MAX_ELEMENTS", 7)
+        v = os.environ.get("NETPASS_VISUALIZE_PARTIAL_VALUES", "0").strip().lower()
+        self.partial = v not in ("0", "", "false", "no", "off")
         self.lines: list[str] = []
         self.ids: dict[int, str] = {}
         self.clones = 0
@@ -117,12 +129,17 @@ class _Dot:
                 lines.append(f"in{i}: {_port(src, True, True)}")
         if node.type_name != "Result":
             for out in node.outputs():
-                text = _port(out, self.types, self.shapes)
+                text = _port(out, self.types, self.shapes, self.partial)
                 if self.tensors and out.names:
                     text += " (" + ", ".join(sorted(out.names)) + ")"
                 if text:
                     lines.append(f"out{out.index}: {text}" if node.get_output_size() > 1
                                  or self.io else text)
+                pv = out.partial_value if self.partial else None
+                if pv is not None:
+                    lines.append("value: (" + ", ".join(
+                        f"{v}<{v.symbol}>" if getattr(v, "symbol", None) is not None else str(v)
+                        for v in pv) + ")")
         if self.rt and node.rt_info:
             lines.extend(f"{k}: {v}" for k, v in sorted(node.rt_info.items()))
         return "\n".join(lines)

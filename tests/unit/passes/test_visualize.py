@@ -81,6 +81,17 @@ def test_edge_labels_show_ports(monkeypatch):
     assert re.search(r'"Split_\d+" -> "Add_\d+" \[label=" 0 -> 1 "\]', text)
 
 
+def test_partial_values_and_symbols(monkeypatch):
+    x = opset.parameter(["batch", 3], np.float32, name="x")
+    shape = opset.shape_of(x)
+    model = Model([opset.reshape(x, shape, False)], [x])
+    assert "value: (" not in to_dot(model)
+    monkeypatch.setenv("NETPASS_VISUALIZE_PARTIAL_VALUES", "1")
+    text = to_dot(model)
+    assert re.search(r"value: \(\?<batch>, 3\)", text), text
+    assert "[?<batch>,3]" in text
+
+
 def test_node_modifiers_edit_attributes(tmp_path):
     def paint(node, attrs):
         if node.type_name == "Relu":
