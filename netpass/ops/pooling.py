@@ -12,14 +12,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..core.dimension import Dimension
 from ..core.node import Node
 from ..core.shape import PartialShape
 from ..core.types import Type, i32, i64
 from ..errors import UnsupportedOpError
 from .base import normalize_axis, set_name, to_output
-from .convolution import (ONNX_AUTO_PAD, accumulation_dtype, normalize_auto_pad, pad_spatial,
-                          resolve_pads, spatial_list, window_count, window_output_dims, windows)
+from .convolution import (ONNX_AUTO_PAD, accumulation_dtype, normalize_auto_pad,
+                          onnx_window_export_attrs, pad_spatial, resolve_pads, spatial_list,
+                          window_count, window_output_dims, windows)
 from .registry import OP_TYPES, onnx_export, onnx_rule
 
 __all__ = ["max_pool", "avg_pool"]
@@ -280,19 +280,16 @@ def _import_global_max_pool(ctx):
 
 
 # -- ONNX export -----------------------------------------------------------------------------
-def _onnx_pool_export_attrs(node: Node) -> dict[str, Any]:
-    attrs: dict[str, Any] = {"kernel_shape": list(node.kernel), "strides": list(node.strides),
-                             "ceil_mode": int(node.rounding_type == "ceil")}
-    if node.auto_pad == "explicit":
-        attrs["pads"] = list(node.pads_begin) + list(node.pads_end)
-    else:
-        attrs["auto_pad"] = node.auto_pad.upper()
+def _onnx_pool_export_attrs(node: Node, dilations: Sequence[int]) -> dict[str, Any]:
+    extents = [(k - 1) * d + 1 for k, d in zip(node.kernel, dilations)]
+    attrs = onnx_window_export_attrs(node, extents)
+    attrs.update(kernel_shape=list(node.kernel), ceil_mode=int(node.rounding_type == "ceil"))
     return attrs
 
 
 @onnx_export(MaxPool)
 def _export_max_pool(node, ectx):
-    attrs = _onnx_pool_export_attrs(node)
+    attrs = _onnx_pool_export_attrs(node, node.dilations)
     attrs["dilations"] = list(node.dilations)
     outs = ectx.outputs(node)
     if not node.output(1).consumers():
@@ -312,6 +309,6 @@ def _export_max_pool(node, ectx):
 
 @onnx_export(AvgPool)
 def _export_avg_pool(node, ectx):
-    attrs = _onnx_pool_export_attrs(node)
+    attrs = _onnx_pool_export_attrs(node, [1] * len(node.kernel))
     attrs["count_include_pad"] = int(not node.exclude_pad)
     ectx.add_node("AveragePool", ectx.inputs(node), ectx.outputs(node), **attrs)
