@@ -222,6 +222,18 @@ def test_read_back_keeps_names_rt_info_and_values(tmp_path):
         np.testing.assert_array_equal(netpass.reference.infer(back, x)[name], ref)
 
 
+def test_dynamic_rank_and_interval_dims_round_trip(tmp_path):
+    x = opset.parameter(None, np.float32, name="x")
+    y = opset.parameter([(1, 8), (2, -1), 3], np.int32, name="y")
+    model = Model([opset.relu(x), opset.negative(y)], [x, y], "dyn")
+    layers = _layers(ET.fromstring(serialize(model)[0]))
+    assert layers[0].find("data").attrib["shape"] == "..."
+    assert layers[1].find("data").attrib == {"shape": "1..8,2..,3", "element_type": "i32"}
+    back = _write_read(model, tmp_path)
+    _assert_same(model, back)
+    assert back.parameters[1].output(0).partial_shape == model.parameters[1].output(0).partial_shape
+
+
 def test_read_from_bytes_with_weights(tmp_path):
     model = _small_model()
     xml, blob = serialize(model)
@@ -301,6 +313,11 @@ def test_unknown_layer_type_names_type_version_and_layer(tmp_path):
                                                'type="FancyOp" version="opset99"')
     with pytest.raises(UnsupportedOpError, match="FancyOp.*opset99.*act"):
         netpass.read_model(xml.encode(), b"\0" * 16)
+
+
+def test_missing_weights_refused():
+    with pytest.raises(ModelFormatError, match=r"Const.*needs a weights file"):
+        netpass.read_model(serialize(_small_model())[0].encode())
 
 
 def test_malformed_xml_refused():
