@@ -1,0 +1,160 @@
+"""Compiled models and infer requests: the public face of the runtime."""
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..errors import DeviceError, InputError, NetpassError
+from .device import Engine, resolve_device_name, select_device
+from .lru import LruCache
+from .memory import Tensor
+from .network import STAT_KEYS, Network
+from .program import Program, ProgramNode
+from .shape_infer import infer_host
+from .shape_predictor import ShapePredictor, parse_options
+
+DEFAULT_IMPLS_CACHE_CAPACITY = 300
+
+
+class RuntimeCompiledModel:
+    """A program on one device. ``inputs``/``outputs`` are the model's input and output
+    names; ``create_infer_request()`` makes an independent request (own memory and predictor,
+    shared kernels, implementations cache and constants)."""
+
+    def __init__(self, program: Program, engine: Engine | None, config: Mapping[str, Any] | None = None,
+                 model: Any = None) -> None:
+        cfg = dict(config or {})
+        self.program = program
+        self.engine = engine
+        self.model = model
+        self.profiling = bool(cfg.get("PROFILING", False))
+        self.impl_cache = LruCache(int(cfg.get("IMPLS_CACHE_CAPACITY", DEFAULT_IMPLS_CACHE_CAPACITY)))
+        self.predictor_options = cfg.get("MEM_PREALLOCATION_OPTIONS")
+        self.weights_cache_capacity = self._weights_cache_capacity()
+        self._constants: dict[int, Tensor] = {}
+        self.inputs = [n.name for n in program.inputs]
+        self.outputs = [n.name for n in program.outputs]
+        self.device = engine.describe() if engine is not None else "REFERENCE (numpy)"
+
+    def _weights_cache_capacity(self) -> int:
+        """min(device memory / constant bytes, 3), at least 1 (the reference's rule)."""
+        if self.engine is None:
+            return 1
+        need = sum(n.value.nbytes for n in self.program.nodes if n.kind == "Constant")
+        if need and self.engine.max_global_mem_size // need > 1:
+            return int(min(self.engine.max_global_mem_size // need, 3))
+        return 1
+
+    def make_predictor(self, **limits: Any) -> ShapePredictor:
+        opts = self.predictor_options
+        if opts is None:
+            return ShapePredictor.from_env(**limits)
+        if isinstance(opts, str):
+            opts = parse_options(opts)
+        return ShapePredictor(*opts, **limits)
+
+    def constant_tensor(self, node: ProgramNode) -> Tensor:
+        """Constants are uploaded once per compiled model, on first use by a kernel."""
+        t = self._constants.get(node.index)
+        if t is None:
+            arr = np.ascontiguousarray(node.value)
+            alloc = self.engine.upload(arr)
+            t = Tensor(alloc, 0, tuple(arr.shape), arr.dtype)
+            self._constants[node.index] = t
+        return t
+
+    def create_infer_request(self) -> "InferRequest":
+        return InferRequest(self)
+
+    def __call__(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        return self.create_infer_request().infer(inputs)
+
+    def __repr__(self) -> str:
+        return f"<RuntimeCompiledModel on {self.device}: {self.inputs} -> {self.outputs}>"
+
+
+def _check_feeds(program: Program, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    names = [n.name for n in program.inputs]
+    unknown = sorted(set(inputs) - set(names))
+    if unknown:
+        raise InputError(unknown[0], f"not an input of the model; inputs are {names}")
+    feeds = {}
+    for n in program.inputs:
+        if n.name not in inputs:
+            raise InputError(n.name, "missing")
+        arr = np.ascontiguousarray(inputs[n.name])
+        if arr.dtype != n.out_dtypes[0]:
+            raise InputError(n.name, f"dtype {arr.dtype}, expected {n.out_dtypes[0]}")
+        ps = n.out_pshapes[0]
+        if ps.rank_is_static:
+            if arr.ndim != len(ps):
+                raise InputError(n.name, f"rank {arr.ndim} (shape {list(arr.shape)}), expected {ps}")
+            for axis, (d, v) in enumerate(zip(ps, arr.shape)):
+                if not (d.min <= v <= d.max):
+                    raise InputError(n.name, f"dim {axis} is {v}, expected {d} (shape {ps})")
+        feeds[n.name] = arr
+    return feeds
+
+
+class InferRequest:
+    """``infer({name: array}) -> {output name: array}``; ``stats`` counts since creation."""
+
+    def __init__(self, compiled: RuntimeCompiledModel) -> None:
+        self.compiled = compiled
+        self.network = Network(compiled) if compiled.engine is not None else None
+        self._ref_stats = {k: 0 for k in STAT_KEYS}
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        return self.network.stats if self.network is not None else self._ref_stats
+
+    def infer(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        feeds = _check_feeds(self.compiled.program, inputs)
+        if self.network is None:
+            return self._infer_reference(feeds)
+        return self.network.execute(feeds)
+
+    def _infer_reference(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        values: dict[int, list[np.ndarray]] = {}
+        prog = self.compiled.program
+        for n in prog.nodes:
+            if n.kind == "Parameter":
+                values[n.index] = [feeds[n.name]]
+            elif n.kind == "Constant":
+                values[n.index] = [n.value]
+            else:
+                values[n.index] = infer_host(n, [values[s.index][k] for s, k in n.inputs])
+        self._ref_stats["infers"] += 1
+        return {r.name: values[r.index][0] for r in prog.outputs}
+
+    def get_profiling_info(self) -> dict[str, float]:
+        """Microseconds per primitive id (cumulative), when compiled with PROFILING."""
+        return dict(self.stats.get("primitive_times_us", {}))
+
+
+def compile_program(model_or_program: Any, device: str = "AUTO",
+                    config: Mapping[str, Any] | None = None) -> RuntimeCompiledModel:
+    """Compile a Model (lowered with :meth:`Program.from_model`) or a :class:`Program` for
+    ``device`` (AUTO | GPU | CPU | REFERENCE; ``NETPASS_DEVICE`` overrides).
+
+    Config keys: ``PROFILING`` (bool), ``IMPLS_CACHE_CAPACITY`` (int, default 300),
+    ``MEM_PREALLOCATION_OPTIONS`` ("iters max_size max_dim_diff ratio" or a 4-tuple),
+    ``FUSION`` (bool, default True)."""
+    cfg = dict(config or {})
+    name = resolve_device_name(device)
+    model = None
+    if isinstance(model_or_program, Program):
+        program = model_or_program
+    elif hasattr(model_or_program, "get_ordered_ops"):
+        model = model_or_program
+        program = Program.from_model(model, fuse=bool(cfg.get("FUSION", True)))
+    else:
+        raise NetpassError(f"compile_program expects a Model or a Program, got "
+                           f"{type(model_or_program).__name__}")
+    if name == "REFERENCE":
+        return RuntimeCompiledModel(program, None, cfg, model)
+    dev = select_device(name)
+    engine = Engine.get(dev, profiling=bool(cfg.get("PROFILING", False)))
+    return RuntimeCompiledModel(program, engine, cfg, model)

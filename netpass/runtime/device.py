@@ -1,0 +1,164 @@
+"""OpenCL devices and the engine that owns a context, an in-order queue, device allocations
+and the compiled-program cache.
+
+Device names: ``AUTO`` (best GPU, else the OpenCL CPU device), ``GPU`` (a GPU or a
+:class:`~netpass.errors.DeviceError`), ``CPU`` (the OpenCL CPU device, PoCL), ``REFERENCE``
+(numpy, no OpenCL). ``NETPASS_DEVICE`` overrides the name a caller passes.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import weakref
+from typing import Any
+
+from ..errors import DeviceError
+from .memory import Allocation
+
+DEVICE_NAMES = ("AUTO", "GPU", "CPU", "REFERENCE")
+
+
+def _cl():
+    try:
+        import pyopencl as cl
+    except ImportError as e:  # pragma: no cover - pyopencl is a dependency
+        raise DeviceError(f"pyopencl is not importable: {e}") from e
+    return cl
+
+
+def _all_devices() -> list:
+    cl = _cl()
+    try:
+        platforms = cl.get_platforms()
+    except Exception:
+        return []
+    out = []
+    for p in platforms:
+        try:
+            out.extend(p.get_devices())
+        except Exception:
+            continue
+    return out
+
+
+def devices() -> list[dict[str, Any]]:
+    """Every OpenCL device: platform, name, type, global memory, max allocation, compute units."""
+    cl = _cl()
+    rows = []
+    for d in _all_devices():
+        rows.append({
+            "platform": d.platform.name.strip(),
+            "name": d.name.strip(),
+            "type": cl.device_type.to_string(d.type),
+            "global_mem_size": int(d.global_mem_size),
+            "max_mem_alloc_size": int(d.max_mem_alloc_size),
+            "compute_units": int(d.max_compute_units),
+            "fp16": "cl_khr_fp16" in d.extensions,
+        })
+    return rows
+
+
+def _is_gpu(d) -> bool:
+    return bool(d.type & _cl().device_type.GPU)
+
+
+def resolve_device_name(device: str | None) -> str:
+    name = (os.environ.get("NETPASS_DEVICE") or device or "AUTO").upper()
+    if name not in DEVICE_NAMES:
+        raise DeviceError(f"unknown device '{name}'; expected one of {', '.join(DEVICE_NAMES)}")
+    return name
+
+
+def select_device(name: str):
+    """The OpenCL device for ``name`` (AUTO, GPU or CPU)."""
+    devs = _all_devices()
+    gpus = [d for d in devs if _is_gpu(d)]
+    cpus = [d for d in devs if not _is_gpu(d)]
+    # discrete GPUs (no unified memory) first, then by memory
+    gpus.sort(key=lambda d: (not d.host_unified_memory, d.global_mem_size), reverse=True)
+    if name == "GPU":
+        if not gpus:
+            found = ", ".join(f"{d.name.strip()} ({d.platform.name.strip()})" for d in devs) or "none"
+            raise DeviceError(f"device 'GPU' requested but no OpenCL GPU was found (devices: {found})")
+        return gpus[0]
+    if name == "CPU":
+        if not cpus:
+            raise DeviceError("device 'CPU' requested but no OpenCL CPU device (PoCL) was found")
+        return cpus[0]
+    if gpus:
+        return gpus[0]
+    if cpus:
+        return cpus[0]
+    raise DeviceError("no OpenCL device found (AUTO); install PoCL or use device 'REFERENCE'")
+
+
+class Engine:
+    """Context + in-order queue on one device; tracks device memory and caches programs."""
+
+    _engines: dict[tuple, "Engine"] = {}
+
+    @classmethod
+    def get(cls, device, profiling: bool = False) -> "Engine":
+        key = (device.int_ptr, profiling)
+        eng = cls._engines.get(key)
+        if eng is None:
+            eng = cls._engines[key] = cls(device, profiling)
+        return eng
+
+    def __init__(self, device, profiling: bool = False) -> None:
+        cl = _cl()
+        self.cl = cl
+        self.device = device
+        self.context = cl.Context([device])
+        props = cl.command_queue_properties.PROFILING_ENABLE if profiling else 0
+        self.queue = cl.CommandQueue(self.context, device, properties=props)
+        self.profiling = profiling
+        self.is_gpu = _is_gpu(device)
+        self.integrated = bool(device.host_unified_memory) and self.is_gpu
+        self.max_global_mem_size = int(device.global_mem_size)
+        self.max_alloc_mem_size = int(device.max_mem_alloc_size)
+        self.max_work_group_size = int(device.max_work_group_size)
+        self.fp16 = "cl_khr_fp16" in device.extensions
+        self.used_device_memory = 0
+        self._programs: dict[str, Any] = {}
+        self._mf = cl.mem_flags
+
+    # -- memory ---------------------------------------------------------------------------
+    def allocate(self, nbytes: int, pooled: bool = False) -> Allocation:
+        """A new device buffer; its bytes count as used until the allocation is dropped."""
+        size = max(int(nbytes), 64)
+        try:
+            buf = self.cl.Buffer(self.context, self._mf.READ_WRITE, size)
+        except self.cl.Error as e:
+            raise DeviceError(f"allocating {size} bytes on {self.device.name.strip()} failed: {e}") from e
+        alloc = Allocation(buf, size, pooled)
+        self.used_device_memory += size
+        weakref.finalize(alloc, self._free, size)
+        return alloc
+
+    def _free(self, size: int) -> None:
+        self.used_device_memory -= size
+
+    def upload(self, array, pooled: bool = False) -> Allocation:
+        alloc = self.allocate(array.nbytes, pooled)
+        if array.nbytes:
+            self.cl.enqueue_copy(self.queue, alloc.buffer, array, is_blocking=True)
+        return alloc
+
+    # -- programs -------------------------------------------------------------------------
+    def build(self, source: str, stats: dict | None = None):
+        """The compiled program for ``source`` (in-memory cache, then pyopencl's disk cache)."""
+        key = hashlib.sha1(source.encode()).hexdigest()
+        prg = self._programs.get(key)
+        if prg is None:
+            try:
+                prg = self.cl.Program(self.context, source).build(options=["-cl-mad-enable"])
+            except self.cl.Error as e:
+                raise DeviceError(f"OpenCL build failed on {self.device.name.strip()}: {e}") from e
+            self._programs[key] = prg
+            if stats is not None:
+                stats["kernel_builds"] = stats.get("kernel_builds", 0) + 1
+        return prg
+
+    def describe(self) -> str:
+        return f"{self.device.name.strip()} ({self.device.platform.name.strip()})"

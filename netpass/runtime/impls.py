@@ -1,0 +1,697 @@
+"""Implementations: for one primitive and one set of concrete shapes, the kernels to enqueue
+(source, global/local sizes, argument spec) or a host function. Built by :func:`create_impl`
+and kept in the program's LRU implementations cache, keyed by the kernel parameters.
+
+Argument specs are lists whose items are ``("i", j)`` (input tensor j: buffer, offset),
+``("o", j)`` (output j), ``("e", j)`` (fused post-op input j), ``("b", k)`` (impl-owned buffer
+k: an index map) or an int (a scalar argument).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from . import kernels as K
+from .kernels import Stage, ctype, flit
+
+# -- elementwise expressions ---------------------------------------------------------------------
+_F_BINARY = {
+    "Add": "({0} + {1})", "Subtract": "({0} - {1})", "Multiply": "({0} * {1})",
+    "Divide": "({0} / {1})", "Power": "pow({0}, {1})", "Maximum": "fmax({0}, {1})",
+    "Minimum": "fmin({0}, {1})", "SquaredDifference": "(({0} - {1}) * ({0} - {1}))",
+    "FloorMod": "({0} - floor({0} / {1}) * {1})", "Mod": "fmod({0}, {1})",
+    "PRelu": "({0} < 0 ? {0} * {1} : {0})",
+}
+_I_BINARY = {
+    "Add": "({0} + {1})", "Subtract": "({0} - {1})", "Multiply": "({0} * {1})",
+    "Maximum": "max({0}, {1})", "Minimum": "min({0}, {1})",
+    "SquaredDifference": "(({0} - {1}) * ({0} - {1}))",
+    "Divide": "({0} / {1} - ((({0} % {1}) != 0) && ((({0}) < 0) != (({1}) < 0))))",
+    "FloorMod": "((({0} % {1}) + {1}) % {1})", "Mod": "({0} % {1})",
+}
+_COMPARE = {"Equal": "==", "NotEqual": "!=", "Less": "<", "Greater": ">", "LessEqual": "<=",
+            "GreaterEqual": ">="}
+_LOGICAL = {"LogicalAnd": "({0} && {1})", "LogicalOr": "({0} || {1})",
+            "LogicalXor": "(({0} != 0) != ({1} != 0))", "LogicalNot": "(!{0})"}
+_F_UNARY = {
+    "Relu": "fmax({0}, 0.0f)", "Sigmoid": "(1.0f / (1.0f + exp(-{0})))", "Tanh": "tanh({0})",
+    "Exp": "exp({0})", "Log": "log({0})", "Sqrt": "sqrt({0})", "Abs": "fabs({0})",
+    "Negative": "(-{0})", "Erf": "erf({0})", "Floor": "floor({0})", "Ceiling": "ceil({0})",
+    "Sign": "sign({0})", "Sin": "sin({0})", "Cos": "cos({0})", "Tan": "tan({0})",
+    "Asin": "asin({0})", "Acos": "acos({0})", "Atan": "atan({0})", "Sinh": "sinh({0})",
+    "Cosh": "cosh({0})", "Asinh": "asinh({0})", "Acosh": "acosh({0})", "Atanh": "atanh({0})",
+    "SoftSign": "({0} / (1.0f + fabs({0})))",
+    "HSwish": "({0} * fmin(fmax({0} + 3.0f, 0.0f), 6.0f) / 6.0f)",
+    "HSigmoid": "(fmin(fmax({0} + 3.0f, 0.0f), 6.0f) / 6.0f)",
+    "SoftPlus": "({0} > 20.0f ? {0} : log1p(exp({0})))",
+    "Mish": "({0} * tanh({0} > 20.0f ? {0} : log1p(exp({0}))))",
+    "IsNaN": "isnan({0})",
+}
+_I_UNARY = {"Abs": "abs({0})", "Negative": "(-{0})", "Relu": "max({0}, ({T})0)",
+            "Sign": "(({0} > 0) - ({0} < 0))"}
+
+
+def _float_unary(kind: str, attrs: dict, n_in: int) -> str | None:
+    if kind in _F_UNARY:
+        return _F_UNARY[kind]
+    if kind == "Gelu":
+        if str(attrs.get("approximation_mode", "ERF")).upper() == "TANH":
+            return "(0.5f * {0} * (1.0f + tanh(0.7978845608028654f * ({0} + 0.044715f * {0} * {0} * {0}))))"
+        return "(0.5f * {0} * (1.0f + erf({0} * 0.7071067811865476f)))"
+    if kind == "Round":
+        return "rint({0})" if attrs.get("mode", "half_to_even") == "half_to_even" else "round({0})"
+    if kind == "Clamp":
+        return f"fmin(fmax({{0}}, {flit(attrs['min'])}), {flit(attrs['max'])})"
+    if kind == "Elu":
+        return f"({{0}} > 0.0f ? {{0}} : {flit(attrs['alpha'])} * (exp({{0}}) - 1.0f))"
+    if kind == "Swish":
+        return "({0} / (1.0f + exp(-{0} * {1})))" if n_in == 2 else "({0} / (1.0f + exp(-{0})))"
+    if kind == "HardSigmoid":
+        return "fmax(0.0f, fmin(1.0f, {1} * {0} + {2}))"
+    if kind == "Selu":
+        return "({2} * ({0} > 0.0f ? {0} : {1} * (exp({0}) - 1.0f)))"
+    if kind == "IsInf":
+        pos, neg = attrs.get("detect_positive", True), attrs.get("detect_negative", True)
+        return f"(isinf({{0}}) && (({{0}} > 0) ? {int(bool(pos))} : {int(bool(neg))}))"
+    return None
+
+
+def eltwise_expr(kind: str, attrs: dict, in_dtypes: Sequence[np.dtype], out_dtype: np.dtype) -> str | None:
+    """The OpenCL expression of an elementwise op (operands ``{0}``, ``{1}``...), or None."""
+    if any(np.dtype(d) == np.float16 for d in list(in_dtypes) + [out_dtype]):
+        return None  # float16 runs on the host (documented)
+    n = len(in_dtypes)
+    first = np.dtype(in_dtypes[0]) if n else np.dtype(out_dtype)
+    if kind == "Convert":
+        return "({0} != 0)" if np.dtype(out_dtype) == np.bool_ else "{0}"
+    if kind in _COMPARE and n == 2:
+        return f"({{0}} {_COMPARE[kind]} {{1}})"
+    if kind in _LOGICAL:
+        return _LOGICAL[kind]
+    if kind == "Select" and n == 3:
+        return "({0} ? {1} : {2})"
+    floaty = first.kind == "f"
+    if n == 2 and kind in (_F_BINARY if floaty else _I_BINARY):
+        if not floaty and kind == "Divide" and not attrs.get("m_pythondiv", True):
+            return "({0} / {1})"
+        return (_F_BINARY if floaty else _I_BINARY)[kind]
+    if floaty:
+        return _float_unary(kind, attrs, n)
+    if n == 1 and kind in _I_UNARY:
+        return _I_UNARY[kind].replace("{T}", ctype(first))
+    return None
+
+
+ELTWISE_KINDS = set(_F_BINARY) | set(_I_BINARY) | set(_COMPARE) | set(_LOGICAL) | set(_F_UNARY) | {
+    "Gelu", "Round", "Clamp", "Elu", "Swish", "HardSigmoid", "Selu", "IsInf", "Convert", "Select"}
+
+MOVEMENT_KINDS = {"Transpose", "Slice", "StridedSlice", "Split", "VariadicSplit", "Broadcast",
+                  "Tile", "Pad", "DepthToSpace", "SpaceToDepth", "ShuffleChannels", "Reverse",
+                  "Roll", "Squeeze", "Unsqueeze", "Reshape", "CropIE", "Crop"}
+REDUCE_KINDS = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min",
+                "ReduceProd": "prod", "ReduceL1": "l1", "ReduceL2": "l2",
+                "ReduceLogicalAnd": "and", "ReduceLogicalOr": "or"}
+
+
+# -- strides ---------------------------------------------------------------------------------------
+def contiguous_strides(shape: Sequence[int]) -> list[int]:
+    out, s = [], 1
+    for d in reversed(shape):
+        out.append(s)
+        s *= d
+    return out[::-1]
+
+
+def broadcast_strides(in_shape: Sequence[int], out_shape: Sequence[int]) -> list[int]:
+    """Strides of ``in_shape`` read over ``out_shape`` with numpy broadcasting (0 on broadcast)."""
+    cs = contiguous_strides(in_shape)
+    pad = len(out_shape) - len(in_shape)
+    out = [0] * pad
+    for d, s in zip(in_shape, cs):
+        out.append(0 if d == 1 else s)
+    return out
+
+
+def collapse(dims: Sequence[int], strides: list[list[int]]) -> tuple[list[int], list[list[int]]]:
+    """Drop size-1 dims and merge neighbours that every tensor walks contiguously."""
+    keep = [k for k, d in enumerate(dims) if d != 1]
+    d2 = [dims[k] for k in keep]
+    s2 = [[s[k] for k in keep] for s in strides]
+    if not d2:
+        return [], [[] for _ in strides]
+    od, os_ = [d2[0]], [[s[0]] for s in s2]
+    for k in range(1, len(d2)):
+        if all(s[k - 1] == s[k] * d2[k] for s in s2):
+            od[-1] *= d2[k]
+            for t, s in enumerate(s2):
+                os_[t][-1] = s[k]
+        else:
+            od.append(d2[k])
+            for t, s in enumerate(s2):
+                os_[t].append(s[k])
+    return od, os_
+
+
+def _size(shape: Sequence[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+WG = 64  # fixed 1-D work-group size: PoCL specialises kernels per local size, so never vary it
+
+
+def _1d(n: int) -> tuple[tuple[int], tuple[int]]:
+    """(global, local) sizes for ``n`` work-items (kernels bound-check ``gid < n``)."""
+    return ((max(n, 1) + WG - 1) // WG * WG,), (WG,)
+
+
+# -- impl objects ----------------------------------------------------------------------------------
+class Launch:
+    __slots__ = ("source", "gws", "lws", "spec")
+
+    def __init__(self, source: K.Source, gws: tuple, lws: tuple | None, spec: list) -> None:
+        self.source, self.gws, self.lws, self.spec = source, gws, lws, spec
+
+
+class Impl:
+    """Kernels for one primitive at one set of shapes (or a host function)."""
+
+    __slots__ = ("key", "launches", "buffers", "host", "weights_layout", "fake_aligned")
+
+    def __init__(self, key, launches: list[Launch] | None = None, buffers: list | None = None,
+                 host: bool = False) -> None:
+        self.key = key
+        self.launches = launches or []
+        self.buffers = buffers or []  # np arrays uploaded once per impl (index maps)
+        self.host = host  # True: runs the op's numpy reference (host fallback)
+        self.weights_layout = None
+        self.fake_aligned = None
+
+    @property
+    def is_host(self) -> bool:
+        return self.host
+
+
+class FusedDesc:
+    """An elementwise consumer folded into a producer's kernel: its kind, attributes, which of
+    its inputs is the producer's value, and its other inputs (kernel ``extra`` tensors)."""
+
+    __slots__ = ("kind", "attrs", "primary", "others", "out_dtype", "in_dtypes")
+
+    def __init__(self, kind: str, attrs: dict, primary: int, others: list, in_dtypes: list,
+                 out_dtype) -> None:
+        self.kind, self.attrs, self.primary, self.others = kind, attrs, primary, others
+        self.in_dtypes, self.out_dtype = in_dtypes, out_dtype
+
+    def key(self) -> tuple:
+        return (self.kind, tuple(sorted((k, str(v)) for k, v in self.attrs.items())), self.primary)
+
+
+def fused_stages(fused: list[FusedDesc], first_extra: int) -> list[Stage]:
+    """Stages applying ``fused`` ops after a value ``x``; their other inputs are numbered from
+    ``first_extra`` in the kernel's input list."""
+    stages, j = [], first_extra
+    for f in fused:
+        ops = []
+        for pos in range(len(f.in_dtypes)):
+            if pos == f.primary:
+                ops.append(("x", None))
+            else:
+                ops.append(("in", j))
+                j += 1
+        expr = eltwise_expr(f.kind, f.attrs, f.in_dtypes, f.out_dtype)
+        stages.append(Stage(expr, ops, ctype(f.out_dtype)))
+    return stages
+
+
+class Params:
+    """What an impl is built from (and keyed by): kind, attributes, input/output shapes and
+    dtypes, host values of shape-infer inputs, fused ops, the node's id for errors."""
+
+    __slots__ = ("kind", "attrs", "in_shapes", "in_dtypes", "out_shapes", "out_dtypes", "values",
+                 "fused", "extra_shapes", "extra_dtypes", "node", "engine")
+
+    def __init__(self, **kw: Any) -> None:
+        for k in self.__slots__:
+            setattr(self, k, kw.get(k))
+
+
+def _epilogue(p: Params, out_shape: Sequence[int], first_extra: int = 0):
+    """(stages, extra count, extra dtypes, collapsed dims, per-extra strides) of fused ops."""
+    if not p.fused:
+        return [], 0, [], [], []
+    stages = fused_stages(p.fused, first_extra)
+    strides = [broadcast_strides(s, out_shape) for s in p.extra_shapes]
+    dims, st = collapse(list(out_shape), strides)
+    return stages, len(p.extra_shapes), list(p.extra_dtypes), dims, st
+
+
+# -- factories -------------------------------------------------------------------------------------
+def eltwise_impl(p: Params, key) -> Impl | None:
+    exprs = eltwise_expr(p.kind, p.attrs, p.in_dtypes, p.out_dtypes[0])
+    if exprs is None:
+        return None
+    n_in = len(p.in_shapes)
+    out_shape = p.out_shapes[0]
+    stages = [Stage(exprs, [("in", j) for j in range(n_in)], ctype(p.out_dtypes[0]))]
+    stages += fused_stages(p.fused or [], n_in)
+    shapes = list(p.in_shapes) + list(p.extra_shapes or [])
+    dtypes = list(p.in_dtypes) + list(p.extra_dtypes or [])
+    n = _size(out_shape)
+    spec_io: list = [("o", 0)] + [("i", j) for j in range(n_in)] + \
+        [("e", j) for j in range(len(shapes) - n_in)]
+    full = [tuple(s) == tuple(out_shape) or _size(s) == n and len(s) <= len(out_shape)
+            and tuple(s) == tuple(out_shape[len(out_shape) - len(s):]) for s in shapes]
+    scalar = [_size(s) == 1 for s in shapes]
+    f32 = np.dtype(np.float32)
+    if all(full) and all(np.dtype(d) == f32 for d in dtypes + [p.out_dtypes[0]]):
+        src = K.eltwise_vec4(len(shapes), stages)
+        return Impl(key, [Launch(src, *_1d((n + 3) // 4), spec_io + [n])])
+    if all(f or s for f, s in zip(full, scalar)):
+        src = K.eltwise(dtypes, p.out_dtypes[0], stages, 0, True)
+        return Impl(key, [Launch(src, *_1d(n), spec_io + [n] + [int(s and not f) for f, s in zip(full, scalar)])])
+    strides = [contiguous_strides(out_shape)] + [broadcast_strides(s, out_shape) for s in shapes]
+    dims, st = collapse(list(out_shape), strides)
+    src = K.eltwise(dtypes, p.out_dtypes[0], stages, len(dims), False)
+    args = spec_io + [n] + dims + [x for s in st for x in s]
+    return Impl(key, [Launch(src, *_1d(n), args)])
+
+
+def strided_copy(dtype, shape: Sequence[int], in_strides: Sequence[int], in_off: int,
+                 out_strides: Sequence[int], out_off: int, in_idx: int, out_idx: int) -> Launch:
+    """Copy input ``in_idx`` (walked with ``in_strides`` from ``in_off``) into output
+    ``out_idx`` (``out_strides`` from ``out_off``) over ``shape``."""
+    dims, st = collapse(list(shape), [list(out_strides), list(in_strides)])
+    src = K.eltwise([dtype], dtype, [Stage("{0}", [("in", 0)], ctype(dtype))], len(dims), False)
+    n = _size(shape)
+    return Launch(src, *_1d(n),
+                  [("o", out_idx, out_off), ("i", in_idx, in_off), n] + dims + [x for s in st for x in s])
+
+
+def transpose_impl(p: Params, key) -> Impl:
+    shape = p.in_shapes[0]
+    order = [int(v) for v in np.asarray(p.values[1]).reshape(-1)] if p.values.get(1) is not None \
+        and np.asarray(p.values[1]).size else list(range(len(shape)))[::-1]
+    cs = contiguous_strides(shape)
+    out_shape = p.out_shapes[0]
+    return Impl(key, [strided_copy(p.in_dtypes[0], out_shape, [cs[o] for o in order], 0,
+                                   contiguous_strides(out_shape), 0, 0, 0)])
+
+
+def concat_impl(p: Params, key) -> Impl:
+    out_shape = p.out_shapes[0]
+    axis = p.attrs.get("axis", 0)
+    axis = axis + len(out_shape) if axis < 0 else axis
+    os_ = contiguous_strides(out_shape)
+    launches, pos = [], 0
+    for j, s in enumerate(p.in_shapes):
+        if _size(s):
+            launches.append(strided_copy(p.in_dtypes[j], s, contiguous_strides(s), 0, os_,
+                                         pos * os_[axis], j, 0))
+        pos += s[axis]
+    return Impl(key, launches)
+
+
+def _index_map_outputs(p: Params) -> list[np.ndarray] | None:
+    """Source element of each output element, from the op's numpy reference run on indices."""
+    from ..core.node import OP_TYPES
+    from ..ops.io import Constant, Parameter
+    cls = OP_TYPES.get(p.kind)
+    if cls is None:
+        return None
+    shape0 = tuple(p.in_shapes[0])
+    ins = [Parameter([], shape=shape0, element_type="i64")]
+    vals = []
+    for j in range(1, len(p.in_shapes)):
+        v = p.values.get(j)
+        if v is None:
+            return None
+        if p.kind == "Pad" and j == 3:
+            v = np.asarray(-1, dtype=np.int64)
+        ins.append(Constant([], value=np.asarray(v)))
+        vals.append(np.asarray(v))
+    try:
+        op = cls(ins, **p.attrs)
+        idx = np.arange(_size(shape0), dtype=np.int64).reshape(shape0)
+        outs = op.evaluate([idx] + vals)
+    except Exception:
+        return None
+    res = []
+    for o, want in zip(outs, p.out_shapes):
+        o = np.asarray(o)
+        if o.dtype.kind not in "iu" or tuple(o.shape) != tuple(want):
+            return None
+        res.append(o)
+    return res
+
+
+def _affine(idx: np.ndarray) -> tuple[int, list[int]] | None:
+    """(offset, strides) when ``idx`` is an affine function of the coordinates."""
+    if idx.size == 0:
+        return 0, [0] * idx.ndim
+    flat0 = int(idx.reshape(-1)[0])
+    if flat0 < 0:
+        return None
+    strides = []
+    for k in range(idx.ndim):
+        if idx.shape[k] > 1:
+            sl = [0] * idx.ndim
+            sl[k] = 1
+            strides.append(int(idx[tuple(sl)]) - flat0)
+        else:
+            strides.append(0)
+    grid = flat0
+    for k, s in enumerate(strides):
+        shape = [1] * idx.ndim
+        shape[k] = idx.shape[k]
+        grid = grid + np.arange(idx.shape[k], dtype=np.int64).reshape(shape) * s
+    return (flat0, strides) if np.array_equal(np.broadcast_to(grid, idx.shape), idx) else None
+
+
+def movement_impl(p: Params, key) -> Impl | None:
+    maps = _index_map_outputs(p)
+    if maps is None:
+        return None
+    dt = p.in_dtypes[0]
+    pad = None
+    if p.kind == "Pad" and p.values.get(3) is not None:
+        pad = float(np.asarray(p.values[3]).reshape(-1)[0])
+    launches, buffers = [], []
+    for i, m in enumerate(maps):
+        if m.size == 0:
+            continue
+        aff = _affine(m)
+        if aff is not None:
+            launches.append(strided_copy(dt, m.shape, aff[1], aff[0], contiguous_strides(m.shape), 0, 0, i))
+            continue
+        buffers.append(m.reshape(-1).astype(np.int32))
+        src = K.imap(dt, pad)
+        launches.append(Launch(src, *_1d(m.size), [("i", 0), ("o", i), ("b", len(buffers) - 1), m.size]))
+    return Impl(key, launches, buffers)
+
+
+def _axes_block(shape: Sequence[int], axes: Sequence[int]) -> tuple[int, int, int] | None:
+    """(outer, R, inner) when ``axes`` (ignoring size-1 dims) are one contiguous block."""
+    axes = sorted(set(axes))
+    real = [a for a in axes if shape[a] != 1]
+    if not real:
+        return _size(shape), 1, 1
+    lo, hi = real[0], real[-1]
+    if any(shape[k] != 1 and k not in axes for k in range(lo, hi + 1)):
+        return None
+    return _size(shape[:lo]), _size(shape[lo:hi + 1]), _size(shape[hi + 1:])
+
+
+def _row_launch(src: K.Source, rows: int, R: int, inner: int) -> Launch:
+    return Launch(src, (max(rows, 1) * K.LS,), (K.LS,), [("i", 0), ("o", 0), R, inner])
+
+
+def reduce_impl(p: Params, key) -> Impl | None:
+    shape = p.in_shapes[0]
+    axes_v = p.values.get(1)
+    if axes_v is None:
+        return None
+    rank = len(shape)
+    axes = [int(a) % max(rank, 1) for a in np.asarray(axes_v).reshape(-1)]
+    blk = _axes_block(shape, axes)
+    if blk is None or np.dtype(p.in_dtypes[0]) == np.float16:
+        return None
+    outer, R, inner = blk
+    src = K.rowop(REDUCE_KINDS[p.kind], p.in_dtypes[0], p.out_dtypes[0], {})
+    return Impl(key, [_row_launch(src, outer * inner, R, inner)])
+
+
+def softmax_impl(p: Params, key) -> Impl | None:
+    shape = p.in_shapes[0]
+    if np.dtype(p.in_dtypes[0]).kind != "f" or np.dtype(p.in_dtypes[0]) == np.float16:
+        return None
+    axis = int(p.attrs.get("axis", 1)) % max(len(shape), 1)
+    outer, R, inner = _size(shape[:axis]), shape[axis] if shape else 1, _size(shape[axis + 1:])
+    src = K.rowop("softmax" if p.kind == "Softmax" else "logsoftmax", p.in_dtypes[0], p.out_dtypes[0], {})
+    return Impl(key, [_row_launch(src, outer * inner, R, inner)])
+
+
+def mvn_impl(p: Params, key) -> Impl | None:
+    shape = p.in_shapes[0]
+    if np.dtype(p.in_dtypes[0]) != np.float32:
+        return None
+    rank = len(shape)
+    if len(p.in_shapes) > 1:
+        if p.values.get(1) is None:
+            return None
+        axes = [int(a) % rank for a in np.asarray(p.values[1]).reshape(-1)]
+        inside = str(p.attrs.get("eps_mode", "inside_sqrt")).lower() == "inside_sqrt"
+    else:
+        start = 1 if p.attrs.get("across_channels", False) else 2
+        axes = list(range(start, rank))
+        if p.attrs.get("reduction_axes"):
+            axes = [int(a) % rank for a in p.attrs["reduction_axes"]]
+        inside = False
+    blk = _axes_block(shape, axes)
+    if blk is None or blk[2] != 1:
+        return None
+    outer, R, _ = blk
+    src = K.rowop("mvn", p.in_dtypes[0], p.out_dtypes[0],
+                  {"eps": p.attrs.get("eps", 1e-9), "normalize_variance": p.attrs.get("normalize_variance", True),
+                   "inside_sqrt": inside})
+    return Impl(key, [_row_launch(src, outer, R, 1)])
+
+
+def gather_impl(p: Params, key) -> Impl | None:
+    if p.attrs.get("batch_dims", 0) or p.values.get(2) is None:
+        return None
+    shape = p.in_shapes[0]
+    axis = int(np.asarray(p.values[2]).reshape(-1)[0]) % len(shape)
+    nidx = _size(p.in_shapes[1])
+    n = _size(p.out_shapes[0])
+    src = K.gather(p.in_dtypes[0], p.in_dtypes[1])
+    return Impl(key, [Launch(src, *_1d(n),
+                             [("i", 0), ("i", 1), ("o", 0), n, nidx, shape[axis], _size(shape[axis + 1:])])])
+
+
+def gemm_config(engine, M: int, N: int, K_: int, batch: int) -> K.GemmConfig:
+    if engine is not None and engine.is_gpu and M >= 512 and N >= 512:
+        return K.GEMM_LARGE
+    if M >= 64 and N >= 64:
+        return K.GEMM_MEDIUM
+    return K.GEMM_SMALL
+
+
+def _gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, out_shape,
+                 a_strides=None, b_strides=None) -> Launch | None:
+    """Launch for out = op(A) @ op(B) with numpy-style batch broadcasting."""
+    a, b = list(a_shape), list(b_shape)
+    sa = list(a_strides) if a_strides is not None else contiguous_strides(a)
+    sb = list(b_strides) if b_strides is not None else contiguous_strides(b)
+    if len(a) == 1:
+        a, sa, ta = [1] + a, [0] + sa, False
+    if len(b) == 1:
+        b, sb, tb = b + [1], sb + [0], False
+    if ta:
+        a[-1], a[-2], sa[-1], sa[-2] = a[-2], a[-1], sa[-2], sa[-1]
+    if tb:
+        b[-1], b[-2], sb[-1], sb[-2] = b[-2], b[-1], sb[-2], sb[-1]
+    M, Ka, Kb, N = a[-2], a[-1], b[-2], b[-1]
+    if Ka != Kb:
+        return None
+    ab, bb = a[:-2], b[:-2]
+    rank = max(len(ab), len(bb))
+    ab, bb = [1] * (rank - len(ab)) + ab, [1] * (rank - len(bb)) + bb
+    sab = [0] * (rank - len(sa[:-2])) + sa[:-2]
+    sbb = [0] * (rank - len(sb[:-2])) + sb[:-2]
+    batch = [max(x, y) for x, y in zip(ab, bb)]
+    sab = [0 if x == 1 else s for x, s in zip(ab, sab)]
+    sbb = [0 if x == 1 else s for x, s in zip(bb, sbb)]
+    dims, (sab, sbb) = collapse(batch, [sab, sbb])
+    if len(dims) > 2:
+        return None
+    while len(dims) < 2:
+        dims, sab, sbb = [1] + dims, [0] + sab, [0] + sbb
+    nb = dims[0] * dims[1]
+    stages, n_extra, edt, edims, est = _epilogue(p, out_shape)
+    cfg = gemm_config(p.engine, M, N, Ka, nb)
+    src = K.gemm(p.out_dtypes[0], cfg, stages, n_extra, edt, len(edims))
+    lx, ly = cfg.local
+    gws = ((N + cfg.tsn - 1) // cfg.tsn * lx, (M + cfg.tsm - 1) // cfg.tsm * ly, max(nb, 1))
+    spec = [("i", b_idx[0]), ("i", b_idx[1]), ("o", 0), M, N, Ka, dims[1],
+            sab[0], sab[1], sa[-2], sa[-1], sbb[0], sbb[1], sb[-2], sb[-1]]
+    spec += [("e", j) for j in range(n_extra)]
+    if n_extra:
+        spec += edims + [x for s in est for x in s]
+    return Launch(src, gws, (lx, ly, 1), spec)
+
+
+def matmul_impl(p: Params, key) -> Impl | None:
+    if np.dtype(p.out_dtypes[0]) != np.float32 or any(np.dtype(d) != np.float32 for d in p.in_dtypes):
+        return None
+    if _size(p.out_shapes[0]) == 0:
+        return Impl(key, [])
+    ln = _gemm_launch(p, p.in_shapes[0], p.in_shapes[1], bool(p.attrs.get("transpose_a")),
+                      bool(p.attrs.get("transpose_b")), (0, 1), p.out_shapes[0])
+    return Impl(key, [ln]) if ln is not None else None
+
+
+def fully_connected_impl(p: Params, key) -> Impl | None:
+    """FullyConnected: X[..., K] @ W^T (W is [N, K], or [K, N] once reordered) (+ bias)."""
+    if any(np.dtype(d) != np.float32 for d in p.in_dtypes):
+        return None
+    x = p.in_shapes[0]
+    kdim = x[-1]
+    m = _size(x[:-1])
+    w = p.in_shapes[1]
+    reordered = p.attrs.get("_weights_reordered", False)
+    n = w[1] if reordered else w[0]
+    if len(p.in_shapes) > 2:
+        return None
+    ln = _gemm_launch(p, (m, kdim), (kdim, n) if reordered else (n, kdim), False, not reordered,
+                      (0, 1), p.out_shapes[0])
+    return Impl(key, [ln]) if ln is not None else None
+
+
+def _pads(p: Params, in_sp: Sequence[int], out_sp: Sequence[int], kernel: Sequence[int],
+          strides: Sequence[int], dil: Sequence[int]) -> tuple[list[int], list[int]]:
+    ap = str(p.attrs.get("auto_pad", "explicit")).lower()
+    nd = len(in_sp)
+    if ap in ("same_upper", "same_lower"):
+        pb, pe = [], []
+        for i in range(nd):
+            total = max((out_sp[i] - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 - in_sp[i], 0)
+            lo = total // 2 if ap == "same_upper" else (total + 1) // 2
+            pb.append(lo)
+            pe.append(total - lo)
+        return pb, pe
+    if ap == "valid":
+        return [0] * nd, [0] * nd
+    pb = list(p.attrs.get("pads_begin") or [0] * nd)
+    pe = list(p.attrs.get("pads_end") or [0] * nd)
+    return pb, pe
+
+
+def _as2d(vals: Sequence[int], nd: int, fill: int) -> list[int]:
+    v = list(vals) if vals else [fill] * nd
+    return [fill] + v if nd == 1 else v
+
+
+def conv_impl(p: Params, key, nhwc: bool = False) -> Impl | None:
+    if any(np.dtype(d) != np.float32 for d in p.in_dtypes):
+        return None
+    x, w, y = p.in_shapes[0], p.in_shapes[1], p.out_shapes[0]
+    nd = len(x) - 2
+    if nd not in (1, 2):
+        return None
+    grouped = p.kind == "GroupConvolution"
+    if grouped:
+        G, Og, Cg = w[0], w[1], w[2]
+        ksp = w[3:]
+    else:
+        G, Og, Cg = 1, w[0], w[1]
+        ksp = w[2:]
+    if nhwc:
+        sp_in, sp_out = x[1:-1], y[1:-1]
+        C, O = x[-1], y[-1]
+    else:
+        sp_in, sp_out = x[2:], y[2:]
+        C, O = x[1], y[1]
+    strides = list(p.attrs.get("strides") or [1] * nd)
+    dil = list(p.attrs.get("dilations") or [1] * nd)
+    pb, _ = _pads(p, sp_in, sp_out, ksp, strides, dil)
+    H, W_ = _as2d(sp_in, nd, 1)
+    OH, OW = _as2d(sp_out, nd, 1)
+    KH, KW = _as2d(ksp, nd, 1)
+    sh, sw = _as2d(strides, nd, 1)
+    dh, dw = _as2d(dil, nd, 1)
+    ph, pw = _as2d(pb, nd, 0)
+    xs = contiguous_strides(x)
+    ys = contiguous_strides(y)
+    if nhwc:
+        xsn, xsc = xs[0], xs[-1]
+        ysn, ysc = ys[0], ys[-1]
+        xsp, ysp = xs[1:-1], ys[1:-1]
+    else:
+        xsn, xsc, xsp = xs[0], xs[1], xs[2:]
+        ysn, ysc, ysp = ys[0], ys[1], ys[2:]
+    xsh, xsw = _as2d(xsp, nd, 0)
+    ysh, ysw = _as2d(ysp, nd, 0)
+    if G * Cg != C or G * Og != O:
+        return None
+    n = _size(y)
+    stages, n_extra, edt, edims, est = _epilogue(p, y)
+    src = K.conv(p.out_dtypes[0], stages, n_extra, edt, len(edims))
+    spec = [("i", 0), ("i", 1), ("o", 0), n, Cg, H, W_, Og, OH, OW, KH, KW, sh, sw, dh, dw, ph, pw,
+            xsn, xsc, xsh, xsw, ysn, ysc, ysh, ysw, O]
+    spec += [("e", j) for j in range(n_extra)]
+    if n_extra:
+        spec += edims + [v for s in est for v in s]
+    return Impl(key, [Launch(src, *_1d(n), spec)])
+
+
+def pool_impl(p: Params, key, nhwc: bool = False) -> Impl | None:
+    if np.dtype(p.in_dtypes[0]) != np.float32 or len(p.out_shapes) > 1:
+        return None
+    x, y = p.in_shapes[0], p.out_shapes[0]
+    nd = len(x) - 2
+    if nd not in (1, 2):
+        return None
+    sp_in, sp_out = (x[1:-1], y[1:-1]) if nhwc else (x[2:], y[2:])
+    C = x[-1] if nhwc else x[1]
+    kern = list(p.attrs.get("kernel") or p.attrs.get("kernel_shape") or [])
+    strides = list(p.attrs.get("strides") or [1] * nd)
+    dil = list(p.attrs.get("dilations") or [1] * nd)
+    pb, pe = _pads(p, sp_in, sp_out, kern, strides, dil)
+    xs, ys = contiguous_strides(x), contiguous_strides(y)
+    if nhwc:
+        xsn, xsc, xsp, ysn, ysc, ysp = xs[0], xs[-1], xs[1:-1], ys[0], ys[-1], ys[1:-1]
+    else:
+        xsn, xsc, xsp, ysn, ysc, ysp = xs[0], xs[1], xs[2:], ys[0], ys[1], ys[2:]
+    kind = "max" if "Max" in p.kind else "avg"
+    src = K.pool(p.in_dtypes[0], kind, bool(p.attrs.get("exclude-pad", p.attrs.get("exclude_pad", False))))
+    n = _size(y)
+    H, W_ = _as2d(sp_in, nd, 1)
+    OH, OW = _as2d(sp_out, nd, 1)
+    KH, KW = _as2d(kern, nd, 1)
+    sh, sw = _as2d(strides, nd, 1)
+    dh, dw = _as2d(dil, nd, 1)
+    ph, pw = _as2d(pb, nd, 0)
+    peh, pew = _as2d(pe, nd, 0)
+    xsh, xsw = _as2d(xsp, nd, 0)
+    ysh, ysw = _as2d(ysp, nd, 0)
+    spec = [("i", 0), ("o", 0), n, C, H, W_, OH, OW, KH, KW, sh, sw, dh, dw, ph, pw, peh, pew,
+            xsn, xsc, xsh, xsw, ysn, ysc, ysh, ysw]
+    return Impl(key, [Launch(src, *_1d(n), spec)])
+
+
+FACTORIES: dict[str, Callable] = {
+    "MatMul": matmul_impl, "FullyConnected": fully_connected_impl,
+    "Convolution": conv_impl, "GroupConvolution": conv_impl,
+    "GNAConvolution": lambda p, k: conv_impl(p, k, nhwc=True),
+    "MaxPool": pool_impl, "AvgPool": pool_impl,
+    "GNAMaxPool": lambda p, k: pool_impl(p, k, nhwc=True),
+    "Softmax": softmax_impl, "LogSoftmax": softmax_impl, "MVN": mvn_impl,
+    "Gather": gather_impl, "Transpose": transpose_impl, "Concat": concat_impl,
+}
+for _k in REDUCE_KINDS:
+    FACTORIES[_k] = reduce_impl
+
+
+def create_device_impl(p: Params, key) -> Impl | None:
+    """A kernel impl for ``p``, or None when this kind/shape/dtype has no kernel."""
+    f = FACTORIES.get(p.kind)
+    if f is not None:
+        impl = f(p, key)
+        if impl is not None or p.kind not in MOVEMENT_KINDS:
+            return impl
+    if p.kind in ELTWISE_KINDS or p.kind in LEGACY_ELTWISE:
+        return LEGACY_ELTWISE.get(p.kind, eltwise_impl)(p, key)
+    if p.kind in MOVEMENT_KINDS and not p.fused:
+        return movement_impl(p, key)
+    return None
+
+
+LEGACY_ELTWISE: dict[str, Callable] = {}
+HAS_KERNEL = set(FACTORIES) | ELTWISE_KINDS | MOVEMENT_KINDS
+FUSABLE_PRODUCERS = {"MatMul", "FullyConnected", "Convolution", "GroupConvolution",
+                     "GNAConvolution"} | ELTWISE_KINDS

@@ -1,0 +1,476 @@
+"""OpenCL C templates. Every kernel of the runtime comes from one of these generators:
+
+- ``eltwise``: n-ary elementwise over a collapsed iteration space with per-tensor strides
+  (numpy broadcasting, transposes and strided writes are all just strides), fused post-op
+  stages, and a float4 path for flat contiguous float tensors;
+- ``gemm``: register-tiled batched GEMM with generic strides (MatMul, FullyConnected) and a
+  fused elementwise epilogue;
+- ``rowop``: one work-group per row for reductions, softmax/log-softmax and MVN;
+- ``imap``: copy through an index map (any pure data-movement op, index map from its numpy
+  reference), ``gather``, ``conv`` (direct), ``pool``.
+
+Sources depend only on dtypes, ranks, op expressions and tile sizes, never on runtime dims
+(dims are arguments), so a growing sequence compiles each kernel once.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float16): "half", np.dtype(np.float64): "double",
+          np.dtype(np.int64): "long", np.dtype(np.int32): "int", np.dtype(np.int16): "short",
+          np.dtype(np.int8): "char", np.dtype(np.uint8): "uchar", np.dtype(np.bool_): "uchar",
+          np.dtype(np.uint16): "ushort", np.dtype(np.uint32): "uint", np.dtype(np.uint64): "ulong"}
+I32 = np.int32
+
+
+def ctype(dtype) -> str:
+    return CTYPES[np.dtype(dtype)]
+
+
+def is_float(dtype) -> bool:
+    return np.dtype(dtype).kind == "f"
+
+
+def flit(v: float) -> str:
+    """A float literal for OpenCL C."""
+    v = float(v)
+    if math.isnan(v):
+        return "NAN"
+    if math.isinf(v):
+        return "INFINITY" if v > 0 else "(-INFINITY)"
+    return f"{v!r}f"
+
+
+def header(dtypes) -> str:
+    lines = []
+    if any(np.dtype(d) == np.float16 for d in dtypes):
+        lines.append("#pragma OPENCL EXTENSION cl_khr_fp16 : enable")
+    if any(np.dtype(d) == np.float64 for d in dtypes):
+        lines.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class Stage:
+    """One elementwise op of a kernel: ``expr`` formats with operand strings; ``operands``
+    gives, per operand, ``("x", None)`` for the previous stage's value or ``("in", j)`` for
+    kernel input ``j``; ``ctype`` is the C type of the result."""
+
+    expr: str
+    operands: list
+    ctype: str
+
+
+@dataclass
+class Source:
+    text: str
+    name: str
+    arg_dtypes: list = field(default_factory=list)  # None for buffers, numpy scalar types else
+
+
+def _offsets(rank: int, tensors: list[str], flat: str = "gid") -> str:
+    """C code decomposing ``flat`` over dims d0..d{rank-1}, accumulating per-tensor offsets
+    ``o_<t>`` from strides ``s_<t>_<k>`` (initialised from ``off_<t>``)."""
+    lines = [f"int o_{t} = off_{t};" for t in tensors]
+    if rank == 0:
+        return "\n  ".join(lines)
+    lines.append(f"int rem = {flat};")
+    for k in range(rank - 1, -1, -1):
+        if k > 0:
+            lines.append(f"{{ int c = rem % d{k}; rem /= d{k};")
+        else:
+            lines.append("{ int c = rem;")
+        lines.append("  " + " ".join(f"o_{t} += c * s_{t}_{k};" for t in tensors) + " }")
+    return "\n  ".join(lines)
+
+
+def _stage_code(stages: list[Stage], loads: dict[int, str]) -> str:
+    code = []
+    prev = None
+    for i, st in enumerate(stages):
+        ops = [prev if kind == "x" else loads[j] for kind, j in st.operands]
+        code.append(f"{st.ctype} x{i} = ({st.ctype})({st.expr.format(*ops)});")
+        prev = f"x{i}"
+    return "\n  ".join(code)
+
+
+def eltwise(in_dtypes: list, out_dtype, stages: list[Stage], rank: int, flat: bool) -> Source:
+    """Elementwise kernel. ``flat``: every tensor is contiguous with the iteration space (or a
+    scalar broadcast) and no strides are needed."""
+    n_in = len(in_dtypes)
+    oct_ = ctype(out_dtype)
+    args = [f"__global {oct_}* out", "int off_out"]
+    adt: list = [None, I32]
+    for j, dt in enumerate(in_dtypes):
+        args += [f"__global const {ctype(dt)}* in{j}", f"int off_in{j}"]
+        adt += [None, I32]
+    args.append("int n")
+    adt.append(I32)
+    if flat:
+        args += [f"int sc{j}" for j in range(n_in)]  # 1: scalar input
+        adt += [I32] * n_in
+        loads = {j: f"in{j}[off_in{j} + (sc{j} ? 0 : gid)]" for j in range(n_in)}
+        body = f"""  int gid = get_global_id(0);
+  if (gid >= n) return;
+  {_stage_code(stages, loads)}
+  out[off_out + gid] = ({oct_})(x{len(stages) - 1});"""
+    else:
+        args += [f"int d{k}" for k in range(rank)]
+        adt += [I32] * rank
+        tensors = ["out"] + [f"in{j}" for j in range(n_in)]
+        for t in tensors:
+            args += [f"int s_{t}_{k}" for k in range(rank)]
+            adt += [I32] * rank
+        loads = {j: f"in{j}[o_in{j}]" for j in range(n_in)}
+        body = f"""  int gid = get_global_id(0);
+  if (gid >= n) return;
+  {_offsets(rank, tensors)}
+  {_stage_code(stages, loads)}
+  out[o_out] = ({oct_})(x{len(stages) - 1});"""
+    text = header(list(in_dtypes) + [out_dtype]) + \
+        f"__kernel void ew({', '.join(args)})\n{{\n{body}\n}}\n"
+    return Source(text, "ew", adt)
+
+
+def eltwise_vec4(n_in: int, stages: list[Stage]) -> Source:
+    """float32, all inputs contiguous and same size: 4 elements per work-item."""
+    args = ["__global float* out", "int off_out"]
+    adt: list = [None, I32]
+    for j in range(n_in):
+        args += [f"__global const float* in{j}", f"int off_in{j}"]
+        adt += [None, I32]
+    args.append("int n")
+    adt.append(I32)
+    vstages = [Stage(s.expr, s.operands, "float4") for s in stages]
+    loads = {j: f"vload4(0, in{j} + off_in{j} + i)" for j in range(n_in)}
+    sloads = {j: f"in{j}[off_in{j} + i]" for j in range(n_in)}
+    body = f"""  int i = get_global_id(0) * 4;
+  if (i + 3 < n) {{
+  {_stage_code(vstages, loads)}
+  vstore4(x{len(stages) - 1}, 0, out + off_out + i);
+  }} else {{
+  for (; i < n; ++i) {{
+  {_stage_code(stages, sloads)}
+  out[off_out + i] = x{len(stages) - 1};
+  }} }}"""
+    text = f"__kernel void ew4({', '.join(args)})\n{{\n{body}\n}}\n"
+    return Source(text, "ew4", adt)
+
+
+# -- GEMM --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GemmConfig:
+    tsm: int
+    tsn: int
+    tsk: int
+    wptm: int
+    wptn: int
+
+    @property
+    def local(self) -> tuple[int, int]:
+        return self.tsn // self.wptn, self.tsm // self.wptm
+
+
+GEMM_SMALL = GemmConfig(32, 32, 16, 2, 2)
+GEMM_LARGE = GemmConfig(128, 128, 16, 8, 8)
+GEMM_MEDIUM = GemmConfig(64, 64, 16, 4, 4)
+
+
+def gemm(dtype, cfg: GemmConfig, epilogue: list[Stage], n_extra: int, extra_dtypes: list,
+         erank: int) -> Source:
+    """C[b] = A[b] @ B[b] (+ epilogue). A(m,k) at a + m*sam + k*sak, B(k,n) likewise; batch
+    b = b0*B1 + b1 with strides per batch dim (0 broadcasts)."""
+    t = ctype(dtype)
+    lx, ly = cfg.local
+    nthreads = lx * ly
+    args = [f"__global const {t}* A", "int aoff", f"__global const {t}* B", "int boff",
+            f"__global {t}* C", "int coff", "int M", "int N", "int K", "int B1",
+            "int sa0", "int sa1", "int sam", "int sak", "int sb0", "int sb1", "int sbk", "int sbn"]
+    adt: list = [None, I32, None, I32, None, I32] + [I32] * 12
+    for j in range(n_extra):
+        args += [f"__global const {ctype(extra_dtypes[j])}* in{j}", f"int off_in{j}"]
+        adt += [None, I32]
+    if n_extra:
+        args += [f"int d{k}" for k in range(erank)]
+        adt += [I32] * erank
+        for j in range(n_extra):
+            args += [f"int s_in{j}_{k}" for k in range(erank)]
+            adt += [I32] * erank
+    code = _stage_code([Stage("acc[wm][wn]", [], "float")] + epilogue,
+                       {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
+    offs = _offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
+    last = f"x{len(epilogue)}"
+    text = header([dtype] + list(extra_dtypes)) + f"""
+#define TSM {cfg.tsm}
+#define TSN {cfg.tsn}
+#define TSK {cfg.tsk}
+#define WPTM {cfg.wptm}
+#define WPTN {cfg.wptn}
+#define RTSM {ly}
+#define RTSN {lx}
+#define NT {nthreads}
+__kernel __attribute__((reqd_work_group_size(RTSN, RTSM, 1)))
+void gemm({', '.join(args)})
+{{
+  const int tn = get_local_id(0), tm = get_local_id(1);
+  const int tid = tm * RTSN + tn;
+  const int n0 = get_group_id(0) * TSN, m0 = get_group_id(1) * TSM;
+  const int b = get_global_id(2);
+  const int b0 = b / B1, b1 = b - (b / B1) * B1;
+  A += aoff + b0 * sa0 + b1 * sa1;
+  B += boff + b0 * sb0 + b1 * sb1;
+  __local {t} As[TSK][TSM + 1];
+  __local {t} Bs[TSK][TSN + 1];
+  float acc[WPTM][WPTN];
+  for (int i = 0; i < WPTM; ++i) for (int j = 0; j < WPTN; ++j) acc[i][j] = 0.0f;
+  for (int k0 = 0; k0 < K; k0 += TSK) {{
+    for (int i = tid; i < TSM * TSK; i += NT) {{
+      int mm = (sak == 1) ? i / TSK : i % TSM;
+      int kk = (sak == 1) ? i % TSK : i / TSM;
+      int m = m0 + mm, k = k0 + kk;
+      As[kk][mm] = (m < M && k < K) ? A[m * sam + k * sak] : ({t})0;
+    }}
+    for (int i = tid; i < TSN * TSK; i += NT) {{
+      int nn = (sbn == 1) ? i % TSN : i / TSK;
+      int kk = (sbn == 1) ? i / TSN : i % TSK;
+      int n = n0 + nn, k = k0 + kk;
+      Bs[kk][nn] = (n < N && k < K) ? B[k * sbk + n * sbn] : ({t})0;
+    }}
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int kk = 0; kk < TSK; ++kk) {{
+      float ra[WPTM], rb[WPTN];
+      for (int wm = 0; wm < WPTM; ++wm) ra[wm] = As[kk][tm + wm * RTSM];
+      for (int wn = 0; wn < WPTN; ++wn) rb[wn] = Bs[kk][tn + wn * RTSN];
+      for (int wm = 0; wm < WPTM; ++wm)
+        for (int wn = 0; wn < WPTN; ++wn) acc[wm][wn] = mad(ra[wm], rb[wn], acc[wm][wn]);
+    }}
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }}
+  for (int wm = 0; wm < WPTM; ++wm) {{
+    int m = m0 + tm + wm * RTSM;
+    if (m >= M) continue;
+    for (int wn = 0; wn < WPTN; ++wn) {{
+      int n = n0 + tn + wn * RTSN;
+      if (n >= N) continue;
+      int flat = (b * M + m) * N + n;
+      {offs}
+      {code}
+      C[coff + flat] = ({t})({last});
+    }}
+  }}
+}}
+"""
+    return Source(text, "gemm", adt)
+
+
+# -- row operations (reductions, softmax, MVN) -------------------------------------------------
+LS = 64
+_REDUCE = {  # kind -> (init, accumulate(acc, v), combine(a, b), finish(acc, R))
+    "sum": ("0.0f", "{a} + {v}", "{a} + {b}", "{a}"),
+    "mean": ("0.0f", "{a} + {v}", "{a} + {b}", "{a} / (float)R"),
+    "max": ("-INFINITY", "fmax({a}, {v})", "fmax({a}, {b})", "{a}"),
+    "min": ("INFINITY", "fmin({a}, {v})", "fmin({a}, {b})", "{a}"),
+    "prod": ("1.0f", "{a} * {v}", "{a} * {b}", "{a}"),
+    "l1": ("0.0f", "{a} + fabs({v})", "{a} + {b}", "{a}"),
+    "l2": ("0.0f", "{a} + {v} * {v}", "{a} + {b}", "sqrt({a})"),
+    "sumsquare": ("0.0f", "{a} + {v} * {v}", "{a} + {b}", "{a}"),
+    "logsum": ("0.0f", "{a} + {v}", "{a} + {b}", "log({a})"),
+    "logsumexp": ("0.0f", "{a} + exp({v})", "{a} + {b}", "log({a})"),
+    "and": ("1.0f", "(({a} != 0) && ({v} != 0)) ? 1.0f : 0.0f", "({a} != 0 && {b} != 0) ? 1.0f : 0.0f", "{a}"),
+    "or": ("0.0f", "(({a} != 0) || ({v} != 0)) ? 1.0f : 0.0f", "({a} != 0 || {b} != 0) ? 1.0f : 0.0f", "{a}"),
+}
+
+
+def _local_reduce(var: str, combine: str) -> str:
+    return f"""  sh[lid] = {var};
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = LS / 2; s > 0; s >>= 1) {{
+    if (lid < s) sh[lid] = {combine.format(a='sh[lid]', b='sh[lid + s]')};
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }}
+  {var} = sh[0];
+  barrier(CLK_LOCAL_MEM_FENCE);"""
+
+
+def rowop(kind: str, in_dtype, out_dtype, params: dict) -> Source:
+    """One work-group of ``LS`` items per row; row r = (o, i) covers x[o*R*inner + j*inner + i]."""
+    it, ot = ctype(in_dtype), ctype(out_dtype)
+    head = f"""#define LS {LS}
+__kernel __attribute__((reqd_work_group_size(LS, 1, 1)))
+void rowop(__global const {it}* X, int xoff, __global {ot}* Y, int yoff, int R, int inner)
+{{
+  const int row = get_group_id(0), lid = get_local_id(0);
+  const int o = row / inner, i = row - (row / inner) * inner;
+  __global const {it}* x = X + xoff + o * R * inner + i;
+  __global {ot}* y = Y + yoff + o * R * inner + i;
+  __local float sh[LS];
+"""
+    if kind in _REDUCE:
+        init, acc, comb, fin = _REDUCE[kind]
+        body = f"""  float a = {init};
+  for (int j = lid; j < R; j += LS) {{ float v = (float)x[j * inner]; a = {acc.format(a='a', v='v')}; }}
+{_local_reduce('a', comb)}
+  if (lid == 0) Y[yoff + row] = ({ot})({fin.format(a='a')});
+"""
+    elif kind in ("softmax", "logsoftmax"):
+        mx, sm = _REDUCE["max"], _REDUCE["sum"]
+        final = "exp((float)x[j * inner] - m) / s" if kind == "softmax" else \
+            "(float)x[j * inner] - m - log(s)"
+        body = f"""  float m = -INFINITY;
+  for (int j = lid; j < R; j += LS) m = fmax(m, (float)x[j * inner]);
+{_local_reduce('m', mx[2])}
+  float s = 0.0f;
+  for (int j = lid; j < R; j += LS) s += exp((float)x[j * inner] - m);
+{_local_reduce('s', sm[2])}
+  for (int j = lid; j < R; j += LS) y[j * inner] = ({ot})({final});
+"""
+    elif kind == "mvn":
+        eps = flit(params["eps"])
+        if params["normalize_variance"]:
+            denom = f"sqrt(var + {eps})" if params["inside_sqrt"] else f"(sqrt(var) + {eps})"
+            norm = f"/ {denom}"
+        else:
+            norm = ""
+        body = f"""  float s = 0.0f;
+  for (int j = lid; j < R; j += LS) s += (float)x[j * inner];
+{_local_reduce('s', '{a} + {b}')}
+  float mean = s / (float)R;
+  float q = 0.0f;
+  for (int j = lid; j < R; j += LS) {{ float d = (float)x[j * inner] - mean; q += d * d; }}
+{_local_reduce('q', '{a} + {b}')}
+  float var = q / (float)R;
+  for (int j = lid; j < R; j += LS) y[j * inner] = ({ot})(((float)x[j * inner] - mean) {norm});
+"""
+    else:
+        raise KeyError(kind)
+    text = header([in_dtype, out_dtype]) + head + body + "}\n"
+    return Source(text, "rowop", [None, I32, None, I32, I32, I32])
+
+
+# -- data movement -------------------------------------------------------------------------------
+def imap(dtype, pad_value: float | None) -> Source:
+    """y[i] = idx[i] < 0 ? pad : x[idx[i]]: any op whose outputs copy input elements."""
+    t = ctype(dtype)
+    pad = flit(pad_value) if (pad_value is not None and is_float(dtype)) else \
+        str(int(pad_value or 0))
+    text = header([dtype]) + f"""__kernel void imap(__global const {t}* X, int xoff, __global {t}* Y, int yoff,
+                   __global const int* idx, int n)
+{{
+  int gid = get_global_id(0);
+  if (gid >= n) return;
+  int k = idx[gid];
+  Y[yoff + gid] = k < 0 ? ({t})({pad}) : X[xoff + k];
+}}
+"""
+    return Source(text, "imap", [None, I32, None, I32, None, I32])
+
+
+def gather(dtype, idx_dtype) -> Source:
+    t, it = ctype(dtype), ctype(idx_dtype)
+    text = header([dtype]) + f"""__kernel void gather(__global const {t}* X, int xoff, __global const {it}* I, int ioff,
+                     __global {t}* Y, int yoff, int n, int nidx, int D, int inner)
+{{
+  int gid = get_global_id(0);
+  if (gid >= n) return;
+  int in_i = gid % inner;
+  int q = gid / inner;
+  int j = q % nidx;
+  int o = q / nidx;
+  long k = (long)I[ioff + j];
+  if (k < 0) k += D;
+  Y[yoff + gid] = (k >= 0 && k < D) ? X[xoff + ((long)o * D + k) * inner + in_i] : ({t})0;
+}}
+"""
+    return Source(text, "gather", [None, I32, None, I32, None, I32, I32, I32, I32, I32])
+
+
+# -- convolution and pooling ---------------------------------------------------------------------
+def conv(dtype, epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int) -> Source:
+    """Direct 2-D convolution, one output element per work-item; generic tensor strides make
+    NCHW and NHWC the same kernel. Weights [G][O/G][C/G][KH][KW] contiguous."""
+    t = ctype(dtype)
+    args = [f"__global const {t}* X", "int xoff", f"__global const {t}* W", "int woff",
+            f"__global {t}* Y", "int yoff", "int n",
+            "int Cg", "int H", "int Wd", "int Og", "int OH", "int OW", "int KH", "int KW",
+            "int sh", "int sw", "int dh", "int dw", "int ph", "int pw",
+            "int xsn", "int xsc", "int xsh", "int xsw", "int ysn", "int ysc", "int ysh", "int ysw", "int O"]
+    adt: list = [None, I32, None, I32, None, I32] + [I32] * 24
+    for j in range(n_extra):
+        args += [f"__global const {ctype(extra_dtypes[j])}* in{j}", f"int off_in{j}"]
+        adt += [None, I32]
+    if n_extra:
+        args += [f"int d{k}" for k in range(erank)]
+        adt += [I32] * erank
+        for j in range(n_extra):
+            args += [f"int s_in{j}_{k}" for k in range(erank)]
+            adt += [I32] * erank
+    code = _stage_code([Stage("acc", [], "float")] + epilogue, {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
+    offs = _offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
+    text = header([dtype] + list(extra_dtypes)) + f"""__kernel void conv({', '.join(args)})
+{{
+  int gid = get_global_id(0);
+  if (gid >= n) return;
+  int ow = gid % OW; int q = gid / OW;
+  int oh = q % OH; q /= OH;
+  int oc = q % O; int b = q / O;
+  int g = oc / Og;
+  float acc = 0.0f;
+  __global const {t}* w = W + woff + (long)oc * Cg * KH * KW;
+  __global const {t}* x = X + xoff + (long)b * xsn + (long)g * Cg * xsc;
+  for (int c = 0; c < Cg; ++c) {{
+    for (int kh = 0; kh < KH; ++kh) {{
+      int ih = oh * sh - ph + kh * dh;
+      if (ih < 0 || ih >= H) continue;
+      for (int kw = 0; kw < KW; ++kw) {{
+        int iw = ow * sw - pw + kw * dw;
+        if (iw < 0 || iw >= Wd) continue;
+        acc = mad((float)x[c * xsc + ih * xsh + iw * xsw], (float)w[(c * KH + kh) * KW + kw], acc);
+      }}
+    }}
+  }}
+  int flat = gid;
+  {offs}
+  {code}
+  Y[yoff + b * ysn + oc * ysc + oh * ysh + ow * ysw] = ({t})(x{len(epilogue)});
+}}
+"""
+    return Source(text, "conv", adt)
+
+
+def pool(dtype, kind: str, exclude_pad: bool) -> Source:
+    """Max / average 2-D pooling over strided tensors (NCHW or NHWC)."""
+    t = ctype(dtype)
+    init = "-INFINITY" if kind == "max" else "0.0f"
+    upd = "acc = fmax(acc, v);" if kind == "max" else "acc += v;"
+    fin = "acc" if kind == "max" else ("acc / (float)cnt" if exclude_pad else "acc / (float)full")
+    text = header([dtype]) + f"""__kernel void pool(__global const {t}* X, int xoff, __global {t}* Y, int yoff, int n,
+                   int C, int H, int Wd, int OH, int OW, int KH, int KW, int sh, int sw,
+                   int dh, int dw, int ph, int pw, int peh, int pew,
+                   int xsn, int xsc, int xsh, int xsw, int ysn, int ysc, int ysh, int ysw)
+{{
+  int gid = get_global_id(0);
+  if (gid >= n) return;
+  int ow = gid % OW; int q = gid / OW;
+  int oh = q % OH; q /= OH;
+  int c = q % C; int b = q / C;
+  float acc = {init};
+  int cnt = 0, full = 0;
+  __global const {t}* x = X + xoff + (long)b * xsn + (long)c * xsc;
+  for (int kh = 0; kh < KH; ++kh) {{
+    int ih = oh * sh - ph + kh * dh;
+    for (int kw = 0; kw < KW; ++kw) {{
+      int iw = ow * sw - pw + kw * dw;
+      if (ih >= -ph && ih < H + peh && iw >= -pw && iw < Wd + pew) full++;
+      if (ih < 0 || ih >= H || iw < 0 || iw >= Wd) continue;
+      float v = (float)x[ih * xsh + iw * xsw];
+      cnt++;
+      {upd}
+    }}
+  }}
+  Y[yoff + b * ysn + c * ysc + oh * ysh + ow * ysw] = ({t})({fin});
+}}
+"""
+    return Source(text, "pool", [None, I32, None, I32] + [I32] * 25)

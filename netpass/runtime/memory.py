@@ -1,0 +1,135 @@
+"""Device memory: allocations, tensor views into them, the per-network memory pool, and the
+fully-connected fake alignment that decides how large FC inputs/outputs are allocated."""
+from __future__ import annotations
+
+import bisect
+from typing import Iterable, Sequence
+
+import numpy as np
+
+
+class Allocation:
+    """One device buffer (``cl.Buffer``, or a numpy array on the REFERENCE/host engine)."""
+
+    __slots__ = ("buffer", "nbytes", "users", "pooled", "__weakref__")
+
+    def __init__(self, buffer, nbytes: int, pooled: bool = False) -> None:
+        self.buffer = buffer
+        self.nbytes = nbytes
+        self.users: set[int] = set()
+        self.pooled = pooled
+
+
+class Tensor:
+    """A typed, contiguous view ``shape`` at element ``offset`` of an :class:`Allocation`.
+
+    Views are how skipped primitives alias their input and how in-place concat inputs write
+    into their slice of the concat output (the reference's reinterpret_buffer / padding)."""
+
+    __slots__ = ("alloc", "offset", "shape", "dtype")
+
+    def __init__(self, alloc: Allocation, offset: int, shape: tuple, dtype: np.dtype) -> None:
+        self.alloc = alloc
+        self.offset = offset
+        self.shape = shape
+        self.dtype = dtype
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def capacity(self) -> int:
+        """Elements that fit from ``offset`` to the end of the allocation."""
+        return self.alloc.nbytes // self.dtype.itemsize - self.offset
+
+    def view(self, shape: tuple, offset: int = 0) -> "Tensor":
+        return Tensor(self.alloc, self.offset + offset, shape, self.dtype)
+
+
+class MemoryPool:
+    """Per-network pool of device buffers (OpenVINO GPU ``memory_pool``, non-padded part).
+
+    Records are keyed by size. A request takes the smallest-keyed record at least as large that
+    (a) has no current user in the requester's restriction set (outputs whose lifetimes overlap)
+    and (b) for dynamic requesters, is not more than twice the request (``bytes > 0.5 *
+    record``). The requester becomes a user; when the last user releases a record it is erased
+    and its buffer freed."""
+
+    def __init__(self, allocate) -> None:
+        self._allocate = allocate  # nbytes -> Allocation
+        self._keys: list[int] = []
+        self._records: list[Allocation] = []
+        self.hits = 0
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def get_memory(self, nbytes: int, user: int, restrictions: Iterable[int] = (),
+                   is_dynamic: bool = False) -> tuple[Allocation, bool]:
+        """An allocation of at least ``nbytes`` for ``user``; the flag says it was reused."""
+        restrict = restrictions if isinstance(restrictions, (set, frozenset)) else set(restrictions)
+        start = bisect.bisect_left(self._keys, nbytes)
+        for i in range(start, len(self._records)):  # smallest fitting record first
+            rec = self._records[i]
+            if rec.users & restrict or user in rec.users:
+                continue
+            if is_dynamic and not nbytes > 0.5 * rec.nbytes:
+                continue
+            rec.users.add(user)
+            self.hits += 1
+            return rec, True
+        rec = self._allocate(nbytes)
+        rec.pooled = True
+        rec.users.add(user)
+        i = bisect.bisect_right(self._keys, nbytes)
+        self._keys.insert(i, nbytes)
+        self._records.insert(i, rec)
+        return rec, False
+
+    def release(self, rec: Allocation, user: int) -> None:
+        rec.users.discard(user)
+        if not rec.users:
+            for i, r in enumerate(self._records):
+                if r is rec:
+                    del self._records[i]
+                    del self._keys[i]
+                    break
+
+    def clear(self) -> None:
+        self._records.clear()
+        self._keys.clear()
+
+
+def _align(n: int, to: int) -> int:
+    return (n + to - 1) // to * to
+
+
+def fake_aligned_shapes(input_shape: Sequence[int], n_out: int, *, integrated: bool = False,
+                        int_weights: bool = False, pad_dim1: bool = False,
+                        full_tensor_fused_input: bool = False) -> tuple[tuple, tuple]:
+    """(input shape, output shape) a fully connected kernel runs on: the batch (product of all
+    dims but the last) is rounded up so that the GEMM tiles need no tail handling.
+
+    Base 8; 16 on integrated GPUs, 64 there for int weights and batch >= 256. Unchanged when
+    batch is 1 with K >= 1024 (GEMV), when a 3-D input is padded on dim 1, or when a fused op
+    reads a full-size tensor."""
+    shape = tuple(int(d) for d in input_shape)
+    k = shape[-1]
+    out = shape[:-1] + (int(n_out),)
+    if (len(shape) == 3 and pad_dim1) or full_tensor_fused_input:
+        return shape, out
+    batch = 1
+    for d in shape[:-1]:
+        batch *= d
+    if batch == 1 and k >= 1024:
+        return shape, out
+    base = 8
+    if integrated:
+        base = 64 if int_weights and batch >= 256 else 16
+    ab = _align(batch, base)
+    ones = (1,) * (len(shape) - 2)
+    return (ab,) + ones + (k,), (ab,) + ones + (int(n_out),)

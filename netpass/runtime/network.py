@@ -1,0 +1,739 @@
+"""Per-request execution: a :class:`Network` of :class:`PrimitiveInst` over a shared
+:class:`~netpass.runtime.program.Program`.
+
+Each primitive, in exec order, runs the reference's sequence: runtime in-place concat (for its
+concat user), ``update_shape``, zero-size / shape_of skips, runtime skip checks,
+``update_impl`` (program-level LRU cache), ``update_weights``, ``realloc_if_needed``, argument
+setting only when an impl or a buffer changed, then enqueue on the in-order queue (flushed
+every 16 primitives). The host waits only to read a device value that a shape needs, for a
+host fallback's inputs, and for the outputs.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..errors import InputError, NetpassError
+from . import impls as I
+from .lru import LruCache
+from .memory import MemoryPool, Tensor, fake_aligned_shapes
+from .program import ALWAYS_OPTIMIZED, DYNAMIC_OUTPUT_KINDS, Program, ProgramNode
+from .shape_infer import ShapeInfer, infer_host
+from .shape_predictor import ShapePredictor
+
+FLUSH_EVERY = 16
+GATHER_MAX_INDICES = 10 * 1024
+STAT_KEYS = ("allocations", "allocated_bytes", "reuses", "pool_hits", "reclaims",
+             "impl_cache_hits", "impl_cache_misses", "kernel_builds", "weight_reorders",
+             "skipped", "fused", "shape_updates", "host_waits", "host_fallbacks",
+             "kernels_enqueued", "set_arguments", "primitives", "infers")
+
+
+def _size(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+class PrimitiveInst:
+    """Runtime state of one program node in one infer request."""
+
+    def __init__(self, net: "Network", node: ProgramNode) -> None:
+        self.net = net
+        self.node = node
+        n_out = node.num_outputs
+        self.in_shapes: tuple | None = None
+        self.out_shapes: list[tuple] | None = None
+        self.outputs: list[Tensor | None] = [None] * n_out
+        self.own: list = [None] * n_out          # allocation owned by this inst (or None: alias)
+        self.capacity = [0] * n_out              # elements
+        self.host: list[np.ndarray | None] = [None] * n_out
+        self.host_valid = [False] * n_out
+        self.device_valid = [False] * n_out
+        self.values: dict[int, np.ndarray] = {}
+        self.impl: I.Impl | None = None
+        self.kernels: list = []
+        self._kernel_objs: dict = {}
+        self.args_sig: tuple | None = None
+        self.shape_changed = self.impl_changed = self.memory_changed = self.skip = False
+        self.can_be_optimized = False
+        self.done_by_other = False
+        self.allocation_done_by_other = False
+        self.concat_decided = False
+        self.inplace_now = False
+        self.executed_once = False
+        self.pending_host: list[np.ndarray] | None = None
+        self.weights: LruCache | None = None
+        self.weights_tensor: Tensor | None = None
+        self.shape_fn = ShapeInfer(node)
+        self.events: list = []
+        self.desc_key = (node.kind, repr(sorted(node.attrs.items(), key=lambda kv: kv[0])),
+                         tuple(f.key() for f in node.fused))
+        if node.kind == "Constant":
+            self.out_shapes = [tuple(node.value.shape)]
+            self.host[0] = node.value
+            self.host_valid[0] = True
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def src(self, j: int) -> tuple["PrimitiveInst", int]:
+        s, k = self.node.inputs[j]
+        return self.net.insts[s.index], k
+
+    def reset_flags(self) -> None:
+        self.shape_changed = self.impl_changed = self.memory_changed = self.skip = False
+        self.done_by_other = self.allocation_done_by_other = self.concat_decided = False
+
+    # -- the per-primitive sequence ---------------------------------------------------------------
+    def prepare(self) -> None:
+        node = self.node
+        net = self.net
+        before = [(t.alloc, t.offset) if t is not None else None for t in self.outputs]
+        self.do_runtime_in_place_concat()
+        self.update_shape()
+        if node.kind in ("Parameter", "Constant", "Result"):
+            return
+        if any(_size(s) == 0 for s in self.out_shapes):
+            self.skip = True
+        if node.in_shape_of_subgraph and self.executed_once and \
+                not any(net.insts[so.index].shape_changed for so in node.dependant_shape_ofs):
+            self.skip = True
+        if node.shape_only:
+            self.skip = True
+        if self.skip:
+            self.done_by_other = False
+            return
+        if node.fused_into is not None:
+            self._alias_fused()
+            return
+        if node.in_shape_of_subgraph or node.kind in DYNAMIC_OUTPUT_KINDS:
+            return
+        self.runtime_skip_checks()
+        if self.can_be_optimized and node.inplace_concat:
+            self._release_own(0)
+            self.device_valid[0], self.host_valid[0] = True, False
+            net.stats["skipped"] += 1
+        elif self.can_be_optimized:
+            self.update_output_memory()
+        elif self.shape_changed or self.impl is None:
+            self.update_impl()
+            if self.impl_changed or any(o is None for o in self.own):
+                self.update_weights()
+                self.realloc_if_needed()
+        else:
+            self._refresh_inplace_view()
+        after = [(t.alloc, t.offset) if t is not None else None for t in self.outputs]
+        if after != before:
+            self.memory_changed = True
+
+    def do_runtime_in_place_concat(self) -> None:
+        node = self.node
+        if self.done_by_other or node.num_outputs != 1 or len(node.users[0]) != 1:
+            return
+        c = node.users[0][0][0]
+        if not c.inplace_concat:
+            return
+        net = self.net
+        cinst = net.insts[c.index]
+        if cinst.concat_decided:
+            return
+        for s, _ in c.inputs:
+            pi = net.insts[s.index]
+            pi.update_shape()
+            pi.done_by_other = True
+        cinst.update_shape()
+        cinst.done_by_other = True
+        cinst.concat_decided = True
+        shape = cinst.out_shapes[0]
+        axis = c.attrs.get("axis", 0)
+        axis = axis + len(shape) if axis < 0 else axis
+        ok = _size(shape[:axis]) == 1 and all(_size(net.insts[s.index].out_shapes[0]) > 0 for s, _ in c.inputs)
+        cinst.inplace_now = ok
+
+    def update_shape(self) -> None:
+        if self.done_by_other:
+            self.done_by_other = False
+            return
+        node, net = self.node, self.net
+        if node.kind == "Constant":
+            return
+        if node.kind == "Parameter":
+            return  # set by the network from the user's array
+        insts = net.insts
+        in_shapes = tuple(insts[s.index].out_shapes[k] for s, k in node.inputs)
+        changed = in_shapes != self.in_shapes
+        self.in_shapes = in_shapes
+        self.shape_changed = changed
+        first = self.out_shapes is None
+        if node.kind == "ShapeOf" and not changed and not first:
+            return
+        if node.in_shape_of_subgraph and not first and \
+                not any(insts[so.index].shape_changed for so in node.dependant_shape_ofs):
+            self.shape_changed = False
+            return
+        need = []
+        for j in node.get_shape_infer_dependencies():
+            s, k = node.inputs[j]
+            if s.kind == "Constant":
+                self.values[j] = s.value
+                continue
+            if s.in_shape_of_subgraph and j in self.values and \
+                    not any(insts[so.index].shape_changed for so in s.dependant_shape_ofs):
+                continue
+            changed = True
+            need.append(j)
+        if not changed and not first:
+            return
+        if need:
+            vals = net.host_values([self.src(j) for j in need])
+            for j, v in zip(need, vals):
+                self.values[j] = v
+        if node.kind in DYNAMIC_OUTPUT_KINDS:
+            arrays = net.host_values([self.src(j) for j in range(len(node.inputs))])
+            self.pending_host = infer_host(node, arrays)
+            out = [tuple(a.shape) for a in self.pending_host]
+        elif node.kind == "ShapeOf":
+            out = [(len(in_shapes[0]),)]
+        else:
+            out = self.shape_fn(list(in_shapes), self.values)
+        net.stats["shape_updates"] += 1
+        if out != self.out_shapes:
+            self.shape_changed = True
+        self.out_shapes = out
+
+    def runtime_skip_checks(self) -> None:
+        node = self.node
+        was = self.can_be_optimized
+        self.can_be_optimized = False
+        k = node.kind
+        if k in ALWAYS_OPTIMIZED:
+            self.can_be_optimized = True
+        elif node.inplace_concat:
+            if not self.concat_decided:
+                self.inplace_now = False
+            self.can_be_optimized = self.inplace_now
+        elif node.runtime_skippable:
+            ins, outs = self.in_shapes, self.out_shapes
+            if k == "Transpose":
+                self.can_be_optimized = self._permute_is_noop()
+            elif k == "Gather":
+                self.can_be_optimized = self._gather_is_identity()
+            elif k in ("StridedSlice", "Slice", "Broadcast", "CropIE", "Crop"):
+                same = ins[0] == outs[0]
+                if same and k in ("StridedSlice", "Slice"):
+                    step = self.values.get(3)
+                    same = step is None or bool(np.all(np.asarray(step) == 1))
+                self.can_be_optimized = same
+        if was != self.can_be_optimized:
+            self.shape_changed = True
+
+    def _permute_is_noop(self) -> bool:
+        shape = self.in_shapes[0]
+        v = self.values.get(1)
+        order = [int(x) for x in np.asarray(v).reshape(-1)] if v is not None and np.asarray(v).size \
+            else list(range(len(shape)))[::-1]
+        dest = [0] * len(order)
+        for i, o in enumerate(order):
+            dest[o] = i
+        last = -1
+        for i, d in enumerate(shape):
+            if d > 1:
+                if dest[i] < last:
+                    return False
+                last = dest[i]
+        return True
+
+    def _gather_is_identity(self) -> bool:
+        data, idx = self.in_shapes[0], self.in_shapes[1]
+        axis_v = self.values.get(2)
+        if axis_v is None or _size(data) == 0 or len(idx) != 1:
+            return False
+        axis = int(np.asarray(axis_v).reshape(-1)[0]) % len(data)
+        dim = data[axis]
+        if idx[0] != dim or dim > GATHER_MAX_INDICES:
+            return False
+        if dim == 1:
+            return True
+        ind = self.net.host_values([self.src(1)])[0]
+        return bool(np.array_equal(np.asarray(ind).reshape(-1), np.arange(dim)))
+
+    def update_output_memory(self) -> None:
+        """A skipped primitive's output is a view of its input buffer."""
+        src, k = self.src(0)
+        t = self.net.device_tensor(src, k)
+        self._release_own(0)
+        self.outputs[0] = t.view(self.out_shapes[0]) if t is not None else None
+        self.device_valid[0] = True
+        self.host_valid[0] = False
+        self.net.stats["skipped"] += 1
+
+    def _alias_fused(self) -> None:
+        node = self.node
+        for j, (s, k) in enumerate(node.inputs):
+            if s is node.fused_into or s.fused_into is node.fused_into:
+                p = self.net.insts[s.index]
+                t = p.outputs[k]
+                if t is None or tuple(t.shape) != tuple(self.out_shapes[0]):
+                    raise NetpassError(f"fused {node.kind} '{node.name}' changes the shape of "
+                                       f"{s.kind} '{s.name}' ({t.shape if t else None} -> "
+                                       f"{self.out_shapes[0]})")
+                self.outputs[0] = t
+                self.device_valid[0] = True
+                self.host_valid[0] = False
+                self.net.stats["fused"] += 1
+                return
+
+    def _params(self, values: dict) -> I.Params:
+        node = self.node
+        insts = self.net.insts
+        attrs = node.attrs
+        if self.weights_tensor is not None:
+            attrs = dict(attrs, _weights_reordered=True)
+        return I.Params(kind=node.kind, attrs=attrs, in_shapes=list(self.in_shapes),
+                        in_dtypes=[s.out_dtypes[k] for s, k in node.inputs],
+                        out_shapes=list(self.out_shapes), out_dtypes=node.out_dtypes, values=values,
+                        fused=node.fused, extra_shapes=[tuple(s.value.shape) if s.value is not None
+                                                        else insts[s.index].out_shapes[k]
+                                                        for s, k in node.fused_inputs],
+                        extra_dtypes=[s.out_dtypes[k] for s, k in node.fused_inputs],
+                        node=node, engine=self.net.engine)
+
+    def update_impl(self) -> None:
+        node, net = self.node, self.net
+        if node.kind == "FullyConnected" and node.inputs[1][0].kind == "Constant" and self.weights is None:
+            self.weights = LruCache(net.weights_cache_capacity)
+        reorder = node.kind == "FullyConnected" and self.weights is not None
+        vals = {j: v for j, v in self.values.items()}
+        key = (self.desc_key, self.in_shapes, tuple(map(tuple, self.out_shapes)),
+               tuple(s.out_dtypes[k].str for s, k in node.inputs),
+               tuple((j, v.tobytes()) for j, v in sorted(vals.items())), reorder)
+        cache = net.compiled.impl_cache
+        impl = cache.get(key)
+        if impl is not None:
+            net.stats["impl_cache_hits"] += 1
+        else:
+            net.stats["impl_cache_misses"] += 1
+            p = self._params(vals)
+            if reorder:
+                p.attrs = dict(p.attrs, _weights_reordered=True)
+            impl = I.create_device_impl(p, key) if node.has_kernel else None
+            if impl is None:
+                impl = I.Impl(key, host=True)
+            else:
+                for ln in impl.launches:
+                    net.engine.build(ln.source.text, net.stats)
+            cache.add(key, impl)
+        if impl is not self.impl:
+            self.impl = impl
+            self.impl_changed = True
+            self.kernels = []
+            for slot, ln in enumerate(impl.launches):
+                self.kernels.append(self._kernel(slot, ln))
+            self.args_sig = None
+
+    def _kernel(self, slot: int, ln: I.Launch):
+        """This inst's own kernel object for launch ``slot`` (arguments stay set on it)."""
+        key = (slot, ln.source.text)
+        kern = self._kernel_objs.get(key)
+        if kern is None:
+            cl = self.net.engine.cl
+            kern = cl.Kernel(self.net.engine.build(ln.source.text, self.net.stats), ln.source.name)
+            kern.set_scalar_arg_dtypes(ln.source.arg_dtypes)
+            self._kernel_objs[key] = kern
+        return kern
+
+    def update_weights(self) -> None:
+        """FullyConnected: weights [N, K] reordered once to [K, N] (coalesced GEMM reads),
+        kept in a per-inst LRU cache keyed by the target layout."""
+        if self.weights is None or self.impl is None or self.impl.is_host:
+            return
+        net = self.net
+        s, k = self.node.inputs[1]
+        w = s.value
+        layout = ("KN", tuple(w.shape), w.dtype.str)
+        t = self.weights.get(layout)
+        if t is None:
+            n_, k_ = w.shape[0], _size(w.shape[1:])
+            src = net.device_tensor(net.insts[s.index], k)
+            alloc = net.engine.allocate(w.nbytes)
+            net.count_alloc(alloc)
+            t = Tensor(alloc, 0, (k_, n_), w.dtype)
+            ln = I.strided_copy(w.dtype, (k_, n_), [1, k_], 0, [n_, 1], 0, 0, 0)
+            kern = net.engine.cl.Kernel(net.engine.build(ln.source.text, net.stats), ln.source.name)
+            kern.set_scalar_arg_dtypes(ln.source.arg_dtypes)
+            kern.set_args(*net.expand(ln.spec, [src], [t], []))
+            net.engine.cl.enqueue_nd_range_kernel(net.queue, kern, ln.gws, ln.lws)
+            self.weights.add(layout, t)
+            net.stats["weight_reorders"] += 1
+        self.weights_tensor = t
+
+    def _fc_alloc_shape(self, i: int) -> tuple:
+        """Allocation shape of output i: fake-aligned for FullyConnected, enlarged to what a
+        FullyConnected user reads."""
+        node, net = self.node, self.net
+        shape = self.out_shapes[i]
+        n = _size(shape)
+        if node.kind == "FullyConnected" and len(shape) >= 2:
+            n = max(n, _size(fake_aligned_shapes(self.in_shapes[0], shape[-1],
+                                                 integrated=net.engine.integrated)[1]))
+        for u, j in node.users[i]:
+            if u.kind == "FullyConnected" and j == 0 and len(shape) >= 2:
+                w = u.inputs[1][0].out_pshapes[u.inputs[1][1]]
+                if w.is_static:
+                    n = max(n, _size(fake_aligned_shapes(shape, w.to_shape()[0],
+                                                         integrated=net.engine.integrated)[0]))
+        return n
+
+    def realloc_if_needed(self) -> None:
+        node, net = self.node, self.net
+        if self.impl is not None and self.impl.is_host:
+            return
+        if node.num_outputs == 1 and len(node.users[0]) == 1:
+            c = node.users[0][0][0]
+            if c.inplace_concat and net.insts[c.index].inplace_now:
+                self._write_into_concat(c)
+                return
+        if self.allocation_done_by_other:
+            self.allocation_done_by_other = False
+            return
+        pred = net.predictor
+        for i, shape in enumerate(self.out_shapes):
+            dt = node.out_dtypes[i]
+            need = self._fc_alloc_shape(i)
+            if self.capacity[i] and need * 10 < self.capacity[i]:
+                self.capacity[i] = 0
+                net.stats["reclaims"] += 1
+            can_reuse = self.own[i] is not None and need <= self.capacity[i]
+            ok, pshape = pred.predict_preallocation_shape(node.id, shape, dt.itemsize * 8, can_reuse, i)
+            if can_reuse:
+                self.outputs[i] = Tensor(self.own[i], 0, tuple(shape), dt)
+                net.stats["reuses"] += 1
+                continue
+            size = need
+            if ok and pred.can_preallocate(_size(pshape) * dt.itemsize):
+                size = max(size, _size(pshape))
+            self._release_own(i)
+            alloc = net.allocate_output(node, size * dt.itemsize)
+            self.own[i] = alloc
+            self.capacity[i] = alloc.nbytes // dt.itemsize
+            self.outputs[i] = Tensor(alloc, 0, tuple(shape), dt)
+
+    def _write_into_concat(self, c: ProgramNode) -> None:
+        net = self.net
+        cinst = net.insts[c.index]
+        if not cinst.allocation_done_by_other:
+            cinst.realloc_if_needed()
+            cinst.allocation_done_by_other = True
+        self._release_own(0)
+        self._refresh_inplace_view()
+
+    def _refresh_inplace_view(self) -> None:
+        node = self.node
+        if node.num_outputs != 1 or len(node.users[0]) != 1:
+            return
+        c = node.users[0][0][0]
+        if not c.inplace_concat:
+            return
+        cinst = self.net.insts[c.index]
+        if not cinst.inplace_now:
+            if self.own[0] is None:
+                self.realloc_if_needed()
+            return
+        if not cinst.allocation_done_by_other:
+            cinst.realloc_if_needed()
+            cinst.allocation_done_by_other = True
+        off = 0
+        for s, _ in c.inputs:
+            if s is node:
+                break
+            off += _size(self.net.insts[s.index].out_shapes[0])
+        self.outputs[0] = cinst.outputs[0].view(tuple(self.out_shapes[0]), off)
+
+    def _release_own(self, i: int) -> None:
+        alloc = self.own[i]
+        if alloc is not None:
+            if alloc.pooled:
+                self.net.pool.release(alloc, id(self.node))
+            self.own[i] = None
+            self.capacity[i] = 0
+
+    # -- execution --------------------------------------------------------------------------------
+    def execute(self) -> None:
+        node, net = self.node, self.net
+        if self.skip or node.kind in ("Constant", "Parameter", "Result") or node.fused_into is not None:
+            self.executed_once = self.executed_once or not self.skip
+            if self.skip and any(_size(s) == 0 for s in self.out_shapes) and not node.shape_only:
+                self._empty_outputs()
+            return
+        self.executed_once = True
+        if node.in_shape_of_subgraph:
+            self._host_eval()
+            return
+        if node.kind in DYNAMIC_OUTPUT_KINDS:
+            self._set_host(self.pending_host)
+            self.pending_host = None
+            return
+        if self.can_be_optimized:
+            return
+        impl = self.impl
+        if impl.is_host:
+            self._host_run()
+            return
+        net.stats["primitives"] += 1
+        ins = [net.device_tensor(*self.src(j)) for j in range(len(node.inputs))]
+        if self.weights_tensor is not None:
+            ins[1] = self.weights_tensor
+        extras = [net.device_tensor(net.insts[s.index], k) for s, k in node.fused_inputs]
+        outs = self.outputs
+        sig = (id(impl),) + tuple((id(t.alloc), t.offset) for t in ins + outs + extras)
+        if sig != self.args_sig or self.memory_changed:
+            bufs = net.impl_buffers(impl)
+            for kern, ln in zip(self.kernels, impl.launches):
+                kern.set_args(*net.expand(ln.spec, ins, outs, extras, bufs))
+            self.args_sig = sig
+            net.stats["set_arguments"] += 1
+        enqueue = net.engine.cl.enqueue_nd_range_kernel
+        for kern, ln in zip(self.kernels, impl.launches):
+            ev = enqueue(net.queue, kern, ln.gws, ln.lws)
+            if net.profiling:
+                self.events.append(ev)
+        net.stats["kernels_enqueued"] += len(impl.launches)
+        for i in range(node.num_outputs):
+            self.device_valid[i] = True
+            self.host_valid[i] = False
+
+    def _empty_outputs(self) -> None:
+        for i, s in enumerate(self.out_shapes):
+            self._set_host_one(i, np.zeros(s, dtype=self.node.out_dtypes[i]))
+
+    def _host_eval(self) -> None:
+        node = self.node
+        if node.kind == "ShapeOf":
+            dt = node.out_dtypes[0]
+            self._set_host([np.asarray(self.in_shapes[0], dtype=dt).reshape(-1)])
+            return
+        arrays = self.net.host_values([self.src(j) for j in range(len(node.inputs))])
+        self._set_host(infer_host(node, arrays))
+
+    def _host_run(self) -> None:
+        """Host fallback: the op's numpy reference on inputs read back from the device."""
+        net = self.net
+        net.stats["host_fallbacks"] += 1
+        node = self.node
+        arrays = net.host_values([self.src(j) for j in range(len(node.inputs))])
+        self._set_host(infer_host(node, arrays))
+        inplace = node.num_outputs == 1 and len(node.users[0]) == 1 and \
+            node.users[0][0][0].inplace_concat and net.insts[node.users[0][0][0].index].inplace_now
+        if inplace:
+            self._refresh_inplace_view()
+            net.upload(self, 0, into=self.outputs[0])
+
+    def _set_host(self, arrays: list[np.ndarray]) -> None:
+        for i, a in enumerate(arrays):
+            self._set_host_one(i, a)
+
+    def _set_host_one(self, i: int, a: np.ndarray) -> None:
+        dt = self.node.out_dtypes[i]
+        a = np.ascontiguousarray(a, dtype=dt)
+        self.host[i] = a
+        self.host_valid[i] = True
+        self.device_valid[i] = False
+        if self.out_shapes is not None and tuple(a.shape) != tuple(self.out_shapes[i]):
+            self.out_shapes[i] = tuple(a.shape)
+
+
+class Network:
+    """One infer request's primitives, memory pool, predictor and counters."""
+
+    def __init__(self, compiled: "Any") -> None:
+        self.compiled = compiled
+        self.program: Program = compiled.program
+        self.engine = compiled.engine
+        self.queue = self.engine.queue
+        self.profiling = compiled.profiling
+        self.stats: dict[str, Any] = {k: 0 for k in STAT_KEYS}
+        if self.profiling:
+            self.stats["primitive_times_us"] = {}
+        eng = self.engine
+        self.predictor: ShapePredictor = compiled.make_predictor(
+            max_global_mem_size=eng.max_global_mem_size, max_alloc_mem_size=eng.max_alloc_mem_size,
+            used_device_memory=lambda: eng.used_device_memory)
+        self.pool = MemoryPool(self._pool_alloc)
+        self.weights_cache_capacity = compiled.weights_cache_capacity
+        self.insts = [PrimitiveInst(self, n) for n in self.program.nodes]
+        self.order = [self.insts[n.index] for n in self.program.exec_order]
+        self._impl_bufs: dict[int, list] = {}
+
+    # -- memory -----------------------------------------------------------------------------------
+    def count_alloc(self, alloc) -> None:
+        self.stats["allocations"] += 1
+        self.stats["allocated_bytes"] += alloc.nbytes
+
+    def _pool_alloc(self, nbytes: int):
+        alloc = self.engine.allocate(nbytes)
+        self.count_alloc(alloc)
+        return alloc
+
+    def allocate_output(self, node: ProgramNode, nbytes: int):
+        """Outputs of the network and nodes that must not share come straight from the engine;
+        everything else from the pool (restricted by overlapping lifetimes)."""
+        if node.is_output or node.in_shape_of_subgraph:
+            alloc = self.engine.allocate(nbytes)
+            self.count_alloc(alloc)
+            return alloc
+        before = self.pool.hits
+        alloc, _ = self.pool.get_memory(nbytes, id(node), node.restrictions, node.is_dynamic)
+        if self.pool.hits != before:
+            self.stats["pool_hits"] += 1
+        return alloc
+
+    def impl_buffers(self, impl: I.Impl) -> list:
+        bufs = self._impl_bufs.get(id(impl))
+        if bufs is None or len(bufs) != len(impl.buffers):
+            bufs = []
+            for arr in impl.buffers:
+                alloc = self.engine.upload(arr)
+                self.count_alloc(alloc)
+                bufs.append(alloc)
+            if len(self._impl_bufs) > 256:
+                self._impl_bufs.clear()
+            self._impl_bufs[id(impl)] = bufs
+        return bufs
+
+    @staticmethod
+    def expand(spec: list, ins: list, outs: list, extras: list, bufs: list | None = None) -> list:
+        args = []
+        for item in spec:
+            if type(item) is tuple:
+                kind = item[0]
+                if kind == "b":
+                    args.append(bufs[item[1]].buffer)
+                    continue
+                t = ins[item[1]] if kind == "i" else outs[item[1]] if kind == "o" else extras[item[1]]
+                args.append(t.alloc.buffer)
+                args.append(t.offset + (item[2] if len(item) > 2 else 0))
+            else:
+                args.append(item)
+        return args
+
+    def device_tensor(self, inst: PrimitiveInst, k: int) -> Tensor | None:
+        """The device tensor of ``inst`` output ``k``, uploading a host value when needed."""
+        if inst.device_valid[k] and inst.outputs[k] is not None:
+            return inst.outputs[k]
+        node = inst.node
+        if node.kind == "Constant":
+            t = self.compiled.constant_tensor(node)
+            inst.outputs[k] = t
+            inst.device_valid[k] = True
+            return t
+        if inst.host_valid[k]:
+            return self.upload(inst, k)
+        if inst.outputs[k] is not None:
+            return inst.outputs[k]
+        raise NetpassError(f"{node.kind} '{node.name}': output {k} has no value yet")
+
+    def upload(self, inst: PrimitiveInst, k: int, into: Tensor | None = None) -> Tensor:
+        a = inst.host[k]
+        if into is None:
+            need = max(a.size, 1)
+            if inst.own[k] is None or inst.capacity[k] < need:
+                inst._release_own(k)
+                alloc = self.engine.allocate(need * a.dtype.itemsize)
+                self.count_alloc(alloc)
+                inst.own[k] = alloc
+                inst.capacity[k] = alloc.nbytes // a.dtype.itemsize
+            into = Tensor(inst.own[k], 0, tuple(a.shape), a.dtype)
+        if a.size:
+            self.engine.cl.enqueue_copy(self.queue, into.alloc.buffer, a,
+                                        dst_offset=into.offset * a.dtype.itemsize, is_blocking=False)
+        inst.outputs[k] = into
+        inst.device_valid[k] = True
+        return into
+
+    def host_values(self, refs: list[tuple[PrimitiveInst, int]]) -> list[np.ndarray]:
+        """Host arrays of the given outputs; device values are read back with one wait."""
+        pending = []
+        for inst, k in refs:
+            if not inst.host_valid[k]:
+                t = inst.outputs[k]
+                if t is None:
+                    raise NetpassError(f"{inst.node.kind} '{inst.node.name}': no value for output {k}")
+                arr = np.empty(t.shape, dtype=t.dtype)
+                if arr.size:
+                    self.engine.cl.enqueue_copy(self.queue, arr, t.alloc.buffer,
+                                                src_offset=t.offset * t.dtype.itemsize, is_blocking=False)
+                pending.append((inst, k, arr))
+        if pending:
+            self.queue.finish()
+            self.stats["host_waits"] += 1
+            for inst, k, arr in pending:
+                inst.host[k] = arr
+                inst.host_valid[k] = True
+        return [inst.host[k] for inst, k in refs]
+
+    # -- a whole inference ------------------------------------------------------------------------
+    def set_input(self, inst: PrimitiveInst, arr: np.ndarray) -> None:
+        node = inst.node
+        shape = tuple(arr.shape)
+        inst.shape_changed = shape != (inst.out_shapes[0] if inst.out_shapes else None)
+        inst.out_shapes = [shape]
+        inst.host[0] = arr
+        inst.host_valid[0] = True
+        need = max(arr.size, 1)
+        can_reuse = inst.own[0] is not None and need <= inst.capacity[0]
+        if not can_reuse:
+            ok, pshape = self.predictor.predict_preallocation_shape(node.id, shape, arr.dtype.itemsize * 8, False)
+            size = need
+            if ok and self.predictor.can_preallocate(_size(pshape) * arr.dtype.itemsize):
+                size = max(size, _size(pshape))
+            inst._release_own(0)
+            alloc = self.engine.allocate(size * arr.dtype.itemsize)
+            self.count_alloc(alloc)
+            inst.own[0] = alloc
+            inst.capacity[0] = size
+        else:
+            self.predictor.predict_preallocation_shape(node.id, shape, arr.dtype.itemsize * 8, True)
+        inst.outputs[0] = Tensor(inst.own[0], 0, shape, arr.dtype)
+        if arr.size:
+            self.engine.cl.enqueue_copy(self.queue, inst.own[0].buffer, arr, is_blocking=False)
+        inst.device_valid[0] = True
+
+    def execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        for p in self.program.inputs:
+            self.set_input(self.insts[p.index], feeds[p.name])
+        count = 0
+        for inst in self.order:
+            try:
+                inst.prepare()
+                inst.execute()
+            except NetpassError:
+                raise
+            except Exception as e:
+                n = inst.node
+                raise NetpassError(f"{n.kind} '{n.name}' failed at runtime with input shapes "
+                                   f"{[list(s) for s in (inst.in_shapes or ())]}: "
+                                   f"{type(e).__name__}: {e}") from e
+            count += 1
+            if count % FLUSH_EVERY == 0:
+                self.queue.flush()
+        results = {}
+        refs = []
+        for r in self.program.outputs:
+            s, k = r.inputs[0]
+            refs.append((self.insts[s.index], k))
+        arrays = self.host_values(refs)
+        for r, a in zip(self.program.outputs, arrays):
+            results[r.name] = a
+        if self.profiling:
+            times = self.stats["primitive_times_us"]
+            for inst in self.order:
+                for ev in inst.events:
+                    times[inst.node.id] = times.get(inst.node.id, 0.0) + \
+                        (ev.profile.end - ev.profile.start) / 1000.0
+                inst.events = []
+        for inst in self.insts:
+            inst.reset_flags()
+        self.stats["infers"] += 1
+        return results

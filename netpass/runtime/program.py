@@ -1,0 +1,327 @@
+"""The program: lowered primitives with compile-time flags, built once per compiled model.
+
+A program is a list of :class:`ProgramNode` in topological order. Each node names an op kind
+(an OpenVINO type name such as ``"MatMul"`` or a legacy layer type such as
+``"FullyConnected"``), its attributes, its inputs as ``(producer node, output index)`` and, for
+``"Constant"`` nodes, the value. ``Program.from_model`` lowers a :class:`~netpass.core.Model`;
+the legacy stage builds the same nodes from its layers and calls ``Program(nodes)``.
+
+Build passes (in order): users, shape_of sub-graphs, fusion of elementwise consumers,
+``mark_runtime_skippable_nodes``, in-place concat candidates, ``build_exec_order`` and the
+memory dependencies (restrictions) used by the memory pool.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from ..core.shape import PartialShape
+from ..errors import NetpassError
+from . import impls as I
+
+# Inputs whose values decide the output shape (the reference's get_shape_infer_dependencies).
+SHAPE_INFER_DEPS: dict[str, tuple[int, ...]] = {
+    "Reshape": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Transpose": (1,),
+    "Broadcast": (1, 2), "Tile": (1,), "StridedSlice": (1, 2, 3), "Slice": (1, 2, 3, 4),
+    "Pad": (1, 2, 3), "Split": (1,), "VariadicSplit": (1, 2), "Gather": (2,), "Range": (0, 1, 2),
+    "TopK": (1,), "ReduceSum": (1,), "ReduceMean": (1,), "ReduceMax": (1,), "ReduceMin": (1,),
+    "ReduceProd": (1,), "ReduceL1": (1,), "ReduceL2": (1,), "ReduceLogicalAnd": (1,),
+    "ReduceLogicalOr": (1,), "MVN": (1,), "Interpolate": (1, 2, 3), "OneHot": (1,),
+    "ConstantOfShape": (0,), "CumSum": (), "Roll": (1, 2), "Reverse": (1,), "NormalizeL2": (1,),
+    "Expand": (1,),
+}
+# Ops whose output shape depends on input data: computed on the host (value needed anyway).
+DYNAMIC_OUTPUT_KINDS = {"NonZero", "Unique", "NonMaxSuppression"}
+SHAPE_OF_KINDS = {"ShapeOf"}
+ALWAYS_OPTIMIZED = {"Reshape", "Squeeze", "Unsqueeze", "Result"}
+
+
+class ProgramNode:
+    """One primitive: kind, attributes, inputs ``[(ProgramNode, out_index)]``, output dtypes
+    and partial shapes, an optional constant ``value``, an optional source ``op`` (a
+    :class:`~netpass.core.node.Node` used for shape inference and host evaluation)."""
+
+    def __init__(self, id: str, kind: str, attrs: dict | None = None,
+                 inputs: Sequence[tuple["ProgramNode", int]] = (), value: Any = None,
+                 op: Any = None, out_dtypes: Sequence[Any] = (), out_pshapes: Sequence[Any] = (),
+                 name: str | None = None) -> None:
+        self.id = id
+        self.kind = kind
+        self.attrs = dict(attrs or {})
+        self.inputs = list(inputs)
+        self.value = None if value is None else np.asarray(value)
+        self.op = op
+        self.out_dtypes = [np.dtype(d) for d in out_dtypes]
+        self.out_pshapes = [PartialShape(s) if not isinstance(s, PartialShape) else s
+                            for s in out_pshapes]
+        if self.value is not None and not self.out_dtypes:
+            self.out_dtypes = [self.value.dtype]
+            self.out_pshapes = [PartialShape(self.value.shape)]
+        self.name = name or id
+        # filled by Program
+        self.index = -1
+        self.users: list[list[tuple[ProgramNode, int]]] = [[] for _ in self.out_dtypes]
+        self.is_output = False
+        self.output_names: list[str] = []
+        self.in_shape_of_subgraph = False
+        self.dependant_shape_ofs: list[ProgramNode] = []
+        self.shape_only = False          # every user is ShapeOf: never executed
+        self.optimized = False
+        self.runtime_skippable = False
+        self.fused: list[I.FusedDesc] = []
+        self.fused_inputs: list[tuple[ProgramNode, int]] = []
+        self.fused_into: ProgramNode | None = None
+        self.inplace_concat = False      # concat whose inputs may write into its buffer
+        self.restrictions: frozenset = frozenset()
+        self.has_kernel = False
+        self.is_dynamic = any(not ps.is_static for ps in self.out_pshapes)
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.out_dtypes)
+
+    def get_shape_infer_dependencies(self) -> tuple[int, ...]:
+        """Indices of inputs whose values (not only shapes) decide the output shape."""
+        if self.kind in SHAPE_INFER_DEPS:
+            return tuple(i for i in SHAPE_INFER_DEPS[self.kind] if i < len(self.inputs))
+        if self.kind in DYNAMIC_OUTPUT_KINDS:
+            return tuple(range(len(self.inputs)))
+        return ()
+
+    def all_users(self) -> list["ProgramNode"]:
+        seen: dict[int, ProgramNode] = {}
+        for lst in self.users:
+            for u, _ in lst:
+                seen.setdefault(id(u), u)
+        return list(seen.values())
+
+    def __repr__(self) -> str:
+        return f"<ProgramNode {self.kind} '{self.id}'>"
+
+
+class Program:
+    """Primitives plus compile-time decisions; shared by every infer request of a model."""
+
+    def __init__(self, nodes: Iterable[ProgramNode], fuse: bool = True) -> None:
+        self.nodes = list(nodes)
+        for i, n in enumerate(self.nodes):
+            n.index = i
+        self.inputs = [n for n in self.nodes if n.kind == "Parameter"]
+        self.outputs = [n for n in self.nodes if n.kind == "Result"]
+        self._link_users()
+        self._mark_shape_of_subgraphs()
+        for n in self.nodes:
+            n.has_kernel = n.kind in I.HAS_KERNEL or any(n.kind in d for d in (I.LEGACY_ELTWISE,))
+        if fuse:
+            self._fuse_elementwise()
+        self._mark_runtime_skippable_nodes()
+        self._mark_inplace_concats()
+        self.exec_order = self._build_exec_order()
+        self._memory_dependencies()
+
+    # -- construction from a Model ---------------------------------------------------------------
+    @classmethod
+    def from_model(cls, model: Any, fuse: bool = True) -> "Program":
+        """Lower every op of ``model`` to a program node (kind = the op's type name)."""
+        from ..core.model import parameter_name, result_name
+        nodes: list[ProgramNode] = []
+        by_op: dict[int, ProgramNode] = {}
+        for op in model.get_ordered_ops():
+            kind = op.type_name
+            ins = [(by_op[id(o.node)], o.index) for o in op.input_values()]
+            attrs = {} if kind in ("Parameter", "Constant") else op.get_attributes()
+            dts = [et.dtype if et.dtype is not None else np.dtype(np.float32) for et in op._out_et]
+            name = None
+            if kind == "Parameter":
+                name = parameter_name(op)
+            elif kind == "Result":
+                name = result_name(op)
+            pn = ProgramNode(op.name, kind, attrs, ins,
+                             value=op.value if kind == "Constant" else None, op=op,
+                             out_dtypes=dts, out_pshapes=list(op._out_ps), name=name)
+            by_op[id(op)] = pn
+            nodes.append(pn)
+        return cls(nodes, fuse=fuse)
+
+    # -- passes ----------------------------------------------------------------------------------
+    def _link_users(self) -> None:
+        for n in self.nodes:
+            n.users = [[] for _ in range(n.num_outputs)]
+        for n in self.nodes:
+            for j, (src, k) in enumerate(n.inputs):
+                src.users[k].append((n, j))
+        for r in self.outputs:
+            src = r.inputs[0][0]
+            src.is_output = True
+            r.is_output = True
+
+    def _mark_shape_of_subgraphs(self) -> None:
+        """ShapeOf nodes and nodes computed only from them (and constants) run on the host."""
+        for n in self.nodes:
+            if n.kind in SHAPE_OF_KINDS:
+                n.in_shape_of_subgraph = True
+                n.dependant_shape_ofs = [n]
+                continue
+            if n.kind in ("Parameter", "Constant", "Result") or not n.inputs:
+                continue
+            srcs = [s for s, _ in n.inputs if s.kind != "Constant"]
+            if srcs and all(s.in_shape_of_subgraph for s in srcs):
+                n.in_shape_of_subgraph = True
+                deps: dict[int, ProgramNode] = {}
+                for s in srcs:
+                    for d in s.dependant_shape_ofs:
+                        deps.setdefault(id(d), d)
+                n.dependant_shape_ofs = list(deps.values())
+        for n in self.nodes:
+            users = n.all_users()
+            if users and all(u.kind in SHAPE_OF_KINDS for u in users) and \
+                    n.kind not in ("Parameter", "Constant") and not n.is_output:
+                n.shape_only = True
+                n.optimized = True
+
+    def _fusable_consumer(self, p: ProgramNode) -> tuple[ProgramNode, int] | None:
+        if p.is_output or p.num_outputs != 1 or len(p.users[0]) != 1 or p.in_shape_of_subgraph:
+            return None
+        u, pos = p.users[0][0]
+        if u.kind not in I.ELTWISE_KINDS or u.out_dtypes[0] != p.out_dtypes[0] or u.is_output \
+                and False:
+            return None
+        if u.kind == "Convert":
+            return None
+        out_ps = p.out_pshapes[0]
+        if not out_ps.rank_is_static:
+            return None
+        for j, (src, _) in enumerate(u.inputs):
+            if j == pos:
+                continue
+            if src.kind != "Constant":
+                return None
+            cs = src.value.shape
+            if len(cs) > len(out_ps):
+                return None
+            for d, od in zip(cs[::-1], list(out_ps)[::-1]):
+                if d != 1 and not (od.is_static and od.min == d):
+                    return None
+        in_dts = [s.out_dtypes[k] for s, k in u.inputs]
+        if I.eltwise_expr(u.kind, u.attrs, in_dts, u.out_dtypes[0]) is None:
+            return None
+        return u, pos
+
+    def _fuse_elementwise(self) -> None:
+        """Fold single-consumer elementwise ops with constant side inputs into the producing
+        kernel (GEMM/conv epilogue, or a longer elementwise expression)."""
+        for p in self.nodes:
+            if p.kind not in I.FUSABLE_PRODUCERS or p.fused_into is not None:
+                continue
+            if p.kind in I.ELTWISE_KINDS and any(np.dtype(d) == np.float16 for d in p.out_dtypes):
+                continue
+            tail = p
+            while True:
+                found = self._fusable_consumer(tail)
+                if found is None:
+                    break
+                u, pos = found
+                in_dts = [s.out_dtypes[k] for s, k in u.inputs]
+                others = [(s, k) for j, (s, k) in enumerate(u.inputs) if j != pos]
+                p.fused.append(I.FusedDesc(u.kind, u.attrs, pos, others, in_dts, u.out_dtypes[0]))
+                p.fused_inputs.extend(others)
+                u.fused_into = p
+                u.optimized = True
+                tail = u
+
+    def _mark_runtime_skippable_nodes(self) -> None:
+        """Per-type rules of the reference's mark_runtime_skippable_nodes."""
+        for n in self.nodes:
+            if n.kind in ("Parameter", "Constant") or n.fused_into is not None or n.shape_only:
+                continue
+            if n.in_shape_of_subgraph:
+                continue
+            k = n.kind
+            same_dt = bool(n.inputs) and n.inputs[0][0].out_dtypes[n.inputs[0][1]] == n.out_dtypes[0]
+            if k in ALWAYS_OPTIMIZED:
+                n.optimized = True
+            elif k == "Gather" and not n.fused and same_dt and n.inputs[1][0].kind != "Constant" \
+                    and n.inputs[1][0].out_pshapes[n.inputs[1][1]].rank.is_static \
+                    and len(n.inputs[1][0].out_pshapes[n.inputs[1][1]]) == 1:
+                n.optimized = n.runtime_skippable = True
+            elif k == "Transpose" and not n.is_output and not n.fused and same_dt and n.is_dynamic \
+                    and not (len(n.users[0]) == 1 and n.users[0][0][0].kind == "Concat"):
+                n.optimized = n.runtime_skippable = True
+            elif k in ("StridedSlice", "Slice") and not n.is_output and not n.fused and same_dt:
+                n.optimized = n.runtime_skippable = True
+            elif k == "Broadcast" and not n.is_output and not n.fused and same_dt and n.is_dynamic:
+                n.optimized = n.runtime_skippable = True
+            elif k in ("CropIE", "Crop") and not n.is_output and same_dt:
+                n.optimized = n.runtime_skippable = True
+
+    def _mark_inplace_concats(self) -> None:
+        """Concats whose inputs can be written straight into the concat buffer (decided again
+        at runtime: only where each input is one contiguous chunk of the output)."""
+        for c in self.nodes:
+            if c.kind != "Concat" or c.is_output or c.fused or c.in_shape_of_subgraph \
+                    or not c.is_dynamic or len(c.inputs) < 2:
+                continue
+            ok = True
+            for src, k in c.inputs:
+                if src.num_outputs != 1 or len(src.users[0]) != 1 or src.is_output \
+                        or src.kind in ("Parameter", "Constant") or src.optimized \
+                        or src.in_shape_of_subgraph or not src.has_kernel \
+                        or src.out_dtypes[0] != c.out_dtypes[0] or src.kind in I.MOVEMENT_KINDS \
+                        or src.kind == "Concat":
+                    ok = False
+                    break
+            if ok:
+                c.inplace_concat = True
+                c.optimized = c.runtime_skippable = True
+
+    def _build_exec_order(self) -> list[ProgramNode]:
+        """Topological order with the inputs of in-place concat candidates moved right before
+        their concat, so they run back to back."""
+        moved = {id(src) for c in self.nodes if c.inplace_concat for src, _ in c.inputs}
+        order: list[ProgramNode] = []
+        for n in self.nodes:
+            if id(n) in moved:
+                continue
+            if n.inplace_concat:
+                order.extend(src for src, _ in n.inputs)
+            order.append(n)
+        return order
+
+    def _memory_dependencies(self) -> None:
+        """restrictions(n): nodes whose output lifetimes overlap n's (in exec order), following
+        buffers through aliasing users (skipped, fused, in-place)."""
+        pos = {id(n): i for i, n in enumerate(self.exec_order)}
+        end: dict[int, int] = {}
+        big = len(self.exec_order) + 1
+
+        def lifetime_end(n: ProgramNode) -> int:
+            if id(n) in end:
+                return end[id(n)]
+            e = pos[id(n)]
+            if n.is_output:
+                e = big
+            for u in n.all_users():
+                e = max(e, pos[id(u)])
+                if u.optimized or u.fused_into is not None or u.kind == "Result":
+                    e = max(e, lifetime_end(u))
+            end[id(n)] = e
+            return e
+
+        spans = [(pos[id(n)], lifetime_end(n), n) for n in self.exec_order]
+        spans.sort(key=lambda s: s[0])
+        for s, e, n in spans:
+            n.restrictions = frozenset(id(m) for s2, e2, m in spans if s2 <= e and s <= e2 and m is not n)
+
+    def describe(self) -> list[dict]:
+        """Per node: id, kind, flags (for docs, tests and debugging)."""
+        return [{"id": n.id, "kind": n.kind, "optimized": n.optimized,
+                 "runtime_skippable": n.runtime_skippable, "shape_of": n.in_shape_of_subgraph,
+                 "fused": [f.kind for f in n.fused], "fused_into": n.fused_into.id if n.fused_into else None,
+                 "inplace_concat": n.inplace_concat} for n in self.exec_order]
+
+    def node(self, id: str) -> ProgramNode:
+        for n in self.nodes:
+            if n.id == id or n.name == id:
+                return n
+        raise NetpassError(f"no program node '{id}'")

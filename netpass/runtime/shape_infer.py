@@ -1,0 +1,136 @@
+"""Runtime shape inference on concrete shapes: fast numpy rules for the common kinds, the
+ops' own partial-shape inference (on a clone fed static Parameters and value Constants) for
+everything else, memoised per node and input signature."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..core.node import OP_TYPES
+from ..core.types import Type
+from ..errors import ShapeInferenceError
+from . import impls as I
+
+_SAME = {"Softmax", "LogSoftmax", "MVN", "Convert", "Result", "CumSum", "NormalizeL2"} | (
+    I.ELTWISE_KINDS - {"Select"})
+
+
+def _fast(kind: str, attrs: dict, shapes: list[tuple], values: dict) -> list[tuple] | None:
+    if kind in _SAME and len(shapes) == 1:
+        return [shapes[0]]
+    if kind in I.ELTWISE_KINDS or kind == "Select":
+        if attrs.get("auto_broadcast", "numpy") != "numpy":
+            return None
+        try:
+            return [tuple(np.broadcast_shapes(*shapes))]
+        except ValueError:
+            return None
+    if kind == "MatMul":
+        a, b = list(shapes[0]), list(shapes[1])
+        if len(a) < 2 or len(b) < 2:
+            return None
+        if attrs.get("transpose_a"):
+            a[-1], a[-2] = a[-2], a[-1]
+        if attrs.get("transpose_b"):
+            b[-1], b[-2] = b[-2], b[-1]
+        if a[-1] != b[-2]:
+            return None
+        try:
+            batch = np.broadcast_shapes(tuple(a[:-2]), tuple(b[:-2]))
+        except ValueError:
+            return None
+        return [tuple(batch) + (a[-2], b[-1])]
+    if kind == "ShapeOf":
+        return [(len(shapes[0]),)]
+    if kind == "Reshape" and 1 in values:
+        target = [int(v) for v in np.asarray(values[1]).reshape(-1)]
+        src = shapes[0]
+        out = []
+        for i, t in enumerate(target):
+            out.append(src[i] if t == 0 and attrs.get("special_zero") else t)
+        if out.count(-1) == 1:
+            known = 1
+            for d in out:
+                if d != -1:
+                    known *= d
+            total = int(np.prod(src, dtype=np.int64))
+            out[out.index(-1)] = total // known if known else 0
+        return [tuple(out)]
+    if kind == "Concat":
+        axis = attrs.get("axis", 0)
+        axis = axis + len(shapes[0]) if axis < 0 else axis
+        out = list(shapes[0])
+        out[axis] = sum(s[axis] for s in shapes)
+        return [tuple(out)]
+    if kind == "Transpose" and 1 in values:
+        order = [int(v) for v in np.asarray(values[1]).reshape(-1)]
+        if not order:
+            order = list(range(len(shapes[0])))[::-1]
+        return [tuple(shapes[0][o] for o in order)]
+    if kind == "Gather" and 2 in values and not attrs.get("batch_dims", 0):
+        axis = int(np.asarray(values[2]).reshape(-1)[0]) % len(shapes[0])
+        s = shapes[0]
+        return [tuple(s[:axis]) + tuple(shapes[1]) + tuple(s[axis + 1:])]
+    return None
+
+
+class ShapeInfer:
+    """Output shapes of a program node from concrete input shapes and shape-infer values."""
+
+    def __init__(self, pnode: Any, capacity: int = 512) -> None:
+        self.pnode = pnode
+        self._memo: dict = {}
+        self._capacity = capacity
+
+    def __call__(self, shapes: list[tuple], values: dict[int, np.ndarray]) -> list[tuple]:
+        p = self.pnode
+        fast = _fast(p.kind, p.attrs, shapes, values)
+        if fast is not None:
+            return fast
+        key = (tuple(shapes), tuple((i, v.dtype.str, v.shape, v.tobytes()) for i, v in sorted(values.items())))
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
+        out = self._generic(shapes, values)
+        if len(self._memo) >= self._capacity:
+            self._memo.clear()
+        self._memo[key] = out
+        return out
+
+    def _generic(self, shapes: list[tuple], values: dict[int, np.ndarray]) -> list[tuple]:
+        from ..ops.io import Constant, Parameter
+        p = self.pnode
+        cls = OP_TYPES.get(p.kind)
+        if cls is None:
+            raise ShapeInferenceError(f"no op class for kind '{p.kind}' (node '{p.id}')")
+        ins = []
+        for j, (src, k) in enumerate(p.inputs):
+            dt = src.out_dtypes[k]
+            if j in values or src.kind == "Constant":
+                v = values.get(j, src.value)
+                ins.append(Constant([], value=np.asarray(v, dtype=dt)))
+            else:
+                ins.append(Parameter([], shape=shapes[j], element_type=Type.of(dt)))
+        op = cls(ins, **p.attrs)
+        out = []
+        for ps in op._out_ps:
+            if not ps.is_static:
+                raise ShapeInferenceError(
+                    f"{p.kind} '{p.name}': output shape {ps} is not static for input shapes "
+                    f"{[list(s) for s in shapes]}")
+            out.append(tuple(int(d) for d in ps.to_shape()))
+        return out
+
+
+def infer_host(pnode: Any, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Run a node's numpy reference (shape_of sub-graphs, host fallbacks)."""
+    op = pnode.op
+    if op is None:
+        from ..ops.io import Constant, Parameter
+        cls = OP_TYPES.get(pnode.kind)
+        if cls is None:
+            raise ShapeInferenceError(f"no op class for kind '{pnode.kind}' (node '{pnode.id}')")
+        ins = [Parameter([], shape=a.shape, element_type=Type.of(a.dtype)) for a in arrays]
+        op = cls(ins, **pnode.attrs)
+    return [np.asarray(o) for o in op.evaluate(list(arrays))]
