@@ -287,14 +287,11 @@ class _Reader:
 
 
 def _rt_dict(el: Element) -> dict:
+    """Model rt_info: ``<key value=.../>``, ``<info name=key value=.../>``, nested elements."""
     out: dict = {}
     for child in el:
-        if child.tag == "info" and "name" in child.attrib:
-            out[child.attrib["name"]] = child.attrib.get("value", "")
-        elif len(child):
-            out[child.tag] = _rt_dict(child)
-        else:
-            out[child.tag] = child.attrib.get("value", "")
+        key = child.attrib["name"] if child.tag == "info" and "name" in child.attrib else child.tag
+        out[key] = _rt_dict(child) if len(child) else child.attrib.get("value", "")
     return out
 
 

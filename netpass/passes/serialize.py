@@ -137,7 +137,7 @@ class _Writer:
         self.model = model
         self.lines: list[str] = []
         self.blob = bytearray()
-        self.blob_offsets: dict[tuple[str, int], list[tuple[bytes, int]]] = {}
+        self.blob_offsets: dict[bytes, list[int]] = {}  # digest -> offsets of blobs with it
 
     def emit(self, depth: int, text: str) -> None:
         self.lines.append("\t" * depth + text)
@@ -157,13 +157,14 @@ class _Writer:
 
     def add_blob(self, data: bytes) -> int:
         """Offset of ``data`` in the bin, reusing an identical earlier blob."""
-        key = (hashlib.sha1(data).hexdigest(), len(data))
-        for existing, offset in self.blob_offsets.get(key, ()):
-            if existing == data:
-                return offset
+        key = hashlib.sha1(data).digest() + len(data).to_bytes(8, "little")
+        with memoryview(self.blob) as view:
+            for offset in self.blob_offsets.get(key, ()):
+                if view[offset:offset + len(data)] == data:
+                    return offset
         offset = len(self.blob)
         self.blob += data
-        self.blob_offsets.setdefault(key, []).append((data, offset))
+        self.blob_offsets.setdefault(key, []).append(offset)
         return offset
 
     def constant_data(self, node: Node) -> dict[str, str]:
@@ -224,22 +225,20 @@ class _Writer:
         self.emit(2, "</layer>")
 
     def rt_entries(self, depth: int, info: dict) -> None:
+        """Model rt_info as nested elements; keys that are not XML names go in ``<info name>``."""
         for key, value in info.items():
             if key in ("version", "__weights_path"):
                 continue
+            valid = bool(_XML_NAME.match(key)) and not key.lower().startswith("xml")
+            tag, named = (key, "") if valid else ("info", f" name={quoteattr(key)}")
             if isinstance(value, dict):
-                if _XML_NAME.match(key):
-                    self.emit(depth, f"<{key}>")
-                    self.rt_entries(depth + 1, value)
-                    self.emit(depth, f"</{key}>")
+                self.emit(depth, f"<{tag}{named}>")
+                self.rt_entries(depth + 1, value)
+                self.emit(depth, f"</{tag}>")
                 continue
             text = format_value(value)
-            if text is None:
-                continue
-            if _XML_NAME.match(key) and not key.lower().startswith("xml"):
-                self.emit(depth, f"<{key} value={quoteattr(text)} />")
-            else:
-                self.emit(depth, f"<info name={quoteattr(key)} value={quoteattr(text)} />")
+            if text is not None:
+                self.emit(depth, f"<{tag}{named} value={quoteattr(text)} />")
 
     def write(self) -> str:
         from ..ops.io import Parameter, Result

@@ -14,7 +14,7 @@ from netpass import Model, opset
 from netpass.core.node import OP_TYPES
 from netpass.core.rt_info import FusedNames
 from netpass.errors import ModelFormatError, UnsupportedOpError
-from netpass.passes.serialize import Serialize, serialize
+from netpass.passes.serialize import ATTR_RULES, AttrRule, Serialize, serialize
 from netpass.testing import compare_models
 
 RNG = np.random.default_rng(11)
@@ -128,17 +128,29 @@ def test_attribute_spellings():
     assert layers["Divide"].find("data").attrib["m_pythondiv"] == "true"
 
 
+def test_attribute_rule_applies_both_ways(tmp_path, monkeypatch):
+    monkeypatch.setitem(ATTR_RULES, "Gelu", {"approximation_mode": AttrRule(
+        "approximation_mode", to_ir=str.lower, from_ir=str.upper)})
+    x = opset.parameter([3], np.float32, name="x")
+    model = Model([opset.gelu(x, "TANH")], [x])
+    gelu = next(la for la in _layers(ET.fromstring(serialize(model)[0]))
+                if la.attrib["type"] == "Gelu")
+    assert gelu.find("data").attrib == {"approximation_mode": "tanh"}
+    _assert_same(model, _write_read(model, tmp_path))
+
+
 def test_model_rt_info_written_and_read_back(tmp_path):
     model = _small_model()
     model.rt_info.update({"framework": {"name": "onnx", "opset": "17"}, "bad key": "v",
-                          "version": "ignored"})
+                          "version": "ignored", "odd/dict": {"k": "1"}})
     root = ET.fromstring(serialize(model)[0])
     rt = root.find("rt_info")
     assert rt.find("framework").find("name").attrib == {"value": "onnx"}
     assert rt.find("info").attrib == {"name": "bad key", "value": "v"}
     assert rt.find("version") is None
     back = _write_read(model, tmp_path)
-    assert back.rt_info == {"framework": {"name": "onnx", "opset": "17"}, "bad key": "v"}
+    assert back.rt_info == {"framework": {"name": "onnx", "opset": "17"}, "bad key": "v",
+                            "odd/dict": {"k": "1"}}
 
 
 # -- read-back ---------------------------------------------------------------------------------
