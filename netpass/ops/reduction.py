@@ -276,14 +276,15 @@ def _onnx_axes(ctx: Any, axes_input: bool) -> tuple[Output | None, bool]:
     return (_i64(values), False) if values else (None, True)
 
 
-def _reduce_inputs(ctx: Any, axes_input: bool) -> tuple[Output, Output | None, bool]:
-    """(data, axes, keepdims); axes None means 'return data unchanged' (noop_with_empty_axes)."""
+def _reduce_inputs(ctx: Any, axes_input: bool) -> tuple[Output, Output, bool]:
+    """(data, axes, keepdims) in OpenVINO terms, where empty axes reduce nothing."""
     x = ctx.inputs[0]
     keep = bool(ctx.attr("keepdims", 1))
     axes, empty = _onnx_axes(ctx, axes_input)
     if empty:
         if ctx.attr("noop_with_empty_axes", 0):
-            return x, None, keep
+            # Composite reductions still apply their elementwise steps (ReduceL1 -> |x|).
+            return x, _i64(np.zeros((0,), np.int64)), keep
         ps = x.partial_shape
         if not ps.rank_is_static:
             ctx.error("reducing over all axes needs data of known rank")
@@ -293,15 +294,8 @@ def _reduce_inputs(ctx: Any, axes_input: bool) -> tuple[Output, Output | None, b
 
 def _register_reduce(onnx_op: str, build: Callable[[Output, Output, bool], Output],
                      axes_input_since: int) -> None:
-    def rule_attr(ctx):
-        x, axes, keep = _reduce_inputs(ctx, axes_input=False)
-        return x if axes is None else build(x, axes, keep)
-
-    def rule_input(ctx):
-        x, axes, keep = _reduce_inputs(ctx, axes_input=True)
-        return x if axes is None else build(x, axes, keep)
-    onnx_rule(onnx_op)(rule_attr)
-    onnx_rule(onnx_op, since=axes_input_since)(rule_input)
+    onnx_rule(onnx_op)(lambda ctx: build(*_reduce_inputs(ctx, axes_input=False)))
+    onnx_rule(onnx_op, since=axes_input_since)(lambda ctx: build(*_reduce_inputs(ctx, axes_input=True)))
 
 
 def _simple(cls: type) -> Callable[[Output, Output, bool], Output]:
