@@ -70,16 +70,20 @@ def update_forward_sinking_ability(transpose: Node) -> None:
         mark_as_no_sinking(transpose)
 
 
-def _transposed(value: Output, order: list[int], order_type: Type) -> Output:
+def _transposed(value: Output, order: list[int], order_type: Type, rt_source: Node) -> Output:
     """``Transpose(value, order)`` after unsqueezing ``value`` to the order's rank; a Constant is
-    transposed at once."""
+    transposed at once. New nodes take ``rt_source``'s rt_info."""
     rank, want = static_rank(value), len(order)
     v = const_value(value)
     if v is not None:
         return const(np.transpose(v.reshape((1,) * (want - v.ndim) + v.shape), order), value.element_type)
+    new = []
     if rank < want:
-        value = make("Unsqueeze", [value, const(np.arange(want - rank, dtype=np.int64))]).output(0)
-    return make("Transpose", [value, const(np.array(order), order_type)]).output(0)
+        new.append(make("Unsqueeze", [value, const(np.arange(want - rank, dtype=np.int64))]))
+        value = new[-1].output(0)
+    new.append(make("Transpose", [value, const(np.array(order), order_type)]))
+    copy_runtime_info(rt_source, new)
+    return new[-1].output(0)
 
 
 def update_input_transposes(main: Node, info: TransposeInput, indices: Iterable[int] | None = None) -> list[Node]:
@@ -89,10 +93,11 @@ def update_input_transposes(main: Node, info: TransposeInput, indices: Iterable[
     new = []
     for i in (range(main.get_input_size()) if indices is None else indices):
         src = main.input_value(i)
-        if src.node is info.transpose:
-            main.input(i).replace_source_output(info.transpose.input_value(0))
+        if src.node is info.transpose or transpose_order(src.node) == info.order:
+            # The same order on another input: bypass it too (what inverse + fuse would give).
+            main.input(i).replace_source_output(src.node.input_value(0))
             continue
-        t = _transposed(src, rev, info.order_type)
+        t = _transposed(src, rev, info.order_type, main)
         main.input(i).replace_source_output(t)
         if t.node.type_name == "Transpose":
             new.append(t.node)
@@ -156,7 +161,7 @@ def insert_transposes_before(main: Node, order: list[int], order_type: Type,
     """Backward: ``Transpose(order)`` on the given inputs of ``main`` (unsqueezed to rank)."""
     new = []
     for i in (range(main.get_input_size()) if indices is None else indices):
-        t = _transposed(main.input_value(i), order, order_type)
+        t = _transposed(main.input_value(i), order, order_type, main)
         main.input(i).replace_source_output(t)
         if t.node.type_name == "Transpose":
             new.append(t.node)
