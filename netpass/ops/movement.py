@@ -504,6 +504,8 @@ class VariadicSplit(Node):
 def slice_bounds(dim: int, start: int, stop: int, step: int) -> tuple[int, int, int]:
     """ONNX/OpenVINO Slice-8 clamping: ``(start, stop, length)`` with ``stop == -1`` meaning
     "past the first element" for negative steps."""
+    if dim == 0:
+        return 0, 0, 0
     if start < 0:
         start += dim
     if stop < 0:
@@ -513,7 +515,7 @@ def slice_bounds(dim: int, start: int, stop: int, step: int) -> tuple[int, int, 
         stop = min(max(stop, 0), dim)
         length = max(0, -(-(stop - start) // step))
     else:
-        start = min(max(start, -1), dim - 1)
+        start = min(max(start, 0), dim - 1)
         stop = min(max(stop, -1), dim - 1)
         length = max(0, -(-(start - stop) // -step))
     return start, stop, length
