@@ -1,0 +1,271 @@
+"""Softmax, LogSoftmax, MVN, BatchNormInference, NormalizeL2 and the ONNX normalizations built
+from them (LayerNormalization, InstanceNormalization, MeanVarianceNormalization,
+LpNormalization): ONNX import vs onnxruntime, OpenVINO semantics, partial shapes and export.
+
+Tolerances: rtol 1e-4, atol 1e-5.
+"""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper
+
+import netpass
+from netpass import Model, opset
+from netpass.core.dimension import Dimension, Symbol
+from netpass.core.shape import PartialShape
+from netpass.errors import ShapeInferenceError, UnsupportedOpError
+from netpass.frontend.onnx_writer import to_onnx
+
+RTOL, ATOL = 1e-4, 1e-5
+
+
+def one_node(op: str, feeds: dict, n_out: int = 1, opset_version: int = 17,
+             initializers: dict | None = None, **attrs) -> onnx.ModelProto:
+    """One ONNX node reading float32 ``feeds`` then ``initializers``, with float32 outputs."""
+    initializers = initializers or {}
+    vis = [helper.make_tensor_value_info(k, TensorProto.FLOAT, v.shape) for k, v in feeds.items()]
+    outs = [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, None) for i in range(n_out)]
+    node = helper.make_node(op, list(feeds) + list(initializers), [o.name for o in outs], **attrs)
+    graph = helper.make_graph([node], "g", vis, outs,
+                              [onnx.numpy_helper.from_array(v, k) for k, v in initializers.items()])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset_version)])
+    proto.ir_version = 8
+    return proto
+
+
+def check_onnx(proto: onnx.ModelProto, feeds: dict) -> None:
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = sess.run(None, feeds)
+    got = netpass.reference.infer(netpass.read_model(proto), feeds)
+    for vo, ref in zip(proto.graph.output, expected):
+        assert got[vo.name].shape == ref.shape, (vo.name, got[vo.name].shape, ref.shape)
+        np.testing.assert_allclose(got[vo.name], ref, rtol=RTOL, atol=ATOL, err_msg=vo.name)
+
+
+def check_export(model: Model, feeds: dict) -> None:
+    proto = to_onnx(model)
+    onnx.checker.check_model(proto)
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = netpass.reference.infer(model, feeds)
+    for name, ref in zip(model.output_names, sess.run(None, feeds)):
+        np.testing.assert_allclose(got[name], ref, rtol=RTOL, atol=ATOL)
+
+
+def rand(rng, shape, lo=-3.0, hi=3.0):
+    x = rng.uniform(lo, hi, size=shape)
+    return np.where(np.abs(x) < 1e-2, 0.5, x).astype(np.float32)
+
+
+def infer_one(node, x, value: np.ndarray) -> np.ndarray:
+    """Run the one-output ``node`` fed by parameter ``x`` on ``value``."""
+    return next(iter(netpass.reference.infer(Model([node], [x]), {"x": value}).values()))
+
+
+# -- Softmax / LogSoftmax ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("axis", [-1, 0, 1, 2])
+def test_softmax_opset13_axis(op, axis):
+    feeds = {"x": rand(np.random.default_rng(0), (2, 3, 4), -5, 5)}
+    check_onnx(one_node(op, feeds, axis=axis), feeds)
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("axis,shape", [(1, (2, 3, 4)), (0, (2, 3)), (1, (2, 3)), (-2, (2, 3, 4, 5)),
+                                        (2, (2, 3, 4, 5))], ids=str)
+def test_softmax_before_opset13_flattens_to_2d(op, axis, shape):
+    feeds = {"x": rand(np.random.default_rng(1), shape, -5, 5)}
+    check_onnx(one_node(op, feeds, opset_version=11, axis=axis), feeds)
+
+
+def test_softmax_before_opset13_default_axis_is_1():
+    feeds = {"x": rand(np.random.default_rng(2), (2, 3, 4), -5, 5)}
+    check_onnx(one_node("Softmax", feeds, opset_version=11), feeds)
+
+
+def test_softmax_before_opset13_with_dynamic_dims():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "T"])
+    node = helper.make_node("Softmax", ["x"], ["y"], axis=1)
+    graph = helper.make_graph([node], "g", [x], [helper.make_tensor_value_info("y", 1, None)])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    proto.ir_version = 8
+    check_onnx(proto, {"x": rand(np.random.default_rng(3), (2, 3, 5), -5, 5)})
+
+
+def test_softmax_large_inputs_stay_finite():
+    x = opset.parameter([2, 4], np.float32, name="x")
+    v = rand(np.random.default_rng(4), (2, 4), 500, 900)
+    out = infer_one(opset.softmax(x, -1), x, v)
+    e = np.exp(v.astype(np.float64) - v.max(-1, keepdims=True))
+    np.testing.assert_allclose(out, e / e.sum(-1, keepdims=True), rtol=RTOL, atol=ATOL)
+
+
+def test_softmax_axis_out_of_range_raises():
+    with pytest.raises(ShapeInferenceError, match="axis 3"):
+        opset.softmax(opset.parameter([2, 3, 4], np.float32), 3)
+
+
+def test_softmax_keeps_symbols():
+    n = Symbol("N")
+    x = opset.parameter(PartialShape([Dimension(symbol=n), Dimension(1, 9)]), np.float32)
+    ps = opset.log_softmax(x, 1).output(0).partial_shape
+    assert ps[0].symbol is n and ps[1] == Dimension(1, 9)
+
+
+# -- MVN ---------------------------------------------------------------------------------------
+
+def _mvn_ref(x, axes, normalize, eps, mode):
+    x = x.astype(np.float64)
+    d = x - x.mean(axis=axes, keepdims=True)
+    if not normalize:
+        return d
+    var = (d * d).mean(axis=axes, keepdims=True)
+    return d / np.sqrt(var + eps) if mode == "inside_sqrt" else d / (np.sqrt(var) + eps)
+
+
+@given(st.sampled_from([(1,), (2, 3), (1, 2, 3), (-1,)]), st.booleans(),
+       st.sampled_from(["inside_sqrt", "outside_sqrt"]), st.sampled_from([1e-9, 1e-5, 0.1]))
+@settings(max_examples=30, deadline=None)
+def test_mvn_matches_formula(axes, normalize, mode, eps):
+    x = opset.parameter([2, 3, 4, 5], np.float32, name="x")
+    v = rand(np.random.default_rng(5), (2, 3, 4, 5))
+    out = infer_one(opset.mvn(x, list(axes), normalize, eps, mode), x, v)
+    np.testing.assert_allclose(out, _mvn_ref(v, axes, normalize, eps, mode), rtol=RTOL, atol=ATOL)
+
+
+def test_mvn_attribute_names_follow_openvino():
+    node = opset.mvn(opset.parameter([2, 3], np.float32), [1], True, 1e-5, "inside_sqrt")
+    assert node.get_attributes() == {"normalize_variance": True, "eps": 1e-5,
+                                     "eps_mode": "INSIDE_SQRT"}
+    assert (node.type_name, node.version) == ("MVN", "opset6")
+
+
+@pytest.mark.parametrize("axes", [None, [1], [0, 1, 2, 3]], ids=str)
+def test_onnx_mean_variance_normalization(axes):
+    feeds = {"x": rand(np.random.default_rng(6), (2, 3, 4, 5))}
+    attrs = {} if axes is None else {"axes": axes}
+    check_onnx(one_node("MeanVarianceNormalization", feeds, **attrs), feeds)
+
+
+# -- BatchNormalization ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape", [(2, 3), (2, 3, 5), (2, 3, 4, 5)], ids=str)
+@pytest.mark.parametrize("epsilon", [1e-5, 0.1])
+def test_batch_normalization_matches_onnxruntime(shape, epsilon):
+    rng = np.random.default_rng(7)
+    c = shape[1]
+    inits = {"scale": rand(rng, (c,)), "bias": rand(rng, (c,)), "mean": rand(rng, (c,)),
+             "var": rand(rng, (c,), 0.1, 2.0)}
+    feeds = {"x": rand(rng, shape)}
+    check_onnx(one_node("BatchNormalization", feeds, initializers=inits, epsilon=epsilon), feeds)
+
+
+def test_batch_normalization_training_mode_is_refused():
+    c = np.ones(3, np.float32)
+    proto = one_node("BatchNormalization", {"x": np.ones((2, 3), np.float32)}, n_out=3,
+                     initializers={"s": c, "b": c, "m": c, "v": c}, training_mode=1)
+    with pytest.raises(UnsupportedOpError, match="training_mode"):
+        netpass.read_model(proto)
+
+
+def test_batch_norm_channel_mismatch_raises():
+    x = opset.parameter([2, 3, 4], np.float32)
+    with pytest.raises(ShapeInferenceError, match="gamma"):
+        opset.batch_norm_inference(x, np.ones(4), np.ones(3), np.ones(3), np.ones(3), 1e-5)
+
+
+def test_batch_norm_merges_channel_dim():
+    n = Symbol("N")
+    x = opset.parameter(PartialShape([Dimension(symbol=n), Dimension(), 7]), np.float32)
+    w = np.ones(5, np.float32)
+    ps = opset.batch_norm_inference(x, w, w, w, w, 1e-5).output(0).partial_shape
+    assert ps[0].symbol is n and ps[1] == 5 and ps[2] == 7
+
+
+# -- LayerNormalization and InstanceNormalization -------------------------------------------------
+
+@pytest.mark.parametrize("axis", [-1, 1, 2])
+@pytest.mark.parametrize("n_out", [1, 3])
+def test_layer_normalization_matches_onnxruntime(axis, n_out):
+    rng = np.random.default_rng(8)
+    shape = (2, 3, 4)
+    norm_shape = shape[axis:]
+    inits = {"scale": rand(rng, norm_shape), "bias": rand(rng, norm_shape)}
+    feeds = {"x": rand(rng, shape)}
+    check_onnx(one_node("LayerNormalization", feeds, n_out=n_out, initializers=inits, axis=axis,
+                        epsilon=1e-3), feeds)
+
+
+def test_layer_normalization_without_bias():
+    rng = np.random.default_rng(9)
+    feeds = {"x": rand(rng, (3, 8))}
+    check_onnx(one_node("LayerNormalization", feeds, initializers={"scale": rand(rng, (8,))}), feeds)
+
+
+def test_layer_normalization_imports_as_mvn():
+    rng = np.random.default_rng(10)
+    proto = one_node("LayerNormalization", {"x": rand(rng, (3, 8))},
+                     initializers={"scale": rand(rng, (8,)), "bias": rand(rng, (8,))})
+    types = [n.type_name for n in netpass.read_model(proto).get_ordered_ops()]
+    assert "MVN" in types and "Multiply" in types and "Add" in types
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 5), (2, 3, 4, 5)], ids=str)
+def test_instance_normalization_matches_onnxruntime(shape):
+    rng = np.random.default_rng(11)
+    inits = {"scale": rand(rng, (3,)), "bias": rand(rng, (3,))}
+    feeds = {"x": rand(rng, shape)}
+    check_onnx(one_node("InstanceNormalization", feeds, initializers=inits, epsilon=1e-4), feeds)
+
+
+# -- NormalizeL2 / LpNormalization ---------------------------------------------------------------
+
+@pytest.mark.parametrize("p", [1, 2])
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_lp_normalization_matches_onnxruntime(p, axis):
+    feeds = {"x": rand(np.random.default_rng(12), (3, 4, 5))}
+    check_onnx(one_node("LpNormalization", feeds, p=p, axis=axis), feeds)
+
+
+@pytest.mark.parametrize("mode", ["add", "max"])
+@pytest.mark.parametrize("axes", [[1], [1, 2], []], ids=str)
+def test_normalize_l2_matches_formula(mode, axes):
+    x = opset.parameter([2, 3, 4], np.float32, name="x")
+    v = rand(np.random.default_rng(13), (2, 3, 4), -0.3, 0.3)
+    eps = 0.05
+    out = infer_one(opset.normalize_l2(x, np.array(axes, np.int64), eps, mode), x, v)
+    ss = np.sum(v.astype(np.float64) ** 2, axis=tuple(axes), keepdims=True)
+    norm = np.sqrt(ss + eps) if mode == "add" else np.sqrt(np.maximum(ss, eps))
+    np.testing.assert_allclose(out, v / norm, rtol=RTOL, atol=ATOL)
+
+
+def test_normalize_l2_rejects_bad_eps_mode():
+    with pytest.raises(ShapeInferenceError, match="eps_mode"):
+        opset.normalize_l2(opset.parameter([2, 3], np.float32), [1], 1e-6, "mul")
+
+
+# -- ONNX export -------------------------------------------------------------------------------
+
+EXPORTS = {
+    "softmax": lambda x: opset.softmax(x, 1),
+    "log_softmax": lambda x: opset.log_softmax(x, -1),
+    "mvn_inside": lambda x: opset.mvn(x, [1, 2], True, 1e-5, "inside_sqrt"),
+    "mvn_outside": lambda x: opset.mvn(x, [2], True, 1e-3, "outside_sqrt"),
+    "mvn_mean_only": lambda x: opset.mvn(x, [0], False, 1e-5, "inside_sqrt"),
+    "batch_norm": lambda x: opset.batch_norm_inference(
+        x, np.array([1.0, 2.0, 0.5]), np.array([0.1, 0.2, 0.3]), np.array([0.0, 0.5, -0.5]),
+        np.array([1.0, 2.0, 0.5]), 1e-5),
+    "normalize_l2_add": lambda x: opset.normalize_l2(x, [2], 1e-6, "add"),
+    "normalize_l2_max": lambda x: opset.normalize_l2(x, [1, 2], 1e-6, "max"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPORTS))
+def test_export_round_trip(name):
+    x = opset.parameter([2, 3, 4], np.float32, name="x")
+    check_export(Model([EXPORTS[name](x)], [x]), {"x": rand(np.random.default_rng(14), (2, 3, 4))})
