@@ -68,8 +68,22 @@ def _values_equal(a: np.ndarray, b: np.ndarray) -> bool:
     return bool(np.array_equal(a, b))
 
 
-def _rt_keys(rt: Mapping | None) -> set[str]:
-    return set(rt or {}) - {"opset"}
+def _rt_diff(rt: Mapping | None, rt_ref: Mapping | None) -> str | None:
+    """OpenVINO's rule: every rt_info key of the reference (but ``opset``) must be present
+    with an equal value; extra keys on the compared side are fine."""
+    rt = rt or {}
+    for key, ref_value in (rt_ref or {}).items():
+        if key == "opset":
+            continue
+        if key not in rt:
+            return f"rt_info key '{key}' is missing"
+        try:
+            differ = bool(rt[key] != ref_value)
+        except Exception:  # values without a usable equality count as equal, as in OpenVINO
+            differ = False
+        if differ:
+            return f"rt_info values of '{key}' differ: {rt[key]!r} vs {ref_value!r}"
+    return None
 
 
 def _pair_results(model: Model, ref: Model) -> list[tuple[Node, Node]]:
@@ -104,10 +118,10 @@ class _Comparator:
             if why:
                 return why
             if self.f["rt_info"]:
-                ka = _rt_keys(a._in_rt.get(i) if a._in_rt else None)
-                kb = _rt_keys(b._in_rt.get(i) if b._in_rt else None)
-                if ka != kb:
-                    return f"input {i} rt_info keys differ: {sorted(ka)} vs {sorted(kb)}"
+                why = _rt_diff(a._in_rt.get(i) if a._in_rt else None,
+                               b._in_rt.get(i) if b._in_rt else None)
+                if why:
+                    return f"input {i} {why}"
         for oa, ob in zip(a.outputs(), b.outputs()):
             why = self.output_pair(oa, ob)
             if why:
@@ -117,9 +131,9 @@ class _Comparator:
             if why:
                 return why
         if self.f["rt_info"]:
-            ka, kb = _rt_keys(a.rt_info), _rt_keys(b.rt_info)
-            if ka != kb:
-                return f"rt_info keys differ: {sorted(ka)} vs {sorted(kb)}"
+            why = _rt_diff(a.rt_info, b.rt_info)
+            if why:
+                return why
         if self.f["names"] and type(a).type_name == "Result":
             pa, pb = a.input_value(0).node, b.input_value(0).node
             if pa.friendly_name != pb.friendly_name:
@@ -150,9 +164,9 @@ class _Comparator:
         if self.f["tensor_names"] and oa.names != ob.names:
             return f"output {k} tensor names differ: {sorted(oa.names)} vs {sorted(ob.names)}"
         if self.f["rt_info"]:
-            ka, kb = _rt_keys(oa.node._out_rt[k]), _rt_keys(ob.node._out_rt[k])
-            if ka != kb:
-                return f"output {k} rt_info keys differ: {sorted(ka)} vs {sorted(kb)}"
+            why = _rt_diff(oa.node._out_rt[k], ob.node._out_rt[k])
+            if why:
+                return f"output {k} {why}"
         if self.f["consumers_count"]:
             ca, cb = len(oa.consumers()), len(ob.consumers())
             if ca != cb:
@@ -218,7 +232,8 @@ def compare_models(model: Model, model_ref: Model, *, names: bool = False,
     """Compare ``model`` with ``model_ref`` node by node from their Results (OpenVINO's
     comparator). Types, input/output counts, source output ports and shapes are always
     compared; the flags add element types, constant values, attributes, Result producers'
-    friendly names, rt_info keys, tensor names and consumer counts."""
+    friendly names, rt_info (the reference's keys must be present with equal values), tensor
+    names and consumer counts."""
     flags = dict(names=names, const_values=const_values, attributes=attributes,
                  precisions=precisions, rt_info=rt_info, tensor_names=tensor_names,
                  consumers_count=consumers_count)
@@ -348,7 +363,9 @@ class TransformationTest:
         self.model = None
         self.model_ref = None
         self.manager = Manager()
-        self.compare_flags: dict[str, bool] = {}
+        # compare_models flags; rt_info on as in OpenVINO's TransformationTestsF (model_ref's
+        # rt_info keys must survive on the transformed model).
+        self.compare_flags: dict[str, bool] = {"rt_info": True}
         self._check_rt_info = True
         self._check_accuracy = False
         self._accuracy_tol = (1e-3, 5e-4)

@@ -84,11 +84,20 @@ def test_result_producer_name_difference_only_with_names():
     assert compare_models(a, b).valid
 
 
-def test_rt_info_key_difference_only_with_rt_info():
+def test_rt_info_of_reference_must_be_present():
     a, b = _model(), _model()
-    a.results[0].input_value(0).node.rt_info["fused_names_0"] = FusedNames(["out"])
-    _expect(compare_models(a, b, rt_info=True), "Relu-opset1 'out'", "rt_info keys differ")
+    b.results[0].input_value(0).node.rt_info["fused_names_0"] = FusedNames(["out"])
+    _expect(compare_models(a, b, rt_info=True), "Relu-opset1 'out'",
+            "rt_info key 'fused_names_0' is missing")
     assert compare_models(a, b).valid
+    assert compare_models(b, a, rt_info=True).valid  # extra keys on the compared side are fine
+
+
+def test_rt_info_values_must_match():
+    a, b = _model(), _model()
+    a.results[0].input_value(0).node.rt_info["fused_names_0"] = FusedNames(["x"])
+    b.results[0].input_value(0).node.rt_info["fused_names_0"] = FusedNames(["out"])
+    _expect(compare_models(a, b, rt_info=True), "rt_info values of 'fused_names_0' differ")
 
 
 def test_tensor_name_difference_only_with_tensor_names():
