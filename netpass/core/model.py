@@ -184,11 +184,14 @@ class Model:
     # -- copies and shapes --------------------------------------------------------------
     def clone(self) -> "Model":
         """A deep copy: new nodes with the same friendly names, tensor names and rt_info."""
+        from ..ops.io import Result
         mapping: dict[Node, Node] = {}
         for node in self.get_ordered_ops():
             new_inputs = [mapping[o.node].output(o.index) for o in node._inputs]
             new = node.clone_with_new_inputs(new_inputs)
-            new._friendly = node._friendly
+            # Friendly names are kept even when defaulted, so output names survive the copy;
+            # a Result keeps "unset" so its name still follows its producer.
+            new._friendly = node._friendly if isinstance(node, Result) else node.friendly_name
             new.rt_info = copy.copy(node.rt_info)
             if node._in_rt:
                 new._in_rt = {k: dict(v) for k, v in node._in_rt.items()}

@@ -13,6 +13,8 @@ from typing import Any, Iterator
 import networkx as nx
 import numpy as np
 
+from ..errors import NetpassError
+
 
 @dataclass
 class Layer:
@@ -96,7 +98,11 @@ class LegacyNetwork:
 
     def sorted_layers(self) -> list[Layer]:
         """Layers in a topological order (ties broken by name, so the order is stable)."""
-        return [self.layer(n) for n in nx.lexicographical_topological_sort(self.graph)]
+        try:
+            return [self.layer(n) for n in nx.lexicographical_topological_sort(self.graph)]
+        except nx.NetworkXUnfeasible:
+            cycle = " -> ".join(str(u) for u, *_ in nx.find_cycle(self.graph))
+            raise NetpassError(f"legacy network '{self.name}' has a cycle: {cycle}") from None
 
     def consumers(self, name: str, out_port: int | None = None) -> list[tuple[str, int]]:
         """(consumer layer, its input port) reading ``name`` (optionally one output port)."""
