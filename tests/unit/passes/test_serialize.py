@@ -206,9 +206,32 @@ def _shape_indexing() -> Model:
     return Model([opset.reshape(x, opset.concat([g, _i64([3, 1])], 0), False)], [x], "shape")
 
 
+def _normalization() -> Model:
+    x = opset.parameter([2, 3, 4], np.float32, name="x")
+    bn = opset.batch_norm_inference(x, *(opset.constant(np.abs(_w(3)) + 0.1) for _ in range(4)),
+                                    1e-3)
+    mvn = opset.mvn(bn, _i64([2]), False, 1e-5, "outside_sqrt")
+    return Model([mvn, opset.normalize_l2(x, _i64([1]), 1e-8, "add"), opset.log_softmax(x, 2)],
+                 [x], "norm")
+
+
+def _indexing() -> Model:
+    x = opset.parameter([3, 4], np.float32, name="x")
+    tk = opset.topk(x, opset.constant(np.int64(2)), 1, "min", "index", "i64", True)
+    sc = opset.scatter_elements_update(x, tk.output(1), opset.constant(_w(3, 2)),
+                                       opset.constant(np.int64(1)), "max", False)
+    oh = opset.one_hot(_i64([0, 2]), opset.constant(np.int64(3)), opset.constant(np.float32(1)),
+                       opset.constant(np.float32(0)), 0)
+    r = opset.range(opset.constant(np.int32(0)), opset.constant(np.int32(6)),
+                    opset.constant(np.int32(2)), "i32")
+    cs = opset.cumsum(x, opset.constant(np.int64(0)), True, False)
+    return Model([sc, oh, r, cs], [x], "indexing")
+
+
 FAMILIES: dict[str, Callable[[], Model]] = {
     f.__name__.lstrip("_"): f for f in (_elementwise, _convolution, _movement, _recurrent,
-                                        _pooling, _matmul_reduction, _shape_indexing)
+                                        _pooling, _matmul_reduction, _shape_indexing,
+                                        _normalization, _indexing)
 }
 
 
