@@ -258,19 +258,29 @@ class GreaterEqual(BinaryElementwiseComparison):
     fn = staticmethod(np.greater_equal)
 
 
-class LogicalAnd(BinaryElementwiseLogical):
+class _Logical(BinaryElementwiseLogical):
+    """Boolean inputs only (OpenVINO's rule)."""
+
+    def _out_type(self) -> Type:
+        for i in range(2):
+            et = self.get_input_element_type(i)
+            self.check(et.is_dynamic or et is boolean, f"input {i} must be boolean, got {et}")
+        return super()._out_type()
+
+
+class LogicalAnd(_Logical):
     type_name = "LogicalAnd"
     commutative = True
     fn = staticmethod(np.logical_and)
 
 
-class LogicalOr(BinaryElementwiseLogical):
+class LogicalOr(_Logical):
     type_name = "LogicalOr"
     commutative = True
     fn = staticmethod(np.logical_or)
 
 
-class LogicalXor(BinaryElementwiseLogical):
+class LogicalXor(_Logical):
     type_name = "LogicalXor"
     commutative = True
     fn = staticmethod(np.logical_xor)
@@ -1102,9 +1112,9 @@ def _export_gelu(node, ectx):
     half_x, inner, t, onep = (ectx.fresh(h) for h in ("half_x", "inner", "t", "onep"))
     ectx.add_node("Mul", [x, c(0.5)], [half_x])
     if node.approximation_mode == "TANH":
-        x3, k, s, sc = (ectx.fresh(h) for h in ("x3", "k", "s", "sc"))
-        ectx.add_node("Mul", [x, x], [x3 + "_2"])
-        ectx.add_node("Mul", [x3 + "_2", x], [x3])
+        x2, x3, k, s, sc = (ectx.fresh(h) for h in ("x2", "x3", "k", "s", "sc"))
+        ectx.add_node("Mul", [x, x], [x2])
+        ectx.add_node("Mul", [x2, x], [x3])
         ectx.add_node("Mul", [x3, c(0.044715)], [k])
         ectx.add_node("Add", [x, k], [s])
         ectx.add_node("Mul", [s, c(math.sqrt(2 / math.pi))], [sc])

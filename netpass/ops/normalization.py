@@ -9,7 +9,6 @@ import numpy as np
 
 from ..core.node import Node, Output
 from ..core.shape import PartialShape
-from ..core.types import f32
 from .base import merged_input_type, normalize_axis, set_name, to_output
 from .registry import onnx_export, onnx_rule
 
@@ -20,7 +19,8 @@ def _axes_of(node: Node, i: int, rank: int) -> tuple[int, ...] | None:
     value = node.input_constant(i)
     if value is None:
         return None
-    return tuple(sorted({normalize_axis(node, int(a), rank) for a in np.asarray(value).reshape(-1)}))
+    flat = np.asarray(value).reshape(-1)
+    return tuple(sorted({normalize_axis(node, int(a), rank) for a in flat}))
 
 
 def _runtime_axes(axes: np.ndarray, rank: int) -> tuple[int, ...]:
@@ -162,7 +162,8 @@ class NormalizeL2(Node):
     def infer_types(self) -> None:
         self.check(self.get_input_size() == 2, "expects inputs (data, axes)")
         self.eps_mode = str(self.eps_mode).lower()
-        self.check(self.eps_mode in ("add", "max"), f"eps_mode must be add or max, got {self.eps_mode}")
+        self.check(self.eps_mode in ("add", "max"),
+                   f"eps_mode must be add or max, got {self.eps_mode}")
         _check_axes_input(self, 1)
         self.set_output_type(0, self.get_input_element_type(0), self.get_input_partial_shape(0))
 

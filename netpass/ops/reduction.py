@@ -192,7 +192,8 @@ class CumSum(Node):
         if self.get_input_size() == 2:
             aps = self.get_input_partial_shape(1)
             self.check(not aps.rank_is_static or len(aps) == 0 or
-                       (len(aps) == 1 and aps[0].compatible(1)), f"axis must be a scalar, got {aps}")
+                       (len(aps) == 1 and aps[0].compatible(1)),
+                       f"axis must be a scalar, got {aps}")
             aet = self.get_input_element_type(1)
             self.check(aet.is_dynamic or aet.is_integral, f"axis must be an integer, got {aet}")
         self.set_output_type(0, self.get_input_element_type(0), self.get_input_partial_shape(0))
@@ -240,21 +241,23 @@ reduce_logical_or = _reduce_factory(ReduceLogicalOr)
 
 def topk(data: Any, k: Any, axis: int, mode: str, sort: str, index_element_type: Any = i32,
          stable: bool = False, name: str | None = None) -> Node:
-    kk = to_output(k) if isinstance(k, (Node, Output)) else to_output(np.asarray(k, np.int64))
-    return set_name(TopK([to_output(data), kk], axis=int(axis), mode=mode.lower(),
+    return set_name(TopK([to_output(data), _i64(k)], axis=int(axis), mode=mode.lower(),
                          sort=sort.lower(), index_element_type=Type.of(index_element_type),
                          stable=stable), name)
 
 
 def cumsum(arg: Any, axis: Any, exclusive: bool = False, reverse: bool = False,
            name: str | None = None) -> Node:
-    ax = to_output(axis) if isinstance(axis, (Node, Output)) else to_output(np.asarray(axis, np.int64))
-    return set_name(CumSum([to_output(arg), ax], exclusive=exclusive, reverse=reverse), name)
+    return set_name(CumSum([to_output(arg), _i64(axis)], exclusive=exclusive, reverse=reverse),
+                    name)
 
 
 # -- ONNX import ------------------------------------------------------------------------------
 
 def _i64(values: Any) -> Output:
+    """Graph values pass through; python values become i64 Constants."""
+    if isinstance(values, (Node, Output)):
+        return to_output(values)
     return to_output(np.asarray(values, dtype=np.int64))
 
 
@@ -294,8 +297,8 @@ def _reduce_inputs(ctx: Any, axes_input: bool) -> tuple[Output, Output, bool]:
 
 def _register_reduce(onnx_op: str, build: Callable[[Output, Output, bool], Output],
                      axes_input_since: int) -> None:
-    onnx_rule(onnx_op)(lambda ctx: build(*_reduce_inputs(ctx, axes_input=False)))
-    onnx_rule(onnx_op, since=axes_input_since)(lambda ctx: build(*_reduce_inputs(ctx, axes_input=True)))
+    onnx_rule(onnx_op)(lambda ctx: build(*_reduce_inputs(ctx, False)))
+    onnx_rule(onnx_op, since=axes_input_since)(lambda ctx: build(*_reduce_inputs(ctx, True)))
 
 
 def _simple(cls: type) -> Callable[[Output, Output, bool], Output]:

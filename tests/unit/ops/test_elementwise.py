@@ -34,7 +34,8 @@ def one_node(op: str, feeds: dict, n_out: int = 1, opset_version: int = 17,
     """A model of one ONNX node reading ``feeds`` (graph inputs) then ``initializers``; output
     types come from ONNX shape inference."""
     initializers = initializers or {}
-    inputs = [helper.make_tensor_value_info(k, ONNX_TYPE[v.dtype], v.shape) for k, v in feeds.items()]
+    inputs = [helper.make_tensor_value_info(k, ONNX_TYPE[v.dtype], v.shape)
+              for k, v in feeds.items()]
     outs = [onnx.ValueInfoProto(name=f"y{i}") for i in range(n_out)]
     node = helper.make_node(op, list(feeds) + list(initializers), [o.name for o in outs], **attrs)
     graph = helper.make_graph([node], "g", inputs, outs,
@@ -112,7 +113,8 @@ def test_pow_integer_exponent_of_other_type():
 def test_integer_div_truncates_toward_zero(dtype):
     rng = np.random.default_rng(3)
     a = rng.integers(-50, 50, size=(4, 5)).astype(dtype)
-    b = rng.integers(1, 7, size=(4, 5)).astype(dtype) * np.where(rng.random((4, 5)) < 0.5, -1, 1).astype(dtype)
+    sign = np.where(rng.random((4, 5)) < 0.5, -1, 1)
+    b = (rng.integers(1, 7, size=(4, 5)) * sign).astype(dtype)
     feeds = {"a": a, "b": b}
     check_onnx(one_node("Div", feeds), feeds)
 
@@ -126,7 +128,8 @@ def test_divide_pythondiv_floors_integers():
     np.testing.assert_array_equal(next(iter(out.values())), [3, -4, -4, 3])
 
 
-@pytest.mark.parametrize("fmod,dtype", [(0, np.int32), (0, np.int64), (1, np.int32), (1, np.float32)])
+@pytest.mark.parametrize("fmod,dtype",
+                         [(0, np.int32), (0, np.int64), (1, np.int32), (1, np.float32)])
 def test_mod_matches_onnxruntime(fmod, dtype):
     rng = np.random.default_rng(4)
     if dtype == np.float32:
@@ -291,7 +294,8 @@ def test_prelu_openvino_slope_is_per_channel():
     x = opset.parameter([2, 3, 4], np.float32, name="x")
     slope = np.array([0.1, 0.2, 0.3], np.float32)
     v = rand(np.random.default_rng(15), (2, 3, 4))
-    out = next(iter(netpass.reference.infer(Model([opset.prelu(x, slope)], [x]), {"x": v}).values()))
+    model = Model([opset.prelu(x, slope)], [x])
+    out = next(iter(netpass.reference.infer(model, {"x": v}).values()))
     np.testing.assert_allclose(out, np.where(v >= 0, v, v * slope[:, None]), rtol=RTOL, atol=ATOL)
 
 
@@ -307,9 +311,10 @@ def test_clip_constant_bounds_become_clamp(bounds):
     x = rand(np.random.default_rng(17), (3, 4))
     inits = {"lo": np.array(-1.0, np.float32), "hi": np.array(0.7, np.float32)}
     node = helper.make_node("Clip", ["x", *bounds], ["y0"])
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
-                              [helper.make_tensor_value_info("y0", TensorProto.FLOAT, None)],
-                              [onnx.numpy_helper.from_array(v, k) for k, v in inits.items() if k in bounds])
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+        [helper.make_tensor_value_info("y0", TensorProto.FLOAT, None)],
+        [onnx.numpy_helper.from_array(v, k) for k, v in inits.items() if k in bounds])
     proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     proto.ir_version = 8
     check_onnx(proto, {"x": x})
@@ -319,7 +324,8 @@ def test_clip_constant_bounds_become_clamp(bounds):
 
 def test_clip_non_constant_bounds_use_maximum_minimum():
     rng = np.random.default_rng(18)
-    feeds = {"x": rand(rng, (3, 4)), "lo": np.array(-0.5, np.float32), "hi": np.array(1.0, np.float32)}
+    feeds = {"x": rand(rng, (3, 4)), "lo": np.array(-0.5, np.float32),
+             "hi": np.array(1.0, np.float32)}
     proto = one_node("Clip", feeds, opset_version=13)
     check_onnx(proto, feeds)
     types = {n.type_name for n in netpass.read_model(proto).get_ordered_ops()}
@@ -342,10 +348,11 @@ def test_clamp_rounds_float_bounds_for_integers():
 
 # -- Cast --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("src,to", [(np.float32, TensorProto.INT32), (np.float32, TensorProto.INT64),
-                                    (np.int64, TensorProto.FLOAT), (np.float32, TensorProto.BOOL),
-                                    (np.bool_, TensorProto.FLOAT), (np.float32, TensorProto.FLOAT16),
-                                    (np.int32, TensorProto.UINT8), (np.float32, TensorProto.DOUBLE)])
+@pytest.mark.parametrize("src,to", [
+    (np.float32, TensorProto.INT32), (np.float32, TensorProto.INT64), (np.int64, TensorProto.FLOAT),
+    (np.float32, TensorProto.BOOL), (np.bool_, TensorProto.FLOAT),
+    (np.float32, TensorProto.FLOAT16), (np.int32, TensorProto.UINT8),
+    (np.float32, TensorProto.DOUBLE)])
 def test_cast_matches_onnxruntime(src, to):
     rng = np.random.default_rng(19)
     if src == np.bool_:
@@ -447,13 +454,20 @@ def test_convert_keeps_partial_values_of_int_shapes():
     batch = Dimension(symbol=Symbol("B"))
     dims = _Dims([], dims=(batch, 7)).output(0)
     conv = opset.convert(dims, "i32")
-    assert conv.output(0).partial_value[0].symbol is batch.symbol and conv.output(0).partial_value[1] == 7
+    pv = conv.output(0).partial_value
+    assert pv[0].symbol is batch.symbol and pv[1] == 7
     assert conv.output(0).element_type.name == "i32"
 
 
 def test_logical_not_rejects_float_input():
     with pytest.raises(ShapeInferenceError, match="boolean"):
         opset.logical_not(opset.parameter([2], np.float32))
+
+
+def test_logical_and_rejects_float_inputs():
+    x = opset.parameter([2], np.float32)
+    with pytest.raises(ShapeInferenceError, match="boolean"):
+        opset.logical_and(x, x)
 
 
 def test_commutative_flags():
@@ -500,7 +514,8 @@ EXPORTS = {
     "is_inf": lambda x: opset.is_inf(opset.divide(np.float32(1), opset.floor(x))),
     "convert": lambda x: opset.convert(x, "i32"),
     "select": lambda x: opset.select(opset.less(x, np.float32(0)), x, opset.exp(x)),
-    "logic": lambda x: opset.logical_xor(opset.less(x, np.float32(1)), opset.greater(x, np.float32(-1))),
+    "logic": lambda x: opset.logical_xor(opset.less(x, np.float32(1)),
+                                         opset.greater(x, np.float32(-1))),
     "softplus_softsign": lambda x: opset.softsign(opset.softplus(x)),
 }
 

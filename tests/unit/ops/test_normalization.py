@@ -76,8 +76,8 @@ def test_softmax_opset13_axis(op, axis):
 
 
 @pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
-@pytest.mark.parametrize("axis,shape", [(1, (2, 3, 4)), (0, (2, 3)), (1, (2, 3)), (-2, (2, 3, 4, 5)),
-                                        (2, (2, 3, 4, 5))], ids=str)
+@pytest.mark.parametrize("axis,shape", [(1, (2, 3, 4)), (0, (2, 3)), (1, (2, 3)),
+                                        (-2, (2, 3, 4, 5)), (2, (2, 3, 4, 5))], ids=str)
 def test_softmax_before_opset13_flattens_to_2d(op, axis, shape):
     feeds = {"x": rand(np.random.default_rng(1), shape, -5, 5)}
     check_onnx(one_node(op, feeds, opset_version=11, axis=axis), feeds)
@@ -204,7 +204,8 @@ def test_layer_normalization_matches_onnxruntime(axis, n_out):
 def test_layer_normalization_without_bias():
     rng = np.random.default_rng(9)
     feeds = {"x": rand(rng, (3, 8))}
-    check_onnx(one_node("LayerNormalization", feeds, initializers={"scale": rand(rng, (8,))}), feeds)
+    proto = one_node("LayerNormalization", feeds, initializers={"scale": rand(rng, (8,))})
+    check_onnx(proto, feeds)
 
 
 def test_layer_normalization_imports_as_mvn():
