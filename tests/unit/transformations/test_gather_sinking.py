@@ -1,0 +1,104 @@
+"""The Gather sinking group and GatherSinkingGeneral."""
+from __future__ import annotations
+
+import numpy as np
+
+from netpass import opset
+from netpass.ngraph_passes.gna import (GatherSinkingBinaryBackward, GatherSinkingBinaryForward,
+                                       GatherSinkingFuse, GatherSinkingGeneral,
+                                       GatherSinkingMatmulBackward, GatherSinkingMatmulForward,
+                                       GatherSinkingReshapeBackward, GatherSinkingSplitBackward,
+                                       GatherSinkingUnaryBackward, GatherSinkingUnaryForward)
+from netpass.passes import PassConfig
+from tr_helpers import count, model_of, param, rand, run, run_checked
+
+PERM = np.random.default_rng(0).permutation(12)
+
+
+def g(x, idx=PERM, axis=1):
+    return opset.gather(x, opset.constant(np.asarray(idx, np.int64)), opset.constant(np.int64(axis)))
+
+
+def test_unary_forward_and_backward():
+    x = param([1, 12])
+    m = model_of(opset.relu(g(x)), x)
+    run_checked(m, GatherSinkingUnaryForward())
+    assert m.results[0].input_value(0).node.type_name == "Gather"
+    x = param([1, 12])
+    m = model_of(g(opset.relu(x)), x)
+    run_checked(m, GatherSinkingUnaryBackward())
+    assert m.results[0].input_value(0).node.type_name == "Relu"
+
+
+def test_binary_forward_constant_gets_inverse():
+    x = param([1, 12])
+    m = model_of(opset.add(g(x), opset.constant(rand(1, 12))), x)
+    run_checked(m, GatherSinkingBinaryForward())
+    assert m.results[0].input_value(0).node.type_name == "Gather" and count(m, "Gather") == 1
+
+
+def test_binary_backward_broadcast_input_untouched():
+    x, y = param([3, 12], "x"), param([1, 1], "y")
+    m = model_of(g(opset.multiply(x, y)), [x, y])
+    run_checked(m, GatherSinkingBinaryBackward())
+    assert m.results[0].input_value(0).node.type_name == "Multiply" and count(m, "Gather") == 1
+
+
+def test_matmul_forward_absorbs_gather_on_contracted_axis():
+    x = param([2, 12])
+    m = model_of(opset.matmul(g(x), opset.constant(rand(12, 5)), False, False), x)
+    run_checked(m, GatherSinkingMatmulForward())
+    assert count(m, "Gather") == 0
+
+
+def test_matmul_backward_absorbs_gather_on_output_columns():
+    x = param([2, 5])
+    m = model_of(g(opset.matmul(x, opset.constant(rand(12, 5)), False, True)), x)
+    run_checked(m, GatherSinkingMatmulBackward())
+    assert count(m, "Gather") == 0
+
+
+def test_reshape_backward_only_moving_ones():
+    x = param([12, 1])
+    m = model_of(g(opset.reshape(x, [1, 12], False)), x)
+    run_checked(m, GatherSinkingReshapeBackward())
+    assert m.results[0].input_value(0).node.type_name == "Reshape"
+
+
+def test_split_backward():
+    x = param([1, 24])
+    s = opset.split(x, 1, 2)
+    m = model_of([g(s.output(0)), opset.relu(s.output(1))], x)
+    run_checked(m, GatherSinkingSplitBackward())
+    assert m.results[0].input_value(0).node.type_name == "VariadicSplit"
+
+
+def test_fuse_inverse_pair_disappears():
+    x = param([1, 12])
+    m = model_of(opset.relu(g(g(x), np.argsort(PERM))), x)
+    run_checked(m, GatherSinkingFuse())
+    assert count(m, "Gather") == 0
+
+
+def test_general_moves_gather_to_the_edge():
+    x = param([1, 12])
+    y = opset.relu(opset.add(g(x), opset.constant(rand(1, 12))))
+    m = model_of(opset.matmul(opset.sigmoid(y), opset.constant(rand(12, 4)), False, False), x)
+    run_checked(m, GatherSinkingGeneral())
+    assert count(m, "Gather") == 0
+
+
+def test_callback_refuses():
+    x = param([1, 12])
+    m = model_of(opset.relu(g(x)), x)
+    config = PassConfig()
+    config.set_callback(lambda n: True, GatherSinkingUnaryForward)
+    run(m, GatherSinkingUnaryForward(), config=config)
+    assert m.results[0].input_value(0).node.type_name == "Relu"
+
+
+def test_non_constant_indices_stay():
+    x, i = param([1, 12]), opset.parameter([12], np.int64, "i")
+    m = model_of(opset.relu(opset.gather(x, i, opset.constant(np.int64(1)))), [x, i])
+    run(m, GatherSinkingUnaryForward())
+    assert m.results[0].input_value(0).node.type_name == "Relu"

@@ -1,0 +1,57 @@
+"""GatherSinkingTransposeReshapeForward/Backward and GatherSinkingTranspose."""
+from __future__ import annotations
+
+import numpy as np
+
+from netpass import opset
+from netpass.ngraph_passes.gna import (GatherSinkingTranspose,
+                                       GatherSinkingTransposeReshapeBackward,
+                                       GatherSinkingTransposeReshapeForward)
+from netpass.ngraph_passes.utils import transpose_gather_indexes
+from tr_helpers import count, model_of, param, rand, run, run_checked
+
+
+def test_index_formula_matches_transpose():
+    x = rand(2, 3, 4, 5)
+    idx = transpose_gather_indexes(x.shape, [0, 2, 3, 1])
+    assert np.array_equal(np.transpose(x, [0, 2, 3, 1]).reshape(-1), x.reshape(-1)[idx])
+
+
+def test_forward_transpose_reshape_becomes_gather():
+    x = param([1, 3, 5, 7])
+    m = model_of(opset.relu(opset.reshape(opset.transpose(x, [0, 2, 3, 1]), [1, 105], False)), x)
+    run_checked(m, GatherSinkingTransposeReshapeForward())
+    assert count(m, "Transpose") == 0 and count(m, "Gather") == 1
+
+
+def test_backward_reshape_transpose_3d_result_name():
+    x = param([1, 35, 3])
+    t = opset.transpose(opset.reshape(x, [1, 5, 21], False), [0, 2, 1], name="t")
+    m = model_of(t, x)
+    run_checked(m, GatherSinkingTransposeReshapeBackward())
+    assert count(m, "Transpose") == 0 and m.results[0].input_value(0).node.friendly_name == "t"
+
+
+def test_supported_transpose_stays():
+    x = param([1, 8, 16])
+    m = model_of(opset.reshape(opset.transpose(x, [0, 2, 1]), [1, 128], False), x)
+    run(m, GatherSinkingTransposeReshapeForward())
+    assert count(m, "Gather") == 0
+
+
+def test_gather_then_transpose_merge():
+    x = param([1, 60])
+    perm = np.random.default_rng(0).permutation(60)
+    g = opset.gather(x, opset.constant(perm), opset.constant(np.int64(1)))
+    m = model_of(opset.transpose(opset.reshape(g, [3, 4, 5], False), [2, 0, 1]), x)
+    run_checked(m, GatherSinkingTranspose())
+    assert count(m, "Transpose") == 0 and count(m, "Gather") == 1
+
+
+def test_transpose_then_gather_merge():
+    x = param([3, 4, 5])
+    perm = np.random.default_rng(1).permutation(60)
+    r = opset.reshape(opset.transpose(x, [1, 2, 0]), [1, 60], False)
+    m = model_of(opset.gather(r, opset.constant(perm), opset.constant(np.int64(1))), x)
+    run_checked(m, GatherSinkingTranspose())
+    assert count(m, "Transpose") == 0 and count(m, "Gather") == 1

@@ -1,0 +1,58 @@
+"""RemoveInputConvert, RemoveOutputConvert, ReorderActivationAndPooling,
+RemoveSingleInputConcat and DecomposeMVN."""
+from __future__ import annotations
+
+import numpy as np
+
+from netpass import opset
+from netpass.ngraph_passes.gna import (DecomposeMVN, RemoveInputConvert, RemoveOutputConvert,
+                                       RemoveSingleInputConcat, ReorderActivationAndPooling)
+from netpass.ngraph_passes.common import ConvertDivide
+from netpass.reference import infer
+from tr_helpers import count, model_of, param, rand, run, run_checked
+
+
+def test_remove_input_convert_changes_input_type():
+    x = opset.parameter([2, 3], np.float16, "x")
+    m = model_of(opset.relu(opset.convert(x, np.float32)), x)
+    run(m, RemoveInputConvert())
+    assert count(m, "Convert") == 0 and m.parameters[0].output(0).element_type.name == "f32"
+
+
+def test_remove_output_convert():
+    x = param([2, 3])
+    m = model_of(opset.convert(opset.relu(x), np.float16), x)
+    run(m, RemoveOutputConvert())
+    assert count(m, "Convert") == 0 and m.results[0].output(0).element_type.name == "f32"
+
+
+def test_integer_convert_stays():
+    x = param([2, 3])
+    m = model_of(opset.convert(opset.relu(x), np.int32), x)
+    run(m, RemoveOutputConvert())
+    assert count(m, "Convert") == 1
+
+
+def test_reorder_activation_and_pooling():
+    x = param([1, 2, 6, 6])
+    conv = opset.convolution(x, opset.constant(rand(3, 2, 3, 3)), [1, 1], [0, 0], [0, 0], [1, 1])
+    pool = opset.max_pool(opset.relu(conv), [2, 2], [1, 1], [0, 0], [0, 0], [2, 2], name="pool")
+    m = model_of(pool.output(0), x)
+    run_checked(m, ReorderActivationAndPooling(), rtol=1e-4, atol=1e-5)
+    last = m.results[0].input_value(0).node
+    assert last.type_name == "Relu" and last.friendly_name == "pool"
+
+
+def test_single_input_concat_removed():
+    x = param([2, 3])
+    m = model_of(opset.relu(opset.concat([opset.relu(x)], 0)), x)
+    run_checked(m, RemoveSingleInputConcat())
+    assert count(m, "Concat") == 0
+
+
+def test_decompose_mvn_inside_and_outside_sqrt():
+    for mode in ("INSIDE_SQRT", "OUTSIDE_SQRT"):
+        x = param([2, 3, 8])
+        m = model_of(opset.mvn(x, opset.constant(np.array([2])), True, 1e-5, mode), x)
+        run_checked(m, DecomposeMVN(), ConvertDivide(), rtol=1e-4, atol=1e-5)
+        assert count(m, "MVN", "Divide") == 0
