@@ -59,7 +59,7 @@ class RuntimeCompiledModel:
         """Constants are uploaded once per compiled model, on first use by a kernel."""
         t = self._constants.get(node.index)
         if t is None:
-            arr = np.ascontiguousarray(node.value)
+            arr = np.asarray(node.value, order="C")
             alloc = self.engine.upload(arr)
             t = Tensor(alloc, 0, tuple(arr.shape), arr.dtype)
             self._constants[node.index] = t
@@ -84,7 +84,7 @@ def _check_feeds(program: Program, inputs: Mapping[str, Any]) -> dict[str, np.nd
     for n in program.inputs:
         if n.name not in inputs:
             raise InputError(n.name, "missing")
-        arr = np.ascontiguousarray(inputs[n.name])
+        arr = np.asarray(inputs[n.name], order="C")
         if arr.dtype != n.out_dtypes[0]:
             raise InputError(n.name, f"dtype {arr.dtype}, expected {n.out_dtypes[0]}")
         ps = n.out_pshapes[0]

@@ -223,7 +223,7 @@ def fused_stages(fused: list[FusedDesc], first_extra: int) -> list[Stage]:
             else:
                 ops.append(("in", j))
                 j += 1
-        expr = eltwise_expr(f.kind, f.attrs, f.in_dtypes, f.out_dtype)
+        expr = fusable_expr(f.kind, f.attrs, f.in_dtypes, f.out_dtype)
         stages.append(Stage(expr, ops, ctype(f.out_dtype)))
     return stages
 
@@ -251,11 +251,56 @@ def _epilogue(p: Params, out_shape: Sequence[int], first_extra: int = 0):
 
 
 # -- factories -------------------------------------------------------------------------------------
+_EW_OPERATION = {"sum": "Add", "prod": "Multiply", "max": "Maximum", "min": "Minimum",
+                 "sub": "Subtract", "div": "Divide"}
+
+
+def _legacy_expr(kind: str, attrs: dict, in_dtypes, out_dtype) -> str | None:
+    if any(np.dtype(d) != np.float32 for d in list(in_dtypes) + [out_dtype]):
+        return None
+    if kind == "PowerIE":
+        base = f"({{0}} * {flit(attrs.get('scale', 1.0))} + {flit(attrs.get('shift', 0.0))})"
+        power = float(attrs.get("power", 1.0))
+        return base if power == 1.0 else f"pow({base}, {flit(power)})"
+    if kind == "ReLUIE":
+        return f"({{0}} > 0.0f ? {{0}} : {{0}} * {flit(attrs.get('negative_slope', 0.0))})"
+    if kind == "Eltwise":
+        op = _EW_OPERATION.get(str(attrs.get("operation", "sum")).lower())
+        return _F_BINARY.get(op) if op else None
+    if kind == "ScaleShiftIE":
+        return "({0} * {1} + {2})"
+    if kind == "BatchNormInference":
+        return f"((({{0}} - {{3}}) / sqrt({{4}} + {flit(attrs.get('epsilon', 1e-5))})) * {{1}} + {{2}})"
+    return None
+
+
+def fusable_expr(kind: str, attrs: dict, in_dtypes, out_dtype) -> str | None:
+    """Expression of an op that may be fused as a post-op (numpy-broadcast elementwise)."""
+    expr = eltwise_expr(kind, attrs, in_dtypes, out_dtype)
+    if expr is None and kind in ("PowerIE", "ReLUIE", "Eltwise"):
+        expr = _legacy_expr(kind, attrs, in_dtypes, out_dtype)
+    return expr
+
+
+def _per_channel(kind: str, shapes: list) -> list:
+    """ScaleShiftIE / BatchNormInference: 1-D side inputs broadcast along axis 1."""
+    if kind not in ("ScaleShiftIE", "BatchNormInference"):
+        return shapes
+    rank = len(shapes[0])
+    out = [shapes[0]]
+    for s in shapes[1:]:
+        out.append(tuple(s) + (1,) * (rank - 2) if len(s) == 1 and rank > 1 else s)
+    return out
+
+
 def eltwise_impl(p: Params, key) -> Impl | None:
     exprs = eltwise_expr(p.kind, p.attrs, p.in_dtypes, p.out_dtypes[0])
     if exprs is None:
+        exprs = _legacy_expr(p.kind, p.attrs, p.in_dtypes, p.out_dtypes[0])
+    if exprs is None:
         return None
     n_in = len(p.in_shapes)
+    p.in_shapes = _per_channel(p.kind, list(p.in_shapes))
     out_shape = p.out_shapes[0]
     stages = [Stage(exprs, [("in", j) for j in range(n_in)], ctype(p.out_dtypes[0]))]
     stages += fused_stages(p.fused or [], n_in)
@@ -482,7 +527,7 @@ def gemm_config(engine, M: int, N: int, K_: int, batch: int) -> K.GemmConfig:
 
 
 def _gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, out_shape,
-                 a_strides=None, b_strides=None) -> Launch | None:
+                 a_strides=None, b_strides=None, extra_refs: list | None = None) -> Launch | None:
     """Launch for out = op(A) @ op(B) with numpy-style batch broadcasting."""
     a, b = list(a_shape), list(b_shape)
     sa = list(a_strides) if a_strides is not None else contiguous_strides(a)
@@ -519,7 +564,7 @@ def _gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, 
     gws = ((N + cfg.tsn - 1) // cfg.tsn * lx, (M + cfg.tsm - 1) // cfg.tsm * ly, max(nb, 1))
     spec = [("i", b_idx[0]), ("i", b_idx[1]), ("o", 0), M, N, Ka, dims[1],
             sab[0], sab[1], sa[-2], sa[-1], sbb[0], sbb[1], sb[-2], sb[-1]]
-    spec += [("e", j) for j in range(n_extra)]
+    spec += extra_refs if extra_refs is not None else [("e", j) for j in range(n_extra)]
     if n_extra:
         spec += edims + [x for s in est for x in s]
     return Launch(src, gws, (lx, ly, 1), spec)
@@ -535,8 +580,21 @@ def matmul_impl(p: Params, key) -> Impl | None:
     return Impl(key, [ln]) if ln is not None else None
 
 
+def _with_bias(p: Params, bias_shape, bias_dtype, activation: str | None = None) -> Params:
+    """``p`` with a bias add (reading input 2) and an optional activation ahead of its fused ops."""
+    f32 = np.dtype(np.float32)
+    pre = [FusedDesc("Add", {}, 0, [], [f32, bias_dtype], f32)]
+    if activation:
+        pre.append(FusedDesc(activation, {}, 0, [], [f32], f32))
+    q = Params(**{k: getattr(p, k) for k in Params.__slots__})
+    q.fused = pre + list(p.fused or [])
+    q.extra_shapes = [tuple(bias_shape)] + list(p.extra_shapes or [])
+    q.extra_dtypes = [bias_dtype] + list(p.extra_dtypes or [])
+    return q
+
+
 def fully_connected_impl(p: Params, key) -> Impl | None:
-    """FullyConnected: X[..., K] @ W^T (W is [N, K], or [K, N] once reordered) (+ bias)."""
+    """FullyConnected: X[..., K] @ W^T + bias (W is [N, K], or [K, N] once reordered)."""
     if any(np.dtype(d) != np.float32 for d in p.in_dtypes):
         return None
     x = p.in_shapes[0]
@@ -544,11 +602,11 @@ def fully_connected_impl(p: Params, key) -> Impl | None:
     m = _size(x[:-1])
     w = p.in_shapes[1]
     reordered = p.attrs.get("_weights_reordered", False)
-    n = w[1] if reordered else w[0]
-    if len(p.in_shapes) > 2:
-        return None
-    ln = _gemm_launch(p, (m, kdim), (kdim, n) if reordered else (n, kdim), False, not reordered,
-                      (0, 1), p.out_shapes[0])
+    n = w[0]
+    q = _with_bias(p, (_size(p.in_shapes[2]),), p.in_dtypes[2])
+    refs = [("i", 2)] + [("e", j) for j in range(len(p.extra_shapes or []))]
+    ln = _gemm_launch(q, (m, kdim), (kdim, n) if reordered else (n, kdim), False, not reordered,
+                      (0, 1), (m, n), extra_refs=refs)
     return Impl(key, [ln]) if ln is not None else None
 
 
@@ -576,6 +634,10 @@ def _as2d(vals: Sequence[int], nd: int, fill: int) -> list[int]:
     return [fill] + v if nd == 1 else v
 
 
+_GNA_ACT = {"NO_ACTIVATION": None, "RELU": "Relu", "SIGMOID": "Sigmoid", "TANH": "Tanh", "ABS": "Abs",
+            "LOG": "Log", "EXP": "Exp", "SIGN": "Sign"}
+
+
 def conv_impl(p: Params, key, nhwc: bool = False) -> Impl | None:
     if any(np.dtype(d) != np.float32 for d in p.in_dtypes):
         return None
@@ -587,6 +649,9 @@ def conv_impl(p: Params, key, nhwc: bool = False) -> Impl | None:
     if grouped:
         G, Og, Cg = w[0], w[1], w[2]
         ksp = w[3:]
+    elif nhwc:  # OHWI filters
+        G, Og, Cg = 1, w[0], w[-1]
+        ksp = w[1:-1]
     else:
         G, Og, Cg = 1, w[0], w[1]
         ksp = w[2:]
@@ -619,19 +684,36 @@ def conv_impl(p: Params, key, nhwc: bool = False) -> Impl | None:
     if G * Cg != C or G * Og != O:
         return None
     n = _size(y)
+    ws = contiguous_strides(w)
+    if nhwc:
+        wso, wsc, wsk = ws[0], ws[-1], ws[1:-1]
+    else:
+        wso, wsc, wsk = _size(w[-(nd + 1):]), ws[-(nd + 1)], ws[-nd:]
+    wsh, wsw = _as2d(wsk, nd, 0)
+    refs = None
+    if nhwc and len(p.in_shapes) > 2:
+        act = _GNA_ACT.get(str(p.attrs.get("activation", "NO_ACTIVATION")).upper(), False)
+        if act is False:
+            return None
+        p = _with_bias(p, p.in_shapes[2], p.in_dtypes[2], act)
+        refs = [("i", 2)] + [("e", j) for j in range(len(p.extra_shapes) - 1)]
+    elif nhwc and str(p.attrs.get("activation", "NO_ACTIVATION")).upper() != "NO_ACTIVATION":
+        return None
     stages, n_extra, edt, edims, est = _epilogue(p, y)
     src = K.conv(p.out_dtypes[0], stages, n_extra, edt, len(edims))
     spec = [("i", 0), ("i", 1), ("o", 0), n, Cg, H, W_, Og, OH, OW, KH, KW, sh, sw, dh, dw, ph, pw,
-            xsn, xsc, xsh, xsw, ysn, ysc, ysh, ysw, O]
-    spec += [("e", j) for j in range(n_extra)]
+            xsn, xsc, xsh, xsw, ysn, ysc, ysh, ysw, O, wso, wsc, wsh, wsw]
+    spec += refs if refs is not None else [("e", j) for j in range(n_extra)]
     if n_extra:
         spec += edims + [v for s in est for v in s]
     return Impl(key, [Launch(src, *_1d(n), spec)])
 
 
 def pool_impl(p: Params, key, nhwc: bool = False) -> Impl | None:
-    if np.dtype(p.in_dtypes[0]) != np.float32 or len(p.out_shapes) > 1:
+    if np.dtype(p.in_dtypes[0]) != np.float32:
         return None
+    if len(p.out_shapes) > 1 and p.node is not None and any(p.node.users[1:]):
+        return None  # MaxPool indices are consumed: host
     x, y = p.in_shapes[0], p.out_shapes[0]
     nd = len(x) - 2
     if nd not in (1, 2):
@@ -685,13 +767,13 @@ def create_device_impl(p: Params, key) -> Impl | None:
         if impl is not None or p.kind not in MOVEMENT_KINDS:
             return impl
     if p.kind in ELTWISE_KINDS or p.kind in LEGACY_ELTWISE:
-        return LEGACY_ELTWISE.get(p.kind, eltwise_impl)(p, key)
+        return eltwise_impl(p, key)
     if p.kind in MOVEMENT_KINDS and not p.fused:
         return movement_impl(p, key)
     return None
 
 
-LEGACY_ELTWISE: dict[str, Callable] = {}
-HAS_KERNEL = set(FACTORIES) | ELTWISE_KINDS | MOVEMENT_KINDS
+LEGACY_ELTWISE = {"PowerIE", "ReLUIE", "Eltwise", "ScaleShiftIE", "BatchNormInference"}
+HAS_KERNEL = set(FACTORIES) | ELTWISE_KINDS | MOVEMENT_KINDS | LEGACY_ELTWISE
 FUSABLE_PRODUCERS = {"MatMul", "FullyConnected", "Convolution", "GroupConvolution",
-                     "GNAConvolution"} | ELTWISE_KINDS
+                     "GNAConvolution"} | ELTWISE_KINDS | LEGACY_ELTWISE

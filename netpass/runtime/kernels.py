@@ -390,14 +390,15 @@ def gather(dtype, idx_dtype) -> Source:
 # -- convolution and pooling ---------------------------------------------------------------------
 def conv(dtype, epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int) -> Source:
     """Direct 2-D convolution, one output element per work-item; generic tensor strides make
-    NCHW and NHWC the same kernel. Weights [G][O/G][C/G][KH][KW] contiguous."""
+    NCHW and NHWC (and OIHW / OHWI filters) the same kernel."""
     t = ctype(dtype)
     args = [f"__global const {t}* X", "int xoff", f"__global const {t}* W", "int woff",
             f"__global {t}* Y", "int yoff", "int n",
             "int Cg", "int H", "int Wd", "int Og", "int OH", "int OW", "int KH", "int KW",
             "int sh", "int sw", "int dh", "int dw", "int ph", "int pw",
-            "int xsn", "int xsc", "int xsh", "int xsw", "int ysn", "int ysc", "int ysh", "int ysw", "int O"]
-    adt: list = [None, I32, None, I32, None, I32] + [I32] * 24
+            "int xsn", "int xsc", "int xsh", "int xsw", "int ysn", "int ysc", "int ysh", "int ysw", "int O",
+            "int wso", "int wsc", "int wsh", "int wsw"]
+    adt: list = [None, I32, None, I32, None, I32] + [I32] * 28
     for j in range(n_extra):
         args += [f"__global const {ctype(extra_dtypes[j])}* in{j}", f"int off_in{j}"]
         adt += [None, I32]
@@ -418,7 +419,7 @@ def conv(dtype, epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: 
   int oc = q % O; int b = q / O;
   int g = oc / Og;
   float acc = 0.0f;
-  __global const {t}* w = W + woff + (long)oc * Cg * KH * KW;
+  __global const {t}* w = W + woff + (long)oc * wso;
   __global const {t}* x = X + xoff + (long)b * xsn + (long)g * Cg * xsc;
   for (int c = 0; c < Cg; ++c) {{
     for (int kh = 0; kh < KH; ++kh) {{
@@ -427,14 +428,14 @@ def conv(dtype, epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: 
       for (int kw = 0; kw < KW; ++kw) {{
         int iw = ow * sw - pw + kw * dw;
         if (iw < 0 || iw >= Wd) continue;
-        acc = mad((float)x[c * xsc + ih * xsh + iw * xsw], (float)w[(c * KH + kh) * KW + kw], acc);
+        acc = mad((float)x[c * xsc + ih * xsh + iw * xsw], (float)w[c * wsc + kh * wsh + kw * wsw], acc);
       }}
     }}
   }}
-  int flat = gid;
+  int flat = b * ysn + oc * ysc + oh * ysh + ow * ysw;
   {offs}
   {code}
-  Y[yoff + b * ysn + oc * ysc + oh * ysh + ow * ysw] = ({t})(x{len(epilogue)});
+  Y[yoff + flat] = ({t})(x{len(epilogue)});
 }}
 """
     return Source(text, "conv", adt)
@@ -473,4 +474,4 @@ def pool(dtype, kind: str, exclude_pad: bool) -> Source:
   Y[yoff + b * ysn + c * ysc + oh * ysh + ow * ysw] = ({t})({fin});
 }}
 """
-    return Source(text, "pool", [None, I32, None, I32] + [I32] * 25)
+    return Source(text, "pool", [None, I32, None, I32] + [I32] * 24)

@@ -520,8 +520,10 @@ class PrimitiveInst:
     def _host_run(self) -> None:
         """Host fallback: the op's numpy reference on inputs read back from the device."""
         net = self.net
-        net.stats["host_fallbacks"] += 1
         node = self.node
+        net.stats["host_fallbacks"] += 1
+        by_kind = net.stats["host_fallback_kinds"]
+        by_kind[node.kind] = by_kind.get(node.kind, 0) + 1
         arrays = net.host_values([self.src(j) for j in range(len(node.inputs))])
         self._set_host(infer_host(node, arrays))
         inplace = node.num_outputs == 1 and len(node.users[0]) == 1 and \
@@ -536,7 +538,7 @@ class PrimitiveInst:
 
     def _set_host_one(self, i: int, a: np.ndarray) -> None:
         dt = self.node.out_dtypes[i]
-        a = np.ascontiguousarray(a, dtype=dt)
+        a = np.asarray(a, dtype=dt, order="C")
         self.host[i] = a
         self.host_valid[i] = True
         self.device_valid[i] = False
@@ -554,6 +556,7 @@ class Network:
         self.queue = self.engine.queue
         self.profiling = compiled.profiling
         self.stats: dict[str, Any] = {k: 0 for k in STAT_KEYS}
+        self.stats["host_fallback_kinds"] = {}
         if self.profiling:
             self.stats["primitive_times_us"] = {}
         eng = self.engine
@@ -638,7 +641,12 @@ class Network:
         a = inst.host[k]
         if into is None:
             need = max(a.size, 1)
-            if inst.own[k] is None or inst.capacity[k] < need:
+            can_reuse = inst.own[k] is not None and inst.capacity[k] >= need
+            ok, pshape = self.predictor.predict_preallocation_shape(
+                inst.node.id + "_upload", a.shape, a.dtype.itemsize * 8, can_reuse, k)
+            if not can_reuse:
+                if ok and self.predictor.can_preallocate(_size(pshape) * a.dtype.itemsize):
+                    need = max(need, _size(pshape))
                 inst._release_own(k)
                 alloc = self.engine.allocate(need * a.dtype.itemsize)
                 self.count_alloc(alloc)

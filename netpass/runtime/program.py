@@ -112,7 +112,7 @@ class Program:
         self._link_users()
         self._mark_shape_of_subgraphs()
         for n in self.nodes:
-            n.has_kernel = n.kind in I.HAS_KERNEL or any(n.kind in d for d in (I.LEGACY_ELTWISE,))
+            n.has_kernel = n.kind in I.HAS_KERNEL
         if fuse:
             self._fuse_elementwise()
         self._mark_runtime_skippable_nodes()
@@ -184,8 +184,8 @@ class Program:
         if p.is_output or p.num_outputs != 1 or len(p.users[0]) != 1 or p.in_shape_of_subgraph:
             return None
         u, pos = p.users[0][0]
-        if u.kind not in I.ELTWISE_KINDS or u.out_dtypes[0] != p.out_dtypes[0] or u.is_output \
-                and False:
+        if u.kind not in I.ELTWISE_KINDS and u.kind not in ("PowerIE", "ReLUIE", "Eltwise") \
+                or u.out_dtypes[0] != p.out_dtypes[0]:
             return None
         if u.kind == "Convert":
             return None
@@ -204,7 +204,7 @@ class Program:
                 if d != 1 and not (od.is_static and od.min == d):
                     return None
         in_dts = [s.out_dtypes[k] for s, k in u.inputs]
-        if I.eltwise_expr(u.kind, u.attrs, in_dts, u.out_dtypes[0]) is None:
+        if I.fusable_expr(u.kind, u.attrs, in_dts, u.out_dtypes[0]) is None:
             return None
         return u, pos
 

@@ -1,0 +1,42 @@
+"""Fixtures of the runtime tests: run a model on the OpenCL CPU device (PoCL) with ONE infer
+request over several input shapes and compare with the numpy reference (relative L2)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import netpass
+from netpass.runtime import compile_program
+
+
+def _rel_l2(a: np.ndarray, b: np.ndarray) -> float:
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-12))
+
+
+def _run_shapes(model, feeds_list, device: str = "CPU", config=None, tol: float = 1e-4):
+    cm = compile_program(model, device, config)
+    req = cm.create_infer_request()
+    for feeds in feeds_list:
+        out = req.infer(feeds)
+        ref = netpass.reference.infer(model, feeds)
+        assert set(out) == set(ref)
+        for k in ref:
+            assert out[k].shape == ref[k].shape, (k, out[k].shape, ref[k].shape)
+            if ref[k].dtype.kind in "biu":
+                np.testing.assert_array_equal(out[k], ref[k])
+            else:
+                assert _rel_l2(out[k], ref[k]) <= tol, (k, _rel_l2(out[k], ref[k]))
+    return req
+
+
+@pytest.fixture
+def run_shapes():
+    """``run_shapes(model, [feeds, ...]) -> request``; asserts outputs match the reference."""
+    return _run_shapes
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)

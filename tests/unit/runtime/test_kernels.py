@@ -1,0 +1,217 @@
+"""Every kernel template on PoCL: one-op models, one request, two input shapes each, outputs
+equal the numpy reference within 1e-4 relative L2, and the op ran as a kernel (no host
+fallback) where the runtime has one."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from netpass import Model, opset
+
+
+def _f(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _model(build, *params):
+    out = build(*params)
+    return Model([opset.result(out, name="y")], list(params))
+
+
+def _param(name, rank, dtype=np.float32, dims=None):
+    return opset.parameter(dims or [-1] * rank, dtype, name=name)
+
+
+UNARY = ["relu", "sigmoid", "tanh", "exp", "abs", "negative", "erf", "floor", "ceiling", "sin",
+         "cos", "softsign", "hswish", "hsigmoid", "softplus", "sign"]
+
+
+@pytest.mark.parametrize("fn", UNARY)
+def test_unary(fn, run_shapes, rng):
+    x = _param("x", 3)
+    req = run_shapes(_model(getattr(opset, fn), x),
+                     [{"x": _f(rng, 2, 3, 5)}, {"x": _f(rng, 1, 4, 7)}])
+    assert req.stats["host_fallbacks"] == 0
+
+
+@pytest.mark.parametrize("fn", ["add", "subtract", "multiply", "maximum", "minimum",
+                                "squared_difference", "divide"])
+def test_binary_broadcast(fn, run_shapes, rng):
+    a, b = _param("a", 3), _param("b", 2)
+    req = run_shapes(_model(getattr(opset, fn), a, b),
+                     [{"a": _f(rng, 2, 3, 4), "b": _f(rng, 1, 4) + 3},
+                      {"a": _f(rng, 3, 1, 5), "b": _f(rng, 6, 5) + 3}])
+    assert req.stats["host_fallbacks"] == 0
+
+
+@pytest.mark.parametrize("fn", ["equal", "less", "greater_equal"])
+def test_comparison(fn, run_shapes, rng):
+    a, b = _param("a", 2), _param("b", 2)
+    feeds = [{"a": np.round(_f(rng, 3, 4)), "b": np.round(_f(rng, 3, 4))},
+             {"a": np.round(_f(rng, 5, 2)), "b": np.round(_f(rng, 1, 2))}]
+    run_shapes(_model(getattr(opset, fn), a, b), feeds)
+
+
+def test_select_and_logical(run_shapes, rng):
+    a, b = _param("a", 2), _param("b", 2)
+    cond = opset.logical_and(opset.greater(a, b), opset.less(a, np.float32(1.0)))
+    model = _model(lambda a, b: opset.select(cond, a, b), a, b)
+    run_shapes(model, [{"a": _f(rng, 3, 4), "b": _f(rng, 3, 4)}, {"a": _f(rng, 2, 7), "b": _f(rng, 2, 7)}])
+
+
+def test_clamp_elu_gelu(run_shapes, rng):
+    x = _param("x", 2)
+    model = _model(lambda x: opset.gelu(opset.elu(opset.clamp(x, -1.5, 2.0), 0.7), "tanh"), x)
+    run_shapes(model, [{"x": _f(rng, 3, 8)}, {"x": _f(rng, 5, 2)}])
+
+
+def test_convert_int(run_shapes, rng):
+    x = _param("x", 2)
+    model = _model(lambda x: opset.add(opset.convert(x, "i32"), np.int32(3)), x)
+    run_shapes(model, [{"x": 5 * _f(rng, 3, 4)}, {"x": 5 * _f(rng, 6, 1)}])
+
+
+@pytest.mark.parametrize("fn,axes,keep", [("reduce_sum", [1], False), ("reduce_mean", [-1], True),
+                                          ("reduce_max", [0, 1], False), ("reduce_min", [2], True),
+                                          ("reduce_prod", [1], True), ("reduce_l2", [2], False)])
+def test_reductions(fn, axes, keep, run_shapes, rng):
+    x = _param("x", 3)
+    model = _model(lambda x: getattr(opset, fn)(x, np.array(axes, np.int64), keep), x)
+    req = run_shapes(model, [{"x": _f(rng, 2, 3, 4)}, {"x": _f(rng, 3, 70, 5)}])
+    assert req.stats["host_fallbacks"] == 0
+
+
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_softmax(axis, run_shapes, rng):
+    x = _param("x", 3)
+    req = run_shapes(_model(lambda x: opset.softmax(x, axis), x),
+                     [{"x": _f(rng, 2, 3, 5)}, {"x": _f(rng, 1, 130, 9)}])
+    assert req.stats["host_fallbacks"] == 0
+
+
+def test_log_softmax(run_shapes, rng):
+    x = _param("x", 2)
+    run_shapes(_model(lambda x: opset.log_softmax(x, -1), x), [{"x": _f(rng, 3, 5)}, {"x": _f(rng, 2, 100)}])
+
+
+def test_mvn(run_shapes, rng):
+    x = _param("x", 3)
+    model = _model(lambda x: opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt"), x)
+    req = run_shapes(model, [{"x": _f(rng, 2, 3, 16)}, {"x": _f(rng, 1, 5, 200)}])
+    assert req.stats["host_fallbacks"] == 0
+
+
+@pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True), (True, True)])
+def test_matmul_batched(ta, tb, run_shapes, rng):
+    a, b = _param("a", 3), _param("b", 3)
+    model = _model(lambda a, b: opset.matmul(a, b, ta, tb), a, b)
+    feeds = []
+    for bt, m, k, n in ((2, 3, 5, 4), (1, 70, 33, 65)):
+        sa = (bt, k, m) if ta else (bt, m, k)
+        sb = (bt, n, k) if tb else (bt, k, n)
+        feeds.append({"a": _f(rng, *sa), "b": _f(rng, *sb)})
+    req = run_shapes(model, feeds)
+    assert req.stats["host_fallbacks"] == 0
+
+
+def test_matmul_broadcast_batch_with_fused_bias_relu(run_shapes, rng):
+    a = _param("a", 4)
+    w = _f(rng, 16, 8)
+    model = _model(lambda a: opset.relu(opset.add(opset.matmul(a, w, False, False), _f(rng, 8))), a)
+    req = run_shapes(model, [{"a": _f(rng, 2, 3, 5, 16)}, {"a": _f(rng, 1, 2, 9, 16)}])
+    assert req.stats["fused"] == 4  # the Add and the Relu, twice
+
+
+def test_convolution_with_fused_bias(run_shapes, rng):
+    x = _param("x", 4, dims=[-1, 3, -1, -1])
+    w = _f(rng, 4, 3, 3, 3)
+    model = _model(lambda x: opset.relu(opset.add(
+        opset.convolution(x, w, [1, 2], [1, 0], [1, 1], [1, 1]), _f(rng, 1, 4, 1, 1))), x)
+    req = run_shapes(model, [{"x": _f(rng, 1, 3, 8, 9)}, {"x": _f(rng, 2, 3, 5, 12)}])
+    assert req.stats["host_fallbacks"] == 0
+
+
+def test_group_convolution(run_shapes, rng):
+    x = _param("x", 4, dims=[-1, 4, -1, -1])
+    w = _f(rng, 2, 3, 2, 3, 3)
+    model = _model(lambda x: opset.group_convolution(x, w, [1, 1], [1, 1], [1, 1], [1, 1]), x)
+    run_shapes(model, [{"x": _f(rng, 1, 4, 6, 6)}, {"x": _f(rng, 1, 4, 3, 7)}])
+
+
+@pytest.mark.parametrize("kind", ["max", "avg"])
+def test_pooling(kind, run_shapes, rng):
+    x = _param("x", 4, dims=[-1, 3, -1, -1])
+    if kind == "max":
+        build = lambda x: opset.max_pool(x, [2, 2], [1, 1], [1, 1], [0, 0], [3, 3]).output(0)  # noqa: E731
+    else:
+        build = lambda x: opset.avg_pool(x, [2, 2], [1, 1], [0, 0], [3, 3], True)  # noqa: E731
+    req = run_shapes(_model(build, x), [{"x": _f(rng, 1, 3, 7, 7)}, {"x": _f(rng, 2, 3, 6, 9)}])
+    assert req.stats["host_fallbacks"] == 0
+
+
+def test_transpose_concat_split(run_shapes, rng):
+    x, y = _param("x", 3), _param("y", 3)
+
+    def build(x, y):
+        t = opset.transpose(x, np.array([2, 0, 1], np.int64))
+        c = opset.concat([t, opset.transpose(y, np.array([2, 0, 1], np.int64))], 1)
+        parts = opset.split(c, np.int64(0), 2)
+        return opset.add(parts.output(0), parts.output(1))
+    run_shapes(_model(build, x, y), [{"x": _f(rng, 2, 3, 4), "y": _f(rng, 5, 3, 4)},
+                                     {"x": _f(rng, 1, 6, 2), "y": _f(rng, 2, 6, 2)}])
+
+
+def test_slice_pad_tile_broadcast(run_shapes, rng):
+    x = _param("x", 2)
+
+    def build(x):
+        s = opset.slice(x, np.array([1, 0], np.int64), np.array([-1, 100], np.int64),
+                        np.array([1, 2], np.int64))
+        p = opset.pad(s, np.array([1, 0], np.int64), np.array([0, 2], np.int64), "constant",
+                      np.float32(0.5))
+        t = opset.tile(p, np.array([2, 1], np.int64))
+        return opset.add(t, opset.broadcast(np.float32(1.0), np.array([1, 1], np.int64)))
+    req = run_shapes(_model(build, x), [{"x": _f(rng, 4, 5)}, {"x": _f(rng, 7, 8)}])
+    assert req.stats["host_fallbacks"] == 0
+
+
+def test_gather_embedding(run_shapes, rng):
+    ids = opset.parameter([1, -1], np.int64, name="ids")
+    table = _f(rng, 10, 6)
+    model = Model([opset.result(opset.gather(table, ids, np.int64(0)), name="y")], [ids])
+    req = run_shapes(model, [{"ids": np.array([[1, 9, 3]], np.int64)},
+                             {"ids": np.array([[0, 2, 2, 5, 8]], np.int64)}])
+    assert req.stats["host_fallbacks"] == 0
+
+
+def test_legacy_layers(run_shapes, rng):
+    x = _param("x", 2, dims=[-1, 6])
+    w, b = _f(rng, 5, 6), _f(rng, 5)
+
+    def build(x):
+        fc = opset.fully_connected(x, w, b)
+        p = opset.power_ie(fc, 2.0, 0.5, 1.0)
+        e = opset.eltwise(p, fc, "prod")
+        return opset.scale_shift_ie(opset.unsqueeze(e, np.array([2], np.int64)), _f(rng, 5), _f(rng, 5))
+    req = run_shapes(_model(build, x), [{"x": _f(rng, 3, 6)}, {"x": _f(rng, 11, 6)}])
+    assert req.stats["host_fallbacks"] == 0
+    assert req.stats["weight_reorders"] == 1
+
+
+def test_gna_convolution_and_pool(run_shapes, rng):
+    x = _param("x", 4, dims=[1, -1, -1, 3])
+    w = _f(rng, 4, 2, 3, 3)
+
+    def build(x):
+        c = opset.gna_convolution(x, w, [1, 1], [0, 1], [0, 1], [1, 1], bias=_f(rng, 4), activation="RELU")
+        return opset.gna_max_pool(c, [1, 2], [0, 0], [0, 0], [1, 2])
+    req = run_shapes(_model(build, x), [{"x": _f(rng, 1, 4, 6, 3)}, {"x": _f(rng, 1, 3, 9, 3)}])
+    assert req.stats["host_fallbacks"] == 0
+
+
+def test_host_fallback_is_counted(run_shapes, rng):
+    x = _param("x", 2)
+    model = _model(lambda x: opset.cumsum(x, np.int64(1)), x)
+    req = run_shapes(model, [{"x": _f(rng, 3, 4)}, {"x": _f(rng, 2, 9)}])
+    assert req.stats["host_fallbacks"] == 2
+    assert req.stats["host_fallback_kinds"] == {"CumSum": 2}
