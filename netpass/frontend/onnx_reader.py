@@ -7,6 +7,7 @@ Initializers and Constant nodes become Constants; ``dim_param`` becomes a symbol
 """
 from __future__ import annotations
 
+import gc
 import os
 from pathlib import Path
 from typing import Any
@@ -296,4 +297,13 @@ def read_onnx(source: Any) -> Model:
     if opset is None:
         raise ModelFormatError("the model imports no default-domain ONNX opset")
     name = proto.graph.name or "Model"
-    return convert_graph(proto.graph, opset, name)
+    # The cyclic GC would rescan the ever-growing graph (millions of young objects, none of
+    # them garbage: nodes hold producers strongly and consumers weakly, so refcounting frees
+    # them), which made import time per node grow with graph size; pause it while converting.
+    gc_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return convert_graph(proto.graph, opset, name)
+    finally:
+        if gc_enabled:
+            gc.enable()
