@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..core.dimension import Dimension
-from ..core.node import Node
+from ..core.node import OP_TYPES, Node
 from ..core.shape import PartialShape
 from ..errors import UnsupportedOpError
 from .base import normalize_axis, set_name, to_output
@@ -320,19 +320,17 @@ def _extreme(dtype: np.dtype, high: bool):
 
 
 class ScatterNDUpdate(Node):
-    """ScatterNDUpdate: ``data`` with the elements or slices at ``indices[..., :K]`` replaced
-    by (or, with a ``reduction`` as in opset 15, combined with) ``updates``."""
+    """ScatterNDUpdate v3 (in opset 4): ``data`` with the elements or slices at
+    ``indices[..., :K]`` replaced by ``updates``."""
 
     type_name = "ScatterNDUpdate"
-    version = "opset3"
-    ATTRS = {"reduction": "none"}
+    version = "opset4"
+    reduction: str = "none"  # an attribute from opset 15 on (ScatterNDUpdate15)
 
     def infer_types(self) -> None:
         self.check(self.get_input_size() == 3, "expects inputs (data, indices, updates)")
         self.check(self.reduction in ("none", "sum", "sub", "prod", "min", "max"),
                    f"unknown reduction '{self.reduction}'")
-        # A reduction exists from opset 15 on; the plain update keeps the older version.
-        self.version = "opset3" if self.reduction == "none" else "opset15"
         _check_indices(self, 1)
         et = self.get_input_element_type(0)
         data = self.get_input_partial_shape(0)
@@ -360,22 +358,30 @@ class ScatterNDUpdate(Node):
         return [out]
 
 
+class ScatterNDUpdate15(ScatterNDUpdate):
+    """ScatterNDUpdate v15: combines ``updates`` into ``data`` by ``reduction`` (none, sum,
+    sub, prod, min, max), repeated indices applied in order."""
+
+    type_name = "ScatterNDUpdate"
+    version = "opset15"
+    ATTRS = {"reduction": "none"}
+
+
 # -- OneHot ---------------------------------------------------------------------------------
 class OneHot(Node):
-    """OneHot: a new ``axis`` of length ``depth``, ``on_value`` where it equals the index and
-    ``off_value`` elsewhere. ``negative_indices_mode`` (opset 16) "normalize" counts negative
-    indices from ``depth``; "ignore_negative" (opset 1 behaviour) gives all off values."""
+    """OneHot v1: a new ``axis`` of length ``depth``, ``on_value`` where it equals the index
+    and ``off_value`` elsewhere; negative indices give all off values."""
 
     type_name = "OneHot"
     version = "opset1"
-    ATTRS = {"axis": -1, "negative_indices_mode": "ignore_negative"}
+    ATTRS = {"axis": -1}
+    negative_indices_mode: str = "ignore_negative"  # an attribute from opset 16 on (OneHot16)
 
     def infer_types(self) -> None:
         self.check(self.get_input_size() == 4,
                    "expects inputs (indices, depth, on_value, off_value)")
         self.check(self.negative_indices_mode in ("ignore_negative", "normalize"),
                    f"unknown negative_indices_mode '{self.negative_indices_mode}'")
-        self.version = "opset1" if self.negative_indices_mode == "ignore_negative" else "opset16"
         _check_indices(self, 0)
         et = self.get_input_element_type(2)
         self.check(et.merge(self.get_input_element_type(3)) is not None,
@@ -408,6 +414,21 @@ class OneHot(Node):
         return [np.where(hot, np.asarray(on).reshape(()), np.asarray(off).reshape(())).astype(dt)]
 
 
+class OneHot16(OneHot):
+    """OneHot v16: ``negative_indices_mode`` "normalize" counts negative indices from
+    ``depth`` (as ONNX does); "ignore_negative" behaves as v1."""
+
+    type_name = "OneHot"
+    version = "opset16"
+    ATTRS = {"axis": -1, "negative_indices_mode": "ignore_negative"}
+
+
+# The older versions stay the classes ``netpass.ops.<Type>`` names; IR reading picks the
+# exact version by (type, opset).
+OP_TYPES["ScatterNDUpdate"] = ScatterNDUpdate
+OP_TYPES["OneHot"] = OneHot
+
+
 # -- factories ------------------------------------------------------------------------------
 def gather(data: Any, indices: Any, axis: Any, batch_dims: int = 0,
            name: str | None = None) -> Node:
@@ -437,17 +458,21 @@ def scatter_elements_update(data: Any, indices: Any, updates: Any, axis: Any,
         reduction=reduction, use_init_val=bool(use_init_val)), name)
 
 
-def scatter_nd_update(data: Any, indices: Any, updates: Any, reduction: str = "none",
+def scatter_nd_update(data: Any, indices: Any, updates: Any, reduction: str | None = None,
                       name: str | None = None) -> Node:
-    return set_name(ScatterNDUpdate([to_output(data), _i64(indices), to_output(updates)],
-                                    reduction=reduction), name)
+    inputs = [to_output(data), _i64(indices), to_output(updates)]
+    if reduction is None:
+        return set_name(ScatterNDUpdate(inputs), name)
+    return set_name(ScatterNDUpdate15(inputs, reduction=reduction), name)
 
 
 def one_hot(indices: Any, depth: Any, on_value: Any, off_value: Any, axis: int,
-            negative_indices_mode: str = "ignore_negative", name: str | None = None) -> Node:
-    return set_name(OneHot([_i64(indices), _i64(depth), to_output(on_value),
-                            to_output(off_value)], axis=int(axis),
-                           negative_indices_mode=negative_indices_mode), name)
+            negative_indices_mode: str | None = None, name: str | None = None) -> Node:
+    inputs = [_i64(indices), _i64(depth), to_output(on_value), to_output(off_value)]
+    if negative_indices_mode is None:
+        return set_name(OneHot(inputs, axis=int(axis)), name)
+    return set_name(OneHot16(inputs, axis=int(axis),
+                             negative_indices_mode=negative_indices_mode), name)
 
 
 # -- ONNX import ----------------------------------------------------------------------------
@@ -488,8 +513,11 @@ def _import_scatter_elements(ctx):
 
 @onnx_rule("ScatterND", since=11)
 def _import_scatter_nd(ctx):
-    return ScatterNDUpdate([ctx.inputs[0], ctx.inputs[1], ctx.inputs[2]],
-                           reduction=_reduction(ctx)).output(0)
+    inputs = [ctx.inputs[0], ctx.inputs[1], ctx.inputs[2]]
+    reduction = _reduction(ctx)
+    if reduction == "none":
+        return ScatterNDUpdate(inputs).output(0)
+    return ScatterNDUpdate15(inputs, reduction=reduction).output(0)
 
 
 @onnx_rule("OneHot", since=9)
@@ -511,8 +539,8 @@ def _import_one_hot(ctx):
         depth = Reshape([depth, _i64([])], special_zero=False).output(0)
     off = Gather([values, _i64(0), _i64(0)]).output(0)
     on = Gather([values, _i64(1), _i64(0)]).output(0)
-    return OneHot([indices, depth, on, off], axis=ctx.attr("axis", -1),
-                  negative_indices_mode="normalize").output(0)
+    return OneHot16([indices, depth, on, off], axis=ctx.attr("axis", -1),
+                    negative_indices_mode="normalize").output(0)
 
 
 # -- ONNX export (opset 17) -----------------------------------------------------------------

@@ -293,40 +293,40 @@ def test_slice_of_dynamic_dim_keeps_symbol_or_bounds():
 
 # -- StridedSlice vs OpenVINO ---------------------------------------------------------------
 def _openvino_strided_slice(x, begin, end, strides, masks):
+    """OpenVINO's own shape inference and reference evaluate (its CPU plugin mis-executes
+    some mask combinations, e.g. a new axis before a shrunk one)."""
     import openvino as ov
     import openvino.opset8 as ov8
-    p = ov8.parameter(list(x.shape), np.float32)
-    node = ov8.strided_slice(p, ov8.constant(i64(begin)), ov8.constant(i64(end)),
-                             ov8.constant(i64(strides)), *masks)
-    compiled = ov.Core().compile_model(ov.Model([node], [p]), "CPU")
-    return list(node.get_output_partial_shape(0).to_shape()), compiled([x])[0]
+    args = [i64(begin), i64(end), i64(strides)]
+    node = ov8.strided_slice(ov8.parameter(list(x.shape), np.float32),
+                             *[ov8.constant(a) for a in args], *masks)
+    shape = list(node.get_output_partial_shape(0).to_shape())
+    out = ov.Tensor(np.zeros(shape, np.float32))
+    assert node.evaluate([out], [ov.Tensor(x)] + [ov.Tensor(a) for a in args])
+    return shape, out.data.copy()
 
 
-mask_bits = st.lists(st.integers(0, 1), min_size=0, max_size=5)
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(shape=shapes, data=st.data())
 def test_strided_slice_matches_openvino(shape, data):
     n = data.draw(st.integers(1, len(shape) + 1))
-    begin = data.draw(st.lists(st.integers(-6, 6), min_size=n, max_size=n))
-    end = data.draw(st.lists(st.integers(-6, 6), min_size=n, max_size=n))
+    ints = st.lists(st.integers(-6, 6), min_size=n, max_size=n)
+    bits = st.lists(st.integers(0, 1), min_size=n, max_size=n)  # OpenVINO: equal mask sizes
+    begin, end = data.draw(ints), data.draw(ints)
     strides = data.draw(st.lists(st.sampled_from([1, 2, -1, -2]), min_size=n, max_size=n))
-    bm, em, nm, sm = (data.draw(mask_bits) for _ in range(4))
+    bm, em, nm, sm = (data.draw(bits) for _ in range(4))
     ell = [0] * n
     if data.draw(st.booleans()):
-        ell[data.draw(st.integers(0, n - 1))] = 1
-    real = sum(1 for i in range(n) if not ell[i] and not (i < len(nm) and nm[i]))
+        at = data.draw(st.integers(0, n - 1))
+        ell[at], nm[at], sm[at] = 1, 0, 0  # OpenVINO disagrees with itself on mixed bits
+    real = sum(1 for i in range(n) if not ell[i] and not nm[i])
     if real > len(shape):
         return
     for i in range(n):  # OpenVINO requires shrink indices in range
-        if i < len(sm) and sm[i] and not ell[i] and not (i < len(nm) and nm[i]):
-            begin[i] = 0
+        if sm[i] and not ell[i] and not nm[i]:
+            begin[i] = data.draw(st.integers(-1, 0))
     x = rand(shape)
-    try:
-        ov_shape, ov_out = _openvino_strided_slice(x, begin, end, strides, (bm, em, nm, sm, ell))
-    except RuntimeError:
-        return  # a combination OpenVINO itself rejects
+    ov_shape, ov_out = _openvino_strided_slice(x, begin, end, strides, (bm, em, nm, sm, ell))
     node = opset.strided_slice(opset.parameter(shape, np.float32), begin, end, strides, bm, em,
                                nm, sm, ell)
     assert node.output(0).partial_shape == PartialShape(ov_shape)
