@@ -1,6 +1,7 @@
 """Target-independent transformations (OpenVINO's common transformations)."""
 from __future__ import annotations
 
+from .batch_norm_decomposition import BatchNormDecomposition
 from .common_optimizations import CommonOptimizations
 from .constant_folding import (DISABLE_CONSTANT_FOLDING, ConstantFolding,
                                constant_folding_is_disabled, disable_constant_folding,
@@ -14,7 +15,7 @@ from .rnn_decomposition import (GRUCellDecomposition, GRUSequenceUnrolling,
 from .slice_to_strided_slice import SliceToStridedSlice
 
 __all__ = [
-    "CommonOptimizations", "ConstantFolding", "ConvertDivide", "DISABLE_CONSTANT_FOLDING",
+    "BatchNormDecomposition", "CommonOptimizations", "ConstantFolding", "ConvertDivide", "DISABLE_CONSTANT_FOLDING",
     "EliminateNop", "GRUCellDecomposition", "GRUSequenceUnrolling", "InitNodeInfo",
     "LSTMCellDecomposition", "LSTMSequenceUnrolling", "NOP_RULES", "NopElimination",
     "ReshapeSequenceFusion", "SliceToStridedSlice", "TransposeToReshape",

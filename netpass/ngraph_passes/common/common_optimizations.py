@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ...passes import Manager
 from ...passes.base import ModelPass
+from .batch_norm_decomposition import BatchNormDecomposition
 from .constant_folding import ConstantFolding
 from .convert_divide import ConvertDivide
 from .nop_elimination import NopElimination
@@ -10,13 +11,13 @@ from .slice_to_strided_slice import SliceToStridedSlice
 
 
 class CommonOptimizations(ModelPass):
-    """ConstantFolding, NopElimination, ConvertDivide, SliceToStridedSlice, then folding and
-    no-op removal again. Runs a Manager sharing this pass's PassConfig, so a caller can
+    """ConstantFolding, NopElimination, BatchNormDecomposition, ConvertDivide,
+    SliceToStridedSlice, then folding and no-op removal again. Runs a Manager sharing this pass's PassConfig, so a caller can
     disable any member (the GNA pipeline disables SliceToStridedSlice) or set callbacks."""
 
     def run_on_model(self, model) -> bool:
         manager = Manager(self.get_pass_config())
-        for p in (ConstantFolding, NopElimination, ConvertDivide, SliceToStridedSlice,
+        for p in (ConstantFolding, NopElimination, BatchNormDecomposition, ConvertDivide, SliceToStridedSlice,
                   ConstantFolding, NopElimination):
             manager.register_pass(p())
         return manager.run_passes(model)

@@ -16,7 +16,8 @@ from .gather_transpose import (GatherSinkingTranspose, GatherSinkingTransposeBac
                                GatherSinkingTransposeForward,
                                GatherSinkingTransposeReshapeBackward,
                                GatherSinkingTransposeReshapeForward)
-from .limitations import GNA_CALLBACKS, install_gna_callbacks, is_transpose_supported
+from .limitations import (GNA_CALLBACKS, at_model_edge, install_gna_callbacks, interior_layout_ops,
+                          is_transpose_supported)
 from .misc import (RemoveInputConvert, RemoveOutputConvert, RemoveSingleInputConcat,
                    ReorderActivationAndPooling)
 from .pipeline import GnaTransformationsPipeline
@@ -37,5 +38,5 @@ __all__ = [
     "RemoveOutputConvert", "RemoveSingleInputConcat", "ReorderActivationAndPooling",
     "ReplaceGnaNHWCLayers", "ReshapeSequenceFusion", "SubstituteGNAConvolution",
     "SubstituteGNAMaxPool", "TSConcatForward", "TSSplitBackward", "TransposeCompress",
-    "TransposeToReshape", "install_gna_callbacks", "is_transpose_supported",
+    "TransposeToReshape", "at_model_edge", "install_gna_callbacks", "interior_layout_ops", "is_transpose_supported",
 ]

@@ -37,13 +37,20 @@ def _norm(axis: int, rank: int) -> int:
     return axis + rank if axis < 0 else axis
 
 
+def _worsens(current_shape, current_axis, new_shape, new_axis) -> bool:
+    """GNA concatenates/splits flat memory: only along the first non-1 dim. A rewrite is
+    refused when it turns a supported Concat/Split into an unsupported one (one that is
+    unsupported either way does not get worse, and the Transposes may still move on)."""
+    return first_valuable(current_shape) == current_axis and first_valuable(new_shape) != new_axis
+
+
 def concat_forward_refused(concat: Node) -> bool:
     info = first_transpose_input(concat)
     out = static_shape(concat.output(0))
     if info is None or out is None:
         return False
-    new_axis = info.order[_norm(concat.axis, len(out))]
-    if first_valuable(transpose_shape(out, reverse_order(info.order))) == new_axis:
+    axis = _norm(concat.axis, len(out))
+    if not _worsens(out, axis, transpose_shape(out, reverse_order(info.order)), info.order[axis]):
         return False
     for v in concat.input_values():  # these stay: keep backward sinking from undoing them
         if v.node.type_name == "Transpose":
@@ -52,15 +59,14 @@ def concat_forward_refused(concat: Node) -> bool:
 
 
 def concat_backward_refused(concat: Node) -> bool:
-    """Refused unless the new Concat (on ``T(inputs)``, axis ``reverse(order)[axis]``) is along
-    its output's first non-1 dim (OpenVINO compares with ``order[axis]``; netpass checks the
-    axis the rewrite actually creates)."""
+    """(OpenVINO compares the new axis with ``order[axis]``; netpass checks the axis the rewrite
+    actually creates, ``reverse(order)[axis]``.)"""
     order = consumer_transposes_order(concat)
     out = static_shape(concat.output(0))
     if order is None or out is None:
         return False
-    new_axis = reverse_order(order)[_norm(concat.axis, len(out))]
-    return first_valuable(transpose_shape(out, order)) != new_axis
+    axis = _norm(concat.axis, len(out))
+    return _worsens(out, axis, transpose_shape(out, order), reverse_order(order)[axis])
 
 
 def _split_axis(split: Node) -> int | None:
@@ -72,7 +78,7 @@ def split_forward_refused(split: Node) -> bool:
     shape, axis = static_shape(split.input_value(0)), _split_axis(split)
     if info is None or shape is None or axis is None:
         return False
-    if first_valuable(transpose_shape(shape, reverse_order(info.order))) == info.order[axis]:
+    if not _worsens(shape, axis, transpose_shape(shape, reverse_order(info.order)), info.order[axis]):
         return False
     attr.mark_as_no_sinking(info.transpose)
     return True
@@ -83,7 +89,7 @@ def split_backward_refused(split: Node) -> bool:
     shape, axis = static_shape(split.input_value(0)), _split_axis(split)
     if order is None or shape is None or axis is None:
         return False
-    return first_valuable(transpose_shape(shape, order)) != reverse_order(order)[axis]
+    return _worsens(shape, axis, transpose_shape(shape, order), reverse_order(order)[axis])
 
 
 GNA_CALLBACKS: dict[type, Callable[[Node], bool]] = {
@@ -103,3 +109,37 @@ def install_gna_callbacks(pass_config) -> None:
 def const_order(node: Node) -> list[int] | None:
     v = const_value(node.input_value(1)) if node.type_name == "Transpose" else None
     return None if v is None else [int(a) for a in v.reshape(-1)]
+
+
+_RESHAPES = ("Reshape", "Squeeze", "Unsqueeze")
+
+
+def _reaches_parameter(node: Node) -> bool:
+    src = node.input_value(0)
+    while src.node.type_name in _RESHAPES and len(src.consumers()) == 1:
+        src = src.node.input_value(0)
+    return src.node.type_name == "Parameter"
+
+
+def _reaches_result(node: Node) -> bool:
+    cons = node.output(0).consumers()
+    while len(cons) == 1 and cons[0].node.type_name in _RESHAPES:
+        cons = cons[0].node.output(0).consumers()
+    return bool(cons) and all(c.node.type_name == "Result" for c in cons)
+
+
+def at_model_edge(node: Node) -> bool:
+    """The node reads a Parameter or feeds only Results, possibly through single-consumer
+    Reshape/Squeeze/Unsqueeze nodes (so pre/post-processing can cut it out)."""
+    return _reaches_parameter(node) or _reaches_result(node)
+
+
+def interior_layout_ops(model) -> list[Node]:
+    """Transposes GNA cannot run and Gathers that are not at the model's edges."""
+    bad = []
+    for n in model.get_ordered_ops():
+        if n.type_name == "Transpose" and is_transpose_node_supported(n):
+            continue
+        if n.type_name in ("Transpose", "Gather") and not at_model_edge(n):
+            bad.append(n)
+    return bad

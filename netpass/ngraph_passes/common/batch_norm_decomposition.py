@@ -1,0 +1,36 @@
+"""BatchNormDecomposition: BatchNormInference -> ``x * scale + shift`` with per-channel
+constants shaped ``[C, 1, ...]`` (folded when gamma/beta/mean/variance are Constants), so the
+elementwise sinking passes move Transposes through it."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.graph_util import copy_runtime_info, replace_node
+from ...passes import MatcherPass
+from ...pattern import Matcher, wrap_type
+from ..utils import const, make, op_types, static_rank
+
+
+class BatchNormDecomposition(MatcherPass):
+    def __init__(self) -> None:
+        super().__init__()
+        pattern = wrap_type(op_types("BatchNormInference"),
+                            predicate=lambda o: (static_rank(o) or 0) >= 2 and o.element_type.is_real)
+
+        def callback(m: Matcher) -> bool:
+            bn = m.match_root
+            if self.transformation_callback(bn):
+                return False
+            x, gamma, beta, mean, var = bn.input_values()
+            dt = x.element_type.dtype
+            shape = const(np.array([-1] + [1] * (static_rank(x) - 2), np.int64))
+            per_channel = lambda v: make("Reshape", [v, shape], special_zero=False)  # noqa: E731
+            inv = make("Divide", [gamma, make("Sqrt", [make("Add", [var, const(np.array(bn.epsilon, dt))])])])
+            shift = make("Subtract", [beta, make("Multiply", [mean, inv])])
+            out = make("Add", [make("Multiply", [x, per_channel(inv)]), per_channel(shift)])
+            out.friendly_name = bn.friendly_name
+            copy_runtime_info(bn, [inv, shift, out])
+            replace_node(bn, out)
+            return True
+
+        self.register_matcher(Matcher(pattern, "BatchNormDecomposition"), callback)
