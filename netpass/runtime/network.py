@@ -112,7 +112,7 @@ class PrimitiveInst:
             return
         self.runtime_skip_checks()
         if self.can_be_optimized and node.inplace_concat:
-            self._release_own(0)
+            # the inputs already wrote into the buffer their first one allocated
             self.device_valid[0], self.host_valid[0] = True, False
             net.stats["skipped"] += 1
         elif self.can_be_optimized:

@@ -1,0 +1,209 @@
+"""The dynamic pipeline: runtime skips, in-place concat, implementation cache, shape_of
+sub-graphs on the host, update_shape / argument-setting skips, host waits, devices."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import netpass
+from netpass import Model, opset
+from netpass.errors import DeviceError, InputError
+from netpass.runtime import Program, compile_program, devices, resolve_device_name
+
+
+def _f(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _i64(v):
+    return np.array(v, dtype=np.int64)
+
+
+def _one_output(node, *params):
+    return Model([opset.result(node, name="y")], list(params))
+
+
+def test_permute_of_size_one_dims_is_skipped(run_shapes, rng):
+    x = opset.parameter([-1, -1, -1, -1], np.float32, name="x")
+    model = _one_output(opset.relu(opset.transpose(x, _i64([0, 2, 1, 3]))), x)
+    req = run_shapes(model, [{"x": _f(rng, 2, 1, 5, 4)}])
+    assert req.stats["skipped"] == 1
+    req = run_shapes(model, [{"x": _f(rng, 2, 3, 5, 4)}])
+    assert req.stats["skipped"] == 0
+
+
+def test_reshape_squeeze_unsqueeze_alias_their_input(run_shapes, rng):
+    x = opset.parameter([-1, 1, -1], np.float32, name="x")
+    r = opset.reshape(opset.squeeze(x, _i64([1])), _i64([0, -1, 2]), True)
+    model = _one_output(opset.relu(opset.unsqueeze(r, _i64([0]))), x)
+    req = run_shapes(model, [{"x": _f(rng, 3, 1, 8)}, {"x": _f(rng, 2, 1, 6)}])
+    assert req.stats["skipped"] == 6
+    assert req.stats["kernels_enqueued"] == 2
+
+
+def test_gather_with_identity_indices_is_skipped(run_shapes, rng):
+    x = opset.parameter([-1, -1], np.float32, name="x")
+    idx = opset.parameter([-1], np.int64, name="idx")
+    model = _one_output(opset.relu(opset.gather(x, idx, _i64(1))), x, idx)
+    req = run_shapes(model, [{"x": _f(rng, 3, 4), "idx": _i64([0, 1, 2, 3])}])
+    assert req.stats["skipped"] == 1
+    req = run_shapes(model, [{"x": _f(rng, 3, 4), "idx": _i64([0, 2, 1, 3])}])
+    assert req.stats["skipped"] == 0
+
+
+def test_slice_of_everything_is_skipped(run_shapes, rng):
+    x = opset.parameter([-1, -1], np.float32, name="x")
+    s = opset.strided_slice(x, _i64([0, 0]), _i64([0, 0]), _i64([1, 1]), [1, 1], [1, 1])
+    model = _one_output(opset.relu(s), x)
+    req = run_shapes(model, [{"x": _f(rng, 3, 4)}, {"x": _f(rng, 5, 2)}])
+    assert req.stats["skipped"] == 2
+
+
+def test_partial_slice_runs(run_shapes, rng):
+    x = opset.parameter([-1, -1], np.float32, name="x")
+    s = opset.slice(x, _i64([1]), _i64([100]), _i64([1]), _i64([1]))
+    req = run_shapes(_one_output(opset.relu(s), x), [{"x": _f(rng, 3, 4)}])
+    assert req.stats["skipped"] == 0
+
+
+def test_broadcast_to_the_same_shape_is_skipped(run_shapes, rng):
+    x = opset.parameter([-1, -1], np.float32, name="x")
+    model = _one_output(opset.relu(opset.broadcast(x, opset.shape_of(x))), x)
+    req = run_shapes(model, [{"x": _f(rng, 3, 4)}, {"x": _f(rng, 2, 6)}])
+    assert req.stats["skipped"] == 2
+
+
+def test_crop_at_offset_zero_of_full_size_is_skipped(run_shapes, rng):
+    x = opset.parameter([-1, 8], np.float32, name="x")
+    model = _one_output(opset.relu(opset.crop_ie(x, [1], [8], [0])), x)
+    req = run_shapes(model, [{"x": _f(rng, 3, 8)}, {"x": _f(rng, 5, 8)}])
+    assert req.stats["skipped"] == 2
+
+
+def _concat_model():
+    a = opset.parameter([1, -1, 16], np.float32, name="a")
+    b = opset.parameter([1, -1, 16], np.float32, name="b")
+    c = opset.concat([opset.relu(a), opset.sigmoid(b)], 1)
+    return _one_output(opset.multiply(c, np.float32(2.0)), a, b)
+
+
+def test_concat_inputs_write_in_place(run_shapes, rng):
+    model = _concat_model()
+    prog = Program.from_model(model)
+    concat = next(n for n in prog.nodes if n.kind == "Concat")
+    assert concat.inplace_concat and concat.runtime_skippable
+    order = [n.kind for n in prog.exec_order]
+    assert order.index("Concat") - order.index("Sigmoid") == 1
+    req = run_shapes(model, [{"a": _f(rng, 1, 3, 16), "b": _f(rng, 1, 5, 16)},
+                             {"a": _f(rng, 1, 4, 16), "b": _f(rng, 1, 2, 16)}])
+    assert req.stats["skipped"] == 2
+    assert req.stats["kernels_enqueued"] == 6
+
+
+def test_concat_not_in_place_when_inputs_are_not_contiguous_chunks(run_shapes, rng):
+    a = opset.parameter([-1, -1], np.float32, name="a")
+    model = _one_output(opset.concat([opset.relu(a), opset.exp(a)], 1), a)
+    req = run_shapes(model, [{"a": _f(rng, 2, 3)}])
+    assert req.stats["skipped"] == 0
+
+
+def test_repeated_shapes_hit_the_impl_cache(rng):
+    model = _concat_model()
+    req = compile_program(model, "CPU").create_infer_request()
+    feeds = {"a": _f(rng, 1, 3, 16), "b": _f(rng, 1, 5, 16)}
+    req.infer(feeds)
+    per_run = req.stats["impl_cache_misses"]
+    req.infer({"a": _f(rng, 1, 4, 16), "b": _f(rng, 1, 2, 16)})
+    before = dict(req.stats)
+    req.infer(feeds)
+    assert req.stats["impl_cache_misses"] == before["impl_cache_misses"] == 2 * per_run
+    assert req.stats["impl_cache_hits"] == before["impl_cache_hits"] + per_run
+
+
+def test_impl_cache_capacity_evicts(rng):
+    x = opset.parameter([-1], np.float32, name="x")
+    model = _one_output(opset.relu(x), x)
+    cm = compile_program(model, "CPU", {"IMPLS_CACHE_CAPACITY": 2})
+    req = cm.create_infer_request()
+    for n in (3, 4, 5, 3):
+        req.infer({"x": _f(rng, n)})
+    assert len(cm.impl_cache) == 2
+    assert req.stats["impl_cache_misses"] == 4
+
+
+def test_unchanged_shapes_skip_shape_inference_and_argument_setting(rng):
+    model = _concat_model()
+    req = compile_program(model, "CPU").create_infer_request()
+    feeds = {"a": _f(rng, 1, 3, 16), "b": _f(rng, 1, 5, 16)}
+    req.infer(feeds)
+    before = dict(req.stats)
+    out = req.infer({k: v + 1 for k, v in feeds.items()})
+    assert req.stats["shape_updates"] == before["shape_updates"]
+    assert req.stats["set_arguments"] == before["set_arguments"]
+    assert req.stats["allocations"] == before["allocations"]
+    ref = netpass.reference.infer(model, {k: v + 1 for k, v in feeds.items()})
+    np.testing.assert_allclose(out["y"], ref["y"], rtol=1e-5)
+
+
+def test_shape_of_subgraph_runs_on_host_without_kernels(run_shapes, rng):
+    x = opset.parameter([-1, -1, 8], np.float32, name="x")
+    shape = opset.shape_of(x)
+    rows = opset.multiply(opset.gather(shape, _i64([0]), _i64(0)), opset.gather(shape, _i64([1]), _i64(0)))
+    target = opset.concat([rows, _i64([8])], 0)
+    model = _one_output(opset.relu(opset.reshape(x, target, False)), x)
+    prog = Program.from_model(model)
+    assert {n.kind for n in prog.nodes if n.in_shape_of_subgraph} >= {"ShapeOf", "Gather", "Multiply", "Concat"}
+    req = run_shapes(model, [{"x": _f(rng, 2, 3, 8)}, {"x": _f(rng, 4, 1, 8)}])
+    assert req.stats["kernels_enqueued"] == 2  # the Relu, twice
+    assert req.stats["host_waits"] == 2        # the output reads only
+
+
+def test_one_host_wait_per_inference_without_value_dependent_shapes(run_shapes, rng):
+    req = run_shapes(_concat_model(), [{"a": _f(rng, 1, 3, 16), "b": _f(rng, 1, 5, 16)}] * 3)
+    assert req.stats["host_waits"] == 3
+
+
+def test_value_dependent_shape_reads_back_from_the_device(run_shapes, rng):
+    x = opset.parameter([-1], np.float32, name="x")
+    n = opset.parameter([1], np.int64, name="n")
+    target = opset.add(n, _i64([0]))  # computed by a device kernel
+    model = _one_output(opset.reshape(opset.relu(x), target, False), x, n)
+    req = run_shapes(model, [{"x": _f(rng, 6), "n": _i64([6])}])
+    assert req.stats["host_waits"] == 2
+
+
+def test_profiling_reports_per_primitive_times(rng):
+    model = _concat_model()
+    req = compile_program(model, "CPU", {"PROFILING": True}).create_infer_request()
+    req.infer({"a": _f(rng, 1, 3, 16), "b": _f(rng, 1, 5, 16)})
+    times = req.get_profiling_info()
+    assert len(times) == 3 and all(t >= 0 for t in times.values())
+
+
+def test_reference_device_matches(rng):
+    model = _concat_model()
+    feeds = {"a": _f(rng, 1, 3, 16), "b": _f(rng, 1, 5, 16)}
+    out = compile_program(model, "REFERENCE").create_infer_request().infer(feeds)
+    np.testing.assert_array_equal(out["y"], netpass.reference.infer(model, feeds)["y"])
+
+
+def test_gpu_request_without_gpu_raises_device_error():
+    if any("GPU" in d["type"] for d in devices()):
+        pytest.skip("a GPU is present")
+    with pytest.raises(DeviceError, match="GPU"):
+        compile_program(_concat_model(), "GPU")
+
+
+def test_netpass_device_env_overrides(monkeypatch):
+    monkeypatch.setenv("NETPASS_DEVICE", "reference")
+    assert resolve_device_name("GPU") == "REFERENCE"
+
+
+def test_devices_lists_pocl():
+    assert any(d["type"].endswith("CPU") for d in devices())
+
+
+def test_missing_input_names_the_input(rng):
+    req = compile_program(_concat_model(), "CPU").create_infer_request()
+    with pytest.raises(InputError, match="'b'"):
+        req.infer({"a": _f(rng, 1, 3, 16)})
