@@ -342,6 +342,9 @@ class ConvolutionBackpropData(_ConvBase):
     type_name = "ConvolutionBackpropData"
     version = "opset1"
     ATTRS = dict(_ConvBase.ATTRS, output_padding=[])
+    # With output_shape and explicit pads, OpenVINO keeps pads_begin here but not for the
+    # grouped op (measured on its CPU plugin).
+    OUTPUT_SHAPE_KEEPS_PADS_BEGIN = True
 
     def _filters_grouped(self, w: np.ndarray) -> np.ndarray:
         return w[None]
@@ -405,7 +408,9 @@ class ConvolutionBackpropData(_ConvBase):
 
     def _pads(self, in_sp: Sequence[int], kernel: Sequence[int],
               out_sp: Sequence[int] | None) -> tuple[list[int], list[int]]:
-        """Pads from output_shape (when given), auto_pad, or the attributes."""
+        """Pads as OpenVINO applies them. Without output_shape: the attributes (explicit) or none.
+        With it, the leading pad is pads_begin (explicit), 0 (valid) or half the total, the odd
+        one first for same_upper; the trailing pad makes the size (negative: zeros added)."""
         n = len(kernel)
         if out_sp is None and self.auto_pad == "explicit":
             return list(self.pads_begin), list(self.pads_end)
@@ -415,9 +420,13 @@ class ConvolutionBackpropData(_ConvBase):
         for i in range(n):
             total = self.strides[i] * (in_sp[i] - 1) + self.dilations[i] * (kernel[i] - 1) + 1 + \
                 self.output_padding[i] - out_sp[i]
-            # A negative total (output larger than the full result) extends the end with zeros.
-            half = max(total, 0) // 2
-            pb.append(max(total, 0) - half if self.auto_pad == "same_upper" else half)
+            if self.auto_pad == "explicit":
+                pb.append(self.pads_begin[i] if self.OUTPUT_SHAPE_KEEPS_PADS_BEGIN else 0)
+            elif self.auto_pad == "valid":
+                pb.append(0)
+            else:
+                t = max(total, 0)
+                pb.append(t - t // 2 if self.auto_pad == "same_upper" else t // 2)
             pe.append(total - pb[-1])
         return pb, pe
 
@@ -437,6 +446,7 @@ class GroupConvolutionBackpropData(ConvolutionBackpropData):
     type_name = "GroupConvolutionBackpropData"
     version = "opset1"
     FILTER_LEAD = 3
+    OUTPUT_SHAPE_KEEPS_PADS_BEGIN = False
 
     def _filters_grouped(self, w: np.ndarray) -> np.ndarray:
         return w
@@ -615,7 +625,7 @@ def _import_conv_transpose(ctx):
         # Pads follow from the output shape. onnxruntime puts an odd pad first except for
         # SAME_UPPER; OpenVINO puts it first only for same_upper.
         inputs.append(to_output(np.asarray(out_shape[-n:], dtype=np.int64)))
-        attrs["auto_pad"] = "explicit" if attrs["auto_pad"] == "same_upper" else "same_upper"
+        attrs["auto_pad"] = "same_lower" if attrs["auto_pad"] == "same_upper" else "same_upper"
     elif attrs["auto_pad"] in ("same_upper", "same_lower"):
         # Output size input * stride: the total pad does not depend on the input size.
         pb, pe = [], []
@@ -695,15 +705,34 @@ def _export_conv_transpose(node, ectx):
         attrs["group"] = shape[0]
         names[1] = _export_filters(node, ectx, names[1], [shape[0] * shape[1]] + shape[2:])
     if node.get_input_size() == 3:
-        value = node.input_value(2).value
-        if value is None:
-            raise UnsupportedOpError(node.type_name, node_name=node.friendly_name,
-                                     reason="ONNX ConvTranspose needs a constant output_shape")
-        attrs["output_shape"] = [int(v) for v in np.asarray(value).reshape(-1)]
-        # An odd total pad goes first for OpenVINO's same_upper and for ONNX's NOTSET.
-        if node.auto_pad != "same_upper":
-            attrs["auto_pad"] = "SAME_UPPER"
+        attrs.update(_export_output_shape(node))
     elif node.auto_pad == "explicit":
         attrs["pads"] = list(node.pads_begin) + list(node.pads_end)
     # Without output_shape, OpenVINO's same_*/valid mean no padding: ONNX's default.
     ectx.add_node("ConvTranspose", names[:2], ectx.outputs(node), **attrs)
+
+
+def _export_output_shape(node: Node) -> dict[str, Any]:
+    """ConvTranspose attributes giving a backprop node's output_shape and pad placement:
+    explicit pads where the shapes are static, else output_shape with the matching auto_pad."""
+    value = node.input_value(2).value
+    if value is None:
+        raise UnsupportedOpError(node.type_name, node_name=node.friendly_name,
+                                 reason="ONNX ConvTranspose needs a constant output_shape")
+    out_sp = [int(v) for v in np.asarray(value).reshape(-1)]
+    data, filt = node.get_input_partial_shape(0), node.get_input_partial_shape(1)
+    if data.is_static and filt.is_static:
+        pb, pe = node._pads(data.to_shape()[2:], filt.to_shape()[node.FILTER_LEAD:], out_sp)
+        # A negative end pad grows the output: ONNX says that with output_padding, which
+        # onnxruntime takes while it stays below the stride or the dilation.
+        grow = [op + max(-e, 0) for op, e in zip(node.output_padding, pe)]
+        if min(pb) >= 0 and all(g < max(s, d) for g, s, d in zip(grow, node.strides,
+                                                                 node.dilations)):
+            return {"pads": pb + [max(e, 0) for e in pe], "output_padding": grow}
+    # onnxruntime: NOTSET puts an odd total pad first (OpenVINO's same_upper), SAME_UPPER last.
+    onnx_pad = {"same_upper": "NOTSET", "same_lower": "SAME_UPPER"}.get(node.auto_pad)
+    if onnx_pad is None:
+        raise UnsupportedOpError(node.type_name, node_name=node.friendly_name,
+                                 reason=f"auto_pad={node.auto_pad} with output_shape needs static "
+                                        "shapes and non-negative pads for ONNX")
+    return {"output_shape": out_sp, "auto_pad": onnx_pad}

@@ -72,7 +72,9 @@ def max_pool_nd(x: np.ndarray, kernel: Sequence[int], strides: Sequence[int],
 def avg_pool_nd(x: np.ndarray, kernel: Sequence[int], strides: Sequence[int],
                 pads_begin: Sequence[int], pads_end: Sequence[int], exclude_pad: bool,
                 auto_pad: str = "explicit", ceil: bool = False) -> np.ndarray:
-    """Mean over windows; the divisor counts padding unless ``exclude_pad`` (never the overhang)."""
+    """Mean over windows, as OpenVINO's AvgPool: without ``exclude_pad`` and with any padding
+    the divisor is the whole kernel (padding and ceil overhang included); otherwise it counts
+    the input elements in the window."""
     n = len(kernel)
     lead = x.ndim - n
     ones = [1] * n
@@ -83,11 +85,9 @@ def avg_pool_nd(x: np.ndarray, kernel: Sequence[int], strides: Sequence[int],
     xp = pad_spatial(x.astype(acc, copy=False), pb, end)
     kaxes = tuple(range(lead + n, lead + 2 * n))
     total = _crop_windows(windows(xp, kernel, strides, ones), lead, outs).sum(axis=kaxes)
-    mask = np.ones(x.shape[lead:], dtype=acc)
-    if exclude_pad:
-        mask = pad_spatial(mask, pb, end)
-    else:
-        mask = pad_spatial(pad_spatial(mask, pb, pe, 1), [0] * n, extra)
+    if not exclude_pad and any(pb + pe):
+        return total / prod(kernel)
+    mask = pad_spatial(np.ones(x.shape[lead:], dtype=acc), pb, end)
     count = _crop_windows(windows(mask, kernel, strides, ones), 0, outs).sum(
         axis=tuple(range(n, 2 * n)))
     return total / np.maximum(count, 1)
@@ -246,8 +246,48 @@ def _import_avg_pool(ctx):
     attrs = _onnx_pool_attrs(ctx)
     if any(d != 1 for d in ctx.attr("dilations", [])):
         ctx.error("dilations other than 1 are not supported (AvgPool has none)")
-    attrs["exclude-pad"] = not ctx.attr("count_include_pad", 0)
-    return AvgPool([ctx.inputs[0]], **attrs).output(0)
+    include_pad = bool(ctx.attr("count_include_pad", 0))
+    attrs["exclude-pad"] = not include_pad
+    x = ctx.inputs[0]
+    pads = attrs["pads_begin"] + attrs["pads_end"]
+    if include_pad and attrs["rounding_type"] == "ceil" and attrs["auto_pad"] == "explicit" \
+            and any(pads):
+        # onnxruntime counts padding but not the ceil overhang; OpenVINO's AvgPool would count
+        # both. Padding with real zeros and excluding pads gives onnxruntime's divisor.
+        return _avg_pool_over_padded_input(ctx, x, attrs)
+    return AvgPool([x], **attrs).output(0)
+
+
+def _avg_pool_over_padded_input(ctx, x, attrs: dict[str, Any]):
+    n = len(attrs["kernel"])
+    pb, pe = attrs["pads_begin"], attrs["pads_end"]
+    padded = _make_pad(x, pb, pe)
+    attrs = dict(attrs, pads_begin=[0] * n, pads_end=[0] * n)
+    attrs["exclude-pad"] = True
+    ps = x.partial_shape
+    if ps.rank_is_static and all(d.is_static for d in list(ps)[2:]):
+        # With the pads inside the data, "the last window starts inside the input or the
+        # leading pads" can no longer drop a window; floor rounding then counts the same.
+        sizes = [d.min for d in list(ps)[2:]]
+        wanted = [window_count(i, k, s, b, e, True)
+                  for i, k, s, b, e in zip(sizes, attrs["kernel"], attrs["strides"], pb, pe)]
+        for rounding in ("ceil", "floor"):
+            got = [window_count(i + b + e, k, s, 0, 0, rounding == "ceil")
+                   for i, k, s, b, e in zip(sizes, attrs["kernel"], attrs["strides"], pb, pe)]
+            if got == wanted:
+                return AvgPool([padded], **dict(attrs, rounding_type=rounding)).output(0)
+        ctx.error("count_include_pad with ceil_mode where a window starts in the end padding "
+                  "on one axis only")
+    return AvgPool([padded], **attrs).output(0)
+
+
+def _make_pad(x, pads_begin: list[int], pads_end: list[int]):
+    cls = OP_TYPES.get("Pad")
+    if cls is None:
+        raise UnsupportedOpError("Pad", reason="op not available in this build")
+    begin = to_output(np.asarray([0, 0] + list(pads_begin), dtype=np.int64))
+    end = to_output(np.asarray([0, 0] + list(pads_end), dtype=np.int64))
+    return cls([x, begin, end], pad_mode="constant").output(0)
 
 
 def _import_global(ctx, reduce_type: str, pool: type):
@@ -311,4 +351,30 @@ def _export_max_pool(node, ectx):
 def _export_avg_pool(node, ectx):
     attrs = _onnx_pool_export_attrs(node, [1] * len(node.kernel))
     attrs["count_include_pad"] = int(not node.exclude_pad)
-    ectx.add_node("AveragePool", ectx.inputs(node), ectx.outputs(node), **attrs)
+    inputs = ectx.inputs(node)
+    if not node.exclude_pad and node.rounding_type == "ceil" and any(attrs.get("pads", [])):
+        inputs, attrs = _export_padded_avg_pool(node, ectx, inputs[0], attrs)
+    ectx.add_node("AveragePool", inputs, ectx.outputs(node), **attrs)
+
+
+def _export_padded_avg_pool(node, ectx, name: str, attrs: dict[str, Any]):
+    """OpenVINO divides by the whole kernel even over the ceil overhang, onnxruntime does not:
+    pad pads and overhang with real zeros and pool without padding."""
+    data = node.get_input_partial_shape(0)
+    if not data.is_static:
+        raise UnsupportedOpError(node.type_name, node_name=node.friendly_name,
+                                 reason="ONNX export of ceil rounding with counted padding needs "
+                                        f"a static input shape, got {data}")
+    n = len(node.kernel)
+    sizes = data.to_shape()[2:]
+    pb, pe, extra, outs = pool_geometry(sizes, node.kernel, node.strides, [1] * n,
+                                        node.pads_begin, node.pads_end, node.auto_pad, True)
+    full = [i + b + e + x for i, b, e, x in zip(sizes, pb, pe, extra)]
+    if [window_count(f, k, s, 0, 0) for f, k, s in zip(full, node.kernel, node.strides)] != outs:
+        raise UnsupportedOpError(node.type_name, node_name=node.friendly_name,
+                                 reason="ceil rounding drops a window that lies in the padding")
+    padded = ectx.fresh(f"{node.friendly_name}/padded")
+    pads = [0, 0] + list(pb) + [0, 0] + [e + x for e, x in zip(pe, extra)]
+    ectx.add_node("Pad", [name, ectx.constant(np.asarray(pads, dtype=np.int64))], [padded])
+    attrs = dict(attrs, pads=[0] * (2 * n), ceil_mode=0, count_include_pad=0)
+    return [padded], attrs

@@ -206,3 +206,17 @@ def test_export_reproduces_onnxruntime_numbers(op, shapes, attrs):
     expected = run_ort(model, feeds)[0]
     got = run_ort(to_onnx(netpass.read_model(model)), feeds)[0]
     np.testing.assert_allclose(got, expected, rtol=RTOL, atol=ATOL)
+
+
+def test_ir_loads_in_openvino_with_the_same_numbers(tmp_path):
+    ov = pytest.importorskip("openvino")
+    x = opset.parameter([2, 3, 4], name="x")
+    w = np.random.default_rng(1).standard_normal([5, 4]).astype(np.float32)
+    y = opset.einsum([opset.matmul(x, w, False, True)], "bij->bji")
+    model = netpass.Model([opset.result(y, name="y")], [x])
+    netpass.save_model(model, tmp_path / "m.xml")
+    compiled = ov.Core().compile_model(ov.Core().read_model(tmp_path / "m.xml"), "CPU",
+                                       {"INFERENCE_PRECISION_HINT": "f32"})
+    data = np.random.default_rng(0).standard_normal([2, 3, 4]).astype(np.float32)
+    expected = netpass.reference.infer(model, {"x": data})["y"]
+    np.testing.assert_allclose(compiled(data)[0], expected, rtol=RTOL, atol=ATOL)

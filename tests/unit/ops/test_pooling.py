@@ -259,3 +259,36 @@ def test_export_of_i32_indices_casts():
     assert got[1].dtype == np.int32
     for g, e in zip(got, expected.values()):
         np.testing.assert_array_equal(g, e)
+
+
+def test_ir_loads_in_openvino_with_the_same_numbers(tmp_path):
+    ov = pytest.importorskip("openvino")
+    x = opset.parameter([1, 3, 11, 10], name="x")
+    mp = opset.max_pool(x, [2, 2], [1, 2], [1, 1], [0, 1], [3, 2], "ceil")
+    ap = opset.avg_pool(mp.output(0), [1, 2], [1, 1], [1, 1], [3, 3], False, "ceil")
+    model = netpass.Model([opset.result(ap, name="y"), opset.result(mp.output(1), name="idx")],
+                          [x])
+    netpass.save_model(model, tmp_path / "m.xml")
+    compiled = ov.Core().compile_model(ov.Core().read_model(tmp_path / "m.xml"), "CPU",
+                                       {"INFERENCE_PRECISION_HINT": "f32"})
+    data = feeds_for([1, 3, 11, 10])
+    expected = netpass.reference.infer(model, data)
+    got = compiled(data["x"])
+    np.testing.assert_allclose(got[0], expected["y"], rtol=RTOL, atol=ATOL)
+    np.testing.assert_array_equal(got[1], expected["idx"])
+
+
+def test_counted_padding_with_ceil_rounding_divides_by_the_whole_kernel():
+    """OpenVINO's AvgPool counts padding and the ceil overhang alike when exclude-pad is off."""
+    x = np.ones([1, 1, 6], np.float32)
+    node = opset.avg_pool(opset.parameter([1, 1, 6]), [3], [1], [1], [4], False, "ceil")
+    np.testing.assert_allclose(node.evaluate([x])[0][0, 0], [0.75, 1.0, 0.25], rtol=RTOL)
+
+
+def test_export_of_counted_padding_with_ceil_rounding_keeps_openvino_numbers():
+    x = opset.parameter([1, 2, 7, 6], name="x")
+    y = opset.avg_pool(x, [2, 2], [1, 0], [1, 1], [3, 3], False, "ceil")
+    model = netpass.Model([opset.result(y, name="y")], [x])
+    feeds = feeds_for([1, 2, 7, 6])
+    expected = netpass.reference.infer(model, feeds)["y"]
+    np.testing.assert_allclose(run_ort(to_onnx(model), feeds)[0], expected, rtol=RTOL, atol=ATOL)
