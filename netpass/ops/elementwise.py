@@ -988,9 +988,15 @@ def _import_clip(ctx):
     return _clip(ctx.inputs[0], ctx.input(1), ctx.input(2))
 
 
+def _check_numpy_type(ctx: Any, x: Output) -> None:
+    if x.element_type.dtype is None:
+        ctx.error(f"input element type {x.element_type} is not supported")
+
+
 @onnx_rule("Cast")
 def _import_cast(ctx):
     x = ctx.inputs[0]
+    _check_numpy_type(ctx, x)
     et = _onnx_type(ctx.attr("to", 0), ctx)
     if ctx.attr("round_mode", "up") != "up":
         ctx.error("round_mode other than 'up' is not supported")
@@ -1002,9 +1008,9 @@ def _import_cast(ctx):
 @onnx_rule("CastLike")
 def _import_castlike(ctx):
     x, like = ctx.inputs[0], ctx.inputs[1]
+    _check_numpy_type(ctx, x)
+    _check_numpy_type(ctx, like)
     et = like.element_type
-    if et.is_dynamic:
-        ctx.error("the target input has no known element type")
     if et is x.element_type:
         return x
     return Convert([x], destination_type=et)

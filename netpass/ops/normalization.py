@@ -50,6 +50,11 @@ class _AxisOp(Node):
         self.set_output_type(0, self.get_input_element_type(0), ps)
 
 
+def _shifted(x: np.ndarray, axis: int) -> np.ndarray:
+    # Computed in the data's own type, as OpenVINO's reference does (f16 results then match).
+    return x - np.max(x, axis=axis, keepdims=True, initial=-np.inf)
+
+
 class Softmax(_AxisOp):
     """exp(x) / sum(exp(x)) along ``axis`` (negative counts from the end)."""
 
@@ -59,8 +64,7 @@ class Softmax(_AxisOp):
     def evaluate(self, inputs):
         x = inputs[0]
         axis = self.axis % max(x.ndim, 1)
-        xf = x.astype(np.float64)
-        e = np.exp(xf - np.max(xf, axis=axis, keepdims=True, initial=-np.inf))
+        e = np.exp(_shifted(x, axis))
         return [(e / np.sum(e, axis=axis, keepdims=True)).astype(x.dtype)]
 
 
@@ -73,8 +77,7 @@ class LogSoftmax(_AxisOp):
     def evaluate(self, inputs):
         x = inputs[0]
         axis = self.axis % max(x.ndim, 1)
-        xf = x.astype(np.float64)
-        shifted = xf - np.max(xf, axis=axis, keepdims=True, initial=-np.inf)
+        shifted = _shifted(x, axis)
         with np.errstate(divide="ignore"):
             out = shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
         return [out.astype(x.dtype)]
@@ -357,13 +360,16 @@ def _import_layer_norm(ctx):
 def _import_lp_normalization(ctx):
     from .elementwise import Divide
     from .reduction import ReduceL1
+    from .elementwise import Maximum
     x = ctx.inputs[0]
     axes = _i64([ctx.attr("axis", -1)])
     p = ctx.attr("p", 2)
+    # A zero norm gives 0, not NaN: the norm is bounded below by the smallest subnormal.
+    tiny = float(np.finfo(np.float32).smallest_subnormal)
     if p == 2:
-        return NormalizeL2([x, axes], eps=0.0, eps_mode="add")
+        return NormalizeL2([x, axes], eps=tiny, eps_mode="max")
     if p == 1:
-        return Divide([x, ReduceL1([x, axes], keep_dims=True)])
+        return Divide([x, Maximum([ReduceL1([x, axes], keep_dims=True), _const_like(tiny, x)])])
     ctx.error(f"p={p} is not supported (only 1 and 2)")
 
 

@@ -270,3 +270,13 @@ EXPORTS = {
 def test_export_round_trip(name):
     x = opset.parameter([2, 3, 4], np.float32, name="x")
     check_export(Model([EXPORTS[name](x)], [x]), {"x": rand(np.random.default_rng(14), (2, 3, 4))})
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_lp_normalization_of_zero_vector_is_zero(p):
+    x = rand(np.random.default_rng(15), (2, 3))
+    x[1] = 0.0
+    got = netpass.reference.infer(netpass.read_model(one_node("LpNormalization", {"x": x}, p=p)),
+                                  {"x": x})["y0"]
+    np.testing.assert_array_equal(got[1], np.zeros(3, np.float32))
+    np.testing.assert_allclose(got[0], x[0] / np.linalg.norm(x[0], ord=p), rtol=RTOL, atol=ATOL)
