@@ -1,0 +1,23 @@
+"""Session fixtures for the model tests: torch exports made once per test session."""
+from __future__ import annotations
+
+from typing import Callable
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def torch_export(tmp_path_factory) -> Callable:
+    """``torch_export(name)`` -> ``torch_models.Exported``, exported on first use (skips the
+    test when torch is not installed)."""
+    pytest.importorskip("torch")
+    import torch_models
+    out_dir = tmp_path_factory.mktemp("torch_models")
+    cache: dict = {}
+
+    def get(name: str):
+        if name not in cache:
+            cache[name] = torch_models.EXPORTERS[name](out_dir)
+        return cache[name]
+
+    return get
