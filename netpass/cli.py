@@ -111,13 +111,20 @@ def _format_values(arr: np.ndarray) -> str:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from . import read_model, reference
-    model = read_model(args.model)
-    feeds = make_inputs(model, _parse_assignments(args.shape, "shape"),
-                        _parse_assignments(args.input, "file name"))
     if args.iterations < 1:
         raise InputError("--iterations", f"must be >= 1, got {args.iterations}")
+    model = read_model(args.model)
+    try:
+        feeds = make_inputs(model, _parse_assignments(args.shape, "shape"),
+                            _parse_assignments(args.input, "file name"))
+        # One untimed run fills the caches (op order, folded values) and checks the inputs.
+        outs = reference.infer(model, feeds)
+    except InputError as e:
+        inputs = ", ".join(f"{n}{p.output(0).partial_shape}"
+                           for n, p in zip(model.input_names, model.parameters))
+        e.hint = f"the model's inputs are {inputs}; set shapes with --shape NAME=d0,d1,..."
+        raise
     times = []
-    outs: dict[str, np.ndarray] = {}
     for _ in range(args.iterations):
         start = time.perf_counter()
         outs = reference.infer(model, feeds)
