@@ -244,11 +244,12 @@ def _import_max_pool(ctx):
 @onnx_rule("AveragePool")
 def _import_avg_pool(ctx):
     attrs = _onnx_pool_attrs(ctx)
-    if any(d != 1 for d in ctx.attr("dilations", [])):
-        ctx.error("dilations other than 1 are not supported (AvgPool has none)")
     include_pad = bool(ctx.attr("count_include_pad", 0))
-    attrs["exclude-pad"] = not include_pad
     x = ctx.inputs[0]
+    dilations = ctx.attr("dilations", [])
+    if any(d != 1 for d in dilations):
+        return _dilated_avg_pool(ctx, x, attrs, dilations, include_pad)
+    attrs["exclude-pad"] = not include_pad
     pads = attrs["pads_begin"] + attrs["pads_end"]
     if include_pad and attrs["rounding_type"] == "ceil" and attrs["auto_pad"] == "explicit" \
             and any(pads):
@@ -279,6 +280,40 @@ def _avg_pool_over_padded_input(ctx, x, attrs: dict[str, Any]):
         ctx.error("count_include_pad with ceil_mode where a window starts in the end padding "
                   "on one axis only")
     return AvgPool([padded], **attrs).output(0)
+
+
+def _dilated_avg_pool(ctx, x, attrs: dict[str, Any], dilations: list[int], include_pad: bool):
+    """AvgPool has no dilations: sum with a depthwise all-ones GroupConvolution, then scale by
+    the reciprocal of each window's element count, computed here from the static shape."""
+    ps = x.partial_shape
+    if not ps.is_static or x.element_type.dtype is None:
+        ctx.error(f"dilations need a static input shape, got {ps}")
+    shape = ps.to_shape()
+    kernel, strides = attrs["kernel"], attrs["strides"]
+    if len(dilations) != len(kernel):
+        ctx.error(f"dilations {dilations} do not match kernel_shape {kernel}")
+    sizes = shape[2:]
+    pb, pe, extra, outs = pool_geometry(sizes, kernel, strides, dilations, attrs["pads_begin"],
+                                        attrs["pads_end"], attrs["auto_pad"],
+                                        attrs["rounding_type"] == "ceil")
+    end = [e + x_ for e, x_ in zip(pe, extra)]
+    extents = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+    if [window_count(i, e, s, b, p) for i, e, s, b, p in zip(sizes, extents, strides, pb, end)] \
+            != outs:
+        ctx.error("ceil_mode drops a window that lies in the end padding")
+    dtype = x.element_type.dtype
+    ones = np.ones((shape[1], 1, 1) + tuple(kernel), dtype=dtype)
+    total = OP_TYPES["GroupConvolution"]([x, to_output(ones)], strides=strides,
+                                         dilations=dilations, pads_begin=pb, pads_end=end)
+    mask = pad_spatial(np.ones(sizes, dtype=np.float64), pb, pe, 1.0 if include_pad else 0.0)
+    mask = pad_spatial(mask, [0] * len(sizes), extra)
+    count = _crop_windows(windows(mask, kernel, strides, dilations), 0, outs).sum(
+        axis=tuple(range(len(sizes), 2 * len(sizes))))
+    scale = (1.0 / np.maximum(count, 1)).astype(dtype).reshape((1, 1) + tuple(outs))
+    cls = OP_TYPES.get("Multiply")
+    if cls is None:
+        ctx.error("needs Multiply, which is not available in this build")
+    return cls([total.output(0), to_output(scale)]).output(0)
 
 
 def _make_pad(x, pads_begin: list[int], pads_end: list[int]):

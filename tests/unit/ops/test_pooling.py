@@ -139,11 +139,16 @@ def test_average_pool_1d_3d_match_onnxruntime(shape, attrs):
     check(one_node("AveragePool", shape, attrs), shape)
 
 
-def test_average_pool_with_dilations_is_refused():
-    model = one_node("AveragePool", [1, 3, 8, 8], {"kernel_shape": [2, 2], "dilations": [2, 2]},
-                     opset_version=19)
-    with pytest.raises(UnsupportedOpError, match="dilations"):
-        netpass.read_model(model)
+@pytest.mark.parametrize("attrs", [
+    {"kernel_shape": [2, 2], "dilations": [2, 2]},
+    {"kernel_shape": [3, 2], "dilations": [2, 3], "strides": [2, 1], "pads": [1, 0, 2, 1]},
+    {"kernel_shape": [3, 2], "dilations": [2, 2], "strides": [2, 2], "pads": [1, 1, 1, 1],
+     "count_include_pad": 1},
+    {"kernel_shape": [2, 3], "dilations": [2, 2], "strides": [3, 2], "ceil_mode": 1},
+], ids=str)
+def test_dilated_average_pool_is_a_scaled_depthwise_convolution(attrs):
+    m = check(one_node("AveragePool", [1, 3, 11, 10], attrs, opset_version=19), [1, 3, 11, 10])
+    assert "GroupConvolution" in {n.type_name for n in m.get_ordered_ops()}
 
 
 @settings(max_examples=25, deadline=None)
