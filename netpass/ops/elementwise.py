@@ -1032,7 +1032,7 @@ for _cls, _op in ((Add, "Add"), (Subtract, "Sub"), (Multiply, "Mul"), (Power, "P
                   (Maximum, "Max"), (Minimum, "Min"), (Equal, "Equal"), (Less, "Less"),
                   (Greater, "Greater"), (LessEqual, "LessOrEqual"),
                   (GreaterEqual, "GreaterOrEqual"), (LogicalAnd, "And"), (LogicalOr, "Or"),
-                  (LogicalXor, "Xor"), (LogicalNot, "Not"), (Select, "Where"), (Relu, "Relu"),
+                  (LogicalXor, "Xor"), (LogicalNot, "Not"), (Relu, "Relu"),
                   (Sigmoid, "Sigmoid"), (Tanh, "Tanh"), (Exp, "Exp"), (Log, "Log"),
                   (Sqrt, "Sqrt"), (Abs, "Abs"), (Negative, "Neg"), (Erf, "Erf"),
                   (Floor, "Floor"), (Ceiling, "Ceil"), (Sign, "Sign"), (Sin, "Sin"),
@@ -1041,6 +1041,20 @@ for _cls, _op in ((Add, "Add"), (Subtract, "Sub"), (Multiply, "Mul"), (Power, "P
                   (Atanh, "Atanh"), (SoftPlus, "Softplus"), (SoftSign, "Softsign"),
                   (HSwish, "HardSwish"), (IsNaN, "IsNaN"), (Mod, "Mod")):
     onnx_export(_cls)(_export_simple(_op, fmod=1) if _cls is Mod else _export_simple(_op))
+
+
+@onnx_export(Select)
+def _export_select(node, ectx):
+    cond, then, other = ectx.inputs(node)
+    if node.get_output_element_type(0) is not boolean:
+        ectx.add_node("Where", [cond, then, other], ectx.outputs(node))
+        return
+    # onnxruntime has no boolean Where kernel: (c and t) or (not c and e).
+    names = [ectx.fresh(h) for h in ("then_part", "not_cond", "else_part")]
+    ectx.add_node("And", [cond, then], [names[0]])
+    ectx.add_node("Not", [cond], [names[1]])
+    ectx.add_node("And", [names[1], other], [names[2]])
+    ectx.add_node("Or", [names[0], names[2]], ectx.outputs(node))
 
 
 @onnx_export(NotEqual)

@@ -514,6 +514,9 @@ EXPORTS = {
     "is_inf": lambda x: opset.is_inf(opset.divide(np.float32(1), opset.floor(x))),
     "convert": lambda x: opset.convert(x, "i32"),
     "select": lambda x: opset.select(opset.less(x, np.float32(0)), x, opset.exp(x)),
+    "select_boolean": lambda x: opset.convert(opset.select(
+        opset.less(x, np.float32(0)), opset.greater(x, np.float32(-1)),
+        opset.less(x, np.float32(1))), "f32"),
     "logic": lambda x: opset.logical_xor(opset.less(x, np.float32(1)),
                                          opset.greater(x, np.float32(-1))),
     "softplus_softsign": lambda x: opset.softsign(opset.softplus(x)),
