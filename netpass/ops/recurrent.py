@@ -449,7 +449,7 @@ class _OnnxRecurrent:
         from .. import opset
         shape = opset.shape_of(self.x, "i64")
         return _single(opset.gather(shape, np.array([0], dtype=np.int64),
-                                      np.array(0, dtype=np.int64)))
+                                    np.array(0, dtype=np.int64)))
 
     def initial_state(self, index: int) -> Output:
         """ONNX state input ``index`` as [batch, nd, hs], zeros when omitted."""
@@ -458,7 +458,7 @@ class _OnnxRecurrent:
         if value is not None:
             return self._transpose(value, [1, 0, 2]) if self.layout == 0 else value
         dims = _single(opset.concat([self.batch_size_vector(),
-                                       to_output(np.array([self.nd, self.hs], dtype=np.int64))], 0))
+                                     to_output(np.array([self.nd, self.hs], dtype=np.int64))], 0))
         zero = to_output(np.array(0, dtype=self.x.element_type.dtype or np.float32))
         return _single(opset.broadcast(zero, dims))
 
@@ -486,11 +486,10 @@ class _OnnxRecurrent:
             arr = combine(wb, rb) if combine is not None else wb + rb
             out = to_output(arr.astype(dtype))
         else:
-            halves = opset.split(b, 1, 2)
-            wb, rb = halves.output(0), halves.output(1)
             if combine is not None:
                 self.ctx.error("linear_before_reset=1 needs a constant B")
-            out = _single(opset.add(wb, rb))
+            halves = opset.split(b, 1, 2)
+            out = _single(opset.add(halves.output(0), halves.output(1)))
         return _reorder_blocks(out, order, 1) if order else out
 
     def outputs(self, seq: Node, n_states: int) -> list[Output]:

@@ -321,3 +321,34 @@ def test_unknown_activation_raises():
         opset.rnn_cell(x, h, np.zeros((HIDDEN, INPUT), np.float32),
                        np.zeros((HIDDEN, HIDDEN), np.float32), np.zeros(HIDDEN, np.float32),
                        HIDDEN, activations=["gelu"])
+
+
+def _weights_as_inputs(proto: onnx.ModelProto, rng) -> dict:
+    """Turn the W, R, B initializers into graph inputs; returns their feeds."""
+    feeds = {}
+    for init in list(proto.graph.initializer):
+        arr = onnx.numpy_helper.to_array(init)
+        feeds[init.name] = (rng.standard_normal(arr.shape) * 0.5).astype(np.float32)
+        proto.graph.input.append(helper.make_tensor_value_info(init.name, TensorProto.FLOAT,
+                                                               list(arr.shape)))
+    del proto.graph.initializer[:]
+    return feeds
+
+
+@pytest.mark.parametrize("op", ["LSTM", "GRU"])
+def test_onnx_import_non_constant_weights(op):
+    proto, feeds, outs = _onnx_recurrent(op, "bidirectional", 0, seed=11)
+    feeds.update(_weights_as_inputs(proto, np.random.default_rng(12)))
+    got = netpass.reference.infer(netpass.read_model(proto), feeds)
+    for name, expected in zip(outs, _ort_run(proto, feeds)):
+        np.testing.assert_allclose(got[name], expected, rtol=RTOL, atol=ATOL)
+
+
+def test_export_with_non_constant_weights_round_trips(tmp_path):
+    proto, feeds, outs = _onnx_recurrent("LSTM", "forward", 0, seed=13)
+    feeds.update(_weights_as_inputs(proto, np.random.default_rng(14)))
+    path = tmp_path / "lstm.onnx"
+    netpass.save_model(netpass.read_model(proto), path)
+    got = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(outs, feeds)
+    for ours, expected in zip(got, _ort_run(proto, feeds)):
+        np.testing.assert_allclose(ours, expected, rtol=RTOL, atol=ATOL)
