@@ -385,7 +385,8 @@ class OneHot(Node):
         _check_indices(self, 0)
         et = self.get_input_element_type(2)
         self.check(et.merge(self.get_input_element_type(3)) is not None,
-                   f"on_value type {et} differs from off_value type {self.get_input_element_type(3)}")
+                   f"on_value type {et} differs from off_value type "
+                   f"{self.get_input_element_type(3)}")
         idx = self.get_input_partial_shape(0)
         depth = const_ints(self, 1)
         if not idx.rank_is_static:

@@ -17,7 +17,6 @@ import numpy as np
 from ..core.dimension import INF, Dimension
 from ..core.node import Node, Output
 from ..core.shape import PartialShape
-from ..core.types import Type
 from ..errors import UnsupportedOpError
 from .base import merged_input_type, normalize_axis, set_name, to_output
 
@@ -374,6 +373,10 @@ class Concat(Node):
 
 
 # -- Split / VariadicSplit ------------------------------------------------------------------
+def _same_rank(data: PartialShape) -> PartialShape:
+    return PartialShape.dynamic(len(data)) if data.rank_is_static else PartialShape(None)
+
+
 def _split_axis(node: Node, rank: int | None) -> int | None:
     check_shape_input(node, 1, "axis")
     axis = const_ints(node, 1)
@@ -410,7 +413,7 @@ class Split(Node):
         axis = _split_axis(self, len(data) if data.rank_is_static else None)
         for i in range(n):
             if axis is None:
-                shape = PartialShape.dynamic(len(data)) if data.rank_is_static else PartialShape(None)
+                shape = _same_rank(data)
             else:
                 d = data[axis]
                 if d.is_static:
@@ -463,8 +466,7 @@ class VariadicSplit(Node):
             self.check(n is not None, "the number of outputs is unknown: split_lengths must "
                        "have a static shape")
             for i in range(n):
-                self.set_output_type(i, et, PartialShape.dynamic(len(data))
-                                     if data.rank_is_static else PartialShape(None))
+                self.set_output_type(i, et, _same_rank(data))
             return
         self.check(raw.count(-1) <= 1, f"split_lengths {raw} has more than one -1")
         self.check(all(v >= -1 for v in raw), f"invalid split_lengths {raw}")
@@ -475,7 +477,7 @@ class VariadicSplit(Node):
                        f"split_lengths {raw} do not add up to dimension {d} on axis {axis}")
         for i, v in enumerate(lengths):
             if axis is None:
-                shape = PartialShape.dynamic(len(data)) if data.rank_is_static else PartialShape(None)
+                shape = _same_rank(data)
             else:
                 if v == -1:
                     part = data[axis] - sum(x for x in raw if x != -1)
@@ -584,7 +586,8 @@ class Slice(Node):
         return start, stop, step, axes
 
     def infer_types(self) -> None:
-        self.check(self.get_input_size() in (4, 5), "expects inputs (data, start, stop, step[, axes])")
+        self.check(self.get_input_size() in (4, 5),
+                   "expects inputs (data, start, stop, step[, axes])")
         for i, what in ((1, "start"), (2, "stop"), (3, "step"), (4, "axes")):
             if i < self.get_input_size():
                 check_shape_input(self, i, what)
@@ -866,7 +869,10 @@ class Broadcast(Node):
                 t = tdims[off + i]
                 if d == 1:
                     continue
-                m = t.merge(d) if not (t.is_static and d.is_static) else (t if t.min == d.min else None)
+                if t.is_static and d.is_static:
+                    m = t if t.min == d.min else None
+                else:
+                    m = t.merge(d)
                 self.check(m is not None, f"data dim {i} ({d}) does not broadcast to {t}")
                 out[off + i] = t if t.is_static else m
             self.set_output_type(0, et, PartialShape(out))
@@ -882,6 +888,13 @@ class Broadcast(Node):
                 self.check(d == 1 or d.compatible(t),
                            f"data dim {i} ({d}) does not match target dim {a} ({t})")
         self.set_output_type(0, et, PartialShape(tdims))
+
+    def infer_values(self) -> None:
+        # A broadcast scalar of a shape computation (e.g. [d] * n) keeps its dim.
+        pv = self.input_partial_value(0)
+        ps = self.get_output_partial_shape(0)
+        if pv is not None and len(pv) == 1 and ps.is_static and len(ps) <= 1:
+            self.set_output_partial_value(0, list(pv) * (ps[0].min if len(ps) else 1))
 
     def evaluate(self, inputs):
         x, target = inputs[0], [int(v) for v in np.asarray(inputs[1]).reshape(-1)]
@@ -915,7 +928,8 @@ class Tile(Node):
             return
         if reps is None:
             n = vector_length(self, 1)
-            self.set_output_type(0, et, PartialShape.dynamic(None if n is None else max(n, len(data))))
+            rank = None if n is None else max(n, len(data))
+            self.set_output_type(0, et, PartialShape.dynamic(rank))
             return
         self.check(all(isinstance(r, Dimension) or r >= 0 for r in reps),
                    f"repeats {reps} must be non-negative")
@@ -925,6 +939,14 @@ class Tile(Node):
         # A repeat of 1 keeps the dim itself, symbol included.
         self.set_output_type(0, et, PartialShape(
             [d if isinstance(r, int) and r == 1 else d * as_dim(r) for d, r in zip(dims, reps)]))
+
+    def infer_values(self) -> None:
+        pv = self.input_partial_value(0)
+        data = self.get_input_partial_shape(0)
+        reps = const_ints(self, 1)
+        if pv is not None and reps is not None and data.rank_is_static and len(data) == 1 \
+                and len(reps) == 1:
+            self.set_output_partial_value(0, list(pv) * reps[0])
 
     def evaluate(self, inputs):
         x, reps = inputs
@@ -998,8 +1020,8 @@ class Pad(Node):
                 self.check(n >= 0, f"pads {b}, {e} leave a negative dimension on axis {i}")
                 if self.pad_mode in ("reflect", "symmetric") and (b > 0 or e > 0):
                     lim = d.min - (1 if self.pad_mode == "reflect" else 0)
-                    self.check(max(b, e) <= lim,
-                               f"{self.pad_mode} pads {b}, {e} exceed dimension {d.min} on axis {i}")
+                    self.check(max(b, e) <= lim, f"{self.pad_mode} pads {b}, {e} exceed "
+                               f"dimension {d.min} on axis {i}")
                 dims.append(Dimension(n))
             else:
                 lo = max(d.min + b + e, 0)
@@ -1392,6 +1414,8 @@ def _import_pad(ctx):
     else:
         begin = Slice([pads, _i64([0]), _i64([rank]), _i64([1])]).output(0)
         end = Slice([pads, _i64([rank]), _i64([2 * rank]), _i64([1])]).output(0)
+    if ctx.attr("mode", "constant") == "wrap":
+        return _wrap_pad(ctx, x, begin, end)
     inputs = [x, begin, end]
     if value is not None:
         vps = value.partial_shape
@@ -1399,6 +1423,46 @@ def _import_pad(ctx):
             value = Squeeze([value]).output(0)
         inputs.append(value)
     return Pad(inputs, pad_mode=_pad_mode(ctx)).output(0)
+
+
+def _wrap_pad(ctx, x: Output, begin: Output, end: Output) -> Output:
+    """ONNX 19 wrap padding (OpenVINO's Pad has no such mode): one Gather per padded axis.
+    As onnxruntime does, negative pads crop first and the rest wraps around what is left:
+    ``index = crop_begin + (i - pad_begin) mod kept``. Constant indices when pads and dims
+    are known, else computed with Range and FloorMod."""
+    from .indexing import Gather
+    b, e = begin.value, end.value
+    for axis in builtins.range(len(x.partial_shape)):
+        d = x.partial_shape[axis]
+        if b is not None and e is not None and d.is_static:
+            pb, pe = int(np.asarray(b)[axis]), int(np.asarray(e)[axis])
+            if pb == 0 and pe == 0:
+                continue
+            kept = d.min + min(pb, 0) + min(pe, 0)
+            pos = np.arange(kept + max(pb, 0) + max(pe, 0)) - max(pb, 0)
+            idx = _i64(max(-pb, 0) + np.mod(pos, kept))
+        else:
+            idx = _wrap_indices(ctx, x, begin, end, axis)
+        x = Gather([x, idx, _i64(axis)]).output(0)
+    return x
+
+
+def _wrap_indices(ctx, x: Output, begin: Output, end: Output, axis: int) -> Output:
+    from .. import opset
+    from .indexing import Gather
+    from .shape_ops import Range, ShapeOf
+    needed = ("add", "subtract", "floor_mod", "maximum", "minimum")
+    if not all(hasattr(opset, f) for f in needed):
+        ctx.error("wrap padding with run-time pads needs Add, Subtract, FloorMod, Maximum, Minimum")
+    zero = _i64(0)
+    dim = Gather([ShapeOf([x]).output(0), _i64(axis), zero]).output(0)
+    pb, pe = (Gather([v, _i64(axis), zero]).output(0) for v in (begin, end))
+    kept = opset.add(opset.add(dim, opset.minimum(pb, zero)), opset.minimum(pe, zero))
+    grow_b, grow_e = opset.maximum(pb, zero), opset.maximum(pe, zero)
+    n = opset.add(opset.add(kept, grow_b), grow_e)
+    pos = opset.subtract(Range([zero, to_output(n), _i64(1)]).output(0), grow_b)
+    crop = opset.maximum(opset.subtract(zero, pb), zero)
+    return to_output(opset.add(crop, opset.floor_mod(pos, kept)))
 
 
 @onnx_rule("DepthToSpace")

@@ -16,11 +16,10 @@ import onnx
 
 from ..core.dimension import Dimension
 from ..core.node import Node, Output
-from ..core.shape import PartialShape
-from ..core.types import Type, f32, i32, i64
+from ..core.types import Type, i32, i64
 from ..errors import UnsupportedOpError
 from .base import set_name, to_output
-from .movement import Broadcast, Concat, Reshape, Slice, Unsqueeze, _i64, const_ints
+from .movement import Broadcast, Reshape, Slice, Unsqueeze, _i64
 from .indexing import Gather
 
 __all__ = ["shape_of", "range"]  # ``range`` (OpenVINO's name) hides the builtin here

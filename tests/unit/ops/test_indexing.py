@@ -154,7 +154,8 @@ def test_scatter_elements_matches_onnxruntime(reduction, axis):
 
 
 def test_scatter_opset_9_is_scatter_elements():
-    args = [("x", rand([3, 3]), "in"), ("i", i64([[1, 0, 2]]), "init"), ("u", rand([1, 3], 1), "in")]
+    args = [("x", rand([3, 3]), "in"), ("i", i64([[1, 0, 2]]), "init"),
+            ("u", rand([1, 3], 1), "in")]
     check(*make("Scatter", args, {"axis": 0}, 10))
 
 

@@ -125,14 +125,11 @@ def test_flatten_matches_onnxruntime(axis):
 
 
 def test_flatten_dynamic_batch_keeps_symbol():
-    b = Symbol("b")
-    x = opset.parameter(PartialShape([Dimension(symbol=b), 3, 4]), np.float32, "x")
     proto = helper.make_model(helper.make_graph(
         [helper.make_node("Flatten", ["x"], ["y"], axis=1)], "g",
         [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["b", 3, 4])],
         [helper.make_empty_tensor_value_info("y")]),
         opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    del x
     ps = netpass.read_model(proto).results[0].output(0).partial_shape
     assert ps[0].symbol is not None and ps[0].symbol.name == "b" and ps[1] == 12
 
@@ -386,6 +383,15 @@ def test_tile_matches_onnxruntime(shape, reps):
     check_exact(*make("Tile", [("x", rand(shape), "in"), ("r", i64(reps), "init")]))
 
 
+def test_broadcast_and_tile_of_a_dim_keep_its_symbol():
+    s = Symbol("s")
+    x = opset.parameter(PartialShape([Dimension(symbol=s), 3]), np.float32)
+    dim = opset.gather(opset.shape_of(x), [0], 0)
+    for node in (opset.broadcast(dim, [3]), opset.tile(dim, [3])):
+        pv = node.output(0).partial_value
+        assert len(pv) == 3 and all(d.symbol is s for d in pv)
+
+
 def test_tile_with_more_repeats_than_rank():
     node = opset.tile(opset.parameter([2, 3], np.float32), [2, 1, 2])
     assert node.output(0).partial_shape == PartialShape([2, 2, 6])
@@ -423,7 +429,13 @@ def test_pad_axes_opset_18():
 def test_pad_runtime_pads():
     args = [("x", rand([2, 3]), "in"), ("p", i64([1, 0, 0, 2]), "in")]
     m = check_exact(*make("Pad", args, {"mode": "reflect"}))
-    del m
+    assert m.results[0].output(0).partial_shape == PartialShape.dynamic(2)
+
+
+@pytest.mark.parametrize("runtime_pads", [False, True])
+def test_pad_wrap_matches_onnxruntime(runtime_pads):
+    args = [("x", rand([3, 4]), "in"), ("p", i64([2, -1, 1, 5]), "in" if runtime_pads else "init")]
+    check_exact(*make("Pad", args, {"mode": "wrap"}, 19))
 
 
 def test_pad_symmetric_matches_numpy():
