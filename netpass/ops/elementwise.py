@@ -99,12 +99,19 @@ def _pv_mul(x: Any, y: Any) -> Any:
     return x * y
 
 
-def _pv_div(x: Any, y: Any) -> Any:
-    if isinstance(x, int) and isinstance(y, int):
-        return int(np.trunc(x / y)) if y else None
-    if isinstance(x, Dimension) and isinstance(y, int) and y > 0:
-        return x if y == 1 else x // y
-    return None
+def _pv_div(floor: bool) -> Callable[[Any, Any], Any]:
+    """Integer division of partial values, flooring (python) or truncating (C)."""
+    def div(x: Any, y: Any) -> Any:
+        if isinstance(x, int) and isinstance(y, int):
+            if y == 0:
+                return None
+            q = x // y
+            # (the module's ``abs`` is the opset factory, so truncation is done by hand)
+            return q if floor or q >= 0 or q * y == x else q + 1
+        if isinstance(x, Dimension) and isinstance(y, int) and y > 0:
+            return x if y == 1 else x // y  # a dimension is non-negative: floor == trunc
+        return None
+    return div
 
 
 # -- binary arithmetic ------------------------------------------------------------------------
@@ -165,7 +172,7 @@ class Divide(BinaryElementwiseArithmetic):
 
     def infer_values(self) -> None:
         if self.get_output_element_type(0).is_integral:
-            _elementwise_partial_value(self, _pv_div)
+            _elementwise_partial_value(self, _pv_div(self.m_pythondiv))
 
 
 @_quiet
@@ -426,10 +433,19 @@ class Round(UnaryElementwiseArithmetic):
 # -- other single-data-input ops (plain ops in OpenVINO) -------------------------------------
 
 class _SameTypeUnary(Node):
-    """One data input; output has its type and shape."""
+    """Data (input 0) plus ``INPUTS`` - 1 scalar parameters; output has the data's type and
+    shape."""
+
+    INPUTS: tuple[str, ...] = ("data",)
+    OPTIONAL = 0  # trailing inputs that may be left out
 
     def infer_types(self) -> None:
-        self.check(self.get_input_size() >= 1, "expects a data input")
+        n, full = self.get_input_size(), len(self.INPUTS)
+        self.check(full - self.OPTIONAL <= n <= full, f"expects inputs ({', '.join(self.INPUTS)})")
+        for i in range(1, n):
+            ps = self.get_input_partial_shape(i)
+            self.check(not ps.rank_is_static or all(d.max == 1 for d in ps),
+                       f"{self.INPUTS[i]} (input {i}) must hold one element, got shape {ps}")
         self.set_output_type(0, self.get_input_element_type(0), self.get_input_partial_shape(0))
 
 
@@ -440,7 +456,6 @@ class Clamp(_SameTypeUnary):
     ATTRS = {"min": 0.0, "max": 0.0}
 
     def infer_types(self) -> None:
-        self.check(self.get_input_size() == 1, "expects 1 input")
         self.check(self.min <= self.max, f"min {self.min} must not exceed max {self.max}")
         super().infer_types()
 
@@ -478,23 +493,13 @@ class SoftPlus(_SameTypeUnary):
         return [np.logaddexp(np.zeros((), x.dtype), x).astype(x.dtype)]
 
 
-def _scalar_input(node: Node, i: int, what: str) -> None:
-    ps = node.get_input_partial_shape(i)
-    node.check(not ps.rank_is_static or all(d.max == 1 for d in ps) or len(ps) == 0,
-               f"{what} (input {i}) must hold one element, got shape {ps}")
-
-
 class Swish(_SameTypeUnary):
     """x * sigmoid(beta * x); optional scalar input beta (default 1)."""
 
     type_name = "Swish"
     version = "opset4"
-
-    def infer_types(self) -> None:
-        self.check(self.get_input_size() in (1, 2), "expects inputs (data[, beta])")
-        if self.get_input_size() == 2:
-            _scalar_input(self, 1, "beta")
-        super().infer_types()
+    INPUTS = ("data", "beta")
+    OPTIONAL = 1
 
     def evaluate(self, inputs):
         x = inputs[0]
@@ -507,12 +512,7 @@ class HardSigmoid(_SameTypeUnary):
     """max(0, min(1, alpha * x + beta)); alpha and beta are scalar inputs."""
 
     type_name = "HardSigmoid"
-
-    def infer_types(self) -> None:
-        self.check(self.get_input_size() == 3, "expects inputs (data, alpha, beta)")
-        _scalar_input(self, 1, "alpha")
-        _scalar_input(self, 2, "beta")
-        super().infer_types()
+    INPUTS = ("data", "alpha", "beta")
 
     def evaluate(self, inputs):
         x, alpha, beta = inputs
@@ -524,12 +524,7 @@ class Selu(_SameTypeUnary):
     """lambda * (x if x > 0 else alpha * (exp(x) - 1)); alpha and lambda are scalar inputs."""
 
     type_name = "Selu"
-
-    def infer_types(self) -> None:
-        self.check(self.get_input_size() == 3, "expects inputs (data, alpha, lambda)")
-        _scalar_input(self, 1, "alpha")
-        _scalar_input(self, 2, "lambda")
-        super().infer_types()
+    INPUTS = ("data", "alpha", "lambda")
 
     def evaluate(self, inputs):
         x, alpha, lam = (np.asarray(v) for v in inputs)

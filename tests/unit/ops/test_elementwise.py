@@ -536,3 +536,22 @@ def test_export_integer_python_division_floors():
 def test_export_integer_clamp_and_floor_mod():
     _export_case(lambda x: opset.floor_mod(opset.clamp(x, -7.5, 9.2), np.array(4, np.int64)),
                  shape=(3, 4), dtype=np.int64)
+
+
+def test_parameter_inputs_must_be_scalars():
+    x = opset.parameter([2, 3], np.float32)
+    with pytest.raises(ShapeInferenceError, match="alpha"):
+        opset.selu(x, np.ones(3, np.float32), 1.0)
+
+
+def test_elu_takes_exactly_one_input():
+    x = opset.parameter([2], np.float32)
+    with pytest.raises(ShapeInferenceError, match="expects inputs"):
+        netpass.ops.Elu([x, x], alpha=1.0)
+
+
+def test_integer_division_partial_values_follow_the_mode():
+    dims = _Dims([], dims=(Dimension(symbol=Symbol("B")), -7)).output(0)
+    floor = opset.divide(dims, np.array([1, 2], np.int64))
+    trunc = opset.divide(dims, np.array([1, 2], np.int64), m_pythondiv=False)
+    assert floor.output(0).partial_value[1] == -4 and trunc.output(0).partial_value[1] == -3
