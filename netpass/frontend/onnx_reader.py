@@ -45,6 +45,12 @@ def onnx_element_type(elem_type: int, where: str) -> Type:
     return Type.of(name)
 
 
+def node_label(proto: onnx.NodeProto) -> str:
+    """How errors and friendly names call an ONNX node: its name, else its first named output
+    (optional outputs may be omitted as ""), else its op type."""
+    return proto.name or next((o for o in proto.output if o), proto.op_type)
+
+
 class OnnxNodeContext:
     """What an import rule sees of one ONNX node (see ``netpass.ops.registry``)."""
 
@@ -53,7 +59,7 @@ class OnnxNodeContext:
         self.inputs = inputs
         self.opset = opset
         self.op_type = proto.op_type
-        self.name = proto.name or (proto.output[0] if proto.output else proto.op_type)
+        self.name = node_label(proto)
         self.num_outputs = len(proto.output)
         self._attrs = {a.name: a for a in proto.attribute}
 
@@ -231,7 +237,7 @@ def convert_graph(graph: onnx.GraphProto, opset: int, name: str = "Model",
 
 
 def _convert_node(proto: onnx.NodeProto, values: dict[str, Output], opset: int) -> None:
-    label = proto.name or (proto.output[0] if proto.output else "?")
+    label = node_label(proto)
     if proto.domain not in DEFAULT_DOMAINS:
         raise UnsupportedOpError(proto.op_type, proto.domain, None, label,
                                  "only the default ONNX domain is supported")
@@ -275,7 +281,7 @@ def _convert_node(proto: onnx.NodeProto, values: dict[str, Output], opset: int) 
             if node.get_output_size() == 1:
                 node.friendly_name = proto.name or name
             elif node._friendly is None:
-                node.friendly_name = proto.name or proto.output[0]
+                node.friendly_name = node_label(proto)
         out.names.add(name)
         values[name] = out
 

@@ -131,6 +131,14 @@ def test_unknown_op_names_op_and_node():
     assert "FrobnicateV9" in str(info.value) and "frob_1" in str(info.value)
 
 
+def test_unnamed_node_is_named_by_its_first_named_output():
+    proto = _model([helper.make_node("FrobnicateV9", ["x"], ["", "second"])],
+                   [_vi("x", [2])], [_vi("second", [2])])
+    with pytest.raises(UnsupportedOpError) as info:
+        netpass.read_model(proto)
+    assert info.value.node_name == "second"
+
+
 def test_non_default_domain_names_the_domain():
     node = helper.make_node("Gelu", ["x"], ["y"], name="g0", domain="com.example.custom")
     proto = _model([node], [_vi("x", [2])], [_vi("y", [2])])
