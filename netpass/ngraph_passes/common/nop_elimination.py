@@ -39,6 +39,14 @@ def _zero_pads(node: Node) -> bool:
     return all(v is not None and not np.any(v) for v in vals)
 
 
+def _full_slice(step_input: int) -> Callable[[Node], bool]:
+    """Same static shape and positive steps: the slice covers every element in order."""
+    def check(node: Node) -> bool:
+        steps = const_value(node.input_value(step_input))
+        return steps is not None and bool(np.all(steps > 0)) and _same_static_shape(node)
+    return check
+
+
 NOP_RULES: dict[str, Callable[[Node], bool]] = {
     "Reshape": _same_static_shape,
     "Squeeze": _same_static_shape,
@@ -49,6 +57,8 @@ NOP_RULES: dict[str, Callable[[Node], bool]] = {
     "Convert": lambda n: n.get_input_element_type(0) == n.get_output_element_type(0),
     "Concat": lambda n: n.get_input_size() == 1,
     "Pad": _zero_pads,
+    "Slice": _full_slice(3),
+    "StridedSlice": _full_slice(3),
 }
 
 

@@ -114,7 +114,8 @@ def const_order(node: Node) -> list[int] | None:
 _RESHAPES = ("Reshape", "Squeeze", "Unsqueeze")
 
 
-def _reaches_parameter(node: Node) -> bool:
+def reads_parameter(node: Node) -> bool:
+    """The node's input 0 is a Parameter, possibly behind single-consumer Reshapes."""
     src = node.input_value(0)
     while src.node.type_name in _RESHAPES and len(src.consumers()) == 1:
         src = src.node.input_value(0)
@@ -131,7 +132,7 @@ def _reaches_result(node: Node) -> bool:
 def at_model_edge(node: Node) -> bool:
     """The node reads a Parameter or feeds only Results, possibly through single-consumer
     Reshape/Squeeze/Unsqueeze nodes (so pre/post-processing can cut it out)."""
-    return _reaches_parameter(node) or _reaches_result(node)
+    return reads_parameter(node) or _reaches_result(node)
 
 
 def interior_layout_ops(model) -> list[Node]:
