@@ -84,6 +84,10 @@ def _list(text: str, like: Any = None) -> list:
     return [_scalar(p) for p in parts]
 
 
+# List attributes whose op default is None (no type guide): a single item must stay a list.
+LIST_ATTRS = {"activations", "activations_alpha", "activations_beta"}
+
+
 def convert_attr(type_name: str, key: str, text: str, default: Any) -> Any:
     """An IR attribute string as the python value an op of ``type_name`` expects for ``key``."""
     from ..passes.serialize import TYPE_ATTRS
@@ -100,7 +104,7 @@ def convert_attr(type_name: str, key: str, text: str, default: Any) -> Any:
     if isinstance(default, (list, tuple)):
         value = _list(text, default[0] if default else None)
         return tuple(value) if isinstance(default, tuple) else value
-    if default is None and "," in text:
+    if default is None and ("," in text or key in LIST_ATTRS):
         return _list(text)
     return _scalar(text) if default is None else text
 
@@ -142,7 +146,8 @@ class _Reader:
         if et.dtype is None:
             raise ModelFormatError(f"{layer.where()}: element type {et} is not supported")
         count = int(np.prod(shape, dtype=np.int64))
-        if size != count * et.dtype.itemsize:
+        # Empty constants carry a placeholder byte (OpenVINO writes size 1 for them).
+        if size != count * et.dtype.itemsize and not (count == 0 and size <= 1):
             raise ModelFormatError(f"{layer.where()}: size {size} does not match shape "
                                    f"{list(shape)} of {et} ({count * et.dtype.itemsize} bytes)")
         if self.weights is None:

@@ -173,7 +173,8 @@ class _Writer:
             raise ModelFormatError(f"Serialize: Constant '{node.friendly_name}' has element type "
                                    f"{et}, which has no binary layout in netpass")
         arr = np.asarray(node.value, dtype=et.dtype)
-        data = arr.tobytes(order="C")
+        # An empty constant gets one zero byte, as OpenVINO writes it: its reader needs data.
+        data = arr.tobytes(order="C") or b"\0"
         offset = self.add_blob(data)
         return {"element_type": et.name, "shape": ", ".join(str(d) for d in arr.shape),
                 "offset": str(offset), "size": str(len(data))}

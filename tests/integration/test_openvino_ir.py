@@ -216,6 +216,12 @@ def test_example_model_runs_in_openvino(path: Path, tmp_path: Path) -> None:
     _check_in_openvino(model, tmp_path)
 
 
+def test_empty_constant_loads_in_openvino(tmp_path: Path) -> None:
+    x = _x([2, 3, 4])
+    model = Model([opset.transpose(x, opset.constant(np.zeros(0, np.int64)))], [x], "reverse")
+    _check_in_openvino(model, tmp_path)
+
+
 def test_dynamic_batch_runs_in_openvino(tmp_path: Path) -> None:
     x = _x([-1, 3, 5])
     model = Model([opset.add(opset.relu(x), opset.constant(_w(5)))], [x], "dyn")

@@ -139,6 +139,15 @@ def test_attribute_rule_applies_both_ways(tmp_path, monkeypatch):
     _assert_same(model, _write_read(model, tmp_path))
 
 
+def test_empty_constant_gets_a_placeholder_byte(tmp_path):
+    x = opset.parameter([2, 3, 4], np.float32, name="x")
+    model = Model([opset.transpose(x, opset.constant(np.zeros(0, np.int64)))], [x])
+    xml, blob = serialize(model)
+    const = next(la for la in _layers(ET.fromstring(xml)) if la.attrib["type"] == "Const")
+    assert const.find("data").attrib["size"] == "1" and blob == b"\0"
+    _assert_same(model, _write_read(model, tmp_path))
+
+
 def test_model_rt_info_written_and_read_back(tmp_path):
     model = _small_model()
     model.rt_info.update({"framework": {"name": "onnx", "opset": "17"}, "bad key": "v",
