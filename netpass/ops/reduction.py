@@ -202,12 +202,14 @@ class CumSum(Node):
         x = inputs[0]
         axis = int(np.asarray(inputs[1]).reshape(())) if len(inputs) > 1 else 0
         axis = axis % max(x.ndim, 1)
-        y = np.flip(x, axis) if self.reverse else x
-        out = np.cumsum(y, axis=axis, dtype=x.dtype)
+        y = np.moveaxis(x, axis, 0)
+        y = y[::-1] if self.reverse else y
+        out = np.cumsum(y, axis=0, dtype=x.dtype)
         if self.exclusive:
-            out = np.concatenate([np.zeros_like(np.take(out, [0], axis=axis)),
-                                  np.take(out, np.arange(out.shape[axis] - 1), axis=axis)], axis)
-        return [np.flip(out, axis) if self.reverse else out]
+            shifted = np.zeros_like(out)
+            shifted[1:] = out[:-1]
+            out = shifted
+        return [np.moveaxis(out[::-1] if self.reverse else out, 0, axis)]
 
 
 # -- factories ---------------------------------------------------------------------------------
