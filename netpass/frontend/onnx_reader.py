@@ -150,13 +150,22 @@ def _load_external_data(model: onnx.ModelProto, base_dir: Path | None) -> None:
                                    f"the model directory {root}")
         if not target.is_file():
             raise ModelFormatError(f"tensor '{tensor.name}': external data file '{location}' not found")
-        offset = int(info.get("offset", 0))
-        length = int(info["length"]) if "length" in info else None
+        try:
+            offset = int(info.get("offset", 0))
+            length = int(info["length"]) if "length" in info else None
+        except ValueError:
+            raise ModelFormatError(f"tensor '{tensor.name}': external data offset/length are not "
+                                   f"integers: {info}") from None
+        size = target.stat().st_size
+        if offset < 0 or (length is not None and length < 0):
+            raise ModelFormatError(f"tensor '{tensor.name}': negative external data offset/length")
+        # Checked before reading, so that a hostile length cannot make us allocate it.
+        if offset > size or (length is not None and offset + length > size):
+            raise ModelFormatError(f"tensor '{tensor.name}': external data is truncated "
+                                   f"('{location}' has {size} bytes)")
         with open(target, "rb") as f:
             f.seek(offset)
             data = f.read() if length is None else f.read(length)
-        if length is not None and len(data) != length:
-            raise ModelFormatError(f"tensor '{tensor.name}': external data is truncated")
         tensor.raw_data = data
         del tensor.external_data[:]
         tensor.data_location = onnx.TensorProto.DEFAULT

@@ -248,3 +248,19 @@ def test_external_data_symlink_out_of_the_directory_is_refused(tmp_path):
     (model_dir / "m.onnx").write_bytes(proto.SerializeToString())
     with pytest.raises(ModelFormatError, match="leaves the model directory"):
         netpass.read_model(model_dir / "m.onnx")
+
+
+@pytest.mark.parametrize("key,value", [("offset", "12abc"), ("offset", "-4"),
+                                       ("length", "99999999999999")])
+def test_external_data_bad_offset_or_length_is_refused(tmp_path, key, value):
+    proto, _ = _external_model()
+    path = tmp_path / "m.onnx"
+    onnx.save_model(proto, str(path))
+    proto = onnx.load(str(path), load_external_data=False)
+    entries = proto.graph.initializer[0].external_data
+    for entry in entries:
+        if entry.key == key:
+            entry.value = value
+    path.write_bytes(proto.SerializeToString())
+    with pytest.raises(ModelFormatError, match="external data"):
+        netpass.read_model(path)
