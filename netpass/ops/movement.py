@@ -1,5 +1,5 @@
 """Data movement: Reshape, Squeeze, Unsqueeze, Transpose, Concat, Split, VariadicSplit, Slice,
-StridedSlice, Broadcast, Tile, Pad, DepthToSpace, SpaceToDepth.
+StridedSlice, Broadcast, Tile, Pad, Reverse, DepthToSpace, SpaceToDepth.
 
 These ops carry the shape math of real models (``Reshape(x, Concat(Gather(ShapeOf(x)), ..))``)
 and are what transpose and gather sinking move around, so their semantics follow OpenVINO's
@@ -24,7 +24,7 @@ from .base import merged_input_type, normalize_axis, set_name, to_output
 _pyslice = builtins.slice
 
 __all__ = ["reshape", "squeeze", "unsqueeze", "transpose", "concat", "split", "variadic_split",
-           "slice", "strided_slice", "broadcast", "tile", "pad", "depth_to_space",
+           "slice", "strided_slice", "broadcast", "tile", "pad", "reverse", "depth_to_space",
            "space_to_depth"]
 
 # -- helpers shared by the shape-consuming ops (also used by indexing and shape_ops) ---------
@@ -193,7 +193,8 @@ class Reshape(Node):
 
 # -- Squeeze / Unsqueeze --------------------------------------------------------------------
 class Squeeze(Node):
-    """Squeeze v0: remove the given axes (each of size 1), or every dim of size 1."""
+    """Squeeze v0: remove the given axes (each of size 1), or, without axes or with an empty
+    list, every dim of size 1."""
 
     type_name = "Squeeze"
     version = "opset1"
@@ -209,13 +210,13 @@ class Squeeze(Node):
             self.set_output_type(0, et, PartialShape(None))
             return
         rank = len(data)
-        if n_in == 1:
+        axes = const_ints(self, 1) if n_in == 2 else []
+        if not axes and (n_in == 1 or axes is not None):  # no axes, or empty: every dim of 1
             if any(d.is_dynamic and d.min <= 1 for d in data):
                 self.set_output_type(0, et, PartialShape(None))
                 return
             self.set_output_type(0, et, PartialShape([d for d in data if d != 1]))
             return
-        axes = const_ints(self, 1)
         if axes is None:
             self.set_output_type(0, et, PartialShape(None))
             return
@@ -230,10 +231,11 @@ class Squeeze(Node):
 
     def evaluate(self, inputs):
         x = inputs[0]
-        if len(inputs) == 1:
+        axes = tuple({int(a) % max(x.ndim, 1) for a in np.asarray(inputs[1]).reshape(-1)}) \
+            if len(inputs) == 2 else ()
+        if not axes:
             return [np.squeeze(x)] if x.ndim else [x]
-        axes = tuple({int(a) % max(x.ndim, 1) for a in np.asarray(inputs[1]).reshape(-1)})
-        return [np.squeeze(x, axis=axes) if axes else x]
+        return [np.squeeze(x, axis=axes)]
 
 
 class Unsqueeze(Node):
@@ -1127,6 +1129,46 @@ class SpaceToDepth(Node):
         return [y.transpose(order).reshape([n, c * bs ** k] + [d // bs for d in sp])]
 
 
+# -- Reverse --------------------------------------------------------------------------------
+class Reverse(Node):
+    """Reverse v1: flip ``data`` along ``reverse_axes`` (``mode`` "index": axis numbers;
+    "mask": one boolean per axis)."""
+
+    type_name = "Reverse"
+    version = "opset1"
+    ATTRS = {"mode": "index"}
+
+    def axes(self) -> list[int] | None:
+        v = self.input_constant(1)
+        data = self.get_input_partial_shape(0)
+        if v is None or not data.rank_is_static:
+            return None
+        flat = np.asarray(v).reshape(-1)
+        if self.mode == "mask":
+            self.check(flat.size == len(data), f"mask {flat.tolist()} must have {len(data)} "
+                       "elements (the input rank)")
+            return [i for i, m in enumerate(flat) if m]
+        return sorted({normalize_axis(self, int(a), len(data)) for a in flat})
+
+    def infer_types(self) -> None:
+        self.check(self.get_input_size() == 2, "expects inputs (data, reverse_axes)")
+        self.check(self.mode in ("index", "mask"), f"unknown mode '{self.mode}'")
+        et = self.get_input_element_type(1)
+        if self.mode == "mask":
+            self.check(et.is_dynamic or et.name == "boolean", f"mask must be boolean, got {et}")
+        else:
+            check_shape_input(self, 1, "reverse_axes")
+        self.axes()
+        self.set_output_type(0, self.get_input_element_type(0), self.get_input_partial_shape(0))
+
+    def evaluate(self, inputs):
+        x, axes = inputs
+        flat = np.asarray(axes).reshape(-1)
+        ax = [i for i, m in enumerate(flat) if m] if self.mode == "mask" else \
+            [int(a) % x.ndim for a in flat]
+        return [np.flip(x, tuple(ax)) if ax else x]
+
+
 # -- factories ------------------------------------------------------------------------------
 def _i64(value: Any) -> Output:
     """A shape-like value: graph values pass through, python values become i64 Constants."""
@@ -1206,6 +1248,12 @@ def pad(arg: Any, pads_begin: Any, pads_end: Any, pad_mode: str, arg_pad_value: 
         inputs.append(arg_pad_value if isinstance(arg_pad_value, (Node, Output)) else
                       to_output(np.asarray(arg_pad_value, dtype=x.element_type.dtype)))
     return set_name(Pad(inputs, pad_mode=pad_mode), name)
+
+
+def reverse(data: Any, reverse_axes: Any, mode: str, name: str | None = None) -> Node:
+    axes = reverse_axes if isinstance(reverse_axes, (Node, Output)) else (
+        to_output(np.asarray(reverse_axes, dtype=bool)) if mode == "mask" else _i64(reverse_axes))
+    return set_name(Reverse([to_output(data), axes], mode=mode), name)
 
 
 def depth_to_space(node: Any, mode: str, block_size: int = 1, name: str | None = None) -> Node:
@@ -1650,6 +1698,20 @@ def _export_pad(node, ectx):
         pads = ectx.fresh("pads")
         ectx.add_node("Concat", ins[1:3], [pads], axis=0)
     ectx.add_node("Pad", [ins[0], pads] + ins[3:4], ectx.outputs(node), mode=node.pad_mode)
+
+
+@onnx_export(Reverse)
+def _export_reverse(node, ectx):
+    axes = node.axes()
+    if axes is None:
+        _export_error(node, "reverse_axes must be constant")
+    if not axes:
+        ectx.add_node("Identity", ectx.inputs(node)[:1], ectx.outputs(node))
+        return
+    n = len(axes)
+    consts = [ectx.constant(np.asarray(v, dtype=np.int64))
+              for v in ([-1] * n, [-INT64_MAX - 1] * n, axes, [-1] * n)]
+    ectx.add_node("Slice", ectx.inputs(node)[:1] + consts, ectx.outputs(node))
 
 
 @onnx_export(DepthToSpace)

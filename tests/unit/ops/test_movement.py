@@ -134,6 +134,17 @@ def test_flatten_dynamic_batch_keeps_symbol():
     assert ps[0].symbol is not None and ps[0].symbol.name == "b" and ps[1] == 12
 
 
+def test_flatten_dynamic_dims_on_both_sides():
+    proto = helper.make_model(helper.make_graph(
+        [helper.make_node("Flatten", ["x"], ["y"], axis=2)], "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["b", 3, "s", 2])],
+        [helper.make_empty_tensor_value_info("y")]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    m = netpass.read_model(proto)
+    x = rand([2, 3, 5, 2])
+    np.testing.assert_array_equal(netpass.reference.infer(m, {"x": x})["y"], x.reshape(6, 10))
+
+
 # -- Squeeze / Unsqueeze / Transpose / Concat -----------------------------------------------
 @pytest.mark.parametrize("opset_version", [11, 13])
 @pytest.mark.parametrize("axes", [None, [0], [-1], [0, 2]])
@@ -146,6 +157,12 @@ def test_squeeze_matches_onnxruntime(opset_version, axes):
     else:
         model, feeds = make("Squeeze", [x, ("a", i64(axes), "init")], None, opset_version)
     check_exact(model, feeds)
+
+
+def test_squeeze_with_empty_axes_removes_every_one():
+    node = opset.squeeze(opset.parameter([1, 3, 1], np.float32), np.zeros(0, np.int64))
+    assert node.output(0).partial_shape == PartialShape([3])
+    assert node.evaluate([rand([1, 3, 1]), np.zeros(0, np.int64)])[0].shape == (3,)
 
 
 def test_squeeze_of_non_one_dim_is_an_error():
@@ -180,6 +197,17 @@ def test_transpose_keeps_symbols():
     x = opset.parameter(PartialShape([Dimension(symbol=b), 3, 5]), np.float32)
     ps = opset.transpose(x, [2, 0, 1]).output(0).partial_shape
     assert ps == PartialShape([5, -1, 3]) and ps[1].symbol is b
+
+
+def test_concat_of_mismatched_dims_names_node_and_input():
+    a, b = opset.parameter([2, 3], np.float32), opset.parameter([4, 3], np.float32)
+    with pytest.raises(ShapeInferenceError, match=r"Concat .*input 1 dim 0 is 4"):
+        opset.concat([a, b], 1)
+
+
+def test_split_of_indivisible_dim_is_an_error():
+    with pytest.raises(ShapeInferenceError, match="not divisible into 2"):
+        opset.split(opset.parameter([3, 4], np.float32), 0, 2)
 
 
 @pytest.mark.parametrize("axis", [0, 1, -1, -2])
@@ -449,6 +477,21 @@ def test_pad_dynamic_dim_bounds():
     x = opset.parameter(PartialShape([Dimension(2, 8), -1]), np.float32)
     ps = opset.pad(x, [1, 0], [-1, 0], "constant").output(0).partial_shape
     assert ps[0] == Dimension(2, 8) and ps[1].symbol is None
+
+
+# -- Reverse --------------------------------------------------------------------------------
+@pytest.mark.parametrize("mode,axes", [("index", [0, -1]), ("mask", [True, False, True]),
+                                       ("index", [])])
+def test_reverse_flips_axes_and_exports_as_slice(mode, axes):
+    x = opset.parameter([2, 3, 4], np.float32, "x")
+    m = Model([opset.reverse(x, axes, mode)], [x])
+    feeds = {"x": rand([2, 3, 4])}
+    got = list(netpass.reference.infer(m, feeds).values())[0]
+    flip = [i for i, a in enumerate(axes) if a] if mode == "mask" else [a % 3 for a in axes]
+    np.testing.assert_array_equal(got, np.flip(feeds["x"], flip))
+    sess = ort.InferenceSession(to_onnx(m).SerializeToString(),
+                                providers=["CPUExecutionProvider"])
+    np.testing.assert_array_equal(sess.run(None, feeds)[0], got)
 
 
 # -- DepthToSpace / SpaceToDepth ------------------------------------------------------------
