@@ -174,12 +174,15 @@ def conv_nd(x: np.ndarray, w: np.ndarray, strides: Sequence[int], dilations: Seq
     cg = channels // groups
     og = w.shape[0] // groups
     win = win.reshape((batch, groups, cg) + win.shape[2:])
-    # [N, G, *out, Cg, *k] -> [N, G, P, Cg*K]: the im2col matrix, one copy.
-    order = (0, 1) + tuple(range(3, 3 + n)) + (2,) + tuple(range(3 + n, 3 + 2 * n))
-    cols = win.transpose(order).reshape(batch, groups, prod(out_sp), cg * prod(kernel))
-    wm = w.astype(acc, copy=False).reshape(groups, og, cg * prod(kernel)).transpose(0, 2, 1)
-    y = np.matmul(cols, wm)                                # [N, G, P, Og]
-    return y.transpose(0, 1, 3, 2).reshape((batch, groups * og) + tuple(out_sp))
+    # [N, G, Cg, *out, *k] -> [G, N*P, Cg*K]: the im2col matrices, one copy. Batch and pixels
+    # share one matrix so each group is a single large GEMM (broadcast stacks are slow).
+    order = (1, 0) + tuple(range(3, 3 + n)) + (2,) + tuple(range(3 + n, 3 + 2 * n))
+    cols = win.transpose(order).reshape(groups, batch * prod(out_sp), cg * prod(kernel))
+    wm = w.astype(acc, copy=False).reshape(groups, og, cg * prod(kernel))
+    # Filters on the left: no copy of the (often large) weights, output already channel-major.
+    y = np.matmul(wm, cols.transpose(0, 2, 1))             # [G, Og, N*P]
+    y = y.reshape(groups, og, batch, prod(out_sp)).transpose(2, 0, 1, 3)
+    return y.reshape((batch, groups * og) + tuple(out_sp))
 
 
 def conv_transpose_nd(x: np.ndarray, w: np.ndarray, strides: Sequence[int],
@@ -270,10 +273,7 @@ class Convolution(_ConvBase):
     type_name = "Convolution"
     version = "opset1"
 
-    def _groups(self) -> Dimension:
-        return Dimension(1)
-
-    def _channels(self, data: PartialShape, filt: PartialShape) -> tuple[Dimension, Dimension]:
+    def _channels(self, filt: PartialShape) -> tuple[Dimension, Dimension]:
         """(output channels, input channels the filters expect)."""
         if not filt.rank_is_static:
             return Dimension(), Dimension()
@@ -289,7 +289,7 @@ class Convolution(_ConvBase):
         self._geometry(n)
         data = self.get_input_partial_shape(0)
         filt = self.get_input_partial_shape(1)
-        out_c, in_c = self._channels(data, filt)
+        out_c, in_c = self._channels(filt)
         if not data.rank_is_static:
             self.set_output_type(0, et, PartialShape([Dimension(), out_c] + [Dimension()] * n))
             return
@@ -306,6 +306,8 @@ class Convolution(_ConvBase):
 
     def evaluate(self, inputs):
         x, w = inputs
+        self.check(x.shape[1] == w.shape[1],
+                   f"data has {x.shape[1]} channels, filters expect {w.shape[1]}")
         pb, pe = self._pads(x, w.shape[2:])
         y = conv_nd(x, w, self.strides, self.dilations, pb, pe)
         return [y.astype(self._out_et[0].dtype or x.dtype, copy=False)]
@@ -318,7 +320,7 @@ class GroupConvolution(Convolution):
     version = "opset1"
     FILTER_LEAD = 3
 
-    def _channels(self, data: PartialShape, filt: PartialShape) -> tuple[Dimension, Dimension]:
+    def _channels(self, filt: PartialShape) -> tuple[Dimension, Dimension]:
         if not filt.rank_is_static:
             return Dimension(), Dimension()
         g, og, ig = filt[0], filt[1], filt[2]
@@ -337,7 +339,7 @@ class GroupConvolution(Convolution):
 
 class ConvolutionBackpropData(_ConvBase):
     """Transposed convolution: data ``[N, I, *sp]``, filters ``[I, O, *k]``, optional
-    ``output_shape`` (spatial dims; pads are then deduced from it)."""
+    ``output_shape`` (the spatial dims of the output; see ``_pads`` for where padding goes)."""
 
     type_name = "ConvolutionBackpropData"
     version = "opset1"
