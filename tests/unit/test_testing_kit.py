@@ -139,6 +139,16 @@ def test_check_accuracy_catches_a_wrong_rewrite():
     assert res.max_abs_error["out"] > 1e-3
 
 
+def test_check_accuracy_flags_nan_on_one_side():
+    x = opset.parameter([4], np.float32, name="x")
+    root = Model([opset.sqrt(x)], [x])
+    ident = Model([opset.relu(x)], [x])
+    feeds = {"x": np.array([-1.0, 0.25, 1.0, 4.0], np.float32)}
+    res = check_accuracy(root, ident, inputs=feeds)
+    assert not res.valid and "first at (0,)" in res.message
+    assert check_accuracy(root, root, inputs=feeds).valid
+
+
 def test_random_inputs_are_non_zero_and_concrete():
     x = opset.parameter([-1, 3], np.float32, name="x")
     i = opset.parameter([2, (1, 5)], np.int64, name="i")
