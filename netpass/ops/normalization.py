@@ -247,9 +247,9 @@ def _coerced(ctx: Any, cls: type) -> Output:
     tail = x.partial_shape[axis:]
     from .. import opset
     reshape, shape_of = getattr(opset, "reshape", None), getattr(opset, "shape_of", None)
-    if tail.is_static and reshape is not None and shape_of is not None:
-        n = int(np.prod(tail.to_shape()))
-        rows = reshape(x, [-1, n] if n else [0, 0], special_zero=not n)
+    n = int(np.prod(tail.to_shape())) if tail.is_static else 0
+    if n > 0 and reshape is not None and shape_of is not None:
+        rows = reshape(x, [-1, n], special_zero=False)
         return reshape(cls([rows], axis=1), shape_of(x), special_zero=False).output(0)
     # Same values without reshaping: normalize over all axes from ``axis`` on at once.
     from .elementwise import Divide, Exp, Log, Subtract
