@@ -6,6 +6,8 @@ check the reader itself.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
@@ -13,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.external_data_helper import convert_model_to_external_data
 
 import netpass
-from netpass.errors import ModelFormatError, UnsupportedOpError
+from netpass.errors import ModelFormatError, NetpassError, UnsupportedOpError
 from netpass.ops import Constant
 
 
@@ -264,3 +266,26 @@ def test_external_data_bad_offset_or_length_is_refused(tmp_path, key, value):
     path.write_bytes(proto.SerializeToString())
     with pytest.raises(ModelFormatError, match="external data"):
         netpass.read_model(path)
+
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "lstm_speech.onnx"
+
+
+def test_every_truncation_raises_model_format_error():
+    data = EXAMPLE.read_bytes()
+    for cut in np.linspace(0, len(data) - 1, 60).astype(int):
+        with pytest.raises(ModelFormatError):
+            netpass.read_model(data[:cut])
+
+
+def test_corrupted_bytes_raise_only_netpass_errors():
+    data = EXAMPLE.read_bytes()
+    rng = np.random.default_rng(7)
+    for _ in range(150):
+        corrupt = bytearray(data)
+        for pos in rng.integers(0, 2000, size=3):  # the graph structure, before the weights
+            corrupt[pos] = rng.integers(0, 256)
+        try:
+            netpass.read_model(bytes(corrupt))
+        except NetpassError:
+            pass
