@@ -166,7 +166,7 @@ class _Reader:
             self.classes[key] = op_class(type_name, layer.version)
         cls = self.classes[key]
         if cls is None:
-            raise UnsupportedOpError(layer.type, domain=layer.version, node_name=layer.name,
+            raise UnsupportedOpError(layer.type, node_name=layer.name,
                                      reason=f"no netpass op for IR {layer.where()}")
         data_el = layer.el.find("data")
         data = dict(data_el.attrib) if data_el is not None else {}
