@@ -199,11 +199,13 @@ def conv_transpose_nd(x: np.ndarray, w: np.ndarray, strides: Sequence[int],
     n = len(kernel)
     batch = x.shape[0]
     in_sp = x.shape[2:]
-    cols = x.astype(acc, copy=False).reshape(batch, groups, ig, prod(in_sp)).transpose(0, 1, 3, 2)
+    # [G, N*P, Ig] @ [G, Ig, Og*K]: one GEMM per group.
+    cols = x.astype(acc, copy=False).reshape(batch, groups, ig, prod(in_sp)) \
+        .transpose(1, 0, 3, 2).reshape(groups, batch * prod(in_sp), ig)
     y = np.matmul(cols, w.astype(acc, copy=False).reshape(groups, ig, og * prod(kernel)))
-    # [N, G, *in, Og, *k] -> [*k, N, G, Og, *in]
-    y = y.reshape((batch, groups) + tuple(in_sp) + (og,) + tuple(kernel))
-    order = tuple(range(3 + n, 3 + 2 * n)) + (0, 1, 2 + n) + tuple(range(2, 2 + n))
+    # [G, N, *in, Og, *k] -> [*k, N, G, Og, *in]
+    y = y.reshape((groups, batch) + tuple(in_sp) + (og,) + tuple(kernel))
+    order = tuple(range(3 + n, 3 + 2 * n)) + (1, 0, 2 + n) + tuple(range(2, 2 + n))
     y = y.transpose(order)
     full = [s * (i - 1) + d * (k - 1) + 1 + op
             for s, i, d, k, op in zip(strides, in_sp, dilations, kernel, output_padding)]
