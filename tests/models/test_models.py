@@ -90,14 +90,7 @@ def test_torch_model_matches_onnxruntime(name, torch_export):
     _check_reference(exp.path, exp.feeds, exp.cases)
 
 
-# onnxruntime has no Where kernel for boolean data; the Select export rule writes one for the
-# Trilu-decomposed boolean causal mask (owner: netpass/ops/elementwise.py).
-_BOOL_WHERE = pytest.mark.xfail(strict=True, reason="Select export writes a boolean Where, "
-                                "which onnxruntime cannot run")
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_BOOL_WHERE) if n == "gpt" else n
-                                  for n in TORCH_MODELS])
+@pytest.mark.parametrize("name", TORCH_MODELS)
 def test_torch_model_round_trip(name, torch_export, tmp_path):
     exp = torch_export(name)
     _check_round_trip(exp.path, exp.feeds, exp.cases, tmp_path)
