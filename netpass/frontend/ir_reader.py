@@ -22,7 +22,9 @@ from ..core.types import Type
 from ..errors import ModelFormatError, NetpassError, UnsupportedOpError
 
 # Runtime attributes restored from a layer's <rt_info>: "<name>_<version>" -> factory(attrs).
-RT_ATTRIBUTES = {FusedNames.key: lambda a: FusedNames(n for n in a.get("value", "").split(",") if n)}
+RT_ATTRIBUTES = {
+    FusedNames.key: lambda a: FusedNames(n for n in a.get("value", "").split(",") if n),
+}
 
 
 def _parse(xml: bytes) -> Element:
@@ -118,7 +120,8 @@ class _Layer:
             self.id = el.attrib["id"]
             self.type = el.attrib["type"]
         except KeyError as e:
-            raise ModelFormatError(f"IR layer without {e.args[0]!r} attribute: {el.attrib}") from None
+            raise ModelFormatError(f"IR layer without {e.args[0]!r} attribute: "
+                                   f"{el.attrib}") from None
         self.name = el.attrib.get("name", self.id)
         self.version = el.attrib.get("version", "")
         ins = el.find("input")
@@ -153,8 +156,9 @@ class _Reader:
         if self.weights is None:
             raise ModelFormatError(f"{layer.where()}: needs a weights file (.bin), none given")
         if offset < 0 or offset + size > len(self.weights):
-            raise ModelFormatError(f"{layer.where()}: blob [{offset}, {offset + size}) lies outside "
-                                   f"the weights file of {len(self.weights)} bytes (truncated?)")
+            raise ModelFormatError(f"{layer.where()}: blob [{offset}, {offset + size}) lies "
+                                   f"outside the weights file of {len(self.weights)} bytes "
+                                   "(truncated?)")
         arr = np.frombuffer(self.weights, dtype=et.dtype, count=count, offset=offset)
         return arr.reshape(shape).copy()
 

@@ -210,7 +210,8 @@ class _Writer:
                 if not base:
                     base, ver = key, "0"
                 extra = " ".join(f"{k}={quoteattr(v)}" for k, v in attrs.items())
-                self.emit(4, f"<attribute name={quoteattr(base)} version={quoteattr(ver)} {extra} />")
+                self.emit(4, f"<attribute name={quoteattr(base)} version={quoteattr(ver)} "
+                             f"{extra} />")
             self.emit(3, "</rt_info>")
         n_in = node.get_input_size()
         if n_in:
@@ -265,7 +266,8 @@ class _Writer:
         edges.sort(key=lambda e: e[0])
         self.emit(1, "<edges>")
         for fl, fp, tl, tp in edges:
-            self.emit(2, f'<edge from-layer="{fl}" from-port="{fp}" to-layer="{tl}" to-port="{tp}" />')
+            self.emit(2, f'<edge from-layer="{fl}" from-port="{fp}" to-layer="{tl}" '
+                         f'to-port="{tp}" />')
         self.emit(1, "</edges>")
         if any(k not in ("version", "__weights_path") for k in model.rt_info):
             self.emit(1, "<rt_info>")
@@ -292,7 +294,8 @@ class Serialize(ModelPass):
     def __init__(self, xml_path: Any, bin_path: Any = None) -> None:
         super().__init__()
         self.xml_path = Path(xml_path)
-        self.bin_path = Path(bin_path) if bin_path is not None else self.xml_path.with_suffix(".bin")
+        self.bin_path = (Path(bin_path) if bin_path is not None
+                         else self.xml_path.with_suffix(".bin"))
 
     def run_on_model(self, model: Model) -> bool:
         xml, blob = serialize(model)

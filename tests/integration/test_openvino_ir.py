@@ -64,7 +64,8 @@ def _elementwise() -> Model:
 
 def _comparison_select() -> Model:
     x, y = _x([3, 5]), _x([3, 5], "y")
-    cond = opset.logical_or(opset.greater(x, y), opset.less_equal(x, opset.constant(np.float32(0.0))))
+    zero = opset.constant(np.float32(0.0))
+    cond = opset.logical_or(opset.greater(x, y), opset.less_equal(x, zero))
     s = opset.select(cond, x, opset.negative(y))
     return Model([s, opset.convert(cond, "f32")], [x, y], "compare")
 
@@ -117,7 +118,8 @@ def _pad_broadcast_space() -> Model:
     x = _x([1, 4, 2, 2])
     p = opset.pad(x, opset.constant(np.array([0, 0, 1, 0], np.int64)),
                   opset.constant(np.array([0, 0, 0, 1], np.int64)), "reflect")
-    b = opset.broadcast(opset.constant(_w(1, 1, 4)), opset.constant(np.array([1, 4, 3, 4], np.int64)))
+    b = opset.broadcast(opset.constant(_w(1, 1, 4)),
+                        opset.constant(np.array([1, 4, 3, 4], np.int64)))
     d2s = opset.depth_to_space(x, "blocks_first", 2)
     s2d = opset.space_to_depth(d2s, "depth_first", 2)
     return Model([p, b, s2d], [x], "pad")
@@ -143,7 +145,8 @@ def _matmul_reduce_softmax() -> Model:
     m = opset.matmul(x, opset.constant(_w(5, 4)), False, True)
     s = opset.softmax(m, -1)
     r = opset.reduce_mean(s, opset.constant(np.array([1], np.int64)), True)
-    return Model([r, opset.reduce_sum(m, opset.constant(np.array([2], np.int64)), False)], [x], "mm")
+    total = opset.reduce_sum(m, opset.constant(np.array([2], np.int64)), False)
+    return Model([r, total], [x], "mm")
 
 
 def _pooling() -> Model:
@@ -164,7 +167,8 @@ def _shape_math() -> Model:
 def _normalization() -> Model:
     x = _x([2, 3, 4, 4])
     bn = opset.batch_norm_inference(x, opset.constant(_w(3)), opset.constant(_w(3)),
-                                    opset.constant(_w(3)), opset.constant(np.abs(_w(3)) + 0.5), 1e-5)
+                                    opset.constant(_w(3)), opset.constant(np.abs(_w(3)) + 0.5),
+                                    1e-5)
     mvn = opset.mvn(bn, opset.constant(np.array([2, 3], np.int64)), True, 1e-6, "inside_sqrt")
     l2 = opset.normalize_l2(x, opset.constant(np.array([1], np.int64)), 1e-10, "max")
     return Model([mvn, l2, opset.log_softmax(x, 1)], [x], "norm")

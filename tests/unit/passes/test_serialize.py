@@ -189,7 +189,8 @@ def _movement() -> Model:
 
 
 def _recurrent() -> Model:
-    x, h = opset.parameter([2, 4, 3], np.float32, name="x"), opset.parameter([2, 1, 5], np.float32, name="h")
+    x = opset.parameter([2, 4, 3], np.float32, name="x")
+    h = opset.parameter([2, 1, 5], np.float32, name="h")
     seq = opset.gru_sequence(x, h, opset.constant(np.array([4, 2], np.int32)),
                              opset.constant(_w(1, 15, 3)), opset.constant(_w(1, 15, 5)),
                              opset.constant(_w(1, 20)), 5, "forward", linear_before_reset=True)
