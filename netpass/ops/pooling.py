@@ -235,10 +235,38 @@ def _onnx_pool_attrs(ctx) -> dict[str, Any]:
 def _import_max_pool(ctx):
     attrs = _onnx_pool_attrs(ctx)
     dilations = ctx.attr("dilations", [1] * len(attrs["kernel"]))
-    if ctx.num_outputs > 1 and ctx.attr("storage_order", 0) == 1:
-        ctx.error("storage_order=1 (column-major indices) is not supported")
     node = MaxPool([ctx.inputs[0]], dilations=dilations, **attrs)
+    if ctx.num_outputs > 1 and ctx.attr("storage_order", 0) == 1:
+        return [node.output(0), _column_major_indices(ctx, node.output(1))]
     return node.outputs()[:max(ctx.num_outputs, 1)]
+
+
+def _column_major_indices(ctx, indices):
+    """Row-major flat indices (OpenVINO's) renumbered with the spatial axes in column-major
+    order, as ONNX's storage_order=1 asks: ``base + sum(coord_i * stride_i)`` where the first
+    spatial axis varies fastest. Needs static spatial dims."""
+    ps = ctx.inputs[0].partial_shape
+    if not ps.rank_is_static or not all(d.is_static for d in list(ps)[2:]):
+        ctx.error(f"storage_order=1 needs static spatial dims, got {ps}")
+    sizes = [d.min for d in list(ps)[2:]]
+
+    def op(type_name: str, a, b):
+        cls = OP_TYPES.get(type_name)
+        if cls is None:
+            ctx.error(f"storage_order=1 needs {type_name}, which is not available in this build")
+        b = b if not isinstance(b, int) else to_output(np.asarray(b, dtype=np.int64))
+        return cls([a, b]).output(0)
+
+    total = prod(sizes)
+    within = op("FloorMod", indices, total)
+    out = op("Subtract", indices, within)           # (n * C + c) * prod(spatial)
+    row_stride, col_stride = total, 1
+    for size in sizes:
+        row_stride //= size
+        coord = op("FloorMod", op("Divide", within, row_stride), size)
+        out = op("Add", out, op("Multiply", coord, col_stride))
+        col_stride *= size
+    return out
 
 
 @onnx_rule("AveragePool")

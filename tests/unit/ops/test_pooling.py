@@ -95,10 +95,12 @@ def test_max_pool_with_one_output_has_unused_indices():
     assert pool.get_output_size() == 2 and not pool.output(1).consumers()
 
 
-def test_max_pool_column_major_indices_are_refused():
-    model = one_node("MaxPool", [1, 3, 8, 8], {"kernel_shape": [2, 2], "storage_order": 1}, 2)
-    with pytest.raises(UnsupportedOpError, match="storage_order"):
-        netpass.read_model(model)
+@pytest.mark.parametrize("shape,attrs", [
+    ([2, 3, 7, 6], {"kernel_shape": [2, 3], "strides": [2, 2], "pads": [1, 0, 0, 1]}),
+    ([2, 3, 9], {"kernel_shape": [3], "strides": [2]}),
+], ids=["2d", "1d"])
+def test_max_pool_column_major_indices_match_onnxruntime(shape, attrs):
+    check(one_node("MaxPool", shape, dict(attrs, storage_order=1), n_out=2), shape)
 
 
 def test_max_pool_index_axis_counts_from_that_axis():
