@@ -90,8 +90,9 @@ def _list(text: str, like: Any = None) -> list:
 LIST_ATTRS = {"activations", "activations_alpha", "activations_beta"}
 
 
-def convert_attr(type_name: str, key: str, text: str, default: Any) -> Any:
-    """An IR attribute string as the python value an op of ``type_name`` expects for ``key``."""
+def convert_attr(key: str, text: str, default: Any) -> Any:
+    """An IR attribute string as the python value for attribute ``key`` whose op default is
+    ``default`` (the type guide; None means unknown, so the text decides)."""
     from ..passes.serialize import TYPE_ATTRS
     if isinstance(default, Type) or (default is None and key in TYPE_ATTRS):
         return Type.of(text)
@@ -184,14 +185,14 @@ class _Reader:
                 if key in cls.ATTRS:
                     try:
                         attrs[key] = rule.from_ir(text) if rule and rule.from_ir else \
-                            convert_attr(type_name, key, text, cls.ATTRS[key])
+                            convert_attr(key, text, cls.ATTRS[key])
                     except (ValueError, TypeError) as e:
                         raise ModelFormatError(f"{layer.where()}: attribute {ir_key}={text!r}: "
                                                f"{e}") from e
         try:
             node = cls(inputs, **attrs)
-        except NetpassError:
-            raise
+        except NetpassError as e:
+            raise ModelFormatError(f"{layer.where()}: {e}") from e
         except Exception as e:
             raise ModelFormatError(f"{layer.where()}: cannot build the op: "
                                    f"{type(e).__name__}: {e}") from e

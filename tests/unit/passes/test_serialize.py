@@ -365,6 +365,14 @@ def test_missing_weights_refused():
         netpass.read_model(serialize(_small_model())[0].encode())
 
 
+def test_inconsistent_layer_names_the_layer():
+    xml = serialize(_small_model())[0].replace('<data shape="1,3,4" element_type="f32" />',
+                                               '<data shape="1,3,5" element_type="f32" />')
+    with pytest.raises(ModelFormatError, match=r"layer \d+ 'Add_\d+' \(Add, opset1\).*"
+                                               r"do not broadcast"):
+        netpass.read_model(xml.encode(), serialize(_small_model())[1])
+
+
 def test_malformed_xml_refused():
     with pytest.raises(ModelFormatError, match="well-formed"):
         netpass.read_model(b"<net><layers>")
