@@ -100,9 +100,9 @@ def lstm_speech() -> onnx.ModelProto:
     y = g.op("MatMul", [y, g.weight((hidden, classes))])
     y = g.op("Add", [y, g.weight((classes,), 0.1)])
     g.op("LogSoftmax", [y], out="logits", axis=-1)
-    return g.model("lstm_speech",
-                   [helper.make_tensor_value_info("features", TensorProto.FLOAT, [1, "time", feat])],
-                   [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, "time", classes])])
+    vi = helper.make_tensor_value_info
+    return g.model("lstm_speech", [vi("features", TensorProto.FLOAT, [1, "time", feat])],
+                   [vi("logits", TensorProto.FLOAT, [1, "time", classes])])
 
 
 def transformer_block() -> onnx.ModelProto:

@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ..core.model import Model, parameter_name, result_name
+from ..core.model import Model
 from ..core.node import Node, Output
 from ..core.shape import PartialShape
 from ..core.types import Type

@@ -295,7 +295,8 @@ class RNNSequence(_RNNStep, _Sequence):
 
 # -- factories (OpenVINO's argument order) ---------------------------------------------------
 def _attrs(hidden_size: int, activations: Sequence[str] | None, alpha, beta, clip) -> dict:
-    return {"hidden_size": int(hidden_size), "activations": list(activations) if activations else None,
+    return {"hidden_size": int(hidden_size),
+            "activations": list(activations) if activations else None,
             "activations_alpha": list(alpha or []), "activations_beta": list(beta or []),
             "clip": float(clip)}
 
