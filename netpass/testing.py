@@ -335,7 +335,7 @@ def init_node_info(model: Model) -> None:
 
 def init_unique_names(model: Model) -> None:
     """Give every op without an explicit friendly name ``node_<i>`` and every unnamed output
-    ``tensor_<i>`` (OpenVINO's InitUniqueNames), so name checks after the passes mean
+    ``tensor_<i>_<port>`` (OpenVINO's InitUniqueNames), so name checks after the passes mean
     something."""
     for i, node in enumerate(model.get_ordered_ops()):
         if node._friendly is None and node.type_name != "Result":

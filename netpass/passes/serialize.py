@@ -11,6 +11,12 @@ netpass attribute names are OpenVINO's and values are written as the op holds th
 reads enum spellings case-insensitively, so they round-trip unchanged). Where a netpass op
 names or spells an attribute differently, the per-type table ``ATTR_RULES`` translates it on
 the way out and :mod:`netpass.frontend.ir_reader` uses the same table on the way back.
+
+Where this differs from OpenVINO's serializer, on purpose: convolution and pooling pads are
+written as the op holds them even under ``auto_pad`` (OpenVINO writes zeros; its reader
+recomputes them either way, and keeping them makes read-back exact); a Result layer is named
+by the model output name (so ``read_model`` gives back the same output names); there is no
+fp16 weight compression and no sub-graph body (netpass has no TensorIterator/Loop).
 """
 from __future__ import annotations
 
