@@ -456,7 +456,7 @@ def scatter_elements_update(data: Any, indices: Any, updates: Any, axis: Any,
                             name: str | None = None) -> Node:
     return set_name(ScatterElementsUpdate(
         [to_output(data), _i64(indices), to_output(updates), _i64(axis)],
-        reduction=reduction, use_init_val=bool(use_init_val)), name)
+        reduction=str(reduction).lower(), use_init_val=bool(use_init_val)), name)
 
 
 def scatter_nd_update(data: Any, indices: Any, updates: Any, reduction: str | None = None,
@@ -464,7 +464,7 @@ def scatter_nd_update(data: Any, indices: Any, updates: Any, reduction: str | No
     inputs = [to_output(data), _i64(indices), to_output(updates)]
     if reduction is None:
         return set_name(ScatterNDUpdate(inputs), name)
-    return set_name(ScatterNDUpdate15(inputs, reduction=reduction), name)
+    return set_name(ScatterNDUpdate15(inputs, reduction=str(reduction).lower()), name)
 
 
 def one_hot(indices: Any, depth: Any, on_value: Any, off_value: Any, axis: int,
@@ -473,7 +473,7 @@ def one_hot(indices: Any, depth: Any, on_value: Any, off_value: Any, axis: int,
     if negative_indices_mode is None:
         return set_name(OneHot(inputs, axis=int(axis)), name)
     return set_name(OneHot16(inputs, axis=int(axis),
-                             negative_indices_mode=negative_indices_mode), name)
+                             negative_indices_mode=str(negative_indices_mode).lower()), name)
 
 
 # -- ONNX import ----------------------------------------------------------------------------

@@ -1228,8 +1228,9 @@ def strided_slice(data: Any, begin: Any, end: Any, strides: Any, begin_mask: Seq
 
 
 def broadcast(data: Any, target_shape: Any, axes_mapping: Any = None, mode: str = "numpy",
-              name: str | None = None) -> Node:
-    mode = str(mode).lower()
+              name: str | None = None, broadcast_spec: str | None = None) -> Node:
+    """``broadcast_spec`` is OpenVINO's keyword for ``mode``."""
+    mode = str(broadcast_spec or mode).lower()
     inputs = [to_output(data), _i64(target_shape)]
     if mode == "explicit":
         inputs.append(_i64(axes_mapping))
@@ -1247,21 +1248,23 @@ def pad(arg: Any, pads_begin: Any, pads_end: Any, pad_mode: str, arg_pad_value: 
     if arg_pad_value is not None:
         inputs.append(arg_pad_value if isinstance(arg_pad_value, (Node, Output)) else
                       to_output(np.asarray(arg_pad_value, dtype=x.element_type.dtype)))
-    return set_name(Pad(inputs, pad_mode=pad_mode), name)
+    return set_name(Pad(inputs, pad_mode=str(pad_mode).lower()), name)
 
 
 def reverse(data: Any, reverse_axes: Any, mode: str, name: str | None = None) -> Node:
     axes = reverse_axes if isinstance(reverse_axes, (Node, Output)) else (
         to_output(np.asarray(reverse_axes, dtype=bool)) if mode == "mask" else _i64(reverse_axes))
-    return set_name(Reverse([to_output(data), axes], mode=mode), name)
+    return set_name(Reverse([to_output(data), axes], mode=str(mode).lower()), name)
 
 
 def depth_to_space(node: Any, mode: str, block_size: int = 1, name: str | None = None) -> Node:
-    return set_name(DepthToSpace([to_output(node)], mode=mode, block_size=int(block_size)), name)
+    return set_name(DepthToSpace([to_output(node)], mode=str(mode).lower(),
+                                 block_size=int(block_size)), name)
 
 
 def space_to_depth(data: Any, mode: str, block_size: int = 1, name: str | None = None) -> Node:
-    return set_name(SpaceToDepth([to_output(data)], mode=mode, block_size=int(block_size)), name)
+    return set_name(SpaceToDepth([to_output(data)], mode=str(mode).lower(),
+                                 block_size=int(block_size)), name)
 
 
 # -- ONNX import ----------------------------------------------------------------------------

@@ -316,6 +316,32 @@ def test_slice_of_dynamic_dim_keeps_symbol_or_bounds():
     assert rev[0].symbol is s
 
 
+@SETTINGS
+@given(lo=st.integers(0, 8), span=st.one_of(st.integers(1, 8), st.just(None)),
+       start=bound, stop=bound, step=st.sampled_from([1, 2, 3, -1, -2, -3]))
+def test_slice_of_interval_dim_is_exact_bounds(lo, span, start, stop, step):
+    d = Dimension(lo, -1 if span is None else lo + span)
+    x = opset.parameter(PartialShape([d]), np.float32)
+    out = opset.slice(x, [start], [stop], [step]).output(0).partial_shape[0]
+    hi = lo + span if span is not None else 64
+    lengths = [len(range(n)[slice(*_onnx_slice(n, start, stop, step))]) for n in range(lo, hi + 1)]
+    if span is not None:  # exact over a bounded interval
+        assert (out.min, out.max) == (min(lengths), max(lengths))
+    else:  # sound over the first dims of an unbounded one (huge dims may differ)
+        assert out.min <= min(lengths) and out.max >= max(lengths)
+
+
+def _onnx_slice(n: int, start: int, stop: int, step: int) -> tuple:
+    """The ONNX spec's clamping, as a python slice over range(n)."""
+    start = start + n if start < 0 else start
+    stop = stop + n if stop < 0 else stop
+    if step > 0:
+        start, stop = min(max(start, 0), n), min(max(stop, 0), n)
+    else:
+        start, stop = min(max(start, 0), n - 1), min(max(stop, -1), n - 1)
+    return start, (stop if stop >= 0 else None), step
+
+
 # -- StridedSlice vs OpenVINO ---------------------------------------------------------------
 def _openvino_strided_slice(x, begin, end, strides, masks):
     """OpenVINO's own shape inference and reference evaluate (its CPU plugin mis-executes
