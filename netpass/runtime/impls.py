@@ -180,7 +180,7 @@ class Launch:
 class Impl:
     """Kernels for one primitive at one set of shapes (or a host function)."""
 
-    __slots__ = ("key", "launches", "buffers", "host", "weights_layout", "fake_aligned")
+    __slots__ = ("key", "launches", "buffers", "host", "used_inputs")
 
     def __init__(self, key, launches: list[Launch] | None = None, buffers: list | None = None,
                  host: bool = False) -> None:
@@ -188,8 +188,9 @@ class Impl:
         self.launches = launches or []
         self.buffers = buffers or []  # np arrays uploaded once per impl (index maps)
         self.host = host  # True: runs the op's numpy reference (host fallback)
-        self.weights_layout = None
-        self.fake_aligned = None
+        # inputs the kernels read (shape-only inputs are never uploaded)
+        self.used_inputs = frozenset(it[1] for ln in self.launches for it in ln.spec
+                                     if type(it) is tuple and it[0] == "i")
 
     @property
     def is_host(self) -> bool:

@@ -482,12 +482,14 @@ class PrimitiveInst:
             self._host_run()
             return
         net.stats["primitives"] += 1
-        ins = [net.device_tensor(*self.src(j)) for j in range(len(node.inputs))]
+        used = impl.used_inputs
+        ins = [net.device_tensor(*self.src(j)) if j in used else None for j in range(len(node.inputs))]
         if self.weights_tensor is not None:
             ins[1] = self.weights_tensor
         extras = [net.device_tensor(net.insts[s.index], k) for s, k in node.fused_inputs]
         outs = self.outputs
-        sig = (id(impl),) + tuple((id(t.alloc), t.offset) for t in ins + outs + extras)
+        sig = (id(impl),) + tuple((id(t.alloc), t.offset) if t is not None else None
+                                  for t in ins + outs + extras)
         if sig != self.args_sig or self.memory_changed:
             bufs = net.impl_buffers(impl)
             for kern, ln in zip(self.kernels, impl.launches):
@@ -557,6 +559,7 @@ class Network:
         self.profiling = compiled.profiling
         self.stats: dict[str, Any] = {k: 0 for k in STAT_KEYS}
         self.stats["host_fallback_kinds"] = {}
+        self.stats["host_wait_s"] = 0.0
         if self.profiling:
             self.stats["primitive_times_us"] = {}
         eng = self.engine
@@ -674,7 +677,9 @@ class Network:
                                                 src_offset=t.offset * t.dtype.itemsize, is_blocking=False)
                 pending.append((inst, k, arr))
         if pending:
+            t0 = time.perf_counter()
             self.queue.finish()
+            self.stats["host_wait_s"] += time.perf_counter() - t0
             self.stats["host_waits"] += 1
             for inst, k, arr in pending:
                 inst.host[k] = arr

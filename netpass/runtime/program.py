@@ -34,6 +34,8 @@ SHAPE_INFER_DEPS: dict[str, tuple[int, ...]] = {
 # Ops whose output shape depends on input data: computed on the host (value needed anyway).
 DYNAMIC_OUTPUT_KINDS = {"NonZero", "Unique", "NonMaxSuppression"}
 SHAPE_OF_KINDS = {"ShapeOf"}
+# Constants larger than this keep a node out of shape_of sub-graphs (it computes data, not shapes).
+SHAPE_OF_CONST_LIMIT = 64
 ALWAYS_OPTIMIZED = {"Reshape", "Squeeze", "Unsqueeze", "Result"}
 
 
@@ -157,7 +159,8 @@ class Program:
             r.is_output = True
 
     def _mark_shape_of_subgraphs(self) -> None:
-        """ShapeOf nodes and nodes computed only from them (and constants) run on the host."""
+        """ShapeOf nodes and nodes computed only from them (and small constants) run on the
+        host; ``dependant_shape_ofs`` are the ShapeOfs whose change makes them re-run."""
         for n in self.nodes:
             if n.kind in SHAPE_OF_KINDS:
                 n.in_shape_of_subgraph = True
@@ -166,7 +169,9 @@ class Program:
             if n.kind in ("Parameter", "Constant", "Result") or not n.inputs:
                 continue
             srcs = [s for s, _ in n.inputs if s.kind != "Constant"]
-            if srcs and all(s.in_shape_of_subgraph for s in srcs):
+            small_consts = all(s.value.size <= SHAPE_OF_CONST_LIMIT for s, _ in n.inputs
+                               if s.kind == "Constant")
+            if srcs and small_consts and all(s.in_shape_of_subgraph for s in srcs):
                 n.in_shape_of_subgraph = True
                 deps: dict[int, ProgramNode] = {}
                 for s in srcs:

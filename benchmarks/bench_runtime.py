@@ -1,0 +1,263 @@
+"""Benchmark of the OpenCL dynamic-shape runtime (netpass.runtime), with peers in the same run.
+
+1. GPT-style decoder (vocab 2048, 4 layers, d=256, 4 heads), full recompute for sequence
+   1..128 in one infer request (logits read back every step): netpass vs torch eager (CUDA when
+   available, else CPU) vs onnxruntime CPU, on the same weights (torch module -> ONNX).
+2. Host time per primitive in that loop: wall time minus time blocked in host waits, divided
+   by the primitives processed (all program nodes, and kernel launches).
+3. fp32 GEMM 4096^3 (TFLOP/s, kernel time from OpenCL profiling events).
+4. Elementwise add of two 64M-float tensors (effective TB/s = 12 bytes per element / time).
+5. Device allocations over the 128-step loop, ShapePredictor on vs off.
+
+``--quick`` shrinks everything for PoCL (sequence 1..16, GEMM 256^3, add 1M); ``--device``
+picks AUTO/GPU/CPU. Writes ``bench_runtime.json`` to ``$OUT`` when set.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import netpass  # noqa: E402
+from netpass import Model, opset  # noqa: E402
+from netpass.runtime import compile_program  # noqa: E402
+
+VOCAB, LAYERS, D, HEADS, MAX_SEQ = 2048, 4, 256, 4, 256
+
+
+def torch_gpt():
+    """A GPT-2-style torch module and its ONNX export path; None without torch."""
+    try:
+        import torch
+        from torch import nn
+    except ImportError:
+        return None
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(D), nn.LayerNorm(D)
+            self.qkv, self.proj = nn.Linear(D, 3 * D), nn.Linear(D, D)
+            self.fc1, self.fc2 = nn.Linear(D, 4 * D), nn.Linear(4 * D, D)
+            self.register_buffer("mask", torch.triu(torch.full((MAX_SEQ, MAX_SEQ), -1e9), 1))
+
+        def forward(self, x):
+            b, s, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(D, dim=-1)
+            q, k, v = (t.reshape(b, s, HEADS, D // HEADS).transpose(1, 2) for t in (q, k, v))
+            att = (q @ k.transpose(-1, -2)) * (1.0 / (D // HEADS) ** 0.5) + self.mask[:s, :s]
+            o = (att.softmax(-1) @ v).transpose(1, 2).reshape(b, s, D)
+            x = x + self.proj(o)
+            return x + self.fc2(nn.functional.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
+
+    class Gpt(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(VOCAB, D), nn.Embedding(MAX_SEQ, D)
+            self.blocks = nn.ModuleList(Block() for _ in range(LAYERS))
+            self.ln, self.head = nn.LayerNorm(D), nn.Linear(D, VOCAB, bias=False)
+
+        def forward(self, ids):
+            pos = torch.arange(ids.shape[1], device=ids.device)
+            x = self.wte(ids) + self.wpe(pos)[None]
+            for blk in self.blocks:
+                x = blk(x)
+            return self.head(self.ln(x))
+
+    torch.manual_seed(0)
+    module = Gpt().eval()
+    path = Path(tempfile.mkdtemp()) / "gpt.onnx"
+    import warnings
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, (torch.zeros(1, 5, dtype=torch.long),), str(path), dynamo=False,
+                          opset_version=17, input_names=["ids"], output_names=["logits"],
+                          dynamic_axes={"ids": {1: "seq"}, "logits": {1: "seq"}})
+    return module, path
+
+
+def gpt_model():
+    """(netpass Model, onnx path, torch module or None)."""
+    made = torch_gpt()
+    if made is not None:
+        module, path = made
+        return netpass.read_model(path), path, module
+    from netpass.runtime.models import gpt_decoder
+    model = gpt_decoder(VOCAB, LAYERS, D, HEADS, MAX_SEQ)
+    path = Path(tempfile.mkdtemp()) / "gpt.onnx"
+    netpass.save_model(model, path)
+    return model, path, None
+
+
+def id_feeds(steps: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    return [rng.integers(0, VOCAB, (1, s)).astype(np.int64) for s in range(1, steps + 1)]
+
+
+def run_netpass(model, device: str, feeds, config=None) -> dict:
+    cm = compile_program(model, device, config)
+    req = cm.create_infer_request()
+    warm = req.infer({"ids": feeds[0]})  # builds kernels of the first shape
+    del warm
+    req = cm.create_infer_request()
+    # compile every kernel source once (a program cache hit afterwards), untimed
+    for f in feeds:
+        req.infer({"ids": f})
+    req = cm.create_infer_request()
+    t0 = time.perf_counter()
+    for f in feeds:
+        out = req.infer({"ids": f})
+    total = time.perf_counter() - t0
+    st = req.stats
+    nodes = len(req.network.order) * len(feeds)
+    host = total - st["host_wait_s"]
+    return {"device": cm.device, "total_s": total, "host_s": host, "stats": st,
+            "host_us_per_node": 1e6 * host / nodes,
+            "host_us_per_kernel_primitive": 1e6 * host / max(st["primitives"], 1),
+            "logits": out["logits"]}
+
+
+def run_torch(module, feeds) -> dict | None:
+    if module is None:
+        return None
+    import torch
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    m = module.to(dev)
+    with torch.no_grad():
+        for f in feeds[:4]:
+            m(torch.from_numpy(f).to(dev)).cpu()
+        t0 = time.perf_counter()
+        for f in feeds:
+            out = m(torch.from_numpy(f).to(dev)).cpu().numpy()
+        total = time.perf_counter() - t0
+    name = torch.cuda.get_device_name() if dev == "cuda" else "CPU"
+    return {"device": f"torch eager {dev} ({name}, {torch.get_num_threads()} threads)", "total_s": total,
+            "logits": out}
+
+
+def run_ort(path, feeds) -> dict | None:
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return None
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for f in feeds[:4]:
+        sess.run(None, {"ids": f})
+    t0 = time.perf_counter()
+    for f in feeds:
+        out = sess.run(None, {"ids": f})[0]
+    total = time.perf_counter() - t0
+    return {"device": f"onnxruntime CPU ({os.cpu_count()} cores)", "total_s": total, "logits": out}
+
+
+def kernel_time_us(model, feeds, device: str, kind: str, reps: int) -> float:
+    """Median OpenCL-profiled kernel time of the primitive of type ``kind``."""
+    cm = compile_program(model, device, {"PROFILING": True})
+    req = cm.create_infer_request()
+    req.infer(feeds)
+    times = []
+    for _ in range(reps):
+        before = {k: v for k, v in req.get_profiling_info().items()}
+        req.infer(feeds)
+        after = req.get_profiling_info()
+        times.append(sum(v - before.get(k, 0.0) for k, v in after.items() if k.startswith(kind)))
+    return float(np.median(times))
+
+
+def bench_gemm(n: int, device: str, reps: int) -> dict:
+    a = opset.parameter([n, n], np.float32, name="a")
+    b = opset.parameter([n, n], np.float32, name="b")
+    model = Model([opset.result(opset.matmul(a, b, False, False), name="c")], [a, b])
+    rng = np.random.default_rng(1)
+    feeds = {"a": rng.standard_normal((n, n)).astype(np.float32),
+             "b": rng.standard_normal((n, n)).astype(np.float32)}
+    us = kernel_time_us(model, feeds, device, "MatMul", reps)
+    return {"n": n, "kernel_us": us, "tflops": 2 * n ** 3 / (us * 1e-6) / 1e12}
+
+
+def bench_add(n: int, device: str, reps: int) -> dict:
+    a = opset.parameter([n], np.float32, name="a")
+    b = opset.parameter([n], np.float32, name="b")
+    model = Model([opset.result(opset.add(a, b), name="c")], [a, b])
+    rng = np.random.default_rng(2)
+    feeds = {"a": rng.standard_normal(n).astype(np.float32), "b": rng.standard_normal(n).astype(np.float32)}
+    us = kernel_time_us(model, feeds, device, "Add", reps)
+    return {"n": n, "kernel_us": us, "tb_per_s": 12 * n / (us * 1e-6) / 1e12}
+
+
+def rel_l2(a, b) -> float:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-12))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes for PoCL")
+    ap.add_argument("--device", default="AUTO")
+    ap.add_argument("--steps", type=int, default=None)
+    args = ap.parse_args()
+    steps = args.steps or (16 if args.quick else 128)
+    gemm_n = 256 if args.quick else 4096
+    add_n = (1 << 20) if args.quick else (64 << 20)
+    reps = 3 if args.quick else 10
+
+    model, path, module = gpt_model()
+    feeds = id_feeds(steps)
+    np_on = run_netpass(model, args.device, feeds)
+    np_off = run_netpass(model, args.device, feeds, {"MEM_PREALLOCATION_OPTIONS": "0 0 0 1.0"})
+    peers = [p for p in (run_torch(module, feeds), run_ort(path, feeds)) if p is not None]
+    ref = netpass.reference.infer(model, {"ids": feeds[-1]})["logits"]
+    gemm = bench_gemm(gemm_n, args.device, reps)
+    add = bench_add(add_n, args.device, reps)
+
+    st_on, st_off = np_on["stats"], np_off["stats"]
+    print(f"netpass runtime on {np_on['device']}  (python {platform.python_version()}, "
+          f"numpy {np.__version__})")
+    print(f"\nGPT decoder (vocab {VOCAB}, {LAYERS} layers, d={D}, {HEADS} heads), "
+          f"full recompute, sequence 1..{steps}:")
+    print(f"  {'engine':<58} {'total ms':>10} {'rel L2 vs ref':>14}")
+    for name, r in [(f"netpass {np_on['device']}", np_on)] + [(p["device"], p) for p in peers]:
+        print(f"  {name[:58]:<58} {1e3 * r['total_s']:>10.1f} {rel_l2(r['logits'], ref):>14.2e}")
+    print(f"\n  host time per program node      {np_on['host_us_per_node']:8.2f} us "
+          f"({len(model.get_ordered_ops())} ops, {st_on['primitives'] // steps} kernel primitives/step)")
+    print(f"  host time per kernel primitive  {np_on['host_us_per_kernel_primitive']:8.2f} us")
+    print(f"  skipped {st_on['skipped']}, fused {st_on['fused']}, set_arguments {st_on['set_arguments']}, "
+          f"host waits {st_on['host_waits']}, host fallbacks {st_on['host_fallbacks']}")
+    print(f"\n  device allocations over the run: predictor on {st_on['allocations']} "
+          f"({st_on['allocated_bytes'] / 2**20:.1f} MiB), off {st_off['allocations']} "
+          f"({st_off['allocated_bytes'] / 2**20:.1f} MiB) -> "
+          f"{100.0 * st_on['allocations'] / max(st_off['allocations'], 1):.1f}%")
+    print(f"\nfp32 GEMM {gemm_n}^3: {gemm['kernel_us'] / 1e3:.3f} ms = {gemm['tflops']:.2f} TFLOP/s")
+    print(f"elementwise add {add_n / 2**20:.0f}M floats: {add['kernel_us'] / 1e3:.3f} ms = "
+          f"{add['tb_per_s']:.3f} TB/s effective")
+
+    report = {
+        "device": np_on["device"], "steps": steps, "quick": args.quick,
+        "gpt_total_ms": {"netpass": 1e3 * np_on["total_s"],
+                         **{p["device"]: 1e3 * p["total_s"] for p in peers}},
+        "host_us_per_node": np_on["host_us_per_node"],
+        "host_us_per_kernel_primitive": np_on["host_us_per_kernel_primitive"],
+        "allocations": {"predictor_on": st_on["allocations"], "predictor_off": st_off["allocations"],
+                        "bytes_on": st_on["allocated_bytes"], "bytes_off": st_off["allocated_bytes"]},
+        "stats": {k: v for k, v in st_on.items() if isinstance(v, (int, float))},
+        "gemm": gemm, "add": add,
+        "rel_l2": {"netpass": rel_l2(np_on["logits"], ref),
+                   **{p["device"]: rel_l2(p["logits"], ref) for p in peers}},
+    }
+    out = os.environ.get("OUT")
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "bench_runtime.json").write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
