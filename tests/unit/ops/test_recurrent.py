@@ -11,6 +11,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 import netpass
@@ -352,3 +354,44 @@ def test_export_with_non_constant_weights_round_trips(tmp_path):
     got = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(outs, feeds)
     for ours, expected in zip(got, _ort_run(proto, feeds)):
         np.testing.assert_allclose(ours, expected, rtol=RTOL, atol=ATOL)
+
+
+@settings(max_examples=20, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(op=st.sampled_from(["LSTM", "GRU", "RNN"]),
+       direction=st.sampled_from(["forward", "reverse", "bidirectional"]),
+       batch=st.integers(1, 4), seq=st.integers(1, 6), input_size=st.integers(1, 5),
+       hidden=st.integers(1, 7), lbr=st.booleans(), clip=st.sampled_from([None, 0.5, 3.0]),
+       seed=st.integers(0, 2**16))
+def test_onnx_import_random_configurations(op, direction, batch, seq, input_size, hidden, lbr,
+                                            clip, seed):
+    rng = np.random.default_rng(seed)
+    nd = 2 if direction == "bidirectional" else 1
+    g = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
+    inits = [onnx.numpy_helper.from_array(_rand(rng, nd, g * hidden, input_size), "W"),
+             onnx.numpy_helper.from_array(_rand(rng, nd, g * hidden, hidden), "R"),
+             onnx.numpy_helper.from_array(_rand(rng, nd, 2 * g * hidden), "B")]
+    feeds = {"X": _rand(rng, seq, batch, input_size),
+             "lens": rng.integers(1, seq + 1, batch).astype(np.int32),
+             "h0": _rand(rng, nd, batch, hidden)}
+    ins = ["X", "W", "R", "B", "lens", "h0"]
+    outs = ["Y", "Y_h"]
+    if op == "LSTM":
+        feeds["c0"] = _rand(rng, nd, batch, hidden)
+        ins.append("c0")
+        outs.append("Y_c")
+    attrs = {"hidden_size": hidden, "direction": direction}
+    if clip is not None:
+        attrs["clip"] = clip
+    if op == "GRU" and lbr:
+        attrs["linear_before_reset"] = 1
+    graph = helper.make_graph(
+        [helper.make_node(op, ins, outs, **attrs)], "g",
+        [helper.make_tensor_value_info(n, TensorProto.INT32 if n == "lens" else TensorProto.FLOAT,
+                                       list(a.shape)) for n, a in feeds.items()],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs], inits)
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    proto.ir_version = 8
+    got = netpass.reference.infer(netpass.read_model(proto), feeds)
+    for name, expected in zip(outs, _ort_run(proto, feeds)):
+        np.testing.assert_allclose(got[name], expected, rtol=RTOL, atol=ATOL)
