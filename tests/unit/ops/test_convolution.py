@@ -99,6 +99,10 @@ def test_conv_with_weights_as_graph_input():
     check(one_node("Conv", [[2, 3, 8, 8], [5, 3, 3, 3]], {"pads": [1, 1, 1, 1]}))
 
 
+def test_conv_bias_as_graph_input_is_reshaped_at_run_time():
+    check(one_node("Conv", [[2, 3, 8, 8], [5, 3, 3, 3], [5]], {"strides": [2, 1]}))
+
+
 def test_conv_bias_becomes_add_of_channel_vector():
     m = check(one_node("Conv", [[2, 3, 8, 9]], {"strides": [2, 2]},
                        {"w": weights([5, 3, 3, 3]), "b": weights([5], 2)}))
