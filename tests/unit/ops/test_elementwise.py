@@ -21,6 +21,7 @@ from netpass.core.shape import PartialShape
 from netpass.core.types import i64
 from netpass.errors import ShapeInferenceError
 from netpass.frontend.onnx_writer import to_onnx
+from netpass.passes.serialize import Serialize
 
 RTOL, ATOL = 1e-4, 1e-5
 ONNX_TYPE = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
@@ -555,3 +556,71 @@ def test_integer_division_partial_values_follow_the_mode():
     floor = opset.divide(dims, np.array([1, 2], np.int64))
     trunc = opset.divide(dims, np.array([1, 2], np.int64), m_pythondiv=False)
     assert floor.output(0).partial_value[1] == -4 and trunc.output(0).partial_value[1] == -3
+
+
+# -- OpenVINO agrees (IR written by Serialize, run on OpenVINO's CPU plugin) -------------------
+
+def check_openvino(model: Model, feeds: dict, tmp_path) -> None:
+    ov = pytest.importorskip("openvino")
+    xml = tmp_path / "model.xml"
+    Serialize(xml).run_on_model(model)
+    core = ov.Core()
+    compiled = core.compile_model(core.read_model(str(xml)), "CPU",
+                                  {"INFERENCE_PRECISION_HINT": "f32"})
+    got = compiled([feeds[n] for n in model.input_names])
+    expected = netpass.reference.infer(model, feeds)
+    for i, name in enumerate(model.output_names):
+        np.testing.assert_allclose(np.asarray(got[compiled.output(i)]).astype(np.float64),
+                                   expected[name].astype(np.float64), rtol=RTOL, atol=ATOL)
+
+
+OPENVINO = {
+    "gelu_tanh": lambda x: opset.gelu(x, "tanh"),
+    "gelu_erf": lambda x: opset.gelu(x, "erf"),
+    "swish_beta": lambda x: opset.swish(x, 0.7),
+    "hswish": opset.hswish,
+    "hsigmoid": opset.hsigmoid,
+    "hard_sigmoid": lambda x: opset.hard_sigmoid(x, 0.3, 0.4),
+    "selu": lambda x: opset.selu(x, 1.5, 1.1),
+    "elu": lambda x: opset.elu(x, 0.6),
+    "softsign": opset.softsign,
+    "softplus": opset.softplus,
+    "round_even": lambda x: opset.round(opset.multiply(x, np.float32(2)), "half_to_even"),
+    "round_away": lambda x: opset.round(opset.multiply(x, np.float32(2)), "half_away_from_zero"),
+    "floor_mod": lambda x: opset.floor_mod(x, np.float32(0.7)),
+    "mod": lambda x: opset.mod(x, np.float32(-0.7)),
+    "squared_difference": lambda x: opset.squared_difference(x, np.float32(0.3)),
+    "power": lambda x: opset.power(opset.abs(x), np.float32(1.7)),
+    "prelu_per_channel": lambda x: opset.prelu(x, np.array([0.1, 0.2, 0.3], np.float32)),
+    "prelu_numpy": lambda x: opset.prelu(x, np.array([[[0.1, 0.2, 0.3, 0.4]]], np.float32)),
+    "logical": lambda x: opset.convert(opset.logical_xor(
+        opset.greater(x, np.float32(0)), opset.logical_not(opset.less(x, np.float32(1)))), "f32"),
+    "is_inf": lambda x: opset.convert(opset.is_inf(
+        opset.divide(np.float32(1), opset.floor(x)), {"detect_negative": False}), "f32"),
+    "clamp": lambda x: opset.clamp(x, -0.5, 0.5),
+    "sign_erf": lambda x: opset.multiply(opset.sign(x), opset.erf(x)),
+    "atanh": lambda x: opset.atanh(opset.multiply(x, np.float32(0.2))),
+    "select": lambda x: opset.select(opset.less(x, np.float32(0)), x, np.float32(2)),
+    "convert_truncates": lambda x: opset.convert(opset.multiply(x, np.float32(3)), "i32"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPENVINO))
+def test_matches_openvino(name, tmp_path):
+    x = opset.parameter([2, 3, 4], np.float32, name="x")
+    feeds = {"x": rand(np.random.default_rng(22), (2, 3, 4))}
+    check_openvino(Model([OPENVINO[name](x)], [x]), feeds, tmp_path)
+
+
+@pytest.mark.parametrize("op", ["c_division", "floor_mod", "mod", "power", "clamp"])
+def test_integer_ops_match_openvino(op, tmp_path):
+    # OpenVINO's CPU plugin truncates integer Divide even with m_pythondiv (its reference
+    # floors, as netpass does), so the flooring variant is checked above against numpy only.
+    x = opset.parameter([3, 4], np.int32, name="x")
+    d = np.array([3, -4, 5, -2], np.int32)
+    node = {"c_division": lambda: opset.divide(x, d, m_pythondiv=False),
+            "floor_mod": lambda: opset.floor_mod(x, d), "mod": lambda: opset.mod(x, d),
+            "power": lambda: opset.power(x, np.array([2, 1, 0, 3], np.int32)),
+            "clamp": lambda: opset.clamp(x, -3.5, 4.5)}[op]()
+    feeds = {"x": np.random.default_rng(23).integers(-20, 20, size=(3, 4)).astype(np.int32)}
+    check_openvino(Model([node], [x]), feeds, tmp_path)

@@ -20,6 +20,7 @@ from netpass.core.dimension import Dimension, Symbol
 from netpass.core.shape import PartialShape
 from netpass.errors import ShapeInferenceError, UnsupportedOpError
 from netpass.frontend.onnx_writer import to_onnx
+from netpass.passes.serialize import Serialize
 
 RTOL, ATOL = 1e-4, 1e-5
 
@@ -280,3 +281,40 @@ def test_lp_normalization_of_zero_vector_is_zero(p):
                                   {"x": x})["y0"]
     np.testing.assert_array_equal(got[1], np.zeros(3, np.float32))
     np.testing.assert_allclose(got[0], x[0] / np.linalg.norm(x[0], ord=p), rtol=RTOL, atol=ATOL)
+
+
+# -- OpenVINO agrees (IR written by Serialize, run on OpenVINO's CPU plugin) -------------------
+
+def check_openvino(model: Model, feeds: dict, tmp_path) -> None:
+    ov = pytest.importorskip("openvino")
+    xml = tmp_path / "model.xml"
+    Serialize(xml).run_on_model(model)
+    core = ov.Core()
+    compiled = core.compile_model(core.read_model(str(xml)), "CPU",
+                                  {"INFERENCE_PRECISION_HINT": "f32"})
+    got = compiled([feeds[n] for n in model.input_names])
+    expected = netpass.reference.infer(model, feeds)
+    for i, name in enumerate(model.output_names):
+        np.testing.assert_allclose(np.asarray(got[compiled.output(i)]).astype(np.float64),
+                                   expected[name].astype(np.float64), rtol=RTOL, atol=ATOL)
+
+
+OPENVINO = {
+    "softmax_axis0": lambda x: opset.softmax(x, 0),
+    "log_softmax": lambda x: opset.log_softmax(x, -1),
+    "mvn_outside": lambda x: opset.mvn(x, [1, 2], True, 1e-3, "outside_sqrt"),
+    "mvn_inside": lambda x: opset.mvn(x, [2], True, 1e-3, "inside_sqrt"),
+    "mvn_mean_only": lambda x: opset.mvn(x, [0, 2], False, 1e-3, "inside_sqrt"),
+    "normalize_l2_add": lambda x: opset.normalize_l2(x, [2], 1e-3, "add"),
+    "normalize_l2_max": lambda x: opset.normalize_l2(x, [1, 2], 1e-3, "max"),
+    "batch_norm": lambda x: opset.batch_norm_inference(
+        x, np.array([1.0, 2.0, 0.5]), np.array([0.1, 0.2, 0.3]), np.array([0.0, 0.5, -0.5]),
+        np.array([1.0, 2.0, 0.5]), 1e-3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPENVINO))
+def test_matches_openvino(name, tmp_path):
+    x = opset.parameter([2, 3, 4], np.float32, name="x")
+    feeds = {"x": rand(np.random.default_rng(16), (2, 3, 4))}
+    check_openvino(Model([OPENVINO[name](x)], [x]), feeds, tmp_path)

@@ -20,6 +20,7 @@ from netpass.core.dimension import Dimension, Symbol
 from netpass.core.shape import PartialShape
 from netpass.errors import ShapeInferenceError, UnsupportedOpError
 from netpass.frontend.onnx_writer import to_onnx
+from netpass.passes.serialize import Serialize
 
 RTOL, ATOL = 1e-4, 1e-5
 ONNX_TYPE = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int64): TensorProto.INT64,
@@ -319,3 +320,47 @@ def test_export_topk_sort_by_index_is_refused():
     node = opset.topk(x, 2, 0, "max", "index")
     with pytest.raises(UnsupportedOpError, match="sort=index"):
         to_onnx(Model([node.output(0)], [x]))
+
+
+# -- OpenVINO agrees (IR written by Serialize, run on OpenVINO's CPU plugin) -------------------
+
+def check_openvino(model: Model, feeds: dict, tmp_path) -> None:
+    ov = pytest.importorskip("openvino")
+    xml = tmp_path / "model.xml"
+    Serialize(xml).run_on_model(model)
+    core = ov.Core()
+    compiled = core.compile_model(core.read_model(str(xml)), "CPU",
+                                  {"INFERENCE_PRECISION_HINT": "f32"})
+    got = compiled([feeds[n] for n in model.input_names])
+    expected = netpass.reference.infer(model, feeds)
+    for i, name in enumerate(model.output_names):
+        np.testing.assert_allclose(np.asarray(got[compiled.output(i)]).astype(np.float64),
+                                   expected[name].astype(np.float64), rtol=RTOL, atol=ATOL)
+
+
+OPENVINO = {
+    "min_keep": lambda x: opset.reduce_min(x, [1], True),
+    "max": lambda x: opset.reduce_max(x, [0, 2]),
+    "l1": lambda x: opset.reduce_l1(x, [2]),
+    "l2": lambda x: opset.reduce_l2(x, [-1], True),
+    "mean": lambda x: opset.reduce_mean(x, [-1]),
+    "prod": lambda x: opset.reduce_prod(x, [1]),
+    "sum_all": lambda x: opset.reduce_sum(x, [0, 1, 2]),
+    "logical_or": lambda x: opset.convert(
+        opset.reduce_logical_or(opset.greater(x, np.float32(1)), [2]), "f32"),
+    "logical_and": lambda x: opset.convert(
+        opset.reduce_logical_and(opset.greater(x, np.float32(-2)), [1], True), "f32"),
+    "topk_min_by_index": lambda x: opset.topk(x, 2, 2, "min", "index", "i64").output(1),
+    "topk_max_values": lambda x: opset.topk(x, 3, 1, "max", "value").output(0),
+    "topk_max_indices": lambda x: opset.topk(x, 3, -1, "max", "value").output(1),
+    "cumsum_exclusive": lambda x: opset.cumsum(x, 2, True, False),
+    "cumsum_reverse": lambda x: opset.cumsum(x, -1, False, True),
+    "cumsum_both": lambda x: opset.cumsum(x, 0, True, True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPENVINO))
+def test_matches_openvino(name, tmp_path):
+    x = opset.parameter([2, 3, 4], np.float32, name="x")
+    feeds = {"x": rand(np.random.default_rng(15), (2, 3, 4))}
+    check_openvino(Model([OPENVINO[name](x)], [x]), feeds, tmp_path)
