@@ -2,8 +2,10 @@
 AveragePool, GlobalMaxPool and GlobalAveragePool rules.
 
 Data is ``[N, C, *spatial]`` with 1 to 3 spatial axes. The references gather every window
-through one ``sliding_window_view``; ``ceil`` rounding pads the end so the last window fits, and
-that overhang never counts as data or as padding.
+through one ``sliding_window_view``; ``ceil`` rounding pads the end so the last window fits.
+Semantics are OpenVINO's (checked against its CPU plugin); where onnxruntime differs (AvgPool's
+divisor over that ceil overhang, dilated average pooling, column-major indices) the ONNX rules
+translate.
 """
 from __future__ import annotations
 
@@ -54,7 +56,7 @@ def max_pool_nd(x: np.ndarray, kernel: Sequence[int], strides: Sequence[int],
     pb, pe, extra, outs = pool_geometry(x.shape[lead:], kernel, strides, dilations, pads_begin,
                                         pads_end, auto_pad, ceil)
     end = [p + e for p, e in zip(pe, extra)]
-    fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    fill = -np.inf if x.dtype.kind in "fV" else np.iinfo(x.dtype).min
     win = _crop_windows(windows(pad_spatial(x, pb, end, fill), kernel, strides, dilations),
                         lead, outs)
     flat = win.reshape(win.shape[:lead + n] + (prod(kernel),))
