@@ -71,32 +71,47 @@ def _random_input(shape: list[int], dtype: np.dtype, rng: np.random.Generator) -
 
 def make_inputs(model, shapes: dict[str, str], files: dict[str, str]) -> dict[str, np.ndarray]:
     """Inputs for every model parameter: a ``.npy`` file, or random data of the parameter's
-    shape with dynamic dims set to 1 (or to their lower bound) unless ``--shape`` gives them."""
+    shape with dynamic dims set to 1 (or to their lower bound) unless ``--shape`` gives them,
+    directly or through a dim symbol shared with another input."""
     names = model.input_names
     shape_of = {_resolve_name(k, names, "--shape"): v for k, v in shapes.items()}
     file_of = {_resolve_name(k, names, "--input"): v for k, v in files.items()}
     rng = np.random.default_rng(SEED)
     feeds: dict[str, np.ndarray] = {}
-    for name, param in zip(names, model.parameters):
-        out = param.output(0)
-        dtype = out.element_type.dtype or np.dtype(np.float32)
+    for name in names:
         if name in file_of:
             path = Path(file_of[name])
             try:
                 feeds[name] = np.load(path, allow_pickle=False)
             except (OSError, ValueError) as e:
                 raise InputError(name, f"cannot load {path}: {e}") from None
+    given = {n: list(a.shape) for n, a in feeds.items()}
+    given.update({n: _parse_shape(n, text) for n, text in shape_of.items() if n not in feeds})
+    # A dynamic dim shared by several inputs (one symbol, e.g. "batch") takes the size given
+    # for any of them, so that setting one input's shape keeps the others consistent.
+    sizes: dict[int, int] = {}
+    for name, param in zip(names, model.parameters):
+        ps = param.output(0).partial_shape
+        if name in given and ps.rank_is_static and len(ps) == len(given[name]):
+            for d, n in zip(ps, given[name]):
+                if d.symbol is not None:
+                    sizes.setdefault(id(d.symbol), n)
+    for name, param in zip(names, model.parameters):
+        if name in feeds:
             continue
-        if name in shape_of:
-            shape = _parse_shape(name, shape_of[name])
+        out = param.output(0)
+        if name in given:
+            shape = given[name]
         else:
             ps = out.partial_shape
             if not ps.rank_is_static:
                 raise InputError(name, "has a dynamic rank; give its shape with "
                                        f"--shape {name}=d0,d1,...")
-            shape = [d.min if d.is_static else max(d.min, 1) for d in ps]
-        feeds[name] = _random_input(shape, dtype, rng)
-    return feeds
+            shape = [d.min if d.is_static else
+                     sizes.get(id(d.symbol), max(d.min, 1)) if d.symbol is not None else
+                     max(d.min, 1) for d in ps]
+        feeds[name] = _random_input(shape, out.element_type.dtype or np.dtype(np.float32), rng)
+    return {name: feeds[name] for name in names}
 
 
 def _format_values(arr: np.ndarray) -> str:

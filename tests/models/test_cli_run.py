@@ -60,3 +60,19 @@ def test_console_entry_point_exit_status():
                           cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "output y: shape [1, 64, 10] float32" in proc.stdout
+
+
+def test_run_shared_dim_symbol_follows_the_given_shape(tmp_path, capsys):
+    import onnx
+    from onnx import TensorProto, helper
+    graph = helper.make_graph(
+        [helper.make_node("Concat", ["a", "b"], ["ab"], axis=1)], "g",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["batch", 3]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, ["batch", 2])],
+        [helper.make_tensor_value_info("ab", TensorProto.FLOAT, ["batch", 5])])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    proto.ir_version = 8
+    onnx.save_model(proto, str(tmp_path / "two.onnx"))
+    assert main(["run", str(tmp_path / "two.onnx"), "--shape", "a=4,3"]) == 0
+    out = capsys.readouterr().out
+    assert "input  b: shape [4, 2]" in out and "output ab: shape [4, 5]" in out
