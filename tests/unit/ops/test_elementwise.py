@@ -529,6 +529,42 @@ def test_export_round_trip(name):
     _export_case(EXPORTS[name])
 
 
+SIMPLE_UNARY = ["relu", "sigmoid", "tanh", "exp", "abs", "negative", "erf", "floor", "ceiling",
+                "sign", "sin", "cos", "tan", "atan", "sinh", "cosh", "asinh"]
+SIMPLE_BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum"]
+SIMPLE_COMPARE = ["equal", "less", "greater", "less_equal", "greater_equal"]
+
+
+@pytest.mark.parametrize("name", SIMPLE_UNARY + SIMPLE_BINARY + SIMPLE_COMPARE)
+def test_export_one_to_one_ops_round_trip(name):
+    fn = getattr(opset, name)
+    if name in SIMPLE_UNARY:
+        _export_case(fn)
+    elif name in SIMPLE_BINARY:
+        _export_case(lambda x: fn(x, np.array([0.5, -1.5, 2.0, 3.0], np.float32)))
+    else:
+        _export_case(lambda x: opset.convert(fn(opset.floor(x), np.float32(1)), "f32"))
+
+
+DOMAIN_LIMITED = {  # name: (build, lowest input, highest input)
+    "log_sqrt_pow": (lambda x: opset.add(opset.add(opset.log(x), opset.sqrt(x)),
+                                         opset.power(x, np.float32(1.5))), 0.1, 3.0),
+    "asin_acos_atanh": (lambda x: opset.add(opset.asin(x), opset.add(opset.acos(x),
+                                                                     opset.atanh(x))), -0.9, 0.9),
+    "acosh": (lambda x: opset.acosh(x), 1.1, 3.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DOMAIN_LIMITED))
+def test_export_domain_limited_ops_round_trip(name):
+    build, lo, hi = DOMAIN_LIMITED[name]
+    _export_case(build, lo=lo, hi=hi)
+
+
+def test_export_is_nan():
+    _export_case(lambda x: opset.convert(opset.is_nan(opset.log(x)), "f32"))
+
+
 def test_export_integer_python_division_floors():
     _export_case(lambda x: opset.divide(x, np.array([3, -4, 5, -2], np.int32)), shape=(3, 4),
                  dtype=np.int32)
