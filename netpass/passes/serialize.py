@@ -55,11 +55,61 @@ class AttrRule(NamedTuple):
 # Attributes holding an element type (written by name: "f32", "i64", "boolean").
 TYPE_ATTRS = {"element_type", "destination_type", "output_type", "index_element_type"}
 
+def _from_ceil_torch(text: str) -> str:
+    return "ceil" if text.lower() == "ceil_torch" else text
+
+
 # Per-type renames and value translations: {type name: {netpass attr: AttrRule}}. netpass ops
 # declare OpenVINO's attribute names (``exclude-pad`` included) and OpenVINO reads enum values
-# case-insensitively, so no op needs an entry today; an op that stores an attribute under
-# another name or spelling adds one here and both directions follow.
-ATTR_RULES: dict[str, dict[str, AttrRule]] = {}
+# case-insensitively, so few need an entry; an op that stores an attribute under another name
+# or spelling adds one here and both directions follow.
+ATTR_RULES: dict[str, dict[str, AttrRule]] = {
+    # Written as ceil_torch where netpass's ceil differs from OpenVINO's (see LAYER_RULES).
+    "MaxPool": {"rounding_type": AttrRule("rounding_type", from_ir=_from_ceil_torch)},
+    "AvgPool": {"rounding_type": AttrRule("rounding_type", from_ir=_from_ceil_torch)},
+}
+
+
+def _torch_ceil_pool(node: Node, data: dict[str, str]) -> str | None:
+    """netpass pools round ``ceil`` as ONNX and PyTorch do: a last window that would start in
+    the end padding is dropped. OpenVINO's MaxPool-8/AvgPool-1 ``ceil`` keeps it; its opset14
+    ``ceil_torch`` drops it. Where the two differ (or the size is unknown), write the latter."""
+    from ..ops.convolution import window_count
+    if data.get("rounding_type", "").lower() != "ceil" or \
+            str(node.auto_pad).lower() not in ("explicit", "valid"):
+        return None
+    ps = node.get_input_partial_shape(0)
+    n = len(node.kernel)
+    if not ps.rank_is_static:
+        differs = True
+    else:
+        explicit = str(node.auto_pad).lower() == "explicit"
+        dilations = list(getattr(node, "dilations", None) or [1] * n)
+        differs = False
+        for axis, d in enumerate(list(ps)[-n:]):
+            if not d.is_static:
+                differs = True
+                break
+            pb = node.pads_begin[axis] if explicit else 0
+            pe = node.pads_end[axis] if explicit else 0
+            extent = (node.kernel[axis] - 1) * dilations[axis] + 1
+            span = d.min + pb + pe - extent
+            keep_last = -(-span // node.strides[axis]) + 1
+            if window_count(d.min, extent, node.strides[axis], pb, pe, True) != keep_last:
+                differs = True
+                break
+    if not differs:
+        return None
+    data["rounding_type"] = "ceil_torch"
+    return "opset14"
+
+
+# Per-type hooks that may adjust a layer's <data> for OpenVINO and return the opset version to
+# write instead of the op class's (None keeps it).
+LAYER_RULES: dict[str, Callable[[Node, dict[str, str]], str | None]] = {
+    "MaxPool": _torch_ceil_pool,
+    "AvgPool": _torch_ceil_pool,
+}
 
 
 def attr_from_ir_name(type_name: str, ir_name: str) -> tuple[str, AttrRule | None]:
@@ -201,9 +251,11 @@ class _Writer:
     def layer(self, lid: int, node: Node, name: str) -> None:
         from ..ops.io import Constant, Result
         type_name = IR_TYPE_NAMES.get(node.type_name, node.type_name)
-        self.emit(2, f'<layer id="{lid}" name={quoteattr(name)} type={quoteattr(type_name)} '
-                     f'version={quoteattr(ir_version_of(node))}>')
         data = self.constant_data(node) if isinstance(node, Constant) else ir_attributes(node)
+        hook = LAYER_RULES.get(node.type_name)
+        version = (hook(node, data) if hook else None) or ir_version_of(node)
+        self.emit(2, f'<layer id="{lid}" name={quoteattr(name)} type={quoteattr(type_name)} '
+                     f'version={quoteattr(version)}>')
         if data:
             self.emit(3, "<data " + " ".join(f"{k}={quoteattr(v)}" for k, v in data.items())
                       + " />")

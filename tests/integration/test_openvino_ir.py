@@ -156,6 +156,13 @@ def _pooling() -> Model:
     return Model([ap], [x], "pool")
 
 
+def _pooling_ceil_drops_last_window() -> Model:
+    x = _x([1, 2, 2, 7])
+    mp = opset.max_pool(x, [2, 3], [1, 1], [0, 1], [0, 0], [1, 2], rounding_type="ceil")
+    ap = opset.avg_pool(x, [2, 3], [0, 1], [0, 0], [1, 2], False, rounding_type="ceil")
+    return Model([mp.output(0), ap], [x], "pool_ceil")
+
+
 def _shape_math() -> Model:
     x = _x([2, 3, 4])
     shp = opset.shape_of(x, "i64")
@@ -198,6 +205,7 @@ INLINE: dict[str, Callable[[], Model]] = {
     f.__name__.lstrip("_"): f for f in (
         _elementwise, _comparison_select, _convolution, _deconvolution, _movement, _slicing,
         _pad_broadcast_space, _lstm_cell, _gru_sequence, _matmul_reduce_softmax, _pooling,
+        _pooling_ceil_drops_last_window,
         _shape_math, _normalization, _indexing, _reductions_einsum)
 }
 

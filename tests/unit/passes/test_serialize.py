@@ -148,6 +148,20 @@ def test_empty_constant_gets_a_placeholder_byte(tmp_path):
     _assert_same(model, _write_read(model, tmp_path))
 
 
+@pytest.mark.parametrize("size, expected",
+                         [(2, ("ceil_torch", "opset14")), (5, ("ceil", "opset8"))])
+def test_ceil_pool_written_as_ceil_torch_where_openvino_ceil_differs(size, expected, tmp_path):
+    # kernel 1, stride 2 over 2 elements: the second window would start past the input, so
+    # netpass (as ONNX) drops it where OpenVINO's MaxPool-8 'ceil' would keep it.
+    x = opset.parameter([1, 1, size, size], np.float32, name="x")
+    model = Model([opset.max_pool(x, [2, 2], [1, 1], [0, 0], [0, 0], [1, 1], "ceil").output(0)],
+                  [x])
+    layer = next(la for la in _layers(ET.fromstring(serialize(model)[0]))
+                 if la.attrib["type"] == "MaxPool")
+    assert (layer.find("data").attrib["rounding_type"], layer.attrib["version"]) == expected
+    _assert_same(model, _write_read(model, tmp_path))
+
+
 def test_model_rt_info_written_and_read_back(tmp_path):
     model = _small_model()
     model.rt_info.update({"framework": {"name": "onnx", "opset": "17"}, "bad key": "v",
