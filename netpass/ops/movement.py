@@ -367,8 +367,17 @@ class Concat(Node):
         if not ps.rank_is_static or len(ps) != 1:
             return
         parts = [self.input_partial_value(i) for i in range(self.get_input_size())]
-        if all(p is not None for p in parts):
-            self.set_output_partial_value(0, [v for p in parts for v in p])
+        if all(p is None for p in parts):
+            return
+        # Unknown pieces of static length become unknown dims, so the known ones still
+        # reach a Reshape (e.g. [batch, <computed>, 64] keeps batch and 64).
+        for i, p in enumerate(parts):
+            if p is None:
+                ps = self.get_input_partial_shape(i)
+                if not ps.is_static:
+                    return
+                parts[i] = (Dimension(),) * (ps.to_shape()[0] if len(ps) else 1)
+        self.set_output_partial_value(0, [v for p in parts for v in p])
 
     def evaluate(self, inputs):
         return [np.concatenate(inputs, axis=self.axis)]

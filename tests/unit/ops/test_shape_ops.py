@@ -188,6 +188,19 @@ def test_gpt_shape_subgraph_keeps_symbols_for_dynamic_input():
     assert outs["y"].shape == (3, 7, 4, 8) and outs["z"].shape == (3, 7, 32)
 
 
+def test_concat_with_an_unknown_piece_keeps_the_known_dims():
+    b = Symbol("b")
+    x = opset.parameter(PartialShape([Dimension(symbol=b), 6, 8]), np.float32)
+    n = opset.parameter([1], np.int64)  # a length computed at run time
+    pattern = opset.concat([opset.gather(opset.shape_of(x), [0], 0), n, [4]], 0)
+    ps = opset.reshape(x, pattern, False).output(0).partial_shape
+    assert ps[0].symbol is b and ps[1].is_dynamic and ps[2] == 4
+    m = Model([opset.reshape(x, pattern, False)], [x, n])
+    out = list(netpass.reference.infer(m, dict(zip(m.input_names, [rand([2, 6, 8]), i64([12])])))
+               .values())[0]
+    assert out.shape == (2, 12, 4)
+
+
 def test_reshape_resolves_after_model_reshape():
     m = netpass.read_model(gpt_split_heads("batch", "seq"))
     m.reshape({"x": [1, 9, 32]})
