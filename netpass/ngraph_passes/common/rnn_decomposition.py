@@ -183,6 +183,9 @@ class _SequenceUnrolling(MatcherPass):
         outs = [ys[0] if nd == 1 else b("Concat", ys, axis=1).output(0)]
         outs += [f[0] if nd == 1 else b("Concat", f, axis=1).output(0) for f in finals]
         _finish(seq, b, outs)
+        for n in b.nodes:  # so a cell decomposition in the same traversal sees the cells
+            if n.type_name == self.CELL:
+                self.register_new_node(n)
 
 
 class LSTMSequenceUnrolling(_SequenceUnrolling):

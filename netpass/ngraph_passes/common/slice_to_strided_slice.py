@@ -48,6 +48,7 @@ class SliceToStridedSlice(MatcherPass):
             ss.friendly_name = sl.friendly_name
             copy_runtime_info(sl, ss)
             replace_node(sl, ss)
+            self.register_new_node(ss)
             return True
 
         self.register_matcher(Matcher(pattern, "SliceToStridedSlice"), callback)

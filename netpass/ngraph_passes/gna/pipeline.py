@@ -10,29 +10,33 @@
    ReplaceGnaNHWCLayers, GatherSinkingTranspose, TSGeneral (GNA callbacks on the Concat/Split
    members), TransposeCompress, GNA TSConcatForward, GNA TSSplitBackward,
    GatherSinkingGeneral, ReshapeSequenceFusion, TransposeToReshape, TSFuse, NopElimination.
-   When Transposes GNA cannot run or Gathers are still inside the graph after that (the GNA
-   Concat/Split axis rule kept them there, and no rewrite satisfies both), the block runs
-   again from the graph before it, without the axis callbacks (``STRATEGIES``): getting
-   Transposes to the edges wins over the Concat/Split axis, which GNA's own concat/split
-   alignment then has to handle.
+   Between TSGeneral and TransposeCompress netpass rescues Transposes GNA cannot run that are
+   stuck inside the graph: first
+   backward sinking without the GNA axis callbacks (reaching the inputs wins over the
+   Concat/Split axis, which GNA's concat/split alignment then handles), then forward sinking
+   of the Transposes that do not read a Parameter (down to a Reshape or a Result).
 3. The Slice workaround: SliceToStridedSlice then ConvertStridedSliceToCrop (always; any
    StridedSlice is a crop for GNA).
+
+Passes whose root op type the model lacks are not registered, and single-traversal members
+share GraphRewrites, so a large model is walked as few times as possible.
 """
 from __future__ import annotations
 
-from ...passes import Manager, PassConfig
+from ...passes import GraphRewrite, Manager, PassConfig
 from ...passes.base import ModelPass
-from ..common import (CommonOptimizations, ConstantFolding, GRUCellDecomposition,
-                      GRUSequenceUnrolling, InitNodeInfo, LSTMCellDecomposition,
-                      LSTMSequenceUnrolling, NopElimination, ReshapeSequenceFusion,
-                      SliceToStridedSlice, TransposeToReshape)
+from ..common import (BatchNormDecomposition, ConstantFolding, ConvertDivide,
+                      GRUCellDecomposition, GRUSequenceUnrolling, InitNodeInfo,
+                      LSTMCellDecomposition, LSTMSequenceUnrolling, NopElimination,
+                      ReshapeSequenceFusion, SliceToStridedSlice, TransposeToReshape)
 from ..transpose_sinking import TSFuse, TSGeneral, TSGeneralBackward, TSGeneralForward
 from ..transpose_sinking.general import FORWARD
 from ..transpose_sinking.utils import first_transpose_input
 from .decompose_mvn import DecomposeMVN
 from .gather_general import GatherSinkingGeneral
 from .gather_transpose import GatherSinkingTranspose
-from .limitations import install_gna_callbacks, interior_layout_ops, reads_parameter
+from .limitations import (install_gna_callbacks, interior_layout_ops, is_transpose_node_supported,
+                          reads_parameter)
 from .misc import (RemoveInputConvert, RemoveOutputConvert, RemoveSingleInputConcat,
                    ReorderActivationAndPooling)
 from .replace_nhwc import ReplaceGnaNHWCLayers
@@ -42,65 +46,81 @@ from .ts_concat_split import TSConcatForward, TSSplitBackward
 
 LAYOUT_TRIGGERS = {"Convolution", "MaxPool", "MVN", "MatMul", "Transpose", "Gather"}
 
+# Single-traversal members of stage 1, with the op types they start from.
+PREPARATION = (
+    (RemoveInputConvert, {"Convert"}), (RemoveOutputConvert, {"Convert"}),
+    (LSTMSequenceUnrolling, {"LSTMSequence"}), (GRUSequenceUnrolling, {"GRUSequence"}),
+    (GRUCellDecomposition, {"GRUCell", "GRUSequence"}),
+    (LSTMCellDecomposition, {"LSTMCell", "LSTMSequence"}),
+    (ReorderActivationAndPooling, {"MaxPool"}), (RemoveSingleInputConcat, {"Concat"}),
+)
 
-# Layout strategies, tried in order until no unsupported Transpose or Gather is left inside the
-# graph: OpenVINO's (GNA axis callbacks on); the same plus one more forward sinking (a
-# Transpose that backward sinking parked under a GNA op moves down to a Reshape, where it
-# becomes a Gather that MatMul weights absorb); then, without the callbacks, backward sinking
-# only (forward sinking can push a Transpose down to a Reshape it then cannot leave), both
-# directions, and both plus forward. The last result stands when none succeeds.
-class SinkInteriorTransposesForward(ModelPass):
-    """TSGeneralForward + ConstantFolding for the Transposes that do not read a Parameter
-    (those already are where pre-processing cuts them out)."""
+
+class GnaCommonOptimizations(GraphRewrite):
+    """CommonOptimizations' rewrites in one traversal (the pipeline folds around them)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        for p in (NopElimination, BatchNormDecomposition, ConvertDivide, SliceToStridedSlice):
+            self.add_matcher(p())
+
+
+class GnaLayoutCleanup(GraphRewrite):
+    def __init__(self) -> None:
+        super().__init__()
+        for p in (ReshapeSequenceFusion, TransposeToReshape, TSFuse, NopElimination):
+            self.add_matcher(p())
+
+
+class GnaTransposeRewrites(GraphRewrite):
+    def __init__(self) -> None:
+        super().__init__()
+        for p in (TransposeCompress, TSConcatForward, TSSplitBackward):
+            self.add_matcher(p())
+
+
+def stuck_transposes(model) -> list:
+    """Transposes GNA cannot run that are inside the graph."""
+    return [n for n in interior_layout_ops(model)
+            if n.type_name == "Transpose" and not is_transpose_node_supported(n)]
+
+
+class RescueStuckTransposes(ModelPass):
+    """Backward sinking without the GNA axis callbacks, then (if still needed) forward sinking
+    of the Transposes that do not read a Parameter; each only when some are stuck."""
 
     def run_on_model(self, model) -> bool:
-        config = PassConfig()
-        config.add_disabled_passes(self.get_pass_config())
+        base = self.get_pass_config()
+        if not stuck_transposes(model):
+            return False
+        plain = PassConfig()
+        plain.add_disabled_passes(base)
+        manager = Manager(plain, name="RescueBackward")
+        manager.register_pass(TSGeneralBackward())
+        manager.register_pass(ConstantFolding())
+        manager.run_passes(model)
+        if not stuck_transposes(model):
+            return False
 
         def at_input(node) -> bool:
             info = first_transpose_input(node)
             return info is not None and reads_parameter(info.transpose)
+        forward_config = PassConfig()
+        forward_config.add_disabled_passes(base)
         for pass_type in FORWARD:
             if pass_type is not TSFuse:
-                config.set_callback(at_input, pass_type)
-        manager = Manager(config, name="SinkInteriorTransposesForward")
+                forward_config.set_callback(at_input, pass_type)
+        manager = Manager(forward_config, name="RescueForward")
         manager.register_pass(TSGeneralForward())
         manager.register_pass(ConstantFolding())
         manager.run_passes(model)
         return False
 
 
-STRATEGIES = (
-    (True, (TSGeneral,)),
-    (True, (TSGeneral, SinkInteriorTransposesForward)),
-    (False, (TSGeneralBackward, ConstantFolding)),
-    (False, (TSGeneral,)),
-    (False, (TSGeneral, SinkInteriorTransposesForward)),
-)
-
-
-def _layout_manager(sinking: tuple, callbacks: bool, config: PassConfig) -> Manager:
-    if not callbacks:  # the same disabled passes, without the GNA axis callbacks
-        plain = PassConfig()
-        plain.add_disabled_passes(config)
-        config = plain
-    manager = Manager(config, name="GnaLayout")
-    for p in (ReplaceGnaNHWCLayers, GatherSinkingTranspose, *sinking, TransposeCompress,
-              TSConcatForward, TSSplitBackward, GatherSinkingGeneral, ReshapeSequenceFusion,
-              TransposeToReshape, TSFuse, NopElimination):
-        manager.register_pass(p())
-    return manager
-
-
-def _restore(model, backup) -> None:
-    """Put ``backup``'s graph (a clone of ``model``) behind ``model``'s Parameters and Results."""
-    for p, pb in zip(model.parameters, backup.parameters):
-        pb.output(0).replace(p.output(0))
-    for r, rb in zip(model.results, backup.results):
-        r.input(0).replace_source_output(rb.input_value(0))
-
-
 class GnaTransformationsPipeline(ModelPass):
+    """Returns False like OpenVINO's composite passes: its members keep every shape valid as
+    they go, so the caller's Manager need not re-infer the whole model."""
+
     def run_on_model(self, model) -> bool:
         types = {n.type_name for n in model.get_ordered_ops()}
         config = self.get_pass_config()
@@ -110,28 +130,31 @@ class GnaTransformationsPipeline(ModelPass):
         if slice_workaround:
             config.disable(SliceToStridedSlice)
         main = Manager(config, name="GnaTransformationsPipeline")
+        main.set_per_pass_validation(False)
         main.register_pass(InitNodeInfo())
         if "MVN" in types:
             main.register_pass(DecomposeMVN())
-        for p in (CommonOptimizations, RemoveInputConvert, RemoveOutputConvert,
-                  LSTMSequenceUnrolling, GRUSequenceUnrolling, GRUCellDecomposition,
-                  LSTMCellDecomposition, ConstantFolding, ReorderActivationAndPooling,
-                  RemoveSingleInputConcat):
-            main.register_pass(p())
-        changed = main.run_passes(model)
+        main.register_pass(ConstantFolding())
+        main.register_pass(GnaCommonOptimizations())
+        main.register_pass(ConstantFolding())
+        prep = [p() for p, roots in PREPARATION if roots & types]
+        if prep:
+            main.register_pass(GraphRewrite(*prep))
+            main.register_pass(ConstantFolding())
         if layout:
-            backup = model.clone()
-            for attempt, (callbacks, sinking) in enumerate(STRATEGIES):
-                if attempt:
-                    _restore(model, backup)
-                    backup = model.clone() if attempt + 1 < len(STRATEGIES) else None
-                _layout_manager(sinking, callbacks, config).run_passes(model)
-                if not interior_layout_ops(model):
-                    break
-            changed = True
+            if types & {"Convolution", "MaxPool"}:
+                main.register_pass(ReplaceGnaNHWCLayers())
+            if "Gather" in types:
+                main.register_pass(GatherSinkingTranspose())
+            for p in (TSGeneral, RescueStuckTransposes, GnaTransposeRewrites, GatherSinkingGeneral,
+                      GnaLayoutCleanup):
+                main.register_pass(p())
+        main.run_passes(model)
         if slice_workaround:
             config.enable(SliceToStridedSlice)
         tail = Manager(config, name="GnaSliceToCrop")
-        for p in (InitNodeInfo, SliceToStridedSlice, ConvertStridedSliceToCrop):
-            tail.register_pass(p())
-        return tail.run_passes(model) or changed
+        tail.set_per_pass_validation(False)
+        tail.register_pass(GraphRewrite(SliceToStridedSlice(), ConvertStridedSliceToCrop()))
+        tail.register_pass(InitNodeInfo())
+        tail.run_passes(model)
+        return False
