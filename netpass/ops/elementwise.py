@@ -817,11 +817,16 @@ def _import_div(ctx):
 
 @onnx_rule("Pow")
 def _import_pow(ctx):
+    # ONNX lets the exponent's type differ; OpenVINO's Power wants one type. An integer base
+    # with a real exponent is raised in the exponent's type and truncated back (C's cast).
     base, exponent = ctx.inputs[0], ctx.inputs[1]
-    if exponent.element_type is not base.element_type:
-        # ONNX lets the exponent's type differ; OpenVINO's Power wants one type.
-        exponent = Convert([exponent], destination_type=base.element_type).output(0)
-    return Power([base, exponent])
+    bt, et = base.element_type, exponent.element_type
+    if et is bt:
+        return Power([base, exponent])
+    if bt.is_integral and et.is_real:
+        real = Power([Convert([base], destination_type=et), exponent])
+        return Convert([real], destination_type=bt)
+    return Power([base, Convert([exponent], destination_type=bt)])
 
 
 @onnx_rule("Mod")

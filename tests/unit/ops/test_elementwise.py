@@ -104,6 +104,12 @@ def test_pow_matches_onnxruntime(shapes):
     check_onnx(one_node("Pow", feeds), feeds)
 
 
+def test_pow_integer_base_real_exponent():
+    feeds = {"a": np.array([[2, 3, 5, 7]], np.int64),
+             "b": np.array([1.5, 0.5, 2.0, 0.3], np.float32)}
+    check_onnx(one_node("Pow", feeds), feeds)
+
+
 def test_pow_integer_exponent_of_other_type():
     rng = np.random.default_rng(2)
     feeds = {"a": rand(rng, (3, 4), 0.5, 2.0), "b": np.array([2, 3, 1, 0], np.int64)}
