@@ -27,6 +27,7 @@ __all__ = ["reshape", "squeeze", "unsqueeze", "transpose", "concat", "split", "v
            "slice", "strided_slice", "broadcast", "tile", "pad", "reverse", "depth_to_space",
            "space_to_depth"]
 
+
 # -- helpers shared by the shape-consuming ops (also used by indexing and shape_ops) ---------
 def shape_values(node: Node, i: int) -> list | None:
     """Elements of the 0/1-D shape-like input ``i``: ints where known, Dimensions where not."""
@@ -41,11 +42,6 @@ def const_ints(node: Node, i: int) -> list[int] | None:
     """Input ``i`` as a flat list of python ints when fully known at compile time."""
     v = node.input_constant(i)
     return None if v is None else [int(x) for x in np.asarray(v).reshape(-1)]
-
-
-def static_rank(node: Node, i: int) -> int | None:
-    ps = node.get_input_partial_shape(i)
-    return len(ps) if ps.rank_is_static else None
 
 
 def vector_length(node: Node, i: int) -> int | None:
@@ -422,6 +418,7 @@ class Split(Node):
         et = self.get_input_element_type(0)
         data = self.get_input_partial_shape(0)
         axis = _split_axis(self, len(data) if data.rank_is_static else None)
+        self.set_output_size(n)
         for i in range(n):
             if axis is None:
                 shape = _same_rank(data)
@@ -476,12 +473,14 @@ class VariadicSplit(Node):
             n = vector_length(self, 2)
             self.check(n is not None, "the number of outputs is unknown: split_lengths must "
                        "have a static shape")
+            self.set_output_size(n)
             for i in range(n):
                 self.set_output_type(i, et, _same_rank(data))
             return
         self.check(raw.count(-1) <= 1, f"split_lengths {raw} has more than one -1")
         self.check(all(v >= -1 for v in raw), f"invalid split_lengths {raw}")
         lengths = self.lengths()
+        self.set_output_size(len(lengths))
         if axis is not None and data[axis].is_static:
             d, known = data[axis].min, sum(v for v in raw if v != -1)
             self.check(known <= d if -1 in raw else known == d,
