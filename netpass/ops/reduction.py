@@ -318,12 +318,17 @@ def _log_sum(x: Output, axes: Output, keep: bool) -> Output:
 
 
 def _log_sum_exp(x: Output, axes: Output, keep: bool) -> Output:
-    # max + log(sum(exp(x - max))): the plain form overflows for inputs above ~88 in f32.
-    from .elementwise import Add, Exp, Log, Subtract
-    shift = ReduceMax([x, axes], keep_dims=True).output(0)
+    """m + log(sum(exp(x - m))) with m the max, or 0 where the max is infinite: the plain form
+    overflows for inputs above ~88 in f32, and an infinite shift would give inf - inf."""
+    from .elementwise import Add, Exp, IsInf, Log, Select, Subtract
+    dt = x.element_type.dtype or np.float32
+
+    def finite_max(keep_dims: bool) -> Output:
+        m = ReduceMax([x, axes], keep_dims=keep_dims).output(0)
+        return Select([IsInf([m]), to_output(np.zeros((), dt)), m]).output(0)
+    shift = finite_max(True)
     s = ReduceSum([Exp([Subtract([x, shift])]), axes], keep_dims=keep)
-    top = shift if keep else ReduceMax([x, axes], keep_dims=False).output(0)
-    return Add([Log([s]), top]).output(0)
+    return Add([Log([s]), shift if keep else finite_max(False)]).output(0)
 
 
 for _op, _build, _since in (("ReduceSum", _simple(ReduceSum), 13),

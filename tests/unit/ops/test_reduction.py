@@ -153,6 +153,16 @@ def test_reduce_logsumexp_large_values_do_not_overflow():
                         initializers={"axes": np.array([1], np.int64)}), feeds)
 
 
+@pytest.mark.parametrize("fill", [-np.inf, np.inf])
+def test_reduce_logsumexp_of_infinite_rows(fill):
+    x = rand(np.random.default_rng(16), (3, 4))
+    x[1] = fill
+    x[2, 0] = fill
+    proto = one_node("ReduceLogSumExp", {"x": x}, opset_version=18, keepdims=0,
+                     initializers={"axes": np.array([1], np.int64)})
+    check_onnx(proto, {"x": x})
+
+
 @given(st.lists(st.integers(1, 4), min_size=1, max_size=4), st.data(), st.booleans(),
        st.sampled_from(["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceL2"]))
 @settings(max_examples=25, deadline=None)
