@@ -102,3 +102,17 @@ def test_examples_keep_their_dynamic_axes():
     y = model.output("y").partial_shape
     assert [d.symbol.name for d in x[:2]] == ["batch", "seq"]
     assert y[0].symbol is x[0].symbol and y[1].symbol is x[1].symbol and y[2] == 64
+
+
+def test_transformer_shape_subgraph_keeps_symbols_then_folds_when_static():
+    model = netpass.read_model(EXAMPLES_DIR / "transformer_block.onnx")
+    reshapes = [n for n in model.get_ordered_ops() if n.type_name == "Reshape"]
+    x = model.parameters[0].output(0).partial_shape
+    for r in reshapes:
+        out = r.output(0).partial_shape
+        assert out[0].symbol is x[0].symbol and out[1].symbol is x[1].symbol
+    model.reshape({"x": [2, 5, 64]})
+    reshapes = [n for n in model.get_ordered_ops() if n.type_name == "Reshape"]
+    assert sorted(r.input_value(1).value.tolist() for r in reshapes) == \
+        [[2, 5, 4, 16]] * 3 + [[2, 5, 64]]
+    assert model.output("y").partial_shape.to_shape() == (2, 5, 64)
