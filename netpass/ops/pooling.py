@@ -290,6 +290,8 @@ def _import_avg_pool(ctx):
 
 
 def _avg_pool_over_padded_input(ctx, x, attrs: dict[str, Any]):
+    """Zeros padded into the data, then pads excluded from the divisor: padding counts, the
+    ceil overhang does not."""
     n = len(attrs["kernel"])
     pb, pe = attrs["pads_begin"], attrs["pads_end"]
     padded = _make_pad(x, pb, pe)
@@ -297,18 +299,18 @@ def _avg_pool_over_padded_input(ctx, x, attrs: dict[str, Any]):
     attrs["exclude-pad"] = True
     ps = x.partial_shape
     if ps.rank_is_static and all(d.is_static for d in list(ps)[2:]):
-        # With the pads inside the data, "the last window starts inside the input or the
-        # leading pads" can no longer drop a window; floor rounding then counts the same.
+        # Static sizes: the overhang becomes excluded end padding under floor rounding, which
+        # also keeps onnxruntime's rule that the last window starts before the end padding.
         sizes = [d.min for d in list(ps)[2:]]
-        wanted = [window_count(i, k, s, b, e, True)
-                  for i, k, s, b, e in zip(sizes, attrs["kernel"], attrs["strides"], pb, pe)]
-        for rounding in ("ceil", "floor"):
-            got = [window_count(i + b + e, k, s, 0, 0, rounding == "ceil")
-                   for i, k, s, b, e in zip(sizes, attrs["kernel"], attrs["strides"], pb, pe)]
-            if got == wanted:
-                return AvgPool([padded], **dict(attrs, rounding_type=rounding)).output(0)
-        ctx.error("count_include_pad with ceil_mode where a window starts in the end padding "
-                  "on one axis only")
+        _, _, extra, outs = pool_geometry(sizes, attrs["kernel"], attrs["strides"], [1] * n, pb,
+                                          pe, "explicit", True)
+        full = [i + b + e for i, b, e in zip(sizes, pb, pe)]
+        got = [window_count(f, k, s, 0, x_) for f, k, s, x_ in
+               zip(full, attrs["kernel"], attrs["strides"], extra)]
+        if got != outs:
+            ctx.error("count_include_pad with ceil_mode where a whole window lies in the end "
+                      "padding")
+        attrs.update(pads_end=extra, rounding_type="floor")
     return AvgPool([padded], **attrs).output(0)
 
 

@@ -133,6 +133,14 @@ def test_average_pool_matches_onnxruntime(attrs):
     check(one_node("AveragePool", [2, 3, 11, 10], attrs), [2, 3, 11, 10])
 
 
+def test_counted_padding_with_ceil_where_one_axis_drops_its_last_window():
+    """Axis 0's last ceil window would start in the end padding (onnxruntime drops it);
+    axis 1 keeps an overhanging window whose divisor counts padding but not the overhang."""
+    attrs = {"kernel_shape": [2, 3], "strides": [2, 2], "pads": [0, 1, 1, 1], "ceil_mode": 1,
+             "count_include_pad": 1}
+    check(one_node("AveragePool", [1, 2, 4, 6], attrs), [1, 2, 4, 6])
+
+
 @pytest.mark.parametrize("shape,attrs", [
     ([2, 3, 15], {"kernel_shape": [3], "strides": [2], "pads": [1, 2], "count_include_pad": 1}),
     ([1, 2, 6, 7, 5], {"kernel_shape": [2, 3, 2], "strides": [2, 2, 1], "ceil_mode": 1}),
