@@ -386,3 +386,17 @@ def test_ir_loads_in_openvino_with_the_same_numbers(tmp_path):
     data = np.random.default_rng(0).standard_normal([1, 4, 9, 8]).astype(np.float32)
     expected = netpass.reference.infer(model, {"x": data})["y"]
     np.testing.assert_allclose(compiled(data)[0], expected, rtol=RTOL, atol=1e-4)
+
+
+def test_float16_conv_accumulates_in_float32_like_onnxruntime():
+    w = weights([4, 3, 3, 3]).astype(np.float16)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], strides=[2, 2])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [1, 3, 9, 8])],
+        [helper.make_empty_tensor_value_info("y")], [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    feeds = {"x": np.random.default_rng(0).standard_normal([1, 3, 9, 8]).astype(np.float16)}
+    got = netpass.reference.infer(netpass.read_model(model), feeds)["y"]
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float32), run_ort(model, feeds)[0].astype(np.float32),
+                               rtol=1e-3, atol=1e-2)
