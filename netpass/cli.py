@@ -17,6 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .core.dimension import Dimension
 from .errors import InputError, NetpassError
 
 SEED = 0
@@ -69,6 +70,15 @@ def _random_input(shape: list[int], dtype: np.dtype, rng: np.random.Generator) -
     return (mag * sign).astype(dtype)
 
 
+def _default_size(dim: Dimension, sizes: dict[int, int]) -> int:
+    """A dynamic dim's size: the one given for its symbol, else 1 (or its lower bound)."""
+    if dim.is_static:
+        return dim.min
+    if dim.symbol is not None and id(dim.symbol) in sizes:
+        return sizes[id(dim.symbol)]
+    return max(dim.min, 1)
+
+
 def make_inputs(model, shapes: dict[str, str], files: dict[str, str]) -> dict[str, np.ndarray]:
     """Inputs for every model parameter: a ``.npy`` file, or random data of the parameter's
     shape with dynamic dims set to 1 (or to their lower bound) unless ``--shape`` gives them,
@@ -107,9 +117,7 @@ def make_inputs(model, shapes: dict[str, str], files: dict[str, str]) -> dict[st
             if not ps.rank_is_static:
                 raise InputError(name, "has a dynamic rank; give its shape with "
                                        f"--shape {name}=d0,d1,...")
-            shape = [d.min if d.is_static else
-                     sizes.get(id(d.symbol), max(d.min, 1)) if d.symbol is not None else
-                     max(d.min, 1) for d in ps]
+            shape = [_default_size(d, sizes) for d in ps]
         feeds[name] = _random_input(shape, out.element_type.dtype or np.dtype(np.float32), rng)
     return {name: feeds[name] for name in names}
 
