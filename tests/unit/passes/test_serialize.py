@@ -293,6 +293,21 @@ def test_dynamic_rank_and_interval_dims_round_trip(tmp_path):
     assert back.parameters[1].output(0).partial_shape == model.parameters[1].output(0).partial_shape
 
 
+def test_names_with_xml_special_characters_round_trip(tmp_path):
+    x = opset.parameter([2], np.float32, name='in "x" <&>')
+    r = opset.relu(x, name="a'b\nc")
+    r.output(0).names.update({"t,1", "t\\2", "<t3>"})
+    model = Model([r], [x], 'model "q"')
+    back = _write_read(model, tmp_path)
+    _assert_same(model, back)
+    assert back.results[0].input_value(0).names == {"t,1", "t\\2", "<t3>"}
+
+
+def test_serialization_is_deterministic():
+    model = _small_model()
+    assert serialize(model) == serialize(model.clone())
+
+
 def test_read_from_bytes_with_weights(tmp_path):
     model = _small_model()
     xml, blob = serialize(model)
