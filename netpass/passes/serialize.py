@@ -24,7 +24,7 @@ import hashlib
 import re
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
-from xml.sax.saxutils import quoteattr
+from xml.sax.saxutils import quoteattr as _quoteattr
 
 import numpy as np
 
@@ -184,6 +184,15 @@ def split_names(text: str) -> set[str]:
 
 
 _XML_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
+_XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def quoteattr(value: str) -> str:
+    """A quoted XML attribute value; refuses characters XML 1.0 cannot hold (a name with a
+    control character would otherwise give a file no reader accepts)."""
+    if _XML_INVALID.search(value):
+        raise ModelFormatError(f"Serialize: {value!r} holds a character XML cannot store")
+    return _quoteattr(value)
 
 
 class _Writer:

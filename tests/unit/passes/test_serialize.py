@@ -303,6 +303,13 @@ def test_names_with_xml_special_characters_round_trip(tmp_path):
     assert back.results[0].input_value(0).names == {"t,1", "t\\2", "<t3>"}
 
 
+def test_name_with_control_character_refused():
+    x = opset.parameter([2], np.float32, name="x")
+    model = Model([opset.relu(x, name="bad\x01name")], [x])
+    with pytest.raises(ModelFormatError, match=r"'bad\\x01name' holds a character XML cannot"):
+        serialize(model)
+
+
 def test_serialization_is_deterministic():
     model = _small_model()
     assert serialize(model) == serialize(model.clone())
