@@ -1,7 +1,9 @@
 """Small helpers shared by the transformations: op classes by name, constants, orders."""
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+import contextlib
+import gc
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -92,3 +94,28 @@ def normalize_axes(axes: Iterable[int], rank: int) -> list[int]:
 def single_name(node: Node, index: int) -> str:
     """OpenVINO's name of a node standing for output ``index`` of a multi-output node."""
     return f"{node.friendly_name}.{index}" if node.get_output_size() > 1 else node.friendly_name
+
+
+def nested_manager(config: Any = None, name: str = "Manager") -> Any:
+    """A Manager for the members of a composite pass, sharing its PassConfig, without per-pass
+    validation: every member re-infers the nodes it rewires (the rest of the graph keeps its
+    shapes), and re-inferring the whole model after each member would dominate the cost on
+    large models. The caller's own Manager still validates after the composite pass."""
+    from ..passes import Manager
+    manager = Manager(config, name=name)
+    manager.set_per_pass_validation(False)
+    return manager
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic collector around a whole-model rewrite: each collection rescans the
+    (large, garbage-free) graph, which makes rewrites of big models super-linear; the graph
+    holds no reference cycles (consumers are weak), so refcounting frees what a pass drops."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

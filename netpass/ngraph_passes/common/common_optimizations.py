@@ -1,8 +1,9 @@
 """CommonOptimizations: the target-independent clean-up every pipeline starts with."""
 from __future__ import annotations
 
-from ...passes import Manager
+
 from ...passes.base import ModelPass
+from ..utils import nested_manager
 from .batch_norm_decomposition import BatchNormDecomposition
 from .constant_folding import ConstantFolding
 from .convert_divide import ConvertDivide
@@ -16,7 +17,7 @@ class CommonOptimizations(ModelPass):
     disable any member (the GNA pipeline disables SliceToStridedSlice) or set callbacks."""
 
     def run_on_model(self, model) -> bool:
-        manager = Manager(self.get_pass_config())
+        manager = nested_manager(self.get_pass_config(), "CommonOptimizations")
         for p in (ConstantFolding, NopElimination, BatchNormDecomposition, ConvertDivide, SliceToStridedSlice,
                   ConstantFolding, NopElimination):
             manager.register_pass(p())

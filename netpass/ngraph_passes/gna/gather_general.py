@@ -2,9 +2,10 @@
 forward + ConstantFolding, then backward + ConstantFolding (returns False as OpenVINO's)."""
 from __future__ import annotations
 
-from ...passes import BackwardGraphRewrite, GraphRewrite, Manager
+from ...passes import BackwardGraphRewrite, GraphRewrite
 from ...passes.base import ModelPass
 from ..common.constant_folding import ConstantFolding
+from ..utils import nested_manager
 from .gather_sinking import (GatherSinkingBinaryForward, GatherSinkingFuse,
                              GatherSinkingMatmulForward, GatherSinkingReshapeForward,
                              GatherSinkingUnaryForward)
@@ -36,7 +37,7 @@ class GatherSinkingGeneralBackward(BackwardGraphRewrite):
 class GatherSinkingGeneral(ModelPass):
     def run_on_model(self, model) -> bool:
         for stage in (GatherSinkingGeneralForward, GatherSinkingGeneralBackward):
-            manager = Manager(self.get_pass_config())
+            manager = nested_manager(self.get_pass_config(), "GatherSinkingGeneral")
             manager.register_pass(stage())
             manager.register_pass(ConstantFolding())
             manager.run_passes(model)

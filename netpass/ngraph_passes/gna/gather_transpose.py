@@ -14,10 +14,10 @@ import numpy as np
 
 from ...core.graph_util import copy_runtime_info, replace_output_update_name
 from ...core.node import Node, Output
-from ...passes import Manager, MatcherPass
+from ...passes import MatcherPass
 from ...passes.base import ModelPass
 from ...pattern import Matcher, any_input, optional, wrap_type
-from ..utils import const, make, op_types, static_shape, transpose_gather_indexes
+from ..utils import const, make, nested_manager, op_types, static_shape, transpose_gather_indexes
 from .gather_utils import flat_gather
 from .limitations import const_order, is_transpose_supported
 
@@ -117,7 +117,7 @@ class GatherSinkingTransposeBackward(MatcherPass):
 
 class GatherSinkingTranspose(ModelPass):
     def run_on_model(self, model) -> bool:
-        manager = Manager(self.get_pass_config())
+        manager = nested_manager(self.get_pass_config(), "GatherSinkingTranspose")
         manager.register_pass(GatherSinkingTransposeForward())
         manager.register_pass(GatherSinkingTransposeBackward())
         return manager.run_passes(model)

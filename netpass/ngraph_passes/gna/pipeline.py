@@ -23,7 +23,7 @@ share GraphRewrites, so a large model is walked as few times as possible.
 """
 from __future__ import annotations
 
-from ...passes import GraphRewrite, Manager, PassConfig
+from ...passes import GraphRewrite, PassConfig
 from ...passes.base import ModelPass
 from ..common import (BatchNormDecomposition, ConstantFolding, ConvertDivide,
                       GRUCellDecomposition, GRUSequenceUnrolling, InitNodeInfo,
@@ -32,6 +32,7 @@ from ..common import (BatchNormDecomposition, ConstantFolding, ConvertDivide,
 from ..transpose_sinking import TSFuse, TSGeneral, TSGeneralBackward, TSGeneralForward
 from ..transpose_sinking.general import FORWARD
 from ..transpose_sinking.utils import first_transpose_input
+from ..utils import gc_paused, nested_manager
 from .decompose_mvn import DecomposeMVN
 from .gather_general import GatherSinkingGeneral
 from .gather_transpose import GatherSinkingTranspose
@@ -95,7 +96,7 @@ class RescueStuckTransposes(ModelPass):
             return False
         plain = PassConfig()
         plain.add_disabled_passes(base)
-        manager = Manager(plain, name="RescueBackward")
+        manager = nested_manager(plain, "RescueBackward")
         manager.register_pass(TSGeneralBackward())
         manager.register_pass(ConstantFolding())
         manager.run_passes(model)
@@ -110,7 +111,7 @@ class RescueStuckTransposes(ModelPass):
         for pass_type in FORWARD:
             if pass_type is not TSFuse:
                 forward_config.set_callback(at_input, pass_type)
-        manager = Manager(forward_config, name="RescueForward")
+        manager = nested_manager(forward_config, "RescueForward")
         manager.register_pass(TSGeneralForward())
         manager.register_pass(ConstantFolding())
         manager.run_passes(model)
@@ -122,6 +123,11 @@ class GnaTransformationsPipeline(ModelPass):
     they go, so the caller's Manager need not re-infer the whole model."""
 
     def run_on_model(self, model) -> bool:
+        with gc_paused():
+            self._run(model)
+        return False
+
+    def _run(self, model) -> None:
         types = {n.type_name for n in model.get_ordered_ops()}
         config = self.get_pass_config()
         install_gna_callbacks(config)
@@ -129,8 +135,7 @@ class GnaTransformationsPipeline(ModelPass):
         slice_workaround = "Slice" in types and layout
         if slice_workaround:
             config.disable(SliceToStridedSlice)
-        main = Manager(config, name="GnaTransformationsPipeline")
-        main.set_per_pass_validation(False)
+        main = nested_manager(config, "GnaTransformationsPipeline")
         main.register_pass(InitNodeInfo())
         if "MVN" in types:
             main.register_pass(DecomposeMVN())
@@ -152,9 +157,7 @@ class GnaTransformationsPipeline(ModelPass):
         main.run_passes(model)
         if slice_workaround:
             config.enable(SliceToStridedSlice)
-        tail = Manager(config, name="GnaSliceToCrop")
-        tail.set_per_pass_validation(False)
+        tail = nested_manager(config, "GnaSliceToCrop")
         tail.register_pass(GraphRewrite(SliceToStridedSlice(), ConvertStridedSliceToCrop()))
         tail.register_pass(InitNodeInfo())
         tail.run_passes(model)
-        return False

@@ -8,10 +8,10 @@ import numpy as np
 
 from ...core.graph_util import copy_runtime_info, replace_output_update_name
 from ...core.node import Node
-from ...passes import Manager, MatcherPass
+from ...passes import MatcherPass
 from ...passes.base import ModelPass
 from ...pattern import Matcher, wrap_type
-from ..utils import const, make, op_types, static_rank
+from ..utils import const, make, nested_manager, op_types, static_rank
 
 
 def _orders(rank: int) -> tuple[list[int], list[int]]:
@@ -77,7 +77,7 @@ class SubstituteGNAMaxPool(MatcherPass):
 
 class ReplaceGnaNHWCLayers(ModelPass):
     def run_on_model(self, model) -> bool:
-        manager = Manager(self.get_pass_config())
+        manager = nested_manager(self.get_pass_config(), "ReplaceGnaNHWCLayers")
         manager.register_pass(SubstituteGNAConvolution())
         manager.register_pass(SubstituteGNAMaxPool())
         manager.run_passes(model)

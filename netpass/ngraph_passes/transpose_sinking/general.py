@@ -3,8 +3,9 @@ TSGeneral: forward + ConstantFolding, then backward + ConstantFolding, then the
 no_transpose_sinking marks are cleared (OpenVINO 2024's TSResetNoSinkingAttribute)."""
 from __future__ import annotations
 
-from ...passes import BackwardGraphRewrite, GraphRewrite, Manager
+from ...passes import BackwardGraphRewrite, GraphRewrite
 from ...passes.base import ModelPass
+from ..utils import nested_manager
 from ..common.constant_folding import ConstantFolding
 from .attr import reset_no_sinking
 from .concat_split import TSConcatBackward, TSConcatForward, TSSplitBackward, TSSplitForward
@@ -48,7 +49,7 @@ class TSGeneral(ModelPass):
 
     def run_on_model(self, model) -> bool:
         for stage in (TSGeneralForward, TSGeneralBackward):
-            manager = Manager(self.get_pass_config())
+            manager = nested_manager(self.get_pass_config(), "TSGeneral")
             manager.register_pass(stage())
             manager.register_pass(ConstantFolding())
             manager.run_passes(model)
