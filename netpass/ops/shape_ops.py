@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from ..core.dimension import Dimension
+from ..core.dimension import INF, Dimension
 from ..core.node import Node, Output
 from ..core.types import Type, i32, i64
 from ..errors import UnsupportedOpError
@@ -74,13 +74,23 @@ class Range(Node):
         self.set_output_type(0, et, [self._length(start, stop, step)])
 
     def _symbolic_length(self, vals: list) -> Dimension:
-        """``Range(0, d, 1)`` has length ``d``: keep a known dim (and its symbol)."""
+        """Length from a stop that is a known dim: ``Range(0, d, 1)`` has length ``d`` (symbol
+        included); other constant starts and steps give the matching interval."""
         stop = self.input_partial_value(1)
-        if vals[0] is not None and vals[2] is not None and stop is not None and len(stop) == 1:
-            start, step = (np.asarray(v).reshape(-1)[0] for v in (vals[0], vals[2]))
-            if start == 0 and step == 1:
-                return Dimension.of(stop[0])
-        return Dimension()
+        if vals[0] is None or vals[2] is None or stop is None or len(stop) != 1:
+            return Dimension()
+        start, step = (np.asarray(v).reshape(-1)[0] for v in (vals[0], vals[2]))
+        if not all(isinstance(v, (int, np.integer)) for v in (start, step)) or step == 0:
+            return Dimension()
+        d = Dimension.of(stop[0])
+        if start == 0 and step == 1:
+            return d
+        lo = self._length(int(start), d.min, int(step))
+        hi = None if d.max == INF else self._length(int(start), d.max, int(step))
+        if step < 0:
+            lo, hi = (hi, lo) if hi is not None else (0, lo)
+            return Dimension(lo, hi)
+        return Dimension(lo, -1 if hi is None else hi)
 
     @staticmethod
     def _length(start: Any, stop: Any, step: Any) -> int:

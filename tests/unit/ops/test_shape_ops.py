@@ -125,6 +125,15 @@ def test_range_of_constants_is_static_and_of_a_dim_keeps_its_symbol():
     assert isinstance(r, Range)
 
 
+def test_range_to_an_interval_dim_has_interval_length():
+    x = opset.parameter(PartialShape([Dimension(4, 10)]), np.float32)
+    n = opset.gather(opset.shape_of(x), 0, 0)
+    assert opset.range(np.int64(1), n, np.int64(2), "i64").output(0).partial_shape == \
+        PartialShape([Dimension(2, 5)])
+    assert opset.range(np.int64(20), n, np.int64(-3), "i64").output(0).partial_shape == \
+        PartialShape([Dimension(4, 6)])
+
+
 # -- Trilu / EyeLike ------------------------------------------------------------------------
 @pytest.mark.parametrize("upper", [0, 1])
 @pytest.mark.parametrize("k", [None, 0, 2, -1, -7])
