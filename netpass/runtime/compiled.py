@@ -34,6 +34,7 @@ class RuntimeCompiledModel:
         self.predictor_options = cfg.get("MEM_PREALLOCATION_OPTIONS")
         self.weights_cache_capacity = self._weights_cache_capacity()
         self._constants: dict[int, Tensor] = {}
+        self.desc_ids: dict = {}  # (kind, attrs, fused, dtypes) -> small int used in impl keys
         self.inputs = [n.name for n in program.inputs]
         self.outputs = [n.name for n in program.outputs]
         self.device = engine.describe() if engine is not None else "REFERENCE (numpy)"

@@ -7,7 +7,6 @@ Device names: ``AUTO`` (best GPU, else the OpenCL CPU device), ``GPU`` (a GPU or
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import weakref
 from typing import Any
@@ -147,15 +146,16 @@ class Engine:
 
     # -- programs -------------------------------------------------------------------------
     def build(self, source: str, stats: dict | None = None):
-        """The compiled program for ``source`` (in-memory cache, then pyopencl's disk cache)."""
-        key = hashlib.sha1(source.encode()).hexdigest()
-        prg = self._programs.get(key)
+        """The compiled program for ``source`` (in-memory cache, then pyopencl's disk cache).
+        Sources come memoized from the generators, so the dict lookup hashes a string whose
+        hash Python has already cached."""
+        prg = self._programs.get(source)
         if prg is None:
             try:
                 prg = self.cl.Program(self.context, source).build(options=["-cl-mad-enable"])
             except self.cl.Error as e:
                 raise DeviceError(f"OpenCL build failed on {self.device.name.strip()}: {e}") from e
-            self._programs[key] = prg
+            self._programs[source] = prg
             if stats is not None:
                 stats["kernel_builds"] = stats.get("kernel_builds", 0) + 1
         return prg

@@ -71,6 +71,31 @@ class Source:
     arg_dtypes: list = field(default_factory=list)  # None for buffers, numpy scalar types else
 
 
+def _freeze(v):
+    if isinstance(v, (list, tuple)):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, Stage):
+        return ("Stage", v.expr, _freeze(v.operands), v.ctype)
+    if isinstance(v, dict):
+        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+    return v
+
+
+def memoized(fn):
+    """Generators return the same Source object for the same arguments, so that the program
+    cache and the per-inst kernel objects are found by identity, without hashing text."""
+    memo: dict = {}
+
+    def wrapper(*args):
+        key = _freeze(args)
+        src = memo.get(key)
+        if src is None:
+            src = memo[key] = fn(*args)
+        return src
+    wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
+    return wrapper
+
+
 def _offsets(rank: int, tensors: list[str], flat: str = "gid") -> str:
     """C code decomposing ``flat`` over dims d0..d{rank-1}, accumulating per-tensor offsets
     ``o_<t>`` from strides ``s_<t>_<k>`` (initialised from ``off_<t>``)."""
@@ -97,6 +122,7 @@ def _stage_code(stages: list[Stage], loads: dict[int, str]) -> str:
     return "\n  ".join(code)
 
 
+@memoized
 def eltwise(in_dtypes: list, out_dtype, stages: list[Stage], rank: int, flat: bool) -> Source:
     """Elementwise kernel. ``flat``: every tensor is contiguous with the iteration space (or a
     scalar broadcast) and no strides are needed."""
@@ -135,6 +161,7 @@ def eltwise(in_dtypes: list, out_dtype, stages: list[Stage], rank: int, flat: bo
     return Source(text, "ew", adt)
 
 
+@memoized
 def eltwise_vec4(n_in: int, stages: list[Stage]) -> Source:
     """float32, all inputs contiguous and same size: 4 elements per work-item."""
     args = ["__global float* out", "int off_out"]
@@ -179,6 +206,7 @@ GEMM_LARGE = GemmConfig(128, 128, 16, 8, 8)
 GEMM_MEDIUM = GemmConfig(64, 64, 16, 4, 4)
 
 
+@memoized
 def gemm(dtype, cfg: GemmConfig, epilogue: list[Stage], n_extra: int, extra_dtypes: list,
          erank: int) -> Source:
     """C[b] = A[b] @ B[b] (+ epilogue). A(m,k) at a + m*sam + k*sak, B(k,n) likewise; batch
@@ -295,6 +323,7 @@ def _local_reduce(var: str, combine: str) -> str:
   barrier(CLK_LOCAL_MEM_FENCE);"""
 
 
+@memoized
 def rowop(kind: str, in_dtype, out_dtype, params: dict) -> Source:
     """One work-group of ``LS`` items per row; row r = (o, i) covers x[o*R*inner + j*inner + i]."""
     it, ot = ctype(in_dtype), ctype(out_dtype)
@@ -351,6 +380,7 @@ void rowop(__global const {it}* X, int xoff, __global {ot}* Y, int yoff, int R, 
 
 
 # -- data movement -------------------------------------------------------------------------------
+@memoized
 def imap(dtype, pad_value: float | None) -> Source:
     """y[i] = idx[i] < 0 ? pad : x[idx[i]]: any op whose outputs copy input elements."""
     t = ctype(dtype)
@@ -368,6 +398,7 @@ def imap(dtype, pad_value: float | None) -> Source:
     return Source(text, "imap", [None, I32, None, I32, None, I32])
 
 
+@memoized
 def gather(dtype, idx_dtype) -> Source:
     t, it = ctype(dtype), ctype(idx_dtype)
     text = header([dtype]) + f"""__kernel void gather(__global const {t}* X, int xoff, __global const {it}* I, int ioff,
@@ -388,6 +419,7 @@ def gather(dtype, idx_dtype) -> Source:
 
 
 # -- convolution and pooling ---------------------------------------------------------------------
+@memoized
 def conv(dtype, epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int) -> Source:
     """Direct 2-D convolution, one output element per work-item; generic tensor strides make
     NCHW and NHWC (and OIHW / OHWI filters) the same kernel."""
@@ -441,6 +473,7 @@ def conv(dtype, epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: 
     return Source(text, "conv", adt)
 
 
+@memoized
 def pool(dtype, kind: str, exclude_pad: bool) -> Source:
     """Max / average 2-D pooling over strided tensors (NCHW or NHWC)."""
     t = ctype(dtype)

@@ -70,6 +70,8 @@ class PrimitiveInst:
         self.weights_tensor: Tensor | None = None
         self.shape_fn = ShapeInfer(node)
         self.events: list = []
+        self.desc_id: int | None = None
+        self.last_args: list = []
         self.desc_key = (node.kind, repr(sorted(node.attrs.items(), key=lambda kv: kv[0])),
                          tuple(f.key() for f in node.fused))
         if node.kind == "Constant":
@@ -305,10 +307,12 @@ class PrimitiveInst:
         if node.kind == "FullyConnected" and node.inputs[1][0].kind == "Constant" and self.weights is None:
             self.weights = LruCache(net.weights_cache_capacity)
         reorder = node.kind == "FullyConnected" and self.weights is not None
-        vals = {j: v for j, v in self.values.items()}
-        key = (self.desc_key, self.in_shapes, tuple(map(tuple, self.out_shapes)),
-               tuple(s.out_dtypes[k].str for s, k in node.inputs),
-               tuple((j, v.tobytes()) for j, v in sorted(vals.items())), reorder)
+        vals = self.values
+        if self.desc_id is None:
+            desc = (self.desc_key, tuple(s.out_dtypes[k].str for s, k in node.inputs), reorder)
+            self.desc_id = net.compiled.desc_ids.setdefault(desc, len(net.compiled.desc_ids))
+        key = (self.desc_id, self.in_shapes, tuple(self.out_shapes),
+               tuple([(j, v.tobytes()) for j, v in vals.items()]) if vals else ())
         cache = net.compiled.impl_cache
         impl = cache.get(key)
         if impl is not None:
@@ -332,6 +336,7 @@ class PrimitiveInst:
             for slot, ln in enumerate(impl.launches):
                 self.kernels.append(self._kernel(slot, ln))
             self.args_sig = None
+            self.last_args = [None] * len(impl.launches)
 
     def _kernel(self, slot: int, ln: I.Launch):
         """This inst's own kernel object for launch ``slot`` (arguments stay set on it)."""
@@ -340,7 +345,6 @@ class PrimitiveInst:
         if kern is None:
             cl = self.net.engine.cl
             kern = cl.Kernel(self.net.engine.build(ln.source.text, self.net.stats), ln.source.name)
-            kern.set_scalar_arg_dtypes(ln.source.arg_dtypes)
             self._kernel_objs[key] = kern
         return kern
 
@@ -362,8 +366,7 @@ class PrimitiveInst:
             t = Tensor(alloc, 0, (k_, n_), w.dtype)
             ln = I.strided_copy(w.dtype, (k_, n_), [1, k_], 0, [n_, 1], 0, 0, 0)
             kern = net.engine.cl.Kernel(net.engine.build(ln.source.text, net.stats), ln.source.name)
-            kern.set_scalar_arg_dtypes(ln.source.arg_dtypes)
-            kern.set_args(*net.expand(ln.spec, [src], [t], []))
+            kern.set_args(*[np.int32(a) if type(a) is int else a for a in net.expand(ln.spec, [src], [t], [])])
             net.engine.cl.enqueue_nd_range_kernel(net.queue, kern, ln.gws, ln.lws)
             self.weights.add(layout, t)
             net.stats["weight_reorders"] += 1
@@ -492,8 +495,16 @@ class PrimitiveInst:
                                   for t in ins + outs + extras)
         if sig != self.args_sig or self.memory_changed:
             bufs = net.impl_buffers(impl)
-            for kern, ln in zip(self.kernels, impl.launches):
-                kern.set_args(*net.expand(ln.spec, ins, outs, extras, bufs))
+            for slot, (kern, ln) in enumerate(zip(self.kernels, impl.launches)):
+                args = net.expand(ln.spec, ins, outs, extras, bufs)
+                last = self.last_args[slot]
+                if last is None or len(last) != len(args):
+                    kern.set_args(*[np.int32(a) if type(a) is int else a for a in args])
+                else:  # only the arguments that differ (dims of a new shape, a moved buffer)
+                    for i, (a, b) in enumerate(zip(args, last)):
+                        if a is not b and a != b:
+                            kern.set_arg(i, np.int32(a) if type(a) is int else a)
+                self.last_args[slot] = args
             self.args_sig = sig
             net.stats["set_arguments"] += 1
         enqueue = net.engine.cl.enqueue_nd_range_kernel
@@ -569,7 +580,10 @@ class Network:
         self.pool = MemoryPool(self._pool_alloc)
         self.weights_cache_capacity = compiled.weights_cache_capacity
         self.insts = [PrimitiveInst(self, n) for n in self.program.nodes]
-        self.order = [self.insts[n.index] for n in self.program.exec_order]
+        # constants, inputs (set from the user's arrays) and results (read from their source)
+        # have nothing to do per primitive
+        self.order = [self.insts[n.index] for n in self.program.exec_order
+                      if n.kind not in ("Constant", "Parameter", "Result")]
         self._impl_bufs: dict[int, list] = {}
 
     # -- memory -----------------------------------------------------------------------------------

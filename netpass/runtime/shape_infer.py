@@ -16,9 +16,56 @@ _SAME = {"Softmax", "LogSoftmax", "MVN", "Convert", "Result", "CumSum", "Normali
     I.ELTWISE_KINDS - {"Select"})
 
 
+def _ints(v) -> list[int]:
+    return [int(x) for x in np.asarray(v).reshape(-1)]
+
+
+def _fast_movement(kind: str, attrs: dict, shapes: list[tuple], values: dict) -> list[tuple] | None:
+    """Squeeze, Unsqueeze, Slice, Split, VariadicSplit and Range from their value inputs."""
+    s = shapes[0]
+    if kind == "Unsqueeze" and 1 in values:
+        rank = len(s) + len(_ints(values[1]))
+        axes = sorted(a % rank for a in _ints(values[1]))
+        out, it = [], iter(s)
+        for i in range(rank):
+            out.append(1 if i in axes else next(it))
+        return [tuple(out)]
+    if kind == "Squeeze":
+        if len(shapes) > 1 and 1 in values:
+            axes = {a % max(len(s), 1) for a in _ints(values[1])}
+            return [tuple(d for i, d in enumerate(s) if not (i in axes and d == 1))]
+        if len(shapes) == 1:
+            return [tuple(d for d in s if d != 1)]
+        return None
+    if kind == "Slice" and all(j in values for j in range(1, len(shapes))):
+        starts, stops, steps = _ints(values[1]), _ints(values[2]), _ints(values[3])
+        axes = _ints(values[4]) if len(shapes) > 4 else list(range(len(starts)))
+        out = list(s)
+        for a, b, e, st in zip(axes, starts, stops, steps):
+            a %= len(s)
+            out[a] = len(range(*slice(b, e, st).indices(s[a])))
+        return [tuple(out)]
+    if kind == "VariadicSplit" and 1 in values and 2 in values:
+        axis = _ints(values[1])[0] % len(s)
+        lengths = _ints(values[2])
+        if lengths.count(-1) == 1:
+            lengths[lengths.index(-1)] = s[axis] - (sum(lengths) + 1)
+        return [s[:axis] + (n,) + s[axis + 1:] for n in lengths]
+    if kind == "Split" and 1 in values:
+        axis = _ints(values[1])[0] % len(s)
+        n = int(attrs.get("num_splits", 1))
+        return [s[:axis] + (s[axis] // n,) + s[axis + 1:]] * n
+    if kind == "Range" and all(j in values for j in range(3)):
+        a, b, st = (np.asarray(values[j]).reshape(-1)[0].item() for j in range(3))
+        return [(max(int(np.ceil((b - a) / st)), 0),)]
+    return None
+
+
 def _fast(kind: str, attrs: dict, shapes: list[tuple], values: dict) -> list[tuple] | None:
-    if kind in _SAME and len(shapes) == 1:
+    if kind in _SAME and (len(shapes) == 1 or kind in ("MVN", "NormalizeL2", "CumSum")):
         return [shapes[0]]
+    if kind in ("Unsqueeze", "Squeeze", "Slice", "VariadicSplit", "Split", "Range"):
+        return _fast_movement(kind, attrs, shapes, values)
     if kind in I.ELTWISE_KINDS or kind == "Select":
         if attrs.get("auto_broadcast", "numpy") != "numpy":
             return None
