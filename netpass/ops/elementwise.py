@@ -19,6 +19,7 @@ from ..core.dimension import Dimension
 from ..core.node import Node, Output
 from ..core.shape import PartialShape
 from ..core.types import Type, boolean, f32
+from ..errors import UnsupportedOpError
 from .base import (BinaryElementwiseArithmetic, BinaryElementwiseComparison,
                    BinaryElementwiseLogical, UnaryElementwiseArithmetic, merged_input_type,
                    set_name, to_output)
@@ -716,14 +717,18 @@ def select(cond: Any, then_node: Any, else_node: Any, auto_broadcast: str = "num
                            auto_broadcast=auto_broadcast.lower()), name)
 
 
-def _const_like(value: Any, ref: Output) -> Output:
+def const_like(value: Any, ref: Output) -> Output:
+    """A constant holding ``value`` in ``ref``'s element type (used by other op families)."""
     et = ref.element_type
-    return to_output(np.asarray(value, dtype=et.dtype if et.dtype is not None else np.float32))
+    if et.dtype is None:
+        return to_output(np.asarray(value, dtype=np.float32))
+    # element_type keeps f64 constants f64 (to_output narrows untyped float64 to f32)
+    return to_output(np.asarray(value, dtype=et.dtype), element_type=et)
 
 
 def _like(value: Any, data: Output) -> Output:
     """A graph value, or a python value as a constant of ``data``'s element type."""
-    return to_output(value) if isinstance(value, (Node, Output)) else _const_like(value, data)
+    return to_output(value) if isinstance(value, (Node, Output)) else const_like(value, data)
 
 
 def prelu(data: Any, slope: Any, name: str | None = None) -> Node:
@@ -774,7 +779,7 @@ def convert(data: Any, destination_type: Any, name: str | None = None) -> Node:
 
 # -- ONNX import ------------------------------------------------------------------------------
 
-def _onnx_type(to: int, ctx: Any) -> Type:
+def onnx_element_type(to: int, ctx: Any) -> Type:
     """netpass element type of an ONNX TensorProto data type, or ctx.error."""
     try:
         dt = onnx.helper.tensor_dtype_to_np_dtype(to)
@@ -845,7 +850,7 @@ def _register_variadic(onnx_op: str, cls: type, mean: bool = False) -> None:
         for other in args[1:]:
             acc = cls([acc, other]).output(0)
         if mean and len(args) > 1:
-            acc = Divide([acc, _const_like(len(args), acc)], m_pythondiv=False).output(0)
+            acc = Divide([acc, const_like(len(args), acc)], m_pythondiv=False).output(0)
         return acc
     onnx_rule(onnx_op)(rule)
 
@@ -894,7 +899,7 @@ def _import_isinf(ctx):
 @onnx_rule("Reciprocal")
 def _import_reciprocal(ctx):
     x = ctx.inputs[0]
-    return Divide([_const_like(1, x), x], m_pythondiv=False)
+    return Divide([const_like(1, x), x], m_pythondiv=False)
 
 
 @onnx_rule("PRelu")
@@ -922,7 +927,7 @@ def _import_prelu(ctx):
 @onnx_rule("LeakyRelu")
 def _import_leaky_relu(ctx):
     x = ctx.inputs[0]
-    return PRelu([x, _const_like(ctx.attr("alpha", 0.01), x)])
+    return PRelu([x, const_like(ctx.attr("alpha", 0.01), x)])
 
 
 @onnx_rule("Elu")
@@ -933,22 +938,22 @@ def _import_elu(ctx):
 @onnx_rule("Selu")
 def _import_selu(ctx):
     x = ctx.inputs[0]
-    return Selu([x, _const_like(ctx.attr("alpha", 1.67326319217681884765625), x),
-                 _const_like(ctx.attr("gamma", 1.05070102214813232421875), x)])
+    return Selu([x, const_like(ctx.attr("alpha", 1.67326319217681884765625), x),
+                 const_like(ctx.attr("gamma", 1.05070102214813232421875), x)])
 
 
 @onnx_rule("HardSigmoid")
 def _import_hard_sigmoid(ctx):
     x = ctx.inputs[0]
-    return HardSigmoid([x, _const_like(ctx.attr("alpha", 0.2), x),
-                        _const_like(ctx.attr("beta", 0.5), x)])
+    return HardSigmoid([x, const_like(ctx.attr("alpha", 0.2), x),
+                        const_like(ctx.attr("beta", 0.5), x)])
 
 
 @onnx_rule("Swish")
 def _import_swish(ctx):
     x = ctx.inputs[0]
     alpha = float(ctx.attr("alpha", 1.0))
-    return Swish([x]) if alpha == 1.0 else Swish([x, _const_like(alpha, x)])
+    return Swish([x]) if alpha == 1.0 else Swish([x, const_like(alpha, x)])
 
 
 @onnx_rule("Gelu", since=20)
@@ -971,9 +976,9 @@ def _clip(x: Output, lo: Any, hi: Any) -> Output:
         return Clamp([x], min=lo_f, max=hi_f).output(0)
     out = x
     if lo is not None:
-        out = Maximum([out, lo if isinstance(lo, Output) else _const_like(lo, x)]).output(0)
+        out = Maximum([out, lo if isinstance(lo, Output) else const_like(lo, x)]).output(0)
     if hi is not None:
-        out = Minimum([out, hi if isinstance(hi, Output) else _const_like(hi, x)]).output(0)
+        out = Minimum([out, hi if isinstance(hi, Output) else const_like(hi, x)]).output(0)
     return out
 
 
@@ -997,7 +1002,7 @@ def _check_numpy_type(ctx: Any, x: Output) -> None:
 def _import_cast(ctx):
     x = ctx.inputs[0]
     _check_numpy_type(ctx, x)
-    et = _onnx_type(ctx.attr("to", 0), ctx)
+    et = onnx_element_type(ctx.attr("to", 0), ctx)
     if ctx.attr("round_mode", "up") != "up":
         ctx.error("round_mode other than 'up' is not supported")
     if et is x.element_type:
@@ -1183,7 +1188,6 @@ def _export_elu(node, ectx):
 def _scalar_attr(node: Node, i: int) -> float:
     value = node.input_constant(i)
     if value is None:
-        from ..errors import UnsupportedOpError
         raise UnsupportedOpError(node.type_name, "", 17, node.friendly_name,
                                  f"input {i} must be constant to export to ONNX")
     return float(np.asarray(value).reshape(()))

@@ -9,7 +9,11 @@ import numpy as np
 
 from ..core.node import Node, Output
 from ..core.shape import PartialShape
+from ..errors import UnsupportedOpError
 from .base import merged_input_type, normalize_axis, set_name, to_output
+from .elementwise import (Add, Convert, Divide, Exp, Log, Maximum, Multiply, Sqrt, Subtract,
+                          const_like, onnx_element_type)
+from .reduction import ReduceL1, ReduceMax, ReduceMean, ReduceSum
 from .registry import onnx_export, onnx_rule
 
 __all__ = ["softmax", "log_softmax", "mvn", "batch_norm_inference", "normalize_l2"]
@@ -206,8 +210,7 @@ def mvn(data: Any, axes: Any, normalize_variance: bool, eps: float, eps_mode: st
 def batch_norm_inference(data: Any, gamma: Any, beta: Any, mean: Any, variance: Any,
                          epsilon: float, name: str | None = None) -> Node:
     x = to_output(data)
-    dt = x.element_type.dtype or np.float32
-    rest = [to_output(v) if isinstance(v, (Node, Output)) else to_output(np.asarray(v, dt))
+    rest = [to_output(v) if isinstance(v, (Node, Output)) else const_like(v, x)
             for v in (gamma, beta, mean, variance)]
     return set_name(BatchNormInference([x] + rest, epsilon=float(epsilon)), name)
 
@@ -224,9 +227,6 @@ def _i64(values: Any) -> Output:
     return to_output(np.asarray(values, dtype=np.int64))
 
 
-def _const_like(value: Any, ref: Output) -> Output:
-    dt = ref.element_type.dtype
-    return to_output(np.asarray(value, dtype=dt if dt is not None else np.float32))
 
 
 def _static_rank(ctx: Any, x: Output, what: str) -> int:
@@ -252,8 +252,6 @@ def _coerced(ctx: Any, cls: type) -> Output:
         rows = reshape(x, [-1, n], special_zero=False)
         return reshape(cls([rows], axis=1), shape_of(x), special_zero=False).output(0)
     # Same values without reshaping: normalize over all axes from ``axis`` on at once.
-    from .elementwise import Divide, Exp, Log, Subtract
-    from .reduction import ReduceMax, ReduceSum
     axes = _i64(np.arange(axis, rank))
     shifted = Subtract([x, ReduceMax([x, axes], keep_dims=True)]).output(0)
     total = ReduceSum([Exp([shifted]), axes], keep_dims=True).output(0)
@@ -316,7 +314,6 @@ def _per_channel(ctx: Any, v: Output, rank: int) -> Output:
 
 @onnx_rule("InstanceNormalization")
 def _import_instance_norm(ctx):
-    from .elementwise import Add, Multiply
     x, scale, bias = ctx.inputs[:3]
     rank = _static_rank(ctx, x, "InstanceNormalization")
     if rank < 3:
@@ -331,8 +328,6 @@ def _import_instance_norm(ctx):
 def _import_layer_norm(ctx):
     """MVN over the axes from ``axis`` on, times Scale plus B; the optional Mean and InvStdDev
     outputs come from reductions in the stash type."""
-    from .elementwise import Add, Convert, Divide, Multiply, Sqrt, Subtract, _onnx_type
-    from .reduction import ReduceMean
     x, scale, bias = ctx.inputs[0], ctx.input(1), ctx.input(2)
     rank = _static_rank(ctx, x, "LayerNormalization")
     axis = ctx.attr("axis", -1)
@@ -347,20 +342,17 @@ def _import_layer_norm(ctx):
         y = Add([y, bias]).output(0)
     if not any(ctx.proto.output[1:]):
         return y
-    stash = _onnx_type(ctx.attr("stash_type", 1), ctx)
+    stash = onnx_element_type(ctx.attr("stash_type", 1), ctx)
     xs = x if x.element_type is stash else Convert([x], destination_type=stash).output(0)
     mean = ReduceMean([xs, axes], keep_dims=True).output(0)
     centered = Subtract([xs, mean]).output(0)
     var = ReduceMean([Multiply([centered, centered]), axes], keep_dims=True)
-    std = Sqrt([Add([var, _const_like(eps, xs)])])
-    return [y, mean, Divide([_const_like(1, xs), std]).output(0)]
+    std = Sqrt([Add([var, const_like(eps, xs)])])
+    return [y, mean, Divide([const_like(1, xs), std]).output(0)]
 
 
 @onnx_rule("LpNormalization")
 def _import_lp_normalization(ctx):
-    from .elementwise import Divide
-    from .reduction import ReduceL1
-    from .elementwise import Maximum
     x = ctx.inputs[0]
     axes = _i64([ctx.attr("axis", -1)])
     p = ctx.attr("p", 2)
@@ -369,7 +361,7 @@ def _import_lp_normalization(ctx):
     if p == 2:
         return NormalizeL2([x, axes], eps=tiny, eps_mode="max")
     if p == 1:
-        return Divide([x, Maximum([ReduceL1([x, axes], keep_dims=True), _const_like(tiny, x)])])
+        return Divide([x, Maximum([ReduceL1([x, axes], keep_dims=True), const_like(tiny, x)])])
     ctx.error(f"p={p} is not supported (only 1 and 2)")
 
 
@@ -394,7 +386,6 @@ def _export_batch_norm(node, ectx):
 def _constant_axes(node: Node) -> list[int]:
     axes = node.input_constant(1)
     if axes is None:
-        from ..errors import UnsupportedOpError
         raise UnsupportedOpError(node.type_name, "", 17, node.friendly_name,
                                  "ONNX opset 17 needs constant axes")
     return [int(a) for a in np.asarray(axes).reshape(-1)]

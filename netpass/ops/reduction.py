@@ -10,8 +10,10 @@ from ..core.dimension import Dimension
 from ..core.node import Node, Output
 from ..core.shape import PartialShape
 from ..core.types import Type, boolean, i32, i64
+from ..errors import UnsupportedOpError
 from .base import (ArithmeticReductionKeepDims, LogicalReductionKeepDims, normalize_axis,
                    set_name, to_output)
+from .elementwise import Add, Exp, IsInf, Log, Multiply, Select, Subtract, const_like
 from .registry import onnx_export, onnx_rule
 
 __all__ = [
@@ -308,24 +310,20 @@ def _simple(cls: type) -> Callable[[Output, Output, bool], Output]:
 
 
 def _sum_square(x: Output, axes: Output, keep: bool) -> Output:
-    from .elementwise import Multiply
     return ReduceSum([Multiply([x, x]), axes], keep_dims=keep).output(0)
 
 
 def _log_sum(x: Output, axes: Output, keep: bool) -> Output:
-    from .elementwise import Log
     return Log([ReduceSum([x, axes], keep_dims=keep)]).output(0)
 
 
 def _log_sum_exp(x: Output, axes: Output, keep: bool) -> Output:
     """m + log(sum(exp(x - m))) with m the max, or 0 where the max is infinite: the plain form
     overflows for inputs above ~88 in f32, and an infinite shift would give inf - inf."""
-    from .elementwise import Add, Exp, IsInf, Log, Select, Subtract
-    dt = x.element_type.dtype or np.float32
 
     def finite_max(keep_dims: bool) -> Output:
         m = ReduceMax([x, axes], keep_dims=keep_dims).output(0)
-        return Select([IsInf([m]), to_output(np.zeros((), dt)), m]).output(0)
+        return Select([IsInf([m]), const_like(0, x), m]).output(0)
     shift = finite_max(True)
     s = ReduceSum([Exp([Subtract([x, shift])]), axes], keep_dims=keep)
     return Add([Log([s]), shift if keep else finite_max(False)]).output(0)
@@ -408,7 +406,6 @@ def _import_cumsum(ctx):
 def _constant_axes(node: Node) -> list[int]:
     axes = node.input_constant(1)
     if axes is None:
-        from ..errors import UnsupportedOpError
         raise UnsupportedOpError(node.type_name, "", 17, node.friendly_name,
                                  "ONNX opset 17 needs constant reduction axes")
     return [int(a) for a in np.asarray(axes).reshape(-1)]
@@ -462,7 +459,6 @@ onnx_export(ReduceLogicalOr)(_export_logical("ReduceMax"))
 @onnx_export(TopK)
 def _export_topk(node, ectx):
     if node.sort == "index":
-        from ..errors import UnsupportedOpError
         raise UnsupportedOpError("TopK", "", 17, node.friendly_name,
                                  "sort=index has no ONNX TopK equivalent")
     data, k = ectx.inputs(node)

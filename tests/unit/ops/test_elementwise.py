@@ -244,6 +244,12 @@ def test_unary_matches_onnxruntime(op, attrs, domain, shape):
     check_onnx(one_node(op, feeds, **attrs), feeds)
 
 
+@pytest.mark.parametrize("op", ["LeakyRelu", "Reciprocal", "HardSigmoid", "Selu"])
+def test_double_data_keeps_double_constants(op):
+    feeds = {"x": rand(np.random.default_rng(24), (3, 4), 0.2, 3.0, np.float64)}
+    check_onnx(one_node(op, feeds), feeds)
+
+
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_gelu_opset20_matches_onnxruntime(approximate):
     feeds = {"x": rand(np.random.default_rng(12), (2, 5), -4, 4)}
