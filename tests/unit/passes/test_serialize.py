@@ -8,6 +8,8 @@ from typing import Callable
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import netpass
 from netpass import Model, opset
@@ -412,3 +414,33 @@ def test_inconsistent_layer_names_the_layer():
 def test_malformed_xml_refused():
     with pytest.raises(ModelFormatError, match="well-formed"):
         netpass.read_model(b"<net><layers>")
+
+
+# -- property: random graphs read back equal ---------------------------------------------------
+_UNARY = ("relu", "sigmoid", "tanh", "exp", "negative", "abs")
+_BINARY = ("add", "multiply", "subtract", "maximum")
+_NAMES = st.text(st.characters(blacklist_categories=("Cc", "Cs")), min_size=1, max_size=8)
+
+
+@settings(max_examples=25, deadline=None)
+@given(dims=st.lists(st.sampled_from([1, 2, 3, -1]), min_size=1, max_size=3),
+       steps=st.lists(st.tuples(st.sampled_from(_UNARY + _BINARY), st.integers(0, 10**6),
+                                _NAMES), min_size=1, max_size=8),
+       seed=st.integers(0, 2**16))
+def test_random_graphs_read_back_equal(dims, steps, seed, tmp_path_factory):
+    rng = np.random.default_rng(seed)
+    x = opset.parameter(dims, np.float32, name="x")
+    values = [x.output(0)]
+    for i, (op, pick, name) in enumerate(steps):
+        a = values[pick % len(values)]
+        if op in _BINARY:
+            static = [d if d > 0 else 1 for d in dims]
+            node = getattr(opset, op)(a, opset.constant(rng.standard_normal(static[-1:])
+                                                        .astype(np.float32)))
+        else:
+            node = getattr(opset, op)(a)
+        node.friendly_name = f"{name}_{i}"
+        node.output(0).names.add(f"t{i},{name}")
+        values.append(node.output(0))
+    model = Model([values[-1], values[len(values) // 2]], [x], "random")
+    _assert_same(model, _write_read(model, tmp_path_factory.mktemp("ir")))
