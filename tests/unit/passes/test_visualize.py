@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from netpass import Model, opset
+from netpass.core.rt_info import FusedNames
 from netpass.errors import NetpassError
 from netpass.passes import VisualizeTree
 from netpass.passes.visualize import to_dot
@@ -90,6 +91,21 @@ def test_partial_values_and_symbols(monkeypatch):
     text = to_dot(model)
     assert re.search(r"value: \(\?<batch>, 3\)", text), text
     assert "[?<batch>,3]" in text
+
+
+def test_label_toggles(monkeypatch):
+    model = _model()
+    bias = model.results[0].input_value(0).node.input_value(0).node.input_value(0).node
+    bias.rt_info["fused_names_0"] = FusedNames(["bias", "b2"])
+    bias.output(0).names.add("biased")
+    monkeypatch.setenv("NETPASS_VISUALIZE_TREE_OUTPUT_SHAPES", "0")
+    monkeypatch.setenv("NETPASS_VISUALIZE_TREE_IO", "1")
+    monkeypatch.setenv("NETPASS_VISUALIZE_TREE_RUNTIME_INFO", "1")
+    monkeypatch.setenv("NETPASS_VISUALIZE_TREE_TENSORS_NAME", "1")
+    label = re.search(r'label="(bias\\n[^"]*)"', to_dot(model)).group(1)
+    assert "in0: {f32}[1,?,4]\\nin1: {f32}[4]" in label
+    assert "out0: {f32} (biased)" in label
+    assert "fused_names_0: FusedNames(b2,bias)" in label
 
 
 def test_node_modifiers_edit_attributes(tmp_path):
