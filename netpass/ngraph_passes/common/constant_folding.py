@@ -25,18 +25,18 @@ def constant_folding_is_disabled(node: Node) -> bool:
 def fold(node: Node) -> list | None:
     """The output values of ``node`` when they are known (all inputs Constants, or values
     propagated by shape inference such as ShapeOf of a static shape), else None."""
-    if not node.FOLDABLE or not node.get_input_size() or constant_folding_is_disabled(node):
+    if not node.FOLDABLE or constant_folding_is_disabled(node):
         return None
-    vals = [o.value for o in node.outputs()]
-    if all(v is not None for v in vals):
-        return vals
     srcs = node.input_values()
-    if not all(s.node.type_name == "Constant" for s in srcs):
+    if not srcs:
         return None
-    try:
-        return node.evaluate([s.node.value for s in srcs])
-    except NotImplementedError:
-        return None
+    if all(s.node.type_name == "Constant" for s in srcs):
+        try:
+            return node.evaluate([s.node.value for s in srcs])
+        except NotImplementedError:
+            return None
+    vals = [node.output(i).value for i in range(node.get_output_size())]
+    return vals if all(v is not None for v in vals) else None
 
 
 class ConstantFolding(ModelPass):

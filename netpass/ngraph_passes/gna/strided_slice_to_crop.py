@@ -2,8 +2,8 @@
 input becomes ``CropIE`` (+ a Reshape for new/shrunk axes; the crop is then named
 ``<name>/Crop`` and the Reshape takes the StridedSlice's name).
 
-The crop window is read off the op itself: slicing a probe whose values are the coordinates
-along one axis yields exactly the coordinates kept, whatever the masks say.
+The crop window is read off the op itself: slicing a probe holding each element's flat index
+yields exactly the elements kept, whatever the masks say.
 """
 from __future__ import annotations
 
@@ -16,35 +16,44 @@ from ...pattern import Matcher, wrap_type
 from ..utils import const, const_value, make, op_types, static_shape
 
 
-def crop_window(ss: Node) -> tuple[list[int], list[int]] | None:
-    """(offset, dim) per input axis, or None when the slice is not a contiguous window."""
+def _crop_candidate(ss: Node) -> bool:
     shape = static_shape(ss.input_value(0))
     params = [const_value(ss.input_value(i)) for i in range(1, ss.get_input_size())]
-    if shape is None or not 2 <= len(shape) <= 5 or any(p is None for p in params) \
-            or (len(params) == 3 and np.any(params[2] != 1)) or any(ss.ellipsis_mask or []):
+    return shape is not None and 2 <= len(shape) <= 5 and all(p is not None for p in params) \
+        and (len(params) < 3 or bool(np.all(params[2] == 1))) and not any(ss.ellipsis_mask or []) \
+        and ss.output(0).partial_shape.is_static
+
+
+def crop_window(ss: Node) -> tuple[list[int], list[int]] | None:
+    """(offset, dim) per input axis, or None when the slice is not one contiguous window."""
+    shape = static_shape(ss.input_value(0))
+    params = [const_value(ss.input_value(i)) for i in range(1, ss.get_input_size())]
+    probe = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+    kept = ss.evaluate([probe, *params])[0].reshape(-1)
+    if kept.size == 0:
         return None
-    offset, dim = [], []
-    for axis, n in enumerate(shape):
-        probe = np.broadcast_to(np.arange(n).reshape([-1 if a == axis else 1 for a in range(len(shape))]), shape)
-        kept = np.unique(ss.evaluate([probe, *params])[0])
-        if kept.size == 0 or kept[-1] - kept[0] + 1 != kept.size:
-            return None
-        offset.append(int(kept[0]))
-        dim.append(int(kept.size))
+    coords = np.unravel_index(kept, shape)
+    offset = [int(c.min()) for c in coords]
+    dim = [int(c.max()) - o + 1 for c, o in zip(coords, offset)]
+    # A window holds exactly prod(dim) elements, in increasing order.
+    if int(np.prod(dim)) != kept.size or np.any(np.diff(kept) <= 0):
+        return None
     return offset, dim
 
 
 class ConvertStridedSliceToCrop(MatcherPass):
     def __init__(self) -> None:
         super().__init__()
-        pattern = wrap_type(op_types("StridedSlice"), predicate=lambda o: o.partial_shape.is_static
-                            and crop_window(o.node) is not None)
+        pattern = wrap_type(op_types("StridedSlice"), predicate=lambda o: _crop_candidate(o.node))
 
         def callback(m: Matcher) -> bool:
             ss = m.match_root
             if self.transformation_callback(ss):
                 return False
-            offset, dim = crop_window(ss)
+            window = crop_window(ss)
+            if window is None:
+                return False
+            offset, dim = window
             crop = make("CropIE", [ss.input_value(0)], axes=list(range(len(dim))), dim=dim, offset=offset)
             last = crop
             if tuple(dim) != ss.output(0).shape:

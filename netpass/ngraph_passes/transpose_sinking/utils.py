@@ -35,6 +35,11 @@ class TransposeInput:
     order_type: Type
     index: int
 
+    @property
+    def order_value(self) -> Output:
+        """The Transpose's order Constant (shared by the Transposes a forward step inserts)."""
+        return self.transpose.input_value(1)
+
 
 def transpose_order(node: Node) -> list[int] | None:
     """The order of a Transpose with a constant order, else None."""
@@ -104,13 +109,18 @@ def update_input_transposes(main: Node, info: TransposeInput, indices: Iterable[
     return new
 
 
-def insert_output_transposes(main: Node, order: list[int], order_type: Type) -> list[Node]:
-    """Forward: ``Transpose(order)`` after every output of ``main``; the Transpose takes the
-    output's tensor names and (single output) ``main``'s friendly name, else ``<main>.<i>``."""
+def insert_output_transposes(main: Node, order: list[int], order_type: Type,
+                             order_value: Output | None = None) -> list[Node]:
+    """Forward: ``Transpose(order)`` after every used output of ``main`` (order Constant
+    ``order_value`` when given); the Transpose takes the output's tensor names and (single
+    output) ``main``'s friendly name, else ``<main>.<i>``."""
     new = []
     multi = main.get_output_size() > 1
+    order_value = order_value if order_value is not None else const(np.array(order), order_type)
     for out in main.outputs():
-        t = make("Transpose", [out, const(np.array(order), order_type)])
+        if not out.consumers():
+            continue
+        t = make("Transpose", [out, order_value])
         out.replace(t.output(0))
         out.names.clear()
         if multi:
@@ -129,10 +139,11 @@ def sink_forward(main: Node, info: TransposeInput, out_order: list[int] | None =
                  indices: Iterable[int] | None = None) -> list[Node]:
     """The usual forward step: bypass/transposes on inputs, re-infer ``main``, Transposes on its
     outputs (``out_order``, default the input order)."""
+    order_value = info.order_value if out_order is None else None
     new = update_input_transposes(main, info, indices)
     main.validate_and_infer_types()
     return new + insert_output_transposes(main, info.order if out_order is None else out_order,
-                                          info.order_type)
+                                          info.order_type, order_value)
 
 
 # -- backward ---------------------------------------------------------------------------------
