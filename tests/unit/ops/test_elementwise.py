@@ -244,12 +244,9 @@ def test_unary_matches_onnxruntime(op, attrs, domain, shape):
     check_onnx(one_node(op, feeds, **attrs), feeds)
 
 
-@pytest.mark.parametrize("op", ["LeakyRelu", "Reciprocal", "Mean"])
+@pytest.mark.parametrize("op", ["LeakyRelu", "Reciprocal"])
 def test_double_data_keeps_double_constants(op):
-    rng = np.random.default_rng(24)
-    feeds = {"x": rand(rng, (3, 4), -3.0, 3.0, np.float64)}
-    if op == "Mean":
-        feeds["y"] = rand(rng, (4,), -3.0, 3.0, np.float64)
+    feeds = {"x": rand(np.random.default_rng(24), (3, 4), -3.0, 3.0, np.float64)}
     check_onnx(one_node(op, feeds), feeds)
 
 
