@@ -914,7 +914,8 @@ def _import_prelu(ctx):
         if len(xs) > 2:
             lead = len(xs) - 1
             if slope.value is not None:
-                slope = to_output(slope.value.reshape((1,) * lead + slope.value.shape))
+                slope = to_output(slope.value.reshape((1,) * lead + slope.value.shape),
+                                  element_type=slope.element_type)
             else:
                 from .. import opset
                 unsqueeze = getattr(opset, "unsqueeze", None)

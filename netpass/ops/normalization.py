@@ -227,8 +227,6 @@ def _i64(values: Any) -> Output:
     return to_output(np.asarray(values, dtype=np.int64))
 
 
-
-
 def _static_rank(ctx: Any, x: Output, what: str) -> int:
     ps = x.partial_shape
     if not ps.rank_is_static:
@@ -304,7 +302,7 @@ def _per_channel(ctx: Any, v: Output, rank: int) -> Output:
     """A [C] tensor shaped [C, 1, ..., 1] to broadcast over data of ``rank`` (N, C, ...)."""
     shape = (-1,) + (1,) * (rank - 2)
     if v.value is not None:
-        return to_output(v.value.reshape(shape))
+        return to_output(v.value.reshape(shape), element_type=v.element_type)
     from .. import opset
     unsqueeze = getattr(opset, "unsqueeze", None)
     if unsqueeze is None:
