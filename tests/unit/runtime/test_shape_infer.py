@@ -1,0 +1,41 @@
+"""The runtime's fast numpy shape rules agree with the ops' own shape inference."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from netpass import Model, opset
+from netpass.runtime import Program
+from netpass.runtime.shape_infer import ShapeInfer, _fast
+
+
+def _i64(v):
+    return np.array(v, dtype=np.int64)
+
+
+CASES = [
+    (lambda x: opset.unsqueeze(x, _i64([0, -1])), (3, 4)),
+    (lambda x: opset.squeeze(x, _i64([1])), (3, 1, 4)),
+    (lambda x: opset.slice(x, _i64([1, -5]), _i64([100, -1]), _i64([2, 1]), _i64([0, 1])), (7, 9)),
+    (lambda x: opset.slice(x, _i64([-1]), _i64([-100]), _i64([-2])), (9, 2)),
+    (lambda x: opset.variadic_split(x, _i64(-1), _i64([2, -1, 3])), (4, 10)),
+    (lambda x: opset.split(x, _i64(0), 3), (6, 5)),
+    (lambda x: opset.reshape(x, _i64([0, -1, 2]), True), (3, 4, 6)),
+    (lambda x: opset.transpose(x, _i64([2, 0, 1])), (3, 4, 6)),
+    (lambda x: opset.gather(x, _i64([[0, 2], [1, 1]]), _i64(1)), (3, 4, 6)),
+    (lambda x: opset.matmul(x, np.ones((2, 6, 5), np.float32), False, False), (4, 1, 3, 6)),
+    (lambda x: opset.mvn(x, _i64([-1]), True, 1e-5, "inside_sqrt"), (2, 3)),
+]
+
+
+@pytest.mark.parametrize("build,shape", CASES)
+def test_fast_rule_matches_op_inference(build, shape):
+    x = opset.parameter([-1] * len(shape), np.float32, name="x")
+    node = build(x)
+    prog = Program.from_model(Model([opset.result(o) for o in node.outputs()], [x]))
+    pnode = next(n for n in prog.nodes if n.kind == node.type_name)
+    shapes = [shape] + [tuple(s.value.shape) for s, _ in pnode.inputs[1:]]
+    values = {j: s.value for j, (s, _) in enumerate(pnode.inputs) if s.kind == "Constant"}
+    fast = _fast(pnode.kind, pnode.attrs, shapes, values)
+    assert fast is not None
+    assert fast == ShapeInfer(pnode)._generic(shapes, values)
