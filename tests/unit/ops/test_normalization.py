@@ -98,6 +98,17 @@ def test_softmax_before_opset13_with_dynamic_dims():
     check_onnx(proto, {"x": rand(np.random.default_rng(3), (2, 3, 5), -5, 5)})
 
 
+def test_softmax_before_opset13_keeps_symbols():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 4])
+    node = helper.make_node("Softmax", ["x"], ["y"], axis=1)
+    graph = helper.make_graph([node], "g", [x], [helper.make_tensor_value_info("y", 1, None)])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    model = netpass.read_model(proto)
+    out = model.output("y").partial_shape
+    assert out[0].symbol is model.parameters[0].output(0).partial_shape[0].symbol
+    assert out[1:] == PartialShape([3, 4])
+
+
 def test_softmax_large_inputs_stay_finite():
     x = opset.parameter([2, 4], np.float32, name="x")
     v = rand(np.random.default_rng(4), (2, 4), 500, 900)
