@@ -13,32 +13,40 @@ def topological_sort(roots: Sequence[Node]) -> list[Node]:
     """Producers before consumers, in OpenVINO's order.
 
     Iterative DFS post-order: roots are pushed in the given order (so the last is expanded
-    first) and a node's input 0 subtree is emitted before its input 1 subtree.
+    first) and a node's input 0 subtree is emitted before its input 1 subtree. Each stack entry
+    keeps an iterator over the node's inputs, so every edge is looked at once; leaves are
+    emitted without a stack entry (this runs before every graph rewrite).
     """
     order: list[Node] = []
+    append = order.append
     done: set[Node] = set()
-    expanded: set[Node] = set()
-    stack = list(roots)
-    push = stack.append
-    while stack:
-        n = stack[-1]
-        if n in done:
-            stack.pop()
+    add = done.add
+    for root in reversed(roots):
+        if root in done:
             continue
-        pending = False
-        for src in reversed(n._inputs):
-            p = src.node
-            if p not in done:
-                if n in expanded and p in expanded:
+        stack = [(root, iter(root._inputs))]
+        push = stack.append
+        on_path = {root}
+        while stack:
+            n, it = stack[-1]
+            for src in it:
+                p = src.node
+                if p in done:
+                    continue
+                if not p._inputs:
+                    add(p)
+                    append(p)
+                    continue
+                if p in on_path:
                     raise NetpassError(f"cycle detected through {n.type_name} '{n.friendly_name}'")
-                push(p)
-                pending = True
-        if pending:
-            expanded.add(n)
-            continue
-        stack.pop()
-        done.add(n)
-        order.append(n)
+                push((p, iter(p._inputs)))
+                on_path.add(p)
+                break
+            else:
+                stack.pop()
+                on_path.discard(n)
+                add(n)
+                append(n)
     return order
 
 

@@ -134,16 +134,33 @@ class Output:
         Consumers that belong to ``replacement``'s own node are left alone (so a node can be
         inserted after this output). Tensor names move to ``replacement``; output rt_info merges.
         """
-        replacement = as_output(replacement)
-        if replacement == self:
+        if type(replacement) is not Output:
+            replacement = as_output(replacement)
+        node, index = self.node, self.index
+        rnode, rindex = replacement.node, replacement.index
+        if rnode is node and rindex == index:
             return
-        rnode = replacement.node
-        for inp in self.consumers():
-            if inp.node is rnode:
-                continue
-            inp.replace_source_output(replacement)
-        replacement.names.update(self.names)
-        rt = self.node._out_rt[self.index]
+        # Moves the consumer entries directly (rewrites run this once per match).
+        table = node._out_cons[index]
+        if table:
+            rtable = rnode._out_cons[rindex]
+            moved = False
+            for key, ref in list(table.items()):
+                consumer = ref()
+                if consumer is rnode:
+                    continue
+                del table[key]
+                if consumer is None:
+                    continue
+                consumer._inputs[key[1]] = replacement
+                rtable[key] = ref
+                moved = True
+            if moved:
+                topology_changed()
+        names = node._out_names[index]
+        if names:
+            rnode._out_names[rindex].update(names)
+        rt = node._out_rt[index]
         if rt:
             replacement.rt_info.update(rt)
 

@@ -9,11 +9,13 @@ candidates for every node. Candidates run in registration order until one callba
 True. Nodes a callback registers with ``register_new_node`` go to the front of the queue, in
 registration order, and meet all matchers again. The queue holds nodes weakly and the model's
 cached order is dropped, so replaced nodes are freed and skipped; nodes that left the graph
-(no consumers, not a Result, sink or parameter) are skipped too.
+(no consumers, not a Result, sink or parameter) are skipped too (checked when a pattern
+matches, before its callback runs).
 """
 from __future__ import annotations
 
 import collections
+import gc
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -156,6 +158,19 @@ class GraphRewrite(ModelPass):
         active = self._active()
         if not active:
             return False
+        # The IR holds no reference cycles (consumers are weak), so nodes a rewrite drops are
+        # freed by reference counting; pausing the cyclic collector saves it from scanning the
+        # whole graph again and again while callbacks allocate.
+        paused = gc.isenabled()
+        if paused:
+            gc.disable()
+        try:
+            return self._traverse(model, active)
+        finally:
+            if paused:
+                gc.enable()
+
+    def _traverse(self, model: "Model", active: list[MatcherPass]) -> bool:
         ops = model.get_ordered_ops()
         # Without the cached order and with a weak queue, replaced nodes are freed at once.
         model.drop_cached_order()
@@ -166,7 +181,7 @@ class GraphRewrite(ModelPass):
         del ops
         popleft, pushleft = queue.popleft, queue.appendleft
         table: dict[type, list] = {}
-        keep = _InGraph(model)
+        in_graph = _InGraph(model)
         changed = False
         while queue:
             node = popleft()()
@@ -177,19 +192,20 @@ class GraphRewrite(ModelPass):
             if cands is None:
                 cands = table[cls] = [(mp, mp.matcher, mp._root_index, mp._new_nodes) for mp in active
                                       if mp._root_types is None or issubclass(cls, mp._root_types)]
-            if not cands or not keep(node):
+            if not cands:
                 continue
             n_out = len(node._out_et)
             for mp, m, idx, new in cands:
                 if new:
                     new.clear()
-                if idx >= n_out:
+                if idx >= n_out or not m.match(Output(node, idx)):
                     continue
-                if m.match(Output(node, idx)):
-                    applied = mp.callback(m)
+                if not in_graph(node):
+                    # Left the graph but kept alive elsewhere: no matcher applies to it.
                     m.clear_state()
-                else:
-                    applied = False
+                    break
+                applied = mp.callback(m)
+                m.clear_state()
                 if new:
                     for n in reversed(new):
                         pushleft(ref(n))

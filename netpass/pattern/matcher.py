@@ -128,8 +128,9 @@ class MatchFailure:
 class Matcher:
     """Matches ``pattern`` (its root pattern node) against graph values."""
 
-    __slots__ = ("pattern", "name", "_explain", "_log", "_vm", "_trail", "_symbols",
-                 "_symbol_trail", "_value", "_best", "last_failure", "failures", "__weakref__")
+    # The results are plain slots, not properties: callbacks read them on every match.
+    __slots__ = ("pattern", "name", "_explain", "_log", "pattern_value_map", "match_value",
+                 "match_root", "_symbols", "_best", "last_failure", "failures", "__weakref__")
 
     def __init__(self, pattern: Any, name: str | None = None, explain: bool = False) -> None:
         self.pattern: Pattern = as_pattern(pattern)
@@ -138,11 +139,10 @@ class Matcher:
         self._explain = bool(explain) or self._log
         if self._log:
             _ensure_logger()
-        self._vm: dict = {}
-        self._trail: list = []
+        self.pattern_value_map: dict = {}  # pattern node -> matched graph Output
+        self.match_value: Output | None = None
+        self.match_root: Node | None = None
         self._symbols: dict = {}
-        self._symbol_trail: list = []
-        self._value: Output | None = None
         self._best: tuple | None = None
         self.last_failure: MatchFailure | None = None
         self.failures: collections.deque = collections.deque(maxlen=MAX_FAILURES)
@@ -151,26 +151,22 @@ class Matcher:
     def match(self, value: "Output | Node") -> bool:
         """Match the pattern rooted at ``value``; True on success (state kept until the
         next match or :meth:`clear_state`)."""
-        if self._value is not None:
-            self._vm = {}
-            self._symbols = {}
-            self._trail.clear()
-            self._symbol_trail.clear()
-            self._value = None
+        if self.match_value is not None:
+            self.clear_state()
         if type(value) is not Output:
             value = self._as_value(value)
         if self._explain:
             self._best = None
         if self.pattern._match(self, value):
-            self._value = value
+            self.match_value = value
+            self.match_root = value.node
             if self._log:
                 logger.debug("Matcher '%s' matched %s", self.name, value)
             return True
-        self._vm.clear()
-        self._trail.clear()
+        if self.pattern_value_map:
+            self.pattern_value_map.clear()
         if self._symbols:
             self._symbols.clear()
-        self._symbol_trail.clear()
         if self._explain:
             self._record(value)
         return False
@@ -184,29 +180,30 @@ class Matcher:
 
     def clear_state(self) -> None:
         """Forget the last match (the map handed out stays with whoever holds it)."""
-        self._vm = {}
-        self._symbols = {}
-        self._trail.clear()
-        self._symbol_trail.clear()
-        self._value = None
+        self.pattern_value_map = {}
+        if self._symbols:
+            self._symbols = {}
+        self.match_value = None
+        self.match_root = None
 
     # -- state used by pattern nodes ------------------------------------------------------
     def _mark(self) -> tuple[int, int]:
-        return len(self._trail), len(self._symbol_trail)
+        return len(self.pattern_value_map), len(self._symbols)
 
     def _rollback(self, mark: tuple[int, int]) -> None:
-        trail, vm = self._trail, self._vm
+        # Bindings are only ever added during a match: undo by dropping the newest ones.
         n, ns = mark
-        while len(trail) > n:
-            del vm[trail.pop()]
-        strail, syms = self._symbol_trail, self._symbols
-        while len(strail) > ns:
-            del syms[strail.pop()]
+        vm, syms = self.pattern_value_map, self._symbols
+        while len(vm) > n:
+            vm.popitem()
+        while len(syms) > ns:
+            syms.popitem()
 
     def _fail(self, pattern: Pattern, value: Output, reason: str, detail: Any) -> None:
-        depth = len(self._trail)
+        vm = self.pattern_value_map
+        depth = len(vm)
         if self._best is None or depth > self._best[0]:
-            self._best = (depth, pattern, value, reason, detail, list(self._vm.items()))
+            self._best = (depth, pattern, value, reason, detail, list(vm.items()))
 
     def _record(self, root: Output) -> None:
         best = self._best
@@ -229,22 +226,9 @@ class Matcher:
         return "" if self.last_failure is None else str(self.last_failure)
 
     @property
-    def match_value(self) -> Output | None:
-        return self._value
-
-    @property
-    def match_root(self) -> Node | None:
-        return None if self._value is None else self._value.node
-
-    @property
-    def pattern_value_map(self) -> dict:
-        """Pattern node -> matched graph Output."""
-        return self._vm
-
-    @property
     def pattern_map(self) -> dict:
         """Pattern node -> matched graph Node."""
-        return {p: o.node for p, o in self._vm.items()}
+        return {p: o.node for p, o in self.pattern_value_map.items()}
 
     @property
     def symbols(self) -> dict:
@@ -255,10 +239,10 @@ class Matcher:
         return self.match_root
 
     def get_match_value(self) -> Output | None:
-        return self._value
+        return self.match_value
 
     def get_pattern_value_map(self) -> dict:
-        return self._vm
+        return self.pattern_value_map
 
     def get_pattern_map(self) -> dict:
         return self.pattern_map

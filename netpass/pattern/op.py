@@ -2,8 +2,9 @@
 
 A pattern is a small DAG of these nodes. Each node's ``_match(m, out)`` tries to match the
 graph value ``out`` (an :class:`~netpass.core.node.Output`) inside the running matcher ``m``:
-it binds itself in ``m._vm`` (pattern node -> Output, recorded on ``m._trail`` so that ``Or``,
-``optional`` and commutative retries can roll back) and recurses into its inputs. Matching is
+it binds itself in ``m.pattern_value_map`` (pattern node -> Output; the dict only grows during a match, so
+``Or``, ``optional`` and commutative retries roll back by popping its newest entries) and
+recurses into its inputs. Matching is
 the hot path of every rewrite, so the common steps are plain attribute reads and one
 ``isinstance`` against a tuple of classes; failure reasons are only recorded when the matcher
 explains (see :mod:`netpass.pattern.explain`).
@@ -108,13 +109,14 @@ class WrapType(Pattern):
     node. It matches any output of that node unless pinned with :meth:`output`.
     """
 
-    __slots__ = ("types", "inputs", "predicate", "_pred", "_outputs")
+    __slots__ = ("types", "inputs", "predicate", "_pred", "_outputs", "_n_in")
 
     def __init__(self, types: Any, inputs: Iterable[Any] | None = None,
                  predicate: Any = None, name: str | None = None) -> None:
         super().__init__(name)
         self.types = _types_tuple(types)
         self.inputs = None if inputs is None else tuple(as_pattern(p) for p in inputs)
+        self._n_in = 0 if self.inputs is None else len(self.inputs)
         self.predicate = None if predicate is None else as_predicate(predicate)
         self._pred = None if self.predicate is None else self.predicate.fn
         self._outputs: dict[int, PatternOutput] = {}
@@ -143,26 +145,28 @@ class WrapType(Pattern):
             if m._explain:
                 m._fail(self, out, PREDICATE, self.predicate.name)
             return False
-        vm = m._vm
-        prev = vm.get(self)
-        if prev is not None:
+        prev = m.pattern_value_map.setdefault(self, out)
+        if prev is not out:
             if prev.node is node:
                 return True
             if m._explain:
                 m._fail(self, out, BOUND_OTHER, prev)
             return False
-        vm[self] = out
-        m._trail.append(self)
         ins = self.inputs
         if ins is None:
             return True
         args = node._inputs
-        if len(args) != len(ins):
+        n = self._n_in
+        if len(args) != n:
             if m._explain:
-                m._fail(self, out, INPUT_COUNT, (len(ins), len(args)))
+                m._fail(self, out, INPUT_COUNT, (n, len(args)))
             return False
-        if node.commutative and len(ins) > 1:
+        if n == 1:
+            return ins[0]._match(m, args[0])
+        if node.commutative:
             return _match_commutative(m, ins, args)
+        if n == 2:
+            return ins[0]._match(m, args[0]) and ins[1]._match(m, args[1])
         for p, a in zip(ins, args):
             if not p._match(m, a):
                 return False
@@ -212,10 +216,7 @@ class PatternOutput(Pattern):
             return False
         if not self.owner._match(m, out):
             return False
-        vm = m._vm
-        if self not in vm:
-            vm[self] = out
-            m._trail.append(self)
+        m.pattern_value_map.setdefault(self, out)
         return True
 
 
@@ -244,16 +245,13 @@ class Label(Pattern):
             if m._explain:
                 m._fail(self, out, PREDICATE, self.predicate.name)
             return False
-        vm = m._vm
-        prev = vm.get(self)
-        if prev is not None:
+        prev = m.pattern_value_map.setdefault(self, out)
+        if prev is not out:
             if prev.node is out.node and prev.index == out.index:
                 return True
             if m._explain:
                 m._fail(self, out, BOUND_OTHER, prev)
             return False
-        vm[self] = out
-        m._trail.append(self)
         if self.wrapped is not None:
             return self.wrapped._match(m, out)
         return True
@@ -286,8 +284,7 @@ class Or(Pattern):
         mark = m._mark()
         for p in self.patterns:
             if p._match(m, out):
-                m._vm[self] = out
-                m._trail.append(self)
+                m.pattern_value_map[self] = out
                 return True
             m._rollback(mark)
         if m._explain:

@@ -219,7 +219,7 @@ def shape_matches(text: str) -> Predicate:
                 return False
             pairs = list(zip(items, dims))
         symbols = m._symbols if m is not None else {}
-        new: list[str] = []
+        new: list[str] = []  # bound by this call; dropped again if the shape does not match
         for want, d in pairs:
             if want is _ANY:
                 continue
@@ -235,8 +235,6 @@ def shape_matches(text: str) -> Predicate:
             elif bound is not key and not (type(bound) is int and bound == key):
                 break
         else:
-            if m is not None:
-                m._symbol_trail.extend(new)
             return True
         for name in new:
             del symbols[name]

@@ -1,0 +1,220 @@
+"""Pass framework speed: netpass vs OpenVINO's Python MatcherPass, and type dispatch.
+
+(a) The chain (Transpose[0,2,3,1] -> Transpose[0,3,1,2] -> Relu) x N (5 nodes per link: two
+    Transposes, their two order Constants, a Relu), rewritten by a MatcherPass that removes
+    cancelling Transpose pairs, once with netpass and once with OpenVINO's Python API
+    (``openvino.passes.MatcherPass`` with ``WrapType``/``AnyInput``) on the same graph built
+    with ``openvino.opset13``. Only ``Manager.run_passes`` is timed, per-pass validation off in
+    both; each repeat rewrites a freshly built graph. Reports the median time, the ratio and
+    the cost per graph node.
+(b) A GraphRewrite of 20 matchers whose root types do not occur in a 100k-node graph, against
+    one such matcher: with dispatch by root type both cost one traversal.
+
+Run: ``python benchmarks/bench_passes.py [--sizes 3000,...] [--repeats 5] [--no-openvino]``.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from netpass import Model, opset, ops  # noqa: E402
+from netpass.passes import GraphRewrite, Manager, MatcherPass  # noqa: E402
+from netpass.pattern import Matcher, any_input, wrap_type  # noqa: E402
+
+# CPU time of this process: the machines this runs on are shared, and both libraries run
+# the rewrite on one thread, so CPU time compares them without other processes' load.
+CLOCK = time.process_time
+ORDER_IN, ORDER_OUT = [0, 2, 3, 1], [0, 3, 1, 2]
+NODES_PER_LINK = 5
+
+
+def build_chain(links: int, shared: bool = False) -> Model:
+    x = opset.parameter([1, 2, 3, 4], np.float32, name="x")
+    y = x
+    c_in = opset.constant(np.array(ORDER_IN, dtype=np.int64))
+    c_out = opset.constant(np.array(ORDER_OUT, dtype=np.int64))
+    for _ in range(links):
+        if not shared:
+            c_in = opset.constant(np.array(ORDER_IN, dtype=np.int64))
+            c_out = opset.constant(np.array(ORDER_OUT, dtype=np.int64))
+        t1 = opset.transpose(y, c_in)
+        t2 = opset.transpose(t1, c_out)
+        y = opset.relu(t2)
+    return Model([y], [x], "chain")
+
+
+class RemoveCancellingTransposes(MatcherPass):
+    """Transpose(Transpose(x, a), b) with a[b] == identity -> x."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        first = wrap_type(ops.Transpose, [any_input(), wrap_type(ops.Constant)])
+        second = wrap_type(ops.Transpose, [first, wrap_type(ops.Constant)])
+
+        def callback(m: Matcher) -> bool:
+            root = m.match_root
+            inner = m.pattern_value_map[first].node
+            a = inner.input_value(1).node.value.tolist()
+            b = root.input_value(1).node.value.tolist()
+            if [a[i] for i in b] != list(range(len(a))):
+                return False
+            root.output(0).replace(inner.input_value(0))
+            return True
+
+        self.register_matcher(Matcher(second, "RemoveCancellingTransposes"), callback)
+
+
+def run_netpass(links: int, shared: bool) -> tuple[float, int]:
+    model = build_chain(links, shared)
+    manager = Manager()
+    manager.set_per_pass_validation(False)
+    manager.register_pass(RemoveCancellingTransposes())
+    gc.collect()
+    t0 = CLOCK()
+    manager.run_passes(model)
+    dt = CLOCK() - t0
+    left = len(model.get_ordered_ops())
+    return dt, left
+
+
+def _openvino_runner() -> Callable[[int, bool], tuple[float, int]] | None:
+    try:
+        import openvino as ov
+        from openvino import opset13 as ovops
+        from openvino.passes import AnyInput, Manager as OVManager, Matcher as OVMatcher
+        from openvino.passes import MatcherPass as OVMatcherPass, WrapType
+    except ImportError:
+        return None
+
+    def build(links: int, shared: bool):
+        x = ovops.parameter([1, 2, 3, 4], np.float32, name="x")
+        y = x
+        c_in = ovops.constant(np.array(ORDER_IN, dtype=np.int64))
+        c_out = ovops.constant(np.array(ORDER_OUT, dtype=np.int64))
+        for _ in range(links):
+            if not shared:
+                c_in = ovops.constant(np.array(ORDER_IN, dtype=np.int64))
+                c_out = ovops.constant(np.array(ORDER_OUT, dtype=np.int64))
+            t1 = ovops.transpose(y, c_in)
+            t2 = ovops.transpose(t1, c_out)
+            y = ovops.relu(t2)
+        return ov.Model([y], [x], "chain")
+
+    class OVRemove(OVMatcherPass):
+        def __init__(self) -> None:
+            super().__init__()
+            first = WrapType("opset1.Transpose", [AnyInput(), WrapType("opset1.Constant")])
+            second = WrapType("opset1.Transpose", [first, WrapType("opset1.Constant")])
+
+            def callback(m) -> bool:
+                root = m.get_match_root()
+                inner = m.get_pattern_value_map()[first].get_node()
+                a = inner.input_value(1).get_node().get_data().tolist()
+                b = root.input_value(1).get_node().get_data().tolist()
+                if [a[i] for i in b] != list(range(len(a))):
+                    return False
+                root.output(0).replace(inner.input_value(0))
+                return True
+
+            self.register_matcher(OVMatcher(second, "RemoveCancellingTransposes"), callback)
+
+    def run(links: int, shared: bool) -> tuple[float, int]:
+        model = build(links, shared)
+        manager = OVManager()
+        manager.set_per_pass_validation(False)
+        manager.register_pass(OVRemove())
+        gc.collect()
+        t0 = CLOCK()
+        manager.run_passes(model)
+        dt = CLOCK() - t0
+        return dt, len(model.get_ordered_ops())
+
+    return run
+
+
+def _absent_matcher(i: int) -> MatcherPass:
+    # Root types absent from the chain graph: Convolution, MaxPool, Concat, ... cycled.
+    kinds = [ops.Convolution, ops.MaxPool, ops.Concat, ops.Split, ops.MatMul, ops.Add,
+             ops.Multiply, ops.Reshape, ops.Gather if hasattr(ops, "Gather") else ops.Squeeze,
+             ops.Squeeze]
+    pattern = wrap_type(kinds[i % len(kinds)], [any_input(), any_input()])
+    return MatcherPass(Matcher(pattern, f"Absent{i}"), lambda m: True)
+
+
+def run_dispatch(n_matchers: int, links: int) -> float:
+    model = build_chain(links)
+    rewrite = GraphRewrite(*[_absent_matcher(i) for i in range(n_matchers)])
+    gc.collect()
+    t0 = CLOCK()
+    rewrite.run_on_model(model)
+    return CLOCK() - t0
+
+
+def median_of(fn: Callable[[], float], repeats: int) -> float:
+    return statistics.median(fn() for _ in range(repeats))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="3000,12000,60000,150000,300000",
+                    help="graph sizes in nodes (rounded to whole links)")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--no-openvino", action="store_true")
+    args = ap.parse_args()
+    sys.setrecursionlimit(10000)
+
+    ov_run = None if args.no_openvino else _openvino_runner()
+    try:
+        import openvino
+        ov_version = openvino.__version__
+    except ImportError:
+        ov_version = "not installed"
+    print(f"machine: {platform.processor() or platform.machine()}, {platform.system()} "
+          f"{platform.release()}; python {platform.python_version()}; numpy {np.__version__}; "
+          f"openvino {ov_version}")
+    for shared in (False, True):
+        per_link = 3 if shared else NODES_PER_LINK
+        what = "order Constants shared by all links (3 nodes per link)" if shared else \
+            "one order Constant per Transpose (5 nodes per link)"
+        print(f"\n(a) cancelling Transpose pairs, {what}; CPU s, median of {args.repeats}")
+        print(f"{'nodes':>8} {'netpass s':>10} {'us/node':>8} {'openvino s':>11} {'us/node':>8} "
+              f"{'np/ov':>6}")
+        for size in (int(s) for s in args.sizes.split(",")):
+            links = max(1, size // per_link)
+            nodes = links * per_link + (4 if shared else 2)
+            np_times, ov_times = [], []
+            for _ in range(args.repeats):
+                dt, left = run_netpass(links, shared)
+                assert left == links + 2, f"netpass left {left} nodes, expected {links + 2}"
+                np_times.append(dt)
+                if ov_run is not None:
+                    dt, left_ov = ov_run(links, shared)
+                    assert left_ov == left, f"openvino left {left_ov} nodes, netpass {left}"
+                    ov_times.append(dt)
+            t_np = statistics.median(np_times)
+            line = f"{nodes:>8} {t_np:>10.4f} {t_np / nodes * 1e6:>8.2f}"
+            if ov_times:
+                t_ov = statistics.median(ov_times)
+                line += f" {t_ov:>11.4f} {t_ov / nodes * 1e6:>8.2f} {t_np / t_ov:>6.2f}"
+            print(line, flush=True)
+
+    print("\n(b) GraphRewrite over a 100k-node graph, root types absent, median of",
+          args.repeats, "repeats")
+    links = 100_000 // NODES_PER_LINK
+    one = median_of(lambda: run_dispatch(1, links), args.repeats)
+    twenty = median_of(lambda: run_dispatch(20, links), args.repeats)
+    print(f"  1 matcher: {one:.4f} s   20 matchers: {twenty:.4f} s   ratio {twenty / one:.2f}")
+
+
+if __name__ == "__main__":
+    main()
