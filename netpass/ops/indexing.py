@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..core.dimension import Dimension
-from ..core.node import OP_TYPES, Node
+from ..core.node import OP_TYPES, Node, Output
 from ..core.shape import PartialShape
 from ..errors import UnsupportedOpError
 from .base import normalize_axis, set_name, to_output
@@ -521,23 +521,24 @@ def _import_scatter_nd(ctx):
     return ScatterNDUpdate15(inputs, reduction=reduction).output(0)
 
 
+def _as_i64(ctx, x: Output, what: str) -> Output:
+    """ONNX allows float indices and depth; OpenVINO's OneHot wants integers."""
+    if x.element_type.is_integral:
+        return x
+    from .. import opset
+    if not hasattr(opset, "convert"):
+        ctx.error(f"a float {what} needs Convert")
+    return to_output(opset.convert(x, "i64"))
+
+
 @onnx_rule("OneHot", since=9)
 def _import_one_hot(ctx):
     indices, depth, values = ctx.inputs
-    if not indices.element_type.is_integral:
-        from .. import opset
-        if not hasattr(opset, "convert"):
-            ctx.error("float indices need Convert")
-        indices = opset.convert(indices, "i64").output(0)
+    indices = _as_i64(ctx, indices, "indices")
     if depth.value is not None:
         depth = _i64(np.asarray(depth.value).reshape(()).astype(np.int64))
     else:
-        if not depth.element_type.is_integral:
-            from .. import opset
-            if not hasattr(opset, "convert"):
-                ctx.error("a non-constant float depth needs Convert")
-            depth = opset.convert(depth, "i64").output(0)
-        depth = Reshape([depth, _i64([])], special_zero=False).output(0)
+        depth = Reshape([_as_i64(ctx, depth, "depth"), _i64([])], special_zero=False).output(0)
     off = Gather([values, _i64(0), _i64(0)]).output(0)
     on = Gather([values, _i64(1), _i64(0)]).output(0)
     return OneHot16([indices, depth, on, off], axis=ctx.attr("axis", -1),
