@@ -36,6 +36,8 @@ class GatherSinkingGeneralBackward(BackwardGraphRewrite):
 
 class GatherSinkingGeneral(ModelPass):
     def run_on_model(self, model) -> bool:
+        if not any(n.type_name in ("Gather", "Transpose") for n in model.get_ordered_ops()):
+            return False  # nothing to turn into a Gather or to sink: spare the traversals
         for stage in (GatherSinkingGeneralForward, GatherSinkingGeneralBackward):
             manager = nested_manager(self.get_pass_config(), "GatherSinkingGeneral")
             manager.register_pass(stage())

@@ -139,7 +139,6 @@ class GnaTransformationsPipeline(ModelPass):
         main.register_pass(InitNodeInfo())
         if "MVN" in types:
             main.register_pass(DecomposeMVN())
-        main.register_pass(ConstantFolding())
         main.register_pass(GnaCommonOptimizations())
         main.register_pass(ConstantFolding())
         prep = [p() for p, roots in PREPARATION if roots & types]
