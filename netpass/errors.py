@@ -29,6 +29,12 @@ class UnsupportedOpError(NetpassError):
         super().__init__(f"unsupported op '{op_type}'{dom}{ver}{where}{why}")
 
 
+class UnsupportedTypeError(NetpassError):
+    """A valid element type netpass does not support (string, float8, int4...)."""
+
+    hint = "supported element types: f32, f16, bf16, f64, i64, i32, i16, i8, u64, u32, u16, u8, boolean"
+
+
 class ModelFormatError(NetpassError):
     """A malformed, truncated or hostile model file."""
 

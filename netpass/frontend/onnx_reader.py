@@ -21,7 +21,7 @@ from ..core.model import Model
 from ..core.node import Node, Output
 from ..core.shape import PartialShape
 from ..core.types import Type
-from ..errors import ModelFormatError, NetpassError, UnsupportedOpError
+from ..errors import ModelFormatError, NetpassError, UnsupportedOpError, UnsupportedTypeError
 from ..ops.io import Constant, Parameter, Result
 from ..ops.registry import find_onnx_rule
 
@@ -39,9 +39,10 @@ _ONNX_TYPES = {
 def onnx_element_type(elem_type: int, where: str) -> Type:
     name = _ONNX_TYPES.get(elem_type)
     if name is None:
-        raise ModelFormatError(
-            f"{where}: unsupported ONNX element type {onnx.TensorProto.DataType.Name(elem_type)}"
-            if elem_type in onnx.TensorProto.DataType.values() else f"{where}: bad element type {elem_type}")
+        if elem_type in onnx.TensorProto.DataType.values():
+            raise UnsupportedTypeError(
+                f"{where}: unsupported ONNX element type {onnx.TensorProto.DataType.Name(elem_type)}")
+        raise ModelFormatError(f"{where}: bad element type {elem_type}")
     return Type.of(name)
 
 
