@@ -32,7 +32,8 @@ __all__ = [
     "select", "relu", "prelu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "negative", "erf",
     "gelu", "clamp", "elu", "softplus", "swish", "hswish", "hsigmoid", "hard_sigmoid", "selu",
     "softsign", "floor", "ceiling", "round", "sign", "sin", "cos", "tan", "asin", "acos", "atan",
-    "sinh", "cosh", "asinh", "acosh", "atanh", "is_nan", "is_inf", "convert",
+    "sinh", "cosh", "asinh", "acosh", "atanh", "mish", "is_nan", "is_inf", "convert",
+    "convert_like",
 ]
 
 
@@ -384,8 +385,10 @@ Atanh = _unary("Atanh", np.arctanh)
 SoftSign = _unary("SoftSign", lambda x: x / (1 + np.abs(x)), "x / (1 + |x|).")
 HSwish = _unary("HSwish", lambda x: x * np.clip(x + 3, 0, 6) / 6, "x * relu6(x + 3) / 6.")
 HSigmoid = _unary("HSigmoid", lambda x: np.clip(x + 3, 0, 6) / 6, "relu6(x + 3) / 6.")
+Mish = _unary("Mish", lambda x: x * np.tanh(np.logaddexp(np.zeros((), x.dtype), x)),
+              "x * tanh(softplus(x)).")
 for _cls, _ver in ((SoftSign, "opset9"), (HSwish, "opset4"), (HSigmoid, "opset5"),
-                   (Asinh, "opset4"), (Acosh, "opset4"), (Atanh, "opset4")):
+                   (Mish, "opset4"), (Asinh, "opset4"), (Acosh, "opset4"), (Atanh, "opset4")):
     _cls.version = _ver
 
 
@@ -631,6 +634,25 @@ class Convert(Node):
             self.set_output_partial_value(0, pv)
 
 
+class ConvertLike(Node):
+    """Convert data (input 0) to the element type of ``like`` (input 1)."""
+
+    type_name = "ConvertLike"
+
+    def infer_types(self) -> None:
+        self.check(self.get_input_size() == 2, "expects inputs (data, like)")
+        self.set_output_type(0, self.get_input_element_type(1), self.get_input_partial_shape(0))
+
+    def evaluate(self, inputs):
+        x, like = inputs
+        if like.dtype == np.bool_:
+            return [x != 0]
+        with np.errstate(all="ignore"):
+            if x.dtype.kind == "f" and like.dtype.kind in "iu":
+                x = np.trunc(x)
+            return [x.astype(like.dtype)]
+
+
 # -- factories ---------------------------------------------------------------------------------
 
 def _binary_factory(cls: type) -> Callable:
@@ -697,6 +719,7 @@ cosh = _unary_factory(Cosh)
 asinh = _unary_factory(Asinh)
 acosh = _unary_factory(Acosh)
 atanh = _unary_factory(Atanh)
+mish = _unary_factory(Mish)
 is_nan = _unary_factory(IsNaN)
 
 
@@ -775,6 +798,10 @@ def is_inf(data: Any, attributes: dict | None = None, name: str | None = None) -
 
 def convert(data: Any, destination_type: Any, name: str | None = None) -> Node:
     return set_name(Convert([to_output(data)], destination_type=Type.of(destination_type)), name)
+
+
+def convert_like(data: Any, like: Any, name: str | None = None) -> Node:
+    return set_name(ConvertLike([to_output(data), to_output(like)]), name)
 
 
 # -- ONNX import ------------------------------------------------------------------------------
@@ -883,6 +910,11 @@ for _op, _cls in (("Relu", Relu), ("Sigmoid", Sigmoid), ("Tanh", Tanh), ("Exp", 
                   ("Softplus", SoftPlus), ("Softsign", SoftSign), ("HardSwish", HSwish),
                   ("IsNaN", IsNaN)):
     _register_unary(_op, _cls)
+
+
+@onnx_rule("Mish", since=18)
+def _import_mish(ctx):
+    return Mish([ctx.inputs[0]])
 
 
 @onnx_rule("Round")
@@ -1230,6 +1262,21 @@ def _export_isinf(node, ectx):
     ectx.add_node("IsInf", ectx.inputs(node), ectx.outputs(node),
                   detect_negative=int(node.detect_negative),
                   detect_positive=int(node.detect_positive))
+
+
+@onnx_export(Mish)
+def _export_mish(node, ectx):
+    # ONNX Mish arrives in opset 18: x * Tanh(Softplus(x)).
+    (x,) = ectx.inputs(node)
+    sp, t = ectx.fresh("softplus"), ectx.fresh("tanh")
+    ectx.add_node("Softplus", [x], [sp])
+    ectx.add_node("Tanh", [sp], [t])
+    ectx.add_node("Mul", [x, t], ectx.outputs(node))
+
+
+@onnx_export(ConvertLike)
+def _export_convert_like(node, ectx):
+    ectx.add_node("CastLike", ectx.inputs(node), ectx.outputs(node))
 
 
 @onnx_export(Convert)

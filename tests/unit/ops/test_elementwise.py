@@ -250,6 +250,11 @@ def test_double_data_keeps_double_constants(op):
     check_onnx(one_node(op, feeds), feeds)
 
 
+def test_mish_opset18_matches_onnxruntime():
+    feeds = {"x": rand(np.random.default_rng(25), (2, 5), -6, 6)}
+    check_onnx(one_node("Mish", feeds, opset_version=18), feeds)
+
+
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_gelu_opset20_matches_onnxruntime(approximate):
     feeds = {"x": rand(np.random.default_rng(12), (2, 5), -4, 4)}
@@ -533,6 +538,8 @@ EXPORTS = {
     "logic": lambda x: opset.logical_xor(opset.less(x, np.float32(1)),
                                          opset.greater(x, np.float32(-1))),
     "softplus_softsign": lambda x: opset.softsign(opset.softplus(x)),
+    "mish": lambda x: opset.mish(x),
+    "convert_like": lambda x: opset.convert_like(x, np.zeros(1, np.int64)),
 }
 
 
@@ -650,6 +657,9 @@ OPENVINO = {
     "atanh": lambda x: opset.atanh(opset.multiply(x, np.float32(0.2))),
     "select": lambda x: opset.select(opset.less(x, np.float32(0)), x, np.float32(2)),
     "convert_truncates": lambda x: opset.convert(opset.multiply(x, np.float32(3)), "i32"),
+    "convert_like": lambda x: opset.convert_like(opset.multiply(x, np.float32(3)),
+                                                 np.zeros(1, np.int32)),
+    "mish": opset.mish,
 }
 
 
