@@ -559,10 +559,17 @@ def _gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, 
         dims, sab, sbb = [1] + dims, [0] + sab, [0] + sbb
     nb = dims[0] * dims[1]
     stages, n_extra, edt, edims, est = _epilogue(p, out_shape)
-    cfg = gemm_config(p.engine, M, N, Ka, nb)
-    src = K.gemm(p.out_dtypes[0], cfg, stages, n_extra, edt, len(edims))
-    lx, ly = cfg.local
-    gws = ((N + cfg.tsn - 1) // cfg.tsn * lx, (M + cfg.tsm - 1) // cfg.tsm * ly, max(nb, 1))
+    aligned = M % 128 == 0 and N % 128 == 0 and Ka % 16 == 0 and sa[-1] == 1 and sb[-1] == 1 \
+        and sa[-2] % 4 == 0 and sb[-2] % 4 == 0 and np.dtype(p.out_dtypes[0]) == np.float32
+    if aligned and p.engine is not None and p.engine.is_gpu:
+        src = K.gemm_aligned(stages, n_extra, edt, len(edims))
+        lx, ly = 16, 16
+        gws = (N // 8, M // 8, max(nb, 1))
+    else:
+        cfg = gemm_config(p.engine, M, N, Ka, nb)
+        src = K.gemm(p.out_dtypes[0], cfg, stages, n_extra, edt, len(edims))
+        lx, ly = cfg.local
+        gws = ((N + cfg.tsn - 1) // cfg.tsn * lx, (M + cfg.tsm - 1) // cfg.tsm * ly, max(nb, 1))
     spec = [("i", b_idx[0]), ("i", b_idx[1]), ("o", 0), M, N, Ka, dims[1],
             sab[0], sab[1], sa[-2], sa[-1], sbb[0], sbb[1], sb[-2], sb[-1]]
     spec += extra_refs if extra_refs is not None else [("e", j) for j in range(n_extra)]

@@ -294,6 +294,89 @@ void gemm({', '.join(args)})
     return Source(text, "gemm", adt)
 
 
+@memoized
+def gemm_aligned(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int) -> Source:
+    """float32 C = A @ B for row-major A [M, K] and B [K, N] with M, N multiples of 128 and K
+    of 16: 128x128 tiles, 8x8 outputs per work-item, float4 global and local accesses, no
+    bounds checks. Same arguments as :func:`gemm`."""
+    args = ["__global const float* A", "int aoff", "__global const float* B", "int boff",
+            "__global float* C", "int coff", "int M", "int N", "int K", "int B1",
+            "int sa0", "int sa1", "int sam", "int sak", "int sb0", "int sb1", "int sbk", "int sbn"]
+    adt: list = [None, I32, None, I32, None, I32] + [I32] * 12
+    for j in range(n_extra):
+        args += [f"__global const {ctype(extra_dtypes[j])}* in{j}", f"int off_in{j}"]
+        adt += [None, I32]
+    if n_extra:
+        args += [f"int d{k}" for k in range(erank)]
+        adt += [I32] * erank
+        for j in range(n_extra):
+            args += [f"int s_in{j}_{k}" for k in range(erank)]
+            adt += [I32] * erank
+    code = _stage_code([Stage("v[q]", [], "float")] + epilogue,
+                       {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
+    offs = _offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
+    post = f"""for (int q = 0; q < 8; ++q) {{
+          int flat = (b * M + m) * N + n + q;
+          {offs}
+          {code}
+          v[q] = x{len(epilogue)};
+        }}""" if epilogue else ""
+    text = f"""__kernel __attribute__((reqd_work_group_size(16, 16, 1)))
+void gemm({', '.join(args)})
+{{
+  const int tn = get_local_id(0), tm = get_local_id(1);
+  const int tid = tm * 16 + tn;
+  const int n0 = get_group_id(0) * 128, m0 = get_group_id(1) * 128;
+  const int b = get_global_id(2);
+  const int b0 = b / B1, b1 = b - (b / B1) * B1;
+  A += aoff + b0 * sa0 + b1 * sa1;
+  B += boff + b0 * sb0 + b1 * sb1;
+  __local float As[16][128 + 4];
+  __local float Bs[16][128];
+  float acc[8][8];
+  for (int i = 0; i < 8; ++i) for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+  const int ar = tid >> 2, ac = (tid & 3) * 4;     /* A tile: rows ar, ar + 64; cols ac..ac+3 */
+  const int br = tid >> 5, bc = (tid & 31) * 4;    /* B tile: rows br, br + 8; cols bc..bc+3 */
+  for (int k0 = 0; k0 < K; k0 += 16) {{
+    float4 a0 = vload4(0, A + (m0 + ar) * sam + k0 + ac);
+    float4 a1 = vload4(0, A + (m0 + ar + 64) * sam + k0 + ac);
+    float4 b0v = vload4(0, B + (k0 + br) * sbk + n0 + bc);
+    float4 b1v = vload4(0, B + (k0 + br + 8) * sbk + n0 + bc);
+    As[ac][ar] = a0.x; As[ac + 1][ar] = a0.y; As[ac + 2][ar] = a0.z; As[ac + 3][ar] = a0.w;
+    As[ac][ar + 64] = a1.x; As[ac + 1][ar + 64] = a1.y; As[ac + 2][ar + 64] = a1.z; As[ac + 3][ar + 64] = a1.w;
+    vstore4(b0v, 0, &Bs[br][bc]);
+    vstore4(b1v, 0, &Bs[br + 8][bc]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    #pragma unroll
+    for (int kk = 0; kk < 16; ++kk) {{
+      float4 x0 = vload4(0, &As[kk][tm * 4]);
+      float4 x1 = vload4(0, &As[kk][64 + tm * 4]);
+      float4 y0 = vload4(0, &Bs[kk][tn * 4]);
+      float4 y1 = vload4(0, &Bs[kk][64 + tn * 4]);
+      float ra[8] = {{x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w}};
+      float rb[8] = {{y0.x, y0.y, y0.z, y0.w, y1.x, y1.y, y1.z, y1.w}};
+      #pragma unroll
+      for (int i = 0; i < 8; ++i)
+        #pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i][j] = mad(ra[i], rb[j], acc[i][j]);
+    }}
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }}
+  C += coff + b * M * N;
+  for (int i = 0; i < 8; ++i) {{
+    const int m = m0 + (i < 4 ? tm * 4 + i : 64 + tm * 4 + i - 4);
+    for (int h = 0; h < 2; ++h) {{
+      const int n = n0 + h * 64 + tn * 4;
+      float v[8] = {{acc[i][h * 4], acc[i][h * 4 + 1], acc[i][h * 4 + 2], acc[i][h * 4 + 3], 0, 0, 0, 0}};
+      {post.replace("q < 8", "q < 4")}
+      vstore4((float4)(v[0], v[1], v[2], v[3]), 0, C + m * N + n);
+    }}
+  }}
+}}
+"""
+    return Source(text, "gemm", adt)
+
+
 # -- row operations (reductions, softmax, MVN) -------------------------------------------------
 LS = 64
 _REDUCE = {  # kind -> (init, accumulate(acc, v), combine(a, b), finish(acc, R))
