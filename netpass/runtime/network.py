@@ -71,6 +71,7 @@ class PrimitiveInst:
         self.shape_fn = ShapeInfer(node)
         self.events: list = []
         self.desc_id: int | None = None
+        self.fused_src: PrimitiveInst | None = None
         self.last_args: list = []
         self.desc_key = (node.kind, repr(sorted(node.attrs.items(), key=lambda kv: kv[0])),
                          tuple(f.key() for f in node.fused))
@@ -92,6 +93,16 @@ class PrimitiveInst:
     def prepare(self) -> None:
         node = self.node
         net = self.net
+        if self.fused_src is not None:
+            # a fused elementwise op has its producer's output shape (guaranteed by fusion)
+            p = self.fused_src
+            self.shape_changed = p.shape_changed
+            self.out_shapes = p.out_shapes
+            if not p.skip:
+                self._alias_fused()
+            else:
+                self.skip = True
+            return
         before = [(t.alloc, t.offset) if t is not None else None for t in self.outputs]
         self.do_runtime_in_place_concat()
         self.update_shape()
@@ -106,9 +117,6 @@ class PrimitiveInst:
             self.skip = True
         if self.skip:
             self.done_by_other = False
-            return
-        if node.fused_into is not None:
-            self._alias_fused()
             return
         if node.in_shape_of_subgraph or node.kind in DYNAMIC_OUTPUT_KINDS:
             return
@@ -272,20 +280,10 @@ class PrimitiveInst:
         self.net.stats["skipped"] += 1
 
     def _alias_fused(self) -> None:
-        node = self.node
-        for j, (s, k) in enumerate(node.inputs):
-            if s is node.fused_into or s.fused_into is node.fused_into:
-                p = self.net.insts[s.index]
-                t = p.outputs[k]
-                if t is None or tuple(t.shape) != tuple(self.out_shapes[0]):
-                    raise NetpassError(f"fused {node.kind} '{node.name}' changes the shape of "
-                                       f"{s.kind} '{s.name}' ({t.shape if t else None} -> "
-                                       f"{self.out_shapes[0]})")
-                self.outputs[0] = t
-                self.device_valid[0] = True
-                self.host_valid[0] = False
-                self.net.stats["fused"] += 1
-                return
+        self.outputs[0] = self.fused_src.outputs[0]
+        self.device_valid[0] = True
+        self.host_valid[0] = False
+        self.net.stats["fused"] += 1
 
     def _params(self, values: dict) -> I.Params:
         node = self.node
@@ -580,6 +578,12 @@ class Network:
         self.pool = MemoryPool(self._pool_alloc)
         self.weights_cache_capacity = compiled.weights_cache_capacity
         self.insts = [PrimitiveInst(self, n) for n in self.program.nodes]
+        for inst in self.insts:
+            node = inst.node
+            if node.fused_into is not None:  # the chain predecessor whose output it aliases
+                src = next(s for s, _ in node.inputs
+                           if s is node.fused_into or s.fused_into is node.fused_into)
+                inst.fused_src = self.insts[src.index]
         # constants, inputs (set from the user's arrays) and results (read from their source)
         # have nothing to do per primitive
         self.order = [self.insts[n.index] for n in self.program.exec_order
