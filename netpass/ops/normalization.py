@@ -16,7 +16,8 @@ from .elementwise import (Add, Convert, Divide, Exp, Log, Maximum, Multiply, Sqr
 from .reduction import ReduceL1, ReduceMax, ReduceMean, ReduceSum
 from .registry import onnx_export, onnx_rule
 
-__all__ = ["softmax", "log_softmax", "mvn", "batch_norm_inference", "normalize_l2"]
+__all__ = ["softmax", "log_softmax", "mvn", "batch_norm_inference", "normalize_l2",
+           "group_normalization"]
 
 
 def _axes_of(node: Node, i: int, rank: int) -> tuple[int, ...] | None:
@@ -159,6 +160,48 @@ class BatchNormInference(Node):
         return [y.astype(x.dtype)]
 
 
+class GroupNormalization(Node):
+    """Channels (dim 1) split into ``num_groups`` groups; each group of each sample normalized
+    to zero mean and unit variance (``epsilon`` inside the square root), then scaled and shifted
+    per channel by the 1-D ``scale`` and ``bias`` inputs."""
+
+    type_name = "GroupNormalization"
+    version = "opset12"
+    ATTRS = {"num_groups": 1, "epsilon": 1e-5}
+
+    def infer_types(self) -> None:
+        self.check(self.get_input_size() == 3, "expects inputs (data, scale, bias)")
+        self.check(self.num_groups > 0, f"num_groups must be positive, got {self.num_groups}")
+        et = merged_input_type(self)
+        data = self.get_input_partial_shape(0)
+        self.check(not data.rank_is_static or len(data) >= 2,
+                   f"data must have rank >= 2, got {data}")
+        channels = data[1] if data.rank_is_static else None
+        for i, what in ((1, "scale"), (2, "bias")):
+            ps = self.get_input_partial_shape(i)
+            if not ps.rank_is_static:
+                continue
+            self.check(len(ps) == 1, f"{what} (input {i}) must be 1-D, got {ps}")
+            if channels is not None:
+                merged = channels.merge(ps[0])
+                self.check(merged is not None,
+                           f"{what} (input {i}) has {ps[0]} channels, data has {channels}")
+                channels = merged
+        if channels is not None:
+            self.check(not channels.is_static or channels.min % self.num_groups == 0,
+                       f"{channels} channels do not split into {self.num_groups} groups")
+            data = PartialShape([data[0], channels, *data[2:]])
+        self.set_output_type(0, et, data)
+
+    def evaluate(self, inputs):
+        x, scale, bias = inputs
+        groups = x.reshape(x.shape[0], self.num_groups, -1).astype(np.float64)
+        d = groups - groups.mean(axis=2, keepdims=True)
+        y = (d / np.sqrt((d * d).mean(axis=2, keepdims=True) + self.epsilon)).reshape(x.shape)
+        shape = (-1,) + (1,) * (x.ndim - 2)
+        return [(y * scale.reshape(shape) + bias.reshape(shape)).astype(x.dtype)]
+
+
 class NormalizeL2(Node):
     """x / sqrt(sum(x^2) + eps) (``add``) or / sqrt(max(sum(x^2), eps)) (``max``) over the axes
     input; empty axes normalize every element by itself."""
@@ -213,6 +256,15 @@ def batch_norm_inference(data: Any, gamma: Any, beta: Any, mean: Any, variance: 
     rest = [to_output(v) if isinstance(v, (Node, Output)) else const_like(v, x)
             for v in (gamma, beta, mean, variance)]
     return set_name(BatchNormInference([x] + rest, epsilon=float(epsilon)), name)
+
+
+def group_normalization(data: Any, scale: Any, bias: Any, num_groups: int, epsilon: float,
+                        name: str | None = None) -> Node:
+    x = to_output(data)
+    sb = [to_output(v) if isinstance(v, (Node, Output)) else const_like(v, x)
+          for v in (scale, bias)]
+    return set_name(GroupNormalization([x] + sb, num_groups=int(num_groups),
+                                       epsilon=float(epsilon)), name)
 
 
 def normalize_l2(data: Any, axes: Any, eps: float, eps_mode: str,
@@ -322,6 +374,33 @@ def _import_instance_norm(ctx):
     return Add([scaled, _per_channel(ctx, bias, rank)])
 
 
+def _group_norm(ctx: Any, per_group: bool) -> Output:
+    x, scale, bias = ctx.inputs[:3]
+    groups = ctx.attr("num_groups", 0)
+    if ctx.attr("stash_type", 1) != 1 and x.element_type.name != "f32":
+        ctx.error("stash_type other than float is not supported")
+    if per_group:
+        # Opset 18: one scale and bias per group, repeated over the group's channels.
+        channels = x.partial_shape[1] if x.partial_shape.rank_is_static else None
+        if channels is None or not channels.is_static or scale.value is None or bias.value is None:
+            ctx.error("per-group scale and bias need constants and a static channel count")
+        reps = channels.min // groups
+        scale, bias = (to_output(np.repeat(v.value, reps), element_type=v.element_type)
+                       for v in (scale, bias))
+    return GroupNormalization([x, scale, bias], num_groups=groups,
+                              epsilon=float(ctx.attr("epsilon", 1e-5))).output(0)
+
+
+@onnx_rule("GroupNormalization", since=18)
+def _import_group_norm_18(ctx):
+    return _group_norm(ctx, per_group=True)
+
+
+@onnx_rule("GroupNormalization", since=21)
+def _import_group_norm(ctx):
+    return _group_norm(ctx, per_group=False)
+
+
 @onnx_rule("LayerNormalization", since=17)
 def _import_layer_norm(ctx):
     """MVN over the axes from ``axis`` on, times Scale plus B; the optional Mean and InvStdDev
@@ -413,6 +492,36 @@ def _export_mvn(node, ectx):
         ectx.add_node("Sqrt", [var], [std])
         ectx.add_node("Add", [std, eps], [denom])
     ectx.add_node("Div", [d, denom], ectx.outputs(node))
+
+
+@onnx_export(GroupNormalization)
+def _export_group_norm(node, ectx):
+    # ONNX GroupNormalization with per-channel scale arrives in opset 21: reshape to
+    # [N, groups, -1], normalize the last axis, reshape back, scale and shift per channel.
+    x, scale, bias = ectx.inputs(node)
+    rank = node.get_input_partial_shape(0).rank
+    if not rank.is_static:
+        raise UnsupportedOpError(node.type_name, "", 17, node.friendly_name,
+                                 "ONNX export needs data of known rank")
+    dt = node.get_output_element_type(0).dtype
+    n = [ectx.fresh(h) for h in ("shape", "grouped", "mean", "centered", "sq", "var", "var_eps",
+                                 "std", "normed", "restored", "scale_c", "bias_c", "scaled")]
+    ectx.add_node("Shape", [x], [n[0]])
+    ectx.add_node("Reshape", [x, ectx.constant(np.array([0, node.num_groups, -1], np.int64))],
+                  [n[1]])
+    ectx.add_node("ReduceMean", [n[1]], [n[2]], axes=[2], keepdims=1)
+    ectx.add_node("Sub", [n[1], n[2]], [n[3]])
+    ectx.add_node("Mul", [n[3], n[3]], [n[4]])
+    ectx.add_node("ReduceMean", [n[4]], [n[5]], axes=[2], keepdims=1)
+    ectx.add_node("Add", [n[5], ectx.constant(np.asarray(node.epsilon, dt))], [n[6]])
+    ectx.add_node("Sqrt", [n[6]], [n[7]])
+    ectx.add_node("Div", [n[3], n[7]], [n[8]])
+    ectx.add_node("Reshape", [n[8], n[0]], [n[9]])
+    per_channel = ectx.constant(np.array([-1] + [1] * (rank.min - 2), np.int64))
+    ectx.add_node("Reshape", [scale, per_channel], [n[10]])
+    ectx.add_node("Reshape", [bias, per_channel], [n[11]])
+    ectx.add_node("Mul", [n[9], n[10]], [n[12]])
+    ectx.add_node("Add", [n[12], n[11]], ectx.outputs(node))
 
 
 @onnx_export(NormalizeL2)

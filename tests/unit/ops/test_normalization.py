@@ -35,7 +35,7 @@ def one_node(op: str, feeds: dict, n_out: int = 1, opset_version: int = 17,
     graph = helper.make_graph([node], "g", vis, outs,
                               [onnx.numpy_helper.from_array(v, k) for k, v in initializers.items()])
     proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset_version)])
-    proto.ir_version = 8
+    proto.ir_version = 8 if opset_version <= 17 else 10
     return proto
 
 
@@ -236,6 +236,43 @@ def test_instance_normalization_matches_onnxruntime(shape):
     check_onnx(one_node("InstanceNormalization", feeds, initializers=inits, epsilon=1e-4), feeds)
 
 
+# -- GroupNormalization --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape,groups", [((2, 4, 3, 3), 2), ((2, 6, 5), 3), ((1, 4, 2, 2), 4)],
+                         ids=str)
+def test_group_normalization_opset21_matches_onnxruntime(shape, groups):
+    rng = np.random.default_rng(17)
+    feeds = {"x": rand(rng, shape), "scale": rand(rng, shape[1:2]), "bias": rand(rng, shape[1:2])}
+    check_onnx(one_node("GroupNormalization", feeds, opset_version=21, num_groups=groups,
+                        epsilon=1e-3), feeds)
+
+
+def test_group_normalization_opset18_repeats_per_group_scale():
+    rng = np.random.default_rng(18)
+    x = rand(rng, (2, 6, 4))
+    scale, bias = rand(rng, (3,)), rand(rng, (3,))
+    proto = one_node("GroupNormalization", {"x": x}, opset_version=18, num_groups=3,
+                     initializers={"scale": scale, "bias": bias})
+    got = netpass.reference.infer(netpass.read_model(proto), {"x": x})["y0"]
+    g = x.reshape(2, 3, -1).astype(np.float64)
+    norm = ((g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + 1e-5))
+    expected = norm.reshape(x.shape) * np.repeat(scale, 2)[:, None] + np.repeat(bias, 2)[:, None]
+    np.testing.assert_allclose(got, expected, rtol=RTOL, atol=ATOL)
+
+
+def test_group_normalization_channels_must_split_into_groups():
+    x = opset.parameter([2, 6, 4], np.float32)
+    with pytest.raises(ShapeInferenceError, match="groups"):
+        opset.group_normalization(x, np.ones(6), np.zeros(6), 4, 1e-5)
+
+
+def test_group_normalization_keeps_symbols():
+    n = Symbol("N")
+    x = opset.parameter(PartialShape([Dimension(symbol=n), Dimension(), 7]), np.float32)
+    ps = opset.group_normalization(x, np.ones(4), np.zeros(4), 2, 1e-5).output(0).partial_shape
+    assert ps[0].symbol is n and ps[1] == 4 and ps[2] == 7
+
+
 # -- NormalizeL2 / LpNormalization ---------------------------------------------------------------
 
 @pytest.mark.parametrize("p", [1, 2])
@@ -275,6 +312,8 @@ EXPORTS = {
         np.array([1.0, 2.0, 0.5]), 1e-5),
     "normalize_l2_add": lambda x: opset.normalize_l2(x, [2], 1e-6, "add"),
     "normalize_l2_max": lambda x: opset.normalize_l2(x, [1, 2], 1e-6, "max"),
+    "group_norm": lambda x: opset.group_normalization(
+        x, np.array([1.0, 2.0, 0.5]), np.array([0.1, 0.2, 0.3]), 3, 1e-4),
 }
 
 
@@ -321,6 +360,8 @@ OPENVINO = {
     "batch_norm": lambda x: opset.batch_norm_inference(
         x, np.array([1.0, 2.0, 0.5]), np.array([0.1, 0.2, 0.3]), np.array([0.0, 0.5, -0.5]),
         np.array([1.0, 2.0, 0.5]), 1e-3),
+    "group_norm": lambda x: opset.group_normalization(
+        x, np.array([1.0, 2.0, 0.5]), np.array([0.1, 0.2, 0.3]), 3, 1e-4),
 }
 
 
