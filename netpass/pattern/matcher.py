@@ -157,6 +157,7 @@ class Matcher:
             value = self._as_value(value)
         if self._explain:
             self._best = None
+            self.last_failure = None
         if self.pattern._match(self, value):
             self.match_value = value
             self.match_root = value.node
@@ -222,7 +223,7 @@ class Matcher:
         return self._explain
 
     def explain(self) -> str:
-        """The last failure report as text ("" when the last match succeeded or none failed)."""
+        """The last attempt's failure report as text ("" when it matched)."""
         return "" if self.last_failure is None else str(self.last_failure)
 
     @property

@@ -1,0 +1,119 @@
+"""Value predicates: consumers, shapes, ranks, types, attributes, shape_matches symbols."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from netpass import ops, opset
+from netpass.core.types import f32, i32
+from netpass.pattern import (Matcher, any_input, attrs_match, consumers_count, consumers_more_than,
+                             has_static_dim, has_static_rank, has_static_shape, rank_equals,
+                             shape_matches, type_matches, type_matches_any, wrap_type)
+
+
+def param(shape=(2, 3), name="x", dtype=np.float32):
+    return opset.parameter(list(shape), dtype, name=name)
+
+
+def test_consumers_count_and_more_than():
+    x = param()
+    r = opset.relu(x)
+    keep = [opset.exp(r), opset.tanh(r)]
+    assert consumers_count(2)(r.output(0)) and not consumers_count(1)(r.output(0))
+    assert consumers_more_than(1)(r.output(0)) and not consumers_more_than(2)(r.output(0))
+    del keep
+
+
+def test_consumers_count_ignores_freed_consumers():
+    r = opset.relu(param())
+    e = opset.exp(r)
+    assert consumers_count(1)(r.output(0))
+    del e
+    assert consumers_count(0)(r.output(0))
+
+
+def test_static_shape_rank_and_dim():
+    dyn = param((-1, 3)).output(0)
+    assert not has_static_shape()(dyn) and has_static_rank()(dyn)
+    assert has_static_dim(1)(dyn) and not has_static_dim(0)(dyn) and has_static_dim(-1)(dyn)
+    assert not has_static_dim(5)(dyn)
+    assert has_static_shape()(param((2, 3)).output(0))
+    assert not has_static_rank()(opset.parameter(None, np.float32).output(0))
+
+
+def test_rank_equals():
+    assert rank_equals(2)(param((2, 3)).output(0)) and not rank_equals(3)(param((2, 3)).output(0))
+
+
+def test_type_matches_and_any():
+    out = param(dtype=np.int32).output(0)
+    assert type_matches(i32)(out) and not type_matches(f32)(out)
+    assert type_matches_any([f32, "i32"])(out) and not type_matches_any([f32])(out)
+
+
+def test_attrs_match_compares_sequences_elementwise():
+    c = opset.concat([param(), param(name="y")], 1)
+    assert attrs_match({"axis": 1})(c.output(0))
+    assert not attrs_match({"axis": 0})(c.output(0))
+    assert not attrs_match({"no_such": 1})(c.output(0))
+
+
+def test_predicates_combine_with_and_or_not():
+    out = param((2, 3)).output(0)
+    assert (rank_equals(2) & has_static_shape())(out)
+    assert not (rank_equals(3) & has_static_shape())(out)
+    assert (rank_equals(3) | has_static_shape())(out)
+    assert (~rank_equals(3))(out)
+    assert "rank_equals(2)" in (rank_equals(2) & has_static_shape()).name
+
+
+def test_plain_callable_combines_with_predicate():
+    out = param((2, 3)).output(0)
+    p = rank_equals(2) & (lambda o: o.node.friendly_name == "x")
+    assert p(out)
+
+
+def test_predicate_on_wrap_type_rejects():
+    r = opset.relu(param((2, 3)))
+    assert Matcher(wrap_type(ops.Relu, predicate=rank_equals(2))).match(r)
+    assert not Matcher(wrap_type(ops.Relu, predicate=rank_equals(4))).match(r)
+
+
+def test_shape_matches_literals_wildcards_and_ellipsis():
+    out = param((2, 3, 4)).output(0)
+    assert shape_matches("[2,?,4]")(out)
+    assert not shape_matches("[2,?,5]")(out)
+    assert shape_matches("[...,4]")(out) and shape_matches("[2,...]")(out)
+    assert not shape_matches("[?,?]")(out)
+
+
+def test_shape_matches_symbol_binds_consistently_within_match():
+    a, b = any_input(shape_matches("[N,C]")), any_input(shape_matches("[M,C]"))
+    pattern = wrap_type(ops.Concat, [a, b])
+    m = Matcher(pattern)
+    assert m.match(opset.concat([param((2, 3)), param((5, 3), "y")], 0))
+    assert m.symbols == {"N": 2, "C": 3, "M": 5}
+    assert not m.match(opset.concat([param((2, 3)), param((2, 4), "y")], 1))
+
+
+def test_shape_matches_same_name_must_be_same_dim():
+    a, b = any_input(shape_matches("[N,C]")), any_input(shape_matches("[N,C]"))
+    m = Matcher(wrap_type(ops.Concat, [a, b]))
+    assert not m.match(opset.concat([param((2, 3)), param((5, 3), "y")], 0))
+    assert m.match(opset.concat([param((2, 3)), param((2, 3), "y")], 1))
+
+
+def test_shape_matches_dynamic_dims_equal_only_when_same_symbol():
+    x = opset.parameter("[batch,3]", np.float32, name="x")
+    y = opset.parameter("[?,3]", np.float32, name="y")
+    a, b = any_input(shape_matches("[N,C]")), any_input(shape_matches("[N,C]"))
+    m = Matcher(wrap_type(ops.Add, [a, b]))
+    assert m.match(opset.add(x, x))
+    assert not m.match(opset.add(x, y))
+
+
+def test_shape_matches_rejects_bad_syntax():
+    with pytest.raises(ValueError):
+        shape_matches("2,3")
+    with pytest.raises(ValueError):
+        shape_matches("[...,...]")
