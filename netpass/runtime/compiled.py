@@ -1,12 +1,11 @@
 """Compiled models and infer requests: the public face of the runtime."""
 from __future__ import annotations
 
-import os
 from typing import Any, Mapping
 
 import numpy as np
 
-from ..errors import DeviceError, InputError, NetpassError
+from ..errors import InputError, NetpassError
 from .device import Engine, resolve_device_name, select_device
 from .lru import LruCache
 from .memory import Tensor

@@ -8,7 +8,6 @@ k: an index map) or an int (a scalar argument).
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, Sequence
 
 import numpy as np

@@ -15,7 +15,7 @@ Sources depend only on dtypes, ranks, op expressions and tile sizes, never on ru
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -23,7 +23,6 @@ CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float16): "half", np.dtype(
           np.dtype(np.int64): "long", np.dtype(np.int32): "int", np.dtype(np.int16): "short",
           np.dtype(np.int8): "char", np.dtype(np.uint8): "uchar", np.dtype(np.bool_): "uchar",
           np.dtype(np.uint16): "ushort", np.dtype(np.uint32): "uint", np.dtype(np.uint64): "ulong"}
-I32 = np.int32
 
 
 def ctype(dtype) -> str:
@@ -66,9 +65,10 @@ class Stage:
 
 @dataclass
 class Source:
+    """OpenCL C text and the kernel's name."""
+
     text: str
     name: str
-    arg_dtypes: list = field(default_factory=list)  # None for buffers, numpy scalar types else
 
 
 def _freeze(v):
@@ -129,15 +129,11 @@ def eltwise(in_dtypes: list, out_dtype, stages: list[Stage], rank: int, flat: bo
     n_in = len(in_dtypes)
     oct_ = ctype(out_dtype)
     args = [f"__global {oct_}* out", "int off_out"]
-    adt: list = [None, I32]
     for j, dt in enumerate(in_dtypes):
         args += [f"__global const {ctype(dt)}* in{j}", f"int off_in{j}"]
-        adt += [None, I32]
     args.append("int n")
-    adt.append(I32)
     if flat:
         args += [f"int sc{j}" for j in range(n_in)]  # 1: scalar input
-        adt += [I32] * n_in
         loads = {j: f"in{j}[off_in{j} + (sc{j} ? 0 : gid)]" for j in range(n_in)}
         body = f"""  int gid = get_global_id(0);
   if (gid >= n) return;
@@ -145,11 +141,9 @@ def eltwise(in_dtypes: list, out_dtype, stages: list[Stage], rank: int, flat: bo
   out[off_out + gid] = ({oct_})(x{len(stages) - 1});"""
     else:
         args += [f"int d{k}" for k in range(rank)]
-        adt += [I32] * rank
         tensors = ["out"] + [f"in{j}" for j in range(n_in)]
         for t in tensors:
             args += [f"int s_{t}_{k}" for k in range(rank)]
-            adt += [I32] * rank
         loads = {j: f"in{j}[o_in{j}]" for j in range(n_in)}
         body = f"""  int gid = get_global_id(0);
   if (gid >= n) return;
@@ -158,19 +152,16 @@ def eltwise(in_dtypes: list, out_dtype, stages: list[Stage], rank: int, flat: bo
   out[o_out] = ({oct_})(x{len(stages) - 1});"""
     text = header(list(in_dtypes) + [out_dtype]) + \
         f"__kernel void ew({', '.join(args)})\n{{\n{body}\n}}\n"
-    return Source(text, "ew", adt)
+    return Source(text, "ew")
 
 
 @memoized
 def eltwise_vec4(n_in: int, stages: list[Stage]) -> Source:
     """float32, all inputs contiguous and same size: 4 elements per work-item."""
     args = ["__global float* out", "int off_out"]
-    adt: list = [None, I32]
     for j in range(n_in):
         args += [f"__global const float* in{j}", f"int off_in{j}"]
-        adt += [None, I32]
     args.append("int n")
-    adt.append(I32)
     vstages = [Stage(s.expr, s.operands, "float4") for s in stages]
     loads = {j: f"vload4(0, in{j} + off_in{j} + i)" for j in range(n_in)}
     sloads = {j: f"in{j}[off_in{j} + i]" for j in range(n_in)}
@@ -184,7 +175,7 @@ def eltwise_vec4(n_in: int, stages: list[Stage]) -> Source:
   out[off_out + i] = x{len(stages) - 1};
   }} }}"""
     text = f"__kernel void ew4({', '.join(args)})\n{{\n{body}\n}}\n"
-    return Source(text, "ew4", adt)
+    return Source(text, "ew4")
 
 
 # -- GEMM --------------------------------------------------------------------------------------
@@ -217,16 +208,12 @@ def gemm(dtype, cfg: GemmConfig, epilogue: list[Stage], n_extra: int, extra_dtyp
     args = [f"__global const {t}* A", "int aoff", f"__global const {t}* B", "int boff",
             f"__global {t}* C", "int coff", "int M", "int N", "int K", "int B1",
             "int sa0", "int sa1", "int sam", "int sak", "int sb0", "int sb1", "int sbk", "int sbn"]
-    adt: list = [None, I32, None, I32, None, I32] + [I32] * 12
     for j in range(n_extra):
         args += [f"__global const {ctype(extra_dtypes[j])}* in{j}", f"int off_in{j}"]
-        adt += [None, I32]
     if n_extra:
         args += [f"int d{k}" for k in range(erank)]
-        adt += [I32] * erank
         for j in range(n_extra):
             args += [f"int s_in{j}_{k}" for k in range(erank)]
-            adt += [I32] * erank
     code = _stage_code([Stage("acc[wm][wn]", [], "float")] + epilogue,
                        {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
     offs = _offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
@@ -291,7 +278,7 @@ void gemm({', '.join(args)})
   }}
 }}
 """
-    return Source(text, "gemm", adt)
+    return Source(text, "gemm")
 
 
 @memoized
@@ -302,16 +289,12 @@ def gemm_aligned(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank:
     args = ["__global const float* A", "int aoff", "__global const float* B", "int boff",
             "__global float* C", "int coff", "int M", "int N", "int K", "int B1",
             "int sa0", "int sa1", "int sam", "int sak", "int sb0", "int sb1", "int sbk", "int sbn"]
-    adt: list = [None, I32, None, I32, None, I32] + [I32] * 12
     for j in range(n_extra):
         args += [f"__global const {ctype(extra_dtypes[j])}* in{j}", f"int off_in{j}"]
-        adt += [None, I32]
     if n_extra:
         args += [f"int d{k}" for k in range(erank)]
-        adt += [I32] * erank
         for j in range(n_extra):
             args += [f"int s_in{j}_{k}" for k in range(erank)]
-            adt += [I32] * erank
     code = _stage_code([Stage("v[q]", [], "float")] + epilogue,
                        {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
     offs = _offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
@@ -374,7 +357,7 @@ void gemm({', '.join(args)})
   }}
 }}
 """
-    return Source(text, "gemm", adt)
+    return Source(text, "gemm")
 
 
 # -- row operations (reductions, softmax, MVN) -------------------------------------------------
@@ -459,7 +442,7 @@ void rowop(__global const {it}* X, int xoff, __global {ot}* Y, int yoff, int R, 
     else:
         raise KeyError(kind)
     text = header([in_dtype, out_dtype]) + head + body + "}\n"
-    return Source(text, "rowop", [None, I32, None, I32, I32, I32])
+    return Source(text, "rowop")
 
 
 # -- data movement -------------------------------------------------------------------------------
@@ -478,7 +461,7 @@ def imap(dtype, pad_value: float | None) -> Source:
   Y[yoff + gid] = k < 0 ? ({t})({pad}) : X[xoff + k];
 }}
 """
-    return Source(text, "imap", [None, I32, None, I32, None, I32])
+    return Source(text, "imap")
 
 
 @memoized
@@ -498,7 +481,7 @@ def gather(dtype, idx_dtype) -> Source:
   Y[yoff + gid] = (k >= 0 && k < D) ? X[xoff + ((long)o * D + k) * inner + in_i] : ({t})0;
 }}
 """
-    return Source(text, "gather", [None, I32, None, I32, None, I32, I32, I32, I32, I32])
+    return Source(text, "gather")
 
 
 # -- convolution and pooling ---------------------------------------------------------------------
@@ -513,16 +496,12 @@ def conv(dtype, epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: 
             "int sh", "int sw", "int dh", "int dw", "int ph", "int pw",
             "int xsn", "int xsc", "int xsh", "int xsw", "int ysn", "int ysc", "int ysh", "int ysw", "int O",
             "int wso", "int wsc", "int wsh", "int wsw"]
-    adt: list = [None, I32, None, I32, None, I32] + [I32] * 28
     for j in range(n_extra):
         args += [f"__global const {ctype(extra_dtypes[j])}* in{j}", f"int off_in{j}"]
-        adt += [None, I32]
     if n_extra:
         args += [f"int d{k}" for k in range(erank)]
-        adt += [I32] * erank
         for j in range(n_extra):
             args += [f"int s_in{j}_{k}" for k in range(erank)]
-            adt += [I32] * erank
     code = _stage_code([Stage("acc", [], "float")] + epilogue, {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
     offs = _offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
     text = header([dtype] + list(extra_dtypes)) + f"""__kernel void conv({', '.join(args)})
@@ -553,7 +532,7 @@ def conv(dtype, epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: 
   Y[yoff + flat] = ({t})(x{len(epilogue)});
 }}
 """
-    return Source(text, "conv", adt)
+    return Source(text, "conv")
 
 
 @memoized
@@ -590,4 +569,4 @@ def pool(dtype, kind: str, exclude_pad: bool) -> Source:
   Y[yoff + b * ysn + c * ysc + oh * ysh + ow * ysw] = ({t})({fin});
 }}
 """
-    return Source(text, "pool", [None, I32, None, I32] + [I32] * 24)
+    return Source(text, "pool")

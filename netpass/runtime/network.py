@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..errors import InputError, NetpassError
+from ..errors import NetpassError
 from . import impls as I
 from .lru import LruCache
 from .memory import MemoryPool, Tensor, fake_aligned_shapes
@@ -72,6 +72,7 @@ class PrimitiveInst:
         self.events: list = []
         self.desc_id: int | None = None
         self.fused_src: PrimitiveInst | None = None
+        self.view_offset: int | None = None
         self.last_args: list = []
         self.desc_key = (node.kind, repr(sorted(node.attrs.items(), key=lambda kv: kv[0])),
                          tuple(f.key() for f in node.fused))
@@ -230,7 +231,10 @@ class PrimitiveInst:
                 self.can_be_optimized = self._permute_is_noop()
             elif k == "Gather":
                 self.can_be_optimized = self._gather_is_identity()
-            elif k in ("StridedSlice", "Slice", "Broadcast", "CropIE", "Crop"):
+            elif k == "CropIE":
+                self.view_offset = self._contiguous_crop_offset()
+                self.can_be_optimized = self.view_offset is not None
+            elif k in ("StridedSlice", "Slice", "Broadcast"):
                 same = ins[0] == outs[0]
                 if same and k in ("StridedSlice", "Slice"):
                     step = self.values.get(3)
@@ -269,12 +273,29 @@ class PrimitiveInst:
         ind = self.net.host_values([self.src(1)])[0]
         return bool(np.array_equal(np.asarray(ind).reshape(-1), np.arange(dim)))
 
+    def _contiguous_crop_offset(self) -> int | None:
+        """Element offset of a CropIE whose result is one contiguous piece of its input (all
+        dims before the first cropped one are 1, all after it are whole), else None."""
+        a = self.node.attrs
+        shape, out = self.in_shapes[0], self.out_shapes[0]
+        cropped = [i for i, (d, o) in enumerate(zip(shape, out)) if d != o]
+        if not cropped:
+            return 0
+        first = cropped[0]
+        if _size(shape[:first]) != 1 or cropped != [first]:
+            return None
+        stride = _size(shape[first + 1:])
+        off = dict(zip(a.get("axes", []), a.get("offset", [])))
+        return sum(int(off.get(i, 0)) * (stride if i == first else 0) for i in range(len(shape)))
+
     def update_output_memory(self) -> None:
-        """A skipped primitive's output is a view of its input buffer."""
+        """A skipped primitive's output is a view of its input buffer (at the crop offset for
+        an in-place CropIE)."""
         src, k = self.src(0)
         t = self.net.device_tensor(src, k)
         self._release_own(0)
-        self.outputs[0] = t.view(self.out_shapes[0]) if t is not None else None
+        offset = self.view_offset if self.node.kind == "CropIE" else 0
+        self.outputs[0] = t.view(self.out_shapes[0], offset) if t is not None else None
         self.device_valid[0] = True
         self.host_valid[0] = False
         self.net.stats["skipped"] += 1

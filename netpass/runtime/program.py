@@ -257,7 +257,7 @@ class Program:
                 n.optimized = n.runtime_skippable = True
             elif k == "Broadcast" and not n.is_output and not n.fused and same_dt and n.is_dynamic:
                 n.optimized = n.runtime_skippable = True
-            elif k in ("CropIE", "Crop") and not n.is_output and same_dt:
+            elif k == "CropIE" and not n.is_output and same_dt:
                 n.optimized = n.runtime_skippable = True
 
     def _mark_inplace_concats(self) -> None:

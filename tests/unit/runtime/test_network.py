@@ -207,3 +207,17 @@ def test_missing_input_names_the_input(rng):
     req = compile_program(_concat_model(), "CPU").create_infer_request()
     with pytest.raises(InputError, match="'b'"):
         req.infer({"a": _f(rng, 1, 3, 16)})
+
+
+def test_crop_of_a_contiguous_piece_is_a_view_at_its_offset(run_shapes, rng):
+    x = opset.parameter([1, -1], np.float32, name="x")
+    model = _one_output(opset.relu(opset.crop_ie(opset.exp(x), [1], [8], [4])), x)
+    req = run_shapes(model, [{"x": _f(rng, 1, 20)}, {"x": _f(rng, 1, 12)}])
+    assert req.stats["skipped"] == 2
+
+
+def test_crop_of_a_strided_piece_copies(run_shapes, rng):
+    x = opset.parameter([-1, 20], np.float32, name="x")
+    model = _one_output(opset.relu(opset.crop_ie(opset.exp(x), [1], [8], [4])), x)
+    req = run_shapes(model, [{"x": _f(rng, 3, 20)}])
+    assert req.stats["skipped"] == 0
