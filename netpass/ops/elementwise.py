@@ -743,10 +743,9 @@ def select(cond: Any, then_node: Any, else_node: Any, auto_broadcast: str = "num
 def const_like(value: Any, ref: Output) -> Output:
     """A constant holding ``value`` in ``ref``'s element type (used by other op families)."""
     et = ref.element_type
-    if et.dtype is None:
-        return to_output(np.asarray(value, dtype=np.float32))
-    # element_type keeps f64 constants f64 (to_output narrows untyped float64 to f32)
-    return to_output(np.asarray(value, dtype=et.dtype), element_type=et)
+    # element_type keeps f64 constants f64 (to_output narrows untyped float64 to f32); a type
+    # without a numpy dtype (bf16) holds its values as f32.
+    return to_output(np.asarray(value, dtype=et.dtype or np.float32), element_type=et)
 
 
 def _like(value: Any, data: Output) -> Output:
@@ -987,6 +986,29 @@ def _import_swish(ctx):
     x = ctx.inputs[0]
     alpha = float(ctx.attr("alpha", 1.0))
     return Swish([x]) if alpha == 1.0 else Swish([x, const_like(alpha, x)])
+
+
+@onnx_rule("Celu", since=12)
+def _import_celu(ctx):
+    # alpha * Elu(x / alpha) with Elu's alpha 1 is max(0, x) + min(0, alpha * (exp(x/alpha) - 1)).
+    x = ctx.inputs[0]
+    alpha = const_like(ctx.attr("alpha", 1.0), x)
+    return Multiply([Elu([Divide([x, alpha], m_pythondiv=False)], alpha=1.0), alpha])
+
+
+@onnx_rule("ThresholdedRelu", since=10)
+def _import_thresholded_relu(ctx):
+    x = ctx.inputs[0]
+    return Select([Greater([x, const_like(ctx.attr("alpha", 1.0), x)]), x, const_like(0, x)])
+
+
+@onnx_rule("Shrink", since=9)
+def _import_shrink(ctx):
+    x = ctx.inputs[0]
+    lambd, bias = float(ctx.attr("lambd", 0.5)), float(ctx.attr("bias", 0.0))
+    above = Select([Greater([x, const_like(lambd, x)]), Subtract([x, const_like(bias, x)]),
+                    const_like(0, x)])
+    return Select([Less([x, const_like(-lambd, x)]), Add([x, const_like(bias, x)]), above])
 
 
 @onnx_rule("Gelu", since=20)

@@ -401,6 +401,22 @@ def _import_group_norm(ctx):
     return _group_norm(ctx, per_group=False)
 
 
+@onnx_rule("RMSNormalization", since=23)
+def _import_rms_norm(ctx):
+    """x / sqrt(mean(x^2 over the axes from ``axis`` on) + epsilon) * scale."""
+    x, scale = ctx.inputs[0], ctx.inputs[1]
+    if ctx.attr("stash_type", 1) != 1 and x.element_type.name != "f32":
+        ctx.error("stash_type other than float is not supported")
+    rank = _static_rank(ctx, x, "RMSNormalization")
+    axis = ctx.attr("axis", -1)
+    axis = axis + rank if axis < 0 else axis
+    if not 0 <= axis < rank:
+        ctx.error(f"axis {ctx.attr('axis', -1)} out of range for rank {rank}")
+    mean_sq = ReduceMean([Multiply([x, x]), _i64(np.arange(axis, rank))], keep_dims=True)
+    rms = Sqrt([Add([mean_sq, const_like(float(ctx.attr("epsilon", 1e-5)), x)])])
+    return Multiply([Divide([x, rms]), scale])
+
+
 @onnx_rule("LayerNormalization", since=17)
 def _import_layer_norm(ctx):
     """MVN over the axes from ``axis`` on, times Scale plus B; the optional Mean and InvStdDev

@@ -233,6 +233,9 @@ UNARY = [
     ("Selu", {}, (-3, 3)), ("Selu", {"alpha": 1.2, "gamma": 0.9}, (-3, 3)),
     ("HardSigmoid", {}, (-5, 5)), ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}, (-5, 5)),
     ("LeakyRelu", {}, (-3, 3)), ("LeakyRelu", {"alpha": 0.2}, (-3, 3)),
+    ("Celu", {}, (-3, 3)), ("Celu", {"alpha": 0.6}, (-3, 3)),
+    ("ThresholdedRelu", {}, (-3, 3)), ("ThresholdedRelu", {"alpha": 0.4}, (-3, 3)),
+    ("Shrink", {}, (-3, 3)), ("Shrink", {"lambd": 0.8, "bias": 0.3}, (-3, 3)),
 ]
 
 

@@ -236,6 +236,15 @@ def test_instance_normalization_matches_onnxruntime(shape):
     check_onnx(one_node("InstanceNormalization", feeds, initializers=inits, epsilon=1e-4), feeds)
 
 
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_rms_normalization_opset23_matches_onnxruntime(axis):
+    rng = np.random.default_rng(19)
+    feeds = {"x": rand(rng, (2, 3, 4))}
+    proto = one_node("RMSNormalization", feeds, opset_version=23, axis=axis, epsilon=1e-3,
+                     initializers={"scale": rand(rng, (2, 3, 4)[axis:])})
+    check_onnx(proto, feeds)
+
+
 # -- GroupNormalization --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("shape,groups", [((2, 4, 3, 3), 2), ((2, 6, 5), 3), ((1, 4, 2, 2), 4)],
