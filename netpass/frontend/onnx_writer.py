@@ -24,6 +24,8 @@ from ..ops.registry import ONNX_EXPORT
 
 OPSET = 17
 IR_VERSION = 8
+# Above this many bytes of weights, they are written as external data (protobuf's limit is 2 GiB).
+EXTERNAL_DATA_THRESHOLD = 1 << 30
 
 
 def onnx_elem_type(et: Type, where: str) -> int:
@@ -137,6 +139,7 @@ def _prune(nodes: list[onnx.NodeProto], initializers: list[onnx.TensorProto],
 
 def to_onnx(model: Model) -> onnx.ModelProto:
     """Build the ONNX ModelProto of ``model``."""
+    from .. import __version__
     ectx = ExportContext(model)
     inputs = []
     for p, name in zip(model.parameters, model.input_names):
@@ -172,15 +175,33 @@ def to_onnx(model: Model) -> onnx.ModelProto:
             name, onnx_elem_type(src.element_type, f"output '{name}'"), _dims(src.partial_shape)))
     graph = helper.make_graph(nodes, model.friendly_name or "netpass", inputs, outputs,
                               initializers)
-    proto = helper.make_model(graph, producer_name="netpass",
+    proto = helper.make_model(graph, producer_name="netpass", producer_version=__version__,
                               opset_imports=[helper.make_opsetid("", OPSET)])
     proto.ir_version = IR_VERSION
     return proto
 
 
+def _tensor_bytes(proto: onnx.ModelProto) -> int:
+    """Bytes of tensor data in initializers and Constant-node attributes."""
+    from onnx.external_data_helper import _get_all_tensors
+    return sum(len(t.raw_data) for t in _get_all_tensors(proto))
+
+
 def write_onnx(model: Model, path: str | Path) -> None:
-    """Write ``model`` to ``path`` as ONNX (opset 17, IR version 8)."""
-    onnx.save_model(to_onnx(model), str(path))
+    """Write ``model`` to ``path`` as ONNX (opset 17, IR version 8).
+
+    A protobuf file cannot exceed 2 GiB; when the weights come near that, they go to
+    ``<file name>.data`` next to the model (ONNX external data, which ``read_model`` accepts
+    from the model's own directory).
+    """
+    proto = to_onnx(model)
+    path = Path(path)
+    if _tensor_bytes(proto) > EXTERNAL_DATA_THRESHOLD:
+        onnx.save_model(proto, str(path), save_as_external_data=True,
+                        all_tensors_to_one_file=True, location=f"{path.name}.data",
+                        size_threshold=1024, convert_attribute=True)
+    else:
+        onnx.save_model(proto, str(path))
 
 
 __all__ = ["ExportContext", "to_onnx", "write_onnx"]

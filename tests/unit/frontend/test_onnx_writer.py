@@ -95,3 +95,26 @@ def test_op_without_export_rule_names_op_and_node():
     with pytest.raises(UnsupportedOpError, match="mystery_node") as info:
         to_onnx(Model([node], [x]))
     assert info.value.op_type == node.type_name and info.value.node_name == "mystery_node"
+
+
+def test_large_weights_go_to_external_data_that_reads_back(tmp_path, monkeypatch):
+    import netpass.frontend.onnx_writer as writer
+    monkeypatch.setattr(writer, "EXTERNAL_DATA_THRESHOLD", 1000)
+    xs = opset.parameter([2, 4, 3], np.float32, name="xs")
+    h = opset.parameter([2, 1, 64], np.float32, name="h")
+    rng = np.random.default_rng(1)
+    seq = opset.gru_sequence(xs, h, np.array([4, 2], np.int32),
+                             rng.standard_normal((1, 192, 3)).astype(np.float32),
+                             rng.standard_normal((1, 192, 64)).astype(np.float32),
+                             rng.standard_normal((1, 192)).astype(np.float32), 64, "forward")
+    model = Model([opset.result(seq.output(1), name="h_last")], [xs, h])
+    path = tmp_path / "big.onnx"
+    netpass.save_model(model, path)
+    assert (tmp_path / "big.onnx.data").stat().st_size > 192 * 64 * 4
+    assert path.stat().st_size < 192 * 64 * 4
+    feeds = {"xs": rng.standard_normal((2, 4, 3)).astype(np.float32),
+             "h": rng.standard_normal((2, 1, 64)).astype(np.float32)}
+    expected = netpass.reference.infer(model, feeds)["h_last"]
+    np.testing.assert_allclose(netpass.reference.infer(netpass.read_model(path), feeds)["h_last"],
+                               expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(_ort(path, feeds)[0], expected, rtol=1e-4, atol=1e-5)
