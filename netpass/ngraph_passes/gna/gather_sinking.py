@@ -1,9 +1,8 @@
-"""The Gather sinking group: moves Gathers (1-D constant indices along one axis, as
-GatherSinkingTransposeReshape and the GNA Concat/Split rewrites create) through elementwise
-ops, MatMul (where a Gather on a contracted or weight axis is absorbed into the weights),
-Reshapes that only add or drop 1s, and Splits; fuses consecutive Gathers.
-``GatherSinkingGeneral`` runs the forward group then the backward one, each followed by
-ConstantFolding, so Gathers end at a model's edges or folded into constants."""
+"""Forward members of the Gather sinking group (the backward ones are in
+gather_sinking_backward.py, the drivers in gather_general.py). They move Gathers (1-D constant
+indices along one axis, as GatherSinkingTransposeReshape and the GNA Concat/Split rewrites
+create) through elementwise ops, MatMul (a Gather on the contracted axis is absorbed into the
+other input's weights) and Reshapes that only add or drop 1s, and fuse consecutive Gathers."""
 from __future__ import annotations
 
 from typing import ClassVar, Sequence
@@ -12,15 +11,13 @@ import numpy as np
 
 from ...core.graph_util import copy_runtime_info, replace_output_update_name
 from ...core.node import Node
-from ...passes import BackwardGraphRewrite, GraphRewrite, Manager, MatcherPass
-from ...passes.base import ModelPass
+from ...passes import MatcherPass
 from ...pattern import Matcher, any_input, wrap_type
-from ..common.constant_folding import ConstantFolding
 from ..transpose_sinking.elementwise import BINARY_TYPES, UNARY_TYPES
-from ..utils import const, first_valuable, make, op_types, static_rank, static_shape
-from .gather_utils import (GatherInfo, aligned_axis, consumers_gather, first_gather_input,
-                           gather_info, gather_sinking_disabled, gathered, insert_output_gather,
-                           mark_no_gather_sinking, remove_gather_consumers)
+from ..utils import first_valuable, op_types, static_rank, static_shape
+from .gather_utils import (GatherInfo, aligned_axis, first_gather_input, gather_info,
+                           gather_sinking_disabled, gathered, insert_output_gather,
+                           mark_no_gather_sinking)
 
 _FORWARD_OK = ("Gather", "Reshape", "MatMul", "Split", "VariadicSplit", "Transpose")
 

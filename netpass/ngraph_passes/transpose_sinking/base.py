@@ -8,7 +8,7 @@ from typing import ClassVar, Sequence
 from ...core.node import Node
 from ...core.types import Type
 from ...passes import MatcherPass
-from ...pattern import Matcher, any_input, wrap_type
+from ...pattern import Matcher, wrap_type
 from ..utils import op_types
 from .utils import (TransposeInput, consumer_transposes_order, consumers_are_sinkable,
                     first_transpose_input, has_transpose_input, update_forward_sinking_ability)

@@ -8,7 +8,6 @@ from netpass import opset
 from netpass.ngraph_passes.gna import (DecomposeMVN, RemoveInputConvert, RemoveOutputConvert,
                                        RemoveSingleInputConcat, ReorderActivationAndPooling)
 from netpass.ngraph_passes.common import ConvertDivide
-from netpass.reference import infer
 from tr_helpers import count, model_of, param, rand, run, run_checked
 
 
