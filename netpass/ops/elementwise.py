@@ -347,7 +347,11 @@ def _unary(name: str, fn: Callable, doc: str = "") -> type:
     return cls
 
 
-_erf_scalar = np.vectorize(math.erf, otypes=[np.float64])
+def _erf(x: np.ndarray) -> np.ndarray:
+    """math.erf per element, in float64 (numpy has no erf; mapping over a list is ~3x faster
+    than np.vectorize)."""
+    flat = np.asarray(x, dtype=np.float64).ravel().tolist()
+    return np.fromiter(map(math.erf, flat), np.float64, len(flat)).reshape(np.shape(x))
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -367,7 +371,7 @@ Log = _unary("Log", np.log)
 Sqrt = _unary("Sqrt", np.sqrt)
 Abs = _unary("Abs", np.abs)
 Negative = _unary("Negative", np.negative)
-Erf = _unary("Erf", _erf_scalar, "Gauss error function (math.erf per element).")
+Erf = _unary("Erf", _erf, "Gauss error function.")
 Floor = _unary("Floor", np.floor)
 Ceiling = _unary("Ceiling", np.ceil)
 Sign = _unary("Sign", np.sign)
@@ -411,7 +415,7 @@ class Gelu(UnaryElementwiseArithmetic):
         if self.approximation_mode == "TANH":
             y = 0.5 * xf * (1 + np.tanh(math.sqrt(2 / math.pi) * (xf + 0.044715 * xf ** 3)))
         else:
-            y = 0.5 * xf * (1 + _erf_scalar(xf / math.sqrt(2)))
+            y = 0.5 * xf * (1 + _erf(xf / math.sqrt(2)))
         return [y.astype(x.dtype)]
 
 
