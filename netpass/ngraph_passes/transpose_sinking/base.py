@@ -9,7 +9,7 @@ from ...core.node import Node
 from ...core.types import Type
 from ...passes import MatcherPass
 from ...pattern import Matcher, wrap_type
-from ..utils import op_types
+from ..utils import op_types, static_rank
 from .utils import (TransposeInput, consumer_transposes_order, consumers_are_sinkable,
                     first_transpose_input, has_transpose_input, update_forward_sinking_ability)
 
@@ -28,7 +28,9 @@ class TSForwardBase(MatcherPass):
         def callback(m: Matcher) -> bool:
             main = m.match_root
             info = first_transpose_input(main, self.INDICES)
-            if info is None or not self.applicable(main, info):
+            # Bypassing a Transpose of a dynamic-rank value would lose the rank it proves.
+            if info is None or static_rank(info.transpose.input_value(0)) is None \
+                    or not self.applicable(main, info):
                 return False
             if self.transformation_callback(main):
                 update_forward_sinking_ability(info.transpose)
