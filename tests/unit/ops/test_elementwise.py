@@ -685,3 +685,39 @@ def test_integer_ops_match_openvino(op, tmp_path):
             "clamp": lambda: opset.clamp(x, -3.5, 4.5)}[op]()
     feeds = {"x": np.random.default_rng(23).integers(-20, 20, size=(3, 4)).astype(np.int32)}
     check_openvino(Model([node], [x]), feeds, tmp_path)
+
+
+def check_read_from_openvino(build, tmp_path) -> None:
+    """A graph built with OpenVINO's own opset and saved by OpenVINO reads into netpass and
+    computes what OpenVINO's CPU plugin computes."""
+    ov = pytest.importorskip("openvino")
+    ovops = pytest.importorskip("openvino.opset13")
+    param = ovops.parameter([2, 3, 4], np.float32, name="x")
+    outs = [o if isinstance(o, ov.Output) else o.output(0) for o in build(ovops, param)]
+    ov_model = ov.Model(outs, [param])
+    xml = tmp_path / "ov.xml"
+    ov.save_model(ov_model, str(xml), compress_to_fp16=False)
+    x = rand(np.random.default_rng(26), (2, 3, 4))
+    expected = ov.Core().compile_model(ov_model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})([x])
+    model = netpass.read_model(str(xml))
+    got = list(netpass.reference.infer(model, {model.input_names[0]: x}).values())
+    for i, out in enumerate(got):
+        ref = np.asarray(expected[i])
+        assert out.shape == ref.shape
+        np.testing.assert_allclose(out.astype(np.float64), ref.astype(np.float64),
+                                   rtol=RTOL, atol=ATOL, err_msg=outs[i].get_node().get_type_name())
+
+
+def test_reads_openvino_ir(tmp_path):
+    def build(o, x):
+        f32 = lambda v: o.constant(np.array(v, np.float32))  # noqa: E731
+        return [o.gelu(x, "tanh"), o.softsign(x), o.swish(x, f32(1.5)), o.clamp(x, -0.5, 0.5),
+                o.elu(x, 0.3), o.round(x, "half_away_from_zero"),
+                o.convert(o.is_inf(x, {"detect_negative": False}), "f32"), o.convert(x, "i32"),
+                o.hsigmoid(x), o.hswish(x), o.mish(x), o.prelu(x, f32([0.1, 0.2, 0.3])),
+                o.hard_sigmoid(x, f32(0.3), f32(0.4)), o.selu(x, f32([1.5]), f32([1.1])),
+                o.floor_mod(x, f32(0.7)), o.squared_difference(x, f32(0.3)),
+                o.convert_like(x, o.constant(np.array([1], np.int32))),
+                o.select(o.less(x, f32(0)), x, f32(2)), o.divide(x, f32(1.5)),
+                o.logical_xor(o.greater(x, f32(0)), o.less(x, f32(1)))]
+    check_read_from_openvino(build, tmp_path)

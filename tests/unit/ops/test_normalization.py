@@ -379,3 +379,38 @@ def test_matches_openvino(name, tmp_path):
     x = opset.parameter([2, 3, 4], np.float32, name="x")
     feeds = {"x": rand(np.random.default_rng(16), (2, 3, 4))}
     check_openvino(Model([OPENVINO[name](x)], [x]), feeds, tmp_path)
+
+
+def check_read_from_openvino(build, tmp_path) -> None:
+    """A graph built with OpenVINO's own opset and saved by OpenVINO reads into netpass and
+    computes what OpenVINO's CPU plugin computes."""
+    ov = pytest.importorskip("openvino")
+    ovops = pytest.importorskip("openvino.opset13")
+    param = ovops.parameter([2, 3, 4], np.float32, name="x")
+    outs = [o if isinstance(o, ov.Output) else o.output(0) for o in build(ovops, param)]
+    ov_model = ov.Model(outs, [param])
+    xml = tmp_path / "ov.xml"
+    ov.save_model(ov_model, str(xml), compress_to_fp16=False)
+    x = rand(np.random.default_rng(26), (2, 3, 4))
+    expected = ov.Core().compile_model(ov_model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})([x])
+    model = netpass.read_model(str(xml))
+    got = list(netpass.reference.infer(model, {model.input_names[0]: x}).values())
+    for i, out in enumerate(got):
+        ref = np.asarray(expected[i])
+        assert out.shape == ref.shape
+        np.testing.assert_allclose(out.astype(np.float64), ref.astype(np.float64),
+                                   rtol=RTOL, atol=ATOL, err_msg=outs[i].get_node().get_type_name())
+
+
+def test_reads_openvino_ir(tmp_path):
+    def build(o, x):
+        f32 = lambda v: o.constant(np.array(v, np.float32))  # noqa: E731
+        axes = o.constant(np.array([1], np.int64))
+        return [o.mvn(x, axes, True, 1e-3, "outside_sqrt"),
+                o.mvn(x, axes, False, 1e-3, "inside_sqrt"),
+                o.normalize_l2(x, o.constant(np.array([2], np.int64)), 1e-3, "max"),
+                o.softmax(x, 0), o.log_softmax(x, 1),
+                o.group_normalization(x, f32([1, 2, 3]), f32([0.1, 0.2, 0.3]), 3, 1e-4),
+                o.batch_norm_inference(x, f32([1, 2, 3]), f32([0.1, 0.2, 0.3]), f32([0, 1, 2]),
+                                       f32([1, 2, 3]), 1e-3)]
+    check_read_from_openvino(build, tmp_path)

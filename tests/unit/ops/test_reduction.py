@@ -374,3 +374,36 @@ def test_matches_openvino(name, tmp_path):
     x = opset.parameter([2, 3, 4], np.float32, name="x")
     feeds = {"x": rand(np.random.default_rng(15), (2, 3, 4))}
     check_openvino(Model([OPENVINO[name](x)], [x]), feeds, tmp_path)
+
+
+def check_read_from_openvino(build, tmp_path) -> None:
+    """A graph built with OpenVINO's own opset and saved by OpenVINO reads into netpass and
+    computes what OpenVINO's CPU plugin computes."""
+    ov = pytest.importorskip("openvino")
+    ovops = pytest.importorskip("openvino.opset13")
+    param = ovops.parameter([2, 3, 4], np.float32, name="x")
+    outs = [o if isinstance(o, ov.Output) else o.output(0) for o in build(ovops, param)]
+    ov_model = ov.Model(outs, [param])
+    xml = tmp_path / "ov.xml"
+    ov.save_model(ov_model, str(xml), compress_to_fp16=False)
+    x = rand(np.random.default_rng(26), (2, 3, 4))
+    expected = ov.Core().compile_model(ov_model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})([x])
+    model = netpass.read_model(str(xml))
+    got = list(netpass.reference.infer(model, {model.input_names[0]: x}).values())
+    for i, out in enumerate(got):
+        ref = np.asarray(expected[i])
+        assert out.shape == ref.shape
+        np.testing.assert_allclose(out.astype(np.float64), ref.astype(np.float64),
+                                   rtol=RTOL, atol=ATOL, err_msg=outs[i].get_node().get_type_name())
+
+
+def test_reads_openvino_ir(tmp_path):
+    def build(o, x):
+        i64 = lambda v: o.constant(np.array(v, np.int64))  # noqa: E731
+        return [o.topk(x, i64(2), 1, "min", "index").output(1),
+                o.topk(x, i64(3), -1, "max", "value").output(0), o.reduce_l2(x, i64([1]), True),
+                o.reduce_l1(x, i64([0, 2])), o.reduce_mean(x, i64([-1])),
+                o.reduce_max(x, i64([1])), o.reduce_prod(x, i64([2]), True),
+                o.cumsum(x, i64(2), True, True),
+                o.reduce_logical_or(o.greater(x, o.constant(np.float32(1))), i64([2]))]
+    check_read_from_openvino(build, tmp_path)
