@@ -34,6 +34,8 @@ class RuntimeCompiledModel:
         self.weights_cache_capacity = self._weights_cache_capacity()
         self._constants: dict[int, Tensor] = {}
         self.desc_ids: dict = {}  # (kind, attrs, fused, dtypes) -> small int used in impl keys
+        self.kernel_objects: dict = {}  # (node index, launch slot, source) -> cl.Kernel
+        self.kernel_owner: dict = {}    # id(cl.Kernel) -> the PrimitiveInst that set its args
         self.inputs = [n.name for n in program.inputs]
         self.outputs = [n.name for n in program.outputs]
         self.device = engine.describe() if engine is not None else "REFERENCE (numpy)"

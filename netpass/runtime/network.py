@@ -11,6 +11,7 @@ host fallback's inputs, and for the outputs.
 from __future__ import annotations
 
 import time
+import weakref
 from typing import Any, Mapping
 
 import numpy as np
@@ -29,6 +30,18 @@ STAT_KEYS = ("allocations", "allocated_bytes", "reuses", "pool_hits", "reclaims"
              "impl_cache_hits", "impl_cache_misses", "kernel_builds", "weight_reorders",
              "skipped", "fused", "shape_updates", "host_waits", "host_fallbacks",
              "kernels_enqueued", "set_arguments", "primitives", "infers")
+
+
+def arg_dtypes(spec: list) -> list:
+    """pyopencl scalar argument types of a launch spec: tensors are (buffer, int32 offset),
+    impl buffers a buffer, everything else int32."""
+    out: list = []
+    for item in spec:
+        if type(item) is tuple:
+            out += [None] if item[0] == "b" else [None, np.int32]
+        else:
+            out.append(np.int32)
+    return out
 
 
 def _size(shape) -> int:
@@ -56,7 +69,6 @@ class PrimitiveInst:
         self.values: dict[int, np.ndarray] = {}
         self.impl: I.Impl | None = None
         self.kernels: list = []
-        self._kernel_objs: dict = {}
         self.args_sig: tuple | None = None
         self.shape_changed = self.impl_changed = self.memory_changed = self.skip = False
         self.can_be_optimized = False
@@ -72,8 +84,8 @@ class PrimitiveInst:
         self.events: list = []
         self.desc_id: int | None = None
         self.fused_src: PrimitiveInst | None = None
+        self._ref = weakref.ref(self)
         self.view_offset: int | None = None
-        self.last_args: list = []
         self.desc_key = (node.kind, repr(sorted(node.attrs.items(), key=lambda kv: kv[0])),
                          tuple(f.key() for f in node.fused))
         if node.kind == "Constant":
@@ -355,16 +367,19 @@ class PrimitiveInst:
             for slot, ln in enumerate(impl.launches):
                 self.kernels.append(self._kernel(slot, ln))
             self.args_sig = None
-            self.last_args = [None] * len(impl.launches)
 
     def _kernel(self, slot: int, ln: I.Launch):
-        """This inst's own kernel object for launch ``slot`` (arguments stay set on it)."""
-        key = (slot, ln.source.text)
-        kern = self._kernel_objs.get(key)
+        """The kernel object of this primitive's launch ``slot``. Kept by the compiled model,
+        so that infer requests share it (creating one and declaring its argument types costs
+        ~1 ms in pyopencl); its arguments are re-set when another request set them last."""
+        objs = self.net.compiled.kernel_objects
+        key = (self.node.index, slot, ln.source.text)
+        kern = objs.get(key)
         if kern is None:
             cl = self.net.engine.cl
             kern = cl.Kernel(self.net.engine.build(ln.source.text, self.net.stats), ln.source.name)
-            self._kernel_objs[key] = kern
+            kern.set_scalar_arg_dtypes(arg_dtypes(ln.spec))
+            objs[key] = kern
         return kern
 
     def update_weights(self) -> None:
@@ -385,7 +400,8 @@ class PrimitiveInst:
             t = Tensor(alloc, 0, (k_, n_), w.dtype)
             ln = I.strided_copy(w.dtype, (k_, n_), [1, k_], 0, [n_, 1], 0, 0, 0)
             kern = net.engine.cl.Kernel(net.engine.build(ln.source.text, net.stats), ln.source.name)
-            kern.set_args(*[np.int32(a) if type(a) is int else a for a in net.expand(ln.spec, [src], [t], [])])
+            kern.set_scalar_arg_dtypes(arg_dtypes(ln.spec))
+            kern.set_args(*net.expand(ln.spec, [src], [t], []))
             net.engine.cl.enqueue_nd_range_kernel(net.queue, kern, ln.gws, ln.lws)
             self.weights.add(layout, t)
             net.stats["weight_reorders"] += 1
@@ -512,18 +528,18 @@ class PrimitiveInst:
         outs = self.outputs
         sig = (id(impl),) + tuple((id(t.alloc), t.offset) if t is not None else None
                                   for t in ins + outs + extras)
+        owners = net.compiled.kernel_owner
+        if self.kernels:
+            last = owners.get(id(self.kernels[0]))
+            if last is None or last() is not self:  # another request set them last
+                self.args_sig = None
         if sig != self.args_sig or self.memory_changed:
             bufs = net.impl_buffers(impl)
-            for slot, (kern, ln) in enumerate(zip(self.kernels, impl.launches)):
-                args = net.expand(ln.spec, ins, outs, extras, bufs)
-                last = self.last_args[slot]
-                if last is None or len(last) != len(args):
-                    kern.set_args(*[np.int32(a) if type(a) is int else a for a in args])
-                else:  # only the arguments that differ (dims of a new shape, a moved buffer)
-                    for i, (a, b) in enumerate(zip(args, last)):
-                        if a is not b and a != b:
-                            kern.set_arg(i, np.int32(a) if type(a) is int else a)
-                self.last_args[slot] = args
+            for kern, ln in zip(self.kernels, impl.launches):
+                # one call with declared scalar types: ~1 us, where per-argument set_arg
+                # with numpy scalars costs ~17 us each in pyopencl
+                kern.set_args(*net.expand(ln.spec, ins, outs, extras, bufs))
+                owners[id(kern)] = self._ref
             self.args_sig = sig
             net.stats["set_arguments"] += 1
         enqueue = net.engine.cl.enqueue_nd_range_kernel

@@ -221,3 +221,15 @@ def test_crop_of_a_strided_piece_copies(run_shapes, rng):
     model = _one_output(opset.relu(opset.crop_ie(opset.exp(x), [1], [8], [4])), x)
     req = run_shapes(model, [{"x": _f(rng, 3, 20)}])
     assert req.stats["skipped"] == 0
+
+
+def test_interleaved_requests_share_kernels_but_not_arguments(rng):
+    model = _concat_model()
+    cm = compile_program(model, "CPU")
+    r1, r2 = cm.create_infer_request(), cm.create_infer_request()
+    f1 = {"a": _f(rng, 1, 3, 16), "b": _f(rng, 1, 5, 16)}
+    f2 = {"a": _f(rng, 1, 2, 16), "b": _f(rng, 1, 1, 16)}
+    for _ in range(2):
+        for req, feeds in ((r1, f1), (r2, f2)):
+            out = req.infer(feeds)
+            np.testing.assert_allclose(out["y"], netpass.reference.infer(model, feeds)["y"], rtol=1e-5)
