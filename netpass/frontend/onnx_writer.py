@@ -123,10 +123,10 @@ def _rule_for(node: Node) -> Callable | None:
     return None
 
 
-def _prune(nodes: list[onnx.NodeProto], initializers: list[onnx.TensorProto],
+def _finish(nodes: list[onnx.NodeProto], initializers: list[onnx.TensorProto],
            outputs: list[str]) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
     """Drop nodes and initializers no graph output depends on (e.g. weights an export rule
-    replaced by a re-laid-out copy)."""
+    replaced by a re-laid-out copy), and turn tensor Constant nodes into initializers."""
     needed = set(outputs)
     kept = []
     for n in reversed(nodes):
@@ -134,7 +134,18 @@ def _prune(nodes: list[onnx.NodeProto], initializers: list[onnx.TensorProto],
             kept.append(n)
             needed.update(i for i in n.input if i)
     kept.reverse()
-    return kept, [t for t in initializers if t.name in needed]
+    inits = [t for t in initializers if t.name in needed]
+    # Constant nodes holding a tensor become initializers, as in models exporters write.
+    nodes_out = []
+    for n in kept:
+        if n.op_type == "Constant" and len(n.attribute) == 1 and n.attribute[0].name == "value":
+            t = onnx.TensorProto()
+            t.CopyFrom(n.attribute[0].t)
+            t.name = n.output[0]
+            inits.append(t)
+        else:
+            nodes_out.append(n)
+    return nodes_out, inits
 
 
 def to_onnx(model: Model) -> onnx.ModelProto:
@@ -167,7 +178,7 @@ def to_onnx(model: Model) -> onnx.ModelProto:
         rule(node, ectx)
     for src, name in identities:
         ectx.add_node("Identity", [ectx.name_of(src)], [name])
-    nodes, initializers = _prune(ectx.nodes, ectx.initializers, model.output_names)
+    nodes, initializers = _finish(ectx.nodes, ectx.initializers, model.output_names)
     outputs = []
     for r, name in zip(model.results, model.output_names):
         src = r.input_value(0)
