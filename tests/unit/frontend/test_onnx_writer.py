@@ -118,3 +118,17 @@ def test_large_weights_go_to_external_data_that_reads_back(tmp_path, monkeypatch
     np.testing.assert_allclose(netpass.reference.infer(netpass.read_model(path), feeds)["h_last"],
                                expected, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(_ort(path, feeds)[0], expected, rtol=1e-4, atol=1e-5)
+
+
+def test_constants_become_initializers_and_may_be_outputs(tmp_path):
+    c = opset.constant(np.array([1.5, -2.0], np.float32))
+    x = opset.parameter([2], np.float32, name="x")
+    model = Model([opset.result(c, name="c"), opset.result(opset.add(x, c), name="y")], [x])
+    path = tmp_path / "c.onnx"
+    netpass.save_model(model, path)
+    proto = onnx.load(str(path))
+    assert not [n for n in proto.graph.node if n.op_type == "Constant"]
+    assert "c" in {t.name for t in proto.graph.initializer}
+    got_c, got_y = _ort(path, {"x": np.array([1.0, 3.0], np.float32)})
+    np.testing.assert_array_equal(got_c, [1.5, -2.0])
+    np.testing.assert_array_equal(got_y, [2.5, 1.0])
