@@ -23,9 +23,12 @@ def test_run_prints_outputs_latency_and_summary(capsys):
                                                    "1 output(s)")
 
 
-def test_run_dynamic_dims_default_to_one_and_follow_shape(capsys):
+def test_run_dynamic_dims_default_to_one(capsys):
     assert main(["run", str(EXAMPLES / "lstm_speech.onnx")]) == 0
     assert "output logits: shape [1, 1, 12]" in capsys.readouterr().out
+
+
+def test_run_shape_option_sets_dynamic_dims(capsys):
     assert main(["run", str(EXAMPLES / "transformer_block.onnx"), "--shape", "x=2,5,64"]) == 0
     assert "output y: shape [2, 5, 64]" in capsys.readouterr().out
 
