@@ -3,7 +3,8 @@ Gathers over the flattened tensor (``flat(transpose(x, order)) == flat(x)[idx]``
 
 - GatherSinkingTransposeReshapeForward: ``Transpose -> Reshape`` => ``Reshape [1, N] ->
   Gather(idx, axis 1) -> Reshape``; GatherSinkingTransposeReshapeBackward: ``Reshape ->
-  Transpose`` likewise.
+  Transpose`` likewise. When both keep a batch > 1 in front, the flat shape is ``[batch, -1]``
+  and the indices are per sample (so a following MatMul can still absorb them).
 - GatherSinkingTranspose: ``flat Gather [-> Reshape] -> Transpose`` (forward) and
   ``Transpose [-> Reshape] -> flat Gather`` (backward) merge into one Gather with combined
   indices (``gather_ids[transpose_ids]`` resp. ``transpose_ids[gather_ids]``).
@@ -28,18 +29,33 @@ def _unsupported(out: Output) -> bool:
 
 
 def _flat_gather_chain(p: MatcherPass, src: Output, indices: np.ndarray, out: Output,
-                      nodes: list[Node]) -> bool:
-    """``out`` := Reshape(Gather(Reshape(src, [1, N]), indices, 1), out shape); names kept; the
-    new nodes are registered so the same traversal sinks the Gather further."""
-    flat = make("Reshape", [src, const(np.array([1, -1], np.int64))], special_zero=False)
-    gather = make("Gather", [flat, const(indices.astype(np.int64)), const(np.array(1, np.int64))])
-    last = make("Reshape", [gather, const(np.array(out.shape, np.int64))], special_zero=False)
-    copy_runtime_info(nodes, [flat, gather, last])
-    if not replace_output_update_name(out, last.output(0)):
+                      nodes: list[Node], batch: int = 1) -> bool:
+    """``out`` := Reshape(Gather(Reshape(src, [batch, -1]), indices, 1), out shape) (Reshapes
+    only where the shape changes); names kept; the new nodes are registered so the same
+    traversal sinks the Gather further."""
+    new = []
+    flat_shape = (batch, int(np.prod(src.shape)) // batch)
+    if src.shape != flat_shape:  # Reshapes only where the shape changes
+        new.append(make("Reshape", [src, const(np.array(flat_shape, np.int64))], special_zero=False))
+        src = new[-1].output(0)
+    new.append(make("Gather", [src, const(indices.astype(np.int64)), const(np.array(1, np.int64))]))
+    if out.shape != flat_shape:
+        new.append(make("Reshape", [new[-1], const(np.array(out.shape, np.int64))], special_zero=False))
+    copy_runtime_info(nodes, new)
+    if not replace_output_update_name(out, new[-1].output(0)):
         return False
-    for n in (flat, gather, last):
+    for n in new:
         p.register_new_node(n)
     return True
+
+
+def _transpose_indexes(t: Node, out: Output) -> tuple[np.ndarray, int]:
+    """Gather indices standing for Transpose ``t`` (then reshaped to ``out``), and the batch
+    they apply to: a Transpose and Reshape that keep a batch > 1 in front act per sample."""
+    shape, order = static_shape(t.input_value(0)), const_order(t)
+    if order[0] == 0 and shape[0] > 1 and out.shape[0] == shape[0]:
+        return transpose_gather_indexes(shape[1:], [o - 1 for o in order[1:]]), shape[0]
+    return transpose_gather_indexes(shape, order), 1
 
 
 class GatherSinkingTransposeReshapeForward(MatcherPass):
@@ -52,8 +68,8 @@ class GatherSinkingTransposeReshapeForward(MatcherPass):
             r, t = m.match_root, m.pattern_value_map[transpose].node
             if self.transformation_callback(t):
                 return False
-            ids = transpose_gather_indexes(static_shape(t.input_value(0)), const_order(t))
-            return _flat_gather_chain(self, t.input_value(0), ids, r.output(0), [t, r])
+            ids, batch = _transpose_indexes(t, r.output(0))
+            return _flat_gather_chain(self, t.input_value(0), ids, r.output(0), [t, r], batch)
 
         self.register_matcher(Matcher(reshape, "GatherSinkingTransposeReshapeForward"), callback)
 
@@ -68,8 +84,8 @@ class GatherSinkingTransposeReshapeBackward(MatcherPass):
             t, r = m.match_root, m.pattern_value_map[reshape].node
             if self.transformation_callback(t):
                 return False
-            ids = transpose_gather_indexes(static_shape(t.input_value(0)), const_order(t))
-            return _flat_gather_chain(self, r.input_value(0), ids, t.output(0), [r, t])
+            ids, batch = _transpose_indexes(t, r.input_value(0))
+            return _flat_gather_chain(self, r.input_value(0), ids, t.output(0), [r, t], batch)
 
         self.register_matcher(Matcher(transpose, "GatherSinkingTransposeReshapeBackward"), callback)
 
