@@ -269,11 +269,10 @@ class _ConvBase(Node):
                 for k, d in zip(kernel, self.dilations)]
 
 
-class Convolution(_ConvBase):
-    """N-d convolution (cross-correlation) of ``[N, C, *sp]`` data with ``[O, C, *k]`` filters."""
-
-    type_name = "Convolution"
-    version = "opset1"
+class _ForwardConv(_ConvBase):
+    """Shape inference and padding shared by Convolution and GroupConvolution. They are
+    siblings, not parent and child, as in OpenVINO: a pattern on Convolution must not match a
+    GroupConvolution, whose filters have one more dimension."""
 
     def _channels(self, filt: PartialShape) -> tuple[Dimension, Dimension]:
         """(output channels, input channels the filters expect)."""
@@ -315,7 +314,14 @@ class Convolution(_ConvBase):
         return [y.astype(self._out_et[0].dtype or x.dtype, copy=False)]
 
 
-class GroupConvolution(Convolution):
+class Convolution(_ForwardConv):
+    """N-d convolution (cross-correlation) of ``[N, C, *sp]`` data with ``[O, C, *k]`` filters."""
+
+    type_name = "Convolution"
+    version = "opset1"
+
+
+class GroupConvolution(_ForwardConv):
     """Grouped convolution; filters ``[G, O/G, I/G, *k]`` (depthwise: ``I/G == 1``)."""
 
     type_name = "GroupConvolution"
@@ -339,12 +345,11 @@ class GroupConvolution(Convolution):
         return [y.astype(self._out_et[0].dtype or x.dtype, copy=False)]
 
 
-class ConvolutionBackpropData(_ConvBase):
+class _BackpropConv(_ConvBase):
     """Transposed convolution: data ``[N, I, *sp]``, filters ``[I, O, *k]``, optional
-    ``output_shape`` (the spatial dims of the output; see ``_pads`` for where padding goes)."""
+    ``output_shape`` (the spatial dims of the output; see ``_pads`` for where padding goes).
+    Shared by the plain and grouped ops, which are siblings as in OpenVINO."""
 
-    type_name = "ConvolutionBackpropData"
-    version = "opset1"
     ATTRS = dict(_ConvBase.ATTRS, output_padding=[])
     # With output_shape and explicit pads, OpenVINO keeps pads_begin here but not for the
     # grouped op (measured on its CPU plugin).
@@ -444,7 +449,14 @@ class ConvolutionBackpropData(_ConvBase):
         return [y.astype(self._out_et[0].dtype or x.dtype, copy=False)]
 
 
-class GroupConvolutionBackpropData(ConvolutionBackpropData):
+class ConvolutionBackpropData(_BackpropConv):
+    """Transposed convolution with filters ``[I, O, *k]``."""
+
+    type_name = "ConvolutionBackpropData"
+    version = "opset1"
+
+
+class GroupConvolutionBackpropData(_BackpropConv):
     """Grouped transposed convolution; filters ``[G, I/G, O/G, *k]``."""
 
     type_name = "GroupConvolutionBackpropData"

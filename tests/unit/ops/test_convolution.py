@@ -120,6 +120,13 @@ def test_grouped_conv_becomes_group_convolution(groups, in_c, out_c):
     assert conv[0].get_input_partial_shape(1) == [groups, out_c // groups, in_c // groups, 3, 3]
 
 
+def test_grouped_ops_are_not_subclasses_of_the_plain_ones():
+    """As in OpenVINO: a pattern on Convolution (an isinstance check) must not match a
+    GroupConvolution, whose filters have one more dimension (a GNA depthwise conv crashed)."""
+    assert not issubclass(GroupConvolution, Convolution)
+    assert not issubclass(GroupConvolutionBackpropData, ConvolutionBackpropData)
+
+
 def test_grouped_conv_with_weights_as_graph_input():
     check(one_node("Conv", [[1, 4, 7, 7], [4, 2, 3, 3]], {"group": 2, "strides": [2, 2]}))
 
