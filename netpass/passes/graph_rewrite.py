@@ -171,16 +171,32 @@ class GraphRewrite(ModelPass):
                 gc.enable()
 
     def _traverse(self, model: "Model", active: list[MatcherPass]) -> bool:
+        table: dict[type, list] = {}  # op class -> candidate matchers (registration order)
+
+        def candidates(cls: type) -> list:
+            found = table[cls] = [(mp, mp.matcher, mp._root_index, mp._new_nodes) for mp in active
+                                  if mp._root_types is None or issubclass(cls, mp._root_types)]
+            return found
+
         ops = model.get_ordered_ops()
         # Without the cached order and with a weak queue, replaced nodes are freed at once.
         model.drop_cached_order()
         if self.backward:
             ops.reverse()
         ref = weakref.ref
-        queue = collections.deque(map(ref, ops))
+        # Nodes no matcher can take are left out of the queue: popping them would do nothing.
+        queue = collections.deque()
+        append = queue.append
+        get = table.get
+        for n in ops:
+            cls = n.__class__
+            cands = get(cls)
+            if cands is None:
+                cands = candidates(cls)
+            if cands:
+                append(ref(n))
         del ops
         popleft, pushleft = queue.popleft, queue.appendleft
-        table: dict[type, list] = {}
         in_graph = _InGraph(model)
         changed = False
         while queue:
@@ -188,10 +204,9 @@ class GraphRewrite(ModelPass):
             if node is None:
                 continue
             cls = node.__class__
-            cands = table.get(cls)
+            cands = get(cls)
             if cands is None:
-                cands = table[cls] = [(mp, mp.matcher, mp._root_index, mp._new_nodes) for mp in active
-                                      if mp._root_types is None or issubclass(cls, mp._root_types)]
+                cands = candidates(cls)
             if not cands:
                 continue
             n_out = len(node._out_et)
