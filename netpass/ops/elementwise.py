@@ -1,5 +1,7 @@
 """Elementwise operations: binary arithmetic, comparison and logic, Select, activations and
-other unary math, Convert.
+other unary math, Convert/ConvertLike. ONNX ops without an OpenVINO twin (LeakyRelu, Reciprocal,
+Celu, ThresholdedRelu, Shrink, variadic Sum/Mean/Max/Min, Clip with tensor bounds) are imported
+as compositions of these.
 
 Class hierarchy follows OpenVINO (``Relu`` is a ``UnaryElementwiseArithmetic``; ``Clamp``,
 ``Elu``, ``Convert``... are plain ops) so that passes matching a family see the same ops as

@@ -1,6 +1,7 @@
-"""Normalizations: Softmax, LogSoftmax, MVN, BatchNormInference, NormalizeL2; ONNX
-LayerNormalization, InstanceNormalization, MeanVarianceNormalization and LpNormalization are
-imported as compositions of these (as OpenVINO's ONNX frontend does)."""
+"""Normalizations: Softmax, LogSoftmax, MVN, BatchNormInference, GroupNormalization,
+NormalizeL2; ONNX LayerNormalization, InstanceNormalization, MeanVarianceNormalization,
+LpNormalization and RMSNormalization are imported as compositions of these (as OpenVINO's ONNX
+frontend does)."""
 from __future__ import annotations
 
 from typing import Any
