@@ -200,12 +200,13 @@ class FusedDesc:
     """An elementwise consumer folded into a producer's kernel: its kind, attributes, which of
     its inputs is the producer's value, and its other inputs (kernel ``extra`` tensors)."""
 
-    __slots__ = ("kind", "attrs", "primary", "others", "out_dtype", "in_dtypes")
+    __slots__ = ("kind", "attrs", "primary", "others", "out_dtype", "in_dtypes", "node")
 
     def __init__(self, kind: str, attrs: dict, primary: int, others: list, in_dtypes: list,
-                 out_dtype) -> None:
+                 out_dtype, node=None) -> None:
         self.kind, self.attrs, self.primary, self.others = kind, attrs, primary, others
         self.in_dtypes, self.out_dtype = in_dtypes, out_dtype
+        self.node = node  # the fused ProgramNode (host fallbacks evaluate it)
 
     def key(self) -> tuple:
         return (self.kind, tuple(sorted((k, str(v)) for k, v in self.attrs.items())), self.primary)
@@ -451,8 +452,19 @@ def _axes_block(shape: Sequence[int], axes: Sequence[int]) -> tuple[int, int, in
     return _size(shape[:lo]), _size(shape[lo:hi + 1]), _size(shape[hi + 1:])
 
 
-def _row_launch(src: K.Source, rows: int, R: int, inner: int) -> Launch:
-    return Launch(src, (max(rows, 1) * K.LS,), (K.LS,), [("i", 0), ("o", 0), R, inner])
+def _row_launch(src: K.Source, rows: int, R: int, inner: int, n_extra: int = 0,
+                edims: list = (), est: list = ()) -> Launch:
+    spec = [("i", 0), ("o", 0), R, inner] + [("e", j) for j in range(n_extra)]
+    if n_extra:
+        spec += list(edims) + [v for s in est for v in s]
+    return Launch(src, (max(rows, 1) * K.LS,), (K.LS,), spec)
+
+
+def _rowop_fused(p: Params, kind: str, params: dict, rows: int, R: int, inner: int) -> Impl:
+    """A softmax / MVN rowop with the node's fused elementwise ops as its epilogue."""
+    stages, n_extra, edt, edims, est = _epilogue(p, p.out_shapes[0])
+    src = K.rowop(kind, p.in_dtypes[0], p.out_dtypes[0], params, stages, edt, len(edims))
+    return Impl(None, [_row_launch(src, rows, R, inner, n_extra, edims, est)])
 
 
 def reduce_impl(p: Params, key) -> Impl | None:
@@ -476,8 +488,9 @@ def softmax_impl(p: Params, key) -> Impl | None:
         return None
     axis = int(p.attrs.get("axis", 1)) % max(len(shape), 1)
     outer, R, inner = _size(shape[:axis]), shape[axis] if shape else 1, _size(shape[axis + 1:])
-    src = K.rowop("softmax" if p.kind == "Softmax" else "logsoftmax", p.in_dtypes[0], p.out_dtypes[0], {})
-    return Impl(key, [_row_launch(src, outer * inner, R, inner)])
+    impl = _rowop_fused(p, "softmax" if p.kind == "Softmax" else "logsoftmax", {}, outer * inner, R, inner)
+    impl.key = key
+    return impl
 
 
 def mvn_impl(p: Params, key) -> Impl | None:
@@ -500,10 +513,11 @@ def mvn_impl(p: Params, key) -> Impl | None:
     if blk is None or blk[2] != 1:
         return None
     outer, R, _ = blk
-    src = K.rowop("mvn", p.in_dtypes[0], p.out_dtypes[0],
-                  {"eps": p.attrs.get("eps", 1e-9), "normalize_variance": p.attrs.get("normalize_variance", True),
-                   "inside_sqrt": inside})
-    return Impl(key, [_row_launch(src, outer, R, 1)])
+    params = {"eps": p.attrs.get("eps", 1e-9), "inside_sqrt": inside,
+              "normalize_variance": p.attrs.get("normalize_variance", True)}
+    impl = _rowop_fused(p, "mvn", params, outer, R, 1)
+    impl.key = key
+    return impl
 
 
 def gather_impl(p: Params, key) -> Impl | None:
@@ -783,4 +797,4 @@ def create_device_impl(p: Params, key) -> Impl | None:
 LEGACY_ELTWISE = {"PowerIE", "ReLUIE", "Eltwise", "ScaleShiftIE", "BatchNormInference"}
 HAS_KERNEL = set(FACTORIES) | ELTWISE_KINDS | MOVEMENT_KINDS | LEGACY_ELTWISE
 FUSABLE_PRODUCERS = {"MatMul", "FullyConnected", "Convolution", "GroupConvolution",
-                     "GNAConvolution"} | ELTWISE_KINDS | LEGACY_ELTWISE
+                     "GNAConvolution", "Softmax", "LogSoftmax", "MVN"} | ELTWISE_KINDS | LEGACY_ELTWISE

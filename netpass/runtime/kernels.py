@@ -390,12 +390,32 @@ def _local_reduce(var: str, combine: str) -> str:
 
 
 @memoized
-def rowop(kind: str, in_dtype, out_dtype, params: dict) -> Source:
-    """One work-group of ``LS`` items per row; row r = (o, i) covers x[o*R*inner + j*inner + i]."""
+def rowop(kind: str, in_dtype, out_dtype, params: dict, epilogue: list[Stage] = (),
+          extra_dtypes: list = (), erank: int = 0) -> Source:
+    """One work-group of ``LS`` items per row; row r = (o, i) covers x[o*R*inner + j*inner + i].
+    Softmax / log-softmax / MVN outputs go through the fused ``epilogue`` stages (their extra
+    inputs indexed by the output's flat position)."""
     it, ot = ctype(in_dtype), ctype(out_dtype)
+    n_extra = len(extra_dtypes)
+    extra_args = "".join(f", __global const {ctype(d)}* in{j}, int off_in{j}"
+                         for j, d in enumerate(extra_dtypes))
+    if n_extra:
+        extra_args += "".join(f", int d{k}" for k in range(erank))
+        extra_args += "".join(f", int s_in{j}_{k}" for j in range(n_extra) for k in range(erank))
+
+    def store(value: str) -> str:
+        """C statement writing ``value`` to y[j * inner], through the epilogue if any."""
+        if not epilogue:
+            return f"y[j * inner] = ({ot})({value});"
+        code = _stage_code([Stage("{0}", [("in", -1)], "float")] + list(epilogue),
+                           {-1: "ev", **{j: f"in{j}[o_in{j}]" for j in range(n_extra)}})
+        offs = _offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
+        return (f"{{ float ev = (float)({value}); int flat = (o * R + j) * inner + i;\n  {offs}\n"
+                f"  {code}\n  y[j * inner] = ({ot})(x{len(epilogue)}); }}")
+
     head = f"""#define LS {LS}
 __kernel __attribute__((reqd_work_group_size(LS, 1, 1)))
-void rowop(__global const {it}* X, int xoff, __global {ot}* Y, int yoff, int R, int inner)
+void rowop(__global const {it}* X, int xoff, __global {ot}* Y, int yoff, int R, int inner{extra_args})
 {{
   const int row = get_group_id(0), lid = get_local_id(0);
   const int o = row / inner, i = row - (row / inner) * inner;
@@ -420,7 +440,7 @@ void rowop(__global const {it}* X, int xoff, __global {ot}* Y, int yoff, int R, 
   float s = 0.0f;
   for (int j = lid; j < R; j += LS) s += exp((float)x[j * inner] - m);
 {_local_reduce('s', sm[2])}
-  for (int j = lid; j < R; j += LS) y[j * inner] = ({ot})({final});
+  for (int j = lid; j < R; j += LS) {store(final)}
 """
     elif kind == "mvn":
         eps = flit(params["eps"])
@@ -437,11 +457,11 @@ void rowop(__global const {it}* X, int xoff, __global {ot}* Y, int yoff, int R, 
   for (int j = lid; j < R; j += LS) {{ float d = (float)x[j * inner] - mean; q += d * d; }}
 {_local_reduce('q', '{a} + {b}')}
   float var = q / (float)R;
-  for (int j = lid; j < R; j += LS) y[j * inner] = ({ot})(((float)x[j * inner] - mean) {norm});
+  for (int j = lid; j < R; j += LS) {store(f"((float)x[j * inner] - mean) {norm}")}
 """
     else:
         raise KeyError(kind)
-    text = header([in_dtype, out_dtype]) + head + body + "}\n"
+    text = header([in_dtype, out_dtype] + list(extra_dtypes)) + head + body + "}\n"
     return Source(text, "rowop")
 
 

@@ -85,6 +85,8 @@ class PrimitiveInst:
         self.desc_id: int | None = None
         self.fused_src: PrimitiveInst | None = None
         self._ref = weakref.ref(self)
+        self.deps = node.get_shape_infer_dependencies()
+        self.src_insts: list[tuple[PrimitiveInst, int]] = []
         self.view_offset: int | None = None
         self.desc_key = (node.kind, repr(sorted(node.attrs.items(), key=lambda kv: kv[0])),
                          tuple(f.key() for f in node.fused))
@@ -185,7 +187,7 @@ class PrimitiveInst:
         if node.kind == "Parameter":
             return  # set by the network from the user's array
         insts = net.insts
-        in_shapes = tuple(insts[s.index].out_shapes[k] for s, k in node.inputs)
+        in_shapes = tuple([i.out_shapes[k] for i, k in self.src_insts])
         changed = in_shapes != self.in_shapes
         self.in_shapes = in_shapes
         self.shape_changed = changed
@@ -197,7 +199,7 @@ class PrimitiveInst:
             self.shape_changed = False
             return
         need = []
-        for j in node.get_shape_infer_dependencies():
+        for j in self.deps:
             s, k = node.inputs[j]
             if s.kind == "Constant":
                 self.values[j] = s.value
@@ -573,7 +575,12 @@ class PrimitiveInst:
         by_kind = net.stats["host_fallback_kinds"]
         by_kind[node.kind] = by_kind.get(node.kind, 0) + 1
         arrays = net.host_values([self.src(j) for j in range(len(node.inputs))])
-        self._set_host(infer_host(node, arrays))
+        outs = infer_host(node, arrays)
+        for f in node.fused:  # the kernel would have applied them
+            ins = [s.value for s, _ in f.others]
+            ins.insert(f.primary, outs[0])
+            outs = infer_host(f.node, ins)
+        self._set_host(outs)
         inplace = node.num_outputs == 1 and len(node.users[0]) == 1 and \
             node.users[0][0][0].inplace_concat and net.insts[node.users[0][0][0].index].inplace_now
         if inplace:
@@ -617,6 +624,7 @@ class Network:
         self.insts = [PrimitiveInst(self, n) for n in self.program.nodes]
         for inst in self.insts:
             node = inst.node
+            inst.src_insts = [(self.insts[s.index], k) for s, k in node.inputs]
             if node.fused_into is not None:  # the chain predecessor whose output it aliases
                 src = next(s for s, _ in node.inputs
                            if s is node.fused_into or s.fused_into is node.fused_into)

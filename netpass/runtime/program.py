@@ -229,7 +229,7 @@ class Program:
                 u, pos = found
                 in_dts = [s.out_dtypes[k] for s, k in u.inputs]
                 others = [(s, k) for j, (s, k) in enumerate(u.inputs) if j != pos]
-                p.fused.append(I.FusedDesc(u.kind, u.attrs, pos, others, in_dts, u.out_dtypes[0]))
+                p.fused.append(I.FusedDesc(u.kind, u.attrs, pos, others, in_dts, u.out_dtypes[0], u))
                 p.fused_inputs.extend(others)
                 u.fused_into = p
                 u.optimized = True

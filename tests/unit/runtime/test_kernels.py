@@ -215,3 +215,12 @@ def test_host_fallback_is_counted(run_shapes, rng):
     req = run_shapes(model, [{"x": _f(rng, 3, 4)}, {"x": _f(rng, 2, 9)}])
     assert req.stats["host_fallbacks"] == 2
     assert req.stats["host_fallback_kinds"] == {"CumSum": 2}
+
+
+def test_fused_ops_apply_on_host_fallback(run_shapes, rng):
+    x = _param("x", 3)
+    # MVN over a non-contiguous axis pair has no kernel: the fused scale/shift must still apply
+    model = _model(lambda x: opset.add(opset.multiply(
+        opset.mvn(x, np.array([0, 2], np.int64), True, 1e-5, "inside_sqrt"), _f(rng, 5)), _f(rng, 5)), x)
+    req = run_shapes(model, [{"x": _f(rng, 2, 3, 5)}, {"x": _f(rng, 4, 2, 5)}])
+    assert req.stats["host_fallback_kinds"] == {"MVN": 2}
