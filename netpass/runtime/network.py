@@ -565,7 +565,21 @@ class PrimitiveInst:
             self._set_host([np.asarray(self.in_shapes[0], dtype=dt).reshape(-1)])
             return
         arrays = self.net.host_values([self.src(j) for j in range(len(node.inputs))])
-        self._set_host(infer_host(node, arrays))
+        kind = node.kind
+        if kind in ("Unsqueeze", "Squeeze", "Reshape"):  # shape math: the shape is known
+            self._set_host([arrays[0].reshape(self.out_shapes[0])])
+        elif kind == "Concat":
+            self._set_host([np.concatenate(arrays, axis=node.attrs.get("axis", 0))])
+        elif kind == "Gather" and not node.attrs.get("batch_dims", 0) and arrays[2].size == 1 \
+                and arrays[1].dtype.kind in "iu" and arrays[0].ndim:
+            axis = int(arrays[2].reshape(-1)[0]) % arrays[0].ndim
+            idx = arrays[1]
+            if idx.size and (idx.min() < -arrays[0].shape[axis] or idx.max() >= arrays[0].shape[axis]):
+                self._set_host(infer_host(node, arrays))  # out-of-range semantics of the op
+            else:
+                self._set_host([np.take(arrays[0], idx, axis=axis)])
+        else:
+            self._set_host(infer_host(node, arrays))
 
     def _host_run(self) -> None:
         """Host fallback: the op's numpy reference on inputs read back from the device."""
