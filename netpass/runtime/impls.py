@@ -234,18 +234,28 @@ class Params:
     dtypes, host values of shape-infer inputs, fused ops, the node's id for errors."""
 
     __slots__ = ("kind", "attrs", "in_shapes", "in_dtypes", "out_shapes", "out_dtypes", "values",
-                 "fused", "extra_shapes", "extra_dtypes", "node", "engine")
+                 "fused", "extra_shapes", "extra_dtypes", "node", "engine", "memo")
 
     def __init__(self, **kw: Any) -> None:
         for k in self.__slots__:
             setattr(self, k, kw.get(k))
+        if self.memo is None:
+            self.memo = {}
+
+    def cached(self, key: tuple, make: Callable) -> Any:
+        """``make()`` once per primitive and ``key`` (stages, sources): a new shape of the same
+        primitive rebuilds only its launch arguments."""
+        v = self.memo.get(key)
+        if v is None:
+            v = self.memo[key] = make()
+        return v
 
 
 def _epilogue(p: Params, out_shape: Sequence[int], first_extra: int = 0):
     """(stages, extra count, extra dtypes, collapsed dims, per-extra strides) of fused ops."""
     if not p.fused:
         return [], 0, [], [], []
-    stages = fused_stages(p.fused, first_extra)
+    stages = p.cached(("epilogue", first_extra), lambda: fused_stages(p.fused, first_extra))
     strides = [broadcast_strides(s, out_shape) for s in p.extra_shapes]
     dims, st = collapse(list(out_shape), strides)
     return stages, len(p.extra_shapes), list(p.extra_dtypes), dims, st
@@ -294,17 +304,25 @@ def _per_channel(kind: str, shapes: list) -> list:
     return out
 
 
+def _eltwise_stages(p: Params) -> list[Stage] | bool:
+    """The primitive's own expression then its fused ops; False when there is no kernel."""
+    expr = eltwise_expr(p.kind, p.attrs, p.in_dtypes, p.out_dtypes[0])
+    if expr is None:
+        expr = _legacy_expr(p.kind, p.attrs, p.in_dtypes, p.out_dtypes[0])
+    if expr is None:
+        return False
+    n_in = len(p.in_dtypes)
+    stages = [Stage(expr, [("in", j) for j in range(n_in)], ctype(p.out_dtypes[0]))]
+    return stages + fused_stages(p.fused or [], n_in)
+
+
 def eltwise_impl(p: Params, key) -> Impl | None:
-    exprs = eltwise_expr(p.kind, p.attrs, p.in_dtypes, p.out_dtypes[0])
-    if exprs is None:
-        exprs = _legacy_expr(p.kind, p.attrs, p.in_dtypes, p.out_dtypes[0])
-    if exprs is None:
-        return None
     n_in = len(p.in_shapes)
+    stages = p.cached(("stages",), lambda: _eltwise_stages(p))
+    if stages is False:
+        return None
     p.in_shapes = _per_channel(p.kind, list(p.in_shapes))
     out_shape = p.out_shapes[0]
-    stages = [Stage(exprs, [("in", j) for j in range(n_in)], ctype(p.out_dtypes[0]))]
-    stages += fused_stages(p.fused or [], n_in)
     shapes = list(p.in_shapes) + list(p.extra_shapes or [])
     dtypes = list(p.in_dtypes) + list(p.extra_dtypes or [])
     n = _size(out_shape)
@@ -315,16 +333,19 @@ def eltwise_impl(p: Params, key) -> Impl | None:
     scalar = [_size(s) == 1 for s in shapes]
     f32 = np.dtype(np.float32)
     if all(full) and all(np.dtype(d) == f32 for d in dtypes + [p.out_dtypes[0]]):
-        src = K.eltwise_vec4(len(shapes), stages)
+        src = p.cached(("vec4",), lambda: K.eltwise_vec4(len(shapes), stages))
         return Impl(key, [Launch(src, *_1d((n + 3) // 4), spec_io + [n])])
     if all(f or s for f, s in zip(full, scalar)):
-        src = K.eltwise(dtypes, p.out_dtypes[0], stages, 0, True)
+        src = p.cached(("flat",), lambda: K.eltwise(dtypes, p.out_dtypes[0], stages, 0, True))
         return Impl(key, [Launch(src, *_1d(n), spec_io + [n] + [int(s and not f) for f, s in zip(full, scalar)])])
     strides = [contiguous_strides(out_shape)] + [broadcast_strides(s, out_shape) for s in shapes]
     dims, st = collapse(list(out_shape), strides)
-    src = K.eltwise(dtypes, p.out_dtypes[0], stages, len(dims), False)
+    src = p.cached(("strided", len(dims)), lambda: K.eltwise(dtypes, p.out_dtypes[0], stages, len(dims), False))
     args = spec_io + [n] + dims + [x for s in st for x in s]
     return Impl(key, [Launch(src, *_1d(n), args)])
+
+
+_COPY_SOURCES: dict = {}
 
 
 def strided_copy(dtype, shape: Sequence[int], in_strides: Sequence[int], in_off: int,
@@ -332,7 +353,10 @@ def strided_copy(dtype, shape: Sequence[int], in_strides: Sequence[int], in_off:
     """Copy input ``in_idx`` (walked with ``in_strides`` from ``in_off``) into output
     ``out_idx`` (``out_strides`` from ``out_off``) over ``shape``."""
     dims, st = collapse(list(shape), [list(out_strides), list(in_strides)])
-    src = K.eltwise([dtype], dtype, [Stage("{0}", [("in", 0)], ctype(dtype))], len(dims), False)
+    src = _COPY_SOURCES.get((dtype, len(dims)))
+    if src is None:
+        src = _COPY_SOURCES[(dtype, len(dims))] = K.eltwise(
+            [dtype], dtype, [Stage("{0}", [("in", 0)], ctype(dtype))], len(dims), False)
     n = _size(shape)
     return Launch(src, *_1d(n),
                   [("o", out_idx, out_off), ("i", in_idx, in_off), n] + dims + [x for s in st for x in s])
@@ -463,7 +487,8 @@ def _row_launch(src: K.Source, rows: int, R: int, inner: int, n_extra: int = 0,
 def _rowop_fused(p: Params, kind: str, params: dict, rows: int, R: int, inner: int) -> Impl:
     """A softmax / MVN rowop with the node's fused elementwise ops as its epilogue."""
     stages, n_extra, edt, edims, est = _epilogue(p, p.out_shapes[0])
-    src = K.rowop(kind, p.in_dtypes[0], p.out_dtypes[0], params, stages, edt, len(edims))
+    src = p.cached(("rowop", len(edims)),
+                   lambda: K.rowop(kind, p.in_dtypes[0], p.out_dtypes[0], params, stages, edt, len(edims)))
     return Impl(None, [_row_launch(src, rows, R, inner, n_extra, edims, est)])
 
 
@@ -575,12 +600,13 @@ def _gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, 
     aligned = M % 128 == 0 and N % 128 == 0 and Ka % 16 == 0 and sa[-1] == 1 and sb[-1] == 1 \
         and sa[-2] % 4 == 0 and sb[-2] % 4 == 0 and np.dtype(p.out_dtypes[0]) == np.float32
     if aligned and p.engine is not None and p.engine.is_gpu:
-        src = K.gemm_aligned(stages, n_extra, edt, len(edims))
+        src = p.cached(("gemm_aligned", len(edims)), lambda: K.gemm_aligned(stages, n_extra, edt, len(edims)))
         lx, ly = 16, 16
         gws = (N // 8, M // 8, max(nb, 1))
     else:
         cfg = gemm_config(p.engine, M, N, Ka, nb)
-        src = K.gemm(p.out_dtypes[0], cfg, stages, n_extra, edt, len(edims))
+        src = p.cached(("gemm", cfg, len(edims)),
+                       lambda: K.gemm(p.out_dtypes[0], cfg, stages, n_extra, edt, len(edims)))
         lx, ly = cfg.local
         gws = ((N + cfg.tsn - 1) // cfg.tsn * lx, (M + cfg.tsm - 1) // cfg.tsm * ly, max(nb, 1))
     spec = [("i", b_idx[0]), ("i", b_idx[1]), ("o", 0), M, N, Ka, dims[1],

@@ -86,6 +86,7 @@ class PrimitiveInst:
         self.fused_src: PrimitiveInst | None = None
         self._ref = weakref.ref(self)
         self.deps = node.get_shape_infer_dependencies()
+        self.impl_memo: dict = {}  # per-primitive stages and kernel sources (impls.Params.cached)
         self.src_insts: list[tuple[PrimitiveInst, int]] = []
         self.view_offset: int | None = None
         self.desc_key = (node.kind, repr(sorted(node.attrs.items(), key=lambda kv: kv[0])),
@@ -333,7 +334,7 @@ class PrimitiveInst:
                                                         else insts[s.index].out_shapes[k]
                                                         for s, k in node.fused_inputs],
                         extra_dtypes=[s.out_dtypes[k] for s, k in node.fused_inputs],
-                        node=node, engine=self.net.engine)
+                        node=node, engine=self.net.engine, memo=self.impl_memo)
 
     def update_impl(self) -> None:
         node, net = self.node, self.net
