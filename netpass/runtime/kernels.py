@@ -320,16 +320,23 @@ void gemm({', '.join(args)})
   for (int i = 0; i < 8; ++i) for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
   const int ar = tid >> 2, ac = (tid & 3) * 4;     /* A tile: rows ar, ar + 64; cols ac..ac+3 */
   const int br = tid >> 5, bc = (tid & 31) * 4;    /* B tile: rows br, br + 8; cols bc..bc+3 */
+  /* the next tile's global loads are issued before this tile's math (register prefetch) */
+  float4 a0 = vload4(0, A + (m0 + ar) * sam + ac);
+  float4 a1 = vload4(0, A + (m0 + ar + 64) * sam + ac);
+  float4 b0v = vload4(0, B + br * sbk + n0 + bc);
+  float4 b1v = vload4(0, B + (br + 8) * sbk + n0 + bc);
   for (int k0 = 0; k0 < K; k0 += 16) {{
-    float4 a0 = vload4(0, A + (m0 + ar) * sam + k0 + ac);
-    float4 a1 = vload4(0, A + (m0 + ar + 64) * sam + k0 + ac);
-    float4 b0v = vload4(0, B + (k0 + br) * sbk + n0 + bc);
-    float4 b1v = vload4(0, B + (k0 + br + 8) * sbk + n0 + bc);
     As[ac][ar] = a0.x; As[ac + 1][ar] = a0.y; As[ac + 2][ar] = a0.z; As[ac + 3][ar] = a0.w;
     As[ac][ar + 64] = a1.x; As[ac + 1][ar + 64] = a1.y; As[ac + 2][ar + 64] = a1.z; As[ac + 3][ar + 64] = a1.w;
     vstore4(b0v, 0, &Bs[br][bc]);
     vstore4(b1v, 0, &Bs[br + 8][bc]);
     barrier(CLK_LOCAL_MEM_FENCE);
+    if (k0 + 16 < K) {{
+      a0 = vload4(0, A + (m0 + ar) * sam + k0 + 16 + ac);
+      a1 = vload4(0, A + (m0 + ar + 64) * sam + k0 + 16 + ac);
+      b0v = vload4(0, B + (k0 + 16 + br) * sbk + n0 + bc);
+      b1v = vload4(0, B + (k0 + 16 + br + 8) * sbk + n0 + bc);
+    }}
     #pragma unroll
     for (int kk = 0; kk < 16; ++kk) {{
       float4 x0 = vload4(0, &As[kk][tm * 4]);

@@ -224,3 +224,20 @@ def test_fused_ops_apply_on_host_fallback(run_shapes, rng):
         opset.mvn(x, np.array([0, 2], np.int64), True, 1e-5, "inside_sqrt"), _f(rng, 5)), _f(rng, 5)), x)
     req = run_shapes(model, [{"x": _f(rng, 2, 3, 5)}, {"x": _f(rng, 4, 2, 5)}])
     assert req.stats["host_fallback_kinds"] == {"MVN": 2}
+
+
+def test_aligned_gpu_gemm_kernel_with_epilogue(rng, monkeypatch):
+    """The float4 128x128 GEMM that GPUs use for aligned shapes, run on PoCL."""
+    import netpass
+    from netpass.runtime import compile_program
+    a = _param("a", 3, dims=[-1, -1, 64])
+    w, b = _f(rng, 64, 256), _f(rng, 256)
+    model = _model(lambda a: opset.relu(opset.add(opset.matmul(a, w, False, False), b)), a)
+    cm = compile_program(model, "CPU")
+    monkeypatch.setattr(cm.engine, "is_gpu", True)
+    req = cm.create_infer_request()
+    for shape in ((2, 128, 64), (1, 256, 64), (1, 100, 64)):
+        x = _f(rng, *shape)
+        np.testing.assert_allclose(req.infer({"a": x})["y"], netpass.reference.infer(model, {"a": x})["y"],
+                                   rtol=1e-4, atol=1e-4)
+    assert any("vload4(0, A" in src for src in cm.engine._programs)
