@@ -7,6 +7,7 @@ by the same names; symbolic dimensions become ``dim_param``.
 """
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from typing import Any, Callable
 
@@ -150,6 +151,18 @@ def _finish(nodes: list[onnx.NodeProto], initializers: list[onnx.TensorProto],
 
 def to_onnx(model: Model) -> onnx.ModelProto:
     """Build the ONNX ModelProto of ``model``."""
+    # As in the reader: the cyclic GC would rescan the growing graph and protos (none of it
+    # garbage) and make the cost per node grow with the model's size.
+    gc_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _to_onnx(model)
+    finally:
+        if gc_enabled:
+            gc.enable()
+
+
+def _to_onnx(model: Model) -> onnx.ModelProto:
     from .. import __version__
     ectx = ExportContext(model)
     inputs = []
