@@ -1,6 +1,6 @@
 """Frontend cost: ``netpass.read_model`` (parse, convert, shape inference) on synthetic ONNX
 graphs of 1k, 10k and 100k nodes, next to onnxruntime's InferenceSession creation on the
-same bytes.
+same bytes, and the way back (``to_onnx``, what ``save_model`` writes).
 
     python benchmarks/bench_frontend.py [--sizes 1000,10000,100000] [--repeats 5]
 
@@ -85,6 +85,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import netpass
+    from netpass.frontend.onnx_writer import to_onnx
     ort = None
     if not args.no_ort:
         import onnxruntime as ort
@@ -92,7 +93,7 @@ def main() -> None:
     print(f"machine: {platform.machine()} {platform.processor() or ''} "
           f"python {platform.python_version()} numpy {np.__version__} onnx {onnx.__version__}"
           + (f" onnxruntime {ort.__version__}" if ort else "") + f" netpass {netpass.__version__}")
-    header = f"{'nodes':>8} {'read_model s':>13} {'us/node':>8}"
+    header = f"{'nodes':>8} {'read_model s':>13} {'us/node':>8} {'to_onnx s':>10} {'us/node':>8}"
     if ort:
         header += f" {'ort session s':>14} {'us/node':>8}"
     print(header)
@@ -103,9 +104,11 @@ def main() -> None:
         repeats = max(1, min(args.repeats, 2_000_000 // max(n, 1)))
         model = netpass.read_model(data)  # warm-up, and a check that shapes resolved
         assert str(model.outputs[0].partial_shape) == f"[?,{WIDTH}]"
-        del model
         t_np = _median_time(lambda: netpass.read_model(data), repeats)
-        line = f"{n:>8} {t_np:>13.3f} {t_np / n * 1e6:>8.1f}"
+        t_out = _median_time(lambda: to_onnx(model), repeats)
+        del model
+        line = (f"{n:>8} {t_np:>13.3f} {t_np / n * 1e6:>8.1f} {t_out:>10.3f} "
+                f"{t_out / n * 1e6:>8.1f}")
         if ort:
             opts = ort.SessionOptions()
             t_ort = _median_time(lambda: ort.InferenceSession(
