@@ -386,6 +386,46 @@ def concat_impl(p: Params, key) -> Impl:
     return Impl(key, launches)
 
 
+def _ints(v) -> list[int]:
+    return [int(x) for x in np.asarray(v).reshape(-1)]
+
+
+def split_impl(p: Params, key) -> Impl | None:
+    """Split / VariadicSplit: one strided copy per output, at its offset along the axis."""
+    if p.values.get(1) is None:
+        return None
+    shape = p.in_shapes[0]
+    axis = _ints(p.values[1])[0] % len(shape)
+    cs = contiguous_strides(shape)
+    launches, pos = [], 0
+    for i, out in enumerate(p.out_shapes):
+        if _size(out):
+            launches.append(strided_copy(p.in_dtypes[0], out, cs, pos * cs[axis],
+                                         contiguous_strides(out), 0, 0, i))
+        pos += out[axis]
+    return Impl(key, launches)
+
+
+def slice_impl(p: Params, key) -> Impl | None:
+    """Slice (opset 8): a strided view of the input (negative steps are negative strides)."""
+    if any(p.values.get(j) is None for j in range(1, len(p.in_shapes))):
+        return None
+    shape = p.in_shapes[0]
+    starts, stops, steps = _ints(p.values[1]), _ints(p.values[2]), _ints(p.values[3])
+    axes = _ints(p.values[4]) if len(p.in_shapes) > 4 else list(range(len(starts)))
+    cs = contiguous_strides(shape)
+    strides, off = list(cs), 0
+    for a, b, e, st in zip(axes, starts, stops, steps):
+        a %= len(shape)
+        first = slice(b, e, st).indices(shape[a])[0]
+        off += first * cs[a]
+        strides[a] = cs[a] * st
+    out = p.out_shapes[0]
+    if not _size(out):
+        return Impl(key, [])
+    return Impl(key, [strided_copy(p.in_dtypes[0], out, strides, off, contiguous_strides(out), 0, 0, 0)])
+
+
 def _index_map_outputs(p: Params) -> list[np.ndarray] | None:
     """Source element of each output element, from the op's numpy reference run on indices."""
     from ..core.node import OP_TYPES
@@ -801,6 +841,7 @@ FACTORIES: dict[str, Callable] = {
     "GNAMaxPool": lambda p, k: pool_impl(p, k, nhwc=True),
     "Softmax": softmax_impl, "LogSoftmax": softmax_impl, "MVN": mvn_impl,
     "Gather": gather_impl, "Transpose": transpose_impl, "Concat": concat_impl,
+    "Split": split_impl, "VariadicSplit": split_impl, "Slice": slice_impl,
 }
 for _k in REDUCE_KINDS:
     FACTORIES[_k] = reduce_impl

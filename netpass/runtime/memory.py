@@ -34,18 +34,6 @@ class Tensor:
         self.shape = shape
         self.dtype = dtype
 
-    @property
-    def size(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
-
-    @property
-    def capacity(self) -> int:
-        """Elements that fit from ``offset`` to the end of the allocation."""
-        return self.alloc.nbytes // self.dtype.itemsize - self.offset
-
     def view(self, shape: tuple, offset: int = 0) -> "Tensor":
         return Tensor(self.alloc, self.offset + offset, shape, self.dtype)
 
@@ -98,10 +86,6 @@ class MemoryPool:
                     del self._records[i]
                     del self._keys[i]
                     break
-
-    def clear(self) -> None:
-        self._records.clear()
-        self._keys.clear()
 
 
 def _align(n: int, to: int) -> int:

@@ -241,3 +241,15 @@ def test_aligned_gpu_gemm_kernel_with_epilogue(rng, monkeypatch):
         np.testing.assert_allclose(req.infer({"a": x})["y"], netpass.reference.infer(model, {"a": x})["y"],
                                    rtol=1e-4, atol=1e-4)
     assert any("vload4(0, A" in src for src in cm.engine._programs)
+
+
+def test_slice_with_negative_steps_and_variadic_split(run_shapes, rng):
+    x = _param("x", 3)
+
+    def build(x):
+        s = opset.slice(x, np.array([-1, 1], np.int64), np.array([-100, 100], np.int64),
+                        np.array([-2, 1], np.int64), np.array([2, 0], np.int64))
+        parts = opset.variadic_split(s, np.int64(1), np.array([1, -1], np.int64))
+        return opset.concat([parts.output(1), parts.output(0)], 1)
+    req = run_shapes(_model(build, x), [{"x": _f(rng, 3, 4, 7)}, {"x": _f(rng, 2, 2, 4)}])
+    assert req.stats["host_fallbacks"] == 0
