@@ -87,6 +87,9 @@ class PrimitiveInst:
         self._ref = weakref.ref(self)
         self.deps = node.get_shape_infer_dependencies()
         self.impl_memo: dict = {}  # per-primitive stages and kernel sources (impls.Params.cached)
+        # the in-place concat candidate this primitive is the single input producer of
+        self.concat_user = node.users[0][0][0] if node.num_outputs == 1 and len(node.users[0]) == 1 \
+            and node.users[0][0][0].inplace_concat else None
         self.src_insts: list[tuple[PrimitiveInst, int]] = []
         self.view_offset: int | None = None
         self.desc_key = (node.kind, repr(sorted(node.attrs.items(), key=lambda kv: kv[0])),
@@ -155,11 +158,8 @@ class PrimitiveInst:
             self.memory_changed = True
 
     def do_runtime_in_place_concat(self) -> None:
-        node = self.node
-        if self.done_by_other or node.num_outputs != 1 or len(node.users[0]) != 1:
-            return
-        c = node.users[0][0][0]
-        if not c.inplace_concat:
+        c = self.concat_user
+        if c is None or self.done_by_other:
             return
         net = self.net
         cinst = net.insts[c.index]
