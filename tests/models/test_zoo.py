@@ -29,7 +29,8 @@ ort = pytest.importorskip("onnxruntime")
 import zoo  # noqa: E402
 
 import netpass  # noqa: E402
-from netpass.ngraph_passes.gna import GnaTransformationsPipeline, interior_layout_ops  # noqa: E402
+from netpass.ngraph_passes.gna import (GnaTransformationsPipeline, interior_layout_ops,  # noqa: E402
+                                       is_transpose_supported)
 from netpass.passes import Manager  # noqa: E402
 
 REL_L2 = 1e-4
@@ -40,14 +41,20 @@ FORBIDDEN = {"Divide", "LSTMCell", "LSTMSequence", "GRUCell", "GRUSequence", "Sl
 # (model, check) -> reason: known failures, each a finding in docs/dev/zoo-findings.md.
 _GROUP_CONV = "zoo-findings F2: GroupConvolution (depthwise) is not lowered to GNAConvolution"
 _AVGPOOL = "zoo-findings F3: full-window AvgPool stays NCHW between Transposes"
+_CRNN = "zoo-findings F4: the conv-to-GRU permute stays as a Gather"
+_BILSTM = "zoo-findings F5: 2-layer bidirectional LSTM leaves Gathers inside"
 XFAIL: dict[tuple[str, str], str] = {
     ("mobilenet", "gna_ops"): _GROUP_CONV,
     ("mobilenet", "layout"): _GROUP_CONV,
     ("ds_cnn_kws", "gna_ops"): _GROUP_CONV,
     ("ds_cnn_kws", "layout"): f"{_GROUP_CONV}; {_AVGPOOL}",
     ("conformer", "gna_ops"): _GROUP_CONV,
-    ("crnn", "layout"): "zoo-findings F4: the conv-to-GRU permute stays as a Gather",
-    ("bilstm", "layout"): "zoo-findings F5: 2-layer bidirectional LSTM leaves Gathers inside",
+    ("mobilenet", "legacy"): _GROUP_CONV,
+    ("ds_cnn_kws", "legacy"): f"{_GROUP_CONV}; {_AVGPOOL}",
+    ("crnn", "layout"): _CRNN,
+    ("crnn", "legacy"): _CRNN,
+    ("bilstm", "layout"): _BILSTM,
+    ("bilstm", "legacy"): _BILSTM,
     ("prepost_heads", "gna_ops"): "zoo-findings F6: a stepped StridedSlice has no GNA lowering",
     ("shared_outputs", "onnx_round_trip"): "zoo-findings F7: duplicate result names give an "
                                             "invalid ONNX file",
@@ -57,6 +64,7 @@ SUPPORTED = [name for name, entry in zoo.ZOO.items() if not entry.unsupported]
 REFUSED = [name for name, entry in zoo.ZOO.items() if entry.unsupported]
 MODEL_OPSETS = [(name, opset) for name in SUPPORTED for opset in zoo.ZOO[name].opsets]
 OPSET17 = [(name, 17) for name in SUPPORTED]
+NON_ATTENTION = [(name, opset) for name, opset in OPSET17 if zoo.ZOO[name].kind != "transformer"]
 
 
 @pytest.fixture(scope="session")
@@ -162,8 +170,7 @@ def test_gna_pipeline_leaves_only_gna_ops(name, opset, exported):
         assert "GNAMaxPool" in left
 
 
-@pytest.mark.parametrize("name,opset", _params("layout", [
-    (n, o) for n, o in OPSET17 if zoo.ZOO[n].kind != "transformer"]))
+@pytest.mark.parametrize("name,opset", _params("layout", NON_ATTENTION))
 def test_gna_pipeline_leaves_layout_ops_at_edges(name, opset, exported):
     _, model, _ = _static_pipeline(name, exported(name, opset))
     bad = [(n.type_name, n.friendly_name) for n in interior_layout_ops(model)]
@@ -178,6 +185,26 @@ def test_compiled_model_matches_onnxruntime(name, opset, device, exported):
     req = netpass.compile_model(path, device=device).create_infer_request()
     for i, feeds in enumerate(_cases(name)):
         _assert_close(req.infer(feeds), _ort(path, feeds), what=f"case {i}: ")
+
+
+@pytest.mark.parametrize("name,opset", _params("legacy", NON_ATTENTION))
+def test_compiled_static_network_is_gna_legal(name, opset, exported):
+    """Given static shapes (as GNA compiles), the legacy network holds no Gather and only
+    Permutes GNA runs; edge ones went to the host-side pre/post models."""
+    model = netpass.read_model(exported(name, opset))
+    feeds = _cases(name)[0]
+    model.reshape({k: list(v.shape) for k, v in feeds.items()})
+    cm = netpass.compile_model(model, device="REFERENCE")
+    bad = []
+    for layer in cm.network.layers():
+        if layer.type == "Permute":
+            _, src, port = layer.inputs[0]
+            shape = cm.network.layer(src).out_shapes[port].to_shape()
+            if not is_transpose_supported(shape):
+                bad.append((layer.type, layer.name, shape))
+        elif layer.type == "Gather":
+            bad.append((layer.type, layer.name))
+    assert not bad, f"layout layers in the legacy network: {bad}"
 
 
 # -- (d) serialization round trips ---------------------------------------------------------
