@@ -91,6 +91,10 @@ class PrimitiveInst:
         self.concat_user = node.users[0][0][0] if node.num_outputs == 1 and len(node.users[0]) == 1 \
             and node.users[0][0][0].inplace_concat else None
         self.src_insts: list[tuple[PrimitiveInst, int]] = []
+        self.extra_insts: list[tuple[PrimitiveInst, int]] = []
+        # FullyConnected itself or feeding one: allocations use fake-aligned sizes
+        self.fc_related = node.kind == "FullyConnected" or any(
+            u.kind == "FullyConnected" for lst in node.users for u, _ in lst)
         self.view_offset: int | None = None
         self.desc_key = (node.kind, repr(sorted(node.attrs.items(), key=lambda kv: kv[0])),
                          tuple(f.key() for f in node.fused))
@@ -416,6 +420,8 @@ class PrimitiveInst:
         node, net = self.node, self.net
         shape = self.out_shapes[i]
         n = _size(shape)
+        if not self.fc_related:
+            return n
         if node.kind == "FullyConnected" and len(shape) >= 2:
             n = max(n, _size(fake_aligned_shapes(self.in_shapes[0], shape[-1],
                                                  integrated=net.engine.integrated)[1]))
@@ -524,10 +530,11 @@ class PrimitiveInst:
             return
         net.stats["primitives"] += 1
         used = impl.used_inputs
-        ins = [net.device_tensor(*self.src(j)) if j in used else None for j in range(len(node.inputs))]
+        dt = net.device_tensor
+        ins = [dt(i, k) if j in used else None for j, (i, k) in enumerate(self.src_insts)]
         if self.weights_tensor is not None:
             ins[1] = self.weights_tensor
-        extras = [net.device_tensor(net.insts[s.index], k) for s, k in node.fused_inputs]
+        extras = [dt(i, k) for i, k in self.extra_insts]
         outs = self.outputs
         sig = (id(impl),) + tuple((id(t.alloc), t.offset) if t is not None else None
                                   for t in ins + outs + extras)
@@ -640,6 +647,7 @@ class Network:
         for inst in self.insts:
             node = inst.node
             inst.src_insts = [(self.insts[s.index], k) for s, k in node.inputs]
+            inst.extra_insts = [(self.insts[s.index], k) for s, k in node.fused_inputs]
             if node.fused_into is not None:  # the chain predecessor whose output it aliases
                 src = next(s for s, _ in node.inputs
                            if s is node.fused_into or s.fused_into is node.fused_into)
