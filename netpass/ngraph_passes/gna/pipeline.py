@@ -132,7 +132,8 @@ class GnaTransformationsPipeline(ModelPass):
         config = self.get_pass_config()
         install_gna_callbacks(config)
         layout = bool(types & LAYOUT_TRIGGERS)
-        slice_workaround = "Slice" in types and layout
+        user_disabled = config.is_disabled(SliceToStridedSlice)
+        slice_workaround = "Slice" in types and layout and not user_disabled
         if slice_workaround:
             config.disable(SliceToStridedSlice)
         main = nested_manager(config, "GnaTransformationsPipeline")
