@@ -11,8 +11,9 @@ For every model, at every opset it is exported at, and at two or more input shap
     real data reorders no sinking removes, and embedding lookups are Gathers by nature);
 (c) ``compile_model(path)`` on the OpenCL CPU device and on REFERENCE: one infer request fed
     every case equals onnxruntime within 1e-4 relative L2;
-(d) ``save_model`` to IR xml and back gives the same outputs; ``save_model`` to ONNX runs in
-    onnxruntime with onnxruntime's outputs on the original.
+(d) ``save_model`` to IR xml and back gives the same outputs, and OpenVINO runs that IR with
+    onnxruntime's outputs; ``save_model`` to ONNX runs in onnxruntime with onnxruntime's outputs
+    on the original.
 
 Known failures are ``xfail(strict=True)`` with the finding in ``docs/dev/zoo-findings.md``.
 """
@@ -216,6 +217,22 @@ def test_ir_round_trip(name, opset, exported, tmp_path):
     for i, feeds in enumerate(_cases(name)):
         _assert_close(netpass.reference.infer(again, feeds), netpass.reference.infer(model, feeds),
                       tol=1e-6, what=f"case {i}: ")
+
+
+@pytest.mark.parametrize("name,opset", _params("openvino_ir", OPSET17))
+def test_ir_runs_in_openvino(name, opset, exported, tmp_path):
+    """The IR netpass writes is OpenVINO's: its CPU plugin (f32) gives onnxruntime's outputs."""
+    ov = pytest.importorskip("openvino")
+    path = exported(name, opset)
+    netpass.save_model(netpass.read_model(path), tmp_path / "m.xml")
+    core = ov.Core()
+    compiled = core.compile_model(core.read_model(str(tmp_path / "m.xml")), "CPU",
+                                  {"INFERENCE_PRECISION_HINT": "f32"})
+    for i, feeds in enumerate(_cases(name)):
+        res = compiled(feeds)
+        got = {n: np.asarray(res[out]) for out in compiled.outputs for n in out.get_names()}
+        want = _ort(path, feeds)
+        _assert_close({k: got[k] for k in want}, want, what=f"case {i}: ")
 
 
 @pytest.mark.parametrize("name,opset", _params("onnx_round_trip"))
