@@ -833,6 +833,50 @@ def pool_impl(p: Params, key, nhwc: bool = False) -> Impl | None:
     return Impl(key, [Launch(src, *_1d(n), spec)])
 
 
+_RNN_KINDS = {"LSTMSequence": ("lstm", False), "GRUSequence": ("gru", False),
+              "RNNSequence": ("rnn", False), "LSTMCell": ("lstm", True), "GRUCell": ("gru", True),
+              "RNNCell": ("rnn", True)}
+
+
+def recurrent_impl(p: Params, key) -> Impl | None:
+    """Recurrent cells and sequences in one launch (kernels.recurrent); int32 sequence
+    lengths; default-style activations without alpha/beta."""
+    cell, is_cell = _RNN_KINDS[p.kind]
+    a = p.attrs
+    hs = int(a.get("hidden_size", 0))
+    acts = tuple(str(x).lower() for x in (a.get("activations") or
+                                          {"lstm": ["sigmoid", "tanh", "tanh"], "gru": ["sigmoid", "tanh"],
+                                           "rnn": ["tanh"]}[cell]))
+    states = 2 if cell == "lstm" else 1
+    lens_idx = None if is_cell else 1 + states
+    if any(np.dtype(d) != np.float32 for i, d in enumerate(p.in_dtypes) if i != lens_idx) \
+            or a.get("activations_alpha") or a.get("activations_beta") \
+            or any(x not in K._RNN_ACT for x in acts) or not 0 < hs <= 1024:
+        return None
+    x = p.in_shapes[0]
+    lens_ct = "int"
+    if is_cell:
+        batch, T, I, nd, rev = x[0], 1, x[1], 1, 0
+    else:
+        batch, T, I = x
+        direction = a.get("direction", "forward")
+        nd, rev = (2 if direction == "bidirectional" else 1), int(direction == "reverse")
+        if np.dtype(p.in_dtypes[lens_idx]) not in (np.dtype(np.int32), np.dtype(np.int64)):
+            return None
+        lens_ct = ctype(p.in_dtypes[lens_idx])
+    src = p.cached(("rnn",), lambda: K.recurrent(cell, hs, acts, float(a.get("clip", 0.0) or 0.0),
+                                                 bool(a.get("linear_before_reset", False)), is_cell,
+                                                 lens_ct))
+    spec: list = [("i", 0)] + [("i", 1 + s) for s in range(states)]
+    w0 = 1 + states if is_cell else 2 + states
+    lens: list = [] if is_cell else [("i", 1 + states)]
+    spec += lens + [("i", w0), ("i", w0 + 1), ("i", w0 + 2)]
+    spec += [] if is_cell else [("o", 0)]
+    spec += [("o", s if is_cell else 1 + s) for s in range(states)]
+    spec += [T, I, nd, rev, 0 if is_cell else 1]
+    return Impl(key, [Launch(src, (max(batch * nd, 1) * K.RNN_LS,), (K.RNN_LS,), spec)])
+
+
 FACTORIES: dict[str, Callable] = {
     "MatMul": matmul_impl, "FullyConnected": fully_connected_impl,
     "Convolution": conv_impl, "GroupConvolution": conv_impl,
@@ -842,6 +886,7 @@ FACTORIES: dict[str, Callable] = {
     "Softmax": softmax_impl, "LogSoftmax": softmax_impl, "MVN": mvn_impl,
     "Gather": gather_impl, "Transpose": transpose_impl, "Concat": concat_impl,
     "Split": split_impl, "VariadicSplit": split_impl, "Slice": slice_impl,
+    **{k: recurrent_impl for k in _RNN_KINDS},
 }
 for _k in REDUCE_KINDS:
     FACTORIES[_k] = reduce_impl

@@ -253,3 +253,58 @@ def test_slice_with_negative_steps_and_variadic_split(run_shapes, rng):
         return opset.concat([parts.output(1), parts.output(0)], 1)
     req = run_shapes(_model(build, x), [{"x": _f(rng, 3, 4, 7)}, {"x": _f(rng, 2, 2, 4)}])
     assert req.stats["host_fallbacks"] == 0
+
+
+def _rnn_weights(rng, gates, nd, hs, i_size, bias_blocks=None):
+    w = _f(rng, nd, gates * hs, i_size) * 0.5
+    r = _f(rng, nd, gates * hs, hs) * 0.5
+    b = _f(rng, nd, (bias_blocks or gates) * hs) * 0.5
+    return w, r, b
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+def test_lstm_sequence_kernel(direction, run_shapes, rng):
+    nd, hs, i_size = (2 if direction == "bidirectional" else 1), 8, 5
+    x = opset.parameter([-1, -1, i_size], np.float32, name="x")
+    h0 = opset.parameter([-1, nd, hs], np.float32, name="h0")
+    c0 = opset.parameter([-1, nd, hs], np.float32, name="c0")
+    lens = opset.parameter([-1], np.int32, name="lens")
+    w, r, b = _rnn_weights(rng, 4, nd, hs, i_size)
+    seq = opset.lstm_sequence(x, h0, c0, lens, w, r, b, hs, direction)
+    model = Model([opset.result(o, name=f"o{i}") for i, o in enumerate(seq.outputs())], [x, h0, c0, lens])
+    feeds = [{"x": _f(rng, bt, t, i_size), "h0": _f(rng, bt, nd, hs), "c0": _f(rng, bt, nd, hs),
+              "lens": np.array(ls, np.int32)} for bt, t, ls in ((2, 4, [4, 2]), (3, 7, [7, 1, 5]))]
+    req = run_shapes(model, feeds)
+    assert req.stats["host_fallbacks"] == 0
+
+
+@pytest.mark.parametrize("lbr", [False, True])
+def test_gru_sequence_kernel(lbr, run_shapes, rng):
+    hs, i_size = 6, 4
+    x = opset.parameter([-1, -1, i_size], np.float32, name="x")
+    h0 = opset.parameter([-1, 1, hs], np.float32, name="h0")
+    lens = opset.parameter([-1], np.int64, name="lens")
+    w, r, b = _rnn_weights(rng, 3, 1, hs, i_size, 4 if lbr else 3)
+    seq = opset.gru_sequence(x, h0, lens, w, r, b, hs, "forward", linear_before_reset=lbr)
+    model = Model([opset.result(o, name=f"o{i}") for i, o in enumerate(seq.outputs())], [x, h0, lens])
+    feeds = [{"x": _f(rng, bt, t, i_size), "h0": _f(rng, bt, 1, hs), "lens": np.array(ls, np.int64)}
+             for bt, t, ls in ((2, 3, [3, 2]), (1, 6, [6]))]
+    req = run_shapes(model, feeds)
+    assert req.stats["host_fallbacks"] == 0
+
+
+def test_lstm_and_rnn_cells(run_shapes, rng):
+    hs, i_size = 7, 3
+    x = opset.parameter([-1, i_size], np.float32, name="x")
+    h0 = opset.parameter([-1, hs], np.float32, name="h0")
+    c0 = opset.parameter([-1, hs], np.float32, name="c0")
+    w, r, b = (a[0] for a in _rnn_weights(rng, 4, 1, hs, i_size))
+    cell = opset.lstm_cell(x, h0, c0, w, r, b, hs)
+    wr, rr, br = (a[0] for a in _rnn_weights(rng, 1, 1, hs, i_size))
+    rnn = opset.rnn_cell(x, h0, wr, rr, br, hs)
+    outs = [opset.result(cell.output(0), name="h"), opset.result(cell.output(1), name="c"),
+            opset.result(rnn, name="hr")]
+    model = Model(outs, [x, h0, c0])
+    feeds = [{"x": _f(rng, bt, i_size), "h0": _f(rng, bt, hs), "c0": _f(rng, bt, hs)} for bt in (1, 4)]
+    req = run_shapes(model, feeds)
+    assert req.stats["host_fallbacks"] == 0
