@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import PassValidationError
 from .base import ModelPass, PassBase
-from .graph_rewrite import GraphRewrite, MatcherPass, wrap_matcher_pass
+from .graph_rewrite import MatcherPass, wrap_matcher_pass
 from .pass_config import PassConfig
 
 if TYPE_CHECKING:
