@@ -70,7 +70,7 @@ class PrimitiveInst:
         self.impl: I.Impl | None = None
         self.kernels: list = []
         self.args_sig: tuple | None = None
-        self.shape_changed = self.impl_changed = self.memory_changed = self.skip = False
+        self.shape_changed = self.impl_changed = self.skip = False
         self.can_be_optimized = False
         self.done_by_other = False
         self.allocation_done_by_other = False
@@ -92,6 +92,7 @@ class PrimitiveInst:
             and node.users[0][0][0].inplace_concat else None
         self.src_insts: list[tuple[PrimitiveInst, int]] = []
         self.extra_insts: list[tuple[PrimitiveInst, int]] = []
+        self.shape_of_insts: list[PrimitiveInst] = []
         # FullyConnected itself or feeding one: allocations use fake-aligned sizes
         self.fc_related = node.kind == "FullyConnected" or any(
             u.kind == "FullyConnected" for lst in node.users for u, _ in lst)
@@ -109,7 +110,7 @@ class PrimitiveInst:
         return self.net.insts[s.index], k
 
     def reset_flags(self) -> None:
-        self.shape_changed = self.impl_changed = self.memory_changed = self.skip = False
+        self.shape_changed = self.impl_changed = self.skip = False
         self.done_by_other = self.allocation_done_by_other = self.concat_decided = False
 
     # -- the per-primitive sequence ---------------------------------------------------------------
@@ -126,7 +127,6 @@ class PrimitiveInst:
             else:
                 self.skip = True
             return
-        before = [(t.alloc, t.offset) if t is not None else None for t in self.outputs]
         self.do_runtime_in_place_concat()
         self.update_shape()
         if node.kind in ("Parameter", "Constant", "Result"):
@@ -134,7 +134,7 @@ class PrimitiveInst:
         if any(_size(s) == 0 for s in self.out_shapes):
             self.skip = True
         if node.in_shape_of_subgraph and self.executed_once and \
-                not any(net.insts[so.index].shape_changed for so in node.dependant_shape_ofs):
+                not any(so.shape_changed for so in self.shape_of_insts):
             self.skip = True
         if node.shape_only:
             self.skip = True
@@ -157,9 +157,6 @@ class PrimitiveInst:
                 self.realloc_if_needed()
         else:
             self._refresh_inplace_view()
-        after = [(t.alloc, t.offset) if t is not None else None for t in self.outputs]
-        if after != before:
-            self.memory_changed = True
 
     def do_runtime_in_place_concat(self) -> None:
         c = self.concat_user
@@ -200,7 +197,7 @@ class PrimitiveInst:
         if node.kind == "ShapeOf" and not changed and not first:
             return
         if node.in_shape_of_subgraph and not first and \
-                not any(insts[so.index].shape_changed for so in node.dependant_shape_ofs):
+                not any(so.shape_changed for so in self.shape_of_insts):
             self.shape_changed = False
             return
         need = []
@@ -543,7 +540,8 @@ class PrimitiveInst:
             last = owners.get(id(self.kernels[0]))
             if last is None or last() is not self:  # another request set them last
                 self.args_sig = None
-        if sig != self.args_sig or self.memory_changed:
+        # the signature holds the impl and every buffer/offset: a changed memory shows here
+        if sig != self.args_sig:
             bufs = net.impl_buffers(impl)
             for kern, ln in zip(self.kernels, impl.launches):
                 # one call with declared scalar types: ~1 us, where per-argument set_arg
@@ -648,6 +646,7 @@ class Network:
             node = inst.node
             inst.src_insts = [(self.insts[s.index], k) for s, k in node.inputs]
             inst.extra_insts = [(self.insts[s.index], k) for s, k in node.fused_inputs]
+            inst.shape_of_insts = [self.insts[so.index] for so in node.dependant_shape_ofs]
             if node.fused_into is not None:  # the chain predecessor whose output it aliases
                 src = next(s for s, _ in node.inputs
                            if s is node.fused_into or s.fused_into is node.fused_into)
