@@ -108,7 +108,8 @@ class FuseFullyConnectedWithEltwisePass(LegacyPass):
                 continue
             if add.out_shapes[0] != layer.out_shapes[0]:
                 continue
-            layer.blobs["biases"] = bias.reshape(n).astype(np.float32)
+            # The bias joins the FC's arithmetic: it takes the weights' type (f16 models).
+            layer.blobs["biases"] = bias.reshape(n).astype(layer.blobs["weights"].dtype)
             layer.inputs.append(("blob", "biases"))
             net.bypass(add.name)
             changed = True
@@ -239,7 +240,7 @@ class HandleCropAlignmentPass(LegacyPass):
                 continue
             k, m = in_shape[axis] * inner, length * inner
             if k * m <= MAX_AFFINE_ELEMENTS and layer.out_types[0].is_real:
-                sel = np.zeros((m, k), dtype=np.float32)
+                sel = np.zeros((m, k), dtype=layer.out_types[0].dtype)
                 sel[np.arange(m), off * inner + np.arange(m)] = 1.0
                 layer.type, layer.op_type = "Affine", "Affine"
                 layer.blobs = {"weights": sel}

@@ -32,7 +32,7 @@ def _lower_layer(layer: Layer, args: list[Output]) -> Node:
     if layer.type == "Affine":
         w = layer.blobs["weights"]
         flat = _reshape(args[0], [layer.params["rows"], layer.params["in_size"]])
-        fc = OP_TYPES["FullyConnected"]([flat, _const(w), _const(np.zeros(w.shape[0], np.float32))],
+        fc = OP_TYPES["FullyConnected"]([flat, _const(w), _const(np.zeros(w.shape[0], w.dtype))],
                                         out_size=int(w.shape[0]))
         return _reshape(fc.output(0), layer.params["out_shape"]).node
     if layer.type == "Reshape" and "dims" in layer.params:
@@ -40,8 +40,8 @@ def _lower_layer(layer: Layer, args: list[Output]) -> Node:
     if layer.type == "Identity":
         return OP_TYPES["Convert"]([args[0]], destination_type=layer.out_types[0])
     if layer.type == "FullyConnected" and len(args) == 2:
-        n = layer.blobs["weights"].shape[0]
-        args = [*args, _const(np.zeros(n, np.float32))]
+        w = layer.blobs["weights"]
+        args = [*args, _const(np.zeros(w.shape[0], w.dtype))]
     cls = OP_TYPES.get(layer.op_type)
     if cls is None:
         raise UnsupportedOpError(layer.op_type, node_name=layer.name,

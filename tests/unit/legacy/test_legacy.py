@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from netpass import Model, opset
-from netpass.core.types import f32
+from netpass.core.types import f16, f32
 from netpass.errors import NetpassError
 from netpass.legacy_passes import (LegacyNetwork, PassManager, convert_to_legacy,
                                    run_legacy_passes)
@@ -16,6 +16,7 @@ from netpass.legacy_passes.passes import (ConvertGemmToFullyConnectedPass,
                                           RemoveSingleInputConcatPass,
                                           ReorderActivationAndPoolingPass)
 from netpass.ops.io import Parameter
+from netpass.runtime.graph_compiler import legacy_to_model
 
 RNG = np.random.default_rng(0)
 
@@ -98,6 +99,27 @@ def test_gemm_to_fully_connected_and_bias_fusion():
     assert "biases" in fc.blobs and "Eltwise" not in net.types()
 
 
+def test_f16_fully_connected_bias_keeps_the_weights_type():
+    x = opset.parameter([4, 8], f16, "x")
+    add = opset.add(opset.matmul(x, _w(8, 5).astype(np.float16), False, False),
+                    _w(5).astype(np.float16))
+    net = convert_to_legacy(Model([add], [x]))
+    ConvertGemmToFullyConnectedPass().run(net)
+    assert FuseFullyConnectedWithEltwisePass().run(net)
+    fc = next(layer for layer in net.layers() if layer.type == "FullyConnected")
+    assert fc.blobs["biases"].dtype == np.float16
+
+
+def test_f16_fully_connected_without_bias_lowers_with_an_f16_zero_bias():
+    """The graph compiler adds the zero bias FullyConnected needs, in the weights' type."""
+    x = opset.parameter([4, 8], f16, "x")
+    w = _w(8, 5).astype(np.float16)
+    net = convert_to_legacy(Model([opset.matmul(x, w, False, False)], [x]))
+    ConvertGemmToFullyConnectedPass().run(net)
+    fc = next(n for n in legacy_to_model(net).get_ordered_ops() if n.type_name == "FullyConnected")
+    assert fc.input_value(2).element_type == f16
+
+
 def test_identity_inserted_for_input_to_output_and_fused():
     x = opset.parameter([2, 3], f32, "x")
     net = convert_to_legacy(Model([x.output(0)], [x]))
@@ -135,6 +157,16 @@ def test_unaligned_crop_becomes_affine_layer():
     assert crop.type == "Affine"
     x = RNG.uniform(0.1, 1.0, (1, 64)).astype(np.float32)
     np.testing.assert_array_equal(x @ crop.blobs["weights"].T, x[:, 5:21])
+
+
+def test_f16_unaligned_crop_affine_weights_are_f16():
+    x = opset.parameter([1, 64], f16, "x")
+    crop = opset.crop_ie(opset.relu(x), [1], [16], [5])
+    crop.friendly_name = "crop"
+    net = convert_to_legacy(Model([opset.relu(crop)], [x]))
+    HandleCropAlignmentPass().run(net)
+    assert net.layer("crop").type == "Affine"
+    assert net.layer("crop").blobs["weights"].dtype == np.float16
 
 
 def test_pass_manager_runs_one_phase_and_logs():
