@@ -61,6 +61,24 @@ def _fast_movement(kind: str, attrs: dict, shapes: list[tuple], values: dict) ->
     return None
 
 
+def _broadcast(shapes: list[tuple]) -> list[tuple] | None:
+    """numpy broadcasting of concrete shapes (plain Python: np.broadcast_shapes costs more
+    than the whole rule for the two or three short shapes elementwise ops have)."""
+    out = list(shapes[0])
+    for s in shapes[1:]:
+        if len(s) > len(out):
+            out = [1] * (len(s) - len(out)) + out
+        off = len(out) - len(s)
+        for i, d in enumerate(s):
+            o = out[off + i]
+            if o != d:
+                if o == 1:
+                    out[off + i] = d
+                elif d != 1:
+                    return None
+    return [tuple(out)]
+
+
 def _fast(kind: str, attrs: dict, shapes: list[tuple], values: dict) -> list[tuple] | None:
     if kind in _SAME and (len(shapes) == 1 or kind in ("MVN", "NormalizeL2", "CumSum")):
         return [shapes[0]]
@@ -69,10 +87,7 @@ def _fast(kind: str, attrs: dict, shapes: list[tuple], values: dict) -> list[tup
     if kind in I.ELTWISE_KINDS or kind == "Select":
         if attrs.get("auto_broadcast", "numpy") != "numpy":
             return None
-        try:
-            return [tuple(np.broadcast_shapes(*shapes))]
-        except ValueError:
-            return None
+        return _broadcast(shapes)
     if kind == "MatMul":
         a, b = list(shapes[0]), list(shapes[1])
         if len(a) < 2 or len(b) < 2:

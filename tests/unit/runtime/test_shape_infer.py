@@ -39,3 +39,16 @@ def test_fast_rule_matches_op_inference(build, shape):
     fast = _fast(pnode.kind, pnode.attrs, shapes, values)
     assert fast is not None
     assert fast == ShapeInfer(pnode)._generic(shapes, values)
+
+
+def test_broadcast_rule_matches_numpy():
+    from netpass.runtime.shape_infer import _broadcast
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        shapes = [tuple(int(x) for x in rng.choice([1, 2, 3], size=rng.integers(0, 4)))
+                  for _ in range(rng.integers(1, 4))]
+        try:
+            expected = [tuple(np.broadcast_shapes(*shapes))]
+        except ValueError:
+            expected = None
+        assert _broadcast(shapes) == expected, shapes
