@@ -344,7 +344,9 @@ class PrimitiveInst:
         reorder = node.kind == "FullyConnected" and self.weights is not None
         vals = self.values
         if self.desc_id is None:
-            desc = (self.desc_key, tuple(s.out_dtypes[k].str for s, k in node.inputs), reorder)
+            extras = tuple((tuple(s.value.shape) if s.value is not None else None, s.out_dtypes[k].str)
+                           for s, k in node.fused_inputs)  # fused constants' shapes set strides
+            desc = (self.desc_key, tuple(s.out_dtypes[k].str for s, k in node.inputs), extras, reorder)
             self.desc_id = net.compiled.desc_ids.setdefault(desc, len(net.compiled.desc_ids))
         key = (self.desc_id, self.in_shapes, tuple(self.out_shapes),
                tuple([(j, v.tobytes()) for j, v in vals.items()]) if vals else ())

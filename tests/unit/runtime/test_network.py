@@ -233,3 +233,12 @@ def test_interleaved_requests_share_kernels_but_not_arguments(rng):
         for req, feeds in ((r1, f1), (r2, f2)):
             out = req.infer(feeds)
             np.testing.assert_allclose(out["y"], netpass.reference.infer(model, feeds)["y"], rtol=1e-5)
+
+
+def test_same_op_with_differently_shaped_fused_constants_gets_its_own_impl(run_shapes, rng):
+    x = opset.parameter([-1, 4], np.float32, name="x")
+    w = _f(rng, 4, 4)
+    a = opset.add(opset.matmul(x, w, False, False), _f(rng, 4))        # bias [4]
+    b = opset.add(opset.matmul(x, w, False, False), _f(rng, 3, 1))     # bias [3, 1]
+    model = Model([opset.result(a, name="a"), opset.result(b, name="b")], [x])
+    run_shapes(model, [{"x": _f(rng, 3, 4)}])
