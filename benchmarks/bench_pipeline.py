@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 import platform
 import statistics
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -107,23 +109,32 @@ def run_netpass(data: bytes, repeats: int) -> dict:
             "crops": sum(n.type_name == "CropIE" for n in ops)}
 
 
-def run_openvino(data: bytes) -> float:
+def _openvino(data: bytes) -> None:
     import openvino as ov
     core = ov.Core()
-
-    def once():
-        core.compile_model(core.read_model(data, b""), "CPU")
-    return _median(once, 1)[0]
+    core.compile_model(core.read_model(data, b""), "CPU")
 
 
-def run_onnxruntime(data: bytes) -> float:
+def _onnxruntime(data: bytes) -> None:
     import onnxruntime as ort
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
 
-    def once():
-        opts = ort.SessionOptions()
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
-    return _median(once, 1)[0]
+
+PEERS = {"openvino": _openvino, "onnxruntime": _onnxruntime}
+
+
+def run_peer(name: str, size: int, timeout: float) -> str:
+    """Time a peer in a child process (a crash or a hang must not take the run down)."""
+    cmd = [sys.executable, __file__, "--peer", name, "--sizes", str(size)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"> {timeout:.0f} (stopped)"
+    if done.returncode != 0:
+        return f"crashed (exit {done.returncode})"
+    return f"{float(done.stdout.strip().splitlines()[-1]):.2f}"
 
 
 def main() -> None:
@@ -132,7 +143,15 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--peers", default="openvino,onnxruntime")
     ap.add_argument("--peer-sizes", default="1000,10000,100000")
+    ap.add_argument("--peer-timeout", type=float, default=1800)
+    ap.add_argument("--peer", help=argparse.SUPPRESS)  # child process: time one peer
     args = ap.parse_args()
+    if args.peer:
+        data = synthetic_onnx(int(args.sizes))
+        t0 = time.perf_counter()
+        PEERS[args.peer](data)
+        print(time.perf_counter() - t0)
+        return
     import netpass
     import onnxruntime
     import openvino
@@ -148,11 +167,11 @@ def main() -> None:
         data = synthetic_onnx(size)
         n_onnx = len(onnx.load_from_string(data).graph.node)
         res = run_netpass(data, args.repeats)
-        ov_s = run_openvino(data) if "openvino" in peers and size in peer_sizes else None
-        ort_s = run_onnxruntime(data) if "onnxruntime" in peers and size in peer_sizes else None
-        fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
-        print(f"| {n_onnx} | {res['pipeline']:.2f} | {res['cpu']:.2f} | {1e6 * res['cpu'] / n_onnx:.1f} | {fmt(ov_s)} | "
-              f"{fmt(ort_s)} | {res['unsupported_inside']} | {res['slices_left']} / {res['crops']} |", flush=True)
+        times = {p: (run_peer(p, size, args.peer_timeout) if p in peers and size in peer_sizes else "-")
+                 for p in PEERS}
+        print(f"| {n_onnx} | {res['pipeline']:.2f} | {res['cpu']:.2f} | {1e6 * res['cpu'] / n_onnx:.1f} | "
+              f"{times['openvino']} | {times['onnxruntime']} | {res['unsupported_inside']} | "
+              f"{res['slices_left']} / {res['crops']} |", flush=True)
 
 
 if __name__ == "__main__":
