@@ -436,11 +436,10 @@ class PrimitiveInst:
         node, net = self.node, self.net
         if self.impl is not None and self.impl.is_host:
             return
-        if node.num_outputs == 1 and len(node.users[0]) == 1:
-            c = node.users[0][0][0]
-            if c.inplace_concat and net.insts[c.index].inplace_now:
-                self._write_into_concat(c)
-                return
+        c = self.concat_user
+        if c is not None and net.insts[c.index].inplace_now:
+            self._write_into_concat(c)
+            return
         if self.allocation_done_by_other:
             self.allocation_done_by_other = False
             return
@@ -477,10 +476,8 @@ class PrimitiveInst:
 
     def _refresh_inplace_view(self) -> None:
         node = self.node
-        if node.num_outputs != 1 or len(node.users[0]) != 1:
-            return
-        c = node.users[0][0][0]
-        if not c.inplace_concat:
+        c = self.concat_user
+        if c is None:
             return
         cinst = self.net.insts[c.index]
         if not cinst.inplace_now:
@@ -603,9 +600,7 @@ class PrimitiveInst:
             ins.insert(f.primary, outs[0])
             outs = infer_host(f.node, ins)
         self._set_host(outs)
-        inplace = node.num_outputs == 1 and len(node.users[0]) == 1 and \
-            node.users[0][0][0].inplace_concat and net.insts[node.users[0][0][0].index].inplace_now
-        if inplace:
+        if self.concat_user is not None and net.insts[self.concat_user.index].inplace_now:
             self._refresh_inplace_view()
             net.upload(self, 0, into=self.outputs[0])
 
