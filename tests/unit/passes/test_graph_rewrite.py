@@ -258,3 +258,21 @@ def test_add_matcher_rejects_model_pass():
     from netpass.passes import ModelPass
     with pytest.raises(TypeError):
         GraphRewrite().add_matcher(ModelPass())
+
+
+def test_explaining_matcher_reports_every_node_it_was_tried_on():
+    m = Matcher(wrap_type(ops.Relu, [wrap_type(ops.Tanh)]), "ReluOfTanh", explain=True)
+    GraphRewrite(MatcherPass(m, lambda mm: False)).run_on_model(chain_model("relu", "exp", "relu"))
+    assert [f.root.node.friendly_name for f in m.failures] == ["n0", "n2"]
+    assert "expected Tanh, got Exp" in str(m.failures[-1])
+
+
+def test_or_of_typed_branches_dispatches_by_their_types():
+    from netpass.pattern import Or
+    mp = MatcherPass(Matcher(Or([wrap_type(ops.Relu), wrap_type(ops.Exp)]), "ReluOrExp"),
+                     lambda m: False)
+    assert set(mp._root_types) == {ops.Relu, ops.Exp}
+    seen = []
+    mp.callback = lambda m: seen.append(m.match_root.friendly_name) or False
+    GraphRewrite(mp).run_on_model(chain_model("relu", "tanh", "exp"))
+    assert seen == ["n0", "n2"]
