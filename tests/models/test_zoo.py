@@ -35,6 +35,7 @@ from netpass.ngraph_passes.gna import (GnaTransformationsPipeline, interior_layo
 from netpass.passes import Manager  # noqa: E402
 
 REL_L2 = 1e-4
+HALF_REL_L2 = 2e-3   # float16 models: netpass and onnxruntime round at different steps
 PIPELINE_REL = 1e-5
 FORBIDDEN = {"Divide", "LSTMCell", "LSTMSequence", "GRUCell", "GRUSequence", "Slice",
              "StridedSlice", "Convolution", "GroupConvolution", "MaxPool"}
@@ -57,6 +58,8 @@ XFAIL: dict[tuple[str, str], str] = {
     ("bilstm", "layout"): _BILSTM,
     ("bilstm", "legacy"): _BILSTM,
     ("prepost_heads", "gna_ops"): "zoo-findings F6: a stepped StridedSlice has no GNA lowering",
+    ("resnet_f16", "compile-CPU"): "zoo-findings F8: float16 kernels do not build on an "
+                                   "OpenCL device without cl_khr_fp16 (PoCL)",
     ("shared_outputs", "onnx_round_trip"): "zoo-findings F7: duplicate result names give an "
                                             "invalid ONNX file",
 }
@@ -97,7 +100,11 @@ def _params(check: str, pairs=None):
 
 def _cases(name: str) -> list[dict]:
     entry = zoo.ZOO[name]
-    return [entry.feeds(case, np.random.default_rng(10 + i)) for i, case in enumerate(entry.cases)]
+    return [zoo.feeds(entry, case, np.random.default_rng(10 + i)) for i, case in enumerate(entry.cases)]
+
+
+def _tol(name: str) -> float:
+    return HALF_REL_L2 if zoo.ZOO[name].half else REL_L2
 
 
 def rel_l2(got: np.ndarray, want: np.ndarray) -> float:
@@ -125,7 +132,8 @@ def test_reference_matches_onnxruntime(name, opset, exported):
     path = exported(name, opset)
     model = netpass.read_model(path)
     for i, feeds in enumerate(_cases(name)):
-        _assert_close(netpass.reference.infer(model, feeds), _ort(path, feeds), what=f"case {i}: ")
+        _assert_close(netpass.reference.infer(model, feeds), _ort(path, feeds), _tol(name),
+                      what=f"case {i}: ")
 
 
 @pytest.mark.parametrize("name", REFUSED)
@@ -179,13 +187,15 @@ def test_gna_pipeline_leaves_layout_ops_at_edges(name, opset, exported):
 
 
 # -- (c) compile_model ---------------------------------------------------------------------
-@pytest.mark.parametrize("device", ["CPU", "REFERENCE"])
-@pytest.mark.parametrize("name,opset", _params("compile", OPSET17))
+@pytest.mark.parametrize("name,opset,device", [
+    pytest.param(name, opset, device, id=f"{name}-op{opset}-{device}",
+                 marks=_mark(name, f"compile-{device}"))
+    for name, opset in OPSET17 for device in ("CPU", "REFERENCE")])
 def test_compiled_model_matches_onnxruntime(name, opset, device, exported):
     path = exported(name, opset)
     req = netpass.compile_model(path, device=device).create_infer_request()
     for i, feeds in enumerate(_cases(name)):
-        _assert_close(req.infer(feeds), _ort(path, feeds), what=f"case {i}: ")
+        _assert_close(req.infer(feeds), _ort(path, feeds), _tol(name), what=f"case {i}: ")
 
 
 @pytest.mark.parametrize("name,opset", _params("legacy", NON_ATTENTION))
@@ -232,7 +242,7 @@ def test_ir_runs_in_openvino(name, opset, exported, tmp_path):
         res = compiled(feeds)
         got = {n: np.asarray(res[out]) for out in compiled.outputs for n in out.get_names()}
         want = _ort(path, feeds)
-        _assert_close({k: got[k] for k in want}, want, what=f"case {i}: ")
+        _assert_close({k: got[k] for k in want}, want, _tol(name), what=f"case {i}: ")
 
 
 @pytest.mark.parametrize("name,opset", _params("onnx_round_trip"))

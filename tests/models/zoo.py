@@ -44,6 +44,7 @@ class ZooModel:
     feeds: Feeds
     opsets: tuple[int, ...] = (17,)
     unsupported: str = ""                    # an ONNX op netpass refuses, by design
+    half: bool = False                       # exported in float16 (weights and inputs)
 
 
 def export(entry: ZooModel, opset: int) -> bytes:
@@ -51,13 +52,25 @@ def export(entry: ZooModel, opset: int) -> bytes:
     torch.manual_seed(0)
     module = entry.build().eval()
     _perturb_norms(module)
+    args = entry.example(entry.cases[0])
+    if entry.half:
+        module = module.half()
+        args = tuple(a.half() if a.is_floating_point() else a for a in args)
     buf = io.BytesIO()
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
-        torch.onnx.export(module, entry.example(entry.cases[0]), buf, dynamo=False,
+        torch.onnx.export(module, args, buf, dynamo=False,
                           opset_version=opset, input_names=entry.inputs,
                           output_names=entry.outputs or None, dynamic_axes=entry.dynamic_axes)
     return buf.getvalue()
+
+
+def feeds(entry: ZooModel, case: dict, rng: np.random.Generator) -> dict:
+    """Seeded inputs for one of ``entry``'s cases, in the model's float type."""
+    out = entry.feeds(case, rng)
+    if entry.half:
+        out = {k: v.astype(np.float16) if v.dtype == np.float32 else v for k, v in out.items()}
+    return out
 
 
 def _perturb_norms(module: nn.Module) -> None:
@@ -505,6 +518,9 @@ def _entries() -> list[ZooModel]:
                  hw_cases, _image(3, 16, 16)[1], (17, 13, 11)),
         ZooModel("resnet", "cnn", ResNetish, *_image(3, 16, 16)[:1], ["x"], ["y"], img_dyn,
                  [{"b": 1, "h": 16, "w": 16}, {"b": 2, "h": 15, "w": 21}], _image(3, 16, 16)[1]),
+        ZooModel("resnet_f16", "cnn", ResNetish, *_image(3, 16, 16)[:1], ["x"], ["y"], img_dyn,
+                 [{"b": 1, "h": 16, "w": 16}, {"b": 2, "h": 12, "w": 8}], _image(3, 16, 16)[1],
+                 half=True),
         ZooModel("ds_cnn_kws", "cnn", DsCnn, *_image(1, 49, 10)[:1], ["x"], ["y"],
                  {"x": {0: "batch"}, "y": {0: "batch"}}, [{"b": 1}, {"b": 3}],
                  _image(1, 49, 10)[1], (17, 11)),
