@@ -61,3 +61,18 @@ class ConstantFolding(ModelPass):
                 out.replace(c.output(0))
                 changed = True
         return changed
+
+
+def run_then_fold(model, config, stage: object, name: str) -> bool:
+    """Run ``stage`` then ConstantFolding (as OpenVINO's sinking drivers do), the folding only
+    when the stage changed the model: folding an unchanged model finds nothing and would cost
+    a full traversal."""
+    from ..utils import nested_manager
+    manager = nested_manager(config, name)
+    manager.register_pass(stage)
+    if not manager.run_passes(model):
+        return False
+    folding = nested_manager(config, name)
+    folding.register_pass(ConstantFolding())
+    folding.run_passes(model)
+    return True

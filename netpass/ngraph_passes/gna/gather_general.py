@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from ...passes import BackwardGraphRewrite, GraphRewrite
 from ...passes.base import ModelPass
-from ..common.constant_folding import ConstantFolding
-from ..utils import nested_manager
+from ..common.constant_folding import run_then_fold
 from .gather_sinking import (GatherSinkingBinaryForward, GatherSinkingFuse,
                              GatherSinkingMatmulForward, GatherSinkingReshapeForward,
                              GatherSinkingUnaryForward)
@@ -39,8 +38,5 @@ class GatherSinkingGeneral(ModelPass):
         if not any(n.type_name in ("Gather", "Transpose") for n in model.get_ordered_ops()):
             return False  # nothing to turn into a Gather or to sink: spare the traversals
         for stage in (GatherSinkingGeneralForward, GatherSinkingGeneralBackward):
-            manager = nested_manager(self.get_pass_config(), "GatherSinkingGeneral")
-            manager.register_pass(stage())
-            manager.register_pass(ConstantFolding())
-            manager.run_passes(model)
+            run_then_fold(model, self.get_pass_config(), stage(), "GatherSinkingGeneral")
         return False

@@ -29,6 +29,7 @@ from ..common import (BatchNormDecomposition, ConstantFolding, ConvertDivide,
                       GRUCellDecomposition, GRUSequenceUnrolling, InitNodeInfo,
                       LSTMCellDecomposition, LSTMSequenceUnrolling, NopElimination,
                       ReshapeSequenceFusion, SliceToStridedSlice, TransposeToReshape)
+from ..common.constant_folding import run_then_fold
 from ..transpose_sinking import TSFuse, TSGeneral, TSGeneralBackward, TSGeneralForward
 from ..transpose_sinking.general import FORWARD
 from ..transpose_sinking.utils import first_transpose_input
@@ -96,10 +97,7 @@ class RescueStuckTransposes(ModelPass):
             return False
         plain = PassConfig()
         plain.add_disabled_passes(base)
-        manager = nested_manager(plain, "RescueBackward")
-        manager.register_pass(TSGeneralBackward())
-        manager.register_pass(ConstantFolding())
-        manager.run_passes(model)
+        run_then_fold(model, plain, TSGeneralBackward(), "RescueBackward")
         if not stuck_transposes(model):
             return False
 
@@ -111,10 +109,7 @@ class RescueStuckTransposes(ModelPass):
         for pass_type in FORWARD:
             if pass_type is not TSFuse:
                 forward_config.set_callback(at_input, pass_type)
-        manager = nested_manager(forward_config, "RescueForward")
-        manager.register_pass(TSGeneralForward())
-        manager.register_pass(ConstantFolding())
-        manager.run_passes(model)
+        run_then_fold(model, forward_config, TSGeneralForward(), "RescueForward")
         return False
 
 

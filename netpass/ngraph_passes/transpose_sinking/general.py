@@ -1,12 +1,12 @@
 """TSGeneralForward / TSGeneralBackward (one traversal each, passes in OpenVINO's order) and
-TSGeneral: forward + ConstantFolding, then backward + ConstantFolding, then the
+TSGeneral: forward + ConstantFolding, then backward + ConstantFolding (each folding only when
+its stage changed something), then the
 no_transpose_sinking marks are cleared (OpenVINO 2024's TSResetNoSinkingAttribute)."""
 from __future__ import annotations
 
 from ...passes import BackwardGraphRewrite, GraphRewrite
 from ...passes.base import ModelPass
-from ..utils import nested_manager
-from ..common.constant_folding import ConstantFolding
+from ..common.constant_folding import run_then_fold
 from .attr import reset_no_sinking
 from .concat_split import TSConcatBackward, TSConcatForward, TSSplitBackward, TSSplitForward
 from .data_movement import (TSDataMovementBackward, TSDataMovementForward, TSSliceBackward,
@@ -49,9 +49,6 @@ class TSGeneral(ModelPass):
 
     def run_on_model(self, model) -> bool:
         for stage in (TSGeneralForward, TSGeneralBackward):
-            manager = nested_manager(self.get_pass_config(), "TSGeneral")
-            manager.register_pass(stage())
-            manager.register_pass(ConstantFolding())
-            manager.run_passes(model)
+            run_then_fold(model, self.get_pass_config(), stage(), "TSGeneral")
         TSResetNoSinkingAttribute().run_on_model(model)
         return False
