@@ -3,6 +3,7 @@ moving a Transpose from inputs to outputs (forward) or from outputs to inputs (b
 OpenVINO's rules for names and for inputs of lower rank (unsqueezed to the order's rank)."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -63,10 +64,13 @@ def has_transpose_input(indices: Sequence[int] | None = None):
     return lambda out: first_transpose_input(out.node, indices) is not None
 
 
+@functools.lru_cache(maxsize=None)
+def _forward_families() -> tuple[type, ...]:
+    return op_types(*FORWARD_FAMILIES)
+
+
 def _is_forward_propagatable(node: Node) -> bool:
-    if node.type_name in FORWARD_PROPAGATABLE:
-        return True
-    return isinstance(node, op_types(*FORWARD_FAMILIES))
+    return node.type_name in FORWARD_PROPAGATABLE or isinstance(node, _forward_families())
 
 
 def update_forward_sinking_ability(transpose: Node) -> None:
