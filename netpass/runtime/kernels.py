@@ -314,24 +314,28 @@ void gemm({', '.join(args)})
   const int b0 = b / B1, b1 = b - (b / B1) * B1;
   A += aoff + b0 * sa0 + b1 * sa1;
   B += boff + b0 * sb0 + b1 * sb1;
-  __local float As[16][128 + 4];
-  __local float Bs[16][128];
+  /* two local buffers: the next tile is stored while this one is read, one barrier per tile */
+  __local float As[2][16][128 + 4];
+  __local float Bs[2][16][128];
   float acc[8][8];
   for (int i = 0; i < 8; ++i) for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
   const int ar = tid >> 2, ac = (tid & 3) * 4;     /* A tile: rows ar, ar + 64; cols ac..ac+3 */
   const int br = tid >> 5, bc = (tid & 31) * 4;    /* B tile: rows br, br + 8; cols bc..bc+3 */
-  /* the next tile's global loads are issued before this tile's math (register prefetch) */
   float4 a0 = vload4(0, A + (m0 + ar) * sam + ac);
   float4 a1 = vload4(0, A + (m0 + ar + 64) * sam + ac);
   float4 b0v = vload4(0, B + br * sbk + n0 + bc);
   float4 b1v = vload4(0, B + (br + 8) * sbk + n0 + bc);
+#define STORE_TILE(buf) \\
+    As[buf][ac][ar] = a0.x; As[buf][ac + 1][ar] = a0.y; As[buf][ac + 2][ar] = a0.z; As[buf][ac + 3][ar] = a0.w; \\
+    As[buf][ac][ar + 64] = a1.x; As[buf][ac + 1][ar + 64] = a1.y; As[buf][ac + 2][ar + 64] = a1.z; \\
+    As[buf][ac + 3][ar + 64] = a1.w; \\
+    vstore4(b0v, 0, &Bs[buf][br][bc]); vstore4(b1v, 0, &Bs[buf][br + 8][bc]);
+  STORE_TILE(0)
+  barrier(CLK_LOCAL_MEM_FENCE);
+  int cur = 0;
   for (int k0 = 0; k0 < K; k0 += 16) {{
-    As[ac][ar] = a0.x; As[ac + 1][ar] = a0.y; As[ac + 2][ar] = a0.z; As[ac + 3][ar] = a0.w;
-    As[ac][ar + 64] = a1.x; As[ac + 1][ar + 64] = a1.y; As[ac + 2][ar + 64] = a1.z; As[ac + 3][ar + 64] = a1.w;
-    vstore4(b0v, 0, &Bs[br][bc]);
-    vstore4(b1v, 0, &Bs[br + 8][bc]);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (k0 + 16 < K) {{
+    const int more = k0 + 16 < K;
+    if (more) {{  /* issue the next tile's global loads before this tile's math */
       a0 = vload4(0, A + (m0 + ar) * sam + k0 + 16 + ac);
       a1 = vload4(0, A + (m0 + ar + 64) * sam + k0 + 16 + ac);
       b0v = vload4(0, B + (k0 + 16 + br) * sbk + n0 + bc);
@@ -339,10 +343,10 @@ void gemm({', '.join(args)})
     }}
     #pragma unroll
     for (int kk = 0; kk < 16; ++kk) {{
-      float4 x0 = vload4(0, &As[kk][tm * 4]);
-      float4 x1 = vload4(0, &As[kk][64 + tm * 4]);
-      float4 y0 = vload4(0, &Bs[kk][tn * 4]);
-      float4 y1 = vload4(0, &Bs[kk][64 + tn * 4]);
+      float4 x0 = vload4(0, &As[cur][kk][tm * 4]);
+      float4 x1 = vload4(0, &As[cur][kk][64 + tm * 4]);
+      float4 y0 = vload4(0, &Bs[cur][kk][tn * 4]);
+      float4 y1 = vload4(0, &Bs[cur][kk][64 + tn * 4]);
       float ra[8] = {{x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w}};
       float rb[8] = {{y0.x, y0.y, y0.z, y0.w, y1.x, y1.y, y1.z, y1.w}};
       #pragma unroll
@@ -350,7 +354,11 @@ void gemm({', '.join(args)})
         #pragma unroll
         for (int j = 0; j < 8; ++j) acc[i][j] = mad(ra[i], rb[j], acc[i][j]);
     }}
+    if (more) {{
+      STORE_TILE(cur ^ 1)
+    }}
     barrier(CLK_LOCAL_MEM_FENCE);
+    cur ^= 1;
   }}
   C += coff + b * M * N;
   for (int i = 0; i < 8; ++i) {{
