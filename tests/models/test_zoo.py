@@ -10,7 +10,9 @@ For every model, at every opset it is exported at, and at two or more input shap
     at an edge (attention models exempt: their per-head Transposes between batched MatMuls are
     real data reorders no sinking removes, and embedding lookups are Gathers by nature);
 (c) ``compile_model(path)`` on the OpenCL CPU device and on REFERENCE: one infer request fed
-    every case equals onnxruntime within 1e-4 relative L2;
+    every case equals onnxruntime within 1e-4 relative L2 (2e-3 for the float16 model); with
+    static shapes, the legacy network of a CNN/speech model holds no Gather and only Permutes
+    GNA runs;
 (d) ``save_model`` to IR xml and back gives the same outputs, and OpenVINO runs that IR with
     onnxruntime's outputs; ``save_model`` to ONNX runs in onnxruntime with onnxruntime's outputs
     on the original.
@@ -44,7 +46,7 @@ FORBIDDEN = {"Divide", "LSTMCell", "LSTMSequence", "GRUCell", "GRUSequence", "Sl
 _GROUP_CONV = "zoo-findings F2: GroupConvolution (depthwise) is not lowered to GNAConvolution"
 _AVGPOOL = "zoo-findings F3: full-window AvgPool stays NCHW between Transposes"
 _CRNN = "zoo-findings F4: the conv-to-GRU permute stays as a Gather"
-_BILSTM = "zoo-findings F5: 2-layer bidirectional LSTM leaves Gathers inside"
+_BILSTM = "zoo-findings F5: bidirectional LSTM stacks leave Gathers inside"
 XFAIL: dict[tuple[str, str], str] = {
     ("mobilenet", "gna_ops"): _GROUP_CONV,
     ("mobilenet", "layout"): _GROUP_CONV,
