@@ -133,7 +133,9 @@ class Program:
             kind = op.type_name
             ins = [(by_op[id(o.node)], o.index) for o in op.input_values()]
             attrs = {} if kind in ("Parameter", "Constant") else op.get_attributes()
-            dts = [et.dtype if et.dtype is not None else np.dtype(np.float32) for et in op._out_et]
+            n_out = op.get_output_size()
+            dts = [et.dtype if et.dtype is not None else np.dtype(np.float32)
+                   for et in (op.get_output_element_type(i) for i in range(n_out))]
             name = None
             if kind == "Parameter":
                 name = parameter_name(op)
@@ -141,7 +143,8 @@ class Program:
                 name = result_name(op)
             pn = ProgramNode(op.name, kind, attrs, ins,
                              value=op.value if kind == "Constant" else None, op=op,
-                             out_dtypes=dts, out_pshapes=list(op._out_ps), name=name)
+                             out_dtypes=dts, name=name,
+                             out_pshapes=[op.get_output_partial_shape(i) for i in range(n_out)])
             by_op[id(op)] = pn
             nodes.append(pn)
         return cls(nodes, fuse=fuse)

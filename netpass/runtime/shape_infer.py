@@ -176,7 +176,7 @@ class ShapeInfer:
                 ins.append(Parameter([], shape=shapes[j], element_type=Type.of(dt)))
         op = cls(ins, **p.attrs)
         out = []
-        for ps in op._out_ps:
+        for ps in (op.get_output_partial_shape(i) for i in range(op.get_output_size())):
             if not ps.is_static:
                 raise ShapeInferenceError(
                     f"{p.kind} '{p.name}': output shape {ps} is not static for input shapes "
