@@ -127,20 +127,14 @@ class PrimitiveInst:
             else:
                 self.skip = True
             return
-        if node.in_shape_of_subgraph and node.kind != "ShapeOf":
-            # host shape math: re-run only when a ShapeOf it depends on changed; its output
-            # shape comes with the value (execute), no separate shape inference
-            changed = not self.executed_once or any(so.shape_changed for so in self.shape_of_insts)
-            self.shape_changed = changed
-            self.skip = not changed
-            return
         self.do_runtime_in_place_concat()
         self.update_shape()
         if node.kind in ("Parameter", "Constant", "Result"):
             return
         if any(_size(s) == 0 for s in self.out_shapes):
             self.skip = True
-        if node.kind == "ShapeOf" and self.executed_once and not self.shape_changed:
+        if node.in_shape_of_subgraph and self.executed_once and \
+                not any(so.shape_changed for so in self.shape_of_insts):
             self.skip = True
         if node.shape_only:
             self.skip = True
@@ -577,9 +571,8 @@ class PrimitiveInst:
             return
         arrays = self.net.host_values([self.src(j) for j in range(len(node.inputs))])
         kind = node.kind
-        if kind in ("Unsqueeze", "Squeeze", "Reshape"):
-            shape = self.shape_fn([a.shape for a in arrays], {j: arrays[j] for j in self.deps})[0]
-            self._set_host([arrays[0].reshape(shape)])
+        if kind in ("Unsqueeze", "Squeeze", "Reshape"):  # shape math: the shape is known
+            self._set_host([arrays[0].reshape(self.out_shapes[0])])
         elif kind == "Concat":
             self._set_host([np.concatenate(arrays, axis=node.attrs.get("axis", 0))])
         elif kind == "Gather" and not node.attrs.get("batch_dims", 0) and arrays[2].size == 1 \
@@ -621,9 +614,7 @@ class PrimitiveInst:
         self.host[i] = a
         self.host_valid[i] = True
         self.device_valid[i] = False
-        if self.out_shapes is None:
-            self.out_shapes = [()] * self.node.num_outputs
-        if tuple(a.shape) != tuple(self.out_shapes[i]):
+        if self.out_shapes is not None and tuple(a.shape) != tuple(self.out_shapes[i]):
             self.out_shapes[i] = tuple(a.shape)
 
 
