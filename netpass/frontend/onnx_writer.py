@@ -59,7 +59,7 @@ class ExportContext:
         self._reserved: set[str] = set()
         self._counter = 0
         for node in model.get_ordered_ops():
-            for names in node._out_names:
+            for names in (port.names or () for port in node._outs):
                 self._reserved.update(names)
         self._reserved.update(model.input_names)
         self._reserved.update(model.output_names)
@@ -177,6 +177,8 @@ def _to_onnx(model: Model) -> onnx.ModelProto:
     for r, name in zip(model.results, model.output_names):
         src = r.input_value(0)
         if ectx.is_bound(src):
+            if ectx.name_of(src) == name:
+                continue  # the same tensor listed twice as an output: nothing to define
             identities.append((src, name))
             ectx.reserve(name)
         else:
