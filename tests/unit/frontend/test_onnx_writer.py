@@ -132,3 +132,15 @@ def test_constants_become_initializers_and_may_be_outputs(tmp_path):
     got_c, got_y = _ort(path, {"x": np.array([1.0, 3.0], np.float32)})
     np.testing.assert_array_equal(got_c, [1.5, -2.0])
     np.testing.assert_array_equal(got_y, [2.5, 1.0])
+
+
+def test_same_tensor_listed_twice_as_output_is_defined_once(tmp_path):
+    x = opset.parameter([2, 3], "f32", "x")
+    y = opset.relu(x)
+    model = Model([opset.result(y, name="y"), opset.result(y, name="y")], [x])
+    netpass.save_model(model, tmp_path / "m.onnx")
+    sess = ort.InferenceSession(str(tmp_path / "m.onnx"))
+    data = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    a, b = sess.run(None, {"x": data})
+    np.testing.assert_array_equal(a, np.maximum(data, 0))
+    np.testing.assert_array_equal(b, a)
