@@ -106,8 +106,7 @@ class PrimitiveInst:
 
     # -- helpers ----------------------------------------------------------------------------------
     def src(self, j: int) -> tuple["PrimitiveInst", int]:
-        s, k = self.node.inputs[j]
-        return self.net.insts[s.index], k
+        return self.src_insts[j]
 
     def reset_flags(self) -> None:
         self.shape_changed = self.impl_changed = self.skip = False
@@ -117,16 +116,6 @@ class PrimitiveInst:
     def prepare(self) -> None:
         node = self.node
         net = self.net
-        if self.fused_src is not None:
-            # a fused elementwise op has its producer's output shape (guaranteed by fusion)
-            p = self.fused_src
-            self.shape_changed = p.shape_changed
-            self.out_shapes = p.out_shapes
-            if not p.skip:
-                self._alias_fused()
-            else:
-                self.skip = True
-            return
         self.do_runtime_in_place_concat()
         self.update_shape()
         if node.kind in ("Parameter", "Constant", "Result"):
@@ -315,12 +304,6 @@ class PrimitiveInst:
         self.device_valid[0] = True
         self.host_valid[0] = False
         self.net.stats["skipped"] += 1
-
-    def _alias_fused(self) -> None:
-        self.outputs[0] = self.fused_src.outputs[0]
-        self.device_valid[0] = True
-        self.host_valid[0] = False
-        self.net.stats["fused"] += 1
 
     def _params(self, values: dict) -> I.Params:
         node = self.node
@@ -555,6 +538,8 @@ class PrimitiveInst:
             if net.profiling:
                 self.events.append(ev)
         net.stats["kernels_enqueued"] += len(impl.launches)
+        if node.fused:
+            net.stats["fused"] += len(node.fused)
         for i in range(node.num_outputs):
             self.device_valid[i] = True
             self.host_valid[i] = False
@@ -599,6 +584,7 @@ class PrimitiveInst:
             ins = [s.value for s, _ in f.others]
             ins.insert(f.primary, outs[0])
             outs = infer_host(f.node, ins)
+            net.stats["fused"] += 1
         self._set_host(outs)
         if self.concat_user is not None and net.insts[self.concat_user.index].inplace_now:
             self._refresh_inplace_view()
@@ -641,18 +627,28 @@ class Network:
         self.insts = [PrimitiveInst(self, n) for n in self.program.nodes]
         for inst in self.insts:
             node = inst.node
-            inst.src_insts = [(self.insts[s.index], k) for s, k in node.inputs]
-            inst.extra_insts = [(self.insts[s.index], k) for s, k in node.fused_inputs]
-            inst.shape_of_insts = [self.insts[so.index] for so in node.dependant_shape_ofs]
-            if node.fused_into is not None:  # the chain predecessor whose output it aliases
+            if node.fused_into is not None:  # the chain predecessor whose output it is
                 src = next(s for s, _ in node.inputs
                            if s is node.fused_into or s.fused_into is node.fused_into)
                 inst.fused_src = self.insts[src.index]
+        for inst in self.insts:
+            node = inst.node
+            # fused primitives never run: their users read the producer's output directly
+            inst.src_insts = [self.resolve(self.insts[s.index], k) for s, k in node.inputs]
+            inst.extra_insts = [(self.insts[s.index], k) for s, k in node.fused_inputs]
+            inst.shape_of_insts = [self.insts[so.index] for so in node.dependant_shape_ofs]
         # constants, inputs (set from the user's arrays) and results (read from their source)
         # have nothing to do per primitive
         self.order = [self.insts[n.index] for n in self.program.exec_order
-                      if n.kind not in ("Constant", "Parameter", "Result")]
+                      if n.kind not in ("Constant", "Parameter", "Result") and n.fused_into is None]
         self._impl_bufs: dict[int, list] = {}
+
+    @staticmethod
+    def resolve(inst: PrimitiveInst, k: int) -> tuple[PrimitiveInst, int]:
+        """The instance that really holds output ``k`` of ``inst`` (a fused op's producer)."""
+        while inst.fused_src is not None:
+            inst, k = inst.fused_src, 0
+        return inst, k
 
     # -- memory -----------------------------------------------------------------------------------
     def count_alloc(self, alloc) -> None:
@@ -817,7 +813,7 @@ class Network:
         refs = []
         for r in self.program.outputs:
             s, k = r.inputs[0]
-            refs.append((self.insts[s.index], k))
+            refs.append(self.resolve(self.insts[s.index], k))
         arrays = self.host_values(refs)
         for r, a in zip(self.program.outputs, arrays):
             results[r.name] = a
