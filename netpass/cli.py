@@ -29,7 +29,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from .core.dimension import Dimension
-from .errors import InputError, NetpassError
+from .errors import InputError, NetpassError, UnsupportedOpError
 
 SEED = 0
 SHOWN_VALUES = 5
@@ -354,7 +354,13 @@ def cmd_convert(args: argparse.Namespace) -> int:
     transformed = _transformed(model, args.transformations)
     elapsed = time.perf_counter() - t0
     out.parent.mkdir(parents=True, exist_ok=True)
-    save_model(transformed, out)
+    try:
+        save_model(transformed, out)
+    except UnsupportedOpError as e:
+        if out.suffix.lower() == ".onnx":
+            e.hint = ("ONNX holds standard ops only: write IR v11 (-o OUT.xml), or keep the "
+                      "ops standard with --transformations common")
+        raise
     before, after = len(model.get_ordered_ops()), len(transformed.get_ordered_ops())
     print(f"converted {Path(str(args.model)).name} with the {args.transformations} pipeline "
           f"in {elapsed * 1e3:.1f} ms: {before} -> {after} ops")
