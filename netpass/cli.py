@@ -147,19 +147,15 @@ def make_inputs(model, shapes: dict[str, str], files: dict[str, str]) -> dict[st
     return {name: feeds[name] for name in names}
 
 
-def _inputs_hint(model) -> str:
-    inputs = ", ".join(f"{n}{p.output(0).partial_shape}"
-                       for n, p in zip(model.input_names, model.parameters))
-    return f"the model's inputs are {inputs}; set shapes with --shape NAME=d0,d1,..."
-
-
 @contextmanager
-def _input_hint(model) -> Iterator[None]:
+def _input_hint(model, flag: str) -> Iterator[None]:
     """An ``InputError`` raised inside gets the model's input shapes as its hint."""
     try:
         yield
     except InputError as e:
-        e.hint = _inputs_hint(model)
+        inputs = ", ".join(f"{n}{p.output(0).partial_shape}"
+                           for n, p in zip(model.input_names, model.parameters))
+        e.hint = f"the model's inputs are {inputs}; set shapes with {flag} NAME=d0,d1,..."
         raise
 
 
@@ -288,7 +284,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.iterations < 1:
         raise UsageError(f"--iterations must be >= 1, got {args.iterations}")
     model = read_model(args.model)
-    with _input_hint(model):
+    with _input_hint(model, "--shape"):
         feeds = make_inputs(model, _parse_assignments(args.shape, "shape"),
                             _parse_assignments(args.input, "file name"))
         t0 = time.perf_counter()
@@ -545,7 +541,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
         raise UsageError(f"needs --iterations >= 1 and --warmup >= 0, got {args.iterations} "
                          f"and {args.warmup}")
     model = read_model(args.model)
-    with _input_hint(model):
+    with _input_hint(model, "--shapes"):
         steps, label = _benchmark_feeds(model, args)
         t0 = time.perf_counter()
         cm = _compile(model, args)
