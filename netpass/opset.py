@@ -9,6 +9,7 @@ from .ops.convolution import *  # noqa: F401,F403
 from .ops.elementwise import *  # noqa: F401,F403
 from .ops.gna import *  # noqa: F401,F403
 from .ops.indexing import *  # noqa: F401,F403
+from .ops.interpolate import *  # noqa: F401,F403
 from .ops.io import *  # noqa: F401,F403
 from .ops.legacy import *  # noqa: F401,F403
 from .ops.matmul import *  # noqa: F401,F403
