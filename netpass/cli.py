@@ -678,6 +678,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NetpassError as e:
         message = str(e).splitlines()[0] if str(e) else type(e).__name__
         hint = f" (hint: {_one_line(e.hint)})" if e.hint else ""
+    except BrokenPipeError:
+        # The reader (``| head``) has gone: stop quietly, and keep Python's exit-time flush of
+        # stdout from failing again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except OSError as e:
         message = f"{e.strerror or e}: {e.filename}" if e.filename else str(e)
         hint = ""

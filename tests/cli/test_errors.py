@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper
 
 from cli_helpers import EXAMPLES, netpass_cli
@@ -78,3 +79,11 @@ def test_no_traceback_unless_netpass_debug():
 def test_argument_errors_exit_2():
     proc = netpass_cli("convert", KWS)
     assert proc.returncode == 2 and "-o/--output" in proc.stderr
+
+
+def test_gpu_without_a_gpu_is_one_line():
+    from netpass.runtime import devices
+    if any("GPU" in d["type"] for d in devices()):
+        pytest.skip("this machine has an OpenCL GPU")
+    line = _one_error_line(netpass_cli("run", KWS, "--device", "GPU"))
+    assert "no OpenCL GPU was found" in line and "hint: run `netpass devices`" in line
