@@ -558,13 +558,16 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
         times: list[list[float]] = [[] for _ in steps]
         progress = Progress(args.iterations * len(steps), "benchmark")
         start = time.perf_counter()
+        first_pass_allocations = 0
         try:
-            for _ in range(args.iterations):
+            for it in range(args.iterations):
                 for i, feeds in enumerate(steps):
                     t0 = time.perf_counter()
                     req.infer(feeds)
                     times[i].append(time.perf_counter() - t0)
                     progress.update()
+                if it == 0:
+                    first_pass_allocations = req.stats.get("allocations", 0)
         finally:
             progress.close()
         wall_s = time.perf_counter() - start
@@ -585,8 +588,10 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     print(f"latency: {_percentiles(flat)}, mean {statistics.fmean(flat) * 1e3:.3f} ms")
     print(f"throughput: {len(flat) / wall_s:.1f} infers/s")
     allocations = stats.get("allocations", 0)
+    # Allocations after the first pass show whether memory settles (the pool is reused).
     print(f"allocations: {allocations} ({stats.get('allocated_bytes', 0)} bytes, "
-          f"{allocations / len(flat):.2f} per infer), reuses {stats.get('reuses', 0)}")
+          f"{allocations / len(flat):.2f} per infer, {first_pass_allocations} in the first "
+          f"pass), reuses {stats.get('reuses', 0)}")
     print(f"runtime stats ({len(flat)} infers):")
     for line in format_stats(stats):
         print(line)
