@@ -1,20 +1,21 @@
 """GnaTransformationsPipeline: the whole GNA ngraph stage, in the GNA plugin's order.
 
-1. InitNodeInfo; DecomposeMVN (when MVN is present); CommonOptimizations (SliceToStridedSlice
-   disabled when the model has Slice and the layout block runs: transpose sinking cannot
-   cross a StridedSlice); RemoveInputConvert / RemoveOutputConvert; LSTM/GRU sequence
-   unrolling and cell decomposition (+ folding of the split weights);
-   ReorderActivationAndPooling; RemoveSingleInputConcat.
+1. InitNodeInfo; DecomposeMVN (when MVN is present); CommonOptimizations' rewrites in one
+   traversal (GnaCommonOptimizations) + ConstantFolding, SliceToStridedSlice disabled when the
+   model has Slice and the layout block runs (transpose sinking cannot cross a StridedSlice);
+   RemoveInputConvert / RemoveOutputConvert, LSTM/GRU sequence unrolling and cell
+   decomposition, ReorderActivationAndPooling, RemoveSingleInputConcat (one traversal) +
+   ConstantFolding of the split weights.
 2. The layout block, when the model has Convolution, MaxPool, MVN or MatMul (netpass also runs
    it for any model holding a Transpose or Gather, so that those reach the edges too):
    ReplaceGnaNHWCLayers, GatherSinkingTranspose, TSGeneral (GNA callbacks on the Concat/Split
    members), TransposeCompress, GNA TSConcatForward, GNA TSSplitBackward,
    GatherSinkingGeneral, ReshapeSequenceFusion, TransposeToReshape, TSFuse, NopElimination.
-   Between TSGeneral and TransposeCompress netpass rescues Transposes GNA cannot run that are
-   stuck inside the graph: first
-   backward sinking without the GNA axis callbacks (reaching the inputs wins over the
-   Concat/Split axis, which GNA's concat/split alignment then handles), then forward sinking
-   of the Transposes that do not read a Parameter (down to a Reshape or a Result).
+   Between TSGeneral and TransposeCompress, RescueStuckTransposes moves Transposes GNA cannot
+   run that are stuck inside the graph: first backward sinking without the GNA axis callbacks
+   (reaching the inputs wins over the Concat/Split axis, which GNA's concat/split alignment
+   then handles), then forward sinking of the Transposes that do not read a Parameter (down to
+   a Reshape, where they become Gathers, or to a Result).
 3. The Slice workaround: SliceToStridedSlice then ConvertStridedSliceToCrop (always; any
    StridedSlice is a crop for GNA).
 
