@@ -296,10 +296,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         outs = req.infer(feeds)
         first_s = time.perf_counter() - t0
     times = []
-    for _ in range(args.iterations):
-        t0 = time.perf_counter()
-        outs = req.infer(feeds)
-        times.append(time.perf_counter() - t0)
+    progress = Progress(args.iterations, "run")
+    try:
+        for _ in range(args.iterations):
+            t0 = time.perf_counter()
+            outs = req.infer(feeds)
+            times.append(time.perf_counter() - t0)
+            progress.update()
+    finally:
+        progress.close()
     device = _device_label(cm)
     print(f"model {Path(str(args.model)).name}: {args.transformations} pipeline, "
           f"device {device}, compiled in {compile_s * 1e3:.1f} ms")
