@@ -20,7 +20,9 @@ _F_BINARY = {
     "Add": "({0} + {1})", "Subtract": "({0} - {1})", "Multiply": "({0} * {1})",
     "Divide": "({0} / {1})", "Power": "pow({0}, {1})", "Maximum": "fmax({0}, {1})",
     "Minimum": "fmin({0}, {1})", "SquaredDifference": "(({0} - {1}) * ({0} - {1}))",
-    "FloorMod": "({0} - floor({0} / {1}) * {1})", "Mod": "fmod({0}, {1})",
+    # fmod keeps numpy's result for infinite divisors, where x - floor(x / y) * y is NaN
+    "FloorMod": "((fmod({0}, {1}) != 0 && ((fmod({0}, {1}) < 0) != ({1} < 0))) ? "
+                "fmod({0}, {1}) + {1} : fmod({0}, {1}))", "Mod": "fmod({0}, {1})",
     "PRelu": "({0} < 0 ? {0} * {1} : {0})",
 }
 _I_BINARY = {
@@ -348,11 +350,19 @@ def eltwise_impl(p: Params, key) -> Impl | None:
 _COPY_SOURCES: dict = {}
 
 
+def bits_dtype(dtype) -> np.dtype:
+    """The dtype a pure copy moves ``dtype`` as: float16 as its 16 bits (``ushort``), so
+    copies need no ``cl_khr_fp16``."""
+    dt = np.dtype(dtype)
+    return np.dtype(np.uint16) if dt == np.float16 else dt
+
+
 def strided_copy(dtype, shape: Sequence[int], in_strides: Sequence[int], in_off: int,
                  out_strides: Sequence[int], out_off: int, in_idx: int, out_idx: int) -> Launch:
     """Copy input ``in_idx`` (walked with ``in_strides`` from ``in_off``) into output
     ``out_idx`` (``out_strides`` from ``out_off``) over ``shape``."""
     dims, st = collapse(list(shape), [list(out_strides), list(in_strides)])
+    dtype = bits_dtype(dtype)
     src = _COPY_SOURCES.get((dtype, len(dims)))
     if src is None:
         src = _COPY_SOURCES[(dtype, len(dims))] = K.eltwise(
@@ -428,9 +438,9 @@ def slice_impl(p: Params, key) -> Impl | None:
 
 def _index_map_outputs(p: Params) -> list[np.ndarray] | None:
     """Source element of each output element, from the op's numpy reference run on indices."""
-    from ..core.node import OP_TYPES
     from ..ops.io import Constant, Parameter
-    cls = OP_TYPES.get(p.kind)
+    from .shape_infer import op_class
+    cls = op_class(p.node) if p.node is not None else None
     if cls is None:
         return None
     shape0 = tuple(p.in_shapes[0])
@@ -444,6 +454,9 @@ def _index_map_outputs(p: Params) -> list[np.ndarray] | None:
             v = np.asarray(-1, dtype=np.int64)
         ins.append(Constant([], value=np.asarray(v)))
         vals.append(np.asarray(v))
+    if p.kind == "Pad" and len(p.in_shapes) == 3:  # no pad value: mark the padding all the same
+        ins.append(Constant([], value=np.asarray(-1, dtype=np.int64)))
+        vals.append(np.asarray(-1, dtype=np.int64))
     try:
         op = cls(ins, **p.attrs)
         idx = np.arange(_size(shape0), dtype=np.int64).reshape(shape0)
@@ -488,8 +501,10 @@ def movement_impl(p: Params, key) -> Impl | None:
         return None
     dt = p.in_dtypes[0]
     pad = None
-    if p.kind == "Pad" and p.values.get(3) is not None:
-        pad = float(np.asarray(p.values[3]).reshape(-1)[0])
+    if p.kind == "Pad":  # without a pad-value input the padding is 0
+        pad = float(np.asarray(p.values[3]).reshape(-1)[0]) if p.values.get(3) is not None else 0.0
+        if np.dtype(dt) == np.float16:  # copied as bits: the pad value's bit pattern
+            pad = float(np.asarray(pad, np.float16).view(np.uint16))
     launches, buffers = [], []
     for i, m in enumerate(maps):
         if m.size == 0:
@@ -499,7 +514,7 @@ def movement_impl(p: Params, key) -> Impl | None:
             launches.append(strided_copy(dt, m.shape, aff[1], aff[0], contiguous_strides(m.shape), 0, 0, i))
             continue
         buffers.append(m.reshape(-1).astype(np.int32))
-        src = K.imap(dt, pad)
+        src = K.imap(bits_dtype(dt), pad)
         launches.append(Launch(src, *_1d(m.size), [("i", 0), ("o", i), ("b", len(buffers) - 1), m.size]))
     return Impl(key, launches, buffers)
 
@@ -592,7 +607,7 @@ def gather_impl(p: Params, key) -> Impl | None:
     axis = int(np.asarray(p.values[2]).reshape(-1)[0]) % len(shape)
     nidx = _size(p.in_shapes[1])
     n = _size(p.out_shapes[0])
-    src = K.gather(p.in_dtypes[0], p.in_dtypes[1])
+    src = K.gather(bits_dtype(p.in_dtypes[0]), p.in_dtypes[1])
     return Impl(key, [Launch(src, *_1d(n),
                              [("i", 0), ("i", 1), ("o", 0), n, nidx, shape[axis], _size(shape[axis + 1:])])])
 
@@ -892,8 +907,26 @@ for _k in REDUCE_KINDS:
     FACTORIES[_k] = reduce_impl
 
 
+# kinds whose kernels only copy elements, so float16 moves as ushort (bits_dtype)
+_COPY_KINDS = {"Transpose", "Concat", "Split", "VariadicSplit", "Slice", "Gather"}
+
+
+def _needs_fp16(p: Params) -> bool:
+    """True when ``p``'s kernel would do float16 arithmetic on a device without cl_khr_fp16."""
+    if p.engine is None or getattr(p.engine, "fp16", True):
+        return False
+    if p.kind in _COPY_KINDS or (p.kind in MOVEMENT_KINDS and not p.fused):
+        return False
+    f16 = np.dtype(np.float16)
+    return any(np.dtype(d) == f16 for d in list(p.in_dtypes) + list(p.out_dtypes) + list(p.extra_dtypes or []))
+
+
 def create_device_impl(p: Params, key) -> Impl | None:
     """A kernel impl for ``p``, or None when this kind/shape/dtype has no kernel."""
+    if _needs_fp16(p):
+        return None  # the host runs it (docs/runtime.md: float16 without cl_khr_fp16)
+    if any(np.dtype(d) not in K.CTYPES for d in list(p.in_dtypes) + list(p.out_dtypes)):
+        return None  # no OpenCL type (bfloat16): the host runs it
     f = FACTORIES.get(p.kind)
     if f is not None:
         impl = f(p, key)

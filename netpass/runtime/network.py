@@ -120,7 +120,7 @@ class PrimitiveInst:
         self.update_shape()
         if node.kind in ("Parameter", "Constant", "Result"):
             return
-        if any(_size(s) == 0 for s in self.out_shapes):
+        if all(_size(s) == 0 for s in self.out_shapes):  # other outputs may still need values
             self.skip = True
         if node.in_shape_of_subgraph and self.executed_once and \
                 not any(so.shape_changed for so in self.shape_of_insts):
@@ -490,7 +490,7 @@ class PrimitiveInst:
         node, net = self.node, self.net
         if self.skip or node.kind in ("Constant", "Parameter", "Result") or node.fused_into is not None:
             self.executed_once = self.executed_once or not self.skip
-            if self.skip and any(_size(s) == 0 for s in self.out_shapes) and not node.shape_only:
+            if self.skip and all(_size(s) == 0 for s in self.out_shapes) and not node.shape_only:
                 self._empty_outputs()
             return
         self.executed_once = True

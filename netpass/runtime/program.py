@@ -17,7 +17,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from ..core.shape import PartialShape
-from ..errors import NetpassError
+from ..errors import NetpassError, UnsupportedTypeError
 from . import impls as I
 
 # Inputs whose values decide the output shape (the reference's get_shape_infer_dependencies).
@@ -37,6 +37,21 @@ SHAPE_OF_KINDS = {"ShapeOf"}
 # Constants larger than this keep a node out of shape_of sub-graphs (it computes data, not shapes).
 SHAPE_OF_CONST_LIMIT = 64
 ALWAYS_OPTIMIZED = {"Reshape", "Squeeze", "Unsqueeze", "Result"}
+
+
+def _np_dtype(op: Any, et: Any) -> np.dtype:
+    """The numpy dtype of element type ``et``: bf16 as ml_dtypes' bfloat16 (the host runs
+    every bf16 primitive); dynamic element types as float32."""
+    if et.dtype is not None:
+        return et.dtype
+    if et.name == "bf16":
+        try:
+            import ml_dtypes
+        except ImportError as e:
+            raise UnsupportedTypeError(f"{op.type_name} '{op.name}': bf16 needs the ml_dtypes "
+                                       "package") from e
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(np.float32)
 
 
 class ProgramNode:
@@ -134,8 +149,7 @@ class Program:
             ins = [(by_op[id(o.node)], o.index) for o in op.input_values()]
             attrs = {} if kind in ("Parameter", "Constant") else op.get_attributes()
             n_out = op.get_output_size()
-            dts = [et.dtype if et.dtype is not None else np.dtype(np.float32)
-                   for et in (op.get_output_element_type(i) for i in range(n_out))]
+            dts = [_np_dtype(op, op.get_output_element_type(i)) for i in range(n_out)]
             name = None
             if kind == "Parameter":
                 name = parameter_name(op)

@@ -163,7 +163,7 @@ class ShapeInfer:
     def _generic(self, shapes: list[tuple], values: dict[int, np.ndarray]) -> list[tuple]:
         from ..ops.io import Constant, Parameter
         p = self.pnode
-        cls = OP_TYPES.get(p.kind)
+        cls = op_class(p)
         if cls is None:
             raise ShapeInferenceError(f"no op class for kind '{p.kind}' (node '{p.id}')")
         ins = []
@@ -173,7 +173,7 @@ class ShapeInfer:
                 v = values.get(j, src.value)
                 ins.append(Constant([], value=np.asarray(v, dtype=dt)))
             else:
-                ins.append(Parameter([], shape=shapes[j], element_type=Type.of(dt)))
+                ins.append(Parameter([], shape=shapes[j], element_type=_element_type(dt)))
         op = cls(ins, **p.attrs)
         out = []
         for ps in (op.get_output_partial_shape(i) for i in range(op.get_output_size())):
@@ -185,6 +185,17 @@ class ShapeInfer:
         return out
 
 
+def _element_type(dt: np.dtype) -> Type:
+    """The element type of a numpy dtype; ml_dtypes' bfloat16 (no numpy dtype in Type) by name."""
+    return Type.of("bf16" if np.dtype(dt).name == "bfloat16" else dt)
+
+
+def op_class(pnode: Any) -> type | None:
+    """The op class of a program node: its source op's own class (the right version of a
+    type name with several opsets), else the class registered under its kind."""
+    return type(pnode.op) if pnode.op is not None else OP_TYPES.get(pnode.kind)
+
+
 def infer_host(pnode: Any, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Run a node's numpy reference (shape_of sub-graphs, host fallbacks)."""
     op = pnode.op
@@ -193,6 +204,6 @@ def infer_host(pnode: Any, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         cls = OP_TYPES.get(pnode.kind)
         if cls is None:
             raise ShapeInferenceError(f"no op class for kind '{pnode.kind}' (node '{pnode.id}')")
-        ins = [Parameter([], shape=a.shape, element_type=Type.of(a.dtype)) for a in arrays]
+        ins = [Parameter([], shape=a.shape, element_type=_element_type(a.dtype)) for a in arrays]
         op = cls(ins, **pnode.attrs)
     return [np.asarray(o) for o in op.evaluate(list(arrays))]

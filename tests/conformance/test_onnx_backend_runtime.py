@@ -38,56 +38,7 @@ FULL = os.environ.get("NETPASS_FULL_CONFORMANCE", "") not in ("", "0")
 
 # case name -> finding id in docs/dev/runtime-findings.md
 KNOWN_FAILURES: dict[str, str] = {
-    # R1: half-precision copy kernels built on a device without cl_khr_fp16
-    "test_attention_24_qk_matmul_output_mode3_softmax_precision_expanded": "R1",
-    "test_attention_4d_causal_fp16_expanded": "R1",
-    "test_attention_4d_fp16_expanded": "R1",
-    "test_attention_4d_gqa_causal_nonpad_decode_fp16_expanded": "R1",
-    "test_attention_4d_gqa_with_past_and_present_fp16_expanded": "R1",
-    "test_attention_local_window_ext_cache_float16_mask_expanded": "R1",
-    "test_causal_conv_with_state_fp16_expanded": "R1",
-    "test_causal_conv_with_state_silu_fp16_expanded": "R1",
-    "test_flexattention_fp16_expanded_ver26": "R1",
-    # R2: Pad without a pad-value input pads with the first input element
-    "test_averagepool_2d_ceil_last_window_starts_on_pad": "R2",
-    "test_center_crop_pad_crop_and_pad_expanded": "R2",
-    "test_center_crop_pad_crop_axes_chw_expanded": "R2",
-    "test_center_crop_pad_crop_axes_hwc_expanded": "R2",
-    "test_center_crop_pad_crop_negative_axes_hwc_expanded": "R2",
-    "test_center_crop_pad_pad_expanded": "R2",
-    # R3: a fused post-op is lost when its producer runs as a host fallback
-    "test_averagepool_3d_dilations_large_count_include_pad_is_0_ceil_mode_is_False": "R3",
-    "test_averagepool_3d_dilations_large_count_include_pad_is_0_ceil_mode_is_True": "R3",
-    "test_averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_False": "R3",
-    "test_averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_True": "R3",
-    "test_averagepool_3d_dilations_small": "R3",
-    # R4: any empty output of a multi-output primitive zeroes all its outputs
-    "test_rotary_embedding_3d_input_expanded": "R4",
-    "test_rotary_embedding_expanded": "R4",
-    "test_rotary_embedding_interleaved_expanded": "R4",
-    "test_rotary_embedding_no_position_ids_expanded": "R4",
-    "test_rotary_embedding_no_position_ids_interleaved_expanded": "R4",
-    # R5: generic shape inference instantiates the oldest op version of a type name
-    "test_onehot_negative_indices": "R5",
-    "test_onehot_out_of_range_indices": "R5",
-    "test_onehot_with_axis": "R5",
-    "test_onehot_with_negative_axis": "R5",
-    "test_onehot_without_axis": "R5",
-    "test_scatternd_add": "R5",
-    "test_scatternd_max": "R5",
-    "test_scatternd_max_with_element_indices": "R5",
-    "test_scatternd_min": "R5",
-    "test_scatternd_min_with_element_indices": "R5",
-    "test_scatternd_multiply": "R5",
-    # R6: float FloorMod kernel gives NaN for infinite divisors
-    "test_mod_float_edge_cases_fmod_0_float32": "R6",
-    "test_mod_float_edge_cases_fmod_0_float64": "R6",
-    # R7: bf16 parameters become float32 program inputs, so bf16 feeds are refused
-    "test_celu_bfloat16": "R7",
-    "test_einsum_batch_matmul_bfloat16": "R7",
-    "test_einsum_sum_bfloat16": "R7",
-    "test_einsum_transpose_bfloat16": "R7",
-    "test_onehot_with_bfloat16_values": "R7",
+    # R1-R7 are fixed (docs/dev/runtime-findings.md); none open
 }
 
 FINDINGS = {

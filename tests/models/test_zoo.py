@@ -61,8 +61,6 @@ XFAIL: dict[tuple[str, str], str] = {
     ("bilstm", "layout"): _BILSTM,
     ("bilstm", "legacy"): _BILSTM,
     ("prepost_heads", "gna_ops"): "zoo-findings F6: a stepped StridedSlice has no GNA lowering",
-    ("resnet_f16", "compile-CPU"): "zoo-findings F8: float16 kernels do not build on an "
-                                   "OpenCL device without cl_khr_fp16 (PoCL)",
 }
 
 SUPPORTED = [name for name, entry in zoo.ZOO.items() if not entry.unsupported]
