@@ -77,3 +77,20 @@ def test_dump_writes_each_stage(tmp_path):
     names = {p.name for p in written}
     assert {"0_original.xml", "1_transformed.xml", "3_executable.xml", "2_legacy.dot"} <= names
     assert all(p.exists() for p in written)
+
+
+def test_edge_transposes_run_on_the_host(device):
+    """A layout the target cannot transpose (7*9 = 63 is no multiple of 8) is cut out into the
+    pre/post models; the device graph is left with NHWC ops and reshapes only."""
+    from netpass import Model, opset
+    x = opset.parameter([1, 3, 7, 9], "f32", "x")
+    w = RNG.uniform(-0.5, 0.5, (8, 3, 3, 3)).astype(np.float32)
+    conv = opset.convolution(x, w, [1, 1], [1, 1], [1, 1], [1, 1])
+    model = Model([opset.result(opset.relu(conv), name="y")], [x])
+    cm = netpass.compile_model(model, device=device)
+    assert [n.type_name for n in cm.prepost.inputs["x"].get_ordered_ops()].count("Transpose") == 1
+    assert [n.type_name for n in cm.prepost.outputs["y"].get_ordered_ops()].count("Transpose") == 1
+    assert "Permute" not in cm.network.types() and "Gather" not in cm.network.types()
+    feeds = {"x": RNG.uniform(-1, 1, (1, 3, 7, 9)).astype(np.float32)}
+    ref = netpass.reference.infer(model, feeds)["y"]
+    assert rel_l2(cm.create_infer_request().infer(feeds)["y"], ref) <= 1e-5
