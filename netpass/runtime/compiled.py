@@ -139,7 +139,7 @@ class InferRequest:
 def compile_program(model_or_program: Any, device: str = "AUTO",
                     config: Mapping[str, Any] | None = None) -> RuntimeCompiledModel:
     """Compile a Model (lowered with :meth:`Program.from_model`) or a :class:`Program` for
-    ``device`` (AUTO | GPU | CPU | REFERENCE; ``NETPASS_DEVICE`` overrides).
+    ``device`` (AUTO | GPU | CPU | REFERENCE; ``NETPASS_DEVICE`` overrides AUTO).
 
     Config keys: ``PROFILING`` (bool), ``IMPLS_CACHE_CAPACITY`` (int, default 300),
     ``MEM_PREALLOCATION_OPTIONS`` ("iters max_size max_dim_diff ratio" or a 4-tuple),

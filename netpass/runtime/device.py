@@ -3,7 +3,8 @@ and the compiled-program cache.
 
 Device names: ``AUTO`` (best GPU, else the OpenCL CPU device), ``GPU`` (a GPU or a
 :class:`~netpass.errors.DeviceError`), ``CPU`` (the OpenCL CPU device, PoCL), ``REFERENCE``
-(numpy, no OpenCL). ``NETPASS_DEVICE`` overrides the name a caller passes.
+(numpy, no OpenCL). ``NETPASS_DEVICE`` overrides the default (``AUTO``), not a device the
+caller names.
 """
 from __future__ import annotations
 
@@ -62,7 +63,9 @@ def _is_gpu(d) -> bool:
 
 
 def resolve_device_name(device: str | None) -> str:
-    name = (os.environ.get("NETPASS_DEVICE") or device or "AUTO").upper()
+    name = (device or "AUTO").upper()
+    if name == "AUTO":
+        name = (os.environ.get("NETPASS_DEVICE") or "AUTO").upper()
     if name not in DEVICE_NAMES:
         raise DeviceError(f"unknown device '{name}'; expected one of {', '.join(DEVICE_NAMES)}")
     return name

@@ -194,9 +194,15 @@ def test_gpu_request_without_gpu_raises_device_error():
         compile_program(_concat_model(), "GPU")
 
 
-def test_netpass_device_env_overrides(monkeypatch):
+def test_netpass_device_env_overrides_the_default(monkeypatch):
     monkeypatch.setenv("NETPASS_DEVICE", "reference")
-    assert resolve_device_name("GPU") == "REFERENCE"
+    assert resolve_device_name("AUTO") == "REFERENCE"
+    assert resolve_device_name(None) == "REFERENCE"
+
+
+def test_netpass_device_env_leaves_a_named_device(monkeypatch):
+    monkeypatch.setenv("NETPASS_DEVICE", "reference")
+    assert resolve_device_name("CPU") == "CPU"
 
 
 def test_devices_lists_pocl():
