@@ -399,12 +399,38 @@ def _import(ctx, x: Output, scales: Output | None, sizes: Output | None,
     if needs_exact:
         return _import_as_matmuls(ctx, x, target, shape_mode, roi, axes, attrs)
     inputs = [x, target]
+    kept = _resized_axes(x, target, shape_mode, axes)
+    if kept is not None:
+        if not kept:
+            return x
+        axes = [a for a, _ in kept]
+        inputs[1] = to_output(np.asarray([v for _, v in kept], dtype=target.value.dtype))
     if axes is not None:
         inputs.append(to_output(np.asarray(axes, dtype=np.int64)))
     return Interpolate(inputs, mode=_ONNX_MODES[mode], shape_calculation_mode=shape_mode,
                        coordinate_transformation_mode=transform,
                        nearest_mode=attrs["nearest_mode"], cube_coeff=attrs["cube_coeff"]
                        ).output(0)
+
+
+def _resized_axes(x: Output, target: Output, shape_mode: str, axes: list[int] | None
+                  ) -> list[tuple[int, Any]] | None:
+    """(axis, scale or size) of the axes a constant scales/sizes input really resizes; None
+    when unknown. onnxruntime leaves an axis of scale 1 untouched (tf_half_pixel_for_nn would
+    otherwise shift it), and Interpolate then only names the axes that change."""
+    ps = x.partial_shape
+    if target.value is None or not ps.rank_is_static:
+        return None
+    values = np.asarray(target.value).reshape(-1)
+    axes = axes if axes is not None else list(range(len(ps)))
+    if len(values) != len(axes):
+        return None
+    kept = []
+    for a, v in zip(axes, values):
+        same = v == 1 if shape_mode == "scales" else ps[a].is_static and int(v) == ps[a].min
+        if not same:
+            kept.append((a, v))
+    return kept
 
 
 def _downsamples(x: Output, target: Output, shape_mode: str, axes: list[int] | None) -> bool:
@@ -502,11 +528,12 @@ def _import_as_matmuls(ctx, x: Output, target: Output, shape_mode: str, roi: Out
     for axis, n, s, o, r in zip(axes, lens, scales, outs, rois):
         if o > 65536 or n > 65536:
             ctx.error(f"{what}: axis {axis} of {n} -> {o} is too large for a constant matrix")
-        idx, w, valid = axis_taps(attrs["mode"], n, o, s, transform, attrs["nearest_mode"],
+        idx, w, valid = axis_taps(_ONNX_MODES[attrs["mode"]], n, o, s, transform, attrs["nearest_mode"],
                                   attrs["cube_coeff"], attrs["antialias"],
                                   attrs["exclude_outside"], r, shape_mode == "scales")
         m = taps_matrix(idx, w, n) * valid[:, None]
-        y = _matmul_along(y, axis, rank, m.astype(dtype))
+        if o != n or not np.array_equal(m, np.eye(n)):  # untouched axes need no MatMul
+            y = _matmul_along(y, axis, rank, m.astype(dtype))
         shape = [1] * rank
         shape[axis] = o
         v = valid.reshape(shape)
@@ -548,7 +575,7 @@ def _keep_aspect_ratio(ctx, x: Output, sizes: Output, axes: list[int] | None,
         y = x
         rank = len(x.partial_shape)
         for axis, n, o in zip(axes_plan, lens, outs):
-            idx, w, _ = axis_taps(attrs["mode"], n, o, scale, attrs["transform"],
+            idx, w, _ = axis_taps(_ONNX_MODES[attrs["mode"]], n, o, scale, attrs["transform"],
                                   attrs["nearest_mode"], attrs["cube_coeff"],
                                   attrs["antialias"], attrs["exclude_outside"])
             if x.element_type.dtype is None or x.element_type.dtype.kind != "f":

@@ -29,7 +29,13 @@ NEAREST = ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]
 
 def resize_model(shape: list[int], attrs: dict, scales=None, sizes=None, roi=None,
                  opset_version: int = 19, op: str = "Resize") -> onnx.ModelProto:
-    """One Resize node reading X (a graph input) and constant roi/scales/sizes initializers."""
+    """One Resize node reading X (a graph input) and constant roi/scales/sizes initializers
+    (at opset 11 for tf_half_pixel_for_nn, which Resize-13 dropped)."""
+    if attrs.get("coordinate_transformation_mode") == "tf_half_pixel_for_nn":
+        opset_version = 11
+        roi = [] if roi is None else roi
+    if opset_version == 11 and sizes is not None:
+        scales = []  # Resize-11's scales input is not optional
     inits, names = [], []
     for name, value, dtype in (("roi", roi, np.float32), ("scales", scales, np.float32),
                                ("sizes", sizes, np.int64)):
@@ -98,6 +104,9 @@ def test_nearest_matches_onnxruntime(geometry, transform, nearest_mode):
     shape, scales, sizes = geometry
     if not _exact_length(transform, shape, scales):
         pytest.skip("onnxruntime and ONNX's reference disagree (see _exact_length)")
+    if transform == "tf_half_pixel_for_nn" and scales == [1, 1, 0.5, 0.6] and \
+            nearest_mode in ("round_prefer_ceil", "ceil"):
+        pytest.skip("onnxruntime's 4-D nearest rounds 4.5 / 0.6f (7.4999995) up to 8")
     attrs = {"mode": "nearest", "coordinate_transformation_mode": transform,
              "nearest_mode": nearest_mode}
     check(resize_model(shape, attrs, scales=scales, sizes=sizes), shape)
@@ -198,7 +207,7 @@ def test_older_resize_opsets_match_onnxruntime(opset_version, mode, scales):
     check(model, shape)
 
 
-@pytest.mark.parametrize("mode", ["nearest", "linear", "bilinear"])
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
 def test_upsample_7_matches_onnxruntime(mode):
     shape = [1, 2, 3, 4]
     node = helper.make_node("Upsample", ["x"], ["y"], mode=mode, scales=[1.0, 1.0, 2.0, 3.0])
@@ -214,6 +223,7 @@ def test_upsample_9_matches_onnxruntime(mode):
     shape = [1, 2, 3, 4]
     model = resize_model(shape, {"mode": mode}, scales=[1, 1, 2.5, 2], op="Upsample",
                          opset_version=9)
+    model.graph.node[0].input[:] = ["x", "scales"]
     check(model, shape)
 
 
