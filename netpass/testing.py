@@ -164,7 +164,7 @@ class _Comparator:
         if self.f["tensor_names"] and oa.names != ob.names:
             return f"output {k} tensor names differ: {sorted(oa.names)} vs {sorted(ob.names)}"
         if self.f["rt_info"]:
-            why = _rt_diff(oa.node._out_rt[k], ob.node._out_rt[k])
+            why = _rt_diff(oa.node._outs[k].rt, ob.node._outs[k].rt)
             if why:
                 return f"output {k} {why}"
         if self.f["consumers_count"]:

@@ -79,7 +79,9 @@ def copy_runtime_info(sources: "Node | Iterable[Node]", targets: "Node | Iterabl
     merged: dict = {}
     gathered: dict[str, list] = {}
     for s in srcs:
-        for k, v in s.rt_info.items():
+        if not s._rt:
+            continue
+        for k, v in s._rt.items():
             if k == "opset" or (isinstance(v, RuntimeAttribute) and not v.is_copyable()):
                 continue
             gathered.setdefault(k, []).append(v)
@@ -98,7 +100,7 @@ def copy_runtime_info(sources: "Node | Iterable[Node]", targets: "Node | Iterabl
     extra = []
     for t in tgts:
         for src in t._inputs:
-            if isinstance(src.node, Constant) and not src.node.rt_info:
+            if isinstance(src.node, Constant) and not src.node._rt:
                 extra.append(src.node)
     for t in [*tgts, *extra]:
         for k, v in merged.items():
@@ -129,7 +131,8 @@ def lint_problems(model) -> list[str]:
         if isinstance(node, Parameter) and node not in params:
             problems.append(f"Parameter '{node.friendly_name}' is used but not a model parameter")
         for i, src in enumerate(node._inputs):
-            table = src.node._out_cons[src.index] if src.index < len(src.node._out_cons) else None
+            outs = src.node._outs
+            table = outs[src.index].cons if src.index < len(outs) else None
             if table is None:
                 problems.append(f"{node.type_name} '{node.friendly_name}' input {i} reads missing "
                                 f"output {src.index} of '{src.node.friendly_name}'")

@@ -15,39 +15,46 @@ def topological_sort(roots: Sequence[Node]) -> list[Node]:
     Iterative DFS post-order: roots are pushed in the given order (so the last is expanded
     first) and a node's input 0 subtree is emitted before its input 1 subtree. Each stack entry
     keeps an iterator over the node's inputs, so every edge is looked at once; leaves are
-    emitted without a stack entry (this runs before every graph rewrite).
+    emitted without a stack entry (this runs before every graph rewrite). Visit state is a mark
+    on the node (this sort's epoch: done; epoch + 1: on the DFS path), cheaper than sets.
     """
+    global _epoch
+    _epoch += 2
+    done = _epoch
+    on_path = done + 1
     order: list[Node] = []
     append = order.append
-    done: set[Node] = set()
-    add = done.add
     for root in reversed(roots):
-        if root in done:
+        if root._mark == done:
             continue
+        root._mark = on_path
         stack = [(root, iter(root._inputs))]
-        push = stack.append
-        on_path = {root}
+        push, pop = stack.append, stack.pop
         while stack:
             n, it = stack[-1]
             for src in it:
                 p = src.node
-                if p in done:
+                mark = p._mark
+                if mark == done:
                     continue
                 if not p._inputs:
-                    add(p)
+                    p._mark = done
                     append(p)
                     continue
-                if p in on_path:
+                if mark == on_path:
                     raise NetpassError(f"cycle detected through {n.type_name} '{n.friendly_name}'")
                 push((p, iter(p._inputs)))
-                on_path.add(p)
+                p._mark = on_path
                 break
             else:
-                stack.pop()
-                on_path.discard(n)
-                add(n)
+                pop()
+                n._mark = done
                 append(n)
     return order
+
+
+# Epoch of the last topological_sort (its visit marks); even, and grows by two per sort.
+_epoch = 0
 
 
 class Model:
@@ -200,13 +207,15 @@ class Model:
             # Friendly names are kept even when defaulted, so output names survive the copy;
             # a Result keeps "unset" so its name still follows its producer.
             new._friendly = node._friendly if isinstance(node, Result) else node.friendly_name
-            new.rt_info = copy.copy(node.rt_info)
+            if node._rt is not None:
+                new.rt_info = copy.copy(node._rt)
             if node._in_rt:
                 new._in_rt = {k: dict(v) for k, v in node._in_rt.items()}
-            for i in range(node.get_output_size()):
-                new._out_names[i] = set(node._out_names[i])
-                if node._out_rt[i]:
-                    new._out_rt[i] = dict(node._out_rt[i])
+            for port, new_port in zip(node._outs, new._outs):
+                if port.names:
+                    new_port.names = set(port.names)
+                if port.rt:
+                    new_port.rt = dict(port.rt)
             mapping[node] = new
         m = Model([mapping[r] for r in self._results], [mapping[p] for p in self._parameters],
                   self.friendly_name, [mapping[s] for s in self._sinks])

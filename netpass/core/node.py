@@ -5,7 +5,9 @@ inputs) and its consumers only weakly. A node nobody consumes and nobody referen
 and disappears from its producers' consumer lists at once; this is what makes mutation during
 a traversal safe and keeps ``consumers()`` exact after a rewrite.
 
-``Output`` and ``Input`` are light views ``(node, index)``; the per-port data lives on the node.
+``Output`` and ``Input`` are light views ``(node, index)``; the per-output data lives on the
+node, one small :class:`_Port` per output (names set and rt_info dict created on first use), so
+a node is a handful of objects: building, ordering and freeing large graphs pays per object.
 """
 from __future__ import annotations
 
@@ -29,6 +31,9 @@ OP_TYPES: dict[str, type] = {}
 # shape sub-graphs (ShapeOf -> Gather -> Concat -> Reshape) resolve to static shapes.
 VALUE_PROPAGATION_LIMIT = 4096
 
+# Shape of an output before inference (PartialShape is immutable, so one instance serves all).
+_DYNAMIC_SHAPE = PartialShape(None)
+
 
 class _Topology:
     """Global topology version; a Model's cached op order is valid for one version."""
@@ -45,6 +50,25 @@ def topology_changed() -> None:
         _Topology.caches.clear()
 
 
+class _Port:
+    """Data of one output: type, shape, weak consumer table, names, rt_info and known values.
+
+    ``cons`` maps ``(id(consumer), input index)`` to a weak reference to the consumer;
+    ``names`` and ``rt`` stay None until first used.
+    """
+
+    __slots__ = ("et", "ps", "cons", "names", "rt", "val", "pval")
+
+    def __init__(self) -> None:
+        self.et: Type = dynamic
+        self.ps: PartialShape = _DYNAMIC_SHAPE
+        self.cons: dict = {}
+        self.names: set | None = None
+        self.rt: dict | None = None
+        self.val: np.ndarray | None = None
+        self.pval: tuple | None = None
+
+
 class Output:
     """Output ``index`` of ``node``: a tensor produced by the node."""
 
@@ -57,61 +81,65 @@ class Output:
     # -- type and shape -----------------------------------------------------------------
     @property
     def element_type(self) -> Type:
-        return self.node._out_et[self.index]
+        return self.node._outs[self.index].et
 
     @property
     def partial_shape(self) -> PartialShape:
-        return self.node._out_ps[self.index]
+        return self.node._outs[self.index].ps
 
     @property
     def shape(self) -> tuple[int, ...]:
-        ps = self.node._out_ps[self.index]
+        ps = self.node._outs[self.index].ps
         if not ps.is_static:
             raise ValueError(f"output {self} has dynamic shape {ps}")
         return ps.to_shape()
 
     @property
     def rank(self) -> Dimension:
-        return self.node._out_ps[self.index].rank
+        return self.node._outs[self.index].ps.rank
 
     @property
     def names(self) -> set[str]:
         """Tensor names (mutable set)."""
-        return self.node._out_names[self.index]
+        port = self.node._outs[self.index]
+        if port.names is None:
+            port.names = set()
+        return port.names
 
     @property
     def any_name(self) -> str:
-        names = self.node._out_names[self.index]
+        names = self.node._outs[self.index].names
         if not names:
             raise ValueError(f"output {self} has no tensor names")
         return min(names)
 
     @property
     def rt_info(self) -> dict:
-        rt = self.node._out_rt
-        if rt[self.index] is None:
-            rt[self.index] = {}
-        return rt[self.index]
+        port = self.node._outs[self.index]
+        if port.rt is None:
+            port.rt = {}
+        return port.rt
 
     @property
     def value(self) -> np.ndarray | None:
         """The tensor's value when known at compile time (constants, folded shape math)."""
-        return self.node._out_val[self.index]
+        return self.node._outs[self.index].val
 
     @property
     def partial_value(self) -> tuple | None:
         """Known elements of a small integer tensor: ints, or Dimensions where unknown."""
-        v = self.node._out_val[self.index]
+        port = self.node._outs[self.index]
+        v = port.val
         if v is not None:
             if v.ndim <= 1 and v.dtype.kind in "iu":
                 return tuple(int(x) for x in v.reshape(-1))
             return None
-        return self.node._out_pval[self.index]
+        return port.pval
 
     # -- consumers ----------------------------------------------------------------------
     def consumers(self) -> list["Input"]:
         """Inputs of live nodes fed by this output, in connection order."""
-        table = self.node._out_cons[self.index]
+        table = self.node._outs[self.index].cons
         out = []
         dead = None
         for key, ref in table.items():
@@ -141,9 +169,10 @@ class Output:
         if rnode is node and rindex == index:
             return
         # Moves the consumer entries directly (rewrites run this once per match).
-        table = node._out_cons[index]
+        port = node._outs[index]
+        table = port.cons
         if table:
-            rtable = rnode._out_cons[rindex]
+            rtable = rnode._outs[rindex].cons
             moved = False
             for key, ref in list(table.items()):
                 consumer = ref()
@@ -157,10 +186,10 @@ class Output:
                 moved = True
             if moved:
                 topology_changed()
-        names = node._out_names[index]
+        names = port.names
         if names:
-            rnode._out_names[rindex].update(names)
-        rt = node._out_rt[index]
+            replacement.names.update(names)
+        rt = port.rt
         if rt:
             replacement.rt_info.update(rt)
 
@@ -198,7 +227,7 @@ class Output:
     def __repr__(self) -> str:
         n = self.node
         return (f"<Output: {n.type_name} '{n.friendly_name}':{self.index} "
-                f"{n._out_ps[self.index]} {n._out_et[self.index]}>")
+                f"{n._outs[self.index].ps} {n._outs[self.index].et}>")
 
 
 class Input:
@@ -258,9 +287,9 @@ class Input:
         old = node._inputs[i]
         if old == new_source:
             return
-        old.node._out_cons[old.index].pop((id(node), i), None)
+        old.node._outs[old.index].cons.pop((id(node), i), None)
         node._inputs[i] = new_source
-        new_source.node._out_cons[new_source.index][(id(node), i)] = weakref.ref(node)
+        new_source.node._outs[new_source.index].cons[(id(node), i)] = weakref.ref(node)
         topology_changed()
 
     def __eq__(self, other: object) -> bool:
@@ -278,9 +307,9 @@ def as_output(value: "Output | Node") -> Output:
     if isinstance(value, Output):
         return value
     if isinstance(value, Node):
-        if len(value._out_et) != 1:
+        if len(value._outs) != 1:
             raise NetpassError(
-                f"{value.type_name} '{value.friendly_name}' has {len(value._out_et)} outputs; "
+                f"{value.type_name} '{value.friendly_name}' has {len(value._outs)} outputs; "
                 "pass node.output(i)")
         return Output(value, 0)
     raise TypeError(f"expected a Node or Output, got {type(value).__name__}")
@@ -306,23 +335,23 @@ class Node:
         if "type_name" in cls.__dict__:
             OP_TYPES[cls.type_name] = cls
 
+    # Op attributes (ATTRS) live in the instance ``__dict__`` of the subclasses.
+    __slots__ = ("_id", "_name", "_friendly", "_rt", "_in_rt", "_inputs", "_outs", "_mark",
+                 "__weakref__", "__dict__")
+
     def __init__(self, inputs: Iterable["Output | Node"] = (), **attrs: Any) -> None:
         self._id = next(_ids)
         self._name: str | None = None
         self._friendly: str | None = None
-        self.rt_info: dict = {}
+        self._rt: dict | None = None
         self._in_rt: dict | None = None
         self._inputs: list[Output] = []
-        self._out_et: list[Type] = []
-        self._out_ps: list[PartialShape] = []
-        self._out_cons: list[dict] = []
-        self._out_names: list[set] = []
-        self._out_rt: list = []
-        self._out_val: list = []
-        self._out_pval: list = []
-        unknown = set(attrs) - set(self.ATTRS)
-        if unknown:
-            raise TypeError(f"{self.type_name}: unknown attribute(s) {sorted(unknown)}")
+        self._outs: list[_Port] = []
+        self._mark = 0  # visit mark of topological_sort
+        if attrs:
+            unknown = set(attrs) - set(self.ATTRS)
+            if unknown:
+                raise TypeError(f"{self.type_name}: unknown attribute(s) {sorted(unknown)}")
         for key, default in self.ATTRS.items():
             value = attrs.get(key, default)
             if isinstance(value, list):
@@ -359,44 +388,51 @@ class Node:
     def get_type_name(self) -> str:
         return self.type_name
 
+    @property
+    def rt_info(self) -> dict:
+        """Runtime info (a mutable dict, created on first use)."""
+        rt = self._rt
+        if rt is None:
+            rt = self._rt = {}
+        return rt
+
+    @rt_info.setter
+    def rt_info(self, value: dict) -> None:
+        self._rt = value
+
     def get_rt_info(self) -> dict:
         return self.rt_info
 
     # -- wiring -------------------------------------------------------------------------
     def set_arguments(self, inputs: Iterable["Output | Node"]) -> None:
+        me = id(self)
         for i, old in enumerate(self._inputs):
-            old.node._out_cons[old.index].pop((id(self), i), None)
-        self._inputs = []
+            old.node._outs[old.index].cons.pop((me, i), None)
+        self._inputs = wired = []
         ref = weakref.ref(self)
         for i, src in enumerate(inputs):
-            out = as_output(src)
-            self._inputs.append(out)
-            out.node._out_cons[out.index][(id(self), i)] = ref
+            out = src if type(src) is Output else as_output(src)
+            wired.append(out)
+            out.node._outs[out.index].cons[(me, i)] = ref
 
     def set_argument(self, index: int, value: "Output | Node") -> None:
         Input(self, index).replace_source_output(value)
 
     def set_output_size(self, n: int) -> None:
-        cur = len(self._out_et)
-        if n < cur:
-            for lst in (self._out_et, self._out_ps, self._out_cons, self._out_names,
-                        self._out_rt, self._out_val, self._out_pval):
-                del lst[n:]
+        outs = self._outs
+        if n < len(outs):
+            del outs[n:]
             return
-        for _ in range(cur, n):
-            self._out_et.append(dynamic)
-            self._out_ps.append(PartialShape(None))
-            self._out_cons.append({})
-            self._out_names.append(set())
-            self._out_rt.append(None)
-            self._out_val.append(None)
-            self._out_pval.append(None)
+        for _ in range(len(outs), n):
+            outs.append(_Port())
 
     def set_output_type(self, index: int, element_type: Any, shape: ShapeLike) -> None:
-        if index >= len(self._out_et):
+        outs = self._outs
+        if index >= len(outs):
             self.set_output_size(index + 1)
-        self._out_et[index] = Type.of(element_type)
-        self._out_ps[index] = as_partial_shape(shape)
+        port = outs[index]
+        port.et = element_type if type(element_type) is Type else Type.of(element_type)
+        port.ps = shape if type(shape) is PartialShape else as_partial_shape(shape)
 
     def inputs(self) -> list[Input]:
         return [Input(self, i) for i in range(len(self._inputs))]
@@ -413,10 +449,10 @@ class Node:
         return list(self._inputs)
 
     def outputs(self) -> list[Output]:
-        return [Output(self, i) for i in range(len(self._out_et))]
+        return [Output(self, i) for i in range(len(self._outs))]
 
     def output(self, i: int) -> Output:
-        if not 0 <= i < len(self._out_et):
+        if not 0 <= i < len(self._outs):
             raise IndexError(f"{self.type_name} '{self.friendly_name}' has no output {i}")
         return Output(self, i)
 
@@ -424,7 +460,7 @@ class Node:
         return len(self._inputs)
 
     def get_output_size(self) -> int:
-        return len(self._out_et)
+        return len(self._outs)
 
     def get_input_node(self, i: int) -> "Node":
         return self._inputs[i].node
@@ -439,10 +475,10 @@ class Node:
         return self._inputs[i].shape
 
     def get_output_partial_shape(self, i: int) -> PartialShape:
-        return self._out_ps[i]
+        return self._outs[i].ps
 
     def get_output_element_type(self, i: int) -> Type:
-        return self._out_et[i]
+        return self._outs[i].et
 
     def get_output_shape(self, i: int) -> tuple[int, ...]:
         return Output(self, i).shape
@@ -450,7 +486,7 @@ class Node:
     def users(self) -> list["Node"]:
         """Distinct nodes consuming any output of this node."""
         seen: dict[int, Node] = {}
-        for i in range(len(self._out_et)):
+        for i in range(len(self._outs)):
             for inp in Output(self, i).consumers():
                 seen.setdefault(id(inp.node), inp.node)
         return list(seen.values())
@@ -458,8 +494,8 @@ class Node:
     get_users = users
 
     def has_consumers(self) -> bool:
-        for table in self._out_cons:
-            for ref in table.values():
+        for port in self._outs:
+            for ref in port.cons.values():
                 if ref() is not None:
                     return True
         return False
@@ -505,26 +541,27 @@ class Node:
         return [o.partial_shape for o in self._inputs]
 
     def _propagate_values(self) -> None:
-        n_out = len(self._out_et)
-        for i in range(n_out):
-            self._out_val[i] = None
-            self._out_pval[i] = None
+        outs = self._outs
+        for port in outs:
+            port.val = None
+            port.pval = None
         if self._inputs and self.FOLDABLE:
-            vals = [o.node._out_val[o.index] for o in self._inputs]
+            vals = [o.node._outs[o.index].val for o in self._inputs]
             if all(v is not None for v in vals) and self._small_static_outputs():
                 try:
                     results = self.evaluate(vals)
                 except Exception:
                     results = None
                 if results is not None:
-                    for i, r in enumerate(results):
-                        self._out_val[i] = np.asarray(r, dtype=self._out_et[i].dtype) \
-                            if self._out_et[i].dtype is not None else np.asarray(r)
+                    for port, r in zip(outs, results):
+                        dt = port.et.dtype
+                        port.val = np.asarray(r, dtype=dt) if dt is not None else np.asarray(r)
                     return
         self.infer_values()
 
     def _small_static_outputs(self) -> bool:
-        for ps in self._out_ps:
+        for port in self._outs:
+            ps = port.ps
             if not ps.is_static:
                 return False
             n = 1
@@ -536,21 +573,22 @@ class Node:
 
     def set_output_partial_value(self, index: int, value: Sequence[Any] | None) -> None:
         """Record known elements (ints) and unknown ones (Dimensions) of a 0/1-D int output."""
+        port = self._outs[index]
         if value is None:
-            self._out_pval[index] = None
+            port.pval = None
             return
         norm = tuple(v.min if isinstance(v, Dimension) and v.is_static else
                      (v if isinstance(v, Dimension) else int(v)) for v in value)
         if all(isinstance(v, int) for v in norm):
-            et = self._out_et[index]
+            et = port.et
             dt = et.dtype if et.dtype is not None and et.is_integral else np.int64
-            ps = self._out_ps[index]
+            ps = port.ps
             arr = np.array(norm, dtype=dt)
             if ps.rank_is_static and len(ps) == 0:
                 arr = arr.reshape(())
-            self._out_val[index] = arr
+            port.val = arr
         else:
-            self._out_pval[index] = norm
+            port.pval = norm
 
     def input_partial_value(self, i: int) -> tuple | None:
         return self._inputs[i].partial_value
@@ -558,13 +596,19 @@ class Node:
     def input_constant(self, i: int) -> np.ndarray | None:
         """The compile-time value of input ``i`` (a Constant or folded shape math), or None."""
         o = self._inputs[i]
-        return o.node._out_val[o.index]
+        return o.node._outs[o.index].val
 
-    def check(self, condition: bool, message: str) -> None:
-        """Raise a ShapeInferenceError naming this node when ``condition`` is false."""
+    def check(self, condition: bool, message: str, *args: Any) -> None:
+        """Raise a ShapeInferenceError naming this node when ``condition`` is false.
+
+        With ``args``, the message is ``message.format(*args)``, formatted only on failure
+        (checks run for every node on import; most pass).
+        """
         if not condition:
+            if args:
+                message = message.format(*args)
             raise ShapeInferenceError(message, self, self._input_shapes())
 
     def __repr__(self) -> str:
-        outs = ", ".join(f"{ps} {et}" for ps, et in zip(self._out_ps, self._out_et))
+        outs = ", ".join(f"{p.ps} {p.et}" for p in self._outs)
         return f"<{self.type_name} '{self.friendly_name}': {outs}>"

@@ -32,7 +32,7 @@ def set_name(node: Node, name: str | None) -> Node:
 
 
 def normalize_axis(node: Node, axis: int, rank: int) -> int:
-    node.check(-rank <= axis < max(rank, 1), f"axis {axis} out of range for rank {rank}")
+    node.check(-rank <= axis < max(rank, 1), "axis {} out of range for rank {}", axis, rank)
     return axis + rank if axis < 0 else axis
 
 
@@ -41,7 +41,7 @@ def merged_input_type(node: Node, indices: Sequence[int] | None = None) -> Type:
     for i in indices if indices is not None else range(1, node.get_input_size()):
         other = node.get_input_element_type(i)
         merged = et.merge(other)
-        node.check(merged is not None, f"element types differ: {et} and {other} (input {i})")
+        node.check(merged is not None, "element types differ: {} and {} (input {})", et, other, i)
         et = merged
     return et
 
@@ -70,7 +70,7 @@ class _BinaryElementwise(Node):
             out = a.merge(b)
         else:
             out = a.broadcast_merge(b)
-        self.check(out is not None, f"input shapes {a} and {b} do not broadcast")
+        self.check(out is not None, "input shapes {} and {} do not broadcast", a, b)
         return out
 
     def infer_types(self) -> None:
@@ -83,7 +83,7 @@ class _BinaryElementwise(Node):
     def evaluate(self, inputs):
         a, b = inputs
         out = type(self).fn(a, b)
-        et = self._out_et[0]
+        et = self._outs[0].et
         return [np.asarray(out).astype(et.dtype if et.dtype is not None else a.dtype, copy=False)]
 
 

@@ -66,7 +66,7 @@ def same_pads(size: int, extent: int, stride: int, upper: bool) -> tuple[int, in
 
 def normalize_auto_pad(node: Node, value: str) -> str:
     v = str(value).lower()
-    node.check(v in AUTO_PADS, f"auto_pad must be one of {AUTO_PADS[:4]}, got {value!r}")
+    node.check(v in AUTO_PADS, "auto_pad must be one of {}, got {!r}", AUTO_PADS[:4], value)
     return "explicit" if v == "notset" else v
 
 
@@ -75,7 +75,7 @@ def spatial_list(node: Node, name: str, n: int, default: int) -> list[int]:
     value = list(getattr(node, name) or [])
     if not value:
         return [default] * n
-    node.check(len(value) == n, f"{name} {value} must have {n} values (one per spatial axis)")
+    node.check(len(value) == n, "{} {} must have {} values (one per spatial axis)", name, value, n)
     return [int(v) for v in value]
 
 
@@ -243,7 +243,7 @@ class _ConvBase(Node):
         n = ranks[0][1]
         for what, r in ranks:
             self.check(r == n, f"{what} implies {r} spatial axes but {ranks[0][0]} implies {n}")
-        self.check(1 <= n <= 3, f"expected 1 to 3 spatial axes, got {n} (data rank {data})")
+        self.check(1 <= n <= 3, "expected 1 to 3 spatial axes, got {} (data rank {})", n, data)
         return n
 
     def _geometry(self, n: int) -> None:
@@ -253,8 +253,8 @@ class _ConvBase(Node):
         self.dilations = spatial_list(self, "dilations", n, 1)
         self.pads_begin = spatial_list(self, "pads_begin", n, 0)
         self.pads_end = spatial_list(self, "pads_end", n, 0)
-        self.check(all(s >= 1 for s in self.strides), f"strides {self.strides} must be >= 1")
-        self.check(all(d >= 1 for d in self.dilations), f"dilations {self.dilations} must be >= 1")
+        self.check(all(s >= 1 for s in self.strides), "strides {} must be >= 1", self.strides)
+        self.check(all(d >= 1 for d in self.dilations), "dilations {} must be >= 1", self.dilations)
 
     def _kernel_dims(self, n: int) -> list[Dimension]:
         filt = self.get_input_partial_shape(1)
@@ -264,7 +264,7 @@ class _ConvBase(Node):
 
     def _extents(self, n: int) -> list[Dimension]:
         kernel = self._kernel_dims(n)
-        self.check(all(k.max >= 1 for k in kernel), f"kernel {kernel} has an empty axis")
+        self.check(all(k.max >= 1 for k in kernel), "kernel {} has an empty axis", kernel)
         return [Dimension((k.min - 1) * d + 1) if k.is_static else Dimension()
                 for k, d in zip(kernel, self.dilations)]
 
@@ -295,7 +295,7 @@ class _ForwardConv(_ConvBase):
             self.set_output_type(0, et, PartialShape([Dimension(), out_c] + [Dimension()] * n))
             return
         self.check(data[1].compatible(in_c),
-                   f"data has {data[1]} channels but the filters expect {in_c}")
+                   "data has {} channels but the filters expect {}", data[1], in_c)
         spatial = window_output_dims(self, list(data)[2:], self._extents(n), self.strides,
                                      self.pads_begin, self.pads_end, self.auto_pad)
         self.set_output_type(0, et, PartialShape([data[0], out_c] + spatial))
@@ -308,10 +308,10 @@ class _ForwardConv(_ConvBase):
     def evaluate(self, inputs):
         x, w = inputs
         self.check(x.shape[1] == w.shape[1],
-                   f"data has {x.shape[1]} channels, filters expect {w.shape[1]}")
+                   "data has {} channels, filters expect {}", x.shape[1], w.shape[1])
         pb, pe = self._pads(x, w.shape[2:])
         y = conv_nd(x, w, self.strides, self.dilations, pb, pe)
-        return [y.astype(self._out_et[0].dtype or x.dtype, copy=False)]
+        return [y.astype(self._outs[0].et.dtype or x.dtype, copy=False)]
 
 
 class Convolution(_ForwardConv):
@@ -340,9 +340,9 @@ class GroupConvolution(_ForwardConv):
         pb, pe = self._pads(x, w.shape[3:])
         flat = w.reshape((groups * w.shape[1],) + w.shape[2:])
         self.check(x.shape[1] == groups * w.shape[2],
-                   f"data has {x.shape[1]} channels, filters expect {groups} x {w.shape[2]}")
+                   "data has {} channels, filters expect {} x {}", x.shape[1], groups, w.shape[2])
         y = conv_nd(x, flat, self.strides, self.dilations, pb, pe, groups)
-        return [y.astype(self._out_et[0].dtype or x.dtype, copy=False)]
+        return [y.astype(self._outs[0].et.dtype or x.dtype, copy=False)]
 
 
 class _BackpropConv(_ConvBase):
@@ -379,13 +379,13 @@ class _BackpropConv(_ConvBase):
         batch = data[0] if data.rank_is_static else Dimension()
         if data.rank_is_static:
             self.check(data[1].compatible(in_c),
-                       f"data has {data[1]} channels but the filters expect {in_c}")
+                       "data has {} channels but the filters expect {}", data[1], in_c)
         if self.get_input_size() == 3:
             oshape = self.get_input_partial_shape(2)
             self.check(not oshape.rank_is_static or len(oshape) == 1,
-                       f"output_shape must be 1-D, got shape {oshape}")
+                       "output_shape must be 1-D, got shape {}", oshape)
             self.check(not oshape.rank_is_static or not oshape[0].is_static or oshape[0].min == n,
-                       f"output_shape must hold {n} spatial dims, got shape {oshape}")
+                       "output_shape must hold {} spatial dims, got shape {}", n, oshape)
             pv = self.input_partial_value(2)
             spatial = [Dimension.of(v) if not isinstance(v, Dimension) else v for v in pv] \
                 if pv is not None else [Dimension() for _ in range(n)]
@@ -444,9 +444,9 @@ class _BackpropConv(_ConvBase):
         out_sp = [int(v) for v in np.asarray(inputs[2]).reshape(-1)] if len(inputs) == 3 else None
         pb, pe = self._pads(x.shape[2:], w.shape[3:], out_sp)
         self.check(x.shape[1] == w.shape[0] * w.shape[1],
-                   f"data has {x.shape[1]} channels, filters expect {w.shape[0] * w.shape[1]}")
+                   "data has {} channels, filters expect {}", x.shape[1], w.shape[0] * w.shape[1])
         y = conv_transpose_nd(x, w, self.strides, self.dilations, pb, pe, self.output_padding)
-        return [y.astype(self._out_et[0].dtype or x.dtype, copy=False)]
+        return [y.astype(self._outs[0].et.dtype or x.dtype, copy=False)]
 
 
 class ConvolutionBackpropData(_BackpropConv):

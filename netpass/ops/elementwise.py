@@ -161,7 +161,7 @@ class Divide(BinaryElementwiseArithmetic):
 
     def evaluate(self, inputs):
         a, b = inputs
-        et = self._out_et[0]
+        et = self._outs[0].et
         if not _is_int(a):
             with np.errstate(all="ignore"):
                 return [np.asarray(np.divide(a, b)).astype(a.dtype, copy=False)]
@@ -275,7 +275,7 @@ class _Logical(BinaryElementwiseLogical):
     def _out_type(self) -> Type:
         for i in range(2):
             et = self.get_input_element_type(i)
-            self.check(et.is_dynamic or et is boolean, f"input {i} must be boolean, got {et}")
+            self.check(et.is_dynamic or et is boolean, "input {} must be boolean, got {}", i, et)
         return super()._out_type()
 
 
@@ -305,7 +305,7 @@ class LogicalNot(Node):
     def infer_types(self) -> None:
         self.check(self.get_input_size() == 1, "expects 1 input")
         et = self.get_input_element_type(0)
-        self.check(et.is_dynamic or et is boolean, f"input must be boolean, got {et}")
+        self.check(et.is_dynamic or et is boolean, "input must be boolean, got {}", et)
         self.set_output_type(0, boolean, self.get_input_partial_shape(0))
 
     def evaluate(self, inputs):
@@ -321,10 +321,10 @@ class Select(Node):
     def infer_types(self) -> None:
         self.check(self.get_input_size() == 3, "expects inputs (cond, then, else)")
         cet = self.get_input_element_type(0)
-        self.check(cet.is_dynamic or cet is boolean, f"condition must be boolean, got {cet}")
+        self.check(cet.is_dynamic or cet is boolean, "condition must be boolean, got {}", cet)
         t, e = self.get_input_element_type(1), self.get_input_element_type(2)
         et = t.merge(e)
-        self.check(et is not None, f"then ({t}) and else ({e}) element types differ")
+        self.check(et is not None, "then ({}) and else ({}) element types differ", t, e)
         shapes = [self.get_input_partial_shape(i) for i in range(3)]
         if self.auto_broadcast == "none":
             out = shapes[0].merge(shapes[1])
@@ -332,12 +332,12 @@ class Select(Node):
         else:
             out = shapes[1].broadcast_merge(shapes[2])
             out = out.broadcast_merge(shapes[0]) if out is not None else None
-        self.check(out is not None, f"shapes {', '.join(map(str, shapes))} do not broadcast")
+        self.check(out is not None, "shapes {} do not broadcast", ', '.join(map(str, shapes)))
         self.set_output_type(0, et, out)
 
     def evaluate(self, inputs):
         c, t, e = inputs
-        return [np.where(c, t, e).astype(self._out_et[0].dtype or t.dtype, copy=False)]
+        return [np.where(c, t, e).astype(self._outs[0].et.dtype or t.dtype, copy=False)]
 
 
 # -- unary arithmetic (OpenVINO's UnaryElementwiseArithmetic family) ---------------------------
@@ -408,7 +408,7 @@ class Gelu(UnaryElementwiseArithmetic):
     def infer_types(self) -> None:
         self.approximation_mode = str(self.approximation_mode).upper()
         self.check(self.approximation_mode in ("ERF", "TANH"),
-                   f"approximation_mode must be ERF or TANH, got {self.approximation_mode}")
+                   "approximation_mode must be ERF or TANH, got {}", self.approximation_mode)
         super().infer_types()
 
     def evaluate(self, inputs):
@@ -430,7 +430,7 @@ class Round(UnaryElementwiseArithmetic):
 
     def infer_types(self) -> None:
         self.check(self.mode in ("half_to_even", "half_away_from_zero"),
-                   f"mode must be half_to_even or half_away_from_zero, got {self.mode}")
+                   "mode must be half_to_even or half_away_from_zero, got {}", self.mode)
         super().infer_types()
 
     def evaluate(self, inputs):
@@ -451,11 +451,11 @@ class _SameTypeUnary(Node):
 
     def infer_types(self) -> None:
         n, full = self.get_input_size(), len(self.INPUTS)
-        self.check(full - self.OPTIONAL <= n <= full, f"expects inputs ({', '.join(self.INPUTS)})")
+        self.check(full - self.OPTIONAL <= n <= full, "expects inputs ({})", ', '.join(self.INPUTS))
         for i in range(1, n):
             ps = self.get_input_partial_shape(i)
             self.check(not ps.rank_is_static or all(d.max == 1 for d in ps),
-                       f"{self.INPUTS[i]} (input {i}) must hold one element, got shape {ps}")
+                       "{} (input {}) must hold one element, got shape {}", self.INPUTS[i], i, ps)
         self.set_output_type(0, self.get_input_element_type(0), self.get_input_partial_shape(0))
 
 
@@ -466,7 +466,7 @@ class Clamp(_SameTypeUnary):
     ATTRS = {"min": 0.0, "max": 0.0}
 
     def infer_types(self) -> None:
-        self.check(self.min <= self.max, f"min {self.min} must not exceed max {self.max}")
+        self.check(self.min <= self.max, "min {} must not exceed max {}", self.min, self.max)
         super().infer_types()
 
     def evaluate(self, inputs):
@@ -566,7 +566,7 @@ class PRelu(Node):
             out = data.broadcast_merge(slope)
             self.check(out is not None and (not data.rank_is_static or not out.rank_is_static
                                             or len(out) == len(data)),
-                       f"slope shape {slope} does not broadcast to data shape {data}")
+                       "slope shape {} does not broadcast to data shape {}", slope, data)
         self.set_output_type(0, et, out)
 
     def evaluate(self, inputs):
@@ -620,7 +620,7 @@ class Convert(Node):
         self.check(self.get_input_size() == 1, "expects 1 input")
         self.destination_type = Type.of(self.destination_type)
         self.check(not self.destination_type.is_dynamic and self.destination_type.dtype is not None,
-                   f"unsupported destination_type {self.destination_type}")
+                   "unsupported destination_type {}", self.destination_type)
         self.set_output_type(0, self.destination_type, self.get_input_partial_shape(0))
 
     def evaluate(self, inputs):

@@ -59,17 +59,17 @@ class GNAConvolution(Node):
         self.has_bias = self.get_input_size() == 3
         self.activation = str(self.activation).upper()
         self.check(self.activation in ACTIVATIONS,
-                   f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
+                   "activation must be one of {}, got {!r}", sorted(ACTIVATIONS), self.activation)
         et = merged_input_type(self)
         data = self.get_input_partial_shape(0)
         filt = self.get_input_partial_shape(1)
         ranks = {len(ps) for ps in (data, filt) if ps.rank_is_static}
-        self.check(len(ranks) <= 1, f"data {data} and filters {filt} differ in rank")
+        self.check(len(ranks) <= 1, "data {} and filters {} differ in rank", data, filt)
         if not ranks:
             self.set_output_type(0, et, PartialShape(None))
             return
         rank = ranks.pop()
-        self.check(3 <= rank <= 5, f"expected NWC, NHWC or NDHWC data, got rank {rank}")
+        self.check(3 <= rank <= 5, "expected NWC, NHWC or NDHWC data, got rank {}", rank)
         n = rank - 2
         self.auto_pad = normalize_auto_pad(self, self.auto_pad)
         self.strides = spatial_list(self, "strides", n, 1)
@@ -95,7 +95,7 @@ class GNAConvolution(Node):
             bias = self.get_input_partial_shape(2)
             merged = shape.broadcast_merge(bias)
             self.check(merged is not None and merged.compatible(shape),
-                       f"bias of shape {bias} does not broadcast to the output {shape}")
+                       "bias of shape {} does not broadcast to the output {}", bias, shape)
         self.set_output_type(0, et, shape)
 
     def evaluate(self, inputs):
@@ -108,7 +108,7 @@ class GNAConvolution(Node):
         if self.has_bias:
             y = y + inputs[2]
         y = ACTIVATIONS[self.activation](y)
-        return [np.asarray(y).astype(self._out_et[0].dtype or inputs[0].dtype, copy=False)]
+        return [np.asarray(y).astype(self._outs[0].et.dtype or inputs[0].dtype, copy=False)]
 
 
 class GNAMaxPool(Node):
@@ -123,10 +123,10 @@ class GNAMaxPool(Node):
         self.check(self.get_input_size() == 1, "expects 1 input")
         self.kernel = [int(k) for k in self.kernel]
         n = len(self.kernel)
-        self.check(1 <= n <= 3, f"kernel {self.kernel} must have 1 to 3 axes")
-        self.check(all(k >= 1 for k in self.kernel), f"kernel {self.kernel} must be >= 1")
+        self.check(1 <= n <= 3, "kernel {} must have 1 to 3 axes", self.kernel)
+        self.check(all(k >= 1 for k in self.kernel), "kernel {} must be >= 1", self.kernel)
         self.check(self.rounding_type in ("floor", "ceil"),
-                   f"rounding_type must be 'floor' or 'ceil', got {self.rounding_type!r}")
+                   "rounding_type must be 'floor' or 'ceil', got {!r}", self.rounding_type)
         self.auto_pad = normalize_auto_pad(self, self.auto_pad)
         self.strides = spatial_list(self, "strides", n, 1)
         self.pads_begin = spatial_list(self, "pads_begin", n, 0)
@@ -136,7 +136,7 @@ class GNAMaxPool(Node):
         if not data.rank_is_static:
             self.set_output_type(0, et, PartialShape.dynamic(n + 2))
             return
-        self.check(len(data) == n + 2, f"data {data} does not match kernel {self.kernel}")
+        self.check(len(data) == n + 2, "data {} does not match kernel {}", data, self.kernel)
         spatial = window_output_dims(self, list(data)[1:-1], self.kernel, self.strides,
                                      self.pads_begin, self.pads_end, self.auto_pad,
                                      self.rounding_type == "ceil")

@@ -26,13 +26,13 @@ def _scalar_axis(node: Node, i: int, rank: int | None) -> int | None:
     axis = const_ints(node, i)
     if axis is None or rank is None:
         return None
-    node.check(len(axis) == 1, f"axis must be a scalar, got {axis}")
+    node.check(len(axis) == 1, "axis must be a scalar, got {}", axis)
     return normalize_axis(node, axis[0], rank)
 
 
 def _check_indices(node: Node, i: int) -> None:
     et = node.get_input_element_type(i)
-    node.check(et.is_dynamic or et.is_integral, f"indices (input {i}) must be integer, got {et}")
+    node.check(et.is_dynamic or et.is_integral, "indices (input {}) must be integer, got {}", i, et)
 
 
 # -- Gather ---------------------------------------------------------------------------------
@@ -51,7 +51,7 @@ class Gather(Node):
                 return None
             b += idx_rank
         self.check(b >= 0 and (idx_rank is None or b <= idx_rank),
-                   f"batch_dims {self.batch_dims} out of range for indices rank {idx_rank}")
+                   "batch_dims {} out of range for indices rank {}", self.batch_dims, idx_rank)
         return b
 
     def axis(self) -> int | None:
@@ -72,8 +72,8 @@ class Gather(Node):
                 rank = len(data) + len(idx) - 1 - b
             self.set_output_type(0, et, PartialShape.dynamic(rank))
             return
-        self.check(axis >= b, f"axis {axis} must be >= batch_dims {b}")
-        self.check(b <= len(data), f"batch_dims {b} exceeds data rank {len(data)}")
+        self.check(axis >= b, "axis {} must be >= batch_dims {}", axis, b)
+        self.check(b <= len(data), "batch_dims {} exceeds data rank {}", b, len(data))
         batch = []
         for k in range(b):
             m = data[k].merge(idx[k])
@@ -188,7 +188,7 @@ class GatherND(Node):
         k = idx[-1].min
         self.check(b + k <= len(data), f"indices last dim {k} + batch_dims {b} exceed data "
                    f"rank {len(data)}")
-        self.check(b < len(idx), f"batch_dims {b} must be less than indices rank {len(idx)}")
+        self.check(b < len(idx), "batch_dims {} must be less than indices rank {}", b, len(idx))
         batch = []
         for i in range(b):
             m = data[i].merge(idx[i])
@@ -229,7 +229,7 @@ class ScatterUpdate(Node):
         _check_indices(self, 1)
         et = self.get_input_element_type(0)
         self.check(et.merge(self.get_input_element_type(2)) is not None,
-                   f"updates type {self.get_input_element_type(2)} differs from data type {et}")
+                   "updates type {} differs from data type {}", self.get_input_element_type(2), et)
         data = self.get_input_partial_shape(0)
         _scalar_axis(self, 3, len(data) if data.rank_is_static else None)
         self.set_output_type(0, et, data)
@@ -262,12 +262,12 @@ class ScatterElementsUpdate(Node):
 
     def infer_types(self) -> None:
         self.check(self.get_input_size() == 4, "expects inputs (data, indices, updates, axis)")
-        self.check(self.reduction in _REDUCTIONS, f"unknown reduction '{self.reduction}'")
+        self.check(self.reduction in _REDUCTIONS, "unknown reduction '{}'", self.reduction)
         _check_indices(self, 1)
         et = self.get_input_element_type(0)
         data = self.get_input_partial_shape(0)
         idx, upd = self.get_input_partial_shape(1), self.get_input_partial_shape(2)
-        self.check(idx.compatible(upd), f"indices shape {idx} differs from updates shape {upd}")
+        self.check(idx.compatible(upd), "indices shape {} differs from updates shape {}", idx, upd)
         if data.rank_is_static and idx.rank_is_static:
             self.check(len(data) == len(idx), f"indices rank {len(idx)} != data rank {len(data)}")
         _scalar_axis(self, 3, len(data) if data.rank_is_static else None)
@@ -330,7 +330,7 @@ class ScatterNDUpdate(Node):
     def infer_types(self) -> None:
         self.check(self.get_input_size() == 3, "expects inputs (data, indices, updates)")
         self.check(self.reduction in ("none", "sum", "sub", "prod", "min", "max"),
-                   f"unknown reduction '{self.reduction}'")
+                   "unknown reduction '{}'", self.reduction)
         _check_indices(self, 1)
         et = self.get_input_element_type(0)
         data = self.get_input_partial_shape(0)
@@ -338,9 +338,9 @@ class ScatterNDUpdate(Node):
         if data.rank_is_static and idx.rank_is_static and upd.rank_is_static and len(idx) \
                 and idx[-1].is_static:
             k = idx[-1].min
-            self.check(k <= len(data), f"indices last dim {k} exceeds data rank {len(data)}")
+            self.check(k <= len(data), "indices last dim {} exceeds data rank {}", k, len(data))
             expect = PartialShape(list(idx.dims[:-1]) + list(data.dims[k:]))
-            self.check(upd.compatible(expect), f"updates shape {upd} must be {expect}")
+            self.check(upd.compatible(expect), "updates shape {} must be {}", upd, expect)
         self.set_output_type(0, et, data)
 
     def evaluate(self, inputs):
@@ -381,7 +381,7 @@ class OneHot(Node):
         self.check(self.get_input_size() == 4,
                    "expects inputs (indices, depth, on_value, off_value)")
         self.check(self.negative_indices_mode in ("ignore_negative", "normalize"),
-                   f"unknown negative_indices_mode '{self.negative_indices_mode}'")
+                   "unknown negative_indices_mode '{}'", self.negative_indices_mode)
         _check_indices(self, 0)
         et = self.get_input_element_type(2)
         self.check(et.merge(self.get_input_element_type(3)) is not None,
@@ -411,7 +411,7 @@ class OneHot(Node):
         axis = self.axis % (idx.ndim + 1)
         hot = np.expand_dims(idx, axis) == np.arange(depth).reshape(
             (1,) * axis + (depth,) + (1,) * (idx.ndim - axis))
-        dt = self._out_et[0].dtype or np.asarray(on).dtype
+        dt = self._outs[0].et.dtype or np.asarray(on).dtype
         return [np.where(hot, np.asarray(on).reshape(()), np.asarray(off).reshape(())).astype(dt)]
 
 

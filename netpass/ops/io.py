@@ -59,7 +59,7 @@ class Constant(Node):
         self.set_output_type(0, et, PartialShape(arr.shape))
 
     def infer_values(self) -> None:
-        self._out_val[0] = self.value
+        self._outs[0].val = self.value
 
     def evaluate(self, inputs):
         return [self.value]

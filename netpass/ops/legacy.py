@@ -22,7 +22,7 @@ __all__ = ["crop_ie", "power_ie", "scale_shift_ie", "fully_connected", "eltwise"
 
 
 def _cast(node: Node, y: Any, like: np.ndarray) -> np.ndarray:
-    return np.asarray(y).astype(node._out_et[0].dtype or like.dtype, copy=False)
+    return np.asarray(y).astype(node._outs[0].et.dtype or like.dtype, copy=False)
 
 
 class CropIE(Node):
@@ -40,7 +40,7 @@ class CropIE(Node):
         self.check(len(self.axes) == len(self.dim) == len(self.offset),
                    f"axes {self.axes}, dim {self.dim} and offset {self.offset} differ in length")
         self.check(all(d >= 0 and o >= 0 for d, o in zip(self.dim, self.offset)),
-                   f"dim {self.dim} and offset {self.offset} must be >= 0")
+                   "dim {} and offset {} must be >= 0", self.dim, self.offset)
         data = self.get_input_partial_shape(0)
         et = self.get_input_element_type(0)
         if not data.rank_is_static:
@@ -48,9 +48,9 @@ class CropIE(Node):
             return
         dims = list(data)
         for a, d, o in zip(self.axes, self.dim, self.offset):
-            self.check(0 <= a < len(dims), f"axis {a} out of range for data {data}")
+            self.check(0 <= a < len(dims), "axis {} out of range for data {}", a, data)
             self.check(dims[a].max >= o + d,
-                       f"crop [{o}, {o + d}) on axis {a} leaves data {data}")
+                       "crop [{}, {}) on axis {} leaves data {}", o, o + d, a, data)
             dims[a] = Dimension(d)
         self.set_output_type(0, et, PartialShape(dims))
 
@@ -98,11 +98,11 @@ class ScaleShiftIE(Node):
                 continue
             if len(ps) == 1 and len(data) > 1:
                 self.check(ps[0].compatible(data[1]),
-                           f"{what} {ps} do not match the {data[1]} channels of data {data}")
+                           "{} {} do not match the {} channels of data {}", what, ps, data[1], data)
             else:
                 merged = data.broadcast_merge(ps)
                 self.check(merged is not None and merged.compatible(data),
-                           f"{what} {ps} do not broadcast to data {data}")
+                           "{} {} do not broadcast to data {}", what, ps, data)
         self.set_output_type(0, et, data)
 
     def evaluate(self, inputs):
@@ -126,24 +126,24 @@ class FullyConnected(Node):
         self.check(self.get_input_size() == 3, "expects inputs (A, W, bias)")
         et = merged_input_type(self)
         a, w, b = (self.get_input_partial_shape(i) for i in range(3))
-        self.check(not w.rank_is_static or len(w) == 2, f"weights must be [N, K], got {w}")
+        self.check(not w.rank_is_static or len(w) == 2, "weights must be [N, K], got {}", w)
         n = w[0] if w.rank_is_static else Dimension()
         if self.out_size:
             self.check(n.compatible(self.out_size),
-                       f"out_size {self.out_size} but weights {w} give {n} outputs")
+                       "out_size {} but weights {} give {} outputs", self.out_size, w, n)
             n = Dimension(int(self.out_size))
         elif n.is_static:
             self.out_size = n.min
         self.check(not b.rank_is_static or (len(b) == 1 and b[0].compatible(n)) or
                    (len(b) >= 1 and b[-1].compatible(n)),
-                   f"bias {b} must hold {n} values")
+                   "bias {} must hold {} values", b, n)
         if not a.rank_is_static:
             self.set_output_type(0, et, PartialShape(None))
             return
         self.check(len(a) >= 1, "A must have rank >= 1")
         if w.rank_is_static:
             self.check(a[-1].compatible(w[1]),
-                       f"A {a} has K={a[-1]} but weights {w} have K={w[1]}")
+                       "A {} has K={} but weights {} have K={}", a, a[-1], w, w[1])
         self.set_output_type(0, et, PartialShape(list(a)[:-1] + [n]))
 
     def evaluate(self, inputs):
@@ -168,11 +168,11 @@ class Eltwise(Node):
         self.check(self.get_input_size() == 2, "expects 2 inputs")
         self.operation = str(self.operation).lower()
         self.check(self.operation in ELTWISE,
-                   f"operation must be one of {sorted(ELTWISE)}, got {self.operation!r}")
+                   "operation must be one of {}, got {!r}", sorted(ELTWISE), self.operation)
         et = merged_input_type(self)
         a, b = self.get_input_partial_shape(0), self.get_input_partial_shape(1)
         out = a.broadcast_merge(b)
-        self.check(out is not None, f"input shapes {a} and {b} do not broadcast")
+        self.check(out is not None, "input shapes {} and {} do not broadcast", a, b)
         self.set_output_type(0, et, out)
 
     def evaluate(self, inputs):

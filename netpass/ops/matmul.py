@@ -36,7 +36,7 @@ class MatMul(Node):
         if not a.rank_is_static or not b.rank_is_static:
             self.set_output_type(0, et, PartialShape(None))
             return
-        self.check(len(a) >= 1 and len(b) >= 1, f"scalars cannot be multiplied: A {a}, B {b}")
+        self.check(len(a) >= 1 and len(b) >= 1, "scalars cannot be multiplied: A {}, B {}", a, b)
         da, db = list(a), list(b)
         if len(da) == 1:
             da = [Dimension(1)] + da
@@ -47,10 +47,11 @@ class MatMul(Node):
         elif self.transpose_b:
             db[-2], db[-1] = db[-1], db[-2]
         self.check(da[-1].compatible(db[-2]),
-                   f"inner dims differ: A {a} gives K={da[-1]}, B {b} gives K={db[-2]}"
-                   f" (transpose_a={self.transpose_a}, transpose_b={self.transpose_b})")
+                   "inner dims differ: A {} gives K={}, B {} gives K={}"
+                   " (transpose_a={}, transpose_b={})",
+                   a, da[-1], b, db[-2], self.transpose_a, self.transpose_b)
         batch = PartialShape(da[:-2]).broadcast_merge(PartialShape(db[:-2]))
-        self.check(batch is not None, f"batch dims of A {a} and B {b} do not broadcast")
+        self.check(batch is not None, "batch dims of A {} and B {} do not broadcast", a, b)
         dims = list(batch)
         if len(a) > 1:
             dims.append(da[-2])
@@ -65,7 +66,7 @@ class MatMul(Node):
         if self.transpose_b and b.ndim > 1:
             b = np.swapaxes(b, -1, -2)
         out = np.matmul(a, b)
-        return [np.asarray(out).astype(self._out_et[0].dtype or inputs[0].dtype, copy=False)]
+        return [np.asarray(out).astype(self._outs[0].et.dtype or inputs[0].dtype, copy=False)]
 
 
 def _computable(x: np.ndarray) -> np.ndarray:
@@ -158,7 +159,7 @@ class Einsum(Node):
                            f"input {i} of shape {ps} has fewer dims than term {''.join(term)!r}")
             else:
                 self.check(len(ps) == len(letters),
-                           f"input {i} of shape {ps} does not match term {''.join(term)!r}")
+                           "input {} of shape {} does not match term {!r}", i, ps, ''.join(term))
             k = term.index("...") if "..." in term else len(term)
             n_ell = len(ps) - len(letters)
             dims = list(ps)
@@ -188,13 +189,13 @@ class Einsum(Node):
             return d
         merged = labels[label].merge(d)
         self.check(merged is not None,
-                   f"label {label!r} is {labels[label]} elsewhere but {d} in input {i}")
+                   "label {!r} is {} elsewhere but {} in input {}", label, labels[label], d, i)
         return merged
 
     def evaluate(self, inputs):
         out = np.einsum(self.equation.replace(" ", ""), *(_computable(v) for v in inputs),
                         optimize=len(inputs) > 2)
-        return [np.asarray(out).astype(self._out_et[0].dtype or inputs[0].dtype, copy=False)]
+        return [np.asarray(out).astype(self._outs[0].et.dtype or inputs[0].dtype, copy=False)]
 
 
 # -- factories -------------------------------------------------------------------------------

@@ -49,7 +49,7 @@ def vector_length(node: Node, i: int) -> int | None:
     ps = node.get_input_partial_shape(i)
     if not ps.rank_is_static:
         return None
-    node.check(len(ps) <= 1, f"input {i} must be a scalar or 1-D, got shape {ps}")
+    node.check(len(ps) <= 1, "input {} must be a scalar or 1-D, got shape {}", i, ps)
     if len(ps) == 0:
         return 1
     return ps[0].min if ps[0].is_static else None
@@ -71,7 +71,7 @@ def check_shape_input(node: Node, i: int, what: str) -> None:
     et = node.get_input_element_type(i)
     node.check(et.is_dynamic or et.is_integral, f"{what} (input {i}) must be integer, got {et}")
     node.check(not ps.rank_is_static or len(ps) <= 1,
-               f"{what} (input {i}) must be a scalar or 1-D, got shape {ps}")
+               "{} (input {}) must be a scalar or 1-D, got shape {}", what, i, ps)
 
 
 def pass_partial_value(node: Node, src: int = 0, out: int = 0) -> None:
@@ -110,17 +110,17 @@ class Reshape(Node):
             if isinstance(v, Dimension):
                 out.append(v)
             elif v == -1:
-                self.check(minus_one is None, f"more than one -1 in output shape {pattern}")
+                self.check(minus_one is None, "more than one -1 in output shape {}", pattern)
                 minus_one = i
                 out.append(None)
             elif v == 0 and self.special_zero:
                 if data.rank_is_static:
-                    self.check(i < len(data), f"special zero at {i} past input rank {len(data)}")
+                    self.check(i < len(data), "special zero at {} past input rank {}", i, len(data))
                     out.append(data[i])
                 else:
                     out.append(Dimension())
             else:
-                self.check(v >= 0, f"invalid value {v} in output shape {pattern}")
+                self.check(v >= 0, "invalid value {} in output shape {}", v, pattern)
                 out.append(Dimension(v))
         if minus_one is not None:
             others = [d for d in out if d is not None]
@@ -128,8 +128,8 @@ class Reshape(Node):
         dims: list[Dimension] = out  # type: ignore[assignment]
         if data.is_static and all(d.is_static for d in dims):
             n_in, n_out = math.prod(data.to_shape()), math.prod(d.min for d in dims)
-            self.check(n_in == n_out, f"cannot reshape {data} ({n_in} elements) to "
-                       f"{pattern} ({n_out} elements)")
+            self.check(n_in == n_out, "cannot reshape {} ({} elements) to {} ({} elements)",
+                       data, n_in, pattern, n_out)
         return PartialShape(dims)
 
     @staticmethod
@@ -219,7 +219,7 @@ class Squeeze(Node):
         norm = {normalize_axis(self, a, rank) for a in axes}
         for a in sorted(norm):
             self.check(data[a].compatible(1),
-                       f"axis {a} has dimension {data[a]}; only axes of size 1 may be removed")
+                       "axis {} has dimension {}; only axes of size 1 may be removed", a, data[a])
         self.set_output_type(0, et, PartialShape([d for i, d in enumerate(data) if i not in norm]))
 
     def infer_values(self) -> None:
@@ -251,7 +251,7 @@ class Unsqueeze(Node):
             return
         out_rank = len(data) + len(axes)
         norm = {normalize_axis(self, a, out_rank) for a in axes}
-        self.check(len(norm) == len(axes), f"repeated axes {axes}")
+        self.check(len(norm) == len(axes), "repeated axes {}", axes)
         dims = iter(data.dims)
         self.set_output_type(0, et, PartialShape(
             [Dimension(1) if i in norm else next(dims) for i in range(out_rank)]))
@@ -289,7 +289,7 @@ class Transpose(Node):
         data = self.get_input_partial_shape(0)
         ops = self.get_input_partial_shape(1)
         self.check(not ops.rank_is_static or len(ops) == 1,
-                   f"input order must have shape [n], got {ops}")
+                   "input order must have shape [n], got {}", ops)
         order = self.order()
         if order is None:
             rank = len(data) if data.rank_is_static else vector_length(self, 1)
@@ -297,7 +297,7 @@ class Transpose(Node):
             return
         rank = len(order)
         self.check(sorted(order) == list(range(rank)),
-                   f"input order {order} is not a permutation of 0..{rank - 1}")
+                   "input order {} is not a permutation of 0..{}", order, rank - 1)
         if not data.rank_is_static:
             self.set_output_type(0, et, PartialShape.dynamic(rank))
             return
@@ -330,7 +330,7 @@ class Concat(Node):
             ps = self.get_input_partial_shape(i)
             if ps.rank_is_static:
                 self.check(rank is None or len(ps) == rank,
-                           f"input {i} has rank {len(ps)}, expected {rank}")
+                           "input {} has rank {}, expected {}", i, len(ps), rank)
                 rank = len(ps)
         if rank is None:
             self.set_output_type(0, et, PartialShape(None))
@@ -350,7 +350,7 @@ class Concat(Node):
                     continue
                 merged = dims[k].merge(d) if known_rank else d
                 self.check(merged is not None,
-                           f"input {i} dim {k} is {d}, incompatible with {dims[k]}")
+                           "input {} dim {} is {}, incompatible with {}", i, k, d, dims[k])
                 dims[k] = merged
             known_rank = True
             if total is not None:
@@ -389,7 +389,7 @@ def _split_axis(node: Node, rank: int | None) -> int | None:
     axis = const_ints(node, 1)
     if axis is None or rank is None:
         return None
-    node.check(len(axis) == 1, f"axis must be a scalar, got {axis}")
+    node.check(len(axis) == 1, "axis must be a scalar, got {}", axis)
     return normalize_axis(node, axis[0], rank)
 
 
@@ -414,7 +414,7 @@ class Split(Node):
     def infer_types(self) -> None:
         self.check(self.get_input_size() == 2, "expects inputs (data, axis)")
         n = int(self.num_splits)
-        self.check(n > 0, f"num_splits must be positive, got {n}")
+        self.check(n > 0, "num_splits must be positive, got {}", n)
         et = self.get_input_element_type(0)
         data = self.get_input_partial_shape(0)
         axis = _split_axis(self, len(data) if data.rank_is_static else None)
@@ -477,14 +477,14 @@ class VariadicSplit(Node):
             for i in range(n):
                 self.set_output_type(i, et, _same_rank(data))
             return
-        self.check(raw.count(-1) <= 1, f"split_lengths {raw} has more than one -1")
-        self.check(all(v >= -1 for v in raw), f"invalid split_lengths {raw}")
+        self.check(raw.count(-1) <= 1, "split_lengths {} has more than one -1", raw)
+        self.check(all(v >= -1 for v in raw), "invalid split_lengths {}", raw)
         lengths = self.lengths()
         self.set_output_size(len(lengths))
         if axis is not None and data[axis].is_static:
             d, known = data[axis].min, sum(v for v in raw if v != -1)
             self.check(known <= d if -1 in raw else known == d,
-                       f"split_lengths {raw} do not add up to dimension {d} on axis {axis}")
+                       "split_lengths {} do not add up to dimension {} on axis {}", raw, d, axis)
         for i, v in enumerate(lengths):
             if axis is None:
                 shape = _same_rank(data)
@@ -585,12 +585,12 @@ class Slice(Node):
         n = len(start)
         self.check(len(stop) == n and len(step) == n,
                    f"start, stop and step lengths differ: {len(start)}, {len(stop)}, {len(step)}")
-        self.check(all(s != 0 for s in step), f"step must be non-zero, got {step}")
+        self.check(all(s != 0 for s in step), "step must be non-zero, got {}", step)
         if self.get_input_size() == 5:
             axes = const_ints(self, 4)
             if axes is None:
                 return None
-            self.check(len(axes) == n, f"axes {axes} must have {n} elements")
+            self.check(len(axes) == n, "axes {} must have {} elements", axes, n)
         else:
             axes = list(range(n))
         return start, stop, step, axes
@@ -624,7 +624,7 @@ class Slice(Node):
         seen = set()
         for b, e, s, a in zip(start, stop, step, axes):
             a = normalize_axis(self, a, rank)
-            self.check(a not in seen, f"repeated axis {a} in axes {axes}")
+            self.check(a not in seen, "repeated axis {} in axes {}", a, axes)
             seen.add(a)
             dims[a] = dynamic_length(dims[a], _SliceLength(b, e, s))
         self.set_output_type(0, et, PartialShape(dims))
@@ -710,10 +710,10 @@ class StridedSlice(Node):
         """Per slice index: ('new',) | ('shrink', in_axis) | ('ellipsis', [in_axes]) |
         ('slice', in_axis); then the input axes past the last index."""
         ell = [i for i in range(n) if _mask(self.ellipsis_mask, i)]
-        self.check(len(ell) <= 1, f"ellipsis_mask {self.ellipsis_mask} has more than one bit set")
+        self.check(len(ell) <= 1, "ellipsis_mask {} has more than one bit set", self.ellipsis_mask)
         new = [i for i in range(n) if _mask(self.new_axis_mask, i) and i not in ell]
         real = n - len(new) - len(ell)
-        self.check(real <= rank, f"{real} sliced axes for an input of rank {rank}")
+        self.check(real <= rank, "{} sliced axes for an input of rank {}", real, rank)
         plan = []
         axis = 0
         for i in range(n):
@@ -760,13 +760,13 @@ class StridedSlice(Node):
                 if begin is not None and data[step[1]].is_static:
                     d = data[step[1]].min
                     self.check(-d <= begin[i] < d,
-                               f"shrink index {begin[i]} out of range for dimension {d}")
+                               "shrink index {} out of range for dimension {}", begin[i], d)
             else:
                 d = data[step[1]]
                 bm, em = _mask(self.begin_mask, i), _mask(self.end_mask, i)
                 st = strides[i] if strides is not None else None
                 if st is not None:
-                    self.check(st != 0, f"stride {i} is zero")
+                    self.check(st != 0, "stride {} is zero", i)
                 if st is None or (begin is None and not bm) or (end is None and not em):
                     dims.append(Dimension(0, d.get_max_length()))
                     continue
@@ -846,7 +846,7 @@ class Broadcast(Node):
     def infer_types(self) -> None:
         mode = self.mode
         self.check(mode in ("numpy", "bidirectional", "explicit"),
-                   f"unsupported broadcast mode '{mode}'")
+                   "unsupported broadcast mode '{}'", mode)
         n_in = self.get_input_size()
         self.check(n_in == (3 if mode == "explicit" else 2),
                    "expects inputs (data, target_shape" + (", axes_mapping)" if mode == "explicit"
@@ -862,10 +862,10 @@ class Broadcast(Node):
             self.set_output_type(0, et, PartialShape.dynamic(n))
             return
         tdims = [as_dim(v) if not isinstance(v, int) or v >= 0 else None for v in target]
-        self.check(all(d is not None for d in tdims), f"invalid target shape {target}")
+        self.check(all(d is not None for d in tdims), "invalid target shape {}", target)
         if mode == "bidirectional":
             out = data.broadcast_merge(PartialShape(tdims))
-            self.check(out is not None, f"shapes {data} and {target} do not broadcast")
+            self.check(out is not None, "shapes {} and {} do not broadcast", data, target)
             self.set_output_type(0, et, out)
             return
         if not data.rank_is_static:
@@ -883,20 +883,20 @@ class Broadcast(Node):
                     m = t if t.min == d.min else None
                 else:
                     m = t.merge(d)
-                self.check(m is not None, f"data dim {i} ({d}) does not broadcast to {t}")
+                self.check(m is not None, "data dim {} ({}) does not broadcast to {}", i, d, t)
                 out[off + i] = t if t.is_static else m
             self.set_output_type(0, et, PartialShape(out))
             return
         mapping = const_ints(self, 2)
         if mapping is not None:
             self.check(len(mapping) == len(data),
-                       f"axes_mapping {mapping} must have {len(data)} elements")
-            self.check(mapping == sorted(mapping), f"axes_mapping {mapping} must be increasing")
+                       "axes_mapping {} must have {} elements", mapping, len(data))
+            self.check(mapping == sorted(mapping), "axes_mapping {} must be increasing", mapping)
             for i, a in enumerate(mapping):
-                self.check(0 <= a < len(tdims), f"axes_mapping {mapping} out of range")
+                self.check(0 <= a < len(tdims), "axes_mapping {} out of range", mapping)
                 d, t = data[i], tdims[a]
                 self.check(d == 1 or d.compatible(t),
-                           f"data dim {i} ({d}) does not match target dim {a} ({t})")
+                           "data dim {} ({}) does not match target dim {} ({})", i, d, a, t)
         self.set_output_type(0, et, PartialShape(tdims))
 
     def infer_values(self) -> None:
@@ -942,7 +942,7 @@ class Tile(Node):
             self.set_output_type(0, et, PartialShape.dynamic(rank))
             return
         self.check(all(isinstance(r, Dimension) or r >= 0 for r in reps),
-                   f"repeats {reps} must be non-negative")
+                   "repeats {} must be non-negative", reps)
         rank = max(len(reps), len(data))
         dims = [Dimension(1)] * (rank - len(data)) + list(data.dims)
         reps = [1] * (rank - len(reps)) + list(reps)
@@ -997,16 +997,16 @@ class Pad(Node):
     def infer_types(self) -> None:
         n_in = self.get_input_size()
         self.check(n_in in (3, 4), "expects inputs (arg, pads_begin, pads_end[, pad_value])")
-        self.check(self.pad_mode in PAD_MODES, f"unknown pad_mode '{self.pad_mode}'")
+        self.check(self.pad_mode in PAD_MODES, "unknown pad_mode '{}'", self.pad_mode)
         check_shape_input(self, 1, "pads_begin")
         check_shape_input(self, 2, "pads_end")
         et = self.get_input_element_type(0)
         if n_in == 4:
             ps = self.get_input_partial_shape(3)
             self.check(not ps.rank_is_static or len(ps) == 0,
-                       f"pad_value must be a scalar, got shape {ps}")
+                       "pad_value must be a scalar, got shape {}", ps)
             self.check(et.merge(self.get_input_element_type(3)) is not None,
-                       f"pad_value type {self.get_input_element_type(3)} differs from {et}")
+                       "pad_value type {} differs from {}", self.get_input_element_type(3), et)
         data = self.get_input_partial_shape(0)
         begin, end = shape_values(self, 1), shape_values(self, 2)
         if not data.rank_is_static:
@@ -1016,7 +1016,7 @@ class Pad(Node):
         rank = len(data)
         for name, v in (("pads_begin", begin), ("pads_end", end)):
             self.check(v is None or len(v) == rank,
-                       f"{name} {v} must have {rank} elements (the input rank)")
+                       "{} {} must have {} elements (the input rank)", name, v, rank)
         dims = []
         for i, d in enumerate(data):
             b = begin[i] if begin is not None else None
@@ -1027,7 +1027,7 @@ class Pad(Node):
                 dims.append(d)
             elif d.is_static:
                 n = d.min + b + e
-                self.check(n >= 0, f"pads {b}, {e} leave a negative dimension on axis {i}")
+                self.check(n >= 0, "pads {}, {} leave a negative dimension on axis {}", b, e, i)
                 if self.pad_mode in ("reflect", "symmetric") and (b > 0 or e > 0):
                     lim = d.min - (1 if self.pad_mode == "reflect" else 0)
                     self.check(max(b, e) <= lim, f"{self.pad_mode} pads {b}, {e} exceed "
@@ -1069,15 +1069,15 @@ class DepthToSpace(Node):
 
     def infer_types(self) -> None:
         self.check(self.get_input_size() == 1, "expects 1 input")
-        self.check(self.mode in ("blocks_first", "depth_first"), f"unknown mode '{self.mode}'")
+        self.check(self.mode in ("blocks_first", "depth_first"), "unknown mode '{}'", self.mode)
         bs = int(self.block_size)
-        self.check(bs > 0, f"block_size must be positive, got {bs}")
+        self.check(bs > 0, "block_size must be positive, got {}", bs)
         et = self.get_input_element_type(0)
         data = self.get_input_partial_shape(0)
         if not data.rank_is_static:
             self.set_output_type(0, et, PartialShape(None))
             return
-        self.check(len(data) >= 3, f"input rank must be >= 3, got {data}")
+        self.check(len(data) >= 3, "input rank must be >= 3, got {}", data)
         k = len(data) - 2
         div = bs ** k
         c = data[1]
@@ -1109,15 +1109,15 @@ class SpaceToDepth(Node):
 
     def infer_types(self) -> None:
         self.check(self.get_input_size() == 1, "expects 1 input")
-        self.check(self.mode in ("blocks_first", "depth_first"), f"unknown mode '{self.mode}'")
+        self.check(self.mode in ("blocks_first", "depth_first"), "unknown mode '{}'", self.mode)
         bs = int(self.block_size)
-        self.check(bs > 0, f"block_size must be positive, got {bs}")
+        self.check(bs > 0, "block_size must be positive, got {}", bs)
         et = self.get_input_element_type(0)
         data = self.get_input_partial_shape(0)
         if not data.rank_is_static:
             self.set_output_type(0, et, PartialShape(None))
             return
-        self.check(len(data) >= 3, f"input rank must be >= 3, got {data}")
+        self.check(len(data) >= 3, "input rank must be >= 3, got {}", data)
         k = len(data) - 2
         for i, d in enumerate(data.dims[2:]):
             if d.is_static:
@@ -1160,10 +1160,10 @@ class Reverse(Node):
 
     def infer_types(self) -> None:
         self.check(self.get_input_size() == 2, "expects inputs (data, reverse_axes)")
-        self.check(self.mode in ("index", "mask"), f"unknown mode '{self.mode}'")
+        self.check(self.mode in ("index", "mask"), "unknown mode '{}'", self.mode)
         et = self.get_input_element_type(1)
         if self.mode == "mask":
-            self.check(et.is_dynamic or et.name == "boolean", f"mask must be boolean, got {et}")
+            self.check(et.is_dynamic or et.name == "boolean", "mask must be boolean, got {}", et)
         else:
             check_shape_input(self, 1, "reverse_axes")
         self.axes()

@@ -36,8 +36,8 @@ def _runtime_axes(axes: np.ndarray, rank: int) -> tuple[int, ...]:
 def _check_axes_input(node: Node, i: int) -> None:
     ps = node.get_input_partial_shape(i)
     et = node.get_input_element_type(i)
-    node.check(not ps.rank_is_static or len(ps) <= 1, f"axes (input {i}) must be 1-D, got {ps}")
-    node.check(et.is_dynamic or et.is_integral, f"axes (input {i}) must be integers, got {et}")
+    node.check(not ps.rank_is_static or len(ps) <= 1, "axes (input {}) must be 1-D, got {}", i, ps)
+    node.check(et.is_dynamic or et.is_integral, "axes (input {}) must be integers, got {}", i, et)
     rank = node.get_input_partial_shape(0)
     if rank.rank_is_static:
         _axes_of(node, i, len(rank))  # range check
@@ -101,7 +101,7 @@ class MVN(Node):
         self.check(self.get_input_size() == 2, "expects inputs (data, axes)")
         self.eps_mode = str(self.eps_mode).upper()
         self.check(self.eps_mode in ("INSIDE_SQRT", "OUTSIDE_SQRT"),
-                   f"eps_mode must be INSIDE_SQRT or OUTSIDE_SQRT, got {self.eps_mode}")
+                   "eps_mode must be INSIDE_SQRT or OUTSIDE_SQRT, got {}", self.eps_mode)
         _check_axes_input(self, 1)
         self.set_output_type(0, self.get_input_element_type(0), self.get_input_partial_shape(0))
 
@@ -130,22 +130,22 @@ class BatchNormInference(Node):
 
     def infer_types(self) -> None:
         self.check(self.get_input_size() == 5, "expects inputs (data, gamma, beta, mean, variance)")
-        self.check(self.epsilon >= 0, f"epsilon must be non-negative, got {self.epsilon}")
+        self.check(self.epsilon >= 0, "epsilon must be non-negative, got {}", self.epsilon)
         et = merged_input_type(self)
         data = self.get_input_partial_shape(0)
         channels = data[1] if data.rank_is_static and len(data) >= 2 else None
         self.check(not data.rank_is_static or len(data) >= 2,
-                   f"data must have rank >= 2, got {data}")
+                   "data must have rank >= 2, got {}", data)
         names = ("gamma", "beta", "mean", "variance")
         for i, what in enumerate(names, start=1):
             ps = self.get_input_partial_shape(i)
             if not ps.rank_is_static:
                 continue
-            self.check(len(ps) == 1, f"{what} (input {i}) must be 1-D, got {ps}")
+            self.check(len(ps) == 1, "{} (input {}) must be 1-D, got {}", what, i, ps)
             if channels is not None:
                 merged = channels.merge(ps[0])
                 self.check(merged is not None,
-                           f"{what} (input {i}) has {ps[0]} channels, data has {channels}")
+                           "{} (input {}) has {} channels, data has {}", what, i, ps[0], channels)
                 channels = merged
         if channels is not None:
             dims = list(data)
@@ -172,25 +172,25 @@ class GroupNormalization(Node):
 
     def infer_types(self) -> None:
         self.check(self.get_input_size() == 3, "expects inputs (data, scale, bias)")
-        self.check(self.num_groups > 0, f"num_groups must be positive, got {self.num_groups}")
+        self.check(self.num_groups > 0, "num_groups must be positive, got {}", self.num_groups)
         et = merged_input_type(self)
         data = self.get_input_partial_shape(0)
         self.check(not data.rank_is_static or len(data) >= 2,
-                   f"data must have rank >= 2, got {data}")
+                   "data must have rank >= 2, got {}", data)
         channels = data[1] if data.rank_is_static else None
         for i, what in ((1, "scale"), (2, "bias")):
             ps = self.get_input_partial_shape(i)
             if not ps.rank_is_static:
                 continue
-            self.check(len(ps) == 1, f"{what} (input {i}) must be 1-D, got {ps}")
+            self.check(len(ps) == 1, "{} (input {}) must be 1-D, got {}", what, i, ps)
             if channels is not None:
                 merged = channels.merge(ps[0])
                 self.check(merged is not None,
-                           f"{what} (input {i}) has {ps[0]} channels, data has {channels}")
+                           "{} (input {}) has {} channels, data has {}", what, i, ps[0], channels)
                 channels = merged
         if channels is not None:
             self.check(not channels.is_static or channels.min % self.num_groups == 0,
-                       f"{channels} channels do not split into {self.num_groups} groups")
+                       "{} channels do not split into {} groups", channels, self.num_groups)
             data = PartialShape([data[0], channels, *data[2:]])
         self.set_output_type(0, et, data)
 
@@ -214,7 +214,7 @@ class NormalizeL2(Node):
         self.check(self.get_input_size() == 2, "expects inputs (data, axes)")
         self.eps_mode = str(self.eps_mode).lower()
         self.check(self.eps_mode in ("add", "max"),
-                   f"eps_mode must be add or max, got {self.eps_mode}")
+                   "eps_mode must be add or max, got {}", self.eps_mode)
         _check_axes_input(self, 1)
         self.set_output_type(0, self.get_input_element_type(0), self.get_input_partial_shape(0))
 

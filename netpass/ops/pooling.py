@@ -103,7 +103,7 @@ class _PoolBase(Node):
         kernel = list(self.kernel or [])
         self.check(bool(kernel), "kernel must be given")
         n = len(kernel)
-        self.check(1 <= n <= 3, f"expected 1 to 3 spatial axes, got kernel {kernel}")
+        self.check(1 <= n <= 3, "expected 1 to 3 spatial axes, got kernel {}", kernel)
         if data.rank_is_static:
             self.check(len(data) == n + 2, f"data rank {len(data)} does not match kernel {kernel}"
                                            f" ({n} spatial axes plus N and C)")
@@ -112,13 +112,13 @@ class _PoolBase(Node):
     def _geometry(self, n: int) -> None:
         self.auto_pad = normalize_auto_pad(self, self.auto_pad)
         self.check(self.rounding_type in ("floor", "ceil"),
-                   f"rounding_type must be 'floor' or 'ceil', got {self.rounding_type!r}")
+                   "rounding_type must be 'floor' or 'ceil', got {!r}", self.rounding_type)
         self.kernel = [int(k) for k in self.kernel]
-        self.check(all(k >= 1 for k in self.kernel), f"kernel {self.kernel} must be >= 1")
+        self.check(all(k >= 1 for k in self.kernel), "kernel {} must be >= 1", self.kernel)
         self.strides = spatial_list(self, "strides", n, 1)
         self.pads_begin = spatial_list(self, "pads_begin", n, 0)
         self.pads_end = spatial_list(self, "pads_end", n, 0)
-        self.check(all(s >= 1 for s in self.strides), f"strides {self.strides} must be >= 1")
+        self.check(all(s >= 1 for s in self.strides), "strides {} must be >= 1", self.strides)
 
     def _output_shape(self, n: int, dilations: Sequence[int]) -> PartialShape:
         data = self.get_input_partial_shape(0)
@@ -146,10 +146,10 @@ class MaxPool(_PoolBase):
         n = self._spatial_rank()
         self._geometry(n)
         self.dilations = spatial_list(self, "dilations", n, 1)
-        self.check(all(d >= 1 for d in self.dilations), f"dilations {self.dilations} must be >= 1")
+        self.check(all(d >= 1 for d in self.dilations), "dilations {} must be >= 1", self.dilations)
         index_type = Type.of(self.index_element_type)
         self.check(index_type in (i32, i64),
-                   f"index_element_type must be i32 or i64, got {self.index_element_type}")
+                   "index_element_type must be i32 or i64, got {}", self.index_element_type)
         self.index_element_type = index_type.name
         shape = self._output_shape(n, self.dilations)
         self.axis = normalize_axis(self, int(self.axis), n + 2)
@@ -161,7 +161,7 @@ class MaxPool(_PoolBase):
         values, indices = max_pool_nd(x, self.kernel, self.strides, self.dilations,
                                       self.pads_begin, self.pads_end, self.auto_pad,
                                       self.rounding_type == "ceil", self.axis)
-        return [values, indices.astype(self._out_et[1].dtype)]
+        return [values, indices.astype(self._outs[1].et.dtype)]
 
 
 class AvgPool(_PoolBase):

@@ -46,7 +46,7 @@ class _Recurrent(Node):
 
     def _check_attributes(self) -> None:
         self.check(isinstance(self.hidden_size, (int, np.integer)) and self.hidden_size > 0,
-                   f"hidden_size must be a positive integer, got {self.hidden_size!r}")
+                   "hidden_size must be a positive integer, got {!r}", self.hidden_size)
         if not self.activations:
             self.activations = list(self.DEFAULT_ACTIVATIONS)
         self.activations = [str(a).lower() for a in self.activations]
@@ -55,7 +55,7 @@ class _Recurrent(Node):
         for a in self.activations:
             self.check(a in ACTIVATIONS, f"unsupported activation '{a}' "
                                          f"(supported: {', '.join(ACTIVATIONS)})")
-        self.check(self.clip >= 0, f"clip must be >= 0, got {self.clip}")
+        self.check(self.clip >= 0, "clip must be >= 0, got {}", self.clip)
 
     def _bias_blocks(self) -> int:
         return self.GATES
@@ -73,14 +73,14 @@ class _Recurrent(Node):
     # -- shape checks shared by cells and sequences --------------------------------------
     def _merge_dim(self, acc: Dimension, d: Dimension, what: str) -> Dimension:
         m = acc.merge(d)
-        self.check(m is not None, f"{what}: {d} does not match {acc}")
+        self.check(m is not None, "{}: {} does not match {}", what, d, acc)
         return m
 
     def _check_rank(self, i: int, rank: int, what: str) -> PartialShape:
         ps = self.get_input_partial_shape(i)
         if not ps.rank_is_static:
             return PartialShape.dynamic(rank)
-        self.check(len(ps) == rank, f"input {i} ({what}) must have rank {rank}, got {ps}")
+        self.check(len(ps) == rank, "input {} ({}) must have rank {}, got {}", i, what, rank, ps)
         return ps
 
 
@@ -90,7 +90,7 @@ class _Cell(_Recurrent):
     def infer_types(self) -> None:
         self._check_attributes()
         n_in = 1 + self.STATES + 3
-        self.check(self.get_input_size() == n_in, f"expects {n_in} inputs")
+        self.check(self.get_input_size() == n_in, "expects {} inputs", n_in)
         et = merged_input_type(self, range(n_in))
         hs = self.hidden_size
         x = self._check_rank(0, 2, "X")
@@ -127,14 +127,14 @@ class _Sequence(_Recurrent):
     def infer_types(self) -> None:
         self._check_attributes()
         self.check(self.direction in DIRECTIONS,
-                   f"direction must be one of {DIRECTIONS}, got '{self.direction}'")
+                   "direction must be one of {}, got '{}'", DIRECTIONS, self.direction)
         n_in = 1 + self.STATES + 4
-        self.check(self.get_input_size() == n_in, f"expects {n_in} inputs")
+        self.check(self.get_input_size() == n_in, "expects {} inputs", n_in)
         float_inputs = [i for i in range(n_in) if i != 1 + self.STATES]
         et = merged_input_type(self, float_inputs)
         lens_et = self.get_input_element_type(1 + self.STATES)
         self.check(lens_et.is_dynamic or lens_et.is_integral,
-                   f"sequence_lengths must be integers, got {lens_et}")
+                   "sequence_lengths must be integers, got {}", lens_et)
         hs = self.hidden_size
         nd = _num_directions(self.direction)
         x = self._check_rank(0, 3, "X")

@@ -103,7 +103,7 @@ class ReduceL2(ArithmeticReductionKeepDims):
 class _LogicalReduction(LogicalReductionKeepDims):
     def infer_types(self) -> None:
         et = self.get_input_element_type(0)
-        self.check(et.is_dynamic or et is boolean, f"data must be boolean, got {et}")
+        self.check(et.is_dynamic or et is boolean, "data must be boolean, got {}", et)
         super().infer_types()
 
 
@@ -122,7 +122,7 @@ def _scalar_of(node: Node, i: int) -> int | None:
     value = node.input_constant(i)
     if value is None:
         return None
-    node.check(np.asarray(value).size == 1, f"input {i} must hold one value, got {value}")
+    node.check(np.asarray(value).size == 1, "input {} must hold one value, got {}", i, value)
     return int(np.asarray(value).reshape(()))
 
 
@@ -140,15 +140,15 @@ class TopK(Node):
 
     def infer_types(self) -> None:
         self.check(self.get_input_size() == 2, "expects inputs (data, k)")
-        self.check(self.mode in ("max", "min"), f"mode must be max or min, got {self.mode}")
+        self.check(self.mode in ("max", "min"), "mode must be max or min, got {}", self.mode)
         self.check(self.sort in ("value", "index", "none"),
-                   f"sort must be value, index or none, got {self.sort}")
+                   "sort must be value, index or none, got {}", self.sort)
         self.index_element_type = Type.of(self.index_element_type)
         self.check(self.index_element_type in (i32, i64),
-                   f"index_element_type must be i32 or i64, got {self.index_element_type}")
+                   "index_element_type must be i32 or i64, got {}", self.index_element_type)
         kps = self.get_input_partial_shape(1)
         self.check(not kps.rank_is_static or len(kps) == 0 or
-                   (len(kps) == 1 and kps[0].compatible(1)), f"k must be a scalar, got {kps}")
+                   (len(kps) == 1 and kps[0].compatible(1)), "k must be a scalar, got {}", kps)
         et = self.get_input_element_type(0)
         data = self.get_input_partial_shape(0)
         if not data.rank_is_static:
@@ -157,7 +157,7 @@ class TopK(Node):
             self.check(len(data) > 0, "data must have rank >= 1")
             axis = normalize_axis(self, self.axis, len(data))
             k = _scalar_of(self, 1)
-            self.check(k is None or k >= 0, f"k must be non-negative, got {k}")
+            self.check(k is None or k >= 0, "k must be non-negative, got {}", k)
             d = data[axis]
             dims = list(data)
             dims[axis] = Dimension(0, d.get_max_length()) if k is None else \
@@ -195,9 +195,9 @@ class CumSum(Node):
             aps = self.get_input_partial_shape(1)
             self.check(not aps.rank_is_static or len(aps) == 0 or
                        (len(aps) == 1 and aps[0].compatible(1)),
-                       f"axis must be a scalar, got {aps}")
+                       "axis must be a scalar, got {}", aps)
             aet = self.get_input_element_type(1)
-            self.check(aet.is_dynamic or aet.is_integral, f"axis must be an integer, got {aet}")
+            self.check(aet.is_dynamic or aet.is_integral, "axis must be an integer, got {}", aet)
         self.set_output_type(0, self.get_input_element_type(0), self.get_input_partial_shape(0))
 
     def evaluate(self, inputs):

@@ -35,7 +35,7 @@ class ShapeOf(Node):
     def infer_types(self) -> None:
         self.check(self.get_input_size() == 1, "expects 1 input")
         et = Type.of(self.output_type)
-        self.check(et in (i64, i32), f"output_type must be i64 or i32, got {et}")
+        self.check(et in (i64, i32), "output_type must be i64 or i32, got {}", et)
         self.output_type = et
         data = self.get_input_partial_shape(0)
         self.set_output_type(0, et, [len(data) if data.rank_is_static else Dimension()])
@@ -46,7 +46,7 @@ class ShapeOf(Node):
             self.set_output_partial_value(0, list(data.dims))
 
     def evaluate(self, inputs):
-        return [np.asarray(inputs[0].shape, dtype=self._out_et[0].dtype)]
+        return [np.asarray(inputs[0].shape, dtype=self._outs[0].et.dtype)]
 
 
 class Range(Node):
@@ -64,7 +64,7 @@ class Range(Node):
         for i, what in enumerate(("start", "stop", "step")):
             ps = self.get_input_partial_shape(i)
             self.check(not ps.rank_is_static or len(ps) == 0 or (len(ps) == 1 and ps[0] == 1),
-                       f"{what} must be a scalar, got shape {ps}")
+                       "{} must be a scalar, got shape {}", what, ps)
         vals = [self.input_constant(i) for i in builtins.range(3)]
         if any(v is None for v in vals):
             self.set_output_type(0, et, [self._symbolic_length(vals)])
@@ -105,7 +105,7 @@ class Range(Node):
     def evaluate(self, inputs):
         start, stop, step = (np.asarray(v).reshape(-1)[0] for v in inputs)
         n = self._length(start, stop, step)
-        dt = self._out_et[0].dtype
+        dt = self._outs[0].et.dtype
         if dt.kind in "iu" and all(isinstance(v, (int, np.integer)) for v in (start, stop, step)):
             return [(int(start) + int(step) * np.arange(n, dtype=np.int64)).astype(dt)]
         src = np.result_type(start, stop, step)

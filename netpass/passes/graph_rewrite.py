@@ -80,7 +80,7 @@ class MatcherPass(PassBase):
         m = self.matcher
         if m is None:
             raise TypeError(f"{self.name}: no matcher registered")
-        if self._root_index >= len(node._out_et) or not m.match(Output(node, self._root_index)):
+        if self._root_index >= len(node._outs) or not m.match(Output(node, self._root_index)):
             return False
         try:
             return bool(self.callback(m))  # type: ignore[misc]
@@ -209,7 +209,7 @@ class GraphRewrite(ModelPass):
                 cands = candidates(cls)
             if not cands:
                 continue
-            n_out = len(node._out_et)
+            n_out = len(node._outs)
             for mp, m, idx, new in cands:
                 if new:
                     new.clear()
@@ -249,8 +249,8 @@ class _InGraph:
         self.result_cls = Result
 
     def __call__(self, node: Node) -> bool:
-        for table in node._out_cons:
-            for r in table.values():
+        for port in node._outs:
+            for r in port.cons.values():
                 if r() is not None:
                     return True
         if isinstance(node, self.result_cls):

@@ -76,8 +76,8 @@ def _pattern_nodes(root: Pattern) -> list[Pattern]:
 
 def _describe_value(out: Output) -> str:
     n = out.node
-    ps = n._out_ps[out.index] if out.index < len(n._out_ps) else "?"
-    et = n._out_et[out.index] if out.index < len(n._out_et) else "?"
+    ps = n._outs[out.index].ps if out.index < len(n._outs) else "?"
+    et = n._outs[out.index].et if out.index < len(n._outs) else "?"
     return f"{n.type_name} '{n.friendly_name}':{out.index} {ps} {et}"
 
 

@@ -65,7 +65,7 @@ def as_predicate(value: Any) -> Predicate:
 def _live_consumers(out: Output) -> int:
     # Counts without building Input views: this runs inside matching.
     n = 0
-    for ref in out.node._out_cons[out.index].values():
+    for ref in out.node._outs[out.index].cons.values():
         if ref() is not None:
             n += 1
     return n
@@ -82,17 +82,17 @@ def consumers_more_than(n: int) -> Predicate:
 
 
 def has_static_shape() -> Predicate:
-    return Predicate(lambda o, m: o.node._out_ps[o.index].is_static, "has_static_shape()")
+    return Predicate(lambda o, m: o.node._outs[o.index].ps.is_static, "has_static_shape()")
 
 
 def has_static_rank() -> Predicate:
-    return Predicate(lambda o, m: o.node._out_ps[o.index].rank_is_static, "has_static_rank()")
+    return Predicate(lambda o, m: o.node._outs[o.index].ps.rank_is_static, "has_static_rank()")
 
 
 def has_static_dim(index: int) -> Predicate:
     """Dimension ``index`` (negative counts from the end) is static; needs a static rank."""
     def fn(o: Output, m: Any) -> bool:
-        ps = o.node._out_ps[o.index]
+        ps = o.node._outs[o.index].ps
         if not ps.rank_is_static:
             return False
         dims = ps.dims
@@ -110,26 +110,26 @@ def has_static_dims(indices: Iterable[int]) -> Predicate:
 
 def rank_equals(rank: int) -> Predicate:
     def fn(o: Output, m: Any) -> bool:
-        ps = o.node._out_ps[o.index]
+        ps = o.node._outs[o.index].ps
         return ps.rank_is_static and len(ps.dims) == rank
     return Predicate(fn, f"rank_equals({rank})")
 
 
 def rank_more_than(rank: int) -> Predicate:
     def fn(o: Output, m: Any) -> bool:
-        ps = o.node._out_ps[o.index]
+        ps = o.node._outs[o.index].ps
         return ps.rank_is_static and len(ps.dims) > rank
     return Predicate(fn, f"rank_more_than({rank})")
 
 
 def type_matches(element_type: Any) -> Predicate:
     t = Type.of(element_type)
-    return Predicate(lambda o, m: o.node._out_et[o.index] is t, f"type_matches({t})")
+    return Predicate(lambda o, m: o.node._outs[o.index].et is t, f"type_matches({t})")
 
 
 def type_matches_any(element_types: Iterable[Any]) -> Predicate:
     ts = tuple(Type.of(t) for t in element_types)
-    return Predicate(lambda o, m: o.node._out_et[o.index] in ts,
+    return Predicate(lambda o, m: o.node._outs[o.index].et in ts,
                      f"type_matches_any({[str(t) for t in ts]})")
 
 
@@ -206,7 +206,7 @@ def shape_matches(text: str) -> Predicate:
     tail = items[items.index(_ELLIPSIS) + 1:] if has_ellipsis else []
 
     def fn(o: Output, m: Any) -> bool:
-        ps = o.node._out_ps[o.index]
+        ps = o.node._outs[o.index].ps
         if not ps.rank_is_static:
             return False
         dims = ps.dims
