@@ -101,6 +101,56 @@ def test_order_cache_invalidated_on_mutation():
     assert b in m.get_ordered_ops() and b not in first
 
 
+def test_topological_sort_detects_cycle_after_earlier_sorts():
+    from netpass.core.model import topological_sort
+    from netpass.errors import NetpassError
+    x = parameter([2], name="x")
+    a = neg(x)
+    b = neg(a)
+    m = Model([b], [x])
+    assert topological_sort(m.results) == [x, a, b, m.results[0]]
+    a.input(0).replace_source_output(b.output(0))  # a <- b <- a
+    with pytest.raises(NetpassError, match="cycle"):
+        topological_sort(m.results)
+
+
+def test_topological_sort_shared_producer_listed_once():
+    from netpass.core.model import topological_sort
+    x = parameter([2], name="x")
+    a = neg(x)
+    b, c = neg(a), neg(a)
+    order = topological_sort([Result([b]), Result([c])])
+    assert [order.count(n) for n in (x, a, b, c)] == [1, 1, 1, 1]
+
+
+def test_output_names_set_persists_and_moves_on_replace():
+    x = parameter([2], name="x")
+    a, b = neg(x), neg(x)
+    r = Result([a])
+    a.output(0).names.add("t")
+    assert a.output(0).names == {"t"}
+    a.output(0).replace(b.output(0))
+    assert r.input_value(0).names == {"t"}
+
+
+def test_node_rt_info_is_a_persistent_assignable_dict():
+    x = parameter([2], name="x")
+    a = neg(x)
+    a.rt_info["k"] = 1
+    assert a.get_rt_info() == {"k": 1}
+    a.rt_info = {"j": 2}
+    assert a.rt_info == {"j": 2}
+
+
+def test_check_formats_lazy_message_on_failure():
+    from netpass.errors import ShapeInferenceError
+    x = parameter([2], name="x")
+    a = neg(x)
+    a.check(True, "never {}", object())
+    with pytest.raises(ShapeInferenceError, match="axis 3 out of range for rank 2"):
+        a.check(False, "axis {} out of range for rank {}", 3, 2)
+
+
 def test_clone_keeps_names_and_is_independent():
     x = parameter([2], name="x")
     a = neg(x)
