@@ -128,7 +128,7 @@ def axis_taps(mode: str, in_len: int, out_len: int, scale: float, transform: str
     OpenVINO's triangle filter over in-range taps; the pillow modes are Pillow's resampling.
     """
     if mode in ("bilinear_pillow", "bicubic_pillow"):
-        return _pillow_taps(mode, in_len, out_len, scale, cube_coeff)
+        return _pillow_taps(mode, in_len, out_len, scale)
     coords = source_coords(transform, out_len, in_len, scale, roi, exact_length)
     valid = np.ones(out_len, dtype=bool)
     if transform == "tf_crop_and_resize":
@@ -161,11 +161,12 @@ def axis_taps(mode: str, in_len: int, out_len: int, scale: float, transform: str
     return np.clip(idx, 0, in_len - 1), w, valid
 
 
-def _pillow_taps(mode: str, in_len: int, out_len: int, scale: float, cube_coeff: float
+def _pillow_taps(mode: str, in_len: int, out_len: int, scale: float
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pillow's ImagingResample taps: an antialiased filter whose support grows by the
-    downsampling factor, over in-range pixels only."""
-    kernel, support = _kernel(mode, cube_coeff)
+    downsampling factor, over in-range pixels only. Bicubic is Pillow's (a = -0.5, whatever
+    ``cube_coeff`` says), as OpenVINO's CPU plugin computes it."""
+    kernel, support = _kernel(mode, -0.5)
     step = 1.0 / scale                      # input pixels per output pixel
     filter_scale = max(step, 1.0)
     support *= filter_scale

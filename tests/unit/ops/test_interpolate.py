@@ -155,9 +155,9 @@ def test_ranks_3_to_5_match_onnxruntime(rank, mode, transform, data_seed, use_si
         scales, sizes = None, [2, 3] + outs[:spatial]
     else:
         scales, sizes = [1, 1] + [float(o % 3 + 1) for o in outs[:spatial]], None
+    if mode == "cubic" and rank != 4:
+        mode = "linear"  # onnxruntime's cubic resizes 2-D / 4-D data only
     attrs = {"mode": mode, "coordinate_transformation_mode": transform}
-    if mode == "cubic" and any(n < 4 or o < 4 for n, o in zip(lengths, outs)):
-        attrs["coordinate_transformation_mode"] = "half_pixel"
     check(resize_model(shape, attrs, scales=scales, sizes=sizes), shape, data_seed)
 
 
@@ -422,12 +422,16 @@ def test_ir_round_trip(tmp_path, case):
     np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("case", OV_CASES, ids=lambda c: c["mode"])
+@pytest.mark.parametrize("case", [c for c in OV_CASES if not c.get("antialias")],
+                         ids=lambda c: c["mode"])
 def test_openvino_cpu_agrees(tmp_path, case):
+    """(OpenVINO's CPU plugin ignores antialias in linear mode; that case is left out.)"""
     ov = pytest.importorskip("openvino")
     m, x = _ov_model(case)
     netpass.save_model(m, str(tmp_path / "m.xml"))
-    compiled = ov.Core().compile_model(ov.Core().read_model(str(tmp_path / "m.xml")), "CPU")
+    core = ov.Core()
+    compiled = core.compile_model(core.read_model(str(tmp_path / "m.xml")), "CPU",
+                                  {"INFERENCE_PRECISION_HINT": "f32"})  # not bf16
     expected = compiled({"x": x})[compiled.output(0)]
     got = next(iter(netpass.reference.infer(m, {"x": x}).values()))
     np.testing.assert_allclose(got, expected, rtol=RTOL, atol=ATOL)
