@@ -22,7 +22,6 @@ import numpy as np
 from ..core.dimension import Dimension
 from ..core.node import Node, Output
 from ..core.shape import PartialShape
-from ..core.types import f32, i64
 from ..errors import UnsupportedOpError
 from .base import set_name, to_output
 from .registry import OP_TYPES, onnx_export, onnx_rule
@@ -388,7 +387,7 @@ def _import(ctx, x: Output, scales: Output | None, sizes: Output | None,
     if policy not in ("stretch", "not_larger", "not_smaller"):
         ctx.error(f"keep_aspect_ratio_policy {policy!r} is unknown")
     if policy != "stretch" and sizes is not None:
-        return _keep_aspect_ratio(ctx, x, sizes, axes, attrs)
+        return _keep_aspect_ratio(ctx, x, sizes, roi, axes, attrs)
     shape_mode = "scales" if scales is not None else "sizes"
     target = scales if scales is not None else sizes
     needs_exact = transform in ("half_pixel_symmetric", "tf_crop_and_resize") or \
@@ -478,8 +477,10 @@ def _static_plan(ctx, x: Output, target: Output, shape_mode: str, axes: list[int
     scales/sizes input."""
     ps = x.partial_shape
     value = target.value
-    if not ps.rank_is_static or value is None:
-        ctx.error(f"{what} needs a static data rank and constant scales/sizes, got data {ps}")
+    if value is None:
+        ctx.error(f"{what} needs constant scales/sizes (these are computed at run time)")
+    if not ps.rank_is_static:
+        ctx.error(f"{what} needs data of static rank, got {ps}")
     rank = len(ps)
     axes = axes if axes is not None else list(range(rank))
     values = np.asarray(value).reshape(-1)
@@ -497,15 +498,31 @@ def _static_plan(ctx, x: Output, target: Output, shape_mode: str, axes: list[int
     return axes, lens, scales, outs
 
 
+def _variant(attrs: dict[str, Any]) -> str:
+    """How refusals name an ONNX resize variant."""
+    text = f"{attrs['transform']} {attrs['mode']}"
+    if attrs["exclude_outside"]:
+        text += " with exclude_outside"
+    if attrs["antialias"]:
+        text += " with antialias"
+    return text
+
+
 def _import_as_matmuls(ctx, x: Output, target: Output, shape_mode: str, roi: Output | None,
                        axes: list[int] | None, attrs: dict[str, Any]) -> Output:
-    """The exact ONNX resize as one MatMul per resized axis (constant taps matrices), plus a
-    constant for tf_crop_and_resize's extrapolated positions."""
+    """The exact ONNX resize for constant scales/sizes and static resized dims."""
+    what = _variant(attrs)
+    plan = _static_plan(ctx, x, target, shape_mode, axes, what)
+    return _taps_matmuls(ctx, x, plan, roi, attrs, what, shape_mode == "scales")
+
+
+def _taps_matmuls(ctx, x: Output, plan: tuple[list[int], list[int], list[float], list[int]],
+                  roi: Output | None, attrs: dict[str, Any], what: str, from_scales: bool
+                  ) -> Output:
+    """One MatMul per resized axis with the taps as a constant matrix, plus a constant for
+    tf_crop_and_resize's extrapolated positions."""
+    axes, lens, scales, outs = plan
     transform = attrs["transform"]
-    what = f"{transform} {attrs['mode']}" + (" with exclude_outside" if attrs["exclude_outside"]
-                                              else "") + (" with antialias" if attrs["antialias"]
-                                                          else "")
-    axes, lens, scales, outs = _static_plan(ctx, x, target, shape_mode, axes, what)
     rank = len(x.partial_shape)
     dtype = x.element_type.dtype
     if dtype is None or dtype.kind != "f":
@@ -516,30 +533,28 @@ def _import_as_matmuls(ctx, x: Output, target: Output, shape_mode: str, roi: Out
             ctx.error("tf_crop_and_resize needs a constant roi")
         r = np.asarray(roi.value, dtype=np.float64).reshape(-1)
         n = len(r) // 2
-        starts, ends = r[:n], r[n:]
-        picked = axes if n == rank else list(range(len(axes)))
         if n not in (rank, len(axes)):
             ctx.error(f"roi of {len(r)} values fits neither the rank nor the axes")
-        rois = [(float(starts[p]), float(ends[p])) for p in picked]
-        if shape_mode == "scales":
-            outs = [int(floor(float(np.float32(n_ * (e - s) * sc)) + SCALE_EPS))
-                    for n_, (s, e), sc in zip(lens, rois, scales)]
+        picked = axes if n == rank else list(range(len(axes)))
+        rois = [(float(r[p]), float(r[n + p])) for p in picked]
+        if from_scales:  # the output covers the roi only
+            outs = [int(floor(float(np.float32(n_ * (e - b) * sc)) + SCALE_EPS))
+                    for n_, (b, e), sc in zip(lens, rois, scales)]
     y = x
-    valid_all = None
+    valid_all = np.ones([1] * rank, dtype=bool)
     for axis, n, s, o, r in zip(axes, lens, scales, outs, rois):
         if o > 65536 or n > 65536:
             ctx.error(f"{what}: axis {axis} of {n} -> {o} is too large for a constant matrix")
-        idx, w, valid = axis_taps(_ONNX_MODES[attrs["mode"]], n, o, s, transform, attrs["nearest_mode"],
-                                  attrs["cube_coeff"], attrs["antialias"],
-                                  attrs["exclude_outside"], r, shape_mode == "scales")
+        idx, w, valid = axis_taps(_ONNX_MODES[attrs["mode"]], n, o, s, transform,
+                                  attrs["nearest_mode"], attrs["cube_coeff"], attrs["antialias"],
+                                  attrs["exclude_outside"], r, from_scales)
         m = taps_matrix(idx, w, n) * valid[:, None]
         if o != n or not np.array_equal(m, np.eye(n)):  # untouched axes need no MatMul
             y = _matmul_along(y, axis, rank, m.astype(dtype))
         shape = [1] * rank
         shape[axis] = o
-        v = valid.reshape(shape)
-        valid_all = v if valid_all is None else valid_all & v
-    if transform == "tf_crop_and_resize" and not valid_all.all():
+        valid_all = valid_all & valid.reshape(shape)
+    if not valid_all.all():
         fill = (attrs["extrapolation_value"] * (~valid_all)).astype(dtype)
         y = OP_TYPES["Add"]([y, to_output(fill)]).output(0)
     return y
@@ -560,30 +575,22 @@ def _matmul_along(x: Output, axis: int, rank: int, m: np.ndarray) -> Output:
     return transpose([y, to_output(np.asarray(inverse, dtype=np.int64))]).output(0)
 
 
-def _keep_aspect_ratio(ctx, x: Output, sizes: Output, axes: list[int] | None,
-                       attrs: dict[str, Any]) -> Output:
-    """not_larger / not_smaller: one scale for every resized axis, sizes rounded from it."""
+def _keep_aspect_ratio(ctx, x: Output, sizes: Output, roi: Output | None,
+                       axes: list[int] | None, attrs: dict[str, Any]) -> Output:
+    """not_larger / not_smaller: one scale for every resized axis, sizes rounded from it;
+    Interpolate in scales mode where its floored sizes agree, constant matrices otherwise."""
     what = f"keep_aspect_ratio_policy {attrs['policy']}"
     axes, lens, _, wanted = _static_plan(ctx, x, sizes, "sizes", axes, what)
     ratios = [np.float32(w) / np.float32(n) for w, n in zip(wanted, lens)]
     scale = float(min(ratios) if attrs["policy"] == "not_larger" else max(ratios))
     outs = [int(np.floor(n * scale + 0.5)) for n in lens]
-    scales = to_output(np.full(len(axes), scale, dtype=np.float32))
     if outs != [scaled_length(n, scale) for n in lens] or attrs["antialias"] or \
             attrs["transform"] in ("half_pixel_symmetric", "tf_crop_and_resize") or \
             (attrs["mode"] == "cubic" and attrs["exclude_outside"]):
-        axes_plan = axes
-        y = x
-        rank = len(x.partial_shape)
-        for axis, n, o in zip(axes_plan, lens, outs):
-            idx, w, _ = axis_taps(_ONNX_MODES[attrs["mode"]], n, o, scale, attrs["transform"],
-                                  attrs["nearest_mode"], attrs["cube_coeff"],
-                                  attrs["antialias"], attrs["exclude_outside"])
-            if x.element_type.dtype is None or x.element_type.dtype.kind != "f":
-                ctx.error(f"{what} needs floating-point data, got {x.element_type}")
-            y = _matmul_along(y, axis, rank, taps_matrix(idx, w, n).astype(x.element_type.dtype))
-        return y
-    return Interpolate([x, scales, to_output(np.asarray(axes, dtype=np.int64))],
+        plan = (axes, lens, [scale] * len(axes), outs)
+        return _taps_matmuls(ctx, x, plan, roi, attrs, what, False)
+    return Interpolate([x, to_output(np.full(len(axes), scale, dtype=np.float32)),
+                        to_output(np.asarray(axes, dtype=np.int64))],
                        mode=_ONNX_MODES[attrs["mode"]], shape_calculation_mode="scales",
                        coordinate_transformation_mode=attrs["transform"],
                        nearest_mode=attrs["nearest_mode"], cube_coeff=attrs["cube_coeff"]
