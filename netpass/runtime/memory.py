@@ -44,8 +44,9 @@ class MemoryPool:
     Records are keyed by size. A request takes the smallest-keyed record at least as large that
     (a) has no current user in the requester's restriction set (outputs whose lifetimes overlap)
     and (b) for dynamic requesters, is not more than twice the request (``bytes > 0.5 *
-    record``). The requester becomes a user; when the last user releases a record it is erased
-    and its buffer freed."""
+    record``). The requester becomes a user. A record whose last user releases it stays as a
+    free record while free records hold at most as many bytes as used ones (the reference
+    erases it at once; keeping it saves reallocations over a growing sequence)."""
 
     def __init__(self, allocate) -> None:
         self._allocate = allocate  # nbytes -> Allocation
@@ -79,13 +80,28 @@ class MemoryPool:
         return rec, False
 
     def release(self, rec: Allocation, user: int) -> None:
+        """``user`` stops using ``rec``. A record without users stays in the pool, free for the
+        next fitting request (a growing sequence frees buffers that smaller growing outputs
+        can take), while the free records hold no more bytes than the used ones; the
+        smallest free records are freed first."""
         rec.users.discard(user)
-        if not rec.users:
-            for i, r in enumerate(self._records):
-                if r is rec:
-                    del self._records[i]
-                    del self._keys[i]
-                    break
+        if rec.users:
+            return
+        used = free = 0
+        for r in self._records:
+            if r.users:
+                used += r.nbytes
+            else:
+                free += r.nbytes
+        i = 0
+        while free > used and i < len(self._records):
+            r = self._records[i]
+            if r.users:
+                i += 1
+                continue
+            free -= r.nbytes
+            del self._records[i]
+            del self._keys[i]
 
 
 def _align(n: int, to: int) -> int:

@@ -98,6 +98,27 @@ def test_pool_release_erases_record_when_last_user_leaves():
     assert len(pool) == 0
 
 
+def test_pool_keeps_a_free_record_while_used_bytes_cover_it():
+    pool, made = _pool()
+    pool.get_memory(4000, user=1)
+    small, _ = pool.get_memory(1000, user=2, restrictions={1})
+    pool.release(small, 2)
+    got, reused = pool.get_memory(900, user=3, restrictions={1}, is_dynamic=True)
+    assert reused and got is small and len(made) == 2
+
+
+def test_pool_frees_smallest_free_records_beyond_used_bytes():
+    pool, _ = _pool()
+    big, _ = pool.get_memory(3000, user=1)
+    mid, _ = pool.get_memory(2000, user=2, restrictions={1})
+    small, _ = pool.get_memory(1000, user=3, restrictions={1, 2})
+    pool.release(small, 3)
+    pool.release(mid, 2)  # free 3000 <= used 3000: both kept
+    assert len(pool) == 3
+    pool.release(big, 1)  # nothing used: every free record goes
+    assert len(pool) == 0
+
+
 FC_VECTORS = [  # input shape, N, integrated?, int weights?, pad on dim 1?, expected input shape
     ((0, 1024), 1000, True, True, False, (0, 1024)),
     ((11, 1024), 1000, True, True, False, (16, 1024)),
