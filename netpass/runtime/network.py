@@ -742,8 +742,11 @@ class Network:
         return into
 
     def host_values(self, refs: list[tuple[PrimitiveInst, int]]) -> list[np.ndarray]:
-        """Host arrays of the given outputs; device values are read back with one wait."""
+        """Host arrays of the given outputs; device values are read back with one wait. The
+        wait is timed from the first read: a read enqueue may itself block until the queue
+        has run (PoCL does), so timing ``finish`` alone would count device time as host time."""
         pending = []
+        t0 = time.perf_counter()
         for inst, k in refs:
             if not inst.host_valid[k]:
                 t = inst.outputs[k]
@@ -755,7 +758,6 @@ class Network:
                                                 src_offset=t.offset * t.dtype.itemsize, is_blocking=False)
                 pending.append((inst, k, arr))
         if pending:
-            t0 = time.perf_counter()
             self.queue.finish()
             self.stats["host_wait_s"] += time.perf_counter() - t0
             self.stats["host_waits"] += 1
