@@ -44,18 +44,9 @@ FORBIDDEN = {"Divide", "LSTMCell", "LSTMSequence", "GRUCell", "GRUSequence", "Sl
              "StridedSlice", "Convolution", "GroupConvolution", "MaxPool"}
 
 # (model, check) -> reason: known failures, each a finding in docs/dev/zoo-findings.md.
-_GROUP_CONV = "zoo-findings F2: GroupConvolution (depthwise) is not lowered to GNAConvolution"
-_AVGPOOL = "zoo-findings F3: full-window AvgPool stays NCHW between Transposes"
 _CRNN = "zoo-findings F4: the conv-to-GRU permute stays as a Gather"
 _BILSTM = "zoo-findings F5: bidirectional LSTM stacks leave Gathers inside"
 XFAIL: dict[tuple[str, str], str] = {
-    ("mobilenet", "gna_ops"): _GROUP_CONV,
-    ("mobilenet", "layout"): _GROUP_CONV,
-    ("ds_cnn_kws", "gna_ops"): _GROUP_CONV,
-    ("ds_cnn_kws", "layout"): f"{_GROUP_CONV}; {_AVGPOOL}",
-    ("conformer", "gna_ops"): _GROUP_CONV,
-    ("mobilenet", "legacy"): _GROUP_CONV,
-    ("ds_cnn_kws", "legacy"): f"{_GROUP_CONV}; {_AVGPOOL}",
     ("crnn", "layout"): _CRNN,
     ("crnn", "legacy"): _CRNN,
     ("bilstm", "layout"): _BILSTM,

@@ -1,6 +1,7 @@
 """Target-independent transformations (OpenVINO's common transformations)."""
 from __future__ import annotations
 
+from .avg_pool_to_reduce_mean import ConvertGlobalAvgPoolToReduceMean
 from .batch_norm_decomposition import BatchNormDecomposition
 from .common_optimizations import CommonOptimizations
 from .constant_folding import (DISABLE_CONSTANT_FOLDING, ConstantFolding,
@@ -15,7 +16,8 @@ from .rnn_decomposition import (GRUCellDecomposition, GRUSequenceUnrolling,
 from .slice_to_strided_slice import SliceToStridedSlice
 
 __all__ = [
-    "BatchNormDecomposition", "CommonOptimizations", "ConstantFolding", "ConvertDivide", "DISABLE_CONSTANT_FOLDING",
+    "BatchNormDecomposition", "CommonOptimizations", "ConstantFolding", "ConvertDivide",
+    "ConvertGlobalAvgPoolToReduceMean", "DISABLE_CONSTANT_FOLDING",
     "EliminateNop", "GRUCellDecomposition", "GRUSequenceUnrolling", "InitNodeInfo",
     "LSTMCellDecomposition", "LSTMSequenceUnrolling", "NOP_RULES", "NopElimination",
     "ReshapeSequenceFusion", "SliceToStridedSlice", "TransposeToReshape",

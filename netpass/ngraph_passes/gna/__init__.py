@@ -21,7 +21,8 @@ from .limitations import (GNA_CALLBACKS, at_model_edge, install_gna_callbacks, i
 from .misc import (RemoveInputConvert, RemoveOutputConvert, RemoveSingleInputConcat,
                    ReorderActivationAndPooling)
 from .pipeline import GnaTransformationsPipeline
-from .replace_nhwc import ReplaceGnaNHWCLayers, SubstituteGNAConvolution, SubstituteGNAMaxPool
+from .replace_nhwc import (ReplaceGnaNHWCLayers, SubstituteGNAConvolution,
+                           SubstituteGNAGroupConvolution, SubstituteGNAMaxPool)
 from .strided_slice_to_crop import ConvertStridedSliceToCrop
 from .transpose_compress import TransposeCompress
 from .ts_concat_split import TSConcatForward, TSSplitBackward
@@ -36,7 +37,7 @@ __all__ = [
     "GatherSinkingTransposeReshapeForward", "GatherSinkingUnaryBackward",
     "GatherSinkingUnaryForward", "GnaTransformationsPipeline", "RemoveInputConvert",
     "RemoveOutputConvert", "RemoveSingleInputConcat", "ReorderActivationAndPooling",
-    "ReplaceGnaNHWCLayers", "ReshapeSequenceFusion", "SubstituteGNAConvolution",
+    "ReplaceGnaNHWCLayers", "ReshapeSequenceFusion", "SubstituteGNAConvolution", "SubstituteGNAGroupConvolution",
     "SubstituteGNAMaxPool", "TSConcatForward", "TSSplitBackward", "TransposeCompress",
     "TransposeToReshape", "at_model_edge", "install_gna_callbacks", "interior_layout_ops", "is_transpose_supported",
 ]

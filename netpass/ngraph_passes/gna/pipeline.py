@@ -27,6 +27,7 @@ from __future__ import annotations
 from ...passes import GraphRewrite, PassConfig
 from ...passes.base import ModelPass
 from ..common import (BatchNormDecomposition, ConstantFolding, ConvertDivide,
+                      ConvertGlobalAvgPoolToReduceMean,
                       GRUCellDecomposition, GRUSequenceUnrolling, InitNodeInfo,
                       LSTMCellDecomposition, LSTMSequenceUnrolling, NopElimination,
                       ReshapeSequenceFusion, SliceToStridedSlice, TransposeToReshape)
@@ -47,7 +48,7 @@ from .strided_slice_to_crop import ConvertStridedSliceToCrop
 from .transpose_compress import TransposeCompress
 from .ts_concat_split import TSConcatForward, TSSplitBackward
 
-LAYOUT_TRIGGERS = {"Convolution", "MaxPool", "MVN", "MatMul", "Transpose", "Gather"}
+LAYOUT_TRIGGERS = {"Convolution", "GroupConvolution", "MaxPool", "MVN", "MatMul", "Transpose", "Gather"}
 
 # Single-traversal members of stage 1, with the op types they start from.
 PREPARATION = (
@@ -64,7 +65,8 @@ class GnaCommonOptimizations(GraphRewrite):
 
     def __init__(self) -> None:
         super().__init__()
-        for p in (NopElimination, BatchNormDecomposition, ConvertDivide, SliceToStridedSlice):
+        for p in (NopElimination, BatchNormDecomposition, ConvertDivide, SliceToStridedSlice,
+                  ConvertGlobalAvgPoolToReduceMean):
             self.add_matcher(p())
 
 
@@ -143,7 +145,7 @@ class GnaTransformationsPipeline(ModelPass):
             main.register_pass(GraphRewrite(*prep))
             main.register_pass(ConstantFolding())
         if layout:
-            if types & {"Convolution", "MaxPool"}:
+            if types & {"Convolution", "GroupConvolution", "MaxPool"}:
                 main.register_pass(ReplaceGnaNHWCLayers())
             if "Gather" in types:
                 main.register_pass(GatherSinkingTranspose())

@@ -1,17 +1,21 @@
 """ReplaceGnaNHWCLayers: Convolution / MaxPool (NCHW) -> Transpose -> GNAConvolution /
 GNAMaxPool (NHWC) -> Transpose, for 3-D and 4-D data. The order constants are i32, one shared
 by the data and the filters (OIHW -> OHWI) as in OpenVINO; the Transpose after the op takes its
-friendly name when it feeds a Result."""
+friendly name when it feeds a Result.
+
+A GroupConvolution with constant filters becomes a GNAConvolution too, with dense
+block-diagonal filters (zeros outside each group): GNA has no grouped convolution, and a dense
+one keeps the whole layer in one channels-last op that transpose sinking can cross."""
 from __future__ import annotations
 
 import numpy as np
 
 from ...core.graph_util import copy_runtime_info, replace_output_update_name
-from ...core.node import Node
+from ...core.node import Node, Output
 from ...passes import MatcherPass
 from ...passes.base import ModelPass
 from ...pattern import Matcher, wrap_type
-from ..utils import const, make, nested_manager, op_types, static_rank
+from ..utils import const, const_value, make, nested_manager, op_types, static_rank
 
 
 def _orders(rank: int) -> tuple[list[int], list[int]]:
@@ -20,15 +24,26 @@ def _orders(rank: int) -> tuple[list[int], list[int]]:
     return to_last, [0, rank - 1, *range(1, rank - 1)]
 
 
-def _substitute(node: Node, gna_type: str, attrs: dict, with_filters: bool) -> bool:
+def dense_group_filters(filters: np.ndarray) -> np.ndarray:
+    """Grouped filters ``[G, O/G, I/G, *k]`` as one dense ``[O, I, *k]`` block-diagonal array:
+    output channel ``g*O/G + o`` reads input channels ``g*I/G ...`` only, with zeros elsewhere."""
+    groups, og, ig = filters.shape[:3]
+    dense = np.zeros((groups * og, groups * ig) + filters.shape[3:], filters.dtype)
+    for g in range(groups):
+        dense[g * og:(g + 1) * og, g * ig:(g + 1) * ig] = filters[g]
+    return dense
+
+
+def _substitute(node: Node, gna_type: str, attrs: dict, filters: Output | None) -> bool:
+    """``filters``: the OIHW filters of a convolution (None for pooling)."""
     rank = static_rank(node.input_value(0))
     if rank not in (3, 4):
         return False
     to_last, to_first = _orders(rank)
     order = const(np.array(to_last, np.int32))
     ins = [make("Transpose", [node.input_value(0), order])]
-    if with_filters:
-        ins.append(make("Transpose", [node.input_value(1), order]))
+    if filters is not None:
+        ins.append(make("Transpose", [filters, order]))
     gna = make(gna_type, ins, **attrs)
     after = make("Transpose", [gna, const(np.array(to_first, np.int32))])
     copy_runtime_info(node, [*ins, gna, after])
@@ -37,6 +52,10 @@ def _substitute(node: Node, gna_type: str, attrs: dict, with_filters: bool) -> b
         after.friendly_name = node.friendly_name
         node.output(0).replace(after.output(0))
     return True
+
+
+def _conv_attrs(conv: Node) -> dict:
+    return {k: getattr(conv, k) for k in ("strides", "dilations", "pads_begin", "pads_end", "auto_pad")}
 
 
 class SubstituteGNAConvolution(MatcherPass):
@@ -48,10 +67,31 @@ class SubstituteGNAConvolution(MatcherPass):
             conv = m.match_root
             if self.transformation_callback(conv):
                 return False
-            attrs = {k: getattr(conv, k) for k in ("strides", "dilations", "pads_begin", "pads_end", "auto_pad")}
-            return _substitute(conv, "GNAConvolution", attrs, True)
+            return _substitute(conv, "GNAConvolution", _conv_attrs(conv), conv.input_value(1))
 
         self.register_matcher(Matcher(pattern, "SubstituteGNAConvolution"), callback)
+
+
+class SubstituteGNAGroupConvolution(MatcherPass):
+    """GroupConvolution with Constant filters -> GNAConvolution with the dense block-diagonal
+    filters (``dense_group_filters``); filters computed at run time stay grouped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        pattern = wrap_type(op_types("GroupConvolution"))
+
+        def callback(m: Matcher) -> bool:
+            conv = m.match_root
+            if self.transformation_callback(conv):
+                return False
+            filters = const_value(conv.input_value(1))
+            if filters is None or filters.ndim not in (4, 5):
+                return False
+            dense = const(dense_group_filters(np.asarray(filters)))
+            copy_runtime_info(conv, [dense.node])
+            return _substitute(conv, "GNAConvolution", _conv_attrs(conv), dense)
+
+        self.register_matcher(Matcher(pattern, "SubstituteGNAGroupConvolution"), callback)
 
 
 class SubstituteGNAMaxPool(MatcherPass):
@@ -70,7 +110,7 @@ class SubstituteGNAMaxPool(MatcherPass):
                                                    "rounding_type", "auto_pad")}
             if any(d != 1 for d in getattr(pool, "dilations", []) or []):
                 return False
-            return _substitute(pool, "GNAMaxPool", attrs, False)
+            return _substitute(pool, "GNAMaxPool", attrs, None)
 
         self.register_matcher(Matcher(pattern, "SubstituteGNAMaxPool"), callback)
 
@@ -79,6 +119,7 @@ class ReplaceGnaNHWCLayers(ModelPass):
     def run_on_model(self, model) -> bool:
         manager = nested_manager(self.get_pass_config(), "ReplaceGnaNHWCLayers")
         manager.register_pass(SubstituteGNAConvolution())
+        manager.register_pass(SubstituteGNAGroupConvolution())
         manager.register_pass(SubstituteGNAMaxPool())
         manager.run_passes(model)
         return False

@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from netpass import opset
-from netpass.ngraph_passes.gna import ReplaceGnaNHWCLayers
+from netpass.ngraph_passes.gna import GnaTransformationsPipeline, ReplaceGnaNHWCLayers, interior_layout_ops
+from netpass.ngraph_passes.gna.replace_nhwc import dense_group_filters
 from netpass.testing import TransformationTest
 from tr_helpers import count, model_of, param, rand, run, run_checked
 
@@ -55,3 +56,70 @@ def test_dynamic_rank_convolution_stays():
     m = model_of(opset.convolution(x, opset.constant(rand(2, 3, 1, 1)), [1, 1], [0, 0], [0, 0], [1, 1]), x)
     run(m, ReplaceGnaNHWCLayers())
     assert count(m, "Convolution") == 1
+
+
+class TestGroupConvolution(TransformationTest):
+    """Zoo finding F2: a GroupConvolution with constant filters becomes one GNAConvolution with
+    dense block-diagonal filters."""
+
+    def test_depthwise_2d_becomes_dense_gna_convolution(self):
+        w = rand(4, 1, 1, 3, 3)
+        x = param([1, 4, 6, 6])
+        self.model = model_of(opset.group_convolution(x, opset.constant(w), [1, 1], [1, 1], [1, 1], [1, 1]), x)
+        dense = np.zeros((4, 4, 3, 3), np.float32)
+        for g in range(4):
+            dense[g, g] = w[g, 0, 0]
+        x2 = param([1, 4, 6, 6])
+        order = opset.constant(np.array([0, 2, 3, 1], np.int32))
+        conv = opset.gna_convolution(opset.transpose(x2, order), opset.transpose(opset.constant(dense), order),
+                                     [1, 1], [1, 1], [1, 1], [1, 1])
+        self.model_ref = model_of(opset.transpose(conv, opset.constant(np.array([0, 3, 1, 2], np.int32))), x2)
+        self.manager.register_pass(ReplaceGnaNHWCLayers())
+        self.enable_accuracy_check(1e-4, 1e-5)
+
+
+def test_dense_group_filters_are_block_diagonal():
+    w = rand(2, 3, 2, 1, 1)
+    dense = dense_group_filters(w)
+    assert dense.shape == (6, 4, 1, 1)
+    np.testing.assert_array_equal(dense[:3, :2], w[0])
+    np.testing.assert_array_equal(dense[3:, 2:], w[1])
+    assert not dense[:3, 2:].any() and not dense[3:, :2].any()
+
+
+def test_grouped_1d_strided_dilated_convolution_keeps_outputs():
+    x = param([1, 6, 20])
+    conv = opset.group_convolution(x, opset.constant(rand(3, 4, 2, 3)), [2], [2], [1], [2], name="gconv")
+    m = model_of(opset.relu(conv), x)
+    run_checked(m, ReplaceGnaNHWCLayers(), rtol=1e-4, atol=1e-5)
+    assert count(m, "GroupConvolution") == 0 and count(m, "GNAConvolution") == 1
+
+
+def test_group_convolution_result_keeps_its_name():
+    x = param([1, 4, 5, 5])
+    conv = opset.group_convolution(x, opset.constant(rand(4, 1, 1, 3, 3)), [1, 1], [0, 0], [0, 0], [1, 1],
+                                   name="dw")
+    m = model_of(conv, x)
+    run_checked(m, ReplaceGnaNHWCLayers(), rtol=1e-4, atol=1e-5)
+    t = m.results[0].input_value(0).node
+    assert t.type_name == "Transpose" and t.friendly_name == "dw"
+
+
+def test_group_convolution_with_runtime_filters_stays():
+    x, w = param([1, 4, 5, 5], "x"), param([2, 2, 2, 3, 3], "w")
+    m = model_of(opset.group_convolution(x, w, [1, 1], [0, 0], [0, 0], [1, 1]), [x, w])
+    run(m, ReplaceGnaNHWCLayers())
+    assert count(m, "GroupConvolution") == 1 and count(m, "GNAConvolution") == 0
+
+
+def test_group_convolution_lowered_by_the_pipeline():
+    """Between two convolutions (a depthwise-separable block) no layout op is left inside."""
+    x = param([1, 3, 10, 10])
+    c1 = opset.relu(opset.convolution(x, opset.constant(rand(8, 3, 3, 3)), [1, 1], [1, 1], [1, 1], [1, 1]))
+    dw = opset.relu(opset.group_convolution(c1, opset.constant(rand(8, 1, 1, 3, 3, seed=1)), [1, 1], [1, 1],
+                                            [1, 1], [1, 1]))
+    pw = opset.convolution(dw, opset.constant(rand(16, 8, 1, 1, seed=2)), [1, 1], [0, 0], [0, 0], [1, 1])
+    m = model_of(pw, x)
+    run_checked(m, GnaTransformationsPipeline(), rtol=1e-4, atol=1e-5)
+    assert count(m, "GroupConvolution", "Convolution") == 0 and count(m, "GNAConvolution") == 3
+    assert not interior_layout_ops(m)
