@@ -51,7 +51,6 @@ XFAIL: dict[tuple[str, str], str] = {
     ("crnn", "legacy"): _CRNN,
     ("bilstm", "layout"): _BILSTM,
     ("bilstm", "legacy"): _BILSTM,
-    ("prepost_heads", "gna_ops"): "zoo-findings F6: a stepped StridedSlice has no GNA lowering",
 }
 
 SUPPORTED = [name for name, entry in zoo.ZOO.items() if not entry.unsupported]

@@ -23,12 +23,13 @@ from .misc import (RemoveInputConvert, RemoveOutputConvert, RemoveSingleInputCon
 from .pipeline import GnaTransformationsPipeline
 from .replace_nhwc import (ReplaceGnaNHWCLayers, SubstituteGNAConvolution,
                            SubstituteGNAGroupConvolution, SubstituteGNAMaxPool)
+from .stepped_slice_to_matmul import ConvertSteppedSliceToMatMul
 from .strided_slice_to_crop import ConvertStridedSliceToCrop
 from .transpose_compress import TransposeCompress
 from .ts_concat_split import TSConcatForward, TSSplitBackward
 
 __all__ = [
-    "ConvertStridedSliceToCrop", "DecomposeMVN", "GNA_CALLBACKS", "GatherSinkingBinaryBackward",
+    "ConvertSteppedSliceToMatMul", "ConvertStridedSliceToCrop", "DecomposeMVN", "GNA_CALLBACKS", "GatherSinkingBinaryBackward",
     "GatherSinkingBinaryForward", "GatherSinkingFuse", "GatherSinkingGeneral",
     "GatherSinkingGeneralBackward", "GatherSinkingGeneralForward", "GatherSinkingMatmulBackward",
     "GatherSinkingMatmulForward", "GatherSinkingReshapeBackward", "GatherSinkingReshapeForward",

@@ -44,6 +44,7 @@ from .limitations import (install_gna_callbacks, interior_layout_ops, is_transpo
 from .misc import (RemoveInputConvert, RemoveOutputConvert, RemoveSingleInputConcat,
                    ReorderActivationAndPooling)
 from .replace_nhwc import ReplaceGnaNHWCLayers
+from .stepped_slice_to_matmul import ConvertSteppedSliceToMatMul
 from .strided_slice_to_crop import ConvertStridedSliceToCrop
 from .transpose_compress import TransposeCompress
 from .ts_concat_split import TSConcatForward, TSSplitBackward
@@ -66,7 +67,7 @@ class GnaCommonOptimizations(GraphRewrite):
     def __init__(self) -> None:
         super().__init__()
         for p in (NopElimination, BatchNormDecomposition, ConvertDivide, SliceToStridedSlice,
-                  ConvertGlobalAvgPoolToReduceMean):
+                  ConvertGlobalAvgPoolToReduceMean, ConvertSteppedSliceToMatMul):
             self.add_matcher(p())
 
 
