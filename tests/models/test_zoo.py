@@ -44,11 +44,8 @@ FORBIDDEN = {"Divide", "LSTMCell", "LSTMSequence", "GRUCell", "GRUSequence", "Sl
              "StridedSlice", "Convolution", "GroupConvolution", "MaxPool"}
 
 # (model, check) -> reason: known failures, each a finding in docs/dev/zoo-findings.md.
-_CRNN = "zoo-findings F4: the conv-to-GRU permute stays as a Gather"
 _BILSTM = "zoo-findings F5: bidirectional LSTM stacks leave Gathers inside"
 XFAIL: dict[tuple[str, str], str] = {
-    ("crnn", "layout"): _CRNN,
-    ("crnn", "legacy"): _CRNN,
     ("bilstm", "layout"): _BILSTM,
     ("bilstm", "legacy"): _BILSTM,
 }

@@ -8,7 +8,7 @@ from .gather_general import (GatherSinkingGeneral, GatherSinkingGeneralBackward,
                              GatherSinkingGeneralForward)
 from .gather_sinking import (GatherSinkingBinaryForward, GatherSinkingFuse,
                              GatherSinkingMatmulForward, GatherSinkingReshapeForward,
-                             GatherSinkingUnaryForward)
+                             GatherSinkingSplitForward, GatherSinkingUnaryForward)
 from .gather_sinking_backward import (GatherSinkingBinaryBackward, GatherSinkingMatmulBackward,
                                       GatherSinkingReshapeBackward, GatherSinkingSplitBackward,
                                       GatherSinkingUnaryBackward)
@@ -33,7 +33,7 @@ __all__ = [
     "GatherSinkingBinaryForward", "GatherSinkingFuse", "GatherSinkingGeneral",
     "GatherSinkingGeneralBackward", "GatherSinkingGeneralForward", "GatherSinkingMatmulBackward",
     "GatherSinkingMatmulForward", "GatherSinkingReshapeBackward", "GatherSinkingReshapeForward",
-    "GatherSinkingSplitBackward", "GatherSinkingTranspose", "GatherSinkingTransposeBackward",
+    "GatherSinkingSplitBackward", "GatherSinkingSplitForward", "GatherSinkingTranspose", "GatherSinkingTransposeBackward",
     "GatherSinkingTransposeForward", "GatherSinkingTransposeReshapeBackward",
     "GatherSinkingTransposeReshapeForward", "GatherSinkingUnaryBackward",
     "GatherSinkingUnaryForward", "GnaTransformationsPipeline", "RemoveInputConvert",

@@ -7,7 +7,7 @@ from ...passes.base import ModelPass
 from ..common.constant_folding import run_then_fold
 from .gather_sinking import (GatherSinkingBinaryForward, GatherSinkingFuse,
                              GatherSinkingMatmulForward, GatherSinkingReshapeForward,
-                             GatherSinkingUnaryForward)
+                             GatherSinkingSplitForward, GatherSinkingUnaryForward)
 from .gather_sinking_backward import (GatherSinkingBinaryBackward, GatherSinkingMatmulBackward,
                                       GatherSinkingReshapeBackward, GatherSinkingSplitBackward,
                                       GatherSinkingUnaryBackward)
@@ -20,7 +20,7 @@ class GatherSinkingGeneralForward(GraphRewrite):
         super().__init__()
         for p in (GatherSinkingUnaryForward, GatherSinkingBinaryForward,
                   GatherSinkingTransposeReshapeForward, GatherSinkingMatmulForward,
-                  GatherSinkingReshapeForward, GatherSinkingFuse):
+                  GatherSinkingReshapeForward, GatherSinkingSplitForward, GatherSinkingFuse):
             self.add_matcher(p())
 
 

@@ -2,7 +2,9 @@
 gather_sinking_backward.py, the drivers in gather_general.py). They move Gathers (1-D constant
 indices along one axis, as GatherSinkingTransposeReshape and the GNA Concat/Split rewrites
 create) through elementwise ops, MatMul (a Gather on the contracted axis is absorbed into the
-other input's weights) and Reshapes that only add or drop 1s, and fuse consecutive Gathers."""
+other input's weights), Reshapes that only add or drop 1s or split a flat Gather's axis into
+blocks it permutes within (zoo finding F4), Split along another axis, and fuse consecutive
+Gathers."""
 from __future__ import annotations
 
 from typing import ClassVar, Sequence
@@ -19,7 +21,7 @@ from .gather_utils import (GatherInfo, aligned_axis, first_gather_input, gather_
                            gather_sinking_disabled, gathered, insert_output_gather,
                            mark_no_gather_sinking)
 
-_FORWARD_OK = ("Gather", "Reshape", "MatMul", "Split", "VariadicSplit", "Transpose")
+_FORWARD_OK = ("Gather", "Reshape", "Squeeze", "Unsqueeze", "MatMul", "Split", "VariadicSplit", "Transpose")
 
 
 def _after_forward(g: Node) -> Node:
@@ -126,16 +128,73 @@ def _squeezy_reshape(reshape: Node, axis_in: int | None, axis_out: int | None) -
         and (axis_out is None or rb[0] == axis_out)
 
 
+def block_axis(indices: np.ndarray, shape: Sequence[int]) -> tuple[int, np.ndarray] | None:
+    """``(k, q)`` when the flat permutation ``indices`` of a tensor of ``shape`` only reorders
+    axis ``k``: ``indices[(o*D + d)*B + j] == (o*D + q[d])*B + j`` with ``D = shape[k]`` and
+    ``B`` the size of the axes after it (the block-periodic indices of a Transpose that keeps
+    the outer axes in place, seen through a flattening Reshape); None otherwise."""
+    n = indices.size
+    for k, d in enumerate(shape):
+        if d == 1:
+            continue
+        inner = int(np.prod(shape[k + 1:], dtype=np.int64))
+        blocks = indices.reshape(n // (d * inner), d, inner)
+        q = blocks[0, :, 0] // inner
+        outer = np.arange(blocks.shape[0], dtype=np.int64)[:, None, None] * d * inner
+        if np.array_equal(blocks, outer + (q * inner)[None, :, None] + np.arange(inner)[None, None, :]):
+            return k, q
+    return None
+
+
 class GatherSinkingReshapeForward(_Forward):
+    """A Gather over the only non-1 axis moves through a Reshape that keeps that axis alone
+    (adds or drops 1s), or, for a permutation, through a Reshape that splits it into axes of
+    which the permutation reorders one (``block_axis``): the Gather then acts on that axis."""
+
     TYPES = ("Reshape", "Squeeze", "Unsqueeze")
 
     def sink(self, main, index, info):
-        if index != 0 or not _squeezy_reshape(main, info.axis, None) or \
-                (main.type_name == "Reshape" and not info.is_permutation()):
+        if index != 0:
+            return None
+        if _squeezy_reshape(main, info.axis, None) and (main.type_name != "Reshape" or info.is_permutation()):
+            axis, indices = first_valuable(main.output(0).shape), info.indices
+        else:
+            shape = static_shape(main.output(0))
+            if main.type_name != "Reshape" or shape is None or not info.is_permutation() or \
+                    not _squeezy_reshape(info.gather, info.axis, info.axis):
+                return None
+            found = block_axis(info.indices, shape)
+            if found is None:
+                return None
+            axis, indices = found
+        main.input(0).replace_source_output(info.gather.input_value(0))
+        main.validate_and_infer_types()
+        return [_after_forward(insert_output_gather(main, indices, axis))]
+
+
+class GatherSinkingSplitForward(_Forward):
+    """A Gather on an axis other than the split axis moves after a Split/VariadicSplit: every
+    output gets the same Gather (named ``<split>.<i>``, taking the output's names)."""
+
+    TYPES = ("Split", "VariadicSplit")
+
+    def sink(self, main, index, info):
+        axis = main.input_value(1).value
+        rank = static_rank(main.input_value(0))
+        if index != 0 or axis is None or rank is None or int(axis.reshape(-1)[0]) % rank == info.axis:
             return None
         main.input(0).replace_source_output(info.gather.input_value(0))
         main.validate_and_infer_types()
-        return [_after_forward(insert_output_gather(main, info.indices, first_valuable(main.output(0).shape)))]
+        new = []
+        for i, out in enumerate(main.outputs()):
+            if not out.consumers():
+                continue
+            g = gathered(out, info.indices, info.axis).node
+            out.replace(g.output(0))
+            g.friendly_name = f"{main.friendly_name}.{i}"
+            copy_runtime_info(main, g)
+            new.append(_after_forward(g))
+        return new
 
 
 class GatherSinkingFuse(MatcherPass):
