@@ -401,19 +401,23 @@ def _ints(v) -> list[int]:
 
 
 def split_impl(p: Params, key) -> Impl | None:
-    """Split / VariadicSplit: one strided copy per output, at its offset along the axis."""
+    """Split / VariadicSplit: one launch writing every output (kernels.split), the sizes along
+    the axis as scalar arguments."""
     if p.values.get(1) is None:
         return None
     shape = p.in_shapes[0]
     axis = _ints(p.values[1])[0] % len(shape)
-    cs = contiguous_strides(shape)
-    launches, pos = [], 0
-    for i, out in enumerate(p.out_shapes):
-        if _size(out):
-            launches.append(strided_copy(p.in_dtypes[0], out, cs, pos * cs[axis],
-                                         contiguous_strides(out), 0, 0, i))
+    n = _size(shape)
+    if not n:
+        return Impl(key, [])
+    bounds, pos = [], 0
+    for out in p.out_shapes[:-1]:
         pos += out[axis]
-    return Impl(key, launches)
+        bounds.append(pos)
+    src = K.split(bits_dtype(p.in_dtypes[0]), len(p.out_shapes))
+    spec = [("i", 0)] + [("o", j) for j in range(len(p.out_shapes))]
+    spec += [n, shape[axis], _size(shape[axis + 1:])] + bounds
+    return Impl(key, [Launch(src, *_1d(n), spec)])
 
 
 def slice_impl(p: Params, key) -> Impl | None:
@@ -620,6 +624,45 @@ def gemm_config(engine, M: int, N: int, K_: int, batch: int) -> K.GemmConfig:
     return K.GEMM_SMALL
 
 
+SKINNY_MAX_M = 64          # M up to which the skinny GEMM wins over up to 4 tiled groups per CU
+SKINNY_TALL_M = 256        # M up to which it wins while the tiled groups do not fill the CUs
+SKINNY_GROUPS_PER_CU = 4
+
+
+def _cdiv(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+def skinny_width(engine, M: int, N: int, batch: int, tiled_groups: int) -> int | None:
+    """Columns per work-group (TN) of the skinny GEMM (kernels.gemm_skinny), or None when the
+    tiled kernels fit the problem better (or there is no engine).
+
+    The tiled kernels give ``tiled_groups`` = ceil(M/tsm) x ceil(N/tsn) x batch work-groups,
+    each walking K serially with two barriers per 16-wide K block, so a decoder's M <= 128
+    rows leave most compute units of a GPU idle. The skinny kernel reads B once per 8 rows
+    (from L2 for weights that fit there), so on a GPU it is taken for M <= 8 (B read once),
+    for M <= SKINNY_MAX_M while the tiled kernels give fewer than SKINNY_GROUPS_PER_CU
+    work-groups per compute unit, and for M <= SKINNY_TALL_M while they give fewer than one.
+    On PoCL it measured 2-8x faster than the tiled kernels for every M <= 256 (decoder
+    shapes, docs/runtime.md). TN starts at 64 and halves, down to 8 (a warp then still reads
+    whole 32-byte sectors of B), while N fits in half the width and, on a GPU, while there
+    are fewer than SKINNY_GROUPS_PER_CU skinny work-groups per compute unit; PoCL keeps the
+    width fixed per N because it compiles a kernel per local size."""
+    if engine is None or M > SKINNY_TALL_M:
+        return None
+    gpu = engine.is_gpu
+    cus = int(engine.device.max_compute_units)
+    if gpu and M > K.SKINNY_RM:
+        enough = SKINNY_GROUPS_PER_CU * cus if M <= SKINNY_MAX_M else cus
+        if tiled_groups >= enough:
+            return None
+    rows = _cdiv(M, K.SKINNY_RM) * batch
+    tn = 64
+    while tn > 8 and (tn // 2 >= N or (gpu and rows * _cdiv(N, tn) < SKINNY_GROUPS_PER_CU * cus)):
+        tn //= 2
+    return tn
+
+
 def _gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, out_shape,
                  a_strides=None, b_strides=None, extra_refs: list | None = None) -> Launch | None:
     """Launch for out = op(A) @ op(B) with numpy-style batch broadcasting."""
@@ -654,16 +697,25 @@ def _gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, 
     stages, n_extra, edt, edims, est = _epilogue(p, out_shape)
     aligned = M % 128 == 0 and N % 128 == 0 and Ka % 16 == 0 and sa[-1] == 1 and sb[-1] == 1 \
         and sa[-2] % 4 == 0 and sb[-2] % 4 == 0 and np.dtype(p.out_dtypes[0]) == np.float32
-    if aligned and p.engine is not None and p.engine.is_gpu:
+    gpu = p.engine is not None and p.engine.is_gpu
+    cfg = gemm_config(p.engine, M, N, Ka, nb)
+    tiled_groups = _cdiv(M, 128) * _cdiv(N, 128) * nb if aligned and gpu else \
+        _cdiv(M, cfg.tsm) * _cdiv(N, cfg.tsn) * nb
+    tn = skinny_width(p.engine, M, N, nb, tiled_groups)
+    if tn is not None:
+        src = p.cached(("gemm_skinny", len(edims)),
+                       lambda: K.gemm_skinny(p.out_dtypes[0], stages, n_extra, edt, len(edims)))
+        lx, ly = tn, K.SKINNY_WG // tn
+        gws = (_cdiv(N, tn) * lx, _cdiv(M, K.SKINNY_RM) * ly, max(nb, 1))
+    elif aligned and gpu:
         src = p.cached(("gemm_aligned", len(edims)), lambda: K.gemm_aligned(stages, n_extra, edt, len(edims)))
         lx, ly = 16, 16
         gws = (N // 8, M // 8, max(nb, 1))
     else:
-        cfg = gemm_config(p.engine, M, N, Ka, nb)
         src = p.cached(("gemm", cfg, len(edims)),
                        lambda: K.gemm(p.out_dtypes[0], cfg, stages, n_extra, edt, len(edims)))
         lx, ly = cfg.local
-        gws = ((N + cfg.tsn - 1) // cfg.tsn * lx, (M + cfg.tsm - 1) // cfg.tsm * ly, max(nb, 1))
+        gws = (_cdiv(N, cfg.tsn) * lx, _cdiv(M, cfg.tsm) * ly, max(nb, 1))
     spec = [("i", b_idx[0]), ("i", b_idx[1]), ("o", 0), M, N, Ka, dims[1],
             sab[0], sab[1], sa[-2], sa[-1], sbb[0], sbb[1], sb[-2], sb[-1]]
     spec += extra_refs if extra_refs is not None else [("e", j) for j in range(n_extra)]

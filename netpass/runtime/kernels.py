@@ -4,10 +4,11 @@
   (numpy broadcasting, transposes and strided writes are all just strides), fused post-op
   stages, and a float4 path for flat contiguous float tensors;
 - ``gemm``: register-tiled batched GEMM with generic strides (MatMul, FullyConnected) and a
-  fused elementwise epilogue;
+  fused elementwise epilogue; ``gemm_skinny`` (same arguments) for few output tiles (small M);
 - ``rowop``: one work-group per row for reductions, softmax/log-softmax and MVN;
 - ``imap``: copy through an index map (any pure data-movement op, index map from its numpy
-  reference), ``gather``, ``conv`` (direct), ``pool``.
+  reference), ``split`` (every output of a Split in one launch), ``gather``, ``conv``
+  (direct), ``pool``.
 
 Sources depend only on dtypes, ranks, op expressions and tile sizes, never on runtime dims
 (dims are arguments), so a growing sequence compiles each kernel once.
@@ -197,14 +198,12 @@ GEMM_LARGE = GemmConfig(128, 128, 16, 8, 8)
 GEMM_MEDIUM = GemmConfig(64, 64, 16, 4, 4)
 
 
-@memoized
-def gemm(dtype, cfg: GemmConfig, epilogue: list[Stage], n_extra: int, extra_dtypes: list,
-         erank: int) -> Source:
-    """C[b] = A[b] @ B[b] (+ epilogue). A(m,k) at a + m*sam + k*sak, B(k,n) likewise; batch
-    b = b0*B1 + b1 with strides per batch dim (0 broadcasts)."""
-    t = ctype(dtype)
-    lx, ly = cfg.local
-    nthreads = lx * ly
+SKINNY_RM = 8     # rows of C per work-group of the skinny GEMM
+SKINNY_WG = 256   # work-items per skinny work-group: TN columns x (256 / TN) K-slices
+
+
+def _gemm_args(t: str, n_extra: int, extra_dtypes: list, erank: int) -> list[str]:
+    """The argument list every GEMM kernel shares (one launch spec fits them all)."""
     args = [f"__global const {t}* A", "int aoff", f"__global const {t}* B", "int boff",
             f"__global {t}* C", "int coff", "int M", "int N", "int K", "int B1",
             "int sa0", "int sa1", "int sam", "int sak", "int sb0", "int sb1", "int sbk", "int sbn"]
@@ -214,6 +213,18 @@ def gemm(dtype, cfg: GemmConfig, epilogue: list[Stage], n_extra: int, extra_dtyp
         args += [f"int d{k}" for k in range(erank)]
         for j in range(n_extra):
             args += [f"int s_in{j}_{k}" for k in range(erank)]
+    return args
+
+
+@memoized
+def gemm(dtype, cfg: GemmConfig, epilogue: list[Stage], n_extra: int, extra_dtypes: list,
+         erank: int) -> Source:
+    """C[b] = A[b] @ B[b] (+ epilogue). A(m,k) at a + m*sam + k*sak, B(k,n) likewise; batch
+    b = b0*B1 + b1 with strides per batch dim (0 broadcasts)."""
+    t = ctype(dtype)
+    lx, ly = cfg.local
+    nthreads = lx * ly
+    args = _gemm_args(t, n_extra, extra_dtypes, erank)
     code = _stage_code([Stage("acc[wm][wn]", [], "float")] + epilogue,
                        {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
     offs = _offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
@@ -282,19 +293,82 @@ void gemm({', '.join(args)})
 
 
 @memoized
+def gemm_skinny(dtype, epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int) -> Source:
+    """GEMM for few output tiles (small M: decoders, GEMV): same arguments as :func:`gemm`.
+
+    A work-group owns ``SKINNY_RM`` rows of C and TN columns, TN = get_local_size(0) (8..64,
+    chosen per launch by impls.skinny_width); its get_local_size(1) = S
+    K-slices walk k = slice, slice + S, ... with direct global loads, four k per step so four
+    B loads are in flight, no barrier in the K loop. B is read coalesced: lanes run along n
+    when B is K-major (sbn == 1, reordered FC weights), along k otherwise (transposed B). A
+    values are the same for the lanes of a slice (broadcast loads). Rows and columns past M, N
+    are clamped to valid addresses (their sums are never stored), so the loop has no bounds
+    checks. The slices are summed in local memory, then the fused epilogue runs. Batch b is
+    get_group_id(2) = b0 * B1 + b1 as in :func:`gemm`."""
+    t = ctype(dtype)
+    args = _gemm_args(t, n_extra, extra_dtypes, erank)
+    code = _stage_code([Stage("v", [], "float")] + epilogue,
+                       {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
+    offs = _offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
+    step = "\n".join(f"      acc[r] = mad((float)ap[(k + {u} * S) * sak], w{u}, acc[r]);" for u in range(4))
+    text = header([dtype] + list(extra_dtypes)) + f"""
+#define RM {SKINNY_RM}
+__kernel void gemm_skinny({', '.join(args)})
+{{
+  const int TN = get_local_size(0), S = get_local_size(1);
+  const int lt = get_local_id(1) * TN + get_local_id(0);
+  int col, ks;
+  if (sbn == 1) {{ col = get_local_id(0); ks = get_local_id(1); }}
+  else {{ col = lt / S; ks = lt - col * S; }}  /* transposed B: neighbour lanes read neighbour k */
+  const int n0 = get_group_id(0) * TN, m0 = get_group_id(1) * RM;
+  const int b = get_group_id(2);
+  const int b0 = b / B1, b1 = b - b0 * B1;
+  A += aoff + b0 * sa0 + b1 * sa1;
+  B += boff + b0 * sb0 + b1 * sb1;
+  __global const {t}* bp = B + min(n0 + col, N - 1) * sbn;
+  int ar[RM];
+  float acc[RM];
+  for (int r = 0; r < RM; ++r) {{ ar[r] = min(m0 + r, M - 1) * sam; acc[r] = 0.0f; }}
+  int k = ks;
+  for (; k + 3 * S < K; k += 4 * S) {{
+    const float w0 = (float)bp[k * sbk], w1 = (float)bp[(k + S) * sbk];
+    const float w2 = (float)bp[(k + 2 * S) * sbk], w3 = (float)bp[(k + 3 * S) * sbk];
+    #pragma unroll
+    for (int r = 0; r < RM; ++r) {{
+      __global const {t}* ap = A + ar[r];
+{step}
+    }}
+  }}
+  for (; k < K; k += S) {{
+    const float w0 = (float)bp[k * sbk];
+    #pragma unroll
+    for (int r = 0; r < RM; ++r) acc[r] = mad((float)A[ar[r] + k * sak], w0, acc[r]);
+  }}
+  __local float red[RM * {SKINNY_WG}];
+  for (int r = 0; r < RM; ++r) red[(r * S + ks) * TN + col] = acc[r];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int o = lt; o < RM * TN; o += TN * S) {{
+    const int r = o / TN, cc = o - r * TN;
+    const int m = m0 + r, n = n0 + cc;
+    if (m >= M || n >= N) continue;
+    float v = 0.0f;
+    for (int q = 0; q < S; ++q) v += red[(r * S + q) * TN + cc];
+    int flat = (b * M + m) * N + n;
+    {offs}
+    {code}
+    C[coff + flat] = ({t})(x{len(epilogue)});
+  }}
+}}
+"""
+    return Source(text, "gemm_skinny")
+
+
+@memoized
 def gemm_aligned(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int) -> Source:
     """float32 C = A @ B for row-major A [M, K] and B [K, N] with M, N multiples of 128 and K
     of 16: 128x128 tiles, 8x8 outputs per work-item, float4 global and local accesses, no
     bounds checks. Same arguments as :func:`gemm`."""
-    args = ["__global const float* A", "int aoff", "__global const float* B", "int boff",
-            "__global float* C", "int coff", "int M", "int N", "int K", "int B1",
-            "int sa0", "int sa1", "int sam", "int sak", "int sb0", "int sb1", "int sbk", "int sbn"]
-    for j in range(n_extra):
-        args += [f"__global const {ctype(extra_dtypes[j])}* in{j}", f"int off_in{j}"]
-    if n_extra:
-        args += [f"int d{k}" for k in range(erank)]
-        for j in range(n_extra):
-            args += [f"int s_in{j}_{k}" for k in range(erank)]
+    args = _gemm_args("float", n_extra, extra_dtypes, erank)
     code = _stage_code([Stage("v[q]", [], "float")] + epilogue,
                        {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
     offs = _offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
@@ -599,6 +673,35 @@ def imap(dtype, pad_value: float | None) -> Source:
 }}
 """
     return Source(text, "imap")
+
+
+@memoized
+def split(dtype, n_out: int) -> Source:
+    """Split along one axis in one launch: the input seen as [outer, A, inner]; element
+    (o, a, i) goes to output j with c_j <= a < c_{j+1} (c_0 = 0, c_{n_out} = A) at
+    (o, a - c_j, i). One work-item per input element, reads contiguous."""
+    t = ctype(dtype)
+    outs = "".join(f", __global {t}* Y{j}, int y{j}off" for j in range(n_out))
+    bounds = "".join(f", int c{j}" for j in range(1, n_out))
+    lo = ["0"] + [f"c{j}" for j in range(1, n_out)]
+    hi = lo[1:] + ["A"]
+    stores = []
+    for j in range(n_out):
+        row = f"o * {hi[j]} + a" if j == 0 else f"o * ({hi[j]} - {lo[j]}) + a - {lo[j]}"
+        store = f"Y{j}[y{j}off + ({row}) * inner + i] = v;"
+        stores.append(store if j == n_out - 1 else f"if (a < {hi[j]}) {store}")
+    chain = "\n  else ".join(stores)
+    text = header([dtype]) + f"""__kernel void split(__global const {t}* X, int xoff{outs}, int n, int A, int inner{bounds})
+{{
+  int gid = get_global_id(0);
+  if (gid >= n) return;
+  int i = gid % inner; int q = gid / inner;
+  int a = q % A; int o = q / A;
+  {t} v = X[xoff + gid];
+  {chain}
+}}
+"""
+    return Source(text, "split")
 
 
 @memoized

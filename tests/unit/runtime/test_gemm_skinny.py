@@ -1,0 +1,172 @@
+"""The skinny GEMM (kernels.gemm_skinny) on PoCL: MatMul / FullyConnected with few rows of
+output against numpy on random data, over transposed B, batch broadcast and fused
+epilogues; and the selection (impls.skinny_width) on GPU-like and CPU engines without
+compiling. Tolerance: rtol 1e-4 plus atol 1e-4 * sqrt(K), the float32 summation-order noise
+of a K-long dot product of standard normal values (their sums are ~sqrt(K) in size)."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from netpass import Model, opset
+from netpass.runtime import compile_program
+from netpass.runtime import impls as I
+
+F32 = np.dtype(np.float32)
+
+
+def _f(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _check(got, a, b, k: int) -> None:
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(max(k, 1)))
+
+
+def _ran_skinny(cm) -> bool:
+    """True when one of the compiled model's kernels is the skinny GEMM."""
+    return any("gemm_skinny(" in key[2] for key in cm.kernel_objects)
+
+
+def _matmul_model(tb: bool = False, ranks=(2, 2)):
+    a = opset.parameter([-1] * ranks[0], np.float32, name="a")
+    b = opset.parameter([-1] * ranks[1], np.float32, name="b")
+    return Model([opset.result(opset.matmul(a, b, False, tb), name="y")], [a, b])
+
+
+# (M, K, N): every M of 1, 3, 17, 64, K of 1, 7, 256, 1024 and N of 1, 5, 256, 2048
+SHAPES = [(1, 1, 1), (3, 7, 5), (17, 1024, 256), (64, 256, 2048), (1, 1024, 2048), (17, 7, 1)]
+
+
+def test_matmul_shapes_match_numpy(rng):
+    cm = compile_program(_matmul_model(), "CPU")
+    req = cm.create_infer_request()
+    for m, k, n in SHAPES:
+        a, b = _f(rng, m, k), _f(rng, k, n)
+        _check(req.infer({"a": a, "b": b})["y"], a, b, k)
+    assert _ran_skinny(cm)
+    assert req.stats["host_fallbacks"] == 0
+
+
+def test_transposed_b_matches_numpy(rng):
+    cm = compile_program(_matmul_model(tb=True), "CPU")
+    req = cm.create_infer_request()
+    for m, k, n in [(3, 7, 5), (17, 1024, 256), (64, 256, 1)]:
+        a, bt = _f(rng, m, k), _f(rng, n, k)
+        _check(req.infer({"a": a, "b": bt})["y"], a, bt.T, k)
+    assert _ran_skinny(cm)
+
+
+def test_batch_broadcast_matches_numpy(rng):
+    cm = compile_program(_matmul_model(ranks=(4, 3)), "CPU")
+    req = cm.create_infer_request()
+    for ashape, bshape in [((2, 3, 17, 7), (3, 7, 5)), ((1, 4, 3, 256), (1, 256, 64))]:
+        a, b = _f(rng, *ashape), _f(rng, *bshape)
+        _check(req.infer({"a": a, "b": b})["y"], a, b, ashape[-1])
+    assert _ran_skinny(cm)
+
+
+def test_fully_connected_bias_relu(rng):
+    """FullyConnected (weights reordered to [K, N]: B read along n) with its bias and a fused
+    Relu as the epilogue."""
+    x = opset.parameter([-1, 256], np.float32, name="x")
+    w, bias = _f(rng, 768, 256), _f(rng, 768)
+    model = Model([opset.result(opset.relu(opset.fully_connected(x, w, bias)), name="y")], [x])
+    cm = compile_program(model, "CPU")
+    req = cm.create_infer_request()
+    for m in (1, 17, 64):
+        xv = _f(rng, m, 256)
+        got = req.infer({"x": xv})["y"]
+        want = np.maximum(xv.astype(np.float64) @ w.T.astype(np.float64) + bias, 0.0)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(256))
+    assert _ran_skinny(cm)
+    assert req.stats["fused"] == 3 and req.stats["weight_reorders"] == 1
+
+
+def test_matmul_fused_add_multiply(rng):
+    """MatMul with constant weights, a broadcast Add and a Multiply folded into the kernel."""
+    x = opset.parameter([-1, -1, 1024], np.float32, name="x")
+    w, c, s = _f(rng, 1024, 256), _f(rng, 256), _f(rng, 256)
+    y = opset.multiply(opset.add(opset.matmul(x, w, False, False), c), s)
+    cm = compile_program(Model([opset.result(y, name="y")], [x]), "CPU")
+    req = cm.create_infer_request()
+    for shape in ((1, 1, 1024), (2, 3, 1024), (1, 64, 1024)):
+        xv = _f(rng, *shape)
+        got = req.infer({"x": xv})["y"]
+        want = (xv.astype(np.float64) @ w.astype(np.float64) + c) * s
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(1024) * np.abs(s).max())
+    assert _ran_skinny(cm)
+    assert req.stats["fused"] == 6
+
+
+# -- selection -------------------------------------------------------------------------------
+def _engine(gpu: bool, cus: int):
+    return SimpleNamespace(is_gpu=gpu, device=SimpleNamespace(max_compute_units=cus))
+
+
+H200 = _engine(True, 132)
+POCL = _engine(False, 2)
+
+
+def _matmul_launch(engine, a_shape, b_shape, tb: bool = False) -> I.Launch:
+    out = tuple(np.broadcast_shapes(a_shape[:-2], b_shape[:-2])) + \
+        (a_shape[-2], b_shape[-2] if tb else b_shape[-1])
+    p = I.Params(kind="MatMul", attrs={"transpose_a": False, "transpose_b": tb},
+                 in_shapes=[a_shape, b_shape], in_dtypes=[F32, F32], out_shapes=[out],
+                 out_dtypes=[F32], values={}, fused=[], extra_shapes=[], extra_dtypes=[],
+                 engine=engine)
+    impl = I.matmul_impl(p, None)
+    assert impl is not None and len(impl.launches) == 1
+    return impl.launches[0]
+
+
+@pytest.mark.parametrize("m", [1, 3, 17, 64, 128])
+def test_gpu_decoder_shapes_select_skinny(m):
+    for k, n in ((256, 768), (256, 256), (256, 1024), (1024, 256), (256, 2048)):
+        assert _matmul_launch(H200, (1, m, k), (k, n)).source.name == "gemm_skinny", (m, k, n)
+
+
+def test_gpu_single_row_narrows_columns_to_fill_the_device():
+    ln = _matmul_launch(H200, (1, 1024), (1024, 256))
+    assert ln.lws == (8, 32, 1)  # 32 work-groups of 8 columns x 32 K-slices
+    assert ln.gws == (256, 32, 1)
+
+
+def test_gpu_transposed_b_and_batch_select_skinny():
+    ln = _matmul_launch(H200, (8, 17, 64), (8, 17, 64), tb=True)
+    assert ln.source.name == "gemm_skinny" and ln.gws[2] == 8
+
+
+def test_gpu_large_problems_keep_tiled_kernels():
+    assert _matmul_launch(H200, (512, 256), (256, 512)).source.name == "gemm"
+    assert _matmul_launch(H200, (4096, 64), (64, 64)).source.name == "gemm"
+    # M = 256 and 256 aligned 128x128 tiles, M = 32 and 1024 32x32 tiles: the device is full
+    assert _matmul_launch(H200, (64, 256, 64), (64, 256)).source.name == "gemm"
+    assert _matmul_launch(H200, (8, 32, 64), (64, 4096)).source.name == "gemm"
+    # one row block reads B once: skinny whatever the tiling
+    assert _matmul_launch(H200, (64, 8, 64), (64, 4096)).source.name == "gemm_skinny"
+
+
+def test_cpu_keeps_width_per_n():
+    """PoCL compiles one kernel per local size: the width depends on N only."""
+    assert _matmul_launch(POCL, (1, 256), (256, 2048)).lws == (64, 4, 1)
+    assert _matmul_launch(POCL, (64, 256), (256, 2048)).lws == (64, 4, 1)
+    assert _matmul_launch(POCL, (17, 7), (7, 5)).lws == (8, 32, 1)
+    assert _matmul_launch(POCL, (1024, 256), (256, 256)).source.name == "gemm"
+
+
+def test_no_engine_keeps_tiled_kernel():
+    assert _matmul_launch(None, (1, 256), (256, 256)).source.name == "gemm"
+
+
+def test_fully_connected_selects_skinny_on_gpu():
+    p = I.Params(kind="FullyConnected", attrs={"_weights_reordered": True},
+                 in_shapes=[(1, 5, 256), (768, 256), (768,)], in_dtypes=[F32, F32, F32],
+                 out_shapes=[(1, 5, 768)], out_dtypes=[F32], values={}, fused=[],
+                 extra_shapes=[], extra_dtypes=[], engine=H200)
+    ln = I.fully_connected_impl(p, None).launches[0]
+    assert ln.source.name == "gemm_skinny"
+    assert ln.spec[:3] == [("i", 0), ("i", 1), ("o", 0)] and ("i", 2) in ln.spec
