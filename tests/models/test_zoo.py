@@ -44,10 +44,7 @@ FORBIDDEN = {"Divide", "LSTMCell", "LSTMSequence", "GRUCell", "GRUSequence", "Sl
              "StridedSlice", "Convolution", "GroupConvolution", "MaxPool"}
 
 # (model, check) -> reason: known failures, each a finding in docs/dev/zoo-findings.md.
-_BILSTM = "zoo-findings F5: bidirectional LSTM stacks leave Gathers inside"
 XFAIL: dict[tuple[str, str], str] = {
-    ("bilstm", "layout"): _BILSTM,
-    ("bilstm", "legacy"): _BILSTM,
 }
 
 SUPPORTED = [name for name, entry in zoo.ZOO.items() if not entry.unsupported]

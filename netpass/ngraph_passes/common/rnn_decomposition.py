@@ -126,8 +126,8 @@ def _full_length(seq: Node, states: int) -> bool:
 
 class _SequenceUnrolling(MatcherPass):
     """Unrolls a sequence into one cell per time step and direction (Split X over time,
-    Squeeze per step; Y = Concat of Unsqueezed hidden states). Needs a static sequence length
-    that every batch row runs in full; otherwise the sequence stays."""
+    Squeeze per step; Y built time-major, see ``_time_major_y``). Needs a static sequence
+    length that every batch row runs in full; otherwise the sequence stays."""
 
     SEQUENCE: str
     CELL: str
@@ -167,25 +167,39 @@ class _SequenceUnrolling(MatcherPass):
             attrs["linear_before_reset"] = seq.linear_before_reset
         ws, rs, bs = take(w, 0, nd), take(r, 0, nd), take(bias, 0, nd)
         state_parts = [take(s, 1, nd) for s in init]
-        ys, finals = [], [[] for _ in range(n)]
+        hs, finals = [[None] * steps for _ in range(nd)], [[] for _ in range(n)]
         for d in range(nd):
             reverse = seq.direction == "reverse" or d == 1
             st = [sp[d] for sp in state_parts]
-            hs_at = [None] * steps
             for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
                 cell = b(self.CELL, [xs[t], *st, ws[d], rs[d], bs[d]], **attrs)
                 st = cell.outputs()
-                hs_at[t] = b("Unsqueeze", [st[0], const(np.array([1]))]).output(0)
-            y_d = hs_at[0] if steps == 1 else b("Concat", hs_at, axis=1).output(0)
-            ys.append(b("Unsqueeze", [y_d, const(np.array([1]))]).output(0))
+                hs[d][t] = st[0]
             for k in range(n):
                 finals[k].append(b("Unsqueeze", [st[k], const(np.array([1]))]).output(0))
-        outs = [ys[0] if nd == 1 else b("Concat", ys, axis=1).output(0)]
+        outs = [self._time_major_y(b, hs, seq.hidden_size)]
         outs += [f[0] if nd == 1 else b("Concat", f, axis=1).output(0) for f in finals]
         _finish(seq, b, outs)
         for n in b.nodes:  # so a cell decomposition in the same traversal sees the cells
             if n.type_name == self.CELL:
                 self.register_new_node(n)
+
+
+    @staticmethod
+    def _time_major_y(b: _Builder, hs: list[list[Output]], hidden: int) -> Output:
+        """Y ``[B, dir, T, H]`` from the per-step states ``hs[d][t]`` (``[B, H]``), built
+        time-major: per step ``Concat(directions, axis 1)`` (``[B, dir*H]``), the steps
+        concatenated on axis 0 (``[T*B, dir*H]``), then ``Reshape [T, B, dir, H]`` and a Transpose
+        to batch-major. Every Concat joins whole rows (for batch 1, along the first non-1
+        axis), and the Transposes ONNX puts around Y (``[T, dir, B, H]``, then the exporter's
+        ``[T, B, dir*H]``) fuse with that Transpose into Reshapes, instead of reordering time
+        against direction and batch (zoo finding F5)."""
+        nd, steps = len(hs), len(hs[0])
+        per_step = [hs[0][t] if nd == 1 else b("Concat", [h[t] for h in hs], axis=1).output(0)
+                    for t in range(steps)]
+        y = per_step[0] if steps == 1 else b("Concat", per_step, axis=0).output(0)
+        y = b("Reshape", [y, const(np.array([steps, -1, nd, hidden], np.int64))], special_zero=False)
+        return b("Transpose", [y, const(np.array([1, 2, 0, 3], np.int64))]).output(0)
 
 
 class LSTMSequenceUnrolling(_SequenceUnrolling):

@@ -32,7 +32,14 @@ def _flat_gather_chain(p: MatcherPass, src: Output, indices: np.ndarray, out: Ou
                       nodes: list[Node], batch: int = 1) -> bool:
     """``out`` := Reshape(Gather(Reshape(src, [batch, -1]), indices, 1), out shape) (Reshapes
     only where the shape changes); names kept; the new nodes are registered so the same
-    traversal sinks the Gather further."""
+    traversal sinks the Gather further. Identity indices (a Transpose that only moves 1s, or
+    transposes that cancel) leave just the Reshape."""
+    if np.array_equal(indices, np.arange(indices.size)):
+        if src.shape == out.shape:
+            return replace_output_update_name(out, src)
+        reshape = make("Reshape", [src, const(np.array(out.shape, np.int64))], special_zero=False)
+        copy_runtime_info(nodes, reshape)
+        return replace_output_update_name(out, reshape.output(0))
     new = []
     flat_shape = (batch, int(np.prod(src.shape)) // batch)
     if src.shape != flat_shape:  # Reshapes only where the shape changes

@@ -55,3 +55,13 @@ def test_transpose_then_gather_merge():
     m = model_of(opset.gather(r, opset.constant(perm), opset.constant(np.int64(1))), x)
     run_checked(m, GatherSinkingTranspose())
     assert count(m, "Transpose") == 0 and count(m, "Gather") == 1
+
+
+def test_transpose_moving_only_ones_becomes_a_reshape_not_a_gather():
+    """[3, 1, 10] -> [1, 3, 10] keeps the flat order: no identity Gather is made (zoo F5)."""
+    x = param([3, 10])
+    t = opset.transpose(opset.reshape(x, [3, 1, 10], False), [1, 0, 2], name="t")
+    m = model_of(opset.relu(t), x)
+    run_checked(m, GatherSinkingTransposeReshapeBackward())
+    assert count(m, "Transpose", "Gather") == 0
+    assert m.results[0].input_value(0).node.input_value(0).node.type_name == "Reshape"
