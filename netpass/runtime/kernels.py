@@ -296,12 +296,13 @@ void gemm({', '.join(args)})
 def gemm_skinny(dtype, epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int) -> Source:
     """GEMM for few output tiles (small M: decoders, GEMV): same arguments as :func:`gemm`.
 
-    A work-group owns ``SKINNY_RM`` rows of C and TN columns, TN = get_local_size(0) (8..64,
-    chosen per launch by impls.skinny_width); its get_local_size(1) = S
-    K-slices walk k = slice, slice + S, ... with direct global loads, four k per step so four
-    B loads are in flight, no barrier in the K loop. B is read coalesced: lanes run along n
+    A work-group owns ``SKINNY_RM`` rows of C and TN = get_local_size(0) columns (8..64,
+    chosen per launch by impls.skinny_width); its S = get_local_size(1) K-slices take the
+    quads of k (k = 4q..4q+3) q = slice, slice + S, ... with direct global loads: four B
+    loads in flight per quad, no barrier in the K loop. B is read coalesced: lanes run along n
     when B is K-major (sbn == 1, reordered FC weights), along k otherwise (transposed B). A
-    values are the same for the lanes of a slice (broadcast loads). Rows and columns past M, N
+    values are the same for the lanes of a slice (broadcast loads), one float4 per row and
+    quad when A rows are contiguous and 16-byte aligned (float32). Rows and columns past M, N
     are clamped to valid addresses (their sums are never stored), so the loop has no bounds
     checks. The slices are summed in local memory, then the fused epilogue runs. Batch b is
     get_group_id(2) = b0 * B1 + b1 as in :func:`gemm`."""
@@ -310,7 +311,33 @@ def gemm_skinny(dtype, epilogue: list[Stage], n_extra: int, extra_dtypes: list, 
     code = _stage_code([Stage("v", [], "float")] + epilogue,
                        {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
     offs = _offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
-    step = "\n".join(f"      acc[r] = mad((float)ap[(k + {u} * S) * sak], w{u}, acc[r]);" for u in range(4))
+
+    def quads(a_row: str, a_vals: list[str]) -> str:
+        """The loop over this slice's quads; ``a_row`` declares the row's A values."""
+        fmas = " ".join(f"acc[r] = mad({a}, w{u}, acc[r]);" for u, a in enumerate(a_vals))
+        return f"""for (int q = ks; q < nq; q += S) {{
+      const int k = q << 2;
+      const float w0 = (float)bp[k * sbk], w1 = (float)bp[(k + 1) * sbk];
+      const float w2 = (float)bp[(k + 2) * sbk], w3 = (float)bp[(k + 3) * sbk];
+      #pragma unroll
+      for (int r = 0; r < RM; ++r) {{
+        {a_row}
+        {fmas}
+      }}
+    }}"""
+    scalar = quads(f"__global const {t}* ap = A + ar[r] + k * sak;",
+                   [f"(float)ap[{u} * sak]" for u in range(4)])
+    if t == "float":
+        vector = quads("const float4 a = *(__global const float4*)(A + ar[r] + k);",
+                       ["a.x", "a.y", "a.z", "a.w"])
+        loop = f"""/* float4 A loads: rows contiguous along k and 16-byte aligned */
+  if (sak == 1 && (sam & 3) == 0 && ((aoff + b0 * sa0 + b1 * sa1) & 3) == 0) {{
+    {vector}
+  }} else {{
+    {scalar}
+  }}"""
+    else:
+        loop = scalar
     text = header([dtype] + list(extra_dtypes)) + f"""
 #define RM {SKINNY_RM}
 __kernel void gemm_skinny({', '.join(args)})
@@ -328,23 +355,17 @@ __kernel void gemm_skinny({', '.join(args)})
   __global const {t}* bp = B + min(n0 + col, N - 1) * sbn;
   int ar[RM];
   float acc[RM];
+  #pragma unroll
   for (int r = 0; r < RM; ++r) {{ ar[r] = min(m0 + r, M - 1) * sam; acc[r] = 0.0f; }}
-  int k = ks;
-  for (; k + 3 * S < K; k += 4 * S) {{
-    const float w0 = (float)bp[k * sbk], w1 = (float)bp[(k + S) * sbk];
-    const float w2 = (float)bp[(k + 2 * S) * sbk], w3 = (float)bp[(k + 3 * S) * sbk];
-    #pragma unroll
-    for (int r = 0; r < RM; ++r) {{
-      __global const {t}* ap = A + ar[r];
-{step}
-    }}
-  }}
-  for (; k < K; k += S) {{
+  const int nq = K >> 2;
+  {loop}
+  for (int k = (nq << 2) + ks; k < K; k += S) {{  /* the last K % 4 */
     const float w0 = (float)bp[k * sbk];
     #pragma unroll
     for (int r = 0; r < RM; ++r) acc[r] = mad((float)A[ar[r] + k * sak], w0, acc[r]);
   }}
   __local float red[RM * {SKINNY_WG}];
+  #pragma unroll
   for (int r = 0; r < RM; ++r) red[(r * S + ks) * TN + col] = acc[r];
   barrier(CLK_LOCAL_MEM_FENCE);
   for (int o = lt; o < RM * TN; o += TN * S) {{

@@ -31,10 +31,10 @@ def _ran_skinny(cm) -> bool:
     return any("gemm_skinny(" in key[2] for key in cm.kernel_objects)
 
 
-def _matmul_model(tb: bool = False, ranks=(2, 2)):
+def _matmul_model(ta: bool = False, tb: bool = False, ranks=(2, 2)):
     a = opset.parameter([-1] * ranks[0], np.float32, name="a")
     b = opset.parameter([-1] * ranks[1], np.float32, name="b")
-    return Model([opset.result(opset.matmul(a, b, False, tb), name="y")], [a, b])
+    return Model([opset.result(opset.matmul(a, b, ta, tb), name="y")], [a, b])
 
 
 # (M, K, N): every M of 1, 3, 17, 64, K of 1, 7, 256, 1024 and N of 1, 5, 256, 2048
@@ -57,6 +57,16 @@ def test_transposed_b_matches_numpy(rng):
     for m, k, n in [(3, 7, 5), (17, 1024, 256), (64, 256, 1)]:
         a, bt = _f(rng, m, k), _f(rng, n, k)
         _check(req.infer({"a": a, "b": bt})["y"], a, bt.T, k)
+    assert _ran_skinny(cm)
+
+
+def test_transposed_a_matches_numpy(rng):
+    """A read along k with a stride (no float4 loads)."""
+    cm = compile_program(_matmul_model(ta=True), "CPU")
+    req = cm.create_infer_request()
+    for m, k, n in [(1, 256, 5), (17, 1024, 256)]:
+        at, b = _f(rng, k, m), _f(rng, k, n)
+        _check(req.infer({"a": at, "b": b})["y"], at.T, b, k)
     assert _ran_skinny(cm)
 
 
