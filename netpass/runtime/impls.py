@@ -648,7 +648,7 @@ def skinny_width(engine, M: int, N: int, batch: int, tiled_groups: int) -> int |
     whole 32-byte sectors of B), while N fits in half the width and, on a GPU, while there
     are fewer than SKINNY_GROUPS_PER_CU skinny work-groups per compute unit; PoCL keeps the
     width fixed per N because it compiles a kernel per local size."""
-    if engine is None or M > SKINNY_TALL_M:
+    if engine is None or M > SKINNY_TALL_M or not M or not N:
         return None
     gpu = engine.is_gpu
     cus = int(engine.device.max_compute_units)
