@@ -364,16 +364,19 @@ __kernel void gemm_skinny({', '.join(args)})
     #pragma unroll
     for (int r = 0; r < RM; ++r) acc[r] = mad((float)A[ar[r] + k * sak], w0, acc[r]);
   }}
-  __local float red[RM * {SKINNY_WG}];
+  /* row r's partial sums at red[r * rs + slice * TN + col]: the TN pad puts the lanes of
+     the summing loop below (consecutive r * TN + col) in distinct banks */
+  __local float red[RM * ({SKINNY_WG} + 64)];
+  const int rs = TN * S + TN;
   #pragma unroll
-  for (int r = 0; r < RM; ++r) red[(r * S + ks) * TN + col] = acc[r];
+  for (int r = 0; r < RM; ++r) red[r * rs + ks * TN + col] = acc[r];
   barrier(CLK_LOCAL_MEM_FENCE);
   for (int o = lt; o < RM * TN; o += TN * S) {{
     const int r = o / TN, cc = o - r * TN;
     const int m = m0 + r, n = n0 + cc;
     if (m >= M || n >= N) continue;
     float v = 0.0f;
-    for (int q = 0; q < S; ++q) v += red[(r * S + q) * TN + cc];
+    for (int q = 0; q < S; ++q) v += red[r * rs + q * TN + cc];
     int flat = (b * M + m) * N + n;
     {offs}
     {code}

@@ -112,6 +112,20 @@ def test_matmul_fused_add_multiply(rng):
     assert req.stats["fused"] == 6
 
 
+def test_gpu_widths_on_pocl(rng, monkeypatch):
+    """The GPU selection on PoCL's 2 compute units (8 work-groups wanted): 32 columns per
+    work-group for (M, N) = (1, 256), 16 for (17, 40), 8 for (1, 64)."""
+    cm = compile_program(_matmul_model(), "CPU")
+    monkeypatch.setattr(cm.engine, "is_gpu", True)
+    widths = {(1, 256): 32, (17, 40): 16, (1, 64): 8}
+    req = cm.create_infer_request()
+    for (m, n), tn in widths.items():
+        assert I.skinny_width(cm.engine, m, n, 1, 1) == tn
+        a, b = _f(rng, m, 300), _f(rng, 300, n)
+        _check(req.infer({"a": a, "b": b})["y"], a, b, 300)
+    assert _ran_skinny(cm)
+
+
 # -- selection -------------------------------------------------------------------------------
 def _engine(gpu: bool, cus: int):
     return SimpleNamespace(is_gpu=gpu, device=SimpleNamespace(max_compute_units=cus))
