@@ -26,6 +26,7 @@ from .replace_nhwc import (ReplaceGnaNHWCLayers, SubstituteGNAConvolution,
 from .stepped_slice_to_matmul import ConvertSteppedSliceToMatMul
 from .strided_slice_to_crop import ConvertStridedSliceToCrop
 from .transpose_compress import TransposeCompress
+from .transpose_matmul import TransposeMatMulForward
 from .ts_concat_split import TSConcatForward, TSSplitBackward
 
 __all__ = [
@@ -39,6 +40,6 @@ __all__ = [
     "GatherSinkingUnaryForward", "GnaTransformationsPipeline", "RemoveInputConvert",
     "RemoveOutputConvert", "RemoveSingleInputConcat", "ReorderActivationAndPooling",
     "ReplaceGnaNHWCLayers", "ReshapeSequenceFusion", "SubstituteGNAConvolution", "SubstituteGNAGroupConvolution",
-    "SubstituteGNAMaxPool", "TSConcatForward", "TSSplitBackward", "TransposeCompress",
+    "SubstituteGNAMaxPool", "TSConcatForward", "TSSplitBackward", "TransposeCompress", "TransposeMatMulForward",
     "TransposeToReshape", "at_model_edge", "install_gna_callbacks", "interior_layout_ops", "is_transpose_supported",
 ]

@@ -47,6 +47,7 @@ from .replace_nhwc import ReplaceGnaNHWCLayers
 from .stepped_slice_to_matmul import ConvertSteppedSliceToMatMul
 from .strided_slice_to_crop import ConvertStridedSliceToCrop
 from .transpose_compress import TransposeCompress
+from .transpose_matmul import TransposeMatMulForward
 from .ts_concat_split import TSConcatForward, TSSplitBackward
 
 LAYOUT_TRIGGERS = {"Convolution", "GroupConvolution", "MaxPool", "MVN", "MatMul", "Transpose", "Gather"}
@@ -150,8 +151,8 @@ class GnaTransformationsPipeline(ModelPass):
                 main.register_pass(ReplaceGnaNHWCLayers())
             if "Gather" in types:
                 main.register_pass(GatherSinkingTranspose())
-            for p in (TSGeneral, RescueStuckTransposes, GnaTransposeRewrites, GatherSinkingGeneral,
-                      GnaLayoutCleanup):
+            for p in (TransposeMatMulForward, TSGeneral, RescueStuckTransposes, GnaTransposeRewrites,
+                      GatherSinkingGeneral, GnaLayoutCleanup):
                 main.register_pass(p())
         main.run_passes(model)
         if slice_workaround:

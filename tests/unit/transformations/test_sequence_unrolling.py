@@ -98,13 +98,14 @@ def test_dynamic_batch_is_unrolled():
     np.testing.assert_allclose(infer(m, feeds)["out0"], infer(original, feeds)["out0"], rtol=1e-5, atol=1e-6)
 
 
-def _onnx_bilstm_stack(t: int, b: int, i: int, h: int):
+def _onnx_bilstm_stack(t: int, b: int, i: int, h: int, batch_first: bool):
     """Two bidirectional LSTMs wired as torch exports and netpass imports them: X [T, B, I]
     -> Transpose to batch-major -> LSTMSequence -> Y [B, 2, T, H] -> Transpose to ONNX's
     [T, 2, B, H] -> the exporter's Transpose(0, 2, 1, 3) + Reshape [T, B, 2H] -> next layer;
-    a Linear head on the last Y."""
-    x = param([t, b, i])
-    value, width = x, i
+    a Linear head on the last Y. ``batch_first``: the input is [B, T, I] and the exporter
+    transposes it to time-major and the last Y back to [B, T, 2H]."""
+    x = param([b, t, i] if batch_first else [t, b, i])
+    value, width = (opset.transpose(x, [1, 0, 2]) if batch_first else x), i
     for layer in range(2):
         xb = opset.transpose(value, [1, 0, 2])
         zeros = opset.constant(np.zeros((b, 2, h), np.float32))
@@ -114,15 +115,19 @@ def _onnx_bilstm_stack(t: int, b: int, i: int, h: int):
                                   opset.constant(rand(2, 4 * h, seed=30 + layer)), h, "bidirectional")
         y = opset.transpose(opset.transpose(seq.output(0), [2, 1, 0, 3]), [0, 2, 1, 3])
         value, width = opset.reshape(y, [t, b, 2 * h], False), 2 * h
-    head = opset.matmul(value, opset.constant(rand(2 * h, 3, seed=40)), False, False)
+    if batch_first:
+        value = opset.transpose(value, [1, 0, 2])
+    head = opset.add(opset.matmul(value, opset.constant(rand(2 * h, 3, seed=40)), False, False),
+                     opset.constant(rand(3, seed=41)))
     return model_of(head, x)
 
 
 @pytest.mark.parametrize("batch", [1, 3])
-def test_bidirectional_stack_leaves_no_layout_op_inside(batch):
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_bidirectional_stack_leaves_no_layout_op_inside(batch, batch_first):
     """After the GNA pipeline no Transpose GNA cannot run and no Gather is left between the
-    layers or before the head, for batch 1 and (time-major) batch 3."""
-    m = _onnx_bilstm_stack(4, batch, 6, 5)
+    layers or before the head (a batch-first head's reorder goes to the Result)."""
+    m = _onnx_bilstm_stack(4, batch, 6, 5, batch_first)
     run_checked(m, GnaTransformationsPipeline(), rtol=1e-4, atol=1e-5)
     assert count(m, "LSTMSequence", "LSTMCell") == 0
     assert not interior_layout_ops(m)
