@@ -298,8 +298,8 @@ def gemm_skinny(dtype, epilogue: list[Stage], n_extra: int, extra_dtypes: list, 
 
     A work-group owns ``SKINNY_RM`` rows of C and TN = get_local_size(0) columns (8..64,
     chosen per launch by impls.skinny_width); its S = get_local_size(1) K-slices take the
-    quads of k (k = 4q..4q+3) q = slice, slice + S, ... with direct global loads: four B
-    loads in flight per quad, no barrier in the K loop. B is read coalesced: lanes run along n
+    quads of k (k = 4q..4q+3) q = slice, slice + S, ... with direct global loads, two quads
+    per step (eight B loads in flight), no barrier in the K loop. B is read coalesced: lanes run along n
     when B is K-major (sbn == 1, reordered FC weights), along k otherwise (transposed B). A
     values are the same for the lanes of a slice (broadcast loads), one float4 per row and
     quad when A rows are contiguous and 16-byte aligned (float32). Rows and columns past M, N
@@ -312,24 +312,41 @@ def gemm_skinny(dtype, epilogue: list[Stage], n_extra: int, extra_dtypes: list, 
                        {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
     offs = _offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
 
-    def quads(a_row: str, a_vals: list[str]) -> str:
-        """The loop over this slice's quads; ``a_row`` declares the row's A values."""
-        fmas = " ".join(f"acc[r] = mad({a}, w{u}, acc[r]);" for u, a in enumerate(a_vals))
-        return f"""for (int q = ks; q < nq; q += S) {{
-      const int k = q << 2;
-      const float w0 = (float)bp[k * sbk], w1 = (float)bp[(k + 1) * sbk];
-      const float w2 = (float)bp[(k + 2) * sbk], w3 = (float)bp[(k + 3) * sbk];
+    def step(a_row: str, a_vals: list[str], n: int) -> str:
+        """Quads q, q + S, ... (n of them): their B loads first (4 n in flight), then per row
+        ``a_row`` declares A values {j} (quad j) and the FMAs."""
+        lines = []
+        for j in range(n):
+            k = f"((q + {j} * S) << 2)" if j else "(q << 2)"
+            lines.append(f"const int k{j} = {k};")
+            lines.append(" ".join(f"const float w{j}{u} = (float)bp[(k{j} + {u}) * sbk];" for u in range(4)))
+        rows = []
+        for j in range(n):
+            rows.append(a_row.format(j=j))
+            rows.append(" ".join(f"acc[r] = mad({a.format(j=j)}, w{j}{u}, acc[r]);"
+                                 for u, a in enumerate(a_vals)))
+        body = "\n      ".join(lines)
+        fmas = "\n        ".join(rows)
+        return f"""{body}
       #pragma unroll
       for (int r = 0; r < RM; ++r) {{
-        {a_row}
         {fmas}
-      }}
+      }}"""
+
+    def quads(a_row: str, a_vals: list[str]) -> str:
+        """This slice's quads, two per iteration so that eight B loads are in flight."""
+        return f"""int q = ks;
+    for (; q + S < nq; q += 2 * S) {{
+      {step(a_row, a_vals, 2)}
+    }}
+    if (q < nq) {{
+      {step(a_row, a_vals, 1)}
     }}"""
-    scalar = quads(f"__global const {t}* ap = A + ar[r] + k * sak;",
-                   [f"(float)ap[{u} * sak]" for u in range(4)])
+    scalar = quads(f"__global const {t}* ap{{j}} = A + ar[r] + k{{j}} * sak;",
+                   [f"(float)ap{{j}}[{u} * sak]" for u in range(4)])
     if t == "float":
-        vector = quads("const float4 a = *(__global const float4*)(A + ar[r] + k);",
-                       ["a.x", "a.y", "a.z", "a.w"])
+        vector = quads("const float4 a{j} = *(__global const float4*)(A + ar[r] + k{j});",
+                       ["a{j}.x", "a{j}.y", "a{j}.z", "a{j}.w"])
         loop = f"""/* float4 A loads: rows contiguous along k and 16-byte aligned */
   if (sak == 1 && (sam & 3) == 0 && ((aoff + b0 * sa0 + b1 * sa1) & 3) == 0) {{
     {vector}
