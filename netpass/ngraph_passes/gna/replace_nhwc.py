@@ -5,7 +5,8 @@ friendly name when it feeds a Result.
 
 A GroupConvolution with constant filters becomes a GNAConvolution too, with dense
 block-diagonal filters (zeros outside each group): GNA has no grouped convolution, and a dense
-one keeps the whole layer in one channels-last op that transpose sinking can cross."""
+one keeps the whole layer in one channels-last op that transpose sinking can cross. Filters
+whose dense form would exceed ``MAX_DENSE_FILTER_ELEMENTS`` stay grouped."""
 from __future__ import annotations
 
 import numpy as np
@@ -22,6 +23,11 @@ def _orders(rank: int) -> tuple[list[int], list[int]]:
     """(NCHW -> NHWC, NHWC -> NCHW): channels moved last and back."""
     to_last = [0, *range(2, rank), 1]
     return to_last, [0, rank - 1, *range(1, rank - 1)]
+
+
+# Largest dense filter built from grouped ones (elements); 16M f32 = 64 MiB, G times the
+# grouped size (a 1024-channel 3x3 depthwise layer needs 9.4M).
+MAX_DENSE_FILTER_ELEMENTS = 1 << 24
 
 
 def dense_group_filters(filters: np.ndarray) -> np.ndarray:
@@ -85,7 +91,8 @@ class SubstituteGNAGroupConvolution(MatcherPass):
             if self.transformation_callback(conv):
                 return False
             filters = const_value(conv.input_value(1))
-            if filters is None or filters.ndim not in (4, 5):
+            if filters is None or filters.ndim not in (4, 5) or \
+                    filters.size * filters.shape[0] > MAX_DENSE_FILTER_ELEMENTS:
                 return False
             dense = const(dense_group_filters(np.asarray(filters)))
             copy_runtime_info(conv, [dense.node])

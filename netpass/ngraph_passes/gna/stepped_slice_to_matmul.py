@@ -8,10 +8,12 @@ unaligned crops as affine layers with selection weights. A MatMul is such an aff
 is exact (every output is ``x * 1`` plus zeros), and Gather sinking folds the layout
 permutations next to it into ``S`` (zoo finding F6).
 
-The rows ``P`` are the leading axes the slice keeps whole (at least the batch), as few as keep
-``S`` under ``MAX_SELECTION_ELEMENTS``: more rows mean a smaller ``S`` but a Reshape that
-Gather sinking cannot cross. Chains of slices become one product: a slice whose only consumer
-is another convertible slice is left to that one, which reads the whole chain.
+The rows ``P`` are the leading axes the slice keeps whole (at least a batch > 1), as few as
+keep ``S`` under ``MAX_SELECTION_ELEMENTS``: more rows mean a smaller ``S`` but a Reshape that
+Gather sinking cannot cross. When no ``S`` is small enough (a stepped slice over a large map),
+the slice becomes one Gather per sliced axis instead, which Gather sinking may still move to
+an edge. Chains of slices become one result: a slice whose only consumer is another
+convertible slice is left to that one, which reads the whole chain.
 """
 from __future__ import annotations
 
@@ -73,9 +75,8 @@ def is_window(kept: np.ndarray, in_shape: tuple[int, ...]) -> bool:
 
 
 def selection(kept: np.ndarray, in_shape: tuple[int, ...]) -> tuple[int, np.ndarray] | None:
-    """(rows P, local column indices [M]) for the fewest leading axes kept whole that bound
-    the selection matrix (or the most such axes when none does); None when no split works."""
-    best = None
+    """(rows P, local column indices [M]) for the fewest leading axes kept whole (at least a
+    batch > 1) whose selection matrix has at most MAX_SELECTION_ELEMENTS; None when none has."""
     for a in range(len(in_shape)):
         if tuple(kept.shape[:a]) != tuple(in_shape[:a]):
             break
@@ -84,10 +85,26 @@ def selection(kept: np.ndarray, in_shape: tuple[int, ...]) -> tuple[int, np.ndar
         local = kept.reshape(rows, -1) - (np.arange(rows, dtype=np.int64) * cols)[:, None]
         if np.any(local != local[0]) or local.min() < 0 or local.max() >= cols:
             continue
-        best = (rows, local[0])
         if cols * local.shape[1] <= MAX_SELECTION_ELEMENTS and (a > 0 or in_shape[0] == 1):
-            return best
-    return best
+            return rows, local[0]
+    return None
+
+
+def axis_gathers(kept: np.ndarray, in_shape: tuple[int, ...]) -> list[tuple[int, np.ndarray]] | None:
+    """``[(axis, indices)]`` whose Gathers, in turn, select ``kept`` (before a Reshape to the
+    output shape); only the axes not kept whole in order. None when the selection is not
+    separable per axis."""
+    flat = kept.reshape(-1)
+    coords = np.unravel_index(flat, in_shape)
+    probe = np.arange(int(np.prod(in_shape)), dtype=np.int64).reshape(in_shape)
+    gathers = []
+    for axis, values in enumerate(coords):
+        _, first = np.unique(values, return_index=True)
+        order = values[np.sort(first)].astype(np.int64)
+        if not np.array_equal(order, np.arange(in_shape[axis])):
+            gathers.append((axis, order))
+            probe = np.take(probe, order, axis=axis)
+    return gathers if np.array_equal(probe.reshape(-1), flat) else None
 
 
 def _reshape(x: Output, shape: tuple[int, ...]) -> Node:
@@ -113,23 +130,40 @@ class ConvertSteppedSliceToMatMul(MatcherPass):
             if is_window(kept, in_shape):
                 return False
             split = selection(kept, in_shape)
-            if split is None:
+            new = self._matmul(data, in_shape, split) if split is not None else \
+                self._gathers(data, axis_gathers(kept, in_shape))
+            if not new:
                 return False
-            rows, local = split
-            cols = int(np.prod(in_shape)) // rows
-            matrix = np.zeros((cols, local.size), data.element_type.dtype)
-            matrix[local, np.arange(local.size)] = 1
-            new = []
-            x = data
-            if in_shape != (rows, cols):
-                new.append(_reshape(data, (rows, cols)))
-                x = new[-1].output(0)
-            new.append(make("MatMul", [x, const(matrix)]))
             out_shape = tuple(node.output(0).shape)
-            if out_shape != (rows, local.size):
+            if tuple(new[-1].output(0).shape) != out_shape:
                 new.append(_reshape(new[-1].output(0), out_shape))
             new[-1].friendly_name = node.friendly_name
             copy_runtime_info(chain, new)
             return replace_output_update_name(node.output(0), new[-1].output(0))
 
         self.register_matcher(Matcher(pattern, "ConvertSteppedSliceToMatMul"), callback)
+
+    @staticmethod
+    def _matmul(data: Output, in_shape: tuple[int, ...], split: tuple[int, np.ndarray]) -> list[Node]:
+        """``Reshape [P, Q] -> MatMul(selection)`` (the Reshape only when the shape changes)."""
+        rows, local = split
+        cols = int(np.prod(in_shape)) // rows
+        matrix = np.zeros((cols, local.size), data.element_type.dtype)
+        matrix[local, np.arange(local.size)] = 1
+        new = []
+        x = data
+        if in_shape != (rows, cols):
+            new.append(_reshape(data, (rows, cols)))
+            x = new[-1].output(0)
+        new.append(make("MatMul", [x, const(matrix)]))
+        return new
+
+    @staticmethod
+    def _gathers(data: Output, gathers: list[tuple[int, np.ndarray]] | None) -> list[Node]:
+        """One Gather per selected axis (a selection matrix too large to build)."""
+        new = []
+        for axis, indices in gathers or ():
+            src = new[-1].output(0) if new else data
+            new.append(make("Gather", [src, const(indices), const(np.array(axis, np.int64))]))
+        return new
+

@@ -5,6 +5,7 @@ import numpy as np
 
 from netpass import opset
 from netpass.ngraph_passes.gna import GnaTransformationsPipeline, ReplaceGnaNHWCLayers, interior_layout_ops
+from netpass.ngraph_passes.gna import replace_nhwc
 from netpass.ngraph_passes.gna.replace_nhwc import dense_group_filters
 from netpass.testing import TransformationTest
 from tr_helpers import count, model_of, param, rand, run, run_checked
@@ -103,6 +104,14 @@ def test_group_convolution_result_keeps_its_name():
     run_checked(m, ReplaceGnaNHWCLayers(), rtol=1e-4, atol=1e-5)
     t = m.results[0].input_value(0).node
     assert t.type_name == "Transpose" and t.friendly_name == "dw"
+
+
+def test_group_convolution_too_large_when_dense_stays(monkeypatch):
+    monkeypatch.setattr(replace_nhwc, "MAX_DENSE_FILTER_ELEMENTS", 100)
+    x = param([1, 4, 5, 5])
+    m = model_of(opset.group_convolution(x, opset.constant(rand(4, 1, 1, 3, 3)), [1, 1], [0, 0], [0, 0], [1, 1]), x)
+    run(m, ReplaceGnaNHWCLayers())
+    assert count(m, "GroupConvolution") == 1 and count(m, "GNAConvolution") == 0
 
 
 def test_group_convolution_with_runtime_filters_stays():

@@ -83,6 +83,27 @@ def test_large_map_keeps_more_leading_axes(monkeypatch):
     assert tuple(mm.input_value(1).shape) == (36, 12)
 
 
+def test_too_large_a_selection_becomes_gathers(monkeypatch):
+    """No selection matrix fits: one Gather per sliced axis (reversed axis included)."""
+    monkeypatch.setattr(ssm, "MAX_SELECTION_ELEMENTS", 4)
+    x = param([1, 4, 6, 6])
+    first = opset.slice(x, _i64(0), _i64(6), _i64(2), _i64(2))
+    m = model_of(opset.slice(first, _i64(-1), _i64(-100), _i64(-1), _i64(3), name="s"), x)
+    run_checked(m, ConvertSteppedSliceToMatMul(), rtol=1e-6, atol=1e-7)
+    assert count(m, "Slice", "MatMul") == 0 and count(m, "Gather") == 2
+    assert m.results[0].input_value(0).node.friendly_name == "s"
+
+
+def test_shrinking_strided_slice_gathers_then_reshapes(monkeypatch):
+    monkeypatch.setattr(ssm, "MAX_SELECTION_ELEMENTS", 4)
+    x = param([2, 5, 6])
+    ss = opset.strided_slice(x, _i64(0, 1, 0), _i64(0, 0, 6), _i64(1, 1, 3), [1, 0, 0], [1, 1, 0],
+                             shrink_axis_mask=[0, 1, 0])
+    m = model_of(ss, x)
+    run_checked(m, ConvertSteppedSliceToMatMul(), rtol=1e-6, atol=1e-7)
+    assert count(m, "StridedSlice") == 0 and tuple(m.results[0].input_value(0).shape) == (2, 2)
+
+
 def test_contiguous_slice_stays():
     x = param([1, 4, 8])
     m = model_of(opset.slice(x, _i64(1), _i64(5), _i64(1), _i64(2)), x)
