@@ -36,6 +36,10 @@ class RuntimeCompiledModel:
         self.desc_ids: dict = {}  # (kind, attrs, fused, dtypes) -> small int used in impl keys
         self.kernel_objects: dict = {}  # (node index, launch slot, source) -> cl.Kernel
         self.kernel_owner: dict = {}    # id(cl.Kernel) -> the PrimitiveInst that set its args
+        # symbolic shapes (netpass.runtime.symbolic): off for good after one mismatch with
+        # full shape inference; on once SYMBOLIC_CHECKS distinct bindings have agreed
+        self.symbolic_ok = bool(cfg.get("SYMBOLIC_SHAPES", True))
+        self.symbolic_checked: set = set()
         self.inputs = [n.name for n in program.inputs]
         self.outputs = [n.name for n in program.outputs]
         self.device = engine.describe() if engine is not None else "REFERENCE (numpy)"
@@ -143,7 +147,8 @@ def compile_program(model_or_program: Any, device: str = "AUTO",
 
     Config keys: ``PROFILING`` (bool), ``IMPLS_CACHE_CAPACITY`` (int, default 300),
     ``MEM_PREALLOCATION_OPTIONS`` ("iters max_size max_dim_diff ratio" or a 4-tuple),
-    ``FUSION`` (bool, default True)."""
+    ``FUSION`` (bool, default True), ``SYMBOLIC_SHAPES`` (bool, default True: shapes and
+    shape values from the model's symbolic dims instead of running ShapeOf sub-graphs)."""
     cfg = dict(config or {})
     name = resolve_device_name(device)
     model = None

@@ -23,13 +23,16 @@ from .memory import MemoryPool, Tensor, fake_aligned_shapes
 from .program import ALWAYS_OPTIMIZED, DYNAMIC_OUTPUT_KINDS, Program, ProgramNode
 from .shape_infer import ShapeInfer, infer_host
 from .shape_predictor import ShapePredictor
+from .symbolic import SymbolicShapes, substitute
 
 FLUSH_EVERY = 16
+SYMBOLIC_CHECKS = 2  # distinct input-shape bindings checked against full shape inference
+SYMBOLIC_RECORDS = 1024  # per node: bindings whose shapes and implementation are kept
 GATHER_MAX_INDICES = 10 * 1024
 STAT_KEYS = ("allocations", "allocated_bytes", "reuses", "pool_hits", "reclaims",
              "impl_cache_hits", "impl_cache_misses", "kernel_builds", "weight_reorders",
              "skipped", "fused", "shape_updates", "host_waits", "host_fallbacks",
-             "kernels_enqueued", "set_arguments", "primitives", "infers")
+             "kernels_enqueued", "set_arguments", "primitives", "infers", "symbolic_infers")
 
 
 def arg_dtypes(spec: list) -> list:
@@ -69,7 +72,7 @@ class PrimitiveInst:
         self.values: dict[int, np.ndarray] = {}
         self.impl: I.Impl | None = None
         self.kernels: list = []
-        self.args_sig: tuple | None = None
+        self.launch_args: list = []  # per launch: the arguments last set on its kernel
         self.shape_changed = self.impl_changed = self.skip = False
         self.can_be_optimized = False
         self.done_by_other = False
@@ -97,6 +100,17 @@ class PrimitiveInst:
         self.fc_related = node.kind == "FullyConnected" or any(
             u.kind == "FullyConnected" for lst in node.users for u, _ in lst)
         self.view_offset: int | None = None
+        # symbolic mode: deps read from the device/host (not substituted), dead producers fed
+        self.sym_need = [j for j in self.deps
+                         if j not in node.sym_deps and node.inputs[j][0].kind != "Constant"]
+        self.sym_feeds: dict[int, tuple[PrimitiveInst, int]] = {}
+        self.node_static_shapes: list[tuple] | None = None
+        self.passive = node.kind in ("Constant", "Parameter", "Result") or node.fused_into is not None
+        self.n_fused = len(node.fused)
+        self.recordable = not self.sym_need and not node.in_shape_of_subgraph and \
+            node.kind not in DYNAMIC_OUTPUT_KINDS and node.kind not in ("Parameter", "Constant", "Result")
+        self.rec_key: tuple | None = None
+        self.rec_impl: I.Impl | None = None
         self.desc_key = (node.kind, repr(sorted(node.attrs.items(), key=lambda kv: kv[0])),
                          tuple(f.key() for f in node.fused))
         if node.kind == "Constant":
@@ -122,9 +136,9 @@ class PrimitiveInst:
             return
         if all(_size(s) == 0 for s in self.out_shapes):  # other outputs may still need values
             self.skip = True
-        if node.in_shape_of_subgraph and self.executed_once and \
+        if node.in_shape_of_subgraph and self.executed_once and net.binding is None and \
                 not any(so.shape_changed for so in self.shape_of_insts):
-            self.skip = True
+            self.skip = True  # (symbolic mode: the ShapeOfs may not have run; always re-run)
         if node.shape_only:
             self.skip = True
         if self.skip:
@@ -141,11 +155,16 @@ class PrimitiveInst:
             self.update_output_memory()
         elif self.shape_changed or self.impl is None:
             self.update_impl()
+            if self.rec_key is not None:
+                self._record(self.impl)
             if self.impl_changed or any(o is None for o in self.own):
                 self.update_weights()
                 self.realloc_if_needed()
+            return
         else:
             self._refresh_inplace_view()
+        if self.rec_key is not None:
+            self._record(None)
 
     def do_runtime_in_place_concat(self) -> None:
         c = self.concat_user
@@ -177,6 +196,9 @@ class PrimitiveInst:
             return
         if node.kind == "Parameter":
             return  # set by the network from the user's array
+        if net.binding is not None:
+            self._update_shape_symbolic(net.binding)
+            return
         insts = net.insts
         in_shapes = tuple([i.out_shapes[k] for i, k in self.src_insts])
         changed = in_shapes != self.in_shapes
@@ -218,6 +240,94 @@ class PrimitiveInst:
         if out != self.out_shapes:
             self.shape_changed = True
         self.out_shapes = out
+        if net.check_binding is not None:
+            self._check_symbolic(net.check_binding)
+
+    def _update_shape_symbolic(self, b: dict) -> None:
+        """update_shape when the inputs bind the program's symbols: dep values and output
+        shapes by substitution where the partial shapes allow it (their ShapeOf sub-graphs
+        do not run; values are handed to those dead producers for any other reader).
+
+        What a node computes here is a function of its input shapes and the binding when
+        every dep is substituted or constant: such nodes keep it, with their implementation,
+        in ``node.sym_records`` (shared by the compiled model's requests), so that a binding
+        seen before costs one lookup."""
+        node, net = self.node, self.net
+        in_shapes = tuple([i.out_shapes[k] for i, k in self.src_insts])
+        self.rec_key = None
+        if self.recordable:
+            key = (net.binding_key, in_shapes)
+            rec = node.sym_records.get(key)
+            if rec is not None:
+                out, values, self.rec_impl = rec
+                self.shape_changed = out != self.out_shapes or in_shapes != self.in_shapes
+                self.in_shapes, self.out_shapes, self.values = in_shapes, out, values
+                if self.sym_feeds:
+                    self._feed_dead_producers(values)
+                return
+            self.rec_key = key
+        values = self.values = dict(self.values)
+        changed = in_shapes != self.in_shapes
+        for j, dep in node.sym_deps.items():
+            v = SymbolicShapes.value(dep, b)
+            old = values.get(j)
+            if old is None or old.shape != v.shape or not (old == v).all():
+                changed = True
+                values[j] = v
+        if self.sym_feeds:
+            self._feed_dead_producers(values)
+        self.in_shapes = in_shapes
+        need = self.sym_need
+        if not changed and not need and self.out_shapes is not None and not node.in_shape_of_subgraph:
+            self.shape_changed = False
+            return
+        for j in self.deps:
+            if node.inputs[j][0].kind == "Constant":
+                values[j] = node.inputs[j][0].value
+        if need:
+            for j, v in zip(need, net.host_values([self.src(j) for j in need])):
+                values[j] = v
+        if node.kind in DYNAMIC_OUTPUT_KINDS:
+            arrays = net.host_values([self.src(j) for j in range(len(node.inputs))])
+            self.pending_host = infer_host(node, arrays)
+            out = [tuple(a.shape) for a in self.pending_host]
+        elif node.sym_out is not None:
+            out = [substitute(e, b) for e in node.sym_out]
+        elif node.kind == "ShapeOf":
+            out = [(len(in_shapes[0]),)]
+        else:
+            out = self.shape_fn(list(in_shapes), values)
+        net.stats["shape_updates"] += 1
+        self.shape_changed = changed or out != self.out_shapes
+        self.out_shapes = out
+
+    def _feed_dead_producers(self, values: dict) -> None:
+        for j, (src, k) in self.sym_feeds.items():
+            src.out_shapes = src.node_static_shapes
+            src.host[k] = values[j]
+            src.host_valid[k] = True
+            src.device_valid[k] = False
+
+    def _record(self, impl: I.Impl | None) -> None:
+        """Keep this binding's shapes, values and implementation (see above)."""
+        records = self.node.sym_records
+        if len(records) >= SYMBOLIC_RECORDS:
+            records.clear()
+        records[self.rec_key] = (self.out_shapes, self.values, impl)
+        self.rec_key = None
+
+    def _check_symbolic(self, b: dict) -> None:
+        """Full-path shapes and values against what substitution would give; a difference
+        turns the symbolic path off for the compiled model."""
+        node = self.node
+        bad = node.sym_out is not None and [substitute(e, b) for e in node.sym_out] != self.out_shapes
+        for j, dep in node.sym_deps.items():
+            v = self.values.get(j)
+            if v is not None and not np.array_equal(SymbolicShapes.value(dep, b), v):
+                bad = True
+        if bad:
+            self.net.compiled.symbolic_ok = False
+            self.net.stats["symbolic_mismatches"] = self.net.stats.get("symbolic_mismatches", 0) + 1
 
     def runtime_skip_checks(self) -> None:
         node = self.node
@@ -325,6 +435,12 @@ class PrimitiveInst:
         if node.kind == "FullyConnected" and node.inputs[1][0].kind == "Constant" and self.weights is None:
             self.weights = LruCache(net.weights_cache_capacity)
         reorder = node.kind == "FullyConnected" and self.weights is not None
+        impl = self.rec_impl
+        if impl is not None:
+            self.rec_impl = None
+            net.stats["impl_cache_hits"] += 1
+            self._set_impl(impl)
+            return
         vals = self.values
         if self.desc_id is None:
             extras = tuple((tuple(s.value.shape) if s.value is not None else None, s.out_dtypes[k].str)
@@ -349,13 +465,16 @@ class PrimitiveInst:
                 for ln in impl.launches:
                     net.engine.build(ln.source.text, net.stats)
             cache.add(key, impl)
+        self._set_impl(impl)
+
+    def _set_impl(self, impl: I.Impl) -> None:
         if impl is not self.impl:
             self.impl = impl
             self.impl_changed = True
             self.kernels = []
             for slot, ln in enumerate(impl.launches):
                 self.kernels.append(self._kernel(slot, ln))
-            self.args_sig = None
+            self.launch_args = [None] * len(impl.launches)
 
     def _kernel(self, slot: int, ln: I.Launch):
         """The kernel object of this primitive's launch ``slot``. Kept by the compiled model,
@@ -488,7 +607,7 @@ class PrimitiveInst:
     # -- execution --------------------------------------------------------------------------------
     def execute(self) -> None:
         node, net = self.node, self.net
-        if self.skip or node.kind in ("Constant", "Parameter", "Result") or node.fused_into is not None:
+        if self.skip or self.passive:
             self.executed_once = self.executed_once or not self.skip
             if self.skip and all(_size(s) == 0 for s in self.out_shapes) and not node.shape_only:
                 self._empty_outputs()
@@ -504,45 +623,55 @@ class PrimitiveInst:
         if self.can_be_optimized:
             return
         impl = self.impl
-        if impl.is_host:
+        if impl.host:
             self._host_run()
             return
-        net.stats["primitives"] += 1
+        stats = net.stats
+        stats["primitives"] += 1
         used = impl.used_inputs
-        dt = net.device_tensor
-        ins = [dt(i, k) if j in used else None for j, (i, k) in enumerate(self.src_insts)]
+        ins: list = []
+        for j, (i, k) in enumerate(self.src_insts):
+            if j in used:
+                t = i.outputs[k]
+                ins.append(t if t is not None and i.device_valid[k] else net.device_tensor(i, k))
+            else:
+                ins.append(None)
         if self.weights_tensor is not None:
             ins[1] = self.weights_tensor
-        extras = [dt(i, k) for i, k in self.extra_insts]
+        extras = [net.device_tensor(i, k) for i, k in self.extra_insts] if self.extra_insts else ()
         outs = self.outputs
-        sig = (id(impl),) + tuple((id(t.alloc), t.offset) if t is not None else None
-                                  for t in ins + outs + extras)
+        bufs = net.impl_buffers(impl) if impl.buffers else None
         owners = net.compiled.kernel_owner
-        if self.kernels:
-            last = owners.get(id(self.kernels[0]))
-            if last is None or last() is not self:  # another request set them last
-                self.args_sig = None
-        # the signature holds the impl and every buffer/offset: a changed memory shows here
-        if sig != self.args_sig:
-            bufs = net.impl_buffers(impl)
-            for kern, ln in zip(self.kernels, impl.launches):
+        kernels = self.kernels
+        # kernel objects are shared by the compiled model's requests: another request may
+        # have set their arguments last
+        last = owners.get(id(kernels[0])) if kernels else None
+        stale = last is None or last() is not self
+        enqueue = net.engine.cl.enqueue_nd_range_kernel
+        launch_args = self.launch_args
+        for slot, ln in enumerate(impl.launches):
+            kern = kernels[slot]
+            args = net.expand(ln.spec, ins, outs, extras, bufs)
+            # set only what changed: buffers, offsets and sizes are all in ``args``
+            if stale or args != launch_args[slot]:
                 # one call with declared scalar types: ~1 us, where per-argument set_arg
                 # with numpy scalars costs ~17 us each in pyopencl
-                kern.set_args(*net.expand(ln.spec, ins, outs, extras, bufs))
+                kern.set_args(*args)
+                launch_args[slot] = args
                 owners[id(kern)] = self._ref
-            self.args_sig = sig
-            net.stats["set_arguments"] += 1
-        enqueue = net.engine.cl.enqueue_nd_range_kernel
-        for kern, ln in zip(self.kernels, impl.launches):
+                stale = True  # counted once per primitive below
             ev = enqueue(net.queue, kern, ln.gws, ln.lws)
             if net.profiling:
                 self.events.append(ev)
-        net.stats["kernels_enqueued"] += len(impl.launches)
-        if node.fused:
-            net.stats["fused"] += len(node.fused)
-        for i in range(node.num_outputs):
-            self.device_valid[i] = True
-            self.host_valid[i] = False
+        if stale:
+            stats["set_arguments"] += 1
+        stats["kernels_enqueued"] += len(impl.launches)
+        if self.n_fused:
+            stats["fused"] += self.n_fused
+        dv, hv = self.device_valid, self.host_valid
+        for i in range(len(dv)):
+            dv[i] = True
+            hv[i] = False
 
     def _empty_outputs(self) -> None:
         for i, s in enumerate(self.out_shapes):
@@ -641,6 +770,19 @@ class Network:
         # have nothing to do per primitive
         self.order = [self.insts[n.index] for n in self.program.exec_order
                       if n.kind not in ("Constant", "Parameter", "Result") and n.fused_into is None]
+        sym = self.program.symbolic
+        live = {id(n) for n in sym.order}
+        self.sym_order = [i for i in self.order if id(i.node) in live]
+        for inst in self.insts:
+            for j in inst.node.sym_deps:
+                s, k = inst.node.inputs[j]
+                if id(s) not in live:
+                    src = self.insts[s.index]
+                    src.node_static_shapes = SymbolicShapes.static_shapes(s)
+                    inst.sym_feeds[j] = (src, k)
+        self.binding: dict | None = None        # symbol values of this infer (symbolic mode)
+        self.check_binding: dict | None = None  # full path, checked against substitution
+        self.was_symbolic = False
         self._impl_bufs: dict[int, list] = {}
 
     @staticmethod
@@ -793,11 +935,48 @@ class Network:
             self.engine.cl.enqueue_copy(self.queue, inst.own[0].buffer, arr, is_blocking=False)
         inst.device_valid[0] = True
 
+    def _choose_mode(self, feeds: Mapping[str, np.ndarray]) -> list[PrimitiveInst]:
+        """Symbolic mode when the inputs bind the program's symbols consistently and the
+        compiled model's substitution has been checked on enough distinct bindings (until
+        then the full path runs and checks it); the exec order of the chosen mode."""
+        sym, compiled = self.program.symbolic, self.compiled
+        binding = None
+        if sym.active and compiled.symbolic_ok:
+            binding = sym.bind([feeds[p.name].shape for p in self.program.inputs])
+        self.binding = self.check_binding = None
+        if binding is not None:
+            if len(compiled.symbolic_checked) < SYMBOLIC_CHECKS:
+                self.check_binding = binding
+            else:
+                self.binding = binding
+        symbolic = self.binding is not None
+        self.binding_key = tuple(self.binding.values()) if symbolic else None
+        if symbolic != self.was_symbolic:
+            self._reset_shape_state()  # (entering symbolic mode while was_symbolic is False)
+            self.was_symbolic = symbolic
+        return self.sym_order if symbolic else self.order
+
+    def _reset_shape_state(self) -> None:
+        """Forget remembered shapes and values: nodes that did not run in the other mode
+        hold stale ones."""
+        for inst in self.insts:
+            if inst.node.kind == "Constant":
+                continue
+            inst.in_shapes = None
+            inst.values = {}
+            if inst.node.in_shape_of_subgraph:
+                inst.out_shapes = None
+                inst.executed_once = False
+                inst.host_valid = [False] * inst.node.num_outputs
+            if self.was_symbolic is False and inst.node_static_shapes is not None:
+                inst.out_shapes = inst.node_static_shapes  # producers that will not run
+
     def execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         for p in self.program.inputs:
             self.set_input(self.insts[p.index], feeds[p.name])
+        order = self._choose_mode(feeds)
         count = 0
-        for inst in self.order:
+        for inst in order:
             try:
                 inst.prepare()
                 inst.execute()
@@ -829,4 +1008,8 @@ class Network:
         for inst in self.insts:
             inst.reset_flags()
         self.stats["infers"] += 1
+        if self.binding is not None:
+            self.stats["symbolic_infers"] += 1
+        elif self.check_binding is not None and self.compiled.symbolic_ok:
+            self.compiled.symbolic_checked.add(tuple(self.check_binding.values()))
         return results

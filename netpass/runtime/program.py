@@ -7,8 +7,9 @@ A program is a list of :class:`ProgramNode` in topological order. Each node name
 the legacy stage builds the same nodes from its layers and calls ``Program(nodes)``.
 
 Build passes (in order): users, shape_of sub-graphs, fusion of elementwise consumers,
-``mark_runtime_skippable_nodes``, in-place concat candidates, ``build_exec_order`` and the
-memory dependencies (restrictions) used by the memory pool.
+``mark_runtime_skippable_nodes``, in-place concat candidates, ``build_exec_order``, the
+memory dependencies (restrictions) used by the memory pool, and the symbolic shapes
+(:mod:`netpass.runtime.symbolic`).
 """
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from ..core.dimension import Dimension, Symbol
 from ..core.shape import PartialShape
 from ..errors import NetpassError, UnsupportedTypeError
 from . import impls as I
+from .symbolic import SymbolicShapes
 
 # Inputs whose values decide the output shape (the reference's get_shape_infer_dependencies).
 SHAPE_INFER_DEPS: dict[str, tuple[int, ...]] = {
@@ -52,6 +55,26 @@ def _np_dtype(op: Any, et: Any) -> np.dtype:
                                        "package") from e
         return np.dtype(ml_dtypes.bfloat16)
     return np.dtype(np.float32)
+
+
+def _with_input_symbols(model: Any) -> Any:
+    """``model``, or a clone whose parameters' unnamed dynamic dims carry fresh symbols (shape
+    inference then proves which inner dims equal them: what the runtime's symbolic shapes
+    use, as OpenVINO labels every input dim before its symbolic optimizations)."""
+    def unnamed(ps: PartialShape) -> bool:
+        return ps.rank_is_static and any(d.min != d.max and d.symbol is None for d in ps)
+
+    if not any(unnamed(p.get_output_partial_shape(0)) for p in model.get_parameters()):
+        return model
+    clone = model.clone()
+    for p in clone.get_parameters():
+        ps = p.get_output_partial_shape(0)
+        if unnamed(ps):
+            p.set_partial_shape(PartialShape([
+                d if d.min == d.max or d.symbol is not None else Dimension(d.min, d.max, Symbol())
+                for d in ps]))
+    clone.validate_nodes_and_infer_types()
+    return clone
 
 
 class ProgramNode:
@@ -93,6 +116,12 @@ class ProgramNode:
         self.restrictions: frozenset = frozenset()
         self.has_kernel = False
         self.is_dynamic = any(not ps.is_static for ps in self.out_pshapes)
+        # known elements of small integer outputs (ints, or Dimensions that may carry a
+        # symbol), from the source op's partial values; None where unknown
+        self.out_pvalues: list | None = None
+        self.sym_out: list | None = None  # set by SymbolicShapes
+        self.sym_deps: dict = {}
+        self.sym_records: dict = {}  # (binding, input shapes) -> (shapes, values, impl)
 
     @property
     def num_outputs(self) -> int:
@@ -136,12 +165,14 @@ class Program:
         self._mark_inplace_concats()
         self.exec_order = self._build_exec_order()
         self._memory_dependencies()
+        self.symbolic = SymbolicShapes(self)
 
     # -- construction from a Model ---------------------------------------------------------------
     @classmethod
     def from_model(cls, model: Any, fuse: bool = True) -> "Program":
         """Lower every op of ``model`` to a program node (kind = the op's type name)."""
         from ..core.model import parameter_name, result_name
+        model = _with_input_symbols(model)
         nodes: list[ProgramNode] = []
         by_op: dict[int, ProgramNode] = {}
         for op in model.get_ordered_ops():
@@ -159,6 +190,8 @@ class Program:
                              value=op.value if kind == "Constant" else None, op=op,
                              out_dtypes=dts, name=name,
                              out_pshapes=[op.get_output_partial_shape(i) for i in range(n_out)])
+            if kind != "Constant":
+                pn.out_pvalues = [op.output(i).partial_value for i in range(n_out)]
             by_op[id(op)] = pn
             nodes.append(pn)
         return cls(nodes, fuse=fuse)

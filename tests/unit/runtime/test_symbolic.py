@@ -1,0 +1,121 @@
+"""Symbolic shapes in the runtime: substitution of the inputs' dims for shape sub-graphs,
+the checks against full shape inference, the fallback, and the per-binding records."""
+from __future__ import annotations
+
+import numpy as np
+
+import netpass
+from netpass import Model, opset
+from netpass.core.dimension import Dimension, Symbol
+from netpass.core.shape import PartialShape
+from netpass.runtime import Program, compile_program
+from netpass.runtime.network import SYMBOLIC_CHECKS
+
+
+def _f(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _i64(v):
+    return np.array(v, dtype=np.int64)
+
+
+def _heads_model():
+    """x [b, s, 8] -> Reshape(x, [b, s, 2, 4]) through ShapeOf/Gather/Concat -> Relu ->
+    Reshape back with a -1: the shape sub-graphs torch.onnx.export writes."""
+    x = opset.parameter(["b", "s", 8], np.float32, name="x")
+    shape = opset.shape_of(x)
+    bs = opset.gather(shape, _i64([0, 1]), _i64(0))
+    split = opset.reshape(x, opset.concat([bs, _i64([2, 4])], 0), False)
+    back = opset.reshape(opset.relu(split), opset.concat([bs, _i64([-1])], 0), False)
+    return Model([opset.result(opset.multiply(back, np.float32(2.0)), name="y")], [x])
+
+
+def _infer_all(model, feeds_list, config=None):
+    cm = compile_program(model, "CPU", config)
+    req = cm.create_infer_request()
+    for feeds in feeds_list:
+        out = req.infer(feeds)
+        ref = netpass.reference.infer(model, feeds)
+        np.testing.assert_allclose(out["y"], ref["y"], rtol=1e-5, atol=1e-6)
+    return cm, req
+
+
+def test_shape_of_subgraph_is_not_in_the_symbolic_order():
+    prog = Program.from_model(_heads_model())
+    assert prog.symbolic.active
+    assert "ShapeOf" in {n.kind for n in prog.exec_order}
+    assert not {"ShapeOf", "Gather", "Concat"} & {n.kind for n in prog.symbolic.order}
+
+
+def test_reshape_targets_are_substituted_from_the_input_dims():
+    prog = Program.from_model(_heads_model())
+    reshape = next(n for n in prog.nodes if n.kind == "Reshape" and len(n.out_pshapes[0]) == 4)
+    b, s = (d.symbol for d in prog.inputs[0].out_pshapes[0][:2])
+    expr, shape, _ = reshape.sym_deps[1]
+    assert expr == (b, s, 2, 4) and shape == (4,)
+    assert reshape.sym_out == [(b, s, 2, 4)]
+
+
+def test_first_bindings_run_the_full_path_then_symbolic(rng):
+    feeds = [{"x": _f(rng, 2, n, 8)} for n in (3, 5, 4, 7, 7)]
+    cm, req = _infer_all(_heads_model(), feeds)
+    assert req.stats["symbolic_infers"] == len(feeds) - SYMBOLIC_CHECKS
+    assert len(cm.symbolic_checked) == SYMBOLIC_CHECKS
+
+
+def test_unnamed_dynamic_dims_get_symbols(rng):
+    x = opset.parameter([-1, -1, 8], np.float32, name="x")
+    target = opset.concat([opset.gather(opset.shape_of(x), _i64([0, 1]), _i64(0)), _i64([2, 4])], 0)
+    model = Model([opset.result(opset.relu(opset.reshape(x, target, False)), name="y")], [x])
+    prog = Program.from_model(model)
+    assert prog.symbolic.active and len(prog.symbolic.bindings) == 2
+    assert x.get_output_partial_shape(0)[0].symbol is None  # the user's model is not changed
+    _, req = _infer_all(model, [{"x": _f(rng, 1, n, 8)} for n in (2, 3, 4, 5)])
+    assert req.stats["symbolic_infers"] == 2
+
+
+def test_inconsistent_binding_uses_the_full_path(rng):
+    s = Symbol("s")
+    x = opset.parameter(PartialShape([Dimension.dynamic(s), 4]), np.float32, name="x")
+    y = opset.parameter(PartialShape([Dimension.dynamic(s), 4]), np.float32, name="y")
+    model = Model([opset.result(opset.add(x, y), name="y")], [x, y])
+    feeds = [{"x": _f(rng, n, 4), "y": _f(rng, n, 4)} for n in (2, 3, 4)]
+    feeds.append({"x": _f(rng, 3, 4), "y": _f(rng, 1, 4)})  # s bound to 3 and 1: broadcast
+    _, req = _infer_all(model, feeds)
+    assert req.stats["symbolic_infers"] == 1  # the third infer only
+
+
+def test_a_wrong_substitution_turns_the_symbolic_path_off(rng):
+    model = _heads_model()
+    cm = compile_program(model, "CPU")
+    relu = next(n for n in cm.program.nodes if n.kind == "Relu")
+    b, s = (d.symbol for d in cm.program.inputs[0].out_pshapes[0][:2])
+    relu.sym_out = [(b, s, 4, 2)]  # what a wrong symbol propagation would claim
+    req = cm.create_infer_request()
+    for n in (3, 4, 5):
+        feeds = {"x": _f(rng, 2, n, 8)}
+        out = req.infer(feeds)
+        np.testing.assert_allclose(out["y"], netpass.reference.infer(model, feeds)["y"], rtol=1e-5)
+    assert cm.symbolic_ok is False
+    assert req.stats["symbolic_mismatches"] >= 1
+    assert req.stats["symbolic_infers"] == 0
+
+
+def test_symbolic_shapes_can_be_disabled(rng):
+    feeds = [{"x": _f(rng, 2, n, 8)} for n in (3, 5, 4, 6)]
+    _, req = _infer_all(_heads_model(), feeds, {"SYMBOLIC_SHAPES": False})
+    assert req.stats["symbolic_infers"] == 0
+
+
+def test_known_bindings_reuse_shapes_and_implementations_across_requests(rng):
+    model = _heads_model()
+    feeds = [{"x": _f(rng, 2, n, 8)} for n in (3, 5, 4, 6, 7)]
+    cm, first = _infer_all(model, feeds + feeds)
+    req = cm.create_infer_request()
+    for f in feeds:
+        out = req.infer(f)
+        np.testing.assert_allclose(out["y"], netpass.reference.infer(model, f)["y"], rtol=1e-5)
+    assert req.stats["symbolic_infers"] == len(feeds)
+    assert req.stats["shape_updates"] == 0
+    assert req.stats["impl_cache_misses"] == 0
