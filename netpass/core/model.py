@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import weakref
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import InputError, NetpassError
@@ -180,7 +181,7 @@ class Model:
         if self._ordered is None:
             roots = [*self._results, *self._sinks, *self._parameters]
             self._ordered = topological_sort(roots)
-            _Topology.caches.append(self)
+            _Topology.caches.append(weakref.ref(self))
         return list(self._ordered)
 
     get_ops = get_ordered_ops
@@ -188,6 +189,13 @@ class Model:
     def drop_cached_order(self) -> None:
         """Release the cached order (and the strong references it holds)."""
         self._ordered = None
+
+    def set_cached_order(self, order: list[Node]) -> None:
+        """Cache ``order`` (this model's topological order, computed since the last graph
+        change) as the model's order; a pass that walked the model without changing it hands
+        its order back this way instead of making the next pass sort again."""
+        self._ordered = order
+        _Topology.caches.append(weakref.ref(self))
 
     def is_dynamic(self) -> bool:
         return any(not o.partial_shape.is_static for n in self.get_ordered_ops() for o in n.outputs())

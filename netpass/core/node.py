@@ -39,14 +39,19 @@ class _Topology:
     """Global topology version; a Model's cached op order is valid for one version."""
 
     version = 0
-    caches: list = []  # models holding a cached order (dropped on the next mutation)
+    # Weak references to the models holding a cached order (dropped on the next mutation).
+    # Weak, so that a model nobody uses any more is freed at once, not at the next mutation
+    # of some other graph (which would charge its deallocation to an unrelated pass).
+    caches: list = []
 
 
 def topology_changed() -> None:
     _Topology.version += 1
     if _Topology.caches:
-        for m in _Topology.caches:
-            m._ordered = None
+        for r in _Topology.caches:
+            m = r()
+            if m is not None:
+                m._ordered = None
         _Topology.caches.clear()
 
 
@@ -406,6 +411,7 @@ class Node:
     # -- wiring -------------------------------------------------------------------------
     def set_arguments(self, inputs: Iterable["Output | Node"]) -> None:
         me = id(self)
+        rewired = bool(self._inputs)  # a node being built changes no graph's order
         for i, old in enumerate(self._inputs):
             old.node._outs[old.index].cons.pop((me, i), None)
         self._inputs = wired = []
@@ -414,6 +420,8 @@ class Node:
             out = src if type(src) is Output else as_output(src)
             wired.append(out)
             out.node._outs[out.index].cons[(me, i)] = ref
+        if rewired:
+            topology_changed()
 
     def set_argument(self, index: int, value: "Output | Node") -> None:
         Input(self, index).replace_source_output(value)

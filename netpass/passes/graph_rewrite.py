@@ -19,7 +19,8 @@ import gc
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..core.node import Node, Output
+from ..core.model import topological_sort
+from ..core.node import Node, Output, _Topology
 from ..pattern.matcher import Matcher
 from .base import ModelPass, PassBase
 from .pass_config import PassConfig
@@ -174,28 +175,35 @@ class GraphRewrite(ModelPass):
         table: dict[type, list] = {}  # op class -> candidate matchers (registration order)
 
         def candidates(cls: type) -> list:
-            found = table[cls] = [(mp, mp.matcher, mp._root_index, mp._new_nodes) for mp in active
-                                  if mp._root_types is None or issubclass(cls, mp._root_types)]
+            found = table[cls] = [
+                (mp, m, mp._root_index, mp._new_nodes, m._compile() if m._compiled is None
+                 else m._compiled)
+                for mp in active for m in (mp.matcher,)
+                if mp._root_types is None or issubclass(cls, mp._root_types)]
             return found
 
-        ops = model.get_ordered_ops()
-        # Without the cached order and with a weak queue, replaced nodes are freed at once.
+        order = model._ordered
+        if order is None:
+            order = topological_sort([*model._results, *model._sinks, *model._parameters])
+        # The order is kept (and handed back to the model) only while the graph is unchanged:
+        # from the first change on, replaced nodes must be freed at once (a weak queue skips
+        # them, and they must not linger among their producers' consumers).
         model.drop_cached_order()
-        if self.backward:
-            ops.reverse()
+        version = _Topology.version
         ref = weakref.ref
         # Nodes no matcher can take are left out of the queue: popping them would do nothing.
         queue = collections.deque()
         append = queue.append
         get = table.get
-        for n in ops:
-            cls = n.__class__
-            cands = get(cls)
+        for n in (reversed(order) if self.backward else order):
+            cands = get(n.__class__)
             if cands is None:
-                cands = candidates(cls)
+                cands = candidates(n.__class__)
             if cands:
                 append(ref(n))
-        del ops
+        if not queue:
+            model.set_cached_order(order)
+            return False
         popleft, pushleft = queue.popleft, queue.appendleft
         in_graph = _InGraph(model)
         changed = False
@@ -203,17 +211,32 @@ class GraphRewrite(ModelPass):
             node = popleft()()
             if node is None:
                 continue
-            cls = node.__class__
-            cands = get(cls)
+            cands = get(node.__class__)
             if cands is None:
-                cands = candidates(cls)
+                cands = candidates(node.__class__)
             if not cands:
                 continue
             n_out = len(node._outs)
-            for mp, m, idx, new in cands:
+            for mp, m, idx, new, fast in cands:
                 if new:
                     new.clear()
-                if idx >= n_out or not m.match(Output(node, idx)):
+                if idx >= n_out:
+                    continue
+                out = Output(node, idx)
+                # The compiled match (Matcher.match's fast path, inlined: this runs for
+                # every candidate node); None sends the generic matcher.
+                found = fast(m, out) if fast else None
+                if found:
+                    m.match_value = out
+                    m.match_root = node
+                elif found is None:
+                    if not m.match(out):
+                        continue
+                else:
+                    if m.pattern_value_map:
+                        m.pattern_value_map.clear()
+                    if m._symbols:
+                        m._symbols.clear()
                     continue
                 if not in_graph(node):
                     # Left the graph but kept alive elsewhere: no matcher applies to it.
@@ -221,6 +244,8 @@ class GraphRewrite(ModelPass):
                     break
                 applied = mp.callback(m)
                 m.clear_state()
+                if order is not None and _Topology.version != version:
+                    order = None
                 if new:
                     for n in reversed(new):
                         pushleft(ref(n))
@@ -228,6 +253,8 @@ class GraphRewrite(ModelPass):
                 if applied:
                     changed = True
                     break
+        if order is not None and _Topology.version == version:
+            model.set_cached_order(order)
         return changed
 
 

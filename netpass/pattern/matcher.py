@@ -21,6 +21,7 @@ from typing import Any
 
 from ..core.node import Node, Output
 from . import op as _op
+from .compiled import compile_pattern
 from .op import Pattern, as_pattern
 
 logger = logging.getLogger("netpass.pattern")
@@ -130,7 +131,8 @@ class Matcher:
 
     # The results are plain slots, not properties: callbacks read them on every match.
     __slots__ = ("pattern", "name", "_explain", "_log", "pattern_value_map", "match_value",
-                 "match_root", "_symbols", "_best", "last_failure", "failures", "__weakref__")
+                 "match_root", "_symbols", "_best", "last_failure", "failures", "_compiled",
+                 "__weakref__")
 
     def __init__(self, pattern: Any, name: str | None = None, explain: bool = False) -> None:
         self.pattern: Pattern = as_pattern(pattern)
@@ -146,6 +148,9 @@ class Matcher:
         self._best: tuple | None = None
         self.last_failure: MatchFailure | None = None
         self.failures: collections.deque = collections.deque(maxlen=MAX_FAILURES)
+        # The pattern's generated match function (see compiled.py): built on the first match,
+        # False when the pattern's shape has none or the matcher explains.
+        self._compiled: Any = None
 
     # -- matching -----------------------------------------------------------------------
     def match(self, value: "Output | Node") -> bool:
@@ -155,6 +160,21 @@ class Matcher:
             self.clear_state()
         if type(value) is not Output:
             value = self._as_value(value)
+        fast = self._compiled
+        if fast is None:
+            fast = self._compile()
+        if fast:
+            found = fast(self, value)
+            if found:
+                self.match_value = value
+                self.match_root = value.node
+                return True
+            if self.pattern_value_map:
+                self.pattern_value_map.clear()
+            if self._symbols:
+                self._symbols.clear()
+            if found is not None:
+                return False
         if self._explain:
             self._best = None
             self.last_failure = None
@@ -171,6 +191,11 @@ class Matcher:
         if self._explain:
             self._record(value)
         return False
+
+    def _compile(self) -> Any:
+        fast = False if self._explain else compile_pattern(self.pattern) or False
+        self._compiled = fast
+        return fast
 
     def _as_value(self, value: Any) -> Output:
         if isinstance(value, Output):

@@ -25,18 +25,30 @@ def constant_folding_is_disabled(node: Node) -> bool:
 def fold(node: Node) -> list | None:
     """The output values of ``node`` when they are known (all inputs Constants, or values
     propagated by shape inference such as ShapeOf of a static shape), else None."""
-    if not node.FOLDABLE or constant_folding_is_disabled(node):
+    # Runs for every node of the model on each folding pass: reads the ports directly.
+    if not node.FOLDABLE:
         return None
-    srcs = node.input_values()
+    srcs = node._inputs
     if not srcs:
         return None
-    if all(s.node.type_name == "Constant" for s in srcs):
+    rt = node._rt
+    if rt and DISABLE_CONSTANT_FOLDING in rt:
+        return None
+    for s in srcs:
+        if s.node.type_name != "Constant":
+            break
+    else:
         try:
             return node.evaluate([s.node.value for s in srcs])
         except NotImplementedError:
             return None
-    vals = [node.output(i).value for i in range(node.get_output_size())]
-    return vals if all(v is not None for v in vals) else None
+    vals = []
+    for port in node._outs:
+        v = port.val
+        if v is None:
+            return None
+        vals.append(v)
+    return vals
 
 
 class ConstantFolding(ModelPass):
