@@ -151,8 +151,10 @@ class GnaTransformationsPipeline(ModelPass):
                 main.register_pass(ReplaceGnaNHWCLayers())
             if "Gather" in types:
                 main.register_pass(GatherSinkingTranspose())
-            for p in (TransposeMatMulForward, TSGeneral, RescueStuckTransposes, GnaTransposeRewrites,
-                      GatherSinkingGeneral, GnaLayoutCleanup):
+            if {"MatMul", "Transpose"} <= types:
+                main.register_pass(TransposeMatMulForward())
+            for p in (TSGeneral, RescueStuckTransposes, GnaTransposeRewrites, GatherSinkingGeneral,
+                      GnaLayoutCleanup):
                 main.register_pass(p())
         main.run_passes(model)
         if slice_workaround:

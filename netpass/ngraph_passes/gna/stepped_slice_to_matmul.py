@@ -37,11 +37,13 @@ def _params(node: Node) -> list[np.ndarray] | None:
 
 
 def _convertible(node: Node) -> bool:
-    """A slice with Constant parameters, a static float input and a static output."""
+    """A slice with Constant parameters, a static float input that is not a Constant (that
+    one is folded) and a static output."""
     if node.type_name not in SLICES or _params(node) is None:
         return False
     data = node.input_value(0)
     return static_shape(data) is not None and data.element_type.is_real \
+        and const_value(data) is None \
         and node.output(0).partial_shape.is_static
 
 
