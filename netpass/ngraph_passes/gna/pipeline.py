@@ -1,15 +1,17 @@
 """GnaTransformationsPipeline: the whole GNA ngraph stage, in the GNA plugin's order.
 
 1. InitNodeInfo; DecomposeMVN (when MVN is present); CommonOptimizations' rewrites in one
-   traversal (GnaCommonOptimizations) + ConstantFolding, SliceToStridedSlice disabled when the
+   traversal with ConvertGlobalAvgPoolToReduceMean and ConvertSteppedSliceToMatMul
+   (GnaCommonOptimizations) + ConstantFolding, SliceToStridedSlice disabled when the
    model has Slice and the layout block runs (transpose sinking cannot cross a StridedSlice);
    RemoveInputConvert / RemoveOutputConvert, LSTM/GRU sequence unrolling and cell
    decomposition, ReorderActivationAndPooling, RemoveSingleInputConcat (one traversal) +
    ConstantFolding of the split weights.
 2. The layout block, when the model has Convolution, MaxPool, MVN or MatMul (netpass also runs
    it for any model holding a Transpose or Gather, so that those reach the edges too):
-   ReplaceGnaNHWCLayers, GatherSinkingTranspose, TSGeneral (GNA callbacks on the Concat/Split
-   members), TransposeCompress, GNA TSConcatForward, GNA TSSplitBackward,
+   ReplaceGnaNHWCLayers (also GroupConvolution), GatherSinkingTranspose,
+   TransposeMatMulForward, TSGeneral (GNA callbacks on the Concat/Split members),
+   TransposeCompress, GNA TSConcatForward, GNA TSSplitBackward,
    GatherSinkingGeneral, ReshapeSequenceFusion, TransposeToReshape, TSFuse, NopElimination.
    Between TSGeneral and TransposeCompress, RescueStuckTransposes moves Transposes GNA cannot
    run that are stuck inside the graph: first backward sinking without the GNA axis callbacks
