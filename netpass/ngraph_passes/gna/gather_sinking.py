@@ -16,7 +16,7 @@ from ...core.node import Node
 from ...passes import MatcherPass
 from ...pattern import Matcher, any_input, wrap_type
 from ..transpose_sinking.elementwise import BINARY_TYPES, UNARY_TYPES
-from ..utils import first_valuable, op_types, static_rank, static_shape
+from ..utils import op_types, static_rank, static_shape
 from .gather_utils import (GatherInfo, aligned_axis, first_gather_input, gather_info,
                            gather_sinking_disabled, gathered, insert_output_gather,
                            mark_no_gather_sinking)
@@ -146,24 +146,50 @@ def block_axis(indices: np.ndarray, shape: Sequence[int]) -> tuple[int, np.ndarr
     return None
 
 
+def _ones_only_axis(reshape: Node, axis: int) -> int | None:
+    """Where gathered ``axis`` lands when ``reshape`` only adds or drops 1s (the other dims
+    keep their order); None for any other reshape."""
+    src, dst = static_shape(reshape.input_value(0)), static_shape(reshape.output(0))
+    if src is None or dst is None or src[axis] == 1:
+        return None
+    kept_src = [i for i, d in enumerate(src) if d != 1]
+    kept_dst = [i for i, d in enumerate(dst) if d != 1]
+    if [src[i] for i in kept_src] != [dst[i] for i in kept_dst]:
+        return None
+    return kept_dst[kept_src.index(axis)]
+
+
+def _split_axis(reshape: Node, info: GatherInfo) -> tuple[int, np.ndarray] | None:
+    """(axis, indices) of the Gather after ``reshape`` when the Reshape keeps the axes before
+    and after the gathered one and splits that one into axes of which the permutation
+    reorders only one (``block_axis``)."""
+    src, dst = static_shape(reshape.input_value(0)), static_shape(reshape.output(0))
+    if src is None or dst is None:
+        return None
+    a, tail = info.axis, len(src) - info.axis - 1
+    if len(dst) < len(src) or tuple(dst[:a]) != tuple(src[:a]) or \
+            tuple(dst[len(dst) - tail:]) != tuple(src[a + 1:]):
+        return None
+    found = block_axis(info.indices, dst[a:len(dst) - tail])
+    return None if found is None else (a + found[0], found[1])
+
+
 class GatherSinkingReshapeForward(_Forward):
     """A Gather over the only non-1 axis moves through a Reshape that keeps that axis alone
-    (adds or drops 1s), or, for a permutation, through a Reshape that splits it into axes of
-    which the permutation reorders one (``block_axis``): the Gather then acts on that axis."""
+    (adds or drops 1s), or, for a permutation, through a Reshape that keeps the other axes and
+    splits the gathered one into axes of which the permutation reorders one (``block_axis``):
+    the Gather then acts on that axis."""
 
     TYPES = ("Reshape", "Squeeze", "Unsqueeze")
 
     def sink(self, main, index, info):
         if index != 0:
             return None
-        if _squeezy_reshape(main, info.axis, None) and (main.type_name != "Reshape" or info.is_permutation()):
-            axis, indices = first_valuable(main.output(0).shape), info.indices
+        ones_axis = _ones_only_axis(main, info.axis)
+        if ones_axis is not None and (main.type_name != "Reshape" or info.is_permutation()):
+            axis, indices = ones_axis, info.indices
         else:
-            shape = static_shape(main.output(0))
-            if main.type_name != "Reshape" or shape is None or not info.is_permutation() or \
-                    not _squeezy_reshape(info.gather, info.axis, info.axis):
-                return None
-            found = block_axis(info.indices, shape)
+            found = _split_axis(main, info) if main.type_name == "Reshape" and info.is_permutation() else None
             if found is None:
                 return None
             axis, indices = found

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from netpass import opset
 from netpass.ngraph_passes.gna import (GatherSinkingGeneral, GatherSinkingReshapeForward,
@@ -43,6 +44,25 @@ class TestReshapeForwardBlocks(TransformationTest):
         self.model_ref = model_of(opset.relu(g(opset.reshape(x2, _i64(1, 6, 4), False), P, 2)), x2)
         self.manager.register_pass(GatherSinkingReshapeForward())
         self.enable_accuracy_check(1e-6, 1e-7)
+
+
+def test_per_sample_gather_moves_through_a_splitting_reshape():
+    """A batch > 1 kept in front: Gather [B, T*4] (axis 1) -> Reshape [B, T, 4] becomes a
+    Gather on axis 2."""
+    x = param([3, 24])
+    m = model_of(opset.reshape(g(x, BLOCKS, 1), _i64(3, 6, 4), False), x)
+    run_checked(m, GatherSinkingReshapeForward())
+    last = m.results[0].input_value(0).node
+    assert last.type_name == "Gather" and int(last.input_value(2).node.value) == 2
+
+
+def test_gather_moves_through_a_squeeze_next_to_other_axes():
+    """[2, 1, 4] -> Squeeze(1) -> [2, 4]: the gathered axis 2 becomes axis 1."""
+    x = param([2, 1, 4])
+    m = model_of(opset.relu(opset.squeeze(g(x, P, 2), _i64(1))), x)
+    run_checked(m, GatherSinkingReshapeForward())
+    gather = m.results[0].input_value(0).node.input_value(0).node
+    assert gather.type_name == "Gather" and int(gather.input_value(2).node.value) == 1
 
 
 def test_mixing_permutation_stays_before_the_reshape():
@@ -93,12 +113,13 @@ def test_general_folds_a_time_major_permute_into_per_step_matmuls():
     assert count(m, "Gather") == 0
 
 
-def test_pipeline_conv_to_recurrent_permute_leaves_no_layout_op():
+@pytest.mark.parametrize("batch", [1, 2])
+def test_pipeline_conv_to_recurrent_permute_leaves_no_layout_op(batch):
     """The CRNN pattern: conv [N, C, T, F] -> permute(0, 2, 1, 3) -> Reshape [N, T, C*F] ->
     per-step MatMuls."""
-    x = param([1, 1, 6, 8])
+    x = param([batch, 1, 6, 8])
     conv = opset.relu(opset.convolution(x, opset.constant(rand(4, 1, 3, 3)), [1, 1], [1, 1], [1, 1], [1, 1]))
-    seq = opset.reshape(opset.transpose(conv, _i64(0, 2, 1, 3)), _i64(1, 6, 32), False)
+    seq = opset.reshape(opset.transpose(conv, _i64(0, 2, 1, 3)), _i64(batch, 6, 32), False)
     steps = opset.split(seq, _i64(1), 6)
     w = opset.constant(rand(12, 32, seed=2))
     outs = [opset.tanh(opset.matmul(opset.squeeze(s, _i64(1)), w, False, True)) for s in steps.outputs()]
