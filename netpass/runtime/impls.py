@@ -236,7 +236,7 @@ class Params:
     dtypes, host values of shape-infer inputs, fused ops, the node's id for errors."""
 
     __slots__ = ("kind", "attrs", "in_shapes", "in_dtypes", "out_shapes", "out_dtypes", "values",
-                 "fused", "extra_shapes", "extra_dtypes", "node", "engine", "memo")
+                 "fused", "extra_shapes", "extra_dtypes", "node", "engine", "memo", "in_strides")
 
     def __init__(self, **kw: Any) -> None:
         for k in self.__slots__:
@@ -729,8 +729,10 @@ def matmul_impl(p: Params, key) -> Impl | None:
         return None
     if _size(p.out_shapes[0]) == 0:
         return Impl(key, [])
+    st = p.in_strides or (None, None)  # permuted views (Program._fold_input_permutes)
     ln = _gemm_launch(p, p.in_shapes[0], p.in_shapes[1], bool(p.attrs.get("transpose_a")),
-                      bool(p.attrs.get("transpose_b")), (0, 1), p.out_shapes[0])
+                      bool(p.attrs.get("transpose_b")), (0, 1), p.out_shapes[0],
+                      a_strides=st[0], b_strides=st[1])
     return Impl(key, [ln]) if ln is not None else None
 
 
@@ -759,8 +761,10 @@ def fully_connected_impl(p: Params, key) -> Impl | None:
     n = w[0]
     q = _with_bias(p, (_size(p.in_shapes[2]),), p.in_dtypes[2])
     refs = [("i", 2)] + [("e", j) for j in range(len(p.extra_shapes or []))]
+    # the epilogue indexes side inputs over the real output shape (the GEMM's flat index is
+    # the same): a residual [b, s, n] broadcasts as it does in the graph
     ln = _gemm_launch(q, (m, kdim), (kdim, n) if reordered else (n, kdim), False, not reordered,
-                      (0, 1), (m, n), extra_refs=refs)
+                      (0, 1), tuple(p.out_shapes[0]), extra_refs=refs)
     return Impl(key, [ln]) if ln is not None else None
 
 

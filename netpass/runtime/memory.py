@@ -26,16 +26,26 @@ class Tensor:
     Views are how skipped primitives alias their input and how in-place concat inputs write
     into their slice of the concat output (the reference's reinterpret_buffer / padding)."""
 
-    __slots__ = ("alloc", "offset", "shape", "dtype")
+    __slots__ = ("alloc", "offset", "shape", "dtype", "strides")
 
-    def __init__(self, alloc: Allocation, offset: int, shape: tuple, dtype: np.dtype) -> None:
+    def __init__(self, alloc: Allocation, offset: int, shape: tuple, dtype: np.dtype,
+                 strides: tuple | None = None) -> None:
         self.alloc = alloc
         self.offset = offset
         self.shape = shape
         self.dtype = dtype
+        self.strides = strides  # element strides of a permuted view; None: contiguous
 
     def view(self, shape: tuple, offset: int = 0) -> "Tensor":
         return Tensor(self.alloc, self.offset + offset, shape, self.dtype)
+
+    def extent(self) -> int:
+        """Elements from ``offset`` to the last one this tensor covers, plus one."""
+        if self.strides is None:
+            return int(np.prod(self.shape, dtype=np.int64))
+        if any(d == 0 for d in self.shape):
+            return 0
+        return 1 + sum((d - 1) * s for d, s in zip(self.shape, self.strides))
 
 
 class MemoryPool:

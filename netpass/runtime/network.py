@@ -107,12 +107,15 @@ class PrimitiveInst:
         self.node_static_shapes: list[tuple] | None = None
         self.passive = node.kind in ("Constant", "Parameter", "Result") or node.fused_into is not None
         self.n_fused = len(node.fused)
+        self._empty_for: list | None = None  # the out_shapes list ``_empty`` was computed for
+        self._empty = False
         self.recordable = not self.sym_need and not node.in_shape_of_subgraph and \
             node.kind not in DYNAMIC_OUTPUT_KINDS and node.kind not in ("Parameter", "Constant", "Result")
         self.rec_key: tuple | None = None
         self.rec_impl: I.Impl | None = None
+        self.rec_kernels: list | None = None
         self.desc_key = (node.kind, repr(sorted(node.attrs.items(), key=lambda kv: kv[0])),
-                         tuple(f.key() for f in node.fused))
+                         tuple(f.key() for f in node.fused), tuple(sorted(node.permuted_inputs.items())))
         if node.kind == "Constant":
             self.out_shapes = [tuple(node.value.shape)]
             self.host[0] = node.value
@@ -130,17 +133,19 @@ class PrimitiveInst:
     def prepare(self) -> None:
         node = self.node
         net = self.net
-        self.do_runtime_in_place_concat()
+        if self.concat_user is not None:
+            self.do_runtime_in_place_concat()
         self.update_shape()
-        if node.kind in ("Parameter", "Constant", "Result"):
+        if self.passive:
             return
-        if all(_size(s) == 0 for s in self.out_shapes):  # other outputs may still need values
+        if self.out_shapes is not self._empty_for:  # other outputs may still need values
+            self._empty_for = self.out_shapes
+            self._empty = all(_size(s) == 0 for s in self.out_shapes)
+        if self._empty or node.shape_only:
             self.skip = True
-        if node.in_shape_of_subgraph and self.executed_once and net.binding is None and \
+        elif node.in_shape_of_subgraph and self.executed_once and net.binding is None and \
                 not any(so.shape_changed for so in self.shape_of_insts):
             self.skip = True  # (symbolic mode: the ShapeOfs may not have run; always re-run)
-        if node.shape_only:
-            self.skip = True
         if self.skip:
             self.done_by_other = False
             return
@@ -259,7 +264,7 @@ class PrimitiveInst:
             key = (net.binding_key, in_shapes)
             rec = node.sym_records.get(key)
             if rec is not None:
-                out, values, self.rec_impl = rec
+                out, values, self.rec_impl, self.rec_kernels = rec
                 self.shape_changed = out != self.out_shapes or in_shapes != self.in_shapes
                 self.in_shapes, self.out_shapes, self.values = in_shapes, out, values
                 if self.sym_feeds:
@@ -313,7 +318,8 @@ class PrimitiveInst:
         records = self.node.sym_records
         if len(records) >= SYMBOLIC_RECORDS:
             records.clear()
-        records[self.rec_key] = (self.out_shapes, self.values, impl)
+        records[self.rec_key] = (self.out_shapes, self.values, impl,
+                                 self.kernels if impl is not None else None)
         self.rec_key = None
 
     def _check_symbolic(self, b: dict) -> None:
@@ -334,7 +340,7 @@ class PrimitiveInst:
         was = self.can_be_optimized
         self.can_be_optimized = False
         k = node.kind
-        if k in ALWAYS_OPTIMIZED:
+        if k in ALWAYS_OPTIMIZED or node.permute_view is not None:
             self.can_be_optimized = True
         elif node.inplace_concat:
             if not self.concat_decided:
@@ -410,23 +416,32 @@ class PrimitiveInst:
         t = self.net.device_tensor(src, k)
         self._release_own(0)
         offset = self.view_offset if self.node.kind == "CropIE" else 0
-        self.outputs[0] = t.view(self.out_shapes[0], offset) if t is not None else None
+        order = self.node.permute_view
+        if order is not None and t is not None:  # read through by its MatMul
+            cs = I.contiguous_strides(t.shape)
+            self.outputs[0] = Tensor(t.alloc, t.offset, self.out_shapes[0], t.dtype,
+                                     tuple(cs[o] for o in order))
+        else:
+            self.outputs[0] = t.view(self.out_shapes[0], offset) if t is not None else None
         self.device_valid[0] = True
         self.host_valid[0] = False
         self.net.stats["skipped"] += 1
 
     def _params(self, values: dict) -> I.Params:
         node = self.node
-        insts = self.net.insts
         attrs = node.attrs
         if self.weights_tensor is not None:
             attrs = dict(attrs, _weights_reordered=True)
-        return I.Params(kind=node.kind, attrs=attrs, in_shapes=list(self.in_shapes),
+        strides = None
+        if node.permuted_inputs:
+            strides = [None] * len(node.inputs)
+            for j in node.permuted_inputs:
+                i, k = self.src_insts[j]
+                strides[j] = i.outputs[k].strides
+        return I.Params(kind=node.kind, attrs=attrs, in_shapes=list(self.in_shapes), in_strides=strides,
                         in_dtypes=[s.out_dtypes[k] for s, k in node.inputs],
                         out_shapes=list(self.out_shapes), out_dtypes=node.out_dtypes, values=values,
-                        fused=node.fused, extra_shapes=[tuple(s.value.shape) if s.value is not None
-                                                        else insts[s.index].out_shapes[k]
-                                                        for s, k in node.fused_inputs],
+                        fused=node.fused, extra_shapes=[tuple(i.out_shapes[k]) for i, k in self.extra_insts],
                         extra_dtypes=[s.out_dtypes[k] for s, k in node.fused_inputs],
                         node=node, engine=self.net.engine, memo=self.impl_memo)
 
@@ -439,7 +454,9 @@ class PrimitiveInst:
         if impl is not None:
             self.rec_impl = None
             net.stats["impl_cache_hits"] += 1
-            self._set_impl(impl)
+            if impl is not self.impl:
+                self.impl, self.kernels, self.impl_changed = impl, self.rec_kernels, True
+                self.launch_args = [None] * len(impl.launches)
             return
         vals = self.values
         if self.desc_id is None:
@@ -536,7 +553,7 @@ class PrimitiveInst:
 
     def realloc_if_needed(self) -> None:
         node, net = self.node, self.net
-        if self.impl is not None and self.impl.is_host:
+        if self.impl is not None and self.impl.host:
             return
         c = self.concat_user
         if c is not None and net.insts[c.index].inplace_now:
@@ -555,7 +572,7 @@ class PrimitiveInst:
             can_reuse = self.own[i] is not None and need <= self.capacity[i]
             ok, pshape = pred.predict_preallocation_shape(node.id, shape, dt.itemsize * 8, can_reuse, i)
             if can_reuse:
-                self.outputs[i] = Tensor(self.own[i], 0, tuple(shape), dt)
+                self.outputs[i] = Tensor(self.own[i], 0, shape, dt)
                 net.stats["reuses"] += 1
                 continue
             size = need
@@ -710,7 +727,8 @@ class PrimitiveInst:
         arrays = net.host_values([self.src(j) for j in range(len(node.inputs))])
         outs = infer_host(node, arrays)
         for f in node.fused:  # the kernel would have applied them
-            ins = [s.value for s, _ in f.others]
+            ins = [s.value if s.value is not None else
+                   net.host_values([net.resolve(net.insts[s.index], k)])[0] for s, k in f.others]
             ins.insert(f.primary, outs[0])
             outs = infer_host(f.node, ins)
             net.stats["fused"] += 1
@@ -730,6 +748,7 @@ class PrimitiveInst:
         self.host_valid[i] = True
         self.device_valid[i] = False
         if self.out_shapes is not None and tuple(a.shape) != tuple(self.out_shapes[i]):
+            self.out_shapes = list(self.out_shapes)  # (records may share the old list)
             self.out_shapes[i] = tuple(a.shape)
 
 
@@ -764,7 +783,7 @@ class Network:
             node = inst.node
             # fused primitives never run: their users read the producer's output directly
             inst.src_insts = [self.resolve(self.insts[s.index], k) for s, k in node.inputs]
-            inst.extra_insts = [(self.insts[s.index], k) for s, k in node.fused_inputs]
+            inst.extra_insts = [self.resolve(self.insts[s.index], k) for s, k in node.fused_inputs]
             inst.shape_of_insts = [self.insts[so.index] for so in node.dependant_shape_ofs]
         # constants, inputs (set from the user's arrays) and results (read from their source)
         # have nothing to do per primitive
@@ -894,7 +913,7 @@ class Network:
                 t = inst.outputs[k]
                 if t is None:
                     raise NetpassError(f"{inst.node.kind} '{inst.node.name}': no value for output {k}")
-                arr = np.empty(t.shape, dtype=t.dtype)
+                arr = np.empty(t.extent() if t.strides is not None else t.shape, dtype=t.dtype)
                 if arr.size:
                     self.engine.cl.enqueue_copy(self.queue, arr, t.alloc.buffer,
                                                 src_offset=t.offset * t.dtype.itemsize, is_blocking=False)
@@ -904,6 +923,11 @@ class Network:
             self.stats["host_wait_s"] += time.perf_counter() - t0
             self.stats["host_waits"] += 1
             for inst, k, arr in pending:
+                t = inst.outputs[k]
+                if t.strides is not None:  # a permuted view: gather it from the region read
+                    it = arr.itemsize
+                    arr = np.lib.stride_tricks.as_strided(
+                        arr, t.shape, tuple(s * it for s in t.strides)).copy()
                 inst.host[k] = arr
                 inst.host_valid[k] = True
         return [inst.host[k] for inst, k in refs]
@@ -1005,7 +1029,7 @@ class Network:
                     times[inst.node.id] = times.get(inst.node.id, 0.0) + \
                         (ev.profile.end - ev.profile.start) / 1000.0
                 inst.events = []
-        for inst in self.insts:
+        for inst in self.order:  # (inputs' flags are set again by set_input)
             inst.reset_flags()
         self.stats["infers"] += 1
         if self.binding is not None:

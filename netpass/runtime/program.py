@@ -77,6 +77,23 @@ def _with_input_symbols(model: Any) -> Any:
     return clone
 
 
+def _broadcasts_into(src: "ProgramNode", k: int, p: "ProgramNode", out_ps: PartialShape) -> bool:
+    """Whether a computed tensor can be a side input of ``p``'s fused epilogue: produced
+    before ``p``, and each of its dims 1 or provably equal to the output's (static, or the
+    same symbol), so that reading it never changes the output shape."""
+    if src.index > p.index or src.num_outputs <= k or src.is_output and src.kind == "Result":
+        return False
+    ps = src.out_pshapes[k]
+    if not ps.rank_is_static or len(ps) > len(out_ps):
+        return False
+    for d, od in zip(list(ps)[::-1], list(out_ps)[::-1]):
+        if d.min == d.max == 1 or d.min == d.max == od.min == od.max:
+            continue
+        if d.symbol is None or d.symbol is not od.symbol:
+            return False
+    return True
+
+
 class ProgramNode:
     """One primitive: kind, attributes, inputs ``[(ProgramNode, out_index)]``, output dtypes
     and partial shapes, an optional constant ``value``, an optional source ``op`` (a
@@ -113,6 +130,8 @@ class ProgramNode:
         self.fused_inputs: list[tuple[ProgramNode, int]] = []
         self.fused_into: ProgramNode | None = None
         self.inplace_concat = False      # concat whose inputs may write into its buffer
+        self.permute_view: tuple | None = None  # Transpose order read through by its MatMul
+        self.permuted_inputs: dict[int, tuple] = {}  # MatMul: input -> that order
         self.restrictions: frozenset = frozenset()
         self.has_kernel = False
         self.is_dynamic = any(not ps.is_static for ps in self.out_pshapes)
@@ -161,6 +180,7 @@ class Program:
             n.has_kernel = n.kind in I.HAS_KERNEL
         if fuse:
             self._fuse_elementwise()
+            self._fold_input_permutes()
         self._mark_runtime_skippable_nodes()
         self._mark_inplace_concats()
         self.exec_order = self._build_exec_order()
@@ -247,25 +267,27 @@ class Program:
         out_ps = p.out_pshapes[0]
         if not out_ps.rank_is_static:
             return None
-        for j, (src, _) in enumerate(u.inputs):
+        for j, (src, k) in enumerate(u.inputs):
             if j == pos:
                 continue
-            if src.kind != "Constant":
-                return None
-            cs = src.value.shape
-            if len(cs) > len(out_ps):
-                return None
-            for d, od in zip(cs[::-1], list(out_ps)[::-1]):
-                if d != 1 and not (od.is_static and od.min == d):
+            if src.kind == "Constant":
+                cs = src.value.shape
+                if len(cs) > len(out_ps):
                     return None
+                for d, od in zip(cs[::-1], list(out_ps)[::-1]):
+                    if d != 1 and not (od.is_static and od.min == d):
+                        return None
+            elif not _broadcasts_into(src, k, p, out_ps):
+                return None
         in_dts = [s.out_dtypes[k] for s, k in u.inputs]
         if I.fusable_expr(u.kind, u.attrs, in_dts, u.out_dtypes[0]) is None:
             return None
         return u, pos
 
     def _fuse_elementwise(self) -> None:
-        """Fold single-consumer elementwise ops with constant side inputs into the producing
-        kernel (GEMM/conv epilogue, or a longer elementwise expression)."""
+        """Fold single-consumer elementwise ops into the producing kernel (GEMM/conv epilogue,
+        or a longer elementwise expression). Side inputs are constants, or computed tensors
+        that broadcast into the output (a residual Add, an attention mask)."""
         for p in self.nodes:
             if p.kind not in I.FUSABLE_PRODUCERS or p.fused_into is not None:
                 continue
@@ -285,12 +307,32 @@ class Program:
                 u.optimized = True
                 tail = u
 
+    def _fold_input_permutes(self) -> None:
+        """A Transpose by a constant order whose only user is a MatMul becomes a strided view
+        the GEMM reads through (the per-head ``q``/``k``/``v`` layouts of attention): no
+        kernel, no buffer (OpenVINO's gemm input transpose orders)."""
+        for m in self.nodes:
+            if m.kind != "MatMul" or m.fused_into is not None:
+                continue
+            for j in range(2):
+                t, k = m.inputs[j]
+                if t.kind != "Transpose" or t.is_output or t.fused or len(t.users[0]) != 1 \
+                        or t.inputs[1][0].kind != "Constant" or t.in_shape_of_subgraph \
+                        or t.inputs[0][0].out_dtypes[t.inputs[0][1]] != t.out_dtypes[0]:
+                    continue
+                order = tuple(int(x) for x in np.asarray(t.inputs[1][0].value).reshape(-1))
+                if len(order) < 2 or sorted(order) != list(range(len(order))):
+                    continue
+                t.permute_view = order
+                t.optimized = True
+                m.permuted_inputs[j] = order
+
     def _mark_runtime_skippable_nodes(self) -> None:
         """Per-type rules of the reference's mark_runtime_skippable_nodes."""
         for n in self.nodes:
             if n.kind in ("Parameter", "Constant") or n.fused_into is not None or n.shape_only:
                 continue
-            if n.in_shape_of_subgraph:
+            if n.in_shape_of_subgraph or n.permute_view is not None:
                 continue
             k = n.kind
             same_dt = bool(n.inputs) and n.inputs[0][0].out_dtypes[n.inputs[0][1]] == n.out_dtypes[0]
@@ -373,7 +415,8 @@ class Program:
         return [{"id": n.id, "kind": n.kind, "optimized": n.optimized,
                  "runtime_skippable": n.runtime_skippable, "shape_of": n.in_shape_of_subgraph,
                  "fused": [f.kind for f in n.fused], "fused_into": n.fused_into.id if n.fused_into else None,
-                 "inplace_concat": n.inplace_concat} for n in self.exec_order]
+                 "inplace_concat": n.inplace_concat, "permute_view": n.permute_view is not None}
+                for n in self.exec_order]
 
     def node(self, id: str) -> ProgramNode:
         for n in self.nodes:

@@ -76,7 +76,7 @@ class ShapePredictor:
         hist = self._shapes.get(key)
         if hist is None:
             hist = self._shapes[key] = deque(maxlen=HISTORY)
-        cur = tuple(int(d) for d in shape)
+        cur = shape if type(shape) is tuple else tuple(int(d) for d in shape)
         hist.append(cur)
         if can_reuse_buffer:
             return False, ()

@@ -1,0 +1,81 @@
+"""Program fusions that turn kernels into views: computed side inputs in epilogues and
+Transposes read through by their MatMul."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from netpass import Model, opset
+from netpass.runtime import Program
+
+
+def _f(rng, *shape, dtype=np.float32):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def _i64(v):
+    return np.array(v, dtype=np.int64)
+
+
+def _attention(dtype=np.float32):
+    """q, k, v [b, s, 2, 8] -> per-head layouts by Transposes -> softmax(q k^T) v."""
+    q, k, v = (opset.parameter(["b", "s", 2, 8], dtype, name=n) for n in "qkv")
+    qh = opset.transpose(q, _i64([0, 2, 1, 3]))
+    kt = opset.transpose(k, _i64([0, 2, 3, 1]))
+    vh = opset.transpose(v, _i64([0, 2, 1, 3]))
+    att = opset.softmax(opset.matmul(qh, kt, False, False), -1)
+    return Model([opset.result(opset.matmul(att, vh, False, False), name="y")], [q, k, v])
+
+
+def test_transposes_into_matmul_become_views():
+    prog = Program.from_model(_attention())
+    views = [n for n in prog.nodes if n.kind == "Transpose"]
+    assert all(n.permute_view is not None and n.optimized for n in views)
+    mm = [n for n in prog.nodes if n.kind == "MatMul"]
+    assert mm[0].permuted_inputs == {0: (0, 2, 1, 3), 1: (0, 2, 3, 1)}
+
+
+def test_permuted_views_compute_the_same(run_shapes, rng):
+    feeds = [{n: _f(rng, b, s, 2, 8) for n in "qkv"} for b, s in ((1, 3), (2, 5), (1, 1))]
+    req = run_shapes(_attention(), feeds)
+    assert req.stats["kernels_enqueued"] == 3 * 3  # two GEMMs and the softmax per infer
+
+
+def test_permuted_view_read_back_by_a_host_fallback(run_shapes, rng):
+    # float64 MatMul has no kernel: the host reads the permuted views back
+    feeds = [{n: _f(rng, 1, s, 2, 8, dtype=np.float64) for n in "qkv"} for s in (2, 4)]
+    req = run_shapes(_attention(np.float64), feeds)
+    assert req.stats["host_fallbacks"] >= 2
+
+
+@pytest.mark.parametrize("order", [(1, 0), (0, 2, 1)])
+def test_transposed_weights_side(run_shapes, rng, order):
+    a = opset.parameter([3, -1] if len(order) == 2 else [2, 3, -1], np.float32, name="a")
+    w = opset.parameter([5, -1] if len(order) == 2 else [2, 5, -1], np.float32, name="w")
+    y = opset.matmul(a, opset.transpose(w, _i64(list(order))), False, False)
+    model = Model([opset.result(y, name="y")], [a, w])
+    n = [7, 4]
+    feeds = [{"a": _f(rng, *(([3] if len(order) == 2 else [2, 3]) + [k])),
+              "w": _f(rng, *(([5] if len(order) == 2 else [2, 5]) + [k]))} for k in n]
+    run_shapes(model, feeds)
+
+
+def test_residual_add_is_fused_into_the_gemm(run_shapes, rng):
+    x = opset.parameter(["b", "s", 16], np.float32, name="x")
+    w = opset.constant(_f(rng, 16, 16))
+    y = opset.add(x, opset.matmul(x, w, False, False))
+    model = Model([opset.result(opset.relu(y), name="y")], [x])
+    prog = Program.from_model(model)
+    mm = next(n for n in prog.nodes if n.kind == "MatMul")
+    assert [f.kind for f in mm.fused] == ["Add", "Relu"]
+    req = run_shapes(model, [{"x": _f(rng, 2, s, 16)} for s in (3, 6, 1)])
+    assert req.stats["kernels_enqueued"] == 3
+
+
+def test_side_input_that_would_broadcast_the_output_is_not_fused():
+    x = opset.parameter([-1, 16], np.float32, name="x")
+    z = opset.parameter([-1, 16], np.float32, name="z")  # rows not provably equal to x's
+    y = opset.add(opset.relu(x), z)
+    prog = Program.from_model(Model([opset.result(y, name="y")], [x, z]))
+    relu = next(n for n in prog.nodes if n.kind == "Relu")
+    assert relu.fused == []
