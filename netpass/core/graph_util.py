@@ -73,38 +73,61 @@ def copy_runtime_info(sources: "Node | Iterable[Node]", targets: "Node | Iterabl
     plain values are kept only when equal. Non-copyable attributes and ``opset`` never move.
     Constant inputs of a target with empty rt_info receive the same attributes.
     """
-    from ..ops.io import Constant
-    srcs = [sources] if isinstance(sources, Node) else list(sources)
-    tgts = [targets] if isinstance(targets, Node) else list(targets)
     merged: dict = {}
-    gathered: dict[str, list] = {}
-    for s in srcs:
-        if not s._rt:
-            continue
-        for k, v in s._rt.items():
+    if isinstance(sources, Node):
+        # One source (most rewrites): its copyable attributes, nothing to merge.
+        if not sources._rt:
+            return
+        for k, v in sources._rt.items():
             if k == "opset" or (isinstance(v, RuntimeAttribute) and not v.is_copyable()):
                 continue
-            gathered.setdefault(k, []).append(v)
-    for k, values in gathered.items():
-        first = values[0]
-        if len(values) == 1:
-            merged[k] = first
-        elif isinstance(first, RuntimeAttribute):
-            m = first.merge(values[1:])
-            if m is not None:
-                merged[k] = m
-        elif all(v == first for v in values[1:]):
-            merged[k] = first
+            merged[k] = v
+    else:
+        gathered: dict[str, list] = {}
+        for s in sources:
+            if not s._rt:
+                continue
+            for k, v in s._rt.items():
+                if k == "opset" or (isinstance(v, RuntimeAttribute) and not v.is_copyable()):
+                    continue
+                gathered.setdefault(k, []).append(v)
+        for k, values in gathered.items():
+            first = values[0]
+            if len(values) == 1:
+                merged[k] = first
+            elif isinstance(first, RuntimeAttribute):
+                m = first.merge(values[1:])
+                if m is not None:
+                    merged[k] = m
+            elif all(v == first for v in values[1:]):
+                merged[k] = first
     if not merged:
         return
+    tgts = (targets,) if isinstance(targets, Node) else list(targets)
+    constant = _constant_class()
     extra = []
     for t in tgts:
         for src in t._inputs:
-            if isinstance(src.node, Constant) and not src.node._rt:
-                extra.append(src.node)
-    for t in [*tgts, *extra]:
-        for k, v in merged.items():
-            t.rt_info[k] = v
+            n = src.node
+            if isinstance(n, constant) and not n._rt:
+                extra.append(n)
+    for t in (*tgts, *extra):
+        rt = t._rt
+        if rt is None:
+            t._rt = dict(merged)
+        else:
+            rt.update(merged)
+
+
+_CONSTANT: list = []
+
+
+def _constant_class() -> type:
+    """``ops.io.Constant`` (imported on first use: core does not import the ops at load)."""
+    if not _CONSTANT:
+        from ..ops.io import Constant
+        _CONSTANT.append(Constant)
+    return _CONSTANT[0]
 
 
 def lint_problems(model) -> list[str]:

@@ -554,17 +554,23 @@ class Node:
             port.val = None
             port.pval = None
         if self._inputs and self.FOLDABLE:
-            vals = [o.node._outs[o.index].val for o in self._inputs]
-            if all(v is not None for v in vals) and self._small_static_outputs():
-                try:
-                    results = self.evaluate(vals)
-                except Exception:
-                    results = None
-                if results is not None:
-                    for port, r in zip(outs, results):
-                        dt = port.et.dtype
-                        port.val = np.asarray(r, dtype=dt) if dt is not None else np.asarray(r)
-                    return
+            vals = []
+            for o in self._inputs:
+                v = o.node._outs[o.index].val
+                if v is None:
+                    break
+                vals.append(v)
+            else:  # every input value is known
+                if self._small_static_outputs():
+                    try:
+                        results = self.evaluate(vals)
+                    except Exception:
+                        results = None
+                    if results is not None:
+                        for port, r in zip(outs, results):
+                            dt = port.et.dtype
+                            port.val = np.asarray(r, dtype=dt) if dt is not None else np.asarray(r)
+                        return
         self.infer_values()
 
     def _small_static_outputs(self) -> bool:
@@ -573,8 +579,8 @@ class Node:
             if not ps.is_static:
                 return False
             n = 1
-            for d in ps.dims:
-                n *= d.min
+            for d in ps.to_shape():
+                n *= d
             if n > VALUE_PROPAGATION_LIMIT:
                 return False
         return True

@@ -13,9 +13,12 @@ class PartialShape:
     when the shapes cannot describe the same tensor.
     """
 
-    __slots__ = ("_dims",)
+    # ``_static``: the int tuple when every dim is static, False when not, None until first
+    # asked (shape checks run many times per node in the passes; the shape never changes).
+    __slots__ = ("_dims", "_static")
 
     def __init__(self, dims: "ShapeLike" = None) -> None:
+        self._static = None
         if isinstance(dims, PartialShape):
             self._dims = dims._dims
         elif dims is None:
@@ -23,7 +26,32 @@ class PartialShape:
         elif isinstance(dims, str):
             self._dims = PartialShape.parse(dims)._dims
         else:
-            self._dims = tuple(Dimension.of(d) for d in dims)
+            of = Dimension.of
+            self._dims = tuple([d if type(d) is Dimension else of(d) for d in dims])
+
+    @staticmethod
+    def of_dims(dims: tuple) -> "PartialShape":
+        """A shape from a tuple of Dimension objects (no coercion: shape inference fast path)."""
+        ps = PartialShape.__new__(PartialShape)
+        ps._dims = dims
+        ps._static = None
+        return ps
+
+    def _static_dims(self) -> "tuple[int, ...] | bool":
+        dims = self._dims
+        if dims is None:
+            static: tuple | bool = False
+        else:
+            out = []
+            for d in dims:
+                if d.min != d.max:
+                    static = False
+                    break
+                out.append(d.min)
+            else:
+                static = tuple(out)
+        self._static = static
+        return static
 
     @staticmethod
     def dynamic(rank: int | None = None) -> "PartialShape":
@@ -55,7 +83,10 @@ class PartialShape:
 
     @property
     def is_static(self) -> bool:
-        return self._dims is not None and all(d.min == d.max for d in self._dims)
+        static = self._static
+        if static is None:
+            static = self._static_dims()
+        return static is not False
 
     @property
     def is_dynamic(self) -> bool:
@@ -68,9 +99,12 @@ class PartialShape:
         return self._dims
 
     def to_shape(self) -> tuple[int, ...]:
-        if not self.is_static:
+        static = self._static
+        if static is None:
+            static = self._static_dims()
+        if static is False:
             raise ValueError(f"shape {self} is not static")
-        return tuple(d.min for d in self._dims)  # type: ignore[union-attr]
+        return static  # type: ignore[return-value]
 
     get_shape = to_shape
 
@@ -134,7 +168,10 @@ class PartialShape:
 
     # -- sequence protocol --------------------------------------------------------------
     def __len__(self) -> int:
-        return len(self.dims)
+        dims = self._dims
+        if dims is None:
+            raise ValueError("shape has dynamic rank")
+        return len(dims)
 
     def __iter__(self) -> Iterator[Dimension]:
         return iter(self.dims)
@@ -145,9 +182,14 @@ class PartialShape:
     def __getitem__(self, i: slice) -> "PartialShape": ...
 
     def __getitem__(self, i):
+        dims = self._dims
+        if dims is None:
+            raise ValueError("shape has dynamic rank")
+        if type(i) is int:
+            return dims[i]
         if isinstance(i, slice):
-            return PartialShape(self.dims[i])
-        return self.dims[i]
+            return PartialShape.of_dims(dims[i])
+        return dims[i]
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, PartialShape):

@@ -284,25 +284,37 @@ class Transpose(Node):
         return order
 
     def infer_types(self) -> None:
-        self.check(self.get_input_size() == 2, "expects inputs (data, input_order)")
-        et = self.get_input_element_type(0)
-        data = self.get_input_partial_shape(0)
-        ops = self.get_input_partial_shape(1)
+        # Reads the ports directly: transpose sinking creates Transposes by the thousand.
+        ins = self._inputs
+        self.check(len(ins) == 2, "expects inputs (data, input_order)")
+        src, order_src = ins
+        port = src.node._outs[src.index]
+        et, data = port.et, port.ps
+        order_port = order_src.node._outs[order_src.index]
+        ops = order_port.ps
         self.check(not ops.rank_is_static or len(ops) == 1,
                    "input order must have shape [n], got {}", ops)
-        order = self.order()
+        value = order_port.val
+        dims = data._dims
+        if value is None:
+            order = None
+        else:
+            order = [int(a) for a in value.reshape(-1).tolist()]
+            if not order:  # an empty order reverses the axes
+                order = list(range(len(dims)))[::-1] if dims is not None else None
         if order is None:
-            rank = len(data) if data.rank_is_static else vector_length(self, 1)
+            rank = len(dims) if dims is not None else vector_length(self, 1)
             self.set_output_type(0, et, PartialShape.dynamic(rank))
             return
         rank = len(order)
         self.check(sorted(order) == list(range(rank)),
                    "input order {} is not a permutation of 0..{}", order, rank - 1)
-        if not data.rank_is_static:
+        if dims is None:
             self.set_output_type(0, et, PartialShape.dynamic(rank))
             return
-        self.check(len(data) == rank, f"input order {order} does not match input rank {len(data)}")
-        self.set_output_type(0, et, PartialShape([data[a] for a in order]))
+        self.check(len(dims) == rank, "input order {} does not match input rank {}", order,
+                   len(dims))
+        self.set_output_type(0, et, PartialShape.of_dims(tuple([dims[a] for a in order])))
 
     def infer_values(self) -> None:
         pass_partial_value(self)

@@ -204,6 +204,8 @@ class GraphRewrite(ModelPass):
         if not queue:
             model.set_cached_order(order)
             return False
+        for mp in active:
+            mp._new_nodes.clear()
         popleft, pushleft = queue.popleft, queue.appendleft
         in_graph = _InGraph(model)
         changed = False
@@ -216,13 +218,20 @@ class GraphRewrite(ModelPass):
                 cands = candidates(node.__class__)
             if not cands:
                 continue
-            n_out = len(node._outs)
+            outs = node._outs
+            n_out = len(outs)
+            out0 = None  # one view of output 0 serves every candidate
             for mp, m, idx, new, fast in cands:
-                if new:
-                    new.clear()
-                if idx >= n_out:
+                if idx:
+                    if idx >= n_out:
+                        continue
+                    out = Output(node, idx)
+                elif out0 is not None:
+                    out = out0
+                elif n_out:
+                    out = out0 = Output(node, 0)
+                else:
                     continue
-                out = Output(node, idx)
                 # The compiled match (Matcher.match's fast path, inlined: this runs for
                 # every candidate node); None sends the generic matcher.
                 found = fast(m, out) if fast else None

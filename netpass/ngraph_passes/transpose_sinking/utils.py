@@ -46,22 +46,35 @@ def transpose_order(node: Node) -> list[int] | None:
     """The order of a Transpose with a constant order, else None."""
     if node.type_name != "Transpose":
         return None
-    v = const_value(node.input_value(1))
-    return None if v is None else [int(a) for a in v.reshape(-1)]
+    v = const_value(node._inputs[1])
+    return None if v is None else [int(a) for a in v.reshape(-1).tolist()]
+
+
+def _is_const_transpose(node: Node) -> bool:
+    """A Transpose whose order is a Constant (what ``transpose_order`` accepts)."""
+    return node.type_name == "Transpose" and node._inputs[1].node.type_name == "Constant"
 
 
 def first_transpose_input(node: Node, indices: Iterable[int] | None = None) -> TransposeInput | None:
-    for i in (range(node.get_input_size()) if indices is None else indices):
-        src = node.input_value(i).node
-        order = transpose_order(src)
-        if order is not None:
-            return TransposeInput(src, order, src.input_value(1).element_type, i)
+    ins = node._inputs
+    for i in (range(len(ins)) if indices is None else indices):
+        src = ins[i].node
+        if _is_const_transpose(src):
+            order_value = src._inputs[1]
+            return TransposeInput(src, transpose_order(src), order_value.element_type, i)
     return None
 
 
 def has_transpose_input(indices: Sequence[int] | None = None):
-    """Pattern predicate: the node has a Transpose with a constant order on one of ``indices``."""
-    return lambda out: first_transpose_input(out.node, indices) is not None
+    """Pattern predicate: the node has a Transpose with a constant order on one of ``indices``
+    (checked without building the TransposeInput: it runs on every candidate node)."""
+    def check(out: Output) -> bool:
+        ins = out.node._inputs
+        for i in (range(len(ins)) if indices is None else indices):
+            if _is_const_transpose(ins[i].node):
+                return True
+        return False
+    return check
 
 
 @functools.lru_cache(maxsize=None)
@@ -126,7 +139,9 @@ def insert_output_transposes(main: Node, order: list[int], order_type: Type,
             continue
         t = make("Transpose", [out, order_value])
         out.replace(t.output(0))
-        out.names.clear()
+        names = main._outs[out.index].names
+        if names:
+            names.clear()
         if multi:
             t.friendly_name = f"{main.friendly_name}.{out.index}"
         else:
