@@ -206,6 +206,18 @@ class BiLstm(nn.Module):
         return torch.log_softmax(self.fc(self.lstm(x)[0]), -1)
 
 
+# -- GRU classifier: frame skipping, bidirectional stack, last step ---------------------------
+class GruClassifier(nn.Module):
+    def __init__(self, feat: int = 12, hidden: int = 8, classes: int = 4) -> None:
+        super().__init__()
+        self.gru = nn.GRU(feat, hidden, num_layers=2, batch_first=True, bidirectional=True)
+        self.fc = nn.Linear(2 * hidden, classes)
+
+    def forward(self, x):                        # x: [batch, time, feat]
+        y = self.gru(x[:, ::2])[0]               # every other frame (stepped Slice)
+        return self.fc(y[:, -1])                 # last step (Gather with a scalar index)
+
+
 # -- TDNN / 1-D conv speech model -----------------------------------------------------------
 class Tdnn(nn.Module):
     def __init__(self, feat: int = 12, c: int = 16, classes: int = 5) -> None:
@@ -528,6 +540,9 @@ def _entries() -> list[ZooModel]:
                  [{"b": 1, "t": 6}, {"b": 2, "t": 11}], _seq(16)[1]),
         ZooModel("bilstm", "speech", BiLstm, *_seq(12)[:1], ["x"], ["y"], seq_dyn,
                  [{"b": 1, "t": 5}, {"b": 3, "t": 8}], _seq(12)[1], (17, 13)),
+        ZooModel("gru_classifier", "speech", GruClassifier, *_seq(12)[:1], ["x"], ["y"],
+                 {"x": {0: "batch", 1: "time"}, "y": {0: "batch"}},
+                 [{"b": 2, "t": 8}, {"b": 1, "t": 5}], _seq(12)[1]),
         ZooModel("tdnn", "speech", Tdnn, *_seq(12, True)[:1], ["x"], ["y"],
                  {"x": {0: "batch", 2: "time"}, "y": {0: "batch"}},
                  [{"b": 1, "t": 20}, {"b": 2, "t": 31}], _seq(12, True)[1]),

@@ -12,7 +12,7 @@ from .gather_sinking import (GatherSinkingBinaryForward, GatherSinkingFuse,
 from .gather_sinking_backward import (GatherSinkingBinaryBackward, GatherSinkingMatmulBackward,
                                       GatherSinkingReshapeBackward, GatherSinkingSplitBackward,
                                       GatherSinkingUnaryBackward)
-from .gather_to_crop import ConvertGatherToCrop
+from .gather_to_slice import ConvertGatherToSlice
 from .gather_transpose import (GatherSinkingTranspose, GatherSinkingTransposeBackward,
                                GatherSinkingTransposeForward,
                                GatherSinkingTransposeReshapeBackward,
@@ -31,7 +31,7 @@ from .transpose_matmul import TransposeMatMulForward
 from .ts_concat_split import TSConcatForward, TSSplitBackward
 
 __all__ = [
-    "ConvertGatherToCrop", "ConvertSteppedSliceToMatMul", "ConvertStridedSliceToCrop", "DecomposeMVN", "GNA_CALLBACKS", "GatherSinkingBinaryBackward",
+    "ConvertGatherToSlice", "ConvertSteppedSliceToMatMul", "ConvertStridedSliceToCrop", "DecomposeMVN", "GNA_CALLBACKS", "GatherSinkingBinaryBackward",
     "GatherSinkingBinaryForward", "GatherSinkingFuse", "GatherSinkingGeneral",
     "GatherSinkingGeneralBackward", "GatherSinkingGeneralForward", "GatherSinkingMatmulBackward",
     "GatherSinkingMatmulForward", "GatherSinkingReshapeBackward", "GatherSinkingReshapeForward",

@@ -5,7 +5,8 @@
    (GnaCommonOptimizations) + ConstantFolding, SliceToStridedSlice disabled when the
    model has Slice and the layout block runs (transpose sinking cannot cross a StridedSlice);
    RemoveInputConvert / RemoveOutputConvert, LSTM/GRU sequence unrolling and cell
-   decomposition, ReorderActivationAndPooling, RemoveSingleInputConcat (one traversal) +
+   decomposition, ReorderActivationAndPooling, RemoveSingleInputConcat, ConvertGatherToSlice
+   (one traversal) +
    ConstantFolding of the split weights.
 2. The layout block, when the model has Convolution, MaxPool, MVN or MatMul (netpass also runs
    it for any model holding a Transpose or Gather, so that those reach the edges too):
@@ -19,7 +20,7 @@
    then handles), then forward sinking of the Transposes that do not read a Parameter (down to
    a Reshape, where they become Gathers, or to a Result).
 3. The Slice workaround: SliceToStridedSlice then ConvertStridedSliceToCrop (always; any
-   StridedSlice is a crop for GNA), and ConvertGatherToCrop for contiguous constant Gathers.
+   StridedSlice is a crop for GNA).
 
 Passes whose root op type the model lacks are not registered, and single-traversal members
 share GraphRewrites, so a large model is walked as few times as possible.
@@ -40,7 +41,7 @@ from ..transpose_sinking.utils import first_transpose_input
 from ..utils import gc_paused, nested_manager
 from .decompose_mvn import DecomposeMVN
 from .gather_general import GatherSinkingGeneral
-from .gather_to_crop import ConvertGatherToCrop
+from .gather_to_slice import ConvertGatherToSlice
 from .gather_transpose import GatherSinkingTranspose
 from .limitations import (install_gna_callbacks, interior_layout_ops, is_transpose_node_supported,
                           reads_parameter)
@@ -62,6 +63,7 @@ PREPARATION = (
     (GRUCellDecomposition, {"GRUCell", "GRUSequence"}),
     (LSTMCellDecomposition, {"LSTMCell", "LSTMSequence"}),
     (ReorderActivationAndPooling, {"MaxPool"}), (RemoveSingleInputConcat, {"Concat"}),
+    (ConvertGatherToSlice, {"Gather"}),
 )
 
 
@@ -163,7 +165,6 @@ class GnaTransformationsPipeline(ModelPass):
         if slice_workaround:
             config.enable(SliceToStridedSlice)
         tail = nested_manager(config, "GnaSliceToCrop")
-        tail.register_pass(GraphRewrite(SliceToStridedSlice(), ConvertStridedSliceToCrop(),
-                                        ConvertGatherToCrop()))
+        tail.register_pass(GraphRewrite(SliceToStridedSlice(), ConvertStridedSliceToCrop()))
         tail.register_pass(InitNodeInfo())
         tail.run_passes(model)
