@@ -184,7 +184,6 @@ class _SequenceUnrolling(MatcherPass):
             if n.type_name == self.CELL:
                 self.register_new_node(n)
 
-
     @staticmethod
     def _time_major_y(b: _Builder, hs: list[list[Output]], hidden: int) -> Output:
         """Y ``[B, dir, T, H]`` from the per-step states ``hs[d][t]`` (``[B, H]``), built

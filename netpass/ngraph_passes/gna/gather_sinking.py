@@ -2,9 +2,9 @@
 gather_sinking_backward.py, the drivers in gather_general.py). They move Gathers (1-D constant
 indices along one axis, as GatherSinkingTransposeReshape and the GNA Concat/Split rewrites
 create) through elementwise ops, MatMul (a Gather on the contracted axis is absorbed into the
-other input's weights), Reshapes that only add or drop 1s or split a flat Gather's axis into
-blocks it permutes within (zoo finding F4), Split along another axis, and fuse consecutive
-Gathers."""
+other input's weights), Reshapes that only add or drop 1s or split the gathered axis into
+axes of which the permutation reorders one (zoo finding F4), Split along another axis, and
+fuse consecutive Gathers."""
 from __future__ import annotations
 
 from typing import ClassVar, Sequence
@@ -21,7 +21,8 @@ from .gather_utils import (GatherInfo, aligned_axis, first_gather_input, gather_
                            gather_sinking_disabled, gathered, insert_output_gather,
                            mark_no_gather_sinking)
 
-_FORWARD_OK = ("Gather", "Reshape", "Squeeze", "Unsqueeze", "MatMul", "Split", "VariadicSplit", "Transpose")
+_FORWARD_OK = ("Gather", "Reshape", "Squeeze", "Unsqueeze", "MatMul", "Split", "VariadicSplit",
+               "Transpose")
 
 
 def _after_forward(g: Node) -> Node:
@@ -217,6 +218,7 @@ class GatherSinkingSplitForward(_Forward):
                 continue
             g = gathered(out, info.indices, info.axis).node
             out.replace(g.output(0))
+            out.names.clear()   # the output's tensor names now belong to the Gather
             g.friendly_name = f"{main.friendly_name}.{i}"
             copy_runtime_info(main, g)
             new.append(_after_forward(g))

@@ -126,3 +126,13 @@ def test_pipeline_conv_to_recurrent_permute_leaves_no_layout_op(batch):
     m = model_of(opset.concat(outs, 0), x)
     run_checked(m, GnaTransformationsPipeline(), rtol=1e-4, atol=1e-5)
     assert not interior_layout_ops(m) and count(m, "Gather") == 0
+
+
+def test_split_forward_moves_tensor_names_to_the_gathers():
+    x = param([1, 6, 4])
+    split = opset.split(g(x, P, 2), _i64(1), 2)
+    split.output(0).names.add("first")
+    m = model_of([split.output(0), split.output(1)], x)
+    run_checked(m, GatherSinkingSplitForward())
+    named = [o for n in m.get_ordered_ops() for o in n.outputs() if "first" in o.names]
+    assert len(named) == 1 and named[0].node.type_name == "Gather"
