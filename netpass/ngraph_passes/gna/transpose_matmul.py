@@ -13,7 +13,7 @@ from __future__ import annotations
 from ...core.graph_util import copy_runtime_info
 from ...passes import MatcherPass
 from ...pattern import Matcher, wrap_type
-from ..utils import const, make, op_types, static_rank
+from ..utils import const, make, op_types, static_rank, static_shape
 from .limitations import const_order, is_transpose_node_supported
 
 
@@ -21,7 +21,8 @@ def _movable(t_out) -> bool:
     t = t_out.node
     order = const_order(t)
     return order is not None and len(order) >= 3 and order[-1] == len(order) - 1 \
-        and len(t_out.consumers()) == 1 and not is_transpose_node_supported(t)
+        and len(t_out.consumers()) == 1 and static_shape(t.input_value(0)) is not None \
+        and not is_transpose_node_supported(t)
 
 
 class TransposeMatMulForward(MatcherPass):

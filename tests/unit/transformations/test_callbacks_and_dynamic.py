@@ -8,9 +8,13 @@ import pytest
 
 from netpass import opset
 from netpass.ngraph_passes import transpose_sinking as ts
-from netpass.ngraph_passes.common import ConvertDivide, SliceToStridedSlice
-from netpass.ngraph_passes.gna import (ConvertStridedSliceToCrop,
-                                       GatherSinkingTransposeReshapeForward, TransposeCompress)
+from netpass.ngraph_passes.common import (ConvertDivide, ConvertGlobalAvgPoolToReduceMean,
+                                          SliceToStridedSlice)
+from netpass.ngraph_passes.gna import (ConvertGatherToSlice, ConvertSteppedSliceToMatMul,
+                                       ConvertStridedSliceToCrop, GatherSinkingSplitForward,
+                                       GatherSinkingTransposeReshapeForward,
+                                       SubstituteGNAGroupConvolution, TransposeCompress,
+                                       TransposeMatMulForward)
 from netpass.passes import PassConfig
 from tr_helpers import assert_same_graph, model_of, run, run_checked, types
 
@@ -19,6 +23,10 @@ T4 = [0, 2, 3, 1]
 
 def c(*shape):
     return opset.constant(np.full(shape, 0.5, np.float32))
+
+
+def _gather(x, indices, axis):
+    return opset.gather(x, opset.constant(np.array(indices, np.int64)), opset.constant(np.int64(axis)))
 
 
 # pass -> (graph builder taking the input Parameter, needs static rank)
@@ -42,6 +50,13 @@ CASES = {
     SliceToStridedSlice: (lambda x: opset.slice(x, [1], [3], [1], [-1]), True),
     TransposeCompress: (lambda x: opset.relu(opset.transpose(x, T4)), True),
     GatherSinkingTransposeReshapeForward: (lambda x: opset.reshape(opset.transpose(x, T4), [1, -1], False), True),
+    ConvertGlobalAvgPoolToReduceMean: (lambda x: opset.avg_pool(x, [1, 1], [0, 0], [0, 0], [4, 16], True), True),
+    SubstituteGNAGroupConvolution: (lambda x: opset.group_convolution(x, c(2, 1, 1, 3, 3), [1, 1], [1, 1], [1, 1],
+                                                                      [1, 1]), True),
+    ConvertSteppedSliceToMatMul: (lambda x: opset.slice(x, [0], [16], [2], [3]), True),
+    ConvertGatherToSlice: (lambda x: _gather(x, [1, 2], 2), True),
+    TransposeMatMulForward: (lambda x: opset.matmul(opset.transpose(x, [1, 0, 2, 3]), c(16, 3), False, False), True),
+    GatherSinkingSplitForward: (lambda x: opset.split(_gather(x, [1, 0], 1), 2, 2).output(0), True),
 }
 SHAPE = [1, 2, 4, 16]
 
