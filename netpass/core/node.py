@@ -353,11 +353,13 @@ class Node:
         self._inputs: list[Output] = []
         self._outs: list[_Port] = []
         self._mark = 0  # visit mark of topological_sort
+        known = self.ATTRS
         if attrs:
-            unknown = set(attrs) - set(self.ATTRS)
-            if unknown:
-                raise TypeError(f"{self.type_name}: unknown attribute(s) {sorted(unknown)}")
-        for key, default in self.ATTRS.items():
+            for key in attrs:
+                if key not in known:
+                    unknown = sorted(set(attrs) - set(known))
+                    raise TypeError(f"{self.type_name}: unknown attribute(s) {unknown}")
+        for key, default in known.items():
             value = attrs.get(key, default)
             if isinstance(value, list):
                 value = list(value)

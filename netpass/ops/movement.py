@@ -69,7 +69,7 @@ def _dim_product(dims: Sequence[Dimension]) -> Dimension:
 def check_shape_input(node: Node, i: int, what: str) -> None:
     ps = node.get_input_partial_shape(i)
     et = node.get_input_element_type(i)
-    node.check(et.is_dynamic or et.is_integral, f"{what} (input {i}) must be integer, got {et}")
+    node.check(et.is_dynamic or et.is_integral, "{} (input {}) must be integer, got {}", what, i, et)
     node.check(not ps.rank_is_static or len(ps) <= 1,
                "{} (input {}) must be a scalar or 1-D, got shape {}", what, i, ps)
 
@@ -437,8 +437,8 @@ class Split(Node):
             else:
                 d = data[axis]
                 if d.is_static:
-                    self.check(d.min % n == 0, f"dimension {d} on axis {axis} is not divisible "
-                               f"into {n} splits")
+                    self.check(d.min % n == 0, "dimension {} on axis {} is not divisible "
+                               "into {} splits", d, axis, n)
                     part = Dimension(d.min // n)
                 else:
                     part = Dimension(-(-d.min // n), -1 if d.max == INF else d.max // n)
