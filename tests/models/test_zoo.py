@@ -43,9 +43,9 @@ PIPELINE_REL = 1e-5
 FORBIDDEN = {"Divide", "LSTMCell", "LSTMSequence", "GRUCell", "GRUSequence", "Slice",
              "StridedSlice", "Convolution", "GroupConvolution", "MaxPool"}
 
-# (model, check) -> reason: known failures, each a finding in docs/dev/zoo-findings.md.
-XFAIL: dict[tuple[str, str], str] = {
-}
+# (model, check) -> reason: known failures, each a finding in docs/dev/zoo-findings.md (none
+# open now; a new finding adds its entry here).
+XFAIL: dict[tuple[str, str], str] = {}
 
 SUPPORTED = [name for name, entry in zoo.ZOO.items() if not entry.unsupported]
 REFUSED = [name for name, entry in zoo.ZOO.items() if entry.unsupported]
