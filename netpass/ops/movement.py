@@ -41,7 +41,7 @@ def shape_values(node: Node, i: int) -> list | None:
 def const_ints(node: Node, i: int) -> list[int] | None:
     """Input ``i`` as a flat list of python ints when fully known at compile time."""
     v = node.input_constant(i)
-    return None if v is None else [int(x) for x in np.asarray(v).reshape(-1)]
+    return None if v is None else [int(x) for x in np.asarray(v).reshape(-1).tolist()]
 
 
 def vector_length(node: Node, i: int) -> int | None:

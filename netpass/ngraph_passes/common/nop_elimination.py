@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Callable
 
-import numpy as np
-
 from ...core.graph_util import replace_output_update_name
 from ...core.node import Node
 from ...passes import GraphRewrite, MatcherPass
@@ -17,6 +15,8 @@ from ...pattern import Matcher, wrap_type
 from ..utils import const_value, op_types
 
 
+# The rules run on every node of their types; they use ndarray methods, not numpy's
+# module-level reductions (several microseconds of argument handling each on tiny arrays).
 def _same_static_shape(node: Node) -> bool:
     a, b = node.get_input_partial_shape(0), node.get_output_partial_shape(0)
     return a.is_static and b.is_static and a.to_shape() == b.to_shape()
@@ -24,26 +24,29 @@ def _same_static_shape(node: Node) -> bool:
 
 def _identity_order(node: Node) -> bool:
     order = const_value(node.input_value(1))
-    return order is not None and np.array_equal(order.reshape(-1), np.arange(order.size))
+    return order is not None and order.reshape(-1).tolist() == list(range(order.size))
 
 
 def _all_ones(index: int) -> Callable[[Node], bool]:
     def check(node: Node) -> bool:
         v = const_value(node.input_value(index))
-        return v is not None and bool(np.all(v == 1)) and _same_static_shape(node)
+        return v is not None and bool((v == 1).all()) and _same_static_shape(node)
     return check
 
 
 def _zero_pads(node: Node) -> bool:
-    vals = [const_value(node.input_value(i)) for i in (1, 2)]
-    return all(v is not None and not np.any(v) for v in vals)
+    for i in (1, 2):
+        v = const_value(node.input_value(i))
+        if v is None or v.any():
+            return False
+    return True
 
 
 def _full_slice(step_input: int) -> Callable[[Node], bool]:
     """Same static shape and positive steps: the slice covers every element in order."""
     def check(node: Node) -> bool:
         steps = const_value(node.input_value(step_input))
-        return steps is not None and bool(np.all(steps > 0)) and _same_static_shape(node)
+        return steps is not None and bool((steps > 0).all()) and _same_static_shape(node)
     return check
 
 

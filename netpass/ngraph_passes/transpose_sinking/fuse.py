@@ -9,13 +9,13 @@ from ...passes import MatcherPass
 from ...pattern import Matcher, any_input, wrap_type
 from ..utils import const, make, op_types
 from .attr import is_sinking_disabled, mark_as_no_sinking
-from .utils import transpose_order
+from .utils import is_const_transpose, transpose_order
 
 
 class TSFuse(MatcherPass):
     def __init__(self) -> None:
         super().__init__()
-        order = lambda o: transpose_order(o.node) is not None  # noqa: E731
+        order = lambda o: is_const_transpose(o.node)  # noqa: E731
         first = wrap_type(op_types("Transpose"), [any_input(), any_input()], predicate=order)
         second = wrap_type(op_types("Transpose"), [first, any_input()], predicate=order)
 

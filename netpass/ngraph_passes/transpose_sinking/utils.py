@@ -50,7 +50,7 @@ def transpose_order(node: Node) -> list[int] | None:
     return None if v is None else [int(a) for a in v.reshape(-1).tolist()]
 
 
-def _is_const_transpose(node: Node) -> bool:
+def is_const_transpose(node: Node) -> bool:
     """A Transpose whose order is a Constant (what ``transpose_order`` accepts)."""
     return node.type_name == "Transpose" and node._inputs[1].node.type_name == "Constant"
 
@@ -59,7 +59,7 @@ def first_transpose_input(node: Node, indices: Iterable[int] | None = None) -> T
     ins = node._inputs
     for i in (range(len(ins)) if indices is None else indices):
         src = ins[i].node
-        if _is_const_transpose(src):
+        if is_const_transpose(src):
             order_value = src._inputs[1]
             return TransposeInput(src, transpose_order(src), order_value.element_type, i)
     return None
@@ -71,7 +71,7 @@ def has_transpose_input(indices: Sequence[int] | None = None):
     def check(out: Output) -> bool:
         ins = out.node._inputs
         for i in (range(len(ins)) if indices is None else indices):
-            if _is_const_transpose(ins[i].node):
+            if is_const_transpose(ins[i].node):
                 return True
         return False
     return check
