@@ -118,10 +118,10 @@ def run_netpass(model, device: str, feeds, config=None) -> dict:
         out = req.infer({"ids": f})
     total = time.perf_counter() - t0
     st = req.stats
-    nodes = len(req.network.order) * len(feeds)
+    nodes = len(req.network.active_order) * len(feeds)
     host = total - st["host_wait_s"]
     return {"device": cm.device, "total_s": total, "host_s": host, "stats": st,
-            "loop_nodes": len(req.network.order),
+            "loop_nodes": len(req.network.active_order),
             "host_us_per_node": 1e6 * host / nodes,
             "host_us_per_kernel_primitive": 1e6 * host / max(st["primitives"], 1),
             "logits": out["logits"]}

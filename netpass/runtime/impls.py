@@ -172,10 +172,39 @@ def _1d(n: int) -> tuple[tuple[int], tuple[int]]:
 
 # -- impl objects ----------------------------------------------------------------------------------
 class Launch:
-    __slots__ = ("source", "gws", "lws", "spec")
+    """One kernel enqueue: source, global/local sizes and the argument spec (tensor refs
+    ``("i"|"o"|"e", j[, element offset])``, impl buffers ``("b", j)``, int32 scalars)."""
+
+    __slots__ = ("source", "gws", "lws", "spec", "_plan")
 
     def __init__(self, source: K.Source, gws: tuple, lws: tuple | None, spec: list) -> None:
         self.source, self.gws, self.lws, self.spec = source, gws, lws, spec
+        self._plan: tuple | None = None
+
+    def args(self, ins: list, outs: list, extras: list, bufs: list | None = None) -> list:
+        """The kernel's argument list for these tensors (a tensor is its buffer and element
+        offset); the spec is compiled once into a template and the slots to fill."""
+        plan = self._plan
+        if plan is None:
+            template: list = []
+            refs = []
+            for item in self.spec:
+                if type(item) is tuple:
+                    refs.append((len(template), item[0], item[1], item[2] if len(item) > 2 else 0))
+                    template += [None] if item[0] == "b" else [None, 0]
+                else:
+                    template.append(item)
+            plan = self._plan = (template, refs)
+        template, refs = plan
+        args = template.copy()
+        for pos, kind, j, off in refs:
+            if kind == "b":
+                args[pos] = bufs[j].buffer
+                continue
+            t = ins[j] if kind == "i" else outs[j] if kind == "o" else extras[j]
+            args[pos] = t.alloc.buffer
+            args[pos + 1] = t.offset + off
+        return args
 
 
 class Impl:

@@ -5,7 +5,7 @@ Each primitive, in exec order, runs the reference's sequence: runtime in-place c
 concat user), ``update_shape``, zero-size / shape_of skips, runtime skip checks,
 ``update_impl`` (program-level LRU cache), ``update_weights``, ``realloc_if_needed``, argument
 setting only when an impl or a buffer changed, then enqueue on the in-order queue (flushed
-every 16 primitives). The host waits only to read a device value that a shape needs, for a
+every FLUSH_EVERY primitives). The host waits only to read a device value that a shape needs, for a
 host fallback's inputs, and for the outputs.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ from .shape_infer import ShapeInfer, infer_host
 from .shape_predictor import ShapePredictor
 from .symbolic import SymbolicShapes, substitute
 
-FLUSH_EVERY = 16
+FLUSH_EVERY = 64  # (NVIDIA H200, GPT loop: every 16 costs 7% more host time than 64)
 SYMBOLIC_CHECKS = 2  # distinct input-shape bindings checked against full shape inference
 SYMBOLIC_RECORDS = 1024  # per node: bindings whose shapes and implementation are kept
 GATHER_MAX_INDICES = 10 * 1024
@@ -107,6 +107,11 @@ class PrimitiveInst:
         self.node_static_shapes: list[tuple] | None = None
         self.passive = node.kind in ("Constant", "Parameter", "Result") or node.fused_into is not None
         self.n_fused = len(node.fused)
+        # a kernel primitive with none of the special cases: step_recorded applies
+        self.plain = node.has_kernel and not self.passive and not node.in_shape_of_subgraph \
+            and node.kind not in DYNAMIC_OUTPUT_KINDS and not node.runtime_skippable \
+            and not node.inplace_concat and self.concat_user is None and not node.shape_only \
+            and node.kind not in ALWAYS_OPTIMIZED and node.permute_view is None
         self._empty_for: list | None = None  # the out_shapes list ``_empty`` was computed for
         self._empty = False
         self.recordable = not self.sym_need and not node.in_shape_of_subgraph and \
@@ -526,7 +531,7 @@ class PrimitiveInst:
             ln = I.strided_copy(w.dtype, (k_, n_), [1, k_], 0, [n_, 1], 0, 0, 0)
             kern = net.engine.cl.Kernel(net.engine.build(ln.source.text, net.stats), ln.source.name)
             kern.set_scalar_arg_dtypes(arg_dtypes(ln.spec))
-            kern.set_args(*net.expand(ln.spec, [src], [t], []))
+            kern.set_args(*ln.args([src], [t], []))
             net.engine.cl.enqueue_nd_range_kernel(net.queue, kern, ln.gws, ln.lws)
             self.weights.add(layout, t)
             net.stats["weight_reorders"] += 1
@@ -538,8 +543,6 @@ class PrimitiveInst:
         node, net = self.node, self.net
         shape = self.out_shapes[i]
         n = _size(shape)
-        if not self.fc_related:
-            return n
         if node.kind == "FullyConnected" and len(shape) >= 2:
             n = max(n, _size(fake_aligned_shapes(self.in_shapes[0], shape[-1],
                                                  integrated=net.engine.integrated)[1]))
@@ -563,13 +566,14 @@ class PrimitiveInst:
             self.allocation_done_by_other = False
             return
         pred = net.predictor
+        capacity = self.capacity
         for i, shape in enumerate(self.out_shapes):
             dt = node.out_dtypes[i]
-            need = self._fc_alloc_shape(i)
-            if self.capacity[i] and need * 10 < self.capacity[i]:
-                self.capacity[i] = 0
+            need = self._fc_alloc_shape(i) if self.fc_related else _size(shape)
+            if capacity[i] and need * 10 < capacity[i]:
+                capacity[i] = 0
                 net.stats["reclaims"] += 1
-            can_reuse = self.own[i] is not None and need <= self.capacity[i]
+            can_reuse = self.own[i] is not None and need <= capacity[i]
             ok, pshape = pred.predict_preallocation_shape(node.id, shape, dt.itemsize * 8, can_reuse, i)
             if can_reuse:
                 self.outputs[i] = Tensor(self.own[i], 0, shape, dt)
@@ -639,10 +643,40 @@ class PrimitiveInst:
             return
         if self.can_be_optimized:
             return
-        impl = self.impl
-        if impl.host:
+        if self.impl.host:
             self._host_run()
             return
+        self._launch()
+
+    def step_recorded(self) -> None:
+        """prepare + execute of a plain kernel primitive (``self.plain``) in symbolic mode:
+        with a record for this binding and input shapes, what remains is memory and the
+        launch; otherwise the full sequence."""
+        net = self.net
+        in_shapes = tuple([i.out_shapes[k] for i, k in self.src_insts])
+        rec = self.node.sym_records.get((net.binding_key, in_shapes))
+        if rec is None or rec[2] is None:
+            self.prepare()
+            self.execute()
+            return
+        out, self.values, impl, kernels = rec
+        self.in_shapes = in_shapes
+        net.stats["impl_cache_hits"] += 1
+        if impl is not self.impl:
+            self.impl, self.kernels, self.out_shapes = impl, kernels, out
+            self.launch_args = [None] * len(impl.launches)
+            if self.weights is not None:
+                self.update_weights()
+            self.realloc_if_needed()
+        elif out is not self.out_shapes or None in self.own:
+            self.out_shapes = out
+            self.realloc_if_needed()
+        self.executed_once = True
+        self._launch()
+
+    def _launch(self) -> None:
+        """Set what changed of the kernels' arguments and enqueue them."""
+        net, impl = self.net, self.impl
         stats = net.stats
         stats["primitives"] += 1
         used = impl.used_inputs
@@ -668,7 +702,7 @@ class PrimitiveInst:
         launch_args = self.launch_args
         for slot, ln in enumerate(impl.launches):
             kern = kernels[slot]
-            args = net.expand(ln.spec, ins, outs, extras, bufs)
+            args = ln.args(ins, outs, extras, bufs)
             # set only what changed: buffers, offsets and sizes are all in ``args``
             if stale or args != launch_args[slot]:
                 # one call with declared scalar types: ~1 us, where per-argument set_arg
@@ -793,15 +827,18 @@ class Network:
         live = {id(n) for n in sym.order}
         self.sym_order = [i for i in self.order if id(i.node) in live]
         for inst in self.insts:
-            for j in inst.node.sym_deps:
-                s, k = inst.node.inputs[j]
+            n = inst.node
+            for j in n.sym_deps:
+                s, k = n.inputs[j]
                 if id(s) not in live:
                     src = self.insts[s.index]
                     src.node_static_shapes = SymbolicShapes.static_shapes(s)
-                    inst.sym_feeds[j] = (src, k)
+                    if n.kind not in ALWAYS_OPTIMIZED:  # (those read their deps' values only)
+                        inst.sym_feeds[j] = (src, k)
         self.binding: dict | None = None        # symbol values of this infer (symbolic mode)
         self.check_binding: dict | None = None  # full path, checked against substitution
         self.was_symbolic = False
+        self.active_order = self.order  # the primitives the last infer went through
         self._impl_bufs: dict[int, list] = {}
 
     @staticmethod
@@ -846,22 +883,6 @@ class Network:
                 self._impl_bufs.clear()
             self._impl_bufs[id(impl)] = bufs
         return bufs
-
-    @staticmethod
-    def expand(spec: list, ins: list, outs: list, extras: list, bufs: list | None = None) -> list:
-        args = []
-        for item in spec:
-            if type(item) is tuple:
-                kind = item[0]
-                if kind == "b":
-                    args.append(bufs[item[1]].buffer)
-                    continue
-                t = ins[item[1]] if kind == "i" else outs[item[1]] if kind == "o" else extras[item[1]]
-                args.append(t.alloc.buffer)
-                args.append(t.offset + (item[2] if len(item) > 2 else 0))
-            else:
-                args.append(item)
-        return args
 
     def device_tensor(self, inst: PrimitiveInst, k: int) -> Tensor | None:
         """The device tensor of ``inst`` output ``k``, uploading a host value when needed."""
@@ -998,12 +1019,16 @@ class Network:
     def execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         for p in self.program.inputs:
             self.set_input(self.insts[p.index], feeds[p.name])
-        order = self._choose_mode(feeds)
+        order = self.active_order = self._choose_mode(feeds)
         count = 0
+        symbolic = self.binding is not None
         for inst in order:
             try:
-                inst.prepare()
-                inst.execute()
+                if symbolic and inst.plain and inst.recordable:
+                    inst.step_recorded()
+                else:
+                    inst.prepare()
+                    inst.execute()
             except NetpassError:
                 raise
             except Exception as e:
