@@ -95,6 +95,7 @@ class PrimitiveInst:
             and node.users[0][0][0].inplace_concat else None
         self.src_insts: list[tuple[PrimitiveInst, int]] = []
         self.extra_insts: list[tuple[PrimitiveInst, int]] = []
+        self.computed_extras: list[tuple[PrimitiveInst, int]] = []
         self.shape_of_insts: list[PrimitiveInst] = []
         # FullyConnected itself or feeding one: allocations use fake-aligned sizes
         self.fc_related = node.kind == "FullyConnected" or any(
@@ -360,9 +361,12 @@ class PrimitiveInst:
             elif k == "CropIE":
                 self.view_offset = self._contiguous_crop_offset()
                 self.can_be_optimized = self.view_offset is not None
-            elif k in ("StridedSlice", "Slice", "Broadcast"):
+            elif k == "Slice":
+                self.view_offset = self._contiguous_slice_offset()
+                self.can_be_optimized = self.view_offset is not None
+            elif k in ("StridedSlice", "Broadcast"):
                 same = ins[0] == outs[0]
-                if same and k in ("StridedSlice", "Slice"):
+                if same and k == "StridedSlice":
                     step = self.values.get(3)
                     same = step is None or bool(np.all(np.asarray(step) == 1))
                 self.can_be_optimized = same
@@ -414,13 +418,36 @@ class PrimitiveInst:
         off = dict(zip(a.get("axes", []), a.get("offset", [])))
         return sum(int(off.get(i, 0)) * (stride if i == first else 0) for i in range(len(shape)))
 
+    def _contiguous_slice_offset(self) -> int | None:
+        """Element offset of a unit-step Slice whose result is one contiguous piece of its
+        input (the rows ``[:s]`` of a mask, a whole tensor), else None."""
+        shape, out = self.in_shapes[0], self.out_shapes[0]
+        v = self.values
+        if any(j not in v for j in (1, 2, 3)):
+            return None
+        starts, ends, steps = (np.asarray(v[j]).reshape(-1).tolist() for j in (1, 2, 3))
+        axes = np.asarray(v[4]).reshape(-1).tolist() if 4 in v else list(range(len(starts)))
+        begin = [0] * len(shape)
+        for a, b, e, st in zip(axes, starts, ends, steps):
+            if st != 1:
+                return None
+            a %= len(shape)
+            begin[a] = slice(b, e, 1).indices(shape[a])[0]
+        cut = [i for i, (d, o) in enumerate(zip(shape, out)) if d != o]
+        if not cut:
+            return 0
+        first = cut[0]
+        if _size(shape[:first]) != 1 or cut != [first] or any(begin[i] for i in range(len(shape)) if i != first):
+            return None
+        return begin[first] * _size(shape[first + 1:])
+
     def update_output_memory(self) -> None:
         """A skipped primitive's output is a view of its input buffer (at the crop offset for
         an in-place CropIE)."""
         src, k = self.src(0)
         t = self.net.device_tensor(src, k)
         self._release_own(0)
-        offset = self.view_offset if self.node.kind == "CropIE" else 0
+        offset = self.view_offset if self.node.kind in ("CropIE", "Slice") else 0
         order = self.node.permute_view
         if order is not None and t is not None:  # read through by its MatMul
             cs = I.contiguous_strides(t.shape)
@@ -470,7 +497,9 @@ class PrimitiveInst:
             desc = (self.desc_key, tuple(s.out_dtypes[k].str for s, k in node.inputs), extras, reorder)
             self.desc_id = net.compiled.desc_ids.setdefault(desc, len(net.compiled.desc_ids))
         key = (self.desc_id, self.in_shapes, tuple(self.out_shapes),
-               tuple([(j, v.tobytes()) for j, v in vals.items()]) if vals else ())
+               tuple([(j, v.tobytes()) for j, v in vals.items()]) if vals else (),
+               # computed side inputs of the epilogue broadcast by their own shapes
+               tuple([i.out_shapes[k] for i, k in self.computed_extras]) if self.computed_extras else ())
         cache = net.compiled.impl_cache
         impl = cache.get(key)
         if impl is not None:
@@ -818,6 +847,8 @@ class Network:
             # fused primitives never run: their users read the producer's output directly
             inst.src_insts = [self.resolve(self.insts[s.index], k) for s, k in node.inputs]
             inst.extra_insts = [self.resolve(self.insts[s.index], k) for s, k in node.fused_inputs]
+            inst.computed_extras = [r for r, (s, _) in zip(inst.extra_insts, node.fused_inputs)
+                                    if s.kind != "Constant"]
             inst.shape_of_insts = [self.insts[so.index] for so in node.dependant_shape_ofs]
         # constants, inputs (set from the user's arrays) and results (read from their source)
         # have nothing to do per primitive
@@ -1054,7 +1085,7 @@ class Network:
                     times[inst.node.id] = times.get(inst.node.id, 0.0) + \
                         (ev.profile.end - ev.profile.start) / 1000.0
                 inst.events = []
-        for inst in self.order:  # (inputs' flags are set again by set_input)
+        for inst in order:  # (inputs' flags are set again by set_input)
             inst.reset_flags()
         self.stats["infers"] += 1
         if self.binding is not None:

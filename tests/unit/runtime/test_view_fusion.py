@@ -79,3 +79,36 @@ def test_side_input_that_would_broadcast_the_output_is_not_fused():
     prog = Program.from_model(Model([opset.result(y, name="y")], [x, z]))
     relu = next(n for n in prog.nodes if n.kind == "Relu")
     assert relu.fused == []
+
+
+def _slice_model(axis: int):
+    x = opset.parameter([-1, 6], np.float32, name="x")
+    n = opset.parameter([1], np.int64, name="n")
+    s = opset.slice(x, _i64([1]), opset.add(n, _i64([1])), _i64([1]), _i64([axis]))
+    return Model([opset.result(opset.relu(s), name="y")], [x, n])
+
+
+def test_contiguous_slice_is_a_view_at_its_offset(run_shapes, rng):
+    feeds = [{"x": _f(rng, r, 6), "n": _i64([k])} for r, k in ((5, 3), (7, 2), (4, 4))]
+    req = run_shapes(_slice_model(0), feeds)  # rows 1..k: one contiguous piece
+    assert req.stats["skipped"] == 3
+    assert req.stats["kernels_enqueued"] == 3 * 2  # the end's Add and the Relu
+
+
+def test_strided_slice_of_columns_runs_a_kernel(run_shapes, rng):
+    feeds = [{"x": _f(rng, r, 6), "n": _i64([k])} for r, k in ((5, 3), (7, 2))]
+    req = run_shapes(_slice_model(1), feeds)  # columns 1..k of every row
+    assert req.stats["skipped"] == 0
+    assert req.stats["kernels_enqueued"] == 2 * 3  # the end's Add, the Slice and the Relu
+
+
+def test_same_kernel_with_differently_shaped_side_inputs(run_shapes, rng):
+    # two Relu+Add kernels alike but for their side input: a row [6], then a full [4, 6]
+    x = opset.parameter([4, 6], np.float32, name="x")
+    r = opset.parameter([6], np.float32, name="r")
+    y1 = opset.add(opset.relu(x), r)
+    again = opset.reshape(y1, _i64([4, 6]), False)  # a view: the second Relu comes after y1
+    model = Model([opset.result(opset.add(opset.relu(again), y1), name="y")], [x, r])
+    prog = Program.from_model(model)
+    assert sum(1 for n in prog.nodes if n.kind == "Relu" and n.fused) == 2
+    run_shapes(model, [{"x": _f(rng, 4, 6), "r": _f(rng, 6)}])
