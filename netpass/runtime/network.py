@@ -108,6 +108,8 @@ class PrimitiveInst:
         self.node_static_shapes: list[tuple] | None = None
         self.passive = node.kind in ("Constant", "Parameter", "Result") or node.fused_into is not None
         self.n_fused = len(node.fused)
+        self.single = node.num_outputs == 1 and not self.fc_related  # _realloc_single applies
+        self.out_dtype = node.out_dtypes[0] if node.out_dtypes else None
         # a kernel primitive with none of the special cases: step_recorded applies
         self.plain = node.has_kernel and not self.passive and not node.in_shape_of_subgraph \
             and node.kind not in DYNAMIC_OUTPUT_KINDS and not node.runtime_skippable \
@@ -617,6 +619,21 @@ class PrimitiveInst:
             self.capacity[i] = alloc.nbytes // dt.itemsize
             self.outputs[i] = Tensor(alloc, 0, tuple(shape), dt)
 
+    def _realloc_single(self) -> None:
+        """realloc_if_needed of a plain one-output primitive, reuse first: the same decisions
+        (the predictor records the shape on reuse too), fewer steps."""
+        shape = self.out_shapes[0]
+        need = _size(shape)
+        cap = self.capacity[0]
+        own = self.own[0]
+        if own is None or need > cap or need * 10 < cap:
+            self.realloc_if_needed()
+            return
+        net = self.net
+        net.predictor.record(self.node.id, shape)
+        self.outputs[0] = Tensor(own, 0, shape, self.out_dtype)
+        net.stats["reuses"] += 1
+
     def _write_into_concat(self, c: ProgramNode) -> None:
         net = self.net
         cinst = net.insts[c.index]
@@ -684,7 +701,7 @@ class PrimitiveInst:
         net = self.net
         in_shapes = tuple([i.out_shapes[k] for i, k in self.src_insts])
         rec = self.node.sym_records.get((net.binding_key, in_shapes))
-        if rec is None or rec[2] is None:
+        if rec is None or rec[2] is None or rec[2].host:
             self.prepare()
             self.execute()
             return
@@ -696,10 +713,10 @@ class PrimitiveInst:
             self.launch_args = [None] * len(impl.launches)
             if self.weights is not None:
                 self.update_weights()
-            self.realloc_if_needed()
+            self._realloc_single() if self.single else self.realloc_if_needed()
         elif out is not self.out_shapes or None in self.own:
             self.out_shapes = out
-            self.realloc_if_needed()
+            self._realloc_single() if self.single else self.realloc_if_needed()
         self.executed_once = True
         self._launch()
 

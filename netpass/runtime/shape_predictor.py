@@ -67,6 +67,14 @@ class ShapePredictor:
     def reset(self) -> None:
         self._shapes.clear()
 
+    def record(self, id: str, shape: tuple) -> None:
+        """``predict_preallocation_shape(id, shape, ..., can_reuse_buffer=True)`` of output 0:
+        the shape joins the history; nothing is predicted."""
+        hist = self._shapes.get(id)
+        if hist is None:
+            hist = self._shapes[id] = deque(maxlen=HISTORY)
+        hist.append(shape)
+
     def predict_preallocation_shape(self, id: str, shape: Sequence[int], dt_bitwidth: int,
                                     can_reuse_buffer: bool, out_idx: int = 0,
                                     custom_count: int = -1,
