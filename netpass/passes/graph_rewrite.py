@@ -185,10 +185,11 @@ class GraphRewrite(ModelPass):
         order = model._ordered
         if order is None:
             order = topological_sort([*model._results, *model._sinks, *model._parameters])
-        # The order is kept (and handed back to the model) only while the graph is unchanged:
-        # from the first change on, replaced nodes must be freed at once (a weak queue skips
-        # them, and they must not linger among their producers' consumers).
-        model.drop_cached_order()
+            model.set_cached_order(order)
+        # The order stays cached (for the passes after this one) while the graph is unchanged;
+        # the first change drops the model's copy and this local one, so that from then on
+        # replaced nodes are freed at once (a weak queue skips them, and they must not linger
+        # among their producers' consumers).
         version = _Topology.version
         ref = weakref.ref
         # Nodes no matcher can take are left out of the queue: popping them would do nothing.
@@ -202,7 +203,6 @@ class GraphRewrite(ModelPass):
             if cands:
                 append(ref(n))
         if not queue:
-            model.set_cached_order(order)
             return False
         for mp in active:
             mp._new_nodes.clear()
@@ -262,8 +262,6 @@ class GraphRewrite(ModelPass):
                 if applied:
                     changed = True
                     break
-        if order is not None and _Topology.version == version:
-            model.set_cached_order(order)
         return changed
 
 
