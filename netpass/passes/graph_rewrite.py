@@ -7,10 +7,14 @@ hits its members), so matchers whose root types are absent from the graph cost n
 Matchers whose root is not typed (``any_input``, an ``Or`` with untyped branches) are
 candidates for every node. Candidates run in registration order until one callback returns
 True. Nodes a callback registers with ``register_new_node`` go to the front of the queue, in
-registration order, and meet all matchers again. The queue holds nodes weakly and the model's
-cached order is dropped, so replaced nodes are freed and skipped; nodes that left the graph
-(no consumers, not a Result, sink or parameter) are skipped too (checked when a pattern
-matches, before its callback runs).
+registration order, and meet all matchers again. The queue holds nodes weakly and the order
+is released at the first change of the graph, so replaced nodes are freed and skipped; nodes
+that left the graph (no consumers, not a Result, sink or parameter) are skipped too (checked
+when a pattern matches, before its callback runs). A traversal that changes nothing leaves the
+model's cached order in place for the next pass.
+
+Matching uses each Matcher's compiled function when its pattern has one
+(:mod:`netpass.pattern.compiled`), called inline here: this is the hot loop of every rewrite.
 """
 from __future__ import annotations
 
