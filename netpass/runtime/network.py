@@ -27,7 +27,7 @@ from .symbolic import SymbolicShapes, substitute
 
 FLUSH_EVERY = 64  # (NVIDIA H200, GPT loop: every 16 costs 7% more host time than 64)
 SYMBOLIC_CHECKS = 2  # distinct input-shape bindings checked against full shape inference
-SYMBOLIC_RECORDS = 1024  # per node: bindings whose shapes and implementation are kept
+SYMBOLIC_RECORDS = 256  # per node: bindings whose shapes and implementation are kept
 GATHER_MAX_INDICES = 10 * 1024
 STAT_KEYS = ("allocations", "allocated_bytes", "reuses", "pool_hits", "reclaims",
              "impl_cache_hits", "impl_cache_misses", "kernel_builds", "weight_reorders",
