@@ -81,7 +81,7 @@ def _broadcasts_into(src: "ProgramNode", k: int, p: "ProgramNode", out_ps: Parti
     """Whether a computed tensor can be a side input of ``p``'s fused epilogue: produced
     before ``p``, and each of its dims 1 or provably equal to the output's (static, or the
     same symbol), so that reading it never changes the output shape."""
-    if src.index > p.index or src.num_outputs <= k or src.is_output and src.kind == "Result":
+    if src.index > p.index:
         return False
     ps = src.out_pshapes[k]
     if not ps.rank_is_static or len(ps) > len(out_ps):
