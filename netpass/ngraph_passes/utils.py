@@ -48,13 +48,13 @@ def make(name: str, inputs: Sequence[Any], **attrs: Any) -> Node:
 
 
 def static_shape(out: Output) -> tuple[int, ...] | None:
-    ps = out.partial_shape
+    ps = out.node._outs[out.index].ps if type(out) is Output else out.partial_shape
     return ps.to_shape() if ps.is_static else None
 
 
 def static_rank(out: Output) -> int | None:
-    ps = out.partial_shape
-    return len(ps) if ps.rank_is_static else None
+    ps = out.node._outs[out.index].ps if type(out) is Output else out.partial_shape
+    return None if ps._dims is None else len(ps._dims)
 
 
 def reverse_order(order: Iterable[int]) -> list[int]:

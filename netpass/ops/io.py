@@ -48,10 +48,13 @@ class Constant(Node):
     FOLDABLE = False
 
     def infer_types(self) -> None:
-        et = Type.of(self.element_type) if self.element_type is not None else None
+        et = self.element_type
+        if et is not None and type(et) is not Type:
+            et = Type.of(et)
         arr = np.asarray(self.value)
         if et is None:
-            et = Type.of(arr.dtype)
+            # Passes create Constants by the thousand: the dtype table first, Type.of for the rest.
+            et = Type._by_dtype.get(arr.dtype) or Type.of(arr.dtype)
         elif et.dtype is not None and arr.dtype != et.dtype:
             arr = arr.astype(et.dtype)
         self.value = arr
