@@ -69,7 +69,8 @@ def _dim_product(dims: Sequence[Dimension]) -> Dimension:
 def check_shape_input(node: Node, i: int, what: str) -> None:
     ps = node.get_input_partial_shape(i)
     et = node.get_input_element_type(i)
-    node.check(et.is_dynamic or et.is_integral, "{} (input {}) must be integer, got {}", what, i, et)
+    node.check(et.is_dynamic or et.is_integral, "{} (input {}) must be integer, got {}",
+               what, i, et)
     node.check(not ps.rank_is_static or len(ps) <= 1,
                "{} (input {}) must be a scalar or 1-D, got shape {}", what, i, ps)
 

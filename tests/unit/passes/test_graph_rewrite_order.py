@@ -28,7 +28,8 @@ def bypass_relu() -> MatcherPass:
 
 def test_unchanged_graph_keeps_cached_order():
     model = chain_model()
-    GraphRewrite(MatcherPass(Matcher(wrap_type(ops.Relu), "Never"), lambda m: False)).run_on_model(model)
+    never = MatcherPass(Matcher(wrap_type(ops.Relu), "Never"), lambda m: False)
+    GraphRewrite(never).run_on_model(model)
     assert model._ordered is not None
     assert [n.type_name for n in model._ordered] == [n.type_name for n in model.get_ordered_ops()]
 
