@@ -267,7 +267,7 @@ class PrimitiveInst:
         seen before costs one lookup."""
         node, net = self.node, self.net
         in_shapes = tuple([i.out_shapes[k] for i, k in self.src_insts])
-        self.rec_key = None
+        self.rec_key = self.rec_impl = None  # (a record's impl is only for this binding)
         if self.recordable:
             key = (net.binding_key, in_shapes)
             rec = node.sym_records.get(key)

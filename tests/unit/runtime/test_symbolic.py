@@ -119,3 +119,14 @@ def test_known_bindings_reuse_shapes_and_implementations_across_requests(rng):
     assert req.stats["symbolic_infers"] == len(feeds)
     assert req.stats["shape_updates"] == 0
     assert req.stats["impl_cache_misses"] == 0
+
+
+def test_a_repeated_binding_then_a_new_one(rng):
+    # the repeat finds the Transpose's record with nothing changed (no update_impl); the
+    # next binding must not take that record's implementation
+    x = opset.parameter(["b", "s", 8], np.float32, name="x")
+    t = opset.transpose(x, _i64([0, 2, 1]))  # runtime-skippable, runs a kernel here
+    model = Model([opset.result(opset.relu(t), name="y")], [x])
+    feeds = [{"x": _f(rng, 2, n, 8)} for n in (3, 5, 4, 4, 6, 2)]
+    _, req = _infer_all(model, feeds)
+    assert req.stats["symbolic_infers"] == 4
