@@ -23,10 +23,14 @@ def _rel_l2(a, b) -> float:
 
 
 def _check(model, feeds_list, config=None):
+    """One request over the feeds, then over them again in reverse order: the second round
+    meets shapes it has seen (symbolic mode with per-binding records)."""
     req = compile_program(model, "CPU", config).create_infer_request()
-    for feeds in feeds_list:
+    refs = [netpass.reference.infer(model, feeds) for feeds in feeds_list]
+    order = list(range(len(feeds_list))) + list(range(len(feeds_list)))[::-1]
+    for i in order:
+        feeds, ref = feeds_list[i], refs[i]
         out = req.infer(feeds)
-        ref = netpass.reference.infer(model, feeds)
         for name, r in ref.items():
             assert out[name].shape == r.shape, (name, out[name].shape, r.shape)
             assert _rel_l2(out[name], r) <= TOL, (name, feeds_shapes(feeds), _rel_l2(out[name], r))
