@@ -140,7 +140,7 @@ class ProgramNode:
         self.out_pvalues: list | None = None
         self.sym_out: list | None = None  # set by SymbolicShapes
         self.sym_deps: dict = {}
-        self.sym_records: dict = {}  # (binding, input shapes) -> (shapes, values, impl)
+        self.sym_records: dict = {}  # (binding, input shapes) -> (shapes, values, impl, kernels)
 
     @property
     def num_outputs(self) -> int:
