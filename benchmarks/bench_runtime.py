@@ -123,8 +123,8 @@ def run_netpass(model, device: str, feeds, config=None) -> dict:
     del fresh, req
     runs = []
     for _ in range(REPEATS):
-        # a fresh request each time (its own memory and predictor), released after its pass:
-        # live requests' buffers slow every enqueue down on NVIDIA's OpenCL
+        # a fresh request each time (its own memory and predictor), released after its pass
+        # (with earlier requests alive, each pass on the H200 was slower than the one before)
         req = cm.create_infer_request()
         t0 = time.perf_counter()
         for f in feeds:
