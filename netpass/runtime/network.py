@@ -10,6 +10,7 @@ host fallback's inputs, and for the outputs.
 """
 from __future__ import annotations
 
+import gc
 import time
 import weakref
 from typing import Any, Mapping
@@ -1065,6 +1066,18 @@ class Network:
                 inst.out_shapes = inst.node_static_shapes  # producers that will not run
 
     def execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """One inference. The cyclic garbage collector is paused meanwhile: an infer makes no
+        reference cycles, and collections triggered inside it would rescan the whole model
+        and program (a quarter of a first pass over new shapes went there)."""
+        if not gc.isenabled():
+            return self._execute(feeds)
+        gc.disable()
+        try:
+            return self._execute(feeds)
+        finally:
+            gc.enable()
+
+    def _execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         for p in self.program.inputs:
             self.set_input(self.insts[p.index], feeds[p.name])
         order = self.active_order = self._choose_mode(feeds)

@@ -98,11 +98,10 @@ def _fast(kind: str, attrs: dict, shapes: list[tuple], values: dict) -> list[tup
             b[-1], b[-2] = b[-2], b[-1]
         if a[-1] != b[-2]:
             return None
-        try:
-            batch = np.broadcast_shapes(tuple(a[:-2]), tuple(b[:-2]))
-        except ValueError:
+        batch = _broadcast([tuple(a[:-2]), tuple(b[:-2])])
+        if batch is None:
             return None
-        return [tuple(batch) + (a[-2], b[-1])]
+        return [batch[0] + (a[-2], b[-1])]
     if kind == "ShapeOf":
         return [(len(shapes[0]),)]
     if kind == "Reshape" and 1 in values:
