@@ -242,20 +242,27 @@ class PrimitiveInst:
             vals = net.host_values([self.src(j) for j in need])
             for j, v in zip(need, vals):
                 self.values[j] = v
-        if node.kind in DYNAMIC_OUTPUT_KINDS:
-            arrays = net.host_values([self.src(j) for j in range(len(node.inputs))])
-            self.pending_host = infer_host(node, arrays)
-            out = [tuple(a.shape) for a in self.pending_host]
-        elif node.kind == "ShapeOf":
-            out = [(len(in_shapes[0]),)]
-        else:
-            out = self.shape_fn(list(in_shapes), self.values)
-        net.stats["shape_updates"] += 1
+        out = self._infer_outputs(in_shapes)
         if out != self.out_shapes:
             self.shape_changed = True
         self.out_shapes = out
         if net.check_binding is not None:
             self._check_symbolic(net.check_binding)
+
+    def _infer_outputs(self, in_shapes: tuple, binding: dict | None = None) -> list[tuple]:
+        """Output shapes from the input shapes and ``self.values``: data-dependent ops run on
+        the host, substitution where the binding allows it, else the shape rules."""
+        node = self.node
+        self.net.stats["shape_updates"] += 1
+        if node.kind in DYNAMIC_OUTPUT_KINDS:
+            arrays = self.net.host_values([self.src(j) for j in range(len(node.inputs))])
+            self.pending_host = infer_host(node, arrays)
+            return [tuple(a.shape) for a in self.pending_host]
+        if binding is not None and node.sym_out is not None:
+            return [substitute(e, binding) for e in node.sym_out]
+        if node.kind == "ShapeOf":
+            return [(len(in_shapes[0]),)]
+        return self.shape_fn(list(in_shapes), self.values)
 
     def _update_shape_symbolic(self, b: dict) -> None:
         """update_shape when the inputs bind the program's symbols: dep values and output
@@ -301,17 +308,7 @@ class PrimitiveInst:
         if need:
             for j, v in zip(need, net.host_values([self.src(j) for j in need])):
                 values[j] = v
-        if node.kind in DYNAMIC_OUTPUT_KINDS:
-            arrays = net.host_values([self.src(j) for j in range(len(node.inputs))])
-            self.pending_host = infer_host(node, arrays)
-            out = [tuple(a.shape) for a in self.pending_host]
-        elif node.sym_out is not None:
-            out = [substitute(e, b) for e in node.sym_out]
-        elif node.kind == "ShapeOf":
-            out = [(len(in_shapes[0]),)]
-        else:
-            out = self.shape_fn(list(in_shapes), values)
-        net.stats["shape_updates"] += 1
+        out = self._infer_outputs(in_shapes, b)
         self.shape_changed = changed or out != self.out_shapes
         self.out_shapes = out
 
@@ -489,9 +486,7 @@ class PrimitiveInst:
         if impl is not None:
             self.rec_impl = None
             net.stats["impl_cache_hits"] += 1
-            if impl is not self.impl:
-                self.impl, self.kernels, self.impl_changed = impl, self.rec_kernels, True
-                self.launch_args = [None] * len(impl.launches)
+            self._set_impl(impl, self.rec_kernels)
             return
         vals = self.values
         if self.desc_id is None:
@@ -521,13 +516,13 @@ class PrimitiveInst:
             cache.add(key, impl)
         self._set_impl(impl)
 
-    def _set_impl(self, impl: I.Impl) -> None:
+    def _set_impl(self, impl: I.Impl, kernels: list | None = None) -> None:
+        """Make ``impl`` current, with its kernel objects (``kernels`` when a record has them)."""
         if impl is not self.impl:
             self.impl = impl
             self.impl_changed = True
-            self.kernels = []
-            for slot, ln in enumerate(impl.launches):
-                self.kernels.append(self._kernel(slot, ln))
+            self.kernels = kernels if kernels is not None else \
+                [self._kernel(slot, ln) for slot, ln in enumerate(impl.launches)]
             self.launch_args = [None] * len(impl.launches)
 
     def _kernel(self, slot: int, ln: I.Launch):
@@ -709,13 +704,12 @@ class PrimitiveInst:
         out, self.values, impl, kernels = rec
         self.in_shapes = in_shapes
         net.stats["impl_cache_hits"] += 1
-        if impl is not self.impl:
-            self.impl, self.kernels, self.out_shapes = impl, kernels, out
-            self.launch_args = [None] * len(impl.launches)
+        new_impl = impl is not self.impl
+        if new_impl:
+            self._set_impl(impl, kernels)
             if self.weights is not None:
                 self.update_weights()
-            self._realloc_single() if self.single else self.realloc_if_needed()
-        elif out is not self.out_shapes or None in self.own:
+        if new_impl or out is not self.out_shapes or None in self.own:
             self.out_shapes = out
             self._realloc_single() if self.single else self.realloc_if_needed()
         self.executed_once = True
@@ -1046,11 +1040,11 @@ class Network:
         symbolic = self.binding is not None
         self.binding_key = tuple(self.binding.values()) if symbolic else None
         if symbolic != self.was_symbolic:
-            self._reset_shape_state()  # (entering symbolic mode while was_symbolic is False)
+            self._reset_shape_state(symbolic)
             self.was_symbolic = symbolic
         return self.sym_order if symbolic else self.order
 
-    def _reset_shape_state(self) -> None:
+    def _reset_shape_state(self, entering_symbolic: bool) -> None:
         """Forget remembered shapes and values: nodes that did not run in the other mode
         hold stale ones."""
         for inst in self.insts:
@@ -1062,7 +1056,7 @@ class Network:
                 inst.out_shapes = None
                 inst.executed_once = False
                 inst.host_valid = [False] * inst.node.num_outputs
-            if self.was_symbolic is False and inst.node_static_shapes is not None:
+            if entering_symbolic and inst.node_static_shapes is not None:
                 inst.out_shapes = inst.node_static_shapes  # producers that will not run
 
     def execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
