@@ -190,17 +190,9 @@ def _device_kind(cm) -> str:
 def _transformed(model, which: str):
     """A copy of ``model`` after the ngraph pipeline ``which`` (gna, common or none), before the
     pre/post-processing split: the whole model, equivalent to the input."""
-    from .passes import Manager
+    from .compiler import apply_transformations
     out = model.clone()
-    manager = Manager()
-    if which == "gna":
-        from .ngraph_passes.gna import GnaTransformationsPipeline
-        manager.register_pass(GnaTransformationsPipeline())
-    elif which == "common":
-        from .ngraph_passes.common import CommonOptimizations
-        manager.register_pass(CommonOptimizations())
-    manager.run_passes(out)
-    out.validate_nodes_and_infer_types()
+    apply_transformations(out, which)
     return out
 
 

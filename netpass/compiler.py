@@ -34,8 +34,11 @@ class Port:
         return self.name
 
 
-def _transform(model: Model, which: str) -> None:
+def apply_transformations(model: Model, which: str) -> None:
+    """Run the ngraph pipeline ``which`` (GNA, COMMON or NONE, any case) on ``model`` in place
+    and re-infer its shapes."""
     from .passes import Manager
+    which = which.upper()
     manager = Manager()
     if which == "GNA":
         from .ngraph_passes.gna import GnaTransformationsPipeline
@@ -146,7 +149,7 @@ def compile_model(model: Any, device: str = "AUTO", config: Mapping[str, Any] | 
     dump_dir = cfg.pop("LEGACY_DUMP_DIR", None)
     original = read_model(model) if not isinstance(model, Model) else model
     transformed = original.clone()
-    _transform(transformed, which)
+    apply_transformations(transformed, which)
     prepost = split_pre_post_processing(transformed)
     network = convert_to_legacy(transformed)
     legacy_log = run_legacy_passes(network, dump_dir=dump_dir)
