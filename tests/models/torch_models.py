@@ -152,13 +152,15 @@ def export_lstm_speech(out_dir: Path) -> Exported:
 
 # -- GPT-2-style decoder --------------------------------------------------------------------
 class Attention(nn.Module):
-    def __init__(self, d: int, heads: int, max_pos: int, trilu_mask: bool) -> None:
+    """Causal self-attention with optional past keys/values. ``mask`` is "triu" (a Trilu
+    mask, ONNX 14+) or "where" (GPT-2's causal buffer sliced to the query and key lengths,
+    then Where)."""
+
+    def __init__(self, d: int, heads: int, max_pos: int, mask: str) -> None:
         super().__init__()
-        self.heads, self.hd = heads, d // heads
+        self.heads, self.hd, self.mask = heads, d // heads, mask
         self.qkv = nn.Linear(d, 3 * d)
         self.proj = nn.Linear(d, d)
-        self.trilu_mask = trilu_mask
-        # GPT-2's causal mask buffer, sliced to the current query and key lengths.
         self.register_buffer("bias", torch.tril(torch.ones(max_pos, max_pos, dtype=torch.bool))
                              .view(1, 1, max_pos, max_pos), persistent=False)
 
@@ -171,9 +173,9 @@ class Attention(nn.Module):
             v = torch.cat([past_v, v], dim=2)
         att = (q @ k.transpose(-2, -1)) / math.sqrt(self.hd)
         total = k.shape[2]
-        if self.trilu_mask:
-            mask = torch.triu(torch.ones(s, s, dtype=torch.bool), diagonal=1)
-            att = att.masked_fill(mask, float("-inf"))
+        if self.mask == "triu":
+            upper = torch.triu(torch.ones(s, total, dtype=torch.bool), diagonal=total - s + 1)
+            att = att.masked_fill(upper, float("-inf"))
         else:
             causal = self.bias[:, :, total - s:total, :total]
             att = torch.where(causal, att, torch.tensor(torch.finfo(att.dtype).min))
@@ -182,10 +184,10 @@ class Attention(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, d: int, heads: int, max_pos: int, trilu_mask: bool) -> None:
+    def __init__(self, d: int, heads: int, max_pos: int, mask: str) -> None:
         super().__init__()
         self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.attn = Attention(d, heads, max_pos, trilu_mask)
+        self.attn = Attention(d, heads, max_pos, mask)
         self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(approximate="tanh"),
                                  nn.Linear(4 * d, d))
 
@@ -196,14 +198,15 @@ class Block(nn.Module):
 
 
 class TinyGpt(nn.Module):
-    """GPT-2 layout: token + learned position embeddings, pre-norm blocks, tied LM head."""
+    """GPT-2 layout: token + learned position embeddings, pre-norm blocks, tied LM head. The
+    mask defaults to Trilu without past and to the sliced buffer with past."""
 
     def __init__(self, vocab: int = 256, d: int = 64, heads: int = 4, layers: int = 2,
-                 max_pos: int = 128, with_past: bool = False) -> None:
+                 max_pos: int = 128, with_past: bool = False, mask: str | None = None) -> None:
         super().__init__()
+        mask = mask or ("where" if with_past else "triu")
         self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(max_pos, d)
-        self.blocks = nn.ModuleList(Block(d, heads, max_pos, trilu_mask=not with_past)
-                                    for _ in range(layers))
+        self.blocks = nn.ModuleList(Block(d, heads, max_pos, mask) for _ in range(layers))
         self.ln_f = nn.LayerNorm(d)
         self.with_past = with_past
 

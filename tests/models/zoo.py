@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
+from torch_models import TinyGpt, _randn
 
 Feeds = Callable[[dict, np.random.Generator], dict]
 
@@ -86,10 +87,6 @@ def _perturb_norms(module: nn.Module) -> None:
         elif isinstance(m, nn.LayerNorm):
             m.weight.data.copy_(torch.rand(m.weight.shape, generator=g) + 0.5)
             m.bias.data.copy_(torch.randn(m.bias.shape, generator=g) * 0.1)
-
-
-def _randn(rng: np.random.Generator, *shape: int) -> np.ndarray:
-    return rng.standard_normal(shape).astype(np.float32)
 
 
 def _t(*shape: int) -> torch.Tensor:
@@ -299,69 +296,13 @@ def _bert_feeds(case: dict, rng: np.random.Generator) -> dict:
 
 
 # -- GPT-2-style decoder --------------------------------------------------------------------
-class GptAttention(nn.Module):
-    def __init__(self, d: int, heads: int, mask: str, max_pos: int) -> None:
-        super().__init__()
-        self.heads, self.hd, self.mask = heads, d // heads, mask
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.register_buffer("bias", torch.tril(torch.ones(max_pos, max_pos, dtype=torch.bool))
-                             .view(1, 1, max_pos, max_pos), persistent=False)
-
-    def forward(self, x, past_k=None, past_v=None):
-        b, s, d = x.shape
-        q, k, v = self.qkv(x).split(d, dim=2)
-        q, k, v = (t.view(b, s, self.heads, self.hd).transpose(1, 2) for t in (q, k, v))
-        if past_k is not None:
-            k, v = torch.cat([past_k, k], 2), torch.cat([past_v, v], 2)
-        total = k.shape[2]
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(self.hd))
-        if self.mask == "triu":                      # Trilu (ONNX 14+)
-            upper = torch.triu(torch.ones(s, total, dtype=torch.bool), diagonal=total - s + 1)
-            att = att.masked_fill(upper, float("-inf"))
-        else:                                        # GPT-2's sliced tril buffer + Where
-            causal = self.bias[:, :, total - s:total, :total]
-            att = torch.where(causal, att, torch.tensor(torch.finfo(att.dtype).min))
-        y = (torch.softmax(att, -1) @ v).transpose(1, 2).reshape(b, s, d)
-        return self.proj(y), k, v
-
-
-class GptBlock(nn.Module):
-    def __init__(self, d: int, heads: int, mask: str, max_pos: int) -> None:
-        super().__init__()
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.attn = GptAttention(d, heads, mask, max_pos)
-        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(approximate="tanh"),
-                                 nn.Linear(4 * d, d))
-
-    def forward(self, x, pk=None, pv=None):
-        a, k, v = self.attn(self.ln1(x), pk, pv)
-        x = x + a
-        return x + self.mlp(self.ln2(x)), k, v
-
-
 GPT_VOCAB, GPT_D, GPT_HEADS, GPT_LAYERS = 40, 32, 2, 2
 
 
-class Gptish(nn.Module):
-    def __init__(self, with_past: bool, mask: str, max_pos: int = 64) -> None:
-        super().__init__()
-        self.wte, self.wpe = nn.Embedding(GPT_VOCAB, GPT_D), nn.Embedding(max_pos, GPT_D)
-        self.blocks = nn.ModuleList(GptBlock(GPT_D, GPT_HEADS, mask, max_pos)
-                                    for _ in range(GPT_LAYERS))
-        self.ln_f = nn.LayerNorm(GPT_D)
-        self.with_past = with_past
-
-    def forward(self, input_ids, *past):
-        s = input_ids.shape[1]
-        start = past[0].shape[2] if self.with_past else 0
-        x = self.wte(input_ids) + self.wpe(torch.arange(start, start + s).unsqueeze(0))
-        presents = []
-        for i, block in enumerate(self.blocks):
-            pk, pv = (past[2 * i], past[2 * i + 1]) if self.with_past else (None, None)
-            x, k, v = block(x, pk, pv)
-            presents += [k, v]
-        logits = self.ln_f(x) @ self.wte.weight.t()
-        return (logits, *presents) if self.with_past else logits
+def Gptish(with_past: bool, mask: str) -> nn.Module:
+    """The repository's GPT-2-style decoder (``torch_models.TinyGpt``) at the zoo's size."""
+    return TinyGpt(GPT_VOCAB, GPT_D, GPT_HEADS, GPT_LAYERS, max_pos=64, with_past=with_past,
+                   mask=mask)
 
 
 def _gpt_entry(name: str, with_past: bool, mask: str, opsets: tuple[int, ...]) -> ZooModel:
