@@ -34,8 +34,9 @@ class RuntimeCompiledModel:
         self.weights_cache_capacity = self._weights_cache_capacity()
         self._constants: dict[int, Tensor] = {}
         self.desc_ids: dict = {}  # (kind, attrs, fused, dtypes) -> small int used in impl keys
-        self.kernel_objects: dict = {}  # (node index, launch slot, source) -> cl.Kernel
-        self.kernel_owner: dict = {}    # id(cl.Kernel) -> the PrimitiveInst that set its args
+        self.kernel_objects: dict = {}  # (node index, launch slot, source) -> KernelHandle
+        self.step_plans: dict = {}  # binding -> step_plan.StepPlan (symbolic mode)
+        self.use_step_plans = bool(cfg.get("STEP_PLANS", True))
         # symbolic shapes (netpass.runtime.symbolic): off for good after one mismatch with
         # full shape inference; on once SYMBOLIC_CHECKS distinct bindings have agreed
         self.symbolic_ok = bool(cfg.get("SYMBOLIC_SHAPES", True))
@@ -148,7 +149,9 @@ def compile_program(model_or_program: Any, device: str = "AUTO",
     Config keys: ``PROFILING`` (bool), ``IMPLS_CACHE_CAPACITY`` (int, default 300),
     ``MEM_PREALLOCATION_OPTIONS`` ("iters max_size max_dim_diff ratio" or a 4-tuple),
     ``FUSION`` (bool, default True), ``SYMBOLIC_SHAPES`` (bool, default True: shapes and
-    shape values from the model's symbolic dims instead of running ShapeOf sub-graphs)."""
+    shape values from the model's symbolic dims instead of running ShapeOf sub-graphs),
+    ``STEP_PLANS`` (bool, default True: replay a symbolic binding's exec loop from its
+    :class:`~netpass.runtime.step_plan.StepPlan`)."""
     cfg = dict(config or {})
     name = resolve_device_name(device)
     model = None

@@ -13,6 +13,7 @@ import weakref
 from typing import Any
 
 from ..errors import DeviceError
+from .launcher import make_launcher
 from .memory import Allocation
 
 DEVICE_NAMES = ("AUTO", "GPU", "CPU", "REFERENCE")
@@ -124,6 +125,7 @@ class Engine:
         self.used_device_memory = 0
         self._programs: dict[str, Any] = {}
         self._mf = cl.mem_flags
+        self.launcher = make_launcher(self)
 
     # -- memory ---------------------------------------------------------------------------
     def allocate(self, nbytes: int, pooled: bool = False) -> Allocation:

@@ -175,15 +175,16 @@ class Launch:
     """One kernel enqueue: source, global/local sizes and the argument spec (tensor refs
     ``("i"|"o"|"e", j[, element offset])``, impl buffers ``("b", j)``, int32 scalars)."""
 
-    __slots__ = ("source", "gws", "lws", "spec", "_plan")
+    __slots__ = ("source", "gws", "lws", "spec", "_plan", "cdims")
 
     def __init__(self, source: K.Source, gws: tuple, lws: tuple | None, spec: list) -> None:
         self.source, self.gws, self.lws, self.spec = source, gws, lws, spec
         self._plan: tuple | None = None
+        self.cdims: tuple | None = None  # the work sizes as C arrays (launcher.DirectLauncher)
 
-    def args(self, ins: list, outs: list, extras: list, bufs: list | None = None) -> list:
-        """The kernel's argument list for these tensors (a tensor is its buffer and element
-        offset); the spec is compiled once into a template and the slots to fill."""
+    def template(self) -> tuple[list, list]:
+        """(argument list with the tensor slots empty, the slots to fill: (position, "i" | "o"
+        | "e" | "b", index, element offset)); a tensor is its buffer and element offset."""
         plan = self._plan
         if plan is None:
             template: list = []
@@ -193,9 +194,13 @@ class Launch:
                     refs.append((len(template), item[0], item[1], item[2] if len(item) > 2 else 0))
                     template += [None] if item[0] == "b" else [None, 0]
                 else:
-                    template.append(item)
+                    template.append(int(item))
             plan = self._plan = (template, refs)
-        template, refs = plan
+        return plan
+
+    def args(self, ins: list, outs: list, extras: list, bufs: list | None = None) -> list:
+        """The kernel's argument list for these tensors."""
+        template, refs = self.template()
         args = template.copy()
         for pos, kind, j, off in refs:
             if kind == "b":

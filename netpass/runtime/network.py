@@ -12,18 +12,19 @@ from __future__ import annotations
 
 import gc
 import time
-import weakref
 from typing import Any, Mapping
 
 import numpy as np
 
 from ..errors import NetpassError
 from . import impls as I
+from .launcher import KernelHandle
 from .lru import LruCache
 from .memory import MemoryPool, Tensor, fake_aligned_shapes
 from .program import ALWAYS_OPTIMIZED, DYNAMIC_OUTPUT_KINDS, Program, ProgramNode
 from .shape_infer import ShapeInfer, infer_host
 from .shape_predictor import ShapePredictor
+from .step_plan import StepPlan
 from .symbolic import SymbolicShapes, substitute
 
 FLUSH_EVERY = 64  # (NVIDIA H200, GPT loop: every 16 costs 7% more host time than 64)
@@ -72,8 +73,7 @@ class PrimitiveInst:
         self.device_valid = [False] * n_out
         self.values: dict[int, np.ndarray] = {}
         self.impl: I.Impl | None = None
-        self.kernels: list = []
-        self.launch_args: list = []  # per launch: the arguments last set on its kernel
+        self.kernels: list = []  # launcher.KernelHandle per launch of the impl
         self.shape_changed = self.impl_changed = self.skip = False
         self.can_be_optimized = False
         self.done_by_other = False
@@ -88,7 +88,6 @@ class PrimitiveInst:
         self.events: list = []
         self.desc_id: int | None = None
         self.fused_src: PrimitiveInst | None = None
-        self._ref = weakref.ref(self)
         self.deps = node.get_shape_infer_dependencies()
         self.impl_memo: dict = {}  # per-primitive stages and kernel sources (impls.Params.cached)
         # the in-place concat candidate this primitive is the single input producer of
@@ -523,21 +522,20 @@ class PrimitiveInst:
             self.impl_changed = True
             self.kernels = kernels if kernels is not None else \
                 [self._kernel(slot, ln) for slot, ln in enumerate(impl.launches)]
-            self.launch_args = [None] * len(impl.launches)
 
-    def _kernel(self, slot: int, ln: I.Launch):
-        """The kernel object of this primitive's launch ``slot``. Kept by the compiled model,
-        so that infer requests share it (creating one and declaring its argument types costs
-        ~1 ms in pyopencl); its arguments are re-set when another request set them last."""
+    def _kernel(self, slot: int, ln: I.Launch) -> KernelHandle:
+        """The kernel of this primitive's launch ``slot``. Kept by the compiled model, so that
+        infer requests share it (creating one and declaring its argument types costs ~1 ms in
+        pyopencl); its handle knows the arguments last set on it, by any request."""
         objs = self.net.compiled.kernel_objects
         key = (self.node.index, slot, ln.source.text)
-        kern = objs.get(key)
-        if kern is None:
+        h = objs.get(key)
+        if h is None:
             cl = self.net.engine.cl
             kern = cl.Kernel(self.net.engine.build(ln.source.text, self.net.stats), ln.source.name)
             kern.set_scalar_arg_dtypes(arg_dtypes(ln.spec))
-            objs[key] = kern
-        return kern
+            h = objs[key] = KernelHandle(kern)
+        return h
 
     def update_weights(self) -> None:
         """FullyConnected: weights [N, K] reordered once to [K, N] (coalesced GEMM reads),
@@ -733,29 +731,19 @@ class PrimitiveInst:
         extras = [net.device_tensor(i, k) for i, k in self.extra_insts] if self.extra_insts else ()
         outs = self.outputs
         bufs = net.impl_buffers(impl) if impl.buffers else None
-        owners = net.compiled.kernel_owner
-        kernels = self.kernels
-        # kernel objects are shared by the compiled model's requests: another request may
-        # have set their arguments last
-        last = owners.get(id(kernels[0])) if kernels else None
-        stale = last is None or last() is not self
-        enqueue = net.engine.cl.enqueue_nd_range_kernel
-        launch_args = self.launch_args
-        for slot, ln in enumerate(impl.launches):
-            kern = kernels[slot]
+        launcher = net.launcher
+        changed = False
+        for h, ln in zip(self.kernels, impl.launches):
             args = ln.args(ins, outs, extras, bufs)
-            # set only what changed: buffers, offsets and sizes are all in ``args``
-            if stale or args != launch_args[slot]:
-                # one call with declared scalar types: ~1 us, where per-argument set_arg
-                # with numpy scalars costs ~17 us each in pyopencl
-                kern.set_args(*args)
-                launch_args[slot] = args
-                owners[id(kern)] = self._ref
-                stale = True  # counted once per primitive below
-            ev = enqueue(net.queue, kern, ln.gws, ln.lws)
-            if net.profiling:
+            # set only what changed (buffers, offsets and sizes are all in ``args``), whoever
+            # set them last: kernels are shared by the compiled model's requests
+            if args != h.last:
+                launcher.set_args(h, args)
+                changed = True
+            ev = launcher.launch(h, ln)
+            if ev is not None and net.profiling:
                 self.events.append(ev)
-        if stale:
+        if changed:
             stats["set_arguments"] += 1
         stats["kernels_enqueued"] += len(impl.launches)
         if self.n_fused:
@@ -835,6 +823,7 @@ class Network:
         self.program: Program = compiled.program
         self.engine = compiled.engine
         self.queue = self.engine.queue
+        self.launcher = self.engine.launcher
         self.profiling = compiled.profiling
         self.stats: dict[str, Any] = {k: 0 for k in STAT_KEYS}
         self.stats["host_fallback_kinds"] = {}
@@ -1075,8 +1064,34 @@ class Network:
         for p in self.program.inputs:
             self.set_input(self.insts[p.index], feeds[p.name])
         order = self.active_order = self._choose_mode(feeds)
-        count = 0
         symbolic = self.binding is not None
+        plans = self.compiled.step_plans
+        use_plans = symbolic and self.compiled.use_step_plans
+        plan = plans.get(self.binding_key) if use_plans else None
+        if plan is not None:
+            try:
+                plan.run(self, FLUSH_EVERY)
+            except NetpassError:
+                raise
+            except Exception as e:
+                raise NetpassError(f"replaying the step plan of binding {self.binding_key} failed: "
+                                   f"{type(e).__name__}: {e}") from e
+            insts = self.insts
+            for i in plan.general:
+                insts[i].reset_flags()
+        else:
+            self._run_order(order, symbolic)
+            if use_plans:
+                if len(plans) >= SYMBOLIC_RECORDS:
+                    plans.clear()
+                plans[self.binding_key] = StepPlan.build(self, order)
+            for inst in order:  # (inputs' flags are set again by set_input)
+                inst.reset_flags()
+        return self._finish()
+
+    def _run_order(self, order: list[PrimitiveInst], symbolic: bool) -> None:
+        """The per-primitive path over ``order``."""
+        count = 0
         for inst in order:
             try:
                 if symbolic and inst.plain and inst.recordable:
@@ -1094,6 +1109,9 @@ class Network:
             count += 1
             if count % FLUSH_EVERY == 0:
                 self.queue.flush()
+
+    def _finish(self) -> dict[str, np.ndarray]:
+        """Read the outputs (one host wait), collect profiling times, count the infer."""
         results = {}
         refs = []
         for r in self.program.outputs:
@@ -1109,8 +1127,6 @@ class Network:
                     times[inst.node.id] = times.get(inst.node.id, 0.0) + \
                         (ev.profile.end - ev.profile.start) / 1000.0
                 inst.events = []
-        for inst in order:  # (inputs' flags are set again by set_input)
-            inst.reset_flags()
         self.stats["infers"] += 1
         if self.binding is not None:
             self.stats["symbolic_infers"] += 1

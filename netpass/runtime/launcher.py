@@ -1,0 +1,122 @@
+"""Kernel launches: setting arguments and enqueueing, the runtime's innermost step.
+
+Every launch argument is a ``cl.Buffer`` or an int32 (``network.arg_dtypes``). Kernel objects
+are shared by the infer requests of a compiled model; a :class:`KernelHandle` wraps one with
+the arguments last set on it, whoever set them, so that a launch sets only what changed.
+
+Two launchers with the same interface:
+
+- :class:`Launcher`: pyopencl's ``Kernel.set_args`` and ``enqueue_nd_range_kernel`` (which
+  returns an event: used when profiling).
+- :class:`DirectLauncher`: ``clEnqueueNDRangeKernel`` called through ctypes on the OpenCL
+  library pyopencl loaded, with pyopencl's own handles: the work sizes are converted to C
+  arrays once per launch shape and no event is asked for. On the H200, NVIDIA's driver takes
+  ~7.5 us per enqueue and pyopencl's wrapper ~1.5 us more (``benchmarks/bench_launch.py``); a
+  decoder step launches dozens of small kernels. Arguments are still set by pyopencl's
+  ``set_args``, one C loop over all of them (a ctypes ``clSetKernelArg`` per changed argument
+  costs more as soon as two change).
+
+:func:`make_launcher` picks the direct one unless profiling is on, no OpenCL library can be
+found, or ``NETPASS_DIRECT_LAUNCH=0``.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+
+from ..errors import DeviceError
+
+_LIB: ctypes.CDLL | None | bool = None  # False: looked for and not found
+
+
+def _opencl_library() -> ctypes.CDLL | None:
+    """The OpenCL ICD loader pyopencl's extension is linked against (already mapped into this
+    process), else the system's."""
+    global _LIB
+    if _LIB is None:
+        import pyopencl._cl  # noqa: F401  (maps its libOpenCL)
+        path = None
+        try:
+            with open("/proc/self/maps") as f:
+                for line in f:
+                    if "libOpenCL" in line and "/" in line:
+                        path = line[line.index("/"):].strip()
+                        break
+        except OSError:
+            path = None
+        path = path or ctypes.util.find_library("OpenCL")
+        try:
+            _LIB = ctypes.CDLL(path) if path else False
+        except OSError:
+            _LIB = False
+    return _LIB or None
+
+
+class KernelHandle:
+    """A pyopencl kernel, its raw ``cl_kernel`` and the arguments last set on it."""
+
+    __slots__ = ("kernel", "ptr", "last")
+
+    def __init__(self, kernel) -> None:
+        self.kernel = kernel
+        self.ptr = ctypes.c_void_p(kernel.int_ptr)
+        self.last: list | None = None
+
+
+class Launcher:
+    """pyopencl's calls on one queue."""
+
+    direct = False
+
+    def __init__(self, engine) -> None:
+        self.queue = engine.queue
+        self._enqueue = engine.cl.enqueue_nd_range_kernel
+
+    def set_args(self, h: KernelHandle, args: list) -> None:
+        h.kernel.set_args(*args)
+        h.last = args
+
+    def launch(self, h: KernelHandle, ln):
+        """Enqueue launch ``ln`` (an ``impls.Launch``) of ``h``; the event, or None."""
+        return self._enqueue(self.queue, h.kernel, ln.gws, ln.lws)
+
+
+class DirectLauncher(Launcher):
+    """The OpenCL C calls through ctypes (module docstring)."""
+
+    direct = True
+
+    def __init__(self, engine) -> None:
+        super().__init__(engine)
+        lib = _opencl_library()
+        if lib is None:
+            raise DeviceError("no OpenCL library found for direct launches")
+        self._cl_enqueue = lib.clEnqueueNDRangeKernel
+        self._cl_enqueue.restype = ctypes.c_int32
+        self._queue = ctypes.c_void_p(engine.queue.int_ptr)
+
+    def launch(self, h: KernelHandle, ln) -> None:
+        dims = ln.cdims
+        if dims is None:
+            dims = ln.cdims = c_work_sizes(ln.gws, ln.lws)
+        err = self._cl_enqueue(self._queue, h.ptr, dims[0], None, dims[1], dims[2], 0, None, None)
+        if err:
+            raise DeviceError(f"clEnqueueNDRangeKernel({h.kernel.function_name}) failed with error {err}")
+        return None
+
+
+def c_work_sizes(gws: tuple, lws: tuple | None) -> tuple:
+    """(work_dim, global sizes, local sizes or None) as the C arguments of the enqueue."""
+    n = len(gws)
+    g = (ctypes.c_size_t * n)(*gws)
+    loc = (ctypes.c_size_t * n)(*lws) if lws is not None else None
+    return ctypes.c_uint32(n), g, loc
+
+
+def make_launcher(engine) -> Launcher:
+    """The direct launcher where it can run, else pyopencl's (module docstring)."""
+    if engine.profiling or os.environ.get("NETPASS_DIRECT_LAUNCH", "1") == "0" \
+            or _opencl_library() is None:
+        return Launcher(engine)
+    return DirectLauncher(engine)

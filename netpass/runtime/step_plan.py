@@ -1,0 +1,273 @@
+"""Step plans: one symbolic binding's exec loop, flattened once per compiled model.
+
+In symbolic mode (:mod:`netpass.runtime.symbolic`) everything ``update_shape``, the runtime
+skip checks and ``update_impl`` decide for a primitive whose shape-infer inputs are
+substituted is a function of the binding: the per-binding records already keep it. What still
+depends on the infer request is memory (``realloc_if_needed`` with the request's predictor and
+pool), the arguments last set on each kernel, and the launches. A :class:`StepPlan` keeps, for
+one binding, the exec order as flat entries with the records' results, resolved source
+positions and argument templates (constants' buffers filled in), so that a request replaying
+it does per primitive only: store the recorded shapes, check its buffer (reallocating through
+the usual path when it does not fit), fill the buffer slots of the arguments, set those that
+changed, launch.
+
+Entries:
+
+- kernel: a primitive that launches its recorded implementation;
+- view: a primitive skipped at runtime whose output aliases its input (reshape-like, a
+  permuted view read by a MatMul, a contiguous slice or crop, a no-op transpose, strided
+  slice or broadcast) at a recorded offset or with recorded strides;
+- general: anything else (host evaluation, data-dependent decisions such as an identity
+  Gather, in-place concat, host fallbacks), run by the per-primitive path as without a plan.
+
+Every replayed primitive leaves the same state (shapes, values, implementation, buffers,
+flags) as the per-primitive path, so either path can follow the other at any step. A plan is
+built after the first symbolic infer of its binding and shared by the compiled model's
+requests.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from . import impls as I
+from .memory import Tensor
+from .program import DYNAMIC_OUTPUT_KINDS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .network import Network, PrimitiveInst
+
+# argument slot sources: a program node index, or one of these markers (CHECKED - index: a
+# source whose output may be a host value)
+WEIGHTS, IMPL_BUFFER, CHECKED = -1, -2, -3
+
+
+class KernelEntry:
+    """A primitive launching its recorded implementation."""
+
+    __slots__ = ("index", "in_shapes", "out", "values", "impl", "kernels", "launches", "need",
+                 "dtypes", "keys", "skippable", "weights")
+
+    def __init__(self, inst: "PrimitiveInst", valid: set) -> None:
+        node = inst.node
+        net = inst.net
+        self.index = node.index
+        self.in_shapes, self.out, self.values = inst.in_shapes, inst.out_shapes, inst.values
+        self.impl, self.kernels = inst.impl, inst.kernels
+        n_out = node.num_outputs
+        # what realloc_if_needed compares with the capacity, per output (fake-aligned for FC)
+        self.need = tuple(inst._fc_alloc_shape(i) if inst.fc_related else I._size(s)
+                          for i, s in enumerate(self.out))
+        self.dtypes = tuple(node.out_dtypes)
+        self.keys = tuple(node.id if i == 0 else f"{node.id}_out{i}" for i in range(n_out))
+        self.skippable = node.runtime_skippable
+        self.weights = inst.weights is not None
+        self.launches = []
+        for h, ln in zip(inst.kernels, self.impl.launches):
+            template, refs = ln.template()
+            template = template.copy()
+            slots = []
+            for pos, kind, j, off in refs:
+                if kind == "b":
+                    slots.append((pos, IMPL_BUFFER, j, 0))
+                    continue
+                if kind == "o":
+                    slots.append((pos, node.index, j, off))
+                    continue
+                if kind == "i" and j == 1 and inst.weights_tensor is not None:
+                    slots.append((pos, WEIGHTS, 0, off))
+                    continue
+                src, k = inst.src_insts[j] if kind == "i" else inst.extra_insts[j]
+                if src.node.kind == "Constant":  # uploaded once per compiled model
+                    t = net.device_tensor(src, k)
+                    template[pos], template[pos + 1] = t.alloc.buffer, t.offset + off
+                else:
+                    # sources that are not replayed kernels, views or inputs may hold a host
+                    # value only: CHECKED makes the replay upload it
+                    idx = src.node.index
+                    slots.append((pos, idx if idx in valid else CHECKED - idx, k, off))
+            self.launches.append((h, ln, template, slots))
+
+
+class ViewEntry:
+    """A skipped primitive aliasing its input."""
+
+    __slots__ = ("index", "in_shapes", "out", "values", "src", "k", "offset", "strides", "skippable")
+
+    def __init__(self, inst: "PrimitiveInst") -> None:
+        node = inst.node
+        self.index = node.index
+        self.in_shapes, self.out, self.values = inst.in_shapes, inst.out_shapes, inst.values
+        src, self.k = inst.src(0)
+        self.src = src.node.index
+        self.offset = inst.view_offset if node.kind in ("CropIE", "Slice") else 0
+        self.strides = None
+        if node.permute_view is not None:
+            cs = I.contiguous_strides(self.in_shapes[0])
+            self.strides = tuple(cs[o] for o in node.permute_view)
+        self.skippable = node.runtime_skippable
+
+
+class GeneralEntry:
+    """A primitive run by the per-primitive path."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, inst: "PrimitiveInst") -> None:
+        self.index = inst.node.index
+
+
+def _entry(inst: "PrimitiveInst", valid: set):
+    """The entry of ``inst``; ``valid`` gathers the node indices whose outputs the replay
+    leaves on the device."""
+    node = inst.node
+    if not inst.recordable or inst.skip or node.in_shape_of_subgraph or node.inplace_concat \
+            or node.kind in DYNAMIC_OUTPUT_KINDS or inst.concat_user is not None or inst.sym_need:
+        return GeneralEntry(inst)
+    if inst.can_be_optimized:
+        # an identity Gather is decided on the index values, not on shapes
+        if node.kind == "Gather":
+            return GeneralEntry(inst)
+        valid.add(node.index)
+        return ViewEntry(inst)
+    impl = inst.impl
+    if node.has_kernel and impl is not None and not impl.host and inst.kernels \
+            and node.kind != "Gather" and inst.out_shapes is not None:
+        entry = KernelEntry(inst, valid)
+        valid.add(node.index)
+        return entry
+    return GeneralEntry(inst)
+
+
+class StepPlan:
+    """The flattened exec loop of one binding (module docstring)."""
+
+    __slots__ = ("entries", "general", "n_kernels", "n_views", "n_fused", "n_launches")
+
+    def __init__(self, entries: list) -> None:
+        self.entries = entries
+        self.general = [e.index for e in entries if type(e) is GeneralEntry]
+        kernels = [e for e in entries if type(e) is KernelEntry]
+        self.n_kernels = len(kernels)
+        self.n_views = sum(type(e) is ViewEntry for e in entries)
+        self.n_launches = sum(len(e.launches) for e in kernels)
+        self.n_fused = 0
+
+    @classmethod
+    def build(cls, net: "Network", order: list) -> "StepPlan":
+        """From the state the per-primitive path left after a symbolic infer (before its flags
+        are reset)."""
+        valid = {n.index for n in net.program.inputs}
+        plan = cls([_entry(inst, valid) for inst in order])
+        plan.n_fused = sum(net.insts[e.index].n_fused for e in plan.entries if type(e) is KernelEntry)
+        return plan
+
+    def run(self, net: "Network", flush_every: int) -> None:
+        """Replay on ``net`` (an infer request in symbolic mode with this plan's binding)."""
+        insts = net.insts
+        stats = net.stats
+        launcher = net.launcher
+        set_args, launch = launcher.set_args, launcher.launch
+        record = net.predictor.record
+        profiling = net.profiling
+        queue = net.queue
+        device_tensor = net.device_tensor
+        reuses = changed_prims = 0
+        count = 0
+        for e in self.entries:
+            inst = insts[e.index]
+            t = type(e)
+            if t is KernelEntry:
+                inst.in_shapes = e.in_shapes
+                inst.values = e.values
+                if e.skippable:
+                    inst.can_be_optimized = False
+                impl = e.impl
+                new_impl = impl is not inst.impl
+                if new_impl:  # (the per-primitive path's _set_impl, without its flag)
+                    inst.impl = impl
+                    inst.kernels = e.kernels
+                    if e.weights:
+                        inst.update_weights()
+                cur = inst.out_shapes
+                out = e.out
+                if new_impl or (out is not cur and out != cur) or None in inst.own:
+                    inst.out_shapes = out
+                    own, cap, need = inst.own, inst.capacity, e.need
+                    fits = True
+                    for i, n in enumerate(need):
+                        c = cap[i]
+                        if own[i] is None or n > c or n * 10 < c:
+                            fits = False
+                            break
+                    if fits:  # realloc_if_needed's reuse, for every output
+                        outputs, keys, dtypes = inst.outputs, e.keys, e.dtypes
+                        for i, shape in enumerate(out):
+                            record(keys[i], shape)
+                            outputs[i] = Tensor(own[i], 0, shape, dtypes[i])
+                        reuses += len(out)
+                    else:
+                        inst.realloc_if_needed()
+                changed = False
+                bufs = None
+                for h, ln, template, slots in e.launches:
+                    args = template.copy()
+                    for pos, si, k, off in slots:
+                        if si >= 0:
+                            tensor = insts[si].outputs[k]
+                        elif si <= CHECKED:
+                            src = insts[CHECKED - si]
+                            tensor = src.outputs[k]
+                            if tensor is None or not src.device_valid[k]:
+                                tensor = device_tensor(src, k)
+                        elif si == WEIGHTS:
+                            tensor = inst.weights_tensor
+                        else:
+                            if bufs is None:
+                                bufs = net.impl_buffers(impl)
+                            args[pos] = bufs[k].buffer
+                            continue
+                        args[pos] = tensor.alloc.buffer
+                        args[pos + 1] = tensor.offset + off
+                    if args != h.last:
+                        set_args(h, args)
+                        changed = True
+                    ev = launch(h, ln)
+                    if profiling and ev is not None:
+                        inst.events.append(ev)
+                if changed:
+                    changed_prims += 1
+                dv, hv = inst.device_valid, inst.host_valid
+                for i in range(len(dv)):
+                    dv[i] = True
+                    hv[i] = False
+            elif t is ViewEntry:
+                inst.in_shapes = e.in_shapes
+                inst.values = e.values
+                inst.out_shapes = e.out
+                if e.skippable:
+                    inst.can_be_optimized = True
+                src = insts[e.src]
+                tensor = src.outputs[e.k]
+                if tensor is None or not src.device_valid[e.k]:
+                    tensor = device_tensor(src, e.k)
+                if inst.own[0] is not None:
+                    inst._release_own(0)
+                inst.outputs[0] = Tensor(tensor.alloc, tensor.offset + e.offset, e.out[0],
+                                         tensor.dtype, e.strides)
+                inst.device_valid[0] = True
+                inst.host_valid[0] = False
+            elif inst.plain and inst.recordable:
+                inst.step_recorded()
+            else:
+                inst.prepare()
+                inst.execute()
+            count += 1
+            if count % flush_every == 0:
+                queue.flush()
+        stats["primitives"] += self.n_kernels
+        stats["impl_cache_hits"] += self.n_kernels
+        stats["kernels_enqueued"] += self.n_launches
+        stats["skipped"] += self.n_views
+        stats["fused"] += self.n_fused
+        stats["reuses"] += reuses
+        stats["set_arguments"] += changed_prims

@@ -1,0 +1,68 @@
+"""Kernel launchers (netpass.runtime.launcher): the direct ctypes enqueue and pyopencl's."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from netpass.errors import DeviceError
+from netpass.runtime.device import Engine, select_device
+from netpass.runtime.launcher import DirectLauncher, KernelHandle, Launcher, make_launcher
+
+SOURCE = """
+__kernel void axpb(__global float* y, int yo, __global const float* x, int xo, int n, int b) {
+    int i = get_global_id(0);
+    if (i < n) y[yo + i] = 2.0f * x[xo + i] + (float)b;
+}
+"""
+
+
+class _Launch:
+    def __init__(self, gws, lws):
+        self.gws, self.lws, self.cdims = gws, lws, None
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return Engine.get(select_device("CPU"))
+
+
+def _kernel(engine):
+    kern = engine.cl.Kernel(engine.build(SOURCE), "axpb")
+    kern.set_scalar_arg_dtypes([None, np.int32, None, np.int32, np.int32, np.int32])
+    return KernelHandle(kern)
+
+
+@pytest.mark.parametrize("cls", [Launcher, DirectLauncher])
+def test_launch_computes_and_resets_changed_arguments(engine, cls, rng):
+    cl = engine.cl
+    x = rng.standard_normal(100).astype(np.float32)
+    xb = cl.Buffer(engine.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=x)
+    yb = cl.Buffer(engine.context, cl.mem_flags.READ_WRITE, 4 * 100)
+    launcher, h = cls(engine), _kernel(engine)
+    ln = _Launch((128,), (64,))
+    for b, n in ((3, 100), (-1, 40)):
+        args = [yb, 0, xb, 0, n, b]
+        launcher.set_args(h, args)
+        assert h.last is args
+        launcher.launch(h, ln)
+        y = np.empty(100, np.float32)
+        cl.enqueue_copy(engine.queue, y, yb)
+        np.testing.assert_allclose(y[:n], 2 * x[:n] + b, rtol=1e-6)
+
+
+def test_direct_launch_failure_names_the_kernel(engine):
+    launcher, h = DirectLauncher(engine), _kernel(engine)
+    cl = engine.cl
+    buf = cl.Buffer(engine.context, cl.mem_flags.READ_WRITE, 64)
+    launcher.set_args(h, [buf, 0, buf, 0, 1, 0])
+    with pytest.raises(DeviceError, match="axpb"):
+        launcher.launch(h, _Launch((100,), (64,)))  # global size not a multiple of local
+
+
+def test_make_launcher_takes_pyopencl_when_asked_or_profiling(engine, monkeypatch):
+    monkeypatch.setenv("NETPASS_DIRECT_LAUNCH", "0")
+    assert type(make_launcher(engine)) is Launcher
+    monkeypatch.delenv("NETPASS_DIRECT_LAUNCH")
+    assert type(make_launcher(engine)) is DirectLauncher
+    profiling = Engine.get(select_device("CPU"), profiling=True)
+    assert type(profiling.launcher) is Launcher

@@ -1,0 +1,119 @@
+"""Step plans (netpass.runtime.step_plan): a symbolic binding's exec loop replayed from flat
+entries must leave exactly what the per-primitive path leaves: outputs, counters, memory."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import netpass
+from netpass import Model, opset
+from netpass.runtime import compile_program
+from netpass.runtime.models import gpt_decoder
+from netpass.runtime.step_plan import GeneralEntry, KernelEntry, ViewEntry
+
+
+def _ids(rng, lengths, vocab=64):
+    return [{"ids": rng.integers(0, vocab, (1, s)).astype(np.int64)} for s in lengths]
+
+
+def _rel_l2(a, b) -> float:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-12))
+
+
+@pytest.fixture(scope="module")
+def decoder():
+    return gpt_decoder(64, 2, 32, 2, 64)
+
+
+def _second_request(model, feeds, plans: bool):
+    """Two requests over the same feeds: the first records (and builds the plans), the
+    second meets every binding again."""
+    cm = compile_program(model, "CPU", {"STEP_PLANS": plans})
+    first = cm.create_infer_request()
+    for f in feeds:
+        first.infer(f)
+    second = cm.create_infer_request()
+    outs = [second.infer(f)["logits"] for f in feeds]
+    return cm, second, outs
+
+
+def test_replay_leaves_the_per_primitive_counters_and_outputs(decoder, rng):
+    feeds = _ids(rng, list(range(1, 10)) + [4, 2, 7])
+    cm, with_plans, outs = _second_request(decoder, feeds, True)
+    _, without, ref_outs = _second_request(decoder, feeds, False)
+    assert cm.step_plans
+    skip = {"host_wait_s"}
+    assert {k: v for k, v in with_plans.stats.items() if k not in skip} == \
+        {k: v for k, v in without.stats.items() if k not in skip}
+    for a, b in zip(outs, ref_outs):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_replayed_outputs_match_the_reference(decoder, rng):
+    feeds = _ids(rng, [3, 5, 8, 5, 3, 8])
+    _, _, outs = _second_request(decoder, feeds, True)
+    for f, out in zip(feeds, outs):
+        assert _rel_l2(out, netpass.reference.infer(decoder, f)["logits"]) <= 1e-4
+
+
+def test_plans_and_per_primitive_steps_interleave(decoder, rng):
+    """Seen lengths replay, unseen ones run per primitive, in one request; buffers grow and
+    shrink (reclaim) between them."""
+    cm = compile_program(decoder, "CPU")
+    req = cm.create_infer_request()
+    for f in _ids(rng, [2, 3, 4, 40]):
+        req.infer(f)
+    plans_before = len(cm.step_plans)
+    for f in _ids(rng, [4, 6, 40, 1, 3, 12, 4, 2]):
+        out = req.infer(f)["logits"]
+        assert _rel_l2(out, netpass.reference.infer(decoder, f)["logits"]) <= 1e-4
+    assert len(cm.step_plans) > plans_before
+
+
+def test_entries_classify_kernels_views_and_the_rest(decoder, rng):
+    cm = compile_program(decoder, "CPU")
+    req = cm.create_infer_request()
+    for f in _ids(rng, [2, 3, 4]):
+        req.infer(f)
+    plan = cm.step_plans[req.network.binding_key]
+    kinds = {type(e) for e in plan.entries}
+    assert kinds <= {KernelEntry, ViewEntry, GeneralEntry}
+    by_index = {n.index: n for n in cm.program.nodes}
+    views = [by_index[e.index].kind for e in plan.entries if type(e) is ViewEntry]
+    assert "Reshape" in views
+    kernels = [by_index[e.index].kind for e in plan.entries if type(e) is KernelEntry]
+    assert "MatMul" in kernels
+    launches = req.stats["kernels_enqueued"]
+    req.infer(_ids(rng, [4])[0])  # replayed
+    assert req.stats["kernels_enqueued"] - launches >= plan.n_launches
+
+
+def test_plan_replay_uploads_host_values_its_kernels_read(rng):
+    """A kernel fed by a host-evaluated primitive (Range on the host) reads its value through
+    an upload in the replay too."""
+    x = opset.parameter([1, -1, 4], np.float32, name="x")
+    seq = opset.gather(opset.shape_of(x), np.array([1], np.int64), np.array(0, np.int64))
+    pos = opset.range(np.array(0, np.int64), opset.squeeze(seq, np.array([0], np.int64)),
+                      np.array(1, np.int64), np.float32)
+    y = opset.add(x, opset.unsqueeze(opset.unsqueeze(pos, np.array([0], np.int64)),
+                                     np.array([2], np.int64)))
+    model = Model([opset.result(opset.relu(y), name="y")], [x])
+    cm = compile_program(model, "CPU")
+    req = cm.create_infer_request()
+    feeds = [{"x": rng.standard_normal((1, n, 4)).astype(np.float32)} for n in (2, 3, 5, 7, 5, 7)]
+    for f in feeds:
+        np.testing.assert_allclose(req.infer(f)["y"], netpass.reference.infer(model, f)["y"],
+                                   rtol=1e-6, atol=1e-6)
+
+
+def test_profiling_replay_collects_kernel_times(decoder, rng):
+    cm = compile_program(decoder, "CPU", {"PROFILING": True})
+    req = cm.create_infer_request()
+    feeds = _ids(rng, [2, 3, 4, 4])
+    for f in feeds[:3]:
+        req.infer(f)
+    before = req.get_profiling_info()
+    req.infer(feeds[3])  # replayed
+    after = req.get_profiling_info()
+    assert any(after[k] > before.get(k, 0.0) for k in after)
