@@ -233,36 +233,62 @@ class Impl:
 
 
 class FusedDesc:
-    """An elementwise consumer folded into a producer's kernel: its kind, attributes, which of
-    its inputs is the producer's value, and its other inputs (kernel ``extra`` tensors)."""
+    """An elementwise op folded into a producer's kernel: its kind, attributes, what each of
+    its inputs reads, and its side inputs (kernel ``extra`` tensors).
 
-    __slots__ = ("kind", "attrs", "primary", "others", "out_dtype", "in_dtypes", "node")
+    ``refs`` has one item per input of the op: an int ``s`` reads stage value ``s`` (0 is the
+    producer's own value, ``t + 1`` the value after fused op ``t``), None reads the next of
+    ``others``. A chain reads the previous value; a region such as tanh-GELU reads the
+    producer's value several times."""
 
-    def __init__(self, kind: str, attrs: dict, primary: int, others: list, in_dtypes: list,
+    __slots__ = ("kind", "attrs", "refs", "others", "out_dtype", "in_dtypes", "node")
+
+    def __init__(self, kind: str, attrs: dict, refs: tuple, others: list, in_dtypes: list,
                  out_dtype, node=None) -> None:
-        self.kind, self.attrs, self.primary, self.others = kind, attrs, primary, others
+        self.kind, self.attrs, self.refs, self.others = kind, attrs, tuple(refs), others
         self.in_dtypes, self.out_dtype = in_dtypes, out_dtype
         self.node = node  # the fused ProgramNode (host fallbacks evaluate it)
 
     def key(self) -> tuple:
-        return (self.kind, tuple(sorted((k, str(v)) for k, v in self.attrs.items())), self.primary)
+        return (self.kind, tuple(sorted((k, str(v)) for k, v in self.attrs.items())), self.refs)
+
+    def shifted(self, k: int) -> "FusedDesc":
+        """This op with its stage references moved ``k`` stages on (``k`` ops put before)."""
+        refs = tuple(None if r is None else r + k for r in self.refs)
+        return FusedDesc(self.kind, self.attrs, refs, self.others, self.in_dtypes, self.out_dtype, self.node)
+
+
+def chained(n_inputs: int, primary: int, stage: int) -> tuple:
+    """``refs`` of an op reading stage ``stage`` at input ``primary``, side inputs elsewhere."""
+    return tuple(stage if pos == primary else None for pos in range(n_inputs))
 
 
 def fused_stages(fused: list[FusedDesc], first_extra: int) -> list[Stage]:
-    """Stages applying ``fused`` ops after a value ``x``; their other inputs are numbered from
+    """Stages applying ``fused`` ops after a value ``x``; their side inputs are numbered from
     ``first_extra`` in the kernel's input list."""
     stages, j = [], first_extra
     for f in fused:
         ops = []
-        for pos in range(len(f.in_dtypes)):
-            if pos == f.primary:
-                ops.append(("x", None))
-            else:
+        for r in f.refs:
+            if r is None:
                 ops.append(("in", j))
                 j += 1
+            else:
+                ops.append(("v", r))
         expr = fusable_expr(f.kind, f.attrs, f.in_dtypes, f.out_dtype)
         stages.append(Stage(expr, ops, ctype(f.out_dtype)))
     return stages
+
+
+def evaluate_fused(fused: list[FusedDesc], value, side_value: Callable, evaluate: Callable):
+    """Host evaluation of fused ops after ``value``: ``side_value(src, k)`` gives a side
+    input's array, ``evaluate(node, arrays)`` runs an op's reference."""
+    vals = [value]
+    for f in fused:
+        sides = iter(f.others)
+        ins = [vals[r] if r is not None else side_value(*next(sides)) for r in f.refs]
+        vals.append(evaluate(f.node, ins)[0])
+    return vals[-1]
 
 
 class Params:
@@ -773,11 +799,11 @@ def matmul_impl(p: Params, key) -> Impl | None:
 def _with_bias(p: Params, bias_shape, bias_dtype, activation: str | None = None) -> Params:
     """``p`` with a bias add (reading input 2) and an optional activation ahead of its fused ops."""
     f32 = np.dtype(np.float32)
-    pre = [FusedDesc("Add", {}, 0, [], [f32, bias_dtype], f32)]
+    pre = [FusedDesc("Add", {}, (0, None), [], [f32, bias_dtype], f32)]
     if activation:
-        pre.append(FusedDesc(activation, {}, 0, [], [f32], f32))
+        pre.append(FusedDesc(activation, {}, (1,), [], [f32], f32))
     q = Params(**{k: getattr(p, k) for k in Params.__slots__})
-    q.fused = pre + list(p.fused or [])
+    q.fused = pre + [f.shifted(len(pre)) for f in p.fused or []]
     q.extra_shapes = [tuple(bias_shape)] + list(p.extra_shapes or [])
     q.extra_dtypes = [bias_dtype] + list(p.extra_dtypes or [])
     return q

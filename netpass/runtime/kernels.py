@@ -56,8 +56,9 @@ def header(dtypes) -> str:
 @dataclass
 class Stage:
     """One elementwise op of a kernel: ``expr`` formats with operand strings; ``operands``
-    gives, per operand, ``("x", None)`` for the previous stage's value or ``("in", j)`` for
-    kernel input ``j``; ``ctype`` is the C type of the result."""
+    gives, per operand, ``("x", None)`` for the previous stage's value, ``("v", s)`` for stage
+    ``s``'s value (stage ``s`` assigns ``x<s>``) or ``("in", j)`` for kernel input ``j``;
+    ``ctype`` is the C type of the result."""
 
     expr: str
     operands: list
@@ -117,7 +118,7 @@ def _stage_code(stages: list[Stage], loads: dict[int, str]) -> str:
     code = []
     prev = None
     for i, st in enumerate(stages):
-        ops = [prev if kind == "x" else loads[j] for kind, j in st.operands]
+        ops = [prev if kind == "x" else f"x{j}" if kind == "v" else loads[j] for kind, j in st.operands]
         code.append(f"{st.ctype} x{i} = ({st.ctype})({st.expr.format(*ops)});")
         prev = f"x{i}"
     return "\n  ".join(code)

@@ -789,12 +789,12 @@ class PrimitiveInst:
         by_kind[node.kind] = by_kind.get(node.kind, 0) + 1
         arrays = net.host_values([self.src(j) for j in range(len(node.inputs))])
         outs = infer_host(node, arrays)
-        for f in node.fused:  # the kernel would have applied them
-            ins = [s.value if s.value is not None else
-                   net.host_values([net.resolve(net.insts[s.index], k)])[0] for s, k in f.others]
-            ins.insert(f.primary, outs[0])
-            outs = infer_host(f.node, ins)
-            net.stats["fused"] += 1
+        if node.fused:  # the kernel would have applied them
+            def side(s, k):
+                return s.value if s.value is not None else \
+                    net.host_values([net.resolve(net.insts[s.index], k)])[0]
+            outs = [I.evaluate_fused(node.fused, outs[0], side, infer_host)] + outs[1:]
+            net.stats["fused"] += len(node.fused)
         self._set_host(outs)
         if self.concat_user is not None and net.insts[self.concat_user.index].inplace_now:
             self._refresh_inplace_view()

@@ -40,6 +40,7 @@ SHAPE_OF_KINDS = {"ShapeOf"}
 # Constants larger than this keep a node out of shape_of sub-graphs (it computes data, not shapes).
 SHAPE_OF_CONST_LIMIT = 64
 ALWAYS_OPTIMIZED = {"Reshape", "Squeeze", "Unsqueeze", "Result"}
+FUSED_REGION_LIMIT = 64  # ops a fused region may grow to before it is cut
 
 
 def _np_dtype(op: Any, et: Any) -> np.dtype:
@@ -255,57 +256,94 @@ class Program:
                 n.shape_only = True
                 n.optimized = True
 
-    def _fusable_consumer(self, p: ProgramNode) -> tuple[ProgramNode, int] | None:
-        if p.is_output or p.num_outputs != 1 or len(p.users[0]) != 1 or p.in_shape_of_subgraph:
-            return None
-        u, pos = p.users[0][0]
-        if u.kind not in I.ELTWISE_KINDS and u.kind not in ("PowerIE", "ReLUIE", "Eltwise") \
-                or u.out_dtypes[0] != p.out_dtypes[0]:
-            return None
-        if u.kind == "Convert":
-            return None
+    @staticmethod
+    def _side_input_ok(src: ProgramNode, k: int, p: ProgramNode, out_ps: PartialShape) -> bool:
+        """A tensor an op fused into ``p`` may read besides ``p``'s values: a constant whose
+        dims broadcast into the output (static), or a computed tensor (``_broadcasts_into``)."""
+        if src.kind == "Constant":
+            cs = src.value.shape
+            if len(cs) > len(out_ps):
+                return False
+            return all(d == 1 or (od.is_static and od.min == d)
+                       for d, od in zip(cs[::-1], list(out_ps)[::-1]))
+        return _broadcasts_into(src, k, p, out_ps)
+
+    def _absorbable(self, u: ProgramNode, p: ProgramNode, region: dict) -> bool:
+        """Whether elementwise ``u`` can join ``p``'s fused region: every input is a region
+        value or a side input that broadcasts into ``p``'s output, and it computes in the
+        output's dtype."""
+        if (u.kind not in I.ELTWISE_KINDS and u.kind not in ("PowerIE", "ReLUIE", "Eltwise")) \
+                or u.kind == "Convert" or u.num_outputs != 1 or u.out_dtypes[0] != p.out_dtypes[0] \
+                or u.in_shape_of_subgraph:
+            return False
         out_ps = p.out_pshapes[0]
-        if not out_ps.rank_is_static:
-            return None
-        for j, (src, k) in enumerate(u.inputs):
-            if j == pos:
+        for src, k in u.inputs:
+            if id(src) in region:
                 continue
-            if src.kind == "Constant":
-                cs = src.value.shape
-                if len(cs) > len(out_ps):
-                    return None
-                for d, od in zip(cs[::-1], list(out_ps)[::-1]):
-                    if d != 1 and not (od.is_static and od.min == d):
-                        return None
-            elif not _broadcasts_into(src, k, p, out_ps):
-                return None
+            if not self._side_input_ok(src, k, p, out_ps):
+                return False
         in_dts = [s.out_dtypes[k] for s, k in u.inputs]
-        if I.fusable_expr(u.kind, u.attrs, in_dts, u.out_dtypes[0]) is None:
-            return None
-        return u, pos
+        return I.fusable_expr(u.kind, u.attrs, in_dts, u.out_dtypes[0]) is not None
+
+    def _fused_region(self, p: ProgramNode) -> list[ProgramNode]:
+        """The elementwise ops after ``p`` that its kernel can compute: grown over users in
+        program order while each op's inputs are region values or side inputs, then cut to
+        the longest prefix whose only value used outside is its last (a single-consumer chain,
+        or a region reading ``p``'s value several times, as tanh-GELU does)."""
+        region: dict[int, int] = {id(p): 0}  # node -> position in ``grown``
+        grown = [p]
+        frontier = {id(u): u for u, _ in p.users[0]}
+        while frontier and len(grown) < FUSED_REGION_LIMIT:
+            u = min(frontier.values(), key=lambda n: n.index)
+            del frontier[id(u)]
+            if u.index < p.index or not self._absorbable(u, p, region):
+                continue
+            region[id(u)] = len(grown)
+            grown.append(u)
+            for w, _ in u.users[0]:
+                if id(w) not in region:
+                    frontier[id(w)] = w
+        best = 0
+        inside: set[int] = set()
+        for t, n in enumerate(grown):
+            inside.add(id(n))
+            if t == 0:
+                continue
+            # every value before n used only inside the prefix
+            if all(id(w) in inside for m in grown[:t] for w, _ in m.users[0]) and not \
+                    any(m.is_output for m in grown[:t]):
+                best = t
+        return grown[1:best + 1]
 
     def _fuse_elementwise(self) -> None:
-        """Fold single-consumer elementwise ops into the producing kernel (GEMM/conv epilogue,
-        or a longer elementwise expression). Side inputs are constants, or computed tensors
-        that broadcast into the output (a residual Add, an attention mask)."""
+        """Fold elementwise consumers into the producing kernel (GEMM/conv epilogue, or a
+        longer elementwise expression): single-consumer chains and single-exit regions
+        (``_fused_region``). Side inputs are constants, or computed tensors that broadcast
+        into the output (a residual Add, an attention mask)."""
         for p in self.nodes:
             if p.kind not in I.FUSABLE_PRODUCERS or p.fused_into is not None:
                 continue
+            if p.is_output or p.num_outputs != 1 or p.in_shape_of_subgraph \
+                    or not p.out_pshapes[0].rank_is_static:
+                continue
             if p.kind in I.ELTWISE_KINDS and any(np.dtype(d) == np.float16 for d in p.out_dtypes):
                 continue
-            tail = p
-            while True:
-                found = self._fusable_consumer(tail)
-                if found is None:
-                    break
-                u, pos = found
+            region = self._fused_region(p)
+            stage = {id(p): 0}
+            for t, u in enumerate(region):
+                refs, others = [], []
+                for src, k in u.inputs:
+                    if id(src) in stage:
+                        refs.append(stage[id(src)])
+                    else:
+                        refs.append(None)
+                        others.append((src, k))
                 in_dts = [s.out_dtypes[k] for s, k in u.inputs]
-                others = [(s, k) for j, (s, k) in enumerate(u.inputs) if j != pos]
-                p.fused.append(I.FusedDesc(u.kind, u.attrs, pos, others, in_dts, u.out_dtypes[0], u))
+                p.fused.append(I.FusedDesc(u.kind, u.attrs, refs, others, in_dts, u.out_dtypes[0], u))
                 p.fused_inputs.extend(others)
                 u.fused_into = p
                 u.optimized = True
-                tail = u
+                stage[id(u)] = t + 1
 
     def _fold_input_permutes(self) -> None:
         """A Transpose by a constant order whose only user is a MatMul becomes a strided view
