@@ -123,7 +123,8 @@ class PrimitiveInst:
         self.rec_impl: I.Impl | None = None
         self.rec_kernels: list | None = None
         self.desc_key = (node.kind, repr(sorted(node.attrs.items(), key=lambda kv: kv[0])),
-                         tuple(f.key() for f in node.fused), tuple(sorted(node.permuted_inputs.items())))
+                         tuple(f.key() for f in node.fused), tuple(sorted(node.permuted_inputs.items())),
+                         node.subgraph.key() if node.subgraph is not None else None)
         if node.kind == "Constant":
             self.out_shapes = [tuple(node.value.shape)]
             self.host[0] = node.value

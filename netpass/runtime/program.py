@@ -21,6 +21,7 @@ from ..core.dimension import Dimension, Symbol
 from ..core.shape import PartialShape
 from ..errors import NetpassError, UnsupportedTypeError
 from . import impls as I
+from .attention import KIND as ATTENTION, fuse_attention
 from .symbolic import SymbolicShapes
 
 # Inputs whose values decide the output shape (the reference's get_shape_infer_dependencies).
@@ -78,21 +79,28 @@ def _with_input_symbols(model: Any) -> Any:
     return clone
 
 
-def _broadcasts_into(src: "ProgramNode", k: int, p: "ProgramNode", out_ps: PartialShape) -> bool:
-    """Whether a computed tensor can be a side input of ``p``'s fused epilogue: produced
-    before ``p``, and each of its dims 1 or provably equal to the output's (static, or the
-    same symbol), so that reading it never changes the output shape."""
-    if src.index > p.index:
+def dims_fit(dims: Sequence[Any], out_ps: PartialShape) -> bool:
+    """Whether a tensor of ``dims`` (ints or Dimensions) broadcasts into ``out_ps`` without
+    changing it: each dim 1 or provably equal to the output's (static, or the same symbol)."""
+    if not out_ps.rank_is_static or len(dims) > len(out_ps):
         return False
-    ps = src.out_pshapes[k]
-    if not ps.rank_is_static or len(ps) > len(out_ps):
-        return False
-    for d, od in zip(list(ps)[::-1], list(out_ps)[::-1]):
+    for d, od in zip(list(dims)[::-1], list(out_ps)[::-1]):
+        if isinstance(d, (int, np.integer)):
+            if d == 1 or od.min == od.max == d:
+                continue
+            return False
         if d.min == d.max == 1 or d.min == d.max == od.min == od.max:
             continue
         if d.symbol is None or d.symbol is not od.symbol:
             return False
     return True
+
+
+def _broadcasts_into(src: "ProgramNode", k: int, p: "ProgramNode", out_ps: PartialShape) -> bool:
+    """Whether a computed tensor can be a side input of ``p``'s fused epilogue: produced
+    before ``p``, and broadcasting into its output (``dims_fit``)."""
+    ps = src.out_pshapes[k]
+    return src.index < p.index and ps.rank_is_static and dims_fit(list(ps), out_ps)
 
 
 class ProgramNode:
@@ -142,6 +150,9 @@ class ProgramNode:
         self.sym_out: list | None = None  # set by SymbolicShapes
         self.sym_deps: dict = {}
         self.sym_records: dict = {}  # (binding, input shapes) -> (shapes, values, impl, kernels)
+        # a node standing for a fused sub-graph (attention.AttentionDesc): its shape rule and
+        # host reference
+        self.subgraph: Any = None
 
     @property
     def num_outputs(self) -> int:
@@ -170,7 +181,7 @@ class Program:
     """Primitives plus compile-time decisions; shared by every infer request of a model."""
 
     def __init__(self, nodes: Iterable[ProgramNode], fuse: bool = True) -> None:
-        self.nodes = list(nodes)
+        self.nodes = fuse_attention(list(nodes)) if fuse else list(nodes)
         for i, n in enumerate(self.nodes):
             n.index = i
         self.inputs = [n for n in self.nodes if n.kind == "Parameter"]
@@ -259,13 +270,9 @@ class Program:
     @staticmethod
     def _side_input_ok(src: ProgramNode, k: int, p: ProgramNode, out_ps: PartialShape) -> bool:
         """A tensor an op fused into ``p`` may read besides ``p``'s values: a constant whose
-        dims broadcast into the output (static), or a computed tensor (``_broadcasts_into``)."""
+        dims broadcast into the output, or a computed tensor (``_broadcasts_into``)."""
         if src.kind == "Constant":
-            cs = src.value.shape
-            if len(cs) > len(out_ps):
-                return False
-            return all(d == 1 or (od.is_static and od.min == d)
-                       for d, od in zip(cs[::-1], list(out_ps)[::-1]))
+            return dims_fit([int(d) for d in src.value.shape], out_ps)
         return _broadcasts_into(src, k, p, out_ps)
 
     def _absorbable(self, u: ProgramNode, p: ProgramNode, region: dict) -> bool:
@@ -346,13 +353,13 @@ class Program:
                 stage[id(u)] = t + 1
 
     def _fold_input_permutes(self) -> None:
-        """A Transpose by a constant order whose only user is a MatMul becomes a strided view
-        the GEMM reads through (the per-head ``q``/``k``/``v`` layouts of attention): no
-        kernel, no buffer (OpenVINO's gemm input transpose orders)."""
+        """A Transpose by a constant order whose only user is a MatMul (or a fused attention's
+        q, k or v) becomes a strided view the kernel reads through (the per-head layouts of
+        attention): no kernel, no buffer (OpenVINO's gemm input transpose orders)."""
         for m in self.nodes:
-            if m.kind != "MatMul" or m.fused_into is not None:
+            if m.kind not in ("MatMul", ATTENTION) or m.fused_into is not None:
                 continue
-            for j in range(2):
+            for j in range(2 if m.kind == "MatMul" else 3):
                 t, k = m.inputs[j]
                 if t.kind != "Transpose" or t.is_output or t.fused or len(t.users[0]) != 1 \
                         or t.inputs[1][0].kind != "Constant" or t.in_shape_of_subgraph \

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..core.node import OP_TYPES
 from ..core.types import Type
-from ..errors import ShapeInferenceError
+from ..errors import ShapeInferenceError  # noqa: F401  (also raised by attention.AttentionDesc)
 from . import impls as I
 
 _SAME = {"Softmax", "LogSoftmax", "MVN", "Convert", "Result", "CumSum", "NormalizeL2"} | (
@@ -146,6 +146,8 @@ class ShapeInfer:
 
     def __call__(self, shapes: list[tuple], values: dict[int, np.ndarray]) -> list[tuple]:
         p = self.pnode
+        if p.subgraph is not None:
+            return p.subgraph.infer_shapes(shapes)
         fast = _fast(p.kind, p.attrs, shapes, values)
         if fast is not None:
             return fast
@@ -197,6 +199,8 @@ def op_class(pnode: Any) -> type | None:
 
 def infer_host(pnode: Any, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Run a node's numpy reference (shape_of sub-graphs, host fallbacks)."""
+    if getattr(pnode, "subgraph", None) is not None:
+        return pnode.subgraph.evaluate(arrays)
     op = pnode.op
     if op is None:
         from ..ops.io import Constant, Parameter

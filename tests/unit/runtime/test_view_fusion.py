@@ -17,28 +17,40 @@ def _i64(v):
     return np.array(v, dtype=np.int64)
 
 
-def _attention(dtype=np.float32):
-    """q, k, v [b, s, 2, 8] -> per-head layouts by Transposes -> softmax(q k^T) v."""
+def _attention(dtype=np.float32, probs_out: bool = False):
+    """q, k, v [b, s, 2, 8] -> per-head layouts by Transposes -> softmax(q k^T) v; with
+    ``probs_out`` the probabilities are an output too (no fused attention then)."""
     q, k, v = (opset.parameter(["b", "s", 2, 8], dtype, name=n) for n in "qkv")
     qh = opset.transpose(q, _i64([0, 2, 1, 3]))
     kt = opset.transpose(k, _i64([0, 2, 3, 1]))
     vh = opset.transpose(v, _i64([0, 2, 1, 3]))
     att = opset.softmax(opset.matmul(qh, kt, False, False), -1)
-    return Model([opset.result(opset.matmul(att, vh, False, False), name="y")], [q, k, v])
+    results = [opset.result(opset.matmul(att, vh, False, False), name="y")]
+    if probs_out:
+        results.append(opset.result(att, name="p"))
+    return Model(results, [q, k, v])
 
 
 def test_transposes_into_matmul_become_views():
-    prog = Program.from_model(_attention())
+    prog = Program.from_model(_attention(probs_out=True))
     views = [n for n in prog.nodes if n.kind == "Transpose"]
     assert all(n.permute_view is not None and n.optimized for n in views)
     mm = [n for n in prog.nodes if n.kind == "MatMul"]
     assert mm[0].permuted_inputs == {0: (0, 2, 1, 3), 1: (0, 2, 3, 1)}
 
 
-def test_permuted_views_compute_the_same(run_shapes, rng):
+def test_transposes_into_fused_attention_become_views():
+    prog = Program.from_model(_attention())
+    att = next(n for n in prog.nodes if n.kind == "FusedAttention")
+    assert att.permuted_inputs == {0: (0, 2, 1, 3), 1: (0, 2, 3, 1), 2: (0, 2, 1, 3)}
+
+
+@pytest.mark.parametrize("probs_out", [False, True])
+def test_permuted_views_compute_the_same(run_shapes, rng, probs_out):
     feeds = [{n: _f(rng, b, s, 2, 8) for n in "qkv"} for b, s in ((1, 3), (2, 5), (1, 1))]
-    req = run_shapes(_attention(), feeds)
-    assert req.stats["kernels_enqueued"] == 3 * 3  # two GEMMs and the softmax per infer
+    req = run_shapes(_attention(probs_out=probs_out), feeds)
+    # two GEMMs and the softmax per infer, or the fused attention
+    assert req.stats["kernels_enqueued"] == 3 * (3 if probs_out else 1)
 
 
 def test_permuted_view_read_back_by_a_host_fallback(run_shapes, rng):

@@ -1,0 +1,331 @@
+"""Fused attention: ``MatMul -> elementwise score ops -> Softmax -> MatMul [-> Transpose]`` as
+one program node (kind ``FusedAttention``) and one kernel launch.
+
+Every exported transformer computes attention as such a chain: ``q @ k^T``, a scale (Multiply
+or Divide), a mask (an Add of a sliced constant, or a Where on a boolean), a softmax over the
+keys, ``@ v``, and often a Transpose that brings the heads back next to the features. Run as
+separate primitives that is five or six launches per layer and an ``[.., M, N]`` score tensor
+written and read back, whose size grows with the square of a decoder's sequence. OpenVINO's
+GPU plugin fuses it into its own SDPA primitive; :func:`fuse_attention` does the same at
+program build time, on the program's nodes, for any score chain whose side inputs broadcast
+into the scores.
+
+The kernel (:func:`netpass.runtime.kernels.attention`) gives each work-group one query row of
+one batch: the row's scores for a block of keys at a time (one key per work-item, the score
+ops applied with their side inputs read through strides), a running maximum and sum (online
+softmax), and the value rows accumulated per output column. q, k and v are read through
+strides (permuted views of the heads need no copy), and the output is written in the layout
+of the Transpose it absorbed.
+
+The node keeps the absorbed nodes: shape inference and the host reference run them in turn
+(:class:`AttentionDesc`).
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import impls as I
+from . import kernels as K
+
+KIND = "FusedAttention"
+MAX_HEAD = 1024  # largest contraction (q·k) and value width the kernel keeps per work-group
+F32 = np.dtype(np.float32)
+
+
+class AttentionDesc:
+    """What a FusedAttention node computes: scores = m1(q, k), the score ops ``chain`` (stage
+    0 is the raw score; side inputs are the node's inputs from 3 on, in ``chain`` order), a
+    softmax over the last axis (NaN probabilities read as 0 with ``nan_guard``), m2(probabilities,
+    v), then ``out_perm`` when a Transpose was absorbed."""
+
+    def __init__(self, m1, chain_nodes: list, softmax, m2, transpose, chain: list[I.FusedDesc],
+                 out_perm: tuple | None, nan_guard: tuple | None = None) -> None:
+        self.m1, self.chain_nodes, self.softmax, self.m2, self.transpose = m1, chain_nodes, softmax, m2, transpose
+        self.chain = chain
+        self.out_perm = out_perm
+        self.nan_guard = nan_guard  # (IsNaN, Select): NaN probabilities read as 0
+        self.ta = bool(m1.attrs.get("transpose_a"))
+        self.tb = bool(m1.attrs.get("transpose_b"))
+        self.tv = bool(m2.attrs.get("transpose_b"))
+
+    def key(self) -> tuple:
+        return (self.ta, self.tb, self.tv, tuple(f.key() for f in self.chain), self.out_perm,
+                self.nan_guard is not None)
+
+    def scores_shape(self, shapes: Sequence[tuple]) -> tuple | None:
+        """The score ops' output shape (their side inputs may broadcast the scores)."""
+        from .shape_infer import _fast
+        cur = _fast("MatMul", self.m1.attrs, [shapes[0], shapes[1]], {})
+        sides = iter(shapes[3:])
+        for f in self.chain:
+            if cur is None:
+                return None
+            vals = [cur[0]]
+            cur = _fast(f.kind, f.attrs, [vals[0] if r is not None else next(sides) for r in f.refs], {})
+        return cur[0] if cur is not None else None
+
+    def infer_shapes(self, shapes: Sequence[tuple]) -> list[tuple]:
+        from .shape_infer import ShapeInferenceError, _fast
+        scores = self.scores_shape(shapes)
+        out = _fast("MatMul", self.m2.attrs, [scores, shapes[2]], {}) if scores is not None else None
+        if out is None:
+            raise ShapeInferenceError(f"{KIND} '{self.m2.id}': q, k, v and score input shapes "
+                                      f"{[list(s) for s in shapes]} do not fit")
+        o = out[0]
+        return [tuple(o[i] for i in self.out_perm) if self.out_perm is not None else o]
+
+    def evaluate(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """The absorbed nodes' own references, in turn (host fallback, REFERENCE device)."""
+        from .shape_infer import infer_host
+        scores = infer_host(self.m1, list(arrays[:2]))[0]
+        sides = iter(arrays[3:])
+        scores = I.evaluate_fused(self.chain, scores, lambda *_: next(sides), infer_host)
+        probs = infer_host(self.softmax, [scores])[0]
+        if self.nan_guard is not None:
+            isn, sel = self.nan_guard
+            probs = infer_host(sel, [infer_host(isn, [probs])[0], sel.inputs[1][0].value, probs])[0]
+        out = infer_host(self.m2, [probs, arrays[2]])[0]
+        return [np.transpose(out, self.out_perm) if self.out_perm is not None else out]
+
+
+# -- program pass ----------------------------------------------------------------------------------
+def _static_dim(ps, i: int) -> int | None:
+    if not ps.rank_is_static or len(ps) < 2:
+        return None
+    d = ps[i]
+    return d.min if d.min == d.max else None
+
+
+def _side_ok(src, k: int, scores_ps) -> bool:
+    """A score op's side input must have at most the scores' rank. Whether it broadcasts into
+    the scores without enlarging their last two dims is checked per shape: the kernel takes
+    the shapes where it does, the host reference the others (``attention_impl``)."""
+    ps = src.out_pshapes[k]
+    return ps.rank_is_static and len(ps) <= len(scores_ps)
+
+
+def _score_source(src, users: dict, depth: int = 0):
+    """The MatMul whose scores ``src`` carries, following single-user score ops back, else
+    None."""
+    if src.kind == "Constant" or src.num_outputs != 1 or len(users.get(id(src), ())) != 1 \
+            or src.out_dtypes[0] != F32 or depth > 16:
+        return None
+    if src.kind == "MatMul":
+        return src
+    if src.kind not in I.ELTWISE_KINDS or src.kind == "Convert" or src.is_output:
+        return None
+    for s, _ in src.inputs:
+        found = _score_source(s, users, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+def _chain_input(node, users: dict) -> int | None:
+    """The input of a score op that carries the scores (leads back to their MatMul through
+    single-user score ops; a mask computed by elementwise ops does not)."""
+    for j, (src, _) in enumerate(node.inputs):
+        if _score_source(src, users) is not None:
+            return j
+    return None
+
+
+def _match(sm, users: dict):
+    """(m1, chain nodes, m2, transpose or None) when ``sm`` closes an attention, else None."""
+    if sm.kind != "Softmax" or sm.num_outputs != 1 or sm.out_dtypes[0] != F32 or sm.is_output:
+        return None
+    ps = sm.out_pshapes[0]
+    if not ps.rank_is_static or len(ps) < 2 or int(sm.attrs.get("axis", 1)) % len(ps) != len(ps) - 1:
+        return None
+    su = users.get(id(sm), [])
+    guard = _nan_guard(sm, su, users)
+    if guard is not None:
+        su = users.get(id(guard[1]), [])
+    if len(su) != 1:
+        return None
+    m2, j = su[0]
+    if m2.kind != "MatMul" or j != 0 or m2.attrs.get("transpose_a") or m2.out_dtypes[0] != F32:
+        return None
+    chain = []
+    cur = sm.inputs[0][0]
+    while cur.kind != "MatMul":
+        if cur.kind not in I.ELTWISE_KINDS or cur.kind == "Convert" or cur.num_outputs != 1 \
+                or cur.is_output or cur.out_dtypes[0] != F32 or len(chain) > 16:
+            return None
+        j = _chain_input(cur, users)
+        if j is None:
+            return None
+        chain.insert(0, (cur, j))
+        cur = cur.inputs[j][0]
+    m1 = cur
+    if m1.is_output or len(users.get(id(m1), ())) != 1 or m1.out_dtypes[0] != F32 \
+            or any(s.out_dtypes[k] != F32 for s, k in m1.inputs + m2.inputs[1:]):
+        return None
+    scores_ps = m1.out_pshapes[0]
+    if not scores_ps.rank_is_static or len(scores_ps) < 2:
+        return None
+    for node, j in chain:
+        in_dts = [s.out_dtypes[k] for s, k in node.inputs]
+        if I.fusable_expr(node.kind, node.attrs, in_dts, node.out_dtypes[0]) is None:
+            return None
+        if any(not _side_ok(s, k, scores_ps) for i, (s, k) in enumerate(node.inputs) if i != j):
+            return None
+    q_ps = m1.inputs[0][0].out_pshapes[m1.inputs[0][1]]
+    v_ps = m2.inputs[1][0].out_pshapes[m2.inputs[1][1]]
+    head = _static_dim(q_ps, -2 if m1.attrs.get("transpose_a") else -1)
+    width = _static_dim(v_ps, -2 if m2.attrs.get("transpose_b") else -1)
+    if head is None or width is None or head > MAX_HEAD or width > MAX_HEAD:
+        return None
+    t = None
+    mu = users.get(id(m2), [])
+    if not m2.is_output and len(mu) == 1 and mu[0][0].kind == "Transpose" \
+            and mu[0][0].inputs[1][0].kind == "Constant" and mu[0][0].out_dtypes[0] == F32:
+        t = mu[0][0]
+    return m1, chain, m2, t, guard
+
+
+def _nan_guard(sm, su: list, users: dict):
+    """(IsNaN, Select) when the probabilities go through ``Where(IsNaN(p), 0, p)`` (torch's
+    scaled_dot_product_attention export: a fully masked row gives zeros, not NaN), else None."""
+    if len(su) != 2:
+        return None
+    isn = next((u for u, _ in su if u.kind == "IsNaN"), None)
+    sel = next((u for u, _ in su if u.kind == "Select"), None)
+    if isn is None or sel is None or len(users.get(id(isn), ())) != 1 or isn.is_output or sel.is_output:
+        return None
+    (c, _), (zero, _), (p, _) = sel.inputs
+    if c is not isn or p is not sm or zero.kind != "Constant" or np.any(np.asarray(zero.value) != 0) \
+            or zero.value.size != 1:
+        return None
+    return isn, sel
+
+
+def fuse_attention(nodes: list) -> list:
+    """``nodes`` (topological) with every attention chain replaced by one FusedAttention node
+    at the position of its last absorbed node; users of that node read the new one."""
+    from .program import ProgramNode
+    users: dict[int, list] = {}
+    for n in nodes:
+        for j, (src, _) in enumerate(n.inputs):
+            users.setdefault(id(src), []).append((n, j))
+    replace: dict[int, Any] = {}   # id(absorbed last node) -> new node
+    dropped: set[int] = set()
+    for sm in nodes:
+        if id(sm) in dropped:
+            continue
+        found = _match(sm, users)
+        if found is None:
+            continue
+        m1, chain, m2, t, guard = found
+        descs, sides = [], []
+        for stage, (node, j) in enumerate(chain):
+            others = [(s, k) for i, (s, k) in enumerate(node.inputs) if i != j]
+            descs.append(I.FusedDesc(node.kind, node.attrs, I.chained(len(node.inputs), j, stage),
+                                     others, [s.out_dtypes[k] for s, k in node.inputs],
+                                     node.out_dtypes[0], node))
+            sides += others
+        perm = None
+        if t is not None:
+            perm = tuple(int(x) for x in np.asarray(t.inputs[1][0].value).reshape(-1))
+            rank = len(m2.out_pshapes[0]) if m2.out_pshapes[0].rank_is_static else -1
+            if sorted(perm) != list(range(rank)):
+                t, perm = None, None
+        last = t if t is not None else m2
+        node = ProgramNode(last.id, KIND, {}, [m1.inputs[0], m1.inputs[1], m2.inputs[1]] + sides,
+                           out_dtypes=last.out_dtypes, out_pshapes=last.out_pshapes, name=last.name)
+        node.subgraph = AttentionDesc(m1, [c for c, _ in chain], sm, m2, t, descs, perm, guard)
+        replace[id(last)] = node
+        dropped.update(id(n) for n in [m1, sm, m2] + [c for c, _ in chain] + list(guard or ())
+                       + ([t] if t is not None else []))
+    if not replace:
+        return nodes
+    out = []
+    for n in nodes:
+        new = replace.get(id(n))
+        if new is not None:
+            out.append(new)
+        elif id(n) not in dropped:
+            out.append(n)
+    for n in out:
+        n.inputs = [(replace.get(id(s), s), k) for s, k in n.inputs]
+    return out
+
+
+# -- implementation ----------------------------------------------------------------------------------
+def _operand(shape: Sequence[int], strides: Sequence[int] | None, swap: bool) -> tuple[list, list, int, int]:
+    """(batch dims, batch strides, row stride, column stride) of a matrix operand, its last two
+    dims swapped when ``swap``."""
+    st = list(strides) if strides is not None else I.contiguous_strides(shape)
+    rs, cs = st[-2], st[-1]
+    if swap:
+        rs, cs = cs, rs
+    return list(shape[:-2]), st[:-2], rs, cs
+
+
+def _view_strides(shape: Sequence[int], strides: Sequence[int] | None, out_shape: Sequence[int]) -> list[int]:
+    """Strides reading a tensor (``strides`` None: contiguous) broadcast over ``out_shape``."""
+    st = list(strides) if strides is not None else I.contiguous_strides(shape)
+    pad = len(out_shape) - len(shape)
+    return [0] * pad + [0 if d == 1 else s for d, s in zip(shape, st)]
+
+
+def attention_impl(p: I.Params, key) -> I.Impl | None:
+    desc: AttentionDesc = p.node.subgraph
+    if any(np.dtype(d) != F32 for d in p.in_dtypes[:3] + p.out_dtypes):
+        return None
+    shapes, strides = p.in_shapes, p.in_strides or [None] * len(p.in_shapes)
+    qb, qbs, sqm, sqd = _operand(shapes[0], strides[0], desc.ta)
+    kb, kbs, skd, skn = _operand(shapes[1], strides[1], desc.tb)  # k as [d, n]
+    vb, vbs, svn, svj = _operand(shapes[2], strides[2], desc.tv)
+    M, D = (shapes[0][-1], shapes[0][-2]) if desc.ta else (shapes[0][-2], shapes[0][-1])
+    N = shapes[1][-2] if desc.tb else shapes[1][-1]
+    DV = shapes[2][-2] if desc.tv else shapes[2][-1]
+    if D > MAX_HEAD or DV > MAX_HEAD:
+        return None
+    scores = desc.scores_shape(shapes)
+    if scores is None or tuple(scores[-2:]) != (M, N):
+        return None  # a score op broadcasts the rows or keys: the host runs it
+    batch = list(np.broadcast_shapes(tuple(qb), tuple(kb), tuple(vb), tuple(scores[:-2])))
+    scores_shape = tuple(batch) + (M, N)
+    logical = tuple(batch) + (M, DV)
+    out_cs = I.contiguous_strides(p.out_shapes[0])
+    if desc.out_perm is not None:
+        inv = [0] * len(desc.out_perm)
+        for d, e in enumerate(desc.out_perm):
+            inv[e] = d
+        ost = [out_cs[inv[e]] for e in range(len(logical))]
+    else:
+        ost = out_cs
+    rank = len(batch)
+    bstr = [_view_strides(b, s, batch) if b else [0] * rank for b, s in ((qb, qbs), (kb, kbs), (vb, vbs))]
+    dims, (q_s, k_s, v_s, o_s) = I.collapse(batch, bstr + [list(ost[:rank])])
+    if len(dims) > 2:
+        return None
+    while len(dims) < 2:
+        dims, q_s, k_s, v_s, o_s = [1] + dims, [0] + q_s, [0] + k_s, [0] + v_s, [0] + o_s
+    nb = dims[0] * dims[1]
+    n_sides = len(shapes) - 3
+    side_strides = [_view_strides(shapes[3 + j], strides[3 + j], scores_shape) for j in range(n_sides)]
+    edims, est = I.collapse(list(scores_shape), side_strides) if n_sides else ([], [])
+    stages = p.cached(("attention_stages",), lambda: I.fused_stages(desc.chain, 0))
+    jt = I._cdiv(DV, K.LS)
+    dmax = max(K.LS, 1 << max(D - 1, 0).bit_length())
+    guard = desc.nan_guard is not None
+    src = p.cached(("attention", len(edims), jt, dmax, guard),
+                   lambda: K.attention(stages, [p.in_dtypes[3 + j] for j in range(n_sides)], len(edims),
+                                       jt, dmax, guard))
+    spec = [("i", 0), ("i", 1), ("i", 2), ("o", 0), M, N, D, DV, dims[1],
+            q_s[0], q_s[1], sqm, sqd, k_s[0], k_s[1], skn, skd, v_s[0], v_s[1], svn, svj,
+            o_s[0], o_s[1], ost[-2], ost[-1]]
+    spec += [("i", 3 + j) for j in range(n_sides)]
+    if n_sides:
+        spec += list(edims) + [x for s in est for x in s]
+    if M == 0 or nb == 0:
+        return I.Impl(key, [])
+    return I.Impl(key, [I.Launch(src, (K.LS, M, nb), (K.LS, 1, 1), spec)])
+
+
+I.FACTORIES[KIND] = attention_impl
+I.HAS_KERNEL.add(KIND)

@@ -1,0 +1,171 @@
+"""Fused attention (netpass.runtime.attention): which chains are fused, and that the kernel
+computes what the unfused ops compute, on random data over changing shapes."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import netpass
+from netpass import Model, opset
+from netpass.runtime import Program, compile_program
+
+
+def _f(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _i64(v):
+    return np.array(v, dtype=np.int64)
+
+
+def _heads(x, h, d, order=(0, 2, 1, 3)):
+    """[b, s, h*d] -> [b, h, s, d] (or another order) as exports write it."""
+    return opset.transpose(opset.reshape(x, _i64([0, 0, h, d]), True), _i64(list(order)))
+
+
+def _rel_l2(a, b) -> float:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-12))
+
+
+def _check(model, feeds_list, n_attention=1, fallbacks=0):
+    prog = Program.from_model(model)
+    assert sum(n.kind == "FusedAttention" for n in prog.nodes) == n_attention
+    req = compile_program(model, "CPU").create_infer_request()
+    for feeds in feeds_list:
+        out = req.infer(feeds)
+        ref = netpass.reference.infer(model, feeds)
+        for k, r in ref.items():
+            assert out[k].shape == r.shape
+            assert _rel_l2(out[k], r) <= 1e-5, (k, {n: a.shape for n, a in feeds.items()})
+    assert req.stats["host_fallbacks"] == fallbacks
+    return req
+
+
+def _decoder_attention(h=2, d=8, max_seq=96):
+    """GPT-style: x [1, s, h*d] -> q, k, v by one projection and a split, q k^T * scale +
+    causal mask sliced from a constant, softmax, @ v, heads transposed back and merged."""
+    rng = np.random.default_rng(3)
+    x = opset.parameter([1, -1, h * d], np.float32, name="x")
+    qkv = opset.matmul(x, _f(rng, h * d, 3 * h * d), False, False)
+    q, k, v = opset.split(qkv, _i64(-1), 3).outputs()
+    scores = opset.multiply(opset.matmul(_heads(q, h, d), _heads(k, h, d, (0, 2, 3, 1)), False, False),
+                            np.float32(d ** -0.5))
+    seq = opset.gather(opset.shape_of(x), _i64([1]), _i64(0))
+    tri = np.triu(np.full((max_seq, max_seq), -1e9, np.float32), 1)
+    mask = opset.slice(tri, _i64([0, 0]), opset.concat([seq, seq], 0), _i64([1, 1]), _i64([0, 1]))
+    att = opset.matmul(opset.softmax(opset.add(scores, mask), -1), _heads(v, h, d), False, False)
+    y = opset.reshape(opset.transpose(att, _i64([0, 2, 1, 3])), _i64([0, 0, -1]), True)
+    return Model([opset.result(y, name="y")], [x])
+
+
+def test_decoder_attention_with_sliced_mask_and_transposed_output(rng):
+    model = _decoder_attention()
+    prog = Program.from_model(model)
+    att = next(n for n in prog.nodes if n.kind == "FusedAttention")
+    assert att.subgraph.out_perm == (0, 2, 1, 3)
+    assert [f.kind for f in att.subgraph.chain] == ["Multiply", "Add"]
+    assert [n.kind for n in prog.nodes if n.kind in ("Softmax", "MatMul")] == ["MatMul"]  # the projection
+    # more than one block of 64 keys
+    _check(model, [{"x": _f(rng, 1, s, 16)} for s in (5, 70, 1, 96, 70)])
+
+
+def test_bert_style_scale_division_and_padding_mask(rng):
+    """(q k^T) / sqrt(d) + mask[b, 1, 1, s] (a computed input), heads from separate inputs."""
+    b_, h, d = 2, 3, 12
+    q, k, v = (opset.parameter([b_, h, -1, d], np.float32, name=n) for n in "qkv")
+    mask = opset.parameter([b_, 1, 1, -1], np.float32, name="mask")
+    scores = opset.add(opset.divide(opset.matmul(q, k, False, True), np.float32(np.sqrt(d))), mask)
+    y = opset.matmul(opset.softmax(scores, -1), v, False, False)
+    model = Model([opset.result(y, name="y")], [q, k, v, mask])
+
+    def feeds(s):
+        m = np.where(rng.random((b_, 1, 1, s)) < 0.3, -10000.0, 0.0).astype(np.float32)
+        return {"q": _f(rng, b_, h, s, d), "k": _f(rng, b_, h, s, d), "v": _f(rng, b_, h, s, d), "mask": m}
+    _check(model, [feeds(s) for s in (7, 130, 3)])
+
+
+def test_where_causal_mask_and_wide_values(rng):
+    """HF GPT-2 style Where(bool mask, scores, min) and a value width over 64 columns, a
+    head dim that is no power of two."""
+    h, d, dv = 2, 48, 80
+    q = opset.parameter([1, h, -1, d], np.float32, name="q")
+    k = opset.parameter([1, h, -1, d], np.float32, name="k")
+    v = opset.parameter([1, h, -1, dv], np.float32, name="v")
+    causal = opset.parameter([1, 1, -1, -1], np.bool_, name="causal")
+    scores = opset.select(causal, opset.matmul(q, k, False, True), np.float32(-3.4e38))
+    model = Model([opset.result(opset.matmul(opset.softmax(scores, -1), v, False, False), name="y")],
+                  [q, k, v, causal])
+
+    def feeds(s):
+        return {"q": _f(rng, 1, h, s, d), "k": _f(rng, 1, h, s, d), "v": _f(rng, 1, h, s, dv),
+                "causal": np.tril(np.ones((s, s), bool))[None, None]}
+    _check(model, [feeds(s) for s in (4, 66, 1)])
+
+
+def test_one_query_against_a_long_past(rng):
+    """Decoding with past keys: M = 1 query row, N = past + 1 keys over several blocks."""
+    h, d = 4, 16
+    q = opset.parameter([1, h, 1, d], np.float32, name="q")
+    k = opset.parameter([1, h, -1, d], np.float32, name="k")
+    v = opset.parameter([1, h, -1, d], np.float32, name="v")
+    y = opset.matmul(opset.softmax(opset.multiply(opset.matmul(q, k, False, True), np.float32(0.25)), -1),
+                     v, False, False)
+    model = Model([opset.result(y, name="y")], [q, k, v])
+    _check(model, [{"q": _f(rng, 1, h, 1, d), "k": _f(rng, 1, h, n, d), "v": _f(rng, 1, h, n, d)}
+                   for n in (1, 63, 64, 65, 200)])
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered")  # the reference's -inf - -inf
+def test_nan_guard_gives_zeros_for_fully_masked_rows(rng):
+    """torch's scaled_dot_product_attention export: Where(IsNaN(p), 0, p) after the softmax."""
+    q, k, v = (opset.parameter([1, 2, -1, 8], np.float32, name=n) for n in "qkv")
+    mask = opset.parameter([1, 1, -1, -1], np.float32, name="mask")
+    p = opset.softmax(opset.add(opset.matmul(q, k, False, True), mask), -1)
+    p = opset.select(opset.is_nan(p), np.float32(0.0), p)
+    model = Model([opset.result(opset.matmul(p, v, False, False), name="y")], [q, k, v, mask])
+    s = 6
+    m = np.zeros((1, 1, s, s), np.float32)
+    m[0, 0, 2, :] = -np.inf  # row 2 sees no key
+    m[0, 0, 4, :3] = -np.inf
+    feeds = {"q": _f(rng, 1, 2, s, 8), "k": _f(rng, 1, 2, s, 8), "v": _f(rng, 1, 2, s, 8), "mask": m}
+    req = _check(model, [feeds])
+    out = req.infer(feeds)["y"]
+    assert np.all(out[0, :, 2] == 0) and np.all(np.isfinite(out))
+
+
+def test_score_op_that_broadcasts_rows_runs_on_the_host(rng):
+    """A side input with more query rows than q: the scores grow, the kernel does not apply
+    (the host reference runs the node)."""
+    q = opset.parameter([1, 2, 1, 8], np.float32, name="q")
+    k, v = (opset.parameter([1, 2, -1, 8], np.float32, name=n) for n in "kv")
+    bias = opset.parameter([1, 1, 3, -1], np.float32, name="bias")
+    y = opset.matmul(opset.softmax(opset.add(opset.matmul(q, k, False, True), bias), -1), v, False, False)
+    model = Model([opset.result(y, name="y")], [q, k, v, bias])
+    feeds = {"q": _f(rng, 1, 2, 1, 8), "k": _f(rng, 1, 2, 5, 8), "v": _f(rng, 1, 2, 5, 8),
+             "bias": _f(rng, 1, 1, 3, 5)}
+    _check(model, [feeds], fallbacks=1)
+
+
+@pytest.mark.parametrize("where", ["probs", "scores"])
+def test_values_used_elsewhere_are_not_fused(where):
+    q, k, v = (opset.parameter([1, 2, 4, 8], np.float32, name=n) for n in "qkv")
+    scores = opset.matmul(q, k, False, True)
+    p = opset.softmax(scores, -1)
+    extra = opset.result(p if where == "probs" else scores, name="extra")
+    model = Model([opset.result(opset.matmul(p, v, False, False), name="y"), extra], [q, k, v])
+    assert not any(n.kind == "FusedAttention" for n in Program.from_model(model).nodes)
+
+
+def test_reference_device_evaluates_the_fused_node(rng):
+    model = _decoder_attention()
+    feeds = {"x": _f(rng, 1, 9, 16)}
+    out = compile_program(model, "REFERENCE").create_infer_request().infer(feeds)
+    np.testing.assert_allclose(out["y"], netpass.reference.infer(model, feeds)["y"], rtol=1e-5, atol=1e-6)
+
+
+def test_fusion_off_keeps_the_ops(rng):
+    model = _decoder_attention()
+    prog = Program.from_model(model, fuse=False)
+    assert not any(n.kind == "FusedAttention" for n in prog.nodes)
+    assert sum(n.kind == "Softmax" for n in prog.nodes) == 1
