@@ -125,6 +125,37 @@ def contiguous_strides(shape: Sequence[int]) -> list[int]:
     return out[::-1]
 
 
+def reshape_strides(shape: Sequence[int], strides: Sequence[int], new_shape: Sequence[int]) -> list[int] | None:
+    """Strides under which ``new_shape`` walks the elements of a tensor of ``shape`` read
+    with ``strides`` in the same row-major order (a view), or None when no strides can: the
+    dims merged into one must be contiguous among themselves (numpy's no-copy reshape)."""
+    if _size(shape) == 0:
+        return contiguous_strides(new_shape)
+    old = [(d, st) for d, st in zip(shape, strides) if d != 1]
+    keep = [i for i, d in enumerate(new_shape) if d != 1]
+    out = [0] * len(new_shape)
+    oi = ni = 0
+    while ni < len(keep) and oi < len(old):
+        n_prod, o_prod = new_shape[keep[ni]], old[oi][0]
+        nj, oj = ni + 1, oi + 1
+        while n_prod != o_prod:
+            if n_prod < o_prod:
+                n_prod *= new_shape[keep[nj]]
+                nj += 1
+            else:
+                o_prod *= old[oj][0]
+                oj += 1
+        for k in range(oi, oj - 1):
+            if old[k][1] != old[k + 1][0] * old[k + 1][1]:
+                return None
+        st = old[oj - 1][1]
+        for k in range(nj - 1, ni - 1, -1):
+            out[keep[k]] = st
+            st *= new_shape[keep[k]]
+        ni, oi = nj, oj
+    return out
+
+
 def broadcast_strides(in_shape: Sequence[int], out_shape: Sequence[int]) -> list[int]:
     """Strides of ``in_shape`` read over ``out_shape`` with numpy broadcasting (0 on broadcast)."""
     cs = contiguous_strides(in_shape)

@@ -89,6 +89,7 @@ class PrimitiveInst:
         self.desc_id: int | None = None
         self.fused_src: PrimitiveInst | None = None
         self.deps = node.get_shape_infer_dependencies()
+        self.strided_order = sorted(node.strided_inputs)
         self.impl_memo: dict = {}  # per-primitive stages and kernel sources (impls.Params.cached)
         # the in-place concat candidate this primitive is the single input producer of
         self.concat_user = node.users[0][0][0] if node.num_outputs == 1 and len(node.users[0]) == 1 \
@@ -361,6 +362,8 @@ class PrimitiveInst:
             elif k == "CropIE":
                 self.view_offset = self._contiguous_crop_offset()
                 self.can_be_optimized = self.view_offset is not None
+            elif node.strided_view:
+                self.can_be_optimized = k != "Slice" or self._positive_steps()
             elif k == "Slice":
                 self.view_offset = self._contiguous_slice_offset()
                 self.can_be_optimized = self.view_offset is not None
@@ -418,6 +421,10 @@ class PrimitiveInst:
         off = dict(zip(a.get("axes", []), a.get("offset", [])))
         return sum(int(off.get(i, 0)) * (stride if i == first else 0) for i in range(len(shape)))
 
+    def _positive_steps(self) -> bool:
+        v = self.values
+        return all(j in v for j in (1, 2, 3)) and all(int(x) > 0 for x in np.asarray(v[3]).reshape(-1))
+
     def _contiguous_slice_offset(self) -> int | None:
         """Element offset of a unit-step Slice whose result is one contiguous piece of its
         input (the rows ``[:s]`` of a mask, a whole tensor), else None."""
@@ -442,22 +449,53 @@ class PrimitiveInst:
         return begin[first] * _size(shape[first + 1:])
 
     def update_output_memory(self) -> None:
-        """A skipped primitive's output is a view of its input buffer (at the crop offset for
-        an in-place CropIE)."""
+        """A skipped primitive's outputs are views of its input buffer: at the crop or slice
+        offset, through a permutation (read by its MatMul), or strided (``strided_view``: split
+        pieces, a stepped slice; a Reshape of such a view keeps walking its strides)."""
         src, k = self.src(0)
         t = self.net.device_tensor(src, k)
-        self._release_own(0)
-        offset = self.view_offset if self.node.kind in ("CropIE", "Slice") else 0
-        order = self.node.permute_view
-        if order is not None and t is not None:  # read through by its MatMul
-            cs = I.contiguous_strides(t.shape)
-            self.outputs[0] = Tensor(t.alloc, t.offset, self.out_shapes[0], t.dtype,
-                                     tuple(cs[o] for o in order))
-        else:
-            self.outputs[0] = t.view(self.out_shapes[0], offset) if t is not None else None
-        self.device_valid[0] = True
-        self.host_valid[0] = False
+        views = self._views(t)
+        for i, (offset, strides) in enumerate(views):
+            self._release_own(i)
+            self.outputs[i] = Tensor(t.alloc, t.offset + offset, self.out_shapes[i], t.dtype, strides)
+            self.device_valid[i] = True
+            self.host_valid[i] = False
         self.net.stats["skipped"] += 1
+
+    def _views(self, t: Tensor) -> list[tuple[int, tuple | None]]:
+        """(element offset from ``t``'s, strides or None: contiguous) of each output."""
+        node = self.node
+        base = t.strides
+        if node.permute_view is not None:
+            st = base if base is not None else I.contiguous_strides(t.shape)
+            return [(0, tuple(st[o] for o in node.permute_view))]
+        kind = node.kind
+        if node.strided_view or (base is not None and kind in ALWAYS_OPTIMIZED):
+            st = list(base) if base is not None else I.contiguous_strides(t.shape)
+            if kind == "Slice":
+                v = self.values
+                starts, ends, steps = (np.asarray(v[j]).reshape(-1).tolist() for j in (1, 2, 3))
+                axes = np.asarray(v[4]).reshape(-1).tolist() if 4 in v else list(range(len(starts)))
+                offset, out = 0, list(st)
+                for a, b, e, step in zip(axes, starts, ends, steps):
+                    a %= len(t.shape)
+                    offset += slice(b, e, step).indices(t.shape[a])[0] * st[a]
+                    out[a] = st[a] * step
+                return [(offset, tuple(out))]
+            if kind in ("Split", "VariadicSplit"):
+                axis = int(np.asarray(self.values[1]).reshape(-1)[0]) % len(t.shape)
+                views, pos = [], 0
+                for shape in self.out_shapes:
+                    views.append((pos * st[axis], tuple(st)))
+                    pos += shape[axis]
+                return views
+            strides = I.reshape_strides(t.shape, st, self.out_shapes[0])
+            if strides is None:  # (Program._mark_strided_views admits only reshapes that fit)
+                raise NetpassError(f"{kind} '{node.name}': no strided view of {list(t.shape)} as "
+                                   f"{list(self.out_shapes[0])}")
+            return [(0, tuple(strides))]
+        offset = self.view_offset if kind in ("CropIE", "Slice") else 0
+        return [(offset, None)]
 
     def _params(self, values: dict) -> I.Params:
         node = self.node
@@ -465,9 +503,9 @@ class PrimitiveInst:
         if self.weights_tensor is not None:
             attrs = dict(attrs, _weights_reordered=True)
         strides = None
-        if node.permuted_inputs:
+        if node.permuted_inputs or node.strided_inputs:
             strides = [None] * len(node.inputs)
-            for j in node.permuted_inputs:
+            for j in set(node.permuted_inputs) | node.strided_inputs:
                 i, k = self.src_insts[j]
                 strides[j] = i.outputs[k].strides
         return I.Params(kind=node.kind, attrs=attrs, in_shapes=list(self.in_shapes), in_strides=strides,
@@ -497,7 +535,10 @@ class PrimitiveInst:
         key = (self.desc_id, self.in_shapes, tuple(self.out_shapes),
                tuple([(j, v.tobytes()) for j, v in vals.items()]) if vals else (),
                # computed side inputs of the epilogue broadcast by their own shapes
-               tuple([i.out_shapes[k] for i, k in self.computed_extras]) if self.computed_extras else ())
+               tuple([i.out_shapes[k] for i, k in self.computed_extras]) if self.computed_extras else (),
+               # strided views are read through their strides
+               tuple([self.src_insts[j][0].outputs[self.src_insts[j][1]].strides
+                      for j in self.strided_order]) if self.strided_order else ())
         cache = net.compiled.impl_cache
         impl = cache.get(key)
         if impl is not None:

@@ -96,6 +96,18 @@ def dims_fit(dims: Sequence[Any], out_ps: PartialShape) -> bool:
     return True
 
 
+def _keeps_prefix(src: PartialShape, out: PartialShape, prefix: int) -> bool:
+    """Whether a reshape from ``src`` to ``out`` provably keeps the first ``prefix`` dims (the
+    same static sizes or symbols) and reshapes only the rest."""
+    if not src.rank_is_static or not out.rank_is_static or len(src) < prefix or len(out) < prefix:
+        return False
+    for d, o in zip(list(src)[:prefix], list(out)[:prefix]):
+        if d.min == d.max == o.min == o.max or (d.symbol is not None and d.symbol is o.symbol):
+            continue
+        return False
+    return True
+
+
 def _broadcasts_into(src: "ProgramNode", k: int, p: "ProgramNode", out_ps: PartialShape) -> bool:
     """Whether a computed tensor can be a side input of ``p``'s fused epilogue: produced
     before ``p``, and broadcasting into its output (``dims_fit``)."""
@@ -141,6 +153,8 @@ class ProgramNode:
         self.inplace_concat = False      # concat whose inputs may write into its buffer
         self.permute_view: tuple | None = None  # Transpose order read through by its MatMul
         self.permuted_inputs: dict[int, tuple] = {}  # MatMul: input -> that order
+        self.strided_view = False  # Split/Slice whose outputs are strided views of the input
+        self.strided_inputs: set[int] = set()  # inputs that may be strided views (impl keys)
         self.restrictions: frozenset = frozenset()
         self.has_kernel = False
         self.is_dynamic = any(not ps.is_static for ps in self.out_pshapes)
@@ -193,6 +207,7 @@ class Program:
         if fuse:
             self._fuse_elementwise()
             self._fold_input_permutes()
+            self._mark_strided_views()
         self._mark_runtime_skippable_nodes()
         self._mark_inplace_concats()
         self.exec_order = self._build_exec_order()
@@ -372,12 +387,61 @@ class Program:
                 t.optimized = True
                 m.permuted_inputs[j] = order
 
+    @staticmethod
+    def _strided_readers(node: ProgramNode, k: int, prefix: int | None, found: list) -> bool:
+        """Whether every reader of output ``k`` of ``node`` takes a strided tensor: a GEMM or a
+        fused attention input, a permuted view read by one, or (``prefix``: the tensor is a
+        split piece, strided in its first ``prefix`` dims only) a Reshape keeping those dims.
+        The inputs reached are appended to ``found`` as (node, input index)."""
+        users = node.users[k]
+        if not users or node.is_output:
+            return False
+        for u, j in users:
+            if u.fused_into is not None:
+                return False
+            if (u.kind == "MatMul" and j < 2) or u.kind == ATTENTION:
+                found.append((u, j))
+            elif u.permute_view is not None:
+                found.append(u.users[0][0])
+            elif u.kind == "Reshape" and prefix is not None and j == 0 and not u.is_output \
+                    and _keeps_prefix(node.out_pshapes[k], u.out_pshapes[0], prefix):
+                if not Program._strided_readers(u, 0, prefix, found):
+                    return False
+            else:
+                return False
+        return True
+
+    def _mark_strided_views(self) -> None:
+        """Split pieces and Slices that only stride-reading kernels read become views of their
+        input (a QKV projection's q, k, v; an attention mask cut from a larger constant): no
+        launch, no buffer. The readers' impls are keyed by the strides they get."""
+        for n in self.nodes:
+            if n.fused or n.is_output or n.in_shape_of_subgraph or n.fused_into is not None:
+                continue
+            same_dt = bool(n.inputs) and n.inputs[0][0].out_dtypes[n.inputs[0][1]] == n.out_dtypes[0]
+            found: list = []
+            if n.kind in ("Split", "VariadicSplit") and same_dt and n.inputs[1][0].kind == "Constant":
+                ps = n.inputs[0][0].out_pshapes[n.inputs[0][1]]
+                if not ps.rank_is_static:
+                    continue
+                axis = int(np.asarray(n.inputs[1][0].value).reshape(-1)[0]) % len(ps)
+                if all(self._strided_readers(n, k, axis, found) for k in range(n.num_outputs)):
+                    n.strided_view = True
+            elif n.kind == "Slice" and same_dt and self._strided_readers(n, 0, None, found):
+                n.strided_view = True
+            if n.strided_view:
+                for u, j in found:
+                    u.strided_inputs.add(j)
+
     def _mark_runtime_skippable_nodes(self) -> None:
         """Per-type rules of the reference's mark_runtime_skippable_nodes."""
         for n in self.nodes:
             if n.kind in ("Parameter", "Constant") or n.fused_into is not None or n.shape_only:
                 continue
             if n.in_shape_of_subgraph or n.permute_view is not None:
+                continue
+            if n.strided_view:
+                n.optimized = n.runtime_skippable = True
                 continue
             k = n.kind
             same_dt = bool(n.inputs) and n.inputs[0][0].out_dtypes[n.inputs[0][1]] == n.out_dtypes[0]

@@ -89,9 +89,10 @@ class KernelEntry:
 
 
 class ViewEntry:
-    """A skipped primitive aliasing its input."""
+    """A skipped primitive whose outputs alias its input: per output, the element offset from
+    the input's and the strides (None: contiguous)."""
 
-    __slots__ = ("index", "in_shapes", "out", "values", "src", "k", "offset", "strides", "skippable")
+    __slots__ = ("index", "in_shapes", "out", "values", "src", "k", "views", "skippable")
 
     def __init__(self, inst: "PrimitiveInst") -> None:
         node = inst.node
@@ -99,11 +100,8 @@ class ViewEntry:
         self.in_shapes, self.out, self.values = inst.in_shapes, inst.out_shapes, inst.values
         src, self.k = inst.src(0)
         self.src = src.node.index
-        self.offset = inst.view_offset if node.kind in ("CropIE", "Slice") else 0
-        self.strides = None
-        if node.permute_view is not None:
-            cs = I.contiguous_strides(self.in_shapes[0])
-            self.strides = tuple(cs[o] for o in node.permute_view)
+        base = src.outputs[self.k].offset
+        self.views = [(t.offset - base, t.strides) for t in inst.outputs]
         self.skippable = node.runtime_skippable
 
 
@@ -250,12 +248,13 @@ class StepPlan:
                 tensor = src.outputs[e.k]
                 if tensor is None or not src.device_valid[e.k]:
                     tensor = device_tensor(src, e.k)
-                if inst.own[0] is not None:
-                    inst._release_own(0)
-                inst.outputs[0] = Tensor(tensor.alloc, tensor.offset + e.offset, e.out[0],
-                                         tensor.dtype, e.strides)
-                inst.device_valid[0] = True
-                inst.host_valid[0] = False
+                outputs, own, out = inst.outputs, inst.own, e.out
+                for i, (offset, strides) in enumerate(e.views):
+                    if own[i] is not None:
+                        inst._release_own(i)
+                    outputs[i] = Tensor(tensor.alloc, tensor.offset + offset, out[i], tensor.dtype, strides)
+                    inst.device_valid[i] = True
+                    inst.host_valid[i] = False
             elif inst.plain and inst.recordable:
                 inst.step_recorded()
             else:

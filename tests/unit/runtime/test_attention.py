@@ -169,3 +169,55 @@ def test_fusion_off_keeps_the_ops(rng):
     prog = Program.from_model(model, fuse=False)
     assert not any(n.kind == "FusedAttention" for n in prog.nodes)
     assert sum(n.kind == "Softmax" for n in prog.nodes) == 1
+
+
+def test_split_pieces_and_mask_slice_are_strided_views(rng):
+    """The QKV split's pieces and the mask cut from the constant are views the attention reads
+    through strides: per infer only the projection and the attention launch."""
+    model = _decoder_attention()
+    prog = Program.from_model(model)
+    split = next(n for n in prog.nodes if n.kind == "Split")
+    mask = next(n for n in prog.nodes if n.kind == "Slice" and n.inputs[0][0].kind == "Constant"
+                and n.inputs[0][0].value.ndim == 2 and n.inputs[0][0].value.size > 64)
+    att = next(n for n in prog.nodes if n.kind == "FusedAttention")
+    assert split.strided_view and mask.strided_view
+    assert att.strided_inputs == {0, 1, 2, 4}  # q, k, v and the mask (3 is the scale)
+    req = _check(model, [{"x": _f(rng, 1, s, 16)} for s in (3, 7, 7)])
+    assert req.stats["kernels_enqueued"] == 2 * 3
+
+
+def test_host_fallback_reads_strided_views(rng):
+    """q, k, v from a split (strided views) and a score input that broadcasts the rows: the
+    host reference reads the views back through their strides."""
+    h, d = 2, 8
+    x = opset.parameter([1, 1, 3 * h * d], np.float32, name="x")
+    kv = opset.parameter([1, h, -1, d], np.float32, name="kv")
+    bias = opset.parameter([1, 1, 3, -1], np.float32, name="bias")
+    q, _, _ = opset.split(x, _i64(-1), 3).outputs()
+    scores = opset.add(opset.matmul(_heads(q, h, d), kv, False, True), bias)
+    y = opset.matmul(opset.softmax(scores, -1), kv, False, False)
+    model = Model([opset.result(y, name="y")], [x, kv, bias])
+    feeds = {"x": _f(rng, 1, 1, 3 * h * d), "kv": _f(rng, 1, h, 5, d), "bias": _f(rng, 1, 1, 3, 5)}
+    _check(model, [feeds], fallbacks=1)
+
+
+def test_split_read_by_another_kernel_is_not_a_view():
+    x = opset.parameter([1, -1, 24], np.float32, name="x")
+    a, b, c = opset.split(x, _i64(-1), 3).outputs()
+    model = Model([opset.result(opset.relu(a), name="y"),
+                   opset.result(opset.matmul(b, opset.transpose(c, _i64([0, 2, 1])), False, False), name="z")],
+                  [x])
+    split = next(n for n in Program.from_model(model).nodes if n.kind == "Split")
+    assert not split.strided_view
+
+
+def test_reshape_across_the_split_boundary_is_not_a_view():
+    """[1, s, 8] pieces reshaped to [1, s * 8]: the seq and feature dims of a piece are not
+    contiguous together."""
+    x = opset.parameter([1, 4, 24], np.float32, name="x")
+    a, b, _ = opset.split(x, _i64(-1), 3).outputs()
+    flat_a = opset.reshape(a, _i64([1, 32]), False)
+    flat_b = opset.reshape(b, _i64([1, 32]), False)
+    model = Model([opset.result(opset.matmul(flat_a, flat_b, False, True), name="y")], [x])
+    split = next(n for n in Program.from_model(model).nodes if n.kind == "Split")
+    assert not split.strided_view

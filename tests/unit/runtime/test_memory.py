@@ -2,6 +2,7 @@
 reference's fc_fake_alignment_test vectors: "igpu" = integrated, "dgpu" = discrete)."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from netpass.runtime import LruCache, MemoryPool, fake_aligned_shapes
@@ -153,3 +154,35 @@ def test_fake_alignment_reference_vectors(shape, n, integrated, int_w, pad1, exp
 def test_fake_alignment_skipped_for_gemv_and_full_tensor_fused_input():
     assert fake_aligned_shapes((1, 1, 2048), 512)[0] == (1, 1, 2048)
     assert fake_aligned_shapes((1, 1000, 2048), 512, full_tensor_fused_input=True)[1] == (1, 1000, 512)
+
+
+def test_reshape_strides_agree_with_numpy_views():
+    """Random strided views (slices, permutations) reshaped: the strides found read the same
+    elements as numpy's reshape; None exactly where numpy would have to copy."""
+    from netpass.runtime.impls import reshape_strides
+    rng = np.random.default_rng(5)
+    for _ in range(500):
+        base = rng.integers(1, 5, rng.integers(1, 5)).tolist()
+        a = np.arange(int(np.prod(base))).reshape(base)
+        v = a[tuple(slice(0, int(rng.integers(1, d + 1)), int(rng.integers(1, 3))) for d in base)]
+        if v.ndim > 1 and rng.random() < 0.5:
+            v = v.transpose(rng.permutation(v.ndim))
+        strides = [s // a.itemsize for s in v.strides]
+        dims, rem = [], v.size
+        while rem > 1:
+            d = int(rng.choice([d for d in range(2, rem + 1) if rem % d == 0]))
+            dims.append(d)
+            rem //= d
+        dims = dims or [1]
+        got = reshape_strides(list(v.shape), strides, dims)
+        try:
+            w = v.view()
+            w.shape = dims
+            viewable = True
+        except AttributeError:
+            viewable = False
+        if got is None:
+            assert not viewable
+        else:
+            read = np.lib.stride_tricks.as_strided(v, dims, [g * a.itemsize for g in got])
+            np.testing.assert_array_equal(read, v.reshape(dims))
