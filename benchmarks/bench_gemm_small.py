@@ -68,14 +68,13 @@ class Bench:
         q = self.engine.queue
         ready = []
         for ln in launches:
-            args = []
-            for item in ln.spec:
-                if type(item) is tuple:
-                    args += [tensors[item[:2]], np.int32(item[2] if len(item) > 2 else 0)]
-                else:
-                    args.append(np.int32(item))
+            nb, ints, slots = ln.template()
+            bufs, ints = [None] * nb, list(ints)
+            for b, i, kind, j, off in slots:
+                bufs[b] = tensors[(kind, j)]
+                ints[i] = off
             kern = self._kernel(ln)
-            ready.append((kern, list(args), ln))
+            ready.append((kern, bufs + ([np.array(ints, np.int32)] if ints else []), ln))
         times = []
         for rep in range(reps + 1):
             total = 0.0

@@ -8,10 +8,11 @@ per launch, median of ``--reps`` rounds:
 - drain: the time ``finish`` took after the loop (device work not yet done when the host was);
 - device: (host + drain) / n, the rate the device retires such launches back to back.
 
-Ways: pyopencl's ``enqueue_nd_range_kernel`` (returns an event), ``set_args`` + enqueue (all
-arguments set again each time), and ``netpass.runtime.launcher.DirectLauncher`` (the direct
-``clEnqueueNDRangeKernel`` call the runtime uses, no event), with and without setting the
-arguments; the same with a 24-argument kernel (a GEMM has about that many). Also prints the
+Ways: pyopencl's ``enqueue_nd_range_kernel`` (returns an event) and ``set_args`` + enqueue
+(all arguments set again each time) on kernels of 6 and 24 arguments (a GEMM has about 24
+ints and buffers); then the runtime's launchers (``netpass.runtime.launcher``) on the
+24-argument kernel as the runtime compiles it (its ints packed in one struct,
+``kernels.pack_scalars``), enqueue only and with one int changed each time. Also prints the
 device's OpenCL version and extensions.
 
     python benchmarks/bench_launch.py --device GPU
@@ -29,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from netpass.errors import DeviceError  # noqa: E402
 from netpass.runtime.device import Engine, resolve_device_name, select_device  # noqa: E402
+from netpass.runtime import kernels as K  # noqa: E402
 from netpass.runtime.launcher import DirectLauncher, KernelHandle, Launcher  # noqa: E402
 
 SOURCE = """
@@ -36,6 +38,8 @@ __kernel void tiny(__global float* a, int ao, __global const float* b, int bo, i
     int i = get_global_id(0);
     if (i < n) a[ao + i] = b[bo + i] * 2.0f + (float)m;
 }
+"""
+WIDE = """
 __kernel void wide(__global float* a, int ao, __global const float* b, int bo, int n, int m,
                    int s0, int s1, int s2, int s3, int s4, int s5, int s6, int s7, int s8, int s9,
                    int s10, int s11, int s12, int s13, int s14, int s15, int s16, int s17) {
@@ -77,44 +81,66 @@ def main() -> None:
     dev = eng.device
     print(f"device: {dev.name.strip()} ({dev.platform.name.strip()}), {dev.version}, driver {dev.driver_version}")
     print("extensions:", " ".join(sorted(dev.extensions.split())))
-    prg = eng.build(SOURCE)
     a = cl.Buffer(eng.context, cl.mem_flags.READ_WRITE, 4 * 4096)
     b = cl.Buffer(eng.context, cl.mem_flags.READ_WRITE, 4 * 4096)
-    ln = _Launch((1024,), (64,))
-    launchers = [("pyopencl", Launcher(eng))]
+    gws, lws = (1024,), (64,)
+    ln = _Launch(gws, lws)
+    enqueue = cl.enqueue_nd_range_kernel
+    rows = []
+    # pyopencl's own calls on kernels with their ints as separate arguments
+    for src, name, n_extra in ((SOURCE, "tiny", 0), (WIDE, "wide", 18)):
+        kern = cl.Kernel(eng.build(src), name)
+        kern.set_scalar_arg_dtypes([None, np.int32, None, np.int32] + [np.int32] * (2 + n_extra))
+        rest = [0] * n_extra
+
+        def enqueue_only(n, kern=kern, rest=rest):
+            kern.set_args(a, 0, b, 0, 1024, 3, *rest)
+            for i in range(n):
+                enqueue(q, kern, gws, lws)
+                if i % 64 == 63:
+                    q.flush()
+
+        def set_and_enqueue(n, kern=kern, rest=rest):
+            for i in range(n):
+                kern.set_args(a, 0, b, 0, 1024, i & 7, *rest)
+                enqueue(q, kern, gws, lws)
+                if i % 64 == 63:
+                    q.flush()
+        rows.append((f"pyopencl enqueue, {6 + n_extra} args", enqueue_only))
+        rows.append((f"pyopencl set_args + enqueue, {6 + n_extra} args", set_and_enqueue))
+    # the runtime's launchers on the 24-argument kernel with its ints packed in one struct
+    packed = K.pack_scalars(K.Source(WIDE, "wide"))
+    launchers = [("runtime pyopencl launcher", Launcher(eng))]
     try:
-        launchers.append(("direct", DirectLauncher(eng)))
+        launchers.append(("runtime direct launcher", DirectLauncher(eng)))
     except DeviceError as e:
         print(f"direct launches unavailable: {e}")
-    rows = []
-    for name, n_extra in (("tiny", 0), ("wide", 18)):
-        kern = cl.Kernel(prg, name)
-        kern.set_scalar_arg_dtypes([None, np.int32, None, np.int32] + [np.int32] * (2 + n_extra))
-        h = KernelHandle(kern)
-        for lname, launcher in launchers:
-            def enqueue_only(n, launcher=launcher, h=h, n_extra=n_extra):
-                launcher.set_args(h, [a, 0, b, 0, 1024, 3] + [0] * n_extra)
-                launch = launcher.launch
-                for i in range(n):
-                    launch(h, ln)
-                    if i % 64 == 63:
-                        q.flush()
+    for lname, launcher in launchers:
+        h = KernelHandle(cl.Kernel(eng.build(packed.text), "wide"))
 
-            def set_and_enqueue(n, launcher=launcher, h=h, n_extra=n_extra):
-                launch, set_args = launcher.launch, launcher.set_args
-                rest = [0] * n_extra
-                for i in range(n):
-                    set_args(h, [a, 0, b, 0, 1024, i & 7] + rest)
-                    launch(h, ln)
-                    if i % 64 == 63:
-                        q.flush()
-            rows.append((f"{lname} enqueue, {6 + n_extra} args", enqueue_only))
-            rows.append((f"{lname} set_args + enqueue, {6 + n_extra} args", set_and_enqueue))
-    print(f"\n{'per launch (median of ' + str(args.reps) + ')':<44} {'host us':>9} {'drain us':>9} {'device us':>10}")
+        def enqueue_only(n, launcher=launcher, h=h):
+            launcher.set_args(h, [a, b], [0, 0, 1024, 3] + [0] * 18)
+            launch = launcher.launch
+            for i in range(n):
+                launch(h, ln)
+                if i % 64 == 63:
+                    q.flush()
+
+        def set_and_enqueue(n, launcher=launcher, h=h):
+            launch, set_args = launcher.launch, launcher.set_args
+            bufs, rest = [a, b], [0] * 18
+            for i in range(n):
+                set_args(h, bufs, [0, 0, 1024, i & 7] + rest)
+                launch(h, ln)
+                if i % 64 == 63:
+                    q.flush()
+        rows.append((f"{lname} enqueue, 2 buffers + 22-int struct", enqueue_only))
+        rows.append((f"{lname} one int changed + enqueue, same", set_and_enqueue))
+    print(f"\n{'per launch (median of ' + str(args.reps) + ')':<56} {'host us':>9} {'drain us':>9} {'device us':>10}")
     for name, fn in rows:
         fn(200)
         h_, d_ = timed(fn, args.n, args.reps, q)
-        print(f"{name:<44} {1e6 * h_:>9.2f} {1e6 * d_:>9.2f} {1e6 * (h_ + d_):>10.2f}")
+        print(f"{name:<56} {1e6 * h_:>9.2f} {1e6 * d_:>9.2f} {1e6 * (h_ + d_):>10.2f}")
 
 
 if __name__ == "__main__":

@@ -204,7 +204,9 @@ def _1d(n: int) -> tuple[tuple[int], tuple[int]]:
 # -- impl objects ----------------------------------------------------------------------------------
 class Launch:
     """One kernel enqueue: source, global/local sizes and the argument spec (tensor refs
-    ``("i"|"o"|"e", j[, element offset])``, impl buffers ``("b", j)``, int32 scalars)."""
+    ``("i"|"o"|"e", j[, element offset])``, impl buffers ``("b", j)``, int32 scalars). The
+    kernel takes the spec's buffers in order, then its ints packed in one struct (a tensor
+    contributes its buffer and, among the ints, its element offset): kernels.pack_scalars."""
 
     __slots__ = ("source", "gws", "lws", "spec", "_plan", "cdims")
 
@@ -213,34 +215,40 @@ class Launch:
         self._plan: tuple | None = None
         self.cdims: tuple | None = None  # the work sizes as C arrays (launcher.DirectLauncher)
 
-    def template(self) -> tuple[list, list]:
-        """(argument list with the tensor slots empty, the slots to fill: (position, "i" | "o"
-        | "e" | "b", index, element offset)); a tensor is its buffer and element offset."""
+    def template(self) -> tuple[int, list, list]:
+        """(buffer count, the ints with the tensor offsets left 0, the slots to fill:
+        (buffer position, int position or -1, "i" | "o" | "e" | "b", index, element offset))."""
         plan = self._plan
         if plan is None:
-            template: list = []
-            refs = []
+            ints: list = []
+            slots = []
+            nb = 0
             for item in self.spec:
                 if type(item) is tuple:
-                    refs.append((len(template), item[0], item[1], item[2] if len(item) > 2 else 0))
-                    template += [None] if item[0] == "b" else [None, 0]
+                    if item[0] == "b":
+                        slots.append((nb, -1, "b", item[1], 0))
+                    else:
+                        slots.append((nb, len(ints), item[0], item[1], item[2] if len(item) > 2 else 0))
+                        ints.append(0)
+                    nb += 1
                 else:
-                    template.append(int(item))
-            plan = self._plan = (template, refs)
+                    ints.append(int(item))
+            plan = self._plan = (nb, ints, slots)
         return plan
 
-    def args(self, ins: list, outs: list, extras: list, bufs: list | None = None) -> list:
-        """The kernel's argument list for these tensors."""
-        template, refs = self.template()
-        args = template.copy()
-        for pos, kind, j, off in refs:
+    def args(self, ins: list, outs: list, extras: list, bufs: list | None = None) -> tuple[list, list]:
+        """(buffers, ints) of the kernel for these tensors."""
+        nb, template, slots = self.template()
+        buffers = [None] * nb
+        ints = template.copy()
+        for b, i, kind, j, off in slots:
             if kind == "b":
-                args[pos] = bufs[j].buffer
+                buffers[b] = bufs[j].buffer
                 continue
             t = ins[j] if kind == "i" else outs[j] if kind == "o" else extras[j]
-            args[pos] = t.alloc.buffer
-            args[pos + 1] = t.offset + off
-        return args
+            buffers[b] = t.alloc.buffer
+            ints[i] = t.offset + off
+        return buffers, ints
 
 
 class Impl:

@@ -68,10 +68,46 @@ class Stage:
 
 @dataclass
 class Source:
-    """OpenCL C text and the kernel's name."""
+    """OpenCL C text and the kernel's name. The kernel takes its buffers (in the order of its
+    launch spec's tensors), then, when it has int arguments, one struct holding them all in
+    order (:func:`pack_scalars`); ``n_buffers``, ``n_ints`` count them."""
 
     text: str
     name: str
+    n_buffers: int = 0
+    n_ints: int = 0
+
+
+def pack_scalars(src: Source) -> Source:
+    """``src`` with its int parameters moved into one struct passed by value.
+
+    The body keeps its names (locals are initialised from the struct). Why: NVIDIA's OpenCL
+    charges every enqueue per kernel argument, and setting a few dozen ints one by one costs
+    more than one struct (``benchmarks/bench_launch.py``); a launch then sets at most its
+    changed buffers and one block of ints."""
+    text, name = src.text, src.name
+    head = text.index(f"void {name}(") + len(f"void {name}(")
+    depth, end = 1, head
+    while depth:
+        depth += {"(": 1, ")": -1}.get(text[end], 0)
+        end += 1
+    params = [p.strip() for p in text[head:end - 1].split(",")]
+    buffers = [p for p in params if "*" in p]
+    ints = [p for p in params if "*" not in p]
+    for p in ints:
+        if not p.startswith("int "):
+            raise ValueError(f"kernel {name}: scalar parameter '{p}' is not an int")
+    if not ints:
+        return Source(text, name, len(buffers), 0)
+    fields = [p.split()[-1] for p in ints]
+    struct = f"Args_{name}"
+    typedef = f"typedef struct {{ {' '.join(f'int {f};' for f in fields)} }} {struct};\n"
+    body = text.index("{", end)
+    locals_ = "".join(f"\n  int {f} = kargs.{f};" for f in fields)
+    start = text.rfind("__kernel", 0, head)
+    text = (text[:start] + typedef + text[start:head] + ", ".join(buffers + [f"const {struct} kargs"])
+            + text[end - 1:body + 1] + locals_ + text[body + 1:])
+    return Source(text, name, len(buffers), len(fields))
 
 
 def _freeze(v):
@@ -86,14 +122,15 @@ def _freeze(v):
 
 def memoized(fn):
     """Generators return the same Source object for the same arguments, so that the program
-    cache and the per-inst kernel objects are found by identity, without hashing text."""
+    cache and the per-inst kernel objects are found by identity, without hashing text; their
+    int parameters are packed (:func:`pack_scalars`)."""
     memo: dict = {}
 
     def wrapper(*args):
         key = _freeze(args)
         src = memo.get(key)
         if src is None:
-            src = memo[key] = fn(*args)
+            src = memo[key] = pack_scalars(fn(*args))
         return src
     wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
     return wrapper
@@ -407,14 +444,26 @@ __kernel void gemm_skinny({', '.join(args)})
 
 
 @memoized
-def gemm_aligned(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int) -> Source:
+def gemm_aligned(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int,
+                 group: int = 0) -> Source:
     """float32 C = A @ B for row-major A [M, K] and B [K, N] with M, N multiples of 128 and K
     of 16: 128x128 tiles, 8x8 outputs per work-item, float4 global and local accesses, no
-    bounds checks. Same arguments as :func:`gemm`."""
+    bounds checks. Same arguments as :func:`gemm`. ``group`` > 0: work-groups walk the tiles
+    in column strips ``group`` tile rows high (consecutive groups share B panels and the A
+    panels of one strip, so more of them come from L2)."""
     args = _gemm_args("float", n_extra, extra_dtypes, erank)
     code = _stage_code([Stage("v[q]", [], "float")] + epilogue,
                        {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
     offs = _offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
+    if group:
+        tile_order = f"""const int gx = get_num_groups(0), gy = get_num_groups(1);
+  const int pid = get_group_id(1) * gx + get_group_id(0);
+  const int strip = pid / ({group} * gx), first = strip * {group};
+  const int rows = min(gy - first, {group});
+  const int n0 = ((pid - strip * {group} * gx) / rows) * 128;
+  const int m0 = (first + (pid - strip * {group} * gx) % rows) * 128;"""
+    else:
+        tile_order = "const int n0 = get_group_id(0) * 128, m0 = get_group_id(1) * 128;"
     post = f"""for (int q = 0; q < 8; ++q) {{
           int flat = (b * M + m) * N + n + q;
           {offs}
@@ -426,7 +475,7 @@ void gemm({', '.join(args)})
 {{
   const int tn = get_local_id(0), tm = get_local_id(1);
   const int tid = tm * 16 + tn;
-  const int n0 = get_group_id(0) * 128, m0 = get_group_id(1) * 128;
+  {tile_order}
   const int b = get_global_id(2);
   const int b0 = b / B1, b1 = b - (b / B1) * B1;
   A += aoff + b0 * sa0 + b1 * sa1;

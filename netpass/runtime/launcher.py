@@ -1,6 +1,6 @@
 """Kernel launches: setting arguments and enqueueing, the runtime's innermost step.
 
-Every launch argument is a ``cl.Buffer`` or an int32 (``network.arg_dtypes``). Kernel objects
+A kernel takes buffers, then one struct of int32s (``kernels.pack_scalars``). Kernel objects
 are shared by the infer requests of a compiled model; a :class:`KernelHandle` wraps one with
 the arguments last set on it, whoever set them, so that a launch sets only what changed.
 
@@ -12,9 +12,8 @@ Two launchers with the same interface:
   library pyopencl loaded, with pyopencl's own handles: the work sizes are converted to C
   arrays once per launch shape and no event is asked for. On the H200, NVIDIA's driver takes
   ~7.5 us per enqueue and pyopencl's wrapper ~1.5 us more (``benchmarks/bench_launch.py``); a
-  decoder step launches dozens of small kernels. Arguments are still set by pyopencl's
-  ``set_args``, one C loop over all of them (a ctypes ``clSetKernelArg`` per changed argument
-  costs more as soon as two change).
+  decoder step launches dozens of small kernels. Changed buffers and the int struct are set
+  with ``clSetKernelArg`` the same way.
 
 :func:`make_launcher` picks the direct one unless profiling is on, no OpenCL library can be
 found, or ``NETPASS_DIRECT_LAUNCH=0``.
@@ -24,6 +23,8 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+
+import numpy as np
 
 from ..errors import DeviceError
 
@@ -54,14 +55,16 @@ def _opencl_library() -> ctypes.CDLL | None:
 
 
 class KernelHandle:
-    """A pyopencl kernel, its raw ``cl_kernel`` and the arguments last set on it."""
+    """A pyopencl kernel, its raw ``cl_kernel`` and the buffers and ints last set on it."""
 
-    __slots__ = ("kernel", "ptr", "last")
+    __slots__ = ("kernel", "ptr", "bufs", "ints", "cints")
 
     def __init__(self, kernel) -> None:
         self.kernel = kernel
         self.ptr = ctypes.c_void_p(kernel.int_ptr)
-        self.last: list | None = None
+        self.bufs: list | None = None
+        self.ints: list | None = None
+        self.cints = None  # the ints as a C array (DirectLauncher)
 
 
 class Launcher:
@@ -73,9 +76,22 @@ class Launcher:
         self.queue = engine.queue
         self._enqueue = engine.cl.enqueue_nd_range_kernel
 
-    def set_args(self, h: KernelHandle, args: list) -> None:
-        h.kernel.set_args(*args)
-        h.last = args
+    def set_args(self, h: KernelHandle, buffers: list, ints: list) -> bool:
+        """Set what differs from the arguments last set on ``h``; whether anything did."""
+        kern, last = h.kernel, h.bufs
+        changed = False
+        if buffers != last:
+            for i, b in enumerate(buffers):
+                if last is None or last[i] is not b:
+                    kern.set_arg(i, b)
+            h.bufs = buffers
+            changed = True
+        if ints != h.ints:
+            if ints:
+                kern.set_arg(len(buffers), np.asarray(ints, dtype=np.int32))
+            h.ints = ints
+            changed = True
+        return changed
 
     def launch(self, h: KernelHandle, ln):
         """Enqueue launch ``ln`` (an ``impls.Launch``) of ``h``; the event, or None."""
@@ -94,7 +110,38 @@ class DirectLauncher(Launcher):
             raise DeviceError("no OpenCL library found for direct launches")
         self._cl_enqueue = lib.clEnqueueNDRangeKernel
         self._cl_enqueue.restype = ctypes.c_int32
+        self._set_arg = lib.clSetKernelArg
+        self._set_arg.restype = ctypes.c_int32
         self._queue = ctypes.c_void_p(engine.queue.int_ptr)
+        self._mem = ctypes.c_void_p()
+        self._mem_ref = ctypes.byref(self._mem)
+        self._mem_size = ctypes.c_size_t(ctypes.sizeof(ctypes.c_void_p))
+
+    def set_args(self, h: KernelHandle, buffers: list, ints: list) -> bool:
+        last = h.bufs
+        changed = False
+        if buffers != last:
+            for i, b in enumerate(buffers):
+                if last is None or last[i] is not b:
+                    self._mem.value = b.int_ptr
+                    self._check(self._set_arg(h.ptr, i, self._mem_size, self._mem_ref), h, i)
+            h.bufs = buffers
+            changed = True
+        if ints != h.ints:
+            if ints:
+                c = h.cints
+                if c is None:
+                    c = h.cints = (ctypes.c_int32 * len(ints))()
+                c[:] = ints
+                self._check(self._set_arg(h.ptr, len(buffers), ctypes.sizeof(c), c), h, len(buffers))
+            h.ints = ints
+            changed = True
+        return changed
+
+    @staticmethod
+    def _check(err: int, h: KernelHandle, i: int) -> None:
+        if err:
+            raise DeviceError(f"clSetKernelArg({h.kernel.function_name}, {i}) failed with error {err}")
 
     def launch(self, h: KernelHandle, ln) -> None:
         dims = ln.cdims

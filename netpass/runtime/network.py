@@ -37,18 +37,6 @@ STAT_KEYS = ("allocations", "allocated_bytes", "reuses", "pool_hits", "reclaims"
              "kernels_enqueued", "set_arguments", "primitives", "infers", "symbolic_infers")
 
 
-def arg_dtypes(spec: list) -> list:
-    """pyopencl scalar argument types of a launch spec: tensors are (buffer, int32 offset),
-    impl buffers a buffer, everything else int32."""
-    out: list = []
-    for item in spec:
-        if type(item) is tuple:
-            out += [None] if item[0] == "b" else [None, np.int32]
-        else:
-            out.append(np.int32)
-    return out
-
-
 def _size(shape) -> int:
     n = 1
     for d in shape:
@@ -567,15 +555,14 @@ class PrimitiveInst:
 
     def _kernel(self, slot: int, ln: I.Launch) -> KernelHandle:
         """The kernel of this primitive's launch ``slot``. Kept by the compiled model, so that
-        infer requests share it (creating one and declaring its argument types costs ~1 ms in
-        pyopencl); its handle knows the arguments last set on it, by any request."""
+        infer requests share it; its handle knows the arguments last set on it, by any
+        request."""
         objs = self.net.compiled.kernel_objects
         key = (self.node.index, slot, ln.source.text)
         h = objs.get(key)
         if h is None:
             cl = self.net.engine.cl
             kern = cl.Kernel(self.net.engine.build(ln.source.text, self.net.stats), ln.source.name)
-            kern.set_scalar_arg_dtypes(arg_dtypes(ln.spec))
             h = objs[key] = KernelHandle(kern)
         return h
 
@@ -596,10 +583,9 @@ class PrimitiveInst:
             net.count_alloc(alloc)
             t = Tensor(alloc, 0, (k_, n_), w.dtype)
             ln = I.strided_copy(w.dtype, (k_, n_), [1, k_], 0, [n_, 1], 0, 0, 0)
-            kern = net.engine.cl.Kernel(net.engine.build(ln.source.text, net.stats), ln.source.name)
-            kern.set_scalar_arg_dtypes(arg_dtypes(ln.spec))
-            kern.set_args(*ln.args([src], [t], []))
-            net.engine.cl.enqueue_nd_range_kernel(net.queue, kern, ln.gws, ln.lws)
+            h = KernelHandle(net.engine.cl.Kernel(net.engine.build(ln.source.text, net.stats), ln.source.name))
+            net.launcher.set_args(h, *ln.args([src], [t], []))
+            net.launcher.launch(h, ln)
             self.weights.add(layout, t)
             net.stats["weight_reorders"] += 1
         self.weights_tensor = t
@@ -776,12 +762,11 @@ class PrimitiveInst:
         launcher = net.launcher
         changed = False
         for h, ln in zip(self.kernels, impl.launches):
-            args = ln.args(ins, outs, extras, bufs)
-            # set only what changed (buffers, offsets and sizes are all in ``args``), whoever
-            # set them last: kernels are shared by the compiled model's requests
-            if args != h.last:
-                launcher.set_args(h, args)
-                changed = True
+            buffers, ints = ln.args(ins, outs, extras, bufs)
+            # set only what changed, whoever set it last: kernels are shared by the compiled
+            # model's requests
+            if buffers != h.bufs or ints != h.ints:
+                changed = launcher.set_args(h, buffers, ints) or changed
             ev = launcher.launch(h, ln)
             if ev is not None and net.profiling:
                 self.events.append(ev)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from . import impls as I
 from .memory import Tensor
-from .program import DYNAMIC_OUTPUT_KINDS
+from .program import ALWAYS_OPTIMIZED, DYNAMIC_OUTPUT_KINDS
 
 if TYPE_CHECKING:  # pragma: no cover
     from .network import Network, PrimitiveInst
@@ -63,29 +63,29 @@ class KernelEntry:
         self.weights = inst.weights is not None
         self.launches = []
         for h, ln in zip(inst.kernels, self.impl.launches):
-            template, refs = ln.template()
-            template = template.copy()
+            nb, ints, refs = ln.template()
+            buffers, ints = [None] * nb, ints.copy()
             slots = []
-            for pos, kind, j, off in refs:
+            for b, i, kind, j, off in refs:
                 if kind == "b":
-                    slots.append((pos, IMPL_BUFFER, j, 0))
+                    slots.append((b, i, IMPL_BUFFER, j, 0))
                     continue
                 if kind == "o":
-                    slots.append((pos, node.index, j, off))
+                    slots.append((b, i, node.index, j, off))
                     continue
                 if kind == "i" and j == 1 and inst.weights_tensor is not None:
-                    slots.append((pos, WEIGHTS, 0, off))
+                    slots.append((b, i, WEIGHTS, 0, off))
                     continue
                 src, k = inst.src_insts[j] if kind == "i" else inst.extra_insts[j]
                 if src.node.kind == "Constant":  # uploaded once per compiled model
                     t = net.device_tensor(src, k)
-                    template[pos], template[pos + 1] = t.alloc.buffer, t.offset + off
+                    buffers[b], ints[i] = t.alloc.buffer, t.offset + off
                 else:
                     # sources that are not replayed kernels, views or inputs may hold a host
                     # value only: CHECKED makes the replay upload it
                     idx = src.node.index
-                    slots.append((pos, idx if idx in valid else CHECKED - idx, k, off))
-            self.launches.append((h, ln, template, slots))
+                    slots.append((b, i, idx if idx in valid else CHECKED - idx, k, off))
+            self.launches.append((h, ln, buffers, ints, slots))
 
 
 class ViewEntry:
@@ -136,17 +136,55 @@ def _entry(inst: "PrimitiveInst", valid: set):
     return GeneralEntry(inst)
 
 
+def _elide_views(entries: list, nodes: list) -> list:
+    """``entries`` without the views that only replayed kernels (or other such views) read:
+    those kernels' argument slots point at the buffer under the views, at the views' offsets.
+    Only views that never own memory qualify (reshape-like, permuted, split pieces); the
+    per-primitive path recomputes their state whenever it runs them again."""
+    by_index = {e.index: e for e in entries}
+    elided: dict[int, ViewEntry] = {}
+    for e in reversed(entries):
+        if type(e) is not ViewEntry:
+            continue
+        node = nodes[e.index]
+        if node.is_output or not (node.kind in ALWAYS_OPTIMIZED or node.permute_view is not None
+                                  or (node.strided_view and node.kind != "Slice")):
+            continue
+        readers = [by_index.get(u.index) for lst in node.users for u, _ in lst]
+        if all(r is None or type(r) is KernelEntry or r.index in elided for r in readers):
+            elided[e.index] = e
+    if not elided:
+        return entries
+    for e in entries:
+        if type(e) is not KernelEntry:
+            continue
+        for n, (h, ln, buffers, ints, slots) in enumerate(e.launches):
+            new = []
+            for b, i, si, k, off in slots:
+                src = first = CHECKED - si if si <= CHECKED else si
+                while src in elided:
+                    view = elided[src]
+                    off += view.views[k][0]
+                    src, k = view.src, view.k
+                if src != first:
+                    si = src if type(by_index.get(src)) in (KernelEntry, ViewEntry) \
+                        or nodes[src].kind == "Parameter" else CHECKED - src
+                new.append((b, i, si, k, off))
+            e.launches[n] = (h, ln, buffers, ints, new)
+    return [e for e in entries if e.index not in elided]
+
+
 class StepPlan:
     """The flattened exec loop of one binding (module docstring)."""
 
     __slots__ = ("entries", "general", "n_kernels", "n_views", "n_fused", "n_launches")
 
-    def __init__(self, entries: list) -> None:
+    def __init__(self, entries: list, n_views: int) -> None:
         self.entries = entries
         self.general = [e.index for e in entries if type(e) is GeneralEntry]
         kernels = [e for e in entries if type(e) is KernelEntry]
         self.n_kernels = len(kernels)
-        self.n_views = sum(type(e) is ViewEntry for e in entries)
+        self.n_views = n_views
         self.n_launches = sum(len(e.launches) for e in kernels)
         self.n_fused = 0
 
@@ -155,7 +193,10 @@ class StepPlan:
         """From the state the per-primitive path left after a symbolic infer (before its flags
         are reset)."""
         valid = {n.index for n in net.program.inputs}
-        plan = cls([_entry(inst, valid) for inst in order])
+        entries = [_entry(inst, valid) for inst in order]
+        n_views = sum(type(e) is ViewEntry for e in entries)
+        entries = _elide_views(entries, net.program.nodes)
+        plan = cls(entries, n_views)
         plan.n_fused = sum(net.insts[e.index].n_fused for e in plan.entries if type(e) is KernelEntry)
         return plan
 
@@ -207,9 +248,9 @@ class StepPlan:
                         inst.realloc_if_needed()
                 changed = False
                 bufs = None
-                for h, ln, template, slots in e.launches:
-                    args = template.copy()
-                    for pos, si, k, off in slots:
+                for h, ln, buffers, ints, slots in e.launches:
+                    buffers, ints = buffers.copy(), ints.copy()
+                    for b, i, si, k, off in slots:
                         if si >= 0:
                             tensor = insts[si].outputs[k]
                         elif si <= CHECKED:
@@ -222,12 +263,11 @@ class StepPlan:
                         else:
                             if bufs is None:
                                 bufs = net.impl_buffers(impl)
-                            args[pos] = bufs[k].buffer
+                            buffers[b] = bufs[k].buffer
                             continue
-                        args[pos] = tensor.alloc.buffer
-                        args[pos + 1] = tensor.offset + off
-                    if args != h.last:
-                        set_args(h, args)
+                        buffers[b] = tensor.alloc.buffer
+                        ints[i] = tensor.offset + off
+                    if (buffers != h.bufs or ints != h.ints) and set_args(h, buffers, ints):
                         changed = True
                     ev = launch(h, ln)
                     if profiling and ev is not None:

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from netpass.errors import DeviceError
+from netpass.runtime import kernels as K
 from netpass.runtime.device import Engine, select_device
 from netpass.runtime.launcher import DirectLauncher, KernelHandle, Launcher, make_launcher
 
@@ -27,9 +28,9 @@ def engine():
 
 
 def _kernel(engine):
-    kern = engine.cl.Kernel(engine.build(SOURCE), "axpb")
-    kern.set_scalar_arg_dtypes([None, np.int32, None, np.int32, np.int32, np.int32])
-    return KernelHandle(kern)
+    src = K.pack_scalars(K.Source(SOURCE, "axpb"))
+    assert (src.n_buffers, src.n_ints) == (2, 4)
+    return KernelHandle(engine.cl.Kernel(engine.build(src.text), "axpb"))
 
 
 @pytest.mark.parametrize("cls", [Launcher, DirectLauncher])
@@ -41,9 +42,8 @@ def test_launch_computes_and_resets_changed_arguments(engine, cls, rng):
     launcher, h = cls(engine), _kernel(engine)
     ln = _Launch((128,), (64,))
     for b, n in ((3, 100), (-1, 40)):
-        args = [yb, 0, xb, 0, n, b]
-        launcher.set_args(h, args)
-        assert h.last is args
+        assert launcher.set_args(h, [yb, xb], [0, 0, n, b])
+        assert not launcher.set_args(h, [yb, xb], [0, 0, n, b])  # nothing changed
         launcher.launch(h, ln)
         y = np.empty(100, np.float32)
         cl.enqueue_copy(engine.queue, y, yb)
@@ -54,9 +54,16 @@ def test_direct_launch_failure_names_the_kernel(engine):
     launcher, h = DirectLauncher(engine), _kernel(engine)
     cl = engine.cl
     buf = cl.Buffer(engine.context, cl.mem_flags.READ_WRITE, 64)
-    launcher.set_args(h, [buf, 0, buf, 0, 1, 0])
+    launcher.set_args(h, [buf, buf], [0, 0, 1, 0])
     with pytest.raises(DeviceError, match="axpb"):
         launcher.launch(h, _Launch((100,), (64,)))  # global size not a multiple of local
+
+
+def test_packed_kernel_keeps_its_body_and_names():
+    src = K.pack_scalars(K.Source(SOURCE, "axpb"))
+    assert "typedef struct { int yo; int xo; int n; int b; } Args_axpb;" in src.text
+    assert "void axpb(__global float* y, __global const float* x, const Args_axpb kargs)" in src.text
+    assert "int n = kargs.n;" in src.text and "if (i < n) y[yo + i]" in src.text
 
 
 def test_make_launcher_takes_pyopencl_when_asked_or_profiling(engine, monkeypatch):
