@@ -1,12 +1,11 @@
-"""Variants of the large aligned float32 GEMM (kernels.gemm_aligned), timed with profiling
-events on one device: the tile order (``group``: tile rows per strip, 0 = row by row) and the
-OpenCL build options. Every variant's output is checked on sampled entries against float64
-dot products.
+"""The large aligned float32 GEMM (kernels.gemm_aligned) alone, timed with profiling events
+on one device (no host copies between runs, unlike bench_runtime's MatMul model); the output
+is checked on sampled entries against float64 dot products. A harness for trying kernel
+variants.
 
     python benchmarks/bench_gemm_large.py --device GPU --n 4096
 
-Prints per variant the median kernel time over ``--reps`` runs and TFLOP/s; the runtime's
-choice is the variant ``impls.GEMM_GROUP`` names with the engine's build options.
+Prints the median kernel time over ``--reps`` runs and TFLOP/s.
 """
 from __future__ import annotations
 
@@ -21,17 +20,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from netpass.runtime import kernels as K  # noqa: E402
 from netpass.runtime.device import Engine, resolve_device_name, select_device  # noqa: E402
 
-OPTIONS = {"mad": ["-cl-mad-enable"], "fast": ["-cl-mad-enable", "-cl-fast-relaxed-math"],
-           "nv-reg128": ["-cl-mad-enable", "-cl-nv-maxrregcount=128"]}
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="AUTO")
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--groups", default="0,4,8,16")
-    ap.add_argument("--options", default="mad,fast")
     args = ap.parse_args()
     eng = Engine.get(select_device(resolve_device_name(args.device)), profiling=True)
     cl, q = eng.cl, eng.queue
@@ -46,28 +39,21 @@ def main() -> None:
     rows, cols = rng.integers(0, n, 64), rng.integers(0, n, 64)
     want = np.einsum("ij,ji->i", a[rows].astype(np.float64), b[:, cols].astype(np.float64))
     print(f"{eng.describe()}: fp32 GEMM {n}^3, median of {args.reps}")
-    print(f"{'variant':<24} {'ms':>8} {'TFLOP/s':>9} {'max rel err':>12}")
-    for opt in args.options.split(","):
-        for group in (int(g) for g in args.groups.split(",")):
-            src = K.gemm_aligned([], 0, [], 0, group)
-            try:
-                prg = cl.Program(eng.context, src.text).build(options=OPTIONS[opt])
-            except cl.Error as e:
-                print(f"{opt}/group {group}: build failed: {str(e).splitlines()[0]}")
-                continue
-            kern = cl.Kernel(prg, src.name)
-            # buffers, then the packed ints: offsets, M, N, K, B1, A and B strides
-            kern.set_args(ab, bb, cb, np.array([0, 0, 0, n, n, n, 1, 0, 0, n, 1, 0, 0, n, 1], np.int32))
-            times = []
-            for _ in range(args.reps + 1):
-                ev = cl.enqueue_nd_range_kernel(q, kern, (n // 8, n // 8, 1), (16, 16, 1))
-                ev.wait()
-                times.append((ev.profile.end - ev.profile.start) * 1e-9)
-            t = float(np.median(times[1:]))
-            c = np.empty_like(a)
-            cl.enqueue_copy(q, c, cb)
-            err = float(np.max(np.abs(c[rows, cols] - want) / (np.abs(want) + np.sqrt(n))))
-            print(f"{opt + '/group ' + str(group):<24} {1e3 * t:>8.3f} {2 * n ** 3 / t / 1e12:>9.2f} {err:>12.2e}")
+    print(f"{'kernel':<12} {'ms':>8} {'TFLOP/s':>9} {'max rel err':>12}")
+    src = K.gemm_aligned([], 0, [], 0)
+    kern = cl.Kernel(eng.build(src.text), src.name)
+    # buffers, then the packed ints: offsets, M, N, K, B1, A and B strides
+    kern.set_args(ab, bb, cb, np.array([0, 0, 0, n, n, n, 1, 0, 0, n, 1, 0, 0, n, 1], np.int32))
+    times = []
+    for _ in range(args.reps + 1):
+        ev = cl.enqueue_nd_range_kernel(q, kern, (n // 8, n // 8, 1), (16, 16, 1))
+        ev.wait()
+        times.append((ev.profile.end - ev.profile.start) * 1e-9)
+    t = float(np.median(times[1:]))
+    c = np.empty_like(a)
+    cl.enqueue_copy(q, c, cb)
+    err = float(np.max(np.abs(c[rows, cols] - want) / (np.abs(want) + np.sqrt(n))))
+    print(f"{'gemm_aligned':<12} {1e3 * t:>8.3f} {2 * n ** 3 / t / 1e12:>9.2f} {err:>12.2e}")
 
 
 if __name__ == "__main__":

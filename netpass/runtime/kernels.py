@@ -444,27 +444,19 @@ __kernel void gemm_skinny({', '.join(args)})
 
 
 @memoized
-def gemm_aligned(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int,
-                 group: int = 0) -> Source:
+def gemm_aligned(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int) -> Source:
     """float32 C = A @ B for row-major A [M, K] and B [K, N] with M, N multiples of 128 and K
-    of 16: 128x128 tiles, 8x8 outputs per work-item, float4 global and local accesses, no
-    bounds checks. Same arguments as :func:`gemm`. ``group`` > 0: work-groups walk the tiles
-    in column strips ``group`` tile rows high (consecutive groups share B panels and the A
-    panels of one strip, so more of them come from L2)."""
+    of 16: 128x128 tiles, 16x16 work-items of 8x8 outputs each, float4 global and local
+    accesses, the next tile's global loads issued before this one's math and stored to the
+    other of two local buffers (one barrier per tile), no bounds checks. Same arguments as
+    :func:`gemm`. (On the H200, ``benchmarks/bench_gemm_large.py``: tiles of 128x64, tile
+    orders in strips, an A tile stored with XOR-swizzled rows, fma, register prefetch of the
+    local reads and other build options all measured the same or slower.)"""
     args = _gemm_args("float", n_extra, extra_dtypes, erank)
     code = _stage_code([Stage("v[q]", [], "float")] + epilogue,
                        {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
     offs = _offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
-    if group:
-        tile_order = f"""const int gx = get_num_groups(0), gy = get_num_groups(1);
-  const int pid = get_group_id(1) * gx + get_group_id(0);
-  const int strip = pid / ({group} * gx), first = strip * {group};
-  const int rows = min(gy - first, {group});
-  const int n0 = ((pid - strip * {group} * gx) / rows) * 128;
-  const int m0 = (first + (pid - strip * {group} * gx) % rows) * 128;"""
-    else:
-        tile_order = "const int n0 = get_group_id(0) * 128, m0 = get_group_id(1) * 128;"
-    post = f"""for (int q = 0; q < 8; ++q) {{
+    post = f"""for (int q = 0; q < 4; ++q) {{
           int flat = (b * M + m) * N + n + q;
           {offs}
           {code}
@@ -475,18 +467,17 @@ void gemm({', '.join(args)})
 {{
   const int tn = get_local_id(0), tm = get_local_id(1);
   const int tid = tm * 16 + tn;
-  {tile_order}
+  const int n0 = get_group_id(0) * 128, m0 = get_group_id(1) * 128;
   const int b = get_global_id(2);
   const int b0 = b / B1, b1 = b - (b / B1) * B1;
   A += aoff + b0 * sa0 + b1 * sa1;
   B += boff + b0 * sb0 + b1 * sb1;
-  /* two local buffers: the next tile is stored while this one is read, one barrier per tile */
   __local float As[2][16][128 + 4];
   __local float Bs[2][16][128];
   float acc[8][8];
   for (int i = 0; i < 8; ++i) for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
-  const int ar = tid >> 2, ac = (tid & 3) * 4;     /* A tile: rows ar, ar + 64; cols ac..ac+3 */
-  const int br = tid >> 5, bc = (tid & 31) * 4;    /* B tile: rows br, br + 8; cols bc..bc+3 */
+  const int ar = tid >> 2, ac = (tid & 3) * 4;  /* A tile: rows ar, ar + 64; cols ac..ac+3 */
+  const int br = tid >> 5, bc = (tid & 31) * 4;  /* B tile: rows br, br + 8; cols bc..bc+3 */
   float4 a0 = vload4(0, A + (m0 + ar) * sam + ac);
   float4 a1 = vload4(0, A + (m0 + ar + 64) * sam + ac);
   float4 b0v = vload4(0, B + br * sbk + n0 + bc);
@@ -501,7 +492,7 @@ void gemm({', '.join(args)})
   int cur = 0;
   for (int k0 = 0; k0 < K; k0 += 16) {{
     const int more = k0 + 16 < K;
-    if (more) {{  /* issue the next tile's global loads before this tile's math */
+    if (more) {{
       a0 = vload4(0, A + (m0 + ar) * sam + k0 + 16 + ac);
       a1 = vload4(0, A + (m0 + ar + 64) * sam + k0 + 16 + ac);
       b0v = vload4(0, B + (k0 + 16 + br) * sbk + n0 + bc);
@@ -531,8 +522,8 @@ void gemm({', '.join(args)})
     const int m = m0 + (i < 4 ? tm * 4 + i : 64 + tm * 4 + i - 4);
     for (int h = 0; h < 2; ++h) {{
       const int n = n0 + h * 64 + tn * 4;
-      float v[8] = {{acc[i][h * 4], acc[i][h * 4 + 1], acc[i][h * 4 + 2], acc[i][h * 4 + 3], 0, 0, 0, 0}};
-      {post.replace("q < 8", "q < 4")}
+      float v[4] = {{acc[i][h * 4], acc[i][h * 4 + 1], acc[i][h * 4 + 2], acc[i][h * 4 + 3]}};
+      {post}
       vstore4((float4)(v[0], v[1], v[2], v[3]), 0, C + m * N + n);
     }}
   }}
