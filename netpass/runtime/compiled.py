@@ -35,7 +35,7 @@ class RuntimeCompiledModel:
         self._constants: dict[int, Tensor] = {}
         self.desc_ids: dict = {}  # (kind, attrs, fused, dtypes) -> small int used in impl keys
         self.kernel_objects: dict = {}  # (node index, launch slot, source) -> KernelHandle
-        self.step_plans: dict = {}  # binding -> step_plan.StepPlan (symbolic mode)
+        self.step_plans: dict = {}  # binding -> step_plan.StepPlan, or network.SEEN (met once)
         self.use_step_plans = bool(cfg.get("STEP_PLANS", True))
         # symbolic shapes (netpass.runtime.symbolic): off for good after one mismatch with
         # full shape inference; on once SYMBOLIC_CHECKS distinct bindings have agreed

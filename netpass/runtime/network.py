@@ -31,6 +31,7 @@ FLUSH_EVERY = 64  # (NVIDIA H200, GPT loop: every 16 costs 7% more host time tha
 SYMBOLIC_CHECKS = 2  # distinct input-shape bindings checked against full shape inference
 SYMBOLIC_RECORDS = 256  # per node: bindings whose shapes and implementation are kept
 GATHER_MAX_INDICES = 10 * 1024
+SEEN = object()  # Network step plans: a binding met once, no plan built yet
 STAT_KEYS = ("allocations", "allocated_bytes", "reuses", "pool_hits", "reclaims",
              "impl_cache_hits", "impl_cache_misses", "kernel_builds", "weight_reorders",
              "skipped", "fused", "shape_updates", "host_waits", "host_fallbacks",
@@ -1095,7 +1096,7 @@ class Network:
         plans = self.compiled.step_plans
         use_plans = symbolic and self.compiled.use_step_plans
         plan = plans.get(self.binding_key) if use_plans else None
-        if plan is not None:
+        if plan is not None and plan is not SEEN:
             try:
                 plan.run(self, FLUSH_EVERY)
             except NetpassError:
@@ -1109,9 +1110,11 @@ class Network:
         else:
             self._run_order(order, symbolic)
             if use_plans:
+                # a plan is built when a binding comes back (a decoder with past keys and
+                # values meets each length once: no plan is worth building for it)
                 if len(plans) >= SYMBOLIC_RECORDS:
                     plans.clear()
-                plans[self.binding_key] = StepPlan.build(self, order)
+                plans[self.binding_key] = SEEN if plan is None else StepPlan.build(self, order)
             for inst in order:  # (inputs' flags are set again by set_input)
                 inst.reset_flags()
         return self._finish()

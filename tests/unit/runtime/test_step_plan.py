@@ -9,7 +9,7 @@ import netpass
 from netpass import Model, opset
 from netpass.runtime import compile_program
 from netpass.runtime.models import gpt_decoder
-from netpass.runtime.step_plan import GeneralEntry, KernelEntry, ViewEntry
+from netpass.runtime.step_plan import GeneralEntry, KernelEntry, StepPlan, ViewEntry
 
 
 def _ids(rng, lengths, vocab=64):
@@ -26,23 +26,39 @@ def decoder():
     return gpt_decoder(64, 2, 32, 2, 64)
 
 
-def _second_request(model, feeds, plans: bool):
-    """Two requests over the same feeds: the first records (and builds the plans), the
-    second meets every binding again."""
+def _plans(cm) -> list:
+    return [p for p in cm.step_plans.values() if isinstance(p, StepPlan)]
+
+
+def _third_request(model, feeds, plans: bool):
+    """Three requests over the same feeds: the first records, the second builds the plans
+    (a binding met again), the third replays them."""
     cm = compile_program(model, "CPU", {"STEP_PLANS": plans})
-    first = cm.create_infer_request()
+    for _ in range(2):
+        req = cm.create_infer_request()
+        for f in feeds:
+            req.infer(f)
+    third = cm.create_infer_request()
+    outs = [third.infer(f)["logits"] for f in feeds]
+    return cm, third, outs
+
+
+def test_a_plan_is_built_when_a_binding_comes_back(decoder, rng):
+    cm = compile_program(decoder, "CPU")
+    req = cm.create_infer_request()
+    feeds = _ids(rng, [2, 3, 4, 5])
     for f in feeds:
-        first.infer(f)
-    second = cm.create_infer_request()
-    outs = [second.infer(f)["logits"] for f in feeds]
-    return cm, second, outs
+        req.infer(f)
+    assert not _plans(cm)  # (a decoder with past keys meets each length once)
+    req.infer(feeds[-1])
+    assert len(_plans(cm)) == 1
 
 
 def test_replay_leaves_the_per_primitive_counters_and_outputs(decoder, rng):
     feeds = _ids(rng, list(range(1, 10)) + [4, 2, 7])
-    cm, with_plans, outs = _second_request(decoder, feeds, True)
-    _, without, ref_outs = _second_request(decoder, feeds, False)
-    assert cm.step_plans
+    cm, with_plans, outs = _third_request(decoder, feeds, True)
+    _, without, ref_outs = _third_request(decoder, feeds, False)
+    assert len(_plans(cm)) >= 9
     skip = {"host_wait_s"}
     assert {k: v for k, v in with_plans.stats.items() if k not in skip} == \
         {k: v for k, v in without.stats.items() if k not in skip}
@@ -52,7 +68,7 @@ def test_replay_leaves_the_per_primitive_counters_and_outputs(decoder, rng):
 
 def test_replayed_outputs_match_the_reference(decoder, rng):
     feeds = _ids(rng, [3, 5, 8, 5, 3, 8])
-    _, _, outs = _second_request(decoder, feeds, True)
+    _, _, outs = _third_request(decoder, feeds, True)
     for f, out in zip(feeds, outs):
         assert _rel_l2(out, netpass.reference.infer(decoder, f)["logits"]) <= 1e-4
 
@@ -62,19 +78,19 @@ def test_plans_and_per_primitive_steps_interleave(decoder, rng):
     shrink (reclaim) between them."""
     cm = compile_program(decoder, "CPU")
     req = cm.create_infer_request()
-    for f in _ids(rng, [2, 3, 4, 40]):
+    for f in _ids(rng, [2, 3, 4, 40] * 2):
         req.infer(f)
-    plans_before = len(cm.step_plans)
-    for f in _ids(rng, [4, 6, 40, 1, 3, 12, 4, 2]):
+    plans_before = len(_plans(cm))
+    for f in _ids(rng, [4, 6, 40, 1, 3, 12, 4, 2, 6]):
         out = req.infer(f)["logits"]
         assert _rel_l2(out, netpass.reference.infer(decoder, f)["logits"]) <= 1e-4
-    assert len(cm.step_plans) > plans_before
+    assert len(_plans(cm)) > plans_before
 
 
 def test_entries_classify_kernels_views_and_the_rest(decoder, rng):
     cm = compile_program(decoder, "CPU")
     req = cm.create_infer_request()
-    for f in _ids(rng, [2, 3, 4]):
+    for f in _ids(rng, [2, 3, 4, 4]):
         req.infer(f)
     plan = cm.step_plans[req.network.binding_key]
     kinds = {type(e) for e in plan.entries}
@@ -103,7 +119,7 @@ def test_plan_replay_uploads_host_values_its_kernels_read(rng):
     model = Model([opset.result(opset.relu(y), name="y")], [x])
     cm = compile_program(model, "CPU")
     req = cm.create_infer_request()
-    feeds = [{"x": rng.standard_normal((1, n, 4)).astype(np.float32)} for n in (2, 3, 5, 7, 5, 7)]
+    feeds = [{"x": rng.standard_normal((1, n, 4)).astype(np.float32)} for n in (2, 3, 5, 7, 5, 7, 5, 7)]
     for f in feeds:
         np.testing.assert_allclose(req.infer(f)["y"], netpass.reference.infer(model, f)["y"],
                                    rtol=1e-6, atol=1e-6)
@@ -112,10 +128,10 @@ def test_plan_replay_uploads_host_values_its_kernels_read(rng):
 def test_profiling_replay_collects_kernel_times(decoder, rng):
     cm = compile_program(decoder, "CPU", {"PROFILING": True})
     req = cm.create_infer_request()
-    feeds = _ids(rng, [2, 3, 4, 4])
-    for f in feeds[:3]:
+    feeds = _ids(rng, [2, 3, 4, 4, 4])
+    for f in feeds[:4]:
         req.infer(f)
     before = req.get_profiling_info()
-    req.infer(feeds[3])  # replayed
+    req.infer(feeds[4])  # replayed
     after = req.get_profiling_info()
     assert any(after[k] > before.get(k, 0.0) for k in after)
