@@ -1,10 +1,12 @@
 """Benchmark of the OpenCL dynamic-shape runtime (netpass.runtime), with peers in the same run.
 
 1. GPT-style decoder (vocab 2048, 4 layers, d=256, 4 heads), full recompute for sequence
-   1..128 in one infer request (logits read back every step): netpass vs torch eager (CUDA when
-   available, else CPU) vs onnxruntime CPU, on the same weights (torch module -> ONNX).
+   1..128, one infer request per pass (logits read back every step): netpass vs torch eager
+   (CUDA when available, else CPU) vs onnxruntime CPU, on the same weights (torch module ->
+   ONNX).
 2. Host time per primitive in that loop: wall time minus time blocked in host waits, divided
-   by the primitives processed (all program nodes, and kernel launches).
+   by the primitives of the exec loop (skipped ones included; not fused ops, constants,
+   inputs or results), and by the kernel launches.
 3. fp32 GEMM 4096^3 (TFLOP/s, kernel time from OpenCL profiling events).
 4. Elementwise add of two 64M-float tensors (effective TB/s = 12 bytes per element / time).
 5. Device allocations over the 128-step loop, ShapePredictor on vs off.
