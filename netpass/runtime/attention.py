@@ -1,7 +1,7 @@
 """Fused attention: ``MatMul -> elementwise score ops -> Softmax -> MatMul [-> Transpose]`` as
 one program node (kind ``FusedAttention``) and one kernel launch.
 
-Every exported transformer computes attention as such a chain: ``q @ k^T``, a scale (Multiply
+Exported transformers compute attention as such a chain: ``q @ k^T``, a scale (Multiply
 or Divide), a mask (an Add of a sliced constant, or a Where on a boolean), a softmax over the
 keys, ``@ v``, and often a Transpose that brings the heads back next to the features. Run as
 separate primitives that is five or six launches per layer and an ``[.., M, N]`` score tensor
@@ -26,6 +26,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..errors import ShapeInferenceError
 from . import impls as I
 from . import kernels as K
 
@@ -40,9 +41,9 @@ class AttentionDesc:
     softmax over the last axis (NaN probabilities read as 0 with ``nan_guard``), m2(probabilities,
     v), then ``out_perm`` when a Transpose was absorbed."""
 
-    def __init__(self, m1, chain_nodes: list, softmax, m2, transpose, chain: list[I.FusedDesc],
-                 out_perm: tuple | None, nan_guard: tuple | None = None) -> None:
-        self.m1, self.chain_nodes, self.softmax, self.m2, self.transpose = m1, chain_nodes, softmax, m2, transpose
+    def __init__(self, m1, softmax, m2, chain: list[I.FusedDesc], out_perm: tuple | None,
+                 nan_guard: tuple | None = None) -> None:
+        self.m1, self.softmax, self.m2 = m1, softmax, m2
         self.chain = chain
         self.out_perm = out_perm
         self.nan_guard = nan_guard  # (IsNaN, Select): NaN probabilities read as 0
@@ -62,12 +63,11 @@ class AttentionDesc:
         for f in self.chain:
             if cur is None:
                 return None
-            vals = [cur[0]]
-            cur = _fast(f.kind, f.attrs, [vals[0] if r is not None else next(sides) for r in f.refs], {})
+            cur = _fast(f.kind, f.attrs, [cur[0] if r is not None else next(sides) for r in f.refs], {})
         return cur[0] if cur is not None else None
 
     def infer_shapes(self, shapes: Sequence[tuple]) -> list[tuple]:
-        from .shape_infer import ShapeInferenceError, _fast
+        from .shape_infer import _fast
         scores = self.scores_shape(shapes)
         out = _fast("MatMul", self.m2.attrs, [scores, shapes[2]], {}) if scores is not None else None
         if out is None:
@@ -235,7 +235,7 @@ def fuse_attention(nodes: list) -> list:
         last = t if t is not None else m2
         node = ProgramNode(last.id, KIND, {}, [m1.inputs[0], m1.inputs[1], m2.inputs[1]] + sides,
                            out_dtypes=last.out_dtypes, out_pshapes=last.out_pshapes, name=last.name)
-        node.subgraph = AttentionDesc(m1, [c for c, _ in chain], sm, m2, t, descs, perm, guard)
+        node.subgraph = AttentionDesc(m1, sm, m2, descs, perm, guard)
         replace[id(last)] = node
         dropped.update(id(n) for n in [m1, sm, m2] + [c for c, _ in chain] + list(guard or ())
                        + ([t] if t is not None else []))

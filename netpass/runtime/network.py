@@ -3,10 +3,11 @@
 
 Each primitive, in exec order, runs the reference's sequence: runtime in-place concat (for its
 concat user), ``update_shape``, zero-size / shape_of skips, runtime skip checks,
-``update_impl`` (program-level LRU cache), ``update_weights``, ``realloc_if_needed``, argument
-setting only when an impl or a buffer changed, then enqueue on the in-order queue (flushed
-every FLUSH_EVERY primitives). The host waits only to read a device value that a shape needs, for a
-host fallback's inputs, and for the outputs.
+``update_impl`` (program-level LRU cache), ``update_weights``, ``realloc_if_needed``, setting
+the kernel arguments that changed, then enqueue on the in-order queue (flushed every
+FLUSH_EVERY primitives). A symbolic binding met again replays that sequence's outcome from its
+:class:`~netpass.runtime.step_plan.StepPlan`. The host waits only to read a device value that a
+shape needs, for a host fallback's inputs, and for the outputs.
 """
 from __future__ import annotations
 

@@ -390,9 +390,10 @@ class Program:
     @staticmethod
     def _strided_readers(node: ProgramNode, k: int, prefix: int | None, found: list) -> bool:
         """Whether every reader of output ``k`` of ``node`` takes a strided tensor: a GEMM or a
-        fused attention input, a permuted view read by one, or (``prefix``: the tensor is a
-        split piece, strided in its first ``prefix`` dims only) a Reshape keeping those dims.
-        The inputs reached are appended to ``found`` as (node, input index)."""
+        fused attention input, a permuted view read by one, or, for a split piece (``prefix``:
+        its first ``prefix`` dims and its other dims are each contiguous, not together), a
+        Reshape keeping those first dims. The inputs reached are appended to ``found`` as
+        (node, input index)."""
         users = node.users[k]
         if not users or node.is_output:
             return False

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..core.node import OP_TYPES
 from ..core.types import Type
-from ..errors import ShapeInferenceError  # noqa: F401  (also raised by attention.AttentionDesc)
+from ..errors import ShapeInferenceError
 from . import impls as I
 
 _SAME = {"Softmax", "LogSoftmax", "MVN", "Convert", "Result", "CumSum", "NormalizeL2"} | (

@@ -14,15 +14,16 @@ changed, launch.
 Entries:
 
 - kernel: a primitive that launches its recorded implementation;
-- view: a primitive skipped at runtime whose output aliases its input (reshape-like, a
-  permuted view read by a MatMul, a contiguous slice or crop, a no-op transpose, strided
-  slice or broadcast) at a recorded offset or with recorded strides;
+- view: a primitive skipped at runtime whose outputs alias its input (reshape-like, a
+  permuted view, a split piece, a slice or crop, a no-op transpose, strided slice or
+  broadcast) at recorded offsets and strides; views that only replayed kernels read are not
+  replayed at all (those kernels' argument slots point under them);
 - general: anything else (host evaluation, data-dependent decisions such as an identity
   Gather, in-place concat, host fallbacks), run by the per-primitive path as without a plan.
 
 Every replayed primitive leaves the same state (shapes, values, implementation, buffers,
 flags) as the per-primitive path, so either path can follow the other at any step. A plan is
-built after the first symbolic infer of its binding and shared by the compiled model's
+built when its binding comes back (``Network._execute``) and shared by the compiled model's
 requests.
 """
 from __future__ import annotations

@@ -23,11 +23,13 @@ def _rel_l2(a, b) -> float:
 
 
 def _check(model, feeds_list, config=None):
-    """One request over the feeds, then over them again in reverse order: the second round
-    meets shapes it has seen (symbolic mode with per-binding records)."""
+    """One request over the feeds, then over them again in reverse order and once more in
+    order: the second round meets shapes it has seen (symbolic mode with per-binding records;
+    step plans are built), the third replays the step plans."""
     req = compile_program(model, "CPU", config).create_infer_request()
     refs = [netpass.reference.infer(model, feeds) for feeds in feeds_list]
-    order = list(range(len(feeds_list))) + list(range(len(feeds_list)))[::-1]
+    order = list(range(len(feeds_list)))
+    order = order + order[::-1] + order
     for i in order:
         feeds, ref = feeds_list[i], refs[i]
         out = req.infer(feeds)

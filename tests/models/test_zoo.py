@@ -175,13 +175,15 @@ def test_gna_pipeline_leaves_layout_ops_at_edges(name, opset, exported):
                  marks=_mark(name, f"compile-{device}"))
     for name, opset in MODEL_OPSETS for device in ("CPU", "REFERENCE")])
 def test_compiled_model_matches_onnxruntime(name, opset, device, exported):
-    """Every case, then every case again in reverse order in the same request: the second
-    round meets shapes it has seen (the runtime's symbolic mode and per-binding records)."""
+    """Every case, then every case again in reverse order and once more in order, in the same
+    request: the second round meets shapes it has seen (the runtime's symbolic mode and
+    per-binding records; step plans are built), the third replays the step plans."""
     path = exported(name, opset)
     req = netpass.compile_model(path, device=device).create_infer_request()
     cases = _cases(name)
     refs = [_ort(path, feeds) for feeds in cases]
-    order = list(range(len(cases))) + list(range(len(cases)))[::-1]
+    order = list(range(len(cases)))
+    order = order + order[::-1] + order
     for i in order:
         _assert_close(req.infer(cases[i]), refs[i], _tol(name), what=f"case {i}: ")
 

@@ -3,10 +3,11 @@
 Hypothesis builds small graphs over ``x [b, s, 8]`` (dynamic ``b`` and ``s``) from the blocks
 that exported models are made of: elementwise ops with constants, residual Adds, shape
 arithmetic through ShapeOf/Gather/Concat into Reshape, Transposes (into a MatMul and not),
-MatMuls with constant weights, attention-like products, Softmax, Concat and a Slice back by
-ShapeOf. One infer request then meets a random sequence of (b, s) with repeats, so that the
-full path, the symbolic checks, symbolic mode, its per-binding records and their reuse all
-run; every output must match the reference (relative L2 1e-4) on random non-zero inputs.
+MatMuls with constant weights, attention-like products (fused attention with split and mask
+views), tanh-GELU regions, Softmax, Concat and a Slice back by ShapeOf. One infer request then
+meets a random sequence of (b, s) with repeats, so that the full path, the symbolic checks,
+symbolic mode, its per-binding records, step plans and their replay all run; every output must
+match the reference (relative L2 1e-4) on random non-zero inputs.
 """
 from __future__ import annotations
 
@@ -48,10 +49,26 @@ def _block(kind: str, v, rng):
         return opset.slice(both, _i64([0]), seq, _i64([1]), _i64([1]))
     if kind == "softmax":
         return opset.softmax(opset.add(v, w(1, 1, 8)), -1)
+    if kind == "gelu":  # tanh-GELU as exported: a fused region reading the GEMM's value 5 times
+        h = opset.matmul(v, w(8, 8), False, False)
+        inner = opset.multiply(opset.add(h, opset.multiply(opset.multiply(h, opset.multiply(h, h)),
+                                                           np.float32(0.044715))), np.float32(0.8))
+        return opset.multiply(opset.multiply(h, opset.add(opset.tanh(inner), np.float32(1.0))), np.float32(0.5))
+    if kind == "qkv":  # projection, split, heads, scaled scores + causal mask cut by ShapeOf,
+        # softmax, @ v, heads back: a fused attention reading strided views
+        q, k, u = opset.split(opset.matmul(v, w(8, 24), False, False), _i64(-1), 3).outputs()
+        heads = [opset.transpose(opset.reshape(t, _i64([0, 0, 2, 4]), True), _i64(order))
+                 for t, order in ((q, [0, 2, 1, 3]), (k, [0, 2, 3, 1]), (u, [0, 2, 1, 3]))]
+        seq = opset.gather(opset.shape_of(v), _i64([1]), _i64(0))
+        tri = np.triu(np.full((16, 16), -1e4, np.float32), 1)
+        mask = opset.slice(tri, _i64([0, 0]), opset.concat([seq, seq], 0), _i64([1, 1]), _i64([0, 1]))
+        scores = opset.add(opset.multiply(opset.matmul(heads[0], heads[1], False, False), np.float32(0.5)), mask)
+        att = opset.matmul(opset.softmax(scores, -1), heads[2], False, False)
+        return opset.reshape(opset.transpose(att, _i64([0, 2, 1, 3])), _i64([0, 0, -1]), True)
     raise AssertionError(kind)
 
 
-KINDS = ("unary", "residual", "heads", "attention", "concat_slice", "softmax")
+KINDS = ("unary", "residual", "heads", "attention", "concat_slice", "softmax", "gelu", "qkv")
 
 
 @st.composite
@@ -65,9 +82,9 @@ def programs(draw):
     sizes = draw(st.lists(st.tuples(st.integers(1, 3), st.integers(1, 9)), min_size=3, max_size=6,
                           unique=True))
     # two full-path checks, then each new size twice in a row (a miss, then a hit with nothing
-    # changed), then earlier sizes again in any order
+    # changed: the step plan is built), then earlier sizes again in any order (plans replayed)
     seq = sizes[:2] + [z for z in sizes[2:] for _ in range(2)]
-    return model, seq + draw(st.lists(st.sampled_from(sizes), max_size=4)), rng
+    return model, seq + draw(st.lists(st.sampled_from(sizes), min_size=2, max_size=6)), rng
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
