@@ -73,3 +73,28 @@ def test_make_launcher_takes_pyopencl_when_asked_or_profiling(engine, monkeypatc
     assert type(make_launcher(engine)) is DirectLauncher
     profiling = Engine.get(select_device("CPU"), profiling=True)
     assert type(profiling.launcher) is Launcher
+
+
+def test_kernel_without_ints_keeps_its_parameters():
+    src = K.pack_scalars(K.Source("__kernel void f(__global float* y) { y[0] = 1.0f; }", "f"))
+    assert (src.n_buffers, src.n_ints) == (1, 0) and "typedef" not in src.text
+
+
+def test_non_int_scalar_parameter_is_refused():
+    with pytest.raises(ValueError, match="float s"):
+        K.pack_scalars(K.Source("__kernel void f(__global float* y, float s) { y[0] = s; }", "f"))
+
+
+def test_launch_spec_maps_to_buffers_then_ints():
+    """Tensors give their buffer and, among the ints, their offset (plus the spec's own);
+    impl buffers give a buffer only; ints keep their order."""
+    from netpass.runtime.impls import Launch
+    from netpass.runtime.memory import Allocation, Tensor
+    src = K.Source("", "k", 3, 4)
+    ln = Launch(src, (64,), (64,), [("o", 0), 7, ("i", 1, 5), ("b", 0), 9])
+    a, b, c = Allocation("A", 64), Allocation("B", 64), Allocation("C", 64)
+    outs = [Tensor(a, 3, (4,), np.float32)]
+    ins = [None, Tensor(b, 11, (4,), np.float32)]
+    buffers, ints = ln.args(ins, outs, [], [c])
+    assert buffers == ["A", "B", "C"]
+    assert ints == [3, 7, 16, 9]
