@@ -13,7 +13,9 @@ Two launchers with the same interface:
   arrays once per launch shape and no event is asked for. On the H200, NVIDIA's driver takes
   ~7.5 us per enqueue and pyopencl's wrapper ~1.5 us more (``benchmarks/bench_launch.py``); a
   decoder step launches dozens of small kernels. Changed buffers and the int struct are set
-  with ``clSetKernelArg`` the same way.
+  with ``clSetKernelArg`` the same way, and host copies go through ``clEnqueueWriteBuffer`` /
+  ``clEnqueueReadBuffer`` (pyopencl's ``enqueue_copy`` costs 42 us per small copy on PoCL,
+  these 4 us).
 
 :func:`make_launcher` picks the direct one unless profiling is on, no OpenCL library can be
 found, or ``NETPASS_DIRECT_LAUNCH=0``.
@@ -55,7 +57,8 @@ def _opencl_library() -> ctypes.CDLL | None:
 
 
 class KernelHandle:
-    """A pyopencl kernel, its raw ``cl_kernel`` and the buffers and ints last set on it."""
+    """A pyopencl kernel, its raw ``cl_kernel`` and the buffers and ints last set on it (a
+    list, or the C array a step plan passed)."""
 
     __slots__ = ("kernel", "ptr", "bufs", "ints", "cints")
 
@@ -74,6 +77,7 @@ class Launcher:
 
     def __init__(self, engine) -> None:
         self.queue = engine.queue
+        self._cl = engine.cl
         self._enqueue = engine.cl.enqueue_nd_range_kernel
 
     def set_args(self, h: KernelHandle, buffers: list, ints: list) -> bool:
@@ -93,9 +97,32 @@ class Launcher:
             changed = True
         return changed
 
+    def set_packed(self, h: KernelHandle, buffers: list, cints) -> bool:
+        """``set_args`` with the ints already a C array (step plans keep one per launch and
+        binding: the same object means the same ints)."""
+        changed = False
+        if buffers != h.bufs:
+            self.set_args(h, buffers, h.ints)
+            changed = True
+        if h.ints is not cints:
+            h.kernel.set_arg(len(buffers), np.ctypeslib.as_array(cints))
+            h.ints = cints
+            changed = True
+        return changed
+
     def launch(self, h: KernelHandle, ln):
         """Enqueue launch ``ln`` (an ``impls.Launch``) of ``h``; the event, or None."""
         return self._enqueue(self.queue, h.kernel, ln.gws, ln.lws)
+
+    def write(self, buffer, offset: int, array: np.ndarray) -> None:
+        """Enqueue a copy of ``array`` (C-contiguous) to ``buffer`` at byte ``offset`` without
+        waiting; the caller keeps ``array`` alive and unchanged until the queue has run it."""
+        self._cl.enqueue_copy(self.queue, buffer, array, dst_offset=offset, is_blocking=False)
+
+    def read(self, array: np.ndarray, buffer, offset: int) -> None:
+        """Enqueue a copy from ``buffer`` at byte ``offset`` into ``array`` without waiting (the
+        caller finishes the queue before reading ``array``)."""
+        self._cl.enqueue_copy(self.queue, array, buffer, src_offset=offset, is_blocking=False)
 
 
 class DirectLauncher(Launcher):
@@ -112,20 +139,27 @@ class DirectLauncher(Launcher):
         self._cl_enqueue.restype = ctypes.c_int32
         self._set_arg = lib.clSetKernelArg
         self._set_arg.restype = ctypes.c_int32
+        self._write = lib.clEnqueueWriteBuffer
+        self._write.restype = ctypes.c_int32
+        self._read = lib.clEnqueueReadBuffer
+        self._read.restype = ctypes.c_int32
         self._queue = ctypes.c_void_p(engine.queue.int_ptr)
         self._mem = ctypes.c_void_p()
         self._mem_ref = ctypes.byref(self._mem)
         self._mem_size = ctypes.c_size_t(ctypes.sizeof(ctypes.c_void_p))
 
-    def set_args(self, h: KernelHandle, buffers: list, ints: list) -> bool:
+    def _set_buffers(self, h: KernelHandle, buffers: list) -> None:
         last = h.bufs
+        for i, b in enumerate(buffers):
+            if last is None or last[i] is not b:
+                self._mem.value = b.int_ptr
+                self._check(self._set_arg(h.ptr, i, self._mem_size, self._mem_ref), h, i)
+        h.bufs = buffers
+
+    def set_args(self, h: KernelHandle, buffers: list, ints: list) -> bool:
         changed = False
-        if buffers != last:
-            for i, b in enumerate(buffers):
-                if last is None or last[i] is not b:
-                    self._mem.value = b.int_ptr
-                    self._check(self._set_arg(h.ptr, i, self._mem_size, self._mem_ref), h, i)
-            h.bufs = buffers
+        if buffers != h.bufs:
+            self._set_buffers(h, buffers)
             changed = True
         if ints != h.ints:
             if ints:
@@ -138,10 +172,33 @@ class DirectLauncher(Launcher):
             changed = True
         return changed
 
+    def set_packed(self, h: KernelHandle, buffers: list, cints) -> bool:
+        changed = False
+        if buffers != h.bufs:
+            self._set_buffers(h, buffers)
+            changed = True
+        if h.ints is not cints:
+            self._check(self._set_arg(h.ptr, len(buffers), ctypes.sizeof(cints), cints), h, len(buffers))
+            h.ints = cints
+            changed = True
+        return changed
+
     @staticmethod
     def _check(err: int, h: KernelHandle, i: int) -> None:
         if err:
             raise DeviceError(f"clSetKernelArg({h.kernel.function_name}, {i}) failed with error {err}")
+
+    def write(self, buffer, offset: int, array: np.ndarray) -> None:
+        err = self._write(self._queue, ctypes.c_void_p(buffer.int_ptr), 0, ctypes.c_size_t(offset),
+                          ctypes.c_size_t(array.nbytes), ctypes.c_void_p(array.ctypes.data), 0, None, None)
+        if err:
+            raise DeviceError(f"clEnqueueWriteBuffer of {array.nbytes} bytes failed with error {err}")
+
+    def read(self, array: np.ndarray, buffer, offset: int) -> None:
+        err = self._read(self._queue, ctypes.c_void_p(buffer.int_ptr), 0, ctypes.c_size_t(offset),
+                         ctypes.c_size_t(array.nbytes), ctypes.c_void_p(array.ctypes.data), 0, None, None)
+        if err:
+            raise DeviceError(f"clEnqueueReadBuffer of {array.nbytes} bytes failed with error {err}")
 
     def launch(self, h: KernelHandle, ln) -> None:
         dims = ln.cdims

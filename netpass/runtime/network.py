@@ -977,9 +977,8 @@ class Network:
                 inst.own[k] = alloc
                 inst.capacity[k] = alloc.nbytes // a.dtype.itemsize
             into = Tensor(inst.own[k], 0, tuple(a.shape), a.dtype)
-        if a.size:
-            self.engine.cl.enqueue_copy(self.queue, into.alloc.buffer, a,
-                                        dst_offset=into.offset * a.dtype.itemsize, is_blocking=False)
+        if a.size:  # (inst.host keeps ``a`` alive until the copy has run)
+            self.launcher.write(into.alloc.buffer, into.offset * a.dtype.itemsize, a)
         inst.outputs[k] = into
         inst.device_valid[k] = True
         return into
@@ -997,8 +996,7 @@ class Network:
                     raise NetpassError(f"{inst.node.kind} '{inst.node.name}': no value for output {k}")
                 arr = np.empty(t.extent() if t.strides is not None else t.shape, dtype=t.dtype)
                 if arr.size:
-                    self.engine.cl.enqueue_copy(self.queue, arr, t.alloc.buffer,
-                                                src_offset=t.offset * t.dtype.itemsize, is_blocking=False)
+                    self.launcher.read(arr, t.alloc.buffer, t.offset * t.dtype.itemsize)
                 pending.append((inst, k, arr))
         if pending:
             self.queue.finish()
@@ -1037,8 +1035,8 @@ class Network:
         else:
             self.predictor.predict_preallocation_shape(node.id, shape, arr.dtype.itemsize * 8, True)
         inst.outputs[0] = Tensor(inst.own[0], 0, shape, arr.dtype)
-        if arr.size:
-            self.engine.cl.enqueue_copy(self.queue, inst.own[0].buffer, arr, is_blocking=False)
+        if arr.size:  # (inst.host keeps ``arr`` alive until the copy has run)
+            self.launcher.write(inst.own[0].buffer, 0, arr)
         inst.device_valid[0] = True
 
     def _choose_mode(self, feeds: Mapping[str, np.ndarray]) -> list[PrimitiveInst]:

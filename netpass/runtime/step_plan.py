@@ -28,6 +28,7 @@ requests.
 """
 from __future__ import annotations
 
+import ctypes
 from typing import TYPE_CHECKING
 
 from . import impls as I
@@ -46,7 +47,7 @@ class KernelEntry:
     """A primitive launching its recorded implementation."""
 
     __slots__ = ("index", "in_shapes", "out", "values", "impl", "kernels", "launches", "need",
-                 "dtypes", "keys", "skippable", "weights")
+                 "dtypes", "keys", "skippable", "weights", "single")
 
     def __init__(self, inst: "PrimitiveInst", valid: set) -> None:
         node = inst.node
@@ -62,7 +63,9 @@ class KernelEntry:
         self.keys = tuple(node.id if i == 0 else f"{node.id}_out{i}" for i in range(n_out))
         self.skippable = node.runtime_skippable
         self.weights = inst.weights is not None
+        self.single = n_out == 1
         self.launches = []
+        outs = inst.outputs
         for h, ln in zip(inst.kernels, self.impl.launches):
             nb, ints, refs = ln.template()
             buffers, ints = [None] * nb, ints.copy()
@@ -73,20 +76,26 @@ class KernelEntry:
                     continue
                 if kind == "o":
                     slots.append((b, i, node.index, j, off))
+                    ints[i] = outs[j].offset + off
                     continue
                 if kind == "i" and j == 1 and inst.weights_tensor is not None:
                     slots.append((b, i, WEIGHTS, 0, off))
+                    ints[i] = inst.weights_tensor.offset + off
                     continue
                 src, k = inst.src_insts[j] if kind == "i" else inst.extra_insts[j]
+                t = net.device_tensor(src, k)
+                ints[i] = t.offset + off
                 if src.node.kind == "Constant":  # uploaded once per compiled model
-                    t = net.device_tensor(src, k)
-                    buffers[b], ints[i] = t.alloc.buffer, t.offset + off
+                    buffers[b] = t.alloc.buffer
                 else:
                     # sources that are not replayed kernels, views or inputs may hold a host
                     # value only: CHECKED makes the replay upload it
                     idx = src.node.index
                     slots.append((b, i, idx if idx in valid else CHECKED - idx, k, off))
-            self.launches.append((h, ln, buffers, ints, slots))
+            # the ints as they were (offsets are a function of the binding); a replay that
+            # finds another offset rebuilds them
+            cints = (ctypes.c_int32 * len(ints))(*ints) if ints else None
+            self.launches.append((h, ln, buffers, ints, cints, slots))
 
 
 class ViewEntry:
@@ -159,7 +168,7 @@ def _elide_views(entries: list, nodes: list) -> list:
     for e in entries:
         if type(e) is not KernelEntry:
             continue
-        for n, (h, ln, buffers, ints, slots) in enumerate(e.launches):
+        for n, (h, ln, buffers, ints, cints, slots) in enumerate(e.launches):
             new = []
             for b, i, si, k, off in slots:
                 src = first = CHECKED - si if si <= CHECKED else si
@@ -171,7 +180,7 @@ def _elide_views(entries: list, nodes: list) -> list:
                     si = src if type(by_index.get(src)) in (KernelEntry, ViewEntry) \
                         or nodes[src].kind == "Parameter" else CHECKED - src
                 new.append((b, i, si, k, off))
-            e.launches[n] = (h, ln, buffers, ints, new)
+            e.launches[n] = (h, ln, buffers, ints, cints, new)
     return [e for e in entries if e.index not in elided]
 
 
@@ -206,8 +215,9 @@ class StepPlan:
         insts = net.insts
         stats = net.stats
         launcher = net.launcher
-        set_args, launch = launcher.set_args, launcher.launch
+        set_args, set_packed, launch = launcher.set_args, launcher.set_packed, launcher.launch
         record = net.predictor.record
+        history = net.predictor.history
         profiling = net.profiling
         queue = net.queue
         device_tensor = net.device_tensor
@@ -233,24 +243,29 @@ class StepPlan:
                 if new_impl or (out is not cur and out != cur) or None in inst.own:
                     inst.out_shapes = out
                     own, cap, need = inst.own, inst.capacity, e.need
-                    fits = True
-                    for i, n in enumerate(need):
-                        c = cap[i]
-                        if own[i] is None or n > c or n * 10 < c:
-                            fits = False
-                            break
+                    if len(need) == 1:
+                        o, c, n = own[0], cap[0], need[0]
+                        fits = o is not None and c >= n and n * 10 >= c
+                    else:
+                        fits = all(own[i] is not None and cap[i] >= n and n * 10 >= cap[i]
+                                   for i, n in enumerate(need))
                     if fits:  # realloc_if_needed's reuse, for every output
                         outputs, keys, dtypes = inst.outputs, e.keys, e.dtypes
                         for i, shape in enumerate(out):
-                            record(keys[i], shape)
+                            hist = history.get(keys[i])
+                            if hist is None:
+                                record(keys[i], shape)
+                            else:
+                                hist.append(shape)
                             outputs[i] = Tensor(own[i], 0, shape, dtypes[i])
                         reuses += len(out)
                     else:
                         inst.realloc_if_needed()
                 changed = False
                 bufs = None
-                for h, ln, buffers, ints, slots in e.launches:
-                    buffers, ints = buffers.copy(), ints.copy()
+                for h, ln, buffers, ints, cints, slots in e.launches:
+                    buffers = buffers.copy()
+                    same = True
                     for b, i, si, k, off in slots:
                         if si >= 0:
                             tensor = insts[si].outputs[k]
@@ -267,18 +282,33 @@ class StepPlan:
                             buffers[b] = bufs[k].buffer
                             continue
                         buffers[b] = tensor.alloc.buffer
-                        ints[i] = tensor.offset + off
-                    if (buffers != h.bufs or ints != h.ints) and set_args(h, buffers, ints):
-                        changed = True
+                        if tensor.offset + off != ints[i]:
+                            same = False
+                    if same:
+                        if (buffers != h.bufs or cints is not h.ints) and set_packed(h, buffers, cints):
+                            changed = True
+                    else:  # an offset differs from the recorded one: the ints again
+                        now = ints.copy()
+                        for b, i, si, k, off in slots:
+                            if i >= 0:
+                                tensor = insts[si if si >= 0 else CHECKED - si].outputs[k] \
+                                    if si >= 0 or si <= CHECKED else inst.weights_tensor
+                                now[i] = tensor.offset + off
+                        if set_args(h, buffers, now):
+                            changed = True
                     ev = launch(h, ln)
                     if profiling and ev is not None:
                         inst.events.append(ev)
                 if changed:
                     changed_prims += 1
-                dv, hv = inst.device_valid, inst.host_valid
-                for i in range(len(dv)):
-                    dv[i] = True
-                    hv[i] = False
+                if e.single:
+                    inst.device_valid[0] = True
+                    inst.host_valid[0] = False
+                else:
+                    dv, hv = inst.device_valid, inst.host_valid
+                    for i in range(len(dv)):
+                        dv[i] = True
+                        hv[i] = False
             elif t is ViewEntry:
                 inst.in_shapes = e.in_shapes
                 inst.values = e.values

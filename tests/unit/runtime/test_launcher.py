@@ -98,3 +98,15 @@ def test_launch_spec_maps_to_buffers_then_ints():
     buffers, ints = ln.args(ins, outs, [], [c])
     assert buffers == ["A", "B", "C"]
     assert ints == [3, 7, 16, 9]
+
+
+@pytest.mark.parametrize("cls", [Launcher, DirectLauncher])
+def test_write_and_read_at_offsets(engine, cls, rng):
+    launcher = cls(engine)
+    buf = engine.cl.Buffer(engine.context, engine.cl.mem_flags.READ_WRITE, 4 * 64)
+    x = rng.standard_normal(16).astype(np.float32)
+    launcher.write(buf, 4 * 8, x)
+    back = np.empty(16, np.float32)
+    launcher.read(back, buf, 4 * 8)
+    engine.queue.finish()
+    np.testing.assert_array_equal(back, x)

@@ -135,3 +135,22 @@ def test_profiling_replay_collects_kernel_times(decoder, rng):
     req.infer(feeds[4])  # replayed
     after = req.get_profiling_info()
     assert any(after[k] > before.get(k, 0.0) for k in after)
+
+
+def test_replay_rebuilds_ints_when_an_offset_differs(decoder, rng):
+    """A plan keeps each launch's ints as recorded; a tensor met at another offset makes the
+    replay build them from the live tensors (here: a recorded offset made wrong on purpose)."""
+    cm = compile_program(decoder, "CPU")
+    feeds = _ids(rng, [2, 3, 4])  # (the first two check the symbolic shapes)
+    for _ in range(2):
+        req = cm.create_infer_request()
+        for f in feeds:
+            req.infer(f)
+    plan = cm.step_plans[(4,)]
+    entry = next(e for e in plan.entries if type(e) is KernelEntry
+                 and any(i >= 0 for _, i, _, _, _ in e.launches[0][5]))
+    h, ln, buffers, ints, cints, slots = entry.launches[0]
+    i = next(i for _, i, _, _, _ in slots if i >= 0)
+    ints[i] += 1  # what the replay compares the live offset with
+    out = cm.create_infer_request().infer(feeds[2])["logits"]
+    assert _rel_l2(out, netpass.reference.infer(decoder, feeds[2])["logits"]) <= 1e-4
