@@ -17,6 +17,7 @@ picks AUTO/GPU/CPU. Writes ``bench_runtime.json`` to ``$OUT`` when set.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -126,15 +127,20 @@ def run_netpass(model, device: str, feeds, config=None) -> dict:
     first_s = time.perf_counter() - t0
     del fresh, req
     runs = []
+    gc_time = GcTime()
     for _ in range(REPEATS):
         # a fresh request each time (its own memory and predictor), released after its pass
         # (with earlier requests alive, each pass on the H200 was slower than the one before)
         req = cm.create_infer_request()
+        gc_time.reset()
         t0 = time.perf_counter()
         for f in feeds:
             out = req.infer({"ids": f})
-        runs.append((time.perf_counter() - t0, dict(req.stats), len(req.network.active_order)))
+        runs.append((time.perf_counter() - t0, dict(req.stats), len(req.network.active_order),
+                     gc_time.seconds))
         del req
+    in_order = [(r[0], r[3]) for r in runs]
+    gc_time.close()
     runs.sort(key=lambda r: r[0])
     # a serving loop's one request meeting the lengths again (its buffers already grown)
     req = cm.create_infer_request()
@@ -147,16 +153,38 @@ def run_netpass(model, device: str, feeds, config=None) -> dict:
             req.infer({"ids": f})
         again.append(time.perf_counter() - t0)
     del req
-    total, st, loop_nodes = runs[len(runs) // 2]  # the median run
+    total, st, loop_nodes, _ = runs[len(runs) // 2]  # the median run
     nodes = loop_nodes * len(feeds)
     host = total - st["host_wait_s"]
     return {"device": cm.device, "total_s": total, "host_s": host, "stats": st,
             "all_s": sorted(r[0] for r in runs), "first_pass_s": first_s,
+            "passes_in_order": in_order,
             "same_request_s": float(np.median(again)),
             "loop_nodes": loop_nodes,
             "host_us_per_node": 1e6 * host / nodes,
             "host_us_per_kernel_primitive": 1e6 * host / max(st["primitives"], 1),
             "logits": out["logits"]}
+
+
+class GcTime:
+    """Seconds Python's cyclic garbage collector ran since ``reset`` (a pass over the lengths
+    runs in the benchmark's process, whose collections it may pay for)."""
+
+    def __init__(self) -> None:
+        self.seconds, self._t0 = 0.0, 0.0
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._t0
+
+    def reset(self) -> None:
+        self.seconds = 0.0
+
+    def close(self) -> None:
+        gc.callbacks.remove(self._callback)
 
 
 def run_torch(module, feeds) -> dict | None:
@@ -267,7 +295,8 @@ def main() -> None:
     for name, r in [(f"netpass {np_on['device']}", np_on)] + [(p["device"], p) for p in peers]:
         print(f"  {name[:58]:<58} {1e3 * r['total_s']:>10.1f} {rel_l2(r['logits'], ref):>14.2e}")
     print(f"  netpass, first pass over unseen shapes (kernels compiled): {1e3 * np_on['first_pass_s']:.1f} ms; "
-          f"passes (sorted): {', '.join(f'{1e3 * t:.1f}' for t in np_on['all_s'])} ms")
+          f"passes in order (of which garbage collection): "
+          f"{', '.join(f'{1e3 * t:.1f} ({1e3 * g:.1f})' for t, g in np_on['passes_in_order'])} ms")
     print(f"  netpass, one request over the sequence again (median of {REPEATS}): "
           f"{1e3 * np_on['same_request_s']:.1f} ms")
     print(f"\n  host time per node in the loop  {np_on['host_us_per_node']:8.2f} us "
@@ -289,6 +318,7 @@ def main() -> None:
         "device": np_on["device"], "steps": steps, "quick": args.quick,
         "netpass_first_pass_ms": 1e3 * np_on["first_pass_s"],
         "netpass_passes_ms": [1e3 * t for t in np_on["all_s"]],
+        "netpass_passes_in_order_ms": [[1e3 * t, 1e3 * g] for t, g in np_on["passes_in_order"]],
         "netpass_same_request_ms": 1e3 * np_on["same_request_s"],
         "launches_per_step": st_on["kernels_enqueued"] / steps,
         "gpt_total_ms": {"netpass": 1e3 * np_on["total_s"],

@@ -113,6 +113,12 @@ class InferRequest:
         self.network = Network(compiled) if compiled.engine is not None else None
         self._ref_stats = {k: 0 for k in STAT_KEYS}
 
+    def __del__(self) -> None:
+        # the network's primitives and pool point back at it: without this its device
+        # buffers would live until a cyclic garbage collection
+        if getattr(self, "network", None) is not None:
+            self.network.close()
+
     @property
     def stats(self) -> dict[str, Any]:
         return self.network.stats if self.network is not None else self._ref_stats

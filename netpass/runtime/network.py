@@ -909,6 +909,13 @@ class Network:
             inst, k = inst.fused_src, 0
         return inst, k
 
+    def close(self) -> None:
+        """Drop the links back to this network (primitives, pool), so that reference counting
+        frees it and its device buffers as soon as its request is gone."""
+        for inst in self.insts:
+            inst.net = None
+        self.pool = None
+
     # -- memory -----------------------------------------------------------------------------------
     def count_alloc(self, alloc) -> None:
         self.stats["allocations"] += 1

@@ -249,3 +249,20 @@ def test_same_op_with_differently_shaped_fused_constants_gets_its_own_impl(run_s
     model = Model([opset.result(a, name="a"), opset.result(b, name="b")], [x])
     req = run_shapes(model, [{"x": _f(rng, 3, 4)}])
     assert req.stats["fused"] == 2 and req.stats["impl_cache_misses"] == 2
+
+
+def test_dropping_a_request_frees_its_device_memory(rng):
+    """A request's primitives and pool point back at its network; the request breaks those
+    links when it goes, so its buffers are freed at once, not at a later cyclic collection."""
+    import gc
+    from netpass.runtime.models import gpt_decoder
+    cm = compile_program(gpt_decoder(64, 2, 32, 2, 64), "CPU")
+    gc.disable()
+    try:
+        req = cm.create_infer_request()
+        req.infer({"ids": rng.integers(0, 64, (1, 5)).astype(np.int64)})
+        held = cm.engine.used_device_memory
+        del req
+        assert cm.engine.used_device_memory < held
+    finally:
+        gc.enable()
