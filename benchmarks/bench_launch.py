@@ -12,8 +12,9 @@ Ways: pyopencl's ``enqueue_nd_range_kernel`` (returns an event) and ``set_args``
 (all arguments set again each time) on kernels of 6 and 24 arguments (a GEMM has about 24
 ints and buffers); then the runtime's launchers (``netpass.runtime.launcher``) on the
 24-argument kernel as the runtime compiles it (its ints packed in one struct,
-``kernels.pack_scalars``), enqueue only and with one int changed each time. Also prints the
-device's OpenCL version and extensions.
+``kernels.pack_scalars``), enqueue only and with one int changed each time; then the last two
+again with ``--live`` more buffers allocated in the context. Also prints the device's OpenCL
+version and extensions.
 
     python benchmarks/bench_launch.py --device GPU
 """
@@ -75,6 +76,7 @@ def main() -> None:
     ap.add_argument("--device", default="AUTO")
     ap.add_argument("--n", type=int, default=4000)
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--live", type=int, default=4000, help="extra live buffers in the last rows")
     args = ap.parse_args()
     eng = Engine.get(select_device(resolve_device_name(args.device)))
     cl, q = eng.cl, eng.queue
@@ -136,12 +138,19 @@ def main() -> None:
                     q.flush()
         rows.append((f"{lname} enqueue, 2 buffers + 22-int struct", enqueue_only))
         rows.append((f"{lname} one int changed + enqueue, same", set_and_enqueue))
-    print(f"\n{'per launch (median of ' + str(args.reps) + ')':<56} {'host us':>9} {'drain us':>9} {'device us':>10}")
-    for name, fn in rows:
+    print(f"\n{'per launch (median of ' + str(args.reps) + ')':<64} {'host us':>9} {'drain us':>9} {'device us':>10}")
+
+    def show(name, fn):
         fn(200)
         h_, d_ = timed(fn, args.n, args.reps, q)
-        print(f"{name:<56} {1e6 * h_:>9.2f} {1e6 * d_:>9.2f} {1e6 * (h_ + d_):>10.2f}")
-
+        print(f"{name:<64} {1e6 * h_:>9.2f} {1e6 * d_:>9.2f} {1e6 * (h_ + d_):>10.2f}")
+    for name, fn in rows:
+        show(name, fn)
+    # the direct launches again while many more buffers are alive (the buffers of requests
+    # nothing freed: NVIDIA's driver gets slower per enqueue)
+    live = [cl.Buffer(eng.context, cl.mem_flags.READ_WRITE, 4096) for _ in range(args.live)]
+    for name, fn in rows[-2:]:
+        show(f"{name} (+{len(live)} buffers)", fn)
 
 if __name__ == "__main__":
     main()
