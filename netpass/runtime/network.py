@@ -697,7 +697,7 @@ class PrimitiveInst:
 
     # -- execution --------------------------------------------------------------------------------
     def execute(self) -> None:
-        node, net = self.node, self.net
+        node = self.node
         if self.skip or self.passive:
             self.executed_once = self.executed_once or not self.skip
             if self.skip and all(_size(s) == 0 for s in self.out_shapes) and not node.shape_only:

@@ -203,7 +203,7 @@ def infer_host(pnode: Any, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         return pnode.subgraph.evaluate(arrays)
     op = pnode.op
     if op is None:
-        from ..ops.io import Constant, Parameter
+        from ..ops.io import Parameter
         cls = OP_TYPES.get(pnode.kind)
         if cls is None:
             raise ShapeInferenceError(f"no op class for kind '{pnode.kind}' (node '{pnode.id}')")
