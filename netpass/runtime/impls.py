@@ -763,8 +763,10 @@ def skinny_width(engine, M: int, N: int, batch: int, tiled_groups: int) -> int |
 
 
 def _gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, out_shape,
-                 a_strides=None, b_strides=None, extra_refs: list | None = None) -> Launch | None:
-    """Launch for out = op(A) @ op(B) with numpy-style batch broadcasting."""
+                 a_strides=None, b_strides=None, extra_refs: list | None = None,
+                 norm: tuple | None = None) -> Launch | None:
+    """Launch for out = op(A) @ op(B) with numpy-style batch broadcasting; ``norm``: A's rows
+    are normalized as they are loaded (norm_gemm; gamma and beta are inputs 2, 3 in order)."""
     a, b = list(a_shape), list(b_shape)
     sa = list(a_strides) if a_strides is not None else contiguous_strides(a)
     sb = list(b_strides) if b_strides is not None else contiguous_strides(b)
@@ -802,21 +804,24 @@ def _gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, 
         _cdiv(M, cfg.tsm) * _cdiv(N, cfg.tsn) * nb
     tn = skinny_width(p.engine, M, N, nb, tiled_groups)
     if tn is not None:
-        src = p.cached(("gemm_skinny", len(edims)),
-                       lambda: K.gemm_skinny(p.out_dtypes[0], stages, n_extra, edt, len(edims)))
+        src = p.cached(("gemm_skinny", len(edims), norm),
+                       lambda: K.gemm_skinny(p.out_dtypes[0], stages, n_extra, edt, len(edims), norm))
         lx, ly = tn, K.SKINNY_WG // tn
         gws = (_cdiv(N, tn) * lx, _cdiv(M, K.SKINNY_RM) * ly, max(nb, 1))
     elif aligned and gpu:
-        src = p.cached(("gemm_aligned", len(edims)), lambda: K.gemm_aligned(stages, n_extra, edt, len(edims)))
+        src = p.cached(("gemm_aligned", len(edims), norm),
+                       lambda: K.gemm_aligned(stages, n_extra, edt, len(edims), norm))
         lx, ly = 16, 16
         gws = (N // 8, M // 8, max(nb, 1))
     else:
-        src = p.cached(("gemm", cfg, len(edims)),
-                       lambda: K.gemm(p.out_dtypes[0], cfg, stages, n_extra, edt, len(edims)))
+        src = p.cached(("gemm", cfg, len(edims), norm),
+                       lambda: K.gemm(p.out_dtypes[0], cfg, stages, n_extra, edt, len(edims), norm))
         lx, ly = cfg.local
         gws = (_cdiv(N, cfg.tsn) * lx, _cdiv(M, cfg.tsm) * ly, max(nb, 1))
-    spec = [("i", b_idx[0]), ("i", b_idx[1]), ("o", 0), M, N, Ka, dims[1],
-            sab[0], sab[1], sa[-2], sa[-1], sbb[0], sbb[1], sb[-2], sb[-1]]
+    spec = [("i", b_idx[0]), ("i", b_idx[1]), ("o", 0)]
+    if norm is not None:
+        spec += [("i", 2 + j) for j in range(int(norm[3]) + int(norm[4]))]
+    spec += [M, N, Ka, dims[1], sab[0], sab[1], sa[-2], sa[-1], sbb[0], sbb[1], sb[-2], sb[-1]]
     spec += extra_refs if extra_refs is not None else [("e", j) for j in range(n_extra)]
     if n_extra:
         spec += edims + [x for s in est for x in s]
@@ -829,9 +834,11 @@ def matmul_impl(p: Params, key) -> Impl | None:
     if _size(p.out_shapes[0]) == 0:
         return Impl(key, [])
     st = p.in_strides or (None, None)  # permuted views (Program._fold_input_permutes)
+    desc = getattr(p.node, "subgraph", None)  # a normalized A (norm_gemm.NormDesc)
     ln = _gemm_launch(p, p.in_shapes[0], p.in_shapes[1], bool(p.attrs.get("transpose_a")),
                       bool(p.attrs.get("transpose_b")), (0, 1), p.out_shapes[0],
-                      a_strides=st[0], b_strides=st[1])
+                      a_strides=st[0], b_strides=st[1],
+                      norm=desc.kernel_params() if desc is not None else None)
     return Impl(key, [ln]) if ln is not None else None
 
 

@@ -241,11 +241,16 @@ SKINNY_RM = 8     # rows of C per work-group of the skinny GEMM
 SKINNY_WG = 256   # work-items per skinny work-group: TN columns x (256 / TN) K-slices
 
 
-def _gemm_args(t: str, n_extra: int, extra_dtypes: list, erank: int) -> list[str]:
-    """The argument list every GEMM kernel shares (one launch spec fits them all)."""
+def _gemm_args(t: str, n_extra: int, extra_dtypes: list, erank: int, norm: tuple | None = None) -> list[str]:
+    """The argument list every GEMM kernel shares (one launch spec fits them all); with
+    ``norm``, the gamma and beta vectors of the normalized-A prologue follow C."""
     args = [f"__global const {t}* A", "int aoff", f"__global const {t}* B", "int boff",
-            f"__global {t}* C", "int coff", "int M", "int N", "int K", "int B1",
-            "int sa0", "int sa1", "int sam", "int sak", "int sb0", "int sb1", "int sbk", "int sbn"]
+            f"__global {t}* C", "int coff"]
+    if norm is not None:
+        args += ["__global const float* G", "int goff"] if norm[3] else []
+        args += ["__global const float* Bt", "int btoff"] if norm[4] else []
+    args += ["int M", "int N", "int K", "int B1",
+             "int sa0", "int sa1", "int sam", "int sak", "int sb0", "int sb1", "int sbk", "int sbn"]
     for j in range(n_extra):
         args += [f"__global const {ctype(extra_dtypes[j])}* in{j}", f"int off_in{j}"]
     if n_extra:
@@ -255,15 +260,71 @@ def _gemm_args(t: str, n_extra: int, extra_dtypes: list, erank: int) -> list[str
     return args
 
 
+def norm_prologue(norm: tuple | None, rows: int, threads: int, tid: str = "tid") -> str:
+    """C code computing, for the work-group's ``rows`` rows of A from ``m0`` (clamped to
+    M - 1; ``rows`` divides ``threads``), their mean and inverse standard deviation over K into
+    ``nmu[]`` / ``nrs[]`` (norm_gemm: MVN folded into the GEMM). Each row's ``threads / rows``
+    items sum the row's elements shifted by its first one, and its square (the shift keeps
+    the variance's precision when the mean is large); empty with ``norm`` None."""
+    if norm is None:
+        return ""
+    eps, inside, variance = flit(norm[0]), norm[1], norm[2]
+    rs = "1.0f" if not variance else (f"rsqrt(var + {eps})" if inside else f"1.0f / (sqrt(var) + {eps})")
+    tpr = threads // rows
+    return f"""__local float nmu[{rows}], nrs[{rows}], nsum[{threads}], nsq[{threads}];
+  {{
+    const int r = {tid} / {tpr}, lane = {tid} - r * {tpr};
+    __global const float* xr = A + min(m0 + r, M - 1) * sam;
+    const float sh = xr[0];
+    float s = 0.0f, q = 0.0f;
+    for (int k = lane; k < K; k += {tpr}) {{ const float d = xr[k * sak] - sh; s += d; q = mad(d, d, q); }}
+    nsum[{tid}] = s; nsq[{tid}] = q;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lane == 0) {{
+      for (int i = 1; i < {tpr}; ++i) {{ s += nsum[{tid} + i]; q += nsq[{tid} + i]; }}
+      const float mean = s / (float)K;
+      const float var = fmax(q / (float)K - mean * mean, 0.0f);
+      nmu[r] = sh + mean;
+      nrs[r] = {rs};
+    }}
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }}"""
+
+
+def norm_value(norm: tuple | None, value: str, row: str, k: str) -> str:
+    """``value`` (A at local row ``row``, column ``k``) normalized: (a - mean) * rstd, times
+    gamma[k], plus beta[k] (see norm_prologue); ``value`` itself with ``norm`` None."""
+    if norm is None:
+        return value
+    out = f"(({value}) - nmu[{row}]) * nrs[{row}]"
+    if norm[3]:
+        out = f"({out}) * G[goff + {k}]"
+    if norm[4]:
+        out = f"({out}) + Bt[btoff + {k}]"
+    return f"({out})"
+
+
+def norm_value4(norm: tuple | None, value: str, row: str, k: str) -> str:
+    """norm_value for a float4 of A holding columns k..k+3 (gamma and beta read as float4)."""
+    if norm is None:
+        return value
+    out = f"(({value}) - nmu[{row}]) * nrs[{row}]"
+    if norm[3]:
+        out = f"({out}) * vload4(0, G + goff + {k})"
+    if norm[4]:
+        out = f"({out}) + vload4(0, Bt + btoff + {k})"
+    return f"({out})"
+
+
 @memoized
 def gemm(dtype, cfg: GemmConfig, epilogue: list[Stage], n_extra: int, extra_dtypes: list,
-         erank: int) -> Source:
+         erank: int, norm: tuple | None = None) -> Source:
     """C[b] = A[b] @ B[b] (+ epilogue). A(m,k) at a + m*sam + k*sak, B(k,n) likewise; batch
     b = b0*B1 + b1 with strides per batch dim (0 broadcasts)."""
     t = ctype(dtype)
     lx, ly = cfg.local
     nthreads = lx * ly
-    args = _gemm_args(t, n_extra, extra_dtypes, erank)
+    args = _gemm_args(t, n_extra, extra_dtypes, erank, norm)
     code = _stage_code([Stage("acc[wm][wn]", [], "float")] + epilogue,
                        {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
     offs = _offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
@@ -289,6 +350,7 @@ void gemm({', '.join(args)})
   B += boff + b0 * sb0 + b1 * sb1;
   __local {t} As[TSK][TSM + 1];
   __local {t} Bs[TSK][TSN + 1];
+  {norm_prologue(norm, cfg.tsm, nthreads)}
   float acc[WPTM][WPTN];
   for (int i = 0; i < WPTM; ++i) for (int j = 0; j < WPTN; ++j) acc[i][j] = 0.0f;
   for (int k0 = 0; k0 < K; k0 += TSK) {{
@@ -296,7 +358,7 @@ void gemm({', '.join(args)})
       int mm = (sak == 1) ? i / TSK : i % TSM;
       int kk = (sak == 1) ? i % TSK : i / TSM;
       int m = m0 + mm, k = k0 + kk;
-      As[kk][mm] = (m < M && k < K) ? A[m * sam + k * sak] : ({t})0;
+      As[kk][mm] = (m < M && k < K) ? {norm_value(norm, "A[m * sam + k * sak]", "mm", "k")} : ({t})0;
     }}
     for (int i = tid; i < TSN * TSK; i += NT) {{
       int nn = (sbn == 1) ? i % TSN : i / TSK;
@@ -332,7 +394,8 @@ void gemm({', '.join(args)})
 
 
 @memoized
-def gemm_skinny(dtype, epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int) -> Source:
+def gemm_skinny(dtype, epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int,
+                norm: tuple | None = None) -> Source:
     """GEMM for few output tiles (small M: decoders, GEMV): same arguments as :func:`gemm`.
 
     A work-group owns ``SKINNY_RM`` rows of C and TN = get_local_size(0) columns (8..64,
@@ -346,7 +409,7 @@ def gemm_skinny(dtype, epilogue: list[Stage], n_extra: int, extra_dtypes: list, 
     checks. The slices are summed in local memory, then the fused epilogue runs. Batch b is
     get_group_id(2) = b0 * B1 + b1 as in :func:`gemm`."""
     t = ctype(dtype)
-    args = _gemm_args(t, n_extra, extra_dtypes, erank)
+    args = _gemm_args(t, n_extra, extra_dtypes, erank, norm)
     code = _stage_code([Stage("v", [], "float")] + epilogue,
                        {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
     offs = _offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
@@ -382,9 +445,10 @@ def gemm_skinny(dtype, epilogue: list[Stage], n_extra: int, extra_dtypes: list, 
       {step(a_row, a_vals, 1)}
     }}"""
     scalar = quads(f"__global const {t}* ap{{j}} = A + ar[r] + k{{j}} * sak;",
-                   [f"(float)ap{{j}}[{u} * sak]" for u in range(4)])
+                   [norm_value(norm, f"(float)ap{{j}}[{u} * sak]", "r", f"k{{j}} + {u}") for u in range(4)])
     if t == "float":
-        vector = quads("const float4 a{j} = *(__global const float4*)(A + ar[r] + k{j});",
+        vector = quads("const float4 a{j} = "
+                       + norm_value4(norm, "*(__global const float4*)(A + ar[r] + k{j})", "r", "k{j}") + ";",
                        ["a{j}.x", "a{j}.y", "a{j}.z", "a{j}.w"])
         loop = f"""/* float4 A loads: rows contiguous along k and 16-byte aligned */
   if (sak == 1 && (sam & 3) == 0 && ((aoff + b0 * sa0 + b1 * sa1) & 3) == 0) {{
@@ -413,12 +477,13 @@ __kernel void gemm_skinny({', '.join(args)})
   float acc[RM];
   #pragma unroll
   for (int r = 0; r < RM; ++r) {{ ar[r] = min(m0 + r, M - 1) * sam; acc[r] = 0.0f; }}
+  {norm_prologue(norm, SKINNY_RM, SKINNY_WG, "lt")}
   const int nq = K >> 2;
   {loop}
   for (int k = (nq << 2) + ks; k < K; k += S) {{  /* the last K % 4 */
     const float w0 = (float)bp[k * sbk];
     #pragma unroll
-    for (int r = 0; r < RM; ++r) acc[r] = mad((float)A[ar[r] + k * sak], w0, acc[r]);
+    for (int r = 0; r < RM; ++r) acc[r] = mad({norm_value(norm, "(float)A[ar[r] + k * sak]", "r", "k")}, w0, acc[r]);
   }}
   /* row r's partial sums at red[r * rs + slice * TN + col]: the TN pad puts the lanes of
      the summing loop below (consecutive r * TN + col) in distinct banks */
@@ -444,7 +509,8 @@ __kernel void gemm_skinny({', '.join(args)})
 
 
 @memoized
-def gemm_aligned(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int) -> Source:
+def gemm_aligned(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int,
+                 norm: tuple | None = None) -> Source:
     """float32 C = A @ B for row-major A [M, K] and B [K, N] with M, N multiples of 128 and K
     of 16: 128x128 tiles, 16x16 work-items of 8x8 outputs each, float4 global and local
     accesses, the next tile's global loads issued before this one's math and stored to the
@@ -454,7 +520,7 @@ def gemm_aligned(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank:
     local reads, global pointers stepped instead of recomputed, the two local buffers indexed
     by constants in a loop unrolled twice, and other build options all measured the same or
     slower.)"""
-    args = _gemm_args("float", n_extra, extra_dtypes, erank)
+    args = _gemm_args("float", n_extra, extra_dtypes, erank, norm)
     code = _stage_code([Stage("v[q]", [], "float")] + epilogue,
                        {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
     offs = _offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
@@ -480,8 +546,9 @@ void gemm({', '.join(args)})
   for (int i = 0; i < 8; ++i) for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
   const int ar = tid >> 2, ac = (tid & 3) * 4;  /* A tile: rows ar, ar + 64; cols ac..ac+3 */
   const int br = tid >> 5, bc = (tid & 31) * 4;  /* B tile: rows br, br + 8; cols bc..bc+3 */
-  float4 a0 = vload4(0, A + (m0 + ar) * sam + ac);
-  float4 a1 = vload4(0, A + (m0 + ar + 64) * sam + ac);
+  {norm_prologue(norm, 128, 256)}
+  float4 a0 = {norm_value4(norm, "vload4(0, A + (m0 + ar) * sam + ac)", "ar", "ac")};
+  float4 a1 = {norm_value4(norm, "vload4(0, A + (m0 + ar + 64) * sam + ac)", "ar + 64", "ac")};
   float4 b0v = vload4(0, B + br * sbk + n0 + bc);
   float4 b1v = vload4(0, B + (br + 8) * sbk + n0 + bc);
 #define STORE_TILE(buf) \\
@@ -495,8 +562,8 @@ void gemm({', '.join(args)})
   for (int k0 = 0; k0 < K; k0 += 16) {{
     const int more = k0 + 16 < K;
     if (more) {{
-      a0 = vload4(0, A + (m0 + ar) * sam + k0 + 16 + ac);
-      a1 = vload4(0, A + (m0 + ar + 64) * sam + k0 + 16 + ac);
+      a0 = {norm_value4(norm, "vload4(0, A + (m0 + ar) * sam + k0 + 16 + ac)", "ar", "k0 + 16 + ac")};
+      a1 = {norm_value4(norm, "vload4(0, A + (m0 + ar + 64) * sam + k0 + 16 + ac)", "ar + 64", "k0 + 16 + ac")};
       b0v = vload4(0, B + (k0 + 16 + br) * sbk + n0 + bc);
       b1v = vload4(0, B + (k0 + 16 + br + 8) * sbk + n0 + bc);
     }}

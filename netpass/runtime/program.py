@@ -22,6 +22,7 @@ from ..core.shape import PartialShape
 from ..errors import NetpassError, UnsupportedTypeError
 from . import impls as I
 from .attention import KIND as ATTENTION, fuse_attention
+from .norm_gemm import fuse_norm_gemms
 from .symbolic import SymbolicShapes
 
 # Inputs whose values decide the output shape (the reference's get_shape_infer_dependencies).
@@ -195,7 +196,7 @@ class Program:
     """Primitives plus compile-time decisions; shared by every infer request of a model."""
 
     def __init__(self, nodes: Iterable[ProgramNode], fuse: bool = True) -> None:
-        self.nodes = fuse_attention(list(nodes)) if fuse else list(nodes)
+        self.nodes = fuse_norm_gemms(fuse_attention(list(nodes))) if fuse else list(nodes)
         for i, n in enumerate(self.nodes):
             n.index = i
         self.inputs = [n for n in self.nodes if n.kind == "Parameter"]

@@ -4,7 +4,8 @@ Hypothesis builds small graphs over ``x [b, s, 8]`` (dynamic ``b`` and ``s``) fr
 that exported models are made of: elementwise ops with constants, residual Adds, shape
 arithmetic through ShapeOf/Gather/Concat into Reshape, Transposes (into a MatMul and not),
 MatMuls with constant weights, attention-like products (fused attention with split and mask
-views), tanh-GELU regions, Softmax, Concat and a Slice back by ShapeOf. One infer request then
+views), tanh-GELU regions, LayerNorm into a projection, Softmax, Concat and a Slice back by
+ShapeOf. One infer request then
 meets a random sequence of (b, s) with repeats, so that the full path, the symbolic checks,
 symbolic mode, its per-binding records, step plans and their replay all run; every output must
 match the reference (relative L2 1e-4) on random non-zero inputs.
@@ -65,10 +66,14 @@ def _block(kind: str, v, rng):
         scores = opset.add(opset.multiply(opset.matmul(heads[0], heads[1], False, False), np.float32(0.5)), mask)
         att = opset.matmul(opset.softmax(scores, -1), heads[2], False, False)
         return opset.reshape(opset.transpose(att, _i64([0, 2, 1, 3])), _i64([0, 0, -1]), True)
+    if kind == "layernorm":  # LayerNorm into a projection: a normalized GEMM
+        h = opset.mvn(opset.add(v, w(8)), _i64([-1]), True, 1e-5, "inside_sqrt")
+        return opset.matmul(opset.add(opset.multiply(h, w(8)), w(8)), w(8, 8), False, False)
     raise AssertionError(kind)
 
 
-KINDS = ("unary", "residual", "heads", "attention", "concat_slice", "softmax", "gelu", "qkv")
+KINDS = ("unary", "residual", "heads", "attention", "concat_slice", "softmax", "gelu", "qkv",
+         "layernorm")
 
 
 @st.composite

@@ -1,0 +1,154 @@
+"""Normalized GEMMs: ``MVN(x) [* gamma] [+ beta] -> MatMul`` as one MatMul node whose kernel
+normalizes the rows of ``x`` as it loads them.
+
+Pre-norm transformers put a LayerNorm in front of every projection (exported as MVN over the
+last axis, then a Multiply and an Add by constant vectors). Run apart that is one more launch
+per projection and a normalized copy of the activations written and read back. Folded into the
+GEMM, each work-group first computes the mean and inverse standard deviation of its own rows
+(shifted sums over K, as the MVN kernel would), then every A element it loads becomes
+``(a - mean) * rstd * gamma[k] + beta[k]`` (``kernels.norm_prologue``). A shape or dtype the
+kernels do not take runs the absorbed ops' own references on the host
+(:class:`NormDesc`).
+
+Conditions (:func:`fuse_norm_gemms`): an MVN over the last axis (a constant ``axes`` input),
+float32, its last dim static; an optional Multiply and then an optional Add by constants that
+vary only along that axis; each used once; feeding a MatMul's first input without
+``transpose_a``.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import ShapeInferenceError
+
+F32 = np.dtype(np.float32)
+
+
+class NormDesc:
+    """What a normalized MatMul computes: MVN (``eps``, ``inside_sqrt``,
+    ``normalize_variance``) of input 0 over its last axis, times input 2 (``gamma``, when
+    there is one), plus the next input (``beta``), then MatMul with input 1. Keeps the absorbed
+    nodes for the host reference."""
+
+    def __init__(self, mvn, ops: list, matmul, gamma: bool, beta: bool) -> None:
+        self.mvn, self.ops, self.matmul = mvn, ops, matmul
+        self.eps = float(mvn.attrs.get("eps", 1e-9))
+        self.inside_sqrt = str(mvn.attrs.get("eps_mode", "inside_sqrt")).lower() == "inside_sqrt"
+        self.normalize_variance = bool(mvn.attrs.get("normalize_variance", True))
+        self.gamma, self.beta = gamma, beta
+
+    def key(self) -> tuple:
+        return ("norm", self.eps, self.inside_sqrt, self.normalize_variance, self.gamma, self.beta)
+
+    def kernel_params(self) -> tuple:
+        """What the GEMM kernels' prologue is generated from (kernels.norm_prologue)."""
+        return (self.eps, self.inside_sqrt, self.normalize_variance, self.gamma, self.beta)
+
+    def infer_shapes(self, shapes: Sequence[tuple]) -> list[tuple]:
+        from .shape_infer import _fast
+        out = _fast("MatMul", self.matmul.attrs, [shapes[0], shapes[1]], {})
+        if out is None:
+            raise ShapeInferenceError(f"MatMul '{self.matmul.id}': input shapes "
+                                      f"{[list(s) for s in shapes[:2]]} do not multiply")
+        return out
+
+    def evaluate(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """The absorbed nodes' own references, in turn."""
+        from .shape_infer import infer_host
+        x = infer_host(self.mvn, [arrays[0], self.mvn.inputs[1][0].value])[0]
+        for op in self.ops:
+            const = next(s.value for s, _ in op.inputs if s.kind == "Constant")
+            ins = [x if s.kind != "Constant" else const for s, _ in op.inputs]
+            x = infer_host(op, ins)[0]
+        return infer_host(self.matmul, [x, arrays[1]])
+
+
+def _last_axis_vector(node, k_dim: int) -> np.ndarray | None:
+    """The other (constant) input of a Multiply/Add as a [K] vector, when it varies along the
+    last axis only."""
+    consts = [s for s, _ in node.inputs if s.kind == "Constant"]
+    if len(consts) != 1 or len(node.inputs) != 2:
+        return None
+    v = np.asarray(consts[0].value)
+    if v.dtype != F32 or (v.ndim and any(d != 1 for d in v.shape[:-1])) or \
+            (v.ndim and v.shape[-1] not in (1, k_dim)):
+        return None
+    return np.ascontiguousarray(np.broadcast_to(v.reshape(-1), (k_dim,)), dtype=F32)
+
+
+def _match(m, users: dict):
+    """(mvn, [ops], gamma or None, beta or None) when ``m``'s first input is a LayerNorm."""
+    if m.kind != "MatMul" or m.attrs.get("transpose_a") or m.out_dtypes[0] != F32 \
+            or m.subgraph is not None:
+        return None
+    chain = []
+    src = m.inputs[0][0]
+    while src.kind in ("Multiply", "Add") and len(chain) < 2:
+        chain.insert(0, src)
+        src = next((s for s, _ in src.inputs if s.kind != "Constant"), None)
+        if src is None:
+            return None
+    mvn = src
+    nodes = [mvn] + chain
+    if mvn.kind != "MVN" or len(mvn.inputs) != 2 or mvn.inputs[1][0].kind != "Constant":
+        return None
+    if any(n.is_output or n.num_outputs != 1 or len(users.get(id(n), ())) != 1
+           or n.out_dtypes[0] != F32 for n in nodes):
+        return None
+    ps = mvn.out_pshapes[0]
+    x, k = mvn.inputs[0]
+    if not ps.rank_is_static or not len(ps) or x.out_dtypes[k] != F32:
+        return None
+    axes = [int(a) % len(ps) for a in np.asarray(mvn.inputs[1][0].value).reshape(-1)]
+    last = ps[len(ps) - 1]
+    if axes != [len(ps) - 1] or last.min != last.max:
+        return None
+    kinds = [n.kind for n in chain]
+    if kinds not in ([], ["Multiply"], ["Add"], ["Multiply", "Add"]):
+        return None
+    vectors = {}
+    for n in chain:
+        v = _last_axis_vector(n, last.min)
+        if v is None:
+            return None
+        vectors[n.kind] = v
+    return mvn, chain, vectors.get("Multiply"), vectors.get("Add")
+
+
+def fuse_norm_gemms(nodes: list) -> list:
+    """``nodes`` (topological) with every LayerNorm-fed MatMul replaced by a normalized one:
+    inputs ``[x, weights, gamma?, beta?]`` (the vectors as new Constant nodes)."""
+    from .program import ProgramNode
+    users: dict[int, list] = {}
+    for n in nodes:
+        for j, (src, _) in enumerate(n.inputs):
+            users.setdefault(id(src), []).append((n, j))
+    replace: dict[int, list] = {}
+    dropped: set[int] = set()
+    for m in nodes:
+        found = _match(m, users)
+        if found is None:
+            continue
+        mvn, chain, gamma, beta = found
+        consts = [ProgramNode(f"{m.id}/{name}", "Constant", value=v)
+                  for name, v in (("gamma", gamma), ("beta", beta)) if v is not None]
+        node = ProgramNode(m.id, "MatMul", m.attrs, [mvn.inputs[0], m.inputs[1]] + [(c, 0) for c in consts],
+                           out_dtypes=m.out_dtypes, out_pshapes=m.out_pshapes, name=m.name)
+        node.out_pvalues = m.out_pvalues
+        node.subgraph = NormDesc(mvn, chain, m, gamma is not None, beta is not None)
+        replace[id(m)] = consts + [node]
+        dropped.update(id(n) for n in [mvn] + chain)
+    if not replace:
+        return nodes
+    out: list[Any] = []
+    for n in nodes:
+        if id(n) in replace:
+            out.extend(replace[id(n)])
+        elif id(n) not in dropped:
+            out.append(n)
+    new_of = {id(n): r[-1] for n in nodes if id(n) in replace for r in [replace[id(n)]]}
+    for n in out:
+        n.inputs = [(new_of.get(id(s), s), k) for s, k in n.inputs]
+    return out

@@ -1,0 +1,99 @@
+"""Normalized GEMMs (netpass.runtime.norm_gemm): a LayerNorm in front of a MatMul is folded
+into the GEMM's prologue; every GEMM kernel computes what MVN, Multiply, Add and MatMul do."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import netpass
+from netpass import Model, opset
+from netpass.runtime import Program, compile_program
+from netpass.runtime.norm_gemm import NormDesc
+
+
+def _f(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _ln_matmul(rng, k=32, n=24, gamma=True, beta=True, eps_mode="inside_sqrt", variance=True,
+               rows=-1):
+    x = opset.parameter([1, rows, k], np.float32, name="x")
+    h = opset.mvn(x, np.array([-1], np.int64), variance, 1e-5, eps_mode)
+    if gamma:
+        h = opset.multiply(h, (1.0 + 0.2 * rng.standard_normal(k)).astype(np.float32))
+    if beta:
+        h = opset.add(h, (0.2 * rng.standard_normal(k)).astype(np.float32))
+    y = opset.add(opset.matmul(h, _f(rng, k, n), False, False), _f(rng, n))
+    return Model([opset.result(y, name="y")], [x])
+
+
+def _check(model, shapes, rng, offset=0.0, tol=1e-5):
+    req = compile_program(model, "CPU").create_infer_request()
+    for shape in shapes:
+        feeds = {"x": (offset + _f(rng, *shape)).astype(np.float32)}
+        got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    return req
+
+
+def test_layernorm_folds_into_the_matmul(rng):
+    prog = Program.from_model(_ln_matmul(rng))
+    assert not [n for n in prog.nodes if n.kind == "MVN"]
+    mm = next(n for n in prog.nodes if n.kind == "MatMul")
+    assert isinstance(mm.subgraph, NormDesc) and (mm.subgraph.gamma, mm.subgraph.beta) == (True, True)
+    assert [f.kind for f in mm.fused] == ["Add"]  # the bias is still the epilogue
+
+
+@pytest.mark.parametrize("gamma,beta", [(True, True), (True, False), (False, True), (False, False)])
+def test_normalized_gemm_matches_the_reference(rng, gamma, beta):
+    """Small M (the skinny kernel) and larger M (the tiled kernel), rows with a large mean."""
+    req = _check(_ln_matmul(rng, gamma=gamma, beta=beta), [(1, 3, 32), (1, 300, 32), (1, 1, 32)],
+                 rng, offset=50.0, tol=2e-4)
+    assert req.stats["kernels_enqueued"] == 3
+
+
+@pytest.mark.parametrize("eps_mode,variance", [("outside_sqrt", True), ("inside_sqrt", False)])
+def test_mvn_variants(rng, eps_mode, variance):
+    _check(_ln_matmul(rng, eps_mode=eps_mode, variance=variance), [(1, 5, 32), (1, 70, 32)], rng)
+
+
+def test_aligned_gemm_prologue(rng, monkeypatch):
+    """The 128x128 GPU kernel (taken here on PoCL by calling the CPU device a GPU)."""
+    model = _ln_matmul(rng, k=64, n=128, rows=256)
+    cm = compile_program(model, "CPU")
+    monkeypatch.setattr(cm.engine, "is_gpu", True)
+    req = cm.create_infer_request()
+    feeds = {"x": (3.0 + _f(rng, 1, 256, 64)).astype(np.float32)}
+    np.testing.assert_allclose(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"],
+                               rtol=1e-4, atol=1e-4)
+    impl = req.network.insts[next(n.index for n in cm.program.nodes if n.kind == "MatMul")].impl
+    assert impl.launches[0].gws == (128 // 8, 256 // 8, 1)  # (the aligned kernel's grid)
+
+
+def test_reference_device_runs_the_absorbed_ops(rng):
+    model = _ln_matmul(rng)
+    feeds = {"x": _f(rng, 1, 4, 32)}
+    out = compile_program(model, "REFERENCE").create_infer_request().infer(feeds)["y"]
+    np.testing.assert_allclose(out, netpass.reference.infer(model, feeds)["y"], rtol=1e-6, atol=1e-6)
+
+
+def test_layernorm_read_elsewhere_is_not_folded(rng):
+    x = opset.parameter([1, -1, 16], np.float32, name="x")
+    h = opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt")
+    model = Model([opset.result(opset.matmul(h, _f(rng, 16, 8), False, False), name="y"),
+                   opset.result(opset.relu(h), name="z")], [x])
+    assert any(n.kind == "MVN" for n in Program.from_model(model).nodes)
+
+
+def test_mvn_over_another_axis_is_not_folded(rng):
+    x = opset.parameter([1, 6, 16], np.float32, name="x")
+    h = opset.mvn(x, np.array([1], np.int64), True, 1e-5, "inside_sqrt")
+    model = Model([opset.result(opset.matmul(h, _f(rng, 16, 8), False, False), name="y")], [x])
+    assert any(n.kind == "MVN" for n in Program.from_model(model).nodes)
+
+
+def test_scale_that_varies_along_rows_is_not_folded(rng):
+    x = opset.parameter([1, 6, 16], np.float32, name="x")
+    h = opset.multiply(opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt"), _f(rng, 6, 1))
+    model = Model([opset.result(opset.matmul(h, _f(rng, 16, 8), False, False), name="y")], [x])
+    assert any(n.kind == "MVN" for n in Program.from_model(model).nodes)
