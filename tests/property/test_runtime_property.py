@@ -5,10 +5,10 @@ that exported models are made of: elementwise ops with constants, residual Adds,
 arithmetic through ShapeOf/Gather/Concat into Reshape, Transposes (into a MatMul and not),
 MatMuls with constant weights, attention-like products (fused attention with split and mask
 views), tanh-GELU regions, LayerNorm into a projection, Softmax, Concat and a Slice back by
-ShapeOf. One infer request then
-meets a random sequence of (b, s) with repeats, so that the full path, the symbolic checks,
-symbolic mode, its per-binding records, step plans and their replay all run; every output must
-match the reference (relative L2 1e-4) on random non-zero inputs.
+ShapeOf. One infer request then meets a random sequence of (b, s) with repeats, so that the
+full path, the symbolic checks, symbolic mode, its per-binding records, step plans and their
+replay all run; every output must match the reference (relative L2 1e-4) on random non-zero
+inputs.
 """
 from __future__ import annotations
 
