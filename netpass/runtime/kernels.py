@@ -291,28 +291,17 @@ def norm_prologue(norm: tuple | None, rows: int, threads: int, tid: str = "tid")
   }}"""
 
 
-def norm_value(norm: tuple | None, value: str, row: str, k: str) -> str:
-    """``value`` (A at local row ``row``, column ``k``) normalized: (a - mean) * rstd, times
-    gamma[k], plus beta[k] (see norm_prologue); ``value`` itself with ``norm`` None."""
+def norm_value(norm: tuple | None, value: str, row: str, k: str, vector: bool = False) -> str:
+    """``value`` (A at local row ``row``, column ``k``; with ``vector`` a float4 of columns
+    k..k+3) normalized: (a - mean) * rstd, times gamma[k], plus beta[k] (see norm_prologue);
+    ``value`` itself with ``norm`` None."""
     if norm is None:
         return value
     out = f"(({value}) - nmu[{row}]) * nrs[{row}]"
-    if norm[3]:
-        out = f"({out}) * G[goff + {k}]"
-    if norm[4]:
-        out = f"({out}) + Bt[btoff + {k}]"
-    return f"({out})"
-
-
-def norm_value4(norm: tuple | None, value: str, row: str, k: str) -> str:
-    """norm_value for a float4 of A holding columns k..k+3 (gamma and beta read as float4)."""
-    if norm is None:
-        return value
-    out = f"(({value}) - nmu[{row}]) * nrs[{row}]"
-    if norm[3]:
-        out = f"({out}) * vload4(0, G + goff + {k})"
-    if norm[4]:
-        out = f"({out}) + vload4(0, Bt + btoff + {k})"
+    for present, ref, op in ((norm[3], "G + goff", "*"), (norm[4], "Bt + btoff", "+")):
+        if present:
+            item = f"vload4(0, {ref} + {k})" if vector else f"({ref})[{k}]"
+            out = f"({out}) {op} {item}"
     return f"({out})"
 
 
@@ -320,7 +309,8 @@ def norm_value4(norm: tuple | None, value: str, row: str, k: str) -> str:
 def gemm(dtype, cfg: GemmConfig, epilogue: list[Stage], n_extra: int, extra_dtypes: list,
          erank: int, norm: tuple | None = None) -> Source:
     """C[b] = A[b] @ B[b] (+ epilogue). A(m,k) at a + m*sam + k*sak, B(k,n) likewise; batch
-    b = b0*B1 + b1 with strides per batch dim (0 broadcasts)."""
+    b = b0*B1 + b1 with strides per batch dim (0 broadcasts). ``norm``: A's rows normalized as
+    they are loaded (norm_prologue); the same for the other GEMM kernels."""
     t = ctype(dtype)
     lx, ly = cfg.local
     nthreads = lx * ly
@@ -448,7 +438,7 @@ def gemm_skinny(dtype, epilogue: list[Stage], n_extra: int, extra_dtypes: list, 
                    [norm_value(norm, f"(float)ap{{j}}[{u} * sak]", "r", f"k{{j}} + {u}") for u in range(4)])
     if t == "float":
         vector = quads("const float4 a{j} = "
-                       + norm_value4(norm, "*(__global const float4*)(A + ar[r] + k{j})", "r", "k{j}") + ";",
+                       + norm_value(norm, "*(__global const float4*)(A + ar[r] + k{j})", "r", "k{j}", True) + ";",
                        ["a{j}.x", "a{j}.y", "a{j}.z", "a{j}.w"])
         loop = f"""/* float4 A loads: rows contiguous along k and 16-byte aligned */
   if (sak == 1 && (sam & 3) == 0 && ((aoff + b0 * sa0 + b1 * sa1) & 3) == 0) {{
@@ -547,8 +537,8 @@ void gemm({', '.join(args)})
   const int ar = tid >> 2, ac = (tid & 3) * 4;  /* A tile: rows ar, ar + 64; cols ac..ac+3 */
   const int br = tid >> 5, bc = (tid & 31) * 4;  /* B tile: rows br, br + 8; cols bc..bc+3 */
   {norm_prologue(norm, 128, 256)}
-  float4 a0 = {norm_value4(norm, "vload4(0, A + (m0 + ar) * sam + ac)", "ar", "ac")};
-  float4 a1 = {norm_value4(norm, "vload4(0, A + (m0 + ar + 64) * sam + ac)", "ar + 64", "ac")};
+  float4 a0 = {norm_value(norm, "vload4(0, A + (m0 + ar) * sam + ac)", "ar", "ac", True)};
+  float4 a1 = {norm_value(norm, "vload4(0, A + (m0 + ar + 64) * sam + ac)", "ar + 64", "ac", True)};
   float4 b0v = vload4(0, B + br * sbk + n0 + bc);
   float4 b1v = vload4(0, B + (br + 8) * sbk + n0 + bc);
 #define STORE_TILE(buf) \\
@@ -562,8 +552,8 @@ void gemm({', '.join(args)})
   for (int k0 = 0; k0 < K; k0 += 16) {{
     const int more = k0 + 16 < K;
     if (more) {{
-      a0 = {norm_value4(norm, "vload4(0, A + (m0 + ar) * sam + k0 + 16 + ac)", "ar", "k0 + 16 + ac")};
-      a1 = {norm_value4(norm, "vload4(0, A + (m0 + ar + 64) * sam + k0 + 16 + ac)", "ar + 64", "k0 + 16 + ac")};
+      a0 = {norm_value(norm, "vload4(0, A + (m0 + ar) * sam + k0 + 16 + ac)", "ar", "k0 + 16 + ac", True)};
+      a1 = {norm_value(norm, "vload4(0, A + (m0 + ar + 64) * sam + k0 + 16 + ac)", "ar + 64", "k0 + 16 + ac", True)};
       b0v = vload4(0, B + (k0 + 16 + br) * sbk + n0 + bc);
       b1v = vload4(0, B + (k0 + 16 + br + 8) * sbk + n0 + bc);
     }}
