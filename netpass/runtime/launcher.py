@@ -144,16 +144,14 @@ class DirectLauncher(Launcher):
         self._read = lib.clEnqueueReadBuffer
         self._read.restype = ctypes.c_int32
         self._queue = ctypes.c_void_p(engine.queue.int_ptr)
-        self._mem = ctypes.c_void_p()
-        self._mem_ref = ctypes.byref(self._mem)
         self._mem_size = ctypes.c_size_t(ctypes.sizeof(ctypes.c_void_p))
 
     def _set_buffers(self, h: KernelHandle, buffers: list) -> None:
         last = h.bufs
         for i, b in enumerate(buffers):
             if last is None or last[i] is not b:
-                self._mem.value = b.int_ptr
-                self._check(self._set_arg(h.ptr, i, self._mem_size, self._mem_ref), h, i)
+                mem = ctypes.c_void_p(b.int_ptr)  # (its own: the call runs without the GIL)
+                self._check(self._set_arg(h.ptr, i, self._mem_size, ctypes.byref(mem)), h, i)
         h.bufs = buffers
 
     def set_args(self, h: KernelHandle, buffers: list, ints: list) -> bool:
