@@ -264,13 +264,6 @@ def _operand(shape: Sequence[int], strides: Sequence[int] | None, swap: bool) ->
     return list(shape[:-2]), st[:-2], rs, cs
 
 
-def _view_strides(shape: Sequence[int], strides: Sequence[int] | None, out_shape: Sequence[int]) -> list[int]:
-    """Strides reading a tensor (``strides`` None: contiguous) broadcast over ``out_shape``."""
-    st = list(strides) if strides is not None else I.contiguous_strides(shape)
-    pad = len(out_shape) - len(shape)
-    return [0] * pad + [0 if d == 1 else s for d, s in zip(shape, st)]
-
-
 def attention_impl(p: I.Params, key) -> I.Impl | None:
     desc: AttentionDesc = p.node.subgraph
     if any(np.dtype(d) != F32 for d in p.in_dtypes[:3] + p.out_dtypes):
@@ -299,7 +292,7 @@ def attention_impl(p: I.Params, key) -> I.Impl | None:
     else:
         ost = out_cs
     rank = len(batch)
-    bstr = [_view_strides(b, s, batch) if b else [0] * rank for b, s in ((qb, qbs), (kb, kbs), (vb, vbs))]
+    bstr = [I.broadcast_strides(b, batch, s) if b else [0] * rank for b, s in ((qb, qbs), (kb, kbs), (vb, vbs))]
     dims, (q_s, k_s, v_s, o_s) = I.collapse(batch, bstr + [list(ost[:rank])])
     if len(dims) > 2:
         return None
@@ -307,7 +300,7 @@ def attention_impl(p: I.Params, key) -> I.Impl | None:
         dims, q_s, k_s, v_s, o_s = [1] + dims, [0] + q_s, [0] + k_s, [0] + v_s, [0] + o_s
     nb = dims[0] * dims[1]
     n_sides = len(shapes) - 3
-    side_strides = [_view_strides(shapes[3 + j], strides[3 + j], scores_shape) for j in range(n_sides)]
+    side_strides = [I.broadcast_strides(shapes[3 + j], scores_shape, strides[3 + j]) for j in range(n_sides)]
     edims, est = I.collapse(list(scores_shape), side_strides) if n_sides else ([], [])
     stages = p.cached(("attention_stages",), lambda: I.fused_stages(desc.chain, 0))
     jt = I._cdiv(DV, K.LS)

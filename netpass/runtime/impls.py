@@ -156,9 +156,11 @@ def reshape_strides(shape: Sequence[int], strides: Sequence[int], new_shape: Seq
     return out
 
 
-def broadcast_strides(in_shape: Sequence[int], out_shape: Sequence[int]) -> list[int]:
-    """Strides of ``in_shape`` read over ``out_shape`` with numpy broadcasting (0 on broadcast)."""
-    cs = contiguous_strides(in_shape)
+def broadcast_strides(in_shape: Sequence[int], out_shape: Sequence[int],
+                      strides: Sequence[int] | None = None) -> list[int]:
+    """Strides of ``in_shape`` (contiguous, or read with ``strides``) read over ``out_shape``
+    with numpy broadcasting (0 on broadcast)."""
+    cs = contiguous_strides(in_shape) if strides is None else strides
     pad = len(out_shape) - len(in_shape)
     out = [0] * pad
     for d, s in zip(in_shape, cs):
@@ -519,20 +521,26 @@ def split_impl(p: Params, key) -> Impl | None:
     return Impl(key, [Launch(src, *_1d(n), spec)])
 
 
+def slice_view(shape: Sequence[int], strides: Sequence[int], values: dict) -> tuple[int, list[int]]:
+    """(element offset, strides) of a Slice's output in its input of ``shape`` read with
+    ``strides``, from the Slice's start/stop/step(/axes) ``values`` (negative steps are
+    negative strides)."""
+    starts, stops, steps = _ints(values[1]), _ints(values[2]), _ints(values[3])
+    axes = _ints(values[4]) if 4 in values else list(range(len(starts)))
+    out, off = list(strides), 0
+    for a, b, e, st in zip(axes, starts, stops, steps):
+        a %= len(shape)
+        off += slice(b, e, st).indices(shape[a])[0] * strides[a]
+        out[a] = strides[a] * st
+    return off, out
+
+
 def slice_impl(p: Params, key) -> Impl | None:
     """Slice (opset 8): a strided view of the input (negative steps are negative strides)."""
     if any(p.values.get(j) is None for j in range(1, len(p.in_shapes))):
         return None
     shape = p.in_shapes[0]
-    starts, stops, steps = _ints(p.values[1]), _ints(p.values[2]), _ints(p.values[3])
-    axes = _ints(p.values[4]) if len(p.in_shapes) > 4 else list(range(len(starts)))
-    cs = contiguous_strides(shape)
-    strides, off = list(cs), 0
-    for a, b, e, st in zip(axes, starts, stops, steps):
-        a %= len(shape)
-        first = slice(b, e, st).indices(shape[a])[0]
-        off += first * cs[a]
-        strides[a] = cs[a] * st
+    off, strides = slice_view(shape, contiguous_strides(shape), p.values)
     out = p.out_shapes[0]
     if not _size(out):
         return Impl(key, [])

@@ -463,14 +463,7 @@ class PrimitiveInst:
         if node.strided_view or (base is not None and kind in ALWAYS_OPTIMIZED):
             st = list(base) if base is not None else I.contiguous_strides(t.shape)
             if kind == "Slice":
-                v = self.values
-                starts, ends, steps = (np.asarray(v[j]).reshape(-1).tolist() for j in (1, 2, 3))
-                axes = np.asarray(v[4]).reshape(-1).tolist() if 4 in v else list(range(len(starts)))
-                offset, out = 0, list(st)
-                for a, b, e, step in zip(axes, starts, ends, steps):
-                    a %= len(t.shape)
-                    offset += slice(b, e, step).indices(t.shape[a])[0] * st[a]
-                    out[a] = st[a] * step
+                offset, out = I.slice_view(t.shape, st, self.values)
                 return [(offset, tuple(out))]
             if kind in ("Split", "VariadicSplit"):
                 axis = int(np.asarray(self.values[1]).reshape(-1)[0]) % len(t.shape)
