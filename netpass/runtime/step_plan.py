@@ -265,7 +265,7 @@ class StepPlan:
                 bufs = None
                 for h, ln, buffers, ints, cints, slots in e.launches:
                     buffers = buffers.copy()
-                    same = True
+                    now = None  # the ints, when an offset differs from the recorded one
                     for b, i, si, k, off in slots:
                         if si >= 0:
                             tensor = insts[si].outputs[k]
@@ -282,20 +282,16 @@ class StepPlan:
                             buffers[b] = bufs[k].buffer
                             continue
                         buffers[b] = tensor.alloc.buffer
-                        if tensor.offset + off != ints[i]:
-                            same = False
-                    if same:
+                        v = tensor.offset + off
+                        if v != ints[i]:
+                            if now is None:
+                                now = ints.copy()
+                            now[i] = v
+                    if now is None:
                         if (buffers != h.bufs or cints is not h.ints) and set_packed(h, buffers, cints):
                             changed = True
-                    else:  # an offset differs from the recorded one: the ints again
-                        now = ints.copy()
-                        for b, i, si, k, off in slots:
-                            if i >= 0:
-                                tensor = insts[si if si >= 0 else CHECKED - si].outputs[k] \
-                                    if si >= 0 or si <= CHECKED else inst.weights_tensor
-                                now[i] = tensor.offset + off
-                        if set_args(h, buffers, now):
-                            changed = True
+                    elif set_args(h, buffers, now):
+                        changed = True
                     ev = launch(h, ln)
                     if profiling and ev is not None:
                         inst.events.append(ev)
