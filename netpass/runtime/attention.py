@@ -22,7 +22,7 @@ The node keeps the absorbed nodes: shape inference and the host reference run th
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -205,12 +205,9 @@ def _nan_guard(sm, su: list, users: dict):
 def fuse_attention(nodes: list) -> list:
     """``nodes`` (topological) with every attention chain replaced by one FusedAttention node
     at the position of its last absorbed node; users of that node read the new one."""
-    from .program import ProgramNode
-    users: dict[int, list] = {}
-    for n in nodes:
-        for j, (src, _) in enumerate(n.inputs):
-            users.setdefault(id(src), []).append((n, j))
-    replace: dict[int, Any] = {}   # id(absorbed last node) -> new node
+    from .program import ProgramNode, node_users, splice
+    users = node_users(nodes)
+    replace: dict[int, list] = {}   # id(absorbed last node) -> [new node]
     dropped: set[int] = set()
     for sm in nodes:
         if id(sm) in dropped:
@@ -236,21 +233,10 @@ def fuse_attention(nodes: list) -> list:
         node = ProgramNode(last.id, KIND, {}, [m1.inputs[0], m1.inputs[1], m2.inputs[1]] + sides,
                            out_dtypes=last.out_dtypes, out_pshapes=last.out_pshapes, name=last.name)
         node.subgraph = AttentionDesc(m1, sm, m2, descs, perm, guard)
-        replace[id(last)] = node
+        replace[id(last)] = [node]
         dropped.update(id(n) for n in [m1, sm, m2] + [c for c, _ in chain] + list(guard or ())
                        + ([t] if t is not None else []))
-    if not replace:
-        return nodes
-    out = []
-    for n in nodes:
-        new = replace.get(id(n))
-        if new is not None:
-            out.append(new)
-        elif id(n) not in dropped:
-            out.append(n)
-    for n in out:
-        n.inputs = [(replace.get(id(s), s), k) for s, k in n.inputs]
-    return out
+    return splice(nodes, replace, dropped)
 
 
 # -- implementation ----------------------------------------------------------------------------------

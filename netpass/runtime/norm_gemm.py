@@ -17,7 +17,7 @@ vary only along that axis; each used once; feeding a MatMul's first input withou
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -120,11 +120,8 @@ def _match(m, users: dict):
 def fuse_norm_gemms(nodes: list) -> list:
     """``nodes`` (topological) with every LayerNorm-fed MatMul replaced by a normalized one:
     inputs ``[x, weights, gamma?, beta?]`` (the vectors as new Constant nodes)."""
-    from .program import ProgramNode
-    users: dict[int, list] = {}
-    for n in nodes:
-        for j, (src, _) in enumerate(n.inputs):
-            users.setdefault(id(src), []).append((n, j))
+    from .program import ProgramNode, node_users, splice
+    users = node_users(nodes)
     replace: dict[int, list] = {}
     dropped: set[int] = set()
     for m in nodes:
@@ -140,15 +137,4 @@ def fuse_norm_gemms(nodes: list) -> list:
         node.subgraph = NormDesc(mvn, chain, m, gamma is not None, beta is not None)
         replace[id(m)] = consts + [node]
         dropped.update(id(n) for n in [mvn] + chain)
-    if not replace:
-        return nodes
-    out: list[Any] = []
-    for n in nodes:
-        if id(n) in replace:
-            out.extend(replace[id(n)])
-        elif id(n) not in dropped:
-            out.append(n)
-    new_of = {id(n): r[-1] for n in nodes if id(n) in replace for r in [replace[id(n)]]}
-    for n in out:
-        n.inputs = [(new_of.get(id(s), s), k) for s, k in n.inputs]
-    return out
+    return splice(nodes, replace, dropped)

@@ -116,6 +116,33 @@ def _broadcasts_into(src: "ProgramNode", k: int, p: "ProgramNode", out_ps: Parti
     return src.index < p.index and ps.rank_is_static and dims_fit(list(ps), out_ps)
 
 
+def node_users(nodes: Iterable["ProgramNode"]) -> dict[int, list]:
+    """id(node) -> [(user, input index)] over ``nodes`` (for passes that run before a Program
+    links its users)."""
+    users: dict[int, list] = {}
+    for n in nodes:
+        for j, (src, _) in enumerate(n.inputs):
+            users.setdefault(id(src), []).append((n, j))
+    return users
+
+
+def splice(nodes: list, replace: dict[int, list], dropped: set[int]) -> list:
+    """``nodes`` with each node whose id ``replace`` holds swapped for its list of nodes (the
+    last of them takes its place as its users' producer), and the ``dropped`` ones left out."""
+    if not replace:
+        return nodes
+    out: list = []
+    for n in nodes:
+        if id(n) in replace:
+            out.extend(replace[id(n)])
+        elif id(n) not in dropped:
+            out.append(n)
+    new_of = {key: new[-1] for key, new in replace.items()}
+    for n in out:
+        n.inputs = [(new_of.get(id(s), s), k) for s, k in n.inputs]
+    return out
+
+
 class ProgramNode:
     """One primitive: kind, attributes, inputs ``[(ProgramNode, out_index)]``, output dtypes
     and partial shapes, an optional constant ``value``, an optional source ``op`` (a
