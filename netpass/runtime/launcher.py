@@ -11,8 +11,8 @@ Two launchers with the same interface:
 - :class:`DirectLauncher`: ``clEnqueueNDRangeKernel`` called through ctypes on the OpenCL
   library pyopencl loaded, with pyopencl's own handles: the work sizes are converted to C
   arrays once per launch shape and no event is asked for. On the H200, NVIDIA's driver takes
-  ~7.5 us per enqueue and pyopencl's wrapper ~1.5 us more (``benchmarks/bench_launch.py``); a
-  decoder step launches dozens of small kernels. Changed buffers and the int struct are set
+  5-9 us per enqueue (by machine) and pyopencl's wrapper up to 1.5 us more
+  (``benchmarks/bench_launch.py``); a decoder step launches dozens of small kernels. Changed buffers and the int struct are set
   with ``clSetKernelArg`` the same way, and host copies go through ``clEnqueueWriteBuffer`` /
   ``clEnqueueReadBuffer`` (pyopencl's ``enqueue_copy`` costs 42 us per small copy on PoCL,
   these 4 us).
@@ -73,8 +73,6 @@ class KernelHandle:
 class Launcher:
     """pyopencl's calls on one queue."""
 
-    direct = False
-
     def __init__(self, engine) -> None:
         self.queue = engine.queue
         self._cl = engine.cl
@@ -127,8 +125,6 @@ class Launcher:
 
 class DirectLauncher(Launcher):
     """The OpenCL C calls through ctypes (module docstring)."""
-
-    direct = True
 
     def __init__(self, engine) -> None:
         super().__init__(engine)
