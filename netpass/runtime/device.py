@@ -95,6 +95,17 @@ def select_device(name: str):
     raise DeviceError("no OpenCL device found (AUTO); install PoCL or use device 'REFERENCE'")
 
 
+def _has_cp_async(device) -> bool:
+    """True where kernels may issue PTX ``cp.async`` (asynchronous global-to-local copies):
+    NVIDIA's OpenCL on compute capability 8.0 and later. ``NETPASS_CP_ASYNC=0`` turns it off."""
+    if os.environ.get("NETPASS_CP_ASYNC", "1") == "0" or "NVIDIA" not in device.platform.name:
+        return False
+    try:
+        return int(device.compute_capability_major_nv) >= 8
+    except Exception:  # no cl_nv_device_attribute_query
+        return False
+
+
 class Engine:
     """Context + in-order queue on one device; tracks device memory and caches programs."""
 
@@ -122,6 +133,7 @@ class Engine:
         self.max_alloc_mem_size = int(device.max_mem_alloc_size)
         self.max_work_group_size = int(device.max_work_group_size)
         self.fp16 = "cl_khr_fp16" in device.extensions
+        self.cp_async = _has_cp_async(device)
         self.used_device_memory = 0
         self._programs: dict[str, Any] = {}
         self._mf = cl.mem_flags

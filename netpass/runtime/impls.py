@@ -816,6 +816,11 @@ def _gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, 
                        lambda: K.gemm_skinny(p.out_dtypes[0], stages, n_extra, edt, len(edims), norm))
         lx, ly = tn, K.SKINNY_WG // tn
         gws = (_cdiv(N, tn) * lx, _cdiv(M, K.SKINNY_RM) * ly, max(nb, 1))
+    elif aligned and gpu and norm is None and getattr(p.engine, "cp_async", False):
+        src = p.cached(("gemm_pipelined", len(edims)),
+                       lambda: K.gemm_pipelined(stages, n_extra, edt, len(edims), True))
+        lx, ly = 16, 16
+        gws = (N // 8, M // 8, max(nb, 1))
     elif aligned and gpu:
         src = p.cached(("gemm_aligned", len(edims), norm),
                        lambda: K.gemm_aligned(stages, n_extra, edt, len(edims), norm))

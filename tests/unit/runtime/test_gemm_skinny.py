@@ -184,6 +184,19 @@ def test_gpu_large_problems_keep_tiled_kernels():
     assert _matmul_launch(H200, (64, 8, 64), (64, 4096)).source.name == "gemm_skinny"
 
 
+def test_nvidia_aligned_problems_select_the_cp_async_ring():
+    nvidia = SimpleNamespace(is_gpu=True, cp_async=True, device=H200.device)
+    text = _matmul_launch(nvidia, (1024, 512), (512, 1024)).source.text
+    assert "cp.async" in text and "#define STAGES" in text
+    assert "cp.async" not in _matmul_launch(H200, (1024, 512), (512, 1024)).source.text
+    assert "cp.async" not in _matmul_launch(nvidia, (1000, 512), (512, 1024)).source.text  # M unaligned
+
+
+def test_pocl_has_no_cp_async():
+    from netpass.runtime.device import Engine, select_device
+    assert not Engine.get(select_device("CPU")).cp_async
+
+
 def test_cpu_keeps_width_per_n():
     """PoCL compiles one kernel per local size: the width depends on N only."""
     assert _matmul_launch(POCL, (1, 256), (256, 2048)).lws == (64, 4, 1)
