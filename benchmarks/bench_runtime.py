@@ -7,8 +7,10 @@
 2. Host time per primitive in that loop: wall time minus time blocked in host waits, divided
    by the primitives of the exec loop (skipped ones included; not fused ops, constants,
    inputs or results), and by the kernel launches.
-3. fp32 GEMM 4096^3 (TFLOP/s, kernel time from OpenCL profiling events).
-4. Elementwise add of two 64M-float tensors (effective TB/s = 12 bytes per element / time).
+3. fp32 GEMM 4096^3 (TFLOP/s, kernel time from OpenCL profiling events), beside cuBLAS
+   fp32 through torch (TF32 off, CUDA events) when CUDA is there.
+4. Elementwise add of two 64M-float tensors (effective TB/s = 12 bytes per element / time),
+   beside torch's add on CUDA.
 5. Device allocations over the 128-step loop, ShapePredictor on vs off.
 
 ``--quick`` shrinks everything for PoCL (sequence 1..16, GEMM 256^3, add 1M); ``--device``
@@ -226,18 +228,46 @@ def run_ort(path, feeds) -> dict | None:
     return {"device": f"onnxruntime CPU ({os.cpu_count()} cores)", "total_s": total, "logits": out}
 
 
-def kernel_time_us(model, feeds, device: str, kind: str, reps: int) -> float:
-    """Median OpenCL-profiled kernel time of the primitive of type ``kind``."""
+def kernel_time_us(model, feeds, device: str, kind: str, reps: int) -> tuple[float, dict]:
+    """Median OpenCL-profiled kernel time of the primitive of type ``kind``, and the outputs."""
     cm = compile_program(model, device, {"PROFILING": True})
     req = cm.create_infer_request()
-    req.infer(feeds)
+    out = req.infer(feeds)
     times = []
     for _ in range(reps):
         before = {k: v for k, v in req.get_profiling_info().items()}
         req.infer(feeds)
         after = req.get_profiling_info()
         times.append(sum(v - before.get(k, 0.0) for k, v in after.items() if k.startswith(kind)))
-    return float(np.median(times))
+    return float(np.median(times)), out
+
+
+def has_cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def torch_cuda_us(fn, reps: int) -> float:
+    """Median CUDA-event time of ``fn()`` through torch (the same-run peer)."""
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    times = []
+    for _ in range(reps + 1):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) * 1e3)
+    return float(np.median(times[1:]))
+
+
+def _cuda(*arrays):
+    import torch
+    return [torch.from_numpy(x).cuda() for x in arrays]
 
 
 def bench_gemm(n: int, device: str, reps: int) -> dict:
@@ -247,8 +277,15 @@ def bench_gemm(n: int, device: str, reps: int) -> dict:
     rng = np.random.default_rng(1)
     feeds = {"a": rng.standard_normal((n, n)).astype(np.float32),
              "b": rng.standard_normal((n, n)).astype(np.float32)}
-    us = kernel_time_us(model, feeds, device, "MatMul", reps)
-    return {"n": n, "kernel_us": us, "tflops": 2 * n ** 3 / (us * 1e-6) / 1e12}
+    us, out = kernel_time_us(model, feeds, device, "MatMul", reps)
+    peer = None
+    if has_cuda():
+        ta, tb = _cuda(feeds["a"], feeds["b"])
+        peer = torch_cuda_us(lambda: ta @ tb, reps)
+    flop = 2 * n ** 3
+    return {"n": n, "kernel_us": us, "tflops": flop / (us * 1e-6) / 1e12,
+            "rel_l2": rel_l2(out["c"], feeds["a"] @ feeds["b"]),
+            "cublas_us": peer, "cublas_tflops": flop / (peer * 1e-6) / 1e12 if peer else None}
 
 
 def bench_add(n: int, device: str, reps: int) -> dict:
@@ -257,8 +294,14 @@ def bench_add(n: int, device: str, reps: int) -> dict:
     model = Model([opset.result(opset.add(a, b), name="c")], [a, b])
     rng = np.random.default_rng(2)
     feeds = {"a": rng.standard_normal(n).astype(np.float32), "b": rng.standard_normal(n).astype(np.float32)}
-    us = kernel_time_us(model, feeds, device, "Add", reps)
-    return {"n": n, "kernel_us": us, "tb_per_s": 12 * n / (us * 1e-6) / 1e12}
+    us, out = kernel_time_us(model, feeds, device, "Add", reps)
+    peer = None
+    if has_cuda():
+        ta, tb = _cuda(feeds["a"], feeds["b"])
+        peer = torch_cuda_us(lambda: ta + tb, reps)
+    return {"n": n, "kernel_us": us, "tb_per_s": 12 * n / (us * 1e-6) / 1e12,
+            "max_abs_err": float(np.max(np.abs(out["c"] - (feeds["a"] + feeds["b"])))),
+            "torch_us": peer, "torch_tb_per_s": 12 * n / (peer * 1e-6) / 1e12 if peer else None}
 
 
 def rel_l2(a, b) -> float:
@@ -310,9 +353,16 @@ def main() -> None:
           f"({st_on['allocated_bytes'] / 2**20:.1f} MiB), off {st_off['allocations']} "
           f"({st_off['allocated_bytes'] / 2**20:.1f} MiB) -> "
           f"{100.0 * st_on['allocations'] / max(st_off['allocations'], 1):.1f}%")
-    print(f"\nfp32 GEMM {gemm_n}^3: {gemm['kernel_us'] / 1e3:.3f} ms = {gemm['tflops']:.2f} TFLOP/s")
+    print(f"\nfp32 GEMM {gemm_n}^3 (MatMul model, median of {reps}): {gemm['kernel_us'] / 1e3:.3f} ms = "
+          f"{gemm['tflops']:.2f} TFLOP/s, rel L2 vs numpy {gemm['rel_l2']:.1e}")
+    if gemm["cublas_us"]:
+        print(f"  cuBLAS fp32 through torch, same run: {gemm['cublas_us'] / 1e3:.3f} ms = "
+              f"{gemm['cublas_tflops']:.2f} TFLOP/s (netpass/cuBLAS {gemm['tflops'] / gemm['cublas_tflops']:.2f})")
     print(f"elementwise add {add_n / 2**20:.0f}M floats: {add['kernel_us'] / 1e3:.3f} ms = "
-          f"{add['tb_per_s']:.3f} TB/s effective")
+          f"{add['tb_per_s']:.3f} TB/s effective, max abs err {add['max_abs_err']:.1e}")
+    if add["torch_us"]:
+        print(f"  torch add on CUDA, same run: {add['torch_us'] / 1e3:.3f} ms = {add['torch_tb_per_s']:.3f} TB/s "
+              f"(netpass/torch {add['tb_per_s'] / add['torch_tb_per_s']:.2f})")
 
     report = {
         "device": np_on["device"], "steps": steps, "quick": args.quick,
