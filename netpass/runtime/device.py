@@ -95,15 +95,27 @@ def select_device(name: str):
     raise DeviceError("no OpenCL device found (AUTO); install PoCL or use device 'REFERENCE'")
 
 
-def _has_cp_async(device) -> bool:
+_CP_ASYNC_PROBE = """__kernel void probe(__global const float* g) {
+  __local float s[4] __attribute__((aligned(16)));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" :: "r"((uint)(size_t)s), "l"(g) : "memory");
+  asm volatile("cp.async.commit_group;" ::: "memory");
+  asm volatile("cp.async.wait_group 0;" ::: "memory");
+}"""
+
+
+def _has_cp_async(device, context) -> bool:
     """True where kernels may issue PTX ``cp.async`` (asynchronous global-to-local copies):
-    NVIDIA's OpenCL on compute capability 8.0 and later. ``NETPASS_CP_ASYNC=0`` turns it off."""
+    NVIDIA's OpenCL on compute capability 8.0 and later whose compiler takes the inline PTX
+    (a probe is built, not run). ``NETPASS_CP_ASYNC=0`` turns it off."""
     if os.environ.get("NETPASS_CP_ASYNC", "1") == "0" or "NVIDIA" not in device.platform.name:
         return False
     try:
-        return int(device.compute_capability_major_nv) >= 8
-    except Exception:  # no cl_nv_device_attribute_query
+        if int(device.compute_capability_major_nv) < 8:
+            return False
+        _cl().Program(context, _CP_ASYNC_PROBE).build()
+    except Exception:  # no cl_nv_device_attribute_query, or a compiler without the PTX
         return False
+    return True
 
 
 class Engine:
@@ -133,7 +145,7 @@ class Engine:
         self.max_alloc_mem_size = int(device.max_mem_alloc_size)
         self.max_work_group_size = int(device.max_work_group_size)
         self.fp16 = "cl_khr_fp16" in device.extensions
-        self.cp_async = _has_cp_async(device)
+        self.cp_async = _has_cp_async(device, self.context)
         self.used_device_memory = 0
         self._programs: dict[str, Any] = {}
         self._mf = cl.mem_flags

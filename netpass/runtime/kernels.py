@@ -612,7 +612,9 @@ def gemm_pipelined(epilogue: list[Stage], n_extra: int, extra_dtypes: list, eran
     30 to 43 TFLOP/s. A is kept row-major in local memory (the copies cannot transpose);
     the math reads it as float4 along k. cp.async needs 16-byte aligned addresses: a
     work-group whose A or B start is not aligned (a view at an odd offset) fills the stages
-    with ordinary loads instead. Same arguments as :func:`gemm`."""
+    with ordinary loads instead. Without ``cp_async`` only that plain-copy ring is generated
+    (it runs anywhere: the PoCL tests check the ring and the epilogue with it). Same arguments
+    as :func:`gemm`."""
     args = _gemm_args("float", n_extra, extra_dtypes, erank)
 
     def fmas(u: int) -> str:

@@ -197,6 +197,16 @@ def test_pocl_has_no_cp_async():
     assert not Engine.get(select_device("CPU")).cp_async
 
 
+def test_cp_async_needs_compute_capability_8_and_can_be_turned_off(monkeypatch):
+    from netpass.runtime.device import _has_cp_async
+
+    def nvidia(major):
+        return SimpleNamespace(platform=SimpleNamespace(name="NVIDIA CUDA"), compute_capability_major_nv=major)
+    assert not _has_cp_async(nvidia(7), None)  # Volta / Turing: no cp.async
+    monkeypatch.setenv("NETPASS_CP_ASYNC", "0")
+    assert not _has_cp_async(nvidia(9), None)
+
+
 def test_cpu_keeps_width_per_n():
     """PoCL compiles one kernel per local size: the width depends on N only."""
     assert _matmul_launch(POCL, (1, 256), (256, 2048)).lws == (64, 4, 1)
