@@ -658,8 +658,9 @@ def gemm_pipelined(epilogue: list[Stage], n_extra: int, extra_dtypes: list, eran
     }}"""
     if cp_async:
         # one of the two rings runs: a branch around them instead costs 15% on the H200
+        ring = pipeline("nta", "CP_ASYNC", " CP_COMMIT();", "\n      CP_WAIT();")
         body = f"""const int nta = ((((size_t)pa) | ((size_t)pb)) & 15) == 0 ? nt : 0;
-  {pipeline("nta", "CP_ASYNC", " CP_COMMIT();", chr(10) + "      CP_WAIT();")}
+  {ring}
   {pipeline("nt - nta", "COPY")}"""
         macros = f"""#define CP_ASYNC(dst, src) asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" \\
     :: "r"((uint)(size_t)(dst)), "l"(src) : "memory")
