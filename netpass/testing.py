@@ -9,6 +9,7 @@ node pair and why.
 """
 from __future__ import annotations
 
+import os
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -20,6 +21,11 @@ from .core.node import Node, Output
 from .core.rt_info import FusedNames
 from .core.shape import PartialShape
 from .core.types import Type
+
+RUNTIME_DEVICE = os.environ.get("NETPASS_TEST_DEVICE", "CPU").upper()
+"""The device the runtime's tests compile for: ``NETPASS_TEST_DEVICE``, default ``CPU``
+(PoCL, what CI has); ``GPU`` runs them on a GPU, where the tests of PoCL's own kernel
+choices skip."""
 
 
 @dataclass

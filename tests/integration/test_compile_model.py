@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import netpass
+from netpass.testing import RUNTIME_DEVICE
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -30,7 +31,7 @@ def rel_l2(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-12))
 
 
-@pytest.fixture(scope="module", params=["CPU", "REFERENCE"])
+@pytest.fixture(scope="module", params=[RUNTIME_DEVICE, "REFERENCE"])
 def device(request):
     return request.param
 

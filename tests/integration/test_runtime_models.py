@@ -1,6 +1,7 @@
-"""Whole models through the OpenCL runtime on PoCL (device "CPU"): one infer request fed
-several input shapes in turn, outputs equal to netpass.reference.infer within 1e-4 relative
-L2; and the growing-sequence behaviour of the predictor, pool and caches."""
+"""Whole models through the OpenCL runtime (PoCL, or the device ``NETPASS_TEST_DEVICE``
+names): one infer request fed several input shapes in turn, outputs equal to
+netpass.reference.infer within 1e-4 relative L2; and the growing-sequence behaviour of the
+predictor, pool and caches."""
 from __future__ import annotations
 
 import sys
@@ -12,6 +13,7 @@ import pytest
 import netpass
 from netpass.runtime import compile_program
 from netpass.runtime.models import gpt_decoder
+from netpass.testing import RUNTIME_DEVICE
 
 ROOT = Path(__file__).resolve().parents[2]
 TOL = 1e-4
@@ -26,7 +28,7 @@ def _check(model, feeds_list, config=None):
     """One request over the feeds, then over them again in reverse order and once more in
     order: the second round meets shapes it has seen (symbolic mode with per-binding records;
     step plans are built), the third replays the step plans."""
-    req = compile_program(model, "CPU", config).create_infer_request()
+    req = compile_program(model, RUNTIME_DEVICE, config).create_infer_request()
     refs = [netpass.reference.infer(model, feeds) for feeds in feeds_list]
     order = list(range(len(feeds_list)))
     order = order + order[::-1] + order
@@ -111,7 +113,7 @@ GROW = dict(vocab=256, layers=2, d=64, heads=4, max_seq=128)
 
 def _grow(config=None, steps: int = 64):
     model = gpt_decoder(**GROW)
-    req = compile_program(model, "CPU", config).create_infer_request()
+    req = compile_program(model, RUNTIME_DEVICE, config).create_infer_request()
     rng = np.random.default_rng(5)
     capacity_changes: dict[str, int] = {}
     last: dict[str, int] = {}
@@ -173,7 +175,7 @@ def test_decoding_with_past_one_token_at_a_time():
     model = gpt_decoder(**cfg)
     results = {}
     for opts in (None, "0 0 0 1.0"):
-        req = compile_program(model, "CPU", {"MEM_PREALLOCATION_OPTIONS": opts} if opts else None) \
+        req = compile_program(model, RUNTIME_DEVICE, {"MEM_PREALLOCATION_OPTIONS": opts} if opts else None) \
             .create_infer_request()
         rng = np.random.default_rng(8)
         feeds = _past_feeds(1, 1, 2, 4, 16, rng)

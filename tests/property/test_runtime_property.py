@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 import netpass
 from netpass import Model, opset
 from netpass.runtime import compile_program
+from netpass.testing import RUNTIME_DEVICE
 
 
 def _i64(v):
@@ -96,7 +97,7 @@ def programs(draw):
 @given(programs())
 def test_runtime_matches_the_reference_over_changing_shapes(case):
     model, sizes, rng = case
-    req = compile_program(model, "CPU").create_infer_request()
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     for b, s in sizes:
         feeds = {"x": rng.standard_normal((b, s, 8)).astype(np.float32)}
         got = req.infer(feeds)["y"]

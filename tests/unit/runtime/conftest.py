@@ -7,6 +7,7 @@ import pytest
 
 import netpass
 from netpass.runtime import compile_program
+from netpass.testing import RUNTIME_DEVICE
 
 
 def _rel_l2(a: np.ndarray, b: np.ndarray) -> float:
@@ -15,7 +16,7 @@ def _rel_l2(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-12))
 
 
-def _run_shapes(model, feeds_list, device: str = "CPU", config=None, tol: float = 1e-4):
+def _run_shapes(model, feeds_list, device: str = RUNTIME_DEVICE, config=None, tol: float = 1e-4):
     cm = compile_program(model, device, config)
     req = cm.create_infer_request()
     for feeds in feeds_list:

@@ -8,6 +8,7 @@ import pytest
 import netpass
 from netpass import Model, opset
 from netpass.runtime import Program, compile_program
+from netpass.testing import RUNTIME_DEVICE
 
 
 def _f(rng, *shape):
@@ -31,7 +32,7 @@ def _rel_l2(a, b) -> float:
 def _check(model, feeds_list, n_attention=1, fallbacks=0):
     prog = Program.from_model(model)
     assert sum(n.kind == "FusedAttention" for n in prog.nodes) == n_attention
-    req = compile_program(model, "CPU").create_infer_request()
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     for feeds in feeds_list:
         out = req.infer(feeds)
         ref = netpass.reference.infer(model, feeds)

@@ -7,6 +7,7 @@ import numpy as np
 import netpass
 from netpass import Model, opset
 from netpass.runtime import Program, compile_program
+from netpass.testing import RUNTIME_DEVICE
 
 
 def _f(rng, *shape):
@@ -38,7 +39,7 @@ def test_tanh_gelu_region_joins_the_matmul(rng):
 
 def test_tanh_gelu_region_matches_the_reference(rng):
     model = _fc_gelu(rng)
-    req = compile_program(model, "CPU").create_infer_request()
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     for s in (1, 5, 9):
         x = _f(rng, 1, s, 16)
         np.testing.assert_allclose(req.infer({"x": x})["y"], netpass.reference.infer(model, {"x": x})["y"],
@@ -58,7 +59,7 @@ def test_region_is_cut_before_a_value_used_outside(rng):
     mm = next(n for n in prog.nodes if n.kind == "MatMul")
     assert [f.kind for f in mm.fused] == ["Relu"]
     feeds = {"x": _f(rng, 4, 8)}
-    out = compile_program(model, "CPU").create_infer_request().infer(feeds)
+    out = compile_program(model, RUNTIME_DEVICE).create_infer_request().infer(feeds)
     ref = netpass.reference.infer(model, feeds)
     for k in ("y", "z"):
         np.testing.assert_allclose(out[k], ref[k], rtol=1e-5, atol=1e-5)
@@ -82,7 +83,7 @@ def test_host_fallback_applies_a_region(rng):
     model = Model([opset.result(_tanh_gelu(m), name="y")], [x])
     prog = Program.from_model(model)
     assert len(next(n for n in prog.nodes if n.kind == "MVN").fused) == 9
-    req = compile_program(model, "CPU").create_infer_request()
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     feeds = {"x": _f(rng, 2, 6, 5)}
     np.testing.assert_allclose(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"],
                                rtol=1e-5, atol=1e-5)

@@ -13,8 +13,11 @@ import pytest
 from netpass import Model, opset
 from netpass.runtime import compile_program
 from netpass.runtime import impls as I
+from netpass.testing import RUNTIME_DEVICE
 
 F32 = np.dtype(np.float32)
+
+pocl_only = pytest.mark.skipif(RUNTIME_DEVICE != "CPU", reason="checks the kernel choices on PoCL")
 
 
 def _f(rng, *shape):
@@ -42,7 +45,7 @@ SHAPES = [(1, 1, 1), (3, 7, 5), (17, 1024, 256), (64, 256, 2048), (1, 1024, 2048
 
 
 def test_matmul_shapes_match_numpy(rng):
-    cm = compile_program(_matmul_model(), "CPU")
+    cm = compile_program(_matmul_model(), RUNTIME_DEVICE)
     req = cm.create_infer_request()
     for m, k, n in SHAPES:
         a, b = _f(rng, m, k), _f(rng, k, n)
@@ -52,7 +55,7 @@ def test_matmul_shapes_match_numpy(rng):
 
 
 def test_transposed_b_matches_numpy(rng):
-    cm = compile_program(_matmul_model(tb=True), "CPU")
+    cm = compile_program(_matmul_model(tb=True), RUNTIME_DEVICE)
     req = cm.create_infer_request()
     for m, k, n in [(3, 7, 5), (17, 1024, 256), (64, 256, 1)]:
         a, bt = _f(rng, m, k), _f(rng, n, k)
@@ -62,7 +65,7 @@ def test_transposed_b_matches_numpy(rng):
 
 def test_transposed_a_matches_numpy(rng):
     """A read along k with a stride (no float4 loads)."""
-    cm = compile_program(_matmul_model(ta=True), "CPU")
+    cm = compile_program(_matmul_model(ta=True), RUNTIME_DEVICE)
     req = cm.create_infer_request()
     for m, k, n in [(1, 256, 5), (17, 1024, 256)]:
         at, b = _f(rng, k, m), _f(rng, k, n)
@@ -71,7 +74,7 @@ def test_transposed_a_matches_numpy(rng):
 
 
 def test_batch_broadcast_matches_numpy(rng):
-    cm = compile_program(_matmul_model(ranks=(4, 3)), "CPU")
+    cm = compile_program(_matmul_model(ranks=(4, 3)), RUNTIME_DEVICE)
     req = cm.create_infer_request()
     for ashape, bshape in [((2, 3, 17, 7), (3, 7, 5)), ((1, 4, 3, 256), (1, 256, 64))]:
         a, b = _f(rng, *ashape), _f(rng, *bshape)
@@ -85,7 +88,7 @@ def test_fully_connected_bias_relu(rng):
     x = opset.parameter([-1, 256], np.float32, name="x")
     w, bias = _f(rng, 768, 256), _f(rng, 768)
     model = Model([opset.result(opset.relu(opset.fully_connected(x, w, bias)), name="y")], [x])
-    cm = compile_program(model, "CPU")
+    cm = compile_program(model, RUNTIME_DEVICE)
     req = cm.create_infer_request()
     for m in (1, 17, 64):
         xv = _f(rng, m, 256)
@@ -101,7 +104,7 @@ def test_matmul_fused_add_multiply(rng):
     x = opset.parameter([-1, -1, 1024], np.float32, name="x")
     w, c, s = _f(rng, 1024, 256), _f(rng, 256), _f(rng, 256)
     y = opset.multiply(opset.add(opset.matmul(x, w, False, False), c), s)
-    cm = compile_program(Model([opset.result(y, name="y")], [x]), "CPU")
+    cm = compile_program(Model([opset.result(y, name="y")], [x]), RUNTIME_DEVICE)
     req = cm.create_infer_request()
     for shape in ((1, 1, 1024), (2, 3, 1024), (1, 64, 1024)):
         xv = _f(rng, *shape)
@@ -112,6 +115,7 @@ def test_matmul_fused_add_multiply(rng):
     assert req.stats["fused"] == 6
 
 
+@pocl_only
 def test_gpu_widths_on_pocl(rng, monkeypatch):
     """The GPU selection on PoCL's 2 compute units (8 work-groups wanted): 32 columns per
     work-group for (M, N) = (1, 256), 16 for (17, 40), 8 for (1, 64)."""
@@ -128,7 +132,7 @@ def test_gpu_widths_on_pocl(rng, monkeypatch):
 
 def test_tall_matmul_runs_tiled_kernel(rng):
     """M > 256: the tiled kernel (same argument list) still runs and matches."""
-    cm = compile_program(_matmul_model(), "CPU")
+    cm = compile_program(_matmul_model(), RUNTIME_DEVICE)
     req = cm.create_infer_request()
     a, b = _f(rng, 300, 20), _f(rng, 20, 70)
     _check(req.infer({"a": a, "b": b})["y"], a, b, 20)
@@ -192,6 +196,7 @@ def test_nvidia_aligned_problems_select_the_cp_async_ring():
     assert "cp.async" not in _matmul_launch(nvidia, (1000, 512), (512, 1024)).source.text  # M unaligned
 
 
+@pocl_only
 def test_pocl_has_no_cp_async():
     from netpass.runtime.device import Engine, select_device
     assert not Engine.get(select_device("CPU")).cp_async

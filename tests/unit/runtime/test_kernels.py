@@ -7,6 +7,9 @@ import numpy as np
 import pytest
 
 from netpass import Model, opset
+from netpass.testing import RUNTIME_DEVICE
+
+pocl_only = pytest.mark.skipif(RUNTIME_DEVICE != "CPU", reason="checks the kernel choices on PoCL")
 
 
 def _f(rng, *shape):
@@ -226,6 +229,7 @@ def test_fused_ops_apply_on_host_fallback(run_shapes, rng):
     assert req.stats["host_fallback_kinds"] == {"MVN": 2}
 
 
+@pocl_only
 def test_aligned_gpu_gemm_kernel_with_epilogue(rng, monkeypatch):
     """The float4 128x128 GEMM that GPUs use for aligned shapes, run on PoCL."""
     import netpass
@@ -243,6 +247,7 @@ def test_aligned_gpu_gemm_kernel_with_epilogue(rng, monkeypatch):
     assert any("vload4(0, A" in src for src in cm.engine._programs)
 
 
+@pocl_only
 def test_pipelined_gpu_gemm_kernel_with_epilogue(rng, monkeypatch):
     """The staged-ring GEMM that NVIDIA GPUs use for aligned shapes, run on PoCL with plain
     copies filling the stages (PoCL has no cp.async): batched A and B, a fused epilogue."""

@@ -8,6 +8,7 @@ from netpass.errors import DeviceError
 from netpass.runtime import kernels as K
 from netpass.runtime.device import Engine, select_device
 from netpass.runtime.launcher import DirectLauncher, KernelHandle, Launcher, make_launcher
+from netpass.testing import RUNTIME_DEVICE
 
 SOURCE = """
 __kernel void axpb(__global float* y, int yo, __global const float* x, int xo, int n, int b) {
@@ -24,7 +25,7 @@ class _Launch:
 
 @pytest.fixture(scope="module")
 def engine():
-    return Engine.get(select_device("CPU"))
+    return Engine.get(select_device(RUNTIME_DEVICE))
 
 
 def _kernel(engine):
@@ -71,7 +72,7 @@ def test_make_launcher_takes_pyopencl_when_asked_or_profiling(engine, monkeypatc
     assert type(make_launcher(engine)) is Launcher
     monkeypatch.delenv("NETPASS_DIRECT_LAUNCH")
     assert type(make_launcher(engine)) is DirectLauncher
-    profiling = Engine.get(select_device("CPU"), profiling=True)
+    profiling = Engine.get(select_device(RUNTIME_DEVICE), profiling=True)
     assert type(profiling.launcher) is Launcher
 
 

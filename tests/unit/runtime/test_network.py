@@ -9,6 +9,9 @@ import netpass
 from netpass import Model, opset
 from netpass.errors import DeviceError, InputError
 from netpass.runtime import Program, compile_program, devices, resolve_device_name
+from netpass.testing import RUNTIME_DEVICE
+
+pocl_only = pytest.mark.skipif(RUNTIME_DEVICE != "CPU", reason="checks the kernel choices on PoCL")
 
 
 def _f(rng, *shape):
@@ -109,7 +112,7 @@ def test_concat_not_in_place_when_inputs_are_not_contiguous_chunks(run_shapes, r
 
 def test_repeated_shapes_hit_the_impl_cache(rng):
     model = _concat_model()
-    req = compile_program(model, "CPU").create_infer_request()
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     feeds = {"a": _f(rng, 1, 3, 16), "b": _f(rng, 1, 5, 16)}
     req.infer(feeds)
     per_run = req.stats["impl_cache_misses"]
@@ -123,7 +126,7 @@ def test_repeated_shapes_hit_the_impl_cache(rng):
 def test_impl_cache_capacity_evicts(rng):
     x = opset.parameter([-1], np.float32, name="x")
     model = _one_output(opset.relu(x), x)
-    cm = compile_program(model, "CPU", {"IMPLS_CACHE_CAPACITY": 2})
+    cm = compile_program(model, RUNTIME_DEVICE, {"IMPLS_CACHE_CAPACITY": 2})
     req = cm.create_infer_request()
     for n in (3, 4, 5, 3):
         req.infer({"x": _f(rng, n)})
@@ -133,7 +136,7 @@ def test_impl_cache_capacity_evicts(rng):
 
 def test_unchanged_shapes_skip_shape_inference_and_argument_setting(rng):
     model = _concat_model()
-    req = compile_program(model, "CPU").create_infer_request()
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     feeds = {"a": _f(rng, 1, 3, 16), "b": _f(rng, 1, 5, 16)}
     req.infer(feeds)
     before = dict(req.stats)
@@ -174,7 +177,7 @@ def test_value_dependent_shape_reads_back_from_the_device(run_shapes, rng):
 
 def test_profiling_reports_per_primitive_times(rng):
     model = _concat_model()
-    req = compile_program(model, "CPU", {"PROFILING": True}).create_infer_request()
+    req = compile_program(model, RUNTIME_DEVICE, {"PROFILING": True}).create_infer_request()
     req.infer({"a": _f(rng, 1, 3, 16), "b": _f(rng, 1, 5, 16)})
     times = req.get_profiling_info()
     assert len(times) == 3 and all(t >= 0 for t in times.values())
@@ -205,12 +208,13 @@ def test_netpass_device_env_leaves_a_named_device(monkeypatch):
     assert resolve_device_name("CPU") == "CPU"
 
 
+@pocl_only
 def test_devices_lists_pocl():
     assert any(d["type"].endswith("CPU") for d in devices())
 
 
 def test_missing_input_names_the_input(rng):
-    req = compile_program(_concat_model(), "CPU").create_infer_request()
+    req = compile_program(_concat_model(), RUNTIME_DEVICE).create_infer_request()
     with pytest.raises(InputError, match="'b'"):
         req.infer({"a": _f(rng, 1, 3, 16)})
 
@@ -231,7 +235,7 @@ def test_crop_of_a_strided_piece_copies(run_shapes, rng):
 
 def test_interleaved_requests_share_kernels_but_not_arguments(rng):
     model = _concat_model()
-    cm = compile_program(model, "CPU")
+    cm = compile_program(model, RUNTIME_DEVICE)
     r1, r2 = cm.create_infer_request(), cm.create_infer_request()
     f1 = {"a": _f(rng, 1, 3, 16), "b": _f(rng, 1, 5, 16)}
     f2 = {"a": _f(rng, 1, 2, 16), "b": _f(rng, 1, 1, 16)}
@@ -256,7 +260,7 @@ def test_dropping_a_request_frees_its_device_memory(rng):
     links when it goes, so its buffers are freed at once, not at a later cyclic collection."""
     import gc
     from netpass.runtime.models import gpt_decoder
-    cm = compile_program(gpt_decoder(64, 2, 32, 2, 64), "CPU")
+    cm = compile_program(gpt_decoder(64, 2, 32, 2, 64), RUNTIME_DEVICE)
     gc.disable()
     try:
         req = cm.create_infer_request()

@@ -9,6 +9,9 @@ import netpass
 from netpass import Model, opset
 from netpass.runtime import Program, compile_program
 from netpass.runtime.norm_gemm import NormDesc
+from netpass.testing import RUNTIME_DEVICE
+
+pocl_only = pytest.mark.skipif(RUNTIME_DEVICE != "CPU", reason="checks the kernel choices on PoCL")
 
 
 def _f(rng, *shape):
@@ -28,7 +31,7 @@ def _ln_matmul(rng, k=32, n=24, gamma=True, beta=True, eps_mode="inside_sqrt", v
 
 
 def _check(model, shapes, rng, offset=0.0, tol=1e-5):
-    req = compile_program(model, "CPU").create_infer_request()
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     for shape in shapes:
         feeds = {"x": (offset + _f(rng, *shape)).astype(np.float32)}
         got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
@@ -57,6 +60,7 @@ def test_mvn_variants(rng, eps_mode, variance):
     _check(_ln_matmul(rng, eps_mode=eps_mode, variance=variance), [(1, 5, 32), (1, 70, 32)], rng)
 
 
+@pocl_only
 def test_aligned_gemm_prologue(rng, monkeypatch):
     """The 128x128 GPU kernel (taken here on PoCL by calling the CPU device a GPU)."""
     model = _ln_matmul(rng, k=64, n=128, rows=256)

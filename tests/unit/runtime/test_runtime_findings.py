@@ -9,8 +9,9 @@ import pytest
 import netpass
 from netpass import Model, opset
 from netpass.runtime import compile_program, devices
+from netpass.testing import RUNTIME_DEVICE
 
-CPU_FP16 = any(d["fp16"] for d in devices() if "CPU" in d["type"])
+DEVICE_FP16 = any(d["fp16"] for d in devices() if d["type"].endswith(RUNTIME_DEVICE))
 
 
 def _model(node, *params):
@@ -18,7 +19,7 @@ def _model(node, *params):
 
 
 def _infer(model, feeds):
-    req = compile_program(model, device="CPU").create_infer_request()
+    req = compile_program(model, device=RUNTIME_DEVICE).create_infer_request()
     return req.infer(feeds)["y"], req
 
 
@@ -145,7 +146,7 @@ def test_bfloat16_parameter_runs_on_the_host():
     assert req.stats["host_fallbacks"] >= 1
 
 
-@pytest.mark.skipif(CPU_FP16, reason="the OpenCL CPU device has cl_khr_fp16")
+@pytest.mark.skipif(DEVICE_FP16, reason="the test device has cl_khr_fp16")
 def test_float16_convolution_falls_back_without_fp16(rng):
     """F8: a float16 convolution on a device without cl_khr_fp16 runs on the host."""
     x = opset.parameter([1, 3, 6, 6], np.float16, name="x")

@@ -7,6 +7,7 @@ import numpy as np
 from netpass import Model, opset
 from netpass.runtime import compile_program
 from netpass.runtime import impls as I
+from netpass.testing import RUNTIME_DEVICE
 
 F32 = np.dtype(np.float32)
 
@@ -54,7 +55,7 @@ def test_split_runs_one_kernel_per_call(rng):
     x = opset.parameter([1, -1, 768], np.float32, name="x")
     qkv = opset.split(opset.relu(x), np.int64(2), 3)
     model = Model([opset.result(opset.add(qkv.output(j), np.float32(j)), name=f"o{j}") for j in range(3)], [x])
-    cm = compile_program(model, "CPU")
+    cm = compile_program(model, RUNTIME_DEVICE)
     req = cm.create_infer_request()
     for s in (1, 4):
         xv = _f(rng, 1, s, 768)

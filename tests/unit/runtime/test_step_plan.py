@@ -10,6 +10,7 @@ from netpass import Model, opset
 from netpass.runtime import compile_program
 from netpass.runtime.models import gpt_decoder
 from netpass.runtime.step_plan import GeneralEntry, KernelEntry, StepPlan, ViewEntry
+from netpass.testing import RUNTIME_DEVICE
 
 
 def _ids(rng, lengths, vocab=64):
@@ -33,7 +34,7 @@ def _plans(cm) -> list:
 def _third_request(model, feeds, plans: bool):
     """Three requests over the same feeds: the first records, the second builds the plans
     (a binding met again), the third replays them."""
-    cm = compile_program(model, "CPU", {"STEP_PLANS": plans})
+    cm = compile_program(model, RUNTIME_DEVICE, {"STEP_PLANS": plans})
     for _ in range(2):
         req = cm.create_infer_request()
         for f in feeds:
@@ -44,7 +45,7 @@ def _third_request(model, feeds, plans: bool):
 
 
 def test_a_plan_is_built_when_a_binding_comes_back(decoder, rng):
-    cm = compile_program(decoder, "CPU")
+    cm = compile_program(decoder, RUNTIME_DEVICE)
     req = cm.create_infer_request()
     feeds = _ids(rng, [2, 3, 4, 5])
     for f in feeds:
@@ -76,7 +77,7 @@ def test_replayed_outputs_match_the_reference(decoder, rng):
 def test_plans_and_per_primitive_steps_interleave(decoder, rng):
     """Seen lengths replay, unseen ones run per primitive, in one request; buffers grow and
     shrink (reclaim) between them."""
-    cm = compile_program(decoder, "CPU")
+    cm = compile_program(decoder, RUNTIME_DEVICE)
     req = cm.create_infer_request()
     for f in _ids(rng, [2, 3, 4, 40] * 2):
         req.infer(f)
@@ -88,7 +89,7 @@ def test_plans_and_per_primitive_steps_interleave(decoder, rng):
 
 
 def test_entries_classify_kernels_views_and_the_rest(decoder, rng):
-    cm = compile_program(decoder, "CPU")
+    cm = compile_program(decoder, RUNTIME_DEVICE)
     req = cm.create_infer_request()
     for f in _ids(rng, [2, 3, 4, 4]):
         req.infer(f)
@@ -117,7 +118,7 @@ def test_plan_replay_uploads_host_values_its_kernels_read(rng):
     y = opset.add(x, opset.unsqueeze(opset.unsqueeze(pos, np.array([0], np.int64)),
                                      np.array([2], np.int64)))
     model = Model([opset.result(opset.relu(y), name="y")], [x])
-    cm = compile_program(model, "CPU")
+    cm = compile_program(model, RUNTIME_DEVICE)
     req = cm.create_infer_request()
     feeds = [{"x": rng.standard_normal((1, n, 4)).astype(np.float32)} for n in (2, 3, 5, 7, 5, 7, 5, 7)]
     for f in feeds:
@@ -126,7 +127,7 @@ def test_plan_replay_uploads_host_values_its_kernels_read(rng):
 
 
 def test_profiling_replay_collects_kernel_times(decoder, rng):
-    cm = compile_program(decoder, "CPU", {"PROFILING": True})
+    cm = compile_program(decoder, RUNTIME_DEVICE, {"PROFILING": True})
     req = cm.create_infer_request()
     feeds = _ids(rng, [2, 3, 4, 4, 4])
     for f in feeds[:4]:
@@ -140,7 +141,7 @@ def test_profiling_replay_collects_kernel_times(decoder, rng):
 def test_replay_rebuilds_ints_when_an_offset_differs(decoder, rng):
     """A plan keeps each launch's ints as recorded; a tensor met at another offset makes the
     replay build them from the live tensors (here: a recorded offset made wrong on purpose)."""
-    cm = compile_program(decoder, "CPU")
+    cm = compile_program(decoder, RUNTIME_DEVICE)
     feeds = _ids(rng, [2, 3, 4])  # (the first two check the symbolic shapes)
     for _ in range(2):
         req = cm.create_infer_request()

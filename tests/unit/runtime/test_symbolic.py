@@ -10,6 +10,7 @@ from netpass.core.dimension import Dimension, Symbol
 from netpass.core.shape import PartialShape
 from netpass.runtime import Program, compile_program
 from netpass.runtime.network import SYMBOLIC_CHECKS
+from netpass.testing import RUNTIME_DEVICE
 
 
 def _f(rng, *shape):
@@ -32,7 +33,7 @@ def _heads_model():
 
 
 def _infer_all(model, feeds_list, config=None):
-    cm = compile_program(model, "CPU", config)
+    cm = compile_program(model, RUNTIME_DEVICE, config)
     req = cm.create_infer_request()
     for feeds in feeds_list:
         out = req.infer(feeds)
@@ -88,7 +89,7 @@ def test_inconsistent_binding_uses_the_full_path(rng):
 
 def test_a_wrong_substitution_turns_the_symbolic_path_off(rng):
     model = _heads_model()
-    cm = compile_program(model, "CPU")
+    cm = compile_program(model, RUNTIME_DEVICE)
     relu = next(n for n in cm.program.nodes if n.kind == "Relu")
     b, s = (d.symbol for d in cm.program.inputs[0].out_pshapes[0][:2])
     relu.sym_out = [(b, s, 4, 2)]  # what a wrong symbol propagation would claim
