@@ -1,8 +1,9 @@
 """ONNX backend node tests (the public conformance suite) on the OpenCL runtime.
 
 Every case the reference harness (``test_onnx_backend.py``) runs is imported with
-``netpass.read_model``, compiled with ``netpass.runtime.compile_program(model, device="CPU")``
-(PoCL's OpenCL CPU device) and run with one infer request over all of the case's data sets;
+``netpass.read_model``, compiled with ``netpass.runtime.compile_program`` for
+``netpass.testing.RUNTIME_DEVICE`` (PoCL's OpenCL CPU device unless ``NETPASS_TEST_DEVICE``
+names another) and run with one infer request over all of the case's data sets;
 outputs must equal the case's expected outputs within rtol 1e-3, atol 1e-7 (floats) or
 exactly (ints, bools). Cases an import rule or an element type refuses are skipped as there.
 Primitives the runtime runs as a documented host fallback (``req.stats["host_fallbacks"]``) are
@@ -30,9 +31,10 @@ from _cases import CASES, assert_output, case_data, case_ops, read_case_model
 
 pytest.importorskip("pyopencl")
 from netpass.runtime import compile_program, devices  # noqa: E402
+from netpass.testing import RUNTIME_DEVICE  # noqa: E402
 
-if not any("CPU" in d["type"] for d in devices()):
-    pytest.skip("no OpenCL CPU device (PoCL)", allow_module_level=True)
+if not any(d["type"].endswith(RUNTIME_DEVICE) for d in devices()):
+    pytest.skip(f"no OpenCL {RUNTIME_DEVICE} device", allow_module_level=True)
 
 FULL = os.environ.get("NETPASS_FULL_CONFORMANCE", "") not in ("", "0")
 
@@ -92,7 +94,7 @@ def test_known_failures_are_cases():
 @pytest.mark.parametrize("case", [_param(c) for c in SELECTED])
 def test_node_runtime(case):
     model = read_case_model(case)
-    req = compile_program(model, device="CPU").create_infer_request()
+    req = compile_program(model, device=RUNTIME_DEVICE).create_infer_request()
     for feeds, expected in case_data(case):
         outs = req.infer(feeds)
         fallbacks = req.stats["host_fallback_kinds"]

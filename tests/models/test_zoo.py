@@ -36,6 +36,7 @@ import netpass  # noqa: E402
 from netpass.ngraph_passes.gna import (GnaTransformationsPipeline, interior_layout_ops,  # noqa: E402
                                        is_transpose_supported)
 from netpass.passes import Manager  # noqa: E402
+from netpass.testing import RUNTIME_DEVICE  # noqa: E402
 
 REL_L2 = 1e-4
 HALF_REL_L2 = 2e-3   # float16 models: netpass and onnxruntime round at different steps
@@ -173,7 +174,7 @@ def test_gna_pipeline_leaves_layout_ops_at_edges(name, opset, exported):
 @pytest.mark.parametrize("name,opset,device", [
     pytest.param(name, opset, device, id=f"{name}-op{opset}-{device}",
                  marks=_mark(name, f"compile-{device}"))
-    for name, opset in MODEL_OPSETS for device in ("CPU", "REFERENCE")])
+    for name, opset in MODEL_OPSETS for device in (RUNTIME_DEVICE, "REFERENCE")])
 def test_compiled_model_matches_onnxruntime(name, opset, device, exported):
     """Every case, then every case again in reverse order and once more in order, in the same
     request: the second round meets shapes it has seen (the runtime's symbolic mode and
