@@ -499,6 +499,21 @@ __kernel void gemm_skinny({', '.join(args)})
     return Source(text, "gemm_skinny")
 
 
+def _tile_head(args: list[str]) -> str:
+    """Signature and opening of a 128x128-tile GEMM on 16x16 work-items: work-item (tn, tm),
+    its flat id, the tile's origin (m0, n0), batch b and A, B moved to that batch."""
+    return f"""__kernel __attribute__((reqd_work_group_size(16, 16, 1)))
+void gemm({', '.join(args)})
+{{
+  const int tn = get_local_id(0), tm = get_local_id(1);
+  const int tid = tm * 16 + tn;
+  const int n0 = get_group_id(0) * 128, m0 = get_group_id(1) * 128;
+  const int b = get_global_id(2);
+  const int b0 = b / B1, b1 = b - (b / B1) * B1;
+  A += aoff + b0 * sa0 + b1 * sa1;
+  B += boff + b0 * sb0 + b1 * sb1;"""
+
+
 def _tile_store(epilogue: list[Stage], n_extra: int, erank: int) -> str:
     """Stores a 128x128 tile's ``acc[8][8]`` (rows tm*4+i and 64+tm*4+i, columns tn*4 and
     64+tn*4 of work-item (tn, tm)) through the fused epilogue, four columns per store."""
@@ -536,16 +551,7 @@ def gemm_aligned(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank:
     by constants in a loop unrolled twice, and other build options all measured the same or
     slower.)"""
     args = _gemm_args("float", n_extra, extra_dtypes, erank, norm)
-    text = f"""__kernel __attribute__((reqd_work_group_size(16, 16, 1)))
-void gemm({', '.join(args)})
-{{
-  const int tn = get_local_id(0), tm = get_local_id(1);
-  const int tid = tm * 16 + tn;
-  const int n0 = get_group_id(0) * 128, m0 = get_group_id(1) * 128;
-  const int b = get_global_id(2);
-  const int b0 = b / B1, b1 = b - (b / B1) * B1;
-  A += aoff + b0 * sa0 + b1 * sa1;
-  B += boff + b0 * sb0 + b1 * sb1;
+    text = f"""{_tile_head(args)}
   __local float As[2][16][128 + 4];
   __local float Bs[2][16][128];
   float acc[8][8];
@@ -673,16 +679,7 @@ def gemm_pipelined(epilogue: list[Stage], n_extra: int, extra_dtypes: list, eran
     text = f"""#define BK {PIPE_BK}
 #define STAGES {PIPE_STAGES}
 #define COPY(dst, src) (*(__local float4*)(dst) = vload4(0, (src)))
-{macros}__kernel __attribute__((reqd_work_group_size(16, 16, 1)))
-void gemm({', '.join(args)})
-{{
-  const int tn = get_local_id(0), tm = get_local_id(1);
-  const int tid = tm * 16 + tn;
-  const int n0 = get_group_id(0) * 128, m0 = get_group_id(1) * 128;
-  const int b = get_global_id(2);
-  const int b0 = b / B1, b1 = b - (b / B1) * B1;
-  A += aoff + b0 * sa0 + b1 * sa1;
-  B += boff + b0 * sb0 + b1 * sb1;
+{macros}{_tile_head(args)}
   __local float As[STAGES][128][BK] __attribute__((aligned(16)));
   __local float Bs[STAGES][BK][128] __attribute__((aligned(16)));
   float acc[8][8];
