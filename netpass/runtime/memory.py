@@ -7,6 +7,20 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+RECLAIM_FACTOR = 10  # a buffer this many times larger than needed is given back
+
+
+def oversized(need: int, capacity: int) -> bool:
+    """A buffer of ``capacity`` elements is reclaimed when ``need`` is RECLAIM_FACTOR x
+    smaller (the reference's realloc rule)."""
+    return need * RECLAIM_FACTOR < capacity
+
+
+def reusable(own, capacity: int, need: int) -> bool:
+    """realloc_if_needed's reuse: an owned buffer that holds ``need`` elements and is not
+    oversized."""
+    return own is not None and need <= capacity and not oversized(need, capacity)
+
 
 class Allocation:
     """One device buffer (``cl.Buffer``, or a numpy array on the REFERENCE/host engine)."""

@@ -21,7 +21,7 @@ from ..errors import NetpassError
 from . import impls as I
 from .launcher import KernelHandle
 from .lru import LruCache
-from .memory import MemoryPool, Tensor, fake_aligned_shapes
+from .memory import MemoryPool, Tensor, fake_aligned_shapes, oversized, reusable
 from .program import ALWAYS_OPTIMIZED, DYNAMIC_OUTPUT_KINDS, Program, ProgramNode
 from .shape_infer import ShapeInfer, infer_host
 from .shape_predictor import ShapePredictor
@@ -618,7 +618,7 @@ class PrimitiveInst:
         for i, shape in enumerate(self.out_shapes):
             dt = node.out_dtypes[i]
             need = self._fc_alloc_shape(i) if self.fc_related else _size(shape)
-            if capacity[i] and need * 10 < capacity[i]:
+            if capacity[i] and oversized(need, capacity[i]):
                 capacity[i] = 0
                 net.stats["reclaims"] += 1
             can_reuse = self.own[i] is not None and need <= capacity[i]
@@ -641,9 +641,8 @@ class PrimitiveInst:
         (the predictor records the shape on reuse too), fewer steps."""
         shape = self.out_shapes[0]
         need = _size(shape)
-        cap = self.capacity[0]
         own = self.own[0]
-        if own is None or need > cap or need * 10 < cap:
+        if not reusable(own, self.capacity[0], need):
             self.realloc_if_needed()
             return
         net = self.net

@@ -49,8 +49,7 @@ class ShapePredictor:
         self.max_alloc_mem_size = max_alloc_mem_size
         # callable returning the bytes currently allocated on the device (engine-tracked)
         self._used = used_device_memory
-        # id -> its last shapes (step plans append to these deques directly)
-        self.history: dict[str, deque] = {}
+        self._shapes: dict[str, deque] = {}
 
     @classmethod
     def from_env(cls, **device_limits) -> "ShapePredictor":
@@ -66,14 +65,14 @@ class ShapePredictor:
         return self.iterations <= 0 and self.ratio <= 1.0
 
     def reset(self) -> None:
-        self.history.clear()
+        self._shapes.clear()
 
     def record(self, id: str, shape: tuple) -> None:
         """``predict_preallocation_shape(id, shape, ..., can_reuse_buffer=True)`` of output 0:
         the shape joins the history; nothing is predicted."""
-        hist = self.history.get(id)
+        hist = self._shapes.get(id)
         if hist is None:
-            hist = self.history[id] = deque(maxlen=HISTORY)
+            hist = self._shapes[id] = deque(maxlen=HISTORY)
         hist.append(shape)
 
     def predict_preallocation_shape(self, id: str, shape: Sequence[int], dt_bitwidth: int,
@@ -82,9 +81,9 @@ class ShapePredictor:
                                     custom_dim: int = -1) -> tuple[bool, tuple]:
         """Record ``shape`` for ``id`` and return ``(predicted, shape)``; ``()`` when not."""
         key = id if out_idx == 0 else f"{id}_out{out_idx}"
-        hist = self.history.get(key)
+        hist = self._shapes.get(key)
         if hist is None:
-            hist = self.history[key] = deque(maxlen=HISTORY)
+            hist = self._shapes[key] = deque(maxlen=HISTORY)
         cur = shape if type(shape) is tuple else tuple(int(d) for d in shape)
         hist.append(cur)
         if can_reuse_buffer:

@@ -32,7 +32,7 @@ import ctypes
 from typing import TYPE_CHECKING
 
 from . import impls as I
-from .memory import Tensor
+from .memory import Tensor, reusable
 from .program import ALWAYS_OPTIMIZED, DYNAMIC_OUTPUT_KINDS
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -217,7 +217,6 @@ class StepPlan:
         launcher = net.launcher
         set_args, set_packed, launch = launcher.set_args, launcher.set_packed, launcher.launch
         record = net.predictor.record
-        history = net.predictor.history
         profiling = net.profiling
         queue = net.queue
         device_tensor = net.device_tensor
@@ -244,19 +243,13 @@ class StepPlan:
                     inst.out_shapes = out
                     own, cap, need = inst.own, inst.capacity, e.need
                     if len(need) == 1:
-                        o, c, n = own[0], cap[0], need[0]
-                        fits = o is not None and c >= n and n * 10 >= c
+                        fits = reusable(own[0], cap[0], need[0])
                     else:
-                        fits = all(own[i] is not None and cap[i] >= n and n * 10 >= cap[i]
-                                   for i, n in enumerate(need))
+                        fits = all(reusable(own[i], cap[i], n) for i, n in enumerate(need))
                     if fits:  # realloc_if_needed's reuse, for every output
                         outputs, keys, dtypes = inst.outputs, e.keys, e.dtypes
                         for i, shape in enumerate(out):
-                            hist = history.get(keys[i])
-                            if hist is None:
-                                record(keys[i], shape)
-                            else:
-                                hist.append(shape)
+                            record(keys[i], shape)
                             outputs[i] = Tensor(own[i], 0, shape, dtypes[i])
                         reuses += len(out)
                     else:
