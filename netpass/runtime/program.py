@@ -80,6 +80,12 @@ def _with_input_symbols(model: Any) -> Any:
     return clone
 
 
+def _same_dim(d, o) -> bool:
+    """Whether Dimensions ``d`` and ``o`` are provably equal: the same static size, or the
+    same symbol."""
+    return d.min == d.max == o.min == o.max or (d.symbol is not None and d.symbol is o.symbol)
+
+
 def dims_fit(dims: Sequence[Any], out_ps: PartialShape) -> bool:
     """Whether a tensor of ``dims`` (ints or Dimensions) broadcasts into ``out_ps`` without
     changing it: each dim 1 or provably equal to the output's (static, or the same symbol)."""
@@ -90,9 +96,7 @@ def dims_fit(dims: Sequence[Any], out_ps: PartialShape) -> bool:
             if d == 1 or od.min == od.max == d:
                 continue
             return False
-        if d.min == d.max == 1 or d.min == d.max == od.min == od.max:
-            continue
-        if d.symbol is None or d.symbol is not od.symbol:
+        if not (d.min == d.max == 1 or _same_dim(d, od)):
             return False
     return True
 
@@ -102,11 +106,7 @@ def _keeps_prefix(src: PartialShape, out: PartialShape, prefix: int) -> bool:
     same static sizes or symbols) and reshapes only the rest."""
     if not src.rank_is_static or not out.rank_is_static or len(src) < prefix or len(out) < prefix:
         return False
-    for d, o in zip(list(src)[:prefix], list(out)[:prefix]):
-        if d.min == d.max == o.min == o.max or (d.symbol is not None and d.symbol is o.symbol):
-            continue
-        return False
-    return True
+    return all(_same_dim(d, o) for d, o in zip(list(src)[:prefix], list(out)[:prefix]))
 
 
 def _broadcasts_into(src: "ProgramNode", k: int, p: "ProgramNode", out_ps: PartialShape) -> bool:
