@@ -80,17 +80,13 @@ class Launcher:
 
     def set_args(self, h: KernelHandle, buffers: list, ints: list) -> bool:
         """Set what differs from the arguments last set on ``h``; whether anything did."""
-        kern, last = h.kernel, h.bufs
         changed = False
-        if buffers != last:
-            for i, b in enumerate(buffers):
-                if last is None or last[i] is not b:
-                    kern.set_arg(i, b)
-            h.bufs = buffers
+        if buffers != h.bufs:
+            self._set_buffers(h, buffers)
             changed = True
         if ints != h.ints:
             if ints:
-                kern.set_arg(len(buffers), np.asarray(ints, dtype=np.int32))
+                self._set_ints(h, len(buffers), ints)
             h.ints = ints
             changed = True
         return changed
@@ -100,13 +96,29 @@ class Launcher:
         binding: the same object means the same ints)."""
         changed = False
         if buffers != h.bufs:
-            self.set_args(h, buffers, h.ints)
+            self._set_buffers(h, buffers)
             changed = True
         if h.ints is not cints:
-            h.kernel.set_arg(len(buffers), np.ctypeslib.as_array(cints))
+            self._set_struct(h, len(buffers), cints)
             h.ints = cints
             changed = True
         return changed
+
+    def _set_buffers(self, h: KernelHandle, buffers: list) -> None:
+        """Set the buffer arguments that differ from the last ones set on ``h``."""
+        last = h.bufs
+        for i, b in enumerate(buffers):
+            if last is None or last[i] is not b:
+                h.kernel.set_arg(i, b)
+        h.bufs = buffers
+
+    def _set_ints(self, h: KernelHandle, pos: int, ints: list) -> None:
+        """Set the int struct (argument ``pos``) from a list."""
+        h.kernel.set_arg(pos, np.asarray(ints, dtype=np.int32))
+
+    def _set_struct(self, h: KernelHandle, pos: int, cints) -> None:
+        """Set the int struct (argument ``pos``) from a C array."""
+        h.kernel.set_arg(pos, np.ctypeslib.as_array(cints))
 
     def launch(self, h: KernelHandle, ln):
         """Enqueue launch ``ln`` (an ``impls.Launch``) of ``h``; the event, or None."""
@@ -150,32 +162,15 @@ class DirectLauncher(Launcher):
                 self._check(self._set_arg(h.ptr, i, self._mem_size, ctypes.byref(mem)), h, i)
         h.bufs = buffers
 
-    def set_args(self, h: KernelHandle, buffers: list, ints: list) -> bool:
-        changed = False
-        if buffers != h.bufs:
-            self._set_buffers(h, buffers)
-            changed = True
-        if ints != h.ints:
-            if ints:
-                c = h.cints
-                if c is None:
-                    c = h.cints = (ctypes.c_int32 * len(ints))()
-                c[:] = ints
-                self._check(self._set_arg(h.ptr, len(buffers), ctypes.sizeof(c), c), h, len(buffers))
-            h.ints = ints
-            changed = True
-        return changed
+    def _set_ints(self, h: KernelHandle, pos: int, ints: list) -> None:
+        c = h.cints
+        if c is None:
+            c = h.cints = (ctypes.c_int32 * len(ints))()
+        c[:] = ints
+        self._set_struct(h, pos, c)
 
-    def set_packed(self, h: KernelHandle, buffers: list, cints) -> bool:
-        changed = False
-        if buffers != h.bufs:
-            self._set_buffers(h, buffers)
-            changed = True
-        if h.ints is not cints:
-            self._check(self._set_arg(h.ptr, len(buffers), ctypes.sizeof(cints), cints), h, len(buffers))
-            h.ints = cints
-            changed = True
-        return changed
+    def _set_struct(self, h: KernelHandle, pos: int, cints) -> None:
+        self._check(self._set_arg(h.ptr, pos, ctypes.sizeof(cints), cints), h, pos)
 
     @staticmethod
     def _check(err: int, h: KernelHandle, i: int) -> None:
