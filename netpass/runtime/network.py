@@ -444,13 +444,16 @@ class PrimitiveInst:
         pieces, a stepped slice; a Reshape of such a view keeps walking its strides)."""
         src, k = self.src(0)
         t = self.net.device_tensor(src, k)
-        views = self._views(t)
+        self.set_views(t, self._views(t))
+        self.net.stats["skipped"] += 1
+
+    def set_views(self, t: Tensor, views: list[tuple[int, tuple | None]]) -> None:
+        """Outputs as views of ``t``: per output, (element offset from ``t``'s, strides)."""
         for i, (offset, strides) in enumerate(views):
             self._release_own(i)
             self.outputs[i] = Tensor(t.alloc, t.offset + offset, self.out_shapes[i], t.dtype, strides)
             self.device_valid[i] = True
             self.host_valid[i] = False
-        self.net.stats["skipped"] += 1
 
     def _views(self, t: Tensor) -> list[tuple[int, tuple | None]]:
         """(element offset from ``t``'s, strides or None: contiguous) of each output."""

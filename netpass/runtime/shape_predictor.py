@@ -67,6 +67,11 @@ class ShapePredictor:
     def reset(self) -> None:
         self._shapes.clear()
 
+    @staticmethod
+    def key(id: str, out_idx: int) -> str:
+        """The history key of output ``out_idx`` of primitive ``id``."""
+        return id if out_idx == 0 else f"{id}_out{out_idx}"
+
     def record(self, id: str, shape: tuple) -> None:
         """``predict_preallocation_shape(id, shape, ..., can_reuse_buffer=True)`` of output 0:
         the shape joins the history; nothing is predicted."""
@@ -80,7 +85,7 @@ class ShapePredictor:
                                     custom_count: int = -1,
                                     custom_dim: int = -1) -> tuple[bool, tuple]:
         """Record ``shape`` for ``id`` and return ``(predicted, shape)``; ``()`` when not."""
-        key = id if out_idx == 0 else f"{id}_out{out_idx}"
+        key = self.key(id, out_idx)
         hist = self._shapes.get(key)
         if hist is None:
             hist = self._shapes[key] = deque(maxlen=HISTORY)

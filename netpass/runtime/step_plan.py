@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 from . import impls as I
 from .memory import Tensor, reusable
 from .program import ALWAYS_OPTIMIZED, DYNAMIC_OUTPUT_KINDS
+from .shape_predictor import ShapePredictor
 
 if TYPE_CHECKING:  # pragma: no cover
     from .network import Network, PrimitiveInst
@@ -60,7 +61,7 @@ class KernelEntry:
         self.need = tuple(inst._fc_alloc_shape(i) if inst.fc_related else I._size(s)
                           for i, s in enumerate(self.out))
         self.dtypes = tuple(node.out_dtypes)
-        self.keys = tuple(node.id if i == 0 else f"{node.id}_out{i}" for i in range(n_out))
+        self.keys = tuple(ShapePredictor.key(node.id, i) for i in range(n_out))
         self.skippable = node.runtime_skippable
         self.weights = inst.weights is not None
         self.single = n_out == 1
@@ -308,13 +309,7 @@ class StepPlan:
                 tensor = src.outputs[e.k]
                 if tensor is None or not src.device_valid[e.k]:
                     tensor = device_tensor(src, e.k)
-                outputs, own, out = inst.outputs, inst.own, e.out
-                for i, (offset, strides) in enumerate(e.views):
-                    if own[i] is not None:
-                        inst._release_own(i)
-                    outputs[i] = Tensor(tensor.alloc, tensor.offset + offset, out[i], tensor.dtype, strides)
-                    inst.device_valid[i] = True
-                    inst.host_valid[i] = False
+                inst.set_views(tensor, e.views)
             elif inst.plain and inst.recordable:
                 inst.step_recorded()
             else:
