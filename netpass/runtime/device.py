@@ -109,11 +109,12 @@ def _has_cp_async(device, context) -> bool:
     (a probe is built, not run). ``NETPASS_CP_ASYNC=0`` turns it off."""
     if os.environ.get("NETPASS_CP_ASYNC", "1") == "0" or "NVIDIA" not in device.platform.name:
         return False
+    cl = _cl()
     try:
         if int(device.compute_capability_major_nv) < 8:
             return False
-        _cl().Program(context, _CP_ASYNC_PROBE).build()
-    except Exception:  # no cl_nv_device_attribute_query, or a compiler without the PTX
+        cl.Program(context, _CP_ASYNC_PROBE).build()
+    except (AttributeError, cl.Error):  # no cl_nv_device_attribute_query, or no such PTX
         return False
     return True
 
