@@ -6,7 +6,8 @@
    ONNX).
 2. Host time per primitive in that loop: wall time minus time blocked in host waits, divided
    by the primitives of the exec loop (skipped ones included; not fused ops, constants,
-   inputs or results), and by the kernel launches.
+   inputs or results), and by the kernel launches; beside a bare pyopencl launch (enqueue
+   only) timed in the same run.
 3. fp32 GEMM 4096^3 (TFLOP/s, kernel time from OpenCL profiling events), beside cuBLAS
    fp32 through torch (TF32 off, CUDA events) when CUDA is there.
 4. Elementwise add of two 64M-float tensors (effective TB/s = 12 bytes per element / time),
@@ -35,6 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import netpass  # noqa: E402
 from netpass import Model, opset  # noqa: E402
 from netpass.runtime import compile_program  # noqa: E402
+from netpass.runtime.device import Engine, resolve_device_name, select_device  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_launch import SOURCE, timed  # noqa: E402
 
 VOCAB, LAYERS, D, HEADS, MAX_SEQ = 2048, 4, 256, 4, 256
 REPEATS = 5  # timed passes over the whole sequence; the median is reported
@@ -304,6 +309,26 @@ def bench_add(n: int, device: str, reps: int) -> dict:
             "torch_us": peer, "torch_tb_per_s": 12 * n / (peer * 1e-6) / 1e12 if peer else None}
 
 
+def bare_launch_us(device: str, n: int = 4000, reps: int = 5) -> float:
+    """Host us per bare pyopencl launch (``enqueue_nd_range_kernel`` of a 6-argument kernel
+    whose arguments are set once, flushed every 64): the peer of the host time per primitive
+    (bench_launch.py has the other ways)."""
+    eng = Engine.get(select_device(resolve_device_name(device)))
+    cl, q = eng.cl, eng.queue
+    a = cl.Buffer(eng.context, cl.mem_flags.READ_WRITE, 4 * 4096)
+    b = cl.Buffer(eng.context, cl.mem_flags.READ_WRITE, 4 * 4096)
+    kern = cl.Kernel(eng.build(SOURCE), "tiny")
+    kern.set_scalar_arg_dtypes([None, np.int32, None, np.int32, np.int32, np.int32])
+    kern.set_args(a, 0, b, 0, 1024, 3)
+
+    def run(count):
+        for i in range(count):
+            cl.enqueue_nd_range_kernel(q, kern, (1024,), (64,))
+            if i % 64 == 63:
+                q.flush()
+    return 1e6 * timed(run, n, reps, q)[0]
+
+
 def rel_l2(a, b) -> float:
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-12))
@@ -327,6 +352,7 @@ def main() -> None:
     peers = [p for p in (run_torch(module, feeds), run_ort(path, feeds)) if p is not None]
     ref = netpass.reference.infer(model, {"ids": feeds[-1]})["logits"]
     gemm = bench_gemm(gemm_n, args.device, reps)
+    bare_us = bare_launch_us(args.device)
     add = bench_add(add_n, args.device, reps)
 
     st_on, st_off = np_on["stats"], np_off["stats"]
@@ -345,6 +371,7 @@ def main() -> None:
     print(f"\n  host time per node in the loop  {np_on['host_us_per_node']:8.2f} us "
           f"({np_on['loop_nodes']} of the {len(model.get_ordered_ops())} ops run per step: no constants, "
           f"inputs, results or fused ops; {st_on['primitives'] // steps} kernel primitives/step)")
+    print(f"  bare pyopencl launch, same run  {bare_us:8.2f} us (enqueue only, arguments set once)")
     print(f"  host time per kernel primitive  {np_on['host_us_per_kernel_primitive']:8.2f} us "
           f"({st_on['kernels_enqueued'] / steps:.1f} kernel launches per step)")
     print(f"  skipped {st_on['skipped']}, fused {st_on['fused']}, set_arguments {st_on['set_arguments']}, "
@@ -375,6 +402,7 @@ def main() -> None:
                          **{p["device"]: 1e3 * p["total_s"] for p in peers}},
         "host_us_per_node": np_on["host_us_per_node"], "loop_nodes": np_on["loop_nodes"],
         "host_us_per_kernel_primitive": np_on["host_us_per_kernel_primitive"],
+        "bare_pyopencl_launch_us": bare_us,
         "allocations": {"predictor_on": st_on["allocations"], "predictor_off": st_off["allocations"],
                         "bytes_on": st_on["allocated_bytes"], "bytes_off": st_off["allocated_bytes"]},
         "stats": {k: v for k, v in st_on.items() if isinstance(v, (int, float))},
