@@ -72,11 +72,45 @@ def resolve_device_name(device: str | None) -> str:
     return name
 
 
+_BUILD_PROBE = "__kernel void probe(__global float* a) { a[get_global_id(0)] = 1.0f; }"
+_builds: dict[int, str] = {}
+
+
+def build_failure(device) -> str:
+    """Why ``device`` cannot compile a trivial kernel ('' when it can), probed once per device.
+    A PoCL whose LLVM does not know the host CPU (pyopencl's bundled PoCL on AMD Zen 5) lists a
+    CPU device whose every build fails with "unknown target CPU 'generic'"."""
+    key = device.int_ptr
+    if key not in _builds:
+        cl = _cl()
+        try:
+            cl.Program(cl.Context([device]), _BUILD_PROBE).build()
+            _builds[key] = ""
+        except cl.Error as e:
+            log = " ".join(str(e).split())
+            _builds[key] = log[log.find("error:"):][:200] if "error:" in log else log[:200]
+    return _builds[key]
+
+
+def _usable_cpus(cpus: list) -> list:
+    """The CPU devices that compile kernels; a clear error when some exist and none does."""
+    usable = [d for d in cpus if not build_failure(d)]
+    if cpus and not usable:
+        why = "; ".join(f"{d.name.strip()} ({d.platform.name.strip()}): {build_failure(d)}" for d in cpus)
+        raise DeviceError(f"no OpenCL CPU device can compile kernels ({why}); on CPUs newer than "
+                          "the LLVM of pyopencl's bundled PoCL, install the system PoCL "
+                          "(Debian/Ubuntu: apt-get install pocl-opencl-icd) or use device 'REFERENCE'")
+    return usable
+
+
 def select_device(name: str):
-    """The OpenCL device for ``name`` (AUTO, GPU or CPU)."""
+    """The OpenCL device for ``name`` (AUTO, GPU or CPU); CPU devices that cannot compile a
+    kernel are passed over."""
     devs = _all_devices()
     gpus = [d for d in devs if _is_gpu(d)]
     cpus = [d for d in devs if not _is_gpu(d)]
+    if name == "CPU" or not gpus:
+        cpus = _usable_cpus(cpus)
     # discrete GPUs (no unified memory) first, then by memory
     gpus.sort(key=lambda d: (not d.host_unified_memory, d.global_mem_size), reverse=True)
     if name == "GPU":
