@@ -14,8 +14,8 @@ from .core import (Dimension, Input, Model, Node, Output, PartialShape, Symbol, 
                    replace_output_update_name)
 from .core import types as element
 from .frontend import read_model
+from .version import __version__  # noqa: F401  (netpass.__version__)
 
-__version__ = "0.1.0"
 
 
 def save_model(model: Model, path: Any, weights: Any = None) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 from ..errors import LintError, NetpassError
+from .boundary import Constant, Parameter, Result
 from .node import Node, Output, as_output
 from .rt_info import RuntimeAttribute
 
@@ -14,7 +15,6 @@ def replace_node(target: Node, replacement: "Node | Sequence[Output]",
 
     Friendly names are not touched; tensor names move with ``Output.replace``.
     """
-    from ..ops.io import Result
     if isinstance(target, Result):
         raise NetpassError(f"replace_node: cannot replace Result '{target.friendly_name}'")
     if isinstance(replacement, Node):
@@ -40,7 +40,6 @@ def replace_output_update_name(output: Output, replacement: Output) -> bool:
     Refuses (returns False) when that would rename a multi-output node, a Parameter, or a node
     already feeding a Result.
     """
-    from ..ops.io import Parameter, Result
     replacement = as_output(replacement)
     if any(isinstance(c.node, Result) for c in output.consumers()):
         rnode = replacement.node
@@ -56,7 +55,6 @@ def replace_output_update_name(output: Output, replacement: Output) -> bool:
 
 def replace_node_update_name(target: Node, replacement: Node) -> bool:
     """``replace_node`` + the replacement takes the target's friendly name and rt_info."""
-    from ..ops.io import Parameter, Result
     if (replacement.get_input_size() and isinstance(replacement.input_value(0).node, Parameter)
             and any(isinstance(c.node, Result) for o in target.outputs() for c in o.consumers())):
         return False
@@ -104,12 +102,11 @@ def copy_runtime_info(sources: "Node | Iterable[Node]", targets: "Node | Iterabl
     if not merged:
         return
     tgts = (targets,) if isinstance(targets, Node) else list(targets)
-    constant = _constant_class()
     extra = []
     for t in tgts:
         for src in t._inputs:
             n = src.node
-            if isinstance(n, constant) and not n._rt:
+            if isinstance(n, Constant) and not n._rt:
                 extra.append(n)
     for t in (*tgts, *extra):
         rt = t._rt
@@ -119,20 +116,8 @@ def copy_runtime_info(sources: "Node | Iterable[Node]", targets: "Node | Iterabl
             rt.update(merged)
 
 
-_CONSTANT: list = []
-
-
-def _constant_class() -> type:
-    """``ops.io.Constant`` (imported on first use: core does not import the ops at load)."""
-    if not _CONSTANT:
-        from ..ops.io import Constant
-        _CONSTANT.append(Constant)
-    return _CONSTANT[0]
-
-
 def lint_problems(model) -> list[str]:
     """Invariant violations of ``model``; empty when the graph is well formed."""
-    from ..ops.io import Parameter, Result
     problems: list[str] = []
     try:
         ops = model.get_ordered_ops()

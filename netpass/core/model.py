@@ -6,6 +6,7 @@ import weakref
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import InputError, NetpassError
+from .boundary import Parameter, Result
 from .node import Node, Output, _Topology, as_output, topology_changed
 from .shape import PartialShape
 
@@ -66,7 +67,6 @@ class Model:
 
     def __init__(self, results: Iterable[Any], parameters: Iterable[Any] = (),
                  name: str = "Model", sinks: Iterable[Node] = ()) -> None:
-        from ..ops.io import Parameter, Result
         res = []
         for r in (results if isinstance(results, (list, tuple)) else [results]):
             if isinstance(r, Result):
@@ -207,7 +207,6 @@ class Model:
     # -- copies and shapes --------------------------------------------------------------
     def clone(self) -> "Model":
         """A deep copy: new nodes with the same friendly names, tensor names and rt_info."""
-        from ..ops.io import Result
         mapping: dict[Node, Node] = {}
         for node in self.get_ordered_ops():
             new_inputs = [mapping[o.node].output(o.index) for o in node._inputs]

@@ -20,6 +20,7 @@ from ..core.rt_info import FusedNames
 from ..core.shape import PartialShape
 from ..core.types import Type
 from ..errors import ModelFormatError, NetpassError, UnsupportedOpError
+from .ir_format import TYPE_ATTRS, TYPE_NAMES_FROM_IR, attr_from_ir_name, split_names
 
 # Runtime attributes restored from a layer's <rt_info>: "<name>_<version>" -> factory(attrs).
 RT_ATTRIBUTES = {
@@ -93,7 +94,6 @@ LIST_ATTRS = {"activations", "activations_alpha", "activations_beta"}
 def convert_attr(key: str, text: str, default: Any) -> Any:
     """An IR attribute string as the python value for attribute ``key`` whose op default is
     ``default`` (the type guide; None means unknown, so the text decides)."""
-    from ..passes.serialize import TYPE_ATTRS
     if isinstance(default, Type) or (default is None and key in TYPE_ATTRS):
         return Type.of(text)
     if isinstance(default, PartialShape) or (default is None and key == "shape"):
@@ -164,7 +164,6 @@ class _Reader:
         return arr.reshape(shape).copy()
 
     def build(self, layer: _Layer, inputs: list) -> Node:
-        from ..passes.serialize import TYPE_NAMES_FROM_IR, attr_from_ir_name
         type_name = TYPE_NAMES_FROM_IR.get(layer.type, layer.type)
         key = (type_name, layer.version)
         if key not in self.classes:
@@ -201,7 +200,6 @@ class _Reader:
         return node
 
     def restore_names_and_rt(self, layer: _Layer, node: Node) -> None:
-        from ..passes.serialize import split_names
         for i, port in enumerate(layer.out_ports):
             names = port.attrib.get("names")
             if names and i < node.get_output_size():

@@ -21,30 +21,12 @@ from ..core.model import Model
 from ..core.node import Node, Output
 from ..core.shape import PartialShape
 from ..core.types import Type
-from ..errors import ModelFormatError, NetpassError, UnsupportedOpError, UnsupportedTypeError
+from ..errors import ModelFormatError, NetpassError, UnsupportedOpError
 from ..ops.io import Constant, Parameter, Result
+from ..ops.onnx_types import onnx_element_type
 from ..ops.registry import find_onnx_rule
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
-
-_ONNX_TYPES = {
-    onnx.TensorProto.FLOAT: "f32", onnx.TensorProto.FLOAT16: "f16", onnx.TensorProto.DOUBLE: "f64",
-    onnx.TensorProto.BFLOAT16: "bf16", onnx.TensorProto.INT64: "i64", onnx.TensorProto.INT32: "i32",
-    onnx.TensorProto.INT16: "i16", onnx.TensorProto.INT8: "i8", onnx.TensorProto.UINT64: "u64",
-    onnx.TensorProto.UINT32: "u32", onnx.TensorProto.UINT16: "u16", onnx.TensorProto.UINT8: "u8",
-    onnx.TensorProto.BOOL: "boolean",
-}
-
-
-def onnx_element_type(elem_type: int, where: str) -> Type:
-    name = _ONNX_TYPES.get(elem_type)
-    if name is None:
-        if elem_type in onnx.TensorProto.DataType.values():
-            raise UnsupportedTypeError(
-                f"{where}: unsupported ONNX element type {onnx.TensorProto.DataType.Name(elem_type)}")
-        raise ModelFormatError(f"{where}: bad element type {elem_type}")
-    return Type.of(name)
-
 
 def node_label(proto: onnx.NodeProto) -> str:
     """How errors and friendly names call an ONNX node: its name, else its first named output

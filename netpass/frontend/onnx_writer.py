@@ -22,6 +22,7 @@ from ..core.types import Type
 from ..errors import ModelFormatError, UnsupportedOpError
 from ..ops.io import Parameter, Result
 from ..ops.registry import ONNX_EXPORT
+from ..version import __version__
 
 OPSET = 17
 IR_VERSION = 8
@@ -163,7 +164,6 @@ def to_onnx(model: Model) -> onnx.ModelProto:
 
 
 def _to_onnx(model: Model) -> onnx.ModelProto:
-    from .. import __version__
     ectx = ExportContext(model)
     inputs = []
     for p, name in zip(model.parameters, model.input_names):

@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..core.model import Model, parameter_name, result_name
 from ..core.node import Node
 from ..ops.io import Constant, Parameter, Result
-from .network import Layer, LegacyNetwork
+from .layer_graph import Layer, LegacyNetwork
 
 # ngraph op type -> legacy layer type; ops not listed keep their own type name.
 LEGACY_TYPES: dict[str, str] = {

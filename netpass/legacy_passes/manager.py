@@ -12,23 +12,11 @@ from pathlib import Path
 from typing import Iterable
 from xml.sax.saxutils import quoteattr
 
-from .network import LegacyNetwork
+from .layer_graph import LegacyNetwork
+from .legacy_pass import LegacyPass
+from .passes import DEFAULT_PASSES
 
 log = logging.getLogger("netpass.legacy")
-
-
-class LegacyPass:
-    """A pass over a LegacyNetwork. ``run_before_copy`` picks its phase."""
-
-    run_before_copy = False
-
-    @property
-    def name(self) -> str:
-        return type(self).__name__
-
-    def run(self, net: LegacyNetwork) -> bool:
-        """Edit ``net``; return True when it changed."""
-        raise NotImplementedError
 
 
 class PassManager:
@@ -105,7 +93,6 @@ def dump_network(net: LegacyNetwork, stem: Path) -> None:
 def run_legacy_passes(net: LegacyNetwork, passes: Iterable[LegacyPass | type] | None = None,
                       dump_dir: str | Path | None = None) -> list[str]:
     """Run the default (or given) legacy passes, before-copy phase then after-copy phase."""
-    from .passes import DEFAULT_PASSES
     chosen = list(passes) if passes is not None else list(DEFAULT_PASSES)
     log_lines: list[str] = []
     index = 0

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.shape import PartialShape
-from .manager import LegacyPass
-from .network import Layer, LegacyNetwork
+from .layer_graph import Layer, LegacyNetwork
+from .legacy_pass import LegacyPass
 
 RESHAPE_TYPES = {"Reshape"}
 # Max-pooling commutes with these activations (monotonic non-decreasing).

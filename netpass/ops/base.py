@@ -6,6 +6,7 @@ from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
+from ..core.boundary import Constant
 from ..core.node import Node, Output, as_output
 from ..core.shape import PartialShape
 from ..core.types import Type, boolean
@@ -15,7 +16,6 @@ def to_output(value: Any, element_type: Any = None) -> Output:
     """A graph value from a Node/Output, or a new Constant from a python or numpy value."""
     if isinstance(value, (Node, Output)):
         return as_output(value)
-    from .io import Constant
     arr = np.asarray(value)
     if element_type is None:
         if arr.dtype == np.float64:

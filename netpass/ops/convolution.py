@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from ..core.boundary import Constant
 from ..core.dimension import INF, Dimension
 from ..core.node import Node, Output
 from ..core.shape import PartialShape
@@ -570,7 +571,6 @@ def reshape_to(ctx, value: Output, shape: Sequence[int]) -> Output:
     """``value`` reshaped to ``shape`` (``-1`` allowed): folded for Constants, a Reshape otherwise."""
     const = value.value
     if const is not None:
-        from .io import Constant
         return Constant([], value=np.asarray(const).reshape(shape),
                         element_type=value.element_type).output(0)
     return _make("Reshape", [value, to_output(np.asarray(shape, dtype=np.int64))],

@@ -19,6 +19,7 @@ from ..core.node import Node, Output
 from ..core.types import Type, i32, i64
 from ..errors import UnsupportedOpError
 from .base import set_name, to_output
+from .onnx_types import onnx_element_type
 from .movement import Broadcast, Reshape, Slice, Unsqueeze, _i64
 from .indexing import Gather
 
@@ -208,7 +209,6 @@ def _import_eye_like(ctx):
     x = ctx.inputs[0]
     dtype = ctx.attr("dtype", None)
     if dtype is not None:
-        from ..frontend.onnx_reader import onnx_element_type
         et = onnx_element_type(dtype, f"EyeLike '{ctx.name}'")
     else:
         et = x.element_type

@@ -7,10 +7,8 @@ in model order), IR type names (``Const``, ``ReLU``...), ``version`` = the op cl
 outputs, edges sorted by source layer, and a ``.bin`` that is the raw concatenation of constant
 blobs (identical blobs share one offset).
 
-netpass attribute names are OpenVINO's and values are written as the op holds them (OpenVINO
-reads enum spellings case-insensitively, so they round-trip unchanged). Where a netpass op
-names or spells an attribute differently, the per-type table ``ATTR_RULES`` translates it on
-the way out and :mod:`netpass.frontend.ir_reader` uses the same table on the way back.
+The IR tables the writer shares with :mod:`netpass.frontend.ir_reader` (type names, attribute
+spellings ``ATTR_RULES``, name escaping) are in :mod:`netpass.frontend.ir_format`.
 
 Where this differs from OpenVINO's serializer, on purpose: convolution and pooling pads are
 written as the op holds them even under ``auto_pad`` (OpenVINO writes zeros; its reader
@@ -23,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 from xml.sax.saxutils import quoteattr as _quoteattr
 
 import numpy as np
@@ -35,40 +33,9 @@ from ..core.rt_info import RuntimeAttribute
 from ..core.shape import PartialShape
 from ..core.types import Type
 from ..errors import ModelFormatError
+from ..frontend.ir_format import (ATTR_RULES, IR_TYPE_NAMES, IR_VERSION, TYPE_ATTRS,
+                                  TYPE_NAMES_FROM_IR, AttrRule, escape_names)
 from .base import ModelPass
-
-IR_VERSION = 11
-
-# netpass/OpenVINO type name -> the name IR files use (and back, for the reader).
-IR_TYPE_NAMES = {"Constant": "Const", "Relu": "ReLU", "PRelu": "PReLU", "Softmax": "SoftMax"}
-TYPE_NAMES_FROM_IR = {v: k for k, v in IR_TYPE_NAMES.items()}
-
-
-class AttrRule(NamedTuple):
-    """How one attribute is spelled in IR: its IR name and value converters both ways."""
-
-    ir_name: str
-    to_ir: Callable[[Any], Any] | None = None
-    from_ir: Callable[[str], Any] | None = None
-
-
-# Attributes holding an element type (written by name: "f32", "i64", "boolean").
-TYPE_ATTRS = {"element_type", "destination_type", "output_type", "index_element_type"}
-
-def _from_ceil_torch(text: str) -> str:
-    return "ceil" if text.lower() == "ceil_torch" else text
-
-
-# Per-type renames and value translations: {type name: {netpass attr: AttrRule}}. netpass ops
-# declare OpenVINO's attribute names (``exclude-pad`` included) and OpenVINO reads enum values
-# case-insensitively, so few need an entry; an op that stores an attribute under another name
-# or spelling adds one here and both directions follow.
-ATTR_RULES: dict[str, dict[str, AttrRule]] = {
-    # Written as ceil_torch where netpass's ceil differs from OpenVINO's (see LAYER_RULES).
-    "MaxPool": {"rounding_type": AttrRule("rounding_type", from_ir=_from_ceil_torch)},
-    "AvgPool": {"rounding_type": AttrRule("rounding_type", from_ir=_from_ceil_torch)},
-}
-
 
 def _torch_ceil_pool(node: Node, data: dict[str, str]) -> str | None:
     """netpass pools round ``ceil`` as ONNX and PyTorch do: a last window that would start in
@@ -110,14 +77,6 @@ LAYER_RULES: dict[str, Callable[[Node, dict[str, str]], str | None]] = {
     "MaxPool": _torch_ceil_pool,
     "AvgPool": _torch_ceil_pool,
 }
-
-
-def attr_from_ir_name(type_name: str, ir_name: str) -> tuple[str, AttrRule | None]:
-    """The netpass attribute written as ``ir_name`` for ``type_name``, with its rule if any."""
-    for attr, rule in ATTR_RULES.get(type_name, {}).items():
-        if rule.ir_name == ir_name:
-            return attr, rule
-    return ir_name, None
 
 
 def format_value(value: Any) -> str | None:
@@ -172,15 +131,6 @@ def ir_version_of(node: Node) -> str:
     if isinstance(opset, str) and opset:
         return opset
     return getattr(type(node), "version", None) or "experimental"
-
-
-def escape_names(names: set[str]) -> str:
-    return ",".join(n.replace(",", "\\,") for n in sorted(names))
-
-
-def split_names(text: str) -> set[str]:
-    """Inverse of :func:`escape_names`: split on commas not preceded by a backslash."""
-    return {p.replace("\\,", ",") for p in re.split(r"(?<!\\),", text) if p}
 
 
 _XML_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")

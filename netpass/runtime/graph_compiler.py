@@ -16,7 +16,7 @@ import numpy as np
 from ..core.model import Model
 from ..core.node import OP_TYPES, Node, Output
 from ..errors import UnsupportedOpError
-from ..legacy_passes.network import Layer, LegacyNetwork
+from ..legacy_passes.layer_graph import Layer, LegacyNetwork
 from ..ops.io import Constant, Parameter, Result
 
 

@@ -127,7 +127,7 @@ def test_identity_inserted_for_input_to_output_and_fused():
     assert net.types().count("Identity") == 1
     ident = next(layer for layer in net.layers() if layer.type == "Identity")
     net.layer(net.output_names[0])
-    from netpass.legacy_passes.network import Layer
+    from netpass.legacy_passes import Layer
     second = Layer(name="id2", type="Identity", op_type="Identity", inputs=[("layer", ident.name, 0)],
                    out_shapes=ident.out_shapes, out_types=ident.out_types)
     net.add_layer(second)

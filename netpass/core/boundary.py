@@ -1,0 +1,96 @@
+"""The graph boundary: Parameter (a model input), Constant (fixed data) and Result (a model
+output).
+
+They live in core because the Model and the mutation helpers are defined by them (a Model's
+inputs are Parameters, its outputs Results; constants carry runtime info); their factories and
+ONNX rules are in :mod:`netpass.ops.io`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .node import Node
+from .shape import PartialShape, ShapeLike
+from .types import Type, f32
+
+__all__ = ["Parameter", "Constant", "Result"]
+
+
+class Parameter(Node):
+    """A model input of a given element type and partial shape."""
+
+    type_name = "Parameter"
+    ATTRS = {"shape": None, "element_type": f32}
+    FOLDABLE = False
+
+    def infer_types(self) -> None:
+        self.shape = PartialShape(self.shape) if not isinstance(self.shape, PartialShape) else self.shape
+        self.element_type = Type.of(self.element_type)
+        self.set_output_type(0, self.element_type, self.shape)
+
+    @property
+    def partial_shape(self) -> PartialShape:
+        return self.shape
+
+    def set_partial_shape(self, shape: ShapeLike) -> None:
+        self.shape = PartialShape(shape)
+        self.validate_and_infer_types()
+
+    def get_partial_shape(self) -> PartialShape:
+        return self.shape
+
+    def evaluate(self, inputs):
+        raise NotImplementedError("a Parameter's value comes from the caller")
+
+
+class Constant(Node):
+    """Fixed data. ``value`` is the numpy array (immutable by convention)."""
+
+    type_name = "Constant"
+    ATTRS = {"value": None, "element_type": None}
+    FOLDABLE = False
+
+    def infer_types(self) -> None:
+        et = self.element_type
+        if et is not None and type(et) is not Type:
+            et = Type.of(et)
+        arr = np.asarray(self.value)
+        if et is None:
+            # Passes create Constants by the thousand: the dtype table first, Type.of for the rest.
+            et = Type._by_dtype.get(arr.dtype) or Type.of(arr.dtype)
+        elif et.dtype is not None and arr.dtype != et.dtype:
+            arr = arr.astype(et.dtype)
+        self.value = arr
+        self.element_type = et
+        self.set_output_type(0, et, PartialShape(arr.shape))
+
+    def infer_values(self) -> None:
+        self._outs[0].val = self.value
+
+    def evaluate(self, inputs):
+        return [self.value]
+
+    def get_data(self) -> np.ndarray:
+        return self.value
+
+    def get_vector(self) -> list:
+        return self.value.reshape(-1).tolist()
+
+    cast_vector = get_vector
+
+    def get_value_strings(self) -> list[str]:
+        return [str(v) for v in self.get_vector()]
+
+
+class Result(Node):
+    """A model output; passes its input through."""
+
+    type_name = "Result"
+    FOLDABLE = False
+
+    def infer_types(self) -> None:
+        self.check(self.get_input_size() == 1, "expects 1 input")
+        self.set_output_type(0, self.get_input_element_type(0), self.get_input_partial_shape(0))
+
+    def evaluate(self, inputs):
+        return [inputs[0]]
