@@ -76,6 +76,16 @@ class PassConfig:
         """The per-type callback of ``pass_type`` if set, else the global one."""
         return self._callbacks.get(pass_type, self._global)
 
+    def copy(self) -> "PassConfig":
+        """An independent PassConfig with the same disabled, force-enabled passes and
+        callbacks (a target derives its own from a user's without changing it)."""
+        new = PassConfig()
+        new._disabled = set(self._disabled)
+        new._enabled = set(self._enabled)
+        new._callbacks = dict(self._callbacks)
+        new._global = self._global
+        return new
+
     def __repr__(self) -> str:
         names = sorted(t.__name__ for t in self._disabled)
         return f"<PassConfig disabled={names} callbacks={len(self._callbacks)}>"

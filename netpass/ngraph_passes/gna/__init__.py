@@ -17,7 +17,8 @@ from .gather_transpose import (GatherSinkingTranspose, GatherSinkingTransposeBac
                                GatherSinkingTransposeForward,
                                GatherSinkingTransposeReshapeBackward,
                                GatherSinkingTransposeReshapeForward)
-from .limitations import (GNA_CALLBACKS, at_model_edge, install_gna_callbacks, interior_layout_ops,
+from .limitations import (GNA_CALLBACKS, at_model_edge, gna_pass_config, install_gna_callbacks,
+                          interior_layout_ops,
                           is_transpose_supported)
 from .misc import (RemoveInputConvert, RemoveOutputConvert, RemoveSingleInputConcat,
                    ReorderActivationAndPooling)
@@ -42,5 +43,5 @@ __all__ = [
     "RemoveOutputConvert", "RemoveSingleInputConcat", "ReorderActivationAndPooling",
     "ReplaceGnaNHWCLayers", "ReshapeSequenceFusion", "SubstituteGNAConvolution", "SubstituteGNAGroupConvolution",
     "SubstituteGNAMaxPool", "TSConcatForward", "TSSplitBackward", "TransposeCompress", "TransposeMatMulForward",
-    "TransposeToReshape", "at_model_edge", "install_gna_callbacks", "interior_layout_ops", "is_transpose_supported",
+    "TransposeToReshape", "at_model_edge", "gna_pass_config", "install_gna_callbacks", "interior_layout_ops", "is_transpose_supported",
 ]

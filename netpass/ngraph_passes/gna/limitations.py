@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from ...core.node import Node
+from ...passes import PassConfig
 from ..transpose_sinking import attr
 from ..transpose_sinking import concat_split as ts
 from ..transpose_sinking.utils import consumer_transposes_order, first_transpose_input
@@ -100,10 +101,28 @@ GNA_CALLBACKS: dict[type, Callable[[Node], bool]] = {
 }
 
 
-def install_gna_callbacks(pass_config) -> None:
-    """Set the GNA axis rules as the callbacks of the common TS Concat/Split passes."""
-    for pass_type, callback in GNA_CALLBACKS.items():
-        pass_config.set_callback(callback, pass_type)
+def either(first: Callable[[Node], bool], second: Callable[[Node], bool]) -> Callable[[Node], bool]:
+    """A callback refusing what ``first`` refuses, else what ``second`` refuses (``second``
+    is not asked when ``first`` refuses)."""
+    def callback(node: Node) -> bool:
+        return bool(first(node)) or bool(second(node))
+    return callback
+
+
+def install_gna_callbacks(pass_config: PassConfig) -> None:
+    """Add the GNA axis rules to the callbacks of the common TS Concat/Split passes in
+    ``pass_config``: the callback already there (a per-pass one, else the global one) is asked
+    first, and the GNA rule only when it lets the rewrite happen."""
+    for pass_type, rule in GNA_CALLBACKS.items():
+        pass_config.set_callback(either(pass_config.get_callback(pass_type), rule), pass_type)
+
+
+def gna_pass_config(user: PassConfig) -> PassConfig:
+    """A new PassConfig for the GNA pipeline's passes: ``user``'s disabled passes and callbacks,
+    with the GNA axis rules after the user's callbacks. ``user`` is not changed."""
+    config = user.copy()
+    install_gna_callbacks(config)
+    return config
 
 
 def const_order(node: Node) -> list[int] | None:

@@ -43,8 +43,8 @@ from .decompose_mvn import DecomposeMVN
 from .gather_general import GatherSinkingGeneral
 from .gather_to_slice import ConvertGatherToSlice
 from .gather_transpose import GatherSinkingTranspose
-from .limitations import (install_gna_callbacks, interior_layout_ops, is_transpose_node_supported,
-                          reads_parameter)
+from .limitations import (either, gna_pass_config, interior_layout_ops,
+                          is_transpose_node_supported, reads_parameter)
 from .misc import (RemoveInputConvert, RemoveOutputConvert, RemoveSingleInputConcat,
                    ReorderActivationAndPooling)
 from .replace_nhwc import ReplaceGnaNHWCLayers
@@ -99,26 +99,29 @@ def stuck_transposes(model) -> list:
 
 class RescueStuckTransposes(ModelPass):
     """Backward sinking without the GNA axis callbacks, then (if still needed) forward sinking
-    of the Transposes that do not read a Parameter; each only when some are stuck."""
+    of the Transposes that do not read a Parameter; each only when some are stuck. Both obey
+    ``user_config`` (the pipeline's caller's PassConfig; default: this pass's own), which is
+    read, not changed."""
+
+    def __init__(self, user_config: PassConfig | None = None) -> None:
+        super().__init__()
+        self.user_config = user_config
 
     def run_on_model(self, model) -> bool:
-        base = self.get_pass_config()
+        user = self.user_config if self.user_config is not None else self.get_pass_config()
         if not stuck_transposes(model):
             return False
-        plain = PassConfig()
-        plain.add_disabled_passes(base)
-        run_then_fold(model, plain, TSGeneralBackward(), "RescueBackward")
+        run_then_fold(model, user.copy(), TSGeneralBackward(), "RescueBackward")
         if not stuck_transposes(model):
             return False
 
         def at_input(node) -> bool:
             info = first_transpose_input(node)
             return info is not None and reads_parameter(info.transpose)
-        forward_config = PassConfig()
-        forward_config.add_disabled_passes(base)
+        forward_config = user.copy()
         for pass_type in FORWARD:
             if pass_type is not TSFuse:
-                forward_config.set_callback(at_input, pass_type)
+                forward_config.set_callback(either(user.get_callback(pass_type), at_input), pass_type)
         run_then_fold(model, forward_config, TSGeneralForward(), "RescueForward")
         return False
 
@@ -134,11 +137,12 @@ class GnaTransformationsPipeline(ModelPass):
 
     def _run(self, model) -> None:
         types = {n.type_name for n in model.get_ordered_ops()}
-        config = self.get_pass_config()
-        install_gna_callbacks(config)
+        # The caller's config is read, never changed: the members run under a copy holding
+        # its disabled passes and callbacks, the GNA axis rules after those callbacks.
+        user = self.get_pass_config()
+        config = gna_pass_config(user)
         layout = bool(types & LAYOUT_TRIGGERS)
-        user_disabled = config.is_disabled(SliceToStridedSlice)
-        slice_workaround = "Slice" in types and layout and not user_disabled
+        slice_workaround = "Slice" in types and layout and not user.is_disabled(SliceToStridedSlice)
         if slice_workaround:
             config.disable(SliceToStridedSlice)
         main = nested_manager(config, "GnaTransformationsPipeline")
@@ -158,13 +162,11 @@ class GnaTransformationsPipeline(ModelPass):
                 main.register_pass(GatherSinkingTranspose())
             if {"MatMul", "Transpose"} <= types:
                 main.register_pass(TransposeMatMulForward())
-            for p in (TSGeneral, RescueStuckTransposes, GnaTransposeRewrites, GatherSinkingGeneral,
-                      GnaLayoutCleanup):
-                main.register_pass(p())
+            for p in (TSGeneral(), RescueStuckTransposes(user), GnaTransposeRewrites(),
+                      GatherSinkingGeneral(), GnaLayoutCleanup()):
+                main.register_pass(p)
         main.run_passes(model)
-        if slice_workaround:
-            config.enable(SliceToStridedSlice)
-        tail = nested_manager(config, "GnaSliceToCrop")
+        tail = nested_manager(gna_pass_config(user), "GnaSliceToCrop")
         tail.register_pass(GraphRewrite(SliceToStridedSlice(), ConvertStridedSliceToCrop()))
         tail.register_pass(InitNodeInfo())
         tail.run_passes(model)
