@@ -87,3 +87,10 @@ class DeviceError(NetpassError):
     """The requested execution device is not available or failed."""
 
     hint = "run `netpass devices` to list OpenCL devices, or use --device REFERENCE"
+
+
+class RuntimeInvariantError(NetpassError):
+    """The runtime broke one of its own invariants (a bug in netpass, found by the checks of
+    debug mode: ``NETPASS_DEBUG=1`` or the config key ``DEBUG_CHECKS``)."""
+
+    hint = "this is a netpass bug: please report it with the model and the input shapes"

@@ -7,6 +7,7 @@ import numpy as np
 
 from ..errors import InputError, NetpassError
 from .device import Engine, resolve_device_name, select_device
+from .invariants import debug_checks
 from .lru import LruCache
 from .memory import Tensor
 from .network import STAT_KEYS, Network
@@ -37,6 +38,7 @@ class RuntimeCompiledModel:
         self.kernel_objects: dict = {}  # (node index, launch slot, source) -> KernelHandle
         self.step_plans: dict = {}  # binding -> step_plan.StepPlan, or network.SEEN (met once)
         self.use_step_plans = bool(cfg.get("STEP_PLANS", True))
+        self.debug_checks = debug_checks(cfg)
         # symbolic shapes (netpass.runtime.symbolic): off for good after one mismatch with
         # full shape inference; on once SYMBOLIC_CHECKS distinct bindings have agreed
         self.symbolic_ok = bool(cfg.get("SYMBOLIC_SHAPES", True))
@@ -157,7 +159,9 @@ def compile_program(model_or_program: Any, device: str = "AUTO",
     ``FUSION`` (bool, default True), ``SYMBOLIC_SHAPES`` (bool, default True: shapes and
     shape values from the model's symbolic dims instead of running ShapeOf sub-graphs),
     ``STEP_PLANS`` (bool, default True: replay a symbolic binding's exec loop from its
-    :class:`~netpass.runtime.step_plan.StepPlan`)."""
+    :class:`~netpass.runtime.step_plan.StepPlan`), ``DEBUG_CHECKS`` (bool, default: the
+    ``NETPASS_DEBUG`` environment variable: check that every value a primitive reads was
+    produced in the current infer, :mod:`netpass.runtime.invariants`)."""
     cfg = dict(config or {})
     name = resolve_device_name(device)
     model = None

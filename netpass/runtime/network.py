@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import NetpassError
 from . import impls as I
+from .invariants import check_read
 from .launcher import KernelHandle
 from .lru import LruCache
 from .memory import MemoryPool, Tensor, fake_aligned_shapes, oversized, reusable
@@ -71,6 +72,7 @@ class PrimitiveInst:
         self.concat_decided = False
         self.inplace_now = False
         self.executed_once = False
+        self.stamp = -1  # the infer (Network.epoch) that last produced the outputs
         self.pending_host: list[np.ndarray] | None = None
         self.weights: LruCache | None = None
         self.weights_tensor: Tensor | None = None
@@ -304,7 +306,9 @@ class PrimitiveInst:
         self.out_shapes = out
 
     def _feed_dead_producers(self, values: dict) -> None:
+        epoch = self.net.epoch
         for j, (src, k) in self.sym_feeds.items():
+            src.stamp = epoch
             src.out_shapes = src.node_static_shapes
             src.host[k] = values[j]
             src.host_valid[k] = True
@@ -744,6 +748,11 @@ class PrimitiveInst:
         stats = net.stats
         stats["primitives"] += 1
         used = impl.used_inputs
+        if net.debug:
+            for j in used:
+                check_read(net, *self.src_insts[j])
+            for i, k in self.extra_insts:
+                check_read(net, i, k)
         ins: list = []
         for j, (i, k) in enumerate(self.src_insts):
             if j in used:
@@ -787,9 +796,11 @@ class PrimitiveInst:
             dt = node.out_dtypes[0]
             self._set_host([np.asarray(self.in_shapes[0], dtype=dt).reshape(-1)])
             return
-        arrays = self.net.host_values([self.src(j) for j in range(len(node.inputs))])
+        # only the data inputs: the target of a reshape-like is a shape-infer value whose
+        # producer does not run in symbolic mode
+        arrays = self.net.host_values([self.src(j) for j in node.data_inputs()])
         kind = node.kind
-        if kind in ("Unsqueeze", "Squeeze", "Reshape"):  # shape math: the shape is known
+        if kind in ALWAYS_OPTIMIZED:  # shape math: the shape is known
             self._set_host([arrays[0].reshape(self.out_shapes[0])])
         elif kind == "Concat":
             self._set_host([np.concatenate(arrays, axis=node.attrs.get("axis", 0))])
@@ -889,12 +900,15 @@ class Network:
                 if id(s) not in live:
                     src = self.insts[s.index]
                     src.node_static_shapes = SymbolicShapes.static_shapes(s)
-                    if n.kind not in ALWAYS_OPTIMIZED:  # (those read their deps' values only)
+                    if j in n.data_inputs():  # (a reader of the value only has it already)
                         inst.sym_feeds[j] = (src, k)
         self.binding: dict | None = None        # symbol values of this infer (symbolic mode)
         self.check_binding: dict | None = None  # full path, checked against substitution
         self.was_symbolic = False
         self.active_order = self.order  # the primitives the last infer went through
+        self.debug = compiled.debug_checks  # invariants.check_read on every read
+        self.epoch = 0  # infers begun; PrimitiveInst.stamp says which produced an output
+        self.reader: PrimitiveInst | None = None  # (debug mode) the primitive running now
         self._impl_bufs: dict[int, list] = {}
 
     @staticmethod
@@ -949,6 +963,8 @@ class Network:
 
     def device_tensor(self, inst: PrimitiveInst, k: int) -> Tensor | None:
         """The device tensor of ``inst`` output ``k``, uploading a host value when needed."""
+        if self.debug:
+            check_read(self, inst, k)
         if inst.device_valid[k] and inst.outputs[k] is not None:
             return inst.outputs[k]
         node = inst.node
@@ -989,6 +1005,9 @@ class Network:
         """Host arrays of the given outputs; device values are read back with one wait. The
         wait is timed from the first read: a read enqueue may itself block until the queue
         has run (PoCL does), so timing ``finish`` alone would count device time as host time."""
+        if self.debug:
+            for inst, k in refs:
+                check_read(self, inst, k)
         pending = []
         t0 = time.perf_counter()
         for inst, k in refs:
@@ -1020,6 +1039,7 @@ class Network:
         shape = tuple(arr.shape)
         inst.shape_changed = shape != (inst.out_shapes[0] if inst.out_shapes else None)
         inst.out_shapes = [shape]
+        inst.stamp = self.epoch
         inst.host[0] = arr
         inst.host_valid[0] = True
         need = max(arr.size, 1)
@@ -1090,6 +1110,7 @@ class Network:
             gc.enable()
 
     def _execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        self.epoch += 1
         for p in self.program.inputs:
             self.set_input(self.insts[p.index], feeds[p.name])
         order = self.active_order = self._choose_mode(feeds)
@@ -1123,7 +1144,10 @@ class Network:
     def _run_order(self, order: list[PrimitiveInst], symbolic: bool) -> None:
         """The per-primitive path over ``order``."""
         count = 0
+        epoch, debug = self.epoch, self.debug
         for inst in order:
+            if debug:
+                self.reader = inst
             try:
                 if symbolic and inst.plain and inst.recordable:
                     inst.step_recorded()
@@ -1137,6 +1161,7 @@ class Network:
                 raise NetpassError(f"{n.kind} '{n.name}' failed at runtime with input shapes "
                                    f"{[list(s) for s in (inst.in_shapes or ())]}: "
                                    f"{type(e).__name__}: {e}") from e
+            inst.stamp = epoch
             count += 1
             if count % FLUSH_EVERY == 0:
                 self.queue.flush()
@@ -1148,6 +1173,7 @@ class Network:
         for r in self.program.outputs:
             s, k = r.inputs[0]
             refs.append(self.resolve(self.insts[s.index], k))
+        self.reader = None
         arrays = self.host_values(refs)
         for r, a in zip(self.program.outputs, arrays):
             results[r.name] = a

@@ -208,6 +208,15 @@ class ProgramNode:
             return tuple(range(len(self.inputs)))
         return ()
 
+    def data_inputs(self) -> tuple[int, ...]:
+        """Indices of the inputs whose data this primitive may read (by a kernel, a view, a host
+        evaluation or a host fallback). The reshape-likes read input 0 only: their other input
+        is a shape-infer value that ``update_shape`` holds, and in symbolic mode its producer
+        may not run at all (``SymbolicShapes.order``)."""
+        if self.kind in ALWAYS_OPTIMIZED:
+            return (0,)
+        return tuple(range(len(self.inputs)))
+
     def all_users(self) -> list["ProgramNode"]:
         seen: dict[int, ProgramNode] = {}
         for lst in self.users:

@@ -32,6 +32,7 @@ import ctypes
 from typing import TYPE_CHECKING
 
 from . import impls as I
+from .invariants import check_read
 from .memory import Tensor, reusable
 from .program import ALWAYS_OPTIMIZED, DYNAMIC_OUTPUT_KINDS
 from .shape_predictor import ShapePredictor
@@ -223,9 +224,12 @@ class StepPlan:
         device_tensor = net.device_tensor
         reuses = changed_prims = 0
         count = 0
+        epoch, debug = net.epoch, net.debug
         for e in self.entries:
             inst = insts[e.index]
             t = type(e)
+            if debug:
+                net.reader = inst
             if t is KernelEntry:
                 inst.in_shapes = e.in_shapes
                 inst.values = e.values
@@ -261,6 +265,8 @@ class StepPlan:
                     buffers = buffers.copy()
                     now = None  # the ints, when an offset differs from the recorded one
                     for b, i, si, k, off in slots:
+                        if debug and si != WEIGHTS and si != IMPL_BUFFER and si != e.index:
+                            check_read(net, insts[si if si >= 0 else CHECKED - si], k)
                         if si >= 0:
                             tensor = insts[si].outputs[k]
                         elif si <= CHECKED:
@@ -306,6 +312,8 @@ class StepPlan:
                 if e.skippable:
                     inst.can_be_optimized = True
                 src = insts[e.src]
+                if debug:
+                    check_read(net, src, e.k)
                 tensor = src.outputs[e.k]
                 if tensor is None or not src.device_valid[e.k]:
                     tensor = device_tensor(src, e.k)
@@ -315,6 +323,7 @@ class StepPlan:
             else:
                 inst.prepare()
                 inst.execute()
+            inst.stamp = epoch
             count += 1
             if count % flush_every == 0:
                 queue.flush()

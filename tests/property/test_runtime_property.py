@@ -8,7 +8,7 @@ views), tanh-GELU regions, LayerNorm into a projection, Softmax, Concat and a Sl
 ShapeOf. One infer request then meets a random sequence of (b, s) with repeats, so that the
 full path, the symbolic checks, symbolic mode, its per-binding records, step plans and their
 replay all run; every output must match the reference (relative L2 1e-4) on random non-zero
-inputs.
+inputs, with the runtime's invariant checks on (``DEBUG_CHECKS``).
 """
 from __future__ import annotations
 
@@ -70,11 +70,17 @@ def _block(kind: str, v, rng):
     if kind == "layernorm":  # LayerNorm into a projection: a normalized GEMM
         h = opset.mvn(opset.add(v, w(8)), _i64([-1]), True, 1e-5, "inside_sqrt")
         return opset.matmul(opset.add(opset.multiply(h, w(8)), w(8)), w(8, 8), False, False)
+    if kind == "position":  # data computed on the host from a shape (positions 0..s-1),
+        # reshaped to a target from ShapeOf: transformers' mask and position logic
+        seq = opset.gather(opset.shape_of(v), _i64(1), _i64(0))
+        pos = opset.range(_i64(0), seq, _i64(1), "i64")
+        target = opset.concat([_i64([1]), opset.unsqueeze(seq, _i64([0])), _i64([1])], 0)
+        return opset.add(v, opset.convert(opset.reshape(pos, target, False), "f32"))
     raise AssertionError(kind)
 
 
 KINDS = ("unary", "residual", "heads", "attention", "concat_slice", "softmax", "gelu", "qkv",
-         "layernorm")
+         "layernorm", "position")
 
 
 @st.composite
@@ -97,7 +103,7 @@ def programs(draw):
 @given(programs())
 def test_runtime_matches_the_reference_over_changing_shapes(case):
     model, sizes, rng = case
-    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
+    req = compile_program(model, RUNTIME_DEVICE, {"DEBUG_CHECKS": True}).create_infer_request()
     for b, s in sizes:
         feeds = {"x": rng.standard_normal((b, s, 8)).astype(np.float32)}
         got = req.infer(feeds)["y"]

@@ -32,6 +32,13 @@ def _run_shapes(model, feeds_list, device: str = RUNTIME_DEVICE, config=None, to
     return req
 
 
+@pytest.fixture(autouse=True)
+def _debug_checks(monkeypatch):
+    """Every runtime test runs with the invariant checks of debug mode on
+    (netpass.runtime.invariants: each value a primitive reads was produced in that infer)."""
+    monkeypatch.setenv("NETPASS_DEBUG", "1")
+
+
 @pytest.fixture
 def run_shapes():
     """``run_shapes(model, [feeds, ...]) -> request``; asserts outputs match the reference."""
