@@ -15,6 +15,7 @@ from .ops.legacy import *  # noqa: F401,F403
 from .ops.matmul import *  # noqa: F401,F403
 from .ops.movement import *  # noqa: F401,F403
 from .ops.normalization import *  # noqa: F401,F403
+from .ops.pad import *  # noqa: F401,F403
 from .ops.pooling import *  # noqa: F401,F403
 from .ops.recurrent import *  # noqa: F401,F403
 from .ops.reduction import *  # noqa: F401,F403

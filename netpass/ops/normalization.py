@@ -14,8 +14,10 @@ from ..errors import UnsupportedOpError
 from .base import merged_input_type, normalize_axis, set_name, to_output
 from .elementwise import (Add, Convert, Divide, Exp, Log, Maximum, Multiply, Sqrt, Subtract,
                           const_like, onnx_element_type)
+from .movement import reshape, unsqueeze
 from .reduction import ReduceL1, ReduceMax, ReduceMean, ReduceSum
 from .registry import onnx_export, onnx_rule
+from .shape_ops import shape_of
 
 __all__ = ["softmax", "log_softmax", "mvn", "batch_norm_inference", "normalize_l2",
            "group_normalization"]
@@ -296,10 +298,8 @@ def _coerced(ctx: Any, cls: type) -> Output:
     if axis >= rank - 1:
         return cls([x], axis=max(rank - 1, 0)).output(0)
     tail = x.partial_shape[axis:]
-    from .. import opset
-    reshape, shape_of = getattr(opset, "reshape", None), getattr(opset, "shape_of", None)
     n = int(np.prod(tail.to_shape())) if tail.is_static else 0
-    if n > 0 and reshape is not None and shape_of is not None:
+    if n > 0:
         rows = reshape(x, [-1, n], special_zero=False)
         return reshape(cls([rows], axis=1), shape_of(x), special_zero=False).output(0)
     # Same values without reshaping: normalize over all axes from ``axis`` on at once.
@@ -356,10 +356,6 @@ def _per_channel(ctx: Any, v: Output, rank: int) -> Output:
     shape = (-1,) + (1,) * (rank - 2)
     if v.value is not None:
         return to_output(v.value.reshape(shape), element_type=v.element_type)
-    from .. import opset
-    unsqueeze = getattr(opset, "unsqueeze", None)
-    if unsqueeze is None:
-        ctx.error("a non-constant scale or bias needs Unsqueeze")
     return unsqueeze(v, list(range(1, rank - 1))).output(0)
 
 

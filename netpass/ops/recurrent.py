@@ -15,6 +15,7 @@ from ..core.dimension import Dimension
 from ..core.node import Node, Output
 from ..core.shape import PartialShape
 from ..errors import UnsupportedOpError
+from . import elementwise, indexing, movement, shape_ops
 from .base import merged_input_type, set_name, to_output
 
 __all__ = ["lstm_cell", "lstm_sequence", "gru_cell", "gru_sequence", "rnn_cell", "rnn_sequence"]
@@ -381,15 +382,14 @@ _ONNX_ACT_NAMES = {"sigmoid": "Sigmoid", "tanh": "Tanh", "relu": "Relu"}
 
 def _reorder_blocks(value: Output, order: list[int], axis: int) -> Output:
     """Reorder equal gate blocks of ``value`` along ``axis`` (in numpy when it is known)."""
-    from .. import opset
     if order == sorted(order):
         return value
     known = value.value
     if known is not None:
         parts = np.split(known, len(order), axis=axis)
         return to_output(np.concatenate([parts[i] for i in order], axis=axis))
-    parts = opset.split(value, axis, len(order))
-    return _single(opset.concat([parts.output(i) for i in order], axis))
+    parts = movement.split(value, axis, len(order))
+    return _single(movement.concat([parts.output(i) for i in order], axis))
 
 
 def _single(node: Any) -> Output:
@@ -427,8 +427,7 @@ class _OnnxRecurrent:
         self.x = self._transpose(x, [1, 0, 2]) if self.layout == 0 else x
 
     def _transpose(self, value: Output, order: list[int]) -> Output:
-        from .. import opset
-        return _single(opset.transpose(value, np.array(order, dtype=np.int64)))
+        return _single(movement.transpose(value, np.array(order, dtype=np.int64)))
 
     def _activations(self, n: int, default: list[str]) -> list[str]:
         names = self.ctx.attr("activations", [])
@@ -447,35 +446,31 @@ class _OnnxRecurrent:
 
     def batch_size_vector(self) -> Output:
         """A 1-D i64 tensor [batch] from X's shape (batch is dim 0 after the layout transpose)."""
-        from .. import opset
-        shape = opset.shape_of(self.x, "i64")
-        return _single(opset.gather(shape, np.array([0], dtype=np.int64),
+        shape = shape_ops.shape_of(self.x, "i64")
+        return _single(indexing.gather(shape, np.array([0], dtype=np.int64),
                                     np.array(0, dtype=np.int64)))
 
     def initial_state(self, index: int) -> Output:
         """ONNX state input ``index`` as [batch, nd, hs], zeros when omitted."""
-        from .. import opset
         value = self.ctx.input(index)
         if value is not None:
             return self._transpose(value, [1, 0, 2]) if self.layout == 0 else value
-        dims = _single(opset.concat([self.batch_size_vector(),
+        dims = _single(movement.concat([self.batch_size_vector(),
                                      to_output(np.array([self.nd, self.hs], dtype=np.int64))], 0))
         zero = to_output(np.array(0, dtype=self.x.element_type.dtype or np.float32))
-        return _single(opset.broadcast(zero, dims))
+        return _single(movement.broadcast(zero, dims))
 
     def sequence_lengths(self) -> Output:
-        from .. import opset
         value = self.ctx.input(4)
         if value is not None:
             return value
-        shape = opset.shape_of(self.x, "i64")
-        seq = opset.gather(shape, np.array([1], dtype=np.int64), np.array(0, dtype=np.int64))
-        return _single(opset.broadcast(seq, self.batch_size_vector()))
+        shape = shape_ops.shape_of(self.x, "i64")
+        seq = indexing.gather(shape, np.array([1], dtype=np.int64), np.array(0, dtype=np.int64))
+        return _single(movement.broadcast(seq, self.batch_size_vector()))
 
     def bias(self, combine: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
              order: list[int] | None = None) -> Output:
         """OpenVINO's B from ONNX's [nd, 2*G*hs] (W bias then R bias); zeros when omitted."""
-        from .. import opset
         b = self.ctx.input(3)
         g, hs = self.gates, self.hs
         dtype = self.x.element_type.dtype or np.float32
@@ -489,8 +484,8 @@ class _OnnxRecurrent:
         else:
             if combine is not None:
                 self.ctx.error("linear_before_reset=1 needs a constant B")
-            halves = opset.split(b, 1, 2)
-            out = _single(opset.add(halves.output(0), halves.output(1)))
+            halves = movement.split(b, 1, 2)
+            out = _single(elementwise.add(halves.output(0), halves.output(1)))
         return _reorder_blocks(out, order, 1) if order else out
 
     def outputs(self, seq: Node, n_states: int) -> list[Output]:

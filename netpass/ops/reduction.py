@@ -14,6 +14,7 @@ from ..errors import UnsupportedOpError
 from .base import (ArithmeticReductionKeepDims, LogicalReductionKeepDims, normalize_axis,
                    set_name, to_output)
 from .elementwise import Add, Exp, IsInf, Log, Multiply, Select, Subtract, const_like
+from .movement import squeeze
 from .registry import onnx_export, onnx_rule
 
 __all__ = [
@@ -379,12 +380,7 @@ def _register_arg(onnx_op: str, mode: str) -> None:
         idx = node.output(1)
         if ctx.attr("keepdims", 1):
             return idx
-        from .. import opset
-        squeeze = getattr(opset, "squeeze", None)
-        if squeeze is not None:
-            return squeeze(idx, [axis]).output(0)
-        # Without Squeeze: a reduction over the axis of length 1 drops it the same way.
-        return ReduceMax([idx, _i64([axis])], keep_dims=False).output(0)
+        return squeeze(idx, [axis]).output(0)
     onnx_rule(onnx_op)(rule)
 
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..core.node import OP_TYPES  # noqa: F401  (re-exported: op classes by type name)
+from ..core.node import OP_TYPES, Node  # noqa: F401  (OP_TYPES re-exported: op classes by type name)
+from ..errors import UnsupportedOpError
 
 ONNX_IMPORT: dict[tuple[str, str], list[tuple[int, Callable]]] = {}
 ONNX_EXPORT: dict[type, Callable] = {}
@@ -48,3 +49,9 @@ def onnx_export(*classes: type) -> Callable[[Callable], Callable]:
             ONNX_EXPORT[c] = fn
         return fn
     return deco
+
+
+def export_error(node: Node, reason: str) -> None:
+    """Raise the error of an export rule that cannot write ``node`` (export opset 17)."""
+    raise UnsupportedOpError(node.type_name, "", 17, node.friendly_name,
+                             f"cannot be written as ONNX: {reason}")

@@ -19,9 +19,13 @@ from ..core.node import Node, Output
 from ..core.types import Type, i32, i64
 from ..errors import UnsupportedOpError
 from .base import set_name, to_output
-from .onnx_types import onnx_element_type
-from .movement import Broadcast, Reshape, Slice, Unsqueeze, _i64
+from .elementwise import equal, greater_equal, less_equal, select, subtract
 from .indexing import Gather
+from .movement import Broadcast, Concat, Reshape, Slice, Unsqueeze
+from .onnx_types import onnx_element_type
+from .reduction import reduce_prod
+from .registry import onnx_export, onnx_rule
+from .shape_inputs import i64_operand
 
 __all__ = ["shape_of", "range"]  # ``range`` (OpenVINO's name) hides the builtin here
 
@@ -125,7 +129,6 @@ def range(start: Any, stop: Any, step: Any, output_type: Any,  # noqa: A001
 
 
 # -- ONNX import ----------------------------------------------------------------------------
-from .registry import onnx_export, onnx_rule  # noqa: E402
 
 
 @onnx_rule("Shape")
@@ -135,18 +138,42 @@ def _import_shape(ctx):
     if start == 0 and end is None:
         return shape
     stop = end if end is not None else (1 << 63) - 1
-    return Slice([shape, _i64([start]), _i64([stop]), _i64([1])]).output(0)
+    return Slice([shape, i64_operand([start]), i64_operand([stop]), i64_operand([1])]).output(0)
 
 
 @onnx_rule("Size")
 def _import_size(ctx):
     x = ctx.inputs[0]
     if x.partial_shape.is_static:
-        return _i64(math.prod(x.partial_shape.to_shape()))
-    from .. import opset
-    if not hasattr(opset, "reduce_prod"):
-        ctx.error("Size of a dynamic shape needs ReduceProd")
-    return to_output(opset.reduce_prod(ShapeOf([x]).output(0), [0], False))
+        return i64_operand(math.prod(x.partial_shape.to_shape()))
+    return to_output(reduce_prod(ShapeOf([x]).output(0), [0], False))
+
+
+@onnx_rule("Flatten")
+def _import_flatten(ctx):
+    x = ctx.inputs[0]
+    ps = x.partial_shape
+    if not ps.rank_is_static:
+        ctx.error("Flatten needs an input of static rank")
+    axis = ctx.attr("axis", 1)
+    rank = len(ps)
+    if not -rank <= axis <= rank:
+        ctx.error(f"axis {axis} out of range for rank {rank}")
+    axis = axis + rank if axis < 0 else axis
+    head, tail = ps.dims[:axis], ps.dims[axis:]
+    if all(d.is_static for d in tail):
+        pattern = [-1, math.prod(d.min for d in tail)]
+    elif all(d.is_static for d in head):
+        pattern = [math.prod(d.min for d in head), -1]
+    elif axis == 1:
+        return Reshape([x, i64_operand([0, -1])], special_zero=True).output(0)
+    else:
+        shape = ShapeOf([x]).output(0)
+        head_dims = Slice([shape, i64_operand([0]), i64_operand([axis]), i64_operand([1])])
+        first = reduce_prod(head_dims, [0], True)
+        return Reshape([x, Concat([to_output(first), i64_operand([-1])], axis=0).output(0)],
+                       special_zero=False).output(0)
+    return Reshape([x, i64_operand(pattern)], special_zero=False).output(0)
 
 
 @onnx_rule("ConstantOfShape", since=9)
@@ -168,25 +195,16 @@ def _dim(x: Output, axis: int) -> Output:
     """Dim ``axis`` of ``x`` as an i64 scalar: a Constant when static, else ShapeOf math."""
     ps = x.partial_shape
     if ps.rank_is_static and ps[axis].is_static:
-        return _i64(ps[axis].min)
-    return Gather([ShapeOf([x]).output(0), _i64(axis), _i64(0)]).output(0)
-
-
-def _elementwise(ctx, *names: str):
-    from .. import opset
-    missing = [n for n in names if not hasattr(opset, n)]
-    if missing:
-        ctx.error(f"needs {', '.join(missing)} from the elementwise family")
-    return [getattr(opset, n) for n in names]
+        return i64_operand(ps[axis].min)
+    return Gather([ShapeOf([x]).output(0), i64_operand(axis), i64_operand(0)]).output(0)
 
 
 def _index_grid(x: Output) -> Output:
     """``col - row`` over the last two dims of ``x``, as an i64 [H, W] tensor."""
-    from .. import opset
-    rows = Range([_i64(0), _dim(x, -2), _i64(1)], output_type=i64).output(0)
-    cols = Range([_i64(0), _dim(x, -1), _i64(1)], output_type=i64).output(0)
-    rows = Unsqueeze([rows, _i64([1])]).output(0)
-    return to_output(opset.subtract(cols, rows))
+    rows = Range([i64_operand(0), _dim(x, -2), i64_operand(1)], output_type=i64).output(0)
+    cols = Range([i64_operand(0), _dim(x, -1), i64_operand(1)], output_type=i64).output(0)
+    rows = Unsqueeze([rows, i64_operand([1])]).output(0)
+    return to_output(subtract(cols, rows))
 
 
 @onnx_rule("Trilu", since=14)
@@ -195,10 +213,9 @@ def _import_trilu(ctx):
     ps = x.partial_shape
     if not ps.rank_is_static or len(ps) < 2:
         ctx.error("Trilu needs an input of static rank >= 2")
-    _, compare, select = _elementwise(
-        ctx, "subtract", "greater_equal" if ctx.attr("upper", 1) else "less_equal", "select")
+    compare = greater_equal if ctx.attr("upper", 1) else less_equal
     k = ctx.input(1)
-    k = _i64(0) if k is None else Reshape([k, _i64([])], special_zero=False).output(0)
+    k = i64_operand(0) if k is None else Reshape([k, i64_operand([])], special_zero=False).output(0)
     mask = compare(_index_grid(x), k)
     zero = to_output(np.zeros((), dtype=x.element_type.dtype))
     return to_output(select(mask, x, zero))
@@ -219,8 +236,7 @@ def _import_eye_like(ctx):
         return to_output(np.eye(h, w, k=k, dtype=et.dtype))
     if not ps.rank_is_static or len(ps) != 2:
         ctx.error("EyeLike needs a 2-D input")
-    _, equal, select = _elementwise(ctx, "subtract", "equal", "select")
-    mask = equal(_index_grid(x), _i64(k))
+    mask = equal(_index_grid(x), i64_operand(k))
     return to_output(select(mask, to_output(np.ones((), et.dtype)),
                             to_output(np.zeros((), et.dtype))))
 

@@ -1,0 +1,93 @@
+"""Helpers the elementwise modules share: class and factory makers for unary and binary ops,
+constants of a value's type, and the ONNX import/export rule makers."""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from ...core.node import Node, Output
+from ..base import UnaryElementwiseArithmetic, set_name, to_output
+from ..registry import onnx_rule
+
+
+def _quiet(fn: Callable) -> Callable:
+    """Run a numpy kernel without floating point warnings (inf/nan results are the semantics)."""
+    def wrapped(*args: Any) -> Any:
+        with np.errstate(all="ignore"):
+            return fn(*args)
+    return wrapped
+
+
+def _is_int(arr: np.ndarray) -> bool:
+    return arr.dtype.kind in "iu"
+
+
+def _unary(name: str, fn: Callable, doc: str = "") -> type:
+    cls = type(name, (UnaryElementwiseArithmetic,),
+               {"type_name": name, "fn": staticmethod(_quiet(fn)), "__doc__": doc or None,
+                "__module__": __name__})
+    return cls
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    """math.erf per element, in float64 (numpy has no erf; mapping over a list is ~3x faster
+    than np.vectorize)."""
+    flat = np.asarray(x, dtype=np.float64).ravel().tolist()
+    return np.fromiter(map(math.erf, flat), np.float64, len(flat)).reshape(np.shape(x))
+
+
+def _binary_factory(cls: type) -> Callable:
+    def factory(left_node: Any, right_node: Any, auto_broadcast: str = "numpy",
+                name: str | None = None) -> Node:
+        return set_name(cls([to_output(left_node), to_output(right_node)],
+                            auto_broadcast=auto_broadcast.lower()), name)
+    factory.__name__ = cls.type_name
+    factory.__doc__ = f"{cls.type_name}(left, right) with numpy broadcasting."
+    return factory
+
+
+def _unary_factory(cls: type) -> Callable:
+    def factory(node: Any, name: str | None = None) -> Node:
+        return set_name(cls([to_output(node)]), name)
+    factory.__name__ = cls.type_name
+    factory.__doc__ = f"{cls.type_name}(node)."
+    return factory
+
+
+def const_like(value: Any, ref: Output) -> Output:
+    """A constant holding ``value`` in ``ref``'s element type (used by other op families)."""
+    et = ref.element_type
+    # element_type keeps f64 constants f64 (to_output narrows untyped float64 to f32); a type
+    # without a numpy dtype (bf16) holds its values as f32.
+    return to_output(np.asarray(value, dtype=et.dtype or np.float32), element_type=et)
+
+
+def _like(value: Any, data: Output) -> Output:
+    """A graph value, or a python value as a constant of ``data``'s element type."""
+    return to_output(value) if isinstance(value, (Node, Output)) else const_like(value, data)
+
+
+def _check_legacy_broadcast(ctx: Any) -> None:
+    # Before opset 7, broadcast=1 with an explicit axis aligned the right operand elsewhere
+    # than numpy does; without axis it is suffix matching, which numpy rules cover.
+    if ctx.opset < 7 and ctx.attr("broadcast", 0) and ctx.has_attr("axis"):
+        ctx.error("legacy broadcast with an explicit axis is not supported")
+
+
+def _register_binary(onnx_op: str, cls: type) -> None:
+    def rule(ctx):
+        _check_legacy_broadcast(ctx)
+        return cls([ctx.inputs[0], ctx.inputs[1]])
+    onnx_rule(onnx_op)(rule)
+
+
+def _register_unary(onnx_op: str, cls: type) -> None:
+    onnx_rule(onnx_op)(lambda ctx: cls([ctx.inputs[0]]))
+
+
+def _export_simple(onnx_op: str, **attrs: Any) -> Callable:
+    def rule(node, ectx):
+        ectx.add_node(onnx_op, ectx.inputs(node), ectx.outputs(node), **attrs)
+    return rule

@@ -1,0 +1,185 @@
+"""Unary math: Exp, Log, Sqrt, Abs, Negative, Erf, Floor, Ceiling, Round, Sign, the
+trigonometric and hyperbolic functions, IsNaN and IsInf (ONNX's Reciprocal is imported as a
+Divide)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...core.node import Node
+from ...core.types import boolean
+from ..base import UnaryElementwiseArithmetic, set_name, to_output
+from ..registry import onnx_export, onnx_rule
+from .arithmetic import Divide
+from .common import (_erf, _export_simple, _is_int, _register_unary, _unary, _unary_factory,
+                     const_like)
+
+__all__ = ["exp", "log", "sqrt", "abs", "negative", "erf", "floor", "ceiling", "round", "sign", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "is_nan", "is_inf"]
+
+
+def _round_away(x: np.ndarray) -> np.ndarray:
+    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+
+
+Exp = _unary("Exp", np.exp)
+Log = _unary("Log", np.log)
+Sqrt = _unary("Sqrt", np.sqrt)
+Abs = _unary("Abs", np.abs)
+Negative = _unary("Negative", np.negative)
+Erf = _unary("Erf", _erf, "Gauss error function.")
+Floor = _unary("Floor", np.floor)
+Ceiling = _unary("Ceiling", np.ceil)
+Sign = _unary("Sign", np.sign)
+Sin = _unary("Sin", np.sin)
+Cos = _unary("Cos", np.cos)
+Tan = _unary("Tan", np.tan)
+Asin = _unary("Asin", np.arcsin)
+Acos = _unary("Acos", np.arccos)
+Atan = _unary("Atan", np.arctan)
+Sinh = _unary("Sinh", np.sinh)
+Cosh = _unary("Cosh", np.cosh)
+Asinh = _unary("Asinh", np.arcsinh)
+Acosh = _unary("Acosh", np.arccosh)
+Atanh = _unary("Atanh", np.arctanh)
+for _cls in (Asinh, Acosh, Atanh):
+    _cls.version = "opset4"
+
+
+class Round(UnaryElementwiseArithmetic):
+    """Round to nearest integer; ties to even (``half_to_even``) or away from zero."""
+
+    type_name = "Round"
+    version = "opset5"
+    ATTRS = {"mode": "half_to_even"}
+
+    def infer_types(self) -> None:
+        self.check(self.mode in ("half_to_even", "half_away_from_zero"),
+                   "mode must be half_to_even or half_away_from_zero, got {}", self.mode)
+        super().infer_types()
+
+    def evaluate(self, inputs):
+        x = inputs[0]
+        if _is_int(x):
+            return [x]
+        return [(np.rint(x) if self.mode == "half_to_even" else _round_away(x)).astype(x.dtype)]
+
+
+class IsNaN(Node):
+    type_name = "IsNaN"
+    version = "opset10"
+
+    def infer_types(self) -> None:
+        self.check(self.get_input_size() == 1, "expects 1 input")
+        self.set_output_type(0, boolean, self.get_input_partial_shape(0))
+
+    def evaluate(self, inputs):
+        return [np.isnan(inputs[0])]
+
+
+class IsInf(Node):
+    """True for +inf (``detect_positive``) and/or -inf (``detect_negative``)."""
+
+    type_name = "IsInf"
+    version = "opset10"
+    ATTRS = {"detect_negative": True, "detect_positive": True}
+
+    def infer_types(self) -> None:
+        self.check(self.get_input_size() == 1, "expects 1 input")
+        self.set_output_type(0, boolean, self.get_input_partial_shape(0))
+
+    def evaluate(self, inputs):
+        x = inputs[0]
+        out = np.zeros(x.shape, dtype=bool)
+        if self.detect_positive:
+            out |= np.isposinf(x)
+        if self.detect_negative:
+            out |= np.isneginf(x)
+        return [out]
+
+
+exp = _unary_factory(Exp)
+log = _unary_factory(Log)
+sqrt = _unary_factory(Sqrt)
+abs = _unary_factory(Abs)  # noqa: A001  (OpenVINO's name)
+negative = _unary_factory(Negative)
+erf = _unary_factory(Erf)
+floor = _unary_factory(Floor)
+ceiling = _unary_factory(Ceiling)
+sign = _unary_factory(Sign)
+sin = _unary_factory(Sin)
+cos = _unary_factory(Cos)
+tan = _unary_factory(Tan)
+asin = _unary_factory(Asin)
+acos = _unary_factory(Acos)
+atan = _unary_factory(Atan)
+sinh = _unary_factory(Sinh)
+cosh = _unary_factory(Cosh)
+asinh = _unary_factory(Asinh)
+acosh = _unary_factory(Acosh)
+atanh = _unary_factory(Atanh)
+is_nan = _unary_factory(IsNaN)
+
+
+def round(data: Any, mode: str = "half_to_even", name: str | None = None) -> Node:  # noqa: A001
+    return set_name(Round([to_output(data)], mode=mode.lower()), name)
+
+
+def is_inf(data: Any, attributes: dict | None = None, name: str | None = None) -> Node:
+    attrs = dict(attributes or {})
+    return set_name(IsInf([to_output(data)], **attrs), name)
+
+
+for _op, _cls in (("Exp", Exp), ("Log", Log), ("Sqrt", Sqrt), ("Abs", Abs), ("Neg", Negative),
+                  ("Erf", Erf), ("Floor", Floor), ("Ceil", Ceiling), ("Sign", Sign), ("Sin", Sin),
+                  ("Cos", Cos), ("Tan", Tan), ("Asin", Asin), ("Acos", Acos), ("Atan", Atan),
+                  ("Sinh", Sinh), ("Cosh", Cosh), ("Asinh", Asinh), ("Acosh", Acosh),
+                  ("Atanh", Atanh), ("IsNaN", IsNaN)):
+    _register_unary(_op, _cls)
+
+
+@onnx_rule("Round")
+def _import_round(ctx):
+    return Round([ctx.inputs[0]], mode="half_to_even")
+
+
+@onnx_rule("IsInf")
+def _import_isinf(ctx):
+    return IsInf([ctx.inputs[0]], detect_negative=bool(ctx.attr("detect_negative", 1)),
+                 detect_positive=bool(ctx.attr("detect_positive", 1)))
+
+
+@onnx_rule("Reciprocal")
+def _import_reciprocal(ctx):
+    x = ctx.inputs[0]
+    return Divide([const_like(1, x), x], m_pythondiv=False)
+
+
+for _cls, _op in ((Exp, "Exp"), (Log, "Log"), (Sqrt, "Sqrt"), (Abs, "Abs"), (Negative, "Neg"),
+                  (Erf, "Erf"), (Floor, "Floor"), (Ceiling, "Ceil"), (Sign, "Sign"), (Sin, "Sin"),
+                  (Cos, "Cos"), (Tan, "Tan"), (Asin, "Asin"), (Acos, "Acos"), (Atan, "Atan"),
+                  (Sinh, "Sinh"), (Cosh, "Cosh"), (Asinh, "Asinh"), (Acosh, "Acosh"),
+                  (Atanh, "Atanh"), (IsNaN, "IsNaN")):
+    onnx_export(_cls)(_export_simple(_op))
+
+
+@onnx_export(Round)
+def _export_round(node, ectx):
+    (x,) = ectx.inputs(node)
+    if node.mode == "half_to_even" or node.get_output_element_type(0).is_integral:
+        ectx.add_node("Round", [x], ectx.outputs(node))
+        return
+    dt = node.get_output_element_type(0).dtype
+    a, s, f, sg = (ectx.fresh(h) for h in ("abs", "shift", "floor", "sign"))
+    ectx.add_node("Abs", [x], [a])
+    ectx.add_node("Add", [a, ectx.constant(np.asarray(0.5, dt))], [s])
+    ectx.add_node("Floor", [s], [f])
+    ectx.add_node("Sign", [x], [sg])
+    ectx.add_node("Mul", [sg, f], ectx.outputs(node))
+
+
+@onnx_export(IsInf)
+def _export_isinf(node, ectx):
+    ectx.add_node("IsInf", ectx.inputs(node), ectx.outputs(node),
+                  detect_negative=int(node.detect_negative),
+                  detect_positive=int(node.detect_positive))

@@ -1,0 +1,243 @@
+"""Gather, GatherElements and GatherND: read elements at given indices."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...core.dimension import Dimension
+from ...core.node import Node
+from ...core.shape import PartialShape
+from ..base import normalize_axis, set_name, to_output
+from ..registry import export_error, onnx_export, onnx_rule
+from ..shape_inputs import i64_operand
+from .common import _check_indices, _const_axis, _scalar_axis
+
+__all__ = ["gather", "gather_elements", "gather_nd"]
+
+
+class Gather(Node):
+    """Gather v8: pick ``indices`` along ``axis`` with ``batch_dims`` leading dims shared by
+    data and indices. Negative indices count from the end; out-of-range ones give zeros."""
+
+    type_name = "Gather"
+    version = "opset8"
+    ATTRS = {"batch_dims": 0}
+
+    def _batch_dims(self, idx_rank: int | None) -> int | None:
+        b = int(self.batch_dims)
+        if b < 0:
+            if idx_rank is None:
+                return None
+            b += idx_rank
+        self.check(b >= 0 and (idx_rank is None or b <= idx_rank),
+                   "batch_dims {} out of range for indices rank {}", self.batch_dims, idx_rank)
+        return b
+
+    def axis(self) -> int | None:
+        data = self.get_input_partial_shape(0)
+        return _scalar_axis(self, 2, len(data) if data.rank_is_static else None)
+
+    def infer_types(self) -> None:
+        self.check(self.get_input_size() == 3, "expects inputs (data, indices, axis)")
+        _check_indices(self, 1)
+        et = self.get_input_element_type(0)
+        data = self.get_input_partial_shape(0)
+        idx = self.get_input_partial_shape(1)
+        axis = self.axis()
+        b = self._batch_dims(len(idx) if idx.rank_is_static else None)
+        if not data.rank_is_static or not idx.rank_is_static or axis is None or b is None:
+            rank = None
+            if data.rank_is_static and idx.rank_is_static and b is not None:
+                rank = len(data) + len(idx) - 1 - b
+            self.set_output_type(0, et, PartialShape.dynamic(rank))
+            return
+        self.check(axis >= b, "axis {} must be >= batch_dims {}", axis, b)
+        self.check(b <= len(data), "batch_dims {} exceeds data rank {}", b, len(data))
+        batch = []
+        for k in range(b):
+            m = data[k].merge(idx[k])
+            self.check(m is not None, f"batch dim {k} differs: data {data[k]}, indices {idx[k]}")
+            batch.append(m)
+        dims = batch + list(data.dims[b:axis]) + list(idx.dims[b:]) + list(data.dims[axis + 1:])
+        self.set_output_type(0, et, PartialShape(dims))
+
+    def infer_values(self) -> None:
+        pv = self.input_partial_value(0)
+        data = self.get_input_partial_shape(0)
+        indices = self.input_constant(1)
+        if pv is None or indices is None or not data.rank_is_static or len(data) > 1 \
+                or self.axis() not in (0, None) or np.asarray(indices).ndim > 1:
+            return
+        n = len(pv)
+        picked = []
+        for i in np.asarray(indices).reshape(-1):
+            i = int(i)
+            if not -n <= i < n:
+                return
+            picked.append(pv[i])
+        self.set_output_partial_value(0, picked)
+
+    def evaluate(self, inputs):
+        data, indices, axis = inputs
+        axis = int(np.asarray(axis).reshape(-1)[0])
+        axis = axis + data.ndim if axis < 0 else axis
+        b = int(self.batch_dims)
+        b = b + indices.ndim if b < 0 else b
+        dim = data.shape[axis]
+        idx = indices.astype(np.int64)
+        idx = np.where(idx < 0, idx + dim, idx)
+        valid = (idx >= 0) & (idx < dim)
+        safe = np.where(valid, idx, 0)
+        lead = data.shape[:b]
+        nb = int(np.prod(lead, dtype=np.int64))
+        d2 = data.reshape((nb,) + data.shape[b:])
+        i2 = safe.reshape((nb,) + idx.shape[b:])
+        v2 = valid.reshape((nb,) + idx.shape[b:])
+        a = axis - b
+        outs = []
+        for k in range(nb):
+            taken = np.take(d2[k], i2[k], axis=a)
+            mask = v2[k].reshape((1,) * a + v2[k].shape + (1,) * (d2.ndim - 2 - a))
+            outs.append(np.where(mask, taken, np.zeros((), dtype=data.dtype)))
+        out_shape = lead + data.shape[b:axis] + idx.shape[b:] + data.shape[axis + 1:]
+        if nb == 0:
+            return [np.zeros(out_shape, dtype=data.dtype)]
+        return [np.stack(outs).reshape(out_shape).astype(data.dtype, copy=False)]
+
+
+class GatherElements(Node):
+    """GatherElements v6: ``out[i][j][k] = data[i][indices[i][j][k]][k]`` along ``axis``."""
+
+    type_name = "GatherElements"
+    version = "opset6"
+    ATTRS = {"axis": 0}
+
+    def infer_types(self) -> None:
+        self.check(self.get_input_size() == 2, "expects inputs (data, indices)")
+        _check_indices(self, 1)
+        data = self.get_input_partial_shape(0)
+        idx = self.get_input_partial_shape(1)
+        et = self.get_input_element_type(0)
+        if data.rank_is_static and idx.rank_is_static:
+            self.check(len(data) == len(idx), f"data rank {len(data)} != indices rank {len(idx)}")
+        rank = len(data) if data.rank_is_static else (len(idx) if idx.rank_is_static else None)
+        if rank is None:
+            self.set_output_type(0, et, PartialShape(None))
+            return
+        axis = normalize_axis(self, self.axis, rank)
+        if not idx.rank_is_static:
+            self.set_output_type(0, et, PartialShape(
+                [d if k != axis else Dimension() for k, d in enumerate(data)]))
+            return
+        dims = list(idx.dims)
+        if data.rank_is_static:
+            for k in range(rank):
+                if k != axis:
+                    m = idx[k].merge(data[k])
+                    self.check(m is not None, f"dim {k} differs: data {data[k]}, indices {idx[k]}")
+                    dims[k] = m
+        self.set_output_type(0, et, PartialShape(dims))
+
+    def evaluate(self, inputs):
+        data, idx = inputs
+        axis = self.axis % data.ndim
+        idx = idx.astype(np.int64)
+        idx = np.where(idx < 0, idx + data.shape[axis], idx)
+        return [np.take_along_axis(data, idx, axis=axis)]
+
+
+class GatherND(Node):
+    """GatherND v8: ``indices[..., :K]`` address slices of ``data`` after ``batch_dims``
+    shared leading dims; the batch dims stay unflattened in the output."""
+
+    type_name = "GatherND"
+    version = "opset8"
+    ATTRS = {"batch_dims": 0}
+
+    def infer_types(self) -> None:
+        self.check(self.get_input_size() == 2, "expects inputs (data, indices)")
+        _check_indices(self, 1)
+        et = self.get_input_element_type(0)
+        data = self.get_input_partial_shape(0)
+        idx = self.get_input_partial_shape(1)
+        b = int(self.batch_dims)
+        if not (data.rank_is_static and idx.rank_is_static and len(idx) and idx[-1].is_static):
+            self.set_output_type(0, et, PartialShape(None))
+            return
+        k = idx[-1].min
+        self.check(b + k <= len(data), f"indices last dim {k} + batch_dims {b} exceed data "
+                   f"rank {len(data)}")
+        self.check(b < len(idx), "batch_dims {} must be less than indices rank {}", b, len(idx))
+        batch = []
+        for i in range(b):
+            m = data[i].merge(idx[i])
+            self.check(m is not None, f"batch dim {i} differs: data {data[i]}, indices {idx[i]}")
+            batch.append(m)
+        self.set_output_type(0, et, PartialShape(
+            batch + list(idx.dims[b:-1]) + list(data.dims[b + k:])))
+
+    def evaluate(self, inputs):
+        data, idx = inputs
+        b = int(self.batch_dims)
+        k = idx.shape[-1]
+        lead = data.shape[:b]
+        nb = int(np.prod(lead, dtype=np.int64))
+        d2 = data.reshape((nb,) + data.shape[b:])
+        i2 = idx.astype(np.int64).reshape((nb, -1, k))
+        outs = []
+        for n in range(nb):
+            ii = i2[n]
+            ii = np.where(ii < 0, ii + np.asarray(d2.shape[1:1 + k]), ii)
+            outs.append(d2[n][tuple(ii.T)])
+        out_shape = lead + idx.shape[b:-1] + data.shape[b + k:]
+        if nb == 0:
+            return [np.zeros(out_shape, dtype=data.dtype)]
+        return [np.stack(outs).reshape(out_shape)]
+
+
+def gather(data: Any, indices: Any, axis: Any, batch_dims: int = 0,
+           name: str | None = None) -> Node:
+    return set_name(Gather([to_output(data), i64_operand(indices), i64_operand(axis)],
+                           batch_dims=int(batch_dims)), name)
+
+
+def gather_elements(data: Any, indices: Any, axis: int = 0, name: str | None = None) -> Node:
+    return set_name(GatherElements([to_output(data), i64_operand(indices)], axis=int(axis)), name)
+
+
+def gather_nd(data: Any, indices: Any, batch_dims: int = 0, name: str | None = None) -> Node:
+    return set_name(GatherND([to_output(data), i64_operand(indices)], batch_dims=int(batch_dims)), name)
+
+
+@onnx_rule("Gather")
+def _import_gather(ctx):
+    return Gather([ctx.inputs[0], ctx.inputs[1], i64_operand(ctx.attr("axis", 0))]).output(0)
+
+
+@onnx_rule("GatherElements", since=11)
+def _import_gather_elements(ctx):
+    return GatherElements([ctx.inputs[0], ctx.inputs[1]], axis=ctx.attr("axis", 0)).output(0)
+
+
+@onnx_rule("GatherND", since=11)
+def _import_gather_nd(ctx):
+    return GatherND([ctx.inputs[0], ctx.inputs[1]], batch_dims=ctx.attr("batch_dims", 0)).output(0)
+
+
+@onnx_export(Gather)
+def _export_gather(node, ectx):
+    if node.batch_dims != 0:
+        export_error(node, "ONNX Gather has no batch_dims")
+    ectx.add_node("Gather", ectx.inputs(node)[:2], ectx.outputs(node), axis=_const_axis(node, 2))
+
+
+@onnx_export(GatherElements)
+def _export_gather_elements(node, ectx):
+    ectx.add_node("GatherElements", ectx.inputs(node), ectx.outputs(node), axis=node.axis)
+
+
+@onnx_export(GatherND)
+def _export_gather_nd(node, ectx):
+    ectx.add_node("GatherND", ectx.inputs(node), ectx.outputs(node),
+                  batch_dims=int(node.batch_dims))

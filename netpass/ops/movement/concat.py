@@ -1,0 +1,93 @@
+"""Concat: join along an axis."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ...core.dimension import Dimension
+from ...core.node import Node
+from ...core.shape import PartialShape
+from ..base import merged_input_type, normalize_axis, set_name, to_output
+from ..registry import onnx_export, onnx_rule
+
+__all__ = ["concat"]
+
+
+class Concat(Node):
+    """Concat v0 along ``axis`` (negative counts from the end)."""
+
+    type_name = "Concat"
+    version = "opset1"
+    ATTRS = {"axis": 0}
+
+    def infer_types(self) -> None:
+        n = self.get_input_size()
+        self.check(n >= 1, "expects at least one input")
+        et = merged_input_type(self)
+        rank = None
+        for i in range(n):
+            ps = self.get_input_partial_shape(i)
+            if ps.rank_is_static:
+                self.check(rank is None or len(ps) == rank,
+                           "input {} has rank {}, expected {}", i, len(ps), rank)
+                rank = len(ps)
+        if rank is None:
+            self.set_output_type(0, et, PartialShape(None))
+            return
+        self.check(rank >= 1, "inputs must have rank >= 1")
+        axis = normalize_axis(self, self.axis, rank)
+        dims: list[Dimension] = [Dimension() for _ in range(rank)]
+        total: Dimension | None = Dimension(0)
+        known_rank = False
+        for i in range(n):
+            ps = self.get_input_partial_shape(i)
+            if not ps.rank_is_static:
+                total = None
+                continue
+            for k, d in enumerate(ps):
+                if k == axis:
+                    continue
+                merged = dims[k].merge(d) if known_rank else d
+                self.check(merged is not None,
+                           "input {} dim {} is {}, incompatible with {}", i, k, d, dims[k])
+                dims[k] = merged
+            known_rank = True
+            if total is not None:
+                total = total + ps[axis]
+        dims[axis] = total if total is not None else Dimension()
+        self.set_output_type(0, et, PartialShape(dims))
+
+    def infer_values(self) -> None:
+        ps = self.get_output_partial_shape(0)
+        if not ps.rank_is_static or len(ps) != 1:
+            return
+        parts = [self.input_partial_value(i) for i in range(self.get_input_size())]
+        if all(p is None for p in parts):
+            return
+        # Unknown pieces of static length become unknown dims, so the known ones still
+        # reach a Reshape (e.g. [batch, <computed>, 64] keeps batch and 64).
+        for i, p in enumerate(parts):
+            if p is None:
+                ps = self.get_input_partial_shape(i)
+                if not ps.is_static:
+                    return
+                parts[i] = (Dimension(),) * (ps.to_shape()[0] if len(ps) else 1)
+        self.set_output_partial_value(0, [v for p in parts for v in p])
+
+    def evaluate(self, inputs):
+        return [np.concatenate(inputs, axis=self.axis)]
+
+
+def concat(nodes: Sequence[Any], axis: int, name: str | None = None) -> Node:
+    return set_name(Concat([to_output(n) for n in nodes], axis=int(axis)), name)
+
+
+@onnx_rule("Concat")
+def _import_concat(ctx):
+    return Concat([x for x in ctx.inputs if x is not None], axis=ctx.attr("axis", 1)).output(0)
+
+
+@onnx_export(Concat)
+def _export_concat(node, ectx):
+    ectx.add_node("Concat", ectx.inputs(node), ectx.outputs(node), axis=node.axis)

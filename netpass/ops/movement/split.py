@@ -1,0 +1,197 @@
+"""Split (equal parts) and VariadicSplit (given lengths) along an axis."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ...core.dimension import INF, Dimension
+from ...core.node import Node
+from ...core.shape import PartialShape
+from ..base import normalize_axis, set_name, to_output
+from ..registry import onnx_export, onnx_rule
+from ..shape_inputs import (export_const_ints, export_error, i64_operand, check_shape_input, const_ints,
+                            vector_length)
+
+__all__ = ["split", "variadic_split"]
+
+
+def _same_rank(data: PartialShape) -> PartialShape:
+    return PartialShape.dynamic(len(data)) if data.rank_is_static else PartialShape(None)
+
+
+def _split_axis(node: Node, rank: int | None) -> int | None:
+    check_shape_input(node, 1, "axis")
+    axis = const_ints(node, 1)
+    if axis is None or rank is None:
+        return None
+    node.check(len(axis) == 1, "axis must be a scalar, got {}", axis)
+    return normalize_axis(node, axis[0], rank)
+
+
+def _split_partial_values(node: Node, lengths: Sequence[int]) -> None:
+    pv = node.input_partial_value(0)
+    ps = node.get_input_partial_shape(0)
+    if pv is None or not ps.rank_is_static or len(ps) != 1:
+        return
+    start = 0
+    for i, n in enumerate(lengths):
+        node.set_output_partial_value(i, pv[start:start + n])
+        start += n
+
+
+class Split(Node):
+    """Split v1: ``num_splits`` equal parts along the scalar ``axis`` input."""
+
+    type_name = "Split"
+    version = "opset1"
+    ATTRS = {"num_splits": 1}
+
+    def infer_types(self) -> None:
+        self.check(self.get_input_size() == 2, "expects inputs (data, axis)")
+        n = int(self.num_splits)
+        self.check(n > 0, "num_splits must be positive, got {}", n)
+        et = self.get_input_element_type(0)
+        data = self.get_input_partial_shape(0)
+        axis = _split_axis(self, len(data) if data.rank_is_static else None)
+        self.set_output_size(n)
+        for i in range(n):
+            if axis is None:
+                shape = _same_rank(data)
+            else:
+                d = data[axis]
+                if d.is_static:
+                    self.check(d.min % n == 0, "dimension {} on axis {} is not divisible "
+                               "into {} splits", d, axis, n)
+                    part = Dimension(d.min // n)
+                else:
+                    part = Dimension(-(-d.min // n), -1 if d.max == INF else d.max // n)
+                shape = PartialShape([part if k == axis else x for k, x in enumerate(data)])
+            self.set_output_type(i, et, shape)
+
+    def infer_values(self) -> None:
+        ps = self.get_input_partial_shape(0)
+        if ps.is_static and len(ps) == 1:
+            _split_partial_values(self, [ps[0].min // self.num_splits] * self.num_splits)
+
+    def evaluate(self, inputs):
+        x, axis = inputs
+        return list(np.split(x, int(self.num_splits), axis=int(np.asarray(axis).reshape(-1)[0])))
+
+
+class VariadicSplit(Node):
+    """VariadicSplit v1: parts of ``split_lengths`` along ``axis``; one length may be -1."""
+
+    type_name = "VariadicSplit"
+    version = "opset1"
+
+    def lengths(self) -> list[int] | None:
+        """The split lengths with -1 resolved when the axis dim is static."""
+        lengths = const_ints(self, 2)
+        data = self.get_input_partial_shape(0)
+        axis = _split_axis(self, len(data) if data.rank_is_static else None)
+        if lengths is None or axis is None or -1 not in lengths:
+            return lengths
+        d = data[axis]
+        if not d.is_static:
+            return lengths
+        known = sum(v for v in lengths if v != -1)
+        return [d.min - known if v == -1 else v for v in lengths]
+
+    def infer_types(self) -> None:
+        self.check(self.get_input_size() == 3, "expects inputs (data, axis, split_lengths)")
+        check_shape_input(self, 2, "split_lengths")
+        et = self.get_input_element_type(0)
+        data = self.get_input_partial_shape(0)
+        axis = _split_axis(self, len(data) if data.rank_is_static else None)
+        raw = const_ints(self, 2)
+        if raw is None:
+            n = vector_length(self, 2)
+            self.check(n is not None, "the number of outputs is unknown: split_lengths must "
+                       "have a static shape")
+            self.set_output_size(n)
+            for i in range(n):
+                self.set_output_type(i, et, _same_rank(data))
+            return
+        self.check(raw.count(-1) <= 1, "split_lengths {} has more than one -1", raw)
+        self.check(all(v >= -1 for v in raw), "invalid split_lengths {}", raw)
+        lengths = self.lengths()
+        self.set_output_size(len(lengths))
+        if axis is not None and data[axis].is_static:
+            d, known = data[axis].min, sum(v for v in raw if v != -1)
+            self.check(known <= d if -1 in raw else known == d,
+                       "split_lengths {} do not add up to dimension {} on axis {}", raw, d, axis)
+        for i, v in enumerate(lengths):
+            if axis is None:
+                shape = _same_rank(data)
+            else:
+                if v == -1:
+                    part = data[axis] - sum(x for x in raw if x != -1)
+                else:
+                    part = Dimension(v)
+                shape = PartialShape([part if k == axis else x for k, x in enumerate(data)])
+            self.set_output_type(i, et, shape)
+
+    def infer_values(self) -> None:
+        ps = self.get_input_partial_shape(0)
+        lengths = self.lengths()
+        if ps.is_static and len(ps) == 1 and lengths is not None and -1 not in lengths:
+            _split_partial_values(self, lengths)
+
+    def evaluate(self, inputs):
+        x, axis, lengths = inputs
+        axis = int(np.asarray(axis).reshape(-1)[0]) % x.ndim
+        lengths = [int(v) for v in np.asarray(lengths).reshape(-1)]
+        if -1 in lengths:
+            lengths[lengths.index(-1)] = x.shape[axis] - sum(v for v in lengths if v != -1)
+        bounds = np.cumsum(lengths)[:-1]
+        return list(np.split(x, bounds, axis=axis))
+
+
+def split(data: Any, axis: Any, num_splits: int, name: str | None = None) -> Node:
+    return set_name(Split([to_output(data), i64_operand(axis)], num_splits=int(num_splits)), name)
+
+
+def variadic_split(data: Any, axis: Any, split_lengths: Any, name: str | None = None) -> Node:
+    return set_name(VariadicSplit([to_output(data), i64_operand(axis), i64_operand(split_lengths)]), name)
+
+
+@onnx_rule("Split")
+def _import_split(ctx):
+    x = ctx.inputs[0]
+    axis = ctx.attr("axis", 0)
+    n = ctx.num_outputs
+    if ctx.opset >= 13:
+        lengths = ctx.input(1)
+    else:
+        lengths = ctx.input(1) if ctx.opset < 2 and ctx.input(1) is not None else (
+            i64_operand(ctx.attr("split")) if ctx.has_attr("split") else None)
+    if lengths is not None:
+        return VariadicSplit([x, i64_operand(axis), lengths]).outputs()
+    if ctx.opset >= 18 and ctx.has_attr("num_outputs"):
+        n = ctx.attr("num_outputs", 0)
+    ps = x.partial_shape
+    if ps.rank_is_static:
+        d = ps[axis]
+        if d.is_static and d.min % n:
+            # ONNX 18: the last chunk is smaller when the dim does not divide evenly.
+            chunk = -(-d.min // n)
+            sizes = [chunk] * (d.min // chunk) + ([d.min % chunk] if d.min % chunk else [])
+            if len(sizes) != n:
+                ctx.error(f"dimension {d.min} cannot be split into {n} chunks")
+            return VariadicSplit([x, i64_operand(axis), i64_operand(sizes)]).outputs()
+    return Split([x, i64_operand(axis)], num_splits=n).outputs()
+
+
+@onnx_export(Split, VariadicSplit)
+def _export_split(node, ectx):
+    axis = export_const_ints(node, 1)[0]
+    ins = ectx.inputs(node)
+    if isinstance(node, Split):
+        ectx.add_node("Split", ins[:1], ectx.outputs(node), axis=axis)
+        return
+    lengths = node.lengths()
+    if lengths is None or -1 in lengths:
+        export_error(node, "split_lengths must be constant and resolvable")
+    ectx.add_node("Split", [ins[0], ectx.constant(np.asarray(lengths, dtype=np.int64))],
+                  ectx.outputs(node), axis=axis)

@@ -1,0 +1,90 @@
+"""Transpose: permute the axes."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...core.node import Node
+from ...core.shape import PartialShape
+from ..base import set_name, to_output
+from ..registry import onnx_export, onnx_rule
+from ..shape_inputs import export_error, i64_operand, const_ints, pass_partial_value, vector_length
+
+__all__ = ["transpose"]
+
+
+class Transpose(Node):
+    """Transpose v1: ``output.shape[i] = input.shape[input_order[i]]``; an empty order reverses."""
+
+    type_name = "Transpose"
+    version = "opset1"
+
+    def order(self) -> list[int] | None:
+        """The normalized permutation when known (an empty order means reversed axes)."""
+        order = const_ints(self, 1)
+        data = self.get_input_partial_shape(0)
+        if order is None:
+            return None
+        if not order:
+            return list(range(len(data)))[::-1] if data.rank_is_static else None
+        return order
+
+    def infer_types(self) -> None:
+        # Reads the ports directly: transpose sinking creates Transposes by the thousand.
+        ins = self._inputs
+        self.check(len(ins) == 2, "expects inputs (data, input_order)")
+        src, order_src = ins
+        port = src.node._outs[src.index]
+        et, data = port.et, port.ps
+        order_port = order_src.node._outs[order_src.index]
+        ops = order_port.ps
+        self.check(not ops.rank_is_static or len(ops) == 1,
+                   "input order must have shape [n], got {}", ops)
+        value = order_port.val
+        dims = data._dims
+        if value is None:
+            order = None
+        else:
+            order = [int(a) for a in value.reshape(-1).tolist()]
+            if not order:  # an empty order reverses the axes
+                order = list(range(len(dims)))[::-1] if dims is not None else None
+        if order is None:
+            rank = len(dims) if dims is not None else vector_length(self, 1)
+            self.set_output_type(0, et, PartialShape.dynamic(rank))
+            return
+        rank = len(order)
+        self.check(sorted(order) == list(range(rank)),
+                   "input order {} is not a permutation of 0..{}", order, rank - 1)
+        if dims is None:
+            self.set_output_type(0, et, PartialShape.dynamic(rank))
+            return
+        self.check(len(dims) == rank, "input order {} does not match input rank {}", order,
+                   len(dims))
+        self.set_output_type(0, et, PartialShape.of_dims(tuple([dims[a] for a in order])))
+
+    def infer_values(self) -> None:
+        pass_partial_value(self)
+
+    def evaluate(self, inputs):
+        x, order = inputs
+        order = [int(a) for a in np.asarray(order).reshape(-1)]
+        return [np.transpose(x, order if order else None)]
+
+
+def transpose(data: Any, input_order: Any, name: str | None = None) -> Node:
+    return set_name(Transpose([to_output(data), i64_operand(input_order)]), name)
+
+
+@onnx_rule("Transpose")
+def _import_transpose(ctx):
+    perm = ctx.attr("perm", [])
+    return Transpose([ctx.inputs[0], i64_operand(perm)]).output(0)
+
+
+@onnx_export(Transpose)
+def _export_transpose(node, ectx):
+    order = node.order()
+    if order is None:
+        export_error(node, "input_order must be constant")
+    ectx.add_node("Transpose", ectx.inputs(node)[:1], ectx.outputs(node), perm=order)
