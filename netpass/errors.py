@@ -22,6 +22,7 @@ class UnsupportedOpError(NetpassError):
     def __init__(self, op_type: str, domain: str = "", opset: int | None = None,
                  node_name: str = "", reason: str = "") -> None:
         self.op_type, self.domain, self.opset, self.node_name = op_type, domain, opset, node_name
+        self.reason = reason
         where = f" (node '{node_name}')" if node_name else ""
         dom = f" in domain '{domain}'" if domain else ""
         ver = f" at opset {opset}" if opset is not None else ""
