@@ -14,6 +14,7 @@ from .core import (Dimension, Input, Model, Node, Output, PartialShape, Symbol, 
                    replace_output_update_name)
 from .core import types as element
 from .frontend import read_model
+from .passes.replace import replace_node_keep_names, replace_output_keep_names
 from .version import __version__  # noqa: F401  (netpass.__version__)
 
 
@@ -40,5 +41,6 @@ def compile_model(model: Any, device: str = "AUTO", config: dict | None = None):
 __all__ = [
     "Dimension", "PartialShape", "Symbol", "Type", "element", "Node", "Input", "Output", "Model",
     "read_model", "save_model", "compile_model", "replace_node", "replace_output_update_name",
-    "replace_node_update_name", "copy_runtime_info", "lint", "opset", "ops", "reference", "errors",
+    "replace_node_update_name", "replace_output_keep_names", "replace_node_keep_names",
+    "copy_runtime_info", "lint", "opset", "ops", "reference", "errors",
 ]

@@ -76,12 +76,41 @@ class LintError(NetpassError):
         super().__init__("graph invariants broken:\n  " + "\n  ".join(self.problems))
 
 
-class PassValidationError(NetpassError):
-    """A pass left the model invalid; the message names the pass."""
+def describe_node(node: Any) -> str:
+    """``Type 'friendly name'`` of a graph node, for messages."""
+    return f"{node.type_name} '{node.friendly_name}'"
 
-    def __init__(self, pass_name: str, cause: Exception) -> None:
-        self.pass_name, self.cause = pass_name, cause
-        super().__init__(f"model invalid after pass '{pass_name}': {cause}")
+
+class PassError(NetpassError):
+    """A pass failed: an exception inside its matcher callback or ``run_on_model``.
+
+    ``pass_name`` names the pass, ``node`` is the node it was working on (the matched root of
+    a MatcherPass; None for a whole-model pass) and ``cause`` the original exception (also
+    ``__cause__``). The innermost pass is named: a composite pass passes its members'
+    PassErrors through unchanged.
+    """
+
+    def __init__(self, pass_name: str, node: Any = None, cause: BaseException | None = None,
+                 message: str | None = None) -> None:
+        self.pass_name, self.node, self.cause = pass_name, node, cause
+        if message is None:
+            where = f" on {describe_node(node)}" if node is not None else ""
+            what = f"{type(cause).__name__}: {cause}" if cause is not None else "failed"
+            message = f"pass '{pass_name}' failed{where}: {what}"
+        super().__init__(message)
+
+
+class PassValidationError(PassError):
+    """A pass broke the model: shape inference fails after it, the graph breaks an IR invariant,
+    the model's inputs or outputs changed (names, element types, shapes) without the pass
+    declaring it, or a matcher callback reported a change it did not make. The message names
+    the pass (``pass_name``) and, where one is at fault, the node (``node``)."""
+
+    def __init__(self, pass_name: str, cause: BaseException | None = None, node: Any = None,
+                 message: str | None = None) -> None:
+        if message is None:
+            message = f"model invalid after pass '{pass_name}': {cause}"
+        super().__init__(pass_name, node, cause, message)
 
 
 class DeviceError(NetpassError):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from . import types
+from .changes import ChangeLog
 from .dimension import Dimension, Symbol
 from .graph_util import (copy_runtime_info, lint, lint_problems, replace_node,
                          replace_node_update_name, replace_output_update_name)
@@ -15,5 +16,5 @@ __all__ = [
     "Dimension", "Symbol", "PartialShape", "Type", "types", "Node", "Input", "Output",
     "as_output", "Model", "topological_sort", "replace_node", "replace_output_update_name",
     "replace_node_update_name", "copy_runtime_info", "lint", "lint_problems", "FusedNames",
-    "NonCopyable", "RuntimeAttribute",
+    "NonCopyable", "RuntimeAttribute", "ChangeLog",
 ]

@@ -37,8 +37,11 @@ def replace_output_update_name(output: Output, replacement: Output) -> bool:
     """Replace ``output`` by ``replacement``; when ``output`` feeds a Result, the replacement's
     node takes the old producer's friendly name so the model output keeps its name.
 
-    Refuses (returns False) when that would rename a multi-output node, a Parameter, or a node
-    already feeding a Result.
+    Returns False and changes nothing (OpenVINO's rule) when ``output`` feeds a Result and the
+    replacement's node cannot take that name: it has several outputs (or the old producer
+    has), it is a Parameter (its name is a model input's), or it already feeds a Result. A
+    callback must then return False too (or use :func:`replace_output_keep_names`, which
+    always succeeds).
     """
     replacement = as_output(replacement)
     if any(isinstance(c.node, Result) for c in output.consumers()):
@@ -54,7 +57,14 @@ def replace_output_update_name(output: Output, replacement: Output) -> bool:
 
 
 def replace_node_update_name(target: Node, replacement: Node) -> bool:
-    """``replace_node`` + the replacement takes the target's friendly name and rt_info."""
+    """``replace_node`` + the replacement takes the target's friendly name and rt_info.
+
+    Returns False and changes nothing (OpenVINO's rule) when the replacement's first input is
+    a Parameter and the target feeds a Result: folding ``Parameter -> A -> B -> Result`` into
+    ``Parameter -> C -> Result`` is refused. A callback must then return False (a callback
+    returning True after a refusal is reported by per-pass validation), or use
+    :func:`replace_node_keep_names`, which always succeeds.
+    """
     if (replacement.get_input_size() and isinstance(replacement.input_value(0).node, Parameter)
             and any(isinstance(c.node, Result) for o in target.outputs() for c in o.consumers())):
         return False

@@ -7,6 +7,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import InputError, NetpassError
 from .boundary import Parameter, Result
+from .changes import ChangeLog, tracking
 from .node import Node, Output, _Topology, as_output, topology_changed
 from .shape import PartialShape
 
@@ -201,8 +202,19 @@ class Model:
         return any(not o.partial_shape.is_static for n in self.get_ordered_ops() for o in n.outputs())
 
     def validate_nodes_and_infer_types(self) -> None:
+        """Re-infer every node, producers first. Every node ends consistent with its inputs,
+        so an active change log counts one edit and has nothing left to re-check."""
         for node in self.get_ordered_ops():
-            node.validate_and_infer_types()
+            node._infer()
+        log = tracking.log
+        if log is not None:
+            log.edited()
+
+    def track_changes(self) -> ChangeLog:
+        """A new :class:`~netpass.core.changes.ChangeLog`: ``with model.track_changes() as
+        log:`` records what the block changes (in any graph: nodes do not know their model;
+        the Manager checks what a pass changed this way)."""
+        return ChangeLog()
 
     # -- copies and shapes --------------------------------------------------------------
     def clone(self) -> "Model":

@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Iterable, Sequence
 import numpy as np
 
 from ..errors import NetpassError, ShapeInferenceError
+from .changes import port_states, tracking
 from .dimension import Dimension
 from .shape import PartialShape, ShapeLike, as_partial_shape
 from .types import Type, dynamic
@@ -47,6 +48,9 @@ class _Topology:
 
 def topology_changed() -> None:
     _Topology.version += 1
+    log = tracking.log
+    if log is not None:
+        log.edits += 1
     if _Topology.caches:
         for r in _Topology.caches:
             m = r()
@@ -178,7 +182,7 @@ class Output:
         table = port.cons
         if table:
             rtable = rnode._outs[rindex].cons
-            moved = False
+            moved = []
             for key, ref in list(table.items()):
                 consumer = ref()
                 if consumer is rnode:
@@ -188,9 +192,12 @@ class Output:
                     continue
                 consumer._inputs[key[1]] = replacement
                 rtable[key] = ref
-                moved = True
+                moved.append(consumer)
             if moved:
                 topology_changed()
+                log = tracking.log
+                if log is not None:
+                    log.rewired(moved, self, replacement)
         names = port.names
         if names:
             replacement.names.update(names)
@@ -296,6 +303,9 @@ class Input:
         node._inputs[i] = new_source
         new_source.node._outs[new_source.index].cons[(id(node), i)] = weakref.ref(node)
         topology_changed()
+        log = tracking.log
+        if log is not None:
+            log.rewired((node,), old, new_source)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Input) and other.node is self.node and other.index == self.index
@@ -365,7 +375,7 @@ class Node:
                 value = list(value)
             setattr(self, key, value)
         self.set_arguments(inputs)
-        self.validate_and_infer_types()
+        self._infer()  # a new node: inferring it changes no graph
 
     # -- identity -----------------------------------------------------------------------
     @property
@@ -382,6 +392,9 @@ class Node:
     @friendly_name.setter
     def friendly_name(self, value: str) -> None:
         self._friendly = value
+        log = tracking.log
+        if log is not None:
+            log.edited()
 
     def get_name(self) -> str:
         return self.name
@@ -390,7 +403,7 @@ class Node:
         return self.friendly_name
 
     def set_friendly_name(self, value: str) -> None:
-        self._friendly = value
+        self.friendly_name = value
 
     def get_type_name(self) -> str:
         return self.type_name
@@ -424,6 +437,9 @@ class Node:
             out.node._outs[out.index].cons[(me, i)] = ref
         if rewired:
             topology_changed()
+            log = tracking.log
+            if log is not None:
+                log.touched(self)
 
     def set_argument(self, index: int, value: "Output | Node") -> None:
         Input(self, index).replace_source_output(value)
@@ -518,6 +534,9 @@ class Node:
         if key not in self.ATTRS:
             raise KeyError(f"{self.type_name} has no attribute '{key}'")
         setattr(self, key, value)
+        log = tracking.log
+        if log is not None:
+            log.touched(self)
 
     def clone_with_new_inputs(self, inputs: Sequence["Output | Node"]) -> "Node":
         return type(self)(inputs, **self.get_attributes())
@@ -535,6 +554,18 @@ class Node:
         """Hook: set partial values of outputs that are not fully known (e.g. ShapeOf)."""
 
     def validate_and_infer_types(self) -> None:
+        """Re-run shape and type inference (after an in-place change); an active change log
+        records that this node's consumers may now be stale."""
+        log = tracking.log
+        if log is None:
+            self._infer()
+            return
+        before = port_states(self)
+        self._infer()
+        log.reinferred(self, before)
+
+    def _infer(self) -> None:
+        """Shape and type inference, then the known values of small outputs."""
         try:
             self.infer_types()
         except ShapeInferenceError as e:

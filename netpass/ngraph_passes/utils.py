@@ -1,12 +1,11 @@
 """Small helpers shared by the transformations: op classes by name, constants, orders."""
 from __future__ import annotations
 
-import contextlib
-import gc
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from ..core.gc_pause import gc_paused  # noqa: F401 (the pipeline imports it from here)
 from ..core.node import OP_TYPES, Node, Output
 from ..core.types import Type
 
@@ -105,40 +104,3 @@ def nested_manager(config: Any = None, name: str = "Manager") -> Any:
     manager = Manager(config, name=name)
     manager.set_per_pass_validation(False)
     return manager
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic collector around a whole-model rewrite: each collection rescans the
-    (large, garbage-free) graph, which makes rewrites of big models super-linear; the graph
-    holds no reference cycles (consumers are weak), so refcounting frees what a pass drops.
-
-    On resuming, the objects the rewrite left (the new graph nodes: long-lived, and no
-    garbage) go straight to the oldest generation, as :func:`promote_to_old_generation` says."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            promote_to_old_generation()
-            gc.enable()
-
-
-# Young objects above which a resumed collector would spend noticeable time rescanning them.
-PROMOTE_ABOVE = 100_000
-
-
-def promote_to_old_generation() -> None:
-    """Move every object the collector tracks into its oldest generation without scanning.
-
-    After a pause over a large model, the young generation holds everything allocated meanwhile
-    (the rewritten graph's new nodes); the first allocation after resuming would scan all of
-    it, and a later collection scan it again, only to find no garbage. ``gc.freeze()`` +
-    ``gc.unfreeze()`` moves all tracked objects to the oldest generation in constant time
-    instead (they are then looked at by full collections only). Done only when the young
-    generation is that large, and not when the program froze objects itself (unfreezing would
-    release them)."""
-    if gc.get_count()[0] > PROMOTE_ABOVE and gc.get_freeze_count() == 0:
-        gc.freeze()
-        gc.unfreeze()

@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
-from ..errors import NetpassError
+from ..errors import NetpassError, PassError
 from .pass_config import PassConfig
 
 if TYPE_CHECKING:
@@ -20,6 +20,10 @@ class PassBase:
 
     # Skip this pass on models with dynamic shapes (OpenVINO's REQUIRE_STATIC_SHAPE).
     requires_static_shape: ClassVar[bool] = False
+    # True for a pass that changes the model's inputs or outputs on purpose (their names,
+    # element types, shapes or number: removing an input Convert, making a model stateful).
+    # Per-pass validation otherwise raises PassValidationError when they change.
+    changes_model_io: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self._name: str | None = None
@@ -55,7 +59,8 @@ class PassBase:
 
 def _guard(run: Callable) -> Callable:
     """Refuse re-entering the same ``run_on_model`` on the same pass (a pass that ends up
-    registering itself in its own nested Manager would otherwise recurse forever)."""
+    registering itself in its own nested Manager would otherwise recurse forever), and raise
+    any exception from inside as a :class:`PassError` naming the pass."""
 
     @functools.wraps(run)
     def run_on_model(self: "ModelPass", model: "Model") -> bool:
@@ -67,6 +72,10 @@ def _guard(run: Callable) -> Callable:
         running.add(run)
         try:
             return run(self, model)
+        except PassError:
+            raise  # a nested pass already named itself
+        except Exception as e:
+            raise PassError(self.name, None, e) from e
         finally:
             running.discard(run)
 

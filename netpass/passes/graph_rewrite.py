@@ -23,8 +23,11 @@ import gc
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..core.changes import tracking
+from ..core.gc_pause import promote_to_old_generation
 from ..core.model import topological_sort
 from ..core.node import Node, Output, _Topology
+from ..errors import PassError, PassValidationError, describe_node
 from ..pattern.matcher import Matcher
 from .base import ModelPass, PassBase
 from .pass_config import PassConfig
@@ -85,16 +88,39 @@ class MatcherPass(PassBase):
         m = self.matcher
         if m is None:
             raise TypeError(f"{self.name}: no matcher registered")
-        if self._root_index >= len(node._outs) or not m.match(Output(node, self._root_index)):
-            return False
+        log = tracking.log
+        edits = log.edits if log is not None else 0
         try:
-            return bool(self.callback(m))  # type: ignore[misc]
+            if self._root_index >= len(node._outs) or not m.match(Output(node, self._root_index)):
+                return False
+            applied = bool(self.callback(m))  # type: ignore[misc]
+        except PassError:
+            raise
+        except Exception as e:
+            raise PassError(self.name, node, e) from e
         finally:
             m.clear_state()
+        if applied and log is not None:
+            reported_change(self, node, log, edits)
+        return applied
 
     def run_on_model(self, model: "Model") -> bool:
         """Run this matcher alone over ``model`` (as a Manager does: in a GraphRewrite)."""
         return wrap_matcher_pass(self).run_on_model(model)
+
+
+def reported_change(mp: MatcherPass, node: Node, log: Any, edits_before: int) -> None:
+    """A callback returned True: check that it changed something (``log`` recorded an edit
+    since ``edits_before``), and note a declared change of the model's inputs or outputs."""
+    if log.edits == edits_before:
+        raise PassValidationError(
+            mp.name, node=node,
+            message=f"pass '{mp.name}': its callback returned True on {describe_node(node)} "
+                    "but changed nothing in the graph (return True only after a change; "
+                    "replace_node_update_name and replace_output_update_name return False "
+                    "when they refuse)")
+    if mp.changes_model_io and log.io_changed_by is None:
+        log.io_changed_by = mp.name
 
 
 def wrap_matcher_pass(mp: MatcherPass) -> "GraphRewrite":
@@ -165,7 +191,9 @@ class GraphRewrite(ModelPass):
             return False
         # The IR holds no reference cycles (consumers are weak), so nodes a rewrite drops are
         # freed by reference counting; pausing the cyclic collector saves it from scanning the
-        # whole graph again and again while callbacks allocate.
+        # whole graph again and again while callbacks allocate. The nodes the rewrite made go
+        # to the collector's oldest generation on resuming, or the first allocation after the
+        # pass (in whatever code comes next) would pay for scanning them all.
         paused = gc.isenabled()
         if paused:
             gc.disable()
@@ -173,6 +201,7 @@ class GraphRewrite(ModelPass):
             return self._traverse(model, active)
         finally:
             if paused:
+                promote_to_old_generation()
                 gc.enable()
 
     def _traverse(self, model: "Model", active: list[MatcherPass]) -> bool:
@@ -212,60 +241,78 @@ class GraphRewrite(ModelPass):
             mp._new_nodes.clear()
         popleft, pushleft = queue.popleft, queue.appendleft
         in_graph = _InGraph(model)
+        # With a change log recording (per-pass validation), a callback returning True must
+        # have changed something.
+        log = tracking.log
+        edits = 0
         changed = False
-        while queue:
-            node = popleft()()
-            if node is None:
-                continue
-            cands = get(node.__class__)
-            if cands is None:
-                cands = candidates(node.__class__)
-            if not cands:
-                continue
-            outs = node._outs
-            n_out = len(outs)
-            out0 = None  # one view of output 0 serves every candidate
-            for mp, m, idx, new, fast in cands:
-                if idx:
-                    if idx >= n_out:
-                        continue
-                    out = Output(node, idx)
-                elif out0 is not None:
-                    out = out0
-                elif n_out:
-                    out = out0 = Output(node, 0)
-                else:
+        mp = m = node = None
+        try:
+            while queue:
+                node = popleft()()
+                if node is None:
                     continue
-                # The compiled match (Matcher.match's fast path, inlined: this runs for
-                # every candidate node); None sends the generic matcher.
-                found = fast(m, out) if fast else None
-                if found:
-                    m.match_value = out
-                    m.match_root = node
-                elif found is None:
-                    if not m.match(out):
-                        continue
-                else:
-                    if m.pattern_value_map:
-                        m.pattern_value_map.clear()
-                    if m._symbols:
-                        m._symbols.clear()
+                mp = None
+                cands = get(node.__class__)
+                if cands is None:
+                    cands = candidates(node.__class__)
+                if not cands:
                     continue
-                if not in_graph(node):
-                    # Left the graph but kept alive elsewhere: no matcher applies to it.
+                outs = node._outs
+                n_out = len(outs)
+                out0 = None  # one view of output 0 serves every candidate
+                for mp, m, idx, new, fast in cands:
+                    if idx:
+                        if idx >= n_out:
+                            continue
+                        out = Output(node, idx)
+                    elif out0 is not None:
+                        out = out0
+                    elif n_out:
+                        out = out0 = Output(node, 0)
+                    else:
+                        continue
+                    # The compiled match (Matcher.match's fast path, inlined: this runs for
+                    # every candidate node); None sends the generic matcher.
+                    found = fast(m, out) if fast else None
+                    if found:
+                        m.match_value = out
+                        m.match_root = node
+                    elif found is None:
+                        if not m._match_at(out):
+                            continue
+                    else:
+                        if m.pattern_value_map:
+                            m.pattern_value_map.clear()
+                        if m._symbols:
+                            m._symbols.clear()
+                        continue
+                    if not in_graph(node):
+                        # Left the graph but kept alive elsewhere: no matcher applies to it.
+                        m.clear_state()
+                        break
+                    if log is not None:
+                        edits = log.edits
+                    applied = mp.callback(m)
                     m.clear_state()
-                    break
-                applied = mp.callback(m)
-                m.clear_state()
-                if order is not None and _Topology.version != version:
-                    order = None
-                if new:
-                    for n in reversed(new):
-                        pushleft(ref(n))
-                    new.clear()
-                if applied:
-                    changed = True
-                    break
+                    if order is not None and _Topology.version != version:
+                        order = None
+                    if new:
+                        for n in reversed(new):
+                            pushleft(ref(n))
+                        new.clear()
+                    if applied:
+                        if log is not None:
+                            reported_change(mp, node, log, edits)
+                        changed = True
+                        break
+        except PassError:
+            raise
+        except Exception as e:  # inside a callback or a predicate: name that matcher pass
+            if mp is None:
+                raise PassError(self.name, node, e) from e
+            m.clear_state()
+            raise PassError(mp.name, node, e) from e
         return changed
 
 

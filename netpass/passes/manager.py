@@ -9,9 +9,13 @@ Environment (read at each ``run_passes``):
   Managers, so nested Managers' dumps interleave in run order. OpenVINO's
   ``OV_ENABLE_VISUALIZE_TRACING`` / ``OV_ENABLE_SERIALIZE_TRACING`` are accepted too
   (true/1/on: all passes into the current folder; otherwise a filter list).
-- ``NETPASS_PROFILE_PASS=1`` (or ``OV_ENABLE_PROFILE_PASS``): each pass's time and ``+``
-  (changed the model) / ``-`` on stderr; set to a file path, lines
-  ``t;<pass>;<manager>;<ns>;<0|1>`` and ``m;<manager>;<ns>;<0|1>`` are appended to it.
+- ``NETPASS_PROFILE_PASS=1`` (or ``OV_ENABLE_PROFILE_PASS``): each pass's time, ``+``
+  (changed the model) / ``-`` and the time its validation took, on stderr; set to a file path,
+  lines ``t;<pass>;<manager>;<ns>;<0|1>`` (the pass), ``v;<pass>;<manager>;<ns>`` (its
+  validation) and ``m;<manager>;<ns>;<0|1>`` are appended to it.
+
+Per-pass validation (:mod:`netpass.passes.validation`) checks what each pass changed, from the
+change log the graph's mutation primitives fill while the pass runs.
 """
 from __future__ import annotations
 
@@ -23,10 +27,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import PassValidationError
+from ..core.changes import ChangeLog, tracking
 from .base import ModelPass, PassBase
 from .graph_rewrite import MatcherPass, wrap_matcher_pass
 from .pass_config import PassConfig
+from .validation import Interface, check_interface, validate_changes, validate_model
 
 if TYPE_CHECKING:
     from ..core.model import Model
@@ -36,13 +41,6 @@ _FALSE = ("", "0", "false", "off", "no")
 
 # Process-wide dump counter (OpenVINO shares one across all managers as well).
 _dump_counter = itertools.count()
-
-
-def validate_model(model: "Model") -> None:
-    """Shape inference over the whole model, then the IR invariant check."""
-    from ..core.graph_util import lint
-    model.validate_nodes_and_infer_types()
-    lint(model)
 
 
 class Validate(ModelPass):
@@ -104,11 +102,17 @@ class _Profiler:
         if self.on and self.path is None:
             print(f"PassManager started: {manager_name}", file=sys.stderr)
 
-    def pass_done(self, name: str, seconds: float, changed: bool) -> None:
+    def pass_done(self, name: str, seconds: float, changed: bool,
+                  validation: float | None) -> None:
+        """One pass: its own time, and its validation's (None when not validated)."""
         if self.path is None:
-            print(f"{name} {seconds * 1e3:.3f}ms {'+' if changed else '-'}", file=sys.stderr)
-        else:
-            self.lines.append(f"t;{name};{self.manager};{int(seconds * 1e9)};{int(changed)}")
+            checked = "" if validation is None else f" (validation {validation * 1e3:.3f}ms)"
+            print(f"{name} {seconds * 1e3:.3f}ms {'+' if changed else '-'}{checked}",
+                  file=sys.stderr)
+            return
+        self.lines.append(f"t;{name};{self.manager};{int(seconds * 1e9)};{int(changed)}")
+        if validation is not None:
+            self.lines.append(f"v;{name};{self.manager};{int(validation * 1e9)}")
 
     def finish(self, seconds: float, changed: bool) -> None:
         if self.path is None:
@@ -126,6 +130,10 @@ class Manager:
     ``Manager(pass_config)`` shares a PassConfig (how a composite ModelPass makes its nested
     passes obey the outer disables and callbacks). Per-pass validation is on by default; like
     OpenVINO's, :meth:`set_per_pass_validation` affects passes registered after the call.
+    A validated pass runs with a change log; afterwards what it changed is re-inferred and
+    linted, and the model's inputs and outputs are compared with those before it (see
+    :mod:`netpass.passes.validation`); inside its matcher callbacks, one returning True without
+    changing anything is an error.
     """
 
     def __init__(self, pass_config: PassConfig | None = None, name: str = "Manager") -> None:
@@ -174,22 +182,45 @@ class Manager:
                 continue
             if p.requires_static_shape and model.is_dynamic():
                 continue
-            t0 = time.perf_counter()
             runner = wrap_matcher_pass(p) if isinstance(p, MatcherPass) else p
-            applied = bool(runner.run_on_model(model))
+            if validate:
+                applied, ran, checked = self._run_validated(p, runner, model)
+            else:
+                t0 = time.perf_counter()
+                applied = bool(runner.run_on_model(model))
+                ran, checked = time.perf_counter() - t0, None
+                log = tracking.log
+                if applied and p.changes_model_io and log is not None:
+                    log.io_changed_by = log.io_changed_by or p.name
             if profiler.on:
-                profiler.pass_done(p.name, time.perf_counter() - t0, applied)
-            if applied and validate:
-                try:
-                    validate_model(model)
-                except Exception as e:  # any failure here is the pass's fault
-                    raise PassValidationError(p.name, e) from e
+                profiler.pass_done(p.name, ran, applied, checked)
             if visualize is not None or serialize is not None:
                 self._trace(model, p.name, visualize, serialize)
             changed |= applied
         if profiler.on:
             profiler.finish(time.perf_counter() - start, changed)
         return changed
+
+    @staticmethod
+    def _run_validated(p: PassBase, runner: Any, model: "Model") -> tuple[bool, float, float]:
+        """Run ``runner`` (``p``, or the GraphRewrite holding it) with a change log, then
+        validate what it changed; returns (changed, pass seconds, validation seconds)."""
+        before = Interface.of(model)
+        log = ChangeLog().start()
+        try:
+            t0 = time.perf_counter()
+            applied = bool(runner.run_on_model(model))
+            t1 = time.perf_counter()
+            if applied and p.changes_model_io:
+                log.io_changed_by = log.io_changed_by or p.name
+            if applied or log:
+                validate_changes(p.name, model, log)
+            if log.io_changed_by is None:
+                check_interface(p.name, before, model)
+            log.settled()
+        finally:
+            log.stop()
+        return applied, t1 - t0, time.perf_counter() - t1
 
     @staticmethod
     def _trace(model: "Model", pass_name: str, visualize: Any, serialize: Any) -> None:

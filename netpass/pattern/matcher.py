@@ -17,6 +17,7 @@ import collections
 import logging
 import os
 import sys
+import weakref
 from typing import Any
 
 from ..core.node import Node, Output
@@ -132,7 +133,7 @@ class Matcher:
     # The results are plain slots, not properties: callbacks read them on every match.
     __slots__ = ("pattern", "name", "_explain", "_log", "pattern_value_map", "match_value",
                  "match_root", "_symbols", "_best", "last_failure", "failures", "_compiled",
-                 "__weakref__")
+                 "_missed", "__weakref__")
 
     def __init__(self, pattern: Any, name: str | None = None, explain: bool = False) -> None:
         self.pattern: Pattern = as_pattern(pattern)
@@ -151,15 +152,26 @@ class Matcher:
         # The pattern's generated match function (see compiled.py): built on the first match,
         # False when the pattern's shape has none or the matcher explains.
         self._compiled: Any = None
+        # The value the last failed ``match`` call met (node held weakly, and index), so that
+        # ``explain()`` can tell why even when the matcher was not explaining.
+        self._missed: tuple | None = None
 
     # -- matching -----------------------------------------------------------------------
     def match(self, value: "Output | Node") -> bool:
         """Match the pattern rooted at ``value``; True on success (state kept until the
-        next match or :meth:`clear_state`)."""
-        if self.match_value is not None:
-            self.clear_state()
+        next match or :meth:`clear_state`). After a failure :meth:`explain` tells why."""
         if type(value) is not Output:
             value = self._as_value(value)
+        if self._match_at(value):
+            self._missed = None
+            return True
+        self._missed = (weakref.ref(value.node), value.index)
+        return False
+
+    def _match_at(self, value: Output) -> bool:
+        """``match`` without remembering the value for ``explain`` (GraphRewrite's path)."""
+        if self.match_value is not None:
+            self.clear_state()
         fast = self._compiled
         if fast is None:
             fast = self._compile()
@@ -247,9 +259,29 @@ class Matcher:
     def explaining(self) -> bool:
         return self._explain
 
-    def explain(self) -> str:
-        """The last attempt's failure report as text ("" when it matched)."""
-        return "" if self.last_failure is None else str(self.last_failure)
+    def explain(self, value: "Output | Node | None" = None) -> str:
+        """Why the pattern does not match ``value``, or, without one, why the last ``match``
+        call failed: the report as text ("" when it matched). Works on any matcher: one that
+        was not explaining matches the value again, explaining, to write the report."""
+        if value is None:
+            if self._explain or self._missed is None:
+                return "" if self.last_failure is None else str(self.last_failure)
+            node = self._missed[0]()
+            if node is None:
+                return ""
+            value = Output(node, self._missed[1])
+        elif type(value) is not Output:
+            value = self._as_value(value)
+        report = self.why_not(value)
+        return "" if report is None else str(report)
+
+    def why_not(self, value: "Output | Node") -> MatchFailure | None:
+        """The :class:`MatchFailure` of matching ``value`` (None when it matches). Leaves this
+        matcher's state as it was (a separate explaining matcher does the work)."""
+        probe = Matcher(self.pattern, self.name, explain=True)
+        if probe.match(value):
+            return None
+        return probe.last_failure
 
     @property
     def pattern_map(self) -> dict:

@@ -7,6 +7,7 @@ import pytest
 
 from netpass import Model, copy_runtime_info, opset, replace_output_update_name
 from netpass.core.rt_info import FusedNames
+from netpass.errors import PassValidationError
 from netpass.ops import Multiply
 from netpass.passes import ModelPass
 from netpass.testing import (TransformationTest, check_accuracy, compare_models,
@@ -208,17 +209,24 @@ class TestKitInPytest(TransformationTest):
         self.model = _model(act=opset.sigmoid)
 
 
-def _kit(model: Model, pass_: ModelPass) -> TransformationTest:
+def _kit(model: Model, pass_: ModelPass, validate: bool = True) -> TransformationTest:
     t = TransformationTest()
     t.setup_method()
     t.model = model
+    t.manager.set_per_pass_validation(validate)
     t.manager.register_pass(pass_)
     return t
 
 
 def test_transformation_test_catches_lost_result_name():
-    t = _kit(_model(), LoseResultName())
+    t = _kit(_model(), LoseResultName(), validate=False)
     with pytest.raises(AssertionError, match=r"Result .* lost tensor names \['out'\]"):
+        t.run_and_compare()
+
+
+def test_per_pass_validation_catches_lost_result_name_first():
+    t = _kit(_model(), LoseResultName())
+    with pytest.raises(PassValidationError, match=r"'LoseResultName'.*model outputs \['out'\]"):
         t.run_and_compare()
 
 

@@ -13,6 +13,8 @@ _FLOAT_CONVERT = lambda o: o.element_type.is_real and o.node.get_input_element_t
 
 
 class RemoveInputConvert(MatcherPass):
+    changes_model_io = True  # the model input takes the Convert's element type
+
     def __init__(self) -> None:
         super().__init__()
         param = wrap_type(op_types("Parameter"))
@@ -31,6 +33,8 @@ class RemoveInputConvert(MatcherPass):
 
 
 class RemoveOutputConvert(MatcherPass):
+    changes_model_io = True  # the model output takes the Convert's element type
+
     def __init__(self) -> None:
         super().__init__()
         convert = wrap_type(op_types("Convert"), [any_input()], _FLOAT_CONVERT)

@@ -119,8 +119,8 @@ def test_profile_to_stderr(monkeypatch, capsys):
     monkeypatch.setenv("NETPASS_PROFILE_PASS", "1")
     manager().run_passes(model())
     err = capsys.readouterr().err
-    assert re.search(r"^ReluToTanh [\d.]+ms \+$", err, re.M)
-    assert re.search(r"^Noop [\d.]+ms -$", err, re.M)
+    assert re.search(r"^ReluToTanh [\d.]+ms \+ \(validation [\d.]+ms\)$", err, re.M)
+    assert re.search(r"^Noop [\d.]+ms - \(validation [\d.]+ms\)$", err, re.M)
     assert "PassManager finished: Manager" in err
 
 
@@ -130,8 +130,20 @@ def test_profile_to_file(tmp_path, monkeypatch):
     manager().run_passes(model())
     lines = path.read_text().splitlines()
     assert re.fullmatch(r"t;ReluToTanh;Manager;\d+;1", lines[0])
-    assert re.fullmatch(r"t;Noop;Manager;\d+;0", lines[1])
-    assert re.fullmatch(r"m;Manager;\d+;1", lines[2])
+    assert re.fullmatch(r"v;ReluToTanh;Manager;\d+", lines[1])
+    assert re.fullmatch(r"t;Noop;Manager;\d+;0", lines[2])
+    assert re.fullmatch(r"v;Noop;Manager;\d+", lines[3])
+    assert re.fullmatch(r"m;Manager;\d+;1", lines[4])
+
+
+def test_profile_without_validation_has_no_validation_time(monkeypatch, capsys):
+    monkeypatch.setenv("NETPASS_PROFILE_PASS", "1")
+    m = Manager()
+    m.set_per_pass_validation(False)
+    m.register_pass(ReluToTanh)
+    m.run_passes(model())
+    err = capsys.readouterr().err
+    assert re.search(r"^ReluToTanh [\d.]+ms \+$", err, re.M)
 
 
 def test_serialize_and_visualize_importable_from_passes():

@@ -1,0 +1,213 @@
+"""Change log: what a pass changed in a graph, recorded by the mutation primitives.
+
+While a :class:`ChangeLog` is active (``with model.track_changes() as log:``), the primitives
+that edit a graph report to it:
+
+- an input rebound to another value (``Output.replace``, ``Input.replace_source_output``):
+  the consumer is *stale* (must be re-inferred) unless the new value has the element type,
+  partial shape and known value the old one had, which is what a correct rewrite produces:
+  the consumer's inference cannot change then, so nothing needs re-checking;
+- ``Node.set_arguments`` on a wired node, ``Node.set_attribute``: the node is stale;
+- ``validate_and_infer_types()`` called on an existing node (a pass that changed it in place):
+  its consumers are stale if its outputs changed;
+- a friendly name set, a model's parameters, results or sinks changed: an *edit* only.
+
+Building a node records nothing: a new node is inferred from its inputs as they are, and it
+changes no graph until something is rewired to it. ``edits`` counts every report, so comparing
+it before and after a callback tells whether the callback changed anything. Values rewired in
+that have no inputs (Parameters, Constants) are kept too, for the check that a pass reads no
+Parameter the model does not have.
+
+Per-pass validation re-infers from the stale nodes only (:mod:`netpass.passes.validation`).
+The log holds nodes weakly: a node a rewrite drops is freed as usual and skipped later.
+Changes made in place without these primitives (an attribute assigned directly, rt_info,
+tensor names) are not seen; a pass doing so calls ``validate_and_infer_types()`` on the node
+it edited.
+
+Logs nest: a log started while another is active hands what it recorded to the outer one when
+it ends, unless ``settled()`` was called (its changes were validated and need no second look),
+in which case only the edit count moves up.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Iterable, Iterator
+
+if TYPE_CHECKING:
+    from .node import Node, Output, _Port
+
+
+class _Tracking:
+    """The active log (None: nothing records). One per process: graphs are not thread-safe."""
+
+    __slots__ = ("log",)
+
+    def __init__(self) -> None:
+        self.log: ChangeLog | None = None
+
+
+tracking = _Tracking()
+
+
+def _static(ps) -> "tuple | bool":
+    s = ps._static
+    return s if s is not None else ps._static_dims()
+
+
+def same_state(a: "_Port", b: "_Port") -> bool:
+    """Whether two outputs look the same to shape inference: element type, partial shape
+    (dynamic dims with the same symbol) and known value or partial value."""
+    if a.et is not b.et:
+        return False
+    pa, pb = a.ps, b.ps
+    if pa is not pb:
+        sa, sb = _static(pa), _static(pb)
+        if sa is False or sb is False:
+            da, db = pa._dims, pb._dims
+            if da is None or db is None:
+                if da is not db:
+                    return False
+            elif len(da) != len(db) or any(
+                    x is not y and (x.min != y.min or x.max != y.max or x.symbol is not y.symbol)
+                    for x, y in zip(da, db)):
+                return False
+        elif sa != sb:
+            return False
+    return a.val is b.val and a.pval == b.pval
+
+
+class ChangeLog:
+    """Stale nodes and rewired-in input values of a pass (held weakly), and a count of edits."""
+
+    __slots__ = ("_stale", "_stale_consumers", "_sources", "edits", "io_changed_by", "_outer",
+                 "_settled")
+
+    def __init__(self) -> None:
+        # id -> weak reference: nodes to re-infer; nodes whose consumers must be re-inferred;
+        # input-less nodes that something was rewired to.
+        self._stale: dict[int, weakref.ref] = {}
+        self._stale_consumers: dict[int, weakref.ref] = {}
+        self._sources: dict[int, weakref.ref] = {}
+        self.edits = 0
+        # The first pass declaring ``changes_model_io`` that changed something while this log
+        # recorded: the model's inputs and outputs may differ on purpose.
+        self.io_changed_by: str | None = None
+        self._outer: ChangeLog | None = None
+        self._settled = False
+
+    # -- recording (called by the primitives in node.py and model.py) --------------------
+    def rewired(self, consumers: "Iterable[Node]", old: "Output", new: "Output") -> None:
+        """``consumers`` read ``new`` where they read ``old``."""
+        self.edits += 1
+        rnode = new.node
+        if not rnode._inputs:
+            self._sources[id(rnode)] = weakref.ref(rnode)
+        onode = old.node
+        # The consumers were inferred from ``old`` as it is now, unless it was re-inferred in
+        # place during this pass with another result.
+        if (id(onode) not in self._stale_consumers
+                and same_state(onode._outs[old.index], rnode._outs[new.index])):
+            return
+        stale = self._stale
+        for c in consumers:
+            stale[id(c)] = weakref.ref(c)
+
+    def touched(self, node: "Node") -> None:
+        """An attribute or all the inputs of ``node`` changed: re-infer it."""
+        self.edits += 1
+        self._stale[id(node)] = weakref.ref(node)
+
+    def reinferred(self, node: "Node", before: list) -> None:
+        """``node`` was re-inferred in place; ``before`` holds its output ports' states from
+        before (see :func:`port_states`). Its consumers are stale if they differ."""
+        self.edits += 1
+        outs = node._outs
+        if len(before) == len(outs) and all(same_state(b, p) for b, p in zip(before, outs)):
+            return
+        self._stale_consumers[id(node)] = weakref.ref(node)
+
+    def edited(self) -> None:
+        """An edit with nothing to re-infer: a friendly name set, a model's parameters or
+        results changed."""
+        self.edits += 1
+
+    # -- reading -------------------------------------------------------------------------
+    def __bool__(self) -> bool:
+        return bool(self._stale or self._stale_consumers or self._sources)
+
+    def __len__(self) -> int:
+        return len(self._stale) + len(self._stale_consumers) + len(self._sources)
+
+    @staticmethod
+    def _live(table: dict) -> Iterator["Node"]:
+        for ref in table.values():
+            n = ref()
+            if n is not None:
+                yield n
+
+    def stale_nodes(self) -> Iterator["Node"]:
+        """Live nodes to re-infer, in the order first recorded."""
+        return self._live(self._stale)
+
+    def reinferred_nodes(self) -> Iterator["Node"]:
+        """Live nodes re-inferred in place with a changed result: their consumers are stale."""
+        return self._live(self._stale_consumers)
+
+    def sources(self) -> Iterator["Node"]:
+        """Live input-less nodes (Parameters, Constants) that an input was rewired to."""
+        return self._live(self._sources)
+
+    def settled(self) -> None:
+        """The recorded changes were validated: an outer log need not look at them again."""
+        self._settled = True
+
+    # -- activation ----------------------------------------------------------------------
+    def start(self) -> "ChangeLog":
+        """Make this the active log (the one active before becomes its outer log)."""
+        self._outer = tracking.log
+        tracking.log = self
+        return self
+
+    def stop(self) -> None:
+        """Restore the outer log and hand it what this one recorded."""
+        outer = self._outer
+        tracking.log = outer
+        self._outer = None
+        if outer is None:
+            return
+        outer.edits += self.edits
+        if outer.io_changed_by is None:
+            outer.io_changed_by = self.io_changed_by
+        if not self._settled:
+            outer._stale.update(self._stale)
+            outer._stale_consumers.update(self._stale_consumers)
+            outer._sources.update(self._sources)
+
+    def __enter__(self) -> "ChangeLog":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return (f"<ChangeLog: {len(self._stale)} stale, {len(self._stale_consumers)} "
+                f"re-inferred, {len(self._sources)} sources, {self.edits} edits>")
+
+
+def port_states(node: "Node") -> list:
+    """Copies of ``node``'s output ports' inference state, for :meth:`ChangeLog.reinferred`."""
+    from .node import _Port
+    states = []
+    for p in node._outs:
+        q = _Port.__new__(_Port)
+        q.et, q.ps, q.val, q.pval = p.et, p.ps, p.val, p.pval
+        states.append(q)
+    return states
+
+
+def active_log() -> ChangeLog | None:
+    """The log recording now, if any."""
+    return tracking.log
+
+
+__all__ = ["ChangeLog", "active_log", "port_states", "same_state", "tracking"]

@@ -1,0 +1,245 @@
+"""Per-pass validation: the contract a pass keeps, checked from what the pass changed.
+
+After a pass, a Manager with per-pass validation on checks, from the pass's
+:class:`~netpass.core.changes.ChangeLog`:
+
+1. **Inference**: the nodes the pass left stale are re-inferred (an input rewired to a value
+   of another element type, shape or known value, an attribute set, a node re-inferred in
+   place with another result), and from them every consumer whose inputs changed: a stale
+   shape the pass left is pushed down to the outputs, and a node that no longer fits its
+   inputs fails here. A rewrite that keeps the shapes where it rewires (most do) leaves
+   nothing to re-infer.
+2. **Invariants** of those nodes (``lint`` restricted to them): every input listed among its
+   producer's consumers and no stale consumer, a known element type; no Parameter the model
+   does not have among the values the pass rewired inputs to; the model's own input and output
+   lists.
+3. **Interface**: the model's inputs and outputs keep their names, element types and shapes
+   (the new shape must be compatible with the old one: refining ``?`` to 4 is fine, 4 to 3 is
+   not), unless the pass declares ``changes_model_io = True``.
+
+The cost is that of the nodes the pass touched, not of the model: a pass rewriting a few
+nodes of a large model is validated in microseconds. ``Validate`` (and ``netpass.core.lint``)
+still check the whole graph.
+"""
+from __future__ import annotations
+
+import collections
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+from ..core.boundary import Parameter, Result
+from ..core.changes import ChangeLog
+from ..core.model import parameter_name, result_name
+from ..core.node import Node
+from ..errors import LintError, PassValidationError, ShapeInferenceError
+
+if TYPE_CHECKING:
+    from ..core.model import Model
+
+# Re-inferences of one node in one validation beyond which inference is taken not to settle
+# (a cycle the pass created feeds a node its own output).
+MAX_REINFERENCES = 64
+
+
+class Port(NamedTuple):
+    """One model input or output as the interface check sees it."""
+
+    name: str | None
+    element_type: Any
+    partial_shape: Any
+
+
+class Interface(NamedTuple):
+    """A model's inputs and outputs: names, element types, partial shapes."""
+
+    inputs: tuple[Port, ...]
+    outputs: tuple[Port, ...]
+
+    @classmethod
+    def of(cls, model: "Model") -> "Interface":
+        ins = tuple(Port(parameter_name(p), p._outs[0].et, p._outs[0].ps)
+                    for p in model._parameters)
+        outs = []
+        for r in model._results:
+            src = r._inputs[0]
+            port = src.node._outs[src.index]
+            # An output named by nobody (no Result name, no tensor name) is called after its
+            # producer, which a rewrite replaces: that name is not the interface's.
+            name = result_name(r) if r._friendly is not None or port.names else None
+            outs.append(Port(name, port.et, port.ps))
+        return cls(ins, tuple(outs))
+
+    def differences(self, after: "Interface") -> list[str]:
+        """How ``after`` breaks this interface, in words (empty when it keeps it)."""
+        problems: list[str] = []
+        for kind, old, new in (("input", self.inputs, after.inputs),
+                               ("output", self.outputs, after.outputs)):
+            if len(old) != len(new) or any(
+                    a.name is not None and a.name != b.name for a, b in zip(old, new)):
+                problems.append(f"model {kind}s {[p.name for p in old]} became "
+                                f"{[p.name for p in new]}")
+                continue
+            for i, (a, b) in enumerate(zip(old, new)):
+                label = f"'{a.name}'" if a.name is not None else str(i)
+                if a.element_type is not b.element_type:
+                    problems.append(f"{kind} {label} element type {a.element_type} became "
+                                    f"{b.element_type}")
+                if not a.partial_shape.compatible(b.partial_shape):
+                    problems.append(f"{kind} {label} shape {a.partial_shape} became "
+                                    f"{b.partial_shape}")
+        return problems
+
+
+def check_interface(pass_name: str, before: Interface, model: "Model") -> None:
+    """Raise :class:`PassValidationError` when ``model``'s inputs or outputs differ from
+    ``before``."""
+    problems = before.differences(Interface.of(model))
+    if problems:
+        raise PassValidationError(
+            pass_name, message=f"pass '{pass_name}' changed the model's interface: "
+            + "; ".join(problems) + " (a pass that means to sets changes_model_io = True)")
+
+
+def validate_changes(pass_name: str, model: "Model", log: ChangeLog) -> int:
+    """Re-infer and lint what ``log`` recorded (checks 1 and 2 of the module doc); returns the
+    number of re-inferences. Raises :class:`PassValidationError` naming the pass and node."""
+    in_graph = _InModel(model)
+    seeds = [n for n in log.stale_nodes() if in_graph(n)]
+    for n in log.reinferred_nodes():
+        if in_graph(n):
+            seeds.extend(inp.node for inp in _consumers(n))
+    try:
+        checked = _reinfer(seeds)
+    except ShapeInferenceError as e:
+        raise PassValidationError(pass_name, e, e.node) from e
+    problems = _lint_nodes(model, checked, [n for n in log.sources() if in_graph(n)])
+    if problems:
+        e = LintError(problems)
+        raise PassValidationError(pass_name, e) from e
+    return len(checked)
+
+
+def _consumers(node: Node) -> list:
+    return [inp for i in range(len(node._outs)) for inp in node.output(i).consumers()]
+
+
+def _port_state(node: Node) -> list[tuple]:
+    return [(p.et, p.ps, p.val, p.pval) for p in node._outs]
+
+
+def _same_state(before: list[tuple], node: Node) -> bool:
+    outs = node._outs
+    if len(before) != len(outs):
+        return False
+    for (et, ps, val, pval), port in zip(before, outs):
+        if port.et is not et or not (port.ps is ps or port.ps == ps) or port.pval != pval:
+            return False
+        new = port.val
+        if new is not val and (new is None or val is None or new.shape != val.shape
+                               or new.dtype != val.dtype or not np.array_equal(new, val)):
+            return False
+    return True
+
+
+def _reinfer(seeds: list[Node]) -> list[Node]:
+    """Re-infer ``seeds``, then the consumers of every node whose outputs changed; returns the
+    nodes re-inferred (each once)."""
+    queue = collections.deque(seeds)
+    queued = {id(n) for n in seeds}
+    counts: dict[int, int] = {}
+    done: dict[int, Node] = {}
+    while queue:
+        node = queue.popleft()
+        key = id(node)
+        queued.discard(key)
+        count = counts[key] = counts.get(key, 0) + 1
+        if count > MAX_REINFERENCES:
+            raise ShapeInferenceError("shape inference does not settle (does the graph have a "
+                                      "cycle through this node?)", node)
+        before = _port_state(node)
+        node._infer()
+        done[key] = node
+        if _same_state(before, node):
+            continue
+        for inp in _consumers(node):
+            c = inp.node
+            if id(c) not in queued:
+                queued.add(id(c))
+                queue.append(c)
+    return list(done.values())
+
+
+class _InModel:
+    """Whether a recorded node is part of ``model``: it has live consumers, or it is one of
+    the model's Results, sinks or Parameters (a node a rewrite dropped has none of these)."""
+
+    def __init__(self, model: "Model") -> None:
+        self.roots = {id(n) for n in (*model._results, *model._sinks, *model._parameters)}
+
+    def __call__(self, node: Node) -> bool:
+        if id(node) in self.roots:
+            return True
+        for port in node._outs:
+            for r in port.cons.values():
+                if r() is not None:
+                    return True
+        return False
+
+
+def _lint_nodes(model: "Model", nodes: list[Node], sources: list[Node]) -> list[str]:
+    """``lint``'s per-node invariants on ``nodes``, the Parameters among ``sources`` (values
+    rewired in) and the model's input and output lists."""
+    problems: list[str] = []
+    params = {id(p) for p in model._parameters}
+    for p in sources:
+        if isinstance(p, Parameter) and id(p) not in params:
+            users = ", ".join(f"{i.node.type_name} '{i.node.friendly_name}'" for i in _consumers(p))
+            problems.append(f"Parameter '{p.friendly_name}' is not a model parameter but feeds "
+                            f"{users}")
+    for node in nodes:
+        for i, src in enumerate(node._inputs):
+            producer = src.node
+            outs = producer._outs
+            table = outs[src.index].cons if src.index < len(outs) else None
+            if table is None:
+                problems.append(f"{node.type_name} '{node.friendly_name}' input {i} reads missing "
+                                f"output {src.index} of '{producer.friendly_name}'")
+                continue
+            ref = table.get((id(node), i))
+            if ref is None or ref() is not node:
+                problems.append(f"{node.type_name} '{node.friendly_name}' input {i} is not listed "
+                                f"among the consumers of '{producer.friendly_name}'")
+        for k, port in enumerate(node._outs):
+            for (_, i), ref in port.cons.items():
+                c = ref()
+                if c is None:
+                    continue
+                src = c._inputs[i] if i < len(c._inputs) else None
+                if src is None or src.node is not node or src.index != k:
+                    problems.append(f"'{node.friendly_name}' lists a stale consumer "
+                                    f"'{c.friendly_name}':{i}")
+            if port.et.is_dynamic and not isinstance(node, Result):
+                problems.append(f"{node.type_name} '{node.friendly_name}' output {k} "
+                                "has no element type")
+    for r in model._results:
+        if not isinstance(r, Result):
+            problems.append(f"model result {r!r} is not a Result")
+    for p in model._parameters:
+        if not isinstance(p, Parameter):
+            problems.append(f"model parameter {p!r} is not a Parameter")
+    for kind, names in (("output", model.output_names), ("input", model.input_names)):
+        if len(set(names)) != len(names):
+            problems.append(f"model {kind} names are not unique: {names}")
+    return problems
+
+
+def validate_model(model: "Model") -> None:
+    """The whole-model check (the ``Validate`` pass): shape inference over every node, then
+    :func:`netpass.core.lint`."""
+    from ..core.graph_util import lint
+    model.validate_nodes_and_infer_types()
+    lint(model)
+
+
+__all__ = ["Interface", "Port", "check_interface", "validate_changes", "validate_model"]
