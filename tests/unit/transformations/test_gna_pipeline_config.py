@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from netpass import opset
+from netpass.errors import PassError
 from netpass.ngraph_passes import transpose_sinking as ts
 from netpass.ngraph_passes.common import ConvertDivide, SliceToStridedSlice
 from netpass.ngraph_passes.gna import (GNA_CALLBACKS, GnaTransformationsPipeline,
@@ -78,8 +79,9 @@ def test_config_unchanged_when_a_member_raises(pass_type):
     config = PassConfig()
     config.set_callback(_raising, pass_type)
     before = snapshot(config)
-    with pytest.raises(Boom):
+    with pytest.raises(PassError) as info:  # the pass that asked the callback, and its node
         _run(m, config)
+    assert isinstance(info.value.cause, Boom) and info.value.pass_name == pass_type.__name__
     assert snapshot(config) == before
     assert not config.is_disabled(SliceToStridedSlice) and not config.is_enabled(SliceToStridedSlice)
 
