@@ -38,9 +38,17 @@ def compile_model(model: Any, device: str = "AUTO", config: dict | None = None):
     return _compile(model, device=device, config=config)
 
 
+def __getattr__(name: str) -> Any:
+    """``netpass.AsyncInferQueue`` without importing the runtime (pyopencl) with netpass."""
+    if name == "AsyncInferQueue":
+        from .runtime.async_queue import AsyncInferQueue
+        return AsyncInferQueue
+    raise AttributeError(f"module 'netpass' has no attribute '{name}'")
+
+
 __all__ = [
     "Dimension", "PartialShape", "Symbol", "Type", "element", "Node", "Input", "Output", "Model",
-    "read_model", "save_model", "compile_model", "replace_node", "replace_output_update_name",
-    "replace_node_update_name", "replace_output_keep_names", "replace_node_keep_names",
-    "copy_runtime_info", "lint", "opset", "ops", "reference", "errors",
+    "read_model", "save_model", "compile_model", "AsyncInferQueue", "replace_node",
+    "replace_output_update_name", "replace_node_update_name", "replace_output_keep_names",
+    "replace_node_keep_names", "copy_runtime_info", "lint", "opset", "ops", "reference", "errors",
 ]

@@ -18,6 +18,7 @@ from .core.types import Type
 from .errors import NetpassError
 from .frontend import read_model
 from .reference import check_inputs
+from .runtime.async_queue import AsyncInferRequest
 
 TRANSFORMATIONS = ("GNA", "COMMON", "NONE")
 
@@ -95,16 +96,19 @@ class CompiledModel:
         return written
 
 
-class InferRequest:
-    """One inference context: pre-processing on the host, the device graph, post-processing."""
+class InferRequest(AsyncInferRequest):
+    """One inference context: pre-processing on the host, the device graph, post-processing.
+    ``infer(inputs)``, or ``start_async(inputs)`` then ``wait()`` and ``results``
+    (:mod:`netpass.runtime.async_queue`); requests of one compiled model run concurrently."""
 
     def __init__(self, compiled: CompiledModel) -> None:
         self.compiled = compiled
         self._runtime_request = compiled.runtime.create_infer_request() \
             if compiled.runtime is not None else None
         self._host = {"host_preprocess_s": 0.0, "host_postprocess_s": 0.0, "infers": 0}
+        self._init_async()
 
-    def infer(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    def _infer(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         from . import reference
         cm = self.compiled
         feeds = check_inputs(cm.original, inputs)

@@ -1,11 +1,13 @@
 """Compiled models and infer requests: the public face of the runtime."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+import threading
+from typing import Any, Hashable, Mapping
 
 import numpy as np
 
 from ..errors import InputError, NetpassError
+from .async_queue import AsyncInferRequest
 from .device import Engine, resolve_device_name, select_device
 from .invariants import debug_checks
 from .lru import LruCache
@@ -20,8 +22,16 @@ DEFAULT_IMPLS_CACHE_CAPACITY = 300
 
 class RuntimeCompiledModel:
     """A program on one device. ``inputs``/``outputs`` are the model's input and output
-    names; ``create_infer_request()`` makes an independent request (own memory and predictor,
-    shared kernels, implementations cache and constants)."""
+    names; ``create_infer_request()`` makes an independent request.
+
+    Requests share only what does not change once made, or what a lock guards: the program,
+    the built OpenCL programs (on the engine), the implementations cache (``Impl`` objects
+    are not changed after creation), the uploaded constants, descriptor ids, step plans (as
+    templates: :mod:`~netpass.runtime.step_plan`) and per-binding records (``sym_records``:
+    shapes, values, implementation). Everything a request changes is its own: memory, pool,
+    predictor, kernel objects and the arguments set on them, its command queue, counters.
+    So any number of requests run in any order, from any threads, each giving the outputs it
+    would give alone."""
 
     def __init__(self, program: Program, engine: Engine | None, config: Mapping[str, Any] | None = None,
                  model: Any = None) -> None:
@@ -30,12 +40,14 @@ class RuntimeCompiledModel:
         self.engine = engine
         self.model = model
         self.profiling = bool(cfg.get("PROFILING", False))
+        # guards what the requests share and change: the implementations cache, descriptor
+        # ids, constants, step plans, per-binding records and the symbolic checks
+        self.lock = threading.Lock()
         self.impl_cache = LruCache(int(cfg.get("IMPLS_CACHE_CAPACITY", DEFAULT_IMPLS_CACHE_CAPACITY)))
         self.predictor_options = cfg.get("MEM_PREALLOCATION_OPTIONS")
         self.weights_cache_capacity = self._weights_cache_capacity()
         self._constants: dict[int, Tensor] = {}
         self.desc_ids: dict = {}  # (kind, attrs, fused, dtypes) -> small int used in impl keys
-        self.kernel_objects: dict = {}  # (node index, launch slot, source) -> KernelHandle
         self.step_plans: dict = {}  # binding -> step_plan.StepPlan, or network.SEEN (met once)
         self.use_step_plans = bool(cfg.get("STEP_PLANS", True))
         self.debug_checks = debug_checks(cfg)
@@ -65,14 +77,44 @@ class RuntimeCompiledModel:
         return ShapePredictor(*opts, **limits)
 
     def constant_tensor(self, node: ProgramNode) -> Tensor:
-        """Constants are uploaded once per compiled model, on first use by a kernel."""
+        """Constants are uploaded once per compiled model, on first use by a kernel (a
+        blocking copy: every request's queue may read them at once)."""
         t = self._constants.get(node.index)
         if t is None:
-            arr = np.asarray(node.value, order="C")
-            alloc = self.engine.upload(arr)
-            t = Tensor(alloc, 0, tuple(arr.shape), arr.dtype)
-            self._constants[node.index] = t
+            with self.lock:
+                t = self._constants.get(node.index)
+                if t is None:
+                    arr = np.asarray(node.value, order="C")
+                    alloc = self.engine.upload(arr)
+                    t = Tensor(alloc, 0, tuple(arr.shape), arr.dtype)
+                    self._constants[node.index] = t
         return t
+
+    def desc_id(self, desc: Hashable) -> int:
+        """A small int standing for an implementation descriptor in impl keys."""
+        with self.lock:
+            return self.desc_ids.setdefault(desc, len(self.desc_ids))
+
+    def cached_impl(self, key: Hashable) -> Any:
+        with self.lock:
+            return self.impl_cache.get(key)
+
+    def cache_impl(self, key: Hashable, impl: Any) -> None:
+        with self.lock:
+            self.impl_cache.add(key, impl)
+
+    def store(self, table: dict, key: Hashable, value: Any, limit: int) -> None:
+        """``table[key] = value`` for a table the requests share (step plans, a node's
+        records), emptied first when it holds ``limit`` entries. Readers use ``dict.get``
+        without the lock: the values are not changed once stored."""
+        with self.lock:
+            if len(table) >= limit:
+                table.clear()
+            table[key] = value
+
+    def symbolic_check_passed(self, binding_key: tuple) -> None:
+        with self.lock:
+            self.symbolic_checked.add(binding_key)
 
     def create_infer_request(self) -> "InferRequest":
         return InferRequest(self)
@@ -107,13 +149,15 @@ def _check_feeds(program: Program, inputs: Mapping[str, Any]) -> dict[str, np.nd
     return feeds
 
 
-class InferRequest:
-    """``infer({name: array}) -> {output name: array}``; ``stats`` counts since creation."""
+class InferRequest(AsyncInferRequest):
+    """``infer({name: array}) -> {output name: array}``, or ``start_async`` then ``wait`` and
+    ``results`` (:mod:`~netpass.runtime.async_queue`); ``stats`` counts since creation."""
 
     def __init__(self, compiled: RuntimeCompiledModel) -> None:
         self.compiled = compiled
         self.network = Network(compiled) if compiled.engine is not None else None
         self._ref_stats = {k: 0 for k in STAT_KEYS}
+        self._init_async()
 
     def __del__(self) -> None:
         # the network's primitives and pool point back at it: without this its device
@@ -125,7 +169,7 @@ class InferRequest:
     def stats(self) -> dict[str, Any]:
         return self.network.stats if self.network is not None else self._ref_stats
 
-    def infer(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    def _infer(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         feeds = _check_feeds(self.compiled.program, inputs)
         if self.network is None:
             return self._infer_reference(feeds)

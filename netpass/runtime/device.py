@@ -1,5 +1,5 @@
-"""OpenCL devices and the engine that owns a context, an in-order queue, device allocations
-and the compiled-program cache.
+"""OpenCL devices and the engine that owns a context, device allocations and the
+compiled-program cache; each infer request makes its own in-order queue (``Engine.new_queue``).
 
 Device names: ``AUTO`` (best GPU, else the OpenCL CPU device), ``GPU`` (a GPU or a
 :class:`~netpass.errors.DeviceError`), ``CPU`` (the OpenCL CPU device, PoCL), ``REFERENCE``
@@ -9,6 +9,7 @@ caller names.
 from __future__ import annotations
 
 import os
+import threading
 import weakref
 from typing import Any
 
@@ -154,16 +155,22 @@ def _has_cp_async(device, context) -> bool:
 
 
 class Engine:
-    """Context + in-order queue on one device; tracks device memory and caches programs."""
+    """Context on one device; tracks device memory and caches built programs. Shared by every
+    compiled model on the device and used from any thread: the program cache and the memory
+    counter are guarded by a lock. ``queue`` (and ``launcher`` on it) is the engine's own
+    in-order queue, for uploads of what compiled models share (constants) and for tools;
+    infer requests run on queues of their own (``new_queue``)."""
 
     _engines: dict[tuple, "Engine"] = {}
+    _engines_lock = threading.Lock()
 
     @classmethod
     def get(cls, device, profiling: bool = False) -> "Engine":
         key = (device.int_ptr, profiling)
-        eng = cls._engines.get(key)
-        if eng is None:
-            eng = cls._engines[key] = cls(device, profiling)
+        with cls._engines_lock:
+            eng = cls._engines.get(key)
+            if eng is None:
+                eng = cls._engines[key] = cls(device, profiling)
         return eng
 
     def __init__(self, device, profiling: bool = False) -> None:
@@ -171,8 +178,8 @@ class Engine:
         self.cl = cl
         self.device = device
         self.context = cl.Context([device])
-        props = cl.command_queue_properties.PROFILING_ENABLE if profiling else 0
-        self.queue = cl.CommandQueue(self.context, device, properties=props)
+        self._queue_props = cl.command_queue_properties.PROFILING_ENABLE if profiling else 0
+        self.queue = self.new_queue()
         self.profiling = profiling
         self.is_gpu = _is_gpu(device)
         self.integrated = bool(device.host_unified_memory) and self.is_gpu
@@ -182,9 +189,14 @@ class Engine:
         self.fp16 = "cl_khr_fp16" in device.extensions
         self.cp_async = _has_cp_async(device, self.context)
         self.used_device_memory = 0
+        self._lock = threading.Lock()  # the program cache and the memory counter
         self._programs: dict[str, Any] = {}
         self._mf = cl.mem_flags
         self.launcher = make_launcher(self)
+
+    def new_queue(self):
+        """A new in-order command queue on the device (profiling when the engine profiles)."""
+        return self.cl.CommandQueue(self.context, self.device, properties=self._queue_props)
 
     # -- memory ---------------------------------------------------------------------------
     def allocate(self, nbytes: int, pooled: bool = False) -> Allocation:
@@ -195,17 +207,21 @@ class Engine:
         except self.cl.Error as e:
             raise DeviceError(f"allocating {size} bytes on {self.device.name.strip()} failed: {e}") from e
         alloc = Allocation(buf, size, pooled)
-        self.used_device_memory += size
+        with self._lock:
+            self.used_device_memory += size
         weakref.finalize(alloc, self._free, size)
         return alloc
 
     def _free(self, size: int) -> None:
-        self.used_device_memory -= size
+        with self._lock:
+            self.used_device_memory -= size
 
-    def upload(self, array, pooled: bool = False) -> Allocation:
+    def upload(self, array, pooled: bool = False, queue=None) -> Allocation:
+        """A new buffer holding ``array``, copied before returning (on ``queue``, else the
+        engine's own)."""
         alloc = self.allocate(array.nbytes, pooled)
         if array.nbytes:
-            self.cl.enqueue_copy(self.queue, alloc.buffer, array, is_blocking=True)
+            self.cl.enqueue_copy(queue or self.queue, alloc.buffer, array, is_blocking=True)
         return alloc
 
     # -- programs -------------------------------------------------------------------------
@@ -215,13 +231,16 @@ class Engine:
         hash Python has already cached."""
         prg = self._programs.get(source)
         if prg is None:
-            try:
-                prg = self.cl.Program(self.context, source).build(options=["-cl-mad-enable"])
-            except self.cl.Error as e:
-                raise DeviceError(f"OpenCL build failed on {self.device.name.strip()}: {e}") from e
-            self._programs[source] = prg
-            if stats is not None:
-                stats["kernel_builds"] = stats.get("kernel_builds", 0) + 1
+            with self._lock:  # (one build per source, whichever request asks first)
+                prg = self._programs.get(source)
+                if prg is None:
+                    try:
+                        prg = self.cl.Program(self.context, source).build(options=["-cl-mad-enable"])
+                    except self.cl.Error as e:
+                        raise DeviceError(f"OpenCL build failed on {self.device.name.strip()}: {e}") from e
+                    self._programs[source] = prg
+                    if stats is not None:
+                        stats["kernel_builds"] = stats.get("kernel_builds", 0) + 1
         return prg
 
     def describe(self) -> str:

@@ -1,8 +1,10 @@
 """Kernel launches: setting arguments and enqueueing, the runtime's innermost step.
 
 A kernel takes buffers, then one struct of int32s (``kernels.pack_scalars``). Kernel objects
-are shared by the infer requests of a compiled model; a :class:`KernelHandle` wraps one with
-the arguments last set on it, whoever set them, so that a launch sets only what changed.
+hold their arguments as state (``clSetKernelArg`` on one kernel from two threads is a race),
+so each infer request makes its own from the shared built programs; a :class:`KernelHandle`
+wraps one with the arguments last set on it, so that a launch sets only what changed. A
+launcher works on one command queue: the request's.
 
 Two launchers with the same interface:
 
@@ -71,10 +73,10 @@ class KernelHandle:
 
 
 class Launcher:
-    """pyopencl's calls on one queue."""
+    """pyopencl's calls on one queue (``queue``, else the engine's own)."""
 
-    def __init__(self, engine) -> None:
-        self.queue = engine.queue
+    def __init__(self, engine, queue=None) -> None:
+        self.queue = queue if queue is not None else engine.queue
         self._cl = engine.cl
         self._enqueue = engine.cl.enqueue_nd_range_kernel
 
@@ -138,8 +140,8 @@ class Launcher:
 class DirectLauncher(Launcher):
     """The OpenCL C calls through ctypes (module docstring)."""
 
-    def __init__(self, engine) -> None:
-        super().__init__(engine)
+    def __init__(self, engine, queue=None) -> None:
+        super().__init__(engine, queue)
         lib = _opencl_library()
         if lib is None:
             raise DeviceError("no OpenCL library found for direct launches")
@@ -151,7 +153,7 @@ class DirectLauncher(Launcher):
         self._write.restype = ctypes.c_int32
         self._read = lib.clEnqueueReadBuffer
         self._read.restype = ctypes.c_int32
-        self._queue = ctypes.c_void_p(engine.queue.int_ptr)
+        self._queue = ctypes.c_void_p(self.queue.int_ptr)
         self._mem_size = ctypes.c_size_t(ctypes.sizeof(ctypes.c_void_p))
 
     def _set_buffers(self, h: KernelHandle, buffers: list) -> None:
@@ -207,9 +209,10 @@ def c_work_sizes(gws: tuple, lws: tuple | None) -> tuple:
     return ctypes.c_uint32(n), g, loc
 
 
-def make_launcher(engine) -> Launcher:
-    """The direct launcher where it can run, else pyopencl's (module docstring)."""
+def make_launcher(engine, queue=None) -> Launcher:
+    """The direct launcher on ``queue`` (else the engine's own) where it can run, else
+    pyopencl's (module docstring)."""
     if engine.profiling or os.environ.get("NETPASS_DIRECT_LAUNCH", "1") == "0" \
             or _opencl_library() is None:
-        return Launcher(engine)
-    return DirectLauncher(engine)
+        return Launcher(engine, queue)
+    return DirectLauncher(engine, queue)

@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import NetpassError
 from . import impls as I
 from .invariants import check_read
-from .launcher import KernelHandle
+from .launcher import KernelHandle, make_launcher
 from .lru import LruCache
 from .memory import MemoryPool, Tensor, fake_aligned_shapes, oversized, reusable
 from .program import ALWAYS_OPTIMIZED, DYNAMIC_OUTPUT_KINDS, Program, ProgramNode
@@ -33,6 +33,7 @@ FLUSH_EVERY = 64  # (NVIDIA H200, GPT loop: every 16 costs 7% more host time tha
 SYMBOLIC_CHECKS = 2  # distinct input-shape bindings checked against full shape inference
 SYMBOLIC_RECORDS = 256  # per node: bindings whose shapes and implementation are kept
 GATHER_MAX_INDICES = 10 * 1024
+KERNEL_LISTS = 512  # per primitive: implementations whose kernel objects are kept
 SEEN = object()  # Network step plans: a binding met once, no plan built yet
 STAT_KEYS = ("allocations", "allocated_bytes", "reuses", "pool_hits", "reclaims",
              "impl_cache_hits", "impl_cache_misses", "kernel_builds", "weight_reorders",
@@ -65,6 +66,7 @@ class PrimitiveInst:
         self.values: dict[int, np.ndarray] = {}
         self.impl: I.Impl | None = None
         self.kernels: list = []  # launcher.KernelHandle per launch of the impl
+        self.kernels_of: dict = {}  # Impl -> this request's kernels for its launches
         self.shape_changed = self.impl_changed = self.skip = False
         self.can_be_optimized = False
         self.done_by_other = False
@@ -74,7 +76,9 @@ class PrimitiveInst:
         self.executed_once = False
         self.stamp = -1  # the infer (Network.epoch) that last produced the outputs
         self.pending_host: list[np.ndarray] | None = None
-        self.weights: LruCache | None = None
+        # FullyConnected with constant weights: this request's reordered weights by layout
+        self.weights: LruCache | None = LruCache(net.weights_cache_capacity) \
+            if node.kind == "FullyConnected" and node.inputs[1][0].kind == "Constant" else None
         self.weights_tensor: Tensor | None = None
         self.shape_fn = ShapeInfer(node)
         self.events: list = []
@@ -114,7 +118,6 @@ class PrimitiveInst:
             node.kind not in DYNAMIC_OUTPUT_KINDS and node.kind not in ("Parameter", "Constant", "Result")
         self.rec_key: tuple | None = None
         self.rec_impl: I.Impl | None = None
-        self.rec_kernels: list | None = None
         self.desc_key = (node.kind, repr(sorted(node.attrs.items(), key=lambda kv: kv[0])),
                          tuple(f.key() for f in node.fused), tuple(sorted(node.permuted_inputs.items())),
                          node.subgraph.key() if node.subgraph is not None else None)
@@ -264,8 +267,9 @@ class PrimitiveInst:
 
         What a node computes here is a function of its input shapes and the binding when
         every dep is substituted or constant: such nodes keep it, with their implementation,
-        in ``node.sym_records`` (shared by the compiled model's requests), so that a binding
-        seen before costs one lookup."""
+        in ``node.sym_records`` (shared by the compiled model's requests; the kernels that
+        run the implementation are each request's own), so that a binding seen before costs
+        one lookup."""
         node, net = self.node, self.net
         in_shapes = tuple([i.out_shapes[k] for i, k in self.src_insts])
         self.rec_key = self.rec_impl = None  # (a record's impl is only for this binding)
@@ -273,7 +277,7 @@ class PrimitiveInst:
             key = (net.binding_key, in_shapes)
             rec = node.sym_records.get(key)
             if rec is not None:
-                out, values, self.rec_impl, self.rec_kernels = rec
+                out, values, self.rec_impl = rec
                 self.shape_changed = out != self.out_shapes or in_shapes != self.in_shapes
                 self.in_shapes, self.out_shapes, self.values = in_shapes, out, values
                 if self.sym_feeds:
@@ -316,11 +320,8 @@ class PrimitiveInst:
 
     def _record(self, impl: I.Impl | None) -> None:
         """Keep this binding's shapes, values and implementation (see above)."""
-        records = self.node.sym_records
-        if len(records) >= SYMBOLIC_RECORDS:
-            records.clear()
-        records[self.rec_key] = (self.out_shapes, self.values, impl,
-                                 self.kernels if impl is not None else None)
+        self.net.compiled.store(self.node.sym_records, self.rec_key,
+                                (self.out_shapes, self.values, impl), SYMBOLIC_RECORDS)
         self.rec_key = None
 
     def _check_symbolic(self, b: dict) -> None:
@@ -507,21 +508,19 @@ class PrimitiveInst:
 
     def update_impl(self) -> None:
         node, net = self.node, self.net
-        if node.kind == "FullyConnected" and node.inputs[1][0].kind == "Constant" and self.weights is None:
-            self.weights = LruCache(net.weights_cache_capacity)
-        reorder = node.kind == "FullyConnected" and self.weights is not None
+        reorder = self.weights is not None
         impl = self.rec_impl
         if impl is not None:
             self.rec_impl = None
             net.stats["impl_cache_hits"] += 1
-            self._set_impl(impl, self.rec_kernels)
+            self._set_impl(impl)
             return
         vals = self.values
         if self.desc_id is None:
             extras = tuple((tuple(s.value.shape) if s.value is not None else None, s.out_dtypes[k].str)
                            for s, k in node.fused_inputs)  # fused constants' shapes set strides
             desc = (self.desc_key, tuple(s.out_dtypes[k].str for s, k in node.inputs), extras, reorder)
-            self.desc_id = net.compiled.desc_ids.setdefault(desc, len(net.compiled.desc_ids))
+            self.desc_id = net.compiled.desc_id(desc)
         key = (self.desc_id, self.in_shapes, tuple(self.out_shapes),
                tuple([(j, v.tobytes()) for j, v in vals.items()]) if vals else (),
                # computed side inputs of the epilogue broadcast by their own shapes
@@ -529,8 +528,7 @@ class PrimitiveInst:
                # strided views are read through their strides
                tuple([self.src_insts[j][0].outputs[self.src_insts[j][1]].strides
                       for j in self.strided_order]) if self.strided_order else ())
-        cache = net.compiled.impl_cache
-        impl = cache.get(key)
+        impl = net.compiled.cached_impl(key)
         if impl is not None:
             net.stats["impl_cache_hits"] += 1
         else:
@@ -544,27 +542,38 @@ class PrimitiveInst:
             else:
                 for ln in impl.launches:
                     net.engine.build(ln.source.text, net.stats)
-            cache.add(key, impl)
+            net.compiled.cache_impl(key, impl)
         self._set_impl(impl)
 
-    def _set_impl(self, impl: I.Impl, kernels: list | None = None) -> None:
-        """Make ``impl`` current, with its kernel objects (``kernels`` when a record has them)."""
+    def _set_impl(self, impl: I.Impl) -> None:
+        """Make ``impl`` current, with this request's kernel objects for it."""
         if impl is not self.impl:
             self.impl = impl
             self.impl_changed = True
-            self.kernels = kernels if kernels is not None else \
-                [self._kernel(slot, ln) for slot, ln in enumerate(impl.launches)]
+            self.kernels = self.kernels_for(impl)
+
+    def kernels_for(self, impl: I.Impl) -> list[KernelHandle]:
+        """This request's kernel objects for the launches of ``impl`` (made at first use,
+        then kept per implementation: a shape met again costs one lookup)."""
+        kernels = self.kernels_of.get(impl)
+        if kernels is None:
+            if len(self.kernels_of) >= KERNEL_LISTS:
+                self.kernels_of.clear()
+            kernels = self.kernels_of[impl] = [self._kernel(slot, ln)
+                                               for slot, ln in enumerate(impl.launches)]
+        return kernels
 
     def _kernel(self, slot: int, ln: I.Launch) -> KernelHandle:
-        """The kernel of this primitive's launch ``slot``. Kept by the compiled model, so that
-        infer requests share it; its handle knows the arguments last set on it, by any
-        request."""
-        objs = self.net.compiled.kernel_objects
+        """The kernel of this primitive's launch ``slot`` running ``ln``'s source. Each request
+        has its own (a kernel's arguments are state: ``clSetKernelArg`` on a kernel shared by
+        two threads is a race), made from the engine's built program; its handle knows the
+        arguments last set on it."""
+        net = self.net
+        objs = net.kernel_objects
         key = (self.node.index, slot, ln.source.text)
         h = objs.get(key)
         if h is None:
-            cl = self.net.engine.cl
-            kern = cl.Kernel(self.net.engine.build(ln.source.text, self.net.stats), ln.source.name)
+            kern = net.engine.cl.Kernel(net.engine.build(ln.source.text, net.stats), ln.source.name)
             h = objs[key] = KernelHandle(kern)
         return h
 
@@ -728,12 +737,12 @@ class PrimitiveInst:
             self.prepare()
             self.execute()
             return
-        out, self.values, impl, kernels = rec
+        out, self.values, impl = rec
         self.in_shapes = in_shapes
         net.stats["impl_cache_hits"] += 1
         new_impl = impl is not self.impl
         if new_impl:
-            self._set_impl(impl, kernels)
+            self._set_impl(impl)
             if self.weights is not None:
                 self.update_weights()
         if new_impl or out is not self.out_shapes or None in self.own:
@@ -769,8 +778,7 @@ class PrimitiveInst:
         changed = False
         for h, ln in zip(self.kernels, impl.launches):
             buffers, ints = ln.args(ins, outs, extras, bufs)
-            # set only what changed, whoever set it last: kernels are shared by the compiled
-            # model's requests
+            # set only what changed since this request's last launch of the kernel
             if buffers != h.bufs or ints != h.ints:
                 changed = launcher.set_args(h, buffers, ints) or changed
             ev = launcher.launch(h, ln)
@@ -851,14 +859,16 @@ class PrimitiveInst:
 
 
 class Network:
-    """One infer request's primitives, memory pool, predictor and counters."""
+    """One infer request's primitives, memory pool, predictor, kernel objects, command queue
+    and counters."""
 
     def __init__(self, compiled: "Any") -> None:
         self.compiled = compiled
         self.program: Program = compiled.program
         self.engine = compiled.engine
-        self.queue = self.engine.queue
-        self.launcher = self.engine.launcher
+        self.queue = self.engine.new_queue()
+        self.launcher = make_launcher(self.engine, self.queue)
+        self.kernel_objects: dict = {}  # (node index, launch slot, source) -> KernelHandle
         self.profiling = compiled.profiling
         self.stats: dict[str, Any] = {k: 0 for k in STAT_KEYS}
         self.stats["host_fallback_kinds"] = {}
@@ -953,7 +963,7 @@ class Network:
         if bufs is None or len(bufs) != len(impl.buffers):
             bufs = []
             for arr in impl.buffers:
-                alloc = self.engine.upload(arr)
+                alloc = self.engine.upload(arr, queue=self.queue)
                 self.count_alloc(alloc)
                 bufs.append(alloc)
             if len(self._impl_bufs) > 256:
@@ -1134,9 +1144,8 @@ class Network:
             if use_plans:
                 # a plan is built when a binding comes back (a decoder with past keys and
                 # values meets each length once: no plan is worth building for it)
-                if len(plans) >= SYMBOLIC_RECORDS:
-                    plans.clear()
-                plans[self.binding_key] = SEEN if plan is None else StepPlan.build(self, order)
+                self.compiled.store(plans, self.binding_key,
+                                    SEEN if plan is None else StepPlan.build(self, order), SYMBOLIC_RECORDS)
             for inst in order:  # (inputs' flags are set again by set_input)
                 inst.reset_flags()
         return self._finish()
@@ -1188,5 +1197,5 @@ class Network:
         if self.binding is not None:
             self.stats["symbolic_infers"] += 1
         elif self.check_binding is not None and self.compiled.symbolic_ok:
-            self.compiled.symbolic_checked.add(tuple(self.check_binding.values()))
+            self.compiled.symbolic_check_passed(tuple(self.check_binding.values()))
         return results

@@ -24,7 +24,9 @@ Entries:
 Every replayed primitive leaves the same state (shapes, values, implementation, buffers,
 flags) as the per-primitive path, so either path can follow the other at any step. A plan is
 built when its binding comes back (``Network._execute``) and shared by the compiled model's
-requests.
+requests as a template: nothing in it changes once built, and it holds nothing of the request
+that built it but offsets to compare with (kernel objects are each request's own:
+``PrimitiveInst.kernels_for``; reordered weights and buffers too).
 """
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ WEIGHTS, IMPL_BUFFER, CHECKED = -1, -2, -3
 class KernelEntry:
     """A primitive launching its recorded implementation."""
 
-    __slots__ = ("index", "in_shapes", "out", "values", "impl", "kernels", "launches", "need",
+    __slots__ = ("index", "in_shapes", "out", "values", "impl", "launches", "need",
                  "dtypes", "keys", "skippable", "weights", "single")
 
     def __init__(self, inst: "PrimitiveInst", valid: set) -> None:
@@ -56,7 +58,7 @@ class KernelEntry:
         net = inst.net
         self.index = node.index
         self.in_shapes, self.out, self.values = inst.in_shapes, inst.out_shapes, inst.values
-        self.impl, self.kernels = inst.impl, inst.kernels
+        self.impl = inst.impl
         n_out = node.num_outputs
         # what realloc_if_needed compares with the capacity, per output (fake-aligned for FC)
         self.need = tuple(inst._fc_alloc_shape(i) if inst.fc_related else I._size(s)
@@ -68,7 +70,7 @@ class KernelEntry:
         self.single = n_out == 1
         self.launches = []
         outs = inst.outputs
-        for h, ln in zip(inst.kernels, self.impl.launches):
+        for ln in self.impl.launches:
             nb, ints, refs = ln.template()
             buffers, ints = [None] * nb, ints.copy()
             slots = []
@@ -97,7 +99,7 @@ class KernelEntry:
             # the ints as they were (offsets are a function of the binding); a replay that
             # finds another offset rebuilds them
             cints = (ctypes.c_int32 * len(ints))(*ints) if ints else None
-            self.launches.append((h, ln, buffers, ints, cints, slots))
+            self.launches.append((ln, buffers, ints, cints, slots))
 
 
 class ViewEntry:
@@ -170,7 +172,7 @@ def _elide_views(entries: list, nodes: list) -> list:
     for e in entries:
         if type(e) is not KernelEntry:
             continue
-        for n, (h, ln, buffers, ints, cints, slots) in enumerate(e.launches):
+        for n, (ln, buffers, ints, cints, slots) in enumerate(e.launches):
             new = []
             for b, i, si, k, off in slots:
                 src = first = CHECKED - si if si <= CHECKED else si
@@ -182,7 +184,7 @@ def _elide_views(entries: list, nodes: list) -> list:
                     si = src if type(by_index.get(src)) in (KernelEntry, ViewEntry) \
                         or nodes[src].kind == "Parameter" else CHECKED - src
                 new.append((b, i, si, k, off))
-            e.launches[n] = (h, ln, buffers, ints, cints, new)
+            e.launches[n] = (ln, buffers, ints, cints, new)
     return [e for e in entries if e.index not in elided]
 
 
@@ -239,7 +241,7 @@ class StepPlan:
                 new_impl = impl is not inst.impl
                 if new_impl:  # (the per-primitive path's _set_impl, without its flag)
                     inst.impl = impl
-                    inst.kernels = e.kernels
+                    inst.kernels = inst.kernels_for(impl)
                     if e.weights:
                         inst.update_weights()
                 cur = inst.out_shapes
@@ -261,7 +263,7 @@ class StepPlan:
                         inst.realloc_if_needed()
                 changed = False
                 bufs = None
-                for h, ln, buffers, ints, cints, slots in e.launches:
+                for h, (ln, buffers, ints, cints, slots) in zip(inst.kernels, e.launches):
                     buffers = buffers.copy()
                     now = None  # the ints, when an offset differs from the recorded one
                     for b, i, si, k, off in slots:

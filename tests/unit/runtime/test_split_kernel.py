@@ -62,4 +62,4 @@ def test_split_runs_one_kernel_per_call(rng):
         out = req.infer({"x": xv})
         for j in range(3):
             np.testing.assert_array_equal(out[f"o{j}"], np.maximum(xv[..., 256 * j:256 * (j + 1)], 0) + j)
-    assert sum("void split(" in key[2] for key in cm.kernel_objects) == 1
+    assert sum("void split(" in key[2] for key in req.network.kernel_objects) == 1

@@ -149,8 +149,8 @@ def test_replay_rebuilds_ints_when_an_offset_differs(decoder, rng):
             req.infer(f)
     plan = cm.step_plans[(4,)]
     entry = next(e for e in plan.entries if type(e) is KernelEntry
-                 and any(i >= 0 for _, i, _, _, _ in e.launches[0][5]))
-    h, ln, buffers, ints, cints, slots = entry.launches[0]
+                 and any(i >= 0 for _, i, _, _, _ in e.launches[0][4]))
+    ints, slots = entry.launches[0][2], entry.launches[0][4]
     i = next(i for _, i, _, _, _ in slots if i >= 0)
     ints[i] += 1  # what the replay compares the live offset with
     out = cm.create_infer_request().infer(feeds[2])["logits"]

@@ -1,0 +1,234 @@
+"""Asynchronous inference, as OpenVINO's Python API has it: ``start_async`` / ``wait`` on an
+infer request, and :class:`AsyncInferQueue`, a pool of requests of one compiled model.
+
+Requests of one compiled model share nothing they change (``RuntimeCompiledModel``), so
+several run at once, each on a thread of its own (one worker per request, made at its first
+``start_async``) and an OpenCL command queue of its own. A request runs one inference at a
+time: ``infer`` or ``start_async`` on a busy request raises :class:`RequestBusyError`.
+Errors of an asynchronous inference (and of its callback) surface at ``wait`` as a
+:class:`~netpass.errors.NetpassError`.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable, Iterator, Mapping
+
+import numpy as np
+
+from ..errors import NetpassError
+
+
+class RequestBusyError(NetpassError):
+    """An infer request was asked to infer while an inference of it is running."""
+
+    hint = "wait() for the request first, or use one request per thread (AsyncInferQueue)"
+
+
+def _as_netpass_error(e: BaseException, what: str) -> NetpassError:
+    if isinstance(e, NetpassError):
+        return e
+    err = NetpassError(f"{what}: {type(e).__name__}: {e}")
+    err.__cause__ = e
+    return err
+
+
+class AsyncInferRequest:
+    """``infer``, ``start_async``, ``wait``, ``wait_for``, ``set_callback``, ``results`` and
+    ``get_output`` over a subclass's ``_infer(inputs) -> {name: array}``."""
+
+    def _init_async(self) -> None:
+        self._busy = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._future: Future | None = None
+        self._callback: Callable[[Any], None] | None = None
+        self._callback_userdata: Any = None
+        self._results: dict[str, np.ndarray] | None = None
+        self._running = False  # an asynchronous inference has started and not returned yet
+
+    def _infer(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:  # pragma: no cover
+        raise NotImplementedError
+
+    def infer(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Run one inference and return ``{output name: array}`` (also kept in ``results``)."""
+        if not self._busy.acquire(blocking=False):
+            raise RequestBusyError("the infer request is busy with an asynchronous inference")
+        try:
+            self._results = self._infer(inputs)
+            return self._results
+        finally:
+            self._busy.release()
+
+    def start_async(self, inputs: Mapping[str, Any], userdata: Any = None) -> None:
+        """Start an inference on ``inputs`` (copied: the caller may reuse its arrays at once)
+        and return; ``wait()`` for it. The callback set with ``set_callback`` runs when it
+        is done, on the request's worker thread, with ``userdata`` (else the callback's
+        own)."""
+        if not self._busy.acquire(blocking=False):
+            raise RequestBusyError("the infer request is busy with an asynchronous inference")
+        try:
+            feeds = {k: np.array(v) for k, v in inputs.items()}
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(1, thread_name_prefix="netpass-request")
+            self._running = True
+            self._future = self._executor.submit(self._job, feeds, userdata)
+        except BaseException:
+            self._running = False
+            self._busy.release()
+            raise
+
+    def _job(self, feeds: dict, userdata: Any) -> None:
+        try:
+            try:
+                self._results = self._infer(feeds)
+            finally:
+                self._running = False
+            callback = self._callback
+            if callback is not None:
+                try:
+                    callback(self._callback_userdata if userdata is None else userdata)
+                except Exception as e:
+                    raise _as_netpass_error(e, "the infer request's callback raised") from e
+        finally:
+            self._busy.release()
+
+    def wait(self) -> None:
+        """Block until the asynchronous inference (and its callback) is done; its error, if
+        any, is raised here as a NetpassError."""
+        future, self._future = self._future, None
+        if future is None:
+            return
+        e = future.exception()
+        if e is not None:
+            raise _as_netpass_error(e, "asynchronous inference failed") from e
+
+    def wait_for(self, timeout: float) -> bool:
+        """``wait()`` for at most ``timeout`` seconds; whether the inference is done."""
+        future = self._future
+        if future is None:
+            return True
+        try:
+            future.exception(timeout=timeout)
+        except TimeoutError:
+            return False
+        self.wait()
+        return True
+
+    def set_callback(self, callback: Callable[[Any], None] | None, userdata: Any = None) -> None:
+        """``callback(userdata)`` after each asynchronous inference (None: no callback)."""
+        self._callback, self._callback_userdata = callback, userdata
+
+    @property
+    def results(self) -> dict[str, np.ndarray]:
+        """The outputs of the last inference (in a callback: of the one that just ended)."""
+        if self._running:
+            raise RequestBusyError("the infer request is still running: wait() first")
+        if self._results is None:
+            raise NetpassError("the infer request has not run an inference yet")
+        return self._results
+
+    def get_output(self, key: str | int = 0) -> np.ndarray:
+        """One output of the last inference, by name or position."""
+        res = self.results
+        if isinstance(key, int):
+            names = list(res)
+            if not -len(names) <= key < len(names):
+                raise NetpassError(f"output index {key} out of range: the model has {len(names)} outputs")
+            key = names[key]
+        if key not in res:
+            raise NetpassError(f"no output named '{key}'; outputs are {list(res)}")
+        return res[key]
+
+
+def default_jobs() -> int:
+    """The pool size when none is given: the host's cores, at most 4."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+class AsyncInferQueue:
+    """A pool of ``jobs`` infer requests of ``compiled_model`` (OpenVINO's ``AsyncInferQueue``):
+    ``start_async(inputs, userdata)`` runs on the next idle request (blocking while all are
+    busy), ``set_callback(fn)`` calls ``fn(request, userdata)`` after each inference,
+    ``wait_all()`` waits for all and raises the first error among them."""
+
+    def __init__(self, compiled_model: Any, jobs: int = 0) -> None:
+        n = int(jobs) or default_jobs()
+        if n < 0:
+            raise NetpassError(f"AsyncInferQueue: jobs must be >= 0, got {jobs}")
+        self._requests = [compiled_model.create_infer_request() for _ in range(n)]
+        self._userdata: list[Any] = [None] * n
+        self._idle = list(range(n))
+        self._cond = threading.Condition()
+        self._errors: list[NetpassError] = []
+        self._callback: Callable[[Any, Any], None] | None = None
+        for i, req in enumerate(self._requests):
+            req.set_callback(self._make_callback(i))
+
+    def _make_callback(self, i: int) -> Callable[[Any], None]:
+        def call(userdata: Any) -> None:
+            if self._callback is not None:
+                self._callback(self._requests[i], userdata)
+        return call
+
+    def __len__(self) -> int:
+        return len(self._requests)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._requests)
+
+    def __getitem__(self, i: int) -> Any:
+        return self._requests[i]
+
+    @property
+    def userdata(self) -> list[Any]:
+        """The userdata of each request's last job."""
+        return list(self._userdata)
+
+    def set_callback(self, callback: Callable[[Any, Any], None] | None) -> None:
+        """``callback(request, userdata)`` after each job, on the request's worker thread."""
+        self._callback = callback
+
+    def is_ready(self) -> bool:
+        """Whether a request is idle (``start_async`` would not block)."""
+        with self._cond:
+            return bool(self._idle)
+
+    def get_idle_request_id(self) -> int:
+        """The id of an idle request, waiting for one."""
+        with self._cond:
+            self._cond.wait_for(lambda: bool(self._idle))
+            return self._idle[0]
+
+    def start_async(self, inputs: Mapping[str, Any], userdata: Any = None) -> None:
+        """Run ``inputs`` on the next idle request (waiting for one)."""
+        with self._cond:
+            self._cond.wait_for(lambda: bool(self._idle))
+            i = self._idle.pop(0)
+        self._userdata[i] = userdata
+        req = self._requests[i]
+        try:
+            req.start_async(inputs, userdata)
+        except BaseException:
+            self._release(i, None)
+            raise
+        req._future.add_done_callback(lambda f, i=i: self._release(i, f))
+
+    def _release(self, i: int, future: Future | None) -> None:
+        with self._cond:
+            if future is not None:
+                self._requests[i]._future = None  # (its outcome is the queue's to report)
+                e = future.exception()
+                if e is not None:
+                    self._errors.append(_as_netpass_error(e, f"job with userdata {self._userdata[i]!r} failed"))
+            self._idle.append(i)
+            self._cond.notify_all()
+
+    def wait_all(self) -> None:
+        """Wait until every job is done; the first error of the jobs since the last
+        ``wait_all`` is raised (as a NetpassError), the others are dropped."""
+        with self._cond:
+            self._cond.wait_for(lambda: len(self._idle) == len(self._requests))
+            errors, self._errors = self._errors, []
+        if errors:
+            raise errors[0]
