@@ -18,8 +18,8 @@ from .kernels import Stage, ctype, flit
 # -- elementwise expressions ---------------------------------------------------------------------
 _F_BINARY = {
     "Add": "({0} + {1})", "Subtract": "({0} - {1})", "Multiply": "({0} * {1})",
-    "Divide": "({0} / {1})", "Power": "pow({0}, {1})", "Maximum": "fmax({0}, {1})",
-    "Minimum": "fmin({0}, {1})", "SquaredDifference": "(({0} - {1}) * ({0} - {1}))",
+    "Divide": "({0} / {1})", "Power": "pow({0}, {1})", "Maximum": K.nan_max("{0}", "{1}"),
+    "Minimum": K.nan_min("{0}", "{1}"), "SquaredDifference": "(({0} - {1}) * ({0} - {1}))",
     # fmod keeps numpy's result for infinite divisors, where x - floor(x / y) * y is NaN
     "FloorMod": "((fmod({0}, {1}) != 0 && ((fmod({0}, {1}) < 0) != ({1} < 0))) ? "
                 "fmod({0}, {1}) + {1} : fmod({0}, {1}))", "Mod": "fmod({0}, {1})",
@@ -36,16 +36,19 @@ _COMPARE = {"Equal": "==", "NotEqual": "!=", "Less": "<", "Greater": ">", "LessE
             "GreaterEqual": ">="}
 _LOGICAL = {"LogicalAnd": "({0} && {1})", "LogicalOr": "({0} || {1})",
             "LogicalXor": "(({0} != 0) != ({1} != 0))", "LogicalNot": "(!{0})"}
+# NaN propagates wherever the reference (numpy) propagates it: OpenCL's fmax/fmin/sign drop it
 _F_UNARY = {
-    "Relu": "fmax({0}, 0.0f)", "Sigmoid": "(1.0f / (1.0f + exp(-{0})))", "Tanh": "tanh({0})",
+    "Relu": "(isnan({0}) ? {0} : fmax({0}, 0.0f))", "Sigmoid": "(1.0f / (1.0f + exp(-{0})))",
+    "Tanh": "tanh({0})",
     "Exp": "exp({0})", "Log": "log({0})", "Sqrt": "sqrt({0})", "Abs": "fabs({0})",
     "Negative": "(-{0})", "Erf": "erf({0})", "Floor": "floor({0})", "Ceiling": "ceil({0})",
-    "Sign": "sign({0})", "Sin": "sin({0})", "Cos": "cos({0})", "Tan": "tan({0})",
+    "Sign": "(isnan({0}) ? {0} : sign({0}))", "Sin": "sin({0})", "Cos": "cos({0})",
+    "Tan": "tan({0})",
     "Asin": "asin({0})", "Acos": "acos({0})", "Atan": "atan({0})", "Sinh": "sinh({0})",
     "Cosh": "cosh({0})", "Asinh": "asinh({0})", "Acosh": "acosh({0})", "Atanh": "atanh({0})",
     "SoftSign": "({0} / (1.0f + fabs({0})))",
     "HSwish": "({0} * fmin(fmax({0} + 3.0f, 0.0f), 6.0f) / 6.0f)",
-    "HSigmoid": "(fmin(fmax({0} + 3.0f, 0.0f), 6.0f) / 6.0f)",
+    "HSigmoid": f"({K.nan_clamp('{0} + 3.0f', '0.0f', '6.0f')} / 6.0f)",
     "SoftPlus": "({0} > 20.0f ? {0} : log1p(exp({0})))",
     "Mish": "({0} * tanh({0} > 20.0f ? {0} : log1p(exp({0}))))",
     "IsNaN": "isnan({0})",
@@ -64,13 +67,13 @@ def _float_unary(kind: str, attrs: dict, n_in: int) -> str | None:
     if kind == "Round":
         return "rint({0})" if attrs.get("mode", "half_to_even") == "half_to_even" else "round({0})"
     if kind == "Clamp":
-        return f"fmin(fmax({{0}}, {flit(attrs['min'])}), {flit(attrs['max'])})"
+        return K.nan_clamp("{0}", flit(attrs["min"]), flit(attrs["max"]))
     if kind == "Elu":
         return f"({{0}} > 0.0f ? {{0}} : {flit(attrs['alpha'])} * (exp({{0}}) - 1.0f))"
     if kind == "Swish":
         return "({0} / (1.0f + exp(-{0} * {1})))" if n_in == 2 else "({0} / (1.0f + exp(-{0})))"
     if kind == "HardSigmoid":
-        return "fmax(0.0f, fmin(1.0f, {1} * {0} + {2}))"
+        return K.nan_clamp("({1} * {0} + {2})", "0.0f", "1.0f")
     if kind == "Selu":
         return "({2} * ({0} > 0.0f ? {0} : {1} * (exp({0}) - 1.0f)))"
     if kind == "IsInf":

@@ -46,6 +46,23 @@ def flit(v: float) -> str:
     return f"{v!r}f"
 
 
+def nan_max(a: str, b: str) -> str:
+    """C expression of the IEEE maximum of float expressions ``a`` and ``b`` (scalars or
+    vectors), NaN when either is NaN, as numpy's and the reference's: OpenCL's ``fmax``
+    returns the other operand when one is NaN. The operands may be format placeholders."""
+    return f"((isnan({a}) || isnan({b})) ? ({a}) + ({b}) : fmax({a}, {b}))"
+
+
+def nan_min(a: str, b: str) -> str:
+    """The minimum counterpart of :func:`nan_max`."""
+    return f"((isnan({a}) || isnan({b})) ? ({a}) + ({b}) : fmin({a}, {b}))"
+
+
+def nan_clamp(v: str, lo: str, hi: str) -> str:
+    """``v`` clamped to [lo, hi] (constant bounds), NaN staying NaN."""
+    return f"(isnan({v}) ? ({v}) : fmin(fmax({v}, {lo}), {hi}))"
+
+
 def header(dtypes) -> str:
     lines = []
     if any(np.dtype(d) == np.float16 for d in dtypes):
@@ -284,7 +301,7 @@ def norm_prologue(norm: tuple | None, rows: int, threads: int, tid: str = "tid")
     if (lane == 0) {{
       for (int i = 1; i < {tpr}; ++i) {{ s += nsum[{tid} + i]; q += nsq[{tid} + i]; }}
       const float mean = s / (float)K;
-      const float var = fmax(q / (float)K - mean * mean, 0.0f);
+      const float var = {nan_max("q / (float)K - mean * mean", "0.0f")};
       nmu[r] = sh + mean;
       nrs[r] = {rs};
     }}
@@ -701,8 +718,8 @@ LS = 64
 _REDUCE = {  # kind -> (init, accumulate(acc, v), combine(a, b), finish(acc, R))
     "sum": ("0.0f", "{a} + {v}", "{a} + {b}", "{a}"),
     "mean": ("0.0f", "{a} + {v}", "{a} + {b}", "{a} / (float)R"),
-    "max": ("-INFINITY", "fmax({a}, {v})", "fmax({a}, {b})", "{a}"),
-    "min": ("INFINITY", "fmin({a}, {v})", "fmin({a}, {b})", "{a}"),
+    "max": ("-INFINITY", nan_max("{a}", "{v}"), nan_max("{a}", "{b}"), "{a}"),
+    "min": ("INFINITY", nan_min("{a}", "{v}"), nan_min("{a}", "{b}"), "{a}"),
     "prod": ("1.0f", "{a} * {v}", "{a} * {b}", "{a}"),
     "l1": ("0.0f", "{a} + fabs({v})", "{a} + {b}", "{a}"),
     "l2": ("0.0f", "{a} + {v} * {v}", "{a} + {b}", "sqrt({a})"),
@@ -771,7 +788,7 @@ void rowop(__global const {it}* X, int xoff, __global {ot}* Y, int yoff, int R, 
         final = "exp((float)x[j * inner] - m) / s" if kind == "softmax" else \
             "(float)x[j * inner] - m - log(s)"
         body = f"""  float m = -INFINITY;
-  for (int j = lid; j < R; j += LS) m = fmax(m, (float)x[j * inner]);
+  for (int j = lid; j < R; j += LS) {{ float v = (float)x[j * inner]; m = {nan_max("m", "v")}; }}
 {_local_reduce('m', mx[2])}
   float s = 0.0f;
   for (int j = lid; j < R; j += LS) s += exp((float)x[j * inner] - m);
@@ -862,10 +879,10 @@ void attention({', '.join(args)})
     red[lid] = sc;
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int s = LS / 2; s > 0; s >>= 1) {{
-      if (lid < s) red[lid] = fmax(red[lid], red[lid + s]);
+      if (lid < s) red[lid] = {nan_max("red[lid]", "red[lid + s]")};
       barrier(CLK_LOCAL_MEM_FENCE);
     }}
-    const float nm = fmax(mx, red[0]);
+    const float nm = {nan_max("mx", "red[0]")};
     barrier(CLK_LOCAL_MEM_FENCE);
     float pr = 0.0f, scale = 1.0f;
     if (nm != -INFINITY) {{  /* (nothing but -inf yet: keep the sums empty) */
@@ -903,7 +920,8 @@ void attention({', '.join(args)})
 
 
 RNN_LS = 128
-_RNN_ACT = {"sigmoid": "(1.0f / (1.0f + exp(-({0}))))", "tanh": "tanh({0})", "relu": "fmax({0}, 0.0f)"}
+_RNN_ACT = {"sigmoid": "(1.0f / (1.0f + exp(-({0}))))", "tanh": "tanh({0})",
+            "relu": "(isnan({0}) ? ({0}) : fmax({0}, 0.0f))"}
 
 
 @memoized
@@ -915,7 +933,7 @@ def recurrent(cell: str, hs: int, acts: tuple, clip: float, linear_before_reset:
     states [B, ND, HS], Y [B, ND, T, HS]); a cell is a sequence of length 1 without Y."""
     gates = {"lstm": 4, "gru": 3, "rnn": 1}[cell]
     act = [lambda v, a=a: _RNN_ACT[a].format(v) for a in acts]
-    cl = (lambda v: f"fmin(fmax({v}, {flit(-clip)}), {flit(clip)})") if clip > 0 else (lambda v: v)
+    cl = (lambda v: nan_clamp(v, flit(-clip), flit(clip))) if clip > 0 else (lambda v: v)
     two = cell == "lstm"
     args = ["__global const float* X", "int xoff", "__global const float* H0", "int h0off"]
     if two:
@@ -1128,7 +1146,7 @@ def pool(dtype, kind: str, exclude_pad: bool) -> Source:
     """Max / average 2-D pooling over strided tensors (NCHW or NHWC)."""
     t = ctype(dtype)
     init = "-INFINITY" if kind == "max" else "0.0f"
-    upd = "acc = fmax(acc, v);" if kind == "max" else "acc += v;"
+    upd = f"acc = {nan_max('acc', 'v')};" if kind == "max" else "acc += v;"
     fin = "acc" if kind == "max" else ("acc / (float)cnt" if exclude_pad else "acc / (float)full")
     text = header([dtype]) + f"""__kernel void pool(__global const {t}* X, int xoff, __global {t}* Y, int yoff, int n,
                    int C, int H, int Wd, int OH, int OW, int KH, int KW, int sh, int sw,
