@@ -357,13 +357,23 @@ class TransformationTest:
     """pytest base class for transformation tests (OpenVINO's ``TransformationTestsF``).
 
     A test method builds ``self.model`` (and optionally ``self.model_ref``; by default the
-    expected result is the unchanged model) and registers passes on ``self.manager``. At
-    teardown, or at an explicit ``self.run_and_compare()``, the passes run and the test fails
-    when names are duplicated, a Result's tensor names or producer friendly name were lost,
-    an op lacks ``fused_names_0`` (unless ``disable_rt_info_check()``), the model differs from
-    ``model_ref`` (``compare_models`` with ``self.compare_flags``), or, after
-    ``enable_accuracy_check()``, the outputs differ from the original model's.
+    expected result is the unchanged model) and registers passes on ``self.manager``. The
+    passes run at an explicit ``self.run_and_compare()``, or, when the test did not call it,
+    right after the test method returns (as part of the test: a failed check fails the test,
+    never its teardown; a test that raised, or left ``self.model`` None, runs nothing more).
+    The test fails when names are duplicated, a Result's tensor names or producer friendly name
+    were lost, an op lacks ``fused_names_0`` (unless ``disable_rt_info_check()``), the model
+    differs from ``model_ref`` (``compare_models`` with ``self.compare_flags``), or, after
+    ``enable_accuracy_check()``, the outputs differ from the original model's. The Manager
+    validates every pass (``netpass.passes.validation``), so a pass that breaks the model's
+    interface or reports a change it did not make fails with a ``PassValidationError``.
     """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name, fn in list(cls.__dict__.items()):
+            if name.startswith("test") and callable(fn) and not hasattr(fn, "_compares_after"):
+                setattr(cls, name, _compare_after(fn))
 
     model: Model | None
     model_ref: Model | None
@@ -381,7 +391,9 @@ class TransformationTest:
         self._accuracy_tol = (1e-3, 5e-4)
         self._done = False
 
-    def teardown_method(self, method: Any = None) -> None:
+    def finish(self) -> None:
+        """Run the check unless the test ran it or set no model (called after each test
+        method of a subclass; call it yourself when using the class outside pytest)."""
         if not self._done and self.model is not None:
             self.run_and_compare()
 
@@ -416,6 +428,21 @@ class TransformationTest:
             assert acc.valid, f"TransformationTest: accuracy check failed:\n{acc.message}"
         res = compare_models(model, self.model_ref, **self.compare_flags)
         assert res.valid, f"TransformationTest: model differs from model_ref: {res.message}"
+
+
+def _compare_after(test: Any) -> Any:
+    """``test`` followed by ``self.finish()`` when it returns normally (pytest still sees the
+    original signature, so fixtures and parametrization work)."""
+    import functools
+
+    @functools.wraps(test)
+    def run(self: TransformationTest, *args: Any, **kwargs: Any) -> Any:
+        result = test(self, *args, **kwargs)
+        self.finish()
+        return result
+
+    run._compares_after = True  # type: ignore[attr-defined]
+    return run
 
 
 def check_unique_names(model: Model) -> list[str]:

@@ -101,7 +101,7 @@ class MatchFailure:
         if r == _op.WRONG_TYPE:
             return f"wrong type: expected {_op._join_types(d)}, got {v.node.type_name}"
         if r == _op.PREDICATE:
-            return f"predicate {d} false"
+            return f"predicate {d}"
         if r == _op.INPUT_COUNT:
             return f"input count {d[1]} != {d[0]} (pattern expects {d[0]})"
         if r == _op.BOUND_OTHER:

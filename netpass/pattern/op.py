@@ -143,7 +143,7 @@ class WrapType(Pattern):
         pred = self._pred
         if pred is not None and not pred(out, m):
             if m._explain:
-                m._fail(self, out, PREDICATE, self.predicate.name)
+                m._fail(self, out, PREDICATE, self.predicate.failure(out, m))
             return False
         prev = m.pattern_value_map.setdefault(self, out)
         if prev is not out:
@@ -243,7 +243,7 @@ class Label(Pattern):
         pred = self._pred
         if pred is not None and not pred(out, m):
             if m._explain:
-                m._fail(self, out, PREDICATE, self.predicate.name)
+                m._fail(self, out, PREDICATE, self.predicate.failure(out, m))
             return False
         prev = m.pattern_value_map.setdefault(self, out)
         if prev is not out:

@@ -3,7 +3,9 @@
 A :class:`Predicate` wraps a function of ``(output, matcher)``; ``matcher`` is the running
 :class:`~netpass.pattern.matcher.Matcher` (None when a predicate is called on its own), which
 predicates that bind symbols (``shape_matches``) use to stay consistent within one match.
-Predicates combine with ``&`` and ``|`` and carry a name, which the why-no-match report shows.
+Predicates combine with ``&``, ``|`` and ``~`` and carry a name, which the why-no-match report
+shows; :meth:`Predicate.failure` says why one is false (which part of a combination, which
+dimension of a shape and what its symbols were bound to), computed only when a report asks.
 """
 from __future__ import annotations
 
@@ -16,44 +18,67 @@ from ..core.node import Output
 from ..core.types import Type
 
 PredicateFn = Callable[[Output, Any], bool]
+# Why a predicate is false for a value, in words (None: its name says it all).
+WhyFn = Callable[[Output, Any], "str | None"]
 
 
 class Predicate:
-    """A named test on a graph value; ``p(output)`` evaluates it outside a match."""
+    """A named test on a graph value; ``p(output)`` evaluates it outside a match.
 
-    __slots__ = ("fn", "name")
+    ``fn(output, matcher)`` decides; ``why(output, matcher)``, when given, says in words why the
+    predicate is false for ``output`` (used by :meth:`failure`, never on the matching path).
+    """
 
-    def __init__(self, fn: PredicateFn, name: str) -> None:
+    __slots__ = ("fn", "name", "why")
+
+    def __init__(self, fn: PredicateFn, name: str, why: WhyFn | None = None) -> None:
         self.fn = fn
         self.name = name
+        self.why = why
 
     def __call__(self, output: Output) -> bool:
         return bool(self.fn(output, None))
 
+    def failure(self, output: Output, matcher: Any = None) -> str:
+        """``"<name> false"``, and why where the predicate can say (read before the matcher
+        rolls its bindings back: ``shape_matches`` reports them)."""
+        detail = self.why(output, matcher) if self.why is not None else None
+        return f"{self.name} false" + (f": {detail}" if detail else "")
+
     def __and__(self, other: Any) -> "Predicate":
-        a, b = self.fn, as_predicate(other).fn
-        return Predicate(lambda o, m: a(o, m) and b(o, m), f"({self.name} & {as_predicate(other).name})")
+        left, right = self, as_predicate(other)
+        a, b = left.fn, right.fn
+
+        def why(o: Output, m: Any) -> str:
+            return (left if not a(o, m) else right).failure(o, m)
+        return Predicate(lambda o, m: a(o, m) and b(o, m), f"({left.name} & {right.name})", why)
 
     def __rand__(self, other: Any) -> "Predicate":
         return as_predicate(other) & self
 
     def __or__(self, other: Any) -> "Predicate":
-        a, b = self.fn, as_predicate(other).fn
-        return Predicate(lambda o, m: a(o, m) or b(o, m), f"({self.name} | {as_predicate(other).name})")
+        left, right = self, as_predicate(other)
+        a, b = left.fn, right.fn
+
+        def why(o: Output, m: Any) -> str:
+            return f"{left.failure(o, m)}; {right.failure(o, m)}"
+        return Predicate(lambda o, m: a(o, m) or b(o, m), f"({left.name} | {right.name})", why)
 
     def __ror__(self, other: Any) -> "Predicate":
         return as_predicate(other) | self
 
     def __invert__(self) -> "Predicate":
         a = self.fn
-        return Predicate(lambda o, m: not a(o, m), f"~{self.name}")
+        return Predicate(lambda o, m: not a(o, m), f"~{self.name}",
+                         lambda o, m: f"{self.name} is true")
 
     def __repr__(self) -> str:
         return f"<Predicate {self.name}>"
 
 
 def as_predicate(value: Any) -> Predicate:
-    """A Predicate from a Predicate or a plain callable ``fn(output) -> bool``."""
+    """A Predicate from a Predicate or a plain callable ``fn(output) -> bool`` (named after the
+    callable)."""
     if isinstance(value, Predicate):
         return value
     if callable(value):
@@ -71,22 +96,33 @@ def _live_consumers(out: Output) -> int:
     return n
 
 
+def _shape(o: Output) -> Any:
+    return o.node._outs[o.index].ps
+
+
 def consumers_count(n: int) -> Predicate:
-    """Exactly ``n`` consuming inputs."""
-    return Predicate(lambda o, m: _live_consumers(o) == n, f"consumers_count({n})")
+    """The value feeds exactly ``n`` inputs (OpenVINO's ``consumers_count``): a rewrite that
+    removes the matched node is safe only when nothing else reads it."""
+    return Predicate(lambda o, m: _live_consumers(o) == n, f"consumers_count({n})",
+                     lambda o, m: f"{_live_consumers(o)} consumers")
 
 
 def consumers_more_than(n: int) -> Predicate:
-    """More than ``n`` consuming inputs."""
-    return Predicate(lambda o, m: _live_consumers(o) > n, f"consumers_more_than({n})")
+    """The value feeds more than ``n`` inputs."""
+    return Predicate(lambda o, m: _live_consumers(o) > n, f"consumers_more_than({n})",
+                     lambda o, m: f"{_live_consumers(o)} consumers")
 
 
 def has_static_shape() -> Predicate:
-    return Predicate(lambda o, m: o.node._outs[o.index].ps.is_static, "has_static_shape()")
+    """Every dimension of the value is known (rank and sizes)."""
+    return Predicate(lambda o, m: o.node._outs[o.index].ps.is_static, "has_static_shape()",
+                     lambda o, m: f"shape {_shape(o)}")
 
 
 def has_static_rank() -> Predicate:
-    return Predicate(lambda o, m: o.node._outs[o.index].ps.rank_is_static, "has_static_rank()")
+    """The value's rank is known (its dimensions may be dynamic)."""
+    return Predicate(lambda o, m: o.node._outs[o.index].ps.rank_is_static, "has_static_rank()",
+                     lambda o, m: f"shape {_shape(o)}")
 
 
 def has_static_dim(index: int) -> Predicate:
@@ -99,45 +135,61 @@ def has_static_dim(index: int) -> Predicate:
         if not -len(dims) <= index < len(dims):
             return False
         return dims[index].is_static
-    return Predicate(fn, f"has_static_dim({index})")
+    return Predicate(fn, f"has_static_dim({index})", lambda o, m: f"shape {_shape(o)}")
 
 
 def has_static_dims(indices: Iterable[int]) -> Predicate:
+    """Every dimension in ``indices`` is static (see :func:`has_static_dim`)."""
     idx = list(indices)
     preds = [has_static_dim(i).fn for i in idx]
-    return Predicate(lambda o, m: all(p(o, m) for p in preds), f"has_static_dims({idx})")
+    return Predicate(lambda o, m: all(p(o, m) for p in preds), f"has_static_dims({idx})",
+                     lambda o, m: f"shape {_shape(o)}")
 
 
 def rank_equals(rank: int) -> Predicate:
+    """The value's rank is known and equals ``rank``."""
     def fn(o: Output, m: Any) -> bool:
         ps = o.node._outs[o.index].ps
         return ps.rank_is_static and len(ps.dims) == rank
-    return Predicate(fn, f"rank_equals({rank})")
+    return Predicate(fn, f"rank_equals({rank})", lambda o, m: f"shape {_shape(o)}")
 
 
 def rank_more_than(rank: int) -> Predicate:
+    """The value's rank is known and greater than ``rank``."""
     def fn(o: Output, m: Any) -> bool:
         ps = o.node._outs[o.index].ps
         return ps.rank_is_static and len(ps.dims) > rank
-    return Predicate(fn, f"rank_more_than({rank})")
+    return Predicate(fn, f"rank_more_than({rank})", lambda o, m: f"shape {_shape(o)}")
 
 
 def type_matches(element_type: Any) -> Predicate:
+    """The value's element type is ``element_type`` (a Type, a numpy dtype or a name such as
+    ``"f32"``)."""
     t = Type.of(element_type)
-    return Predicate(lambda o, m: o.node._outs[o.index].et is t, f"type_matches({t})")
+    return Predicate(lambda o, m: o.node._outs[o.index].et is t, f"type_matches({t})",
+                     lambda o, m: f"element type {o.node._outs[o.index].et}")
 
 
 def type_matches_any(element_types: Iterable[Any]) -> Predicate:
+    """The value's element type is one of ``element_types``."""
     ts = tuple(Type.of(t) for t in element_types)
     return Predicate(lambda o, m: o.node._outs[o.index].et in ts,
-                     f"type_matches_any({[str(t) for t in ts]})")
+                     f"type_matches_any({[str(t) for t in ts]})",
+                     lambda o, m: f"element type {o.node._outs[o.index].et}")
 
 
 def all_of(predicates: Iterable[Any]) -> Predicate:
+    """Every predicate holds (``p1 & p2 & ...``); a failure names the first that does not."""
     preds = [as_predicate(p) for p in predicates]
     fns = [p.fn for p in preds]
+
+    def why(o: Output, m: Any) -> str | None:
+        for p in preds:
+            if not p.fn(o, m):
+                return p.failure(o, m)
+        return None
     return Predicate(lambda o, m: all(f(o, m) for f in fns),
-                     "all_of(" + ", ".join(p.name for p in preds) + ")")
+                     "all_of(" + ", ".join(p.name for p in preds) + ")", why)
 
 
 def _attr_equal(actual: Any, expected: Any) -> bool:
@@ -148,7 +200,8 @@ def _attr_equal(actual: Any, expected: Any) -> bool:
 
 
 def attrs_match(attrs: Mapping[str, Any]) -> Predicate:
-    """The producing node's attributes equal the given ones (sequences compare elementwise)."""
+    """The producing node's attributes equal the given ones (sequences compare elementwise);
+    an attribute the op does not have fails."""
     items = list(attrs.items())
 
     def fn(o: Output, m: Any) -> bool:
@@ -157,7 +210,16 @@ def attrs_match(attrs: Mapping[str, Any]) -> Predicate:
             if k not in node.ATTRS or not _attr_equal(getattr(node, k), v):
                 return False
         return True
-    return Predicate(fn, f"attrs_match({dict(items)})")
+
+    def why(o: Output, m: Any) -> str | None:
+        node = o.node
+        for k, v in items:
+            if k not in node.ATTRS:
+                return f"{node.type_name} has no attribute {k}"
+            if not _attr_equal(getattr(node, k), v):
+                return f"{k} is {getattr(node, k)!r}"
+        return None
+    return Predicate(fn, f"attrs_match({dict(items)})", why)
 
 
 # -- shape_matches ---------------------------------------------------------------------------
@@ -196,31 +258,45 @@ def _dim_key(d: Dimension) -> Any:
     return d.symbol if d.symbol is not None else d
 
 
+def _binding_text(key: Any) -> str:
+    if isinstance(key, Dimension):
+        return f"{key} (no symbol)"
+    return str(key)
+
+
 def shape_matches(text: str) -> Predicate:
     """Shape pattern ``"[N,?,C]"``: ints must equal, ``?`` is any dim, ``...`` any number of
     dims, a name binds the dim and must bind the same dim everywhere in one match (across all
-    predicates of the pattern)."""
+    predicates of the pattern; a static length binds its value, a dynamic dim its Symbol).
+    A failure says which dimension did not fit and what the names were bound to."""
     items = _parse_shape_pattern(text)
     has_ellipsis = _ELLIPSIS in items
     head = items[:items.index(_ELLIPSIS)] if has_ellipsis else items
     tail = items[items.index(_ELLIPSIS) + 1:] if has_ellipsis else []
 
-    def fn(o: Output, m: Any) -> bool:
-        ps = o.node._outs[o.index].ps
+    def pairs_of(ps: Any) -> list | None:
+        """(wanted, dim index, Dimension) for the dims the pattern constrains; None when the
+        rank does not fit."""
         if not ps.rank_is_static:
-            return False
+            return None
         dims = ps.dims
         if has_ellipsis:
             if len(dims) < len(head) + len(tail):
-                return False
-            pairs = list(zip(head, dims)) + list(zip(tail, dims[len(dims) - len(tail):]))
-        else:
-            if len(dims) != len(items):
-                return False
-            pairs = list(zip(items, dims))
+                return None
+            start = len(dims) - len(tail)
+            return [(w, i, dims[i]) for i, w in enumerate(head)] + \
+                [(w, start + j, dims[start + j]) for j, w in enumerate(tail)]
+        if len(dims) != len(items):
+            return None
+        return [(w, i, d) for i, (w, d) in enumerate(zip(items, dims))]
+
+    def fn(o: Output, m: Any) -> bool:
+        pairs = pairs_of(o.node._outs[o.index].ps)
+        if pairs is None:
+            return False
         symbols = m._symbols if m is not None else {}
         new: list[str] = []  # bound by this call; dropped again if the shape does not match
-        for want, d in pairs:
+        for want, _, d in pairs:
             if want is _ANY:
                 continue
             if isinstance(want, int):
@@ -239,4 +315,31 @@ def shape_matches(text: str) -> Predicate:
         for name in new:
             del symbols[name]
         return False
-    return Predicate(fn, f"shape_matches({text!r})")
+
+    def why(o: Output, m: Any) -> str:
+        ps = o.node._outs[o.index].ps
+        symbols = dict(m._symbols) if m is not None else {}
+        bound = (" (bound: " + ", ".join(f"{k}={_binding_text(v)}" for k, v in symbols.items())
+                 + ")") if symbols else ""
+        pairs = pairs_of(ps)
+        if pairs is None:
+            if not ps.rank_is_static:
+                return f"shape {ps} has a dynamic rank"
+            want = f"at least {len(head) + len(tail)}" if has_ellipsis else str(len(items))
+            return f"shape {ps} has rank {len(ps.dims)}, expected {want}"
+        for want, i, d in pairs:
+            if want is _ANY:
+                continue
+            if isinstance(want, int):
+                if not (d.min == d.max == want):
+                    return f"shape {ps}: dimension {i} is {d}, expected {want}{bound}"
+                continue
+            key = _dim_key(d)
+            have = symbols.get(want, _ANY)
+            if have is _ANY:
+                symbols[want] = key
+            elif have is not key and not (type(have) is int and have == key):
+                return (f"shape {ps}: dimension {i} is {_binding_text(key)}, but {want} is "
+                        f"bound to {_binding_text(have)}{bound}")
+        return f"shape {ps}"
+    return Predicate(fn, f"shape_matches({text!r})", why)

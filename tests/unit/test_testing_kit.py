@@ -196,7 +196,7 @@ class ForgetRtInfo(ModelPass):
 
 
 class TestKitInPytest(TransformationTest):
-    """TransformationTest as users write it: the check runs at teardown."""
+    """TransformationTest as users write it: the check runs when the test method returns."""
 
     def test_rewrite_matches_reference(self):
         self.model = _model(act=opset.relu)
@@ -260,3 +260,59 @@ def test_accuracy_check_catches_wrong_rewrite():
     t.enable_accuracy_check()
     with pytest.raises(AssertionError, match="accuracy check failed"):
         t.run_and_compare()
+
+
+# -- when the check runs ---------------------------------------------------------------------
+pytest_plugins = ["pytester"]
+
+INNER = """
+import numpy as np
+from netpass import Model, opset
+from netpass.passes import ModelPass
+from netpass.testing import TransformationTest
+
+class ReluToTanh(ModelPass):
+    def run_on_model(self, model):
+        r = model.results[0].input_value(0).node
+        t = opset.tanh(r.input_value(0))
+        t.friendly_name = r.friendly_name
+        r.output(0).replace(t.output(0))
+        return True
+
+def relu_model():
+    x = opset.parameter([2, 3], np.float32, name="x")
+    return Model([opset.relu(x)], [x])
+
+class TestInner(TransformationTest):
+    def test_differs_from_reference(self):
+        self.model = relu_model()          # model_ref defaults to the unchanged model
+        self.manager.register_pass(ReluToTanh())
+        self.disable_rt_info_check()
+
+    def test_explicit_call_runs_once(self):
+        self.model = relu_model()
+        self.manager.register_pass(ReluToTanh())
+        self.disable_rt_info_check()
+        x = opset.parameter([2, 3], np.float32, name="x")
+        self.model_ref = Model([opset.tanh(x)], [x])
+        self.run_and_compare()
+        self.model_ref = None              # a second comparison would fail
+
+    def test_without_model_checks_nothing(self):
+        pass
+
+    def test_body_failure_is_reported_alone(self):
+        self.model = relu_model()
+        assert False, "the test's own assertion"
+"""
+
+
+def test_check_runs_as_part_of_the_test_not_its_teardown(pytester):
+    pytester.makepyfile(test_inner=INNER)
+    result = pytester.runpytest("-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, failed=2, errors=0)
+    out = result.stdout.str()
+    assert "FAILED test_inner.py::TestInner::test_differs_from_reference" in out
+    assert "model differs from model_ref" in out
+    assert "FAILED test_inner.py::TestInner::test_body_failure_is_reported_alone" in out
+    assert "the test's own assertion" in out and "ERROR" not in out

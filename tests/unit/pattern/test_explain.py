@@ -96,3 +96,48 @@ def test_env_var_turns_on_debug_logging(monkeypatch, caplog):
         assert not m.match(opset.tanh(param()))
     messages = [r.getMessage() for r in caplog.records if r.name == "netpass.pattern"]
     assert any("EnvMatcher" in msg and "expected Relu, got Tanh" in msg for msg in messages)
+
+
+# -- explain() when asked, on any matcher ----------------------------------------------------
+def test_explain_works_on_a_matcher_that_was_not_explaining():
+    _, second = transpose_pair()
+    m = Matcher(second, "Pair")  # no explain=True, no environment variable
+    t = opset.transpose(opset.relu(param((1, 2, 3))), [0, 2, 1])
+    t.friendly_name = "T"
+    assert not m.match(t)
+    text = m.explain()
+    assert "Matcher 'Pair' did not match Transpose 'T'" in text
+    assert "expected Transpose, got Relu" in text
+    assert m.match(opset.transpose(opset.transpose(param((1, 2, 3)), [0, 2, 1]), [0, 2, 1]))
+    assert m.explain() == ""  # the last match succeeded
+
+
+def test_explain_a_given_value_leaves_the_matcher_state_alone():
+    first, second = transpose_pair()
+    m = Matcher(second, "Pair")
+    good = opset.transpose(opset.transpose(param((1, 2, 3)), [0, 2, 1]), [0, 2, 1])
+    assert m.match(good)
+    bad = opset.transpose(opset.exp(param((1, 2, 3))), [0, 2, 1])
+    assert "expected Transpose, got Exp" in m.explain(bad)
+    assert m.match_root is good and first in m.pattern_value_map
+
+
+def test_explain_does_not_keep_the_missed_node_alive():
+    import gc
+    import weakref
+    m = Matcher(wrap_type(ops.Exp), "E")
+    r = opset.relu(param())
+    alive = weakref.ref(r)
+    assert not m.match(r)
+    del r
+    gc.collect()
+    assert alive() is None and m.explain() == ""
+
+
+def test_combined_predicate_names_the_part_that_failed():
+    from netpass.pattern import has_static_rank, type_matches
+    pred = has_static_rank() & type_matches("i64")
+    m = Matcher(wrap_type(ops.Relu, predicate=pred), "R", explain=True)
+    assert not m.match(opset.relu(param()))
+    assert ("predicate (has_static_rank() & type_matches(i64)) false: type_matches(i64) false: "
+            "element type f32") in m.explain()

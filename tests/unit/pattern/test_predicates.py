@@ -117,3 +117,44 @@ def test_shape_matches_rejects_bad_syntax():
         shape_matches("2,3")
     with pytest.raises(ValueError):
         shape_matches("[...,...]")
+
+
+# -- why a predicate is false -----------------------------------------------------------------
+def test_shape_matches_failure_names_the_dimension():
+    out = opset.parameter([2, 3, 5], np.float32, name="x").output(0)
+    assert shape_matches("[2,?,4]").failure(out) == \
+        "shape_matches('[2,?,4]') false: shape [2,3,5]: dimension 2 is 5, expected 4"
+    assert "has rank 3, expected 2" in shape_matches("[?,?]").failure(out)
+    assert "has rank 3, expected at least 4" in shape_matches("[?,?,...,?,?]").failure(out)
+
+
+def test_shape_matches_failure_reports_the_symbol_bindings():
+    a, b = any_input(shape_matches("[N,C]"), name="a"), any_input(shape_matches("[N,C]"), name="b")
+    m = Matcher(wrap_type(ops.Add, [a, b]), "Add", explain=True)
+    x = opset.parameter([2, 8], np.float32, name="x")
+    y = opset.parameter([2, 1], np.float32, name="y")
+    assert not m.match(opset.add(x, y))
+    text = m.explain()
+    assert ("predicate shape_matches('[N,C]') false: shape [2,1]: dimension 1 is 1, but C is "
+            "bound to 8 (bound: N=2, C=8)") in text
+
+
+def test_shape_matches_failure_with_dynamic_dims_shows_symbols():
+    from netpass.core.dimension import Dimension, Symbol
+    n1, n2 = Symbol("batch"), Symbol("other")
+    x = opset.parameter([Dimension(0, -1, n1), 4], np.float32, name="x")
+    y = opset.parameter([Dimension(0, -1, n2), 4], np.float32, name="y")
+    a, b = any_input(shape_matches("[N,C]")), any_input(shape_matches("[N,C]"))
+    m = Matcher(wrap_type(ops.Add, [a, b]), explain=True)
+    assert not m.match(opset.add(x, y))
+    assert "dimension 0 is other, but N is bound to batch" in m.explain()
+
+
+def test_predicates_of_other_kinds_say_what_they_saw():
+    x = opset.parameter([2, -1], np.float32, name="x")
+    out = opset.relu(x).output(0)
+    assert has_static_shape().failure(out) == "has_static_shape() false: shape [2,?]"
+    assert rank_equals(3).failure(out) == "rank_equals(3) false: shape [2,?]"
+    assert type_matches("i32").failure(out) == "type_matches(i32) false: element type f32"
+    assert consumers_count(2).failure(x.output(0)) == "consumers_count(2) false: 1 consumers"
+    assert (~has_static_rank()).failure(out) == "~has_static_rank() false: has_static_rank() is true"
