@@ -42,6 +42,23 @@ class ModelFormatError(NetpassError):
     hint = "check that the file is a complete ONNX model or IR v11 xml"
 
 
+class ModelFileError(ModelFormatError):
+    """A file a model is read from is refused: it leaves the model's folder, is not a regular
+    file (a FIFO, a device, a directory), is missing, or is shorter than the model declares.
+
+    ``path`` is the file as named (by the model or the user), ``model`` the model file that
+    names it (the same path for the model file itself)."""
+
+    hint = ("a model's weights and external data must be regular files inside the model's "
+            "folder (symlinks may point only inside it)")
+
+    def __init__(self, message: str, path: str, model: str) -> None:
+        self.path, self.model = path, model
+        if model and model != path:
+            message = f"{message} (named by model {model})"
+        super().__init__(message)
+
+
 class ShapeInferenceError(NetpassError):
     """Shape or type inference failed on a node."""
 

@@ -8,6 +8,8 @@ weights with their offsets and sizes checked against the file.
 """
 from __future__ import annotations
 
+import os
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 from xml.etree.ElementTree import Element, ParseError
@@ -20,7 +22,11 @@ from ..core.rt_info import FusedNames
 from ..core.shape import PartialShape
 from ..core.types import Type
 from ..errors import ModelFormatError, NetpassError, UnsupportedOpError
+from .files import MAX_XML_BYTES, RegularFile, inside_folder, read_model_file
 from .ir_format import TYPE_ATTRS, TYPE_NAMES_FROM_IR, attr_from_ir_name, split_names
+
+# Where Const blobs come from: bytes the caller gave, or the weights file read per blob.
+Weights = bytes | RegularFile | None
 
 # Runtime attributes restored from a layer's <rt_info>: "<name>_<version>" -> factory(attrs).
 RT_ATTRIBUTES = {
@@ -37,16 +43,6 @@ def _parse(xml: bytes) -> Element:
         raise ModelFormatError(f"IR xml refused: {e} (DTDs and entities are not allowed)") from e
     except ParseError as e:
         raise ModelFormatError(f"IR xml is not well-formed: {e}") from e
-
-
-def _load(source: Any) -> tuple[bytes, Path | None]:
-    if isinstance(source, (bytes, bytearray)):
-        return bytes(source), None
-    path = Path(source)
-    try:
-        return path.read_bytes(), path
-    except OSError as e:
-        raise ModelFormatError(f"cannot read IR file {path}: {e}") from e
 
 
 def _all_subclasses(cls: type) -> list[type]:
@@ -135,7 +131,7 @@ class _Layer:
 
 
 class _Reader:
-    def __init__(self, root: Element, weights: bytes | None) -> None:
+    def __init__(self, root: Element, weights: Weights) -> None:
         self.root = root
         self.weights = weights
         self.classes: dict[tuple[str, str], type | None] = {}
@@ -156,12 +152,17 @@ class _Reader:
                                    f"{list(shape)} of {et} ({count * et.dtype.itemsize} bytes)")
         if self.weights is None:
             raise ModelFormatError(f"{layer.where()}: needs a weights file (.bin), none given")
-        if offset < 0 or offset + size > len(self.weights):
+        if count == 0:
+            return np.zeros(shape, et.dtype)
+        if isinstance(self.weights, RegularFile):
+            data = self.weights.read_range(offset, size, layer.where())
+        elif offset < 0 or offset + size > len(self.weights):
             raise ModelFormatError(f"{layer.where()}: blob [{offset}, {offset + size}) lies "
-                                   f"outside the weights file of {len(self.weights)} bytes "
+                                   f"outside the weights of {len(self.weights)} bytes "
                                    "(truncated?)")
-        arr = np.frombuffer(self.weights, dtype=et.dtype, count=count, offset=offset)
-        return arr.reshape(shape).copy()
+        else:
+            data = self.weights[offset:offset + size]
+        return np.frombuffer(data, dtype=et.dtype, count=count).reshape(shape).copy()
 
     def build(self, layer: _Layer, inputs: list) -> Node:
         type_name = TYPE_NAMES_FROM_IR.get(layer.type, layer.type)
@@ -304,18 +305,29 @@ def _rt_dict(el: Element) -> dict:
 
 
 def read_ir(source: Any, weights: Any = None) -> Model:
-    """Read IR xml (a path or bytes) with its weights (a path or bytes; default: ``.bin`` next
-    to the xml). Raises ModelFormatError for hostile or broken files, UnsupportedOpError for
-    layer types netpass does not know."""
-    xml, path = _load(source)
-    if weights is None and path is not None:
-        bin_path = path.with_suffix(".bin")
-        blob = bin_path.read_bytes() if bin_path.exists() else None
-    elif weights is None:
-        blob = None
+    """Read IR xml (a path or bytes) with its weights (a path or bytes; default: the ``.bin``
+    next to the xml, which must resolve inside the xml's folder; see ``frontend.files``).
+    Raises ModelFormatError for hostile or broken files (ModelFileError for a file refused),
+    UnsupportedOpError for layer types netpass does not know."""
+    if isinstance(source, (bytes, bytearray)):
+        xml, path = bytes(source), None
     else:
-        blob = _load(weights)[0]
-    return _Reader(_parse(xml), blob).read()
+        path = Path(source)
+        xml = read_model_file(path, "model file", MAX_XML_BYTES)
+    model_name = str(path) if path is not None else "<IR xml bytes>"
+    with ExitStack() as stack:
+        blob: Weights = None
+        if isinstance(weights, (bytes, bytearray)):
+            blob = bytes(weights)
+        elif weights is not None:  # a path the caller chose: anywhere, but a regular file
+            blob = stack.enter_context(RegularFile(Path(weights), "IR weights", model_name))
+        elif path is not None:
+            bin_path = path.with_suffix(".bin")
+            if os.path.lexists(bin_path):  # a dangling symlink is refused, not ignored
+                target = inside_folder(path.parent, bin_path, "IR weights", model_name)
+                blob = stack.enter_context(RegularFile(target, "IR weights", model_name,
+                                                       named=bin_path))
+        return _Reader(_parse(xml), blob).read()
 
 
 __all__ = ["read_ir", "op_class", "convert_attr"]

@@ -8,7 +8,6 @@ Initializers and Constant nodes become Constants; ``dim_param`` becomes a symbol
 from __future__ import annotations
 
 import gc
-import os
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from ..errors import ModelFormatError, NetpassError, UnsupportedOpError
 from ..ops.io import Constant, Parameter, Result
 from ..ops.onnx_types import onnx_element_type
 from ..ops.registry import find_onnx_rule
+from .files import MAX_ONNX_BYTES, RegularFile, contained_path, read_model_file
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
@@ -115,64 +115,76 @@ def _tensor_to_array(t: onnx.TensorProto, where: str) -> np.ndarray:
     return arr
 
 
-def _load_external_data(model: onnx.ModelProto, base_dir: Path | None) -> None:
-    """Read external tensor data, refusing any path that leaves the model's directory."""
+def _external_bytes(tensor: onnx.TensorProto, where: str) -> int:
+    """The size a tensor's data must have, from its element type and dims."""
+    et = onnx_element_type(tensor.data_type, where)
+    if et.dtype is None:
+        raise UnsupportedTypeError(f"{where}: element type {et} has no storage netpass reads")
+    count = 1
+    for d in tensor.dims:
+        if d < 0:
+            raise ModelFormatError(f"{where}: negative dimension in {list(tensor.dims)}")
+        count *= d
+    return count * et.dtype.itemsize
+
+
+def _load_external_data(model: onnx.ModelProto, model_path: Path) -> None:
+    """Read every tensor's external data from the model's folder (see ``frontend.files``): a
+    location must stay inside the folder, name a regular file and hold the declared range; only
+    that range is read."""
     from onnx.external_data_helper import _get_all_tensors, uses_external_data
-    for tensor in _get_all_tensors(model):
-        if not uses_external_data(tensor):
-            continue
-        info = {e.key: e.value for e in tensor.external_data}
-        location = info.get("location", "")
-        if base_dir is None:
-            raise ModelFormatError(f"tensor '{tensor.name}' uses external data '{location}' but the "
-                                   "model was not read from a file")
-        root = base_dir.resolve()
-        target = (root / location).resolve()
-        if os.path.isabs(location) or root not in target.parents:
-            raise ModelFormatError(f"tensor '{tensor.name}': external data path '{location}' leaves "
-                                   f"the model directory {root}")
-        if not target.is_file():
-            raise ModelFormatError(f"tensor '{tensor.name}': external data file '{location}' not found")
-        try:
-            offset = int(info.get("offset", 0))
-            length = int(info["length"]) if "length" in info else None
-        except ValueError:
-            raise ModelFormatError(f"tensor '{tensor.name}': external data offset/length are not "
-                                   f"integers: {info}") from None
-        size = target.stat().st_size
-        if offset < 0 or (length is not None and length < 0):
-            raise ModelFormatError(f"tensor '{tensor.name}': negative external data offset/length")
-        # Checked before reading, so that a hostile length cannot make us allocate it.
-        if offset > size or (length is not None and offset + length > size):
-            raise ModelFormatError(f"tensor '{tensor.name}': external data is truncated "
-                                   f"('{location}' has {size} bytes)")
-        with open(target, "rb") as f:
-            f.seek(offset)
-            data = f.read() if length is None else f.read(length)
-        tensor.raw_data = data
-        del tensor.external_data[:]
-        tensor.data_location = onnx.TensorProto.DEFAULT
+    files: dict[Path, RegularFile] = {}
+    try:
+        for tensor in _get_all_tensors(model):
+            if not uses_external_data(tensor):
+                continue
+            where = f"tensor '{tensor.name}'"
+            info = {e.key: e.value for e in tensor.external_data}
+            location = info.get("location", "")
+            what = f"{where} external data"
+            target = contained_path(model_path.parent, location, what, str(model_path))
+            if target not in files:
+                files[target] = RegularFile(target, what, str(model_path),
+                                            named=model_path.parent / location)
+            try:
+                offset = int(info.get("offset", 0))
+                length = int(info["length"]) if "length" in info else None
+            except ValueError:
+                raise ModelFormatError(f"{where}: external data offset/length are not "
+                                       f"integers: {info}") from None
+            expected = _external_bytes(tensor, where)
+            if length is not None and length != expected:
+                raise ModelFormatError(f"{where}: external data length {length} does not match "
+                                       f"its dims {list(tensor.dims)} ({expected} bytes)")
+            tensor.raw_data = files[target].read_range(offset, expected, where)
+            del tensor.external_data[:]
+            tensor.data_location = onnx.TensorProto.DEFAULT
+    finally:
+        for f in files.values():
+            f.close()
 
 
 def load_onnx_proto(source: Any) -> tuple[onnx.ModelProto, Path | None]:
+    """The model's proto and, when read from a file, that file's path."""
     if isinstance(source, onnx.ModelProto):
         return source, None
+    fmt = "protobuf"
     if isinstance(source, (bytes, bytearray)):
-        try:
-            proto = onnx.load_model_from_string(bytes(source))
-        except Exception as e:
-            raise ModelFormatError(f"cannot parse ONNX bytes: {e}") from e
-        return proto, None
-    path = Path(source)
-    if not path.is_file():
-        raise ModelFormatError(f"model file not found: {path}")
+        data, path = bytes(source), None
+        what = "ONNX bytes"
+    else:
+        path = Path(source)
+        data = read_model_file(path, "model file", MAX_ONNX_BYTES)
+        what = f"ONNX file {path}"
+        # The format onnx.load would pick from the suffix (.onnxtxt, .textproto, .json).
+        fmt = onnx.serialization.registry.get_format_from_file_extension(path.suffix) or fmt
     try:
-        proto = onnx.load(str(path), load_external_data=False)
+        proto = onnx.load_model_from_string(data, fmt)
     except Exception as e:
-        raise ModelFormatError(f"cannot parse ONNX file {path}: {type(e).__name__}: {e}") from e
-    if not proto.graph.node and not proto.graph.output:
+        raise ModelFormatError(f"cannot parse {what}: {type(e).__name__}: {e}") from e
+    if path is not None and not proto.graph.node and not proto.graph.output:
         raise ModelFormatError(f"{path} holds no ONNX graph (truncated or not an ONNX file)")
-    return proto, path.parent
+    return proto, path
 
 
 def _value_info_shape(vi: onnx.ValueInfoProto, symbols: dict[str, Symbol]) -> tuple[Type, PartialShape]:
@@ -279,9 +291,9 @@ def _convert_node(proto: onnx.NodeProto, values: dict[str, Output], opset: int) 
 
 
 def read_onnx(source: Any) -> Model:
-    proto, base_dir = load_onnx_proto(source)
-    if base_dir is not None:
-        _load_external_data(proto, base_dir)
+    proto, path = load_onnx_proto(source)
+    if path is not None:
+        _load_external_data(proto, path)
     else:
         from onnx.external_data_helper import _get_all_tensors, uses_external_data
         for t in _get_all_tensors(proto):

@@ -73,7 +73,7 @@ def test_no_traceback_unless_netpass_debug():
     quiet = netpass_cli("run", "nope.onnx")
     loud = netpass_cli("run", "nope.onnx", env={"NETPASS_DEBUG": "1"})
     assert "Traceback" not in quiet.stderr
-    assert loud.returncode != 0 and "Traceback" in loud.stderr and "ModelFormatError" in loud.stderr
+    assert loud.returncode != 0 and "Traceback" in loud.stderr and "ModelFileError" in loud.stderr
 
 
 def test_argument_errors_exit_2():

@@ -387,7 +387,7 @@ def test_truncated_bin_refused(tmp_path):
     Serialize(xml).run_on_model(_small_model())
     bin_path = tmp_path / "m.bin"
     bin_path.write_bytes(bin_path.read_bytes()[:10])
-    with pytest.raises(ModelFormatError, match=r"layer \d+ '.*' \(Const.*outside the weights"):
+    with pytest.raises(ModelFormatError, match=r"m\.bin is truncated: layer \d+ '.*' \(Const.*outside the file of 10 bytes"):
         netpass.read_model(xml)
 
 
