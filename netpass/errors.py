@@ -59,6 +59,20 @@ class ModelFileError(ModelFormatError):
         super().__init__(message)
 
 
+class InvalidModelError(ModelFormatError):
+    """A model that parses but breaks its format's rules: an ONNX graph not in single static
+    assignment form (a tensor name defined twice), a repeated graph input or output, an
+    attribute its op's schema does not declare or types otherwise, an input nothing defines.
+    ``node``, ``op_type`` and ``tensor`` (a tensor or attribute name) name the culprit."""
+
+    hint = "onnx.checker.check_model(model) reports the same problem"
+
+    def __init__(self, message: str, node: str = "", op_type: str = "",
+                 tensor: str = "") -> None:
+        self.node, self.op_type, self.tensor = node, op_type, tensor
+        super().__init__(message)
+
+
 class ShapeInferenceError(NetpassError):
     """Shape or type inference failed on a node."""
 

@@ -9,7 +9,11 @@ from ..errors import ModelFormatError
 
 
 def read_model(source: Any, weights: Any = None) -> Model:
-    """Read a model from an ONNX path, ONNX bytes, an ``onnx.ModelProto`` or an IR ``.xml`` path."""
+    """Read a model from an ONNX path, ONNX bytes, an ``onnx.ModelProto`` or an IR ``.xml`` path.
+
+    An ONNX graph must be valid as onnx.checker and onnxruntime require (single static
+    assignment, sorted nodes, attributes of the types their op declares; see
+    ``frontend.onnx_checks``). Files a model names are read as ``frontend.files`` describes."""
     import onnx
     if isinstance(source, Model):
         return source

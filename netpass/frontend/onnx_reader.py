@@ -20,18 +20,12 @@ from ..core.model import Model
 from ..core.node import Node, Output
 from ..core.shape import PartialShape
 from ..core.types import Type
-from ..errors import ModelFormatError, NetpassError, UnsupportedOpError
+from ..errors import ModelFormatError, NetpassError, UnsupportedOpError, UnsupportedTypeError
 from ..ops.io import Constant, Parameter, Result
 from ..ops.onnx_types import onnx_element_type
 from ..ops.registry import find_onnx_rule
 from .files import MAX_ONNX_BYTES, RegularFile, contained_path, read_model_file
-
-DEFAULT_DOMAINS = ("", "ai.onnx")
-
-def node_label(proto: onnx.NodeProto) -> str:
-    """How errors and friendly names call an ONNX node: its name, else its first named output
-    (optional outputs may be omitted as ""), else its op type."""
-    return proto.name or next((o for o in proto.output if o), proto.op_type)
+from .onnx_checks import DEFAULT_DOMAINS, check_graph, node_label
 
 
 class OnnxNodeContext:
@@ -206,8 +200,10 @@ def _value_info_shape(vi: onnx.ValueInfoProto, symbols: dict[str, Symbol]) -> tu
     return et, PartialShape(dims)
 
 
-def convert_graph(graph: onnx.GraphProto, opset: int, name: str = "Model",
-                  imported_domains: dict[str, int] | None = None) -> Model:
+def convert_graph(graph: onnx.GraphProto, opset: int, name: str = "Model") -> Model:
+    """The graph as a Model, after ``check_graph``; a graph output listed several times (as
+    TorchScript exports a module that returns one tensor twice) becomes one Result."""
+    check_graph(graph, opset)  # every name below is in ``values``
     values: dict[str, Output] = {}
     symbols: dict[str, Symbol] = {}
     for init in graph.initializer:
@@ -232,8 +228,8 @@ def convert_graph(graph: onnx.GraphProto, opset: int, name: str = "Model",
         _convert_node(proto, values, opset)
     results = []
     for vo in graph.output:
-        if vo.name not in values:
-            raise ModelFormatError(f"graph output '{vo.name}' is not produced by any node")
+        if any(r.friendly_name == vo.name for r in results):
+            continue
         r = Result([values[vo.name]])
         r.friendly_name = vo.name
         results.append(r)
@@ -250,13 +246,7 @@ def _convert_node(proto: onnx.NodeProto, values: dict[str, Output], opset: int) 
         raise UnsupportedOpError(proto.op_type, "", opset, label)
     inputs: list[Output | None] = []
     for name in proto.input:
-        if not name:
-            inputs.append(None)
-            continue
-        if name not in values:
-            raise ModelFormatError(f"ONNX node '{label}' ({proto.op_type}) reads '{name}', "
-                                   "which no earlier node or initializer produces")
-        inputs.append(values[name])
+        inputs.append(values[name] if name else None)
     ctx = OnnxNodeContext(proto, inputs, opset)
     before = {id(o.node) for o in inputs if o is not None}
     try:
@@ -291,6 +281,7 @@ def _convert_node(proto: onnx.NodeProto, values: dict[str, Output], opset: int) 
 
 
 def read_onnx(source: Any) -> Model:
+    """An ONNX model (path, bytes or ModelProto) as a Model."""
     proto, path = load_onnx_proto(source)
     if path is not None:
         _load_external_data(proto, path)

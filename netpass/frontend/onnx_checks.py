@@ -1,0 +1,125 @@
+"""What an ONNX graph must satisfy before netpass converts it, as onnx.checker and onnxruntime
+require it.
+
+- Single static assignment: every tensor name is defined once, by a graph input, an
+  initializer or one output of one node. A node that writes a name already defined (by another
+  node, a graph input or an initializer), two graph inputs or two initializers of one name are
+  refused (onnx.checker: "Graph must be in single static assignment (SSA) form"; onnxruntime:
+  "Duplicate definition of name"). An initializer may also be listed as a graph input once
+  (the IR < 4 style).
+- Every node input is defined by a graph input, an initializer or an earlier node (nodes are
+  topologically sorted, as onnx.checker requires).
+- Every graph output is defined. An output listed twice is the same tensor twice, which
+  onnx.checker and onnxruntime accept and TorchScript's exporter writes (for a module that
+  returns one tensor twice, without ``output_names``); the reader lists it once, since netpass
+  returns outputs as a dict keyed by name.
+- Every attribute of a default-domain node is one its op's schema (at the model's opset)
+  declares, with the schema's type (a FLOAT given where an INT is declared, or INTS for INT, is
+  refused, as onnx.checker does); required attributes are present.
+
+Each violation raises :class:`InvalidModelError` naming the node (name and op type) and the
+tensor or attribute.
+"""
+from __future__ import annotations
+
+import onnx
+
+from ..errors import InvalidModelError
+
+DEFAULT_DOMAINS = ("", "ai.onnx")
+_A = onnx.AttributeProto
+
+
+def node_label(proto: onnx.NodeProto) -> str:
+    """How errors and friendly names call an ONNX node: its name, else its first named output
+    (optional outputs may be omitted as ""), else its op type."""
+    return proto.name or next((o for o in proto.output if o), proto.op_type)
+
+
+def _where(proto: onnx.NodeProto) -> str:
+    return f"ONNX node '{node_label(proto)}' ({proto.op_type})"
+
+
+def _attr_type_name(t: int) -> str:
+    return _A.AttributeType.Name(t) if t in _A.AttributeType.values() else str(t)
+
+
+def check_attributes(proto: onnx.NodeProto, opset: int) -> None:
+    """A default-domain node's attributes against its op's schema at ``opset`` (an op without a
+    schema there is left to its import rule, which refuses it)."""
+    if proto.domain not in DEFAULT_DOMAINS:
+        return
+    if not isinstance(proto.op_type, str):  # protobuf hands back bytes that are not UTF-8
+        raise InvalidModelError(f"ONNX node '{node_label(proto)!r}': op type "
+                                f"{proto.op_type!r} is not UTF-8 text")
+    try:
+        schema = onnx.defs.get_schema(proto.op_type, opset, "")
+    except onnx.defs.SchemaError:
+        return
+    seen: set[str] = set()
+    for a in proto.attribute:
+        if a.ref_attr_name:  # a reference inside a function body, typed by its caller
+            continue
+        if a.name in seen:
+            raise InvalidModelError(f"{_where(proto)}: attribute '{a.name}' is given twice",
+                                    node_label(proto), proto.op_type, a.name)
+        seen.add(a.name)
+        declared = schema.attributes.get(a.name)
+        if declared is None:
+            raise InvalidModelError(
+                f"{_where(proto)}: unknown attribute '{a.name}' ({proto.op_type} at opset "
+                f"{schema.since_version} has {sorted(schema.attributes) or 'none'})",
+                node_label(proto), proto.op_type, a.name)
+        if a.type != int(declared.type):
+            raise InvalidModelError(
+                f"{_where(proto)}: attribute '{a.name}' has type {_attr_type_name(a.type)}, "
+                f"but {proto.op_type} (opset {schema.since_version}) declares "
+                f"{declared.type.name}", node_label(proto), proto.op_type, a.name)
+    for name, declared in schema.attributes.items():
+        if declared.required and name not in seen:
+            raise InvalidModelError(f"{_where(proto)}: required attribute '{name}' is missing",
+                                    node_label(proto), proto.op_type, name)
+
+
+def check_graph(graph: onnx.GraphProto, opset: int) -> None:
+    """Raise InvalidModelError unless ``graph`` is in SSA form, topologically sorted, with
+    defined outputs and schema-conforming attributes (see the module doc)."""
+    defined: dict[str, str] = {}  # tensor name -> what defines it, for errors
+    for init in graph.initializer:
+        if init.name in defined:
+            raise InvalidModelError(f"initializer '{init.name}' is defined twice",
+                                    tensor=init.name)
+        defined[init.name] = "an initializer"
+    inputs: set[str] = set()
+    for vi in graph.input:
+        if vi.name in inputs:
+            raise InvalidModelError(f"graph input '{vi.name}' is listed twice", tensor=vi.name)
+        inputs.add(vi.name)
+        defined.setdefault(vi.name, "a graph input")
+    writers = {name: proto for proto in graph.node for name in proto.output if name}
+    for proto in graph.node:
+        for name in proto.input:
+            if name and name not in defined:
+                later = writers.get(name)
+                why = (f"only the later {_where(later)} writes it (nodes must be topologically "
+                       "sorted)") if later is not None else \
+                    "which no graph input, initializer or node defines"
+                raise InvalidModelError(f"{_where(proto)} reads '{name}', {why}",
+                                        node_label(proto), proto.op_type, name)
+        check_attributes(proto, opset)
+        for name in proto.output:
+            if not name:
+                continue
+            if name in defined:
+                raise InvalidModelError(
+                    f"{_where(proto)} writes '{name}', which {defined[name]} already "
+                    "defines: the graph is not in single static assignment form",
+                    node_label(proto), proto.op_type, name)
+            defined[name] = f"{_where(proto)}"
+    for vo in graph.output:
+        if vo.name not in defined:
+            raise InvalidModelError(f"graph output '{vo.name}' is not produced by any node, "
+                                    "initializer or graph input", tensor=vo.name)
+
+
+__all__ = ["DEFAULT_DOMAINS", "check_attributes", "check_graph", "node_label"]
