@@ -20,14 +20,16 @@ from .version import __version__  # noqa: F401  (netpass.__version__)
 
 
 def save_model(model: Model, path: Any, weights: Any = None) -> None:
-    """Write ``model`` as ONNX (``.onnx``) or IR v11 (``.xml`` + ``.bin``)."""
+    """Write ``model`` as ONNX (``.onnx``) or IR v11 (``.xml`` + ``.bin``). A file that cannot
+    be written raises FileAccessError (a NetpassError and an OSError)."""
     p = str(path)
     if p.endswith(".onnx"):
         from .frontend.onnx_writer import write_onnx
-        write_onnx(model, p)
+        with errors.system_errors_as_netpass(f"saving {p}"):
+            write_onnx(model, p)
     elif p.endswith(".xml"):
-        from .passes.serialize import Serialize
-        Serialize(p, weights).run_on_model(model)
+        from .passes.serialize import write_ir
+        write_ir(model, p, weights)
     else:
         raise errors.ModelFormatError(f"unknown model file suffix: {p} (use .onnx or .xml)")
 

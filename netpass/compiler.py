@@ -15,7 +15,7 @@ import numpy as np
 from .core.model import Model
 from .core.shape import PartialShape
 from .core.types import Type
-from .errors import NetpassError
+from .errors import NetpassError, system_errors_as_netpass
 from .frontend import read_model
 from .reference import check_inputs
 from .runtime.async_queue import AsyncInferRequest
@@ -152,12 +152,13 @@ def compile_model(model: Any, device: str = "AUTO", config: Mapping[str, Any] | 
         raise NetpassError(f"unknown TRANSFORMATIONS '{which}'; use one of {TRANSFORMATIONS}")
     dump_dir = cfg.pop("LEGACY_DUMP_DIR", None)
     original = read_model(model) if not isinstance(model, Model) else model
-    transformed = original.clone()
-    apply_transformations(transformed, which)
-    prepost = split_pre_post_processing(transformed)
-    network = convert_to_legacy(transformed)
-    legacy_log = run_legacy_passes(network, dump_dir=dump_dir)
-    executable = legacy_to_model(network)
+    with system_errors_as_netpass(f"compiling model '{original.friendly_name}'"):
+        transformed = original.clone()
+        apply_transformations(transformed, which)
+        prepost = split_pre_post_processing(transformed)
+        network = convert_to_legacy(transformed)
+        legacy_log = run_legacy_passes(network, dump_dir=dump_dir)
+        executable = legacy_to_model(network)
     device = device.upper()
     if device == "AUTO":
         device = os.environ.get("NETPASS_DEVICE", "AUTO").upper()

@@ -5,7 +5,8 @@ subclass of :class:`NetpassError` whose message names the node, op, input or sha
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
 
 
 class NetpassError(Exception):
@@ -142,6 +143,45 @@ class PassValidationError(PassError):
         if message is None:
             message = f"model invalid after pass '{pass_name}': {cause}"
         super().__init__(pass_name, node, cause, message)
+
+
+class ResourceLimitError(NetpassError):
+    """A model or an input needs more than this machine gives: memory, or Python's recursion
+    depth (raised at the public entry points in place of MemoryError and RecursionError)."""
+
+    hint = ("a tensor the model declares or computes is too large for this machine's memory; "
+            "check the model's shapes and the input shapes")
+
+
+class OutOfMemoryError(ResourceLimitError, MemoryError):
+    """Memory ran out (also a MemoryError, so that code catching that still does)."""
+
+
+class FileAccessError(NetpassError, OSError):
+    """A file netpass writes (or reads outside a model) cannot be accessed: a missing or
+    read-only folder, a full disk, no permission. Also an OSError, so that code catching that
+    still does."""
+
+    hint = "check that the folder exists, is writable and has room"
+
+
+@contextmanager
+def system_errors_as_netpass(what: str) -> Iterator[None]:
+    """Re-raise MemoryError and RecursionError that escape ``what`` (a public entry point:
+    reading, saving, compiling a model) as ResourceLimitError naming it, and an OSError as
+    FileAccessError; NetpassError passes through."""
+    try:
+        yield
+    except NetpassError:
+        raise
+    except MemoryError as e:
+        raise OutOfMemoryError(f"{what}: out of memory"
+                               + (f" ({e})" if str(e) else "")) from e
+    except RecursionError as e:
+        raise ResourceLimitError(f"{what}: the model is nested too deeply ({e})") from e
+    except OSError as e:
+        where = f": {e.filename}" if e.filename else ""
+        raise FileAccessError(f"{what}: {e.strerror or e}{where}") from e
 
 
 class DeviceError(NetpassError):

@@ -6,7 +6,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from .core.model import Model
-from .errors import InputError, NetpassError
+from .errors import InputError, NetpassError, OutOfMemoryError
 from .ops.io import Parameter, Result
 
 
@@ -56,6 +56,10 @@ def infer(model: Model, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
             outs = node.evaluate(args)
         except NetpassError:
             raise
+        except MemoryError as e:
+            shapes = ", ".join(str(list(a.shape)) for a in args)
+            raise OutOfMemoryError(f"{node.type_name} '{node.friendly_name}' ran out of memory "
+                                   f"on inputs [{shapes}]: {e}") from e
         except Exception as e:
             shapes = ", ".join(str(list(a.shape)) for a in args)
             raise NetpassError(f"{node.type_name} '{node.friendly_name}' failed on inputs "

@@ -5,7 +5,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.model import Model
-from ..errors import ModelFormatError
+from ..errors import ModelFormatError, system_errors_as_netpass
 
 
 def read_model(source: Any, weights: Any = None) -> Model:
@@ -14,6 +14,17 @@ def read_model(source: Any, weights: Any = None) -> Model:
     An ONNX graph must be valid as onnx.checker and onnxruntime require (single static
     assignment, sorted nodes, attributes of the types their op declares; see
     ``frontend.onnx_checks``). Files a model names are read as ``frontend.files`` describes."""
+    with system_errors_as_netpass(f"reading {_describe(source)}"):
+        return _read(source, weights)
+
+
+def _describe(source: Any) -> str:
+    if isinstance(source, (str, Path)):
+        return str(source)
+    return f"a model from {type(source).__name__}"
+
+
+def _read(source: Any, weights: Any) -> Model:
     import onnx
     if isinstance(source, Model):
         return source

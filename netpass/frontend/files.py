@@ -11,7 +11,8 @@ its external data (a ``location`` relative to the model). Every such file:
   is non-blocking and re-checked on the descriptor, which closes a swap between the two;
 - is read only over the ranges the model declares (offset and length), each checked against
   the file's size first: a file shorter than declared is an error, a longer one is read only
-  as far as declared.
+  as far as declared; a range larger than the machine's memory is refused before reading
+  (OutOfMemoryError).
 
 The model file the user names (``.xml`` or ``.onnx``) is the user's choice and may lie
 anywhere, but it too must be a regular file, and it is read whole only up to a size cap that a
@@ -24,13 +25,25 @@ import stat
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from types import TracebackType
 
-from ..errors import ModelFileError
+from ..errors import ModelFileError, OutOfMemoryError
 
 # An IR xml holds the graph only (weights live in the .bin); the largest OpenVINO IRs of
 # today's LLMs have xml files of tens of MiB, so 1 GiB is never reached by a real model.
 MAX_XML_BYTES = 1 << 30
 # protobuf cannot parse a message of 2 GiB or more; larger ONNX models keep external data.
 MAX_ONNX_BYTES = (2 << 30) - 1
+
+# os.pread returns at most this many bytes per call on Linux.
+_MAX_READ = 0x7FFFF000
+
+
+def physical_memory() -> int | None:
+    """This machine's memory in bytes, where the OS says."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
@@ -120,11 +133,15 @@ class RegularFile:
         if offset + length > self.size:
             raise self.error(f"is truncated: {where} lies at [{offset}, {offset + length}) "
                              f"outside the file of {self.size} bytes")
+        memory = physical_memory()
+        if memory is not None and length > memory:
+            raise OutOfMemoryError(f"{where} in {self.what} {self.label} declares {length} "
+                                   f"bytes, more than this machine's {memory} bytes of memory")
         parts = []
         done = 0
         while done < length:
             try:
-                chunk = os.pread(self._fd, min(length - done, 1 << 30), offset + done)
+                chunk = os.pread(self._fd, min(length - done, _MAX_READ), offset + done)
             except OSError as e:
                 raise self.error(f"cannot be read: {e.strerror or e}") from None
             if not chunk:  # shrank while we read it
@@ -161,4 +178,4 @@ def read_model_file(path: Path, what: str, limit: int) -> bytes:
 
 
 __all__ = ["MAX_XML_BYTES", "MAX_ONNX_BYTES", "RegularFile", "contained_path", "inside_folder",
-           "read_model_file"]
+           "physical_memory", "read_model_file"]

@@ -21,7 +21,7 @@ from ..core.node import OP_TYPES, Node
 from ..core.rt_info import FusedNames
 from ..core.shape import PartialShape
 from ..core.types import Type
-from ..errors import ModelFormatError, NetpassError, UnsupportedOpError
+from ..errors import ModelFormatError, NetpassError, OutOfMemoryError, UnsupportedOpError
 from .files import MAX_XML_BYTES, RegularFile, inside_folder, read_model_file
 from .ir_format import TYPE_ATTRS, TYPE_NAMES_FROM_IR, attr_from_ir_name, split_names
 
@@ -193,6 +193,8 @@ class _Reader:
             node = cls(inputs, **attrs)
         except NetpassError as e:
             raise ModelFormatError(f"{layer.where()}: {e}") from e
+        except MemoryError as e:  # the model may be valid, only too large to build here
+            raise OutOfMemoryError(f"{layer.where()}: out of memory while building it") from e
         except Exception as e:
             raise ModelFormatError(f"{layer.where()}: cannot build the op: "
                                    f"{type(e).__name__}: {e}") from e
@@ -295,13 +297,30 @@ class _Reader:
         return order
 
 
+# OpenVINO writes model rt_info a few levels deep; deeper nesting is refused, so that code
+# walking it later (copy.deepcopy in Model.clone, the serializer) cannot exhaust the stack.
+MAX_RT_INFO_DEPTH = 64
+
+
 def _rt_dict(el: Element) -> dict:
-    """Model rt_info: ``<key value=.../>``, ``<info name=key value=.../>``, nested elements."""
-    out: dict = {}
-    for child in el:
-        key = child.attrib["name"] if child.tag == "info" and "name" in child.attrib else child.tag
-        out[key] = _rt_dict(child) if len(child) else child.attrib.get("value", "")
-    return out
+    """Model rt_info: ``<key value=.../>``, ``<info name=key value=.../>``, nested elements
+    (walked with a stack, at most MAX_RT_INFO_DEPTH levels)."""
+    root: dict = {}
+    stack = [(el, root, 1)]
+    while stack:
+        parent, out, depth = stack.pop()
+        for child in parent:
+            key = child.attrib["name"] if child.tag == "info" and "name" in child.attrib \
+                else child.tag
+            if not len(child):
+                out[key] = child.attrib.get("value", "")
+                continue
+            if depth >= MAX_RT_INFO_DEPTH:
+                raise ModelFormatError(f"model <rt_info> nests deeper than {MAX_RT_INFO_DEPTH} "
+                                       f"levels (at <{child.tag}>)")
+            out[key] = {}
+            stack.append((child, out[key], depth + 1))
+    return root
 
 
 def read_ir(source: Any, weights: Any = None) -> Model:

@@ -20,7 +20,8 @@ from ..core.model import Model
 from ..core.node import Node, Output
 from ..core.shape import PartialShape
 from ..core.types import Type
-from ..errors import ModelFormatError, NetpassError, UnsupportedOpError, UnsupportedTypeError
+from ..errors import (ModelFormatError, NetpassError, OutOfMemoryError, UnsupportedOpError,
+                      UnsupportedTypeError)
 from ..ops.io import Constant, Parameter, Result
 from ..ops.onnx_types import onnx_element_type
 from ..ops.registry import find_onnx_rule
@@ -256,6 +257,9 @@ def _convert_node(proto: onnx.NodeProto, values: dict[str, Output], opset: int) 
         if not str(e).startswith("ONNX node"):
             e.args = (prefix + str(e),)
         raise
+    except MemoryError as e:  # the model may be valid, only too large to import here
+        raise OutOfMemoryError(f"ONNX node '{label}' ({proto.op_type}): out of memory while "
+                               f"importing it") from e
     except Exception as e:
         raise ModelFormatError(f"ONNX node '{label}' ({proto.op_type}): "
                                f"{type(e).__name__}: {e}") from e

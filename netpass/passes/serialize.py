@@ -32,7 +32,7 @@ from ..core.node import Node, Output
 from ..core.rt_info import RuntimeAttribute
 from ..core.shape import PartialShape
 from ..core.types import Type
-from ..errors import ModelFormatError
+from ..errors import ModelFormatError, system_errors_as_netpass
 from ..frontend.ir_format import (ATTR_RULES, IR_TYPE_NAMES, IR_VERSION, TYPE_ATTRS,
                                   TYPE_NAMES_FROM_IR, AttrRule, escape_names)
 from .base import ModelPass
@@ -315,12 +315,21 @@ class Serialize(ModelPass):
                          else self.xml_path.with_suffix(".bin"))
 
     def run_on_model(self, model: Model) -> bool:
-        xml, blob = serialize(model)
-        self.xml_path.parent.mkdir(parents=True, exist_ok=True)
-        self.xml_path.write_text(xml, encoding="utf-8")
-        self.bin_path.write_bytes(blob)
+        write_ir(model, self.xml_path, self.bin_path)
         return False
 
 
-__all__ = ["Serialize", "serialize", "IR_TYPE_NAMES", "TYPE_NAMES_FROM_IR", "ATTR_RULES",
-           "AttrRule"]
+def write_ir(model: Model, xml_path: Any, bin_path: Any = None) -> None:
+    """Write ``model`` as IR v11 to ``xml_path`` and ``bin_path`` (default: same stem, ``.bin``);
+    a file that cannot be written raises FileAccessError."""
+    xml_path = Path(xml_path)
+    bin_path = Path(bin_path) if bin_path is not None else xml_path.with_suffix(".bin")
+    with system_errors_as_netpass(f"writing IR {xml_path}"):
+        xml, blob = serialize(model)
+        xml_path.parent.mkdir(parents=True, exist_ok=True)
+        xml_path.write_text(xml, encoding="utf-8")
+        bin_path.write_bytes(blob)
+
+
+__all__ = ["Serialize", "serialize", "write_ir", "IR_TYPE_NAMES", "TYPE_NAMES_FROM_IR",
+           "ATTR_RULES", "AttrRule"]

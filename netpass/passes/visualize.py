@@ -31,7 +31,7 @@ import numpy as np
 
 from ..core.model import Model
 from ..core.node import Node, Output
-from ..errors import NetpassError
+from ..errors import NetpassError, system_errors_as_netpass
 from .base import ModelPass
 
 NodeModifier = Callable[[Node, dict], None]
@@ -238,13 +238,14 @@ class VisualizeTree(ModelPass):
         self.node_modifiers = node_modifiers
 
     def run_on_model(self, model: Model) -> bool:
-        text = to_dot(model, self.node_modifiers)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fmt = self.path.suffix.lstrip(".").lower()
-        if fmt in ("dot", "gv", ""):
-            self.path.write_text(text, encoding="utf-8")
-            return False
-        render(text, self.path, fmt)
+        with system_errors_as_netpass(f"VisualizeTree to {self.path}"):
+            text = to_dot(model, self.node_modifiers)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fmt = self.path.suffix.lstrip(".").lower()
+            if fmt in ("dot", "gv", ""):
+                self.path.write_text(text, encoding="utf-8")
+                return False
+            render(text, self.path, fmt)
         return False
 
 

@@ -9,6 +9,14 @@ from ..utils import op
 # rt_info key that keeps a node from being folded (OpenVINO's DisableConstantFolding).
 DISABLE_CONSTANT_FOLDING = "disabled_constant_folding_0"
 
+# Folding materializes a node's result in memory, in the model. A result that would hold more
+# elements than all of the node's inputs together (Broadcast, Tile, ConstantOfShape, Range,
+# Pad: ops that create data) and more than FOLD_MAX_BYTES is left to run at run time, where it
+# is computed per inference instead of living in the model (a ConstantOfShape of 10^12
+# elements stays an op). Results no larger than their inputs (a Transpose, Reshape, Convert or
+# scaling of weights) fold at any size: they hold no more than the model already does.
+FOLD_MAX_BYTES = 4 << 20
+
 
 def disable_constant_folding(node: Node) -> None:
     node.rt_info[DISABLE_CONSTANT_FOLDING] = True
@@ -38,9 +46,12 @@ def fold(node: Node) -> list | None:
         if s.node.type_name != "Constant":
             break
     else:
+        inputs = [s.node.value for s in srcs]
+        if creates_large_data(node, inputs):
+            return None
         try:
-            return node.evaluate([s.node.value for s in srcs])
-        except NotImplementedError:
+            return node.evaluate(inputs)
+        except (NotImplementedError, MemoryError):  # MemoryError: an unknown output shape
             return None
     vals = []
     for port in node._outs:
@@ -51,9 +62,27 @@ def fold(node: Node) -> list | None:
     return vals
 
 
+def creates_large_data(node: Node, inputs: list) -> bool:
+    """Whether folding ``node`` would create an output of more than FOLD_MAX_BYTES that holds
+    more elements than its ``inputs`` together (see FOLD_MAX_BYTES)."""
+    input_elements = sum(int(v.size) for v in inputs)
+    for port in node._outs:
+        ps = port.ps
+        if not ps.is_static:
+            continue
+        elements = 1
+        for d in ps.to_shape():
+            elements *= d
+        itemsize = port.et.dtype.itemsize if port.et.dtype is not None else 8
+        if elements > input_elements and elements * itemsize > FOLD_MAX_BYTES:
+            return True
+    return False
+
+
 class ConstantFolding(ModelPass):
     """Folds every foldable node whose inputs are Constants (producers first, so whole constant
-    sub-graphs collapse in one run). The Constant takes the node's friendly name (``<name>.<i>``
+    sub-graphs collapse in one run), except one that would create a large tensor (see
+    FOLD_MAX_BYTES), which runs at run time. The Constant takes the node's friendly name (``<name>.<i>``
     for a multi-output node), tensor names and rt_info, so Results keep their names."""
 
     def run_on_model(self, model) -> bool:

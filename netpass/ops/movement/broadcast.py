@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 
 from ...core.dimension import Dimension
-from ...core.node import Node
+from ...core.node import VALUE_PROPAGATION_LIMIT, Node
 from ...core.shape import PartialShape
 from ..base import set_name, to_output
 from ..registry import onnx_export, onnx_rule
@@ -84,7 +84,8 @@ class Broadcast(Node):
         # A broadcast scalar of a shape computation (e.g. [d] * n) keeps its dim.
         pv = self.input_partial_value(0)
         ps = self.get_output_partial_shape(0)
-        if pv is not None and len(pv) == 1 and ps.is_static and len(ps) <= 1:
+        if pv is not None and len(pv) == 1 and ps.is_static and len(ps) <= 1 \
+                and (ps[0].min if len(ps) else 1) <= VALUE_PROPAGATION_LIMIT:
             self.set_output_partial_value(0, list(pv) * (ps[0].min if len(ps) else 1))
 
     def evaluate(self, inputs):
@@ -136,7 +137,7 @@ class Tile(Node):
         data = self.get_input_partial_shape(0)
         reps = const_ints(self, 1)
         if pv is not None and reps is not None and data.rank_is_static and len(data) == 1 \
-                and len(reps) == 1:
+                and len(reps) == 1 and len(pv) * reps[0] <= VALUE_PROPAGATION_LIMIT:
             self.set_output_partial_value(0, list(pv) * reps[0])
 
     def evaluate(self, inputs):

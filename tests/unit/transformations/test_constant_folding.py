@@ -61,3 +61,68 @@ def test_dynamic_parameter_branch_untouched():
     m = model_of(opset.relu(x), x)
     run(m, ConstantFolding())
     assert count(m, "Relu") == 1
+
+
+# -- results that would create large data stay ops (FOLD_MAX_BYTES) ---------------------------
+def _const_of_shape_model(shape: list[int]):
+    """y = ReduceSum(ConstantOfShape(shape, 1.5)) + x, read from ONNX as users write it."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    import netpass
+    s = numpy_helper.from_array(np.array(shape, np.int64), "s")
+    graph = helper.make_graph(
+        [helper.make_node("ConstantOfShape", ["s"], ["big"], name="fill",
+                          value=numpy_helper.from_array(np.array([1.5], np.float32))),
+         helper.make_node("ReduceSum", ["big"], ["total"], name="sum", keepdims=0),
+         helper.make_node("Add", ["x", "total"], ["y"], name="add")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])], [s])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    proto.ir_version = 8
+    return proto, netpass.read_model(proto)
+
+
+def test_a_constant_of_shape_of_10_to_the_12_elements_stays_an_op():
+    _, m = _const_of_shape_model([1_000_000, 1_000_000])
+    run(m, ConstantFolding())  # raised numpy's MemoryError (3.64 TiB) before
+    assert count(m, "Broadcast") == 1 and count(m, "ReduceSum") == 1
+
+
+def test_a_result_over_the_limit_stays_an_op_and_runs_at_run_time():
+    import onnxruntime as ort
+
+    import netpass
+    from netpass.ngraph_passes.common.constant_folding import FOLD_MAX_BYTES
+    rows = FOLD_MAX_BYTES // (4 * 256) + 1  # just over the limit in f32
+    proto, m = _const_of_shape_model([rows, 256])
+    run(m, ConstantFolding())
+    assert count(m, "Broadcast") == 1
+    x = rand(3)
+    expected = ort.InferenceSession(proto.SerializeToString(),
+                                    providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(netpass.reference.infer(m, {"x": x})["y"], expected, rtol=1e-5)
+
+
+def test_a_result_under_the_limit_folds():
+    from netpass.ngraph_passes.common.constant_folding import FOLD_MAX_BYTES
+    rows = FOLD_MAX_BYTES // (4 * 256)  # exactly the limit in f32
+    _, m = _const_of_shape_model([rows, 256])
+    run_checked(m, ConstantFolding())
+    assert count(m, "Broadcast", "ReduceSum") == 0
+
+
+def test_weights_over_the_limit_still_fold_when_no_larger_than_their_inputs():
+    # A Transpose, a Convert (f16 -> f32 doubles the bytes, not the elements) and a scaling of
+    # an 8 MiB weight: what models do to weights, folded whatever the size.
+    from netpass.ngraph_passes.common.constant_folding import FOLD_MAX_BYTES
+    n = 1 << 11
+    w = rand(n, n // 2)
+    assert w.nbytes > FOLD_MAX_BYTES
+    x = param([4, n])
+    weight = opset.multiply(opset.transpose(opset.convert(opset.constant(w.astype(np.float16)),
+                                                          np.float32), [1, 0]),
+                            opset.constant(np.float32(0.5)))
+    m = model_of(opset.matmul(x, weight, False, True), x)
+    run_checked(m, ConstantFolding(), rtol=1e-3, atol=1e-3)
+    assert count(m, "Transpose", "Convert", "Multiply") == 0
