@@ -22,12 +22,23 @@
 3. The Slice workaround: SliceToStridedSlice then ConvertStridedSliceToCrop (always; any
    StridedSlice is a crop for GNA).
 
+Stages (``GnaTransformationsPipeline().stages()``), where ``insert_before`` /
+``insert_after`` put a user's passes: InitNodeInfo, DecomposeMVN, CommonOptimizations
+(GnaCommonOptimizations + ConstantFolding), Preparation (the single-traversal members of step 1
++ ConstantFolding), ReplaceGnaNHWCLayers, GatherSinkingTranspose, TransposeMatMulForward,
+TSGeneral, RescueStuckTransposes, GnaTransposeRewrites (TransposeCompress, TSConcatForward,
+TSSplitBackward), GatherSinkingGeneral, LayoutCleanup (ReshapeSequenceFusion,
+TransposeToReshape, TSFuse, NopElimination), SliceToCrop (step 3) and FinalNodeInfo.
+
 Passes whose root op type the model lacks are not registered, and single-traversal members
 share GraphRewrites, so a large model is walked as few times as possible.
 """
 from __future__ import annotations
 
-from ...passes import GraphRewrite, PassConfig
+from typing import Any
+
+from ...errors import NetpassError
+from ...passes import GraphRewrite, Manager, MatcherPass, PassConfig
 from ...passes.base import ModelPass
 from ..common import (BatchNormDecomposition, ConstantFolding, ConvertDivide,
                       ConvertGlobalAvgPoolToReduceMean,
@@ -126,14 +137,84 @@ class RescueStuckTransposes(ModelPass):
         return False
 
 
+# Stage names in run order (what runs there is named in the module docstring). The last two
+# run in a second Manager, after the Slice workaround lets SliceToStridedSlice run again.
+STAGES = ("InitNodeInfo", "DecomposeMVN", "CommonOptimizations", "Preparation",
+          "ReplaceGnaNHWCLayers", "GatherSinkingTranspose", "TransposeMatMulForward",
+          "TSGeneral", "RescueStuckTransposes", "GnaTransposeRewrites", "GatherSinkingGeneral",
+          "LayoutCleanup", "SliceToCrop", "FinalNodeInfo")
+TAIL_STAGES = ("SliceToCrop", "FinalNodeInfo")
+
+
 class GnaTransformationsPipeline(ModelPass):
-    """Returns False like OpenVINO's composite passes: its members keep every shape valid as
-    they go, so the caller's Manager need not re-infer the whole model."""
+    """The GNA ngraph stage, with extension points: ``stages()`` lists the stage names and
+    ``insert_before(stage, *passes)`` / ``insert_after(stage, *passes)`` add passes (instances,
+    or classes built anew for each run) that run once per pipeline run at that point, also
+    when the stage itself has nothing to do on the model. Inserted passes obey the caller's
+    PassConfig and are validated after they run (the pipeline's own members are not).
+
+    Returns False like OpenVINO's composite passes: its members keep every shape valid as
+    they go (the caller's Manager still validates what changed)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._inserted: dict[tuple[str, str], list] = {}
+
+    def stages(self) -> list[str]:
+        """The stage names, in run order."""
+        return list(STAGES)
+
+    def insert_before(self, stage: str, *passes: Any) -> "GnaTransformationsPipeline":
+        """Run ``passes`` (in order) right before ``stage``; returns the pipeline."""
+        return self._insert("before", stage, passes)
+
+    def insert_after(self, stage: str, *passes: Any) -> "GnaTransformationsPipeline":
+        """Run ``passes`` (in order) right after ``stage``; returns the pipeline."""
+        return self._insert("after", stage, passes)
+
+    def _insert(self, where: str, stage: str, passes: tuple) -> "GnaTransformationsPipeline":
+        if stage not in STAGES:
+            raise NetpassError(f"GnaTransformationsPipeline has no stage '{stage}'; stages: "
+                               f"{', '.join(STAGES)}")
+        for p in passes:
+            kind = p if isinstance(p, type) else type(p)
+            if not issubclass(kind, (ModelPass, MatcherPass)):
+                raise TypeError(f"insert_{where}('{stage}'): expected a ModelPass or "
+                                f"MatcherPass (instance or class), got {p!r}")
+        self._inserted.setdefault((where, stage), []).extend(passes)
+        return self
 
     def run_on_model(self, model) -> bool:
         with gc_paused():
             self._run(model)
         return False
+
+    def _members(self, types: set[str], layout: bool, user: PassConfig) -> dict[str, list]:
+        """The pipeline's own passes per stage for a model holding op ``types``."""
+        members: dict[str, list] = {
+            "InitNodeInfo": [InitNodeInfo()],
+            "CommonOptimizations": [GnaCommonOptimizations(), ConstantFolding()],
+            "SliceToCrop": [GraphRewrite(SliceToStridedSlice(), ConvertStridedSliceToCrop())],
+            "FinalNodeInfo": [InitNodeInfo()],
+        }
+        if "MVN" in types:
+            members["DecomposeMVN"] = [DecomposeMVN()]
+        prep = [p() for p, roots in PREPARATION if roots & types]
+        if prep:
+            members["Preparation"] = [GraphRewrite(*prep), ConstantFolding()]
+        if layout:
+            if types & {"Convolution", "GroupConvolution", "MaxPool"}:
+                members["ReplaceGnaNHWCLayers"] = [ReplaceGnaNHWCLayers()]
+            if "Gather" in types:
+                members["GatherSinkingTranspose"] = [GatherSinkingTranspose()]
+            if {"MatMul", "Transpose"} <= types:
+                members["TransposeMatMulForward"] = [TransposeMatMulForward()]
+            members["TSGeneral"] = [TSGeneral()]
+            members["RescueStuckTransposes"] = [RescueStuckTransposes(user)]
+            members["GnaTransposeRewrites"] = [GnaTransposeRewrites()]
+            members["GatherSinkingGeneral"] = [GatherSinkingGeneral()]
+            members["LayoutCleanup"] = [GnaLayoutCleanup()]
+        return members
 
     def _run(self, model) -> None:
         types = {n.type_name for n in model.get_ordered_ops()}
@@ -146,27 +227,22 @@ class GnaTransformationsPipeline(ModelPass):
         if slice_workaround:
             config.disable(SliceToStridedSlice)
         main = nested_manager(config, "GnaTransformationsPipeline")
-        main.register_pass(InitNodeInfo())
-        if "MVN" in types:
-            main.register_pass(DecomposeMVN())
-        main.register_pass(GnaCommonOptimizations())
-        main.register_pass(ConstantFolding())
-        prep = [p() for p, roots in PREPARATION if roots & types]
-        if prep:
-            main.register_pass(GraphRewrite(*prep))
-            main.register_pass(ConstantFolding())
-        if layout:
-            if types & {"Convolution", "GroupConvolution", "MaxPool"}:
-                main.register_pass(ReplaceGnaNHWCLayers())
-            if "Gather" in types:
-                main.register_pass(GatherSinkingTranspose())
-            if {"MatMul", "Transpose"} <= types:
-                main.register_pass(TransposeMatMulForward())
-            for p in (TSGeneral(), RescueStuckTransposes(user), GnaTransposeRewrites(),
-                      GatherSinkingGeneral(), GnaLayoutCleanup()):
-                main.register_pass(p)
-        main.run_passes(model)
         tail = nested_manager(gna_pass_config(user), "GnaSliceToCrop")
-        tail.register_pass(GraphRewrite(SliceToStridedSlice(), ConvertStridedSliceToCrop()))
-        tail.register_pass(InitNodeInfo())
+        members = self._members(types, layout, user)
+        for stage in STAGES:
+            manager = tail if stage in TAIL_STAGES else main
+            self._register_inserted(manager, "before", stage)
+            for p in members.get(stage, ()):
+                manager.register_pass(p)
+            self._register_inserted(manager, "after", stage)
+        main.run_passes(model)
         tail.run_passes(model)
+
+    def _register_inserted(self, manager: Manager, where: str, stage: str) -> None:
+        passes = self._inserted.get((where, stage))
+        if not passes:
+            return
+        manager.set_per_pass_validation(True)
+        for p in passes:
+            manager.register_pass(p)
+        manager.set_per_pass_validation(False)
