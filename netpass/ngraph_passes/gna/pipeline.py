@@ -147,7 +147,9 @@ TAIL_STAGES = ("SliceToCrop", "FinalNodeInfo")
 
 
 class GnaTransformationsPipeline(ModelPass):
-    """The GNA ngraph stage, with extension points: ``stages()`` lists the stage names and
+    """The whole GNA ngraph stage, in the GNA plugin's order (see the module doc).
+
+    Extension points: ``stages()`` lists the stage names and
     ``insert_before(stage, *passes)`` / ``insert_after(stage, *passes)`` add passes (instances,
     or classes built anew for each run) that run once per pipeline run at that point, also
     when the stage itself has nothing to do on the model. Inserted passes obey the caller's
