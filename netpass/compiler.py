@@ -15,10 +15,10 @@ import numpy as np
 from .core.model import Model
 from .core.shape import PartialShape
 from .core.types import Type
-from .errors import NetpassError, system_errors_as_netpass
+from .errors import NetpassError, StateError, system_errors_as_netpass
 from .frontend import read_model
 from .reference import check_inputs
-from .runtime.async_queue import AsyncInferRequest
+from .runtime.async_queue import AsyncInferRequest, RequestBusyError
 
 TRANSFORMATIONS = ("GNA", "COMMON", "NONE")
 
@@ -99,24 +99,28 @@ class CompiledModel:
 class InferRequest(AsyncInferRequest):
     """One inference context: pre-processing on the host, the device graph, post-processing.
     ``infer(inputs)``, or ``start_async(inputs)`` then ``wait()`` and ``results``
-    (:mod:`netpass.runtime.async_queue`); requests of one compiled model run concurrently."""
+    (:mod:`netpass.runtime.async_queue`); requests of one compiled model run concurrently.
+    The variables of a stateful model belong to the request (``reset_state``,
+    ``query_state``)."""
 
     def __init__(self, compiled: CompiledModel) -> None:
+        from .reference import ReferenceInferRequest
         self.compiled = compiled
         self._runtime_request = compiled.runtime.create_infer_request() \
             if compiled.runtime is not None else None
+        self._reference_request = ReferenceInferRequest(compiled.executable) \
+            if compiled.runtime is None else None
         self._host = {"host_preprocess_s": 0.0, "host_postprocess_s": 0.0, "infers": 0}
         self._init_async()
 
     def _infer(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        from . import reference
         cm = self.compiled
         feeds = check_inputs(cm.original, inputs)
         t0 = time.perf_counter()
         feeds = cm.prepost.preprocess(feeds)
         t1 = time.perf_counter()
-        if self._runtime_request is None:
-            outs = reference.infer(cm.executable, feeds)
+        if self._reference_request is not None:
+            outs = self._reference_request.infer(feeds)
         else:
             outs = self._runtime_request.infer(feeds)
         t2 = time.perf_counter()
@@ -126,6 +130,25 @@ class InferRequest(AsyncInferRequest):
         self._host["host_postprocess_s"] += t3 - t2
         self._host["infers"] += 1
         return {name: outs[name] for name in cm.original.output_names}
+
+    def reset_state(self) -> None:
+        """Every variable of the model back to its initial value."""
+        owner = self._state_owner()
+        if owner is not None:
+            owner.reset_state()
+
+    def query_state(self) -> list:
+        """One ``VariableState`` (``.name``, ``.state``, ``.reset()``) per variable."""
+        owner = self._state_owner()
+        return owner.query_state() if owner is not None else []
+
+    def _state_owner(self) -> Any:
+        """The request holding the variables; None for a runtime request, which compiles
+        stateless models only (``compile_model`` refuses the others). The variables are not
+        touched while an inference of this request runs."""
+        if self._busy.locked():
+            raise RequestBusyError("the infer request's variables are in use by an inference")
+        return self._reference_request
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -164,6 +187,10 @@ def compile_model(model: Any, device: str = "AUTO", config: Mapping[str, Any] | 
         device = os.environ.get("NETPASS_DEVICE", "AUTO").upper()
     runtime = None
     if device != "REFERENCE":
+        if executable.sinks:
+            raise StateError(executable.sinks[0].variable_id,
+                             "stateful models (ReadValue/Assign) run on the REFERENCE device "
+                             f"only for now; compiled for {device}")
         from .runtime import compile_program
         runtime = compile_program(executable, device=device, config=cfg)
     return CompiledModel(original, transformed, prepost, network, executable, runtime, device,

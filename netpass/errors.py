@@ -100,6 +100,17 @@ class InputError(NetpassError):
         super().__init__(f"input '{input_name}': {reason}")
 
 
+class StateError(NetpassError):
+    """A model variable's state set with the wrong element type or shape, or a stateful model
+    where state is not supported."""
+
+    hint = "query_state() lists the variables; set .state to an array of the variable's type and shape"
+
+    def __init__(self, variable_id: str, reason: str) -> None:
+        self.variable_id = variable_id
+        super().__init__(f"variable '{variable_id}': {reason}")
+
+
 class LintError(NetpassError):
     """The graph breaks an IR invariant (see :func:`netpass.core.lint`)."""
 

@@ -20,3 +20,4 @@ from .ops.pooling import *  # noqa: F401,F403
 from .ops.recurrent import *  # noqa: F401,F403
 from .ops.reduction import *  # noqa: F401,F403
 from .ops.shape_ops import *  # noqa: F401,F403
+from .ops.state import *  # noqa: F401,F403

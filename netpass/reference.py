@@ -1,13 +1,20 @@
-"""Reference evaluation of a whole model with the ops' numpy ``evaluate``."""
+"""Reference evaluation of a whole model with the ops' numpy ``evaluate``.
+
+``infer(model, inputs)`` runs a model once. A stateful model (``ReadValue``/``Assign``) keeps
+its variables in a request: ``create_infer_request(model)`` gives a
+:class:`ReferenceInferRequest` with ``infer``, ``reset_state()`` and ``query_state()``, as
+OpenVINO's infer requests.
+"""
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, MutableMapping
 
 import numpy as np
 
 from .core.model import Model
-from .errors import InputError, NetpassError, OutOfMemoryError
-from .ops.io import Parameter, Result
+from .errors import InputError, NetpassError, OutOfMemoryError, StateError
+from .ops.io import Parameter
+from .ops.state import Assign, ReadValue, VariableInfo, model_variables
 
 
 def check_inputs(model: Model, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -35,9 +42,18 @@ def check_inputs(model: Model, inputs: Mapping[str, Any]) -> dict[str, np.ndarra
     return out
 
 
-def infer(model: Model, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """Run ``model`` on numpy inputs; returns ``{output name: array}``."""
+def infer(model: Model, inputs: Mapping[str, Any],
+          variables: MutableMapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """Run ``model`` on numpy inputs; returns ``{output name: array}``.
+
+    ``variables`` holds the values of a stateful model's variables by id: a ReadValue reads
+    its variable from there (an id missing reads the initial value), and what the Assigns
+    write is stored there once the whole inference has run, so every ReadValue reads the
+    value from before it. Without ``variables`` every variable reads its initial value and
+    what the Assigns write is dropped.
+    """
     feeds = check_inputs(model, inputs)
+    written: dict[str, np.ndarray] = {}
     by_param = {id(p): feeds[n] for n, p in zip(model.input_names, model.parameters)}
     ops = model.get_ordered_ops()
     remaining: dict[int, int] = {}
@@ -53,7 +69,11 @@ def infer(model: Model, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
             continue
         args = [values[id(s.node)][s.index] for s in node._inputs]
         try:
-            outs = node.evaluate(args)
+            if variables is not None and isinstance(node, ReadValue) \
+                    and node.variable_id in variables:
+                outs = [variables[node.variable_id]]
+            else:
+                outs = node.evaluate(args)
         except NetpassError:
             raise
         except MemoryError as e:
@@ -65,6 +85,8 @@ def infer(model: Model, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
             raise NetpassError(f"{node.type_name} '{node.friendly_name}' failed on inputs "
                                f"[{shapes}]: {type(e).__name__}: {e}") from e
         values[id(node)] = list(outs)
+        if isinstance(node, Assign):
+            written[node.variable_id] = outs[0]
         for s in node._inputs:
             k = id(s.node)
             remaining[k] -= 1
@@ -73,7 +95,92 @@ def infer(model: Model, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
     result: dict[str, np.ndarray] = {}
     for name, r in zip(model.output_names, model.results):
         result[name] = values[id(r)][0] if id(r) in values else None
+    if variables is not None:
+        # copies: an Assign's value may also be an output the caller changes
+        variables.update({k: np.array(v, copy=True) for k, v in written.items()})
     return result
 
 
-__all__ = ["infer", "check_inputs"]
+def check_state(info: VariableInfo, value: Any) -> np.ndarray:
+    """``value`` as a state of the variable ``info``: its element type, a shape the variable's
+    partial shape admits (a copy, so the caller's array stays theirs)."""
+    arr = np.array(value, copy=True)
+    dtype = info.data_type.dtype
+    if dtype is not None and arr.dtype != dtype:
+        raise StateError(info.variable_id, f"dtype {arr.dtype}, expected {dtype} "
+                                           f"({info.data_type})")
+    ps = info.data_shape
+    if ps.rank_is_static:
+        if arr.ndim != len(ps):
+            raise StateError(info.variable_id, f"rank {arr.ndim} (shape {list(arr.shape)}), "
+                                               f"expected {ps}")
+        for axis, (d, n) in enumerate(zip(ps, arr.shape)):
+            if not d.min <= n <= d.max:
+                raise StateError(info.variable_id, f"dim {axis} is {n}, expected {d} "
+                                                   f"(shape {ps})")
+    return arr
+
+
+class VariableState:
+    """One variable of an infer request (OpenVINO's ``VariableState``): ``name`` is the
+    variable id; ``state`` its current value (the initial value while it was never set:
+    zeros whose dynamic dimensions are 0); assigning ``state`` sets it (type and shape
+    checked); ``reset()`` returns it to the initial value."""
+
+    def __init__(self, info: VariableInfo, get: Callable[[], np.ndarray | None],
+                 set_: Callable[[np.ndarray], None], reset: Callable[[], None]) -> None:
+        self.info = info
+        self._get, self._set, self._reset = get, set_, reset
+
+    @property
+    def name(self) -> str:
+        return self.info.variable_id
+
+    @property
+    def state(self) -> np.ndarray:
+        value = self._get()
+        return self.info.initial_value() if value is None else value
+
+    @state.setter
+    def state(self, value: Any) -> None:
+        self._set(check_state(self.info, value))
+
+    def reset(self) -> None:
+        self._reset()
+
+    def __repr__(self) -> str:
+        return f"<VariableState '{self.name}' {list(self.state.shape)}>"
+
+
+class ReferenceInferRequest:
+    """Runs ``model`` with the reference evaluator and keeps its variables between
+    inferences (one set per request)."""
+
+    def __init__(self, model: Model) -> None:
+        self.model = model
+        self.variables = model_variables(model)
+        self._values: dict[str, np.ndarray] = {}
+
+    def infer(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        return infer(self.model, inputs, self._values)
+
+    def reset_state(self) -> None:
+        """Every variable back to its initial value."""
+        self._values.clear()
+
+    def query_state(self) -> list[VariableState]:
+        """One :class:`VariableState` per variable, in the model's order."""
+        values = self._values
+        return [VariableState(info, lambda v=vid: None if v not in values else values[v].copy(),
+                              lambda arr, v=vid: values.__setitem__(v, arr),
+                              lambda v=vid: values.pop(v, None))
+                for vid, info in self.variables.items()]
+
+
+def create_infer_request(model: Model) -> ReferenceInferRequest:
+    """A request that keeps ``model``'s variables between its inferences."""
+    return ReferenceInferRequest(model)
+
+
+__all__ = ["infer", "check_inputs", "check_state", "create_infer_request",
+           "ReferenceInferRequest", "VariableState"]

@@ -426,7 +426,9 @@ class Node:
     # -- wiring -------------------------------------------------------------------------
     def set_arguments(self, inputs: Iterable["Output | Node"]) -> None:
         me = id(self)
-        rewired = bool(self._inputs)  # a node being built changes no graph's order
+        # a node being built changes no graph's order; one in a graph does, even when it had
+        # no inputs (a ReadValue given an initial value)
+        rewired = bool(self._inputs) or self.has_consumers()
         for i, old in enumerate(self._inputs):
             old.node._outs[old.index].cons.pop((me, i), None)
         self._inputs = wired = []

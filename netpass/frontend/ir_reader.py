@@ -259,9 +259,11 @@ class _Reader:
                 inputs.append(producer.output(index))
             nodes[layer.id] = self.build(layer, inputs)
         from ..ops.io import Parameter, Result
+        from ..ops.state import Sink
         params = [nodes[lay.id] for lay in layers if isinstance(nodes[lay.id], Parameter)]
         results = [nodes[lay.id] for lay in layers if isinstance(nodes[lay.id], Result)]
-        model = Model(results, params, root.attrib.get("name", "Model"))
+        sinks = [nodes[lay.id] for lay in layers if isinstance(nodes[lay.id], Sink)]
+        model = Model(results, params, root.attrib.get("name", "Model"), sinks)
         rt = root.find("rt_info")
         if rt is not None:
             model.rt_info = _rt_dict(rt)

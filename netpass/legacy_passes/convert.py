@@ -88,4 +88,5 @@ def convert_to_legacy(model: Model) -> LegacyNetwork:
         net.add_layer(layer)
     net.input_names = [names[p] for p in model.parameters]
     net.output_names = [names[r] for r in model.results]
+    net.sink_names = [names[s] for s in model.sinks]
     return net

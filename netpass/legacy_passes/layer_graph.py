@@ -52,6 +52,7 @@ class LegacyNetwork:
         self.graph = nx.MultiDiGraph()
         self.input_names: list[str] = []     # layer names of "Input" layers, model order
         self.output_names: list[str] = []    # layer names of "Output" layers, model order
+        self.sink_names: list[str] = []      # layers kept without consumers (Assign), model order
 
     # -- building -----------------------------------------------------------------------
     def add_layer(self, layer: Layer) -> Layer:
@@ -64,7 +65,7 @@ class LegacyNetwork:
 
     def remove_layer(self, name: str) -> None:
         self.graph.remove_node(name)
-        for lst in (self.input_names, self.output_names):
+        for lst in (self.input_names, self.output_names, self.sink_names):
             if name in lst:
                 lst.remove(name)
 

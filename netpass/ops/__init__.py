@@ -6,7 +6,8 @@ One module per family; each module holds its op classes (shape inference, evalua
 from __future__ import annotations
 
 from . import (convolution, elementwise, gna, indexing, interpolate, io, legacy,  # noqa: F401
-               matmul, movement, normalization, pad, pooling, recurrent, reduction, shape_ops)
+               matmul, movement, normalization, pad, pooling, recurrent, reduction, shape_ops,
+               state)
 from .base import (ArithmeticReductionKeepDims, BinaryElementwiseArithmetic,  # noqa: F401
                    BinaryElementwiseComparison, BinaryElementwiseLogical,
                    LogicalReductionKeepDims, UnaryElementwiseArithmetic)

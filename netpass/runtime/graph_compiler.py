@@ -54,7 +54,8 @@ def _lower_layer(layer: Layer, args: list[Output]) -> Node:
 
 
 def legacy_to_model(net: LegacyNetwork) -> Model:
-    """The executable graph of ``net``: one primitive per layer, same input/output names."""
+    """The executable graph of ``net``: one primitive per layer, same input/output names and
+    sinks."""
     outs: dict[str, Node] = {}
     params: dict[str, Parameter] = {}
     results: dict[str, Result] = {}
@@ -82,4 +83,4 @@ def legacy_to_model(net: LegacyNetwork) -> Model:
                 node.friendly_name = layer.name
         outs[layer.name] = node
     return Model([results[n] for n in net.output_names], [params[n] for n in net.input_names],
-                 net.name)
+                 net.name, [outs[n] for n in net.sink_names])

@@ -21,3 +21,20 @@ def torch_export(tmp_path_factory) -> Callable:
         return cache[name]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def hf_decoder() -> Callable:
+    """``hf_decoder(name)`` -> ``hf_decoders.HfDecoder`` ("gpt2", "llama"), exported on first
+    use (skips the test without torch or transformers)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    import hf_decoders
+    cache: dict = {}
+
+    def get(name: str):
+        if name not in cache:
+            cache[name] = hf_decoders.EXPORTERS[name]()
+        return cache[name]
+
+    return get

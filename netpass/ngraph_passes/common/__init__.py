@@ -9,6 +9,8 @@ from .constant_folding import (DISABLE_CONSTANT_FOLDING, ConstantFolding,
                                enable_constant_folding)
 from .convert_divide import ConvertDivide
 from .init_node_info import InitNodeInfo
+from .make_stateful import (BuildStateInitializer, MakeStateful, find_kv_cache_pairs,
+                            variable_name)
 from .nop_elimination import NOP_RULES, EliminateNop, NopElimination
 from .reshape_fusion import ReshapeSequenceFusion, TransposeToReshape
 from .rnn_decomposition import (GRUCellDecomposition, GRUSequenceUnrolling,
@@ -16,10 +18,11 @@ from .rnn_decomposition import (GRUCellDecomposition, GRUSequenceUnrolling,
 from .slice_to_strided_slice import SliceToStridedSlice
 
 __all__ = [
-    "BatchNormDecomposition", "CommonOptimizations", "ConstantFolding", "ConvertDivide",
-    "ConvertGlobalAvgPoolToReduceMean", "DISABLE_CONSTANT_FOLDING",
+    "BatchNormDecomposition", "BuildStateInitializer", "CommonOptimizations", "ConstantFolding",
+    "ConvertDivide", "ConvertGlobalAvgPoolToReduceMean", "DISABLE_CONSTANT_FOLDING",
     "EliminateNop", "GRUCellDecomposition", "GRUSequenceUnrolling", "InitNodeInfo",
-    "LSTMCellDecomposition", "LSTMSequenceUnrolling", "NOP_RULES", "NopElimination",
-    "ReshapeSequenceFusion", "SliceToStridedSlice", "TransposeToReshape",
+    "LSTMCellDecomposition", "LSTMSequenceUnrolling", "MakeStateful", "NOP_RULES",
+    "NopElimination", "ReshapeSequenceFusion", "SliceToStridedSlice", "TransposeToReshape",
     "constant_folding_is_disabled", "disable_constant_folding", "enable_constant_folding",
+    "find_kv_cache_pairs", "variable_name",
 ]

@@ -1,0 +1,153 @@
+"""Greedy text generation with a causal language model compiled by netpass.
+
+A decoder exported with its key/value cache (``past_key_values.N.key`` in,
+``present.N.key`` out) runs two ways:
+
+- **stateful** (:func:`stateful_decoder`, then ``compile_model``): the cache is a set of
+  variables the infer request keeps; each step feeds only the new tokens;
+- **with the cache as inputs** (``cache_pairs`` given to :class:`GreedyDecoder`): each step
+  feeds the previous step's ``present`` outputs back as ``past`` inputs, as a caller of the
+  plain export does.
+
+:meth:`GreedyDecoder.generate` prefills the prompt, then decodes one token per inference,
+and reports the time to the first token, each decode step's latency and tokens per second.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from .core.model import Model
+from .errors import NetpassError
+
+# Inputs a decoder may take besides its cache, filled by GreedyDecoder.
+TOKEN_INPUTS = ("input_ids", "attention_mask", "position_ids", "beam_idx")
+
+
+def stateful_decoder(model: Model, batch_input: str = "input_ids") -> Model:
+    """A stateful copy of ``model`` (which is not changed): its past/present pairs
+    (:func:`~netpass.ngraph_passes.common.find_kv_cache_pairs`) become variables
+    (:class:`~netpass.ngraph_passes.common.MakeStateful`); where the cache has a dynamic
+    batch, its initial value takes the batch of ``batch_input``
+    (:class:`~netpass.ngraph_passes.common.BuildStateInitializer`)."""
+    from .ngraph_passes.common import BuildStateInitializer, MakeStateful, find_kv_cache_pairs
+    from .passes import Manager
+    pairs = find_kv_cache_pairs(model)
+    if not pairs:
+        raise NetpassError(f"no past/present key-value pairs among the inputs "
+                           f"{model.input_names} and outputs {model.output_names}")
+    stateful = model.clone()
+    manager = Manager()
+    manager.register_pass(MakeStateful(pairs))
+    if batch_input in stateful.input_names:
+        manager.register_pass(BuildStateInitializer(batch_input))
+    manager.run_passes(stateful)
+    return stateful
+
+
+@dataclass
+class Generation:
+    """What :meth:`GreedyDecoder.generate` produced and how long it took."""
+
+    tokens: np.ndarray                    # [batch, new tokens]
+    logits: list[np.ndarray]              # per new token: the logits it was chosen from
+    time_to_first_token_s: float          # the prefill inference (prompt -> first token)
+    token_latencies_s: list[float] = field(default_factory=list)  # each decode inference
+
+    @property
+    def per_token_s(self) -> float:
+        """Median decode latency (seconds per token after the first)."""
+        return float(np.median(self.token_latencies_s)) if self.token_latencies_s else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Decode throughput: tokens after the first per second of decode inferences."""
+        total = sum(self.token_latencies_s)
+        return len(self.token_latencies_s) / total if total else 0.0
+
+
+class GreedyDecoder:
+    """Greedy decoding with ``compiled`` (a ``netpass.CompiledModel``).
+
+    ``cache_pairs`` (``{past input: present output}``) runs a model that takes its cache as
+    inputs; without it the model must be stateful or keep no cache. The model's inputs other
+    than its cache must be among ``input_ids`` (required), ``attention_mask`` (ones over past
+    and new tokens), ``position_ids`` (the new tokens' positions) and ``beam_idx`` (the batch
+    rows in order); ``logits`` (else the first output) holds the scores per position.
+    """
+
+    def __init__(self, compiled: Any, cache_pairs: Mapping[str, str] | None = None) -> None:
+        self.compiled = compiled
+        self.ports = {p.name: p for p in compiled.inputs}
+        self.cache_pairs = dict(cache_pairs or {})
+        unknown = [n for n in self.ports if n not in TOKEN_INPUTS and n not in self.cache_pairs]
+        if unknown or "input_ids" not in self.ports:
+            raise NetpassError(f"GreedyDecoder: the model's inputs {list(self.ports)} are not a "
+                               f"decoder's: need input_ids, may have {TOKEN_INPUTS[1:]} and "
+                               f"cache inputs; cannot fill {unknown or ['input_ids']}")
+        names = [p.name for p in compiled.outputs]
+        self.logits_name = "logits" if "logits" in names else names[0]
+
+    def _dtype(self, name: str) -> np.dtype:
+        dtype = self.ports[name].element_type.dtype
+        return np.dtype(dtype if dtype is not None else np.int64)
+
+    def _empty_cache(self, name: str, batch: int) -> np.ndarray:
+        """A past input of no tokens: batch rows, the static dims, 0 for the other ones."""
+        ps = self.ports[name].partial_shape
+        shape = [d.min if d.is_static else (batch if axis == 0 else 0)
+                 for axis, d in enumerate(ps)]
+        return np.zeros(shape, self._dtype(name))
+
+    def _feeds(self, ids: np.ndarray, past: int, cache: dict[str, np.ndarray]) -> dict:
+        batch, new = ids.shape
+        feeds = {"input_ids": ids.astype(self._dtype("input_ids"))}
+        if "attention_mask" in self.ports:
+            feeds["attention_mask"] = np.ones((batch, past + new), self._dtype("attention_mask"))
+        if "position_ids" in self.ports:
+            pos = np.arange(past, past + new, dtype=self._dtype("position_ids"))
+            feeds["position_ids"] = np.broadcast_to(pos, (batch, new)).copy()
+        if "beam_idx" in self.ports:
+            feeds["beam_idx"] = np.arange(batch, dtype=self._dtype("beam_idx"))
+        feeds.update(cache)
+        return feeds
+
+    def generate(self, prompt_ids: Any, new_tokens: int, request: Any = None) -> Generation:
+        """Prefill ``prompt_ids`` (``[batch, length]`` ints), then decode until ``new_tokens``
+        tokens are chosen (the first from the prefill). ``request`` (default: a new one of
+        the compiled model) is reset first when the model is stateful."""
+        prompt = np.asarray(prompt_ids)
+        if prompt.ndim != 2 or prompt.shape[1] == 0:
+            raise NetpassError(f"GreedyDecoder: prompt_ids must be [batch, length>0], got "
+                               f"shape {list(prompt.shape)}")
+        if new_tokens < 1:
+            raise NetpassError(f"GreedyDecoder: new_tokens must be >= 1, got {new_tokens}")
+        req = request if request is not None else self.compiled.create_infer_request()
+        if hasattr(req, "reset_state"):
+            req.reset_state()
+        batch = prompt.shape[0]
+        cache = {n: self._empty_cache(n, batch) for n in self.cache_pairs}
+        ids, past = prompt, 0
+        chosen: list[np.ndarray] = []
+        logits: list[np.ndarray] = []
+        times: list[float] = []
+        while True:
+            feeds = self._feeds(ids, past, cache)
+            start = time.perf_counter()
+            outs = req.infer(feeds)
+            times.append(time.perf_counter() - start)
+            last = np.asarray(outs[self.logits_name])[:, -1]
+            logits.append(last)
+            chosen.append(last.argmax(-1))
+            if len(chosen) == new_tokens:
+                break
+            cache = {n: outs[r] for n, r in self.cache_pairs.items()}
+            past += ids.shape[1]
+            ids = chosen[-1][:, None]
+        return Generation(np.stack(chosen, axis=1), logits, times[0], times[1:])
+
+
+__all__ = ["Generation", "GreedyDecoder", "stateful_decoder", "TOKEN_INPUTS"]

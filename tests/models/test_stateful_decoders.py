@@ -1,0 +1,205 @@
+"""Stateful decoding of transformers decoders (GPT-2, LLaMA-style) exported with their cache.
+
+Each model (random weights, small configs, ``hf_decoders``) is made stateful with
+``MakeStateful`` on the pairs ``find_kv_cache_pairs`` finds, compiled under every
+``TRANSFORMATIONS`` setting, and generates 32 tokens greedily; the same tokens must come from
+the plain export run step by step (its cache fed back as inputs) through netpass and through
+onnxruntime, with the logits of every step within rel. L2 1e-4.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import netpass
+from netpass.generation import GreedyDecoder, stateful_decoder
+from netpass.ngraph_passes.common import find_kv_cache_pairs
+
+NEW_TOKENS = 32
+RTOL_L2 = 1e-4
+
+
+def _rel_l2(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+def _prompt(dec, batch: int = 1, length: int = 6) -> np.ndarray:
+    return np.random.default_rng(7).integers(1, dec.vocab, (batch, length))
+
+
+class _OrtCompiled:
+    """onnxruntime behind the face GreedyDecoder needs (ports, requests with ``infer``)."""
+
+    def __init__(self, onnx: bytes, like) -> None:
+        import onnxruntime as ort
+        self.session = ort.InferenceSession(onnx, providers=["CPUExecutionProvider"])
+        self.inputs, self.outputs = like.inputs, like.outputs
+        self.names = [o.name for o in self.session.get_outputs()]
+
+    def create_infer_request(self) -> "_OrtCompiled":
+        return self
+
+    def infer(self, feeds: dict) -> dict:
+        return dict(zip(self.names, self.session.run(None, feeds)))
+
+
+def _check_same_generation(got, want, what: str) -> None:
+    np.testing.assert_array_equal(got.tokens, want.tokens, err_msg=what)
+    worst = max(_rel_l2(a, b) for a, b in zip(got.logits, want.logits))
+    assert worst <= RTOL_L2, f"{what}: logits rel. L2 {worst:.2e}"
+
+
+@pytest.fixture(scope="module")
+def plain_models(hf_decoder):
+    """name -> (decoder, plain Model, stateful Model), read and made stateful once."""
+    out = {}
+    for name in ("gpt2", "llama"):
+        dec = hf_decoder(name)
+        model = netpass.read_model(dec.onnx)
+        out[name] = (dec, model, stateful_decoder(model))
+    return out
+
+
+@pytest.mark.parametrize("transformations", ["NONE", "COMMON", "GNA"])
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_stateful_generation_equals_plain_and_onnxruntime(plain_models, name, transformations):
+    dec, model, stateful = plain_models[name]
+    pairs = find_kv_cache_pairs(model)
+    assert sorted(pairs) == sorted(dec.past_names)
+    assert stateful.input_names == ["input_ids", "attention_mask", "position_ids"]
+    assert stateful.output_names == ["logits"]
+    config = {"TRANSFORMATIONS": transformations}
+    cm_state = netpass.compile_model(stateful, "REFERENCE", config)
+    cm_plain = netpass.compile_model(model, "REFERENCE", config)
+    prompt = _prompt(dec)
+    got = GreedyDecoder(cm_state).generate(prompt, NEW_TOKENS)
+    plain = GreedyDecoder(cm_plain, pairs).generate(prompt, NEW_TOKENS)
+    ort = GreedyDecoder(_OrtCompiled(dec.onnx, cm_plain), pairs).generate(prompt, NEW_TOKENS)
+    assert got.tokens.shape == (1, NEW_TOKENS)
+    assert len(set(ort.tokens[0].tolist())) > 3, "degenerate test: the model repeats itself"
+    _check_same_generation(plain, ort, "plain export step by step vs onnxruntime")
+    _check_same_generation(got, ort, "stateful vs onnxruntime")
+
+
+def test_reset_state_restarts_the_sequence(plain_models):
+    dec, model, stateful = plain_models["gpt2"]
+    cm = netpass.compile_model(stateful, "REFERENCE", {"TRANSFORMATIONS": "COMMON"})
+    req = cm.create_infer_request()
+    decoder = GreedyDecoder(cm)
+    prompt = _prompt(dec)
+    first = decoder.generate(prompt, 8, req)
+    states = req.query_state()
+    assert sorted(s.name for s in states) == sorted(
+        p + r for p, r in find_kv_cache_pairs(model).items())
+    # the prompt and the 7 tokens fed back are in the cache; the 8th was never fed
+    assert {s.state.shape for s in states} == {(1, dec.kv_heads, 6 + 7, dec.head_dim)}
+    ids = np.asarray(prompt)
+    n = ids.shape[1]
+    # without a reset the prompt continues the cached sequence: other logits
+    cont = req.infer({"input_ids": ids, "attention_mask": np.ones((1, 13 + n), np.int64),
+                      "position_ids": np.arange(13, 13 + n)[None]})["logits"]
+    assert _rel_l2(cont[:, -1], first.logits[0]) > 1e-2
+    req.reset_state()
+    # never set: zeros whose dynamic dims (batch and past here) are 0; the init sub-graph of
+    # BuildStateInitializer gives the batch only when an inference reads it
+    assert {s.state.shape for s in req.query_state()} == {(0, dec.kv_heads, 0, dec.head_dim)}
+    fresh = req.infer({"input_ids": ids, "attention_mask": np.ones_like(ids),
+                       "position_ids": np.arange(n)[None]})["logits"]
+    np.testing.assert_allclose(fresh[:, -1], first.logits[0], rtol=1e-5, atol=1e-6)
+    req.reset_state()
+    again = decoder.generate(prompt, 8, req)
+    np.testing.assert_array_equal(again.tokens, first.tokens)
+
+
+def test_setting_state_continues_from_it(plain_models):
+    """The cache of the plain model's prefill, set into a fresh request's variables, gives
+    the same next-token logits as the plain model fed that cache."""
+    dec, model, stateful = plain_models["llama"]
+    pairs = find_kv_cache_pairs(model)
+    plain = netpass.compile_model(model, "REFERENCE", {"TRANSFORMATIONS": "NONE"})
+    cm = netpass.compile_model(stateful, "REFERENCE", {"TRANSFORMATIONS": "NONE"})
+    ids = _prompt(dec)
+    empty = {n: np.zeros((1, dec.kv_heads, 0, dec.head_dim), np.float32) for n in pairs}
+    pos = np.arange(ids.shape[1])[None]
+    pre = plain.create_infer_request().infer({"input_ids": ids, "attention_mask":
+                                              np.ones_like(ids), "position_ids": pos, **empty})
+    nxt = np.array([[5]])
+    step = {"input_ids": nxt, "attention_mask": np.ones((1, ids.shape[1] + 1), np.int64),
+            "position_ids": np.array([[ids.shape[1]]])}
+    want = plain.create_infer_request().infer({**step, **{n: pre[r] for n, r in pairs.items()}})
+    req = cm.create_infer_request()
+    for state in req.query_state():
+        past = next(p for p in pairs if state.name == p + pairs[p])
+        state.state = pre[pairs[past]]
+    got = req.infer(step)
+    assert _rel_l2(got["logits"], want["logits"]) <= RTOL_L2
+
+
+def test_two_requests_hold_separate_states(plain_models):
+    dec, _, stateful = plain_models["llama"]
+    cm = netpass.compile_model(stateful, "REFERENCE", {"TRANSFORMATIONS": "GNA"})
+    decoder = GreedyDecoder(cm)
+    prompts = [_prompt(dec, length=6), _prompt(dec, length=4) + 1]
+    alone = [decoder.generate(p, 10).tokens for p in prompts]
+    assert not np.array_equal(alone[0], alone[1])
+    requests = [cm.create_infer_request() for _ in prompts]
+    ids = [np.asarray(p) for p in prompts]
+    past = [0, 0]
+    tokens: list[list[int]] = [[], []]
+    for _ in range(10):  # the two sequences interleaved, one token each in turn
+        for k, req in enumerate(requests):
+            n = ids[k].shape[1]
+            out = req.infer({"input_ids": ids[k],
+                             "attention_mask": np.ones((1, past[k] + n), np.int64),
+                             "position_ids": np.arange(past[k], past[k] + n)[None]})
+            tokens[k].append(int(out["logits"][0, -1].argmax()))
+            past[k] += n
+            ids[k] = np.array([[tokens[k][-1]]])
+    for k in range(2):
+        np.testing.assert_array_equal(np.array([tokens[k]]), alone[k])
+
+
+def test_dynamic_batch_state_takes_the_batch_of_the_input(plain_models):
+    dec, model, stateful = plain_models["gpt2"]
+    cm = netpass.compile_model(stateful, "REFERENCE", {"TRANSFORMATIONS": "NONE"})
+    plain = netpass.compile_model(model, "REFERENCE", {"TRANSFORMATIONS": "NONE"})
+    prompt = _prompt(dec, batch=3)
+    got = GreedyDecoder(cm).generate(prompt, 6)
+    ort = GreedyDecoder(_OrtCompiled(dec.onnx, plain), find_kv_cache_pairs(model)).generate(
+        prompt, 6)
+    _check_same_generation(got, ort, "batch 3, stateful vs onnxruntime")
+
+
+class _OvRequest:
+    """An OpenVINO CPU request behind GreedyDecoder's face (outputs named like ``like``'s)."""
+
+    def __init__(self, xml, like) -> None:
+        import openvino as ov
+        core = ov.Core()
+        compiled = core.compile_model(core.read_model(str(xml)), "CPU",
+                                      {"INFERENCE_PRECISION_HINT": "f32"})
+        self.request = compiled.create_infer_request()
+        self.inputs, self.outputs = like.inputs, like.outputs
+
+    def create_infer_request(self) -> "_OvRequest":
+        return self
+
+    def reset_state(self) -> None:
+        self.request.reset_state()
+
+    def infer(self, feeds: dict) -> dict:
+        res = self.request.infer(feeds)
+        return {port.name: np.asarray(res[i]) for i, port in enumerate(self.outputs)}
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_stateful_decoder_ir_runs_in_openvino(plain_models, name, tmp_path):
+    """netpass's stateful model, saved as IR, generates the same tokens in OpenVINO."""
+    pytest.importorskip("openvino")
+    dec, _, stateful = plain_models[name]
+    netpass.save_model(stateful, tmp_path / "stateful.xml")
+    cm = netpass.compile_model(stateful, "REFERENCE", {"TRANSFORMATIONS": "NONE"})
+    prompt = _prompt(dec)
+    want = GreedyDecoder(cm).generate(prompt, 12)
+    got = GreedyDecoder(_OvRequest(tmp_path / "stateful.xml", cm)).generate(prompt, 12)
+    _check_same_generation(got, want, "OpenVINO on netpass's stateful IR vs netpass")
