@@ -11,9 +11,9 @@ from typing import Any, Callable, Mapping, MutableMapping
 
 import numpy as np
 
+from .core.boundary import Parameter
 from .core.model import Model
 from .errors import InputError, NetpassError, OutOfMemoryError, StateError
-from .ops.io import Parameter
 from .ops.state import Assign, ReadValue, VariableInfo, model_variables
 
 

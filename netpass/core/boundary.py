@@ -1,5 +1,5 @@
-"""The graph boundary: Parameter (a model input), Constant (fixed data) and Result (a model
-output).
+"""The graph boundary: Parameter (a model input), Constant (fixed data), Result (a model
+output) and Sink (the base of ops a model keeps without outputs, such as Assign).
 
 They live in core because the Model and the mutation helpers are defined by them (a Model's
 inputs are Parameters, its outputs Results; constants carry runtime info); their factories and
@@ -13,7 +13,7 @@ from .node import Node
 from .shape import PartialShape, ShapeLike
 from .types import Type, f32
 
-__all__ = ["Parameter", "Constant", "Result"]
+__all__ = ["Parameter", "Constant", "Result", "Sink"]
 
 
 class Parameter(Node):
@@ -94,3 +94,8 @@ class Result(Node):
 
     def evaluate(self, inputs):
         return [inputs[0]]
+
+
+class Sink(Node):
+    """Base of ops whose effect is not an output a model returns (OpenVINO's ``op::Sink``:
+    ``Assign`` writing a variable); a ``Model`` keeps them in ``model.sinks``."""

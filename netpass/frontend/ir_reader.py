@@ -16,6 +16,7 @@ from xml.etree.ElementTree import Element, ParseError
 
 import numpy as np
 
+from ..core.boundary import Parameter, Result, Sink
 from ..core.model import Model
 from ..core.node import OP_TYPES, Node
 from ..core.rt_info import FusedNames
@@ -258,8 +259,6 @@ class _Reader:
                                            f"{producer.get_output_size()}")
                 inputs.append(producer.output(index))
             nodes[layer.id] = self.build(layer, inputs)
-        from ..ops.io import Parameter, Result
-        from ..ops.state import Sink
         params = [nodes[lay.id] for lay in layers if isinstance(nodes[lay.id], Parameter)]
         results = [nodes[lay.id] for lay in layers if isinstance(nodes[lay.id], Result)]
         sinks = [nodes[lay.id] for lay in layers if isinstance(nodes[lay.id], Sink)]

@@ -10,11 +10,11 @@ A variable never set (a new request, or after ``reset_state()``) reads as its in
 the ReadValue's input when it has one (an init sub-graph), else zeros whose dynamic
 dimensions are 0 (interval dimensions take their lower bound): an empty past.
 
-``Assign`` is a *sink*: nothing in the model reads it, so a ``Model`` lists it in ``sinks`` to
-keep it in ``get_ordered_ops()``. Neither op may be folded: their values change at run time.
-The reference ``evaluate`` of a ReadValue is the initial value and an Assign's is its input;
-holding variables across inferences is the job of the infer requests
-(``netpass.reference.ReferenceInferRequest``, the runtime's requests).
+``Assign`` is a *sink* (``netpass.core.boundary.Sink``): nothing in the model reads it, so a
+``Model`` lists it in ``sinks`` to keep it in ``get_ordered_ops()``. Neither op may be
+folded: their values change at run time. The reference ``evaluate`` of a ReadValue is the
+initial value and an Assign's is its input; holding variables across inferences is the job
+of the infer requests (``netpass.reference.ReferenceInferRequest``, the runtime's requests).
 
 ONNX has no state, so there are no import rules and the export rule refuses them.
 """
@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.boundary import Sink
 from ..core.node import Node
 from ..core.shape import PartialShape
 from ..core.types import Type, dynamic
@@ -33,11 +34,6 @@ from .base import set_name, to_output
 from .registry import onnx_export
 
 __all__ = ["read_value", "assign"]
-
-
-class Sink(Node):
-    """An op whose effect is not an output a model returns (OpenVINO's ``op::Sink``); a
-    ``Model`` keeps its sinks in ``model.sinks``."""
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,11 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ...core.boundary import Parameter, Result
 from ...core.graph_util import copy_runtime_info
 from ...core.model import Model, parameter_name, result_name
 from ...core.node import Node
 from ...errors import NetpassError
-from ...ops.io import Parameter, Result
 from ...ops.state import Assign, ReadValue
 from ...passes.base import ModelPass
 from ..utils import const, make
