@@ -55,6 +55,8 @@ class MakeStateful(ModelPass):
     dimensions are 0: an empty past); the Result's value feeds an ``Assign``, added to the
     model's sinks; the Parameter and the Result leave the model."""
 
+    changes_model_io = True  # the pairs leave the model's inputs and outputs
+
     def __init__(self, pairs: Mapping[str, str] | Sequence[tuple[Node, Node]]) -> None:
         super().__init__()
         self.pairs = dict(pairs) if isinstance(pairs, Mapping) else list(pairs)
