@@ -201,3 +201,23 @@ def test_pipelines_keep_the_state(transformations):
 def test_runtime_devices_refuse_a_stateful_model_clearly():
     with pytest.raises(StateError, match="variable 'hist': stateful models .* REFERENCE"):
         netpass.compile_model(_conv_with_history(), "CPU", {"TRANSFORMATIONS": "NONE"})
+
+
+def test_state_is_not_touched_while_an_asynchronous_inference_runs():
+    import threading
+
+    from netpass.runtime.async_queue import RequestBusyError
+    cm = netpass.compile_model(_conv_with_history(), "REFERENCE", {"TRANSFORMATIONS": "NONE"})
+    req = cm.create_infer_request()
+    release = threading.Event()
+    req.set_callback(lambda _: release.wait())  # holds the request busy until released
+    req.start_async({"x": _rand(1, 4, 6)})
+    try:
+        with pytest.raises(RequestBusyError, match="variables are in use"):
+            req.reset_state()
+        with pytest.raises(RequestBusyError):
+            req.query_state()
+    finally:
+        release.set()
+        req.wait()
+    assert req.query_state()[0].state.shape == (1, 8, 4)
