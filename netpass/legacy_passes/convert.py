@@ -74,7 +74,8 @@ def convert_to_legacy(model: Model) -> LegacyNetwork:
         label = params["name"] if isinstance(node, (Parameter, Result)) else node.friendly_name
         layer = Layer(name=_unique(label, taken), type=ltype, op_type=op_type, params=params,
                       out_shapes=[o.partial_shape for o in node.outputs()],
-                      out_types=[o.element_type for o in node.outputs()])
+                      out_types=[o.element_type for o in node.outputs()],
+                      op_class=None if isinstance(node, Constant) else type(node))
         if isinstance(node, Constant):
             layer.blobs["custom"] = node.value
         for port, src in enumerate(node.input_values()):

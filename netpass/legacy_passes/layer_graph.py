@@ -21,8 +21,9 @@ class Layer:
     """One legacy layer.
 
     ``inputs[i]`` says where input port ``i`` comes from: ``("layer", producer, out_port)`` or
-    ``("blob", key)``. ``op_type`` is the ngraph op the layer was made from; ``params`` holds
-    that op's attributes plus legacy parameters.
+    ``("blob", key)``. ``op_type`` is the ngraph op the layer was made from (``op_class`` its
+    class, which tells the versions of one type name apart: OneHot-1 and OneHot-16); ``params``
+    holds that op's attributes plus legacy parameters.
     """
 
     name: str
@@ -34,6 +35,7 @@ class Layer:
     out_shapes: list[Any] = field(default_factory=list)
     out_types: list[Any] = field(default_factory=list)
     precision: str = "FP32"
+    op_class: type | None = None
 
     def data_inputs(self) -> list[tuple[int, str, int]]:
         """(port, producer, producer out port) of inputs that come from layers."""

@@ -42,7 +42,8 @@ def _lower_layer(layer: Layer, args: list[Output]) -> Node:
     if layer.type == "FullyConnected" and len(args) == 2:
         w = layer.blobs["weights"]
         args = [*args, _const(np.zeros(w.shape[0], w.dtype))]
-    cls = OP_TYPES.get(layer.op_type)
+    cls = layer.op_class if layer.op_class is not None and layer.op_class.type_name == \
+        layer.op_type else OP_TYPES.get(layer.op_type)
     if cls is None:
         raise UnsupportedOpError(layer.op_type, node_name=layer.name,
                                  reason=f"no primitive for legacy layer type {layer.type}")
