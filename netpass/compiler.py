@@ -55,7 +55,8 @@ class CompiledModel:
     """The result of :func:`compile_model`; create infer requests from it."""
 
     def __init__(self, original: Model, transformed: Model, prepost: Any, network: Any,
-                 executable: Model, runtime: Any, device: str, legacy_log: list[str]) -> None:
+                 executable: Model, runtime: Any, device: str, legacy_log: list[str],
+                 input_types: Mapping[str, Type] | None = None) -> None:
         self.original = original
         self.transformed = transformed
         self.prepost = prepost
@@ -68,6 +69,12 @@ class CompiledModel:
                        for n, p in zip(original.input_names, original.parameters)]
         self.outputs = [Port(n, r.input_value(0).partial_shape, r.input_value(0).element_type)
                         for n, r in zip(original.output_names, original.results)]
+        # Inputs whose element type a transformation changed (the GNA pipeline's
+        # RemoveInputConvert takes a float Convert into the Parameter): converted on the host.
+        self.feed_types = {n: t.dtype for n, t in (input_types or {}).items()
+                           if t.dtype is not None and
+                           t is not original.parameters[original.input_names.index(n)]
+                           .output(0).element_type}
 
     def create_infer_request(self) -> "InferRequest":
         return InferRequest(self)
@@ -116,6 +123,8 @@ class InferRequest(AsyncInferRequest):
     def _infer(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         cm = self.compiled
         feeds = check_inputs(cm.original, inputs)
+        for name, dtype in cm.feed_types.items():
+            feeds[name] = feeds[name].astype(dtype)
         t0 = time.perf_counter()
         feeds = cm.prepost.preprocess(feeds)
         t1 = time.perf_counter()
@@ -129,7 +138,10 @@ class InferRequest(AsyncInferRequest):
         self._host["host_preprocess_s"] += t1 - t0
         self._host["host_postprocess_s"] += t3 - t2
         self._host["infers"] += 1
-        return {name: outs[name] for name in cm.original.output_names}
+        # An output keeps the original model's element type where a transformation dropped a
+        # final Convert (RemoveOutputConvert) or the device computes in another precision.
+        return {port.name: _as_dtype(outs[port.name], port.element_type)
+                for port in cm.outputs}
 
     def reset_state(self) -> None:
         """Every variable of the model back to its initial value."""
@@ -157,6 +169,12 @@ class InferRequest(AsyncInferRequest):
         return base
 
 
+def _as_dtype(value: Any, et: Type) -> Any:
+    if et.dtype is None or not isinstance(value, np.ndarray) or value.dtype == et.dtype:
+        return value
+    return value.astype(et.dtype)
+
+
 def compile_model(model: Any, device: str = "AUTO", config: Mapping[str, Any] | None = None) -> CompiledModel:
     """Compile ``model`` (a Model or anything ``read_model`` reads) for ``device``.
 
@@ -178,6 +196,8 @@ def compile_model(model: Any, device: str = "AUTO", config: Mapping[str, Any] | 
     with system_errors_as_netpass(f"compiling model '{original.friendly_name}'"):
         transformed = original.clone()
         apply_transformations(transformed, which)
+        input_types = {n: p.output(0).element_type
+                       for n, p in zip(transformed.input_names, transformed.parameters)}
         prepost = split_pre_post_processing(transformed)
         network = convert_to_legacy(transformed)
         legacy_log = run_legacy_passes(network, dump_dir=dump_dir)
@@ -194,4 +214,4 @@ def compile_model(model: Any, device: str = "AUTO", config: Mapping[str, Any] | 
         from .runtime import compile_program
         runtime = compile_program(executable, device=device, config=cfg)
     return CompiledModel(original, transformed, prepost, network, executable, runtime, device,
-                         legacy_log)
+                         legacy_log, input_types)

@@ -108,6 +108,7 @@ def assert_output(name: str, got: Any, ref: Any) -> None:
         return
     got = np.asarray(got)
     assert got.shape == ref.shape, f"{name}: shape {got.shape} != {ref.shape}"
+    assert got.dtype == ref.dtype, f"{name}: dtype {got.dtype} != {ref.dtype}"
     if ref.dtype.kind in "fc" or _is_ml_float(ref.dtype):
         np.testing.assert_allclose(got.astype(np.float64), ref.astype(np.float64), rtol=RTOL,
                                    atol=ATOL, err_msg=name)
@@ -166,7 +167,8 @@ def _check(case: Any, infer: Callable[[dict[str, Any]], dict[str, Any]]) -> Outc
                 assert_output(name, outs[name], ref)
             except AssertionError as e:
                 text = str(e)
-                kind = "shape" if ": shape" in text else "length" if "length" in text else \
+                kind = "shape" if ": shape" in text else "dtype" if ": dtype" in text else \
+                    "length" if "length" in text else \
                     "kind" if "expected" in text.split("\n")[0] else "values"
                 return Outcome("mismatch", kind, text)
             except Exception as e:

@@ -233,12 +233,12 @@ def _import_eye_like(ctx):
     ps = x.partial_shape
     if ps.is_static:
         h, w = ps.to_shape()
-        return to_output(np.eye(h, w, k=k, dtype=et.dtype))
+        return to_output(np.eye(h, w, k=k, dtype=et.dtype), et)
     if not ps.rank_is_static or len(ps) != 2:
         ctx.error("EyeLike needs a 2-D input")
     mask = equal(_index_grid(x), i64_operand(k))
-    return to_output(select(mask, to_output(np.ones((), et.dtype)),
-                            to_output(np.zeros((), et.dtype))))
+    return to_output(select(mask, to_output(np.ones((), et.dtype), et),
+                            to_output(np.zeros((), et.dtype), et)))
 
 
 # -- ONNX export (opset 17) -----------------------------------------------------------------

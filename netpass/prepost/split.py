@@ -69,6 +69,8 @@ def _is_reshape(node: Node) -> bool:
 def _cuttable(node: Node) -> bool:
     """A Gather (permutation along one axis) or a Transpose the target cannot run, with static
     shapes and constant parameters, whose output has as many elements as its input."""
+    if node.type_name not in ("Transpose", "Gather"):
+        return False  # (Constants, ShapeOf... feed Results too)
     src, out = node.input_value(0), node.output(0)
     if not (src.partial_shape.is_static and out.partial_shape.is_static):
         return False

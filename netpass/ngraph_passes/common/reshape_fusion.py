@@ -36,6 +36,8 @@ def _moves_only_ones(out) -> bool:
     shape = static_shape(node.input_value(0))
     if order is None or shape is None:
         return False
+    if order.size == 0:  # an empty order reverses the dimensions
+        order = np.arange(len(shape))[::-1]
     kept = [int(a) for a in order.reshape(-1) if shape[int(a)] != 1]
     return kept == sorted(kept)
 

@@ -70,3 +70,11 @@ def test_input_with_two_consumers_is_left_alone():
     m = Model([opset.relu(t), opset.sigmoid(x)], [x])
     cut, pp = _check_equal(m, {"x": _rand(1, 16, 3, 8)})
     assert "Transpose" in _types(cut) and len(pp) == 0
+
+
+def test_results_fed_by_nodes_without_inputs_are_left_alone():
+    # A Result may read a Constant or a ShapeOf of an input: nothing to cut, nothing to fail.
+    x = opset.parameter([2, 3], f32, "x")
+    m = Model([opset.constant(np.arange(3, dtype=np.float32)), opset.shape_of(x)], [x])
+    cut, pp = _check_equal(m, {"x": _rand(2, 3)})
+    assert not list(pp.inputs) and not list(pp.outputs)

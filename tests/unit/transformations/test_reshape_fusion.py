@@ -1,6 +1,8 @@
 """ReshapeSequenceFusion and TransposeToReshape."""
 from __future__ import annotations
 
+import numpy as np
+
 from netpass import opset
 from netpass.ngraph_passes.common import ReshapeSequenceFusion, TransposeToReshape
 from netpass.testing import TransformationTest
@@ -38,3 +40,11 @@ def test_real_transpose_and_dynamic_stay():
     m = model_of([opset.transpose(x, [0, 2, 1]), opset.transpose(y, [1, 0])], [x, y])
     run(m, TransposeToReshape())
     assert count(m, "Transpose") == 2
+
+
+def test_empty_order_reverses_and_stays_a_transpose():
+    # An empty order input means "reverse the dimensions" (ONNX Transpose without perm).
+    x = param([2, 3, 4])
+    m = model_of(opset.transpose(x, np.zeros((0,), np.int64)), x)
+    run_checked(m, TransposeToReshape())
+    assert count(m, "Transpose") == 1
