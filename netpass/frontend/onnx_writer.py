@@ -1,4 +1,5 @@
-"""netpass Model -> ONNX (opset 17, IR version 8).
+"""netpass Model -> ONNX (opset 17, IR version 8; a later opset where the model holds an op
+that ONNX added later, e.g. Attention: opset 23).
 
 Each op family registers an export rule in ``netpass.ops.registry.ONNX_EXPORT``; a rule writes
 ONNX nodes through the :class:`ExportContext` it is given. Graph inputs and outputs keep the
@@ -21,7 +22,7 @@ from ..core.shape import PartialShape
 from ..core.types import Type
 from ..errors import ModelFormatError, UnsupportedOpError
 from ..ops.io import Parameter, Result
-from ..ops.registry import ONNX_EXPORT
+from ..ops.registry import ONNX_EXPORT, ONNX_EXPORT_OPSET
 from ..version import __version__
 
 OPSET = 17
@@ -51,7 +52,8 @@ class ExportContext:
     is one, else one of its own tensor names not used yet, else a fresh name.
     """
 
-    def __init__(self, model: Model) -> None:
+    def __init__(self, model: Model, opset: int = OPSET) -> None:
+        self.opset = opset
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
         self._names: dict[tuple[int, int], str] = {}
@@ -110,6 +112,16 @@ class ExportContext:
         name = self.fresh(f"{op_type}_{outputs[0]}" if outputs else op_type)
         self.nodes.append(helper.make_node(op_type, list(inputs), list(outputs), name=name, **conv))
 
+    def add_reduce(self, op_type: str, data: str, outputs: list[str], axes: list[int],
+                   keepdims: bool) -> None:
+        """An ONNX reduction (ReduceMean, ReduceMax...) over constant ``axes``: an attribute up
+        to opset 17, an input from opset 18 on (ReduceSum: from 13)."""
+        if self.opset >= 18 or op_type == "ReduceSum":
+            axes_name = self.constant(np.asarray(axes, np.int64), "axes")
+            self.add_node(op_type, [data, axes_name], outputs, keepdims=int(keepdims))
+        else:
+            self.add_node(op_type, [data], outputs, axes=list(axes), keepdims=int(keepdims))
+
     def constant(self, array: Any, hint: str = "const") -> str:
         """Add ``array`` as an initializer; returns its tensor name."""
         name = self.fresh(hint)
@@ -163,8 +175,28 @@ def to_onnx(model: Model) -> onnx.ModelProto:
             gc.enable()
 
 
+def export_opset(model: Model) -> int:
+    """The ONNX opset ``model`` is written at: 17, or the highest opset its ops' rules need."""
+    need = OPSET
+    for node in model.get_ordered_ops():
+        for cls in type(node).__mro__:
+            if cls in ONNX_EXPORT:
+                need = max(need, ONNX_EXPORT_OPSET.get(cls, OPSET))
+                break
+    return need
+
+
+def _ir_version(opset: int) -> int:
+    """The lowest IR version that carries ``opset`` (onnx's version table); 8 for opset 17."""
+    for _release, ir, ai_onnx, *_ in helper.VERSION_TABLE:
+        if ai_onnx >= opset:
+            return max(ir, IR_VERSION)
+    return onnx.IR_VERSION
+
+
 def _to_onnx(model: Model) -> onnx.ModelProto:
-    ectx = ExportContext(model)
+    opset = export_opset(model)
+    ectx = ExportContext(model, opset)
     inputs = []
     for p, name in zip(model.parameters, model.input_names):
         ectx.bind(p.output(0), name)
@@ -188,7 +220,7 @@ def _to_onnx(model: Model) -> onnx.ModelProto:
             continue
         rule = _rule_for(node)
         if rule is None:
-            raise UnsupportedOpError(node.type_name, "", OPSET, node.friendly_name,
+            raise UnsupportedOpError(node.type_name, "", opset, node.friendly_name,
                                      "no ONNX export rule")
         rule(node, ectx)
     for src, name in identities:
@@ -202,8 +234,8 @@ def _to_onnx(model: Model) -> onnx.ModelProto:
     graph = helper.make_graph(nodes, model.friendly_name or "netpass", inputs, outputs,
                               initializers)
     proto = helper.make_model(graph, producer_name="netpass", producer_version=__version__,
-                              opset_imports=[helper.make_opsetid("", OPSET)])
-    proto.ir_version = IR_VERSION
+                              opset_imports=[helper.make_opsetid("", opset)])
+    proto.ir_version = _ir_version(opset)
     return proto
 
 

@@ -487,7 +487,7 @@ def _export_mvn(node, ectx):
     axes = _constant_axes(node)
     dt = node.get_output_element_type(0).dtype or np.float32
     mean, d = ectx.fresh("mean"), ectx.fresh("centered")
-    ectx.add_node("ReduceMean", [x], [mean], axes=axes, keepdims=1)
+    ectx.add_reduce("ReduceMean", x, [mean], axes, True)
     if not node.normalize_variance:
         ectx.add_node("Sub", [x, mean], ectx.outputs(node))
         return
@@ -495,7 +495,7 @@ def _export_mvn(node, ectx):
     eps = ectx.constant(np.asarray(node.eps, dt))
     ectx.add_node("Sub", [x, mean], [d])
     ectx.add_node("Mul", [d, d], [sq])
-    ectx.add_node("ReduceMean", [sq], [var], axes=axes, keepdims=1)
+    ectx.add_reduce("ReduceMean", sq, [var], axes, True)
     if node.eps_mode == "INSIDE_SQRT":
         shifted = ectx.fresh("var_eps")
         ectx.add_node("Add", [var, eps], [shifted])
@@ -522,10 +522,10 @@ def _export_group_norm(node, ectx):
     ectx.add_node("Shape", [x], [n[0]])
     ectx.add_node("Reshape", [x, ectx.constant(np.array([0, node.num_groups, -1], np.int64))],
                   [n[1]])
-    ectx.add_node("ReduceMean", [n[1]], [n[2]], axes=[2], keepdims=1)
+    ectx.add_reduce("ReduceMean", n[1], [n[2]], [2], True)
     ectx.add_node("Sub", [n[1], n[2]], [n[3]])
     ectx.add_node("Mul", [n[3], n[3]], [n[4]])
-    ectx.add_node("ReduceMean", [n[4]], [n[5]], axes=[2], keepdims=1)
+    ectx.add_reduce("ReduceMean", n[4], [n[5]], [2], True)
     ectx.add_node("Add", [n[5], ectx.constant(np.asarray(node.epsilon, dt))], [n[6]])
     ectx.add_node("Sqrt", [n[6]], [n[7]])
     ectx.add_node("Div", [n[3], n[7]], [n[8]])
@@ -544,7 +544,7 @@ def _export_normalize_l2(node, ectx):
     dt = node.get_output_element_type(0).dtype or np.float32
     ss, shifted, norm = ectx.fresh("sumsq"), ectx.fresh("sumsq_eps"), ectx.fresh("norm")
     if axes:
-        ectx.add_node("ReduceSumSquare", [x], [ss], axes=axes, keepdims=1)
+        ectx.add_reduce("ReduceSumSquare", x, [ss], axes, True)
     else:
         ectx.add_node("Mul", [x, x], [ss])
     eps = ectx.constant(np.asarray(node.eps, dt))

@@ -414,9 +414,9 @@ def _export_reduce(onnx_op: str) -> Callable:
         if not axes:  # OpenVINO: empty axes reduce nothing
             ectx.add_node("Identity", [data], ectx.outputs(node))
             return
-        ectx.add_node(onnx_op, [data], ectx.outputs(node), axes=axes,
-                      keepdims=int(node.keep_dims))
+        ectx.add_reduce(onnx_op, data, ectx.outputs(node), axes, node.keep_dims)
     return rule
+
 
 
 for _cls, _op in ((ReduceMean, "ReduceMean"), (ReduceMax, "ReduceMax"),
@@ -441,7 +441,7 @@ def _export_logical(onnx_op: str) -> Callable:
         as_int, reduced = ectx.fresh("as_int"), ectx.fresh("reduced")
         ectx.add_node("Cast", [data], [as_int], to=int(6))  # INT32
         if axes:
-            ectx.add_node(onnx_op, [as_int], [reduced], axes=axes, keepdims=int(node.keep_dims))
+            ectx.add_reduce(onnx_op, as_int, [reduced], axes, node.keep_dims)
         else:
             ectx.add_node("Identity", [as_int], [reduced])
         ectx.add_node("Cast", [reduced], ectx.outputs(node), to=int(9))  # BOOL

@@ -8,7 +8,9 @@ None for omitted optional inputs), ``ctx.attr(name, default)``, ``ctx.has_attr(n
 
 Export rule: ``fn(node, ectx)`` writing ONNX nodes through ``ectx.inputs(node)`` (tensor names),
 ``ectx.outputs(node)``, ``ectx.add_node(op_type, inputs, outputs, **attrs)``,
-``ectx.constant(array) -> name`` and ``ectx.fresh(hint) -> name``.
+``ectx.constant(array) -> name``, ``ectx.fresh(hint) -> name`` and ``ectx.opset`` (the opset
+being written: 17, or the highest ``opset`` a rule of the model's ops registered, for ops ONNX
+added later; rules whose ONNX form changed across versions consult it).
 """
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from ..errors import UnsupportedOpError
 
 ONNX_IMPORT: dict[tuple[str, str], list[tuple[int, Callable]]] = {}
 ONNX_EXPORT: dict[type, Callable] = {}
+# The ONNX opset an export rule needs, where it is above the default export opset (17).
+ONNX_EXPORT_OPSET: dict[type, int] = {}
 
 
 def onnx_rule(op_type: str, since: int = 1, domain: str = "") -> Callable[[Callable], Callable]:
@@ -42,11 +46,14 @@ def find_onnx_rule(op_type: str, opset: int, domain: str = "") -> Callable | Non
     return chosen
 
 
-def onnx_export(*classes: type) -> Callable[[Callable], Callable]:
-    """Register an ONNX export rule for the given op classes."""
+def onnx_export(*classes: type, opset: int | None = None) -> Callable[[Callable], Callable]:
+    """Register an ONNX export rule for the given op classes; ``opset``: the ONNX opset the
+    rule's nodes need (a model holding such an op is written at that opset)."""
     def deco(fn: Callable) -> Callable:
         for c in classes:
             ONNX_EXPORT[c] = fn
+            if opset is not None:
+                ONNX_EXPORT_OPSET[c] = opset
         return fn
     return deco
 
