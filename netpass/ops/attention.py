@@ -16,13 +16,11 @@ from ..core.dimension import Dimension
 from ..core.node import Node, Output
 from ..core.shape import PartialShape
 from ..core.types import Type, boolean
-from .base import set_name, to_output
+from .base import NETPASS_OPSET, set_name, to_output
 from .onnx_types import onnx_element_type
 from .registry import export_error, onnx_export, onnx_rule
 
 __all__ = ["attention"]
-
-NETPASS_OPSET = "netpass"  # IR version of ops OpenVINO has no counterpart for
 
 
 class Attention(Node):

@@ -12,6 +12,10 @@ from ..core.shape import PartialShape
 from ..core.types import Type, boolean
 
 
+# The IR ``version`` of ops that OpenVINO has no counterpart for (ONNX-only ops kept whole).
+NETPASS_OPSET = "netpass"
+
+
 def to_output(value: Any, element_type: Any = None) -> Output:
     """A graph value from a Node/Output, or a new Constant from a python or numpy value."""
     if isinstance(value, (Node, Output)):
