@@ -6,6 +6,7 @@ Outputs, python lists or numpy arrays (which become Constants).
 from __future__ import annotations
 
 from .ops.attention import *  # noqa: F401,F403
+from .ops.bitwise import *  # noqa: F401,F403
 from .ops.convolution import *  # noqa: F401,F403
 from .ops.elementwise import *  # noqa: F401,F403
 from .ops.gna import *  # noqa: F401,F403
