@@ -17,7 +17,8 @@ from ..core.node import Node, Output
 from ..core.shape import PartialShape
 from ..errors import UnsupportedOpError
 from .base import merged_input_type, set_name, to_output
-from .registry import OP_TYPES, onnx_export, onnx_rule
+from .elementwise import Add, Multiply
+from .registry import onnx_export, onnx_rule
 
 __all__ = ["matmul", "einsum"]
 
@@ -210,13 +211,6 @@ def einsum(inputs: Sequence[Any], equation: str, name: str | None = None) -> Nod
 
 
 # -- ONNX import -----------------------------------------------------------------------------
-def _make(type_name: str, inputs: list) -> Output:
-    cls = OP_TYPES.get(type_name)
-    if cls is None:
-        raise UnsupportedOpError(type_name, reason="op not available in this build")
-    return cls(inputs).output(0)
-
-
 def _scalar_like(value: float, like: Output) -> Output:
     dtype = like.element_type.dtype or np.float32
     return to_output(np.asarray(value, dtype=dtype))
@@ -236,15 +230,15 @@ def _import_gemm(ctx):
     y = MatMul([a, b], transpose_a=bool(ctx.attr("transA", 0)),
                transpose_b=bool(ctx.attr("transB", 0))).output(0)
     if alpha != 1.0:
-        y = _make("Multiply", [y, _scalar_like(alpha, y)])
+        y = Multiply([y, _scalar_like(alpha, y)]).output(0)
     if c is None or beta == 0.0:
         return y
     if beta != 1.0:
         if c.value is not None:
             c = to_output(np.asarray(c.value * np.asarray(beta, dtype=c.value.dtype)))
         else:
-            c = _make("Multiply", [c, _scalar_like(beta, c)])
-    return _make("Add", [y, c])
+            c = Multiply([c, _scalar_like(beta, c)]).output(0)
+    return Add([y, c]).output(0)
 
 
 @onnx_rule("Einsum")

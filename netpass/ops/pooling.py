@@ -19,10 +19,14 @@ from ..core.shape import PartialShape
 from ..core.types import Type, i32, i64
 from ..errors import UnsupportedOpError
 from .base import normalize_axis, set_name, to_output
-from .convolution import (ONNX_AUTO_PAD, accumulation_dtype, normalize_auto_pad,
-                          onnx_window_export_attrs, pad_spatial, resolve_pads, spatial_list,
-                          window_count, window_output_dims, windows)
-from .registry import OP_TYPES, onnx_export, onnx_rule
+from .convolution import GroupConvolution
+from .convolution.window import (ONNX_AUTO_PAD, accumulation_dtype, normalize_auto_pad,
+                                 onnx_window_export_attrs, pad_spatial, resolve_pads,
+                                 spatial_list, window_count, window_output_dims, windows)
+from .elementwise import Add, Divide, FloorMod, Multiply, Subtract
+from .pad import Pad
+from .reduction import ReduceMax, ReduceMean
+from .registry import onnx_export, onnx_rule
 
 __all__ = ["max_pool", "avg_pool"]
 
@@ -252,21 +256,18 @@ def _column_major_indices(ctx, indices):
         ctx.error(f"storage_order=1 needs static spatial dims, got {ps}")
     sizes = [d.min for d in list(ps)[2:]]
 
-    def op(type_name: str, a, b):
-        cls = OP_TYPES.get(type_name)
-        if cls is None:
-            ctx.error(f"storage_order=1 needs {type_name}, which is not available in this build")
+    def op(cls: type, a, b):
         b = b if not isinstance(b, int) else to_output(np.asarray(b, dtype=np.int64))
         return cls([a, b]).output(0)
 
     total = prod(sizes)
-    within = op("FloorMod", indices, total)
-    out = op("Subtract", indices, within)           # (n * C + c) * prod(spatial)
+    within = op(FloorMod, indices, total)
+    out = op(Subtract, indices, within)           # (n * C + c) * prod(spatial)
     row_stride, col_stride = total, 1
     for size in sizes:
         row_stride //= size
-        coord = op("FloorMod", op("Divide", within, row_stride), size)
-        out = op("Add", out, op("Multiply", coord, col_stride))
+        coord = op(FloorMod, op(Divide, within, row_stride), size)
+        out = op(Add, out, op(Multiply, coord, col_stride))
         col_stride *= size
     return out
 
@@ -335,55 +336,39 @@ def _dilated_avg_pool(ctx, x, attrs: dict[str, Any], dilations: list[int], inclu
         ctx.error("ceil_mode drops a window that lies in the end padding")
     dtype = x.element_type.dtype
     ones = np.ones((shape[1], 1, 1) + tuple(kernel), dtype=dtype)
-    total = OP_TYPES["GroupConvolution"]([x, to_output(ones)], strides=strides,
-                                         dilations=dilations, pads_begin=pb, pads_end=end)
+    total = GroupConvolution([x, to_output(ones)], strides=strides, dilations=dilations,
+                             pads_begin=pb, pads_end=end)
     mask = pad_spatial(np.ones(sizes, dtype=np.float64), pb, pe, 1.0 if include_pad else 0.0)
     mask = pad_spatial(mask, [0] * len(sizes), extra)
     count = _crop_windows(windows(mask, kernel, strides, dilations), 0, outs).sum(
         axis=tuple(range(len(sizes), 2 * len(sizes))))
     scale = (1.0 / np.maximum(count, 1)).astype(dtype).reshape((1, 1) + tuple(outs))
-    cls = OP_TYPES.get("Multiply")
-    if cls is None:
-        ctx.error("needs Multiply, which is not available in this build")
-    return cls([total.output(0), to_output(scale)]).output(0)
+    return Multiply([total.output(0), to_output(scale)]).output(0)
 
 
 def _make_pad(x, pads_begin: list[int], pads_end: list[int]):
-    cls = OP_TYPES.get("Pad")
-    if cls is None:
-        raise UnsupportedOpError("Pad", reason="op not available in this build")
     begin = to_output(np.asarray([0, 0] + list(pads_begin), dtype=np.int64))
     end = to_output(np.asarray([0, 0] + list(pads_end), dtype=np.int64))
-    return cls([x, begin, end], pad_mode="constant").output(0)
+    return Pad([x, begin, end], pad_mode="constant").output(0)
 
 
-def _import_global(ctx, reduce_type: str, pool: type):
+def _import_global(ctx, reduce_cls: type):
     x = ctx.inputs[0]
     ps = x.partial_shape
     if not ps.rank_is_static or len(ps) < 3:
         ctx.error(f"needs data of static rank >= 3, got {ps}")
     axes = list(range(2, len(ps)))
-    reduce_cls = OP_TYPES.get(reduce_type)
-    if reduce_cls is not None:
-        return reduce_cls([x, to_output(np.asarray(axes, dtype=np.int64))],
-                          keep_dims=True).output(0)
-    spatial = list(ps)[2:]
-    if not all(d.is_static for d in spatial):
-        ctx.error(f"dynamic spatial dims {ps} need {reduce_type}, which is not available")
-    attrs: dict[str, Any] = {"kernel": [d.min for d in spatial]}
-    if pool is AvgPool:
-        attrs["exclude-pad"] = True
-    return pool([x], **attrs).output(0)
+    return reduce_cls([x, to_output(np.asarray(axes, dtype=np.int64))], keep_dims=True).output(0)
 
 
 @onnx_rule("GlobalAveragePool")
 def _import_global_avg_pool(ctx):
-    return _import_global(ctx, "ReduceMean", AvgPool)
+    return _import_global(ctx, ReduceMean)
 
 
 @onnx_rule("GlobalMaxPool")
 def _import_global_max_pool(ctx):
-    return _import_global(ctx, "ReduceMax", MaxPool)
+    return _import_global(ctx, ReduceMax)
 
 
 # -- ONNX export -----------------------------------------------------------------------------

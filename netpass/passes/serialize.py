@@ -41,7 +41,7 @@ def _torch_ceil_pool(node: Node, data: dict[str, str]) -> str | None:
     """netpass pools round ``ceil`` as ONNX and PyTorch do: a last window that would start in
     the end padding is dropped. OpenVINO's MaxPool-8/AvgPool-1 ``ceil`` keeps it; its opset14
     ``ceil_torch`` drops it. Where the two differ (or the size is unknown), write the latter."""
-    from ..ops.convolution import window_count
+    from ..ops.convolution.window import window_count
     if data.get("rounding_type", "").lower() != "ceil" or \
             str(node.auto_pad).lower() not in ("explicit", "valid"):
         return None
