@@ -1,0 +1,99 @@
+"""Model inputs from the command line: ``.npy`` files or random data of a given or guessed
+shape."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from ..core.dimension import Dimension
+from ..errors import InputError
+from .common import SEED, resolve_input_name
+
+
+def _parse_shape(name: str, text: str) -> list[int]:
+    try:
+        dims = [int(t) for t in text.replace("x", ",").split(",") if t.strip()]
+    except ValueError:
+        raise InputError(name, f"shape '{text}' is not a comma-separated list of integers") \
+            from None
+    if any(d < 0 for d in dims):
+        raise InputError(name, f"shape '{text}' has a negative dimension")
+    return dims
+
+
+def _random_input(shape: list[int], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    """Seeded random data without zeros (so that a dropped multiplication shows)."""
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    if np.issubdtype(dtype, np.integer):
+        return rng.integers(1, 10, size=shape).astype(dtype)
+    mag = rng.uniform(0.1, 1.0, size=shape)
+    sign = np.where(rng.random(shape) < 0.5, -1.0, 1.0)
+    return (mag * sign).astype(dtype)
+
+
+def _default_size(dim: Dimension, sizes: dict[int, int]) -> int:
+    """A dynamic dim's size: the one given for its symbol, else 1 (or its lower bound)."""
+    if dim.is_static:
+        return dim.min
+    if dim.symbol is not None and id(dim.symbol) in sizes:
+        return sizes[id(dim.symbol)]
+    return max(dim.min, 1)
+
+
+def make_inputs(model, shapes: dict[str, str], files: dict[str, str]) -> dict[str, np.ndarray]:
+    """Inputs for every model parameter: a ``.npy`` file, or random data of the parameter's
+    shape with dynamic dims set to 1 (or to their lower bound) unless ``--shape`` gives them,
+    directly or through a dim symbol shared with another input."""
+    names = model.input_names
+    shape_of = {resolve_input_name(k, names, "--shape"): v for k, v in shapes.items()}
+    file_of = {resolve_input_name(k, names, "--input"): v for k, v in files.items()}
+    rng = np.random.default_rng(SEED)
+    feeds: dict[str, np.ndarray] = {}
+    for name in names:
+        if name in file_of:
+            path = Path(file_of[name])
+            try:
+                feeds[name] = np.load(path, allow_pickle=False)
+            except (OSError, ValueError) as e:
+                raise InputError(name, f"cannot load {path}: {e}") from None
+    given = {n: list(a.shape) for n, a in feeds.items()}
+    given.update({n: _parse_shape(n, text) for n, text in shape_of.items() if n not in feeds})
+    # A dynamic dim shared by several inputs (one symbol, e.g. "batch") takes the size given
+    # for any of them, so that setting one input's shape keeps the others consistent.
+    sizes: dict[int, int] = {}
+    for name, param in zip(names, model.parameters):
+        ps = param.output(0).partial_shape
+        if name in given and ps.rank_is_static and len(ps) == len(given[name]):
+            for d, n in zip(ps, given[name]):
+                if d.symbol is not None:
+                    sizes.setdefault(id(d.symbol), n)
+    for name, param in zip(names, model.parameters):
+        if name in feeds:
+            continue
+        out = param.output(0)
+        if name in given:
+            shape = given[name]
+        else:
+            ps = out.partial_shape
+            if not ps.rank_is_static:
+                raise InputError(name, "has a dynamic rank; give its shape with "
+                                       f"--shape {name}=d0,d1,...")
+            shape = [_default_size(d, sizes) for d in ps]
+        feeds[name] = _random_input(shape, out.element_type.dtype or np.dtype(np.float32), rng)
+    return {name: feeds[name] for name in names}
+
+
+@contextmanager
+def input_hint(model, flag: str) -> Iterator[None]:
+    """An ``InputError`` raised inside gets the model's input shapes as its hint."""
+    try:
+        yield
+    except InputError as e:
+        inputs = ", ".join(f"{n}{p.output(0).partial_shape}"
+                           for n, p in zip(model.input_names, model.parameters))
+        e.hint = f"the model's inputs are {inputs}; set shapes with {flag} NAME=d0,d1,..."
+        raise
