@@ -194,20 +194,9 @@ class ChangeLog:
                 f"re-inferred, {len(self._sources)} sources, {self.edits} edits>")
 
 
-def port_states(node: "Node") -> list:
-    """Copies of ``node``'s output ports' inference state, for :meth:`ChangeLog.reinferred`."""
-    from .node import _Port
-    states = []
-    for p in node._outs:
-        q = _Port.__new__(_Port)
-        q.et, q.ps, q.val, q.pval = p.et, p.ps, p.val, p.pval
-        states.append(q)
-    return states
-
-
 def active_log() -> ChangeLog | None:
     """The log recording now, if any."""
     return tracking.log
 
 
-__all__ = ["ChangeLog", "active_log", "port_states", "same_state", "tracking"]
+__all__ = ["ChangeLog", "active_log", "same_state", "tracking"]

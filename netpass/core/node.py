@@ -18,10 +18,11 @@ from typing import Any, ClassVar, Iterable, Sequence
 import numpy as np
 
 from ..errors import NetpassError, ShapeInferenceError
-from .changes import port_states, tracking
+from .changes import tracking
 from .dimension import Dimension
 # Output, Input, as_output and _Topology are also imported from here by the rest of netpass.
-from .ports import Input, Output, _Port, _Topology, as_output, topology_changed  # noqa: F401
+from .ports import (Input, Output, _Port, _Topology, as_output, port_states,  # noqa: F401
+                    topology_changed)
 from .shape import PartialShape, ShapeLike, as_partial_shape
 from .types import Type
 

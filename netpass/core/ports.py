@@ -318,3 +318,14 @@ def as_output(value: "Output | Node") -> Output:
                 "pass node.output(i)")
         return Output(value, 0)
     raise TypeError(f"expected a Node or Output, got {type(value).__name__}")
+
+
+def port_states(node: "Node") -> list:
+    """Copies of ``node``'s output ports' inference state, for :meth:`ChangeLog.reinferred`."""
+    # (Here, not in changes.py, which cannot import the ports that record into it.)
+    states = []
+    for p in node._outs:
+        q = _Port.__new__(_Port)
+        q.et, q.ps, q.val, q.pval = p.et, p.ps, p.val, p.pval
+        states.append(q)
+    return states
