@@ -15,7 +15,7 @@ import numpy as np
 from .core.model import Model
 from .core.shape import PartialShape
 from .core.types import Type
-from .errors import NetpassError, StateError, system_errors_as_netpass
+from .errors import NetpassError, system_errors_as_netpass
 from .frontend import read_model
 from .reference import check_inputs
 from .runtime.async_queue import AsyncInferRequest, RequestBusyError
@@ -145,22 +145,19 @@ class InferRequest(AsyncInferRequest):
 
     def reset_state(self) -> None:
         """Every variable of the model back to its initial value."""
-        owner = self._state_owner()
-        if owner is not None:
-            owner.reset_state()
+        self._state_owner().reset_state()
 
     def query_state(self) -> list:
         """One ``VariableState`` (``.name``, ``.state``, ``.reset()``) per variable."""
-        owner = self._state_owner()
-        return owner.query_state() if owner is not None else []
+        return self._state_owner().query_state()
 
     def _state_owner(self) -> Any:
-        """The request holding the variables; None for a runtime request, which compiles
-        stateless models only (``compile_model`` refuses the others). The variables are not
-        touched while an inference of this request runs."""
+        """The request holding the variables (the reference evaluator's, or the runtime's in
+        device memory); they are not touched while an inference of this request runs."""
         if self._busy.locked():
             raise RequestBusyError("the infer request's variables are in use by an inference")
-        return self._reference_request
+        return self._reference_request if self._reference_request is not None \
+            else self._runtime_request
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -207,10 +204,6 @@ def compile_model(model: Any, device: str = "AUTO", config: Mapping[str, Any] | 
         device = os.environ.get("NETPASS_DEVICE", "AUTO").upper()
     runtime = None
     if device != "REFERENCE":
-        if executable.sinks:
-            raise StateError(executable.sinks[0].variable_id,
-                             "stateful models (ReadValue/Assign) run on the REFERENCE device "
-                             f"only for now; compiled for {device}")
         from .runtime import compile_program
         runtime = compile_program(executable, device=device, config=cfg)
     return CompiledModel(original, transformed, prepost, network, executable, runtime, device,

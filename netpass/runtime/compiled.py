@@ -6,8 +6,11 @@ from typing import Any, Hashable, Mapping
 
 import numpy as np
 
+from ..core.types import Type
 from ..errors import InputError, NetpassError
-from .async_queue import AsyncInferRequest
+from ..ops.state import VariableInfo
+from ..reference import VariableState
+from .async_queue import AsyncInferRequest, RequestBusyError
 from .device import Engine, resolve_device_name, select_device
 from .invariants import debug_checks
 from .lru import LruCache
@@ -151,12 +154,15 @@ def _check_feeds(program: Program, inputs: Mapping[str, Any]) -> dict[str, np.nd
 
 class InferRequest(AsyncInferRequest):
     """``infer({name: array}) -> {output name: array}``, or ``start_async`` then ``wait`` and
-    ``results`` (:mod:`~netpass.runtime.async_queue`); ``stats`` counts since creation."""
+    ``results`` (:mod:`~netpass.runtime.async_queue`); ``stats`` counts since creation. The
+    variables of a stateful model are the request's, in device memory
+    (:mod:`~netpass.runtime.state`): ``query_state()``, ``reset_state()``."""
 
     def __init__(self, compiled: RuntimeCompiledModel) -> None:
         self.compiled = compiled
         self.network = Network(compiled) if compiled.engine is not None else None
         self._ref_stats = {k: 0 for k in STAT_KEYS}
+        self._ref_vars: dict[str, np.ndarray] = {}  # REFERENCE: the variables' values
         self._init_async()
 
     def __del__(self) -> None:
@@ -178,15 +184,56 @@ class InferRequest(AsyncInferRequest):
     def _infer_reference(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         values: dict[int, list[np.ndarray]] = {}
         prog = self.compiled.program
+        written: dict[str, np.ndarray] = {}
         for n in prog.nodes:
             if n.kind == "Parameter":
                 values[n.index] = [feeds[n.name]]
             elif n.kind == "Constant":
                 values[n.index] = [n.value]
+            elif n.kind == "ReadValue" and n.state_var in self._ref_vars:
+                values[n.index] = [self._ref_vars[n.state_var]]
             else:
                 values[n.index] = infer_host(n, [values[s.index][k] for s, k in n.inputs])
+                if n.kind == "Assign":
+                    written[n.state_var] = np.array(values[n.index][0], copy=True)
+        self._ref_vars.update(written)
         self._ref_stats["infers"] += 1
         return {r.name: values[r.index][0] for r in prog.outputs}
+
+    # -- state ------------------------------------------------------------------------------------
+    def _idle(self) -> None:
+        if self._busy.locked():
+            raise RequestBusyError("the infer request's variables are in use by an inference")
+
+    def reset_state(self) -> None:
+        """Every variable back to its initial value (device buffers are kept for reuse)."""
+        self._idle()
+        if self.network is None:
+            self._ref_vars.clear()
+        else:
+            self.network.state.reset()
+
+    def query_state(self) -> list[VariableState]:
+        """One ``VariableState`` per variable (``.name``, ``.state`` read from the device,
+        assignable, ``.reset()``), in the order of the model's ReadValues."""
+        self._idle()
+        if self.network is None:
+            ref = self._ref_vars
+            get, put, reset = (lambda v: ref[v].copy() if v in ref else None,
+                               ref.__setitem__, lambda v: ref.pop(v, None))
+        else:
+            store = self.network.state
+            get, put, reset = store.get, store.set, store.reset
+        states, seen = [], set()
+        for r in self.compiled.program.reads:
+            vid = r.state_var
+            if vid not in seen:
+                seen.add(vid)
+                info = VariableInfo(vid, Type.of(r.out_dtypes[0]), r.out_pshapes[0])
+                states.append(VariableState(info, lambda v=vid: get(v),
+                                            lambda arr, v=vid: put(v, arr),
+                                            lambda v=vid: reset(v)))
+        return states
 
     def get_profiling_info(self) -> dict[str, float]:
         """Microseconds per primitive id (cumulative), when compiled with PROFILING."""

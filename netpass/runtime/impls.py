@@ -480,7 +480,9 @@ def transpose_impl(p: Params, key) -> Impl:
     shape = p.in_shapes[0]
     order = [int(v) for v in np.asarray(p.values[1]).reshape(-1)] if p.values.get(1) is not None \
         and np.asarray(p.values[1]).size else list(range(len(shape)))[::-1]
-    cs = contiguous_strides(shape)
+    # a strided input (a variable's capacity view, netpass.runtime.state) is walked as it lies
+    cs = p.in_strides[0] if p.in_strides and p.in_strides[0] is not None \
+        else contiguous_strides(shape)
     out_shape = p.out_shapes[0]
     return Impl(key, [strided_copy(p.in_dtypes[0], out_shape, [cs[o] for o in order], 0,
                                    contiguous_strides(out_shape), 0, 0, 0)])
@@ -609,6 +611,14 @@ def _affine(idx: np.ndarray) -> tuple[int, list[int]] | None:
     return (flat0, strides) if np.array_equal(np.broadcast_to(grid, idx.shape), idx) else None
 
 
+def _through_strides(m: np.ndarray, shape: Sequence[int], strides: Sequence[int]) -> np.ndarray:
+    """An index map of flat indices into a contiguous ``shape`` as element offsets of the same
+    elements read with ``strides`` (negative entries, Pad's padding marks, stay)."""
+    coords = np.unravel_index(np.maximum(m, 0), tuple(shape))
+    out = sum(c * int(st) for c, st in zip(coords, strides))
+    return np.where(m < 0, m, out).astype(np.int64)
+
+
 def movement_impl(p: Params, key) -> Impl | None:
     maps = _index_map_outputs(p)
     if maps is None:
@@ -619,10 +629,13 @@ def movement_impl(p: Params, key) -> Impl | None:
         pad = float(np.asarray(p.values[3]).reshape(-1)[0]) if p.values.get(3) is not None else 0.0
         if np.dtype(dt) == np.float16:  # copied as bits: the pad value's bit pattern
             pad = float(np.asarray(pad, np.float16).view(np.uint16))
+    strides = p.in_strides[0] if p.in_strides else None
     launches, buffers = [], []
     for i, m in enumerate(maps):
         if m.size == 0:
             continue
+        if strides is not None:  # a strided input (netpass.runtime.state): elements as they lie
+            m = _through_strides(m, p.in_shapes[0], strides)
         aff = _affine(m)
         if aff is not None:
             launches.append(strided_copy(dt, m.shape, aff[1], aff[0], contiguous_strides(m.shape), 0, 0, i))

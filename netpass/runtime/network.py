@@ -26,6 +26,7 @@ from .memory import MemoryPool, Tensor, fake_aligned_shapes, oversized, reusable
 from .program import ALWAYS_OPTIMIZED, DYNAMIC_OUTPUT_KINDS, Program, ProgramNode
 from .shape_infer import ShapeInfer, infer_host
 from .shape_predictor import ShapePredictor
+from .state import VariableStore
 from .step_plan import StepPlan
 from .symbolic import SymbolicShapes, substitute
 
@@ -38,7 +39,8 @@ SEEN = object()  # Network step plans: a binding met once, no plan built yet
 STAT_KEYS = ("allocations", "allocated_bytes", "reuses", "pool_hits", "reclaims",
              "impl_cache_hits", "impl_cache_misses", "kernel_builds", "weight_reorders",
              "skipped", "fused", "shape_updates", "host_waits", "host_fallbacks",
-             "kernels_enqueued", "set_arguments", "primitives", "infers", "symbolic_infers")
+             "kernels_enqueued", "set_arguments", "primitives", "infers", "symbolic_infers",
+             "state_allocations", "state_appends")
 
 
 def _size(shape) -> int:
@@ -104,6 +106,7 @@ class PrimitiveInst:
         self.sym_feeds: dict[int, tuple[PrimitiveInst, int]] = {}
         self.node_static_shapes: list[tuple] | None = None
         self.passive = node.kind in ("Constant", "Parameter", "Result") or node.fused_into is not None
+        self.state_role = node.state_role  # ReadValue, Assign, in-place append: state.py
         self.n_fused = len(node.fused)
         self.single = node.num_outputs == 1 and not self.fc_related  # _realloc_single applies
         self.out_dtype = node.out_dtypes[0] if node.out_dtypes else None
@@ -111,11 +114,13 @@ class PrimitiveInst:
         self.plain = node.has_kernel and not self.passive and not node.in_shape_of_subgraph \
             and node.kind not in DYNAMIC_OUTPUT_KINDS and not node.runtime_skippable \
             and not node.inplace_concat and self.concat_user is None and not node.shape_only \
-            and node.kind not in ALWAYS_OPTIMIZED and node.permute_view is None
+            and node.kind not in ALWAYS_OPTIMIZED and node.permute_view is None \
+            and node.state_role is None
         self._empty_for: list | None = None  # the out_shapes list ``_empty`` was computed for
         self._empty = False
         self.recordable = not self.sym_need and not node.in_shape_of_subgraph and \
-            node.kind not in DYNAMIC_OUTPUT_KINDS and node.kind not in ("Parameter", "Constant", "Result")
+            node.kind not in DYNAMIC_OUTPUT_KINDS and node.kind not in ("Parameter", "Constant", "Result") \
+            and node.state_role is None
         self.rec_key: tuple | None = None
         self.rec_impl: I.Impl | None = None
         self.desc_key = (node.kind, repr(sorted(node.attrs.items(), key=lambda kv: kv[0])),
@@ -138,6 +143,9 @@ class PrimitiveInst:
     def prepare(self) -> None:
         node = self.node
         net = self.net
+        if self.state_role is not None:
+            net.state.prepare(self)
+            return
         if self.concat_user is not None:
             self.do_runtime_in_place_concat()
         self.update_shape()
@@ -706,6 +714,9 @@ class PrimitiveInst:
     # -- execution --------------------------------------------------------------------------------
     def execute(self) -> None:
         node = self.node
+        if self.state_role is not None:
+            self.net.state.execute(self)
+            return
         if self.skip or self.passive:
             self.executed_once = self.executed_once or not self.skip
             if self.skip and all(_size(s) == 0 for s in self.out_shapes) and not node.shape_only:
@@ -920,6 +931,7 @@ class Network:
         self.epoch = 0  # infers begun; PrimitiveInst.stamp says which produced an output
         self.reader: PrimitiveInst | None = None  # (debug mode) the primitive running now
         self._impl_bufs: dict[int, list] = {}
+        self.state = VariableStore(self)  # this request's variables
 
     @staticmethod
     def resolve(inst: PrimitiveInst, k: int) -> tuple[PrimitiveInst, int]:
@@ -934,6 +946,7 @@ class Network:
         for inst in self.insts:
             inst.net = None
         self.pool = None
+        self.state = None
 
     # -- memory -----------------------------------------------------------------------------------
     def count_alloc(self, alloc) -> None:
@@ -1078,7 +1091,8 @@ class Network:
         sym, compiled = self.program.symbolic, self.compiled
         binding = None
         if sym.active and compiled.symbolic_ok:
-            binding = sym.bind([feeds[p.name].shape for p in self.program.inputs])
+            binding = sym.bind([feeds[p.name].shape for p in self.program.inputs]
+                               + self.state.read_shapes())
         self.binding = self.check_binding = None
         if binding is not None:
             if len(compiled.symbolic_checked) < SYMBOLIC_CHECKS:
@@ -1086,7 +1100,9 @@ class Network:
             else:
                 self.binding = binding
         symbolic = self.binding is not None
-        self.binding_key = tuple(self.binding.values()) if symbolic else None
+        # (the variables' layouts too: their readers' implementations depend on the strides)
+        self.binding_key = tuple(self.binding.values()) + self.state.layout_key() \
+            if symbolic else None
         if symbolic != self.was_symbolic:
             self._reset_shape_state(symbolic)
             self.was_symbolic = symbolic
@@ -1121,6 +1137,7 @@ class Network:
 
     def _execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         self.epoch += 1
+        self.state.begin()
         for p in self.program.inputs:
             self.set_input(self.insts[p.index], feeds[p.name])
         order = self.active_order = self._choose_mode(feeds)
@@ -1176,7 +1193,9 @@ class Network:
                 self.queue.flush()
 
     def _finish(self) -> dict[str, np.ndarray]:
-        """Read the outputs (one host wait), collect profiling times, count the infer."""
+        """Commit the variables, read the outputs (one host wait), collect profiling times,
+        count the infer."""
+        self.state.commit()
         results = {}
         refs = []
         for r in self.program.outputs:

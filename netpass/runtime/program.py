@@ -23,6 +23,7 @@ from ..errors import NetpassError, UnsupportedTypeError
 from . import impls as I
 from .attention import KIND as ATTENTION, fuse_attention
 from .norm_gemm import fuse_norm_gemms
+from .state import STATE_KINDS, mark_state
 from .symbolic import SymbolicShapes
 
 # Inputs whose values decide the output shape (the reference's get_shape_infer_dependencies).
@@ -61,21 +62,30 @@ def _np_dtype(op: Any, et: Any) -> np.dtype:
 
 
 def _with_input_symbols(model: Any) -> Any:
-    """``model``, or a clone whose parameters' unnamed dynamic dims carry fresh symbols (shape
-    inference then proves which inner dims equal them: what the runtime's symbolic shapes
-    use, as OpenVINO labels every input dim before its symbolic optimizations)."""
+    """``model``, or a clone whose parameters' and ReadValues' unnamed dynamic dims carry fresh
+    symbols (shape inference then proves which inner dims equal them: what the runtime's
+    symbolic shapes use, as OpenVINO labels every input dim before its symbolic
+    optimizations; a variable's shape is known at the start of an inference as an input's)."""
+    from ..ops.state import ReadValue
+
     def unnamed(ps: PartialShape) -> bool:
         return ps.rank_is_static and any(d.min != d.max and d.symbol is None for d in ps)
 
-    if not any(unnamed(p.get_output_partial_shape(0)) for p in model.get_parameters()):
+    def named(ps: PartialShape) -> PartialShape:
+        return PartialShape([d if d.min == d.max or d.symbol is not None
+                             else Dimension(d.min, d.max, Symbol()) for d in ps])
+
+    reads = [n for n in model.get_ordered_ops() if isinstance(n, ReadValue)]
+    if not any(unnamed(p.get_output_partial_shape(0)) for p in [*model.get_parameters(), *reads]):
         return model
     clone = model.clone()
     for p in clone.get_parameters():
         ps = p.get_output_partial_shape(0)
         if unnamed(ps):
-            p.set_partial_shape(PartialShape([
-                d if d.min == d.max or d.symbol is not None else Dimension(d.min, d.max, Symbol())
-                for d in ps]))
+            p.set_partial_shape(named(ps))
+    for r in clone.get_ordered_ops():
+        if isinstance(r, ReadValue) and unnamed(r.get_output_partial_shape(0)):
+            r.variable_shape = named(r.get_output_partial_shape(0))
     clone.validate_nodes_and_infer_types()
     return clone
 
@@ -195,6 +205,11 @@ class ProgramNode:
         # a node standing for a fused sub-graph (attention.AttentionDesc): its shape rule and
         # host reference
         self.subgraph: Any = None
+        # model state (netpass.runtime.state): role (read, append, assign), variable id, and
+        # the axis of the variable's capacity layout (None: a copied variable)
+        self.state_role: str | None = None
+        self.state_var: str | None = None
+        self.state_axis: int | None = None
 
     @property
     def num_outputs(self) -> int:
@@ -237,6 +252,8 @@ class Program:
             n.index = i
         self.inputs = [n for n in self.nodes if n.kind == "Parameter"]
         self.outputs = [n for n in self.nodes if n.kind == "Result"]
+        self.reads: list[ProgramNode] = []  # ReadValues and Assigns (mark_state)
+        self.sinks: list[ProgramNode] = []
         self._link_users()
         self._mark_shape_of_subgraphs()
         for n in self.nodes:
@@ -245,6 +262,7 @@ class Program:
             self._fuse_elementwise()
             self._fold_input_permutes()
             self._mark_strided_views()
+        mark_state(self)
         self._mark_runtime_skippable_nodes()
         self._mark_inplace_concats()
         self.exec_order = self._build_exec_order()
@@ -300,7 +318,7 @@ class Program:
                 n.in_shape_of_subgraph = True
                 n.dependant_shape_ofs = [n]
                 continue
-            if n.kind in ("Parameter", "Constant", "Result") or not n.inputs:
+            if n.kind in ("Parameter", "Constant", "Result", *STATE_KINDS) or not n.inputs:
                 continue
             srcs = [s for s, _ in n.inputs if s.kind != "Constant"]
             small_consts = all(s.value.size <= SHAPE_OF_CONST_LIMIT for s, _ in n.inputs
@@ -489,6 +507,8 @@ class Program:
                     and n.inputs[1][0].out_pshapes[n.inputs[1][1]].rank.is_static \
                     and len(n.inputs[1][0].out_pshapes[n.inputs[1][1]]) == 1:
                 n.optimized = n.runtime_skippable = True
+            elif n.strided_inputs:
+                continue  # (a variable's strided view is copied, never aliased: state.py)
             elif k == "Transpose" and not n.is_output and not n.fused and same_dt and n.is_dynamic \
                     and not (len(n.users[0]) == 1 and n.users[0][0][0].kind == "Concat"):
                 n.optimized = n.runtime_skippable = True
@@ -504,7 +524,7 @@ class Program:
         at runtime: only where each input is one contiguous chunk of the output)."""
         for c in self.nodes:
             if c.kind != "Concat" or c.is_output or c.fused or c.in_shape_of_subgraph \
-                    or not c.is_dynamic or len(c.inputs) < 2:
+                    or not c.is_dynamic or len(c.inputs) < 2 or c.state_role is not None:
                 continue
             ok = True
             for src, k in c.inputs:

@@ -46,8 +46,10 @@ class SymbolicShapes:
     templates, and the exec order of what still has to run when the binding holds."""
 
     def __init__(self, program: Any) -> None:
-        self.bindings: list[tuple[Any, int, int]] = []  # (symbol, input position, axis)
-        for pos, p in enumerate(program.inputs):
+        # (symbol, position, axis): positions index the inputs, then the ReadValues (whose
+        # shapes, the variables', are known when an inference starts)
+        self.bindings: list[tuple[Any, int, int]] = []
+        for pos, p in enumerate([*program.inputs, *program.reads]):
             ps = p.out_pshapes[0]
             if not ps.rank_is_static:
                 continue
@@ -84,7 +86,7 @@ class SymbolicShapes:
         """``exec_order`` without the nodes whose outputs only feed shape-infer inputs known
         by substitution."""
         live: set[int] = set()
-        stack = [r for r in program.outputs]
+        stack = [*program.outputs, *program.sinks]
         while stack:
             n = stack.pop()
             if id(n) in live:
@@ -100,12 +102,17 @@ class SymbolicShapes:
     def static_shapes(node: Any) -> list[tuple]:
         return [tuple(ps.to_shape()) for ps in node.out_pshapes]
 
-    def bind(self, shapes: list[tuple]) -> dict | None:
-        """Symbol -> int from the inputs' shapes (in ``program.inputs`` order); None when one
-        symbol gets two values (the full path then reports what is wrong)."""
+    def bind(self, shapes: list[tuple | None]) -> dict | None:
+        """Symbol -> int from the shapes of the inputs and the ReadValues (``program.inputs``
+        then ``program.reads`` order); None when one symbol gets two values (the full path then
+        reports what is wrong) or a shape is not known (None: a variable's init sub-graph
+        decides it)."""
         b: dict = {}
         for sym, pos, axis in self.bindings:
-            v = shapes[pos][axis]
+            shape = shapes[pos]
+            if shape is None:
+                return None
+            v = shape[axis]
             if b.setdefault(sym, v) != v:
                 return None
         return b

@@ -95,7 +95,7 @@ def _export(name: str, model: nn.Module, layers: int, kv_heads: int, head_dim: i
 
 def export_gpt2() -> HfDecoder:
     from transformers import GPT2Config, GPT2LMHeadModel
-    cfg = GPT2Config(vocab_size=211, n_positions=128, n_embd=48, n_layer=2, n_head=4,
+    cfg = GPT2Config(vocab_size=211, n_positions=256, n_embd=48, n_layer=2, n_head=4,
                      initializer_range=0.2, bos_token_id=0, eos_token_id=0)
     torch.manual_seed(0)
     return _export("gpt2", GPT2LMHeadModel(cfg), 2, 4, 12, cfg.vocab_size)
@@ -104,7 +104,7 @@ def export_gpt2() -> HfDecoder:
 def export_llama() -> HfDecoder:
     from transformers import LlamaConfig, LlamaForCausalLM
     cfg = LlamaConfig(vocab_size=223, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
                       initializer_range=0.2, bos_token_id=0, eos_token_id=0, pad_token_id=0)
     torch.manual_seed(0)
     return _export("llama", LlamaForCausalLM(cfg), 2, 2, 16, cfg.vocab_size)

@@ -9,10 +9,11 @@ from tr_helpers import run
 
 import netpass
 from netpass import Model, opset
-from netpass.errors import NetpassError, StateError
+from netpass.errors import NetpassError
 from netpass.ngraph_passes.common import BuildStateInitializer, MakeStateful, find_kv_cache_pairs
 from netpass.ops import Assign, Parameter, ReadValue, Result
 from netpass.prepost import split_pre_post_processing
+from netpass.testing import RUNTIME_DEVICE
 
 RNG = np.random.default_rng(11)
 
@@ -176,10 +177,11 @@ def _conv_with_history() -> Model:
     return Model([opset.result(y, name="y")], [x], "conv_hist", [opset.assign(cat, "hist")])
 
 
+@pytest.mark.parametrize("device", ["REFERENCE", RUNTIME_DEVICE])
 @pytest.mark.parametrize("transformations", ["NONE", "COMMON", "GNA"])
-def test_pipelines_keep_the_state(transformations):
+def test_pipelines_keep_the_state(transformations, device):
     model = _conv_with_history()
-    cm = netpass.compile_model(model, "REFERENCE", {"TRANSFORMATIONS": transformations})
+    cm = netpass.compile_model(model, device, {"TRANSFORMATIONS": transformations})
     for stage in (cm.transformed, cm.executable):
         assert [type(s) for s in stage.sinks] == [Assign]
         assert not any(isinstance(n, (Parameter, Result)) and n not in
@@ -198,16 +200,12 @@ def test_pipelines_keep_the_state(transformations):
     np.testing.assert_allclose(requests[0].infer({"x": xs[0]})["y"], first, rtol=1e-5, atol=1e-6)
 
 
-def test_runtime_devices_refuse_a_stateful_model_clearly():
-    with pytest.raises(StateError, match="variable 'hist': stateful models .* REFERENCE"):
-        netpass.compile_model(_conv_with_history(), "CPU", {"TRANSFORMATIONS": "NONE"})
-
-
-def test_state_is_not_touched_while_an_asynchronous_inference_runs():
+@pytest.mark.parametrize("device", ["REFERENCE", RUNTIME_DEVICE])
+def test_state_is_not_touched_while_an_asynchronous_inference_runs(device):
     import threading
 
     from netpass.runtime.async_queue import RequestBusyError
-    cm = netpass.compile_model(_conv_with_history(), "REFERENCE", {"TRANSFORMATIONS": "NONE"})
+    cm = netpass.compile_model(_conv_with_history(), device, {"TRANSFORMATIONS": "NONE"})
     req = cm.create_infer_request()
     release = threading.Event()
     req.set_callback(lambda _: release.wait())  # holds the request busy until released

@@ -1,0 +1,419 @@
+"""Model state in the runtime: the variables of ``ReadValue`` / ``Assign``, held in device
+memory by each infer request (:class:`VariableStore`), and the program pass that decides how
+each variable is updated (:func:`mark_state`).
+
+Two ways to update a variable:
+
+- **In-place append** (a decoder's key/value cache): ``Assign(v, Concat(ReadValue(v), x))``.
+  The variable's buffer has room along the concat axis (``capacity``: the live shape with that
+  dim enlarged, OpenVINO's kv_cache preallocation of PREALLOC_STEPS iterations ahead through
+  the request's ShapePredictor). The ReadValue's output is a strided view of the live part;
+  the Concat writes only ``x`` behind it (one small strided copy) and its output is the grown
+  view; the Assign does nothing but commit the new shape. A buffer is allocated again only
+  when the capacity runs out (the old contents copied once). Every reader of the views must
+  read through strides (GEMM and fused-attention inputs, their permuted views, reshapes that
+  keep the strided dims, ShapeOf), so it is taken only where they do.
+- **Copy** (anything else): the Assign copies its input into the variable's second buffer
+  (double buffering: a ReadValue of this inference still reads the first); the buffers swap
+  when the inference ends. Buffers grow with the same prediction along the dim that grew.
+
+What the Assigns write becomes the variables' state when the inference has run
+(:meth:`VariableStore.commit`), so every ReadValue reads the state from before it. A variable
+never set reads as its init input (aliased) or as zeros whose dynamic dims are 0.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import NetpassError
+from . import impls as I
+from .attention import KIND as ATTENTION
+from .launcher import KernelHandle
+from .memory import Allocation, Tensor
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .network import Network, PrimitiveInst
+    from .program import Program, ProgramNode
+
+READ, APPEND, ASSIGN = "read", "append", "assign"
+STATE_KINDS = ("ReadValue", "Assign")
+# Steps of growth a variable's buffer is sized for (OpenVINO GPU: kv_cache prealloc iterations).
+PREALLOC_STEPS = 128
+RESHAPE_KINDS = ("Reshape", "Squeeze", "Unsqueeze")
+# Copies whose kernels walk their input through any strides (impls.transpose_impl,
+# impls.movement_impl): the repeat of grouped-query attention's keys is a Broadcast.
+COPY_READERS = ("Transpose", "Broadcast", "Tile")
+
+
+def _same_dim(d: Any, o: Any) -> bool:
+    return d.min == d.max == o.min == o.max or (d.symbol is not None and d.symbol is o.symbol)
+
+
+def _keeps_strided_dims(src: Any, out: Any, axis: int) -> bool:
+    """Whether a reshape from partial shape ``src`` to ``out`` leaves dims ``0..axis`` alone
+    (the ones a capacity layout strides) apart from size-1 dims inserted or removed, and only
+    reshapes the contiguous dims after them."""
+    if not src.rank_is_static or not out.rank_is_static:
+        return False
+    def strip(dims: list, upto: int) -> list:
+        return [d for d in dims[:upto] if not d.min == d.max == 1]
+    a = strip(list(src), axis + 1)
+    # the out dims that stand for src dims 0..axis: as many non-1 dims as src has
+    kept, rest = [], list(out)
+    while rest and len(kept) < len(a):
+        d = rest.pop(0)
+        if not d.min == d.max == 1:
+            kept.append(d)
+    return len(kept) == len(a) and all(_same_dim(x, y) for x, y in zip(a, kept))
+
+
+def _stride_readers(node: "ProgramNode", k: int, axis: int, allowed: set[int],
+                    found: list) -> bool:
+    """Whether every reader of output ``k`` of ``node`` can take a capacity-strided view:
+    ``allowed`` nodes (the append and its Assign), ShapeOf, a GEMM or fused-attention input,
+    a permuted view read by one, a copy that walks any strides (COPY_READERS), a reshape-like
+    that keeps the strided dims (recursively).
+    The stride-reading inputs are appended to ``found`` as (node, input index)."""
+    if node.is_output:
+        return False
+    for u, j in node.users[k]:
+        if id(u) in allowed or u.kind == "ShapeOf":
+            continue
+        if u.fused_into is not None:
+            return False
+        if (u.kind == "MatMul" and j < 2) or u.kind == ATTENTION or \
+                (u.kind in COPY_READERS and j == 0 and u.permute_view is None and not u.fused):
+            found.append((u, j))
+        elif u.is_output:  # (a view of the variable's buffer cannot be an output)
+            return False
+        elif u.permute_view is not None:
+            found.append(u.users[0][0])
+        elif u.kind in RESHAPE_KINDS and j == 0 and (u.kind != "Reshape" or _keeps_strided_dims(
+                node.out_pshapes[k], u.out_pshapes[0], axis)):
+            # (Squeeze / Unsqueeze only remove / insert size-1 dims: any strides stay valid)
+            inner = axis + len(u.out_pshapes[0]) - len(node.out_pshapes[k])
+            if inner < 0 or not _stride_readers(u, 0, inner, set(), found):
+                return False
+        else:
+            return False
+    return True
+
+
+def _append_axis(assign: "ProgramNode") -> int | None:
+    """The concat axis when ``assign`` writes ``Concat(ReadValue(v), x)`` of its own variable
+    ``v`` and that can grow in place (see the module docstring), else None."""
+    c, k = assign.inputs[0]
+    vid = assign.attrs.get("variable_id")
+    if c.kind != "Concat" or k != 0 or len(c.inputs) != 2 or c.fused or c.fused_into is not None \
+            or c.is_output or c.in_shape_of_subgraph or c.inplace_concat:
+        return None
+    read, rk = c.inputs[0]
+    if read.kind != "ReadValue" or read.attrs.get("variable_id") != vid or rk != 0:
+        return None
+    ps = c.out_pshapes[0]
+    dts = {c.out_dtypes[0], read.out_dtypes[0], c.inputs[1][0].out_dtypes[c.inputs[1][1]]}
+    if not ps.rank_is_static or len(dts) != 1:
+        return None
+    axis = int(c.attrs.get("axis", 0))
+    axis = axis + len(ps) if axis < 0 else axis
+    found: list = []
+    if not (_stride_readers(c, 0, axis, {id(assign)}, found)
+            and _stride_readers(read, 0, axis, {id(c)}, found)):
+        return None
+    for u, j in found:
+        u.strided_inputs.add(j)
+    return axis
+
+
+def mark_state(program: "Program") -> None:
+    """Give ReadValue, Assign and in-place append Concat nodes their ``state_role`` (READ,
+    ASSIGN, APPEND), ``state_var`` (the variable id) and ``state_axis`` (the append axis of
+    the variable's capacity layout, None for copied variables); list them in
+    ``program.reads`` / ``program.sinks``. A ReadValue aliases its init input, so the memory
+    pool treats it as an aliasing user (``optimized``)."""
+    program.reads = [n for n in program.nodes if n.kind == "ReadValue"]
+    program.sinks = [n for n in program.nodes if n.kind == "Assign"]
+    reads_of: dict[str, int] = {}
+    for n in program.reads:
+        n.state_role, n.state_var = READ, n.attrs["variable_id"]
+        n.optimized = True
+        reads_of[n.state_var] = reads_of.get(n.state_var, 0) + 1
+    for a in program.sinks:
+        a.state_role, a.state_var = ASSIGN, a.attrs["variable_id"]
+        # one ReadValue only: every view of the buffer is then checked for stride readers
+        axis = _append_axis(a) if reads_of.get(a.state_var) == 1 else None
+        if axis is None:
+            continue
+        c = a.inputs[0][0]
+        c.state_role, c.state_var, c.state_axis = APPEND, a.state_var, axis
+        a.state_axis = c.inputs[0][0].state_axis = axis
+
+
+class Variable:
+    """One variable of one request: its buffer(s), live shape and this inference's update."""
+
+    __slots__ = ("id", "dtype", "pshape", "axis", "alloc", "capacity", "shape", "back",
+                 "read_buffer", "pending")
+
+    def __init__(self, read: "ProgramNode") -> None:
+        self.id = read.state_var
+        self.dtype = read.out_dtypes[0]
+        self.pshape = read.out_pshapes[0]
+        self.axis: int | None = read.state_axis
+        self.alloc: Allocation | None = None  # the buffer holding the state
+        self.capacity: tuple | None = None  # its shape (append layout: room along ``axis``)
+        self.shape: tuple | None = None  # the state's shape; None: never set
+        self.back: Allocation | None = None  # copied variables: the buffer Assign writes
+        self.read_buffer = False  # this inference's ReadValue read the buffer
+        self.pending: tuple | None = None  # (alloc, capacity, shape) to commit
+
+    def strides(self) -> tuple | None:
+        return tuple(I.contiguous_strides(self.capacity)) if self.axis is not None else None
+
+    def view(self, shape: tuple | None = None) -> Tensor:
+        return Tensor(self.alloc, 0, tuple(self.shape if shape is None else shape), self.dtype,
+                      self.strides())
+
+    def initial_shape(self) -> tuple:
+        return tuple(d.min for d in self.pshape)
+
+
+class VariableStore:
+    """The variables of one request (a Network's): reads, appends, assigns, commits, and
+    what ``query_state`` / ``reset_state`` need."""
+
+    def __init__(self, net: "Network") -> None:
+        self.net = net
+        self.vars: dict[str, Variable] = {}
+        for r in net.program.reads:
+            self.vars.setdefault(r.state_var, Variable(r))
+        for a in net.program.sinks:
+            if a.state_var not in self.vars:
+                raise NetpassError(f"Assign '{a.name}' writes variable '{a.state_var}', which "
+                                   "no ReadValue reads")
+        self._kernels: dict[str, KernelHandle] = {}
+
+    # -- per inference ----------------------------------------------------------------------------
+    def begin(self) -> None:
+        for v in self.vars.values():
+            v.read_buffer = False
+            v.pending = None
+
+    def commit(self) -> None:
+        """What the Assigns wrote becomes the state (end of an inference)."""
+        for v in self.vars.values():
+            if v.pending is not None:
+                alloc, capacity, shape = v.pending
+                if v.axis is None and alloc is v.back:
+                    v.back = v.alloc
+                v.alloc, v.capacity, v.shape = alloc, capacity, shape
+                v.pending = None
+            v.read_buffer = False
+
+    def read_shapes(self) -> list[tuple | None]:
+        """Per ``program.reads``: the shape the ReadValue will give this inference, None when
+        an init sub-graph decides it (for the symbolic binding)."""
+        out = []
+        for r in self.net.program.reads:
+            v = self.vars[r.state_var]
+            out.append(v.shape if v.shape is not None else
+                       None if r.inputs else v.initial_shape())
+        return out
+
+    def layout_key(self) -> tuple:
+        """The variables' buffer layouts: readers' implementations depend on their strides."""
+        return tuple(v.capacity if v.shape is not None else None for v in self.vars.values())
+
+    # -- the primitives ----------------------------------------------------------------------------
+    def prepare(self, inst: "PrimitiveInst") -> None:
+        node = inst.node
+        role = node.state_role
+        if role == APPEND:
+            inst.update_shape()
+            return
+        if role == READ:
+            v = self.vars[node.state_var]
+            if v.shape is not None:
+                shape = v.shape
+            elif node.inputs:
+                src, k = inst.src(0)
+                shape = src.out_shapes[k]
+            else:
+                shape = v.initial_shape()
+        else:
+            src, k = inst.src(0)
+            shape = src.out_shapes[k]
+        new = [tuple(shape)]
+        inst.shape_changed = new != inst.out_shapes
+        inst.out_shapes = new
+
+    def execute(self, inst: "PrimitiveInst") -> None:
+        node = inst.node
+        role = node.state_role
+        if node.shape_only:
+            return
+        inst.executed_once = True
+        if role == READ:
+            self._read(inst)
+        elif role == APPEND:
+            self._append(inst)
+        elif node.state_axis is None:
+            self._copy_into_back(inst)
+
+    def _read(self, inst: "PrimitiveInst") -> None:
+        v = self.vars[inst.node.state_var]
+        if v.shape is not None:
+            self._set_device(inst, v.view())
+            v.read_buffer = True
+            return
+        if inst.node.inputs:
+            src, k = inst.src(0)
+            if src.device_valid[k] and src.outputs[k] is not None:
+                self._set_device(inst, src.outputs[k])
+            else:
+                inst._set_host_one(0, self.net.host_values([(src, k)])[0])
+            return
+        inst._set_host_one(0, np.zeros(inst.out_shapes[0], v.dtype))
+
+    @staticmethod
+    def _set_device(inst: "PrimitiveInst", t: Tensor) -> None:
+        inst.outputs[0] = t
+        inst.device_valid[0] = True
+        inst.host_valid[0] = False
+
+    def _append(self, inst: "PrimitiveInst") -> None:
+        """Write the new part behind the state in the variable's buffer (module docstring)."""
+        net = self.net
+        node = inst.node
+        v = self.vars[node.state_var]
+        axis = v.axis
+        out = tuple(inst.out_shapes[0])
+        past = inst.in_shapes[0][axis]
+        fits = v.alloc is not None and len(v.capacity) == len(out) and \
+            all(c == o for i, (c, o) in enumerate(zip(v.capacity, out)) if i != axis) and \
+            out[axis] <= v.capacity[axis]
+        if not (fits and v.read_buffer):  # the state is not in this buffer yet
+            if not fits:
+                self._allocate_append(v, out)
+            if past:  # the state read (a view of the old buffer, or the init value) goes first
+                self._copy(net.device_tensor(*inst.src(0)), Tensor(v.alloc, 0, inst.in_shapes[0],
+                                                                  v.dtype, self._cap_strides(v)))
+        new = inst.in_shapes[1]
+        if I._size(new):
+            strides = self._cap_strides(v)
+            self._copy(net.device_tensor(*inst.src(1)),
+                       Tensor(v.alloc, past * strides[axis], new, v.dtype, strides))
+        v.pending = (v.alloc, v.capacity, out)
+        self._set_device(inst, Tensor(v.alloc, 0, out, v.dtype, self._cap_strides(v)))
+        net.stats["state_appends"] += 1
+
+    @staticmethod
+    def _cap_strides(v: Variable) -> tuple:
+        return tuple(I.contiguous_strides(v.capacity))
+
+    def _allocate_append(self, v: Variable, out: tuple) -> None:
+        """A buffer for ``out`` with room for PREALLOC_STEPS more steps along the axis (the
+        predictor's custom count; the exact size when that much does not fit)."""
+        pred = self.net.predictor
+        ok, pshape = pred.predict_preallocation_shape(
+            f"variable:{v.id}", out, v.dtype.itemsize * 8, False,
+            custom_count=PREALLOC_STEPS, custom_dim=v.axis)
+        cap = tuple(pshape) if ok and pred.can_preallocate(I._size(pshape) * v.dtype.itemsize) \
+            else out
+        v.alloc = self._allocate(I._size(cap) * v.dtype.itemsize)
+        v.capacity = cap
+
+    def _copy_into_back(self, inst: "PrimitiveInst") -> None:
+        """A copied variable: the Assign's input into the second buffer, sized with the
+        predictor along the dim that grew since the state (PREALLOC_STEPS ahead)."""
+        v = self.vars[inst.node.state_var]
+        src, k = inst.src(0)
+        shape = tuple(src.out_shapes[k])
+        n = I._size(shape)
+        back = v.back
+        if back is None or back.nbytes < n * v.dtype.itemsize:
+            grown = [i for i, (a, b) in enumerate(zip(shape, v.shape or ())) if a > b] \
+                if v.shape is not None and len(v.shape) == len(shape) else []
+            size = n
+            if len(grown) == 1:
+                pred = self.net.predictor
+                ok, pshape = pred.predict_preallocation_shape(
+                    f"variable:{v.id}", shape, v.dtype.itemsize * 8, False,
+                    custom_count=PREALLOC_STEPS, custom_dim=grown[0])
+                if ok and pred.can_preallocate(I._size(pshape) * v.dtype.itemsize):
+                    size = I._size(pshape)
+            back = v.back = self._allocate(max(size, 1) * v.dtype.itemsize)
+        if n:
+            self._copy(self.net.device_tensor(src, k), Tensor(back, 0, shape, v.dtype))
+        v.pending = (back, shape, shape)
+
+    def _allocate(self, nbytes: int) -> Allocation:
+        net = self.net
+        alloc = net.engine.allocate(nbytes)
+        net.count_alloc(alloc)
+        net.stats["state_allocations"] += 1
+        return alloc
+
+    def _copy(self, src: Tensor, dst: Tensor) -> None:
+        """A strided device copy of ``src`` into ``dst`` (same shape), on the request's queue."""
+        shape = tuple(dst.shape)
+        in_st = src.strides if src.strides is not None else I.contiguous_strides(shape)
+        out_st = dst.strides if dst.strides is not None else I.contiguous_strides(shape)
+        ln = I.strided_copy(dst.dtype, shape, in_st, 0, out_st, 0, 0, 0)
+        net = self.net
+        h = self._kernels.get(ln.source.text)
+        if h is None:
+            program = net.engine.build(ln.source.text, net.stats)
+            h = self._kernels[ln.source.text] = KernelHandle(
+                net.engine.cl.Kernel(program, ln.source.name))
+        buffers, ints = ln.args([src], [dst], [])
+        net.launcher.set_args(h, buffers, ints)
+        net.launcher.launch(h, ln)
+        net.stats["kernels_enqueued"] += 1
+
+    # -- the user's view ---------------------------------------------------------------------------
+    def reset(self, vid: str | None = None) -> None:
+        """Variables back to never set (their buffers are kept for the next sequence)."""
+        for v in self.vars.values():
+            if vid is None or v.id == vid:
+                v.shape = None
+                v.pending = None
+
+    def get(self, vid: str) -> np.ndarray | None:
+        """The state of ``vid`` read back from the device (None when never set)."""
+        v = self.vars[vid]
+        if v.shape is None:
+            return None
+        t = v.view()
+        n = t.extent()
+        region = np.empty(n, dtype=v.dtype)
+        if n:
+            self.net.launcher.read(region, t.alloc.buffer, 0)
+        self.net.queue.finish()
+        if t.strides is None:
+            return region.reshape(t.shape)
+        it = region.itemsize
+        return np.lib.stride_tricks.as_strided(region, t.shape,
+                                               tuple(s * it for s in t.strides)).copy()
+
+    def set(self, vid: str, value: np.ndarray) -> None:
+        """Set the state of ``vid`` (checked by the caller) into a new buffer laid out as the
+        variable's (with room for PREALLOC_STEPS more along an append axis)."""
+        v = self.vars[vid]
+        shape = tuple(value.shape)
+        if v.axis is not None:
+            cap = list(shape)
+            cap[v.axis] += PREALLOC_STEPS
+            full = np.zeros(cap, v.dtype)
+            full[tuple(slice(0, d) for d in shape)] = value
+            v.capacity = tuple(cap)
+        else:
+            full = np.ascontiguousarray(value, dtype=v.dtype)
+            v.capacity = shape
+        v.alloc = self._allocate(max(full.nbytes, 1))
+        if full.size:
+            self.net.launcher.write(v.alloc.buffer, 0, full)
+            self.net.queue.finish()  # (``full`` is freed when this returns)
+        v.shape = shape
