@@ -56,6 +56,9 @@ class Generation:
     logits: list[np.ndarray]              # per new token: the logits it was chosen from
     time_to_first_token_s: float          # the prefill inference (prompt -> first token)
     token_latencies_s: list[float] = field(default_factory=list)  # each decode inference
+    # what the decode inferences added to the request's integer counters (``req.stats``:
+    # launches, allocations, host waits...), where the request keeps them
+    decode_stats: dict[str, int] = field(default_factory=dict)
 
     @property
     def per_token_s(self) -> float:
@@ -134,11 +137,14 @@ class GreedyDecoder:
         chosen: list[np.ndarray] = []
         logits: list[np.ndarray] = []
         times: list[float] = []
+        after_prefill: dict[str, int] = {}
         while True:
             feeds = self._feeds(ids, past, cache)
             start = time.perf_counter()
             outs = req.infer(feeds)
             times.append(time.perf_counter() - start)
+            if len(times) == 1:
+                after_prefill = _counters(req)
             last = np.asarray(outs[self.logits_name])[:, -1]
             logits.append(last)
             chosen.append(last.argmax(-1))
@@ -147,7 +153,15 @@ class GreedyDecoder:
             cache = {n: outs[r] for n, r in self.cache_pairs.items()}
             past += ids.shape[1]
             ids = chosen[-1][:, None]
-        return Generation(np.stack(chosen, axis=1), logits, times[0], times[1:])
+        end = _counters(req)
+        decode = {k: v - after_prefill[k] for k, v in end.items() if k in after_prefill}
+        return Generation(np.stack(chosen, axis=1), logits, times[0], times[1:], decode)
+
+
+def _counters(request: Any) -> dict[str, int]:
+    """The integer counters of ``request.stats`` (none where it keeps no stats)."""
+    stats = getattr(request, "stats", None) or {}
+    return {k: v for k, v in stats.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
 __all__ = ["Generation", "GreedyDecoder", "stateful_decoder", "TOKEN_INPUTS"]

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..errors import InputError
 from .common import UsageError, compile_for_device, device_label, parse_assignments, resolve_input_name
+from .decode import cmd_decode
 from .inputs import input_hint, make_inputs
 from .output import Progress, percentiles, format_stats
 
@@ -69,6 +70,10 @@ def _benchmark_feeds(model, args: argparse.Namespace) -> tuple[list[dict[str, np
 
 def cmd_benchmark(args: argparse.Namespace) -> int:
     from .. import read_model
+    if args.decode is not None:
+        if args.shapes or args.sequence:
+            raise UsageError("--decode takes no --shapes or --sequence: it feeds the decoder")
+        return cmd_decode(args)
     if args.iterations < 1 or args.warmup < 0:
         raise UsageError(f"needs --iterations >= 1 and --warmup >= 0, got {args.iterations} "
                          f"and {args.warmup}")

@@ -63,6 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--sequence", metavar="NAME:AXIS:START:STOP",
                        help="grow AXIS of input NAME from START to STOP, one infer per size, "
                             "in one infer request (e.g. x:1:1:64)")
+    bench.add_argument("--decode", metavar="PROMPT_LEN:NEW_TOKENS",
+                       help="greedy generation with a decoder exported with its key/value "
+                            "cache, made stateful: time to first token, per-token latency, "
+                            "tokens/s (e.g. 128:128)")
     add_device_option(bench)
     bench.add_argument("--iterations", type=int, default=10, metavar="N",
                        help="measured passes over the shapes or the sequence (default 10)")

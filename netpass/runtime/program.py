@@ -262,7 +262,7 @@ class Program:
             self._fuse_elementwise()
             self._fold_input_permutes()
             self._mark_strided_views()
-        mark_state(self)
+        mark_state(self, ATTENTION)
         self._mark_runtime_skippable_nodes()
         self._mark_inplace_concats()
         self.exec_order = self._build_exec_order()

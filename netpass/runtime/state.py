@@ -29,7 +29,6 @@ import numpy as np
 
 from ..errors import NetpassError
 from . import impls as I
-from .attention import KIND as ATTENTION
 from .launcher import KernelHandle
 from .memory import Allocation, Tensor
 
@@ -70,11 +69,11 @@ def _keeps_strided_dims(src: Any, out: Any, axis: int) -> bool:
 
 
 def _stride_readers(node: "ProgramNode", k: int, axis: int, allowed: set[int],
-                    found: list) -> bool:
+                    found: list, attention: str) -> bool:
     """Whether every reader of output ``k`` of ``node`` can take a capacity-strided view:
     ``allowed`` nodes (the append and its Assign), ShapeOf, a GEMM or fused-attention input,
     a permuted view read by one, a copy that walks any strides (COPY_READERS), a reshape-like
-    that keeps the strided dims (recursively).
+    that keeps the strided dims (recursively). ``attention`` is the fused-attention kind.
     The stride-reading inputs are appended to ``found`` as (node, input index)."""
     if node.is_output:
         return False
@@ -83,7 +82,7 @@ def _stride_readers(node: "ProgramNode", k: int, axis: int, allowed: set[int],
             continue
         if u.fused_into is not None:
             return False
-        if (u.kind == "MatMul" and j < 2) or u.kind == ATTENTION or \
+        if (u.kind == "MatMul" and j < 2) or u.kind == attention or \
                 (u.kind in COPY_READERS and j == 0 and u.permute_view is None and not u.fused):
             found.append((u, j))
         elif u.is_output:  # (a view of the variable's buffer cannot be an output)
@@ -94,14 +93,14 @@ def _stride_readers(node: "ProgramNode", k: int, axis: int, allowed: set[int],
                 node.out_pshapes[k], u.out_pshapes[0], axis)):
             # (Squeeze / Unsqueeze only remove / insert size-1 dims: any strides stay valid)
             inner = axis + len(u.out_pshapes[0]) - len(node.out_pshapes[k])
-            if inner < 0 or not _stride_readers(u, 0, inner, set(), found):
+            if inner < 0 or not _stride_readers(u, 0, inner, set(), found, attention):
                 return False
         else:
             return False
     return True
 
 
-def _append_axis(assign: "ProgramNode") -> int | None:
+def _append_axis(assign: "ProgramNode", attention: str) -> int | None:
     """The concat axis when ``assign`` writes ``Concat(ReadValue(v), x)`` of its own variable
     ``v`` and that can grow in place (see the module docstring), else None."""
     c, k = assign.inputs[0]
@@ -119,20 +118,21 @@ def _append_axis(assign: "ProgramNode") -> int | None:
     axis = int(c.attrs.get("axis", 0))
     axis = axis + len(ps) if axis < 0 else axis
     found: list = []
-    if not (_stride_readers(c, 0, axis, {id(assign)}, found)
-            and _stride_readers(read, 0, axis, {id(c)}, found)):
+    if not (_stride_readers(c, 0, axis, {id(assign)}, found, attention)
+            and _stride_readers(read, 0, axis, {id(c)}, found, attention)):
         return None
     for u, j in found:
         u.strided_inputs.add(j)
     return axis
 
 
-def mark_state(program: "Program") -> None:
+def mark_state(program: "Program", attention: str) -> None:
     """Give ReadValue, Assign and in-place append Concat nodes their ``state_role`` (READ,
     ASSIGN, APPEND), ``state_var`` (the variable id) and ``state_axis`` (the append axis of
     the variable's capacity layout, None for copied variables); list them in
     ``program.reads`` / ``program.sinks``. A ReadValue aliases its init input, so the memory
-    pool treats it as an aliasing user (``optimized``)."""
+    pool treats it as an aliasing user (``optimized``). ``attention`` is the kind of fused
+    attention nodes (``attention.KIND``, which reads strided inputs)."""
     program.reads = [n for n in program.nodes if n.kind == "ReadValue"]
     program.sinks = [n for n in program.nodes if n.kind == "Assign"]
     reads_of: dict[str, int] = {}
@@ -143,7 +143,7 @@ def mark_state(program: "Program") -> None:
     for a in program.sinks:
         a.state_role, a.state_var = ASSIGN, a.attrs["variable_id"]
         # one ReadValue only: every view of the buffer is then checked for stride readers
-        axis = _append_axis(a) if reads_of.get(a.state_var) == 1 else None
+        axis = _append_axis(a, attention) if reads_of.get(a.state_var) == 1 else None
         if axis is None:
             continue
         c = a.inputs[0][0]

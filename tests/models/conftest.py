@@ -25,7 +25,7 @@ def torch_export(tmp_path_factory) -> Callable:
 
 @pytest.fixture(scope="session")
 def hf_decoder() -> Callable:
-    """``hf_decoder(name)`` -> ``hf_decoders.HfDecoder`` ("gpt2", "llama"), exported on first
+    """``hf_decoder(name)`` -> ``export_decoder.Decoder`` ("gpt2", "llama"), exported on first
     use (skips the test without torch or transformers)."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")

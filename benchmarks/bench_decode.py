@@ -1,0 +1,167 @@
+"""Stateful greedy decoding of a transformers GPT-2 on netpass, beside torch eager in the same run.
+
+The model (default: GPT-2 small's config, 12 layers, d=768, 12 heads, vocab 50257, random fp32
+weights; ``tools/export_decoder.py``) is exported with its key/value cache, made stateful
+(``netpass.generation.stateful_decoder``: the cache lives in the infer request's device memory
+and grows in place) and compiled with ``compile_model``. A prompt of PROMPT tokens is
+prefilled, then NEW tokens are decoded one at a time (``GreedyDecoder``), batch 1:
+
+- netpass: time to first token (the prefill), per-token latency (median), tokens/s, launches
+  and host waits per token, device allocations over the decode steps (for the variables and in
+  all);
+- torch eager (CUDA when there, else CPU): the same transformers model with ``use_cache=True``,
+  prefill then one token per forward (SDPA attention, transformers' default), synchronised per
+  token; the greedy tokens of both are compared;
+- the bandwidth floor: bytes of weights read per token (the model's constants) divided by the
+  device bandwidth netpass's own copy kernel reaches in the same run (an elementwise add of two
+  64M-float tensors, 12 bytes per element).
+
+``--quick`` (PoCL): 2 layers, d=128, vocab 1024, prompt 16, 16 new tokens. Writes
+``bench_decode.json`` to ``$OUT`` when set. On the GPU machine transformers is not installed:
+``../shared/tools/device-prep transformers huggingface_hub tokenizers safetensors regex
+filelock fsspec packaging pyyaml requests tqdm typing_extensions`` carries it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_runtime import bench_add  # noqa: E402
+from export_decoder import export_decoder, gpt2  # noqa: E402
+
+import netpass  # noqa: E402
+from netpass.generation import GreedyDecoder, stateful_decoder  # noqa: E402
+
+
+def torch_generate(model, prompt: np.ndarray, new_tokens: int, device: str) -> dict:
+    """Greedy generation with transformers' KV cache: prefill, then one token per forward."""
+    import torch
+    model = model.to(device).eval()
+    ids = torch.from_numpy(prompt).to(device)
+
+    def sync() -> None:
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    tokens, step_s = [], []
+    with torch.no_grad():
+        sync()
+        t0 = time.perf_counter()
+        out = model(input_ids=ids, use_cache=True)
+        nxt = out.logits[:, -1].argmax(-1, keepdim=True)
+        sync()
+        ttft = time.perf_counter() - t0
+        tokens.append(int(nxt[0, 0]))
+        cache = out.past_key_values
+        for _ in range(new_tokens - 1):
+            t0 = time.perf_counter()
+            out = model(input_ids=nxt, past_key_values=cache, use_cache=True)
+            nxt = out.logits[:, -1].argmax(-1, keepdim=True)
+            sync()
+            step_s.append(time.perf_counter() - t0)
+            tokens.append(int(nxt[0, 0]))
+            cache = out.past_key_values
+    return {"device": f"torch {torch.__version__} eager {device}", "ttft_s": ttft,
+            "step_s": step_s, "tokens": tokens}
+
+
+def weight_bytes(model) -> int:
+    """Bytes of the model's constants: what a decode step reads at least once."""
+    return sum(op.value.nbytes for op in model.get_ordered_ops() if op.type_name == "Constant")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="a small GPT-2 for PoCL")
+    ap.add_argument("--device", default="AUTO")
+    ap.add_argument("--transformations", default="NONE", help="NONE, COMMON or GNA")
+    ap.add_argument("--prompt", type=int)
+    ap.add_argument("--new", type=int)
+    ap.add_argument("--repeats", type=int, default=3, help="measured generations (median)")
+    args = ap.parse_args()
+    prompt_len = args.prompt or (16 if args.quick else 128)
+    new = args.new or (16 if args.quick else 128)
+    config = dict(layers=2, d=128, heads=4, vocab=1024) if args.quick else {}
+    torch_model, *layout = gpt2(positions=1024, **config)
+    dec = export_decoder("gpt2", torch_model, *layout)
+    model = stateful_decoder(netpass.read_model(dec.onnx))
+    t0 = time.perf_counter()
+    cm = netpass.compile_model(model, args.device, {"TRANSFORMATIONS": args.transformations})
+    compile_s = time.perf_counter() - t0
+    prompt = np.random.default_rng(0).integers(0, dec.vocab, (1, prompt_len))
+    decoder = GreedyDecoder(cm)
+    decoder.generate(prompt, new)  # warm-up: kernels built, on a request of its own
+    req = cm.create_infer_request()
+    runs = [decoder.generate(prompt, new, req) for _ in range(args.repeats)]
+    best = min(runs, key=lambda g: sum(g.token_latencies_s))
+    steps = len(best.token_latencies_s)
+    per_token = statistics.median(t for g in runs for t in g.token_latencies_s)
+    ttft = statistics.median(g.time_to_first_token_s for g in runs)
+    st = best.decode_stats
+    variables = len(req.query_state())
+
+    import torch
+    tdev = "cuda" if torch.cuda.is_available() else "cpu"
+    torch_generate(torch_model, prompt, 4, tdev)  # warm-up
+    peer = min((torch_generate(torch_model, prompt, new, tdev) for _ in range(args.repeats)),
+               key=lambda r: sum(r["step_s"]))
+    agree = sum(a == b for a, b in zip(best.tokens[0].tolist(), peer["tokens"]))
+
+    wbytes = weight_bytes(model)
+    add = bench_add((1 << 20) if args.quick else (64 << 20), args.device, 3)
+    floor_s = wbytes / (add["tb_per_s"] * 1e12)
+
+    device = cm.runtime.device if cm.runtime is not None else "REFERENCE"
+    print(f"stateful GPT-2 decode on {device} (python {platform.python_version()}, numpy "
+          f"{np.__version__}, torch {torch.__version__})")
+    print(f"  {dec.layers} layers, {dec.kv_heads} heads of {dec.head_dim}, vocab {dec.vocab}, "
+          f"fp32 weights {wbytes / 1e6:.0f} MB; prompt {prompt_len}, {new} new tokens, batch 1, "
+          f"{args.transformations} pipeline, compiled in {compile_s:.1f} s")
+    print(f"  {'':<44}{'netpass':>12}{peer['device'][:30]:>32}")
+    print(f"  {'time to first token (ms)':<44}{1e3 * ttft:>12.3f}{1e3 * peer['ttft_s']:>32.3f}")
+    tstep = statistics.median(peer["step_s"])
+    print(f"  {'per-token decode latency, median (ms)':<44}{1e3 * per_token:>12.3f}"
+          f"{1e3 * tstep:>32.3f}")
+    print(f"  {'tokens/s (decode)':<44}{steps / sum(best.token_latencies_s):>12.1f}"
+          f"{len(peer['step_s']) / sum(peer['step_s']):>32.1f}")
+    print(f"  greedy tokens equal to torch's: {agree} of {new}")
+    print(f"  bandwidth floor: {wbytes / 1e6:.0f} MB per token / {add['tb_per_s']:.3f} TB/s "
+          f"(netpass add kernel, same run) = {1e3 * floor_s:.3f} ms per token "
+          f"(netpass at {per_token / floor_s:.1f}x the floor)")
+    if "kernels_enqueued" in st:
+        print(f"  per token: {st['kernels_enqueued'] / steps:.1f} launches, "
+              f"{st['host_waits'] / steps:.2f} host waits; over {steps} decode steps: "
+              f"{st['state_allocations']} allocations for the {variables} variables, "
+              f"{st['allocations']} in all")
+    report = {
+        "device": device, "torch": peer["device"], "layers": dec.layers, "vocab": dec.vocab,
+        "prompt": prompt_len, "new_tokens": new, "weight_bytes": wbytes,
+        "netpass": {"ttft_ms": 1e3 * ttft, "per_token_ms": 1e3 * per_token,
+                    "tokens_per_s": steps / sum(best.token_latencies_s),
+                    "step_ms": [1e3 * t for t in best.token_latencies_s],
+                    "decode_stats": st, "variables": variables},
+        "torch_eager": {"ttft_ms": 1e3 * peer["ttft_s"], "per_token_ms": 1e3 * tstep,
+                        "step_ms": [1e3 * t for t in peer["step_s"]]},
+        "tokens_equal": agree, "copy_tb_per_s": add["tb_per_s"], "floor_ms": 1e3 * floor_s,
+    }
+    out = os.environ.get("OUT")
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "bench_decode.json").write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
