@@ -14,7 +14,7 @@ import numpy as np
 
 from .core.model import Model
 from .core.shape import PartialShape
-from .core.types import Type
+from .core.types import Type, convert_values
 from .errors import NetpassError, system_errors_as_netpass
 from .frontend import read_model
 from .reference import check_inputs
@@ -169,7 +169,7 @@ class InferRequest(AsyncInferRequest):
 def _as_dtype(value: Any, et: Type) -> Any:
     if et.dtype is None or not isinstance(value, np.ndarray) or value.dtype == et.dtype:
         return value
-    return value.astype(et.dtype)
+    return convert_values(value, et)
 
 
 def compile_model(model: Any, device: str = "AUTO", config: Mapping[str, Any] | None = None) -> CompiledModel:

@@ -34,7 +34,9 @@ class UnsupportedOpError(NetpassError):
 class UnsupportedTypeError(NetpassError):
     """A valid element type netpass does not support (string, float8, int4...)."""
 
-    hint = "supported element types: f32, f16, bf16, f64, i64, i32, i16, i8, u64, u32, u16, u8, boolean"
+    hint = ("supported element types: f32, f16, bf16, f64, i64, i32, i16, i8, u64, u32, u16, u8, "
+            "boolean, f8e4m3, f8e5m2, f8e4m3fnuz, f8e5m2fnuz, f8e8m0, f4e2m1, i4, u4, i2, u2, "
+            "string")
 
 
 class ModelFormatError(NetpassError):

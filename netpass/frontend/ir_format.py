@@ -43,6 +43,10 @@ ATTR_RULES: dict[str, dict[str, AttrRule]] = {
     # Written as ceil_torch where netpass's ceil differs from OpenVINO's (see ``LAYER_RULES`` in netpass.passes.serialize).
     "MaxPool": {"rounding_type": AttrRule("rounding_type", from_ir=_from_ceil_torch)},
     "AvgPool": {"rounding_type": AttrRule("rounding_type", from_ir=_from_ceil_torch)},
+    # ONNX Cast's float8 options: written only where they differ from the default (which is
+    # what OpenVINO's Convert does), so OpenVINO reads every Convert it can run.
+    "Convert": {"saturate": AttrRule("saturate", to_ir=lambda v: None if v else False),
+                "round_mode": AttrRule("round_mode", to_ir=lambda v: None if v == "up" else v)},
 }
 
 

@@ -21,7 +21,7 @@ from ..core.model import Model
 from ..core.node import OP_TYPES, Node
 from ..core.rt_info import FusedNames
 from ..core.shape import PartialShape
-from ..core.types import Type
+from ..core.types import Type, packed_size, string, unpack_elements
 from ..errors import ModelFormatError, NetpassError, OutOfMemoryError, UnsupportedOpError
 from .files import MAX_XML_BYTES, RegularFile, inside_folder, read_model_file
 from .ir_format import TYPE_ATTRS, TYPE_NAMES_FROM_IR, attr_from_ir_name, split_names
@@ -144,13 +144,13 @@ class _Reader:
             offset, size = int(data["offset"]), int(data["size"])
         except (KeyError, ValueError, TypeError) as e:
             raise ModelFormatError(f"{layer.where()}: bad Const data {data}: {e}") from e
-        if et.dtype is None:
+        if et.dtype is None or et is string:
             raise ModelFormatError(f"{layer.where()}: element type {et} is not supported")
         count = int(np.prod(shape, dtype=np.int64))
         # Empty constants carry a placeholder byte (OpenVINO writes size 1 for them).
-        if size != count * et.dtype.itemsize and not (count == 0 and size <= 1):
+        if size != packed_size(et, count) and not (count == 0 and size <= 1):
             raise ModelFormatError(f"{layer.where()}: size {size} does not match shape "
-                                   f"{list(shape)} of {et} ({count * et.dtype.itemsize} bytes)")
+                                   f"{list(shape)} of {et} ({packed_size(et, count)} bytes)")
         if self.weights is None:
             raise ModelFormatError(f"{layer.where()}: needs a weights file (.bin), none given")
         if count == 0:
@@ -163,7 +163,7 @@ class _Reader:
                                    "(truncated?)")
         else:
             data = self.weights[offset:offset + size]
-        return np.frombuffer(data, dtype=et.dtype, count=count).reshape(shape).copy()
+        return unpack_elements(data, et, count).reshape(shape)
 
     def build(self, layer: _Layer, inputs: list) -> Node:
         type_name = TYPE_NAMES_FROM_IR.get(layer.type, layer.type)

@@ -19,7 +19,7 @@ from ..core.dimension import Dimension, Symbol
 from ..core.model import Model
 from ..core.node import Node, Output
 from ..core.shape import PartialShape
-from ..core.types import Type
+from ..core.types import Type, packed_size, string
 from ..errors import (ModelFormatError, NetpassError, OutOfMemoryError, UnsupportedOpError,
                       UnsupportedTypeError)
 from ..ops.io import Constant, Parameter, Result
@@ -105,22 +105,21 @@ def _tensor_to_array(t: onnx.TensorProto, where: str) -> np.ndarray:
         arr = numpy_helper.to_array(t)
     except Exception as e:
         raise ModelFormatError(f"{where}: cannot decode tensor '{t.name}': {e}") from e
-    if t.data_type == onnx.TensorProto.BFLOAT16:
-        arr = arr.astype(np.float32)
     return arr
 
 
 def _external_bytes(tensor: onnx.TensorProto, where: str) -> int:
     """The size a tensor's data must have, from its element type and dims."""
     et = onnx_element_type(tensor.data_type, where)
-    if et.dtype is None:
-        raise UnsupportedTypeError(f"{where}: element type {et} has no storage netpass reads")
+    if et.dtype is None or et is string:
+        raise UnsupportedTypeError(f"{where}: element type {et} has no external storage "
+                                   "netpass reads")
     count = 1
     for d in tensor.dims:
         if d < 0:
             raise ModelFormatError(f"{where}: negative dimension in {list(tensor.dims)}")
         count *= d
-    return count * et.dtype.itemsize
+    return packed_size(et, count)
 
 
 def _load_external_data(model: onnx.ModelProto, model_path: Path) -> None:

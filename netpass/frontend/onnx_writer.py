@@ -22,6 +22,7 @@ from ..core.shape import PartialShape
 from ..core.types import Type
 from ..errors import ModelFormatError, UnsupportedOpError
 from ..ops.io import Parameter, Result
+from ..ops.onnx_types import onnx_type_code, type_opset
 from ..ops.registry import ONNX_EXPORT, ONNX_EXPORT_OPSET
 from ..version import __version__
 
@@ -32,9 +33,7 @@ EXTERNAL_DATA_THRESHOLD = 1 << 30
 
 
 def onnx_elem_type(et: Type, where: str) -> int:
-    if et.dtype is None:
-        raise ModelFormatError(f"{where}: element type {et} has no ONNX equivalent")
-    return helper.np_dtype_to_tensor_dtype(et.dtype)
+    return onnx_type_code(et, where)
 
 
 def _dims(ps: PartialShape) -> list[int | str | None] | None:
@@ -179,9 +178,12 @@ def export_opset(model: Model) -> int:
     """The ONNX opset ``model`` is written at: 17, or the highest opset its ops' rules need."""
     need = OPSET
     for node in model.get_ordered_ops():
+        for out in node.outputs():
+            need = max(need, type_opset(out.element_type))
         for cls in type(node).__mro__:
             if cls in ONNX_EXPORT:
-                need = max(need, ONNX_EXPORT_OPSET.get(cls, OPSET))
+                rule_opset = ONNX_EXPORT_OPSET.get(cls, OPSET)
+                need = max(need, rule_opset(node) if callable(rule_opset) else rule_opset)
                 break
     return need
 

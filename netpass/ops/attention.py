@@ -152,7 +152,8 @@ class Attention(Node):
             k = np.repeat(k, q.shape[1] // k.shape[1], axis=1)
             v = np.repeat(v, q.shape[1] // v.shape[1], axis=1)
         with np.errstate(all="ignore"):
-            raw = np.matmul(q * root, np.swapaxes(k, -1, -2) * root)
+            # (numpy's matmul of bf16 gives f32: back to the inputs' type, as ONNX's MatMul)
+            raw = np.matmul(q * root, np.swapaxes(k, -1, -2) * root).astype(dt)
             capped = raw
             if self.softcap > 0:
                 capped = (self.softcap * np.tanh(raw / self.softcap)).astype(dt)
@@ -161,7 +162,7 @@ class Attention(Node):
                 if self.softmax_precision is not None and self.softmax_precision.dtype else logits
             probs = _masked_softmax(work)
             masked_rows = np.isneginf(np.max(bias, axis=-1, keepdims=True))
-            probs = np.where(masked_rows, 0, probs).astype(dt)
+            probs = np.where(masked_rows, probs.dtype.type(0), probs).astype(dt)
             y = np.matmul(probs, v)
         debug = (raw, capped, logits, probs)[self.qk_matmul_output_mode]
         if three_d:
@@ -207,11 +208,12 @@ def _split_heads(x: np.ndarray, heads: int) -> np.ndarray:
 
 def _masked_softmax(x: np.ndarray) -> np.ndarray:
     """Softmax over the last axis; a row of -inf only (no key attended) gives zeros."""
+    zero, one = x.dtype.type(0), x.dtype.type(1)  # every step in x's type (bf16, f16 too)
     top = np.max(x, axis=-1, keepdims=True)
-    top = np.where(np.isneginf(top), 0, top)
+    top = np.where(np.isneginf(top), zero, top)
     e = np.exp(x - top)
     total = np.sum(e, axis=-1, keepdims=True)
-    return e / np.where(total == 0, 1, total)
+    return e / np.where(total == zero, one, total)
 
 
 # -- factory ---------------------------------------------------------------------------------

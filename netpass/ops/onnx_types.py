@@ -7,13 +7,16 @@ import onnx
 from ..core.types import Type
 from ..errors import ModelFormatError, UnsupportedTypeError
 
+_T = onnx.TensorProto
 _ONNX_TYPES = {
-    onnx.TensorProto.FLOAT: "f32", onnx.TensorProto.FLOAT16: "f16", onnx.TensorProto.DOUBLE: "f64",
-    onnx.TensorProto.BFLOAT16: "bf16", onnx.TensorProto.INT64: "i64", onnx.TensorProto.INT32: "i32",
-    onnx.TensorProto.INT16: "i16", onnx.TensorProto.INT8: "i8", onnx.TensorProto.UINT64: "u64",
-    onnx.TensorProto.UINT32: "u32", onnx.TensorProto.UINT16: "u16", onnx.TensorProto.UINT8: "u8",
-    onnx.TensorProto.BOOL: "boolean",
+    _T.FLOAT: "f32", _T.FLOAT16: "f16", _T.DOUBLE: "f64", _T.BFLOAT16: "bf16", _T.INT64: "i64",
+    _T.INT32: "i32", _T.INT16: "i16", _T.INT8: "i8", _T.UINT64: "u64", _T.UINT32: "u32",
+    _T.UINT16: "u16", _T.UINT8: "u8", _T.BOOL: "boolean", _T.FLOAT8E4M3FN: "f8e4m3",
+    _T.FLOAT8E5M2: "f8e5m2", _T.FLOAT8E4M3FNUZ: "f8e4m3fnuz", _T.FLOAT8E5M2FNUZ: "f8e5m2fnuz",
+    _T.FLOAT8E8M0: "f8e8m0", _T.FLOAT4E2M1: "f4e2m1", _T.INT4: "i4", _T.UINT4: "u4",
+    _T.INT2: "i2", _T.UINT2: "u2", _T.STRING: "string",
 }
+_TO_ONNX = {name: code for code, name in _ONNX_TYPES.items()}
 
 
 def onnx_element_type(elem_type: int, where: str) -> Type:
@@ -24,3 +27,21 @@ def onnx_element_type(elem_type: int, where: str) -> Type:
                 f"{where}: unsupported ONNX element type {onnx.TensorProto.DataType.Name(elem_type)}")
         raise ModelFormatError(f"{where}: bad element type {elem_type}")
     return Type.of(name)
+
+
+def onnx_type_code(et: Type, where: str) -> int:
+    """The ONNX TensorProto data type of ``et``."""
+    code = _TO_ONNX.get(et.name)
+    if code is None:
+        raise ModelFormatError(f"{where}: element type {et} has no ONNX equivalent")
+    return code
+
+
+# The ONNX opset that introduced each newer element type (a model holding one is written at it).
+_TYPE_OPSET = {"f8e4m3": 19, "f8e5m2": 19, "f8e4m3fnuz": 19, "f8e5m2fnuz": 19, "i4": 21,
+               "u4": 21, "f4e2m1": 23, "f8e8m0": 24, "i2": 25, "u2": 25}
+
+
+def type_opset(et: Type) -> int:
+    """The lowest ONNX opset that has ``et`` (1 for the long-standing types)."""
+    return _TYPE_OPSET.get(et.name, 1)

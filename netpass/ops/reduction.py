@@ -9,7 +9,7 @@ import numpy as np
 from ..core.dimension import Dimension
 from ..core.node import Node, Output
 from ..core.shape import PartialShape
-from ..core.types import Type, boolean, i32, i64
+from ..core.types import Type, boolean, i32, i64, is_float_dtype
 from ..errors import UnsupportedOpError
 from .base import (ArithmeticReductionKeepDims, LogicalReductionKeepDims, normalize_axis,
                    set_name, to_output)
@@ -24,14 +24,14 @@ __all__ = [
 
 
 def _lowest(dtype: np.dtype) -> Any:
-    if dtype.kind == "f":
-        return -np.inf
+    if is_float_dtype(dtype):
+        return dtype.type(-np.inf) if dtype.kind == "V" else -np.inf
     return np.iinfo(dtype).min if dtype.kind in "iu" else False
 
 
 def _highest(dtype: np.dtype) -> Any:
-    if dtype.kind == "f":
-        return np.inf
+    if is_float_dtype(dtype):
+        return dtype.type(np.inf) if dtype.kind == "V" else np.inf
     return np.iinfo(dtype).max if dtype.kind in "iu" else True
 
 

@@ -21,8 +21,9 @@ from ..errors import UnsupportedOpError
 
 ONNX_IMPORT: dict[tuple[str, str], list[tuple[int, Callable]]] = {}
 ONNX_EXPORT: dict[type, Callable] = {}
-# The ONNX opset an export rule needs, where it is above the default export opset (17).
-ONNX_EXPORT_OPSET: dict[type, int] = {}
+# The ONNX opset an export rule needs, where it is above the default export opset (17): a
+# number, or a function of the node (when it depends on its types or attributes).
+ONNX_EXPORT_OPSET: dict[type, "int | Callable[[Node], int]"] = {}
 
 
 def onnx_rule(op_type: str, since: int = 1, domain: str = "") -> Callable[[Callable], Callable]:
@@ -46,9 +47,11 @@ def find_onnx_rule(op_type: str, opset: int, domain: str = "") -> Callable | Non
     return chosen
 
 
-def onnx_export(*classes: type, opset: int | None = None) -> Callable[[Callable], Callable]:
+def onnx_export(*classes: type, opset: "int | Callable[[Node], int] | None" = None
+                ) -> Callable[[Callable], Callable]:
     """Register an ONNX export rule for the given op classes; ``opset``: the ONNX opset the
-    rule's nodes need (a model holding such an op is written at that opset)."""
+    rule's nodes need (a model holding such an op is written at that opset), or a function of
+    the node giving it."""
     def deco(fn: Callable) -> Callable:
         for c in classes:
             ONNX_EXPORT[c] = fn

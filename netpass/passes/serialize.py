@@ -31,7 +31,7 @@ from ..core.model import Model
 from ..core.node import Node, Output
 from ..core.rt_info import RuntimeAttribute
 from ..core.shape import PartialShape
-from ..core.types import Type
+from ..core.types import Type, pack_elements, string
 from ..errors import ModelFormatError, system_errors_as_netpass
 from ..frontend.ir_format import (ATTR_RULES, IR_TYPE_NAMES, IR_VERSION, TYPE_ATTRS,
                                   TYPE_NAMES_FROM_IR, AttrRule, escape_names)
@@ -184,12 +184,13 @@ class _Writer:
 
     def constant_data(self, node: Node) -> dict[str, str]:
         et = node.get_output_element_type(0)
-        if et.dtype is None:
+        if et.dtype is None or et is string:
             raise ModelFormatError(f"Serialize: Constant '{node.friendly_name}' has element type "
                                    f"{et}, which has no binary layout in netpass")
         arr = np.asarray(node.value, dtype=et.dtype)
         # An empty constant gets one zero byte, as OpenVINO writes it: its reader needs data.
-        data = arr.tobytes(order="C") or b"\0"
+        # Sub-byte types (i4, u4, f4e2m1...) are packed, as OpenVINO's IR holds them.
+        data = pack_elements(arr, et) or b"\0"
         offset = self.add_blob(data)
         return {"element_type": et.name, "shape": ", ".join(str(d) for d in arr.shape),
                 "offset": str(offset), "size": str(len(data))}

@@ -15,6 +15,7 @@ import pytest
 from _cases import ATOL, CASES, PASSING, RTOL, case_data
 
 import netpass
+from netpass.core.types import Type
 from netpass.errors import NetpassError
 from netpass.frontend.onnx_writer import to_onnx
 
@@ -52,6 +53,10 @@ def test_round_trip(case):
             pytest.skip(f"onnxruntime cannot run it: {str(e).splitlines()[0][:160]}")
         raise
     for feeds, expected in case_data(case):
+        if any(Type.of(np.asarray(v).dtype).is_quantized
+               for v in [*feeds.values(), *expected.values()]):
+            pytest.skip("onnxruntime's Python API has no ml_dtypes arrays (bfloat16, float8, "
+                        "int4...) in or out")
         got = sess.run(list(expected), feeds)
         for (name, ref), ours in zip(expected.items(), got):
             assert ours.shape == ref.shape, f"{name}: shape {ours.shape} != {ref.shape}"

@@ -9,7 +9,12 @@ from ...passes import MatcherPass
 from ...pattern import Matcher, any_input, wrap_type
 from ..utils import op_types
 
-_FLOAT_CONVERT = lambda o: o.element_type.is_real and o.node.get_input_element_type(0).is_real  # noqa: E731
+def _plain_float(et) -> bool:
+    return et.is_real and not et.is_quantized  # f16, f32, f64 (not bf16, float8, float4)
+
+
+_FLOAT_CONVERT = lambda o: _plain_float(o.element_type) and \
+    _plain_float(o.node.get_input_element_type(0))  # noqa: E731
 
 
 class RemoveInputConvert(MatcherPass):

@@ -3,40 +3,38 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-import onnx
-
-from ...core.node import Node, Output
-from ...core.types import Type, f32
+from ...core.node import Node
+from ...core.types import Type, convert_values, f32
+from ...errors import NetpassError
 from ..base import set_name, to_output
+from ..onnx_types import onnx_element_type as onnx_type
+from ..onnx_types import onnx_type_code, type_opset
 from ..registry import onnx_export, onnx_rule
 
 __all__ = ["convert", "convert_like"]
 
 
 class Convert(Node):
-    """Change the element type. Float to integer truncates toward zero; to boolean is ``!= 0``.
-    Integer shape tensors keep their partial values (``Convert(ShapeOf(x), i32)``)."""
+    """Change the element type by ONNX Cast's rules (:func:`netpass.core.types.convert_values`):
+    floats to integers truncate toward zero, anything to boolean is ``!= 0``, float8 targets
+    saturate unless ``saturate`` is False, ``round_mode`` applies to f8e8m0. Integer shape
+    tensors keep their partial values (``Convert(ShapeOf(x), i32)``)."""
 
     type_name = "Convert"
-    ATTRS = {"destination_type": f32}
+    ATTRS = {"destination_type": f32, "saturate": True, "round_mode": "up"}
 
     def infer_types(self) -> None:
         self.check(self.get_input_size() == 1, "expects 1 input")
         self.destination_type = Type.of(self.destination_type)
-        self.check(not self.destination_type.is_dynamic and self.destination_type.dtype is not None,
+        self.check(not self.destination_type.is_dynamic,
                    "unsupported destination_type {}", self.destination_type)
+        self.check(self.round_mode in ("up", "down", "nearest"),
+                   "round_mode must be up, down or nearest, got '{}'", self.round_mode)
         self.set_output_type(0, self.destination_type, self.get_input_partial_shape(0))
 
     def evaluate(self, inputs):
-        x = inputs[0]
-        dt = self.destination_type.dtype
-        if dt == np.bool_:
-            return [x != 0]
-        with np.errstate(all="ignore"):
-            if x.dtype.kind == "f" and dt.kind in "iu":
-                x = np.trunc(x)
-            return [x.astype(dt)]
+        return [convert_values(inputs[0], self.destination_type, self.saturate,
+                               self.round_mode)]
 
     def infer_values(self) -> None:
         pv = self.input_partial_value(0)
@@ -46,7 +44,7 @@ class Convert(Node):
 
 
 class ConvertLike(Node):
-    """Convert data (input 0) to the element type of ``like`` (input 1)."""
+    """Convert data (input 0) to the element type of ``like`` (input 1), as Convert does."""
 
     type_name = "ConvertLike"
 
@@ -56,12 +54,7 @@ class ConvertLike(Node):
 
     def evaluate(self, inputs):
         x, like = inputs
-        if like.dtype == np.bool_:
-            return [x != 0]
-        with np.errstate(all="ignore"):
-            if x.dtype.kind == "f" and like.dtype.kind in "iu":
-                x = np.trunc(x)
-            return [x.astype(like.dtype)]
+        return [convert_values(x, Type.of(like.dtype))]
 
 
 def convert(data: Any, destination_type: Any, name: str | None = None) -> Node:
@@ -75,55 +68,63 @@ def convert_like(data: Any, like: Any, name: str | None = None) -> Node:
 def onnx_element_type(to: int, ctx: Any) -> Type:
     """netpass element type of an ONNX TensorProto data type, or ctx.error."""
     try:
-        dt = onnx.helper.tensor_dtype_to_np_dtype(to)
-        et = Type.of(dt)
-    except (KeyError, TypeError, ValueError):
-        et = None
-    if et is None or to == onnx.TensorProto.BFLOAT16:
-        name = onnx.TensorProto.DataType.Name(to) if to in onnx.TensorProto.DataType.values() \
-            else str(to)
-        ctx.error(f"element type {name} is not supported")
-    return et
+        return onnx_type(to, f"node '{ctx.name}'")
+    except NetpassError as e:
+        ctx.error(str(e))
+        raise
 
 
-def _check_numpy_type(ctx: Any, x: Output) -> None:
-    if x.element_type.dtype is None:
-        ctx.error(f"input element type {x.element_type} is not supported")
+def _cast_attrs(ctx: Any) -> dict[str, Any]:
+    """saturate (opset 19 on) and round_mode (opset 24 on; f8e8m0 only)."""
+    attrs: dict[str, Any] = {}
+    if ctx.opset >= 19:
+        attrs["saturate"] = bool(ctx.attr("saturate", 1))
+    if ctx.opset >= 24:
+        attrs["round_mode"] = ctx.attr("round_mode", "up")
+    return attrs
 
 
 @onnx_rule("Cast")
 def _import_cast(ctx):
     x = ctx.inputs[0]
-    _check_numpy_type(ctx, x)
     et = onnx_element_type(ctx.attr("to", 0), ctx)
-    if ctx.attr("round_mode", "up") != "up":
-        ctx.error("round_mode other than 'up' is not supported")
     if et is x.element_type:
         return x
-    return Convert([x], destination_type=et)
+    return Convert([x], destination_type=et, **_cast_attrs(ctx))
 
 
-@onnx_rule("CastLike")
+@onnx_rule("CastLike", since=15)
 def _import_castlike(ctx):
     x, like = ctx.inputs[0], ctx.inputs[1]
-    _check_numpy_type(ctx, x)
-    _check_numpy_type(ctx, like)
     et = like.element_type
+    if et.is_dynamic:
+        return ConvertLike([x, like])
     if et is x.element_type:
         return x
-    return Convert([x], destination_type=et)
+    return Convert([x], destination_type=et, **_cast_attrs(ctx))
 
 
-def _onnx_dtype(et: Type) -> int:
-    return int(onnx.helper.np_dtype_to_tensor_dtype(et.dtype))
+def cast_opset(node: Node) -> int:
+    """The ONNX opset a Cast of ``node``'s types and attributes needs."""
+    need = max(type_opset(node.get_input_element_type(0)),
+               type_opset(node.get_output_element_type(0)))
+    if not getattr(node, "saturate", True):
+        need = max(need, 19)
+    if getattr(node, "round_mode", "up") != "up":
+        need = max(need, 24)
+    return need
 
 
-@onnx_export(ConvertLike)
+@onnx_export(ConvertLike, opset=cast_opset)
 def _export_convert_like(node, ectx):
     ectx.add_node("CastLike", ectx.inputs(node), ectx.outputs(node))
 
 
-@onnx_export(Convert)
+@onnx_export(Convert, opset=cast_opset)
 def _export_convert(node, ectx):
-    ectx.add_node("Cast", ectx.inputs(node), ectx.outputs(node),
-                  to=_onnx_dtype(node.destination_type))
+    attrs: dict[str, Any] = {"to": onnx_type_code(node.destination_type, node.friendly_name)}
+    if not node.saturate:
+        attrs["saturate"] = 0
+    if node.round_mode != "up":
+        attrs["round_mode"] = node.round_mode
+    ectx.add_node("Cast", ectx.inputs(node), ectx.outputs(node), **attrs)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from ...core.node import OP_TYPES, Node
@@ -113,7 +114,7 @@ def _scatter_reduce(data: np.ndarray, target: tuple, values: np.ndarray, reducti
 def _extreme(dtype: np.dtype, high: bool):
     if dtype.kind == "b":
         return high
-    info = np.iinfo(dtype) if dtype.kind in "iu" else np.finfo(dtype)
+    info = np.iinfo(dtype) if dtype.kind in "iu" else ml_dtypes.finfo(dtype)  # (bf16 too)
     return info.max if high else info.min
 
 
