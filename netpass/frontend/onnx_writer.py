@@ -20,7 +20,7 @@ from ..core.model import Model
 from ..core.node import Node, Output
 from ..core.shape import PartialShape
 from ..core.types import Type
-from ..errors import ModelFormatError, UnsupportedOpError
+from ..errors import UnsupportedOpError
 from ..ops.io import Parameter, Result
 from ..ops.onnx_types import onnx_type_code, type_opset
 from ..ops.registry import ONNX_EXPORT, ONNX_EXPORT_OPSET
