@@ -12,34 +12,20 @@ from typing import Any, Callable, Mapping, MutableMapping
 import numpy as np
 
 from .core.boundary import Parameter
+from .core.feeds import FeedSpec, check_feeds
 from .core.model import Model
-from .errors import InputError, NetpassError, OutOfMemoryError, StateError
+from .errors import NetpassError, OutOfMemoryError, StateError
 from .ops.state import Assign, ReadValue, VariableInfo, model_variables
 
 
 def check_inputs(model: Model, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """Match ``inputs`` to the model's parameters by name; check dtype, rank and static dims."""
-    names = model.input_names
-    unknown = sorted(set(inputs) - set(names))
-    if unknown:
-        raise InputError(unknown[0], f"not an input of the model; inputs are {names}")
-    out: dict[str, np.ndarray] = {}
-    for name, param in zip(names, model.parameters):
-        if name not in inputs:
-            raise InputError(name, "missing")
-        arr = np.asarray(inputs[name])
-        et = param.output(0).element_type
-        if et.dtype is not None and arr.dtype != et.dtype:
-            raise InputError(name, f"dtype {arr.dtype}, expected {et.dtype} ({et})")
-        ps = param.output(0).partial_shape
-        if ps.rank_is_static:
-            if arr.ndim != len(ps):
-                raise InputError(name, f"rank {arr.ndim} (shape {list(arr.shape)}), expected {ps}")
-            for axis, (d, n) in enumerate(zip(ps, arr.shape)):
-                if not (d.min <= n <= d.max):
-                    raise InputError(name, f"dim {axis} is {n}, expected {d} (shape {ps})")
-        out[name] = arr
-    return out
+    specs = []
+    for name, param in zip(model.input_names, model.parameters):
+        out = param.output(0)
+        et = out.element_type
+        specs.append(FeedSpec(name, et.dtype, out.partial_shape, str(et)))
+    return check_feeds(inputs, specs)
 
 
 def infer(model: Model, inputs: Mapping[str, Any],

@@ -11,12 +11,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.shape import PartialShape
+from ..ops.elementwise import MONOTONIC_ACTIVATIONS
+from .convert import LEGACY_TYPES
 from .layer_graph import Layer, LegacyNetwork
 from .legacy_pass import LegacyPass
 
 RESHAPE_TYPES = {"Reshape"}
-# Max-pooling commutes with these activations (monotonic non-decreasing).
-MONOTONIC_ACTIVATIONS = {"ReLU", "Sigmoid", "TanH", "Clamp", "ELU", "Exp", "SoftPlus", "Erf"}
+# Max-pooling commutes with these activations (monotonic non-decreasing): their layer types.
+MONOTONIC_LAYER_TYPES = frozenset(LEGACY_TYPES[c.type_name] for c in MONOTONIC_ACTIVATIONS)
 PRODUCERS_OF_POOLING = {"Convolution", "GNAConvolution", "FullyConnected", "Eltwise", "ScaleShift"}
 # A crop whose first element sits at a multiple of this many bytes becomes a zero-copy view.
 CROP_ALIGN_BYTES = 64
@@ -126,7 +128,7 @@ class ReorderActivationAndPoolingPass(LegacyPass):
     def run(self, net: LegacyNetwork) -> bool:
         changed = False
         for layer in net.sorted_layers():
-            if layer.type not in MONOTONIC_ACTIVATIONS or layer.name not in net.graph:
+            if layer.type not in MONOTONIC_LAYER_TYPES or layer.name not in net.graph:
                 continue
             data = layer.data_inputs()
             if len(data) != 1 or len(layer.inputs) != 1:

@@ -8,14 +8,20 @@ import numpy as np
 from ..core.gc_pause import gc_paused  # noqa: F401 (the pipeline imports it from here)
 from ..core.node import OP_TYPES, Node, Output
 from ..core.types import Type
+from ..ops import base
 
 
-def op_types(*names: str) -> tuple[type, ...]:
-    """The op classes (or op families of ``netpass.ops.base``) named ``names`` that exist; ops a
-    build lacks are simply not matched."""
-    from ..ops import base
-    found = (OP_TYPES.get(n) or getattr(base, n, None) for n in names)
-    return tuple(t for t in found if isinstance(t, type))
+def op_types(*names: str | type) -> tuple[type, ...]:
+    """The op classes (or op families of ``netpass.ops.base``) named ``names``; classes pass
+    through. A name no class has is an error (a typo must not quietly match nothing); new
+    code names the classes themselves."""
+    found = []
+    for n in names:
+        cls = n if isinstance(n, type) else OP_TYPES.get(n) or getattr(base, n, None)
+        if not isinstance(cls, type):
+            raise KeyError(f"op_types: no op class or op family named {n!r}")
+        found.append(cls)
+    return tuple(found)
 
 
 def op(name: str) -> type:

@@ -6,8 +6,9 @@ from typing import Any, Hashable, Mapping
 
 import numpy as np
 
+from ..core.feeds import FeedSpec, check_feeds
 from ..core.types import Type
-from ..errors import InputError, NetpassError
+from ..errors import NetpassError
 from ..ops.state import VariableInfo
 from ..reference import VariableState
 from .async_queue import AsyncInferRequest, RequestBusyError
@@ -129,29 +130,6 @@ class RuntimeCompiledModel:
         return f"<RuntimeCompiledModel on {self.device}: {self.inputs} -> {self.outputs}>"
 
 
-def _check_feeds(program: Program, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    names = [n.name for n in program.inputs]
-    unknown = sorted(set(inputs) - set(names))
-    if unknown:
-        raise InputError(unknown[0], f"not an input of the model; inputs are {names}")
-    feeds = {}
-    for n in program.inputs:
-        if n.name not in inputs:
-            raise InputError(n.name, "missing")
-        arr = np.asarray(inputs[n.name], order="C")
-        if arr.dtype != n.out_dtypes[0]:
-            raise InputError(n.name, f"dtype {arr.dtype}, expected {n.out_dtypes[0]}")
-        ps = n.out_pshapes[0]
-        if ps.rank_is_static:
-            if arr.ndim != len(ps):
-                raise InputError(n.name, f"rank {arr.ndim} (shape {list(arr.shape)}), expected {ps}")
-            for axis, (d, v) in enumerate(zip(ps, arr.shape)):
-                if not (d.min <= v <= d.max):
-                    raise InputError(n.name, f"dim {axis} is {v}, expected {d} (shape {ps})")
-        feeds[n.name] = arr
-    return feeds
-
-
 class InferRequest(AsyncInferRequest):
     """``infer({name: array}) -> {output name: array}``, or ``start_async`` then ``wait`` and
     ``results`` (:mod:`~netpass.runtime.async_queue`); ``stats`` counts since creation. The
@@ -176,7 +154,8 @@ class InferRequest(AsyncInferRequest):
         return self.network.stats if self.network is not None else self._ref_stats
 
     def _infer(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        feeds = _check_feeds(self.compiled.program, inputs)
+        feeds = check_feeds(inputs, [FeedSpec(n.name, n.out_dtypes[0], n.out_pshapes[0])
+                                     for n in self.compiled.program.inputs], contiguous=True)
         if self.network is None:
             return self._infer_reference(feeds)
         return self.network.execute(feeds)

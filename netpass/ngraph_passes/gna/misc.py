@@ -5,6 +5,7 @@ RemoveSingleInputConcat."""
 from __future__ import annotations
 
 from ...core.graph_util import replace_output_update_name
+from ...ops.elementwise import MONOTONIC_ACTIVATIONS
 from ...passes import MatcherPass
 from ...pattern import Matcher, any_input, wrap_type
 from ..utils import op_types
@@ -57,17 +58,13 @@ class RemoveOutputConvert(MatcherPass):
         self.register_matcher(Matcher(result, "RemoveOutputConvert"), callback)
 
 
-# max(f(x)) == f(max(x)) for these non-decreasing activations.
-MONOTONIC_ACTIVATIONS = ("Relu", "Sigmoid", "Tanh", "Clamp", "Elu", "SoftPlus")
-
-
 class ReorderActivationAndPooling(MatcherPass):
     """``Convolution [-> Add] -> activation -> MaxPool`` => ``... -> MaxPool -> activation``, so
     the activation runs on the smaller pooled tensor (GNA fuses it after pooling)."""
 
     def __init__(self) -> None:
         super().__init__()
-        act = wrap_type(op_types(*MONOTONIC_ACTIVATIONS), [wrap_type(op_types("Convolution", "Add"))],
+        act = wrap_type(MONOTONIC_ACTIVATIONS, [wrap_type(op_types("Convolution", "Add"))],
                         lambda o: len(o.consumers()) == 1)
         pool = wrap_type(op_types("MaxPool"), [act], lambda o: o.node.get_output_size() == 1
                          or not o.node.output(1).consumers())

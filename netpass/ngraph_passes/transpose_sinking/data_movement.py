@@ -1,5 +1,5 @@
-"""TSDataMovementForward/Backward (Pad, ReverseSequence) and TSSliceForward/Backward: the
-per-axis parameters are permuted with the order (pads gathered by ``reverse(order)`` forward,
+"""TSDataMovementForward/Backward (Pad; netpass has no ReverseSequence op yet) and
+TSSliceForward/Backward: the per-axis parameters are permuted with the order (pads gathered by ``reverse(order)`` forward,
 by ``order`` backward; axis attributes and Slice axes renumbered)."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from ..utils import const, const_value, make, normalize_axes, reverse_order, sta
 from .base import TSBackwardBase, TSForwardBase
 from .utils import insert_output_transposes, sink_backward, sink_forward
 
-MOVEMENT_TYPES = ("Pad", "ReverseSequence")
+MOVEMENT_TYPES = ("Pad",)
 
 
 def _pads_constant(main: Node) -> bool:

@@ -8,10 +8,10 @@ from .base import TSBackwardBase, TSForwardBase
 from .utils import TransposeInput, sink_backward, sink_forward
 
 UNARY_TYPES = ("UnaryElementwiseArithmetic", "Clamp", "Elu", "SoftPlus", "LogicalNot", "Convert",
-               "IsInf", "IsNaN", "IsFinite", "Selu", "Swish", "HardSigmoid", "Relu", "Sigmoid",
+               "IsInf", "IsNaN", "Selu", "Swish", "HardSigmoid", "Relu", "Sigmoid",
                "Tanh", "Exp", "Abs", "Negative", "Sqrt", "Log")
 BINARY_TYPES = ("BinaryElementwiseArithmetic", "BinaryElementwiseComparison",
-                "BinaryElementwiseLogical", "PRelu", "FakeQuantize")
+                "BinaryElementwiseLogical", "PRelu")
 
 
 def _elementwise(node: Node) -> bool:

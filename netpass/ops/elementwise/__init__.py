@@ -32,6 +32,10 @@ from .unary import (  # noqa: F401
     ceiling, cos, cosh, erf, exp, floor, is_inf, is_nan, log, negative, round, sign, sin, sinh,
     sqrt, tan)
 
+# Non-decreasing activations: ``max(f(x)) == f(max(x))``, so max-pooling commutes with them
+# (the GNA and legacy pool/activation reorderings read this one list).
+MONOTONIC_ACTIVATIONS: tuple[type, ...] = (Relu, Sigmoid, Tanh, Clamp, Elu, SoftPlus, Exp, Erf)
+
 __all__ = ["add", "subtract", "multiply", "divide", "power", "maximum", "minimum",
            "squared_difference", "floor_mod", "mod", "equal", "not_equal", "less", "greater",
            "less_equal", "greater_equal", "logical_not", "logical_and", "logical_or", "logical_xor",

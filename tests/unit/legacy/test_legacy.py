@@ -60,6 +60,25 @@ def test_reorder_activation_and_pooling():
     assert net.layer("act").out_shapes[0].to_shape() == (1, 4, 4, 4)
 
 
+@pytest.mark.parametrize("make, moves", [(opset.exp, True), (opset.erf, True),
+                                         (lambda c: opset.clamp(c, 0.0, 1.0), True),
+                                         (opset.sin, False), (opset.abs, False)])
+def test_reorder_moves_exactly_the_monotonic_activations(make, moves):
+    x = opset.parameter([1, 3, 8, 8], f32, "x")
+    conv = opset.convolution(x, _w(4, 3, 3, 3), [1, 1], [1, 1], [1, 1], [1, 1])
+    conv.friendly_name = "conv"
+    act = make(conv)
+    act.friendly_name = "act"
+    pool = opset.max_pool(act, [2, 2], [1, 1], [0, 0], [0, 0], [2, 2])
+    pool.friendly_name = "pool"
+    net = convert_to_legacy(Model([pool.output(0)], [x]))
+    assert ReorderActivationAndPoolingPass().run(net) is moves
+    if not moves:
+        return
+    assert net.consumers("conv") == [("pool", 0)] and net.consumers("pool") == [("act", 0)]
+    assert net.layer("act").out_shapes[0].to_shape() == (1, 4, 4, 4)
+
+
 def test_reorder_keeps_avg_pool_order():
     x = opset.parameter([1, 3, 8, 8], f32, "x")
     conv = opset.convolution(x, _w(4, 3, 3, 3), [1, 1], [1, 1], [1, 1], [1, 1])

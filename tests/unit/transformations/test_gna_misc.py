@@ -3,8 +3,11 @@ RemoveSingleInputConcat and DecomposeMVN."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from netpass import opset
+from netpass.ops import Clamp, Elu
+from netpass.ops.elementwise import MONOTONIC_ACTIVATIONS
 from netpass.ngraph_passes.gna import (DecomposeMVN, RemoveInputConvert, RemoveOutputConvert,
                                        RemoveSingleInputConcat, ReorderActivationAndPooling)
 from netpass.ngraph_passes.common import ConvertDivide
@@ -32,14 +35,30 @@ def test_integer_convert_stays():
     assert count(m, "Convert") == 1
 
 
-def test_reorder_activation_and_pooling():
+def _act(cls, x):
+    return cls([x], min=-0.5, max=0.5) if cls is Clamp else cls([x], alpha=1.0) if cls is Elu \
+        else cls([x])
+
+
+@pytest.mark.parametrize("cls", MONOTONIC_ACTIVATIONS, ids=lambda c: c.type_name)
+def test_reorder_activation_and_pooling(cls):
     x = param([1, 2, 6, 6])
     conv = opset.convolution(x, opset.constant(rand(3, 2, 3, 3)), [1, 1], [0, 0], [0, 0], [1, 1])
-    pool = opset.max_pool(opset.relu(conv), [2, 2], [1, 1], [0, 0], [0, 0], [2, 2], name="pool")
+    pool = opset.max_pool(_act(cls, conv.output(0)), [2, 2], [1, 1], [0, 0], [0, 0], [2, 2],
+                          name="pool")
     m = model_of(pool.output(0), x)
     run_checked(m, ReorderActivationAndPooling(), rtol=1e-4, atol=1e-5)
     last = m.results[0].input_value(0).node
-    assert last.type_name == "Relu" and last.friendly_name == "pool"
+    assert last.type_name == cls.type_name and last.friendly_name == "pool"
+
+
+def test_non_monotonic_activation_stays_before_pooling():
+    x = param([1, 2, 6, 6])
+    conv = opset.convolution(x, opset.constant(rand(3, 2, 3, 3)), [1, 1], [0, 0], [0, 0], [1, 1])
+    pool = opset.max_pool(opset.sin(conv), [2, 2], [1, 1], [0, 0], [0, 0], [2, 2], name="pool")
+    m = model_of(pool.output(0), x)
+    run(m, ReorderActivationAndPooling())
+    assert m.results[0].input_value(0).node.type_name == "MaxPool"
 
 
 def test_single_input_concat_removed():

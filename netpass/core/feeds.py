@@ -1,0 +1,50 @@
+"""Checking the arrays a caller feeds a model: by input name, element type, rank and dims.
+
+One check for every way of running a model (the reference evaluator, the compiled runtime), so
+that a wrong feed is refused with the same ``InputError`` whichever runs it.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, NamedTuple, Sequence
+
+import numpy as np
+
+from ..errors import InputError
+from .shape import PartialShape
+
+
+class FeedSpec(NamedTuple):
+    """What one model input accepts: its name, numpy dtype (None: any) and partial shape;
+    ``type_name`` (the element type's name, e.g. ``f32``) is added to a dtype error."""
+
+    name: str
+    dtype: np.dtype | None
+    shape: PartialShape
+    type_name: str | None = None
+
+
+def check_feeds(inputs: Mapping[str, Any], specs: Sequence[FeedSpec],
+                contiguous: bool = False) -> dict[str, np.ndarray]:
+    """``inputs`` as arrays by input name, after checking that every input is fed, no unknown
+    name is, and each array has the input's dtype, rank and a size within each dim's bounds;
+    ``contiguous`` makes C-contiguous arrays (a copy only where one is not)."""
+    names = [s.name for s in specs]
+    unknown = sorted(set(inputs) - set(names))
+    if unknown:
+        raise InputError(unknown[0], f"not an input of the model; inputs are {names}")
+    out: dict[str, np.ndarray] = {}
+    for name, dtype, ps, type_name in specs:
+        if name not in inputs:
+            raise InputError(name, "missing")
+        arr = np.asarray(inputs[name], order="C") if contiguous else np.asarray(inputs[name])
+        if dtype is not None and arr.dtype != dtype:
+            label = f" ({type_name})" if type_name else ""
+            raise InputError(name, f"dtype {arr.dtype}, expected {dtype}{label}")
+        if ps.rank_is_static:
+            if arr.ndim != len(ps):
+                raise InputError(name, f"rank {arr.ndim} (shape {list(arr.shape)}), expected {ps}")
+            for axis, (d, n) in enumerate(zip(ps, arr.shape)):
+                if not (d.min <= n <= d.max):
+                    raise InputError(name, f"dim {axis} is {n}, expected {d} (shape {ps})")
+        out[name] = arr
+    return out
