@@ -1,6 +1,6 @@
 """TSDataMovementForward/Backward (Pad; netpass has no ReverseSequence op yet) and
-TSSliceForward/Backward: the per-axis parameters are permuted with the order (pads gathered by ``reverse(order)`` forward,
-by ``order`` backward; axis attributes and Slice axes renumbered)."""
+TSSliceForward/Backward: the per-axis parameters are permuted with the order (pads gathered by
+``reverse(order)`` forward, by ``order`` backward; axis attributes and Slice axes renumbered)."""
 from __future__ import annotations
 
 import numpy as np
