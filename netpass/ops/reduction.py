@@ -1,5 +1,6 @@
 """Reductions (ReduceSum, ReduceMean, ... over an axes input, OpenVINO semantics: empty axes
-reduce nothing), TopK, and CumSum; ONNX ArgMax/ArgMin and ReduceLogSum* by decomposition."""
+reduce nothing), TopK, and CumSum; ONNX ReduceLogSum* by decomposition (ArgMax/ArgMin: see
+``argminmax``)."""
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -14,7 +15,6 @@ from ..errors import UnsupportedOpError
 from .base import (ArithmeticReductionKeepDims, LogicalReductionKeepDims, normalize_axis,
                    set_name, to_output)
 from .elementwise import Add, Exp, IsInf, Log, Multiply, Select, Subtract, const_like
-from .movement import squeeze
 from .registry import onnx_export, onnx_rule
 
 __all__ = [
@@ -368,24 +368,6 @@ def _topk(ctx: Any, k: Output) -> list[Output]:
     node = TopK([ctx.inputs[0], k], axis=ctx.attr("axis", -1), mode="max" if largest else "min",
                 sort=sort, index_element_type=i64)
     return [node.output(0), node.output(1)]
-
-
-def _register_arg(onnx_op: str, mode: str) -> None:
-    def rule(ctx):
-        if ctx.attr("select_last_index", 0):
-            ctx.error("select_last_index=1 is not supported")
-        axis = ctx.attr("axis", 0)
-        node = TopK([ctx.inputs[0], _i64(1)], axis=axis, mode=mode, sort="none",
-                    index_element_type=i64)
-        idx = node.output(1)
-        if ctx.attr("keepdims", 1):
-            return idx
-        return squeeze(idx, [axis]).output(0)
-    onnx_rule(onnx_op)(rule)
-
-
-_register_arg("ArgMax", "max")
-_register_arg("ArgMin", "min")
 
 
 @onnx_rule("CumSum")

@@ -278,12 +278,6 @@ def test_argmax_argmin_match_onnxruntime(op, axis, keepdims):
     check_onnx(one_node(op, {"x": x}, axis=axis, keepdims=keepdims), {"x": x})
 
 
-def test_argmax_select_last_index_is_refused():
-    proto = one_node("ArgMax", {"x": np.zeros((2, 3), np.float32)}, select_last_index=1)
-    with pytest.raises(UnsupportedOpError, match="select_last_index"):
-        netpass.read_model(proto)
-
-
 # -- CumSum ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("exclusive", [0, 1])
