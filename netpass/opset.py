@@ -8,8 +8,10 @@ from __future__ import annotations
 from .ops.attention import *  # noqa: F401,F403
 from .ops.bitwise import *  # noqa: F401,F403
 from .ops.convolution import *  # noqa: F401,F403
+from .ops.cumulative import *  # noqa: F401,F403
 from .ops.elementwise import *  # noqa: F401,F403
 from .ops.gna import *  # noqa: F401,F403
+from .ops.hardmax import *  # noqa: F401,F403
 from .ops.indexing import *  # noqa: F401,F403
 from .ops.interpolate import *  # noqa: F401,F403
 from .ops.io import *  # noqa: F401,F403
@@ -20,6 +22,7 @@ from .ops.movement import *  # noqa: F401,F403
 from .ops.normalization import *  # noqa: F401,F403
 from .ops.pad import *  # noqa: F401,F403
 from .ops.pooling import *  # noqa: F401,F403
+from .ops.random import *  # noqa: F401,F403
 from .ops.recurrent import *  # noqa: F401,F403
 from .ops.reduction import *  # noqa: F401,F403
 from .ops.shape_ops import *  # noqa: F401,F403

@@ -8,7 +8,8 @@ from __future__ import annotations
 from . import (convolution, elementwise, gna, indexing, interpolate, io, legacy,  # noqa: F401
                matmul, movement, normalization, pad, pooling, recurrent, reduction, shape_ops,
                state)
-from . import argminmax, attention, bitwise, loss  # noqa: F401  (families added for ONNX coverage)
+# families added for ONNX coverage
+from . import argminmax, attention, bitwise, cumulative, hardmax, loss, random  # noqa: F401
 from .base import (ArithmeticReductionKeepDims, BinaryElementwiseArithmetic,  # noqa: F401
                    BinaryElementwiseComparison, BinaryElementwiseLogical,
                    LogicalReductionKeepDims, UnaryElementwiseArithmetic)

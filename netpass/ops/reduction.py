@@ -189,6 +189,8 @@ class CumSum(Node):
     type_name = "CumSum"
     version = "opset3"
     ATTRS = {"exclusive": False, "reverse": False}
+    accumulate: Any = staticmethod(np.cumsum)  # CumProd: np.cumprod, starting from 1
+    identity = 0
 
     def infer_types(self) -> None:
         self.check(self.get_input_size() in (1, 2), "expects inputs (data[, axis])")
@@ -207,9 +209,9 @@ class CumSum(Node):
         axis = axis % max(x.ndim, 1)
         y = np.moveaxis(x, axis, 0)
         y = y[::-1] if self.reverse else y
-        out = np.cumsum(y, axis=0, dtype=x.dtype)
+        out = type(self).accumulate(y, axis=0, dtype=x.dtype)
         if self.exclusive:
-            shifted = np.zeros_like(out)
+            shifted = np.full_like(out, self.identity)
             shifted[1:] = out[:-1]
             out = shifted
         return [np.moveaxis(out[::-1] if self.reverse else out, 0, axis)]
