@@ -22,6 +22,7 @@ from .ops.movement import *  # noqa: F401,F403
 from .ops.normalization import *  # noqa: F401,F403
 from .ops.pad import *  # noqa: F401,F403
 from .ops.pooling import *  # noqa: F401,F403
+from .ops.quantization import *  # noqa: F401,F403
 from .ops.random import *  # noqa: F401,F403
 from .ops.recurrent import *  # noqa: F401,F403
 from .ops.reduction import *  # noqa: F401,F403

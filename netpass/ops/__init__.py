@@ -9,7 +9,8 @@ from . import (convolution, elementwise, gna, indexing, interpolate, io, legacy,
                matmul, movement, normalization, pad, pooling, recurrent, reduction, shape_ops,
                state)
 # families added for ONNX coverage
-from . import argminmax, attention, bitwise, cumulative, hardmax, loss, random  # noqa: F401
+from . import (argminmax, attention, bitwise, cumulative, hardmax, loss,  # noqa: F401
+               quantization, random)
 from .base import (ArithmeticReductionKeepDims, BinaryElementwiseArithmetic,  # noqa: F401
                    BinaryElementwiseComparison, BinaryElementwiseLogical,
                    LogicalReductionKeepDims, UnaryElementwiseArithmetic)
