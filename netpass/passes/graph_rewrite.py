@@ -246,6 +246,9 @@ class GraphRewrite(ModelPass):
         log = tracking.log
         edits = 0
         changed = False
+        watched = probe.node_id  # -1 unless netpass.passes.explain watches a node
+        if watched >= 0:
+            probe.watcher.traversal(self, active)
         mp = m = node = None
         try:
             while queue:
@@ -280,21 +283,29 @@ class GraphRewrite(ModelPass):
                         m.match_root = node
                     elif found is None:
                         if not m._match_at(out):
+                            if node._id == watched:
+                                probe.watcher.missed(mp, out)
                             continue
                     else:
                         if m.pattern_value_map:
                             m.pattern_value_map.clear()
                         if m._symbols:
                             m._symbols.clear()
+                        if node._id == watched:
+                            probe.watcher.missed(mp, out)
                         continue
                     if not in_graph(node):
                         # Left the graph but kept alive elsewhere: no matcher applies to it.
                         m.clear_state()
+                        if node._id == watched:
+                            probe.watcher.left_graph(mp)
                         break
                     if log is not None:
                         edits = log.edits
                     applied = mp.callback(m)
                     m.clear_state()
+                    if node._id == watched:
+                        probe.watcher.answered(mp, applied)
                     if order is not None and _Topology.version != version:
                         order = None
                     if new:
@@ -314,6 +325,29 @@ class GraphRewrite(ModelPass):
             m.clear_state()
             raise PassError(mp.name, node, e) from e
         return changed
+
+
+class _Probe:
+    """The node ``netpass.passes.explain`` watches: its unique id (``Node._id``; -1 for none)
+    and the recorder told what each matcher made of it. Holding the id, not the node, keeps
+    the watched run the same as an unwatched one."""
+
+    __slots__ = ("node_id", "watcher")
+
+    def __init__(self) -> None:
+        self.node_id = -1
+        self.watcher: Any = None
+
+    def watch(self, node_id: int, watcher: Any) -> tuple[int, Any]:
+        previous = (self.node_id, self.watcher)
+        self.node_id, self.watcher = node_id, watcher
+        return previous
+
+    def restore(self, previous: tuple[int, Any]) -> None:
+        self.node_id, self.watcher = previous
+
+
+probe = _Probe()
 
 
 class BackwardGraphRewrite(GraphRewrite):
