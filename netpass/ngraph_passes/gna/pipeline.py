@@ -153,7 +153,7 @@ class GnaTransformationsPipeline(ModelPass):
     ``insert_before(stage, *passes)`` / ``insert_after(stage, *passes)`` add passes (instances,
     or classes built anew for each run) that run once per pipeline run at that point, also
     when the stage itself has nothing to do on the model. Inserted passes obey the caller's
-    PassConfig and are validated after they run (the pipeline's own members are not).
+    PassConfig and are validated after they run, like the pipeline's own members.
 
     Returns False like OpenVINO's composite passes: its members keep every shape valid as
     they go (the caller's Manager still validates what changed)."""
@@ -241,10 +241,5 @@ class GnaTransformationsPipeline(ModelPass):
         tail.run_passes(model)
 
     def _register_inserted(self, manager: Manager, where: str, stage: str) -> None:
-        passes = self._inserted.get((where, stage))
-        if not passes:
-            return
-        manager.set_per_pass_validation(True)
-        for p in passes:
+        for p in self._inserted.get((where, stage), ()):
             manager.register_pass(p)
-        manager.set_per_pass_validation(False)
