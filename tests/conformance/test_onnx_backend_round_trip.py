@@ -33,6 +33,11 @@ ORT_DEVIATIONS.update({
         "onnxruntime's Attention: -inf written as the lowest float",
     "test_attention_4d_causal_fp16": "onnxruntime's Attention: fp16 rounding",
 })
+# Training-mode Dropout draws from the implementation's generator (netpass and onnx's reference
+# use numpy's RandomState(seed); onnxruntime its own).
+ORT_DEVIATIONS.update({name: "onnxruntime's random generator" for name in (
+    "test_training_dropout", "test_training_dropout_default",
+    "test_training_dropout_default_mask", "test_training_dropout_mask")})
 
 
 ROUND_TRIP = [c for c in CASES if c.name in PASSING["reference"]]
