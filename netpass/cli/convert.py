@@ -10,6 +10,7 @@ from typing import Iterator
 
 from ..errors import UnsupportedOpError
 from .common import GRAPH_FORMATS, UsageError, transformed_model
+from .user_passes import apply_user_passes
 
 
 @contextmanager
@@ -35,6 +36,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     if out.suffix.lower() not in (".xml", ".onnx"):
         raise UsageError(f"-o {out}: the output must end in .xml (IR v11) or .onnx")
     model = read_model(args.model)
+    apply_user_passes(model, args.user_passes)
     t0 = time.perf_counter()
     transformed = transformed_model(model, args.transformations)
     elapsed = time.perf_counter() - t0
@@ -74,7 +76,8 @@ def cmd_visualize(args: argparse.Namespace) -> int:
         raise UsageError(f"-o {out}: unknown graph format '{fmt}'; use a file name ending in "
                          + ", ".join(f".{f}" for f in GRAPH_FORMATS))
     model = read_model(args.model)
-    stage = "as read"
+    apply_user_passes(model, args.user_passes)
+    stage = "as read" if not args.user_passes else "after " + ", ".join(args.user_passes)
     if args.after_pipeline:
         model = transformed_model(model, args.transformations)
         stage = f"after the {args.transformations} pipeline"

@@ -13,11 +13,12 @@ from .common import add_device_option, add_transformations_option
 from .convert import cmd_convert, cmd_visualize
 from .info import cmd_devices, cmd_passes
 from .run import cmd_run
+from .user_passes import add_explain_command, add_pass_option
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="netpass", description="netpass command line: run, "
-                                     "convert, visualize and benchmark models (docs/cli.md)")
+                                     "convert, visualize, benchmark models and explain passes (docs/cli.md)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="compile a model and run it on random or given inputs")
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--iterations", type=int, default=1, metavar="N",
                      help="timed runs after the first one (default 1)")
     add_transformations_option(run)
+    add_pass_option(run)
     run.set_defaults(func=cmd_run)
 
     conv = sub.add_parser("convert", help="run the pipeline and write IR v11 xml or ONNX")
@@ -39,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("--dump-dir", metavar="DIR",
                       help="also write every stage (svg and IR xml) and every pass's tracing")
     add_transformations_option(conv)
+    add_pass_option(conv)
     conv.set_defaults(func=cmd_convert)
 
     vis = sub.add_parser("visualize", help="draw a model's graph (svg, png, pdf or dot)")
@@ -48,10 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
     vis.add_argument("--after-pipeline", action="store_true",
                      help="draw the model after the transformations, not as read")
     add_transformations_option(vis)
+    add_pass_option(vis)
     vis.set_defaults(func=cmd_visualize)
 
     passes = sub.add_parser("passes", help="list the transformations with a description each")
     passes.set_defaults(func=cmd_passes)
+    add_explain_command(sub)
 
     devs = sub.add_parser("devices", help="list the OpenCL devices and the one AUTO picks")
     devs.set_defaults(func=cmd_devices)

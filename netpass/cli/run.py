@@ -11,6 +11,7 @@ import numpy as np
 from .common import UsageError, compile_for_device, device_kind, device_label, parse_assignments
 from .inputs import input_hint, make_inputs
 from .output import Progress, format_values, format_stats
+from .user_passes import apply_user_passes
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -18,6 +19,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.iterations < 1:
         raise UsageError(f"--iterations must be >= 1, got {args.iterations}")
     model = read_model(args.model)
+    apply_user_passes(model, args.user_passes)
     with input_hint(model, "--shape"):
         feeds = make_inputs(model, parse_assignments(args.shape, "shape"),
                             parse_assignments(args.input, "file name"))

@@ -205,6 +205,8 @@ class GraphRewrite(ModelPass):
                 gc.enable()
 
     def _traverse(self, model: "Model", active: list[MatcherPass]) -> bool:
+        if probe.node_id >= 0:
+            probe.watcher.traversal(self, active)
         table: dict[type, list] = {}  # op class -> candidate matchers (registration order)
 
         def candidates(cls: type) -> list:
@@ -247,8 +249,6 @@ class GraphRewrite(ModelPass):
         edits = 0
         changed = False
         watched = probe.node_id  # -1 unless netpass.passes.explain watches a node
-        if watched >= 0:
-            probe.watcher.traversal(self, active)
         mp = m = node = None
         try:
             while queue:
