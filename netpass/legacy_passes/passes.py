@@ -143,6 +143,8 @@ class ReorderActivationAndPoolingPass(LegacyPass):
             pool = net.layer(pool_name)
             if pool.type not in ("Pooling", "GNAPooling") or pool.params.get("pool-method") != "max":
                 continue
+            if any(net.consumers(pool.name, port) for port in range(1, len(pool.out_shapes))):
+                continue  # the indices output: an activation cannot produce it
             self._swap(net, layer, pool, producer)
             changed = True
         return changed
@@ -155,7 +157,8 @@ class ReorderActivationAndPoolingPass(LegacyPass):
         net.set_input(act.name, 0, ("layer", pool.name, 0))
         for consumer, port in consumers:
             net.set_input(consumer, port, ("layer", act.name, 0))
-        act.out_shapes, act.out_types = list(pool.out_shapes), list(pool.out_types)
+        # the activation takes the pooled values' shape; it has one output, not the pool's two
+        act.out_shapes, act.out_types = pool.out_shapes[:1], pool.out_types[:1]
 
 
 class InsertIdentityPass(LegacyPass):

@@ -58,6 +58,16 @@ def test_reorder_activation_and_pooling():
     assert ReorderActivationAndPoolingPass().run(net)
     assert net.consumers("conv") == [("pool", 0)] and net.consumers("pool") == [("act", 0)]
     assert net.layer("act").out_shapes[0].to_shape() == (1, 4, 4, 4)
+    assert len(net.layer("act").out_shapes) == len(net.layer("act").out_types) == 1
+
+
+def test_reorder_keeps_the_order_when_the_pool_indices_are_read():
+    x = opset.parameter([1, 3, 8, 8], f32, "x")
+    conv = opset.convolution(x, _w(4, 3, 3, 3), [1, 1], [1, 1], [1, 1], [1, 1])
+    act = opset.relu(conv)
+    pool = opset.max_pool(act, [2, 2], [1, 1], [0, 0], [0, 0], [2, 2])
+    net = convert_to_legacy(Model([pool.output(0), pool.output(1)], [x]))
+    assert not ReorderActivationAndPoolingPass().run(net)
 
 
 @pytest.mark.parametrize("make, moves", [(opset.exp, True), (opset.erf, True),
