@@ -208,3 +208,23 @@ class RuntimeInvariantError(NetpassError):
     debug mode: ``NETPASS_DEBUG=1`` or the config key ``DEBUG_CHECKS``)."""
 
     hint = "this is a netpass bug: please report it with the model and the input shapes"
+
+
+class AllocationError(NetpassError):
+    """Memory for something the runtime needed could not be had (host or device); the message
+    names what was being allocated and how many bytes."""
+
+    hint = "use smaller inputs, or a device with more memory"
+
+
+class OutputTooLargeError(AllocationError):
+    """An output would be larger than the compiled model's ``MAX_OUTPUT_BYTES``; raised before
+    anything of that size is allocated. ``output``, ``shape``, ``nbytes`` and ``limit`` say
+    which and by how much."""
+
+    hint = "raise the config key MAX_OUTPUT_BYTES if the output is meant to be that large"
+
+    def __init__(self, output: str, shape: Sequence[int], dtype: Any, nbytes: int, limit: int) -> None:
+        self.output, self.shape, self.nbytes, self.limit = output, tuple(shape), nbytes, limit
+        super().__init__(f"output '{output}' would have shape {list(shape)} ({dtype}, {nbytes} bytes), "
+                         f"over MAX_OUTPUT_BYTES = {limit} bytes")

@@ -15,6 +15,7 @@ from .async_queue import AsyncInferRequest, RequestBusyError
 from .device import Engine, resolve_device_name, select_device
 from .invariants import debug_checks
 from .lru import LruCache
+from .outputs import max_output_bytes
 from .memory import Tensor
 from .network import STAT_KEYS, Network
 from .program import Program, ProgramNode
@@ -55,6 +56,7 @@ class RuntimeCompiledModel:
         self.step_plans: dict = {}  # binding -> step_plan.StepPlan, or network.SEEN (met once)
         self.use_step_plans = bool(cfg.get("STEP_PLANS", True))
         self.debug_checks = debug_checks(cfg)
+        self.max_output_bytes = max_output_bytes(cfg)
         # symbolic shapes (netpass.runtime.symbolic): off for good after one mismatch with
         # full shape inference; on once SYMBOLIC_CHECKS distinct bindings have agreed
         self.symbolic_ok = bool(cfg.get("SYMBOLIC_SHAPES", True))
@@ -231,7 +233,9 @@ def compile_program(model_or_program: Any, device: str = "AUTO",
     ``STEP_PLANS`` (bool, default True: replay a symbolic binding's exec loop from its
     :class:`~netpass.runtime.step_plan.StepPlan`), ``DEBUG_CHECKS`` (bool, default: the
     ``NETPASS_DEBUG`` environment variable: check that every value a primitive reads was
-    produced in the current infer, :mod:`netpass.runtime.invariants`)."""
+    produced in the current infer, :mod:`netpass.runtime.invariants`), ``MAX_OUTPUT_BYTES``
+    (int, default half the host's physical memory: an output over it raises
+    OutputTooLargeError before it is allocated, :mod:`netpass.runtime.outputs`)."""
     cfg = dict(config or {})
     name = resolve_device_name(device)
     model = None

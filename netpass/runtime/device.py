@@ -13,11 +13,16 @@ import threading
 import weakref
 from typing import Any
 
-from ..errors import DeviceError
+import numpy as np
+
+from ..errors import AllocationError, DeviceError
 from .launcher import make_launcher
 from .memory import Allocation
 
 DEVICE_NAMES = ("AUTO", "GPU", "CPU", "REFERENCE")
+# OpenCL errors that mean "not enough memory": MEM_OBJECT_ALLOCATION_FAILURE,
+# OUT_OF_RESOURCES, OUT_OF_HOST_MEMORY, INVALID_BUFFER_SIZE (over the max allocation)
+_NO_MEMORY = {-4, -5, -6, -61}
 
 
 def _cl():
@@ -183,6 +188,8 @@ class Engine:
         self.profiling = profiling
         self.is_gpu = _is_gpu(device)
         self.integrated = bool(device.host_unified_memory) and self.is_gpu
+        # the device's memory is the host's (PoCL): outputs can be written in place
+        self.host_memory = bool(device.host_unified_memory) and not self.is_gpu
         self.max_global_mem_size = int(device.global_mem_size)
         self.max_alloc_mem_size = int(device.max_mem_alloc_size)
         self.max_work_group_size = int(device.max_work_group_size)
@@ -199,13 +206,19 @@ class Engine:
         return self.cl.CommandQueue(self.context, self.device, properties=self._queue_props)
 
     # -- memory ---------------------------------------------------------------------------
-    def allocate(self, nbytes: int, pooled: bool = False) -> Allocation:
+    def _failed(self, e: Exception, size: int, what: str) -> Exception:
+        """The NetpassError for a failed allocation of ``size`` bytes for ``what``."""
+        msg = f"allocating {size} bytes for {what} on {self.device.name.strip()} failed: {e}"
+        no_memory = isinstance(e, MemoryError) or getattr(e, "code", None) in _NO_MEMORY
+        return AllocationError(msg) if no_memory else DeviceError(msg)
+
+    def allocate(self, nbytes: int, pooled: bool = False, what: str = "a buffer") -> Allocation:
         """A new device buffer; its bytes count as used until the allocation is dropped."""
         size = max(int(nbytes), 64)
         try:
             buf = self.cl.Buffer(self.context, self._mf.READ_WRITE, size)
-        except self.cl.Error as e:
-            raise DeviceError(f"allocating {size} bytes on {self.device.name.strip()} failed: {e}") from e
+        except (self.cl.Error, MemoryError) as e:
+            raise self._failed(e, size, what) from e
         alloc = Allocation(buf, size, pooled)
         with self._lock:
             self.used_device_memory += size
@@ -215,6 +228,20 @@ class Engine:
     def _free(self, size: int) -> None:
         with self._lock:
             self.used_device_memory -= size
+
+    def allocate_host(self, shape: tuple, dtype, what: str = "an output") -> Allocation:
+        """A buffer whose memory is a new numpy array of ``shape`` (``CL_MEM_USE_HOST_PTR``,
+        kept as ``Allocation.host``): on a device whose memory is the host's
+        (``host_memory``), kernels write that array in place. Not counted as device memory:
+        the array is handed to the caller."""
+        try:
+            arr = np.empty(shape, dtype)
+            buf = self.cl.Buffer(self.context, self._mf.READ_WRITE | self._mf.USE_HOST_PTR, hostbuf=arr)
+        except (self.cl.Error, MemoryError) as e:
+            raise self._failed(e, int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize, what) from e
+        alloc = Allocation(buf, arr.nbytes)
+        alloc.host = arr
+        return alloc
 
     def upload(self, array, pooled: bool = False, queue=None) -> Allocation:
         """A new buffer holding ``array``, copied before returning (on ``queue``, else the

@@ -618,8 +618,56 @@ def _through_strides(m: np.ndarray, shape: Sequence[int], strides: Sequence[int]
     out = sum(c * int(st) for c, st in zip(coords, strides))
     return np.where(m < 0, m, out).astype(np.int64)
 
+def _broadcast_strides(p: Params, st: Sequence[int]) -> list[int] | None:
+    """Broadcast: the input's element stride along each output axis (0 where it repeats),
+    from the shapes, the input's strides ``st`` and the axes mapping; None for a mode without
+    a rule here."""
+    mode = p.attrs.get("mode", "numpy")
+    shape, out = list(p.in_shapes[0]), list(p.out_shapes[0])
+    if mode == "explicit":
+        if p.values.get(2) is None:
+            return None
+        axes = [int(a) for a in np.asarray(p.values[2]).reshape(-1)]
+    elif mode in ("numpy", "bidirectional"):
+        axes = list(range(len(out) - len(shape), len(out)))
+    else:
+        return None
+    strides = [0] * len(out)
+    for i, a in enumerate(axes):
+        if shape[i] != 1:
+            strides[a] = st[i]
+    return strides
+
+
+def _repeat_copy(p: Params) -> Launch | None:
+    """Broadcast and Tile as one strided copy, without an index map (which would be as large
+    as the output): Tile of ``s`` by ``r`` walks the output as [r0, s0, r1, s1, ...] with input
+    strides [0, st0, 0, st1, ...]. A strided input (``in_strides``) is read as it lies."""
+    dt, out = p.in_dtypes[0], list(p.out_shapes[0])
+    given = p.in_strides[0] if p.in_strides else None
+    st = list(given) if given is not None else contiguous_strides(p.in_shapes[0])
+    if p.kind == "Broadcast":
+        strides = _broadcast_strides(p, st)
+        if strides is None:
+            return None
+        return strided_copy(dt, out, strides, 0, contiguous_strides(out), 0, 0, 0)
+    reps = [int(r) for r in np.asarray(p.values[1]).reshape(-1)] if p.values.get(1) is not None else None
+    if reps is None:
+        return None
+    rank = max(len(reps), len(p.in_shapes[0]))
+    shape = [1] * (rank - len(p.in_shapes[0])) + list(p.in_shapes[0])
+    reps = [1] * (rank - len(reps)) + reps
+    st = [0] * (rank - len(st)) + st
+    dims = [d for r, s in zip(reps, shape) for d in (r, s)]
+    in_st = [x for s in st for x in (0, s)]
+    return strided_copy(dt, dims, in_st, 0, contiguous_strides(dims), 0, 0, 0)
+
 
 def movement_impl(p: Params, key) -> Impl | None:
+    if p.kind in ("Broadcast", "Tile"):
+        ln = _repeat_copy(p)
+        if ln is not None:
+            return Impl(key, [ln] if _size(p.out_shapes[0]) else [])
     maps = _index_map_outputs(p)
     if maps is None:
         return None

@@ -23,15 +23,17 @@ def reusable(own, capacity: int, need: int) -> bool:
 
 
 class Allocation:
-    """One device buffer (``cl.Buffer``, or a numpy array on the REFERENCE/host engine)."""
+    """One device buffer (``cl.Buffer``); ``host`` is the numpy array that is its memory when
+    it was made over one (``Engine.allocate_host``), else None."""
 
-    __slots__ = ("buffer", "nbytes", "users", "pooled", "__weakref__")
+    __slots__ = ("buffer", "nbytes", "users", "pooled", "host", "__weakref__")
 
     def __init__(self, buffer, nbytes: int, pooled: bool = False) -> None:
         self.buffer = buffer
         self.nbytes = nbytes
         self.users: set[int] = set()
         self.pooled = pooled
+        self.host = None
 
 
 class Tensor:

@@ -17,12 +17,13 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..errors import NetpassError
+from ..errors import AllocationError, NetpassError
 from . import impls as I
 from .invariants import check_read
 from .launcher import KernelHandle, make_launcher
 from .lru import LruCache
 from .memory import MemoryPool, Tensor, fake_aligned_shapes, oversized, reusable
+from .outputs import check_output_sizes
 from .program import ALWAYS_OPTIMIZED, DYNAMIC_OUTPUT_KINDS, Program, ProgramNode
 from .shape_infer import ShapeInfer, infer_host
 from .shape_predictor import ShapePredictor
@@ -100,6 +101,8 @@ class PrimitiveInst:
         self.fc_related = node.kind == "FullyConnected" or any(
             u.kind == "FullyConnected" for lst in node.users for u, _ in lst)
         self.view_offset: int | None = None
+        self.result_names: dict[int, str] = {}  # output -> the network output it is (Network)
+        self.zero_copy = [False] * n_out  # output written in place into the returned array
         # symbolic mode: deps read from the device/host (not substituted), dead producers fed
         self.sym_need = [j for j in self.deps
                          if j not in node.sym_deps and node.inputs[j][0].kind != "Constant"]
@@ -254,8 +257,16 @@ class PrimitiveInst:
             self._check_symbolic(net.check_binding)
 
     def _infer_outputs(self, in_shapes: tuple, binding: dict | None = None) -> list[tuple]:
-        """Output shapes from the input shapes and ``self.values``: data-dependent ops run on
-        the host, substitution where the binding allows it, else the shape rules."""
+        """Output shapes from the input shapes and ``self.values`` (``_output_shapes``); a
+        network output over ``MAX_OUTPUT_BYTES`` is refused here, before any allocation."""
+        out = self._output_shapes(in_shapes, binding)
+        if self.result_names:
+            check_output_sizes(self.result_names, out, self.node.out_dtypes, self.net.max_output_bytes)
+        return out
+
+    def _output_shapes(self, in_shapes: tuple, binding: dict | None) -> list[tuple]:
+        """Data-dependent ops run on the host, substitution where the binding allows it, else
+        the shape rules."""
         node = self.node
         self.net.stats["shape_updates"] += 1
         if node.kind in DYNAMIC_OUTPUT_KINDS:
@@ -641,6 +652,13 @@ class PrimitiveInst:
         capacity = self.capacity
         for i, shape in enumerate(self.out_shapes):
             dt = node.out_dtypes[i]
+            if self.zero_copy[i] and _size(shape):  # a new array per infer, returned as is
+                pred.record(ShapePredictor.key(node.id, i), shape)
+                self._release_own(i)
+                alloc = net.engine.allocate_host(shape, dt, f"output '{self.result_names[i]}'")
+                self.own[i], self.capacity[i] = alloc, _size(shape)
+                self.outputs[i] = Tensor(alloc, 0, tuple(shape), dt)
+                continue
             need = self._fc_alloc_shape(i) if self.fc_related else _size(shape)
             if capacity[i] and oversized(need, capacity[i]):
                 capacity[i] = 0
@@ -892,6 +910,7 @@ class Network:
             used_device_memory=lambda: eng.used_device_memory)
         self.pool = MemoryPool(self._pool_alloc)
         self.weights_cache_capacity = compiled.weights_cache_capacity
+        self.max_output_bytes = compiled.max_output_bytes
         self.insts = [PrimitiveInst(self, n) for n in self.program.nodes]
         for inst in self.insts:
             node = inst.node
@@ -909,6 +928,15 @@ class Network:
             inst.shape_of_insts = [self.insts[so.index] for so in node.dependant_shape_ofs]
         # constants, inputs (set from the user's arrays) and results (read from their source)
         # have nothing to do per primitive
+        for r in self.program.outputs:  # which primitive holds each network output
+            holder, k = self.resolve(self.insts[r.inputs[0][0].index], r.inputs[0][1])
+            holder.result_names.setdefault(k, r.name)
+            # written in place where device memory is host memory: a buffer of its own (not
+            # a view, not an FC's fake-aligned one, not an input's or a constant's)
+            holder.zero_copy[k] = self.engine.host_memory and holder.node.has_kernel \
+                and not holder.fc_related and holder.node.kind not in ALWAYS_OPTIMIZED \
+                and not holder.node.runtime_skippable and holder.node.permute_view is None \
+                and not holder.node.in_shape_of_subgraph and not holder.node.strided_view
         self.order = [self.insts[n.index] for n in self.program.exec_order
                       if n.kind not in ("Constant", "Parameter", "Result") and n.fused_into is None]
         sym = self.program.symbolic
@@ -962,7 +990,7 @@ class Network:
         """Outputs of the network and nodes that must not share come straight from the engine;
         everything else from the pool (restricted by overlapping lifetimes)."""
         if node.is_output or node.in_shape_of_subgraph:
-            alloc = self.engine.allocate(nbytes)
+            alloc = self.engine.allocate(nbytes, what=f"{node.kind} '{node.name}'")
             self.count_alloc(alloc)
             return alloc
         before = self.pool.hits
@@ -1038,7 +1066,13 @@ class Network:
                 t = inst.outputs[k]
                 if t is None:
                     raise NetpassError(f"{inst.node.kind} '{inst.node.name}': no value for output {k}")
-                arr = np.empty(t.extent() if t.strides is not None else t.shape, dtype=t.dtype)
+                arr = t.alloc.host
+                if arr is not None and t.offset == 0 and t.strides is None and arr.shape == t.shape:
+                    # the buffer's memory is the array: a read onto itself (in-order queue)
+                    self.launcher.read(arr, t.alloc.buffer, 0)
+                    pending.append((inst, k, arr))
+                    continue
+                arr = self._host_array(t, inst, k)
                 if arr.size:
                     self.launcher.read(arr, t.alloc.buffer, t.offset * t.dtype.itemsize)
                 pending.append((inst, k, arr))
@@ -1055,6 +1089,17 @@ class Network:
                 inst.host[k] = arr
                 inst.host_valid[k] = True
         return [inst.host[k] for inst, k in refs]
+
+    @staticmethod
+    def _host_array(t: Tensor, inst: PrimitiveInst, k: int) -> np.ndarray:
+        """A new array to read ``t`` (output ``k`` of ``inst``) into."""
+        shape = (t.extent(),) if t.strides is not None else t.shape
+        try:
+            return np.empty(shape, dtype=t.dtype)
+        except MemoryError as e:
+            n = int(np.prod(shape, dtype=np.int64)) * t.dtype.itemsize
+            raise AllocationError(f"allocating {n} bytes on the host for output {k} of "
+                                  f"{inst.node.kind} '{inst.node.name}' {list(t.shape)} failed") from e
 
     # -- a whole inference ------------------------------------------------------------------------
     def set_input(self, inst: PrimitiveInst, arr: np.ndarray) -> None:
@@ -1194,7 +1239,9 @@ class Network:
 
     def _finish(self) -> dict[str, np.ndarray]:
         """Commit the variables, read the outputs (one host wait), collect profiling times,
-        count the infer."""
+        count the infer. Arrays the request keeps (constants, shape_of values it reuses) or
+        returns twice are copied; an array written in place is handed over (its primitive
+        gets a new one next time)."""
         self.state.commit()
         results = {}
         refs = []
@@ -1203,7 +1250,13 @@ class Network:
             refs.append(self.resolve(self.insts[s.index], k))
         self.reader = None
         arrays = self.host_values(refs)
-        for r, a in zip(self.program.outputs, arrays):
+        given: set[int] = set()
+        for r, (inst, k), a in zip(self.program.outputs, refs, arrays):
+            if id(a) in given or inst.node.kind == "Constant" or inst.node.in_shape_of_subgraph:
+                a = a.copy()
+            elif inst.zero_copy[k] and inst.own[k] is not None and inst.own[k].host is a:
+                inst._release_own(k)
+            given.add(id(a))
             results[r.name] = a
         if self.profiling:
             times = self.stats["primitive_times_us"]
