@@ -122,19 +122,20 @@ class InferRequest(AsyncInferRequest):
 
     def _infer(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         cm = self.compiled
-        feeds = check_inputs(cm.original, inputs)
-        for name, dtype in cm.feed_types.items():
-            feeds[name] = feeds[name].astype(dtype)
-        t0 = time.perf_counter()
-        feeds = cm.prepost.preprocess(feeds)
-        t1 = time.perf_counter()
-        if self._reference_request is not None:
-            outs = self._reference_request.infer(feeds)
-        else:
-            outs = self._runtime_request.infer(feeds)
-        t2 = time.perf_counter()
-        outs = cm.prepost.postprocess(outs)
-        t3 = time.perf_counter()
+        with system_errors_as_netpass(f"inferring on {cm.device}"):
+            feeds = check_inputs(cm.original, inputs)
+            for name, dtype in cm.feed_types.items():
+                feeds[name] = feeds[name].astype(dtype)
+            t0 = time.perf_counter()
+            feeds = cm.prepost.preprocess(feeds)
+            t1 = time.perf_counter()
+            if self._reference_request is not None:
+                outs = self._reference_request.infer(feeds)
+            else:
+                outs = self._runtime_request.infer(feeds)
+            t2 = time.perf_counter()
+            outs = cm.prepost.postprocess(outs)
+            t3 = time.perf_counter()
         self._host["host_preprocess_s"] += t1 - t0
         self._host["host_postprocess_s"] += t3 - t2
         self._host["infers"] += 1

@@ -210,14 +210,14 @@ class RuntimeInvariantError(NetpassError):
     hint = "this is a netpass bug: please report it with the model and the input shapes"
 
 
-class AllocationError(NetpassError):
+class AllocationError(OutOfMemoryError):
     """Memory for something the runtime needed could not be had (host or device); the message
     names what was being allocated and how many bytes."""
 
     hint = "use smaller inputs, or a device with more memory"
 
 
-class OutputTooLargeError(AllocationError):
+class OutputTooLargeError(ResourceLimitError):
     """An output would be larger than the compiled model's ``MAX_OUTPUT_BYTES``; raised before
     anything of that size is allocated. ``output``, ``shape``, ``nbytes`` and ``limit`` say
     which and by how much."""

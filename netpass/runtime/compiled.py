@@ -8,7 +8,7 @@ import numpy as np
 
 from ..core.feeds import FeedSpec, check_feeds
 from ..core.types import Type
-from ..errors import NetpassError
+from ..errors import NetpassError, system_errors_as_netpass
 from ..ops.state import VariableInfo
 from ..reference import VariableState
 from .async_queue import AsyncInferRequest, RequestBusyError
@@ -156,11 +156,12 @@ class InferRequest(AsyncInferRequest):
         return self.network.stats if self.network is not None else self._ref_stats
 
     def _infer(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        feeds = check_feeds(inputs, [FeedSpec(n.name, n.out_dtypes[0], n.out_pshapes[0])
-                                     for n in self.compiled.program.inputs], contiguous=True)
-        if self.network is None:
-            return self._infer_reference(feeds)
-        return self.network.execute(feeds)
+        with system_errors_as_netpass(f"inferring on {self.compiled.device}"):
+            feeds = check_feeds(inputs, [FeedSpec(n.name, n.out_dtypes[0], n.out_pshapes[0])
+                                         for n in self.compiled.program.inputs], contiguous=True)
+            if self.network is None:
+                return self._infer_reference(feeds)
+            return self.network.execute(feeds)
 
     def _infer_reference(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         values: dict[int, list[np.ndarray]] = {}
@@ -239,16 +240,17 @@ def compile_program(model_or_program: Any, device: str = "AUTO",
     cfg = dict(config or {})
     name = resolve_device_name(device)
     model = None
-    if isinstance(model_or_program, Program):
-        program = model_or_program
-    elif hasattr(model_or_program, "get_ordered_ops"):
-        model = model_or_program
-        program = Program.from_model(model, fuse=bool(cfg.get("FUSION", True)))
-    else:
+    if not isinstance(model_or_program, Program) and not hasattr(model_or_program, "get_ordered_ops"):
         raise NetpassError(f"compile_program expects a Model or a Program, got "
                            f"{type(model_or_program).__name__}")
-    if name == "REFERENCE":
-        return RuntimeCompiledModel(program, None, cfg, model)
-    dev = select_device(name)
-    engine = Engine.get(dev, profiling=bool(cfg.get("PROFILING", False)))
-    return RuntimeCompiledModel(program, engine, cfg, model)
+    with system_errors_as_netpass(f"compiling the runtime program for {name}"):
+        if isinstance(model_or_program, Program):
+            program = model_or_program
+        else:
+            model = model_or_program
+            program = Program.from_model(model, fuse=bool(cfg.get("FUSION", True)))
+        if name == "REFERENCE":
+            return RuntimeCompiledModel(program, None, cfg, model)
+        dev = select_device(name)
+        engine = Engine.get(dev, profiling=bool(cfg.get("PROFILING", False)))
+        return RuntimeCompiledModel(program, engine, cfg, model)

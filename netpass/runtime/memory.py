@@ -64,6 +64,33 @@ class Tensor:
         return 1 + sum((d - 1) * s for d, s in zip(self.shape, self.strides))
 
 
+class Lifetime:
+    """The ids of the nodes whose output lifetimes overlap node ``key``'s, as a container
+    (``uid in lifetime``): lifetimes are (first, last) positions in exec order in ``spans``
+    (id -> span), shared by the program's nodes. A set of every overlapping id per node would
+    take quadratic time and memory on long programs; this answers each question in O(1)."""
+
+    __slots__ = ("key", "first", "last", "spans")
+
+    def __init__(self, key: int, spans: dict[int, tuple[int, int]]) -> None:
+        self.key, self.spans = key, spans
+        self.first, self.last = spans[key]
+
+    def __contains__(self, uid: object) -> bool:
+        span = self.spans.get(uid)  # type: ignore[call-overload]
+        return span is not None and uid != self.key and span[0] <= self.last and self.first <= span[1]
+
+    def __iter__(self):
+        return (uid for uid in self.spans if uid in self)
+
+
+def _conflicts(users: set[int], restrict) -> bool:
+    """Whether a record's current users include one of the requester's restrictions."""
+    if isinstance(restrict, (set, frozenset)):
+        return not users.isdisjoint(restrict)
+    return any(u in restrict for u in users)
+
+
 class MemoryPool:
     """Per-network pool of device buffers (OpenVINO GPU ``memory_pool``, non-padded part).
 
@@ -86,11 +113,11 @@ class MemoryPool:
     def get_memory(self, nbytes: int, user: int, restrictions: Iterable[int] = (),
                    is_dynamic: bool = False) -> tuple[Allocation, bool]:
         """An allocation of at least ``nbytes`` for ``user``; the flag says it was reused."""
-        restrict = restrictions if isinstance(restrictions, (set, frozenset)) else set(restrictions)
+        restrict = restrictions if isinstance(restrictions, (set, frozenset, Lifetime)) else set(restrictions)
         start = bisect.bisect_left(self._keys, nbytes)
         for i in range(start, len(self._records)):  # smallest fitting record first
             rec = self._records[i]
-            if rec.users & restrict or user in rec.users:
+            if user in rec.users or _conflicts(rec.users, restrict):
                 continue
             if is_dynamic and not nbytes > 0.5 * rec.nbytes:
                 continue

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..errors import AllocationError, NetpassError
+from ..errors import AllocationError, FileAccessError, NetpassError
 from . import impls as I
 from .invariants import check_read
 from .launcher import KernelHandle, make_launcher
@@ -49,6 +49,21 @@ def _size(shape) -> int:
     for d in shape:
         n *= d
     return n
+
+
+def primitive_error(inst: "PrimitiveInst", e: Exception) -> NetpassError:
+    """The NetpassError for ``e`` raised by ``inst``'s step, naming its kind, id and input
+    shapes (an AllocationError for lack of memory)."""
+    n = inst.node
+    shapes = [list(s) for s in (inst.in_shapes or ())]
+    if isinstance(e, MemoryError):
+        return AllocationError(f"{n.kind} '{n.name}' ran out of memory at runtime with input "
+                               f"shapes {shapes} ({e})")
+    if isinstance(e, OSError):  # (pyopencl's kernel cache on a full or read-only disk)
+        return FileAccessError(f"{n.kind} '{n.name}' with input shapes {shapes}: "
+                               f"{e.strerror or e}" + (f": {e.filename}" if e.filename else ""))
+    return NetpassError(f"{n.kind} '{n.name}' failed at runtime with input shapes {shapes}: "
+                        f"{type(e).__name__}: {e}")
 
 
 class PrimitiveInst:
@@ -1195,6 +1210,9 @@ class Network:
                 plan.run(self, FLUSH_EVERY)
             except NetpassError:
                 raise
+            except MemoryError as e:
+                raise AllocationError(f"replaying the step plan of binding {self.binding_key}: out of "
+                                      f"memory ({e})") from e
             except Exception as e:
                 raise NetpassError(f"replaying the step plan of binding {self.binding_key} failed: "
                                    f"{type(e).__name__}: {e}") from e
@@ -1228,10 +1246,7 @@ class Network:
             except NetpassError:
                 raise
             except Exception as e:
-                n = inst.node
-                raise NetpassError(f"{n.kind} '{n.name}' failed at runtime with input shapes "
-                                   f"{[list(s) for s in (inst.in_shapes or ())]}: "
-                                   f"{type(e).__name__}: {e}") from e
+                raise primitive_error(inst, e) from e
             inst.stamp = epoch
             count += 1
             if count % FLUSH_EVERY == 0:

@@ -22,6 +22,7 @@ from ..core.shape import PartialShape
 from ..errors import NetpassError, UnsupportedTypeError
 from . import impls as I
 from .attention import KIND as ATTENTION, fuse_attention
+from .memory import Lifetime
 from .norm_gemm import fuse_norm_gemms
 from .state import STATE_KINDS, mark_state
 from .symbolic import SymbolicShapes
@@ -193,7 +194,7 @@ class ProgramNode:
         self.permuted_inputs: dict[int, tuple] = {}  # MatMul: input -> that order
         self.strided_view = False  # Split/Slice whose outputs are strided views of the input
         self.strided_inputs: set[int] = set()  # inputs that may be strided views (impl keys)
-        self.restrictions: frozenset = frozenset()
+        self.restrictions: Any = frozenset()  # memory.Lifetime once the program is built
         self.has_kernel = False
         self.is_dynamic = any(not ps.is_static for ps in self.out_pshapes)
         # known elements of small integer outputs (ints, or Dimensions that may carry a
@@ -447,24 +448,27 @@ class Program:
         """Whether every reader of output ``k`` of ``node`` takes a strided tensor: a GEMM or a
         fused attention input, a permuted view read by one, or, for a split piece (``prefix``:
         its first ``prefix`` dims and its other dims are each contiguous, not together), a
-        Reshape keeping those first dims. The inputs reached are appended to ``found`` as
-        (node, input index)."""
-        users = node.users[k]
-        if not users or node.is_output:
-            return False
-        for u, j in users:
-            if u.fused_into is not None:
+        Reshape keeping those first dims, whose readers must be such readers in turn (walked
+        with a stack: a chain of Reshapes is as deep as the model). The inputs reached are
+        appended to ``found`` as (node, input index)."""
+        stack = [(node, k)]
+        while stack:
+            n, kk = stack.pop()
+            users = n.users[kk]
+            if not users or n.is_output:
                 return False
-            if (u.kind == "MatMul" and j < 2) or u.kind == ATTENTION:
-                found.append((u, j))
-            elif u.permute_view is not None:
-                found.append(u.users[0][0])
-            elif u.kind == "Reshape" and prefix is not None and j == 0 and not u.is_output \
-                    and _keeps_prefix(node.out_pshapes[k], u.out_pshapes[0], prefix):
-                if not Program._strided_readers(u, 0, prefix, found):
+            for u, j in users:
+                if u.fused_into is not None:
                     return False
-            else:
-                return False
+                if (u.kind == "MatMul" and j < 2) or u.kind == ATTENTION:
+                    found.append((u, j))
+                elif u.permute_view is not None:
+                    found.append(u.users[0][0])
+                elif u.kind == "Reshape" and prefix is not None and j == 0 and not u.is_output \
+                        and _keeps_prefix(n.out_pshapes[kk], u.out_pshapes[0], prefix):
+                    stack.append((u, 0))
+                else:
+                    return False
         return True
 
     def _mark_strided_views(self) -> None:
@@ -553,29 +557,38 @@ class Program:
         return order
 
     def _memory_dependencies(self) -> None:
-        """restrictions(n): nodes whose output lifetimes overlap n's (in exec order), following
-        buffers through aliasing users (skipped, fused, in-place)."""
-        pos = {id(n): i for i, n in enumerate(self.exec_order)}
+        """Each node's output lifetime in exec order: from its position to the last position
+        of a user, following buffers through aliasing users (skipped, fused, in-place, results)
+        to where those end; network outputs live to the end. ``restrictions(n)`` tells which
+        other nodes' lifetimes overlap n's (the pool never hands a record to a node that
+        conflicts with one of the record's users). O(nodes + edges), without recursion: an
+        explicit-stack post-order over the aliasing users."""
+        order = self.exec_order
+        pos = {id(n): i for i, n in enumerate(order)}
+        big = len(order) + 1
+
+        def aliases(u: ProgramNode) -> bool:
+            return u.optimized or u.fused_into is not None or u.kind == "Result"
+
         end: dict[int, int] = {}
-        big = len(self.exec_order) + 1
-
-        def lifetime_end(n: ProgramNode) -> int:
-            if id(n) in end:
-                return end[id(n)]
-            e = pos[id(n)]
-            if n.is_output:
-                e = big
-            for u in n.all_users():
-                e = max(e, pos[id(u)])
-                if u.optimized or u.fused_into is not None or u.kind == "Result":
-                    e = max(e, lifetime_end(u))
-            end[id(n)] = e
-            return e
-
-        spans = [(pos[id(n)], lifetime_end(n), n) for n in self.exec_order]
-        spans.sort(key=lambda s: s[0])
-        for s, e, n in spans:
-            n.restrictions = frozenset(id(m) for s2, e2, m in spans if s2 <= e and s <= e2 and m is not n)
+        for root in order:
+            stack: list[tuple[ProgramNode, bool]] = [(root, False)]
+            while stack:
+                n, users_done = stack.pop()
+                if id(n) in end:
+                    continue
+                users = n.all_users()
+                if not users_done:
+                    stack.append((n, True))
+                    stack.extend((u, False) for u in users if aliases(u) and id(u) not in end)
+                    continue
+                e = big if n.is_output else pos[id(n)]
+                for u in users:
+                    e = max(e, pos[id(u)], end[id(u)] if aliases(u) else 0)
+                end[id(n)] = e
+        spans = {id(n): (pos[id(n)], end[id(n)]) for n in order}
+        for n in order:
+            n.restrictions = Lifetime(id(n), spans)
 
     def describe(self) -> list[dict]:
         """Per node: id, kind, flags (for docs, tests and debugging)."""
