@@ -34,10 +34,11 @@ def save_model(model: Model, path: Any, weights: Any = None) -> None:
         raise errors.ModelFormatError(f"unknown model file suffix: {p} (use .onnx or .xml)")
 
 
-def compile_model(model: Any, device: str = "AUTO", config: dict | None = None):
-    """Compile a model (or a path) for ``device`` (AUTO | GPU | CPU | REFERENCE)."""
+def compile_model(model: Any, device: str = "AUTO", config: dict | None = None, progress: Any = None):
+    """Compile a model (or a path) for ``device`` (AUTO | GPU | CPU | REFERENCE); ``progress``
+    (a callable ``(stage, step, total)`` or a logging.Logger) hears of each stage."""
     from .compiler import compile_model as _compile
-    return _compile(model, device=device, config=config)
+    return _compile(model, device=device, config=config, progress=progress)
 
 
 def __getattr__(name: str) -> Any:

@@ -5,13 +5,15 @@ read -> GNA pipeline (or CommonOptimizations) -> pre/post split -> legacy networ
 """
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, Union
 
 import numpy as np
 
+from .core.gc_pause import gc_paused
 from .core.model import Model
 from .core.shape import PartialShape
 from .core.types import Type, convert_values
@@ -173,39 +175,74 @@ def _as_dtype(value: Any, et: Type) -> Any:
     return convert_values(value, et)
 
 
-def compile_model(model: Any, device: str = "AUTO", config: Mapping[str, Any] | None = None) -> CompiledModel:
+COMPILE_STAGES = ("reading", "transformations", "pre/post-processing split", "legacy conversion",
+                  "legacy passes", "legacy to model", "runtime program")
+
+Progress = Union[Callable[[str, int, int], None], logging.Logger, None]
+
+
+def _progress_reporter(progress: Progress) -> Callable[[str], None]:
+    """``report(stage)``: tells ``progress`` that ``stage`` (one of COMPILE_STAGES, or "done")
+    starts: a callable gets ``(stage, step, total)`` (step 1..total, "done" with total), a
+    logger an INFO line."""
+    total = len(COMPILE_STAGES)
+
+    def report(stage: str) -> None:
+        step = total if stage == "done" else COMPILE_STAGES.index(stage) + 1
+        if isinstance(progress, logging.Logger):
+            progress.info("compile_model: %s (%d/%d)", stage, step, total)
+        elif progress is not None:
+            progress(stage, step, total)
+    return report
+
+
+def compile_model(model: Any, device: str = "AUTO", config: Mapping[str, Any] | None = None,
+                  progress: Progress = None) -> CompiledModel:
     """Compile ``model`` (a Model or anything ``read_model`` reads) for ``device``.
 
     ``config``: ``TRANSFORMATIONS`` = ``"GNA"`` (default: the GNA layout pipeline),
     ``"COMMON"`` (CommonOptimizations only) or ``"NONE"``; other keys go to the runtime
     (e.g. ``PROFILING``); ``LEGACY_DUMP_DIR`` dumps the legacy network after each legacy pass.
+    ``progress``: told as each stage of COMPILE_STAGES starts and when all are done, for a
+    progress line on long compiles: a callable ``progress(stage, step, total)`` or a
+    ``logging.Logger`` (INFO lines).
     """
     import os
 
     from .legacy_passes import convert_to_legacy, run_legacy_passes
     from .prepost import split_pre_post_processing
     from .runtime.graph_compiler import legacy_to_model
+    report = _progress_reporter(progress)
     cfg = dict(config or {})
     which = str(cfg.pop("TRANSFORMATIONS", "GNA")).upper()
     if which not in TRANSFORMATIONS:
         raise NetpassError(f"unknown TRANSFORMATIONS '{which}'; use one of {TRANSFORMATIONS}")
     dump_dir = cfg.pop("LEGACY_DUMP_DIR", None)
+    report("reading")
     original = read_model(model) if not isinstance(model, Model) else model
-    with system_errors_as_netpass(f"compiling model '{original.friendly_name}'"):
+    # (the collector paused: it would rescan the growing graphs, see core.gc_pause)
+    with system_errors_as_netpass(f"compiling model '{original.friendly_name}'"), gc_paused():
+        report("transformations")
         transformed = original.clone()
         apply_transformations(transformed, which)
         input_types = {n: p.output(0).element_type
                        for n, p in zip(transformed.input_names, transformed.parameters)}
+        report("pre/post-processing split")
         prepost = split_pre_post_processing(transformed)
+        report("legacy conversion")
         network = convert_to_legacy(transformed)
+        report("legacy passes")
         legacy_log = run_legacy_passes(network, dump_dir=dump_dir)
+        report("legacy to model")
         executable = legacy_to_model(network)
     device = device.upper()
     if device == "AUTO":
         device = os.environ.get("NETPASS_DEVICE", "AUTO").upper()
     runtime = None
+    report("runtime program")
     if device != "REFERENCE":
         from .runtime import compile_program
         runtime = compile_program(executable, device=device, config=cfg)
+    report("done")
     return CompiledModel(original, transformed, prepost, network, executable, runtime, device,
                          legacy_log, input_types)

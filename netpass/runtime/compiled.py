@@ -7,6 +7,7 @@ from typing import Any, Hashable, Mapping
 import numpy as np
 
 from ..core.feeds import FeedSpec, check_feeds
+from ..core.gc_pause import gc_paused
 from ..core.types import Type
 from ..errors import NetpassError, system_errors_as_netpass
 from ..ops.state import VariableInfo
@@ -243,7 +244,9 @@ def compile_program(model_or_program: Any, device: str = "AUTO",
     if not isinstance(model_or_program, Program) and not hasattr(model_or_program, "get_ordered_ops"):
         raise NetpassError(f"compile_program expects a Model or a Program, got "
                            f"{type(model_or_program).__name__}")
-    with system_errors_as_netpass(f"compiling the runtime program for {name}"):
+    # (the collector paused: each collection would rescan the growing program, which makes
+    # building a large one super-linear; see core.gc_pause)
+    with system_errors_as_netpass(f"compiling the runtime program for {name}"), gc_paused():
         if isinstance(model_or_program, Program):
             program = model_or_program
         else:
