@@ -24,6 +24,7 @@ from .shape_infer import infer_host
 from .shape_predictor import ShapePredictor, parse_options
 
 DEFAULT_IMPLS_CACHE_CAPACITY = 300
+FREE_KERNELS_PER_KEY = 4  # kernel objects of closed requests kept per (node, launch, source)
 
 
 class RuntimeCompiledModel:
@@ -55,6 +56,7 @@ class RuntimeCompiledModel:
         self._constants: dict[int, Tensor] = {}
         self.desc_ids: dict = {}  # (kind, attrs, fused, dtypes) -> small int used in impl keys
         self.step_plans: dict = {}  # binding -> step_plan.StepPlan, or network.SEEN (met once)
+        self._free_kernels: dict = {}  # kernel key -> KernelHandles closed requests left
         self.use_step_plans = bool(cfg.get("STEP_PLANS", True))
         self.debug_checks = debug_checks(cfg)
         self.max_output_bytes = max_output_bytes(cfg)
@@ -118,6 +120,24 @@ class RuntimeCompiledModel:
             if len(table) >= limit:
                 table.clear()
             table[key] = value
+
+    def take_kernel(self, key: Hashable) -> Any:
+        """A kernel object (``launcher.KernelHandle``) for ``key`` that a closed request left,
+        now the caller's alone; None when there is none."""
+        with self.lock:
+            free = self._free_kernels.get(key)
+            return free.pop() if free else None
+
+    def give_back_kernels(self, kernels: Mapping[Hashable, Any]) -> None:
+        """A closing request's kernel objects, for the next requests (at most
+        FREE_KERNELS_PER_KEY kept per key). Their arguments are forgotten: the buffers they
+        name belong to the request that is going."""
+        with self.lock:
+            for key, h in kernels.items():
+                free = self._free_kernels.setdefault(key, [])
+                if len(free) < FREE_KERNELS_PER_KEY:
+                    h.bufs = h.ints = None
+                    free.append(h)
 
     def symbolic_check_passed(self, binding_key: tuple) -> None:
         with self.lock:

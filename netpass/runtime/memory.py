@@ -80,15 +80,17 @@ class Lifetime:
         span = self.spans.get(uid)  # type: ignore[call-overload]
         return span is not None and uid != self.key and span[0] <= self.last and self.first <= span[1]
 
+    def overlaps_any(self, uids: Iterable[int]) -> bool:
+        """Whether one of ``uids`` is in here (``in`` for each, in one loop)."""
+        spans, key, first, last = self.spans, self.key, self.first, self.last
+        for uid in uids:
+            span = spans.get(uid)
+            if span is not None and uid != key and span[0] <= last and first <= span[1]:
+                return True
+        return False
+
     def __iter__(self):
         return (uid for uid in self.spans if uid in self)
-
-
-def _conflicts(users: set[int], restrict) -> bool:
-    """Whether a record's current users include one of the requester's restrictions."""
-    if isinstance(restrict, (set, frozenset)):
-        return not users.isdisjoint(restrict)
-    return any(u in restrict for u in users)
 
 
 class MemoryPool:
@@ -113,15 +115,20 @@ class MemoryPool:
     def get_memory(self, nbytes: int, user: int, restrictions: Iterable[int] = (),
                    is_dynamic: bool = False) -> tuple[Allocation, bool]:
         """An allocation of at least ``nbytes`` for ``user``; the flag says it was reused."""
-        restrict = restrictions if isinstance(restrictions, (set, frozenset, Lifetime)) else set(restrictions)
-        start = bisect.bisect_left(self._keys, nbytes)
-        for i in range(start, len(self._records)):  # smallest fitting record first
-            rec = self._records[i]
-            if user in rec.users or _conflicts(rec.users, restrict):
-                continue
+        if type(restrictions) is Lifetime:
+            conflicts = restrictions.overlaps_any
+        else:
+            restrict = restrictions if isinstance(restrictions, (set, frozenset)) else set(restrictions)
+            conflicts = lambda users: not users.isdisjoint(restrict)  # noqa: E731
+        records = self._records
+        for i in range(bisect.bisect_left(self._keys, nbytes), len(records)):  # smallest first
+            rec = records[i]
             if is_dynamic and not nbytes > 0.5 * rec.nbytes:
+                break  # (records are sorted by size: every later one is larger still)
+            users = rec.users
+            if users and (user in users or conflicts(users)):
                 continue
-            rec.users.add(user)
+            users.add(user)
             self.hits += 1
             return rec, True
         rec = self._allocate(nbytes)

@@ -593,22 +593,30 @@ class PrimitiveInst:
         if kernels is None:
             if len(self.kernels_of) >= KERNEL_LISTS:
                 self.kernels_of.clear()
-            kernels = self.kernels_of[impl] = [self._kernel(slot, ln)
-                                               for slot, ln in enumerate(impl.launches)]
+            objs, index = self.net.kernel_objects, self.node.index
+            kernels = []
+            for slot, ln in enumerate(impl.launches):
+                h = objs.get((index, slot, ln.source.text))
+                kernels.append(h if h is not None else self._kernel(slot, ln))
+            self.kernels_of[impl] = kernels
         return kernels
 
     def _kernel(self, slot: int, ln: I.Launch) -> KernelHandle:
         """The kernel of this primitive's launch ``slot`` running ``ln``'s source. Each request
         has its own (a kernel's arguments are state: ``clSetKernelArg`` on a kernel shared by
-        two threads is a race), made from the engine's built program; its handle knows the
-        arguments last set on it."""
+        two threads is a race): one a request before it left behind (``RuntimeCompiledModel.
+        take_kernel``: making one costs about 0.25 ms in pyopencl on PoCL), else a new one from
+        the engine's built program; its handle knows the arguments last set on it."""
         net = self.net
         objs = net.kernel_objects
         key = (self.node.index, slot, ln.source.text)
         h = objs.get(key)
         if h is None:
-            kern = net.engine.cl.Kernel(net.engine.build(ln.source.text, net.stats), ln.source.name)
-            h = objs[key] = KernelHandle(kern)
+            h = net.compiled.take_kernel(key)
+            if h is None:
+                kern = net.engine.cl.Kernel(net.engine.build(ln.source.text, net.stats), ln.source.name)
+                h = KernelHandle(kern)
+            objs[key] = h
         return h
 
     def update_weights(self) -> None:
@@ -990,6 +998,8 @@ class Network:
             inst.net = None
         self.pool = None
         self.state = None
+        self.compiled.give_back_kernels(self.kernel_objects)
+        self.kernel_objects = {}
 
     # -- memory -----------------------------------------------------------------------------------
     def count_alloc(self, alloc) -> None:

@@ -241,7 +241,8 @@ class StepPlan:
                 new_impl = impl is not inst.impl
                 if new_impl:  # (the per-primitive path's _set_impl, without its flag)
                     inst.impl = impl
-                    inst.kernels = inst.kernels_for(impl)
+                    kernels = inst.kernels_of.get(impl)
+                    inst.kernels = kernels if kernels is not None else inst.kernels_for(impl)
                     if e.weights:
                         inst.update_weights()
                 cur = inst.out_shapes

@@ -1,0 +1,50 @@
+"""What infer requests of one compiled model own: kernel objects (handed on to later requests
+once a request is gone, never shared by two live ones), command queues, weights caches."""
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+
+import netpass
+from netpass.runtime import compile_program
+from netpass.runtime.models import gpt_decoder
+from netpass.testing import RUNTIME_DEVICE
+
+
+def _feeds(rng, n):
+    return {"ids": rng.integers(0, 64, (1, n)).astype(np.int64)}
+
+
+def _run(req, model, rng, lengths):
+    for n in lengths:
+        feeds = _feeds(rng, n)
+        out = req.infer(feeds)["logits"]
+        np.testing.assert_allclose(out, netpass.reference.infer(model, feeds)["logits"], rtol=1e-4, atol=1e-5)
+
+
+def test_live_requests_share_no_kernel_object_or_queue(rng):
+    model = gpt_decoder(64, 2, 32, 2, 64)
+    cm = compile_program(model, RUNTIME_DEVICE)
+    a, b = cm.create_infer_request(), cm.create_infer_request()
+    _run(a, model, rng, [1, 2, 3, 3])
+    _run(b, model, rng, [3, 2, 1, 3])
+    ka = {id(h.kernel) for h in a.network.kernel_objects.values()}
+    kb = {id(h.kernel) for h in b.network.kernel_objects.values()}
+    assert ka and kb and not ka & kb
+    assert a.network.queue is not b.network.queue
+
+
+def test_a_gone_request_hands_its_kernels_on_without_its_arguments(rng):
+    model = gpt_decoder(64, 2, 32, 2, 64)
+    cm = compile_program(model, RUNTIME_DEVICE)
+    a = cm.create_infer_request()
+    _run(a, model, rng, [1, 2, 3, 3])
+    kernels = {id(h) for h in a.network.kernel_objects.values()}
+    del a
+    gc.collect()
+    free = [h for lst in cm._free_kernels.values() for h in lst]
+    assert {id(h) for h in free} == kernels and all(h.bufs is None and h.ints is None for h in free)
+    c = cm.create_infer_request()
+    _run(c, model, rng, [3, 1, 2])  # replays plans with the handed-on kernels
+    assert {id(h) for h in c.network.kernel_objects.values()} <= kernels
