@@ -50,6 +50,9 @@ class Node:
     ATTRS: ClassVar[dict[str, Any]] = {}
     # Ops whose outputs may be computed at compile time when all inputs are known.
     FOLDABLE: ClassVar[bool] = True
+    # Ops whose output shapes depend on input values (NonZero, Unique): shape inference bounds
+    # them, the runtime computes them on the host before sizing what follows.
+    DATA_DEPENDENT_SHAPE: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -18,6 +18,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from ..core.dimension import Dimension, Symbol
+from ..core.node import OP_TYPES
 from ..core.shape import PartialShape
 from ..errors import NetpassError, UnsupportedTypeError
 from . import impls as I
@@ -38,8 +39,16 @@ SHAPE_INFER_DEPS: dict[str, tuple[int, ...]] = {
     "ConstantOfShape": (0,), "CumSum": (), "Roll": (1, 2), "Reverse": (1,), "NormalizeL2": (1,),
     "Expand": (1,),
 }
-# Ops whose output shape depends on input data: computed on the host (value needed anyway).
-DYNAMIC_OUTPUT_KINDS = {"NonZero", "Unique", "NonMaxSuppression"}
+class _DataDependentKinds:
+    """Kinds whose output shape depends on input data (their op class sets
+    ``DATA_DEPENDENT_SHAPE``): computed on the host (the value is needed anyway)."""
+
+    def __contains__(self, kind: object) -> bool:
+        cls = OP_TYPES.get(kind) if isinstance(kind, str) else None
+        return cls is not None and cls.DATA_DEPENDENT_SHAPE
+
+
+DYNAMIC_OUTPUT_KINDS = _DataDependentKinds()
 SHAPE_OF_KINDS = {"ShapeOf"}
 # Constants larger than this keep a node out of shape_of sub-graphs (it computes data, not shapes).
 SHAPE_OF_CONST_LIMIT = 64
