@@ -26,5 +26,6 @@ from .ops.quantization import *  # noqa: F401,F403
 from .ops.random import *  # noqa: F401,F403
 from .ops.recurrent import *  # noqa: F401,F403
 from .ops.reduction import *  # noqa: F401,F403
+from .ops.sets import *  # noqa: F401,F403
 from .ops.shape_ops import *  # noqa: F401,F403
 from .ops.state import *  # noqa: F401,F403

@@ -10,7 +10,7 @@ from . import (convolution, elementwise, gna, indexing, interpolate, io, legacy,
                state)
 # families added for ONNX coverage
 from . import (argminmax, attention, bitwise, cumulative, hardmax, loss,  # noqa: F401
-               quantization, random)
+               quantization, random, sets)
 from .base import (ArithmeticReductionKeepDims, BinaryElementwiseArithmetic,  # noqa: F401
                    BinaryElementwiseComparison, BinaryElementwiseLogical,
                    LogicalReductionKeepDims, UnaryElementwiseArithmetic)
