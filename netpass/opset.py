@@ -16,7 +16,9 @@ from .ops.indexing import *  # noqa: F401,F403
 from .ops.interpolate import *  # noqa: F401,F403
 from .ops.io import *  # noqa: F401,F403
 from .ops.legacy import *  # noqa: F401,F403
+from .ops.linalg import *  # noqa: F401,F403
 from .ops.loss import *  # noqa: F401,F403
+from .ops.lrn import *  # noqa: F401,F403
 from .ops.matmul import *  # noqa: F401,F403
 from .ops.movement import *  # noqa: F401,F403
 from .ops.normalization import *  # noqa: F401,F403

@@ -20,6 +20,7 @@ from .activations import (  # noqa: F401
 from .arithmetic import (  # noqa: F401
     Add, Divide, FloorMod, Maximum, Minimum, Mod, Multiply, Power, SquaredDifference, Subtract, add,
     divide, floor_mod, maximum, minimum, mod, multiply, power, squared_difference, subtract)
+from .bitcast import BitCast, bitcast  # noqa: F401
 from .common import const_like  # noqa: F401
 from .convert import Convert, ConvertLike, convert, convert_like, onnx_element_type  # noqa: F401
 from .logical import (  # noqa: F401
@@ -43,4 +44,4 @@ __all__ = ["add", "subtract", "multiply", "divide", "power", "maximum", "minimum
            "erf", "gelu", "clamp", "elu", "softplus", "swish", "hswish", "hsigmoid", "hard_sigmoid",
            "selu", "softsign", "floor", "ceiling", "round", "sign", "sin", "cos", "tan", "asin",
            "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "mish", "is_nan", "is_inf",
-           "convert", "convert_like"]
+           "convert", "convert_like", "bitcast"]

@@ -296,6 +296,15 @@ def _import_hard_sigmoid(ctx):
                         const_like(ctx.attr("beta", 0.5), x)])
 
 
+@onnx_rule("SwiGLU", since=28)
+def _import_swiglu(ctx):
+    """``Swish_alpha(A) * B``: the gated activation of Llama-style MLPs."""
+    a, b = ctx.inputs[:2]
+    alpha = ctx.attr("alpha", 1.0)
+    gate = Swish([a]) if alpha == 1.0 else Swish([a, const_like(alpha, a)])
+    return Multiply([gate.output(0), b])
+
+
 @onnx_rule("Swish")
 def _import_swish(ctx):
     x = ctx.inputs[0]

@@ -10,9 +10,10 @@ from __future__ import annotations
 from .gather import (  # noqa: F401
     Gather, GatherElements, GatherND, gather, gather_elements, gather_nd)
 from .one_hot import OneHot, OneHot16, one_hot  # noqa: F401
+from .tensor_scatter import TensorScatter, tensor_scatter  # noqa: F401
 from .scatter import (  # noqa: F401
     ScatterElementsUpdate, ScatterNDUpdate, ScatterNDUpdate15, ScatterUpdate,
     scatter_elements_update, scatter_nd_update, scatter_update)
 
 __all__ = ["gather", "gather_elements", "gather_nd", "scatter_update", "scatter_elements_update",
-           "scatter_nd_update", "one_hot"]
+           "scatter_nd_update", "one_hot", "tensor_scatter"]

@@ -14,14 +14,16 @@ from __future__ import annotations
 
 # Classes and factories; ``__all__`` lists the factories (``netpass.opset`` takes them).
 from .broadcast import Broadcast, Tile, broadcast, tile  # noqa: F401
+from .center_crop_pad import CenterCropPad, center_crop_pad  # noqa: F401
 from .concat import Concat, concat  # noqa: F401
 from .depth_space import DepthToSpace, SpaceToDepth, depth_to_space, space_to_depth  # noqa: F401
 from .reshape import Reshape, Squeeze, Unsqueeze, reshape, squeeze, unsqueeze  # noqa: F401
 from .reverse import Reverse, reverse  # noqa: F401
+from .reverse_sequence import ReverseSequence, reverse_sequence  # noqa: F401
 from .slice import Slice, StridedSlice, slice, strided_slice  # noqa: F401
 from .split import Split, VariadicSplit, split, variadic_split  # noqa: F401
 from .transpose import Transpose, transpose  # noqa: F401
 
 __all__ = ["reshape", "squeeze", "unsqueeze", "transpose", "concat", "split", "variadic_split",
            "slice", "strided_slice", "broadcast", "tile", "reverse", "depth_to_space",
-           "space_to_depth"]
+           "space_to_depth", "center_crop_pad", "reverse_sequence"]
