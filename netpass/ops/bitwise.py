@@ -16,6 +16,7 @@ import numpy as np
 from ..core.node import Node
 from ..core.types import Type, boolean
 from .base import BinaryElementwiseArithmetic, set_name, to_output
+from .elementwise.common import binary_factory_doc
 from .registry import export_error, onnx_export, onnx_rule
 
 __all__ = ["bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_left_shift",
@@ -40,18 +41,24 @@ class _BitwiseBinary(BinaryElementwiseArithmetic):
 
 
 class BitwiseAnd(_BitwiseBinary):
+    """a & b (integer or boolean inputs)."""
+
     type_name = "BitwiseAnd"
     commutative = True
     fn = staticmethod(np.bitwise_and)
 
 
 class BitwiseOr(_BitwiseBinary):
+    """a | b (integer or boolean inputs)."""
+
     type_name = "BitwiseOr"
     commutative = True
     fn = staticmethod(np.bitwise_or)
 
 
 class BitwiseXor(_BitwiseBinary):
+    """a ^ b (integer or boolean inputs)."""
+
     type_name = "BitwiseXor"
     commutative = True
     fn = staticmethod(np.bitwise_xor)
@@ -88,6 +95,8 @@ class BitwiseRightShift(_BitwiseBinary):
 
 
 class BitwiseNot(Node):
+    """~x for integers, logical not for booleans."""
+
     type_name = "BitwiseNot"
     version = "opset13"
 
@@ -108,7 +117,7 @@ def _factory(cls: type) -> Callable:
         return set_name(cls([to_output(left_node), to_output(right_node)],
                             auto_broadcast=auto_broadcast.lower()), name)
     factory.__name__ = cls.type_name
-    factory.__doc__ = f"{cls.type_name}(left, right) with numpy broadcasting."
+    factory.__doc__ = binary_factory_doc(cls)
     return factory
 
 
@@ -120,6 +129,7 @@ bitwise_right_shift = _factory(BitwiseRightShift)
 
 
 def bitwise_not(node: Any, name: str | None = None) -> Node:
+    """BitwiseNot-13: ``~x`` for integer ``node``, logical not for boolean."""
     return set_name(BitwiseNot([to_output(node)]), name)
 
 

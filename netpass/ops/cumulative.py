@@ -27,6 +27,9 @@ class CumProd(CumSum):
 
 def cumprod(arg: Any, axis: Any, exclusive: bool = False, reverse: bool = False,
             name: str | None = None) -> Node:
+    """CumProd (ONNX CumProd): running product of ``arg`` along ``axis`` (an int or a scalar graph
+    value); ``exclusive`` leaves each element out of its own product (the first is 1),
+    ``reverse`` runs from the end."""
     axis = to_output(axis) if not isinstance(axis, int) else i64_operand(axis)
     return set_name(CumProd([to_output(arg), axis], exclusive=exclusive, reverse=reverse), name)
 

@@ -157,6 +157,9 @@ def _ints(v: Any) -> list[int]:
 def gna_convolution(data: Any, filters: Any, strides: Any, pads_begin: Any, pads_end: Any,
                     dilations: Any, auto_pad: str = "explicit", bias: Any = None,
                     activation: str = "NO_ACTIVATION", name: str | None = None) -> Node:
+    """GNAConvolution (GNA-specific, made by ReplaceGnaNHWCLayers): a convolution on NHWC ``data``
+    ``[N, *spatial, C]`` with ``filters`` ``[C_out, *kernel, C_in]``, optional ``bias`` and a fused
+    ``activation``; attributes as :func:`convolution`."""
     inputs = [to_output(data), to_output(filters)]
     if bias is not None:
         inputs.append(to_output(bias))
@@ -169,6 +172,8 @@ def gna_convolution(data: Any, filters: Any, strides: Any, pads_begin: Any, pads
 def gna_max_pool(data: Any, strides: Any, pads_begin: Any, pads_end: Any, kernel_shape: Any,
                  rounding_type: str = "floor", auto_pad: str | None = None,
                  name: str | None = None) -> Node:
+    """GNAMaxPool (GNA-specific, made by ReplaceGnaNHWCLayers): max pooling on NHWC ``data``;
+    attributes as :func:`max_pool` without dilations."""
     return set_name(GNAMaxPool([to_output(data)], strides=_ints(strides),
                                pads_begin=_ints(pads_begin), pads_end=_ints(pads_end),
                                kernel=_ints(kernel_shape), rounding_type=rounding_type.lower(),

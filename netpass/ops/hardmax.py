@@ -50,6 +50,7 @@ def _hardmax_last(x: np.ndarray) -> np.ndarray:
 
 
 def hardmax(data: Any, axis: int = -1, name: str | None = None) -> Node:
+    """Hardmax (ONNX): 1 at the first maximum along ``axis``, 0 elsewhere."""
     return set_name(Hardmax([to_output(data)], axis=int(axis)), name)
 
 

@@ -17,6 +17,9 @@ __all__ = ["parameter", "constant", "result"]
 
 
 def parameter(shape: ShapeLike, dtype: Any = f32, name: str | None = None) -> Parameter:
+    """A model input (Parameter-1) of partial ``shape`` (ints, -1 or ``(lo, hi)`` intervals,
+    Dimensions, or a PartialShape) and element type ``dtype``; ``name`` becomes its friendly name
+    and tensor name, which is the model's input name."""
     p = Parameter([], shape=PartialShape(shape), element_type=Type.of(dtype))
     if name:
         p.friendly_name = name
@@ -25,6 +28,9 @@ def parameter(shape: ShapeLike, dtype: Any = f32, name: str | None = None) -> Pa
 
 
 def constant(value: Any, dtype: Any = None, name: str | None = None) -> Constant:
+    """Constant-1 holding ``value`` (a python value or numpy array) as ``dtype`` (an element type,
+    numpy dtype or name such as "i64"); without ``dtype`` the array's own type is kept, except
+    that float64 becomes f32 (as OpenVINO's Python API does)."""
     arr = np.asarray(value)
     if dtype is None and arr.dtype == np.float64:
         arr = arr.astype(np.float32)
@@ -32,6 +38,8 @@ def constant(value: Any, dtype: Any = None, name: str | None = None) -> Constant
 
 
 def result(data: Any, name: str | None = None) -> Result:
+    """A model output (Result-1) returning ``data``; ``name`` sets its friendly name, which is then
+    the model's output name (otherwise the value's tensor name, or its producer's name)."""
     return set_name(Result([to_output(data)]), name)
 
 

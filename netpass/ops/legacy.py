@@ -202,31 +202,43 @@ def _ints(v: Any) -> list[int]:
 
 
 def crop_ie(data: Any, axes: Any, dim: Any, offset: Any, name: str | None = None) -> Node:
+    """CropIE (legacy, made by transformations for GNA): along each of ``axes``, ``dim[i]``
+    elements of ``data`` starting at ``offset[i]``; other dims are kept."""
     return set_name(CropIE([to_output(data)], axes=_ints(axes), dim=_ints(dim),
                            offset=_ints(offset)), name)
 
 
 def power_ie(data: Any, power: float = 1.0, scale: float = 1.0, shift: float = 0.0,
              name: str | None = None) -> Node:
+    """PowerIE (legacy, made by transformations): ``(scale * data + shift) ** power``."""
     return set_name(PowerIE([to_output(data)], power=float(power), scale=float(scale),
                             shift=float(shift)), name)
 
 
 def scale_shift_ie(data: Any, weights: Any, bias: Any, name: str | None = None) -> Node:
+    """ScaleShiftIE (legacy, made by transformations): ``data * weights + bias`` with per-channel
+    (dim 1) ``weights`` and ``bias``."""
     return set_name(ScaleShiftIE([to_output(data), to_output(weights), to_output(bias)]), name)
 
 
 def fully_connected(data: Any, weights: Any, bias: Any, out_size: int | None = None,
                     name: str | None = None) -> Node:
+    """FullyConnected (legacy, made by transformations for GNA and the runtime): ``data @
+    weights.T + bias`` with ``data`` ``[..., K]``, ``weights`` ``[N, K]`` and ``bias`` ``[N]``;
+    ``out_size`` is N (0: read from ``weights``)."""
     return set_name(FullyConnected([to_output(data), to_output(weights), to_output(bias)],
                                    out_size=int(out_size or 0)), name)
 
 
 def eltwise(data_a: Any, data_b: Any, operation: str = "sum", name: str | None = None) -> Node:
+    """Eltwise (legacy, made by transformations): ``operation`` ("sum", "sub", "prod", "div",
+    "max" or "min") of ``data_a`` and ``data_b``, broadcast numpy-style."""
     return set_name(Eltwise([to_output(data_a), to_output(data_b)], operation=operation), name)
 
 
 def relu_ie(data: Any, negative_slope: float = 0.0, name: str | None = None) -> Node:
+    """ReLUIE (legacy, made by transformations): leaky ReLU, ``x if x > 0 else negative_slope *
+    x``."""
     return set_name(ReLUIE([to_output(data)], negative_slope=float(negative_slope)), name)
 
 

@@ -122,6 +122,9 @@ def _inputs(data: Any, target: Any, weight: Any) -> list[Output]:
 def negative_log_likelihood_loss(data: Any, target: Any, weight: Any = None,
                                  reduction: str = "mean", ignore_index: int | None = None,
                                  name: str | None = None) -> Node:
+    """NegativeLogLikelihoodLoss (ONNX): ``-data[n, target[n], ...]`` (times ``weight[target]``
+    when given), entries equal to ``ignore_index`` left out, reduced by ``reduction`` ("mean",
+    "sum" or "none")."""
     return set_name(NegativeLogLikelihoodLoss(_inputs(data, target, weight),
                                               reduction=reduction, ignore_index=ignore_index),
                     name)
@@ -130,6 +133,9 @@ def negative_log_likelihood_loss(data: Any, target: Any, weight: Any = None,
 def softmax_cross_entropy_loss(scores: Any, labels: Any, weight: Any = None,
                                reduction: str = "mean", ignore_index: int | None = None,
                                name: str | None = None) -> Node:
+    """SoftmaxCrossEntropyLoss (ONNX): the negative log-likelihood of ``labels`` under
+    ``softmax(scores)`` along dim 1, weighted by ``weight``, ``ignore_index`` left out, reduced by
+    ``reduction``; second output: the log-probabilities."""
     return set_name(SoftmaxCrossEntropyLoss(_inputs(scores, labels, weight),
                                             reduction=reduction, ignore_index=ignore_index),
                     name)

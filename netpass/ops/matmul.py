@@ -202,11 +202,16 @@ class Einsum(Node):
 # -- factories -------------------------------------------------------------------------------
 def matmul(data_a: Any, data_b: Any, transpose_a: bool, transpose_b: bool,
            name: str | None = None) -> Node:
+    """MatMul-1: ``data_a @ data_b`` with numpy's rules (1-D operands are promoted and the added
+    dim removed, batch dims broadcast); ``transpose_a`` / ``transpose_b`` swap the last two dims
+    of an operand first."""
     return set_name(MatMul([to_output(data_a), to_output(data_b)], transpose_a=bool(transpose_a),
                            transpose_b=bool(transpose_b)), name)
 
 
 def einsum(inputs: Sequence[Any], equation: str, name: str | None = None) -> Node:
+    """Einsum-7: the Einstein summation ``equation`` (e.g. "ij,jk->ik", with "..." for broadcast
+    dims) over ``inputs``."""
     return set_name(Einsum([to_output(v) for v in inputs], equation=equation), name)
 
 

@@ -239,15 +239,21 @@ def _axes_value(axes: Any) -> Output:
 
 
 def softmax(data: Any, axis: int, name: str | None = None) -> Node:
+    """Softmax-8: ``exp(x) / sum(exp(x))`` along ``axis`` (negative from the end), computed
+    stably."""
     return set_name(Softmax([to_output(data)], axis=int(axis)), name)
 
 
 def log_softmax(data: Any, axis: int, name: str | None = None) -> Node:
+    """LogSoftmax-5: ``x - log(sum(exp(x)))`` along ``axis``, computed stably."""
     return set_name(LogSoftmax([to_output(data)], axis=int(axis)), name)
 
 
 def mvn(data: Any, axes: Any, normalize_variance: bool, eps: float, eps_mode: str,
         name: str | None = None) -> Node:
+    """MVN-6: ``data`` minus its mean over ``axes``, divided by the standard deviation when
+    ``normalize_variance``; ``eps`` is added inside the square root (``eps_mode``
+    "inside_sqrt") or to it ("outside_sqrt")."""
     return set_name(MVN([to_output(data), _axes_value(axes)],
                         normalize_variance=bool(normalize_variance), eps=float(eps),
                         eps_mode=eps_mode.upper()), name)
@@ -255,6 +261,9 @@ def mvn(data: Any, axes: Any, normalize_variance: bool, eps: float, eps_mode: st
 
 def batch_norm_inference(data: Any, gamma: Any, beta: Any, mean: Any, variance: Any,
                          epsilon: float, name: str | None = None) -> Node:
+    """BatchNormInference-5: ``gamma * (data - mean) / sqrt(variance + epsilon) + beta``
+    with the per-channel vectors (``[C]``, python values allowed) applied along dim 1 of
+    ``data``."""
     x = to_output(data)
     rest = [to_output(v) if isinstance(v, (Node, Output)) else const_like(v, x)
             for v in (gamma, beta, mean, variance)]
@@ -263,6 +272,9 @@ def batch_norm_inference(data: Any, gamma: Any, beta: Any, mean: Any, variance: 
 
 def group_normalization(data: Any, scale: Any, bias: Any, num_groups: int, epsilon: float,
                         name: str | None = None) -> Node:
+    """GroupNormalization-12: ``data`` ``[N, C, ...]`` normalized over each of ``num_groups``
+    channel groups (mean and variance per sample and group, ``epsilon`` added to the variance),
+    then ``* scale + bias`` per channel (``[C]``)."""
     x = to_output(data)
     sb = [to_output(v) if isinstance(v, (Node, Output)) else const_like(v, x)
           for v in (scale, bias)]
@@ -272,6 +284,8 @@ def group_normalization(data: Any, scale: Any, bias: Any, num_groups: int, epsil
 
 def normalize_l2(data: Any, axes: Any, eps: float, eps_mode: str,
                  name: str | None = None) -> Node:
+    """NormalizeL2-1: ``data`` divided by the L2 norm over ``axes``; ``eps`` is added to
+    (``eps_mode`` "add") or is the lower bound of ("max") the sum of squares."""
     return set_name(NormalizeL2([to_output(data), _axes_value(axes)], eps=float(eps),
                                 eps_mode=eps_mode.lower()), name)
 

@@ -116,6 +116,9 @@ class Pad(Node):
 
 def pad(arg: Any, pads_begin: Any, pads_end: Any, pad_mode: str, arg_pad_value: Any = None,
         name: str | None = None) -> Node:
+    """Pad-12: ``arg`` padded by ``pads_begin`` / ``pads_end`` per dim (negative values crop);
+    ``pad_mode`` "constant" (with ``arg_pad_value``, default 0), "edge", "reflect" or
+    "symmetric"."""
     x = to_output(arg)
     inputs = [x, i64_operand(pads_begin), i64_operand(pads_end)]
     if arg_pad_value is not None:

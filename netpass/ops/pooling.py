@@ -202,6 +202,11 @@ def _ints(v: Any) -> list[int]:
 def max_pool(data: Any, strides: Any, dilations: Any, pads_begin: Any, pads_end: Any,
              kernel_shape: Any, rounding_type: str = "floor", auto_pad: str | None = None,
              index_element_type: Any = "i64", axis: int = 0, name: str | None = None) -> Node:
+    """MaxPool-8 over the spatial dims of ``data`` (``[N, C, *spatial]``): windows of
+    ``kernel_shape`` with ``dilations``, moved by ``strides``, padded by ``pads_begin`` /
+    ``pads_end``; ``rounding_type`` and ``auto_pad`` as :func:`avg_pool`. Two outputs: the maxima,
+    and each maximum's flat index (counted over the dims from ``axis`` on) as
+    ``index_element_type``."""
     return set_name(MaxPool([to_output(data)], strides=_ints(strides), dilations=_ints(dilations),
                             pads_begin=_ints(pads_begin), pads_end=_ints(pads_end),
                             kernel=_ints(kernel_shape), rounding_type=rounding_type.lower(),
@@ -212,6 +217,11 @@ def max_pool(data: Any, strides: Any, dilations: Any, pads_begin: Any, pads_end:
 def avg_pool(data: Any, strides: Any, pads_begin: Any, pads_end: Any, kernel_shape: Any,
              exclude_pad: bool, rounding_type: str = "floor", auto_pad: str | None = None,
              name: str | None = None) -> Node:
+    """AvgPool-1 over the spatial dims of ``data`` (``[N, C, *spatial]``): windows of
+    ``kernel_shape`` moved by ``strides``, ``pads_begin`` / ``pads_end`` padding per spatial dim;
+    ``exclude_pad`` leaves the padding out of each window's divisor. ``rounding_type`` ("floor" or
+    "ceil") rounds the output size; ``auto_pad`` ("explicit", "valid", "same_upper",
+    "same_lower") overrides the pads."""
     attrs = {"strides": _ints(strides), "pads_begin": _ints(pads_begin),
              "pads_end": _ints(pads_end), "kernel": _ints(kernel_shape),
              "exclude-pad": bool(exclude_pad), "rounding_type": rounding_type.lower(),

@@ -181,6 +181,10 @@ class DynamicQuantizeLinear(Node):
 def quantize_linear(x: Any, scale: Any, zero_point: Any = None, axis: int = 1,
                     block_size: int = 0, saturate: bool = True, output_type: Any = None,
                     precision: Any = None, name: str | None = None) -> Node:
+    """QuantizeLinear (ONNX): ``saturate(round(x / scale) + zero_point)`` to ``output_type``
+    (default: the type of ``zero_point``, else u8); ``scale`` and ``zero_point`` are per tensor, per
+    ``axis`` or in blocks of ``block_size`` along it; ``saturate`` applies to float8 targets;
+    ``precision`` is the type the division is done in."""
     ins = [to_output(x), to_output(scale)] + ([to_output(zero_point)] if zero_point is not None
                                               else [])
     return set_name(QuantizeLinear(ins, axis=axis, block_size=block_size, saturate=saturate,
@@ -190,6 +194,9 @@ def quantize_linear(x: Any, scale: Any, zero_point: Any = None, axis: int = 1,
 def dequantize_linear(x: Any, scale: Any, zero_point: Any = None, axis: int = 1,
                       block_size: int = 0, output_type: Any = None,
                       name: str | None = None) -> Node:
+    """DequantizeLinear (ONNX): ``(x - zero_point) * scale``. ``scale`` (and ``zero_point``,
+    default 0) is a scalar (per tensor), a vector along ``axis`` (per axis), or blocks of
+    ``block_size`` along ``axis``; ``output_type`` (default: the type of ``scale``)."""
     ins = [to_output(x), to_output(scale)] + ([to_output(zero_point)] if zero_point is not None
                                               else [])
     return set_name(DequantizeLinear(ins, axis=axis, block_size=block_size,
@@ -197,6 +204,8 @@ def dequantize_linear(x: Any, scale: Any, zero_point: Any = None, axis: int = 1,
 
 
 def dynamic_quantize_linear(x: Any, name: str | None = None) -> Node:
+    """DynamicQuantizeLinear (ONNX): quantizes float ``x`` to u8 with the scale and zero point
+    computed from its min and max (0 included); outputs (y, scale, zero_point)."""
     return set_name(DynamicQuantizeLinear([to_output(x)]), name)
 
 

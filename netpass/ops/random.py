@@ -106,6 +106,10 @@ class RandomUniformLike(Node):
 
 def dropout(data: Any, ratio: Any = None, training_mode: Any = None, seed: int | None = None,
             name: str | None = None) -> Node:
+    """Dropout (ONNX). At inference (``training_mode`` absent or false) the identity, with an
+    all-true mask as second output; in training mode elements are zeroed with probability
+    ``ratio`` (default 0.5) drawn with numpy's ``RandomState(seed)`` and the rest scaled by
+    ``1 / (1 - ratio)``."""
     inputs = [to_output(data)]
     if ratio is not None:
         inputs.append(to_output(ratio, data.element_type if isinstance(data, Output) else None))
@@ -116,11 +120,17 @@ def dropout(data: Any, ratio: Any = None, training_mode: Any = None, seed: int |
 
 def bernoulli(data: Any, element_type: Any = None, seed: float | None = None,
               name: str | None = None) -> Node:
+    """Bernoulli (ONNX): 1 with probability ``data`` (elementwise, in [0, 1]), else 0, drawn with
+    numpy's ``RandomState(seed)`` in C order; ``element_type`` of the result (default: that of
+    ``data``)."""
     return set_name(Bernoulli([to_output(data)], element_type=element_type, seed=seed), name)
 
 
 def random_uniform_like(data: Any, low: float = 0.0, high: float = 1.0, element_type: Any = None,
                         seed: float | None = None, name: str | None = None) -> Node:
+    """RandomUniformLike (ONNX): values uniform in ``[low, high)`` with the shape of ``data``,
+    drawn with numpy's ``RandomState(seed)`` in C order, of ``element_type`` (default: that of
+    ``data``)."""
     return set_name(RandomUniformLike([to_output(data)], element_type=element_type, low=low,
                                       high=high, seed=seed), name)
 

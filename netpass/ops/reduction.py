@@ -59,6 +59,8 @@ def _l2(x: np.ndarray, axis: tuple, keepdims: bool) -> np.ndarray:
 
 
 class ReduceSum(ArithmeticReductionKeepDims):
+    """Sum."""
+
     type_name = "ReduceSum"
     fn = staticmethod(np.sum)
 
@@ -71,16 +73,22 @@ class ReduceMean(ArithmeticReductionKeepDims):
 
 
 class ReduceMax(ArithmeticReductionKeepDims):
+    """Maximum."""
+
     type_name = "ReduceMax"
     fn = staticmethod(_max)
 
 
 class ReduceMin(ArithmeticReductionKeepDims):
+    """Minimum."""
+
     type_name = "ReduceMin"
     fn = staticmethod(_min)
 
 
 class ReduceProd(ArithmeticReductionKeepDims):
+    """Product."""
+
     type_name = "ReduceProd"
     fn = staticmethod(np.prod)
 
@@ -109,11 +117,15 @@ class _LogicalReduction(LogicalReductionKeepDims):
 
 
 class ReduceLogicalAnd(_LogicalReduction):
+    """True where all are true (boolean data)."""
+
     type_name = "ReduceLogicalAnd"
     fn = staticmethod(np.all)
 
 
 class ReduceLogicalOr(_LogicalReduction):
+    """True where any is true (boolean data)."""
+
     type_name = "ReduceLogicalOr"
     fn = staticmethod(np.any)
 
@@ -231,7 +243,10 @@ def _reduce_factory(cls: type) -> Callable:
         return set_name(cls([to_output(node), _axes(reduction_axes)], keep_dims=bool(keep_dims)),
                         name)
     factory.__name__ = cls.type_name
-    factory.__doc__ = f"{cls.type_name}(node, reduction_axes, keep_dims)."
+    what = (cls.__dict__.get("__doc__") or "").strip()
+    factory.__doc__ = (f"{cls.type_name}: {what} Reduces ``node`` over ``reduction_axes`` "
+                       "(ints, negative from the end, or a graph value); ``keep_dims`` keeps "
+                       "the reduced axes as 1s. ``name`` sets the friendly name.")
     return factory
 
 
@@ -248,6 +263,10 @@ reduce_logical_or = _reduce_factory(ReduceLogicalOr)
 
 def topk(data: Any, k: Any, axis: int, mode: str, sort: str, index_element_type: Any = i32,
          stable: bool = False, name: str | None = None) -> Node:
+    """TopK-11: the ``k`` largest (``mode`` "max") or smallest ("min") elements along ``axis``,
+    ordered by value (``sort`` "value"), by index ("index") or not ("none"); ``stable`` keeps
+    equal elements in input order. Outputs: values, and their indices as
+    ``index_element_type``."""
     return set_name(TopK([to_output(data), _i64(k)], axis=int(axis), mode=mode.lower(),
                          sort=sort.lower(), index_element_type=Type.of(index_element_type),
                          stable=stable), name)
@@ -255,6 +274,9 @@ def topk(data: Any, k: Any, axis: int, mode: str, sort: str, index_element_type:
 
 def cumsum(arg: Any, axis: Any, exclusive: bool = False, reverse: bool = False,
            name: str | None = None) -> Node:
+    """CumSum-3: running sum of ``arg`` along ``axis`` (an int or a scalar graph value);
+    ``exclusive`` leaves each element out of its own sum (the first is 0), ``reverse`` runs from the
+    end."""
     return set_name(CumSum([to_output(arg), _i64(axis)], exclusive=exclusive, reverse=reverse),
                     name)
 

@@ -119,11 +119,15 @@ class Range(Node):
 
 # -- factories ------------------------------------------------------------------------------
 def shape_of(data: Any, output_type: Any = "i64", name: str | None = None) -> Node:
+    """ShapeOf-3: the shape of ``data`` as a 1-D ``output_type`` tensor (i64 or i32); its known
+    dims stay known to shape inference downstream."""
     return set_name(ShapeOf([to_output(data)], output_type=Type.of(output_type)), name)
 
 
 def range(start: Any, stop: Any, step: Any, output_type: Any,  # noqa: A001
           name: str | None = None) -> Node:
+    """Range-4: ``start, start + step, ...`` below ``stop`` (above it for a negative step), as
+    ``output_type``; the three are scalars or scalar graph values."""
     return set_name(Range([to_output(start), to_output(stop), to_output(step)],
                           output_type=Type.of(output_type)), name)
 

@@ -161,6 +161,10 @@ def convolution_backprop_data(data: Any, filters: Any, strides: Any, output_shap
                               pads_begin: Any = None, pads_end: Any = None, dilations: Any = None,
                               auto_pad: str | None = None, output_padding: Any = None,
                               name: str | None = None) -> Node:
+    """ConvolutionBackpropData-1 (transposed convolution): ``data`` ``[N, C_in, *spatial]``,
+    ``filters`` ``[C_in, C_out, *kernel]``; ``strides``, ``pads_begin`` / ``pads_end`` (cropped
+    from the output), ``dilations``, ``output_padding`` per spatial dim; ``output_shape`` (the
+    spatial output size, optional) or ``auto_pad`` fix the output size instead of the pads."""
     return _backprop(ConvolutionBackpropData, data, filters, strides, output_shape, pads_begin,
                      pads_end, dilations, auto_pad, output_padding, name)
 
@@ -170,6 +174,8 @@ def group_convolution_backprop_data(data: Any, filters: Any, strides: Any,
                                     pads_end: Any = None, dilations: Any = None,
                                     auto_pad: str | None = None, output_padding: Any = None,
                                     name: str | None = None) -> Node:
+    """GroupConvolutionBackpropData-1: the grouped transposed convolution, ``filters`` ``[G,
+    C_in, C_out, *kernel]``; arguments as :func:`convolution_backprop_data`."""
     return _backprop(GroupConvolutionBackpropData, data, filters, strides, output_shape,
                      pads_begin, pads_end, dilations, auto_pad, output_padding, name)
 

@@ -96,6 +96,10 @@ class GroupConvolution(_ForwardConv):
 
 def convolution(data: Any, filters: Any, strides: Any, pads_begin: Any, pads_end: Any,
                 dilations: Any, auto_pad: str = "explicit", name: str | None = None) -> Node:
+    """Convolution-1: ``data`` ``[N, C_in, *spatial]`` convolved with ``filters`` ``[C_out, C_in,
+    *kernel]`` (cross-correlation, no bias). ``strides``, ``dilations``, ``pads_begin`` /
+    ``pads_end`` are per spatial dim; ``auto_pad`` ("explicit", "valid", "same_upper",
+    "same_lower") overrides the pads."""
     return set_name(Convolution([to_output(data), to_output(filters)],
                                 **_conv_attrs(strides, pads_begin, pads_end, dilations, auto_pad)),
                     name)
@@ -103,6 +107,9 @@ def convolution(data: Any, filters: Any, strides: Any, pads_begin: Any, pads_end
 
 def group_convolution(data: Any, filters: Any, strides: Any, pads_begin: Any, pads_end: Any,
                       dilations: Any, auto_pad: str = "explicit", name: str | None = None) -> Node:
+    """GroupConvolution-1: ``data`` ``[N, G * C_in, *spatial]`` split into G groups, each
+    convolved with its slice of ``filters`` ``[G, C_out, C_in, *kernel]``; attributes as
+    :func:`convolution`."""
     return set_name(GroupConvolution([to_output(data), to_output(filters)],
                                      **_conv_attrs(strides, pads_begin, pads_end, dilations,
                                                    auto_pad)), name)

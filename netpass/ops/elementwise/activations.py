@@ -210,34 +210,47 @@ mish = _unary_factory(Mish)
 
 
 def prelu(data: Any, slope: Any, name: str | None = None) -> Node:
+    """PRelu-1: ``x if x >= 0 else slope * x``. A 1-D ``slope`` as long as dim 1 of ``data`` (rank
+    >= 2) applies per channel, as OpenVINO does; any other slope broadcasts numpy-style."""
     x = to_output(data)
     return set_name(PRelu([x, _like(slope, x)]), name)
 
 
 def gelu(data: Any, approximation_mode: str = "erf", name: str | None = None) -> Node:
+    """Gelu-7: ``x * Phi(x)`` for every element of ``data``, exactly with the error function
+    (``approximation_mode`` "erf") or by the tanh approximation ("tanh")."""
     return set_name(Gelu([to_output(data)], approximation_mode=approximation_mode.upper()), name)
 
 
 def clamp(data: Any, min_value: float, max_value: float, name: str | None = None) -> Node:
+    """Clamp-1: every element of ``data`` clipped to ``[min_value, max_value]`` (for integer data
+    the bounds round inwards)."""
     return set_name(Clamp([to_output(data)], min=float(min_value), max=float(max_value)), name)
 
 
 def elu(data: Any, alpha: float, name: str | None = None) -> Node:
+    """Elu-1: ``x if x > 0 else alpha * (exp(x) - 1)`` for every element of ``data``."""
     return set_name(Elu([to_output(data)], alpha=float(alpha)), name)
 
 
 def swish(data: Any, beta: Any = None, name: str | None = None) -> Node:
+    """Swish-4: ``x * sigmoid(beta * x)`` for every element of ``data``; ``beta`` (a scalar or
+    scalar graph value) defaults to 1."""
     x = to_output(data)
     inputs = [x] if beta is None else [x, _like(beta, x)]
     return set_name(Swish(inputs), name)
 
 
 def hard_sigmoid(data: Any, alpha: Any, beta: Any, name: str | None = None) -> Node:
+    """HardSigmoid-1: ``max(0, min(1, alpha * x + beta))`` for every element of ``data``
+    (``alpha``, ``beta``: scalars or scalar graph values)."""
     x = to_output(data)
     return set_name(HardSigmoid([x, _like(alpha, x), _like(beta, x)]), name)
 
 
 def selu(data: Any, alpha: Any, lambda_value: Any, name: str | None = None) -> Node:
+    """Selu-1: ``lambda * (x if x > 0 else alpha * (exp(x) - 1))`` for every element of ``data``
+    (``alpha``, ``lambda_value``: scalars or scalar graph values)."""
     x = to_output(data)
     return set_name(Selu([x, _like(alpha, x), _like(lambda_value, x)]), name)
 

@@ -162,12 +162,16 @@ class Power(BinaryElementwiseArithmetic):
 
 
 class Maximum(BinaryElementwiseArithmetic):
+    """The larger of a and b."""
+
     type_name = "Maximum"
     commutative = True
     fn = staticmethod(np.maximum)
 
 
 class Minimum(BinaryElementwiseArithmetic):
+    """The smaller of a and b."""
+
     type_name = "Minimum"
     commutative = True
     fn = staticmethod(np.minimum)
@@ -214,7 +218,8 @@ mod = _binary_factory(Mod)
 
 def divide(left_node: Any, right_node: Any, auto_broadcast: str = "numpy",
            name: str | None = None, m_pythondiv: bool = True) -> Node:
-    """left / right; integer division floors when ``m_pythondiv`` else truncates."""
+    """Divide-1: ``left_node / right_node``, broadcast as :func:`add`; integer division floors
+    when ``m_pythondiv`` (OpenVINO's default) and truncates otherwise."""
     return set_name(Divide([to_output(left_node), to_output(right_node)],
                            auto_broadcast=auto_broadcast.lower(), m_pythondiv=m_pythondiv), name)
 

@@ -25,10 +25,27 @@ def _is_int(arr: np.ndarray) -> bool:
 
 
 def _unary(name: str, fn: Callable, doc: str = "") -> type:
+    doc = doc or f"``numpy.{fn.__name__}`` of each element."
     cls = type(name, (UnaryElementwiseArithmetic,),
-               {"type_name": name, "fn": staticmethod(_quiet(fn)), "__doc__": doc or None,
+               {"type_name": name, "fn": staticmethod(_quiet(fn)), "__doc__": doc,
                 "__module__": __name__})
     return cls
+
+
+def binary_factory_doc(cls: type) -> str:
+    """The docstring of a binary elementwise factory, from the op class's own."""
+    what = (cls.__dict__.get("__doc__") or "").strip()
+    return (f"{cls.type_name}: {what} ``left_node`` and ``right_node`` are Nodes, Outputs or "
+            "python/numpy values (which become Constants); they broadcast as numpy does "
+            "(``auto_broadcast='none'`` asks for equal shapes). ``name`` sets the friendly "
+            "name.")
+
+
+def unary_factory_doc(cls: type) -> str:
+    """The docstring of a unary elementwise factory, from the op class's own."""
+    what = (cls.__dict__.get("__doc__") or "").strip()
+    return (f"{cls.type_name}: {what} ``node`` is a Node, Output or python/numpy value; the "
+            "result has its shape and element type. ``name`` sets the friendly name.")
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
@@ -44,7 +61,7 @@ def _binary_factory(cls: type) -> Callable:
         return set_name(cls([to_output(left_node), to_output(right_node)],
                             auto_broadcast=auto_broadcast.lower()), name)
     factory.__name__ = cls.type_name
-    factory.__doc__ = f"{cls.type_name}(left, right) with numpy broadcasting."
+    factory.__doc__ = binary_factory_doc(cls)
     return factory
 
 
@@ -52,7 +69,7 @@ def _unary_factory(cls: type) -> Callable:
     def factory(node: Any, name: str | None = None) -> Node:
         return set_name(cls([to_output(node)]), name)
     factory.__name__ = cls.type_name
-    factory.__doc__ = f"{cls.type_name}(node)."
+    factory.__doc__ = unary_factory_doc(cls)
     return factory
 
 

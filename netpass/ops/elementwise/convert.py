@@ -58,10 +58,14 @@ class ConvertLike(Node):
 
 
 def convert(data: Any, destination_type: Any, name: str | None = None) -> Node:
+    """Convert-1: ``data`` as ``destination_type`` (float to integer truncates towards zero,
+    anything to boolean is ``!= 0``); shape math stays known through it."""
     return set_name(Convert([to_output(data)], destination_type=Type.of(destination_type)), name)
 
 
 def convert_like(data: Any, like: Any, name: str | None = None) -> Node:
+    """ConvertLike-1: ``data`` converted to the element type of ``like`` (only the type of ``like``
+    is read)."""
     return set_name(ConvertLike([to_output(data), to_output(like)]), name)
 
 

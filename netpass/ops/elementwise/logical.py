@@ -16,33 +16,45 @@ __all__ = ["equal", "not_equal", "less", "greater", "less_equal", "greater_equal
 
 
 class Equal(BinaryElementwiseComparison):
+    """a == b, boolean."""
+
     type_name = "Equal"
     commutative = True
     fn = staticmethod(np.equal)
 
 
 class NotEqual(BinaryElementwiseComparison):
+    """a != b, boolean."""
+
     type_name = "NotEqual"
     commutative = True
     fn = staticmethod(np.not_equal)
 
 
 class Less(BinaryElementwiseComparison):
+    """a < b, boolean."""
+
     type_name = "Less"
     fn = staticmethod(np.less)
 
 
 class Greater(BinaryElementwiseComparison):
+    """a > b, boolean."""
+
     type_name = "Greater"
     fn = staticmethod(np.greater)
 
 
 class LessEqual(BinaryElementwiseComparison):
+    """a <= b, boolean."""
+
     type_name = "LessEqual"
     fn = staticmethod(np.less_equal)
 
 
 class GreaterEqual(BinaryElementwiseComparison):
+    """a >= b, boolean."""
+
     type_name = "GreaterEqual"
     fn = staticmethod(np.greater_equal)
 
@@ -58,18 +70,24 @@ class _Logical(BinaryElementwiseLogical):
 
 
 class LogicalAnd(_Logical):
+    """a and b (boolean inputs)."""
+
     type_name = "LogicalAnd"
     commutative = True
     fn = staticmethod(np.logical_and)
 
 
 class LogicalOr(_Logical):
+    """a or b (boolean inputs)."""
+
     type_name = "LogicalOr"
     commutative = True
     fn = staticmethod(np.logical_or)
 
 
 class LogicalXor(_Logical):
+    """a xor b (boolean inputs)."""
+
     type_name = "LogicalXor"
     commutative = True
     fn = staticmethod(np.logical_xor)
@@ -132,6 +150,8 @@ logical_not = _unary_factory(LogicalNot)
 
 def select(cond: Any, then_node: Any, else_node: Any, auto_broadcast: str = "numpy",
            name: str | None = None) -> Node:
+    """Select-1: ``then_node`` where ``cond`` is true, else ``else_node``, the three broadcast
+    together (numpy); a python ``then``/``else`` value takes the other branch's element type."""
     then_out = to_output(then_node) if isinstance(then_node, (Node, Output)) else None
     else_out = to_output(else_node) if isinstance(else_node, (Node, Output)) else None
     then_out = then_out or (_like(then_node, else_out) if else_out else to_output(then_node))

@@ -122,10 +122,14 @@ is_nan = _unary_factory(IsNaN)
 
 
 def round(data: Any, mode: str = "half_to_even", name: str | None = None) -> Node:  # noqa: A001
+    """Round-5: every element of ``data`` rounded to an integer value, ties to even (``mode``
+    "half_to_even") or away from zero ("half_away_from_zero")."""
     return set_name(Round([to_output(data)], mode=mode.lower()), name)
 
 
 def is_inf(data: Any, attributes: dict | None = None, name: str | None = None) -> Node:
+    """IsInf-10: true where ``data`` is +inf (attribute ``detect_positive``, default true) or -inf
+    (``detect_negative``, default true); ``attributes`` is OpenVINO's dict of those two."""
     attrs = dict(attributes or {})
     return set_name(IsInf([to_output(data)], **attrs), name)
 

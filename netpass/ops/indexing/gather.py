@@ -198,15 +198,22 @@ class GatherND(Node):
 
 def gather(data: Any, indices: Any, axis: Any, batch_dims: int = 0,
            name: str | None = None) -> Node:
+    """Gather-8: the slices of ``data`` at ``indices`` along ``axis`` (indices and axis: python
+    ints or lists, or graph values; negative indices count from the end); the first
+    ``batch_dims`` dims of ``data`` and ``indices`` are batch dims walked together."""
     return set_name(Gather([to_output(data), i64_operand(indices), i64_operand(axis)],
                            batch_dims=int(batch_dims)), name)
 
 
 def gather_elements(data: Any, indices: Any, axis: int = 0, name: str | None = None) -> Node:
+    """GatherElements-6: ``out[..., i, ...] = data[..., indices[..., i, ...], ...]`` along
+    ``axis``; ``indices`` has the rank of ``data``."""
     return set_name(GatherElements([to_output(data), i64_operand(indices)], axis=int(axis)), name)
 
 
 def gather_nd(data: Any, indices: Any, batch_dims: int = 0, name: str | None = None) -> Node:
+    """GatherND-8: the slices of ``data`` addressed by the last dim of ``indices`` (each row a
+    partial index), after ``batch_dims`` leading batch dims."""
     return set_name(GatherND([to_output(data), i64_operand(indices)], batch_dims=int(batch_dims)), name)
 
 

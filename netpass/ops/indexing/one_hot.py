@@ -82,6 +82,10 @@ OP_TYPES["OneHot"] = OneHot
 
 def one_hot(indices: Any, depth: Any, on_value: Any, off_value: Any, axis: int,
             negative_indices_mode: str | None = None, name: str | None = None) -> Node:
+    """OneHot: a new dim of length ``depth`` at ``axis`` holding ``on_value`` at each of ``indices``
+    and ``off_value`` elsewhere. Without ``negative_indices_mode`` this is OneHot-1 (a negative
+    index gives an all-off row); with it OneHot-16 ("ignore_negative" the same, "normalize" counts
+    negative indices from ``depth``)."""
     inputs = [i64_operand(indices), i64_operand(depth), to_output(on_value), to_output(off_value)]
     if negative_indices_mode is None:
         return set_name(OneHot(inputs, axis=int(axis)), name)

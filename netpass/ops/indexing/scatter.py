@@ -173,6 +173,8 @@ OP_TYPES["ScatterNDUpdate"] = ScatterNDUpdate
 
 def scatter_update(data: Any, indices: Any, updates: Any, axis: Any,
                    name: str | None = None) -> Node:
+    """ScatterUpdate-3: a copy of ``data`` whose slices at ``indices`` along ``axis`` are replaced
+    by ``updates`` (shape: ``indices.shape`` put in place of that axis)."""
     return set_name(ScatterUpdate([to_output(data), i64_operand(indices), to_output(updates),
                                    i64_operand(axis)]), name)
 
@@ -180,6 +182,10 @@ def scatter_update(data: Any, indices: Any, updates: Any, axis: Any,
 def scatter_elements_update(data: Any, indices: Any, updates: Any, axis: Any,
                             reduction: str = "none", use_init_val: bool = True,
                             name: str | None = None) -> Node:
+    """ScatterElementsUpdate-12: a copy of ``data`` where, along ``axis``, the element at each
+    index of ``indices`` becomes (or, with ``reduction`` "sum", "prod", "min", "max", "mean", is
+    combined with) the matching element of ``updates``; ``use_init_val=False`` leaves the original
+    value out of the reduction."""
     return set_name(ScatterElementsUpdate(
         [to_output(data), i64_operand(indices), to_output(updates), i64_operand(axis)],
         reduction=str(reduction).lower(), use_init_val=bool(use_init_val)), name)
@@ -187,6 +193,9 @@ def scatter_elements_update(data: Any, indices: Any, updates: Any, axis: Any,
 
 def scatter_nd_update(data: Any, indices: Any, updates: Any, reduction: str | None = None,
                       name: str | None = None) -> Node:
+    """ScatterNDUpdate: a copy of ``data`` where the slices addressed by the last dim of
+    ``indices`` become ``updates``; with ``reduction`` ("sum", "sub", "prod", "min", "max") this is
+    ScatterNDUpdate-15, combining instead of replacing."""
     inputs = [to_output(data), i64_operand(indices), to_output(updates)]
     if reduction is None:
         return set_name(ScatterNDUpdate(inputs), name)

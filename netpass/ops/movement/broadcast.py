@@ -147,7 +147,10 @@ class Tile(Node):
 
 def broadcast(data: Any, target_shape: Any, axes_mapping: Any = None, mode: str = "numpy",
               name: str | None = None, broadcast_spec: str | None = None) -> Node:
-    """``broadcast_spec`` is OpenVINO's keyword for ``mode``."""
+    """Broadcast-3: ``data`` stretched to ``target_shape`` (a list or a graph value). ``mode``
+    "numpy" aligns the trailing dims, "bidirectional" broadcasts both ways (the output may be
+    larger than ``target_shape``), "explicit" puts the dims of ``data`` at ``axes_mapping``;
+    ``broadcast_spec`` is OpenVINO's keyword for ``mode``."""
     mode = str(broadcast_spec or mode).lower()
     inputs = [to_output(data), i64_operand(target_shape)]
     if mode == "explicit":
@@ -156,6 +159,8 @@ def broadcast(data: Any, target_shape: Any, axes_mapping: Any = None, mode: str 
 
 
 def tile(data: Any, repeats: Any, name: str | None = None) -> Node:
+    """Tile-1: ``data`` repeated ``repeats[i]`` times along each dim (``repeats`` longer than the
+    rank adds leading dims)."""
     return set_name(Tile([to_output(data), i64_operand(repeats)]), name)
 
 

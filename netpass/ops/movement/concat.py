@@ -80,6 +80,8 @@ class Concat(Node):
 
 
 def concat(nodes: Sequence[Any], axis: int, name: str | None = None) -> Node:
+    """Concat-1: the ``nodes`` joined along ``axis`` (negative counts from the end); all other
+    dims must agree. Python values among ``nodes`` become Constants."""
     return set_name(Concat([to_output(n) for n in nodes], axis=int(axis)), name)
 
 

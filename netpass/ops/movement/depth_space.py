@@ -91,11 +91,16 @@ class SpaceToDepth(Node):
 
 
 def depth_to_space(node: Any, mode: str, block_size: int = 1, name: str | None = None) -> Node:
+    """DepthToSpace-1: moves blocks of ``block_size`` x ``block_size`` (per spatial dim) from the
+    channel dim of ``node`` (``[N, C, *spatial]``) into space; ``mode`` "blocks_first" or
+    "depth_first" says how the channel index splits."""
     return set_name(DepthToSpace([to_output(node)], mode=str(mode).lower(),
                                  block_size=int(block_size)), name)
 
 
 def space_to_depth(data: Any, mode: str, block_size: int = 1, name: str | None = None) -> Node:
+    """SpaceToDepth-1: the inverse of :func:`depth_to_space`: blocks of ``block_size`` per spatial
+    dim move into the channel dim, ``mode`` "blocks_first" or "depth_first"."""
     return set_name(SpaceToDepth([to_output(data)], mode=str(mode).lower(),
                                  block_size=int(block_size)), name)
 

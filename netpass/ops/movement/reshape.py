@@ -207,16 +207,23 @@ class Unsqueeze(Node):
 
 
 def reshape(node: Any, output_shape: Any, special_zero: bool, name: str | None = None) -> Node:
+    """Reshape-1: ``node`` with shape ``output_shape`` (a list or a graph value); one -1 takes
+    what is left of the element count, and with ``special_zero`` a 0 keeps the input dim at that
+    position."""
     return set_name(Reshape([to_output(node), i64_operand(output_shape)],
                             special_zero=bool(special_zero)), name)
 
 
 def squeeze(data: Any, axes: Any = None, name: str | None = None) -> Node:
+    """Squeeze-1: ``data`` without the dims of length 1 listed in ``axes`` (default: every dim of
+    length 1)."""
     inputs = [to_output(data)] + ([] if axes is None else [i64_operand(axes)])
     return set_name(Squeeze(inputs), name)
 
 
 def unsqueeze(data: Any, axes: Any, name: str | None = None) -> Node:
+    """Unsqueeze-1: ``data`` with dims of length 1 inserted at ``axes`` (positions in the
+    output; negative counts from its end)."""
     return set_name(Unsqueeze([to_output(data), i64_operand(axes)]), name)
 
 

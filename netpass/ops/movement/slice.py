@@ -343,6 +343,9 @@ class StridedSlice(Node):
 
 def slice(data: Any, start: Any, stop: Any, step: Any, axes: Any = None,  # noqa: A001
           name: str | None = None) -> Node:
+    """Slice-8: elements of ``data`` from ``start`` to ``stop`` (exclusive) by ``step`` along
+    ``axes`` (default: the first ``len(start)`` dims); negative values count from the end, and
+    bounds past the end are clamped, as numpy slicing."""
     inputs = [to_output(data), i64_operand(start), i64_operand(stop), i64_operand(step)]
     if axes is not None:
         inputs.append(i64_operand(axes))
@@ -353,6 +356,10 @@ def strided_slice(data: Any, begin: Any, end: Any, strides: Any, begin_mask: Seq
                   end_mask: Sequence[int], new_axis_mask: Sequence[int] = (),
                   shrink_axis_mask: Sequence[int] = (), ellipsis_mask: Sequence[int] = (),
                   name: str | None = None) -> Node:
+    """StridedSlice-1: numpy-style slicing of ``data`` by ``begin``, ``end``, ``strides`` per dim,
+    with OpenVINO's masks: ``begin_mask`` / ``end_mask`` (1: ignore the bound, take from the start
+    or to the end), ``new_axis_mask`` (insert a dim), ``shrink_axis_mask`` (drop the dim, taking
+    index ``begin``), ``ellipsis_mask`` (the remaining dims)."""
     return set_name(StridedSlice(
         [to_output(data), i64_operand(begin), i64_operand(end), i64_operand(strides)],
         begin_mask=[int(v) for v in begin_mask], end_mask=[int(v) for v in end_mask],

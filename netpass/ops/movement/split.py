@@ -149,10 +149,13 @@ class VariadicSplit(Node):
 
 
 def split(data: Any, axis: Any, num_splits: int, name: str | None = None) -> Node:
+    """Split-1: ``data`` cut into ``num_splits`` equal parts along ``axis``; one output per part."""
     return set_name(Split([to_output(data), i64_operand(axis)], num_splits=int(num_splits)), name)
 
 
 def variadic_split(data: Any, axis: Any, split_lengths: Any, name: str | None = None) -> Node:
+    """VariadicSplit-1: ``data`` cut along ``axis`` into parts of ``split_lengths`` (one of them
+    may be -1: what is left); one output per part."""
     return set_name(VariadicSplit([to_output(data), i64_operand(axis), i64_operand(split_lengths)]), name)
 
 

@@ -73,6 +73,8 @@ class Transpose(Node):
 
 
 def transpose(data: Any, input_order: Any, name: str | None = None) -> Node:
+    """Transpose-1: ``data`` with its dims permuted: output dim ``i`` is input dim
+    ``input_order[i]`` (a list or a graph value; an empty order reverses the dims)."""
     return set_name(Transpose([to_output(data), i64_operand(input_order)]), name)
 
 

@@ -59,6 +59,10 @@ def gru_cell(X: Any, initial_hidden_state: Any, W: Any, R: Any, B: Any, hidden_s
              activations_alpha: Sequence[float] | None = None,
              activations_beta: Sequence[float] | None = None, clip: float = 0.0,
              linear_before_reset: bool = False, name: str | None = None) -> GRUCell:
+    """GRUCell-3, one time step: ``X`` ``[batch, input]``, ``initial_hidden_state`` ``[batch,
+    hidden]``, ``W`` ``[3 * hidden, input]``, ``R`` ``[3 * hidden, hidden]``, ``B`` ``[3 * hidden]``
+    (``[4 * hidden]`` with ``linear_before_reset``); gates z, r, h. ``activations`` (default
+    sigmoid, tanh), their alpha/beta, ``clip`` as OpenVINO's. Output: the new hidden state."""
     ins = [to_output(v) for v in (X, initial_hidden_state, W, R, B)]
     return set_name(GRUCell(ins, linear_before_reset=bool(linear_before_reset),
                             **_attrs(hidden_size, activations, activations_alpha,
@@ -71,6 +75,11 @@ def gru_sequence(X: Any, initial_hidden_state: Any, sequence_lengths: Any, W: An
                  activations_alpha: Sequence[float] | None = None,
                  activations_beta: Sequence[float] | None = None, clip: float = 0.0,
                  linear_before_reset: bool = False, name: str | None = None) -> GRUSequence:
+    """GRUSequence-5 over a batch-first sequence: ``X`` ``[batch, seq, input]``,
+    ``initial_hidden_state`` ``[batch, dirs, hidden]``, ``sequence_lengths`` ``[batch]``, ``W``
+    ``[dirs, 3 * hidden, input]``, ``R`` ``[dirs, 3 * hidden, hidden]``, ``B``
+    ``[dirs, 3 * hidden]`` (``4 * hidden`` with ``linear_before_reset``); ``direction`` "forward", "reverse" or
+    "bidirectional". Outputs Y ``[batch, dirs, seq, hidden]`` and the last hidden state."""
     ins = [to_output(v) for v in (X, initial_hidden_state, sequence_lengths, W, R, B)]
     return set_name(GRUSequence(ins, direction=direction.lower(),
                                 linear_before_reset=bool(linear_before_reset),

@@ -50,6 +50,11 @@ def lstm_cell(X: Any, initial_hidden_state: Any, initial_cell_state: Any, W: Any
               activations_alpha: Sequence[float] | None = None,
               activations_beta: Sequence[float] | None = None, clip: float = 0.0,
               name: str | None = None) -> LSTMCell:
+    """LSTMCell-4, one time step: ``X`` ``[batch, input]``, ``initial_hidden_state`` and
+    ``initial_cell_state`` ``[batch, hidden]``, ``W`` ``[4 * hidden, input]``, ``R`` ``[4 * hidden,
+    hidden]``, ``B`` ``[4 * hidden]``; gates f, i, c, o (OpenVINO's order). ``activations`` (default
+    sigmoid, tanh, tanh), their alpha/beta and ``clip`` as OpenVINO's. Outputs: hidden and cell
+    states."""
     ins = [to_output(v) for v in (X, initial_hidden_state, initial_cell_state, W, R, B)]
     return set_name(LSTMCell(ins, **_attrs(hidden_size, activations, activations_alpha,
                                            activations_beta, clip)), name)
@@ -61,6 +66,11 @@ def lstm_sequence(X: Any, initial_hidden_state: Any, initial_cell_state: Any,
                   activations_alpha: Sequence[float] | None = None,
                   activations_beta: Sequence[float] | None = None, clip: float = 0.0,
                   name: str | None = None) -> LSTMSequence:
+    """LSTMSequence-5 over a batch-first sequence: ``X`` ``[batch, seq, input]``, hidden and cell
+    states ``[batch, dirs, hidden]``, ``sequence_lengths`` ``[batch]``, ``W`` ``[dirs, 4 * hidden,
+    input]``, ``R`` ``[dirs, 4 * hidden, hidden]``, ``B`` ``[dirs, 4 * hidden]``; ``direction``
+    "forward", "reverse" or "bidirectional". Outputs Y ``[batch, dirs, seq, hidden]`` and the last
+    hidden and cell states."""
     ins = [to_output(v) for v in (X, initial_hidden_state, initial_cell_state, sequence_lengths,
                                   W, R, B)]
     return set_name(LSTMSequence(ins, direction=direction.lower(),

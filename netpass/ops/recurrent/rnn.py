@@ -43,6 +43,9 @@ def rnn_cell(X: Any, initial_hidden_state: Any, W: Any, R: Any, B: Any, hidden_s
              activations_alpha: Sequence[float] | None = None,
              activations_beta: Sequence[float] | None = None, clip: float = 0.0,
              name: str | None = None) -> RNNCell:
+    """RNNCell, one time step: ``H' = f(X @ W.T + H @ R.T + B)`` with ``X`` ``[batch, input]``,
+    ``initial_hidden_state`` ``[batch, hidden]``, ``W`` ``[hidden, input]``, ``R`` ``[hidden,
+    hidden]``, ``B`` ``[hidden]``; ``activations`` (default tanh), their alpha/beta and ``clip``."""
     ins = [to_output(v) for v in (X, initial_hidden_state, W, R, B)]
     return set_name(RNNCell(ins, **_attrs(hidden_size, activations, activations_alpha,
                                           activations_beta, clip)), name)
@@ -54,6 +57,8 @@ def rnn_sequence(X: Any, initial_hidden_state: Any, sequence_lengths: Any, W: An
                  activations_alpha: Sequence[float] | None = None,
                  activations_beta: Sequence[float] | None = None, clip: float = 0.0,
                  name: str | None = None) -> RNNSequence:
+    """RNNSequence-5 over a batch-first sequence: shapes as :func:`gru_sequence` with one gate
+    block; outputs Y ``[batch, dirs, seq, hidden]`` and the last hidden state."""
     ins = [to_output(v) for v in (X, initial_hidden_state, sequence_lengths, W, R, B)]
     return set_name(RNNSequence(ins, direction=direction.lower(),
                                 **_attrs(hidden_size, activations, activations_alpha,
