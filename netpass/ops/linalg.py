@@ -38,6 +38,8 @@ class Det(Node):
 
 
 def det(data: Any, name: str | None = None) -> Node:
+    """Det (ONNX): the determinant of each square matrix in the last two dims of ``data``
+    (``[*, M, M] -> [*]``)."""
     return set_name(Det([to_output(data)]), name)
 
 

@@ -54,6 +54,8 @@ class LRN(Node):
 
 def lrn(data: Any, axes: Any, alpha: float = 1.0, beta: float = 0.5, bias: float = 1.0,
         size: int = 5, name: str | None = None) -> Node:
+    """LRN-1: local response normalization, ``x / (bias + alpha / size**len(axes) * sum(x**2 over a
+    window of size around each position in axes)) ** beta``."""
     return set_name(LRN([to_output(data), i64_operand(axes)], alpha=alpha, beta=beta, bias=bias,
                         size=size), name)
 

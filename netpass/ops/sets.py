@@ -120,12 +120,18 @@ class Unique(Node):
 # -- factories ---------------------------------------------------------------------------------
 
 def non_zero(data: Any, output_type: Any = "i64", name: str | None = None) -> Node:
+    """NonZero-3: the indices of the non-zero elements of ``data`` as ``[rank, count]``
+    (row-major order) of ``output_type``; ``count`` is known only when the data is."""
     return set_name(NonZero([to_output(data)], output_type=Type.of(output_type)), name)
 
 
 def unique(data: Any, axis: int | None = None, sorted: bool = True,
            index_element_type: Any = "i64", count_element_type: Any = "i64",
            name: str | None = None) -> Node:
+    """Unique-10: the distinct elements of ``data`` (``axis`` None: flattened) or distinct slices
+    along ``axis``, ascending when ``sorted`` else in order of first occurrence. Outputs: unique
+    values, first indices, inverse indices (``index_element_type``) and counts
+    (``count_element_type``)."""
     return set_name(Unique([to_output(data)], axis=axis, sorted=sorted,
                            index_element_type=Type.of(index_element_type),
                            count_element_type=Type.of(count_element_type)), name)

@@ -44,6 +44,8 @@ class BitCast(Node):
 
 
 def bitcast(data: Any, destination_type: Any, name: str | None = None) -> Node:
+    """BitCast (ONNX 26): the bits of ``data`` read as ``destination_type``, which must
+    have the same width; the shape is kept."""
     return set_name(BitCast([to_output(data)], destination_type=Type.of(destination_type)), name)
 
 

@@ -60,6 +60,9 @@ class TensorScatter(Node):
 
 def tensor_scatter(past_cache: Any, update: Any, write_indices: Any = None, axis: int = -2,
                    mode: str = "linear", name: str | None = None) -> Node:
+    """TensorScatter (ONNX 24): a copy of ``past_cache`` with ``update`` written along ``axis``,
+    starting per batch entry at ``write_indices[b]`` (0 without them); ``mode`` "circular" wraps
+    around the cache length, "linear" does not (the functional form of a KV-cache update)."""
     ins = [to_output(past_cache), to_output(update)]
     if write_indices is not None:
         ins.append(to_output(write_indices))

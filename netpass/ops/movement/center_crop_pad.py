@@ -69,6 +69,8 @@ class CenterCropPad(Node):
 
 def center_crop_pad(data: Any, shape: Any, axes: list[int] | None = None,
                     name: str | None = None) -> Node:
+    """CenterCropPad (ONNX 18): each axis in ``axes`` (default: all, in order) cropped or
+    zero-padded about its centre to the length in ``shape`` (a list or a graph value)."""
     return set_name(CenterCropPad([to_output(data), i64_operand(shape)], axes=list(axes or [])),
                     name)
 

@@ -51,6 +51,8 @@ class ReverseSequence(Node):
 
 def reverse_sequence(data: Any, seq_lengths: Any, batch_axis: int = 0, seq_axis: int = 1,
                      name: str | None = None) -> Node:
+    """ReverseSequence-1: for each batch entry ``b`` along ``batch_axis``, the first
+    ``seq_lengths[b]`` elements along ``seq_axis`` reversed, the rest kept."""
     return set_name(ReverseSequence([to_output(data), to_output(seq_lengths)],
                                     batch_axis=batch_axis, seq_axis=seq_axis), name)
 
