@@ -32,7 +32,9 @@ def _single_consumer(net: LegacyNetwork, name: str) -> str | None:
 
 
 class RemoveConstPass(LegacyPass):
-    """Reshape layers take their target shape as a ``dims`` parameter instead of a blob input."""
+    """Reshape layers take their target shape as a dims parameter.
+
+    The shape blob input is dropped; the static output shape becomes ``params["dims"]``."""
 
     run_before_copy = True
 
@@ -65,7 +67,9 @@ class RemoveSingleInputConcatPass(LegacyPass):
 
 
 class ConvertGemmToFullyConnectedPass(LegacyPass):
-    """MatMul by constant 2-D weights -> FullyConnected with weights [N, K]."""
+    """MatMul by constant 2-D weights -> FullyConnected.
+
+    The FullyConnected holds the weights as [N, K]."""
 
     run_before_copy = True
 
@@ -88,7 +92,10 @@ class ConvertGemmToFullyConnectedPass(LegacyPass):
 
 
 class FuseFullyConnectedWithEltwisePass(LegacyPass):
-    """FullyConnected followed by an Eltwise sum with a per-output constant -> FC biases."""
+    """Folds a per-output constant sum after an FC into its biases.
+
+    FullyConnected followed by an Eltwise sum with a per-output constant: the constant becomes
+    the FullyConnected's biases."""
 
     def run(self, net: LegacyNetwork) -> bool:
         changed = False
@@ -119,7 +126,9 @@ class FuseFullyConnectedWithEltwisePass(LegacyPass):
 
 
 class ReorderActivationAndPoolingPass(LegacyPass):
-    """Conv/FC -> [bias] -> activation -> MaxPool  =>  ... -> MaxPool -> activation.
+    """Conv/FC -> activation -> MaxPool => MaxPool -> activation.
+
+    Conv/FC -> [bias] -> activation -> MaxPool  =>  ... -> MaxPool -> activation.
 
     Pooling first shrinks the tensor the activation runs on; the result is equal because
     max-pooling commutes with monotonic non-decreasing activations.
@@ -162,7 +171,9 @@ class ReorderActivationAndPoolingPass(LegacyPass):
 
 
 class InsertIdentityPass(LegacyPass):
-    """An output read straight from a network input gets an Identity (a copy) to produce it."""
+    """Gives an output read straight from an input a copy layer.
+
+    An output read straight from a network input gets an Identity (a copy) to produce it."""
 
     def run(self, net: LegacyNetwork) -> bool:
         changed = False
@@ -212,7 +223,9 @@ def crop_geometry(layer: Layer, in_shape: tuple[int, ...]) -> tuple[int, int, in
 
 
 class HandleCropAlignmentPass(LegacyPass):
-    """Crop lowering rule: an aligned contiguous crop is a zero-copy view (``params["view"]``);
+    """Aligned crops become views; the others affine layers.
+
+    Crop lowering rule: an aligned contiguous crop is a zero-copy view (``params["view"]``);
     an unaligned one-axis crop becomes an ``Affine`` layer (a FullyConnected whose weights
     select the kept elements, as GNA's graph compiler does); anything else stays a copy."""
 

@@ -30,6 +30,8 @@ def covers_whole_map(pool: Node) -> bool:
 
 
 class ConvertGlobalAvgPoolToReduceMean(MatcherPass):
+    """AvgPool over the whole feature map -> ReduceMean."""
+
     def __init__(self) -> None:
         super().__init__()
         pattern = wrap_type(op_types("AvgPool"))

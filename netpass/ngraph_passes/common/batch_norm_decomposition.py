@@ -12,6 +12,8 @@ from ..utils import const, make, op_types, static_rank
 
 
 class BatchNormDecomposition(MatcherPass):
+    """BatchNormInference -> x * scale + shift, per channel."""
+
     def __init__(self) -> None:
         super().__init__()
         pattern = wrap_type(op_types("BatchNormInference"),

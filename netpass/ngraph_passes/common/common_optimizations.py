@@ -12,7 +12,9 @@ from .slice_to_strided_slice import SliceToStridedSlice
 
 
 class CommonOptimizations(ModelPass):
-    """ConstantFolding, NopElimination, BatchNormDecomposition, ConvertDivide,
+    """Target-independent clean-up: folding, no-ops, decompositions.
+
+    ConstantFolding, NopElimination, BatchNormDecomposition, ConvertDivide,
     SliceToStridedSlice, then folding and no-op removal again. Runs a Manager sharing this pass's PassConfig, so a caller can
     disable any member (the GNA pipeline disables SliceToStridedSlice) or set callbacks."""
 

@@ -80,7 +80,9 @@ def creates_large_data(node: Node, inputs: list) -> bool:
 
 
 class ConstantFolding(ModelPass):
-    """Folds every foldable node whose inputs are Constants (producers first, so whole constant
+    """Replaces nodes whose values are known by Constants.
+
+    Folds every foldable node whose inputs are Constants (producers first, so whole constant
     sub-graphs collapse in one run), except one that would create a large tensor (see
     FOLD_MAX_BYTES), which runs at run time. The Constant takes the node's friendly name (``<name>.<i>``
     for a multi-output node), tensor names and rt_info, so Results keep their names."""

@@ -11,6 +11,8 @@ from ..utils import const, const_value, make, op_types
 
 
 class ConvertDivide(MatcherPass):
+    """Float x / y -> x * Power(y, -1); integer Divide stays."""
+
     def __init__(self) -> None:
         super().__init__()
         pattern = wrap_type(op_types("Divide"), predicate=lambda o: o.element_type.is_real)

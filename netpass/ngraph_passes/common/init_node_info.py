@@ -7,6 +7,8 @@ from ...passes.base import ModelPass
 
 
 class InitNodeInfo(ModelPass):
+    """Records each op's friendly name in its fused_names rt_info."""
+
     def run_on_model(self, model) -> bool:
         for node in model.get_ordered_ops():
             if FusedNames.key not in node.rt_info:

@@ -47,7 +47,9 @@ def _find_result(model: Model, name: str) -> Result:
 
 
 class MakeStateful(ModelPass):
-    """Turn each (Parameter, Result) pair into one variable: ``pairs`` maps an input name to an
+    """Turns (Parameter, Result) pairs into ReadValue/Assign state.
+
+    Turn each (Parameter, Result) pair into one variable: ``pairs`` maps an input name to an
     output name (or is a sequence of ``(Parameter, Result)`` node pairs), as OpenVINO's
     ``MakeStateful``. The variable id is the two names joined (the nodes' friendly names for
     node pairs); its type and partial shape are the Parameter's. The Parameter's consumers
@@ -145,7 +147,9 @@ def find_kv_cache_pairs(model: Model) -> dict[str, str]:
 
 
 class BuildStateInitializer(ModelPass):
-    """Give every ReadValue without an initial value one whose batch follows an input, so
+    """Gives empty ReadValues zeros whose batch follows an input.
+
+    Give every ReadValue without an initial value one whose batch follows an input, so
     that a decoder exported with a dynamic batch runs at any batch (as optimum-intel's
     ``build_state_initializer``): the variable's dimension ``state_axis`` becomes
     ``input_name``'s dimension ``input_axis``, its other dynamic dimensions 0. Variables whose

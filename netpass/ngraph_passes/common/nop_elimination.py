@@ -80,7 +80,10 @@ class EliminateNop(MatcherPass):
 
 
 class NopElimination(GraphRewrite):
-    """All the rules of ``NOP_RULES`` in one traversal."""
+    """Bypasses Reshapes, Transposes, Pads etc. that change nothing.
+
+    All the rules of ``NOP_RULES`` in one traversal.
+    """
 
     def __init__(self) -> None:
         super().__init__()

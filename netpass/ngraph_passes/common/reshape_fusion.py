@@ -11,6 +11,8 @@ from ..utils import const, const_value, make, op_types, static_shape
 
 
 class ReshapeSequenceFusion(MatcherPass):
+    """Reshape -> Reshape becomes one Reshape."""
+
     def __init__(self) -> None:
         super().__init__()
         first = wrap_type(op_types("Reshape"), [any_input(), any_input()])
@@ -43,6 +45,8 @@ def _moves_only_ones(out) -> bool:
 
 
 class TransposeToReshape(MatcherPass):
+    """A Transpose that only moves size-1 axes -> a Reshape."""
+
     def __init__(self) -> None:
         super().__init__()
         pattern = wrap_type(op_types("Transpose"), predicate=_moves_only_ones)

@@ -51,7 +51,9 @@ def _finish(cell: Node, b: _Builder, outs: list[Output]) -> None:
 
 
 class LSTMCellDecomposition(MatcherPass):
-    """LSTMCell -> ``Split(X W^T + B + H R^T, 4)`` -> f, i, c, o -> ``Ct = f*C + i*c``,
+    """LSTMCell -> MatMuls, Split into four gates, activations.
+
+    LSTMCell -> ``Split(X W^T + B + H R^T, 4)`` -> f, i, c, o -> ``Ct = f*C + i*c``,
     ``Ht = o * h(Ct)``."""
 
     def __init__(self) -> None:
@@ -79,7 +81,9 @@ class LSTMCellDecomposition(MatcherPass):
 
 
 class GRUCellDecomposition(MatcherPass):
-    """GRUCell -> ``z, r`` from ``X W^T + H R_zr^T + B``, candidate ``h~`` (reset applied before
+    """GRUCell -> MatMuls, Split, gates and activations.
+
+    GRUCell -> ``z, r`` from ``X W^T + H R_zr^T + B``, candidate ``h~`` (reset applied before
     or after the recurrence MatMul per ``linear_before_reset``), ``Ht = (1 - z) h~ + z H``."""
 
     def __init__(self) -> None:
@@ -202,8 +206,12 @@ class _SequenceUnrolling(MatcherPass):
 
 
 class LSTMSequenceUnrolling(_SequenceUnrolling):
+    """LSTMSequence run in full by every row -> an LSTMCell per step."""
+
     SEQUENCE, CELL, STATES = "LSTMSequence", "LSTMCell", 2
 
 
 class GRUSequenceUnrolling(_SequenceUnrolling):
+    """GRUSequence run in full by every row -> a GRUCell per step."""
+
     SEQUENCE, CELL, STATES = "GRUSequence", "GRUCell", 1

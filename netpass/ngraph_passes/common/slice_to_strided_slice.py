@@ -29,6 +29,8 @@ def _slice_params(node: Node, use_shapes: bool):
 
 
 class SliceToStridedSlice(MatcherPass):
+    """Slice-8 with constant parameters -> StridedSlice-1."""
+
     def __init__(self, use_shapes: bool = True) -> None:
         super().__init__()
         pattern = wrap_type(op_types("Slice"), predicate=lambda o: _slice_params(o.node, use_shapes) is not None)

@@ -11,6 +11,8 @@ from ..utils import const, make, op_types
 
 
 class DecomposeMVN(MatcherPass):
+    """MVN-6 -> ReduceMean, Subtract, Multiply, Sqrt, Divide."""
+
     def __init__(self) -> None:
         super().__init__()
         pattern = wrap_type(op_types("MVN"), predicate=lambda o: o.element_type.is_real)

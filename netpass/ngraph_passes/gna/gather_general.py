@@ -16,6 +16,8 @@ from .gather_transpose import (GatherSinkingTransposeReshapeBackward,
 
 
 class GatherSinkingGeneralForward(GraphRewrite):
+    """Every forward Gather sinking pass in one traversal."""
+
     def __init__(self) -> None:
         super().__init__()
         for p in (GatherSinkingUnaryForward, GatherSinkingBinaryForward,
@@ -25,6 +27,8 @@ class GatherSinkingGeneralForward(GraphRewrite):
 
 
 class GatherSinkingGeneralBackward(BackwardGraphRewrite):
+    """Every backward Gather sinking pass in one traversal."""
+
     def __init__(self) -> None:
         super().__init__()
         for p in (GatherSinkingUnaryBackward, GatherSinkingBinaryBackward,
@@ -34,6 +38,8 @@ class GatherSinkingGeneralBackward(BackwardGraphRewrite):
 
 
 class GatherSinkingGeneral(ModelPass):
+    """Forward, then backward Gather sinking, each with folding."""
+
     def run_on_model(self, model) -> bool:
         if not any(n.type_name in ("Gather", "Transpose") for n in model.get_ordered_ops()):
             return False  # nothing to turn into a Gather or to sink: spare the traversals

@@ -57,6 +57,8 @@ class _Forward(MatcherPass):
 
 
 class GatherSinkingUnaryForward(_Forward):
+    """Moves a Gather below a unary elementwise op."""
+
     TYPES = UNARY_TYPES
 
     def sink(self, main, index, info):
@@ -68,7 +70,10 @@ class GatherSinkingUnaryForward(_Forward):
 
 
 class GatherSinkingBinaryForward(_Forward):
-    """Other inputs get the inverse permutation (so the indices must be a permutation)."""
+    """Moves a Gather below a binary op; others get its inverse.
+
+    Other inputs get the inverse permutation (so the indices must be a permutation).
+    """
 
     TYPES = BINARY_TYPES
 
@@ -96,7 +101,9 @@ def _matmul_axes(mm: Node, index: int, rank: int) -> tuple[int, int]:
 
 
 class GatherSinkingMatmulForward(_Forward):
-    """A Gather on the contracted axis moves to the other input as its inverse (absorbed when
+    """Moves a Gather on a MatMul input after it or into weights.
+
+    A Gather on the contracted axis moves to the other input as its inverse (absorbed when
     that input is a Constant); on the free axis of a 2-D input it moves after the MatMul."""
 
     TYPES = ("MatMul",)
@@ -176,7 +183,9 @@ def _split_axis(reshape: Node, info: GatherInfo) -> tuple[int, np.ndarray] | Non
 
 
 class GatherSinkingReshapeForward(_Forward):
-    """A Gather over the only non-1 axis moves through a Reshape that keeps that axis alone
+    """Moves a Gather below a Reshape that keeps its axis.
+
+    A Gather over the only non-1 axis moves through a Reshape that keeps that axis alone
     (adds or drops 1s), or, for a permutation, through a Reshape that keeps the other axes and
     splits the gathered one into axes of which the permutation reorders one (``block_axis``):
     the Gather then acts on that axis."""
@@ -200,7 +209,9 @@ class GatherSinkingReshapeForward(_Forward):
 
 
 class GatherSinkingSplitForward(_Forward):
-    """A Gather on an axis other than the split axis moves after a Split/VariadicSplit: every
+    """Moves a Gather below a Split on another axis.
+
+    A Gather on an axis other than the split axis moves after a Split/VariadicSplit: every
     output gets the same Gather (named ``<split>.<i>``, taking the output's names)."""
 
     TYPES = ("Split", "VariadicSplit")
@@ -226,7 +237,10 @@ class GatherSinkingSplitForward(_Forward):
 
 
 class GatherSinkingFuse(MatcherPass):
-    """``Gather(Gather(x, i1, a), i2, a)`` -> ``Gather(x, i1[i2], a)``; removed when identity."""
+    """Fuses consecutive Gathers on one axis; drops identities.
+
+    ``Gather(Gather(x, i1, a), i2, a)`` -> ``Gather(x, i1[i2], a)``; removed when identity.
+    """
 
     def __init__(self) -> None:
         super().__init__()

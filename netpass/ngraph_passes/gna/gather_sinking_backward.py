@@ -57,6 +57,8 @@ def _gather_inputs(main: Node, plan: dict[int, int], info: GatherInfo) -> list[N
 
 
 class GatherSinkingUnaryBackward(_Backward):
+    """Moves a Gather above a unary elementwise op."""
+
     TYPES = UNARY_TYPES
 
     def sink(self, main, info):
@@ -64,6 +66,8 @@ class GatherSinkingUnaryBackward(_Backward):
 
 
 class GatherSinkingBinaryBackward(_Backward):
+    """Moves a Gather above a binary op, onto every input."""
+
     TYPES = BINARY_TYPES
 
     def sink(self, main, info):
@@ -75,7 +79,9 @@ class GatherSinkingBinaryBackward(_Backward):
 
 
 class GatherSinkingMatmulBackward(_Backward):
-    """A Gather on a MatMul output's row (column) axis selects rows of A (columns of B); with a
+    """Moves a Gather on a MatMul output into its inputs.
+
+    A Gather on a MatMul output's row (column) axis selects rows of A (columns of B); with a
     constant B this is absorbed into the weights."""
 
     TYPES = ("MatMul",)
@@ -90,6 +96,8 @@ class GatherSinkingMatmulBackward(_Backward):
 
 
 class GatherSinkingReshapeBackward(_Backward):
+    """Moves a Gather above a Reshape that keeps its axis."""
+
     TYPES = ("Reshape", "Squeeze", "Unsqueeze")
 
     def sink(self, main, info):
@@ -104,7 +112,9 @@ class GatherSinkingReshapeBackward(_Backward):
 
 
 class GatherSinkingSplitBackward(MatcherPass):
-    """``Split`` whose outputs feed Gathers along the split axis -> one Gather (indices of the
+    """Gathers on a Split's outputs -> one Gather before it.
+
+    ``Split`` whose outputs feed Gathers along the split axis -> one Gather (indices of the
     pieces, offset) before a VariadicSplit with the gathered lengths."""
 
     def __init__(self) -> None:

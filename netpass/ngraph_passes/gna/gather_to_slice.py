@@ -45,6 +45,8 @@ def _i64(*values: int):
 
 
 class ConvertGatherToSlice(MatcherPass):
+    """Gather of a contiguous run of constant indices -> Slice."""
+
     def __init__(self) -> None:
         super().__init__()
         pattern = wrap_type(op_types("Gather"), predicate=lambda o: slice_of_gather(o.node) is not None)

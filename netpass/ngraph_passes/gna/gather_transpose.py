@@ -66,6 +66,8 @@ def _transpose_indexes(t: Node, out: Output) -> tuple[np.ndarray, int]:
 
 
 class GatherSinkingTransposeReshapeForward(MatcherPass):
+    """Transpose -> Reshape becomes a Gather of the flat data."""
+
     def __init__(self) -> None:
         super().__init__()
         transpose = wrap_type(op_types("Transpose"), [any_input(), wrap_type(op_types("Constant"))], _unsupported)
@@ -82,6 +84,8 @@ class GatherSinkingTransposeReshapeForward(MatcherPass):
 
 
 class GatherSinkingTransposeReshapeBackward(MatcherPass):
+    """Reshape -> Transpose becomes a Gather of the flat data."""
+
     def __init__(self) -> None:
         super().__init__()
         reshape = wrap_type(op_types("Reshape"), [any_input(), any_input()], lambda o: o.partial_shape.is_static)
@@ -102,6 +106,8 @@ def _is_flat_gather(o: Output) -> bool:
 
 
 class GatherSinkingTransposeForward(MatcherPass):
+    """Flat Gather -> Transpose merge into one Gather."""
+
     def __init__(self) -> None:
         super().__init__()
         gather = wrap_type(op_types("Gather"), predicate=_is_flat_gather)
@@ -120,6 +126,8 @@ class GatherSinkingTransposeForward(MatcherPass):
 
 
 class GatherSinkingTransposeBackward(MatcherPass):
+    """Transpose -> flat Gather merge into one Gather."""
+
     def __init__(self) -> None:
         super().__init__()
         transpose = wrap_type(op_types("Transpose"), [any_input(), wrap_type(op_types("Constant"))],
@@ -139,6 +147,8 @@ class GatherSinkingTransposeBackward(MatcherPass):
 
 
 class GatherSinkingTranspose(ModelPass):
+    """Merges Transposes into adjacent flat Gathers, both ways."""
+
     def run_on_model(self, model) -> bool:
         manager = nested_manager(self.get_pass_config(), "GatherSinkingTranspose")
         manager.register_pass(GatherSinkingTransposeForward())

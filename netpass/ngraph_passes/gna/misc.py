@@ -19,6 +19,8 @@ _FLOAT_CONVERT = lambda o: _plain_float(o.element_type) and \
 
 
 class RemoveInputConvert(MatcherPass):
+    """Drops a float Convert right after a Parameter."""
+
     changes_model_io = True  # the model input takes the Convert's element type
 
     def __init__(self) -> None:
@@ -39,6 +41,8 @@ class RemoveInputConvert(MatcherPass):
 
 
 class RemoveOutputConvert(MatcherPass):
+    """Drops a float Convert right before a Result."""
+
     changes_model_io = True  # the model output takes the Convert's element type
 
     def __init__(self) -> None:
@@ -59,7 +63,9 @@ class RemoveOutputConvert(MatcherPass):
 
 
 class ReorderActivationAndPooling(MatcherPass):
-    """``Convolution [-> Add] -> activation -> MaxPool`` => ``... -> MaxPool -> activation``, so
+    """Conv -> activation -> MaxPool => MaxPool -> activation.
+
+    ``Convolution [-> Add] -> activation -> MaxPool`` => ``... -> MaxPool -> activation``, so
     the activation runs on the smaller pooled tensor (GNA fuses it after pooling)."""
 
     def __init__(self) -> None:
@@ -90,6 +96,8 @@ class ReorderActivationAndPooling(MatcherPass):
 
 
 class RemoveSingleInputConcat(MatcherPass):
+    """Replaces a Concat of one input by that input."""
+
     def __init__(self) -> None:
         super().__init__()
         concat = wrap_type(op_types("Concat"), predicate=lambda o: o.node.get_input_size() == 1)

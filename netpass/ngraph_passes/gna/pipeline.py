@@ -147,7 +147,7 @@ TAIL_STAGES = ("SliceToCrop", "FinalNodeInfo")
 
 
 class GnaTransformationsPipeline(ModelPass):
-    """The whole GNA ngraph stage, in the GNA plugin's order (see the module doc).
+    """The whole GNA ngraph stage, in the GNA plugin's order.
 
     Extension points: ``stages()`` lists the stage names and
     ``insert_before(stage, *passes)`` / ``insert_after(stage, *passes)`` add passes (instances,

@@ -65,6 +65,8 @@ def _conv_attrs(conv: Node) -> dict:
 
 
 class SubstituteGNAConvolution(MatcherPass):
+    """Convolution -> GNAConvolution (NHWC) between Transposes."""
+
     def __init__(self) -> None:
         super().__init__()
         pattern = wrap_type(op_types("Convolution"))
@@ -79,7 +81,9 @@ class SubstituteGNAConvolution(MatcherPass):
 
 
 class SubstituteGNAGroupConvolution(MatcherPass):
-    """GroupConvolution with Constant filters -> GNAConvolution with the dense block-diagonal
+    """Constant-filter GroupConvolution -> dense GNAConvolution.
+
+    GroupConvolution with Constant filters -> GNAConvolution with the dense block-diagonal
     filters (``dense_group_filters``); filters computed at run time stay grouped."""
 
     def __init__(self) -> None:
@@ -102,7 +106,10 @@ class SubstituteGNAGroupConvolution(MatcherPass):
 
 
 class SubstituteGNAMaxPool(MatcherPass):
-    """MaxPool whose indices output is unused (GNAMaxPool returns values only)."""
+    """MaxPool -> GNAMaxPool (NHWC) between Transposes.
+
+    MaxPool whose indices output is unused (GNAMaxPool returns values only).
+    """
 
     def __init__(self) -> None:
         super().__init__()
@@ -123,6 +130,8 @@ class SubstituteGNAMaxPool(MatcherPass):
 
 
 class ReplaceGnaNHWCLayers(ModelPass):
+    """Convolutions and MaxPools -> NHWC GNA ops in Transposes."""
+
     def run_on_model(self, model) -> bool:
         manager = nested_manager(self.get_pass_config(), "ReplaceGnaNHWCLayers")
         manager.register_pass(SubstituteGNAConvolution())

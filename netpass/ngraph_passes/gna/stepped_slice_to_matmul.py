@@ -114,6 +114,8 @@ def _reshape(x: Output, shape: tuple[int, ...]) -> Node:
 
 
 class ConvertSteppedSliceToMatMul(MatcherPass):
+    """Stepped or reversed slice -> MatMul by a 0/1 matrix."""
+
     def __init__(self) -> None:
         super().__init__()
         pattern = wrap_type(op_types(*SLICES), predicate=lambda o: _convertible(o.node))

@@ -42,6 +42,8 @@ def crop_window(ss: Node) -> tuple[list[int], list[int]] | None:
 
 
 class ConvertStridedSliceToCrop(MatcherPass):
+    """Unit-stride StridedSlice of a static input -> CropIE."""
+
     def __init__(self) -> None:
         super().__init__()
         pattern = wrap_type(op_types("StridedSlice"), predicate=lambda o: _crop_candidate(o.node))

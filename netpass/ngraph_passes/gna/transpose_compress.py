@@ -36,6 +36,8 @@ def _compressible(out) -> bool:
 
 
 class TransposeCompress(MatcherPass):
+    """Unsupported Transpose -> Reshape, 2-D Transpose, Reshape."""
+
     def __init__(self) -> None:
         super().__init__()
         pattern = wrap_type(op_types("Transpose"), predicate=_compressible)

@@ -26,6 +26,8 @@ def _movable(t_out) -> bool:
 
 
 class TransposeMatMulForward(MatcherPass):
+    """Moves a batch/row Transpose of a MatMul input after it."""
+
     def __init__(self) -> None:
         super().__init__()
         transpose = wrap_type(op_types("Transpose"), predicate=_movable)

@@ -33,6 +33,8 @@ def _concat_applicable(out) -> bool:
 
 
 class TSConcatForward(MatcherPass):
+    """Concat of unsupported Transposes -> flat Concat + Gather."""
+
     def __init__(self) -> None:
         super().__init__()
         pattern = wrap_type(op_types("Concat"), predicate=_concat_applicable)
@@ -82,6 +84,8 @@ def _split_applicable(out) -> bool:
 
 
 class TSSplitBackward(MatcherPass):
+    """Split into unsupported Transposes -> Gather + flat Split."""
+
     def __init__(self) -> None:
         super().__init__()
         pattern = wrap_type(op_types("Split", "VariadicSplit"), predicate=_split_applicable)

@@ -26,6 +26,8 @@ def _set_split_axis(node: Node, axis: int) -> None:
 
 
 class TSConcatForward(TSForwardBase):
+    """Moves Transposes below a Concat, renumbering the concat axis."""
+
     TYPES = ("Concat",)
 
     def applicable(self, main, info: TransposeInput):
@@ -37,6 +39,8 @@ class TSConcatForward(TSForwardBase):
 
 
 class TSConcatBackward(TSBackwardBase):
+    """Moves a Transpose above a Concat onto its inputs, renumbering the axis."""
+
     TYPES = ("Concat",)
 
     def applicable(self, main, order):
@@ -51,6 +55,8 @@ class TSConcatBackward(TSBackwardBase):
 
 
 class TSSplitForward(TSForwardBase):
+    """Moves a Transpose below a Split onto its outputs, renumbering the axis."""
+
     TYPES, INDICES = ("Split", "VariadicSplit"), (0,)
 
     def applicable(self, main, info):
@@ -62,6 +68,8 @@ class TSSplitForward(TSForwardBase):
 
 
 class TSSplitBackward(TSBackwardBase):
+    """Moves the Transposes after a Split above it, renumbering the axis."""
+
     TYPES = ("Split", "VariadicSplit")
 
     def applicable(self, main, order):

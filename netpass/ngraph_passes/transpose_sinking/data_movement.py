@@ -32,6 +32,8 @@ def _permute_params(main: Node, perm: list[int]) -> None:
 
 
 class TSDataMovementForward(TSForwardBase):
+    """Moves a Transpose below Pad or ReverseSequence, permuting their axes."""
+
     TYPES, INDICES = MOVEMENT_TYPES, (0,)
 
     def applicable(self, main, info):
@@ -43,6 +45,8 @@ class TSDataMovementForward(TSForwardBase):
 
 
 class TSDataMovementBackward(TSBackwardBase):
+    """Moves a Transpose above Pad or ReverseSequence, permuting their axes."""
+
     TYPES = MOVEMENT_TYPES
 
     def applicable(self, main, order):
@@ -75,6 +79,8 @@ def _reslice(main: Node, axes: list[int]) -> Node:
 
 
 class TSSliceForward(TSForwardBase):
+    """Moves a Transpose below a Slice, renumbering its axes."""
+
     TYPES, INDICES = ("Slice",), (0,)
 
     def applicable(self, main, info):
@@ -89,6 +95,8 @@ class TSSliceForward(TSForwardBase):
 
 
 class TSSliceBackward(TSBackwardBase):
+    """Moves a Transpose above a Slice, renumbering its axes."""
+
     TYPES = ("Slice",)
 
     def applicable(self, main, order):

@@ -35,6 +35,8 @@ def _ranks_fit(main: Node, rank: int) -> bool:
 
 
 class TSUnaryForward(TSForwardBase):
+    """Moves a Transpose from a unary elementwise op's input to its output."""
+
     TYPES, INDICES = UNARY_TYPES, (0,)
 
     def applicable(self, main, info):
@@ -45,6 +47,8 @@ class TSUnaryForward(TSForwardBase):
 
 
 class TSUnaryBackward(TSBackwardBase):
+    """Moves a Transpose from a unary elementwise op's output to its input."""
+
     TYPES = UNARY_TYPES
 
     def applicable(self, main, order):
@@ -55,6 +59,8 @@ class TSUnaryBackward(TSBackwardBase):
 
 
 class TSBinaryForward(TSForwardBase):
+    """Moves a Transpose below a binary op; other inputs get its inverse."""
+
     TYPES = BINARY_TYPES
 
     def applicable(self, main, info: TransposeInput):
@@ -65,6 +71,8 @@ class TSBinaryForward(TSForwardBase):
 
 
 class TSBinaryBackward(TSBackwardBase):
+    """Moves a Transpose above a binary elementwise op, onto every input."""
+
     TYPES = BINARY_TYPES
 
     def applicable(self, main, order):

@@ -13,6 +13,8 @@ from .utils import is_const_transpose, transpose_order
 
 
 class TSFuse(MatcherPass):
+    """Fuses consecutive Transposes into one, or none when they cancel."""
+
     def __init__(self) -> None:
         super().__init__()
         order = lambda o: is_const_transpose(o.node)  # noqa: E731

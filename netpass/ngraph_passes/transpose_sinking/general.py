@@ -24,6 +24,8 @@ BACKWARD = (TSUnaryBackward, TSBinaryBackward, TSConcatBackward, TSSplitBackward
 
 
 class TSGeneralForward(GraphRewrite):
+    """Every forward transpose sinking pass in one traversal."""
+
     def __init__(self) -> None:
         super().__init__()
         for p in FORWARD:
@@ -31,6 +33,8 @@ class TSGeneralForward(GraphRewrite):
 
 
 class TSGeneralBackward(BackwardGraphRewrite):
+    """Every backward transpose sinking pass in one traversal."""
+
     def __init__(self) -> None:
         super().__init__()
         for p in BACKWARD:
@@ -38,6 +42,8 @@ class TSGeneralBackward(BackwardGraphRewrite):
 
 
 class TSResetNoSinkingAttribute(ModelPass):
+    """Clears the no_transpose_sinking marks that sinking left."""
+
     def run_on_model(self, model) -> bool:
         for node in model.get_ordered_ops():
             reset_no_sinking(node)
@@ -45,7 +51,10 @@ class TSResetNoSinkingAttribute(ModelPass):
 
 
 class TSGeneral(ModelPass):
-    """Returns False like OpenVINO's (its members keep shapes valid as they go)."""
+    """Forward, then backward transpose sinking, each followed by folding.
+
+    Returns False like OpenVINO's (its members keep shapes valid as they go).
+    """
 
     def run_on_model(self, model) -> bool:
         for stage in (TSGeneralForward, TSGeneralBackward):

@@ -34,6 +34,8 @@ def _set_axes(main: Node, axes: list[int]) -> None:
 
 
 class TSReductionForward(TSForwardBase):
+    """Moves a Transpose below a reduction, renumbering the reduced axes."""
+
     TYPES, INDICES = REDUCTION_TYPES, (0,)
 
     def applicable(self, main, info):
@@ -47,6 +49,8 @@ class TSReductionForward(TSForwardBase):
 
 
 class TSReductionBackward(TSBackwardBase):
+    """Moves a Transpose above a reduction, renumbering the reduced axes."""
+
     TYPES = REDUCTION_TYPES
 
     def applicable(self, main, order):
@@ -63,6 +67,8 @@ class TSReductionBackward(TSBackwardBase):
 
 
 class TSSqueezeForward(TSForwardBase):
+    """Moves a Transpose below a Squeeze, recomputing its order."""
+
     TYPES, INDICES = ("Squeeze",), (0,)
 
     def applicable(self, main, info):
@@ -75,6 +81,8 @@ class TSSqueezeForward(TSForwardBase):
 
 
 class TSSqueezeBackward(TSBackwardBase):
+    """Moves a Transpose above a Squeeze, recomputing its order."""
+
     TYPES = ("Squeeze",)
 
     def applicable(self, main, order):
@@ -92,7 +100,10 @@ def _unsqueeze_axes(main: Node) -> list[int] | None:
 
 
 class TSUnsqueezeForward(TSForwardBase):
-    """``Unsqueeze(T(x), A)`` = ``T'(Unsqueeze(x, trailing axes))``."""
+    """Moves a Transpose below an Unsqueeze, recomputing its order.
+
+    ``Unsqueeze(T(x), A)`` = ``T'(Unsqueeze(x, trailing axes))``.
+    """
 
     TYPES, INDICES = ("Unsqueeze",), (0,)
 
@@ -109,7 +120,10 @@ class TSUnsqueezeForward(TSForwardBase):
 
 
 class TSUnsqueezeBackward(TSBackwardBase):
-    """``T(Unsqueeze(x, A))`` = ``Unsqueeze(T'(x), A')`` with ``A' = {m : order[m] in A}``."""
+    """Moves a Transpose above an Unsqueeze, recomputing its order.
+
+    ``T(Unsqueeze(x, A))`` = ``Unsqueeze(T'(x), A')`` with ``A' = {m : order[m] in A}``.
+    """
 
     TYPES = ("Unsqueeze",)
 
