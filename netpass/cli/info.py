@@ -5,8 +5,6 @@ import argparse
 import importlib
 import inspect
 import os
-import re
-import sys
 
 from ..errors import NetpassError
 
@@ -14,33 +12,27 @@ from ..errors import NetpassError
 PASS_GROUPS = ("common", "transpose_sinking", "gna")
 
 
-def _first_sentence(text: str, limit: int = 90) -> str:
-    """The first sentence of a docstring's first paragraph, without rst quotes, shortened."""
-    paragraph = " ".join(text.strip().split("\n\n")[0].split()).replace("``", "")
-    end = re.search(r"(?<![.\w]\.\w)(?<!\.)\.(\s|$)", paragraph)
-    sentence = paragraph[:end.start() + 1] if end else paragraph
-    return sentence if len(sentence) <= limit else sentence[:limit - 3].rstrip() + "..."
+# `netpass passes` fits this many columns (a test holds every pass's first docstring line to it).
+COLUMNS = 100
 
 
-def _describe(cls: type) -> str:
-    """What a pass does: the first sentence of its own docstring, else of its module's (where
-    the summary of a family of passes lives). A docstring that only speaks of the return value
-    says nothing about the pass, so the module's is used then too."""
-    own = cls.__dict__.get("__doc__") or ""
-    doc = own if own.strip() and not own.lstrip().startswith("Returns ") \
-        else sys.modules[cls.__module__].__doc__ or ""
-    # Many docstrings open with "ClassName: ..."; the name is already in the first column.
-    doc = doc.strip().removeprefix(f"{cls.__name__}: ")
-    text = _first_sentence(doc) if doc else "-"
-    return text[:1].upper() + text[1:]
+def describe(cls: type) -> str:
+    """What a pass does: the first line of its own docstring (each pass class opens with a
+    one-line summary; the rest of the docstring is for readers of the code)."""
+    doc = (cls.__dict__.get("__doc__") or "").strip()
+    return doc.split("\n")[0].strip() if doc else "-"
 
 
 def transformation_groups() -> dict[str, list[tuple[str, str]]]:
-    """Module -> [(pass class name, one-line description)] for the exported pass classes of
-    netpass.ngraph_passes.{common, transpose_sinking, gna} and the default legacy passes."""
+    """Module -> [(pass name, one-line description)] for the exported pass classes of
+    netpass.ngraph_passes.{common, transpose_sinking, gna} and the default legacy passes. A
+    class name exported by two groups (the GNA plugin's own TSConcatForward and
+    TSSplitBackward) is shown with its group in front in the later group, so every name in the
+    list is one pass."""
     from ..legacy_passes import DEFAULT_PASSES
     from ..passes import MatcherPass, ModelPass
     groups: dict[str, list[tuple[str, str]]] = {}
+    seen: set[str] = set()
     for group in PASS_GROUPS:
         package = importlib.import_module(f"netpass.ngraph_passes.{group}")
         rows = []
@@ -50,24 +42,25 @@ def transformation_groups() -> dict[str, list[tuple[str, str]]]:
             if not (inspect.isclass(cls) and issubclass(cls, (ModelPass, MatcherPass))) \
                     or not cls.__module__.startswith(package.__name__) or name.endswith("Base"):
                 continue
-            rows.append((name, _describe(cls)))
+            rows.append((f"{group}.{name}" if name in seen else name, describe(cls)))
+        seen.update(name for name, _ in rows)
         groups[package.__name__] = sorted(rows)
     groups["netpass.legacy_passes (DEFAULT_PASSES, in order)"] = \
-        [(p.__name__, _describe(p)) for p in DEFAULT_PASSES]
+        [(p.__name__, describe(p)) for p in DEFAULT_PASSES]
     return groups
 
 
 def cmd_passes(args: argparse.Namespace) -> int:
     groups = transformation_groups()
-    width = max(len(n) for rows in groups.values() for n, _ in rows)
     for title, rows in groups.items():
         print(f"{title}:")
+        width = max(len(n) for n, _ in rows)
         for name, text in rows:
             print(f"  {name:<{width}}  {text}")
         print()
     print(f"{sum(len(r) for r in groups.values())} passes. The default pipeline is "
-          "GnaTransformationsPipeline (--transformations gna); CommonOptimizations is "
-          "--transformations common.")
+          "GnaTransformationsPipeline (--transformations gna);")
+    print("CommonOptimizations is --transformations common.")
     return 0
 
 

@@ -10,7 +10,11 @@ import numpy as np
 
 from ..core.dimension import Dimension
 from ..errors import InputError
+from ..frontend.files import physical_memory
 from .common import SEED, resolve_input_name
+
+# Generating random data holds about three float64 temporaries per element besides the result.
+RANDOM_BYTES_PER_ELEMENT = 24
 
 
 def _parse_shape(name: str, text: str) -> list[int]:
@@ -33,6 +37,30 @@ def _random_input(shape: list[int], dtype: np.dtype, rng: np.random.Generator) -
     mag = rng.uniform(0.1, 1.0, size=shape)
     sign = np.where(rng.random(shape) < 0.5, -1.0, 1.0)
     return (mag * sign).astype(dtype)
+
+
+def _size(nbytes: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if nbytes < 1024 or unit == "TiB":
+            return f"{nbytes:.0f} {unit}" if unit == "bytes" else f"{nbytes:.1f} {unit}"
+        nbytes /= 1024
+    raise AssertionError("unreachable")
+
+
+def check_random_input_fits(name: str, shape: list[int], dtype: np.dtype) -> None:
+    """Refuse, before allocating, a random input that this machine's memory cannot hold (a
+    static input of 10^12 elements, or a --shape that asks for it), naming its size."""
+    elements = 1
+    for d in shape:
+        elements *= d
+    need = elements * (dtype.itemsize + RANDOM_BYTES_PER_ELEMENT)
+    memory = physical_memory()
+    if memory is not None and need > memory:
+        raise InputError(name, f"shape {shape} of {dtype} is {elements} elements "
+                               f"({_size(elements * dtype.itemsize)}); making it random needs "
+                               f"about {_size(need)}, more than this machine's "
+                               f"{_size(memory)} of memory; give a smaller --shape or the "
+                               "data with --input")
 
 
 def _default_size(dim: Dimension, sizes: dict[int, int]) -> int:
@@ -58,8 +86,8 @@ def make_inputs(model, shapes: dict[str, str], files: dict[str, str]) -> dict[st
             path = Path(file_of[name])
             try:
                 feeds[name] = np.load(path, allow_pickle=False)
-            except (OSError, ValueError) as e:
-                raise InputError(name, f"cannot load {path}: {e}") from None
+            except (OSError, ValueError, MemoryError) as e:
+                raise InputError(name, f"cannot load {path}: {type(e).__name__}: {e}") from None
     given = {n: list(a.shape) for n, a in feeds.items()}
     given.update({n: _parse_shape(n, text) for n, text in shape_of.items() if n not in feeds})
     # A dynamic dim shared by several inputs (one symbol, e.g. "batch") takes the size given
@@ -83,7 +111,9 @@ def make_inputs(model, shapes: dict[str, str], files: dict[str, str]) -> dict[st
                 raise InputError(name, "has a dynamic rank; give its shape with "
                                        f"--shape {name}=d0,d1,...")
             shape = [_default_size(d, sizes) for d in ps]
-        feeds[name] = _random_input(shape, out.element_type.dtype or np.dtype(np.float32), rng)
+        dtype = np.dtype(out.element_type.dtype or np.float32)
+        check_random_input_fits(name, shape, dtype)
+        feeds[name] = _random_input(shape, dtype, rng)
     return {name: feeds[name] for name in names}
 
 

@@ -1,5 +1,6 @@
 """The argument parser and ``main``: one line ``error: ... (hint: ...)`` on stderr for a failure a
-user can cause, the traceback with ``NETPASS_DEBUG=1``."""
+user can cause, the traceback with ``NETPASS_DEBUG=1``; Ctrl-C ends with one line and exit
+status 130 (128 + SIGINT, as shells report it)."""
 from __future__ import annotations
 
 import argparse
@@ -7,6 +8,7 @@ import os
 import sys
 from typing import Sequence
 
+from .. import __version__
 from ..errors import NetpassError
 from .benchmark import cmd_benchmark
 from .common import add_device_option, add_transformations_option
@@ -19,6 +21,7 @@ from .user_passes import add_explain_command, add_pass_option
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="netpass", description="netpass command line: run, "
                                      "convert, visualize, benchmark models and explain passes (docs/cli.md)")
+    parser.add_argument("--version", action="version", version=f"netpass {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="compile a model and run it on random or given inputs")
@@ -86,9 +89,27 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+# Exit status after Ctrl-C: 128 + SIGINT, what a shell reports for a process SIGINT ended.
+INTERRUPTED = 130
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _run(argv)
+    except KeyboardInterrupt:
+        if _debug():
+            raise
+        print("interrupted", file=sys.stderr)
+        return INTERRUPTED
+
+
+def _debug() -> bool:
+    return os.environ.get("NETPASS_DEBUG", "").strip() not in ("", "0")
+
+
+def _run(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    if os.environ.get("NETPASS_DEBUG", "").strip() not in ("", "0"):
+    if _debug():
         return args.func(args)
     try:
         return args.func(args)

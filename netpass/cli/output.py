@@ -74,9 +74,10 @@ class Progress:
                 self.last = now
                 filled = 30 * self.done // self.total
                 bar = "#" * filled + "." * (30 - filled)
+                # Marked before drawing, so that a Ctrl-C between the two still ends the line.
+                self.drawn = True
                 self.stream.write(f"\r{self.label} [{bar}] {self.done}/{self.total}")
                 self.stream.flush()
-                self.drawn = True
         elif now - self.start >= LONG_RUN_S and 10 * self.done >= self.next_decile * self.total:
             self.next_decile = 10 * self.done // self.total + 1
             self.stream.write(f"{self.label}: {100 * self.done // self.total}% "

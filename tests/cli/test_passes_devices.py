@@ -6,8 +6,13 @@ import re
 from cli_helpers import netpass_cli
 
 
+def _pass_list(stdout: str) -> list[tuple[str, str]]:
+    return [(m.group(1), m.group(2))
+            for m in re.finditer(r"^  ([\w.]+)\s{2,}(.+)$", stdout, re.M)]
+
+
 def _pass_rows(stdout: str) -> dict[str, str]:
-    return {m.group(1): m.group(2) for m in re.finditer(r"^  (\w+)\s{2,}(.+)$", stdout, re.M)}
+    return dict(_pass_list(stdout))
 
 
 def test_passes_lists_the_transformations_of_each_module():
@@ -28,10 +33,30 @@ def test_passes_lists_the_legacy_passes_in_order():
     assert list(_pass_rows(legacy)) == [p.__name__ for p in DEFAULT_PASSES]
 
 
-def test_every_pass_has_a_one_line_description():
-    rows = _pass_rows(netpass_cli("passes").stdout)
-    assert all(len(text) > 10 and text != "-" for text in rows.values()), rows
-    assert rows["GnaTransformationsPipeline"].startswith("The whole GNA ngraph stage")
+def test_every_pass_has_its_own_uncut_description_within_100_columns():
+    stdout = netpass_cli("passes").stdout
+    assert all(len(line) <= 100 for line in stdout.splitlines()), \
+        [line for line in stdout.splitlines() if len(line) > 100]
+    rows = _pass_list(stdout)
+    names = [name for name, _ in rows]
+    texts = [text for _, text in rows]
+    assert len(rows) > 80 and len(set(names)) == len(names), names
+    assert len(set(texts)) == len(texts), [t for t in texts if texts.count(t) > 1]
+    assert all(len(t) > 10 and t.endswith(".") and not t.endswith("...") and "``" not in t
+               for t in texts), texts
+    assert dict(rows)["GnaTransformationsPipeline"] == \
+        "The whole GNA ngraph stage, in the GNA plugin's order."
+
+
+def test_each_description_is_the_first_line_of_the_pass_docstring():
+    from netpass.cli.info import transformation_groups
+    from netpass.ngraph_passes import gna, transpose_sinking
+    rows = dict(_pass_list(netpass_cli("passes").stdout))
+    # A class name exported by two groups is listed once under each, the later qualified.
+    assert rows["TSConcatForward"] == transpose_sinking.TSConcatForward.__doc__.split("\n")[0]
+    assert rows["gna.TSConcatForward"] == gna.TSConcatForward.__doc__.split("\n")[0]
+    listed = {name: text for group in transformation_groups().values() for name, text in group}
+    assert listed == rows
 
 
 def test_devices_lists_pocl_and_the_auto_choice():
