@@ -31,6 +31,21 @@ class UnsupportedOpError(NetpassError):
         super().__init__(f"unsupported op '{op_type}'{dom}{ver}{where}{why}")
 
 
+class HostFallbackError(UnsupportedOpError):
+    """The runtime would run ops on the host (no device kernel for their kind, element types
+    or shapes) while the ``HOST_FALLBACK`` config is False. ``.ops``: ``(type, name, why)``."""
+
+    hint = "allow the host fallback (HOST_FALLBACK: True, the default) or change the model"
+
+    def __init__(self, ops: list[tuple[str, str, str]]) -> None:
+        self.ops = list(ops)
+        kinds = sorted({k for k, _, _ in self.ops})
+        listed = ", ".join(f"{k} '{n}' ({why})" for k, n, why in self.ops[:20])
+        more = f" and {len(self.ops) - 20} more" if len(self.ops) > 20 else ""
+        super().__init__(", ".join(kinds), reason="HOST_FALLBACK is False and these ops run "
+                         f"on the host only: {listed}{more}")
+
+
 class UnsupportedTypeError(NetpassError):
     """A valid element type netpass does not support (string, float8, int4...)."""
 

@@ -61,8 +61,10 @@ def device_name(args: argparse.Namespace) -> str:
 
 def compile_for_device(model, args: argparse.Namespace):
     from .. import compile_model
-    return compile_model(model, device=device_name(args),
-                         config={"TRANSFORMATIONS": args.transformations.upper()})
+    config: dict = {"TRANSFORMATIONS": args.transformations.upper()}
+    if getattr(args, "no_host_fallback", False):
+        config["HOST_FALLBACK"] = False
+    return compile_model(model, device=device_name(args), config=config)
 
 
 def device_label(cm) -> str:

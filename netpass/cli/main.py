@@ -33,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_device_option(run)
     run.add_argument("--iterations", type=int, default=1, metavar="N",
                      help="timed runs after the first one (default 1)")
+    run.add_argument("--no-host-fallback", action="store_true",
+                     help="fail (naming the ops) instead of running ops without a device "
+                          "kernel on the host (config HOST_FALLBACK: False)")
     add_transformations_option(run)
     add_pass_option(run)
     run.set_defaults(func=cmd_run)

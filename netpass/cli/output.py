@@ -48,6 +48,15 @@ def format_stats(stats: dict[str, Any], columns: int = 3) -> list[str]:
     return lines
 
 
+def format_host_fallbacks(stats: dict[str, Any]) -> str:
+    """The ops that ran on the host for want of a device kernel: ``Kind xN, ...`` (primitive
+    runs over all infers), or ``none``."""
+    kinds = stats.get("host_fallback_kinds") or {}
+    if not kinds:
+        return "none"
+    return ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def percentiles(times_s: Sequence[float]) -> str:
     p50, p90, p99 = np.percentile(np.asarray(times_s) * 1e3, [50, 90, 99])
     return f"p50 {p50:.3f} ms, p90 {p90:.3f} ms, p99 {p99:.3f} ms"

@@ -10,7 +10,7 @@ import numpy as np
 
 from .common import UsageError, compile_for_device, device_kind, device_label, parse_assignments
 from .inputs import input_hint, make_inputs
-from .output import Progress, format_values, format_stats
+from .output import Progress, format_host_fallbacks, format_stats, format_values
 from .user_passes import apply_user_passes
 
 
@@ -56,6 +56,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"runtime stats ({args.iterations + 1} infers):")
     for line in format_stats(req.stats):
         print(line)
+    print(f"host fallbacks: {format_host_fallbacks(req.stats)}")
     print(f"ran {Path(str(args.model)).name} on {device_kind(cm)}: {len(feeds)} input(s), "
           f"{len(outs)} output(s), {len(cm.executable.get_ordered_ops())} ops, "
           f"median {median_ms:.3f} ms")

@@ -9,7 +9,7 @@ import numpy as np
 from ..core.feeds import FeedSpec, check_feeds
 from ..core.gc_pause import gc_paused
 from ..core.types import Type
-from ..errors import NetpassError, system_errors_as_netpass
+from ..errors import HostFallbackError, NetpassError, system_errors_as_netpass
 from ..ops.state import VariableInfo
 from ..reference import VariableState
 from .async_queue import AsyncInferRequest, RequestBusyError
@@ -47,6 +47,13 @@ class RuntimeCompiledModel:
         self.engine = engine
         self.model = model
         self.profiling = bool(cfg.get("PROFILING", False))
+        # HOST_FALLBACK False: ops without a device kernel refuse to compile (or to run, where
+        # only the shapes met at run time decide) instead of running on the host
+        self.host_fallback = bool(cfg.get("HOST_FALLBACK", True))
+        if not self.host_fallback and engine is not None:
+            host_only = program.host_fallbacks()
+            if host_only:
+                raise HostFallbackError(host_only)
         # guards what the requests share and change: the implementations cache, descriptor
         # ids, constants, step plans, per-binding records and the symbolic checks
         self.lock = threading.Lock()
@@ -257,7 +264,9 @@ def compile_program(model_or_program: Any, device: str = "AUTO",
     ``NETPASS_DEBUG`` environment variable: check that every value a primitive reads was
     produced in the current infer, :mod:`netpass.runtime.invariants`), ``MAX_OUTPUT_BYTES``
     (int, default half the host's physical memory: an output over it raises
-    OutputTooLargeError before it is allocated, :mod:`netpass.runtime.outputs`)."""
+    OutputTooLargeError before it is allocated, :mod:`netpass.runtime.outputs`),
+    ``HOST_FALLBACK`` (bool, default True: ops without a device kernel run on the host from
+    their reference; False makes them a HostFallbackError naming the ops)."""
     cfg = dict(config or {})
     name = resolve_device_name(device)
     model = None

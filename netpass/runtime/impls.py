@@ -1180,5 +1180,14 @@ def create_device_impl(p: Params, key) -> Impl | None:
 
 LEGACY_ELTWISE = {"PowerIE", "ReLUIE", "Eltwise", "ScaleShiftIE", "BatchNormInference"}
 HAS_KERNEL = set(FACTORIES) | ELTWISE_KINDS | MOVEMENT_KINDS | LEGACY_ELTWISE
+
+
+def host_only_reason(kind: str, dtypes: Sequence[Any]) -> str | None:
+    """Why a primitive of ``kind`` over ``dtypes`` can only run on the host (no kernel for the
+    kind; an element type OpenCL has no type for), or None when a kernel may run it."""
+    if kind not in HAS_KERNEL:
+        return "no kernel"
+    odd = sorted({np.dtype(d).name for d in dtypes if np.dtype(d) not in K.CTYPES})
+    return f"no OpenCL type for {', '.join(odd)}" if odd else None
 FUSABLE_PRODUCERS = {"MatMul", "FullyConnected", "Convolution", "GroupConvolution",
                      "GNAConvolution", "Softmax", "LogSoftmax", "MVN"} | ELTWISE_KINDS | LEGACY_ELTWISE

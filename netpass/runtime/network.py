@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..errors import AllocationError, FileAccessError, NetpassError
+from ..errors import AllocationError, FileAccessError, HostFallbackError, NetpassError
 from . import impls as I
 from .invariants import check_read
 from .launcher import KernelHandle, make_launcher
@@ -767,7 +767,8 @@ class PrimitiveInst:
         if node.in_shape_of_subgraph:
             self._host_eval()
             return
-        if node.kind in DYNAMIC_OUTPUT_KINDS:
+        if node.kind in DYNAMIC_OUTPUT_KINDS:  # computed on the host with its shapes
+            self._count_host_fallback()
             self._set_host(self.pending_host)
             self.pending_host = None
             return
@@ -777,6 +778,14 @@ class PrimitiveInst:
             self._host_run()
             return
         self._launch()
+
+    def _count_host_fallback(self) -> None:
+        net, kind = self.net, self.node.kind
+        if not net.compiled.host_fallback:  # a fallback only these shapes or dtypes need
+            raise HostFallbackError([(kind, self.node.name, "no kernel for these shapes")])
+        net.stats["host_fallbacks"] += 1
+        by_kind = net.stats["host_fallback_kinds"]
+        by_kind[kind] = by_kind.get(kind, 0) + 1
 
     def step_recorded(self) -> None:
         """prepare + execute of a plain kernel primitive (``self.plain``) in symbolic mode:
@@ -879,9 +888,7 @@ class PrimitiveInst:
         """Host fallback: the op's numpy reference on inputs read back from the device."""
         net = self.net
         node = self.node
-        net.stats["host_fallbacks"] += 1
-        by_kind = net.stats["host_fallback_kinds"]
-        by_kind[node.kind] = by_kind.get(node.kind, 0) + 1
+        self._count_host_fallback()
         arrays = net.host_values([self.src(j) for j in range(len(node.inputs))])
         outs = infer_host(node, arrays)
         if node.fused:  # the kernel would have applied them

@@ -599,6 +599,23 @@ class Program:
         for n in order:
             n.restrictions = Lifetime(id(n), spans)
 
+    def host_fallbacks(self) -> list[tuple[str, str, str]]:
+        """``(kind, name, why)`` of the primitives that can only run on the host (the host
+        fallback), known before any shape is: no kernel for the kind or its element types.
+        Shape math, views, state and the graph boundary are not fallbacks."""
+        out = []
+        for n in self.nodes:
+            if n.kind in ("Parameter", "Constant", "Result") or n.kind in ALWAYS_OPTIMIZED or \
+                    n.in_shape_of_subgraph or n.shape_only or n.state_role is not None or \
+                    n.fused_into is not None:
+                continue
+            dtypes = list(n.out_dtypes) + [s.out_dtypes[k] for s, k in n.inputs]
+            why = "output shape from the data" if n.kind in DYNAMIC_OUTPUT_KINDS else \
+                I.host_only_reason(n.kind, dtypes)
+            if why is not None:
+                out.append((n.kind, n.name, why))
+        return out
+
     def describe(self) -> list[dict]:
         """Per node: id, kind, flags (for docs, tests and debugging)."""
         return [{"id": n.id, "kind": n.kind, "optimized": n.optimized,
