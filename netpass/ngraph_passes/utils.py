@@ -52,6 +52,16 @@ def make(name: str, inputs: Sequence[Any], **attrs: Any) -> Node:
     return op(name)(ins, **attrs)
 
 
+_TERMINAL = ("Result", "Assign")
+
+
+def graph_consumers(out: Output) -> list:
+    """The consumers of ``out`` that are part of the graph. A node a rewrite replaced stays
+    among its producers' consumers while something else (a user's variable) keeps it alive;
+    it has no consumers of its own and is no Result or sink, and is left out here."""
+    return [c for c in out.consumers() if c.node.type_name in _TERMINAL or c.node.has_consumers()]
+
+
 def static_shape(out: Output) -> tuple[int, ...] | None:
     ps = out.node._outs[out.index].ps if type(out) is Output else out.partial_shape
     return ps.to_shape() if ps.is_static else None

@@ -16,10 +16,16 @@ from .utils import (TransposeInput, consumer_transposes_order, consumers_are_sin
 
 class TSForwardBase(MatcherPass):
     """Subclasses set ``TYPES`` (op type or family names), ``INDICES`` (inputs that may carry
-    the Transpose; None = all) and implement ``applicable`` and ``sink``."""
+    the Transpose; None = all) and implement ``applicable`` and ``sink``.
+
+    When the callback refuses, or the op turns out not to allow the move, the Transpose is
+    marked ``no_transpose_sinking`` if one of its consumers is an op forward sinking cannot
+    pass (OpenVINO's TSForwardBase; ``MARK_ON_FAILURE = False`` for the passes OpenVINO writes
+    as plain matchers, which mark only on a refusing callback)."""
 
     TYPES: ClassVar[Sequence[str]] = ()
     INDICES: ClassVar[Sequence[int] | None] = None
+    MARK_ON_FAILURE: ClassVar[bool] = True
 
     def __init__(self) -> None:
         super().__init__()
@@ -28,12 +34,15 @@ class TSForwardBase(MatcherPass):
         def callback(m: Matcher) -> bool:
             main = m.match_root
             info = first_transpose_input(main, self.INDICES)
-            # Bypassing a Transpose of a dynamic-rank value would lose the rank it proves.
-            if info is None or static_rank(info.transpose.input_value(0)) is None \
-                    or not self.applicable(main, info):
+            if info is None:
                 return False
             if self.transformation_callback(main):
                 update_forward_sinking_ability(info.transpose)
+                return False
+            # Bypassing a Transpose of a dynamic-rank value would lose the rank it proves.
+            if static_rank(info.transpose.input_value(0)) is None or not self.applicable(main, info):
+                if self.MARK_ON_FAILURE:
+                    update_forward_sinking_ability(info.transpose)
                 return False
             for n in self.sink(main, info):
                 self.register_new_node(n)

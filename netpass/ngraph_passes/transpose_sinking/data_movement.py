@@ -69,8 +69,9 @@ def _slice_axes(main: Node) -> list[int] | None:
 
 
 def _reslice(main: Node, axes: list[int]) -> Node:
-    """A Slice like ``main`` with explicit ``axes``, put in its place."""
-    ins = main.input_values()[:4] + [const(np.array(axes, np.int64))]
+    """A Slice like ``main`` with explicit ``axes`` (i32, as OpenVINO gathers them from an i32
+    order), put in its place."""
+    ins = main.input_values()[:4] + [const(np.array(axes, np.int32))]
     new = make("Slice", ins)
     new.friendly_name = main.friendly_name
     copy_runtime_info(main, new)

@@ -3,13 +3,13 @@ Transpose (other inputs get the inverse order, unsqueezed to the order's rank)."
 from __future__ import annotations
 
 from ...core.node import Node
-from ..utils import const_value, static_rank
+from ..utils import static_rank
 from .base import TSBackwardBase, TSForwardBase
 from .utils import TransposeInput, sink_backward, sink_forward
 
 UNARY_TYPES = ("UnaryElementwiseArithmetic", "Clamp", "Elu", "SoftPlus", "LogicalNot", "Convert",
                "IsInf", "IsNaN", "Selu", "Swish", "HardSigmoid", "Relu", "Sigmoid",
-               "Tanh", "Exp", "Abs", "Negative", "Sqrt", "Log")
+               "Tanh", "Exp", "Abs", "Negative", "Sqrt", "Log", "ConvertLike")
 BINARY_TYPES = ("BinaryElementwiseArithmetic", "BinaryElementwiseComparison",
                 "BinaryElementwiseLogical", "PRelu")
 
@@ -19,19 +19,20 @@ def _elementwise(node: Node) -> bool:
     return not hasattr(node, "axis")
 
 
-def _ranks_fit(main: Node, rank: int) -> bool:
-    """Every input has a static rank no larger than ``rank`` and the output has ``rank``."""
-    if static_rank(main.output(0)) != rank:
+def per_channel_prelu(main: Node) -> bool:
+    """A PRelu whose 1-D slope matches the data's channel axis (1): the slope applies per
+    channel, not by numpy broadcasting (OpenVINO's IsSpecialPRelu)."""
+    if main.type_name != "PRelu":
         return False
-    for v in main.input_values():
-        r = static_rank(v)
-        if r is None or r > rank:
-            return False
-    if main.type_name == "PRelu":  # a 1-D slope is per channel (axis 1), not numpy-broadcast
-        slope = main.input_value(1)
-        if static_rank(slope) == 1 and rank > 2 and (const_value(slope) is None or const_value(slope).size > 1):
-            return False
-    return True
+    slope, data = main.input_value(1).partial_shape, main.input_value(0).partial_shape
+    if slope.rank.is_dynamic or len(slope) != 1 or not slope[0].is_static or data.rank.is_dynamic:
+        return False
+    channel = data[1 if len(data) > 1 else 0]
+    return channel.is_static and channel.get_length() == slope[0].get_length()
+
+
+def _static_ranks(main: Node) -> bool:
+    return all(static_rank(v) is not None for v in main.input_values())
 
 
 class TSUnaryForward(TSForwardBase):
@@ -59,12 +60,15 @@ class TSUnaryBackward(TSBackwardBase):
 
 
 class TSBinaryForward(TSForwardBase):
-    """Moves a Transpose below a binary op; other inputs get its inverse."""
+    """Moves a Transpose below a binary op; other inputs get its inverse.
+
+    (A per-channel PRelu slope is not moved: OpenVINO unsqueezes it as a numpy-broadcast
+    operand, which changes the values.)"""
 
     TYPES = BINARY_TYPES
 
     def applicable(self, main, info: TransposeInput):
-        return _ranks_fit(main, len(info.order))
+        return _static_ranks(main) and not per_channel_prelu(main)
 
     def sink(self, main, info):
         return sink_forward(main, info)
@@ -76,7 +80,7 @@ class TSBinaryBackward(TSBackwardBase):
     TYPES = BINARY_TYPES
 
     def applicable(self, main, order):
-        return _ranks_fit(main, len(order))
+        return _static_ranks(main) and static_rank(main.output(0)) == len(order)
 
     def sink(self, main, order, order_type):
-        return sink_backward(main, order, order_type)
+        return sink_backward(main, order, order_type, per_channel=per_channel_prelu(main))

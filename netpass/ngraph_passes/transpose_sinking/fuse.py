@@ -1,5 +1,11 @@
 """TSFuse: ``Transpose(Transpose(x, o1), o2)`` -> ``Transpose(x, o1[o2])``, or nothing at all
-when the composed order is the identity."""
+when the composed order is the identity.
+
+As OpenVINO's: the first Transpose's consumers must all be Transposes with one order (they are
+all replaced), the new Transpose takes the second's friendly name, and it is marked
+``no_transpose_sinking`` when a consumer is an op forward sinking cannot pass (so a Transpose
+fused right before a Result stays there through the backward stage).
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -7,9 +13,9 @@ import numpy as np
 from ...core.graph_util import copy_runtime_info, replace_node, replace_output_update_name
 from ...passes import MatcherPass
 from ...pattern import Matcher, any_input, wrap_type
-from ..utils import const, make, op_types
-from .attr import is_sinking_disabled, mark_as_no_sinking
-from .utils import is_const_transpose, transpose_order
+from ..utils import const, graph_consumers, make, op_types
+from .utils import (is_const_transpose, remove_transpose_consumers, same_order_transpose_consumers,
+                    transpose_order, update_forward_sinking_ability)
 
 
 class TSFuse(MatcherPass):
@@ -17,9 +23,9 @@ class TSFuse(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        order = lambda o: is_const_transpose(o.node)  # noqa: E731
-        first = wrap_type(op_types("Transpose"), [any_input(), any_input()], predicate=order)
-        second = wrap_type(op_types("Transpose"), [first, any_input()], predicate=order)
+        first = wrap_type(op_types("Transpose"), [any_input(), wrap_type(op_types("Constant"))],
+                          predicate=lambda o: same_order_transpose_consumers(o.node) is not None)
+        second = wrap_type(op_types("Transpose"), [first, wrap_type(op_types("Constant"))])
 
         def callback(m: Matcher) -> bool:
             t2 = m.match_root
@@ -27,18 +33,23 @@ class TSFuse(MatcherPass):
             if self.transformation_callback(t2):
                 return False
             o1, o2 = transpose_order(t1), transpose_order(t2)
+            if len(o1) != len(o2) or any(i >= len(o1) for i in o2):
+                return False
             fused = [o1[i] for i in o2]
-            if fused == sorted(fused):
-                return replace_output_update_name(t2.output(0), t1.input_value(0))
+            x = t1.input_value(0)
+            if fused == list(range(len(fused))):
+                for c in graph_consumers(t1.output(0)):
+                    replace_output_update_name(c.node.output(0), x)
+                return True
             et = t1.input_value(1).element_type
             if et != t2.input_value(1).element_type:
                 et = "i64"
-            new = make("Transpose", [t1.input_value(0), const(np.array(fused), et)])
+            new = make("Transpose", [x, const(np.array(fused), et)])
             new.friendly_name = t2.friendly_name
-            copy_runtime_info([t1, t2], new)
-            if is_sinking_disabled(t2):
-                mark_as_no_sinking(new)
-            replace_node(t2, new)
+            remove_transpose_consumers(t1)
+            copy_runtime_info(t1, new)
+            replace_node(t1, new)
+            update_forward_sinking_ability(new)
             self.register_new_node(new)
             return True
 

@@ -1,50 +1,96 @@
-"""TSReductionForward/Backward (ReduceX with keep_dims true or false) and
-TSSqueezeForward/Backward, TSUnsqueezeForward/Backward: the reduced, squeezed or inserted axes
-are renumbered; when the rank changes the Transpose's order is recomputed."""
+"""TSReductionForward/Backward and TSSqueezeForward/Backward, TSUnsqueezeForward/Backward: the
+reduced, squeezed or inserted axes are renumbered through the order, in the order they are
+given, and the axes Constant keeps its element type; when the rank changes the order is
+recomputed (``order_after_reduction``: removed positions dropped; ``order_before_reduction``:
+inserted positions stay in place). A Reshape that only removes (inserts) 1s is a Squeeze
+(Unsqueeze) here, its target shape recomputed (OpenVINO's ts_reduction / ts_squeeze /
+ts_unsqueeze)."""
 from __future__ import annotations
+
+from typing import Sequence
 
 import numpy as np
 
 from ...core.node import Node
-from ..utils import const, const_value, normalize_axes, reverse_order, static_rank, static_shape
+from ...core.types import Type
+from ..utils import (const, const_value, graph_consumers, normalize_axes, reverse_order, static_rank,
+                     static_shape)
 from .base import TSBackwardBase, TSForwardBase
-from .utils import axes_after_reduction, order_before_reduction, sink_backward, sink_forward
+from .utils import (order_after_reduction, order_before_reduction, sink_backward, sink_forward)
 
 REDUCTION_TYPES = ("ArithmeticReductionKeepDims", "LogicalReductionKeepDims")
 
 
-def _axes(main: Node) -> list[int] | None:
-    """Constant reduction/squeeze axes, normalized; Squeeze without axes: the static 1-dims."""
-    rank = static_rank(main.input_value(0))
-    if rank is None:
-        return None
-    if main.get_input_size() < 2:
-        shape = static_shape(main.input_value(0))
-        return None if shape is None else [i for i, d in enumerate(shape) if d == 1]
+def _const_axes(main: Node, rank: int | None) -> list[int] | None:
+    """The axes input as non-negative ints in their given order (None: not a Constant)."""
     v = const_value(main.input_value(1))
-    return None if v is None else sorted(set(normalize_axes(v.reshape(-1), rank)))
+    if v is None or rank is None:
+        return None
+    return normalize_axes(v.reshape(-1).tolist(), rank)
 
 
-def _set_axes(main: Node, axes: list[int]) -> None:
-    value = const(np.array(axes, np.int64))
-    if main.get_input_size() < 2:
-        main.set_arguments([main.input_value(0), value])
-    else:
-        main.input(1).replace_source_output(value)
+def _set_values(main: Node, values: Sequence[int]) -> None:
+    """Input 1 := a 1-D Constant of ``values`` with the old Constant's element type."""
+    et = main.input_value(1).element_type
+    main.input(1).replace_source_output(const(np.array(list(values), et.dtype).reshape(-1), et))
+
+
+def _squeezed_positions(in_shape: Sequence[int], new_shape: Sequence[int]) -> list[int] | None:
+    """Positions of ``in_shape`` a Reshape to ``new_shape`` drops when it only drops 1s."""
+    if len(new_shape) >= len(in_shape):
+        return None
+    axes, j = [], 0
+    for i, d in enumerate(in_shape):
+        if j < len(new_shape) and new_shape[j] == d:
+            j += 1
+        elif d != 1:
+            return None
+        else:
+            axes.append(i)
+    return axes if j == len(new_shape) else None
+
+
+def _unsqueezed_positions(in_shape: Sequence[int], new_shape: Sequence[int]) -> list[int] | None:
+    """Positions of ``new_shape`` a Reshape from ``in_shape`` inserts when it only inserts 1s."""
+    if len(new_shape) <= len(in_shape):
+        return None
+    axes, j = [], 0
+    for i, d in enumerate(new_shape):
+        if j < len(in_shape) and in_shape[j] == d:
+            j += 1
+        elif d != 1:
+            return None
+        else:
+            axes.append(i)
+    return axes if j == len(in_shape) else None
+
+
+def _without(shape: Sequence[int], axes: Sequence[int]) -> list[int]:
+    return [d for i, d in enumerate(shape) if i not in set(axes)]
+
+
+def _with_ones(shape: Sequence[int], axes: Sequence[int]) -> list[int]:
+    it = iter(shape)
+    return [1 if i in set(axes) else next(it) for i in range(len(shape) + len(axes))]
+
+
+def _reshape_target(main: Node) -> list[int] | None:
+    v = const_value(main.input_value(1))
+    return None if v is None else [int(d) for d in v.reshape(-1)]
 
 
 class TSReductionForward(TSForwardBase):
     """Moves a Transpose below a reduction, renumbering the reduced axes."""
 
-    TYPES, INDICES = REDUCTION_TYPES, (0,)
+    TYPES, INDICES, MARK_ON_FAILURE = REDUCTION_TYPES, (0,), False
 
     def applicable(self, main, info):
-        return _axes(main) is not None
+        return _const_axes(main, static_rank(main.input_value(0))) is not None
 
     def sink(self, main, info):
-        axes = _axes(main)
-        _set_axes(main, [info.order[a] for a in axes])
-        out = info.order if main.keep_dims else axes_after_reduction(axes, info.order)
+        axes = _const_axes(main, static_rank(main.input_value(0)))
+        _set_values(main, [info.order[a] for a in axes])
+        out = info.order if main.keep_dims else order_after_reduction(axes, info.order)
         return sink_forward(main, info, out, [0])
 
 
@@ -54,85 +100,129 @@ class TSReductionBackward(TSBackwardBase):
     TYPES = REDUCTION_TYPES
 
     def applicable(self, main, order):
-        return _axes(main) is not None
+        return _const_axes(main, static_rank(main.input_value(0))) is not None
 
     def sink(self, main, order, order_type):
-        axes, rank = _axes(main), static_rank(main.input_value(0))
-        if main.keep_dims:
-            rev = reverse_order(order)
-            _set_axes(main, sorted(rev[a] for a in axes))
-            return sink_backward(main, order, order_type, [0])
-        _set_axes(main, list(range(rank - len(axes), rank)))
-        return sink_backward(main, order_before_reduction(axes, order, rank), order_type, [0])
+        axes = _const_axes(main, static_rank(main.input_value(0)))
+        if not main.keep_dims:
+            order = order_before_reduction(axes, order)
+        rev = reverse_order(order)
+        _set_values(main, [rev[a] for a in axes])
+        return sink_backward(main, order, order_type, [0])
+
+
+def _squeeze_axes(main: Node, data_shape) -> list[int] | None:
+    """Squeezed positions of the data: the axes input, a Reshape that drops 1s, or (no axes)
+    every 1 of ``data_shape``."""
+    if main.type_name == "Reshape":
+        target, shape = _reshape_target(main), static_shape(main.input_value(0))
+        return None if target is None or shape is None else _squeezed_positions(shape, target)
+    axes = _const_axes(main, static_rank(main.input_value(0))) if main.get_input_size() > 1 else []
+    if axes == [] and data_shape is not None:
+        return [i for i, d in enumerate(data_shape) if d == 1]
+    return axes or None
 
 
 class TSSqueezeForward(TSForwardBase):
-    """Moves a Transpose below a Squeeze, recomputing its order."""
+    """Moves a Transpose below a Squeeze (or a Reshape that only drops 1s), recomputing its
+    order."""
 
-    TYPES, INDICES = ("Squeeze",), (0,)
+    TYPES, INDICES, MARK_ON_FAILURE = ("Squeeze", "Reshape"), (0,), False
 
     def applicable(self, main, info):
-        return _axes(main) is not None
+        return _squeeze_axes(main, static_shape(main.input_value(0))) is not None \
+            and (main.type_name != "Reshape" or static_shape(info.transpose.input_value(0)) is not None)
 
     def sink(self, main, info):
-        axes = _axes(main)
-        _set_axes(main, [info.order[a] for a in axes])
-        return sink_forward(main, info, axes_after_reduction(axes, info.order), [0])
+        axes = _squeeze_axes(main, static_shape(main.input_value(0)))
+        new = [info.order[a] for a in axes]
+        if main.type_name == "Reshape":
+            new = _without(static_shape(info.transpose.input_value(0)), sorted(new))
+        if main.get_input_size() > 1:
+            _set_values(main, new)
+        return sink_forward(main, info, order_after_reduction(axes, info.order), [0])
 
 
 class TSSqueezeBackward(TSBackwardBase):
-    """Moves a Transpose above a Squeeze, recomputing its order."""
+    """Moves a Transpose above a Squeeze (or a Reshape that only drops 1s), recomputing its
+    order."""
 
-    TYPES = ("Squeeze",)
+    TYPES = ("Squeeze", "Reshape")
 
     def applicable(self, main, order):
-        return _axes(main) is not None
+        return _squeeze_axes(main, static_shape(main.input_value(0))) is not None
 
     def sink(self, main, order, order_type):
-        axes, rank = _axes(main), static_rank(main.input_value(0))
-        _set_axes(main, list(range(rank - len(axes), rank)))
-        return sink_backward(main, order_before_reduction(axes, order, rank), order_type, [0])
+        explicit = main.type_name == "Reshape" or (
+            main.get_input_size() > 1 and _const_axes(main, static_rank(main.input_value(0))))
+        axes = _squeeze_axes(main, static_shape(main.input_value(0)))
+        order = order_before_reduction(axes, order)
+        rev = reverse_order(order)
+        new = [rev[a] for a in axes]
+        if main.type_name == "Reshape":
+            new = _without(_transposed_shape(main, order), sorted(new))
+        if explicit:
+            _set_values(main, new)
+        return sink_backward(main, order, order_type, [0])
+
+
+def _transposed_shape(main: Node, order: Sequence[int]) -> list[int]:
+    shape = static_shape(main.input_value(0))
+    return [shape[o] for o in order]
 
 
 def _unsqueeze_axes(main: Node) -> list[int] | None:
-    rank, v = static_rank(main.output(0)), const_value(main.input_value(1))
-    return None if rank is None or v is None else sorted(set(normalize_axes(v.reshape(-1), rank)))
+    """Inserted positions: the axes input (normalized against the output rank) or those of a
+    Reshape that only inserts 1s."""
+    if main.type_name == "Reshape":
+        target, shape = _reshape_target(main), static_shape(main.input_value(0))
+        return None if target is None or shape is None else _unsqueezed_positions(shape, target)
+    return _const_axes(main, static_rank(main.output(0)))
 
 
 class TSUnsqueezeForward(TSForwardBase):
-    """Moves a Transpose below an Unsqueeze, recomputing its order.
+    """Moves a Transpose below an Unsqueeze (or a Reshape that only adds 1s), recomputing its
+    order.
 
-    ``Unsqueeze(T(x), A)`` = ``T'(Unsqueeze(x, trailing axes))``.
+    ``Unsqueeze(T(x), A)`` = ``T'(Unsqueeze(x, A))``: the new 1s stay where they are.
     """
 
-    TYPES, INDICES = ("Unsqueeze",), (0,)
+    TYPES, INDICES = ("Unsqueeze", "Reshape"), (0,)
 
     def applicable(self, main, info):
-        return _unsqueeze_axes(main) is not None
+        return _unsqueeze_axes(main) is not None and \
+            (main.type_name != "Reshape" or static_shape(info.transpose.input_value(0)) is not None)
 
     def sink(self, main, info):
         axes = _unsqueeze_axes(main)
-        rank, out_rank = len(info.order), len(info.order) + len(axes)
-        new_axes, kept = iter(range(rank, out_rank)), iter(info.order)
-        out = [next(new_axes) if j in axes else next(kept) for j in range(out_rank)]
-        _set_axes(main, list(range(rank, out_rank)))
-        return sink_forward(main, info, out, [0])
+        if main.type_name == "Reshape":
+            _set_values(main, _with_ones(static_shape(info.transpose.input_value(0)), sorted(axes)))
+        return sink_forward(main, info, order_before_reduction(axes, info.order), [0])
 
 
 class TSUnsqueezeBackward(TSBackwardBase):
-    """Moves a Transpose above an Unsqueeze, recomputing its order.
+    """Moves a Transpose above an Unsqueeze (or a Reshape that only adds 1s), recomputing its
+    order.
 
-    ``T(Unsqueeze(x, A))`` = ``Unsqueeze(T'(x), A')`` with ``A' = {m : order[m] in A}``.
+    ``T(Unsqueeze(x, A))`` = ``Unsqueeze(T'(x), A')`` with ``A'`` where ``order`` puts ``A``.
     """
 
-    TYPES = ("Unsqueeze",)
+    TYPES = ("Unsqueeze", "Reshape")
 
     def applicable(self, main, order):
         return _unsqueeze_axes(main) is not None
 
-    def sink(self, main, order, order_type):
+    def sink(self, main, order, order_type: Type):
         axes = _unsqueeze_axes(main)
-        new_axes = [m for m in range(len(order)) if order[m] in axes]
-        inner = [o - sum(1 for a in axes if a < o) for m, o in enumerate(order) if m not in new_axes]
-        _set_axes(main, new_axes)
+        if len(axes) == len(order):   # a scalar made a tensor of 1s: the Transpose does nothing
+            for c in graph_consumers(main.output(0)):
+                c.node.output(0).replace(main.output(0))
+            return []
+        rev = reverse_order(order)
+        new = [rev[a] for a in axes]
+        inner = order_after_reduction(new, order)
+        if main.type_name == "Reshape":
+            _set_values(main, _with_ones(_transposed_shape(main, inner), sorted(new)))
+        else:
+            _set_values(main, new)
         return sink_backward(main, inner, order_type, [0])

@@ -12,19 +12,15 @@ import numpy as np
 from ...core.graph_util import copy_runtime_info
 from ...core.node import Node, Output
 from ...core.types import Type
-from ..utils import const, const_value, make, op_types, reverse_order, static_rank
+from ..utils import const, const_value, graph_consumers, make, op_types, reverse_order, static_rank
 from .attr import is_sinking_disabled, mark_as_no_sinking
 
-# Ops a Transpose can be sunk forward through; a Transpose whose consumers are not all of
-# these is marked so that the backward stage does not move it back up.
-FORWARD_PROPAGATABLE = (
-    "Convert", "Clamp", "Elu", "SoftPlus", "LogicalNot", "IsInf", "IsNaN", "IsFinite", "PRelu",
-    "Pad", "BatchToSpace", "SpaceToBatch", "ReverseSequence", "Gather", "Interpolate", "Slice",
-    "Split", "VariadicSplit", "Squeeze", "Unsqueeze", "Transpose", "FakeQuantize",
-    "Concat")
-FORWARD_FAMILIES = ("UnaryElementwiseArithmetic", "BinaryElementwiseArithmetic",
-                    "BinaryElementwiseComparison", "BinaryElementwiseLogical",
-                    "ArithmeticReductionKeepDims", "LogicalReductionKeepDims")
+# Consumers that do not make forward sinking mark a Transpose (OpenVINO 2023's
+# CanPropagateForwardThrough, the transformations the GNA plugin was built with): a Transpose
+# whose consumers are not all of these is marked so that the backward stage leaves it.
+FORWARD_PROPAGATABLE = ("Clamp", "Elu", "SoftPlus", "LogicalNot", "Convert", "Concat", "Split",
+                        "Transpose", "PRelu")
+FORWARD_FAMILIES = ("UnaryElementwiseArithmetic", "BinaryElementwiseArithmetic")
 
 
 @dataclass
@@ -88,20 +84,44 @@ def _is_forward_propagatable(node: Node) -> bool:
 
 def update_forward_sinking_ability(transpose: Node) -> None:
     """Mark ``transpose`` when a consumer is an op forward sinking cannot pass."""
-    if not all(_is_forward_propagatable(c.node) for c in transpose.output(0).consumers()):
+    if not all(_is_forward_propagatable(c.node) for c in graph_consumers(transpose.output(0))):
         mark_as_no_sinking(transpose)
 
 
-def _transposed(value: Output, order: list[int], order_type: Type, rt_source: Node) -> Output:
-    """``Transpose(value, order)`` after unsqueezing ``value`` to the order's rank; a Constant is
-    transposed at once. New nodes take ``rt_source``'s rt_info."""
-    rank, want = static_rank(value), len(order)
+def align_order(order: Sequence[int], rank: int) -> list[int]:
+    """``order`` for a tensor of a higher ``rank`` (leading axes stay in place; OpenVINO's
+    AlignTransposeOrder)."""
+    d = rank - len(order)
+    return list(order) if d <= 0 else list(range(d)) + [o + d for o in order]
+
+
+def max_input_rank(main: Node, indices: Iterable[int] | None = None) -> int | None:
+    """The largest static rank of ``main``'s inputs (None when one is dynamic)."""
+    ranks = [static_rank(main.input_value(i))
+             for i in (range(main.get_input_size()) if indices is None else indices)]
+    return None if any(r is None for r in ranks) else max(ranks, default=0)
+
+
+def _unsqueeze_axes(rank: int, want: int, per_channel: bool) -> list[int]:
+    """Axes that make a rank-``rank`` value rank ``want``: leading ones (numpy broadcasting), or
+    for a per-channel 1-D PRelu slope every axis but 1."""
+    n = want - rank
+    return [0] + list(range(2, n + 1)) if per_channel else list(range(n))
+
+
+def _transposed(value: Output, order: list[int], order_type: Type, rt_source: Node,
+                rank: int | None = None, per_channel: bool = False) -> Output:
+    """``Transpose(value, order)`` after unsqueezing ``value`` to ``rank`` (default: the order's
+    length); a Constant is transposed at once. New nodes take ``rt_source``'s rt_info."""
+    want = len(order) if rank is None else rank
+    have = static_rank(value)
+    axes = _unsqueeze_axes(have, want, per_channel) if have < want else []
     v = const_value(value)
     if v is not None:
-        return const(np.transpose(v.reshape((1,) * (want - v.ndim) + v.shape), order), value.element_type)
+        return const(np.transpose(np.expand_dims(v, axes) if axes else v, order), value.element_type)
     new = []
-    if rank < want:
-        new.append(make("Unsqueeze", [value, const(np.arange(want - rank, dtype=np.int64))]))
+    if axes:
+        new.append(make("Unsqueeze", [value, const(np.array(axes, np.int64))]))
         value = new[-1].output(0)
     new.append(make("Transpose", [value, const(np.array(order), order_type)]))
     copy_runtime_info(rt_source, new)
@@ -109,17 +129,19 @@ def _transposed(value: Output, order: list[int], order_type: Type, rt_source: No
 
 
 def update_input_transposes(main: Node, info: TransposeInput, indices: Iterable[int] | None = None) -> list[Node]:
-    """Forward: bypass the transposed input(s) and put ``Transpose(reverse(order))`` on the
-    other inputs; returns the new Transposes (to be registered)."""
-    rev = reverse_order(info.order)
+    """Forward: bypass the transposed input and put ``Transpose(reverse(order))`` on the other
+    inputs, unsqueezed to the largest input rank (the order aligned to it); returns the new
+    Transposes (to be registered)."""
+    indices = list(range(main.get_input_size()) if indices is None else indices)
+    rank = max_input_rank(main)
+    rev = reverse_order(align_order(info.order, rank))
     new = []
-    for i in (range(main.get_input_size()) if indices is None else indices):
+    for i in indices:
         src = main.input_value(i)
-        if src.node is info.transpose or transpose_order(src.node) == info.order:
-            # The same order on another input: bypass it too (what inverse + fuse would give).
+        if i == info.index:
             main.input(i).replace_source_output(src.node.input_value(0))
             continue
-        t = _transposed(src, rev, info.order_type, main)
+        t = _transposed(src, rev, info.order_type, main, rank)
         main.input(i).replace_source_output(t)
         if t.node.type_name == "Transpose":
             new.append(t.node)
@@ -128,16 +150,19 @@ def update_input_transposes(main: Node, info: TransposeInput, indices: Iterable[
 
 def insert_output_transposes(main: Node, order: list[int], order_type: Type,
                              order_value: Output | None = None) -> list[Node]:
-    """Forward: ``Transpose(order)`` after every used output of ``main`` (order Constant
-    ``order_value`` when given); the Transpose takes the output's tensor names and (single
-    output) ``main``'s friendly name, else ``<main>.<i>``."""
+    """Forward: ``Transpose(order)`` (aligned to each output's rank) after every used output of
+    ``main`` (order Constant ``order_value`` when given and of the right length); the Transpose
+    takes the output's tensor names and (single output) ``main``'s friendly name, else
+    ``<main>.<i>``."""
     new = []
     multi = main.get_output_size() > 1
-    order_value = order_value if order_value is not None else const(np.array(order), order_type)
     for out in main.outputs():
-        if not out.consumers():
+        if not graph_consumers(out):
             continue
-        t = make("Transpose", [out, order_value])
+        aligned = align_order(order, static_rank(out))
+        value = order_value if order_value is not None and len(aligned) == len(order) else \
+            const(np.array(aligned), order_type)
+        t = make("Transpose", [out, value])
         out.replace(t.output(0))
         names = main._outs[out.index].names
         if names:
@@ -166,19 +191,30 @@ def sink_forward(main: Node, info: TransposeInput, out_order: list[int] | None =
 
 
 # -- backward ---------------------------------------------------------------------------------
+def same_order_transpose_consumers(node: Node) -> list[int] | None:
+    """The common order when every consumer of every output of ``node`` is a Transpose (on its
+    data input) with the same constant order, else None (OpenVINO's
+    HasSameOutputTransposeNodes)."""
+    order = None
+    for out in node.outputs():
+        for c in graph_consumers(out):
+            o = transpose_order(c.node)
+            if o is None or c.index != 0 or (order is not None and o != order):
+                return None
+            order = o
+    return order
+
+
 def consumer_transposes_order(node: Node) -> list[int] | None:
     """The common order when every consumer of every output is an unmarked Transpose with the
     same constant order (OpenVINO's CheckTransposeConsumers), else None."""
-    order = None
+    order = same_order_transpose_consumers(node)
+    if order is None:
+        return None
     for out in node.outputs():
-        cons = out.consumers()
-        if not cons:
-            return None
-        for c in cons:
-            o = transpose_order(c.node)
-            if o is None or c.index != 0 or is_sinking_disabled(c.node) or (order is not None and o != order):
+        for c in graph_consumers(out):
+            if is_sinking_disabled(c.node):
                 return None
-            order = o
     return order
 
 
@@ -187,11 +223,14 @@ def consumers_are_sinkable(out: Output) -> bool:
 
 
 def insert_transposes_before(main: Node, order: list[int], order_type: Type,
-                             indices: Iterable[int] | None = None) -> list[Node]:
-    """Backward: ``Transpose(order)`` on the given inputs of ``main`` (unsqueezed to rank)."""
+                             indices: Iterable[int] | None = None, per_channel: bool = False) -> list[Node]:
+    """Backward: ``Transpose(order)`` on the given inputs of ``main``, each unsqueezed to the
+    largest rank among them (``per_channel``: a PRelu slope, unsqueezed around axis 1)."""
+    indices = list(range(main.get_input_size()) if indices is None else indices)
+    rank = max_input_rank(main, indices)
     new = []
-    for i in (range(main.get_input_size()) if indices is None else indices):
-        t = _transposed(main.input_value(i), order, order_type, main)
+    for i in indices:
+        t = _transposed(main.input_value(i), order, order_type, main, rank, per_channel)
         main.input(i).replace_source_output(t)
         if t.node.type_name == "Transpose":
             new.append(t.node)
@@ -199,41 +238,43 @@ def insert_transposes_before(main: Node, order: list[int], order_type: Type,
 
 
 def remove_transpose_consumers(main: Node) -> None:
-    """Backward: bypass every consumer Transpose of ``main``; ``main`` takes the friendly name of
-    the one feeding a Result (else of the first) when it has a single output."""
+    """Backward: bypass every consumer Transpose of ``main``, which takes the friendly name of
+    the one feeding a Result (else of the first one of output 0)."""
     name = None
+    feeding_result = None
     for out in main.outputs():
-        for c in out.consumers():
+        for c in graph_consumers(out):
             t = c.node
-            feeds_result = any(x.node.type_name == "Result" for x in t.output(0).consumers())
-            if name is None or feeds_result:
+            if any(x.node.type_name == "Result" for x in t.output(0).consumers()):
+                feeding_result = t.friendly_name
+            elif name is None and out.index == 0:
                 name = t.friendly_name
             t.output(0).replace(out)
-    if name is not None and main.get_output_size() == 1:
+    name = feeding_result or name
+    if name is not None:
         main.friendly_name = name
 
 
 def sink_backward(main: Node, order: list[int], order_type: Type,
-                  indices: Iterable[int] | None = None) -> list[Node]:
-    new = insert_transposes_before(main, order, order_type, indices)
+                  indices: Iterable[int] | None = None, per_channel: bool = False) -> list[Node]:
+    new = insert_transposes_before(main, order, order_type, indices, per_channel)
     main.validate_and_infer_types()
     remove_transpose_consumers(main)
     return new
 
 
-def order_type_of_consumers(main: Node) -> Type:
-    return main.output(0).consumers()[0].node.input_value(1).element_type
+def order_after_reduction(axes: Sequence[int], order: Sequence[int]) -> list[int]:
+    """The order of a tensor whose ``axes`` (positions of the transposed tensor) are removed:
+    the kept positions, renumbered (OpenVINO's GetOrderAfterReduction)."""
+    gone = sorted(order[a] for a in axes)
+    return [order[i] - sum(1 for g in gone if g < order[i])
+            for i in range(len(order)) if i not in set(axes)]
 
 
-def axes_after_reduction(axes: Sequence[int], order: Sequence[int]) -> list[int]:
-    """Forward, keep_dims false: the order of the reduced tensor (reduced positions dropped)."""
-    gone = {order[a] for a in axes}
-    kept = [order[i] for i in range(len(order)) if i not in set(axes)]
-    return [k - sum(1 for g in gone if g < k) for k in kept]
-
-
-def order_before_reduction(axes: Sequence[int], order: Sequence[int], rank: int) -> list[int]:
-    """Backward, keep_dims false: the order for the input (rank ``rank``) such that reducing the
-    last ``len(axes)`` axes of the transposed input equals transposing the reduced tensor."""
-    kept = [i for i in range(rank) if i not in set(axes)]
-    return [kept[o] for o in order] + sorted(axes)
+def order_before_reduction(axes: Sequence[int], order: Sequence[int]) -> list[int]:
+    """The order for a tensor with ``axes`` inserted (OpenVINO's GetOrderBeforeReduction): the
+    inserted axes stay in place and the others map as ``order`` does."""
+    size = len(order) + len(axes)
+    kept = [i for i in range(size) if i not in set(axes)]
+    it = iter(order)
+    return [i if i in set(axes) else kept[next(it)] for i in range(size)]

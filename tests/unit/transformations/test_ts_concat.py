@@ -15,7 +15,9 @@ class TestForward(TransformationTest):
         order = [0, 2, 3, 1]
         self.model = model_of(opset.concat([opset.transpose(x, order), opset.transpose(y, order)], 3), [x, y])
         x2, y2 = param([1, 3, 4, 5], "x"), param([1, 3, 4, 5], "y")
-        self.model_ref = model_of(opset.transpose(opset.concat([x2, y2], 1), order), [x2, y2])
+        # OpenVINO's rule: the other input gets the inverse order (TSFuse cancels the pair later).
+        y_back = opset.transpose(opset.transpose(y2, order), [0, 3, 1, 2])
+        self.model_ref = model_of(opset.transpose(opset.concat([x2, y_back], 1), order), [x2, y2])
         self.manager.register_pass(TSConcatForward())
         self.enable_accuracy_check(1e-5, 1e-6)
 
