@@ -2,7 +2,7 @@
 (``TSTestFixture``): every forward and backward sinking pass on its op family, one op or a
 chain of them, against the graph OpenVINO expects.
 
-Not ported, with the reason: FakeQuantize, BatchToSpace, SpaceToBatch and IsFinite (netpass has
+Also the TSTestFixture cases of ``ts_squeeze_test.cpp``. Not ported, with the reason: FakeQuantize, BatchToSpace, SpaceToBatch and IsFinite (netpass has
 no such ops); Interpolate, CumSum and Tile (OpenVINO 2024 added TSInterpolate/TSCumSum/TSTile
 passes that the GNA-era TSGeneral netpass follows does not have).
 """
@@ -13,7 +13,7 @@ import pytest
 
 from netpass import opset
 from netpass.ngraph_passes import transpose_sinking as ts
-from ov_port import (Desc, Pre, TSCase, const, gather_of_reversed_order, param, set_gather_for,
+from ov_port import (Desc, Factory, Pre, TSCase, const, gather_of_reversed_order, param, set_gather_for,
                      set_transpose_for, transpose)
 from ts_factories import (BINARY, COMMON_UNARY, LOGICAL_UNARY, PAD, REDUCTIONS, RESHAPE, SLICE,
                           SPLIT3, SQUEEZE, UNSQUEEZE, concat)
@@ -125,6 +125,22 @@ CASES = [
     bwd("ReshapeUnsqueezeBackward", ts.TSUnsqueezeBackward,
         [param([4, 5, 6]), const(np.int32, [5], [4, 1, 5, 1, 6])], [1], [RESHAPE],
         ref_pre=P((T, [0]), (new_constant([6, 1, 5, 1, 4]), [1]))),
+]
+
+
+# ts_squeeze_test.cpp: TSSqueezeForward with 1-3 squeezed axes, on a Constant, and without axes.
+def _squeeze_case(i, inputs, new_axes):
+    squeeze = Factory("Squeeze", lambda v: opset.squeeze(v[0], v[1]) if len(v) > 1 else opset.squeeze(v[0]))
+    pre = P((lambda idxs, outs: outs[:1] + ([new_axes().output(0)] if len(outs) > 1 else []), [1]))
+    return fwd(f"TSCommonSqueezeForward_{i}", ts.TSSqueezeForward, inputs, [1], [squeeze], ref_pre=pre)
+
+
+CASES += [
+    _squeeze_case(0, [param([1, 2]), const(np.int32, [1], [1])], const(np.int32, [1], [0])),
+    _squeeze_case(1, [param([1, 2, 1]), const(np.int32, [2], [0, 2])], const(np.int32, [2], [2, 0])),
+    _squeeze_case(2, [param([1, 1, 2, 1]), const(np.int32, [3], [0, 2, 3])], const(np.int32, [3], [3, 1, 0])),
+    _squeeze_case(3, [const(np.int32, [1, 2], [1]), const(np.int32, [1], [1])], const(np.int32, [1], [0])),
+    _squeeze_case(4, [param([1, 2])], None),
 ]
 
 

@@ -179,3 +179,22 @@ def test_backward_check_friendly_and_tensor_names_for_multiple_transposes():
     assert sum(n.type_name == "Transpose" for n in model.get_ordered_ops()) == 1
     assert relu.friendly_name in ("transpose_1", "transpose_2")
     assert {"relu:0", "transpose_1:0", "transpose_2:0"} <= relu.output(0).names
+
+
+# -- ts_reset_no_sinking_attribute.cpp --------------------------------------------------------
+def test_reset_no_sinking_attribute():
+    from netpass.ngraph_passes.transpose_sinking import NO_SINKING, TSResetNoSinkingAttribute
+    a = opset.parameter([12, 3, 4, 8], np.float32)
+    b = opset.parameter([12, 3, 4, 8], np.float32)
+    ta = transpose(a, [1, 0, 2, 3], np.int64)
+    tb = transpose(b, [1, 0, 2, 3], np.int64)
+    after = transpose(opset.add(ta, tb), [1, 0, 2, 3], np.int64)
+    model = model_of([after], [a, b])
+    for n in (ta, tb, after):
+        mark_as_no_sinking(n)
+    ops = model.get_ordered_ops()
+    assert sum(NO_SINKING in n.rt_info for n in ops) == 3
+    manager = Manager()
+    manager.register_pass(TSResetNoSinkingAttribute())
+    manager.run_passes(model)
+    assert sum(NO_SINKING in n.rt_info for n in ops) == 0
