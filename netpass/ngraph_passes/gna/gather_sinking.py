@@ -72,25 +72,32 @@ class GatherSinkingUnaryForward(_Forward):
 class GatherSinkingBinaryForward(_Forward):
     """Moves a Gather below a binary op; others get its inverse.
 
-    Other inputs get the inverse permutation (so the indices must be a permutation).
-    """
+    The other inputs get the inverse permutation on the same axis of the broadcast output
+    (inputs of lower rank, or with a 1 there, need none). The gathered input may have a lower
+    rank than the output when it is not broadcast along the gathered axis."""
 
     TYPES = BINARY_TYPES
 
     def sink(self, main, index, info):
-        rank = static_rank(main.output(0))
-        if main.type_name == "PRelu" or not info.is_permutation() or rank != static_rank(main.input_value(index)):
+        rank, src_rank = static_rank(main.output(0)), static_rank(main.input_value(index))
+        out_shape = static_shape(main.output(0))
+        if main.type_name == "PRelu" or out_shape is None or src_rank is None or not info.is_permutation():
             return None
+        axis = info.axis + rank - src_rank
         others = [i for i in range(main.get_input_size()) if i != index]
-        if any(static_shape(main.input_value(i)) is None for i in others):
+        if out_shape[axis] != info.indices.size or any(static_shape(main.input_value(i)) is None for i in others):
             return None
         main.input(index).replace_source_output(info.gather.input_value(0))
+        new = []
         for i in others:
-            a = aligned_axis(main.input_value(i), info.axis, rank)
+            a = aligned_axis(main.input_value(i), axis, rank)
             if a is not None:
-                main.input(i).replace_source_output(gathered(main.input_value(i), info.inverse(), a))
+                g = gathered(main.input_value(i), info.inverse(), a, main)
+                main.input(i).replace_source_output(g)
+                if g.node.type_name == "Gather":
+                    new.append(g.node)
         main.validate_and_infer_types()
-        return [_after_forward(insert_output_gather(main, info.indices, info.axis))]
+        return new + [_after_forward(insert_output_gather(main, info.indices, axis))]
 
 
 def _matmul_axes(mm: Node, index: int, rank: int) -> tuple[int, int]:
@@ -119,7 +126,7 @@ class GatherSinkingMatmulForward(_Forward):
         if info.axis == k:
             other = 1 - index
             ok, _ = _matmul_axes(main, other, 2)
-            main.input(other).replace_source_output(gathered(main.input_value(other), info.inverse(), ok))
+            main.input(other).replace_source_output(gathered(main.input_value(other), info.inverse(), ok, main))
             main.validate_and_infer_types()
             return []
         main.validate_and_infer_types()

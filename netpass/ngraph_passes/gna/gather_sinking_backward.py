@@ -9,9 +9,9 @@ import numpy as np
 from ...core.graph_util import copy_runtime_info
 from ...core.node import Node
 from ...passes import MatcherPass
-from ...pattern import Matcher, wrap_type
+from ...pattern import Matcher, any_input, wrap_type
 from ..transpose_sinking.elementwise import BINARY_TYPES, UNARY_TYPES
-from ..utils import const, first_valuable, make, op_types, static_rank, static_shape
+from ..utils import const, first_valuable, graph_consumers, make, op_types, static_rank, static_shape
 from .gather_sinking import _matmul_axes, _squeezy_reshape
 from .gather_utils import (GatherInfo, aligned_axis, consumers_gather, gather_info,
                            gather_sinking_disabled, gathered, remove_gather_consumers)
@@ -49,7 +49,7 @@ class _Backward(MatcherPass):
 def _gather_inputs(main: Node, plan: dict[int, int], info: GatherInfo) -> list[Node]:
     new = []
     for i, axis in plan.items():
-        g = gathered(main.input_value(i), info.indices, axis)
+        g = gathered(main.input_value(i), info.indices, axis, main)
         main.input(i).replace_source_output(g)
         if g.node.type_name == "Gather":
             new.append(g.node)
@@ -114,17 +114,36 @@ class GatherSinkingReshapeBackward(_Backward):
 class GatherSinkingSplitBackward(MatcherPass):
     """Gathers on a Split's outputs -> one Gather before it.
 
-    ``Split`` whose outputs feed Gathers along the split axis -> one Gather (indices of the
-    pieces, offset) before a VariadicSplit with the gathered lengths."""
+    - along the split axis: one Gather (the pieces' indices, offset) before a VariadicSplit
+      with the gathered lengths;
+    - along another axis, the same Gather on every used output: that Gather before the split.
+    """
 
     def __init__(self) -> None:
         super().__init__()
-        pattern = wrap_type(op_types("Split", "VariadicSplit"), predicate=lambda o: self._plan(o.node) is not None)
+        split_p = wrap_type(op_types("Split", "VariadicSplit"),
+                            predicate=lambda o: self._same_axis_plan(o.node) is not None
+                            or self._other_axis_plan(o.node) is not None)
+        # Rooted at the Gather, so that a Gather this pass moves above one Split meets the next
+        pattern = wrap_type(op_types("Gather"), [split_p, any_input(), any_input()])
 
         def callback(m: Matcher) -> bool:
-            split = m.match_root
-            plan = self._plan(split)
-            if plan is None or self.transformation_callback(split):
+            split = m.pattern_value_map[split_p].node
+            if self.transformation_callback(split):
+                return False
+            other = self._other_axis_plan(split)
+            if other is not None:
+                g = gathered(split.input_value(0), other.indices, other.axis, split)
+                split.input(0).replace_source_output(g)
+                split.validate_and_infer_types()
+                for out in split.outputs():
+                    for c in graph_consumers(out):
+                        c.node.output(0).replace(out)
+                if g.node.type_name == "Gather":
+                    self.register_new_node(g.node)
+                return True
+            plan = self._same_axis_plan(split)
+            if plan is None:
                 return False
             axis, gathers = plan
             ids, lengths, offset = [], [], 0
@@ -146,17 +165,41 @@ class GatherSinkingSplitBackward(MatcherPass):
         self.register_matcher(Matcher(pattern, "GatherSinkingSplitBackward"), callback)
 
     @staticmethod
-    def _plan(split: Node):
+    def _split_axis(split: Node) -> int | None:
         axis = split.input_value(1).value
         rank = static_rank(split.input_value(0))
         if axis is None or rank is None or any(static_shape(o) is None for o in split.outputs()):
             return None
-        axis = int(axis.reshape(-1)[0]) % rank
+        return int(axis.reshape(-1)[0]) % rank
+
+    @classmethod
+    def _same_axis_plan(cls, split: Node):
+        axis = cls._split_axis(split)
+        if axis is None:
+            return None
         gathers = []
         for out in split.outputs():
-            infos = [gather_info(c.node) for c in out.consumers()]
+            infos = [gather_info(c.node) for c in graph_consumers(out)]
             if any(i is not None for i in infos):
                 if len(infos) != 1 or infos[0].axis != axis or gather_sinking_disabled(infos[0].gather):
                     return None
             gathers.append(infos[0] if infos and infos[0] is not None else None)
         return (axis, gathers) if any(g is not None for g in gathers) else None
+
+    @classmethod
+    def _other_axis_plan(cls, split: Node) -> GatherInfo | None:
+        """The Gather every consumer of every used output is, on one axis other than the
+        split axis (unused outputs need none)."""
+        axis = cls._split_axis(split)
+        if axis is None:
+            return None
+        found = None
+        for out in split.outputs():
+            for c in graph_consumers(out):
+                info = gather_info(c.node)
+                if info is None or c.index != 0 or info.axis == axis or gather_sinking_disabled(c.node):
+                    return None
+                if found is not None and (found.axis != info.axis or not np.array_equal(found.indices, info.indices)):
+                    return None
+                found = found or info
+        return found

@@ -29,7 +29,7 @@ def _unsupported(out: Output) -> bool:
 
 
 def _flat_gather_chain(p: MatcherPass, src: Output, indices: np.ndarray, out: Output,
-                      nodes: list[Node], batch: int = 1) -> bool:
+                      nodes: list[Node], batch: int = 1, reshape: Node | None = None) -> bool:
     """``out`` := Reshape(Gather(Reshape(src, [batch, -1]), indices, 1), out shape) (Reshapes
     only where the shape changes); names kept; the new nodes are registered so the same
     traversal sinks the Gather further. Identity indices (a Transpose that only moves 1s, or
@@ -43,7 +43,11 @@ def _flat_gather_chain(p: MatcherPass, src: Output, indices: np.ndarray, out: Ou
     new = []
     flat_shape = (batch, int(np.prod(src.shape)) // batch)
     if src.shape != flat_shape:  # Reshapes only where the shape changes
-        new.append(make("Reshape", [src, const(np.array(flat_shape, np.int64))], special_zero=False))
+        # A Reshape to the flat shape already in the graph is reused as it is (OpenVINO clones it).
+        target = reshape.input_value(1) if reshape is not None and tuple(reshape.output(0).shape) == flat_shape \
+            else const(np.array(flat_shape, np.int64))
+        new.append(make("Reshape", [src, target],
+                        special_zero=reshape.special_zero if reshape is not None else False))
         src = new[-1].output(0)
     new.append(make("Gather", [src, const(indices.astype(np.int64)), const(np.array(1, np.int64))]))
     if out.shape != flat_shape:
@@ -78,7 +82,7 @@ class GatherSinkingTransposeReshapeForward(MatcherPass):
             if self.transformation_callback(t):
                 return False
             ids, batch = _transpose_indexes(t, r.output(0))
-            return _flat_gather_chain(self, t.input_value(0), ids, r.output(0), [t, r], batch)
+            return _flat_gather_chain(self, t.input_value(0), ids, r.output(0), [t, r], batch, r)
 
         self.register_matcher(Matcher(reshape, "GatherSinkingTransposeReshapeForward"), callback)
 

@@ -39,7 +39,9 @@ def gather_info(node: Node) -> GatherInfo | None:
     dim = node.input_value(0).partial_shape[int(axis.reshape(-1)[0]) % rank]
     if not dim.is_static:
         return None
-    indices = idx.astype(np.int64) % dim.get_length()
+    indices = idx if idx.dtype == np.int64 else idx.astype(np.int64)
+    if indices.size and indices.min() < 0:   # negative indices count from the end
+        indices = indices % dim.get_length()
     return GatherInfo(node, indices, int(axis.reshape(-1)[0]) % rank)
 
 
@@ -59,12 +61,16 @@ def gather_sinking_disabled(node: Node) -> bool:
     return NO_GATHER_SINKING in node.rt_info
 
 
-def gathered(value: Output, indices: np.ndarray, axis: int) -> Output:
-    """``Gather(value, indices, axis)``, computed at once when ``value`` is a Constant."""
+def gathered(value: Output, indices: np.ndarray, axis: int, rt_source: Node | None = None) -> Output:
+    """``Gather(value, indices, axis)``, computed at once when ``value`` is a Constant; a new
+    Gather takes ``rt_source``'s rt_info."""
     v = const_value(value)
     if v is not None:
         return const(np.take(v, indices, axis=axis), value.element_type)
-    return make("Gather", [value, const(indices.astype(np.int64)), const(np.array(axis, np.int64))]).output(0)
+    g = make("Gather", [value, const(indices.astype(np.int64)), const(np.array(axis, np.int64))])
+    if rt_source is not None:
+        copy_runtime_info(rt_source, g)
+    return g.output(0)
 
 
 def insert_output_gather(main: Node, indices: np.ndarray, axis: int) -> Node:
