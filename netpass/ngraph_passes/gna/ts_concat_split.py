@@ -102,10 +102,13 @@ class TSSplitBackward(MatcherPass):
                 ids.append(transpose_gather_indexes(shape, order) + offset)
                 sizes.append(int(np.prod(shape, dtype=np.int64)))
                 offset += sizes[-1]
-            flat = _flat(split.input_value(0))
+            # [1, N] (OpenVINO's final TSSplitBackward), no Reshape when the input is [1, N] already
+            src, total = split.input_value(0), int(np.sum(sizes))
+            flat = src if tuple(static_shape(src)) == (1, total) else \
+                make("Reshape", [src, const(np.array([1, total], np.int64))], special_zero=False).output(0)
             gather = make("Gather", [flat, const(np.concatenate(ids)), const(np.array(1, np.int64))])
             new = make("VariadicSplit", [gather, const(np.array(1, np.int64)), const(np.array(sizes, np.int64))])
-            copy_runtime_info(split, [flat, gather, new])
+            copy_runtime_info(split, [flat.node, gather, new] if flat is not src else [gather, new])
             for out, t, piece in zip(split.outputs(), cons, new.outputs()):
                 target = t.output(0) if t is not None else out
                 r = make("Reshape", [piece, const(np.array(target.shape, np.int64))], special_zero=False)
