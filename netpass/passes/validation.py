@@ -110,7 +110,7 @@ def validate_changes(pass_name: str, model: "Model", log: ChangeLog) -> int:
         if in_graph(n):
             seeds.extend(inp.node for inp in _consumers(n))
     try:
-        checked = _reinfer(seeds)
+        checked = _reinfer(seeds, in_graph)
     except ShapeInferenceError as e:
         raise PassValidationError(pass_name, e, e.node) from e
     problems = _lint_nodes(model, checked, [n for n in log.sources() if in_graph(n)])
@@ -142,9 +142,10 @@ def _same_state(before: list[tuple], node: Node) -> bool:
     return True
 
 
-def _reinfer(seeds: list[Node]) -> list[Node]:
-    """Re-infer ``seeds``, then the consumers of every node whose outputs changed; returns the
-    nodes re-inferred (each once)."""
+def _reinfer(seeds: list[Node], in_graph: "_InModel") -> list[Node]:
+    """Re-infer ``seeds``, then the consumers (still in the model: a node a rewrite dropped but
+    someone still holds stays among its producers' consumers) of every node whose outputs
+    changed; returns the nodes re-inferred (each once)."""
     queue = collections.deque(seeds)
     queued = {id(n) for n in seeds}
     counts: dict[int, int] = {}
@@ -164,7 +165,7 @@ def _reinfer(seeds: list[Node]) -> list[Node]:
             continue
         for inp in _consumers(node):
             c = inp.node
-            if id(c) not in queued:
+            if id(c) not in queued and in_graph(c):
                 queued.add(id(c))
                 queue.append(c)
     return list(done.values())

@@ -12,7 +12,7 @@ from .init_node_info import InitNodeInfo
 from .make_stateful import (BuildStateInitializer, MakeStateful, find_kv_cache_pairs,
                             variable_name)
 from .nop_elimination import NOP_RULES, EliminateNop, NopElimination
-from .reshape_fusion import ReshapeSequenceFusion, TransposeToReshape
+from .reshape_fusion import ReshapeElementwiseReorder, ReshapeSequenceFusion, TransposeToReshape
 from .rnn_decomposition import (GRUCellDecomposition, GRUSequenceUnrolling,
                                 LSTMCellDecomposition, LSTMSequenceUnrolling)
 from .slice_to_strided_slice import SliceToStridedSlice
@@ -22,7 +22,8 @@ __all__ = [
     "ConvertDivide", "ConvertGlobalAvgPoolToReduceMean", "DISABLE_CONSTANT_FOLDING",
     "EliminateNop", "GRUCellDecomposition", "GRUSequenceUnrolling", "InitNodeInfo",
     "LSTMCellDecomposition", "LSTMSequenceUnrolling", "MakeStateful", "NOP_RULES",
-    "NopElimination", "ReshapeSequenceFusion", "SliceToStridedSlice", "TransposeToReshape",
+    "NopElimination", "ReshapeElementwiseReorder", "ReshapeSequenceFusion", "SliceToStridedSlice",
+    "TransposeToReshape",
     "constant_folding_is_disabled", "disable_constant_folding", "enable_constant_folding",
     "find_kv_cache_pairs", "variable_name",
 ]

@@ -1,5 +1,7 @@
-"""ReshapeSequenceFusion (Reshape -> Reshape becomes one Reshape) and TransposeToReshape (a
-Transpose that keeps the order of every dimension larger than 1 only moves 1s: a Reshape)."""
+"""ReshapeSequenceFusion (Reshape -> Reshape becomes one Reshape), ReshapeElementwiseReorder
+(Reshape -> unary elementwise op -> Reshape: the op moves first, so the Reshapes fuse) and
+TransposeToReshape (a Transpose that keeps the order of every dimension larger than 1 only
+moves 1s: a Reshape)."""
 from __future__ import annotations
 
 import numpy as np
@@ -24,12 +26,64 @@ class ReshapeSequenceFusion(MatcherPass):
             if self.transformation_callback(root):
                 return False
             inner = m.pattern_value_map[first].node
-            fused = make("Reshape", [inner.input_value(0), const(np.array(root.output(0).shape, np.int64))],
+            src = inner.input_value(0)
+            if src.partial_shape.is_static and tuple(src.shape) == tuple(root.output(0).shape):
+                return replace_output_update_name(root.output(0), src)   # the pair changes nothing
+            fused = make("Reshape", [src, const(np.array(root.output(0).shape, np.int64))],
                          special_zero=False)
             copy_runtime_info([inner, root], fused)
-            return replace_output_update_name(root.output(0), fused.output(0))
+            if not replace_output_update_name(root.output(0), fused.output(0)):
+                return False
+            self.register_new_node(fused)
+            return True
 
         self.register_matcher(Matcher(last, "ReshapeSequenceFusion"), callback)
+
+
+def _unary_between_reshapes(out) -> bool:
+    """A single-consumer Reshape feeding an elementwise unary op whose consumers are all
+    Reshapes (so that moving the op first makes Reshape -> Reshape pairs)."""
+    from ..transpose_sinking.elementwise import UNARY_TYPES
+    reshape = out.node
+    cons = out.consumers()
+    if reshape.type_name != "Reshape" or len(cons) != 1:
+        return False
+    op = cons[0].node
+    if not isinstance(op, op_types(*UNARY_TYPES)) or hasattr(op, "axis") or op.get_output_size() != 1:
+        return False
+    after = op.output(0).consumers()
+    return bool(after) and all(c.node.type_name == "Reshape" and c.index == 0 for c in after)
+
+
+class ReshapeElementwiseReorder(MatcherPass):
+    """``Reshape -> op -> Reshape`` with ``op`` unary elementwise becomes ``op -> Reshape ->
+    Reshape`` (values are the same: an elementwise op does not see the shape), which
+    ReshapeSequenceFusion makes one Reshape and NopElimination removes when it changes
+    nothing. Layout sinking cannot cross a Reshape; a Reshape pair around an activation thus
+    no longer stops it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        reshape = wrap_type(op_types("Reshape"), [any_input(), any_input()], predicate=_unary_between_reshapes)
+        pattern = wrap_type(op_types("UnaryElementwiseArithmetic", "Clamp", "Elu", "SoftPlus", "Swish",
+                                     "HardSigmoid", "Selu"), [reshape])
+
+        def callback(m: Matcher) -> bool:
+            op = m.match_root
+            r = m.pattern_value_map[reshape].node
+            if self.transformation_callback(op):
+                return False
+            op.input(0).replace_source_output(r.input_value(0))
+            op.validate_and_infer_types()
+            out = op.output(0)
+            moved = make("Reshape", [out, r.input_value(1)], special_zero=r.special_zero)
+            out.replace(moved.output(0))
+            moved.friendly_name, op.friendly_name = op.friendly_name, moved.name
+            copy_runtime_info([r, op], moved)
+            self.register_new_node(moved)
+            return True
+
+        self.register_matcher(Matcher(pattern, "ReshapeElementwiseReorder"), callback)
 
 
 def _moves_only_ones(out) -> bool:

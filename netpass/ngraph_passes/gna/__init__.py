@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from ..common import ReshapeSequenceFusion, TransposeToReshape
 from .decompose_mvn import DecomposeMVN
-from .gather_general import (GatherSinkingGeneral, GatherSinkingGeneralBackward,
+from .gather_general import (GatherAbsorb, GatherSinkingGeneral, GatherSinkingGeneralBackward,
                              GatherSinkingGeneralForward)
+from .gather_movement import (GatherConcatAbsorbBackward, GatherConcatAbsorbForward,
+                              GatherSinkingConcatBackward, GatherSinkingConcatForward,
+                              GatherSinkingReduceBackward, GatherSinkingReduceForward,
+                              GatherSinkingReshapedForward, GatherSinkingTransposeAxisBackward,
+                              GatherSinkingTransposeAxisForward, GatherSplitAbsorb, RemoveIdentityGather)
 from .gather_sinking import (GatherSinkingBinaryForward, GatherSinkingFuse,
                              GatherSinkingMatmulForward, GatherSinkingReshapeForward,
                              GatherSinkingSplitForward, GatherSinkingUnaryForward)
@@ -20,8 +25,8 @@ from .gather_transpose import (GatherSinkingTranspose, GatherSinkingTransposeBac
 from .limitations import (GNA_CALLBACKS, at_model_edge, gna_pass_config, install_gna_callbacks,
                           interior_layout_ops,
                           is_transpose_supported)
-from .misc import (RemoveInputConvert, RemoveOutputConvert, RemoveSingleInputConcat,
-                   ReorderActivationAndPooling)
+from .misc import (MergeSharedLayoutOps, RemoveInputConvert, RemoveOutputConvert,
+                   RemoveSingleInputConcat, ReorderActivationAndPooling)
 from .pipeline import GnaTransformationsPipeline
 from .replace_nhwc import (ReplaceGnaNHWCLayers, SubstituteGNAConvolution,
                            SubstituteGNAGroupConvolution, SubstituteGNAMaxPool)
@@ -32,6 +37,10 @@ from .transpose_matmul import TransposeMatMulForward
 from .ts_concat_split import TSConcatForward, TSSplitBackward
 
 __all__ = [
+    "GatherAbsorb", "GatherConcatAbsorbBackward", "GatherConcatAbsorbForward", "GatherSinkingConcatBackward",
+    "GatherSinkingConcatForward", "GatherSinkingReduceBackward", "GatherSinkingReduceForward",
+    "GatherSinkingReshapedForward", "GatherSinkingTransposeAxisBackward", "GatherSinkingTransposeAxisForward",
+    "GatherSplitAbsorb", "MergeSharedLayoutOps", "RemoveIdentityGather",
     "ConvertGatherToSlice", "ConvertSteppedSliceToMatMul", "ConvertStridedSliceToCrop", "DecomposeMVN", "GNA_CALLBACKS", "GatherSinkingBinaryBackward",
     "GatherSinkingBinaryForward", "GatherSinkingFuse", "GatherSinkingGeneral",
     "GatherSinkingGeneralBackward", "GatherSinkingGeneralForward", "GatherSinkingMatmulBackward",

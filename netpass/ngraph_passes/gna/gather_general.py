@@ -5,6 +5,11 @@ from __future__ import annotations
 from ...passes import BackwardGraphRewrite, GraphRewrite
 from ...passes.base import ModelPass
 from ..common.constant_folding import run_then_fold
+from .gather_movement import (GatherConcatAbsorbBackward, GatherConcatAbsorbForward,
+                              GatherSinkingConcatBackward, GatherSinkingConcatForward,
+                              GatherSinkingReduceBackward, GatherSinkingReduceForward,
+                              GatherSinkingReshapedForward, GatherSinkingTransposeAxisBackward,
+                              GatherSinkingTransposeAxisForward, GatherSplitAbsorb, RemoveIdentityGather)
 from .gather_sinking import (GatherSinkingBinaryForward, GatherSinkingFuse,
                              GatherSinkingMatmulForward, GatherSinkingReshapeForward,
                              GatherSinkingSplitForward, GatherSinkingUnaryForward)
@@ -20,9 +25,11 @@ class GatherSinkingGeneralForward(GraphRewrite):
 
     def __init__(self) -> None:
         super().__init__()
-        for p in (GatherSinkingUnaryForward, GatherSinkingBinaryForward,
+        for p in (RemoveIdentityGather, GatherSinkingUnaryForward, GatherSinkingBinaryForward,
                   GatherSinkingTransposeReshapeForward, GatherSinkingMatmulForward,
-                  GatherSinkingReshapeForward, GatherSinkingSplitForward, GatherSinkingFuse):
+                  GatherSinkingReshapeForward, GatherSinkingSplitForward, GatherSplitAbsorb,
+                  GatherConcatAbsorbForward, GatherSinkingConcatForward, GatherSinkingTransposeAxisForward,
+                  GatherSinkingReduceForward, GatherSinkingReshapedForward, GatherSinkingFuse):
             self.add_matcher(p())
 
 
@@ -31,9 +38,23 @@ class GatherSinkingGeneralBackward(BackwardGraphRewrite):
 
     def __init__(self) -> None:
         super().__init__()
-        for p in (GatherSinkingUnaryBackward, GatherSinkingBinaryBackward,
+        for p in (RemoveIdentityGather, GatherSinkingUnaryBackward, GatherSinkingBinaryBackward,
                   GatherSinkingTransposeReshapeBackward, GatherSinkingReshapeBackward,
-                  GatherSinkingMatmulBackward, GatherSinkingSplitBackward, GatherSinkingFuse):
+                  GatherSinkingMatmulBackward, GatherSinkingSplitBackward, GatherConcatAbsorbBackward,
+                  GatherSinkingConcatBackward, GatherSinkingTransposeAxisBackward,
+                  GatherSinkingReduceBackward, GatherSinkingFuse):
+            self.add_matcher(p())
+
+
+class GatherAbsorb(GraphRewrite):
+    """Gathers that a Concat or Split along their axis can take in as a reordering of pieces,
+    also across Transposes above them (run first: a Gather absorbed where it stands leaves
+    nothing to sink)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        for p in (RemoveIdentityGather, GatherSinkingFuse, GatherConcatAbsorbBackward,
+                  GatherConcatAbsorbForward, GatherSplitAbsorb, GatherSinkingTransposeAxisBackward):
             self.add_matcher(p())
 
 
@@ -43,6 +64,6 @@ class GatherSinkingGeneral(ModelPass):
     def run_on_model(self, model) -> bool:
         if not any(n.type_name in ("Gather", "Transpose") for n in model.get_ordered_ops()):
             return False  # nothing to turn into a Gather or to sink: spare the traversals
-        for stage in (GatherSinkingGeneralForward, GatherSinkingGeneralBackward):
+        for stage in (GatherAbsorb, GatherSinkingGeneralForward, GatherSinkingGeneralBackward):
             run_then_fold(model, self.get_pass_config(), stage(), "GatherSinkingGeneral")
         return False

@@ -1,14 +1,17 @@
 """Small GNA clean-ups: RemoveInputConvert / RemoveOutputConvert (a float Convert right after a
 Parameter or right before a Result is dropped; the model input or output then has the
 Convert's far-side element type, as in the GNA plugin), ReorderActivationAndPooling and
-RemoveSingleInputConcat."""
+RemoveSingleInputConcat, and MergeSharedLayoutOps (equal Transposes or Gathers of one value
+become one)."""
 from __future__ import annotations
+
+import numpy as np
 
 from ...core.graph_util import replace_output_update_name
 from ...ops.elementwise import MONOTONIC_ACTIVATIONS
 from ...passes import MatcherPass
 from ...pattern import Matcher, any_input, wrap_type
-from ..utils import op_types
+from ..utils import const_value, graph_consumers, op_types
 
 def _plain_float(et) -> bool:
     return et.is_real and not et.is_quantized  # f16, f32, f64 (not bf16, float8, float4)
@@ -108,3 +111,34 @@ class RemoveSingleInputConcat(MatcherPass):
                 replace_output_update_name(c.output(0), c.input_value(0))
 
         self.register_matcher(Matcher(concat, "RemoveSingleInputConcat"), callback)
+
+
+def _same_layout_op(a, b) -> bool:
+    """Both are Transposes (Gathers) of one value with equal Constant orders (indices and axis)."""
+    if a.type_name != b.type_name or a.input_value(0) != b.input_value(0):
+        return False
+    for i in range(1, a.get_input_size()):
+        va, vb = const_value(a.input_value(i)), const_value(b.input_value(i))
+        if va is None or vb is None or va.shape != vb.shape or not np.array_equal(va, vb):
+            return False
+    return getattr(a, "batch_dims", 0) == getattr(b, "batch_dims", 0)
+
+
+class MergeSharedLayoutOps(MatcherPass):
+    """Transposes (Gathers) reading one value with the same order (indices) become one: a model
+    input read by two equal Transposes is one input pre-processing model, not two consumers
+    that pre/post-processing cannot cut out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        pattern = wrap_type(op_types("Transpose", "Gather"))
+
+        def callback(m: Matcher) -> bool:
+            node = m.match_root
+            if self.transformation_callback(node):
+                return False
+            twins = [c.node for c in graph_consumers(node.input_value(0))
+                     if c.node is not node and c.index == 0 and _same_layout_op(node, c.node)]
+            return any(replace_output_update_name(t.output(0), node.output(0)) for t in twins)
+
+        self.register_matcher(Matcher(pattern, "MergeSharedLayoutOps"), callback)

@@ -1,8 +1,9 @@
 """GnaTransformationsPipeline: the whole GNA ngraph stage, in the GNA plugin's order.
 
 1. InitNodeInfo; DecomposeMVN (when MVN is present); CommonOptimizations' rewrites in one
-   traversal with ConvertGlobalAvgPoolToReduceMean and ConvertSteppedSliceToMatMul
-   (GnaCommonOptimizations) + ConstantFolding, SliceToStridedSlice disabled when the
+   traversal with ConvertGlobalAvgPoolToReduceMean, ConvertSteppedSliceToMatMul,
+   ReshapeElementwiseReorder and ReshapeSequenceFusion (GnaCommonOptimizations) +
+   ConstantFolding, SliceToStridedSlice disabled when the
    model has Slice and the layout block runs (transpose sinking cannot cross a StridedSlice);
    RemoveInputConvert / RemoveOutputConvert, LSTM/GRU sequence unrolling and cell
    decomposition, ReorderActivationAndPooling, RemoveSingleInputConcat, ConvertGatherToSlice
@@ -10,10 +11,11 @@
    ConstantFolding of the split weights.
 2. The layout block, when the model has Convolution, MaxPool, MVN or MatMul (netpass also runs
    it for any model holding a Transpose or Gather, so that those reach the edges too):
-   ReplaceGnaNHWCLayers (also GroupConvolution), GatherSinkingTranspose,
+   ReplaceGnaNHWCLayers (also GroupConvolution), GatherSinkingTranspose + GatherAbsorb,
    TransposeMatMulForward, TSGeneral (GNA callbacks on the Concat/Split members),
    TransposeCompress, GNA TSConcatForward, GNA TSSplitBackward,
-   GatherSinkingGeneral, ReshapeSequenceFusion, TransposeToReshape, TSFuse, NopElimination.
+   GatherSinkingGeneral, ReshapeElementwiseReorder, ReshapeSequenceFusion, TransposeToReshape,
+   TSFuse, NopElimination, MergeSharedLayoutOps.
    Between TSGeneral and TransposeCompress, RescueStuckTransposes moves Transposes GNA cannot
    run that are stuck inside the graph: first backward sinking without the GNA axis callbacks
    (reaching the inputs wins over the Concat/Split axis, which GNA's concat/split alignment
@@ -25,10 +27,11 @@
 Stages (``GnaTransformationsPipeline().stages()``), where ``insert_before`` /
 ``insert_after`` put a user's passes: InitNodeInfo, DecomposeMVN, CommonOptimizations
 (GnaCommonOptimizations + ConstantFolding), Preparation (the single-traversal members of step 1
-+ ConstantFolding), ReplaceGnaNHWCLayers, GatherSinkingTranspose, TransposeMatMulForward,
-TSGeneral, RescueStuckTransposes, GnaTransposeRewrites (TransposeCompress, TSConcatForward,
-TSSplitBackward), GatherSinkingGeneral, LayoutCleanup (ReshapeSequenceFusion,
-TransposeToReshape, TSFuse, NopElimination), SliceToCrop (step 3) and FinalNodeInfo.
++ ConstantFolding), ReplaceGnaNHWCLayers, GatherSinkingTranspose (+ GatherAbsorb),
+TransposeMatMulForward, TSGeneral, RescueStuckTransposes, GnaTransposeRewrites
+(TransposeCompress, TSConcatForward, TSSplitBackward), GatherSinkingGeneral, LayoutCleanup
+(ReshapeElementwiseReorder, ReshapeSequenceFusion, TransposeToReshape, TSFuse, NopElimination,
+MergeSharedLayoutOps), SliceToCrop (step 3) and FinalNodeInfo.
 
 Passes whose root op type the model lacks are not registered, and single-traversal members
 share GraphRewrites, so a large model is walked as few times as possible.
@@ -44,20 +47,21 @@ from ..common import (BatchNormDecomposition, ConstantFolding, ConvertDivide,
                       ConvertGlobalAvgPoolToReduceMean,
                       GRUCellDecomposition, GRUSequenceUnrolling, InitNodeInfo,
                       LSTMCellDecomposition, LSTMSequenceUnrolling, NopElimination,
-                      ReshapeSequenceFusion, SliceToStridedSlice, TransposeToReshape)
+                      ReshapeElementwiseReorder, ReshapeSequenceFusion, SliceToStridedSlice,
+                      TransposeToReshape)
 from ..common.constant_folding import run_then_fold
 from ..transpose_sinking import TSFuse, TSGeneral, TSGeneralBackward, TSGeneralForward
 from ..transpose_sinking.general import FORWARD
 from ..transpose_sinking.utils import first_transpose_input
 from ..utils import gc_paused, nested_manager
 from .decompose_mvn import DecomposeMVN
-from .gather_general import GatherSinkingGeneral
+from .gather_general import GatherAbsorb, GatherSinkingGeneral
 from .gather_to_slice import ConvertGatherToSlice
 from .gather_transpose import GatherSinkingTranspose
 from .limitations import (either, gna_pass_config, interior_layout_ops,
                           is_transpose_node_supported, reads_parameter)
-from .misc import (RemoveInputConvert, RemoveOutputConvert, RemoveSingleInputConcat,
-                   ReorderActivationAndPooling)
+from .misc import (MergeSharedLayoutOps, RemoveInputConvert, RemoveOutputConvert,
+                   RemoveSingleInputConcat, ReorderActivationAndPooling)
 from .replace_nhwc import ReplaceGnaNHWCLayers
 from .stepped_slice_to_matmul import ConvertSteppedSliceToMatMul
 from .strided_slice_to_crop import ConvertStridedSliceToCrop
@@ -84,14 +88,16 @@ class GnaCommonOptimizations(GraphRewrite):
     def __init__(self) -> None:
         super().__init__()
         for p in (NopElimination, BatchNormDecomposition, ConvertDivide, SliceToStridedSlice,
-                  ConvertGlobalAvgPoolToReduceMean, ConvertSteppedSliceToMatMul):
+                  ConvertGlobalAvgPoolToReduceMean, ConvertSteppedSliceToMatMul,
+                  ReshapeElementwiseReorder, ReshapeSequenceFusion):
             self.add_matcher(p())
 
 
 class GnaLayoutCleanup(GraphRewrite):
     def __init__(self) -> None:
         super().__init__()
-        for p in (ReshapeSequenceFusion, TransposeToReshape, TSFuse, NopElimination):
+        for p in (ReshapeElementwiseReorder, ReshapeSequenceFusion, TransposeToReshape, TSFuse, NopElimination,
+                  MergeSharedLayoutOps):
             self.add_matcher(p())
 
 
@@ -208,7 +214,7 @@ class GnaTransformationsPipeline(ModelPass):
             if types & {"Convolution", "GroupConvolution", "MaxPool"}:
                 members["ReplaceGnaNHWCLayers"] = [ReplaceGnaNHWCLayers()]
             if "Gather" in types:
-                members["GatherSinkingTranspose"] = [GatherSinkingTranspose()]
+                members["GatherSinkingTranspose"] = [GatherSinkingTranspose(), GatherAbsorb()]
             if {"MatMul", "Transpose"} <= types:
                 members["TransposeMatMulForward"] = [TransposeMatMulForward()]
             members["TSGeneral"] = [TSGeneral()]

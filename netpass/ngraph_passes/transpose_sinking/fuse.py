@@ -14,8 +14,8 @@ from ...core.graph_util import copy_runtime_info, replace_node, replace_output_u
 from ...passes import MatcherPass
 from ...pattern import Matcher, any_input, wrap_type
 from ..utils import const, graph_consumers, make, op_types
-from .utils import (is_const_transpose, remove_transpose_consumers, same_order_transpose_consumers,
-                    transpose_order, update_forward_sinking_ability)
+from .utils import (remove_transpose_consumers, same_order_transpose_consumers, transpose_order,
+                    update_forward_sinking_ability)
 
 
 class TSFuse(MatcherPass):
@@ -38,9 +38,9 @@ class TSFuse(MatcherPass):
             fused = [o1[i] for i in o2]
             x = t1.input_value(0)
             if fused == list(range(len(fused))):
-                for c in graph_consumers(t1.output(0)):
-                    replace_output_update_name(c.node.output(0), x)
-                return True
+                # (replace_output_update_name refuses some pairs, e.g. a Parameter to a Result)
+                replaced = [replace_output_update_name(c.node.output(0), x) for c in graph_consumers(t1.output(0))]
+                return any(replaced)
             et = t1.input_value(1).element_type
             if et != t2.input_value(1).element_type:
                 et = "i64"

@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tr_helpers import count, model_of, param, rand, run_checked
 
 from netpass import opset
 from netpass.errors import PassError
 from netpass.ngraph_passes import transpose_sinking as ts
 from netpass.ngraph_passes.common import ConvertDivide, SliceToStridedSlice
-from netpass.ngraph_passes.gna import (GNA_CALLBACKS, GnaTransformationsPipeline,
-                                       gna_pass_config, install_gna_callbacks)
+from netpass.ngraph_passes.gna import (
+    GNA_CALLBACKS,
+    GnaTransformationsPipeline,
+    gna_pass_config,
+    install_gna_callbacks,
+)
 from netpass.ngraph_passes.gna.pipeline import RescueStuckTransposes
 from netpass.passes import Manager, PassConfig
-from tr_helpers import count, model_of, param, rand, run_checked
 
 
 def snapshot(config: PassConfig) -> tuple:
@@ -39,7 +43,7 @@ def _run(model, config: PassConfig) -> None:
 
 def test_config_unchanged_after_pipeline():
     config = PassConfig()
-    user_cb = lambda node: False  # noqa: E731
+    user_cb = lambda node: False
     config.set_callback(user_cb, ts.TSConcatForward, ts.TSSplitBackward)
     config.disable(ConvertDivide)
     before = snapshot(config)

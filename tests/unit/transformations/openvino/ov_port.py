@@ -17,8 +17,9 @@ netpass side of its ``TransformationTestsF`` and ``TSTestFixture``:
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from netpass import opset
-from netpass.ngraph_passes.gna import GatherSinkingBinaryBackward, GatherSinkingBinaryForward
 from ov_port import check, model_of
 from ts_factories import BINARY_ELEMENTWISE
 
-FLAGS = dict(const_values=False, attributes=False)
+from netpass import opset
+from netpass.ngraph_passes.gna import (
+    GatherSinkingBinaryBackward,
+    GatherSinkingBinaryForward,
+)
+
+FLAGS = {"const_values": False, "attributes": False}
 SHAPE = [1, 20]
 
 

@@ -4,10 +4,10 @@ axis that cancel are removed, on different axes they stay, otherwise they become
 from __future__ import annotations
 
 import numpy as np
+from ov_port import check, model_of
 
 from netpass import opset
 from netpass.ngraph_passes.gna import GatherSinkingFuse
-from ov_port import check, model_of
 
 
 def gather(x, indices, axis):

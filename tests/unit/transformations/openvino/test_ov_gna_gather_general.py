@@ -4,10 +4,10 @@ sinking then moves above its Tanh) and a Sinh to the Result (attributes compared
 from __future__ import annotations
 
 import numpy as np
+from ov_port import check, model_of
 
 from netpass import opset
 from netpass.ngraph_passes.gna import GatherSinkingGeneral
-from ov_port import check, model_of
 
 
 def gather(x, indices):

@@ -4,10 +4,13 @@ MatMul output's columns moves through two MatMuls into the constant weights (bac
 from __future__ import annotations
 
 import numpy as np
+from ov_port import check, model_of
 
 from netpass import opset
-from netpass.ngraph_passes.gna import GatherSinkingMatmulBackward, GatherSinkingMatmulForward
-from ov_port import check, model_of
+from netpass.ngraph_passes.gna import (
+    GatherSinkingMatmulBackward,
+    GatherSinkingMatmulForward,
+)
 
 
 def gather(x, indices, axis):

@@ -3,10 +3,10 @@ two Reshapes that only add 1s moves above them (attributes compared)."""
 from __future__ import annotations
 
 import numpy as np
+from ov_port import check, model_of
 
 from netpass import opset
 from netpass.ngraph_passes.gna import GatherSinkingReshapeBackward
-from ov_port import check, model_of
 
 
 def gather(x, axis):

@@ -3,10 +3,10 @@ axis than the split axis, below two Splits, moves above them (attributes compare
 from __future__ import annotations
 
 import numpy as np
+from ov_port import check, model_of
 
 from netpass import opset
 from netpass.ngraph_passes.gna import GatherSinkingSplitBackward
-from ov_port import check, model_of
 
 
 def gather(x, axis):

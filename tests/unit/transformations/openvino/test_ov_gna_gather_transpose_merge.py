@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ov_port import check, model_of, transpose
 
 from netpass import opset
 from netpass.ngraph_passes.gna import GatherSinkingTranspose
 from netpass.ngraph_passes.utils import transpose_gather_indexes
-from ov_port import check, model_of, transpose
 
 ORDERS = {2: [1, 0], 3: [0, 2, 1], 4: [0, 2, 3, 1]}
 

@@ -4,11 +4,13 @@ tensor (forward); a Reshape then such a Transpose likewise (backward)."""
 from __future__ import annotations
 
 import numpy as np
+from ov_port import check, model_of, transpose
 
 from netpass import opset
-from netpass.ngraph_passes.gna import (GatherSinkingTransposeReshapeBackward,
-                                       GatherSinkingTransposeReshapeForward)
-from ov_port import check, model_of, transpose
+from netpass.ngraph_passes.gna import (
+    GatherSinkingTransposeReshapeBackward,
+    GatherSinkingTransposeReshapeForward,
+)
 
 
 def reshape(x, shape):

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from netpass import opset
-from netpass.ngraph_passes.gna import GatherSinkingUnaryBackward, GatherSinkingUnaryForward
 from ov_port import check, model_of
 from ts_factories import unary_factory
 
+from netpass import opset
+from netpass.ngraph_passes.gna import (
+    GatherSinkingUnaryBackward,
+    GatherSinkingUnaryForward,
+)
+
 SHAPE = [1, 96, 55, 55]
-FLAGS = dict(const_values=False, attributes=False)
+FLAGS = {"const_values": False, "attributes": False}
 NAMES = ("Clamp", "Elu", "SoftPlus", "LogicalNot", "Convert", "Abs", "Acos", "Asin", "Asinh", "Atan", "Ceiling",
          "Cos", "Cosh", "Erf", "Exp", "Gelu", "HSigmoid", "HSwish", "Log", "Negative", "Relu", "Sigmoid", "Sign",
          "Sin", "Sinh", "SoftSign", "Sqrt", "Tan", "Tanh")

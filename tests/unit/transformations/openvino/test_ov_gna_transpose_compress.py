@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ov_port import check, model_of, transpose
 
 from netpass import opset
 from netpass.ngraph_passes.gna import TransposeCompress
-from ov_port import check, model_of, transpose
 
 
 def _model(shape, order):

@@ -6,11 +6,12 @@ the expected graphs here use i32 orders; everything else, attributes included, i
 from __future__ import annotations
 
 import numpy as np
+from ov_port import check, model_of, transpose
 
 from netpass import opset
 from netpass.ngraph_passes.gna import SubstituteGNAConvolution, SubstituteGNAMaxPool
 from netpass.ops.gna import gna_convolution, gna_max_pool
-from ov_port import check, model_of, transpose
+
 
 def kernel():
     return opset.constant(np.ones([4, 1, 3, 1], np.float32))

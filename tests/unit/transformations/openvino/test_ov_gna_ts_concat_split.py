@@ -5,12 +5,12 @@ checks that the rewrite happened (no Transpose left)."""
 from __future__ import annotations
 
 import numpy as np
+from ov_port import check, model_of, transpose
 
 from netpass import opset
 from netpass.ngraph_passes.gna import TSConcatForward, TSSplitBackward
 from netpass.passes import Manager
 from netpass.reference import infer
-from ov_port import check, model_of, transpose
 
 
 def test_ts_split_backward_graph():

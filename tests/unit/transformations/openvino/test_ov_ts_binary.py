@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from netpass import opset
-from netpass.ngraph_passes.transpose_sinking import TSBinaryBackward, TSBinaryForward
 from ov_port import check, model_of, transpose
 from ts_factories import BINARY, BINARY_ELEMENTWISE
 
+from netpass import opset
+from netpass.ngraph_passes.transpose_sinking import TSBinaryBackward, TSBinaryForward
+
 SHAPE = [1, 96, 55, 55]
 NHWC = [1, 55, 55, 96]
-FLAGS = dict(const_values=False, attributes=False)
+FLAGS = {"const_values": False, "attributes": False}
 
 
 def t(x, order=(0, 2, 3, 1)):

@@ -10,13 +10,34 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ov_port import (
+    Desc,
+    Factory,
+    Pre,
+    TSCase,
+    const,
+    gather_of_reversed_order,
+    param,
+    set_gather_for,
+    set_transpose_for,
+    transpose,
+)
+from ts_factories import (
+    BINARY,
+    COMMON_UNARY,
+    LOGICAL_UNARY,
+    PAD,
+    REDUCTIONS,
+    RESHAPE,
+    SLICE,
+    SPLIT3,
+    SQUEEZE,
+    UNSQUEEZE,
+    concat,
+)
 
 from netpass import opset
 from netpass.ngraph_passes import transpose_sinking as ts
-from ov_port import (Desc, Factory, Pre, TSCase, const, gather_of_reversed_order, param, set_gather_for,
-                     set_transpose_for, transpose)
-from ts_factories import (BINARY, COMMON_UNARY, LOGICAL_UNARY, PAD, REDUCTIONS, RESHAPE, SLICE,
-                          SPLIT3, SQUEEZE, UNSQUEEZE, concat)
 
 T = set_transpose_for
 LOGICAL_NOT = {"LogicalNot": "netpass's LogicalNot takes boolean input only (OpenVINO builds it on f32)"}

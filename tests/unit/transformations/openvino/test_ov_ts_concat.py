@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ov_port import check, model_of, transpose
 
 from netpass import opset
 from netpass.ngraph_passes.transpose_sinking import TSConcatBackward, TSConcatForward
-from ov_port import check, model_of, transpose
 
 SHAPE = [1, 96, 55, 55]
 NHWC = [1, 55, 55, 96]
-FLAGS = dict(const_values=False, attributes=False)
+FLAGS = {"const_values": False, "attributes": False}
 INPUTS = 5
 
 

@@ -4,12 +4,16 @@ ops, the no-sinking marks and the names the backward pass keeps."""
 from __future__ import annotations
 
 import numpy as np
+from ov_port import check, model_of, transpose
 
 from netpass import opset
-from netpass.ngraph_passes.transpose_sinking import (TSGeneral, TSGeneralBackward, TSGeneralForward,
-                                                     mark_as_no_sinking)
+from netpass.ngraph_passes.transpose_sinking import (
+    TSGeneral,
+    TSGeneralBackward,
+    TSGeneralForward,
+    mark_as_no_sinking,
+)
 from netpass.passes import Manager
-from ov_port import check, model_of, transpose
 
 SHAPE = [1, 96, 55, 55]
 
@@ -183,7 +187,10 @@ def test_backward_check_friendly_and_tensor_names_for_multiple_transposes():
 
 # -- ts_reset_no_sinking_attribute.cpp --------------------------------------------------------
 def test_reset_no_sinking_attribute():
-    from netpass.ngraph_passes.transpose_sinking import NO_SINKING, TSResetNoSinkingAttribute
+    from netpass.ngraph_passes.transpose_sinking import (
+        NO_SINKING,
+        TSResetNoSinkingAttribute,
+    )
     a = opset.parameter([12, 3, 4, 8], np.float32)
     b = opset.parameter([12, 3, 4, 8], np.float32)
     ta = transpose(a, [1, 0, 2, 3], np.int64)

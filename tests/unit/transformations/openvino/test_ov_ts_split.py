@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ov_port import check, model_of, transpose
 
 from netpass import opset
 from netpass.ngraph_passes.transpose_sinking import TSSplitBackward, TSSplitForward
-from ov_port import check, model_of, transpose
 
-FLAGS = dict(const_values=False, attributes=False)
+FLAGS = {"const_values": False, "attributes": False}
 
 
 def t(x, order=(0, 3, 1, 2)):

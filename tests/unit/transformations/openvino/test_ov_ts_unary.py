@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ov_port import check, model_of, reversed_order, transpose
+from ts_factories import unary_factory
 
 from netpass import opset
 from netpass.ngraph_passes.transpose_sinking import TSUnaryBackward, TSUnaryForward
-from ov_port import check, model_of, reversed_order, transpose
-from ts_factories import unary_factory
 
 SHAPE = [1, 96, 55, 55]
 NAMES = ("Clamp", "Elu", "SoftPlus", "LogicalNot", "Convert", "Abs", "Acos", "Asin", "Asinh", "Atan",

@@ -4,9 +4,9 @@ them with."""
 from __future__ import annotations
 
 import numpy as np
+from ov_port import Factory
 
 from netpass import opset
-from ov_port import Factory
 
 
 def unary(name: str, fn=None) -> Factory:

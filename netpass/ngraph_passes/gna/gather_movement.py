@@ -1,0 +1,383 @@
+"""Gather sinking through data movement: Concat, Split along the gathered axis, Transpose and
+reductions, and the removal of identity Gathers.
+
+A Gather along the axis a Concat joins (or a Split cuts) is a reordering of the pieces: it is
+absorbed into the Concat/Split instead of moved across it. The inputs are cut (VariadicSplit)
+where the gathered indices jump, and the new Concat takes the pieces in the gathered order, so
+no Gather is left; GNA runs Concat and Split along the first non-1 dimension as memory copies.
+A Gather along another axis crosses them like an elementwise op. Across a Transpose a Gather
+only changes axis; across a reduction it keeps or (a permutation of a reduced axis, which every
+reduction ignores) disappears.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ...core.graph_util import copy_runtime_info, replace_output_update_name
+from ...core.node import Node, Output
+from ...passes import MatcherPass
+from ...pattern import Matcher, any_input, wrap_type
+from ..transpose_sinking.elementwise import BINARY_TYPES, UNARY_TYPES
+from ..transpose_sinking.utils import transpose_order
+from ..utils import (const, const_value, graph_consumers, make, op_types, reverse_order, static_rank,
+                     static_shape)
+from .gather_sinking import _after_forward, _Forward
+from .gather_sinking_backward import _Backward
+from .gather_utils import GatherInfo, flat_gather, gather_info, gathered, insert_output_gather
+
+REDUCTIONS = ("ArithmeticReductionKeepDims", "LogicalReductionKeepDims")
+
+
+def runs(indices: np.ndarray) -> list[tuple[int, int]]:
+    """Maximal runs ``[start, stop)`` of consecutive increasing values in ``indices``."""
+    out, start = [], 0
+    for i in range(1, indices.size + 1):
+        if i == indices.size or indices[i] != indices[i - 1] + 1:
+            out.append((int(indices[start]), int(indices[i - 1]) + 1))
+            start = i
+    return out
+
+
+def _pieces(value: Output, axis: int, cuts: Sequence[int], rt_source: Node) -> dict[int, Output]:
+    """``value`` cut along ``axis`` at ``cuts`` (sorted, with 0 and the size): piece start ->
+    piece. One piece: ``value`` itself."""
+    if len(cuts) == 2:
+        return {cuts[0]: value}
+    lengths = np.diff(cuts).astype(np.int64)
+    split = make("VariadicSplit", [value, const(np.array(axis, np.int64)), const(lengths)])
+    copy_runtime_info(rt_source, split)
+    return {c: split.output(i) for i, c in enumerate(cuts[:-1])}
+
+
+def reordered(sources: Sequence[Output], axis: int, indices: np.ndarray, rt_source: Node) -> list[Output]:
+    """The pieces of ``sources`` (joined along ``axis``) that, concatenated, are
+    ``gather(concat(sources), indices, axis)``."""
+    sizes = [static_shape(s)[axis] for s in sources]
+    offsets = np.cumsum([0, *sizes])
+    wanted = []      # (source, local start, local stop) per run, split at source borders
+    for start, stop in runs(indices):
+        while start < stop:
+            k = int(np.searchsorted(offsets, start, side="right")) - 1
+            end = min(stop, int(offsets[k + 1]))
+            wanted.append((k, start - int(offsets[k]), end - int(offsets[k])))
+            start = end
+    cuts: list[set[int]] = [{0, n} for n in sizes]
+    for k, s, e in wanted:
+        cuts[k] |= {s, e}
+    pieces = [_pieces(src, axis, sorted(c), rt_source) if any(k == w[0] for w in wanted) else {}
+              for k, (src, c) in enumerate(zip(sources, cuts))]
+    out = []
+    for k, s, e in wanted:
+        bounds = sorted(c for c in cuts[k] if s <= c < e)
+        out.extend(pieces[k][b] for b in bounds)
+    return out
+
+
+def _concat(values: list[Output], axis: int, rt_source: Node) -> Output:
+    if len(values) == 1:
+        return values[0]
+    node = make("Concat", values, axis=axis)
+    copy_runtime_info(rt_source, node)
+    return node.output(0)
+
+
+def _static(main: Node) -> bool:
+    return all(static_shape(v) is not None for v in main.input_values()) and \
+        all(static_shape(o) is not None for o in main.outputs())
+
+
+class GatherConcatAbsorbBackward(_Backward):
+    """``Gather(Concat(xs, a), idx, a)`` -> ``Concat(pieces of xs in idx order, a)``."""
+
+    TYPES = ("Concat",)
+
+    def sink(self, main, info):
+        if not _static(main) or info.axis != main.axis % static_rank(main.output(0)):
+            return None
+        main.set_arguments(reordered(main.input_values(), info.axis, info.indices, main))
+        return []
+
+
+class GatherConcatAbsorbForward(_Forward):
+    """``Concat(..., Gather(x, idx, a), ..., a)``: ``x`` cut into the gathered order in place."""
+
+    TYPES = ("Concat",)
+
+    def sink(self, main, index, info):
+        if not _static(main) or info.axis != main.axis % static_rank(main.output(0)):
+            return None
+        pieces = reordered([info.gather.input_value(0)], info.axis, info.indices, main)
+        main.set_arguments([*main.input_values()[:index], *pieces, *main.input_values()[index + 1:]])
+        main.validate_and_infer_types()
+        return []
+
+
+class GatherSinkingConcatBackward(_Backward):
+    """A Gather after a Concat, on another axis, moves onto every input."""
+
+    TYPES = ("Concat",)
+
+    def sink(self, main, info):
+        if not _static(main) or info.axis == main.axis % static_rank(main.output(0)):
+            return None
+        new = []
+        for i, v in enumerate(main.input_values()):
+            g = gathered(v, info.indices, info.axis, main)
+            main.input(i).replace_source_output(g)
+            if g.node.type_name == "Gather":
+                new.append(g.node)
+        return new
+
+
+class GatherSinkingConcatForward(_Forward):
+    """A permutation on a Concat input along another axis moves after the Concat; the other
+    inputs get the inverse permutation."""
+
+    TYPES = ("Concat",)
+
+    def sink(self, main, index, info):
+        if not _static(main) or info.axis == main.axis % static_rank(main.output(0)) \
+                or not info.is_permutation():
+            return None
+        new = []
+        for i, v in enumerate(main.input_values()):
+            if i == index:
+                main.input(i).replace_source_output(info.gather.input_value(0))
+                continue
+            g = gathered(v, info.inverse(), info.axis, main)
+            main.input(i).replace_source_output(g)
+            if g.node.type_name == "Gather":
+                new.append(g.node)
+        main.validate_and_infer_types()
+        return new + [_after_forward(insert_output_gather(main, info.indices, info.axis))]
+
+
+class GatherSplitAbsorb(_Forward):
+    """``Split(Gather(x, idx, a), a)``: each output is the pieces of ``x`` it takes, cut from
+    ``x`` and concatenated, so the Gather disappears."""
+
+    TYPES = ("Split", "VariadicSplit")
+
+    def sink(self, main, index, info):
+        axis_value = const_value(main.input_value(1))
+        if index != 0 or axis_value is None or not _static(main):
+            return None
+        axis = int(axis_value.reshape(-1)[0]) % static_rank(main.input_value(0))
+        if axis != info.axis:
+            return None
+        src = info.gather.input_value(0)
+        bounds = np.cumsum([0, *(static_shape(o)[axis] for o in main.outputs())])
+        parts = [info.indices[bounds[j]:bounds[j + 1]] for j in range(main.get_output_size())]
+        cuts = {0, static_shape(src)[axis]}
+        for part in parts:
+            for s, e in runs(part):
+                cuts |= {s, e}
+        pieces = _pieces(src, axis, sorted(cuts), main)
+        ordered = sorted(cuts)
+        for out, part in zip(main.outputs(), parts):
+            if not graph_consumers(out):
+                continue
+            values = [pieces[c] for s, e in runs(part) for c in ordered if s <= c < e]
+            value = _concat(values, axis, main)
+            for c in graph_consumers(out):
+                c.node.input(c.index).replace_source_output(value)
+            if out.names:
+                value.names.update(out.names)
+                out.names.clear()
+        return []
+
+
+class GatherSinkingTransposeAxisForward(_Forward):
+    """``Transpose(Gather(x, idx, a), order)`` -> ``Gather(Transpose(x, order), idx,
+    order.index(a))``: the Gather moves below the Transpose on the axis its data went to."""
+
+    TYPES = ("Transpose",)
+
+    def sink(self, main, index, info):
+        order = transpose_order(main)
+        if index != 0 or order is None:
+            return None
+        main.input(0).replace_source_output(info.gather.input_value(0))
+        main.validate_and_infer_types()
+        return [_after_forward(insert_output_gather(main, info.indices, reverse_order(order)[info.axis]))]
+
+
+class GatherSinkingTransposeAxisBackward(_Backward):
+    """``Gather(Transpose(x, order), idx, a)`` -> ``Transpose(Gather(x, idx, order[a]), order)``."""
+
+    TYPES = ("Transpose",)
+
+    def sink(self, main, info):
+        order = transpose_order(main)
+        if order is None or static_rank(main.input_value(0)) is None:
+            return None
+        g = gathered(main.input_value(0), info.indices, order[info.axis], main)
+        main.input(0).replace_source_output(g)
+        return [g.node] if g.node.type_name == "Gather" else []
+
+
+def _reduced_axes(main: Node) -> list[int] | None:
+    axes, rank = const_value(main.input_value(1)), static_rank(main.input_value(0))
+    if axes is None or rank is None:
+        return None
+    return sorted({int(a) % rank for a in axes.reshape(-1)})
+
+
+class GatherSinkingReduceForward(_Forward):
+    """A Gather before a reduction: on a kept axis it moves after it (renumbered when the
+    reduced axes go); a permutation of a reduced axis is dropped (a reduction does not depend
+    on the order of what it reduces)."""
+
+    TYPES = REDUCTIONS
+
+    def sink(self, main, index, info):
+        axes = _reduced_axes(main)
+        if index != 0 or axes is None or (info.axis in axes and not info.is_permutation()):
+            return None
+        main.input(0).replace_source_output(info.gather.input_value(0))
+        main.validate_and_infer_types()
+        if info.axis in axes:
+            return []
+        axis = info.axis if main.keep_dims else info.axis - sum(1 for a in axes if a < info.axis)
+        return [_after_forward(insert_output_gather(main, info.indices, axis))]
+
+
+class GatherSinkingReduceBackward(_Backward):
+    """A Gather after a reduction, on a kept axis, moves before it."""
+
+    TYPES = REDUCTIONS
+
+    def sink(self, main, info):
+        axes = _reduced_axes(main)
+        if axes is None:
+            return None
+        kept = [a for a in range(static_rank(main.input_value(0))) if main.keep_dims or a not in axes]
+        axis = kept[info.axis]
+        if axis in axes:   # keep_dims: a Gather over a reduced axis of size 1
+            return None
+        g = gathered(main.input_value(0), info.indices, axis, main)
+        main.input(0).replace_source_output(g)
+        return [g.node] if g.node.type_name == "Gather" else []
+
+
+class RemoveIdentityGather(MatcherPass):
+    """A Gather whose indices are ``0..n-1`` along its axis is removed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+        def identity(o: Output) -> bool:
+            info = gather_info(o.node)
+            return info is not None and info.is_permutation() and \
+                np.array_equal(info.indices, np.arange(info.indices.size))
+
+        pattern = wrap_type(op_types("Gather"), [any_input(), any_input(), any_input()], predicate=identity)
+
+        def callback(m: Matcher) -> bool:
+            g = m.match_root
+            if self.transformation_callback(g):
+                return False
+            return replace_output_update_name(g.output(0), g.input_value(0))
+
+        self.register_matcher(Matcher(pattern, "RemoveIdentityGather"), callback)
+
+
+_RESHAPES = ("Reshape", "Squeeze", "Unsqueeze")
+
+
+def reshaped_flat_gather(value: Output) -> GatherInfo | None:
+    """The flat Gather (over its data's only non-1 axis) that ``value`` is, seen through one or
+    more single-consumer Reshapes: a reordering of the tensor's memory that elementwise ops
+    commute with whatever shape the Reshapes give it."""
+    v, through = value, False
+    while v.node.type_name in _RESHAPES and len(graph_consumers(v)) == 1:
+        v, through = v.node.input_value(0), True
+    if not through or len(graph_consumers(v)) != 1:
+        return None
+    return flat_gather(v.node)
+
+
+def _flat_operand(value: Output, out_shape: Sequence[int], flat_shape: Sequence[int], inverse: np.ndarray,
+                  axis: int, rt_source: Node) -> Output | None:
+    """``value`` (broadcast to ``out_shape``) in the flat gathered domain: reshaped to
+    ``flat_shape`` and permuted by ``inverse``; a Constant is computed at once; None for a
+    non-constant that broadcasts."""
+    v = const_value(value)
+    if v is not None:
+        full = np.broadcast_to(v, out_shape).reshape(flat_shape)
+        return const(np.take(full, inverse, axis=axis), value.element_type)
+    if tuple(static_shape(value)) != tuple(out_shape):
+        return None
+    r = make("Reshape", [value, const(np.array(flat_shape, np.int64))], special_zero=False)
+    copy_runtime_info(rt_source, r)
+    return gathered(r.output(0), inverse, axis, rt_source)
+
+
+class GatherSinkingReshapedForward(_Forward):
+    """An elementwise op reading a flat Gather through Reshapes (``Reshape(Gather(u))``) runs
+    on ``u`` instead: ``op(Reshape(Gather(u))) == Reshape(Gather(op(u)))``, the other inputs
+    flattened and inversely permuted. The Gather then continues on its way (a Reshape does not
+    stop a permutation of the whole tensor)."""
+
+    TYPES = (*UNARY_TYPES, *BINARY_TYPES)
+
+    def __init__(self) -> None:
+        MatcherPass.__init__(self)
+        pattern = wrap_type(op_types(*self.TYPES), predicate=lambda o: self._find(o.node) is not None)
+
+        def callback(m: Matcher) -> bool:
+            main = m.match_root
+            found = self._find(main)
+            if found is None or self.transformation_callback(main):
+                return False
+            new = self.sink(main, *found)
+            for n in new or ():
+                self.register_new_node(n)
+            return new is not None
+
+        self.register_matcher(Matcher(pattern, "GatherSinkingReshapedForward"), callback)
+
+    @staticmethod
+    def _find(main: Node) -> tuple[int, GatherInfo] | None:
+        if hasattr(main, "axis") or main.type_name == "PRelu" or static_shape(main.output(0)) is None:
+            return None
+        indices = (0,) if main.type_name in UNARY_TYPES or main.get_input_size() == 1 else \
+            range(main.get_input_size())
+        for i in indices:
+            info = reshaped_flat_gather(main.input_value(i))
+            if info is not None and info.is_permutation():
+                return i, info
+        return None
+
+    def sink(self, main, index, info):
+        out_shape = static_shape(main.output(0))
+        u = info.gather.input_value(0)
+        flat_shape = static_shape(u)
+        if int(np.prod(out_shape)) != int(np.prod(flat_shape)) or \
+                tuple(static_shape(main.input_value(index))) != tuple(out_shape):
+            return None
+        unary = main.type_name in UNARY_TYPES or main.get_input_size() == 1
+        others = [] if unary else [i for i in range(main.get_input_size()) if i != index]
+        operands = {i: _flat_operand(main.input_value(i), out_shape, flat_shape, info.inverse(), info.axis, main)
+                    for i in others}
+        if any(v is None for v in operands.values()):
+            return None
+        main.input(index).replace_source_output(u)
+        new = []
+        for i, v in operands.items():
+            main.input(i).replace_source_output(v)
+            if v.node.type_name == "Gather":
+                new.append(v.node)
+        main.validate_and_infer_types()
+        g = _after_forward(insert_output_gather(main, info.indices, info.axis))
+        back = make("Reshape", [g.output(0), const(np.array(out_shape, np.int64))], special_zero=False)
+        g.output(0).replace(back.output(0))
+        names = g.output(0).names
+        if names:
+            back.output(0).names.update(names)
+            names.clear()
+        back.friendly_name, g.friendly_name = g.friendly_name, back.name
+        copy_runtime_info(main, back)
+        return new + [g, back]

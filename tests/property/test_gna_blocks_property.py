@@ -1,0 +1,48 @@
+"""Property: on any chain of the GNA layout blocks (``netpass.synthetic``: NHWC transposes around
+channel Split/Concat with a channel-permutation Gather and a residual Add, Slice/Pad,
+ReduceMean/Reshape, a mid-graph channel shuffle ending in NHWC or back in NCHW), with any seed,
+block count and static shape, GnaTransformationsPipeline + split_pre_post_processing leave no
+Gather and no Transpose GNA cannot run in the main model, and the pre-model -> main model ->
+post-model chain computes what onnxruntime computes on the original ONNX model (random
+inputs, relative L2 error <= 1e-5)."""
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import netpass
+from netpass.ngraph_passes.gna import GnaTransformationsPipeline, is_transpose_supported
+from netpass.passes import Manager
+from netpass.prepost import split_pre_post_processing
+from netpass.synthetic import BLOCK_KINDS, gna_blocks_onnx, random_blocks
+from netpass.testing import random_inputs
+
+SHAPES = [(1, 8, 8, 8), (1, 4, 8, 8), (1, 16, 4, 4), (1, 8, 4, 16), (1, 6, 5, 7), (2, 8, 8, 8)]
+
+
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(shape=st.sampled_from(SHAPES),
+       kinds=st.lists(st.sampled_from(BLOCK_KINDS), min_size=1, max_size=len(BLOCK_KINDS), unique=True),
+       count=st.integers(1, 40), seed=st.integers(0, 2 ** 31 - 1))
+def test_blocks_leave_no_layout_op_inside(shape, kinds, count, seed):
+    data = gna_blocks_onnx(random_blocks(count, seed, channels=shape[1], kinds=kinds), shape=shape, seed=seed)
+    model = netpass.read_model(data)
+    original = model.clone()
+    manager = Manager()
+    manager.register_pass(GnaTransformationsPipeline())
+    manager.run_passes(model)
+    prepost = split_pre_post_processing(model)
+
+    ops = model.get_ordered_ops()
+    assert [n.friendly_name for n in ops if n.type_name == "Gather"] == []
+    assert [n.friendly_name for n in ops if n.type_name == "Transpose"
+            and not is_transpose_supported(n.input_value(0).partial_shape.to_shape())] == []
+
+    feeds = random_inputs(original, seed=7)
+    want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    got = prepost.postprocess(netpass.reference.infer(model, prepost.preprocess(feeds)))["y"]
+    assert got.shape == want.shape
+    assert np.linalg.norm(got - want) <= 1e-5 * np.linalg.norm(want)
