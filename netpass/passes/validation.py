@@ -159,7 +159,14 @@ def _reinfer(seeds: list[Node], in_graph: "_InModel") -> list[Node]:
             raise ShapeInferenceError("shape inference does not settle (does the graph have a "
                                       "cycle through this node?)", node)
         before = _port_state(node)
-        node._infer()
+        try:
+            node._infer()
+        except ShapeInferenceError:
+            # A node the model does not reach, that something else keeps alive with a consumer
+            # of its own, may not fit the inputs a rewrite left it: not the model's problem.
+            if in_graph.reaches_output(node):
+                raise
+            continue
         done[key] = node
         if _same_state(before, node):
             continue
@@ -177,6 +184,23 @@ class _InModel:
 
     def __init__(self, model: "Model") -> None:
         self.roots = {id(n) for n in (*model._results, *model._sinks, *model._parameters)}
+        self.outputs = {id(n) for n in (*model._results, *model._sinks)}
+
+    def reaches_output(self, node: Node) -> bool:
+        """Whether a path of consumers leads from ``node`` to one of the model's Results or
+        sinks (exact, and as costly as the walk: used only where the cheap test is unsure)."""
+        seen, stack = {id(node)}, [node]
+        while stack:
+            n = stack.pop()
+            if id(n) in self.outputs:
+                return True
+            for port in n._outs:
+                for r in port.cons.values():
+                    c = r()
+                    if c is not None and id(c) not in seen:
+                        seen.add(id(c))
+                        stack.append(c)
+        return False
 
     def __call__(self, node: Node) -> bool:
         if id(node) in self.roots:

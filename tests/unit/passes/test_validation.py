@@ -245,6 +245,25 @@ def test_a_node_that_no_longer_fits_its_inputs_is_named():
     assert isinstance(info.value.cause, ShapeInferenceError)
 
 
+def test_a_node_outside_the_model_that_no_longer_fits_is_not_the_models_problem():
+    """A node the model does not reach, kept alive with a consumer of its own (a user's
+    variable, a test's list of values), is re-inferred from the rewired value and fails; the
+    model itself is fine, so validation passes."""
+    x = opset.parameter([4, 8], np.float32, name="x")
+    first = opset.reshape(x, np.array([8, 4], np.int64), False)
+    flat = opset.reshape(opset.relu(first), np.array([32], np.int64), False)
+    model = Model([flat], [x])
+    dangling = opset.relu(opset.add(first, opset.constant(np.ones([8, 4], np.float32))))
+
+    class RetargetFirst(ModelPass):
+        def run_on_model(self, model):
+            first.input(1).replace_source_output(opset.constant(np.array([2, 16], np.int64)).output(0))
+            return True
+    run(model, RetargetFirst())
+    assert model.output(0).partial_shape == [32] and first.output(0).partial_shape == [2, 16]
+    assert dangling.input_value(0).node.type_name == "Add"
+
+
 def test_reading_a_foreign_parameter_is_caught():
     class Foreign(ModelPass):
         def run_on_model(self, model):
