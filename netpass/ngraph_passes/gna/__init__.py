@@ -32,6 +32,7 @@ from .replace_nhwc import (ReplaceGnaNHWCLayers, SubstituteGNAConvolution,
                            SubstituteGNAGroupConvolution, SubstituteGNAMaxPool)
 from .stepped_slice_to_matmul import ConvertSteppedSliceToMatMul
 from .strided_slice_to_crop import ConvertStridedSliceToCrop
+from .support import GNA_TARGETS, OpSupport, check_support, unsupported
 from .transpose_compress import TransposeCompress
 from .transpose_matmul import TransposeMatMulForward
 from .ts_concat_split import TSConcatForward, TSSplitBackward
@@ -41,6 +42,7 @@ __all__ = [
     "GatherSinkingConcatForward", "GatherSinkingReduceBackward", "GatherSinkingReduceForward",
     "GatherSinkingReshapedForward", "GatherSinkingTransposeAxisBackward", "GatherSinkingTransposeAxisForward",
     "GatherSplitAbsorb", "MergeSharedLayoutOps", "RemoveIdentityGather",
+    "GNA_TARGETS", "OpSupport", "check_support", "unsupported",
     "ConvertGatherToSlice", "ConvertSteppedSliceToMatMul", "ConvertStridedSliceToCrop", "DecomposeMVN", "GNA_CALLBACKS", "GatherSinkingBinaryBackward",
     "GatherSinkingBinaryForward", "GatherSinkingFuse", "GatherSinkingGeneral",
     "GatherSinkingGeneralBackward", "GatherSinkingGeneralForward", "GatherSinkingMatmulBackward",
