@@ -44,7 +44,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("legacy", ("netpass.legacy_passes",)),
     ("runtime", ("netpass.runtime",)),
     ("entry", ("netpass", "netpass.compiler", "netpass.testing", "netpass.generation",
-               "netpass.cli")),
+               "netpass.cli", "netpass.synthetic")),
 ]
 
 # Import cycles that exist on purpose for now, each exactly as it is (a set of modules). The

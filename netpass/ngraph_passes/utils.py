@@ -54,6 +54,14 @@ def make(name: str, inputs: Sequence[Any], **attrs: Any) -> Node:
 
 _TERMINAL = ("Result", "Assign")
 
+# Elementwise op families layout sinking moves a Transpose or Gather through (unary: input 0;
+# binary: every input).
+UNARY_TYPES = ("UnaryElementwiseArithmetic", "Clamp", "Elu", "SoftPlus", "LogicalNot", "Convert",
+               "IsInf", "IsNaN", "Selu", "Swish", "HardSigmoid", "Relu", "Sigmoid",
+               "Tanh", "Exp", "Abs", "Negative", "Sqrt", "Log", "ConvertLike")
+BINARY_TYPES = ("BinaryElementwiseArithmetic", "BinaryElementwiseComparison",
+                "BinaryElementwiseLogical", "PRelu")
+
 
 def graph_consumers(out: Output) -> list:
     """The consumers of ``out`` that are part of the graph. A node a rewrite replaced stays

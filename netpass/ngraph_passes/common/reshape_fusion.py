@@ -9,7 +9,7 @@ import numpy as np
 from ...core.graph_util import copy_runtime_info, replace_output_update_name
 from ...passes import MatcherPass
 from ...pattern import Matcher, any_input, wrap_type
-from ..utils import const, const_value, make, op_types, static_shape
+from ..utils import UNARY_TYPES, const, const_value, make, op_types, static_shape
 
 
 class ReshapeSequenceFusion(MatcherPass):
@@ -43,7 +43,6 @@ class ReshapeSequenceFusion(MatcherPass):
 def _unary_between_reshapes(out) -> bool:
     """A single-consumer Reshape feeding an elementwise unary op whose consumers are all
     Reshapes (so that moving the op first makes Reshape -> Reshape pairs)."""
-    from ..transpose_sinking.elementwise import UNARY_TYPES
     reshape = out.node
     cons = out.consumers()
     if reshape.type_name != "Reshape" or len(cons) != 1:

@@ -3,15 +3,9 @@ Transpose (other inputs get the inverse order, unsqueezed to the order's rank)."
 from __future__ import annotations
 
 from ...core.node import Node
-from ..utils import static_rank
+from ..utils import BINARY_TYPES, UNARY_TYPES, static_rank
 from .base import TSBackwardBase, TSForwardBase
 from .utils import TransposeInput, sink_backward, sink_forward
-
-UNARY_TYPES = ("UnaryElementwiseArithmetic", "Clamp", "Elu", "SoftPlus", "LogicalNot", "Convert",
-               "IsInf", "IsNaN", "Selu", "Swish", "HardSigmoid", "Relu", "Sigmoid",
-               "Tanh", "Exp", "Abs", "Negative", "Sqrt", "Log", "ConvertLike")
-BINARY_TYPES = ("BinaryElementwiseArithmetic", "BinaryElementwiseComparison",
-                "BinaryElementwiseLogical", "PRelu")
 
 
 def _elementwise(node: Node) -> bool:
