@@ -55,7 +55,9 @@ def _unary_between_reshapes(out) -> bool:
 
 
 class ReshapeElementwiseReorder(MatcherPass):
-    """``Reshape -> op -> Reshape`` with ``op`` unary elementwise becomes ``op -> Reshape ->
+    """Moves a unary elementwise op out of a Reshape pair.
+
+    ``Reshape -> op -> Reshape`` with ``op`` unary elementwise becomes ``op -> Reshape ->
     Reshape`` (values are the same: an elementwise op does not see the shape), which
     ReshapeSequenceFusion makes one Reshape and NopElimination removes when it changes
     nothing. Layout sinking cannot cross a Reshape; a Reshape pair around an activation thus

@@ -47,8 +47,10 @@ class GatherSinkingGeneralBackward(BackwardGraphRewrite):
 
 
 class GatherAbsorb(GraphRewrite):
-    """Gathers that a Concat or Split along their axis can take in as a reordering of pieces,
-    also across Transposes above them (run first: a Gather absorbed where it stands leaves
+    """Concats and Splits take in the Gathers along their axis.
+
+    A Gather along a Concat's or Split's axis is a reordering of pieces; also across
+    Transposes above them (run first: a Gather absorbed where it stands leaves
     nothing to sink)."""
 
     def __init__(self) -> None:

@@ -89,7 +89,9 @@ def _static(main: Node) -> bool:
 
 
 class GatherConcatAbsorbBackward(_Backward):
-    """``Gather(Concat(xs, a), idx, a)`` -> ``Concat(pieces of xs in idx order, a)``."""
+    """A Concat takes in the Gather after it, on its axis.
+
+    ``Gather(Concat(xs, a), idx, a)`` -> ``Concat(pieces of xs in idx order, a)``."""
 
     TYPES = ("Concat",)
 
@@ -101,7 +103,9 @@ class GatherConcatAbsorbBackward(_Backward):
 
 
 class GatherConcatAbsorbForward(_Forward):
-    """``Concat(..., Gather(x, idx, a), ..., a)``: ``x`` cut into the gathered order in place."""
+    """A Concat takes in a Gather on an input, on its axis.
+
+    ``Concat(..., Gather(x, idx, a), ..., a)``: ``x`` cut into the gathered order in place."""
 
     TYPES = ("Concat",)
 
@@ -115,7 +119,9 @@ class GatherConcatAbsorbForward(_Forward):
 
 
 class GatherSinkingConcatBackward(_Backward):
-    """A Gather after a Concat, on another axis, moves onto every input."""
+    """Moves a Gather after a Concat, other axis, onto its inputs.
+
+    A Gather after a Concat, on another axis, moves onto every input."""
 
     TYPES = ("Concat",)
 
@@ -132,7 +138,9 @@ class GatherSinkingConcatBackward(_Backward):
 
 
 class GatherSinkingConcatForward(_Forward):
-    """A permutation on a Concat input along another axis moves after the Concat; the other
+    """Moves a Gather on a Concat input, other axis, below it.
+
+    A permutation on a Concat input along another axis moves after the Concat; the other
     inputs get the inverse permutation."""
 
     TYPES = ("Concat",)
@@ -155,7 +163,9 @@ class GatherSinkingConcatForward(_Forward):
 
 
 class GatherSplitAbsorb(_Forward):
-    """``Split(Gather(x, idx, a), a)``: each output is the pieces of ``x`` it takes, cut from
+    """A Split takes in the Gather before it, on its axis.
+
+    ``Split(Gather(x, idx, a), a)``: each output is the pieces of ``x`` it takes, cut from
     ``x`` and concatenated, so the Gather disappears."""
 
     TYPES = ("Split", "VariadicSplit")
@@ -190,7 +200,9 @@ class GatherSplitAbsorb(_Forward):
 
 
 class GatherSinkingTransposeAxisForward(_Forward):
-    """``Transpose(Gather(x, idx, a), order)`` -> ``Gather(Transpose(x, order), idx,
+    """Moves a Gather below a Transpose, renumbering its axis.
+
+    ``Transpose(Gather(x, idx, a), order)`` -> ``Gather(Transpose(x, order), idx,
     order.index(a))``: the Gather moves below the Transpose on the axis its data went to."""
 
     TYPES = ("Transpose",)
@@ -205,7 +217,9 @@ class GatherSinkingTransposeAxisForward(_Forward):
 
 
 class GatherSinkingTransposeAxisBackward(_Backward):
-    """``Gather(Transpose(x, order), idx, a)`` -> ``Transpose(Gather(x, idx, order[a]), order)``."""
+    """Moves a Gather above a Transpose, renumbering its axis.
+
+    ``Gather(Transpose(x, order), idx, a)`` -> ``Transpose(Gather(x, idx, order[a]), order)``."""
 
     TYPES = ("Transpose",)
 
@@ -226,7 +240,9 @@ def _reduced_axes(main: Node) -> list[int] | None:
 
 
 class GatherSinkingReduceForward(_Forward):
-    """A Gather before a reduction: on a kept axis it moves after it (renumbered when the
+    """Moves a Gather below a reduction, or drops it there.
+
+    A Gather before a reduction: on a kept axis it moves after it (renumbered when the
     reduced axes go); a permutation of a reduced axis is dropped (a reduction does not depend
     on the order of what it reduces)."""
 
@@ -245,7 +261,9 @@ class GatherSinkingReduceForward(_Forward):
 
 
 class GatherSinkingReduceBackward(_Backward):
-    """A Gather after a reduction, on a kept axis, moves before it."""
+    """Moves a Gather on a kept axis above a reduction.
+
+    A Gather after a reduction, on a kept axis, moves before it."""
 
     TYPES = REDUCTIONS
 
@@ -263,7 +281,9 @@ class GatherSinkingReduceBackward(_Backward):
 
 
 class RemoveIdentityGather(MatcherPass):
-    """A Gather whose indices are ``0..n-1`` along its axis is removed."""
+    """Removes a Gather that keeps every element in place.
+
+    A Gather whose indices are ``0..n-1`` along its axis is removed."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -316,7 +336,9 @@ def _flat_operand(value: Output, out_shape: Sequence[int], flat_shape: Sequence[
 
 
 class GatherSinkingReshapedForward(_Forward):
-    """An elementwise op reading a flat Gather through Reshapes (``Reshape(Gather(u))``) runs
+    """Elementwise ops run before a flat Gather behind Reshapes.
+
+    An elementwise op reading a flat Gather through Reshapes (``Reshape(Gather(u))``) runs
     on ``u`` instead: ``op(Reshape(Gather(u))) == Reshape(Gather(op(u)))``, the other inputs
     flattened and inversely permuted. The Gather then continues on its way (a Reshape does not
     stop a permutation of the whole tensor)."""

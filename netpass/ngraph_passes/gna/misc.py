@@ -125,8 +125,9 @@ def _same_layout_op(a, b) -> bool:
 
 
 class MergeSharedLayoutOps(MatcherPass):
-    """Transposes (Gathers) reading one value with the same order (indices) become one: a model
-    input read by two equal Transposes is one input pre-processing model, not two consumers
+    """Equal Transposes or Gathers of one value become one.
+
+    Same order (indices), same input: a model input read by two equal Transposes is one input pre-processing model, not two consumers
     that pre/post-processing cannot cut out."""
 
     def __init__(self) -> None:

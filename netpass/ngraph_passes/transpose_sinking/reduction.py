@@ -124,8 +124,9 @@ def _squeeze_axes(main: Node, data_shape) -> list[int] | None:
 
 
 class TSSqueezeForward(TSForwardBase):
-    """Moves a Transpose below a Squeeze (or a Reshape that only drops 1s), recomputing its
-    order."""
+    """Moves a Transpose below a Squeeze or a 1s-dropping Reshape.
+
+    The squeezed axes are renumbered (a Reshape's target shape recomputed)."""
 
     TYPES, INDICES, MARK_ON_FAILURE = ("Squeeze", "Reshape"), (0,), False
 
@@ -144,8 +145,9 @@ class TSSqueezeForward(TSForwardBase):
 
 
 class TSSqueezeBackward(TSBackwardBase):
-    """Moves a Transpose above a Squeeze (or a Reshape that only drops 1s), recomputing its
-    order."""
+    """Moves a Transpose above a Squeeze or a 1s-dropping Reshape.
+
+    The squeezed axes are renumbered (a Reshape's target shape recomputed)."""
 
     TYPES = ("Squeeze", "Reshape")
 
@@ -181,8 +183,7 @@ def _unsqueeze_axes(main: Node) -> list[int] | None:
 
 
 class TSUnsqueezeForward(TSForwardBase):
-    """Moves a Transpose below an Unsqueeze (or a Reshape that only adds 1s), recomputing its
-    order.
+    """Moves a Transpose below an Unsqueeze or a 1s-adding Reshape.
 
     ``Unsqueeze(T(x), A)`` = ``T'(Unsqueeze(x, A))``: the new 1s stay where they are.
     """
@@ -201,8 +202,7 @@ class TSUnsqueezeForward(TSForwardBase):
 
 
 class TSUnsqueezeBackward(TSBackwardBase):
-    """Moves a Transpose above an Unsqueeze (or a Reshape that only adds 1s), recomputing its
-    order.
+    """Moves a Transpose above an Unsqueeze or a 1s-adding Reshape.
 
     ``T(Unsqueeze(x, A))`` = ``Unsqueeze(T'(x), A')`` with ``A'`` where ``order`` puts ``A``.
     """
