@@ -11,6 +11,7 @@ from typing import Sequence
 from .. import __version__
 from ..errors import NetpassError
 from .benchmark import cmd_benchmark
+from .check import add_check_command
 from .common import add_device_option, add_transformations_option
 from .convert import cmd_convert, cmd_visualize
 from .info import cmd_devices, cmd_passes
@@ -20,7 +21,7 @@ from .user_passes import add_explain_command, add_pass_option
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="netpass", description="netpass command line: run, "
-                                     "convert, visualize, benchmark models and explain passes (docs/cli.md)")
+                                     "convert, visualize, check, benchmark models and explain passes (docs/cli.md)")
     parser.add_argument("--version", action="version", version=f"netpass {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -59,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_transformations_option(vis)
     add_pass_option(vis)
     vis.set_defaults(func=cmd_visualize)
+
+    add_check_command(sub)
 
     passes = sub.add_parser("passes", help="list the transformations with a description each")
     passes.set_defaults(func=cmd_passes)

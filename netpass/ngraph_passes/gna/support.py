@@ -19,9 +19,10 @@ netpass checks its own ops with the same rules:
 - GNAConvolution: batch 1, dilation 1; a 2-D convolution that cannot be mapped to 1-D must fit
   the target's CNN2D limits (GNA 3.0: input 16..384 x 16..240, 8..384 input channels in
   multiples of 8, 8..1024 kernels in multiples of 8, kernel and stride sizes by channel count,
-  stride <= kernel, no input padding; GNA 3.5: 1..65535 inputs, up to 1024 input channels,
-  8192 kernels, 255x256 kernels, symmetric padding below the kernel size). A plain Convolution
-  or MaxPool (NCHW) is not run: the pipeline makes them GNAConvolution/GNAMaxPool (NHWC).
+  stride <= kernel, no input padding (the graph compiler's ValidateInputPadding); GNA 3.5:
+  1..65535 inputs, up to 1024 input channels, 8192 kernels, 255x256 kernels, symmetric padding
+  below the kernel size). A plain Convolution or MaxPool (NCHW) is not run: the pipeline makes
+  them GNAConvolution/GNAMaxPool (NHWC).
 - GNAMaxPool: a 2-D window must fit the pooling limits (GNA 3.0: square up to 3x3; stride <=
   window).
 - Transpose: is_op_supported lets it through, the graph compiler runs only a 2-D transpose
