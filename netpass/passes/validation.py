@@ -146,8 +146,12 @@ def _reinfer(seeds: list[Node], in_graph: "_InModel") -> list[Node]:
     """Re-infer ``seeds``, then the consumers (still in the model: a node a rewrite dropped but
     someone still holds stays among its producers' consumers) of every node whose outputs
     changed; returns the nodes re-inferred (each once)."""
-    queue = collections.deque(seeds)
-    queued = {id(n) for n in seeds}
+    queued: set[int] = set()
+    queue: collections.deque = collections.deque()
+    for n in seeds:  # a node reading several re-inferred values is listed once per value
+        if id(n) not in queued:
+            queued.add(id(n))
+            queue.append(n)
     counts: dict[int, int] = {}
     done: dict[int, Node] = {}
     while queue:

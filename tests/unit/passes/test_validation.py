@@ -195,6 +195,22 @@ def test_a_rewire_to_another_shape_reinfers_down_to_where_shapes_settle():
     assert validate_changes("P", model, log) == 2  # b, then ReduceSum: its shape is still []
 
 
+def test_a_node_reading_several_reinferred_values_is_reinferred_once(monkeypatch):
+    x = opset.parameter([4, 8], np.float32, name="x")
+    parts = [opset.reshape(x, np.array([8, 4], np.int64), False) for _ in range(3)]
+    cat = opset.concat(parts, 0)
+    model = Model([opset.reduce_sum(cat, np.array([0, 1]), False)], [x])
+    with model.track_changes() as log:
+        for p in parts:  # edited in place, each now [4, 8]
+            p.input(1).replace_source_output(opset.constant(np.array([4, 8], np.int64)).output(0))
+            p.validate_and_infer_types()
+    calls = []
+    infer = type(cat).infer_types
+    monkeypatch.setattr(type(cat), "infer_types", lambda self: (calls.append(self), infer(self)))
+    assert validate_changes("P", model, log) == 5  # the three Reshapes, Concat, ReduceSum
+    assert calls == [cat] and cat.output(0).partial_shape == [12, 8]
+
+
 def reshape_model():
     x = opset.parameter([4, 8], np.float32, name="x")
     reshaped = opset.reshape(x, np.array([8, 4], np.int64), False)
