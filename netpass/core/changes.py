@@ -49,31 +49,24 @@ class _Tracking:
 tracking = _Tracking()
 
 
-def _static(ps) -> "tuple | bool":
-    s = ps._static
-    return s if s is not None else ps._static_dims()
-
-
 def same_state(a: "_Port", b: "_Port") -> bool:
-    """Whether two outputs look the same to shape inference: element type, partial shape
-    (dynamic dims with the same symbol) and known value or partial value."""
-    if a.et is not b.et:
+    """Whether two outputs look the same to shape inference: element type, known value or
+    partial value, and partial shape (dims with equal bounds and the same symbol). Cheapest
+    tests first: this runs once per rewire while a pass is validated."""
+    if a.et is not b.et or a.val is not b.val or a.pval != b.pval:
         return False
     pa, pb = a.ps, b.ps
-    if pa is not pb:
-        sa, sb = _static(pa), _static(pb)
-        if sa is False or sb is False:
-            da, db = pa._dims, pb._dims
-            if da is None or db is None:
-                if da is not db:
-                    return False
-            elif len(da) != len(db) or any(
-                    x is not y and (x.min != y.min or x.max != y.max or x.symbol is not y.symbol)
-                    for x, y in zip(da, db)):
-                return False
-        elif sa != sb:
+    if pa is pb:
+        return True
+    da, db = pa._dims, pb._dims
+    if da is db:
+        return True
+    if da is None or db is None or len(da) != len(db):
+        return False
+    for x, y in zip(da, db):
+        if x is not y and (x.min != y.min or x.max != y.max or x.symbol is not y.symbol):
             return False
-    return a.val is b.val and a.pval == b.pval
+    return True
 
 
 class ChangeLog:

@@ -313,7 +313,7 @@ class GraphRewrite(ModelPass):
                             pushleft(ref(n))
                         new.clear()
                     if applied:
-                        if log is not None:
+                        if log is not None and (log.edits == edits or mp.changes_model_io):
                             reported_change(mp, node, log, edits)
                         changed = True
                         break
