@@ -31,3 +31,4 @@ from .ops.reduction import *  # noqa: F401,F403
 from .ops.sets import *  # noqa: F401,F403
 from .ops.shape_ops import *  # noqa: F401,F403
 from .ops.state import *  # noqa: F401,F403
+from .ops.strings import *  # noqa: F401,F403

@@ -72,6 +72,9 @@ def assert_close(got: np.ndarray, ref: np.ndarray, rtol: float = RTOL, atol: flo
                  what: str = "") -> None:
     got, ref = np.asarray(got), np.asarray(ref)
     assert got.shape == ref.shape, f"{what}: shape {got.shape} != {ref.shape}"
+    if ref.dtype.kind in "OU" or got.dtype.kind in "OU":  # strings: numpy str or object arrays
+        assert got.astype(object).tolist() == ref.astype(object).tolist(), what
+        return
     assert got.dtype == ref.dtype, f"{what}: dtype {got.dtype} != {ref.dtype}"
     if ref.dtype.kind in "fc" or ref.dtype.kind == "V":
         np.testing.assert_allclose(got.astype(np.float64), ref.astype(np.float64), rtol=rtol,
@@ -155,5 +158,6 @@ def check_runtime(model: netpass.Model, feeds: dict, rtol: float = RTOL,
     got = req.infer(feeds)
     ref = netpass.reference.infer(model, feeds)
     for name in model.output_names:
+        assert got[name].dtype == ref[name].dtype, name
         assert_close(got[name], ref[name], rtol, atol, name)
     return req.stats
