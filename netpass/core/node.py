@@ -53,6 +53,9 @@ class Node:
     # Ops whose output shapes depend on input values (NonZero, Unique): shape inference bounds
     # them, the runtime computes them on the host before sizing what follows.
     DATA_DEPENDENT_SHAPE: ClassVar[bool] = False
+    # Inputs whose values (not only shapes) decide the output shapes (a target shape, an axis
+    # given as a tensor): the runtime reads them before it infers shapes.
+    SHAPE_INFER_INPUTS: ClassVar[tuple[int, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

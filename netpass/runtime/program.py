@@ -231,7 +231,9 @@ class ProgramNode:
             return tuple(i for i in SHAPE_INFER_DEPS[self.kind] if i < len(self.inputs))
         if self.kind in DYNAMIC_OUTPUT_KINDS:
             return tuple(range(len(self.inputs)))
-        return ()
+        cls = OP_TYPES.get(self.kind)  # an op class may declare them (Node.SHAPE_INFER_INPUTS)
+        deps = cls.SHAPE_INFER_INPUTS if cls is not None else ()
+        return tuple(i for i in deps if i < len(self.inputs))
 
     def data_inputs(self) -> tuple[int, ...]:
         """Indices of the inputs whose data this primitive may read (by a kernel, a view, a host

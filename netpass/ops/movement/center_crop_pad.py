@@ -24,7 +24,7 @@ class CenterCropPad(Node):
     type_name = "CenterCropPad"
     version = NETPASS_OPSET
     ATTRS = {"axes": []}
-    DATA_DEPENDENT_SHAPE = True  # the shape input's values (when not constant)
+    SHAPE_INFER_INPUTS = (1,)  # the target shape
 
     def _axes(self, rank: int) -> list[int]:
         return [normalize_axis(self, a, rank) for a in self.axes] if self.axes else \
