@@ -30,5 +30,6 @@ from .ops.recurrent import *  # noqa: F401,F403
 from .ops.reduction import *  # noqa: F401,F403
 from .ops.sets import *  # noqa: F401,F403
 from .ops.shape_ops import *  # noqa: F401,F403
+from .ops.signal import *  # noqa: F401,F403
 from .ops.state import *  # noqa: F401,F403
 from .ops.strings import *  # noqa: F401,F403

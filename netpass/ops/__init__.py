@@ -10,7 +10,7 @@ from . import (convolution, elementwise, gna, indexing, interpolate, io, legacy,
                state)
 # families added for ONNX coverage
 from . import (argminmax, attention, bitwise, cumulative, hardmax, linalg, loss,  # noqa: F401
-               lrn, quantization, random, sets, strings)
+               lrn, quantization, random, sets, signal, strings)
 from .base import (ArithmeticReductionKeepDims, BinaryElementwiseArithmetic,  # noqa: F401
                    BinaryElementwiseComparison, BinaryElementwiseLogical,
                    LogicalReductionKeepDims, UnaryElementwiseArithmetic)
