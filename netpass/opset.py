@@ -12,6 +12,7 @@ from .ops.cumulative import *  # noqa: F401,F403
 from .ops.elementwise import *  # noqa: F401,F403
 from .ops.gna import *  # noqa: F401,F403
 from .ops.hardmax import *  # noqa: F401,F403
+from .ops.image import *  # noqa: F401,F403
 from .ops.indexing import *  # noqa: F401,F403
 from .ops.interpolate import *  # noqa: F401,F403
 from .ops.io import *  # noqa: F401,F403

@@ -9,8 +9,8 @@ from . import (convolution, elementwise, gna, indexing, interpolate, io, legacy,
                matmul, movement, normalization, pad, pooling, recurrent, reduction, shape_ops,
                state)
 # families added for ONNX coverage
-from . import (argminmax, attention, bitwise, cumulative, hardmax, linalg, loss,  # noqa: F401
-               lrn, quantization, random, sets, signal, strings)
+from . import (argminmax, attention, bitwise, cumulative, hardmax, image, linalg,  # noqa: F401
+               loss, lrn, quantization, random, sets, signal, strings)
 from .base import (ArithmeticReductionKeepDims, BinaryElementwiseArithmetic,  # noqa: F401
                    BinaryElementwiseComparison, BinaryElementwiseLogical,
                    LogicalReductionKeepDims, UnaryElementwiseArithmetic)
