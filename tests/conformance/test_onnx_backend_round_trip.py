@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime as ort
 import pytest
-from _cases import ATOL, CASES, PASSING, RTOL, case_data
+from _cases import CASES, PASSING, case_data, tool
 
 import netpass
 from netpass.core.types import Type
@@ -35,6 +35,10 @@ ORT_DEVIATIONS.update({
 })
 # Training-mode Dropout draws from the implementation's generator (netpass and onnx's reference
 # use numpy's RandomState(seed); onnxruntime its own).
+# onnxruntime's DFT and STFT leave float32 rounding noise (1e-5) where the exact value is 0.
+ORT_DEVIATIONS.update({name: "onnxruntime's DFT rounding" for name in (
+    "test_dft_axis_opset19", "test_dft_inverse_opset19", "test_dft_irfft_opset19",
+    "test_dft_opset19", "test_dft_rfft_opset19", "test_stft_with_window")})
 ORT_DEVIATIONS.update({name: "onnxruntime's random generator" for name in (
     "test_training_dropout", "test_training_dropout_default",
     "test_training_dropout_default_mask", "test_training_dropout_mask")})
@@ -56,6 +60,8 @@ def test_round_trip(case):
     except Exception as e:  # onnxruntime's own kernel coverage, not netpass's export
         if "NOT_IMPLEMENTED" in str(e) or "Type Error" in str(e):
             pytest.skip(f"onnxruntime cannot run it: {str(e).splitlines()[0][:160]}")
+        if "construct locale" in str(e):  # StringNormalizer changing case needs en_US
+            pytest.skip("onnxruntime needs the en_US locale installed on the system")
         raise
     for feeds, expected in case_data(case):
         if any(Type.of(np.asarray(v).dtype).is_quantized
@@ -64,5 +70,4 @@ def test_round_trip(case):
                         "int4...) in or out")
         got = sess.run(list(expected), feeds)
         for (name, ref), ours in zip(expected.items(), got):
-            assert ours.shape == ref.shape, f"{name}: shape {ours.shape} != {ref.shape}"
-            np.testing.assert_allclose(ours, ref, rtol=RTOL, atol=ATOL, err_msg=name)
+            tool.assert_output(name, ours, ref)
