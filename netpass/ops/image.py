@@ -203,6 +203,8 @@ def grid_sample(data: Any, grid: Any, attributes: dict | None = None,
 
 def affine_grid(theta: Any, size: Any, align_corners: bool = False,
                 name: str | None = None) -> Node:
+    """AffineGrid: the sampling grid ``[N, *spatial, k]`` of the affine maps ``theta``
+    (``[N, k, k + 1]``) over an output of ``size`` ``[N, C, *spatial]``, for GridSample."""
     return set_name(AffineGrid([to_output(theta), i64_operand(size)],
                                align_corners=align_corners), name)
 

@@ -319,7 +319,9 @@ def _fft_factory(cls: type):
             ins.append(i64_operand(signal_size))
         return set_name(cls(ins), name)
     factory.__name__ = cls.type_name.lower()
-    factory.__doc__ = f"{cls.type_name}(data, axes, signal_size=None)."
+    factory.__doc__ = (f"{cls.type_name}(data, axes, signal_size=None): {cls.__doc__.strip()} "
+                       "``axes`` count the signal axes (complex data ends in a (real, "
+                       "imaginary) axis of 2); ``signal_size`` trims or zero-pads them.")
     return factory
 
 
@@ -328,6 +330,9 @@ dft, idft, rdft, irdft = (_fft_factory(c) for c in (DFT, IDFT, RDFT, IRDFT))
 
 def stft(data: Any, window: Any, frame_size: Any, frame_step: Any, transpose_frames: bool,
          name: str | None = None) -> Node:
+    """STFT: the one-sided DFT of each windowed frame of a real signal ``[batch,] length``;
+    output ``[batch,] frames, frame_size // 2 + 1, 2`` (frequencies first when
+    ``transpose_frames``)."""
     return set_name(STFT([to_output(data), to_output(window), i64_operand(frame_size),
                           i64_operand(frame_step)], transpose_frames=transpose_frames), name)
 
@@ -337,6 +342,9 @@ def _window_factory(cls: type):
                 name: str | None = None) -> Node:
         return set_name(cls([i64_operand(size)], periodic=periodic,
                             output_type=Type.of(output_type)), name)
+    factory.__doc__ = (f"{cls.type_name}(size, periodic=True, output_type='f32'): a window of "
+                       "``size`` points; periodic cuts a window of size + 1 (for spectral "
+                       "analysis), else symmetric.")
     return factory
 
 
@@ -348,6 +356,9 @@ blackman_window = _window_factory(BlackmanWindow)
 def mel_weight_matrix(num_mel_bins: Any, dft_length: Any, sample_rate: Any,
                       lower_edge_hertz: Any, upper_edge_hertz: Any, output_type: Any = "f32",
                       name: str | None = None) -> Node:
+    """MelWeightMatrix: ``[dft_length // 2 + 1, num_mel_bins]`` triangular mel filters over the
+    one-sided spectrum of a ``dft_length`` DFT at ``sample_rate``, from ``lower_edge_hertz`` to
+    ``upper_edge_hertz``."""
     ins = [i64_operand(num_mel_bins), i64_operand(dft_length), i64_operand(sample_rate),
            to_output(np.float32(lower_edge_hertz)) if not isinstance(lower_edge_hertz,
                                                                       (Node, Output))

@@ -167,22 +167,28 @@ class RegexFullMatch(Node):
 # -- factories ---------------------------------------------------------------------------------
 
 def string_concat(x: Any, y: Any, name: str | None = None) -> Node:
+    """StringConcat: ``x + y`` element by element over string tensors, numpy broadcasting."""
     return set_name(StringConcat([to_output(x), to_output(y)]), name)
 
 
 def string_split(x: Any, delimiter: str | None = None, maxsplit: int | None = None,
                  name: str | None = None) -> Node:
+    """StringSplit: each string split on ``delimiter`` (None: runs of whitespace) at most
+    ``maxsplit`` times; outputs the substrings padded with "" and their counts."""
     return set_name(StringSplit([to_output(x)], delimiter=delimiter, maxsplit=maxsplit), name)
 
 
 def string_normalizer(x: Any, case_change_action: str = "NONE", is_case_sensitive: bool = False,
                       stopwords: list[str] | None = None, name: str | None = None) -> Node:
+    """StringNormalizer: drop ``stopwords`` from a ``[C]`` or ``[1, C]`` string tensor, then
+    change case (LOWER, UPPER or NONE)."""
     return set_name(StringNormalizer([to_output(x)], case_change_action=case_change_action,
                                      is_case_sensitive=is_case_sensitive,
                                      stopwords=list(stopwords or [])), name)
 
 
 def regex_full_match(x: Any, pattern: str, name: str | None = None) -> Node:
+    """RegexFullMatch: True where a string matches the regex ``pattern`` as a whole."""
     return set_name(RegexFullMatch([to_output(x)], pattern=pattern), name)
 
 
