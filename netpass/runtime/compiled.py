@@ -26,6 +26,18 @@ from .shape_predictor import ShapePredictor, parse_options
 DEFAULT_IMPLS_CACHE_CAPACITY = 300
 FREE_KERNELS_PER_KEY = 4  # kernel objects of closed requests kept per (node, launch, source)
 
+PRECISIONS = ("f32", "tf32")
+
+
+def inference_precision(cfg: Mapping[str, Any]) -> str:
+    """Config ``INFERENCE_PRECISION_HINT``: ``"f32"`` (default) or ``"tf32"`` (float32 matrix
+    products on TF32 tensor cores where the device has them, as torch's ``allow_tf32``)."""
+    value = str(cfg.get("INFERENCE_PRECISION_HINT", "f32")).lower()
+    if value not in PRECISIONS:
+        raise NetpassError(f"config INFERENCE_PRECISION_HINT '{cfg['INFERENCE_PRECISION_HINT']}': "
+                           f"expected one of {', '.join(PRECISIONS)}")
+    return value
+
 
 class RuntimeCompiledModel:
     """A program on one device. ``inputs``/``outputs`` are the model's input and output
@@ -47,6 +59,7 @@ class RuntimeCompiledModel:
         self.engine = engine
         self.model = model
         self.profiling = bool(cfg.get("PROFILING", False))
+        self.precision = inference_precision(cfg)
         # HOST_FALLBACK False: ops without a device kernel refuse to compile (or to run, where
         # only the shapes met at run time decide) instead of running on the host
         self.host_fallback = bool(cfg.get("HOST_FALLBACK", True))
@@ -266,8 +279,11 @@ def compile_program(model_or_program: Any, device: str = "AUTO",
     (int, default half the host's physical memory: an output over it raises
     OutputTooLargeError before it is allocated, :mod:`netpass.runtime.outputs`),
     ``HOST_FALLBACK`` (bool, default True: ops without a device kernel run on the host from
-    their reference; False makes them a HostFallbackError naming the ops)."""
+    their reference; False makes them a HostFallbackError naming the ops),
+    ``INFERENCE_PRECISION_HINT`` (``"f32"``, default, or ``"tf32"``: float32 GEMMs and attention
+    on TF32 tensor cores where the device has them, :mod:`netpass.runtime.kernels_mma`)."""
     cfg = dict(config or {})
+    inference_precision(cfg)
     name = resolve_device_name(device)
     model = None
     if not isinstance(model_or_program, Program) and not hasattr(model_or_program, "get_ordered_ops"):

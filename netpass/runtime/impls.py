@@ -13,6 +13,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from . import kernels as K
+from . import kernels_mma as KM
 from .kernels import Stage, ctype, flit
 
 # -- elementwise expressions ---------------------------------------------------------------------
@@ -337,10 +338,12 @@ def evaluate_fused(fused: list[FusedDesc], value, side_value: Callable, evaluate
 
 class Params:
     """What an impl is built from (and keyed by): kind, attributes, input/output shapes and
-    dtypes, host values of shape-infer inputs, fused ops, the node's id for errors."""
+    dtypes, host values of shape-infer inputs, fused ops, the node's id for errors, and the
+    compiled model's ``precision`` ("f32" or "tf32": INFERENCE_PRECISION_HINT)."""
 
     __slots__ = ("kind", "attrs", "in_shapes", "in_dtypes", "out_shapes", "out_dtypes", "values",
-                 "fused", "extra_shapes", "extra_dtypes", "node", "engine", "memo", "in_strides")
+                 "fused", "extra_shapes", "extra_dtypes", "node", "engine", "memo", "in_strides",
+                 "precision")
 
     def __init__(self, **kw: Any) -> None:
         for k in self.__slots__:
@@ -875,7 +878,13 @@ def _gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, 
     tiled_groups = _cdiv(M, 128) * _cdiv(N, 128) * nb if aligned and gpu else \
         _cdiv(M, cfg.tsm) * _cdiv(N, cfg.tsn) * nb
     tn = skinny_width(p.engine, M, N, nb, tiled_groups)
-    if tn is not None:
+    mma = None if np.dtype(p.out_dtypes[0]) != np.float32 else \
+        KM.plan(p.engine, p.precision, M, N, Ka, nb, sa, sb, sab, sbb, norm)
+    if mma is not None:  # tensor cores (TF32, or 3xTF32 for float32)
+        src = p.cached(("gemm_mma", mma, len(edims), norm),
+                       lambda: KM.source(mma, stages, n_extra, edt, len(edims), norm))
+        gws, (lx, ly, _) = KM.work_sizes(mma[0], M, N, nb)
+    elif tn is not None:
         src = p.cached(("gemm_skinny", len(edims), norm),
                        lambda: K.gemm_skinny(p.out_dtypes[0], stages, n_extra, edt, len(edims), norm))
         lx, ly = tn, K.SKINNY_WG // tn

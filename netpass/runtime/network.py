@@ -538,7 +538,8 @@ class PrimitiveInst:
                         out_shapes=list(self.out_shapes), out_dtypes=node.out_dtypes, values=values,
                         fused=node.fused, extra_shapes=[tuple(i.out_shapes[k]) for i, k in self.extra_insts],
                         extra_dtypes=[s.out_dtypes[k] for s, k in node.fused_inputs],
-                        node=node, engine=self.net.engine, memo=self.impl_memo)
+                        node=node, engine=self.net.engine, memo=self.impl_memo,
+                        precision=self.net.compiled.precision)
 
     def update_impl(self) -> None:
         node, net = self.node, self.net

@@ -1,0 +1,414 @@
+"""Tensor-core GEMM (``gemm_mma``): float32 C = A @ B through NVIDIA's ``mma.sync`` m16n8k8
+TF32 instruction, reached from OpenCL C as inline PTX, with the operand tiles filled by PTX
+``cp.async`` through a ring of local-memory stages.
+
+Same arguments as every GEMM kernel of :mod:`netpass.runtime.kernels` (batch strides, the
+fused elementwise epilogue, the optional normalized-A prologue), so the runtime launches it
+with the same argument spec.
+
+Precision (``split``): 1 rounds each operand to TF32 (10-bit mantissa, round to nearest) and
+accumulates in float32, as torch's ``allow_tf32``; 3 is "3xTF32": each operand is split into
+a TF32 head and the TF32 rounding of its remainder, and the product is the sum of the three
+larger partial products (head x head, head x tail, tail x head), accurate to about float32
+rounding at three times the tensor-core work.
+
+Work decomposition: a work-group of ``NT = 32 * warps`` items owns a BM x BN tile of C; each
+warp a WM x WN piece of it, MI x NI m16n8 accumulator fragments (4 floats per lane each). K
+goes in blocks of BK (a multiple of 16) held in ``STAGES`` local-memory stages filled
+``STAGES - 1`` blocks ahead of the math.
+
+Fragments come straight from local memory (no ``ldmatrix``). The k index inside an m16n8k8
+step only has to be paired the same way in A and B, so lane (g, t) (``g = lane / 4``,
+``t = lane % 4``) takes k = 4t .. 4t+3 of a 16-wide slab as one float4: mma step 0 uses
+(4t, 4t+1) as its k slots (t, t+4), step 1 uses (4t+2, 4t+3). Layouts, free of bank
+conflicts for those reads and for the 16-byte stage writes:
+
+- A: ``[slab][BM][16]`` (k-contiguous rows of 64 bytes; the 8 lanes of a quarter-warp read two
+  consecutive rows);
+- B stored k-major in global memory (``[K, N]``, n contiguous): ``[BK][BN]`` with the 16-byte
+  chunk index of row k XOR-ed with ``((k >> 2) & 3) << 1``, so that the lanes reading k = 4t + u
+  of eight consecutive columns hit 32 different banks;
+- B stored n-major (``[N, K]``, k contiguous, a transposed MatMul operand): ``[slab][BN][16]``
+  as A.
+
+Portability: the two PTX pieces sit behind macros (``MMA``, ``CP_ASYNC``). Without PTX
+(``ptx=False``, e.g. PoCL) ``MMA`` is emulated by a warp exchange through local memory (each
+lane stores its fragments, a barrier, each lane computes its four outputs of the 16x8x8
+product from the stored tile, a barrier) with operands rounded to TF32 the same way, and the
+stages are filled by plain copies, so the tests check indexing, tiling, the ring, the tails
+and the epilogue on any OpenCL device.
+
+Tails: rows, columns and k past M, N, K are filled with zeros (``cp.async`` with a source
+size of 0..12 bytes zero-fills the rest of its 16 bytes), so any M, N, K run; ``cp.async``
+needs 16-byte aligned sources, so ``copy == "cp_async"`` is generated only for unit inner
+strides with row strides and batch strides multiple of 4 floats, and a work-group whose A or
+B start (the tensor offset) is not 16-byte aligned fills its stages with plain copies
+(``align`` below).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import kernels as K
+from .kernels import Source, Stage
+
+F32 = np.dtype(np.float32)
+
+
+@dataclass(frozen=True)
+class MmaConfig:
+    """Tile shape of :func:`gemm_mma`: work-group tile BM x BN, warp tile WM x WN, BK of K per
+    stage, STAGES stages."""
+
+    bm: int
+    bn: int
+    wm: int
+    wn: int
+    bk: int = 16
+    stages: int = 3
+
+    @property
+    def warps(self) -> int:
+        return (self.bm // self.wm) * (self.bn // self.wn)
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps
+
+    def local_bytes(self) -> int:
+        return 4 * self.stages * self.bk * (self.bm + self.bn)
+
+    def check(self) -> None:
+        ok = (self.bm % self.wm == 0 and self.bn % self.wn == 0 and self.wm % 16 == 0
+              and self.wn % 8 == 0 and self.bk % 16 == 0 and self.bn % 32 == 0 and self.stages >= 2
+              and (self.bm * self.bk // 4) % self.threads == 0
+              and (self.bn * self.bk // 4) % self.threads == 0)
+        if not ok:
+            raise ValueError(f"bad mma tile configuration {self}")
+
+
+# (emulated) PTX pieces ---------------------------------------------------------------------------
+_PTX_MACROS = r"""
+#define MMA(c0, c1, c2, c3, a0, a1, a2, a3, b0, b1) \
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};" \
+    : "=f"(c0), "=f"(c1), "=f"(c2), "=f"(c3) \
+    : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(c0), "f"(c1), "f"(c2), "f"(c3))
+inline uint tf32(float x) { uint r; asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x)); return r; }
+#define CP_ASYNC(dst, src, bytes) asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" \
+    :: "r"((uint)(size_t)(dst)), "l"(src), "r"(bytes) : "memory")
+#define CP_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
+"""
+
+# the m16n8k8 product through local memory: fragments in, barrier, 4 outputs per lane out
+_EMULATED_MACROS = r"""
+inline uint tf32(float x) {  /* round to nearest (ties away), as cvt.rna.tf32.f32 */
+  return isnan(x) || isinf(x) ? as_uint(x) : ((as_uint(x) + 0x1000u) & 0xffffe000u);
+}
+#define MMA(c0, c1, c2, c3, a0, a1, a2, a3, b0, b1) { \
+  __local float* sa_ = mma_sa + warp * 128; __local float* sb_ = mma_sb + warp * 64; \
+  sa_[g * 8 + t] = as_float(a0); sa_[(g + 8) * 8 + t] = as_float(a1); \
+  sa_[g * 8 + t + 4] = as_float(a2); sa_[(g + 8) * 8 + t + 4] = as_float(a3); \
+  sb_[t * 8 + g] = as_float(b0); sb_[(t + 4) * 8 + g] = as_float(b1); \
+  barrier(CLK_LOCAL_MEM_FENCE); \
+  for (int kk_ = 0; kk_ < 8; ++kk_) { \
+    const float x0_ = sa_[g * 8 + kk_], x1_ = sa_[(g + 8) * 8 + kk_]; \
+    const float y0_ = sb_[kk_ * 8 + 2 * t], y1_ = sb_[kk_ * 8 + 2 * t + 1]; \
+    c0 = fma(x0_, y0_, c0); c1 = fma(x0_, y1_, c1); c2 = fma(x1_, y0_, c2); c3 = fma(x1_, y1_, c3); \
+  } \
+  barrier(CLK_LOCAL_MEM_FENCE); }
+#define CP_ASYNC(dst, src, bytes) FILL_PLAIN(dst, src, bytes)
+#define CP_COMMIT()
+#define CP_WAIT()
+"""
+
+# plain 16-byte stage fill: ``bytes`` (0..16) valid bytes from ``src``, zeros after them
+_PLAIN_FILL = r"""
+#define FILL_PLAIN(dst, src, bytes) { \
+  const int nb_ = (bytes) >> 2; float4 v_ = (float4)(0.0f); \
+  if (nb_ >= 4) v_ = vload4(0, (src)); \
+  else { if (nb_ > 0) v_.x = (src)[0]; if (nb_ > 1) v_.y = (src)[1]; if (nb_ > 2) v_.z = (src)[2]; } \
+  *(__local float4*)(dst) = v_; }
+"""
+
+
+def _split(name: str, value: str, split: int) -> list[str]:
+    """Declarations of the TF32 operand(s) of ``value``: ``name``h (head) and, for 3xTF32,
+    ``name``l (the rounded remainder; 0 for infinities, whose remainder would be NaN)."""
+    out = [f"const uint {name}h = tf32({value});"]
+    if split == 3:
+        out.append(f"const uint {name}l = isinf({value}) ? 0u : tf32({value} - as_float({name}h));")
+    return out
+
+
+@K.memoized
+def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, align: str,
+             epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int,
+             norm: tuple | None = None) -> Source:
+    """The tensor-core GEMM kernel (module docstring). ``b_kmajor``: B is read along n (its
+    n stride 1 when ``copy == "cp_async"``), else along k. ``split``: 1 (TF32) or 3
+    (3xTF32). ``ptx``: real ``mma.sync`` / ``cp.async`` (NVIDIA), else emulated.
+    ``copy``: ``"cp_async"`` (unit inner strides, row and batch strides multiples of 4
+    floats; without ``ptx`` the same ring filled by plain 16-byte copies) or ``"plain"`` (any
+    strides, element loads). ``align`` (with cp.async): ``"rings"`` runs a cp.async ring
+    when the work-group's A and B starts are 16-byte aligned and a plain-copy ring otherwise
+    (one of them has no blocks), ``"branch"`` picks per copy, ``"none"`` assumes alignment
+    (only for benchmarks). ``norm``: A's rows normalized as in kernels.norm_prologue, applied
+    to each A fragment as it is read (needs K a multiple of BK and BM <= NT)."""
+    cfg.check()
+    NT, BM, BN, BK, S = cfg.threads, cfg.bm, cfg.bn, cfg.bk, cfg.stages
+    MI, NI = cfg.wm // 16, cfg.wn // 8
+    slabs = BK // 16
+    args = K._gemm_args("float", n_extra, extra_dtypes, erank, norm)
+
+    # -- stage fills ---------------------------------------------------------------------------
+    def fill(stage: str, kt: str, how: str) -> str:
+        """Statements filling stage ``stage`` with K block ``kt``: ``how`` is "cp" (cp.async),
+        "plain" (16-byte copies, unit inner strides) or "strided" (element loads)."""
+        lines = [f"{{ const int kb_ = ({kt}) * BK;"]
+        for u in range(BM * BK // 4 // NT):
+            lines.append(f"{{ const int i = tid + {u * NT}; const int sl = i / (BM * 4), r = (i >> 2) % BM, "
+                         "q = i & 3;")
+            lines.append("  const int m = m0 + r, k = kb_ + sl * 16 + q * 4;")
+            lines.append(f"  __local float* d = &As[{stage}][sl][r][q * 4];")
+            lines.append(_copy(how, "A", "min(m, M - 1) * sam", "k", "K", "sak", "m < M"))
+            lines.append("}")
+        for u in range(BN * BK // 4 // NT):
+            if b_kmajor:
+                lines.append(f"{{ const int i = tid + {u * NT}; const int kk = i / (BN / 4), cq = i % (BN / 4);")
+                lines.append("  const int k = kb_ + kk, n = n0 + cq * 4;")
+                lines.append(f"  __local float* d = &Bs[{stage}][kk][(cq ^ (((kk >> 2) & 3) << 1)) * 4];")
+                lines.append(_copy(how, "B", "min(k, K - 1) * sbk", "n", "N", "sbn", "k < K"))
+            else:
+                lines.append(f"{{ const int i = tid + {u * NT}; const int sl = i / (BN * 4), r = (i >> 2) % BN, "
+                             "q = i & 3;")
+                lines.append("  const int n = n0 + r, k = kb_ + sl * 16 + q * 4;")
+                lines.append(f"  __local float* d = &Bs[{stage}][sl][r][q * 4];")
+                lines.append(_copy(how, "B", "min(n, N - 1) * sbn", "k", "K", "sbk", "n < N"))
+            lines.append("}")
+        lines.append("}")
+        return "\n    ".join(lines)
+
+    # -- the math on one stage -----------------------------------------------------------------
+    def compute(stage: str) -> str:
+        lines = []
+        for sl in range(slabs):
+            lines.append("{")
+            for i in range(MI):
+                for h, off in (("l", 0), ("h", 8)):
+                    row = f"wm0 + {i * 16 + off} + g"
+                    v = f"vload4(0, &As[{stage}][{sl}][{row}][4 * t])"
+                    if norm is not None:
+                        v = K.norm_value(norm, v, row, f"kb + {sl * 16} + 4 * t", True)
+                    lines.append(f"const float4 a{i}{h} = {v};")
+            for j in range(NI):
+                col = f"wn0 + {j * 8} + g"
+                if b_kmajor:
+                    for u in range(4):
+                        lines.append(f"const float b{j}_{u} = Bs[{stage}][{sl * 16} + 4 * t + {u}]"
+                                     f"[((({col}) >> 2) ^ (t << 1)) * 4 + (g & 3)];")
+                else:
+                    lines.append(f"const float4 b{j} = vload4(0, &Bs[{stage}][{sl}][{col}][4 * t]);")
+            for step, (c0, c1) in enumerate((("x", "y"), ("z", "w"))):
+                lines.append("{")
+                for i in range(MI):
+                    for r, (h, c) in enumerate((("l", c0), ("h", c0), ("l", c1), ("h", c1))):
+                        lines += _split(f"a{i}_{r}", f"a{i}{h}.{c}", split)
+                for j in range(NI):
+                    for r in range(2):
+                        src = f"b{j}_{2 * step + r}" if b_kmajor else f"b{j}.{(c0, c1)[r]}"
+                        lines += _split(f"b{j}_{r}_", src, split)
+                pairs = [("h", "h")] if split == 1 else [("l", "h"), ("h", "l"), ("h", "h")]
+                for i in range(MI):
+                    for j in range(NI):
+                        acc = ", ".join(f"c{i}_{j}_{q}" for q in range(4))
+                        for pa, pb in pairs:
+                            a = ", ".join(f"a{i}_{r}{pa}" for r in range(4))
+                            b = ", ".join(f"b{j}_{r}_{pb}" for r in range(2))
+                            lines.append(f"MMA({acc}, {a}, {b});")
+                lines.append("}")
+            lines.append("}")
+        return "\n      ".join(lines)
+
+    def ring(nt: str, how: str, async_: bool) -> str:
+        commit = " CP_COMMIT();" if async_ else ""
+        wait = "CP_WAIT();" if async_ else ""
+        return f"""for (int s = 0; s < STAGES - 1; ++s) {{
+    if (s < {nt}) {fill("s", "s", how)}{commit}
+  }}
+  for (int kt = 0; kt < {nt}; ++kt) {{
+    {wait}
+    barrier(CLK_LOCAL_MEM_FENCE);  /* block kt is in; block kt - 1 is no longer read */
+    {{ const int kn = kt + STAGES - 1;
+      if (kn < {nt}) {{ const int sn = kn % STAGES; {fill("sn", "kn", how)} }}{commit} }}
+    const int cs = kt % STAGES, kb = kt * BK;
+    {{
+      {compute("cs")}
+    }}
+  }}"""
+
+    if copy == "cp_async":
+        aligned = "((((size_t)A) | ((size_t)B)) & 15) == 0"
+        if align == "rings":
+            body = f"""const int nta = {aligned} ? nt : 0;
+  {ring("nta", "cp", True)}
+  {ring("nt - nta", "plain", False)}"""
+        elif align == "branch":
+            body = f"const int al16 = {aligned};\n  {ring('nt', 'branch', True)}"
+        elif align == "none":
+            body = ring("nt", "cp", True)
+        else:
+            raise ValueError(align)
+    elif copy == "plain":
+        body = ring("nt", "strided", False)
+    else:
+        raise ValueError(copy)
+
+    wait_macro = f'#define CP_WAIT() asm volatile("cp.async.wait_group {S - 2};" ::: "memory")\n' if ptx else ""
+    acc_decl = "\n  ".join(f"float {', '.join(f'c{i}_{j}_{q} = 0.0f' for q in range(4))};"
+                           for i in range(MI) for j in range(NI))
+    store = _store(MI, NI, epilogue, n_extra, erank)
+    b_local = "[STAGES][BK][BN]" if b_kmajor else "[STAGES][BK / 16][BN][16]"
+    emu = "" if ptx else (f"__local float mma_sa[{cfg.warps} * 128], mma_sb[{cfg.warps} * 64];")
+    text = K.header([np.float32] + list(extra_dtypes)) + f"""#define BM {BM}
+#define BN {BN}
+#define BK {BK}
+#define STAGES {S}
+#define NT {NT}
+{_PLAIN_FILL}{_PTX_MACROS if ptx else _EMULATED_MACROS}{wait_macro}
+__kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
+void gemm_mma({', '.join(args)})
+{{
+  const int tid = get_local_id(0), lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int wm0 = (warp / {BN // cfg.wn}) * {cfg.wm}, wn0 = (warp % {BN // cfg.wn}) * {cfg.wn};
+  const int n0 = get_group_id(0) * BN, m0 = get_group_id(1) * BM;
+  const int b = get_group_id(2);
+  const int b0 = b / B1, b1 = b - b0 * B1;
+  A += aoff + b0 * sa0 + b1 * sa1;
+  B += boff + b0 * sb0 + b1 * sb1;
+  __local float As[STAGES][BK / 16][BM][16] __attribute__((aligned(16)));
+  __local float Bs{b_local} __attribute__((aligned(16)));
+  {emu}
+  {K.norm_prologue(norm, BM, NT)}
+  {acc_decl}
+  const int nt = (K + BK - 1) / BK;
+  {body}
+{store}
+}}
+"""
+    return Source(text, "gemm_mma")
+
+
+def _copy(how: str, buf: str, row: str, idx: str, lim: str, inner: str, row_ok: str) -> str:
+    """One 16-byte piece of a stage (destination ``d``): elements ``idx`` .. ``idx + 3`` along
+    the axis of stride ``inner`` (1 unless ``how`` is "strided") of row offset ``row`` of
+    ``buf``, those below ``lim`` while ``row_ok``; zeros elsewhere. The source address stays
+    inside the tensor when nothing is read (cp.async with 0 bytes)."""
+    bytes_ = f"(({row_ok}) ? clamp({lim} - {idx}, 0, 4) * 4 : 0)"
+    src = f"{buf} + {row} + ({idx} < {lim} ? {idx} : 0)"
+    if how == "cp":
+        return f"  CP_ASYNC(d, {src}, {bytes_});"
+    if how == "plain":
+        return f"  FILL_PLAIN(d, {src}, {bytes_});"
+    if how == "branch":
+        return f"  if (al16) CP_ASYNC(d, {src}, {bytes_}); else FILL_PLAIN(d, {src}, {bytes_});"
+    return (f"  {{ const int nb_ = {bytes_} >> 2; float4 v_ = (float4)(0.0f);\n"
+            f"    __global const float* p_ = {buf} + {row} + {idx} * {inner};\n"
+            f"    if (nb_ > 0) v_.x = p_[0]; if (nb_ > 1) v_.y = p_[{inner}];\n"
+            f"    if (nb_ > 2) v_.z = p_[2 * {inner}]; if (nb_ > 3) v_.w = p_[3 * {inner}];\n"
+            f"    *(__local float4*)d = v_; }}")
+
+
+def _store(MI: int, NI: int, epilogue: list[Stage], n_extra: int, erank: int) -> str:
+    """C fragments (rows g, g + 8 and columns 2t, 2t + 1 of each m16n8 piece) through the
+    epilogue, bounds-checked."""
+    code = K._stage_code([Stage("v", [], "float")] + epilogue, {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
+    offs = K._offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
+    lines = [f"""#define STORE(mm, nn, val) if ((mm) < M && (nn) < N) {{ \\
+    const float v = (val); const int flat = (b * M + (mm)) * N + (nn); \\
+    {offs.replace(chr(10), ' ')} \\
+    {code.replace(chr(10), ' ')} \\
+    C[coff + flat] = x{len(epilogue)}; }}"""]
+    for i in range(MI):
+        for j in range(NI):
+            m = f"m0 + wm0 + {i * 16} + g"
+            n = f"n0 + wn0 + {j * 8} + 2 * t"
+            lines.append(f"  STORE({m}, {n}, c{i}_{j}_0) STORE({m}, {n} + 1, c{i}_{j}_1) "
+                         f"STORE({m} + 8, {n}, c{i}_{j}_2) STORE({m} + 8, {n} + 1, c{i}_{j}_3)")
+    return "\n".join(lines)
+
+
+# -- selection ------------------------------------------------------------------------------------
+# precision "f32" on tensor cores: 3xTF32 (float32 accuracy); None keeps the fp32 SIMT kernels
+F32_SPLIT: int | None = 3
+MIN_M = 64  # below this the skinny / tiled fp32 kernels are used (memory-bound, few tiles)
+# tile shapes by preference; the first that gives every compute unit a work-group is taken
+CONFIGS = (MmaConfig(128, 128, 64, 64, 16, 3), MmaConfig(128, 64, 64, 32, 16, 4),
+           MmaConfig(64, 64, 32, 32, 16, 4))
+ALIGN = "rings"
+_choices: dict = {}  # shape class -> MmaConfig
+
+
+def _cdiv(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+def _shape_class(M: int, N: int, K_: int, nb: int, cus: int) -> tuple:
+    """Shapes that take the same tile choice: M, N rounded up to 64, K up to 16, the batch."""
+    return (_cdiv(M, 64), _cdiv(N, 64), _cdiv(K_, 16), nb, cus)
+
+
+def choose_config(M: int, N: int, K_: int, nb: int, cus: int, local_limit: int, norm: bool) -> MmaConfig:
+    """The tile shape for this GEMM (cached per shape class): the largest of ``CONFIGS`` whose
+    work-groups cover the compute units, with stages cut to fit ``local_limit`` bytes."""
+    key = _shape_class(M, N, K_, nb, cus) + (local_limit, norm)
+    cfg = _choices.get(key)
+    if cfg is None:
+        cfg = CONFIGS[-1]
+        for c in CONFIGS:
+            if _cdiv(M, c.bm) * _cdiv(N, c.bn) * nb >= cus:
+                cfg = c
+                break
+        extra = 8 * (cfg.bm + cfg.threads) if norm else 0
+        while cfg.stages > 2 and cfg.local_bytes() + extra > local_limit:
+            cfg = MmaConfig(cfg.bm, cfg.bn, cfg.wm, cfg.wn, cfg.bk, cfg.stages - 1)
+        _choices[key] = cfg
+    return cfg
+
+
+def plan(engine, precision: str | None, M: int, N: int, K_: int, nb: int, sa: list, sb: list,
+         sab: list, sbb: list, norm: tuple | None):
+    """``(cfg, split, b_kmajor, ptx, copy)`` when the tensor-core kernel takes this float32
+    GEMM (A [M, K] with strides ``sa``, B [K, N] with ``sb``, batch strides ``sab``/``sbb``),
+    else None. Taken on devices with ``engine.mma`` ("ptx", or "emulated" in tests) for
+    M >= MIN_M: TF32 with precision "tf32", 3xTF32 (F32_SPLIT) with "f32"."""
+    kind = getattr(engine, "mma", "") if engine is not None else ""
+    if not kind or M < MIN_M or not N or not K_:
+        return None
+    split = 1 if precision == "tf32" else F32_SPLIT
+    if split is None:
+        return None
+    b_kmajor = sb[-1] == 1 or sb[-2] != 1
+    ptx = kind == "ptx"
+    inner_a, inner_b = sa[-1], (sb[-1] if b_kmajor else sb[-2])
+    outer_b = sb[-2] if b_kmajor else sb[-1]
+    vec = inner_a == 1 and inner_b == 1 and sa[-2] % 4 == 0 and outer_b % 4 == 0 \
+        and all(s % 4 == 0 for s in list(sab) + list(sbb))
+    local_limit = int(getattr(engine.device, "local_mem_size", 48 << 10))
+    cfg = choose_config(M, N, K_, nb, int(engine.device.max_compute_units), local_limit, norm is not None)
+    if norm is not None and (K_ % cfg.bk or cfg.bm > cfg.threads):
+        return None
+    return cfg, split, b_kmajor, ptx, "cp_async" if vec else "plain"
+
+
+def source(choice, epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int,
+           norm: tuple | None) -> Source:
+    cfg, split, b_kmajor, ptx, copy = choice
+    return gemm_mma(cfg, b_kmajor, split, ptx, copy, ALIGN, epilogue, n_extra, extra_dtypes, erank, norm)
+
+
+def work_sizes(cfg: MmaConfig, M: int, N: int, nb: int) -> tuple[tuple, tuple]:
+    """(global, local) sizes: a work-group per BM x BN tile and batch."""
+    return (_cdiv(N, cfg.bn) * cfg.threads, _cdiv(M, cfg.bm), max(nb, 1)), (cfg.threads, 1, 1)

@@ -1,0 +1,181 @@
+"""The tensor-core GEMM (netpass.runtime.kernels_mma) against numpy on random data, on PoCL
+with the PTX pieces emulated (mma.sync through local memory with operands rounded to TF32,
+cp.async as plain 16-byte copies): tile shapes with several fragments per warp, K blocks of
+16 and 32, stage rings of 2..4, odd M, N, K (tails in every dim), batches, B read along n or
+along k, misaligned operands (the plain-copy ring), fused epilogues, a folded LayerNorm, and
+the runtime's INFERENCE_PRECISION_HINT.
+
+Tolerances, relative L2 against float64 products of standard normal data: TF32 (split 1)
+<= 2e-3 (measured 3e-4 for K <= 4096: 10 mantissa bits, round to nearest); 3xTF32
+(split 3, what float32 GEMMs use on tensor cores) <= 2e-6 (measured 1.6e-7, float32
+rounding level)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import netpass
+from netpass import Model, opset
+from netpass.errors import NetpassError
+from netpass.runtime import compile_program
+from netpass.runtime import kernels_mma as KM
+from netpass.runtime.device import Engine, select_device
+from netpass.testing import RUNTIME_DEVICE
+
+pocl_only = pytest.mark.skipif(RUNTIME_DEVICE != "CPU", reason="emulated tensor cores on PoCL")
+TOL = {1: 2e-3, 3: 2e-6}
+SMALL = KM.MmaConfig(32, 32, 16, 16, 16, 2)
+
+
+def _f(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _rel_l2(got, want) -> float:
+    return float(np.linalg.norm(got - want) / np.linalg.norm(want))
+
+
+def _run_kernel(cfg, split, b_kmajor, copy, m, n, k, batch, rng, aoff=0):
+    """C = A @ B through the generated kernel on the CPU device; (C, float64 reference)."""
+    eng = Engine.get(select_device("CPU"))
+    cl = eng.cl
+    a = _f(rng, batch, m, k)
+    b = _f(rng, batch, k, n) if b_kmajor else _f(rng, batch, n, k)
+    src = KM.gemm_mma(cfg, b_kmajor, split, False, copy, "rings", [], 0, [], 0)
+    prg = eng.build(src.text)
+    mf = cl.mem_flags
+    abuf = cl.Buffer(eng.context, mf.COPY_HOST_PTR, hostbuf=np.concatenate([np.zeros(aoff, np.float32), a.ravel()]))
+    bbuf = cl.Buffer(eng.context, mf.COPY_HOST_PTR, hostbuf=b)
+    cbuf = cl.Buffer(eng.context, mf.READ_WRITE, batch * m * n * 4)
+    sbk, sbn = (n, 1) if b_kmajor else (1, k)
+    kern = cl.Kernel(prg, src.name)
+    kern.set_args(abuf, bbuf, cbuf, np.array([aoff, 0, 0, m, n, k, batch, 0, m * k, k, 1, 0, k * n, sbk, sbn],
+                                             np.int32))
+    gws, lws = KM.work_sizes(cfg, m, n, batch)
+    cl.enqueue_nd_range_kernel(eng.queue, kern, gws, lws)
+    c = np.full((batch, m, n), np.nan, np.float32)
+    cl.enqueue_copy(eng.queue, c, cbuf)
+    eng.queue.finish()
+    bb = b if b_kmajor else b.transpose(0, 2, 1)
+    return c, a.astype(np.float64) @ bb.astype(np.float64)
+
+
+@pocl_only
+@pytest.mark.parametrize("cfg,split,b_kmajor,copy,shape", [
+    (SMALL, 1, True, "cp_async", (37, 45, 29, 1)),
+    (SMALL, 3, True, "plain", (37, 45, 29, 2)),
+    (SMALL, 3, False, "cp_async", (33, 64, 48, 1)),
+    (KM.MmaConfig(64, 64, 32, 32, 32, 3), 1, False, "plain", (70, 67, 83, 1)),
+    (KM.MmaConfig(64, 64, 32, 32, 32, 3), 3, True, "cp_async", (65, 70, 100, 2)),
+    (KM.MmaConfig(64, 32, 32, 16, 16, 4), 3, True, "cp_async", (64, 96, 80, 1)),
+])
+def test_kernel_matches_numpy(cfg, split, b_kmajor, copy, shape, rng):
+    got, want = _run_kernel(cfg, split, b_kmajor, copy, *shape, rng)
+    assert not np.isnan(got).any()
+    assert _rel_l2(got, want) <= TOL[split]
+
+
+@pocl_only
+def test_misaligned_a_takes_the_plain_ring(rng):
+    """A starting one float into its buffer: the cp.async ring would fault, the plain one runs."""
+    got, want = _run_kernel(SMALL, 3, True, "cp_async", 40, 32, 36, 1, rng, aoff=1)
+    assert _rel_l2(got, want) <= TOL[3]
+
+
+@pocl_only
+def test_tf32_rounds_operands_and_3xtf32_does_not(rng):
+    """The emulation rounds to TF32 as the hardware does: TF32's error is that of 10-bit
+    mantissas, 3xTF32's that of float32."""
+    got1, want = _run_kernel(SMALL, 1, True, "cp_async", 32, 32, 256, 1, np.random.default_rng(5))
+    got3, _ = _run_kernel(SMALL, 3, True, "cp_async", 32, 32, 256, 1, np.random.default_rng(5))
+    assert 5e-5 < _rel_l2(got1, want) <= TOL[1]
+    assert _rel_l2(got3, want) <= TOL[3]
+
+
+@pytest.fixture
+def emulated(monkeypatch):
+    """The CPU engine with emulated tensor cores and small tiles (PoCL compiles quickly)."""
+    eng = Engine.get(select_device("CPU"))
+    monkeypatch.setattr(eng, "mma", "emulated")
+    monkeypatch.setattr(KM, "CONFIGS", (KM.MmaConfig(64, 32, 32, 16, 16, 3), SMALL))
+    monkeypatch.setattr(KM, "_choices", {})
+    monkeypatch.setattr(KM, "MIN_M", 16)
+    return eng
+
+
+def _ran_mma(req) -> bool:
+    return any("gemm_mma(" in key[2] for key in req.network.kernel_objects)
+
+
+@pocl_only
+@pytest.mark.parametrize("precision", ["tf32", "f32"])
+def test_matmul_bias_gelu_residual(precision, emulated, rng):
+    """A MatMul with a fused bias, tanh-GELU and residual add, over growing sequences."""
+    x = opset.parameter([1, -1, 48], np.float32, name="x")
+    r = opset.parameter([1, -1, 40], np.float32, name="r")
+    w, bias = _f(rng, 48, 40), _f(rng, 40)
+    y = opset.add(opset.gelu(opset.add(opset.matmul(x, w, False, False), bias), "tanh"), r)
+    model = Model([opset.result(y, name="y")], [x, r])
+    req = compile_program(model, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": precision}).create_infer_request()
+    for s in (17, 50, 33):
+        feeds = {"x": _f(rng, 1, s, 48), "r": _f(rng, 1, s, 40)}
+        got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
+        assert _rel_l2(got, want) <= TOL[1 if precision == "tf32" else 3] * 2
+    assert _ran_mma(req)
+
+
+@pocl_only
+def test_fully_connected_and_transposed_batched_matmul(emulated, rng):
+    """FullyConnected (reordered weights, bias) and a batched MatMul with transposed B (B
+    read along k) and a broadcast batch, on TF32."""
+    x = opset.parameter([-1, 40], np.float32, name="x")
+    w, bias = _f(rng, 24, 40), _f(rng, 24)
+    fc = Model([opset.result(opset.relu(opset.fully_connected(x, w, bias)), name="y")], [x])
+    req = compile_program(fc, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": "tf32"}).create_infer_request()
+    xv = _f(rng, 45, 40)
+    want = np.maximum(xv.astype(np.float64) @ w.T.astype(np.float64) + bias, 0.0)
+    assert _rel_l2(req.infer({"x": xv})["y"], want) <= TOL[1]
+    assert _ran_mma(req)
+
+    a = opset.parameter([-1, -1, -1, 20], np.float32, name="a")
+    b = opset.parameter([-1, -1, 20], np.float32, name="b")
+    mm = Model([opset.result(opset.matmul(a, b, False, True), name="y")], [a, b])
+    req = compile_program(mm, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": "tf32"}).create_infer_request()
+    av, bv = _f(rng, 2, 3, 33, 20), _f(rng, 3, 19, 20)
+    want = av.astype(np.float64) @ np.swapaxes(bv, -1, -2).astype(np.float64)
+    assert _rel_l2(req.infer({"a": av, "b": bv})["y"], want) <= TOL[1]
+    assert _ran_mma(req)
+
+
+@pocl_only
+def test_folded_layernorm(emulated, rng):
+    """A LayerNorm folded into the GEMM (norm_gemm): A fragments normalized as they are read."""
+    k = 64
+    x = opset.parameter([1, -1, k], np.float32, name="x")
+    h = opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt")
+    h = opset.add(opset.multiply(h, (1 + 0.2 * _f(rng, k)).astype(np.float32)), 0.2 * _f(rng, k))
+    model = Model([opset.result(opset.matmul(h, _f(rng, k, 40), False, False), name="y")], [x])
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
+    feeds = {"x": (30 + _f(rng, 1, 37, k)).astype(np.float32)}
+    assert _rel_l2(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 2e-5
+    assert _ran_mma(req)
+
+
+def test_precision_hint_is_checked():
+    x = opset.parameter([2, 3], np.float32, name="x")
+    model = Model([opset.result(opset.relu(x), name="y")], [x])
+    with pytest.raises(NetpassError, match="INFERENCE_PRECISION_HINT"):
+        compile_program(model, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": "bf17"})
+
+
+def test_selection_by_shape_class():
+    """Large problems take the largest tiles, problems with few tiles smaller ones (every
+    compute unit gets a work-group); the choice is cached per shape class; a folded
+    LayerNorm's extra local memory costs a stage where the limit is reached."""
+    big = KM.choose_config(4096, 4096, 4096, 1, 132, 48 << 10, False)
+    assert (big.bm, big.bn) == (128, 128)
+    small = KM.choose_config(1024, 768, 768, 1, 132, 48 << 10, False)
+    assert small.bm * small.bn < big.bm * big.bn
+    assert KM.choose_config(1030, 760, 770, 1, 132, 48 << 10, False) is small
+    normed = KM.choose_config(4096, 4096, 4096, 1, 132, 48 << 10, True)
+    assert normed.local_bytes() + 8 * (normed.bm + normed.threads) <= 48 << 10
