@@ -29,6 +29,8 @@ import numpy as np
 from ..errors import ShapeInferenceError
 from . import impls as I
 from . import kernels as K
+from . import kernels_flash as KF
+from . import kernels_mma as KM
 
 KIND = "FusedAttention"
 MAX_HEAD = 1024  # largest contraction (q·k) and value width the kernel keeps per work-group
@@ -42,18 +44,29 @@ class AttentionDesc:
     v), then ``out_perm`` when a Transpose was absorbed."""
 
     def __init__(self, m1, softmax, m2, chain: list[I.FusedDesc], out_perm: tuple | None,
-                 nan_guard: tuple | None = None) -> None:
+                 nan_guard: tuple | None = None, prescaled: tuple = ()) -> None:
         self.m1, self.softmax, self.m2 = m1, softmax, m2
         self.chain = chain
         self.out_perm = out_perm
         self.nan_guard = nan_guard  # (IsNaN, Select): NaN probabilities read as 0
+        # (input 0 or 1, Multiply node, its scalar): q or k scaled before m1 (torch's SDPA
+        # export scales both by sqrt(scale)); the kernels scale the scores instead
+        self.prescaled = prescaled
+        self.scale = float(np.prod([c for _, _, c in prescaled])) if prescaled else None
         self.ta = bool(m1.attrs.get("transpose_a"))
         self.tb = bool(m1.attrs.get("transpose_b"))
         self.tv = bool(m2.attrs.get("transpose_b"))
 
     def key(self) -> tuple:
         return (self.ta, self.tb, self.tv, tuple(f.key() for f in self.chain), self.out_perm,
-                self.nan_guard is not None)
+                self.nan_guard is not None, self.scale)
+
+    def stages(self) -> list:
+        """The kernel's score stages: the absorbed q / k scale, then the score ops."""
+        if self.scale is None:
+            return I.fused_stages(self.chain, 0)
+        first = K.Stage(f"({{0}} * {K.flit(self.scale)})", [("x", None)], "float")
+        return [first] + I.fused_stages([f.shifted(1) for f in self.chain], 0)
 
     def scores_shape(self, shapes: Sequence[tuple]) -> tuple | None:
         """The score ops' output shape (their side inputs may broadcast the scores)."""
@@ -79,7 +92,10 @@ class AttentionDesc:
     def evaluate(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         """The absorbed nodes' own references, in turn (host fallback, REFERENCE device)."""
         from .shape_infer import infer_host
-        scores = infer_host(self.m1, list(arrays[:2]))[0]
+        qk = list(arrays[:2])
+        for j, mul, _ in self.prescaled:
+            qk[j] = infer_host(mul, [qk[j], next(src.value for src, _ in mul.inputs if src.kind == "Constant")])[0]
+        scores = infer_host(self.m1, qk)[0]
         sides = iter(arrays[3:])
         scores = I.evaluate_fused(self.chain, scores, lambda *_: next(sides), infer_host)
         probs = infer_host(self.softmax, [scores])[0]
@@ -202,6 +218,24 @@ def _nan_guard(sm, su: list, users: dict):
     return isn, sel
 
 
+def _scalar_scale(src, users: dict):
+    """(src, its scalar) when ``src`` is a Multiply of a tensor by a float32 scalar constant
+    read only by the attention's first MatMul (q or k scaled before the product, as torch's
+    scaled_dot_product_attention exports), else None."""
+    if src.kind != "Multiply" or src.num_outputs != 1 or src.is_output or src.out_dtypes[0] != F32 \
+            or len(users.get(id(src), ())) != 1 or len(src.inputs) != 2:
+        return None
+    consts = [s for s, _ in src.inputs if s.kind == "Constant"]
+    data = [(s, k) for s, k in src.inputs if s.kind != "Constant"]
+    if len(consts) != 1 or len(data) != 1:
+        return None
+    c = np.asarray(consts[0].value)
+    ps, out = data[0][0].out_pshapes[data[0][1]], src.out_pshapes[0]
+    if c.size != 1 or c.dtype != F32 or not ps.rank_is_static or not out.rank_is_static or len(ps) != len(out):
+        return None
+    return src, float(c.reshape(-1)[0])
+
+
 def fuse_attention(nodes: list) -> list:
     """``nodes`` (topological) with every attention chain replaced by one FusedAttention node
     at the position of its last absorbed node; users of that node read the new one."""
@@ -216,6 +250,12 @@ def fuse_attention(nodes: list) -> list:
         if found is None:
             continue
         m1, chain, m2, t, guard = found
+        qk, prescaled = [m1.inputs[0], m1.inputs[1]], []
+        for j in (0, 1):
+            scaled = _scalar_scale(qk[j][0], users)
+            if scaled is not None:
+                prescaled.append((j,) + scaled)
+                qk[j] = next((src, k) for src, k in scaled[0].inputs if src.kind != "Constant")
         descs, sides = [], []
         for stage, (node, j) in enumerate(chain):
             others = [(s, k) for i, (s, k) in enumerate(node.inputs) if i != j]
@@ -230,12 +270,12 @@ def fuse_attention(nodes: list) -> list:
             if sorted(perm) != list(range(rank)):
                 t, perm = None, None
         last = t if t is not None else m2
-        node = ProgramNode(last.id, KIND, {}, [m1.inputs[0], m1.inputs[1], m2.inputs[1]] + sides,
+        node = ProgramNode(last.id, KIND, {}, qk + [m2.inputs[1]] + sides,
                            out_dtypes=last.out_dtypes, out_pshapes=last.out_pshapes, name=last.name)
-        node.subgraph = AttentionDesc(m1, sm, m2, descs, perm, guard)
+        node.subgraph = AttentionDesc(m1, sm, m2, descs, perm, guard, tuple(prescaled))
         replace[id(last)] = [node]
         dropped.update(id(n) for n in [m1, sm, m2] + [c for c, _ in chain] + list(guard or ())
-                       + ([t] if t is not None else []))
+                       + ([t] if t is not None else []) + [mul for _, mul, _ in prescaled])
     return splice(nodes, replace, dropped)
 
 
@@ -278,6 +318,10 @@ def attention_impl(p: I.Params, key) -> I.Impl | None:
     else:
         ost = out_cs
     rank = len(batch)
+    operands = ((qb, qbs, sqm, sqd), (kb, kbs, skn, skd), (vb, vbs, svn, svj))
+    flash = _flash_launch(p, desc, batch, operands, ost, M, N, D, DV, scores_shape)
+    if flash is not None:
+        return I.Impl(key, [flash] if M and _size(batch) else [])
     bstr = [I.broadcast_strides(b, batch, s) if b else [0] * rank for b, s in ((qb, qbs), (kb, kbs), (vb, vbs))]
     dims, (q_s, k_s, v_s, o_s) = I.collapse(batch, bstr + [list(ost[:rank])])
     if len(dims) > 2:
@@ -288,7 +332,7 @@ def attention_impl(p: I.Params, key) -> I.Impl | None:
     n_sides = len(shapes) - 3
     side_strides = [I.broadcast_strides(shapes[3 + j], scores_shape, strides[3 + j]) for j in range(n_sides)]
     edims, est = I.collapse(list(scores_shape), side_strides) if n_sides else ([], [])
-    stages = p.cached(("attention_stages",), lambda: I.fused_stages(desc.chain, 0))
+    stages = p.cached(("attention_stages",), desc.stages)
     jt = I._cdiv(DV, K.LS)
     dmax = max(K.LS, 1 << max(D - 1, 0).bit_length())
     guard = desc.nan_guard is not None
@@ -306,5 +350,124 @@ def attention_impl(p: I.Params, key) -> I.Impl | None:
     return I.Impl(key, [I.Launch(src, (K.LS, M, nb), (K.LS, 1, 1), spec)])
 
 
+def _size(shape: Sequence[int]) -> int:
+    return int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
+
+
+FLASH_MIN_M = 16  # query rows from which the flash kernel replaces the row-per-work-group one
+
+
+def _flash_launch(p: I.Params, desc: AttentionDesc, batch: list, operands, ost: list, M: int,
+                  N: int, D: int, DV: int, scores_shape: tuple) -> I.Launch | None:
+    """The tensor-core flash kernel (kernels_flash) for prefill-sized M on devices with
+    ``engine.mma``: TF32 with INFERENCE_PRECISION_HINT "tf32", 3xTF32 (kernels_mma.F32_SPLIT)
+    for float32 up to head size 64. None where it does not apply (the batch of q, k, v, the
+    output and the score ops' side inputs must collapse to two dims)."""
+    kind = getattr(p.engine, "mma", "") if p.engine is not None else ""
+    split = 1 if p.precision == "tf32" else KM.F32_SPLIT
+    if not kind or M < FLASH_MIN_M or split is None or D > KF.MAX_HEAD or DV > KF.MAX_HEAD \
+            or (split == 3 and D > 64):
+        return None
+    rank = len(batch)
+    strides = p.in_strides or [None] * len(p.in_shapes)
+    n_sides = len(p.in_shapes) - 3
+    side = [I.broadcast_strides(p.in_shapes[3 + j], scores_shape, strides[3 + j]) for j in range(n_sides)]
+    bstr = [I.broadcast_strides(b, batch, s) if b else [0] * rank for b, s, _, _ in operands]
+    dims, coll = I.collapse(batch, bstr + [list(ost[:rank])] + [s[:rank] for s in side])
+    if len(dims) > 2:
+        return None
+    while len(dims) < 2:
+        dims, coll = [1] + dims, [[0] + c for c in coll]
+    (q_s, k_s, v_s, o_s), side_b = coll[:4], coll[4:]
+    (_, _, sqm, sqd), (_, _, skn, skd), (_, _, svn, svj) = operands
+    vec = sqd == 1 and skd == 1 and svj == 1 and D % 4 == 0 and DV % 4 == 0 \
+        and all(x % 4 == 0 for x in [sqm, skn, svn] + q_s + k_s + v_s)
+    cfg = KF.config_for(D)
+    stages = p.cached(("attention_stages",), desc.stages)
+    side_dtypes = [p.in_dtypes[3 + j] for j in range(n_sides)]
+    src = p.cached(("flash", cfg, D, DV, split, kind, vec),
+                   lambda: KF.flash_attention(cfg, D, DV, split, kind == "ptx", vec, stages, side_dtypes,
+                                              False, "zero_nan" if desc.nan_guard is not None else "nan",
+                                              KM.HI_ROUND))
+    spec = [("i", 0), ("i", 1), ("i", 2), ("o", 0), M, N, D, DV, dims[1], 1, N - M,
+            q_s[0], q_s[1], sqm, sqd, k_s[0], k_s[1], skn, skd, v_s[0], v_s[1], svn, svj,
+            o_s[0], o_s[1], ost[-2], ost[-1]]
+    for j in range(n_sides):
+        spec += [("i", 3 + j), side_b[j][0], side_b[j][1], side[j][-2], side[j][-1]]
+    nb = dims[0] * dims[1]
+    return I.Launch(src, (I._cdiv(M, cfg.bq) * cfg.threads, max(nb, 1), 1), (cfg.threads, 1, 1), spec)
+
+
+def _heads_view(shape: Sequence[int], heads: int) -> tuple[tuple, list]:
+    """A 3-D ONNX Attention operand [b, s, heads * size] as [b, heads, s, size]: (shape, strides)."""
+    b, s, hidden = shape
+    size = hidden // heads
+    return (b, heads, s, size), [s * hidden, size, hidden, 1]
+
+
+def onnx_attention_impl(p: I.Params, key) -> I.Impl | None:
+    """ONNX Attention (``ops/attention.py``) on the flash kernel where the device has tensor
+    cores: 3-D or 4-D q, k, v, grouped-query heads, a boolean or additive mask as long as the
+    keys (broadcast over batch, heads and queries), ``is_causal``, ``scale`` and ``softcap``;
+    a row whose keys are all masked gives zeros. Past caches, padded lengths, windows, a
+    softmax precision other than float32, and used ``present`` / QK outputs run on the host."""
+    a = p.attrs
+    kind = getattr(p.engine, "mma", "") if p.engine is not None else ""
+    split = 1 if p.precision == "tf32" else KM.F32_SPLIT
+    sp = a.get("softmax_precision")
+    if not kind or split is None or a.get("has_past") or a.get("has_nonpad_kv_seqlen") \
+            or a.get("left_window_size", -1) != -1 or a.get("right_window_size", -1) != -1 \
+            or (sp is not None and np.dtype(getattr(sp, "dtype", sp)) != F32) \
+            or any(np.dtype(d) != F32 for d in p.in_dtypes[:3]) \
+            or (p.node is not None and any(p.node.users[1:])):
+        return None
+    q, k, v = (tuple(s) for s in p.in_shapes[:3])
+    if len(q) == 4:
+        qs, ks, vs = (I.contiguous_strides(s) for s in (q, k, v))
+    elif len(q) == 3:
+        hq, hkv = int(a.get("q_num_heads", 0)), int(a.get("kv_num_heads", 0))
+        if hq <= 0 or hkv <= 0:
+            return None
+        (q, qs), (k, ks), (v, vs) = _heads_view(q, hq), _heads_view(k, hkv), _heads_view(v, hkv)
+    else:
+        return None
+    B, Hq, M, D = q
+    Hkv, N, DV = k[1], k[2], v[3]
+    if Hkv == 0 or Hq % Hkv or D > KF.MAX_HEAD or DV > KF.MAX_HEAD or (split == 3 and D > 64):
+        return None
+    out = p.out_shapes[0]
+    os_ = I.contiguous_strides(out)
+    ost = os_ if len(out) == 4 else [os_[0], DV, os_[1], 1]  # [b, m, heads * dv] as [b, heads, m, dv]
+    scale = float(a.get("scale") or 0.0) or 1.0 / np.sqrt(D)
+    stages = [K.Stage(f"({{0}} * {K.flit(scale)})", [("x", None)], "float")]
+    cap = float(a.get("softcap") or 0.0)
+    if cap > 0:
+        stages.append(K.Stage(f"({K.flit(cap)} * tanh({{0}} / {K.flit(cap)}))", [("x", None)], "float"))
+    spec_mask, side_dtypes = [], []
+    if a.get("has_attn_mask"):
+        ms, mdt = tuple(p.in_shapes[3]), np.dtype(p.in_dtypes[3])
+        if not ms or ms[-1] != N or len(ms) > 4 or mdt not in (F32, np.dtype(np.bool_)):
+            return None
+        expr = "({1} ? {0} : -INFINITY)" if mdt == np.bool_ else "({0} + {1})"
+        stages.append(K.Stage(expr, [("x", None), ("in", 0)], "float"))
+        side_dtypes = [mdt]
+        mst = (p.in_strides or [None] * 4)[3]
+        st = I.broadcast_strides(ms, (B, Hq, M, N), mst)
+        spec_mask = [("i", 3)] + list(st)
+    if M == 0 or B * Hq == 0:
+        return I.Impl(key, [])
+    vec = all(x % 4 == 0 for x in list(qs[:3]) + list(ks[:3]) + list(vs[:3]) + [D, DV])
+    cfg = KF.config_for(D)
+    causal = bool(a.get("is_causal"))
+    src = p.cached(("flash", cfg, D, DV, split, kind, vec, causal, scale, cap, tuple(side_dtypes)),
+                   lambda: KF.flash_attention(cfg, D, DV, split, kind == "ptx", vec, stages, side_dtypes,
+                                              causal, "zero", KM.HI_ROUND))
+    spec = [("i", 0), ("i", 1), ("i", 2), ("o", 0), M, N, D, DV, Hq, Hq // Hkv, 0,
+            qs[0], qs[1], qs[2], qs[3], ks[0], ks[1], ks[2], ks[3], vs[0], vs[1], vs[2], vs[3],
+            ost[0], ost[1], ost[2], ost[3]] + spec_mask
+    return I.Impl(key, [I.Launch(src, (I._cdiv(M, cfg.bq) * cfg.threads, B * Hq, 1), (cfg.threads, 1, 1), spec)])
+
+
 I.FACTORIES[KIND] = attention_impl
-I.HAS_KERNEL.add(KIND)
+I.FACTORIES["Attention"] = onnx_attention_impl
+I.HAS_KERNEL.update((KIND, "Attention"))

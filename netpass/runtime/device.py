@@ -160,9 +160,8 @@ def _has_cp_async(device, context) -> bool:
 
 
 _MMA_PROBE = """__kernel void probe(__global const float* a, __global float* d) {
-  uint x; float c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(x) : "f"(a[0]));
-  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
+  const uint x = as_uint(a[0]); float c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f;
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
     : "=f"(c0), "=f"(c1), "=f"(c2), "=f"(c3) : "r"(x), "r"(x), "r"(x), "r"(x), "r"(x), "r"(x),
       "f"(c0), "f"(c1), "f"(c2), "f"(c3));
   d[get_global_id(0)] = c0 + c1 + c2 + c3;
@@ -170,8 +169,8 @@ _MMA_PROBE = """__kernel void probe(__global const float* a, __global float* d) 
 
 
 def _has_mma(device, context, cp_async: bool) -> str:
-    """``"ptx"`` where kernels may issue the TF32 tensor-core ``mma.sync`` (m16n8k8) and
-    ``cvt.rna.tf32`` as inline PTX (NVIDIA's OpenCL, compute capability 8.0+, with cp.async:
+    """``"ptx"`` where kernels may issue the TF32 tensor-core ``mma.sync`` (m16n8k8) as
+    inline PTX (NVIDIA's OpenCL, compute capability 8.0+, with cp.async:
     the probe is built, not run), else ``""``. ``NETPASS_MMA=0`` turns it off."""
     if not cp_async or os.environ.get("NETPASS_MMA", "1") == "0":
         return ""

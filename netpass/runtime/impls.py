@@ -1049,6 +1049,15 @@ def conv_impl(p: Params, key, nhwc: bool = False) -> Impl | None:
         refs = [("i", 2)] + [("e", j) for j in range(len(p.extra_shapes) - 1)]
     elif nhwc and str(p.attrs.get("activation", "NO_ACTIVATION")).upper() != "NO_ACTIVATION":
         return None
+    if not nhwc and G == 1 and (KH, KW, sh, sw, ph, pw) == (1, 1, 1, 1, 0, 0) and (OH, OW) == (H, W_):
+        # a pointwise convolution is a batched GEMM: W [O, C] @ X[n] [C, H W] (any GEMM kernel)
+        ln = _gemm_launch(p, (O, C), (x[0], C, H * W_), False, False, (1, 0), y)
+        if ln is not None:
+            return Impl(key, [ln])
+    if not nhwc and G == 1 and not p.in_strides:
+        ln = _implicit_gemm_conv(p, x, y, (KH, KW, sh, sw, ph, pw, dh, dw, H, W_, OH, OW))
+        if ln is not None:
+            return Impl(key, [ln])
     stages, n_extra, edt, edims, est = _epilogue(p, y)
     src = K.conv(p.out_dtypes[0], stages, n_extra, edt, len(edims))
     spec = [("i", 0), ("i", 1), ("o", 0), n, Cg, H, W_, Og, OH, OW, KH, KW, sh, sw, dh, dw, ph, pw,
@@ -1057,6 +1066,33 @@ def conv_impl(p: Params, key, nhwc: bool = False) -> Impl | None:
     if n_extra:
         spec += edims + [v for s in est for v in s]
     return Impl(key, [Launch(src, *_1d(n), spec)])
+
+
+def _implicit_gemm_conv(p: Params, x, y, geo: tuple) -> Launch | None:
+    """A dense NCHW convolution as the tensor-core GEMM W [O, C KH KW] @ im2col(X[n])
+    [C KH KW, OH OW] (kernels_mma ``conv``: B gathered from the image as the stages fill),
+    where the device has tensor cores; None elsewhere (the direct kernel runs)."""
+    KH, KW, sh, sw, ph, pw, dh, dw, H, W_, OH, OW = geo
+    O, C, batch = y[1], x[1], x[0]
+    M, N, K_ = O, OH * OW, C * KH * KW
+    kind = getattr(p.engine, "mma", "") if p.engine is not None else ""
+    split = 1 if p.precision == "tf32" else KM.F32_SPLIT
+    if not kind or split is None or M < KM.MIN_CONV_M or N < KM.MIN_CONV_N or not K_:
+        return None
+    cus = int(p.engine.device.max_compute_units)
+    cfg = KM.choose_config(M, N, K_, batch, cus, int(getattr(p.engine.device, "local_mem_size", 48 << 10)), False)
+    copy = "cp_async" if K_ % 4 == 0 else "plain"
+    stages, n_extra, edt, edims, est = _epilogue(p, y)
+    src = p.cached(("conv_mma", cfg, split, kind, copy, len(edims)),
+                   lambda: KM.gemm_mma(cfg, True, split, kind == "ptx", copy, KM.ALIGN, stages, n_extra, edt,
+                                       len(edims), None, KM.HI_ROUND, True))
+    gws, lws = KM.work_sizes(cfg, M, N, batch)
+    spec = [("i", 1), ("i", 0), ("o", 0), M, N, K_, 1, 0, 0, K_, 1, C * H * W_, 0, 0, 1]
+    spec += [("e", j) for j in range(n_extra)]
+    if n_extra:
+        spec += edims + [v for st in est for v in st]
+    spec += [KH * KW, KW, OW, sh, sw, ph, pw, dh, dw, H, W_, H * W_, W_, 1]
+    return Launch(src, gws, lws, spec)
 
 
 def pool_impl(p: Params, key, nhwc: bool = False) -> Impl | None:

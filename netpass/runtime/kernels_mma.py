@@ -6,11 +6,11 @@ Same arguments as every GEMM kernel of :mod:`netpass.runtime.kernels` (batch str
 fused elementwise epilogue, the optional normalized-A prologue), so the runtime launches it
 with the same argument spec.
 
-Precision (``split``): 1 rounds each operand to TF32 (10-bit mantissa, round to nearest) and
-accumulates in float32, as torch's ``allow_tf32``; 3 is "3xTF32": each operand is split into
-a TF32 head and the TF32 rounding of its remainder, and the product is the sum of the three
-larger partial products (head x head, head x tail, tail x head), accurate to about float32
-rounding at three times the tensor-core work.
+Precision (``split``): 1 multiplies TF32 operands (the tensor cores read float32 bits with
+the low 13 mantissa bits dropped) and accumulates in float32, as torch's ``allow_tf32``; 3 is
+"3xTF32": each operand is split into a TF32 head and its remainder, and the product is the
+sum of the three larger partial products (head x head, head x tail, tail x head), accurate
+to about float32 rounding at three times the tensor-core work (:func:`split_operand`).
 
 Work decomposition: a work-group of ``NT = 32 * warps`` items owns a BM x BN tile of C; each
 warp a WM x WN piece of it, MI x NI m16n8 accumulator fragments (4 floats per lane each). K
@@ -34,7 +34,7 @@ conflicts for those reads and for the 16-byte stage writes:
 Portability: the two PTX pieces sit behind macros (``MMA``, ``CP_ASYNC``). Without PTX
 (``ptx=False``, e.g. PoCL) ``MMA`` is emulated by a warp exchange through local memory (each
 lane stores its fragments, a barrier, each lane computes its four outputs of the 16x8x8
-product from the stored tile, a barrier) with operands rounded to TF32 the same way, and the
+product from the stored tile, a barrier) with operands cut to TF32 the same way, and the
 stages are filled by plain copies, so the tests check indexing, tiling, the ring, the tails
 and the epilogue on any OpenCL device.
 
@@ -92,25 +92,24 @@ class MmaConfig:
 # (emulated) PTX pieces ---------------------------------------------------------------------------
 _PTX_MACROS = r"""
 #define MMA(c0, c1, c2, c3, a0, a1, a2, a3, b0, b1) \
-  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};" \
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 " \
+    "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};" \
     : "=f"(c0), "=f"(c1), "=f"(c2), "=f"(c3) \
     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(c0), "f"(c1), "f"(c2), "f"(c3))
-inline uint tf32(float x) { uint r; asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x)); return r; }
 #define CP_ASYNC(dst, src, bytes) asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" \
     :: "r"((uint)(size_t)(dst)), "l"(src), "r"(bytes) : "memory")
 #define CP_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
 """
 
-# the m16n8k8 product through local memory: fragments in, barrier, 4 outputs per lane out
+# the m16n8k8 product through local memory: fragments in (their low 13 bits dropped, as the
+# tensor cores read float32 bits as TF32), barrier, 4 outputs per lane out
 _EMULATED_MACROS = r"""
-inline uint tf32(float x) {  /* round to nearest (ties away), as cvt.rna.tf32.f32 */
-  return isnan(x) || isinf(x) ? as_uint(x) : ((as_uint(x) + 0x1000u) & 0xffffe000u);
-}
+#define TF32T(u) as_float((u) & 0xffffe000u)
 #define MMA(c0, c1, c2, c3, a0, a1, a2, a3, b0, b1) { \
   __local float* sa_ = mma_sa + warp * 128; __local float* sb_ = mma_sb + warp * 64; \
-  sa_[g * 8 + t] = as_float(a0); sa_[(g + 8) * 8 + t] = as_float(a1); \
-  sa_[g * 8 + t + 4] = as_float(a2); sa_[(g + 8) * 8 + t + 4] = as_float(a3); \
-  sb_[t * 8 + g] = as_float(b0); sb_[(t + 4) * 8 + g] = as_float(b1); \
+  sa_[g * 8 + t] = TF32T(a0); sa_[(g + 8) * 8 + t] = TF32T(a1); \
+  sa_[g * 8 + t + 4] = TF32T(a2); sa_[(g + 8) * 8 + t + 4] = TF32T(a3); \
+  sb_[t * 8 + g] = TF32T(b0); sb_[(t + 4) * 8 + g] = TF32T(b1); \
   barrier(CLK_LOCAL_MEM_FENCE); \
   for (int kk_ = 0; kk_ < 8; ++kk_) { \
     const float x0_ = sa_[g * 8 + kk_], x1_ = sa_[(g + 8) * 8 + kk_]; \
@@ -123,29 +122,63 @@ inline uint tf32(float x) {  /* round to nearest (ties away), as cvt.rna.tf32.f3
 #define CP_WAIT()
 """
 
+# TF32 head of a float32 by round to nearest on its bits (infinities and NaN truncated: the
+# canonical NaN 0x7fffffff would carry into the sign)
+_TF32_RN = r"""
+inline uint tf32_rn(float x) {
+  const uint u = as_uint(x);
+  return ((u & 0x7f800000u) == 0x7f800000u ? u : u + 0x1000u) & 0xffffe000u;
+}
+"""
+
 # plain 16-byte stage fill: ``bytes`` (0..16) valid bytes from ``src``, zeros after them
 _PLAIN_FILL = r"""
-#define FILL_PLAIN(dst, src, bytes) { \
+#define FILL_PLAIN(dst, src, bytes) do { \
   const int nb_ = (bytes) >> 2; float4 v_ = (float4)(0.0f); \
   if (nb_ >= 4) v_ = vload4(0, (src)); \
   else { if (nb_ > 0) v_.x = (src)[0]; if (nb_ > 1) v_.y = (src)[1]; if (nb_ > 2) v_.z = (src)[2]; } \
-  *(__local float4*)(dst) = v_; }
+  *(__local float4*)(dst) = v_; } while (0)
 """
 
 
-def _split(name: str, value: str, split: int) -> list[str]:
-    """Declarations of the TF32 operand(s) of ``value``: ``name``h (head) and, for 3xTF32,
-    ``name``l (the rounded remainder; 0 for infinities, whose remainder would be NaN)."""
-    out = [f"const uint {name}h = tf32({value});"]
-    if split == 3:
-        out.append(f"const uint {name}l = isinf({value}) ? 0u : tf32({value} - as_float({name}h));")
-    return out
+def macros(ptx: bool, in_flight: int) -> str:
+    """The PTX pieces (or their emulation): ``MMA``, ``tf32_rn()``, ``CP_ASYNC``, ``CP_COMMIT``,
+    ``CP_WAIT`` (waits until at most ``in_flight`` groups of copies are pending) and
+    ``FILL_PLAIN``. The emulated MMA reads ``warp``, ``g``, ``t`` and local arrays
+    ``mma_sa`` / ``mma_sb`` (:func:`emulation_scratch`)."""
+    if not ptx:
+        return _PLAIN_FILL + _TF32_RN + _EMULATED_MACROS
+    wait = f'#define CP_WAIT() asm volatile("cp.async.wait_group {in_flight};" ::: "memory")\n'
+    return _PLAIN_FILL + _TF32_RN + _PTX_MACROS + wait
+
+
+def emulation_scratch(ptx: bool, warps: int) -> str:
+    """Local arrays the emulated MMA exchanges fragments through (nothing with PTX)."""
+    return "" if ptx else f"__local float mma_sa[{warps} * 128], mma_sb[{warps} * 64];"
+
+
+HI_ROUND = "rn"  # how 3xTF32 takes an operand's TF32 head: "rn" (to nearest) or "trunc"
+
+
+def split_operand(name: str, value: str, split: int, hi_round: str = "rn") -> list[str]:
+    """Declarations of the TF32 operand(s) of float ``value``: ``name``h and, for 3xTF32,
+    ``name``l. No conversion instruction (``cvt.rna.tf32`` issues at a quarter of the FMA
+    rate and bounded the first kernels): the tensor cores read a float32's bits as TF32,
+    dropping the low 13 bits, so TF32 passes the bits as they are (truncation), and 3xTF32
+    takes the head by integer rounding (``hi_round`` "rn") or masking ("trunc") and the
+    remainder ``value - head`` (exact in float32; 0 for infinities, whose remainder would
+    be NaN) as bits too."""
+    if split == 1:
+        return [f"const uint {name}h = as_uint({value});"]
+    head = f"tf32_rn({value})" if hi_round == "rn" else f"(as_uint({value}) & 0xffffe000u)"
+    return [f"const uint {name}h = {head};",
+            f"const uint {name}l = isinf({value}) ? 0u : as_uint({value} - as_float({name}h));"]
 
 
 @K.memoized
 def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, align: str,
              epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int,
-             norm: tuple | None = None) -> Source:
+             norm: tuple | None = None, hi_round: str = "rn", conv: bool = False) -> Source:
     """The tensor-core GEMM kernel (module docstring). ``b_kmajor``: B is read along n (its
     n stride 1 when ``copy == "cp_async"``), else along k. ``split``: 1 (TF32) or 3
     (3xTF32). ``ptx``: real ``mma.sync`` / ``cp.async`` (NVIDIA), else emulated.
@@ -155,12 +188,20 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
     when the work-group's A and B starts are 16-byte aligned and a plain-copy ring otherwise
     (one of them has no blocks), ``"branch"`` picks per copy, ``"none"`` assumes alignment
     (only for benchmarks). ``norm``: A's rows normalized as in kernels.norm_prologue, applied
-    to each A fragment as it is read (needs K a multiple of BK and BM <= NT)."""
+    to each A fragment as it is read (needs K a multiple of BK and BM <= NT). ``conv``: B is
+    the implicit im2col matrix of an NCHW convolution (``conv_gemm``): element (k, n) of image
+    b is X[b, c, oh * sh - ph + kh * dh, ow * sw - pw + kw * dw] for k = (c, kh, kw) and
+    n = (oh, ow), zero outside the image, gathered with element loads (the ``cv_*``
+    arguments, after the GEMM's own)."""
     cfg.check()
     NT, BM, BN, BK, S = cfg.threads, cfg.bm, cfg.bn, cfg.bk, cfg.stages
     MI, NI = cfg.wm // 16, cfg.wn // 8
     slabs = BK // 16
     args = K._gemm_args("float", n_extra, extra_dtypes, erank, norm)
+    if conv:
+        if not b_kmajor:
+            raise ValueError("the implicit convolution GEMM reads B along n")
+        args += [f"int cv_{x}" for x in CONV_ARGS]
 
     # -- stage fills ---------------------------------------------------------------------------
     def fill(stage: str, kt: str, how: str) -> str:
@@ -179,7 +220,8 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
                 lines.append(f"{{ const int i = tid + {u * NT}; const int kk = i / (BN / 4), cq = i % (BN / 4);")
                 lines.append("  const int k = kb_ + kk, n = n0 + cq * 4;")
                 lines.append(f"  __local float* d = &Bs[{stage}][kk][(cq ^ (((kk >> 2) & 3) << 1)) * 4];")
-                lines.append(_copy(how, "B", "min(k, K - 1) * sbk", "n", "N", "sbn", "k < K"))
+                lines.append(_gather() if conv else
+                             _copy(how, "B", "min(k, K - 1) * sbk", "n", "N", "sbn", "k < K"))
             else:
                 lines.append(f"{{ const int i = tid + {u * NT}; const int sl = i / (BN * 4), r = (i >> 2) % BN, "
                              "q = i & 3;")
@@ -214,11 +256,11 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
                 lines.append("{")
                 for i in range(MI):
                     for r, (h, c) in enumerate((("l", c0), ("h", c0), ("l", c1), ("h", c1))):
-                        lines += _split(f"a{i}_{r}", f"a{i}{h}.{c}", split)
+                        lines += split_operand(f"a{i}_{r}", f"a{i}{h}.{c}", split, hi_round)
                 for j in range(NI):
                     for r in range(2):
                         src = f"b{j}_{2 * step + r}" if b_kmajor else f"b{j}.{(c0, c1)[r]}"
-                        lines += _split(f"b{j}_{r}_", src, split)
+                        lines += split_operand(f"b{j}_{r}_", src, split, hi_round)
                 pairs = [("h", "h")] if split == 1 else [("l", "h"), ("h", "l"), ("h", "h")]
                 for i in range(MI):
                     for j in range(NI):
@@ -265,18 +307,17 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
     else:
         raise ValueError(copy)
 
-    wait_macro = f'#define CP_WAIT() asm volatile("cp.async.wait_group {S - 2};" ::: "memory")\n' if ptx else ""
     acc_decl = "\n  ".join(f"float {', '.join(f'c{i}_{j}_{q} = 0.0f' for q in range(4))};"
                            for i in range(MI) for j in range(NI))
     store = _store(MI, NI, epilogue, n_extra, erank)
     b_local = "[STAGES][BK][BN]" if b_kmajor else "[STAGES][BK / 16][BN][16]"
-    emu = "" if ptx else (f"__local float mma_sa[{cfg.warps} * 128], mma_sb[{cfg.warps} * 64];")
+    emu = emulation_scratch(ptx, cfg.warps)
     text = K.header([np.float32] + list(extra_dtypes)) + f"""#define BM {BM}
 #define BN {BN}
 #define BK {BK}
 #define STAGES {S}
 #define NT {NT}
-{_PLAIN_FILL}{_PTX_MACROS if ptx else _EMULATED_MACROS}{wait_macro}
+{macros(ptx, S - 2)}
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
 void gemm_mma({', '.join(args)})
 {{
@@ -321,6 +362,27 @@ def _copy(how: str, buf: str, row: str, idx: str, lim: str, inner: str, row_ok: 
             f"    *(__local float4*)d = v_; }}")
 
 
+CONV_ARGS = ("khw", "kw", "ow", "sh", "sw", "ph", "pw", "dh", "dw", "h", "w", "xsc", "xsh", "xsw")
+
+
+def _gather() -> str:
+    """A 16-byte piece of an implicit im2col B stage (destination ``d``): k = (c, kh, kw),
+    columns n .. n + 3 = output pixels (oh, ow), zeros outside the image and past K, N."""
+    taps = []
+    for e, comp in enumerate("xyzw"):
+        taps.append(f"""if (n + {e} < N) {{ const int oh = (n + {e}) / cv_ow, ow = n + {e} - oh * cv_ow;
+        const int ih = ih0 + oh * cv_sh, iw = iw0 + ow * cv_sw;
+        if (ih >= 0 && ih < cv_h && iw >= 0 && iw < cv_w) v_.{comp} = xc[ih * cv_xsh + iw * cv_xsw]; }}""")
+    return f"""  {{ float4 v_ = (float4)(0.0f);
+    if (k < K) {{
+      const int c = k / cv_khw, r = k - c * cv_khw, kh = r / cv_kw, kw = r - kh * cv_kw;
+      const int ih0 = kh * cv_dh - cv_ph, iw0 = kw * cv_dw - cv_pw;
+      __global const float* xc = B + c * cv_xsc;
+      {chr(10).join("      " + x for x in taps)}
+    }}
+    *(__local float4*)d = v_; }}"""
+
+
 def _store(MI: int, NI: int, epilogue: list[Stage], n_extra: int, erank: int) -> str:
     """C fragments (rows g, g + 8 and columns 2t, 2t + 1 of each m16n8 piece) through the
     epilogue, bounds-checked."""
@@ -344,9 +406,13 @@ def _store(MI: int, NI: int, epilogue: list[Stage], n_extra: int, erank: int) ->
 # precision "f32" on tensor cores: 3xTF32 (float32 accuracy); None keeps the fp32 SIMT kernels
 F32_SPLIT: int | None = 3
 MIN_M = 64  # below this the skinny / tiled fp32 kernels are used (memory-bound, few tiles)
-# tile shapes by preference; the first that gives every compute unit a work-group is taken
-CONFIGS = (MmaConfig(128, 128, 64, 64, 16, 3), MmaConfig(128, 64, 64, 32, 16, 4),
-           MmaConfig(64, 64, 32, 32, 16, 4))
+MIN_CONV_M, MIN_CONV_N = 16, 64  # output channels and pixels from which convolutions take it
+# tile shapes by preference: the first that gives the compute units WAVES work-groups each
+# is taken (on the H100, ``bench_kernels.py --sections tiles``: 128x128 tiles win from about
+# 1.4 work-groups per unit, 64x64 below, both within 10% of the best of five shapes on GPT-2's
+# GEMMs for M = 128..4096)
+CONFIGS = (MmaConfig(128, 128, 64, 64, 16, 3), MmaConfig(64, 64, 32, 32, 16, 4))
+WAVES = 1.4
 ALIGN = "rings"
 _choices: dict = {}  # shape class -> MmaConfig
 
@@ -361,14 +427,17 @@ def _shape_class(M: int, N: int, K_: int, nb: int, cus: int) -> tuple:
 
 
 def choose_config(M: int, N: int, K_: int, nb: int, cus: int, local_limit: int, norm: bool) -> MmaConfig:
-    """The tile shape for this GEMM (cached per shape class): the largest of ``CONFIGS`` whose
-    work-groups cover the compute units, with stages cut to fit ``local_limit`` bytes."""
+    """The tile shape for this GEMM (cached per shape class): the first of ``CONFIGS`` that
+    gives ``WAVES`` work-groups per compute unit and fills at least half its rows (else the
+    last), with stages cut to fit ``local_limit`` bytes."""
     key = _shape_class(M, N, K_, nb, cus) + (local_limit, norm)
     cfg = _choices.get(key)
     if cfg is None:
         cfg = CONFIGS[-1]
         for c in CONFIGS:
-            if _cdiv(M, c.bm) * _cdiv(N, c.bn) * nb >= cus:
+            if c.bm >= 2 * M and c is not CONFIGS[-1]:
+                continue  # half the tile's rows would be empty (few output channels)
+            if _cdiv(M, c.bm) * _cdiv(N, c.bn) * nb >= WAVES * cus:
                 cfg = c
                 break
         extra = 8 * (cfg.bm + cfg.threads) if norm else 0
@@ -406,7 +475,8 @@ def plan(engine, precision: str | None, M: int, N: int, K_: int, nb: int, sa: li
 def source(choice, epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int,
            norm: tuple | None) -> Source:
     cfg, split, b_kmajor, ptx, copy = choice
-    return gemm_mma(cfg, b_kmajor, split, ptx, copy, ALIGN, epilogue, n_extra, extra_dtypes, erank, norm)
+    return gemm_mma(cfg, b_kmajor, split, ptx, copy, ALIGN, epilogue, n_extra, extra_dtypes, erank, norm,
+                    HI_ROUND)
 
 
 def work_sizes(cfg: MmaConfig, M: int, N: int, nb: int) -> tuple[tuple, tuple]:

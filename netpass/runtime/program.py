@@ -136,6 +136,12 @@ def _broadcasts_into(src: "ProgramNode", k: int, p: "ProgramNode", out_ps: Parti
     return src.index < p.index and ps.rank_is_static and dims_fit(list(ps), out_ps)
 
 
+def _data_users(node: "ProgramNode") -> list:
+    """The users of ``node``'s first output that read its data (not a ShapeOf, which reads
+    only the shape: a view keeps it)."""
+    return [(u, j) for u, j in node.users[0] if u.kind != "ShapeOf"]
+
+
 def node_users(nodes: Iterable["ProgramNode"]) -> dict[int, list]:
     """id(node) -> [(user, input index)] over ``nodes`` (for passes that run before a Program
     links its users)."""
@@ -443,7 +449,7 @@ class Program:
                 continue
             for j in range(2 if m.kind == "MatMul" else 3):
                 t, k = m.inputs[j]
-                if t.kind != "Transpose" or t.is_output or t.fused or len(t.users[0]) != 1 \
+                if t.kind != "Transpose" or t.is_output or t.fused or len(_data_users(t)) != 1 \
                         or t.inputs[1][0].kind != "Constant" or t.in_shape_of_subgraph \
                         or t.inputs[0][0].out_dtypes[t.inputs[0][1]] != t.out_dtypes[0]:
                     continue
@@ -460,8 +466,9 @@ class Program:
         fused attention input, a permuted view read by one, or, for a split piece (``prefix``:
         its first ``prefix`` dims and its other dims are each contiguous, not together), a
         Reshape keeping those first dims, whose readers must be such readers in turn (walked
-        with a stack: a chain of Reshapes is as deep as the model). The inputs reached are
-        appended to ``found`` as (node, input index)."""
+        with a stack: a chain of Reshapes is as deep as the model). ShapeOf users read only the
+        shape, which a view keeps. The inputs reached are appended to ``found`` as (node,
+        input index)."""
         stack = [(node, k)]
         while stack:
             n, kk = stack.pop()
@@ -469,12 +476,14 @@ class Program:
             if not users or n.is_output:
                 return False
             for u, j in users:
+                if u.kind == "ShapeOf":
+                    continue
                 if u.fused_into is not None:
                     return False
                 if (u.kind == "MatMul" and j < 2) or u.kind == ATTENTION:
                     found.append((u, j))
                 elif u.permute_view is not None:
-                    found.append(u.users[0][0])
+                    found.append(_data_users(u)[0])
                 elif u.kind == "Reshape" and prefix is not None and j == 0 and not u.is_output \
                         and _keeps_prefix(n.out_pshapes[kk], u.out_pshapes[0], prefix):
                     stack.append((u, 0))

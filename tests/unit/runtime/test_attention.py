@@ -222,3 +222,31 @@ def test_reshape_across_the_split_boundary_is_not_a_view():
     model = Model([opset.result(opset.matmul(flat_a, flat_b, False, True), name="y")], [x])
     split = next(n for n in Program.from_model(model).nodes if n.kind == "Split")
     assert not split.strided_view
+
+
+def test_prescaled_q_and_k_with_shape_readers(rng):
+    """torch's scaled_dot_product_attention export: q and k each multiplied by a scalar before
+    q k^T, and the heads' shapes read by ShapeOf nodes. The scales become the first score op
+    (their product), and the split pieces and transposes stay views (a ShapeOf reads only
+    the shape), so the projection's output is read in place."""
+    h, d = 2, 8
+    x = opset.parameter([1, -1, h * d], np.float32, name="x")
+    q, k, v = opset.split(opset.matmul(x, _f(rng, h * d, 3 * h * d), False, False), _i64(-1), 3).outputs()
+    qh, kh, vh = _heads(q, h, d), _heads(k, h, d, (0, 2, 3, 1)), _heads(v, h, d)
+    s = np.float32(d ** -0.25)
+    scores = opset.matmul(opset.multiply(qh, s), opset.multiply(kh, s), False, False)
+    att = opset.matmul(opset.softmax(scores, -1), vh, False, False)
+    shape = opset.shape_of(qh)
+    target = opset.concat([opset.gather(shape, _i64([0]), _i64(0)), opset.gather(shape, _i64([2]), _i64(0)),
+                           _i64([h * d])], 0)
+    y = opset.reshape(opset.transpose(att, _i64([0, 2, 1, 3])), target, False)
+    model = Model([opset.result(y, name="y")], [x])
+    prog = Program.from_model(model)
+    att_node = next(n for n in prog.nodes if n.kind == "FusedAttention")
+    assert att_node.subgraph.scale == pytest.approx(float(s) ** 2)
+    assert not [n for n in prog.nodes if n.kind == "Multiply"]
+    assert next(n for n in prog.nodes if n.kind == "Split").strided_view
+    assert all(n.permute_view is not None for n in prog.nodes if n.kind == "Transpose" and n.users[0]
+               and n.users[0][0][0] is att_node)
+    req = _check(model, [{"x": _f(rng, 1, s_, h * d)} for s_ in (5, 70)])
+    assert req.stats["kernels_enqueued"] == 2 * 2  # the projection and the attention (writing the merged heads)

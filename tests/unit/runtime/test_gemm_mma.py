@@ -177,5 +177,6 @@ def test_selection_by_shape_class():
     small = KM.choose_config(1024, 768, 768, 1, 132, 48 << 10, False)
     assert small.bm * small.bn < big.bm * big.bn
     assert KM.choose_config(1030, 760, 770, 1, 132, 48 << 10, False) is small
+    assert KM.choose_config(64, 3136, 576, 8, 132, 48 << 10, False).bm == 64  # no half-empty tiles
     normed = KM.choose_config(4096, 4096, 4096, 1, 132, 48 << 10, True)
     assert normed.local_bytes() + 8 * (normed.bm + normed.threads) <= 48 << 10

@@ -1,0 +1,589 @@
+"""Compute-bound kernels beside their peers in one run (issue 18): GEMM (fp32 SIMT, TF32 and
+3xTF32 tensor cores) against cuBLAS, fused attention against torch's SDPA, and a GPT-2-small
+prefill against torch eager, every figure checked against a float64 (or torch fp32)
+reference.
+
+    python benchmarks/bench_kernels.py [--quick] [--sections gemm,tiles,shapes,attention,gpt2]
+
+- ``gemm``: 4096^3 with the runtime's kernels and tile variants of the tensor-core kernel
+  (``kernels_mma``), beside cuBLAS fp32 (TF32 off) and cuBLAS TF32 (torch, CUDA events);
+- ``tiles``: the tensor-core tile shapes per GPT-2 shape (what ``kernels_mma.CONFIGS`` picks
+  from);
+- ``shapes``: the runtime's own choice (``impls.matmul_impl``) for M in 1..4096 and K, N in
+  768..3072 (B [K, N] constant, as a Linear's weights), per precision, beside cuBLAS;
+- ``attention``: a fused attention of 12 heads of 64 (additive causal mask, as exports give
+  it) for S = 1024 and 4096, flash kernel and the row kernel, beside torch SDPA (causal);
+- ``gpt2``: transformers GPT-2 small (random weights, 12 layers, d = 768) on 1024 tokens,
+  exported to ONNX (logits of the last position only), netpass wall time per infer and
+  kernel time (PROFILING) beside torch eager with SDPA and with eager attention.
+
+Kernel times are OpenCL profiling events (netpass) and CUDA events (torch), the median of
+``--reps`` runs after a warm-up; TFLOP/s count 2 M N K. Writes ``bench_kernels.json`` to
+``$OUT`` when set.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from netpass.runtime import impls as I  # noqa: E402
+from netpass.runtime import kernels as K  # noqa: E402
+from netpass.runtime import kernels_mma as KM  # noqa: E402
+from netpass.runtime.device import Engine, resolve_device_name, select_device  # noqa: E402
+
+F32 = np.dtype(np.float32)
+REPORT: dict = {}
+
+
+def torch_cuda():
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch if torch.cuda.is_available() else None
+
+
+def cuda_time(torch, fn, reps: int) -> float:
+    """Median seconds of ``fn()`` over ``reps`` runs (CUDA events), after one warm-up."""
+    fn()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b) * 1e-3)
+    return float(np.median(times))
+
+
+class Gemm:
+    """Device buffers of one GEMM problem and a float64 check on sampled entries."""
+
+    def __init__(self, eng, m: int, n: int, k: int, seed: int = 0) -> None:
+        rng = np.random.default_rng(seed)
+        self.m, self.n, self.k = m, n, k
+        self.a = rng.standard_normal((m, k)).astype(np.float32)
+        self.b = rng.standard_normal((k, n)).astype(np.float32)
+        cl, mf = eng.cl, eng.cl.mem_flags
+        self.eng = eng
+        self.ab = cl.Buffer(eng.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=self.a)
+        self.bb = cl.Buffer(eng.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=self.b)
+        self.bt = None
+        self.cb = cl.Buffer(eng.context, mf.READ_WRITE, max(m * n * 4, 64))
+        self.rows, self.cols = rng.integers(0, m, 256), rng.integers(0, n, 256)
+        self.want = np.einsum("ij,ji->i", self.a[self.rows].astype(np.float64),
+                              self.b[:, self.cols].astype(np.float64))
+
+    def err(self) -> float:
+        """Largest error on the sampled entries relative to the row-column norm product."""
+        c = np.full((self.m, self.n), np.nan, np.float32)
+        self.eng.cl.enqueue_copy(self.eng.queue, c, self.cb)
+        self.eng.queue.finish()
+        scale = np.linalg.norm(self.a[self.rows], axis=1) * np.linalg.norm(self.b[:, self.cols], axis=0)
+        return float(np.max(np.abs(c[self.rows, self.cols] - self.want) / scale))
+
+    def run(self, src: K.Source, gws, lws, ints: list[int], reps: int, b_buf=None) -> float:
+        cl = self.eng.cl
+        kern = cl.Kernel(self.eng.build(src.text), src.name)
+        kern.set_args(self.ab, b_buf or self.bb, self.cb, np.array(ints, np.int32))
+        times = []
+        for _ in range(reps + 1):
+            ev = cl.enqueue_nd_range_kernel(self.eng.queue, kern, gws, lws)
+            ev.wait()
+            times.append((ev.profile.end - ev.profile.start) * 1e-9)
+        return float(np.median(times[1:]))
+
+    def ints(self, b_kmajor: bool = True) -> list[int]:
+        m, n, k = self.m, self.n, self.k
+        return [0, 0, 0, m, n, k, 1, 0, 0, k, 1, 0, 0] + ([n, 1] if b_kmajor else [1, k])
+
+    def flops(self, t: float) -> float:
+        return 2.0 * self.m * self.n * self.k / t / 1e12
+
+    def runtime(self, precision: str, reps: int) -> tuple[float, str]:
+        """The runtime's own kernel for this MatMul (impls.matmul_impl): time and its name."""
+        p = I.Params(kind="MatMul", attrs={}, in_shapes=[(self.m, self.k), (self.k, self.n)],
+                     in_dtypes=[F32, F32], out_shapes=[(self.m, self.n)], out_dtypes=[F32], values={},
+                     fused=None, extra_shapes=[], extra_dtypes=[], node=None, engine=self.eng, memo={},
+                     in_strides=None, precision=precision)
+        ln = I.matmul_impl(p, None).launches[0]
+        t = SimpleNamespace
+        bufs, ints = ln.args([t(alloc=t(buffer=self.ab), offset=0), t(alloc=t(buffer=self.bb), offset=0)],
+                             [t(alloc=t(buffer=self.cb), offset=0)], [])
+        cl = self.eng.cl
+        kern = cl.Kernel(self.eng.build(ln.source.text), ln.source.name)
+        kern.set_args(*bufs, np.array(ints, np.int32))
+        times = []
+        for _ in range(reps + 1):
+            ev = cl.enqueue_nd_range_kernel(self.eng.queue, kern, ln.gws, ln.lws)
+            ev.wait()
+            times.append((ev.profile.end - ev.profile.start) * 1e-9)
+        name = ln.source.name + (f" {ln.lws[0]}x{ln.lws[1]}" if ln.source.name != "gemm_mma" else
+                                 " " + _mma_name(ln.source.text))
+        return float(np.median(times[1:])), name
+
+
+def _mma_name(text: str) -> str:
+    d = {ln.split()[1]: ln.split()[2] for ln in text.splitlines() if ln.startswith("#define ") and len(ln.split()) == 3}
+    return f"{d.get('BM')}x{d.get('BN')}x{d.get('BK')}/{d.get('STAGES')}st/{d.get('NT')}t"
+
+
+def ptxas_info(eng, src: K.Source) -> str:
+    """Registers, spills and local memory of ``src`` from NVIDIA's verbose build log."""
+    cl = eng.cl
+    try:
+        prg = cl.Program(eng.context, src.text).build(options=["-cl-mad-enable", "-cl-nv-verbose"])
+        log = prg.get_build_info(eng.device, cl.program_build_info.LOG)
+    except Exception as e:
+        return f"build failed: {str(e)[:1500]}"
+    return " | ".join(ln.strip() for ln in log.splitlines() if "ptxas" in ln and ("Used" in ln or "spill" in ln))
+
+
+def cublas(torch, m: int, n: int, k: int, reps: int, tf32: bool, seed: int = 0) -> float:
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    a = torch.randn(m, k, device="cuda", generator=g)
+    b = torch.randn(k, n, device="cuda", generator=g)
+    try:
+        return cuda_time(torch, lambda: a @ b, reps)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = False
+
+
+def mma_variant(prob: Gemm, cfg, split: int, reps: int, align: str = "rings", b_kmajor: bool = True,
+                hi_round: str = "rn"):
+    src = KM.gemm_mma(cfg, b_kmajor, split, True, "cp_async", align, [], 0, [], 0, None, hi_round)
+    gws, lws = KM.work_sizes(cfg, prob.m, prob.n, 1)
+    b_buf = None
+    if not b_kmajor:
+        if prob.bt is None:
+            cl, mf = prob.eng.cl, prob.eng.cl.mem_flags
+            prob.bt = cl.Buffer(prob.eng.context, mf.READ_ONLY | mf.COPY_HOST_PTR,
+                                hostbuf=np.ascontiguousarray(prob.b.T))
+        b_buf = prob.bt
+    t = prob.run(src, gws, lws, prob.ints(b_kmajor), reps, b_buf)
+    return t, prob.err()
+
+
+def section_gemm(eng, torch, args) -> None:
+    n = 1024 if args.quick else 4096
+    prob = Gemm(eng, n, n, n)
+    rows = []
+
+    def row(name, t, err, peer=None):
+        rows.append({"kernel": name, "ms": 1e3 * t, "tflops": prob.flops(t), "err": err,
+                     "vs_peer": peer / t if peer else None})
+        ratio = f"{peer / t:6.2f}x" if peer else ""
+        print(f"  {name:<46} {1e3 * t:8.3f} ms {prob.flops(t):8.1f} TFLOP/s  err {err:.1e} {ratio}", flush=True)
+
+    print(f"GEMM {n}^3 on {eng.describe()}")
+    fp32 = cublas(torch, n, n, n, args.reps, False) if torch else None
+    tf32 = cublas(torch, n, n, n, args.reps, True) if torch else None
+    if torch:
+        rows.append({"kernel": "cuBLAS fp32", "ms": 1e3 * fp32, "tflops": prob.flops(fp32)})
+        rows.append({"kernel": "cuBLAS TF32", "ms": 1e3 * tf32, "tflops": prob.flops(tf32)})
+        print(f"  cuBLAS fp32 {1e3 * fp32:.3f} ms {prob.flops(fp32):.1f} TFLOP/s; "
+              f"cuBLAS TF32 {1e3 * tf32:.3f} ms {prob.flops(tf32):.1f} TFLOP/s")
+    src = K.gemm_pipelined([], 0, [], 0, True)
+    row("gemm_pipelined (fp32 SIMT, cp.async)", prob.run(src, (n // 8, n // 8, 1), (16, 16, 1), prob.ints(), args.reps),
+        prob.err(), fp32)
+    for precision, peer in (("f32", fp32), ("tf32", tf32)):
+        t, name = prob.runtime(precision, args.reps)
+        row(f"runtime {precision}: {name}", t, prob.err(), peer)
+    c128, c64 = KM.MmaConfig(128, 128, 64, 64, 16, 3), KM.MmaConfig(64, 64, 32, 32, 16, 4)
+    variants = [  # (config, split, align, B read along n, 3xTF32 head rounding)
+        (c128, 1, "rings", True, "rn"),
+        (c128, 1, "rings", False, "rn"),
+        (KM.MmaConfig(128, 256, 64, 64, 16, 2), 1, "rings", True, "rn"),
+        (KM.MmaConfig(128, 64, 64, 32, 16, 4), 1, "rings", True, "rn"),
+        (KM.MmaConfig(128, 128, 64, 32, 16, 3), 1, "rings", True, "rn"),
+        (c64, 1, "rings", True, "rn"),
+        (c128, 3, "rings", True, "rn"),
+        (c128, 3, "rings", True, "trunc"),
+        (c128, 3, "none", True, "rn"),
+        (KM.MmaConfig(128, 256, 64, 64, 16, 2), 3, "rings", True, "rn"),
+        (KM.MmaConfig(128, 128, 64, 32, 16, 3), 3, "rings", True, "rn"),
+    ]
+    if eng.mma != "ptx":
+        print("  (no tensor-core kernels on this device)")
+        variants = []
+    else:
+        for cfg, split in ((c128, 1), (c128, 3), (c64, 3)):
+            info = ptxas_info(eng, KM.gemm_mma(cfg, True, split, True, "cp_async", "rings", [], 0, [], 0))
+            print(f"  ptxas {cfg} split {split}: {info}", flush=True)
+            REPORT.setdefault("ptxas", {})[f"{cfg} split {split}"] = info
+    for cfg, split, align, bk, hi in variants:
+        name = f"mma {'tf32' if split == 1 else '3xtf32 ' + hi} {cfg.bm}x{cfg.bn} w{cfg.wm}x{cfg.wn} " \
+            f"st{cfg.stages} {align}" + ("" if bk else " Bt")
+        try:
+            t, err = mma_variant(prob, cfg, split, args.reps, align, bk, hi)
+            row(name, t, err, tf32 if split == 1 else fp32)
+        except Exception as e:  # a variant that does not build or run is reported, not fatal
+            print(f"  {name}: FAILED {str(e)[:1500]}", flush=True)
+            rows.append({"kernel": name, "error": str(e)[:2000]})
+    REPORT["gemm"] = {"n": n, "rows": rows}
+
+
+GPT2_SHAPES = [(768, 2304), (768, 768), (768, 3072), (3072, 768)]  # (K, N) of GPT-2 small's GEMMs
+
+
+def section_tiles(eng, torch, args) -> None:
+    """Tensor-core tile shapes per GPT-2 GEMM shape (M = 128..4096)."""
+    cfgs = [KM.MmaConfig(128, 128, 64, 64, 16, 3), KM.MmaConfig(128, 64, 64, 32, 16, 4),
+            KM.MmaConfig(64, 128, 32, 64, 16, 4), KM.MmaConfig(64, 64, 32, 32, 16, 4)]
+    rows = []
+    if eng.mma != "ptx":
+        return
+    print("tensor-core tile shapes per shape (ms; best marked)")
+    for m in ([256] if args.quick else [128, 512, 1024, 4096]):
+        for k, n in GPT2_SHAPES:
+            prob = Gemm(eng, m, n, k)
+            for split in (1, 3):
+                times = []
+                for cfg in cfgs:
+                    try:
+                        t, err = mma_variant(prob, cfg, split, args.reps)
+                        times.append((t, cfg, err))
+                    except Exception as e:
+                        print(f"  {cfg}: FAILED {str(e)[:200]}")
+                best = min(times, key=lambda x: x[0])
+                txt = "  ".join(f"{c.bm}x{c.bn}w{c.wm}x{c.wn}:{1e3 * t:.3f}{'*' if c == best[1] else ''}"
+                                for t, c, _ in times)
+                print(f"  M={m:<5} K={k:<5} N={n:<5} split {split}: {txt}", flush=True)
+                rows.append({"m": m, "k": k, "n": n, "split": split,
+                             "times_ms": {f"{c.bm}x{c.bn}w{c.wm}x{c.wn}st{c.stages}": 1e3 * t for t, c, _ in times},
+                             "max_err": max(e for _, _, e in times)})
+    REPORT["tiles"] = rows
+
+
+def section_shapes(eng, torch, args) -> None:
+    """The runtime's choice per shape and precision, beside cuBLAS."""
+    rows = []
+    print("runtime GEMM per shape (ms; ratio = cuBLAS time / netpass time)")
+    for m in ([1, 16, 256] if args.quick else [1, 16, 128, 512, 1024, 4096]):
+        for k, n in GPT2_SHAPES:
+            prob = Gemm(eng, m, n, k)
+            r = {"m": m, "k": k, "n": n}
+            line = f"  M={m:<5} K={k:<5} N={n:<5}"
+            for precision, tf32 in (("f32", False), ("tf32", True)):
+                t, name = prob.runtime(precision, args.reps)
+                err = prob.err()
+                peer = cublas(torch, m, n, k, args.reps, tf32) if torch else None
+                r[precision] = {"ms": 1e3 * t, "kernel": name, "err": err,
+                                "cublas_ms": 1e3 * peer if peer else None}
+                line += f" | {precision}: {1e3 * t:7.3f} ({name}, err {err:.0e})"
+                if peer:
+                    line += f" cuBLAS {1e3 * peer:7.3f} = {peer / t:4.2f}x"
+            print(line, flush=True)
+            rows.append(r)
+    REPORT["shapes"] = rows
+
+
+def attention_model(heads: int, d: int):
+    """q, k, v [1, heads, S, d] and an additive mask [1, 1, S, S]: (q k^T) * d^-0.5 + mask,
+    softmax, @ v (what exports of scaled_dot_product_attention give)."""
+    from netpass import Model, opset
+    q, k, v = (opset.parameter([1, heads, -1, d], np.float32, name=n) for n in "qkv")
+    mask = opset.parameter([1, 1, -1, -1], np.float32, name="mask")
+    s = opset.add(opset.multiply(opset.matmul(q, k, False, True), np.float32(d ** -0.5)), mask)
+    y = opset.matmul(opset.softmax(s, -1), v, False, False)
+    return Model([opset.result(y, name="y")], [q, k, v, mask])
+
+
+def kernel_us(req, kind_ids) -> float:
+    info = req.get_profiling_info()
+    return sum(us for pid, us in info.items() if pid in kind_ids)
+
+
+def section_attention(eng, torch, args) -> None:
+    from netpass.runtime import attention as A
+    from netpass.runtime import compile_program
+    heads, d = 12, 64
+    model = attention_model(heads, d)
+    if eng.mma == "ptx":
+        from netpass.runtime import kernels_flash as KF
+        from netpass.runtime.kernels import Stage
+        ops = [Stage("({0} * 0.125f)", [("x", None)], "float"), Stage("({0} + {1})", [("x", None), ("in", 0)], "float")]
+        for split in (1, 3):
+            info = ptxas_info(eng, KF.flash_attention(KF.config_for(d), d, d, split, True, True, ops, [F32], False))
+            print(f"  ptxas flash split {split}: {info}", flush=True)
+            REPORT.setdefault("ptxas", {})[f"flash split {split}"] = info
+    rows = []
+    print("fused attention, 12 heads of 64, causal additive mask (ms)")
+    for s in ([256] if args.quick else [1024, 4096]):
+        rng = np.random.default_rng(0)
+        q, k, v = (rng.standard_normal((1, heads, s, d)).astype(np.float32) for _ in range(3))
+        mask = np.triu(np.full((s, s), -np.inf, np.float32), 1)[None, None]
+        feeds = {"q": q, "k": k, "v": v, "mask": mask}
+        r = {"s": s}
+        sc = q[0, :2].astype(np.float64) @ k[0, :2].astype(np.float64).transpose(0, 2, 1) * d ** -0.5 + mask[0]
+        e = np.exp(sc - sc.max(-1, keepdims=True))
+        ref = e / e.sum(-1, keepdims=True) @ v[0, :2].astype(np.float64)  # the first two heads
+        del sc, e
+        if torch:
+            tq, tk, tv = (torch.from_numpy(x).cuda() for x in (q, k, v))
+            f = torch.nn.functional.scaled_dot_product_attention
+            r["torch_sdpa_causal_ms"] = 1e3 * cuda_time(torch, lambda: f(tq, tk, tv, is_causal=True), args.reps)
+            tm = torch.from_numpy(mask).cuda()
+            r["torch_sdpa_mask_ms"] = 1e3 * cuda_time(torch, lambda: f(tq, tk, tv, attn_mask=tm), args.reps)
+        for label, precision, min_m in (("flash f32", "f32", A.FLASH_MIN_M), ("flash tf32", "tf32", A.FLASH_MIN_M),
+                                        ("row kernel", "f32", 1 << 30)):
+            saved = A.FLASH_MIN_M
+            A.FLASH_MIN_M = min_m
+            try:
+                cm = compile_program(model, args.device, {"PROFILING": True, "INFERENCE_PRECISION_HINT": precision})
+                req = cm.create_infer_request()
+                ids = {n.id for n in cm.program.nodes if n.kind == "FusedAttention"}
+                out = req.infer(feeds)["y"]
+                base = kernel_us(req, ids)
+                per = []
+                for _ in range(args.reps):
+                    req.infer(feeds)
+                    now = kernel_us(req, ids)
+                    per.append(now - base)
+                    base = now
+                ms = statistics.median(per) / 1e3
+                err = float(np.linalg.norm(out[0, :2] - ref) / np.linalg.norm(ref))
+                r[label] = {"ms": ms, "rel_l2": err}
+                print(f"  S={s}: {label:<11} {ms:8.3f} ms  rel L2 {err:.1e}", flush=True)
+            except Exception as e:
+                print(f"  S={s}: {label} FAILED {str(e)[:300]}", flush=True)
+                r[label] = {"error": str(e)[:2000]}
+            finally:
+                A.FLASH_MIN_M = saved
+        if torch:
+            print(f"  S={s}: torch SDPA causal {r['torch_sdpa_causal_ms']:.3f} ms, with the mask "
+                  f"{r['torch_sdpa_mask_ms']:.3f} ms", flush=True)
+        rows.append(r)
+    REPORT["attention"] = rows
+
+
+def kernel_ms_by_kind(onnx_model, feeds, device: str, precision: str) -> dict:
+    """Kernel milliseconds per primitive kind of one warm inference (PROFILING)."""
+    import netpass
+    cm = netpass.compile_model(onnx_model, device, {"TRANSFORMATIONS": "NONE", "PROFILING": True,
+                                                   "INFERENCE_PRECISION_HINT": precision})
+    req = cm.create_infer_request()
+    req.infer(feeds)
+    rreq = req._runtime_request
+    base = dict(rreq.get_profiling_info())
+    req.infer(feeds)
+    kinds = {n.id: n.kind for n in cm.runtime.program.nodes}
+    by_kind: dict = {}
+    for pid, us in rreq.get_profiling_info().items():
+        k = kinds.get(pid, "?")
+        by_kind[k] = by_kind.get(k, 0.0) + (us - base.get(pid, 0.0)) / 1e3
+    return dict(sorted(by_kind.items(), key=lambda x: -x[1]))
+
+
+def gpt2_torch(layers: int, d: int, heads: int, vocab: int, attn: str):
+    """transformers' GPT2LMHeadModel (random weights) with ``attn`` attention, or None."""
+    import torch
+    try:
+        from transformers import GPT2Config, GPT2LMHeadModel
+    except ImportError:
+        return None
+    cfg = GPT2Config(vocab_size=vocab, n_positions=1024, n_embd=d, n_layer=layers, n_head=heads,
+                     bos_token_id=0, eos_token_id=0, attn_implementation=attn)
+    torch.manual_seed(0)
+    return GPT2LMHeadModel(cfg).eval()
+
+
+def section_gpt2(eng, torch_cuda_mod, args) -> None:
+    import torch
+
+    import netpass
+    layers, d, heads, vocab, seq = (2, 128, 4, 1000, 128) if args.quick else (12, 768, 12, 50257, 1024)
+    model = gpt2_torch(layers, d, heads, vocab, "sdpa")
+    if model is None:
+        print("gpt2: transformers is not installed")
+        return
+
+    class LastLogits(torch.nn.Module):
+        def __init__(self, m) -> None:
+            super().__init__()
+            self.m = m
+
+        def forward(self, ids, mask):
+            return self.m(input_ids=ids, attention_mask=mask, use_cache=False, logits_to_keep=1).logits
+
+    t0 = time.perf_counter()
+    buf = io.BytesIO()
+    ids = torch.randint(0, vocab, (1, 7))
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(LastLogits(model).eval(), (ids, torch.ones_like(ids)), buf, dynamo=False, opset_version=17,
+                          input_names=["input_ids", "attention_mask"], output_names=["logits"],
+                          dynamic_axes={"input_ids": {0: "b", 1: "s"}, "attention_mask": {0: "b", 1: "s"},
+                                        "logits": {0: "b"}})
+    export_s = time.perf_counter() - t0
+    onnx_model = netpass.read_model(buf.getvalue())
+    prompt = np.random.default_rng(0).integers(0, vocab, (1, seq))
+    feeds = {"input_ids": prompt, "attention_mask": np.ones_like(prompt)}
+    r = {"layers": layers, "d": d, "seq": seq, "export_s": export_s}
+    dev = "cuda" if torch_cuda_mod else "cpu"
+    tm = LastLogits(model).eval().to(dev)  # (the exporter restores the wrapper's train mode)
+    tids = torch.from_numpy(prompt).to(dev)
+    tmask = torch.ones_like(tids)
+    with torch.no_grad():
+        want = tm(tids, tmask).double().cpu().numpy()
+    variants = [("netpass f32 (3xTF32)", "f32", 3), ("netpass tf32", "tf32", 3)]
+    if args.simt:
+        variants.append(("netpass f32 SIMT", "f32", None))
+    for label, precision, f32_split in variants:
+        KM.F32_SPLIT = f32_split
+        try:
+            t0 = time.perf_counter()
+            cm = netpass.compile_model(onnx_model, args.device, {"TRANSFORMATIONS": "NONE",
+                                                           "INFERENCE_PRECISION_HINT": precision})
+            compile_s = time.perf_counter() - t0
+            req = cm.create_infer_request()
+            out = req.infer(feeds)["logits"]
+            walls = []
+            for _ in range(args.reps):
+                t0 = time.perf_counter()
+                req.infer(feeds)
+                walls.append(time.perf_counter() - t0)
+            err = float(np.linalg.norm(out - want) / np.linalg.norm(want))
+            by_kind = kernel_ms_by_kind(onnx_model, feeds, args.device, precision)
+            total = sum(by_kind.values())
+            r[label] = {"wall_ms": 1e3 * statistics.median(walls), "kernel_ms": total,
+                        "rel_l2_vs_torch_fp32": err, "compile_s": compile_s, "kernel_ms_by_kind": by_kind}
+            top = ", ".join(f"{k} {v:.2f}" for k, v in list(by_kind.items())[:7])
+            print(f"  {label}: wall {r[label]['wall_ms']:.2f} ms, kernels {total:.2f} ms ({top}), "
+                  f"rel L2 {err:.1e}, compiled in {compile_s:.1f} s", flush=True)
+        except Exception:
+            print(f"  {label} FAILED\n{traceback.format_exc()[-1500:]}", flush=True)
+            r[label] = {"error": traceback.format_exc()[-2000:]}
+        finally:
+            KM.F32_SPLIT = 3
+    if torch_cuda_mod:
+        for label, attn, tf32 in (("torch sdpa fp32", "sdpa", False), ("torch eager-attn fp32", "eager", False),
+                                  ("torch sdpa tf32", "sdpa", True)):
+            m = LastLogits(gpt2_torch(layers, d, heads, vocab, attn)).eval().cuda()
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            with torch.no_grad():
+                ms = 1e3 * cuda_time(torch, lambda: m(tids, tmask), args.reps)
+            torch.backends.cuda.matmul.allow_tf32 = False
+            r[label] = {"ms": ms}
+            print(f"  {label}: {ms:.2f} ms", flush=True)
+    REPORT["gpt2"] = r
+
+
+def section_models(eng, torch_cuda_mod, args) -> None:
+    """torchvision ResNet-50 and ViT-B/16 (random weights, batch 8, 224x224) beside torch eager."""
+    import torch
+
+    import netpass
+    try:
+        import torchvision
+    except ImportError:
+        print("models: torchvision is not installed")
+        return
+    batch = 2 if args.quick else 8
+    out = {}
+    for name in ("resnet50", "vit_b_16"):
+        torch.manual_seed(0)
+        torch.backends.mha.set_fastpath_enabled(False)  # exportable MultiheadAttention
+        m = getattr(torchvision.models, name)(weights=None).eval()
+        if name == "vit_b_16":  # torchvision zeroes the head: the outputs would all be its bias
+            torch.nn.init.normal_(m.heads.head.weight, std=0.02)
+        x = torch.randn(batch, 3, 224, 224)
+        buf = io.BytesIO()
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(m, (x,), buf, dynamo=False, opset_version=17, input_names=["x"], output_names=["y"])
+        m.eval()
+        feeds = {"x": x.numpy()}
+        r = {}
+        dev = "cuda" if torch_cuda_mod else "cpu"
+        tm, tx = m.to(dev), x.to(dev)
+        torch.backends.cudnn.allow_tf32 = False  # a float32 reference (cuDNN's default is TF32)
+        with torch.no_grad():
+            want = tm(tx).double().cpu().numpy()
+        onnx_model = netpass.read_model(buf.getvalue())
+        for label, precision in (("netpass f32", "f32"), ("netpass tf32", "tf32")):
+            try:
+                cm = netpass.compile_model(onnx_model, args.device, {"TRANSFORMATIONS": "NONE",
+                                                                     "INFERENCE_PRECISION_HINT": precision})
+                req = cm.create_infer_request()
+                got = req.infer(feeds)["y"]
+                walls = []
+                for _ in range(args.reps):
+                    t0 = time.perf_counter()
+                    req.infer(feeds)
+                    walls.append(time.perf_counter() - t0)
+                err = float(np.linalg.norm(got - want) / np.linalg.norm(want))
+                by_kind = kernel_ms_by_kind(onnx_model, feeds, args.device, precision)
+                r[label] = {"wall_ms": 1e3 * statistics.median(walls), "rel_l2": err,
+                            "kernel_ms": sum(by_kind.values()), "kernel_ms_by_kind": by_kind}
+                top = ", ".join(f"{k} {v:.2f}" for k, v in list(by_kind.items())[:6])
+                print(f"  {name} {label}: {r[label]['wall_ms']:.2f} ms (kernels {sum(by_kind.values()):.2f}: {top}), "
+                      f"rel L2 {err:.1e}", flush=True)
+            except Exception:
+                print(f"  {name} {label} FAILED\n{traceback.format_exc()[-1500:]}", flush=True)
+                r[label] = {"error": traceback.format_exc()[-2000:]}
+        if torch_cuda_mod:
+            for label, tf32 in (("torch fp32", False), ("torch tf32", True)):
+                torch.backends.cuda.matmul.allow_tf32 = tf32
+                torch.backends.cudnn.allow_tf32 = tf32
+                with torch.no_grad():
+                    ms = 1e3 * cuda_time(torch, lambda: tm(tx), args.reps)
+                r[label] = {"ms": ms}
+                print(f"  {name} {label}: {ms:.2f} ms", flush=True)
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = True
+        out[name] = r
+    REPORT["models"] = out
+
+
+SECTIONS = {"gemm": section_gemm, "gpt2": section_gpt2, "attention": section_attention,
+            "models": section_models, "shapes": section_shapes, "tiles": section_tiles}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="GPU")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--sections", default=",".join(SECTIONS))
+    ap.add_argument("--simt", action="store_true", help="gpt2: also without tensor cores for float32")
+    args = ap.parse_args()
+    eng = Engine.get(select_device(resolve_device_name(args.device)), profiling=True)
+    torch = torch_cuda()
+    REPORT["device"] = eng.describe()
+    REPORT["mma"], REPORT["cp_async"] = eng.mma, eng.cp_async
+    if torch:
+        REPORT["torch"] = f"{torch.__version__} {torch.cuda.get_device_name()}"
+    print(f"{eng.describe()}; mma {eng.mma!r}, cp.async {eng.cp_async}; torch {REPORT.get('torch')}", flush=True)
+    for name in args.sections.split(","):
+        t0 = time.perf_counter()
+        try:
+            SECTIONS[name](eng, torch, args)
+        except Exception:
+            print(f"section {name} FAILED\n{traceback.format_exc()[-3000:]}", flush=True)
+        print(f"[{name}: {time.perf_counter() - t0:.1f} s]", flush=True)
+        out = os.environ.get("OUT")
+        if out:
+            Path(out).mkdir(parents=True, exist_ok=True)
+            (Path(out) / "bench_kernels.json").write_text(json.dumps(REPORT, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()

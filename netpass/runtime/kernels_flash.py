@@ -1,0 +1,278 @@
+"""Flash attention on tensor cores (``flash_attention``): out = softmax(ops(q k^T)) v for a
+block of queries per work-group, the scores never leaving the registers.
+
+A work-group of ``W`` warps owns ``BQ = 16 W`` query rows of one batch (a head); each warp 16
+of them. The keys go in blocks of ``BKV``: per block, the warp's scores S = Q K^T (m16n8k8
+``mma.sync``, TF32 or 3xTF32 as :mod:`netpass.runtime.kernels_mma`), the score ops (a scale, an
+additive or boolean mask read from side inputs through strides), the padding (keys past N)
+and causal masks, the running row maximum and sum (online softmax; lanes of a row meet
+through two butterfly shuffles), and O += P V with P taken straight from the S accumulators:
+an accumulator holds columns 2t, 2t+1 of its row, and pairing the k slots (t, t + 4) of the
+second product with keys (2t, 2t + 1) makes the same registers its A operand (FlashAttention
+2's register reuse; the V fragment reads follow the same pairing).
+
+Q fragments are read once into registers (staged through the K stages' local memory); K and
+V blocks go through two local-memory stages, the next block's copies (``cp.async`` where K
+and V rows are contiguous and 16-byte aligned) in flight during this block's math. Layouts:
+K as ``[d / 16][BKV][16]`` (the B operand read along k as in the GEMM), V as
+``[BKV][DV + pad]`` with the row stride 4 mod 16 floats, so that the lanes reading keys 2t
+and 2t + 1 of eight columns hit distinct banks.
+
+Batch b = b0 * B1 + b1 as in the other attention kernel; the keys and values of query head
+b1 are those of head b1 / G (grouped-query attention; G = 1 otherwise). With ``causal``, key
+n is visible to query m when n <= m + cofs, and key blocks past the last visible one are not
+visited (so NaN or Inf in q or k reach only the keys a query attends). Without PTX the same
+source runs with the emulated ``MMA`` and shuffles (tests on PoCL).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import kernels as K
+from . import kernels_mma as KM
+from .kernels import Source, Stage
+
+MAX_HEAD = 128
+
+
+@dataclass(frozen=True)
+class FlashConfig:
+    """Warps per work-group (16 query rows each) and keys per block."""
+
+    warps: int
+    bkv: int
+
+    @property
+    def bq(self) -> int:
+        return 16 * self.warps
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps
+
+
+def config_for(d: int) -> FlashConfig:
+    """64 queries and 32 keys per block up to head size 64, 32 and 16 up to 128 (two stages
+    of K and V in 48 KB of local memory)."""
+    return FlashConfig(4, 32) if d <= 64 else FlashConfig(2, 16)
+
+
+_SHUFFLE_PTX = r"""
+inline float shfl_xor(float v, int m) {
+  float r; asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(m)); return r; }
+#define SHFL_XOR(dst, v, m) dst = shfl_xor(v, m);
+"""
+_SHUFFLE_EMULATED = r"""
+#define SHFL_XOR(dst, v, m) { xch[tid] = (v); barrier(CLK_LOCAL_MEM_FENCE); \
+  dst = xch[(tid & ~31) | (lane ^ (m))]; barrier(CLK_LOCAL_MEM_FENCE); }
+"""
+
+
+def _ceil(x: int, m: int) -> int:
+    return (x + m - 1) // m * m
+
+
+@K.memoized
+def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, vec: bool,
+                    score_ops: list[Stage], side_dtypes: list, causal: bool,
+                    empty_rows: str = "nan", hi_round: str = "rn") -> Source:
+    """The kernel for head size ``d`` and value width ``dv`` (<= MAX_HEAD). ``vec``: K and V
+    rows contiguous with row and batch strides multiples of 4 floats and ``d``, ``dv`` too:
+    their blocks are copied 16 bytes at a time (``cp.async`` with PTX; a work-group whose K or
+    V start is not 16-byte aligned copies plainly). ``score_ops`` read side input j at
+    ``in<j>[off + b0 s0 + b1 s1 + m s2 + n s3]``. ``empty_rows``: what a row whose keys are
+    all masked gives: "nan" (0 / 0, as a plain softmax), "zero_nan" (any NaN output reads 0:
+    torch's ``Where(IsNaN(p), 0, p)`` guard) or "zero" (0 where the row's sum is 0, as ONNX
+    Attention; NaN inputs still give NaN)."""
+    W, BKV, BQ, NT = cfg.warps, cfg.bkv, cfg.bq, cfg.threads
+    DK, DVP = _ceil(d, 16), _ceil(dv, 8)
+    if BQ > 2 * BKV or DK > MAX_HEAD or DVP > MAX_HEAD or (vec and (d % 4 or dv % 4)):
+        raise ValueError(f"flash attention: head {d}, value width {dv} do not fit {cfg}")
+    VST = DVP + (4 - DVP) % 16  # V row stride: 4 mod 16 floats
+    NJ, NO, SL = BKV // 8, DVP // 8, DK // 16
+    n_side = len(side_dtypes)
+    args = ["__global const float* Q", "int qoff", "__global const float* Kt", "int koff",
+            "__global const float* V", "int voff", "__global float* O", "int ooff",
+            "int M", "int N", "int D", "int DV", "int B1", "int G", "int cofs",
+            "int sq0", "int sq1", "int sqm", "int sqd", "int sk0", "int sk1", "int skn", "int skd",
+            "int sv0", "int sv1", "int svn", "int svj", "int so0", "int so1", "int som", "int soj"]
+    for j, dt in enumerate(side_dtypes):
+        args += [f"__global const {K.ctype(dt)}* in{j}", f"int off_in{j}"] + [f"int s_in{j}_{k}" for k in range(4)]
+
+    def copy_block(dst: str, src: str, rows: int, width: int, limit_rows: str, limit_cols: str,
+                   rs: str, cs: str, layout: str) -> str:
+        """Rows ``rows`` x ``width`` (padded) of a tensor at ``src`` (row stride ``rs``, column
+        stride ``cs``) into local ``dst``; ``layout`` maps (r, c) to its local index."""
+        if vec:
+            quads = rows * width // 4
+            return f"""for (int i = tid; i < {quads}; i += NT) {{
+      const int r = i / {width // 4}, c = (i % {width // 4}) * 4;
+      const int bytes = r < {limit_rows} ? clamp({limit_cols} - c, 0, 4) * 4 : 0;
+      __global const float* s_ = {src} + (r < {limit_rows} ? r : 0) * {rs} + (c < {limit_cols} ? c : 0);
+      if (al16) CP_ASYNC(&{dst}[{layout}], s_, bytes); else FILL_PLAIN(&{dst}[{layout}], s_, bytes);
+    }}"""
+        return f"""for (int i = tid; i < {rows * width}; i += NT) {{
+      const int r = i / {width}, c = i % {width};
+      {dst}[{layout}] = (r < {limit_rows} && c < {limit_cols}) ? {src}[r * {rs} + c * {cs}] : 0.0f;
+    }}"""
+
+    kq_layout = "((c >> 4) * {rows} + r) * 16 + (c & 15)"
+    load_q = copy_block("KS", "Qm", BQ, DK, "M - m0", "D", "sqm", "sqd", kq_layout.format(rows=BQ))
+
+    def load_kv(stage: str, n0: str) -> str:
+        kl = f"{stage} * {SL * BKV * 16} + " + kq_layout.format(rows=BKV)
+        vl = f"{stage} * {BKV * VST} + r * {VST} + c"
+        return (f"{{ __global const float* Kn = Kt + ({n0}) * skn; __global const float* Vn = V + ({n0}) * svn;\n    "
+                + copy_block("KS", "Kn", BKV, DK, f"N - ({n0})", "D", "skn", "skd", kl) + "\n    "
+                + copy_block("VS", "Vn", BKV, DVP, f"N - ({n0})", "DV", "svn", "svj", vl) + " }")
+
+    # Q fragments: rows g and g + 8 of the warp, k = 4t..4t+3 of each 16-slab
+    qfrag = []
+    for s in range(SL):
+        for h, off in (("l", 0), ("h", 8)):
+            qfrag.append(f"const float4 q{s}{h} = vload4(0, &KS[({s} * BQ + warp * 16 + {off} + g) * 16 + 4 * t]);")
+        for step, (c0, c1) in enumerate((("x", "y"), ("z", "w"))):
+            for r, (h, c) in enumerate((("l", c0), ("h", c0), ("l", c1), ("h", c1))):
+                qfrag += KM.split_operand(f"qa{s}_{step}_{r}", f"q{s}{h}.{c}", split, hi_round)
+    pairs = [("h", "h")] if split == 1 else [("l", "h"), ("h", "l"), ("h", "h")]
+
+    def mma(acc: str, a: str, b: str) -> list[str]:
+        return [f"MMA({acc}, {a.format(p=pa)}, {b.format(p=pb)});" for pa, pb in pairs]
+
+    # S = Q K^T for this block
+    s_code = [f"float {', '.join(f's{j}_{q} = 0.0f' for q in range(4))};" for j in range(NJ)]
+    for s in range(SL):
+        s_code.append("{")
+        for j in range(NJ):
+            at = f"cs * {SL * BKV * 16} + ({s} * BKV + {j * 8} + g) * 16 + 4 * t"
+            s_code.append(f"const float4 k{j} = vload4(0, &KS[{at}]);")
+        for step, (c0, c1) in enumerate((("x", "y"), ("z", "w"))):
+            for j in range(NJ):
+                s_code += KM.split_operand(f"kb{j}_{step}_0_", f"k{j}.{c0}", split, hi_round)
+                s_code += KM.split_operand(f"kb{j}_{step}_1_", f"k{j}.{c1}", split, hi_round)
+                s_code += mma(", ".join(f"s{j}_{q}" for q in range(4)),
+                              ", ".join(f"qa{s}_{step}_{r}{{p}}" for r in range(4)),
+                              f"kb{j}_{step}_0_{{p}}, kb{j}_{step}_1_{{p}}")
+        s_code.append("}")
+
+    # score ops and masks, element (row m, key n)
+    ops = K._stage_code([Stage("sv", [], "float")] + list(score_ops),
+                        {j: f"in{j}[ob{j} + mc * s_in{j}_2 + nc * s_in{j}_3]" for j in range(n_side)})
+    last = f"x{len(score_ops)}"
+    mask = "n >= N" + (" || n > m + cofs" if causal else "")
+    score = []
+    for j in range(NJ):
+        for q in range(4):
+            m = "mr0" if q < 2 else "mr1"
+            score.append(f"{{ const int m = {m}, n = n0 + {j * 8} + 2 * t + {q & 1};"
+                         + (" const int mc = min(m, M - 1), nc = min(n, N - 1);" if n_side else "")
+                         + f" const float sv = s{j}_{q}; {ops} s{j}_{q} = ({mask}) ? -INFINITY : {last}; }}")
+
+    def rowmax(name: str, qs: tuple) -> list[str]:
+        vals = [f"s{j}_{q}" for j in range(NJ) for q in qs]
+        return [f"float {name} = {vals[0]};"] + [f"{name} = {K.nan_max(name, v)};" for v in vals[1:]]
+
+    softmax = rowmax("tm0", (0, 1)) + rowmax("tm1", (2, 3)) + [
+               "float o_;",
+               "SHFL_XOR(o_, tm0, 1) tm0 = " + K.nan_max("tm0", "o_") + ";",
+               "SHFL_XOR(o_, tm0, 2) tm0 = " + K.nan_max("tm0", "o_") + ";",
+               "SHFL_XOR(o_, tm1, 1) tm1 = " + K.nan_max("tm1", "o_") + ";",
+               "SHFL_XOR(o_, tm1, 2) tm1 = " + K.nan_max("tm1", "o_") + ";",
+               f"const float nm0 = {K.nan_max('mx0', 'tm0')}, nm1 = {K.nan_max('mx1', 'tm1')};",
+               "const float sc0 = nm0 == -INFINITY ? 1.0f : exp(mx0 - nm0);",
+               "const float sc1 = nm1 == -INFINITY ? 1.0f : exp(mx1 - nm1);",
+               "mx0 = nm0; mx1 = nm1;"]
+    for j in range(NJ):
+        for q in range(4):
+            nm = "nm0" if q < 2 else "nm1"
+            softmax.append(f"s{j}_{q} = {nm} == -INFINITY ? 0.0f : exp(s{j}_{q} - {nm});")
+    softmax.append("l0 = l0 * sc0 + " + " + ".join(f"s{j}_0 + s{j}_1" for j in range(NJ)) + ";")
+    softmax.append("l1 = l1 * sc1 + " + " + ".join(f"s{j}_2 + s{j}_3" for j in range(NJ)) + ";")
+    for o in range(NO):
+        softmax.append(f"o{o}_0 *= sc0; o{o}_1 *= sc0; o{o}_2 *= sc1; o{o}_3 *= sc1;")
+
+    # O += P V: the S accumulators of key block j are the A operand (keys 2t, 2t+1 in slots t, t+4)
+    pv = []
+    for j in range(NJ):
+        pv.append("{")
+        for r, q in enumerate((0, 2, 1, 3)):
+            pv += KM.split_operand(f"pa{j}_{r}", f"s{j}_{q}", split, hi_round)
+        for o in range(NO):
+            for r in range(2):
+                at = f"cs * {BKV * VST} + ({j * 8} + 2 * t + {r}) * {VST} + {o * 8} + g"
+                pv.append(f"const float v{o}_{r} = VS[{at}];")
+                pv += KM.split_operand(f"vb{o}_{r}_", f"v{o}_{r}", split, hi_round)
+            pv += mma(", ".join(f"o{o}_{q}" for q in range(4)), ", ".join(f"pa{j}_{r}{{p}}" for r in range(4)),
+                      f"vb{o}_0_{{p}}, vb{o}_1_{{p}}")
+        pv.append("}")
+
+    finish = {"nan": "v_", "zero_nan": "isnan(v_) ? 0.0f : v_", "zero": "{lv} == 0.0f ? 0.0f : v_"}
+    store = []
+    for o in range(NO):
+        for q in range(4):
+            m, lv = ("mr0", "l0") if q < 2 else ("mr1", "l1")
+            store.append(f"{{ const int j = {o * 8} + 2 * t + {q & 1}; if ({m} < M && j < DV) {{ "
+                         f"const float v_ = o{o}_{q} / {lv}; O[{m} * som + j * soj] = "
+                         f"{finish[empty_rows].format(lv=lv)}; }} }}")
+
+    side_base = "\n  ".join(f"const int ob{j} = off_in{j} + b0 * s_in{j}_0 + b1 * s_in{j}_1;" for j in range(n_side))
+    shuffle = _SHUFFLE_PTX if ptx else _SHUFFLE_EMULATED
+    scratch = KM.emulation_scratch(ptx, W) + ("" if ptx else " __local float xch[NT];")
+    al16 = "const int al16 = ((((size_t)Kt) | ((size_t)V) | ((size_t)Qm)) & 15) == 0;" if vec else ""
+    text = K.header([np.float32] + list(side_dtypes)) + f"""#define NT {NT}
+#define BQ {BQ}
+#define BKV {BKV}
+#define STAGES 2
+{KM.macros(ptx, 0)}{shuffle}
+__kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
+void flash_attention({', '.join(args)})
+{{
+  const int tid = get_local_id(0), lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int m0 = get_group_id(0) * BQ, b = get_group_id(1);
+  const int b0 = b / B1, b1 = b - b0 * B1, kb1 = b1 / G;
+  __global const float* Qm = Q + qoff + b0 * sq0 + b1 * sq1 + m0 * sqm;
+  Kt += koff + b0 * sk0 + kb1 * sk1;
+  V += voff + b0 * sv0 + kb1 * sv1;
+  O += ooff + b0 * so0 + b1 * so1;
+  {side_base}
+  __local float KS[2 * {SL * BKV * 16}] __attribute__((aligned(16)));
+  __local float VS[2 * {BKV * VST}] __attribute__((aligned(16)));
+  {scratch}
+  {al16}
+  const int mr0 = m0 + warp * 16 + g, mr1 = mr0 + 8;
+  /* Q block into the K stages, then its fragments into registers */
+  {load_q}
+  CP_COMMIT();
+  CP_WAIT();
+  barrier(CLK_LOCAL_MEM_FENCE);
+  {chr(10).join("  " + x for x in qfrag)}
+  barrier(CLK_LOCAL_MEM_FENCE);
+  float mx0 = -INFINITY, mx1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+  {" ".join(f"float o{o}_0 = 0.0f, o{o}_1 = 0.0f, o{o}_2 = 0.0f, o{o}_3 = 0.0f;" for o in range(NO))}
+  const int nend = {"min(N, m0 + BQ + cofs)" if causal else "N"};
+  const int nblocks = nend > 0 ? (nend + BKV - 1) / BKV : 0;
+  if (nblocks > 0) {load_kv("0", "0")}
+  CP_COMMIT();
+  for (int it = 0; it < nblocks; ++it) {{
+    CP_WAIT();
+    barrier(CLK_LOCAL_MEM_FENCE);  /* block it is in; block it - 1 is no longer read */
+    const int cs = it & 1, n0 = it * BKV;
+    if (it + 1 < nblocks) {load_kv("(cs ^ 1)", "n0 + BKV")}
+    CP_COMMIT();
+    {chr(10).join("    " + x for x in s_code)}
+    {chr(10).join("    " + x for x in score)}
+    {chr(10).join("    " + x for x in softmax)}
+    {chr(10).join("    " + x for x in pv)}
+  }}
+  float o_;
+  SHFL_XOR(o_, l0, 1) l0 += o_;
+  SHFL_XOR(o_, l0, 2) l0 += o_;
+  SHFL_XOR(o_, l1, 1) l1 += o_;
+  SHFL_XOR(o_, l1, 2) l1 += o_;
+  {chr(10).join("  " + x for x in store)}
+}}
+"""
+    return Source(text, "flash_attention")

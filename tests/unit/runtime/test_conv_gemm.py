@@ -1,0 +1,90 @@
+"""Convolutions that run as GEMMs: a pointwise (1x1, stride 1, no padding) NCHW convolution is
+the batched product W [O, C] @ X[n] [C, H W], so it takes the runtime's GEMM kernels (and
+their tensor-core variant where there is one) with its fused bias and activation; other dense
+convolutions take the tensor-core GEMM with B gathered from the image (implicit im2col) where
+the device has tensor cores (emulated here on PoCL; TF32 tolerance 2e-3, 3xTF32 4e-6)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import netpass
+from netpass import Model, opset
+from netpass.runtime import compile_program
+from netpass.runtime import kernels_mma as KM
+from netpass.runtime.device import Engine, select_device
+from netpass.testing import RUNTIME_DEVICE
+
+
+def _f(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _rel_l2(got, want) -> float:
+    return float(np.linalg.norm(np.asarray(got, np.float64) - want) / np.linalg.norm(want))
+
+
+def _conv(rng, c, o, k, stride=1, pad=0):
+    x = opset.parameter([-1, c, -1, -1], np.float32, name="x")
+    y = opset.convolution(x, _f(rng, o, c, k, k), [stride] * 2, [pad] * 2, [pad] * 2, [1, 1])
+    y = opset.relu(opset.add(y, _f(rng, 1, o, 1, 1)))
+    return Model([opset.result(y, name="y")], [x])
+
+
+def _ran_direct_conv(req) -> bool:
+    return any("void conv(" in key[2] for key in req.network.kernel_objects)
+
+
+def test_pointwise_convolution_runs_as_gemm(rng):
+    model = _conv(rng, 24, 40, 1)
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
+    for shape in ((2, 24, 7, 9), (1, 24, 16, 16)):
+        feeds = {"x": _f(rng, *shape)}
+        got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
+        assert _rel_l2(got, want) <= 1e-5
+    assert not _ran_direct_conv(req)
+    assert req.stats["fused"] == 4  # the bias and the Relu, at both shapes
+
+
+def test_strided_and_padded_convolutions_keep_the_direct_kernel(rng):
+    """(12 output channels: below the tensor-core kernel's minimum on any device.)"""
+    for k, stride, pad in ((1, 2, 0), (3, 1, 1)):
+        model = _conv(rng, 8, 12, k, stride, pad)
+        req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
+        feeds = {"x": _f(rng, 2, 8, 9, 9)}
+        assert _rel_l2(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-5
+        assert _ran_direct_conv(req)
+
+
+@pytest.fixture
+def emulated(monkeypatch):
+    """The CPU engine with emulated tensor cores (kernels_mma) and small tiles."""
+    eng = Engine.get(select_device("CPU"))
+    monkeypatch.setattr(eng, "mma", "emulated")
+    monkeypatch.setattr(KM, "CONFIGS", (KM.MmaConfig(64, 32, 32, 16, 16, 3), KM.MmaConfig(32, 32, 16, 16, 16, 2)))
+    monkeypatch.setattr(KM, "_choices", {})
+    return eng
+
+
+def _ran_mma(req) -> bool:
+    return any("gemm_mma(" in key[2] for key in req.network.kernel_objects)
+
+
+@pytest.mark.skipif(RUNTIME_DEVICE != "CPU", reason="emulated tensor cores on PoCL")
+@pytest.mark.parametrize("c,o,k,stride,pad,dil,precision", [
+    (8, 24, 3, 1, 1, 1, "tf32"),
+    (3, 16, 7, 2, 3, 1, "f32"),   # K = 147: A read with element loads
+    (12, 20, 3, 2, 0, 2, "f32"),
+])
+def test_convolution_as_implicit_gemm(c, o, k, stride, pad, dil, precision, emulated, rng):
+    """Dense convolutions on the tensor-core GEMM with B gathered from the image (padding,
+    strides, dilation, batch), the bias and Relu as its epilogue."""
+    x = opset.parameter([-1, c, -1, -1], np.float32, name="x")
+    y = opset.convolution(x, _f(rng, o, c, k, k), [stride] * 2, [pad] * 2, [pad] * 2, [dil] * 2)
+    model = Model([opset.result(opset.relu(opset.add(y, _f(rng, 1, o, 1, 1))), name="y")], [x])
+    req = compile_program(model, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": precision}).create_infer_request()
+    for shape in ((2, c, 21, 19), (1, c, 20, 20)):
+        feeds = {"x": _f(rng, *shape)}
+        got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
+        assert _rel_l2(got, want) <= (2e-3 if precision == "tf32" else 4e-6)
+    assert _ran_mma(req) and not _ran_direct_conv(req)

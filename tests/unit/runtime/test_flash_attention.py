@@ -1,0 +1,221 @@
+"""The tensor-core flash attention kernel (netpass.runtime.kernels_flash) against numpy on
+random data, on PoCL with the PTX pieces emulated (mma.sync and the butterfly shuffles
+through local memory): odd query and key counts (tails of both blocks), head sizes that are
+no multiple of 16 and value widths no multiple of 8, several heads, grouped-query heads,
+additive masks with -inf, causal masking with block skipping, 16-byte and element copies;
+then fused attentions of exported shapes through the runtime with either precision.
+
+Tolerances, relative L2 against float64: TF32 <= 2e-3 (measured 3e-4), 3xTF32 <= 2e-6
+(measured 3e-7)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import netpass
+from netpass import Model, opset
+from netpass.runtime import Program, compile_program
+from netpass.runtime import attention as A
+from netpass.runtime import kernels_flash as KF
+from netpass.runtime.device import Engine, select_device
+from netpass.runtime.kernels import Stage
+from netpass.testing import RUNTIME_DEVICE
+
+pocl_only = pytest.mark.skipif(RUNTIME_DEVICE != "CPU", reason="emulated tensor cores on PoCL")
+TOL = {1: 2e-3, 3: 2e-6}
+
+
+def _f(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _rel_l2(got, want) -> float:
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    return float(np.linalg.norm(got - want) / np.linalg.norm(want))
+
+
+def _run_kernel(m, n, d, dv, split, causal, vec, heads, kv_heads, rng):
+    """Scores scaled by 1/8 plus a random mask with -inf holes, through the kernel; (out, ref)."""
+    eng = Engine.get(select_device("CPU"))
+    cl = eng.cl
+    q, k, v = _f(rng, heads, m, d), _f(rng, kv_heads, n, d), _f(rng, kv_heads, n, dv)
+    mask = np.where(rng.random((m, n)) < 0.2, -np.inf, rng.standard_normal((m, n))).astype(np.float32)
+    ops = [Stage("({0} * 0.125f)", [("x", None)], "float"), Stage("({0} + {1})", [("x", None), ("in", 0)], "float")]
+    cfg = KF.config_for(d)
+    src = KF.flash_attention(cfg, d, dv, split, False, vec, ops, [np.float32], causal, "zero_nan")
+    mf = cl.mem_flags
+    bufs = [cl.Buffer(eng.context, mf.COPY_HOST_PTR, hostbuf=x) for x in (q, k, v, mask)]
+    out = cl.Buffer(eng.context, mf.READ_WRITE, heads * m * dv * 4)
+    ints = [0, 0, 0, 0, m, n, d, dv, heads, heads // kv_heads, n - m, 0, m * d, d, 1, 0, n * d, d, 1,
+            0, n * dv, dv, 1, 0, m * dv, dv, 1, 0, 0, 0, n, 1]
+    kern = cl.Kernel(eng.build(src.text), src.name)
+    kern.set_args(*bufs[:3], out, bufs[3], np.array(ints, np.int32))
+    cl.enqueue_nd_range_kernel(eng.queue, kern, (-(-m // cfg.bq) * cfg.threads, heads, 1), (cfg.threads, 1, 1))
+    got = np.full((heads, m, dv), np.nan, np.float32)
+    cl.enqueue_copy(eng.queue, got, out)
+    eng.queue.finish()
+    kk = np.repeat(k, heads // kv_heads, 0).astype(np.float64)
+    vv = np.repeat(v, heads // kv_heads, 0).astype(np.float64)
+    s = q.astype(np.float64) @ kk.transpose(0, 2, 1) * 0.125 + mask
+    if causal:
+        s = np.where(np.arange(n)[None, :] > np.arange(m)[:, None] + n - m, -np.inf, s)
+    with np.errstate(invalid="ignore"):
+        e = np.exp(s - s.max(-1, keepdims=True))
+        want = np.nan_to_num(e / e.sum(-1, keepdims=True) @ vv, nan=0.0)
+    return got, want
+
+
+@pocl_only
+@pytest.mark.parametrize("m,n,d,dv,split,causal,vec,heads,kv_heads", [
+    (37, 45, 64, 64, 1, False, False, 2, 2),
+    (37, 45, 64, 64, 3, True, False, 2, 2),
+    (20, 70, 40, 24, 1, False, True, 4, 2),
+    (70, 70, 96, 72, 1, True, True, 1, 1),
+    (65, 33, 30, 20, 3, False, False, 3, 1),
+])
+def test_kernel_matches_numpy(m, n, d, dv, split, causal, vec, heads, kv_heads, rng):
+    got, want = _run_kernel(m, n, d, dv, split, causal, vec, heads, kv_heads, rng)
+    assert not np.isnan(got).any()
+    assert _rel_l2(got, want) <= TOL[split]
+
+
+@pytest.fixture
+def emulated(monkeypatch):
+    eng = Engine.get(select_device("CPU"))
+    monkeypatch.setattr(eng, "mma", "emulated")
+    monkeypatch.setattr(A, "FLASH_MIN_M", 4)
+    return eng
+
+
+def _i64(v):
+    return np.array(v, dtype=np.int64)
+
+
+def _heads(x, h, d, order=(0, 2, 1, 3)):
+    return opset.transpose(opset.reshape(x, _i64([0, 0, h, d]), True), _i64(list(order)))
+
+
+def _decoder(h=2, d=16, max_seq=96):
+    """GPT-style: a QKV projection split into strided views, a causal mask sliced from a
+    constant, the heads transposed back and merged."""
+    rng = np.random.default_rng(3)
+    x = opset.parameter([1, -1, h * d], np.float32, name="x")
+    qkv = opset.matmul(x, _f(rng, h * d, 3 * h * d), False, False)
+    q, k, v = opset.split(qkv, _i64(-1), 3).outputs()
+    scores = opset.multiply(opset.matmul(_heads(q, h, d), _heads(k, h, d, (0, 2, 3, 1)), False, False),
+                            np.float32(d ** -0.5))
+    seq = opset.gather(opset.shape_of(x), _i64([1]), _i64(0))
+    tri = np.triu(np.full((max_seq, max_seq), -1e9, np.float32), 1)
+    mask = opset.slice(tri, _i64([0, 0]), opset.concat([seq, seq], 0), _i64([1, 1]), _i64([0, 1]))
+    att = opset.matmul(opset.softmax(opset.add(scores, mask), -1), _heads(v, h, d), False, False)
+    y = opset.reshape(opset.transpose(att, _i64([0, 2, 1, 3])), _i64([0, 0, -1]), True)
+    return Model([opset.result(y, name="y")], [x])
+
+
+def _ran_flash(req) -> bool:
+    return any("flash_attention(" in key[2] for key in req.network.kernel_objects)
+
+
+@pocl_only
+@pytest.mark.parametrize("precision", ["tf32", "f32"])
+def test_decoder_prefill(precision, emulated, rng):
+    model = _decoder()
+    cm = compile_program(model, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": precision})
+    req = cm.create_infer_request()
+    for s in (37, 70, 2):
+        feeds = {"x": _f(rng, 1, s, 32)}
+        got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
+        assert _rel_l2(got, want) <= 2 * TOL[1 if precision == "tf32" else 3]
+    assert _ran_flash(req)
+    assert req.stats["host_fallbacks"] == 0
+
+
+@pocl_only
+def test_padding_mask_batch_and_nan_guard(emulated, rng):
+    """BERT-style (q k^T) / sqrt(d) + mask[b, 1, 1, s] over a batch of 2, torch's
+    Where(IsNaN(p), 0, p) guard: a sequence whose keys are all masked gives zeros."""
+    b_, h, d = 2, 3, 12
+    q, k, v = (opset.parameter([b_, h, -1, d], np.float32, name=n) for n in "qkv")
+    mask = opset.parameter([b_, 1, 1, -1], np.float32, name="mask")
+    scores = opset.add(opset.divide(opset.matmul(q, k, False, True), np.float32(np.sqrt(d))), mask)
+    p = opset.softmax(scores, -1)
+    p = opset.select(opset.is_nan(p), np.float32(0.0), p)
+    model = Model([opset.result(opset.matmul(p, v, False, False), name="y")], [q, k, v, mask])
+    assert sum(n.kind == "FusedAttention" for n in Program.from_model(model).nodes) == 1
+    req = compile_program(model, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": "tf32"}).create_infer_request()
+    s = 21
+    m = np.where(rng.random((b_, 1, 1, s)) < 0.3, -np.inf, 0.0).astype(np.float32)
+    m[1] = -np.inf
+    feeds = {"q": _f(rng, b_, h, s, d), "k": _f(rng, b_, h, s, d), "v": _f(rng, b_, h, s, d), "mask": m}
+    with np.errstate(invalid="ignore"):
+        want = netpass.reference.infer(model, feeds)["y"]
+    got = req.infer(feeds)["y"]
+    assert np.all(got[1] == 0)
+    assert _rel_l2(got[0], want[0]) <= TOL[1]
+    assert _ran_flash(req)
+
+
+@pocl_only
+def test_few_queries_keep_the_row_kernel(emulated, rng):
+    model = _decoder()
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
+    feeds = {"x": _f(rng, 1, 3, 32)}
+    assert _rel_l2(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-5
+    assert not _ran_flash(req)
+
+
+def test_configs_fit_local_memory():
+    """Two stages of K and V (and the Q block staged in the K stages) in 48 KB."""
+    for d in (16, 64, 96, 128):
+        cfg = KF.config_for(d)
+        dk, dvp = -(-d // 16) * 16, -(-d // 8) * 8
+        vst = dvp + (4 - dvp) % 16
+        assert cfg.bq <= 2 * cfg.bkv
+        assert 4 * 2 * cfg.bkv * (dk + vst) <= 48 << 10
+
+
+def _onnx_attention(rank: int, mask_dtype, **attrs):
+    """ONNX Attention over q [2, 4, S, 24] and k, v of 2 heads (grouped-query), or the 3-D
+    [2, S, heads * 24] form, with an optional mask [S, S]."""
+    from netpass.ops.attention import attention
+    shapes = {"q": [2, 4, -1, 24], "k": [2, 2, -1, 24], "v": [2, 2, -1, 20]} if rank == 4 else \
+        {"q": [2, -1, 96], "k": [2, -1, 48], "v": [2, -1, 40]}
+    ins = [opset.parameter(s, np.float32, name=n) for n, s in shapes.items()]
+    mask = None
+    if mask_dtype is not None:
+        mask = opset.parameter([-1, -1], mask_dtype, name="mask")
+        ins.append(mask)
+    if rank == 3:
+        attrs.update(q_num_heads=4, kv_num_heads=2)
+    y = attention(*ins[:3], attn_mask=mask, **attrs)
+    return Model([opset.result(y.output(0), name="y")], ins)
+
+
+@pocl_only
+@pytest.mark.parametrize("rank,mask_dtype,attrs", [
+    (4, None, {"is_causal": True}),
+    (4, np.bool_, {"scale": 0.3}),
+    (3, np.float32, {"softcap": 2.0}),
+    (3, np.bool_, {"is_causal": True}),
+])
+def test_onnx_attention_op(rank, mask_dtype, attrs, emulated, rng):
+    """The ONNX Attention op runs on the flash kernel (it has no other kernel): grouped-query
+    heads, 3-D inputs, boolean and additive masks (a query row with every key masked gives
+    zeros), causal masking, scale and soft cap."""
+    model = _onnx_attention(rank, mask_dtype, **attrs)
+    req = compile_program(model, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": "tf32"}).create_infer_request()
+    for s in (19, 40):
+        feeds = {"q": _f(rng, 2, 4, s, 24), "k": _f(rng, 2, 2, s, 24), "v": _f(rng, 2, 2, s, 20)} if rank == 4 else \
+            {"q": _f(rng, 2, s, 96), "k": _f(rng, 2, s, 48), "v": _f(rng, 2, s, 40)}
+        if mask_dtype is np.bool_:
+            m = rng.random((s, s)) < 0.7
+            m[3] = False
+            feeds["mask"] = m
+        elif mask_dtype is not None:
+            feeds["mask"] = np.where(rng.random((s, s)) < 0.3, -np.inf, _f(rng, s, s)).astype(np.float32)
+        with np.errstate(invalid="ignore"):
+            want = netpass.reference.infer(model, feeds)["y"]
+        got = req.infer(feeds)["y"]
+        assert got.shape == want.shape
+        assert _rel_l2(got, want) <= TOL[1]
+    assert _ran_flash(req) and req.stats["host_fallbacks"] == 0
