@@ -60,11 +60,22 @@ def device_name(args: argparse.Namespace) -> str:
 
 
 def compile_for_device(model, args: argparse.Namespace):
+    """compile_model as the options ask, its stage on stderr when it takes long
+    (output.CompileProgress)."""
     from .. import compile_model
+    from .output import CompileProgress
     config: dict = {"TRANSFORMATIONS": args.transformations.upper()}
     if getattr(args, "no_host_fallback", False):
         config["HOST_FALLBACK"] = False
-    return compile_model(model, device=device_name(args), config=config)
+    progress = CompileProgress()
+    try:
+        cm = compile_model(model, device=device_name(args), config=config,
+                           progress=progress)
+    except BaseException:
+        progress.close(ok=False)
+        raise
+    progress.close()
+    return cm
 
 
 def device_label(cm) -> str:

@@ -3,6 +3,7 @@ work."""
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import Any, Sequence
 
@@ -14,6 +15,8 @@ SHOWN_VALUES = 5
 
 # Runs longer than this show progress on stderr even when it is not a terminal.
 LONG_RUN_S = 5.0
+# Compiles longer than this show their stage on stderr.
+LONG_COMPILE_S = 1.0
 
 
 def format_values(arr: np.ndarray) -> str:
@@ -97,3 +100,52 @@ class Progress:
         if self.drawn:
             self.stream.write("\n")
             self.stream.flush()
+
+
+class CompileProgress:
+    """``compile_model``'s progress hook for the commands: once a compile has lasted
+    ``LONG_COMPILE_S`` on a terminal (``LONG_RUN_S`` elsewhere), its current stage on stderr
+    (``compiling: legacy passes (5/7, 1.4 s)``), then each next one: redrawn in place on a
+    terminal, a line each elsewhere; ``close(ok)`` ends with ``compiled in N s``. Prints
+    nothing for shorter compiles."""
+
+    def __init__(self, stream: Any = None) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.start = time.perf_counter()
+        self.stage: tuple[str, int, int] | None = None
+        self.shown = False
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(LONG_COMPILE_S if self.tty else LONG_RUN_S, self._show)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def __call__(self, stage: str, step: int, total: int) -> None:
+        with self._lock:
+            self.stage = (stage, step, total)
+            if self.shown and stage != "done":
+                self._write()
+
+    def _show(self) -> None:
+        with self._lock:
+            self.shown = True
+            if self.stage is not None and self.stage[0] != "done":
+                self._write()
+
+    def _write(self) -> None:
+        stage, step, total = self.stage
+        line = f"compiling: {stage} ({step}/{total}, {time.perf_counter() - self.start:.1f} s)"
+        self.stream.write(f"\r{line}\033[K" if self.tty else line + "\n")
+        self.stream.flush()
+
+    def close(self, ok: bool = True) -> None:
+        self._timer.cancel()
+        with self._lock:
+            if self.shown:
+                end = f"compiled in {time.perf_counter() - self.start:.1f} s" if ok else ""
+                if self.tty:
+                    self.stream.write(f"\r{end}\033[K" + ("\n" if ok else ""))
+                elif ok:
+                    self.stream.write(end + "\n")
+                self.stream.flush()
+            self.shown = False
