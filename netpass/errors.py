@@ -193,6 +193,21 @@ class FileAccessError(NetpassError, OSError):
     hint = "check that the folder exists, is writable and has room"
 
 
+SYSTEM_ERRORS = (MemoryError, RecursionError, OSError)
+
+
+def system_error_as_netpass(e: BaseException, what: str) -> NetpassError:
+    """The NetpassError standing for system error ``e`` (one of SYSTEM_ERRORS, not a
+    NetpassError) raised while doing ``what``: ResourceLimitError (OutOfMemoryError for memory),
+    or FileAccessError for an OSError."""
+    if isinstance(e, MemoryError):
+        return OutOfMemoryError(f"{what}: out of memory" + (f" ({e})" if str(e) else ""))
+    if isinstance(e, RecursionError):
+        return ResourceLimitError(f"{what}: the model is nested too deeply ({e})")
+    where = f": {e.filename}" if getattr(e, "filename", None) else ""
+    return FileAccessError(f"{what}: {getattr(e, 'strerror', None) or e}{where}")
+
+
 @contextmanager
 def system_errors_as_netpass(what: str) -> Iterator[None]:
     """Re-raise MemoryError and RecursionError that escape ``what`` (a public entry point:
@@ -202,14 +217,8 @@ def system_errors_as_netpass(what: str) -> Iterator[None]:
         yield
     except NetpassError:
         raise
-    except MemoryError as e:
-        raise OutOfMemoryError(f"{what}: out of memory"
-                               + (f" ({e})" if str(e) else "")) from e
-    except RecursionError as e:
-        raise ResourceLimitError(f"{what}: the model is nested too deeply ({e})") from e
-    except OSError as e:
-        where = f": {e.filename}" if e.filename else ""
-        raise FileAccessError(f"{what}: {e.strerror or e}{where}") from e
+    except SYSTEM_ERRORS as e:
+        raise system_error_as_netpass(e, what) from e
 
 
 class DeviceError(NetpassError):

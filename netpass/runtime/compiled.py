@@ -9,7 +9,8 @@ import numpy as np
 from ..core.feeds import FeedSpec, check_feeds
 from ..core.gc_pause import gc_paused
 from ..core.types import Type
-from ..errors import HostFallbackError, NetpassError, system_errors_as_netpass
+from ..errors import (SYSTEM_ERRORS, HostFallbackError, NetpassError, system_error_as_netpass,
+                      system_errors_as_netpass)
 from ..ops.state import VariableInfo
 from ..reference import VariableState
 from .async_queue import AsyncInferRequest, RequestBusyError
@@ -197,12 +198,16 @@ class InferRequest(AsyncInferRequest):
         return self.network.stats if self.network is not None else self._ref_stats
 
     def _infer(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        with system_errors_as_netpass(f"inferring on {self.compiled.device}"):
+        try:  # (as system_errors_as_netpass, without a context manager per infer)
             feeds = check_feeds(inputs, [FeedSpec(n.name, n.out_dtypes[0], n.out_pshapes[0])
                                          for n in self.compiled.program.inputs], contiguous=True)
             if self.network is None:
                 return self._infer_reference(feeds)
             return self.network.execute(feeds)
+        except NetpassError:
+            raise
+        except SYSTEM_ERRORS as e:
+            raise system_error_as_netpass(e, f"inferring on {self.compiled.device}") from e
 
     def _infer_reference(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         values: dict[int, list[np.ndarray]] = {}

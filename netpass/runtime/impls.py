@@ -260,7 +260,7 @@ class Launch:
 class Impl:
     """Kernels for one primitive at one set of shapes (or a host function)."""
 
-    __slots__ = ("key", "launches", "buffers", "host", "used_inputs")
+    __slots__ = ("key", "launches", "buffers", "host", "used_inputs", "sources")
 
     def __init__(self, key, launches: list[Launch] | None = None, buffers: list | None = None,
                  host: bool = False) -> None:
@@ -271,6 +271,8 @@ class Impl:
         # inputs the kernels read (shape-only inputs are never uploaded)
         self.used_inputs = frozenset(it[1] for ln in self.launches for it in ln.spec
                                      if type(it) is tuple and it[0] == "i")
+        # what picks kernel objects: impls of other shapes mostly share it
+        self.sources = tuple(ln.source.text for ln in self.launches)
 
     @property
     def is_host(self) -> bool:

@@ -23,6 +23,7 @@ from .invariants import check_read
 from .launcher import KernelHandle, make_launcher
 from .lru import LruCache
 from .memory import MemoryPool, Tensor, fake_aligned_shapes, oversized, reusable
+from . import outputs
 from .outputs import check_output_sizes
 from .program import ALWAYS_OPTIMIZED, DYNAMIC_OUTPUT_KINDS, Program, ProgramNode
 from .shape_infer import ShapeInfer, infer_host
@@ -84,7 +85,7 @@ class PrimitiveInst:
         self.values: dict[int, np.ndarray] = {}
         self.impl: I.Impl | None = None
         self.kernels: list = []  # launcher.KernelHandle per launch of the impl
-        self.kernels_of: dict = {}  # Impl -> this request's kernels for its launches
+        self.kernels_of: dict = {}  # Impl.sources -> this request's kernels for those launches
         self.shape_changed = self.impl_changed = self.skip = False
         self.can_be_optimized = False
         self.done_by_other = False
@@ -589,8 +590,9 @@ class PrimitiveInst:
 
     def kernels_for(self, impl: I.Impl) -> list[KernelHandle]:
         """This request's kernel objects for the launches of ``impl`` (made at first use,
-        then kept per implementation: a shape met again costs one lookup)."""
-        kernels = self.kernels_of.get(impl)
+        then kept by the launches' sources, which the implementations of most shapes share:
+        a lookup per new implementation)."""
+        kernels = self.kernels_of.get(impl.sources)
         if kernels is None:
             if len(self.kernels_of) >= KERNEL_LISTS:
                 self.kernels_of.clear()
@@ -599,7 +601,7 @@ class PrimitiveInst:
             for slot, ln in enumerate(impl.launches):
                 h = objs.get((index, slot, ln.source.text))
                 kernels.append(h if h is not None else self._kernel(slot, ln))
-            self.kernels_of[impl] = kernels
+            self.kernels_of[impl.sources] = kernels
         return kernels
 
     def _kernel(self, slot: int, ln: I.Launch) -> KernelHandle:
@@ -676,7 +678,8 @@ class PrimitiveInst:
         capacity = self.capacity
         for i, shape in enumerate(self.out_shapes):
             dt = node.out_dtypes[i]
-            if self.zero_copy[i] and _size(shape):  # a new array per infer, returned as is
+            if self.zero_copy[i] and _size(shape) * dt.itemsize >= net.zero_copy_min_bytes:
+                # a new array per infer, returned as is
                 pred.record(ShapePredictor.key(node.id, i), shape)
                 self._release_own(i)
                 alloc = net.engine.allocate_host(shape, dt, f"output '{self.result_names[i]}'")
@@ -942,6 +945,7 @@ class Network:
         self.pool = MemoryPool(self._pool_alloc)
         self.weights_cache_capacity = compiled.weights_cache_capacity
         self.max_output_bytes = compiled.max_output_bytes
+        self.zero_copy_min_bytes = max(outputs.ZERO_COPY_MIN_BYTES, 1)
         self.insts = [PrimitiveInst(self, n) for n in self.program.nodes]
         for inst in self.insts:
             node = inst.node

@@ -8,8 +8,8 @@ physical memory: an output the host could not hold twice over (the device's copy
 returned array on a GPU) is refused before the allocations that would fail or swap.
 
 Zero copy: on a device whose memory is the host's (PoCL on the CPU), a primitive that
-produces a network output gets, per infer, a new numpy array of the output's shape as its
-buffer (``CL_MEM_USE_HOST_PTR``); the kernel writes the array the request returns, and the
+produces a network output of at least ZERO_COPY_MIN_BYTES gets, per infer, a new numpy array of
+the output's shape as its buffer (``CL_MEM_USE_HOST_PTR``); the kernel writes the array the request returns, and the
 output read-back is a read onto itself. Elsewhere the output is read from the device buffer
 straight into a new array: one copy, the least a reused device buffer allows.
 """
@@ -23,6 +23,9 @@ import numpy as np
 from ..errors import NetpassError, OutputTooLargeError
 
 FALLBACK_LIMIT = 16 << 30  # where the host's memory size cannot be read
+# Outputs this large or larger are written in place: below it, copying from a reused device
+# buffer costs less than making a buffer over a new array per infer (pyopencl: ~20 us)
+ZERO_COPY_MIN_BYTES = 1 << 20
 
 
 def default_max_output_bytes() -> int:

@@ -13,6 +13,7 @@ memory dependencies (restrictions) used by the memory pool, and the symbolic sha
 """
 from __future__ import annotations
 
+import heapq
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -54,6 +55,34 @@ SHAPE_OF_KINDS = {"ShapeOf"}
 SHAPE_OF_CONST_LIMIT = 64
 ALWAYS_OPTIMIZED = {"Reshape", "Squeeze", "Unsqueeze", "Result"}
 FUSED_REGION_LIMIT = 64  # ops a fused region may grow to before it is cut
+
+
+RESTRICTION_PAIRS_PER_NODE = 64  # overlapping-node sets kept while no larger on average
+
+
+def _overlap_sets(order: list, spans: dict[int, tuple[int, int]], limit: int) -> dict | None:
+    """id -> ids of the nodes whose (first, last) spans overlap its own, by a sweep over the
+    start positions (the nodes still live when one starts overlap it): O(n log n + pairs);
+    None once the pairs pass ``limit``."""
+    sets: dict[int, set] = {id(n): set() for n in order}
+    live: dict[int, None] = {}
+    ends: list[tuple[int, int]] = []
+    pairs = 0
+    for n in order:
+        key = id(n)
+        first, last = spans[key]
+        while ends and ends[0][0] < first:
+            del live[heapq.heappop(ends)[1]]
+        pairs += 2 * len(live)
+        if pairs > limit:
+            return None
+        mine = sets[key]
+        for other in live:
+            mine.add(other)
+            sets[other].add(key)
+        live[key] = None
+        heapq.heappush(ends, (last, key))
+    return sets
 
 
 def _np_dtype(op: Any, et: Any) -> np.dtype:
@@ -582,7 +611,10 @@ class Program:
         to where those end; network outputs live to the end. ``restrictions(n)`` tells which
         other nodes' lifetimes overlap n's (the pool never hands a record to a node that
         conflicts with one of the record's users). O(nodes + edges), without recursion: an
-        explicit-stack post-order over the aliasing users."""
+        explicit-stack post-order over the aliasing users; then the overlapping nodes as a set
+        per node (the pool tests them at C speed) when they are at most
+        RESTRICTION_PAIRS_PER_NODE per node on average, else an O(1) overlap test per question
+        (``memory.Lifetime``: long-lived values make the sets quadratic)."""
         order = self.exec_order
         pos = {id(n): i for i, n in enumerate(order)}
         big = len(order) + 1
@@ -606,9 +638,10 @@ class Program:
                 for u in users:
                     e = max(e, pos[id(u)], end[id(u)] if aliases(u) else 0)
                 end[id(n)] = e
-        spans = {id(n): (pos[id(n)], end[id(n)]) for n in order}
+        spans = self.lifetimes = {id(n): (pos[id(n)], end[id(n)]) for n in order}
+        sets = _overlap_sets(order, spans, RESTRICTION_PAIRS_PER_NODE * len(order))
         for n in order:
-            n.restrictions = Lifetime(id(n), spans)
+            n.restrictions = frozenset(sets[id(n)]) if sets is not None else Lifetime(id(n), spans)
 
     def host_fallbacks(self) -> list[tuple[str, str, str]]:
         """``(kind, name, why)`` of the primitives that can only run on the host (the host

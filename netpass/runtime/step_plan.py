@@ -241,7 +241,7 @@ class StepPlan:
                 new_impl = impl is not inst.impl
                 if new_impl:  # (the per-primitive path's _set_impl, without its flag)
                     inst.impl = impl
-                    kernels = inst.kernels_of.get(impl)
+                    kernels = inst.kernels_of.get(impl.sources)
                     inst.kernels = kernels if kernels is not None else inst.kernels_for(impl)
                     if e.weights:
                         inst.update_weights()

@@ -186,3 +186,34 @@ def test_reshape_strides_agree_with_numpy_views():
         else:
             read = np.lib.stride_tricks.as_strided(v, dims, [g * a.itemsize for g in got])
             np.testing.assert_array_equal(read, v.reshape(dims))
+
+
+def test_restriction_sets_are_the_overlapping_lifetimes():
+    """The sweep's sets hold exactly the nodes whose exec-order lifetimes overlap (what the
+    O(1) Lifetime test answers, its fallback for programs with too many overlaps)."""
+    from netpass.runtime import Program
+    from netpass.runtime.memory import Lifetime
+    from netpass.runtime.models import gpt_decoder
+    prog = Program.from_model(gpt_decoder(64, 2, 32, 2, 64))
+    ids = list(prog.lifetimes)
+    for n in prog.exec_order:
+        assert isinstance(n.restrictions, frozenset)
+        life = Lifetime(id(n), prog.lifetimes)
+        assert n.restrictions == {m for m in ids if m in life}
+
+
+def test_the_lifetime_fallback_runs_models_right(monkeypatch, rng):
+    import netpass
+    from netpass.runtime import compile_program, program
+    from netpass.runtime.memory import Lifetime
+    from netpass.runtime.models import gpt_decoder
+    from netpass.testing import RUNTIME_DEVICE
+    monkeypatch.setattr(program, "RESTRICTION_PAIRS_PER_NODE", 0)
+    model = gpt_decoder(64, 2, 32, 2, 64)
+    cm = compile_program(model, RUNTIME_DEVICE)
+    assert all(isinstance(n.restrictions, Lifetime) for n in cm.program.exec_order)
+    req = cm.create_infer_request()
+    for s in (1, 3, 2, 5, 5):
+        feeds = {"ids": rng.integers(0, 64, (1, s)).astype(np.int64)}
+        np.testing.assert_allclose(req.infer(feeds)["logits"], netpass.reference.infer(model, feeds)["logits"],
+                                   rtol=1e-4, atol=1e-5)

@@ -72,9 +72,12 @@ def test_the_default_limit_is_half_the_host_memory():
     assert compile_program(_mlp(), "REFERENCE").max_output_bytes == total // 2
 
 
-def test_returned_arrays_are_never_written_again(rng):
-    """Whatever the path (first shapes, symbolic records, step-plan replays), an array handed
-    back keeps its values while the request goes on."""
+@pytest.mark.parametrize("zero_copy_from", [0, 1 << 20])
+def test_returned_arrays_are_never_written_again(zero_copy_from, rng, monkeypatch):
+    """Whatever the path (first shapes, symbolic records, step-plan replays; written in place
+    or copied), an array handed back keeps its values while the request goes on."""
+    from netpass.runtime import outputs
+    monkeypatch.setattr(outputs, "ZERO_COPY_MIN_BYTES", zero_copy_from)
     model = _mlp()
     req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     kept = []
@@ -89,7 +92,9 @@ def test_returned_arrays_are_never_written_again(rng):
 
 def test_outputs_are_written_in_place_on_a_host_memory_device(rng, monkeypatch):
     """PoCL: the kernels write the arrays the request returns; nothing is read into a new
-    array (the copy path is made to fail)."""
+    array (the copy path is made to fail). (Outputs from ZERO_COPY_MIN_BYTES on: here all.)"""
+    from netpass.runtime import outputs
+    monkeypatch.setattr(outputs, "ZERO_COPY_MIN_BYTES", 0)
     req = compile_program(_mlp(), RUNTIME_DEVICE).create_infer_request()
     if not req.network.engine.host_memory:
         pytest.skip("the device's memory is not the host's")
