@@ -1,0 +1,46 @@
+"""Minimal hand-built repros of runtime bugs the transformers zoo found, kept as regression
+tests (a bug still open would be an ``xfail(strict=True)`` naming it).
+
+- FullyConnected weights in a later infer request (fixed on main by b35fd03, "requests share
+  only what is immutable or locked"): step plans and per-binding records are shared by a
+  compiled model's requests, but the reordered FullyConnected weights belonged to the request
+  that made them. A request created after another one had met a binding twice replayed that
+  binding's plan without ever reordering its own weights: wrong outputs (the plan's weights
+  slot read another request's buffer), then ``'NoneType' object has no attribute 'alloc'`` in
+  ``step_plan.run``. Met in BERT's pooler (a FullyConnected on the first token, whose input
+  shape does not change with the sequence length) when ``benchmarks/bench_zoo.py`` timed
+  fresh requests.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import netpass
+from netpass import Model, opset
+from netpass.testing import RUNTIME_DEVICE
+
+
+def _first_token_projection() -> Model:
+    """``x [1, s, 8]``: ``relu(x)`` and ``x[:, 0] @ W`` (a FullyConnected whose input shape
+    is [1, 8] whatever ``s`` is)."""
+    x = opset.parameter([1, "s", 8], np.float32, name="x")
+    w = np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32)
+    first = opset.gather(x, np.array(0, np.int64), np.array(1, np.int64))
+    return Model([opset.result(opset.relu(x), name="all"),
+                  opset.result(opset.matmul(first, opset.constant(w), False, False), name="first")],
+                 [x])
+
+
+def test_fresh_requests_over_the_same_lengths_keep_their_weights():
+    model = _first_token_projection()
+    compiled = netpass.compile_model(model, device=RUNTIME_DEVICE, config={"TRANSFORMATIONS": "NONE"})
+    assert "FullyConnected" in {layer.type for layer in compiled.network.layers()}
+    rng = np.random.default_rng(1)
+    for request in range(3):
+        req = compiled.create_infer_request()
+        for s in (1, 2, 3):
+            feeds = {"x": rng.standard_normal((1, s, 8)).astype(np.float32)}
+            got, want = req.infer(feeds), netpass.reference.infer(model, feeds)
+            for key in want:
+                np.testing.assert_allclose(got[key], want[key], rtol=1e-4, atol=1e-5,
+                                           err_msg=f"request {request}, length {s}, {key}")
