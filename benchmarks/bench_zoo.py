@@ -121,7 +121,12 @@ def bench_model(name: str, args: argparse.Namespace, tmp: Path) -> dict:
     module = export_zoo.build(spec)
     path = args.zoo / f"{name}.{args.exporter}.onnx" if args.zoo else None
     if path is None or not path.exists():
-        path = export_zoo.export_module(spec, module, args.exporter, tmp / f"{name}.{args.exporter}.onnx")
+        try:
+            path = export_zoo.export_module(spec, module, args.exporter,
+                                            tmp / f"{name}.{args.exporter}.onnx")
+        except Exception as e:   # an exporter's failure is reported, the run goes on
+            row.update(correct=False, error=f"export: {type(e).__name__}: {str(e)[:200]}")
+            return row
     sequence = bench_sequence(spec, args.steps)
     rng = np.random.default_rng(0)
     feeds = [export_zoo.feeds(spec.domain, sizes, rng) for sizes in sequence]

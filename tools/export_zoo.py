@@ -21,6 +21,7 @@ for the same specs, exports and inputs.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 import time
@@ -251,11 +252,14 @@ def _with_past(config_name: str, cls_name: str, **config):
     def make():
         import transformers as tf
         model = getattr(tf, cls_name)(getattr(tf, config_name)(**config))
+        # transformers 5.24 renamed ``past_key_values`` (argument and output) to ``cache``
+        cache_kw = "cache" if "cache" in inspect.signature(model.forward).parameters \
+            else "past_key_values"
 
         def forward(m, ids, mask, *past):
             cache = tf.DynamicCache([(past[2 * i], past[2 * i + 1]) for i in range(PAST_LAYERS)])
-            out = m(input_ids=ids, attention_mask=mask, cache=cache, use_cache=True)
-            layers = out.cache.layers
+            out = m(input_ids=ids, attention_mask=mask, use_cache=True, **{cache_kw: cache})
+            layers = getattr(out, cache_kw).layers
             return (out.logits, *[t for layer in layers for t in (layer.keys, layer.values)])
         return _module(forward, model)
     return make
