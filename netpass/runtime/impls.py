@@ -841,9 +841,10 @@ def skinny_width(engine, M: int, N: int, batch: int, tiled_groups: int) -> int |
 
 def _gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, out_shape,
                  a_strides=None, b_strides=None, extra_refs: list | None = None,
-                 norm: tuple | None = None) -> Launch | None:
+                 norm: tuple | None = None, norm_first: int = 2) -> Launch | None:
     """Launch for out = op(A) @ op(B) with numpy-style batch broadcasting; ``norm``: A's rows
-    are normalized as they are loaded (norm_gemm; gamma and beta are inputs 2, 3 in order)."""
+    are normalized as they are loaded (norm_gemm; gamma and beta are the inputs from
+    ``norm_first`` on, in order)."""
     a, b = list(a_shape), list(b_shape)
     sa = list(a_strides) if a_strides is not None else contiguous_strides(a)
     sb = list(b_strides) if b_strides is not None else contiguous_strides(b)
@@ -908,7 +909,7 @@ def _gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, 
         gws = (_cdiv(N, cfg.tsn) * lx, _cdiv(M, cfg.tsm) * ly, max(nb, 1))
     spec = [("i", b_idx[0]), ("i", b_idx[1]), ("o", 0)]
     if norm is not None:
-        spec += [("i", 2 + j) for j in range(int(norm[3]) + int(norm[4]))]
+        spec += [("i", norm_first + j) for j in range(int(norm[3]) + int(norm[4]))]
     spec += [M, N, Ka, dims[1], sab[0], sab[1], sa[-2], sa[-1], sbb[0], sbb[1], sb[-2], sb[-1]]
     spec += extra_refs if extra_refs is not None else [("e", j) for j in range(n_extra)]
     if n_extra:
@@ -955,10 +956,12 @@ def fully_connected_impl(p: Params, key) -> Impl | None:
     n = w[0]
     q = _with_bias(p, (_size(p.in_shapes[2]),), p.in_dtypes[2])
     refs = [("i", 2)] + [("e", j) for j in range(len(p.extra_shapes or []))]
+    desc = getattr(p.node, "subgraph", None)  # a normalized A (norm_gemm.NormDesc)
     # the epilogue indexes side inputs over the real output shape (the GEMM's flat index is
     # the same): a residual [b, s, n] broadcasts as it does in the graph
     ln = _gemm_launch(q, (m, kdim), (kdim, n) if reordered else (n, kdim), False, not reordered,
-                      (0, 1), tuple(p.out_shapes[0]), extra_refs=refs)
+                      (0, 1), tuple(p.out_shapes[0]), extra_refs=refs,
+                      norm=desc.kernel_params() if desc is not None else None, norm_first=3)
     return Impl(key, [ln]) if ln is not None else None
 
 
@@ -1207,12 +1210,23 @@ def _needs_fp16(p: Params) -> bool:
     return any(np.dtype(d) == f16 for d in list(p.in_dtypes) + list(p.out_dtypes) + list(p.extra_dtypes or []))
 
 
+def extras_fit(extra_shapes: Sequence[Sequence[int]], out_shape: Sequence[int]) -> bool:
+    """Whether every fused side input broadcasts into the producer's output without growing
+    it (what Program.may_fit could not decide from partial shapes)."""
+    for s in extra_shapes:
+        if len(s) > len(out_shape) or any(d != 1 and d != o for d, o in zip(s[::-1], out_shape[::-1])):
+            return False
+    return True
+
+
 def create_device_impl(p: Params, key) -> Impl | None:
     """A kernel impl for ``p``, or None when this kind/shape/dtype has no kernel."""
     if _needs_fp16(p):
         return None  # the host runs it (docs/runtime.md: float16 without cl_khr_fp16)
     if any(np.dtype(d) not in K.CTYPES for d in list(p.in_dtypes) + list(p.out_dtypes)):
         return None  # no OpenCL type (bfloat16): the host runs it
+    if p.extra_shapes and not extras_fit(p.extra_shapes, p.out_shapes[0]):
+        return None  # a fused op would grow the output: the host applies it (numpy broadcasting)
     f = FACTORIES.get(p.kind)
     if f is not None:
         impl = f(p, key)

@@ -1168,8 +1168,10 @@ class Network:
 
     def _choose_mode(self, feeds: Mapping[str, np.ndarray]) -> list[PrimitiveInst]:
         """Symbolic mode when the inputs bind the program's symbols consistently and the
-        compiled model's substitution has been checked on enough distinct bindings (until
-        then the full path runs and checks it); the exec order of the chosen mode."""
+        compiled model's substitution has been checked on enough distinct bindings, or on
+        this very binding (until then the full path runs and checks it: a model always fed
+        one shape takes the symbolic path from its second infer); the exec order of the
+        chosen mode."""
         sym, compiled = self.program.symbolic, self.compiled
         binding = None
         if sym.active and compiled.symbolic_ok:
@@ -1177,7 +1179,8 @@ class Network:
                                + self.state.read_shapes())
         self.binding = self.check_binding = None
         if binding is not None:
-            if len(compiled.symbolic_checked) < SYMBOLIC_CHECKS:
+            if len(compiled.symbolic_checked) < SYMBOLIC_CHECKS and \
+                    tuple(binding.values()) not in compiled.symbolic_checked:
                 self.check_binding = binding
             else:
                 self.binding = binding

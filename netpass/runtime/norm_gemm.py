@@ -1,5 +1,5 @@
-"""Normalized GEMMs: ``MVN(x) [* gamma] [+ beta] -> MatMul`` as one MatMul node whose kernel
-normalizes the rows of ``x`` as it loads them.
+"""Normalized GEMMs: ``MVN(x) [* gamma] [+ beta] -> MatMul`` (or FullyConnected) as one GEMM
+node whose kernel normalizes the rows of ``x`` as it loads them.
 
 Pre-norm transformers put a LayerNorm in front of every projection (exported as MVN over the
 last axis, then a Multiply and an Add by constant vectors). Run apart that is one more launch
@@ -13,7 +13,7 @@ kernels do not take runs the absorbed ops' own references on the host
 Conditions (:func:`fuse_norm_gemms`): an MVN over the last axis (a constant ``axes`` input),
 float32, its last dim static; an optional Multiply and then an optional Add by constants that
 vary only along that axis; each used once; feeding a MatMul's first input without
-``transpose_a``.
+``transpose_a``, or a FullyConnected's (whose bias stays input 2: gamma and beta follow it).
 """
 from __future__ import annotations
 
@@ -27,10 +27,11 @@ F32 = np.dtype(np.float32)
 
 
 class NormDesc:
-    """What a normalized MatMul computes: MVN (``eps``, ``inside_sqrt``,
-    ``normalize_variance``) of input 0 over its last axis, times input 2 (``gamma``, when
-    there is one), plus the next input (``beta``), then MatMul with input 1. Keeps the absorbed
-    nodes for the host reference."""
+    """What a normalized GEMM computes: MVN (``eps``, ``inside_sqrt``,
+    ``normalize_variance``) of input 0 over its last axis, times input ``first`` (``gamma``,
+    when there is one), plus the next input (``beta``), then the GEMM (``matmul``: a MatMul
+    with input 1, or a FullyConnected with inputs 1 and 2). Keeps the absorbed nodes for the
+    host reference."""
 
     def __init__(self, mvn, ops: list, matmul, gamma: bool, beta: bool) -> None:
         self.mvn, self.ops, self.matmul = mvn, ops, matmul
@@ -38,6 +39,7 @@ class NormDesc:
         self.inside_sqrt = str(mvn.attrs.get("eps_mode", "inside_sqrt")).lower() == "inside_sqrt"
         self.normalize_variance = bool(mvn.attrs.get("normalize_variance", True))
         self.gamma, self.beta = gamma, beta
+        self.first = 3 if matmul.kind == "FullyConnected" else 2  # input index of gamma/beta
 
     def key(self) -> tuple:
         return ("norm", self.eps, self.inside_sqrt, self.normalize_variance, self.gamma, self.beta)
@@ -48,6 +50,12 @@ class NormDesc:
 
     def infer_shapes(self, shapes: Sequence[tuple]) -> list[tuple]:
         from .shape_infer import _fast
+        if self.first == 3:
+            w = shapes[1]
+            if len(w) != 2 or not shapes[0] or shapes[0][-1] != w[1]:
+                raise ShapeInferenceError(f"FullyConnected '{self.matmul.id}': input {list(shapes[0])} "
+                                          f"does not fit weights {list(w)}")
+            return [tuple(shapes[0][:-1]) + (w[0],)]
         out = _fast("MatMul", self.matmul.attrs, [shapes[0], shapes[1]], {})
         if out is None:
             raise ShapeInferenceError(f"MatMul '{self.matmul.id}': input shapes "
@@ -62,7 +70,7 @@ class NormDesc:
             const = next(s.value for s, _ in op.inputs if s.kind == "Constant")
             ins = [x if s.kind != "Constant" else const for s, _ in op.inputs]
             x = infer_host(op, ins)[0]
-        return infer_host(self.matmul, [x, arrays[1]])
+        return infer_host(self.matmul, [x, *arrays[1:self.first]])
 
 
 def _last_axis_vector(node, k_dim: int) -> np.ndarray | None:
@@ -80,8 +88,8 @@ def _last_axis_vector(node, k_dim: int) -> np.ndarray | None:
 
 def _match(m, users: dict):
     """(mvn, [ops], gamma or None, beta or None) when ``m``'s first input is a LayerNorm."""
-    if m.kind != "MatMul" or m.attrs.get("transpose_a") or m.out_dtypes[0] != F32 \
-            or m.subgraph is not None:
+    if m.kind not in ("MatMul", "FullyConnected") or m.attrs.get("transpose_a") \
+            or m.out_dtypes[0] != F32 or m.subgraph is not None:
         return None
     chain = []
     src = m.inputs[0][0]
@@ -118,8 +126,9 @@ def _match(m, users: dict):
 
 
 def fuse_norm_gemms(nodes: list) -> list:
-    """``nodes`` (topological) with every LayerNorm-fed MatMul replaced by a normalized one:
-    inputs ``[x, weights, gamma?, beta?]`` (the vectors as new Constant nodes)."""
+    """``nodes`` (topological) with every LayerNorm-fed GEMM replaced by a normalized one:
+    inputs ``[x, weights, (FullyConnected: bias), gamma?, beta?]`` (the vectors as new Constant
+    nodes)."""
     from .program import ProgramNode, node_users, splice
     users = node_users(nodes)
     replace: dict[int, list] = {}
@@ -131,7 +140,7 @@ def fuse_norm_gemms(nodes: list) -> list:
         mvn, chain, gamma, beta = found
         consts = [ProgramNode(f"{m.id}/{name}", "Constant", value=v)
                   for name, v in (("gamma", gamma), ("beta", beta)) if v is not None]
-        node = ProgramNode(m.id, "MatMul", m.attrs, [mvn.inputs[0], m.inputs[1]] + [(c, 0) for c in consts],
+        node = ProgramNode(m.id, m.kind, m.attrs, [mvn.inputs[0], *m.inputs[1:]] + [(c, 0) for c in consts],
                            out_dtypes=m.out_dtypes, out_pshapes=m.out_pshapes, name=m.name)
         node.out_pvalues = m.out_pvalues
         node.subgraph = NormDesc(mvn, chain, m, gamma is not None, beta is not None)

@@ -24,8 +24,10 @@ from ..core.shape import PartialShape
 from ..errors import NetpassError, UnsupportedTypeError
 from . import impls as I
 from .attention import KIND as ATTENTION, fuse_attention
+from .gemm_reshapes import drop_gemm_reshapes
 from .memory import Lifetime
 from .norm_gemm import fuse_norm_gemms
+from .shape_terms import reshape_keeps_prefix
 from .state import STATE_KINDS, mark_state
 from .symbolic import SymbolicShapes
 
@@ -135,21 +137,6 @@ def _same_dim(d, o) -> bool:
     return d.min == d.max == o.min == o.max or (d.symbol is not None and d.symbol is o.symbol)
 
 
-def dims_fit(dims: Sequence[Any], out_ps: PartialShape) -> bool:
-    """Whether a tensor of ``dims`` (ints or Dimensions) broadcasts into ``out_ps`` without
-    changing it: each dim 1 or provably equal to the output's (static, or the same symbol)."""
-    if not out_ps.rank_is_static or len(dims) > len(out_ps):
-        return False
-    for d, od in zip(list(dims)[::-1], list(out_ps)[::-1]):
-        if isinstance(d, (int, np.integer)):
-            if d == 1 or od.min == od.max == d:
-                continue
-            return False
-        if not (d.min == d.max == 1 or _same_dim(d, od)):
-            return False
-    return True
-
-
 def _keeps_prefix(src: PartialShape, out: PartialShape, prefix: int) -> bool:
     """Whether a reshape from ``src`` to ``out`` provably keeps the first ``prefix`` dims (the
     same static sizes or symbols) and reshapes only the rest."""
@@ -158,11 +145,37 @@ def _keeps_prefix(src: PartialShape, out: PartialShape, prefix: int) -> bool:
     return all(_same_dim(d, o) for d, o in zip(list(src)[:prefix], list(out)[:prefix]))
 
 
+def may_fit(dims: Sequence[Any], out_ps: PartialShape) -> bool:
+    """Whether a tensor of ``dims`` (ints or Dimensions) may broadcast into ``out_ps`` without
+    changing it: each dim 1 or provably equal to the output's (static, or the same symbol),
+    or a pair the partial shapes cannot decide (an unknown output dim; an unknown dim against
+    a static output dim other than 1, which a valid graph can only meet with 1 or its equal).
+    Exporters lose symbols (a batch dim through an attention mask's broadcast), so a residual
+    Add is seldom provable; the impl checks the real shapes (``impls.extras_fit``) and leaves
+    a region that would grow the output to the host. An output dim statically 1 against an
+    unknown dim is taken as a broadcast and refused."""
+    if not out_ps.rank_is_static or len(dims) > len(out_ps):
+        return False
+    for d, od in zip(list(dims)[::-1], list(out_ps)[::-1]):
+        lo, hi = (d, d) if isinstance(d, (int, np.integer)) else (d.min, d.max)
+        if hi == 1 or (lo == hi and od.min == od.max == lo):
+            continue
+        if od.min == od.max:
+            if od.min == 1 or lo == hi:
+                return False
+            continue
+        if not isinstance(d, (int, np.integer)) and d.symbol is not None and d.symbol is od.symbol:
+            continue
+        if lo == hi and not od.min <= lo <= od.max:
+            return False
+    return True
+
+
 def _broadcasts_into(src: "ProgramNode", k: int, p: "ProgramNode", out_ps: PartialShape) -> bool:
     """Whether a computed tensor can be a side input of ``p``'s fused epilogue: produced
-    before ``p``, and broadcasting into its output (``dims_fit``)."""
+    before ``p``, and possibly broadcasting into its output (``may_fit``)."""
     ps = src.out_pshapes[k]
-    return src.index < p.index and ps.rank_is_static and dims_fit(list(ps), out_ps)
+    return src.index < p.index and ps.rank_is_static and may_fit(list(ps), out_ps)
 
 
 def _data_users(node: "ProgramNode") -> list:
@@ -294,7 +307,8 @@ class Program:
     """Primitives plus compile-time decisions; shared by every infer request of a model."""
 
     def __init__(self, nodes: Iterable[ProgramNode], fuse: bool = True) -> None:
-        self.nodes = fuse_norm_gemms(fuse_attention(list(nodes))) if fuse else list(nodes)
+        self.nodes = fuse_norm_gemms(fuse_attention(drop_gemm_reshapes(list(nodes)))) if fuse \
+            else list(nodes)
         for i, n in enumerate(self.nodes):
             n.index = i
         self.inputs = [n for n in self.nodes if n.kind == "Parameter"]
@@ -386,10 +400,10 @@ class Program:
 
     @staticmethod
     def _side_input_ok(src: ProgramNode, k: int, p: ProgramNode, out_ps: PartialShape) -> bool:
-        """A tensor an op fused into ``p`` may read besides ``p``'s values: a constant whose
-        dims broadcast into the output, or a computed tensor (``_broadcasts_into``)."""
+        """A tensor an op fused into ``p`` may read besides ``p``'s values: a constant or a
+        computed tensor (``_broadcasts_into``) whose dims may broadcast into the output."""
         if src.kind == "Constant":
-            return dims_fit([int(d) for d in src.value.shape], out_ps)
+            return may_fit([int(d) for d in src.value.shape], out_ps)
         return _broadcasts_into(src, k, p, out_ps)
 
     def _absorbable(self, u: ProgramNode, p: ProgramNode, region: dict) -> bool:
@@ -514,7 +528,8 @@ class Program:
                 elif u.permute_view is not None:
                     found.append(_data_users(u)[0])
                 elif u.kind == "Reshape" and prefix is not None and j == 0 and not u.is_output \
-                        and _keeps_prefix(n.out_pshapes[kk], u.out_pshapes[0], prefix):
+                        and (_keeps_prefix(n.out_pshapes[kk], u.out_pshapes[0], prefix)
+                             or reshape_keeps_prefix(u, prefix)):
                     stack.append((u, 0))
                 else:
                     return False

@@ -101,3 +101,23 @@ def test_scale_that_varies_along_rows_is_not_folded(rng):
     h = opset.multiply(opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt"), _f(rng, 6, 1))
     model = Model([opset.result(opset.matmul(h, _f(rng, 16, 8), False, False), name="y")], [x])
     assert any(n.kind == "MVN" for n in Program.from_model(model).nodes)
+
+
+@pytest.mark.parametrize("on_host", [False, True])
+def test_layernorm_folds_into_a_fully_connected(rng, monkeypatch, on_host):
+    """compile_model's legacy stage makes the MatMul and its bias a FullyConnected: the
+    LayerNorm folds into it (gamma and beta after the bias), on the kernel and, where no
+    kernel runs it, in the host fallback (NormDesc.evaluate)."""
+    from netpass.runtime import impls
+    model = _ln_matmul(rng, k=24, n=20)
+    if on_host:
+        monkeypatch.setitem(impls.FACTORIES, "FullyConnected", lambda p, key: None)
+    cm = netpass.compile_model(model, RUNTIME_DEVICE, {"TRANSFORMATIONS": "NONE"})
+    fc = next(n for n in cm.runtime.program.nodes if n.kind == "FullyConnected")
+    assert isinstance(fc.subgraph, NormDesc) and fc.subgraph.first == 3 and len(fc.inputs) == 5
+    req = cm.create_infer_request()
+    for rows in (1, 9, 70):
+        feeds = {"x": (20.0 + _f(rng, 1, rows, 24)).astype(np.float32)}
+        np.testing.assert_allclose(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"],
+                                   rtol=2e-4, atol=2e-4)
+    assert req.stats["host_fallbacks"] == (3 if on_host else 0)

@@ -84,11 +84,25 @@ def test_residual_add_is_fused_into_the_gemm(run_shapes, rng):
     assert req.stats["kernels_enqueued"] == 3
 
 
-def test_side_input_that_would_broadcast_the_output_is_not_fused():
+def test_side_input_not_provably_fitting_is_fused_and_checked(run_shapes, rng):
+    """z's rows are not provably x's: the Add joins the Relu's kernel, and where z would
+    broadcast the output (x has 1 row, z 4) the host applies the region instead."""
     x = opset.parameter([-1, 16], np.float32, name="x")
-    z = opset.parameter([-1, 16], np.float32, name="z")  # rows not provably equal to x's
-    y = opset.add(opset.relu(x), z)
-    prog = Program.from_model(Model([opset.result(y, name="y")], [x, z]))
+    z = opset.parameter([-1, 16], np.float32, name="z")
+    model = Model([opset.result(opset.add(opset.relu(x), z), name="y")], [x, z])
+    relu = next(n for n in Program.from_model(model).nodes if n.kind == "Relu")
+    assert [f.kind for f in relu.fused] == ["Add"]
+    grows = [{"x": _f(rng, 1, 16), "z": _f(rng, 4, 16)} for _ in range(4)]  # (symbolic path, plan)
+    req = run_shapes(model, [{"x": _f(rng, 4, 16), "z": _f(rng, 4, 16)}, *grows,
+                             {"x": _f(rng, 3, 16), "z": _f(rng, 1, 16)}])
+    assert req.stats["host_fallbacks"] == 4
+
+
+def test_output_dim_of_one_against_an_unknown_dim_is_not_fused():
+    """An output dim statically 1 meeting an unknown one is a broadcast: not fused."""
+    x = opset.parameter([1, 16], np.float32, name="x")
+    z = opset.parameter([-1, 16], np.float32, name="z")
+    prog = Program.from_model(Model([opset.result(opset.add(opset.relu(x), z), name="y")], [x, z]))
     relu = next(n for n in prog.nodes if n.kind == "Relu")
     assert relu.fused == []
 

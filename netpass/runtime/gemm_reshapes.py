@@ -1,0 +1,161 @@
+"""GEMMs without the reshapes around them: ``Reshape([..., K] -> [M, K]) -> FullyConnected ->
+Reshape([M, N] -> [..., N])`` becomes one FullyConnected on ``[..., K]``.
+
+Exporters write a Linear layer on a 3-D activation as a flatten, a 2-D GEMM and an unflatten
+(transformers' GPT-2 ``Conv1D``: ``x.view(-1, K)``, ``addmm``, ``view(size_out)`` with
+``size_out`` taken from ``x``'s own shape). The runtime's GEMMs take any number of leading
+dims, so the reshapes move no data; but they stand between the GEMM and what would fuse with
+it: a bias, GELU or residual Add after the unflatten cannot join the GEMM's epilogue, and a
+LayerNorm before the flatten cannot fold into its prologue (``norm_gemm``). Each such pair
+also keeps a ShapeOf sub-graph of a dozen host nodes alive.
+
+Conditions (:func:`drop_gemm_reshapes`): a FullyConnected (or a MatMul by a 2-D B without
+``transpose_a``) whose A is a Reshape to rank 2 that keeps the last dim of its input ``x``
+(statically, or because its target's last element is ``x``'s last dim), and whose only user
+(after single-user elementwise ops by per-column constants, a MatMul's bias) is a Reshape
+whose target is, element by element, ``x``'s leading dims then N (traced through
+the ShapeOf sub-graph, ``shape_terms``). Row-major order makes the two equal: row ``i`` of
+the flattened ``x`` is leading index ``i`` of ``x``. What the removed reshapes leave unused
+(their ShapeOf sub-graphs) goes too.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import impls as I
+from .shape_terms import dims_terms, shape_terms
+
+CHAIN_LIMIT = 4  # per-column ops (a bias) a MatMul's value may pass before its unflatten
+
+# host-only kinds a removed reshape may leave without users (removed with it)
+_SHAPE_KINDS = {"ShapeOf", "Gather", "Slice", "Concat", "Reshape", "Squeeze", "Unsqueeze",
+                "Convert", "Constant"}
+
+
+def _n_of(g: Any) -> int | None:
+    """The GEMM's static N, or None."""
+    ps = g.out_pshapes[0]
+    if not ps.rank_is_static or not len(ps):
+        return None
+    d = ps[len(ps) - 1]
+    return d.min if d.min == d.max else None
+
+
+def _gemm(g: Any) -> bool:
+    if g.kind == "FullyConnected":
+        return True
+    if g.kind != "MatMul" or g.attrs.get("transpose_a") or g.subgraph is not None:
+        return False
+    b, k = g.inputs[1]
+    ps = b.out_pshapes[k]
+    return ps.rank_is_static and len(ps) == 2
+
+
+def _flatten_source(r: Any) -> tuple | None:
+    """(x, output) when Reshape ``r`` flattens ``x`` to [rows, x's last dim]."""
+    if r.kind != "Reshape" or len(r.inputs) < 2:
+        return None
+    x, xk = r.inputs[0]
+    xd, rps = dims_terms(x, xk), r.out_pshapes[0]
+    if xd is None or len(xd) < 2 or not rps.rank_is_static or len(rps) != 2:
+        return None
+    last = rps[1]
+    if isinstance(xd[-1], int) and last.min == last.max == xd[-1] and xd[-1] > 0:
+        return x, xk
+    target = shape_terms(*r.inputs[1])
+    if target is not None and len(target) == 2 and target[1] == xd[-1] and not isinstance(xd[-1], int):
+        return x, xk
+    return None
+
+
+def _restores(r2: Any, x: Any, xk: int, n: int) -> bool:
+    """Whether Reshape ``r2``'s target is ``x``'s leading dims, then ``n``."""
+    if r2.kind != "Reshape" or len(r2.inputs) < 2:
+        return False
+    want = dims_terms(x, xk)
+    target = shape_terms(*r2.inputs[1])
+    if want is None or target is None:
+        return False
+    want = want[:-1] + [n]
+    return target == want and all(t != 0 for t in target if isinstance(t, int))
+
+
+def _per_column(u: Any, j: int, n: int) -> bool:
+    """Whether elementwise ``u`` reads input ``j`` with constants that vary at most along the
+    last axis (a bias): it computes the same on [rows, n] as on [..., n]."""
+    if u.kind not in I.ELTWISE_KINDS or u.num_outputs != 1:
+        return False
+    for i, (s, _) in enumerate(u.inputs):
+        if i == j:
+            continue
+        if s.kind != "Constant":
+            return False
+        shape = np.shape(s.value)
+        if len(shape) > 2 or any(d != 1 for d in shape[:-1]) or (shape and shape[-1] not in (1, n)):
+            return False
+    return True
+
+
+def _unflatten(g: Any, users: dict, n: int) -> tuple | None:
+    """(the unflatten Reshape, the per-column ops between ``g`` and it) when ``g``'s value
+    reaches a Reshape through single-user per-column ops only (a MatMul's bias Add)."""
+    chain: list = []
+    cur = g
+    while len(chain) <= CHAIN_LIMIT:
+        us = users.get(id(cur), [])
+        if len(us) != 1 or us[0][0].out_dtypes[0] != g.out_dtypes[0]:
+            return None
+        u, j = us[0]
+        if u.kind == "Reshape":
+            return (u, chain) if j == 0 else None
+        if not _per_column(u, j, n):
+            return None
+        chain.append(u)
+        cur = u
+    return None
+
+
+def drop_gemm_reshapes(nodes: list) -> list:
+    """``nodes`` (topological, users not linked yet) with the flatten/unflatten Reshape pairs
+    around GEMMs removed (module docstring), and the shape sub-graphs only they used."""
+    users: dict[int, list] = {}
+    for m in nodes:
+        for j, (s, _) in enumerate(m.inputs):
+            users.setdefault(id(s), []).append((m, j))
+    redirect: dict[int, Any] = {}  # id(unflatten reshape) -> the node now producing its value
+    for g in nodes:
+        if not _gemm(g) or g.num_outputs != 1:
+            continue
+        src = _flatten_source(g.inputs[0][0]) if g.inputs[0][1] == 0 else None
+        n = _n_of(g)
+        found = _unflatten(g, users, n) if src is not None and n is not None else None
+        if found is None or not _restores(found[0], src[0], src[1], n):
+            continue
+        r2, chain = found
+        g.inputs[0] = src
+        for m in [g, *chain]:  # each now computes on x's leading dims
+            m.out_pshapes = list(r2.out_pshapes)
+            m.is_dynamic = r2.is_dynamic
+        redirect[id(r2)] = chain[-1] if chain else g
+    if not redirect:
+        return nodes
+    for m in nodes:
+        m.inputs = [((redirect[id(s)], 0) if id(s) in redirect else (s, k)) for s, k in m.inputs]
+    return _without_dead(nodes, set(redirect))
+
+
+def _without_dead(nodes: list, dead: set[int]) -> list:
+    """``nodes`` without ``dead`` and the shape-math nodes that are left without users."""
+    users = {id(n): 0 for n in nodes}
+    for n in nodes:
+        for s, _ in n.inputs:
+            users[id(s)] += 1
+    for n in reversed(nodes):  # users come later: one backward sweep settles the counts
+        if id(n) not in dead and (users[id(n)] or n.kind not in _SHAPE_KINDS):
+            continue
+        dead.add(id(n))
+        for s, _ in n.inputs:
+            users[id(s)] -= 1
+    return [n for n in nodes if id(n) not in dead]

@@ -1,0 +1,94 @@
+"""Shape vectors traced through their ShapeOf sub-graphs, element by element.
+
+Exporters compute a Reshape's target from the shape of some tensor (``x.size()[:-1] + (n,)``
+becomes ShapeOf -> Gather/Slice -> Unsqueeze -> Concat). Partial shapes often lose the
+symbols that would prove such a target equal to a tensor's dims (a batch dim through a
+broadcast with an attention mask), but the sub-graph itself says it: each element of the
+target is "dim ``i`` of tensor ``x``" or a constant. ``shape_terms`` names every element that
+way, so two vectors compare term by term, whatever the partial shapes know.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+TRACE_DEPTH = 12      # shape sub-graphs are a few nodes deep; deeper ones are not traced
+TRACE_ELEMENTS = 16   # longest shape vector traced
+
+
+def dims_terms(node: Any, k: int) -> list | None:
+    """Output ``k`` of ``node``'s dims as terms: the int where static, else
+    ``("dim", id(tensor), output, axis)``; None when the rank is not static. A piece of a
+    Split names the dims it shares with the split tensor by that tensor's (q, k and v of one
+    projection have one batch and sequence)."""
+    ps = node.out_pshapes[k]
+    if not ps.rank_is_static or len(ps) > TRACE_ELEMENTS:
+        return None
+    out: list = []
+    for i, d in enumerate(ps):
+        src, sk = node, k
+        while src.kind in ("Split", "VariadicSplit") and src.inputs[1][0].kind == "Constant":
+            rank = len(src.out_pshapes[sk])
+            if _ints(src.inputs[1][0].value)[0] % rank == i:
+                break
+            src, sk = src.inputs[0]
+        out.append(d.min if d.min == d.max else ("dim", id(src), sk, i))
+    return out
+
+
+def _ints(v: Any) -> list[int]:
+    return [int(x) for x in np.asarray(v).reshape(-1)]
+
+
+def shape_terms(node: Any, k: int = 0, depth: int = 0) -> list | None:
+    """The elements of a small integer vector computed from shapes (output ``k`` of
+    ``node``): ints and ``dims_terms`` items; None when the sub-graph does anything else
+    (arithmetic, a computed index)."""
+    if depth > TRACE_DEPTH:
+        return None
+    kind = node.kind
+    if kind == "Constant":
+        v = np.asarray(node.value)
+        return _ints(v) if v.dtype.kind in "iu" and v.size <= TRACE_ELEMENTS else None
+    if kind == "ShapeOf":
+        return dims_terms(*node.inputs[0])
+    if kind in ("Reshape", "Squeeze", "Unsqueeze", "Convert"):  # a vector keeps its elements
+        return shape_terms(*node.inputs[0], depth + 1)
+    if kind == "Concat":
+        out: list = []
+        for src, sk in node.inputs:
+            part = shape_terms(src, sk, depth + 1)
+            if part is None:
+                return None
+            out += part
+        return out
+    if kind not in ("Gather", "Slice"):
+        return None
+    data = shape_terms(*node.inputs[0], depth + 1)
+    consts = [s.value for s, _ in node.inputs[1:]]
+    if data is None or any(c is None for c in consts):
+        return None
+    if kind == "Gather":
+        if len(consts) != 2 or node.attrs.get("batch_dims", 0) or _ints(consts[1]) != [0]:
+            return None
+        idx = _ints(consts[0])
+        return [data[i] for i in idx] if all(-len(data) <= i < len(data) for i in idx) else None
+    if len(consts) not in (3, 4) or any(len(_ints(c)) != 1 for c in consts) or \
+            (len(consts) == 4 and _ints(consts[3]) != [0]):
+        return None
+    start, stop, step = (_ints(c)[0] for c in consts[:3])
+    return data[slice(start, stop, step)] if step else None
+
+
+def reshape_keeps_prefix(reshape: Any, prefix: int) -> bool:
+    """Whether Reshape ``reshape``'s target begins with its input's first ``prefix`` dims
+    (traced; no 0 or -1 among them, whose meaning depends on the other dims)."""
+    if reshape.kind != "Reshape" or len(reshape.inputs) < 2:
+        return False
+    src = dims_terms(*reshape.inputs[0])
+    target = shape_terms(*reshape.inputs[1])
+    if src is None or target is None or len(src) < prefix or len(target) < prefix:
+        return False
+    head = target[:prefix]
+    return head == src[:prefix] and all(t > 0 for t in head if isinstance(t, int))
