@@ -20,16 +20,16 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from netpass import Model, opset, ops  # noqa: E402
-from netpass.passes import GraphRewrite, Manager, MatcherPass  # noqa: E402
-from netpass.pattern import Matcher, any_input, wrap_type  # noqa: E402
+from netpass import Model, ops, opset
+from netpass.passes import GraphRewrite, Manager, MatcherPass
+from netpass.pattern import Matcher, any_input, wrap_type
 
 # CPU time of this process: the machines this runs on are shared, and both libraries run
 # the rewrite on one thread, so CPU time compares them without other processes' load.
@@ -91,8 +91,10 @@ def _openvino_runner() -> Callable[[int, bool], tuple[float, int]] | None:
     try:
         import openvino as ov
         from openvino import opset13 as ovops
-        from openvino.passes import AnyInput, Manager as OVManager, Matcher as OVMatcher
-        from openvino.passes import MatcherPass as OVMatcherPass, WrapType
+        from openvino.passes import AnyInput, WrapType
+        from openvino.passes import Manager as OVManager
+        from openvino.passes import Matcher as OVMatcher
+        from openvino.passes import MatcherPass as OVMatcherPass
     except ImportError:
         return None
 

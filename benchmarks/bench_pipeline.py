@@ -156,9 +156,10 @@ def main() -> None:
         PEERS[args.peer](data)
         print(time.perf_counter() - t0)
         return
-    import netpass
     import onnxruntime
     import openvino
+
+    import netpass
     print(f"machine: {platform.machine()}, {__import__('os').cpu_count()} cores, Python {platform.python_version()}, "
           f"numpy {np.__version__}, onnx {onnx.__version__}, onnxruntime {onnxruntime.__version__}, "
           f"openvino {openvino.__version__}, netpass {netpass.__version__}")

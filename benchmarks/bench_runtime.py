@@ -33,13 +33,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import netpass  # noqa: E402
-from netpass import Model, opset  # noqa: E402
-from netpass.runtime import compile_program  # noqa: E402
-from netpass.runtime.device import Engine, resolve_device_name, select_device  # noqa: E402
+import netpass
+from netpass import Model, opset
+from netpass.runtime import compile_program
+from netpass.runtime.device import Engine, resolve_device_name, select_device
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_launch import SOURCE, timed  # noqa: E402
+from bench_launch import SOURCE, timed
 
 VOCAB, LAYERS, D, HEADS, MAX_SEQ = 2048, 4, 256, 4, 256
 REPEATS = 5  # timed passes over the whole sequence; the median is reported
@@ -240,7 +240,7 @@ def kernel_time_us(model, feeds, device: str, kind: str, reps: int) -> tuple[flo
     out = req.infer(feeds)
     times = []
     for _ in range(reps):
-        before = {k: v for k, v in req.get_profiling_info().items()}
+        before = dict(req.get_profiling_info().items())
         req.infer(feeds)
         after = req.get_profiling_info()
         times.append(sum(v - before.get(k, 0.0) for k, v in after.items() if k.startswith(kind)))

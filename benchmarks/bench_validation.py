@@ -32,17 +32,17 @@ import pstats
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from netpass import Model, ops, opset  # noqa: E402
-from netpass.ngraph_passes.common import ConvertDivide  # noqa: E402
-from netpass.passes import Manager, MatcherPass  # noqa: E402
-from netpass.pattern import Matcher, any_input, consumers_count, wrap_type  # noqa: E402
+from netpass import Model, ops, opset
+from netpass.ngraph_passes.common import ConvertDivide
+from netpass.passes import Manager, MatcherPass
+from netpass.pattern import Matcher, any_input, consumers_count, wrap_type
 
 CLOCK = time.process_time
 DIM = 8
@@ -163,8 +163,10 @@ def openvino_runner() -> Callable[[str, int, bool], tuple[float, int]] | None:
     try:
         import openvino as ov
         from openvino import opset13 as ovops
-        from openvino.passes import AnyInput, Manager as OVManager, Matcher as OVMatcher
-        from openvino.passes import MatcherPass as OVMatcherPass, WrapType
+        from openvino.passes import AnyInput, WrapType
+        from openvino.passes import Manager as OVManager
+        from openvino.passes import Matcher as OVMatcher
+        from openvino.passes import MatcherPass as OVMatcherPass
     except ImportError:
         return None
 

@@ -8,15 +8,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import errors, opset, ops, reference
-from .core import (Dimension, Input, Model, Node, Output, PartialShape, Symbol, Type,
-                   copy_runtime_info, lint, replace_node, replace_node_update_name,
-                   replace_output_update_name)
+from . import errors, ops, opset, reference
+from .core import (
+    Dimension,
+    Input,
+    Model,
+    Node,
+    Output,
+    PartialShape,
+    Symbol,
+    Type,
+    copy_runtime_info,
+    lint,
+    replace_node,
+    replace_node_update_name,
+    replace_output_update_name,
+)
 from .core import types as element
 from .frontend import read_model
 from .passes.replace import replace_node_keep_names, replace_output_keep_names
 from .version import __version__  # noqa: F401  (netpass.__version__)
-
 
 
 def save_model(model: Model, path: Any, weights: Any = None) -> None:

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Union
+from typing import Any
 
 import numpy as np
 
@@ -78,7 +79,7 @@ class CompiledModel:
                            t is not original.parameters[original.input_names.index(n)]
                            .output(0).element_type}
 
-    def create_infer_request(self) -> "InferRequest":
+    def create_infer_request(self) -> InferRequest:
         return InferRequest(self)
 
     def dump(self, directory: str | Path) -> list[Path]:
@@ -178,7 +179,7 @@ def _as_dtype(value: Any, et: Type) -> Any:
 COMPILE_STAGES = ("reading", "transformations", "pre/post-processing split", "legacy conversion",
                   "legacy passes", "legacy to model", "runtime program")
 
-Progress = Union[Callable[[str, int, int], None], logging.Logger, None]
+Progress = Callable[[str, int, int], None] | logging.Logger | None
 
 
 def _progress_reporter(progress: Progress) -> Callable[[str], None]:

@@ -5,8 +5,9 @@ subclass of :class:`NetpassError` whose message names the node, op, input or sha
 """
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 
 class NetpassError(Exception):

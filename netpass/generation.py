@@ -15,8 +15,9 @@ and reports the time to the first token, each decode step's latency and tokens p
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 

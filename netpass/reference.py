@@ -7,7 +7,8 @@ OpenVINO's infer requests.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
+from typing import Any
 
 import numpy as np
 

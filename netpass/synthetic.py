@@ -124,7 +124,7 @@ def gna_blocks_onnx(blocks: Sequence[Block], shape: Sequence[int | str] = (1, 8,
     a permutation of that count; constants are drawn with ``seed``."""
     rng = np.random.default_rng(seed)
     b = _Builder()
-    dims = [d for d in shape]
+    dims = list(shape)
     x = "x"
     for blk in blocks:
         c = int(dims[1])

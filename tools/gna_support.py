@@ -20,9 +20,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "models")]
 
-from netpass import read_model
-from netpass.ngraph_passes.gna import GnaTransformationsPipeline, check_support
-from netpass.prepost import split_pre_post_processing
+from netpass import read_model  # noqa: E402 (after the path set-up above)
+from netpass.ngraph_passes.gna import GnaTransformationsPipeline, check_support  # noqa: E402
+from netpass.prepost import split_pre_post_processing  # noqa: E402
 
 EXAMPLE_SHAPES = {
     "kws_cnn": {"input": [1, 1, 49, 10]},

@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import export_zoo  # noqa: E402
+import export_zoo
 
 GNA_OPS = frozenset({
     "Parameter", "Result", "Constant", "GNAConvolution", "GNAMaxPool", "FullyConnected",

@@ -4,16 +4,22 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 from ..errors import InputError
-from .common import UsageError, compile_for_device, device_label, parse_assignments, resolve_input_name
+from .common import (
+    UsageError,
+    compile_for_device,
+    device_label,
+    parse_assignments,
+    resolve_input_name,
+)
 from .decode import cmd_decode
 from .inputs import input_hint, make_inputs
-from .output import Progress, percentiles, format_stats
+from .output import Progress, format_stats, percentiles
 
 
 def _shape_sets(items: Sequence[str], names: list[str]) -> list[dict[str, str]]:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..errors import InputError, NetpassError
-
 
 SEED = 0
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from ..errors import UnsupportedOpError
 from .common import GRAPH_FORMATS, UsageError, transformed_model

@@ -8,7 +8,6 @@ import os
 
 from ..errors import NetpassError
 
-
 PASS_GROUPS = ("common", "transpose_sinking", "gna")
 
 

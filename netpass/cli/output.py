@@ -5,10 +5,10 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
-
 
 SHOWN_VALUES = 5
 

@@ -7,7 +7,8 @@ import argparse
 import difflib
 import importlib
 import inspect
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .common import UsageError
 from .info import PASS_GROUPS

@@ -4,8 +4,14 @@ from __future__ import annotations
 from . import types
 from .changes import ChangeLog
 from .dimension import Dimension, Symbol
-from .graph_util import (copy_runtime_info, lint, lint_problems, replace_node,
-                         replace_node_update_name, replace_output_update_name)
+from .graph_util import (
+                         copy_runtime_info,
+                         lint,
+                         lint_problems,
+                         replace_node,
+                         replace_node_update_name,
+                         replace_output_update_name,
+)
 from .model import Model, topological_sort
 from .node import Input, Node, Output, as_output
 from .rt_info import FusedNames, NonCopyable, RuntimeAttribute

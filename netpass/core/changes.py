@@ -31,7 +31,8 @@ in which case only the edit count moves up.
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .node import Node, Output, _Port
@@ -49,7 +50,7 @@ class _Tracking:
 tracking = _Tracking()
 
 
-def same_state(a: "_Port", b: "_Port") -> bool:
+def same_state(a: _Port, b: _Port) -> bool:
     """Whether two outputs look the same to shape inference: element type, known value or
     partial value, and partial shape (dims with equal bounds and the same symbol). Cheapest
     tests first: this runs once per rewire while a pass is validated."""
@@ -89,7 +90,7 @@ class ChangeLog:
         self._settled = False
 
     # -- recording (called by the primitives in node.py and model.py) --------------------
-    def rewired(self, consumers: "Iterable[Node]", old: "Output", new: "Output") -> None:
+    def rewired(self, consumers: Iterable[Node], old: Output, new: Output) -> None:
         """``consumers`` read ``new`` where they read ``old``."""
         self.edits += 1
         rnode = new.node
@@ -105,12 +106,12 @@ class ChangeLog:
         for c in consumers:
             stale[id(c)] = weakref.ref(c)
 
-    def touched(self, node: "Node") -> None:
+    def touched(self, node: Node) -> None:
         """An attribute or all the inputs of ``node`` changed: re-infer it."""
         self.edits += 1
         self._stale[id(node)] = weakref.ref(node)
 
-    def reinferred(self, node: "Node", before: list) -> None:
+    def reinferred(self, node: Node, before: list) -> None:
         """``node`` was re-inferred in place; ``before`` holds its output ports' states from
         before (see :func:`port_states`). Its consumers are stale if they differ."""
         self.edits += 1
@@ -132,21 +133,21 @@ class ChangeLog:
         return len(self._stale) + len(self._stale_consumers) + len(self._sources)
 
     @staticmethod
-    def _live(table: dict) -> Iterator["Node"]:
+    def _live(table: dict) -> Iterator[Node]:
         for ref in table.values():
             n = ref()
             if n is not None:
                 yield n
 
-    def stale_nodes(self) -> Iterator["Node"]:
+    def stale_nodes(self) -> Iterator[Node]:
         """Live nodes to re-infer, in the order first recorded."""
         return self._live(self._stale)
 
-    def reinferred_nodes(self) -> Iterator["Node"]:
+    def reinferred_nodes(self) -> Iterator[Node]:
         """Live nodes re-inferred in place with a changed result: their consumers are stale."""
         return self._live(self._stale_consumers)
 
-    def sources(self) -> Iterator["Node"]:
+    def sources(self) -> Iterator[Node]:
         """Live input-less nodes (Parameters, Constants) that an input was rewired to."""
         return self._live(self._sources)
 
@@ -155,7 +156,7 @@ class ChangeLog:
         self._settled = True
 
     # -- activation ----------------------------------------------------------------------
-    def start(self) -> "ChangeLog":
+    def start(self) -> ChangeLog:
         """Make this the active log (the one active before becomes its outer log)."""
         self._outer = tracking.log
         tracking.log = self
@@ -176,7 +177,7 @@ class ChangeLog:
             outer._stale_consumers.update(self._stale_consumers)
             outer._sources.update(self._sources)
 
-    def __enter__(self) -> "ChangeLog":
+    def __enter__(self) -> ChangeLog:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -6,7 +6,6 @@ merging and value propagation so that ``Reshape(x, ShapeOf(x))`` keeps ``batch``
 from __future__ import annotations
 
 import itertools
-from typing import Union
 
 INF = (1 << 63) - 1
 
@@ -50,11 +49,11 @@ class Dimension:
 
     # -- construction -------------------------------------------------------------------
     @staticmethod
-    def dynamic(symbol: Symbol | None = None) -> "Dimension":
+    def dynamic(symbol: Symbol | None = None) -> Dimension:
         return Dimension(0, INF, symbol)
 
     @staticmethod
-    def of(value: "DimLike") -> "Dimension":
+    def of(value: DimLike) -> Dimension:
         """Coerce an int (``-1`` = dynamic), a ``(lo, hi)`` pair, a string or a Dimension."""
         if isinstance(value, Dimension):
             return value
@@ -67,7 +66,7 @@ class Dimension:
         return Dimension(int(value))
 
     @staticmethod
-    def parse(text: str) -> "Dimension":
+    def parse(text: str) -> Dimension:
         """Parse ``5``, ``?``, ``-1``, ``1..10``, ``1..`` or a symbol name (dynamic with symbol)."""
         t = text.strip()
         if t in ("?", "-1", ""):
@@ -105,17 +104,17 @@ class Dimension:
         """Upper bound, or -1 when unbounded."""
         return -1 if self.max == INF else self.max
 
-    def compatible(self, other: "DimLike") -> bool:
+    def compatible(self, other: DimLike) -> bool:
         o = Dimension.of(other)
         return max(self.min, o.min) <= min(self.max, o.max)
 
-    def same_scheme(self, other: "DimLike") -> bool:
+    def same_scheme(self, other: DimLike) -> bool:
         o = Dimension.of(other)
         if self.is_static and o.is_static:
             return self.min == o.min
         return self.is_dynamic and o.is_dynamic
 
-    def merge(self, other: "DimLike") -> "Dimension | None":
+    def merge(self, other: DimLike) -> Dimension | None:
         """Intersection of two dims, or None if they cannot be equal."""
         o = Dimension.of(other)
         lo, hi = max(self.min, o.min), min(self.max, o.max)
@@ -123,7 +122,7 @@ class Dimension:
             return None
         return Dimension(lo, hi, self.symbol or o.symbol)
 
-    def broadcast_merge(self, other: "DimLike") -> "Dimension | None":
+    def broadcast_merge(self, other: DimLike) -> Dimension | None:
         """Numpy broadcasting of two dims, or None when they cannot broadcast."""
         o = Dimension.of(other)
         if self.is_static and self.min == 1:
@@ -139,19 +138,19 @@ class Dimension:
         return Dimension(lo, max(self.max, o.max))
 
     # -- arithmetic (interval) ----------------------------------------------------------
-    def __add__(self, other: "DimLike") -> "Dimension":
+    def __add__(self, other: DimLike) -> Dimension:
         o = Dimension.of(other)
         return Dimension(self.min + o.min, _sat(self.max + o.max) if INF not in (self.max, o.max) else -1)
 
     __radd__ = __add__
 
-    def __sub__(self, other: "DimLike") -> "Dimension":
+    def __sub__(self, other: DimLike) -> Dimension:
         o = Dimension.of(other)
         hi = -1 if self.max == INF else max(self.max - o.min, 0)
         lo = max(self.min - (o.max if o.max != INF else self.min), 0)
         return Dimension(min(lo, hi) if hi != -1 else lo, hi)
 
-    def __mul__(self, other: "DimLike") -> "Dimension":
+    def __mul__(self, other: DimLike) -> Dimension:
         o = Dimension.of(other)
         if INF in (self.max, o.max):
             return Dimension(self.min * o.min, -1)
@@ -159,7 +158,7 @@ class Dimension:
 
     __rmul__ = __mul__
 
-    def __floordiv__(self, other: int) -> "Dimension":
+    def __floordiv__(self, other: int) -> Dimension:
         if self.is_static:
             return Dimension(self.min // other)
         return Dimension(self.min // other, -1 if self.max == INF else self.max // other)
@@ -197,4 +196,4 @@ def _sat(v: int) -> int:
     return min(v, INF)
 
 
-DimLike = Union[Dimension, int, tuple, str, None]
+DimLike = Dimension | int | tuple | str | None

@@ -5,7 +5,8 @@ that a wrong feed is refused with the same ``InputError`` whichever runs it.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, NamedTuple, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 

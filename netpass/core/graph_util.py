@@ -1,7 +1,7 @@
 """Graph mutation helpers with OpenVINO's naming and rt_info rules, and the ``lint`` checker."""
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from ..errors import LintError, NetpassError
 from .boundary import Constant, Parameter, Result
@@ -9,7 +9,7 @@ from .node import Node, Output, as_output
 from .rt_info import RuntimeAttribute
 
 
-def replace_node(target: Node, replacement: "Node | Sequence[Output]",
+def replace_node(target: Node, replacement: Node | Sequence[Output],
                  output_order: Sequence[int] | None = None) -> None:
     """Rewire every consumer of ``target`` to ``replacement`` (a node or one Output per output).
 
@@ -74,7 +74,7 @@ def replace_node_update_name(target: Node, replacement: Node) -> bool:
     return True
 
 
-def copy_runtime_info(sources: "Node | Iterable[Node]", targets: "Node | Iterable[Node]") -> None:
+def copy_runtime_info(sources: Node | Iterable[Node], targets: Node | Iterable[Node]) -> None:
     """Merge the copyable rt_info of ``sources`` into every target (OpenVINO's rules).
 
     An attribute held by one source is copied; held by several, RuntimeAttributes merge and

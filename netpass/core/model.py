@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import copy
 import weakref
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ..errors import InputError, NetpassError
 from .boundary import Parameter, Result
@@ -217,7 +218,7 @@ class Model:
         return ChangeLog()
 
     # -- copies and shapes --------------------------------------------------------------
-    def clone(self) -> "Model":
+    def clone(self) -> Model:
         """A deep copy: new nodes with the same friendly names, tensor names and rt_info."""
         mapping: dict[Node, Node] = {}
         for node in self.get_ordered_ops():

@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import itertools
 import weakref
-from typing import Any, ClassVar, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ..errors import NetpassError, ShapeInferenceError
 from .changes import tracking
 from .dimension import Dimension
+
 # Output, Input, as_output and _Topology are also imported from here by the rest of netpass.
-from .ports import (Input, Output, _Port, _Topology, as_output, port_states,  # noqa: F401
-                    topology_changed)
+from .ports import Input, Output, _Port, _Topology, as_output, port_states, topology_changed  # noqa: F401
 from .shape import PartialShape, ShapeLike, as_partial_shape
 from .types import Type
 
@@ -66,7 +67,7 @@ class Node:
     __slots__ = ("_id", "_name", "_friendly", "_rt", "_in_rt", "_inputs", "_outs", "_mark",
                  "__weakref__", "__dict__")
 
-    def __init__(self, inputs: Iterable["Output | Node"] = (), **attrs: Any) -> None:
+    def __init__(self, inputs: Iterable[Output | Node] = (), **attrs: Any) -> None:
         self._id = next(_ids)
         self._name: str | None = None
         self._friendly: str | None = None
@@ -136,7 +137,7 @@ class Node:
         return self.rt_info
 
     # -- wiring -------------------------------------------------------------------------
-    def set_arguments(self, inputs: Iterable["Output | Node"]) -> None:
+    def set_arguments(self, inputs: Iterable[Output | Node]) -> None:
         me = id(self)
         # a node being built changes no graph's order; one in a graph does, even when it had
         # no inputs (a ReadValue given an initial value)
@@ -155,7 +156,7 @@ class Node:
             if log is not None:
                 log.touched(self)
 
-    def set_argument(self, index: int, value: "Output | Node") -> None:
+    def set_argument(self, index: int, value: Output | Node) -> None:
         Input(self, index).replace_source_output(value)
 
     def set_output_size(self, n: int) -> None:
@@ -202,7 +203,7 @@ class Node:
     def get_output_size(self) -> int:
         return len(self._outs)
 
-    def get_input_node(self, i: int) -> "Node":
+    def get_input_node(self, i: int) -> Node:
         return self._inputs[i].node
 
     def get_input_partial_shape(self, i: int) -> PartialShape:
@@ -223,7 +224,7 @@ class Node:
     def get_output_shape(self, i: int) -> tuple[int, ...]:
         return Output(self, i).shape
 
-    def users(self) -> list["Node"]:
+    def users(self) -> list[Node]:
         """Distinct nodes consuming any output of this node."""
         seen: dict[int, Node] = {}
         for i in range(len(self._outs)):
@@ -252,7 +253,7 @@ class Node:
         if log is not None:
             log.touched(self)
 
-    def clone_with_new_inputs(self, inputs: Sequence["Output | Node"]) -> "Node":
+    def clone_with_new_inputs(self, inputs: Sequence[Output | Node]) -> Node:
         return type(self)(inputs, **self.get_attributes())
 
     # -- inference ----------------------------------------------------------------------

@@ -73,7 +73,7 @@ class Output:
 
     __slots__ = ("node", "index")
 
-    def __init__(self, node: "Node", index: int) -> None:
+    def __init__(self, node: Node, index: int) -> None:
         self.node = node
         self.index = index
 
@@ -136,7 +136,7 @@ class Output:
         return port.pval
 
     # -- consumers ----------------------------------------------------------------------
-    def consumers(self) -> list["Input"]:
+    def consumers(self) -> list[Input]:
         """Inputs of live nodes fed by this output, in connection order."""
         table = self.node._outs[self.index].cons
         out = []
@@ -155,7 +155,7 @@ class Output:
 
     get_target_inputs = consumers
 
-    def replace(self, replacement: "Output") -> None:
+    def replace(self, replacement: Output) -> None:
         """Feed every consumer of this output from ``replacement`` instead.
 
         Consumers that belong to ``replacement``'s own node are left alone (so a node can be
@@ -196,7 +196,7 @@ class Output:
             replacement.rt_info.update(rt)
 
     # -- OpenVINO-style accessors -------------------------------------------------------
-    def get_node(self) -> "Node":
+    def get_node(self) -> Node:
         return self.node
 
     def get_index(self) -> int:
@@ -237,7 +237,7 @@ class Input:
 
     __slots__ = ("node", "index")
 
-    def __init__(self, node: "Node", index: int) -> None:
+    def __init__(self, node: Node, index: int) -> None:
         self.node = node
         self.index = index
 
@@ -248,7 +248,7 @@ class Input:
     def get_source_output(self) -> Output:
         return self.node._inputs[self.index]
 
-    def get_node(self) -> "Node":
+    def get_node(self) -> Node:
         return self.node
 
     def get_index(self) -> int:
@@ -282,7 +282,7 @@ class Input:
             node._in_rt = {}
         return node._in_rt.setdefault(self.index, {})
 
-    def replace_source_output(self, new_source: "Output | Node") -> None:
+    def replace_source_output(self, new_source: Output | Node) -> None:
         """Rebind this input to ``new_source``, keeping both consumer lists in sync."""
         new_source = as_output(new_source)
         node, i = self.node, self.index
@@ -307,7 +307,7 @@ class Input:
         return f"<Input: {self.node.type_name} '{self.node.friendly_name}':{self.index}>"
 
 
-def as_output(value: "Output | Node") -> Output:
+def as_output(value: Output | Node) -> Output:
     """An Output from an Output or a single-output Node."""
     if isinstance(value, Output):
         return value
@@ -320,7 +320,7 @@ def as_output(value: "Output | Node") -> Output:
     raise TypeError(f"expected a Node or Output, got {type(value).__name__}")
 
 
-def port_states(node: "Node") -> list:
+def port_states(node: Node) -> list:
     """Copies of ``node``'s output ports' inference state, for :meth:`ChangeLog.reinferred`."""
     # (Here, not in changes.py, which cannot import the ports that record into it.)
     states = []

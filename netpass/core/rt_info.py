@@ -7,7 +7,7 @@ sources merge (``FusedNames`` takes the union).
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 
 class RuntimeAttribute:
@@ -18,7 +18,7 @@ class RuntimeAttribute:
     def is_copyable(self) -> bool:
         return True
 
-    def merge(self, others: list["RuntimeAttribute"]) -> "RuntimeAttribute | None":
+    def merge(self, others: list[RuntimeAttribute]) -> RuntimeAttribute | None:
         """Combine this attribute with the same key from other sources; None drops it."""
         return self if all(o == self for o in others) else None
 
@@ -35,7 +35,7 @@ class FusedNames(RuntimeAttribute):
     def __init__(self, names: Iterable[str] = ()) -> None:
         self.names: set[str] = set(names)
 
-    def merge(self, others: list[RuntimeAttribute]) -> "FusedNames":
+    def merge(self, others: list[RuntimeAttribute]) -> FusedNames:
         merged = set(self.names)
         for o in others:
             if isinstance(o, FusedNames):

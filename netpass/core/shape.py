@@ -1,7 +1,8 @@
 """PartialShape: a tensor shape whose rank and dimensions may be unknown."""
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Sequence, Union, overload
+from collections.abc import Iterable, Iterator, Sequence
+from typing import overload
 
 from .dimension import Dimension, DimLike
 
@@ -17,7 +18,7 @@ class PartialShape:
     # asked (shape checks run many times per node in the passes; the shape never changes).
     __slots__ = ("_dims", "_static")
 
-    def __init__(self, dims: "ShapeLike" = None) -> None:
+    def __init__(self, dims: ShapeLike = None) -> None:
         self._static = None
         if isinstance(dims, PartialShape):
             self._dims = dims._dims
@@ -30,14 +31,14 @@ class PartialShape:
             self._dims = tuple([d if type(d) is Dimension else of(d) for d in dims])
 
     @staticmethod
-    def of_dims(dims: tuple) -> "PartialShape":
+    def of_dims(dims: tuple) -> PartialShape:
         """A shape from a tuple of Dimension objects (no coercion: shape inference fast path)."""
         ps = PartialShape.__new__(PartialShape)
         ps._dims = dims
         ps._static = None
         return ps
 
-    def _static_dims(self) -> "tuple[int, ...] | bool":
+    def _static_dims(self) -> tuple[int, ...] | bool:
         dims = self._dims
         if dims is None:
             static: tuple | bool = False
@@ -54,13 +55,13 @@ class PartialShape:
         return static
 
     @staticmethod
-    def dynamic(rank: int | None = None) -> "PartialShape":
+    def dynamic(rank: int | None = None) -> PartialShape:
         if rank is None:
             return PartialShape(None)
         return PartialShape([Dimension() for _ in range(rank)])
 
     @staticmethod
-    def parse(text: str) -> "PartialShape":
+    def parse(text: str) -> PartialShape:
         """Parse ``[1,?,3..5,N]`` or ``[...]`` (dynamic rank)."""
         t = text.strip()
         if t.startswith("[") and t.endswith("]"):
@@ -114,17 +115,17 @@ class PartialShape:
     def get_min_shape(self) -> tuple[int, ...]:
         return tuple(d.min for d in self.dims)
 
-    def compatible(self, other: "ShapeLike") -> bool:
+    def compatible(self, other: ShapeLike) -> bool:
         return self.merge(other) is not None
 
-    def same_scheme(self, other: "ShapeLike") -> bool:
+    def same_scheme(self, other: ShapeLike) -> bool:
         o = PartialShape(other)
         if self._dims is None or o._dims is None:
             return self._dims is None and o._dims is None
         return len(self._dims) == len(o._dims) and all(
             a.same_scheme(b) for a, b in zip(self._dims, o._dims))
 
-    def refines(self, other: "ShapeLike") -> bool:
+    def refines(self, other: ShapeLike) -> bool:
         """True when every tensor of this shape also fits ``other``."""
         o = PartialShape(other)
         if o._dims is None:
@@ -133,7 +134,7 @@ class PartialShape:
             return False
         return all(o_d.min <= d.min and d.max <= o_d.max for d, o_d in zip(self._dims, o._dims))
 
-    def merge(self, other: "ShapeLike") -> "PartialShape | None":
+    def merge(self, other: ShapeLike) -> PartialShape | None:
         o = PartialShape(other)
         if self._dims is None:
             return o
@@ -149,7 +150,7 @@ class PartialShape:
             out.append(m)
         return PartialShape(out)
 
-    def broadcast_merge(self, other: "ShapeLike") -> "PartialShape | None":
+    def broadcast_merge(self, other: ShapeLike) -> PartialShape | None:
         """Numpy broadcasting (right-aligned), or None when the shapes cannot broadcast."""
         o = PartialShape(other)
         if self._dims is None or o._dims is None:
@@ -179,7 +180,7 @@ class PartialShape:
     @overload
     def __getitem__(self, i: int) -> Dimension: ...
     @overload
-    def __getitem__(self, i: slice) -> "PartialShape": ...
+    def __getitem__(self, i: slice) -> PartialShape: ...
 
     def __getitem__(self, i):
         dims = self._dims
@@ -210,7 +211,7 @@ class PartialShape:
         return f"PartialShape({self})"
 
 
-ShapeLike = Union[PartialShape, Sequence[DimLike], Iterable[DimLike], str, None]
+ShapeLike = PartialShape | Sequence[DimLike] | Iterable[DimLike] | str | None
 
 
 def as_partial_shape(value: ShapeLike) -> PartialShape:

@@ -19,8 +19,8 @@ class Type:
     """An element type: ``f32``, ``i64``, ``boolean``... ``dynamic`` means not yet known."""
 
     __slots__ = ("name", "dtype", "bitwidth", "ir_precision")
-    _by_name: dict[str, "Type"] = {}
-    _by_dtype: dict[np.dtype, "Type"] = {}
+    _by_name: dict[str, Type] = {}
+    _by_dtype: dict[np.dtype, Type] = {}
 
     def __init__(self, name: str, dtype: Any, bitwidth: int, ir_precision: str) -> None:
         self.name = name
@@ -57,10 +57,10 @@ class Type:
         """Bytes per element (rounded up)."""
         return (self.bitwidth + 7) // 8
 
-    def compatible(self, other: "Type") -> bool:
+    def compatible(self, other: Type) -> bool:
         return self is other or self.is_dynamic or other.is_dynamic
 
-    def merge(self, other: "Type") -> "Type | None":
+    def merge(self, other: Type) -> Type | None:
         if self.is_dynamic:
             return other
         if other.is_dynamic or other is self:
@@ -68,7 +68,7 @@ class Type:
         return None
 
     @staticmethod
-    def of(value: Any) -> "Type":
+    def of(value: Any) -> Type:
         """Coerce a Type, a name ('f32', 'float32'), a numpy dtype or a python type."""
         if isinstance(value, Type):
             return value

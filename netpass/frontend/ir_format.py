@@ -10,7 +10,8 @@ out and back.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 IR_VERSION = 11
 

@@ -125,7 +125,7 @@ class _Layer:
         ins = el.find("input")
         outs = el.find("output")
         self.in_ports = [p.attrib.get("id") for p in (ins if ins is not None else [])]
-        self.out_ports = [p for p in (outs if outs is not None else [])]
+        self.out_ports = list(outs if outs is not None else [])
 
     def where(self) -> str:
         return f"layer {self.id} '{self.name}' ({self.type}, {self.version})"

@@ -20,8 +20,13 @@ from ..core.model import Model
 from ..core.node import Node, Output
 from ..core.shape import PartialShape
 from ..core.types import Type, packed_size, string
-from ..errors import (ModelFormatError, NetpassError, OutOfMemoryError, UnsupportedOpError,
-                      UnsupportedTypeError)
+from ..errors import (
+    ModelFormatError,
+    NetpassError,
+    OutOfMemoryError,
+    UnsupportedOpError,
+    UnsupportedTypeError,
+)
 from ..ops.io import Constant, Parameter, Result
 from ..ops.onnx_types import onnx_element_type
 from ..ops.registry import find_onnx_rule

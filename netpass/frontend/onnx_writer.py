@@ -9,8 +9,9 @@ by the same names; symbolic dimensions become ``dim_param``.
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import onnx

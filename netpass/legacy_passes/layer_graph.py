@@ -7,8 +7,9 @@ blob (``weights``, ``biases`` or ``input<port>``) and never appears as a layer.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import networkx as nx
 import numpy as np

@@ -8,8 +8,8 @@ pass (graphviz ``.dot`` and an XML listing).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 from xml.sax.saxutils import quoteattr
 
 from .layer_graph import LegacyNetwork

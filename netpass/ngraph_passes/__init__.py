@@ -2,6 +2,6 @@
 ``gna`` (the GNA layout pipeline, ``GnaTransformationsPipeline``)."""
 from __future__ import annotations
 
-from . import common, gna, transpose_sinking  # noqa: F401
+from . import common, gna, transpose_sinking
 
 __all__ = ["common", "gna", "transpose_sinking"]

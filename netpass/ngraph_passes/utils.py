@@ -1,7 +1,8 @@
 """Small helpers shared by the transformations: op classes by name, constants, orders."""
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 

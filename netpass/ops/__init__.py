@@ -5,15 +5,47 @@ One module per family; each module holds its op classes (shape inference, evalua
 """
 from __future__ import annotations
 
-from . import (convolution, elementwise, gna, indexing, interpolate, io, legacy,  # noqa: F401
-               matmul, movement, normalization, pad, pooling, recurrent, reduction, shape_ops,
-               state)
 # families added for ONNX coverage
-from . import (argminmax, attention, bitwise, cumulative, hardmax, image, linalg,  # noqa: F401
-               loss, lrn, quantization, random, sets, signal, strings)
-from .base import (ArithmeticReductionKeepDims, BinaryElementwiseArithmetic,  # noqa: F401
-                   BinaryElementwiseComparison, BinaryElementwiseLogical,
-                   LogicalReductionKeepDims, UnaryElementwiseArithmetic)
+from . import (  # noqa: F401
+               argminmax,
+               attention,
+               bitwise,
+               convolution,
+               cumulative,
+               elementwise,
+               gna,
+               hardmax,
+               image,
+               indexing,
+               interpolate,
+               io,
+               legacy,
+               linalg,
+               loss,
+               lrn,
+               matmul,
+               movement,
+               normalization,
+               pad,
+               pooling,
+               quantization,
+               random,
+               recurrent,
+               reduction,
+               sets,
+               shape_ops,
+               signal,
+               state,
+               strings,
+)
+from .base import (  # noqa: F401
+               ArithmeticReductionKeepDims,
+               BinaryElementwiseArithmetic,
+               BinaryElementwiseComparison,
+               BinaryElementwiseLogical,
+               LogicalReductionKeepDims,
+               UnaryElementwiseArithmetic,
+)
 from .registry import OP_TYPES
 
 globals().update(OP_TYPES)

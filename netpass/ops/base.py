@@ -2,7 +2,8 @@
 factories use to turn python values into graph values."""
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -10,7 +11,6 @@ from ..core.boundary import Constant
 from ..core.node import Node, Output, as_output
 from ..core.shape import PartialShape
 from ..core.types import Type, boolean
-
 
 # The IR ``version`` of ops that OpenVINO has no counterpart for (ONNX-only ops kept whole).
 NETPASS_OPSET = "netpass"

@@ -17,8 +17,13 @@ from ..core.node import Node
 from ..core.shape import PartialShape
 from ..errors import UnsupportedOpError
 from .base import merged_input_type, set_name, to_output
-from .convolution.window import (conv_nd, normalize_auto_pad, resolve_pads, spatial_list,
-                                 window_output_dims)
+from .convolution.window import (
+    conv_nd,
+    normalize_auto_pad,
+    resolve_pads,
+    spatial_list,
+    window_output_dims,
+)
 from .pooling import max_pool_nd
 from .registry import onnx_export
 

@@ -7,7 +7,8 @@ never in an input model, so there is no ONNX import rule, and their export rule 
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

@@ -8,7 +8,8 @@ second operand a column ``[K, 1]`` whose unit dim is dropped again; ``transpose_
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

@@ -12,8 +12,19 @@ from ..core.node import Node, Output
 from ..core.shape import PartialShape
 from ..errors import UnsupportedOpError
 from .base import merged_input_type, normalize_axis, set_name, to_output
-from .elementwise import (Add, Convert, Divide, Exp, Log, Maximum, Multiply, Sqrt, Subtract,
-                          const_like, onnx_element_type)
+from .elementwise import (
+    Add,
+    Convert,
+    Divide,
+    Exp,
+    Log,
+    Maximum,
+    Multiply,
+    Sqrt,
+    Subtract,
+    const_like,
+    onnx_element_type,
+)
 from .movement import reshape, unsqueeze
 from .reduction import ReduceL1, ReduceMax, ReduceMean, ReduceSum
 from .registry import onnx_export, onnx_rule

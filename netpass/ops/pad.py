@@ -13,9 +13,15 @@ from .elementwise import add, floor_mod, maximum, minimum, subtract
 from .indexing import Gather, ScatterUpdate
 from .movement import Slice, Squeeze
 from .registry import onnx_export, onnx_rule
+from .shape_inputs import (
+    check_shape_input,
+    const_ints,
+    export_error,
+    i64_operand,
+    shape_values,
+    vector_length,
+)
 from .shape_ops import Range, ShapeOf
-from .shape_inputs import (export_error, i64_operand, check_shape_input, const_ints, shape_values,
-                           vector_length)
 
 __all__ = ["pad"]
 

@@ -9,8 +9,9 @@ translate.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from math import prod
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -20,9 +21,18 @@ from ..core.types import Type, i32, i64
 from ..errors import UnsupportedOpError
 from .base import normalize_axis, set_name, to_output
 from .convolution import GroupConvolution
-from .convolution.window import (ONNX_AUTO_PAD, accumulation_dtype, normalize_auto_pad,
-                                 onnx_window_export_attrs, pad_spatial, resolve_pads,
-                                 spatial_list, window_count, window_output_dims, windows)
+from .convolution.window import (
+    ONNX_AUTO_PAD,
+    accumulation_dtype,
+    normalize_auto_pad,
+    onnx_window_export_attrs,
+    pad_spatial,
+    resolve_pads,
+    spatial_list,
+    window_count,
+    window_output_dims,
+    windows,
+)
 from .elementwise import Add, Divide, FloorMod, Multiply, Subtract
 from .pad import Pad
 from .reduction import ReduceMax, ReduceMean

@@ -3,7 +3,8 @@ reduce nothing), TopK, and CumSum; ONNX ReduceLogSum* by decomposition (ArgMax/A
 ``argminmax``)."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -12,8 +13,13 @@ from ..core.node import Node, Output
 from ..core.shape import PartialShape
 from ..core.types import Type, boolean, i32, i64, is_float_dtype
 from ..errors import UnsupportedOpError
-from .base import (ArithmeticReductionKeepDims, LogicalReductionKeepDims, normalize_axis,
-                   set_name, to_output)
+from .base import (
+    ArithmeticReductionKeepDims,
+    LogicalReductionKeepDims,
+    normalize_axis,
+    set_name,
+    to_output,
+)
 from .elementwise import Add, Exp, IsInf, Log, Multiply, Select, Subtract, const_like
 from .registry import onnx_export, onnx_rule
 
@@ -445,12 +451,12 @@ def _export_logical(onnx_op: str) -> Callable:
         data = ectx.inputs(node)[0]
         axes = _constant_axes(node)
         as_int, reduced = ectx.fresh("as_int"), ectx.fresh("reduced")
-        ectx.add_node("Cast", [data], [as_int], to=int(6))  # INT32
+        ectx.add_node("Cast", [data], [as_int], to=6)  # INT32
         if axes:
             ectx.add_reduce(onnx_op, as_int, [reduced], axes, node.keep_dims)
         else:
             ectx.add_node("Identity", [as_int], [reduced])
-        ectx.add_node("Cast", [reduced], ectx.outputs(node), to=int(9))  # BOOL
+        ectx.add_node("Cast", [reduced], ectx.outputs(node), to=9)  # BOOL
     return rule
 
 
@@ -473,7 +479,7 @@ def _export_topk(node, ectx):
     ectx.add_node("TopK", [data, k1], [values, idx64], axis=int(node.axis),
                   largest=int(node.mode == "max"), sorted=int(node.sort == "value"))
     if idx64 != indices:
-        ectx.add_node("Cast", [idx64], [indices], to=int(6))  # INT32
+        ectx.add_node("Cast", [idx64], [indices], to=6)  # INT32
 
 
 @onnx_export(CumSum)

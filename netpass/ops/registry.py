@@ -14,7 +14,7 @@ added later; rules whose ONNX form changed across versions consult it).
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ..core.node import OP_TYPES, Node  # noqa: F401  (OP_TYPES re-exported: op classes by type name)
 from ..errors import UnsupportedOpError
@@ -23,7 +23,7 @@ ONNX_IMPORT: dict[tuple[str, str], list[tuple[int, Callable]]] = {}
 ONNX_EXPORT: dict[type, Callable] = {}
 # The ONNX opset an export rule needs, where it is above the default export opset (17): a
 # number, or a function of the node (when it depends on its types or attributes).
-ONNX_EXPORT_OPSET: dict[type, "int | Callable[[Node], int]"] = {}
+ONNX_EXPORT_OPSET: dict[type, int | Callable[[Node], int]] = {}
 
 
 def onnx_rule(op_type: str, since: int = 1, domain: str = "") -> Callable[[Callable], Callable]:
@@ -47,7 +47,7 @@ def find_onnx_rule(op_type: str, opset: int, domain: str = "") -> Callable | Non
     return chosen
 
 
-def onnx_export(*classes: type, opset: "int | Callable[[Node], int] | None" = None
+def onnx_export(*classes: type, opset: int | Callable[[Node], int] | None = None
                 ) -> Callable[[Callable], Callable]:
     """Register an ONNX export rule for the given op classes; ``opset``: the ONNX opset the
     rule's nodes need (a model holding such an op is written at that opset), or a function of

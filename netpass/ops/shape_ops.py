@@ -124,7 +124,7 @@ def shape_of(data: Any, output_type: Any = "i64", name: str | None = None) -> No
     return set_name(ShapeOf([to_output(data)], output_type=Type.of(output_type)), name)
 
 
-def range(start: Any, stop: Any, step: Any, output_type: Any,  # noqa: A001
+def range(start: Any, stop: Any, step: Any, output_type: Any,
           name: str | None = None) -> Node:
     """Range-4: ``start, start + step, ...`` below ``stop`` (above it for a negative step), as
     ``output_type``; the three are scalars or scalar graph values."""

@@ -487,7 +487,7 @@ def _export_fft(inverse: bool, onesided: bool):
             ins[0] = real
         if isinstance(node, IRDFT):
             full = ectx.fresh("irdft")
-            ectx.add_node("DFT", [x for x in ins], [full], **attrs)
+            ectx.add_node("DFT", list(ins), [full], **attrs)
             ectx.add_node("Squeeze", [full, ectx.constant(np.array([-1], np.int64))], [out])
             return
         ectx.add_node("DFT", ins, [out], **attrs)

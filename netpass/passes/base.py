@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import NetpassError, PassError
 from .pass_config import PassConfig
@@ -63,7 +64,7 @@ def _guard(run: Callable) -> Callable:
     any exception from inside as a :class:`PassError` naming the pass."""
 
     @functools.wraps(run)
-    def run_on_model(self: "ModelPass", model: "Model") -> bool:
+    def run_on_model(self: ModelPass, model: Model) -> bool:
         running = self.__dict__.get("_running")
         if running is None:
             running = self.__dict__["_running"] = set()
@@ -96,5 +97,5 @@ class ModelPass(PassBase):
         if run is not None and not getattr(run, "_netpass_guarded", False):
             cls.run_on_model = _guard(run)  # type: ignore[method-assign]
 
-    def run_on_model(self, model: "Model") -> bool:
+    def run_on_model(self, model: Model) -> bool:
         raise NotImplementedError(f"{self.name} does not implement run_on_model")

@@ -113,7 +113,7 @@ class _Watch:
             Attempt(mp.name, "left the graph (an earlier rewrite replaced the node)"))
 
 
-def find_node(model: "Model", name: str) -> Node:
+def find_node(model: Model, name: str) -> Node:
     """The node of ``model`` whose friendly name (or unique name) is ``name``."""
     found = [n for n in model.get_ordered_ops() if n.friendly_name == name]
     if not found:
@@ -129,7 +129,7 @@ def find_node(model: "Model", name: str) -> Node:
     return found[0]
 
 
-def explain_pass(pass_: "PassBase", model: "Model", node_name: str) -> PassExplanation:
+def explain_pass(pass_: PassBase, model: Model, node_name: str) -> PassExplanation:
     """Run ``pass_`` on a clone of ``model`` and report what its matchers made of the node
     named ``node_name`` (see the module doc). ``model`` is not changed."""
     from .manager import Manager

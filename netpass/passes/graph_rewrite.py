@@ -21,7 +21,8 @@ from __future__ import annotations
 import collections
 import gc
 import weakref
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ..core.changes import tracking
 from ..core.gc_pause import promote_to_old_generation
@@ -104,7 +105,7 @@ class MatcherPass(PassBase):
             reported_change(self, node, log, edits)
         return applied
 
-    def run_on_model(self, model: "Model") -> bool:
+    def run_on_model(self, model: Model) -> bool:
         """Run this matcher alone over ``model`` (as a Manager does: in a GraphRewrite)."""
         return wrap_matcher_pass(self).run_on_model(model)
 
@@ -123,7 +124,7 @@ def reported_change(mp: MatcherPass, node: Node, log: Any, edits_before: int) ->
         log.io_changed_by = mp.name
 
 
-def wrap_matcher_pass(mp: MatcherPass) -> "GraphRewrite":
+def wrap_matcher_pass(mp: MatcherPass) -> GraphRewrite:
     """A GraphRewrite holding just ``mp`` and sharing its PassConfig."""
     gr = GraphRewrite()
     gr.set_name(mp.name)
@@ -185,7 +186,7 @@ class GraphRewrite(ModelPass):
         return [mp for mp in self._matchers
                 if type(mp) not in disabled and not any(c in disabled for c in mp._containers)]
 
-    def run_on_model(self, model: "Model") -> bool:
+    def run_on_model(self, model: Model) -> bool:
         active = self._active()
         if not active:
             return False
@@ -204,7 +205,7 @@ class GraphRewrite(ModelPass):
                 promote_to_old_generation()
                 gc.enable()
 
-    def _traverse(self, model: "Model", active: list[MatcherPass]) -> bool:
+    def _traverse(self, model: Model, active: list[MatcherPass]) -> bool:
         if probe.node_id >= 0:
             probe.watcher.traversal(self, active)
         table: dict[type, list] = {}  # op class -> candidate matchers (registration order)
@@ -362,7 +363,7 @@ class _InGraph:
 
     __slots__ = ("model", "result_cls")
 
-    def __init__(self, model: "Model") -> None:
+    def __init__(self, model: Model) -> None:
         from ..ops.io import Result
         self.model = model
         self.result_cls = Result

@@ -46,7 +46,7 @@ _dump_counter = itertools.count()
 class Validate(ModelPass):
     """Re-infers every node's types and shapes and lints the graph; never reports a change."""
 
-    def run_on_model(self, model: "Model") -> bool:
+    def run_on_model(self, model: Model) -> bool:
         validate_model(model)
         return False
 
@@ -77,13 +77,13 @@ def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text) or "model"
 
 
-def dump_svg(model: "Model", path: Path) -> None:
+def dump_svg(model: Model, path: Path) -> None:
     """Tracing writer for ``NETPASS_VISUALIZE_TRACING`` (VisualizeTree, imported lazily)."""
     from .visualize import VisualizeTree
     VisualizeTree(str(path)).run_on_model(model)
 
 
-def dump_xml(model: "Model", path: Path) -> None:
+def dump_xml(model: Model, path: Path) -> None:
     """Tracing writer for ``NETPASS_SERIALIZE_TRACING`` (Serialize, imported lazily)."""
     from .serialize import Serialize
     Serialize(str(path), str(path.with_suffix(".bin"))).run_on_model(model)
@@ -169,7 +169,7 @@ class Manager:
         self._passes.append((pass_, self._validate))
         return pass_
 
-    def run_passes(self, model: "Model") -> bool:
+    def run_passes(self, model: Model) -> bool:
         """Run every enabled pass; True when any of them changed the model."""
         config = self._config
         visualize = _trace_spec(("NETPASS_VISUALIZE_TRACING", "OV_ENABLE_VISUALIZE_TRACING"))
@@ -202,7 +202,7 @@ class Manager:
         return changed
 
     @staticmethod
-    def _run_validated(p: PassBase, runner: Any, model: "Model") -> tuple[bool, float, float]:
+    def _run_validated(p: PassBase, runner: Any, model: Model) -> tuple[bool, float, float]:
         """Run ``runner`` (``p``, or the GraphRewrite holding it) with a change log, then
         validate what it changed; returns (changed, pass seconds, validation seconds)."""
         before = Interface.of(model)
@@ -223,7 +223,7 @@ class Manager:
         return applied, t1 - t0, time.perf_counter() - t1
 
     @staticmethod
-    def _trace(model: "Model", pass_name: str, visualize: Any, serialize: Any) -> None:
+    def _trace(model: Model, pass_name: str, visualize: Any, serialize: Any) -> None:
         base = f"{_safe(model.friendly_name)}_{next(_dump_counter):03d}_{_safe(pass_name)}"
         if _wanted(visualize, pass_name):
             visualize[0].mkdir(parents=True, exist_ok=True)

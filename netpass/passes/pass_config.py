@@ -7,7 +7,8 @@ their class, as OpenVINO keys them by type info.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 Callback = Callable[[Any], bool]
 
@@ -54,7 +55,7 @@ class PassConfig:
         if pass_type not in self._enabled:
             self._disabled.add(pass_type)
 
-    def add_disabled_passes(self, other: "PassConfig") -> None:
+    def add_disabled_passes(self, other: PassConfig) -> None:
         """Take over ``other``'s disabled passes, except those force-enabled here."""
         for t in other._disabled:
             if t not in self._enabled:
@@ -76,7 +77,7 @@ class PassConfig:
         """The per-type callback of ``pass_type`` if set, else the global one."""
         return self._callbacks.get(pass_type, self._global)
 
-    def copy(self) -> "PassConfig":
+    def copy(self) -> PassConfig:
         """An independent PassConfig with the same disabled, force-enabled passes and
         callbacks (a target derives its own from a user's without changing it)."""
         new = PassConfig()

@@ -14,7 +14,7 @@ from ..errors import NetpassError
 from ..ops import Convert
 
 
-def replace_output_keep_names(output: Output, replacement: "Output | Node") -> Output:
+def replace_output_keep_names(output: Output, replacement: Output | Node) -> Output:
     """Replace ``output`` by ``replacement`` and keep the model's output names; always succeeds.
 
     Where ``output`` feeds a Result, the value the Result reads must be produced by a node

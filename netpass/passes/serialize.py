@@ -18,10 +18,12 @@ fp16 weight compression and no sub-graph body (netpass has no TensorIterator/Loo
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from xml.sax.saxutils import quoteattr as _quoteattr
 
 import numpy as np
@@ -33,9 +35,17 @@ from ..core.rt_info import RuntimeAttribute
 from ..core.shape import PartialShape
 from ..core.types import Type, pack_elements, string
 from ..errors import ModelFormatError, system_errors_as_netpass
-from ..frontend.ir_format import (ATTR_RULES, IR_TYPE_NAMES, IR_VERSION, TYPE_ATTRS,
-                                  TYPE_NAMES_FROM_IR, AttrRule, escape_names)
+from ..frontend.ir_format import (
+    ATTR_RULES,
+    IR_TYPE_NAMES,
+    IR_VERSION,
+    TYPE_ATTRS,
+    TYPE_NAMES_FROM_IR,
+    AttrRule,
+    escape_names,
+)
 from .base import ModelPass
+
 
 def _torch_ceil_pool(node: Node, data: dict[str, str]) -> str | None:
     """netpass pools round ``ceil`` as ONNX and PyTorch do: a last window that would start in
@@ -116,10 +126,8 @@ def ir_attributes(node: Node) -> dict[str, str]:
         if rule is not None and rule.to_ir is not None:
             value = rule.to_ir(value)
         elif key in TYPE_ATTRS and value is not None and not isinstance(value, (list, tuple)):
-            try:
+            with contextlib.suppress(TypeError):  # not an element type: written as it is
                 value = Type.of(value).name
-            except TypeError:
-                pass
         text = format_value(value)
         if text is not None:
             out[rule.ir_name if rule else key] = text

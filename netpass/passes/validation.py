@@ -57,7 +57,7 @@ class Interface(NamedTuple):
     outputs: tuple[Port, ...]
 
     @classmethod
-    def of(cls, model: "Model") -> "Interface":
+    def of(cls, model: Model) -> Interface:
         ins = tuple(Port(parameter_name(p), p._outs[0].et, p._outs[0].ps)
                     for p in model._parameters)
         outs = []
@@ -70,7 +70,7 @@ class Interface(NamedTuple):
             outs.append(Port(name, port.et, port.ps))
         return cls(ins, tuple(outs))
 
-    def differences(self, after: "Interface") -> list[str]:
+    def differences(self, after: Interface) -> list[str]:
         """How ``after`` breaks this interface, in words (empty when it keeps it)."""
         problems: list[str] = []
         for kind, old, new in (("input", self.inputs, after.inputs),
@@ -91,7 +91,7 @@ class Interface(NamedTuple):
         return problems
 
 
-def check_interface(pass_name: str, before: Interface, model: "Model") -> None:
+def check_interface(pass_name: str, before: Interface, model: Model) -> None:
     """Raise :class:`PassValidationError` when ``model``'s inputs or outputs differ from
     ``before``."""
     problems = before.differences(Interface.of(model))
@@ -101,7 +101,7 @@ def check_interface(pass_name: str, before: Interface, model: "Model") -> None:
             + "; ".join(problems) + " (a pass that means to sets changes_model_io = True)")
 
 
-def validate_changes(pass_name: str, model: "Model", log: ChangeLog) -> int:
+def validate_changes(pass_name: str, model: Model, log: ChangeLog) -> int:
     """Re-infer and lint what ``log`` recorded (checks 1 and 2 of the module doc); returns the
     number of re-inferences. Raises :class:`PassValidationError` naming the pass and node."""
     in_graph = _InModel(model)
@@ -142,7 +142,7 @@ def _same_state(before: list[tuple], node: Node) -> bool:
     return True
 
 
-def _reinfer(seeds: list[Node], in_graph: "_InModel") -> list[Node]:
+def _reinfer(seeds: list[Node], in_graph: _InModel) -> list[Node]:
     """Re-infer ``seeds``, then the consumers (still in the model: a node a rewrite dropped but
     someone still holds stays among its producers' consumers) of every node whose outputs
     changed; returns the nodes re-inferred (each once)."""
@@ -186,7 +186,7 @@ class _InModel:
     """Whether a recorded node is part of ``model``: it has live consumers, or it is one of
     the model's Results, sinks or Parameters (a node a rewrite dropped has none of these)."""
 
-    def __init__(self, model: "Model") -> None:
+    def __init__(self, model: Model) -> None:
         self.roots = {id(n) for n in (*model._results, *model._sinks, *model._parameters)}
         self.outputs = {id(n) for n in (*model._results, *model._sinks)}
 
@@ -216,7 +216,7 @@ class _InModel:
         return False
 
 
-def _lint_nodes(model: "Model", nodes: list[Node], sources: list[Node]) -> list[str]:
+def _lint_nodes(model: Model, nodes: list[Node], sources: list[Node]) -> list[str]:
     """``lint``'s per-node invariants on ``nodes``, the Parameters among ``sources`` (values
     rewired in) and the model's input and output lists."""
     problems: list[str] = []
@@ -263,7 +263,7 @@ def _lint_nodes(model: "Model", nodes: list[Node], sources: list[Node]) -> list[
     return problems
 
 
-def validate_model(model: "Model") -> None:
+def validate_model(model: Model) -> None:
     """The whole-model check (the ``Validate`` pass): shape inference over every node, then
     :func:`netpass.core.lint`."""
     from ..core.graph_util import lint

@@ -10,13 +10,37 @@ if not m.match(node):
 """
 from __future__ import annotations
 
-from .matcher import MatchFailure, Matcher, matcher_logging_enabled
-from .op import (Label, Optional, Or, Pattern, PatternError, PatternOutput, WrapType, any_input,
-                 as_pattern, optional, wrap_type)
-from .predicates import (Predicate, all_of, as_predicate, attrs_match, consumers_count,
-                         consumers_more_than, has_static_dim, has_static_dims, has_static_rank,
-                         has_static_shape, rank_equals, rank_more_than, shape_matches,
-                         type_matches, type_matches_any)
+from .matcher import Matcher, MatchFailure, matcher_logging_enabled
+from .op import (
+                 Label,
+                 Optional,
+                 Or,
+                 Pattern,
+                 PatternError,
+                 PatternOutput,
+                 WrapType,
+                 any_input,
+                 as_pattern,
+                 optional,
+                 wrap_type,
+)
+from .predicates import (
+                 Predicate,
+                 all_of,
+                 as_predicate,
+                 attrs_match,
+                 consumers_count,
+                 consumers_more_than,
+                 has_static_dim,
+                 has_static_dims,
+                 has_static_rank,
+                 has_static_shape,
+                 rank_equals,
+                 rank_more_than,
+                 shape_matches,
+                 type_matches,
+                 type_matches_any,
+)
 
 __all__ = [
     "Matcher", "MatchFailure", "matcher_logging_enabled", "Pattern", "WrapType", "PatternOutput",

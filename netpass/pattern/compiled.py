@@ -16,7 +16,8 @@ not compiled. An explaining matcher always matches generically (it records failu
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .op import Label, Pattern, WrapType
 
@@ -96,7 +97,7 @@ def compile_pattern(root: Pattern) -> CompiledMatch | None:
         lines.append(f"    m.pattern_value_map = {{{pairs}}}")
     lines.append("    return True")
     code = compile("\n".join(lines), f"<compiled pattern {root.label()}>", "exec")
-    exec(code, env)  # noqa: S102 - the source is generated above from the pattern's structure
+    exec(code, env)
     return env["match"]
 
 

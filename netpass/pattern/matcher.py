@@ -157,7 +157,7 @@ class Matcher:
         self._missed: tuple | None = None
 
     # -- matching -----------------------------------------------------------------------
-    def match(self, value: "Output | Node") -> bool:
+    def match(self, value: Output | Node) -> bool:
         """Match the pattern rooted at ``value``; True on success (state kept until the
         next match or :meth:`clear_state`). After a failure :meth:`explain` tells why."""
         if type(value) is not Output:
@@ -259,7 +259,7 @@ class Matcher:
     def explaining(self) -> bool:
         return self._explain
 
-    def explain(self, value: "Output | Node | None" = None) -> str:
+    def explain(self, value: Output | Node | None = None) -> str:
         """Why the pattern does not match ``value``, or, without one, why the last ``match``
         call failed: the report as text ("" when it matched). Works on any matcher: one that
         was not explaining matches the value again, explaining, to write the report."""
@@ -275,7 +275,7 @@ class Matcher:
         report = self.why_not(value)
         return "" if report is None else str(report)
 
-    def why_not(self, value: "Output | Node") -> MatchFailure | None:
+    def why_not(self, value: Output | Node) -> MatchFailure | None:
         """The :class:`MatchFailure` of matching ``value`` (None when it matches). Leaves this
         matcher's state as it was (a separate explaining matcher does the work)."""
         probe = Matcher(self.pattern, self.name, explain=True)

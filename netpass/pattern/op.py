@@ -12,7 +12,8 @@ explains (see :mod:`netpass.pattern.explain`).
 from __future__ import annotations
 
 import itertools
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from ..core.node import OP_TYPES, Node
 from ..errors import NetpassError
@@ -56,7 +57,7 @@ def _types_tuple(types: Any) -> tuple[type, ...]:
     return out
 
 
-def as_pattern(value: Any) -> "Pattern":
+def as_pattern(value: Any) -> Pattern:
     """A pattern node from a pattern node, a pattern output, or an op class (= wrap_type)."""
     if isinstance(value, Pattern):
         return value
@@ -121,7 +122,7 @@ class WrapType(Pattern):
         self._pred = None if self.predicate is None else self.predicate.fn
         self._outputs: dict[int, PatternOutput] = {}
 
-    def output(self, index: int) -> "PatternOutput":
+    def output(self, index: int) -> PatternOutput:
         """This pattern node's output ``index``: matches only that output of the node."""
         po = self._outputs.get(index)
         if po is None:
@@ -167,7 +168,7 @@ class WrapType(Pattern):
             return _match_commutative(m, ins, args)
         if n == 2:
             return ins[0]._match(m, args[0]) and ins[1]._match(m, args[1])
-        for p, a in zip(ins, args):
+        for p, a in zip(ins, args):  # noqa: SIM110 (a loop: no generator on the hot path)
             if not p._match(m, a):
                 return False
         return True

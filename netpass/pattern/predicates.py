@@ -9,7 +9,8 @@ dimension of a shape and what its symbols were bound to), computed only when a r
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -45,7 +46,7 @@ class Predicate:
         detail = self.why(output, matcher) if self.why is not None else None
         return f"{self.name} false" + (f": {detail}" if detail else "")
 
-    def __and__(self, other: Any) -> "Predicate":
+    def __and__(self, other: Any) -> Predicate:
         left, right = self, as_predicate(other)
         a, b = left.fn, right.fn
 
@@ -53,10 +54,10 @@ class Predicate:
             return (left if not a(o, m) else right).failure(o, m)
         return Predicate(lambda o, m: a(o, m) and b(o, m), f"({left.name} & {right.name})", why)
 
-    def __rand__(self, other: Any) -> "Predicate":
+    def __rand__(self, other: Any) -> Predicate:
         return as_predicate(other) & self
 
-    def __or__(self, other: Any) -> "Predicate":
+    def __or__(self, other: Any) -> Predicate:
         left, right = self, as_predicate(other)
         a, b = left.fn, right.fn
 
@@ -64,10 +65,10 @@ class Predicate:
             return f"{left.failure(o, m)}; {right.failure(o, m)}"
         return Predicate(lambda o, m: a(o, m) or b(o, m), f"({left.name} | {right.name})", why)
 
-    def __ror__(self, other: Any) -> "Predicate":
+    def __ror__(self, other: Any) -> Predicate:
         return as_predicate(other) | self
 
-    def __invert__(self) -> "Predicate":
+    def __invert__(self) -> Predicate:
         a = self.fn
         return Predicate(lambda o, m: not a(o, m), f"~{self.name}",
                          lambda o, m: f"{self.name} is true")

@@ -1,16 +1,15 @@
 """Cutting edge Transposes/Gathers out of a model into host-side models."""
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Iterator
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 
+from .. import reference
 from ..core.graph_util import replace_output_update_name
 from ..core.model import Model, parameter_name, result_name
 from ..core.node import Node, Output
 from ..ops.io import Constant, Parameter, Result
-from .. import reference
 
 
 class PrePostProcessModels(Mapping):

@@ -11,10 +11,10 @@ import sys
 
 import numpy as np
 import onnx
+from cli_helpers import EXAMPLES, ROOT, netpass_cli
 from onnx import TensorProto, helper
 
 import netpass
-from cli_helpers import EXAMPLES, ROOT, netpass_cli
 
 
 def test_version():

@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime as ort
 import pytest
+from cli_helpers import EXAMPLES, netpass_cli
 
 import netpass
-from cli_helpers import EXAMPLES, netpass_cli
 
 KWS = EXAMPLES / "kws_cnn.onnx"
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
-
 from cli_helpers import EXAMPLES, netpass_cli
+from onnx import TensorProto, helper
 
 KWS = EXAMPLES / "kws_cnn.onnx"
 

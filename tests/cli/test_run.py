@@ -4,7 +4,6 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime as ort
 import pytest
-
 from cli_helpers import EXAMPLES, netpass_cli, printed_values
 
 KWS = EXAMPLES / "kws_cnn.onnx"

@@ -6,7 +6,6 @@ import os
 import textwrap
 
 import pytest
-
 from cli_helpers import EXAMPLES, netpass_cli
 
 MODULE = textwrap.dedent('''

@@ -36,12 +36,8 @@ ORT_DEVIATIONS.update({
 # Training-mode Dropout draws from the implementation's generator (netpass and onnx's reference
 # use numpy's RandomState(seed); onnxruntime its own).
 # onnxruntime's DFT and STFT leave float32 rounding noise (1e-5) where the exact value is 0.
-ORT_DEVIATIONS.update({name: "onnxruntime's DFT rounding" for name in (
-    "test_dft_axis_opset19", "test_dft_inverse_opset19", "test_dft_irfft_opset19",
-    "test_dft_opset19", "test_dft_rfft_opset19", "test_stft_with_window")})
-ORT_DEVIATIONS.update({name: "onnxruntime's random generator" for name in (
-    "test_training_dropout", "test_training_dropout_default",
-    "test_training_dropout_default_mask", "test_training_dropout_mask")})
+ORT_DEVIATIONS.update(dict.fromkeys(("test_dft_axis_opset19", "test_dft_inverse_opset19", "test_dft_irfft_opset19", "test_dft_opset19", "test_dft_rfft_opset19", "test_stft_with_window"), "onnxruntime's DFT rounding"))
+ORT_DEVIATIONS.update(dict.fromkeys(("test_training_dropout", "test_training_dropout_default", "test_training_dropout_default_mask", "test_training_dropout_mask"), "onnxruntime's random generator"))
 
 
 ROUND_TRIP = [c for c in CASES if c.name in PASSING["reference"]]

@@ -15,8 +15,8 @@ import pytest
 from _cases import CASES, check_case
 
 pytest.importorskip("pyopencl")
-from netpass.runtime import devices  # noqa: E402
-from netpass.testing import RUNTIME_DEVICE  # noqa: E402
+from netpass.runtime import devices
+from netpass.testing import RUNTIME_DEVICE
 
 if not any(d["type"].endswith(RUNTIME_DEVICE) for d in devices()):
     pytest.skip(f"no OpenCL {RUNTIME_DEVICE} device", allow_module_level=True)

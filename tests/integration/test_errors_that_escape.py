@@ -19,8 +19,14 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import netpass
-from netpass.errors import (FileAccessError, ModelFormatError, NetpassError, OutOfMemoryError,
-                            PassError, ResourceLimitError)
+from netpass.errors import (
+    FileAccessError,
+    ModelFormatError,
+    NetpassError,
+    OutOfMemoryError,
+    PassError,
+    ResourceLimitError,
+)
 from netpass.frontend.files import physical_memory
 from netpass.passes import Manager, Serialize, VisualizeTree
 

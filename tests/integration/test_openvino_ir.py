@@ -3,8 +3,8 @@ outputs of netpass's reference (rtol 1e-4, atol 1e-5), for the example models an
 inline graphs of standard ops. Ops that have not landed in netpass yet are skipped."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pytest

@@ -1,7 +1,7 @@
 """Session fixtures for the model tests: torch exports made once per test session."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
-from export_decoder import Decoder, export_decoder, gpt2, llama  # noqa: E402
+from export_decoder import Decoder, export_decoder, gpt2, llama
 
 __all__ = ["Decoder", "EXPORTERS"]
 

@@ -40,7 +40,7 @@ class _OrtCompiled:
         self.inputs, self.outputs = like.inputs, like.outputs
         self.names = [o.name for o in self.session.get_outputs()]
 
-    def create_infer_request(self) -> "_OrtCompiled":
+    def create_infer_request(self) -> _OrtCompiled:
         return self
 
     def infer(self, feeds: dict) -> dict:
@@ -191,7 +191,7 @@ class _OvRequest:
         self.request = compiled.create_infer_request()
         self.inputs, self.outputs = like.inputs, like.outputs
 
-    def create_infer_request(self) -> "_OvRequest":
+    def create_infer_request(self) -> _OvRequest:
         return self
 
     def reset_state(self) -> None:

@@ -33,8 +33,11 @@ ort = pytest.importorskip("onnxruntime")
 import zoo  # noqa: E402
 
 import netpass  # noqa: E402
-from netpass.ngraph_passes.gna import (GnaTransformationsPipeline, interior_layout_ops,  # noqa: E402
-                                       is_transpose_supported)
+from netpass.ngraph_passes.gna import (  # noqa: E402
+    GnaTransformationsPipeline,
+    interior_layout_ops,
+    is_transpose_supported,
+)
 from netpass.passes import Manager  # noqa: E402
 from netpass.testing import RUNTIME_DEVICE  # noqa: E402
 

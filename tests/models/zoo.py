@@ -13,8 +13,8 @@ from __future__ import annotations
 import io
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import torch

@@ -10,8 +10,7 @@ from netpass.core.rt_info import FusedNames
 from netpass.errors import PassValidationError
 from netpass.ops import Multiply
 from netpass.passes import ModelPass
-from netpass.testing import (TransformationTest, check_accuracy, compare_models,
-                             random_inputs)
+from netpass.testing import TransformationTest, check_accuracy, compare_models, random_inputs
 
 
 def _model(act=opset.relu, scale=2.0, dtype=np.float32, shape=(2, 3), name="out") -> Model:

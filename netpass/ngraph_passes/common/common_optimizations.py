@@ -1,7 +1,6 @@
 """CommonOptimizations: the target-independent clean-up every pipeline starts with."""
 from __future__ import annotations
 
-
 from ...passes.base import ModelPass
 from ..utils import nested_manager
 from .batch_norm_decomposition import BatchNormDecomposition

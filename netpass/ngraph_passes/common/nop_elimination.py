@@ -6,7 +6,7 @@ Parameter and a Result, which cannot be bypassed without renaming the Parameter,
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ...core.graph_util import replace_output_update_name
 from ...core.node import Node

@@ -5,19 +5,38 @@ from __future__ import annotations
 from ...passes import BackwardGraphRewrite, GraphRewrite
 from ...passes.base import ModelPass
 from ..common.constant_folding import run_then_fold
-from .gather_movement import (GatherConcatAbsorbBackward, GatherConcatAbsorbForward,
-                              GatherSinkingConcatBackward, GatherSinkingConcatForward,
-                              GatherSinkingReduceBackward, GatherSinkingReduceForward,
-                              GatherSinkingReshapedForward, GatherSinkingTransposeAxisBackward,
-                              GatherSinkingTransposeAxisForward, GatherSplitAbsorb, RemoveIdentityGather)
-from .gather_sinking import (GatherSinkingBinaryForward, GatherSinkingFuse,
-                             GatherSinkingMatmulForward, GatherSinkingReshapeForward,
-                             GatherSinkingSplitForward, GatherSinkingUnaryForward)
-from .gather_sinking_backward import (GatherSinkingBinaryBackward, GatherSinkingMatmulBackward,
-                                      GatherSinkingReshapeBackward, GatherSinkingSplitBackward,
-                                      GatherSinkingUnaryBackward)
-from .gather_transpose import (GatherSinkingTransposeReshapeBackward,
-                               GatherSinkingTransposeReshapeForward)
+from .gather_movement import (
+    GatherConcatAbsorbBackward,
+    GatherConcatAbsorbForward,
+    GatherSinkingConcatBackward,
+    GatherSinkingConcatForward,
+    GatherSinkingReduceBackward,
+    GatherSinkingReduceForward,
+    GatherSinkingReshapedForward,
+    GatherSinkingTransposeAxisBackward,
+    GatherSinkingTransposeAxisForward,
+    GatherSplitAbsorb,
+    RemoveIdentityGather,
+)
+from .gather_sinking import (
+    GatherSinkingBinaryForward,
+    GatherSinkingFuse,
+    GatherSinkingMatmulForward,
+    GatherSinkingReshapeForward,
+    GatherSinkingSplitForward,
+    GatherSinkingUnaryForward,
+)
+from .gather_sinking_backward import (
+    GatherSinkingBinaryBackward,
+    GatherSinkingMatmulBackward,
+    GatherSinkingReshapeBackward,
+    GatherSinkingSplitBackward,
+    GatherSinkingUnaryBackward,
+)
+from .gather_transpose import (
+    GatherSinkingTransposeReshapeBackward,
+    GatherSinkingTransposeReshapeForward,
+)
 
 
 class GatherSinkingGeneralForward(GraphRewrite):

@@ -21,8 +21,16 @@ from ...passes import MatcherPass
 from ...pattern import Matcher, any_input, wrap_type
 from ..transpose_sinking.elementwise import BINARY_TYPES, UNARY_TYPES
 from ..transpose_sinking.utils import transpose_order
-from ..utils import (const, const_value, graph_consumers, make, op_types, reverse_order, static_rank,
-                     static_shape)
+from ..utils import (
+    const,
+    const_value,
+    graph_consumers,
+    make,
+    op_types,
+    reverse_order,
+    static_rank,
+    static_shape,
+)
 from .gather_sinking import _after_forward, _Forward
 from .gather_sinking_backward import _Backward
 from .gather_utils import GatherInfo, flat_gather, gather_info, gathered, insert_output_gather

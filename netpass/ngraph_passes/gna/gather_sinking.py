@@ -7,7 +7,8 @@ axes of which the permutation reorders one (zoo finding F4), Split along another
 fuse consecutive Gathers."""
 from __future__ import annotations
 
-from typing import ClassVar, Sequence
+from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 
@@ -17,9 +18,16 @@ from ...passes import MatcherPass
 from ...pattern import Matcher, any_input, wrap_type
 from ..transpose_sinking.elementwise import BINARY_TYPES, UNARY_TYPES
 from ..utils import op_types, static_rank, static_shape
-from .gather_utils import (GatherInfo, aligned_axis, first_gather_input, gather_info,
-                           gather_sinking_disabled, gathered, insert_output_gather,
-                           mark_no_gather_sinking)
+from .gather_utils import (
+    GatherInfo,
+    aligned_axis,
+    first_gather_input,
+    gather_info,
+    gather_sinking_disabled,
+    gathered,
+    insert_output_gather,
+    mark_no_gather_sinking,
+)
 
 _FORWARD_OK = ("Gather", "Reshape", "Squeeze", "Unsqueeze", "MatMul", "Split", "VariadicSplit",
                "Transpose")

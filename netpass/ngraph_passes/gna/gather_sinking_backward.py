@@ -2,7 +2,8 @@
 are that same Gather) moves above it."""
 from __future__ import annotations
 
-from typing import ClassVar, Sequence
+from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 
@@ -11,10 +12,25 @@ from ...core.node import Node
 from ...passes import MatcherPass
 from ...pattern import Matcher, any_input, wrap_type
 from ..transpose_sinking.elementwise import BINARY_TYPES, UNARY_TYPES
-from ..utils import const, first_valuable, graph_consumers, make, op_types, static_rank, static_shape
+from ..utils import (
+    const,
+    first_valuable,
+    graph_consumers,
+    make,
+    op_types,
+    static_rank,
+    static_shape,
+)
 from .gather_sinking import _matmul_axes, _squeezy_reshape
-from .gather_utils import (GatherInfo, aligned_axis, consumers_gather, gather_info,
-                           gather_sinking_disabled, gathered, remove_gather_consumers)
+from .gather_utils import (
+    GatherInfo,
+    aligned_axis,
+    consumers_gather,
+    gather_info,
+    gather_sinking_disabled,
+    gathered,
+    remove_gather_consumers,
+)
 
 
 class _Backward(MatcherPass):
@@ -180,9 +196,10 @@ class GatherSinkingSplitBackward(MatcherPass):
         gathers = []
         for out in split.outputs():
             infos = [gather_info(c.node) for c in graph_consumers(out)]
-            if any(i is not None for i in infos):
-                if len(infos) != 1 or infos[0].axis != axis or gather_sinking_disabled(infos[0].gather):
-                    return None
+            if any(i is not None for i in infos) and (
+                    len(infos) != 1 or infos[0].axis != axis
+                    or gather_sinking_disabled(infos[0].gather)):
+                return None
             gathers.append(infos[0] if infos and infos[0] is not None else None)
         return (axis, gathers) if any(g is not None for g in gathers) else None
 

@@ -6,7 +6,7 @@ first dimension that is not 1 (``first_valuable``).
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from ...core.node import Node
 from ...passes import PassConfig

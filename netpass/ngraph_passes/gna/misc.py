@@ -13,6 +13,7 @@ from ...passes import MatcherPass
 from ...pattern import Matcher, any_input, wrap_type
 from ..utils import const_value, graph_consumers, op_types
 
+
 def _plain_float(et) -> bool:
     return et.is_real and not et.is_quantized  # f16, f32, f64 (not bf16, float8, float4)
 

@@ -43,12 +43,22 @@ from typing import Any
 from ...errors import NetpassError
 from ...passes import GraphRewrite, Manager, MatcherPass, PassConfig
 from ...passes.base import ModelPass
-from ..common import (BatchNormDecomposition, ConstantFolding, ConvertDivide,
-                      ConvertGlobalAvgPoolToReduceMean,
-                      GRUCellDecomposition, GRUSequenceUnrolling, InitNodeInfo,
-                      LSTMCellDecomposition, LSTMSequenceUnrolling, NopElimination,
-                      ReshapeElementwiseReorder, ReshapeSequenceFusion, SliceToStridedSlice,
-                      TransposeToReshape)
+from ..common import (
+    BatchNormDecomposition,
+    ConstantFolding,
+    ConvertDivide,
+    ConvertGlobalAvgPoolToReduceMean,
+    GRUCellDecomposition,
+    GRUSequenceUnrolling,
+    InitNodeInfo,
+    LSTMCellDecomposition,
+    LSTMSequenceUnrolling,
+    NopElimination,
+    ReshapeElementwiseReorder,
+    ReshapeSequenceFusion,
+    SliceToStridedSlice,
+    TransposeToReshape,
+)
 from ..common.constant_folding import run_then_fold
 from ..transpose_sinking import TSFuse, TSGeneral, TSGeneralBackward, TSGeneralForward
 from ..transpose_sinking.general import FORWARD
@@ -58,10 +68,20 @@ from .decompose_mvn import DecomposeMVN
 from .gather_general import GatherAbsorb, GatherSinkingGeneral
 from .gather_to_slice import ConvertGatherToSlice
 from .gather_transpose import GatherSinkingTranspose
-from .limitations import (either, gna_pass_config, interior_layout_ops,
-                          is_transpose_node_supported, reads_parameter)
-from .misc import (MergeSharedLayoutOps, RemoveInputConvert, RemoveOutputConvert,
-                   RemoveSingleInputConcat, ReorderActivationAndPooling)
+from .limitations import (
+    either,
+    gna_pass_config,
+    interior_layout_ops,
+    is_transpose_node_supported,
+    reads_parameter,
+)
+from .misc import (
+    MergeSharedLayoutOps,
+    RemoveInputConvert,
+    RemoveOutputConvert,
+    RemoveSingleInputConcat,
+    ReorderActivationAndPooling,
+)
 from .replace_nhwc import ReplaceGnaNHWCLayers
 from .stepped_slice_to_matmul import ConvertSteppedSliceToMatMul
 from .strided_slice_to_crop import ConvertStridedSliceToCrop
@@ -172,15 +192,15 @@ class GnaTransformationsPipeline(ModelPass):
         """The stage names, in run order."""
         return list(STAGES)
 
-    def insert_before(self, stage: str, *passes: Any) -> "GnaTransformationsPipeline":
+    def insert_before(self, stage: str, *passes: Any) -> GnaTransformationsPipeline:
         """Run ``passes`` (in order) right before ``stage``; returns the pipeline."""
         return self._insert("before", stage, passes)
 
-    def insert_after(self, stage: str, *passes: Any) -> "GnaTransformationsPipeline":
+    def insert_after(self, stage: str, *passes: Any) -> GnaTransformationsPipeline:
         """Run ``passes`` (in order) right after ``stage``; returns the pipeline."""
         return self._insert("after", stage, passes)
 
-    def _insert(self, where: str, stage: str, passes: tuple) -> "GnaTransformationsPipeline":
+    def _insert(self, where: str, stage: str, passes: tuple) -> GnaTransformationsPipeline:
         if stage not in STAGES:
             raise NetpassError(f"GnaTransformationsPipeline has no stage '{stage}'; stages: "
                                f"{', '.join(STAGES)}")

@@ -6,13 +6,23 @@ from __future__ import annotations
 from .attr import NO_SINKING, is_sinking_disabled, mark_as_no_sinking, reset_no_sinking
 from .base import TSBackwardBase, TSForwardBase
 from .concat_split import TSConcatBackward, TSConcatForward, TSSplitBackward, TSSplitForward
-from .data_movement import (TSDataMovementBackward, TSDataMovementForward, TSSliceBackward,
-                            TSSliceForward)
+from .data_movement import (
+                            TSDataMovementBackward,
+                            TSDataMovementForward,
+                            TSSliceBackward,
+                            TSSliceForward,
+)
 from .elementwise import TSBinaryBackward, TSBinaryForward, TSUnaryBackward, TSUnaryForward
 from .fuse import TSFuse
 from .general import TSGeneral, TSGeneralBackward, TSGeneralForward, TSResetNoSinkingAttribute
-from .reduction import (TSReductionBackward, TSReductionForward, TSSqueezeBackward,
-                        TSSqueezeForward, TSUnsqueezeBackward, TSUnsqueezeForward)
+from .reduction import (
+                            TSReductionBackward,
+                            TSReductionForward,
+                            TSSqueezeBackward,
+                            TSSqueezeForward,
+                            TSUnsqueezeBackward,
+                            TSUnsqueezeForward,
+)
 from .utils import update_forward_sinking_ability
 
 UpdateForwardSinkingAbility = update_forward_sinking_ability

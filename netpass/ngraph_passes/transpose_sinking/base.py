@@ -3,15 +3,22 @@ the Transpose below it; a backward pass matches a Transpose below an op whose co
 all the same Transpose and moves it above. Both consult the transformation callback first."""
 from __future__ import annotations
 
-from typing import ClassVar, Sequence
+from collections.abc import Sequence
+from typing import ClassVar
 
 from ...core.node import Node
 from ...core.types import Type
 from ...passes import MatcherPass
 from ...pattern import Matcher, wrap_type
 from ..utils import op_types, static_rank
-from .utils import (TransposeInput, consumer_transposes_order, consumers_are_sinkable,
-                    first_transpose_input, has_transpose_input, update_forward_sinking_ability)
+from .utils import (
+    TransposeInput,
+    consumer_transposes_order,
+    consumers_are_sinkable,
+    first_transpose_input,
+    has_transpose_input,
+    update_forward_sinking_ability,
+)
 
 
 class TSForwardBase(MatcherPass):

@@ -7,7 +7,12 @@ import numpy as np
 from ...core.node import Node
 from ..utils import const, const_value, reverse_order, static_rank
 from .base import TSBackwardBase, TSForwardBase
-from .utils import TransposeInput, insert_transposes_before, remove_transpose_consumers, sink_forward
+from .utils import (
+    TransposeInput,
+    insert_transposes_before,
+    remove_transpose_consumers,
+    sink_forward,
+)
 
 
 def _norm(axis: int, rank: int) -> int:

@@ -14,8 +14,12 @@ from ...core.graph_util import copy_runtime_info, replace_node, replace_output_u
 from ...passes import MatcherPass
 from ...pattern import Matcher, any_input, wrap_type
 from ..utils import const, graph_consumers, make, op_types
-from .utils import (remove_transpose_consumers, same_order_transpose_consumers, transpose_order,
-                    update_forward_sinking_ability)
+from .utils import (
+    remove_transpose_consumers,
+    same_order_transpose_consumers,
+    transpose_order,
+    update_forward_sinking_ability,
+)
 
 
 class TSFuse(MatcherPass):

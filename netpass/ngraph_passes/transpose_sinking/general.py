@@ -9,12 +9,22 @@ from ...passes.base import ModelPass
 from ..common.constant_folding import run_then_fold
 from .attr import reset_no_sinking
 from .concat_split import TSConcatBackward, TSConcatForward, TSSplitBackward, TSSplitForward
-from .data_movement import (TSDataMovementBackward, TSDataMovementForward, TSSliceBackward,
-                            TSSliceForward)
+from .data_movement import (
+    TSDataMovementBackward,
+    TSDataMovementForward,
+    TSSliceBackward,
+    TSSliceForward,
+)
 from .elementwise import TSBinaryBackward, TSBinaryForward, TSUnaryBackward, TSUnaryForward
 from .fuse import TSFuse
-from .reduction import (TSReductionBackward, TSReductionForward, TSSqueezeBackward,
-                        TSSqueezeForward, TSUnsqueezeBackward, TSUnsqueezeForward)
+from .reduction import (
+    TSReductionBackward,
+    TSReductionForward,
+    TSSqueezeBackward,
+    TSSqueezeForward,
+    TSUnsqueezeBackward,
+    TSUnsqueezeForward,
+)
 
 FORWARD = (TSUnaryForward, TSBinaryForward, TSConcatForward, TSSplitForward, TSDataMovementForward,
            TSReductionForward, TSSqueezeForward, TSUnsqueezeForward, TSSliceForward, TSFuse)

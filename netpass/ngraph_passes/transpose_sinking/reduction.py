@@ -7,16 +7,23 @@ inserted positions stay in place). A Reshape that only removes (inserts) 1s is a
 ts_unsqueeze)."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from ...core.node import Node
 from ...core.types import Type
-from ..utils import (const, const_value, graph_consumers, normalize_axes, reverse_order, static_rank,
-                     static_shape)
+from ..utils import (
+    const,
+    const_value,
+    graph_consumers,
+    normalize_axes,
+    reverse_order,
+    static_rank,
+    static_shape,
+)
 from .base import TSBackwardBase, TSForwardBase
-from .utils import (order_after_reduction, order_before_reduction, sink_backward, sink_forward)
+from .utils import order_after_reduction, order_before_reduction, sink_backward, sink_forward
 
 REDUCTION_TYPES = ("ArithmeticReductionKeepDims", "LogicalReductionKeepDims")
 

@@ -4,8 +4,8 @@ OpenVINO's rules for names and for inputs of lower rank (unsqueezed to the order
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -73,7 +73,7 @@ def has_transpose_input(indices: Sequence[int] | None = None):
     return check
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _forward_families() -> tuple[type, ...]:
     return op_types(*FORWARD_FAMILIES)
 

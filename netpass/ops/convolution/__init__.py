@@ -12,8 +12,11 @@ from __future__ import annotations
 
 # Classes and factories; ``__all__`` lists the factories (``netpass.opset`` takes them).
 from .backprop import (  # noqa: F401
-    ConvolutionBackpropData, GroupConvolutionBackpropData, convolution_backprop_data,
-    group_convolution_backprop_data)
+    ConvolutionBackpropData,
+    GroupConvolutionBackpropData,
+    convolution_backprop_data,
+    group_convolution_backprop_data,
+)
 from .forward import Convolution, GroupConvolution, convolution, group_convolution  # noqa: F401
 
 __all__ = ["convolution", "group_convolution", "convolution_backprop_data",

@@ -1,7 +1,8 @@
 """ConvolutionBackpropData and GroupConvolutionBackpropData (ONNX ConvTranspose)."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -11,8 +12,15 @@ from ...core.shape import PartialShape
 from ...errors import UnsupportedOpError
 from ..base import merged_input_type, set_name, to_output
 from ..registry import onnx_export, onnx_rule
-from .common import (_ConvBase, _conv_attrs, _export_filters, _group_filters, _ints,
-                     _static_filter_shape, add_channel_bias)
+from .common import (
+    _conv_attrs,
+    _ConvBase,
+    _export_filters,
+    _group_filters,
+    _ints,
+    _static_filter_shape,
+    add_channel_bias,
+)
 from .window import conv_transpose_nd, map_dim, onnx_spatial_rank, onnx_window_attrs, spatial_list
 
 __all__ = ["convolution_backprop_data", "group_convolution_backprop_data"]
@@ -79,7 +87,7 @@ class _BackpropConv(_ConvBase):
             # As in OpenVINO, auto_pad without output_shape means no padding.
             pb, pe = (self.pads_begin[i], self.pads_end[i]) if self.auto_pad == "explicit" else (0, 0)
             extra = dil * (k.min - 1) + 1 + op - pb - pe
-            fn = (lambda v, s=s, extra=extra: s * (v - 1) + extra if v > 0 else 0)
+            fn = (lambda v, s=s, extra=extra: s * (v - 1) + extra if v > 0 else 0)  # noqa: E731
             if d.is_static:
                 size = fn(d.min)
                 self.check(size >= 1, f"transposed convolution gives spatial size {size} on axis {i}")

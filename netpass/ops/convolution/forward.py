@@ -1,7 +1,8 @@
 """Convolution and GroupConvolution (ONNX Conv)."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -10,10 +11,22 @@ from ...core.node import Node
 from ...core.shape import PartialShape
 from ..base import merged_input_type, set_name, to_output
 from ..registry import onnx_export, onnx_rule
-from .common import (_ConvBase, _conv_attrs, _export_filters, _group_filters, _static_filter_shape,
-                     add_channel_bias)
-from .window import (conv_nd, onnx_spatial_rank, onnx_window_attrs, onnx_window_export_attrs,
-                     resolve_pads, window_output_dims)
+from .common import (
+    _conv_attrs,
+    _ConvBase,
+    _export_filters,
+    _group_filters,
+    _static_filter_shape,
+    add_channel_bias,
+)
+from .window import (
+    conv_nd,
+    onnx_spatial_rank,
+    onnx_window_attrs,
+    onnx_window_export_attrs,
+    resolve_pads,
+    window_output_dims,
+)
 
 __all__ = ["convolution", "group_convolution"]
 

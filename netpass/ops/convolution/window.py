@@ -3,16 +3,16 @@ output sizes under ``auto_pad`` and ceil/floor rounding, resolved pads, the nump
 extraction, and the ONNX spellings of those attributes."""
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from math import prod
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from numpy.lib.stride_tricks import sliding_window_view
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from ...core.dimension import INF, Dimension
 from ...core.node import Node
 from ...core.shape import PartialShape
-
 
 AUTO_PADS = ("explicit", "same_upper", "same_lower", "valid", "notset")
 

@@ -15,8 +15,16 @@ from ..base import UnaryElementwiseArithmetic, merged_input_type, set_name, to_o
 from ..movement import unsqueeze
 from ..registry import onnx_export, onnx_rule
 from .arithmetic import Add, Divide, Maximum, Minimum, Multiply, Subtract
-from .common import (_erf, _export_simple, _is_int, _like, _register_unary, _unary, _unary_factory,
-                     const_like)
+from .common import (
+    _erf,
+    _export_simple,
+    _is_int,
+    _like,
+    _register_unary,
+    _unary,
+    _unary_factory,
+    const_like,
+)
 from .logical import Greater, Less, Select
 
 __all__ = ["relu", "prelu", "sigmoid", "tanh", "gelu", "clamp", "elu", "softplus", "swish", "hswish", "hsigmoid", "hard_sigmoid", "selu", "softsign", "mish"]

@@ -6,7 +6,8 @@ arithmetic), so shape sub-graphs such as ``ShapeOf -> Gather -> Multiply -> Conc
 keep their known dims and symbols."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -14,8 +15,15 @@ from ...core.dimension import Dimension
 from ...core.node import Node
 from ..base import BinaryElementwiseArithmetic, set_name, to_output
 from ..registry import onnx_export, onnx_rule
-from .common import (_binary_factory, _check_legacy_broadcast, _export_simple, _is_int, _quiet,
-                     _register_binary, const_like)
+from .common import (
+    _binary_factory,
+    _check_legacy_broadcast,
+    _export_simple,
+    _is_int,
+    _quiet,
+    _register_binary,
+    const_like,
+)
 from .convert import Convert
 
 __all__ = ["add", "subtract", "multiply", "divide", "power", "maximum", "minimum", "squared_difference", "floor_mod", "mod"]

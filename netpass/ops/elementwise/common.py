@@ -3,7 +3,8 @@ constants of a value's type, and the ONNX import/export rule makers."""
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

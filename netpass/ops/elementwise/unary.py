@@ -12,8 +12,15 @@ from ...core.types import boolean
 from ..base import UnaryElementwiseArithmetic, set_name, to_output
 from ..registry import onnx_export, onnx_rule
 from .arithmetic import Divide
-from .common import (_erf, _export_simple, _is_int, _register_unary, _unary, _unary_factory,
-                     const_like)
+from .common import (
+    _erf,
+    _export_simple,
+    _is_int,
+    _register_unary,
+    _unary,
+    _unary_factory,
+    const_like,
+)
 
 __all__ = ["exp", "log", "sqrt", "abs", "negative", "erf", "floor", "ceiling", "round", "sign", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "is_nan", "is_inf"]
 
@@ -101,7 +108,7 @@ class IsInf(Node):
 exp = _unary_factory(Exp)
 log = _unary_factory(Log)
 sqrt = _unary_factory(Sqrt)
-abs = _unary_factory(Abs)  # noqa: A001  (OpenVINO's name)
+abs = _unary_factory(Abs)
 negative = _unary_factory(Negative)
 erf = _unary_factory(Erf)
 floor = _unary_factory(Floor)
@@ -121,7 +128,7 @@ atanh = _unary_factory(Atanh)
 is_nan = _unary_factory(IsNaN)
 
 
-def round(data: Any, mode: str = "half_to_even", name: str | None = None) -> Node:  # noqa: A001
+def round(data: Any, mode: str = "half_to_even", name: str | None = None) -> Node:
     """Round-5: every element of ``data`` rounded to an integer value, ties to even (``mode``
     "half_to_even") or away from zero ("half_away_from_zero")."""
     return set_name(Round([to_output(data)], mode=mode.lower()), name)

@@ -7,13 +7,18 @@ propagates partial values: picked dims keep their symbols.
 from __future__ import annotations
 
 # Classes and factories; ``__all__`` lists the factories (``netpass.opset`` takes them).
-from .gather import (  # noqa: F401
-    Gather, GatherElements, GatherND, gather, gather_elements, gather_nd)
+from .gather import Gather, GatherElements, GatherND, gather, gather_elements, gather_nd  # noqa: F401
 from .one_hot import OneHot, OneHot16, one_hot  # noqa: F401
-from .tensor_scatter import TensorScatter, tensor_scatter  # noqa: F401
 from .scatter import (  # noqa: F401
-    ScatterElementsUpdate, ScatterNDUpdate, ScatterNDUpdate15, ScatterUpdate,
-    scatter_elements_update, scatter_nd_update, scatter_update)
+    ScatterElementsUpdate,
+    ScatterNDUpdate,
+    ScatterNDUpdate15,
+    ScatterUpdate,
+    scatter_elements_update,
+    scatter_nd_update,
+    scatter_update,
+)
+from .tensor_scatter import TensorScatter, tensor_scatter  # noqa: F401
 
 __all__ = ["gather", "gather_elements", "gather_nd", "scatter_update", "scatter_elements_update",
            "scatter_nd_update", "one_hot", "tensor_scatter"]

@@ -2,8 +2,9 @@
 the variants Interpolate cannot state) and Resize export."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from math import floor
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -16,8 +17,17 @@ from ..elementwise import Add
 from ..matmul import MatMul
 from ..movement import Transpose
 from ..registry import onnx_export, onnx_rule
-from .resampling import (MODES, NEAREST_MODES, SCALE_EPS, SHAPE_MODES, TRANSFORMS, apply_taps,
-                         axis_taps, scaled_length, taps_matrix)
+from .resampling import (
+    MODES,
+    NEAREST_MODES,
+    SCALE_EPS,
+    SHAPE_MODES,
+    TRANSFORMS,
+    apply_taps,
+    axis_taps,
+    scaled_length,
+    taps_matrix,
+)
 
 __all__ = ["interpolate"]
 

@@ -8,7 +8,6 @@ from math import ceil, floor
 
 import numpy as np
 
-
 MODES = ("nearest", "linear", "linear_onnx", "cubic", "bilinear_pillow", "bicubic_pillow")
 
 

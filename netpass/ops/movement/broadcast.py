@@ -10,8 +10,17 @@ from ...core.node import VALUE_PROPAGATION_LIMIT, Node
 from ...core.shape import PartialShape
 from ..base import set_name, to_output
 from ..registry import onnx_export, onnx_rule
-from ..shape_inputs import (export_const_ints, export_error, i64_operand, export_vector_length, as_dim,
-                            check_shape_input, const_ints, shape_values, vector_length)
+from ..shape_inputs import (
+    as_dim,
+    check_shape_input,
+    const_ints,
+    export_const_ints,
+    export_error,
+    export_vector_length,
+    i64_operand,
+    shape_values,
+    vector_length,
+)
 
 __all__ = ["broadcast", "tile"]
 

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -11,8 +12,14 @@ from ...core.node import Node, Output
 from ...core.shape import PartialShape
 from ..base import normalize_axis, set_name, to_output
 from ..registry import onnx_export, onnx_rule
-from ..shape_inputs import (i64_operand, check_shape_input, const_ints, pass_partial_value, shape_values,
-                            vector_length)
+from ..shape_inputs import (
+    check_shape_input,
+    const_ints,
+    i64_operand,
+    pass_partial_value,
+    shape_values,
+    vector_length,
+)
 
 __all__ = ["reshape", "squeeze", "unsqueeze"]
 

@@ -8,7 +8,7 @@ import numpy as np
 from ...core.node import Node, Output
 from ..base import normalize_axis, set_name, to_output
 from ..registry import onnx_export
-from ..shape_inputs import INT64_MAX, export_error, i64_operand, check_shape_input
+from ..shape_inputs import INT64_MAX, check_shape_input, export_error, i64_operand
 
 __all__ = ["reverse"]
 

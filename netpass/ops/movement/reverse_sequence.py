@@ -66,7 +66,7 @@ def _import_reverse_sequence(ctx):
 @onnx_export(ReverseSequence)
 def _export_reverse_sequence(node, ectx):
     data, lengths = ectx.inputs(node)
-    if not node.get_input_element_type(1).name == "i64":
+    if node.get_input_element_type(1).name != "i64":
         wide = ectx.fresh("lengths")
         ectx.add_node("Cast", [lengths], [wide], to=7)  # INT64
         lengths = wide

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import builtins
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -11,8 +12,17 @@ from ...core.node import Node
 from ...core.shape import PartialShape
 from ..base import normalize_axis, set_name, to_output
 from ..registry import onnx_export, onnx_rule
-from ..shape_inputs import (INT64_MAX, export_const_ints, export_error, i64_operand, export_vector_length,
-                            check_shape_input, const_ints, shape_values, vector_length)
+from ..shape_inputs import (
+    INT64_MAX,
+    check_shape_input,
+    const_ints,
+    export_const_ints,
+    export_error,
+    export_vector_length,
+    i64_operand,
+    shape_values,
+    vector_length,
+)
 
 __all__ = ["slice", "strided_slice"]
 
@@ -341,7 +351,7 @@ class StridedSlice(Node):
         return [np.array(x[self._index(x.shape, begin, end, strides)])]
 
 
-def slice(data: Any, start: Any, stop: Any, step: Any, axes: Any = None,  # noqa: A001
+def slice(data: Any, start: Any, stop: Any, step: Any, axes: Any = None,
           name: str | None = None) -> Node:
     """Slice-8: elements of ``data`` from ``start`` to ``stop`` (exclusive) by ``step`` along
     ``axes`` (default: the first ``len(start)`` dims); negative values count from the end, and

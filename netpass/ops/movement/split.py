@@ -1,7 +1,8 @@
 """Split (equal parts) and VariadicSplit (given lengths) along an axis."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -10,8 +11,14 @@ from ...core.node import Node
 from ...core.shape import PartialShape
 from ..base import normalize_axis, set_name, to_output
 from ..registry import onnx_export, onnx_rule
-from ..shape_inputs import (export_const_ints, export_error, i64_operand, check_shape_input, const_ints,
-                            vector_length)
+from ..shape_inputs import (
+    check_shape_input,
+    const_ints,
+    export_const_ints,
+    export_error,
+    i64_operand,
+    vector_length,
+)
 
 __all__ = ["split", "variadic_split"]
 

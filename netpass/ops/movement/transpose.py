@@ -9,7 +9,7 @@ from ...core.node import Node
 from ...core.shape import PartialShape
 from ..base import set_name, to_output
 from ..registry import onnx_export, onnx_rule
-from ..shape_inputs import export_error, i64_operand, const_ints, pass_partial_value, vector_length
+from ..shape_inputs import const_ints, export_error, i64_operand, pass_partial_value, vector_length
 
 __all__ = ["transpose"]
 

@@ -2,7 +2,8 @@
 (shape inference over the gate blocks, the numpy step loop)."""
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -10,7 +11,6 @@ from ...core.dimension import Dimension
 from ...core.node import Node
 from ...core.shape import PartialShape
 from ..base import merged_input_type
-
 
 # Activations OpenVINO's recurrent ops accept (by lowercase name).
 ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {

@@ -1,14 +1,15 @@
 """GRUCell and GRUSequence (ONNX GRU): gates z, r, h."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from ..base import set_name, to_output
 from ..registry import onnx_export, onnx_rule
-from .common import _COMMON_ATTRS, _Cell, _Sequence, _attrs
-from .onnx_rules import _OnnxRecurrent, _export_recurrent
+from .common import _COMMON_ATTRS, _attrs, _Cell, _Sequence
+from .onnx_rules import _export_recurrent, _OnnxRecurrent
 
 __all__ = ["gru_cell", "gru_sequence"]
 

@@ -1,15 +1,21 @@
 """LSTMCell and LSTMSequence (ONNX LSTM): gates f, i, c, o."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from ..base import set_name, to_output
 from ..registry import onnx_export, onnx_rule
-from .common import _COMMON_ATTRS, _Cell, _Sequence, _attrs
-from .onnx_rules import (_LSTM_FROM_ONNX, _LSTM_TO_ONNX, _OnnxRecurrent, _export_recurrent,
-                         _reorder_blocks)
+from .common import _COMMON_ATTRS, _attrs, _Cell, _Sequence
+from .onnx_rules import (
+    _LSTM_FROM_ONNX,
+    _LSTM_TO_ONNX,
+    _export_recurrent,
+    _OnnxRecurrent,
+    _reorder_blocks,
+)
 
 __all__ = ["lstm_cell", "lstm_sequence"]
 

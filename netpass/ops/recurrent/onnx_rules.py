@@ -3,7 +3,8 @@ tensors to OpenVINO's batch-first Sequence inputs and back, gate block reorderin
 combination, and the export writer."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -12,8 +13,7 @@ from ...core.node import Node, Output
 from ...errors import UnsupportedOpError
 from .. import elementwise, indexing, movement, shape_ops
 from ..base import to_output
-from .common import ACTIVATIONS, DIRECTIONS, _Sequence, _num_directions
-
+from .common import ACTIVATIONS, DIRECTIONS, _num_directions, _Sequence
 
 # Position of each OpenVINO gate block in ONNX's block order (LSTM: ONNX i,o,f,c -> f,i,c,o).
 _LSTM_FROM_ONNX = [2, 0, 3, 1]

@@ -1,12 +1,13 @@
 """RNNCell and RNNSequence (ONNX RNN): the vanilla recurrence."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..base import set_name, to_output
 from ..registry import onnx_export, onnx_rule
-from .common import _COMMON_ATTRS, _Cell, _Sequence, _attrs
-from .onnx_rules import _OnnxRecurrent, _export_recurrent
+from .common import _COMMON_ATTRS, _attrs, _Cell, _Sequence
+from .onnx_rules import _export_recurrent, _OnnxRecurrent
 
 __all__ = ["rnn_cell", "rnn_sequence"]
 

@@ -16,9 +16,26 @@ from onnx import TensorProto, helper, numpy_helper
 
 import netpass
 from netpass import Model, opset
-from netpass.core.types import (Type, bf16, convert_values, f4e2m1, f8e4m3, f8e4m3fnuz, f8e5m2,
-                                f8e5m2fnuz, f8e8m0, i2, i4, is_float_dtype, is_int_dtype,
-                                pack_elements, string, u2, u4, unpack_elements)
+from netpass.core.types import (
+    Type,
+    bf16,
+    convert_values,
+    f4e2m1,
+    f8e4m3,
+    f8e4m3fnuz,
+    f8e5m2,
+    f8e5m2fnuz,
+    f8e8m0,
+    i2,
+    i4,
+    is_float_dtype,
+    is_int_dtype,
+    pack_elements,
+    string,
+    u2,
+    u4,
+    unpack_elements,
+)
 from netpass.testing import RUNTIME_DEVICE
 
 RNG = np.random.default_rng(8)

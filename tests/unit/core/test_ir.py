@@ -6,9 +6,19 @@ import gc
 import numpy as np
 import pytest
 
-from netpass.core import (Dimension, FusedNames, Model, NonCopyable, PartialShape, Symbol,
-                          copy_runtime_info, lint, lint_problems, replace_node,
-                          replace_output_update_name)
+from netpass.core import (
+    Dimension,
+    FusedNames,
+    Model,
+    NonCopyable,
+    PartialShape,
+    Symbol,
+    copy_runtime_info,
+    lint,
+    lint_problems,
+    replace_node,
+    replace_output_update_name,
+)
 from netpass.core.node import Node
 from netpass.core.types import f32
 from netpass.errors import LintError

@@ -3,8 +3,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from netpass import (Model, ops, opset, replace_node_keep_names, replace_node_update_name,
-                     replace_output_keep_names, replace_output_update_name)
+from netpass import (
+    Model,
+    ops,
+    opset,
+    replace_node_keep_names,
+    replace_node_update_name,
+    replace_output_keep_names,
+    replace_output_update_name,
+)
 from netpass.passes import Manager, MatcherPass
 from netpass.pattern import Matcher, any_input, wrap_type
 from netpass.testing import check_accuracy

@@ -15,8 +15,8 @@ import stat
 import sys
 import threading
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pytest

@@ -84,7 +84,7 @@ INVALID = [
 def _onnxruntime_refuses(proto: onnx.ModelProto) -> bool:
     try:
         ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
-    except Exception:  # noqa: BLE001 - any refusal counts
+    except Exception:
         return True
     return False
 

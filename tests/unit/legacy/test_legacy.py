@@ -7,14 +7,17 @@ import pytest
 from netpass import Model, opset
 from netpass.core.types import f16, f32
 from netpass.errors import NetpassError
-from netpass.legacy_passes import (LegacyNetwork, PassManager, convert_to_legacy,
-                                   run_legacy_passes)
-from netpass.legacy_passes.passes import (ConvertGemmToFullyConnectedPass,
-                                          FuseFullyConnectedWithEltwisePass,
-                                          FuseMultipleIdentitiesPass, HandleCropAlignmentPass,
-                                          InsertIdentityPass, RemoveConstPass,
-                                          RemoveSingleInputConcatPass,
-                                          ReorderActivationAndPoolingPass)
+from netpass.legacy_passes import LegacyNetwork, PassManager, convert_to_legacy, run_legacy_passes
+from netpass.legacy_passes.passes import (
+    ConvertGemmToFullyConnectedPass,
+    FuseFullyConnectedWithEltwisePass,
+    FuseMultipleIdentitiesPass,
+    HandleCropAlignmentPass,
+    InsertIdentityPass,
+    RemoveConstPass,
+    RemoveSingleInputConcatPass,
+    ReorderActivationAndPoolingPass,
+)
 from netpass.ops.io import Parameter
 from netpass.runtime.graph_compiler import legacy_to_model
 

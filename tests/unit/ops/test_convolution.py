@@ -15,8 +15,12 @@ import netpass
 from netpass import Dimension, PartialShape, Symbol, opset
 from netpass.errors import ShapeInferenceError, UnsupportedOpError
 from netpass.frontend.onnx_writer import to_onnx
-from netpass.ops import (Convolution, ConvolutionBackpropData, GroupConvolution,
-                         GroupConvolutionBackpropData)
+from netpass.ops import (
+    Convolution,
+    ConvolutionBackpropData,
+    GroupConvolution,
+    GroupConvolutionBackpropData,
+)
 
 RTOL, ATOL = 1e-4, 1e-5
 

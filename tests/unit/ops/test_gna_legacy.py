@@ -9,8 +9,16 @@ import netpass
 from netpass import Dimension, PartialShape, Symbol, opset
 from netpass.errors import ShapeInferenceError, UnsupportedOpError
 from netpass.frontend.onnx_writer import to_onnx
-from netpass.ops import (CropIE, Eltwise, FullyConnected, GNAConvolution, GNAMaxPool, PowerIE,
-                         ReLUIE, ScaleShiftIE)
+from netpass.ops import (
+    CropIE,
+    Eltwise,
+    FullyConnected,
+    GNAConvolution,
+    GNAMaxPool,
+    PowerIE,
+    ReLUIE,
+    ScaleShiftIE,
+)
 
 RTOL, ATOL = 1e-5, 1e-6
 

@@ -6,8 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from opcheck import (check_export, check_import, check_ir_round_trip, check_openvino,
-                     check_runtime, one_node)
+from opcheck import (
+    check_export,
+    check_import,
+    check_ir_round_trip,
+    check_openvino,
+    check_runtime,
+    one_node,
+)
 
 import netpass
 from netpass import Model, opset

@@ -13,7 +13,7 @@ from onnx import TensorProto, helper
 
 import netpass
 from netpass import Dimension, PartialShape, Symbol, opset
-from netpass.errors import ShapeInferenceError, UnsupportedOpError
+from netpass.errors import ShapeInferenceError
 from netpass.frontend.onnx_writer import to_onnx
 from netpass.ops import AvgPool, MaxPool
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from opcheck import (check_export, check_import, check_ir_round_trip, check_openvino,
-                     one_node)
+from opcheck import check_export, check_import, check_ir_round_trip, check_openvino, one_node
 
 import netpass
 from netpass import Model, opset

@@ -3,8 +3,8 @@ it back to an equal model (structure, names, tensor names, constant values, rt_i
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pytest

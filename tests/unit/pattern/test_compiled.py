@@ -4,8 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from netpass import ops, opset
-from netpass.pattern import (Matcher, Or, Predicate, any_input, consumers_count, optional,
-                             wrap_type)
+from netpass.pattern import Matcher, Or, Predicate, any_input, consumers_count, optional, wrap_type
 from netpass.pattern.compiled import compile_pattern
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from netpass import ops, opset
 from netpass.ops.base import BinaryElementwiseArithmetic, UnaryElementwiseArithmetic
-from netpass.pattern import (Matcher, Or, PatternError, any_input, optional, wrap_type)
+from netpass.pattern import Matcher, Or, PatternError, any_input, optional, wrap_type
 
 
 def param(shape=(2, 3), name="x"):

@@ -6,9 +6,21 @@ import pytest
 
 from netpass import ops, opset
 from netpass.core.types import f32, i32
-from netpass.pattern import (Matcher, any_input, attrs_match, consumers_count, consumers_more_than,
-                             has_static_dim, has_static_rank, has_static_shape, rank_equals,
-                             shape_matches, type_matches, type_matches_any, wrap_type)
+from netpass.pattern import (
+    Matcher,
+    any_input,
+    attrs_match,
+    consumers_count,
+    consumers_more_than,
+    has_static_dim,
+    has_static_rank,
+    has_static_shape,
+    rank_equals,
+    shape_matches,
+    type_matches,
+    type_matches_any,
+    wrap_type,
+)
 
 
 def param(shape=(2, 3), name="x", dtype=np.float32):

@@ -262,6 +262,7 @@ def test_dropping_a_request_frees_its_device_memory(rng):
     """A request's primitives and pool point back at its network; the request breaks those
     links when it goes, so its buffers are freed at once, not at a later cyclic collection."""
     import gc
+
     from netpass.runtime.models import gpt_decoder
     cm = compile_program(gpt_decoder(64, 2, 32, 2, 64), RUNTIME_DEVICE)
     gc.disable()

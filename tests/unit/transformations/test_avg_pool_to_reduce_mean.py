@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import numpy as np
+from tr_helpers import count, model_of, param, rand, run, run_checked
 
 from netpass import opset
 from netpass.ngraph_passes.common import ConvertGlobalAvgPoolToReduceMean
 from netpass.ngraph_passes.gna import GnaTransformationsPipeline, interior_layout_ops
 from netpass.testing import TransformationTest
-from tr_helpers import count, model_of, param, rand, run, run_checked
 
 
 class TestGlobalAvgPool(TransformationTest):

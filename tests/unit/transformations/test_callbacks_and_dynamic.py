@@ -5,18 +5,26 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tr_helpers import assert_same_graph, model_of, run, run_checked, types
 
 from netpass import opset
 from netpass.ngraph_passes import transpose_sinking as ts
-from netpass.ngraph_passes.common import (ConvertDivide, ConvertGlobalAvgPoolToReduceMean,
-                                          SliceToStridedSlice)
-from netpass.ngraph_passes.gna import (ConvertGatherToSlice, ConvertSteppedSliceToMatMul,
-                                       ConvertStridedSliceToCrop, GatherSinkingSplitForward,
-                                       GatherSinkingTransposeReshapeForward,
-                                       SubstituteGNAGroupConvolution, TransposeCompress,
-                                       TransposeMatMulForward)
+from netpass.ngraph_passes.common import (
+    ConvertDivide,
+    ConvertGlobalAvgPoolToReduceMean,
+    SliceToStridedSlice,
+)
+from netpass.ngraph_passes.gna import (
+    ConvertGatherToSlice,
+    ConvertSteppedSliceToMatMul,
+    ConvertStridedSliceToCrop,
+    GatherSinkingSplitForward,
+    GatherSinkingTransposeReshapeForward,
+    SubstituteGNAGroupConvolution,
+    TransposeCompress,
+    TransposeMatMulForward,
+)
 from netpass.passes import PassConfig
-from tr_helpers import assert_same_graph, model_of, run, run_checked, types
 
 T4 = [0, 2, 3, 1]
 

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import numpy as np
+from tr_helpers import count, model_of, param, rand, run, run_checked
 
 from netpass import opset
 from netpass.ngraph_passes.common import ConstantFolding, disable_constant_folding
 from netpass.testing import TransformationTest
-from tr_helpers import count, model_of, param, rand, run, run_checked
 
 
 class TestFolding(TransformationTest):
@@ -66,7 +66,6 @@ def test_dynamic_parameter_branch_untouched():
 # -- results that would create large data stay ops (FOLD_MAX_BYTES) ---------------------------
 def _const_of_shape_model(shape: list[int]):
     """y = ReduceSum(ConstantOfShape(shape, 1.5)) + x, read from ONNX as users write it."""
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     import netpass

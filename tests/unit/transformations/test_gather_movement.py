@@ -5,17 +5,25 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tr_helpers import count, model_of, param, rand, run_checked
 
 from netpass import opset
 from netpass.ngraph_passes.common import ReshapeElementwiseReorder, ReshapeSequenceFusion
-from netpass.ngraph_passes.gna import (GatherConcatAbsorbBackward, GatherConcatAbsorbForward,
-                                       GatherSinkingConcatBackward, GatherSinkingConcatForward,
-                                       GatherSinkingReduceBackward, GatherSinkingReduceForward,
-                                       GatherSinkingReshapedForward, GatherSinkingTransposeAxisBackward,
-                                       GatherSinkingTransposeAxisForward, GatherSplitAbsorb,
-                                       MergeSharedLayoutOps, RemoveIdentityGather)
+from netpass.ngraph_passes.gna import (
+    GatherConcatAbsorbBackward,
+    GatherConcatAbsorbForward,
+    GatherSinkingConcatBackward,
+    GatherSinkingConcatForward,
+    GatherSinkingReduceBackward,
+    GatherSinkingReduceForward,
+    GatherSinkingReshapedForward,
+    GatherSinkingTransposeAxisBackward,
+    GatherSinkingTransposeAxisForward,
+    GatherSplitAbsorb,
+    MergeSharedLayoutOps,
+    RemoveIdentityGather,
+)
 from netpass.ngraph_passes.gna.gather_movement import reordered, runs
-from tr_helpers import count, model_of, param, rand, run_checked
 
 PERM = [3, 1, 5, 0, 7, 4, 6, 2]
 

@@ -2,15 +2,22 @@
 from __future__ import annotations
 
 import numpy as np
+from tr_helpers import count, model_of, param, rand, run, run_checked
 
 from netpass import opset
-from netpass.ngraph_passes.gna import (GatherSinkingBinaryBackward, GatherSinkingBinaryForward,
-                                       GatherSinkingFuse, GatherSinkingGeneral,
-                                       GatherSinkingMatmulBackward, GatherSinkingMatmulForward,
-                                       GatherSinkingReshapeBackward, GatherSinkingSplitBackward,
-                                       GatherSinkingUnaryBackward, GatherSinkingUnaryForward)
+from netpass.ngraph_passes.gna import (
+    GatherSinkingBinaryBackward,
+    GatherSinkingBinaryForward,
+    GatherSinkingFuse,
+    GatherSinkingGeneral,
+    GatherSinkingMatmulBackward,
+    GatherSinkingMatmulForward,
+    GatherSinkingReshapeBackward,
+    GatherSinkingSplitBackward,
+    GatherSinkingUnaryBackward,
+    GatherSinkingUnaryForward,
+)
 from netpass.passes import PassConfig
-from tr_helpers import count, model_of, param, rand, run, run_checked
 
 PERM = np.random.default_rng(0).permutation(12)
 

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tr_helpers import count, model_of, param, rand, run, run_checked
 
 from netpass import opset
-from netpass.ngraph_passes.gna import (GatherSinkingGeneral, GatherSinkingReshapeForward,
-                                       GatherSinkingSplitForward, GnaTransformationsPipeline,
-                                       interior_layout_ops)
+from netpass.ngraph_passes.gna import (
+    GatherSinkingGeneral,
+    GatherSinkingReshapeForward,
+    GatherSinkingSplitForward,
+    GnaTransformationsPipeline,
+    interior_layout_ops,
+)
 from netpass.ngraph_passes.gna.gather_sinking import block_axis
 from netpass.testing import TransformationTest
-from tr_helpers import count, model_of, param, rand, run, run_checked
 
 P = np.array([2, 0, 3, 1], np.int64)
 BLOCKS = (np.arange(6)[:, None] * 4 + P[None, :]).reshape(-1)   # [1, 24] viewed as [6, 4]

@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 import numpy as np
+from tr_helpers import count, model_of, param, rand, run, run_checked
 
 from netpass import opset
-from netpass.ngraph_passes.gna import ConvertGatherToSlice, GnaTransformationsPipeline, interior_layout_ops
+from netpass.ngraph_passes.gna import (
+    ConvertGatherToSlice,
+    GnaTransformationsPipeline,
+    interior_layout_ops,
+)
 from netpass.testing import TransformationTest
-from tr_helpers import count, model_of, param, rand, run, run_checked
 
 
 def _i64(*v: int):

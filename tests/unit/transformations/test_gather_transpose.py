@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import numpy as np
+from tr_helpers import count, model_of, param, rand, run, run_checked
 
 from netpass import opset
-from netpass.ngraph_passes.gna import (GatherSinkingTranspose,
-                                       GatherSinkingTransposeReshapeBackward,
-                                       GatherSinkingTransposeReshapeForward)
+from netpass.ngraph_passes.gna import (
+    GatherSinkingTranspose,
+    GatherSinkingTransposeReshapeBackward,
+    GatherSinkingTransposeReshapeForward,
+)
 from netpass.ngraph_passes.utils import transpose_gather_indexes
-from tr_helpers import count, model_of, param, rand, run, run_checked
 
 
 def test_index_formula_matches_transpose():

@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 import pytest
+from tr_helpers import count, model_of, param, run, run_checked
 
 from netpass import opset
 from netpass.ngraph_passes.gna import install_gna_callbacks, is_transpose_supported
-from netpass.ngraph_passes.transpose_sinking import (TSConcatBackward, TSConcatForward,
-                                                     TSSplitForward, is_sinking_disabled)
+from netpass.ngraph_passes.transpose_sinking import (
+    TSConcatBackward,
+    TSConcatForward,
+    TSSplitForward,
+    is_sinking_disabled,
+)
 from netpass.passes import PassConfig
-from tr_helpers import count, model_of, param, run, run_checked
 
 
 @pytest.mark.parametrize("shape,ok", [

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tr_helpers import count, model_of, param, rand, run, run_checked
 
 from netpass import opset
+from netpass.ngraph_passes.common import ConvertDivide
+from netpass.ngraph_passes.gna import (
+    DecomposeMVN,
+    RemoveInputConvert,
+    RemoveOutputConvert,
+    RemoveSingleInputConcat,
+    ReorderActivationAndPooling,
+)
 from netpass.ops import Clamp, Elu
 from netpass.ops.elementwise import MONOTONIC_ACTIVATIONS
-from netpass.ngraph_passes.gna import (DecomposeMVN, RemoveInputConvert, RemoveOutputConvert,
-                                       RemoveSingleInputConcat, ReorderActivationAndPooling)
-from netpass.ngraph_passes.common import ConvertDivide
-from tr_helpers import count, model_of, param, rand, run, run_checked
 
 
 def test_remove_input_convert_changes_input_type():

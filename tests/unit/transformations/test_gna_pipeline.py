@@ -3,10 +3,10 @@ tests/integration/test_gna_pipeline_models.py)."""
 from __future__ import annotations
 
 import numpy as np
+from tr_helpers import count, model_of, param, rand, run_checked
 
 from netpass import opset
 from netpass.ngraph_passes.gna import GnaTransformationsPipeline, is_transpose_supported
-from tr_helpers import count, model_of, param, rand, run_checked
 
 
 def _inner_unsupported_transposes(m):

@@ -43,7 +43,9 @@ def _run(model, config: PassConfig) -> None:
 
 def test_config_unchanged_after_pipeline():
     config = PassConfig()
-    user_cb = lambda node: False
+    def user_cb(node):
+        return False
+
     config.set_callback(user_cb, ts.TSConcatForward, ts.TSSplitBackward)
     config.disable(ConvertDivide)
     before = snapshot(config)

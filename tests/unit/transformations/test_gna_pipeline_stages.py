@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tr_helpers import model_of, param, rand, run_checked
 
 from netpass import ops, opset
 from netpass.errors import NetpassError, PassValidationError
 from netpass.ngraph_passes.gna import GnaTransformationsPipeline
 from netpass.passes import Manager, MatcherPass, ModelPass, PassConfig
 from netpass.pattern import Matcher, wrap_type
-from tr_helpers import model_of, param, rand, run_checked
 
 
 class Snapshot(ModelPass):

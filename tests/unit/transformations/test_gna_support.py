@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tr_helpers import model_of, param, rand
 
 from netpass import opset
-from netpass.ngraph_passes.gna import GnaTransformationsPipeline, OpSupport, check_support, unsupported
-from tr_helpers import model_of, param, rand
+from netpass.ngraph_passes.gna import (
+    GnaTransformationsPipeline,
+    OpSupport,
+    check_support,
+    unsupported,
+)
 
 
 def verdict(model, type_name: str, target: str = "3.0") -> OpSupport:

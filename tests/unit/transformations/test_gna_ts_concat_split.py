@@ -1,9 +1,10 @@
 """GNA TSConcatForward and TSSplitBackward (flat Concat/Split + Gather)."""
 from __future__ import annotations
 
+from tr_helpers import count, model_of, param, run, run_checked
+
 from netpass import opset
 from netpass.ngraph_passes.gna import TSConcatForward, TSSplitBackward
-from tr_helpers import count, model_of, param, run, run_checked
 
 
 def test_concat_of_unsupported_transposes_becomes_gather():

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import numpy as np
+from tr_helpers import count, model_of, param, rand, run, run_checked
 
 from netpass import opset
 from netpass.core.rt_info import FusedNames
-from netpass.ngraph_passes.common import (CommonOptimizations, InitNodeInfo, SliceToStridedSlice)
+from netpass.ngraph_passes.common import CommonOptimizations, InitNodeInfo, SliceToStridedSlice
 from netpass.passes import PassConfig
-from tr_helpers import count, model_of, param, rand, run, run_checked
 
 
 def test_init_node_info_on_every_op():

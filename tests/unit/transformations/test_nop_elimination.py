@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tr_helpers import count, model_of, param, run, run_checked
 
 from netpass import opset
 from netpass.ngraph_passes.common import NopElimination
 from netpass.testing import TransformationTest
-from tr_helpers import count, model_of, param, run, run_checked
 
 NOPS = {
     "Reshape": lambda x: opset.reshape(x, [2, 3, 4], False),

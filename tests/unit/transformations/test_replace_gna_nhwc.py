@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 import numpy as np
+from tr_helpers import count, model_of, param, rand, run, run_checked
 
 from netpass import opset
-from netpass.ngraph_passes.gna import GnaTransformationsPipeline, ReplaceGnaNHWCLayers, interior_layout_ops
-from netpass.ngraph_passes.gna import replace_nhwc
+from netpass.ngraph_passes.gna import (
+    GnaTransformationsPipeline,
+    ReplaceGnaNHWCLayers,
+    interior_layout_ops,
+    replace_nhwc,
+)
 from netpass.ngraph_passes.gna.replace_nhwc import dense_group_filters
 from netpass.testing import TransformationTest
-from tr_helpers import count, model_of, param, rand, run, run_checked
 
 
 class TestConvolution(TransformationTest):

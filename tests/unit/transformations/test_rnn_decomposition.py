@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tr_helpers import count, model_of, param, rand, run_checked
 
 from netpass import opset
 from netpass.ngraph_passes.common import GRUCellDecomposition, LSTMCellDecomposition
-from tr_helpers import count, model_of, param, rand, run_checked
 
 B, I, H = 2, 5, 4
 

@@ -3,14 +3,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tr_helpers import count, model_of, param, rand, run, run_checked
 
 from netpass import opset
-from netpass.ngraph_passes.common import (ConstantFolding, GRUCellDecomposition,
-                                          GRUSequenceUnrolling, LSTMCellDecomposition,
-                                          LSTMSequenceUnrolling)
+from netpass.ngraph_passes.common import (
+    ConstantFolding,
+    GRUCellDecomposition,
+    GRUSequenceUnrolling,
+    LSTMCellDecomposition,
+    LSTMSequenceUnrolling,
+)
 from netpass.ngraph_passes.gna import GnaTransformationsPipeline, interior_layout_ops
 from netpass.reference import infer
-from tr_helpers import count, model_of, param, rand, run, run_checked
 
 B, T, I, H = 2, 3, 5, 4
 

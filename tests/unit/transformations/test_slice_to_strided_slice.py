@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tr_helpers import count, model_of, param, run, run_checked
 
 from netpass import opset
 from netpass.ngraph_passes.common import SliceToStridedSlice
-from tr_helpers import count, model_of, param, run, run_checked
 
 
 @pytest.mark.parametrize("start,stop,step,axes", [

@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import numpy as np
+from tr_helpers import count, model_of, param, rand, run, run_checked
 
 from netpass import opset
 from netpass.ngraph_passes.gna import GnaTransformationsPipeline, interior_layout_ops
 from netpass.ngraph_passes.gna import stepped_slice_to_matmul as ssm
 from netpass.ngraph_passes.gna.stepped_slice_to_matmul import ConvertSteppedSliceToMatMul
 from netpass.testing import TransformationTest
-from tr_helpers import count, model_of, param, rand, run, run_checked
 
 
 def _i64(*v: int):

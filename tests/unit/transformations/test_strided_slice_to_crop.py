@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import pytest
+from tr_helpers import count, model_of, param, run, run_checked
 
 from netpass import opset
 from netpass.ngraph_passes.gna import ConvertStridedSliceToCrop
-from tr_helpers import count, model_of, param, run, run_checked
 
 
 @pytest.mark.parametrize("begin,end,bm,em,new,shrink", [

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import numpy as np
+from tr_helpers import count, model_of, param, run, run_checked
 
 from netpass import opset
 from netpass.ngraph_passes.gna import TransposeCompress
 from netpass.ngraph_passes.gna.transpose_compress import compress
 from netpass.testing import TransformationTest
-from tr_helpers import count, model_of, param, run, run_checked
 
 
 class TestCompress(TransformationTest):

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import numpy as np
+from tr_helpers import count, model_of, param, rand, run, run_checked
 
 from netpass import opset
 from netpass.ngraph_passes.gna import GnaTransformationsPipeline, interior_layout_ops
 from netpass.ngraph_passes.gna.transpose_matmul import TransposeMatMulForward
 from netpass.testing import TransformationTest
-from tr_helpers import count, model_of, param, rand, run, run_checked
 
 W = rand(10, 3, seed=4)
 

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import numpy as np
+from tr_helpers import count, model_of, param, rand, run, run_checked
 
 from netpass import opset
 from netpass.ngraph_passes.transpose_sinking import TSBinaryBackward, TSBinaryForward
 from netpass.testing import TransformationTest
-from tr_helpers import count, model_of, param, rand, run, run_checked
 
 
 class TestForward(TransformationTest):

@@ -1,12 +1,16 @@
 """TSConcatForward / TSConcatBackward."""
 from __future__ import annotations
 
+from tr_helpers import model_of, param, rand, run, run_checked
+
 from netpass import opset
-from netpass.ngraph_passes.transpose_sinking import (TSConcatBackward, TSConcatForward,
-                                                     is_sinking_disabled)
+from netpass.ngraph_passes.transpose_sinking import (
+    TSConcatBackward,
+    TSConcatForward,
+    is_sinking_disabled,
+)
 from netpass.passes import PassConfig
 from netpass.testing import TransformationTest
-from tr_helpers import model_of, param, rand, run, run_checked
 
 
 class TestForward(TransformationTest):

@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import numpy as np
+from tr_helpers import model_of, param, run, run_checked
 
 from netpass import opset
-from netpass.ngraph_passes.transpose_sinking import (TSDataMovementBackward,
-                                                     TSDataMovementForward, TSSliceBackward,
-                                                     TSSliceForward)
+from netpass.ngraph_passes.transpose_sinking import (
+    TSDataMovementBackward,
+    TSDataMovementForward,
+    TSSliceBackward,
+    TSSliceForward,
+)
 from netpass.testing import TransformationTest
-from tr_helpers import model_of, param, run, run_checked
 
 
 class TestPadForward(TransformationTest):

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import numpy as np
+from tr_helpers import count, model_of, param, rand, run_checked
 
 from netpass import opset
 from netpass.ngraph_passes.transpose_sinking import NO_SINKING, TSGeneral
-from tr_helpers import count, model_of, param, rand, run_checked
 
 
 def test_transposes_cancel_through_a_chain():

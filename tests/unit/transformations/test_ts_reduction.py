@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import pytest
+from tr_helpers import model_of, param, run_checked
 
 from netpass import opset
 from netpass.ngraph_passes.transpose_sinking import TSReductionBackward, TSReductionForward
-from tr_helpers import model_of, param, run_checked
 
 
 @pytest.mark.parametrize("keep", [True, False])

@@ -1,11 +1,12 @@
 """TSSplitForward / TSSplitBackward (Split and VariadicSplit)."""
 from __future__ import annotations
 
+from tr_helpers import assert_same_graph, count, model_of, param, run, run_checked
+
 from netpass import opset
 from netpass.ngraph_passes.transpose_sinking import TSSplitBackward, TSSplitForward
 from netpass.passes import PassConfig
 from netpass.testing import TransformationTest
-from tr_helpers import assert_same_graph, count, model_of, param, run, run_checked
 
 
 class TestForward(TransformationTest):

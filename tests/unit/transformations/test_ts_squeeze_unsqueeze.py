@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 import pytest
+from tr_helpers import model_of, param, run_checked
 
 from netpass import opset
-from netpass.ngraph_passes.transpose_sinking import (TSSqueezeBackward, TSSqueezeForward,
-                                                     TSUnsqueezeBackward, TSUnsqueezeForward)
-from tr_helpers import model_of, param, run_checked
+from netpass.ngraph_passes.transpose_sinking import (
+    TSSqueezeBackward,
+    TSSqueezeForward,
+    TSUnsqueezeBackward,
+    TSUnsqueezeForward,
+)
 
 
 @pytest.mark.parametrize("axes", [[1], None])

@@ -2,7 +2,8 @@
 counting ops, and building small graphs."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
