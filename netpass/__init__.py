@@ -45,7 +45,8 @@ def save_model(model: Model, path: Any, weights: Any = None) -> None:
         raise errors.ModelFormatError(f"unknown model file suffix: {p} (use .onnx or .xml)")
 
 
-def compile_model(model: Any, device: str = "AUTO", config: dict | None = None, progress: Any = None):
+def compile_model(model: Any, device: str = "AUTO", config: dict | None = None,
+                  progress: Any = None):
     """Compile a model (or a path) for ``device`` (AUTO | GPU | CPU | REFERENCE); ``progress``
     (a callable ``(stage, step, total)`` or a logging.Logger) hears of each stage."""
     from .compiler import compile_model as _compile

@@ -54,7 +54,8 @@ def random_blocks(count: int, seed: int, channels: int = 8,
         acts = ("Sigmoid", "Tanh") if rng.random() < 0.5 else ("Tanh", "Sigmoid")
         blocks.append(Block(kind, tuple(int(i) for i in rng.permutation(channels)),
                             int(rng.integers(1, channels)), acts,
-                            (int(rng.integers(0, 3)), int(rng.integers(0, 3))), bool(rng.random() < 0.5)))
+                            (int(rng.integers(0, 3)), int(rng.integers(0, 3))),
+                            bool(rng.random() < 0.5)))
     return blocks
 
 
@@ -75,7 +76,8 @@ class _Builder:
 
     def op(self, op_type: str, inputs: Sequence[str], n_out: int = 1, **attrs) -> list[str]:
         outs = [self.name(op_type.lower()) for _ in range(n_out)]
-        self.nodes.append(helper.make_node(op_type, list(inputs), outs, name=self.name(op_type), **attrs))
+        self.nodes.append(helper.make_node(op_type, list(inputs), outs, name=self.name(op_type),
+                                           **attrs))
         return outs
 
 
@@ -155,7 +157,8 @@ def _fit(blk: Block, channels: int) -> Block:
         return blk
     head = np.array((blk.perm + tuple(range(len(blk.perm), channels)))[:channels])
     perm = tuple(int(p) for p in np.argsort(np.argsort(head, kind="stable")))  # ranks
-    return Block(blk.kind, perm, min(max(blk.split, 1), channels - 1), blk.acts, blk.offset, blk.back)
+    return Block(blk.kind, perm, min(max(blk.split, 1), channels - 1), blk.acts, blk.offset,
+                 blk.back)
 
 
 def block_graph_nodes(data: bytes) -> int:

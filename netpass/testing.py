@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .core.boundary import Constant, Result
 from .core.model import Model
 from .core.node import Node, Output
 from .core.rt_info import FusedNames
@@ -141,7 +142,7 @@ class _Comparator:
             why = _rt_diff(a.rt_info, b.rt_info)
             if why:
                 return why
-        if self.f["names"] and type(a).type_name == "Result":
+        if self.f["names"] and isinstance(a, Result):
             pa, pb = a.input_value(0).node, b.input_value(0).node
             if pa.friendly_name != pb.friendly_name:
                 return (f"Result producers' friendly names differ: '{pa.friendly_name}' vs "
@@ -155,8 +156,8 @@ class _Comparator:
             return f"input {i} shapes differ: {sa.partial_shape} vs {sb.partial_shape}"
         if self.f["precisions"] and sa.element_type is not sb.element_type:
             return f"input {i} element types differ: {sa.element_type} vs {sb.element_type}"
-        if (self.f["const_values"] and sa.node.type_name == "Constant"
-                and sb.node.type_name == "Constant"):
+        if (self.f["const_values"] and isinstance(sa.node, Constant)
+                and isinstance(sb.node, Constant)):
             va, vb = np.asarray(sa.node.value), np.asarray(sb.node.value)
             if not _values_equal(va, vb):
                 return (f"input {i} constant values differ: {_preview(va)} vs {_preview(vb)}")
@@ -181,7 +182,7 @@ class _Comparator:
         return None
 
     def attributes(self, a: Node, b: Node) -> str | None:
-        if type(a).type_name == "Constant":
+        if isinstance(a, Constant):
             if a.get_output_element_type(0) is not b.get_output_element_type(0):
                 return (f"attribute element_type differs: {a.get_output_element_type(0)} vs "
                         f"{b.get_output_element_type(0)}")
@@ -345,9 +346,9 @@ def init_unique_names(model: Model) -> None:
     ``tensor_<i>_<port>`` (OpenVINO's InitUniqueNames), so name checks after the passes mean
     something."""
     for i, node in enumerate(model.get_ordered_ops()):
-        if node._friendly is None and node.type_name != "Result":
+        if node._friendly is None and not isinstance(node, Result):
             node.friendly_name = f"node_{i}"
-        if node.type_name == "Result":
+        if isinstance(node, Result):
             continue
         for out in node.outputs():
             if not out.names:
@@ -459,7 +460,7 @@ def check_unique_names(model: Model) -> list[str]:
     friendly: dict[str, Node] = {}
     tensors: dict[str, Output] = {}
     for node in model.get_ordered_ops():
-        if node.type_name == "Result":
+        if isinstance(node, Result):
             continue
         other = friendly.setdefault(node.friendly_name, node)
         if other is not node:
@@ -477,7 +478,7 @@ def check_rt_info(model: Model) -> list[str]:
     """Ops lacking ``fused_names_0`` (Constants are exempt, as in OpenVINO's check_rt_info)."""
     return [f"{_desc(n)} has no rt_info attribute {FusedNames.key}"
             for n in model.get_ordered_ops()
-            if n.type_name != "Constant" and FusedNames.key not in n.rt_info]
+            if not isinstance(n, Constant) and FusedNames.key not in n.rt_info]
 
 
 def _check_results(model: Model, expected: list[tuple[set[str], str | None]]) -> list[str]:

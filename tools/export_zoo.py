@@ -106,7 +106,8 @@ class ZooSpec:
     def dynamic_axes(self) -> dict[str, dict[int, str]]:
         dyn: dict[str, dict[int, str]] = {}
         for inp in self.inputs:
-            named = {i: d.replace("+", "_plus_") for i, d in enumerate(inp.dims) if isinstance(d, str)}
+            named = {i: d.replace("+", "_plus_") for i, d in enumerate(inp.dims)
+                     if isinstance(d, str)}
             if named:
                 dyn[inp.name] = named
         dyn.update({k: dict(v) for k, v in self.output_axes.items()})
@@ -120,7 +121,8 @@ EXPORT_FAILURES: dict[tuple[str, str], str] = {}
 
 
 # -- inputs ---------------------------------------------------------------------------------
-def feeds(domain: Domain, sizes: Mapping[str, int], rng: np.random.Generator) -> dict[str, np.ndarray]:
+def feeds(domain: Domain, sizes: Mapping[str, int], rng: np.random.Generator) -> dict[str,
+                                                                                      np.ndarray]:
     """Seeded inputs of ``domain`` at axis ``sizes`` (random non-zero data)."""
     out: dict[str, np.ndarray] = {}
     for inp in domain.inputs:

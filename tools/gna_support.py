@@ -91,7 +91,8 @@ def _examples() -> list[str]:
         model = read_model(str(ROOT / "examples" / f"{name}.onnx"))
         model.reshape(shapes)
         inputs = ", ".join(f"`{k}` {v}" for k, v in shapes.items())
-        out.append(_section(f"Example `{name}`", f"`examples/{name}.onnx`, inputs {inputs}.", model))
+        out.append(_section(f"Example `{name}`", f"`examples/{name}.onnx`, inputs {inputs}.",
+                            model))
     return out
 
 

@@ -81,7 +81,8 @@ def analyse(spec: export_zoo.ZooSpec, exporter: str, path: Path) -> Row:
     ops = [n for n in model.get_ordered_ops()
            if n.type_name not in ("Parameter", "Result", "Constant")]
     left = Counter(n.type_name for n in ops if gna_cannot_run(n))
-    return Row(spec.name, exporter, len(ops), tuple(sorted(left.items(), key=lambda kv: (-kv[1], kv[0]))), diff)
+    return Row(spec.name, exporter, len(ops),
+               tuple(sorted(left.items(), key=lambda kv: (-kv[1], kv[0]))), diff)
 
 
 def exporter_versions() -> str:

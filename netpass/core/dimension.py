@@ -140,7 +140,8 @@ class Dimension:
     # -- arithmetic (interval) ----------------------------------------------------------
     def __add__(self, other: DimLike) -> Dimension:
         o = Dimension.of(other)
-        return Dimension(self.min + o.min, _sat(self.max + o.max) if INF not in (self.max, o.max) else -1)
+        return Dimension(self.min + o.min,
+                         _sat(self.max + o.max) if INF not in (self.max, o.max) else -1)
 
     __radd__ = __add__
 
@@ -168,7 +169,8 @@ class Dimension:
         if isinstance(other, Dimension):
             return self.min == other.min and self.max == other.max
         if isinstance(other, int):
-            return self.min == self.max == other or (other == -1 and self.min == 0 and self.max == INF)
+            return self.min == self.max == other or (other == -1 and self.min == 0
+                                                     and self.max == INF)
         return NotImplemented
 
     def __hash__(self) -> int:

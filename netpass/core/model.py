@@ -200,7 +200,8 @@ class Model:
         _Topology.caches.append(weakref.ref(self))
 
     def is_dynamic(self) -> bool:
-        return any(not o.partial_shape.is_static for n in self.get_ordered_ops() for o in n.outputs())
+        return any(not o.partial_shape.is_static for n in self.get_ordered_ops()
+                   for o in n.outputs())
 
     def validate_nodes_and_infer_types(self) -> None:
         """Re-infer every node, producers first. Every node ends consistent with its inputs,
@@ -255,8 +256,10 @@ class Model:
         self.validate_nodes_and_infer_types()
 
     def __repr__(self) -> str:
-        ins = ", ".join(f"{n}{p.output(0).partial_shape}" for n, p in zip(self.input_names, self._parameters))
-        outs = ", ".join(f"{n}{r.input_value(0).partial_shape}" for n, r in zip(self.output_names, self._results))
+        ins = ", ".join(f"{n}{p.output(0).partial_shape}"
+                        for n, p in zip(self.input_names, self._parameters))
+        outs = ", ".join(f"{n}{r.input_value(0).partial_shape}"
+                         for n, r in zip(self.output_names, self._results))
         return f"<Model '{self.friendly_name}': ({ins}) -> ({outs})>"
 
 

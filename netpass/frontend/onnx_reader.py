@@ -186,7 +186,8 @@ def load_onnx_proto(source: Any) -> tuple[onnx.ModelProto, Path | None]:
     return proto, path
 
 
-def _value_info_shape(vi: onnx.ValueInfoProto, symbols: dict[str, Symbol]) -> tuple[Type, PartialShape]:
+def _value_info_shape(vi: onnx.ValueInfoProto, symbols: dict[str, Symbol]) -> tuple[Type,
+                                                                                    PartialShape]:
     tt = vi.type.tensor_type
     if not vi.type.HasField("tensor_type"):
         raise ModelFormatError(f"graph input '{vi.name}' is not a tensor")

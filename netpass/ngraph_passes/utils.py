@@ -1,74 +1,84 @@
-"""Small helpers shared by the transformations: op classes by name, constants, orders."""
+"""Small helpers shared by the transformations: building ops, constants, orders."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
+from ..core.boundary import Constant, Result
 from ..core.gc_pause import gc_paused  # noqa: F401 (the pipeline imports it from here)
-from ..core.node import OP_TYPES, Node, Output
+from ..core.node import Node, Output
 from ..core.types import Type
-from ..ops import base
+from ..ops.base import (
+    BinaryElementwiseArithmetic,
+    BinaryElementwiseComparison,
+    BinaryElementwiseLogical,
+    UnaryElementwiseArithmetic,
+)
+from ..ops.elementwise import (
+    Abs,
+    Clamp,
+    Convert,
+    ConvertLike,
+    Elu,
+    Exp,
+    HardSigmoid,
+    IsInf,
+    IsNaN,
+    Log,
+    LogicalNot,
+    Negative,
+    PRelu,
+    Relu,
+    Selu,
+    Sigmoid,
+    SoftPlus,
+    Sqrt,
+    Swish,
+    Tanh,
+)
+from ..ops.state import Assign
 
-
-def op_types(*names: str | type) -> tuple[type, ...]:
-    """The op classes (or op families of ``netpass.ops.base``) named ``names``; classes pass
-    through. A name no class has is an error (a typo must not quietly match nothing); new
-    code names the classes themselves."""
-    found = []
-    for n in names:
-        cls = n if isinstance(n, type) else OP_TYPES.get(n) or getattr(base, n, None)
-        if not isinstance(cls, type):
-            raise KeyError(f"op_types: no op class or op family named {n!r}")
-        found.append(cls)
-    return tuple(found)
-
-
-def op(name: str) -> type:
-    """The op class registered under ``name``."""
-    return OP_TYPES[name]
-
-
-def is_op(node: Node, *names: str) -> bool:
-    return node.type_name in names
+NodeT = TypeVar("NodeT", bound=Node)
 
 
 def const(value: Any, dtype: Any = None) -> Output:
     """A new Constant's output (element type from ``dtype`` or the array's dtype)."""
     arr = np.asarray(value)
     et = Type.of(dtype) if dtype is not None else None
-    return op("Constant")([], value=arr, element_type=et).output(0)
+    return Constant([], value=arr, element_type=et).output(0)
 
 
 def const_value(out: Output) -> np.ndarray | None:
     """The value of ``out`` when it is produced by a Constant."""
     node = out.node
-    return node.value if node.type_name == "Constant" else None
+    return node.value if isinstance(node, Constant) else None
 
 
-def make(name: str, inputs: Sequence[Any], **attrs: Any) -> Node:
-    """A new op of type ``name`` from graph values (Outputs, Nodes or python values)."""
+def make(cls: type[NodeT], inputs: Sequence[Any], **attrs: Any) -> NodeT:
+    """A new ``cls`` op from graph values (Outputs, Nodes, or python values made Constants)."""
     ins = [x if isinstance(x, (Node, Output)) else const(x) for x in inputs]
-    return op(name)(ins, **attrs)
+    return cls(ins, **attrs)
 
 
-_TERMINAL = ("Result", "Assign")
+_TERMINAL = (Result, Assign)
 
 # Elementwise op families layout sinking moves a Transpose or Gather through (unary: input 0;
 # binary: every input).
-UNARY_TYPES = ("UnaryElementwiseArithmetic", "Clamp", "Elu", "SoftPlus", "LogicalNot", "Convert",
-               "IsInf", "IsNaN", "Selu", "Swish", "HardSigmoid", "Relu", "Sigmoid",
-               "Tanh", "Exp", "Abs", "Negative", "Sqrt", "Log", "ConvertLike")
-BINARY_TYPES = ("BinaryElementwiseArithmetic", "BinaryElementwiseComparison",
-                "BinaryElementwiseLogical", "PRelu")
+UNARY_TYPES: tuple[type[Node], ...] = (
+    UnaryElementwiseArithmetic, Clamp, Elu, SoftPlus, LogicalNot, Convert, IsInf, IsNaN, Selu,
+    Swish, HardSigmoid, Relu, Sigmoid, Tanh, Exp, Abs, Negative, Sqrt, Log, ConvertLike)
+BINARY_TYPES: tuple[type[Node], ...] = (
+    BinaryElementwiseArithmetic, BinaryElementwiseComparison, BinaryElementwiseLogical, PRelu)
 
 
 def graph_consumers(out: Output) -> list:
     """The consumers of ``out`` that are part of the graph. A node a rewrite replaced stays
     among its producers' consumers while something else (a user's variable) keeps it alive;
     it has no consumers of its own and is no Result or sink, and is left out here."""
-    return [c for c in out.consumers() if c.node.type_name in _TERMINAL or c.node.has_consumers()]
+    return [c for c in out.consumers()
+            if isinstance(c.node, _TERMINAL) or c.node.has_consumers()]
 
 
 def static_shape(out: Output) -> tuple[int, ...] | None:

@@ -23,9 +23,9 @@ from .elementwise import (
     Sqrt,
     Subtract,
     const_like,
-    onnx_element_type,
 )
 from .movement import reshape, unsqueeze
+from .onnx_types import attribute_element_type
 from .reduction import ReduceL1, ReduceMax, ReduceMean, ReduceSum
 from .registry import onnx_export, onnx_rule
 from .shape_ops import shape_of
@@ -457,7 +457,7 @@ def _import_layer_norm(ctx):
         y = Add([y, bias]).output(0)
     if not any(ctx.proto.output[1:]):
         return y
-    stash = onnx_element_type(ctx.attr("stash_type", 1), ctx)
+    stash = attribute_element_type(ctx.attr("stash_type", 1), ctx)
     xs = x if x.element_type is stash else Convert([x], destination_type=stash).output(0)
     mean = ReduceMean([xs, axes], keep_dims=True).output(0)
     centered = Subtract([xs, mean]).output(0)

@@ -2,10 +2,12 @@
 a data type attribute (EyeLike's ``dtype``) share."""
 from __future__ import annotations
 
+from typing import Any
+
 import onnx
 
 from ..core.types import Type
-from ..errors import ModelFormatError, UnsupportedTypeError
+from ..errors import ModelFormatError, NetpassError, UnsupportedTypeError
 
 _T = onnx.TensorProto
 _ONNX_TYPES = {
@@ -20,6 +22,8 @@ _TO_ONNX = {name: code for code, name in _ONNX_TYPES.items()}
 
 
 def onnx_element_type(elem_type: int, where: str) -> Type:
+    """The netpass element type of an ONNX TensorProto data type; ``where`` names what declared
+    it in the error (an unsupported type or a code ONNX does not have)."""
     name = _ONNX_TYPES.get(elem_type)
     if name is None:
         if elem_type in onnx.TensorProto.DataType.values():
@@ -27,6 +31,16 @@ def onnx_element_type(elem_type: int, where: str) -> Type:
                 f"{where}: unsupported ONNX element type {onnx.TensorProto.DataType.Name(elem_type)}")
         raise ModelFormatError(f"{where}: bad element type {elem_type}")
     return Type.of(name)
+
+
+def attribute_element_type(elem_type: int, ctx: Any) -> Type:
+    """:func:`onnx_element_type` of a data type an import rule read from a node attribute (Cast's
+    ``to``, ``stash_type``): a code it cannot take is that node's error (``ctx.error``)."""
+    try:
+        return onnx_element_type(elem_type, f"node '{ctx.name}'")
+    except NetpassError as e:
+        ctx.error(str(e))
+        raise
 
 
 def onnx_type_code(et: Type, where: str) -> int:

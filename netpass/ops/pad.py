@@ -168,7 +168,8 @@ def _pads_for_axes(ctx, pads: Output, axes: Output, rank: int) -> tuple[Output, 
         ctx.error("axes must have a static shape")
     n = n.to_shape()[0] if len(n) else 1
     zeros = i64_operand([0] * rank)
-    halves = [Slice([pads, i64_operand([lo]), i64_operand([lo + n]), i64_operand([1])]).output(0) for lo in (0, n)]
+    halves = [Slice([pads, i64_operand([lo]), i64_operand([lo + n]), i64_operand([1])]).output(0)
+              for lo in (0, n)]
     return tuple(ScatterUpdate([zeros, axes, h, i64_operand(0)]).output(0) for h in halves)
 
 

@@ -333,7 +333,7 @@ def _linear_opset(node: Node) -> int:
     if getattr(node, "precision", None) is not None:
         need = max(need, 23)
     if getattr(node, "output_type", None) is not None:
-        need = max(need, 21 if node.type_name == "QuantizeLinear" else 23)
+        need = max(need, 21 if isinstance(node, QuantizeLinear) else 23)
     return need
 
 

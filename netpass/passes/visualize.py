@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.boundary import Constant, Parameter, Result
 from ..core.model import Model
 from ..core.node import Node, Output
 from ..errors import NetpassError, system_errors_as_netpass
@@ -128,7 +129,7 @@ class _Dot:
         if self.io:
             for i, src in enumerate(node.input_values()):
                 lines.append(f"in{i}: {_port(src, True, True)}")
-        if node.type_name != "Result":
+        if not isinstance(node, Result):
             for out in node.outputs():
                 text = _port(out, self.types, self.shapes, self.partial)
                 if self.tensors and out.names:
@@ -148,7 +149,7 @@ class _Dot:
     def floated_label(self, node: Node) -> str:
         out = node.output(0)
         lines = [node.friendly_name, "{" + out.element_type.name + "}" + str(out.partial_shape)]
-        if node.type_name == "Constant":
+        if isinstance(node, Constant):
             lines.append("value: " + const_preview(node.value, self.const_max))
         if self.tensors and out.names:
             lines.append("(" + ", ".join(sorted(out.names)) + ")")
@@ -177,7 +178,7 @@ class _Dot:
             if _floated(node):
                 continue
             attrs = {"shape": "box", "color": "black", "label": _q(self.label(node))}
-            if node.type_name == "Result":
+            if isinstance(node, Result):
                 attrs["color"] = "crimson"
                 attrs["penwidth"] = "1.5"
             if self.modifier is not None:
@@ -193,7 +194,7 @@ class _Dot:
                     clone = f"CLONE_{self.clones}"
                     self.clones += 1
                     attrs = {"shape": "box", "style": "dashed",
-                             "color": "blue" if p.type_name == "Parameter" else "black",
+                             "color": "blue" if isinstance(p, Parameter) else "black",
                              "label": _q(self.floated_label(p))}
                     if self.modifier is not None:
                         self.modifier(p, attrs)
@@ -216,7 +217,7 @@ class _Dot:
 
 
 def _floated(node: Node) -> bool:
-    return node.type_name in ("Parameter", "Constant")
+    return isinstance(node, (Parameter, Constant))
 
 
 def to_dot(model: Model, node_modifiers: NodeModifier | None = None) -> str:

@@ -194,7 +194,8 @@ def all_of(predicates: Iterable[Any]) -> Predicate:
 
 
 def _attr_equal(actual: Any, expected: Any) -> bool:
-    if isinstance(actual, (list, tuple, np.ndarray)) or isinstance(expected, (list, tuple, np.ndarray)):
+    if isinstance(actual, (list, tuple, np.ndarray)) or isinstance(expected,
+                                                                   (list, tuple, np.ndarray)):
         a, e = np.asarray(actual), np.asarray(expected)
         return a.shape == e.shape and bool(np.all(a == e))
     return actual == expected

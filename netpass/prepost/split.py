@@ -9,7 +9,9 @@ from .. import reference
 from ..core.graph_util import replace_output_update_name
 from ..core.model import Model, parameter_name, result_name
 from ..core.node import Node, Output
+from ..ops.indexing import Gather
 from ..ops.io import Constant, Parameter, Result
+from ..ops.movement import Reshape, Transpose
 
 
 class PrePostProcessModels(Mapping):
@@ -62,23 +64,23 @@ def _run_flat(model: Model, arr: np.ndarray) -> np.ndarray:
 
 
 def _is_reshape(node: Node) -> bool:
-    return node.type_name == "Reshape"
+    return isinstance(node, Reshape)
 
 
 def _cuttable(node: Node) -> bool:
     """A Gather (permutation along one axis) or a Transpose the target cannot run, with static
     shapes and constant parameters, whose output has as many elements as its input."""
-    if node.type_name not in ("Transpose", "Gather"):
+    if not isinstance(node, (Transpose, Gather)):
         return False  # (Constants, ShapeOf... feed Results too)
     src, out = node.input_value(0), node.output(0)
     if not (src.partial_shape.is_static and out.partial_shape.is_static):
         return False
     if int(np.prod(src.shape)) != int(np.prod(out.shape)):
         return False
-    if node.type_name == "Transpose":
+    if isinstance(node, Transpose):
         from ..ngraph_passes.gna import is_transpose_supported
         return isinstance(node.input_value(1).node, Constant) and not is_transpose_supported(src.shape)
-    if node.type_name == "Gather":
+    if isinstance(node, Gather):
         return all(isinstance(node.input_value(i).node, Constant) for i in (1, 2))
     return False
 

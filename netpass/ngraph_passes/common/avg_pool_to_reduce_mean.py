@@ -11,9 +11,11 @@ import numpy as np
 
 from ...core.graph_util import copy_runtime_info, replace_node
 from ...core.node import Node
+from ...ops.pooling import AvgPool
+from ...ops.reduction import ReduceMean
 from ...passes import MatcherPass
 from ...pattern import Matcher, wrap_type
-from ..utils import const, make, op_types, static_shape
+from ..utils import const, make, static_shape
 
 
 def covers_whole_map(pool: Node) -> bool:
@@ -34,7 +36,7 @@ class ConvertGlobalAvgPoolToReduceMean(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        pattern = wrap_type(op_types("AvgPool"))
+        pattern = wrap_type(AvgPool)
 
         def callback(m: Matcher) -> bool:
             pool = m.match_root
@@ -42,7 +44,7 @@ class ConvertGlobalAvgPoolToReduceMean(MatcherPass):
                 return False
             rank = len(static_shape(pool.input_value(0)))
             axes = const(np.arange(2, rank, dtype=np.int64))
-            mean = make("ReduceMean", [pool.input_value(0), axes], keep_dims=True)
+            mean = make(ReduceMean, [pool.input_value(0), axes], keep_dims=True)
             mean.friendly_name = pool.friendly_name
             copy_runtime_info(pool, [axes.node, mean])
             replace_node(pool, mean)

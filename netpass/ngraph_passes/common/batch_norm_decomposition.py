@@ -6,9 +6,12 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.graph_util import copy_runtime_info, replace_node
+from ...ops.elementwise import Add, Divide, Multiply, Sqrt, Subtract
+from ...ops.movement import Reshape
+from ...ops.normalization import BatchNormInference
 from ...passes import MatcherPass
 from ...pattern import Matcher, wrap_type
-from ..utils import const, make, op_types, static_rank
+from ..utils import const, make, static_rank
 
 
 class BatchNormDecomposition(MatcherPass):
@@ -16,8 +19,9 @@ class BatchNormDecomposition(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        pattern = wrap_type(op_types("BatchNormInference"),
-                            predicate=lambda o: (static_rank(o) or 0) >= 2 and o.element_type.is_real)
+        pattern = wrap_type(BatchNormInference,
+                            predicate=lambda o: (static_rank(o) or 0) >= 2
+                            and o.element_type.is_real)
 
         def callback(m: Matcher) -> bool:
             bn = m.match_root
@@ -26,10 +30,11 @@ class BatchNormDecomposition(MatcherPass):
             x, gamma, beta, mean, var = bn.input_values()
             dt = x.element_type.dtype
             shape = const(np.array([-1] + [1] * (static_rank(x) - 2), np.int64))
-            per_channel = lambda v: make("Reshape", [v, shape], special_zero=False)  # noqa: E731
-            inv = make("Divide", [gamma, make("Sqrt", [make("Add", [var, const(np.array(bn.epsilon, dt))])])])
-            shift = make("Subtract", [beta, make("Multiply", [mean, inv])])
-            out = make("Add", [make("Multiply", [x, per_channel(inv)]), per_channel(shift)])
+            per_channel = lambda v: make(Reshape, [v, shape], special_zero=False)  # noqa: E731
+            inv = make(Divide,
+                       [gamma, make(Sqrt, [make(Add, [var, const(np.array(bn.epsilon, dt))])])])
+            shift = make(Subtract, [beta, make(Multiply, [mean, inv])])
+            out = make(Add, [make(Multiply, [x, per_channel(inv)]), per_channel(shift)])
             out.friendly_name = bn.friendly_name
             copy_runtime_info(bn, [inv, shift, out])
             replace_node(bn, out)

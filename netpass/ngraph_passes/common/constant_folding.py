@@ -1,10 +1,10 @@
 """ConstantFolding: replace every node whose value is known at compile time by a Constant."""
 from __future__ import annotations
 
+from ...core.boundary import Constant
 from ...core.graph_util import copy_runtime_info
 from ...core.node import Node
 from ...passes.base import ModelPass
-from ..utils import op
 
 # rt_info key that keeps a node from being folded (OpenVINO's DisableConstantFolding).
 DISABLE_CONSTANT_FOLDING = "disabled_constant_folding_0"
@@ -43,7 +43,7 @@ def fold(node: Node) -> list | None:
     if rt and DISABLE_CONSTANT_FOLDING in rt:
         return None
     for s in srcs:
-        if s.node.type_name != "Constant":
+        if not isinstance(s.node, Constant):
             break
     else:
         inputs = [s.node.value for s in srcs]
@@ -88,7 +88,7 @@ class ConstantFolding(ModelPass):
     for a multi-output node), tensor names and rt_info, so Results keep their names."""
 
     def run_on_model(self, model) -> bool:
-        constant = op("Constant")
+        constant = Constant
         changed = False
         for node in model.get_ordered_ops():
             values = fold(node)

@@ -21,6 +21,9 @@ from ...core.graph_util import copy_runtime_info
 from ...core.model import Model, parameter_name, result_name
 from ...core.node import Node
 from ...errors import NetpassError
+from ...ops.indexing import Gather
+from ...ops.movement import Broadcast, Concat
+from ...ops.shape_ops import ShapeOf
 from ...ops.state import Assign, ReadValue
 from ...passes.base import ModelPass
 from ..utils import const, make
@@ -172,14 +175,14 @@ class BuildStateInitializer(ModelPass):
             if not ps.rank_is_static or ps[self.state_axis].is_static:
                 continue
             if batch is None:
-                shape = make("ShapeOf", [source]).output(0)
-                batch = make("Gather", [shape, const(np.array([self.input_axis], np.int64)),
+                shape = make(ShapeOf, [source]).output(0)
+                batch = make(Gather, [shape, const(np.array([self.input_axis], np.int64)),
                                         const(np.array(0, np.int64))]).output(0)
             dims = [batch if axis == self.state_axis else
                     const(np.array([d.min], np.int64)) for axis, d in enumerate(ps)]
-            target = make("Concat", dims, axis=0).output(0)
+            target = make(Concat, dims, axis=0).output(0)
             zero = const(np.zeros((), node.get_output_element_type(0).dtype))
-            init = make("Broadcast", [zero, target]).output(0)
+            init = make(Broadcast, [zero, target]).output(0)
             node.set_arguments([init])
             node.validate_and_infer_types()
             changed = True

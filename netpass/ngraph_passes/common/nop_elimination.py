@@ -10,9 +10,22 @@ from collections.abc import Callable
 
 from ...core.graph_util import replace_output_update_name
 from ...core.node import Node
+from ...ops.elementwise import Convert
+from ...ops.movement import (
+    Broadcast,
+    Concat,
+    Reshape,
+    Slice,
+    Squeeze,
+    StridedSlice,
+    Tile,
+    Transpose,
+    Unsqueeze,
+)
+from ...ops.pad import Pad
 from ...passes import GraphRewrite, MatcherPass
 from ...pattern import Matcher, wrap_type
-from ..utils import const_value, op_types
+from ..utils import const_value
 
 
 # The rules run on every node of their types; they use ndarray methods, not numpy's
@@ -50,33 +63,33 @@ def _full_slice(step_input: int) -> Callable[[Node], bool]:
     return check
 
 
-NOP_RULES: dict[str, Callable[[Node], bool]] = {
-    "Reshape": _same_static_shape,
-    "Squeeze": _same_static_shape,
-    "Unsqueeze": _same_static_shape,
-    "Broadcast": _same_static_shape,
-    "Tile": _all_ones(1),
-    "Transpose": _identity_order,
-    "Convert": lambda n: n.get_input_element_type(0) == n.get_output_element_type(0),
-    "Concat": lambda n: n.get_input_size() == 1,
-    "Pad": _zero_pads,
-    "Slice": _full_slice(3),
-    "StridedSlice": _full_slice(3),
+NOP_RULES: dict[type[Node], Callable[[Node], bool]] = {
+    Reshape: _same_static_shape,
+    Squeeze: _same_static_shape,
+    Unsqueeze: _same_static_shape,
+    Broadcast: _same_static_shape,
+    Tile: _all_ones(1),
+    Transpose: _identity_order,
+    Convert: lambda n: n.get_input_element_type(0) == n.get_output_element_type(0),
+    Concat: lambda n: n.get_input_size() == 1,
+    Pad: _zero_pads,
+    Slice: _full_slice(3),
+    StridedSlice: _full_slice(3),
 }
 
 
 class EliminateNop(MatcherPass):
     """Bypasses one op type when its rule says it is a no-op."""
 
-    def __init__(self, type_name: str, rule: Callable[[Node], bool]) -> None:
+    def __init__(self, op_type: type[Node], rule: Callable[[Node], bool]) -> None:
         super().__init__()
-        pattern = wrap_type(op_types(type_name), predicate=lambda out: rule(out.node))
+        pattern = wrap_type(op_type, predicate=lambda out: rule(out.node))
 
         def callback(m: Matcher) -> bool:
             node = m.match_root
             return replace_output_update_name(node.output(0), node.input_value(0))
 
-        self.register_matcher(Matcher(pattern, f"Eliminate{type_name}"), callback)
+        self.register_matcher(Matcher(pattern, f"Eliminate{op_type.type_name}"), callback)
 
 
 class NopElimination(GraphRewrite):
@@ -87,6 +100,5 @@ class NopElimination(GraphRewrite):
 
     def __init__(self) -> None:
         super().__init__()
-        for type_name, rule in NOP_RULES.items():
-            if op_types(type_name):
-                self.add_matcher(EliminateNop(type_name, rule))
+        for op_type, rule in NOP_RULES.items():
+            self.add_matcher(EliminateNop(op_type, rule))

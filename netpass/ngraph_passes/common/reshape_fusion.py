@@ -7,9 +7,12 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.graph_util import copy_runtime_info, replace_output_update_name
+from ...ops.base import UnaryElementwiseArithmetic
+from ...ops.elementwise import Clamp, Elu, HardSigmoid, Selu, SoftPlus, Swish
+from ...ops.movement import Reshape, Transpose
 from ...passes import MatcherPass
 from ...pattern import Matcher, any_input, wrap_type
-from ..utils import UNARY_TYPES, const, const_value, make, op_types, static_shape
+from ..utils import UNARY_TYPES, const, const_value, make, static_shape
 
 
 class ReshapeSequenceFusion(MatcherPass):
@@ -17,8 +20,8 @@ class ReshapeSequenceFusion(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        first = wrap_type(op_types("Reshape"), [any_input(), any_input()])
-        last = wrap_type(op_types("Reshape"), [first, any_input()],
+        first = wrap_type(Reshape, [any_input(), any_input()])
+        last = wrap_type(Reshape, [first, any_input()],
                          predicate=lambda o: o.partial_shape.is_static)
 
         def callback(m: Matcher) -> bool:
@@ -29,7 +32,7 @@ class ReshapeSequenceFusion(MatcherPass):
             src = inner.input_value(0)
             if src.partial_shape.is_static and tuple(src.shape) == tuple(root.output(0).shape):
                 return replace_output_update_name(root.output(0), src)   # the pair changes nothing
-            fused = make("Reshape", [src, const(np.array(root.output(0).shape, np.int64))],
+            fused = make(Reshape, [src, const(np.array(root.output(0).shape, np.int64))],
                          special_zero=False)
             copy_runtime_info([inner, root], fused)
             if not replace_output_update_name(root.output(0), fused.output(0)):
@@ -45,13 +48,13 @@ def _unary_between_reshapes(out) -> bool:
     Reshapes (so that moving the op first makes Reshape -> Reshape pairs)."""
     reshape = out.node
     cons = out.consumers()
-    if reshape.type_name != "Reshape" or len(cons) != 1:
+    if not isinstance(reshape, Reshape) or len(cons) != 1:
         return False
     op = cons[0].node
-    if not isinstance(op, op_types(*UNARY_TYPES)) or hasattr(op, "axis") or op.get_output_size() != 1:
+    if not isinstance(op, UNARY_TYPES) or hasattr(op, "axis") or op.get_output_size() != 1:
         return False
     after = op.output(0).consumers()
-    return bool(after) and all(c.node.type_name == "Reshape" and c.index == 0 for c in after)
+    return bool(after) and all(isinstance(c.node, Reshape) and c.index == 0 for c in after)
 
 
 class ReshapeElementwiseReorder(MatcherPass):
@@ -65,9 +68,10 @@ class ReshapeElementwiseReorder(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        reshape = wrap_type(op_types("Reshape"), [any_input(), any_input()], predicate=_unary_between_reshapes)
-        pattern = wrap_type(op_types("UnaryElementwiseArithmetic", "Clamp", "Elu", "SoftPlus", "Swish",
-                                     "HardSigmoid", "Selu"), [reshape])
+        reshape = wrap_type(Reshape, [any_input(), any_input()],
+                            predicate=_unary_between_reshapes)
+        pattern = wrap_type((UnaryElementwiseArithmetic, Clamp, Elu, SoftPlus, Swish, HardSigmoid,
+                             Selu), [reshape])
 
         def callback(m: Matcher) -> bool:
             op = m.match_root
@@ -77,7 +81,7 @@ class ReshapeElementwiseReorder(MatcherPass):
             op.input(0).replace_source_output(r.input_value(0))
             op.validate_and_infer_types()
             out = op.output(0)
-            moved = make("Reshape", [out, r.input_value(1)], special_zero=r.special_zero)
+            moved = make(Reshape, [out, r.input_value(1)], special_zero=r.special_zero)
             out.replace(moved.output(0))
             moved.friendly_name, op.friendly_name = op.friendly_name, moved.name
             copy_runtime_info([r, op], moved)
@@ -104,13 +108,13 @@ class TransposeToReshape(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        pattern = wrap_type(op_types("Transpose"), predicate=_moves_only_ones)
+        pattern = wrap_type(Transpose, predicate=_moves_only_ones)
 
         def callback(m: Matcher) -> bool:
             t = m.match_root
             if self.transformation_callback(t):
                 return False
-            r = make("Reshape", [t.input_value(0), const(np.array(t.output(0).shape, np.int64))],
+            r = make(Reshape, [t.input_value(0), const(np.array(t.output(0).shape, np.int64))],
                      special_zero=False)
             copy_runtime_info(t, r)
             return replace_output_update_name(t.output(0), r.output(0))

@@ -7,15 +7,22 @@ LSTM f, i, c, o and GRU z, r, h. The cell's outputs take the names ``<cell>.0`` 
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 from ...core.graph_util import copy_runtime_info, replace_node
 from ...core.node import Node, Output
+from ...ops.elementwise import Add, Clamp, Multiply, Relu, Sigmoid, Subtract, Tanh
+from ...ops.matmul import MatMul
+from ...ops.movement import Concat, Reshape, Split, Squeeze, Transpose, Unsqueeze, VariadicSplit
+from ...ops.recurrent import GRUCell, GRUSequence, LSTMCell, LSTMSequence
 from ...passes import MatcherPass
 from ...pattern import Matcher, wrap_type
-from ..utils import const, make, op_types
+from ..utils import const, make
 
-_ACTIVATIONS = {"sigmoid": "Sigmoid", "tanh": "Tanh", "relu": "Relu"}
+_ACTIVATIONS: dict[str, type[Node]] = {"sigmoid": Sigmoid, "tanh": Tanh, "relu": Relu}
 
 
 class _Builder:
@@ -24,8 +31,8 @@ class _Builder:
     def __init__(self) -> None:
         self.nodes: list[Node] = []
 
-    def __call__(self, type_name: str, inputs, **attrs) -> Node:
-        n = make(type_name, inputs, **attrs)
+    def __call__(self, cls: type[Node], inputs: Sequence[Any], **attrs: Any) -> Node:
+        n = make(cls, inputs, **attrs)
         self.nodes.append(n)
         return n
 
@@ -33,10 +40,10 @@ class _Builder:
         return self(_ACTIVATIONS[name], [x]).output(0)
 
     def clip(self, x: Output, clip: float) -> Output:
-        return self("Clamp", [x], min=-clip, max=clip).output(0) if clip > 0 else x
+        return self(Clamp, [x], min=-clip, max=clip).output(0) if clip > 0 else x
 
     def split(self, x: Output, axis: int, parts: int) -> list[Output]:
-        return self("Split", [x, const(np.int64(axis))], num_splits=parts).outputs()
+        return self(Split, [x, const(np.int64(axis))], num_splits=parts).outputs()
 
 
 def _supported(cell: Node) -> bool:
@@ -58,7 +65,7 @@ class LSTMCellDecomposition(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        pattern = wrap_type(op_types("LSTMCell"), predicate=lambda o: _supported(o.node))
+        pattern = wrap_type(LSTMCell, predicate=lambda o: _supported(o.node))
 
         def callback(m: Matcher) -> bool:
             cell = m.match_root
@@ -67,13 +74,13 @@ class LSTMCellDecomposition(MatcherPass):
             x, h, c, w, r, bias = cell.input_values()
             f_act, g_act, h_act = cell.activations
             b = _Builder()
-            xw = b("MatMul", [x, w], transpose_a=False, transpose_b=True)
-            hr = b("MatMul", [h, r], transpose_a=False, transpose_b=True)
-            gates = b("Add", [hr, b("Add", [xw, bias])])
+            xw = b(MatMul, [x, w], transpose_a=False, transpose_b=True)
+            hr = b(MatMul, [h, r], transpose_a=False, transpose_b=True)
+            gates = b(Add, [hr, b(Add, [xw, bias])])
             f, i, g, o = (b.clip(p, cell.clip) for p in b.split(gates.output(0), 1, 4))
             f, i, g, o = b.act(f_act, f), b.act(f_act, i), b.act(g_act, g), b.act(f_act, o)
-            c_t = b("Add", [b("Multiply", [f, c]), b("Multiply", [i, g])])
-            h_t = b("Multiply", [o, b.act(h_act, c_t.output(0))])
+            c_t = b(Add, [b(Multiply, [f, c]), b(Multiply, [i, g])])
+            h_t = b(Multiply, [o, b.act(h_act, c_t.output(0))])
             _finish(cell, b, [h_t.output(0), c_t.output(0)])
             return True
 
@@ -88,7 +95,7 @@ class GRUCellDecomposition(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        pattern = wrap_type(op_types("GRUCell"), predicate=lambda o: _supported(o.node))
+        pattern = wrap_type(GRUCell, predicate=lambda o: _supported(o.node))
 
         def callback(m: Matcher) -> bool:
             cell = m.match_root
@@ -98,21 +105,25 @@ class GRUCellDecomposition(MatcherPass):
             f_act, g_act = cell.activations
             hs = cell.hidden_size
             b = _Builder()
-            xz, xr, xh = b.split(b("MatMul", [x, w], transpose_a=False, transpose_b=True).output(0), 1, 3)
-            r_zr, r_h = b("VariadicSplit", [r, const(np.int64(0)), const(np.array([2 * hs, hs]))]).outputs()
-            hz, hr = b.split(b("MatMul", [h, r_zr], transpose_a=False, transpose_b=True).output(0), 1, 2)
+            xz, xr, xh = b.split(b(MatMul, [x, w], transpose_a=False, transpose_b=True).output(0),
+                                 1, 3)
+            r_zr, r_h = b(VariadicSplit, [r, const(np.int64(0)), const(np.array([2 * hs, hs]))]).outputs()
+            hz, hr = b.split(b(MatMul, [h, r_zr], transpose_a=False, transpose_b=True).output(0),
+                             1, 2)
             blocks = b.split(bias, 0, 4 if cell.linear_before_reset else 3)
-            z = b.act(f_act, b.clip(b("Add", [b("Add", [xz, hz]), blocks[0]]).output(0), cell.clip))
-            rg = b.act(f_act, b.clip(b("Add", [b("Add", [xr, hr]), blocks[1]]).output(0), cell.clip))
+            z = b.act(f_act, b.clip(b(Add, [b(Add, [xz, hz]), blocks[0]]).output(0), cell.clip))
+            rg = b.act(f_act,
+                       b.clip(b(Add, [b(Add, [xr, hr]), blocks[1]]).output(0), cell.clip))
             if cell.linear_before_reset:
-                hr_h = b("Add", [b("MatMul", [h, r_h], transpose_a=False, transpose_b=True), blocks[3]])
-                pre = b("Add", [b("Add", [xh, blocks[2]]), b("Multiply", [rg, hr_h])])
+                hr_h = b(Add,
+                         [b(MatMul, [h, r_h], transpose_a=False, transpose_b=True), blocks[3]])
+                pre = b(Add, [b(Add, [xh, blocks[2]]), b(Multiply, [rg, hr_h])])
             else:
-                rh = b("MatMul", [b("Multiply", [rg, h]), r_h], transpose_a=False, transpose_b=True)
-                pre = b("Add", [b("Add", [xh, rh]), blocks[2]])
+                rh = b(MatMul, [b(Multiply, [rg, h]), r_h], transpose_a=False, transpose_b=True)
+                pre = b(Add, [b(Add, [xh, rh]), blocks[2]])
             cand = b.act(g_act, b.clip(pre.output(0), cell.clip))
             one = const(np.array(1, dtype=x.element_type.dtype))
-            h_t = b("Add", [b("Multiply", [b("Subtract", [one, z]), cand]), b("Multiply", [z, h])])
+            h_t = b(Add, [b(Multiply, [b(Subtract, [one, z]), cand]), b(Multiply, [z, h])])
             _finish(cell, b, [h_t.output(0)])
             return True
 
@@ -133,14 +144,15 @@ class _SequenceUnrolling(MatcherPass):
     Squeeze per step; Y built time-major, see ``_time_major_y``). Needs a static sequence
     length that every batch row runs in full; otherwise the sequence stays."""
 
-    SEQUENCE: str
-    CELL: str
+    SEQUENCE: type[Node]
+    CELL: type[Node]
     STATES: int
 
     def __init__(self) -> None:
         super().__init__()
         states = self.STATES
-        pattern = wrap_type(op_types(self.SEQUENCE), predicate=lambda o: _full_length(o.node, states))
+        pattern = wrap_type(self.SEQUENCE,
+                            predicate=lambda o: _full_length(o.node, states))
 
         def callback(m: Matcher) -> bool:
             seq = m.match_root
@@ -161,13 +173,14 @@ class _SequenceUnrolling(MatcherPass):
 
         def take(value: Output, axis: int, parts: int) -> list[Output]:
             if parts == 1:
-                return [b("Squeeze", [value, const(np.array([axis]))]).output(0)]
-            return [b("Squeeze", [p, const(np.array([axis]))]).output(0) for p in b.split(value, axis, parts)]
+                return [b(Squeeze, [value, const(np.array([axis]))]).output(0)]
+            return [b(Squeeze, [p, const(np.array([axis]))]).output(0)
+                    for p in b.split(value, axis, parts)]
 
         xs = take(x, 1, steps)
         attrs = {k: getattr(seq, k) for k in ("hidden_size", "activations", "activations_alpha",
                                                "activations_beta", "clip")}
-        if self.CELL == "GRUCell":
+        if self.CELL is GRUCell:
             attrs["linear_before_reset"] = seq.linear_before_reset
         ws, rs, bs = take(w, 0, nd), take(r, 0, nd), take(bias, 0, nd)
         state_parts = [take(s, 1, nd) for s in init]
@@ -180,12 +193,12 @@ class _SequenceUnrolling(MatcherPass):
                 st = cell.outputs()
                 hs[d][t] = st[0]
             for k in range(n):
-                finals[k].append(b("Unsqueeze", [st[k], const(np.array([1]))]).output(0))
+                finals[k].append(b(Unsqueeze, [st[k], const(np.array([1]))]).output(0))
         outs = [self._time_major_y(b, hs, seq.hidden_size)]
-        outs += [f[0] if nd == 1 else b("Concat", f, axis=1).output(0) for f in finals]
+        outs += [f[0] if nd == 1 else b(Concat, f, axis=1).output(0) for f in finals]
         _finish(seq, b, outs)
         for n in b.nodes:  # so a cell decomposition in the same traversal sees the cells
-            if n.type_name == self.CELL:
+            if isinstance(n, self.CELL):
                 self.register_new_node(n)
 
     @staticmethod
@@ -198,20 +211,21 @@ class _SequenceUnrolling(MatcherPass):
         ``[T, B, dir*H]``) fuse with that Transpose into Reshapes, instead of reordering time
         against direction and batch (zoo finding F5)."""
         nd, steps = len(hs), len(hs[0])
-        per_step = [hs[0][t] if nd == 1 else b("Concat", [h[t] for h in hs], axis=1).output(0)
+        per_step = [hs[0][t] if nd == 1 else b(Concat, [h[t] for h in hs], axis=1).output(0)
                     for t in range(steps)]
-        y = per_step[0] if steps == 1 else b("Concat", per_step, axis=0).output(0)
-        y = b("Reshape", [y, const(np.array([steps, -1, nd, hidden], np.int64))], special_zero=False)
-        return b("Transpose", [y, const(np.array([1, 2, 0, 3], np.int64))]).output(0)
+        y = per_step[0] if steps == 1 else b(Concat, per_step, axis=0).output(0)
+        y = b(Reshape, [y, const(np.array([steps, -1, nd, hidden], np.int64))],
+              special_zero=False)
+        return b(Transpose, [y, const(np.array([1, 2, 0, 3], np.int64))]).output(0)
 
 
 class LSTMSequenceUnrolling(_SequenceUnrolling):
     """LSTMSequence run in full by every row -> an LSTMCell per step."""
 
-    SEQUENCE, CELL, STATES = "LSTMSequence", "LSTMCell", 2
+    SEQUENCE, CELL, STATES = LSTMSequence, LSTMCell, 2
 
 
 class GRUSequenceUnrolling(_SequenceUnrolling):
     """GRUSequence run in full by every row -> a GRUCell per step."""
 
-    SEQUENCE, CELL, STATES = "GRUSequence", "GRUCell", 1
+    SEQUENCE, CELL, STATES = GRUSequence, GRUCell, 1

@@ -9,9 +9,10 @@ import numpy as np
 
 from ...core.graph_util import copy_runtime_info, replace_node
 from ...core.node import Node
+from ...ops.movement import Slice, StridedSlice
 from ...passes import MatcherPass
 from ...pattern import Matcher, wrap_type
-from ..utils import const, const_value, make, normalize_axes, op_types
+from ..utils import const, const_value, make, normalize_axes
 
 
 def _slice_params(node: Node, use_shapes: bool):
@@ -33,7 +34,8 @@ class SliceToStridedSlice(MatcherPass):
 
     def __init__(self, use_shapes: bool = True) -> None:
         super().__init__()
-        pattern = wrap_type(op_types("Slice"), predicate=lambda o: _slice_params(o.node, use_shapes) is not None)
+        pattern = wrap_type(Slice,
+                            predicate=lambda o: _slice_params(o.node, use_shapes) is not None)
 
         def callback(m: Matcher) -> bool:
             sl = m.match_root
@@ -44,7 +46,7 @@ class SliceToStridedSlice(MatcherPass):
             begin, end, strides = np.zeros(n, np.int64), np.zeros(n, np.int64), np.ones(n, np.int64)
             masked = np.ones(n, np.int64)
             begin[axes], end[axes], strides[axes], masked[axes] = start, stop, step, 0
-            ss = make("StridedSlice", [sl.input_value(0), const(begin), const(end), const(strides)],
+            ss = make(StridedSlice, [sl.input_value(0), const(begin), const(end), const(strides)],
                       begin_mask=masked.tolist(), end_mask=masked.tolist(), new_axis_mask=[],
                       shrink_axis_mask=[], ellipsis_mask=[])
             ss.friendly_name = sl.friendly_name

@@ -2,6 +2,8 @@
 forward + ConstantFolding, then backward + ConstantFolding (returns False as OpenVINO's)."""
 from __future__ import annotations
 
+from ...ops.indexing import Gather
+from ...ops.movement import Transpose
 from ...passes import BackwardGraphRewrite, GraphRewrite
 from ...passes.base import ModelPass
 from ..common.constant_folding import run_then_fold
@@ -83,7 +85,7 @@ class GatherSinkingGeneral(ModelPass):
     """Forward, then backward Gather sinking, each with folding."""
 
     def run_on_model(self, model) -> bool:
-        if not any(n.type_name in ("Gather", "Transpose") for n in model.get_ordered_ops()):
+        if not any(isinstance(n, (Gather, Transpose)) for n in model.get_ordered_ops()):
             return False  # nothing to turn into a Gather or to sink: spare the traversals
         for stage in (GatherAbsorb, GatherSinkingGeneralForward, GatherSinkingGeneralBackward):
             run_then_fold(model, self.get_pass_config(), stage(), "GatherSinkingGeneral")

@@ -17,6 +17,10 @@ import numpy as np
 
 from ...core.graph_util import copy_runtime_info, replace_output_update_name
 from ...core.node import Node, Output
+from ...ops.base import ArithmeticReductionKeepDims, LogicalReductionKeepDims
+from ...ops.elementwise import PRelu
+from ...ops.indexing import Gather
+from ...ops.movement import Concat, Reshape, Split, Squeeze, Transpose, Unsqueeze, VariadicSplit
 from ...passes import MatcherPass
 from ...pattern import Matcher, any_input, wrap_type
 from ..transpose_sinking.elementwise import BINARY_TYPES, UNARY_TYPES
@@ -26,7 +30,6 @@ from ..utils import (
     const_value,
     graph_consumers,
     make,
-    op_types,
     reverse_order,
     static_rank,
     static_shape,
@@ -35,7 +38,7 @@ from .gather_sinking import _after_forward, _Forward
 from .gather_sinking_backward import _Backward
 from .gather_utils import GatherInfo, flat_gather, gather_info, gathered, insert_output_gather
 
-REDUCTIONS = ("ArithmeticReductionKeepDims", "LogicalReductionKeepDims")
+REDUCTIONS = (ArithmeticReductionKeepDims, LogicalReductionKeepDims)
 
 
 def runs(indices: np.ndarray) -> list[tuple[int, int]]:
@@ -54,7 +57,7 @@ def _pieces(value: Output, axis: int, cuts: Sequence[int], rt_source: Node) -> d
     if len(cuts) == 2:
         return {cuts[0]: value}
     lengths = np.diff(cuts).astype(np.int64)
-    split = make("VariadicSplit", [value, const(np.array(axis, np.int64)), const(lengths)])
+    split = make(VariadicSplit, [value, const(np.array(axis, np.int64)), const(lengths)])
     copy_runtime_info(rt_source, split)
     return {c: split.output(i) for i, c in enumerate(cuts[:-1])}
 
@@ -86,7 +89,7 @@ def reordered(sources: Sequence[Output], axis: int, indices: np.ndarray, rt_sour
 def _concat(values: list[Output], axis: int, rt_source: Node) -> Output:
     if len(values) == 1:
         return values[0]
-    node = make("Concat", values, axis=axis)
+    node = make(Concat, values, axis=axis)
     copy_runtime_info(rt_source, node)
     return node.output(0)
 
@@ -101,7 +104,7 @@ class GatherConcatAbsorbBackward(_Backward):
 
     ``Gather(Concat(xs, a), idx, a)`` -> ``Concat(pieces of xs in idx order, a)``."""
 
-    TYPES = ("Concat",)
+    TYPES = (Concat,)
 
     def sink(self, main, info):
         if not _static(main) or info.axis != main.axis % static_rank(main.output(0)):
@@ -115,13 +118,14 @@ class GatherConcatAbsorbForward(_Forward):
 
     ``Concat(..., Gather(x, idx, a), ..., a)``: ``x`` cut into the gathered order in place."""
 
-    TYPES = ("Concat",)
+    TYPES = (Concat,)
 
     def sink(self, main, index, info):
         if not _static(main) or info.axis != main.axis % static_rank(main.output(0)):
             return None
         pieces = reordered([info.gather.input_value(0)], info.axis, info.indices, main)
-        main.set_arguments([*main.input_values()[:index], *pieces, *main.input_values()[index + 1:]])
+        main.set_arguments([*main.input_values()[:index], *pieces,
+                            *main.input_values()[index + 1:]])
         main.validate_and_infer_types()
         return []
 
@@ -131,7 +135,7 @@ class GatherSinkingConcatBackward(_Backward):
 
     A Gather after a Concat, on another axis, moves onto every input."""
 
-    TYPES = ("Concat",)
+    TYPES = (Concat,)
 
     def sink(self, main, info):
         if not _static(main) or info.axis == main.axis % static_rank(main.output(0)):
@@ -140,7 +144,7 @@ class GatherSinkingConcatBackward(_Backward):
         for i, v in enumerate(main.input_values()):
             g = gathered(v, info.indices, info.axis, main)
             main.input(i).replace_source_output(g)
-            if g.node.type_name == "Gather":
+            if isinstance(g.node, Gather):
                 new.append(g.node)
         return new
 
@@ -151,7 +155,7 @@ class GatherSinkingConcatForward(_Forward):
     A permutation on a Concat input along another axis moves after the Concat; the other
     inputs get the inverse permutation."""
 
-    TYPES = ("Concat",)
+    TYPES = (Concat,)
 
     def sink(self, main, index, info):
         if not _static(main) or info.axis == main.axis % static_rank(main.output(0)) \
@@ -164,7 +168,7 @@ class GatherSinkingConcatForward(_Forward):
                 continue
             g = gathered(v, info.inverse(), info.axis, main)
             main.input(i).replace_source_output(g)
-            if g.node.type_name == "Gather":
+            if isinstance(g.node, Gather):
                 new.append(g.node)
         main.validate_and_infer_types()
         return new + [_after_forward(insert_output_gather(main, info.indices, info.axis))]
@@ -176,7 +180,7 @@ class GatherSplitAbsorb(_Forward):
     ``Split(Gather(x, idx, a), a)``: each output is the pieces of ``x`` it takes, cut from
     ``x`` and concatenated, so the Gather disappears."""
 
-    TYPES = ("Split", "VariadicSplit")
+    TYPES = (Split, VariadicSplit)
 
     def sink(self, main, index, info):
         axis_value = const_value(main.input_value(1))
@@ -213,7 +217,7 @@ class GatherSinkingTransposeAxisForward(_Forward):
     ``Transpose(Gather(x, idx, a), order)`` -> ``Gather(Transpose(x, order), idx,
     order.index(a))``: the Gather moves below the Transpose on the axis its data went to."""
 
-    TYPES = ("Transpose",)
+    TYPES = (Transpose,)
 
     def sink(self, main, index, info):
         order = transpose_order(main)
@@ -221,7 +225,8 @@ class GatherSinkingTransposeAxisForward(_Forward):
             return None
         main.input(0).replace_source_output(info.gather.input_value(0))
         main.validate_and_infer_types()
-        return [_after_forward(insert_output_gather(main, info.indices, reverse_order(order)[info.axis]))]
+        return [_after_forward(insert_output_gather(main, info.indices,
+                                                    reverse_order(order)[info.axis]))]
 
 
 class GatherSinkingTransposeAxisBackward(_Backward):
@@ -229,7 +234,7 @@ class GatherSinkingTransposeAxisBackward(_Backward):
 
     ``Gather(Transpose(x, order), idx, a)`` -> ``Transpose(Gather(x, idx, order[a]), order)``."""
 
-    TYPES = ("Transpose",)
+    TYPES = (Transpose,)
 
     def sink(self, main, info):
         order = transpose_order(main)
@@ -237,7 +242,7 @@ class GatherSinkingTransposeAxisBackward(_Backward):
             return None
         g = gathered(main.input_value(0), info.indices, order[info.axis], main)
         main.input(0).replace_source_output(g)
-        return [g.node] if g.node.type_name == "Gather" else []
+        return [g.node] if isinstance(g.node, Gather) else []
 
 
 def _reduced_axes(main: Node) -> list[int] | None:
@@ -279,13 +284,14 @@ class GatherSinkingReduceBackward(_Backward):
         axes = _reduced_axes(main)
         if axes is None:
             return None
-        kept = [a for a in range(static_rank(main.input_value(0))) if main.keep_dims or a not in axes]
+        kept = [a for a in range(static_rank(main.input_value(0))) if main.keep_dims
+                or a not in axes]
         axis = kept[info.axis]
         if axis in axes:   # keep_dims: a Gather over a reduced axis of size 1
             return None
         g = gathered(main.input_value(0), info.indices, axis, main)
         main.input(0).replace_source_output(g)
-        return [g.node] if g.node.type_name == "Gather" else []
+        return [g.node] if isinstance(g.node, Gather) else []
 
 
 class RemoveIdentityGather(MatcherPass):
@@ -301,7 +307,8 @@ class RemoveIdentityGather(MatcherPass):
             return info is not None and info.is_permutation() and \
                 np.array_equal(info.indices, np.arange(info.indices.size))
 
-        pattern = wrap_type(op_types("Gather"), [any_input(), any_input(), any_input()], predicate=identity)
+        pattern = wrap_type(Gather, [any_input(), any_input(), any_input()],
+                            predicate=identity)
 
         def callback(m: Matcher) -> bool:
             g = m.match_root
@@ -312,7 +319,7 @@ class RemoveIdentityGather(MatcherPass):
         self.register_matcher(Matcher(pattern, "RemoveIdentityGather"), callback)
 
 
-_RESHAPES = ("Reshape", "Squeeze", "Unsqueeze")
+_RESHAPES = (Reshape, Squeeze, Unsqueeze)
 
 
 def reshaped_flat_gather(value: Output) -> GatherInfo | None:
@@ -320,7 +327,7 @@ def reshaped_flat_gather(value: Output) -> GatherInfo | None:
     more single-consumer Reshapes: a reordering of the tensor's memory that elementwise ops
     commute with whatever shape the Reshapes give it."""
     v, through = value, False
-    while v.node.type_name in _RESHAPES and len(graph_consumers(v)) == 1:
+    while isinstance(v.node, _RESHAPES) and len(graph_consumers(v)) == 1:
         v, through = v.node.input_value(0), True
     if not through or len(graph_consumers(v)) != 1:
         return None
@@ -338,7 +345,7 @@ def _flat_operand(value: Output, out_shape: Sequence[int], flat_shape: Sequence[
         return const(np.take(full, inverse, axis=axis), value.element_type)
     if tuple(static_shape(value)) != tuple(out_shape):
         return None
-    r = make("Reshape", [value, const(np.array(flat_shape, np.int64))], special_zero=False)
+    r = make(Reshape, [value, const(np.array(flat_shape, np.int64))], special_zero=False)
     copy_runtime_info(rt_source, r)
     return gathered(r.output(0), inverse, axis, rt_source)
 
@@ -355,7 +362,8 @@ class GatherSinkingReshapedForward(_Forward):
 
     def __init__(self) -> None:
         MatcherPass.__init__(self)
-        pattern = wrap_type(op_types(*self.TYPES), predicate=lambda o: self._find(o.node) is not None)
+        pattern = wrap_type(self.TYPES,
+                            predicate=lambda o: self._find(o.node) is not None)
 
         def callback(m: Matcher) -> bool:
             main = m.match_root
@@ -371,9 +379,9 @@ class GatherSinkingReshapedForward(_Forward):
 
     @staticmethod
     def _find(main: Node) -> tuple[int, GatherInfo] | None:
-        if hasattr(main, "axis") or main.type_name == "PRelu" or static_shape(main.output(0)) is None:
+        if hasattr(main, "axis") or isinstance(main, PRelu) or static_shape(main.output(0)) is None:
             return None
-        indices = (0,) if main.type_name in UNARY_TYPES or main.get_input_size() == 1 else \
+        indices = (0,) if isinstance(main, UNARY_TYPES) or main.get_input_size() == 1 else \
             range(main.get_input_size())
         for i in indices:
             info = reshaped_flat_gather(main.input_value(i))
@@ -388,7 +396,7 @@ class GatherSinkingReshapedForward(_Forward):
         if int(np.prod(out_shape)) != int(np.prod(flat_shape)) or \
                 tuple(static_shape(main.input_value(index))) != tuple(out_shape):
             return None
-        unary = main.type_name in UNARY_TYPES or main.get_input_size() == 1
+        unary = isinstance(main, UNARY_TYPES) or main.get_input_size() == 1
         others = [] if unary else [i for i in range(main.get_input_size()) if i != index]
         operands = {i: _flat_operand(main.input_value(i), out_shape, flat_shape, info.inverse(), info.axis, main)
                     for i in others}
@@ -398,11 +406,12 @@ class GatherSinkingReshapedForward(_Forward):
         new = []
         for i, v in operands.items():
             main.input(i).replace_source_output(v)
-            if v.node.type_name == "Gather":
+            if isinstance(v.node, Gather):
                 new.append(v.node)
         main.validate_and_infer_types()
         g = _after_forward(insert_output_gather(main, info.indices, info.axis))
-        back = make("Reshape", [g.output(0), const(np.array(out_shape, np.int64))], special_zero=False)
+        back = make(Reshape, [g.output(0), const(np.array(out_shape, np.int64))],
+                    special_zero=False)
         g.output(0).replace(back.output(0))
         names = g.output(0).names
         if names:

@@ -14,10 +14,14 @@ import numpy as np
 
 from ...core.graph_util import copy_runtime_info, replace_output_update_name
 from ...core.node import Node
+from ...ops.elementwise import PRelu
+from ...ops.indexing import Gather
+from ...ops.matmul import MatMul
+from ...ops.movement import Reshape, Split, Squeeze, Transpose, Unsqueeze, VariadicSplit
 from ...passes import MatcherPass
 from ...pattern import Matcher, any_input, wrap_type
 from ..transpose_sinking.elementwise import BINARY_TYPES, UNARY_TYPES
-from ..utils import op_types, static_rank, static_shape
+from ..utils import static_rank, static_shape
 from .gather_utils import (
     GatherInfo,
     aligned_axis,
@@ -29,14 +33,14 @@ from .gather_utils import (
     mark_no_gather_sinking,
 )
 
-_FORWARD_OK = ("Gather", "Reshape", "Squeeze", "Unsqueeze", "MatMul", "Split", "VariadicSplit",
-               "Transpose")
+_FORWARD_OK = (Gather, Reshape, Squeeze, Unsqueeze, MatMul, Split, VariadicSplit, Transpose)
 
 
 def _after_forward(g: Node) -> Node:
     """Mark a Gather forward sinking cannot move further, so the backward group leaves it."""
-    fwd = op_types(*UNARY_TYPES, *BINARY_TYPES)
-    if not all(isinstance(c.node, fwd) or c.node.type_name in _FORWARD_OK for c in g.output(0).consumers()):
+    fwd = (*UNARY_TYPES, *BINARY_TYPES)
+    if not all(isinstance(c.node, fwd) or isinstance(c.node, _FORWARD_OK)
+               for c in g.output(0).consumers()):
         mark_no_gather_sinking(g)
     return g
 
@@ -46,7 +50,8 @@ class _Forward(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        pattern = wrap_type(op_types(*self.TYPES), predicate=lambda o: first_gather_input(o.node) is not None)
+        pattern = wrap_type(self.TYPES,
+                            predicate=lambda o: first_gather_input(o.node) is not None)
 
         def callback(m: Matcher) -> bool:
             main = m.match_root
@@ -89,11 +94,12 @@ class GatherSinkingBinaryForward(_Forward):
     def sink(self, main, index, info):
         rank, src_rank = static_rank(main.output(0)), static_rank(main.input_value(index))
         out_shape = static_shape(main.output(0))
-        if main.type_name == "PRelu" or out_shape is None or src_rank is None or not info.is_permutation():
+        if isinstance(main, PRelu) or out_shape is None or src_rank is None or not info.is_permutation():
             return None
         axis = info.axis + rank - src_rank
         others = [i for i in range(main.get_input_size()) if i != index]
-        if out_shape[axis] != info.indices.size or any(static_shape(main.input_value(i)) is None for i in others):
+        if out_shape[axis] != info.indices.size or any(static_shape(main.input_value(i)) is None
+                                                       for i in others):
             return None
         main.input(index).replace_source_output(info.gather.input_value(0))
         new = []
@@ -102,7 +108,7 @@ class GatherSinkingBinaryForward(_Forward):
             if a is not None:
                 g = gathered(main.input_value(i), info.inverse(), a, main)
                 main.input(i).replace_source_output(g)
-                if g.node.type_name == "Gather":
+                if isinstance(g.node, Gather):
                     new.append(g.node)
         main.validate_and_infer_types()
         return new + [_after_forward(insert_output_gather(main, info.indices, axis))]
@@ -121,7 +127,7 @@ class GatherSinkingMatmulForward(_Forward):
     A Gather on the contracted axis moves to the other input as its inverse (absorbed when
     that input is a Constant); on the free axis of a 2-D input it moves after the MatMul."""
 
-    TYPES = ("MatMul",)
+    TYPES = (MatMul,)
 
     def sink(self, main, index, info):
         ranks = [static_rank(v) for v in main.input_values()]
@@ -134,7 +140,8 @@ class GatherSinkingMatmulForward(_Forward):
         if info.axis == k:
             other = 1 - index
             ok, _ = _matmul_axes(main, other, 2)
-            main.input(other).replace_source_output(gathered(main.input_value(other), info.inverse(), ok, main))
+            main.input(other).replace_source_output(gathered(main.input_value(other),
+                                                             info.inverse(), ok, main))
             main.validate_and_infer_types()
             return []
         main.validate_and_infer_types()
@@ -164,7 +171,8 @@ def block_axis(indices: np.ndarray, shape: Sequence[int]) -> tuple[int, np.ndarr
         blocks = indices.reshape(n // (d * inner), d, inner)
         q = blocks[0, :, 0] // inner
         outer = np.arange(blocks.shape[0], dtype=np.int64)[:, None, None] * d * inner
-        if np.array_equal(blocks, outer + (q * inner)[None, :, None] + np.arange(inner)[None, None, :]):
+        if np.array_equal(blocks,
+                          outer + (q * inner)[None, :, None] + np.arange(inner)[None, None, :]):
             return k, q
     return None
 
@@ -205,16 +213,16 @@ class GatherSinkingReshapeForward(_Forward):
     splits the gathered one into axes of which the permutation reorders one (``block_axis``):
     the Gather then acts on that axis."""
 
-    TYPES = ("Reshape", "Squeeze", "Unsqueeze")
+    TYPES = (Reshape, Squeeze, Unsqueeze)
 
     def sink(self, main, index, info):
         if index != 0:
             return None
         ones_axis = _ones_only_axis(main, info.axis)
-        if ones_axis is not None and (main.type_name != "Reshape" or info.is_permutation()):
+        if ones_axis is not None and (not isinstance(main, Reshape) or info.is_permutation()):
             axis, indices = ones_axis, info.indices
         else:
-            found = _split_axis(main, info) if main.type_name == "Reshape" and info.is_permutation() else None
+            found = _split_axis(main, info) if isinstance(main, Reshape) and info.is_permutation() else None
             if found is None:
                 return None
             axis, indices = found
@@ -229,7 +237,7 @@ class GatherSinkingSplitForward(_Forward):
     A Gather on an axis other than the split axis moves after a Split/VariadicSplit: every
     output gets the same Gather (named ``<split>.<i>``, taking the output's names)."""
 
-    TYPES = ("Split", "VariadicSplit")
+    TYPES = (Split, VariadicSplit)
 
     def sink(self, main, index, info):
         axis = main.input_value(1).value
@@ -259,8 +267,8 @@ class GatherSinkingFuse(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        first = wrap_type(op_types("Gather"), predicate=lambda o: gather_info(o.node) is not None)
-        second = wrap_type(op_types("Gather"), [first, any_input(), any_input()],
+        first = wrap_type(Gather, predicate=lambda o: gather_info(o.node) is not None)
+        second = wrap_type(Gather, [first, any_input(), any_input()],
                            predicate=lambda o: gather_info(o.node) is not None)
 
         def callback(m: Matcher) -> bool:

@@ -7,8 +7,13 @@ from typing import ClassVar
 
 import numpy as np
 
+from ...core.boundary import Constant
 from ...core.graph_util import copy_runtime_info
 from ...core.node import Node
+from ...ops.elementwise import PRelu
+from ...ops.indexing import Gather
+from ...ops.matmul import MatMul
+from ...ops.movement import Reshape, Split, Squeeze, Unsqueeze, VariadicSplit
 from ...passes import MatcherPass
 from ...pattern import Matcher, any_input, wrap_type
 from ..transpose_sinking.elementwise import BINARY_TYPES, UNARY_TYPES
@@ -17,7 +22,6 @@ from ..utils import (
     first_valuable,
     graph_consumers,
     make,
-    op_types,
     static_rank,
     static_shape,
 )
@@ -38,8 +42,10 @@ class _Backward(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        main_p = wrap_type(op_types(*self.TYPES), predicate=lambda o: consumers_gather(o.node) is not None)
-        root = wrap_type(op_types("Gather"), [main_p, wrap_type(op_types("Constant")), wrap_type(op_types("Constant"))])
+        main_p = wrap_type(self.TYPES,
+                           predicate=lambda o: consumers_gather(o.node) is not None)
+        root = wrap_type(Gather,
+                         [main_p, wrap_type(Constant), wrap_type(Constant)])
 
         def callback(m: Matcher) -> bool:
             main = m.pattern_value_map[main_p].node
@@ -67,7 +73,7 @@ def _gather_inputs(main: Node, plan: dict[int, int], info: GatherInfo) -> list[N
     for i, axis in plan.items():
         g = gathered(main.input_value(i), info.indices, axis, main)
         main.input(i).replace_source_output(g)
-        if g.node.type_name == "Gather":
+        if isinstance(g.node, Gather):
             new.append(g.node)
     return new
 
@@ -88,7 +94,8 @@ class GatherSinkingBinaryBackward(_Backward):
 
     def sink(self, main, info):
         rank = static_rank(main.output(0))
-        if main.type_name == "PRelu" or rank is None or any(static_shape(v) is None for v in main.input_values()):
+        if isinstance(main, PRelu) or rank is None or any(static_shape(v) is None
+                                                            for v in main.input_values()):
             return None
         plan = {i: aligned_axis(v, info.axis, rank) for i, v in enumerate(main.input_values())}
         return _gather_inputs(main, {i: a for i, a in plan.items() if a is not None}, info)
@@ -100,7 +107,7 @@ class GatherSinkingMatmulBackward(_Backward):
     A Gather on a MatMul output's row (column) axis selects rows of A (columns of B); with a
     constant B this is absorbed into the weights."""
 
-    TYPES = ("MatMul",)
+    TYPES = (MatMul,)
 
     def sink(self, main, info):
         ranks = [static_rank(v) for v in main.input_values()]
@@ -114,14 +121,14 @@ class GatherSinkingMatmulBackward(_Backward):
 class GatherSinkingReshapeBackward(_Backward):
     """Moves a Gather above a Reshape that keeps its axis."""
 
-    TYPES = ("Reshape", "Squeeze", "Unsqueeze")
+    TYPES = (Reshape, Squeeze, Unsqueeze)
 
     def sink(self, main, info):
         if not _squeezy_reshape(main, None, info.axis):
             return None
         out_shape = list(main.output(0).shape)
         new = _gather_inputs(main, {0: first_valuable(main.input_value(0).shape)}, info)
-        if main.type_name == "Reshape":  # the gathered dim may change size
+        if isinstance(main, Reshape):  # the gathered dim may change size
             out_shape[info.axis] = info.indices.size
             main.input(1).replace_source_output(const(np.array(out_shape, np.int64)))
         return new
@@ -137,11 +144,11 @@ class GatherSinkingSplitBackward(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        split_p = wrap_type(op_types("Split", "VariadicSplit"),
+        split_p = wrap_type((Split, VariadicSplit),
                             predicate=lambda o: self._same_axis_plan(o.node) is not None
                             or self._other_axis_plan(o.node) is not None)
         # Rooted at the Gather, so that a Gather this pass moves above one Split meets the next
-        pattern = wrap_type(op_types("Gather"), [split_p, any_input(), any_input()])
+        pattern = wrap_type(Gather, [split_p, any_input(), any_input()])
 
         def callback(m: Matcher) -> bool:
             split = m.pattern_value_map[split_p].node
@@ -155,7 +162,7 @@ class GatherSinkingSplitBackward(MatcherPass):
                 for out in split.outputs():
                     for c in graph_consumers(out):
                         c.node.output(0).replace(out)
-                if g.node.type_name == "Gather":
+                if isinstance(g.node, Gather):
                     self.register_new_node(g.node)
                 return True
             plan = self._same_axis_plan(split)
@@ -169,12 +176,13 @@ class GatherSinkingSplitBackward(MatcherPass):
                 lengths.append(ids[-1].size)
                 offset += n
             g = gathered(split.input_value(0), np.concatenate(ids), axis)
-            new = make("VariadicSplit", [g, const(np.array(axis, np.int64)), const(np.array(lengths, np.int64))])
+            new = make(VariadicSplit,
+                       [g, const(np.array(axis, np.int64)), const(np.array(lengths, np.int64))])
             new.friendly_name = split.friendly_name
             copy_runtime_info(split, [g.node, new])
             for out, gi, piece in zip(split.outputs(), gathers, new.outputs()):
                 (gi.gather.output(0) if gi is not None else out).replace(piece)
-            if g.node.type_name == "Gather":
+            if isinstance(g.node, Gather):
                 self.register_new_node(g.node)
             return True
 
@@ -216,7 +224,8 @@ class GatherSinkingSplitBackward(MatcherPass):
                 info = gather_info(c.node)
                 if info is None or c.index != 0 or info.axis == axis or gather_sinking_disabled(c.node):
                     return None
-                if found is not None and (found.axis != info.axis or not np.array_equal(found.indices, info.indices)):
+                if found is not None and (found.axis != info.axis
+                                          or not np.array_equal(found.indices, info.indices)):
                     return None
                 found = found or info
         return found

@@ -14,9 +14,11 @@ import numpy as np
 
 from ...core.graph_util import copy_runtime_info, replace_output_update_name
 from ...core.node import Node
+from ...ops.indexing import Gather
+from ...ops.movement import Slice, Squeeze
 from ...passes import MatcherPass
 from ...pattern import Matcher, wrap_type
-from ..utils import const, const_value, make, op_types, static_shape
+from ..utils import const, const_value, make, static_shape
 
 
 def slice_of_gather(node: Node) -> tuple[int, int, int] | None:
@@ -49,17 +51,18 @@ class ConvertGatherToSlice(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        pattern = wrap_type(op_types("Gather"), predicate=lambda o: slice_of_gather(o.node) is not None)
+        pattern = wrap_type(Gather,
+                            predicate=lambda o: slice_of_gather(o.node) is not None)
 
         def callback(m: Matcher) -> bool:
             gather = m.match_root
             if self.transformation_callback(gather):
                 return False
             axis, start, length = slice_of_gather(gather)
-            new = [make("Slice", [gather.input_value(0), _i64(start), _i64(start + length), _i64(1),
+            new = [make(Slice, [gather.input_value(0), _i64(start), _i64(start + length), _i64(1),
                                   _i64(axis)])]
             if const_value(gather.input_value(1)).ndim == 0:
-                new.append(make("Squeeze", [new[0], _i64(axis)]))
+                new.append(make(Squeeze, [new[0], _i64(axis)]))
             new[-1].friendly_name = gather.friendly_name
             copy_runtime_info(gather, new)
             return replace_output_update_name(gather.output(0), new[-1].output(0))

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...core.boundary import Constant
 from ...core.graph_util import copy_runtime_info, replace_output_update_name
 from ...core.node import Node, Output
+from ...ops.indexing import Gather
+from ...ops.movement import Reshape, Transpose
 from ...passes import MatcherPass
 from ...passes.base import ModelPass
 from ...pattern import Matcher, any_input, optional, wrap_type
-from ..utils import const, make, nested_manager, op_types, static_shape, transpose_gather_indexes
+from ..utils import const, make, nested_manager, static_shape, transpose_gather_indexes
 from .gather_utils import flat_gather
 from .limitations import const_order, is_transpose_supported
 
@@ -37,7 +40,7 @@ def _flat_gather_chain(p: MatcherPass, src: Output, indices: np.ndarray, out: Ou
     if np.array_equal(indices, np.arange(indices.size)):
         if src.shape == out.shape:
             return replace_output_update_name(out, src)
-        reshape = make("Reshape", [src, const(np.array(out.shape, np.int64))], special_zero=False)
+        reshape = make(Reshape, [src, const(np.array(out.shape, np.int64))], special_zero=False)
         copy_runtime_info(nodes, reshape)
         return replace_output_update_name(out, reshape.output(0))
     new = []
@@ -46,12 +49,13 @@ def _flat_gather_chain(p: MatcherPass, src: Output, indices: np.ndarray, out: Ou
         # A Reshape to the flat shape already in the graph is reused as it is (OpenVINO clones it).
         target = reshape.input_value(1) if reshape is not None and tuple(reshape.output(0).shape) == flat_shape \
             else const(np.array(flat_shape, np.int64))
-        new.append(make("Reshape", [src, target],
+        new.append(make(Reshape, [src, target],
                         special_zero=reshape.special_zero if reshape is not None else False))
         src = new[-1].output(0)
-    new.append(make("Gather", [src, const(indices.astype(np.int64)), const(np.array(1, np.int64))]))
+    new.append(make(Gather, [src, const(indices.astype(np.int64)), const(np.array(1, np.int64))]))
     if out.shape != flat_shape:
-        new.append(make("Reshape", [new[-1], const(np.array(out.shape, np.int64))], special_zero=False))
+        new.append(make(Reshape, [new[-1], const(np.array(out.shape, np.int64))],
+                        special_zero=False))
     copy_runtime_info(nodes, new)
     if not replace_output_update_name(out, new[-1].output(0)):
         return False
@@ -74,8 +78,10 @@ class GatherSinkingTransposeReshapeForward(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        transpose = wrap_type(op_types("Transpose"), [any_input(), wrap_type(op_types("Constant"))], _unsupported)
-        reshape = wrap_type(op_types("Reshape"), [transpose, any_input()], lambda o: o.partial_shape.is_static)
+        transpose = wrap_type(Transpose, [any_input(), wrap_type(Constant)],
+                              _unsupported)
+        reshape = wrap_type(Reshape, [transpose, any_input()],
+                            lambda o: o.partial_shape.is_static)
 
         def callback(m: Matcher) -> bool:
             r, t = m.match_root, m.pattern_value_map[transpose].node
@@ -92,8 +98,10 @@ class GatherSinkingTransposeReshapeBackward(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        reshape = wrap_type(op_types("Reshape"), [any_input(), any_input()], lambda o: o.partial_shape.is_static)
-        transpose = wrap_type(op_types("Transpose"), [reshape, wrap_type(op_types("Constant"))], _unsupported)
+        reshape = wrap_type(Reshape, [any_input(), any_input()],
+                            lambda o: o.partial_shape.is_static)
+        transpose = wrap_type(Transpose, [reshape, wrap_type(Constant)],
+                              _unsupported)
 
         def callback(m: Matcher) -> bool:
             t, r = m.match_root, m.pattern_value_map[reshape].node
@@ -114,17 +122,19 @@ class GatherSinkingTransposeForward(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        gather = wrap_type(op_types("Gather"), predicate=_is_flat_gather)
-        reshape = optional(op_types("Reshape"), [gather, any_input()])
-        transpose = wrap_type(op_types("Transpose"), [reshape, wrap_type(op_types("Constant"))],
-                              lambda o: const_order(o.node) is not None and o.partial_shape.is_static)
+        gather = wrap_type(Gather, predicate=_is_flat_gather)
+        reshape = optional(Reshape, [gather, any_input()])
+        transpose = wrap_type(Transpose, [reshape, wrap_type(Constant)],
+                              lambda o: const_order(o.node) is not None
+                              and o.partial_shape.is_static)
 
         def callback(m: Matcher) -> bool:
             t, g = m.match_root, m.pattern_value_map[gather].node
             if self.transformation_callback(t):
                 return False
             t_ids = transpose_gather_indexes(static_shape(t.input_value(0)), const_order(t))
-            return _flat_gather_chain(self, g.input_value(0), flat_gather(g).indices[t_ids], t.output(0), [g, t])
+            return _flat_gather_chain(self, g.input_value(0), flat_gather(g).indices[t_ids],
+                                      t.output(0), [g, t])
 
         self.register_matcher(Matcher(transpose, "GatherSinkingTransposeForward"), callback)
 
@@ -134,18 +144,19 @@ class GatherSinkingTransposeBackward(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        transpose = wrap_type(op_types("Transpose"), [any_input(), wrap_type(op_types("Constant"))],
+        transpose = wrap_type(Transpose, [any_input(), wrap_type(Constant)],
                               lambda o: const_order(o.node) is not None and o.partial_shape.is_static
                               and o.node.input_value(0).partial_shape.is_static)
-        reshape = optional(op_types("Reshape"), [transpose, any_input()])
-        gather = wrap_type(op_types("Gather"), [reshape, any_input(), any_input()], _is_flat_gather)
+        reshape = optional(Reshape, [transpose, any_input()])
+        gather = wrap_type(Gather, [reshape, any_input(), any_input()], _is_flat_gather)
 
         def callback(m: Matcher) -> bool:
             g, t = m.match_root, m.pattern_value_map[transpose].node
             if self.transformation_callback(g):
                 return False
             t_ids = transpose_gather_indexes(static_shape(t.input_value(0)), const_order(t))
-            return _flat_gather_chain(self, t.input_value(0), t_ids[flat_gather(g).indices], g.output(0), [t, g])
+            return _flat_gather_chain(self, t.input_value(0), t_ids[flat_gather(g).indices],
+                                      g.output(0), [t, g])
 
         self.register_matcher(Matcher(gather, "GatherSinkingTransposeBackward"), callback)
 

@@ -6,9 +6,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...core.boundary import Result
 from ...core.graph_util import copy_runtime_info
 from ...core.node import Node, Output
 from ...core.rt_info import NonCopyable
+from ...ops.indexing import Gather
 from ..utils import const, const_value, make, static_rank, static_shape
 
 NO_GATHER_SINKING = "no_gather_sinking"
@@ -30,7 +32,7 @@ class GatherInfo:
 
 
 def gather_info(node: Node) -> GatherInfo | None:
-    if node.type_name != "Gather" or getattr(node, "batch_dims", 0) != 0:
+    if not isinstance(node, Gather) or getattr(node, "batch_dims", 0) != 0:
         return None
     idx, axis = const_value(node.input_value(1)), const_value(node.input_value(2))
     rank = static_rank(node.input_value(0))
@@ -67,7 +69,7 @@ def gathered(value: Output, indices: np.ndarray, axis: int, rt_source: Node | No
     v = const_value(value)
     if v is not None:
         return const(np.take(v, indices, axis=axis), value.element_type)
-    g = make("Gather", [value, const(indices.astype(np.int64)), const(np.array(axis, np.int64))])
+    g = make(Gather, [value, const(indices.astype(np.int64)), const(np.array(axis, np.int64))])
     if rt_source is not None:
         copy_runtime_info(rt_source, g)
     return g.output(0)
@@ -106,7 +108,8 @@ def consumers_gather(node: Node) -> GatherInfo | None:
         info = gather_info(c.node)
         if info is None or c.index != 0 or gather_sinking_disabled(c.node):
             return None
-        if found is not None and (found.axis != info.axis or not np.array_equal(found.indices, info.indices)):
+        if found is not None and (found.axis != info.axis
+                                  or not np.array_equal(found.indices, info.indices)):
             return None
         found = found or info
     return found
@@ -116,7 +119,7 @@ def remove_gather_consumers(main: Node) -> None:
     name = None
     for c in main.output(0).consumers():
         g = c.node
-        if name is None or any(x.node.type_name == "Result" for x in g.output(0).consumers()):
+        if name is None or any(isinstance(x.node, Result) for x in g.output(0).consumers()):
             name = g.friendly_name
         g.output(0).replace(main.output(0))
     if name is not None:

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from ...core.boundary import Parameter, Result
 from ...core.node import Node
+from ...ops.indexing import Gather
+from ...ops.movement import Reshape, Squeeze, Transpose, Unsqueeze
 from ...passes import PassConfig
 from ..transpose_sinking import attr
 from ..transpose_sinking import concat_split as ts
@@ -54,7 +57,7 @@ def concat_forward_refused(concat: Node) -> bool:
     if not _worsens(out, axis, transpose_shape(out, reverse_order(info.order)), info.order[axis]):
         return False
     for v in concat.input_values():  # these stay: keep backward sinking from undoing them
-        if v.node.type_name == "Transpose":
+        if isinstance(v.node, Transpose):
             attr.mark_as_no_sinking(v.node)
     return True
 
@@ -79,7 +82,8 @@ def split_forward_refused(split: Node) -> bool:
     shape, axis = static_shape(split.input_value(0)), _split_axis(split)
     if info is None or shape is None or axis is None:
         return False
-    if not _worsens(shape, axis, transpose_shape(shape, reverse_order(info.order)), info.order[axis]):
+    if not _worsens(shape, axis, transpose_shape(shape, reverse_order(info.order)),
+                    info.order[axis]):
         return False
     attr.mark_as_no_sinking(info.transpose)
     return True
@@ -126,26 +130,26 @@ def gna_pass_config(user: PassConfig) -> PassConfig:
 
 
 def const_order(node: Node) -> list[int] | None:
-    v = const_value(node.input_value(1)) if node.type_name == "Transpose" else None
+    v = const_value(node.input_value(1)) if isinstance(node, Transpose) else None
     return None if v is None else [int(a) for a in v.reshape(-1)]
 
 
-_RESHAPES = ("Reshape", "Squeeze", "Unsqueeze")
+_RESHAPES = (Reshape, Squeeze, Unsqueeze)
 
 
 def reads_parameter(node: Node) -> bool:
     """The node's input 0 is a Parameter, possibly behind single-consumer Reshapes."""
     src = node.input_value(0)
-    while src.node.type_name in _RESHAPES and len(src.consumers()) == 1:
+    while isinstance(src.node, _RESHAPES) and len(src.consumers()) == 1:
         src = src.node.input_value(0)
-    return src.node.type_name == "Parameter"
+    return isinstance(src.node, Parameter)
 
 
 def _reaches_result(node: Node) -> bool:
     cons = node.output(0).consumers()
-    while len(cons) == 1 and cons[0].node.type_name in _RESHAPES:
+    while len(cons) == 1 and isinstance(cons[0].node, _RESHAPES):
         cons = cons[0].node.output(0).consumers()
-    return bool(cons) and all(c.node.type_name == "Result" for c in cons)
+    return bool(cons) and all(isinstance(c.node, Result) for c in cons)
 
 
 def at_model_edge(node: Node) -> bool:
@@ -158,8 +162,8 @@ def interior_layout_ops(model) -> list[Node]:
     """Transposes GNA cannot run and Gathers that are not at the model's edges."""
     bad = []
     for n in model.get_ordered_ops():
-        if n.type_name == "Transpose" and is_transpose_node_supported(n):
+        if isinstance(n, Transpose) and is_transpose_node_supported(n):
             continue
-        if n.type_name in ("Transpose", "Gather") and not at_model_edge(n):
+        if isinstance(n, (Transpose, Gather)) and not at_model_edge(n):
             bad.append(n)
     return bad

@@ -7,11 +7,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...core.boundary import Parameter, Result
 from ...core.graph_util import replace_output_update_name
-from ...ops.elementwise import MONOTONIC_ACTIVATIONS
+from ...ops.convolution import Convolution
+from ...ops.elementwise import MONOTONIC_ACTIVATIONS, Add, Convert
+from ...ops.indexing import Gather
+from ...ops.movement import Concat, Transpose
+from ...ops.pooling import MaxPool
 from ...passes import MatcherPass
 from ...pattern import Matcher, any_input, wrap_type
-from ..utils import const_value, graph_consumers, op_types
+from ..utils import const_value, graph_consumers
 
 
 def _plain_float(et) -> bool:
@@ -29,8 +34,8 @@ class RemoveInputConvert(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        param = wrap_type(op_types("Parameter"))
-        convert = wrap_type(op_types("Convert"), [param], _FLOAT_CONVERT)
+        param = wrap_type(Parameter)
+        convert = wrap_type(Convert, [param], _FLOAT_CONVERT)
 
         def callback(m: Matcher) -> bool:
             conv, p = m.match_root, m.pattern_value_map[param].node
@@ -51,8 +56,8 @@ class RemoveOutputConvert(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        convert = wrap_type(op_types("Convert"), [any_input()], _FLOAT_CONVERT)
-        result = wrap_type(op_types("Result"), [convert])
+        convert = wrap_type(Convert, [any_input()], _FLOAT_CONVERT)
+        result = wrap_type(Result, [convert])
 
         def callback(m: Matcher) -> bool:
             conv = m.pattern_value_map[convert].node
@@ -74,9 +79,9 @@ class ReorderActivationAndPooling(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        act = wrap_type(MONOTONIC_ACTIVATIONS, [wrap_type(op_types("Convolution", "Add"))],
+        act = wrap_type(MONOTONIC_ACTIVATIONS, [wrap_type((Convolution, Add))],
                         lambda o: len(o.consumers()) == 1)
-        pool = wrap_type(op_types("MaxPool"), [act], lambda o: o.node.get_output_size() == 1
+        pool = wrap_type(MaxPool, [act], lambda o: o.node.get_output_size() == 1
                          or not o.node.output(1).consumers())
 
         def callback(m: Matcher) -> bool:
@@ -104,7 +109,7 @@ class RemoveSingleInputConcat(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        concat = wrap_type(op_types("Concat"), predicate=lambda o: o.node.get_input_size() == 1)
+        concat = wrap_type(Concat, predicate=lambda o: o.node.get_input_size() == 1)
 
         def callback(m: Matcher) -> bool:
             c = m.match_root
@@ -116,7 +121,7 @@ class RemoveSingleInputConcat(MatcherPass):
 
 def _same_layout_op(a, b) -> bool:
     """Both are Transposes (Gathers) of one value with equal Constant orders (indices and axis)."""
-    if a.type_name != b.type_name or a.input_value(0) != b.input_value(0):
+    if type(a) is not type(b) or a.input_value(0) != b.input_value(0):
         return False
     for i in range(1, a.get_input_size()):
         va, vb = const_value(a.input_value(i)), const_value(b.input_value(i))
@@ -133,7 +138,7 @@ class MergeSharedLayoutOps(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        pattern = wrap_type(op_types("Transpose", "Gather"))
+        pattern = wrap_type((Transpose, Gather))
 
         def callback(m: Matcher) -> bool:
             node = m.match_root

@@ -40,7 +40,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...core.node import Node
 from ...errors import NetpassError
+from ...ops.convolution import Convolution, GroupConvolution
+from ...ops.elementwise import Convert
+from ...ops.indexing import Gather
+from ...ops.matmul import MatMul
+from ...ops.movement import Concat, Slice, Transpose
+from ...ops.normalization import MVN
+from ...ops.pooling import MaxPool
+from ...ops.recurrent import GRUCell, GRUSequence, LSTMCell, LSTMSequence
 from ...passes import GraphRewrite, Manager, MatcherPass, PassConfig
 from ...passes.base import ModelPass
 from ..common import (
@@ -89,16 +98,18 @@ from .transpose_compress import TransposeCompress
 from .transpose_matmul import TransposeMatMulForward
 from .ts_concat_split import TSConcatForward, TSSplitBackward
 
-LAYOUT_TRIGGERS = {"Convolution", "GroupConvolution", "MaxPool", "MVN", "MatMul", "Transpose", "Gather"}
+# Op classes that make the layout stages run (classes are compared exactly: the op types a
+# model holds are the classes of its nodes).
+LAYOUT_TRIGGERS = frozenset({Convolution, GroupConvolution, MaxPool, MVN, MatMul, Transpose, Gather})
 
 # Single-traversal members of stage 1, with the op types they start from.
-PREPARATION = (
-    (RemoveInputConvert, {"Convert"}), (RemoveOutputConvert, {"Convert"}),
-    (LSTMSequenceUnrolling, {"LSTMSequence"}), (GRUSequenceUnrolling, {"GRUSequence"}),
-    (GRUCellDecomposition, {"GRUCell", "GRUSequence"}),
-    (LSTMCellDecomposition, {"LSTMCell", "LSTMSequence"}),
-    (ReorderActivationAndPooling, {"MaxPool"}), (RemoveSingleInputConcat, {"Concat"}),
-    (ConvertGatherToSlice, {"Gather"}),
+PREPARATION: tuple[tuple[type[MatcherPass], set[type[Node]]], ...] = (
+    (RemoveInputConvert, {Convert}), (RemoveOutputConvert, {Convert}),
+    (LSTMSequenceUnrolling, {LSTMSequence}), (GRUSequenceUnrolling, {GRUSequence}),
+    (GRUCellDecomposition, {GRUCell, GRUSequence}),
+    (LSTMCellDecomposition, {LSTMCell, LSTMSequence}),
+    (ReorderActivationAndPooling, {MaxPool}), (RemoveSingleInputConcat, {Concat}),
+    (ConvertGatherToSlice, {Gather}),
 )
 
 
@@ -131,7 +142,7 @@ class GnaTransposeRewrites(GraphRewrite):
 def stuck_transposes(model) -> list:
     """Transposes GNA cannot run that are inside the graph."""
     return [n for n in interior_layout_ops(model)
-            if n.type_name == "Transpose" and not is_transpose_node_supported(n)]
+            if isinstance(n, Transpose) and not is_transpose_node_supported(n)]
 
 
 class RescueStuckTransposes(ModelPass):
@@ -158,7 +169,8 @@ class RescueStuckTransposes(ModelPass):
         forward_config = user.copy()
         for pass_type in FORWARD:
             if pass_type is not TSFuse:
-                forward_config.set_callback(either(user.get_callback(pass_type), at_input), pass_type)
+                forward_config.set_callback(either(user.get_callback(pass_type), at_input),
+                                            pass_type)
         run_then_fold(model, forward_config, TSGeneralForward(), "RescueForward")
         return False
 
@@ -217,7 +229,7 @@ class GnaTransformationsPipeline(ModelPass):
             self._run(model)
         return False
 
-    def _members(self, types: set[str], layout: bool, user: PassConfig) -> dict[str, list]:
+    def _members(self, types: set[type[Node]], layout: bool, user: PassConfig) -> dict[str, list]:
         """The pipeline's own passes per stage for a model holding op ``types``."""
         members: dict[str, list] = {
             "InitNodeInfo": [InitNodeInfo()],
@@ -225,17 +237,17 @@ class GnaTransformationsPipeline(ModelPass):
             "SliceToCrop": [GraphRewrite(SliceToStridedSlice(), ConvertStridedSliceToCrop())],
             "FinalNodeInfo": [InitNodeInfo()],
         }
-        if "MVN" in types:
+        if MVN in types:
             members["DecomposeMVN"] = [DecomposeMVN()]
         prep = [p() for p, roots in PREPARATION if roots & types]
         if prep:
             members["Preparation"] = [GraphRewrite(*prep), ConstantFolding()]
         if layout:
-            if types & {"Convolution", "GroupConvolution", "MaxPool"}:
+            if types & {Convolution, GroupConvolution, MaxPool}:
                 members["ReplaceGnaNHWCLayers"] = [ReplaceGnaNHWCLayers()]
-            if "Gather" in types:
+            if Gather in types:
                 members["GatherSinkingTranspose"] = [GatherSinkingTranspose(), GatherAbsorb()]
-            if {"MatMul", "Transpose"} <= types:
+            if {MatMul, Transpose} <= types:
                 members["TransposeMatMulForward"] = [TransposeMatMulForward()]
             members["TSGeneral"] = [TSGeneral()]
             members["RescueStuckTransposes"] = [RescueStuckTransposes(user)]
@@ -245,13 +257,13 @@ class GnaTransformationsPipeline(ModelPass):
         return members
 
     def _run(self, model) -> None:
-        types = {n.type_name for n in model.get_ordered_ops()}
+        types = {type(n) for n in model.get_ordered_ops()}
         # The caller's config is read, never changed: the members run under a copy holding
         # its disabled passes and callbacks, the GNA axis rules after those callbacks.
         user = self.get_pass_config()
         config = gna_pass_config(user)
         layout = bool(types & LAYOUT_TRIGGERS)
-        slice_workaround = "Slice" in types and layout and not user.is_disabled(SliceToStridedSlice)
+        slice_workaround = Slice in types and layout and not user.is_disabled(SliceToStridedSlice)
         if slice_workaround:
             config.disable(SliceToStridedSlice)
         main = nested_manager(config, "GnaTransformationsPipeline")

@@ -13,10 +13,14 @@ import numpy as np
 
 from ...core.graph_util import copy_runtime_info, replace_output_update_name
 from ...core.node import Node, Output
+from ...ops.convolution import Convolution, GroupConvolution
+from ...ops.gna import GNAConvolution, GNAMaxPool
+from ...ops.movement import Transpose
+from ...ops.pooling import MaxPool
 from ...passes import MatcherPass
 from ...passes.base import ModelPass
 from ...pattern import Matcher, wrap_type
-from ..utils import const, const_value, make, nested_manager, op_types, static_rank
+from ..utils import const, const_value, make, nested_manager, static_rank
 
 
 def _orders(rank: int) -> tuple[list[int], list[int]]:
@@ -40,18 +44,18 @@ def dense_group_filters(filters: np.ndarray) -> np.ndarray:
     return dense
 
 
-def _substitute(node: Node, gna_type: str, attrs: dict, filters: Output | None) -> bool:
+def _substitute(node: Node, gna_type: type[Node], attrs: dict, filters: Output | None) -> bool:
     """``filters``: the OIHW filters of a convolution (None for pooling)."""
     rank = static_rank(node.input_value(0))
     if rank not in (3, 4):
         return False
     to_last, to_first = _orders(rank)
     order = const(np.array(to_last, np.int32))
-    ins = [make("Transpose", [node.input_value(0), order])]
+    ins = [make(Transpose, [node.input_value(0), order])]
     if filters is not None:
-        ins.append(make("Transpose", [filters, order]))
+        ins.append(make(Transpose, [filters, order]))
     gna = make(gna_type, ins, **attrs)
-    after = make("Transpose", [gna, const(np.array(to_first, np.int32))])
+    after = make(Transpose, [gna, const(np.array(to_first, np.int32))])
     copy_runtime_info(node, [*ins, gna, after])
     if not replace_output_update_name(node.output(0), after.output(0)):
         # MaxPool-8 has a second (unused) output, which the helper refuses to rename for.
@@ -61,7 +65,8 @@ def _substitute(node: Node, gna_type: str, attrs: dict, filters: Output | None) 
 
 
 def _conv_attrs(conv: Node) -> dict:
-    return {k: getattr(conv, k) for k in ("strides", "dilations", "pads_begin", "pads_end", "auto_pad")}
+    return {k: getattr(conv, k)
+            for k in ("strides", "dilations", "pads_begin", "pads_end", "auto_pad")}
 
 
 class SubstituteGNAConvolution(MatcherPass):
@@ -69,13 +74,13 @@ class SubstituteGNAConvolution(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        pattern = wrap_type(op_types("Convolution"))
+        pattern = wrap_type(Convolution)
 
         def callback(m: Matcher) -> bool:
             conv = m.match_root
             if self.transformation_callback(conv):
                 return False
-            return _substitute(conv, "GNAConvolution", _conv_attrs(conv), conv.input_value(1))
+            return _substitute(conv, GNAConvolution, _conv_attrs(conv), conv.input_value(1))
 
         self.register_matcher(Matcher(pattern, "SubstituteGNAConvolution"), callback)
 
@@ -88,7 +93,7 @@ class SubstituteGNAGroupConvolution(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        pattern = wrap_type(op_types("GroupConvolution"))
+        pattern = wrap_type(GroupConvolution)
 
         def callback(m: Matcher) -> bool:
             conv = m.match_root
@@ -100,7 +105,7 @@ class SubstituteGNAGroupConvolution(MatcherPass):
                 return False
             dense = const(dense_group_filters(np.asarray(filters)))
             copy_runtime_info(conv, [dense.node])
-            return _substitute(conv, "GNAConvolution", _conv_attrs(conv), dense)
+            return _substitute(conv, GNAConvolution, _conv_attrs(conv), dense)
 
         self.register_matcher(Matcher(pattern, "SubstituteGNAGroupConvolution"), callback)
 
@@ -113,7 +118,7 @@ class SubstituteGNAMaxPool(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        pattern = wrap_type(op_types("MaxPool"), predicate=lambda o: o.node.get_output_size() == 1
+        pattern = wrap_type(MaxPool, predicate=lambda o: o.node.get_output_size() == 1
                             or not o.node.output(1).consumers())
 
         def callback(m: Matcher) -> bool:
@@ -124,7 +129,7 @@ class SubstituteGNAMaxPool(MatcherPass):
                                                    "rounding_type", "auto_pad")}
             if any(d != 1 for d in getattr(pool, "dilations", []) or []):
                 return False
-            return _substitute(pool, "GNAMaxPool", attrs, None)
+            return _substitute(pool, GNAMaxPool, attrs, None)
 
         self.register_matcher(Matcher(pattern, "SubstituteGNAMaxPool"), callback)
 

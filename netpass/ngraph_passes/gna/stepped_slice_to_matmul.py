@@ -21,14 +21,17 @@ import numpy as np
 
 from ...core.graph_util import copy_runtime_info, replace_output_update_name
 from ...core.node import Node, Output
+from ...ops.indexing import Gather
+from ...ops.matmul import MatMul
+from ...ops.movement import Reshape, Slice, StridedSlice
 from ...passes import MatcherPass
 from ...pattern import Matcher, wrap_type
-from ..utils import const, const_value, make, op_types, static_shape
+from ..utils import const, const_value, make, static_shape
 
 # Largest selection matrix built (elements); 1M f32 = 4 MiB of weights.
 MAX_SELECTION_ELEMENTS = 1 << 20
 
-SLICES = ("Slice", "StridedSlice")
+SLICES = (Slice, StridedSlice)
 
 
 def _params(node: Node) -> list[np.ndarray] | None:
@@ -39,7 +42,7 @@ def _params(node: Node) -> list[np.ndarray] | None:
 def _convertible(node: Node) -> bool:
     """A slice with Constant parameters, a static float input that is not a Constant (that
     one is folded) and a static output."""
-    if node.type_name not in SLICES or _params(node) is None:
+    if not isinstance(node, SLICES) or _params(node) is None:
         return False
     data = node.input_value(0)
     return static_shape(data) is not None and data.element_type.is_real \
@@ -110,7 +113,7 @@ def axis_gathers(kept: np.ndarray, in_shape: tuple[int, ...]) -> list[tuple[int,
 
 
 def _reshape(x: Output, shape: tuple[int, ...]) -> Node:
-    return make("Reshape", [x, const(np.array(shape, np.int64))], special_zero=False)
+    return make(Reshape, [x, const(np.array(shape, np.int64))], special_zero=False)
 
 
 class ConvertSteppedSliceToMatMul(MatcherPass):
@@ -118,7 +121,7 @@ class ConvertSteppedSliceToMatMul(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        pattern = wrap_type(op_types(*SLICES), predicate=lambda o: _convertible(o.node))
+        pattern = wrap_type(SLICES, predicate=lambda o: _convertible(o.node))
 
         def callback(m: Matcher) -> bool:
             node = m.match_root
@@ -159,7 +162,7 @@ class ConvertSteppedSliceToMatMul(MatcherPass):
         if in_shape != (rows, cols):
             new.append(_reshape(data, (rows, cols)))
             x = new[-1].output(0)
-        new.append(make("MatMul", [x, const(matrix)]))
+        new.append(make(MatMul, [x, const(matrix)]))
         return new
 
     @staticmethod
@@ -168,6 +171,6 @@ class ConvertSteppedSliceToMatMul(MatcherPass):
         new = []
         for axis, indices in gathers or ():
             src = new[-1].output(0) if new else data
-            new.append(make("Gather", [src, const(indices), const(np.array(axis, np.int64))]))
+            new.append(make(Gather, [src, const(indices), const(np.array(axis, np.int64))]))
         return new
 

@@ -11,9 +11,11 @@ import numpy as np
 
 from ...core.graph_util import copy_runtime_info, replace_output_update_name
 from ...core.node import Node
+from ...ops.legacy import CropIE
+from ...ops.movement import Reshape, StridedSlice
 from ...passes import MatcherPass
 from ...pattern import Matcher, wrap_type
-from ..utils import const, const_value, make, op_types, static_shape
+from ..utils import const, const_value, make, static_shape
 
 
 def _crop_candidate(ss: Node) -> bool:
@@ -46,7 +48,7 @@ class ConvertStridedSliceToCrop(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        pattern = wrap_type(op_types("StridedSlice"), predicate=lambda o: _crop_candidate(o.node))
+        pattern = wrap_type(StridedSlice, predicate=lambda o: _crop_candidate(o.node))
 
         def callback(m: Matcher) -> bool:
             ss = m.match_root
@@ -56,10 +58,12 @@ class ConvertStridedSliceToCrop(MatcherPass):
             if window is None:
                 return False
             offset, dim = window
-            crop = make("CropIE", [ss.input_value(0)], axes=list(range(len(dim))), dim=dim, offset=offset)
+            crop = make(CropIE, [ss.input_value(0)], axes=list(range(len(dim))), dim=dim,
+                        offset=offset)
             last = crop
             if tuple(dim) != ss.output(0).shape:
-                last = make("Reshape", [crop, const(np.array(ss.output(0).shape, np.int64))], special_zero=False)
+                last = make(Reshape, [crop, const(np.array(ss.output(0).shape, np.int64))],
+                            special_zero=False)
                 crop.friendly_name = f"{ss.friendly_name}/Crop"
             last.friendly_name = ss.friendly_name
             copy_runtime_info(ss, [crop, last])

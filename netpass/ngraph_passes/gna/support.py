@@ -43,12 +43,49 @@ netpass checks its own ops with the same rules:
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from ...core.boundary import Constant, Parameter, Result
 from ...core.node import Node
+from ...ops.convolution import Convolution, GroupConvolution
+from ...ops.elementwise import (
+    Abs,
+    Add,
+    Clamp,
+    Divide,
+    Exp,
+    Log,
+    Multiply,
+    Negative,
+    Power,
+    PRelu,
+    Relu,
+    Sigmoid,
+    Sign,
+    SoftSign,
+    Sqrt,
+    Subtract,
+    Tanh,
+)
+from ...ops.gna import GNAConvolution, GNAMaxPool
+from ...ops.legacy import CropIE, FullyConnected, PowerIE, ReLUIE, ScaleShiftIE
+from ...ops.matmul import MatMul
+from ...ops.movement import (
+    Concat,
+    Reshape,
+    Slice,
+    Split,
+    Squeeze,
+    StridedSlice,
+    Transpose,
+    Unsqueeze,
+    VariadicSplit,
+)
+from ...ops.pooling import MaxPool
+from ...ops.state import Assign, ReadValue
 from ..utils import const_value, first_valuable, static_shape
 from .limitations import is_transpose_supported
 from .strided_slice_to_crop import crop_window
@@ -61,12 +98,14 @@ MEMORY_ALIGNMENT = 64          # bytes, GNA 3.0 to 3.5
 PARAMETER_TYPES = {"u8", "i16", "f32"}
 CONSTANT_TYPES = {"i8", "u8", "i16", "u16", "i32", "f32", "f64"}
 CONVERTED_TYPES = {"i64": "i32", "u64": "i32", "u32": "i32", "f16": "f32"}
-ELTWISE = {"Add", "Subtract", "Multiply", "Divide"}
-ACTIVATIONS = {"Clamp", "Sigmoid", "Relu", "Tanh", "PRelu", "Exp", "Log", "Sign", "Abs", "SoftSign",
-               "Negative", "Sqrt", "ReLUIE", "PowerIE", "ScaleShiftIE"}
-PLAIN = ELTWISE | ACTIVATIONS | {"Reshape", "Squeeze", "Unsqueeze", "Result", "ReadValue", "Assign"}
+ELTWISE: frozenset[type[Node]] = frozenset({Add, Subtract, Multiply, Divide})
+ACTIVATIONS: frozenset[type[Node]] = frozenset({
+    Clamp, Sigmoid, Relu, Tanh, PRelu, Exp, Log, Sign, Abs, SoftSign, Negative, Sqrt, ReLUIE,
+    PowerIE, ScaleShiftIE})
+# Op classes GNA runs as they are (looked up by exact class, as OpenVINO compares type infos).
+PLAIN = ELTWISE | ACTIVATIONS | {Reshape, Squeeze, Unsqueeze, Result, ReadValue, Assign}
 # Ops Concat's Parameter/Constant rule looks through (is_non_functional, is_split, is_activation).
-PASS_THROUGH = {"Reshape", "Squeeze", "Unsqueeze", "Split", "VariadicSplit"} | ACTIVATIONS
+PASS_THROUGH = frozenset({Reshape, Squeeze, Unsqueeze, Split, VariadicSplit}) | ACTIVATIONS
 
 
 @dataclass(frozen=True)
@@ -102,22 +141,23 @@ def _no(node: Node, rule: str) -> OpSupport:
 
 
 def _check(node: Node, target: str) -> OpSupport:
-    t = node.type_name
-    if t == "Parameter":
+    t = type(node)
+    if t is Parameter:
         et = node.output(0).element_type.name
         et = "f32" if et == "f16" else et
         return _ok(node) if et in PARAMETER_TYPES else \
             _no(node, f"input element type {et} (GNA inputs are u8, i16 or f32)")
-    if t == "Constant":
+    if t is Constant:
         et = node.output(0).element_type.name
         return _ok(node) if CONVERTED_TYPES.get(et, et) in CONSTANT_TYPES else \
-            _no(node, f"constant element type {et} (GNA constants are i8, u8, i16, u16, i32, f32, f64)")
+            _no(node,
+                f"constant element type {et} (GNA constants are i8, u8, i16, u16, i32, f32, f64)")
     if t in PLAIN:
         return _ok(node)
     rule = RULES.get(t)
     if rule is not None:
         return rule(node, target)
-    return _no(node, f"GNA has no {t} layer")
+    return _no(node, f"GNA has no {node.type_name} layer")
 
 
 # -- per-op rules ------------------------------------------------------------------------------
@@ -128,12 +168,13 @@ def _matmul(node: Node, target: str) -> OpSupport:
     if len(shape) < 2:
         return _ok(node, "affine layer")
     # The constant side holds the weights; the other side's vectors are the batch.
-    weights_first = node.input_value(0).node.type_name == "Constant" and \
-        node.input_value(1).node.type_name != "Constant"
+    weights_first = isinstance(node.input_value(0).node, Constant) and \
+        not isinstance(node.input_value(1).node, Constant)
     outputs = shape[-2] if weights_first else shape[-1]
     batch = int(np.prod(shape)) // max(outputs, 1)
     if batch > AFFINE_MAX_BATCH:
-        return _no(node, f"affine layer over {batch} vectors > {AFFINE_MAX_BATCH} (kAffineMaxBatchSize)")
+        return _no(node,
+                   f"affine layer over {batch} vectors > {AFFINE_MAX_BATCH} (kAffineMaxBatchSize)")
     return _ok(node, "affine layer")
 
 
@@ -151,7 +192,7 @@ def _transpose(node: Node, target: str) -> OpSupport:
 def _source(value):
     """The op feeding ``value`` once reshapes, splits and activations are skipped."""
     node = value.node
-    while node.type_name in PASS_THROUGH and node.get_input_size():
+    while type(node) in PASS_THROUGH and node.get_input_size():
         node = node.input_value(0).node
     return node
 
@@ -162,10 +203,11 @@ def _concat(node: Node, target: str) -> OpSupport:
         return _no(node, "concat of a dynamic shape")
     axis = node.axis % len(shape)
     sources = [_source(v) for v in node.input_values()]
-    if all(s.type_name in ("Parameter", "Constant") for s in sources):
+    if all(isinstance(s, (Parameter, Constant)) for s in sources):
         return _ok(node)
-    interleaved = any(s.type_name in ("MatMul", "FullyConnected") and
-                      len([d for d in (static_shape(s.output(0)) or ()) if d != 1]) >= 2 for s in sources)
+    interleaved = any(isinstance(s, (MatMul, FullyConnected)) and
+                      len([d for d in (static_shape(s.output(0)) or ()) if d != 1]) >= 2
+                      for s in sources)
     # An affine layer's output is interleaved: the graph compiler rotates the shape by one.
     layout = tuple(shape[1:]) + (shape[0],) if interleaved else tuple(shape)
     order = list(range(1, len(shape))) + [0] if interleaved else list(range(len(shape)))
@@ -203,12 +245,16 @@ def _split(node: Node, target: str) -> OpSupport:
             return _no(node, "split of a dynamic shape")
         unaligned |= not _aligned(offset)
         offset += int(np.prod(shape))
-    return _ok(node, "an output at an unaligned offset gets an aligning affine filter" if unaligned else "")
+    return _ok(node,
+               "an output at an unaligned offset gets an aligning affine filter" if unaligned
+               else "")
 
 
 def _crop(node: Node, target: str) -> OpSupport:
     offsets = list(getattr(node, "offset", []) or [])
-    return _ok(node, "affine layer (offset not 64-byte aligned)" if offsets and not _aligned(offsets[-1]) else "")
+    return _ok(node,
+               "affine layer (offset not 64-byte aligned)" if offsets and not _aligned(offsets[-1])
+               else "")
 
 
 def _slice(node: Node, target: str) -> OpSupport:
@@ -304,16 +350,17 @@ def _gna_max_pool(node: Node, target: str) -> OpSupport:
     return _ok(node)
 
 
-def _not_gna_layout(name: str):
+def _not_gna_layout(gna_op: type[Node]) -> Callable[[Node, str], OpSupport]:
     def rule(node: Node, target: str) -> OpSupport:
-        return _no(node, f"{node.type_name} runs on GNA only as {name} (NHWC): run the GNA pipeline first")
+        return _no(node, f"{node.type_name} runs on GNA only as {gna_op.type_name} (NHWC): run "
+                         "the GNA pipeline first")
     return rule
 
 
-RULES = {
-    "MatMul": _matmul, "FullyConnected": _matmul, "Transpose": _transpose, "Concat": _concat,
-    "Power": _power, "Split": _split, "VariadicSplit": _split, "CropIE": _crop, "Slice": _slice, "StridedSlice": _slice,
-    "GNAConvolution": _gna_convolution, "GNAMaxPool": _gna_max_pool,
-    "Convolution": _not_gna_layout("GNAConvolution"), "GroupConvolution": _not_gna_layout("GNAConvolution"),
-    "MaxPool": _not_gna_layout("GNAMaxPool"),
+RULES: dict[type[Node], Callable[[Node, str], OpSupport]] = {
+    MatMul: _matmul, FullyConnected: _matmul, Transpose: _transpose, Concat: _concat,
+    Power: _power, Split: _split, VariadicSplit: _split, CropIE: _crop, Slice: _slice,
+    StridedSlice: _slice, GNAConvolution: _gna_convolution, GNAMaxPool: _gna_max_pool,
+    Convolution: _not_gna_layout(GNAConvolution),
+    GroupConvolution: _not_gna_layout(GNAConvolution), MaxPool: _not_gna_layout(GNAMaxPool),
 }

@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.graph_util import copy_runtime_info, replace_output_update_name
+from ...ops.movement import Reshape, Transpose
 from ...passes import MatcherPass
 from ...pattern import Matcher, wrap_type
-from ..utils import const, make, op_types, static_shape
+from ..utils import const, make, static_shape
 from .limitations import const_order, is_transpose_supported
 
 
@@ -40,16 +41,18 @@ class TransposeCompress(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        pattern = wrap_type(op_types("Transpose"), predicate=_compressible)
+        pattern = wrap_type(Transpose, predicate=_compressible)
 
         def callback(m: Matcher) -> bool:
             t = m.match_root
             if self.transformation_callback(t):
                 return False
             fused_shape, fused_order = compress(static_shape(t.input_value(0)), const_order(t))
-            r1 = make("Reshape", [t.input_value(0), const(np.array(fused_shape, np.int32))], special_zero=False)
-            t2 = make("Transpose", [r1, const(np.array(fused_order, np.int8))])
-            r2 = make("Reshape", [t2, const(np.array(t.output(0).shape, np.int32))], special_zero=False)
+            r1 = make(Reshape, [t.input_value(0), const(np.array(fused_shape, np.int32))],
+                      special_zero=False)
+            t2 = make(Transpose, [r1, const(np.array(fused_order, np.int8))])
+            r2 = make(Reshape, [t2, const(np.array(t.output(0).shape, np.int32))],
+                      special_zero=False)
             copy_runtime_info(t, [r1, t2, r2])
             return replace_output_update_name(t.output(0), r2.output(0))
 

@@ -10,10 +10,13 @@ Transpose sinks on (through the bias Add) to the Result.
 """
 from __future__ import annotations
 
+from ...core.boundary import Constant
 from ...core.graph_util import copy_runtime_info
+from ...ops.matmul import MatMul
+from ...ops.movement import Transpose
 from ...passes import MatcherPass
 from ...pattern import Matcher, wrap_type
-from ..utils import const, make, op_types, static_rank, static_shape
+from ..utils import const, make, static_rank, static_shape
 from .limitations import const_order, is_transpose_node_supported
 
 
@@ -30,8 +33,8 @@ class TransposeMatMulForward(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        transpose = wrap_type(op_types("Transpose"), predicate=_movable)
-        pattern = wrap_type(op_types("MatMul"), [transpose, wrap_type(op_types("Constant"))],
+        transpose = wrap_type(Transpose, predicate=_movable)
+        pattern = wrap_type(MatMul, [transpose, wrap_type(Constant)],
                             predicate=lambda o: not o.node.transpose_a)
 
         def callback(m: Matcher) -> bool:
@@ -42,7 +45,7 @@ class TransposeMatMulForward(MatcherPass):
             mm.input(0).replace_source_output(t.input_value(0))
             mm.validate_and_infer_types()
             out = mm.output(0)
-            after = make("Transpose", [out, const(t.input_value(1).node.value)])
+            after = make(Transpose, [out, const(t.input_value(1).node.value)])
             out.replace(after.output(0))
             out.names.clear()   # the model's tensor names now belong to the Transpose
             after.friendly_name, mm.friendly_name = mm.friendly_name, after.name

@@ -8,9 +8,11 @@ import numpy as np
 
 from ...core.graph_util import copy_runtime_info, replace_node_update_name
 from ...core.node import Node
+from ...ops.indexing import Gather
+from ...ops.movement import Concat, Reshape, Split, Transpose, VariadicSplit
 from ...passes import MatcherPass
 from ...pattern import Matcher, wrap_type
-from ..utils import const, first_valuable, make, op_types, static_shape, transpose_gather_indexes
+from ..utils import const, first_valuable, make, static_shape, transpose_gather_indexes
 from .limitations import const_order, is_transpose_node_supported
 
 
@@ -20,7 +22,7 @@ def _unsupported_transpose(node: Node) -> bool:
 
 
 def _flat(value) -> Node:
-    return make("Reshape", [value, const(np.array([1, -1], np.int64))], special_zero=False)
+    return make(Reshape, [value, const(np.array([1, -1], np.int64))], special_zero=False)
 
 
 def _concat_applicable(out) -> bool:
@@ -29,7 +31,8 @@ def _concat_applicable(out) -> bool:
     if shape is None or any(static_shape(v) is None for v in c.input_values()):
         return False
     axis = c.axis + len(shape) if c.axis < 0 else c.axis
-    return axis == first_valuable(shape) and any(_unsupported_transpose(v.node) for v in c.input_values())
+    return axis == first_valuable(shape) and any(_unsupported_transpose(v.node)
+                                                 for v in c.input_values())
 
 
 class TSConcatForward(MatcherPass):
@@ -37,7 +40,7 @@ class TSConcatForward(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        pattern = wrap_type(op_types("Concat"), predicate=_concat_applicable)
+        pattern = wrap_type(Concat, predicate=_concat_applicable)
 
         def callback(m: Matcher) -> bool:
             concat = m.match_root
@@ -51,9 +54,11 @@ class TSConcatForward(MatcherPass):
                 ids.append(transpose_gather_indexes(shape, order) + offset)
                 offset += int(np.prod(shape, dtype=np.int64))
                 flats.append(_flat(src))
-            flat = make("Concat", flats, axis=1)
-            gather = make("Gather", [flat, const(np.concatenate(ids)), const(np.array(1, np.uint8))])
-            out = make("Reshape", [gather, const(np.array(concat.output(0).shape, np.int64))], special_zero=False)
+            flat = make(Concat, flats, axis=1)
+            gather = make(Gather,
+                          [flat, const(np.concatenate(ids)), const(np.array(1, np.uint8))])
+            out = make(Reshape, [gather, const(np.array(concat.output(0).shape, np.int64))],
+                       special_zero=False)
             copy_runtime_info(concat, [*flats, flat, gather, out])
             return replace_node_update_name(concat, out)
 
@@ -66,7 +71,7 @@ def _split_consumers(split: Node) -> list[Node | None] | None:
     found = []
     for out in split.outputs():
         cons = out.consumers()
-        ts = [c.node for c in cons if c.node.type_name == "Transpose"]
+        ts = [c.node for c in cons if isinstance(c.node, Transpose)]
         if ts and (len(cons) != 1 or not _unsupported_transpose(ts[0])):
             return None
         found.append(ts[0] if ts else None)
@@ -88,7 +93,7 @@ class TSSplitBackward(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        pattern = wrap_type(op_types("Split", "VariadicSplit"), predicate=_split_applicable)
+        pattern = wrap_type((Split, VariadicSplit), predicate=_split_applicable)
 
         def callback(m: Matcher) -> bool:
             split = m.match_root
@@ -105,13 +110,16 @@ class TSSplitBackward(MatcherPass):
             # [1, N] (OpenVINO's final TSSplitBackward), no Reshape when the input is [1, N] already
             src, total = split.input_value(0), int(np.sum(sizes))
             flat = src if tuple(static_shape(src)) == (1, total) else \
-                make("Reshape", [src, const(np.array([1, total], np.int64))], special_zero=False).output(0)
-            gather = make("Gather", [flat, const(np.concatenate(ids)), const(np.array(1, np.int64))])
-            new = make("VariadicSplit", [gather, const(np.array(1, np.int64)), const(np.array(sizes, np.int64))])
+                make(Reshape, [src, const(np.array([1, total], np.int64))], special_zero=False).output(0)
+            gather = make(Gather,
+                          [flat, const(np.concatenate(ids)), const(np.array(1, np.int64))])
+            new = make(VariadicSplit,
+                       [gather, const(np.array(1, np.int64)), const(np.array(sizes, np.int64))])
             copy_runtime_info(split, [flat.node, gather, new] if flat is not src else [gather, new])
             for out, t, piece in zip(split.outputs(), cons, new.outputs()):
                 target = t.output(0) if t is not None else out
-                r = make("Reshape", [piece, const(np.array(target.shape, np.int64))], special_zero=False)
+                r = make(Reshape, [piece, const(np.array(target.shape, np.int64))],
+                         special_zero=False)
                 if t is not None:
                     replace_node_update_name(t, r)
                 else:

@@ -6,11 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
+from ...core.boundary import Constant
 from ...core.node import Node
 from ...core.types import Type
+from ...ops.movement import Transpose
 from ...passes import MatcherPass
 from ...pattern import Matcher, wrap_type
-from ..utils import op_types, static_rank
+from ..utils import static_rank
 from .utils import (
     TransposeInput,
     consumer_transposes_order,
@@ -36,7 +38,7 @@ class TSForwardBase(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        pattern = wrap_type(op_types(*self.TYPES), predicate=has_transpose_input(self.INDICES))
+        pattern = wrap_type(self.TYPES, predicate=has_transpose_input(self.INDICES))
 
         def callback(m: Matcher) -> bool:
             main = m.match_root
@@ -47,7 +49,8 @@ class TSForwardBase(MatcherPass):
                 update_forward_sinking_ability(info.transpose)
                 return False
             # Bypassing a Transpose of a dynamic-rank value would lose the rank it proves.
-            if static_rank(info.transpose.input_value(0)) is None or not self.applicable(main, info):
+            if static_rank(info.transpose.input_value(0)) is None or not self.applicable(main,
+                                                                                         info):
                 if self.MARK_ON_FAILURE:
                     update_forward_sinking_ability(info.transpose)
                 return False
@@ -72,8 +75,8 @@ class TSBackwardBase(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        main_p = wrap_type(op_types(*self.TYPES), predicate=consumers_are_sinkable)
-        root = wrap_type(op_types("Transpose"), [main_p, wrap_type(op_types("Constant"))])
+        main_p = wrap_type(self.TYPES, predicate=consumers_are_sinkable)
+        root = wrap_type(Transpose, [main_p, wrap_type(Constant)])
 
         def callback(m: Matcher) -> bool:
             main = m.pattern_value_map[main_p].node

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.node import Node
+from ...ops.movement import Concat, Split, VariadicSplit
 from ..utils import const, const_value, reverse_order, static_rank
 from .base import TSBackwardBase, TSForwardBase
 from .utils import (
@@ -33,7 +34,7 @@ def _set_split_axis(node: Node, axis: int) -> None:
 class TSConcatForward(TSForwardBase):
     """Moves Transposes below a Concat, renumbering the concat axis."""
 
-    TYPES = ("Concat",)
+    TYPES = (Concat,)
 
     def applicable(self, main, info: TransposeInput):
         return all(static_rank(v) == len(info.order) for v in main.input_values())
@@ -46,7 +47,7 @@ class TSConcatForward(TSForwardBase):
 class TSConcatBackward(TSBackwardBase):
     """Moves a Transpose above a Concat onto its inputs, renumbering the axis."""
 
-    TYPES = ("Concat",)
+    TYPES = (Concat,)
 
     def applicable(self, main, order):
         return all(static_rank(v) == len(order) for v in main.input_values())
@@ -75,7 +76,7 @@ class TSSplitForward(TSForwardBase):
 class TSSplitBackward(TSBackwardBase):
     """Moves the Transposes after a Split above it, renumbering the axis."""
 
-    TYPES = ("Split", "VariadicSplit")
+    TYPES = (Split, VariadicSplit)
 
     def applicable(self, main, order):
         return _split_axis(main) is not None and static_rank(main.input_value(0)) == len(order)

@@ -7,20 +7,23 @@ import numpy as np
 
 from ...core.graph_util import copy_runtime_info, replace_node
 from ...core.node import Node
+from ...ops.movement import Slice
+from ...ops.pad import Pad
 from ..utils import const, const_value, make, normalize_axes, reverse_order, static_rank
 from .base import TSBackwardBase, TSForwardBase
 from .utils import insert_output_transposes, sink_backward, sink_forward
 
-MOVEMENT_TYPES = ("Pad",)
+MOVEMENT_TYPES = (Pad,)
 
 
 def _pads_constant(main: Node) -> bool:
-    return main.type_name != "Pad" or all(const_value(main.input_value(i)) is not None for i in (1, 2))
+    return not isinstance(main, Pad) or all(const_value(main.input_value(i)) is not None
+                                          for i in (1, 2))
 
 
 def _permute_params(main: Node, perm: list[int]) -> None:
     """Pads take ``pads[perm]``; ReverseSequence axes map through ``perm``'s inverse."""
-    if main.type_name == "Pad":
+    if isinstance(main, Pad):
         for i in (1, 2):
             v = const_value(main.input_value(i))
             main.input(i).replace_source_output(const(v[perm], main.input_value(i).element_type))
@@ -72,7 +75,7 @@ def _reslice(main: Node, axes: list[int]) -> Node:
     """A Slice like ``main`` with explicit ``axes`` (i32, as OpenVINO gathers them from an i32
     order), put in its place."""
     ins = main.input_values()[:4] + [const(np.array(axes, np.int32))]
-    new = make("Slice", ins)
+    new = make(Slice, ins)
     new.friendly_name = main.friendly_name
     copy_runtime_info(main, new)
     replace_node(main, new)
@@ -98,7 +101,7 @@ class TSSliceForward(TSForwardBase):
 class TSSliceBackward(TSBackwardBase):
     """Moves a Transpose above a Slice, renumbering its axes."""
 
-    TYPES = ("Slice",)
+    TYPES = (Slice,)
 
     def applicable(self, main, order):
         return _slice_axes(main) is not None and static_rank(main.input_value(0)) == len(order)

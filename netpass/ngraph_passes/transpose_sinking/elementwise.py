@@ -3,6 +3,7 @@ Transpose (other inputs get the inverse order, unsqueezed to the order's rank)."
 from __future__ import annotations
 
 from ...core.node import Node
+from ...ops.elementwise import PRelu
 from ..utils import BINARY_TYPES, UNARY_TYPES, static_rank
 from .base import TSBackwardBase, TSForwardBase
 from .utils import TransposeInput, sink_backward, sink_forward
@@ -16,7 +17,7 @@ def _elementwise(node: Node) -> bool:
 def per_channel_prelu(main: Node) -> bool:
     """A PRelu whose 1-D slope matches the data's channel axis (1): the slope applies per
     channel, not by numpy broadcasting (OpenVINO's IsSpecialPRelu)."""
-    if main.type_name != "PRelu":
+    if not isinstance(main, PRelu):
         return False
     slope, data = main.input_value(1).partial_shape, main.input_value(0).partial_shape
     if slope.rank.is_dynamic or len(slope) != 1 or not slope[0].is_static or data.rank.is_dynamic:

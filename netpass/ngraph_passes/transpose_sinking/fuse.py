@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...core.boundary import Constant
 from ...core.graph_util import copy_runtime_info, replace_node, replace_output_update_name
+from ...ops.movement import Transpose
 from ...passes import MatcherPass
 from ...pattern import Matcher, any_input, wrap_type
-from ..utils import const, graph_consumers, make, op_types
+from ..utils import const, graph_consumers, make
 from .utils import (
     remove_transpose_consumers,
     same_order_transpose_consumers,
@@ -27,9 +29,9 @@ class TSFuse(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        first = wrap_type(op_types("Transpose"), [any_input(), wrap_type(op_types("Constant"))],
+        first = wrap_type(Transpose, [any_input(), wrap_type(Constant)],
                           predicate=lambda o: same_order_transpose_consumers(o.node) is not None)
-        second = wrap_type(op_types("Transpose"), [first, wrap_type(op_types("Constant"))])
+        second = wrap_type(Transpose, [first, wrap_type(Constant)])
 
         def callback(m: Matcher) -> bool:
             t2 = m.match_root
@@ -43,12 +45,13 @@ class TSFuse(MatcherPass):
             x = t1.input_value(0)
             if fused == list(range(len(fused))):
                 # (replace_output_update_name refuses some pairs, e.g. a Parameter to a Result)
-                replaced = [replace_output_update_name(c.node.output(0), x) for c in graph_consumers(t1.output(0))]
+                replaced = [replace_output_update_name(c.node.output(0), x)
+                            for c in graph_consumers(t1.output(0))]
                 return any(replaced)
             et = t1.input_value(1).element_type
             if et != t2.input_value(1).element_type:
                 et = "i64"
-            new = make("Transpose", [x, const(np.array(fused), et)])
+            new = make(Transpose, [x, const(np.array(fused), et)])
             new.friendly_name = t2.friendly_name
             remove_transpose_consumers(t1)
             copy_runtime_info(t1, new)

@@ -13,6 +13,8 @@ import numpy as np
 
 from ...core.node import Node
 from ...core.types import Type
+from ...ops.base import ArithmeticReductionKeepDims, LogicalReductionKeepDims
+from ...ops.movement import Reshape, Squeeze, Unsqueeze
 from ..utils import (
     const,
     const_value,
@@ -25,7 +27,7 @@ from ..utils import (
 from .base import TSBackwardBase, TSForwardBase
 from .utils import order_after_reduction, order_before_reduction, sink_backward, sink_forward
 
-REDUCTION_TYPES = ("ArithmeticReductionKeepDims", "LogicalReductionKeepDims")
+REDUCTION_TYPES = (ArithmeticReductionKeepDims, LogicalReductionKeepDims)
 
 
 def _const_axes(main: Node, rank: int | None) -> list[int] | None:
@@ -121,7 +123,7 @@ class TSReductionBackward(TSBackwardBase):
 def _squeeze_axes(main: Node, data_shape) -> list[int] | None:
     """Squeezed positions of the data: the axes input, a Reshape that drops 1s, or (no axes)
     every 1 of ``data_shape``."""
-    if main.type_name == "Reshape":
+    if isinstance(main, Reshape):
         target, shape = _reshape_target(main), static_shape(main.input_value(0))
         return None if target is None or shape is None else _squeezed_positions(shape, target)
     axes = _const_axes(main, static_rank(main.input_value(0))) if main.get_input_size() > 1 else []
@@ -139,12 +141,13 @@ class TSSqueezeForward(TSForwardBase):
 
     def applicable(self, main, info):
         return _squeeze_axes(main, static_shape(main.input_value(0))) is not None \
-            and (main.type_name != "Reshape" or static_shape(info.transpose.input_value(0)) is not None)
+            and (not isinstance(main, Reshape)
+                 or static_shape(info.transpose.input_value(0)) is not None)
 
     def sink(self, main, info):
         axes = _squeeze_axes(main, static_shape(main.input_value(0)))
         new = [info.order[a] for a in axes]
-        if main.type_name == "Reshape":
+        if isinstance(main, Reshape):
             new = _without(static_shape(info.transpose.input_value(0)), sorted(new))
         if main.get_input_size() > 1:
             _set_values(main, new)
@@ -156,19 +159,19 @@ class TSSqueezeBackward(TSBackwardBase):
 
     The squeezed axes are renumbered (a Reshape's target shape recomputed)."""
 
-    TYPES = ("Squeeze", "Reshape")
+    TYPES = (Squeeze, Reshape)
 
     def applicable(self, main, order):
         return _squeeze_axes(main, static_shape(main.input_value(0))) is not None
 
     def sink(self, main, order, order_type):
-        explicit = main.type_name == "Reshape" or (
+        explicit = isinstance(main, Reshape) or (
             main.get_input_size() > 1 and _const_axes(main, static_rank(main.input_value(0))))
         axes = _squeeze_axes(main, static_shape(main.input_value(0)))
         order = order_before_reduction(axes, order)
         rev = reverse_order(order)
         new = [rev[a] for a in axes]
-        if main.type_name == "Reshape":
+        if isinstance(main, Reshape):
             new = _without(_transposed_shape(main, order), sorted(new))
         if explicit:
             _set_values(main, new)
@@ -183,7 +186,7 @@ def _transposed_shape(main: Node, order: Sequence[int]) -> list[int]:
 def _unsqueeze_axes(main: Node) -> list[int] | None:
     """Inserted positions: the axes input (normalized against the output rank) or those of a
     Reshape that only inserts 1s."""
-    if main.type_name == "Reshape":
+    if isinstance(main, Reshape):
         target, shape = _reshape_target(main), static_shape(main.input_value(0))
         return None if target is None or shape is None else _unsqueezed_positions(shape, target)
     return _const_axes(main, static_rank(main.output(0)))
@@ -199,11 +202,11 @@ class TSUnsqueezeForward(TSForwardBase):
 
     def applicable(self, main, info):
         return _unsqueeze_axes(main) is not None and \
-            (main.type_name != "Reshape" or static_shape(info.transpose.input_value(0)) is not None)
+            (not isinstance(main, Reshape) or static_shape(info.transpose.input_value(0)) is not None)
 
     def sink(self, main, info):
         axes = _unsqueeze_axes(main)
-        if main.type_name == "Reshape":
+        if isinstance(main, Reshape):
             _set_values(main, _with_ones(static_shape(info.transpose.input_value(0)), sorted(axes)))
         return sink_forward(main, info, order_before_reduction(axes, info.order), [0])
 
@@ -214,7 +217,7 @@ class TSUnsqueezeBackward(TSBackwardBase):
     ``T(Unsqueeze(x, A))`` = ``Unsqueeze(T'(x), A')`` with ``A'`` where ``order`` puts ``A``.
     """
 
-    TYPES = ("Unsqueeze", "Reshape")
+    TYPES = (Unsqueeze, Reshape)
 
     def applicable(self, main, order):
         return _unsqueeze_axes(main) is not None
@@ -228,7 +231,7 @@ class TSUnsqueezeBackward(TSBackwardBase):
         rev = reverse_order(order)
         new = [rev[a] for a in axes]
         inner = order_after_reduction(new, order)
-        if main.type_name == "Reshape":
+        if isinstance(main, Reshape):
             _set_values(main, _with_ones(_transposed_shape(main, inner), sorted(new)))
         else:
             _set_values(main, new)

@@ -3,24 +3,27 @@ moving a Transpose from inputs to outputs (forward) or from outputs to inputs (b
 OpenVINO's rules for names and for inputs of lower rank (unsqueezed to the order's rank)."""
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from ...core.boundary import Constant, Result
 from ...core.graph_util import copy_runtime_info
 from ...core.node import Node, Output
 from ...core.types import Type
-from ..utils import const, const_value, graph_consumers, make, op_types, reverse_order, static_rank
+from ...ops.base import BinaryElementwiseArithmetic, UnaryElementwiseArithmetic
+from ...ops.elementwise import Clamp, Convert, Elu, LogicalNot, PRelu, SoftPlus
+from ...ops.movement import Concat, Split, Transpose, Unsqueeze
+from ..utils import const, const_value, graph_consumers, make, reverse_order, static_rank
 from .attr import is_sinking_disabled, mark_as_no_sinking
 
 # Consumers that do not make forward sinking mark a Transpose (OpenVINO 2023's
 # CanPropagateForwardThrough, the transformations the GNA plugin was built with): a Transpose
 # whose consumers are not all of these is marked so that the backward stage leaves it.
-FORWARD_PROPAGATABLE = ("Clamp", "Elu", "SoftPlus", "LogicalNot", "Convert", "Concat", "Split",
-                        "Transpose", "PRelu")
-FORWARD_FAMILIES = ("UnaryElementwiseArithmetic", "BinaryElementwiseArithmetic")
+FORWARD_PROPAGATABLE: tuple[type[Node], ...] = (
+    Clamp, Elu, SoftPlus, LogicalNot, Convert, Concat, Split, Transpose, PRelu,
+    UnaryElementwiseArithmetic, BinaryElementwiseArithmetic)
 
 
 @dataclass
@@ -40,7 +43,7 @@ class TransposeInput:
 
 def transpose_order(node: Node) -> list[int] | None:
     """The order of a Transpose with a constant order, else None."""
-    if node.type_name != "Transpose":
+    if not isinstance(node, Transpose):
         return None
     v = const_value(node._inputs[1])
     return None if v is None else [int(a) for a in v.reshape(-1).tolist()]
@@ -48,7 +51,7 @@ def transpose_order(node: Node) -> list[int] | None:
 
 def is_const_transpose(node: Node) -> bool:
     """A Transpose whose order is a Constant (what ``transpose_order`` accepts)."""
-    return node.type_name == "Transpose" and node._inputs[1].node.type_name == "Constant"
+    return isinstance(node, Transpose) and isinstance(node._inputs[1].node, Constant)
 
 
 def first_transpose_input(node: Node, indices: Iterable[int] | None = None) -> TransposeInput | None:
@@ -73,13 +76,8 @@ def has_transpose_input(indices: Sequence[int] | None = None):
     return check
 
 
-@functools.cache
-def _forward_families() -> tuple[type, ...]:
-    return op_types(*FORWARD_FAMILIES)
-
-
 def _is_forward_propagatable(node: Node) -> bool:
-    return node.type_name in FORWARD_PROPAGATABLE or isinstance(node, _forward_families())
+    return isinstance(node, FORWARD_PROPAGATABLE)
 
 
 def update_forward_sinking_ability(transpose: Node) -> None:
@@ -118,12 +116,13 @@ def _transposed(value: Output, order: list[int], order_type: Type, rt_source: No
     axes = _unsqueeze_axes(have, want, per_channel) if have < want else []
     v = const_value(value)
     if v is not None:
-        return const(np.transpose(np.expand_dims(v, axes) if axes else v, order), value.element_type)
+        return const(np.transpose(np.expand_dims(v, axes) if axes else v, order),
+                     value.element_type)
     new = []
     if axes:
-        new.append(make("Unsqueeze", [value, const(np.array(axes, np.int64))]))
+        new.append(make(Unsqueeze, [value, const(np.array(axes, np.int64))]))
         value = new[-1].output(0)
-    new.append(make("Transpose", [value, const(np.array(order), order_type)]))
+    new.append(make(Transpose, [value, const(np.array(order), order_type)]))
     copy_runtime_info(rt_source, new)
     return new[-1].output(0)
 
@@ -143,7 +142,7 @@ def update_input_transposes(main: Node, info: TransposeInput, indices: Iterable[
             continue
         t = _transposed(src, rev, info.order_type, main, rank)
         main.input(i).replace_source_output(t)
-        if t.node.type_name == "Transpose":
+        if isinstance(t.node, Transpose):
             new.append(t.node)
     return new
 
@@ -162,7 +161,7 @@ def insert_output_transposes(main: Node, order: list[int], order_type: Type,
         aligned = align_order(order, static_rank(out))
         value = order_value if order_value is not None and len(aligned) == len(order) else \
             const(np.array(aligned), order_type)
-        t = make("Transpose", [out, value])
+        t = make(Transpose, [out, value])
         out.replace(t.output(0))
         names = main._outs[out.index].names
         if names:
@@ -232,7 +231,7 @@ def insert_transposes_before(main: Node, order: list[int], order_type: Type,
     for i in indices:
         t = _transposed(main.input_value(i), order, order_type, main, rank, per_channel)
         main.input(i).replace_source_output(t)
-        if t.node.type_name == "Transpose":
+        if isinstance(t.node, Transpose):
             new.append(t.node)
     return new
 
@@ -245,7 +244,7 @@ def remove_transpose_consumers(main: Node) -> None:
     for out in main.outputs():
         for c in graph_consumers(out):
             t = c.node
-            if any(x.node.type_name == "Result" for x in t.output(0).consumers()):
+            if any(isinstance(x.node, Result) for x in t.output(0).consumers()):
                 feeding_result = t.friendly_name
             elif name is None and out.index == 0:
                 name = t.friendly_name

@@ -46,7 +46,8 @@ class _BackpropConv(_ConvBase):
         return filt[1], filt[0]
 
     def infer_types(self) -> None:
-        self.check(self.get_input_size() in (2, 3), "expects inputs (data, filters[, output_shape])")
+        self.check(self.get_input_size() in (2, 3),
+                   "expects inputs (data, filters[, output_shape])")
         et = merged_input_type(self, [1])
         n = self._spatial_rank()
         if n is None:
@@ -85,12 +86,14 @@ class _BackpropConv(_ConvBase):
                 out.append(Dimension())
                 continue
             # As in OpenVINO, auto_pad without output_shape means no padding.
-            pb, pe = (self.pads_begin[i], self.pads_end[i]) if self.auto_pad == "explicit" else (0, 0)
+            pb, pe = (self.pads_begin[i], self.pads_end[i]) if self.auto_pad == "explicit" else (0,
+                                                                                                 0)
             extra = dil * (k.min - 1) + 1 + op - pb - pe
             fn = (lambda v, s=s, extra=extra: s * (v - 1) + extra if v > 0 else 0)  # noqa: E731
             if d.is_static:
                 size = fn(d.min)
-                self.check(size >= 1, f"transposed convolution gives spatial size {size} on axis {i}")
+                self.check(size >= 1,
+                           f"transposed convolution gives spatial size {size} on axis {i}")
                 out.append(Dimension(size))
             else:
                 out.append(map_dim(d, fn, identity=s == 1 and extra == 1))

@@ -69,7 +69,7 @@ from .arithmetic import (  # noqa: F401
 )
 from .bitcast import BitCast, bitcast  # noqa: F401
 from .common import const_like  # noqa: F401
-from .convert import Convert, ConvertLike, convert, convert_like, onnx_element_type  # noqa: F401
+from .convert import Convert, ConvertLike, convert, convert_like  # noqa: F401
 from .logical import (  # noqa: F401
     Equal,
     Greater,

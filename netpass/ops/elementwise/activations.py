@@ -27,7 +27,8 @@ from .common import (
 )
 from .logical import Greater, Less, Select
 
-__all__ = ["relu", "prelu", "sigmoid", "tanh", "gelu", "clamp", "elu", "softplus", "swish", "hswish", "hsigmoid", "hard_sigmoid", "selu", "softsign", "mish"]
+__all__ = ["relu", "prelu", "sigmoid", "tanh", "gelu", "clamp", "elu", "softplus", "swish",
+           "hswish", "hsigmoid", "hard_sigmoid", "selu", "softsign", "mish"]
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:

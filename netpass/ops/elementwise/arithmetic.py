@@ -26,7 +26,8 @@ from .common import (
 )
 from .convert import Convert
 
-__all__ = ["add", "subtract", "multiply", "divide", "power", "maximum", "minimum", "squared_difference", "floor_mod", "mod"]
+__all__ = ["add", "subtract", "multiply", "divide", "power", "maximum", "minimum",
+           "squared_difference", "floor_mod", "mod"]
 
 
 def _dim_or_int(v: Any) -> Any:

@@ -5,10 +5,8 @@ from typing import Any
 
 from ...core.node import Node
 from ...core.types import Type, convert_values, f32
-from ...errors import NetpassError
 from ..base import set_name, to_output
-from ..onnx_types import onnx_element_type as onnx_type
-from ..onnx_types import onnx_type_code, type_opset
+from ..onnx_types import attribute_element_type, onnx_type_code, type_opset
 from ..registry import onnx_export, onnx_rule
 
 __all__ = ["convert", "convert_like"]
@@ -69,15 +67,6 @@ def convert_like(data: Any, like: Any, name: str | None = None) -> Node:
     return set_name(ConvertLike([to_output(data), to_output(like)]), name)
 
 
-def onnx_element_type(to: int, ctx: Any) -> Type:
-    """netpass element type of an ONNX TensorProto data type, or ctx.error."""
-    try:
-        return onnx_type(to, f"node '{ctx.name}'")
-    except NetpassError as e:
-        ctx.error(str(e))
-        raise
-
-
 def _cast_attrs(ctx: Any) -> dict[str, Any]:
     """saturate (opset 19 on) and round_mode (opset 24 on; f8e8m0 only)."""
     attrs: dict[str, Any] = {}
@@ -91,7 +80,7 @@ def _cast_attrs(ctx: Any) -> dict[str, Any]:
 @onnx_rule("Cast")
 def _import_cast(ctx):
     x = ctx.inputs[0]
-    et = onnx_element_type(ctx.attr("to", 0), ctx)
+    et = attribute_element_type(ctx.attr("to", 0), ctx)
     if et is x.element_type:
         return x
     return Convert([x], destination_type=et, **_cast_attrs(ctx))

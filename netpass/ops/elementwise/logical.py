@@ -12,7 +12,8 @@ from ..base import BinaryElementwiseComparison, BinaryElementwiseLogical, set_na
 from ..registry import onnx_export, onnx_rule
 from .common import _binary_factory, _export_simple, _like, _register_binary, _unary_factory
 
-__all__ = ["equal", "not_equal", "less", "greater", "less_equal", "greater_equal", "logical_not", "logical_and", "logical_or", "logical_xor", "select"]
+__all__ = ["equal", "not_equal", "less", "greater", "less_equal", "greater_equal", "logical_not",
+           "logical_and", "logical_or", "logical_xor", "select"]
 
 
 class Equal(BinaryElementwiseComparison):

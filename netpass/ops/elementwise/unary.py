@@ -22,7 +22,9 @@ from .common import (
     const_like,
 )
 
-__all__ = ["exp", "log", "sqrt", "abs", "negative", "erf", "floor", "ceiling", "round", "sign", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "is_nan", "is_inf"]
+__all__ = ["exp", "log", "sqrt", "abs", "negative", "erf", "floor", "ceiling", "round", "sign",
+           "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
+           "is_nan", "is_inf"]
 
 
 def _round_away(x: np.ndarray) -> np.ndarray:

@@ -214,7 +214,8 @@ def gather_elements(data: Any, indices: Any, axis: int = 0, name: str | None = N
 def gather_nd(data: Any, indices: Any, batch_dims: int = 0, name: str | None = None) -> Node:
     """GatherND-8: the slices of ``data`` addressed by the last dim of ``indices`` (each row a
     partial index), after ``batch_dims`` leading batch dims."""
-    return set_name(GatherND([to_output(data), i64_operand(indices)], batch_dims=int(batch_dims)), name)
+    return set_name(GatherND([to_output(data), i64_operand(indices)], batch_dims=int(batch_dims)),
+                    name)
 
 
 @onnx_rule("Gather")

@@ -56,7 +56,8 @@ def reverse(data: Any, reverse_axes: Any, mode: str, name: str | None = None) ->
     """Reverse-1: ``data`` reversed along ``reverse_axes``: a list of axes (``mode`` "index") or a
     boolean mask over the dims (``mode`` "mask")."""
     axes = reverse_axes if isinstance(reverse_axes, (Node, Output)) else (
-        to_output(np.asarray(reverse_axes, dtype=bool)) if mode == "mask" else i64_operand(reverse_axes))
+        to_output(np.asarray(reverse_axes, dtype=bool)) if mode == "mask"
+        else i64_operand(reverse_axes))
     return set_name(Reverse([to_output(data), axes], mode=str(mode).lower()), name)
 
 

@@ -404,7 +404,8 @@ def _import_slice(ctx):
 def _export_slice(node, ectx):
     ins = ectx.inputs(node)
     if len(ins) == 4:
-        ins = ins[:3] + [ectx.constant(np.arange(export_vector_length(node, 1), dtype=np.int64)), ins[3]]
+        ins = ins[:3] + [ectx.constant(np.arange(export_vector_length(node, 1), dtype=np.int64)),
+                         ins[3]]
     else:
         ins = ins[:3] + [ins[4], ins[3]]
     ectx.add_node("Slice", ins, ectx.outputs(node))

@@ -163,7 +163,8 @@ def split(data: Any, axis: Any, num_splits: int, name: str | None = None) -> Nod
 def variadic_split(data: Any, axis: Any, split_lengths: Any, name: str | None = None) -> Node:
     """VariadicSplit-1: ``data`` cut along ``axis`` into parts of ``split_lengths`` (one of them
     may be -1: what is left); one output per part."""
-    return set_name(VariadicSplit([to_output(data), i64_operand(axis), i64_operand(split_lengths)]), name)
+    return set_name(VariadicSplit([to_output(data), i64_operand(axis), i64_operand(split_lengths)]),
+                    name)
 
 
 @onnx_rule("Split")
