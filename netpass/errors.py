@@ -122,7 +122,8 @@ class StateError(NetpassError):
     """A model variable's state set with the wrong element type or shape, or a stateful model
     where state is not supported."""
 
-    hint = "query_state() lists the variables; set .state to an array of the variable's type and shape"
+    hint = ("query_state() lists the variables; set .state to an array of the variable's type "
+            "and shape")
 
     def __init__(self, variable_id: str, reason: str) -> None:
         self.variable_id = variable_id
@@ -249,7 +250,8 @@ class OutputTooLargeError(ResourceLimitError):
 
     hint = "raise the config key MAX_OUTPUT_BYTES if the output is meant to be that large"
 
-    def __init__(self, output: str, shape: Sequence[int], dtype: Any, nbytes: int, limit: int) -> None:
+    def __init__(self, output: str, shape: Sequence[int], dtype: Any, nbytes: int,
+                 limit: int) -> None:
         self.output, self.shape, self.nbytes, self.limit = output, tuple(shape), nbytes, limit
-        super().__init__(f"output '{output}' would have shape {list(shape)} ({dtype}, {nbytes} bytes), "
-                         f"over MAX_OUTPUT_BYTES = {limit} bytes")
+        super().__init__(f"output '{output}' would have shape {list(shape)} ({dtype}, {nbytes} "
+                         f"bytes), over MAX_OUTPUT_BYTES = {limit} bytes")

@@ -97,7 +97,8 @@ def _slice_pad(b: _Builder, x: str, blk: Block, shape: Sequence[int]) -> str:
     p = b.op("Pad", [x, b.const(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))])[0]
     starts = np.array(blk.offset, np.int64)
     ends = starts + np.array(shape[2:4], np.int64)
-    return b.op("Slice", [p, b.const(starts), b.const(ends), b.const(np.array([2, 3], np.int64))])[0]
+    axes = b.const(np.array([2, 3], np.int64))
+    return b.op("Slice", [p, b.const(starts), b.const(ends), axes])[0]
 
 
 def _reduce_reshape(b: _Builder, x: str, shape: Sequence[int]) -> str:

@@ -122,7 +122,8 @@ def read_imports(mods: dict[str, Module]) -> None:
                 targets = [a.name for a in node.names]
             else:
                 source = _resolve(mod, node)
-                # ``from pkg import sub`` imports the submodule; ``from mod import name`` the module.
+                # ``from pkg import sub`` imports the submodule; ``from mod import name`` the
+                # module.
                 targets = [f"{source}.{a.name}" if f"{source}.{a.name}" in mods else source
                            for a in node.names]
             for target in targets:

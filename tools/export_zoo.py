@@ -340,7 +340,8 @@ SPECS: dict[str, ZooSpec] = {s.name: s for s in [
             ("last_hidden_state", "pooler_output"), (BATCH, SEQ),
             {"last_hidden_state": {0: "batch", 1: "seq"}, "pooler_output": {0: "batch"}}),
     ZooSpec("roberta", "encoder",
-            _text_encoder("RobertaModel", "RobertaConfig", **TEXT | {"max_position_embeddings": 72}),
+            _text_encoder("RobertaModel", "RobertaConfig",
+                          **TEXT | {"max_position_embeddings": 72}),
             (_ids(), _mask()), ("last_hidden_state",), (BATCH, SEQ),
             {"last_hidden_state": {0: "batch", 1: "seq"}},
             note="position ids from a cumulative sum over non-padding tokens"),
@@ -378,7 +379,8 @@ SPECS: dict[str, ZooSpec] = {s.name: s for s in [
             (BATCH, SEQ, Axis("target", 1, 12, 4)), {"logits": {0: "batch", 1: "target"}}),
     ZooSpec("wav2vec2", "speech", _wav2vec2,
             (InputSpec("input_values", ("batch", "samples")),), ("last_hidden_state",),
-            (BATCH, Axis("samples", 20, 400, 160)), {"last_hidden_state": {0: "batch", 1: "frames"}},
+            (BATCH, Axis("samples", 20, 400, 160)),
+            {"last_hidden_state": {0: "batch", 1: "frames"}},
             note="strided conv feature encoder with GroupNorm, grouped positional conv"),
     ZooSpec("whisper_encoder", "speech", _whisper_encoder,
             (InputSpec("input_features", ("batch", WHISPER_MELS, WHISPER_FRAMES)),),
@@ -434,8 +436,9 @@ def export_module(spec: ZooSpec, module: Any, exporter: str, path: Path) -> Path
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
         if exporter == "torchscript":
-            torch.onnx.export(module, args, str(path), dynamo=False, opset_version=TORCHSCRIPT_OPSET,
-                              dynamic_axes=spec.dynamic_axes(), **names)
+            torch.onnx.export(module, args, str(path), dynamo=False,
+                              opset_version=TORCHSCRIPT_OPSET, dynamic_axes=spec.dynamic_axes(),
+                              **names)
         elif exporter == "dynamo":
             # torch.export finds how the dims relate (a mask over past + new tokens)
             dims = tuple({i: torch.export.Dim.DYNAMIC for i, d in enumerate(inp.dims)
@@ -463,7 +466,8 @@ def describe(spec: ZooSpec) -> dict:
 
 
 def export_zoo(out_dir: Path, names: Sequence[str] | None = None,
-               exporters: Sequence[str] = EXPORTERS, log: Callable[[str], None] | None = None) -> dict:
+               exporters: Sequence[str] = EXPORTERS,
+               log: Callable[[str], None] | None = None) -> dict:
     """Export ``names`` (default: all) with ``exporters`` into ``out_dir``; write and return
     the manifest (``zoo.json``)."""
     out_dir = Path(out_dir)
@@ -504,7 +508,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out is None:
         parser.error("--out is required (or --list)")
     manifest = export_zoo(args.out, args.models, args.exporters, log=print)
-    print(f"{len(manifest['files'])} files in {args.out}, {len(manifest['failures'])} pairs not exported")
+    print(f"{len(manifest['files'])} files in {args.out}, {len(manifest['failures'])} pairs not "
+          "exported")
     return 0
 
 

@@ -110,8 +110,8 @@ def _zoo() -> list[str]:
             model = read_model(str(path))
         model.reshape(shapes)
         inputs = ", ".join(f"`{k}` {v}" for k, v in shapes.items())
-        out.append(_section(f"Zoo `{entry.name}`", f"{entry.kind}, opset {entry.opsets[0]}, inputs {inputs}.",
-                            model))
+        out.append(_section(f"Zoo `{entry.name}`",
+                            f"{entry.kind}, opset {entry.opsets[0]}, inputs {inputs}.", model))
     return out
 
 

@@ -20,8 +20,9 @@ from .user_passes import add_explain_command, add_pass_option
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="netpass", description="netpass command line: run, "
-                                     "convert, visualize, check, benchmark models and explain passes (docs/cli.md)")
+    parser = argparse.ArgumentParser(
+        prog="netpass", description="netpass command line: run, convert, visualize, check, "
+                                    "benchmark models and explain passes (docs/cli.md)")
     parser.add_argument("--version", action="version", version=f"netpass {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

@@ -24,7 +24,8 @@ class Parameter(Node):
     FOLDABLE = False
 
     def infer_types(self) -> None:
-        self.shape = PartialShape(self.shape) if not isinstance(self.shape, PartialShape) else self.shape
+        if not isinstance(self.shape, PartialShape):
+            self.shape = PartialShape(self.shape)
         self.element_type = Type.of(self.element_type)
         self.set_output_type(0, self.element_type, self.shape)
 

@@ -169,7 +169,8 @@ def lint_problems(model) -> list[str]:
                                 "has no element type")
         if not isinstance(node, (Result,)) and node not in params and not node.has_consumers() \
                 and node not in model.sinks:
-            problems.append(f"{node.type_name} '{node.friendly_name}' is in the graph but has no consumers")
+            problems.append(f"{node.type_name} '{node.friendly_name}' is in the graph but has no "
+                            "consumers")
     out_names = model.output_names
     if len(set(out_names)) != len(out_names):
         problems.append(f"model output names are not unique: {out_names}")

@@ -41,7 +41,8 @@ def _from_ceil_torch(text: str) -> str:
 # case-insensitively, so few need an entry; an op that stores an attribute under another name
 # or spelling adds one here and both directions follow.
 ATTR_RULES: dict[str, dict[str, AttrRule]] = {
-    # Written as ceil_torch where netpass's ceil differs from OpenVINO's (see ``LAYER_RULES`` in netpass.passes.serialize).
+    # Written as ceil_torch where netpass's ceil differs from OpenVINO's (see ``LAYER_RULES`` in
+    # netpass.passes.serialize).
     "MaxPool": {"rounding_type": AttrRule("rounding_type", from_ir=_from_ceil_torch)},
     "AvgPool": {"rounding_type": AttrRule("rounding_type", from_ir=_from_ceil_torch)},
     # ONNX Cast's float8 options: written only where they differ from the default (which is

@@ -70,7 +70,7 @@ class OnnxNodeContext:
 
 
 def _kind_matches(value: Any, default: Any) -> bool:
-    if isinstance(default, bool) or isinstance(default, int):
+    if isinstance(default, int):  # bools included
         return isinstance(value, (int, np.integer)) and not isinstance(value, (list, str))
     if isinstance(default, float):
         return isinstance(value, (float, int))

@@ -59,7 +59,8 @@ def network_to_dot(net: LegacyNetwork) -> str:
         color = {"Input": "blue", "Output": "crimson"}.get(layer.type, "black")
         lines.append(f'  "{layer.name}" [label="{label}" color={color}];')
     for src, dst, data in net.graph.edges(data=True):
-        lines.append(f'  "{src}" -> "{dst}" [label="{data["out_port"]}->{data["in_port"]}" fontsize=8];')
+        label = f'{data["out_port"]}->{data["in_port"]}'
+        lines.append(f'  "{src}" -> "{dst}" [label="{label}" fontsize=8];')
     lines.append("}")
     return "\n".join(lines) + "\n"
 

@@ -100,15 +100,18 @@ class FuseFullyConnectedWithEltwisePass(LegacyPass):
     def run(self, net: LegacyNetwork) -> bool:
         changed = False
         for layer in net.sorted_layers():
-            if layer.type != "FullyConnected" or "biases" in layer.blobs or layer.name not in net.graph:
+            if layer.type != "FullyConnected" or "biases" in layer.blobs \
+                    or layer.name not in net.graph:
                 continue
             nxt = _single_consumer(net, layer.name)
             if nxt is None:
                 continue
             add = net.layer(nxt)
-            if add.type != "Eltwise" or add.params.get("operation") != "sum" or len(add.inputs) != 2:
+            if add.type != "Eltwise" or add.params.get("operation") != "sum" \
+                    or len(add.inputs) != 2:
                 continue
-            blob_port = 1 if add.inputs[1][0] == "blob" else 0 if add.inputs[0][0] == "blob" else None
+            blob_port = (1 if add.inputs[1][0] == "blob" else
+                         0 if add.inputs[0][0] == "blob" else None)
             if blob_port is None:
                 continue
             bias = add.blob_for_port(blob_port)
@@ -150,7 +153,8 @@ class ReorderActivationAndPoolingPass(LegacyPass):
             if pool_name is None:
                 continue
             pool = net.layer(pool_name)
-            if pool.type not in ("Pooling", "GNAPooling") or pool.params.get("pool-method") != "max":
+            if pool.type not in ("Pooling", "GNAPooling") \
+                    or pool.params.get("pool-method") != "max":
                 continue
             if any(net.consumers(pool.name, port) for port in range(1, len(pool.out_shapes))):
                 continue  # the indices output: an activation cannot produce it

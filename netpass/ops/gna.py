@@ -87,7 +87,8 @@ class GNAConvolution(Node):
             return
         if filt.rank_is_static:
             self.check(data[-1].compatible(filt[-1]),
-                       f"data has {data[-1]} channels (last axis) but the filters expect {filt[-1]}")
+                       f"data has {data[-1]} channels (last axis) but the filters expect "
+                       f"{filt[-1]}")
             kernel = list(filt)[1:-1]
         else:
             kernel = [Dimension() for _ in range(n)]

@@ -90,7 +90,8 @@ def parse_equation(equation: str, n_inputs: int | None = None) -> tuple[list[lis
     lhs, arrow, rhs = eq.partition("->")
     terms = [_tokens(t) for t in lhs.split(",")]
     if n_inputs is not None and len(terms) != n_inputs:
-        raise ValueError(f"equation {equation!r} has {len(terms)} input terms for {n_inputs} inputs")
+        raise ValueError(f"equation {equation!r} has {len(terms)} input terms for {n_inputs} "
+                         "inputs")
     if arrow:
         out = _tokens(rhs)
         letters = {t for term in terms for t in term}

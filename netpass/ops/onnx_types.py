@@ -27,8 +27,8 @@ def onnx_element_type(elem_type: int, where: str) -> Type:
     name = _ONNX_TYPES.get(elem_type)
     if name is None:
         if elem_type in onnx.TensorProto.DataType.values():
-            raise UnsupportedTypeError(
-                f"{where}: unsupported ONNX element type {onnx.TensorProto.DataType.Name(elem_type)}")
+            name = onnx.TensorProto.DataType.Name(elem_type)
+            raise UnsupportedTypeError(f"{where}: unsupported ONNX element type {name}")
         raise ModelFormatError(f"{where}: bad element type {elem_type}")
     return Type.of(name)
 

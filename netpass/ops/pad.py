@@ -189,7 +189,8 @@ def _import_pad(ctx):
         begin, end = i64_operand(flat[:rank]), i64_operand(flat[rank:])
     else:
         begin = Slice([pads, i64_operand([0]), i64_operand([rank]), i64_operand([1])]).output(0)
-        end = Slice([pads, i64_operand([rank]), i64_operand([2 * rank]), i64_operand([1])]).output(0)
+        end = Slice([pads, i64_operand([rank]), i64_operand([2 * rank]),
+                     i64_operand([1])]).output(0)
     if ctx.attr("mode", "constant") == "wrap":
         return _wrap_pad(ctx, x, begin, end)
     inputs = [x, begin, end]

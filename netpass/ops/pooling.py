@@ -409,7 +409,8 @@ def _export_max_pool(node, ectx):
         return
     if node.axis != 0:
         raise UnsupportedOpError(node.type_name, node_name=node.friendly_name,
-                                 reason=f"ONNX indices count over the whole tensor; axis={node.axis}")
+                                 reason="ONNX indices count over the whole tensor; "
+                                        f"axis={node.axis}")
     if node.index_element_type == "i64":
         ectx.add_node("MaxPool", ectx.inputs(node), outs, **attrs)
         return

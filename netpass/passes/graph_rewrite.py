@@ -47,7 +47,8 @@ class MatcherPass(PassBase):
     changed the graph.
     """
 
-    def __init__(self, matcher: Matcher | None = None, callback: MatcherCallback | None = None) -> None:
+    def __init__(self, matcher: Matcher | None = None,
+                 callback: MatcherCallback | None = None) -> None:
         super().__init__()
         self.matcher: Matcher | None = None
         self.callback: MatcherCallback | None = None

@@ -162,7 +162,8 @@ class Manager:
         if isinstance(pass_, type):
             pass_ = pass_(*args, **kwargs)
         if not isinstance(pass_, (ModelPass, MatcherPass)):
-            raise TypeError(f"Manager.register_pass expects a ModelPass or MatcherPass, got {pass_!r}")
+            raise TypeError("Manager.register_pass expects a ModelPass or MatcherPass, got "
+                            f"{pass_!r}")
         pass_.set_pass_config(self._config)
         if not enabled:
             self._config.disable_by_default(type(pass_))

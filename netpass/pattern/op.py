@@ -2,11 +2,11 @@
 
 A pattern is a small DAG of these nodes. Each node's ``_match(m, out)`` tries to match the
 graph value ``out`` (an :class:`~netpass.core.node.Output`) inside the running matcher ``m``:
-it binds itself in ``m.pattern_value_map`` (pattern node -> Output; the dict only grows during a match, so
-``Or``, ``optional`` and commutative retries roll back by popping its newest entries) and
-recurses into its inputs. Matching is
-the hot path of every rewrite, so the common steps are plain attribute reads and one
-``isinstance`` against a tuple of classes; failure reasons are only recorded when the matcher
+it binds itself in ``m.pattern_value_map`` (pattern node -> Output; the dict only grows during
+a match, so ``Or``, ``optional`` and commutative retries roll back by popping its newest
+entries) and recurses into its inputs. Matching is the hot path of every rewrite, so the
+common steps are plain attribute reads and one ``isinstance`` against a tuple of classes; failure
+reasons are only recorded when the matcher
 explains (see :mod:`netpass.pattern.explain`).
 """
 from __future__ import annotations

@@ -79,7 +79,8 @@ def _cuttable(node: Node) -> bool:
         return False
     if isinstance(node, Transpose):
         from ..ngraph_passes.gna import is_transpose_supported
-        return isinstance(node.input_value(1).node, Constant) and not is_transpose_supported(src.shape)
+        return isinstance(node.input_value(1).node, Constant) \
+            and not is_transpose_supported(src.shape)
     if isinstance(node, Gather):
         return all(isinstance(node.input_value(i).node, Constant) for i in (1, 2))
     return False

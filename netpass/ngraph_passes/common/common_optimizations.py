@@ -14,12 +14,13 @@ class CommonOptimizations(ModelPass):
     """Target-independent clean-up: folding, no-ops, decompositions.
 
     ConstantFolding, NopElimination, BatchNormDecomposition, ConvertDivide,
-    SliceToStridedSlice, then folding and no-op removal again. Runs a Manager sharing this pass's PassConfig, so a caller can
-    disable any member (the GNA pipeline disables SliceToStridedSlice) or set callbacks."""
+    SliceToStridedSlice, then folding and no-op removal again. Runs a Manager sharing this pass's
+    PassConfig, so a caller can disable any member (the GNA pipeline disables SliceToStridedSlice)
+    or set callbacks."""
 
     def run_on_model(self, model) -> bool:
         manager = nested_manager(self.get_pass_config(), "CommonOptimizations")
-        for p in (ConstantFolding, NopElimination, BatchNormDecomposition, ConvertDivide, SliceToStridedSlice,
-                  ConstantFolding, NopElimination):
+        for p in (ConstantFolding, NopElimination, BatchNormDecomposition, ConvertDivide,
+                  SliceToStridedSlice, ConstantFolding, NopElimination):
             manager.register_pass(p())
         return manager.run_passes(model)

@@ -84,8 +84,9 @@ class ConstantFolding(ModelPass):
 
     Folds every foldable node whose inputs are Constants (producers first, so whole constant
     sub-graphs collapse in one run), except one that would create a large tensor (see
-    FOLD_MAX_BYTES), which runs at run time. The Constant takes the node's friendly name (``<name>.<i>``
-    for a multi-output node), tensor names and rt_info, so Results keep their names."""
+    FOLD_MAX_BYTES), which runs at run time. The Constant takes the node's friendly name
+    (``<name>.<i>`` for a multi-output node), tensor names and rt_info, so Results keep their
+    names."""
 
     def run_on_model(self, model) -> bool:
         constant = Constant
@@ -99,7 +100,8 @@ class ConstantFolding(ModelPass):
                 if not out.consumers():
                     continue
                 c = constant([], value=value, element_type=out.element_type)
-                c.friendly_name = f"{node.friendly_name}.{out.index}" if multi else node.friendly_name
+                c.friendly_name = (f"{node.friendly_name}.{out.index}" if multi
+                                   else node.friendly_name)
                 copy_runtime_info(node, c)
                 out.replace(c.output(0))
                 changed = True

@@ -107,7 +107,8 @@ class GRUCellDecomposition(MatcherPass):
             b = _Builder()
             xz, xr, xh = b.split(b(MatMul, [x, w], transpose_a=False, transpose_b=True).output(0),
                                  1, 3)
-            r_zr, r_h = b(VariadicSplit, [r, const(np.int64(0)), const(np.array([2 * hs, hs]))]).outputs()
+            r_zr, r_h = b(VariadicSplit,
+                          [r, const(np.int64(0)), const(np.array([2 * hs, hs]))]).outputs()
             hz, hr = b.split(b(MatMul, [h, r_zr], transpose_a=False, transpose_b=True).output(0),
                              1, 2)
             blocks = b.split(bias, 0, 4 if cell.linear_before_reset else 3)

@@ -49,8 +49,9 @@ class GatherSinkingGeneralForward(GraphRewrite):
         for p in (RemoveIdentityGather, GatherSinkingUnaryForward, GatherSinkingBinaryForward,
                   GatherSinkingTransposeReshapeForward, GatherSinkingMatmulForward,
                   GatherSinkingReshapeForward, GatherSinkingSplitForward, GatherSplitAbsorb,
-                  GatherConcatAbsorbForward, GatherSinkingConcatForward, GatherSinkingTransposeAxisForward,
-                  GatherSinkingReduceForward, GatherSinkingReshapedForward, GatherSinkingFuse):
+                  GatherConcatAbsorbForward, GatherSinkingConcatForward,
+                  GatherSinkingTransposeAxisForward, GatherSinkingReduceForward,
+                  GatherSinkingReshapedForward, GatherSinkingFuse):
             self.add_matcher(p())
 
 
@@ -61,8 +62,9 @@ class GatherSinkingGeneralBackward(BackwardGraphRewrite):
         super().__init__()
         for p in (RemoveIdentityGather, GatherSinkingUnaryBackward, GatherSinkingBinaryBackward,
                   GatherSinkingTransposeReshapeBackward, GatherSinkingReshapeBackward,
-                  GatherSinkingMatmulBackward, GatherSinkingSplitBackward, GatherConcatAbsorbBackward,
-                  GatherSinkingConcatBackward, GatherSinkingTransposeAxisBackward,
+                  GatherSinkingMatmulBackward, GatherSinkingSplitBackward,
+                  GatherConcatAbsorbBackward, GatherSinkingConcatBackward,
+                  GatherSinkingTransposeAxisBackward,
                   GatherSinkingReduceBackward, GatherSinkingFuse):
             self.add_matcher(p())
 

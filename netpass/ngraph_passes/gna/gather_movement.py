@@ -62,7 +62,8 @@ def _pieces(value: Output, axis: int, cuts: Sequence[int], rt_source: Node) -> d
     return {c: split.output(i) for i, c in enumerate(cuts[:-1])}
 
 
-def reordered(sources: Sequence[Output], axis: int, indices: np.ndarray, rt_source: Node) -> list[Output]:
+def reordered(sources: Sequence[Output], axis: int, indices: np.ndarray,
+              rt_source: Node) -> list[Output]:
     """The pieces of ``sources`` (joined along ``axis``) that, concatenated, are
     ``gather(concat(sources), indices, axis)``."""
     sizes = [static_shape(s)[axis] for s in sources]
@@ -334,8 +335,8 @@ def reshaped_flat_gather(value: Output) -> GatherInfo | None:
     return flat_gather(v.node)
 
 
-def _flat_operand(value: Output, out_shape: Sequence[int], flat_shape: Sequence[int], inverse: np.ndarray,
-                  axis: int, rt_source: Node) -> Output | None:
+def _flat_operand(value: Output, out_shape: Sequence[int], flat_shape: Sequence[int],
+                  inverse: np.ndarray, axis: int, rt_source: Node) -> Output | None:
     """``value`` (broadcast to ``out_shape``) in the flat gathered domain: reshaped to
     ``flat_shape`` and permuted by ``inverse``; a Constant is computed at once; None for a
     non-constant that broadcasts."""
@@ -398,7 +399,8 @@ class GatherSinkingReshapedForward(_Forward):
             return None
         unary = isinstance(main, UNARY_TYPES) or main.get_input_size() == 1
         others = [] if unary else [i for i in range(main.get_input_size()) if i != index]
-        operands = {i: _flat_operand(main.input_value(i), out_shape, flat_shape, info.inverse(), info.axis, main)
+        operands = {i: _flat_operand(main.input_value(i), out_shape, flat_shape, info.inverse(),
+                                     info.axis, main)
                     for i in others}
         if any(v is None for v in operands.values()):
             return None

@@ -38,9 +38,8 @@ _FORWARD_OK = (Gather, Reshape, Squeeze, Unsqueeze, MatMul, Split, VariadicSplit
 
 def _after_forward(g: Node) -> Node:
     """Mark a Gather forward sinking cannot move further, so the backward group leaves it."""
-    fwd = (*UNARY_TYPES, *BINARY_TYPES)
-    if not all(isinstance(c.node, fwd) or isinstance(c.node, _FORWARD_OK)
-               for c in g.output(0).consumers()):
+    fwd = (*UNARY_TYPES, *BINARY_TYPES, *_FORWARD_OK)
+    if not all(isinstance(c.node, fwd) for c in g.output(0).consumers()):
         mark_no_gather_sinking(g)
     return g
 
@@ -94,7 +93,8 @@ class GatherSinkingBinaryForward(_Forward):
     def sink(self, main, index, info):
         rank, src_rank = static_rank(main.output(0)), static_rank(main.input_value(index))
         out_shape = static_shape(main.output(0))
-        if isinstance(main, PRelu) or out_shape is None or src_rank is None or not info.is_permutation():
+        if isinstance(main, PRelu) or out_shape is None or src_rank is None \
+                or not info.is_permutation():
             return None
         axis = info.axis + rank - src_rank
         others = [i for i in range(main.get_input_size()) if i != index]
@@ -222,7 +222,8 @@ class GatherSinkingReshapeForward(_Forward):
         if ones_axis is not None and (not isinstance(main, Reshape) or info.is_permutation()):
             axis, indices = ones_axis, info.indices
         else:
-            found = _split_axis(main, info) if isinstance(main, Reshape) and info.is_permutation() else None
+            found = (_split_axis(main, info) if isinstance(main, Reshape) and info.is_permutation()
+                     else None)
             if found is None:
                 return None
             axis, indices = found
@@ -242,7 +243,8 @@ class GatherSinkingSplitForward(_Forward):
     def sink(self, main, index, info):
         axis = main.input_value(1).value
         rank = static_rank(main.input_value(0))
-        if index != 0 or axis is None or rank is None or int(axis.reshape(-1)[0]) % rank == info.axis:
+        if index != 0 or axis is None or rank is None \
+                or int(axis.reshape(-1)[0]) % rank == info.axis:
             return None
         main.input(0).replace_source_output(info.gather.input_value(0))
         main.validate_and_infer_types()
@@ -279,7 +281,8 @@ class GatherSinkingFuse(MatcherPass):
                 return False
             fused = i1.indices[i2.indices]
             x = g1.input_value(0)
-            if fused.size == x.partial_shape[i1.axis].get_length() and np.array_equal(fused, np.arange(fused.size)):
+            if fused.size == x.partial_shape[i1.axis].get_length() \
+                    and np.array_equal(fused, np.arange(fused.size)):
                 return replace_output_update_name(g2.output(0), x)
             new = gathered(x, fused, i1.axis).node
             copy_runtime_info([g1, g2], new)

@@ -222,7 +222,8 @@ class GatherSinkingSplitBackward(MatcherPass):
         for out in split.outputs():
             for c in graph_consumers(out):
                 info = gather_info(c.node)
-                if info is None or c.index != 0 or info.axis == axis or gather_sinking_disabled(c.node):
+                if info is None or c.index != 0 or info.axis == axis \
+                        or gather_sinking_disabled(c.node):
                     return None
                 if found is not None and (found.axis != info.axis
                                           or not np.array_equal(found.indices, info.indices)):

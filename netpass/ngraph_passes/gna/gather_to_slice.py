@@ -29,8 +29,8 @@ def slice_of_gather(node: Node) -> tuple[int, int, int] | None:
         return None
     shape = static_shape(node.input_value(0))
     indices, axis = const_value(node.input_value(1)), const_value(node.input_value(2))
-    if shape is None or not 2 <= len(shape) <= 5 or indices is None or axis is None or axis.size != 1 \
-            or indices.ndim > 1 or indices.size == 0:
+    if shape is None or not 2 <= len(shape) <= 5 or indices is None or axis is None \
+            or axis.size != 1 or indices.ndim > 1 or indices.size == 0:
         return None
     axis = int(axis.reshape(-1)[0]) % len(shape)
     flat = indices.reshape(-1).astype(np.int64)

@@ -47,8 +47,8 @@ def _flat_gather_chain(p: MatcherPass, src: Output, indices: np.ndarray, out: Ou
     flat_shape = (batch, int(np.prod(src.shape)) // batch)
     if src.shape != flat_shape:  # Reshapes only where the shape changes
         # A Reshape to the flat shape already in the graph is reused as it is (OpenVINO clones it).
-        target = reshape.input_value(1) if reshape is not None and tuple(reshape.output(0).shape) == flat_shape \
-            else const(np.array(flat_shape, np.int64))
+        reuse = reshape is not None and tuple(reshape.output(0).shape) == flat_shape
+        target = reshape.input_value(1) if reuse else const(np.array(flat_shape, np.int64))
         new.append(make(Reshape, [src, target],
                         special_zero=reshape.special_zero if reshape is not None else False))
         src = new[-1].output(0)
@@ -145,7 +145,8 @@ class GatherSinkingTransposeBackward(MatcherPass):
     def __init__(self) -> None:
         super().__init__()
         transpose = wrap_type(Transpose, [any_input(), wrap_type(Constant)],
-                              lambda o: const_order(o.node) is not None and o.partial_shape.is_static
+                              lambda o: const_order(o.node) is not None
+                              and o.partial_shape.is_static
                               and o.node.input_value(0).partial_shape.is_static)
         reshape = optional(Reshape, [transpose, any_input()])
         gather = wrap_type(Gather, [reshape, any_input(), any_input()], _is_flat_gather)

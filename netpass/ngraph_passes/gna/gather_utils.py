@@ -63,7 +63,8 @@ def gather_sinking_disabled(node: Node) -> bool:
     return NO_GATHER_SINKING in node.rt_info
 
 
-def gathered(value: Output, indices: np.ndarray, axis: int, rt_source: Node | None = None) -> Output:
+def gathered(value: Output, indices: np.ndarray, axis: int,
+             rt_source: Node | None = None) -> Output:
     """``Gather(value, indices, axis)``, computed at once when ``value`` is a Constant; a new
     Gather takes ``rt_source``'s rt_info."""
     v = const_value(value)

@@ -133,8 +133,8 @@ def _same_layout_op(a, b) -> bool:
 class MergeSharedLayoutOps(MatcherPass):
     """Equal Transposes or Gathers of one value become one.
 
-    Same order (indices), same input: a model input read by two equal Transposes is one input pre-processing model, not two consumers
-    that pre/post-processing cannot cut out."""
+    Same order (indices), same input: a model input read by two equal Transposes is one input
+    pre-processing model, not two consumers that pre/post-processing cannot cut out."""
 
     def __init__(self) -> None:
         super().__init__()

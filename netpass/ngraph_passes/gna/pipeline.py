@@ -100,7 +100,8 @@ from .ts_concat_split import TSConcatForward, TSSplitBackward
 
 # Op classes that make the layout stages run (classes are compared exactly: the op types a
 # model holds are the classes of its nodes).
-LAYOUT_TRIGGERS = frozenset({Convolution, GroupConvolution, MaxPool, MVN, MatMul, Transpose, Gather})
+LAYOUT_TRIGGERS = frozenset({Convolution, GroupConvolution, MaxPool, MVN, MatMul, Transpose,
+                             Gather})
 
 # Single-traversal members of stage 1, with the op types they start from.
 PREPARATION: tuple[tuple[type[MatcherPass], set[type[Node]]], ...] = (
@@ -127,8 +128,8 @@ class GnaCommonOptimizations(GraphRewrite):
 class GnaLayoutCleanup(GraphRewrite):
     def __init__(self) -> None:
         super().__init__()
-        for p in (ReshapeElementwiseReorder, ReshapeSequenceFusion, TransposeToReshape, TSFuse, NopElimination,
-                  MergeSharedLayoutOps):
+        for p in (ReshapeElementwiseReorder, ReshapeSequenceFusion, TransposeToReshape, TSFuse,
+                  NopElimination, MergeSharedLayoutOps):
             self.add_matcher(p())
 
 

@@ -95,7 +95,8 @@ def selection(kept: np.ndarray, in_shape: tuple[int, ...]) -> tuple[int, np.ndar
     return None
 
 
-def axis_gathers(kept: np.ndarray, in_shape: tuple[int, ...]) -> list[tuple[int, np.ndarray]] | None:
+def axis_gathers(kept: np.ndarray,
+                 in_shape: tuple[int, ...]) -> list[tuple[int, np.ndarray]] | None:
     """``[(axis, indices)]`` whose Gathers, in turn, select ``kept`` (before a Reshape to the
     output shape); only the axes not kept whole in order. None when the selection is not
     separable per axis."""
@@ -151,7 +152,8 @@ class ConvertSteppedSliceToMatMul(MatcherPass):
         self.register_matcher(Matcher(pattern, "ConvertSteppedSliceToMatMul"), callback)
 
     @staticmethod
-    def _matmul(data: Output, in_shape: tuple[int, ...], split: tuple[int, np.ndarray]) -> list[Node]:
+    def _matmul(data: Output, in_shape: tuple[int, ...],
+                split: tuple[int, np.ndarray]) -> list[Node]:
         """``Reshape [P, Q] -> MatMul(selection)`` (the Reshape only when the shape changes)."""
         rows, local = split
         cols = int(np.prod(in_shape)) // rows

@@ -185,8 +185,9 @@ def _transpose(node: Node, target: str) -> OpSupport:
     if is_transpose_supported(shape):
         return _ok(node)
     squeezed = [d for d in shape if d != 1]
-    return _no(node, f"transpose of {list(shape)}: GNA transposes 2-D data with one side <= 8 and the "
-                     f"other a multiple of 8 up to 65528 (here {squeezed} once 1s are dropped)")
+    return _no(node, f"transpose of {list(shape)}: GNA transposes 2-D data with one side <= 8 "
+                     f"and the other a multiple of 8 up to 65528 (here {squeezed} once 1s are "
+                     "dropped)")
 
 
 def _source(value):
@@ -214,14 +215,15 @@ def _concat(node: Node, target: str) -> OpSupport:
     first = first_valuable(layout)
     if order.index(axis) != first:
         where = " (interleaved: an input comes from an affine layer)" if interleaved else ""
-        return _no(node, f"concat along axis {axis} of {list(shape)}: GNA concatenates along the first "
-                         f"dimension that is not 1{where}")
+        return _no(node, f"concat along axis {axis} of {list(shape)}: GNA concatenates along the "
+                         f"first dimension that is not 1{where}")
     return _ok(node)
 
 
 def _power(node: Node, target: str) -> OpSupport:
     if const_value(node.input_value(1)) is None:
-        return _no(node, "power with an exponent that is not a constant (GNA's PWL needs a fixed exponent)")
+        return _no(node, "power with an exponent that is not a constant (GNA's PWL needs a fixed "
+                         "exponent)")
     return _ok(node)
 
 
@@ -237,7 +239,8 @@ def _split(node: Node, target: str) -> OpSupport:
     first = first_valuable(shape)
     if axis != first and any(d != 1 for d in shape[:axis]):
         return _no(node, f"split along axis {axis} of {list(shape)}: GNA splits flat memory into "
-                         f"consecutive pieces, along the first dimension that is not 1 (axis {first})")
+                         "consecutive pieces, along the first dimension that is not 1 "
+                         f"(axis {first})")
     offset, unaligned = 0, False
     for out in node.outputs():
         shape = static_shape(out)
@@ -263,8 +266,8 @@ def _slice(node: Node, target: str) -> OpSupport:
     if any(const_value(node.input_value(i)) is None for i in range(1, node.get_input_size())):
         return _no(node, "slice bounds that are not constants")
     if crop_window(node) is None:
-        return _no(node, "slice that is not one contiguous window (a step other than 1 or reversed): GNA "
-                         "copies contiguous windows only")
+        return _no(node, "slice that is not one contiguous window (a step other than 1 or "
+                         "reversed): GNA copies contiguous windows only")
     return _ok(node, "crop")
 
 
@@ -276,8 +279,8 @@ def _conv_limits_30(h, w, c, kh, kw, kn, sh, sw, pads) -> list[str]:
         problems.append(f"{c} input channels (8..384, a multiple of 8)")
     if not (8 <= kn <= 1024) or kn % 8:
         problems.append(f"{kn} kernels (8..1024, a multiple of 8)")
-    limit = next((lim for top, lim in ((48, (7, 7)), (64, (7, 5)), (80, (7, 4)), (120, (7, 3)), (384, (7, 1)))
-                  if top >= c), (0, 0))
+    limits = ((48, (7, 7)), (64, (7, 5)), (80, (7, 4)), (120, (7, 3)), (384, (7, 1)))
+    limit = next((lim for top, lim in limits if top >= c), (0, 0))
     if not (1 <= kh <= limit[0] and 1 <= kw <= limit[1]):
         problems.append(f"kernel {kh}x{kw} larger than {limit[0]}x{limit[1]} for {c} channels")
     if not (1 <= sh <= limit[0] and 1 <= sw <= limit[1]):

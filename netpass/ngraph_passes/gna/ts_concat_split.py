@@ -109,8 +109,8 @@ class TSSplitBackward(MatcherPass):
                 offset += sizes[-1]
             # [1, N] (OpenVINO's final TSSplitBackward), no Reshape when the input is [1, N] already
             src, total = split.input_value(0), int(np.sum(sizes))
-            flat = src if tuple(static_shape(src)) == (1, total) else \
-                make(Reshape, [src, const(np.array([1, total], np.int64))], special_zero=False).output(0)
+            flat = src if tuple(static_shape(src)) == (1, total) else make(
+                Reshape, [src, const(np.array([1, total], np.int64))], special_zero=False).output(0)
             gather = make(Gather,
                           [flat, const(np.concatenate(ids)), const(np.array(1, np.int64))])
             new = make(VariadicSplit,

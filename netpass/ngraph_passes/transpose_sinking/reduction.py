@@ -201,8 +201,9 @@ class TSUnsqueezeForward(TSForwardBase):
     TYPES, INDICES = ("Unsqueeze", "Reshape"), (0,)
 
     def applicable(self, main, info):
-        return _unsqueeze_axes(main) is not None and \
-            (not isinstance(main, Reshape) or static_shape(info.transpose.input_value(0)) is not None)
+        return _unsqueeze_axes(main) is not None and (
+            not isinstance(main, Reshape)
+            or static_shape(info.transpose.input_value(0)) is not None)
 
     def sink(self, main, info):
         axes = _unsqueeze_axes(main)

@@ -54,7 +54,8 @@ def is_const_transpose(node: Node) -> bool:
     return isinstance(node, Transpose) and isinstance(node._inputs[1].node, Constant)
 
 
-def first_transpose_input(node: Node, indices: Iterable[int] | None = None) -> TransposeInput | None:
+def first_transpose_input(node: Node,
+                          indices: Iterable[int] | None = None) -> TransposeInput | None:
     ins = node._inputs
     for i in (range(len(ins)) if indices is None else indices):
         src = ins[i].node
@@ -127,7 +128,8 @@ def _transposed(value: Output, order: list[int], order_type: Type, rt_source: No
     return new[-1].output(0)
 
 
-def update_input_transposes(main: Node, info: TransposeInput, indices: Iterable[int] | None = None) -> list[Node]:
+def update_input_transposes(main: Node, info: TransposeInput,
+                            indices: Iterable[int] | None = None) -> list[Node]:
     """Forward: bypass the transposed input and put ``Transpose(reverse(order))`` on the other
     inputs, unsqueezed to the largest input rank (the order aligned to it); returns the new
     Transposes (to be registered)."""
@@ -222,7 +224,8 @@ def consumers_are_sinkable(out: Output) -> bool:
 
 
 def insert_transposes_before(main: Node, order: list[int], order_type: Type,
-                             indices: Iterable[int] | None = None, per_channel: bool = False) -> list[Node]:
+                             indices: Iterable[int] | None = None,
+                             per_channel: bool = False) -> list[Node]:
     """Backward: ``Transpose(order)`` on the given inputs of ``main``, each unsqueezed to the
     largest rank among them (``per_channel``: a PRelu slope, unsqueezed around axis 1)."""
     indices = list(range(main.get_input_size()) if indices is None else indices)

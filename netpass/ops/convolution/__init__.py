@@ -2,8 +2,9 @@
 GroupConvolutionBackpropData (:mod:`.backprop`) (OpenVINO opset1), with their ONNX Conv /
 ConvTranspose rules.
 
-Layouts are OpenVINO's: data ``[N, C, *spatial]`` (1-D, 2-D or 3-D spatial); filters ``[O, I, *k]``
-(grouped: ``[G, O/G, I/G, *k]``); transposed filters ``[I, O, *k]`` (grouped: ``[G, I/G, O/G, *k]``).
+Layouts are OpenVINO's: data ``[N, C, *spatial]`` (1-D, 2-D or 3-D spatial); filters
+``[O, I, *k]`` (grouped: ``[G, O/G, I/G, *k]``); transposed filters ``[I, O, *k]`` (grouped:
+``[G, I/G, O/G, *k]``).
 The numpy references use im2col views (``sliding_window_view``) and one batched matmul, so whole
 CNNs evaluate at image sizes in seconds. The spatial-geometry helpers (:mod:`.window`) are shared
 with the pooling and GNA ops.

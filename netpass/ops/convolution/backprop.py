@@ -77,7 +77,8 @@ class _BackpropConv(_ConvBase):
             spatial = self._spatial_from_input(list(data)[2:], self._kernel_dims(n))
         self.set_output_type(0, et, PartialShape([batch, out_c] + spatial))
 
-    def _spatial_from_input(self, dims: list[Dimension], kernel: list[Dimension]) -> list[Dimension]:
+    def _spatial_from_input(self, dims: list[Dimension],
+                            kernel: list[Dimension]) -> list[Dimension]:
         out = []
         for i, d in enumerate(dims):
             s, dil, op = self.strides[i], self.dilations[i], self.output_padding[i]

@@ -78,7 +78,8 @@ def _conv_attrs(strides, pads_begin, pads_end, dilations, auto_pad) -> dict[str,
 
 
 def reshape_to(ctx, value: Output, shape: Sequence[int]) -> Output:
-    """``value`` reshaped to ``shape`` (``-1`` allowed): folded for Constants, a Reshape otherwise."""
+    """``value`` reshaped to ``shape`` (``-1`` allowed): folded for Constants, a Reshape
+    otherwise."""
     const = value.value
     if const is not None:
         return Constant([], value=np.asarray(const).reshape(shape),

@@ -151,7 +151,8 @@ def accumulation_dtype(dt: np.dtype) -> np.dtype:
 
 def conv_nd(x: np.ndarray, w: np.ndarray, strides: Sequence[int], dilations: Sequence[int],
             pads_begin: Sequence[int], pads_end: Sequence[int], groups: int = 1) -> np.ndarray:
-    """Grouped N-d cross-correlation: x ``[N, C, *sp]``, w ``[O, C/groups, *k]`` -> ``[N, O, *out]``."""
+    """Grouped N-d cross-correlation: x ``[N, C, *sp]``, w ``[O, C/groups, *k]`` ->
+    ``[N, O, *out]``."""
     acc = accumulation_dtype(np.result_type(x, w))
     n = w.ndim - 2
     kernel = w.shape[2:]

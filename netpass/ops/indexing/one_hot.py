@@ -107,7 +107,8 @@ def _import_one_hot(ctx):
     if depth.value is not None:
         depth = i64_operand(np.asarray(depth.value).reshape(()).astype(np.int64))
     else:
-        depth = Reshape([_as_i64(ctx, depth, "depth"), i64_operand([])], special_zero=False).output(0)
+        depth = Reshape([_as_i64(ctx, depth, "depth"), i64_operand([])],
+                        special_zero=False).output(0)
     off = Gather([values, i64_operand(0), i64_operand(0)]).output(0)
     on = Gather([values, i64_operand(1), i64_operand(0)]).output(0)
     return OneHot16([indices, depth, on, off], axis=ctx.attr("axis", -1),

@@ -216,7 +216,8 @@ def _reduction(ctx) -> str:
 @onnx_rule("ScatterElements", since=11)
 def _import_scatter_elements(ctx):
     return ScatterElementsUpdate([ctx.inputs[0], ctx.inputs[1], ctx.inputs[2],
-                                  i64_operand(ctx.attr("axis", 0))], reduction=_reduction(ctx)).output(0)
+                                  i64_operand(ctx.attr("axis", 0))],
+                                 reduction=_reduction(ctx)).output(0)
 
 
 @onnx_rule("ScatterND", since=11)

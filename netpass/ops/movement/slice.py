@@ -382,8 +382,8 @@ def strided_slice(data: Any, begin: Any, end: Any, strides: Any, begin_mask: Seq
 def _import_slice_v1(ctx):
     starts, ends = ctx.attr("starts", []), ctx.attr("ends", [])
     axes = ctx.attr("axes", list(range(len(starts))))
-    return Slice([ctx.inputs[0], i64_operand(starts), i64_operand(ends), i64_operand([1] * len(starts)),
-                  i64_operand(axes)]).output(0)
+    return Slice([ctx.inputs[0], i64_operand(starts), i64_operand(ends),
+                  i64_operand([1] * len(starts)), i64_operand(axes)]).output(0)
 
 
 @onnx_rule("Slice", since=10)

@@ -79,8 +79,9 @@ def gru_sequence(X: Any, initial_hidden_state: Any, sequence_lengths: Any, W: An
     """GRUSequence-5 over a batch-first sequence: ``X`` ``[batch, seq, input]``,
     ``initial_hidden_state`` ``[batch, dirs, hidden]``, ``sequence_lengths`` ``[batch]``, ``W``
     ``[dirs, 3 * hidden, input]``, ``R`` ``[dirs, 3 * hidden, hidden]``, ``B``
-    ``[dirs, 3 * hidden]`` (``4 * hidden`` with ``linear_before_reset``); ``direction`` "forward", "reverse" or
-    "bidirectional". Outputs Y ``[batch, dirs, seq, hidden]`` and the last hidden state."""
+    ``[dirs, 3 * hidden]`` (``4 * hidden`` with ``linear_before_reset``); ``direction``
+    "forward", "reverse" or "bidirectional". Outputs Y ``[batch, dirs, seq, hidden]`` and the last
+    hidden state."""
     ins = [to_output(v) for v in (X, initial_hidden_state, sequence_lengths, W, R, B)]
     return set_name(GRUSequence(ins, direction=direction.lower(),
                                 linear_before_reset=bool(linear_before_reset),
