@@ -20,8 +20,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from netpass.runtime import kernels as K  # noqa: E402
-from netpass.runtime.device import Engine, resolve_device_name, select_device  # noqa: E402
+from netpass.runtime import kernels as K
+from netpass.runtime.device import Engine, resolve_device_name, select_device
 
 
 def _cublas(a: np.ndarray, b: np.ndarray, reps: int) -> tuple[float, np.ndarray] | None:

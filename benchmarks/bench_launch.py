@@ -29,10 +29,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from netpass.errors import DeviceError  # noqa: E402
-from netpass.runtime.device import Engine, resolve_device_name, select_device  # noqa: E402
-from netpass.runtime import kernels as K  # noqa: E402
-from netpass.runtime.launcher import DirectLauncher, KernelHandle, Launcher  # noqa: E402
+from netpass.errors import DeviceError
+from netpass.runtime import kernels as K
+from netpass.runtime.device import Engine, resolve_device_name, select_device
+from netpass.runtime.launcher import DirectLauncher, KernelHandle, Launcher
 
 SOURCE = """
 __kernel void tiny(__global float* a, int ao, __global const float* b, int bo, int n, int m) {
