@@ -7,6 +7,9 @@ ONNX rules are in :mod:`netpass.ops.io`.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 from .node import Node
@@ -21,6 +24,9 @@ class Parameter(Node):
 
     type_name = "Parameter"
     ATTRS = {"shape": None, "element_type": f32}
+    # Given as anything PartialShape / Type.of take; infer_types normalises them.
+    element_type: Type
+    shape: PartialShape
     FOLDABLE = False
 
     def infer_types(self) -> None:
@@ -40,7 +46,7 @@ class Parameter(Node):
     def get_partial_shape(self) -> PartialShape:
         return self.shape
 
-    def evaluate(self, inputs):
+    def evaluate(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         raise NotImplementedError("a Parameter's value comes from the caller")
 
 
@@ -49,6 +55,8 @@ class Constant(Node):
 
     type_name = "Constant"
     ATTRS = {"value": None, "element_type": None}
+    element_type: Type | None
+    value: np.ndarray
     FOLDABLE = False
 
     def infer_types(self) -> None:
@@ -68,14 +76,15 @@ class Constant(Node):
     def infer_values(self) -> None:
         self._outs[0].val = self.value
 
-    def evaluate(self, inputs):
+    def evaluate(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         return [self.value]
 
     def get_data(self) -> np.ndarray:
         return self.value
 
-    def get_vector(self) -> list:
-        return self.value.reshape(-1).tolist()
+    def get_vector(self) -> list[Any]:
+        values: list[Any] = self.value.reshape(-1).tolist()
+        return values
 
     cast_vector = get_vector
 
@@ -93,7 +102,7 @@ class Result(Node):
         self.check(self.get_input_size() == 1, "expects 1 input")
         self.set_output_type(0, self.get_input_element_type(0), self.get_input_partial_shape(0))
 
-    def evaluate(self, inputs):
+    def evaluate(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         return [inputs[0]]
 
 

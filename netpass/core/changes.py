@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .node import Node, Output, _Port
@@ -79,9 +79,9 @@ class ChangeLog:
     def __init__(self) -> None:
         # id -> weak reference: nodes to re-infer; nodes whose consumers must be re-inferred;
         # input-less nodes that something was rewired to.
-        self._stale: dict[int, weakref.ref] = {}
-        self._stale_consumers: dict[int, weakref.ref] = {}
-        self._sources: dict[int, weakref.ref] = {}
+        self._stale: dict[int, weakref.ref[Any]] = {}
+        self._stale_consumers: dict[int, weakref.ref[Any]] = {}
+        self._sources: dict[int, weakref.ref[Any]] = {}
         self.edits = 0
         # The first pass declaring ``changes_model_io`` that changed something while this log
         # recorded: the model's inputs and outputs may differ on purpose.
@@ -111,7 +111,7 @@ class ChangeLog:
         self.edits += 1
         self._stale[id(node)] = weakref.ref(node)
 
-    def reinferred(self, node: Node, before: list) -> None:
+    def reinferred(self, node: Node, before: list[Any]) -> None:
         """``node`` was re-inferred in place; ``before`` holds its output ports' states from
         before (see :func:`port_states`). Its consumers are stale if they differ."""
         self.edits += 1
@@ -133,7 +133,7 @@ class ChangeLog:
         return len(self._stale) + len(self._stale_consumers) + len(self._sources)
 
     @staticmethod
-    def _live(table: dict) -> Iterator[Node]:
+    def _live(table: dict[Any, Any]) -> Iterator[Node]:
         for ref in table.values():
             n = ref()
             if n is not None:

@@ -6,6 +6,7 @@ merging and value propagation so that ``Reshape(x, ShapeOf(x))`` keeps ``batch``
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 INF = (1 << 63) - 1
 
@@ -198,4 +199,4 @@ def _sat(v: int) -> int:
     return min(v, INF)
 
 
-DimLike = Dimension | int | tuple | str | None
+DimLike = Dimension | int | tuple[Any, ...] | str | None

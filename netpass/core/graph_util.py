@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import LintError, NetpassError
 from .boundary import Constant, Parameter, Result
 from .node import Node, Output, as_output
 from .rt_info import RuntimeAttribute
+
+if TYPE_CHECKING:
+    from .model import Model
 
 
 def replace_node(target: Node, replacement: Node | Sequence[Output],
@@ -81,7 +85,7 @@ def copy_runtime_info(sources: Node | Iterable[Node], targets: Node | Iterable[N
     plain values are kept only when equal. Non-copyable attributes and ``opset`` never move.
     Constant inputs of a target with empty rt_info receive the same attributes.
     """
-    merged: dict = {}
+    merged: dict[Any, Any] = {}
     if isinstance(sources, Node):
         # One source (most rewrites): its copyable attributes, nothing to merge.
         if not sources._rt:
@@ -91,8 +95,8 @@ def copy_runtime_info(sources: Node | Iterable[Node], targets: Node | Iterable[N
                 continue
             merged[k] = v
     else:
-        gathered: dict[str, list] = {}
-        for s in sources:
+        gathered: dict[str, list[Any]] = {}
+        for s in cast("Iterable[Node]", sources):
             if not s._rt:
                 continue
             for k, v in s._rt.items():
@@ -126,7 +130,7 @@ def copy_runtime_info(sources: Node | Iterable[Node], targets: Node | Iterable[N
             rt.update(merged)
 
 
-def lint_problems(model) -> list[str]:
+def lint_problems(model: Model) -> list[str]:
     """Invariant violations of ``model``; empty when the graph is well formed."""
     problems: list[str] = []
     try:
@@ -181,7 +185,7 @@ def lint_problems(model) -> list[str]:
     return problems
 
 
-def lint(model) -> None:
+def lint(model: Model) -> None:
     """Raise :class:`LintError` listing every broken invariant of ``model``."""
     problems = lint_problems(model)
     if problems:

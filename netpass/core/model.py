@@ -67,9 +67,9 @@ class Model:
     ``results`` may hold Result nodes, other nodes or Outputs (wrapped into Results).
     """
 
-    def __init__(self, results: Iterable[Any], parameters: Iterable[Any] = (),
+    def __init__(self, results: Any, parameters: Iterable[Any] = (),
                  name: str = "Model", sinks: Iterable[Node] = ()) -> None:
-        res = []
+        res: list[Node] = []
         for r in (results if isinstance(results, (list, tuple)) else [results]):
             if isinstance(r, Result):
                 res.append(r)
@@ -83,7 +83,7 @@ class Model:
         self._parameters: list[Node] = params
         self._sinks: list[Node] = list(sinks)
         self.friendly_name = name
-        self.rt_info: dict = {}
+        self.rt_info: dict[Any, Any] = {}
         self._ordered: list[Node] | None = None
 
     # -- structure ----------------------------------------------------------------------

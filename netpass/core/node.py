@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections.abc import Iterable, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -23,14 +23,17 @@ from .changes import tracking
 from .dimension import Dimension
 
 # Output, Input, as_output and _Topology are also imported from here by the rest of netpass.
-from .ports import Input, Output, _Port, _Topology, as_output, port_states, topology_changed  # noqa: F401
+from .ports import Input, Output, _Port, _Topology, as_output, port_states, topology_changed
 from .shape import PartialShape, ShapeLike, as_partial_shape
 from .types import Type
+
+__all__ = ["OP_TYPES", "VALUE_PROPAGATION_LIMIT", "Input", "Node", "Output", "_Port", "_Topology",
+           "as_output", "port_states", "topology_changed"]
 
 _ids = itertools.count()
 
 # Op classes by type name; every subclass of Node that sets its own ``type_name`` is listed.
-OP_TYPES: dict[str, type] = {}
+OP_TYPES: dict[str, type[Node]] = {}
 
 # Values of outputs up to this many elements are computed during shape inference, so that
 # shape sub-graphs (ShapeOf -> Gather -> Concat -> Reshape) resolve to static shapes.
@@ -67,12 +70,19 @@ class Node:
     __slots__ = ("_id", "_name", "_friendly", "_rt", "_in_rt", "_inputs", "_outs", "_mark",
                  "__weakref__", "__dict__")
 
+    if TYPE_CHECKING:
+        # Each op's attributes are declared in its ATTRS and set per instance, so the type
+        # checker sees them as Any; what Node itself defines is checked as written.
+        def __getattr__(self, name: str) -> Any: ...
+
+        def __setattr__(self, name: str, value: Any) -> None: ...
+
     def __init__(self, inputs: Iterable[Output | Node] = (), **attrs: Any) -> None:
         self._id = next(_ids)
         self._name: str | None = None
         self._friendly: str | None = None
-        self._rt: dict | None = None
-        self._in_rt: dict | None = None
+        self._rt: dict[Any, Any] | None = None
+        self._in_rt: dict[int, dict[str, Any]] | None = None
         self._inputs: list[Output] = []
         self._outs: list[_Port] = []
         self._mark = 0  # visit mark of topological_sort
@@ -122,7 +132,7 @@ class Node:
         return self.type_name
 
     @property
-    def rt_info(self) -> dict:
+    def rt_info(self) -> dict[Any, Any]:
         """Runtime info (a mutable dict, created on first use)."""
         rt = self._rt
         if rt is None:
@@ -130,10 +140,10 @@ class Node:
         return rt
 
     @rt_info.setter
-    def rt_info(self, value: dict) -> None:
+    def rt_info(self, value: dict[Any, Any]) -> None:
         self._rt = value
 
-    def get_rt_info(self) -> dict:
+    def get_rt_info(self) -> dict[Any, Any]:
         return self.rt_info
 
     # -- wiring -------------------------------------------------------------------------
@@ -352,7 +362,7 @@ class Node:
         else:
             port.pval = norm
 
-    def input_partial_value(self, i: int) -> tuple | None:
+    def input_partial_value(self, i: int) -> tuple[Any, ...] | None:
         return self._inputs[i].partial_value
 
     def input_constant(self, i: int) -> np.ndarray | None:

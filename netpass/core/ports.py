@@ -9,7 +9,7 @@ Consumers are held weakly (see :mod:`netpass.core.node`).
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,7 +33,7 @@ class _Topology:
     # Weak references to the models holding a cached order (dropped on the next mutation).
     # Weak, so that a model nobody uses any more is freed at once, not at the next mutation
     # of some other graph (which would charge its deallocation to an unrelated pass).
-    caches: list = []
+    caches: list[Any] = []
 
 
 def topology_changed() -> None:
@@ -61,11 +61,11 @@ class _Port:
     def __init__(self) -> None:
         self.et: Type = dynamic
         self.ps: PartialShape = _DYNAMIC_SHAPE
-        self.cons: dict = {}
-        self.names: set | None = None
-        self.rt: dict | None = None
+        self.cons: dict[Any, Any] = {}
+        self.names: set[str] | None = None
+        self.rt: dict[Any, Any] | None = None
         self.val: np.ndarray | None = None
-        self.pval: tuple | None = None
+        self.pval: tuple[Any, ...] | None = None
 
 
 class Output:
@@ -113,7 +113,7 @@ class Output:
         return min(names)
 
     @property
-    def rt_info(self) -> dict:
+    def rt_info(self) -> dict[Any, Any]:
         port = self.node._outs[self.index]
         if port.rt is None:
             port.rt = {}
@@ -125,7 +125,7 @@ class Output:
         return self.node._outs[self.index].val
 
     @property
-    def partial_value(self) -> tuple | None:
+    def partial_value(self) -> tuple[Any, ...] | None:
         """Known elements of a small integer tensor: ints, or Dimensions where unknown."""
         port = self.node._outs[self.index]
         v = port.val
@@ -217,7 +217,7 @@ class Output:
     def get_any_name(self) -> str:
         return self.any_name
 
-    def get_rt_info(self) -> dict:
+    def get_rt_info(self) -> dict[Any, Any]:
         return self.rt_info
 
     def __eq__(self, other: object) -> bool:
@@ -276,7 +276,7 @@ class Input:
         return self.shape
 
     @property
-    def rt_info(self) -> dict:
+    def rt_info(self) -> dict[str, Any]:
         node = self.node
         if node._in_rt is None:
             node._in_rt = {}
@@ -320,7 +320,7 @@ def as_output(value: Output | Node) -> Output:
     raise TypeError(f"expected a Node or Output, got {type(value).__name__}")
 
 
-def port_states(node: Node) -> list:
+def port_states(node: Node) -> list[Any]:
     """Copies of ``node``'s output ports' inference state, for :meth:`ChangeLog.reinferred`."""
     # (Here, not in changes.py, which cannot import the ports that record into it.)
     states = []

@@ -8,6 +8,10 @@ sources merge (``FusedNames`` takes the union).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .node import Node
 
 
 class RuntimeAttribute:
@@ -77,6 +81,6 @@ class NonCopyable(RuntimeAttribute):
         return f"NonCopyable({self.key})"
 
 
-def get_fused_names(node) -> str:
+def get_fused_names(node: Node) -> str:
     attr = node.rt_info.get(FusedNames.key)
     return attr.get_names() if isinstance(attr, FusedNames) else ""

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import overload
+from typing import Any, overload
 
 from .dimension import Dimension, DimLike
 
@@ -17,6 +17,8 @@ class PartialShape:
     # ``_static``: the int tuple when every dim is static, False when not, None until first
     # asked (shape checks run many times per node in the passes; the shape never changes).
     __slots__ = ("_dims", "_static")
+    _dims: tuple[Dimension, ...] | None
+    _static: tuple[int, ...] | bool | None
 
     def __init__(self, dims: ShapeLike = None) -> None:
         self._static = None
@@ -31,7 +33,7 @@ class PartialShape:
             self._dims = tuple([d if type(d) is Dimension else of(d) for d in dims])
 
     @staticmethod
-    def of_dims(dims: tuple) -> PartialShape:
+    def of_dims(dims: tuple[Any, ...]) -> PartialShape:
         """A shape from a tuple of Dimension objects (no coercion: shape inference fast path)."""
         ps = PartialShape.__new__(PartialShape)
         ps._dims = dims
@@ -41,7 +43,7 @@ class PartialShape:
     def _static_dims(self) -> tuple[int, ...] | bool:
         dims = self._dims
         if dims is None:
-            static: tuple | bool = False
+            static: tuple[Any, ...] | bool = False
         else:
             out = []
             for d in dims:
@@ -182,12 +184,10 @@ class PartialShape:
     @overload
     def __getitem__(self, i: slice) -> PartialShape: ...
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int | slice) -> Dimension | PartialShape:
         dims = self._dims
         if dims is None:
             raise ValueError("shape has dynamic rank")
-        if type(i) is int:
-            return dims[i]
         if isinstance(i, slice):
             return PartialShape.of_dims(dims[i])
         return dims[i]
@@ -196,7 +196,7 @@ class PartialShape:
         if isinstance(other, PartialShape):
             return self._dims == other._dims
         if isinstance(other, (list, tuple)):
-            return self._dims is not None and self._dims == PartialShape(other)._dims
+            return bool(self._dims is not None and self._dims == PartialShape(other)._dims)
         return NotImplemented
 
     def __hash__(self) -> int:

@@ -9,6 +9,7 @@ arrays of ``str``. No OpenCL kernel takes these; the runtime runs their ops on t
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import ml_dtypes
@@ -91,7 +92,7 @@ class Type:
     def __str__(self) -> str:
         return self.name
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[[Any], Type], tuple[str]]:
         return (Type.of, (self.name,))
 
 
@@ -176,7 +177,7 @@ def pack_elements(arr: np.ndarray, et: Type) -> bytes:
 def unpack_elements(data: bytes, et: Type, count: int) -> np.ndarray:
     """Inverse of :func:`pack_elements`: ``count`` elements of ``et`` (flat)."""
     if et.bitwidth >= 8:
-        return np.frombuffer(data, dtype=et.dtype, count=count).copy()
+        return np.asarray(np.frombuffer(data, dtype=et.dtype, count=count).copy())
     per_byte = 8 // et.bitwidth
     raw = np.frombuffer(data, dtype=np.uint8, count=packed_size(et, count))
     mask = np.uint8((1 << et.bitwidth) - 1)
@@ -185,7 +186,7 @@ def unpack_elements(data: bytes, et: Type, count: int) -> np.ndarray:
     if et.is_signed and et.is_integral:  # sign-extend the two's complement code into the byte
         sign = np.uint8(1 << (et.bitwidth - 1))
         codes = np.where(codes & sign, codes | np.uint8(0xFF ^ mask), codes).astype(np.uint8)
-    return codes.view(et.dtype).copy()
+    return np.asarray(codes.view(et.dtype).copy())
 
 
 def packed_size(et: Type, count: int) -> int:
@@ -215,24 +216,24 @@ def convert_values(x: np.ndarray, et: Type, saturate: bool = True,
     if x.dtype == object:
         x = _parse_numbers(x, et)
     if x.dtype == dt:
-        return x.copy()
+        return np.asarray(x.copy())
     src_float = is_float_dtype(x.dtype)
     with np.errstate(all="ignore"):
         if Type._by_dtype.get(x.dtype) is not None and Type._by_dtype[x.dtype].is_quantized:
             x = x.astype(np.float32 if src_float else np.int64)  # numpy's own types from here
         if dt == np.bool_:
-            return x != 0
+            return np.asarray(x != 0)
         if et in FLOAT8:
             wide = x.astype(np.float64 if x.dtype == np.float64 else np.float32)
             if saturate:
-                top = float(ml_dtypes.finfo(dt).max)
+                top = float(ml_dtypes.finfo(dt).max)  # type: ignore[no-untyped-call]
                 wide = np.where(np.isnan(wide), wide, np.clip(wide, -top, top))
-            return wide.astype(dt)
+            return np.asarray(wide.astype(dt))
         if et is f8e8m0:
             return _to_e8m0(x, saturate, round_mode)
         if src_float and et.is_integral:
-            return np.trunc(x).astype(dt)
-        return x.astype(dt)
+            return np.asarray(np.trunc(x).astype(dt))
+        return np.asarray(x.astype(dt))
 
 
 def _parse_numbers(x: np.ndarray, et: Type) -> np.ndarray:

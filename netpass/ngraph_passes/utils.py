@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
@@ -40,8 +40,6 @@ from ..ops.elementwise import (
 )
 from ..ops.state import Assign
 
-NodeT = TypeVar("NodeT", bound=Node)
-
 
 def const(value: Any, dtype: Any = None) -> Output:
     """A new Constant's output (element type from ``dtype`` or the array's dtype)."""
@@ -56,7 +54,7 @@ def const_value(out: Output) -> np.ndarray | None:
     return node.value if isinstance(node, Constant) else None
 
 
-def make(cls: type[NodeT], inputs: Sequence[Any], **attrs: Any) -> NodeT:
+def make(cls: type[Node], inputs: Sequence[Any], **attrs: Any) -> Node:
     """A new ``cls`` op from graph values (Outputs, Nodes, or python values made Constants)."""
     ins = [x if isinstance(x, (Node, Output)) else const(x) for x in inputs]
     return cls(ins, **attrs)

@@ -39,6 +39,7 @@ class Attention(Node):
              "softcap": 0.0, "softmax_precision": None, "qk_matmul_output_mode": 0,
              "left_window_size": -1, "right_window_size": -1, "has_attn_mask": False,
              "has_past": False, "has_nonpad_kv_seqlen": False}
+    softmax_precision: Any
 
     def _optional_inputs(self) -> dict[str, int]:
         names, i = {}, 3

@@ -53,7 +53,7 @@ def merged_input_type(node: Node, indices: Sequence[int] | None = None) -> Type:
 class UnaryElementwiseArithmetic(Node):
     """One input, same shape and type out; ``fn`` is the numpy reference."""
 
-    fn: ClassVar[Callable[[np.ndarray], np.ndarray]]
+    fn: ClassVar[Callable[..., Any]]  # a numpy ufunc or a function of arrays
 
     def infer_types(self) -> None:
         self.check(self.get_input_size() == 1, "expects 1 input")
@@ -66,7 +66,7 @@ class UnaryElementwiseArithmetic(Node):
 
 class _BinaryElementwise(Node):
     ATTRS: ClassVar[dict[str, Any]] = {"auto_broadcast": "numpy"}
-    fn: ClassVar[Callable[[np.ndarray, np.ndarray], np.ndarray]]
+    fn: ClassVar[Callable[..., Any]]  # a numpy ufunc or a function of two arrays
 
     def _broadcast_shape(self) -> PartialShape:
         a, b = self.get_input_partial_shape(0), self.get_input_partial_shape(1)
@@ -115,7 +115,7 @@ class _ReductionKeepDims(Node):
     """Inputs (data, axes); attribute keep_dims. ``fn(x, axis=tuple, keepdims=bool)``."""
 
     ATTRS: ClassVar[dict[str, Any]] = {"keep_dims": False}
-    fn: ClassVar[Callable[..., np.ndarray]]
+    fn: ClassVar[Callable[..., Any]]  # a numpy reduction
 
     def reduction_axes(self) -> list[int] | None:
         axes = self.input_constant(1)

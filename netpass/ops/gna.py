@@ -58,6 +58,8 @@ class GNAConvolution(Node):
     version = "intel_gna"
     ATTRS = {"strides": [], "dilations": [], "pads_begin": [], "pads_end": [],
              "auto_pad": "explicit", "activation": "NO_ACTIVATION", "has_bias": False}
+    activation: Any
+    auto_pad: Any
 
     def infer_types(self) -> None:
         self.check(self.get_input_size() in (2, 3), "expects inputs (data, filters[, bias])")
@@ -124,6 +126,8 @@ class GNAMaxPool(Node):
     version = "intel_gna"
     ATTRS = {"strides": [], "pads_begin": [], "pads_end": [], "kernel": [],
              "rounding_type": "floor", "auto_pad": "explicit"}
+    auto_pad: Any
+    kernel: Any
 
     def infer_types(self) -> None:
         self.check(self.get_input_size() == 1, "expects 1 input")

@@ -32,6 +32,9 @@ class CropIE(Node):
     type_name = "CropIE"
     version = "legacy"
     ATTRS = {"axes": [], "dim": [], "offset": []}
+    axes: Any
+    dim: Any
+    offset: Any
 
     def infer_types(self) -> None:
         self.check(self.get_input_size() == 1, "expects 1 input")
@@ -122,6 +125,7 @@ class FullyConnected(Node):
     type_name = "FullyConnected"
     version = "legacy"
     ATTRS = {"out_size": 0}
+    out_size: Any
 
     def infer_types(self) -> None:
         self.check(self.get_input_size() == 3, "expects inputs (A, W, bias)")
@@ -164,6 +168,7 @@ class Eltwise(Node):
     type_name = "Eltwise"
     version = "legacy"
     ATTRS = {"operation": "sum"}
+    operation: Any
 
     def infer_types(self) -> None:
         self.check(self.get_input_size() == 2, "expects 2 inputs")

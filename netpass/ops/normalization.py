@@ -109,6 +109,7 @@ class MVN(Node):
     type_name = "MVN"
     version = "opset6"
     ATTRS = {"normalize_variance": True, "eps": 1e-9, "eps_mode": "INSIDE_SQRT"}
+    eps_mode: Any
 
     def infer_types(self) -> None:
         self.check(self.get_input_size() == 2, "expects inputs (data, axes)")
@@ -222,6 +223,7 @@ class NormalizeL2(Node):
 
     type_name = "NormalizeL2"
     ATTRS = {"eps": 1e-12, "eps_mode": "add"}
+    eps_mode: Any
 
     def infer_types(self) -> None:
         self.check(self.get_input_size() == 2, "expects inputs (data, axes)")

@@ -112,6 +112,9 @@ def avg_pool_nd(x: np.ndarray, kernel: Sequence[int], strides: Sequence[int],
 class _PoolBase(Node):
     """Attributes and output shape common to the pooling ops."""
 
+    auto_pad: Any  # normalised by _geometry
+    kernel: Any
+
     def _spatial_rank(self) -> int | None:
         data = self.get_input_partial_shape(0)
         kernel = list(self.kernel or [])
@@ -154,6 +157,8 @@ class MaxPool(_PoolBase):
     ATTRS = {"strides": [], "dilations": [], "pads_begin": [], "pads_end": [], "kernel": [],
              "rounding_type": "floor", "auto_pad": "explicit", "index_element_type": "i64",
              "axis": 0}
+    axis: Any
+    index_element_type: Any
 
     def infer_types(self) -> None:
         self.check(self.get_input_size() == 1, "expects 1 input")

@@ -156,6 +156,7 @@ class TopK(Node):
     version = "opset11"
     ATTRS = {"axis": -1, "mode": "max", "sort": "value", "index_element_type": i32,
              "stable": False}
+    index_element_type: Any
 
     def infer_types(self) -> None:
         self.check(self.get_input_size() == 2, "expects inputs (data, k)")

@@ -41,6 +41,7 @@ class NonZero(Node):
     type_name = "NonZero"
     version = "opset3"
     ATTRS = {"output_type": i64}
+    output_type: Any
     DATA_DEPENDENT_SHAPE = True
 
     def infer_types(self) -> None:
@@ -71,6 +72,8 @@ class Unique(Node):
     version = "opset10"
     ATTRS = {"sorted": True, "axis": None, "index_element_type": i64,
              "count_element_type": i64}
+    count_element_type: Any
+    index_element_type: Any
     DATA_DEPENDENT_SHAPE = True
 
     def infer_types(self) -> None:

@@ -36,6 +36,7 @@ class ShapeOf(Node):
     type_name = "ShapeOf"
     version = "opset3"
     ATTRS = {"output_type": i64}
+    output_type: Any
 
     def infer_types(self) -> None:
         self.check(self.get_input_size() == 1, "expects 1 input")
@@ -61,6 +62,7 @@ class Range(Node):
     type_name = "Range"
     version = "opset4"
     ATTRS = {"output_type": i64}
+    output_type: Any
 
     def infer_types(self) -> None:
         self.check(self.get_input_size() == 3, "expects inputs (start, stop, step)")

@@ -229,6 +229,7 @@ class _Window(Node):
 
     version = NETPASS_OPSET
     ATTRS = {"periodic": True, "output_type": f32}
+    output_type: Any
     SHAPE_INFER_INPUTS = (0,)
     COEFFICIENTS: tuple[float, ...] = ()  # a0 - a1 cos(2 pi n / N) + a2 cos(4 pi n / N)
 
@@ -274,6 +275,7 @@ class MelWeightMatrix(Node):
     type_name = "MelWeightMatrix"
     version = NETPASS_OPSET
     ATTRS = {"output_type": f32}
+    output_type: Any
     SHAPE_INFER_INPUTS = (0, 1)
 
     def infer_types(self) -> None:

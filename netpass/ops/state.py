@@ -66,6 +66,8 @@ class ReadValue(Node):
     version = "opset6"
     ATTRS = {"variable_id": "", "variable_type": dynamic,
              "variable_shape": PartialShape(None)}
+    variable_shape: Any
+    variable_type: Any
     FOLDABLE = False
 
     def infer_types(self) -> None:

@@ -58,7 +58,7 @@ class PassBase:
         return f"<{type(self).__name__} '{self.name}'>"
 
 
-def _guard(run: Callable) -> Callable:
+def _guard(run: Callable[..., Any]) -> Callable[..., Any]:
     """Refuse re-entering the same ``run_on_model`` on the same pass (a pass that ends up
     registering itself in its own nested Manager would otherwise recurse forever), and raise
     any exception from inside as a :class:`PassError` naming the pass."""
@@ -72,7 +72,8 @@ def _guard(run: Callable) -> Callable:
             raise NetpassError(f"cycle detected: pass '{self.name}' re-entered run_on_model")
         running.add(run)
         try:
-            return run(self, model)
+            changed: bool = run(self, model)
+            return changed
         except PassError:
             raise  # a nested pass already named itself
         except Exception as e:

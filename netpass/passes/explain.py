@@ -92,7 +92,7 @@ class _Watch:
     def __init__(self, explanation: PassExplanation) -> None:
         self.explanation = explanation
 
-    def traversal(self, rewrite: Any, active: list) -> None:
+    def traversal(self, rewrite: Any, active: list[Any]) -> None:
         matchers = []
         for mp in active:
             types = mp._root_types

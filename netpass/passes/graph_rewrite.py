@@ -22,7 +22,7 @@ import collections
 import gc
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..core.changes import tracking
 from ..core.gc_pause import promote_to_old_generation
@@ -53,9 +53,9 @@ class MatcherPass(PassBase):
         self.matcher: Matcher | None = None
         self.callback: MatcherCallback | None = None
         self._new_nodes: list[Node] = []
-        self._root_types: tuple[type, ...] | None = None
+        self._root_types: tuple[type[Node], ...] | None = None
         self._root_index = 0
-        self._containers: tuple[type, ...] = ()
+        self._containers: tuple[type[Any], ...] = ()
         if matcher is not None:
             self.register_matcher(matcher, callback)
 
@@ -209,13 +209,13 @@ class GraphRewrite(ModelPass):
     def _traverse(self, model: Model, active: list[MatcherPass]) -> bool:
         if probe.node_id >= 0:
             probe.watcher.traversal(self, active)
-        table: dict[type, list] = {}  # op class -> candidate matchers (registration order)
+        table: dict[type, list[Any]] = {}  # op class -> candidate matchers (registration order)
 
-        def candidates(cls: type) -> list:
+        def candidates(cls: type) -> list[Any]:
             found = table[cls] = [
                 (mp, m, mp._root_index, mp._new_nodes, m._compile() if m._compiled is None
                  else m._compiled)
-                for mp in active for m in (mp.matcher,)
+                for mp in active for m in (cast(Matcher, mp.matcher),)
                 if mp._root_types is None or issubclass(cls, mp._root_types)]
             return found
 
@@ -230,7 +230,7 @@ class GraphRewrite(ModelPass):
         version = _Topology.version
         ref = weakref.ref
         # Nodes no matcher can take are left out of the queue: popping them would do nothing.
-        queue = collections.deque()
+        queue: collections.deque[weakref.ref[Node]] = collections.deque()
         append = queue.append
         get = table.get
         for n in (reversed(order) if self.backward else order):
@@ -241,8 +241,8 @@ class GraphRewrite(ModelPass):
                 append(ref(n))
         if not queue:
             return False
-        for mp in active:
-            mp._new_nodes.clear()
+        for p in active:
+            p._new_nodes.clear()
         popleft, pushleft = queue.popleft, queue.appendleft
         in_graph = _InGraph(model)
         # With a change log recording (per-pass validation), a callback returning True must
@@ -251,7 +251,9 @@ class GraphRewrite(ModelPass):
         edits = 0
         changed = False
         watched = probe.node_id  # -1 unless netpass.passes.explain watches a node
-        mp = m = node = None
+        mp: MatcherPass | None = None
+        m: Matcher | None = None
+        node: Node | None = None
         try:
             while queue:
                 node = popleft()()
@@ -304,7 +306,7 @@ class GraphRewrite(ModelPass):
                         break
                     if log is not None:
                         edits = log.edits
-                    applied = mp.callback(m)
+                    applied = cast(MatcherCallback, mp.callback)(m)
                     m.clear_state()
                     if node._id == watched:
                         probe.watcher.answered(mp, applied)
@@ -322,7 +324,7 @@ class GraphRewrite(ModelPass):
         except PassError:
             raise
         except Exception as e:  # inside a callback or a predicate: name that matcher pass
-            if mp is None:
+            if mp is None or m is None:
                 raise PassError(self.name, node, e) from e
             m.clear_state()
             raise PassError(mp.name, node, e) from e

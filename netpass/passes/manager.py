@@ -25,7 +25,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..core.changes import ChangeLog, tracking
 from .base import ModelPass, PassBase
@@ -183,7 +183,7 @@ class Manager:
                 continue
             if p.requires_static_shape and model.is_dynamic():
                 continue
-            runner = wrap_matcher_pass(p) if isinstance(p, MatcherPass) else p
+            runner = wrap_matcher_pass(p) if isinstance(p, MatcherPass) else cast(ModelPass, p)
             if validate:
                 applied, ran, checked = self._run_validated(p, runner, model)
             else:

@@ -11,7 +11,7 @@ from ..core.boundary import Parameter
 from ..core.graph_util import copy_runtime_info, replace_output_update_name
 from ..core.node import Node, Output, as_output
 from ..errors import NetpassError
-from ..ops import Convert
+from ..ops.elementwise import Convert
 
 
 def replace_output_keep_names(output: Output, replacement: Output | Node) -> Output:

@@ -252,7 +252,7 @@ class _Writer:
             self.emit(3, "</output>")
         self.emit(2, "</layer>")
 
-    def rt_entries(self, depth: int, info: dict) -> None:
+    def rt_entries(self, depth: int, info: dict[Any, Any]) -> None:
         """Model rt_info as nested elements; keys that are not XML names go in ``<info name>``."""
         for key, value in info.items():
             if key in ("version", "__weights_path"):

@@ -115,20 +115,20 @@ def validate_changes(pass_name: str, model: Model, log: ChangeLog) -> int:
         raise PassValidationError(pass_name, e, e.node) from e
     problems = _lint_nodes(model, checked, [n for n in log.sources() if in_graph(n)])
     if problems:
-        e = LintError(problems)
-        raise PassValidationError(pass_name, e) from e
+        lint_error = LintError(problems)
+        raise PassValidationError(pass_name, lint_error) from lint_error
     return len(checked)
 
 
-def _consumers(node: Node) -> list:
+def _consumers(node: Node) -> list[Any]:
     return [inp for i in range(len(node._outs)) for inp in node.output(i).consumers()]
 
 
-def _port_state(node: Node) -> list[tuple]:
+def _port_state(node: Node) -> list[tuple[Any, ...]]:
     return [(p.et, p.ps, p.val, p.pval) for p in node._outs]
 
 
-def _same_state(before: list[tuple], node: Node) -> bool:
+def _same_state(before: list[tuple[Any, ...]], node: Node) -> bool:
     outs = node._outs
     if len(before) != len(outs):
         return False
@@ -147,7 +147,7 @@ def _reinfer(seeds: list[Node], in_graph: _InModel) -> list[Node]:
     someone still holds stays among its producers' consumers) of every node whose outputs
     changed; returns the nodes re-inferred (each once)."""
     queued: set[int] = set()
-    queue: collections.deque = collections.deque()
+    queue: collections.deque[Any] = collections.deque()
     for n in seeds:  # a node reading several re-inferred values is listed once per value
         if id(n) not in queued:
             queued.add(id(n))
@@ -244,8 +244,8 @@ def _lint_nodes(model: Model, nodes: list[Node], sources: list[Node]) -> list[st
                 c = ref()
                 if c is None:
                     continue
-                src = c._inputs[i] if i < len(c._inputs) else None
-                if src is None or src.node is not node or src.index != k:
+                read = c._inputs[i] if i < len(c._inputs) else None
+                if read is None or read.node is not node or read.index != k:
                     problems.append(f"'{node.friendly_name}' lists a stale consumer "
                                     f"'{c.friendly_name}':{i}")
             if port.et.is_dynamic and not isinstance(node, Result):

@@ -36,7 +36,7 @@ from ..core.node import Node, Output
 from ..errors import NetpassError, system_errors_as_netpass
 from .base import ModelPass
 
-NodeModifier = Callable[[Node, dict], None]
+NodeModifier = Callable[[Node, dict[Any, Any]], None]
 
 _ENV = "NETPASS_VISUALIZE_TREE_"
 

@@ -17,16 +17,16 @@ not compiled. An explaining matcher always matches generically (it records failu
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from .op import Label, Pattern, WrapType
 
 CompiledMatch = Callable[[Any, Any], "bool | None"]
 
 
-def _tree_nodes(root: Pattern) -> list[Pattern] | None:
+def _tree_nodes(root: Pattern) -> list[WrapType | Label] | None:
     """Pre-order pattern nodes when ``root`` is a tree of plain WrapType and Label nodes."""
-    order: list[Pattern] = []
+    order: list[WrapType | Label] = []
     seen: set[int] = set()
     stack = [root]
     while stack:
@@ -34,11 +34,10 @@ def _tree_nodes(root: Pattern) -> list[Pattern] | None:
         if id(p) in seen:
             return None  # a shared node: the generic matcher checks it binds one value
         seen.add(id(p))
-        kind = type(p)
-        if kind is WrapType:
+        if type(p) is WrapType:
             if p.inputs:
                 stack.extend(reversed(p.inputs))
-        elif kind is Label:
+        elif type(p) is Label:
             if p.wrapped is not None:
                 return None
         else:
@@ -61,13 +60,13 @@ def compile_pattern(root: Pattern) -> CompiledMatch | None:
     if incremental:
         lines.append("    vm = m.pattern_value_map")
 
-    def emit(p: Pattern, depth: int) -> None:
+    def emit(p: WrapType | Label, depth: int) -> None:
         i = index[id(p)]
         ind = "    "
         env[f"P{i}"] = p
         if p.predicate is not None:
             env[f"F{i}"] = p._pred
-        if type(p) is Label:
+        if isinstance(p, Label):
             if p.predicate is not None:
                 lines.append(f"{ind}if not F{i}(o{i}, m): return False")
             if incremental:
@@ -89,16 +88,17 @@ def compile_pattern(root: Pattern) -> CompiledMatch | None:
             lines.append(f"{ind}if n{i}.commutative: return None")
         for j, child in enumerate(p.inputs):
             lines.append(f"{ind}o{index[id(child)]} = a{i}[{j}]")
-            emit(child, depth + 1)
+            emit(cast("WrapType | Label", child), depth + 1)
 
-    emit(root, 0)
+    emit(nodes[0], 0)
     if not incremental:
         pairs = ", ".join(f"P{i}: o{i}" for i in range(len(nodes)))
         lines.append(f"    m.pattern_value_map = {{{pairs}}}")
     lines.append("    return True")
     code = compile("\n".join(lines), f"<compiled pattern {root.label()}>", "exec")
     exec(code, env)
-    return env["match"]
+    match: CompiledMatch = env["match"]
+    return match
 
 
 __all__ = ["compile_pattern"]

@@ -89,7 +89,8 @@ class MatchFailure:
     __slots__ = ("matcher_name", "pattern", "root", "depth", "failed", "value", "reason",
                  "detail", "partial")
 
-    def __init__(self, matcher_name: str, pattern: Pattern, root: Output, best: tuple) -> None:
+    def __init__(self, matcher_name: str, pattern: Pattern, root: Output,
+                 best: tuple[Any, ...]) -> None:
         self.matcher_name = matcher_name
         self.pattern = pattern
         self.root = root
@@ -142,19 +143,21 @@ class Matcher:
         self._explain = bool(explain) or self._log
         if self._log:
             _ensure_logger()
-        self.pattern_value_map: dict = {}  # pattern node -> matched graph Output
-        self.match_value: Output | None = None
-        self.match_root: Node | None = None
-        self._symbols: dict = {}
-        self._best: tuple | None = None
+        self.pattern_value_map: dict[Pattern, Output] = {}  # pattern node -> matched Output
+        # The matched value and its node. None outside a match, but callbacks only ever run
+        # after one, so they are typed for them (DESIGN 4: after a match, a Node).
+        self.match_value: Output = None  # type: ignore[assignment]
+        self.match_root: Node = None  # type: ignore[assignment]
+        self._symbols: dict[Any, Any] = {}
+        self._best: tuple[Any, ...] | None = None
         self.last_failure: MatchFailure | None = None
-        self.failures: collections.deque = collections.deque(maxlen=MAX_FAILURES)
+        self.failures: collections.deque[Any] = collections.deque(maxlen=MAX_FAILURES)
         # The pattern's generated match function (see compiled.py): built on the first match,
         # False when the pattern's shape has none or the matcher explains.
         self._compiled: Any = None
         # The value the last failed ``match`` call met (node held weakly, and index), so that
         # ``explain()`` can tell why even when the matcher was not explaining.
-        self._missed: tuple | None = None
+        self._missed: tuple[Any, ...] | None = None
 
     # -- matching -----------------------------------------------------------------------
     def match(self, value: Output | Node) -> bool:
@@ -221,8 +224,8 @@ class Matcher:
         self.pattern_value_map = {}
         if self._symbols:
             self._symbols = {}
-        self.match_value = None
-        self.match_root = None
+        self.match_value = None  # type: ignore[assignment]
+        self.match_root = None  # type: ignore[assignment]
 
     # -- state used by pattern nodes ------------------------------------------------------
     def _mark(self) -> tuple[int, int]:
@@ -284,25 +287,25 @@ class Matcher:
         return probe.last_failure
 
     @property
-    def pattern_map(self) -> dict:
+    def pattern_map(self) -> dict[Any, Any]:
         """Pattern node -> matched graph Node."""
         return {p: o.node for p, o in self.pattern_value_map.items()}
 
     @property
-    def symbols(self) -> dict:
+    def symbols(self) -> dict[Any, Any]:
         """Names bound by ``shape_matches`` predicates: name -> length, Symbol or Dimension."""
         return self._symbols
 
-    def get_match_root(self) -> Node | None:
+    def get_match_root(self) -> Node:
         return self.match_root
 
-    def get_match_value(self) -> Output | None:
+    def get_match_value(self) -> Output:
         return self.match_value
 
-    def get_pattern_value_map(self) -> dict:
+    def get_pattern_value_map(self) -> dict[Any, Any]:
         return self.pattern_value_map
 
-    def get_pattern_map(self) -> dict:
+    def get_pattern_map(self) -> dict[Any, Any]:
         return self.pattern_map
 
     def get_name(self) -> str:
@@ -311,7 +314,7 @@ class Matcher:
     def get_pattern(self) -> Pattern:
         return self.pattern
 
-    def root_types(self) -> tuple[type, ...] | None:
+    def root_types(self) -> tuple[type[Node], ...] | None:
         return self.pattern.root_types()
 
     def __repr__(self) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from ..core.node import OP_TYPES, Node
 from ..errors import NetpassError
@@ -35,7 +35,7 @@ class PatternError(NetpassError):
     """A pattern is malformed (unknown op type, optional without inputs...)."""
 
 
-def _resolve_type(t: Any) -> type:
+def _resolve_type(t: Any) -> type[Node]:
     if isinstance(t, type) and issubclass(t, Node):
         return t
     if isinstance(t, str):
@@ -47,7 +47,7 @@ def _resolve_type(t: Any) -> type:
     raise PatternError(f"wrap_type: expected an op class (or tuple of them), got {t!r}")
 
 
-def _types_tuple(types: Any) -> tuple[type, ...]:
+def _types_tuple(types: Any) -> tuple[type[Node], ...]:
     if isinstance(types, (tuple, list, set, frozenset)):
         out = tuple(_resolve_type(t) for t in types)
     else:
@@ -78,7 +78,7 @@ class Pattern:
     def _match(self, m: Any, out: Any) -> bool:
         raise NotImplementedError
 
-    def root_types(self) -> tuple[type, ...] | None:
+    def root_types(self) -> tuple[type[Node], ...] | None:
         """Op classes every match of this pattern's root is an instance of, or None (any)."""
         return None
 
@@ -129,7 +129,7 @@ class WrapType(Pattern):
             po = self._outputs[index] = PatternOutput(self, index)
         return po
 
-    def root_types(self) -> tuple[type, ...] | None:
+    def root_types(self) -> tuple[type[Node], ...] | None:
         return self.types
 
     def _describe(self) -> str:
@@ -144,7 +144,7 @@ class WrapType(Pattern):
         pred = self._pred
         if pred is not None and not pred(out, m):
             if m._explain:
-                m._fail(self, out, PREDICATE, self.predicate.failure(out, m))
+                m._fail(self, out, PREDICATE, cast(Predicate, self.predicate).failure(out, m))
             return False
         prev = m.pattern_value_map.setdefault(self, out)
         if prev is not out:
@@ -174,7 +174,7 @@ class WrapType(Pattern):
         return True
 
 
-def _match_commutative(m: Any, ins: tuple, args: list) -> bool:
+def _match_commutative(m: Any, ins: tuple[Any, ...], args: list[Any]) -> bool:
     """Try every order of the pattern's arguments, restoring the state between tries."""
     mark = m._mark()
     for perm in itertools.permutations(ins):
@@ -201,7 +201,7 @@ class PatternOutput(Pattern):
         self.owner = owner
         self.index = index
 
-    def root_types(self) -> tuple[type, ...] | None:
+    def root_types(self) -> tuple[type[Node], ...] | None:
         return self.owner.root_types()
 
     def root_index(self) -> int:
@@ -234,7 +234,7 @@ class Label(Pattern):
         self._pred = None if self.predicate is None else self.predicate.fn
         self.wrapped = wrapped
 
-    def root_types(self) -> tuple[type, ...] | None:
+    def root_types(self) -> tuple[type[Node], ...] | None:
         return None if self.wrapped is None else self.wrapped.root_types()
 
     def _describe(self) -> str:
@@ -244,7 +244,7 @@ class Label(Pattern):
         pred = self._pred
         if pred is not None and not pred(out, m):
             if m._explain:
-                m._fail(self, out, PREDICATE, self.predicate.failure(out, m))
+                m._fail(self, out, PREDICATE, cast(Predicate, self.predicate).failure(out, m))
             return False
         prev = m.pattern_value_map.setdefault(self, out)
         if prev is not out:
@@ -269,8 +269,8 @@ class Or(Pattern):
         if not self.patterns:
             raise PatternError("Or: no patterns given")
 
-    def root_types(self) -> tuple[type, ...] | None:
-        types: list[type] = []
+    def root_types(self) -> tuple[type[Node], ...] | None:
+        types: list[type[Node]] = []
         for p in self.patterns:
             t = p.root_types()
             if t is None:
@@ -305,8 +305,8 @@ class Optional(WrapType):
         if not self.inputs:
             raise PatternError("optional: needs inputs (the value used when the op is absent)")
 
-    def root_types(self) -> tuple[type, ...] | None:
-        absent = self.inputs[0].root_types()
+    def root_types(self) -> tuple[type[Node], ...] | None:
+        absent = self._absent().root_types()
         return None if absent is None else tuple(dict.fromkeys((*self.types, *absent)))
 
     def _describe(self) -> str:
@@ -317,7 +317,12 @@ class Optional(WrapType):
         if WrapType._match(self, m, out):
             return True
         m._rollback(mark)
-        return self.inputs[0]._match(m, out)
+        return self._absent()._match(m, out)
+
+    def _absent(self) -> Pattern:
+        """The pattern of the value used when the op is absent (checked given)."""
+        assert self.inputs
+        return self.inputs[0]
 
 
 # -- factories (OpenVINO names) ---------------------------------------------------------------

@@ -198,7 +198,7 @@ def _attr_equal(actual: Any, expected: Any) -> bool:
                                                                    (list, tuple, np.ndarray)):
         a, e = np.asarray(actual), np.asarray(expected)
         return a.shape == e.shape and bool(np.all(a == e))
-    return actual == expected
+    return bool(actual == expected)
 
 
 def attrs_match(attrs: Mapping[str, Any]) -> Predicate:
@@ -228,14 +228,14 @@ def attrs_match(attrs: Mapping[str, Any]) -> Predicate:
 _ANY, _ELLIPSIS = object(), object()
 
 
-def _parse_shape_pattern(text: str) -> list:
+def _parse_shape_pattern(text: str) -> list[Any]:
     t = text.strip()
     if not (t.startswith("[") and t.endswith("]")):
         raise ValueError(f"shape_matches: expected '[d0,d1,...]', got {text!r}")
     t = t[1:-1].strip()
     if not t:
         return []
-    items: list = []
+    items: list[Any] = []
     for tok in (p.strip() for p in t.split(",")):
         if tok in ("?", "-1"):
             items.append(_ANY)
@@ -276,7 +276,7 @@ def shape_matches(text: str) -> Predicate:
     head = items[:items.index(_ELLIPSIS)] if has_ellipsis else items
     tail = items[items.index(_ELLIPSIS) + 1:] if has_ellipsis else []
 
-    def pairs_of(ps: Any) -> list | None:
+    def pairs_of(ps: Any) -> list[Any] | None:
         """(wanted, dim index, Dimension) for the dims the pattern constrains; None when the
         rank does not fit."""
         if not ps.rank_is_static:

@@ -45,7 +45,7 @@ def _after_forward(g: Node) -> Node:
 
 
 class _Forward(MatcherPass):
-    TYPES: ClassVar[Sequence[str]] = ()
+    TYPES: ClassVar[tuple[type[Node], ...]] = ()
 
     def __init__(self) -> None:
         super().__init__()

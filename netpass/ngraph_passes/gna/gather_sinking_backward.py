@@ -2,7 +2,6 @@
 are that same Gather) moves above it."""
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -38,7 +37,7 @@ from .gather_utils import (
 
 
 class _Backward(MatcherPass):
-    TYPES: ClassVar[Sequence[str]] = ()
+    TYPES: ClassVar[tuple[type[Node], ...]] = ()
 
     def __init__(self) -> None:
         super().__init__()

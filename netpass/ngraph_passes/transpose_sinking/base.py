@@ -32,7 +32,7 @@ class TSForwardBase(MatcherPass):
     pass (OpenVINO's TSForwardBase; ``MARK_ON_FAILURE = False`` for the passes OpenVINO writes
     as plain matchers, which mark only on a refusing callback)."""
 
-    TYPES: ClassVar[Sequence[str]] = ()
+    TYPES: ClassVar[tuple[type[Node], ...]] = ()
     INDICES: ClassVar[Sequence[int] | None] = None
     MARK_ON_FAILURE: ClassVar[bool] = True
 
@@ -71,7 +71,7 @@ class TSBackwardBase(MatcherPass):
     """Matched at a Transpose fed by one of ``TYPES`` whose consumers are all unmarked
     Transposes with one order; ``sink`` moves that order above the op."""
 
-    TYPES: ClassVar[Sequence[str]] = ()
+    TYPES: ClassVar[tuple[type[Node], ...]] = ()
 
     def __init__(self) -> None:
         super().__init__()

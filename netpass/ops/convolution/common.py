@@ -22,6 +22,7 @@ class _ConvBase(Node):
 
     ATTRS = {"strides": [], "pads_begin": [], "pads_end": [], "dilations": [],
              "auto_pad": "explicit"}
+    auto_pad: Any
     # Leading filter dims before the kernel: 2 ([O, I]) or 3 ([G, O/G, I/G]).
     FILTER_LEAD = 2
 

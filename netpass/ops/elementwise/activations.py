@@ -57,6 +57,7 @@ class Gelu(UnaryElementwiseArithmetic):
     type_name = "Gelu"
     version = "opset7"
     ATTRS = {"approximation_mode": "ERF"}
+    approximation_mode: Any
 
     def infer_types(self) -> None:
         self.approximation_mode = str(self.approximation_mode).upper()

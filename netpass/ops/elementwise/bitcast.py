@@ -19,6 +19,7 @@ class BitCast(Node):
     type_name = "BitCast"
     version = NETPASS_OPSET
     ATTRS = {"destination_type": None}
+    destination_type: Any
 
     def infer_types(self) -> None:
         self.check(self.get_input_size() == 1, "expects 1 input")

@@ -20,6 +20,7 @@ class Convert(Node):
 
     type_name = "Convert"
     ATTRS = {"destination_type": f32, "saturate": True, "round_mode": "up"}
+    destination_type: Any
 
     def infer_types(self) -> None:
         self.check(self.get_input_size() == 1, "expects 1 input")

@@ -43,6 +43,8 @@ class Interpolate(Node):
              "coordinate_transformation_mode": "half_pixel",
              "nearest_mode": "round_prefer_floor", "antialias": False, "pads_begin": [],
              "pads_end": [], "cube_coeff": -0.75}
+    antialias: Any
+    cube_coeff: Any
 
     def _check_attrs(self) -> None:
         for key, allowed in (("mode", MODES), ("shape_calculation_mode", SHAPE_MODES),

@@ -34,6 +34,8 @@ class _Recurrent(Node):
     ``DEFAULT_ACTIVATIONS``; ``_step`` advances the states by one time step for a whole batch.
     """
 
+    activations: Any  # normalised by the attribute checks
+
     GATES: ClassVar[int]
     STATES: ClassVar[int]
     DEFAULT_ACTIVATIONS: ClassVar[list[str]]
