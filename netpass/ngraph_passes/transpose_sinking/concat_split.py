@@ -63,7 +63,7 @@ class TSConcatBackward(TSBackwardBase):
 class TSSplitForward(TSForwardBase):
     """Moves a Transpose below a Split onto its outputs, renumbering the axis."""
 
-    TYPES, INDICES = ("Split", "VariadicSplit"), (0,)
+    TYPES, INDICES = (Split, VariadicSplit), (0,)
 
     def applicable(self, main, info):
         return _split_axis(main) is not None

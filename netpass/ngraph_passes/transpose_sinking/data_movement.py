@@ -85,7 +85,7 @@ def _reslice(main: Node, axes: list[int]) -> Node:
 class TSSliceForward(TSForwardBase):
     """Moves a Transpose below a Slice, renumbering its axes."""
 
-    TYPES, INDICES = ("Slice",), (0,)
+    TYPES, INDICES = (Slice,), (0,)
 
     def applicable(self, main, info):
         return _slice_axes(main) is not None

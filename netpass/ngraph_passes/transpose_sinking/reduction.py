@@ -137,7 +137,7 @@ class TSSqueezeForward(TSForwardBase):
 
     The squeezed axes are renumbered (a Reshape's target shape recomputed)."""
 
-    TYPES, INDICES, MARK_ON_FAILURE = ("Squeeze", "Reshape"), (0,), False
+    TYPES, INDICES, MARK_ON_FAILURE = (Squeeze, Reshape), (0,), False
 
     def applicable(self, main, info):
         return _squeeze_axes(main, static_shape(main.input_value(0))) is not None \
@@ -198,7 +198,7 @@ class TSUnsqueezeForward(TSForwardBase):
     ``Unsqueeze(T(x), A)`` = ``T'(Unsqueeze(x, A))``: the new 1s stay where they are.
     """
 
-    TYPES, INDICES = ("Unsqueeze", "Reshape"), (0,)
+    TYPES, INDICES = (Unsqueeze, Reshape), (0,)
 
     def applicable(self, main, info):
         return _unsqueeze_axes(main) is not None and (

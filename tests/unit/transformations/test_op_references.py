@@ -24,9 +24,27 @@ def _is_name_literal(node: ast.AST) -> bool:
     return False
 
 
+def _op_names(node: ast.AST) -> bool:
+    """A literal of op type names (capitalised: element type names such as "f32" are not)."""
+    return _is_name_literal(node) and all(
+        c.value[:1].isupper() for c in ast.walk(node) if isinstance(c, ast.Constant))
+
+
+def _names_types(assign: ast.Assign) -> bool:
+    """``X_TYPES = ("Concat", ...)``, alone or in a tuple assignment."""
+    for target in assign.targets:
+        pairs = [(target, assign.value)]
+        if isinstance(target, ast.Tuple) and isinstance(assign.value, ast.Tuple):
+            pairs = list(zip(target.elts, assign.value.elts))
+        if any(isinstance(t, ast.Name) and t.id.endswith("TYPES") and _op_names(v)
+               for t, v in pairs):
+            return True
+    return False
+
+
 def string_op_references(source: str) -> list[tuple[int, str]]:
-    """(line, text) of each comparison of ``.type_name`` with a string and of each op builder
-    called with a type name."""
+    """(line, text) of each comparison of ``.type_name`` with a string, each op builder called
+    with a type name, and each ``*TYPES`` table of type names."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Compare):
@@ -34,19 +52,22 @@ def string_op_references(source: str) -> list[tuple[int, str]]:
             if any(isinstance(s, ast.Attribute) and s.attr == "type_name" for s in sides) and \
                     any(_is_name_literal(s) for s in sides):
                 found.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.Assign) and _names_types(node):
+            found.append((node.lineno, ast.unparse(node)))
         elif isinstance(node, ast.Call):
             fn = node.func
             name = fn.id if isinstance(fn, ast.Name) else getattr(fn, "attr", None)
             if name in BUILDERS and node.args and _is_name_literal(node.args[0]):
                 found.append((node.lineno, ast.unparse(node)))
-    return found
+    return sorted(found)
 
 
 def test_the_check_finds_string_references():
     src = ('a = n.type_name == "Relu"\nb = m.type_name in ("Add", "Sub")\n'
            'c = make("Reshape", [x])\nd = wrap_type(["Relu"])\ne = isinstance(n, Relu)\n'
-           'f = n.type_name == other.type_name\n')
-    assert [line for line, _ in string_op_references(src)] == [1, 2, 3, 4]
+           'f = n.type_name == other.type_name\nTYPES = ("Concat",)\n'
+           'TYPES, INDICES = ("Split", "VariadicSplit"), (0,)\nTYPES = (Concat,)\n')
+    assert [line for line, _ in string_op_references(src)] == [1, 2, 3, 4, 7, 8]
 
 
 @pytest.mark.parametrize("area", CHECKED)
