@@ -3,7 +3,7 @@ factories use to turn python values into graph values."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -29,7 +29,10 @@ def to_output(value: Any, element_type: Any = None) -> Output:
     return Constant([], value=arr, element_type=element_type).output(0)
 
 
-def set_name(node: Node, name: str | None) -> Node:
+NodeT = TypeVar("NodeT", bound=Node)
+
+
+def set_name(node: NodeT, name: str | None) -> NodeT:
     if name:
         node.friendly_name = name
     return node

@@ -66,6 +66,7 @@ class BitwiseXor(_BitwiseBinary):
 
 
 def _shift(x: np.ndarray, y: np.ndarray, left: bool) -> np.ndarray:
+    x, y = np.broadcast_arrays(x, y)
     bits = x.dtype.itemsize * 8
     amount = np.asarray(y).astype(np.int64)
     in_range = (amount >= 0) & (amount < bits)
@@ -83,7 +84,7 @@ class BitwiseLeftShift(_BitwiseBinary):
     type_name = "BitwiseLeftShift"
     version = "opset15"
     allow_bool = False
-    fn = staticmethod(lambda x, y: _shift(*np.broadcast_arrays(x, y), left=True))
+    fn = staticmethod(lambda x, y: _shift(x, y, left=True))
 
 
 class BitwiseRightShift(_BitwiseBinary):
@@ -92,7 +93,7 @@ class BitwiseRightShift(_BitwiseBinary):
     type_name = "BitwiseRightShift"
     version = "opset15"
     allow_bool = False
-    fn = staticmethod(lambda x, y: _shift(*np.broadcast_arrays(x, y), left=False))
+    fn = staticmethod(lambda x, y: _shift(x, y, left=False))
 
 
 class BitwiseNot(Node):
@@ -112,7 +113,7 @@ class BitwiseNot(Node):
 
 # -- factories ---------------------------------------------------------------------------------
 
-def _factory(cls: type) -> Callable:
+def _factory(cls: type[Node]) -> Callable:
     def factory(left_node: Any, right_node: Any, auto_broadcast: str = "numpy",
                 name: str | None = None) -> Node:
         return set_name(cls([to_output(left_node), to_output(right_node)],

@@ -114,7 +114,8 @@ class GridSample(Node):
                 idx, w = taps[k][j]
                 weight = weight * w
                 index.append(idx)
-            picked = np.moveaxis(x, 1, -1)[(n_idx, *index)]  # [N, *out, C]
+            at = (n_idx, *index)
+            picked = np.moveaxis(x, 1, -1)[at]  # [N, *out, C]
             out += weight[..., None] * picked
         return [np.moveaxis(out, -1, 1).astype(x.dtype)]
 

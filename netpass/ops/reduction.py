@@ -244,7 +244,7 @@ def _axes(value: Any) -> Output:
     return to_output(np.asarray(value, dtype=np.int64).reshape(-1))
 
 
-def _reduce_factory(cls: type) -> Callable:
+def _reduce_factory(cls: type[Node]) -> Callable:
     def factory(node: Any, reduction_axes: Any, keep_dims: bool = False,
                 name: str | None = None) -> Node:
         return set_name(cls([to_output(node), _axes(reduction_axes)], keep_dims=bool(keep_dims)),
@@ -337,7 +337,7 @@ def _register_reduce(onnx_op: str, build: Callable[[Output, Output, bool], Outpu
     onnx_rule(onnx_op, since=axes_input_since)(lambda ctx: build(*_reduce_inputs(ctx, True)))
 
 
-def _simple(cls: type) -> Callable[[Output, Output, bool], Output]:
+def _simple(cls: type[Node]) -> Callable[[Output, Output, bool], Output]:
     return lambda x, axes, keep: cls([x, axes], keep_dims=keep).output(0)
 
 

@@ -314,7 +314,7 @@ class MelWeightMatrix(Node):
 
 # -- factories ---------------------------------------------------------------------------------
 
-def _fft_factory(cls: type):
+def _fft_factory(cls: type[Node]):
     def factory(data: Any, axes: Any, signal_size: Any = None, name: str | None = None) -> Node:
         ins = [to_output(data), i64_operand(axes)]
         if signal_size is not None:
@@ -339,7 +339,7 @@ def stft(data: Any, window: Any, frame_size: Any, frame_step: Any, transpose_fra
                           i64_operand(frame_step)], transpose_frames=transpose_frames), name)
 
 
-def _window_factory(cls: type):
+def _window_factory(cls: type[Node]):
     def factory(size: Any, periodic: bool = True, output_type: Any = "f32",
                 name: str | None = None) -> Node:
         return set_name(cls([i64_operand(size)], periodic=periodic,
@@ -446,7 +446,7 @@ def _shape_dim(x: Output, axis: int) -> Output:
     return Gather([ShapeOf([x]).output(0), i64_operand([axis]), i64_operand(0)]).output(0)
 
 
-def _import_window(cls: type):
+def _import_window(cls: type[Node]):
     def rule(ctx):
         dtype = ctx.attr("output_datatype", 1)
         return cls(ctx.inputs[:1], periodic=bool(ctx.attr("periodic", 1)),

@@ -25,7 +25,7 @@ def _is_int(arr: np.ndarray) -> bool:
     return arr.dtype.kind in "iu"
 
 
-def _unary(name: str, fn: Callable, doc: str = "") -> type:
+def _unary(name: str, fn: Callable, doc: str = "") -> type[UnaryElementwiseArithmetic]:
     doc = doc or f"``numpy.{fn.__name__}`` of each element."
     cls = type(name, (UnaryElementwiseArithmetic,),
                {"type_name": name, "fn": staticmethod(_quiet(fn)), "__doc__": doc,
@@ -33,7 +33,7 @@ def _unary(name: str, fn: Callable, doc: str = "") -> type:
     return cls
 
 
-def binary_factory_doc(cls: type) -> str:
+def binary_factory_doc(cls: type[Node]) -> str:
     """The docstring of a binary elementwise factory, from the op class's own."""
     what = (cls.__dict__.get("__doc__") or "").strip()
     return (f"{cls.type_name}: {what} ``left_node`` and ``right_node`` are Nodes, Outputs or "
@@ -42,7 +42,7 @@ def binary_factory_doc(cls: type) -> str:
             "name.")
 
 
-def unary_factory_doc(cls: type) -> str:
+def unary_factory_doc(cls: type[Node]) -> str:
     """The docstring of a unary elementwise factory, from the op class's own."""
     what = (cls.__dict__.get("__doc__") or "").strip()
     return (f"{cls.type_name}: {what} ``node`` is a Node, Output or python/numpy value; the "
@@ -56,7 +56,7 @@ def _erf(x: np.ndarray) -> np.ndarray:
     return np.fromiter(map(math.erf, flat), np.float64, len(flat)).reshape(np.shape(x))
 
 
-def _binary_factory(cls: type) -> Callable:
+def _binary_factory(cls: type[Node]) -> Callable:
     def factory(left_node: Any, right_node: Any, auto_broadcast: str = "numpy",
                 name: str | None = None) -> Node:
         return set_name(cls([to_output(left_node), to_output(right_node)],
@@ -66,7 +66,7 @@ def _binary_factory(cls: type) -> Callable:
     return factory
 
 
-def _unary_factory(cls: type) -> Callable:
+def _unary_factory(cls: type[Node]) -> Callable:
     def factory(node: Any, name: str | None = None) -> Node:
         return set_name(cls([to_output(node)]), name)
     factory.__name__ = cls.type_name
@@ -94,14 +94,14 @@ def _check_legacy_broadcast(ctx: Any) -> None:
         ctx.error("legacy broadcast with an explicit axis is not supported")
 
 
-def _register_binary(onnx_op: str, cls: type) -> None:
+def _register_binary(onnx_op: str, cls: type[Node]) -> None:
     def rule(ctx):
         _check_legacy_broadcast(ctx)
         return cls([ctx.inputs[0], ctx.inputs[1]])
     onnx_rule(onnx_op)(rule)
 
 
-def _register_unary(onnx_op: str, cls: type) -> None:
+def _register_unary(onnx_op: str, cls: type[Node]) -> None:
     onnx_rule(onnx_op)(lambda ctx: cls([ctx.inputs[0]]))
 
 
