@@ -9,7 +9,9 @@ that edit a graph report to it:
   the consumer's inference cannot change then, so nothing needs re-checking;
 - ``Node.set_arguments`` on a wired node, ``Node.set_attribute``: the node is stale;
 - ``validate_and_infer_types()`` called on an existing node (a pass that changed it in place):
-  its consumers are stale if its outputs changed;
+  the node itself is up to date again, and the consumers it had then are stale if its outputs
+  changed (they read the earlier state; consumers added afterwards were inferred from the new
+  one). A consumer rewired away from such a node is compared with the state it read;
 - a friendly name set, a model's parameters, results or sinks changed: an *edit* only.
 
 Building a node records nothing: a new node is inferred from its inputs as they are, and it
@@ -70,18 +72,39 @@ def same_state(a: _Port, b: _Port) -> bool:
     return True
 
 
+class _Reinferred:
+    """A node re-inferred in place with another result: its output states before the first
+    such re-inference, and the ids of the consumers it had at each re-inference (they read an
+    earlier state)."""
+
+    __slots__ = ("ref", "before", "readers")
+
+    def __init__(self, node: Node, before: list[_Port]) -> None:
+        self.ref: weakref.ref[Node] = weakref.ref(node)
+        self.before = before
+        self.readers: set[int] = set()
+
+    def add_readers(self, node: Node) -> None:
+        readers = self.readers
+        for port in node._outs:
+            for key in port.cons:
+                readers.add(key[0])
+
+
 class ChangeLog:
     """Stale nodes and rewired-in input values of a pass (held weakly), and a count of edits."""
 
-    __slots__ = ("_stale", "_stale_consumers", "_sources", "edits", "io_changed_by", "_outer",
-                 "_settled")
+    __slots__ = ("_stale", "_stale_consumers", "_sources", "_refreshed", "edits",
+                 "io_changed_by", "_outer", "_settled")
 
     def __init__(self) -> None:
-        # id -> weak reference: nodes to re-infer; nodes whose consumers must be re-inferred;
-        # input-less nodes that something was rewired to.
+        # id -> weak reference: nodes to re-infer; input-less nodes that something was rewired
+        # to; nodes the pass re-inferred in place (up to date, only linted).
         self._stale: dict[int, weakref.ref[Any]] = {}
-        self._stale_consumers: dict[int, weakref.ref[Any]] = {}
         self._sources: dict[int, weakref.ref[Any]] = {}
+        self._refreshed: dict[int, weakref.ref[Any]] = {}
+        # id -> _Reinferred: nodes re-inferred in place with another result.
+        self._stale_consumers: dict[int, _Reinferred] = {}
         self.edits = 0
         # The first pass declaring ``changes_model_io`` that changed something while this log
         # recorded: the model's inputs and outputs may differ on purpose.
@@ -97,14 +120,25 @@ class ChangeLog:
         if not rnode._inputs:
             self._sources[id(rnode)] = weakref.ref(rnode)
         onode = old.node
-        # The consumers were inferred from ``old`` as it is now, unless it was re-inferred in
-        # place during this pass with another result.
-        if (id(onode) not in self._stale_consumers
-                and same_state(onode._outs[old.index], rnode._outs[new.index])):
-            return
+        now = onode._outs[old.index]
+        new_port = rnode._outs[new.index]
+        entry = self._stale_consumers.get(id(onode))
         stale = self._stale
+        if entry is None:
+            # The consumers were inferred from ``old`` as it is now.
+            if same_state(now, new_port):
+                return
+            for c in consumers:
+                stale[id(c)] = weakref.ref(c)
+            return
+        # ``old`` was re-inferred in place with another result: its consumers from before
+        # read the state it had then, the later ones the state it has now.
+        readers = entry.readers
+        seen = entry.before[old.index] if old.index < len(entry.before) else None
         for c in consumers:
-            stale[id(c)] = weakref.ref(c)
+            saw = now if id(c) not in readers else seen
+            if saw is None or not same_state(saw, new_port):
+                stale[id(c)] = weakref.ref(c)
 
     def touched(self, node: Node) -> None:
         """An attribute or all the inputs of ``node`` changed: re-infer it."""
@@ -115,10 +149,25 @@ class ChangeLog:
         """``node`` was re-inferred in place; ``before`` holds its output ports' states from
         before (see :func:`port_states`). Its consumers are stale if they differ."""
         self.edits += 1
+        key = id(node)
+        # Inferred from its inputs as they are now: no longer stale, nor a reader of an
+        # earlier state of its producers.
+        self._stale.pop(key, None)
+        if key not in self._refreshed:
+            self._refreshed[key] = weakref.ref(node)
+        entries = self._stale_consumers
+        if entries:
+            for src in node._inputs:
+                entry = entries.get(id(src.node))
+                if entry is not None:
+                    entry.readers.discard(key)
         outs = node._outs
         if len(before) == len(outs) and all(same_state(b, p) for b, p in zip(before, outs)):
             return
-        self._stale_consumers[id(node)] = weakref.ref(node)
+        entry = self._stale_consumers.get(key)
+        if entry is None:
+            entry = self._stale_consumers[key] = _Reinferred(node, before)
+        entry.add_readers(node)
 
     def edited(self) -> None:
         """An edit with nothing to re-infer: a friendly name set, a model's parameters or
@@ -127,10 +176,11 @@ class ChangeLog:
 
     # -- reading -------------------------------------------------------------------------
     def __bool__(self) -> bool:
-        return bool(self._stale or self._stale_consumers or self._sources)
+        return bool(self._stale or self._stale_consumers or self._sources or self._refreshed)
 
     def __len__(self) -> int:
-        return len(self._stale) + len(self._stale_consumers) + len(self._sources)
+        return (len(self._stale) + len(self._stale_consumers) + len(self._sources)
+                + len(self._refreshed))
 
     @staticmethod
     def _live(table: dict[Any, Any]) -> Iterator[Node]:
@@ -144,8 +194,30 @@ class ChangeLog:
         return self._live(self._stale)
 
     def reinferred_nodes(self) -> Iterator[Node]:
-        """Live nodes re-inferred in place with a changed result: their consumers are stale."""
-        return self._live(self._stale_consumers)
+        """Live nodes re-inferred in place with a changed result."""
+        for entry in self._stale_consumers.values():
+            n = entry.ref()
+            if n is not None:
+                yield n
+
+    def stale_readers(self) -> Iterator[Node]:
+        """Live consumers of the nodes re-inferred in place with a changed result that read
+        an earlier state (each node re-inferred in place had them as consumers then)."""
+        for entry in self._stale_consumers.values():
+            n = entry.ref()
+            if n is None:
+                continue
+            readers = entry.readers
+            for port in n._outs:
+                for key, ref in port.cons.items():
+                    if key[0] in readers:
+                        c = ref()
+                        if c is not None:
+                            yield c
+
+    def refreshed_nodes(self) -> Iterator[Node]:
+        """Live nodes the pass re-inferred in place (up to date with their inputs then)."""
+        return self._live(self._refreshed)
 
     def sources(self) -> Iterator[Node]:
         """Live input-less nodes (Parameters, Constants) that an input was rewired to."""
@@ -174,8 +246,15 @@ class ChangeLog:
             outer.io_changed_by = self.io_changed_by
         if not self._settled:
             outer._stale.update(self._stale)
-            outer._stale_consumers.update(self._stale_consumers)
             outer._sources.update(self._sources)
+            outer._refreshed.update(self._refreshed)
+            mine = outer._stale_consumers
+            for key, entry in self._stale_consumers.items():
+                earlier = mine.get(key)
+                if earlier is None:
+                    mine[key] = entry
+                else:  # the outer log's states are the older ones
+                    earlier.readers |= entry.readers
 
     def __enter__(self) -> ChangeLog:
         return self.start()

@@ -55,7 +55,10 @@ class Dimension:
 
     @staticmethod
     def of(value: DimLike) -> Dimension:
-        """Coerce an int (``-1`` = dynamic), a ``(lo, hi)`` pair, a string or a Dimension."""
+        """Coerce an int (``-1`` = dynamic), a ``(lo, hi)`` pair, a string or a Dimension.
+        Small static ints give a shared instance (dimensions are never changed in place)."""
+        if type(value) is int and 0 <= value < _SMALL:
+            return _STATIC[value]
         if isinstance(value, Dimension):
             return value
         if isinstance(value, str):
@@ -193,6 +196,13 @@ class Dimension:
     def __repr__(self) -> str:
         sym = f"<{self.symbol}>" if self.symbol is not None else ""
         return f"Dimension({self}){sym}"
+
+
+# Shared static dimensions without a symbol, for the sizes shapes are mostly made of: every
+# Constant and most shape inference build shapes from ints, and an instance per dim made
+# building, comparing and freeing nodes cost one object more per axis.
+_SMALL = 1 << 12
+_STATIC = [Dimension(i) for i in range(_SMALL)]
 
 
 def _sat(v: int) -> int:

@@ -83,7 +83,6 @@ class Node:
         self._friendly: str | None = None
         self._rt: dict[Any, Any] | None = None
         self._in_rt: dict[int, dict[str, Any]] | None = None
-        self._inputs: list[Output] = []
         self._outs: list[_Port] = []
         self._mark = 0  # visit mark of topological_sort
         known = self.ATTRS
@@ -92,12 +91,22 @@ class Node:
                 if key not in known:
                     unknown = sorted(set(attrs) - set(known))
                     raise TypeError(f"{self.type_name}: unknown attribute(s) {unknown}")
-        for key, default in known.items():
-            value = attrs.get(key, default)
-            if isinstance(value, list):
-                value = list(value)
-            setattr(self, key, value)
-        self.set_arguments(inputs)
+        if known:
+            values = self.__dict__
+            for key, default in known.items():
+                value = attrs.get(key, default)
+                values[key] = list(value) if isinstance(value, list) else value
+        # A new node is wired without set_arguments' bookkeeping: it has no old inputs and no
+        # consumers, so no graph's order changes (passes build nodes by the hundred thousand).
+        wired: list[Output] = []
+        if inputs:
+            me = id(self)
+            ref = weakref.ref(self)
+            for i, src in enumerate(inputs):
+                out = src if type(src) is Output else as_output(src)
+                wired.append(out)
+                out.node._outs[out.index].cons[(me, i)] = ref
+        self._inputs = wired
         self._infer()  # a new node: inferring it changes no graph
 
     # -- identity -----------------------------------------------------------------------

@@ -4,11 +4,13 @@ After a pass, a Manager with per-pass validation on checks, from the pass's
 :class:`~netpass.core.changes.ChangeLog`:
 
 1. **Inference**: the nodes the pass left stale are re-inferred (an input rewired to a value
-   of another element type, shape or known value, an attribute set, a node re-inferred in
-   place with another result), and from them every consumer whose inputs changed: a stale
+   of another element type, shape or known value, an attribute set, a consumer that read a
+   node before the pass re-inferred it in place with another result), and from them every
+   consumer whose inputs changed: a stale
    shape the pass left is pushed down to the outputs, and a node that no longer fits its
    inputs fails here. A rewrite that keeps the shapes where it rewires (most do) leaves
    nothing to re-infer.
+   A node the pass re-inferred in place itself is up to date and only linted.
 2. **Invariants** of those nodes (``lint`` restricted to them): every input listed among its
    producer's consumers and no stale consumer, a known element type; no Parameter the model
    does not have among the values the pass rewired inputs to; the model's own input and output
@@ -106,14 +108,14 @@ def validate_changes(pass_name: str, model: Model, log: ChangeLog) -> int:
     number of re-inferences. Raises :class:`PassValidationError` naming the pass and node."""
     in_graph = _InModel(model)
     seeds = [n for n in log.stale_nodes() if in_graph(n)]
-    for n in log.reinferred_nodes():
-        if in_graph(n):
-            seeds.extend(inp.node for inp in _consumers(n))
+    seeds.extend(n for n in log.stale_readers() if in_graph(n))
     try:
         checked = _reinfer(seeds, in_graph)
     except ShapeInferenceError as e:
         raise PassValidationError(pass_name, e, e.node) from e
-    problems = _lint_nodes(model, checked, [n for n in log.sources() if in_graph(n)])
+    seen = {id(n) for n in checked}
+    linted = checked + [n for n in log.refreshed_nodes() if id(n) not in seen and in_graph(n)]
+    problems = _lint_nodes(model, linted, [n for n in log.sources() if in_graph(n)])
     if problems:
         lint_error = LintError(problems)
         raise PassValidationError(pass_name, lint_error) from lint_error
@@ -226,31 +228,38 @@ def _lint_nodes(model: Model, nodes: list[Node], sources: list[Node]) -> list[st
             users = ", ".join(f"{i.node.type_name} '{i.node.friendly_name}'" for i in _consumers(p))
             problems.append(f"Parameter '{p.friendly_name}' is not a model parameter but feeds "
                             f"{users}")
+    # (Runs on every node a validated pass touched: plain loops, messages only on failure.)
     for node in nodes:
-        for i, src in enumerate(node._inputs):
+        me = id(node)
+        i = 0
+        for src in node._inputs:
             producer = src.node
             outs = producer._outs
-            table = outs[src.index].cons if src.index < len(outs) else None
-            if table is None:
+            if src.index >= len(outs):
                 problems.append(f"{node.type_name} '{node.friendly_name}' input {i} reads missing "
                                 f"output {src.index} of '{producer.friendly_name}'")
-                continue
-            ref = table.get((id(node), i))
-            if ref is None or ref() is not node:
-                problems.append(f"{node.type_name} '{node.friendly_name}' input {i} is not listed "
-                                f"among the consumers of '{producer.friendly_name}'")
-        for k, port in enumerate(node._outs):
-            for (_, i), ref in port.cons.items():
+            else:
+                ref = outs[src.index].cons.get((me, i))
+                if ref is None or ref() is not node:
+                    problems.append(f"{node.type_name} '{node.friendly_name}' input {i} is not "
+                                    f"listed among the consumers of '{producer.friendly_name}'")
+            i += 1
+        k = 0
+        for port in node._outs:
+            for key, ref in port.cons.items():
                 c = ref()
                 if c is None:
                     continue
-                read = c._inputs[i] if i < len(c._inputs) else None
+                ins = c._inputs
+                i = key[1]
+                read = ins[i] if i < len(ins) else None
                 if read is None or read.node is not node or read.index != k:
                     problems.append(f"'{node.friendly_name}' lists a stale consumer "
                                     f"'{c.friendly_name}':{i}")
-            if port.et.is_dynamic and not isinstance(node, Result):
+            if port.et.name == "dynamic" and not isinstance(node, Result):
                 problems.append(f"{node.type_name} '{node.friendly_name}' output {k} "
                                 "has no element type")
+            k += 1
     for r in model._results:
         if not isinstance(r, Result):
             problems.append(f"model result {r!r} is not a Result")
