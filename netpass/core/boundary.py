@@ -71,7 +71,7 @@ class Constant(Node):
             arr = arr.astype(et.dtype)
         self.value = arr
         self.element_type = et
-        self.set_output_type(0, et, PartialShape(arr.shape))
+        self.set_output_type(0, et, PartialShape.static(arr.shape))
 
     def infer_values(self) -> None:
         self._outs[0].val = self.value

@@ -17,8 +17,9 @@ def topological_sort(roots: Sequence[Node]) -> list[Node]:
     """Producers before consumers, in OpenVINO's order.
 
     Iterative DFS post-order: roots are pushed in the given order (so the last is expanded
-    first) and a node's input 0 subtree is emitted before its input 1 subtree. Each stack entry
-    keeps an iterator over the node's inputs, so every edge is looked at once; leaves are
+    first) and a node's input 0 subtree is emitted before its input 1 subtree. The path is
+    kept as two parallel stacks (the nodes, and the iterators over their inputs where the walk
+    resumes), so every edge is looked at once and no tuple is built per node; leaves are
     emitted without a stack entry (this runs before every graph rewrite). Visit state is a mark
     on the node (this sort's epoch: done; epoch + 1: on the DFS path), cheaper than sets.
     """
@@ -32,28 +33,37 @@ def topological_sort(roots: Sequence[Node]) -> list[Node]:
         if root._mark == done:
             continue
         root._mark = on_path
-        stack = [(root, iter(root._inputs))]
-        push, pop = stack.append, stack.pop
-        while stack:
-            n, it = stack[-1]
+        path = [root]  # the nodes on the DFS path
+        resume: list = []  # the input iterators of path[:-1]
+        push_node, pop_node = path.append, path.pop
+        push_it, pop_it = resume.append, resume.pop
+        it = iter(root._inputs)
+        while True:
             for src in it:
                 p = src.node
                 mark = p._mark
                 if mark == done:
                     continue
-                if not p._inputs:
+                ins = p._inputs
+                if not ins:
                     p._mark = done
                     append(p)
                     continue
                 if mark == on_path:
+                    n = path[-1]
                     raise NetpassError(f"cycle detected through {n.type_name} '{n.friendly_name}'")
-                push((p, iter(p._inputs)))
                 p._mark = on_path
+                push_it(it)
+                push_node(p)
+                it = iter(ins)
                 break
             else:
-                pop()
+                n = pop_node()
                 n._mark = done
                 append(n)
+                if not path:
+                    break
+                it = pop_it()
     return order
 
 

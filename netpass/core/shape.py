@@ -40,6 +40,23 @@ class PartialShape:
         ps._static = None
         return ps
 
+    @staticmethod
+    def static(shape: tuple[int, ...]) -> PartialShape:
+        """The shape of a tensor of numpy ``shape`` (a tuple of ints), shared among equal
+        shapes: Constants (made by the thousand in rewrites) then cost no shape objects of their
+        own, to build or to free. Shapes are immutable, so sharing is safe."""
+        ps = _STATIC_SHAPES.get(shape)
+        if ps is None:
+            if len(_STATIC_SHAPES) >= _STATIC_SHAPES_MAX:
+                _STATIC_SHAPES.clear()
+            of = Dimension.of
+            ints = tuple([int(d) for d in shape])
+            ps = PartialShape.__new__(PartialShape)
+            ps._dims = tuple([of(d) for d in ints])
+            ps._static = ints
+            _STATIC_SHAPES[ints] = ps
+        return ps
+
     def _static_dims(self) -> tuple[int, ...] | bool:
         dims = self._dims
         if dims is None:
@@ -212,6 +229,11 @@ class PartialShape:
 
 
 ShapeLike = PartialShape | Sequence[DimLike] | Iterable[DimLike] | str | None
+
+
+# PartialShape.static's shared shapes, by int tuple (emptied when full: a bound, not an LRU).
+_STATIC_SHAPES: dict[tuple, PartialShape] = {}
+_STATIC_SHAPES_MAX = 4096
 
 
 def as_partial_shape(value: ShapeLike) -> PartialShape:

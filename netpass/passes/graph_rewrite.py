@@ -298,7 +298,17 @@ class GraphRewrite(ModelPass):
                         if node._id == watched:
                             probe.watcher.missed(mp, out)
                         continue
-                    if not in_graph(node):
+                    # In the graph: a live consumer (inlined: once per match), else a Result,
+                    # a sink or a parameter.
+                    live = False
+                    for port in outs:
+                        for r in port.cons.values():
+                            if r() is not None:
+                                live = True
+                                break
+                        if live:
+                            break
+                    if not live and not in_graph(node):
                         # Left the graph but kept alive elsewhere: no matcher applies to it.
                         m.clear_state()
                         if node._id == watched:
