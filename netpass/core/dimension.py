@@ -120,11 +120,14 @@ class Dimension:
 
     def merge(self, other: DimLike) -> Dimension | None:
         """Intersection of two dims, or None if they cannot be equal."""
-        o = Dimension.of(other)
+        o = other if type(other) is Dimension else Dimension.of(other)
         lo, hi = max(self.min, o.min), min(self.max, o.max)
         if lo > hi:
             return None
-        return Dimension(lo, hi, self.symbol or o.symbol)
+        symbol = self.symbol or o.symbol
+        if lo == self.min and hi == self.max and symbol is self.symbol:
+            return self  # (dimensions are never changed in place: this one is the result)
+        return Dimension(lo, hi, symbol)
 
     def broadcast_merge(self, other: DimLike) -> Dimension | None:
         """Numpy broadcasting of two dims, or None when they cannot broadcast."""

@@ -26,13 +26,15 @@ class Concat(Node):
         n = self.get_input_size()
         self.check(n >= 1, "expects at least one input")
         et = merged_input_type(self)
+        # (Transpose sinking re-infers Concats of many inputs by the thousand: the input dims
+        # are read once, and equal dims merge without new objects.)
+        shapes = [o.node._outs[o.index].ps._dims for o in self._inputs]
         rank = None
-        for i in range(n):
-            ps = self.get_input_partial_shape(i)
-            if ps.rank_is_static:
-                self.check(rank is None or len(ps) == rank,
-                           "input {} has rank {}, expected {}", i, len(ps), rank)
-                rank = len(ps)
+        for i, dims_i in enumerate(shapes):
+            if dims_i is not None:
+                self.check(rank is None or len(dims_i) == rank,
+                           "input {} has rank {}, expected {}", i, len(dims_i), rank)
+                rank = len(dims_i)
         if rank is None:
             self.set_output_type(0, et, PartialShape(None))
             return
@@ -41,12 +43,11 @@ class Concat(Node):
         dims: list[Dimension] = [Dimension() for _ in range(rank)]
         total: Dimension | None = Dimension(0)
         known_rank = False
-        for i in range(n):
-            ps = self.get_input_partial_shape(i)
-            if not ps.rank_is_static:
+        for i, dims_i in enumerate(shapes):
+            if dims_i is None:
                 total = None
                 continue
-            for k, d in enumerate(ps):
+            for k, d in enumerate(dims_i):
                 if k == axis:
                     continue
                 merged = dims[k].merge(d) if known_rank else d
@@ -55,9 +56,9 @@ class Concat(Node):
                 dims[k] = merged
             known_rank = True
             if total is not None:
-                total = total + ps[axis]
+                total = total + dims_i[axis]
         dims[axis] = total if total is not None else Dimension()
-        self.set_output_type(0, et, PartialShape(dims))
+        self.set_output_type(0, et, PartialShape.of_dims(tuple(dims)))
 
     def infer_values(self) -> None:
         ps = self.get_output_partial_shape(0)

@@ -122,27 +122,32 @@ class VariadicSplit(Node):
             return
         self.check(raw.count(-1) <= 1, "split_lengths {} has more than one -1", raw)
         self.check(all(v >= -1 for v in raw), "invalid split_lengths {}", raw)
-        lengths = self.lengths()
-        self.set_output_size(len(lengths))
+        lengths = raw
+        known = sum(v for v in raw if v != -1)
         if axis is not None and data[axis].is_static:
-            d, known = data[axis].min, sum(v for v in raw if v != -1)
+            d = data[axis].min
             self.check(known <= d if -1 in raw else known == d,
                        "split_lengths {} do not add up to dimension {} on axis {}", raw, d, axis)
+            if -1 in raw:  # (what lengths() gives)
+                lengths = [d - known if v == -1 else v for v in raw]
+        self.set_output_size(len(lengths))
+        of = Dimension.of
         for i, v in enumerate(lengths):
             if axis is None:
                 shape = _same_rank(data)
             else:
-                if v == -1:
-                    part = data[axis] - sum(x for x in raw if x != -1)
-                else:
-                    part = Dimension(v)
-                shape = PartialShape([part if k == axis else x for k, x in enumerate(data)])
+                part = data[axis] - known if v == -1 else of(v)
+                dims = list(data._dims)
+                dims[axis] = part
+                shape = PartialShape.of_dims(tuple(dims))
             self.set_output_type(i, et, shape)
 
     def infer_values(self) -> None:
         ps = self.get_input_partial_shape(0)
+        if not (ps.is_static and len(ps) == 1):
+            return
         lengths = self.lengths()
-        if ps.is_static and len(ps) == 1 and lengths is not None and -1 not in lengths:
+        if lengths is not None and -1 not in lengths:
             _split_partial_values(self, lengths)
 
     def evaluate(self, inputs):
