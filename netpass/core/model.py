@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import copy
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..errors import InputError, NetpassError
@@ -34,7 +34,7 @@ def topological_sort(roots: Sequence[Node]) -> list[Node]:
             continue
         root._mark = on_path
         path = [root]  # the nodes on the DFS path
-        resume: list = []  # the input iterators of path[:-1]
+        resume: list[Iterator[Output]] = []  # the input iterators of path[:-1]
         push_node, pop_node = path.append, path.pop
         push_it, pop_it = resume.append, resume.pop
         it = iter(root._inputs)

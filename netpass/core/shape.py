@@ -232,7 +232,7 @@ ShapeLike = PartialShape | Sequence[DimLike] | Iterable[DimLike] | str | None
 
 
 # PartialShape.static's shared shapes, by int tuple (emptied when full: a bound, not an LRU).
-_STATIC_SHAPES: dict[tuple, PartialShape] = {}
+_STATIC_SHAPES: dict[tuple[int, ...], PartialShape] = {}
 _STATIC_SHAPES_MAX = 4096
 
 

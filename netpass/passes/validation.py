@@ -231,8 +231,7 @@ def _lint_nodes(model: Model, nodes: list[Node], sources: list[Node]) -> list[st
     # (Runs on every node a validated pass touched: plain loops, messages only on failure.)
     for node in nodes:
         me = id(node)
-        i = 0
-        for src in node._inputs:
+        for i, src in enumerate(node._inputs):
             producer = src.node
             outs = producer._outs
             if src.index >= len(outs):
@@ -243,23 +242,20 @@ def _lint_nodes(model: Model, nodes: list[Node], sources: list[Node]) -> list[st
                 if ref is None or ref() is not node:
                     problems.append(f"{node.type_name} '{node.friendly_name}' input {i} is not "
                                     f"listed among the consumers of '{producer.friendly_name}'")
-            i += 1
-        k = 0
-        for port in node._outs:
+        for k, port in enumerate(node._outs):
             for key, ref in port.cons.items():
                 c = ref()
                 if c is None:
                     continue
                 ins = c._inputs
-                i = key[1]
-                read = ins[i] if i < len(ins) else None
+                at = key[1]
+                read = ins[at] if at < len(ins) else None
                 if read is None or read.node is not node or read.index != k:
                     problems.append(f"'{node.friendly_name}' lists a stale consumer "
-                                    f"'{c.friendly_name}':{i}")
+                                    f"'{c.friendly_name}':{at}")
             if port.et.name == "dynamic" and not isinstance(node, Result):
                 problems.append(f"{node.type_name} '{node.friendly_name}' output {k} "
                                 "has no element type")
-            k += 1
     for r in model._results:
         if not isinstance(r, Result):
             problems.append(f"model result {r!r} is not a Result")
