@@ -178,7 +178,8 @@ def split_operand(name: str, value: str, split: int, hi_round: str = "rn") -> li
 @K.memoized
 def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, align: str,
              epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int,
-             norm: tuple | None = None, hi_round: str = "rn", conv: bool = False) -> Source:
+             norm: tuple | None = None, hi_round: str = "rn", conv: bool = False,
+             splitk: bool = False) -> Source:
     """The tensor-core GEMM kernel (module docstring). ``b_kmajor``: B is read along n (its
     n stride 1 when ``copy == "cp_async"``), else along k. ``split``: 1 (TF32) or 3
     (3xTF32). ``ptx``: real ``mma.sync`` / ``cp.async`` (NVIDIA), else emulated.
@@ -192,7 +193,10 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
     the implicit im2col matrix of an NCHW convolution (``conv_gemm``): element (k, n) of image
     b is X[b, c, oh * sh - ph + kh * dh, ow * sw - pw + kw * dw] for k = (c, kh, kw) and
     n = (oh, ow), zero outside the image, gathered with element loads (the ``cv_*``
-    arguments, after the GEMM's own)."""
+    arguments, after the GEMM's own). ``splitk``: work-groups along dim 2 are (batch, K
+    slice) pairs, ``sk_n`` slices of ``sk_len`` (a multiple of BK) each; slice ``s`` writes
+    its partial product, without epilogue, to C + s * (batches * M * N) for
+    :func:`splitk_reduce` (arguments ``sk_len``, ``sk_n`` last)."""
     cfg.check()
     NT, BM, BN, BK, S = cfg.threads, cfg.bm, cfg.bn, cfg.bk, cfg.stages
     MI, NI = cfg.wm // 16, cfg.wn // 8
@@ -202,18 +206,22 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
         if not b_kmajor:
             raise ValueError("the implicit convolution GEMM reads B along n")
         args += [f"int cv_{x}" for x in CONV_ARGS]
+    if splitk:
+        if epilogue or n_extra:
+            raise ValueError("a split-K slice writes a partial product: the reduction applies the epilogue")
+        args += ["int sk_len", "int sk_n"]
 
     # -- stage fills ---------------------------------------------------------------------------
     def fill(stage: str, kt: str, how: str) -> str:
         """Statements filling stage ``stage`` with K block ``kt``: ``how`` is "cp" (cp.async),
         "plain" (16-byte copies, unit inner strides) or "strided" (element loads)."""
-        lines = [f"{{ const int kb_ = ({kt}) * BK;"]
+        lines = [f"{{ const int kb_ = kbeg + ({kt}) * BK;"]
         for u in range(BM * BK // 4 // NT):
             lines.append(f"{{ const int i = tid + {u * NT}; const int sl = i / (BM * 4), r = (i >> 2) % BM, "
                          "q = i & 3;")
             lines.append("  const int m = m0 + r, k = kb_ + sl * 16 + q * 4;")
             lines.append(f"  __local float* d = &As[{stage}][sl][r][q * 4];")
-            lines.append(_copy(how, "A", "min(m, M - 1) * sam", "k", "K", "sak", "m < M"))
+            lines.append(_copy(how, "A", "min(m, M - 1) * sam", "k", "KE", "sak", "m < M"))
             lines.append("}")
         for u in range(BN * BK // 4 // NT):
             if b_kmajor:
@@ -221,13 +229,13 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
                 lines.append("  const int k = kb_ + kk, n = n0 + cq * 4;")
                 lines.append(f"  __local float* d = &Bs[{stage}][kk][(cq ^ (((kk >> 2) & 3) << 1)) * 4];")
                 lines.append(_gather() if conv else
-                             _copy(how, "B", "min(k, K - 1) * sbk", "n", "N", "sbn", "k < K"))
+                             _copy(how, "B", "min(k, KE - 1) * sbk", "n", "N", "sbn", "k < KE"))
             else:
                 lines.append(f"{{ const int i = tid + {u * NT}; const int sl = i / (BN * 4), r = (i >> 2) % BN, "
                              "q = i & 3;")
                 lines.append("  const int n = n0 + r, k = kb_ + sl * 16 + q * 4;")
                 lines.append(f"  __local float* d = &Bs[{stage}][sl][r][q * 4];")
-                lines.append(_copy(how, "B", "min(n, N - 1) * sbn", "k", "K", "sbk", "n < N"))
+                lines.append(_copy(how, "B", "min(n, N - 1) * sbn", "k", "KE", "sbk", "n < N"))
             lines.append("}")
         lines.append("}")
         return "\n    ".join(lines)
@@ -284,7 +292,7 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
     barrier(CLK_LOCAL_MEM_FENCE);  /* block kt is in; block kt - 1 is no longer read */
     {{ const int kn = kt + STAGES - 1;
       if (kn < {nt}) {{ const int sn = kn % STAGES; {fill("sn", "kn", how)} }}{commit} }}
-    const int cs = kt % STAGES, kb = kt * BK;
+    const int cs = kt % STAGES, kb = kbeg + kt * BK;
     {{
       {compute("cs")}
     }}
@@ -307,6 +315,12 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
     else:
         raise ValueError(copy)
 
+    if splitk:  # (batch, slice) along dim 2; the slice's partial product goes to its own C
+        split_head = ("const int b = get_group_id(2) / sk_n, ks_ = get_group_id(2) - b * sk_n;\n"
+                      "  const int kbeg = ks_ * sk_len, KE = min(K, kbeg + sk_len);\n"
+                      "  coff += ks_ * (get_num_groups(2) / sk_n) * M * N;")
+    else:
+        split_head = "const int b = get_group_id(2), kbeg = 0, KE = K;"
     acc_decl = "\n  ".join(f"float {', '.join(f'c{i}_{j}_{q} = 0.0f' for q in range(4))};"
                            for i in range(MI) for j in range(NI))
     store = _store(MI, NI, epilogue, n_extra, erank)
@@ -325,7 +339,7 @@ void gemm_mma({', '.join(args)})
   const int g = lane >> 2, t = lane & 3;
   const int wm0 = (warp / {BN // cfg.wn}) * {cfg.wm}, wn0 = (warp % {BN // cfg.wn}) * {cfg.wn};
   const int n0 = get_group_id(0) * BN, m0 = get_group_id(1) * BM;
-  const int b = get_group_id(2);
+  {split_head}
   const int b0 = b / B1, b1 = b - b0 * B1;
   A += aoff + b0 * sa0 + b1 * sa1;
   B += boff + b0 * sb0 + b1 * sb1;
@@ -334,7 +348,7 @@ void gemm_mma({', '.join(args)})
   {emu}
   {K.norm_prologue(norm, BM, NT)}
   {acc_decl}
-  const int nt = (K + BK - 1) / BK;
+  const int nt = (KE - kbeg + BK - 1) / BK;
   {body}
 {store}
 }}
@@ -367,20 +381,86 @@ CONV_ARGS = ("khw", "kw", "ow", "sh", "sw", "ph", "pw", "dh", "dw", "h", "w", "x
 
 def _gather() -> str:
     """A 16-byte piece of an implicit im2col B stage (destination ``d``): k = (c, kh, kw),
-    columns n .. n + 3 = output pixels (oh, ow), zeros outside the image and past K, N."""
+    columns n .. n + 3 = output pixels (oh, ow), zeros outside the image and past K, N. Four
+    pixels of one output row that a unit-stride convolution reads inside one image row are
+    consecutive floats: one vector load (most pieces of a 3x3 convolution); the others
+    element by element, the output row and column stepped on instead of divided again."""
     taps = []
     for e, comp in enumerate("xyzw"):
-        taps.append(f"""if (n + {e} < N) {{ const int oh = (n + {e}) / cv_ow, ow = n + {e} - oh * cv_ow;
-        const int ih = ih0 + oh * cv_sh, iw = iw0 + ow * cv_sw;
-        if (ih >= 0 && ih < cv_h && iw >= 0 && iw < cv_w) v_.{comp} = xc[ih * cv_xsh + iw * cv_xsw]; }}""")
+        step = "" if e == 0 else "if (++ow == cv_ow) { ow = 0; ih += cv_sh; iw = iw0 - cv_sw; } iw += cv_sw;\n        "
+        taps.append(f"""{step}if (n + {e} < N && ih >= 0 && ih < cv_h && iw >= 0 && iw < cv_w) v_.{comp} = xc[ih * cv_xsh + iw * cv_xsw];""")
     return f"""  {{ float4 v_ = (float4)(0.0f);
-    if (k < K) {{
+    if (k < KE) {{
       const int c = k / cv_khw, r = k - c * cv_khw, kh = r / cv_kw, kw = r - kh * cv_kw;
       const int ih0 = kh * cv_dh - cv_ph, iw0 = kw * cv_dw - cv_pw;
       __global const float* xc = B + c * cv_xsc;
-      {chr(10).join("      " + x for x in taps)}
+      const int oh = n / cv_ow;
+      int ow = n - oh * cv_ow, ih = ih0 + oh * cv_sh, iw = iw0 + ow * cv_sw;
+      const int row4 = cv_sw == 1 && cv_xsw == 1 && ow + 3 < cv_ow && n + 3 < N;
+      if (row4 && ih >= 0 && ih < cv_h && iw >= 0 && iw + 3 < cv_w) {{
+        v_ = vload4(0, xc + ih * cv_xsh + iw);
+      }} else {{
+        {(chr(10) + "        ").join(taps)}
+      }}
     }}
     *(__local float4*)d = v_; }}"""
+
+
+@K.memoized
+def splitk_reduce(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int) -> Source:
+    """C = epilogue(sum of the ``ns`` partial products of a split-K GEMM): ``W`` holds them one
+    after the other, ``total`` floats each (batches * M * N, C's layout); one work-item per
+    element, the epilogue's side inputs read through ``d*`` / ``s_in*_*`` as in every GEMM."""
+    args = ["__global const float* W", "__global float* C", "int coff", "int total", "int ns"]
+    for j in range(n_extra):
+        args += [f"__global const {K.ctype(extra_dtypes[j])}* in{j}", f"int off_in{j}"]
+    if n_extra:
+        args += [f"int d{k}" for k in range(erank)]
+        for j in range(n_extra):
+            args += [f"int s_in{j}_{k}" for k in range(erank)]
+    code = K._stage_code([Stage("v", [], "float")] + epilogue, {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
+    offs = K._offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
+    text = K.header([np.float32] + list(extra_dtypes)) + f"""__kernel void splitk_reduce({', '.join(args)})
+{{
+  const int flat = get_global_id(0);
+  if (flat >= total) return;
+  float v = W[flat];
+  for (int s = 1; s < ns; ++s) v += W[s * total + flat];
+  {offs}
+  {code}
+  C[coff + flat] = x{len(epilogue)};
+}}
+"""
+    return Source(text, "splitk_reduce")
+
+
+# split-K: a GEMM whose tiles leave compute units idle walks K in slices on more work-groups
+# (H100, ``bench_kernels.py --sections splitk``: K = 3072 into N = 768 gained 1.2-3x for M =
+# 128..4096 with 2-8 slices; K = 768 only where the tiles were fewer than a quarter of the units)
+SPLITK_WAVES = 2.0      # work-groups per compute unit the slices aim at
+SPLITK_MIN_K = 384      # K per slice, at least
+SPLITK_LONG_K = 1536    # K from which slices pay whenever the tiles leave units idle
+SPLITK_FEW_TILES = 0.25  # tiles per compute unit below which a shorter K is split too
+SPLITK_MAX = 8
+
+
+def k_splits(cfg: MmaConfig, M: int, N: int, K_: int, nb: int, cus: int) -> tuple[int, int]:
+    """(slices, K per slice) of a split-K run of this GEMM: the fewest slices (a power of
+    two) that give the compute units SPLITK_WAVES work-groups each, each slice at least
+    SPLITK_MIN_K long; (1, K) when the tiles already fill the units, or K is shorter than
+    SPLITK_LONG_K and the tiles not fewer than SPLITK_FEW_TILES per unit."""
+    tiles = _cdiv(M, cfg.bm) * _cdiv(N, cfg.bn) * max(nb, 1)
+    want = SPLITK_WAVES * cus
+    if tiles >= want or (K_ < SPLITK_LONG_K and tiles >= SPLITK_FEW_TILES * cus):
+        return 1, K_
+    n = 1
+    while 2 * n <= SPLITK_MAX and tiles * n < want and K_ // (2 * n) >= SPLITK_MIN_K:
+        n *= 2
+    if n == 1:
+        return 1, K_
+    length = _cdiv(_cdiv(K_, n), cfg.bk) * cfg.bk
+    n = _cdiv(K_, length)
+    return (n, length) if n > 1 else (1, K_)
 
 
 def _store(MI: int, NI: int, epilogue: list[Stage], n_extra: int, erank: int) -> str:
@@ -406,7 +486,7 @@ def _store(MI: int, NI: int, epilogue: list[Stage], n_extra: int, erank: int) ->
 # precision "f32" on tensor cores: 3xTF32 (float32 accuracy); None keeps the fp32 SIMT kernels
 F32_SPLIT: int | None = 3
 MIN_M = 64  # below this the skinny / tiled fp32 kernels are used (memory-bound, few tiles)
-MIN_CONV_M, MIN_CONV_N = 16, 64  # output channels and pixels from which convolutions take it
+MIN_CONV_M, MIN_CONV_N = 16, 16  # output channels and pixels from which convolutions take it
 # tile shapes by preference: the first that gives the compute units WAVES work-groups each
 # is taken (on the H100, ``bench_kernels.py --sections tiles``: 128x128 tiles win from about
 # 1.4 work-groups per unit, 64x64 below, both within 10% of the best of five shapes on GPT-2's
@@ -473,12 +553,12 @@ def plan(engine, precision: str | None, M: int, N: int, K_: int, nb: int, sa: li
 
 
 def source(choice, epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int,
-           norm: tuple | None) -> Source:
+           norm: tuple | None, splitk: bool = False) -> Source:
     cfg, split, b_kmajor, ptx, copy = choice
     return gemm_mma(cfg, b_kmajor, split, ptx, copy, ALIGN, epilogue, n_extra, extra_dtypes, erank, norm,
-                    HI_ROUND)
+                    HI_ROUND, False, splitk)
 
 
-def work_sizes(cfg: MmaConfig, M: int, N: int, nb: int) -> tuple[tuple, tuple]:
-    """(global, local) sizes: a work-group per BM x BN tile and batch."""
-    return (_cdiv(N, cfg.bn) * cfg.threads, _cdiv(M, cfg.bm), max(nb, 1)), (cfg.threads, 1, 1)
+def work_sizes(cfg: MmaConfig, M: int, N: int, nb: int, splits: int = 1) -> tuple[tuple, tuple]:
+    """(global, local) sizes: a work-group per BM x BN tile, batch and K slice."""
+    return (_cdiv(N, cfg.bn) * cfg.threads, _cdiv(M, cfg.bm), max(nb, 1) * splits), (cfg.threads, 1, 1)

@@ -994,6 +994,7 @@ class Network:
         self.epoch = 0  # infers begun; PrimitiveInst.stamp says which produced an output
         self.reader: PrimitiveInst | None = None  # (debug mode) the primitive running now
         self._impl_bufs: dict[int, list] = {}
+        self._scratch: dict[tuple, object] = {}  # (size class, slot) -> allocation (scratch)
         self.state = VariableStore(self)  # this request's variables
 
     @staticmethod
@@ -1040,7 +1041,10 @@ class Network:
         bufs = self._impl_bufs.get(id(impl))
         if bufs is None or len(bufs) != len(impl.buffers):
             bufs = []
-            for arr in impl.buffers:
+            for slot, arr in enumerate(impl.buffers):
+                if isinstance(arr, I.Scratch):
+                    bufs.append(self.scratch(arr.nbytes, slot))
+                    continue
                 alloc = self.engine.upload(arr, queue=self.queue)
                 self.count_alloc(alloc)
                 bufs.append(alloc)
@@ -1048,6 +1052,17 @@ class Network:
                 self._impl_bufs.clear()
             self._impl_bufs[id(impl)] = bufs
         return bufs
+
+    def scratch(self, nbytes: int, slot: int = 0):
+        """A device buffer of at least ``nbytes`` that no tensor owns (impls.Scratch), one per
+        power-of-two size class and impl buffer position, shared by every primitive of this
+        request."""
+        size = 1 << max(int(nbytes) - 1, 0).bit_length()
+        alloc = self._scratch.get((size, slot))
+        if alloc is None:
+            alloc = self._scratch[(size, slot)] = self.engine.allocate(size, what="GEMM scratch")
+            self.count_alloc(alloc)
+        return alloc
 
     def device_tensor(self, inst: PrimitiveInst, k: int) -> Tensor | None:
         """The device tensor of ``inst`` output ``k``, uploading a host value when needed."""

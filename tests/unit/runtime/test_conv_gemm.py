@@ -88,3 +88,27 @@ def test_convolution_as_implicit_gemm(c, o, k, stride, pad, dil, precision, emul
         got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
         assert _rel_l2(got, want) <= (2e-3 if precision == "tf32" else 4e-6)
     assert _ran_mma(req) and not _ran_direct_conv(req)
+
+
+@pytest.mark.skipif(RUNTIME_DEVICE != "CPU", reason="emulated tensor cores on PoCL")
+@pytest.mark.parametrize("pad,precision", [(1, "f32"), (0, "tf32")])
+def test_convolution_in_k_slices(pad, precision, emulated, monkeypatch, rng):
+    """A 3x3 unit-stride convolution (rows of four pixels inside the image as one vector load,
+    the rest element by element across output rows) in K slices, reduced through the bias,
+    the residual Add and Relu; odd image sizes, batch 2."""
+    monkeypatch.setattr(KM, "SPLITK_WAVES", 64.0)
+    monkeypatch.setattr(KM, "SPLITK_MIN_K", 32)
+    monkeypatch.setattr(KM, "SPLITK_LONG_K", 32)
+    c, o = 16, 24
+    x = opset.parameter([-1, c, -1, -1], np.float32, name="x")
+    r = opset.parameter([-1, o, -1, -1], np.float32, name="r")
+    y = opset.convolution(x, _f(rng, o, c, 3, 3), [1, 1], [pad] * 2, [pad] * 2, [1, 1])
+    y = opset.relu(opset.add(opset.add(y, _f(rng, 1, o, 1, 1)), r))
+    model = Model([opset.result(y, name="y")], [x, r])
+    req = compile_program(model, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": precision}).create_infer_request()
+    for h, w in ((13, 11), (9, 17)):
+        oh, ow = h + 2 * pad - 2, w + 2 * pad - 2
+        feeds = {"x": _f(rng, 2, c, h, w), "r": _f(rng, 2, o, oh, ow)}
+        got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
+        assert _rel_l2(got, want) <= (2e-3 if precision == "tf32" else 4e-6)
+    assert _ran_mma(req) and any("splitk_reduce(" in key[2] for key in req.network.kernel_objects)

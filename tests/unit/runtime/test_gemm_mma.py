@@ -148,17 +148,21 @@ def test_fully_connected_and_transposed_batched_matmul(emulated, rng):
 
 
 @pocl_only
-def test_folded_layernorm(emulated, rng):
-    """A LayerNorm folded into the GEMM (norm_gemm): A fragments normalized as they are read."""
+@pytest.mark.parametrize("batch", [1, 2])
+def test_folded_layernorm(batch, emulated, rng):
+    """A LayerNorm folded into the GEMM (norm_gemm): one batch of contiguous rows is
+    normalized into a scratch copy by a row kernel ahead of the GEMM; a batched A has its
+    fragments normalized as they are read."""
     k = 64
-    x = opset.parameter([1, -1, k], np.float32, name="x")
+    x = opset.parameter([batch, -1, k], np.float32, name="x")
     h = opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt")
     h = opset.add(opset.multiply(h, (1 + 0.2 * _f(rng, k)).astype(np.float32)), 0.2 * _f(rng, k))
     model = Model([opset.result(opset.matmul(h, _f(rng, k, 40), False, False), name="y")], [x])
     req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
-    feeds = {"x": (30 + _f(rng, 1, 37, k)).astype(np.float32)}
+    feeds = {"x": (30 + _f(rng, batch, 37, k)).astype(np.float32)}
     assert _rel_l2(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 2e-5
     assert _ran_mma(req)
+    assert any("void rowop(" in key[2] for key in req.network.kernel_objects) == (batch == 1)
 
 
 def test_precision_hint_is_checked():
@@ -180,3 +184,65 @@ def test_selection_by_shape_class():
     assert KM.choose_config(64, 3136, 576, 8, 132, 48 << 10, False).bm == 64  # no half-empty tiles
     normed = KM.choose_config(4096, 4096, 4096, 1, 132, 48 << 10, True)
     assert normed.local_bytes() + 8 * (normed.bm + normed.threads) <= 48 << 10
+
+
+@pytest.fixture
+def split_k(emulated, monkeypatch):
+    """Emulated tensor cores that split every K of 32 or more (PoCL has few compute units)."""
+    monkeypatch.setattr(KM, "SPLITK_WAVES", 64.0)
+    monkeypatch.setattr(KM, "SPLITK_MIN_K", 16)
+    monkeypatch.setattr(KM, "SPLITK_LONG_K", 16)
+    return emulated
+
+
+def _ran_split_k(req) -> bool:
+    return any("splitk_reduce(" in key[2] for key in req.network.kernel_objects)
+
+
+@pocl_only
+@pytest.mark.parametrize("precision", ["tf32", "f32"])
+def test_split_k_with_bias_gelu_residual(precision, split_k, rng):
+    """K slices (odd K: the last slice short, a tail inside it) summed by the reduction,
+    which applies the fused bias, tanh-GELU and residual; batch 2, growing rows."""
+    x = opset.parameter([2, -1, 83], np.float32, name="x")
+    r = opset.parameter([2, -1, 40], np.float32, name="r")
+    w, bias = _f(rng, 83, 40), _f(rng, 40)
+    y = opset.add(opset.gelu(opset.add(opset.matmul(x, w, False, False), bias), "tanh"), r)
+    model = Model([opset.result(y, name="y")], [x, r])
+    req = compile_program(model, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": precision}).create_infer_request()
+    for s in (17, 50, 17):
+        feeds = {"x": _f(rng, 2, s, 83), "r": _f(rng, 2, s, 40)}
+        got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
+        assert _rel_l2(got, want) <= TOL[1 if precision == "tf32" else 3] * 2
+    assert _ran_split_k(req)
+    assert KM.k_splits(SMALL, 17, 40, 83, 2, 2)[0] > 1
+
+
+@pocl_only
+def test_split_k_fully_connected_with_folded_layernorm(split_k, rng):
+    """compile_model's FullyConnected with its LayerNorm folded, in K slices: each slice
+    normalizes with the statistics of the whole row."""
+    k = 96
+    x = opset.parameter([1, -1, k], np.float32, name="x")
+    h = opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt")
+    h = opset.add(opset.multiply(h, (1 + 0.2 * _f(rng, k)).astype(np.float32)), 0.2 * _f(rng, k))
+    y = opset.add(opset.matmul(h, _f(rng, k, 40), False, False), _f(rng, 40))
+    model = Model([opset.result(y, name="y")], [x])
+    cm = netpass.compile_model(model, RUNTIME_DEVICE, {"TRANSFORMATIONS": "NONE"})
+    req = cm.create_infer_request()
+    for s in (37, 20):
+        feeds = {"x": (30 + _f(rng, 1, s, k)).astype(np.float32)}
+        assert _rel_l2(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 2e-5
+    assert any("splitk_reduce(" in key[2] for key in req._runtime_request.network.kernel_objects)
+
+
+def test_k_splits_choice():
+    """Slices only where the tiles leave compute units idle, each at least SPLITK_MIN_K long
+    and a multiple of BK; none for short K or enough tiles."""
+    cfg = KM.MmaConfig(64, 64, 32, 32, 16, 4)
+    n, length = KM.k_splits(cfg, 512, 768, 3072, 1, 132)
+    assert n > 1 and length % 16 == 0 and length >= KM.SPLITK_MIN_K and (n - 1) * length < 3072 <= n * length
+    assert KM.k_splits(cfg, 4096, 4096, 3072, 1, 132) == (1, 3072)
+    assert KM.k_splits(cfg, 512, 768, 768, 1, 132) == (1, 768)  # short K, tiles enough
+    assert KM.k_splits(cfg, 128, 768, 768, 1, 132) == (2, 384)  # short K, very few tiles
+    assert KM.k_splits(cfg, 128, 768, 300, 1, 132) == (1, 300)
