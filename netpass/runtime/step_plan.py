@@ -18,8 +18,16 @@ Entries:
   permuted view, a split piece, a slice or crop, a no-op transpose, strided slice or
   broadcast) at recorded offsets and strides; views that only replayed kernels read are not
   replayed at all (those kernels' argument slots point under them);
-- general: anything else (host evaluation, data-dependent decisions such as an identity
-  Gather, in-place concat, host fallbacks), run by the per-primitive path as without a plan.
+- shape: a node of a shape_of sub-graph computed from shapes no data decides
+  (``data_shaped``): its recorded shapes and host value, a function of the binding as
+  everything a plan replays (kept on the device across replays once uploaded);
+- general: anything else (host evaluation of what a data-dependent shape feeds,
+  data-dependent decisions such as an identity Gather, in-place concat, host fallbacks), run
+  by the per-primitive path as without a plan.
+
+A primitive whose shape-infer inputs come from shape entries (a Reshape to a target computed
+from shapes) is a view or kernel entry like any other: its recorded values are that
+target.
 
 Every replayed primitive leaves the same state (shapes, values, implementation, buffers,
 flags) as the per-primitive path, so either path can follow the other at any step. A plan is
@@ -119,6 +127,22 @@ class ViewEntry:
         self.skippable = node.runtime_skippable
 
 
+class ShapeEntry:
+    """A shape_of sub-graph node: its recorded shapes, values and host outputs (read-only
+    arrays, shared by the requests replaying the plan)."""
+
+    __slots__ = ("index", "in_shapes", "out", "values", "host")
+
+    def __init__(self, inst: "PrimitiveInst") -> None:
+        self.index = inst.node.index
+        self.in_shapes, self.out, self.values = inst.in_shapes, inst.out_shapes, inst.values
+        self.host = []
+        for a in inst.host:
+            a = a.copy()
+            a.flags.writeable = False
+            self.host.append(a)
+
+
 class GeneralEntry:
     """A primitive run by the per-primitive path."""
 
@@ -128,24 +152,76 @@ class GeneralEntry:
         self.index = inst.node.index
 
 
-def _entry(inst: "PrimitiveInst", valid: set):
-    """The entry of ``inst``; ``valid`` gathers the node indices whose outputs the replay
-    leaves on the device."""
+def data_shaped(program) -> set[int]:
+    """Indices of the nodes whose output shapes may depend on data, not only on the binding:
+    data-dependent kinds (NonZero), readers of such outputs, and nodes whose shape-infer
+    inputs are data (not constants, not shape_of values) or shape_of values computed from such
+    shapes. Everything else has, for one binding, the shapes and shape_of values of every
+    other infer with it (a plan's premise)."""
+    out: set[int] = set()
+    for n in program.nodes:
+        if n.kind in ("Parameter", "Constant"):
+            continue
+        if n.kind in DYNAMIC_OUTPUT_KINDS:
+            out.add(n.index)
+            continue
+        deps = n.get_shape_infer_dependencies()
+        for j, (src, _) in enumerate(n.inputs):
+            if src.index in out:
+                out.add(n.index)
+            elif j in deps and src.kind != "Constant" and not src.in_shape_of_subgraph:
+                out.add(n.index)
+            elif src.in_shape_of_subgraph and any(so.inputs[0][0].index in out for so in src.dependant_shape_ofs):
+                out.add(n.index)
+            if n.index in out:
+                break
+    return out
+
+
+def _shape_entry(inst: "PrimitiveInst", shaped_by_data: set) -> bool:
+    """Whether shape_of node ``inst`` can replay its recorded outputs: evaluated in the
+    recorded infer, from the shapes of tensors that no data decides (``data_shaped``): its
+    value is then a function of the binding. (A causal mask built from a Range over the
+    sequence is such a value: [S, S] elements evaluated with numpy once per binding, not
+    per infer.)"""
     node = inst.node
-    if not inst.recordable or inst.skip or node.in_shape_of_subgraph or node.inplace_concat \
-            or node.kind in DYNAMIC_OUTPUT_KINDS or inst.concat_user is not None or inst.sym_need:
+    if inst.skip or node.kind in DYNAMIC_OUTPUT_KINDS or inst.out_shapes is None \
+            or not all(inst.host_valid) or any(a is None for a in inst.host):
+        return False
+    return not any(so.inputs[0][0].index in shaped_by_data for so in node.dependant_shape_ofs)
+
+
+def _entry(inst: "PrimitiveInst", valid: set, replayed: set, shaped_by_data: set):
+    """The entry of ``inst``; ``valid`` gathers the node indices whose outputs the replay
+    leaves on the device, ``replayed`` those whose state (shapes, values) it sets."""
+    node = inst.node
+    if node.in_shape_of_subgraph:
+        if _shape_entry(inst, shaped_by_data):
+            replayed.add(node.index)
+            return ShapeEntry(inst)
+        return GeneralEntry(inst)
+    # shape-infer inputs read from the device or host are the recorded values when their
+    # producers are replayed
+    needs_replayed = all(inst.src_insts[j][0].node.index in replayed for j in inst.sym_need)
+    recordable = inst.recordable or (needs_replayed and node.state_role is None and
+                                     node.kind not in DYNAMIC_OUTPUT_KINDS and
+                                     node.kind not in ("Parameter", "Constant", "Result"))
+    if not recordable or inst.skip or node.inplace_concat or node.kind in DYNAMIC_OUTPUT_KINDS \
+            or inst.concat_user is not None or not needs_replayed:
         return GeneralEntry(inst)
     if inst.can_be_optimized:
         # an identity Gather is decided on the index values, not on shapes
         if node.kind == "Gather":
             return GeneralEntry(inst)
         valid.add(node.index)
+        replayed.add(node.index)
         return ViewEntry(inst)
     impl = inst.impl
     if node.has_kernel and impl is not None and not impl.host and inst.kernels \
             and node.kind != "Gather" and inst.out_shapes is not None:
         entry = KernelEntry(inst, valid)
         valid.add(node.index)
+        replayed.add(node.index)
         return entry
     return GeneralEntry(inst)
 
@@ -207,7 +283,9 @@ class StepPlan:
         """From the state the per-primitive path left after a symbolic infer (before its flags
         are reset)."""
         valid = {n.index for n in net.program.inputs}
-        entries = [_entry(inst, valid) for inst in order]
+        replayed = set(valid)
+        shaped_by_data = data_shaped(net.program)
+        entries = [_entry(inst, valid, replayed, shaped_by_data) for inst in order]
         n_views = sum(type(e) is ViewEntry for e in entries)
         entries = _elide_views(entries, net.program.nodes)
         plan = cls(entries, n_views)
@@ -308,6 +386,17 @@ class StepPlan:
                     for i in range(len(dv)):
                         dv[i] = True
                         hv[i] = False
+            elif t is ShapeEntry:
+                inst.in_shapes = e.in_shapes
+                inst.values = e.values
+                inst.out_shapes = e.out
+                hv, dv, host, outs = inst.host_valid, inst.device_valid, inst.host, inst.outputs
+                for i, a in enumerate(e.host):
+                    # an upload of this very array in a former replay is still on the device
+                    dv[i] = dv[i] and host[i] is a and outs[i] is not None and outs[i].alloc is inst.own[i]
+                    host[i] = a
+                    hv[i] = True
+                inst.executed_once = True
             elif t is ViewEntry:
                 inst.in_shapes = e.in_shapes
                 inst.values = e.values

@@ -9,7 +9,7 @@ import netpass
 from netpass import Model, opset
 from netpass.runtime import compile_program
 from netpass.runtime.models import gpt_decoder
-from netpass.runtime.step_plan import GeneralEntry, KernelEntry, StepPlan, ViewEntry
+from netpass.runtime.step_plan import GeneralEntry, KernelEntry, ShapeEntry, StepPlan, ViewEntry
 from netpass.testing import RUNTIME_DEVICE
 
 
@@ -60,7 +60,7 @@ def test_replay_leaves_the_per_primitive_counters_and_outputs(decoder, rng):
     cm, with_plans, outs = _third_request(decoder, feeds, True)
     _, without, ref_outs = _third_request(decoder, feeds, False)
     assert len(_plans(cm)) >= 9
-    skip = {"host_wait_s"}
+    skip = {"host_wait_s", "shape_updates"}  # (shape entries replay shape_of values uninferred)
     assert {k: v for k, v in with_plans.stats.items() if k not in skip} == \
         {k: v for k, v in without.stats.items() if k not in skip}
     for a, b in zip(outs, ref_outs):
@@ -95,7 +95,7 @@ def test_entries_classify_kernels_views_and_the_rest(decoder, rng):
         req.infer(f)
     plan = cm.step_plans[req.network.binding_key]
     kinds = {type(e) for e in plan.entries}
-    assert kinds <= {KernelEntry, ViewEntry, GeneralEntry}
+    assert kinds <= {KernelEntry, ViewEntry, ShapeEntry, GeneralEntry}
     by_index = {n.index: n for n in cm.program.nodes}
     kernels = [by_index[e.index].kind for e in plan.entries if type(e) is KernelEntry]
     assert "MatMul" in kernels
@@ -155,3 +155,61 @@ def test_replay_rebuilds_ints_when_an_offset_differs(decoder, rng):
     ints[i] += 1  # what the replay compares the live offset with
     out = cm.create_infer_request().infer(feeds[2])["logits"]
     assert _rel_l2(out, netpass.reference.infer(decoder, feeds[2])["logits"]) <= 1e-4
+
+
+def _live_shape_of_model():
+    """Relu(x + z) reshaped to a target computed from its shape: the broadcast Add loses the
+    input symbols, so the ShapeOf sub-graph runs in symbolic mode too."""
+    x = opset.parameter([-1, -1, 8], np.float32, name="x")
+    z = opset.parameter([-1, -1, 8], np.float32, name="z")
+    h = opset.relu(opset.add(x, z))
+    shape = opset.shape_of(h)
+    rows = opset.multiply(opset.gather(shape, np.array([0], np.int64), np.array(0, np.int64)),
+                          opset.gather(shape, np.array([1], np.int64), np.array(0, np.int64)))
+    target = opset.concat([rows, np.array([2, 4], np.int64)], 0)
+    y = opset.reshape(h, target, False)
+    return Model([opset.result(opset.sigmoid(y), name="y")], [x, z])
+
+
+def test_shape_of_sub_graphs_replay_their_recorded_values(rng):
+    """The ShapeOf sub-graph and the Reshape reading its value replay as shape and view
+    entries, alternating bindings; outputs and counters as without plans."""
+    model = _live_shape_of_model()
+    shapes = [(2, 3), (1, 5), (2, 3), (1, 5), (2, 3), (4, 1), (1, 5)]
+    feeds = [{"x": rng.standard_normal((a, b, 8)).astype(np.float32),
+              "z": rng.standard_normal((a, b, 8)).astype(np.float32)} for a, b in shapes]
+    stats = []
+    for plans in (True, False):
+        cm = compile_program(model, RUNTIME_DEVICE, {"STEP_PLANS": plans})
+        req = cm.create_infer_request()
+        for f in feeds:
+            np.testing.assert_allclose(req.infer(f)["y"], netpass.reference.infer(model, f)["y"],
+                                       rtol=1e-6, atol=1e-6)
+        # (shape entries infer no shapes; the second model finds its kernels built)
+        skip = ("host_wait_s", "shape_updates", "kernel_builds")
+        stats.append({k: v for k, v in req.stats.items() if k not in skip})
+        if plans:
+            plan = _plans(cm)[0]
+            kinds = {(type(e), cm.program.nodes[e.index].kind) for e in plan.entries}
+            assert {(ShapeEntry, "ShapeOf"), (ShapeEntry, "Concat")} <= kinds
+            assert not [e for e in plan.entries if type(e) is GeneralEntry]
+    assert stats[0] == stats[1]
+
+
+def test_shape_values_of_data_dependent_shapes_are_recomputed(rng):
+    """A Range over the count of positive elements (NonZero: a shape decided by the data):
+    one binding, different data; the plan must evaluate that shape_of value every time."""
+    x = opset.parameter([-1], np.float32, name="x")
+    nz = opset.non_zero(opset.greater(x, np.float32(0.0)), "i64")
+    count = opset.squeeze(opset.gather(opset.shape_of(nz), np.array([1], np.int64), np.array(0, np.int64)),
+                          np.array([0], np.int64))
+    ramp = opset.range(np.array(0, np.int64), count, np.array(1, np.int64), np.float32)
+    model = Model([opset.result(opset.relu(ramp), name="y")], [x])
+    cm = compile_program(model, RUNTIME_DEVICE)
+    req = cm.create_infer_request()
+    for positives in (3, 5, 1, 4, 6, 2):
+        v = -np.ones(8, np.float32)
+        v[:positives] = 1.0
+        got = req.infer({"x": v})["y"]
+        np.testing.assert_array_equal(got, np.arange(positives, dtype=np.float32))
+    assert _plans(cm)  # (one binding throughout: its plan replays)
