@@ -25,13 +25,9 @@ from typing import Any
 import numpy as np
 
 from . import impls as I
-from .shape_terms import dims_terms, shape_terms
+from .shape_terms import dims_terms, shape_terms, without_unused_shape_nodes
 
 CHAIN_LIMIT = 4  # per-column ops (a bias) a MatMul's value may pass before its unflatten
-
-# host-only kinds a removed reshape may leave without users (removed with it)
-_SHAPE_KINDS = {"ShapeOf", "Gather", "Slice", "Concat", "Reshape", "Squeeze", "Unsqueeze",
-                "Convert", "Constant"}
 
 
 def _n_of(g: Any) -> int | None:
@@ -143,19 +139,4 @@ def drop_gemm_reshapes(nodes: list) -> list:
         return nodes
     for m in nodes:
         m.inputs = [((redirect[id(s)], 0) if id(s) in redirect else (s, k)) for s, k in m.inputs]
-    return _without_dead(nodes, set(redirect))
-
-
-def _without_dead(nodes: list, dead: set[int]) -> list:
-    """``nodes`` without ``dead`` and the shape-math nodes that are left without users."""
-    users = {id(n): 0 for n in nodes}
-    for n in nodes:
-        for s, _ in n.inputs:
-            users[id(s)] += 1
-    for n in reversed(nodes):  # users come later: one backward sweep settles the counts
-        if id(n) not in dead and (users[id(n)] or n.kind not in _SHAPE_KINDS):
-            continue
-        dead.add(id(n))
-        for s, _ in n.inputs:
-            users[id(s)] -= 1
-    return [n for n in nodes if id(n) not in dead]
+    return without_unused_shape_nodes(nodes, set(redirect))

@@ -24,6 +24,8 @@ from ..core.shape import PartialShape
 from ..errors import NetpassError, UnsupportedTypeError
 from . import impls as I
 from .attention import KIND as ATTENTION, fuse_attention
+from .const_fold import fold_constants
+from .cse import merge_common_subexpressions
 from .gemm_reshapes import drop_gemm_reshapes
 from .memory import Lifetime
 from .norm_gemm import fuse_norm_gemms
@@ -307,8 +309,8 @@ class Program:
     """Primitives plus compile-time decisions; shared by every infer request of a model."""
 
     def __init__(self, nodes: Iterable[ProgramNode], fuse: bool = True) -> None:
-        self.nodes = fuse_norm_gemms(fuse_attention(drop_gemm_reshapes(list(nodes)))) if fuse \
-            else list(nodes)
+        self.nodes = fuse_norm_gemms(fuse_attention(drop_gemm_reshapes(
+            merge_common_subexpressions(fold_constants(list(nodes)))))) if fuse else list(nodes)
         for i, n in enumerate(self.nodes):
             n.index = i
         self.inputs = [n for n in self.nodes if n.kind == "Parameter"]

@@ -92,3 +92,24 @@ def reshape_keeps_prefix(reshape: Any, prefix: int) -> bool:
         return False
     head = target[:prefix]
     return head == src[:prefix] and all(t > 0 for t in head if isinstance(t, int))
+
+
+# host-only kinds a removed node may leave without users (removed with it)
+_SHAPE_KINDS = {"ShapeOf", "Gather", "Slice", "Concat", "Reshape", "Squeeze", "Unsqueeze",
+                "Convert", "Constant"}
+
+
+def without_unused_shape_nodes(nodes: list, dead: set[int]) -> list:
+    """``nodes`` (topological, users not linked yet) without ``dead`` (ids) and the
+    shape-math nodes and constants that are left without users."""
+    users = {id(n): 0 for n in nodes}
+    for n in nodes:
+        for s, _ in n.inputs:
+            users[id(s)] += 1
+    for n in reversed(nodes):  # users come later: one backward sweep settles the counts
+        if id(n) not in dead and (users[id(n)] or n.kind not in _SHAPE_KINDS):
+            continue
+        dead.add(id(n))
+        for s, _ in n.inputs:
+            users[id(s)] -= 1
+    return [n for n in nodes if id(n) not in dead]
