@@ -3,7 +3,7 @@
 prefill against torch eager, every figure checked against a float64 (or torch fp32)
 reference.
 
-    python benchmarks/bench_kernels.py [--quick] [--sections gemm,tiles,shapes,attention,gpt2]
+    python benchmarks/bench_kernels.py [--quick] [--sections gemm,tiles,shapes,splitk,attention,gpt2,models,probe]
 
 - ``gemm``: 4096^3 with the runtime's kernels and tile variants of the tensor-core kernel
   (``kernels_mma``), beside cuBLAS fp32 (TF32 off) and cuBLAS TF32 (torch, CUDA events);
@@ -11,11 +11,16 @@ reference.
   from);
 - ``shapes``: the runtime's own choice (``impls.matmul_impl``) for M in 1..4096 and K, N in
   768..3072 (B [K, N] constant, as a Linear's weights), per precision, beside cuBLAS;
+- ``splitk``: the GPT-2 shapes with 1..8 K slices forced (``kernels_mma.k_splits``) and the
+  runtime's own choice, beside cuBLAS;
+- ``probe``: whether a ``__local`` kernel argument may exceed the static local-memory limit;
 - ``attention``: a fused attention of 12 heads of 64 (additive causal mask, as exports give
   it) for S = 1024 and 4096, flash kernel and the row kernel, beside torch SDPA (causal);
 - ``gpt2``: transformers GPT-2 small (random weights, 12 layers, d = 768) on 1024 tokens,
   exported to ONNX (logits of the last position only), netpass wall time per infer and
-  kernel time (PROFILING) beside torch eager with SDPA and with eager attention.
+  kernel time (PROFILING) beside torch eager with SDPA and with eager attention;
+- ``models``: torchvision ResNet-50 and ViT-B/16 (batch 8) beside torch eager, with the 12
+  slowest primitives (kind, input shapes, kernels).
 
 Kernel times are OpenCL profiling events (netpass) and CUDA events (torch), the median of
 ``--reps`` runs after a warm-up; TFLOP/s count 2 M N K. Writes ``bench_kernels.json`` to
@@ -117,25 +122,33 @@ class Gemm:
         return 2.0 * self.m * self.n * self.k / t / 1e12
 
     def runtime(self, precision: str, reps: int) -> tuple[float, str]:
-        """The runtime's own kernel for this MatMul (impls.matmul_impl): time and its name."""
+        """The runtime's own kernels for this MatMul (impls.matmul_impl): the time of its
+        launches (a split-K GEMM and its reduction together) and their name."""
         p = I.Params(kind="MatMul", attrs={}, in_shapes=[(self.m, self.k), (self.k, self.n)],
                      in_dtypes=[F32, F32], out_shapes=[(self.m, self.n)], out_dtypes=[F32], values={},
                      fused=None, extra_shapes=[], extra_dtypes=[], node=None, engine=self.eng, memo={},
                      in_strides=None, precision=precision)
-        ln = I.matmul_impl(p, None).launches[0]
-        t = SimpleNamespace
-        bufs, ints = ln.args([t(alloc=t(buffer=self.ab), offset=0), t(alloc=t(buffer=self.bb), offset=0)],
-                             [t(alloc=t(buffer=self.cb), offset=0)], [])
+        impl = I.matmul_impl(p, None)
         cl = self.eng.cl
-        kern = cl.Kernel(self.eng.build(ln.source.text), ln.source.name)
-        kern.set_args(*bufs, np.array(ints, np.int32))
+        t = SimpleNamespace
+        scratch = [cl.Buffer(self.eng.context, cl.mem_flags.READ_WRITE, b.nbytes) for b in impl.buffers]
+        kernels = []
+        for ln in impl.launches:
+            bufs, ints = ln.args([t(alloc=t(buffer=self.ab), offset=0), t(alloc=t(buffer=self.bb), offset=0)],
+                                 [t(alloc=t(buffer=self.cb), offset=0)], [], [t(buffer=b) for b in scratch])
+            kern = cl.Kernel(self.eng.build(ln.source.text), ln.source.name)
+            kern.set_args(*bufs, np.array(ints, np.int32))
+            kernels.append((kern, ln))
         times = []
         for _ in range(reps + 1):
-            ev = cl.enqueue_nd_range_kernel(self.eng.queue, kern, ln.gws, ln.lws)
-            ev.wait()
-            times.append((ev.profile.end - ev.profile.start) * 1e-9)
+            evs = [cl.enqueue_nd_range_kernel(self.eng.queue, kern, ln.gws, ln.lws) for kern, ln in kernels]
+            evs[-1].wait()
+            times.append(sum((ev.profile.end - ev.profile.start) * 1e-9 for ev in evs))
+        ln = impl.launches[0]
         name = ln.source.name + (f" {ln.lws[0]}x{ln.lws[1]}" if ln.source.name != "gemm_mma" else
                                  " " + _mma_name(ln.source.text))
+        if len(impl.launches) > 1:
+            name += f" split-K {ln.gws[2]}"
         return float(np.median(times[1:])), name
 
 
@@ -295,6 +308,76 @@ def section_shapes(eng, torch, args) -> None:
     REPORT["shapes"] = rows
 
 
+def section_splitk(eng, torch, args) -> None:
+    """Split-K slices per GPT-2 shape: the runtime's kernels with 1..8 K slices forced
+    (kernels_mma.k_splits), and the runtime's own choice, beside cuBLAS."""
+    if eng.mma != "ptx" and not args.quick:
+        return
+    rows = []
+    saved = KM.k_splits
+    print("split-K per shape (ms, GEMM + reduction; * = fastest; cuBLAS beside)")
+    shapes = [(3072, 768), (768, 768), (768, 2304), (768, 3072)]
+    for m in ([256] if args.quick else [128, 512, 1024, 4096]):
+        for k, n in shapes:
+            prob = Gemm(eng, m, n, k)
+            for precision, tf32 in (("f32", False), ("tf32", True)):
+                times = {}
+                for s in (1, 2, 3, 4, 6, 8):
+                    def forced(cfg, M, N, K_, nb, cus, s=s):
+                        length = KM._cdiv(KM._cdiv(K_, s), cfg.bk) * cfg.bk
+                        n_ = KM._cdiv(K_, length)
+                        return (n_, length) if n_ > 1 else (1, K_)
+                    KM.k_splits = forced
+                    try:
+                        times[s] = prob.runtime(precision, args.reps)[0]
+                    finally:
+                        KM.k_splits = saved
+                own, name = prob.runtime(precision, args.reps)
+                err = prob.err()
+                peer = cublas(torch, m, n, k, args.reps, tf32) if torch else None
+                best = min(times, key=times.get)
+                txt = " ".join(f"{s}:{1e3 * t:.3f}{'*' if s == best else ''}" for s, t in times.items())
+                line = f"  M={m:<5} K={k:<5} N={n:<5} {precision:<4} {txt} | runtime {1e3 * own:.3f} ({name})"
+                if peer:
+                    line += f" cuBLAS {1e3 * peer:.3f} = {peer / own:.2f}x"
+                print(line, flush=True)
+                rows.append({"m": m, "k": k, "n": n, "precision": precision, "err": err,
+                             "ms_by_slices": {s: 1e3 * t for s, t in times.items()}, "runtime_ms": 1e3 * own,
+                             "runtime_kernel": name, "cublas_ms": 1e3 * peer if peer else None})
+    REPORT["splitk"] = rows
+
+
+def section_probe(eng, torch, args) -> None:
+    """Whether a ``__local`` kernel argument may exceed the device's static local memory
+    (48 KB on NVIDIA's OpenCL): a kernel filling and summing a dynamic local buffer."""
+    cl = eng.cl
+    limit = int(eng.device.local_mem_size)
+    src = """__kernel void probe(__global float* out, __local float* buf, int n) {
+      const int t = get_local_id(0);
+      for (int i = t; i < n; i += get_local_size(0)) buf[i] = (float)i;
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (t == 0) { float s = 0.0f; for (int i = 0; i < n; ++i) s += buf[i]; out[0] = s; } }"""
+    prg = cl.Program(eng.context, src).build()
+    out = cl.Buffer(eng.context, cl.mem_flags.READ_WRITE, 4)
+    r = {"local_mem_size": limit}
+    for kb in (32, 47, 48, 64, 96, 160, 224):
+        n = kb * 256
+        kern = cl.Kernel(prg, "probe")
+        try:
+            kern.set_args(out, cl.LocalMemory(4 * n), np.int32(n))
+            cl.enqueue_nd_range_kernel(eng.queue, kern, (128,), (128,)).wait()
+            got = np.zeros(1, np.float32)
+            cl.enqueue_copy(eng.queue, got, out)
+            eng.queue.finish()
+            ok = abs(float(got[0]) - n * (n - 1) / 2) <= 1e-3 * n * n
+            r[f"{kb}KB"] = "ran" if ok else f"wrong sum {got[0]}"
+        except Exception as e:
+            r[f"{kb}KB"] = f"{type(e).__name__}: {str(e)[:120]}"
+    print(f"dynamic local memory (device local_mem_size {limit}): " +
+          ", ".join(f"{k} {v}" for k, v in r.items() if k != "local_mem_size"), flush=True)
+    REPORT["probe"] = r
+
+
 def attention_model(heads: int, d: int):
     """q, k, v [1, heads, S, d] and an additive mask [1, 1, S, S]: (q k^T) * d^-0.5 + mask,
     softmax, @ v (what exports of scaled_dot_product_attention give)."""
@@ -374,8 +457,9 @@ def section_attention(eng, torch, args) -> None:
     REPORT["attention"] = rows
 
 
-def kernel_ms_by_kind(onnx_model, feeds, device: str, precision: str) -> dict:
-    """Kernel milliseconds per primitive kind of one warm inference (PROFILING)."""
+def kernel_ms_by_kind(onnx_model, feeds, device: str, precision: str, nodes: list | None = None) -> dict:
+    """Kernel milliseconds per primitive kind of one warm inference (PROFILING); with
+    ``nodes`` a list, also (ms, kind, input shapes, launches) per primitive appended to it."""
     import netpass
     cm = netpass.compile_model(onnx_model, device, {"TRANSFORMATIONS": "NONE", "PROFILING": True,
                                                    "INFERENCE_PRECISION_HINT": precision})
@@ -385,10 +469,18 @@ def kernel_ms_by_kind(onnx_model, feeds, device: str, precision: str) -> dict:
     base = dict(rreq.get_profiling_info())
     req.infer(feeds)
     kinds = {n.id: n.kind for n in cm.runtime.program.nodes}
+    insts = {inst.node.id: inst for inst in rreq.network.insts}
     by_kind: dict = {}
     for pid, us in rreq.get_profiling_info().items():
         k = kinds.get(pid, "?")
-        by_kind[k] = by_kind.get(k, 0.0) + (us - base.get(pid, 0.0)) / 1e3
+        ms = (us - base.get(pid, 0.0)) / 1e3
+        by_kind[k] = by_kind.get(k, 0.0) + ms
+        inst = insts.get(pid)
+        if nodes is not None and inst is not None:
+            names = [ln.source.name for ln in inst.impl.launches] if inst.impl is not None else []
+            nodes.append((ms, k, [list(s) for s in inst.in_shapes or ()], names))
+    if nodes is not None:
+        nodes.sort(key=lambda x: -x[0])
     return dict(sorted(by_kind.items(), key=lambda x: -x[1]))
 
 
@@ -530,9 +622,13 @@ def section_models(eng, torch_cuda_mod, args) -> None:
                     req.infer(feeds)
                     walls.append(time.perf_counter() - t0)
                 err = float(np.linalg.norm(got - want) / np.linalg.norm(want))
-                by_kind = kernel_ms_by_kind(onnx_model, feeds, args.device, precision)
+                nodes: list = []
+                by_kind = kernel_ms_by_kind(onnx_model, feeds, args.device, precision, nodes)
                 r[label] = {"wall_ms": 1e3 * statistics.median(walls), "rel_l2": err,
-                            "kernel_ms": sum(by_kind.values()), "kernel_ms_by_kind": by_kind}
+                            "kernel_ms": sum(by_kind.values()), "kernel_ms_by_kind": by_kind,
+                            "top_primitives": nodes[:40]}
+                for ms, kind, shapes, names in nodes[:12]:
+                    print(f"    {ms:7.3f} ms {kind} {shapes} {names}", flush=True)
                 top = ", ".join(f"{k} {v:.2f}" for k, v in list(by_kind.items())[:6])
                 print(f"  {name} {label}: {r[label]['wall_ms']:.2f} ms (kernels {sum(by_kind.values()):.2f}: {top}), "
                       f"rel L2 {err:.1e}", flush=True)
@@ -554,7 +650,8 @@ def section_models(eng, torch_cuda_mod, args) -> None:
 
 
 SECTIONS = {"gemm": section_gemm, "gpt2": section_gpt2, "attention": section_attention,
-            "models": section_models, "shapes": section_shapes, "tiles": section_tiles}
+            "models": section_models, "shapes": section_shapes, "tiles": section_tiles,
+            "splitk": section_splitk, "probe": section_probe}
 
 
 def main() -> None:
