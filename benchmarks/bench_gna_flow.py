@@ -128,7 +128,7 @@ def main() -> None:
     print(f"machine: {versions()}; load average at start {os.getloadavg()[0]:.1f}")
     sizes = [int(s) for s in args.sizes.split(",")]
     for shape in args.shapes.split(","):
-        totals: dict[str, dict[int, float]] = {name: {} for name, _ in trees}
+        totals: dict[str, dict[int, tuple[float, float]]] = {name: {} for name, _ in trees}
         print(f"\n{shape} shapes; median of {args.repeats} (wall s / CPU s)")
         print("| tree | nodes | read | pipeline | split | **read+pipeline+split** | legacy convert "
               "| legacy passes | Gathers / bad Transposes inside |")
@@ -146,7 +146,7 @@ def main() -> None:
                     return statistics.median(x[stage][k] for x in rs)
                 flow_wall = statistics.median(sum(x[s][0] for s in FLOW) for x in rs)
                 flow_cpu = statistics.median(sum(x[s][1] for s in FLOW) for x in rs)
-                totals[name][size] = flow_wall
+                totals[name][size] = (flow_wall, flow_cpu)
                 cells = " | ".join(f"{med(s, 0):.2f} / {med(s, 1):.2f}" for s in STAGES[:3])
                 legacy = " | ".join(f"{med(s, 0):.2f} / {med(s, 1):.2f}" for s in STAGES[3:])
                 print(f"| {name} | {rs[0]['nodes']} | {cells} | **{flow_wall:.2f}** / {flow_cpu:.2f} "
@@ -157,7 +157,9 @@ def main() -> None:
         if len(sizes) > 1:
             lo, hi = min(sizes), max(sizes)
             for name, _ in trees:
-                print(f"growth {hi}/{lo} ({name}): {totals[name][hi] / totals[name][lo]:.1f}")
+                (w1, c1), (w2, c2) = totals[name][lo], totals[name][hi]
+                print(f"growth of read+pipeline+split {hi}/{lo} ({name}): wall {w2 / w1:.1f}, "
+                      f"CPU {c2 / c1:.1f}")
     print(f"load average at end {os.getloadavg()[0]:.1f}")
 
 
