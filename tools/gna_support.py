@@ -50,9 +50,9 @@ for: ReduceMean (layer norms, global pooling), Softmax/LogSoftmax, Erf (GELU), H
 Interpolate, a transposed convolution, the transformers' token-embedding Gathers (a table
 lookup by the input, not a layout permutation) with their i64 token inputs, boolean masks and
 Select. MatMuls over more than 8 vectors (a sequence of 10 or more tokens at once) break the
-affine batch limit. Between the attention MatMuls of `transformer_block` (both inputs
-activations, so no weights to fold into) the heads' layout permutations stay as flat Gathers;
-in the GPT-2 models with a cache and the SDPA decoder they stay as Transposes. On GNA 3.0 most 2-D
+affine batch limit. Between the attention MatMuls (both inputs activations, so no weights to
+fold into) the heads' layout permutations stay as flat Gathers (`transformer_block`, BERT, the
+GPT-2 models); in the SDPA decoder they stay as Transposes. On GNA 3.0 most 2-D
 convolutions of these small models break the CNN2D limits (inputs below 16x16, fewer than 8
 input channels, padding), which GNA 3.5 lifts; the TDNN's dilated 1-D convolutions run on
 neither. Channel Splits/Concats along the last axis (`transpose_heavy`, a GPT-2's fused QKV

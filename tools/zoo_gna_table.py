@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+# This checkout's netpass, not an installed one (the tool runs from any worktree).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import export_zoo

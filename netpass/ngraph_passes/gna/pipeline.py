@@ -20,7 +20,8 @@
    run that are stuck inside the graph: first backward sinking without the GNA axis callbacks
    (reaching the inputs wins over the Concat/Split axis, which GNA's concat/split alignment
    then handles), then forward sinking of the Transposes that do not read a Parameter (down to
-   a Reshape, where they become Gathers, or to a Result).
+   a Reshape, where they become Gathers, or to a Result), with TSFuseShared fusing the
+   Transpose pairs it leaves.
 3. The Slice workaround: SliceToStridedSlice then ConvertStridedSliceToCrop (always; any
    StridedSlice is a crop for GNA).
 
@@ -69,7 +70,13 @@ from ..common import (
     TransposeToReshape,
 )
 from ..common.constant_folding import run_then_fold
-from ..transpose_sinking import TSFuse, TSGeneral, TSGeneralBackward, TSGeneralForward
+from ..transpose_sinking import (
+    TSFuse,
+    TSFuseShared,
+    TSGeneral,
+    TSGeneralBackward,
+    TSGeneralForward,
+)
 from ..transpose_sinking.general import FORWARD
 from ..transpose_sinking.utils import first_transpose_input
 from ..utils import gc_paused, nested_manager
@@ -150,7 +157,13 @@ class RescueStuckTransposes(ModelPass):
     """Backward sinking without the GNA axis callbacks, then (if still needed) forward sinking
     of the Transposes that do not read a Parameter; each only when some are stuck. Both obey
     ``user_config`` (the pipeline's caller's PassConfig; default: this pass's own), which is
-    read, not changed."""
+    read, not changed.
+
+    The forward stage also runs TSFuseShared on the Transpose pairs it leaves whose first
+    Transpose has other consumers (TSFuse refuses those; in OpenVINO's TSGeneral the backward
+    traversal's TSFuse fuses some of them later, but nothing follows here): without it a ViT
+    keeps a Transpose pair at every layer norm after the first and a GPT-2 key cache keeps
+    two Transposes where one suffices."""
 
     def __init__(self, user_config: PassConfig | None = None) -> None:
         super().__init__()
@@ -172,7 +185,9 @@ class RescueStuckTransposes(ModelPass):
             if pass_type is not TSFuse:
                 forward_config.set_callback(either(user.get_callback(pass_type), at_input),
                                             pass_type)
-        run_then_fold(model, forward_config, TSGeneralForward(), "RescueForward")
+        forward = TSGeneralForward()
+        forward.add_matcher(TSFuseShared())
+        run_then_fold(model, forward_config, forward, "RescueForward")
         return False
 
 

@@ -13,7 +13,7 @@ from .data_movement import (
                             TSSliceForward,
 )
 from .elementwise import TSBinaryBackward, TSBinaryForward, TSUnaryBackward, TSUnaryForward
-from .fuse import TSFuse
+from .fuse import TSFuse, TSFuseShared
 from .general import TSGeneral, TSGeneralBackward, TSGeneralForward, TSResetNoSinkingAttribute
 from .reduction import (
                             TSReductionBackward,
@@ -30,9 +30,9 @@ UpdateForwardSinkingAbility = update_forward_sinking_ability
 __all__ = [
     "NO_SINKING", "TSBackwardBase", "TSBinaryBackward", "TSBinaryForward", "TSConcatBackward",
     "TSConcatForward", "TSDataMovementBackward", "TSDataMovementForward", "TSForwardBase",
-    "TSFuse", "TSGeneral", "TSGeneralBackward", "TSGeneralForward", "TSReductionBackward",
-    "TSReductionForward", "TSResetNoSinkingAttribute", "TSSliceBackward", "TSSliceForward",
-    "TSSplitBackward", "TSSplitForward", "TSSqueezeBackward", "TSSqueezeForward",
+    "TSFuse", "TSFuseShared", "TSGeneral", "TSGeneralBackward", "TSGeneralForward",
+    "TSReductionBackward", "TSReductionForward", "TSResetNoSinkingAttribute", "TSSliceBackward",
+    "TSSliceForward", "TSSplitBackward", "TSSplitForward", "TSSqueezeBackward", "TSSqueezeForward",
     "TSUnaryBackward", "TSUnaryForward", "TSUnsqueezeBackward", "TSUnsqueezeForward",
     "UpdateForwardSinkingAbility", "is_sinking_disabled", "mark_as_no_sinking",
     "reset_no_sinking", "update_forward_sinking_ability",
