@@ -20,7 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from netpass.runtime import kernels as K
+from netpass.runtime import kernels
 from netpass.runtime.device import Engine, resolve_device_name, select_device
 
 
@@ -75,11 +75,11 @@ def main() -> None:
 
     print(f"{eng.describe()}: fp32 GEMM {n}^3, median of {args.reps}; cp.async: {eng.cp_async}")
     print(f"{'kernel':<26} {'ms':>8} {'TFLOP/s':>9} {'max rel err':>12}")
-    kernels = [("gemm_aligned", K.gemm_aligned([], 0, [], 0), 0)]
+    candidates = [("gemm_aligned", kernels.gemm_aligned([], 0, [], 0), 0)]
     if eng.cp_async:
-        src = K.gemm_pipelined([], 0, [], 0, True)
-        kernels += [("gemm_pipelined", src, 0), ("gemm_pipelined, A offset 1", src, 1)]
-    for name, src, aoff in kernels:
+        src = kernels.gemm_pipelined([], 0, [], 0, True)
+        candidates += [("gemm_pipelined", src, 0), ("gemm_pipelined, A offset 1", src, 1)]
+    for name, src, aoff in candidates:
         kern = cl.Kernel(eng.build(src.text), src.name)
         # buffers, then the packed ints: offsets, M, N, K, B1, A and B strides
         kern.set_args(ab1 if aoff else ab, bb, cb, np.array([aoff, 0, 0, n, n, n, 1, 0, 0, n, 1, 0, 0, n, 1], np.int32))

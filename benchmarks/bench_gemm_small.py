@@ -22,7 +22,7 @@ import contextlib
 
 import numpy as np
 
-from netpass.runtime import impls as I
+from netpass.runtime import impls
 from netpass.runtime.device import Engine, resolve_device_name, select_device
 
 F32 = np.dtype(np.float32)
@@ -32,12 +32,12 @@ DECODER_FC = [(256, 768), (256, 256), (256, 1024), (1024, 256), (256, 2048)]  # 
 @contextlib.contextmanager
 def tiled_only():
     """The GEMM selection as it was before the skinny kernel."""
-    saved = I.skinny_width
-    I.skinny_width = lambda *args: None
+    saved = impls.skinny_width
+    impls.skinny_width = lambda *args: None
     try:
         yield
     finally:
-        I.skinny_width = saved
+        impls.skinny_width = saved
 
 
 class Bench:
@@ -55,14 +55,14 @@ class Bench:
     def empty(self, nbytes: int):
         return self.cl.Buffer(self.engine.context, self.cl.mem_flags.READ_WRITE, max(nbytes, 64))
 
-    def _kernel(self, ln: I.Launch):
+    def _kernel(self, ln: impls.Launch):
         kern = self.kernels.get(ln.source.text)
         if kern is None:
             prg = self.engine.build(ln.source.text)
             kern = self.kernels[ln.source.text] = self.cl.Kernel(prg, ln.source.name)
         return kern
 
-    def time_us(self, launches: list[I.Launch], tensors: dict, reps: int) -> float:
+    def time_us(self, launches: list[impls.Launch], tensors: dict, reps: int) -> float:
         """Median over ``reps`` of the summed kernel time of ``launches``; ``tensors`` maps
         ("i" | "o", j) to a buffer (offsets in the specs are added to 0)."""
         q = self.engine.queue
@@ -88,12 +88,12 @@ class Bench:
         return float(np.median(times))
 
 
-def fc_launch(engine: Engine, m: int, k: int, n: int) -> I.Launch:
-    p = I.Params(kind="FullyConnected", attrs={"_weights_reordered": True},
+def fc_launch(engine: Engine, m: int, k: int, n: int) -> impls.Launch:
+    p = impls.Params(kind="FullyConnected", attrs={"_weights_reordered": True},
                  in_shapes=[(1, m, k), (n, k), (n,)], in_dtypes=[F32] * 3,
                  out_shapes=[(1, m, n)], out_dtypes=[F32], values={}, fused=[],
                  extra_shapes=[], extra_dtypes=[], engine=engine)
-    return I.fully_connected_impl(p, None).launches[0]
+    return impls.fully_connected_impl(p, None).launches[0]
 
 
 def bench_fc(b: Bench, ms: list[int], reps: int) -> None:
@@ -134,14 +134,14 @@ def bench_split(b: Bench, ms: list[int], reps: int) -> None:
         shape, outs = (1, m, 768), [(1, m, 256)] * 3
         x = rng.standard_normal(shape).astype(np.float32)
         tensors = {("i", 0): b.buffer(x), **{("o", j): b.empty(m * 256 * 4) for j in range(3)}}
-        cs = I.contiguous_strides(shape)
-        copies = [I.strided_copy(F32, o, cs, 256 * j, I.contiguous_strides(o), 0, 0, j)
+        cs = impls.contiguous_strides(shape)
+        copies = [impls.strided_copy(F32, o, cs, 256 * j, impls.contiguous_strides(o), 0, 0, j)
                   for j, o in enumerate(outs)]
-        p = I.Params(kind="VariadicSplit", attrs={}, in_shapes=[shape, (), (3,)],
+        p = impls.Params(kind="VariadicSplit", attrs={}, in_shapes=[shape, (), (3,)],
                      in_dtypes=[F32, np.dtype(np.int64), np.dtype(np.int64)], out_shapes=outs,
                      out_dtypes=[F32] * 3, values={1: np.int64(2), 2: np.array([256] * 3)},
                      fused=[], extra_shapes=[], extra_dtypes=[], engine=b.engine)
-        row = [b.time_us(copies, tensors, reps), b.time_us(I.split_impl(p, None).launches, tensors, reps)]
+        row = [b.time_us(copies, tensors, reps), b.time_us(impls.split_impl(p, None).launches, tensors, reps)]
         got = np.empty((1, m, 256), np.float32)
         b.cl.enqueue_copy(b.engine.queue, got, tensors[("o", 2)])
         assert np.array_equal(got, x[..., 512:]), "split output differs"

@@ -6,12 +6,12 @@ reference.
     python benchmarks/bench_kernels.py [--quick] [--sections gemm,tiles,shapes,splitk,attention,gpt2,models,probe]
 
 - ``gemm``: 4096^3 with the runtime's kernels and tile variants of the tensor-core kernel
-  (``kernels_mma``), beside cuBLAS fp32 (TF32 off) and cuBLAS TF32 (torch, CUDA events);
-- ``tiles``: the tensor-core tile shapes per GPT-2 shape (what ``kernels_mma.CONFIGS`` picks
+  (``kernels.mma``), beside cuBLAS fp32 (TF32 off) and cuBLAS TF32 (torch, CUDA events);
+- ``tiles``: the tensor-core tile shapes per GPT-2 shape (what ``kernels.mma.CONFIGS`` picks
   from);
 - ``shapes``: the runtime's own choice (``impls.matmul_impl``) for M in 1..4096 and K, N in
   768..3072 (B [K, N] constant, as a Linear's weights), per precision, beside cuBLAS;
-- ``splitk``: the GPT-2 shapes with 1..8 K slices forced (``kernels_mma.k_splits``) and the
+- ``splitk``: the GPT-2 shapes with 1..8 K slices forced (``kernels.mma.k_splits``) and the
   runtime's own choice, beside cuBLAS;
 - ``probe``: whether a ``__local`` kernel argument may exceed the static local-memory limit;
 - ``attention``: a fused attention of 12 heads of 64 (additive causal mask, as exports give
@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from netpass.runtime import impls as I  # noqa: E402
 from netpass.runtime import kernels as K  # noqa: E402
-from netpass.runtime import kernels_mma as KM  # noqa: E402
+from netpass.runtime.kernels import mma  # noqa: E402
 from netpass.runtime.device import Engine, resolve_device_name, select_device  # noqa: E402
 
 F32 = np.dtype(np.float32)
@@ -181,8 +181,8 @@ def cublas(torch, m: int, n: int, k: int, reps: int, tf32: bool, seed: int = 0) 
 
 def mma_variant(prob: Gemm, cfg, split: int, reps: int, align: str = "rings", b_kmajor: bool = True,
                 hi_round: str = "rn"):
-    src = KM.gemm_mma(cfg, b_kmajor, split, True, "cp_async", align, [], 0, [], 0, None, hi_round)
-    gws, lws = KM.work_sizes(cfg, prob.m, prob.n, 1)
+    src = mma.gemm_mma(cfg, b_kmajor, split, True, "cp_async", align, [], 0, [], 0, None, hi_round)
+    gws, lws = mma.work_sizes(cfg, prob.m, prob.n, 1)
     b_buf = None
     if not b_kmajor:
         if prob.bt is None:
@@ -219,26 +219,26 @@ def section_gemm(eng, torch, args) -> None:
     for precision, peer in (("f32", fp32), ("tf32", tf32)):
         t, name = prob.runtime(precision, args.reps)
         row(f"runtime {precision}: {name}", t, prob.err(), peer)
-    c128, c64 = KM.MmaConfig(128, 128, 64, 64, 16, 3), KM.MmaConfig(64, 64, 32, 32, 16, 4)
+    c128, c64 = mma.MmaConfig(128, 128, 64, 64, 16, 3), mma.MmaConfig(64, 64, 32, 32, 16, 4)
     variants = [  # (config, split, align, B read along n, 3xTF32 head rounding)
         (c128, 1, "rings", True, "rn"),
         (c128, 1, "rings", False, "rn"),
-        (KM.MmaConfig(128, 256, 64, 64, 16, 2), 1, "rings", True, "rn"),
-        (KM.MmaConfig(128, 64, 64, 32, 16, 4), 1, "rings", True, "rn"),
-        (KM.MmaConfig(128, 128, 64, 32, 16, 3), 1, "rings", True, "rn"),
+        (mma.MmaConfig(128, 256, 64, 64, 16, 2), 1, "rings", True, "rn"),
+        (mma.MmaConfig(128, 64, 64, 32, 16, 4), 1, "rings", True, "rn"),
+        (mma.MmaConfig(128, 128, 64, 32, 16, 3), 1, "rings", True, "rn"),
         (c64, 1, "rings", True, "rn"),
         (c128, 3, "rings", True, "rn"),
         (c128, 3, "rings", True, "trunc"),
         (c128, 3, "none", True, "rn"),
-        (KM.MmaConfig(128, 256, 64, 64, 16, 2), 3, "rings", True, "rn"),
-        (KM.MmaConfig(128, 128, 64, 32, 16, 3), 3, "rings", True, "rn"),
+        (mma.MmaConfig(128, 256, 64, 64, 16, 2), 3, "rings", True, "rn"),
+        (mma.MmaConfig(128, 128, 64, 32, 16, 3), 3, "rings", True, "rn"),
     ]
     if eng.mma != "ptx":
         print("  (no tensor-core kernels on this device)")
         variants = []
     else:
         for cfg, split in ((c128, 1), (c128, 3), (c64, 3)):
-            info = ptxas_info(eng, KM.gemm_mma(cfg, True, split, True, "cp_async", "rings", [], 0, [], 0))
+            info = ptxas_info(eng, mma.gemm_mma(cfg, True, split, True, "cp_async", "rings", [], 0, [], 0))
             print(f"  ptxas {cfg} split {split}: {info}", flush=True)
             REPORT.setdefault("ptxas", {})[f"{cfg} split {split}"] = info
     for cfg, split, align, bk, hi in variants:
@@ -258,8 +258,8 @@ GPT2_SHAPES = [(768, 2304), (768, 768), (768, 3072), (3072, 768)]  # (K, N) of G
 
 def section_tiles(eng, torch, args) -> None:
     """Tensor-core tile shapes per GPT-2 GEMM shape (M = 128..4096)."""
-    cfgs = [KM.MmaConfig(128, 128, 64, 64, 16, 3), KM.MmaConfig(128, 64, 64, 32, 16, 4),
-            KM.MmaConfig(64, 128, 32, 64, 16, 4), KM.MmaConfig(64, 64, 32, 32, 16, 4)]
+    cfgs = [mma.MmaConfig(128, 128, 64, 64, 16, 3), mma.MmaConfig(128, 64, 64, 32, 16, 4),
+            mma.MmaConfig(64, 128, 32, 64, 16, 4), mma.MmaConfig(64, 64, 32, 32, 16, 4)]
     rows = []
     if eng.mma != "ptx":
         return
@@ -310,11 +310,11 @@ def section_shapes(eng, torch, args) -> None:
 
 def section_splitk(eng, torch, args) -> None:
     """Split-K slices per GPT-2 shape: the runtime's kernels with 1..8 K slices forced
-    (kernels_mma.k_splits), and the runtime's own choice, beside cuBLAS."""
+    (kernels.mma.k_splits), and the runtime's own choice, beside cuBLAS."""
     if eng.mma != "ptx" and not args.quick:
         return
     rows = []
-    saved = KM.k_splits
+    saved = mma.k_splits
     print("split-K per shape (ms, GEMM + reduction; * = fastest; cuBLAS beside)")
     shapes = [(3072, 768), (768, 768), (768, 2304), (768, 3072)]
     for m in ([256] if args.quick else [128, 512, 1024, 4096]):
@@ -324,14 +324,14 @@ def section_splitk(eng, torch, args) -> None:
                 times = {}
                 for s in (1, 2, 3, 4, 6, 8):
                     def forced(cfg, M, N, K_, nb, cus, s=s):
-                        length = KM._cdiv(KM._cdiv(K_, s), cfg.bk) * cfg.bk
-                        n_ = KM._cdiv(K_, length)
+                        length = mma._cdiv(mma._cdiv(K_, s), cfg.bk) * cfg.bk
+                        n_ = mma._cdiv(K_, length)
                         return (n_, length) if n_ > 1 else (1, K_)
-                    KM.k_splits = forced
+                    mma.k_splits = forced
                     try:
                         times[s] = prob.runtime(precision, args.reps)[0]
                     finally:
-                        KM.k_splits = saved
+                        mma.k_splits = saved
                 own, name = prob.runtime(precision, args.reps)
                 err = prob.err()
                 peer = cublas(torch, m, n, k, args.reps, tf32) if torch else None
@@ -400,11 +400,11 @@ def section_attention(eng, torch, args) -> None:
     heads, d = 12, 64
     model = attention_model(heads, d)
     if eng.mma == "ptx":
-        from netpass.runtime import kernels_flash as KF
+        from netpass.runtime.kernels import flash
         from netpass.runtime.kernels import Stage
         ops = [Stage("({0} * 0.125f)", [("x", None)], "float"), Stage("({0} + {1})", [("x", None), ("in", 0)], "float")]
         for split in (1, 3):
-            info = ptxas_info(eng, KF.flash_attention(KF.config_for(d), d, d, split, True, True, ops, [F32], False))
+            info = ptxas_info(eng, flash.flash_attention(flash.config_for(d), d, d, split, True, True, ops, [F32], False))
             print(f"  ptxas flash split {split}: {info}", flush=True)
             REPORT.setdefault("ptxas", {})[f"flash split {split}"] = info
     rows = []
@@ -539,7 +539,7 @@ def section_gpt2(eng, torch_cuda_mod, args) -> None:
     if args.simt:
         variants.append(("netpass f32 SIMT", "f32", None))
     for label, precision, f32_split in variants:
-        KM.F32_SPLIT = f32_split
+        mma.F32_SPLIT = f32_split
         try:
             t0 = time.perf_counter()
             cm = netpass.compile_model(onnx_model, args.device, {"TRANSFORMATIONS": "NONE",
@@ -564,7 +564,7 @@ def section_gpt2(eng, torch_cuda_mod, args) -> None:
             print(f"  {label} FAILED\n{traceback.format_exc()[-1500:]}", flush=True)
             r[label] = {"error": traceback.format_exc()[-2000:]}
         finally:
-            KM.F32_SPLIT = 3
+            mma.F32_SPLIT = 3
     if torch_cuda_mod:
         for label, attn, tf32 in (("torch sdpa fp32", "sdpa", False), ("torch eager-attn fp32", "eager", False),
                                   ("torch sdpa tf32", "sdpa", True)):

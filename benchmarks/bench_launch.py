@@ -30,7 +30,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from netpass.errors import DeviceError
-from netpass.runtime import kernels as K
+from netpass.runtime import kernels
 from netpass.runtime.device import Engine, resolve_device_name, select_device
 from netpass.runtime.launcher import DirectLauncher, KernelHandle, Launcher
 
@@ -111,7 +111,7 @@ def main() -> None:
         rows.append((f"pyopencl enqueue, {6 + n_extra} args", enqueue_only))
         rows.append((f"pyopencl set_args + enqueue, {6 + n_extra} args", set_and_enqueue))
     # the runtime's launchers on the 24-argument kernel with its ints packed in one struct
-    packed = K.pack_scalars(K.Source(WIDE, "wide"))
+    packed = kernels.pack_scalars(kernels.Source(WIDE, "wide"))
     launchers = [("runtime pyopencl launcher", Launcher(eng))]
     try:
         launchers.append(("runtime direct launcher", DirectLauncher(eng)))

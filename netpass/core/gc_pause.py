@@ -3,6 +3,9 @@
 The IR holds no reference cycles (a node holds its producers strongly and its consumers
 weakly), so reference counting frees what a rewrite drops; the cyclic collector only rescans
 the (large, garbage-free) graph, which makes building or rewriting big models super-linear.
+:func:`gc_paused` is the one place that pauses it: around reading and writing ONNX, each
+matcher traversal, the GNA pipeline, ``compile_model`` and ``compile_program``, and each
+runtime inference (which makes no reference cycles either).
 """
 from __future__ import annotations
 

@@ -8,7 +8,6 @@ by the same names; symbolic dimensions become ``dim_param``.
 """
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from ..core.gc_pause import gc_paused
 from ..core.model import Model
 from ..core.node import Node, Output
 from ..core.shape import PartialShape
@@ -166,13 +166,8 @@ def to_onnx(model: Model) -> onnx.ModelProto:
     """Build the ONNX ModelProto of ``model``."""
     # As in the reader: the cyclic GC would rescan the growing graph and protos (none of it
     # garbage) and make the cost per node grow with the model's size.
-    gc_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         return _to_onnx(model)
-    finally:
-        if gc_enabled:
-            gc.enable()
 
 
 def export_opset(model: Model) -> int:

@@ -7,7 +7,6 @@ from typing import Any
 import numpy as np
 
 from ..core.boundary import Constant, Result
-from ..core.gc_pause import gc_paused  # noqa: F401 (the pipeline imports it from here)
 from ..core.node import Node, Output
 from ..core.types import Type
 from ..ops.base import (

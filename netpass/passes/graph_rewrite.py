@@ -19,13 +19,12 @@ Matching uses each Matcher's compiled function when its pattern has one
 from __future__ import annotations
 
 import collections
-import gc
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from ..core.changes import tracking
-from ..core.gc_pause import promote_to_old_generation
+from ..core.gc_pause import gc_paused
 from ..core.model import topological_sort
 from ..core.node import Node, Output, _Topology
 from ..errors import PassError, PassValidationError, describe_node
@@ -196,15 +195,8 @@ class GraphRewrite(ModelPass):
         # whole graph again and again while callbacks allocate. The nodes the rewrite made go
         # to the collector's oldest generation on resuming, or the first allocation after the
         # pass (in whatever code comes next) would pay for scanning them all.
-        paused = gc.isenabled()
-        if paused:
-            gc.disable()
-        try:
+        with gc_paused():
             return self._traverse(model, active)
-        finally:
-            if paused:
-                promote_to_old_generation()
-                gc.enable()
 
     def _traverse(self, model: Model, active: list[MatcherPass]) -> bool:
         if probe.node_id >= 0:

@@ -6,14 +6,14 @@
 from __future__ import annotations
 
 from .async_queue import AsyncInferQueue, RequestBusyError
-from .compiled import InferRequest, RuntimeCompiledModel, compile_program
+from .compiled import RuntimeCompiledModel, RuntimeInferRequest, compile_program
 from .device import DEVICE_NAMES, Engine, devices, resolve_device_name, select_device
 from .lru import LruCache
 from .memory import Allocation, MemoryPool, Tensor, fake_aligned_shapes
 from .program import Program, ProgramNode
 from .shape_predictor import ShapePredictor, parse_options
 
-__all__ = ["compile_program", "RuntimeCompiledModel", "InferRequest", "AsyncInferQueue",
+__all__ = ["compile_program", "RuntimeCompiledModel", "RuntimeInferRequest", "AsyncInferQueue",
            "RequestBusyError", "devices", "select_device",
            "resolve_device_name", "Engine", "DEVICE_NAMES", "ShapePredictor", "parse_options",
            "Program", "ProgramNode", "LruCache", "MemoryPool", "Allocation", "Tensor",

@@ -27,10 +27,9 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import ShapeInferenceError
-from . import impls as I
-from . import kernels as K
-from . import kernels_flash as KF
-from . import kernels_mma as KM
+from . import impls
+from . import kernels
+from .kernels import flash, mma
 
 KIND = "FusedAttention"
 MAX_HEAD = 1024  # largest contraction (q·k) and value width the kernel keeps per work-group
@@ -43,7 +42,7 @@ class AttentionDesc:
     softmax over the last axis (NaN probabilities read as 0 with ``nan_guard``), m2(probabilities,
     v), then ``out_perm`` when a Transpose was absorbed."""
 
-    def __init__(self, m1, softmax, m2, chain: list[I.FusedDesc], out_perm: tuple | None,
+    def __init__(self, m1, softmax, m2, chain: list[impls.FusedDesc], out_perm: tuple | None,
                  nan_guard: tuple | None = None, prescaled: tuple = ()) -> None:
         self.m1, self.softmax, self.m2 = m1, softmax, m2
         self.chain = chain
@@ -64,9 +63,9 @@ class AttentionDesc:
     def stages(self) -> list:
         """The kernel's score stages: the absorbed q / k scale, then the score ops."""
         if self.scale is None:
-            return I.fused_stages(self.chain, 0)
-        first = K.Stage(f"({{0}} * {K.flit(self.scale)})", [("x", None)], "float")
-        return [first] + I.fused_stages([f.shifted(1) for f in self.chain], 0)
+            return impls.fused_stages(self.chain, 0)
+        first = kernels.Stage(f"({{0}} * {kernels.flit(self.scale)})", [("x", None)], "float")
+        return [first] + impls.fused_stages([f.shifted(1) for f in self.chain], 0)
 
     def scores_shape(self, shapes: Sequence[tuple]) -> tuple | None:
         """The score ops' output shape (their side inputs may broadcast the scores)."""
@@ -97,7 +96,7 @@ class AttentionDesc:
             qk[j] = infer_host(mul, [qk[j], next(src.value for src, _ in mul.inputs if src.kind == "Constant")])[0]
         scores = infer_host(self.m1, qk)[0]
         sides = iter(arrays[3:])
-        scores = I.evaluate_fused(self.chain, scores, lambda *_: next(sides), infer_host)
+        scores = impls.evaluate_fused(self.chain, scores, lambda *_: next(sides), infer_host)
         probs = infer_host(self.softmax, [scores])[0]
         if self.nan_guard is not None:
             isn, sel = self.nan_guard
@@ -130,7 +129,7 @@ def _score_source(src, users: dict, depth: int = 0):
         return None
     if src.kind == "MatMul":
         return src
-    if src.kind not in I.ELTWISE_KINDS or src.kind == "Convert" or src.is_output:
+    if src.kind not in impls.ELTWISE_KINDS or src.kind == "Convert" or src.is_output:
         return None
     for s, _ in src.inputs:
         found = _score_source(s, users, depth + 1)
@@ -167,7 +166,7 @@ def _match(sm, users: dict):
     chain = []
     cur = sm.inputs[0][0]
     while cur.kind != "MatMul":
-        if cur.kind not in I.ELTWISE_KINDS or cur.kind == "Convert" or cur.num_outputs != 1 \
+        if cur.kind not in impls.ELTWISE_KINDS or cur.kind == "Convert" or cur.num_outputs != 1 \
                 or cur.is_output or cur.out_dtypes[0] != F32 or len(chain) > 16:
             return None
         j = _chain_input(cur, users)
@@ -184,7 +183,7 @@ def _match(sm, users: dict):
         return None
     for node, j in chain:
         in_dts = [s.out_dtypes[k] for s, k in node.inputs]
-        if I.fusable_expr(node.kind, node.attrs, in_dts, node.out_dtypes[0]) is None:
+        if impls.fusable_expr(node.kind, node.attrs, in_dts, node.out_dtypes[0]) is None:
             return None
         if any(not _side_ok(s, k, scores_ps) for i, (s, k) in enumerate(node.inputs) if i != j):
             return None
@@ -259,7 +258,7 @@ def fuse_attention(nodes: list) -> list:
         descs, sides = [], []
         for stage, (node, j) in enumerate(chain):
             others = [(s, k) for i, (s, k) in enumerate(node.inputs) if i != j]
-            descs.append(I.FusedDesc(node.kind, node.attrs, I.chained(len(node.inputs), j, stage),
+            descs.append(impls.FusedDesc(node.kind, node.attrs, impls.chained(len(node.inputs), j, stage),
                                      others, [s.out_dtypes[k] for s, k in node.inputs],
                                      node.out_dtypes[0], node))
             sides += others
@@ -283,14 +282,14 @@ def fuse_attention(nodes: list) -> list:
 def _operand(shape: Sequence[int], strides: Sequence[int] | None, swap: bool) -> tuple[list, list, int, int]:
     """(batch dims, batch strides, row stride, column stride) of a matrix operand, its last two
     dims swapped when ``swap``."""
-    st = list(strides) if strides is not None else I.contiguous_strides(shape)
+    st = list(strides) if strides is not None else impls.contiguous_strides(shape)
     rs, cs = st[-2], st[-1]
     if swap:
         rs, cs = cs, rs
     return list(shape[:-2]), st[:-2], rs, cs
 
 
-def attention_impl(p: I.Params, key) -> I.Impl | None:
+def attention_impl(p: impls.Params, key) -> impls.Impl | None:
     desc: AttentionDesc = p.node.subgraph
     if any(np.dtype(d) != F32 for d in p.in_dtypes[:3] + p.out_dtypes):
         return None
@@ -309,7 +308,7 @@ def attention_impl(p: I.Params, key) -> I.Impl | None:
     batch = list(np.broadcast_shapes(tuple(qb), tuple(kb), tuple(vb), tuple(scores[:-2])))
     scores_shape = tuple(batch) + (M, N)
     logical = tuple(batch) + (M, DV)
-    out_cs = I.contiguous_strides(p.out_shapes[0])
+    out_cs = impls.contiguous_strides(p.out_shapes[0])
     if desc.out_perm is not None:
         inv = [0] * len(desc.out_perm)
         for d, e in enumerate(desc.out_perm):
@@ -319,25 +318,25 @@ def attention_impl(p: I.Params, key) -> I.Impl | None:
         ost = out_cs
     rank = len(batch)
     operands = ((qb, qbs, sqm, sqd), (kb, kbs, skn, skd), (vb, vbs, svn, svj))
-    flash = _flash_launch(p, desc, batch, operands, ost, M, N, D, DV, scores_shape)
-    if flash is not None:
-        return I.Impl(key, [flash] if M and _size(batch) else [])
-    bstr = [I.broadcast_strides(b, batch, s) if b else [0] * rank for b, s in ((qb, qbs), (kb, kbs), (vb, vbs))]
-    dims, (q_s, k_s, v_s, o_s) = I.collapse(batch, bstr + [list(ost[:rank])])
+    flash_launch = _flash_launch(p, desc, batch, operands, ost, M, N, D, DV, scores_shape)
+    if flash_launch is not None:
+        return impls.Impl(key, [flash_launch] if M and _size(batch) else [])
+    bstr = [impls.broadcast_strides(b, batch, s) if b else [0] * rank for b, s in ((qb, qbs), (kb, kbs), (vb, vbs))]
+    dims, (q_s, k_s, v_s, o_s) = impls.collapse(batch, bstr + [list(ost[:rank])])
     if len(dims) > 2:
         return None
     while len(dims) < 2:
         dims, q_s, k_s, v_s, o_s = [1] + dims, [0] + q_s, [0] + k_s, [0] + v_s, [0] + o_s
     nb = dims[0] * dims[1]
     n_sides = len(shapes) - 3
-    side_strides = [I.broadcast_strides(shapes[3 + j], scores_shape, strides[3 + j]) for j in range(n_sides)]
-    edims, est = I.collapse(list(scores_shape), side_strides) if n_sides else ([], [])
+    side_strides = [impls.broadcast_strides(shapes[3 + j], scores_shape, strides[3 + j]) for j in range(n_sides)]
+    edims, est = impls.collapse(list(scores_shape), side_strides) if n_sides else ([], [])
     stages = p.cached(("attention_stages",), desc.stages)
-    jt = I._cdiv(DV, K.LS)
-    dmax = max(K.LS, 1 << max(D - 1, 0).bit_length())
+    jt = impls._cdiv(DV, kernels.LS)
+    dmax = max(kernels.LS, 1 << max(D - 1, 0).bit_length())
     guard = desc.nan_guard is not None
     src = p.cached(("attention", len(edims), jt, dmax, guard),
-                   lambda: K.attention(stages, [p.in_dtypes[3 + j] for j in range(n_sides)], len(edims),
+                   lambda: kernels.attention(stages, [p.in_dtypes[3 + j] for j in range(n_sides)], len(edims),
                                        jt, dmax, guard))
     spec = [("i", 0), ("i", 1), ("i", 2), ("o", 0), M, N, D, DV, dims[1],
             q_s[0], q_s[1], sqm, sqd, k_s[0], k_s[1], skn, skd, v_s[0], v_s[1], svn, svj,
@@ -346,8 +345,8 @@ def attention_impl(p: I.Params, key) -> I.Impl | None:
     if n_sides:
         spec += list(edims) + [x for s in est for x in s]
     if M == 0 or nb == 0:
-        return I.Impl(key, [])
-    return I.Impl(key, [I.Launch(src, (K.LS, M, nb), (K.LS, 1, 1), spec)])
+        return impls.Impl(key, [])
+    return impls.Impl(key, [impls.Launch(src, (kernels.LS, M, nb), (kernels.LS, 1, 1), spec)])
 
 
 def _size(shape: Sequence[int]) -> int:
@@ -357,23 +356,23 @@ def _size(shape: Sequence[int]) -> int:
 FLASH_MIN_M = 16  # query rows from which the flash kernel replaces the row-per-work-group one
 
 
-def _flash_launch(p: I.Params, desc: AttentionDesc, batch: list, operands, ost: list, M: int,
-                  N: int, D: int, DV: int, scores_shape: tuple) -> I.Launch | None:
-    """The tensor-core flash kernel (kernels_flash) for prefill-sized M on devices with
-    ``engine.mma``: TF32 with INFERENCE_PRECISION_HINT "tf32", 3xTF32 (kernels_mma.F32_SPLIT)
+def _flash_launch(p: impls.Params, desc: AttentionDesc, batch: list, operands, ost: list, M: int,
+                  N: int, D: int, DV: int, scores_shape: tuple) -> impls.Launch | None:
+    """The tensor-core flash kernel (kernels.flash) for prefill-sized M on devices with
+    ``engine.mma``: TF32 with INFERENCE_PRECISION_HINT "tf32", 3xTF32 (kernels.mma.F32_SPLIT)
     for float32 up to head size 64. None where it does not apply (the batch of q, k, v, the
     output and the score ops' side inputs must collapse to two dims)."""
     kind = getattr(p.engine, "mma", "") if p.engine is not None else ""
-    split = 1 if p.precision == "tf32" else KM.F32_SPLIT
-    if not kind or M < FLASH_MIN_M or split is None or D > KF.MAX_HEAD or DV > KF.MAX_HEAD \
+    split = 1 if p.precision == "tf32" else mma.F32_SPLIT
+    if not kind or M < FLASH_MIN_M or split is None or D > flash.MAX_HEAD or DV > flash.MAX_HEAD \
             or (split == 3 and D > 64):
         return None
     rank = len(batch)
     strides = p.in_strides or [None] * len(p.in_shapes)
     n_sides = len(p.in_shapes) - 3
-    side = [I.broadcast_strides(p.in_shapes[3 + j], scores_shape, strides[3 + j]) for j in range(n_sides)]
-    bstr = [I.broadcast_strides(b, batch, s) if b else [0] * rank for b, s, _, _ in operands]
-    dims, coll = I.collapse(batch, bstr + [list(ost[:rank])] + [s[:rank] for s in side])
+    side = [impls.broadcast_strides(p.in_shapes[3 + j], scores_shape, strides[3 + j]) for j in range(n_sides)]
+    bstr = [impls.broadcast_strides(b, batch, s) if b else [0] * rank for b, s, _, _ in operands]
+    dims, coll = impls.collapse(batch, bstr + [list(ost[:rank])] + [s[:rank] for s in side])
     if len(dims) > 2:
         return None
     while len(dims) < 2:
@@ -382,20 +381,20 @@ def _flash_launch(p: I.Params, desc: AttentionDesc, batch: list, operands, ost: 
     (_, _, sqm, sqd), (_, _, skn, skd), (_, _, svn, svj) = operands
     vec = sqd == 1 and skd == 1 and svj == 1 and D % 4 == 0 and DV % 4 == 0 \
         and all(x % 4 == 0 for x in [sqm, skn, svn] + q_s + k_s + v_s)
-    cfg = KF.config_for(D)
+    cfg = flash.config_for(D)
     stages = p.cached(("attention_stages",), desc.stages)
     side_dtypes = [p.in_dtypes[3 + j] for j in range(n_sides)]
     src = p.cached(("flash", cfg, D, DV, split, kind, vec),
-                   lambda: KF.flash_attention(cfg, D, DV, split, kind == "ptx", vec, stages, side_dtypes,
+                   lambda: flash.flash_attention(cfg, D, DV, split, kind == "ptx", vec, stages, side_dtypes,
                                               False, "zero_nan" if desc.nan_guard is not None else "nan",
-                                              KM.HI_ROUND))
+                                              mma.HI_ROUND))
     spec = [("i", 0), ("i", 1), ("i", 2), ("o", 0), M, N, D, DV, dims[1], 1, N - M,
             q_s[0], q_s[1], sqm, sqd, k_s[0], k_s[1], skn, skd, v_s[0], v_s[1], svn, svj,
             o_s[0], o_s[1], ost[-2], ost[-1]]
     for j in range(n_sides):
         spec += [("i", 3 + j), side_b[j][0], side_b[j][1], side[j][-2], side[j][-1]]
     nb = dims[0] * dims[1]
-    return I.Launch(src, (I._cdiv(M, cfg.bq) * cfg.threads, max(nb, 1), 1), (cfg.threads, 1, 1), spec)
+    return impls.Launch(src, (impls._cdiv(M, cfg.bq) * cfg.threads, max(nb, 1), 1), (cfg.threads, 1, 1), spec)
 
 
 def _heads_view(shape: Sequence[int], heads: int) -> tuple[tuple, list]:
@@ -405,7 +404,7 @@ def _heads_view(shape: Sequence[int], heads: int) -> tuple[tuple, list]:
     return (b, heads, s, size), [s * hidden, size, hidden, 1]
 
 
-def onnx_attention_impl(p: I.Params, key) -> I.Impl | None:
+def onnx_attention_impl(p: impls.Params, key) -> impls.Impl | None:
     """ONNX Attention (``ops/attention.py``) on the flash kernel where the device has tensor
     cores: 3-D or 4-D q, k, v, grouped-query heads, a boolean or additive mask as long as the
     keys (broadcast over batch, heads and queries), ``is_causal``, ``scale`` and ``softcap``;
@@ -413,7 +412,7 @@ def onnx_attention_impl(p: I.Params, key) -> I.Impl | None:
     softmax precision other than float32, and used ``present`` / QK outputs run on the host."""
     a = p.attrs
     kind = getattr(p.engine, "mma", "") if p.engine is not None else ""
-    split = 1 if p.precision == "tf32" else KM.F32_SPLIT
+    split = 1 if p.precision == "tf32" else mma.F32_SPLIT
     sp = a.get("softmax_precision")
     if not kind or split is None or a.get("has_past") or a.get("has_nonpad_kv_seqlen") \
             or a.get("left_window_size", -1) != -1 or a.get("right_window_size", -1) != -1 \
@@ -423,7 +422,7 @@ def onnx_attention_impl(p: I.Params, key) -> I.Impl | None:
         return None
     q, k, v = (tuple(s) for s in p.in_shapes[:3])
     if len(q) == 4:
-        qs, ks, vs = (I.contiguous_strides(s) for s in (q, k, v))
+        qs, ks, vs = (impls.contiguous_strides(s) for s in (q, k, v))
     elif len(q) == 3:
         hq, hkv = int(a.get("q_num_heads", 0)), int(a.get("kv_num_heads", 0))
         if hq <= 0 or hkv <= 0:
@@ -433,41 +432,41 @@ def onnx_attention_impl(p: I.Params, key) -> I.Impl | None:
         return None
     B, Hq, M, D = q
     Hkv, N, DV = k[1], k[2], v[3]
-    if Hkv == 0 or Hq % Hkv or D > KF.MAX_HEAD or DV > KF.MAX_HEAD or (split == 3 and D > 64):
+    if Hkv == 0 or Hq % Hkv or D > flash.MAX_HEAD or DV > flash.MAX_HEAD or (split == 3 and D > 64):
         return None
     out = p.out_shapes[0]
-    os_ = I.contiguous_strides(out)
+    os_ = impls.contiguous_strides(out)
     ost = os_ if len(out) == 4 else [os_[0], DV, os_[1], 1]  # [b, m, heads * dv] as [b, heads, m, dv]
     scale = float(a.get("scale") or 0.0) or 1.0 / np.sqrt(D)
-    stages = [K.Stage(f"({{0}} * {K.flit(scale)})", [("x", None)], "float")]
+    stages = [kernels.Stage(f"({{0}} * {kernels.flit(scale)})", [("x", None)], "float")]
     cap = float(a.get("softcap") or 0.0)
     if cap > 0:
-        stages.append(K.Stage(f"({K.flit(cap)} * tanh({{0}} / {K.flit(cap)}))", [("x", None)], "float"))
+        stages.append(kernels.Stage(f"({kernels.flit(cap)} * tanh({{0}} / {kernels.flit(cap)}))", [("x", None)], "float"))
     spec_mask, side_dtypes = [], []
     if a.get("has_attn_mask"):
         ms, mdt = tuple(p.in_shapes[3]), np.dtype(p.in_dtypes[3])
         if not ms or ms[-1] != N or len(ms) > 4 or mdt not in (F32, np.dtype(np.bool_)):
             return None
         expr = "({1} ? {0} : -INFINITY)" if mdt == np.bool_ else "({0} + {1})"
-        stages.append(K.Stage(expr, [("x", None), ("in", 0)], "float"))
+        stages.append(kernels.Stage(expr, [("x", None), ("in", 0)], "float"))
         side_dtypes = [mdt]
         mst = (p.in_strides or [None] * 4)[3]
-        st = I.broadcast_strides(ms, (B, Hq, M, N), mst)
+        st = impls.broadcast_strides(ms, (B, Hq, M, N), mst)
         spec_mask = [("i", 3)] + list(st)
     if M == 0 or B * Hq == 0:
-        return I.Impl(key, [])
+        return impls.Impl(key, [])
     vec = all(x % 4 == 0 for x in list(qs[:3]) + list(ks[:3]) + list(vs[:3]) + [D, DV])
-    cfg = KF.config_for(D)
+    cfg = flash.config_for(D)
     causal = bool(a.get("is_causal"))
     src = p.cached(("flash", cfg, D, DV, split, kind, vec, causal, scale, cap, tuple(side_dtypes)),
-                   lambda: KF.flash_attention(cfg, D, DV, split, kind == "ptx", vec, stages, side_dtypes,
-                                              causal, "zero", KM.HI_ROUND))
+                   lambda: flash.flash_attention(cfg, D, DV, split, kind == "ptx", vec, stages, side_dtypes,
+                                              causal, "zero", mma.HI_ROUND))
     spec = [("i", 0), ("i", 1), ("i", 2), ("o", 0), M, N, D, DV, Hq, Hq // Hkv, 0,
             qs[0], qs[1], qs[2], qs[3], ks[0], ks[1], ks[2], ks[3], vs[0], vs[1], vs[2], vs[3],
             ost[0], ost[1], ost[2], ost[3]] + spec_mask
-    return I.Impl(key, [I.Launch(src, (I._cdiv(M, cfg.bq) * cfg.threads, B * Hq, 1), (cfg.threads, 1, 1), spec)])
+    return impls.Impl(key, [impls.Launch(src, (impls._cdiv(M, cfg.bq) * cfg.threads, B * Hq, 1), (cfg.threads, 1, 1), spec)])
 
 
-I.FACTORIES[KIND] = attention_impl
-I.FACTORIES["Attention"] = onnx_attention_impl
-I.HAS_KERNEL.update((KIND, "Attention"))
+impls.FACTORIES[KIND] = attention_impl
+impls.FACTORIES["Attention"] = onnx_attention_impl
+impls.HAS_KERNEL.update((KIND, "Attention"))

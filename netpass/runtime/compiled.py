@@ -164,8 +164,8 @@ class RuntimeCompiledModel:
         with self.lock:
             self.symbolic_checked.add(binding_key)
 
-    def create_infer_request(self) -> "InferRequest":
-        return InferRequest(self)
+    def create_infer_request(self) -> "RuntimeInferRequest":
+        return RuntimeInferRequest(self)
 
     def __call__(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         return self.create_infer_request().infer(inputs)
@@ -174,11 +174,13 @@ class RuntimeCompiledModel:
         return f"<RuntimeCompiledModel on {self.device}: {self.inputs} -> {self.outputs}>"
 
 
-class InferRequest(AsyncInferRequest):
-    """``infer({name: array}) -> {output name: array}``, or ``start_async`` then ``wait`` and
-    ``results`` (:mod:`~netpass.runtime.async_queue`); ``stats`` counts since creation. The
-    variables of a stateful model are the request's, in device memory
-    (:mod:`~netpass.runtime.state`): ``query_state()``, ``reset_state()``."""
+class RuntimeInferRequest(AsyncInferRequest):
+    """A request of a :class:`RuntimeCompiledModel`: ``infer({name: array}) -> {output name:
+    array}``, or ``start_async`` then ``wait`` and ``results``
+    (:mod:`~netpass.runtime.async_queue`); ``stats`` counts since creation. The variables of a
+    stateful model are the request's, in device memory (:mod:`~netpass.runtime.state`):
+    ``query_state()``, ``reset_state()``. ``compile_model``'s requests
+    (:class:`netpass.compiler.InferRequest`) each wrap one, with the pre/post-processing."""
 
     def __init__(self, compiled: RuntimeCompiledModel) -> None:
         self.compiled = compiled
@@ -286,7 +288,7 @@ def compile_program(model_or_program: Any, device: str = "AUTO",
     ``HOST_FALLBACK`` (bool, default True: ops without a device kernel run on the host from
     their reference; False makes them a HostFallbackError naming the ops),
     ``INFERENCE_PRECISION_HINT`` (``"f32"``, default, or ``"tf32"``: float32 GEMMs and attention
-    on TF32 tensor cores where the device has them, :mod:`netpass.runtime.kernels_mma`)."""
+    on TF32 tensor cores where the device has them, :mod:`netpass.runtime.kernels.mma`)."""
     cfg = dict(config or {})
     inference_precision(cfg)
     name = resolve_device_name(device)

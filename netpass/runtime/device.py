@@ -218,7 +218,7 @@ class Engine:
         self.max_work_group_size = int(device.max_work_group_size)
         self.fp16 = "cl_khr_fp16" in device.extensions
         self.cp_async = _has_cp_async(device, self.context)
-        # "ptx": tensor-core GEMMs (kernels_mma); tests set "emulated" to run them on PoCL
+        # "ptx": tensor-core GEMMs (kernels.mma); tests set "emulated" to run them on PoCL
         self.mma = _has_mma(device, self.context, self.cp_async)
         self.used_device_memory = 0
         self._lock = threading.Lock()  # the program cache and the memory counter

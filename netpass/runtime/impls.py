@@ -12,15 +12,15 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from . import kernels as K
-from . import kernels_mma as KM
+from . import kernels
+from .kernels import mma
 from .kernels import Stage, ctype, flit
 
 # -- elementwise expressions ---------------------------------------------------------------------
 _F_BINARY = {
     "Add": "({0} + {1})", "Subtract": "({0} - {1})", "Multiply": "({0} * {1})",
-    "Divide": "({0} / {1})", "Power": "pow({0}, {1})", "Maximum": K.nan_max("{0}", "{1}"),
-    "Minimum": K.nan_min("{0}", "{1}"), "SquaredDifference": "(({0} - {1}) * ({0} - {1}))",
+    "Divide": "({0} / {1})", "Power": "pow({0}, {1})", "Maximum": kernels.nan_max("{0}", "{1}"),
+    "Minimum": kernels.nan_min("{0}", "{1}"), "SquaredDifference": "(({0} - {1}) * ({0} - {1}))",
     # fmod keeps numpy's result for infinite divisors, where x - floor(x / y) * y is NaN
     "FloorMod": "((fmod({0}, {1}) != 0 && ((fmod({0}, {1}) < 0) != ({1} < 0))) ? "
                 "fmod({0}, {1}) + {1} : fmod({0}, {1}))", "Mod": "fmod({0}, {1})",
@@ -49,7 +49,7 @@ _F_UNARY = {
     "Cosh": "cosh({0})", "Asinh": "asinh({0})", "Acosh": "acosh({0})", "Atanh": "atanh({0})",
     "SoftSign": "({0} / (1.0f + fabs({0})))",
     "HSwish": "({0} * fmin(fmax({0} + 3.0f, 0.0f), 6.0f) / 6.0f)",
-    "HSigmoid": f"({K.nan_clamp('{0} + 3.0f', '0.0f', '6.0f')} / 6.0f)",
+    "HSigmoid": f"({kernels.nan_clamp('{0} + 3.0f', '0.0f', '6.0f')} / 6.0f)",
     "SoftPlus": "({0} > 20.0f ? {0} : log1p(exp({0})))",
     "Mish": "({0} * tanh({0} > 20.0f ? {0} : log1p(exp({0}))))",
     "IsNaN": "isnan({0})",
@@ -68,13 +68,13 @@ def _float_unary(kind: str, attrs: dict, n_in: int) -> str | None:
     if kind == "Round":
         return "rint({0})" if attrs.get("mode", "half_to_even") == "half_to_even" else "round({0})"
     if kind == "Clamp":
-        return K.nan_clamp("{0}", flit(attrs["min"]), flit(attrs["max"]))
+        return kernels.nan_clamp("{0}", flit(attrs["min"]), flit(attrs["max"]))
     if kind == "Elu":
         return f"({{0}} > 0.0f ? {{0}} : {flit(attrs['alpha'])} * (exp({{0}}) - 1.0f))"
     if kind == "Swish":
         return "({0} / (1.0f + exp(-{0} * {1})))" if n_in == 2 else "({0} / (1.0f + exp(-{0})))"
     if kind == "HardSigmoid":
-        return K.nan_clamp("({1} * {0} + {2})", "0.0f", "1.0f")
+        return kernels.nan_clamp("({1} * {0} + {2})", "0.0f", "1.0f")
     if kind == "Selu":
         return "({2} * ({0} > 0.0f ? {0} : {1} * (exp({0}) - 1.0f)))"
     if kind == "IsInf":
@@ -216,7 +216,7 @@ class Launch:
 
     __slots__ = ("source", "gws", "lws", "spec", "_plan", "cdims")
 
-    def __init__(self, source: K.Source, gws: tuple, lws: tuple | None, spec: list) -> None:
+    def __init__(self, source: kernels.Source, gws: tuple, lws: tuple | None, spec: list) -> None:
         self.source, self.gws, self.lws, self.spec = source, gws, lws, spec
         self._plan: tuple | None = None
         self.cdims: tuple | None = None  # the work sizes as C arrays (launcher.DirectLauncher)
@@ -455,14 +455,14 @@ def eltwise_impl(p: Params, key) -> Impl | None:
     scalar = [_size(s) == 1 for s in shapes]
     f32 = np.dtype(np.float32)
     if all(full) and all(np.dtype(d) == f32 for d in dtypes + [p.out_dtypes[0]]):
-        src = p.cached(("vec4",), lambda: K.eltwise_vec4(len(shapes), stages))
+        src = p.cached(("vec4",), lambda: kernels.eltwise_vec4(len(shapes), stages))
         return Impl(key, [Launch(src, *_1d((n + 3) // 4), spec_io + [n])])
     if all(f or s for f, s in zip(full, scalar)):
-        src = p.cached(("flat",), lambda: K.eltwise(dtypes, p.out_dtypes[0], stages, 0, True))
+        src = p.cached(("flat",), lambda: kernels.eltwise(dtypes, p.out_dtypes[0], stages, 0, True))
         return Impl(key, [Launch(src, *_1d(n), spec_io + [n] + [int(s and not f) for f, s in zip(full, scalar)])])
     strides = [contiguous_strides(out_shape)] + [broadcast_strides(s, out_shape) for s in shapes]
     dims, st = collapse(list(out_shape), strides)
-    src = p.cached(("strided", len(dims)), lambda: K.eltwise(dtypes, p.out_dtypes[0], stages, len(dims), False))
+    src = p.cached(("strided", len(dims)), lambda: kernels.eltwise(dtypes, p.out_dtypes[0], stages, len(dims), False))
     args = spec_io + [n] + dims + [x for s in st for x in s]
     return Impl(key, [Launch(src, *_1d(n), args)])
 
@@ -485,7 +485,7 @@ def strided_copy(dtype, shape: Sequence[int], in_strides: Sequence[int], in_off:
     dtype = bits_dtype(dtype)
     src = _COPY_SOURCES.get((dtype, len(dims)))
     if src is None:
-        src = _COPY_SOURCES[(dtype, len(dims))] = K.eltwise(
+        src = _COPY_SOURCES[(dtype, len(dims))] = kernels.eltwise(
             [dtype], dtype, [Stage("{0}", [("in", 0)], ctype(dtype))], len(dims), False)
     n = _size(shape)
     return Launch(src, *_1d(n),
@@ -536,7 +536,7 @@ def split_impl(p: Params, key) -> Impl | None:
     for out in p.out_shapes[:-1]:
         pos += out[axis]
         bounds.append(pos)
-    src = K.split(bits_dtype(p.in_dtypes[0]), len(p.out_shapes))
+    src = kernels.split(bits_dtype(p.in_dtypes[0]), len(p.out_shapes))
     spec = [("i", 0)] + [("o", j) for j in range(len(p.out_shapes))]
     spec += [n, shape[axis], _size(shape[axis + 1:])] + bounds
     return Impl(key, [Launch(src, *_1d(n), spec)])
@@ -705,7 +705,7 @@ def movement_impl(p: Params, key) -> Impl | None:
             launches.append(strided_copy(dt, m.shape, aff[1], aff[0], contiguous_strides(m.shape), 0, 0, i))
             continue
         buffers.append(m.reshape(-1).astype(np.int32))
-        src = K.imap(bits_dtype(dt), pad)
+        src = kernels.imap(bits_dtype(dt), pad)
         launches.append(Launch(src, *_1d(m.size), [("i", 0), ("o", i), ("b", len(buffers) - 1), m.size]))
     return Impl(key, launches, buffers)
 
@@ -722,19 +722,19 @@ def _axes_block(shape: Sequence[int], axes: Sequence[int]) -> tuple[int, int, in
     return _size(shape[:lo]), _size(shape[lo:hi + 1]), _size(shape[hi + 1:])
 
 
-def _row_launch(src: K.Source, rows: int, R: int, inner: int, n_extra: int = 0,
+def _row_launch(src: kernels.Source, rows: int, R: int, inner: int, n_extra: int = 0,
                 edims: list = (), est: list = ()) -> Launch:
     spec = [("i", 0), ("o", 0), R, inner] + [("e", j) for j in range(n_extra)]
     if n_extra:
         spec += list(edims) + [v for s in est for v in s]
-    return Launch(src, (max(rows, 1) * K.LS,), (K.LS,), spec)
+    return Launch(src, (max(rows, 1) * kernels.LS,), (kernels.LS,), spec)
 
 
 def _rowop_fused(p: Params, kind: str, params: dict, rows: int, R: int, inner: int) -> Impl:
     """A softmax / MVN rowop with the node's fused elementwise ops as its epilogue."""
     stages, n_extra, edt, edims, est = _epilogue(p, p.out_shapes[0])
     src = p.cached(("rowop", len(edims)),
-                   lambda: K.rowop(kind, p.in_dtypes[0], p.out_dtypes[0], params, stages, edt, len(edims)))
+                   lambda: kernels.rowop(kind, p.in_dtypes[0], p.out_dtypes[0], params, stages, edt, len(edims)))
     return Impl(None, [_row_launch(src, rows, R, inner, n_extra, edims, est)])
 
 
@@ -749,7 +749,7 @@ def reduce_impl(p: Params, key) -> Impl | None:
     if blk is None or np.dtype(p.in_dtypes[0]) == np.float16:
         return None
     outer, R, inner = blk
-    src = K.rowop(REDUCE_KINDS[p.kind], p.in_dtypes[0], p.out_dtypes[0], {})
+    src = kernels.rowop(REDUCE_KINDS[p.kind], p.in_dtypes[0], p.out_dtypes[0], {})
     return Impl(key, [_row_launch(src, outer * inner, R, inner)])
 
 
@@ -798,17 +798,17 @@ def gather_impl(p: Params, key) -> Impl | None:
     axis = int(np.asarray(p.values[2]).reshape(-1)[0]) % len(shape)
     nidx = _size(p.in_shapes[1])
     n = _size(p.out_shapes[0])
-    src = K.gather(bits_dtype(p.in_dtypes[0]), p.in_dtypes[1])
+    src = kernels.gather(bits_dtype(p.in_dtypes[0]), p.in_dtypes[1])
     return Impl(key, [Launch(src, *_1d(n),
                              [("i", 0), ("i", 1), ("o", 0), n, nidx, shape[axis], _size(shape[axis + 1:])])])
 
 
-def gemm_config(engine, M: int, N: int, K_: int, batch: int) -> K.GemmConfig:
+def gemm_config(engine, M: int, N: int, K_: int, batch: int) -> kernels.GemmConfig:
     if engine is not None and engine.is_gpu and M >= 512 and N >= 512:
-        return K.GEMM_LARGE
+        return kernels.GEMM_LARGE
     if M >= 64 and N >= 64:
-        return K.GEMM_MEDIUM
-    return K.GEMM_SMALL
+        return kernels.GEMM_MEDIUM
+    return kernels.GEMM_SMALL
 
 
 SKINNY_MAX_M = 64          # M up to which the skinny GEMM wins over up to 4 tiled groups per CU
@@ -839,11 +839,11 @@ def skinny_width(engine, M: int, N: int, batch: int, tiled_groups: int) -> int |
         return None
     gpu = engine.is_gpu
     cus = int(engine.device.max_compute_units)
-    if gpu and M > K.SKINNY_RM:
+    if gpu and M > kernels.SKINNY_RM:
         enough = SKINNY_GROUPS_PER_CU * cus if M <= SKINNY_MAX_M else cus
         if tiled_groups >= enough:
             return None
-    rows = _cdiv(M, K.SKINNY_RM) * batch
+    rows = _cdiv(M, kernels.SKINNY_RM) * batch
     tn = 64
     while tn > 8 and (tn // 2 >= N or (gpu and rows * _cdiv(N, tn) < SKINNY_GROUPS_PER_CU * cus)):
         tn //= 2
@@ -855,7 +855,7 @@ def _gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, 
                  norm: tuple | None = None, norm_first: int = 2) -> tuple[list, list] | None:
     """(launches, impl buffers) for out = op(A) @ op(B) with numpy-style batch broadcasting:
     one GEMM launch, or a split-K GEMM into a scratch buffer and its reduction
-    (``kernels_mma.k_splits``); ``norm``: A's rows are normalized as they are loaded
+    (``kernels.mma.k_splits``); ``norm``: A's rows are normalized as they are loaded
     (norm_gemm; gamma and beta are the inputs from ``norm_first`` on, in order)."""
     a, b = list(a_shape), list(b_shape)
     sa = list(a_strides) if a_strides is not None else contiguous_strides(a)
@@ -897,45 +897,45 @@ def _gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, 
     pre: list[Launch] = []  # (the normalization of A ahead of a tensor-core GEMM)
     buffers: list = []
     a_ref: list = [("i", b_idx[0])]
-    mma = None
+    tc_plan = None
     if norm is not None and f32 and nb == 1 and sa[-1] == 1 and sa[-2] == Ka:
-        mma = KM.plan(p.engine, p.precision, M, N, Ka, nb, sa, sb, sab, sbb, None)
-        if mma is not None:  # normalized rows into a scratch copy the GEMM reads
+        tc_plan = mma.plan(p.engine, p.precision, M, N, Ka, nb, sa, sb, sab, sbb, None)
+        if tc_plan is not None:  # normalized rows into a scratch copy the GEMM reads
             pre, buffers, a_ref = [_normalize_rows(p, norm, norm_first, b_idx[0], M, Ka)], \
                 [Scratch(4 * M * Ka)], [("b", 0), 0]
             norm = None
-    if mma is None and f32:
-        mma = KM.plan(p.engine, p.precision, M, N, Ka, nb, sa, sb, sab, sbb, norm)
-    splits, slice_k = KM.k_splits(mma[0], M, N, Ka, nb, int(p.engine.device.max_compute_units)) \
-        if mma is not None else (1, Ka)
+    if tc_plan is None and f32:
+        tc_plan = mma.plan(p.engine, p.precision, M, N, Ka, nb, sa, sb, sab, sbb, norm)
+    splits, slice_k = mma.k_splits(tc_plan[0], M, N, Ka, nb, int(p.engine.device.max_compute_units)) \
+        if tc_plan is not None else (1, Ka)
     if splits > 1:
-        launches, more = _split_k_gemm(p, mma, norm, norm_first, a_ref + [("i", b_idx[1])], (M, N, Ka, nb),
+        launches, more = _split_k_gemm(p, tc_plan, norm, norm_first, a_ref + [("i", b_idx[1])], (M, N, Ka, nb),
                                        (splits, slice_k), [dims[1], sab[0], sab[1], sa[-2], sa[-1], sbb[0],
                                                            sbb[1], sb[-2], sb[-1]],
                                        extra_refs, (stages, n_extra, edt, edims, est), len(buffers))
         return pre + launches, buffers + more
-    if mma is not None:  # tensor cores (TF32, or 3xTF32 for float32)
-        src = p.cached(("gemm_mma", mma, len(edims), norm),
-                       lambda: KM.source(mma, stages, n_extra, edt, len(edims), norm))
-        gws, (lx, ly, _) = KM.work_sizes(mma[0], M, N, nb)
+    if tc_plan is not None:  # tensor cores (TF32, or 3xTF32 for float32)
+        src = p.cached(("gemm_mma", tc_plan, len(edims), norm),
+                       lambda: mma.source(tc_plan, stages, n_extra, edt, len(edims), norm))
+        gws, (lx, ly, _) = mma.work_sizes(tc_plan[0], M, N, nb)
     elif tn is not None:
         src = p.cached(("gemm_skinny", len(edims), norm),
-                       lambda: K.gemm_skinny(p.out_dtypes[0], stages, n_extra, edt, len(edims), norm))
-        lx, ly = tn, K.SKINNY_WG // tn
-        gws = (_cdiv(N, tn) * lx, _cdiv(M, K.SKINNY_RM) * ly, max(nb, 1))
+                       lambda: kernels.gemm_skinny(p.out_dtypes[0], stages, n_extra, edt, len(edims), norm))
+        lx, ly = tn, kernels.SKINNY_WG // tn
+        gws = (_cdiv(N, tn) * lx, _cdiv(M, kernels.SKINNY_RM) * ly, max(nb, 1))
     elif aligned and gpu and norm is None and getattr(p.engine, "cp_async", False):
         src = p.cached(("gemm_pipelined", len(edims)),
-                       lambda: K.gemm_pipelined(stages, n_extra, edt, len(edims), True))
+                       lambda: kernels.gemm_pipelined(stages, n_extra, edt, len(edims), True))
         lx, ly = 16, 16
         gws = (N // 8, M // 8, max(nb, 1))
     elif aligned and gpu:
         src = p.cached(("gemm_aligned", len(edims), norm),
-                       lambda: K.gemm_aligned(stages, n_extra, edt, len(edims), norm))
+                       lambda: kernels.gemm_aligned(stages, n_extra, edt, len(edims), norm))
         lx, ly = 16, 16
         gws = (N // 8, M // 8, max(nb, 1))
     else:
         src = p.cached(("gemm", cfg, len(edims), norm),
-                       lambda: K.gemm(p.out_dtypes[0], cfg, stages, n_extra, edt, len(edims), norm))
+                       lambda: kernels.gemm(p.out_dtypes[0], cfg, stages, n_extra, edt, len(edims), norm))
         lx, ly = cfg.local
         gws = (_cdiv(N, cfg.tsn) * lx, _cdiv(M, cfg.tsm) * ly, max(nb, 1))
     spec = a_ref + [("i", b_idx[1]), ("o", 0)]
@@ -957,16 +957,16 @@ def _normalize_rows(p: Params, norm: tuple, norm_first: int, a_idx: int, rows: i
     vecs = int(gamma) + int(beta)
     ops = ([Stage("({0} * {1})", [("x", None), ("in", 0)], "float")] if gamma else []) + \
         ([Stage("({0} + {1})", [("x", None), ("in", vecs - 1)], "float")] if beta else [])
-    src = p.cached(("norm_rows", norm), lambda: K.rowop(
+    src = p.cached(("norm_rows", norm), lambda: kernels.rowop(
         "mvn", np.float32, np.float32, {"eps": eps, "inside_sqrt": inside, "normalize_variance": variance},
         ops, [np.float32] * vecs, 2))
     spec: list = [("i", a_idx), ("b", 0), 0, k, 1] + [("i", norm_first + j) for j in range(vecs)]
     if vecs:
         spec += [rows, k] + [0, 1] * vecs
-    return Launch(src, (max(rows, 1) * K.LS,), (K.LS,), spec)
+    return Launch(src, (max(rows, 1) * kernels.LS,), (kernels.LS,), spec)
 
 
-def _split_k_gemm(p: Params, mma: tuple, norm: tuple | None, norm_first: int, ab_refs: list,
+def _split_k_gemm(p: Params, tc_plan: tuple, norm: tuple | None, norm_first: int, ab_refs: list,
                   mnkb: tuple, split: tuple, strides: list, extra_refs: list | None,
                   epilogue: tuple, slot: int = 0) -> tuple[list, list]:
     """The tensor-core GEMM in ``split = (slices, K per slice)`` K slices (A and B read
@@ -974,8 +974,8 @@ def _split_k_gemm(p: Params, mma: tuple, norm: tuple | None, norm_first: int, ab
     Scratch), then their reduction (:func:`_with_reduction`)."""
     M, N, Ka, nb = mnkb
     splits, slice_k = split
-    src = p.cached(("gemm_mma_splitk", mma, norm), lambda: KM.source(mma, [], 0, [], 0, norm, True))
-    gws, lws = KM.work_sizes(mma[0], M, N, nb, splits)
+    src = p.cached(("gemm_mma_splitk", tc_plan, norm), lambda: mma.source(tc_plan, [], 0, [], 0, norm, True))
+    gws, lws = mma.work_sizes(tc_plan[0], M, N, nb, splits)
     spec: list = ab_refs + [("b", slot), 0]  # (C: the scratch, offset 0)
     if norm is not None:
         spec += [("i", norm_first + j) for j in range(int(norm[3]) + int(norm[4]))]
@@ -987,9 +987,9 @@ def _split_k_gemm(p: Params, mma: tuple, norm: tuple | None, norm_first: int, ab
 def _with_reduction(p: Params, gemm: Launch, total: int, splits: int, extra_refs: list | None,
                     epilogue: tuple, slot: int = 0) -> tuple[list, list]:
     """A split-K GEMM launch (its partial products in impl buffer ``slot``, a Scratch) and
-    ``kernels_mma.splitk_reduce`` summing them into the output through the epilogue."""
+    ``kernels.mma.splitk_reduce`` summing them into the output through the epilogue."""
     stages, n_extra, edt, edims, est = epilogue
-    red = p.cached(("splitk_reduce", len(edims)), lambda: KM.splitk_reduce(stages, n_extra, edt, len(edims)))
+    red = p.cached(("splitk_reduce", len(edims)), lambda: mma.splitk_reduce(stages, n_extra, edt, len(edims)))
     spec = [("b", slot), ("o", 0), total, splits]
     spec += extra_refs if extra_refs is not None else [("e", j) for j in range(n_extra)]
     if n_extra:
@@ -1144,7 +1144,7 @@ def conv_impl(p: Params, key, nhwc: bool = False) -> Impl | None:
         if g is not None:
             return Impl(key, *g)
     stages, n_extra, edt, edims, est = _epilogue(p, y)
-    src = K.conv(p.out_dtypes[0], stages, n_extra, edt, len(edims))
+    src = kernels.conv(p.out_dtypes[0], stages, n_extra, edt, len(edims))
     spec = [("i", 0), ("i", 1), ("o", 0), n, Cg, H, W_, Og, OH, OW, KH, KW, sh, sw, dh, dw, ph, pw,
             xsn, xsc, xsh, xsw, ysn, ysc, ysh, ysw, O, wso, wsc, wsh, wsw]
     spec += refs if refs is not None else [("e", j) for j in range(n_extra)]
@@ -1155,7 +1155,7 @@ def conv_impl(p: Params, key, nhwc: bool = False) -> Impl | None:
 
 def _implicit_gemm_conv(p: Params, x, y, geo: tuple) -> tuple[list, list] | None:
     """(launches, impl buffers) of a dense NCHW convolution as the tensor-core GEMM W [O, C KH
-    KW] @ im2col(X[n]) [C KH KW, OH OW] (kernels_mma ``conv``: B gathered from the image as
+    KW] @ im2col(X[n]) [C KH KW, OH OW] (kernels.mma ``conv``: B gathered from the image as
     the stages fill), in K slices where its tiles leave compute units idle (the late layers
     of a ResNet: few channels' tiles over 7x7 images), where the device has tensor cores; None
     elsewhere (the direct kernel runs)."""
@@ -1163,20 +1163,20 @@ def _implicit_gemm_conv(p: Params, x, y, geo: tuple) -> tuple[list, list] | None
     O, C, batch = y[1], x[1], x[0]
     M, N, K_ = O, OH * OW, C * KH * KW
     kind = getattr(p.engine, "mma", "") if p.engine is not None else ""
-    split = 1 if p.precision == "tf32" else KM.F32_SPLIT
-    if not kind or split is None or M < KM.MIN_CONV_M or N < KM.MIN_CONV_N or not K_:
+    split = 1 if p.precision == "tf32" else mma.F32_SPLIT
+    if not kind or split is None or M < mma.MIN_CONV_M or N < mma.MIN_CONV_N or not K_:
         return None
     cus = int(p.engine.device.max_compute_units)
-    cfg = KM.choose_config(M, N, K_, batch, cus, int(getattr(p.engine.device, "local_mem_size", 48 << 10)), False)
+    cfg = mma.choose_config(M, N, K_, batch, cus, int(getattr(p.engine.device, "local_mem_size", 48 << 10)), False)
     copy = "cp_async" if K_ % 4 == 0 else "plain"
     stages, n_extra, edt, edims, est = _epilogue(p, y)
-    splits, slice_k = KM.k_splits(cfg, M, N, K_, batch, cus)
+    splits, slice_k = mma.k_splits(cfg, M, N, K_, batch, cus)
     sk = splits > 1
     src = p.cached(("conv_mma", cfg, split, kind, copy, len(edims), sk),
-                   lambda: KM.gemm_mma(cfg, True, split, kind == "ptx", copy, KM.ALIGN, [] if sk else stages,
+                   lambda: mma.gemm_mma(cfg, True, split, kind == "ptx", copy, mma.ALIGN, [] if sk else stages,
                                        0 if sk else n_extra, [] if sk else edt, 0 if sk else len(edims),
-                                       None, KM.HI_ROUND, True, sk))
-    gws, lws = KM.work_sizes(cfg, M, N, batch, splits)
+                                       None, mma.HI_ROUND, True, sk))
+    gws, lws = mma.work_sizes(cfg, M, N, batch, splits)
     geometry = [KH * KW, KW, OW, sh, sw, ph, pw, dh, dw, H, W_, H * W_, W_, 1]
     spec = [("i", 1), ("i", 0)] + ([("b", 0), 0] if sk else [("o", 0)])
     spec += [M, N, K_, 1, 0, 0, K_, 1, C * H * W_, 0, 0, 1]
@@ -1210,7 +1210,7 @@ def pool_impl(p: Params, key, nhwc: bool = False) -> Impl | None:
     else:
         xsn, xsc, xsp, ysn, ysc, ysp = xs[0], xs[1], xs[2:], ys[0], ys[1], ys[2:]
     kind = "max" if "Max" in p.kind else "avg"
-    src = K.pool(p.in_dtypes[0], kind, bool(p.attrs.get("exclude-pad", p.attrs.get("exclude_pad", False))))
+    src = kernels.pool(p.in_dtypes[0], kind, bool(p.attrs.get("exclude-pad", p.attrs.get("exclude_pad", False))))
     n = _size(y)
     H, W_ = _as2d(sp_in, nd, 1)
     OH, OW = _as2d(sp_out, nd, 1)
@@ -1244,7 +1244,7 @@ def recurrent_impl(p: Params, key) -> Impl | None:
     lens_idx = None if is_cell else 1 + states
     if any(np.dtype(d) != np.float32 for i, d in enumerate(p.in_dtypes) if i != lens_idx) \
             or a.get("activations_alpha") or a.get("activations_beta") \
-            or any(x not in K._RNN_ACT for x in acts) or not 0 < hs <= 1024:
+            or any(x not in kernels.RNN_ACTIVATIONS for x in acts) or not 0 < hs <= 1024:
         return None
     x = p.in_shapes[0]
     lens_ct = "int"
@@ -1257,7 +1257,7 @@ def recurrent_impl(p: Params, key) -> Impl | None:
         if np.dtype(p.in_dtypes[lens_idx]) not in (np.dtype(np.int32), np.dtype(np.int64)):
             return None
         lens_ct = ctype(p.in_dtypes[lens_idx])
-    src = p.cached(("rnn",), lambda: K.recurrent(cell, hs, acts, float(a.get("clip", 0.0) or 0.0),
+    src = p.cached(("rnn",), lambda: kernels.recurrent(cell, hs, acts, float(a.get("clip", 0.0) or 0.0),
                                                  bool(a.get("linear_before_reset", False)), is_cell,
                                                  lens_ct))
     spec: list = [("i", 0)] + [("i", 1 + s) for s in range(states)]
@@ -1267,7 +1267,7 @@ def recurrent_impl(p: Params, key) -> Impl | None:
     spec += [] if is_cell else [("o", 0)]
     spec += [("o", s if is_cell else 1 + s) for s in range(states)]
     spec += [T, I, nd, rev, 0 if is_cell else 1]
-    return Impl(key, [Launch(src, (max(batch * nd, 1) * K.RNN_LS,), (K.RNN_LS,), spec)])
+    return Impl(key, [Launch(src, (max(batch * nd, 1) * kernels.RNN_LS,), (kernels.RNN_LS,), spec)])
 
 
 FACTORIES: dict[str, Callable] = {
@@ -1312,7 +1312,7 @@ def create_device_impl(p: Params, key) -> Impl | None:
     """A kernel impl for ``p``, or None when this kind/shape/dtype has no kernel."""
     if _needs_fp16(p):
         return None  # the host runs it (docs/runtime.md: float16 without cl_khr_fp16)
-    if any(np.dtype(d) not in K.CTYPES for d in list(p.in_dtypes) + list(p.out_dtypes)):
+    if any(np.dtype(d) not in kernels.CTYPES for d in list(p.in_dtypes) + list(p.out_dtypes)):
         return None  # no OpenCL type (bfloat16): the host runs it
     if p.extra_shapes and not extras_fit(p.extra_shapes, p.out_shapes[0]):
         return None  # a fused op would grow the output: the host applies it (numpy broadcasting)
@@ -1337,7 +1337,7 @@ def host_only_reason(kind: str, dtypes: Sequence[Any]) -> str | None:
     kind; an element type OpenCL has no type for), or None when a kernel may run it."""
     if kind not in HAS_KERNEL:
         return "no kernel"
-    odd = sorted({np.dtype(d).name for d in dtypes if np.dtype(d) not in K.CTYPES})
+    odd = sorted({np.dtype(d).name for d in dtypes if np.dtype(d) not in kernels.CTYPES})
     return f"no OpenCL type for {', '.join(odd)}" if odd else None
 FUSABLE_PRODUCERS = {"MatMul", "FullyConnected", "Convolution", "GroupConvolution",
                      "GNAConvolution", "Softmax", "LogSoftmax", "MVN"} | ELTWISE_KINDS | LEGACY_ELTWISE

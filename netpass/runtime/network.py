@@ -11,14 +11,14 @@ shape needs, for a host fallback's inputs, and for the outputs.
 """
 from __future__ import annotations
 
-import gc
 import time
 from typing import Any, Mapping
 
 import numpy as np
 
+from ..core.gc_pause import gc_paused
 from ..errors import AllocationError, FileAccessError, HostFallbackError, NetpassError
-from . import impls as I
+from . import impls
 from .invariants import check_read
 from .launcher import KernelHandle, make_launcher
 from .lru import LruCache
@@ -83,7 +83,7 @@ class PrimitiveInst:
         self.host_valid = [False] * n_out
         self.device_valid = [False] * n_out
         self.values: dict[int, np.ndarray] = {}
-        self.impl: I.Impl | None = None
+        self.impl: impls.Impl | None = None
         self.kernels: list = []  # launcher.KernelHandle per launch of the impl
         self.kernels_of: dict = {}  # Impl.sources -> this request's kernels for those launches
         self.shape_changed = self.impl_changed = self.skip = False
@@ -141,7 +141,7 @@ class PrimitiveInst:
             node.kind not in DYNAMIC_OUTPUT_KINDS and node.kind not in ("Parameter", "Constant", "Result") \
             and node.state_role is None
         self.rec_key: tuple | None = None
-        self.rec_impl: I.Impl | None = None
+        self.rec_impl: impls.Impl | None = None
         self.desc_key = (node.kind, repr(sorted(node.attrs.items(), key=lambda kv: kv[0])),
                          tuple(f.key() for f in node.fused), tuple(sorted(node.permuted_inputs.items())),
                          node.subgraph.key() if node.subgraph is not None else None)
@@ -353,7 +353,7 @@ class PrimitiveInst:
             src.host_valid[k] = True
             src.device_valid[k] = False
 
-    def _record(self, impl: I.Impl | None) -> None:
+    def _record(self, impl: impls.Impl | None) -> None:
         """Keep this binding's shapes, values and implementation (see above)."""
         self.net.compiled.store(self.node.sym_records, self.rec_key,
                                 (self.out_shapes, self.values, impl), SYMBOLIC_RECORDS)
@@ -500,13 +500,13 @@ class PrimitiveInst:
         node = self.node
         base = t.strides
         if node.permute_view is not None:
-            st = base if base is not None else I.contiguous_strides(t.shape)
+            st = base if base is not None else impls.contiguous_strides(t.shape)
             return [(0, tuple(st[o] for o in node.permute_view))]
         kind = node.kind
         if node.strided_view or (base is not None and kind in ALWAYS_OPTIMIZED):
-            st = list(base) if base is not None else I.contiguous_strides(t.shape)
+            st = list(base) if base is not None else impls.contiguous_strides(t.shape)
             if kind == "Slice":
-                offset, out = I.slice_view(t.shape, st, self.values)
+                offset, out = impls.slice_view(t.shape, st, self.values)
                 return [(offset, tuple(out))]
             if kind in ("Split", "VariadicSplit"):
                 axis = int(np.asarray(self.values[1]).reshape(-1)[0]) % len(t.shape)
@@ -515,7 +515,7 @@ class PrimitiveInst:
                     views.append((pos * st[axis], tuple(st)))
                     pos += shape[axis]
                 return views
-            strides = I.reshape_strides(t.shape, st, self.out_shapes[0])
+            strides = impls.reshape_strides(t.shape, st, self.out_shapes[0])
             if strides is None:  # (Program._mark_strided_views admits only reshapes that fit)
                 raise NetpassError(f"{kind} '{node.name}': no strided view of {list(t.shape)} as "
                                    f"{list(self.out_shapes[0])}")
@@ -523,7 +523,7 @@ class PrimitiveInst:
         offset = self.view_offset if kind in ("CropIE", "Slice") else 0
         return [(offset, None)]
 
-    def _params(self, values: dict) -> I.Params:
+    def _params(self, values: dict) -> impls.Params:
         node = self.node
         attrs = node.attrs
         if self.weights_tensor is not None:
@@ -534,7 +534,7 @@ class PrimitiveInst:
             for j in set(node.permuted_inputs) | node.strided_inputs:
                 i, k = self.src_insts[j]
                 strides[j] = i.outputs[k].strides
-        return I.Params(kind=node.kind, attrs=attrs, in_shapes=list(self.in_shapes), in_strides=strides,
+        return impls.Params(kind=node.kind, attrs=attrs, in_shapes=list(self.in_shapes), in_strides=strides,
                         in_dtypes=[s.out_dtypes[k] for s, k in node.inputs],
                         out_shapes=list(self.out_shapes), out_dtypes=node.out_dtypes, values=values,
                         fused=node.fused, extra_shapes=[tuple(i.out_shapes[k]) for i, k in self.extra_insts],
@@ -572,23 +572,23 @@ class PrimitiveInst:
             p = self._params(vals)
             if reorder:
                 p.attrs = dict(p.attrs, _weights_reordered=True)
-            impl = I.create_device_impl(p, key) if node.has_kernel else None
+            impl = impls.create_device_impl(p, key) if node.has_kernel else None
             if impl is None:
-                impl = I.Impl(key, host=True)
+                impl = impls.Impl(key, host=True)
             else:
                 for ln in impl.launches:
                     net.engine.build(ln.source.text, net.stats)
             net.compiled.cache_impl(key, impl)
         self._set_impl(impl)
 
-    def _set_impl(self, impl: I.Impl) -> None:
+    def _set_impl(self, impl: impls.Impl) -> None:
         """Make ``impl`` current, with this request's kernel objects for it."""
         if impl is not self.impl:
             self.impl = impl
             self.impl_changed = True
             self.kernels = self.kernels_for(impl)
 
-    def kernels_for(self, impl: I.Impl) -> list[KernelHandle]:
+    def kernels_for(self, impl: impls.Impl) -> list[KernelHandle]:
         """This request's kernel objects for the launches of ``impl`` (made at first use,
         then kept by the launches' sources, which the implementations of most shapes share:
         a lookup per new implementation)."""
@@ -604,7 +604,7 @@ class PrimitiveInst:
             self.kernels_of[impl.sources] = kernels
         return kernels
 
-    def _kernel(self, slot: int, ln: I.Launch) -> KernelHandle:
+    def _kernel(self, slot: int, ln: impls.Launch) -> KernelHandle:
         """The kernel of this primitive's launch ``slot`` running ``ln``'s source. Each request
         has its own (a kernel's arguments are state: ``clSetKernelArg`` on a kernel shared by
         two threads is a race): one a request before it left behind (``RuntimeCompiledModel.
@@ -638,7 +638,7 @@ class PrimitiveInst:
             alloc = net.engine.allocate(w.nbytes)
             net.count_alloc(alloc)
             t = Tensor(alloc, 0, (k_, n_), w.dtype)
-            ln = I.strided_copy(w.dtype, (k_, n_), [1, k_], 0, [n_, 1], 0, 0, 0)
+            ln = impls.strided_copy(w.dtype, (k_, n_), [1, k_], 0, [n_, 1], 0, 0, 0)
             h = KernelHandle(net.engine.cl.Kernel(net.engine.build(ln.source.text, net.stats), ln.source.name))
             net.launcher.set_args(h, *ln.args([src], [t], []))
             net.launcher.launch(h, ln)
@@ -899,7 +899,7 @@ class PrimitiveInst:
             def side(s, k):
                 return s.value if s.value is not None else \
                     net.host_values([net.resolve(net.insts[s.index], k)])[0]
-            outs = [I.evaluate_fused(node.fused, outs[0], side, infer_host)] + outs[1:]
+            outs = [impls.evaluate_fused(node.fused, outs[0], side, infer_host)] + outs[1:]
             net.stats["fused"] += len(node.fused)
         self._set_host(outs)
         if self.concat_user is not None and net.insts[self.concat_user.index].inplace_now:
@@ -1037,12 +1037,12 @@ class Network:
             self.stats["pool_hits"] += 1
         return alloc
 
-    def impl_buffers(self, impl: I.Impl) -> list:
+    def impl_buffers(self, impl: impls.Impl) -> list:
         bufs = self._impl_bufs.get(id(impl))
         if bufs is None or len(bufs) != len(impl.buffers):
             bufs = []
             for slot, arr in enumerate(impl.buffers):
-                if isinstance(arr, I.Scratch):
+                if isinstance(arr, impls.Scratch):
                     bufs.append(self.scratch(arr.nbytes, slot))
                     continue
                 alloc = self.engine.upload(arr, queue=self.queue)
@@ -1224,16 +1224,11 @@ class Network:
                 inst.out_shapes = inst.node_static_shapes  # producers that will not run
 
     def execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """One inference. The cyclic garbage collector is paused meanwhile: an infer makes no
-        reference cycles, and collections triggered inside it would rescan the whole model
-        and program (a quarter of a first pass over new shapes went there)."""
-        if not gc.isenabled():
+        """One inference. The cyclic garbage collector is paused meanwhile (``gc_paused``): an
+        infer makes no reference cycles, and collections triggered inside it would rescan the
+        whole model and program (a quarter of a first pass over new shapes went there)."""
+        with gc_paused():
             return self._execute(feeds)
-        gc.disable()
-        try:
-            return self._execute(feeds)
-        finally:
-            gc.enable()
 
     def _execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         self.epoch += 1

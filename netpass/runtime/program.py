@@ -22,7 +22,7 @@ from ..core.dimension import Dimension, Symbol
 from ..core.node import OP_TYPES
 from ..core.shape import PartialShape
 from ..errors import NetpassError, UnsupportedTypeError
-from . import impls as I
+from . import impls
 from .attention import KIND as ATTENTION, fuse_attention
 from .const_fold import fold_constants
 from .cse import merge_common_subexpressions
@@ -245,7 +245,7 @@ class ProgramNode:
         self.shape_only = False          # every user is ShapeOf: never executed
         self.optimized = False
         self.runtime_skippable = False
-        self.fused: list[I.FusedDesc] = []
+        self.fused: list[impls.FusedDesc] = []
         self.fused_inputs: list[tuple[ProgramNode, int]] = []
         self.fused_into: ProgramNode | None = None
         self.inplace_concat = False      # concat whose inputs may write into its buffer
@@ -320,7 +320,7 @@ class Program:
         self._link_users()
         self._mark_shape_of_subgraphs()
         for n in self.nodes:
-            n.has_kernel = n.kind in I.HAS_KERNEL
+            n.has_kernel = n.kind in impls.HAS_KERNEL
         if fuse:
             self._fuse_elementwise()
             self._fold_input_permutes()
@@ -412,7 +412,7 @@ class Program:
         """Whether elementwise ``u`` can join ``p``'s fused region: every input is a region
         value or a side input that broadcasts into ``p``'s output, and it computes in the
         output's dtype."""
-        if (u.kind not in I.ELTWISE_KINDS and u.kind not in ("PowerIE", "ReLUIE", "Eltwise")) \
+        if (u.kind not in impls.ELTWISE_KINDS and u.kind not in ("PowerIE", "ReLUIE", "Eltwise")) \
                 or u.kind == "Convert" or u.num_outputs != 1 or u.out_dtypes[0] != p.out_dtypes[0] \
                 or u.in_shape_of_subgraph:
             return False
@@ -423,7 +423,7 @@ class Program:
             if not self._side_input_ok(src, k, p, out_ps):
                 return False
         in_dts = [s.out_dtypes[k] for s, k in u.inputs]
-        return I.fusable_expr(u.kind, u.attrs, in_dts, u.out_dtypes[0]) is not None
+        return impls.fusable_expr(u.kind, u.attrs, in_dts, u.out_dtypes[0]) is not None
 
     def _fused_region(self, p: ProgramNode) -> list[ProgramNode]:
         """The elementwise ops after ``p`` that its kernel can compute: grown over users in
@@ -461,12 +461,12 @@ class Program:
         (``_fused_region``). Side inputs are constants, or computed tensors that broadcast
         into the output (a residual Add, an attention mask)."""
         for p in self.nodes:
-            if p.kind not in I.FUSABLE_PRODUCERS or p.fused_into is not None:
+            if p.kind not in impls.FUSABLE_PRODUCERS or p.fused_into is not None:
                 continue
             if p.is_output or p.num_outputs != 1 or p.in_shape_of_subgraph \
                     or not p.out_pshapes[0].rank_is_static:
                 continue
-            if p.kind in I.ELTWISE_KINDS and any(np.dtype(d) == np.float16 for d in p.out_dtypes):
+            if p.kind in impls.ELTWISE_KINDS and any(np.dtype(d) == np.float16 for d in p.out_dtypes):
                 continue
             region = self._fused_region(p)
             stage = {id(p): 0}
@@ -479,7 +479,7 @@ class Program:
                         refs.append(None)
                         others.append((src, k))
                 in_dts = [s.out_dtypes[k] for s, k in u.inputs]
-                p.fused.append(I.FusedDesc(u.kind, u.attrs, refs, others, in_dts, u.out_dtypes[0], u))
+                p.fused.append(impls.FusedDesc(u.kind, u.attrs, refs, others, in_dts, u.out_dtypes[0], u))
                 p.fused_inputs.extend(others)
                 u.fused_into = p
                 u.optimized = True
@@ -601,7 +601,7 @@ class Program:
                 if src.num_outputs != 1 or len(src.users[0]) != 1 or src.is_output \
                         or src.kind in ("Parameter", "Constant") or src.optimized \
                         or src.in_shape_of_subgraph or not src.has_kernel \
-                        or src.out_dtypes[0] != c.out_dtypes[0] or src.kind in I.MOVEMENT_KINDS \
+                        or src.out_dtypes[0] != c.out_dtypes[0] or src.kind in impls.MOVEMENT_KINDS \
                         or src.kind == "Concat":
                     ok = False
                     break
@@ -672,7 +672,7 @@ class Program:
                 continue
             dtypes = list(n.out_dtypes) + [s.out_dtypes[k] for s, k in n.inputs]
             why = "output shape from the data" if n.kind in DYNAMIC_OUTPUT_KINDS else \
-                I.host_only_reason(n.kind, dtypes)
+                impls.host_only_reason(n.kind, dtypes)
             if why is not None:
                 out.append((n.kind, n.name, why))
         return out

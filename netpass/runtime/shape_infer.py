@@ -10,10 +10,10 @@ import numpy as np
 from ..core.node import OP_TYPES
 from ..core.types import Type
 from ..errors import ShapeInferenceError
-from . import impls as I
+from . import impls
 
 _SAME = {"Softmax", "LogSoftmax", "MVN", "Convert", "Result", "CumSum", "NormalizeL2"} | (
-    I.ELTWISE_KINDS - {"Select"})
+    impls.ELTWISE_KINDS - {"Select"})
 
 
 def _ints(v) -> list[int]:
@@ -84,7 +84,7 @@ def _fast(kind: str, attrs: dict, shapes: list[tuple], values: dict) -> list[tup
         return [shapes[0]]
     if kind in ("Unsqueeze", "Squeeze", "Slice", "VariadicSplit", "Split", "Range"):
         return _fast_movement(kind, attrs, shapes, values)
-    if kind in I.ELTWISE_KINDS or kind == "Select":
+    if kind in impls.ELTWISE_KINDS or kind == "Select":
         if attrs.get("auto_broadcast", "numpy") != "numpy":
             return None
         return _broadcast(shapes)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import NetpassError
-from . import impls as I
+from . import impls
 from .launcher import KernelHandle
 from .memory import Allocation, Tensor
 
@@ -170,7 +170,7 @@ class Variable:
         self.pending: tuple | None = None  # (alloc, capacity, shape) to commit
 
     def strides(self) -> tuple | None:
-        return tuple(I.contiguous_strides(self.capacity)) if self.axis is not None else None
+        return tuple(impls.contiguous_strides(self.capacity)) if self.axis is not None else None
 
     def view(self, shape: tuple | None = None) -> Tensor:
         return Tensor(self.alloc, 0, tuple(self.shape if shape is None else shape), self.dtype,
@@ -301,7 +301,7 @@ class VariableStore:
                 self._copy(net.device_tensor(*inst.src(0)), Tensor(v.alloc, 0, inst.in_shapes[0],
                                                                   v.dtype, self._cap_strides(v)))
         new = inst.in_shapes[1]
-        if I._size(new):
+        if impls._size(new):
             strides = self._cap_strides(v)
             self._copy(net.device_tensor(*inst.src(1)),
                        Tensor(v.alloc, past * strides[axis], new, v.dtype, strides))
@@ -311,7 +311,7 @@ class VariableStore:
 
     @staticmethod
     def _cap_strides(v: Variable) -> tuple:
-        return tuple(I.contiguous_strides(v.capacity))
+        return tuple(impls.contiguous_strides(v.capacity))
 
     def _allocate_append(self, v: Variable, out: tuple) -> None:
         """A buffer for ``out`` with room for PREALLOC_STEPS more steps along the axis (the
@@ -320,9 +320,9 @@ class VariableStore:
         ok, pshape = pred.predict_preallocation_shape(
             f"variable:{v.id}", out, v.dtype.itemsize * 8, False,
             custom_count=PREALLOC_STEPS, custom_dim=v.axis)
-        cap = tuple(pshape) if ok and pred.can_preallocate(I._size(pshape) * v.dtype.itemsize) \
+        cap = tuple(pshape) if ok and pred.can_preallocate(impls._size(pshape) * v.dtype.itemsize) \
             else out
-        v.alloc = self._allocate(I._size(cap) * v.dtype.itemsize)
+        v.alloc = self._allocate(impls._size(cap) * v.dtype.itemsize)
         v.capacity = cap
 
     def _copy_into_back(self, inst: "PrimitiveInst") -> None:
@@ -331,7 +331,7 @@ class VariableStore:
         v = self.vars[inst.node.state_var]
         src, k = inst.src(0)
         shape = tuple(src.out_shapes[k])
-        n = I._size(shape)
+        n = impls._size(shape)
         back = v.back
         if back is None or back.nbytes < n * v.dtype.itemsize:
             grown = [i for i, (a, b) in enumerate(zip(shape, v.shape or ())) if a > b] \
@@ -342,8 +342,8 @@ class VariableStore:
                 ok, pshape = pred.predict_preallocation_shape(
                     f"variable:{v.id}", shape, v.dtype.itemsize * 8, False,
                     custom_count=PREALLOC_STEPS, custom_dim=grown[0])
-                if ok and pred.can_preallocate(I._size(pshape) * v.dtype.itemsize):
-                    size = I._size(pshape)
+                if ok and pred.can_preallocate(impls._size(pshape) * v.dtype.itemsize):
+                    size = impls._size(pshape)
             back = v.back = self._allocate(max(size, 1) * v.dtype.itemsize)
         if n:
             self._copy(self.net.device_tensor(src, k), Tensor(back, 0, shape, v.dtype))
@@ -359,9 +359,9 @@ class VariableStore:
     def _copy(self, src: Tensor, dst: Tensor) -> None:
         """A strided device copy of ``src`` into ``dst`` (same shape), on the request's queue."""
         shape = tuple(dst.shape)
-        in_st = src.strides if src.strides is not None else I.contiguous_strides(shape)
-        out_st = dst.strides if dst.strides is not None else I.contiguous_strides(shape)
-        ln = I.strided_copy(dst.dtype, shape, in_st, 0, out_st, 0, 0, 0)
+        in_st = src.strides if src.strides is not None else impls.contiguous_strides(shape)
+        out_st = dst.strides if dst.strides is not None else impls.contiguous_strides(shape)
+        ln = impls.strided_copy(dst.dtype, shape, in_st, 0, out_st, 0, 0, 0)
         net = self.net
         h = self._kernels.get(ln.source.text)
         if h is None:

@@ -41,7 +41,7 @@ from __future__ import annotations
 import ctypes
 from typing import TYPE_CHECKING
 
-from . import impls as I
+from . import impls
 from .invariants import check_read
 from .memory import Tensor, reusable
 from .program import ALWAYS_OPTIMIZED, DYNAMIC_OUTPUT_KINDS
@@ -69,7 +69,7 @@ class KernelEntry:
         self.impl = inst.impl
         n_out = node.num_outputs
         # what realloc_if_needed compares with the capacity, per output (fake-aligned for FC)
-        self.need = tuple(inst._fc_alloc_shape(i) if inst.fc_related else I._size(s)
+        self.need = tuple(inst._fc_alloc_shape(i) if inst.fc_related else impls._size(s)
                           for i, s in enumerate(self.out))
         self.dtypes = tuple(node.out_dtypes)
         self.keys = tuple(ShapePredictor.key(node.id, i) for i in range(n_out))

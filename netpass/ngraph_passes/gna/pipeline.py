@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...core.gc_pause import gc_paused
 from ...core.node import Node
 from ...errors import NetpassError
 from ...ops.convolution import Convolution, GroupConvolution
@@ -79,7 +80,7 @@ from ..transpose_sinking import (
 )
 from ..transpose_sinking.general import FORWARD
 from ..transpose_sinking.utils import first_transpose_input
-from ..utils import gc_paused, nested_manager
+from ..utils import nested_manager
 from .decompose_mvn import DecomposeMVN
 from .gather_general import GatherAbsorb, GatherSinkingGeneral
 from .gather_to_slice import ConvertGatherToSlice

@@ -11,7 +11,7 @@ import pytest
 import netpass
 from netpass import Model, opset
 from netpass.runtime import compile_program
-from netpass.runtime import kernels_mma as KM
+from netpass.runtime.kernels import mma
 from netpass.runtime.device import Engine, select_device
 from netpass.testing import RUNTIME_DEVICE
 
@@ -58,11 +58,11 @@ def test_strided_and_padded_convolutions_keep_the_direct_kernel(rng):
 
 @pytest.fixture
 def emulated(monkeypatch):
-    """The CPU engine with emulated tensor cores (kernels_mma) and small tiles."""
+    """The CPU engine with emulated tensor cores (kernels.mma) and small tiles."""
     eng = Engine.get(select_device("CPU"))
     monkeypatch.setattr(eng, "mma", "emulated")
-    monkeypatch.setattr(KM, "CONFIGS", (KM.MmaConfig(64, 32, 32, 16, 16, 3), KM.MmaConfig(32, 32, 16, 16, 16, 2)))
-    monkeypatch.setattr(KM, "_choices", {})
+    monkeypatch.setattr(mma, "CONFIGS", (mma.MmaConfig(64, 32, 32, 16, 16, 3), mma.MmaConfig(32, 32, 16, 16, 16, 2)))
+    monkeypatch.setattr(mma, "_choices", {})
     return eng
 
 
@@ -96,9 +96,9 @@ def test_convolution_in_k_slices(pad, precision, emulated, monkeypatch, rng):
     """A 3x3 unit-stride convolution (rows of four pixels inside the image as one vector load,
     the rest element by element across output rows) in K slices, reduced through the bias,
     the residual Add and Relu; odd image sizes, batch 2."""
-    monkeypatch.setattr(KM, "SPLITK_WAVES", 64.0)
-    monkeypatch.setattr(KM, "SPLITK_MIN_K", 32)
-    monkeypatch.setattr(KM, "SPLITK_LONG_K", 32)
+    monkeypatch.setattr(mma, "SPLITK_WAVES", 64.0)
+    monkeypatch.setattr(mma, "SPLITK_MIN_K", 32)
+    monkeypatch.setattr(mma, "SPLITK_LONG_K", 32)
     c, o = 16, 24
     x = opset.parameter([-1, c, -1, -1], np.float32, name="x")
     r = opset.parameter([-1, o, -1, -1], np.float32, name="r")

@@ -1,4 +1,4 @@
-"""The tensor-core flash attention kernel (netpass.runtime.kernels_flash) against numpy on
+"""The tensor-core flash attention kernel (netpass.runtime.kernels.flash) against numpy on
 random data, on PoCL with the PTX pieces emulated (mma.sync and the butterfly shuffles
 through local memory): odd query and key counts (tails of both blocks), head sizes that are
 no multiple of 16 and value widths no multiple of 8, several heads, grouped-query heads,
@@ -16,7 +16,7 @@ import netpass
 from netpass import Model, opset
 from netpass.runtime import Program, compile_program
 from netpass.runtime import attention as A
-from netpass.runtime import kernels_flash as KF
+from netpass.runtime.kernels import flash
 from netpass.runtime.device import Engine, select_device
 from netpass.runtime.kernels import Stage
 from netpass.testing import RUNTIME_DEVICE
@@ -41,8 +41,8 @@ def _run_kernel(m, n, d, dv, split, causal, vec, heads, kv_heads, rng):
     q, k, v = _f(rng, heads, m, d), _f(rng, kv_heads, n, d), _f(rng, kv_heads, n, dv)
     mask = np.where(rng.random((m, n)) < 0.2, -np.inf, rng.standard_normal((m, n))).astype(np.float32)
     ops = [Stage("({0} * 0.125f)", [("x", None)], "float"), Stage("({0} + {1})", [("x", None), ("in", 0)], "float")]
-    cfg = KF.config_for(d)
-    src = KF.flash_attention(cfg, d, dv, split, False, vec, ops, [np.float32], causal, "zero_nan")
+    cfg = flash.config_for(d)
+    src = flash.flash_attention(cfg, d, dv, split, False, vec, ops, [np.float32], causal, "zero_nan")
     mf = cl.mem_flags
     bufs = [cl.Buffer(eng.context, mf.COPY_HOST_PTR, hostbuf=x) for x in (q, k, v, mask)]
     out = cl.Buffer(eng.context, mf.READ_WRITE, heads * m * dv * 4)
@@ -167,7 +167,7 @@ def test_few_queries_keep_the_row_kernel(emulated, rng):
 def test_configs_fit_local_memory():
     """Two stages of K and V (and the Q block staged in the K stages) in 48 KB."""
     for d in (16, 64, 96, 128):
-        cfg = KF.config_for(d)
+        cfg = flash.config_for(d)
         dk, dvp = -(-d // 16) * 16, -(-d // 8) * 8
         vst = dvp + (4 - dvp) % 16
         assert cfg.bq <= 2 * cfg.bkv

@@ -1,4 +1,4 @@
-"""The tensor-core GEMM (netpass.runtime.kernels_mma) against numpy on random data, on PoCL
+"""The tensor-core GEMM (netpass.runtime.kernels.mma) against numpy on random data, on PoCL
 with the PTX pieces emulated (mma.sync through local memory with operands rounded to TF32,
 cp.async as plain 16-byte copies): tile shapes with several fragments per warp, K blocks of
 16 and 32, stage rings of 2..4, odd M, N, K (tails in every dim), batches, B read along n or
@@ -18,13 +18,13 @@ import netpass
 from netpass import Model, opset
 from netpass.errors import NetpassError
 from netpass.runtime import compile_program
-from netpass.runtime import kernels_mma as KM
+from netpass.runtime.kernels import mma
 from netpass.runtime.device import Engine, select_device
 from netpass.testing import RUNTIME_DEVICE
 
 pocl_only = pytest.mark.skipif(RUNTIME_DEVICE != "CPU", reason="emulated tensor cores on PoCL")
 TOL = {1: 2e-3, 3: 2e-6}
-SMALL = KM.MmaConfig(32, 32, 16, 16, 16, 2)
+SMALL = mma.MmaConfig(32, 32, 16, 16, 16, 2)
 
 
 def _f(rng, *shape):
@@ -41,7 +41,7 @@ def _run_kernel(cfg, split, b_kmajor, copy, m, n, k, batch, rng, aoff=0):
     cl = eng.cl
     a = _f(rng, batch, m, k)
     b = _f(rng, batch, k, n) if b_kmajor else _f(rng, batch, n, k)
-    src = KM.gemm_mma(cfg, b_kmajor, split, False, copy, "rings", [], 0, [], 0)
+    src = mma.gemm_mma(cfg, b_kmajor, split, False, copy, "rings", [], 0, [], 0)
     prg = eng.build(src.text)
     mf = cl.mem_flags
     abuf = cl.Buffer(eng.context, mf.COPY_HOST_PTR, hostbuf=np.concatenate([np.zeros(aoff, np.float32), a.ravel()]))
@@ -51,7 +51,7 @@ def _run_kernel(cfg, split, b_kmajor, copy, m, n, k, batch, rng, aoff=0):
     kern = cl.Kernel(prg, src.name)
     kern.set_args(abuf, bbuf, cbuf, np.array([aoff, 0, 0, m, n, k, batch, 0, m * k, k, 1, 0, k * n, sbk, sbn],
                                              np.int32))
-    gws, lws = KM.work_sizes(cfg, m, n, batch)
+    gws, lws = mma.work_sizes(cfg, m, n, batch)
     cl.enqueue_nd_range_kernel(eng.queue, kern, gws, lws)
     c = np.full((batch, m, n), np.nan, np.float32)
     cl.enqueue_copy(eng.queue, c, cbuf)
@@ -65,9 +65,9 @@ def _run_kernel(cfg, split, b_kmajor, copy, m, n, k, batch, rng, aoff=0):
     (SMALL, 1, True, "cp_async", (37, 45, 29, 1)),
     (SMALL, 3, True, "plain", (37, 45, 29, 2)),
     (SMALL, 3, False, "cp_async", (33, 64, 48, 1)),
-    (KM.MmaConfig(64, 64, 32, 32, 32, 3), 1, False, "plain", (70, 67, 83, 1)),
-    (KM.MmaConfig(64, 64, 32, 32, 32, 3), 3, True, "cp_async", (65, 70, 100, 2)),
-    (KM.MmaConfig(64, 32, 32, 16, 16, 4), 3, True, "cp_async", (64, 96, 80, 1)),
+    (mma.MmaConfig(64, 64, 32, 32, 32, 3), 1, False, "plain", (70, 67, 83, 1)),
+    (mma.MmaConfig(64, 64, 32, 32, 32, 3), 3, True, "cp_async", (65, 70, 100, 2)),
+    (mma.MmaConfig(64, 32, 32, 16, 16, 4), 3, True, "cp_async", (64, 96, 80, 1)),
 ])
 def test_kernel_matches_numpy(cfg, split, b_kmajor, copy, shape, rng):
     got, want = _run_kernel(cfg, split, b_kmajor, copy, *shape, rng)
@@ -97,9 +97,9 @@ def emulated(monkeypatch):
     """The CPU engine with emulated tensor cores and small tiles (PoCL compiles quickly)."""
     eng = Engine.get(select_device("CPU"))
     monkeypatch.setattr(eng, "mma", "emulated")
-    monkeypatch.setattr(KM, "CONFIGS", (KM.MmaConfig(64, 32, 32, 16, 16, 3), SMALL))
-    monkeypatch.setattr(KM, "_choices", {})
-    monkeypatch.setattr(KM, "MIN_M", 16)
+    monkeypatch.setattr(mma, "CONFIGS", (mma.MmaConfig(64, 32, 32, 16, 16, 3), SMALL))
+    monkeypatch.setattr(mma, "_choices", {})
+    monkeypatch.setattr(mma, "MIN_M", 16)
     return eng
 
 
@@ -176,22 +176,22 @@ def test_selection_by_shape_class():
     """Large problems take the largest tiles, problems with few tiles smaller ones (every
     compute unit gets a work-group); the choice is cached per shape class; a folded
     LayerNorm's extra local memory costs a stage where the limit is reached."""
-    big = KM.choose_config(4096, 4096, 4096, 1, 132, 48 << 10, False)
+    big = mma.choose_config(4096, 4096, 4096, 1, 132, 48 << 10, False)
     assert (big.bm, big.bn) == (128, 128)
-    small = KM.choose_config(1024, 768, 768, 1, 132, 48 << 10, False)
+    small = mma.choose_config(1024, 768, 768, 1, 132, 48 << 10, False)
     assert small.bm * small.bn < big.bm * big.bn
-    assert KM.choose_config(1030, 760, 770, 1, 132, 48 << 10, False) is small
-    assert KM.choose_config(64, 3136, 576, 8, 132, 48 << 10, False).bm == 64  # no half-empty tiles
-    normed = KM.choose_config(4096, 4096, 4096, 1, 132, 48 << 10, True)
+    assert mma.choose_config(1030, 760, 770, 1, 132, 48 << 10, False) is small
+    assert mma.choose_config(64, 3136, 576, 8, 132, 48 << 10, False).bm == 64  # no half-empty tiles
+    normed = mma.choose_config(4096, 4096, 4096, 1, 132, 48 << 10, True)
     assert normed.local_bytes() + 8 * (normed.bm + normed.threads) <= 48 << 10
 
 
 @pytest.fixture
 def split_k(emulated, monkeypatch):
     """Emulated tensor cores that split every K of 32 or more (PoCL has few compute units)."""
-    monkeypatch.setattr(KM, "SPLITK_WAVES", 64.0)
-    monkeypatch.setattr(KM, "SPLITK_MIN_K", 16)
-    monkeypatch.setattr(KM, "SPLITK_LONG_K", 16)
+    monkeypatch.setattr(mma, "SPLITK_WAVES", 64.0)
+    monkeypatch.setattr(mma, "SPLITK_MIN_K", 16)
+    monkeypatch.setattr(mma, "SPLITK_LONG_K", 16)
     return emulated
 
 
@@ -215,7 +215,7 @@ def test_split_k_with_bias_gelu_residual(precision, split_k, rng):
         got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
         assert _rel_l2(got, want) <= TOL[1 if precision == "tf32" else 3] * 2
     assert _ran_split_k(req)
-    assert KM.k_splits(SMALL, 17, 40, 83, 2, 2)[0] > 1
+    assert mma.k_splits(SMALL, 17, 40, 83, 2, 2)[0] > 1
 
 
 @pocl_only
@@ -239,10 +239,10 @@ def test_split_k_fully_connected_with_folded_layernorm(split_k, rng):
 def test_k_splits_choice():
     """Slices only where the tiles leave compute units idle, each at least SPLITK_MIN_K long
     and a multiple of BK; none for short K or enough tiles."""
-    cfg = KM.MmaConfig(64, 64, 32, 32, 16, 4)
-    n, length = KM.k_splits(cfg, 512, 768, 3072, 1, 132)
-    assert n > 1 and length % 16 == 0 and length >= KM.SPLITK_MIN_K and (n - 1) * length < 3072 <= n * length
-    assert KM.k_splits(cfg, 4096, 4096, 3072, 1, 132) == (1, 3072)
-    assert KM.k_splits(cfg, 512, 768, 768, 1, 132) == (1, 768)  # short K, tiles enough
-    assert KM.k_splits(cfg, 128, 768, 768, 1, 132) == (2, 384)  # short K, very few tiles
-    assert KM.k_splits(cfg, 128, 768, 300, 1, 132) == (1, 300)
+    cfg = mma.MmaConfig(64, 64, 32, 32, 16, 4)
+    n, length = mma.k_splits(cfg, 512, 768, 3072, 1, 132)
+    assert n > 1 and length % 16 == 0 and length >= mma.SPLITK_MIN_K and (n - 1) * length < 3072 <= n * length
+    assert mma.k_splits(cfg, 4096, 4096, 3072, 1, 132) == (1, 3072)
+    assert mma.k_splits(cfg, 512, 768, 768, 1, 132) == (1, 768)  # short K, tiles enough
+    assert mma.k_splits(cfg, 128, 768, 768, 1, 132) == (2, 384)  # short K, very few tiles
+    assert mma.k_splits(cfg, 128, 768, 300, 1, 132) == (1, 300)

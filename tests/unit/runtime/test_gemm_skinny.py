@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 
 from netpass import Model, opset
-from netpass.runtime import compile_program
-from netpass.runtime import impls as I
+from netpass.runtime import compile_program, impls
 from netpass.testing import RUNTIME_DEVICE
 
 F32 = np.dtype(np.float32)
@@ -124,7 +123,7 @@ def test_gpu_widths_on_pocl(rng, monkeypatch):
     widths = {(1, 256): 32, (17, 40): 16, (1, 64): 8}
     req = cm.create_infer_request()
     for (m, n), tn in widths.items():
-        assert I.skinny_width(cm.engine, m, n, 1, 1) == tn
+        assert impls.skinny_width(cm.engine, m, n, 1, 1) == tn
         a, b = _f(rng, m, 300), _f(rng, 300, n)
         _check(req.infer({"a": a, "b": b})["y"], a, b, 300)
     assert _ran_skinny(req)
@@ -132,7 +131,7 @@ def test_gpu_widths_on_pocl(rng, monkeypatch):
 
 def test_tall_matmul_runs_tiled_kernel(rng):
     """M > 256: a tiled kernel (same argument list) still runs and matches: the register-tiled
-    one, or the tensor-core one where the device has it (kernels_mma)."""
+    one, or the tensor-core one where the device has it (kernels.mma)."""
     cm = compile_program(_matmul_model(), RUNTIME_DEVICE)
     req = cm.create_infer_request()
     a, b = _f(rng, 300, 20), _f(rng, 20, 70)
@@ -150,14 +149,14 @@ H200 = _engine(True, 132)
 POCL = _engine(False, 2)
 
 
-def _matmul_launch(engine, a_shape, b_shape, tb: bool = False) -> I.Launch:
+def _matmul_launch(engine, a_shape, b_shape, tb: bool = False) -> impls.Launch:
     out = tuple(np.broadcast_shapes(a_shape[:-2], b_shape[:-2])) + \
         (a_shape[-2], b_shape[-2] if tb else b_shape[-1])
-    p = I.Params(kind="MatMul", attrs={"transpose_a": False, "transpose_b": tb},
+    p = impls.Params(kind="MatMul", attrs={"transpose_a": False, "transpose_b": tb},
                  in_shapes=[a_shape, b_shape], in_dtypes=[F32, F32], out_shapes=[out],
                  out_dtypes=[F32], values={}, fused=[], extra_shapes=[], extra_dtypes=[],
                  engine=engine)
-    impl = I.matmul_impl(p, None)
+    impl = impls.matmul_impl(p, None)
     assert impl is not None and len(impl.launches) == 1
     return impl.launches[0]
 
@@ -226,10 +225,10 @@ def test_no_engine_keeps_tiled_kernel():
 
 
 def test_fully_connected_selects_skinny_on_gpu():
-    p = I.Params(kind="FullyConnected", attrs={"_weights_reordered": True},
+    p = impls.Params(kind="FullyConnected", attrs={"_weights_reordered": True},
                  in_shapes=[(1, 5, 256), (768, 256), (768,)], in_dtypes=[F32, F32, F32],
                  out_shapes=[(1, 5, 768)], out_dtypes=[F32], values={}, fused=[],
                  extra_shapes=[], extra_dtypes=[], engine=H200)
-    ln = I.fully_connected_impl(p, None).launches[0]
+    ln = impls.fully_connected_impl(p, None).launches[0]
     assert ln.source.name == "gemm_skinny"
     assert ln.spec[:3] == [("i", 0), ("i", 1), ("o", 0)] and ("i", 2) in ln.spec

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from netpass.errors import DeviceError
-from netpass.runtime import kernels as K
+from netpass.runtime import kernels
 from netpass.runtime.device import Engine, select_device
 from netpass.runtime.launcher import DirectLauncher, KernelHandle, Launcher, make_launcher
 from netpass.testing import RUNTIME_DEVICE
@@ -29,7 +29,7 @@ def engine():
 
 
 def _kernel(engine):
-    src = K.pack_scalars(K.Source(SOURCE, "axpb"))
+    src = kernels.pack_scalars(kernels.Source(SOURCE, "axpb"))
     assert (src.n_buffers, src.n_ints) == (2, 4)
     return KernelHandle(engine.cl.Kernel(engine.build(src.text), "axpb"))
 
@@ -61,7 +61,7 @@ def test_direct_launch_failure_names_the_kernel(engine):
 
 
 def test_packed_kernel_keeps_its_body_and_names():
-    src = K.pack_scalars(K.Source(SOURCE, "axpb"))
+    src = kernels.pack_scalars(kernels.Source(SOURCE, "axpb"))
     assert "typedef struct { int yo; int xo; int n; int b; } Args_axpb;" in src.text
     assert "void axpb(__global float* y, __global const float* x, const Args_axpb kargs)" in src.text
     assert "int n = kargs.n;" in src.text and "if (i < n) y[yo + i]" in src.text
@@ -77,13 +77,13 @@ def test_make_launcher_takes_pyopencl_when_asked_or_profiling(engine, monkeypatc
 
 
 def test_kernel_without_ints_keeps_its_parameters():
-    src = K.pack_scalars(K.Source("__kernel void f(__global float* y) { y[0] = 1.0f; }", "f"))
+    src = kernels.pack_scalars(kernels.Source("__kernel void f(__global float* y) { y[0] = 1.0f; }", "f"))
     assert (src.n_buffers, src.n_ints) == (1, 0) and "typedef" not in src.text
 
 
 def test_non_int_scalar_parameter_is_refused():
     with pytest.raises(ValueError, match="float s"):
-        K.pack_scalars(K.Source("__kernel void f(__global float* y, float s) { y[0] = s; }", "f"))
+        kernels.pack_scalars(kernels.Source("__kernel void f(__global float* y, float s) { y[0] = s; }", "f"))
 
 
 def test_launch_spec_maps_to_buffers_then_ints():
@@ -91,7 +91,7 @@ def test_launch_spec_maps_to_buffers_then_ints():
     impl buffers give a buffer only; ints keep their order."""
     from netpass.runtime.impls import Launch
     from netpass.runtime.memory import Allocation, Tensor
-    src = K.Source("", "k", 3, 4)
+    src = kernels.Source("", "k", 3, 4)
     ln = Launch(src, (64,), (64,), [("o", 0), 7, ("i", 1, 5), ("b", 0), 9])
     a, b, c = Allocation("A", 64), Allocation("B", 64), Allocation("C", 64)
     outs = [Tensor(a, 3, (4,), np.float32)]

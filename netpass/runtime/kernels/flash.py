@@ -3,7 +3,7 @@ block of queries per work-group, the scores never leaving the registers.
 
 A work-group of ``W`` warps owns ``BQ = 16 W`` query rows of one batch (a head); each warp 16
 of them. The keys go in blocks of ``BKV``: per block, the warp's scores S = Q K^T (m16n8k8
-``mma.sync``, TF32 or 3xTF32 as :mod:`netpass.runtime.kernels_mma`), the score ops (a scale, an
+``mma.sync``, TF32 or 3xTF32 as :mod:`netpass.runtime.kernels.mma`), the score ops (a scale, an
 additive or boolean mask read from side inputs through strides), the padding (keys past N)
 and causal masks, the running row maximum and sum (online softmax; lanes of a row meet
 through two butterfly shuffles), and O += P V with P taken straight from the S accumulators:
@@ -30,9 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import kernels as K
-from . import kernels_mma as KM
-from .kernels import Source, Stage
+from . import mma
+from .common import Source, Stage, ctype, header, memoized, nan_max, stage_code
 
 MAX_HEAD = 128
 
@@ -74,7 +73,7 @@ def _ceil(x: int, m: int) -> int:
     return (x + m - 1) // m * m
 
 
-@K.memoized
+@memoized
 def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, vec: bool,
                     score_ops: list[Stage], side_dtypes: list, causal: bool,
                     empty_rows: str = "nan", hi_round: str = "rn") -> Source:
@@ -99,7 +98,7 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
             "int sq0", "int sq1", "int sqm", "int sqd", "int sk0", "int sk1", "int skn", "int skd",
             "int sv0", "int sv1", "int svn", "int svj", "int so0", "int so1", "int som", "int soj"]
     for j, dt in enumerate(side_dtypes):
-        args += [f"__global const {K.ctype(dt)}* in{j}", f"int off_in{j}"] + [f"int s_in{j}_{k}" for k in range(4)]
+        args += [f"__global const {ctype(dt)}* in{j}", f"int off_in{j}"] + [f"int s_in{j}_{k}" for k in range(4)]
 
     def copy_block(dst: str, src: str, rows: int, width: int, limit_rows: str, limit_cols: str,
                    rs: str, cs: str, layout: str) -> str:
@@ -135,10 +134,10 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
             qfrag.append(f"const float4 q{s}{h} = vload4(0, &KS[({s} * BQ + warp * 16 + {off} + g) * 16 + 4 * t]);")
         for step, (c0, c1) in enumerate((("x", "y"), ("z", "w"))):
             for r, (h, c) in enumerate((("l", c0), ("h", c0), ("l", c1), ("h", c1))):
-                qfrag += KM.split_operand(f"qa{s}_{step}_{r}", f"q{s}{h}.{c}", split, hi_round)
+                qfrag += mma.split_operand(f"qa{s}_{step}_{r}", f"q{s}{h}.{c}", split, hi_round)
     pairs = [("h", "h")] if split == 1 else [("l", "h"), ("h", "l"), ("h", "h")]
 
-    def mma(acc: str, a: str, b: str) -> list[str]:
+    def mma_step(acc: str, a: str, b: str) -> list[str]:
         return [f"MMA({acc}, {a.format(p=pa)}, {b.format(p=pb)});" for pa, pb in pairs]
 
     # S = Q K^T for this block
@@ -150,15 +149,15 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
             s_code.append(f"const float4 k{j} = vload4(0, &KS[{at}]);")
         for step, (c0, c1) in enumerate((("x", "y"), ("z", "w"))):
             for j in range(NJ):
-                s_code += KM.split_operand(f"kb{j}_{step}_0_", f"k{j}.{c0}", split, hi_round)
-                s_code += KM.split_operand(f"kb{j}_{step}_1_", f"k{j}.{c1}", split, hi_round)
-                s_code += mma(", ".join(f"s{j}_{q}" for q in range(4)),
+                s_code += mma.split_operand(f"kb{j}_{step}_0_", f"k{j}.{c0}", split, hi_round)
+                s_code += mma.split_operand(f"kb{j}_{step}_1_", f"k{j}.{c1}", split, hi_round)
+                s_code += mma_step(", ".join(f"s{j}_{q}" for q in range(4)),
                               ", ".join(f"qa{s}_{step}_{r}{{p}}" for r in range(4)),
                               f"kb{j}_{step}_0_{{p}}, kb{j}_{step}_1_{{p}}")
         s_code.append("}")
 
     # score ops and masks, element (row m, key n)
-    ops = K._stage_code([Stage("sv", [], "float")] + list(score_ops),
+    ops = stage_code([Stage("sv", [], "float")] + list(score_ops),
                         {j: f"in{j}[ob{j} + mc * s_in{j}_2 + nc * s_in{j}_3]" for j in range(n_side)})
     last = f"x{len(score_ops)}"
     mask = "n >= N" + (" || n > m + cofs" if causal else "")
@@ -172,15 +171,15 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
 
     def rowmax(name: str, qs: tuple) -> list[str]:
         vals = [f"s{j}_{q}" for j in range(NJ) for q in qs]
-        return [f"float {name} = {vals[0]};"] + [f"{name} = {K.nan_max(name, v)};" for v in vals[1:]]
+        return [f"float {name} = {vals[0]};"] + [f"{name} = {nan_max(name, v)};" for v in vals[1:]]
 
     softmax = rowmax("tm0", (0, 1)) + rowmax("tm1", (2, 3)) + [
                "float o_;",
-               "SHFL_XOR(o_, tm0, 1) tm0 = " + K.nan_max("tm0", "o_") + ";",
-               "SHFL_XOR(o_, tm0, 2) tm0 = " + K.nan_max("tm0", "o_") + ";",
-               "SHFL_XOR(o_, tm1, 1) tm1 = " + K.nan_max("tm1", "o_") + ";",
-               "SHFL_XOR(o_, tm1, 2) tm1 = " + K.nan_max("tm1", "o_") + ";",
-               f"const float nm0 = {K.nan_max('mx0', 'tm0')}, nm1 = {K.nan_max('mx1', 'tm1')};",
+               "SHFL_XOR(o_, tm0, 1) tm0 = " + nan_max("tm0", "o_") + ";",
+               "SHFL_XOR(o_, tm0, 2) tm0 = " + nan_max("tm0", "o_") + ";",
+               "SHFL_XOR(o_, tm1, 1) tm1 = " + nan_max("tm1", "o_") + ";",
+               "SHFL_XOR(o_, tm1, 2) tm1 = " + nan_max("tm1", "o_") + ";",
+               f"const float nm0 = {nan_max('mx0', 'tm0')}, nm1 = {nan_max('mx1', 'tm1')};",
                "const float sc0 = nm0 == -INFINITY ? 1.0f : exp(mx0 - nm0);",
                "const float sc1 = nm1 == -INFINITY ? 1.0f : exp(mx1 - nm1);",
                "mx0 = nm0; mx1 = nm1;"]
@@ -198,13 +197,13 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
     for j in range(NJ):
         pv.append("{")
         for r, q in enumerate((0, 2, 1, 3)):
-            pv += KM.split_operand(f"pa{j}_{r}", f"s{j}_{q}", split, hi_round)
+            pv += mma.split_operand(f"pa{j}_{r}", f"s{j}_{q}", split, hi_round)
         for o in range(NO):
             for r in range(2):
                 at = f"cs * {BKV * VST} + ({j * 8} + 2 * t + {r}) * {VST} + {o * 8} + g"
                 pv.append(f"const float v{o}_{r} = VS[{at}];")
-                pv += KM.split_operand(f"vb{o}_{r}_", f"v{o}_{r}", split, hi_round)
-            pv += mma(", ".join(f"o{o}_{q}" for q in range(4)), ", ".join(f"pa{j}_{r}{{p}}" for r in range(4)),
+                pv += mma.split_operand(f"vb{o}_{r}_", f"v{o}_{r}", split, hi_round)
+            pv += mma_step(", ".join(f"o{o}_{q}" for q in range(4)), ", ".join(f"pa{j}_{r}{{p}}" for r in range(4)),
                       f"vb{o}_0_{{p}}, vb{o}_1_{{p}}")
         pv.append("}")
 
@@ -219,13 +218,13 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
 
     side_base = "\n  ".join(f"const int ob{j} = off_in{j} + b0 * s_in{j}_0 + b1 * s_in{j}_1;" for j in range(n_side))
     shuffle = _SHUFFLE_PTX if ptx else _SHUFFLE_EMULATED
-    scratch = KM.emulation_scratch(ptx, W) + ("" if ptx else " __local float xch[NT];")
+    scratch = mma.emulation_scratch(ptx, W) + ("" if ptx else " __local float xch[NT];")
     al16 = "const int al16 = ((((size_t)Kt) | ((size_t)V) | ((size_t)Qm)) & 15) == 0;" if vec else ""
-    text = K.header([np.float32] + list(side_dtypes)) + f"""#define NT {NT}
+    text = header([np.float32] + list(side_dtypes)) + f"""#define NT {NT}
 #define BQ {BQ}
 #define BKV {BKV}
 #define STAGES 2
-{KM.macros(ptx, 0)}{shuffle}
+{mma.macros(ptx, 0)}{shuffle}
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
 void flash_attention({', '.join(args)})
 {{

@@ -51,8 +51,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import kernels as K
-from .kernels import Source, Stage
+from .common import Source, Stage, ctype, header, memoized, offsets, stage_code
+from .gemm import gemm_args, norm_prologue, norm_value
 
 F32 = np.dtype(np.float32)
 
@@ -175,7 +175,7 @@ def split_operand(name: str, value: str, split: int, hi_round: str = "rn") -> li
             f"const uint {name}l = isinf({value}) ? 0u : as_uint({value} - as_float({name}h));"]
 
 
-@K.memoized
+@memoized
 def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, align: str,
              epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int,
              norm: tuple | None = None, hi_round: str = "rn", conv: bool = False,
@@ -201,7 +201,7 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
     NT, BM, BN, BK, S = cfg.threads, cfg.bm, cfg.bn, cfg.bk, cfg.stages
     MI, NI = cfg.wm // 16, cfg.wn // 8
     slabs = BK // 16
-    args = K._gemm_args("float", n_extra, extra_dtypes, erank, norm)
+    args = gemm_args("float", n_extra, extra_dtypes, erank, norm)
     if conv:
         if not b_kmajor:
             raise ValueError("the implicit convolution GEMM reads B along n")
@@ -250,7 +250,7 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
                     row = f"wm0 + {i * 16 + off} + g"
                     v = f"vload4(0, &As[{stage}][{sl}][{row}][4 * t])"
                     if norm is not None:
-                        v = K.norm_value(norm, v, row, f"kb + {sl * 16} + 4 * t", True)
+                        v = norm_value(norm, v, row, f"kb + {sl * 16} + 4 * t", True)
                     lines.append(f"const float4 a{i}{h} = {v};")
             for j in range(NI):
                 col = f"wn0 + {j * 8} + g"
@@ -326,7 +326,7 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
     store = _store(MI, NI, epilogue, n_extra, erank)
     b_local = "[STAGES][BK][BN]" if b_kmajor else "[STAGES][BK / 16][BN][16]"
     emu = emulation_scratch(ptx, cfg.warps)
-    text = K.header([np.float32] + list(extra_dtypes)) + f"""#define BM {BM}
+    text = header([np.float32] + list(extra_dtypes)) + f"""#define BM {BM}
 #define BN {BN}
 #define BK {BK}
 #define STAGES {S}
@@ -346,7 +346,7 @@ void gemm_mma({', '.join(args)})
   __local float As[STAGES][BK / 16][BM][16] __attribute__((aligned(16)));
   __local float Bs{b_local} __attribute__((aligned(16)));
   {emu}
-  {K.norm_prologue(norm, BM, NT)}
+  {norm_prologue(norm, BM, NT)}
   {acc_decl}
   const int nt = (KE - kbeg + BK - 1) / BK;
   {body}
@@ -406,21 +406,21 @@ def _gather() -> str:
     *(__local float4*)d = v_; }}"""
 
 
-@K.memoized
+@memoized
 def splitk_reduce(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int) -> Source:
     """C = epilogue(sum of the ``ns`` partial products of a split-K GEMM): ``W`` holds them one
     after the other, ``total`` floats each (batches * M * N, C's layout); one work-item per
     element, the epilogue's side inputs read through ``d*`` / ``s_in*_*`` as in every GEMM."""
     args = ["__global const float* W", "__global float* C", "int coff", "int total", "int ns"]
     for j in range(n_extra):
-        args += [f"__global const {K.ctype(extra_dtypes[j])}* in{j}", f"int off_in{j}"]
+        args += [f"__global const {ctype(extra_dtypes[j])}* in{j}", f"int off_in{j}"]
     if n_extra:
         args += [f"int d{k}" for k in range(erank)]
         for j in range(n_extra):
             args += [f"int s_in{j}_{k}" for k in range(erank)]
-    code = K._stage_code([Stage("v", [], "float")] + epilogue, {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
-    offs = K._offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
-    text = K.header([np.float32] + list(extra_dtypes)) + f"""__kernel void splitk_reduce({', '.join(args)})
+    code = stage_code([Stage("v", [], "float")] + epilogue, {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
+    offs = offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
+    text = header([np.float32] + list(extra_dtypes)) + f"""__kernel void splitk_reduce({', '.join(args)})
 {{
   const int flat = get_global_id(0);
   if (flat >= total) return;
@@ -466,8 +466,8 @@ def k_splits(cfg: MmaConfig, M: int, N: int, K_: int, nb: int, cus: int) -> tupl
 def _store(MI: int, NI: int, epilogue: list[Stage], n_extra: int, erank: int) -> str:
     """C fragments (rows g, g + 8 and columns 2t, 2t + 1 of each m16n8 piece) through the
     epilogue, bounds-checked."""
-    code = K._stage_code([Stage("v", [], "float")] + epilogue, {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
-    offs = K._offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
+    code = stage_code([Stage("v", [], "float")] + epilogue, {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
+    offs = offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
     lines = [f"""#define STORE(mm, nn, val) if ((mm) < M && (nn) < N) {{ \\
     const float v = (val); const int flat = (b * M + (mm)) * N + (nn); \\
     {offs.replace(chr(10), ' ')} \\

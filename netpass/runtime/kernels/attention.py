@@ -1,0 +1,118 @@
+"""The fused attention kernel (netpass.runtime.attention): scores, score ops, online softmax
+and the value product in one launch."""
+from __future__ import annotations
+
+import numpy as np
+
+from .common import (
+    LS,
+    Source,
+    Stage,
+    ctype,
+    header,
+    memoized,
+    nan_max,
+    offsets,
+    stage_code,
+)
+
+
+@memoized
+def attention(score_ops: list[Stage], side_dtypes: list, erank: int, jt: int, dmax: int,
+              nan_to_zero: bool = False) -> Source:
+    """Fused attention (netpass.runtime.attention): work-group (query row m, batch b) of LS
+    items; out[b, m, :] = softmax_n(ops(q[b, m, :] . k[b, n, :])) @ v[b, n, :].
+
+    Keys go in blocks of LS, one per item: its score, the ``score_ops`` (side input j read at
+    the flat scores index through d<k>/s_in<j>_<k>), the block's max and sum in local memory,
+    the running max/sum rescaled (online softmax), and the block's probabilities times the
+    value rows accumulated per output column (item owns columns lid + t * LS, t < ``jt``). q's
+    row sits in local memory (``dmax`` >= D floats). All operands are read through strides;
+    batch b = b0 * B1 + b1 as in the GEMM kernels. ``nan_to_zero``: a row whose probabilities
+    are NaN (every key masked by -inf) gives zeros, as ``Where(IsNaN(p), 0, p)`` does."""
+    n_side = len(side_dtypes)
+    args = ["__global const float* Q", "int qoff", "__global const float* Kt", "int koff",
+            "__global const float* V", "int voff", "__global float* O", "int ooff",
+            "int M", "int N", "int D", "int DV", "int B1",
+            "int sq0", "int sq1", "int sqm", "int sqd", "int sk0", "int sk1", "int skn", "int skd",
+            "int sv0", "int sv1", "int svn", "int svj", "int so0", "int so1", "int som", "int soj"]
+    for j, dt in enumerate(side_dtypes):
+        args += [f"__global const {ctype(dt)}* in{j}", f"int off_in{j}"]
+    if n_side:
+        args += [f"int d{k}" for k in range(erank)]
+        for j in range(n_side):
+            args += [f"int s_in{j}_{k}" for k in range(erank)]
+    code = stage_code([Stage("dot", [], "float")] + list(score_ops),
+                       {j: f"in{j}[o_in{j}]" for j in range(n_side)})
+    offs = offsets(erank, [f"in{j}" for j in range(n_side)], "flat") if n_side else ""
+    text = header([np.float32] + list(side_dtypes)) + f"""#define LS {LS}
+#define JT {jt}
+__kernel __attribute__((reqd_work_group_size(LS, 1, 1)))
+void attention({', '.join(args)})
+{{
+  const int lid = get_local_id(0), m = get_group_id(1), b = get_group_id(2);
+  const int b0 = b / B1, b1 = b - b0 * B1;
+  Q += qoff + b0 * sq0 + b1 * sq1 + m * sqm;
+  Kt += koff + b0 * sk0 + b1 * sk1;
+  V += voff + b0 * sv0 + b1 * sv1;
+  __local float qs[{dmax}];
+  __local float red[LS];
+  __local float ps[LS];
+  for (int d = lid; d < D; d += LS) qs[d] = Q[d * sqd];
+  float acc[JT];
+  for (int t = 0; t < JT; ++t) acc[t] = 0.0f;
+  float mx = -INFINITY, sum = 0.0f;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int n0 = 0; n0 < N; n0 += LS) {{
+    const int n = n0 + lid;
+    float sc = -INFINITY;
+    if (n < N) {{
+      __global const float* kr = Kt + n * skn;
+      float dot = 0.0f;
+      for (int d = 0; d < D; ++d) dot = mad(qs[d], kr[d * skd], dot);
+      int flat = (b * M + m) * N + n;
+      {offs}
+      {code}
+      sc = x{len(score_ops)};
+    }}
+    red[lid] = sc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = LS / 2; s > 0; s >>= 1) {{
+      if (lid < s) red[lid] = {nan_max("red[lid]", "red[lid + s]")};
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }}
+    const float nm = {nan_max("mx", "red[0]")};
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float pr = 0.0f, scale = 1.0f;
+    if (nm != -INFINITY) {{  /* (nothing but -inf yet: keep the sums empty) */
+      pr = (n < N) ? exp(sc - nm) : 0.0f;
+      scale = exp(mx - nm);
+    }}
+    ps[lid] = pr;
+    red[lid] = pr;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = LS / 2; s > 0; s >>= 1) {{
+      if (lid < s) red[lid] += red[lid + s];
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }}
+    sum = sum * scale + red[0];
+    mx = nm;
+    const int cnt = min(LS, N - n0);
+    __global const float* vr = V + n0 * svn;
+    for (int t = 0; t < JT; ++t) {{
+      const int j = lid + t * LS;
+      float a = acc[t] * scale;
+      if (j < DV)
+        for (int i = 0; i < cnt; ++i) a = mad(ps[i], vr[i * svn + j * svj], a);
+      acc[t] = a;
+    }}
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }}
+  O += ooff + b0 * so0 + b1 * so1 + m * som;
+  for (int t = 0; t < JT; ++t) {{
+    const int j = lid + t * LS;
+    if (j < DV) {{ const float o = acc[t] / sum; O[j * soj] = {"isnan(o) ? 0.0f : o" if nan_to_zero else "o"}; }}
+  }}
+}}
+"""
+    return Source(text, "attention")

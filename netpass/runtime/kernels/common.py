@@ -1,0 +1,169 @@
+"""What every kernel generator shares: C types of numpy dtypes, float literals, NaN-keeping
+max/min/clamp expressions, the extension header, elementwise :class:`Stage` code, the
+:class:`Source` of a kernel with its int arguments packed into one struct
+(:func:`pack_scalars`), and :func:`memoized`, which makes generators return one Source per
+arguments."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+LS = 64  # work-items of a row kernel's work-group (rowop, attention)
+CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float16): "half", np.dtype(np.float64): "double",
+          np.dtype(np.int64): "long", np.dtype(np.int32): "int", np.dtype(np.int16): "short",
+          np.dtype(np.int8): "char", np.dtype(np.uint8): "uchar", np.dtype(np.bool_): "uchar",
+          np.dtype(np.uint16): "ushort", np.dtype(np.uint32): "uint", np.dtype(np.uint64): "ulong"}
+
+
+def ctype(dtype) -> str:
+    return CTYPES[np.dtype(dtype)]
+
+
+def is_float(dtype) -> bool:
+    return np.dtype(dtype).kind == "f"
+
+
+def flit(v: float) -> str:
+    """A float literal for OpenCL C."""
+    v = float(v)
+    if math.isnan(v):
+        return "NAN"
+    if math.isinf(v):
+        return "INFINITY" if v > 0 else "(-INFINITY)"
+    return f"{v!r}f"
+
+
+def nan_max(a: str, b: str) -> str:
+    """C expression of the IEEE maximum of float expressions ``a`` and ``b`` (scalars or
+    vectors), NaN when either is NaN, as numpy's and the reference's: OpenCL's ``fmax``
+    returns the other operand when one is NaN. The operands may be format placeholders."""
+    return f"((isnan({a}) || isnan({b})) ? ({a}) + ({b}) : fmax({a}, {b}))"
+
+
+def nan_min(a: str, b: str) -> str:
+    """The minimum counterpart of :func:`nan_max`."""
+    return f"((isnan({a}) || isnan({b})) ? ({a}) + ({b}) : fmin({a}, {b}))"
+
+
+def nan_clamp(v: str, lo: str, hi: str) -> str:
+    """``v`` clamped to [lo, hi] (constant bounds), NaN staying NaN."""
+    return f"(isnan({v}) ? ({v}) : fmin(fmax({v}, {lo}), {hi}))"
+
+
+def header(dtypes) -> str:
+    lines = []
+    if any(np.dtype(d) == np.float16 for d in dtypes):
+        lines.append("#pragma OPENCL EXTENSION cl_khr_fp16 : enable")
+    if any(np.dtype(d) == np.float64 for d in dtypes):
+        lines.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class Stage:
+    """One elementwise op of a kernel: ``expr`` formats with operand strings; ``operands``
+    gives, per operand, ``("x", None)`` for the previous stage's value, ``("v", s)`` for stage
+    ``s``'s value (stage ``s`` assigns ``x<s>``) or ``("in", j)`` for kernel input ``j``;
+    ``ctype`` is the C type of the result."""
+
+    expr: str
+    operands: list
+    ctype: str
+
+
+@dataclass
+class Source:
+    """OpenCL C text and the kernel's name. The kernel takes its buffers (in the order of its
+    launch spec's tensors), then, when it has int arguments, one struct holding them all in
+    order (:func:`pack_scalars`); ``n_buffers``, ``n_ints`` count them."""
+
+    text: str
+    name: str
+    n_buffers: int = 0
+    n_ints: int = 0
+
+
+def pack_scalars(src: Source) -> Source:
+    """``src`` with its int parameters moved into one struct passed by value.
+
+    The body keeps its names (locals are initialised from the struct). Why: NVIDIA's OpenCL
+    charges every enqueue per kernel argument, and setting a few dozen ints one by one costs
+    more than one struct (``benchmarks/bench_launch.py``); a launch then sets at most its
+    changed buffers and one block of ints."""
+    text, name = src.text, src.name
+    head = text.index(f"void {name}(") + len(f"void {name}(")
+    depth, end = 1, head
+    while depth:
+        depth += {"(": 1, ")": -1}.get(text[end], 0)
+        end += 1
+    params = [p.strip() for p in text[head:end - 1].split(",")]
+    buffers = [p for p in params if "*" in p]
+    ints = [p for p in params if "*" not in p]
+    for p in ints:
+        if not p.startswith("int "):
+            raise ValueError(f"kernel {name}: scalar parameter '{p}' is not an int")
+    if not ints:
+        return Source(text, name, len(buffers), 0)
+    fields = [p.split()[-1] for p in ints]
+    struct = f"Args_{name}"
+    typedef = f"typedef struct {{ {' '.join(f'int {f};' for f in fields)} }} {struct};\n"
+    body = text.index("{", end)
+    locals_ = "".join(f"\n  int {f} = kargs.{f};" for f in fields)
+    start = text.rfind("__kernel", 0, head)
+    text = (text[:start] + typedef + text[start:head] + ", ".join(buffers + [f"const {struct} kargs"])
+            + text[end - 1:body + 1] + locals_ + text[body + 1:])
+    return Source(text, name, len(buffers), len(fields))
+
+
+def _freeze(v):
+    if isinstance(v, (list, tuple)):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, Stage):
+        return ("Stage", v.expr, _freeze(v.operands), v.ctype)
+    if isinstance(v, dict):
+        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+    return v
+
+
+def memoized(fn):
+    """Generators return the same Source object for the same arguments, so that the program
+    cache and the per-inst kernel objects are found by identity, without hashing text; their
+    int parameters are packed (:func:`pack_scalars`)."""
+    memo: dict = {}
+
+    def wrapper(*args):
+        key = _freeze(args)
+        src = memo.get(key)
+        if src is None:
+            src = memo[key] = pack_scalars(fn(*args))
+        return src
+    wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
+    return wrapper
+
+
+def offsets(rank: int, tensors: list[str], flat: str = "gid") -> str:
+    """C code decomposing ``flat`` over dims d0..d{rank-1}, accumulating per-tensor offsets
+    ``o_<t>`` from strides ``s_<t>_<k>`` (initialised from ``off_<t>``)."""
+    lines = [f"int o_{t} = off_{t};" for t in tensors]
+    if rank == 0:
+        return "\n  ".join(lines)
+    lines.append(f"int rem = {flat};")
+    for k in range(rank - 1, -1, -1):
+        if k > 0:
+            lines.append(f"{{ int c = rem % d{k}; rem /= d{k};")
+        else:
+            lines.append("{ int c = rem;")
+        lines.append("  " + " ".join(f"o_{t} += c * s_{t}_{k};" for t in tensors) + " }")
+    return "\n  ".join(lines)
+
+
+def stage_code(stages: list[Stage], loads: dict[int, str]) -> str:
+    code = []
+    prev = None
+    for i, st in enumerate(stages):
+        ops = [prev if kind == "x" else f"x{j}" if kind == "v" else loads[j] for kind, j in st.operands]
+        code.append(f"{st.ctype} x{i} = ({st.ctype})({st.expr.format(*ops)});")
+        prev = f"x{i}"
+    return "\n  ".join(code)

@@ -1,0 +1,63 @@
+"""Elementwise kernels: n-ary over a collapsed iteration space with per-tensor strides (numpy
+broadcasting, transposes and strided writes are all strides), fused post-op stages, and a
+float4 path for flat contiguous float tensors. With one input and the identity stage it is the
+runtime's strided copy."""
+from __future__ import annotations
+
+from .common import Source, Stage, ctype, header, memoized, offsets, stage_code
+
+
+@memoized
+def eltwise(in_dtypes: list, out_dtype, stages: list[Stage], rank: int, flat: bool) -> Source:
+    """Elementwise kernel. ``flat``: every tensor is contiguous with the iteration space (or a
+    scalar broadcast) and no strides are needed."""
+    n_in = len(in_dtypes)
+    oct_ = ctype(out_dtype)
+    args = [f"__global {oct_}* out", "int off_out"]
+    for j, dt in enumerate(in_dtypes):
+        args += [f"__global const {ctype(dt)}* in{j}", f"int off_in{j}"]
+    args.append("int n")
+    if flat:
+        args += [f"int sc{j}" for j in range(n_in)]  # 1: scalar input
+        loads = {j: f"in{j}[off_in{j} + (sc{j} ? 0 : gid)]" for j in range(n_in)}
+        body = f"""  int gid = get_global_id(0);
+  if (gid >= n) return;
+  {stage_code(stages, loads)}
+  out[off_out + gid] = ({oct_})(x{len(stages) - 1});"""
+    else:
+        args += [f"int d{k}" for k in range(rank)]
+        tensors = ["out"] + [f"in{j}" for j in range(n_in)]
+        for t in tensors:
+            args += [f"int s_{t}_{k}" for k in range(rank)]
+        loads = {j: f"in{j}[o_in{j}]" for j in range(n_in)}
+        body = f"""  int gid = get_global_id(0);
+  if (gid >= n) return;
+  {offsets(rank, tensors)}
+  {stage_code(stages, loads)}
+  out[o_out] = ({oct_})(x{len(stages) - 1});"""
+    text = header(list(in_dtypes) + [out_dtype]) + \
+        f"__kernel void ew({', '.join(args)})\n{{\n{body}\n}}\n"
+    return Source(text, "ew")
+
+
+@memoized
+def eltwise_vec4(n_in: int, stages: list[Stage]) -> Source:
+    """float32, all inputs contiguous and same size: 4 elements per work-item."""
+    args = ["__global float* out", "int off_out"]
+    for j in range(n_in):
+        args += [f"__global const float* in{j}", f"int off_in{j}"]
+    args.append("int n")
+    vstages = [Stage(s.expr, s.operands, "float4") for s in stages]
+    loads = {j: f"vload4(0, in{j} + off_in{j} + i)" for j in range(n_in)}
+    sloads = {j: f"in{j}[off_in{j} + i]" for j in range(n_in)}
+    body = f"""  int i = get_global_id(0) * 4;
+  if (i + 3 < n) {{
+  {stage_code(vstages, loads)}
+  vstore4(x{len(stages) - 1}, 0, out + off_out + i);
+  }} else {{
+  for (; i < n; ++i) {{
+  {stage_code(stages, sloads)}
+  out[off_out + i] = x{len(stages) - 1};
+  }} }}"""
+    text = f"__kernel void ew4({', '.join(args)})\n{{\n{body}\n}}\n"
+    return Source(text, "ew4")

@@ -1,0 +1,72 @@
+"""Data-movement kernels: copies through an index map (``imap``), every output of a Split in
+one launch (``split``) and ``gather``."""
+from __future__ import annotations
+
+from .common import Source, ctype, flit, header, is_float, memoized
+
+
+@memoized
+def imap(dtype, pad_value: float | None) -> Source:
+    """y[i] = idx[i] < 0 ? pad : x[idx[i]]: any op whose outputs copy input elements."""
+    t = ctype(dtype)
+    pad = flit(pad_value) if (pad_value is not None and is_float(dtype)) else \
+        str(int(pad_value or 0))
+    text = header([dtype]) + f"""__kernel void imap(__global const {t}* X, int xoff, __global {t}* Y, int yoff,
+                   __global const int* idx, int n)
+{{
+  int gid = get_global_id(0);
+  if (gid >= n) return;
+  int k = idx[gid];
+  Y[yoff + gid] = k < 0 ? ({t})({pad}) : X[xoff + k];
+}}
+"""
+    return Source(text, "imap")
+
+
+@memoized
+def split(dtype, n_out: int) -> Source:
+    """Split along one axis in one launch: the input seen as [outer, A, inner]; element
+    (o, a, i) goes to output j with c_j <= a < c_{j+1} (c_0 = 0, c_{n_out} = A) at
+    (o, a - c_j, i). One work-item per input element, reads contiguous."""
+    t = ctype(dtype)
+    outs = "".join(f", __global {t}* Y{j}, int y{j}off" for j in range(n_out))
+    bounds = "".join(f", int c{j}" for j in range(1, n_out))
+    lo = ["0"] + [f"c{j}" for j in range(1, n_out)]
+    hi = lo[1:] + ["A"]
+    stores = []
+    for j in range(n_out):
+        row = f"o * {hi[j]} + a" if j == 0 else f"o * ({hi[j]} - {lo[j]}) + a - {lo[j]}"
+        store = f"Y{j}[y{j}off + ({row}) * inner + i] = v;"
+        stores.append(store if j == n_out - 1 else f"if (a < {hi[j]}) {store}")
+    chain = "\n  else ".join(stores)
+    text = header([dtype]) + f"""__kernel void split(__global const {t}* X, int xoff{outs}, int n, int A, int inner{bounds})
+{{
+  int gid = get_global_id(0);
+  if (gid >= n) return;
+  int i = gid % inner; int q = gid / inner;
+  int a = q % A; int o = q / A;
+  {t} v = X[xoff + gid];
+  {chain}
+}}
+"""
+    return Source(text, "split")
+
+
+@memoized
+def gather(dtype, idx_dtype) -> Source:
+    t, it = ctype(dtype), ctype(idx_dtype)
+    text = header([dtype]) + f"""__kernel void gather(__global const {t}* X, int xoff, __global const {it}* I, int ioff,
+                     __global {t}* Y, int yoff, int n, int nidx, int D, int inner)
+{{
+  int gid = get_global_id(0);
+  if (gid >= n) return;
+  int in_i = gid % inner;
+  int q = gid / inner;
+  int j = q % nidx;
+  int o = q / nidx;
+  long k = (long)I[ioff + j];
+  if (k < 0) k += D;
+  Y[yoff + gid] = (k >= 0 && k < D) ? X[xoff + ((long)o * D + k) * inner + in_i] : ({t})0;
+}}
+"""
+    return Source(text, "gather")
