@@ -2,8 +2,8 @@
 
 For each FullyConnected shape of the decoder (d = 256: K x N = 256x768 QKV, 256x256 output
 projection, 256x1024 and 1024x256 FFN, 256x2048 head) and each sequence length M, the launch
-that ``impls.fully_connected_impl`` builds (reordered [K, N] weights, bias epilogue) is timed
-with OpenCL profiling events twice: with the tiled ``gemm`` kernels (``impls.skinny_width``
+that ``kinds.legacy.fully_connected_impl`` builds (reordered [K, N] weights, bias epilogue) is timed
+with OpenCL profiling events twice: with the tiled ``gemm`` kernels (``kinds.matmul.skinny_width``
 forced off: the selection before the skinny GEMM) and with the current selection. Every
 output is checked against numpy. Then the VariadicSplit of [1, M, 768] into three
 [1, M, 256]: three strided copies (before) against the one-launch ``split`` kernel.
@@ -22,8 +22,10 @@ import contextlib
 
 import numpy as np
 
-from netpass.runtime import impls
+from netpass.ops import FullyConnected, VariadicSplit
 from netpass.runtime.device import Engine, resolve_device_name, select_device
+from netpass.runtime.impls import Launch, Params, contiguous_strides, strided_copy
+from netpass.runtime.kinds import TABLE, legacy, matmul, movement
 
 F32 = np.dtype(np.float32)
 DECODER_FC = [(256, 768), (256, 256), (256, 1024), (1024, 256), (256, 2048)]  # (K, N)
@@ -32,12 +34,12 @@ DECODER_FC = [(256, 768), (256, 256), (256, 1024), (1024, 256), (256, 2048)]  # 
 @contextlib.contextmanager
 def tiled_only():
     """The GEMM selection as it was before the skinny kernel."""
-    saved = impls.skinny_width
-    impls.skinny_width = lambda *args: None
+    saved = matmul.skinny_width
+    matmul.skinny_width = lambda *args: None
     try:
         yield
     finally:
-        impls.skinny_width = saved
+        matmul.skinny_width = saved
 
 
 class Bench:
@@ -55,14 +57,14 @@ class Bench:
     def empty(self, nbytes: int):
         return self.cl.Buffer(self.engine.context, self.cl.mem_flags.READ_WRITE, max(nbytes, 64))
 
-    def _kernel(self, ln: impls.Launch):
+    def _kernel(self, ln: Launch):
         kern = self.kernels.get(ln.source.text)
         if kern is None:
             prg = self.engine.build(ln.source.text)
             kern = self.kernels[ln.source.text] = self.cl.Kernel(prg, ln.source.name)
         return kern
 
-    def time_us(self, launches: list[impls.Launch], tensors: dict, reps: int) -> float:
+    def time_us(self, launches: list[Launch], tensors: dict, reps: int) -> float:
         """Median over ``reps`` of the summed kernel time of ``launches``; ``tensors`` maps
         ("i" | "o", j) to a buffer (offsets in the specs are added to 0)."""
         q = self.engine.queue
@@ -88,12 +90,12 @@ class Bench:
         return float(np.median(times))
 
 
-def fc_launch(engine: Engine, m: int, k: int, n: int) -> impls.Launch:
-    p = impls.Params(kind="FullyConnected", attrs={"_weights_reordered": True},
-                 in_shapes=[(1, m, k), (n, k), (n,)], in_dtypes=[F32] * 3,
-                 out_shapes=[(1, m, n)], out_dtypes=[F32], values={}, fused=[],
-                 extra_shapes=[], extra_dtypes=[], engine=engine)
-    return impls.fully_connected_impl(p, None).launches[0]
+def fc_launch(engine: Engine, m: int, k: int, n: int) -> Launch:
+    p = Params(row=TABLE[FullyConnected], attrs={"_weights_reordered": True},
+               in_shapes=[(1, m, k), (n, k), (n,)], in_dtypes=[F32] * 3,
+               out_shapes=[(1, m, n)], out_dtypes=[F32], values={}, fused=[],
+               extra_shapes=[], extra_dtypes=[], engine=engine)
+    return legacy.fully_connected_impl(p, None).launches[0]
 
 
 def bench_fc(b: Bench, ms: list[int], reps: int) -> None:
@@ -134,14 +136,14 @@ def bench_split(b: Bench, ms: list[int], reps: int) -> None:
         shape, outs = (1, m, 768), [(1, m, 256)] * 3
         x = rng.standard_normal(shape).astype(np.float32)
         tensors = {("i", 0): b.buffer(x), **{("o", j): b.empty(m * 256 * 4) for j in range(3)}}
-        cs = impls.contiguous_strides(shape)
-        copies = [impls.strided_copy(F32, o, cs, 256 * j, impls.contiguous_strides(o), 0, 0, j)
+        cs = contiguous_strides(shape)
+        copies = [strided_copy(F32, o, cs, 256 * j, contiguous_strides(o), 0, 0, j)
                   for j, o in enumerate(outs)]
-        p = impls.Params(kind="VariadicSplit", attrs={}, in_shapes=[shape, (), (3,)],
-                     in_dtypes=[F32, np.dtype(np.int64), np.dtype(np.int64)], out_shapes=outs,
-                     out_dtypes=[F32] * 3, values={1: np.int64(2), 2: np.array([256] * 3)},
-                     fused=[], extra_shapes=[], extra_dtypes=[], engine=b.engine)
-        row = [b.time_us(copies, tensors, reps), b.time_us(impls.split_impl(p, None).launches, tensors, reps)]
+        p = Params(row=TABLE[VariadicSplit], attrs={}, in_shapes=[shape, (), (3,)],
+                   in_dtypes=[F32, np.dtype(np.int64), np.dtype(np.int64)], out_shapes=outs,
+                   out_dtypes=[F32] * 3, values={1: np.int64(2), 2: np.array([256] * 3)},
+                   fused=[], extra_shapes=[], extra_dtypes=[], engine=b.engine)
+        row = [b.time_us(copies, tensors, reps), b.time_us(movement.split_impl(p, None).launches, tensors, reps)]
         got = np.empty((1, m, 256), np.float32)
         b.cl.enqueue_copy(b.engine.queue, got, tensors[("o", 2)])
         assert np.array_equal(got, x[..., 512:]), "split output differs"

@@ -9,7 +9,7 @@ reference.
   (``kernels.mma``), beside cuBLAS fp32 (TF32 off) and cuBLAS TF32 (torch, CUDA events);
 - ``tiles``: the tensor-core tile shapes per GPT-2 shape (what ``kernels.mma.CONFIGS`` picks
   from);
-- ``shapes``: the runtime's own choice (``impls.matmul_impl``) for M in 1..4096 and K, N in
+- ``shapes``: the runtime's own choice (``kinds.matmul.matmul_impl``) for M in 1..4096 and K, N in
   768..3072 (B [K, N] constant, as a Linear's weights), per precision, beside cuBLAS;
 - ``splitk``: the GPT-2 shapes with 1..8 K slices forced (``kernels.mma.k_splits``) and the
   runtime's own choice, beside cuBLAS;
@@ -46,10 +46,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
-from netpass.runtime import impls as I  # noqa: E402
-from netpass.runtime import kernels as K  # noqa: E402
-from netpass.runtime.kernels import mma  # noqa: E402
+from netpass.ops.matmul import MatMul  # noqa: E402
+from netpass.runtime import kernels  # noqa: E402
 from netpass.runtime.device import Engine, resolve_device_name, select_device  # noqa: E402
+from netpass.runtime.impls import Params  # noqa: E402
+from netpass.runtime.kernels import mma  # noqa: E402
+from netpass.runtime.kinds import row_of  # noqa: E402
+from netpass.runtime.kinds.matmul import matmul_impl  # noqa: E402
 
 F32 = np.dtype(np.float32)
 REPORT: dict = {}
@@ -103,7 +106,7 @@ class Gemm:
         scale = np.linalg.norm(self.a[self.rows], axis=1) * np.linalg.norm(self.b[:, self.cols], axis=0)
         return float(np.max(np.abs(c[self.rows, self.cols] - self.want) / scale))
 
-    def run(self, src: K.Source, gws, lws, ints: list[int], reps: int, b_buf=None) -> float:
+    def run(self, src: kernels.Source, gws, lws, ints: list[int], reps: int, b_buf=None) -> float:
         cl = self.eng.cl
         kern = cl.Kernel(self.eng.build(src.text), src.name)
         kern.set_args(self.ab, b_buf or self.bb, self.cb, np.array(ints, np.int32))
@@ -122,13 +125,13 @@ class Gemm:
         return 2.0 * self.m * self.n * self.k / t / 1e12
 
     def runtime(self, precision: str, reps: int) -> tuple[float, str]:
-        """The runtime's own kernels for this MatMul (impls.matmul_impl): the time of its
+        """The runtime's own kernels for this MatMul (kinds.matmul.matmul_impl): the time of its
         launches (a split-K GEMM and its reduction together) and their name."""
-        p = I.Params(kind="MatMul", attrs={}, in_shapes=[(self.m, self.k), (self.k, self.n)],
+        p = Params(row=row_of(MatMul), attrs={}, in_shapes=[(self.m, self.k), (self.k, self.n)],
                      in_dtypes=[F32, F32], out_shapes=[(self.m, self.n)], out_dtypes=[F32], values={},
                      fused=None, extra_shapes=[], extra_dtypes=[], node=None, engine=self.eng, memo={},
                      in_strides=None, precision=precision)
-        impl = I.matmul_impl(p, None)
+        impl = matmul_impl(p, None)
         cl = self.eng.cl
         t = SimpleNamespace
         scratch = [cl.Buffer(self.eng.context, cl.mem_flags.READ_WRITE, b.nbytes) for b in impl.buffers]
@@ -157,7 +160,7 @@ def _mma_name(text: str) -> str:
     return f"{d.get('BM')}x{d.get('BN')}x{d.get('BK')}/{d.get('STAGES')}st/{d.get('NT')}t"
 
 
-def ptxas_info(eng, src: K.Source) -> str:
+def ptxas_info(eng, src: kernels.Source) -> str:
     """Registers, spills and local memory of ``src`` from NVIDIA's verbose build log."""
     cl = eng.cl
     try:
@@ -213,7 +216,7 @@ def section_gemm(eng, torch, args) -> None:
         rows.append({"kernel": "cuBLAS TF32", "ms": 1e3 * tf32, "tflops": prob.flops(tf32)})
         print(f"  cuBLAS fp32 {1e3 * fp32:.3f} ms {prob.flops(fp32):.1f} TFLOP/s; "
               f"cuBLAS TF32 {1e3 * tf32:.3f} ms {prob.flops(tf32):.1f} TFLOP/s")
-    src = K.gemm_pipelined([], 0, [], 0, True)
+    src = kernels.gemm_pipelined([], 0, [], 0, True)
     row("gemm_pipelined (fp32 SIMT, cp.async)", prob.run(src, (n // 8, n // 8, 1), (16, 16, 1), prob.ints(), args.reps),
         prob.err(), fp32)
     for precision, peer in (("f32", fp32), ("tf32", tf32)):
@@ -395,13 +398,12 @@ def kernel_us(req, kind_ids) -> float:
 
 
 def section_attention(eng, torch, args) -> None:
-    from netpass.runtime import attention as A
     from netpass.runtime import compile_program
+    from netpass.runtime.kinds import attention as attention_kind
     heads, d = 12, 64
     model = attention_model(heads, d)
     if eng.mma == "ptx":
-        from netpass.runtime.kernels import flash
-        from netpass.runtime.kernels import Stage
+        from netpass.runtime.kernels import Stage, flash
         ops = [Stage("({0} * 0.125f)", [("x", None)], "float"), Stage("({0} + {1})", [("x", None), ("in", 0)], "float")]
         for split in (1, 3):
             info = ptxas_info(eng, flash.flash_attention(flash.config_for(d), d, d, split, True, True, ops, [F32], False))
@@ -425,10 +427,10 @@ def section_attention(eng, torch, args) -> None:
             r["torch_sdpa_causal_ms"] = 1e3 * cuda_time(torch, lambda: f(tq, tk, tv, is_causal=True), args.reps)
             tm = torch.from_numpy(mask).cuda()
             r["torch_sdpa_mask_ms"] = 1e3 * cuda_time(torch, lambda: f(tq, tk, tv, attn_mask=tm), args.reps)
-        for label, precision, min_m in (("flash f32", "f32", A.FLASH_MIN_M), ("flash tf32", "tf32", A.FLASH_MIN_M),
+        for label, precision, min_m in (("flash f32", "f32", attention_kind.FLASH_MIN_M), ("flash tf32", "tf32", attention_kind.FLASH_MIN_M),
                                         ("row kernel", "f32", 1 << 30)):
-            saved = A.FLASH_MIN_M
-            A.FLASH_MIN_M = min_m
+            saved = attention_kind.FLASH_MIN_M
+            attention_kind.FLASH_MIN_M = min_m
             try:
                 cm = compile_program(model, args.device, {"PROFILING": True, "INFERENCE_PRECISION_HINT": precision})
                 req = cm.create_infer_request()
@@ -449,7 +451,7 @@ def section_attention(eng, torch, args) -> None:
                 print(f"  S={s}: {label} FAILED {str(e)[:300]}", flush=True)
                 r[label] = {"error": str(e)[:2000]}
             finally:
-                A.FLASH_MIN_M = saved
+                attention_kind.FLASH_MIN_M = saved
         if torch:
             print(f"  S={s}: torch SDPA causal {r['torch_sdpa_causal_ms']:.3f} ms, with the mask "
                   f"{r['torch_sdpa_mask_ms']:.3f} ms", flush=True)

@@ -1,33 +1,73 @@
 """ngraph Model -> LegacyNetwork (OpenVINO's convertFunctionToICNNNetwork, for netpass)."""
 from __future__ import annotations
 
+from ..core.boundary import Constant, Parameter, Result
 from ..core.model import Model, parameter_name, result_name
 from ..core.node import Node
-from ..ops.io import Constant, Parameter, Result
+from ..ops.convolution import (
+    ConvolutionBackpropData,
+    GroupConvolution,
+    GroupConvolutionBackpropData,
+)
+from ..ops.elementwise import (
+    Add,
+    Divide,
+    Elu,
+    Maximum,
+    Minimum,
+    Multiply,
+    PRelu,
+    Relu,
+    SquaredDifference,
+    Subtract,
+    Tanh,
+)
+from ..ops.gna import GNAMaxPool
+from ..ops.legacy import CropIE, PowerIE, ReLUIE, ScaleShiftIE
+from ..ops.matmul import MatMul
+from ..ops.movement import Squeeze, Transpose, Unsqueeze, VariadicSplit
+from ..ops.normalization import LogSoftmax, Softmax
+from ..ops.pooling import AvgPool, MaxPool
 from .layer_graph import Layer, LegacyNetwork
 
-# ngraph op type -> legacy layer type; ops not listed keep their own type name.
-LEGACY_TYPES: dict[str, str] = {
-    "Parameter": "Input", "Result": "Output",
-    "Convolution": "Convolution", "GroupConvolution": "Convolution",
-    "ConvolutionBackpropData": "Deconvolution", "GroupConvolutionBackpropData": "Deconvolution",
-    "GNAConvolution": "GNAConvolution", "GNAMaxPool": "GNAPooling",
-    "MaxPool": "Pooling", "AvgPool": "Pooling",
-    "MatMul": "Gemm", "FullyConnected": "FullyConnected",
-    "Add": "Eltwise", "Subtract": "Eltwise", "Multiply": "Eltwise", "Divide": "Eltwise",
-    "Maximum": "Eltwise", "Minimum": "Eltwise", "SquaredDifference": "Eltwise",
-    "Eltwise": "Eltwise",
-    "Relu": "ReLU", "ReLUIE": "ReLU", "Sigmoid": "Sigmoid", "Tanh": "TanH", "Clamp": "Clamp",
-    "Elu": "ELU", "Exp": "Exp", "Log": "Log", "Abs": "Abs", "Sqrt": "Sqrt", "Negative": "Negative",
-    "SoftPlus": "SoftPlus", "Erf": "Erf", "Gelu": "Gelu", "Swish": "Swish", "HSwish": "HSwish",
-    "PRelu": "PReLU", "Softmax": "SoftMax", "LogSoftmax": "LogSoftMax", "MVN": "MVN",
-    "Concat": "Concat", "Split": "Split", "VariadicSplit": "Split", "CropIE": "Crop",
-    "Reshape": "Reshape", "Squeeze": "Reshape", "Unsqueeze": "Reshape",
-    "Transpose": "Permute", "Gather": "Gather", "PowerIE": "Power", "ScaleShiftIE": "ScaleShift",
+# The legacy layer type of each op class whose layer type is not its own type name. The
+# runtime's op table shows it (``OpKind.legacy_type``) but cannot be imported here (the
+# runtime sits above the legacy stage), so the table is this stage's own, by class.
+LEGACY_TYPES: dict[type[Node], str] = {
+    Parameter: "Input", Result: "Output",
+    GroupConvolution: "Convolution", ConvolutionBackpropData: "Deconvolution",
+    GroupConvolutionBackpropData: "Deconvolution", GNAMaxPool: "GNAPooling",
+    MaxPool: "Pooling", AvgPool: "Pooling", MatMul: "Gemm",
+    Add: "Eltwise", Subtract: "Eltwise", Multiply: "Eltwise", Divide: "Eltwise",
+    Maximum: "Eltwise", Minimum: "Eltwise", SquaredDifference: "Eltwise",
+    Relu: "ReLU", ReLUIE: "ReLU", Tanh: "TanH", Elu: "ELU", PRelu: "PReLU",
+    Softmax: "SoftMax", LogSoftmax: "LogSoftMax",
+    VariadicSplit: "Split", CropIE: "Crop", Squeeze: "Reshape", Unsqueeze: "Reshape",
+    Transpose: "Permute", PowerIE: "Power", ScaleShiftIE: "ScaleShift",
 }
 
-ELTWISE_OPERATIONS = {"Add": "sum", "Subtract": "sub", "Multiply": "prod", "Divide": "div",
-                      "Maximum": "max", "Minimum": "min", "SquaredDifference": "squared_diff"}
+# Eltwise layers: the ``operation`` of each arithmetic op
+ELTWISE_OPERATIONS: dict[type[Node], str] = {Add: "sum", Subtract: "sub", Multiply: "prod",
+                                             Divide: "div", Maximum: "max", Minimum: "min",
+                                             SquaredDifference: "squared_diff"}
+POOLS: dict[type[Node], str] = {MaxPool: "max", AvgPool: "avg", GNAMaxPool: "max"}  # pool-method
+
+
+def _versioned(table: dict[type[Node], str], cls: type[Node]) -> str | None:
+    """``table``'s entry for ``cls`` or the op version it refines (a subclass with the same
+    type name)."""
+    for c in cls.__mro__:
+        if getattr(c, "type_name", None) != cls.type_name:
+            break
+        if c in table:
+            return table[c]
+    return None
+
+
+def legacy_type(cls: type[Node]) -> str:
+    """The legacy layer type op class ``cls`` becomes (its own type name unless listed)."""
+    return _versioned(LEGACY_TYPES, cls) or cls.type_name
+
 
 # Layers whose constant inputs 1 and 2 are weights and biases.
 WEIGHTABLE = {"Convolution", "Deconvolution", "GNAConvolution", "FullyConnected", "ScaleShift"}
@@ -62,16 +102,18 @@ def convert_to_legacy(model: Model) -> LegacyNetwork:
                 isinstance(c.node, Result) for c in node.output(0).consumers()):
             continue
         op_type = node.type_name
-        ltype = "Const" if isinstance(node, Constant) else LEGACY_TYPES.get(op_type, op_type)
+        ltype = "Const" if isinstance(node, Constant) else legacy_type(type(node))
         params = {} if isinstance(node, Constant) else dict(node.get_attributes())
         if isinstance(node, Parameter):
             params = {"name": parameter_name(node)}
         elif isinstance(node, Result):
             params = {"name": result_name(node)}
-        if ltype == "Eltwise" and op_type in ELTWISE_OPERATIONS:
-            params["operation"] = ELTWISE_OPERATIONS[op_type]
-        if op_type in ("MaxPool", "AvgPool", "GNAMaxPool"):
-            params["pool-method"] = "avg" if op_type == "AvgPool" else "max"
+        operation = _versioned(ELTWISE_OPERATIONS, type(node))
+        if operation is not None:
+            params["operation"] = operation
+        pool = _versioned(POOLS, type(node))
+        if pool is not None:
+            params["pool-method"] = pool
         label = params["name"] if isinstance(node, (Parameter, Result)) else node.friendly_name
         layer = Layer(name=_unique(label, taken), type=ltype, op_type=op_type, params=params,
                       out_shapes=[o.partial_shape for o in node.outputs()],

@@ -12,13 +12,13 @@ import numpy as np
 
 from ..core.shape import PartialShape
 from ..ops.elementwise import MONOTONIC_ACTIVATIONS
-from .convert import LEGACY_TYPES
+from .convert import legacy_type
 from .layer_graph import Layer, LegacyNetwork
 from .legacy_pass import LegacyPass
 
 RESHAPE_TYPES = {"Reshape"}
 # Max-pooling commutes with these activations (monotonic non-decreasing): their layer types.
-MONOTONIC_LAYER_TYPES = frozenset(LEGACY_TYPES[c.type_name] for c in MONOTONIC_ACTIVATIONS)
+MONOTONIC_LAYER_TYPES = frozenset(legacy_type(c) for c in MONOTONIC_ACTIVATIONS)
 PRODUCERS_OF_POOLING = {"Convolution", "GNAConvolution", "FullyConnected", "Eltwise", "ScaleShift"}
 # A crop whose first element sits at a multiple of this many bytes becomes a zero-copy view.
 CROP_ALIGN_BYTES = 64

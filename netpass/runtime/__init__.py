@@ -10,7 +10,8 @@ from .compiled import RuntimeCompiledModel, RuntimeInferRequest, compile_program
 from .device import DEVICE_NAMES, Engine, devices, resolve_device_name, select_device
 from .lru import LruCache
 from .memory import Allocation, MemoryPool, Tensor, fake_aligned_shapes
-from .program import Program, ProgramNode
+from .program import Program
+from .program_node import ProgramNode
 from .shape_predictor import ShapePredictor, parse_options
 
 __all__ = ["compile_program", "RuntimeCompiledModel", "RuntimeInferRequest", "AsyncInferQueue",

@@ -11,7 +11,7 @@ from ..core.gc_pause import gc_paused
 from ..core.types import Type
 from ..errors import (SYSTEM_ERRORS, HostFallbackError, NetpassError, system_error_as_netpass,
                       system_errors_as_netpass)
-from ..ops.state import VariableInfo
+from ..ops.state import Assign, ReadValue, VariableInfo
 from ..reference import VariableState
 from .async_queue import AsyncInferRequest, RequestBusyError
 from .device import Engine, resolve_device_name, select_device
@@ -20,7 +20,8 @@ from .lru import LruCache
 from .outputs import max_output_bytes
 from .memory import Tensor
 from .network import STAT_KEYS, Network
-from .program import Program, ProgramNode
+from .program import Program
+from .program_node import ProgramNode
 from .shape_infer import infer_host
 from .shape_predictor import ShapePredictor, parse_options
 
@@ -93,7 +94,7 @@ class RuntimeCompiledModel:
         """min(device memory / constant bytes, 3), at least 1 (the reference's rule)."""
         if self.engine is None:
             return 1
-        need = sum(n.value.nbytes for n in self.program.nodes if n.kind == "Constant")
+        need = sum(n.value.nbytes for n in self.program.nodes if n.is_constant)
         if need and self.engine.max_global_mem_size // need > 1:
             return int(min(self.engine.max_global_mem_size // need, 3))
         return 1
@@ -216,15 +217,15 @@ class RuntimeInferRequest(AsyncInferRequest):
         prog = self.compiled.program
         written: dict[str, np.ndarray] = {}
         for n in prog.nodes:
-            if n.kind == "Parameter":
+            if n.is_parameter:
                 values[n.index] = [feeds[n.name]]
-            elif n.kind == "Constant":
+            elif n.is_constant:
                 values[n.index] = [n.value]
-            elif n.kind == "ReadValue" and n.state_var in self._ref_vars:
+            elif n.is_a(ReadValue) and n.state_var in self._ref_vars:
                 values[n.index] = [self._ref_vars[n.state_var]]
             else:
                 values[n.index] = infer_host(n, [values[s.index][k] for s, k in n.inputs])
-                if n.kind == "Assign":
+                if n.is_a(Assign):
                     written[n.state_var] = np.array(values[n.index][0], copy=True)
         self._ref_vars.update(written)
         self._ref_stats["infers"] += 1

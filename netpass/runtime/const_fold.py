@@ -13,14 +13,21 @@ from typing import Any
 
 import numpy as np
 
-from . import impls as I
+from ..core.boundary import Constant
+from ..ops.indexing import Gather
+from ..ops.movement import (Broadcast, Concat, Reshape, Slice, Squeeze, StridedSlice, Tile,
+                            Transpose, Unsqueeze)
+from ..ops.shape_ops import Range, ShapeOf
+from .kinds import elementwise
+from .shape_infer import infer_host
 from .shape_terms import without_unused_shape_nodes
 
 FOLD_ELEMENTS = 64  # largest value folded (the shape-of sub-graphs' constant limit)
-# deterministic kinds whose value is a function of their inputs' values
-FOLDABLE = set(I.ELTWISE_KINDS) | {"Select", "Convert", "Reshape", "Squeeze", "Unsqueeze", "Concat", "Gather",
-                                   "Slice", "StridedSlice", "Transpose", "Range", "ShapeOf", "Broadcast",
-                                   "Tile", "Expand"}
+# deterministic ops whose value is a function of their inputs' values: the elementwise rows of
+# the op table (Select and Convert among them) and the shape-math movement ops
+FOLDABLE: frozenset[type] = frozenset({row.cls for row in elementwise.ROWS} | {
+    Reshape, Squeeze, Unsqueeze, Concat, Gather, Slice, StridedSlice, Transpose, Range, ShapeOf,
+    Broadcast, Tile})
 
 
 def _static_pvalue(node: Any) -> np.ndarray | None:
@@ -45,8 +52,7 @@ def _static_pvalue(node: Any) -> np.ndarray | None:
 def _constant_inputs_value(node: Any) -> np.ndarray | None:
     """The value of ``node`` evaluated on the host when every input is a Constant and its
     output is small."""
-    from .shape_infer import infer_host
-    if node.num_outputs != 1 or not node.inputs or any(s.kind != "Constant" for s, _ in node.inputs):
+    if node.num_outputs != 1 or not node.inputs or any(not s.is_constant for s, _ in node.inputs):
         return None
     ps = node.out_pshapes[0]
     if not ps.is_static or int(np.prod(ps.to_shape(), dtype=np.int64)) > FOLD_ELEMENTS:
@@ -61,13 +67,13 @@ def fold_constants(nodes: list) -> list:
     replaced: dict[int, Any] = {}
     for n in nodes:
         n.inputs = [((replaced[id(s)], 0) if id(s) in replaced else (s, k)) for s, k in n.inputs]
-        if n.kind not in FOLDABLE or n.kind == "Constant":
+        if n.row.cls not in FOLDABLE:
             continue
         value = _static_pvalue(n)
         if value is None:
             value = _constant_inputs_value(n)
         if value is not None:
-            replaced[id(n)] = type(n)(n.id, "Constant", value=value, name=n.name)  # (a ProgramNode)
+            replaced[id(n)] = type(n)(n.id, Constant.type_name, value=value, name=n.name)  # (a ProgramNode)
     if not replaced:
         return nodes
     out = [replaced.get(id(n), n) for n in nodes]

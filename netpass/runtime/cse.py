@@ -24,18 +24,18 @@ def _constant_key(c: Any) -> tuple:
 
 def merge_common_subexpressions(nodes: list) -> list:
     """``nodes`` (topological, users not linked yet) with each repeated computation (same
-    kind in ``FOLDABLE``, attributes, inputs and output types; not read by a Result) replaced
+    op class in ``FOLDABLE``, attributes, inputs and output types; not read by a Result) replaced
     by its first occurrence."""
     canonical: dict[int, Any] = {}  # id(node) -> the node standing for it
     seen: dict[tuple, Any] = {}
-    read_by_result: set[int] = {id(s) for n in nodes if n.kind == "Result" for s, _ in n.inputs}
+    read_by_result: set[int] = {id(s) for n in nodes if n.is_result for s, _ in n.inputs}
     out = []
     for n in nodes:
         n.inputs = [(canonical.get(id(s), s), k) for s, k in n.inputs]
-        if n.kind == "Constant":
+        if n.is_constant:
             key = _constant_key(n)
-        elif n.kind in FOLDABLE and id(n) not in read_by_result and n.num_outputs == 1:
-            key = (n.kind, repr(sorted(n.attrs.items())), tuple(n.out_dtypes),
+        elif n.row.cls in FOLDABLE and id(n) not in read_by_result and n.num_outputs == 1:
+            key = (n.op_class, repr(sorted(n.attrs.items())), tuple(n.out_dtypes),
                    tuple((id(s), k) for s, k in n.inputs))
         else:
             out.append(n)

@@ -24,7 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from . import impls as I
+from ..ops.legacy import FullyConnected
+from ..ops.matmul import MatMul
+from ..ops.movement import Reshape
+from .program_node import node_users
 from .shape_terms import dims_terms, shape_terms, without_unused_shape_nodes
 
 CHAIN_LIMIT = 4  # per-column ops (a bias) a MatMul's value may pass before its unflatten
@@ -40,9 +43,9 @@ def _n_of(g: Any) -> int | None:
 
 
 def _gemm(g: Any) -> bool:
-    if g.kind == "FullyConnected":
+    if g.is_a(FullyConnected):
         return True
-    if g.kind != "MatMul" or g.attrs.get("transpose_a") or g.subgraph is not None:
+    if not g.is_a(MatMul) or g.attrs.get("transpose_a") or g.subgraph is not None:
         return False
     b, k = g.inputs[1]
     ps = b.out_pshapes[k]
@@ -51,7 +54,7 @@ def _gemm(g: Any) -> bool:
 
 def _flatten_source(r: Any) -> tuple | None:
     """(x, output) when Reshape ``r`` flattens ``x`` to [rows, x's last dim]."""
-    if r.kind != "Reshape" or len(r.inputs) < 2:
+    if not r.is_a(Reshape) or len(r.inputs) < 2:
         return None
     x, xk = r.inputs[0]
     xd, rps = dims_terms(x, xk), r.out_pshapes[0]
@@ -68,7 +71,7 @@ def _flatten_source(r: Any) -> tuple | None:
 
 def _restores(r2: Any, x: Any, xk: int, n: int) -> bool:
     """Whether Reshape ``r2``'s target is ``x``'s leading dims, then ``n``."""
-    if r2.kind != "Reshape" or len(r2.inputs) < 2:
+    if not r2.is_a(Reshape) or len(r2.inputs) < 2:
         return False
     want = dims_terms(x, xk)
     target = shape_terms(*r2.inputs[1])
@@ -80,13 +83,14 @@ def _restores(r2: Any, x: Any, xk: int, n: int) -> bool:
 
 def _per_column(u: Any, j: int, n: int) -> bool:
     """Whether elementwise ``u`` reads input ``j`` with constants that vary at most along the
-    last axis (a bias): it computes the same on [rows, n] as on [..., n]."""
-    if u.kind not in I.ELTWISE_KINDS or u.num_outputs != 1:
+    last axis (a bias): it computes the same on [rows, n] as on [..., n] (an elementwise op
+    with numpy broadcasting: the fusable ones)."""
+    if not u.row.fusable or u.num_outputs != 1:
         return False
     for i, (s, _) in enumerate(u.inputs):
         if i == j:
             continue
-        if s.kind != "Constant":
+        if not s.is_constant:
             return False
         shape = np.shape(s.value)
         if len(shape) > 2 or any(d != 1 for d in shape[:-1]) or (shape and shape[-1] not in (1, n)):
@@ -104,7 +108,7 @@ def _unflatten(g: Any, users: dict, n: int) -> tuple | None:
         if len(us) != 1 or us[0][0].out_dtypes[0] != g.out_dtypes[0]:
             return None
         u, j = us[0]
-        if u.kind == "Reshape":
+        if u.is_a(Reshape):
             return (u, chain) if j == 0 else None
         if not _per_column(u, j, n):
             return None
@@ -116,10 +120,7 @@ def _unflatten(g: Any, users: dict, n: int) -> tuple | None:
 def drop_gemm_reshapes(nodes: list) -> list:
     """``nodes`` (topological, users not linked yet) with the flatten/unflatten Reshape pairs
     around GEMMs removed (module docstring), and the shape sub-graphs only they used."""
-    users: dict[int, list] = {}
-    for m in nodes:
-        for j, (s, _) in enumerate(m.inputs):
-            users.setdefault(id(s), []).append((m, j))
+    users = node_users(nodes)
     redirect: dict[int, Any] = {}  # id(unflatten reshape) -> the node now producing its value
     for g in nodes:
         if not _gemm(g) or g.num_outputs != 1:

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.boundary import Constant, Parameter, Result
 from ..core.model import Model
 from ..core.node import OP_TYPES, Node, Output
 from ..errors import UnsupportedOpError
 from ..legacy_passes.layer_graph import Layer, LegacyNetwork
-from ..ops.io import Constant, Parameter, Result
+from ..ops.elementwise import Convert
+from ..ops.legacy import FullyConnected
+from ..ops.movement import Reshape
 
 
 def _const(value: np.ndarray) -> Output:
@@ -25,20 +28,20 @@ def _const(value: np.ndarray) -> Output:
 
 
 def _reshape(x: Output, shape: list[int]) -> Output:
-    return OP_TYPES["Reshape"]([x, _const(np.array(shape, dtype=np.int64))], special_zero=False).output(0)
+    return Reshape([x, _const(np.array(shape, dtype=np.int64))], special_zero=False).output(0)
 
 
 def _lower_layer(layer: Layer, args: list[Output]) -> Node:
     if layer.type == "Affine":
         w = layer.blobs["weights"]
         flat = _reshape(args[0], [layer.params["rows"], layer.params["in_size"]])
-        fc = OP_TYPES["FullyConnected"]([flat, _const(w), _const(np.zeros(w.shape[0], w.dtype))],
+        fc = FullyConnected([flat, _const(w), _const(np.zeros(w.shape[0], w.dtype))],
                                         out_size=int(w.shape[0]))
         return _reshape(fc.output(0), layer.params["out_shape"]).node
     if layer.type == "Reshape" and "dims" in layer.params:
         return _reshape(args[0], layer.params["dims"]).node
     if layer.type == "Identity":
-        return OP_TYPES["Convert"]([args[0]], destination_type=layer.out_types[0])
+        return Convert([args[0]], destination_type=layer.out_types[0])
     if layer.type == "FullyConnected" and len(args) == 2:
         w = layer.blobs["weights"]
         args = [*args, _const(np.zeros(w.shape[0], w.dtype))]

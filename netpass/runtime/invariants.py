@@ -34,13 +34,13 @@ def debug_checks(config: Mapping[str, Any]) -> bool:
 def check_read(net: "Network", src: "PrimitiveInst", k: int) -> None:
     """Raise when output ``k`` of ``src`` was not produced in ``net``'s current infer; the
     reader is ``net.reader`` (None: the network's outputs)."""
-    if src.stamp == net.epoch or src.node.kind == "Constant":
+    if src.stamp == net.epoch or src.node.is_constant:
         return
     reader = net.reader
     who = f"{reader.node.kind} '{reader.node.name}'" if reader is not None else "reading the outputs"
     node = src.node
     order = net.active_order
-    if src not in order and node.kind != "Parameter":
+    if src not in order and not node.is_parameter:
         why = ("it is not in this infer's exec order (symbolic mode: its value is substituted "
                "and it does not run) and no reader handed it its value")
     elif reader is not None and reader in order and order.index(src) > order.index(reader):

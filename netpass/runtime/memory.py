@@ -3,6 +3,7 @@ fully-connected fake alignment that decides how large FC inputs/outputs are allo
 from __future__ import annotations
 
 import bisect
+import heapq
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -91,6 +92,31 @@ class Lifetime:
 
     def __iter__(self):
         return (uid for uid in self.spans if uid in self)
+
+
+def overlap_sets(order: list, spans: dict[int, tuple[int, int]], limit: int) -> dict | None:
+    """id -> ids of the nodes whose (first, last) spans overlap its own, by a sweep over the
+    start positions (the nodes still live when one starts overlap it): O(n log n + pairs);
+    None once the pairs pass ``limit`` (then :class:`Lifetime` answers each question)."""
+    sets: dict[int, set] = {id(n): set() for n in order}
+    live: dict[int, None] = {}
+    ends: list[tuple[int, int]] = []
+    pairs = 0
+    for n in order:
+        key = id(n)
+        first, last = spans[key]
+        while ends and ends[0][0] < first:
+            del live[heapq.heappop(ends)[1]]
+        pairs += 2 * len(live)
+        if pairs > limit:
+            return None
+        mine = sets[key]
+        for other in live:
+            mine.add(other)
+            sets[other].add(key)
+        live[key] = None
+        heapq.heappush(ends, (last, key))
+    return sets
 
 
 class MemoryPool:

@@ -21,7 +21,15 @@ from typing import Sequence
 
 import numpy as np
 
+from ..core.boundary import Constant
 from ..errors import ShapeInferenceError
+from ..ops.elementwise import Add, Multiply
+from ..ops.legacy import FullyConnected
+from ..ops.matmul import MatMul
+from ..ops.normalization import MVN
+from .kinds.matmul import matmul_shape
+from .program_node import ProgramNode, node_users, splice
+from .shape_infer import infer_host
 
 F32 = np.dtype(np.float32)
 
@@ -39,7 +47,7 @@ class NormDesc:
         self.inside_sqrt = str(mvn.attrs.get("eps_mode", "inside_sqrt")).lower() == "inside_sqrt"
         self.normalize_variance = bool(mvn.attrs.get("normalize_variance", True))
         self.gamma, self.beta = gamma, beta
-        self.first = 3 if matmul.kind == "FullyConnected" else 2  # input index of gamma/beta
+        self.first = 3 if matmul.is_a(FullyConnected) else 2  # input index of gamma/beta
 
     def key(self) -> tuple:
         return ("norm", self.eps, self.inside_sqrt, self.normalize_variance, self.gamma, self.beta)
@@ -49,14 +57,13 @@ class NormDesc:
         return (self.eps, self.inside_sqrt, self.normalize_variance, self.gamma, self.beta)
 
     def infer_shapes(self, shapes: Sequence[tuple]) -> list[tuple]:
-        from .shape_infer import _fast
         if self.first == 3:
             w = shapes[1]
             if len(w) != 2 or not shapes[0] or shapes[0][-1] != w[1]:
                 raise ShapeInferenceError(f"FullyConnected '{self.matmul.id}': input {list(shapes[0])} "
                                           f"does not fit weights {list(w)}")
             return [tuple(shapes[0][:-1]) + (w[0],)]
-        out = _fast("MatMul", self.matmul.attrs, [shapes[0], shapes[1]], {})
+        out = matmul_shape(self.matmul.attrs, [shapes[0], shapes[1]], {})
         if out is None:
             raise ShapeInferenceError(f"MatMul '{self.matmul.id}': input shapes "
                                       f"{[list(s) for s in shapes[:2]]} do not multiply")
@@ -64,11 +71,10 @@ class NormDesc:
 
     def evaluate(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         """The absorbed nodes' own references, in turn."""
-        from .shape_infer import infer_host
         x = infer_host(self.mvn, [arrays[0], self.mvn.inputs[1][0].value])[0]
         for op in self.ops:
-            const = next(s.value for s, _ in op.inputs if s.kind == "Constant")
-            ins = [x if s.kind != "Constant" else const for s, _ in op.inputs]
+            const = next(s.value for s, _ in op.inputs if s.is_constant)
+            ins = [x if not s.is_constant else const for s, _ in op.inputs]
             x = infer_host(op, ins)[0]
         return infer_host(self.matmul, [x, *arrays[1:self.first]])
 
@@ -76,7 +82,7 @@ class NormDesc:
 def _last_axis_vector(node, k_dim: int) -> np.ndarray | None:
     """The other (constant) input of a Multiply/Add as a [K] vector, when it varies along the
     last axis only."""
-    consts = [s for s, _ in node.inputs if s.kind == "Constant"]
+    consts = [s for s, _ in node.inputs if s.is_constant]
     if len(consts) != 1 or len(node.inputs) != 2:
         return None
     v = np.asarray(consts[0].value)
@@ -88,19 +94,19 @@ def _last_axis_vector(node, k_dim: int) -> np.ndarray | None:
 
 def _match(m, users: dict):
     """(mvn, [ops], gamma or None, beta or None) when ``m``'s first input is a LayerNorm."""
-    if m.kind not in ("MatMul", "FullyConnected") or m.attrs.get("transpose_a") \
+    if not m.is_a(MatMul, FullyConnected) or m.attrs.get("transpose_a") \
             or m.out_dtypes[0] != F32 or m.subgraph is not None:
         return None
     chain = []
     src = m.inputs[0][0]
-    while src.kind in ("Multiply", "Add") and len(chain) < 2:
+    while src.is_a(Multiply, Add) and len(chain) < 2:
         chain.insert(0, src)
-        src = next((s for s, _ in src.inputs if s.kind != "Constant"), None)
+        src = next((s for s, _ in src.inputs if not s.is_constant), None)
         if src is None:
             return None
     mvn = src
     nodes = [mvn] + chain
-    if mvn.kind != "MVN" or len(mvn.inputs) != 2 or mvn.inputs[1][0].kind != "Constant":
+    if not mvn.is_a(MVN) or len(mvn.inputs) != 2 or not mvn.inputs[1][0].is_constant:
         return None
     if any(n.is_output or n.num_outputs != 1 or len(users.get(id(n), ())) != 1
            or n.out_dtypes[0] != F32 for n in nodes):
@@ -113,23 +119,22 @@ def _match(m, users: dict):
     last = ps[len(ps) - 1]
     if axes != [len(ps) - 1] or last.min != last.max:
         return None
-    kinds = [n.kind for n in chain]
-    if kinds not in ([], ["Multiply"], ["Add"], ["Multiply", "Add"]):
+    classes = [n.row.cls for n in chain]
+    if classes not in ([], [Multiply], [Add], [Multiply, Add]):
         return None
     vectors = {}
     for n in chain:
         v = _last_axis_vector(n, last.min)
         if v is None:
             return None
-        vectors[n.kind] = v
-    return mvn, chain, vectors.get("Multiply"), vectors.get("Add")
+        vectors[n.row.cls] = v
+    return mvn, chain, vectors.get(Multiply), vectors.get(Add)
 
 
 def fuse_norm_gemms(nodes: list) -> list:
     """``nodes`` (topological) with every LayerNorm-fed GEMM replaced by a normalized one:
     inputs ``[x, weights, (FullyConnected: bias), gamma?, beta?]`` (the vectors as new Constant
     nodes)."""
-    from .program import ProgramNode, node_users, splice
     users = node_users(nodes)
     replace: dict[int, list] = {}
     dropped: set[int] = set()
@@ -138,7 +143,7 @@ def fuse_norm_gemms(nodes: list) -> list:
         if found is None:
             continue
         mvn, chain, gamma, beta = found
-        consts = [ProgramNode(f"{m.id}/{name}", "Constant", value=v)
+        consts = [ProgramNode(f"{m.id}/{name}", Constant.type_name, value=v)
                   for name, v in (("gamma", gamma), ("beta", beta)) if v is not None]
         node = ProgramNode(m.id, m.kind, m.attrs, [mvn.inputs[0], *m.inputs[1:]] + [(c, 0) for c in consts],
                            out_dtypes=m.out_dtypes, out_pshapes=m.out_pshapes, name=m.name)

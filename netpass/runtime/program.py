@@ -3,8 +3,10 @@
 A program is a list of :class:`ProgramNode` in topological order. Each node names an op kind
 (an OpenVINO type name such as ``"MatMul"`` or a legacy layer type such as
 ``"FullyConnected"``), its attributes, its inputs as ``(producer node, output index)`` and, for
-``"Constant"`` nodes, the value. ``Program.from_model`` lowers a :class:`~netpass.core.Model`;
-the legacy stage builds the same nodes from its layers and calls ``Program(nodes)``.
+``"Constant"`` nodes, the value; what the runtime knows of its kind is the node's row of the op
+table (:mod:`netpass.runtime.kinds`). ``Program.from_model`` lowers a
+:class:`~netpass.core.Model`; the legacy stage builds the same nodes from its layers and calls
+``Program(nodes)``.
 
 Build passes (in order): users, shape_of sub-graphs, fusion of elementwise consumers,
 ``mark_runtime_skippable_nodes``, in-place concat candidates, ``build_exec_order``, the
@@ -13,80 +15,36 @@ memory dependencies (restrictions) used by the memory pool, and the symbolic sha
 """
 from __future__ import annotations
 
-import heapq
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from ..core.boundary import Constant, Parameter, Result
 from ..core.dimension import Dimension, Symbol
-from ..core.node import OP_TYPES
+from ..core.model import parameter_name, result_name
 from ..core.shape import PartialShape
 from ..errors import NetpassError, UnsupportedTypeError
-from . import impls
-from .attention import KIND as ATTENTION, fuse_attention
+from ..ops.matmul import MatMul
+from ..ops.movement import Concat, Reshape, Slice, Split, Transpose, VariadicSplit
+from ..ops.shape_ops import ShapeOf
+from ..ops.state import Assign, ReadValue
+from .attention import fuse_attention
+from .impls import FusedDesc, host_only_reason
+from .kinds import FusedAttention
+from .memory import Lifetime, overlap_sets
 from .const_fold import fold_constants
 from .cse import merge_common_subexpressions
 from .gemm_reshapes import drop_gemm_reshapes
-from .memory import Lifetime
 from .norm_gemm import fuse_norm_gemms
+from .program_node import ProgramNode, same_dim
 from .shape_terms import reshape_keeps_prefix
-from .state import STATE_KINDS, mark_state
+from .state import mark_state
 from .symbolic import SymbolicShapes
 
-# Inputs whose values decide the output shape (the reference's get_shape_infer_dependencies).
-SHAPE_INFER_DEPS: dict[str, tuple[int, ...]] = {
-    "Reshape": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Transpose": (1,),
-    "Broadcast": (1, 2), "Tile": (1,), "StridedSlice": (1, 2, 3), "Slice": (1, 2, 3, 4),
-    "Pad": (1, 2, 3), "Split": (1,), "VariadicSplit": (1, 2), "Gather": (2,), "Range": (0, 1, 2),
-    "TopK": (1,), "ReduceSum": (1,), "ReduceMean": (1,), "ReduceMax": (1,), "ReduceMin": (1,),
-    "ReduceProd": (1,), "ReduceL1": (1,), "ReduceL2": (1,), "ReduceLogicalAnd": (1,),
-    "ReduceLogicalOr": (1,), "MVN": (1,), "Interpolate": (1, 2, 3), "OneHot": (1,),
-    "ConstantOfShape": (0,), "CumSum": (), "Roll": (1, 2), "Reverse": (1,), "NormalizeL2": (1,),
-    "Expand": (1,),
-}
-class _DataDependentKinds:
-    """Kinds whose output shape depends on input data (their op class sets
-    ``DATA_DEPENDENT_SHAPE``): computed on the host (the value is needed anyway)."""
-
-    def __contains__(self, kind: object) -> bool:
-        cls = OP_TYPES.get(kind) if isinstance(kind, str) else None
-        return cls is not None and cls.DATA_DEPENDENT_SHAPE
-
-
-DYNAMIC_OUTPUT_KINDS = _DataDependentKinds()
-SHAPE_OF_KINDS = {"ShapeOf"}
 # Constants larger than this keep a node out of shape_of sub-graphs (it computes data, not shapes).
 SHAPE_OF_CONST_LIMIT = 64
-ALWAYS_OPTIMIZED = {"Reshape", "Squeeze", "Unsqueeze", "Result"}
 FUSED_REGION_LIMIT = 64  # ops a fused region may grow to before it is cut
-
-
 RESTRICTION_PAIRS_PER_NODE = 64  # overlapping-node sets kept while no larger on average
-
-
-def _overlap_sets(order: list, spans: dict[int, tuple[int, int]], limit: int) -> dict | None:
-    """id -> ids of the nodes whose (first, last) spans overlap its own, by a sweep over the
-    start positions (the nodes still live when one starts overlap it): O(n log n + pairs);
-    None once the pairs pass ``limit``."""
-    sets: dict[int, set] = {id(n): set() for n in order}
-    live: dict[int, None] = {}
-    ends: list[tuple[int, int]] = []
-    pairs = 0
-    for n in order:
-        key = id(n)
-        first, last = spans[key]
-        while ends and ends[0][0] < first:
-            del live[heapq.heappop(ends)[1]]
-        pairs += 2 * len(live)
-        if pairs > limit:
-            return None
-        mine = sets[key]
-        for other in live:
-            mine.add(other)
-            sets[other].add(key)
-        live[key] = None
-        heapq.heappush(ends, (last, key))
-    return sets
 
 
 def _np_dtype(op: Any, et: Any) -> np.dtype:
@@ -109,8 +67,6 @@ def _with_input_symbols(model: Any) -> Any:
     symbols (shape inference then proves which inner dims equal them: what the runtime's
     symbolic shapes use, as OpenVINO labels every input dim before its symbolic
     optimizations; a variable's shape is known at the start of an inference as an input's)."""
-    from ..ops.state import ReadValue
-
     def unnamed(ps: PartialShape) -> bool:
         return ps.rank_is_static and any(d.min != d.max and d.symbol is None for d in ps)
 
@@ -133,18 +89,18 @@ def _with_input_symbols(model: Any) -> Any:
     return clone
 
 
-def _same_dim(d, o) -> bool:
-    """Whether Dimensions ``d`` and ``o`` are provably equal: the same static size, or the
-    same symbol."""
-    return d.min == d.max == o.min == o.max or (d.symbol is not None and d.symbol is o.symbol)
-
-
 def _keeps_prefix(src: PartialShape, out: PartialShape, prefix: int) -> bool:
     """Whether a reshape from ``src`` to ``out`` provably keeps the first ``prefix`` dims (the
     same static sizes or symbols) and reshapes only the rest."""
     if not src.rank_is_static or not out.rank_is_static or len(src) < prefix or len(out) < prefix:
         return False
-    return all(_same_dim(d, o) for d, o in zip(list(src)[:prefix], list(out)[:prefix]))
+    return all(same_dim(d, o) for d, o in zip(list(src)[:prefix], list(out)[:prefix]))
+
+
+def _data_users(node: ProgramNode) -> list:
+    """The users of ``node``'s first output that read its data (not a ShapeOf, which reads
+    only the shape: a view keeps it)."""
+    return [(u, j) for u, j in node.users[0] if not u.is_a(ShapeOf)]
 
 
 def may_fit(dims: Sequence[Any], out_ps: PartialShape) -> bool:
@@ -180,131 +136,6 @@ def _broadcasts_into(src: "ProgramNode", k: int, p: "ProgramNode", out_ps: Parti
     return src.index < p.index and ps.rank_is_static and may_fit(list(ps), out_ps)
 
 
-def _data_users(node: "ProgramNode") -> list:
-    """The users of ``node``'s first output that read its data (not a ShapeOf, which reads
-    only the shape: a view keeps it)."""
-    return [(u, j) for u, j in node.users[0] if u.kind != "ShapeOf"]
-
-
-def node_users(nodes: Iterable["ProgramNode"]) -> dict[int, list]:
-    """id(node) -> [(user, input index)] over ``nodes`` (for passes that run before a Program
-    links its users)."""
-    users: dict[int, list] = {}
-    for n in nodes:
-        for j, (src, _) in enumerate(n.inputs):
-            users.setdefault(id(src), []).append((n, j))
-    return users
-
-
-def splice(nodes: list, replace: dict[int, list], dropped: set[int]) -> list:
-    """``nodes`` with each node whose id ``replace`` holds swapped for its list of nodes (the
-    last of them takes its place as its users' producer), and the ``dropped`` ones left out."""
-    if not replace:
-        return nodes
-    out: list = []
-    for n in nodes:
-        if id(n) in replace:
-            out.extend(replace[id(n)])
-        elif id(n) not in dropped:
-            out.append(n)
-    new_of = {key: new[-1] for key, new in replace.items()}
-    for n in out:
-        n.inputs = [(new_of.get(id(s), s), k) for s, k in n.inputs]
-    return out
-
-
-class ProgramNode:
-    """One primitive: kind, attributes, inputs ``[(ProgramNode, out_index)]``, output dtypes
-    and partial shapes, an optional constant ``value``, an optional source ``op`` (a
-    :class:`~netpass.core.node.Node` used for shape inference and host evaluation)."""
-
-    def __init__(self, id: str, kind: str, attrs: dict | None = None,
-                 inputs: Sequence[tuple["ProgramNode", int]] = (), value: Any = None,
-                 op: Any = None, out_dtypes: Sequence[Any] = (), out_pshapes: Sequence[Any] = (),
-                 name: str | None = None) -> None:
-        self.id = id
-        self.kind = kind
-        self.attrs = dict(attrs or {})
-        self.inputs = list(inputs)
-        self.value = None if value is None else np.asarray(value)
-        self.op = op
-        self.out_dtypes = [np.dtype(d) for d in out_dtypes]
-        self.out_pshapes = [PartialShape(s) if not isinstance(s, PartialShape) else s
-                            for s in out_pshapes]
-        if self.value is not None and not self.out_dtypes:
-            self.out_dtypes = [self.value.dtype]
-            self.out_pshapes = [PartialShape(self.value.shape)]
-        self.name = name or id
-        # filled by Program
-        self.index = -1
-        self.users: list[list[tuple[ProgramNode, int]]] = [[] for _ in self.out_dtypes]
-        self.is_output = False
-        self.output_names: list[str] = []
-        self.in_shape_of_subgraph = False
-        self.dependant_shape_ofs: list[ProgramNode] = []
-        self.shape_only = False          # every user is ShapeOf: never executed
-        self.optimized = False
-        self.runtime_skippable = False
-        self.fused: list[impls.FusedDesc] = []
-        self.fused_inputs: list[tuple[ProgramNode, int]] = []
-        self.fused_into: ProgramNode | None = None
-        self.inplace_concat = False      # concat whose inputs may write into its buffer
-        self.permute_view: tuple | None = None  # Transpose order read through by its MatMul
-        self.permuted_inputs: dict[int, tuple] = {}  # MatMul: input -> that order
-        self.strided_view = False  # Split/Slice whose outputs are strided views of the input
-        self.strided_inputs: set[int] = set()  # inputs that may be strided views (impl keys)
-        self.restrictions: Any = frozenset()  # memory.Lifetime once the program is built
-        self.has_kernel = False
-        self.is_dynamic = any(not ps.is_static for ps in self.out_pshapes)
-        # known elements of small integer outputs (ints, or Dimensions that may carry a
-        # symbol), from the source op's partial values; None where unknown
-        self.out_pvalues: list | None = None
-        self.sym_out: list | None = None  # set by SymbolicShapes
-        self.sym_deps: dict = {}
-        self.sym_records: dict = {}  # (binding, input shapes) -> (shapes, values, impl, kernels)
-        # a node standing for a fused sub-graph (attention.AttentionDesc): its shape rule and
-        # host reference
-        self.subgraph: Any = None
-        # model state (netpass.runtime.state): role (read, append, assign), variable id, and
-        # the axis of the variable's capacity layout (None: a copied variable)
-        self.state_role: str | None = None
-        self.state_var: str | None = None
-        self.state_axis: int | None = None
-
-    @property
-    def num_outputs(self) -> int:
-        return len(self.out_dtypes)
-
-    def get_shape_infer_dependencies(self) -> tuple[int, ...]:
-        """Indices of inputs whose values (not only shapes) decide the output shape."""
-        if self.kind in SHAPE_INFER_DEPS:
-            return tuple(i for i in SHAPE_INFER_DEPS[self.kind] if i < len(self.inputs))
-        if self.kind in DYNAMIC_OUTPUT_KINDS:
-            return tuple(range(len(self.inputs)))
-        cls = OP_TYPES.get(self.kind)  # an op class may declare them (Node.SHAPE_INFER_INPUTS)
-        deps = cls.SHAPE_INFER_INPUTS if cls is not None else ()
-        return tuple(i for i in deps if i < len(self.inputs))
-
-    def data_inputs(self) -> tuple[int, ...]:
-        """Indices of the inputs whose data this primitive may read (by a kernel, a view, a host
-        evaluation or a host fallback). The reshape-likes read input 0 only: their other input
-        is a shape-infer value that ``update_shape`` holds, and in symbolic mode its producer
-        may not run at all (``SymbolicShapes.order``)."""
-        if self.kind in ALWAYS_OPTIMIZED:
-            return (0,)
-        return tuple(range(len(self.inputs)))
-
-    def all_users(self) -> list["ProgramNode"]:
-        seen: dict[int, ProgramNode] = {}
-        for lst in self.users:
-            for u, _ in lst:
-                seen.setdefault(id(u), u)
-        return list(seen.values())
-
-    def __repr__(self) -> str:
-        return f"<ProgramNode {self.kind} '{self.id}'>"
-
-
 class Program:
     """Primitives plus compile-time decisions; shared by every infer request of a model."""
 
@@ -313,19 +144,17 @@ class Program:
             merge_common_subexpressions(fold_constants(list(nodes)))))) if fuse else list(nodes)
         for i, n in enumerate(self.nodes):
             n.index = i
-        self.inputs = [n for n in self.nodes if n.kind == "Parameter"]
-        self.outputs = [n for n in self.nodes if n.kind == "Result"]
+        self.inputs = [n for n in self.nodes if n.is_parameter]
+        self.outputs = [n for n in self.nodes if n.is_result]
         self.reads: list[ProgramNode] = []  # ReadValues and Assigns (mark_state)
         self.sinks: list[ProgramNode] = []
         self._link_users()
         self._mark_shape_of_subgraphs()
-        for n in self.nodes:
-            n.has_kernel = n.kind in impls.HAS_KERNEL
         if fuse:
             self._fuse_elementwise()
             self._fold_input_permutes()
             self._mark_strided_views()
-        mark_state(self, ATTENTION)
+        mark_state(self)
         self._mark_runtime_skippable_nodes()
         self._mark_inplace_concats()
         self.exec_order = self._build_exec_order()
@@ -336,26 +165,25 @@ class Program:
     @classmethod
     def from_model(cls, model: Any, fuse: bool = True) -> "Program":
         """Lower every op of ``model`` to a program node (kind = the op's type name)."""
-        from ..core.model import parameter_name, result_name
         model = _with_input_symbols(model)
         nodes: list[ProgramNode] = []
         by_op: dict[int, ProgramNode] = {}
         for op in model.get_ordered_ops():
-            kind = op.type_name
             ins = [(by_op[id(o.node)], o.index) for o in op.input_values()]
-            attrs = {} if kind in ("Parameter", "Constant") else op.get_attributes()
+            constant = isinstance(op, Constant)
+            attrs = {} if constant or isinstance(op, Parameter) else op.get_attributes()
             n_out = op.get_output_size()
             dts = [_np_dtype(op, op.get_output_element_type(i)) for i in range(n_out)]
             name = None
-            if kind == "Parameter":
+            if isinstance(op, Parameter):
                 name = parameter_name(op)
-            elif kind == "Result":
+            elif isinstance(op, Result):
                 name = result_name(op)
-            pn = ProgramNode(op.name, kind, attrs, ins,
-                             value=op.value if kind == "Constant" else None, op=op,
+            pn = ProgramNode(op.name, op.type_name, attrs, ins,
+                             value=op.value if constant else None, op=op,
                              out_dtypes=dts, name=name,
                              out_pshapes=[op.get_output_partial_shape(i) for i in range(n_out)])
-            if kind != "Constant":
+            if not constant:
                 pn.out_pvalues = [op.output(i).partial_value for i in range(n_out)]
             by_op[id(op)] = pn
             nodes.append(pn)
@@ -377,15 +205,16 @@ class Program:
         """ShapeOf nodes and nodes computed only from them (and small constants) run on the
         host; ``dependant_shape_ofs`` are the ShapeOfs whose change makes them re-run."""
         for n in self.nodes:
-            if n.kind in SHAPE_OF_KINDS:
+            if n.is_a(ShapeOf):
                 n.in_shape_of_subgraph = True
                 n.dependant_shape_ofs = [n]
                 continue
-            if n.kind in ("Parameter", "Constant", "Result", *STATE_KINDS) or not n.inputs:
+            if n.is_parameter or n.is_constant or n.is_result or n.is_a(ReadValue, Assign) \
+                    or not n.inputs:
                 continue
-            srcs = [s for s, _ in n.inputs if s.kind != "Constant"]
+            srcs = [s for s, _ in n.inputs if not s.is_constant]
             small_consts = all(s.value.size <= SHAPE_OF_CONST_LIMIT for s, _ in n.inputs
-                               if s.kind == "Constant")
+                               if s.is_constant)
             if srcs and small_consts and all(s.in_shape_of_subgraph for s in srcs):
                 n.in_shape_of_subgraph = True
                 deps: dict[int, ProgramNode] = {}
@@ -395,8 +224,8 @@ class Program:
                 n.dependant_shape_ofs = list(deps.values())
         for n in self.nodes:
             users = n.all_users()
-            if users and all(u.kind in SHAPE_OF_KINDS for u in users) and \
-                    n.kind not in ("Parameter", "Constant") and not n.is_output:
+            if users and all(u.is_a(ShapeOf) for u in users) and \
+                    not (n.is_parameter or n.is_constant) and not n.is_output:
                 n.shape_only = True
                 n.optimized = True
 
@@ -404,7 +233,7 @@ class Program:
     def _side_input_ok(src: ProgramNode, k: int, p: ProgramNode, out_ps: PartialShape) -> bool:
         """A tensor an op fused into ``p`` may read besides ``p``'s values: a constant or a
         computed tensor (``_broadcasts_into``) whose dims may broadcast into the output."""
-        if src.kind == "Constant":
+        if src.is_constant:
             return may_fit([int(d) for d in src.value.shape], out_ps)
         return _broadcasts_into(src, k, p, out_ps)
 
@@ -412,8 +241,7 @@ class Program:
         """Whether elementwise ``u`` can join ``p``'s fused region: every input is a region
         value or a side input that broadcasts into ``p``'s output, and it computes in the
         output's dtype."""
-        if (u.kind not in impls.ELTWISE_KINDS and u.kind not in ("PowerIE", "ReLUIE", "Eltwise")) \
-                or u.kind == "Convert" or u.num_outputs != 1 or u.out_dtypes[0] != p.out_dtypes[0] \
+        if not u.row.fusable or u.num_outputs != 1 or u.out_dtypes[0] != p.out_dtypes[0] \
                 or u.in_shape_of_subgraph:
             return False
         out_ps = p.out_pshapes[0]
@@ -423,7 +251,7 @@ class Program:
             if not self._side_input_ok(src, k, p, out_ps):
                 return False
         in_dts = [s.out_dtypes[k] for s, k in u.inputs]
-        return impls.fusable_expr(u.kind, u.attrs, in_dts, u.out_dtypes[0]) is not None
+        return u.row.expr(u.attrs, in_dts, u.out_dtypes[0]) is not None
 
     def _fused_region(self, p: ProgramNode) -> list[ProgramNode]:
         """The elementwise ops after ``p`` that its kernel can compute: grown over users in
@@ -461,12 +289,12 @@ class Program:
         (``_fused_region``). Side inputs are constants, or computed tensors that broadcast
         into the output (a residual Add, an attention mask)."""
         for p in self.nodes:
-            if p.kind not in impls.FUSABLE_PRODUCERS or p.fused_into is not None:
+            if not p.row.epilogue or p.fused_into is not None:
                 continue
             if p.is_output or p.num_outputs != 1 or p.in_shape_of_subgraph \
                     or not p.out_pshapes[0].rank_is_static:
                 continue
-            if p.kind in impls.ELTWISE_KINDS and any(np.dtype(d) == np.float16 for d in p.out_dtypes):
+            if p.row.expr is not None and any(np.dtype(d) == np.float16 for d in p.out_dtypes):
                 continue
             region = self._fused_region(p)
             stage = {id(p): 0}
@@ -479,7 +307,7 @@ class Program:
                         refs.append(None)
                         others.append((src, k))
                 in_dts = [s.out_dtypes[k] for s, k in u.inputs]
-                p.fused.append(impls.FusedDesc(u.kind, u.attrs, refs, others, in_dts, u.out_dtypes[0], u))
+                p.fused.append(FusedDesc(u.row, u.attrs, refs, others, in_dts, u.out_dtypes[0], u))
                 p.fused_inputs.extend(others)
                 u.fused_into = p
                 u.optimized = True
@@ -490,12 +318,12 @@ class Program:
         q, k or v) becomes a strided view the kernel reads through (the per-head layouts of
         attention): no kernel, no buffer (OpenVINO's gemm input transpose orders)."""
         for m in self.nodes:
-            if m.kind not in ("MatMul", ATTENTION) or m.fused_into is not None:
+            if not m.is_a(MatMul, FusedAttention) or m.fused_into is not None:
                 continue
-            for j in range(2 if m.kind == "MatMul" else 3):
+            for j in range(2 if m.is_a(MatMul) else 3):
                 t, k = m.inputs[j]
-                if t.kind != "Transpose" or t.is_output or t.fused or len(_data_users(t)) != 1 \
-                        or t.inputs[1][0].kind != "Constant" or t.in_shape_of_subgraph \
+                if not t.is_a(Transpose) or t.is_output or t.fused or len(_data_users(t)) != 1 \
+                        or not t.inputs[1][0].is_constant or t.in_shape_of_subgraph \
                         or t.inputs[0][0].out_dtypes[t.inputs[0][1]] != t.out_dtypes[0]:
                     continue
                 order = tuple(int(x) for x in np.asarray(t.inputs[1][0].value).reshape(-1))
@@ -521,15 +349,15 @@ class Program:
             if not users or n.is_output:
                 return False
             for u, j in users:
-                if u.kind == "ShapeOf":
+                if u.is_a(ShapeOf):
                     continue
                 if u.fused_into is not None:
                     return False
-                if (u.kind == "MatMul" and j < 2) or u.kind == ATTENTION:
+                if (u.is_a(MatMul) and j < 2) or u.is_a(FusedAttention):
                     found.append((u, j))
                 elif u.permute_view is not None:
                     found.append(_data_users(u)[0])
-                elif u.kind == "Reshape" and prefix is not None and j == 0 and not u.is_output \
+                elif u.is_a(Reshape) and prefix is not None and j == 0 and not u.is_output \
                         and (_keeps_prefix(n.out_pshapes[kk], u.out_pshapes[0], prefix)
                              or reshape_keeps_prefix(u, prefix)):
                     stack.append((u, 0))
@@ -546,63 +374,54 @@ class Program:
                 continue
             same_dt = bool(n.inputs) and n.inputs[0][0].out_dtypes[n.inputs[0][1]] == n.out_dtypes[0]
             found: list = []
-            if n.kind in ("Split", "VariadicSplit") and same_dt and n.inputs[1][0].kind == "Constant":
+            if n.is_a(Split, VariadicSplit) and same_dt and n.inputs[1][0].is_constant:
                 ps = n.inputs[0][0].out_pshapes[n.inputs[0][1]]
                 if not ps.rank_is_static:
                     continue
                 axis = int(np.asarray(n.inputs[1][0].value).reshape(-1)[0]) % len(ps)
                 if all(self._strided_readers(n, k, axis, found) for k in range(n.num_outputs)):
                     n.strided_view = True
-            elif n.kind == "Slice" and same_dt and self._strided_readers(n, 0, None, found):
+            elif n.is_a(Slice) and same_dt and self._strided_readers(n, 0, None, found):
                 n.strided_view = True
             if n.strided_view:
                 for u, j in found:
                     u.strided_inputs.add(j)
 
     def _mark_runtime_skippable_nodes(self) -> None:
-        """Per-type rules of the reference's mark_runtime_skippable_nodes."""
+        """The reference's mark_runtime_skippable_nodes: reshape-likes are always views; a
+        node whose row has a skip rule that holds here may alias its input at runtime."""
         for n in self.nodes:
-            if n.kind in ("Parameter", "Constant") or n.fused_into is not None or n.shape_only:
+            if n.is_parameter or n.is_constant or n.fused_into is not None or n.shape_only:
                 continue
             if n.in_shape_of_subgraph or n.permute_view is not None:
                 continue
             if n.strided_view:
                 n.optimized = n.runtime_skippable = True
                 continue
-            k = n.kind
-            same_dt = bool(n.inputs) and n.inputs[0][0].out_dtypes[n.inputs[0][1]] == n.out_dtypes[0]
-            if k in ALWAYS_OPTIMIZED:
+            if n.row.always_view:
                 n.optimized = True
-            elif k == "Gather" and not n.fused and same_dt and n.inputs[1][0].kind != "Constant" \
-                    and n.inputs[1][0].out_pshapes[n.inputs[1][1]].rank.is_static \
-                    and len(n.inputs[1][0].out_pshapes[n.inputs[1][1]]) == 1:
-                n.optimized = n.runtime_skippable = True
-            elif n.strided_inputs:
+                continue
+            if n.strided_inputs:
                 continue  # (a variable's strided view is copied, never aliased: state.py)
-            elif k == "Transpose" and not n.is_output and not n.fused and same_dt and n.is_dynamic \
-                    and not (len(n.users[0]) == 1 and n.users[0][0][0].kind == "Concat"):
-                n.optimized = n.runtime_skippable = True
-            elif k in ("StridedSlice", "Slice") and not n.is_output and not n.fused and same_dt:
-                n.optimized = n.runtime_skippable = True
-            elif k == "Broadcast" and not n.is_output and not n.fused and same_dt and n.is_dynamic:
-                n.optimized = n.runtime_skippable = True
-            elif k == "CropIE" and not n.is_output and same_dt:
+            skip = n.row.skip
+            same_dt = bool(n.inputs) and n.inputs[0][0].out_dtypes[n.inputs[0][1]] == n.out_dtypes[0]
+            if skip is not None and skip.when(n, same_dt):
                 n.optimized = n.runtime_skippable = True
 
     def _mark_inplace_concats(self) -> None:
         """Concats whose inputs can be written straight into the concat buffer (decided again
         at runtime: only where each input is one contiguous chunk of the output)."""
         for c in self.nodes:
-            if c.kind != "Concat" or c.is_output or c.fused or c.in_shape_of_subgraph \
+            if not c.is_a(Concat) or c.is_output or c.fused or c.in_shape_of_subgraph \
                     or not c.is_dynamic or len(c.inputs) < 2 or c.state_role is not None:
                 continue
             ok = True
             for src, k in c.inputs:
                 if src.num_outputs != 1 or len(src.users[0]) != 1 or src.is_output \
-                        or src.kind in ("Parameter", "Constant") or src.optimized \
+                        or src.is_parameter or src.is_constant or src.optimized \
                         or src.in_shape_of_subgraph or not src.has_kernel \
-                        or src.out_dtypes[0] != c.out_dtypes[0] or src.kind in impls.MOVEMENT_KINDS \
-                        or src.kind == "Concat":
+                        or src.out_dtypes[0] != c.out_dtypes[0] or src.row.movement \
+                        or src.is_a(Concat):
                     ok = False
                     break
             if ok:
@@ -637,7 +456,7 @@ class Program:
         big = len(order) + 1
 
         def aliases(u: ProgramNode) -> bool:
-            return u.optimized or u.fused_into is not None or u.kind == "Result"
+            return u.optimized or u.fused_into is not None or u.is_result
 
         end: dict[int, int] = {}
         for root in order:
@@ -656,7 +475,7 @@ class Program:
                     e = max(e, pos[id(u)], end[id(u)] if aliases(u) else 0)
                 end[id(n)] = e
         spans = self.lifetimes = {id(n): (pos[id(n)], end[id(n)]) for n in order}
-        sets = _overlap_sets(order, spans, RESTRICTION_PAIRS_PER_NODE * len(order))
+        sets = overlap_sets(order, spans, RESTRICTION_PAIRS_PER_NODE * len(order))
         for n in order:
             n.restrictions = frozenset(sets[id(n)]) if sets is not None else Lifetime(id(n), spans)
 
@@ -666,13 +485,13 @@ class Program:
         Shape math, views, state and the graph boundary are not fallbacks."""
         out = []
         for n in self.nodes:
-            if n.kind in ("Parameter", "Constant", "Result") or n.kind in ALWAYS_OPTIMIZED or \
+            if n.is_parameter or n.is_constant or n.row.always_view or \
                     n.in_shape_of_subgraph or n.shape_only or n.state_role is not None or \
                     n.fused_into is not None:
                 continue
             dtypes = list(n.out_dtypes) + [s.out_dtypes[k] for s, k in n.inputs]
-            why = "output shape from the data" if n.kind in DYNAMIC_OUTPUT_KINDS else \
-                impls.host_only_reason(n.kind, dtypes)
+            why = "output shape from the data" if n.row.data_dependent else \
+                host_only_reason(n.row, dtypes)
             if why is not None:
                 out.append((n.kind, n.name, why))
         return out
@@ -681,7 +500,7 @@ class Program:
         """Per node: id, kind, flags (for docs, tests and debugging)."""
         return [{"id": n.id, "kind": n.kind, "optimized": n.optimized,
                  "runtime_skippable": n.runtime_skippable, "shape_of": n.in_shape_of_subgraph,
-                 "fused": [f.kind for f in n.fused], "fused_into": n.fused_into.id if n.fused_into else None,
+                 "fused": [f.row.name for f in n.fused], "fused_into": n.fused_into.id if n.fused_into else None,
                  "inplace_concat": n.inplace_concat, "permute_view": n.permute_view is not None}
                 for n in self.exec_order]
 

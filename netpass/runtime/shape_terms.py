@@ -13,6 +13,14 @@ from typing import Any
 
 import numpy as np
 
+from ..core.boundary import Constant
+
+from ..ops.elementwise import Convert
+from ..ops.indexing import Gather
+from ..ops.movement import Concat, Reshape, Slice, Split, Squeeze, Unsqueeze, VariadicSplit
+from ..ops.shape_ops import ShapeOf
+from .kinds.base import ints
+
 TRACE_DEPTH = 12      # shape sub-graphs are a few nodes deep; deeper ones are not traced
 TRACE_ELEMENTS = 16   # longest shape vector traced
 
@@ -28,17 +36,13 @@ def dims_terms(node: Any, k: int) -> list | None:
     out: list = []
     for i, d in enumerate(ps):
         src, sk = node, k
-        while src.kind in ("Split", "VariadicSplit") and src.inputs[1][0].kind == "Constant":
+        while src.is_a(Split, VariadicSplit) and src.inputs[1][0].is_constant:
             rank = len(src.out_pshapes[sk])
-            if _ints(src.inputs[1][0].value)[0] % rank == i:
+            if ints(src.inputs[1][0].value)[0] % rank == i:
                 break
             src, sk = src.inputs[0]
         out.append(d.min if d.min == d.max else ("dim", id(src), sk, i))
     return out
-
-
-def _ints(v: Any) -> list[int]:
-    return [int(x) for x in np.asarray(v).reshape(-1)]
 
 
 def shape_terms(node: Any, k: int = 0, depth: int = 0) -> list | None:
@@ -47,15 +51,14 @@ def shape_terms(node: Any, k: int = 0, depth: int = 0) -> list | None:
     (arithmetic, a computed index)."""
     if depth > TRACE_DEPTH:
         return None
-    kind = node.kind
-    if kind == "Constant":
+    if node.is_constant:
         v = np.asarray(node.value)
-        return _ints(v) if v.dtype.kind in "iu" and v.size <= TRACE_ELEMENTS else None
-    if kind == "ShapeOf":
+        return ints(v) if v.dtype.kind in "iu" and v.size <= TRACE_ELEMENTS else None
+    if node.is_a(ShapeOf):
         return dims_terms(*node.inputs[0])
-    if kind in ("Reshape", "Squeeze", "Unsqueeze", "Convert"):  # a vector keeps its elements
+    if node.is_a(Reshape, Squeeze, Unsqueeze, Convert):  # a vector keeps its elements
         return shape_terms(*node.inputs[0], depth + 1)
-    if kind == "Concat":
+    if node.is_a(Concat):
         out: list = []
         for src, sk in node.inputs:
             part = shape_terms(src, sk, depth + 1)
@@ -63,28 +66,28 @@ def shape_terms(node: Any, k: int = 0, depth: int = 0) -> list | None:
                 return None
             out += part
         return out
-    if kind not in ("Gather", "Slice"):
+    if not node.is_a(Gather, Slice):
         return None
     data = shape_terms(*node.inputs[0], depth + 1)
     consts = [s.value for s, _ in node.inputs[1:]]
     if data is None or any(c is None for c in consts):
         return None
-    if kind == "Gather":
-        if len(consts) != 2 or node.attrs.get("batch_dims", 0) or _ints(consts[1]) != [0]:
+    if node.is_a(Gather):
+        if len(consts) != 2 or node.attrs.get("batch_dims", 0) or ints(consts[1]) != [0]:
             return None
-        idx = _ints(consts[0])
+        idx = ints(consts[0])
         return [data[i] for i in idx] if all(-len(data) <= i < len(data) for i in idx) else None
-    if len(consts) not in (3, 4) or any(len(_ints(c)) != 1 for c in consts) or \
-            (len(consts) == 4 and _ints(consts[3]) != [0]):
+    if len(consts) not in (3, 4) or any(len(ints(c)) != 1 for c in consts) or \
+            (len(consts) == 4 and ints(consts[3]) != [0]):
         return None
-    start, stop, step = (_ints(c)[0] for c in consts[:3])
+    start, stop, step = (ints(c)[0] for c in consts[:3])
     return data[slice(start, stop, step)] if step else None
 
 
 def reshape_keeps_prefix(reshape: Any, prefix: int) -> bool:
     """Whether Reshape ``reshape``'s target begins with its input's first ``prefix`` dims
     (traced; no 0 or -1 among them, whose meaning depends on the other dims)."""
-    if reshape.kind != "Reshape" or len(reshape.inputs) < 2:
+    if not reshape.is_a(Reshape) or len(reshape.inputs) < 2:
         return False
     src = dims_terms(*reshape.inputs[0])
     target = shape_terms(*reshape.inputs[1])
@@ -94,9 +97,8 @@ def reshape_keeps_prefix(reshape: Any, prefix: int) -> bool:
     return head == src[:prefix] and all(t > 0 for t in head if isinstance(t, int))
 
 
-# host-only kinds a removed node may leave without users (removed with it)
-_SHAPE_KINDS = {"ShapeOf", "Gather", "Slice", "Concat", "Reshape", "Squeeze", "Unsqueeze",
-                "Convert", "Constant"}
+# shape-math ops a removed node may leave without users (removed with it)
+_SHAPE_OPS = (ShapeOf, Gather, Slice, Concat, Reshape, Squeeze, Unsqueeze, Convert, Constant)
 
 
 def without_unused_shape_nodes(nodes: list, dead: set[int]) -> list:
@@ -107,7 +109,7 @@ def without_unused_shape_nodes(nodes: list, dead: set[int]) -> list:
         for s, _ in n.inputs:
             users[id(s)] += 1
     for n in reversed(nodes):  # users come later: one backward sweep settles the counts
-        if id(n) not in dead and (users[id(n)] or n.kind not in _SHAPE_KINDS):
+        if id(n) not in dead and (users[id(n)] or not n.is_a(*_SHAPE_OPS)):
             continue
         dead.add(id(n))
         for s, _ in n.inputs:

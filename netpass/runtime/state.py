@@ -28,7 +28,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import NetpassError
+from ..ops.matmul import MatMul
+from ..ops.movement import Broadcast, Concat, Reshape, Squeeze, Tile, Transpose, Unsqueeze
+from ..ops.shape_ops import ShapeOf
+from ..ops.state import Assign, ReadValue
 from . import impls
+from .kinds import FusedAttention
 from .launcher import KernelHandle
 from .memory import Allocation, Tensor
 
@@ -37,13 +42,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from .program import Program, ProgramNode
 
 READ, APPEND, ASSIGN = "read", "append", "assign"
-STATE_KINDS = ("ReadValue", "Assign")
 # Steps of growth a variable's buffer is sized for (OpenVINO GPU: kv_cache prealloc iterations).
 PREALLOC_STEPS = 128
-RESHAPE_KINDS = ("Reshape", "Squeeze", "Unsqueeze")
-# Copies whose kernels walk their input through any strides (impls.transpose_impl,
-# impls.movement_impl): the repeat of grouped-query attention's keys is a Broadcast.
-COPY_READERS = ("Transpose", "Broadcast", "Tile")
+RESHAPES = (Reshape, Squeeze, Unsqueeze)
+# Copies whose kernels walk their input through any strides (kinds.movement: transpose_impl,
+# broadcast_impl, tile_impl): the repeat of grouped-query attention's keys is a Broadcast.
+COPY_READERS = (Transpose, Broadcast, Tile)
 
 
 def _same_dim(d: Any, o: Any) -> bool:
@@ -69,47 +73,46 @@ def _keeps_strided_dims(src: Any, out: Any, axis: int) -> bool:
 
 
 def _stride_readers(node: "ProgramNode", k: int, axis: int, allowed: set[int],
-                    found: list, attention: str) -> bool:
+                    found: list) -> bool:
     """Whether every reader of output ``k`` of ``node`` can take a capacity-strided view:
     ``allowed`` nodes (the append and its Assign), ShapeOf, a GEMM or fused-attention input,
     a permuted view read by one, a copy that walks any strides (COPY_READERS), a reshape-like
-    that keeps the strided dims (recursively). ``attention`` is the fused-attention kind.
-    The stride-reading inputs are appended to ``found`` as (node, input index)."""
+    that keeps the strided dims (recursively). The stride-reading inputs are appended to ``found`` as (node, input index)."""
     if node.is_output:
         return False
     for u, j in node.users[k]:
-        if id(u) in allowed or u.kind == "ShapeOf":
+        if id(u) in allowed or u.is_a(ShapeOf):
             continue
         if u.fused_into is not None:
             return False
-        if (u.kind == "MatMul" and j < 2) or u.kind == attention or \
-                (u.kind in COPY_READERS and j == 0 and u.permute_view is None and not u.fused):
+        if (u.is_a(MatMul) and j < 2) or u.is_a(FusedAttention) or \
+                (u.is_a(*COPY_READERS) and j == 0 and u.permute_view is None and not u.fused):
             found.append((u, j))
         elif u.is_output:  # (a view of the variable's buffer cannot be an output)
             return False
         elif u.permute_view is not None:
             found.append(u.users[0][0])
-        elif u.kind in RESHAPE_KINDS and j == 0 and (u.kind != "Reshape" or _keeps_strided_dims(
+        elif u.is_a(*RESHAPES) and j == 0 and (not u.is_a(Reshape) or _keeps_strided_dims(
                 node.out_pshapes[k], u.out_pshapes[0], axis)):
             # (Squeeze / Unsqueeze only remove / insert size-1 dims: any strides stay valid)
             inner = axis + len(u.out_pshapes[0]) - len(node.out_pshapes[k])
-            if inner < 0 or not _stride_readers(u, 0, inner, set(), found, attention):
+            if inner < 0 or not _stride_readers(u, 0, inner, set(), found):
                 return False
         else:
             return False
     return True
 
 
-def _append_axis(assign: "ProgramNode", attention: str) -> int | None:
+def _append_axis(assign: "ProgramNode") -> int | None:
     """The concat axis when ``assign`` writes ``Concat(ReadValue(v), x)`` of its own variable
     ``v`` and that can grow in place (see the module docstring), else None."""
     c, k = assign.inputs[0]
     vid = assign.attrs.get("variable_id")
-    if c.kind != "Concat" or k != 0 or len(c.inputs) != 2 or c.fused or c.fused_into is not None \
+    if not c.is_a(Concat) or k != 0 or len(c.inputs) != 2 or c.fused or c.fused_into is not None \
             or c.is_output or c.in_shape_of_subgraph or c.inplace_concat:
         return None
     read, rk = c.inputs[0]
-    if read.kind != "ReadValue" or read.attrs.get("variable_id") != vid or rk != 0:
+    if not read.is_a(ReadValue) or read.attrs.get("variable_id") != vid or rk != 0:
         return None
     ps = c.out_pshapes[0]
     dts = {c.out_dtypes[0], read.out_dtypes[0], c.inputs[1][0].out_dtypes[c.inputs[1][1]]}
@@ -118,23 +121,22 @@ def _append_axis(assign: "ProgramNode", attention: str) -> int | None:
     axis = int(c.attrs.get("axis", 0))
     axis = axis + len(ps) if axis < 0 else axis
     found: list = []
-    if not (_stride_readers(c, 0, axis, {id(assign)}, found, attention)
-            and _stride_readers(read, 0, axis, {id(c)}, found, attention)):
+    if not (_stride_readers(c, 0, axis, {id(assign)}, found)
+            and _stride_readers(read, 0, axis, {id(c)}, found)):
         return None
     for u, j in found:
         u.strided_inputs.add(j)
     return axis
 
 
-def mark_state(program: "Program", attention: str) -> None:
+def mark_state(program: "Program") -> None:
     """Give ReadValue, Assign and in-place append Concat nodes their ``state_role`` (READ,
     ASSIGN, APPEND), ``state_var`` (the variable id) and ``state_axis`` (the append axis of
     the variable's capacity layout, None for copied variables); list them in
     ``program.reads`` / ``program.sinks``. A ReadValue aliases its init input, so the memory
-    pool treats it as an aliasing user (``optimized``). ``attention`` is the kind of fused
-    attention nodes (``attention.KIND``, which reads strided inputs)."""
-    program.reads = [n for n in program.nodes if n.kind == "ReadValue"]
-    program.sinks = [n for n in program.nodes if n.kind == "Assign"]
+    pool treats it as an aliasing user (``optimized``)."""
+    program.reads = [n for n in program.nodes if n.is_a(ReadValue)]
+    program.sinks = [n for n in program.nodes if n.is_a(Assign)]
     reads_of: dict[str, int] = {}
     for n in program.reads:
         n.state_role, n.state_var = READ, n.attrs["variable_id"]
@@ -143,7 +145,7 @@ def mark_state(program: "Program", attention: str) -> None:
     for a in program.sinks:
         a.state_role, a.state_var = ASSIGN, a.attrs["variable_id"]
         # one ReadValue only: every view of the buffer is then checked for stride readers
-        axis = _append_axis(a, attention) if reads_of.get(a.state_var) == 1 else None
+        axis = _append_axis(a) if reads_of.get(a.state_var) == 1 else None
         if axis is None:
             continue
         c = a.inputs[0][0]
@@ -301,7 +303,7 @@ class VariableStore:
                 self._copy(net.device_tensor(*inst.src(0)), Tensor(v.alloc, 0, inst.in_shapes[0],
                                                                   v.dtype, self._cap_strides(v)))
         new = inst.in_shapes[1]
-        if impls._size(new):
+        if impls.size(new):
             strides = self._cap_strides(v)
             self._copy(net.device_tensor(*inst.src(1)),
                        Tensor(v.alloc, past * strides[axis], new, v.dtype, strides))
@@ -320,9 +322,9 @@ class VariableStore:
         ok, pshape = pred.predict_preallocation_shape(
             f"variable:{v.id}", out, v.dtype.itemsize * 8, False,
             custom_count=PREALLOC_STEPS, custom_dim=v.axis)
-        cap = tuple(pshape) if ok and pred.can_preallocate(impls._size(pshape) * v.dtype.itemsize) \
+        cap = tuple(pshape) if ok and pred.can_preallocate(impls.size(pshape) * v.dtype.itemsize) \
             else out
-        v.alloc = self._allocate(impls._size(cap) * v.dtype.itemsize)
+        v.alloc = self._allocate(impls.size(cap) * v.dtype.itemsize)
         v.capacity = cap
 
     def _copy_into_back(self, inst: "PrimitiveInst") -> None:
@@ -331,7 +333,7 @@ class VariableStore:
         v = self.vars[inst.node.state_var]
         src, k = inst.src(0)
         shape = tuple(src.out_shapes[k])
-        n = impls._size(shape)
+        n = impls.size(shape)
         back = v.back
         if back is None or back.nbytes < n * v.dtype.itemsize:
             grown = [i for i, (a, b) in enumerate(zip(shape, v.shape or ())) if a > b] \
@@ -342,8 +344,8 @@ class VariableStore:
                 ok, pshape = pred.predict_preallocation_shape(
                     f"variable:{v.id}", shape, v.dtype.itemsize * 8, False,
                     custom_count=PREALLOC_STEPS, custom_dim=grown[0])
-                if ok and pred.can_preallocate(impls._size(pshape) * v.dtype.itemsize):
-                    size = impls._size(pshape)
+                if ok and pred.can_preallocate(impls.size(pshape) * v.dtype.itemsize):
+                    size = impls.size(pshape)
             back = v.back = self._allocate(max(size, 1) * v.dtype.itemsize)
         if n:
             self._copy(self.net.device_tensor(src, k), Tensor(back, 0, shape, v.dtype))

@@ -44,7 +44,6 @@ from typing import TYPE_CHECKING
 from . import impls
 from .invariants import check_read
 from .memory import Tensor, reusable
-from .program import ALWAYS_OPTIMIZED, DYNAMIC_OUTPUT_KINDS
 from .shape_predictor import ShapePredictor
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -69,7 +68,7 @@ class KernelEntry:
         self.impl = inst.impl
         n_out = node.num_outputs
         # what realloc_if_needed compares with the capacity, per output (fake-aligned for FC)
-        self.need = tuple(inst._fc_alloc_shape(i) if inst.fc_related else impls._size(s)
+        self.need = tuple(inst._fc_alloc_shape(i) if inst.fc_related else impls.size(s)
                           for i, s in enumerate(self.out))
         self.dtypes = tuple(node.out_dtypes)
         self.keys = tuple(ShapePredictor.key(node.id, i) for i in range(n_out))
@@ -97,7 +96,7 @@ class KernelEntry:
                 src, k = inst.src_insts[j] if kind == "i" else inst.extra_insts[j]
                 t = net.device_tensor(src, k)
                 ints[i] = t.offset + off
-                if src.node.kind == "Constant":  # uploaded once per compiled model
+                if src.node.is_constant:  # uploaded once per compiled model
                     buffers[b] = t.alloc.buffer
                 else:
                     # sources that are not replayed kernels, views or inputs may hold a host
@@ -154,22 +153,22 @@ class GeneralEntry:
 
 def data_shaped(program) -> set[int]:
     """Indices of the nodes whose output shapes may depend on data, not only on the binding:
-    data-dependent kinds (NonZero), readers of such outputs, and nodes whose shape-infer
+    data-dependent ops (NonZero), readers of such outputs, and nodes whose shape-infer
     inputs are data (not constants, not shape_of values) or shape_of values computed from such
     shapes. Everything else has, for one binding, the shapes and shape_of values of every
     other infer with it (a plan's premise)."""
     out: set[int] = set()
     for n in program.nodes:
-        if n.kind in ("Parameter", "Constant"):
+        if n.is_parameter or n.is_constant:
             continue
-        if n.kind in DYNAMIC_OUTPUT_KINDS:
+        if n.row.data_dependent:
             out.add(n.index)
             continue
         deps = n.get_shape_infer_dependencies()
         for j, (src, _) in enumerate(n.inputs):
             if src.index in out:
                 out.add(n.index)
-            elif j in deps and src.kind != "Constant" and not src.in_shape_of_subgraph:
+            elif j in deps and not src.is_constant and not src.in_shape_of_subgraph:
                 out.add(n.index)
             elif src.in_shape_of_subgraph and any(so.inputs[0][0].index in out for so in src.dependant_shape_ofs):
                 out.add(n.index)
@@ -185,7 +184,7 @@ def _shape_entry(inst: "PrimitiveInst", shaped_by_data: set) -> bool:
     sequence is such a value: [S, S] elements evaluated with numpy once per binding, not
     per infer.)"""
     node = inst.node
-    if inst.skip or node.kind in DYNAMIC_OUTPUT_KINDS or inst.out_shapes is None \
+    if inst.skip or inst.data_dependent or inst.out_shapes is None \
             or not all(inst.host_valid) or any(a is None for a in inst.host):
         return False
     return not any(so.inputs[0][0].index in shaped_by_data for so in node.dependant_shape_ofs)
@@ -204,21 +203,22 @@ def _entry(inst: "PrimitiveInst", valid: set, replayed: set, shaped_by_data: set
     # producers are replayed
     needs_replayed = all(inst.src_insts[j][0].node.index in replayed for j in inst.sym_need)
     recordable = inst.recordable or (needs_replayed and node.state_role is None and
-                                     node.kind not in DYNAMIC_OUTPUT_KINDS and
-                                     node.kind not in ("Parameter", "Constant", "Result"))
-    if not recordable or inst.skip or node.inplace_concat or node.kind in DYNAMIC_OUTPUT_KINDS \
+                                     not inst.data_dependent and not (
+                                         node.is_parameter or node.is_constant or node.is_result))
+    if not recordable or inst.skip or node.inplace_concat or inst.data_dependent \
             or inst.concat_user is not None or not needs_replayed:
         return GeneralEntry(inst)
+    # a skip decided on input values, not on shapes (an identity Gather): never replayed
+    skip = node.row.skip
+    if node.runtime_skippable and skip is not None and skip.reads_values:
+        return GeneralEntry(inst)
     if inst.can_be_optimized:
-        # an identity Gather is decided on the index values, not on shapes
-        if node.kind == "Gather":
-            return GeneralEntry(inst)
         valid.add(node.index)
         replayed.add(node.index)
         return ViewEntry(inst)
     impl = inst.impl
     if node.has_kernel and impl is not None and not impl.host and inst.kernels \
-            and node.kind != "Gather" and inst.out_shapes is not None:
+            and inst.out_shapes is not None:
         entry = KernelEntry(inst, valid)
         valid.add(node.index)
         replayed.add(node.index)
@@ -237,8 +237,8 @@ def _elide_views(entries: list, nodes: list) -> list:
         if type(e) is not ViewEntry:
             continue
         node = nodes[e.index]
-        if node.is_output or not (node.kind in ALWAYS_OPTIMIZED or node.permute_view is not None
-                                  or (node.strided_view and node.kind != "Slice")):
+        if node.is_output or not (node.row.always_view or node.permute_view is not None
+                                  or (node.strided_view and node.row.strided.applies is None)):
             continue
         readers = [by_index.get(u.index) for lst in node.users for u, _ in lst]
         if all(r is None or type(r) is KernelEntry or r.index in elided for r in readers):
@@ -258,7 +258,7 @@ def _elide_views(entries: list, nodes: list) -> list:
                     src, k = view.src, view.k
                 if src != first:
                     si = src if type(by_index.get(src)) in (KernelEntry, ViewEntry) \
-                        or nodes[src].kind == "Parameter" else CHECKED - src
+                        or nodes[src].is_parameter else CHECKED - src
                 new.append((b, i, si, k, off))
             e.launches[n] = (ln, buffers, ints, cints, new)
     return [e for e in entries if e.index not in elided]

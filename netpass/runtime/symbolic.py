@@ -60,7 +60,7 @@ class SymbolicShapes:
         any_expr = False
         for n in program.nodes:
             n.sym_out, n.sym_deps = None, {}
-            if not bound or n.kind in ("Parameter", "Constant"):
+            if not bound or n.is_parameter or n.is_constant:
                 continue
             outs = [dims_expr(ps, bound) if ps.rank_is_static else None for ps in n.out_pshapes]
             if outs and all(o is not None for o in outs):
@@ -70,7 +70,7 @@ class SymbolicShapes:
                 pv = src.out_pvalues[k] if src.out_pvalues else None
                 ps = src.out_pshapes[k]
                 # the source may not run: its shapes must be known without it
-                if src.kind == "Constant" or pv is None or \
+                if src.is_constant or pv is None or \
                         not all(q.is_static for q in src.out_pshapes):
                     continue
                 shape = tuple(ps.to_shape())

@@ -65,7 +65,7 @@ def test_decoder_attention_with_sliced_mask_and_transposed_output(rng):
     prog = Program.from_model(model)
     att = next(n for n in prog.nodes if n.kind == "FusedAttention")
     assert att.subgraph.out_perm == (0, 2, 1, 3)
-    assert [f.kind for f in att.subgraph.chain] == ["Multiply", "Add"]
+    assert [f.row.name for f in att.subgraph.chain] == ["Multiply", "Add"]
     assert [n.kind for n in prog.nodes if n.kind in ("Softmax", "MatMul")] == ["MatMul"]  # the projection
     # more than one block of 64 keys
     _check(model, [{"x": _f(rng, 1, s, 16)} for s in (5, 70, 1, 96, 70)])

@@ -11,8 +11,8 @@ import pytest
 import netpass
 from netpass import Model, opset
 from netpass.runtime import compile_program
-from netpass.runtime.kernels import mma
 from netpass.runtime.device import Engine, select_device
+from netpass.runtime.kernels import mma
 from netpass.testing import RUNTIME_DEVICE
 
 

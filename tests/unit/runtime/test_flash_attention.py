@@ -15,10 +15,9 @@ import pytest
 import netpass
 from netpass import Model, opset
 from netpass.runtime import Program, compile_program
-from netpass.runtime import attention as A
-from netpass.runtime.kernels import flash
 from netpass.runtime.device import Engine, select_device
-from netpass.runtime.kernels import Stage
+from netpass.runtime.kernels import Stage, flash
+from netpass.runtime.kinds import attention as attention_kind
 from netpass.testing import RUNTIME_DEVICE
 
 pocl_only = pytest.mark.skipif(RUNTIME_DEVICE != "CPU", reason="emulated tensor cores on PoCL")
@@ -83,7 +82,7 @@ def test_kernel_matches_numpy(m, n, d, dv, split, causal, vec, heads, kv_heads, 
 def emulated(monkeypatch):
     eng = Engine.get(select_device("CPU"))
     monkeypatch.setattr(eng, "mma", "emulated")
-    monkeypatch.setattr(A, "FLASH_MIN_M", 4)
+    monkeypatch.setattr(attention_kind, "FLASH_MIN_M", 4)
     return eng
 
 

@@ -18,8 +18,8 @@ import netpass
 from netpass import Model, opset
 from netpass.errors import NetpassError
 from netpass.runtime import compile_program
-from netpass.runtime.kernels import mma
 from netpass.runtime.device import Engine, select_device
+from netpass.runtime.kernels import mma
 from netpass.testing import RUNTIME_DEVICE
 
 pocl_only = pytest.mark.skipif(RUNTIME_DEVICE != "CPU", reason="emulated tensor cores on PoCL")

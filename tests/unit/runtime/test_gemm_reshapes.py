@@ -95,8 +95,8 @@ def test_program_structure(rng):
     first, second = [n for n in prog.nodes if n.kind == "FullyConnected"]
     assert isinstance(first.subgraph, NormDesc)  # the LayerNorm folded through the flatten
     assert first.inputs[0][0].kind == "Parameter"
-    assert [f.kind for f in first.fused] == ["Multiply", "Tanh", "Add", "Multiply", "Multiply"]
-    assert [f.kind for f in second.fused] == ["Add"]  # the residual
+    assert [f.row.name for f in first.fused] == ["Multiply", "Tanh", "Add", "Multiply", "Multiply"]
+    assert [f.row.name for f in second.fused] == ["Add"]  # the residual
     assert not [n for n in prog.nodes if n.kind in ("Reshape", "ShapeOf", "MVN")]
 
 

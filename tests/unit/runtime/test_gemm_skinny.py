@@ -1,6 +1,6 @@
 """The skinny GEMM (kernels.gemm_skinny) on PoCL: MatMul / FullyConnected with few rows of
 output against numpy on random data, over transposed B, batch broadcast and fused
-epilogues; and the selection (impls.skinny_width) on GPU-like and CPU engines without
+epilogues; and the selection (kinds.matmul.skinny_width) on GPU-like and CPU engines without
 compiling. Tolerance: rtol 1e-4 plus atol 1e-4 * sqrt(K), the float32 summation-order noise
 of a K-long dot product of standard normal values (their sums are ~sqrt(K) in size)."""
 from __future__ import annotations
@@ -11,7 +11,10 @@ import numpy as np
 import pytest
 
 from netpass import Model, opset
-from netpass.runtime import compile_program, impls
+from netpass.ops import FullyConnected, MatMul
+from netpass.runtime import compile_program
+from netpass.runtime.impls import Launch, Params
+from netpass.runtime.kinds import TABLE, legacy, matmul
 from netpass.testing import RUNTIME_DEVICE
 
 F32 = np.dtype(np.float32)
@@ -123,7 +126,7 @@ def test_gpu_widths_on_pocl(rng, monkeypatch):
     widths = {(1, 256): 32, (17, 40): 16, (1, 64): 8}
     req = cm.create_infer_request()
     for (m, n), tn in widths.items():
-        assert impls.skinny_width(cm.engine, m, n, 1, 1) == tn
+        assert matmul.skinny_width(cm.engine, m, n, 1, 1) == tn
         a, b = _f(rng, m, 300), _f(rng, 300, n)
         _check(req.infer({"a": a, "b": b})["y"], a, b, 300)
     assert _ran_skinny(req)
@@ -149,14 +152,14 @@ H200 = _engine(True, 132)
 POCL = _engine(False, 2)
 
 
-def _matmul_launch(engine, a_shape, b_shape, tb: bool = False) -> impls.Launch:
+def _matmul_launch(engine, a_shape, b_shape, tb: bool = False) -> Launch:
     out = tuple(np.broadcast_shapes(a_shape[:-2], b_shape[:-2])) + \
         (a_shape[-2], b_shape[-2] if tb else b_shape[-1])
-    p = impls.Params(kind="MatMul", attrs={"transpose_a": False, "transpose_b": tb},
-                 in_shapes=[a_shape, b_shape], in_dtypes=[F32, F32], out_shapes=[out],
-                 out_dtypes=[F32], values={}, fused=[], extra_shapes=[], extra_dtypes=[],
-                 engine=engine)
-    impl = impls.matmul_impl(p, None)
+    p = Params(row=TABLE[MatMul], attrs={"transpose_a": False, "transpose_b": tb},
+               in_shapes=[a_shape, b_shape], in_dtypes=[F32, F32], out_shapes=[out],
+               out_dtypes=[F32], values={}, fused=[], extra_shapes=[], extra_dtypes=[],
+               engine=engine)
+    impl = matmul.matmul_impl(p, None)
     assert impl is not None and len(impl.launches) == 1
     return impl.launches[0]
 
@@ -225,10 +228,10 @@ def test_no_engine_keeps_tiled_kernel():
 
 
 def test_fully_connected_selects_skinny_on_gpu():
-    p = impls.Params(kind="FullyConnected", attrs={"_weights_reordered": True},
-                 in_shapes=[(1, 5, 256), (768, 256), (768,)], in_dtypes=[F32, F32, F32],
-                 out_shapes=[(1, 5, 768)], out_dtypes=[F32], values={}, fused=[],
-                 extra_shapes=[], extra_dtypes=[], engine=H200)
-    ln = impls.fully_connected_impl(p, None).launches[0]
+    p = Params(row=TABLE[FullyConnected], attrs={"_weights_reordered": True},
+               in_shapes=[(1, 5, 256), (768, 256), (768,)], in_dtypes=[F32, F32, F32],
+               out_shapes=[(1, 5, 768)], out_dtypes=[F32], values={}, fused=[],
+               extra_shapes=[], extra_dtypes=[], engine=H200)
+    ln = legacy.fully_connected_impl(p, None).launches[0]
     assert ln.source.name == "gemm_skinny"
     assert ln.spec[:3] == [("i", 0), ("i", 1), ("o", 0)] and ("i", 2) in ln.spec

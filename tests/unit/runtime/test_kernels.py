@@ -252,15 +252,16 @@ def test_pipelined_gpu_gemm_kernel_with_epilogue(rng, monkeypatch):
     """The staged-ring GEMM that NVIDIA GPUs use for aligned shapes, run on PoCL with plain
     copies filling the stages (PoCL has no cp.async): batched A and B, a fused epilogue."""
     import netpass
-    from netpass.runtime import compile_program, impls
+    from netpass.runtime import compile_program
+    from netpass.runtime.kinds import matmul
     a, b = _param("a", 3, dims=[-1, -1, 64]), _param("b", 3, dims=[-1, 64, 256])
     bias = _f(rng, 256)
     model = Model([opset.result(opset.relu(opset.add(opset.matmul(a, b, False, False), bias)), name="y")], [a, b])
     cm = compile_program(model, "CPU")
     monkeypatch.setattr(cm.engine, "is_gpu", True)
     monkeypatch.setattr(cm.engine, "cp_async", True)
-    pipelined = impls.kernels.gemm_pipelined
-    monkeypatch.setattr(impls.kernels, "gemm_pipelined", lambda *args: pipelined(*args[:-1], False))
+    pipelined = matmul.gemm_pipelined
+    monkeypatch.setattr(matmul, "gemm_pipelined", lambda *args: pipelined(*args[:-1], False))
     req = cm.create_infer_request()
     for batch, m in ((2, 128), (1, 256), (3, 128)):
         feeds = {"a": _f(rng, batch, m, 64), "b": _f(rng, batch, 64, 256)}

@@ -44,7 +44,7 @@ def test_layernorm_folds_into_the_matmul(rng):
     assert not [n for n in prog.nodes if n.kind == "MVN"]
     mm = next(n for n in prog.nodes if n.kind == "MatMul")
     assert isinstance(mm.subgraph, NormDesc) and (mm.subgraph.gamma, mm.subgraph.beta) == (True, True)
-    assert [f.kind for f in mm.fused] == ["Add"]  # the bias is still the epilogue
+    assert [f.row.name for f in mm.fused] == ["Add"]  # the bias is still the epilogue
 
 
 @pytest.mark.parametrize("gamma,beta", [(True, True), (True, False), (False, True), (False, False)])
@@ -108,10 +108,13 @@ def test_layernorm_folds_into_a_fully_connected(rng, monkeypatch, on_host):
     """compile_model's legacy stage makes the MatMul and its bias a FullyConnected: the
     LayerNorm folds into it (gamma and beta after the bias), on the kernel and, where no
     kernel runs it, in the host fallback (NormDesc.evaluate)."""
-    from netpass.runtime import impls
+    from dataclasses import replace
+
+    from netpass.ops.legacy import FullyConnected
+    from netpass.runtime.kinds import TABLE
     model = _ln_matmul(rng, k=24, n=20)
-    if on_host:
-        monkeypatch.setitem(impls.FACTORIES, "FullyConnected", lambda p, key: None)
+    if on_host:  # the row's kernel factory takes no shape
+        monkeypatch.setitem(TABLE, FullyConnected, replace(TABLE[FullyConnected], impl=lambda p, key: None))
     cm = netpass.compile_model(model, RUNTIME_DEVICE, {"TRANSFORMATIONS": "NONE"})
     fc = next(n for n in cm.runtime.program.nodes if n.kind == "FullyConnected")
     assert isinstance(fc.subgraph, NormDesc) and fc.subgraph.first == 3 and len(fc.inputs) == 5

@@ -1,4 +1,4 @@
-"""The runtime's fast numpy shape rules agree with the ops' own shape inference."""
+"""The runtime op table's concrete shape rules agree with the ops' own shape inference."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,7 +6,8 @@ import pytest
 
 from netpass import Model, opset
 from netpass.runtime import Program
-from netpass.runtime.shape_infer import ShapeInfer, _fast
+from netpass.runtime.kinds.base import broadcast
+from netpass.runtime.shape_infer import ShapeInfer
 
 
 def _i64(v):
@@ -35,14 +36,13 @@ def test_fast_rule_matches_op_inference(build, shape):
     prog = Program.from_model(Model([opset.result(o) for o in node.outputs()], [x]))
     pnode = next(n for n in prog.nodes if n.kind == node.type_name)
     shapes = [shape] + [tuple(s.value.shape) for s, _ in pnode.inputs[1:]]
-    values = {j: s.value for j, (s, _) in enumerate(pnode.inputs) if s.kind == "Constant"}
-    fast = _fast(pnode.kind, pnode.attrs, shapes, values)
+    values = {j: s.value for j, (s, _) in enumerate(pnode.inputs) if s.is_constant}
+    fast = pnode.row.shape(pnode.attrs, shapes, values)
     assert fast is not None
     assert fast == ShapeInfer(pnode)._generic(shapes, values)
 
 
 def test_broadcast_rule_matches_numpy():
-    from netpass.runtime.shape_infer import _broadcast
     rng = np.random.default_rng(0)
     for _ in range(500):
         shapes = [tuple(int(x) for x in rng.choice([1, 2, 3], size=rng.integers(0, 4)))
@@ -51,4 +51,4 @@ def test_broadcast_rule_matches_numpy():
             expected = [tuple(np.broadcast_shapes(*shapes))]
         except ValueError:
             expected = None
-        assert _broadcast(shapes) == expected, shapes
+        assert broadcast(shapes) == expected, shapes

@@ -5,7 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from netpass import Model, opset
-from netpass.runtime import compile_program, impls
+from netpass.ops import VariadicSplit
+from netpass.runtime import compile_program
+from netpass.runtime.impls import Params
+from netpass.runtime.kinds import TABLE, movement
 from netpass.testing import RUNTIME_DEVICE
 
 F32 = np.dtype(np.float32)
@@ -17,11 +20,11 @@ def _f(rng, *shape):
 
 def _split_launches(in_shape, axis: int, sizes) -> list:
     outs = [tuple(s if k == axis else d for k, d in enumerate(in_shape)) for s in sizes]
-    p = impls.Params(kind="VariadicSplit", attrs={}, in_shapes=[in_shape, (), (len(sizes),)],
-                 in_dtypes=[F32, np.dtype(np.int64), np.dtype(np.int64)], out_shapes=outs,
-                 out_dtypes=[F32] * len(sizes), values={1: np.int64(axis), 2: np.array(sizes)},
-                 fused=[], extra_shapes=[], extra_dtypes=[], engine=None)
-    return impls.split_impl(p, None).launches
+    p = Params(row=TABLE[VariadicSplit], attrs={}, in_shapes=[in_shape, (), (len(sizes),)],
+               in_dtypes=[F32, np.dtype(np.int64), np.dtype(np.int64)], out_shapes=outs,
+               out_dtypes=[F32] * len(sizes), values={1: np.int64(axis), 2: np.array(sizes)},
+               fused=[], extra_shapes=[], extra_dtypes=[], engine=None)
+    return movement.split_impl(p, None).launches
 
 
 def test_qkv_split_is_one_launch():

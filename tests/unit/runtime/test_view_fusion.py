@@ -79,7 +79,7 @@ def test_residual_add_is_fused_into_the_gemm(run_shapes, rng):
     model = Model([opset.result(opset.relu(y), name="y")], [x])
     prog = Program.from_model(model)
     mm = next(n for n in prog.nodes if n.kind == "MatMul")
-    assert [f.kind for f in mm.fused] == ["Add", "Relu"]
+    assert [f.row.name for f in mm.fused] == ["Add", "Relu"]
     req = run_shapes(model, [{"x": _f(rng, 2, s, 16)} for s in (3, 6, 1)])
     assert req.stats["kernels_enqueued"] == 3
 
@@ -91,7 +91,7 @@ def test_side_input_not_provably_fitting_is_fused_and_checked(run_shapes, rng):
     z = opset.parameter([-1, 16], np.float32, name="z")
     model = Model([opset.result(opset.add(opset.relu(x), z), name="y")], [x, z])
     relu = next(n for n in Program.from_model(model).nodes if n.kind == "Relu")
-    assert [f.kind for f in relu.fused] == ["Add"]
+    assert [f.row.name for f in relu.fused] == ["Add"]
     grows = [{"x": _f(rng, 1, 16), "z": _f(rng, 4, 16)} for _ in range(4)]  # (symbolic path, plan)
     req = run_shapes(model, [{"x": _f(rng, 4, 16), "z": _f(rng, 4, 16)}, *grows,
                              {"x": _f(rng, 3, 16), "z": _f(rng, 1, 16)}])

@@ -1,0 +1,292 @@
+"""Fused attention (the primitive :func:`netpass.runtime.attention.fuse_attention` makes of an
+exported ``MatMul -> score ops -> Softmax -> MatMul [-> Transpose]`` chain): what it computes
+(:class:`AttentionDesc`) and its kernel, one launch of the ``attention`` template (a work-group
+per query row: a block of keys per pass, score ops with their side inputs, online softmax,
+value rows accumulated per column; q, k, v, masks and the output through strides). A shape the
+kernel cannot take (a side input that broadcasts the scores' rows or keys) runs the absorbed
+nodes' own references on the host. From 16 query rows, on devices with tensor cores, the
+flash kernel (``kernels.flash``) runs it instead; the same kernel runs the ONNX ``Attention``
+op (``netpass/ops/attention``), which has no other kernel."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ...errors import ShapeInferenceError
+from ...ops.attention import Attention
+from ..impls import (FusedDesc, Impl, Launch, Params, broadcast_strides, cdiv, collapse,
+                     contiguous_strides, evaluate_fused, fused_stages, size)
+from ..kernels import flash, mma
+from ..kernels.attention import attention
+from ..kernels.common import LS, Stage, flit
+from ..shape_infer import infer_host
+from .base import OpKind, table
+from .matmul import matmul_shape
+
+MAX_HEAD = 1024  # largest contraction (q·k) and value width the kernel keeps per work-group
+F32 = np.dtype(np.float32)
+
+
+class FusedAttention:
+    """The kind of a fused attention primitive: made by the program's attention fusion, never
+    an op of a model (so not a ``Node``); its node's ``subgraph`` is an :class:`AttentionDesc`."""
+
+    type_name = "FusedAttention"
+
+
+class AttentionDesc:
+    """What a FusedAttention node computes: scores = m1(q, k), the score ops ``chain`` (stage
+    0 is the raw score; side inputs are the node's inputs from 3 on, in ``chain`` order), a
+    softmax over the last axis (NaN probabilities read as 0 with ``nan_guard``), m2(probabilities,
+    v), then ``out_perm`` when a Transpose was absorbed."""
+
+    def __init__(self, m1, softmax, m2, chain: list[FusedDesc], out_perm: tuple | None,
+                 nan_guard: tuple | None = None, prescaled: tuple = ()) -> None:
+        self.m1, self.softmax, self.m2 = m1, softmax, m2
+        self.chain = chain
+        self.out_perm = out_perm
+        self.nan_guard = nan_guard  # (IsNaN, Select): NaN probabilities read as 0
+        # (input 0 or 1, Multiply node, its scalar): q or k scaled before m1 (torch's SDPA
+        # export scales both by sqrt(scale)); the kernels scale the scores instead
+        self.prescaled = prescaled
+        self.scale = float(np.prod([c for _, _, c in prescaled])) if prescaled else None
+        self.ta = bool(m1.attrs.get("transpose_a"))
+        self.tb = bool(m1.attrs.get("transpose_b"))
+        self.tv = bool(m2.attrs.get("transpose_b"))
+
+    def key(self) -> tuple:
+        return (self.ta, self.tb, self.tv, tuple(f.key() for f in self.chain), self.out_perm,
+                self.nan_guard is not None, self.scale)
+
+    def stages(self) -> list:
+        """The kernel's score stages: the absorbed q / k scale, then the score ops."""
+        if self.scale is None:
+            return fused_stages(self.chain, 0)
+        first = Stage(f"({{0}} * {flit(self.scale)})", [("x", None)], "float")
+        return [first] + fused_stages([f.shifted(1) for f in self.chain], 0)
+
+    def scores_shape(self, shapes: Sequence[tuple]) -> tuple | None:
+        """The score ops' output shape (their side inputs may broadcast the scores)."""
+        cur = matmul_shape(self.m1.attrs, [shapes[0], shapes[1]], {})
+        sides = iter(shapes[3:])
+        for f in self.chain:
+            if cur is None:
+                return None
+            cur = f.row.shape(f.attrs, [cur[0] if r is not None else next(sides) for r in f.refs], {})
+        return cur[0] if cur is not None else None
+
+    def infer_shapes(self, shapes: Sequence[tuple]) -> list[tuple]:
+        scores = self.scores_shape(shapes)
+        out = matmul_shape(self.m2.attrs, [scores, shapes[2]], {}) if scores is not None else None
+        if out is None:
+            raise ShapeInferenceError(f"FusedAttention '{self.m2.id}': q, k, v and score input shapes "
+                                      f"{[list(s) for s in shapes]} do not fit")
+        o = out[0]
+        return [tuple(o[i] for i in self.out_perm) if self.out_perm is not None else o]
+
+    def evaluate(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """The absorbed nodes' own references, in turn (host fallback, REFERENCE device)."""
+        qk = list(arrays[:2])
+        for j, mul, _ in self.prescaled:
+            qk[j] = infer_host(mul, [qk[j], next(src.value for src, _ in mul.inputs if src.is_constant)])[0]
+        scores = infer_host(self.m1, qk)[0]
+        sides = iter(arrays[3:])
+        scores = evaluate_fused(self.chain, scores, lambda *_: next(sides), infer_host)
+        probs = infer_host(self.softmax, [scores])[0]
+        if self.nan_guard is not None:
+            isn, sel = self.nan_guard
+            probs = infer_host(sel, [infer_host(isn, [probs])[0], sel.inputs[1][0].value, probs])[0]
+        out = infer_host(self.m2, [probs, arrays[2]])[0]
+        return [np.transpose(out, self.out_perm) if self.out_perm is not None else out]
+
+
+def _operand(shape: Sequence[int], strides: Sequence[int] | None, swap: bool) -> tuple[list, list, int, int]:
+    """(batch dims, batch strides, row stride, column stride) of a matrix operand, its last two
+    dims swapped when ``swap``."""
+    st = list(strides) if strides is not None else contiguous_strides(shape)
+    rs, cs = st[-2], st[-1]
+    if swap:
+        rs, cs = cs, rs
+    return list(shape[:-2]), st[:-2], rs, cs
+
+
+def attention_impl(p: Params, key) -> Impl | None:
+    desc: AttentionDesc = p.node.subgraph
+    if any(np.dtype(d) != F32 for d in p.in_dtypes[:3] + p.out_dtypes):
+        return None
+    shapes, strides = p.in_shapes, p.in_strides or [None] * len(p.in_shapes)
+    qb, qbs, sqm, sqd = _operand(shapes[0], strides[0], desc.ta)
+    kb, kbs, skd, skn = _operand(shapes[1], strides[1], desc.tb)  # k as [d, n]
+    vb, vbs, svn, svj = _operand(shapes[2], strides[2], desc.tv)
+    M, D = (shapes[0][-1], shapes[0][-2]) if desc.ta else (shapes[0][-2], shapes[0][-1])
+    N = shapes[1][-2] if desc.tb else shapes[1][-1]
+    DV = shapes[2][-2] if desc.tv else shapes[2][-1]
+    if D > MAX_HEAD or DV > MAX_HEAD:
+        return None
+    scores = desc.scores_shape(shapes)
+    if scores is None or tuple(scores[-2:]) != (M, N):
+        return None  # a score op broadcasts the rows or keys: the host runs it
+    batch = list(np.broadcast_shapes(tuple(qb), tuple(kb), tuple(vb), tuple(scores[:-2])))
+    scores_shape = tuple(batch) + (M, N)
+    logical = tuple(batch) + (M, DV)
+    out_cs = contiguous_strides(p.out_shapes[0])
+    if desc.out_perm is not None:
+        inv = [0] * len(desc.out_perm)
+        for d, e in enumerate(desc.out_perm):
+            inv[e] = d
+        ost = [out_cs[inv[e]] for e in range(len(logical))]
+    else:
+        ost = out_cs
+    rank = len(batch)
+    operands = ((qb, qbs, sqm, sqd), (kb, kbs, skn, skd), (vb, vbs, svn, svj))
+    flash_launch = _flash_launch(p, desc, batch, operands, ost, M, N, D, DV, scores_shape)
+    if flash_launch is not None:
+        return Impl(key, [flash_launch] if M and size(batch) else [])
+    bstr = [broadcast_strides(b, batch, s) if b else [0] * rank for b, s in ((qb, qbs), (kb, kbs), (vb, vbs))]
+    dims, (q_s, k_s, v_s, o_s) = collapse(batch, bstr + [list(ost[:rank])])
+    if len(dims) > 2:
+        return None
+    while len(dims) < 2:
+        dims, q_s, k_s, v_s, o_s = [1] + dims, [0] + q_s, [0] + k_s, [0] + v_s, [0] + o_s
+    nb = dims[0] * dims[1]
+    n_sides = len(shapes) - 3
+    side_strides = [broadcast_strides(shapes[3 + j], scores_shape, strides[3 + j]) for j in range(n_sides)]
+    edims, est = collapse(list(scores_shape), side_strides) if n_sides else ([], [])
+    stages = p.cached(("attention_stages",), desc.stages)
+    jt = cdiv(DV, LS)
+    dmax = max(LS, 1 << max(D - 1, 0).bit_length())
+    guard = desc.nan_guard is not None
+    src = p.cached(("attention", len(edims), jt, dmax, guard),
+                   lambda: attention(stages, [p.in_dtypes[3 + j] for j in range(n_sides)], len(edims),
+                                       jt, dmax, guard))
+    spec = [("i", 0), ("i", 1), ("i", 2), ("o", 0), M, N, D, DV, dims[1],
+            q_s[0], q_s[1], sqm, sqd, k_s[0], k_s[1], skn, skd, v_s[0], v_s[1], svn, svj,
+            o_s[0], o_s[1], ost[-2], ost[-1]]
+    spec += [("i", 3 + j) for j in range(n_sides)]
+    if n_sides:
+        spec += list(edims) + [x for s in est for x in s]
+    if M == 0 or nb == 0:
+        return Impl(key, [])
+    return Impl(key, [Launch(src, (LS, M, nb), (LS, 1, 1), spec)])
+
+
+# -- the flash kernel (tensor cores) ---------------------------------------------------------------
+FLASH_MIN_M = 16  # query rows from which the flash kernel replaces the row-per-work-group one
+
+
+def _flash_launch(p: Params, desc: AttentionDesc, batch: list, operands, ost: list, M: int,
+                  N: int, D: int, DV: int, scores_shape: tuple) -> Launch | None:
+    """The tensor-core flash kernel (``kernels.flash``) for prefill-sized M on devices with
+    ``engine.mma``: TF32 with INFERENCE_PRECISION_HINT "tf32", 3xTF32 (``kernels.mma.F32_SPLIT``)
+    for float32 up to head size 64. None where it does not apply (the batch of q, k, v, the
+    output and the score ops' side inputs must collapse to two dims)."""
+    kind = getattr(p.engine, "mma", "") if p.engine is not None else ""
+    split = 1 if p.precision == "tf32" else mma.F32_SPLIT
+    if not kind or M < FLASH_MIN_M or split is None or D > flash.MAX_HEAD or DV > flash.MAX_HEAD \
+            or (split == 3 and D > 64):
+        return None
+    rank = len(batch)
+    strides = p.in_strides or [None] * len(p.in_shapes)
+    n_sides = len(p.in_shapes) - 3
+    side = [broadcast_strides(p.in_shapes[3 + j], scores_shape, strides[3 + j]) for j in range(n_sides)]
+    bstr = [broadcast_strides(b, batch, s) if b else [0] * rank for b, s, _, _ in operands]
+    dims, coll = collapse(batch, bstr + [list(ost[:rank])] + [s[:rank] for s in side])
+    if len(dims) > 2:
+        return None
+    while len(dims) < 2:
+        dims, coll = [1] + dims, [[0] + c for c in coll]
+    (q_s, k_s, v_s, o_s), side_b = coll[:4], coll[4:]
+    (_, _, sqm, sqd), (_, _, skn, skd), (_, _, svn, svj) = operands
+    vec = sqd == 1 and skd == 1 and svj == 1 and D % 4 == 0 and DV % 4 == 0 \
+        and all(x % 4 == 0 for x in [sqm, skn, svn] + q_s + k_s + v_s)
+    cfg = flash.config_for(D)
+    stages = p.cached(("attention_stages",), desc.stages)
+    side_dtypes = [p.in_dtypes[3 + j] for j in range(n_sides)]
+    src = p.cached(("flash", cfg, D, DV, split, kind, vec),
+                   lambda: flash.flash_attention(cfg, D, DV, split, kind == "ptx", vec, stages, side_dtypes,
+                                                 False, "zero_nan" if desc.nan_guard is not None else "nan",
+                                                 mma.HI_ROUND))
+    spec = [("i", 0), ("i", 1), ("i", 2), ("o", 0), M, N, D, DV, dims[1], 1, N - M,
+            q_s[0], q_s[1], sqm, sqd, k_s[0], k_s[1], skn, skd, v_s[0], v_s[1], svn, svj,
+            o_s[0], o_s[1], ost[-2], ost[-1]]
+    for j in range(n_sides):
+        spec += [("i", 3 + j), side_b[j][0], side_b[j][1], side[j][-2], side[j][-1]]
+    nb = dims[0] * dims[1]
+    return Launch(src, (cdiv(M, cfg.bq) * cfg.threads, max(nb, 1), 1), (cfg.threads, 1, 1), spec)
+
+
+def _heads_view(shape: Sequence[int], heads: int) -> tuple[tuple, list]:
+    """A 3-D ONNX Attention operand [b, s, heads * size] as [b, heads, s, size]: (shape, strides)."""
+    b, s, hidden = shape
+    width = hidden // heads
+    return (b, heads, s, width), [s * hidden, width, hidden, 1]
+
+
+def onnx_attention_impl(p: Params, key) -> Impl | None:
+    """ONNX Attention (``ops/attention.py``) on the flash kernel where the device has tensor
+    cores: 3-D or 4-D q, k, v, grouped-query heads, a boolean or additive mask as long as the
+    keys (broadcast over batch, heads and queries), ``is_causal``, ``scale`` and ``softcap``;
+    a row whose keys are all masked gives zeros. Past caches, padded lengths, windows, a
+    softmax precision other than float32, and used ``present`` / QK outputs run on the host."""
+    a = p.attrs
+    kind = getattr(p.engine, "mma", "") if p.engine is not None else ""
+    split = 1 if p.precision == "tf32" else mma.F32_SPLIT
+    sp = a.get("softmax_precision")
+    if not kind or split is None or a.get("has_past") or a.get("has_nonpad_kv_seqlen") \
+            or a.get("left_window_size", -1) != -1 or a.get("right_window_size", -1) != -1 \
+            or (sp is not None and np.dtype(getattr(sp, "dtype", sp)) != F32) \
+            or any(np.dtype(d) != F32 for d in p.in_dtypes[:3]) \
+            or (p.node is not None and any(p.node.users[1:])):
+        return None
+    q, k, v = (tuple(s) for s in p.in_shapes[:3])
+    if len(q) == 4:
+        qs, ks, vs = (contiguous_strides(s) for s in (q, k, v))
+    elif len(q) == 3:
+        hq, hkv = int(a.get("q_num_heads", 0)), int(a.get("kv_num_heads", 0))
+        if hq <= 0 or hkv <= 0:
+            return None
+        (q, qs), (k, ks), (v, vs) = _heads_view(q, hq), _heads_view(k, hkv), _heads_view(v, hkv)
+    else:
+        return None
+    B, Hq, M, D = q
+    Hkv, N, DV = k[1], k[2], v[3]
+    if Hkv == 0 or Hq % Hkv or D > flash.MAX_HEAD or DV > flash.MAX_HEAD or (split == 3 and D > 64):
+        return None
+    out = p.out_shapes[0]
+    os_ = contiguous_strides(out)
+    ost = os_ if len(out) == 4 else [os_[0], DV, os_[1], 1]  # [b, m, heads * dv] as [b, heads, m, dv]
+    scale = float(a.get("scale") or 0.0) or 1.0 / np.sqrt(D)
+    stages = [Stage(f"({{0}} * {flit(scale)})", [("x", None)], "float")]
+    cap = float(a.get("softcap") or 0.0)
+    if cap > 0:
+        stages.append(Stage(f"({flit(cap)} * tanh({{0}} / {flit(cap)}))", [("x", None)], "float"))
+    spec_mask, side_dtypes = [], []
+    if a.get("has_attn_mask"):
+        ms, mdt = tuple(p.in_shapes[3]), np.dtype(p.in_dtypes[3])
+        if not ms or ms[-1] != N or len(ms) > 4 or mdt not in (F32, np.dtype(np.bool_)):
+            return None
+        expr = "({1} ? {0} : -INFINITY)" if mdt == np.bool_ else "({0} + {1})"
+        stages.append(Stage(expr, [("x", None), ("in", 0)], "float"))
+        side_dtypes = [mdt]
+        mst = (p.in_strides or [None] * 4)[3]
+        st = broadcast_strides(ms, (B, Hq, M, N), mst)
+        spec_mask = [("i", 3)] + list(st)
+    if M == 0 or B * Hq == 0:
+        return Impl(key, [])
+    vec = all(x % 4 == 0 for x in list(qs[:3]) + list(ks[:3]) + list(vs[:3]) + [D, DV])
+    cfg = flash.config_for(D)
+    causal = bool(a.get("is_causal"))
+    src = p.cached(("flash", cfg, D, DV, split, kind, vec, causal, scale, cap, tuple(side_dtypes)),
+                   lambda: flash.flash_attention(cfg, D, DV, split, kind == "ptx", vec, stages, side_dtypes,
+                                                 causal, "zero", mma.HI_ROUND))
+    spec = [("i", 0), ("i", 1), ("i", 2), ("o", 0), M, N, D, DV, Hq, Hq // Hkv, 0,
+            qs[0], qs[1], qs[2], qs[3], ks[0], ks[1], ks[2], ks[3], vs[0], vs[1], vs[2], vs[3],
+            ost[0], ost[1], ost[2], ost[3]] + spec_mask
+    return Impl(key, [Launch(src, (cdiv(M, cfg.bq) * cfg.threads, B * Hq, 1), (cfg.threads, 1, 1), spec)])
+
+
+ROWS = table(
+    OpKind(FusedAttention, impl=attention_impl),
+    OpKind(Attention, impl=onnx_attention_impl),
+)

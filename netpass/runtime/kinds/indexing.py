@@ -1,0 +1,75 @@
+"""Indexing (``netpass/ops/indexing``): Gather (batch_dims 0) on the ``gather`` template, a view
+where its indices are the identity; the scatters, GatherElements/GatherND and OneHot run on the
+host."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...ops.indexing import Gather, OneHot
+from ..impls import Impl, Launch, Params, bits_dtype, size, work_1d
+from ..kernels.movement import gather
+from .base import OpKind, Skip, ints, table
+
+GATHER_MAX_INDICES = 10 * 1024  # identity checks read back at most this many indices
+
+
+def _gather_shape(attrs: dict, shapes: list, values: dict) -> list[tuple] | None:
+    if 2 not in values or attrs.get("batch_dims", 0):
+        return None
+    s = shapes[0]
+    axis = ints(values[2])[0] % len(s)
+    return [tuple(s[:axis]) + tuple(shapes[1]) + tuple(s[axis + 1:])]
+
+
+def gather_impl(p: Params, key: Any) -> Impl | None:
+    if p.attrs.get("batch_dims", 0) or p.values.get(2) is None:
+        return None
+    shape = p.in_shapes[0]
+    axis = ints(p.values[2])[0] % len(shape)
+    nidx = size(p.in_shapes[1])
+    n = size(p.out_shapes[0])
+    src = gather(bits_dtype(p.in_dtypes[0]), p.in_dtypes[1])
+    return Impl(key, [Launch(src, *work_1d(n),
+                             [("i", 0), ("i", 1), ("o", 0), n, nidx, shape[axis], size(shape[axis + 1:])])])
+
+
+def _may_be_identity(n: Any, same_dtype: bool) -> bool:
+    """Computed rank-1 indices (a constant index list is never worth checking per infer)."""
+    src, k = n.inputs[1]
+    ps = src.out_pshapes[k]
+    return not n.fused and same_dtype and not src.is_constant and ps.rank.is_static and len(ps) == 1
+
+
+def _gather_is_identity(inst: Any) -> int | None:
+    """The indices are 0, 1, ... along the whole axis (read back when that dim is not 1)."""
+    data, idx = inst.in_shapes[0], inst.in_shapes[1]
+    axis_v = inst.values.get(2)
+    if axis_v is None or size(data) == 0 or len(idx) != 1:
+        return None
+    dim = data[ints(axis_v)[0] % len(data)]
+    if idx[0] != dim or dim > GATHER_MAX_INDICES:
+        return None
+    if dim == 1:
+        return 0
+    ind = inst.net.host_values([inst.src(1)])[0]
+    return 0 if np.array_equal(np.asarray(ind).reshape(-1), np.arange(dim)) else None
+
+
+def _host_gather(attrs: dict, arrays: list, out_shapes: list) -> list[np.ndarray] | None:
+    """numpy's take for in-range indices (shape math); None: the op's reference."""
+    data, idx, axis = arrays
+    if attrs.get("batch_dims", 0) or axis.size != 1 or idx.dtype.kind not in "iu" or not data.ndim:
+        return None
+    axis = int(axis.reshape(-1)[0]) % data.ndim
+    if idx.size and (idx.min() < -data.shape[axis] or idx.max() >= data.shape[axis]):
+        return None  # out-of-range semantics of the op
+    return [np.take(data, idx, axis=axis)]
+
+
+ROWS = table(
+    OpKind(Gather, deps=(2,), shape=_gather_shape, impl=gather_impl, copy_only=True,
+           skip=Skip(_may_be_identity, _gather_is_identity, reads_values=True), host=_host_gather),
+    OpKind(OneHot, deps=(1,)),
+)

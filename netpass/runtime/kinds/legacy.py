@@ -1,0 +1,100 @@
+"""Legacy "IE" ops (``netpass/ops/legacy.py``): FullyConnected on the GEMM kernels (weights
+reordered once to [K, N], fake-aligned allocations, bias in the epilogue), PowerIE, ReLUIE,
+Eltwise and ScaleShiftIE as elementwise expressions (float32), CropIE as a view where the crop
+is one contiguous piece of its input, else an index-map copy."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ...ops.elementwise import Add, Divide, Maximum, Minimum, Multiply, Subtract
+from ...ops.legacy import CropIE, Eltwise, FullyConnected, PowerIE, ReLUIE, ScaleShiftIE
+from ..impls import Impl, Params, size
+from ..kernels.common import flit
+from .base import ExprRule, OpKind, Skip, table
+from .elementwise import ROW, elementwise, per_channel_impl, with_bias
+from .matmul import gemm_launch
+from .movement import index_map_impl
+
+
+def fully_connected_impl(p: Params, key: Any) -> Impl | None:
+    """X[..., K] @ W^T + bias (W is [N, K], or [K, N] once reordered: ``update_weights``)."""
+    if any(np.dtype(d) != np.float32 for d in p.in_dtypes):
+        return None
+    x = p.in_shapes[0]
+    kdim = x[-1]
+    m = size(x[:-1])
+    w = p.in_shapes[1]
+    reordered = p.attrs.get("_weights_reordered", False)
+    n = w[0]
+    q = with_bias(p, (size(p.in_shapes[2]),), p.in_dtypes[2])
+    refs = [("i", 2)] + [("e", j) for j in range(len(p.extra_shapes or []))]
+    desc = getattr(p.node, "subgraph", None)  # a normalized A (norm_gemm.NormDesc)
+    # the epilogue indexes side inputs over the real output shape (the GEMM's flat index is
+    # the same): a residual [b, s, n] broadcasts as it does in the graph
+    g = gemm_launch(q, (m, kdim), (kdim, n) if reordered else (n, kdim), False, not reordered,
+                    (0, 1), tuple(p.out_shapes[0]), extra_refs=refs,
+                    norm=desc.kernel_params() if desc is not None else None, norm_first=3)
+    return Impl(key, *g) if g is not None else None
+
+
+def _float32(expr: ExprRule) -> ExprRule:
+    """``expr`` where every tensor is float32, else None (the host runs it)."""
+    def rule(attrs: dict, in_dtypes: Sequence[Any], out_dtype: Any) -> str | None:
+        if any(np.dtype(d) != np.float32 for d in list(in_dtypes) + [out_dtype]):
+            return None
+        return expr(attrs, in_dtypes, out_dtype)
+    return rule
+
+
+def _power(attrs: dict, in_dtypes: Sequence[Any], out_dtype: Any) -> str:
+    base = f"({{0}} * {flit(attrs.get('scale', 1.0))} + {flit(attrs.get('shift', 0.0))})"
+    power = float(attrs.get("power", 1.0))
+    return base if power == 1.0 else f"pow({base}, {flit(power)})"
+
+
+def _relu(attrs: dict, in_dtypes: Sequence[Any], out_dtype: Any) -> str:
+    return f"({{0}} > 0.0f ? {{0}} : {{0}} * {flit(attrs.get('negative_slope', 0.0))})"
+
+
+# Eltwise ``operation`` -> the elementwise op it computes
+OPERATIONS = {"sum": Add, "prod": Multiply, "max": Maximum, "min": Minimum, "sub": Subtract,
+              "div": Divide}
+
+
+def _eltwise(attrs: dict, in_dtypes: Sequence[Any], out_dtype: Any) -> str | None:
+    op = OPERATIONS.get(str(attrs.get("operation", "sum")).lower())
+    return ROW[op].expr({}, in_dtypes, out_dtype) if op is not None else None
+
+
+def _scale_shift(attrs: dict, in_dtypes: Sequence[Any], out_dtype: Any) -> str:
+    return "({0} * {1} + {2})"
+
+
+def _contiguous_crop_offset(inst: Any) -> int | None:
+    """Element offset of a CropIE whose result is one contiguous piece of its input (all dims
+    before the first cropped one are 1, all after it are whole), else None."""
+    a = inst.node.attrs
+    shape, out = inst.in_shapes[0], inst.out_shapes[0]
+    cropped = [i for i, (d, o) in enumerate(zip(shape, out)) if d != o]
+    if not cropped:
+        return 0
+    first = cropped[0]
+    if size(shape[:first]) != 1 or cropped != [first]:
+        return None
+    stride = size(shape[first + 1:])
+    off = dict(zip(a.get("axes", []), a.get("offset", [])))
+    return sum(int(off.get(i, 0)) * (stride if i == first else 0) for i in range(len(shape)))
+
+
+ROWS = table(
+    OpKind(FullyConnected, impl=fully_connected_impl, epilogue=True, reorders_weights=True,
+           fake_aligned=True),
+    elementwise(PowerIE, _float32(_power)),
+    elementwise(ReLUIE, _float32(_relu)),
+    elementwise(Eltwise, _float32(_eltwise)),
+    OpKind(ScaleShiftIE, impl=per_channel_impl, expr=_float32(_scale_shift), epilogue=True),
+    OpKind(CropIE, impl=index_map_impl, movement=True,
+           skip=Skip(lambda n, same: not n.is_output and same, _contiguous_crop_offset)),
+)

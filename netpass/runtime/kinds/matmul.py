@@ -1,0 +1,251 @@
+"""MatMul (``netpass/ops/matmul``): the GEMM kernels (``kernels/gemm``) and which of them a
+shape takes (:func:`gemm_launch`, also FullyConnected's), and MatMul's shape rule.
+
+GEMM selection: the tiled kernels give ceil(M/tsm) x ceil(N/tsn) x batch work-groups of 256
+items; ``gemm_skinny`` takes few output tiles (small M: decoders, :func:`skinny_width`);
+``gemm_aligned`` and, where ``Engine.cp_async`` holds, ``gemm_pipelined`` take M, N multiples
+of 128 and K of 16 on a GPU; ``kernels.mma``'s tensor-core GEMM takes float32 products before
+them all where the device has tensor cores, in K slices where its tiles leave compute units idle
+(docs/runtime.md, "Kernels").
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...ops.matmul import MatMul
+from ..impls import (Impl, Launch, Params, Scratch, cdiv, collapse, contiguous_strides, epilogue,
+                     size, work_1d)
+from ..kernels import mma
+from ..kernels.common import LS, Stage
+from ..kernels.gemm import (GEMM_LARGE, GEMM_MEDIUM, GEMM_SMALL, SKINNY_RM, SKINNY_WG, GemmConfig,
+                            gemm, gemm_aligned, gemm_pipelined, gemm_skinny)
+from ..kernels.rowop import rowop
+from .base import OpKind, broadcast, table
+
+
+def gemm_config(engine, M: int, N: int, K_: int, batch: int) -> GemmConfig:
+    if engine is not None and engine.is_gpu and M >= 512 and N >= 512:
+        return GEMM_LARGE
+    if M >= 64 and N >= 64:
+        return GEMM_MEDIUM
+    return GEMM_SMALL
+
+
+SKINNY_MAX_M = 64          # M up to which the skinny GEMM wins over up to 4 tiled groups per CU
+SKINNY_TALL_M = 256        # M up to which it wins while the tiled groups do not fill the CUs
+SKINNY_GROUPS_PER_CU = 4
+
+
+def skinny_width(engine, M: int, N: int, batch: int, tiled_groups: int) -> int | None:
+    """Columns per work-group (TN) of the skinny GEMM (gemm_skinny), or None when the
+    tiled kernels fit the problem better (or there is no engine).
+
+    The tiled kernels give ``tiled_groups`` = ceil(M/tsm) x ceil(N/tsn) x batch work-groups,
+    each walking K serially with two barriers per 16-wide K block, so a decoder's M <= 128
+    rows leave most compute units of a GPU idle. The skinny kernel reads B once per 8 rows
+    (from L2 for weights that fit there), so on a GPU it is taken for M <= 8 (B read once),
+    for M <= SKINNY_MAX_M while the tiled kernels give fewer than SKINNY_GROUPS_PER_CU
+    work-groups per compute unit, and for M <= SKINNY_TALL_M while they give fewer than one.
+    On PoCL it measured 2-8x faster than the tiled kernels for every M <= 256 (decoder
+    shapes, docs/runtime.md). TN starts at 64 and halves, down to 8 (a warp then still reads
+    whole 32-byte sectors of B), while N fits in half the width and, on a GPU, while there
+    are fewer than SKINNY_GROUPS_PER_CU skinny work-groups per compute unit; PoCL keeps the
+    width fixed per N because it compiles a kernel per local size."""
+    if engine is None or M > SKINNY_TALL_M or not M or not N:
+        return None
+    gpu = engine.is_gpu
+    cus = int(engine.device.max_compute_units)
+    if gpu and M > SKINNY_RM:
+        enough = SKINNY_GROUPS_PER_CU * cus if M <= SKINNY_MAX_M else cus
+        if tiled_groups >= enough:
+            return None
+    rows = cdiv(M, SKINNY_RM) * batch
+    tn = 64
+    while tn > 8 and (tn // 2 >= N or (gpu and rows * cdiv(N, tn) < SKINNY_GROUPS_PER_CU * cus)):
+        tn //= 2
+    return tn
+
+
+def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, out_shape,
+                a_strides=None, b_strides=None, extra_refs: list | None = None,
+                norm: tuple | None = None, norm_first: int = 2) -> tuple[list, list] | None:
+    """(launches, impl buffers) for out = op(A) @ op(B) with numpy-style batch broadcasting:
+    one GEMM launch, or a split-K GEMM into a scratch buffer and its reduction
+    (``kernels.mma.k_splits``); ``norm``: A's rows are normalized as they are loaded
+    (norm_gemm; gamma and beta are the inputs from ``norm_first`` on, in order)."""
+    a, b = list(a_shape), list(b_shape)
+    sa = list(a_strides) if a_strides is not None else contiguous_strides(a)
+    sb = list(b_strides) if b_strides is not None else contiguous_strides(b)
+    if len(a) == 1:
+        a, sa, ta = [1] + a, [0] + sa, False
+    if len(b) == 1:
+        b, sb, tb = b + [1], sb + [0], False
+    if ta:
+        a[-1], a[-2], sa[-1], sa[-2] = a[-2], a[-1], sa[-2], sa[-1]
+    if tb:
+        b[-1], b[-2], sb[-1], sb[-2] = b[-2], b[-1], sb[-2], sb[-1]
+    M, Ka, Kb, N = a[-2], a[-1], b[-2], b[-1]
+    if Ka != Kb:
+        return None
+    ab, bb = a[:-2], b[:-2]
+    rank = max(len(ab), len(bb))
+    ab, bb = [1] * (rank - len(ab)) + ab, [1] * (rank - len(bb)) + bb
+    sab = [0] * (rank - len(sa[:-2])) + sa[:-2]
+    sbb = [0] * (rank - len(sb[:-2])) + sb[:-2]
+    batch = [max(x, y) for x, y in zip(ab, bb)]
+    sab = [0 if x == 1 else s for x, s in zip(ab, sab)]
+    sbb = [0 if x == 1 else s for x, s in zip(bb, sbb)]
+    dims, (sab, sbb) = collapse(batch, [sab, sbb])
+    if len(dims) > 2:
+        return None
+    while len(dims) < 2:
+        dims, sab, sbb = [1] + dims, [0] + sab, [0] + sbb
+    nb = dims[0] * dims[1]
+    stages, n_extra, edt, edims, est = epilogue(p, out_shape)
+    aligned = M % 128 == 0 and N % 128 == 0 and Ka % 16 == 0 and sa[-1] == 1 and sb[-1] == 1 \
+        and sa[-2] % 4 == 0 and sb[-2] % 4 == 0 and np.dtype(p.out_dtypes[0]) == np.float32
+    gpu = p.engine is not None and p.engine.is_gpu
+    cfg = gemm_config(p.engine, M, N, Ka, nb)
+    tiled_groups = cdiv(M, 128) * cdiv(N, 128) * nb if aligned and gpu else \
+        cdiv(M, cfg.tsm) * cdiv(N, cfg.tsn) * nb
+    tn = skinny_width(p.engine, M, N, nb, tiled_groups)
+    f32 = np.dtype(p.out_dtypes[0]) == np.float32
+    pre: list[Launch] = []  # (the normalization of A ahead of a tensor-core GEMM)
+    buffers: list = []
+    a_ref: list = [("i", b_idx[0])]
+    tc_plan = None
+    if norm is not None and f32 and nb == 1 and sa[-1] == 1 and sa[-2] == Ka:
+        tc_plan = mma.plan(p.engine, p.precision, M, N, Ka, nb, sa, sb, sab, sbb, None)
+        if tc_plan is not None:  # normalized rows into a scratch copy the GEMM reads
+            pre, buffers, a_ref = [_normalize_rows(p, norm, norm_first, b_idx[0], M, Ka)], \
+                [Scratch(4 * M * Ka)], [("b", 0), 0]
+            norm = None
+    if tc_plan is None and f32:
+        tc_plan = mma.plan(p.engine, p.precision, M, N, Ka, nb, sa, sb, sab, sbb, norm)
+    splits, slice_k = mma.k_splits(tc_plan[0], M, N, Ka, nb, int(p.engine.device.max_compute_units)) \
+        if tc_plan is not None else (1, Ka)
+    if splits > 1:
+        launches, more = _split_k_gemm(p, tc_plan, norm, norm_first, a_ref + [("i", b_idx[1])], (M, N, Ka, nb),
+                                       (splits, slice_k), [dims[1], sab[0], sab[1], sa[-2], sa[-1], sbb[0],
+                                                           sbb[1], sb[-2], sb[-1]],
+                                       extra_refs, (stages, n_extra, edt, edims, est), len(buffers))
+        return pre + launches, buffers + more
+    if tc_plan is not None:  # tensor cores (TF32, or 3xTF32 for float32)
+        src = p.cached(("gemm_mma", tc_plan, len(edims), norm),
+                       lambda: mma.source(tc_plan, stages, n_extra, edt, len(edims), norm))
+        gws, (lx, ly, _) = mma.work_sizes(tc_plan[0], M, N, nb)
+    elif tn is not None:
+        src = p.cached(("gemm_skinny", len(edims), norm),
+                       lambda: gemm_skinny(p.out_dtypes[0], stages, n_extra, edt, len(edims), norm))
+        lx, ly = tn, SKINNY_WG // tn
+        gws = (cdiv(N, tn) * lx, cdiv(M, SKINNY_RM) * ly, max(nb, 1))
+    elif aligned and gpu and norm is None and getattr(p.engine, "cp_async", False):
+        src = p.cached(("gemm_pipelined", len(edims)),
+                       lambda: gemm_pipelined(stages, n_extra, edt, len(edims), True))
+        lx, ly = 16, 16
+        gws = (N // 8, M // 8, max(nb, 1))
+    elif aligned and gpu:
+        src = p.cached(("gemm_aligned", len(edims), norm),
+                       lambda: gemm_aligned(stages, n_extra, edt, len(edims), norm))
+        lx, ly = 16, 16
+        gws = (N // 8, M // 8, max(nb, 1))
+    else:
+        src = p.cached(("gemm", cfg, len(edims), norm),
+                       lambda: gemm(p.out_dtypes[0], cfg, stages, n_extra, edt, len(edims), norm))
+        lx, ly = cfg.local
+        gws = (cdiv(N, cfg.tsn) * lx, cdiv(M, cfg.tsm) * ly, max(nb, 1))
+    spec = a_ref + [("i", b_idx[1]), ("o", 0)]
+    if norm is not None:
+        spec += [("i", norm_first + j) for j in range(int(norm[3]) + int(norm[4]))]
+    spec += [M, N, Ka, dims[1], sab[0], sab[1], sa[-2], sa[-1], sbb[0], sbb[1], sb[-2], sb[-1]]
+    spec += extra_refs if extra_refs is not None else [("e", j) for j in range(n_extra)]
+    if n_extra:
+        spec += edims + [x for s in est for x in s]
+    return pre + [Launch(src, gws, (lx, ly, 1), spec)], buffers
+
+
+def _normalize_rows(p: Params, norm: tuple, norm_first: int, a_idx: int, rows: int, k: int) -> Launch:
+    """MVN of the ``rows`` contiguous rows of input ``a_idx`` (times gamma, plus beta, the
+    inputs from ``norm_first`` on) into impl buffer 0: a folded LayerNorm ahead of a
+    tensor-core GEMM, whose inner loop would otherwise normalize every fragment it reads
+    (2.3 ms more over GPT-2's 24 folded GEMMs on the H100 than this pass)."""
+    eps, inside, variance, gamma, beta = norm
+    vecs = int(gamma) + int(beta)
+    ops = ([Stage("({0} * {1})", [("x", None), ("in", 0)], "float")] if gamma else []) + \
+        ([Stage("({0} + {1})", [("x", None), ("in", vecs - 1)], "float")] if beta else [])
+    src = p.cached(("norm_rows", norm), lambda: rowop(
+        "mvn", np.float32, np.float32, {"eps": eps, "inside_sqrt": inside, "normalize_variance": variance},
+        ops, [np.float32] * vecs, 2))
+    spec: list = [("i", a_idx), ("b", 0), 0, k, 1] + [("i", norm_first + j) for j in range(vecs)]
+    if vecs:
+        spec += [rows, k] + [0, 1] * vecs
+    return Launch(src, (max(rows, 1) * LS,), (LS,), spec)
+
+
+def _split_k_gemm(p: Params, tc_plan: tuple, norm: tuple | None, norm_first: int, ab_refs: list,
+                  mnkb: tuple, split: tuple, strides: list, extra_refs: list | None,
+                  epilogue: tuple, slot: int = 0) -> tuple[list, list]:
+    """The tensor-core GEMM in ``split = (slices, K per slice)`` K slices (A and B read
+    through ``ab_refs``), each writing its partial product to impl buffer ``slot`` (a
+    Scratch), then their reduction (:func:`with_reduction`)."""
+    M, N, Ka, nb = mnkb
+    splits, slice_k = split
+    src = p.cached(("gemm_mma_splitk", tc_plan, norm), lambda: mma.source(tc_plan, [], 0, [], 0, norm, True))
+    gws, lws = mma.work_sizes(tc_plan[0], M, N, nb, splits)
+    spec: list = ab_refs + [("b", slot), 0]  # (C: the scratch, offset 0)
+    if norm is not None:
+        spec += [("i", norm_first + j) for j in range(int(norm[3]) + int(norm[4]))]
+    spec += [M, N, Ka] + strides + [slice_k, splits]
+    return with_reduction(p, Launch(src, gws, lws, spec), max(nb, 1) * M * N, splits, extra_refs, epilogue,
+                          slot)
+
+
+def with_reduction(p: Params, gemm: Launch, total: int, splits: int, extra_refs: list | None,
+                   epilogue: tuple, slot: int = 0) -> tuple[list, list]:
+    """A split-K GEMM launch (its partial products in impl buffer ``slot``, a Scratch) and
+    ``kernels.mma.splitk_reduce`` summing them into the output through the epilogue."""
+    stages, n_extra, edt, edims, est = epilogue
+    red = p.cached(("splitk_reduce", len(edims)), lambda: mma.splitk_reduce(stages, n_extra, edt, len(edims)))
+    spec = [("b", slot), ("o", 0), total, splits]
+    spec += extra_refs if extra_refs is not None else [("e", j) for j in range(n_extra)]
+    if n_extra:
+        spec += edims + [x for s in est for x in s]
+    return [gemm, Launch(red, *work_1d(total), spec)], [Scratch(4 * splits * total)]
+
+
+def matmul_impl(p: Params, key) -> Impl | None:
+    """float32 MatMul in one GEMM launch (or a split-K GEMM and its reduction); permuted and strided inputs are read through their
+    strides, a folded LayerNorm (``norm_gemm.NormDesc``) normalizes A as it is loaded."""
+    if np.dtype(p.out_dtypes[0]) != np.float32 or any(np.dtype(d) != np.float32 for d in p.in_dtypes):
+        return None
+    if size(p.out_shapes[0]) == 0:
+        return Impl(key, [])
+    st = p.in_strides or (None, None)  # permuted views (Program._fold_input_permutes)
+    desc = getattr(p.node, "subgraph", None)  # a normalized A (norm_gemm.NormDesc)
+    g = gemm_launch(p, p.in_shapes[0], p.in_shapes[1], bool(p.attrs.get("transpose_a")),
+                    bool(p.attrs.get("transpose_b")), (0, 1), p.out_shapes[0],
+                    a_strides=st[0], b_strides=st[1],
+                    norm=desc.kernel_params() if desc is not None else None)
+    return Impl(key, *g) if g is not None else None
+
+
+def matmul_shape(attrs: dict, shapes: list, values: dict) -> list[tuple] | None:
+    """op(A) @ op(B) with numpy batch broadcasting (1-D operands: the op's own inference)."""
+    a, b = list(shapes[0]), list(shapes[1])
+    if len(a) < 2 or len(b) < 2:
+        return None
+    if attrs.get("transpose_a"):
+        a[-1], a[-2] = a[-2], a[-1]
+    if attrs.get("transpose_b"):
+        b[-1], b[-2] = b[-2], b[-1]
+    if a[-1] != b[-2]:
+        return None
+    batch = broadcast([tuple(a[:-2]), tuple(b[:-2])])
+    if batch is None:
+        return None
+    return [batch[0] + (a[-2], b[-1])]
+
+
+ROWS = table(
+    OpKind(MatMul, shape=matmul_shape, impl=matmul_impl, epilogue=True),
+)

@@ -1,0 +1,70 @@
+"""Normalizations (``netpass/ops/normalization.py``): softmax, log-softmax and MVN on the
+``rowop`` template (with fused elementwise epilogues, e.g. a LayerNorm's scale and shift),
+BatchNormInference as an elementwise expression per channel. NormalizeL2 and
+GroupNormalization run on the host."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ...ops.normalization import BatchNormInference, LogSoftmax, MVN, NormalizeL2, Softmax
+from ..impls import Impl, Params, size
+from ..kernels.common import flit
+from .base import ImplFactory, OpKind, ints, same_shape, table
+from .elementwise import per_channel_impl
+from .reduction import axes_block, rowop_fused
+
+
+def softmax_impl(kind: str) -> ImplFactory:
+    """Softmax (``kind`` "softmax") or LogSoftmax ("logsoftmax") over one axis."""
+    def impl(p: Params, key: Any) -> Impl | None:
+        shape = p.in_shapes[0]
+        if np.dtype(p.in_dtypes[0]).kind != "f" or np.dtype(p.in_dtypes[0]) == np.float16:
+            return None
+        axis = int(p.attrs.get("axis", 1)) % max(len(shape), 1)
+        outer, R, inner = size(shape[:axis]), shape[axis] if shape else 1, size(shape[axis + 1:])
+        return rowop_fused(p, key, kind, {}, outer * inner, R, inner)
+    return impl
+
+
+def mvn_impl(p: Params, key: Any) -> Impl | None:
+    """MVN over trailing axes (opset 6 with an axes input, or opset 2's attributes)."""
+    shape = p.in_shapes[0]
+    if np.dtype(p.in_dtypes[0]) != np.float32:
+        return None
+    rank = len(shape)
+    if len(p.in_shapes) > 1:
+        if p.values.get(1) is None:
+            return None
+        axes = [a % rank for a in ints(p.values[1])]
+        inside = str(p.attrs.get("eps_mode", "inside_sqrt")).lower() == "inside_sqrt"
+    else:
+        start = 1 if p.attrs.get("across_channels", False) else 2
+        axes = list(range(start, rank))
+        if p.attrs.get("reduction_axes"):
+            axes = [int(a) % rank for a in p.attrs["reduction_axes"]]
+        inside = False
+    blk = axes_block(shape, axes)
+    if blk is None or blk[2] != 1:
+        return None
+    outer, R, _ = blk
+    params = {"eps": p.attrs.get("eps", 1e-9), "inside_sqrt": inside,
+              "normalize_variance": p.attrs.get("normalize_variance", True)}
+    return rowop_fused(p, key, "mvn", params, outer, R, 1)
+
+
+def _batch_norm(attrs: dict, in_dtypes: Sequence[Any], out_dtype: Any) -> str | None:
+    """data, gamma, beta, mean, variance (float32 only)."""
+    if any(np.dtype(d) != np.float32 for d in list(in_dtypes) + [out_dtype]):
+        return None
+    return f"((({{0}} - {{3}}) / sqrt({{4}} + {flit(attrs.get('epsilon', 1e-5))})) * {{1}} + {{2}})"
+
+
+ROWS = table(
+    OpKind(Softmax, shape=same_shape, impl=softmax_impl("softmax"), epilogue=True),
+    OpKind(LogSoftmax, shape=same_shape, impl=softmax_impl("logsoftmax"), epilogue=True),
+    OpKind(MVN, deps=(1,), shape=same_shape, impl=mvn_impl, epilogue=True),
+    OpKind(NormalizeL2, deps=(1,), shape=same_shape),
+    OpKind(BatchNormInference, impl=per_channel_impl, expr=_batch_norm, epilogue=True),
+)

@@ -1,0 +1,74 @@
+"""Reductions (``netpass/ops/reduction.py``): the ``rowop`` template, one work-group per output
+element, where the reduced axes are one contiguous block (ignoring size-1 dims); TopK and
+CumSum run on the host. :func:`axes_block` and :func:`rowop_fused` also serve the
+normalizations."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ...ops.reduction import (CumSum, ReduceL1, ReduceL2, ReduceLogicalAnd, ReduceLogicalOr,
+                              ReduceMax, ReduceMean, ReduceMin, ReduceProd, ReduceSum, TopK)
+from ..impls import Impl, Launch, Params, epilogue, size
+from ..kernels.common import LS, Source
+from ..kernels.rowop import rowop
+from .base import ImplFactory, OpKind, ints, same_shape, table
+
+
+def axes_block(shape: Sequence[int], axes: Sequence[int]) -> tuple[int, int, int] | None:
+    """(outer, R, inner) when ``axes`` (ignoring size-1 dims) are one contiguous block."""
+    axes = sorted(set(axes))
+    real = [a for a in axes if shape[a] != 1]
+    if not real:
+        return size(shape), 1, 1
+    lo, hi = real[0], real[-1]
+    if any(shape[k] != 1 and k not in axes for k in range(lo, hi + 1)):
+        return None
+    return size(shape[:lo]), size(shape[lo:hi + 1]), size(shape[hi + 1:])
+
+
+def row_launch(src: Source, rows: int, R: int, inner: int, n_extra: int = 0,
+               edims: Sequence[int] = (), est: Sequence[Sequence[int]] = ()) -> Launch:
+    """One work-group of LS items per row of R elements ``inner`` apart."""
+    spec = [("i", 0), ("o", 0), R, inner] + [("e", j) for j in range(n_extra)]
+    if n_extra:
+        spec += list(edims) + [v for s in est for v in s]
+    return Launch(src, (max(rows, 1) * LS,), (LS,), spec)
+
+
+def rowop_fused(p: Params, key: Any, kind: str, params: dict, rows: int, R: int, inner: int) -> Impl:
+    """A softmax / MVN rowop with the node's fused elementwise ops as its epilogue."""
+    stages, n_extra, edt, edims, est = epilogue(p, p.out_shapes[0])
+    src = p.cached(("rowop", len(edims)),
+                   lambda: rowop(kind, p.in_dtypes[0], p.out_dtypes[0], params, stages, edt, len(edims)))
+    return Impl(key, [row_launch(src, rows, R, inner, n_extra, edims, est)])
+
+
+def reduce_impl(op: str) -> ImplFactory:
+    """The impl factory of a reduction computing ``op`` (a ``rowop`` kind) over its axes."""
+    def impl(p: Params, key: Any) -> Impl | None:
+        shape = p.in_shapes[0]
+        if p.values.get(1) is None or np.dtype(p.in_dtypes[0]) == np.float16:
+            return None
+        blk = axes_block(shape, [a % max(len(shape), 1) for a in ints(p.values[1])])
+        if blk is None:
+            return None
+        outer, R, inner = blk
+        src = rowop(op, p.in_dtypes[0], p.out_dtypes[0], {})
+        return Impl(key, [row_launch(src, outer * inner, R, inner)])
+    return impl
+
+
+def _reduction(cls: type, op: str) -> OpKind:
+    return OpKind(cls, deps=(1,), impl=reduce_impl(op))
+
+
+ROWS = table(
+    _reduction(ReduceSum, "sum"), _reduction(ReduceMean, "mean"), _reduction(ReduceMax, "max"),
+    _reduction(ReduceMin, "min"), _reduction(ReduceProd, "prod"), _reduction(ReduceL1, "l1"),
+    _reduction(ReduceL2, "l2"), _reduction(ReduceLogicalAnd, "and"),
+    _reduction(ReduceLogicalOr, "or"),
+    OpKind(TopK, deps=(1,)),
+    OpKind(CumSum, shape=same_shape),
+)

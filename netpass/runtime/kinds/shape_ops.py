@@ -1,0 +1,25 @@
+"""Shape ops (``netpass/ops/shape_ops.py``): ShapeOf and Range, computed on the host (ShapeOf
+sub-graphs: ``Program._mark_shape_of_subgraphs``)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...ops.shape_ops import Range, ShapeOf
+from .base import OpKind, table
+
+
+def _shape_of_shape(attrs: dict, shapes: list, values: dict) -> list[tuple]:
+    return [(len(shapes[0]),)]
+
+
+def _range_shape(attrs: dict, shapes: list, values: dict) -> list[tuple] | None:
+    if not all(j in values for j in range(3)):
+        return None
+    a, b, st = (np.asarray(values[j]).reshape(-1)[0].item() for j in range(3))
+    return [(max(int(np.ceil((b - a) / st)), 0),)]
+
+
+ROWS = table(
+    OpKind(ShapeOf, shape=_shape_of_shape),
+    OpKind(Range, deps=(0, 1, 2), shape=_range_shape),
+)

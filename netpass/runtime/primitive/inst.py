@@ -1,0 +1,183 @@
+"""A primitive of one infer request: :class:`PrimitiveInst` holds its runtime state; its steps,
+in the order the reference runs them, live one per module of this package (``update_shape``
+with the runtime skip checks, ``update_impl``, ``update_weights``, ``realloc`` with the views
+of skipped primitives, ``execute``) and :meth:`PrimitiveInst.prepare` chains them."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ...errors import AllocationError, FileAccessError, NetpassError
+from ...ops.shape_ops import ShapeOf
+from ..impls import Impl, size
+from ..lru import LruCache
+from ..memory import Tensor
+from ..program_node import ProgramNode
+from ..shape_infer import ShapeInfer
+from .execute import Execute
+from .realloc import Realloc
+from .update_impl import UpdateImpl
+from .update_shape import UpdateShape
+from .update_weights import UpdateWeights
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..network import Network
+
+
+def primitive_error(inst: "PrimitiveInst", e: Exception) -> NetpassError:
+    """The NetpassError for ``e`` raised by ``inst``'s step, naming its kind, id and input
+    shapes (an AllocationError for lack of memory)."""
+    n = inst.node
+    shapes = [list(s) for s in (inst.in_shapes or ())]
+    if isinstance(e, MemoryError):
+        return AllocationError(f"{n.kind} '{n.name}' ran out of memory at runtime with input "
+                               f"shapes {shapes} ({e})")
+    if isinstance(e, OSError):  # (pyopencl's kernel cache on a full or read-only disk)
+        return FileAccessError(f"{n.kind} '{n.name}' with input shapes {shapes}: "
+                               f"{e.strerror or e}" + (f": {e.filename}" if e.filename else ""))
+    return NetpassError(f"{n.kind} '{n.name}' failed at runtime with input shapes {shapes}: "
+                        f"{type(e).__name__}: {e}")
+
+
+class PrimitiveInst(UpdateShape, UpdateImpl, UpdateWeights, Realloc, Execute):
+    """Runtime state of one program node in one infer request (its steps: the base classes)."""
+
+    def __init__(self, net: "Network", node: ProgramNode) -> None:
+        self.net = net
+        self.node = node
+        n_out = node.num_outputs
+        self.in_shapes: tuple | None = None
+        self.out_shapes: list[tuple] | None = None
+        self.outputs: list[Tensor | None] = [None] * n_out
+        self.own: list = [None] * n_out          # allocation owned by this inst (or None: alias)
+        self.capacity = [0] * n_out              # elements
+        self.host: list[np.ndarray | None] = [None] * n_out
+        self.host_valid = [False] * n_out
+        self.device_valid = [False] * n_out
+        self.values: dict[int, np.ndarray] = {}
+        self.impl: Impl | None = None
+        self.kernels: list = []  # launcher.KernelHandle per launch of the impl
+        self.kernels_of: dict = {}  # Impl.sources -> this request's kernels for those launches
+        self.shape_changed = self.impl_changed = self.skip = False
+        self.can_be_optimized = False
+        self.done_by_other = False
+        self.allocation_done_by_other = False
+        self.concat_decided = False
+        self.inplace_now = False
+        self.executed_once = False
+        self.stamp = -1  # the infer (Network.epoch) that last produced the outputs
+        self.pending_host: list[np.ndarray] | None = None
+        row = node.row
+        # FullyConnected with constant weights: this request's reordered weights by layout
+        self.weights: LruCache | None = LruCache(net.weights_cache_capacity) \
+            if row.reorders_weights and node.inputs[1][0].is_constant else None
+        self.weights_tensor: Tensor | None = None
+        self.shape_fn = ShapeInfer(node)
+        self.events: list = []
+        self.desc_id: int | None = None
+        self.fused_src: PrimitiveInst | None = None
+        self.deps = node.get_shape_infer_dependencies()
+        self.strided_order = sorted(node.strided_inputs)
+        self.impl_memo: dict = {}  # per-primitive stages and kernel sources (impls.Params.cached)
+        # the in-place concat candidate this primitive is the single input producer of
+        self.concat_user = node.users[0][0][0] if node.num_outputs == 1 and len(node.users[0]) == 1 \
+            and node.users[0][0][0].inplace_concat else None
+        self.src_insts: list[tuple[PrimitiveInst, int]] = []
+        self.extra_insts: list[tuple[PrimitiveInst, int]] = []
+        self.computed_extras: list[tuple[PrimitiveInst, int]] = []
+        self.shape_of_insts: list[PrimitiveInst] = []
+        # FullyConnected itself or feeding one: allocations use fake-aligned sizes
+        self.fc_related = row.fake_aligned or any(
+            u.row.fake_aligned for lst in node.users for u, _ in lst)
+        self.view_offset: int | None = None
+        self.result_names: dict[int, str] = {}  # output -> the network output it is (Network)
+        self.zero_copy = [False] * n_out  # output written in place into the returned array
+        # symbolic mode: deps read from the device/host (not substituted), dead producers fed
+        self.sym_need = [j for j in self.deps
+                         if j not in node.sym_deps and not node.inputs[j][0].is_constant]
+        self.sym_feeds: dict[int, tuple[PrimitiveInst, int]] = {}
+        self.node_static_shapes: list[tuple] | None = None
+        boundary = node.is_constant or node.is_parameter or node.is_result
+        self.passive = boundary or node.fused_into is not None
+        self.shape_of = node.is_a(ShapeOf)
+        self.data_dependent = row.data_dependent  # output shapes from the data: on the host
+        self.state_role = node.state_role  # ReadValue, Assign, in-place append: state.py
+        self.n_fused = len(node.fused)
+        self.single = node.num_outputs == 1 and not self.fc_related  # _realloc_single applies
+        self.out_dtype = node.out_dtypes[0] if node.out_dtypes else None
+        # a kernel primitive with none of the special cases: step_recorded applies
+        self.plain = node.has_kernel and not self.passive and not node.in_shape_of_subgraph \
+            and not self.data_dependent and not node.runtime_skippable \
+            and not node.inplace_concat and self.concat_user is None and not node.shape_only \
+            and not row.always_view and node.permute_view is None \
+            and node.state_role is None
+        self._empty_for: list | None = None  # the out_shapes list ``_empty`` was computed for
+        self._empty = False
+        self.recordable = not self.sym_need and not node.in_shape_of_subgraph and \
+            not self.data_dependent and not boundary and node.state_role is None
+        self.rec_key: tuple | None = None
+        self.rec_impl: Impl | None = None
+        self.desc_key = (node.op_class, repr(sorted(node.attrs.items(), key=lambda kv: kv[0])),
+                         tuple(f.key() for f in node.fused), tuple(sorted(node.permuted_inputs.items())),
+                         node.subgraph.key() if node.subgraph is not None else None)
+        if node.is_constant:
+            self.out_shapes = [tuple(node.value.shape)]
+            self.host[0] = node.value
+            self.host_valid[0] = True
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def src(self, j: int) -> tuple["PrimitiveInst", int]:
+        return self.src_insts[j]
+
+    def reset_flags(self) -> None:
+        self.shape_changed = self.impl_changed = self.skip = False
+        self.done_by_other = self.allocation_done_by_other = self.concat_decided = False
+
+    # -- the per-primitive sequence ---------------------------------------------------------------
+    def prepare(self) -> None:
+        """Every step before the launch: in-place concat, update_shape, the skips,
+        update_impl, update_weights and realloc_if_needed (or the views of a skipped
+        primitive)."""
+        node = self.node
+        net = self.net
+        if self.state_role is not None:
+            net.state.prepare(self)
+            return
+        if self.concat_user is not None:
+            self.do_runtime_in_place_concat()
+        self.update_shape()
+        if self.passive:
+            return
+        if self.out_shapes is not self._empty_for:  # other outputs may still need values
+            self._empty_for = self.out_shapes
+            self._empty = all(size(s) == 0 for s in self.out_shapes)
+        if self._empty or node.shape_only:
+            self.skip = True
+        elif node.in_shape_of_subgraph and self.executed_once and net.binding is None and \
+                not any(so.shape_changed for so in self.shape_of_insts):
+            self.skip = True  # (symbolic mode: the ShapeOfs may not have run; always re-run)
+        if self.skip:
+            self.done_by_other = False
+            return
+        if node.in_shape_of_subgraph or self.data_dependent:
+            return
+        self.runtime_skip_checks()
+        if self.can_be_optimized and node.inplace_concat:
+            # the inputs already wrote into the buffer their first one allocated
+            self.device_valid[0], self.host_valid[0] = True, False
+            net.stats["skipped"] += 1
+        elif self.can_be_optimized:
+            self.update_output_memory()
+        elif self.shape_changed or self.impl is None:
+            self.update_impl()
+            if self.rec_key is not None:
+                self._record(self.impl)
+            if self.impl_changed or any(o is None for o in self.own):
+                self.update_weights()
+                self.realloc_if_needed()
+            return
+        else:
+            self._refresh_inplace_view()
+        if self.rec_key is not None:
+            self._record(None)

@@ -1,0 +1,148 @@
+"""Program nodes: one lowered primitive each, with the flags the program's build passes set,
+and the helpers the passes that rewrite the node list share (:func:`node_users`,
+:func:`splice`, :func:`same_dim`)."""
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from ..core.boundary import Constant, Parameter, Result
+from ..core.shape import PartialShape
+from .impls import FusedDesc
+from .kinds import op_class, row_of
+
+
+def same_dim(d: Any, o: Any) -> bool:
+    """Whether Dimensions ``d`` and ``o`` are provably equal: the same static size, or the
+    same symbol."""
+    return d.min == d.max == o.min == o.max or (d.symbol is not None and d.symbol is o.symbol)
+
+
+def node_users(nodes: Iterable["ProgramNode"]) -> dict[int, list]:
+    """id(node) -> [(user, input index)] over ``nodes`` (for passes that run before a Program
+    links its users)."""
+    users: dict[int, list] = {}
+    for n in nodes:
+        for j, (src, _) in enumerate(n.inputs):
+            users.setdefault(id(src), []).append((n, j))
+    return users
+
+
+def splice(nodes: list, replace: dict[int, list], dropped: set[int]) -> list:
+    """``nodes`` with each node whose id ``replace`` holds swapped for its list of nodes (the
+    last of them takes its place as its users' producer), and the ``dropped`` ones left out."""
+    if not replace:
+        return nodes
+    out: list = []
+    for n in nodes:
+        if id(n) in replace:
+            out.extend(replace[id(n)])
+        elif id(n) not in dropped:
+            out.append(n)
+    new_of = {key: new[-1] for key, new in replace.items()}
+    for n in out:
+        n.inputs = [(new_of.get(id(s), s), k) for s, k in n.inputs]
+    return out
+
+
+class ProgramNode:
+    """One primitive: kind, attributes, inputs ``[(ProgramNode, out_index)]``, output dtypes
+    and partial shapes, an optional constant ``value``, an optional source ``op`` (a
+    :class:`~netpass.core.node.Node` used for shape inference and host evaluation).
+
+    ``kind`` names the op class (``op_class``: the source op's own class, else the class
+    registered under that type name); ``row`` is its row of the runtime op table
+    (:mod:`netpass.runtime.kinds`), which the runtime reads instead of the name."""
+
+    def __init__(self, id: str, kind: str, attrs: dict | None = None,
+                 inputs: Sequence[tuple["ProgramNode", int]] = (), value: Any = None,
+                 op: Any = None, out_dtypes: Sequence[Any] = (), out_pshapes: Sequence[Any] = (),
+                 name: str | None = None) -> None:
+        self.id = id
+        self.kind = kind
+        self.op_class = type(op) if op is not None else op_class(kind)
+        self.row = row_of(self.op_class)
+        self.is_parameter = self.op_class is Parameter
+        self.is_constant = self.op_class is Constant
+        self.is_result = self.op_class is Result
+        self.attrs = dict(attrs or {})
+        self.inputs = list(inputs)
+        self.value = None if value is None else np.asarray(value)
+        self.op = op
+        self.out_dtypes = [np.dtype(d) for d in out_dtypes]
+        self.out_pshapes = [PartialShape(s) if not isinstance(s, PartialShape) else s
+                            for s in out_pshapes]
+        if self.value is not None and not self.out_dtypes:
+            self.out_dtypes = [self.value.dtype]
+            self.out_pshapes = [PartialShape(self.value.shape)]
+        self.name = name or id
+        # filled by Program
+        self.index = -1
+        self.users: list[list[tuple[ProgramNode, int]]] = [[] for _ in self.out_dtypes]
+        self.is_output = False
+        self.output_names: list[str] = []
+        self.in_shape_of_subgraph = False
+        self.dependant_shape_ofs: list[ProgramNode] = []
+        self.shape_only = False          # every user is ShapeOf: never executed
+        self.optimized = False
+        self.runtime_skippable = False
+        self.fused: list[FusedDesc] = []
+        self.fused_inputs: list[tuple[ProgramNode, int]] = []
+        self.fused_into: ProgramNode | None = None
+        self.inplace_concat = False      # concat whose inputs may write into its buffer
+        self.permute_view: tuple | None = None  # Transpose order read through by its MatMul
+        self.permuted_inputs: dict[int, tuple] = {}  # MatMul: input -> that order
+        self.strided_view = False  # Split/Slice whose outputs are strided views of the input
+        self.strided_inputs: set[int] = set()  # inputs that may be strided views (impl keys)
+        self.restrictions: Any = frozenset()  # memory.Lifetime once the program is built
+        self.has_kernel = self.row.has_kernel
+        self.is_dynamic = any(not ps.is_static for ps in self.out_pshapes)
+        # known elements of small integer outputs (ints, or Dimensions that may carry a
+        # symbol), from the source op's partial values; None where unknown
+        self.out_pvalues: list | None = None
+        self.sym_out: list | None = None  # set by SymbolicShapes
+        self.sym_deps: dict = {}
+        self.sym_records: dict = {}  # (binding, input shapes) -> (shapes, values, impl, kernels)
+        # a node standing for a fused sub-graph (attention.AttentionDesc): its shape rule and
+        # host reference
+        self.subgraph: Any = None
+        # model state (netpass.runtime.state): role (read, append, assign), variable id, and
+        # the axis of the variable's capacity layout (None: a copied variable)
+        self.state_role: str | None = None
+        self.state_var: str | None = None
+        self.state_axis: int | None = None
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.out_dtypes)
+
+    def get_shape_infer_dependencies(self) -> tuple[int, ...]:
+        """Indices of inputs whose values (not only shapes) decide the output shape or the
+        kernel (the row's ``deps``; every input of a data-dependent op)."""
+        if self.row.data_dependent:
+            return tuple(range(len(self.inputs)))
+        return tuple(i for i in self.row.deps if i < len(self.inputs))
+
+    def data_inputs(self) -> tuple[int, ...]:
+        """Indices of the inputs whose data this primitive may read (by a kernel, a view, a host
+        evaluation or a host fallback). The reshape-likes read input 0 only: their other input
+        is a shape-infer value that ``update_shape`` holds, and in symbolic mode its producer
+        may not run at all (``SymbolicShapes.order``)."""
+        if self.row.always_view:
+            return (0,)
+        return tuple(range(len(self.inputs)))
+
+    def is_a(self, *classes: type) -> bool:
+        """Whether this node's op is one of ``classes`` (op classes, or runtime kinds)."""
+        return self.row.cls in classes
+
+    def all_users(self) -> list["ProgramNode"]:
+        seen: dict[int, ProgramNode] = {}
+        for lst in self.users:
+            for u, _ in lst:
+                seen.setdefault(id(u), u)
+        return list(seen.values())
+
+    def __repr__(self) -> str:
+        return f"<ProgramNode {self.kind} '{self.id}'>"
