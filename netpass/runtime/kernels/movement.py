@@ -1,5 +1,5 @@
 """Data-movement kernels: copies through an index map (``imap``), every output of a Split in
-one launch (``split``) and ``gather``."""
+one launch (``split``), ``gather`` and ``gather_elements``."""
 from __future__ import annotations
 
 from .common import Source, ctype, flit, header, is_float, memoized
@@ -70,3 +70,25 @@ def gather(dtype, idx_dtype) -> Source:
 }}
 """
     return Source(text, "gather")
+
+
+@memoized
+def gather_elements(dtype, idx_dtype) -> Source:
+    """GatherElements: y[o, a, i] = x[o, idx[o, a, i], i], one work-item per output element.
+    The output and the indices (one shape) are seen as [outer, A, inner] around the axis, the
+    data as [outer, D, inner]; a negative index counts from the end, one outside [-D, D) reads
+    0 (as ``gather``)."""
+    t, it = ctype(dtype), ctype(idx_dtype)
+    text = header([dtype]) + f"""__kernel void gather_elements(__global const {t}* X, int xoff, __global const {it}* I,
+                              int ioff, __global {t}* Y, int yoff, int n, int A, int D, int inner)
+{{
+  int gid = get_global_id(0);
+  if (gid >= n) return;
+  int i = gid % inner;
+  int o = gid / inner / A;
+  long k = (long)I[ioff + gid];
+  if (k < 0) k += D;
+  Y[yoff + gid] = (k >= 0 && k < D) ? X[xoff + ((long)o * D + k) * inner + i] : ({t})0;
+}}
+"""
+    return Source(text, "gather_elements")

@@ -1,15 +1,15 @@
 """Indexing (``netpass/ops/indexing``): Gather (batch_dims 0) on the ``gather`` template, a view
-where its indices are the identity; the scatters, GatherElements/GatherND and OneHot run on the
-host."""
+where its indices are the identity; GatherElements on ``gather_elements``; the scatters,
+GatherND and OneHot run on the host."""
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
 
-from ...ops.indexing import Gather, OneHot
+from ...ops.indexing import Gather, GatherElements, OneHot
 from ..impls import Impl, Launch, Params, bits_dtype, size, work_1d
-from ..kernels.movement import gather
+from ..kernels.movement import gather, gather_elements
 from .base import OpKind, Skip, ints, table
 
 GATHER_MAX_INDICES = 10 * 1024  # identity checks read back at most this many indices
@@ -68,8 +68,34 @@ def _host_gather(attrs: dict, arrays: list, out_shapes: list) -> list[np.ndarray
     return [np.take(data, idx, axis=axis)]
 
 
+def _gather_elements_shape(attrs: dict, shapes: list, values: dict) -> list[tuple] | None:
+    """The indices' shape, where the data has the same rank and the same dims off the axis
+    (else None: the op's own inference names the mismatch)."""
+    data, idx = shapes
+    if len(data) != len(idx) or not data:
+        return None
+    axis = attrs.get("axis", 0) % len(data)
+    if any(d != i for k, (d, i) in enumerate(zip(data, idx)) if k != axis):
+        return None
+    return [tuple(idx)]
+
+
+def gather_elements_impl(p: Params, key: Any) -> Impl:
+    """One ``gather_elements`` launch over the output (the shape rule has checked that data
+    and indices agree off the axis, so both walk [outer, axis, inner] alike)."""
+    data, idx = p.in_shapes[0], p.in_shapes[1]
+    axis = p.attrs.get("axis", 0) % len(data)
+    n = size(idx)
+    if not n:
+        return Impl(key, [])
+    src = gather_elements(bits_dtype(p.in_dtypes[0]), p.in_dtypes[1])
+    spec = [("i", 0), ("i", 1), ("o", 0), n, idx[axis], data[axis], size(idx[axis + 1:])]
+    return Impl(key, [Launch(src, *work_1d(n), spec)])
+
+
 ROWS = table(
     OpKind(Gather, deps=(2,), shape=_gather_shape, impl=gather_impl, copy_only=True,
            skip=Skip(_may_be_identity, _gather_is_identity, reads_values=True), host=_host_gather),
+    OpKind(GatherElements, shape=_gather_elements_shape, impl=gather_elements_impl, copy_only=True),
     OpKind(OneHot, deps=(1,)),
 )

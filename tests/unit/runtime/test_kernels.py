@@ -187,6 +187,39 @@ def test_gather_embedding(run_shapes, rng):
     assert req.stats["host_fallbacks"] == 0
 
 
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("dtype,idx_dtype", [(np.float32, np.int64), (np.int64, np.int32),
+                                             (np.float16, np.int64)])
+def test_gather_elements(axis, dtype, idx_dtype, run_shapes, rng):
+    """GatherElements on its template: random data and indices in [-D, D) (negative ones count
+    from the end), two shapes on one request, the axis dim of the indices longer and shorter
+    than the data's; float16 moves as 16 bits (no cl_khr_fp16 needed)."""
+    x = _param("x", 3, dtype)
+    i = _param("i", 3, idx_dtype)
+    model = _model(lambda x, i: opset.gather_elements(x, i, axis), x, i)
+    feeds = []
+    for shape, length in (((2, 5, 3), 7), ((3, 4, 6), 2)):
+        d = shape[axis]
+        ishape = list(shape)
+        ishape[axis] = length
+        data = (rng.standard_normal(shape) * 10).astype(dtype)
+        feeds.append({"x": data, "i": rng.integers(-d, d, ishape).astype(idx_dtype)})
+    req = run_shapes(model, feeds)
+    assert req.stats["host_fallbacks"] == 0
+
+
+def test_gather_elements_with_mismatched_dims_names_the_node(rng):
+    """Data and indices that differ off the axis: the row's shape rule declines, the op's own
+    shape inference raises, naming the op and the dims."""
+    from netpass.errors import NetpassError
+    from netpass.runtime import compile_program
+    x, i = _param("x", 2), _param("i", 2, np.int64)
+    req = compile_program(_model(lambda x, i: opset.gather_elements(x, i, 1), x, i),
+                          RUNTIME_DEVICE).create_infer_request()
+    with pytest.raises(NetpassError, match=r"GatherElements.*dim 0 differs"):
+        req.infer({"x": _f(rng, 3, 4), "i": rng.integers(0, 4, (2, 4))})
+
+
 def test_legacy_layers(run_shapes, rng):
     x = _param("x", 2, dims=[-1, 6])
     w, b = _f(rng, 5, 6), _f(rng, 5)
