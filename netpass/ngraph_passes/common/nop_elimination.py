@@ -37,7 +37,12 @@ def _same_static_shape(node: Node) -> bool:
 
 def _identity_order(node: Node) -> bool:
     order = const_value(node.input_value(1))
-    return order is not None and order.reshape(-1).tolist() == list(range(order.size))
+    if order is None:
+        return False
+    if order.size == 0:  # an empty order reverses the axes: a no-op only up to rank 1
+        ps = node.get_input_partial_shape(0)
+        return ps.rank_is_static and len(ps) <= 1
+    return order.reshape(-1).tolist() == list(range(order.size))
 
 
 def _all_ones(index: int) -> Callable[[Node], bool]:

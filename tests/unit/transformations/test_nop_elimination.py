@@ -51,3 +51,14 @@ def test_real_reshape_and_dynamic_stay():
     m = model_of([opset.relu(opset.reshape(x, [-1, 3], False)), opset.reshape(opset.relu(x), [3, -1], False)], x)
     run(m, NopElimination())
     assert count(m, "Reshape") == 2
+
+
+@pytest.mark.parametrize("shape,kept", [([4, 3], 1), ([2, 3, 4], 1), ([5], 0)])
+def test_empty_transpose_order_reverses_the_axes(shape, kept):
+    """An empty order is the reversed axes (ONNX Transpose without perm): a no-op only up to
+    rank 1 (affine_grid's ONNX expansion holds one on a 2-D grid)."""
+    x = param(shape)
+    t = opset.transpose(opset.relu(x), opset.constant(np.array([], np.int64)))
+    m = model_of(opset.relu(t), x)
+    run_checked(m, NopElimination())  # the same outputs as before the pass
+    assert count(m, "Transpose") == kept
