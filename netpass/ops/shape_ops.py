@@ -268,10 +268,16 @@ def _export_range(node, ectx):
     to = onnx.helper.np_dtype_to_tensor_dtype(et.dtype)
     names = []
     for i, name in enumerate(ectx.inputs(node)):
-        if node.get_input_element_type(i) is et:
-            names.append(name)
-            continue
-        cast = ectx.fresh("range_arg")
-        ectx.add_node("Cast", [name], [cast], to=int(to))
-        names.append(cast)
+        ps = node.get_input_partial_shape(i)
+        if not ps.rank_is_static or len(ps) != 0:
+            # netpass takes one-element tensors; ONNX's Range wants scalars
+            scalar = ectx.fresh("range_scalar")
+            ectx.add_node("Reshape", [name, ectx.constant(np.zeros(0, np.int64), "scalar")],
+                          [scalar])
+            name = scalar
+        if node.get_input_element_type(i) is not et:
+            cast = ectx.fresh("range_arg")
+            ectx.add_node("Cast", [name], [cast], to=int(to))
+            name = cast
+        names.append(name)
     ectx.add_node("Range", names, ectx.outputs(node))
