@@ -22,6 +22,7 @@ from .core.model import Model
 from .core.node import Node, Output
 from .core.rt_info import FusedNames
 from .core.shape import PartialShape
+from .core.subgraph import MultiSubGraphOp
 from .core.types import Type
 
 RUNTIME_DEVICE = os.environ.get("NETPASS_TEST_DEVICE", "CPU").upper()
@@ -196,6 +197,14 @@ class _Comparator:
         for key in sorted(set(aa) | set(ab)):
             if key not in aa or key not in ab:
                 return f"attribute {key} exists on one side only"
+            if key == "bodies" and isinstance(a, MultiSubGraphOp):
+                if len(aa[key]) != len(ab[key]):
+                    return f"body counts differ: {len(aa[key])} vs {len(ab[key])}"
+                for i, (ba, bb) in enumerate(zip(aa[key], ab[key])):
+                    inner = self.compare(ba, bb)
+                    if not inner.valid:
+                        return f"{a.body_name(i)} differs: {inner.message}"
+                continue
             if not _attr_equal(aa[key], ab[key]):
                 return f"attribute {key} differs: {aa[key]!r} vs {ab[key]!r}"
         return None

@@ -4,10 +4,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from ..errors import LintError, NetpassError
+from ..errors import LintError, NetpassError, ShapeInferenceError
 from .boundary import Constant, Parameter, Result
 from .node import Node, Output, as_output
 from .rt_info import RuntimeAttribute
+from .subgraph import MultiSubGraphOp
 
 if TYPE_CHECKING:
     from .model import Model
@@ -182,6 +183,23 @@ def lint_problems(model: Model) -> list[str]:
     if len(set(in_names)) != len(in_names):
         problems.append(f"model input names are not unique: {in_names}")
     del in_graph
+    problems += _body_problems(ops)
+    return problems
+
+
+def _body_problems(ops: list[Node]) -> list[str]:
+    """The problems of the bodies of ``ops`` that hold sub-graphs (their descriptions, then
+    each body as a model of its own), prefixed with where the body is."""
+    problems: list[str] = []
+    for node in ops:
+        if not isinstance(node, MultiSubGraphOp):
+            continue
+        try:
+            node.check_descriptions(complete=True)
+        except ShapeInferenceError as e:
+            problems.append(str(e))
+        for i, body in enumerate(node.bodies):
+            problems += [f"{node.where(i)}: {p}" for p in lint_problems(body)]
     return problems
 
 

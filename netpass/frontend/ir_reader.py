@@ -4,7 +4,8 @@ The xml is parsed with defusedxml: a DTD or an entity declaration is refused, so
 file cannot expand entities or reach outside files. Layers become op classes by their type
 name (IR spellings such as ``Const`` translated back), attributes are converted to python
 values using each op class's ``ATTRS`` defaults as the type guide, constants are read from the
-weights with their offsets and sizes checked against the file.
+weights with their offsets and sizes checked against the file. The bodies of If, Loop and
+TensorIterator are read like the model, their port maps become the op's descriptions.
 """
 from __future__ import annotations
 
@@ -21,6 +22,14 @@ from ..core.model import Model
 from ..core.node import OP_TYPES, Node
 from ..core.rt_info import FusedNames
 from ..core.shape import PartialShape
+from ..core.subgraph import (
+    BodyOutput,
+    ConcatOutput,
+    InvariantInput,
+    MergedInput,
+    MultiSubGraphOp,
+    SliceInput,
+)
 from ..core.types import Type, packed_size, string, unpack_elements
 from ..errors import ModelFormatError, NetpassError, OutOfMemoryError, UnsupportedOpError
 from .files import MAX_XML_BYTES, RegularFile, inside_folder, read_model_file
@@ -176,6 +185,7 @@ class _Reader:
                                      reason=f"no netpass op for IR {layer.where()}")
         data_el = layer.el.find("data")
         data = dict(data_el.attrib) if data_el is not None else {}
+        structure = self.bodies(layer, cls) if issubclass(cls, MultiSubGraphOp) else {}
         if type_name == "Constant":
             et = Type.of(data.get("element_type", "f32"))
             attrs: dict[str, Any] = {"value": self.blob(layer, data), "element_type": et}
@@ -190,6 +200,7 @@ class _Reader:
                     except (ValueError, TypeError) as e:
                         raise ModelFormatError(f"{layer.where()}: attribute {ir_key}={text!r}: "
                                                f"{e}") from e
+            attrs.update(structure)
         try:
             node = cls(inputs, **attrs)
         except NetpassError as e:
@@ -221,9 +232,17 @@ class _Reader:
         root = self.root
         if root.tag != "net":
             raise ModelFormatError(f"not an IR file: root element is <{root.tag}>, expected <net>")
+        model, _ = self.read_graph(root, root.attrib.get("name", "Model"))
+        rt = root.find("rt_info")
+        if rt is not None:
+            model.rt_info = _rt_dict(rt)
+        return model
+
+    def read_graph(self, root: Element, name: str) -> tuple[Model, dict[str, Node]]:
+        """The Model of a ``<net>`` or a body element, and its nodes by layer id."""
         layers_el = root.find("layers")
         if layers_el is None:
-            raise ModelFormatError("IR file has no <layers>")
+            raise ModelFormatError(f"IR {name!r} has no <layers>")
         layers = [_Layer(el) for el in layers_el.findall("layer")]
         by_id = {layer.id: layer for layer in layers}
         if len(by_id) != len(layers):
@@ -262,11 +281,45 @@ class _Reader:
         params = [nodes[lay.id] for lay in layers if isinstance(nodes[lay.id], Parameter)]
         results = [nodes[lay.id] for lay in layers if isinstance(nodes[lay.id], Result)]
         sinks = [nodes[lay.id] for lay in layers if isinstance(nodes[lay.id], Sink)]
-        model = Model(results, params, root.attrib.get("name", "Model"), sinks)
-        rt = root.find("rt_info")
-        if rt is not None:
-            model.rt_info = _rt_dict(rt)
-        return model
+        return Model(results, params, name, sinks), nodes
+
+    def bodies(self, layer: _Layer, cls: type) -> dict[str, Any]:
+        """The bodies and port maps of an op with sub-graphs (OpenVINO's layout: see
+        :mod:`netpass.passes.serialize`) as the op's attributes."""
+        bodies, inputs, outputs = [], [], []
+        special = [-1, -1]
+        n_in = len(layer.in_ports)
+        for index, tag in enumerate(cls.BODY_NAMES):
+            el = layer.el.find(tag)
+            port_map = layer.el.find(tag[:-len("body")] + "port_map")
+            if el is None or port_map is None:
+                raise ModelFormatError(f"{layer.where()}: no <{tag}> with its port map")
+            body, nodes = self.read_graph(el, f"{layer.name} {tag}")
+            params = {lid: body.get_parameter_index(n) for lid, n in nodes.items()
+                      if isinstance(n, Parameter)}
+            results = {lid: body.results.index(n) for lid, n in nodes.items()
+                       if isinstance(n, Result)}
+            edges_el = layer.el.find("back_edges") if index == 0 else None
+            back = {e.attrib.get("to-layer"): e.attrib.get("from-layer")
+                    for e in (edges_el if edges_el is not None else [])}
+            ins, outs = [], []
+            for entry in port_map:
+                ins_or_outs = _port_entry(layer, tag, entry, params, results, back, n_in)
+                if entry.attrib.get("purpose") in ("current_iteration", "execution_condition"):
+                    special[entry.attrib["purpose"] == "execution_condition"] = ins_or_outs
+                elif entry.tag == "input":
+                    ins.append(ins_or_outs)
+                else:
+                    outs.append(ins_or_outs)
+            bodies.append(body)
+            inputs.append(ins)
+            outputs.append(outs)
+        attrs: dict[str, Any] = {"bodies": bodies, "input_descriptions": inputs,
+                                 "output_descriptions": outputs}
+        if "special_body_ports" in cls.ATTRS:
+            attrs["special_body_ports"] = special
+        return attrs
+
 
     @staticmethod
     def topological(layers: list[_Layer], by_id: dict[str, _Layer],
@@ -296,6 +349,51 @@ class _Reader:
                     if dep not in done:
                         stack.append((dep, False))
         return order
+
+
+def _port_entry(layer: _Layer, tag: str, entry: Element, params: dict[str, int],
+                results: dict[str, int], back: dict[str, str], n_in: int) -> Any:
+    """One ``<input>`` / ``<output>`` of a port map as a description (a special port: the
+    body Parameter's or Result's index)."""
+    a = entry.attrib
+    where = f"{layer.where()} {tag} port map"
+    try:
+        internal = a["internal_layer_id"]
+        external = int(a.get("external_port_id", "-1"))
+        window = {k: int(a[k]) for k in ("axis", "start", "end", "stride", "part_size") if k in a}
+    except (KeyError, ValueError) as e:
+        raise ModelFormatError(f"{where}: bad entry {a}: {e}") from None
+    sliced = "axis" in window
+    if sliced:
+        window = {"start": 0, "stride": 1, "part_size": 1, "end": -1, **window}
+    if entry.tag == "input":
+        if internal not in params:
+            raise ModelFormatError(f"{where}: {internal} is not a body Parameter layer")
+        p = params[internal]
+        if a.get("purpose") == "current_iteration":
+            return p
+        if not 0 <= external < n_in:
+            raise ModelFormatError(f"{where}: input port {external} of a layer with {n_in}")
+        if sliced:
+            return SliceInput(external, p, window["start"], window["stride"],
+                              window["part_size"], window["end"], window["axis"])
+        if internal in back:
+            if back[internal] not in results:
+                raise ModelFormatError(f"{where}: back edge from {back[internal]}, which is "
+                                       "not a body Result layer")
+            return MergedInput(external, p, results[back[internal]])
+        return InvariantInput(external, p)
+    if entry.tag != "output" or internal not in results:
+        raise ModelFormatError(f"{where}: {entry.tag} {internal} is not a body Result layer")
+    r = results[internal]
+    if a.get("purpose") == "execution_condition":
+        return r
+    if external < n_in:
+        raise ModelFormatError(f"{where}: output port {external} is an input port")
+    if sliced:
+        return ConcatOutput(r, external - n_in, window["start"], window["stride"],
+                            window["part_size"], window["end"], window["axis"])
+    return BodyOutput(r, external - n_in)
 
 
 # OpenVINO writes model rt_info a few levels deep; deeper nesting is refused, so that code

@@ -8,7 +8,8 @@ require it.
   "Duplicate definition of name"). An initializer may also be listed as a graph input once
   (the IR < 4 style).
 - Every node input is defined by a graph input, an initializer or an earlier node (nodes are
-  topologically sorted, as onnx.checker requires).
+  topologically sorted, as onnx.checker requires); a sub-graph (a body of If, Loop, Scan) may
+  also read the values of the graphs around it.
 - Every graph output is defined. An output listed twice is the same tensor twice, which
   onnx.checker and onnxruntime accept and TorchScript's exporter writes (for a module that
   returns one tensor twice, without ``output_names``); the reader lists it once, since netpass
@@ -21,6 +22,8 @@ Each violation raises :class:`InvalidModelError` naming the node (name and op ty
 tensor or attribute.
 """
 from __future__ import annotations
+
+from collections.abc import Container
 
 import onnx
 
@@ -81,9 +84,10 @@ def check_attributes(proto: onnx.NodeProto, opset: int) -> None:
                                     node_label(proto), proto.op_type, name)
 
 
-def check_graph(graph: onnx.GraphProto, opset: int) -> None:
+def check_graph(graph: onnx.GraphProto, opset: int, outer: Container[str] = ()) -> None:
     """Raise InvalidModelError unless ``graph`` is in SSA form, topologically sorted, with
-    defined outputs and schema-conforming attributes (see the module doc)."""
+    defined outputs and schema-conforming attributes (see the module doc). ``outer``: the
+    names a sub-graph may read from the graphs around it."""
     defined: dict[str, str] = {}  # tensor name -> what defines it, for errors
     for init in graph.initializer:
         if init.name in defined:
@@ -99,7 +103,7 @@ def check_graph(graph: onnx.GraphProto, opset: int) -> None:
     writers = {name: proto for proto in graph.node for name in proto.output if name}
     for proto in graph.node:
         for name in proto.input:
-            if name and name not in defined:
+            if name and name not in defined and name not in outer:
                 later = writers.get(name)
                 why = (f"only the later {_where(later)} writes it (nodes must be topologically "
                        "sorted)") if later is not None else \
@@ -117,7 +121,7 @@ def check_graph(graph: onnx.GraphProto, opset: int) -> None:
                     node_label(proto), proto.op_type, name)
             defined[name] = f"{_where(proto)}"
     for vo in graph.output:
-        if vo.name not in defined:
+        if vo.name not in defined and vo.name not in outer:
             raise InvalidModelError(f"graph output '{vo.name}' is not produced by any node, "
                                     "initializer or graph input", tensor=vo.name)
 

@@ -34,13 +34,57 @@ from .files import MAX_ONNX_BYTES, RegularFile, contained_path, read_model_file
 from .onnx_checks import DEFAULT_DOMAINS, check_graph, node_label
 
 
+class Scope:
+    """The tensor names one graph sees: its own values, then those of the graphs around it.
+
+    A name found only further out is *captured*: it becomes a new Parameter of this graph
+    (recorded in ``captured`` with the outer value), and the op holding the graph takes the
+    outer value as an input. An outer Constant is copied into the graph instead, so that the
+    body's shape inference and folding see its value.
+    """
+
+    def __init__(self, parent: Scope | None = None, inline: bool = False) -> None:
+        self.values: dict[str, Output] = {}
+        self.parent = parent
+        self.captured: list[tuple[Parameter, Output]] = []
+        # an inlined graph (a branch chosen at import) reads outer values directly
+        self.inline = inline
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.values or (self.parent is not None and name in self.parent)
+
+    def __getitem__(self, name: str) -> Output:
+        value = self.values.get(name)
+        if value is not None:
+            return value
+        if self.parent is None:
+            raise KeyError(name)
+        outer = self.parent[name]
+        if self.inline:
+            return outer
+        if isinstance(outer.node, Constant):
+            node: Node = Constant([], value=outer.node.value, element_type=outer.element_type)
+        else:
+            node = Parameter([], shape=outer.partial_shape, element_type=outer.element_type)
+            self.captured.append((node, outer))
+        node.friendly_name = name
+        node.output(0).names.add(name)
+        self.values[name] = node.output(0)
+        return node.output(0)
+
+    def __setitem__(self, name: str, value: Output) -> None:
+        self.values[name] = value
+
+
 class OnnxNodeContext:
     """What an import rule sees of one ONNX node (see ``netpass.ops.registry``)."""
 
-    def __init__(self, proto: onnx.NodeProto, inputs: list[Output | None], opset: int) -> None:
+    def __init__(self, proto: onnx.NodeProto, inputs: list[Output | None], opset: int,
+                 scope: Scope | None = None) -> None:
         self.proto = proto
         self.inputs = inputs
         self.opset = opset
+        self.scope = scope if scope is not None else Scope()
         self.op_type = proto.op_type
         self.name = node_label(proto)
         self.num_outputs = len(proto.output)
@@ -67,6 +111,34 @@ class OnnxNodeContext:
 
     def error(self, message: str) -> None:
         raise UnsupportedOpError(self.op_type, "", self.opset, self.name, message)
+
+    def subgraph(self, attr: str, inputs: list[tuple[Type, PartialShape] | None]
+                 ) -> tuple[Model, list[Output]]:
+        """The graph attribute ``attr`` as a body Model and the outer values it captures.
+
+        ``inputs`` gives the element type and shape of each graph input as the op feeds it
+        (None: as the graph declares it). The body's Parameters are its graph inputs, then
+        one per captured outer value, in the order of the returned list.
+        """
+        graph = self._attrs.get(attr)
+        if graph is None or graph.type != onnx.AttributeProto.GRAPH:
+            raise ModelFormatError(f"ONNX node '{self.name}' ({self.op_type}): graph attribute "
+                                   f"'{attr}' is missing")
+        where = f"{self.op_type} '{self.name}' {attr}"
+        return convert_subgraph(graph.g, self.opset, self.scope, inputs, where)
+
+    def inline_subgraph(self, attr: str) -> list[Output]:
+        """The outputs of the input-less graph attribute ``attr`` converted into the
+        enclosing graph (its nodes read outer values directly; its own names stay its own):
+        for a branch chosen at import time."""
+        graph = self._attrs.get(attr)
+        if graph is None or graph.type != onnx.AttributeProto.GRAPH:
+            raise ModelFormatError(f"ONNX node '{self.name}' ({self.op_type}): graph attribute "
+                                   f"'{attr}' is missing")
+        check_graph(graph.g, self.opset, self.scope)
+        scope = Scope(self.scope, inline=True)
+        _convert_body(graph.g, self.opset, scope, {}, [])
+        return [scope[vo.name] for vo in graph.g.output]
 
 
 def _kind_matches(value: Any, default: Any) -> bool:
@@ -191,6 +263,8 @@ def _value_info_shape(vi: onnx.ValueInfoProto, symbols: dict[str, Symbol]) -> tu
     tt = vi.type.tensor_type
     if not vi.type.HasField("tensor_type"):
         raise ModelFormatError(f"graph input '{vi.name}' is not a tensor")
+    if not tt.HasField("elem_type") or not tt.elem_type:
+        raise ModelFormatError(f"graph input '{vi.name}' has no element type")
     et = onnx_element_type(tt.elem_type, f"graph input '{vi.name}'")
     if not tt.HasField("shape"):
         return et, PartialShape(None)
@@ -210,28 +284,8 @@ def convert_graph(graph: onnx.GraphProto, opset: int, name: str = "Model") -> Mo
     """The graph as a Model, after ``check_graph``; a graph output listed several times (as
     TorchScript exports a module that returns one tensor twice) becomes one Result."""
     check_graph(graph, opset)  # every name below is in ``values``
-    values: dict[str, Output] = {}
-    symbols: dict[str, Symbol] = {}
-    for init in graph.initializer:
-        arr = _tensor_to_array(init, f"initializer '{init.name}'")
-        c = Constant([], value=arr, element_type=onnx_element_type(init.data_type, init.name))
-        c.friendly_name = init.name
-        c.output(0).names.add(init.name)
-        values[init.name] = c.output(0)
-    for init in graph.sparse_initializer:
-        raise ModelFormatError(f"sparse initializer '{init.values.name}' is not supported")
-    params = []
-    for vi in graph.input:
-        if vi.name in values:
-            continue  # an initializer listed as input (IR < 4 style) stays a Constant
-        et, ps = _value_info_shape(vi, symbols)
-        p = Parameter([], shape=ps, element_type=et)
-        p.friendly_name = vi.name
-        p.output(0).names.add(vi.name)
-        values[vi.name] = p.output(0)
-        params.append(p)
-    for proto in graph.node:
-        _convert_node(proto, values, opset)
+    values = Scope()
+    params = _convert_body(graph, opset, values, {}, [])
     results = []
     for vo in graph.output:
         if any(r.friendly_name == vo.name for r in results):
@@ -242,7 +296,57 @@ def convert_graph(graph: onnx.GraphProto, opset: int, name: str = "Model") -> Mo
     return Model(results, params, name)
 
 
-def _convert_node(proto: onnx.NodeProto, values: dict[str, Output], opset: int) -> None:
+def convert_subgraph(graph: onnx.GraphProto, opset: int, parent: Scope,
+                     inputs: list[tuple[Type, PartialShape] | None], where: str
+                     ) -> tuple[Model, list[Output]]:
+    """A graph attribute as a body Model (see ``OnnxNodeContext.subgraph``)."""
+    check_graph(graph, opset, parent)
+    if len(inputs) != len(graph.input):
+        raise ModelFormatError(f"{where}: the graph has {len(graph.input)} inputs, the op "
+                               f"feeds {len(inputs)}")
+    scope = Scope(parent)
+    params = _convert_body(graph, opset, scope, {}, inputs)
+    # one Result per graph output, in order (an output listed twice is read twice)
+    results = []
+    for vo in graph.output:
+        r = Result([scope[vo.name]])
+        r.friendly_name = vo.name
+        results.append(r)
+    captured = [p for p, _ in scope.captured]
+    model = Model(results, [*params, *captured], graph.name or where)
+    return model, [outer for _, outer in scope.captured]
+
+
+def _convert_body(graph: onnx.GraphProto, opset: int, values: Scope,
+                  symbols: dict[str, Symbol], inputs: list[tuple[Type, PartialShape] | None]
+                  ) -> list[Parameter]:
+    """Convert initializers, graph inputs (typed by ``inputs`` where given) and nodes into
+    ``values``; returns the Parameters of the graph inputs."""
+    for init in graph.initializer:
+        arr = _tensor_to_array(init, f"initializer '{init.name}'")
+        c = Constant([], value=arr, element_type=onnx_element_type(init.data_type, init.name))
+        c.friendly_name = init.name
+        c.output(0).names.add(init.name)
+        values[init.name] = c.output(0)
+    for init in graph.sparse_initializer:
+        raise ModelFormatError(f"sparse initializer '{init.values.name}' is not supported")
+    params = []
+    for i, vi in enumerate(graph.input):
+        if vi.name in values.values:
+            continue  # an initializer listed as input (IR < 4 style) stays a Constant
+        given = inputs[i] if i < len(inputs) else None
+        et, ps = given if given is not None else _value_info_shape(vi, symbols)
+        p = Parameter([], shape=ps, element_type=et)
+        p.friendly_name = vi.name
+        p.output(0).names.add(vi.name)
+        values[vi.name] = p.output(0)
+        params.append(p)
+    for proto in graph.node:
+        _convert_node(proto, values, opset)
+    return params
+
+
+def _convert_node(proto: onnx.NodeProto, values: Scope, opset: int) -> None:
     label = node_label(proto)
     if proto.domain not in DEFAULT_DOMAINS:
         raise UnsupportedOpError(proto.op_type, proto.domain, None, label,
@@ -253,7 +357,7 @@ def _convert_node(proto: onnx.NodeProto, values: dict[str, Output], opset: int) 
     inputs: list[Output | None] = []
     for name in proto.input:
         inputs.append(values[name] if name else None)
-    ctx = OnnxNodeContext(proto, inputs, opset)
+    ctx = OnnxNodeContext(proto, inputs, opset, values)
     before = {id(o.node) for o in inputs if o is not None}
     try:
         outs = rule(ctx)

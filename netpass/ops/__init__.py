@@ -10,6 +10,7 @@ from . import (  # noqa: F401
                argminmax,
                attention,
                bitwise,
+               control,
                convolution,
                cumulative,
                elementwise,

@@ -11,7 +11,9 @@ registration order, and meet all matchers again. The queue holds nodes weakly an
 is released at the first change of the graph, so replaced nodes are freed and skipped; nodes
 that left the graph (no consumers, not a Result, sink or parameter) are skipped too (checked
 when a pattern matches, before its callback runs). A traversal that changes nothing leaves the
-model's cached order in place for the next pass.
+model's cached order in place for the next pass. The bodies of ops that hold sub-graphs (If,
+Loop, TensorIterator) get a traversal of their own after the model's, as in OpenVINO; an op
+whose body changed is re-inferred.
 
 Matching uses each Matcher's compiled function when its pattern has one
 (:mod:`netpass.pattern.compiled`), called inline here: this is the hot loop of every rewrite.
@@ -27,10 +29,12 @@ from ..core.changes import tracking
 from ..core.gc_pause import gc_paused
 from ..core.model import topological_sort
 from ..core.node import Node, Output, _Topology
+from ..core.subgraph import rewrite_bodies
 from ..errors import PassError, PassValidationError, describe_node
 from ..pattern.matcher import Matcher
 from .base import ModelPass, PassBase
 from .pass_config import PassConfig
+from .validation import validate_changes
 
 if TYPE_CHECKING:
     from ..core.model import Model
@@ -196,7 +200,22 @@ class GraphRewrite(ModelPass):
         # to the collector's oldest generation on resuming, or the first allocation after the
         # pass (in whatever code comes next) would pay for scanning them all.
         with gc_paused():
-            return self._traverse(model, active)
+            changed = self._traverse(model, active)
+            # the bodies of If, Loop and TensorIterator too, as OpenVINO's GraphRewrite does
+            return rewrite_bodies(model, lambda body: self._rewrite_body(body, active)) \
+                or changed
+
+    def _rewrite_body(self, body: Model, active: list[MatcherPass]) -> bool:
+        """One traversal of a body; under per-pass validation its changes are validated
+        here, against the body (its owner is re-inferred by ``rewrite_bodies``)."""
+        if tracking.log is None:
+            return self._traverse(body, active)
+        with body.track_changes() as log:
+            changed = self._traverse(body, active)
+            if changed:
+                validate_changes(self.name, body, log)
+            log.settled()
+        return changed
 
     def _traverse(self, model: Model, active: list[MatcherPass]) -> bool:
         if probe.node_id >= 0:

@@ -14,7 +14,13 @@ Where this differs from OpenVINO's serializer, on purpose: convolution and pooli
 written as the op holds them even under ``auto_pad`` (OpenVINO writes zeros; its reader
 recomputes them either way, and keeping them makes read-back exact); a Result layer is named
 by the model output name (so ``read_model`` gives back the same output names); there is no
-fp16 weight compression and no sub-graph body (netpass has no TensorIterator/Loop).
+fp16 weight compression.
+
+Ops with bodies (If, Loop, TensorIterator) are written as OpenVINO writes them: a port map per
+body (``<port_map>``; If: ``<then_port_map>``, ``<else_port_map>``) tying the node's port ids
+to the layer ids of the body's Parameters and Results, ``<back_edges>`` for loop-carried
+values, Loop's special ports as ``purpose`` entries, and the body itself (``<body>``,
+``<then_body>``, ``<else_body>``) laid out like the model, its constants in the same ``.bin``.
 """
 from __future__ import annotations
 
@@ -33,6 +39,7 @@ from ..core.model import Model
 from ..core.node import Node, Output
 from ..core.rt_info import RuntimeAttribute
 from ..core.shape import PartialShape
+from ..core.subgraph import ConcatOutput, MergedInput, MultiSubGraphOp, SliceInput
 from ..core.types import Type, pack_elements, string
 from ..errors import ModelFormatError, system_errors_as_netpass
 from ..frontend.ir_format import (
@@ -117,11 +124,19 @@ def format_value(value: Any) -> str | None:
     return str(value)
 
 
+def _attrs(values: dict[str, Any]) -> str:
+    return " ".join(f'{k}="{v}"' for k, v in values.items())
+
+
 def ir_attributes(node: Node) -> dict[str, str]:
-    """The ``<data>`` attributes of ``node`` (names and spellings as OpenVINO reads them)."""
+    """The ``<data>`` attributes of ``node`` (names and spellings as OpenVINO reads them);
+    the bodies and port maps of an op with sub-graphs are elements of their own."""
     rules = ATTR_RULES.get(node.type_name, {})
     out: dict[str, str] = {}
+    skip = getattr(node, "BODY_ATTRS", ())
     for key, value in node.get_attributes().items():
+        if key in skip:
+            continue
         rule = rules.get(key)
         if rule is not None and rule.to_ir is not None:
             value = rule.to_ir(value)
@@ -156,14 +171,18 @@ def quoteattr(value: str) -> str:
 class _Writer:
     """Builds the xml text and the weights blob of one model."""
 
-    def __init__(self, model: Model) -> None:
+    def __init__(self, model: Model, parent: _Writer | None = None, base: int = 0) -> None:
         self.model = model
-        self.lines: list[str] = []
-        self.blob = bytearray()
-        self.blob_offsets: dict[bytes, list[int]] = {}  # digest -> offsets of blobs with it
+        # a body's writer adds to its parent's text and blob
+        self.lines: list[str] = parent.lines if parent is not None else []
+        self.blob = parent.blob if parent is not None else bytearray()
+        # digest -> offsets of blobs with it
+        self.blob_offsets: dict[bytes, list[int]] = \
+            parent.blob_offsets if parent is not None else {}
+        self.base = base  # indentation of the graph's <layers>, minus one
 
     def emit(self, depth: int, text: str) -> None:
-        self.lines.append("\t" * depth + text)
+        self.lines.append("\t" * (self.base + depth) + text)
 
     def layer_order(self) -> list[Node]:
         from ..ops.io import Parameter, Result
@@ -239,6 +258,11 @@ class _Writer:
                 self.emit(4, f"<attribute name={quoteattr(base)} version={quoteattr(ver)} "
                              f"{extra} />")
             self.emit(3, "</rt_info>")
+        if isinstance(node, MultiSubGraphOp):
+            bodies = [_Writer(b, self, self.base + 3) for b in node.bodies]
+            orders = [w.layer_order() for w in bodies]
+            for i, order in enumerate(orders):
+                self.port_map(node, i, order)
         n_in = node.get_input_size()
         if n_in:
             self.emit(3, "<input>")
@@ -250,7 +274,56 @@ class _Writer:
             for out in node.outputs():
                 self.port(4, n_in + out.index, out, names=True)
             self.emit(3, "</output>")
+        if isinstance(node, MultiSubGraphOp):
+            for i, (w, order) in enumerate(zip(bodies, orders)):
+                tag = node.body_name(i)
+                self.emit(3, f"<{tag}>")
+                w.write_graph(order)
+                self.emit(4, "<rt_info />")
+                self.emit(3, f"</{tag}>")
         self.emit(2, "</layer>")
+
+    def port_map(self, node: MultiSubGraphOp, index: int, order: list[Node]) -> None:
+        """A body's port map (and back edges) as OpenVINO writes them: ``internal_layer_id``
+        is the body Parameter's or Result's layer id, ``external_port_id`` the node's port."""
+        body = node.bodies[index]
+        ids = {id(n): i for i, n in enumerate(order)}
+        param_id = [ids[id(p)] for p in body.parameters]
+        result_id = [ids[id(r)] for r in body.results]
+        prefix = node.body_name(index)[:-len("body")]
+        n_in = node.get_input_size()
+        self.emit(3, f"<{prefix}port_map>")
+        back_edges = []
+        for d in node.body_inputs(index):
+            attrs = {"external_port_id": d.input_index,
+                     "internal_layer_id": param_id[d.body_parameter_index]}
+            if isinstance(d, SliceInput):
+                attrs = {"axis": d.axis, **attrs, "start": d.start, "end": d.end,
+                         "stride": d.stride, "part_size": d.part_size}
+            elif isinstance(d, MergedInput):
+                back_edges.append((result_id[d.body_value_index],
+                                   param_id[d.body_parameter_index]))
+            self.emit(4, "<input " + _attrs(attrs) + " />")
+        for d in node.body_outputs(index):
+            attrs = {"external_port_id": n_in + d.output_index,
+                     "internal_layer_id": result_id[d.body_value_index]}
+            if isinstance(d, ConcatOutput):
+                attrs = {"axis": d.axis, **attrs, "start": d.start, "end": d.end,
+                         "stride": d.stride, "part_size": d.part_size}
+            self.emit(4, "<output " + _attrs(attrs) + " />")
+        current, condition = node.special_ports() if index == 0 else (-1, -1)
+        if current >= 0:
+            self.emit(4, f'<input external_port_id="-1" internal_layer_id='
+                         f'"{param_id[current]}" purpose="current_iteration" />')
+        if condition >= 0:
+            self.emit(4, f'<output external_port_id="-1" internal_layer_id='
+                         f'"{result_id[condition]}" purpose="execution_condition" />')
+        self.emit(3, f"</{prefix}port_map>")
+        if back_edges:
+            self.emit(3, "<back_edges>")
+            for src, dst in back_edges:
+                self.emit(4, f'<edge from-layer="{src}" to-layer="{dst}" />')
+            self.emit(3, "</back_edges>")
 
     def rt_entries(self, depth: int, info: dict[Any, Any]) -> None:
         """Model rt_info as nested elements; keys that are not XML names go in ``<info name>``."""
@@ -269,13 +342,23 @@ class _Writer:
                 self.emit(depth, f"<{tag}{named} value={quoteattr(text)} />")
 
     def write(self) -> str:
-        from ..ops.io import Parameter, Result
         model = self.model
-        order = self.layer_order()
-        ids = {id(n): i for i, n in enumerate(order)}
-        result_names = dict(zip(map(id, model.results), model.output_names))
         self.emit(0, '<?xml version="1.0"?>')
         self.emit(0, f"<net name={quoteattr(model.friendly_name)} version=\"{IR_VERSION}\">")
+        self.write_graph(self.layer_order())
+        if any(k not in ("version", "__weights_path") for k in model.rt_info):
+            self.emit(1, "<rt_info>")
+            self.rt_entries(2, model.rt_info)
+            self.emit(1, "</rt_info>")
+        self.emit(0, "</net>")
+        return "\n".join(self.lines) + "\n"
+
+    def write_graph(self, order: list[Node]) -> None:
+        """``<layers>`` and ``<edges>`` of the model (or body) in ``order``."""
+        from ..ops.io import Parameter, Result
+        model = self.model
+        ids = {id(n): i for i, n in enumerate(order)}
+        result_names = dict(zip(map(id, model.results), model.output_names))
         self.emit(1, "<layers>")
         for i, node in enumerate(order):
             # A Result's layer name is the model output name, so read-back keeps output names.
@@ -295,12 +378,6 @@ class _Writer:
             self.emit(2, f'<edge from-layer="{fl}" from-port="{fp}" to-layer="{tl}" '
                          f'to-port="{tp}" />')
         self.emit(1, "</edges>")
-        if any(k not in ("version", "__weights_path") for k in model.rt_info):
-            self.emit(1, "<rt_info>")
-            self.rt_entries(2, model.rt_info)
-            self.emit(1, "</rt_info>")
-        self.emit(0, "</net>")
-        return "\n".join(self.lines) + "\n"
 
 
 def serialize(model: Model) -> tuple[str, bytes]:

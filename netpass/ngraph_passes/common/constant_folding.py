@@ -4,6 +4,7 @@ from __future__ import annotations
 from ...core.boundary import Constant
 from ...core.graph_util import copy_runtime_info
 from ...core.node import Node
+from ...core.subgraph import rewrite_bodies
 from ...passes.base import ModelPass
 
 # rt_info key that keeps a node from being folded (OpenVINO's DisableConstantFolding).
@@ -86,9 +87,16 @@ class ConstantFolding(ModelPass):
     sub-graphs collapse in one run), except one that would create a large tensor (see
     FOLD_MAX_BYTES), which runs at run time. The Constant takes the node's friendly name
     (``<name>.<i>`` for a multi-output node), tensor names and rt_info, so Results keep their
-    names."""
+    names. The bodies of If, Loop and TensorIterator are folded too (as OpenVINO's
+    ConstantFolding does), and a whole op with bodies folds when its inputs are constants and
+    its bodies deterministic (a Loop: with a bounded trip count)."""
 
     def run_on_model(self, model) -> bool:
+        changed = self._fold_graph(model)
+        return rewrite_bodies(model, self._fold_graph) or changed
+
+    @staticmethod
+    def _fold_graph(model) -> bool:
         constant = Constant
         changed = False
         for node in model.get_ordered_ops():

@@ -127,6 +127,9 @@ def check_ir_round_trip(model: netpass.Model, feeds: dict, tmp_path: Any) -> net
 
 
 def _norm(value: Any) -> Any:
+    if isinstance(value, netpass.Model):  # a body: its ops and their attributes, in order
+        return tuple((n.type_name, n.version, _norm(list(n.get_attributes().values())))
+                     for n in value.get_ordered_ops() if n.type_name != "Constant")
     if isinstance(value, (list, tuple)):
         return tuple(_norm(v) for v in value)
     if isinstance(value, np.ndarray):
