@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .core.containers import api_value, is_container
 from .core.gc_pause import gc_paused
 from .core.model import Model
 from .core.shape import PartialShape
@@ -171,6 +172,8 @@ class InferRequest(AsyncInferRequest):
 
 
 def _as_dtype(value: Any, et: Type) -> Any:
+    if is_container(et):  # a box in the runtime; a list, None or a value for the caller
+        return api_value(value, et)
     if et.dtype is None or not isinstance(value, np.ndarray) or value.dtype == et.dtype:
         return value
     return convert_values(value, et)

@@ -24,12 +24,14 @@ from .ops.lrn import *  # noqa: F403
 from .ops.matmul import *  # noqa: F403
 from .ops.movement import *  # noqa: F403
 from .ops.normalization import *  # noqa: F403
+from .ops.optional import *  # noqa: F403
 from .ops.pad import *  # noqa: F403
 from .ops.pooling import *  # noqa: F403
 from .ops.quantization import *  # noqa: F403
 from .ops.random import *  # noqa: F403
 from .ops.recurrent import *  # noqa: F403
 from .ops.reduction import *  # noqa: F403
+from .ops.sequence import *  # noqa: F403
 from .ops.sets import *  # noqa: F403
 from .ops.shape_ops import *  # noqa: F403
 from .ops.signal import *  # noqa: F403

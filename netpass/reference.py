@@ -13,20 +13,28 @@ from typing import Any
 import numpy as np
 
 from .core.boundary import Parameter
+from .core.containers import api_value, feed_value, is_container
 from .core.feeds import FeedSpec, check_feeds
 from .core.model import Model
-from .errors import NetpassError, OutOfMemoryError, StateError
+from .errors import InputError, NetpassError, OutOfMemoryError, StateError
 from .ops.state import Assign, ReadValue, VariableInfo, model_variables
 
 
 def check_inputs(model: Model, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """Match ``inputs`` to the model's parameters by name; check dtype, rank and static dims."""
-    specs = []
+    specs, boxed = [], {}
     for name, param in zip(model.input_names, model.parameters):
         out = param.output(0)
         et = out.element_type
+        if is_container(et):  # a list for a sequence, None or a value for an optional
+            if name not in inputs:
+                raise InputError(name, "missing")
+            boxed[name] = feed_value(name, inputs[name], et, out.partial_shape)
+            continue
         specs.append(FeedSpec(name, et.dtype, out.partial_shape, str(et)))
-    return check_feeds(inputs, specs)
+    feeds = check_feeds({k: v for k, v in inputs.items() if k not in boxed}, specs)
+    feeds.update(boxed)
+    return feeds
 
 
 def infer(model: Model, inputs: Mapping[str, Any],
@@ -81,7 +89,8 @@ def infer(model: Model, inputs: Mapping[str, Any],
                 values.pop(k, None)
     result: dict[str, np.ndarray] = {}
     for name, r in zip(model.output_names, model.results):
-        result[name] = values[id(r)][0] if id(r) in values else None
+        value = values[id(r)][0] if id(r) in values else None
+        result[name] = api_value(value, r.get_output_element_type(0))
     if variables is not None:
         # copies: an Assign's value may also be an output the caller changes
         variables.update({k: np.array(v, copy=True) for k, v in written.items()})

@@ -35,7 +35,7 @@ from .boundary import Constant, Parameter, Result
 from .dimension import Dimension
 from .node import Node
 from .shape import PartialShape
-from .types import Type
+from .types import ContainerType, Type
 
 if TYPE_CHECKING:
     from .model import Model
@@ -224,8 +224,11 @@ class MultiSubGraphOp(Node):
         return type(self)(inputs, **attrs)
 
     def deterministic(self) -> bool:
-        """Whether every op of every body gives the same values for the same inputs (no
-        random draw, no state): then the node may be folded at compile time."""
+        """Whether the node may be folded at compile time: every op of every body gives the
+        same values for the same inputs (no random draw, no state), and every output is a
+        tensor (a Constant holds no sequence or optional)."""
+        if any(isinstance(p.et, ContainerType) for p in self._outs):
+            return False
         for body in self.bodies:
             for n in body.get_ordered_ops():
                 if isinstance(n, (Parameter, Constant, Result)):

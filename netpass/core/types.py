@@ -6,6 +6,9 @@ arrays (the dtypes onnx's numpy_helper gives): ``bf16``, the float8 variants ``f
 integers ``i4``, ``u4``, ``i2``, ``u2`` (one element per byte in memory; packed two or four to a
 byte in files: :func:`pack_elements` / :func:`unpack_elements`). ``string`` holds numpy object
 arrays of ``str``. No OpenCL kernel takes these; the runtime runs their ops on the host.
+
+``SequenceType`` and ``OptionalType`` (``seq<f32>``, ``opt<seq<f32>>``; :func:`sequence_of`,
+:func:`optional_of`) type ONNX's sequence and optional values (:mod:`netpass.core.containers`).
 """
 from __future__ import annotations
 
@@ -77,6 +80,9 @@ class Type:
             t = Type._by_name.get(value) or _ALIASES.get(value.lower())
             if t is not None:
                 return t
+            if value.endswith(">") and value[:4] in ("seq<", "opt<"):
+                inner = Type.of(value[4:-1])
+                return sequence_of(inner) if value[0] == "s" else optional_of(inner)
         try:
             dt = np.dtype(value)
         except TypeError:
@@ -139,6 +145,45 @@ _ALIASES = {
 }
 
 ALL_TYPES = tuple(Type._by_name.values())
+
+
+class ContainerType(Type):
+    """The type of a value that is not a tensor (:mod:`netpass.core.containers`): ``element``
+    is the type of what it holds. One instance per name, so types compare by identity; numpy
+    sees such a value as a 0-d object array (its box)."""
+
+    __slots__ = ("element",)
+    KIND = ""
+
+    def __init__(self, element: Type) -> None:
+        super().__init__(f"{self.KIND}<{element.name}>", object, 0, "UNSPECIFIED")
+        self.element = element
+
+
+class SequenceType(ContainerType):
+    """An ONNX sequence: a list of values of ``element``'s type (``seq<f32>``)."""
+
+    __slots__ = ()
+    KIND = "seq"
+
+
+class OptionalType(ContainerType):
+    """An ONNX optional: a value of ``element``'s type, or none (``opt<f32>``)."""
+
+    __slots__ = ()
+    KIND = "opt"
+
+
+def sequence_of(element: Type) -> SequenceType:
+    """The sequence type of ``element`` (one instance per element type)."""
+    t = Type._by_name.get(f"seq<{element.name}>")
+    return t if isinstance(t, SequenceType) else SequenceType(element)
+
+
+def optional_of(element: Type) -> OptionalType:
+    """The optional type of ``element`` (a tensor or sequence type)."""
+    t = Type._by_name.get(f"opt<{element.name}>")
+    return t if isinstance(t, OptionalType) else OptionalType(element)
 
 
 def is_float_dtype(dtype: Any) -> bool:

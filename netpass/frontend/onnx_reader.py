@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from ..core.dimension import Dimension, Symbol
+from ..core.dimension import Symbol
 from ..core.gc_pause import gc_paused
 from ..core.model import Model
 from ..core.node import Node, Output
@@ -28,7 +28,7 @@ from ..errors import (
     UnsupportedTypeError,
 )
 from ..ops.io import Constant, Parameter, Result
-from ..ops.onnx_types import onnx_element_type
+from ..ops.onnx_types import onnx_element_type, onnx_value_type
 from ..ops.registry import find_onnx_rule
 from .files import MAX_ONNX_BYTES, RegularFile, contained_path, read_model_file
 from .onnx_checks import DEFAULT_DOMAINS, check_graph, node_label
@@ -258,26 +258,9 @@ def load_onnx_proto(source: Any) -> tuple[onnx.ModelProto, Path | None]:
     return proto, path
 
 
-def _value_info_shape(vi: onnx.ValueInfoProto, symbols: dict[str, Symbol]) -> tuple[Type,
-                                                                                    PartialShape]:
-    tt = vi.type.tensor_type
-    if not vi.type.HasField("tensor_type"):
-        raise ModelFormatError(f"graph input '{vi.name}' is not a tensor")
-    if not tt.HasField("elem_type") or not tt.elem_type:
-        raise ModelFormatError(f"graph input '{vi.name}' has no element type")
-    et = onnx_element_type(tt.elem_type, f"graph input '{vi.name}'")
-    if not tt.HasField("shape"):
-        return et, PartialShape(None)
-    dims = []
-    for d in tt.shape.dim:
-        if d.HasField("dim_value") and d.dim_value >= 0:
-            dims.append(Dimension(d.dim_value))
-        elif d.HasField("dim_param") and d.dim_param:
-            sym = symbols.setdefault(d.dim_param, Symbol(d.dim_param))
-            dims.append(Dimension(symbol=sym))
-        else:
-            dims.append(Dimension())
-    return et, PartialShape(dims)
+def _value_info_shape(vi: onnx.ValueInfoProto, symbols: dict[str, Symbol]
+                      ) -> tuple[Type, PartialShape]:
+    return onnx_value_type(vi.type, f"graph input '{vi.name}'", symbols)
 
 
 def convert_graph(graph: onnx.GraphProto, opset: int, name: str = "Model") -> Model:

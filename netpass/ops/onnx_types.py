@@ -6,7 +6,9 @@ from typing import Any
 
 import onnx
 
-from ..core.types import Type
+from ..core.dimension import Dimension, Symbol
+from ..core.shape import PartialShape
+from ..core.types import Type, optional_of, sequence_of
 from ..errors import ModelFormatError, NetpassError, UnsupportedTypeError
 
 _T = onnx.TensorProto
@@ -59,3 +61,39 @@ _TYPE_OPSET = {"f8e4m3": 19, "f8e5m2": 19, "f8e4m3fnuz": 19, "f8e5m2fnuz": 19, "
 def type_opset(et: Type) -> int:
     """The lowest ONNX opset that has ``et`` (1 for the long-standing types)."""
     return _TYPE_OPSET.get(et.name, 1)
+
+
+def onnx_value_type(tp: onnx.TypeProto, where: str, symbols: dict[str, Symbol] | None = None
+                    ) -> tuple[Type, PartialShape]:
+    """The netpass type and partial shape of an ONNX value type: a tensor's element type and
+    shape (``dim_param`` names become symbols, one per name in ``symbols``), or a sequence or
+    optional type with the shape of what it holds."""
+    kind = tp.WhichOneof("value")
+    if kind == "sequence_type":
+        et, ps = onnx_value_type(tp.sequence_type.elem_type, f"{where} (sequence element)",
+                                 symbols)
+        return sequence_of(et), ps
+    if kind == "optional_type":
+        et, ps = onnx_value_type(tp.optional_type.elem_type, f"{where} (optional element)",
+                                 symbols)
+        return optional_of(et), ps
+    if kind is None:
+        raise ModelFormatError(f"{where} has no type")
+    if kind != "tensor_type":
+        raise UnsupportedTypeError(f"{where}: a {kind} is not a tensor, sequence or optional")
+    tt = tp.tensor_type
+    if not tt.elem_type:
+        raise ModelFormatError(f"{where} has no element type")
+    et = onnx_element_type(tt.elem_type, where)
+    if not tt.HasField("shape"):
+        return et, PartialShape(None)
+    symbols = symbols if symbols is not None else {}
+    dims = []
+    for d in tt.shape.dim:
+        if d.HasField("dim_value") and d.dim_value >= 0:
+            dims.append(Dimension(d.dim_value))
+        elif d.HasField("dim_param") and d.dim_param:
+            dims.append(Dimension(symbol=symbols.setdefault(d.dim_param, Symbol(d.dim_param))))
+        else:
+            dims.append(Dimension())
+    return et, PartialShape(dims)

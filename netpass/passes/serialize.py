@@ -40,7 +40,7 @@ from ..core.node import Node, Output
 from ..core.rt_info import RuntimeAttribute
 from ..core.shape import PartialShape
 from ..core.subgraph import ConcatOutput, MergedInput, MultiSubGraphOp, SliceInput
-from ..core.types import Type, pack_elements, string
+from ..core.types import ContainerType, Type, pack_elements, string
 from ..errors import ModelFormatError, system_errors_as_netpass
 from ..frontend.ir_format import (
     ATTR_RULES,
@@ -237,6 +237,11 @@ class _Writer:
 
     def layer(self, lid: int, node: Node, name: str) -> None:
         from ..ops.io import Constant, Result
+        for out in node.outputs():
+            if isinstance(out.element_type, ContainerType):
+                raise ModelFormatError(f"Serialize: {node.type_name} '{node.friendly_name}' "
+                                       f"gives a {out.element_type} value; IR v11 has no "
+                                       "sequences or optionals")
         type_name = IR_TYPE_NAMES.get(node.type_name, node.type_name)
         data = self.constant_data(node) if isinstance(node, Constant) else ir_attributes(node)
         hook = LAYER_RULES.get(node.type_name)

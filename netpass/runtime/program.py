@@ -20,6 +20,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from ..core.boundary import Constant, Parameter, Result
+from ..core.containers import is_container
 from ..core.dimension import Dimension, Symbol
 from ..core.model import parameter_name, result_name
 from ..core.shape import PartialShape
@@ -40,6 +41,14 @@ from .program_node import ProgramNode, same_dim
 from .shape_terms import reshape_keeps_prefix
 from .state import mark_state
 from .symbolic import SymbolicShapes
+
+def _runtime_shape(op: Any, i: int) -> PartialShape:
+    """An output's shape as the runtime holds it: a sequence or optional value travels as a
+    0-d object array (its box, ``core.containers``), whatever shape its elements have."""
+    if is_container(op.get_output_element_type(i)):
+        return PartialShape([])
+    return op.get_output_partial_shape(i)
+
 
 # Constants larger than this keep a node out of shape_of sub-graphs (it computes data, not shapes).
 SHAPE_OF_CONST_LIMIT = 64
@@ -182,7 +191,7 @@ class Program:
             pn = ProgramNode(op.name, op.type_name, attrs, ins,
                              value=op.value if constant else None, op=op,
                              out_dtypes=dts, name=name,
-                             out_pshapes=[op.get_output_partial_shape(i) for i in range(n_out)])
+                             out_pshapes=[_runtime_shape(op, i) for i in range(n_out)])
             if not constant:
                 pn.out_pvalues = [op.output(i).partial_value for i in range(n_out)]
             by_op[id(op)] = pn

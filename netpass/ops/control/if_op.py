@@ -56,7 +56,6 @@ class If(MultiSubGraphOp):
                            "invariant inputs only, got {}", self.body_name(b), d)
             self.feed_body_parameters(b)
             infer_body(self.bodies[b])
-        self.FOLDABLE = self.deterministic()
         known = self.input_constant(0)
         chosen = None if known is None else (THEN if bool(np.asarray(known).reshape(-1)[0])
                                              else ELSE)
@@ -82,6 +81,7 @@ class If(MultiSubGraphOp):
                            k, et, et2)
                 et, shape = merged, shape_union(shape, shape2)
             self.set_output_type(k, et, shape)
+        self.FOLDABLE = self.deterministic()
 
     def evaluate(self, inputs: list) -> list:
         cond = bool(np.asarray(inputs[0]).reshape(-1)[0])

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ...core.containers import box
 from ...core.dimension import INF, Dimension
 from ...core.model import Model
 from ...core.node import as_output
@@ -35,12 +36,21 @@ from ...core.subgraph import (
     shape_union,
     slice_range,
 )
+from ...core.types import OptionalType, Type
 from ...errors import NetpassError
 from ..base import set_name
 
 # Shape inference rounds of a loop body whose loop-carried shapes change before they settle
 # (each round makes a dimension or a rank dynamic, so a body settles within its rank's reach).
 MAX_SETTLE_ROUNDS = 32
+
+
+def _carries(param: Type, back: Type) -> bool:
+    """Whether a loop-carried Parameter of type ``param`` takes values of type ``back``: the
+    same type, or the value of an optional (present)."""
+    if param.merge(back) is not None:
+        return True
+    return isinstance(param, OptionalType) and param.element.merge(back) is not None
 
 
 class SubGraphOp(MultiSubGraphOp):
@@ -73,7 +83,7 @@ class SubGraphOp(MultiSubGraphOp):
             for d in merged:
                 p = params[d.body_parameter_index]
                 back = body._results[d.body_value_index]._inputs[0]
-                self.check(p.element_type.merge(back.element_type) is not None,
+                self.check(_carries(p.element_type, back.element_type),
                            "loop-carried body Parameter {} is {} but its back edge (Result {}) "
                            "gives {}", d.body_parameter_index, p.element_type,
                            d.body_value_index, back.element_type)
@@ -157,6 +167,12 @@ class SubGraphOp(MultiSubGraphOp):
                 feeds[d.body_parameter_index] = inputs[d.input_index]
         outs = self.body_outputs(0)
         merged = [d for d in self.body_inputs(0) if isinstance(d, MergedInput)]
+        # an optional loop-carried value whose back edge gives the value itself (ONNX allows
+        # it): the value is wrapped into a present optional
+        wrap = {d for d in merged
+                if isinstance(params[d.body_parameter_index].element_type, OptionalType) and
+                not isinstance(body._results[d.body_value_index].get_output_element_type(0),
+                               OptionalType)}
         picked: dict[int, Any] = {}
         parts: dict[int, list] = {d.output_index: [] for d in outs if isinstance(d, ConcatOutput)}
         i = 0
@@ -177,7 +193,8 @@ class SubGraphOp(MultiSubGraphOp):
                 elif d.iteration in (-1, i):
                     picked[d.output_index] = results[d.body_value_index]
             for d in merged:
-                feeds[d.body_parameter_index] = results[d.body_value_index]
+                value = results[d.body_value_index]
+                feeds[d.body_parameter_index] = box(value) if d in wrap else value
             if cond_index >= 0:
                 condition = bool(np.asarray(results[cond_index]).reshape(-1)[0])
             i += 1

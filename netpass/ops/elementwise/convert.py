@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...core.node import Node
-from ...core.types import Type, convert_values, f32
+from ...core.types import ContainerType, Type, convert_values, f32
 from ..base import set_name, to_output
 from ..onnx_types import attribute_element_type, onnx_type_code, type_opset
 from ..registry import onnx_export, onnx_rule
@@ -29,9 +29,17 @@ class Convert(Node):
                    "unsupported destination_type {}", self.destination_type)
         self.check(self.round_mode in ("up", "down", "nearest"),
                    "round_mode must be up, down or nearest, got '{}'", self.round_mode)
+        src = self.get_input_element_type(0)
+        if isinstance(src, ContainerType) or isinstance(self.destination_type, ContainerType):
+            # a sequence or optional is only copied (the runtime's identity of an input that
+            # is also an output)
+            self.check(src is self.destination_type or src.is_dynamic,
+                       "cannot convert {} to {}", src, self.destination_type)
         self.set_output_type(0, self.destination_type, self.get_input_partial_shape(0))
 
     def evaluate(self, inputs):
+        if isinstance(self.destination_type, ContainerType):
+            return [inputs[0]]
         return [convert_values(inputs[0], self.destination_type, self.saturate,
                                self.round_mode)]
 
