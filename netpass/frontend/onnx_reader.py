@@ -1,7 +1,9 @@
 """ONNX -> netpass Model.
 
 Each ONNX node is converted by the import rule its op registered in
-``netpass.ops.registry`` (the rule for the highest ``since`` <= the model's opset).
+``netpass.ops.registry`` (the rule for the highest ``since`` <= the model's opset), or, for an
+op without a rule that the ONNX schema defines as a function, expanded into that function's
+body (``frontend.onnx_functions``).
 Initializers and Constant nodes become Constants; ``dim_param`` becomes a symbolic dimension
 (one Symbol per name); graph input and output names become parameter and result names.
 """
@@ -32,6 +34,7 @@ from ..ops.onnx_types import onnx_element_type, onnx_value_type
 from ..ops.registry import find_onnx_rule
 from .files import MAX_ONNX_BYTES, RegularFile, contained_path, read_model_file
 from .onnx_checks import DEFAULT_DOMAINS, check_graph, node_label
+from .onnx_functions import function_body, function_opset, with_attributes
 
 
 class Scope:
@@ -49,14 +52,20 @@ class Scope:
         self.captured: list[tuple[Parameter, Output]] = []
         # an inlined graph (a branch chosen at import) reads outer values directly
         self.inline = inline
+        self.omitted: set[str] = set()
+        # opset versions the graph imports for domains other than the default one (ops of
+        # those netpass knows only through their schemas' functions)
+        self.domains: dict[str, int] = dict(parent.domains) if parent is not None else {}
 
     def __contains__(self, name: object) -> bool:
         return name in self.values or (self.parent is not None and name in self.parent)
 
-    def __getitem__(self, name: str) -> Output:
+    def __getitem__(self, name: str) -> Output | None:
         value = self.values.get(name)
         if value is not None:
             return value
+        if name in self.omitted:  # a function's formal input the node leaves out
+            return None
         if self.parent is None:
             raise KeyError(name)
         outer = self.parent[name]
@@ -263,11 +272,14 @@ def _value_info_shape(vi: onnx.ValueInfoProto, symbols: dict[str, Symbol]
     return onnx_value_type(vi.type, f"graph input '{vi.name}'", symbols)
 
 
-def convert_graph(graph: onnx.GraphProto, opset: int, name: str = "Model") -> Model:
+def convert_graph(graph: onnx.GraphProto, opset: int, name: str = "Model",
+                  domains: dict[str, int] | None = None) -> Model:
     """The graph as a Model, after ``check_graph``; a graph output listed several times (as
-    TorchScript exports a module that returns one tensor twice) becomes one Result."""
+    TorchScript exports a module that returns one tensor twice) becomes one Result.
+    ``domains``: the versions the model imports of other domains."""
     check_graph(graph, opset)  # every name below is in ``values``
     values = Scope()
+    values.domains.update(domains or {})
     params = _convert_body(graph, opset, values, {}, [])
     results = []
     for vo in graph.output:
@@ -331,19 +343,26 @@ def _convert_body(graph: onnx.GraphProto, opset: int, values: Scope,
 
 def _convert_node(proto: onnx.NodeProto, values: Scope, opset: int) -> None:
     label = node_label(proto)
-    if proto.domain not in DEFAULT_DOMAINS:
-        raise UnsupportedOpError(proto.op_type, proto.domain, None, label,
-                                 "only the default ONNX domain is supported")
-    rule = find_onnx_rule(proto.op_type, opset)
-    if rule is None:
-        raise UnsupportedOpError(proto.op_type, "", opset, label)
+    default = proto.domain in DEFAULT_DOMAINS
+    rule = find_onnx_rule(proto.op_type, opset) if default else None
+    version = opset if default else values.domains.get(proto.domain)
     inputs: list[Output | None] = []
     for name in proto.input:
         inputs.append(values[name] if name else None)
-    ctx = OnnxNodeContext(proto, inputs, opset, values)
+    function = function_body(proto, inputs, version) \
+        if rule is None and version is not None else None
+    if rule is None and function is None:
+        if not default:
+            raise UnsupportedOpError(proto.op_type, proto.domain, None, label,
+                                     "only the default ONNX domain is supported (and ops of "
+                                     "other domains that ONNX defines as functions)")
+        raise UnsupportedOpError(proto.op_type, "", opset, label)
     before = {id(o.node) for o in inputs if o is not None}
     try:
-        outs = rule(ctx)
+        if rule is not None:
+            outs = rule(OnnxNodeContext(proto, inputs, opset, values))
+        else:
+            outs = _expand_function(proto, inputs, *function, opset)
     except NetpassError as e:
         prefix = f"ONNX node '{label}' ({proto.op_type}): "
         if not str(e).startswith("ONNX node"):
@@ -376,6 +395,26 @@ def _convert_node(proto: onnx.NodeProto, values: Scope, opset: int) -> None:
         values[name] = out
 
 
+def _expand_function(proto: onnx.NodeProto, inputs: list[Output | None],
+                     function: onnx.FunctionProto, attrs: dict, opset: int) -> list[Output]:
+    """The outputs of ``proto`` converted from its op's function body (see
+    :mod:`netpass.frontend.onnx_functions`), in a scope of the body's own."""
+    scope = Scope()
+    scope.domains.update({imp.domain: imp.version for imp in function.opset_import
+                          if imp.domain not in DEFAULT_DOMAINS})
+    for formal, actual in zip(function.input, inputs):
+        if actual is None:
+            scope.omitted.add(formal)
+        else:
+            scope[formal] = actual
+    for formal in function.input[len(inputs):]:
+        scope.omitted.add(formal)
+    body_opset = function_opset(function, opset)
+    for node in function.node:
+        _convert_node(with_attributes(node, attrs), scope, body_opset)
+    return [scope[name] for name in function.output[:len(proto.output)]]
+
+
 def read_onnx(source: Any) -> Model:
     """An ONNX model (path, bytes or ModelProto) as a Model."""
     proto, path = load_onnx_proto(source)
@@ -388,9 +427,12 @@ def read_onnx(source: Any) -> Model:
                 raise ModelFormatError(f"tensor '{t.name}' uses external data but the model was "
                                        "not read from a file")
     opset = None
+    domains = {}
     for imp in proto.opset_import:
         if imp.domain in DEFAULT_DOMAINS:
             opset = imp.version
+        else:
+            domains[imp.domain] = imp.version
     if opset is None:
         raise ModelFormatError("the model imports no default-domain ONNX opset")
     name = proto.graph.name or "Model"
@@ -400,4 +442,4 @@ def read_onnx(source: Any) -> Model:
     # and hand the new graph to the oldest generation (else the first allocation after the
     # import scans all of it: ~10% of reading 100k nodes).
     with gc_paused():
-        return convert_graph(proto.graph, opset, name)
+        return convert_graph(proto.graph, opset, name, domains)
