@@ -23,6 +23,7 @@ from .ops.loss import *  # noqa: F403
 from .ops.lrn import *  # noqa: F403
 from .ops.matmul import *  # noqa: F403
 from .ops.movement import *  # noqa: F403
+from .ops.nms import *  # noqa: F403
 from .ops.normalization import *  # noqa: F403
 from .ops.optional import *  # noqa: F403
 from .ops.pad import *  # noqa: F403

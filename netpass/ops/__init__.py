@@ -26,6 +26,7 @@ from . import (  # noqa: F401
                lrn,
                matmul,
                movement,
+               nms,
                normalization,
                optional,
                pad,
