@@ -20,6 +20,7 @@ from .ops.io import *  # noqa: F403
 from .ops.legacy import *  # noqa: F403
 from .ops.linalg import *  # noqa: F403
 from .ops.loss import *  # noqa: F403
+from .ops.lp_pool import *  # noqa: F403
 from .ops.lrn import *  # noqa: F403
 from .ops.matmul import *  # noqa: F403
 from .ops.movement import *  # noqa: F403

@@ -23,6 +23,7 @@ from . import (  # noqa: F401
                legacy,
                linalg,
                loss,
+               lp_pool,
                lrn,
                matmul,
                movement,
