@@ -43,7 +43,7 @@ def is_container(et: Type) -> bool:
     return isinstance(et, ContainerType)
 
 
-def sequence_items(value: Any, where: str) -> list:
+def sequence_items(value: Any, where: str) -> list[Any]:
     """The elements of a sequence box (a list; a copy, so the caller may change it)."""
     items = unbox(value)
     if not isinstance(items, list):

@@ -162,7 +162,7 @@ def evaluate_body(body: Model, inputs: Sequence[Any], where: str) -> list[Any]:
         if v is None:
             raise NetpassError(f"{where}: body Parameter {i} ('{params[i].friendly_name}') "
                                "is fed by no input")
-    values: dict[int, list] = {id(p): [v] for p, v in zip(params, inputs)}
+    values: dict[int, list[Any]] = {id(p): [v] for p, v in zip(params, inputs)}
     for node in body.get_ordered_ops():
         key = id(node)
         if key in values:
@@ -196,6 +196,9 @@ class MultiSubGraphOp(Node):
                                              "output_descriptions")
     # names of the bodies, for messages and IR elements (``body``; If: then/else)
     BODY_NAMES: ClassVar[tuple[str, ...]] = ("body",)
+    bodies: list[Model]
+    input_descriptions: list[list[InputDescription]]
+    output_descriptions: list[list[OutputDescription]]
 
     def __init__(self, inputs: Any = (), **attrs: Any) -> None:
         for key in ("input_descriptions", "output_descriptions"):
@@ -222,6 +225,11 @@ class MultiSubGraphOp(Node):
         attrs = self.get_attributes()
         attrs["bodies"] = [b.clone() for b in self.bodies]
         return type(self)(inputs, **attrs)
+
+    def set_foldable(self, value: bool) -> None:
+        """Whether this node may be folded now: an instance value over the class's
+        ``FOLDABLE``, since the bodies and output types decide (see :meth:`deterministic`)."""
+        self.__dict__["FOLDABLE"] = value
 
     def deterministic(self) -> bool:
         """Whether the node may be folded at compile time: every op of every body gives the
@@ -330,10 +338,10 @@ class MultiSubGraphOp(Node):
                     self.check(0 <= d.body_value_index < n_results, "{}: {} names Result {}, "
                                "the body has {}", self.body_name(b), d, d.body_value_index,
                                n_results)
-            for d in self.body_outputs(b):
-                self.check(0 <= d.body_value_index < n_results, "{}: output description {} "
-                           "names Result {}, the body has {}", self.body_name(b), d,
-                           d.body_value_index, n_results)
+            for o in self.body_outputs(b):
+                self.check(0 <= o.body_value_index < n_results, "{}: output description {} "
+                           "names Result {}, the body has {}", self.body_name(b), o,
+                           o.body_value_index, n_results)
             unfed = set(range(n_params)) - fed - set(self.special_parameters(b))
             self.check(not complete or not unfed, "{}: body Parameters {} are fed by no input",
                        self.body_name(b), sorted(unfed))
@@ -347,10 +355,10 @@ class MultiSubGraphOp(Node):
         """Body Parameters the op feeds itself (Loop's current iteration)."""
         return ()
 
-    def body_inputs(self, body: int) -> list:
+    def body_inputs(self, body: int) -> list[InputDescription]:
         return self.input_descriptions[body] if body < len(self.input_descriptions) else []
 
-    def body_outputs(self, body: int) -> list:
+    def body_outputs(self, body: int) -> list[OutputDescription]:
         return self.output_descriptions[body] if body < len(self.output_descriptions) else []
 
     def feed_body_parameters(self, body: int) -> None:

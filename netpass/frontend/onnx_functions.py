@@ -32,10 +32,13 @@ def function_body(proto: onnx.NodeProto, inputs: list[Output | None], opset: int
     for name, declared in schema.attributes.items():
         if name not in attrs and declared.default_value.name:
             attrs[name] = declared.default_value
-    plain = [v for v in schema.function_opset_versions if v <= opset]
-    by_context = [v for v in schema.context_dependent_function_opset_versions if v <= opset]
+    # (these OpSchema members are missing from onnx's type stubs)
+    plain = [v for v in schema.function_opset_versions  # type: ignore[attr-defined]
+             if v <= opset]
+    by_context = [v for v in schema.context_dependent_function_opset_versions  # type: ignore[attr-defined]
+                  if v <= opset]
     if plain:
-        data = schema.get_function_with_opset_version(max(plain))
+        data = schema.get_function_with_opset_version(max(plain))  # type: ignore[attr-defined]
     elif by_context:
         if any(o is not None and isinstance(o.element_type, ContainerType) for o in inputs):
             return None
@@ -44,7 +47,7 @@ def function_body(proto: onnx.NodeProto, inputs: list[Output | None], opset: int
         del node.attribute[:]
         node.attribute.extend(attrs.values())
         types = [_type_proto(o) for o in inputs]
-        data = schema.get_context_dependent_function_with_opset_version(
+        data = schema.get_context_dependent_function_with_opset_version(  # type: ignore[attr-defined]
             max(by_context), node.SerializeToString(), [t.SerializeToString() for t in types])
     else:
         return None

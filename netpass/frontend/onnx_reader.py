@@ -9,6 +9,7 @@ Initializers and Constant nodes become Constants; ``dim_param`` becomes a symbol
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,11 +61,18 @@ class Scope:
     def __contains__(self, name: object) -> bool:
         return name in self.values or (self.parent is not None and name in self.parent)
 
-    def __getitem__(self, name: str) -> Output | None:
+    def __getitem__(self, name: str) -> Output:
+        value = self.lookup(name)
+        if value is None:
+            raise KeyError(name)
+        return value
+
+    def lookup(self, name: str) -> Output | None:
+        """The value of ``name``; None for a function's formal input the node leaves out."""
         value = self.values.get(name)
         if value is not None:
             return value
-        if name in self.omitted:  # a function's formal input the node leaves out
+        if name in self.omitted:
             return None
         if self.parent is None:
             raise KeyError(name)
@@ -348,21 +356,25 @@ def _convert_node(proto: onnx.NodeProto, values: Scope, opset: int) -> None:
     version = opset if default else values.domains.get(proto.domain)
     inputs: list[Output | None] = []
     for name in proto.input:
-        inputs.append(values[name] if name else None)
-    function = function_body(proto, inputs, version) \
-        if rule is None and version is not None else None
-    if rule is None and function is None:
-        if not default:
-            raise UnsupportedOpError(proto.op_type, proto.domain, None, label,
-                                     "only the default ONNX domain is supported (and ops of "
-                                     "other domains that ONNX defines as functions)")
-        raise UnsupportedOpError(proto.op_type, "", opset, label)
+        inputs.append(values.lookup(name) if name else None)
+    convert: Callable[[OnnxNodeContext], Any]
+    if rule is not None:
+        convert = rule
+    else:
+        function = function_body(proto, inputs, version) if version is not None else None
+        if function is None:
+            if not default:
+                raise UnsupportedOpError(proto.op_type, proto.domain, None, label,
+                                         "only the default ONNX domain is supported (and ops "
+                                         "of other domains that ONNX defines as functions)")
+            raise UnsupportedOpError(proto.op_type, "", opset, label)
+        body, attrs = function
+
+        def convert(ctx: OnnxNodeContext) -> list[Output]:
+            return _expand_function(proto, inputs, body, attrs, opset)
     before = {id(o.node) for o in inputs if o is not None}
     try:
-        if rule is not None:
-            outs = rule(OnnxNodeContext(proto, inputs, opset, values))
-        else:
-            outs = _expand_function(proto, inputs, *function, opset)
+        outs = convert(OnnxNodeContext(proto, inputs, opset, values))
     except NetpassError as e:
         prefix = f"ONNX node '{label}' ({proto.op_type}): "
         if not str(e).startswith("ONNX node"):

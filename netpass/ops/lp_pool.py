@@ -31,6 +31,7 @@ class LpPool(_PoolBase):
     version = NETPASS_OPSET
     ATTRS = {"strides": [], "dilations": [], "pads_begin": [], "pads_end": [], "kernel": [],
              "rounding_type": "floor", "auto_pad": "explicit", "p": 2.0}
+    p: float
 
     def infer_types(self) -> None:
         self.check(self.get_input_size() == 1, "expects 1 input")

@@ -32,6 +32,7 @@ class NonMaxSuppression(Node):
     type_name = "NonMaxSuppression"
     version = "opset9"
     ATTRS = {"box_encoding": "corner", "sort_result_descending": True, "output_type": i64}
+    output_type: Type
     DATA_DEPENDENT_SHAPE = True
 
     def infer_types(self) -> None:

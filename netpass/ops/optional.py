@@ -5,7 +5,7 @@ OptionalGetElement of a plain tensor or sequence) the rule gives it without an o
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import onnx
@@ -71,7 +71,8 @@ class OptionalGetElement(_OptionalOp):
     def infer_types(self) -> None:
         et = self.get_input_element_type(0)
         self.check(isinstance(et, OptionalType), "input must be an optional, got {}", et)
-        self.set_output_type(0, et.element, self.get_input_partial_shape(0))
+        self.set_output_type(0, cast(OptionalType, et).element,
+                             self.get_input_partial_shape(0))
 
     def evaluate(self, inputs):
         value = unbox(inputs[0])

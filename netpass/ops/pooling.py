@@ -115,7 +115,7 @@ class _PoolBase(Node):
     auto_pad: Any  # normalised by _geometry
     kernel: Any
 
-    def _spatial_rank(self) -> int | None:
+    def _spatial_rank(self) -> int:
         data = self.get_input_partial_shape(0)
         kernel = list(self.kernel or [])
         self.check(bool(kernel), "kernel must be given")

@@ -7,7 +7,7 @@ error naming the op, as the specification says.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -38,7 +38,7 @@ class _SequenceOp(Node):
     def sequence_input(self, i: int) -> SequenceType:
         et = self.get_input_element_type(i)
         self.check(isinstance(et, SequenceType), "input {} must be a sequence, got {}", i, et)
-        return et
+        return cast(SequenceType, et)
 
     def position(self, i: int) -> None:
         if i < self.get_input_size():

@@ -175,7 +175,7 @@ class _Writer:
         self.model = model
         # a body's writer adds to its parent's text and blob
         self.lines: list[str] = parent.lines if parent is not None else []
-        self.blob = parent.blob if parent is not None else bytearray()
+        self.blob: bytearray = parent.blob if parent is not None else bytearray()
         # digest -> offsets of blobs with it
         self.blob_offsets: dict[bytes, list[int]] = \
             parent.blob_offsets if parent is not None else {}
@@ -309,12 +309,12 @@ class _Writer:
                 back_edges.append((result_id[d.body_value_index],
                                    param_id[d.body_parameter_index]))
             self.emit(4, "<input " + _attrs(attrs) + " />")
-        for d in node.body_outputs(index):
-            attrs = {"external_port_id": n_in + d.output_index,
-                     "internal_layer_id": result_id[d.body_value_index]}
-            if isinstance(d, ConcatOutput):
-                attrs = {"axis": d.axis, **attrs, "start": d.start, "end": d.end,
-                         "stride": d.stride, "part_size": d.part_size}
+        for o in node.body_outputs(index):
+            attrs = {"external_port_id": n_in + o.output_index,
+                     "internal_layer_id": result_id[o.body_value_index]}
+            if isinstance(o, ConcatOutput):
+                attrs = {"axis": o.axis, **attrs, "start": o.start, "end": o.end,
+                         "stride": o.stride, "part_size": o.part_size}
             self.emit(4, "<output " + _attrs(attrs) + " />")
         current, condition = node.special_ports() if index == 0 else (-1, -1)
         if current >= 0:

@@ -8,6 +8,7 @@ element types must agree.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -61,29 +62,30 @@ class If(MultiSubGraphOp):
                                              else ELSE)
         n_out = self.num_outputs_described()
         self.set_output_size(n_out)
-        by_body = [{d.output_index: d for d in self.body_outputs(b)} for b in (THEN, ELSE)]
+        by_body = [{o.output_index: o for o in self.body_outputs(b)} for b in (THEN, ELSE)]
         for k in range(n_out):
             types = []
             for b in (THEN, ELSE):
-                d = by_body[b].get(k)
-                if d is None:
+                o = by_body[b].get(k)
+                if o is None:
                     self.check(chosen is not None and chosen != b,
                                "output {} has no {} Result", k, self.body_name(b))
                     continue
-                src = self.bodies[b]._results[d.body_value_index]._inputs[0]
+                src = self.bodies[b]._results[o.body_value_index]._inputs[0]
                 types.append((b, src.element_type, src.partial_shape))
             if chosen is not None:
                 _, et, shape = next(t for t in types if t[0] == chosen)
             else:
                 (_, et, shape), (_, et2, shape2) = types
                 merged = et.merge(et2)
-                self.check(merged is not None, "output {}: then_body gives {}, else_body {}",
-                           k, et, et2)
-                et, shape = merged, shape_union(shape, shape2)
+                if merged is None:
+                    self.check(False, "output {}: then_body gives {}, else_body {}", k, et, et2)
+                else:
+                    et, shape = merged, shape_union(shape, shape2)
             self.set_output_type(k, et, shape)
-        self.FOLDABLE = self.deterministic()
+        self.set_foldable(self.deterministic())
 
-    def evaluate(self, inputs: list) -> list:
+    def evaluate(self, inputs: Sequence[Any]) -> list[Any]:
         cond = bool(np.asarray(inputs[0]).reshape(-1)[0])
         b = THEN if cond else ELSE
         body = self.bodies[b]
@@ -92,17 +94,17 @@ class If(MultiSubGraphOp):
             feeds[d.body_parameter_index] = inputs[d.input_index]
         results = evaluate_body(body, feeds, self.where(b))
         outs: list[Any] = [None] * self.get_output_size()
-        for d in self.body_outputs(b):
-            outs[d.output_index] = results[d.body_value_index]
+        for o in self.body_outputs(b):
+            outs[o.output_index] = results[o.body_value_index]
         return outs
 
     # -- OpenVINO's builder API -------------------------------------------------------------
     def _set_body(self, index: int, body: Model) -> None:
-        bodies = list(self.bodies)
+        bodies: list[Model | None] = list(self.bodies)
         while len(bodies) <= index:
             bodies.append(None)
         bodies[index] = body
-        self.bodies = bodies
+        self.bodies = bodies  # type: ignore[assignment]  # complete once both are set
         self._ensure_body(index)
         if all(b is not None for b in bodies) and len(bodies) == 2:
             self.validate_and_infer_types()

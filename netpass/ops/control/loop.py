@@ -16,6 +16,7 @@ concatenated output is then sized, otherwise dynamic along its axis.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -105,16 +106,16 @@ class SubGraphOp(MultiSubGraphOp):
         initial = {d.body_value_index: self._inputs[d.input_index]
                    for d in self.body_inputs(0) if isinstance(d, MergedInput)}
         self.set_output_size(self.num_outputs_described())
-        for d in self.body_outputs(0):
-            src = body._results[d.body_value_index]._inputs[0]
+        for o in self.body_outputs(0):
+            src = body._results[o.body_value_index]._inputs[0]
             et, ps = src.element_type, src.partial_shape
-            if isinstance(d, ConcatOutput):
-                ps = self._concat_shape(d, ps, exact, bound)
-            elif d.body_value_index in initial and exact in (None, 0):
+            if isinstance(o, ConcatOutput):
+                ps = self._concat_shape(o, ps, exact, bound)
+            elif o.body_value_index in initial and exact in (None, 0):
                 # no iteration may run: the output is then the loop-carried initial value
-                first = initial[d.body_value_index].partial_shape
+                first = initial[o.body_value_index].partial_shape
                 ps = first if exact == 0 else shape_union(ps, first, keep_bounds=False)
-            self.set_output_type(d.output_index, et, ps)
+            self.set_output_type(o.output_index, et, ps)
 
     def _concat_shape(self, d: ConcatOutput, ps: PartialShape, exact: int | None,
                       bound: int) -> PartialShape:
@@ -150,7 +151,7 @@ class SubGraphOp(MultiSubGraphOp):
         return counts.pop() if counts else None
 
     # -- evaluation -----------------------------------------------------------------------
-    def run(self, inputs: list, limit: int | None, condition: bool) -> list:
+    def run(self, inputs: Sequence[Any], limit: int | None, condition: bool) -> list[Any]:
         """Iterate the body at most ``limit`` times (None: no limit) while ``condition`` and
         the body's condition Result hold; returns the node's outputs."""
         body = self.bodies[0]
@@ -166,7 +167,7 @@ class SubGraphOp(MultiSubGraphOp):
             else:
                 feeds[d.body_parameter_index] = inputs[d.input_index]
         outs = self.body_outputs(0)
-        merged = [d for d in self.body_inputs(0) if isinstance(d, MergedInput)]
+        merged = [m for m in self.body_inputs(0) if isinstance(m, MergedInput)]
         # an optional loop-carried value whose back edge gives the value itself (ONNX allows
         # it): the value is wrapped into a present optional
         wrap = {d for d in merged
@@ -187,11 +188,11 @@ class SubGraphOp(MultiSubGraphOp):
                 shape = (1,) if p.shape.rank_is_static and len(p.shape) == 1 else ()
                 feeds[current] = np.full(shape, i, dtype=p.element_type.dtype)
             results = evaluate_body(body, feeds, where)
-            for d in outs:
-                if isinstance(d, ConcatOutput):
-                    parts[d.output_index].append(results[d.body_value_index])
-                elif d.iteration in (-1, i):
-                    picked[d.output_index] = results[d.body_value_index]
+            for o in outs:
+                if isinstance(o, ConcatOutput):
+                    parts[o.output_index].append(results[o.body_value_index])
+                elif o.iteration in (-1, i):
+                    picked[o.output_index] = results[o.body_value_index]
             for d in merged:
                 value = results[d.body_value_index]
                 feeds[d.body_parameter_index] = box(value) if d in wrap else value
@@ -200,16 +201,16 @@ class SubGraphOp(MultiSubGraphOp):
             i += 1
         initial = {d.body_value_index: inputs[d.input_index] for d in merged}
         values: list[Any] = [None] * self.get_output_size()
-        for d in outs:
-            k = d.output_index
-            if isinstance(d, ConcatOutput):
-                values[k] = self._concatenate(d, parts[k], body)
+        for o in outs:
+            k = o.output_index
+            if isinstance(o, ConcatOutput):
+                values[k] = self._concatenate(o, parts[k], body)
             elif k in picked:
                 values[k] = picked[k]
-            elif i == 0 and d.body_value_index in initial:
-                values[k] = initial[d.body_value_index]
+            elif i == 0 and o.body_value_index in initial:
+                values[k] = initial[o.body_value_index]
             else:
-                raise NetpassError(f"{where}: output {k} wants iteration {d.iteration}, but "
+                raise NetpassError(f"{where}: output {k} wants iteration {o.iteration}, but "
                                    f"{i} iterations ran")
         return values
 
@@ -284,7 +285,7 @@ class Loop(SubGraphOp):
                        "the body condition must be boolean, got {}", out.element_type)
         self.infer_outputs()
         # a Loop without a known bound would spin forever if folded on a constant condition
-        self.FOLDABLE = self.deterministic() and self.iteration_count()[1] < INF
+        self.set_foldable(self.deterministic() and self.iteration_count()[1] < INF)
 
     def iteration_count(self) -> tuple[int | None, int]:
         trip = self.input_constant(0)
@@ -320,7 +321,7 @@ class Loop(SubGraphOp):
                 return first is not None and bool(np.all(first))
         return False
 
-    def evaluate(self, inputs: list) -> list:
+    def evaluate(self, inputs: Sequence[Any]) -> list[Any]:
         trip = int(np.asarray(inputs[0]).reshape(-1)[0])
         cond = bool(np.asarray(inputs[1]).reshape(-1)[0])
         return self.run(inputs, trip if trip >= 0 else None, cond)
@@ -339,13 +340,13 @@ class TensorIterator(SubGraphOp):
         self.check_descriptions()
         self.settle_body()
         self.infer_outputs()
-        self.FOLDABLE = self.deterministic()
+        self.set_foldable(self.deterministic())
 
     def iteration_count(self) -> tuple[int | None, int]:
         n = self.sliced_count()
         return (n, n) if n is not None else (None, INF)
 
-    def evaluate(self, inputs: list) -> list:
+    def evaluate(self, inputs: Sequence[Any]) -> list[Any]:
         counts = {slice_range(d, np.shape(inputs[d.input_index])[d.axis])[1]
                   for d in self.body_inputs(0) if isinstance(d, SliceInput)}
         if len(counts) != 1:

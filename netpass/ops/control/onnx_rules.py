@@ -31,7 +31,14 @@ from ...core.dimension import Dimension
 from ...core.model import Model
 from ...core.node import Output
 from ...core.shape import PartialShape
-from ...core.subgraph import BodyOutput, ConcatOutput, InvariantInput, MergedInput, SliceInput
+from ...core.subgraph import (
+    BodyOutput,
+    ConcatOutput,
+    InputDescription,
+    InvariantInput,
+    MergedInput,
+    SliceInput,
+)
 from ...core.types import boolean, i64
 from ...errors import ModelFormatError
 from ..movement import Squeeze, Unsqueeze
@@ -104,7 +111,7 @@ def _import_loop(ctx) -> list[Output]:
     for j in range(k):
         _unsqueeze_result(body, 1 + n + j, 0)
     inputs = _Inputs([trip, cond])
-    descs = [MergedInput(inputs.add(cond, share=False), 1, 0)]
+    descs: list[InputDescription] = [MergedInput(inputs.add(cond, share=False), 1, 0)]
     descs += [MergedInput(inputs.add(v, share=False), 2 + j, 1 + j) for j, v in enumerate(carried)]
     descs += [InvariantInput(inputs.add(v), 2 + n + j) for j, v in enumerate(captured)]
     outs: list = [BodyOutput(1 + j, j) for j in range(n)]

@@ -8,7 +8,8 @@ position into a sequence. OpenVINO has no sequences; netpass keeps the op whole.
 """
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
 from ...core.containers import box, sequence_items
 from ...core.subgraph import (
@@ -47,20 +48,22 @@ class SequenceMap(MultiSubGraphOp):
             et = src.element_type
             param = body._parameters[d.body_parameter_index]
             # a sequence gives one element at a time: its element type, the shape they fit
-            set_body_parameter(param, et.element if self._mapped(d.input_index) else et,
+            set_body_parameter(param,
+                               cast(SequenceType, et).element if self._mapped(d.input_index)
+                               else et,
                                src.partial_shape)
         infer_body(body)
         self.set_output_size(self.num_outputs_described())
-        for d in self.body_outputs(0):
-            src = body._results[d.body_value_index]._inputs[0]
-            self.set_output_type(d.output_index, sequence_of(src.element_type),
+        for o in self.body_outputs(0):
+            src = body._results[o.body_value_index]._inputs[0]
+            self.set_output_type(o.output_index, sequence_of(src.element_type),
                                  src.partial_shape)
 
     def _mapped(self, index: int) -> bool:
         return index < self.mapped_inputs and \
             isinstance(self.get_input_element_type(index), SequenceType)
 
-    def evaluate(self, inputs: list) -> list:
+    def evaluate(self, inputs: Sequence[Any]) -> list[Any]:
         where = self.where(0)
         seqs = {d.input_index: sequence_items(inputs[d.input_index], where)
                 for d in self.body_inputs(0) if self._mapped(d.input_index)}
@@ -77,8 +80,8 @@ class SequenceMap(MultiSubGraphOp):
                 feeds[d.body_parameter_index] = seqs[d.input_index][pos] \
                     if d.input_index in seqs else inputs[d.input_index]
             results = evaluate_body(body, feeds, where)
-            for d in self.body_outputs(0):
-                outs[d.output_index].append(results[d.body_value_index])
+            for o in self.body_outputs(0):
+                outs[o.output_index].append(results[o.body_value_index])
         return [box(items) for items in outs]
 
 
