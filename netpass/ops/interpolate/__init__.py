@@ -10,11 +10,13 @@ ONNX variants Interpolate-11 cannot state (cubic ``exclude_outside``, ``antialia
 downsampling, ``half_pixel_symmetric``, ``tf_crop_and_resize``, ``keep_aspect_ratio_policy``
 whose rounded sizes differ from Interpolate's) are imported, for static spatial sizes and
 constant scales/sizes, as one MatMul per axis with the taps laid out as a constant matrix;
-otherwise they are refused.
+otherwise as a ``Resize`` op kept whole (:mod:`.onnx_resize`) that computes the same taps from
+the values each inference brings.
 """
 from __future__ import annotations
 
 # Classes and factories; ``__all__`` lists the factories (``netpass.opset`` takes them).
+from .onnx_resize import Resize  # noqa: F401
 from .op import Interpolate, interpolate  # noqa: F401
 
 __all__ = ["interpolate"]

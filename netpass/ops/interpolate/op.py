@@ -17,6 +17,7 @@ from ..elementwise import Add
 from ..matmul import MatMul
 from ..movement import Transpose
 from ..registry import onnx_export, onnx_rule
+from .onnx_resize import onnx_resize
 from .resampling import (
     MODES,
     NEAREST_MODES,
@@ -217,6 +218,8 @@ def _import(ctx, x: Output, scales: Output | None, sizes: Output | None,
     if policy not in ("stretch", "not_larger", "not_smaller"):
         ctx.error(f"keep_aspect_ratio_policy {policy!r} is unknown")
     if policy != "stretch" and sizes is not None:
+        if not _known_plan(x, sizes, roi, axes, attrs):
+            return onnx_resize(x, sizes, roi, "sizes", attrs).output(0)
         return _keep_aspect_ratio(ctx, x, sizes, roi, axes, attrs)
     shape_mode = "scales" if scales is not None else "sizes"
     target = scales if scales is not None else sizes
@@ -225,8 +228,10 @@ def _import(ctx, x: Output, scales: Output | None, sizes: Output | None,
     if attrs["antialias"] and mode != "nearest" and not needs_exact:
         needs_exact = _downsamples(x, target, shape_mode, axes)
     if transform == "align_corners" and shape_mode == "scales" and not needs_exact:
-        needs_exact = _fractional_length(ctx, x, target, axes)
+        needs_exact = target.value is None or _fractional_length(ctx, x, target, axes)
     if needs_exact:
+        if not _known_plan(x, target, roi, axes, attrs):  # resampled at run time
+            return onnx_resize(x, target, roi, shape_mode, attrs).output(0)
         return _import_as_matmuls(ctx, x, target, shape_mode, roi, axes, attrs)
     inputs = [x, target]
     kept = _resized_axes(x, target, shape_mode, axes)
@@ -241,6 +246,18 @@ def _import(ctx, x: Output, scales: Output | None, sizes: Output | None,
                        coordinate_transformation_mode=transform,
                        nearest_mode=attrs["nearest_mode"], cube_coeff=attrs["cube_coeff"]
                        ).output(0)
+
+
+def _known_plan(x: Output, target: Output, roi: Output | None, axes: list[int] | None,
+                attrs: dict[str, Any]) -> bool:
+    """Whether the exact taps can be constant matrices: constant scales/sizes (and roi for
+    tf_crop_and_resize), static sizes along the resized axes."""
+    ps = x.partial_shape
+    if target.value is None or not ps.rank_is_static:
+        return False
+    if attrs["transform"] == "tf_crop_and_resize" and (roi is None or roi.value is None):
+        return False
+    return all(ps[a % len(ps)].is_static for a in (axes or range(len(ps))))
 
 
 def _resized_axes(x: Output, target: Output, shape_mode: str, axes: list[int] | None

@@ -19,6 +19,7 @@ import netpass
 from netpass import Dimension, PartialShape, Symbol, opset
 from netpass.errors import ShapeInferenceError, UnsupportedOpError
 from netpass.ops import Interpolate
+from netpass.testing import RUNTIME_DEVICE
 
 RTOL, ATOL = 1e-4, 1e-5
 
@@ -244,29 +245,66 @@ def test_resize_with_runtime_scales_stays_dynamic():
                                sess.run(None, {"x": x, "s": s})[0], rtol=RTOL, atol=ATOL)
 
 
-def test_exact_variant_with_runtime_sizes_is_refused():
-    node = helper.make_node("Resize", ["x", "", "", "sz"], ["y"], mode="cubic",
-                            exclude_outside=1)
-    graph = helper.make_graph([node], "g", [
-        helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4]),
-        helper.make_tensor_value_info("sz", TensorProto.INT64, [4])],
-        [helper.make_empty_tensor_value_info("y")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=8)
-    with pytest.raises(UnsupportedOpError, match="exclude_outside"):
-        netpass.read_model(model)
+def _runtime_inputs_model(attrs: dict, inputs: list[str], extra: list, inits=()):
+    node = helper.make_node("Resize", inputs, ["y"], **attrs)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 6, 5]),
+                      *extra], [helper.make_empty_tensor_value_info("y")],
+        initializer=list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=8)
 
 
-def test_tf_crop_and_resize_needs_constant_roi():
-    node = helper.make_node("Resize", ["x", "r", "", "sz"], ["y"], mode="linear",
-                            coordinate_transformation_mode="tf_crop_and_resize")
-    graph = helper.make_graph([node], "g", [
-        helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4]),
-        helper.make_tensor_value_info("r", TensorProto.FLOAT, [8])],
-        [helper.make_empty_tensor_value_info("y")],
-        initializer=[numpy_helper.from_array(np.asarray([1, 1, 3, 3], np.int64), "sz")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=8)
-    with pytest.raises(UnsupportedOpError, match="roi"):
-        netpass.read_model(model)
+RUNTIME_VALUE_VARIANTS = [  # (attrs, name of the run-time input, values per inference)
+    ({"mode": "cubic", "exclude_outside": 1}, "sz", [[1, 2, 9, 7], [1, 2, 4, 3]]),
+    ({"mode": "linear", "antialias": 1}, "sc", [[1, 1, 0.5, 0.6], [1, 1, 0.75, 0.4]]),
+    ({"mode": "linear", "coordinate_transformation_mode": "half_pixel_symmetric"}, "sc",
+     [[1, 1, 1.5, 0.8], [1, 1, 0.5, 2.0]]),
+    ({"mode": "linear", "coordinate_transformation_mode": "align_corners"}, "sc",
+     [[1, 1, 1.3, 0.7], [1, 1, 2.0, 1.5]]),
+    ({"mode": "nearest", "keep_aspect_ratio_policy": "not_larger", "axes": [2, 3]}, "sz2",
+     [[4, 8], [9, 2]]),
+]
+
+
+@pytest.mark.parametrize("attrs,which,values", RUNTIME_VALUE_VARIANTS)
+def test_exact_variants_with_runtime_values_match_onnxruntime(attrs, which, values):
+    """Variants Interpolate cannot state, scales/sizes fed at run time: a Resize op kept
+    whole computes the exact taps per inference, on the reference and on the runtime."""
+    slot = {"sc": ["x", "", "sc"], "sz": ["x", "", "", "sz"], "sz2": ["x", "", "", "sz2"]}
+    dtype = TensorProto.FLOAT if which == "sc" else TensorProto.INT64
+    extra = [helper.make_tensor_value_info(which, dtype, [len(values[0])])]
+    model = _runtime_inputs_model(attrs, slot[which], extra)
+    m = netpass.read_model(model)
+    assert "Resize" in [n.type_name for n in m.get_ordered_ops()]
+    # align_corners over a fractional scale * size: onnxruntime divides by the floored
+    # length, the specification's reference (and the backend suite) by the fractional one
+    if attrs.get("coordinate_transformation_mode") == "align_corners":
+        from onnx.reference import ReferenceEvaluator
+        engine = ReferenceEvaluator(model)
+    else:
+        engine = ort.InferenceSession(model.SerializeToString(),
+                                      providers=["CPUExecutionProvider"])
+    req = netpass.compile_model(m, device=RUNTIME_DEVICE).create_infer_request()
+    for v in values:
+        feeds = {"x": data([1, 2, 6, 5]),
+                 which: np.asarray(v, np.float32 if which == "sc" else np.int64)}
+        ref = engine.run(None, feeds)[0]
+        for got in (netpass.reference.infer(m, feeds)["y"], req.infer(feeds)["y"]):
+            np.testing.assert_allclose(got, ref, rtol=RTOL, atol=ATOL)
+
+
+def test_tf_crop_and_resize_with_runtime_roi():
+    model = _runtime_inputs_model(
+        {"mode": "linear", "coordinate_transformation_mode": "tf_crop_and_resize",
+         "extrapolation_value": 5.0}, ["x", "r", "", "sz"],
+        [helper.make_tensor_value_info("r", TensorProto.FLOAT, [8])],
+        [numpy_helper.from_array(np.asarray([1, 2, 4, 4], np.int64), "sz")])
+    m = netpass.read_model(model)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for roi in ([0, 0, 0.2, 0.1, 1, 1, 0.9, 0.8], [0, 0, -0.2, 0.3, 1, 1, 1.3, 0.6]):
+        feeds = {"x": data([1, 2, 6, 5]), "r": np.asarray(roi, np.float32)}
+        np.testing.assert_allclose(netpass.reference.infer(m, feeds)["y"],
+                                   sess.run(None, feeds)[0], rtol=RTOL, atol=ATOL)
 
 
 # -- the ONNX backend cases, with their scales/sizes/roi as initializers ----------------------
