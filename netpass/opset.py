@@ -39,3 +39,4 @@ from .ops.shape_ops import *  # noqa: F403
 from .ops.signal import *  # noqa: F403
 from .ops.state import *  # noqa: F403
 from .ops.strings import *  # noqa: F403
+from .ops.tfidf import *  # noqa: F403

@@ -42,6 +42,7 @@ from . import (  # noqa: F401
                signal,
                state,
                strings,
+               tfidf,
 )
 from .base import (  # noqa: F401
                ArithmeticReductionKeepDims,
