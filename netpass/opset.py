@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .ops.attention import *  # noqa: F403
 from .ops.bitwise import *  # noqa: F403
+from .ops.col2im import *  # noqa: F403
 from .ops.control import *  # noqa: F403
 from .ops.convolution import *  # noqa: F403
 from .ops.cumulative import *  # noqa: F403

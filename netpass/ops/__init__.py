@@ -10,6 +10,7 @@ from . import (  # noqa: F401
                argminmax,
                attention,
                bitwise,
+               col2im,
                control,
                convolution,
                cumulative,
