@@ -76,13 +76,13 @@ class Col2Im(Node):
                              f"{grid}")
         blocks = xb.reshape(xb.shape[0], c, *kernel, *grid)
         out = np.zeros((xb.shape[0], c, *padded), dtype=np.float64)
+        lead: tuple[Any, ...] = (slice(None), slice(None))
         for offset in itertools.product(*(range(kk) for kk in kernel)):
             window = tuple(slice(o * d, o * d + (g - 1) * st + 1, st)
                            for o, d, g, st in zip(offset, dilations, grid, strides))
-            out[(slice(None), slice(None), *window)] += blocks[(slice(None), slice(None),
-                                                                *offset)]
+            out[lead + window] += blocks[lead + tuple(offset)]
         crop = tuple(slice(b, b + s) for b, s in zip(pb, size))
-        y = out[(slice(None), slice(None), *crop)].astype(x.dtype)
+        y = out[lead + crop].astype(x.dtype)
         return [y if batched else y[0]]
 
 
