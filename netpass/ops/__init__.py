@@ -27,6 +27,7 @@ from . import (  # noqa: F401
                lp_pool,
                lrn,
                matmul,
+               max_unpool,
                movement,
                nms,
                normalization,
