@@ -369,13 +369,35 @@ def _import_mean_variance_normalization(ctx):
 @onnx_rule("BatchNormalization")
 def _import_batch_norm(ctx):
     if ctx.attr("training_mode", 0):
-        ctx.error("training_mode=1 is not supported")
+        return _batch_norm_training(ctx)
     if ctx.opset < 9 and not ctx.attr("spatial", 1):
         ctx.error("spatial=0 is not supported")
     if any(ctx.proto.output[1:]):
         ctx.error("running statistics outputs are not supported")
     x, scale, bias, mean, var = ctx.inputs[:5]
     return BatchNormInference([x, scale, bias, mean, var], epsilon=float(ctx.attr("epsilon", 1e-5)))
+
+
+def _batch_norm_training(ctx: Any) -> list[Output]:
+    """BatchNormalization-14+ in training mode: normalized by the batch's own mean and
+    (population) variance per channel; the running statistics move towards them by
+    ``1 - momentum``. Outputs Y, running_mean, running_var."""
+    x, scale, bias, mean, var = ctx.inputs[:5]
+    rank = _static_rank(ctx, x, "BatchNormalization in training mode")
+    if rank < 2:
+        ctx.error(f"data must have rank >= 2, got {rank}")
+    axes = _i64([0, *range(2, rank)])
+    batch_mean = ReduceMean([x, axes], keep_dims=False).output(0)
+    centered = Subtract([x, _per_channel(ctx, batch_mean, rank)])
+    batch_var = ReduceMean([Multiply([centered, centered]), axes], keep_dims=False).output(0)
+    y = BatchNormInference([x, scale, bias, batch_mean, batch_var],
+                           epsilon=float(ctx.attr("epsilon", 1e-5))).output(0)
+    momentum = float(ctx.attr("momentum", 0.9))
+    keep = to_output(np.asarray(momentum, dtype=x.element_type.dtype))
+    take = to_output(np.asarray(1 - momentum, dtype=x.element_type.dtype))
+    running = [Add([Multiply([old, keep]), Multiply([new, take])]).output(0)
+               for old, new in ((mean, batch_mean), (var, batch_var))]
+    return [y, *running]
 
 
 def _per_channel(ctx: Any, v: Output, rank: int) -> Output:

@@ -18,9 +18,10 @@ import netpass
 from netpass import Model, opset
 from netpass.core.dimension import Dimension, Symbol
 from netpass.core.shape import PartialShape
-from netpass.errors import ShapeInferenceError, UnsupportedOpError
+from netpass.errors import ShapeInferenceError
 from netpass.frontend.onnx_writer import to_onnx
 from netpass.passes.serialize import Serialize
+from netpass.testing import RUNTIME_DEVICE
 
 RTOL, ATOL = 1e-4, 1e-5
 
@@ -177,12 +178,22 @@ def test_batch_normalization_matches_onnxruntime(shape, epsilon):
     check_onnx(one_node("BatchNormalization", feeds, initializers=inits, epsilon=epsilon), feeds)
 
 
-def test_batch_normalization_training_mode_is_refused():
-    c = np.ones(3, np.float32)
-    proto = one_node("BatchNormalization", {"x": np.ones((2, 3), np.float32)}, n_out=3,
-                     initializers={"s": c, "b": c, "m": c, "v": c}, training_mode=1)
-    with pytest.raises(UnsupportedOpError, match="training_mode"):
-        netpass.read_model(proto)
+@pytest.mark.parametrize("shape,momentum", [((2, 3), 0.9), ((4, 3, 5, 2), 0.7)])
+def test_batch_normalization_training_mode(shape, momentum):
+    """Normalized by the batch's statistics, running statistics moved towards them: onnx's
+    reference evaluator (onnxruntime's CPU build has no training mode), and the runtime."""
+    rng = np.random.default_rng(14)
+    feeds = {"x": rng.standard_normal(shape).astype(np.float32)}
+    inits = {k: rng.uniform(0.5, 1.5, 3).astype(np.float32) for k in ("s", "b", "m", "v")}
+    proto = one_node("BatchNormalization", feeds, n_out=3, initializers=inits, training_mode=1,
+                     momentum=momentum, opset_version=15)
+    m = netpass.read_model(proto)
+    from onnx.reference import ReferenceEvaluator
+    ref = ReferenceEvaluator(proto).run(None, feeds)
+    req = netpass.compile_model(m, device=RUNTIME_DEVICE).create_infer_request()
+    for got in (netpass.reference.infer(m, feeds), req.infer(feeds)):
+        for name, r in zip(["y0", "y1", "y2"], ref):
+            np.testing.assert_allclose(got[name], r, rtol=1e-5, atol=1e-6)
 
 
 def test_batch_norm_channel_mismatch_raises():
