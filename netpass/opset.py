@@ -35,6 +35,7 @@ from .ops.quantization import *  # noqa: F403
 from .ops.random import *  # noqa: F403
 from .ops.recurrent import *  # noqa: F403
 from .ops.reduction import *  # noqa: F403
+from .ops.roi_align import *  # noqa: F403
 from .ops.sequence import *  # noqa: F403
 from .ops.sets import *  # noqa: F403
 from .ops.shape_ops import *  # noqa: F403

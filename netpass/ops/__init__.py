@@ -38,6 +38,7 @@ from . import (  # noqa: F401
                random,
                recurrent,
                reduction,
+               roi_align,
                sequence,
                sets,
                shape_ops,

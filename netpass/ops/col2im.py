@@ -89,7 +89,8 @@ class Col2Im(Node):
 def col2im(data: Any, output_size: Any, kernel_size: Any, strides: Any = None,
            dilations: Any = None, pads_begin: Any = None, pads_end: Any = None,
            name: str | None = None) -> Node:
-    """Col2Im-15 (OpenVINO's ``opset15.col2im``)."""
+    """Col2Im-15 (OpenVINO's ``opset15.col2im``): the blocks of ``data`` summed back into an
+    image of ``output_size`` (windows of ``kernel_size``, strides, dilations, pads)."""
     def ints(v: Any) -> list[int]:
         return [] if v is None else [int(x) for x in np.asarray(v).reshape(-1)]
     return set_name(Col2Im([to_output(data), to_output(np.asarray(output_size, np.int64)),

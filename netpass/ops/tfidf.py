@@ -103,7 +103,8 @@ class TfIdfVectorizer(Node):
 
 
 def tfidf_vectorizer(data: Any, name: str | None = None, **attrs: Any) -> Node:
-    """TfIdfVectorizer (ONNX) with its ONNX attributes."""
+    """TfIdfVectorizer (ONNX): n-gram counts of the rows of ``data`` over the attributes'
+    pool, weighted as TF, IDF or TFIDF (ONNX's attribute names)."""
     return set_name(TfIdfVectorizer([to_output(data)], **attrs), name)
 
 
