@@ -1,4 +1,4 @@
-"""Normalizations (``netpass/ops/normalization.py``): softmax, log-softmax and MVN on the
+"""Normalizations (``netpass/ops/normalization/``): softmax, log-softmax and MVN on the
 ``rowop`` template (with fused elementwise epilogues, e.g. a LayerNorm's scale and shift),
 BatchNormInference as an elementwise expression per channel. NormalizeL2 and
 GroupNormalization run on the host."""
