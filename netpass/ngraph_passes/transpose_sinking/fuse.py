@@ -11,6 +11,8 @@ other consumers too; the GNA pipeline's RescueStuckTransposes runs it (see there
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ...core.boundary import Constant
@@ -41,6 +43,19 @@ def is_identity(order: list[int]) -> bool:
     return order == list(range(len(order)))
 
 
+def matched_pair(
+    rewrite: MatcherPass, m: Matcher, first: Any
+) -> tuple[Node, Node, list[int]] | None:
+    """The matched ``(first, second, fused order)`` of a Transpose pair, or None when the user's
+    callback keeps the second or the orders do not compose."""
+    t2 = m.match_root
+    t1 = m.pattern_value_map[first].node
+    if rewrite.transformation_callback(t2):
+        return None
+    fused = fused_order(t1, t2)
+    return None if fused is None else (t1, t2, fused)
+
+
 class TSFuse(MatcherPass):
     """Fuses consecutive Transposes into one, or none when they cancel."""
 
@@ -51,13 +66,10 @@ class TSFuse(MatcherPass):
         second = wrap_type(Transpose, [first, wrap_type(Constant)])
 
         def callback(m: Matcher) -> bool:
-            t2 = m.match_root
-            t1 = m.pattern_value_map[first].node
-            if self.transformation_callback(t2):
+            pair = matched_pair(self, m, first)
+            if pair is None:
                 return False
-            fused = fused_order(t1, t2)
-            if fused is None:
-                return False
+            t1, t2, fused = pair
             x = t1.input_value(0)
             if is_identity(fused):
                 # (replace_output_update_name refuses some pairs, e.g. a Parameter to a Result)
@@ -98,13 +110,10 @@ class TSFuseShared(MatcherPass):
         second = wrap_type(Transpose, [first, wrap_type(Constant)])
 
         def callback(m: Matcher) -> bool:
-            t2 = m.match_root
-            t1 = m.pattern_value_map[first].node
-            if self.transformation_callback(t2):
+            pair = matched_pair(self, m, first)
+            if pair is None:
                 return False
-            fused = fused_order(t1, t2)
-            if fused is None:
-                return False
+            t1, t2, fused = pair
             x = t1.input_value(0)
             if is_identity(fused):
                 return replace_output_update_name(t2.output(0), x)
