@@ -2,24 +2,30 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Hashable, Mapping
+from collections.abc import Hashable, Mapping
+from typing import Any
 
 import numpy as np
 
 from ..core.feeds import FeedSpec, check_feeds
 from ..core.gc_pause import gc_paused
 from ..core.types import Type
-from ..errors import (SYSTEM_ERRORS, HostFallbackError, NetpassError, system_error_as_netpass,
-                      system_errors_as_netpass)
+from ..errors import (
+    SYSTEM_ERRORS,
+    HostFallbackError,
+    NetpassError,
+    system_error_as_netpass,
+    system_errors_as_netpass,
+)
 from ..ops.state import Assign, ReadValue, VariableInfo
 from ..reference import VariableState
 from .async_queue import AsyncInferRequest, RequestBusyError
 from .device import Engine, resolve_device_name, select_device
 from .invariants import debug_checks
 from .lru import LruCache
-from .outputs import max_output_bytes
 from .memory import Tensor
 from .network import STAT_KEYS, Network
+from .outputs import max_output_bytes
 from .program import Program
 from .program_node import ProgramNode
 from .shape_infer import infer_host
@@ -165,7 +171,7 @@ class RuntimeCompiledModel:
         with self.lock:
             self.symbolic_checked.add(binding_key)
 
-    def create_infer_request(self) -> "RuntimeInferRequest":
+    def create_infer_request(self) -> RuntimeInferRequest:
         return RuntimeInferRequest(self)
 
     def __call__(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -186,7 +192,7 @@ class RuntimeInferRequest(AsyncInferRequest):
     def __init__(self, compiled: RuntimeCompiledModel) -> None:
         self.compiled = compiled
         self.network = Network(compiled) if compiled.engine is not None else None
-        self._ref_stats = {k: 0 for k in STAT_KEYS}
+        self._ref_stats = dict.fromkeys(STAT_KEYS, 0)
         self._ref_vars: dict[str, np.ndarray] = {}  # REFERENCE: the variables' values
         self._init_async()
 

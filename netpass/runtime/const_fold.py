@@ -15,8 +15,17 @@ import numpy as np
 
 from ..core.boundary import Constant
 from ..ops.indexing import Gather
-from ..ops.movement import (Broadcast, Concat, Reshape, Slice, Squeeze, StridedSlice, Tile,
-                            Transpose, Unsqueeze)
+from ..ops.movement import (
+    Broadcast,
+    Concat,
+    Reshape,
+    Slice,
+    Squeeze,
+    StridedSlice,
+    Tile,
+    Transpose,
+    Unsqueeze,
+)
 from ..ops.shape_ops import Range, ShapeOf
 from .kinds import elementwise
 from .shape_infer import infer_host

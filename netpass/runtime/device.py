@@ -189,11 +189,11 @@ class Engine:
     in-order queue, for uploads of what compiled models share (constants) and for tools;
     infer requests run on queues of their own (``new_queue``)."""
 
-    _engines: dict[tuple, "Engine"] = {}
+    _engines: dict[tuple, Engine] = {}
     _engines_lock = threading.Lock()
 
     @classmethod
-    def get(cls, device, profiling: bool = False) -> "Engine":
+    def get(cls, device, profiling: bool = False) -> Engine:
         key = (device.int_ptr, profiling)
         with cls._engines_lock:
             eng = cls._engines.get(key)

@@ -11,12 +11,14 @@ k: an index map) or an int (a scalar argument).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from .kernels.common import CTYPES, Source, Stage, ctype
 from .kernels.eltwise import eltwise
+
 
 # -- strides ---------------------------------------------------------------------------------------
 def contiguous_strides(shape: Sequence[int]) -> list[int]:
@@ -217,7 +219,7 @@ class FusedDesc:
         """The op's OpenCL expression for its dtypes."""
         return self.row.expr(self.attrs, self.in_dtypes, self.out_dtype)
 
-    def shifted(self, k: int) -> "FusedDesc":
+    def shifted(self, k: int) -> FusedDesc:
         """This op with its stage references moved ``k`` stages on (``k`` ops put before)."""
         refs = tuple(None if r is None else r + k for r in self.refs)
         return FusedDesc(self.row, self.attrs, refs, self.others, self.in_dtypes, self.out_dtype, self.node)

@@ -13,7 +13,8 @@ its op and the producer instead of a wrong number or an error far from the cause
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from ..errors import RuntimeInvariantError
 
@@ -31,7 +32,7 @@ def debug_checks(config: Mapping[str, Any]) -> bool:
     return os.environ.get(ENV_DEBUG, "").strip() not in ("", "0")
 
 
-def check_read(net: "Network", src: "PrimitiveInst", k: int) -> None:
+def check_read(net: Network, src: PrimitiveInst, k: int) -> None:
     """Raise when output ``k`` of ``src`` was not produced in ``net``'s current infer; the
     reader is ``net.reader`` (None: the network's outputs)."""
     if src.stamp == net.epoch or src.node.is_constant:

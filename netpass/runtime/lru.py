@@ -4,7 +4,8 @@ and touches, a full cache evicts the least recently used entry, capacity 0 is un
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Callable, Hashable
+from collections.abc import Callable, Hashable
+from typing import Any
 
 
 class LruCache:

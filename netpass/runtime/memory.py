@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -53,7 +53,7 @@ class Tensor:
         self.dtype = dtype
         self.strides = strides  # element strides of a permuted view; None: contiguous
 
-    def view(self, shape: tuple, offset: int = 0) -> "Tensor":
+    def view(self, shape: tuple, offset: int = 0) -> Tensor:
         return Tensor(self.alloc, self.offset + offset, shape, self.dtype)
 
     def extent(self) -> int:

@@ -12,16 +12,17 @@ shape needs, for a host fallback's inputs, and for the outputs.
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
 from ..core.gc_pause import gc_paused
 from ..errors import AllocationError, NetpassError
+from . import outputs
 from .impls import Impl, Scratch, size
 from .invariants import check_read
 from .launcher import make_launcher
-from . import outputs
 from .memory import MemoryPool, Tensor
 from .primitive import PrimitiveInst, primitive_error
 from .primitive.update_shape import SYMBOLIC_RECORDS
@@ -46,7 +47,7 @@ class Network:
     """One infer request's primitives, memory pool, predictor, kernel objects, command queue
     and counters."""
 
-    def __init__(self, compiled: "Any") -> None:
+    def __init__(self, compiled: Any) -> None:
         self.compiled = compiled
         self.program: Program = compiled.program
         self.engine = compiled.engine
@@ -54,7 +55,7 @@ class Network:
         self.launcher = make_launcher(self.engine, self.queue)
         self.kernel_objects: dict = {}  # (node index, launch slot, source) -> KernelHandle
         self.profiling = compiled.profiling
-        self.stats: dict[str, Any] = {k: 0 for k in STAT_KEYS}
+        self.stats: dict[str, Any] = dict.fromkeys(STAT_KEYS, 0)
         self.stats["host_fallback_kinds"] = {}
         self.stats["host_wait_s"] = 0.0
         if self.profiling:
@@ -388,9 +389,8 @@ class Network:
 
     def _run_order(self, order: list[PrimitiveInst], symbolic: bool) -> None:
         """The per-primitive path over ``order``."""
-        count = 0
         epoch, debug = self.epoch, self.debug
-        for inst in order:
+        for count, inst in enumerate(order, 1):
             if debug:
                 self.reader = inst
             try:
@@ -404,7 +404,6 @@ class Network:
             except Exception as e:
                 raise primitive_error(inst, e) from e
             inst.stamp = epoch
-            count += 1
             if count % FLUSH_EVERY == 0:
                 self.queue.flush()
 

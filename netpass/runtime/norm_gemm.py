@@ -17,7 +17,7 @@ vary only along that axis; each used once; feeding a MatMul's first input withou
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

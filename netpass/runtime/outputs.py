@@ -16,7 +16,8 @@ straight into a new array: one copy, the least a reused device buffer allows.
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -15,7 +15,8 @@ memory dependencies (restrictions) used by the memory pool, and the symbolic sha
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -30,17 +31,18 @@ from ..ops.movement import Concat, Reshape, Slice, Split, Transpose, VariadicSpl
 from ..ops.shape_ops import ShapeOf
 from ..ops.state import Assign, ReadValue
 from .attention import fuse_attention
-from .impls import FusedDesc, host_only_reason
-from .kinds import FusedAttention
-from .memory import Lifetime, overlap_sets
 from .const_fold import fold_constants
 from .cse import merge_common_subexpressions
 from .gemm_reshapes import drop_gemm_reshapes
+from .impls import FusedDesc, host_only_reason
+from .kinds import FusedAttention
+from .memory import Lifetime, overlap_sets
 from .norm_gemm import fuse_norm_gemms
 from .program_node import ProgramNode, same_dim
 from .shape_terms import reshape_keeps_prefix
 from .state import mark_state
 from .symbolic import SymbolicShapes
+
 
 def _runtime_shape(op: Any, i: int) -> PartialShape:
     """An output's shape as the runtime holds it: a sequence or optional value travels as a
@@ -138,7 +140,7 @@ def may_fit(dims: Sequence[Any], out_ps: PartialShape) -> bool:
     return True
 
 
-def _broadcasts_into(src: "ProgramNode", k: int, p: "ProgramNode", out_ps: PartialShape) -> bool:
+def _broadcasts_into(src: ProgramNode, k: int, p: ProgramNode, out_ps: PartialShape) -> bool:
     """Whether a computed tensor can be a side input of ``p``'s fused epilogue: produced
     before ``p``, and possibly broadcasting into its output (``may_fit``)."""
     ps = src.out_pshapes[k]
@@ -172,7 +174,7 @@ class Program:
 
     # -- construction from a Model ---------------------------------------------------------------
     @classmethod
-    def from_model(cls, model: Any, fuse: bool = True) -> "Program":
+    def from_model(cls, model: Any, fuse: bool = True) -> Program:
         """Lower every op of ``model`` to a program node (kind = the op's type name)."""
         model = _with_input_symbols(model)
         nodes: list[ProgramNode] = []
@@ -425,7 +427,7 @@ class Program:
                     or not c.is_dynamic or len(c.inputs) < 2 or c.state_role is not None:
                 continue
             ok = True
-            for src, k in c.inputs:
+            for src, _ in c.inputs:
                 if src.num_outputs != 1 or len(src.users[0]) != 1 or src.is_output \
                         or src.is_parameter or src.is_constant or src.optimized \
                         or src.in_shape_of_subgraph or not src.has_kernel \

@@ -3,7 +3,8 @@ and the helpers the passes that rewrite the node list share (:func:`node_users`,
 :func:`splice`, :func:`same_dim`)."""
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +20,7 @@ def same_dim(d: Any, o: Any) -> bool:
     return d.min == d.max == o.min == o.max or (d.symbol is not None and d.symbol is o.symbol)
 
 
-def node_users(nodes: Iterable["ProgramNode"]) -> dict[int, list]:
+def node_users(nodes: Iterable[ProgramNode]) -> dict[int, list]:
     """id(node) -> [(user, input index)] over ``nodes`` (for passes that run before a Program
     links its users)."""
     users: dict[int, list] = {}
@@ -56,7 +57,7 @@ class ProgramNode:
     (:mod:`netpass.runtime.kinds`), which the runtime reads instead of the name."""
 
     def __init__(self, id: str, kind: str, attrs: dict | None = None,
-                 inputs: Sequence[tuple["ProgramNode", int]] = (), value: Any = None,
+                 inputs: Sequence[tuple[ProgramNode, int]] = (), value: Any = None,
                  op: Any = None, out_dtypes: Sequence[Any] = (), out_pshapes: Sequence[Any] = (),
                  name: str | None = None) -> None:
         self.id = id
@@ -137,7 +138,7 @@ class ProgramNode:
         """Whether this node's op is one of ``classes`` (op classes, or runtime kinds)."""
         return self.row.cls in classes
 
-    def all_users(self) -> list["ProgramNode"]:
+    def all_users(self) -> list[ProgramNode]:
         seen: dict[int, ProgramNode] = {}
         for lst in self.users:
             for u, _ in lst:

@@ -4,7 +4,8 @@ Parameters and value Constants, memoised per node and input signature; and the h
 of a node's numpy reference (shape_of sub-graphs, host fallbacks)."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

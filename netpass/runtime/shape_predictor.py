@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 from collections import deque
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -52,7 +52,7 @@ class ShapePredictor:
         self._shapes: dict[str, deque] = {}
 
     @classmethod
-    def from_env(cls, **device_limits) -> "ShapePredictor":
+    def from_env(cls, **device_limits) -> ShapePredictor:
         """Defaults, overridden by ``NETPASS_MEM_PREALLOCATION_OPTIONS`` when set."""
         text = os.environ.get(ENV_OPTIONS)
         if text:

@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 
 from ..core.boundary import Constant
-
 from ..ops.elementwise import Convert
 from ..ops.indexing import Gather
 from ..ops.movement import Concat, Reshape, Slice, Split, Squeeze, Unsqueeze, VariadicSplit

@@ -72,7 +72,7 @@ def _keeps_strided_dims(src: Any, out: Any, axis: int) -> bool:
     return len(kept) == len(a) and all(_same_dim(x, y) for x, y in zip(a, kept))
 
 
-def _stride_readers(node: "ProgramNode", k: int, axis: int, allowed: set[int],
+def _stride_readers(node: ProgramNode, k: int, axis: int, allowed: set[int],
                     found: list) -> bool:
     """Whether every reader of output ``k`` of ``node`` can take a capacity-strided view:
     ``allowed`` nodes (the append and its Assign), ShapeOf, a GEMM or fused-attention input,
@@ -103,7 +103,7 @@ def _stride_readers(node: "ProgramNode", k: int, axis: int, allowed: set[int],
     return True
 
 
-def _append_axis(assign: "ProgramNode") -> int | None:
+def _append_axis(assign: ProgramNode) -> int | None:
     """The concat axis when ``assign`` writes ``Concat(ReadValue(v), x)`` of its own variable
     ``v`` and that can grow in place (see the module docstring), else None."""
     c, k = assign.inputs[0]
@@ -129,7 +129,7 @@ def _append_axis(assign: "ProgramNode") -> int | None:
     return axis
 
 
-def mark_state(program: "Program") -> None:
+def mark_state(program: Program) -> None:
     """Give ReadValue, Assign and in-place append Concat nodes their ``state_role`` (READ,
     ASSIGN, APPEND), ``state_var`` (the variable id) and ``state_axis`` (the append axis of
     the variable's capacity layout, None for copied variables); list them in
@@ -159,7 +159,7 @@ class Variable:
     __slots__ = ("id", "dtype", "pshape", "axis", "alloc", "capacity", "shape", "back",
                  "read_buffer", "pending")
 
-    def __init__(self, read: "ProgramNode") -> None:
+    def __init__(self, read: ProgramNode) -> None:
         self.id = read.state_var
         self.dtype = read.out_dtypes[0]
         self.pshape = read.out_pshapes[0]
@@ -186,7 +186,7 @@ class VariableStore:
     """The variables of one request (a Network's): reads, appends, assigns, commits, and
     what ``query_state`` / ``reset_state`` need."""
 
-    def __init__(self, net: "Network") -> None:
+    def __init__(self, net: Network) -> None:
         self.net = net
         self.vars: dict[str, Variable] = {}
         for r in net.program.reads:
@@ -229,7 +229,7 @@ class VariableStore:
         return tuple(v.capacity if v.shape is not None else None for v in self.vars.values())
 
     # -- the primitives ----------------------------------------------------------------------------
-    def prepare(self, inst: "PrimitiveInst") -> None:
+    def prepare(self, inst: PrimitiveInst) -> None:
         node = inst.node
         role = node.state_role
         if role == APPEND:
@@ -251,7 +251,7 @@ class VariableStore:
         inst.shape_changed = new != inst.out_shapes
         inst.out_shapes = new
 
-    def execute(self, inst: "PrimitiveInst") -> None:
+    def execute(self, inst: PrimitiveInst) -> None:
         node = inst.node
         role = node.state_role
         if node.shape_only:
@@ -264,7 +264,7 @@ class VariableStore:
         elif node.state_axis is None:
             self._copy_into_back(inst)
 
-    def _read(self, inst: "PrimitiveInst") -> None:
+    def _read(self, inst: PrimitiveInst) -> None:
         v = self.vars[inst.node.state_var]
         if v.shape is not None:
             self._set_device(inst, v.view())
@@ -280,12 +280,12 @@ class VariableStore:
         inst._set_host_one(0, np.zeros(inst.out_shapes[0], v.dtype))
 
     @staticmethod
-    def _set_device(inst: "PrimitiveInst", t: Tensor) -> None:
+    def _set_device(inst: PrimitiveInst, t: Tensor) -> None:
         inst.outputs[0] = t
         inst.device_valid[0] = True
         inst.host_valid[0] = False
 
-    def _append(self, inst: "PrimitiveInst") -> None:
+    def _append(self, inst: PrimitiveInst) -> None:
         """Write the new part behind the state in the variable's buffer (module docstring)."""
         net = self.net
         node = inst.node
@@ -327,7 +327,7 @@ class VariableStore:
         v.alloc = self._allocate(impls.size(cap) * v.dtype.itemsize)
         v.capacity = cap
 
-    def _copy_into_back(self, inst: "PrimitiveInst") -> None:
+    def _copy_into_back(self, inst: PrimitiveInst) -> None:
         """A copied variable: the Assign's input into the second buffer, sized with the
         predictor along the dim that grew since the state (PREALLOC_STEPS ahead)."""
         v = self.vars[inst.node.state_var]

@@ -60,7 +60,7 @@ class KernelEntry:
     __slots__ = ("index", "in_shapes", "out", "values", "impl", "launches", "need",
                  "dtypes", "keys", "skippable", "weights", "single")
 
-    def __init__(self, inst: "PrimitiveInst", valid: set) -> None:
+    def __init__(self, inst: PrimitiveInst, valid: set) -> None:
         node = inst.node
         net = inst.net
         self.index = node.index
@@ -115,7 +115,7 @@ class ViewEntry:
 
     __slots__ = ("index", "in_shapes", "out", "values", "src", "k", "views", "skippable")
 
-    def __init__(self, inst: "PrimitiveInst") -> None:
+    def __init__(self, inst: PrimitiveInst) -> None:
         node = inst.node
         self.index = node.index
         self.in_shapes, self.out, self.values = inst.in_shapes, inst.out_shapes, inst.values
@@ -132,7 +132,7 @@ class ShapeEntry:
 
     __slots__ = ("index", "in_shapes", "out", "values", "host")
 
-    def __init__(self, inst: "PrimitiveInst") -> None:
+    def __init__(self, inst: PrimitiveInst) -> None:
         self.index = inst.node.index
         self.in_shapes, self.out, self.values = inst.in_shapes, inst.out_shapes, inst.values
         self.host = []
@@ -147,7 +147,7 @@ class GeneralEntry:
 
     __slots__ = ("index",)
 
-    def __init__(self, inst: "PrimitiveInst") -> None:
+    def __init__(self, inst: PrimitiveInst) -> None:
         self.index = inst.node.index
 
 
@@ -166,18 +166,14 @@ def data_shaped(program) -> set[int]:
             continue
         deps = n.get_shape_infer_dependencies()
         for j, (src, _) in enumerate(n.inputs):
-            if src.index in out:
-                out.add(n.index)
-            elif j in deps and not src.is_constant and not src.in_shape_of_subgraph:
-                out.add(n.index)
-            elif src.in_shape_of_subgraph and any(so.inputs[0][0].index in out for so in src.dependant_shape_ofs):
+            if src.index in out or j in deps and not src.is_constant and not src.in_shape_of_subgraph or src.in_shape_of_subgraph and any(so.inputs[0][0].index in out for so in src.dependant_shape_ofs):
                 out.add(n.index)
             if n.index in out:
                 break
     return out
 
 
-def _shape_entry(inst: "PrimitiveInst", shaped_by_data: set) -> bool:
+def _shape_entry(inst: PrimitiveInst, shaped_by_data: set) -> bool:
     """Whether shape_of node ``inst`` can replay its recorded outputs: evaluated in the
     recorded infer, from the shapes of tensors that no data decides (``data_shaped``): its
     value is then a function of the binding. (A causal mask built from a Range over the
@@ -190,7 +186,7 @@ def _shape_entry(inst: "PrimitiveInst", shaped_by_data: set) -> bool:
     return not any(so.inputs[0][0].index in shaped_by_data for so in node.dependant_shape_ofs)
 
 
-def _entry(inst: "PrimitiveInst", valid: set, replayed: set, shaped_by_data: set):
+def _entry(inst: PrimitiveInst, valid: set, replayed: set, shaped_by_data: set):
     """The entry of ``inst``; ``valid`` gathers the node indices whose outputs the replay
     leaves on the device, ``replayed`` those whose state (shapes, values) it sets."""
     node = inst.node
@@ -279,7 +275,7 @@ class StepPlan:
         self.n_fused = 0
 
     @classmethod
-    def build(cls, net: "Network", order: list) -> "StepPlan":
+    def build(cls, net: Network, order: list) -> StepPlan:
         """From the state the per-primitive path left after a symbolic infer (before its flags
         are reset)."""
         valid = {n.index for n in net.program.inputs}
@@ -292,7 +288,7 @@ class StepPlan:
         plan.n_fused = sum(net.insts[e.index].n_fused for e in plan.entries if type(e) is KernelEntry)
         return plan
 
-    def run(self, net: "Network", flush_every: int) -> None:
+    def run(self, net: Network, flush_every: int) -> None:
         """Replay on ``net`` (an infer request in symbolic mode with this plan's binding)."""
         insts = net.insts
         stats = net.stats

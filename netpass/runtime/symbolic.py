@@ -14,7 +14,8 @@ first infers of every compiled model (see :class:`~netpass.runtime.network.Netwo
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 

@@ -12,8 +12,24 @@ from __future__ import annotations
 
 from ...core.node import OP_TYPES
 from ...errors import UnsupportedOpError
-from . import (attention, convolution, elementwise, gna, indexing, interpolate, io, legacy,  # noqa: F401
-               matmul, movement, normalization, pad, pooling, recurrent, reduction, shape_ops)
+from . import (  # noqa: F401
+    attention,
+    convolution,
+    elementwise,
+    gna,
+    indexing,
+    interpolate,
+    io,
+    legacy,
+    matmul,
+    movement,
+    normalization,
+    pad,
+    pooling,
+    recurrent,
+    reduction,
+    shape_ops,
+)
 from .attention import FusedAttention
 from .base import TABLE, OpKind
 

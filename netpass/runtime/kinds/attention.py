@@ -9,14 +9,25 @@ flash kernel (``kernels.flash``) runs it instead; the same kernel runs the ONNX 
 op (``netpass/ops/attention``), which has no other kernel."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from ...errors import ShapeInferenceError
 from ...ops.attention import Attention
-from ..impls import (FusedDesc, Impl, Launch, Params, broadcast_strides, cdiv, collapse,
-                     contiguous_strides, evaluate_fused, fused_stages, size)
+from ..impls import (
+    FusedDesc,
+    Impl,
+    Launch,
+    Params,
+    broadcast_strides,
+    cdiv,
+    collapse,
+    contiguous_strides,
+    evaluate_fused,
+    fused_stages,
+    size,
+)
 from ..kernels import flash, mma
 from ..kernels.attention import attention
 from ..kernels.common import LS, Stage, flit

@@ -9,8 +9,9 @@ this package (mirroring ``netpass/ops/<family>``) registers its rows with :func:
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Hashable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -90,7 +91,7 @@ class OpKind:
     always_view: bool = False
     strided: StridedView | None = None
     skip: Skip | None = None
-    host: Callable[[dict, list, list], "list[np.ndarray] | None"] | None = None
+    host: Callable[[dict, list, list], list[np.ndarray] | None] | None = None
     reorders_weights: bool = False
     fake_aligned: bool = False
 

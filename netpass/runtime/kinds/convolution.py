@@ -5,7 +5,8 @@ GEMM where the device has tensor cores; 3-D and the backprop-data convolutions r
 :func:`as2d` also serve pooling and GNA."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -66,10 +67,10 @@ def conv_impl(p: Params, key: Any, grouped: bool = False, nhwc: bool = False,
         ksp = w[2:]
     if nhwc:
         sp_in, sp_out = x[1:-1], y[1:-1]
-        C, O = x[-1], y[-1]
+        C, OC = x[-1], y[-1]
     else:
         sp_in, sp_out = x[2:], y[2:]
-        C, O = x[1], y[1]
+        C, OC = x[1], y[1]
     strides = list(p.attrs.get("strides") or [1] * nd)
     dil = list(p.attrs.get("dilations") or [1] * nd)
     pb, _ = window_pads(p, sp_in, sp_out, ksp, strides, dil)
@@ -90,7 +91,7 @@ def conv_impl(p: Params, key: Any, grouped: bool = False, nhwc: bool = False,
         ysn, ysc, ysp = ys[0], ys[1], ys[2:]
     xsh, xsw = as2d(xsp, nd, 0)
     ysh, ysw = as2d(ysp, nd, 0)
-    if G * Cg != C or G * Og != O:
+    if G * Cg != C or G * Og != OC:
         return None
     n = size(y)
     ws = contiguous_strides(w)
@@ -100,8 +101,8 @@ def conv_impl(p: Params, key: Any, grouped: bool = False, nhwc: bool = False,
         wso, wsc, wsk = size(w[-(nd + 1):]), ws[-(nd + 1)], ws[-nd:]
     wsh, wsw = as2d(wsk, nd, 0)
     if not nhwc and G == 1 and (KH, KW, sh, sw, ph, pw) == (1, 1, 1, 1, 0, 0) and (OH, OW) == (H, W_):
-        # a pointwise convolution is a batched GEMM: W [O, C] @ X[n] [C, H W] (any GEMM kernel)
-        g = gemm_launch(p, (O, C), (x[0], C, H * W_), False, False, (1, 0), y)
+        # a pointwise convolution is a batched GEMM: W [OC, C] @ X[n] [C, H W] (any GEMM kernel)
+        g = gemm_launch(p, (OC, C), (x[0], C, H * W_), False, False, (1, 0), y)
         if g is not None:
             return Impl(key, *g)
     if not nhwc and G == 1 and not p.in_strides:
@@ -111,7 +112,7 @@ def conv_impl(p: Params, key: Any, grouped: bool = False, nhwc: bool = False,
     stages, n_extra, edt, edims, est = epilogue(p, y)
     src = conv(p.out_dtypes[0], stages, n_extra, edt, len(edims))
     spec = [("i", 0), ("i", 1), ("o", 0), n, Cg, H, W_, Og, OH, OW, KH, KW, sh, sw, dh, dw, ph, pw,
-            xsn, xsc, xsh, xsw, ysn, ysc, ysh, ysw, O, wso, wsc, wsh, wsw]
+            xsn, xsc, xsh, xsw, ysn, ysc, ysh, ysw, OC, wso, wsc, wsh, wsw]
     spec += bias_refs if bias_refs is not None else [("e", j) for j in range(n_extra)]
     if n_extra:
         spec += edims + [v for s in est for v in s]
@@ -119,14 +120,14 @@ def conv_impl(p: Params, key: Any, grouped: bool = False, nhwc: bool = False,
 
 
 def _implicit_gemm_conv(p: Params, x, y, geo: tuple) -> tuple[list, list] | None:
-    """(launches, impl buffers) of a dense NCHW convolution as the tensor-core GEMM W [O, C KH
+    """(launches, impl buffers) of a dense NCHW convolution as the tensor-core GEMM W [OC, C KH
     KW] @ im2col(X[n]) [C KH KW, OH OW] (``kernels.mma``'s ``conv``: B gathered from the image
     as the stages fill), in K slices where its tiles leave compute units idle (the late layers
     of a ResNet: few channels' tiles over 7x7 images), where the device has tensor cores; None
     elsewhere (the direct kernel runs)."""
     KH, KW, sh, sw, ph, pw, dh, dw, H, W_, OH, OW = geo
-    O, C, batch = y[1], x[1], x[0]
-    M, N, K_ = O, OH * OW, C * KH * KW
+    OC, C, batch = y[1], x[1], x[0]
+    M, N, K_ = OC, OH * OW, C * KH * KW
     kind = getattr(p.engine, "mma", "") if p.engine is not None else ""
     split = 1 if p.precision == "tf32" else mma.F32_SPLIT
     if not kind or split is None or M < mma.MIN_CONV_M or N < mma.MIN_CONV_N or not K_:

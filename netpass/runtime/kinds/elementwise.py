@@ -8,20 +8,85 @@ it, since OpenCL's ``fmax``/``fmin``/``sign`` drop it.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-from ...ops.elementwise import (Abs, Acos, Acosh, Add, Asin, Asinh, Atan, Atanh, Ceiling, Clamp,
-                                Convert, Cos, Cosh, Divide, Elu, Equal, Erf, Exp, Floor, FloorMod,
-                                Gelu, Greater, GreaterEqual, HardSigmoid, HSigmoid, HSwish, IsInf,
-                                IsNaN, Less, LessEqual, Log, LogicalAnd, LogicalNot, LogicalOr,
-                                LogicalXor, Maximum, Minimum, Mish, Mod, Multiply, Negative,
-                                NotEqual, Power, PRelu, Relu, Round, Select, Selu, Sigmoid, Sign,
-                                Sin, Sinh, SoftPlus, SoftSign, Sqrt, SquaredDifference, Subtract,
-                                Swish, Tan, Tanh)
-from ..impls import (FusedDesc, Impl, Launch, Params, broadcast_strides, collapse,
-                     contiguous_strides, fused_stages, size, work_1d)
+from ...ops.elementwise import (
+    Abs,
+    Acos,
+    Acosh,
+    Add,
+    Asin,
+    Asinh,
+    Atan,
+    Atanh,
+    Ceiling,
+    Clamp,
+    Convert,
+    Cos,
+    Cosh,
+    Divide,
+    Elu,
+    Equal,
+    Erf,
+    Exp,
+    Floor,
+    FloorMod,
+    Gelu,
+    Greater,
+    GreaterEqual,
+    HardSigmoid,
+    HSigmoid,
+    HSwish,
+    IsInf,
+    IsNaN,
+    Less,
+    LessEqual,
+    Log,
+    LogicalAnd,
+    LogicalNot,
+    LogicalOr,
+    LogicalXor,
+    Maximum,
+    Minimum,
+    Mish,
+    Mod,
+    Multiply,
+    Negative,
+    NotEqual,
+    Power,
+    PRelu,
+    Relu,
+    Round,
+    Select,
+    Selu,
+    Sigmoid,
+    Sign,
+    Sin,
+    Sinh,
+    SoftPlus,
+    SoftSign,
+    Sqrt,
+    SquaredDifference,
+    Subtract,
+    Swish,
+    Tan,
+    Tanh,
+)
+from ..impls import (
+    FusedDesc,
+    Impl,
+    Launch,
+    Params,
+    broadcast_strides,
+    collapse,
+    contiguous_strides,
+    fused_stages,
+    size,
+    work_1d,
+)
 from ..kernels.common import Stage, ctype, flit, nan_clamp, nan_max, nan_min
 from ..kernels.eltwise import eltwise, eltwise_vec4
 from .base import ExprRule, OpKind, broadcast_shape, table

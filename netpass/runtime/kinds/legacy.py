@@ -4,7 +4,8 @@ Eltwise and ScaleShiftIE as elementwise expressions (float32), CropIE as a view 
 is one contiguous piece of its input, else an index-map copy."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

@@ -13,12 +13,32 @@ from __future__ import annotations
 import numpy as np
 
 from ...ops.matmul import MatMul
-from ..impls import (Impl, Launch, Params, Scratch, cdiv, collapse, contiguous_strides, epilogue,
-                     size, work_1d)
+from ..impls import (
+    Impl,
+    Launch,
+    Params,
+    Scratch,
+    cdiv,
+    collapse,
+    contiguous_strides,
+    epilogue,
+    size,
+    work_1d,
+)
 from ..kernels import mma
 from ..kernels.common import LS, Stage
-from ..kernels.gemm import (GEMM_LARGE, GEMM_MEDIUM, GEMM_SMALL, SKINNY_RM, SKINNY_WG, GemmConfig,
-                            gemm, gemm_aligned, gemm_pipelined, gemm_skinny)
+from ..kernels.gemm import (
+    GEMM_LARGE,
+    GEMM_MEDIUM,
+    GEMM_SMALL,
+    SKINNY_RM,
+    SKINNY_WG,
+    GemmConfig,
+    gemm,
+    gemm_aligned,
+    gemm_pipelined,
+    gemm_skinny,
+)
 from ..kernels.rowop import rowop
 from .base import OpKind, broadcast, table
 

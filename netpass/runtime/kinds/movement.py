@@ -10,17 +10,40 @@ readers are strided views (``Program._mark_strided_views``).
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from ...core.boundary import Constant, Parameter
 from ...errors import NetpassError
-from ...ops.movement import (Broadcast, Concat, DepthToSpace, Reshape, Reverse, Slice,
-                             SpaceToDepth, Split, Squeeze, StridedSlice, Tile, Transpose,
-                             Unsqueeze, VariadicSplit)
-from ..impls import (Impl, Launch, Params, bits_dtype, contiguous_strides, reshape_strides, size,
-                     strided_copy, work_1d)
+from ...ops.movement import (
+    Broadcast,
+    Concat,
+    DepthToSpace,
+    Reshape,
+    Reverse,
+    Slice,
+    SpaceToDepth,
+    Split,
+    Squeeze,
+    StridedSlice,
+    Tile,
+    Transpose,
+    Unsqueeze,
+    VariadicSplit,
+)
+from ..impls import (
+    Impl,
+    Launch,
+    Params,
+    bits_dtype,
+    contiguous_strides,
+    reshape_strides,
+    size,
+    strided_copy,
+    work_1d,
+)
 from ..kernels.movement import imap, split
 from .base import OpKind, Skip, StridedView, ints, table
 

@@ -4,11 +4,12 @@ BatchNormInference as an elementwise expression per channel. NormalizeL2 and
 GroupNormalization run on the host."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from ...ops.normalization import BatchNormInference, LogSoftmax, MVN, NormalizeL2, Softmax
+from ...ops.normalization import MVN, BatchNormInference, LogSoftmax, NormalizeL2, Softmax
 from ..impls import Impl, Params, size
 from ..kernels.common import flit
 from .base import ImplFactory, OpKind, ints, same_shape, table

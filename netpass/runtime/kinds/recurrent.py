@@ -32,9 +32,9 @@ def recurrent_impl(p: Params, key: Any, cell: str, is_cell: bool) -> Impl | None
     x = p.in_shapes[0]
     lens_ct = "int"
     if is_cell:
-        batch, T, I, nd, rev = x[0], 1, x[1], 1, 0
+        batch, T, IS, nd, rev = x[0], 1, x[1], 1, 0
     else:
-        batch, T, I = x
+        batch, T, IS = x
         direction = a.get("direction", "forward")
         nd, rev = (2 if direction == "bidirectional" else 1), int(direction == "reverse")
         if np.dtype(p.in_dtypes[lens_idx]) not in (np.dtype(np.int32), np.dtype(np.int64)):
@@ -49,7 +49,7 @@ def recurrent_impl(p: Params, key: Any, cell: str, is_cell: bool) -> Impl | None
     spec += lens + [("i", w0), ("i", w0 + 1), ("i", w0 + 2)]
     spec += [] if is_cell else [("o", 0)]
     spec += [("o", s if is_cell else 1 + s) for s in range(states)]
-    spec += [T, I, nd, rev, 0 if is_cell else 1]
+    spec += [T, IS, nd, rev, 0 if is_cell else 1]
     return Impl(key, [Launch(src, (max(batch * nd, 1) * RNN_LS,), (RNN_LS,), spec)])
 
 

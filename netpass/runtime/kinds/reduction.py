@@ -4,12 +4,24 @@ CumSum run on the host. :func:`axes_block` and :func:`rowop_fused` also serve th
 normalizations."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from ...ops.reduction import (CumSum, ReduceL1, ReduceL2, ReduceLogicalAnd, ReduceLogicalOr,
-                              ReduceMax, ReduceMean, ReduceMin, ReduceProd, ReduceSum, TopK)
+from ...ops.reduction import (
+    CumSum,
+    ReduceL1,
+    ReduceL2,
+    ReduceLogicalAnd,
+    ReduceLogicalOr,
+    ReduceMax,
+    ReduceMean,
+    ReduceMin,
+    ReduceProd,
+    ReduceSum,
+    TopK,
+)
 from ..impls import Impl, Launch, Params, epilogue, size
 from ..kernels.common import LS, Source
 from ..kernels.rowop import rowop

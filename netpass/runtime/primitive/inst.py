@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..network import Network
 
 
-def primitive_error(inst: "PrimitiveInst", e: Exception) -> NetpassError:
+def primitive_error(inst: PrimitiveInst, e: Exception) -> NetpassError:
     """The NetpassError for ``e`` raised by ``inst``'s step, naming its kind, id and input
     shapes (an AllocationError for lack of memory)."""
     n = inst.node
@@ -43,7 +43,7 @@ def primitive_error(inst: "PrimitiveInst", e: Exception) -> NetpassError:
 class PrimitiveInst(UpdateShape, UpdateImpl, UpdateWeights, Realloc, Execute):
     """Runtime state of one program node in one infer request (its steps: the base classes)."""
 
-    def __init__(self, net: "Network", node: ProgramNode) -> None:
+    def __init__(self, net: Network, node: ProgramNode) -> None:
         self.net = net
         self.node = node
         n_out = node.num_outputs
@@ -127,7 +127,7 @@ class PrimitiveInst(UpdateShape, UpdateImpl, UpdateWeights, Realloc, Execute):
             self.host_valid[0] = True
 
     # -- helpers ----------------------------------------------------------------------------------
-    def src(self, j: int) -> tuple["PrimitiveInst", int]:
+    def src(self, j: int) -> tuple[PrimitiveInst, int]:
         return self.src_insts[j]
 
     def reset_flags(self) -> None:
