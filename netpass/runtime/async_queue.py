@@ -135,7 +135,8 @@ class AsyncInferRequest:
         if isinstance(key, int):
             names = list(res)
             if not -len(names) <= key < len(names):
-                raise NetpassError(f"output index {key} out of range: the model has {len(names)} outputs")
+                raise NetpassError(f"output index {key} out of range: the model has "
+                                   f"{len(names)} outputs")
             key = names[key]
         if key not in res:
             raise NetpassError(f"no output named '{key}'; outputs are {list(res)}")
@@ -221,7 +222,8 @@ class AsyncInferQueue:
                 self._requests[i]._future = None  # (its outcome is the queue's to report)
                 e = future.exception()
                 if e is not None:
-                    self._errors.append(_as_netpass_error(e, f"job with userdata {self._userdata[i]!r} failed"))
+                    self._errors.append(_as_netpass_error(
+                        e, f"job with userdata {self._userdata[i]!r} failed"))
             self._idle.append(i)
             self._cond.notify_all()
 

@@ -82,7 +82,8 @@ def _match(sm, users: dict):
     if not sm.is_a(Softmax) or sm.num_outputs != 1 or sm.out_dtypes[0] != F32 or sm.is_output:
         return None
     ps = sm.out_pshapes[0]
-    if not ps.rank_is_static or len(ps) < 2 or int(sm.attrs.get("axis", 1)) % len(ps) != len(ps) - 1:
+    if not ps.rank_is_static or len(ps) < 2 \
+            or int(sm.attrs.get("axis", 1)) % len(ps) != len(ps) - 1:
         return None
     su = users.get(id(sm), [])
     guard = _nan_guard(sm, su, users)
@@ -138,7 +139,8 @@ def _nan_guard(sm, su: list, users: dict):
         return None
     isn = next((u for u, _ in su if u.is_a(IsNaN)), None)
     sel = next((u for u, _ in su if u.is_a(Select)), None)
-    if isn is None or sel is None or len(users.get(id(isn), ())) != 1 or isn.is_output or sel.is_output:
+    if isn is None or sel is None or len(users.get(id(isn), ())) != 1 or isn.is_output \
+            or sel.is_output:
         return None
     (c, _), (zero, _), (p, _) = sel.inputs
     if c is not isn or p is not sm or not zero.is_constant or np.any(np.asarray(zero.value) != 0) \
@@ -160,7 +162,8 @@ def _scalar_scale(src, users: dict):
         return None
     c = np.asarray(consts[0].value)
     ps, out = data[0][0].out_pshapes[data[0][1]], src.out_pshapes[0]
-    if c.size != 1 or c.dtype != F32 or not ps.rank_is_static or not out.rank_is_static or len(ps) != len(out):
+    if c.size != 1 or c.dtype != F32 or not ps.rank_is_static or not out.rank_is_static \
+            or len(ps) != len(out):
         return None
     return src, float(c.reshape(-1)[0])
 

@@ -60,8 +60,8 @@ class RuntimeCompiledModel:
     So any number of requests run in any order, from any threads, each giving the outputs it
     would give alone."""
 
-    def __init__(self, program: Program, engine: Engine | None, config: Mapping[str, Any] | None = None,
-                 model: Any = None) -> None:
+    def __init__(self, program: Program, engine: Engine | None,
+                 config: Mapping[str, Any] | None = None, model: Any = None) -> None:
         cfg = dict(config or {})
         self.program = program
         self.engine = engine
@@ -78,7 +78,8 @@ class RuntimeCompiledModel:
         # guards what the requests share and change: the implementations cache, descriptor
         # ids, constants, step plans, per-binding records and the symbolic checks
         self.lock = threading.Lock()
-        self.impl_cache = LruCache(int(cfg.get("IMPLS_CACHE_CAPACITY", DEFAULT_IMPLS_CACHE_CAPACITY)))
+        self.impl_cache = LruCache(int(cfg.get("IMPLS_CACHE_CAPACITY",
+                                               DEFAULT_IMPLS_CACHE_CAPACITY)))
         self.predictor_options = cfg.get("MEM_PREALLOCATION_OPTIONS")
         self.weights_cache_capacity = self._weights_cache_capacity()
         self._constants: dict[int, Tensor] = {}
@@ -300,7 +301,8 @@ def compile_program(model_or_program: Any, device: str = "AUTO",
     inference_precision(cfg)
     name = resolve_device_name(device)
     model = None
-    if not isinstance(model_or_program, Program) and not hasattr(model_or_program, "get_ordered_ops"):
+    if not isinstance(model_or_program, Program) \
+            and not hasattr(model_or_program, "get_ordered_ops"):
         raise NetpassError(f"compile_program expects a Model or a Program, got "
                            f"{type(model_or_program).__name__}")
     # (the collector paused: each collection would rescan the growing program, which makes

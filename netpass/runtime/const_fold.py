@@ -66,7 +66,8 @@ def _constant_inputs_value(node: Any) -> np.ndarray | None:
     ps = node.out_pshapes[0]
     if not ps.is_static or int(np.prod(ps.to_shape(), dtype=np.int64)) > FOLD_ELEMENTS:
         return None
-    value = np.asarray(infer_host(node, [s.value for s, _ in node.inputs])[0], dtype=node.out_dtypes[0])
+    value = np.asarray(infer_host(node, [s.value for s, _ in node.inputs])[0],
+                       dtype=node.out_dtypes[0])
     return value if tuple(value.shape) == tuple(ps.to_shape()) else None
 
 
@@ -82,7 +83,8 @@ def fold_constants(nodes: list) -> list:
         if value is None:
             value = _constant_inputs_value(n)
         if value is not None:
-            replaced[id(n)] = type(n)(n.id, Constant.type_name, value=value, name=n.name)  # (a ProgramNode)
+            # (a ProgramNode)
+            replaced[id(n)] = type(n)(n.id, Constant.type_name, value=value, name=n.name)
     if not replaced:
         return nodes
     out = [replaced.get(id(n), n) for n in nodes]

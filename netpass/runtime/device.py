@@ -102,10 +102,12 @@ def _usable_cpus(cpus: list) -> list:
     """The CPU devices that compile kernels; a clear error when some exist and none does."""
     usable = [d for d in cpus if not build_failure(d)]
     if cpus and not usable:
-        why = "; ".join(f"{d.name.strip()} ({d.platform.name.strip()}): {build_failure(d)}" for d in cpus)
+        why = "; ".join(f"{d.name.strip()} ({d.platform.name.strip()}): {build_failure(d)}"
+                        for d in cpus)
         raise DeviceError(f"no OpenCL CPU device can compile kernels ({why}); on CPUs newer than "
                           "the LLVM of pyopencl's bundled PoCL, install the system PoCL "
-                          "(Debian/Ubuntu: apt-get install pocl-opencl-icd) or use device 'REFERENCE'")
+                          "(Debian/Ubuntu: apt-get install pocl-opencl-icd) or use device "
+                          "'REFERENCE'")
     return usable
 
 
@@ -121,8 +123,10 @@ def select_device(name: str):
     gpus.sort(key=lambda d: (not d.host_unified_memory, d.global_mem_size), reverse=True)
     if name == "GPU":
         if not gpus:
-            found = ", ".join(f"{d.name.strip()} ({d.platform.name.strip()})" for d in devs) or "none"
-            raise DeviceError(f"device 'GPU' requested but no OpenCL GPU was found (devices: {found})")
+            found = ", ".join(f"{d.name.strip()} ({d.platform.name.strip()})"
+                              for d in devs) or "none"
+            raise DeviceError("device 'GPU' requested but no OpenCL GPU was found "
+                              f"(devices: {found})")
         return gpus[0]
     if name == "CPU":
         if not cpus:
@@ -137,7 +141,8 @@ def select_device(name: str):
 
 _CP_ASYNC_PROBE = """__kernel void probe(__global const float* g) {
   __local float s[4] __attribute__((aligned(16)));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" :: "r"((uint)(size_t)s), "l"(g) : "memory");
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16;"
+               :: "r"((uint)(size_t)s), "l"(g) : "memory");
   asm volatile("cp.async.commit_group;" ::: "memory");
   asm volatile("cp.async.wait_group 0;" ::: "memory");
 }"""
@@ -161,7 +166,8 @@ def _has_cp_async(device, context) -> bool:
 
 _MMA_PROBE = """__kernel void probe(__global const float* a, __global float* d) {
   const uint x = as_uint(a[0]); float c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f;
-  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
     : "=f"(c0), "=f"(c1), "=f"(c2), "=f"(c3) : "r"(x), "r"(x), "r"(x), "r"(x), "r"(x), "r"(x),
       "f"(c0), "f"(c1), "f"(c2), "f"(c3));
   d[get_global_id(0)] = c0 + c1 + c2 + c3;
@@ -261,9 +267,11 @@ class Engine:
         the array is handed to the caller."""
         try:
             arr = np.empty(shape, dtype)
-            buf = self.cl.Buffer(self.context, self._mf.READ_WRITE | self._mf.USE_HOST_PTR, hostbuf=arr)
+            buf = self.cl.Buffer(self.context, self._mf.READ_WRITE | self._mf.USE_HOST_PTR,
+                                 hostbuf=arr)
         except (self.cl.Error, MemoryError) as e:
-            raise self._failed(e, int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize, what) from e
+            nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+            raise self._failed(e, nbytes, what) from e
         alloc = Allocation(buf, arr.nbytes)
         alloc.host = arr
         return alloc
@@ -287,9 +295,11 @@ class Engine:
                 prg = self._programs.get(source)
                 if prg is None:
                     try:
-                        prg = self.cl.Program(self.context, source).build(options=["-cl-mad-enable"])
+                        prg = self.cl.Program(self.context, source).build(
+                            options=["-cl-mad-enable"])
                     except self.cl.Error as e:
-                        raise DeviceError(f"OpenCL build failed on {self.device.name.strip()}: {e}") from e
+                        raise DeviceError(f"OpenCL build failed on {self.device.name.strip()}: "
+                                          f"{e}") from e
                     self._programs[source] = prg
                     if stats is not None:
                         stats["kernel_builds"] = stats.get("kernel_builds", 0) + 1

@@ -64,7 +64,8 @@ def _flatten_source(r: Any) -> tuple | None:
     if isinstance(xd[-1], int) and last.min == last.max == xd[-1] and xd[-1] > 0:
         return x, xk
     target = shape_terms(*r.inputs[1])
-    if target is not None and len(target) == 2 and target[1] == xd[-1] and not isinstance(xd[-1], int):
+    if target is not None and len(target) == 2 and target[1] == xd[-1] \
+            and not isinstance(xd[-1], int):
         return x, xk
     return None
 

@@ -29,7 +29,8 @@ def contiguous_strides(shape: Sequence[int]) -> list[int]:
     return out[::-1]
 
 
-def reshape_strides(shape: Sequence[int], strides: Sequence[int], new_shape: Sequence[int]) -> list[int] | None:
+def reshape_strides(shape: Sequence[int], strides: Sequence[int],
+                    new_shape: Sequence[int]) -> list[int] | None:
     """Strides under which ``new_shape`` walks the elements of a tensor of ``shape`` read
     with ``strides`` in the same row-major order (a view), or None when no strides can: the
     dims merged into one must be contiguous among themselves (numpy's no-copy reshape)."""
@@ -138,7 +139,8 @@ class Launch:
                     if item[0] == "b":
                         slots.append((nb, -1, "b", item[1], 0))
                     else:
-                        slots.append((nb, len(ints), item[0], item[1], item[2] if len(item) > 2 else 0))
+                        slots.append((nb, len(ints), item[0], item[1],
+                                      item[2] if len(item) > 2 else 0))
                         ints.append(0)
                     nb += 1
                 else:
@@ -146,7 +148,8 @@ class Launch:
             plan = self._plan = (nb, ints, slots)
         return plan
 
-    def args(self, ins: list, outs: list, extras: list, bufs: list | None = None) -> tuple[list, list]:
+    def args(self, ins: list, outs: list, extras: list,
+             bufs: list | None = None) -> tuple[list, list]:
         """(buffers, ints) of the kernel for these tensors."""
         nb, template, slots = self.template()
         buffers = [None] * nb
@@ -222,7 +225,8 @@ class FusedDesc:
     def shifted(self, k: int) -> FusedDesc:
         """This op with its stage references moved ``k`` stages on (``k`` ops put before)."""
         refs = tuple(None if r is None else r + k for r in self.refs)
-        return FusedDesc(self.row, self.attrs, refs, self.others, self.in_dtypes, self.out_dtype, self.node)
+        return FusedDesc(self.row, self.attrs, refs, self.others, self.in_dtypes, self.out_dtype,
+                         self.node)
 
 
 def chained(n_inputs: int, primary: int, stage: int) -> tuple:
@@ -315,7 +319,8 @@ def strided_copy(dtype, shape: Sequence[int], in_strides: Sequence[int], in_off:
             [dtype], dtype, [Stage("{0}", [("in", 0)], ctype(dtype))], len(dims), False)
     n = size(shape)
     return Launch(src, *work_1d(n),
-                  [("o", out_idx, out_off), ("i", in_idx, in_off), n] + dims + [x for s in st for x in s])
+                  [("o", out_idx, out_off), ("i", in_idx, in_off), n] + dims
+                  + [x for s in st for x in s])
 
 
 def _needs_fp16(p: Params) -> bool:
@@ -326,14 +331,16 @@ def _needs_fp16(p: Params) -> bool:
     if p.row.copy_only or (p.row.movement and not p.fused):
         return False
     f16 = np.dtype(np.float16)
-    return any(np.dtype(d) == f16 for d in list(p.in_dtypes) + list(p.out_dtypes) + list(p.extra_dtypes or []))
+    return any(np.dtype(d) == f16
+               for d in list(p.in_dtypes) + list(p.out_dtypes) + list(p.extra_dtypes or []))
 
 
 def extras_fit(extra_shapes: Sequence[Sequence[int]], out_shape: Sequence[int]) -> bool:
     """Whether every fused side input broadcasts into the producer's output without growing
     it (what Program's ``may_fit`` could not decide from partial shapes)."""
     for s in extra_shapes:
-        if len(s) > len(out_shape) or any(d != 1 and d != o for d, o in zip(s[::-1], out_shape[::-1])):
+        if len(s) > len(out_shape) \
+                or any(d != 1 and d != o for d, o in zip(s[::-1], out_shape[::-1])):
             return False
     return True
 

@@ -38,7 +38,8 @@ def check_read(net: Network, src: PrimitiveInst, k: int) -> None:
     if src.stamp == net.epoch or src.node.is_constant:
         return
     reader = net.reader
-    who = f"{reader.node.kind} '{reader.node.name}'" if reader is not None else "reading the outputs"
+    who = (f"{reader.node.kind} '{reader.node.name}'" if reader is not None
+           else "reading the outputs")
     node = src.node
     order = net.active_order
     if src not in order and not node.is_parameter:

@@ -14,10 +14,10 @@ Two launchers with the same interface:
   library pyopencl loaded, with pyopencl's own handles: the work sizes are converted to C
   arrays once per launch shape and no event is asked for. On the H200, NVIDIA's driver takes
   5-9 us per enqueue (by machine) and pyopencl's wrapper up to 1.5 us more
-  (``benchmarks/bench_launch.py``); a decoder step launches dozens of small kernels. Changed buffers and the int struct are set
-  with ``clSetKernelArg`` the same way, and host copies go through ``clEnqueueWriteBuffer`` /
-  ``clEnqueueReadBuffer`` (pyopencl's ``enqueue_copy`` costs 42 us per small copy on PoCL,
-  these 4 us).
+  (``benchmarks/bench_launch.py``); a decoder step launches dozens of small kernels. Changed
+  buffers and the int struct are set with ``clSetKernelArg`` the same way, and host copies go
+  through ``clEnqueueWriteBuffer`` / ``clEnqueueReadBuffer`` (pyopencl's ``enqueue_copy`` costs
+  42 us per small copy on PoCL, these 4 us).
 
 :func:`make_launcher` picks the direct one unless profiling is on, no OpenCL library can be
 found, or ``NETPASS_DIRECT_LAUNCH=0``.
@@ -177,19 +177,24 @@ class DirectLauncher(Launcher):
     @staticmethod
     def _check(err: int, h: KernelHandle, i: int) -> None:
         if err:
-            raise DeviceError(f"clSetKernelArg({h.kernel.function_name}, {i}) failed with error {err}")
+            raise DeviceError(f"clSetKernelArg({h.kernel.function_name}, {i}) failed with error "
+                              f"{err}")
 
     def write(self, buffer, offset: int, array: np.ndarray) -> None:
         err = self._write(self._queue, ctypes.c_void_p(buffer.int_ptr), 0, ctypes.c_size_t(offset),
-                          ctypes.c_size_t(array.nbytes), ctypes.c_void_p(array.ctypes.data), 0, None, None)
+                          ctypes.c_size_t(array.nbytes), ctypes.c_void_p(array.ctypes.data), 0,
+                          None, None)
         if err:
-            raise DeviceError(f"clEnqueueWriteBuffer of {array.nbytes} bytes failed with error {err}")
+            raise DeviceError(f"clEnqueueWriteBuffer of {array.nbytes} bytes failed with error "
+                              f"{err}")
 
     def read(self, array: np.ndarray, buffer, offset: int) -> None:
         err = self._read(self._queue, ctypes.c_void_p(buffer.int_ptr), 0, ctypes.c_size_t(offset),
-                         ctypes.c_size_t(array.nbytes), ctypes.c_void_p(array.ctypes.data), 0, None, None)
+                         ctypes.c_size_t(array.nbytes), ctypes.c_void_p(array.ctypes.data), 0,
+                         None, None)
         if err:
-            raise DeviceError(f"clEnqueueReadBuffer of {array.nbytes} bytes failed with error {err}")
+            raise DeviceError(f"clEnqueueReadBuffer of {array.nbytes} bytes failed with error "
+                              f"{err}")
 
     def launch(self, h: KernelHandle, ln) -> None:
         dims = ln.cdims
@@ -197,7 +202,8 @@ class DirectLauncher(Launcher):
             dims = ln.cdims = c_work_sizes(ln.gws, ln.lws)
         err = self._cl_enqueue(self._queue, h.ptr, dims[0], None, dims[1], dims[2], 0, None, None)
         if err:
-            raise DeviceError(f"clEnqueueNDRangeKernel({h.kernel.function_name}) failed with error {err}")
+            raise DeviceError(f"clEnqueueNDRangeKernel({h.kernel.function_name}) failed with "
+                              f"error {err}")
         return None
 
 

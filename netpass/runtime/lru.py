@@ -9,7 +9,8 @@ from typing import Any
 
 
 class LruCache:
-    def __init__(self, capacity: int, on_evict: Callable[[Hashable, Any], None] | None = None) -> None:
+    def __init__(self, capacity: int,
+                 on_evict: Callable[[Hashable, Any], None] | None = None) -> None:
         self.capacity = int(capacity)
         self._data: OrderedDict = OrderedDict()
         self._on_evict = on_evict

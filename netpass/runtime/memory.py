@@ -79,7 +79,8 @@ class Lifetime:
 
     def __contains__(self, uid: object) -> bool:
         span = self.spans.get(uid)  # type: ignore[call-overload]
-        return span is not None and uid != self.key and span[0] <= self.last and self.first <= span[1]
+        return span is not None and uid != self.key and span[0] <= self.last \
+            and self.first <= span[1]
 
     def overlaps_any(self, uids: Iterable[int]) -> bool:
         """Whether one of ``uids`` is in here (``in`` for each, in one loop)."""
@@ -144,7 +145,8 @@ class MemoryPool:
         if type(restrictions) is Lifetime:
             conflicts = restrictions.overlaps_any
         else:
-            restrict = restrictions if isinstance(restrictions, (set, frozenset)) else set(restrictions)
+            restrict = (restrictions if isinstance(restrictions, (set, frozenset))
+                        else set(restrictions))
             conflicts = lambda users: not users.isdisjoint(restrict)  # noqa: E731
         records = self._records
         for i in range(bisect.bisect_left(self._keys, nbytes), len(records)):  # smallest first

@@ -40,10 +40,12 @@ def gpt_decoder(vocab: int = 2048, layers: int = 4, d: int = 256, heads: int = 4
         pk0 = opset.parameter([1, heads, -1, hd], np.float32, name="past_k0")
         start = opset.gather(opset.shape_of(pk0), i64([2]), i64(0))
         stop = opset.add(start, seq)
-        pos = opset.range(opset.squeeze(start, i64([0])), opset.squeeze(stop, i64([0])), i64(1), np.int64)
+        pos = opset.range(opset.squeeze(start, i64([0])), opset.squeeze(stop, i64([0])), i64(1),
+                          np.int64)
     else:
         pos = opset.range(i64(0), opset.squeeze(seq, i64([0])), i64(1), np.int64)
-    x = opset.add(opset.gather(wte, ids, i64(0)), opset.unsqueeze(opset.gather(wpe, pos, i64(0)), i64([0])))
+    x = opset.add(opset.gather(wte, ids, i64(0)),
+                  opset.unsqueeze(opset.gather(wpe, pos, i64(0)), i64([0])))
     mask = None
     if not past:
         tri = np.triu(np.full((max_seq, max_seq), -1e9, dtype=np.float32), 1)
@@ -56,16 +58,19 @@ def gpt_decoder(vocab: int = 2048, layers: int = 4, d: int = 256, heads: int = 4
         q, k, v = opset.split(qkv, i64(-1), 3).outputs()
 
         def heads_first(t):
-            return opset.transpose(opset.reshape(t, i64([0, 0, heads, hd]), True), i64([0, 2, 1, 3]))
+            return opset.transpose(opset.reshape(t, i64([0, 0, heads, hd]), True),
+                                   i64([0, 2, 1, 3]))
 
         q, k, v = heads_first(q), heads_first(k), heads_first(v)
         if past:
-            pk = pk0 if layer == 0 else opset.parameter([1, heads, -1, hd], np.float32, name=f"past_k{layer}")
+            pk = pk0 if layer == 0 else opset.parameter([1, heads, -1, hd], np.float32,
+                                                        name=f"past_k{layer}")
             pv = opset.parameter([1, heads, -1, hd], np.float32, name=f"past_v{layer}")
             params += [pk, pv]
             k = opset.concat([pk, k], 2)
             v = opset.concat([pv, v], 2)
-            outputs += [opset.result(k, name=f"present_k{layer}"), opset.result(v, name=f"present_v{layer}")]
+            outputs += [opset.result(k, name=f"present_k{layer}"),
+                        opset.result(v, name=f"present_v{layer}")]
         att = opset.multiply(opset.matmul(q, k, False, True), np.float32(1.0 / np.sqrt(hd)))
         if mask is not None:
             att = opset.add(att, mask)

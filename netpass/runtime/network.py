@@ -95,7 +95,8 @@ class Network:
                 and not holder.node.runtime_skippable and holder.node.permute_view is None \
                 and not holder.node.in_shape_of_subgraph and not holder.node.strided_view
         self.order = [self.insts[n.index] for n in self.program.exec_order
-                      if not (n.is_constant or n.is_parameter or n.is_result) and n.fused_into is None]
+                      if not (n.is_constant or n.is_parameter or n.is_result)
+                      and n.fused_into is None]
         sym = self.program.symbolic
         live = {id(n) for n in sym.order}
         self.sym_order = [i for i in self.order if id(i.node) in live]
@@ -239,7 +240,8 @@ class Network:
             if not inst.host_valid[k]:
                 t = inst.outputs[k]
                 if t is None:
-                    raise NetpassError(f"{inst.node.kind} '{inst.node.name}': no value for output {k}")
+                    raise NetpassError(f"{inst.node.kind} '{inst.node.name}': no value for "
+                                       f"output {k}")
                 arr = t.alloc.host
                 if arr is not None and t.offset == 0 and t.strides is None and arr.shape == t.shape:
                     # the buffer's memory is the array: a read onto itself (in-order queue)
@@ -273,7 +275,8 @@ class Network:
         except MemoryError as e:
             n = int(np.prod(shape, dtype=np.int64)) * t.dtype.itemsize
             raise AllocationError(f"allocating {n} bytes on the host for output {k} of "
-                                  f"{inst.node.kind} '{inst.node.name}' {list(t.shape)} failed") from e
+                                  f"{inst.node.kind} '{inst.node.name}' {list(t.shape)} "
+                                  "failed") from e
 
     # -- a whole inference ------------------------------------------------------------------------
     def set_input(self, inst: PrimitiveInst, arr: np.ndarray) -> None:
@@ -287,7 +290,8 @@ class Network:
         need = max(arr.size, 1)
         can_reuse = inst.own[0] is not None and need <= inst.capacity[0]
         if not can_reuse:
-            ok, pshape = self.predictor.predict_preallocation_shape(node.id, shape, arr.dtype.itemsize * 8, False)
+            ok, pshape = self.predictor.predict_preallocation_shape(node.id, shape,
+                                                                    arr.dtype.itemsize * 8, False)
             elements = need
             if ok and self.predictor.can_preallocate(size(pshape) * arr.dtype.itemsize):
                 elements = max(elements, size(pshape))
@@ -368,8 +372,8 @@ class Network:
             except NetpassError:
                 raise
             except MemoryError as e:
-                raise AllocationError(f"replaying the step plan of binding {self.binding_key}: out of "
-                                      f"memory ({e})") from e
+                raise AllocationError(f"replaying the step plan of binding {self.binding_key}: "
+                                      f"out of memory ({e})") from e
             except Exception as e:
                 raise NetpassError(f"replaying the step plan of binding {self.binding_key} failed: "
                                    f"{type(e).__name__}: {e}") from e
@@ -382,7 +386,8 @@ class Network:
                 # a plan is built when a binding comes back (a decoder with past keys and
                 # values meets each length once: no plan is worth building for it)
                 self.compiled.store(plans, self.binding_key,
-                                    SEEN if plan is None else StepPlan.build(self, order), SYMBOLIC_RECORDS)
+                                    SEEN if plan is None else StepPlan.build(self, order),
+                                    SYMBOLIC_RECORDS)
             for inst in order:  # (inputs' flags are set again by set_input)
                 inst.reset_flags()
         return self._finish()

@@ -60,8 +60,8 @@ class NormDesc:
         if self.first == 3:
             w = shapes[1]
             if len(w) != 2 or not shapes[0] or shapes[0][-1] != w[1]:
-                raise ShapeInferenceError(f"FullyConnected '{self.matmul.id}': input {list(shapes[0])} "
-                                          f"does not fit weights {list(w)}")
+                raise ShapeInferenceError(f"FullyConnected '{self.matmul.id}': input "
+                                          f"{list(shapes[0])} does not fit weights {list(w)}")
             return [tuple(shapes[0][:-1]) + (w[0],)]
         out = matmul_shape(self.matmul.attrs, [shapes[0], shapes[1]], {})
         if out is None:
@@ -145,7 +145,8 @@ def fuse_norm_gemms(nodes: list) -> list:
         mvn, chain, gamma, beta = found
         consts = [ProgramNode(f"{m.id}/{name}", Constant.type_name, value=v)
                   for name, v in (("gamma", gamma), ("beta", beta)) if v is not None]
-        node = ProgramNode(m.id, m.kind, m.attrs, [mvn.inputs[0], *m.inputs[1:]] + [(c, 0) for c in consts],
+        node = ProgramNode(m.id, m.kind, m.attrs,
+                           [mvn.inputs[0], *m.inputs[1:]] + [(c, 0) for c in consts],
                            out_dtypes=m.out_dtypes, out_pshapes=m.out_pshapes, name=m.name)
         node.out_pvalues = m.out_pvalues
         node.subgraph = NormDesc(mvn, chain, m, gamma is not None, beta is not None)

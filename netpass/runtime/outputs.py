@@ -9,9 +9,10 @@ returned array on a GPU) is refused before the allocations that would fail or sw
 
 Zero copy: on a device whose memory is the host's (PoCL on the CPU), a primitive that
 produces a network output of at least ZERO_COPY_MIN_BYTES gets, per infer, a new numpy array of
-the output's shape as its buffer (``CL_MEM_USE_HOST_PTR``); the kernel writes the array the request returns, and the
-output read-back is a read onto itself. Elsewhere the output is read from the device buffer
-straight into a new array: one copy, the least a reused device buffer allows.
+the output's shape as its buffer (``CL_MEM_USE_HOST_PTR``); the kernel writes the array the
+request returns, and the output read-back is a read onto itself. Elsewhere the output is read
+from the device buffer straight into a new array: one copy, the least a reused device buffer
+allows.
 """
 from __future__ import annotations
 

@@ -383,7 +383,8 @@ class Program:
         for n in self.nodes:
             if n.fused or n.is_output or n.in_shape_of_subgraph or n.fused_into is not None:
                 continue
-            same_dt = bool(n.inputs) and n.inputs[0][0].out_dtypes[n.inputs[0][1]] == n.out_dtypes[0]
+            same_dt = bool(n.inputs) \
+                and n.inputs[0][0].out_dtypes[n.inputs[0][1]] == n.out_dtypes[0]
             found: list = []
             if n.is_a(Split, VariadicSplit) and same_dt and n.inputs[1][0].is_constant:
                 ps = n.inputs[0][0].out_pshapes[n.inputs[0][1]]
@@ -415,7 +416,8 @@ class Program:
             if n.strided_inputs:
                 continue  # (a variable's strided view is copied, never aliased: state.py)
             skip = n.row.skip
-            same_dt = bool(n.inputs) and n.inputs[0][0].out_dtypes[n.inputs[0][1]] == n.out_dtypes[0]
+            same_dt = bool(n.inputs) \
+                and n.inputs[0][0].out_dtypes[n.inputs[0][1]] == n.out_dtypes[0]
             if skip is not None and skip.when(n, same_dt):
                 n.optimized = n.runtime_skippable = True
 
@@ -511,7 +513,8 @@ class Program:
         """Per node: id, kind, flags (for docs, tests and debugging)."""
         return [{"id": n.id, "kind": n.kind, "optimized": n.optimized,
                  "runtime_skippable": n.runtime_skippable, "shape_of": n.in_shape_of_subgraph,
-                 "fused": [f.row.name for f in n.fused], "fused_into": n.fused_into.id if n.fused_into else None,
+                 "fused": [f.row.name for f in n.fused],
+                 "fused_into": n.fused_into.id if n.fused_into else None,
                  "inplace_concat": n.inplace_concat, "permute_view": n.permute_view is not None}
                 for n in self.exec_order]
 

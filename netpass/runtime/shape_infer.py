@@ -31,7 +31,8 @@ class ShapeInfer:
             fast = self.rule(p.attrs, shapes, values)
             if fast is not None:
                 return fast
-        key = (tuple(shapes), tuple((i, v.dtype.str, v.shape, v.tobytes()) for i, v in sorted(values.items())))
+        key = (tuple(shapes),
+               tuple((i, v.dtype.str, v.shape, v.tobytes()) for i, v in sorted(values.items())))
         hit = self._memo.get(key)
         if hit is not None:
             return hit

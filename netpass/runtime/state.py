@@ -77,7 +77,8 @@ def _stride_readers(node: ProgramNode, k: int, axis: int, allowed: set[int],
     """Whether every reader of output ``k`` of ``node`` can take a capacity-strided view:
     ``allowed`` nodes (the append and its Assign), ShapeOf, a GEMM or fused-attention input,
     a permuted view read by one, a copy that walks any strides (COPY_READERS), a reshape-like
-    that keeps the strided dims (recursively). The stride-reading inputs are appended to ``found`` as (node, input index)."""
+    that keeps the strided dims (recursively). The stride-reading inputs are appended to
+    ``found`` as (node, input index)."""
     if node.is_output:
         return False
     for u, j in node.users[k]:

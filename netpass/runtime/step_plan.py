@@ -166,7 +166,10 @@ def data_shaped(program) -> set[int]:
             continue
         deps = n.get_shape_infer_dependencies()
         for j, (src, _) in enumerate(n.inputs):
-            if src.index in out or j in deps and not src.is_constant and not src.in_shape_of_subgraph or src.in_shape_of_subgraph and any(so.inputs[0][0].index in out for so in src.dependant_shape_ofs):
+            if src.index in out \
+                    or (j in deps and not src.is_constant and not src.in_shape_of_subgraph) \
+                    or (src.in_shape_of_subgraph
+                        and any(so.inputs[0][0].index in out for so in src.dependant_shape_ofs)):
                 out.add(n.index)
             if n.index in out:
                 break
@@ -285,7 +288,8 @@ class StepPlan:
         n_views = sum(type(e) is ViewEntry for e in entries)
         entries = _elide_views(entries, net.program.nodes)
         plan = cls(entries, n_views)
-        plan.n_fused = sum(net.insts[e.index].n_fused for e in plan.entries if type(e) is KernelEntry)
+        plan.n_fused = sum(net.insts[e.index].n_fused for e in plan.entries
+                           if type(e) is KernelEntry)
         return plan
 
     def run(self, net: Network, flush_every: int) -> None:
@@ -365,7 +369,8 @@ class StepPlan:
                                 now = ints.copy()
                             now[i] = v
                     if now is None:
-                        if (buffers != h.bufs or cints is not h.ints) and set_packed(h, buffers, cints):
+                        if (buffers != h.bufs or cints is not h.ints) \
+                                and set_packed(h, buffers, cints):
                             changed = True
                     elif set_args(h, buffers, now):
                         changed = True
@@ -389,7 +394,8 @@ class StepPlan:
                 hv, dv, host, outs = inst.host_valid, inst.device_valid, inst.host, inst.outputs
                 for i, a in enumerate(e.host):
                     # an upload of this very array in a former replay is still on the device
-                    dv[i] = dv[i] and host[i] is a and outs[i] is not None and outs[i].alloc is inst.own[i]
+                    dv[i] = dv[i] and host[i] is a and outs[i] is not None \
+                        and outs[i].alloc is inst.own[i]
                     host[i] = a
                     hv[i] = True
                 inst.executed_once = True

@@ -111,7 +111,9 @@ void attention({', '.join(args)})
   O += ooff + b0 * so0 + b1 * so1 + m * som;
   for (int t = 0; t < JT; ++t) {{
     const int j = lid + t * LS;
-    if (j < DV) {{ const float o = acc[t] / sum; O[j * soj] = {"isnan(o) ? 0.0f : o" if nan_to_zero else "o"}; }}
+    if (j < DV) {{
+      const float o = acc[t] / sum; O[j * soj] = {"isnan(o) ? 0.0f : o" if nan_to_zero else "o"};
+    }}
   }}
 }}
 """

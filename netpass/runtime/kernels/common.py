@@ -11,8 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 
 LS = 64  # work-items of a row kernel's work-group (rowop, attention)
-CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float16): "half", np.dtype(np.float64): "double",
-          np.dtype(np.int64): "long", np.dtype(np.int32): "int", np.dtype(np.int16): "short",
+CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float16): "half",
+          np.dtype(np.float64): "double", np.dtype(np.int64): "long", np.dtype(np.int32): "int",
+          np.dtype(np.int16): "short",
           np.dtype(np.int8): "char", np.dtype(np.uint8): "uchar", np.dtype(np.bool_): "uchar",
           np.dtype(np.uint16): "ushort", np.dtype(np.uint32): "uint", np.dtype(np.uint64): "ulong"}
 
@@ -112,8 +113,9 @@ def pack_scalars(src: Source) -> Source:
     body = text.index("{", end)
     locals_ = "".join(f"\n  int {f} = kargs.{f};" for f in fields)
     start = text.rfind("__kernel", 0, head)
-    text = (text[:start] + typedef + text[start:head] + ", ".join(buffers + [f"const {struct} kargs"])
-            + text[end - 1:body + 1] + locals_ + text[body + 1:])
+    text = (text[:start] + typedef + text[start:head]
+            + ", ".join(buffers + [f"const {struct} kargs"]) + text[end - 1:body + 1] + locals_
+            + text[body + 1:])
     return Source(text, name, len(buffers), len(fields))
 
 
@@ -163,7 +165,8 @@ def stage_code(stages: list[Stage], loads: dict[int, str]) -> str:
     code = []
     prev = None
     for i, st in enumerate(stages):
-        ops = [prev if kind == "x" else f"x{j}" if kind == "v" else loads[j] for kind, j in st.operands]
+        ops = [prev if kind == "x" else f"x{j}" if kind == "v" else loads[j]
+               for kind, j in st.operands]
         code.append(f"{st.ctype} x{i} = ({st.ctype})({st.expr.format(*ops)});")
         prev = f"x{i}"
     return "\n  ".join(code)

@@ -60,7 +60,9 @@ def config_for(d: int) -> FlashConfig:
 
 _SHUFFLE_PTX = r"""
 inline float shfl_xor(float v, int m) {
-  float r; asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(m)); return r; }
+  float r;
+  asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(m));
+  return r; }
 #define SHFL_XOR(dst, v, m) dst = shfl_xor(v, m);
 """
 _SHUFFLE_EMULATED = r"""
@@ -98,7 +100,8 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
             "int sq0", "int sq1", "int sqm", "int sqd", "int sk0", "int sk1", "int skn", "int skd",
             "int sv0", "int sv1", "int svn", "int svj", "int so0", "int so1", "int som", "int soj"]
     for j, dt in enumerate(side_dtypes):
-        args += [f"__global const {ctype(dt)}* in{j}", f"int off_in{j}"] + [f"int s_in{j}_{k}" for k in range(4)]
+        args += [f"__global const {ctype(dt)}* in{j}", f"int off_in{j}"]
+        args += [f"int s_in{j}_{k}" for k in range(4)]
 
     def copy_block(dst: str, src: str, rows: int, width: int, limit_rows: str, limit_cols: str,
                    rs: str, cs: str, layout: str) -> str:
@@ -109,7 +112,8 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
             return f"""for (int i = tid; i < {quads}; i += NT) {{
       const int r = i / {width // 4}, c = (i % {width // 4}) * 4;
       const int bytes = r < {limit_rows} ? clamp({limit_cols} - c, 0, 4) * 4 : 0;
-      __global const float* s_ = {src} + (r < {limit_rows} ? r : 0) * {rs} + (c < {limit_cols} ? c : 0);
+      __global const float* s_ = {src} + (r < {limit_rows} ? r : 0) * {rs}
+                                 + (c < {limit_cols} ? c : 0);
       if (al16) CP_ASYNC(&{dst}[{layout}], s_, bytes); else FILL_PLAIN(&{dst}[{layout}], s_, bytes);
     }}"""
         return f"""for (int i = tid; i < {rows * width}; i += NT) {{
@@ -123,7 +127,8 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
     def load_kv(stage: str, n0: str) -> str:
         kl = f"{stage} * {SL * BKV * 16} + " + kq_layout.format(rows=BKV)
         vl = f"{stage} * {BKV * VST} + r * {VST} + c"
-        return (f"{{ __global const float* Kn = Kt + ({n0}) * skn; __global const float* Vn = V + ({n0}) * svn;\n    "
+        return (f"{{ __global const float* Kn = Kt + ({n0}) * skn; "
+                f"__global const float* Vn = V + ({n0}) * svn;\n    "
                 + copy_block("KS", "Kn", BKV, DK, f"N - ({n0})", "D", "skn", "skd", kl) + "\n    "
                 + copy_block("VS", "Vn", BKV, DVP, f"N - ({n0})", "DV", "svn", "svj", vl) + " }")
 
@@ -131,7 +136,8 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
     qfrag = []
     for s in range(SL):
         for h, off in (("l", 0), ("h", 8)):
-            qfrag.append(f"const float4 q{s}{h} = vload4(0, &KS[({s} * BQ + warp * 16 + {off} + g) * 16 + 4 * t]);")
+            qfrag.append(f"const float4 q{s}{h} = "
+                         f"vload4(0, &KS[({s} * BQ + warp * 16 + {off} + g) * 16 + 4 * t]);")
         for step, (c0, c1) in enumerate((("x", "y"), ("z", "w"))):
             for r, (h, c) in enumerate((("l", c0), ("h", c0), ("l", c1), ("h", c1))):
                 qfrag += mma.split_operand(f"qa{s}_{step}_{r}", f"q{s}{h}.{c}", split, hi_round)
@@ -158,7 +164,8 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
 
     # score ops and masks, element (row m, key n)
     ops = stage_code([Stage("sv", [], "float")] + list(score_ops),
-                        {j: f"in{j}[ob{j} + mc * s_in{j}_2 + nc * s_in{j}_3]" for j in range(n_side)})
+                     {j: f"in{j}[ob{j} + mc * s_in{j}_2 + nc * s_in{j}_3]"
+                      for j in range(n_side)})
     last = f"x{len(score_ops)}"
     mask = "n >= N" + (" || n > m + cofs" if causal else "")
     score = []
@@ -167,7 +174,8 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
             m = "mr0" if q < 2 else "mr1"
             score.append(f"{{ const int m = {m}, n = n0 + {j * 8} + 2 * t + {q & 1};"
                          + (" const int mc = min(m, M - 1), nc = min(n, N - 1);" if n_side else "")
-                         + f" const float sv = s{j}_{q}; {ops} s{j}_{q} = ({mask}) ? -INFINITY : {last}; }}")
+                         + f" const float sv = s{j}_{q}; {ops}"
+                         + f" s{j}_{q} = ({mask}) ? -INFINITY : {last}; }}")
 
     def rowmax(name: str, qs: tuple) -> list[str]:
         vals = [f"s{j}_{q}" for j in range(NJ) for q in qs]
@@ -203,8 +211,9 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
                 at = f"cs * {BKV * VST} + ({j * 8} + 2 * t + {r}) * {VST} + {o * 8} + g"
                 pv.append(f"const float v{o}_{r} = VS[{at}];")
                 pv += mma.split_operand(f"vb{o}_{r}_", f"v{o}_{r}", split, hi_round)
-            pv += mma_step(", ".join(f"o{o}_{q}" for q in range(4)), ", ".join(f"pa{j}_{r}{{p}}" for r in range(4)),
-                      f"vb{o}_0_{{p}}, vb{o}_1_{{p}}")
+            pv += mma_step(", ".join(f"o{o}_{q}" for q in range(4)),
+                           ", ".join(f"pa{j}_{r}{{p}}" for r in range(4)),
+                           f"vb{o}_0_{{p}}, vb{o}_1_{{p}}")
         pv.append("}")
 
     finish = {"nan": "v_", "zero_nan": "isnan(v_) ? 0.0f : v_", "zero": "{lv} == 0.0f ? 0.0f : v_"}
@@ -216,10 +225,14 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
                          f"const float v_ = o{o}_{q} / {lv}; O[{m} * som + j * soj] = "
                          f"{finish[empty_rows].format(lv=lv)}; }} }}")
 
-    side_base = "\n  ".join(f"const int ob{j} = off_in{j} + b0 * s_in{j}_0 + b1 * s_in{j}_1;" for j in range(n_side))
+    side_base = "\n  ".join(f"const int ob{j} = off_in{j} + b0 * s_in{j}_0 + b1 * s_in{j}_1;"
+                            for j in range(n_side))
     shuffle = _SHUFFLE_PTX if ptx else _SHUFFLE_EMULATED
     scratch = mma.emulation_scratch(ptx, W) + ("" if ptx else " __local float xch[NT];")
-    al16 = "const int al16 = ((((size_t)Kt) | ((size_t)V) | ((size_t)Qm)) & 15) == 0;" if vec else ""
+    al16 = ("const int al16 = ((((size_t)Kt) | ((size_t)V) | ((size_t)Qm)) & 15) == 0;" if vec
+            else "")
+    o_init = " ".join(f"float o{o}_0 = 0.0f, o{o}_1 = 0.0f, o{o}_2 = 0.0f, o{o}_3 = 0.0f;"
+                      for o in range(NO))
     text = header([np.float32] + list(side_dtypes)) + f"""#define NT {NT}
 #define BQ {BQ}
 #define BKV {BKV}
@@ -250,7 +263,7 @@ void flash_attention({', '.join(args)})
   {chr(10).join("  " + x for x in qfrag)}
   barrier(CLK_LOCAL_MEM_FENCE);
   float mx0 = -INFINITY, mx1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
-  {" ".join(f"float o{o}_0 = 0.0f, o{o}_1 = 0.0f, o{o}_2 = 0.0f, o{o}_3 = 0.0f;" for o in range(NO))}
+  {o_init}
   const int nend = {"min(N, m0 + BQ + cofs)" if causal else "N"};
   const int nblocks = nend > 0 ? (nend + BKV - 1) / BKV : 0;
   if (nblocks > 0) {load_kv("0", "0")}

@@ -42,7 +42,8 @@ SKINNY_RM = 8     # rows of C per work-group of the skinny GEMM
 SKINNY_WG = 256   # work-items per skinny work-group: TN columns x (256 / TN) K-slices
 
 
-def gemm_args(t: str, n_extra: int, extra_dtypes: list, erank: int, norm: tuple | None = None) -> list[str]:
+def gemm_args(t: str, n_extra: int, extra_dtypes: list, erank: int,
+              norm: tuple | None = None) -> list[str]:
     """The argument list every GEMM kernel shares (one launch spec fits them all); with
     ``norm``, the gamma and beta vectors of the normalized-A prologue follow C."""
     args = [f"__global const {t}* A", "int aoff", f"__global const {t}* B", "int boff",
@@ -70,7 +71,8 @@ def norm_prologue(norm: tuple | None, rows: int, threads: int, tid: str = "tid")
     if norm is None:
         return ""
     eps, inside, variance = flit(norm[0]), norm[1], norm[2]
-    rs = "1.0f" if not variance else (f"rsqrt(var + {eps})" if inside else f"1.0f / (sqrt(var) + {eps})")
+    rs = "1.0f" if not variance else (f"rsqrt(var + {eps})" if inside
+                                      else f"1.0f / (sqrt(var) + {eps})")
     tpr = threads // rows
     return f"""__local float nmu[{rows}], nrs[{rows}], nsum[{threads}], nsq[{threads}];
   {{
@@ -78,7 +80,9 @@ def norm_prologue(norm: tuple | None, rows: int, threads: int, tid: str = "tid")
     __global const float* xr = A + min(m0 + r, M - 1) * sam;
     const float sh = xr[0];
     float s = 0.0f, q = 0.0f;
-    for (int k = lane; k < K; k += {tpr}) {{ const float d = xr[k * sak] - sh; s += d; q = mad(d, d, q); }}
+    for (int k = lane; k < K; k += {tpr}) {{
+      const float d = xr[k * sak] - sh; s += d; q = mad(d, d, q);
+    }}
     nsum[{tid}] = s; nsq[{tid}] = q;
     barrier(CLK_LOCAL_MEM_FENCE);
     if (lane == 0) {{
@@ -149,7 +153,8 @@ void gemm({', '.join(args)})
       int mm = (sak == 1) ? i / TSK : i % TSM;
       int kk = (sak == 1) ? i % TSK : i / TSM;
       int m = m0 + mm, k = k0 + kk;
-      As[kk][mm] = (m < M && k < K) ? {norm_value(norm, "A[m * sam + k * sak]", "mm", "k")} : ({t})0;
+      As[kk][mm] = (m < M && k < K)
+          ? {norm_value(norm, "A[m * sam + k * sak]", "mm", "k")} : ({t})0;
     }}
     for (int i = tid; i < TSN * TSK; i += NT) {{
       int nn = (sbn == 1) ? i % TSN : i / TSK;
@@ -192,13 +197,13 @@ def gemm_skinny(dtype, epilogue: list[Stage], n_extra: int, extra_dtypes: list, 
     A work-group owns ``SKINNY_RM`` rows of C and TN = get_local_size(0) columns (8..64,
     chosen per launch by impls.skinny_width); its S = get_local_size(1) K-slices take the
     quads of k (k = 4q..4q+3) q = slice, slice + S, ... with direct global loads, two quads
-    per step (eight B loads in flight), no barrier in the K loop. B is read coalesced: lanes run along n
-    when B is K-major (sbn == 1, reordered FC weights), along k otherwise (transposed B). A
-    values are the same for the lanes of a slice (broadcast loads), one float4 per row and
-    quad when A rows are contiguous and 16-byte aligned (float32). Rows and columns past M, N
-    are clamped to valid addresses (their sums are never stored), so the loop has no bounds
-    checks. The slices are summed in local memory, then the fused epilogue runs. Batch b is
-    get_group_id(2) = b0 * B1 + b1 as in :func:`gemm`."""
+    per step (eight B loads in flight), no barrier in the K loop. B is read coalesced: lanes
+    run along n when B is K-major (sbn == 1, reordered FC weights), along k otherwise
+    (transposed B). A values are the same for the lanes of a slice (broadcast loads), one float4
+    per row and quad when A rows are contiguous and 16-byte aligned (float32). Rows and columns
+    past M, N are clamped to valid addresses (their sums are never stored), so the loop has no
+    bounds checks. The slices are summed in local memory, then the fused epilogue runs. Batch b
+    is get_group_id(2) = b0 * B1 + b1 as in :func:`gemm`."""
     t = ctype(dtype)
     args = gemm_args(t, n_extra, extra_dtypes, erank, norm)
     code = stage_code([Stage("v", [], "float")] + epilogue,
@@ -212,7 +217,8 @@ def gemm_skinny(dtype, epilogue: list[Stage], n_extra: int, extra_dtypes: list, 
         for j in range(n):
             k = f"((q + {j} * S) << 2)" if j else "(q << 2)"
             lines.append(f"const int k{j} = {k};")
-            lines.append(" ".join(f"const float w{j}{u} = (float)bp[(k{j} + {u}) * sbk];" for u in range(4)))
+            lines.append(" ".join(f"const float w{j}{u} = (float)bp[(k{j} + {u}) * sbk];"
+                                  for u in range(4)))
         rows = []
         for j in range(n):
             rows.append(a_row.format(j=j))
@@ -236,10 +242,12 @@ def gemm_skinny(dtype, epilogue: list[Stage], n_extra: int, extra_dtypes: list, 
       {step(a_row, a_vals, 1)}
     }}"""
     scalar = quads(f"__global const {t}* ap{{j}} = A + ar[r] + k{{j}} * sak;",
-                   [norm_value(norm, f"(float)ap{{j}}[{u} * sak]", "r", f"k{{j}} + {u}") for u in range(4)])
+                   [norm_value(norm, f"(float)ap{{j}}[{u} * sak]", "r", f"k{{j}} + {u}")
+                    for u in range(4)])
     if t == "float":
         vector = quads("const float4 a{j} = "
-                       + norm_value(norm, "*(__global const float4*)(A + ar[r] + k{j})", "r", "k{j}", True) + ";",
+                       + norm_value(norm, "*(__global const float4*)(A + ar[r] + k{j})", "r",
+                                    "k{j}", True) + ";",
                        ["a{j}.x", "a{j}.y", "a{j}.z", "a{j}.w"])
         loop = f"""/* float4 A loads: rows contiguous along k and 16-byte aligned */
   if (sak == 1 && (sam & 3) == 0 && ((aoff + b0 * sa0 + b1 * sa1) & 3) == 0) {{
@@ -274,7 +282,8 @@ __kernel void gemm_skinny({', '.join(args)})
   for (int k = (nq << 2) + ks; k < K; k += S) {{  /* the last K % 4 */
     const float w0 = (float)bp[k * sbk];
     #pragma unroll
-    for (int r = 0; r < RM; ++r) acc[r] = mad({norm_value(norm, "(float)A[ar[r] + k * sak]", "r", "k")}, w0, acc[r]);
+    for (int r = 0; r < RM; ++r)
+      acc[r] = mad({norm_value(norm, "(float)A[ar[r] + k * sak]", "r", "k")}, w0, acc[r]);
   }}
   /* row r's partial sums at red[r * rs + slice * TN + col]: the TN pad puts the lanes of
      the summing loop below (consecutive r * TN + col) in distinct banks */
@@ -351,6 +360,9 @@ def gemm_aligned(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank:
     by constants in a loop unrolled twice, and other build options all measured the same or
     slower.)"""
     args = gemm_args("float", n_extra, extra_dtypes, erank, norm)
+    # the next tile's A loads, rows ar and ar + 64
+    a_next = [norm_value(norm, f"vload4(0, A + (m0 + {r}) * sam + k0 + 16 + ac)", r,
+                         "k0 + 16 + ac", True) for r in ("ar", "ar + 64")]
     text = f"""{_tile_head(args)}
   __local float As[2][16][128 + 4];
   __local float Bs[2][16][128];
@@ -364,9 +376,10 @@ def gemm_aligned(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank:
   float4 b0v = vload4(0, B + br * sbk + n0 + bc);
   float4 b1v = vload4(0, B + (br + 8) * sbk + n0 + bc);
 #define STORE_TILE(buf) \\
-    As[buf][ac][ar] = a0.x; As[buf][ac + 1][ar] = a0.y; As[buf][ac + 2][ar] = a0.z; As[buf][ac + 3][ar] = a0.w; \\
-    As[buf][ac][ar + 64] = a1.x; As[buf][ac + 1][ar + 64] = a1.y; As[buf][ac + 2][ar + 64] = a1.z; \\
-    As[buf][ac + 3][ar + 64] = a1.w; \\
+    As[buf][ac][ar] = a0.x; As[buf][ac + 1][ar] = a0.y; \\
+    As[buf][ac + 2][ar] = a0.z; As[buf][ac + 3][ar] = a0.w; \\
+    As[buf][ac][ar + 64] = a1.x; As[buf][ac + 1][ar + 64] = a1.y; \\
+    As[buf][ac + 2][ar + 64] = a1.z; As[buf][ac + 3][ar + 64] = a1.w; \\
     vstore4(b0v, 0, &Bs[buf][br][bc]); vstore4(b1v, 0, &Bs[buf][br + 8][bc]);
   STORE_TILE(0)
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -374,8 +387,8 @@ def gemm_aligned(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank:
   for (int k0 = 0; k0 < K; k0 += 16) {{
     const int more = k0 + 16 < K;
     if (more) {{
-      a0 = {norm_value(norm, "vload4(0, A + (m0 + ar) * sam + k0 + 16 + ac)", "ar", "k0 + 16 + ac", True)};
-      a1 = {norm_value(norm, "vload4(0, A + (m0 + ar + 64) * sam + k0 + 16 + ac)", "ar + 64", "k0 + 16 + ac", True)};
+      a0 = {a_next[0]};
+      a1 = {a_next[1]};
       b0v = vload4(0, B + (k0 + 16 + br) * sbk + n0 + bc);
       b1v = vload4(0, B + (k0 + 16 + br + 8) * sbk + n0 + bc);
     }}
@@ -416,19 +429,20 @@ def gemm_pipelined(epilogue: list[Stage], n_extra: int, extra_dtypes: list, eran
     stage). With ``cp_async`` (NVIDIA OpenCL on compute capability 8.0 and later) the stages
     are filled by PTX ``cp.async`` copies that bypass registers, so global latency hides
     behind the math without staging registers: on the H200 this lifts fp32 GEMM from 30 to
-    40 TFLOP/s (43 without the plain-copy ring below). A is kept row-major in local memory (the copies cannot transpose);
-    the math reads it as float4 along k. cp.async needs 16-byte aligned addresses: a
-    work-group whose A or B start is not aligned (a view at an odd offset) fills the stages
-    with ordinary loads instead. Without ``cp_async`` only that plain-copy ring is generated
-    (it runs anywhere: the PoCL tests check the ring and the epilogue with it). Same arguments
-    as :func:`gemm`."""
+    40 TFLOP/s (43 without the plain-copy ring below). A is kept row-major in local memory
+    (the copies cannot transpose); the math reads it as float4 along k. cp.async needs 16-byte
+    aligned addresses: a work-group whose A or B start is not aligned (a view at an odd offset)
+    fills the stages with ordinary loads instead. Without ``cp_async`` only that plain-copy ring
+    is generated (it runs anywhere: the PoCL tests check the ring and the epilogue with it).
+    Same arguments as :func:`gemm`."""
     args = gemm_args("float", n_extra, extra_dtypes, erank)
 
     def fmas(u: int) -> str:
         """k = kk + u: B row kk + u times component u of the A quads."""
         c = "xyzw"[u]
         return f"""{{
-        const float4 y0 = vload4(0, &Bs[cs][kk + {u}][tn * 4]), y1 = vload4(0, &Bs[cs][kk + {u}][64 + tn * 4]);
+        const float4 y0 = vload4(0, &Bs[cs][kk + {u}][tn * 4]);
+        const float4 y1 = vload4(0, &Bs[cs][kk + {u}][64 + tn * 4]);
         const float rb[8] = {{y0.x, y0.y, y0.z, y0.w, y1.x, y1.y, y1.z, y1.w}};
         const float ra[8] = {{{", ".join(f"a{i}.{c}" for i in range(8))}}};
         #pragma unroll
@@ -443,7 +457,8 @@ def gemm_pipelined(epilogue: list[Stage], n_extra: int, extra_dtypes: list, eran
         copies)."""
         fill = f"{copy}(&As[s][ar][ac], pa + k); {copy}(&Bs[s][br][bc], pb + k * sbk);"
         quads = "\n      ".join(
-            f"const float4 a{i} = vload4(0, &As[cs][{'64 + ' if i >= 4 else ''}tm * 4 + {i % 4}][kk]);"
+            f"const float4 a{i} = "
+            f"vload4(0, &As[cs][{'64 + ' if i >= 4 else ''}tm * 4 + {i % 4}][kk]);"
             for i in range(8))
         # every iteration commits a group, empty past the last stage, so that the wait's
         # count of groups still in flight holds at the end of K too
@@ -469,7 +484,8 @@ def gemm_pipelined(epilogue: list[Stage], n_extra: int, extra_dtypes: list, eran
         body = f"""const int nta = ((((size_t)pa) | ((size_t)pb)) & 15) == 0 ? nt : 0;
   {ring}
   {pipeline("nt - nta", "COPY")}"""
-        macros = f"""#define CP_ASYNC(dst, src) asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" \\
+        macros = f"""#define CP_ASYNC(dst, src) \\
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" \\
     :: "r"((uint)(size_t)(dst)), "l"(src) : "memory")
 #define CP_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
 #define CP_WAIT() asm volatile("cp.async.wait_group {PIPE_STAGES - 2};" ::: "memory")

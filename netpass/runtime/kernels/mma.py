@@ -114,7 +114,8 @@ _EMULATED_MACROS = r"""
   for (int kk_ = 0; kk_ < 8; ++kk_) { \
     const float x0_ = sa_[g * 8 + kk_], x1_ = sa_[(g + 8) * 8 + kk_]; \
     const float y0_ = sb_[kk_ * 8 + 2 * t], y1_ = sb_[kk_ * 8 + 2 * t + 1]; \
-    c0 = fma(x0_, y0_, c0); c1 = fma(x0_, y1_, c1); c2 = fma(x1_, y0_, c2); c3 = fma(x1_, y1_, c3); \
+    c0 = fma(x0_, y0_, c0); c1 = fma(x0_, y1_, c1); \
+    c2 = fma(x1_, y0_, c2); c3 = fma(x1_, y1_, c3); \
   } \
   barrier(CLK_LOCAL_MEM_FENCE); }
 #define CP_ASYNC(dst, src, bytes) FILL_PLAIN(dst, src, bytes)
@@ -136,7 +137,9 @@ _PLAIN_FILL = r"""
 #define FILL_PLAIN(dst, src, bytes) do { \
   const int nb_ = (bytes) >> 2; float4 v_ = (float4)(0.0f); \
   if (nb_ >= 4) v_ = vload4(0, (src)); \
-  else { if (nb_ > 0) v_.x = (src)[0]; if (nb_ > 1) v_.y = (src)[1]; if (nb_ > 2) v_.z = (src)[2]; } \
+  else { \
+    if (nb_ > 0) v_.x = (src)[0]; if (nb_ > 1) v_.y = (src)[1]; if (nb_ > 2) v_.z = (src)[2]; \
+  } \
   *(__local float4*)(dst) = v_; } while (0)
 """
 
@@ -208,7 +211,8 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
         args += [f"int cv_{x}" for x in CONV_ARGS]
     if splitk:
         if epilogue or n_extra:
-            raise ValueError("a split-K slice writes a partial product: the reduction applies the epilogue")
+            raise ValueError("a split-K slice writes a partial product: the reduction applies "
+                             "the epilogue")
         args += ["int sk_len", "int sk_n"]
 
     # -- stage fills ---------------------------------------------------------------------------
@@ -217,22 +221,24 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
         "plain" (16-byte copies, unit inner strides) or "strided" (element loads)."""
         lines = [f"{{ const int kb_ = kbeg + ({kt}) * BK;"]
         for u in range(BM * BK // 4 // NT):
-            lines.append(f"{{ const int i = tid + {u * NT}; const int sl = i / (BM * 4), r = (i >> 2) % BM, "
-                         "q = i & 3;")
+            lines.append(f"{{ const int i = tid + {u * NT}; "
+                         "const int sl = i / (BM * 4), r = (i >> 2) % BM, q = i & 3;")
             lines.append("  const int m = m0 + r, k = kb_ + sl * 16 + q * 4;")
             lines.append(f"  __local float* d = &As[{stage}][sl][r][q * 4];")
             lines.append(_copy(how, "A", "min(m, M - 1) * sam", "k", "KE", "sak", "m < M"))
             lines.append("}")
         for u in range(BN * BK // 4 // NT):
             if b_kmajor:
-                lines.append(f"{{ const int i = tid + {u * NT}; const int kk = i / (BN / 4), cq = i % (BN / 4);")
+                lines.append(f"{{ const int i = tid + {u * NT}; "
+                             "const int kk = i / (BN / 4), cq = i % (BN / 4);")
                 lines.append("  const int k = kb_ + kk, n = n0 + cq * 4;")
-                lines.append(f"  __local float* d = &Bs[{stage}][kk][(cq ^ (((kk >> 2) & 3) << 1)) * 4];")
+                lines.append(f"  __local float* d = "
+                             f"&Bs[{stage}][kk][(cq ^ (((kk >> 2) & 3) << 1)) * 4];")
                 lines.append(_gather() if conv else
                              _copy(how, "B", "min(k, KE - 1) * sbk", "n", "N", "sbn", "k < KE"))
             else:
-                lines.append(f"{{ const int i = tid + {u * NT}; const int sl = i / (BN * 4), r = (i >> 2) % BN, "
-                             "q = i & 3;")
+                lines.append(f"{{ const int i = tid + {u * NT}; "
+                             "const int sl = i / (BN * 4), r = (i >> 2) % BN, q = i & 3;")
                 lines.append("  const int n = n0 + r, k = kb_ + sl * 16 + q * 4;")
                 lines.append(f"  __local float* d = &Bs[{stage}][sl][r][q * 4];")
                 lines.append(_copy(how, "B", "min(n, N - 1) * sbn", "k", "KE", "sbk", "n < N"))
@@ -259,7 +265,8 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
                         lines.append(f"const float b{j}_{u} = Bs[{stage}][{sl * 16} + 4 * t + {u}]"
                                      f"[((({col}) >> 2) ^ (t << 1)) * 4 + (g & 3)];")
                 else:
-                    lines.append(f"const float4 b{j} = vload4(0, &Bs[{stage}][{sl}][{col}][4 * t]);")
+                    lines.append(f"const float4 b{j} = "
+                                 f"vload4(0, &Bs[{stage}][{sl}][{col}][4 * t]);")
             for step, (c0, c1) in enumerate((("x", "y"), ("z", "w"))):
                 lines.append("{")
                 for i in range(MI):
@@ -387,8 +394,10 @@ def _gather() -> str:
     element by element, the output row and column stepped on instead of divided again."""
     taps = []
     for e, comp in enumerate("xyzw"):
-        step = "" if e == 0 else "if (++ow == cv_ow) { ow = 0; ih += cv_sh; iw = iw0 - cv_sw; } iw += cv_sw;\n        "
-        taps.append(f"""{step}if (n + {e} < N && ih >= 0 && ih < cv_h && iw >= 0 && iw < cv_w) v_.{comp} = xc[ih * cv_xsh + iw * cv_xsw];""")
+        step = "" if e == 0 else ("if (++ow == cv_ow) { ow = 0; ih += cv_sh; iw = iw0 - cv_sw; } "
+                                  "iw += cv_sw;\n        ")
+        taps.append(f"{step}if (n + {e} < N && ih >= 0 && ih < cv_h && iw >= 0 && iw < cv_w) "
+                    f"v_.{comp} = xc[ih * cv_xsh + iw * cv_xsw];")
     return f"""  {{ float4 v_ = (float4)(0.0f);
     if (k < KE) {{
       const int c = k / cv_khw, r = k - c * cv_khw, kh = r / cv_kw, kw = r - kh * cv_kw;
@@ -418,9 +427,11 @@ def splitk_reduce(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank
         args += [f"int d{k}" for k in range(erank)]
         for j in range(n_extra):
             args += [f"int s_in{j}_{k}" for k in range(erank)]
-    code = stage_code([Stage("v", [], "float")] + epilogue, {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
+    code = stage_code([Stage("v", [], "float")] + epilogue,
+                      {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
     offs = offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
-    text = header([np.float32] + list(extra_dtypes)) + f"""__kernel void splitk_reduce({', '.join(args)})
+    head = header([np.float32] + list(extra_dtypes))
+    text = head + f"""__kernel void splitk_reduce({', '.join(args)})
 {{
   const int flat = get_global_id(0);
   if (flat >= total) return;
@@ -466,7 +477,8 @@ def k_splits(cfg: MmaConfig, M: int, N: int, K_: int, nb: int, cus: int) -> tupl
 def _store(MI: int, NI: int, epilogue: list[Stage], n_extra: int, erank: int) -> str:
     """C fragments (rows g, g + 8 and columns 2t, 2t + 1 of each m16n8 piece) through the
     epilogue, bounds-checked."""
-    code = stage_code([Stage("v", [], "float")] + epilogue, {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
+    code = stage_code([Stage("v", [], "float")] + epilogue,
+                      {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
     offs = offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
     lines = [f"""#define STORE(mm, nn, val) if ((mm) < M && (nn) < N) {{ \\
     const float v = (val); const int flat = (b * M + (mm)) * N + (nn); \\
@@ -506,7 +518,8 @@ def _shape_class(M: int, N: int, K_: int, nb: int, cus: int) -> tuple:
     return (_cdiv(M, 64), _cdiv(N, 64), _cdiv(K_, 16), nb, cus)
 
 
-def choose_config(M: int, N: int, K_: int, nb: int, cus: int, local_limit: int, norm: bool) -> MmaConfig:
+def choose_config(M: int, N: int, K_: int, nb: int, cus: int, local_limit: int,
+                  norm: bool) -> MmaConfig:
     """The tile shape for this GEMM (cached per shape class): the first of ``CONFIGS`` that
     gives ``WAVES`` work-groups per compute unit and fills at least half its rows (else the
     last), with stages cut to fit ``local_limit`` bytes."""
@@ -546,7 +559,8 @@ def plan(engine, precision: str | None, M: int, N: int, K_: int, nb: int, sa: li
     vec = inner_a == 1 and inner_b == 1 and sa[-2] % 4 == 0 and outer_b % 4 == 0 \
         and all(s % 4 == 0 for s in list(sab) + list(sbb))
     local_limit = int(getattr(engine.device, "local_mem_size", 48 << 10))
-    cfg = choose_config(M, N, K_, nb, int(engine.device.max_compute_units), local_limit, norm is not None)
+    cfg = choose_config(M, N, K_, nb, int(engine.device.max_compute_units), local_limit,
+                        norm is not None)
     if norm is not None and (K_ % cfg.bk or cfg.bm > cfg.threads):
         return None
     return cfg, split, b_kmajor, ptx, "cp_async" if vec else "plain"
@@ -555,10 +569,11 @@ def plan(engine, precision: str | None, M: int, N: int, K_: int, nb: int, sa: li
 def source(choice, epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int,
            norm: tuple | None, splitk: bool = False) -> Source:
     cfg, split, b_kmajor, ptx, copy = choice
-    return gemm_mma(cfg, b_kmajor, split, ptx, copy, ALIGN, epilogue, n_extra, extra_dtypes, erank, norm,
-                    HI_ROUND, False, splitk)
+    return gemm_mma(cfg, b_kmajor, split, ptx, copy, ALIGN, epilogue, n_extra, extra_dtypes, erank,
+                    norm, HI_ROUND, False, splitk)
 
 
 def work_sizes(cfg: MmaConfig, M: int, N: int, nb: int, splits: int = 1) -> tuple[tuple, tuple]:
     """(global, local) sizes: a work-group per BM x BN tile, batch and K slice."""
-    return (_cdiv(N, cfg.bn) * cfg.threads, _cdiv(M, cfg.bm), max(nb, 1) * splits), (cfg.threads, 1, 1)
+    return ((_cdiv(N, cfg.bn) * cfg.threads, _cdiv(M, cfg.bm), max(nb, 1) * splits),
+            (cfg.threads, 1, 1))

@@ -11,8 +11,8 @@ def imap(dtype, pad_value: float | None) -> Source:
     t = ctype(dtype)
     pad = flit(pad_value) if (pad_value is not None and is_float(dtype)) else \
         str(int(pad_value or 0))
-    text = header([dtype]) + f"""__kernel void imap(__global const {t}* X, int xoff, __global {t}* Y, int yoff,
-                   __global const int* idx, int n)
+    text = header([dtype]) + f"""__kernel void imap(__global const {t}* X, int xoff,
+                   __global {t}* Y, int yoff, __global const int* idx, int n)
 {{
   int gid = get_global_id(0);
   if (gid >= n) return;
@@ -39,7 +39,8 @@ def split(dtype, n_out: int) -> Source:
         store = f"Y{j}[y{j}off + ({row}) * inner + i] = v;"
         stores.append(store if j == n_out - 1 else f"if (a < {hi[j]}) {store}")
     chain = "\n  else ".join(stores)
-    text = header([dtype]) + f"""__kernel void split(__global const {t}* X, int xoff{outs}, int n, int A, int inner{bounds})
+    text = header([dtype]) + f"""__kernel void split(__global const {t}* X, int xoff{outs},
+                    int n, int A, int inner{bounds})
 {{
   int gid = get_global_id(0);
   if (gid >= n) return;
@@ -55,7 +56,8 @@ def split(dtype, n_out: int) -> Source:
 @memoized
 def gather(dtype, idx_dtype) -> Source:
     t, it = ctype(dtype), ctype(idx_dtype)
-    text = header([dtype]) + f"""__kernel void gather(__global const {t}* X, int xoff, __global const {it}* I, int ioff,
+    text = header([dtype]) + f"""__kernel void gather(__global const {t}* X, int xoff,
+                     __global const {it}* I, int ioff,
                      __global {t}* Y, int yoff, int n, int nidx, int D, int inner)
 {{
   int gid = get_global_id(0);
@@ -79,8 +81,9 @@ def gather_elements(dtype, idx_dtype) -> Source:
     data as [outer, D, inner]; a negative index counts from the end, one outside [-D, D) reads
     0 (as ``gather``)."""
     t, it = ctype(dtype), ctype(idx_dtype)
-    text = header([dtype]) + f"""__kernel void gather_elements(__global const {t}* X, int xoff, __global const {it}* I,
-                              int ioff, __global {t}* Y, int yoff, int n, int A, int D, int inner)
+    text = header([dtype]) + f"""__kernel void gather_elements(__global const {t}* X, int xoff,
+                              __global const {it}* I, int ioff, __global {t}* Y, int yoff,
+                              int n, int A, int D, int inner)
 {{
   int gid = get_global_id(0);
   if (gid >= n) return;

@@ -35,27 +35,33 @@ def recurrent(cell: str, hs: int, acts: tuple, clip: float, linear_before_reset:
     nb = 4 if (cell == "gru" and linear_before_reset) else gates
 
     def dots(g: str) -> str:
-        return (f"float acc = 0.0f; for (int k = 0; k < I; ++k) acc = mad(x[k], W[({g}) * I + k], acc); "
-                f"float acc2 = 0.0f; for (int k = 0; k < HS; ++k) acc2 = mad(h[k], Rw[({g}) * HS + k], acc2);")
+        return (f"float acc = 0.0f; for (int k = 0; k < I; ++k) "
+                f"acc = mad(x[k], W[({g}) * I + k], acc); "
+                f"float acc2 = 0.0f; for (int k = 0; k < HS; ++k) "
+                f"acc2 = mad(h[k], Rw[({g}) * HS + k], acc2);")
 
     if cell == "lstm":
-        gate_phase = f"""for (int g = lid; g < 4 * HS; g += LS) {{ {dots('g')} gt[g] = {cl('acc + acc2 + Bb[g]')}; }}"""
+        gate_phase = (f"for (int g = lid; g < 4 * HS; g += LS) {{ {dots('g')} "
+                      f"gt[g] = {cl('acc + acc2 + Bb[g]')}; }}")
         update = f"""float f = {act[0]('gt[j]')}, ig = {act[0]('gt[HS + j]')};
         float cc = {act[1]('gt[2 * HS + j]')}, og = {act[0]('gt[3 * HS + j]')};
         float cn = f * c[j] + ig * cc;
         nh = og * {act[2]('cn')}; nc = cn;"""
     elif cell == "rnn":
-        gate_phase = f"""for (int g = lid; g < HS; g += LS) {{ {dots('g')} gt[g] = {act[0](cl('acc + acc2 + Bb[g]'))}; }}"""
+        gate_phase = (f"for (int g = lid; g < HS; g += LS) {{ {dots('g')} "
+                      f"gt[g] = {act[0](cl('acc + acc2 + Bb[g]'))}; }}")
         update = "nh = gt[j];"
     else:
         if linear_before_reset:
             hpart = f"""for (int g = lid; g < 3 * HS; g += LS) {{ {dots('g')}
           if (g < 2 * HS) gt[g] = {act[0](cl('acc + acc2 + Bb[g]'))};
           else {{ gt[g] = acc + Bb[g]; rh[g - 2 * HS] = acc2 + Bb[g + HS]; }} }}"""
-            update = f"nh = (1.0f - gt[j]) * {act[1](cl('gt[2 * HS + j] + gt[HS + j] * rh[j]'))} + gt[j] * h[j];"
+            update = (f"nh = (1.0f - gt[j]) * {act[1](cl('gt[2 * HS + j] + gt[HS + j] * rh[j]'))}"
+                      " + gt[j] * h[j];")
             gate_phase = hpart
         else:
-            gate_phase = f"""for (int g = lid; g < 2 * HS; g += LS) {{ {dots('g')} gt[g] = {act[0](cl('acc + acc2 + Bb[g]'))}; }}
+            gate_phase = f"""for (int g = lid; g < 2 * HS; g += LS) {{ {dots('g')}
+        gt[g] = {act[0](cl('acc + acc2 + Bb[g]'))}; }}
       barrier(CLK_LOCAL_MEM_FENCE);
       for (int j = lid; j < HS; j += LS) rh[j] = gt[HS + j] * h[j];
       barrier(CLK_LOCAL_MEM_FENCE);

@@ -27,8 +27,10 @@ _REDUCE = {  # kind -> (init, accumulate(acc, v), combine(a, b), finish(acc, R))
     "sumsquare": ("0.0f", "{a} + {v} * {v}", "{a} + {b}", "{a}"),
     "logsum": ("0.0f", "{a} + {v}", "{a} + {b}", "log({a})"),
     "logsumexp": ("0.0f", "{a} + exp({v})", "{a} + {b}", "log({a})"),
-    "and": ("1.0f", "(({a} != 0) && ({v} != 0)) ? 1.0f : 0.0f", "({a} != 0 && {b} != 0) ? 1.0f : 0.0f", "{a}"),
-    "or": ("0.0f", "(({a} != 0) || ({v} != 0)) ? 1.0f : 0.0f", "({a} != 0 || {b} != 0) ? 1.0f : 0.0f", "{a}"),
+    "and": ("1.0f", "(({a} != 0) && ({v} != 0)) ? 1.0f : 0.0f",
+            "({a} != 0 && {b} != 0) ? 1.0f : 0.0f", "{a}"),
+    "or": ("0.0f", "(({a} != 0) || ({v} != 0)) ? 1.0f : 0.0f",
+           "({a} != 0 || {b} != 0) ? 1.0f : 0.0f", "{a}"),
 }
 
 
@@ -69,7 +71,8 @@ def rowop(kind: str, in_dtype, out_dtype, params: dict, epilogue: list[Stage] = 
 
     head = f"""#define LS {LS}
 __kernel __attribute__((reqd_work_group_size(LS, 1, 1)))
-void rowop(__global const {it}* X, int xoff, __global {ot}* Y, int yoff, int R, int inner{extra_args})
+void rowop(__global const {it}* X, int xoff, __global {ot}* Y, int yoff, int R,
+           int inner{extra_args})
 {{
   const int row = get_group_id(0), lid = get_local_id(0);
   const int o = row / inner, i = row - (row / inner) * inner;
@@ -80,7 +83,9 @@ void rowop(__global const {it}* X, int xoff, __global {ot}* Y, int yoff, int R, 
     if kind in _REDUCE:
         init, acc, comb, fin = _REDUCE[kind]
         body = f"""  float a = {init};
-  for (int j = lid; j < R; j += LS) {{ float v = (float)x[j * inner]; a = {acc.format(a='a', v='v')}; }}
+  for (int j = lid; j < R; j += LS) {{
+    float v = (float)x[j * inner]; a = {acc.format(a='a', v='v')};
+  }}
 {_local_reduce('a', comb)}
   if (lid == 0) Y[yoff + row] = ({ot})({fin.format(a='a')});
 """

@@ -13,7 +13,8 @@ def conv(dtype, epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: 
             f"__global {t}* Y", "int yoff", "int n",
             "int Cg", "int H", "int Wd", "int Og", "int OH", "int OW", "int KH", "int KW",
             "int sh", "int sw", "int dh", "int dw", "int ph", "int pw",
-            "int xsn", "int xsc", "int xsh", "int xsw", "int ysn", "int ysc", "int ysh", "int ysw", "int O",
+            "int xsn", "int xsc", "int xsh", "int xsw", "int ysn", "int ysc", "int ysh", "int ysw",
+            "int O",
             "int wso", "int wsc", "int wsh", "int wsw"]
     for j in range(n_extra):
         args += [f"__global const {ctype(extra_dtypes[j])}* in{j}", f"int off_in{j}"]
@@ -21,7 +22,8 @@ def conv(dtype, epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: 
         args += [f"int d{k}" for k in range(erank)]
         for j in range(n_extra):
             args += [f"int s_in{j}_{k}" for k in range(erank)]
-    code = stage_code([Stage("acc", [], "float")] + epilogue, {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
+    code = stage_code([Stage("acc", [], "float")] + epilogue,
+                      {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
     offs = offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
     text = header([dtype] + list(extra_dtypes)) + f"""__kernel void conv({', '.join(args)})
 {{
@@ -41,7 +43,8 @@ def conv(dtype, epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: 
       for (int kw = 0; kw < KW; ++kw) {{
         int iw = ow * sw - pw + kw * dw;
         if (iw < 0 || iw >= Wd) continue;
-        acc = mad((float)x[c * xsc + ih * xsh + iw * xsw], (float)w[c * wsc + kh * wsh + kw * wsw], acc);
+        acc = mad((float)x[c * xsc + ih * xsh + iw * xsw], (float)w[c * wsc + kh * wsh + kw * wsw],
+                  acc);
       }}
     }}
   }}
@@ -61,7 +64,8 @@ def pool(dtype, kind: str, exclude_pad: bool) -> Source:
     init = "-INFINITY" if kind == "max" else "0.0f"
     upd = f"acc = {nan_max('acc', 'v')};" if kind == "max" else "acc += v;"
     fin = "acc" if kind == "max" else ("acc / (float)cnt" if exclude_pad else "acc / (float)full")
-    text = header([dtype]) + f"""__kernel void pool(__global const {t}* X, int xoff, __global {t}* Y, int yoff, int n,
+    text = header([dtype]) + f"""__kernel void pool(__global const {t}* X, int xoff,
+                   __global {t}* Y, int yoff, int n,
                    int C, int H, int Wd, int OH, int OW, int KH, int KW, int sh, int sw,
                    int dh, int dw, int ph, int pw, int peh, int pew,
                    int xsn, int xsc, int xsh, int xsw, int ysn, int ysc, int ysh, int ysw)

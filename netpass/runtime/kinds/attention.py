@@ -84,15 +84,16 @@ class AttentionDesc:
         for f in self.chain:
             if cur is None:
                 return None
-            cur = f.row.shape(f.attrs, [cur[0] if r is not None else next(sides) for r in f.refs], {})
+            cur = f.row.shape(f.attrs, [cur[0] if r is not None else next(sides) for r in f.refs],
+                              {})
         return cur[0] if cur is not None else None
 
     def infer_shapes(self, shapes: Sequence[tuple]) -> list[tuple]:
         scores = self.scores_shape(shapes)
         out = matmul_shape(self.m2.attrs, [scores, shapes[2]], {}) if scores is not None else None
         if out is None:
-            raise ShapeInferenceError(f"FusedAttention '{self.m2.id}': q, k, v and score input shapes "
-                                      f"{[list(s) for s in shapes]} do not fit")
+            raise ShapeInferenceError(f"FusedAttention '{self.m2.id}': q, k, v and score input "
+                                      f"shapes {[list(s) for s in shapes]} do not fit")
         o = out[0]
         return [tuple(o[i] for i in self.out_perm) if self.out_perm is not None else o]
 
@@ -100,7 +101,8 @@ class AttentionDesc:
         """The absorbed nodes' own references, in turn (host fallback, REFERENCE device)."""
         qk = list(arrays[:2])
         for j, mul, _ in self.prescaled:
-            qk[j] = infer_host(mul, [qk[j], next(src.value for src, _ in mul.inputs if src.is_constant)])[0]
+            scale = next(src.value for src, _ in mul.inputs if src.is_constant)
+            qk[j] = infer_host(mul, [qk[j], scale])[0]
         scores = infer_host(self.m1, qk)[0]
         sides = iter(arrays[3:])
         scores = evaluate_fused(self.chain, scores, lambda *_: next(sides), infer_host)
@@ -112,7 +114,8 @@ class AttentionDesc:
         return [np.transpose(out, self.out_perm) if self.out_perm is not None else out]
 
 
-def _operand(shape: Sequence[int], strides: Sequence[int] | None, swap: bool) -> tuple[list, list, int, int]:
+def _operand(shape: Sequence[int], strides: Sequence[int] | None,
+             swap: bool) -> tuple[list, list, int, int]:
     """(batch dims, batch strides, row stride, column stride) of a matrix operand, its last two
     dims swapped when ``swap``."""
     st = list(strides) if strides is not None else contiguous_strides(shape)
@@ -154,7 +157,8 @@ def attention_impl(p: Params, key) -> Impl | None:
     flash_launch = _flash_launch(p, desc, batch, operands, ost, M, N, D, DV, scores_shape)
     if flash_launch is not None:
         return Impl(key, [flash_launch] if M and size(batch) else [])
-    bstr = [broadcast_strides(b, batch, s) if b else [0] * rank for b, s in ((qb, qbs), (kb, kbs), (vb, vbs))]
+    bstr = [broadcast_strides(b, batch, s) if b else [0] * rank
+            for b, s in ((qb, qbs), (kb, kbs), (vb, vbs))]
     dims, (q_s, k_s, v_s, o_s) = collapse(batch, bstr + [list(ost[:rank])])
     if len(dims) > 2:
         return None
@@ -162,15 +166,16 @@ def attention_impl(p: Params, key) -> Impl | None:
         dims, q_s, k_s, v_s, o_s = [1] + dims, [0] + q_s, [0] + k_s, [0] + v_s, [0] + o_s
     nb = dims[0] * dims[1]
     n_sides = len(shapes) - 3
-    side_strides = [broadcast_strides(shapes[3 + j], scores_shape, strides[3 + j]) for j in range(n_sides)]
+    side_strides = [broadcast_strides(shapes[3 + j], scores_shape, strides[3 + j])
+                    for j in range(n_sides)]
     edims, est = collapse(list(scores_shape), side_strides) if n_sides else ([], [])
     stages = p.cached(("attention_stages",), desc.stages)
     jt = cdiv(DV, LS)
     dmax = max(LS, 1 << max(D - 1, 0).bit_length())
     guard = desc.nan_guard is not None
     src = p.cached(("attention", len(edims), jt, dmax, guard),
-                   lambda: attention(stages, [p.in_dtypes[3 + j] for j in range(n_sides)], len(edims),
-                                       jt, dmax, guard))
+                   lambda: attention(stages, [p.in_dtypes[3 + j] for j in range(n_sides)],
+                                     len(edims), jt, dmax, guard))
     spec = [("i", 0), ("i", 1), ("i", 2), ("o", 0), M, N, D, DV, dims[1],
             q_s[0], q_s[1], sqm, sqd, k_s[0], k_s[1], skn, skd, v_s[0], v_s[1], svn, svj,
             o_s[0], o_s[1], ost[-2], ost[-1]]
@@ -200,7 +205,8 @@ def _flash_launch(p: Params, desc: AttentionDesc, batch: list, operands, ost: li
     rank = len(batch)
     strides = p.in_strides or [None] * len(p.in_shapes)
     n_sides = len(p.in_shapes) - 3
-    side = [broadcast_strides(p.in_shapes[3 + j], scores_shape, strides[3 + j]) for j in range(n_sides)]
+    side = [broadcast_strides(p.in_shapes[3 + j], scores_shape, strides[3 + j])
+            for j in range(n_sides)]
     bstr = [broadcast_strides(b, batch, s) if b else [0] * rank for b, s, _, _ in operands]
     dims, coll = collapse(batch, bstr + [list(ost[:rank])] + [s[:rank] for s in side])
     if len(dims) > 2:
@@ -215,9 +221,9 @@ def _flash_launch(p: Params, desc: AttentionDesc, batch: list, operands, ost: li
     stages = p.cached(("attention_stages",), desc.stages)
     side_dtypes = [p.in_dtypes[3 + j] for j in range(n_sides)]
     src = p.cached(("flash", cfg, D, DV, split, kind, vec),
-                   lambda: flash.flash_attention(cfg, D, DV, split, kind == "ptx", vec, stages, side_dtypes,
-                                                 False, "zero_nan" if desc.nan_guard is not None else "nan",
-                                                 mma.HI_ROUND))
+                   lambda: flash.flash_attention(
+                       cfg, D, DV, split, kind == "ptx", vec, stages, side_dtypes, False,
+                       "zero_nan" if desc.nan_guard is not None else "nan", mma.HI_ROUND))
     spec = [("i", 0), ("i", 1), ("i", 2), ("o", 0), M, N, D, DV, dims[1], 1, N - M,
             q_s[0], q_s[1], sqm, sqd, k_s[0], k_s[1], skn, skd, v_s[0], v_s[1], svn, svj,
             o_s[0], o_s[1], ost[-2], ost[-1]]
@@ -228,7 +234,8 @@ def _flash_launch(p: Params, desc: AttentionDesc, batch: list, operands, ost: li
 
 
 def _heads_view(shape: Sequence[int], heads: int) -> tuple[tuple, list]:
-    """A 3-D ONNX Attention operand [b, s, heads * size] as [b, heads, s, size]: (shape, strides)."""
+    """A 3-D ONNX Attention operand [b, s, heads * size] as [b, heads, s, size]: (shape,
+    strides)."""
     b, s, hidden = shape
     width = hidden // heads
     return (b, heads, s, width), [s * hidden, width, hidden, 1]
@@ -266,7 +273,8 @@ def onnx_attention_impl(p: Params, key) -> Impl | None:
         return None
     out = p.out_shapes[0]
     os_ = contiguous_strides(out)
-    ost = os_ if len(out) == 4 else [os_[0], DV, os_[1], 1]  # [b, m, heads * dv] as [b, heads, m, dv]
+    # [b, m, heads * dv] as [b, heads, m, dv]
+    ost = os_ if len(out) == 4 else [os_[0], DV, os_[1], 1]
     scale = float(a.get("scale") or 0.0) or 1.0 / np.sqrt(D)
     stages = [Stage(f"({{0}} * {flit(scale)})", [("x", None)], "float")]
     cap = float(a.get("softcap") or 0.0)
@@ -289,12 +297,13 @@ def onnx_attention_impl(p: Params, key) -> Impl | None:
     cfg = flash.config_for(D)
     causal = bool(a.get("is_causal"))
     src = p.cached(("flash", cfg, D, DV, split, kind, vec, causal, scale, cap, tuple(side_dtypes)),
-                   lambda: flash.flash_attention(cfg, D, DV, split, kind == "ptx", vec, stages, side_dtypes,
-                                                 causal, "zero", mma.HI_ROUND))
+                   lambda: flash.flash_attention(cfg, D, DV, split, kind == "ptx", vec, stages,
+                                                 side_dtypes, causal, "zero", mma.HI_ROUND))
     spec = [("i", 0), ("i", 1), ("i", 2), ("o", 0), M, N, D, DV, Hq, Hq // Hkv, 0,
             qs[0], qs[1], qs[2], qs[3], ks[0], ks[1], ks[2], ks[3], vs[0], vs[1], vs[2], vs[3],
             ost[0], ost[1], ost[2], ost[3]] + spec_mask
-    return Impl(key, [Launch(src, (cdiv(M, cfg.bq) * cfg.threads, B * Hq, 1), (cfg.threads, 1, 1), spec)])
+    return Impl(key, [Launch(src, (cdiv(M, cfg.bq) * cfg.threads, B * Hq, 1), (cfg.threads, 1, 1),
+                             spec)])
 
 
 ROWS = table(

@@ -1,8 +1,8 @@
 """Convolutions (``netpass/ops/convolution``): direct 1-D and 2-D convolution on the ``conv``
 template, any filter layout read through strides (so no weight reordering), fused elementwise
 epilogues; pointwise NCHW convolutions as batched GEMMs, dense ones as the tensor-core implicit
-GEMM where the device has tensor cores; 3-D and the backprop-data convolutions run on the host. :func:`window_pads` and
-:func:`as2d` also serve pooling and GNA."""
+GEMM where the device has tensor cores; 3-D and the backprop-data convolutions run on the host.
+:func:`window_pads` and :func:`as2d` also serve pooling and GNA."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -100,7 +100,8 @@ def conv_impl(p: Params, key: Any, grouped: bool = False, nhwc: bool = False,
     else:
         wso, wsc, wsk = size(w[-(nd + 1):]), ws[-(nd + 1)], ws[-nd:]
     wsh, wsw = as2d(wsk, nd, 0)
-    if not nhwc and G == 1 and (KH, KW, sh, sw, ph, pw) == (1, 1, 1, 1, 0, 0) and (OH, OW) == (H, W_):
+    if not nhwc and G == 1 and (KH, KW, sh, sw, ph, pw) == (1, 1, 1, 1, 0, 0) \
+            and (OH, OW) == (H, W_):
         # a pointwise convolution is a batched GEMM: W [OC, C] @ X[n] [C, H W] (any GEMM kernel)
         g = gemm_launch(p, (OC, C), (x[0], C, H * W_), False, False, (1, 0), y)
         if g is not None:
@@ -133,14 +134,16 @@ def _implicit_gemm_conv(p: Params, x, y, geo: tuple) -> tuple[list, list] | None
     if not kind or split is None or M < mma.MIN_CONV_M or N < mma.MIN_CONV_N or not K_:
         return None
     cus = int(p.engine.device.max_compute_units)
-    cfg = mma.choose_config(M, N, K_, batch, cus, int(getattr(p.engine.device, "local_mem_size", 48 << 10)), False)
+    local_limit = int(getattr(p.engine.device, "local_mem_size", 48 << 10))
+    cfg = mma.choose_config(M, N, K_, batch, cus, local_limit, False)
     copy = "cp_async" if K_ % 4 == 0 else "plain"
     stages, n_extra, edt, edims, est = epilogue(p, y)
     splits, slice_k = mma.k_splits(cfg, M, N, K_, batch, cus)
     sk = splits > 1
     src = p.cached(("conv_mma", cfg, split, kind, copy, len(edims), sk),
-                   lambda: mma.gemm_mma(cfg, True, split, kind == "ptx", copy, mma.ALIGN, [] if sk else stages,
-                                        0 if sk else n_extra, [] if sk else edt, 0 if sk else len(edims),
+                   lambda: mma.gemm_mma(cfg, True, split, kind == "ptx", copy, mma.ALIGN,
+                                        [] if sk else stages, 0 if sk else n_extra,
+                                        [] if sk else edt, 0 if sk else len(edims),
                                         None, mma.HI_ROUND, True, sk))
     gws, lws = mma.work_sizes(cfg, M, N, batch, splits)
     geometry = [KH * KW, KW, OW, sh, sw, ph, pw, dh, dw, H, W_, H * W_, W_, 1]

@@ -144,7 +144,8 @@ def _convert(attrs: dict, in_dtypes: Sequence[Any], out_dtype: Any) -> str | Non
 
 def _gelu(attrs: dict, n: int) -> str:
     if str(attrs.get("approximation_mode", "ERF")).upper() == "TANH":
-        return "(0.5f * {0} * (1.0f + tanh(0.7978845608028654f * ({0} + 0.044715f * {0} * {0} * {0}))))"
+        return ("(0.5f * {0} * (1.0f + tanh(0.7978845608028654f * "
+                "({0} + 0.044715f * {0} * {0} * {0}))))")
     return "(0.5f * {0} * (1.0f + erf({0} * 0.7071067811865476f)))"
 
 
@@ -160,7 +161,7 @@ def _int_divide(attrs: dict) -> str:
     return "({0} / {1} - ((({0} % {1}) != 0) && ((({0}) < 0) != (({1}) < 0))))"
 
 
-# -- the eltwise template ---------------------------------------------------------------------------
+# -- the eltwise template --------------------------------------------------------------------------
 def _stages(p: Params) -> list[Stage] | None:
     """The primitive's own expression then its fused ops; None when there is no kernel."""
     expr = p.row.expr(p.attrs, p.in_dtypes, p.out_dtypes[0])
@@ -193,10 +194,12 @@ def eltwise_impl(p: Params, key: Any, in_shapes: Sequence[tuple] | None = None) 
         return Impl(key, [Launch(src, *work_1d((n + 3) // 4), spec_io + [n])])
     if all(f or s for f, s in zip(full, scalar)):
         src = p.cached(("flat",), lambda: eltwise(dtypes, p.out_dtypes[0], stages, 0, True))
-        return Impl(key, [Launch(src, *work_1d(n), spec_io + [n] + [int(s and not f) for f, s in zip(full, scalar)])])
+        flags = [int(s and not f) for f, s in zip(full, scalar)]
+        return Impl(key, [Launch(src, *work_1d(n), spec_io + [n] + flags)])
     strides = [contiguous_strides(out_shape)] + [broadcast_strides(s, out_shape) for s in shapes]
     dims, st = collapse(list(out_shape), strides)
-    src = p.cached(("strided", len(dims)), lambda: eltwise(dtypes, p.out_dtypes[0], stages, len(dims), False))
+    src = p.cached(("strided", len(dims)),
+                   lambda: eltwise(dtypes, p.out_dtypes[0], stages, len(dims), False))
     args = spec_io + [n] + dims + [x for s in st for x in s]
     return Impl(key, [Launch(src, *work_1d(n), args)])
 
@@ -210,7 +213,8 @@ def per_channel_impl(p: Params, key: Any) -> Impl | None:
     return eltwise_impl(p, key, shapes)
 
 
-def with_bias(p: Params, bias_shape: Sequence[int], bias_dtype: Any, activation: type | None = None) -> Params:
+def with_bias(p: Params, bias_shape: Sequence[int], bias_dtype: Any,
+              activation: type | None = None) -> Params:
     """``p`` with a bias add (reading input 2) and an optional activation (an op class of
     this family) ahead of its fused ops: FullyConnected, GNAConvolution."""
     pre = [FusedDesc(ROW[Add], {}, (0, None), [], [F32, bias_dtype], F32)]
@@ -246,14 +250,16 @@ ROWS = table(
     elementwise(Power, binary("pow({0}, {1})")),
     elementwise(Maximum, binary(nan_max("{0}", "{1}"), "max({0}, {1})")),
     elementwise(Minimum, binary(nan_min("{0}", "{1}"), "min({0}, {1})")),
-    elementwise(SquaredDifference, binary("(({0} - {1}) * ({0} - {1}))", "(({0} - {1}) * ({0} - {1}))")),
+    elementwise(SquaredDifference,
+                binary("(({0} - {1}) * ({0} - {1}))", "(({0} - {1}) * ({0} - {1}))")),
     elementwise(FloorMod, binary(_FLOOR_MOD, "((({0} % {1}) + {1}) % {1})")),
     elementwise(Mod, binary("fmod({0}, {1})", "({0} % {1})")),
     # comparisons, logic, selection, conversion
     elementwise(Equal, _compare("==")), elementwise(NotEqual, _compare("!=")),
     elementwise(Less, _compare("<")), elementwise(Greater, _compare(">")),
     elementwise(LessEqual, _compare("<=")), elementwise(GreaterEqual, _compare(">=")),
-    elementwise(LogicalAnd, anytype("({0} && {1})")), elementwise(LogicalOr, anytype("({0} || {1})")),
+    elementwise(LogicalAnd, anytype("({0} && {1})")),
+    elementwise(LogicalOr, anytype("({0} || {1})")),
     elementwise(LogicalXor, anytype("(({0} != 0) != ({1} != 0))")),
     elementwise(LogicalNot, anytype("(!{0})")),
     elementwise(Select, anytype("({0} ? {1} : {2})", 3)),
@@ -265,8 +271,8 @@ ROWS = table(
     elementwise(Exp, unary("exp({0})")), elementwise(Log, unary("log({0})")),
     elementwise(Sqrt, unary("sqrt({0})")), elementwise(Erf, unary("erf({0})")),
     elementwise(Floor, unary("floor({0})")), elementwise(Ceiling, unary("ceil({0})")),
-    elementwise(Round, unary(lambda a, n: "rint({0})" if a.get("mode", "half_to_even") == "half_to_even"
-                             else "round({0})")),
+    elementwise(Round, unary(lambda a, n: "rint({0})"
+                             if a.get("mode", "half_to_even") == "half_to_even" else "round({0})")),
     elementwise(Sin, unary("sin({0})")), elementwise(Cos, unary("cos({0})")),
     elementwise(Tan, unary("tan({0})")), elementwise(Asin, unary("asin({0})")),
     elementwise(Acos, unary("acos({0})")), elementwise(Atan, unary("atan({0})")),
@@ -285,7 +291,8 @@ ROWS = table(
     elementwise(Mish, unary("({0} * tanh({0} > 20.0f ? {0} : log1p(exp({0}))))")),
     elementwise(Gelu, unary(_gelu)),
     elementwise(Clamp, unary(lambda a, n: nan_clamp("{0}", flit(a["min"]), flit(a["max"])))),
-    elementwise(Elu, unary(lambda a, n: f"({{0}} > 0.0f ? {{0}} : {flit(a['alpha'])} * (exp({{0}}) - 1.0f))")),
+    elementwise(Elu, unary(lambda a, n:
+                           f"({{0}} > 0.0f ? {{0}} : {flit(a['alpha'])} * (exp({{0}}) - 1.0f))")),
     elementwise(Swish, unary(lambda a, n: "({0} / (1.0f + exp(-{0} * {1})))" if n == 2
                              else "({0} / (1.0f + exp(-{0})))")),
     elementwise(HardSigmoid, unary(nan_clamp("({1} * {0} + {2})", "0.0f", "1.0f"))),

@@ -31,8 +31,8 @@ def gather_impl(p: Params, key: Any) -> Impl | None:
     nidx = size(p.in_shapes[1])
     n = size(p.out_shapes[0])
     src = gather(bits_dtype(p.in_dtypes[0]), p.in_dtypes[1])
-    return Impl(key, [Launch(src, *work_1d(n),
-                             [("i", 0), ("i", 1), ("o", 0), n, nidx, shape[axis], size(shape[axis + 1:])])])
+    return Impl(key, [Launch(src, *work_1d(n), [("i", 0), ("i", 1), ("o", 0), n, nidx, shape[axis],
+                                                size(shape[axis + 1:])])])
 
 
 def _may_be_identity(n: Any, same_dtype: bool) -> bool:

@@ -142,12 +142,14 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
             norm = None
     if tc_plan is None and f32:
         tc_plan = mma.plan(p.engine, p.precision, M, N, Ka, nb, sa, sb, sab, sbb, norm)
-    splits, slice_k = mma.k_splits(tc_plan[0], M, N, Ka, nb, int(p.engine.device.max_compute_units)) \
-        if tc_plan is not None else (1, Ka)
+    splits, slice_k = (mma.k_splits(tc_plan[0], M, N, Ka, nb,
+                                    int(p.engine.device.max_compute_units))
+                       if tc_plan is not None else (1, Ka))
     if splits > 1:
-        launches, more = _split_k_gemm(p, tc_plan, norm, norm_first, a_ref + [("i", b_idx[1])], (M, N, Ka, nb),
-                                       (splits, slice_k), [dims[1], sab[0], sab[1], sa[-2], sa[-1], sbb[0],
-                                                           sbb[1], sb[-2], sb[-1]],
+        launches, more = _split_k_gemm(p, tc_plan, norm, norm_first, a_ref + [("i", b_idx[1])],
+                                       (M, N, Ka, nb), (splits, slice_k),
+                                       [dims[1], sab[0], sab[1], sa[-2], sa[-1], sbb[0], sbb[1],
+                                        sb[-2], sb[-1]],
                                        extra_refs, (stages, n_extra, edt, edims, est), len(buffers))
         return pre + launches, buffers + more
     if tc_plan is not None:  # tensor cores (TF32, or 3xTF32 for float32)
@@ -184,7 +186,8 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
     return pre + [Launch(src, gws, (lx, ly, 1), spec)], buffers
 
 
-def _normalize_rows(p: Params, norm: tuple, norm_first: int, a_idx: int, rows: int, k: int) -> Launch:
+def _normalize_rows(p: Params, norm: tuple, norm_first: int, a_idx: int, rows: int,
+                    k: int) -> Launch:
     """MVN of the ``rows`` contiguous rows of input ``a_idx`` (times gamma, plus beta, the
     inputs from ``norm_first`` on) into impl buffer 0: a folded LayerNorm ahead of a
     tensor-core GEMM, whose inner loop would otherwise normalize every fragment it reads
@@ -194,8 +197,9 @@ def _normalize_rows(p: Params, norm: tuple, norm_first: int, a_idx: int, rows: i
     ops = ([Stage("({0} * {1})", [("x", None), ("in", 0)], "float")] if gamma else []) + \
         ([Stage("({0} + {1})", [("x", None), ("in", vecs - 1)], "float")] if beta else [])
     src = p.cached(("norm_rows", norm), lambda: rowop(
-        "mvn", np.float32, np.float32, {"eps": eps, "inside_sqrt": inside, "normalize_variance": variance},
-        ops, [np.float32] * vecs, 2))
+        "mvn", np.float32, np.float32,
+        {"eps": eps, "inside_sqrt": inside, "normalize_variance": variance}, ops,
+        [np.float32] * vecs, 2))
     spec: list = [("i", a_idx), ("b", 0), 0, k, 1] + [("i", norm_first + j) for j in range(vecs)]
     if vecs:
         spec += [rows, k] + [0, 1] * vecs
@@ -210,14 +214,15 @@ def _split_k_gemm(p: Params, tc_plan: tuple, norm: tuple | None, norm_first: int
     Scratch), then their reduction (:func:`with_reduction`)."""
     M, N, Ka, nb = mnkb
     splits, slice_k = split
-    src = p.cached(("gemm_mma_splitk", tc_plan, norm), lambda: mma.source(tc_plan, [], 0, [], 0, norm, True))
+    src = p.cached(("gemm_mma_splitk", tc_plan, norm),
+                   lambda: mma.source(tc_plan, [], 0, [], 0, norm, True))
     gws, lws = mma.work_sizes(tc_plan[0], M, N, nb, splits)
     spec: list = ab_refs + [("b", slot), 0]  # (C: the scratch, offset 0)
     if norm is not None:
         spec += [("i", norm_first + j) for j in range(int(norm[3]) + int(norm[4]))]
     spec += [M, N, Ka] + strides + [slice_k, splits]
-    return with_reduction(p, Launch(src, gws, lws, spec), max(nb, 1) * M * N, splits, extra_refs, epilogue,
-                          slot)
+    return with_reduction(p, Launch(src, gws, lws, spec), max(nb, 1) * M * N, splits, extra_refs,
+                          epilogue, slot)
 
 
 def with_reduction(p: Params, gemm: Launch, total: int, splits: int, extra_refs: list | None,
@@ -225,7 +230,8 @@ def with_reduction(p: Params, gemm: Launch, total: int, splits: int, extra_refs:
     """A split-K GEMM launch (its partial products in impl buffer ``slot``, a Scratch) and
     ``kernels.mma.splitk_reduce`` summing them into the output through the epilogue."""
     stages, n_extra, edt, edims, est = epilogue
-    red = p.cached(("splitk_reduce", len(edims)), lambda: mma.splitk_reduce(stages, n_extra, edt, len(edims)))
+    red = p.cached(("splitk_reduce", len(edims)),
+                   lambda: mma.splitk_reduce(stages, n_extra, edt, len(edims)))
     spec = [("b", slot), ("o", 0), total, splits]
     spec += extra_refs if extra_refs is not None else [("e", j) for j in range(n_extra)]
     if n_extra:
@@ -234,9 +240,11 @@ def with_reduction(p: Params, gemm: Launch, total: int, splits: int, extra_refs:
 
 
 def matmul_impl(p: Params, key) -> Impl | None:
-    """float32 MatMul in one GEMM launch (or a split-K GEMM and its reduction); permuted and strided inputs are read through their
-    strides, a folded LayerNorm (``norm_gemm.NormDesc``) normalizes A as it is loaded."""
-    if np.dtype(p.out_dtypes[0]) != np.float32 or any(np.dtype(d) != np.float32 for d in p.in_dtypes):
+    """float32 MatMul in one GEMM launch (or a split-K GEMM and its reduction); permuted and
+    strided inputs are read through their strides, a folded LayerNorm (``norm_gemm.NormDesc``)
+    normalizes A as it is loaded."""
+    if np.dtype(p.out_dtypes[0]) != np.float32 \
+            or any(np.dtype(d) != np.float32 for d in p.in_dtypes):
         return None
     if size(p.out_shapes[0]) == 0:
         return Impl(key, [])

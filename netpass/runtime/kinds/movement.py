@@ -48,12 +48,13 @@ from ..kernels.movement import imap, split
 from .base import OpKind, Skip, StridedView, ints, table
 
 
-# -- shape rules --------------------------------------------------------------------------------------
+# -- shape rules -----------------------------------------------------------------------------------
 def _reshape_shape(attrs: dict, shapes: list, values: dict) -> list[tuple] | None:
     if 1 not in values:
         return None
     src = shapes[0]
-    out = [src[i] if t == 0 and attrs.get("special_zero") else t for i, t in enumerate(ints(values[1]))]
+    out = [src[i] if t == 0 and attrs.get("special_zero") else t
+           for i, t in enumerate(ints(values[1]))]
     if out.count(-1) == 1:
         known = 1
         for d in out:
@@ -203,10 +204,11 @@ def slice_impl(p: Params, key: Any) -> Impl | None:
     out = p.out_shapes[0]
     if not size(out):
         return Impl(key, [])
-    return Impl(key, [strided_copy(p.in_dtypes[0], out, strides, off, contiguous_strides(out), 0, 0, 0)])
+    return Impl(key, [strided_copy(p.in_dtypes[0], out, strides, off, contiguous_strides(out),
+                                   0, 0, 0)])
 
 
-# -- index maps ----------------------------------------------------------------------------------------
+# -- index maps ------------------------------------------------------------------------------------
 def _index_maps(p: Params, values: list) -> list[np.ndarray] | None:
     """Source element of each output element: the op's numpy reference run on the indices of
     input 0, with ``values`` as its other inputs."""
@@ -262,7 +264,8 @@ def _through_strides(m: np.ndarray, shape: Sequence[int], strides: Sequence[int]
     return np.where(m < 0, m, out).astype(np.int64)
 
 
-def index_map_impl(p: Params, key: Any, values: list | None = None, pad: float | None = None) -> Impl | None:
+def index_map_impl(p: Params, key: Any, values: list | None = None,
+                   pad: float | None = None) -> Impl | None:
     """Any pure data-movement op: per output a strided copy where its index map is affine,
     else a copy through the map (uploaded once per impl). ``values``: the other inputs the
     reference runs with (default: the shape-infer values of inputs 1...); ``pad``: what a
@@ -284,11 +287,13 @@ def index_map_impl(p: Params, key: Any, values: list | None = None, pad: float |
             m = _through_strides(m, p.in_shapes[0], strides)
         aff = _affine(m)
         if aff is not None:
-            launches.append(strided_copy(dt, m.shape, aff[1], aff[0], contiguous_strides(m.shape), 0, 0, i))
+            launches.append(strided_copy(dt, m.shape, aff[1], aff[0], contiguous_strides(m.shape),
+                                         0, 0, i))
             continue
         buffers.append(m.reshape(-1).astype(np.int32))
         src = imap(bits_dtype(dt), pad)
-        launches.append(Launch(src, *work_1d(m.size), [("i", 0), ("o", i), ("b", len(buffers) - 1), m.size]))
+        launches.append(Launch(src, *work_1d(m.size),
+                               [("i", 0), ("o", i), ("b", len(buffers) - 1), m.size]))
     return Impl(key, launches, buffers)
 
 
@@ -325,8 +330,8 @@ def broadcast_impl(p: Params, key: Any) -> Impl | None:
     if strides is None:
         return index_map_impl(p, key)
     out = list(p.out_shapes[0])
-    return Impl(key, [strided_copy(p.in_dtypes[0], out, strides, 0, contiguous_strides(out), 0, 0, 0)]
-                if size(out) else [])
+    return Impl(key, [strided_copy(p.in_dtypes[0], out, strides, 0, contiguous_strides(out),
+                                   0, 0, 0)] if size(out) else [])
 
 
 def tile_impl(p: Params, key: Any) -> Impl | None:
@@ -341,12 +346,13 @@ def tile_impl(p: Params, key: Any) -> Impl | None:
     st = [0] * (rank - len(st)) + st
     dims = [d for r, s in zip(reps, shape) for d in (r, s)]
     in_st = [x for s in st for x in (0, s)]
-    return Impl(key, [strided_copy(p.in_dtypes[0], dims, in_st, 0, contiguous_strides(dims), 0, 0, 0)]
-                if size(p.out_shapes[0]) else [])
+    return Impl(key, [strided_copy(p.in_dtypes[0], dims, in_st, 0, contiguous_strides(dims),
+                                   0, 0, 0)] if size(p.out_shapes[0]) else [])
 
 
-# -- views and runtime skips -------------------------------------------------------------------------
-def reshape_views(inst: Any, shape: Sequence[int], strides: Sequence[int]) -> list[tuple[int, tuple]]:
+# -- views and runtime skips -----------------------------------------------------------------------
+def reshape_views(inst: Any, shape: Sequence[int],
+                  strides: Sequence[int]) -> list[tuple[int, tuple]]:
     """A reshape of a strided tensor walks its strides (``impls.reshape_strides``)."""
     out = reshape_strides(shape, strides, inst.out_shapes[0])
     if out is None:  # (Program._mark_strided_views admits only reshapes that fit)
@@ -356,7 +362,8 @@ def reshape_views(inst: Any, shape: Sequence[int], strides: Sequence[int]) -> li
     return [(0, tuple(out))]
 
 
-def _split_views(inst: Any, shape: Sequence[int], strides: Sequence[int]) -> list[tuple[int, tuple]]:
+def _split_views(inst: Any, shape: Sequence[int],
+                 strides: Sequence[int]) -> list[tuple[int, tuple]]:
     axis = ints(inst.values[1])[0] % len(shape)
     views, pos = [], 0
     for out in inst.out_shapes:
@@ -365,7 +372,8 @@ def _split_views(inst: Any, shape: Sequence[int], strides: Sequence[int]) -> lis
     return views
 
 
-def _slice_views(inst: Any, shape: Sequence[int], strides: Sequence[int]) -> list[tuple[int, tuple]]:
+def _slice_views(inst: Any, shape: Sequence[int],
+                 strides: Sequence[int]) -> list[tuple[int, tuple]]:
     offset, out = slice_view(shape, strides, inst.values)
     return [(offset, tuple(out))]
 
@@ -417,7 +425,8 @@ def _contiguous_slice_offset(inst: Any) -> int | None:
     if not cut:
         return 0
     first = cut[0]
-    if size(shape[:first]) != 1 or cut != [first] or any(begin[i] for i in range(len(shape)) if i != first):
+    if size(shape[:first]) != 1 or cut != [first] \
+            or any(begin[i] for i in range(len(shape)) if i != first):
         return None
     return begin[first] * size(shape[first + 1:])
 

@@ -35,7 +35,8 @@ def pool_impl(p: Params, key: Any, kind: str, nhwc: bool = False) -> Impl | None
         xsn, xsc, xsp, ysn, ysc, ysp = xs[0], xs[-1], xs[1:-1], ys[0], ys[-1], ys[1:-1]
     else:
         xsn, xsc, xsp, ysn, ysc, ysp = xs[0], xs[1], xs[2:], ys[0], ys[1], ys[2:]
-    src = pool(p.in_dtypes[0], kind, bool(p.attrs.get("exclude-pad", p.attrs.get("exclude_pad", False))))
+    exclude_pad = bool(p.attrs.get("exclude-pad", p.attrs.get("exclude_pad", False)))
+    src = pool(p.in_dtypes[0], kind, exclude_pad)
     n = size(y)
     H, W_ = as2d(sp_in, nd, 1)
     OH, OW = as2d(sp_out, nd, 1)

@@ -20,9 +20,8 @@ def recurrent_impl(p: Params, key: Any, cell: str, is_cell: bool) -> Impl | None
     int32 or int64 sequence lengths; default-style activations without alpha/beta."""
     a = p.attrs
     hs = int(a.get("hidden_size", 0))
-    acts = tuple(str(x).lower() for x in (a.get("activations") or
-                                          {"lstm": ["sigmoid", "tanh", "tanh"], "gru": ["sigmoid", "tanh"],
-                                           "rnn": ["tanh"]}[cell]))
+    defaults = {"lstm": ["sigmoid", "tanh", "tanh"], "gru": ["sigmoid", "tanh"], "rnn": ["tanh"]}
+    acts = tuple(str(x).lower() for x in (a.get("activations") or defaults[cell]))
     states = 2 if cell == "lstm" else 1
     lens_idx = None if is_cell else 1 + states
     if any(np.dtype(d) != np.float32 for i, d in enumerate(p.in_dtypes) if i != lens_idx) \

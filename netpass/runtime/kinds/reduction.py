@@ -49,11 +49,13 @@ def row_launch(src: Source, rows: int, R: int, inner: int, n_extra: int = 0,
     return Launch(src, (max(rows, 1) * LS,), (LS,), spec)
 
 
-def rowop_fused(p: Params, key: Any, kind: str, params: dict, rows: int, R: int, inner: int) -> Impl:
+def rowop_fused(p: Params, key: Any, kind: str, params: dict, rows: int, R: int,
+                inner: int) -> Impl:
     """A softmax / MVN rowop with the node's fused elementwise ops as its epilogue."""
     stages, n_extra, edt, edims, est = epilogue(p, p.out_shapes[0])
     src = p.cached(("rowop", len(edims)),
-                   lambda: rowop(kind, p.in_dtypes[0], p.out_dtypes[0], params, stages, edt, len(edims)))
+                   lambda: rowop(kind, p.in_dtypes[0], p.out_dtypes[0], params, stages, edt,
+                                 len(edims)))
     return Impl(key, [row_launch(src, rows, R, inner, n_extra, edims, est)])
 
 

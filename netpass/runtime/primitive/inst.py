@@ -81,7 +81,8 @@ class PrimitiveInst(UpdateShape, UpdateImpl, UpdateWeights, Realloc, Execute):
         self.strided_order = sorted(node.strided_inputs)
         self.impl_memo: dict = {}  # per-primitive stages and kernel sources (impls.Params.cached)
         # the in-place concat candidate this primitive is the single input producer of
-        self.concat_user = node.users[0][0][0] if node.num_outputs == 1 and len(node.users[0]) == 1 \
+        self.concat_user = node.users[0][0][0] \
+            if node.num_outputs == 1 and len(node.users[0]) == 1 \
             and node.users[0][0][0].inplace_concat else None
         self.src_insts: list[tuple[PrimitiveInst, int]] = []
         self.extra_insts: list[tuple[PrimitiveInst, int]] = []
@@ -119,7 +120,8 @@ class PrimitiveInst(UpdateShape, UpdateImpl, UpdateWeights, Realloc, Execute):
         self.rec_key: tuple | None = None
         self.rec_impl: Impl | None = None
         self.desc_key = (node.op_class, repr(sorted(node.attrs.items(), key=lambda kv: kv[0])),
-                         tuple(f.key() for f in node.fused), tuple(sorted(node.permuted_inputs.items())),
+                         tuple(f.key() for f in node.fused),
+                         tuple(sorted(node.permuted_inputs.items())),
                          node.subgraph.key() if node.subgraph is not None else None)
         if node.is_constant:
             self.out_shapes = [tuple(node.value.shape)]

@@ -28,7 +28,8 @@ class Realloc:
         """Outputs as views of ``t``: per output, (element offset from ``t``'s, strides)."""
         for i, (offset, strides) in enumerate(views):
             self._release_own(i)
-            self.outputs[i] = Tensor(t.alloc, t.offset + offset, self.out_shapes[i], t.dtype, strides)
+            self.outputs[i] = Tensor(t.alloc, t.offset + offset, self.out_shapes[i], t.dtype,
+                                     strides)
             self.device_valid[i] = True
             self.host_valid[i] = False
 
@@ -91,7 +92,8 @@ class Realloc:
                 capacity[i] = 0
                 net.stats["reclaims"] += 1
             can_reuse = self.own[i] is not None and need <= capacity[i]
-            ok, pshape = pred.predict_preallocation_shape(node.id, shape, dt.itemsize * 8, can_reuse, i)
+            ok, pshape = pred.predict_preallocation_shape(node.id, shape, dt.itemsize * 8,
+                                                          can_reuse, i)
             if can_reuse:
                 self.outputs[i] = Tensor(self.own[i], 0, shape, dt)
                 net.stats["reuses"] += 1

@@ -29,7 +29,8 @@ class UpdateImpl:
         return Params(row=node.row, attrs=attrs, in_shapes=list(self.in_shapes), in_strides=strides,
                       in_dtypes=[s.out_dtypes[k] for s, k in node.inputs],
                       out_shapes=list(self.out_shapes), out_dtypes=node.out_dtypes, values=values,
-                      fused=node.fused, extra_shapes=[tuple(i.out_shapes[k]) for i, k in self.extra_insts],
+                      fused=node.fused,
+                      extra_shapes=[tuple(i.out_shapes[k]) for i, k in self.extra_insts],
                       extra_dtypes=[s.out_dtypes[k] for s, k in node.fused_inputs],
                       node=node, engine=self.net.engine, memo=self.impl_memo,
                       precision=self.net.compiled.precision)
@@ -45,14 +46,17 @@ class UpdateImpl:
             return
         vals = self.values
         if self.desc_id is None:
-            extras = tuple((tuple(s.value.shape) if s.value is not None else None, s.out_dtypes[k].str)
-                           for s, k in node.fused_inputs)  # fused constants' shapes set strides
-            desc = (self.desc_key, tuple(s.out_dtypes[k].str for s, k in node.inputs), extras, reorder)
+            # fused constants' shapes set strides
+            extras = tuple((tuple(s.value.shape) if s.value is not None else None,
+                            s.out_dtypes[k].str) for s, k in node.fused_inputs)
+            desc = (self.desc_key, tuple(s.out_dtypes[k].str for s, k in node.inputs), extras,
+                    reorder)
             self.desc_id = net.compiled.desc_id(desc)
         key = (self.desc_id, self.in_shapes, tuple(self.out_shapes),
                tuple([(j, v.tobytes()) for j, v in vals.items()]) if vals else (),
                # computed side inputs of the epilogue broadcast by their own shapes
-               tuple([i.out_shapes[k] for i, k in self.computed_extras]) if self.computed_extras else (),
+               tuple([i.out_shapes[k] for i, k in self.computed_extras])
+               if self.computed_extras else (),
                # strided views are read through their strides
                tuple([self.src_insts[j][0].outputs[self.src_insts[j][1]].strides
                       for j in self.strided_order]) if self.strided_order else ())
@@ -109,7 +113,8 @@ class UpdateImpl:
         if h is None:
             h = net.compiled.take_kernel(key)
             if h is None:
-                kern = net.engine.cl.Kernel(net.engine.build(ln.source.text, net.stats), ln.source.name)
+                kern = net.engine.cl.Kernel(net.engine.build(ln.source.text, net.stats),
+                                            ln.source.name)
                 h = KernelHandle(kern)
             objs[key] = h
         return h

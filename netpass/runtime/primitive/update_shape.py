@@ -37,7 +37,8 @@ class UpdateShape:
         shape = cinst.out_shapes[0]
         axis = c.attrs.get("axis", 0)
         axis = axis + len(shape) if axis < 0 else axis
-        ok = size(shape[:axis]) == 1 and all(size(net.insts[s.index].out_shapes[0]) > 0 for s, _ in c.inputs)
+        ok = size(shape[:axis]) == 1 \
+            and all(size(net.insts[s.index].out_shapes[0]) > 0 for s, _ in c.inputs)
         cinst.inplace_now = ok
 
     def update_shape(self) -> None:
@@ -91,7 +92,8 @@ class UpdateShape:
         network output over ``MAX_OUTPUT_BYTES`` is refused here, before any allocation."""
         out = self._output_shapes(in_shapes, binding)
         if self.result_names:
-            check_output_sizes(self.result_names, out, self.node.out_dtypes, self.net.max_output_bytes)
+            check_output_sizes(self.result_names, out, self.node.out_dtypes,
+                               self.net.max_output_bytes)
         return out
 
     def _output_shapes(self, in_shapes: tuple, binding: dict | None) -> list[tuple]:
@@ -143,7 +145,8 @@ class UpdateShape:
             self._feed_dead_producers(values)
         self.in_shapes = in_shapes
         need = self.sym_need
-        if not changed and not need and self.out_shapes is not None and not node.in_shape_of_subgraph:
+        if not changed and not need and self.out_shapes is not None \
+                and not node.in_shape_of_subgraph:
             self.shape_changed = False
             return
         for j in self.deps:
@@ -175,7 +178,8 @@ class UpdateShape:
         """Full-path shapes and values against what substitution would give; a difference
         turns the symbolic path off for the compiled model."""
         node = self.node
-        bad = node.sym_out is not None and [substitute(e, b) for e in node.sym_out] != self.out_shapes
+        bad = node.sym_out is not None \
+            and [substitute(e, b) for e in node.sym_out] != self.out_shapes
         for j, dep in node.sym_deps.items():
             v = self.values.get(j)
             if v is not None and not np.array_equal(SymbolicShapes.value(dep, b), v):

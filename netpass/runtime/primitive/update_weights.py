@@ -28,7 +28,8 @@ class UpdateWeights:
             net.count_alloc(alloc)
             t = Tensor(alloc, 0, (k_, n_), w.dtype)
             ln = strided_copy(w.dtype, (k_, n_), [1, k_], 0, [n_, 1], 0, 0, 0)
-            h = KernelHandle(net.engine.cl.Kernel(net.engine.build(ln.source.text, net.stats), ln.source.name))
+            h = KernelHandle(net.engine.cl.Kernel(net.engine.build(ln.source.text, net.stats),
+                                                  ln.source.name))
             net.launcher.set_args(h, *ln.args([src], [t], []))
             net.launcher.launch(h, ln)
             self.weights.add(layout, t)
