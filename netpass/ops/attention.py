@@ -1,10 +1,17 @@
-"""ONNX Attention (opsets 23, 24, 25): scaled dot-product attention over 3-D or 4-D Q, K, V with
-an optional mask, causal and sliding-window masking, a key/value cache (past inputs, present
-outputs), grouped-query heads, soft capping and a debug output of the QK product.
+"""The attention ops.
 
-OpenVINO's ScaledDotProductAttention covers only part of this (no 3-D inputs, caches, soft cap
-or window), so netpass keeps the ONNX op whole: ``Attention`` below, evaluated as the ONNX
-specification describes (the runtime runs it through its host fallback).
+``Attention``: ONNX Attention (opsets 23, 24, 25): scaled dot-product attention over 3-D or 4-D
+Q, K, V with an optional mask, causal and sliding-window masking, a key/value cache (past
+inputs, present outputs), grouped-query heads, soft capping and a debug output of the QK
+product. OpenVINO's ScaledDotProductAttention covers only part of this (no 3-D inputs, caches,
+soft cap or window), so netpass keeps the ONNX op whole, evaluated as the ONNX specification
+describes (the runtime runs it on its flash kernel where it can, else on the host).
+
+``ScaledDotProductAttention``: OpenVINO's op (opset13), which its PyTorch frontend writes for
+every ``torch.nn.functional.scaled_dot_product_attention`` (so in the IR of every transformers
+model converted from torch): read and written in IR v11, evaluated as OpenVINO's specification
+says, exported to ONNX as Attention, and decomposed into MatMul / Softmax / MatMul by
+``ScaledDotProductAttentionDecomposition`` for the runtime's attention fusion.
 """
 from __future__ import annotations
 
@@ -12,15 +19,16 @@ from typing import Any
 
 import numpy as np
 
+from ..core.boundary import Constant
 from ..core.dimension import Dimension
 from ..core.node import Node, Output
 from ..core.shape import PartialShape
 from ..core.types import Type, boolean
-from .base import NETPASS_OPSET, set_name, to_output
+from .base import NETPASS_OPSET, merged_input_type, set_name, to_output
 from .onnx_types import onnx_element_type
 from .registry import export_error, onnx_export, onnx_rule
 
-__all__ = ["attention"]
+__all__ = ["attention", "scaled_dot_product_attention"]
 
 
 class Attention(Node):
@@ -310,3 +318,124 @@ def _export_attention(node: Attention, ectx: Any) -> None:
         attrs["softmax_precision"] = int(helper.np_dtype_to_tensor_dtype(
             Type.of(node.softmax_precision).dtype))
     ectx.add_node("Attention", ins, outs, **attrs)
+
+
+# -- OpenVINO ScaledDotProductAttention -------------------------------------------------------
+
+class ScaledDotProductAttention(Node):
+    """OpenVINO ScaledDotProductAttention-13. Inputs ``(query [N, ..., L, E], key [N, ..., S,
+    E], value [N, ..., S, Ev][, attention_mask][, scale][, sink])``; the leading dims broadcast
+    (numpy rules). Output ``[N, ..., L, Ev]``.
+
+    ``attention_mask`` is boolean (True: attended) or of the query's type (added to the scaled
+    scores); a scalar 0 stands for "no mask" where ``scale`` follows it. ``scale`` defaults to
+    ``1 / sqrt(E)``. ``causal`` masks key j > query i (aligned at the top left, as torch's
+    ``is_causal``) and then ignores ``attention_mask``. ``sink`` ([N, ..., L, 1]) joins the
+    softmax as one more key with no value. A row with every key masked gives NaN, as the
+    specification's softmax does."""
+
+    type_name = "ScaledDotProductAttention"
+    version = "opset13"
+    ATTRS = {"causal": False}
+
+    def infer_types(self) -> None:
+        n = self.get_input_size()
+        self.check(3 <= n <= 6, "expects 3 to 6 inputs (query, key, value[, attention_mask]"
+                   "[, scale][, sink]), got {}", n)
+        et = merged_input_type(self, range(3))
+        self.check(et.is_dynamic or et.is_real, "query, key and value must be float tensors, "
+                   "got {}", et)
+        if n > 3:
+            m = self.get_input_element_type(3)
+            self.check(m.is_dynamic or m is boolean or m.merge(et) is not None,
+                       "attention_mask must be boolean or of the query's type {}, got {}", et, m)
+        if n > 4:
+            scale = self.get_input_partial_shape(4)
+            self.check(not scale.rank_is_static or all(d.compatible(1) for d in scale),
+                       "scale must be a scalar, got {}", scale)
+        q, k, v = (self.get_input_partial_shape(i) for i in range(3))
+        if not (q.rank_is_static and k.rank_is_static and v.rank_is_static):
+            self.set_output_type(0, et, PartialShape(None))
+            return
+        self.check(len(q) >= 3 and len(k) == len(q) and len(v) == len(q),
+                   "query, key and value must have one rank of at least 3, got {}, {}, {}",
+                   q, k, v)
+        self.check(q[-1].compatible(k[-1]), "query {} and key {} differ in their last dim "
+                   "(E)", q, k)
+        self.check(k[-2].compatible(v[-2]), "key {} and value {} differ in their sequence "
+                   "dim (S)", k, v)
+        batch: PartialShape | None = PartialShape(list(q)[:-2])
+        for other in (k, v):
+            batch = batch.broadcast_merge(PartialShape(list(other)[:-2])) \
+                if batch is not None else None
+        self.check(batch is not None, "the leading dims of query {}, key {} and value {} do not "
+                   "broadcast", q, k, v)
+        assert batch is not None
+        self.set_output_type(0, et, PartialShape(list(batch) + [q[-2], v[-1]]))
+
+    def evaluate(self, inputs):
+        q, k, v = inputs[:3]
+        dt = q.dtype
+        n = len(inputs)
+        scale = np.asarray(inputs[4]).reshape(()).astype(dt) if n > 4 else \
+            dt.type(1.0 / np.sqrt(q.shape[-1]))
+        L, S = q.shape[-2], k.shape[-2]
+        bias = np.zeros((L, S), dt)
+        with np.errstate(all="ignore"):
+            if self.causal:
+                bias = np.triu(np.full((L, S), -np.inf, dt), k=1)
+            elif n > 3:
+                mask = inputs[3]
+                bias = np.where(mask, dt.type(0), dt.type(-np.inf)) if mask.dtype == np.bool_ \
+                    else bias + mask.astype(dt)
+            scores = (np.matmul(q, np.swapaxes(k, -1, -2)).astype(dt) * scale + bias).astype(dt)
+            if n > 5:
+                sink = np.broadcast_to(inputs[5], scores.shape[:-1] + (1,)).astype(dt)
+                scores = np.concatenate([scores, sink], axis=-1)
+            top = np.max(scores, axis=-1, keepdims=True)
+            e = np.exp(scores - top)
+            probs = (e / np.sum(e, axis=-1, keepdims=True)).astype(dt)
+            if n > 5:
+                probs = probs[..., :-1]
+            return [np.matmul(probs, v).astype(dt)]
+
+
+def scaled_dot_product_attention(query: Any, key: Any, value: Any, attention_mask: Any = None,
+                                 scale: Any = None, sink: Any = None, causal: bool = False,
+                                 name: str | None = None) -> Node:
+    """OpenVINO ScaledDotProductAttention-13 (see :class:`ScaledDotProductAttention`); a
+    ``scale`` or ``sink`` without ``attention_mask`` puts a scalar 0 in the mask's place."""
+    q = to_output(query)
+    inputs = [q, to_output(key), to_output(value)]
+    tail = [attention_mask, scale, sink]
+    while tail and tail[-1] is None:
+        tail.pop()
+    for i, x in enumerate(tail):
+        if x is None:
+            x = np.zeros((), q.element_type.dtype or np.float32) if i == 0 else \
+                np.array(1.0 / np.sqrt(q.partial_shape[-1].get_length()),
+                         q.element_type.dtype or np.float32)
+        inputs.append(to_output(x))
+    return set_name(ScaledDotProductAttention(inputs, causal=bool(causal)), name)
+
+
+@onnx_export(ScaledDotProductAttention, opset=24)
+def _export_sdpa(node: ScaledDotProductAttention, ectx: Any) -> None:
+    """As ONNX Attention on 4-D inputs ([batch, heads, seq, size]) with a constant scale."""
+    n = node.get_input_size()
+    q = node.get_input_partial_shape(0)
+    if not q.rank_is_static or len(q) != 4:
+        export_error(node, f"ONNX Attention needs 4-D query, key and value, got query {q}")
+    if n > 5:
+        export_error(node, "ONNX Attention has no sink input")
+    names = ectx.inputs(node)
+    attrs: dict[str, Any] = {"is_causal": int(node.causal)}
+    if n > 4:
+        scale = node.input_value(4).node
+        if not isinstance(scale, Constant):
+            export_error(node, "ONNX Attention needs a constant scale")
+        attrs["scale"] = float(np.asarray(scale.value).reshape(()))
+    ins = names[:3]
+    if n > 3 and not node.causal:
+        ins.append(names[3])
+    ectx.add_node("Attention", ins, ectx.outputs(node)[:1], **attrs)

@@ -22,6 +22,7 @@ from .rnn_decomposition import (
                                LSTMCellDecomposition,
                                LSTMSequenceUnrolling,
 )
+from .sdpa_decomposition import ScaledDotProductAttentionDecomposition
 from .slice_to_strided_slice import SliceToStridedSlice
 
 __all__ = [
@@ -29,7 +30,8 @@ __all__ = [
     "ConvertDivide", "ConvertGlobalAvgPoolToReduceMean", "DISABLE_CONSTANT_FOLDING",
     "EliminateNop", "GRUCellDecomposition", "GRUSequenceUnrolling", "InitNodeInfo",
     "LSTMCellDecomposition", "LSTMSequenceUnrolling", "MakeStateful", "NOP_RULES",
-    "NopElimination", "ReshapeElementwiseReorder", "ReshapeSequenceFusion", "SliceToStridedSlice",
+    "NopElimination", "ReshapeElementwiseReorder", "ReshapeSequenceFusion",
+    "ScaledDotProductAttentionDecomposition", "SliceToStridedSlice",
     "TransposeToReshape",
     "constant_folding_is_disabled", "disable_constant_folding", "enable_constant_folding",
     "find_kv_cache_pairs", "variable_name",

@@ -44,6 +44,7 @@ from typing import Any
 from ...core.gc_pause import gc_paused
 from ...core.node import Node
 from ...errors import NetpassError
+from ...ops.attention import ScaledDotProductAttention
 from ...ops.convolution import Convolution, GroupConvolution
 from ...ops.elementwise import Convert
 from ...ops.indexing import Gather
@@ -67,6 +68,7 @@ from ..common import (
     NopElimination,
     ReshapeElementwiseReorder,
     ReshapeSequenceFusion,
+    ScaledDotProductAttentionDecomposition,
     SliceToStridedSlice,
     TransposeToReshape,
 )
@@ -119,6 +121,7 @@ PREPARATION: tuple[tuple[type[MatcherPass], set[type[Node]]], ...] = (
     (LSTMCellDecomposition, {LSTMCell, LSTMSequence}),
     (ReorderActivationAndPooling, {MaxPool}), (RemoveSingleInputConcat, {Concat}),
     (ConvertGatherToSlice, {Gather}),
+    (ScaledDotProductAttentionDecomposition, {ScaledDotProductAttention}),
 )
 
 
@@ -275,6 +278,8 @@ class GnaTransformationsPipeline(ModelPass):
 
     def _run(self, model) -> None:
         types = {type(n) for n in model.get_ordered_ops()}
+        if ScaledDotProductAttention in types:  # its decomposition (Preparation) adds MatMuls
+            types.add(MatMul)
         # The caller's config is read, never changed: the members run under a copy holding
         # its disabled passes and callbacks, the GNA axis rules after those callbacks.
         user = self.get_pass_config()
