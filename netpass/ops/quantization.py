@@ -1,9 +1,12 @@
-"""Linear quantization of ONNX: QuantizeLinear and DequantizeLinear (opsets 10-28: per-tensor,
-per-axis and blocked scales, integer, float8 and 4/2-bit targets, ``saturate``, ``precision``,
-``output_dtype``) and DynamicQuantizeLinear, kept whole as ONNX defines them (OpenVINO's ONNX
-frontend turns them into FakeQuantize, which does not cover the float8 and blocked forms).
+"""Quantization: OpenVINO's FakeQuantize, and the linear quantization of ONNX: QuantizeLinear
+and DequantizeLinear (opsets 10-28: per-tensor, per-axis and blocked scales, integer, float8
+and 4/2-bit targets, ``saturate``, ``precision``, ``output_dtype``) and DynamicQuantizeLinear,
+kept whole as ONNX defines them (OpenVINO's ONNX frontend turns them into FakeQuantize, which
+does not cover the float8 and blocked forms).
 MatMulInteger, ConvInteger, QLinearMatMul and QLinearConv are compositions: integer MatMul or
 Convolution of zero-point-shifted values, then (QLinear*) a requantization by QuantizeLinear.
+FakeQuantize (OpenVINO opset1) is what quantized IR holds (NNCF's INT8 models): read and
+written in IR v11 and run as an elementwise kernel; ONNX has no such op, so export refuses it.
 """
 from __future__ import annotations
 
@@ -14,16 +17,16 @@ import numpy as np
 from ..core.node import Node, Output
 from ..core.shape import PartialShape
 from ..core.types import FLOAT8, Type, convert_values, f32, i32, is_float_dtype, u8
-from .base import NETPASS_OPSET, set_name, to_output
+from .base import NETPASS_OPSET, merged_input_type, set_name, to_output
 from .convolution import Convolution, GroupConvolution
 from .convolution.common import _group_filters, reshape_to
 from .convolution.window import onnx_spatial_rank, onnx_window_attrs
 from .elementwise import Add, Convert, Divide, Multiply, Subtract
 from .matmul import MatMul
 from .onnx_types import onnx_element_type, onnx_type_code, type_opset
-from .registry import onnx_export, onnx_rule
+from .registry import export_error, onnx_export, onnx_rule
 
-__all__ = ["quantize_linear", "dequantize_linear", "dynamic_quantize_linear"]
+__all__ = ["fake_quantize", "quantize_linear", "dequantize_linear", "dynamic_quantize_linear"]
 
 # Integer targets and the range results saturate to
 INTEGER_RANGES = {"u8": (0, 255), "i8": (-128, 127), "u16": (0, 65535), "i16": (-32768, 32767),
@@ -47,6 +50,67 @@ def _broadcast_param(value: np.ndarray, shape: tuple[int, ...], axis: int,
 def _one_value(ps: PartialShape) -> bool:
     """A scalar, or a 1-D tensor of one element (both mean per-tensor)."""
     return len(ps) == 0 or (len(ps) == 1 and ps[0].is_static and ps[0].min == 1)
+
+
+class FakeQuantize(Node):
+    """OpenVINO FakeQuantize-1: inputs ``(x, input_low, input_high, output_low, output_high)``,
+    broadcast together (``auto_broadcast`` "numpy", or "none": equal shapes). ``x`` at or below
+    ``min(input_low, input_high)`` gives ``output_low``, above ``max(...)`` ``output_high``;
+    between, ``round((x - input_low) / (input_high - input_low) * (levels - 1)) /
+    (levels - 1) * (output_high - output_low) + output_low`` (round half to even)."""
+
+    type_name = "FakeQuantize"
+    version = "opset1"
+    ATTRS = {"levels": 256, "auto_broadcast": "numpy"}
+
+    def infer_types(self) -> None:
+        self.check(self.get_input_size() == 5, "expects inputs (x, input_low, input_high, "
+                   "output_low, output_high), got {}", self.get_input_size())
+        self.check(int(self.levels) >= 2, "levels must be at least 2, got {}", self.levels)
+        mode = str(self.auto_broadcast).lower()
+        self.check(mode in ("numpy", "none"), "auto_broadcast must be numpy or none, got {}",
+                   self.auto_broadcast)
+        et = merged_input_type(self)
+        self.check(et.is_dynamic or et.is_real, "FakeQuantize needs float inputs, got {}", et)
+        shape: PartialShape | None = self.get_input_partial_shape(0)
+        for i in range(1, 5):
+            other = self.get_input_partial_shape(i)
+            if mode == "none":
+                self.check(shape is not None and shape.compatible(other), "input {} shape {} "
+                           "differs from x's {} (auto_broadcast none)", i, other, shape)
+            elif shape is not None:
+                shape = shape.broadcast_merge(other)
+            self.check(shape is not None, "input {} shape {} does not broadcast with x's {}",
+                       i, other, self.get_input_partial_shape(0))
+        assert shape is not None
+        self.set_output_type(0, et, shape)
+
+    def evaluate(self, inputs):
+        x, il, ih, ol, oh = (np.asarray(a) for a in inputs)
+        steps = x.dtype.type(int(self.levels) - 1)
+        with np.errstate(all="ignore"):
+            q = np.rint((x - il) / (ih - il) * steps) / steps * (oh - ol) + ol
+            out = np.where(x <= np.minimum(il, ih), ol,
+                           np.where(x > np.maximum(il, ih), oh, q))
+        return [np.broadcast_to(out, np.broadcast_shapes(*(a.shape for a in inputs)))
+                .astype(x.dtype)]
+
+
+def fake_quantize(x: Any, input_low: Any, input_high: Any, output_low: Any, output_high: Any,
+                  levels: int, auto_broadcast: str = "numpy", name: str | None = None) -> Node:
+    """OpenVINO FakeQuantize-1 (see :class:`FakeQuantize`)."""
+    data = to_output(x)
+    dtype = data.element_type.dtype or np.float32
+    bounds = [to_output(b if not isinstance(b, (int, float)) else np.array(b, dtype))
+              for b in (input_low, input_high, output_low, output_high)]
+    return set_name(FakeQuantize([data, *bounds], levels=int(levels),
+                                 auto_broadcast=auto_broadcast), name)
+
+
+@onnx_export(FakeQuantize)
+def _export_fake_quantize(node, ectx):
+    export_error(node, "ONNX has no FakeQuantize (QuantizeLinear/DequantizeLinear pairs cover "
+                 "only its 256-level integer forms)")
 
 
 class _Linear(Node):

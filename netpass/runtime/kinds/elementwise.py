@@ -75,6 +75,7 @@ from ...ops.elementwise import (
     Tan,
     Tanh,
 )
+from ...ops.quantization import FakeQuantize
 from ..impls import (
     FusedDesc,
     Impl,
@@ -152,6 +153,16 @@ def _gelu(attrs: dict, n: int) -> str:
 def _is_inf(attrs: dict, n: int) -> str:
     pos, neg = attrs.get("detect_positive", True), attrs.get("detect_negative", True)
     return f"(isinf({{0}}) && (({{0}} > 0) ? {int(bool(pos))} : {int(bool(neg))}))"
+
+
+def _fake_quantize(attrs: dict, n: int) -> str:
+    """FakeQuantize over (x, input_low, input_high, output_low, output_high); NaN x stays NaN
+    (it fails both comparisons, as in the reference)."""
+    steps = flit(int(attrs["levels"]) - 1)
+    inside = (f"(rint(({{0}} - {{1}}) / ({{2}} - {{1}}) * {steps}) / {steps}"
+              " * ({4} - {3}) + {3})")
+    return (f"(({{0}} <= fmin({{1}}, {{2}})) ? {{3}} : "
+            f"(({{0}} > fmax({{1}}, {{2}})) ? {{4}} : {inside}))")
 
 
 def _int_divide(attrs: dict) -> str:
@@ -298,5 +309,7 @@ ROWS = table(
     elementwise(HardSigmoid, unary(nan_clamp("({1} * {0} + {2})", "0.0f", "1.0f"))),
     elementwise(Selu, unary("({2} * ({0} > 0.0f ? {0} : {1} * (exp({0}) - 1.0f)))")),
     elementwise(PRelu, binary("({0} < 0 ? {0} * {1} : {0})")),
+    # quantization
+    elementwise(FakeQuantize, unary(_fake_quantize)),
 )
 ROW = {row.cls: row for row in ROWS}
