@@ -94,7 +94,7 @@ def _match(sm, users: dict):
     m2, j = su[0]
     if not m2.is_a(MatMul) or j != 0 or m2.attrs.get("transpose_a") or m2.out_dtypes[0] != F32:
         return None
-    chain = []
+    chain: list = []
     cur = sm.inputs[0][0]
     while not cur.is_a(MatMul):
         if not cur.row.fusable or cur.num_outputs != 1 \

@@ -128,7 +128,9 @@ def drop_gemm_reshapes(nodes: list) -> list:
             continue
         src = _flatten_source(g.inputs[0][0]) if g.inputs[0][1] == 0 else None
         n = _n_of(g)
-        found = _unflatten(g, users, n) if src is not None and n is not None else None
+        if src is None or n is None:
+            continue
+        found = _unflatten(g, users, n)
         if found is None or not _restores(found[0], src[0], src[1], n):
             continue
         r2, chain = found

@@ -70,15 +70,16 @@ def legacy_to_model(net: LegacyNetwork) -> Model:
                 args.append(outs[src[1]].output(src[2]))
             else:
                 args.append(_const(layer.blobs[src[1]]))
+        node: Node
         if layer.type == "Input":
-            node = Parameter([], shape=layer.out_shapes[0], element_type=layer.out_types[0])
-            node.friendly_name = layer.params["name"]
-            node.output(0).names.add(layer.params["name"])
-            params[layer.name] = node
+            param = Parameter([], shape=layer.out_shapes[0], element_type=layer.out_types[0])
+            param.friendly_name = layer.params["name"]
+            param.output(0).names.add(layer.params["name"])
+            params[layer.name] = node = param
         elif layer.type == "Output":
-            node = Result(args)
-            node.friendly_name = layer.params["name"]
-            results[layer.name] = node
+            result = Result(args)
+            result.friendly_name = layer.params["name"]
+            results[layer.name] = node = result
         elif layer.type == "Const":
             node = Constant([], value=layer.blobs["custom"])
         else:

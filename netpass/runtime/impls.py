@@ -12,12 +12,17 @@ k: an index map) or an int (a scalar argument).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import RuntimeInvariantError
 from .kernels.common import CTYPES, Source, Stage, ctype
 from .kernels.eltwise import eltwise
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .device import Engine
+    from .program_node import ProgramNode
 
 
 # -- strides ---------------------------------------------------------------------------------------
@@ -156,7 +161,7 @@ class Launch:
         ints = template.copy()
         for b, i, kind, j, off in slots:
             if kind == "b":
-                buffers[b] = bufs[j].buffer
+                buffers[b] = (bufs or [])[j].buffer  # (impl buffers come with their slots)
                 continue
             t = ins[j] if kind == "i" else outs[j] if kind == "o" else extras[j]
             buffers[b] = t.alloc.buffer
@@ -209,7 +214,8 @@ class FusedDesc:
 
     __slots__ = ("row", "attrs", "refs", "others", "out_dtype", "in_dtypes", "node")
 
-    def __init__(self, row: Any, attrs: dict, refs: tuple, others: list, in_dtypes: list,
+    def __init__(self, row: Any, attrs: dict, refs: Sequence[int | None], others: list,
+                 in_dtypes: list,
                  out_dtype, node=None) -> None:
         self.row, self.attrs, self.refs, self.others = row, attrs, tuple(refs), others
         self.in_dtypes, self.out_dtype = in_dtypes, out_dtype
@@ -246,7 +252,11 @@ def fused_stages(fused: list[FusedDesc], first_extra: int) -> list[Stage]:
                 j += 1
             else:
                 ops.append(("v", r))
-        stages.append(Stage(f.expr(), ops, ctype(f.out_dtype)))
+        expr = f.expr()
+        if expr is None:  # (the fusion takes only ops with an expression for their dtypes)
+            raise RuntimeInvariantError(f"fused {f.row.name} has no OpenCL expression for "
+                                        f"{[str(np.dtype(d)) for d in f.in_dtypes]}")
+        stages.append(Stage(expr, ops, ctype(f.out_dtype)))
     return stages
 
 
@@ -271,6 +281,21 @@ class Params:
     __slots__ = ("row", "attrs", "in_shapes", "in_dtypes", "out_shapes", "out_dtypes", "values",
                  "fused", "extra_shapes", "extra_dtypes", "node", "engine", "memo", "in_strides",
                  "precision")
+    row: Any  # the op's kinds.OpKind
+    attrs: dict[str, Any]
+    in_shapes: list[tuple[int, ...]]
+    in_dtypes: list[Any]
+    out_shapes: list[tuple[int, ...]]
+    out_dtypes: list[Any]
+    values: dict[int, np.ndarray]
+    fused: list[FusedDesc]
+    extra_shapes: list[tuple[int, ...]]
+    extra_dtypes: list[Any]
+    node: ProgramNode
+    engine: Engine | None
+    memo: dict[tuple, Any]
+    in_strides: list[list[int] | None] | None
+    precision: str
 
     def __init__(self, **kw: Any) -> None:
         for k in self.__slots__:

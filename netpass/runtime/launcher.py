@@ -27,12 +27,13 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+from typing import Literal
 
 import numpy as np
 
 from ..errors import DeviceError
 
-_LIB: ctypes.CDLL | None | bool = None  # False: looked for and not found
+_LIB: ctypes.CDLL | Literal[False] | None = None  # False: looked for and not found
 
 
 def _opencl_library() -> ctypes.CDLL | None:
@@ -69,7 +70,8 @@ class KernelHandle:
         self.ptr = ctypes.c_void_p(kernel.int_ptr)
         self.bufs: list | None = None
         self.ints: list | None = None
-        self.cints = None  # the ints as a C array (DirectLauncher)
+        # the ints as a C array (DirectLauncher)
+        self.cints: ctypes.Array[ctypes.c_int32] | None = None
 
 
 class Launcher:

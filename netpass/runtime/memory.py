@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -34,7 +34,7 @@ class Allocation:
         self.nbytes = nbytes
         self.users: set[int] = set()
         self.pooled = pooled
-        self.host = None
+        self.host: np.ndarray | None = None
 
 
 class Tensor:
@@ -143,7 +143,7 @@ class MemoryPool:
                    is_dynamic: bool = False) -> tuple[Allocation, bool]:
         """An allocation of at least ``nbytes`` for ``user``; the flag says it was reused."""
         if type(restrictions) is Lifetime:
-            conflicts = restrictions.overlaps_any
+            conflicts: Callable[[set[int]], bool] = restrictions.overlaps_any
         else:
             restrict = (restrictions if isinstance(restrictions, (set, frozenset))
                         else set(restrictions))

@@ -55,13 +55,13 @@ def gpt_decoder(vocab: int = 2048, layers: int = 4, d: int = 256, heads: int = 4
     for layer in range(layers):
         h = _ln(x, d, rng)
         qkv = _dense(h, d, 3 * d, rng)
-        q, k, v = opset.split(qkv, i64(-1), 3).outputs()
+        q0, k0, v0 = opset.split(qkv, i64(-1), 3).outputs()
 
         def heads_first(t):
             return opset.transpose(opset.reshape(t, i64([0, 0, heads, hd]), True),
                                    i64([0, 2, 1, 3]))
 
-        q, k, v = heads_first(q), heads_first(k), heads_first(v)
+        q, k, v = heads_first(q0), heads_first(k0), heads_first(v0)
         if past:
             pk = pk0 if layer == 0 else opset.parameter([1, heads, -1, hd], np.float32,
                                                         name=f"past_k{layer}")

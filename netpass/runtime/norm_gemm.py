@@ -97,7 +97,7 @@ def _match(m, users: dict):
     if not m.is_a(MatMul, FullyConnected) or m.attrs.get("transpose_a") \
             or m.out_dtypes[0] != F32 or m.subgraph is not None:
         return None
-    chain = []
+    chain: list = []
     src = m.inputs[0][0]
     while src.is_a(Multiply, Add) and len(chain) < 2:
         chain.insert(0, src)

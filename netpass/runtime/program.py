@@ -225,7 +225,7 @@ class Program:
                 continue
             srcs = [s for s, _ in n.inputs if not s.is_constant]
             small_consts = all(s.value.size <= SHAPE_OF_CONST_LIMIT for s, _ in n.inputs
-                               if s.is_constant)
+                               if s.is_constant and s.value is not None)
             if srcs and small_consts and all(s.in_shape_of_subgraph for s in srcs):
                 n.in_shape_of_subgraph = True
                 deps: dict[int, ProgramNode] = {}
@@ -244,7 +244,7 @@ class Program:
     def _side_input_ok(src: ProgramNode, k: int, p: ProgramNode, out_ps: PartialShape) -> bool:
         """A tensor an op fused into ``p`` may read besides ``p``'s values: a constant or a
         computed tensor (``_broadcasts_into``) whose dims may broadcast into the output."""
-        if src.is_constant:
+        if src.is_constant and src.value is not None:
             return may_fit([int(d) for d in src.value.shape], out_ps)
         return _broadcasts_into(src, k, p, out_ps)
 
@@ -262,7 +262,8 @@ class Program:
             if not self._side_input_ok(src, k, p, out_ps):
                 return False
         in_dts = [s.out_dtypes[k] for s, k in u.inputs]
-        return u.row.expr(u.attrs, in_dts, u.out_dtypes[0]) is not None
+        expr = u.row.expr
+        return expr is not None and expr(u.attrs, in_dts, u.out_dtypes[0]) is not None
 
     def _fused_region(self, p: ProgramNode) -> list[ProgramNode]:
         """The elementwise ops after ``p`` that its kernel can compute: grown over users in
@@ -310,7 +311,8 @@ class Program:
             region = self._fused_region(p)
             stage = {id(p): 0}
             for t, u in enumerate(region):
-                refs, others = [], []
+                refs: list[int | None] = []
+                others: list = []
                 for src, k in u.inputs:
                     if id(src) in stage:
                         refs.append(stage[id(src)])

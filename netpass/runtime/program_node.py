@@ -123,7 +123,7 @@ class ProgramNode:
         kernel (the row's ``deps``; every input of a data-dependent op)."""
         if self.row.data_dependent:
             return tuple(range(len(self.inputs)))
-        return tuple(i for i in self.row.deps if i < len(self.inputs))
+        return tuple(i for i in self.row.deps or () if i < len(self.inputs))
 
     def data_inputs(self) -> tuple[int, ...]:
         """Indices of the inputs whose data this primitive may read (by a kernel, a view, a host

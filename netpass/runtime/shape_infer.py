@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..core.boundary import Constant, Parameter
+from ..core.node import Node
 from ..core.types import Type
 from ..errors import ShapeInferenceError
 
@@ -44,7 +45,7 @@ class ShapeInfer:
 
     def _generic(self, shapes: list[tuple], values: dict[int, np.ndarray]) -> list[tuple]:
         p = self.pnode
-        ins = []
+        ins: list[Node] = []
         for j, (src, k) in enumerate(p.inputs):
             dt = src.out_dtypes[k]
             if j in values or src.is_constant:

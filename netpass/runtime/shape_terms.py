@@ -56,7 +56,8 @@ def shape_terms(node: Any, k: int = 0, depth: int = 0) -> list | None:
     if node.is_a(ShapeOf):
         return dims_terms(*node.inputs[0])
     if node.is_a(Reshape, Squeeze, Unsqueeze, Convert):  # a vector keeps its elements
-        return shape_terms(*node.inputs[0], depth + 1)
+        src, sk = node.inputs[0]
+        return shape_terms(src, sk, depth + 1)
     if node.is_a(Concat):
         out: list = []
         for src, sk in node.inputs:
@@ -67,7 +68,8 @@ def shape_terms(node: Any, k: int = 0, depth: int = 0) -> list | None:
         return out
     if not node.is_a(Gather, Slice):
         return None
-    data = shape_terms(*node.inputs[0], depth + 1)
+    src, sk = node.inputs[0]
+    data = shape_terms(src, sk, depth + 1)
     consts = [s.value for s, _ in node.inputs[1:]]
     if data is None or any(c is None for c in consts):
         return None

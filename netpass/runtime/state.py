@@ -64,7 +64,8 @@ def _keeps_strided_dims(src: Any, out: Any, axis: int) -> bool:
         return [d for d in dims[:upto] if not d.min == d.max == 1]
     a = strip(list(src), axis + 1)
     # the out dims that stand for src dims 0..axis: as many non-1 dims as src has
-    kept, rest = [], list(out)
+    kept: list = []
+    rest = list(out)
     while rest and len(kept) < len(a):
         d = rest.pop(0)
         if not d.min == d.max == 1:

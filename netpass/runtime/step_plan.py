@@ -68,7 +68,7 @@ class KernelEntry:
         self.impl = inst.impl
         n_out = node.num_outputs
         # what realloc_if_needed compares with the capacity, per output (fake-aligned for FC)
-        self.need = tuple(inst._fc_alloc_shape(i) if inst.fc_related else impls.size(s)
+        self.need = tuple(inst._fc_alloc_elements(i) if inst.fc_related else impls.size(s)
                           for i, s in enumerate(self.out))
         self.dtypes = tuple(node.out_dtypes)
         self.keys = tuple(ShapePredictor.key(node.id, i) for i in range(n_out))

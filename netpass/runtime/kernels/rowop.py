@@ -2,6 +2,8 @@
 and MVN (the last three with fused elementwise epilogues)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .common import (
     LS,
     Source,
@@ -46,8 +48,8 @@ def _local_reduce(var: str, combine: str) -> str:
 
 
 @memoized
-def rowop(kind: str, in_dtype, out_dtype, params: dict, epilogue: list[Stage] = (),
-          extra_dtypes: list = (), erank: int = 0) -> Source:
+def rowop(kind: str, in_dtype, out_dtype, params: dict, epilogue: Sequence[Stage] = (),
+          extra_dtypes: Sequence = (), erank: int = 0) -> Source:
     """One work-group of ``LS`` items per row; row r = (o, i) covers x[o*R*inner + j*inner + i].
     Softmax / log-softmax / MVN outputs go through the fused ``epilogue`` stages (their extra
     inputs indexed by the output's flat position)."""

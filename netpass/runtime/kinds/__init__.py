@@ -31,7 +31,7 @@ from . import (  # noqa: F401
     shape_ops,
 )
 from .attention import FusedAttention
-from .base import TABLE, OpKind
+from .base import TABLE, OpClass, OpKind
 
 # kinds the runtime makes itself (no op class of ``netpass.ops``), by name
 RUNTIME_KINDS: dict[str, type] = {FusedAttention.type_name: FusedAttention}
@@ -46,7 +46,7 @@ def op_class(kind: str) -> type:
     return cls
 
 
-def row_of(cls: type) -> OpKind:
+def row_of(cls: type[OpClass]) -> OpKind:
     """The row of op class ``cls``: its own, or that of the version it refines (a subclass with
     the same type name, as OneHot-16 of OneHot), else a default row (no kernel: the host runs
     it; its own shape inference)."""

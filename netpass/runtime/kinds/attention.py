@@ -10,6 +10,7 @@ op (``netpass/ops/attention``), which has no other kernel."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 
@@ -43,7 +44,7 @@ class FusedAttention:
     """The kind of a fused attention primitive: made by the program's attention fusion, never
     an op of a model (so not a ``Node``); its node's ``subgraph`` is an :class:`AttentionDesc`."""
 
-    type_name = "FusedAttention"
+    type_name: ClassVar[str] = "FusedAttention"
 
 
 class AttentionDesc:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 
+from ...core.node import Node
 from ...legacy_passes.convert import legacy_type
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,6 +32,13 @@ ExprRule = Callable[[dict, Sequence[Any], Any], "str | None"]
 SkipCheck = Callable[[Any], "int | None"]
 # (primitive, input shape, input strides) -> (element offset, strides) of each output
 ViewRule = Callable[[Any, Sequence[int], Sequence[int]], "list[tuple[int, tuple]]"]
+
+
+class OpClass(Protocol):
+    """What the table needs of a row's class: its type name (an op class, a ``Node``, or a
+    runtime-only kind such as ``FusedAttention``)."""
+
+    type_name: ClassVar[str]
 
 
 @dataclass(frozen=True)
@@ -79,7 +87,7 @@ class OpKind:
       per layout (``update_weights``) and its allocations fake-aligned (``realloc``).
     """
 
-    cls: type
+    cls: type[OpClass]
     deps: tuple[int, ...] | None = None
     shape: ShapeRule | None = None
     impl: ImplFactory | None = None
@@ -117,7 +125,8 @@ class OpKind:
     def legacy_type(self) -> str:
         """The legacy layer type the op becomes (``legacy_passes.convert``'s table: the legacy
         stage sits below the runtime and cannot read this one)."""
-        return legacy_type(self.cls)
+        # (a runtime-only kind such as FusedAttention has no legacy layer: its type name)
+        return legacy_type(self.cls) if issubclass(self.cls, Node) else self.cls.type_name
 
     def __repr__(self) -> str:
         return f"<OpKind {self.name}>"

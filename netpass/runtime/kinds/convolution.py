@@ -129,12 +129,14 @@ def _implicit_gemm_conv(p: Params, x, y, geo: tuple) -> tuple[list, list] | None
     KH, KW, sh, sw, ph, pw, dh, dw, H, W_, OH, OW = geo
     OC, C, batch = y[1], x[1], x[0]
     M, N, K_ = OC, OH * OW, C * KH * KW
-    kind = getattr(p.engine, "mma", "") if p.engine is not None else ""
+    engine = p.engine
+    kind = getattr(engine, "mma", "") if engine is not None else ""
     split = 1 if p.precision == "tf32" else mma.F32_SPLIT
-    if not kind or split is None or M < mma.MIN_CONV_M or N < mma.MIN_CONV_N or not K_:
+    if engine is None or not kind or split is None or M < mma.MIN_CONV_M or N < mma.MIN_CONV_N \
+            or not K_:
         return None
-    cus = int(p.engine.device.max_compute_units)
-    local_limit = int(getattr(p.engine.device, "local_mem_size", 48 << 10))
+    cus = int(engine.device.max_compute_units)
+    local_limit = int(getattr(engine.device, "local_mem_size", 48 << 10))
     cfg = mma.choose_config(M, N, K_, batch, cus, local_limit, False)
     copy = "cp_async" if K_ % 4 == 0 else "plain"
     stages, n_extra, edt, edims, est = epilogue(p, y)

@@ -66,7 +66,8 @@ OPERATIONS = {"sum": Add, "prod": Multiply, "max": Maximum, "min": Minimum, "sub
 
 def _eltwise(attrs: dict, in_dtypes: Sequence[Any], out_dtype: Any) -> str | None:
     op = OPERATIONS.get(str(attrs.get("operation", "sum")).lower())
-    return ROW[op].expr({}, in_dtypes, out_dtype) if op is not None else None
+    expr = ROW[op].expr if op is not None else None
+    return expr({}, in_dtypes, out_dtype) if expr is not None else None
 
 
 def _scale_shift(attrs: dict, in_dtypes: Sequence[Any], out_dtype: Any) -> str:

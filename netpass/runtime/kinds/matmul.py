@@ -142,10 +142,11 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
             norm = None
     if tc_plan is None and f32:
         tc_plan = mma.plan(p.engine, p.precision, M, N, Ka, nb, sa, sb, sab, sbb, norm)
+    # (a tensor-core plan implies an engine: mma.plan)
     splits, slice_k = (mma.k_splits(tc_plan[0], M, N, Ka, nb,
                                     int(p.engine.device.max_compute_units))
-                       if tc_plan is not None else (1, Ka))
-    if splits > 1:
+                       if tc_plan is not None and p.engine is not None else (1, Ka))
+    if splits > 1 and tc_plan is not None:
         launches, more = _split_k_gemm(p, tc_plan, norm, norm_first, a_ref + [("i", b_idx[1])],
                                        (M, N, Ka, nb), (splits, slice_k),
                                        [dims[1], sab[0], sab[1], sa[-2], sa[-1], sbb[0], sbb[1],

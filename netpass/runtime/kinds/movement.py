@@ -176,7 +176,7 @@ def split_impl(p: Params, key: Any) -> Impl | None:
         pos += out[axis]
         bounds.append(pos)
     src = split(bits_dtype(p.in_dtypes[0]), len(p.out_shapes))
-    spec = [("i", 0)] + [("o", j) for j in range(len(p.out_shapes))]
+    spec: list = [("i", 0)] + [("o", j) for j in range(len(p.out_shapes))]
     spec += [n, shape[axis], size(shape[axis + 1:])] + bounds
     return Impl(key, [Launch(src, *work_1d(n), spec)])
 
@@ -248,7 +248,7 @@ def _affine(idx: np.ndarray) -> tuple[int, list[int]] | None:
             strides.append(int(idx[tuple(sl)]) - flat0)
         else:
             strides.append(0)
-    grid = flat0
+    grid: np.ndarray | int = flat0
     for k, s in enumerate(strides):
         shape = [1] * idx.ndim
         shape[k] = idx.shape[k]

@@ -36,9 +36,10 @@ def recurrent_impl(p: Params, key: Any, cell: str, is_cell: bool) -> Impl | None
         batch, T, IS = x
         direction = a.get("direction", "forward")
         nd, rev = (2 if direction == "bidirectional" else 1), int(direction == "reverse")
-        if np.dtype(p.in_dtypes[lens_idx]) not in (np.dtype(np.int32), np.dtype(np.int64)):
+        lens_dtype: np.dtype = np.dtype(p.in_dtypes[1 + states])  # (input lens_idx)
+        if lens_dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
             return None
-        lens_ct = ctype(p.in_dtypes[lens_idx])
+        lens_ct = ctype(lens_dtype)
     src = p.cached(("rnn",), lambda: recurrent(cell, hs, acts, float(a.get("clip", 0.0) or 0.0),
                                                bool(a.get("linear_before_reset", False)), is_cell,
                                                lens_ct))

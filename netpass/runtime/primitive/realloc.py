@@ -47,9 +47,9 @@ class Realloc:
             return node.row.strided.views(self, t.shape, st)
         return [(self.view_offset, None)]
 
-    def _fc_alloc_shape(self, i: int) -> tuple:
-        """Allocation shape of output i: fake-aligned for FullyConnected, enlarged to what a
-        FullyConnected user reads."""
+    def _fc_alloc_elements(self, i: int) -> int:
+        """Allocation size of output i in elements: fake-aligned for FullyConnected, enlarged
+        to what a FullyConnected user reads."""
         node, net = self.node, self.net
         shape = self.out_shapes[i]
         n = size(shape)
@@ -87,7 +87,7 @@ class Realloc:
                 self.own[i], self.capacity[i] = alloc, size(shape)
                 self.outputs[i] = Tensor(alloc, 0, tuple(shape), dt)
                 continue
-            need = self._fc_alloc_shape(i) if self.fc_related else size(shape)
+            need = self._fc_alloc_elements(i) if self.fc_related else size(shape)
             if capacity[i] and oversized(need, capacity[i]):
                 capacity[i] = 0
                 net.stats["reclaims"] += 1
