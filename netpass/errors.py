@@ -206,7 +206,8 @@ def system_error_as_netpass(e: BaseException, what: str) -> NetpassError:
         return OutOfMemoryError(f"{what}: out of memory" + (f" ({e})" if str(e) else ""))
     if isinstance(e, RecursionError):
         return ResourceLimitError(f"{what}: the model is nested too deeply ({e})")
-    where = f": {e.filename}" if getattr(e, "filename", None) else ""
+    filename = getattr(e, "filename", None)
+    where = f": {filename}" if filename else ""
     return FileAccessError(f"{what}: {getattr(e, 'strerror', None) or e}{where}")
 
 

@@ -133,6 +133,8 @@ class CompileProgress:
                 self._write()
 
     def _write(self) -> None:
+        if self.stage is None:  # (callers write after a stage was set)
+            return
         stage, step, total = self.stage
         line = f"compiling: {stage} ({step}/{total}, {time.perf_counter() - self.start:.1f} s)"
         self.stream.write(f"\r{line}\033[K" if self.tty else line + "\n")

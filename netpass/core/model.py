@@ -79,7 +79,7 @@ class Model:
 
     def __init__(self, results: Any, parameters: Iterable[Any] = (),
                  name: str = "Model", sinks: Iterable[Node] = ()) -> None:
-        res: list[Node] = []
+        res: list[Result] = []
         for r in (results if isinstance(results, (list, tuple)) else [results]):
             if isinstance(r, Result):
                 res.append(r)
@@ -89,8 +89,8 @@ class Model:
         for p in params:
             if not isinstance(p, Parameter):
                 raise NetpassError(f"model parameters must be Parameter nodes, got {p!r}")
-        self._results: list[Node] = res
-        self._parameters: list[Node] = params
+        self._results: list[Result] = res
+        self._parameters: list[Parameter] = params
         self._sinks: list[Node] = list(sinks)
         self.friendly_name = name
         self.rt_info: dict[Any, Any] = {}
@@ -102,21 +102,21 @@ class Model:
         return self.friendly_name
 
     @property
-    def parameters(self) -> list[Node]:
+    def parameters(self) -> list[Parameter]:
         return list(self._parameters)
 
     @property
-    def results(self) -> list[Node]:
+    def results(self) -> list[Result]:
         return list(self._results)
 
     @property
     def sinks(self) -> list[Node]:
         return list(self._sinks)
 
-    def get_parameters(self) -> list[Node]:
+    def get_parameters(self) -> list[Parameter]:
         return self.parameters
 
-    def get_results(self) -> list[Node]:
+    def get_results(self) -> list[Result]:
         return self.results
 
     @property
@@ -163,7 +163,7 @@ class Model:
                 return i
         return -1
 
-    def add_parameters(self, params: Iterable[Node]) -> None:
+    def add_parameters(self, params: Iterable[Parameter]) -> None:
         self._parameters.extend(params)
         topology_changed()
 
@@ -171,11 +171,11 @@ class Model:
         self._parameters = [p for p in self._parameters if p is not param]
         topology_changed()
 
-    def replace_parameter(self, index: int, param: Node) -> None:
+    def replace_parameter(self, index: int, param: Parameter) -> None:
         self._parameters[index] = param
         topology_changed()
 
-    def add_results(self, results: Iterable[Node]) -> None:
+    def add_results(self, results: Iterable[Result]) -> None:
         self._results.extend(results)
         topology_changed()
 

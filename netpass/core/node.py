@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import numpy as np
 
@@ -386,9 +386,14 @@ class Node:
         (checks run for every node on import; most pass).
         """
         if not condition:
-            if args:
-                message = message.format(*args)
-            raise ShapeInferenceError(message, self, self._input_shapes())
+            self.fail(message, *args)
+
+    def fail(self, message: str, *args: Any) -> NoReturn:
+        """Raise the ShapeInferenceError of a failed :meth:`check`: for a condition that also
+        narrows a type (``if merged is None: self.fail(...)``)."""
+        if args:
+            message = message.format(*args)
+        raise ShapeInferenceError(message, self, self._input_shapes())
 
     def __repr__(self) -> str:
         outs = ", ".join(f"{p.ps} {p.et}" for p in self._outs)

@@ -289,7 +289,7 @@ def convert_graph(graph: onnx.GraphProto, opset: int, name: str = "Model",
     values = Scope()
     values.domains.update(domains or {})
     params = _convert_body(graph, opset, values, {}, [])
-    results = []
+    results: list[Result] = []
     for vo in graph.output:
         if any(r.friendly_name == vo.name for r in results):
             continue

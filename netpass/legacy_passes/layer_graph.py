@@ -7,6 +7,7 @@ blob (``weights``, ``biases`` or ``input<port>``) and never appears as a layer.
 """
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
+from ..core.node import Node
 from ..errors import NetpassError
 
 
@@ -36,7 +38,7 @@ class Layer:
     out_shapes: list[Any] = field(default_factory=list)
     out_types: list[Any] = field(default_factory=list)
     precision: str = "FP32"
-    op_class: type | None = None
+    op_class: builtins.type[Node] | None = None  # (``type`` is a field of the layer)
 
     def data_inputs(self) -> list[tuple[int, str, int]]:
         """(port, producer, producer out port) of inputs that come from layers."""

@@ -8,6 +8,7 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 
 from ..core.boundary import Constant
+from ..core.dimension import Dimension
 from ..core.node import Node, Output, as_output
 from ..core.shape import PartialShape
 from ..core.types import Type, boolean
@@ -48,7 +49,8 @@ def merged_input_type(node: Node, indices: Sequence[int] | None = None) -> Type:
     for i in indices if indices is not None else range(1, node.get_input_size()):
         other = node.get_input_element_type(i)
         merged = et.merge(other)
-        node.check(merged is not None, "element types differ: {} and {} (input {})", et, other, i)
+        if merged is None:
+            node.fail("element types differ: {} and {} (input {})", et, other, i)
         et = merged
     return et
 
@@ -77,7 +79,8 @@ class _BinaryElementwise(Node):
             out = a.merge(b)
         else:
             out = a.broadcast_merge(b)
-        self.check(out is not None, "input shapes {} and {} do not broadcast", a, b)
+        if out is None:
+            self.fail("input shapes {} and {} do not broadcast", a, b)
         return out
 
     def infer_types(self) -> None:
@@ -139,7 +142,7 @@ class _ReductionKeepDims(Node):
             rank = len(data) if self.keep_dims else None
             self.set_output_type(0, et, PartialShape.dynamic(rank))
             return
-        dims = []
+        dims: list[Dimension | int] = []
         for i, d in enumerate(data):
             if i in axes:
                 if self.keep_dims:

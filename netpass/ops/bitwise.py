@@ -137,6 +137,7 @@ def bitwise_not(node: Any, name: str | None = None) -> Node:
 
 # -- ONNX import -------------------------------------------------------------------------------
 
+_cls: type[Node]  # (the registration loops below share it)
 for _op, _cls in (("BitwiseAnd", BitwiseAnd), ("BitwiseOr", BitwiseOr),
                   ("BitwiseXor", BitwiseXor)):
     onnx_rule(_op, since=18)(lambda ctx, _c=_cls: _c(ctx.inputs[:2]))

@@ -171,11 +171,13 @@ class AffineGrid(Node):
         self.check(len(size) in (4, 5), "size must be [N, C, H, W] or [N, C, D, H, W], got {}",
                    list(size))
         dims = [d if isinstance(d, Dimension) else Dimension(int(d)) for d in size]
-        k = len(size) - 2
+        n_spatial = len(size) - 2
         if theta.rank_is_static:
-            self.check(len(theta) == 3 and theta[1].compatible(k) and theta[2].compatible(k + 1),
-                       "theta must be [N, {}, {}] for {}, got {}", k, k + 1, list(size), theta)
-        self.set_output_type(0, et, PartialShape([dims[0]] + dims[2:] + [Dimension(k)]))
+            self.check(len(theta) == 3 and theta[1].compatible(n_spatial)
+                       and theta[2].compatible(n_spatial + 1),
+                       "theta must be [N, {}, {}] for {}, got {}", n_spatial, n_spatial + 1,
+                       list(size), theta)
+        self.set_output_type(0, et, PartialShape([dims[0]] + dims[2:] + [Dimension(n_spatial)]))
 
     def evaluate(self, inputs):
         theta, size = inputs

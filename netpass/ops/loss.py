@@ -51,7 +51,8 @@ class _Loss(Node):
         if x.rank_is_static and t.rank_is_static:
             self.check(len(t) == len(x) - 1, "target {} must be input {} without C", t, x)
             merged = PartialShape([x[0], *x[2:]]).merge(t)
-            self.check(merged is not None, "target {} does not match input {}", t, x)
+            if merged is None:
+                self.fail("target {} does not match input {}", t, x)
             t = merged
         elif x.rank_is_static:
             t = PartialShape([x[0], *x[2:]])

@@ -53,7 +53,8 @@ class MatMul(Node):
                    " (transpose_a={}, transpose_b={})",
                    a, da[-1], b, db[-2], self.transpose_a, self.transpose_b)
         batch = PartialShape(da[:-2]).broadcast_merge(PartialShape(db[:-2]))
-        self.check(batch is not None, "batch dims of A {} and B {} do not broadcast", a, b)
+        if batch is None:
+            self.fail("batch dims of A {} and B {} do not broadcast", a, b)
         dims = list(batch)
         if len(a) > 1:
             dims.append(da[-2])
@@ -172,8 +173,9 @@ class Einsum(Node):
                 labels[t] = self._merge_label(labels, t, dims[k + n_ell + j], i)
             if "..." in term and ellipsis is not None:
                 merged = ellipsis.broadcast_merge(PartialShape(dims[k:k + n_ell]))
-                self.check(merged is not None, f"ellipsis dims of input {i} ({ps}) do not "
-                                               "broadcast with the other inputs'")
+                if merged is None:
+                    self.fail(f"ellipsis dims of input {i} ({ps}) do not broadcast with the "
+                              "other inputs'")
                 ellipsis = merged
         if "..." in out and ellipsis is None:
             self.set_output_type(0, et, PartialShape(None))
@@ -181,7 +183,7 @@ class Einsum(Node):
         dims = []
         for t in out:
             if t == "...":
-                dims.extend(ellipsis)
+                dims.extend(ellipsis if ellipsis is not None else ())  # (None: returned above)
             else:
                 dims.append(labels.get(t, Dimension()))
         self.set_output_type(0, et, PartialShape(dims))
@@ -191,8 +193,8 @@ class Einsum(Node):
         if label not in labels:
             return d
         merged = labels[label].merge(d)
-        self.check(merged is not None,
-                   "label {!r} is {} elsewhere but {} in input {}", label, labels[label], d, i)
+        if merged is None:
+            self.fail("label {!r} is {} elsewhere but {} in input {}", label, labels[label], d, i)
         return merged
 
     def evaluate(self, inputs):

@@ -12,7 +12,7 @@ from ..core.types import Type, optional_of, sequence_of
 from ..errors import ModelFormatError, NetpassError, UnsupportedTypeError
 
 _T = onnx.TensorProto
-_ONNX_TYPES = {
+_ONNX_TYPES: dict[int, str] = {
     _T.FLOAT: "f32", _T.FLOAT16: "f16", _T.DOUBLE: "f64", _T.BFLOAT16: "bf16", _T.INT64: "i64",
     _T.INT32: "i32", _T.INT16: "i16", _T.INT8: "i8", _T.UINT64: "u64", _T.UINT32: "u32",
     _T.UINT16: "u16", _T.UINT8: "u8", _T.BOOL: "boolean", _T.FLOAT8E4M3FN: "f8e4m3",

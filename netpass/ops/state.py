@@ -151,14 +151,14 @@ def model_variables(model: Any) -> dict[str, VariableInfo]:
             raise NetpassError(f"Assign '{node.friendly_name}' and Assign "
                                f"'{assigns[vid].friendly_name}' both write variable '{vid}'")
         assigns[vid] = node
-        info = infos.get(vid)
-        if info is None:
+        read = infos.get(vid)
+        if read is None:
             raise NetpassError(f"Assign '{node.friendly_name}' writes variable '{vid}', which "
                                "no ReadValue of the model reads")
         et, ps = node.get_input_element_type(0), node.get_input_partial_shape(0)
-        if not (info.data_type.compatible(et) and info.data_shape.compatible(ps)):
+        if not (read.data_type.compatible(et) and read.data_shape.compatible(ps)):
             raise NetpassError(f"Assign '{node.friendly_name}' writes {et}{ps} into variable "
-                               f"'{vid}' of {info.data_type}{info.data_shape}")
+                               f"'{vid}' of {read.data_type}{read.data_shape}")
     order = [s.variable_id for s in model.sinks if isinstance(s, Assign)]
     order += [vid for vid in infos if vid not in assigns]
     return {vid: infos[vid] for vid in order}

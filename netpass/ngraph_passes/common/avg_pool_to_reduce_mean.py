@@ -40,9 +40,10 @@ class ConvertGlobalAvgPoolToReduceMean(MatcherPass):
 
         def callback(m: Matcher) -> bool:
             pool = m.match_root
-            if self.transformation_callback(pool) or not covers_whole_map(pool):
+            shape = static_shape(pool.input_value(0))  # (static: covers_whole_map)
+            if self.transformation_callback(pool) or not covers_whole_map(pool) or shape is None:
                 return False
-            rank = len(static_shape(pool.input_value(0)))
+            rank = len(shape)
             axes = const(np.arange(2, rank, dtype=np.int64))
             mean = make(ReduceMean, [pool.input_value(0), axes], keep_dims=True)
             mean.friendly_name = pool.friendly_name

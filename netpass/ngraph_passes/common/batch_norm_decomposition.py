@@ -28,8 +28,11 @@ class BatchNormDecomposition(MatcherPass):
             if self.transformation_callback(bn):
                 return False
             x, gamma, beta, mean, var = bn.input_values()
+            rank = static_rank(x)  # (static: the pattern's predicate)
+            if rank is None:
+                return False
             dt = x.element_type.dtype
-            shape = const(np.array([-1] + [1] * (static_rank(x) - 2), np.int64))
+            shape = const(np.array([-1] + [1] * (rank - 2), np.int64))
             per_channel = lambda v: make(Reshape, [v, shape], special_zero=False)  # noqa: E731
             inv = make(Divide,
                        [gamma, make(Sqrt, [make(Add, [var, const(np.array(bn.epsilon, dt))])])])

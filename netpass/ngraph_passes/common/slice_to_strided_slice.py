@@ -16,8 +16,9 @@ from ..utils import const, const_value, make, normalize_axes
 
 
 def _slice_params(node: Node, use_shapes: bool):
-    vals = [const_value(node.input_value(i)) for i in range(1, node.get_input_size())]
-    if any(v is None for v in vals):
+    maybe = [const_value(node.input_value(i)) for i in range(1, node.get_input_size())]
+    vals = [v for v in maybe if v is not None]
+    if len(vals) != len(maybe):
         return None
     start, stop, step = (v.reshape(-1).astype(np.int64) for v in vals[:3])
     axes = vals[3].reshape(-1) if len(vals) == 4 else np.arange(start.size)

@@ -160,7 +160,7 @@ def at_model_edge(node: Node) -> bool:
 
 def interior_layout_ops(model) -> list[Node]:
     """Transposes GNA cannot run and Gathers that are not at the model's edges."""
-    bad = []
+    bad: list[Node] = []
     for n in model.get_ordered_ops():
         if isinstance(n, Transpose) and is_transpose_node_supported(n):
             continue

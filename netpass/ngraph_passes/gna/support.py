@@ -232,10 +232,10 @@ def _aligned(elements: int) -> bool:
 
 
 def _split(node: Node, target: str) -> OpSupport:
-    shape, axis = static_shape(node.input_value(0)), const_value(node.input_value(1))
-    if shape is None or axis is None:
+    shape, axis_value = static_shape(node.input_value(0)), const_value(node.input_value(1))
+    if shape is None or axis_value is None:
         return _no(node, "split of a dynamic shape or along an axis that is not a constant")
-    axis = int(axis) % len(shape)
+    axis = int(axis_value) % len(shape)
     first = first_valuable(shape)
     if axis != first and any(d != 1 for d in shape[:axis]):
         return _no(node, f"split along axis {axis} of {list(shape)}: GNA splits flat memory into "

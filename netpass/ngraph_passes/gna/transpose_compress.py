@@ -47,7 +47,10 @@ class TransposeCompress(MatcherPass):
             t = m.match_root
             if self.transformation_callback(t):
                 return False
-            fused_shape, fused_order = compress(static_shape(t.input_value(0)), const_order(t))
+            shape, order = static_shape(t.input_value(0)), const_order(t)
+            if shape is None or order is None:  # (ruled out by _compressible)
+                return False
+            fused_shape, fused_order = compress(shape, order)
             r1 = make(Reshape, [t.input_value(0), const(np.array(fused_shape, np.int32))],
                       special_zero=False)
             t2 = make(Transpose, [r1, const(np.array(fused_order, np.int8))])

@@ -7,6 +7,7 @@ import numpy as np
 
 from ...core.graph_util import copy_runtime_info, replace_node
 from ...core.node import Node
+from ...errors import NetpassError
 from ...ops.movement import Slice
 from ...ops.pad import Pad
 from ..utils import const, const_value, make, normalize_axes, reverse_order, static_rank
@@ -26,6 +27,8 @@ def _permute_params(main: Node, perm: list[int]) -> None:
     if isinstance(main, Pad):
         for i in (1, 2):
             v = const_value(main.input_value(i))
+            if v is None:  # (ruled out by _pads_constant)
+                raise NetpassError(f"Pad '{main.friendly_name}': input {i} is not a constant")
             main.input(i).replace_source_output(const(v[perm], main.input_value(i).element_type))
     else:
         inv = reverse_order(perm)

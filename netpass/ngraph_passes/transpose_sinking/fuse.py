@@ -18,6 +18,7 @@ import numpy as np
 from ...core.boundary import Constant
 from ...core.graph_util import copy_runtime_info, replace_node, replace_output_update_name
 from ...core.node import Node
+from ...core.types import Type
 from ...ops.movement import Transpose
 from ...passes import MatcherPass
 from ...pattern import Matcher, any_input, wrap_type
@@ -78,7 +79,7 @@ class TSFuse(MatcherPass):
                 return any(replaced)
             et = t1.input_value(1).element_type
             if et != t2.input_value(1).element_type:
-                et = "i64"
+                et = Type.of("i64")
             new = make(Transpose, [x, const(np.array(fused), et)])
             new.friendly_name = t2.friendly_name
             remove_transpose_consumers(t1)

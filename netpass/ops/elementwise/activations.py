@@ -46,6 +46,7 @@ Mish = _unary("Mish", lambda x: x * np.tanh(np.logaddexp(np.zeros((), x.dtype), 
               "x * tanh(softplus(x)).")
 
 
+_cls: type[Node]  # (the registration loops below share it)
 for _cls, _ver in ((SoftSign, "opset9"), (HSwish, "opset4"), (HSigmoid, "opset5"),
                    (Mish, "opset4")):
     _cls.version = _ver
@@ -196,10 +197,11 @@ class PRelu(Node):
         if self._per_channel(data, slope):
             out = data
         else:
-            out = data.broadcast_merge(slope)
-            self.check(out is not None and (not data.rank_is_static or not out.rank_is_static
-                                            or len(out) == len(data)),
-                       "slope shape {} does not broadcast to data shape {}", slope, data)
+            merged = data.broadcast_merge(slope)
+            if merged is None or (data.rank_is_static and merged.rank_is_static
+                                  and len(merged) != len(data)):
+                self.fail("slope shape {} does not broadcast to data shape {}", slope, data)
+            out = merged
         self.set_output_type(0, et, out)
 
     def evaluate(self, inputs):

@@ -233,6 +233,7 @@ def divide(left_node: Any, right_node: Any, auto_broadcast: str = "numpy",
                            auto_broadcast=auto_broadcast.lower(), m_pythondiv=m_pythondiv), name)
 
 
+_cls: type[Node]  # (the registration loops below share it)
 for _op, _cls in (("Add", Add), ("Sub", Subtract), ("Mul", Multiply)):
     _register_binary(_op, _cls)
 

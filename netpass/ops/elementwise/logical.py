@@ -161,6 +161,7 @@ def select(cond: Any, then_node: Any, else_node: Any, auto_broadcast: str = "num
                            auto_broadcast=auto_broadcast.lower()), name)
 
 
+_cls: type[Node]  # (the registration loops below share it)
 for _op, _cls in (("Equal", Equal), ("Less", Less), ("Greater", Greater),
                   ("LessOrEqual", LessEqual), ("GreaterOrEqual", GreaterEqual), ("And", LogicalAnd),
                   ("Or", LogicalOr), ("Xor", LogicalXor)):

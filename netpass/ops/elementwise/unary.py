@@ -51,6 +51,7 @@ Cosh = _unary("Cosh", np.cosh)
 Asinh = _unary("Asinh", np.arcsinh)
 Acosh = _unary("Acosh", np.arccosh)
 Atanh = _unary("Atanh", np.arctanh)
+_cls: type[Node]  # (the registration loops below share it)
 for _cls in (Asinh, Acosh, Atanh):
     _cls.version = "opset4"
 

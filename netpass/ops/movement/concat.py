@@ -51,8 +51,8 @@ class Concat(Node):
                 if k == axis:
                     continue
                 merged = dims[k].merge(d) if known_rank else d
-                self.check(merged is not None,
-                           "input {} dim {} is {}, incompatible with {}", i, k, d, dims[k])
+                if merged is None:
+                    self.fail("input {} dim {} is {}, incompatible with {}", i, k, d, dims[k])
                 dims[k] = merged
             known_rank = True
             if total is not None:
@@ -69,13 +69,15 @@ class Concat(Node):
             return
         # Unknown pieces of static length become unknown dims, so the known ones still
         # reach a Reshape (e.g. [batch, <computed>, 64] keeps batch and 64).
+        pieces: list[tuple] = []
         for i, p in enumerate(parts):
             if p is None:
                 ps = self.get_input_partial_shape(i)
                 if not ps.is_static:
                     return
-                parts[i] = (Dimension(),) * (ps.to_shape()[0] if len(ps) else 1)
-        self.set_output_partial_value(0, [v for p in parts for v in p])
+                p = (Dimension(),) * (ps.to_shape()[0] if len(ps) else 1)
+            pieces.append(p)
+        self.set_output_partial_value(0, [v for p in pieces for v in p])
 
     def evaluate(self, inputs):
         return [np.concatenate(inputs, axis=self.axis)]

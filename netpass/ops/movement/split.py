@@ -114,8 +114,9 @@ class VariadicSplit(Node):
         raw = const_ints(self, 2)
         if raw is None:
             n = vector_length(self, 2)
-            self.check(n is not None, "the number of outputs is unknown: split_lengths must "
-                       "have a static shape")
+            if n is None:
+                self.fail("the number of outputs is unknown: split_lengths must have a static "
+                          "shape")
             self.set_output_size(n)
             for i in range(n):
                 self.set_output_type(i, et, _same_rank(data))
@@ -137,7 +138,7 @@ class VariadicSplit(Node):
                 shape = _same_rank(data)
             else:
                 part = data[axis] - known if v == -1 else of(v)
-                dims = list(data._dims)
+                dims = list(data)
                 dims[axis] = part
                 shape = PartialShape.of_dims(tuple(dims))
             self.set_output_type(i, et, shape)

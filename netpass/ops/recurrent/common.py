@@ -41,7 +41,7 @@ class _Recurrent(Node):
     DEFAULT_ACTIVATIONS: ClassVar[list[str]]
 
     def _check_attributes(self) -> None:
-        self.check(isinstance(self.hidden_size, (int, np.integer)) and self.hidden_size > 0,
+        self.check(isinstance(self.hidden_size, (int, np.integer)) and bool(self.hidden_size > 0),
                    "hidden_size must be a positive integer, got {!r}", self.hidden_size)
         if not self.activations:
             self.activations = list(self.DEFAULT_ACTIVATIONS)
@@ -69,7 +69,8 @@ class _Recurrent(Node):
     # -- shape checks shared by cells and sequences --------------------------------------
     def _merge_dim(self, acc: Dimension, d: Dimension, what: str) -> Dimension:
         m = acc.merge(d)
-        self.check(m is not None, "{}: {} does not match {}", what, d, acc)
+        if m is None:
+            self.fail("{}: {} does not match {}", what, d, acc)
         return m
 
     def _check_rank(self, i: int, rank: int, what: str) -> PartialShape:

@@ -15,6 +15,7 @@ __all__ = ["gru_cell", "gru_sequence"]
 
 
 class _GRUStep:
+    linear_before_reset: bool  # (an attribute of the op classes this mixin serves)
     GATES = 3
     STATES = 1
     DEFAULT_ACTIVATIONS = ["sigmoid", "tanh"]

@@ -33,8 +33,8 @@ def _reorder_blocks(value: Output, order: list[int], axis: int) -> Output:
     if known is not None:
         parts = np.split(known, len(order), axis=axis)
         return to_output(np.concatenate([parts[i] for i in order], axis=axis))
-    parts = movement.split(value, axis, len(order))
-    return _single(movement.concat([parts.output(i) for i in order], axis))
+    split = movement.split(value, axis, len(order))
+    return _single(movement.concat([split.output(i) for i in order], axis))
 
 
 def _single(node: Any) -> Output:
