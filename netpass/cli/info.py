@@ -13,6 +13,8 @@ PASS_GROUPS = ("common", "transpose_sinking", "gna")
 
 # `netpass passes` fits this many columns (a test holds every pass's first docstring line to it).
 COLUMNS = 100
+# The name column's width: the longest name up to this; a longer one overflows it.
+NAME_COLUMN = 32
 
 
 def describe(cls: type) -> str:
@@ -53,7 +55,7 @@ def cmd_passes(args: argparse.Namespace) -> int:
     groups = transformation_groups()
     for title, rows in groups.items():
         print(f"{title}:")
-        width = max(len(n) for n, _ in rows)
+        width = max((len(n) for n, _ in rows if len(n) <= NAME_COLUMN), default=NAME_COLUMN)
         for name, text in rows:
             print(f"  {name:<{width}}  {text}")
         print()

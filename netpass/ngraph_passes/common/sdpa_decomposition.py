@@ -57,8 +57,10 @@ def _scale(node: Node, q: Output) -> Output:
 
 
 class ScaledDotProductAttentionDecomposition(MatcherPass):
-    """ScaledDotProductAttention (no sink, static ranks) -> MatMul, scale, mask, Softmax,
-    MatMul."""
+    """ScaledDotProductAttention as MatMul, Softmax, MatMul.
+
+    The scale and the mask go between the first MatMul and the Softmax; an SDPA with a sink
+    input or dynamic ranks stays whole."""
 
     def __init__(self) -> None:
         super().__init__()
