@@ -124,7 +124,7 @@ class VariableState:
     checked); ``reset()`` returns it to the initial value."""
 
     def __init__(self, info: VariableInfo, get: Callable[[], np.ndarray | None],
-                 set_: Callable[[np.ndarray], None], reset: Callable[[], None]) -> None:
+                 set_: Callable[[np.ndarray], None], reset: Callable[[], object]) -> None:
         self.info = info
         self._get, self._set, self._reset = get, set_, reset
 
@@ -167,10 +167,12 @@ class ReferenceInferRequest:
     def query_state(self) -> list[VariableState]:
         """One :class:`VariableState` per variable, in the model's order."""
         values = self._values
-        return [VariableState(info, lambda v=vid: None if v not in values else values[v].copy(),
-                              lambda arr, v=vid: values.__setitem__(v, arr),
-                              lambda v=vid: values.pop(v, None))
-                for vid, info in self.variables.items()]
+
+        def state(vid: str, info: VariableInfo) -> VariableState:
+            return VariableState(info, lambda: None if vid not in values else values[vid].copy(),
+                                 lambda arr: values.__setitem__(vid, arr),
+                                 lambda: values.pop(vid, None))
+        return [state(vid, info) for vid, info in self.variables.items()]
 
 
 def create_infer_request(model: Model) -> ReferenceInferRequest:

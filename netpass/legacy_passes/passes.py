@@ -116,7 +116,7 @@ class FuseFullyConnectedWithEltwisePass(LegacyPass):
                 continue
             bias = add.blob_for_port(blob_port)
             n = layer.blobs["weights"].shape[0]
-            if bias.size != n or (bias.ndim and bias.shape[-1] != n):
+            if bias is None or bias.size != n or (bias.ndim and bias.shape[-1] != n):
                 continue
             if add.out_shapes[0] != layer.out_shapes[0]:
                 continue

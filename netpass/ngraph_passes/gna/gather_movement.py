@@ -80,7 +80,7 @@ def reordered(sources: Sequence[Output], axis: int, indices: np.ndarray,
         cuts[k] |= {s, e}
     pieces = [_pieces(src, axis, sorted(c), rt_source) if any(k == w[0] for w in wanted) else {}
               for k, (src, c) in enumerate(zip(sources, cuts))]
-    out = []
+    out: list[Output] = []
     for k, s, e in wanted:
         bounds = sorted(c for c in cuts[k] if s <= c < e)
         out.extend(pieces[k][b] for b in bounds)
@@ -344,7 +344,8 @@ def _flat_operand(value: Output, out_shape: Sequence[int], flat_shape: Sequence[
     if v is not None:
         full = np.broadcast_to(v, out_shape).reshape(flat_shape)
         return const(np.take(full, inverse, axis=axis), value.element_type)
-    if tuple(static_shape(value)) != tuple(out_shape):
+    shape = static_shape(value)
+    if shape is None or tuple(shape) != tuple(out_shape):
         return None
     r = make(Reshape, [value, const(np.array(flat_shape, np.int64))], special_zero=False)
     copy_runtime_info(rt_source, r)

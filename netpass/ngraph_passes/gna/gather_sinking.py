@@ -277,7 +277,7 @@ class GatherSinkingFuse(MatcherPass):
             g2 = m.match_root
             g1 = m.pattern_value_map[first].node
             i1, i2 = gather_info(g1), gather_info(g2)
-            if i1.axis != i2.axis or self.transformation_callback(g2):
+            if i1 is None or i2 is None or i1.axis != i2.axis or self.transformation_callback(g2):
                 return False
             fused = i1.indices[i2.indices]
             x = g1.input_value(0)

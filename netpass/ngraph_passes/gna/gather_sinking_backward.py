@@ -68,7 +68,7 @@ class _Backward(MatcherPass):
 
 
 def _gather_inputs(main: Node, plan: dict[int, int], info: GatherInfo) -> list[Node]:
-    new = []
+    new: list[Node] = []
     for i, axis in plan.items():
         g = gathered(main.input_value(i), info.indices, axis, main)
         main.input(i).replace_source_output(g)
@@ -203,9 +203,9 @@ class GatherSinkingSplitBackward(MatcherPass):
         gathers = []
         for out in split.outputs():
             infos = [gather_info(c.node) for c in graph_consumers(out)]
-            if any(i is not None for i in infos) and (
-                    len(infos) != 1 or infos[0].axis != axis
-                    or gather_sinking_disabled(infos[0].gather)):
+            known = [i for i in infos if i is not None]
+            if known and (len(infos) != 1 or known[0].axis != axis
+                          or gather_sinking_disabled(known[0].gather)):
                 return None
             gathers.append(infos[0] if infos and infos[0] is not None else None)
         return (axis, gathers) if any(g is not None for g in gathers) else None

@@ -28,11 +28,11 @@ def slice_of_gather(node: Node) -> tuple[int, int, int] | None:
     if getattr(node, "batch_dims", 0) != 0:
         return None
     shape = static_shape(node.input_value(0))
-    indices, axis = const_value(node.input_value(1)), const_value(node.input_value(2))
-    if shape is None or not 2 <= len(shape) <= 5 or indices is None or axis is None \
-            or axis.size != 1 or indices.ndim > 1 or indices.size == 0:
+    indices, axis_value = const_value(node.input_value(1)), const_value(node.input_value(2))
+    if shape is None or not 2 <= len(shape) <= 5 or indices is None or axis_value is None \
+            or axis_value.size != 1 or indices.ndim > 1 or indices.size == 0:
         return None
-    axis = int(axis.reshape(-1)[0]) % len(shape)
+    axis = int(axis_value.reshape(-1)[0]) % len(shape)
     flat = indices.reshape(-1).astype(np.int64)
     if np.any(flat < -shape[axis]) or np.any(flat >= shape[axis]):
         return None
@@ -58,10 +58,14 @@ class ConvertGatherToSlice(MatcherPass):
             gather = m.match_root
             if self.transformation_callback(gather):
                 return False
-            axis, start, length = slice_of_gather(gather)
+            found = slice_of_gather(gather)  # (not None: the pattern's predicate)
+            if found is None:
+                return False
+            axis, start, length = found
             new = [make(Slice, [gather.input_value(0), _i64(start), _i64(start + length), _i64(1),
                                   _i64(axis)])]
-            if const_value(gather.input_value(1)).ndim == 0:
+            indices = const_value(gather.input_value(1))
+            if indices is not None and indices.ndim == 0:
                 new.append(make(Squeeze, [new[0], _i64(axis)]))
             new[-1].friendly_name = gather.friendly_name
             copy_runtime_info(gather, new)

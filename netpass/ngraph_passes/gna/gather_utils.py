@@ -95,7 +95,7 @@ def aligned_axis(value: Output, axis: int, out_rank: int) -> int | None:
     when ``value`` does not have that axis or has it as 1 (nothing to gather then)."""
     shape = static_shape(value)
     a = axis - (out_rank - len(shape)) if shape is not None else -1
-    return None if a < 0 or shape[a] == 1 else a
+    return None if shape is None or a < 0 or shape[a] == 1 else a
 
 
 def consumers_gather(node: Node) -> GatherInfo | None:
@@ -131,6 +131,6 @@ def flat_gather(node: Node) -> GatherInfo | None:
     """A Gather over the only non-1 axis of its data (a reordering of the flat tensor)."""
     info = gather_info(node)
     shape = static_shape(node.input_value(0)) if info is not None else None
-    if shape is None or any(d != 1 for i, d in enumerate(shape) if i != info.axis):
+    if info is None or shape is None or any(d != 1 for i, d in enumerate(shape) if i != info.axis):
         return None
     return info

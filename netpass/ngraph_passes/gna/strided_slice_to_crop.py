@@ -29,7 +29,10 @@ def _crop_candidate(ss: Node) -> bool:
 def crop_window(ss: Node) -> tuple[list[int], list[int]] | None:
     """(offset, dim) per input axis, or None when the slice is not one contiguous window."""
     shape = static_shape(ss.input_value(0))
-    params = [const_value(ss.input_value(i)) for i in range(1, ss.get_input_size())]
+    maybe = [const_value(ss.input_value(i)) for i in range(1, ss.get_input_size())]
+    params = [p for p in maybe if p is not None]
+    if shape is None or len(params) != len(maybe):  # (ruled out by the pattern's predicate)
+        return None
     probe = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
     kept = ss.evaluate([probe, *params])[0].reshape(-1)
     if kept.size == 0:

@@ -4,6 +4,7 @@ extraction, and the ONNX spellings of those attributes."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from math import prod
 from typing import Any
 
@@ -29,6 +30,10 @@ def map_dim(d: Dimension, fn: Callable[[int], int], identity: bool = False) -> D
         return Dimension(lo, -1)
     hi = max(fn(d.max), 0)
     return Dimension(min(lo, hi), hi)
+
+
+def _ceil_div(v: int, s: int) -> int:
+    return -(-v // s)
 
 
 def window_count(size: int, extent: int, stride: int, pad_begin: int, pad_end: int,
@@ -89,7 +94,7 @@ def window_output_dims(node: Node, dims: Sequence[Dimension], extents: Sequence[
     for i, d in enumerate(dims):
         s = strides[i]
         if auto_pad in ("same_upper", "same_lower"):
-            out.append(map_dim(d, lambda v, s=s: -(-v // s), identity=s == 1))
+            out.append(map_dim(d, partial(_ceil_div, s=s), identity=s == 1))
             continue
         e = extents[i]
         if isinstance(e, Dimension):
@@ -104,8 +109,8 @@ def window_output_dims(node: Node, dims: Sequence[Dimension], extents: Sequence[
                                f"axis {i} of size {d.min} padded by ({pb}, {pe})")
             out.append(Dimension(n))
         else:
-            out.append(map_dim(d, lambda v, e=e, s=s, pb=pb, pe=pe:
-                               window_count(v, e, s, pb, pe, ceil),
+            out.append(map_dim(d, partial(window_count, extent=e, stride=s, pad_begin=pb,
+                                          pad_end=pe, ceil=ceil),
                                identity=s == 1 and pb + pe == e - 1))
     return out
 
