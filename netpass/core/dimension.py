@@ -2,10 +2,19 @@
 
 A symbol marks unknown dimensions proven equal (two inputs both ``batch``); it survives
 merging and value propagation so that ``Reshape(x, ShapeOf(x))`` keeps ``batch``.
+
+Sums, differences and products of symbolic dims carry a *derived* symbol, an integer
+polynomial over the named ones (``past + seq``, ``total - 1``, ``batch * seq``, ``12 * batch``).
+Derived symbols are interned: two dims computed the same way from the same symbols (a
+decoder's cache concatenated with the new keys in every layer, and ``ShapeOf`` of it) share
+one, so that they are proven equal, and an expression that simplifies back to a named symbol
+(``past + seq - seq``) is that symbol.
 """
 from __future__ import annotations
 
 import itertools
+import weakref
+from collections.abc import Mapping
 from typing import Any
 
 INF = (1 << 63) - 1
@@ -13,17 +22,164 @@ INF = (1 << 63) - 1
 _symbol_ids = itertools.count()
 
 
-class Symbol:
-    """Identity of an unknown dimension; two dims with the same Symbol are equal at run time."""
+# a product of named symbols (in creation order, repeated for powers)
+Monomial = tuple["Symbol", ...]
 
-    __slots__ = ("name", "_id")
+
+class Symbol:
+    """Identity of an unknown dimension; two dims with the same Symbol are equal at run time.
+
+    A named symbol stands for itself; a derived one (:meth:`polynomial`) for ``const +
+    sum(coeff * product of named symbols)``, its ``terms`` (monomial, coefficient) pairs."""
+
+    __slots__ = ("name", "_id", "terms", "const", "__weakref__")
 
     def __init__(self, name: str | None = None) -> None:
         self._id = next(_symbol_ids)
         self.name = name or f"s{self._id}"
+        self.terms: tuple[tuple[Monomial, int], ...] | None = None  # None: a named symbol
+        self.const = 0
 
     def __repr__(self) -> str:
         return self.name
+
+    @property
+    def is_derived(self) -> bool:
+        return self.terms is not None
+
+    def form(self) -> tuple[dict[Monomial, int], int]:
+        """The polynomial: ({monomial: coefficient}, constant)."""
+        if self.terms is None:
+            return {(self,): 1}, 0
+        return dict(self.terms), self.const
+
+    def named(self) -> list[Symbol]:
+        """The named symbols this one is made of (itself when named)."""
+        if self.terms is None:
+            return [self]
+        return list(dict.fromkeys(s for mono, _ in self.terms for s in mono))
+
+    def evaluate(self, values: Mapping[Symbol, int]) -> int:
+        """The value under ``values`` (named symbol -> int)."""
+        if self.terms is None:
+            return values[self]
+        total = self.const
+        for mono, c in self.terms:
+            v = c
+            for s in mono:
+                v *= values[s]
+            total += v
+        return total
+
+    @staticmethod
+    def polynomial(terms: Mapping[Monomial, int], const: int = 0) -> Symbol | None:
+        """The interned symbol of ``const + sum(coeff * monomial)``; a named symbol itself
+        for ``1 * s + 0``; None when no coefficient is left (a constant)."""
+        merged: dict[Monomial, int] = {}
+        for m, c in terms.items():
+            mono = tuple(sorted(m, key=_sid))
+            merged[mono] = merged.get(mono, 0) + c
+        items = sorted(((m, c) for m, c in merged.items() if c),
+                       key=lambda t: (len(t[0]), [_sid(x) for x in t[0]]))
+        if not items:
+            return None
+        if len(items) == 1 and items[0][1] == 1 and const == 0 and len(items[0][0]) == 1:
+            named: Symbol = items[0][0][0]
+            return named
+        key = (tuple((tuple(_sid(x) for x in m), c) for m, c in items), const)
+        sym = _derived.get(key)
+        if sym is None:
+            sym = Symbol(_polynomial_name(items, const))
+            sym.terms, sym.const = tuple(items), const
+            _derived[key] = sym
+        return sym
+
+
+def _sid(s: Symbol) -> int:
+    return s._id
+
+
+# derived symbols by their terms' ids and constant; a symbol lives while a dim holds it
+_derived: weakref.WeakValueDictionary[tuple[Any, ...], Symbol] = weakref.WeakValueDictionary()
+
+
+def _polynomial_name(items: list[tuple[Monomial, int]], const: int) -> str:
+    parts = []
+    for mono, c in items:
+        mag = f"{abs(c)}*" if abs(c) != 1 else ""
+        parts.append(f"{'-' if c < 0 else '+'}{mag}{'*'.join(s.name for s in mono)}")
+    if const:
+        parts.append(f"{'-' if const < 0 else '+'}{abs(const)}")
+    text = "".join(parts)
+    return text[1:] if text.startswith("+") else text
+
+
+def _form(d: Dimension) -> tuple[dict[Monomial, int], int] | None:
+    """``d`` as a polynomial: its symbol's, a static length's, or None (unknown)."""
+    if d.symbol is not None:
+        return d.symbol.form()
+    return ({}, d.min) if d.is_static else None
+
+
+def _combine(a: Dimension, b: Dimension, sign: int) -> Symbol | None:
+    """The symbol of ``a + sign * b`` (None unless both are symbolic or static)."""
+    fa, fb = _form(a), _form(b)
+    if fa is None or fb is None:
+        return None
+    terms = dict(fa[0])
+    for mono, c in fb[0].items():
+        terms[mono] = terms.get(mono, 0) + sign * c
+    return Symbol.polynomial(terms, fa[1] + sign * fb[1])
+
+
+def _product(a: Dimension, b: Dimension) -> Symbol | None:
+    """The symbol of ``a * b`` (None unless both are symbolic or static)."""
+    fa, fb = _form(a), _form(b)
+    if fa is None or fb is None:
+        return None
+    terms: dict[Monomial, int] = {}
+    ta = [*fa[0].items(), ((), fa[1])]
+    tb = [*fb[0].items(), ((), fb[1])]
+    const = 0
+    for ma, ca in ta:
+        for mb, cb in tb:
+            if not ma and not mb:
+                const += ca * cb
+            else:
+                mono = ma + mb
+                terms[mono] = terms.get(mono, 0) + ca * cb
+    return Symbol.polynomial(terms, const)
+
+
+def symbolic_quotient(a: Dimension, b: Dimension) -> Symbol | None:
+    """The symbol of ``a / b`` where ``b`` is one monomial (or a static length) that divides
+    every term of ``a`` exactly (``batch * seq * 64 / 64``, ``12 * batch * seq / batch``);
+    None otherwise."""
+    fa, fb = _form(a), _form(b)
+    if fa is None or fb is None or fa[1] != 0 and fb[0]:
+        return None
+    if fb[0]:
+        if len(fb[0]) != 1 or fb[1] != 0:
+            return None
+        ((div_mono, div_c),) = fb[0].items()
+    else:
+        div_mono, div_c = (), fb[1]
+    if div_c == 0:
+        return None
+    terms: dict[Monomial, int] = {}
+    for mono, c in fa[0].items():
+        rest = list(mono)
+        for s in div_mono:
+            if s not in rest:
+                return None
+            rest.remove(s)
+        if c % div_c:
+            return None
+        terms[tuple(rest)] = c // div_c
+    if fa[1] % div_c:
+        return None
+    const = fa[1] // div_c + terms.pop((), 0)
+    return Symbol.polynomial(terms, const)
 
 
 class Dimension:
@@ -145,10 +301,15 @@ class Dimension:
         return Dimension(lo, max(self.max, o.max))
 
     # -- arithmetic (interval) ----------------------------------------------------------
+    # A result that is not static takes the derived symbol of the operands' symbols (module
+    # docstring): the interval says what is possible, the symbol what it equals at run time.
     def __add__(self, other: DimLike) -> Dimension:
         o = Dimension.of(other)
-        return Dimension(self.min + o.min,
-                         _sat(self.max + o.max) if INF not in (self.max, o.max) else -1)
+        out = Dimension(self.min + o.min,
+                        _sat(self.max + o.max) if INF not in (self.max, o.max) else -1)
+        if not out.is_static:
+            out.symbol = _combine(self, o, 1)
+        return out
 
     __radd__ = __add__
 
@@ -156,13 +317,20 @@ class Dimension:
         o = Dimension.of(other)
         hi = -1 if self.max == INF else max(self.max - o.min, 0)
         lo = max(self.min - (o.max if o.max != INF else self.min), 0)
-        return Dimension(min(lo, hi) if hi != -1 else lo, hi)
+        out = Dimension(min(lo, hi) if hi != -1 else lo, hi)
+        if not out.is_static:
+            out.symbol = _combine(self, o, -1)
+        return out
 
     def __mul__(self, other: DimLike) -> Dimension:
         o = Dimension.of(other)
         if INF in (self.max, o.max):
-            return Dimension(self.min * o.min, -1)
-        return Dimension(self.min * o.min, _sat(self.max * o.max))
+            out = Dimension(self.min * o.min, -1)
+        else:
+            out = Dimension(self.min * o.min, _sat(self.max * o.max))
+        if not out.is_static:
+            out.symbol = _product(self, o)
+        return out
 
     __rmul__ = __mul__
 

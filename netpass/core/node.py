@@ -362,7 +362,8 @@ class Node:
                      (v if isinstance(v, Dimension) else int(v)) for v in value)
         if all(isinstance(v, int) for v in norm):
             et = port.et
-            dt = et.dtype if et.dtype is not None and et.is_integral else np.int64
+            dt = et.dtype if et.dtype is not None and (et.is_integral or et.name == "boolean") \
+                else np.int64
             ps = port.ps
             arr = np.array(norm, dtype=dt)
             if ps.rank_is_static and len(ps) == 0:

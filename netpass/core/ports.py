@@ -126,11 +126,12 @@ class Output:
 
     @property
     def partial_value(self) -> tuple[Any, ...] | None:
-        """Known elements of a small integer tensor: ints, or Dimensions where unknown."""
+        """Known elements of a small integer (or boolean: 0 and 1) tensor: ints, or Dimensions
+        where unknown."""
         port = self.node._outs[self.index]
         v = port.val
         if v is not None:
-            if v.ndim <= 1 and v.dtype.kind in "iu":
+            if v.ndim <= 1 and v.dtype.kind in "iub":
                 return tuple(int(x) for x in v.reshape(-1))
             return None
         return port.pval

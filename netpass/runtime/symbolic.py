@@ -7,6 +7,10 @@ symbol to the value in the user's arrays, a node whose output dims are all stati
 its shapes by substitution, and a shape-infer input whose partial value is all static or bound
 has its value the same way: the ShapeOf sub-graph that computed it need not run at all.
 
+Derived symbols (``past + seq`` of a decoder's grown cache, :class:`~netpass.core.dimension.Symbol`)
+take part when every named symbol they are made of is bound: the binding holds their values
+too, computed once per inference.
+
 This plays the role of OpenVINO's symbolic shape optimizations (which rewrite such sub-graphs
 at compile time) without changing the program: the runtime keeps the full path for inputs that
 bind a symbol inconsistently, and checks the substitution against real shape inference on the
@@ -24,14 +28,15 @@ Expr = tuple  # items: int, or a Symbol to look up in the binding
 
 def dims_expr(dims: Iterable[Any], bound: set) -> Expr | None:
     """``dims`` (ints or Dimensions) as a substitution template, or None when a dim is neither
-    static nor a bound symbol."""
+    static nor a symbol whose named symbols are all bound."""
     out: list = []
     for d in dims:
         if isinstance(d, (int, np.integer)):
             out.append(int(d))
         elif d.min == d.max:
             out.append(d.min)
-        elif d.symbol is not None and d.symbol in bound:
+        elif d.symbol is not None and (d.symbol in bound or d.symbol.is_derived
+                                       and all(s in bound for s in d.symbol.named())):
             out.append(d.symbol)
         else:
             return None
@@ -79,6 +84,11 @@ class SymbolicShapes:
                 if expr is not None and len(expr) == int(np.prod(shape)):
                     n.sym_deps[j] = (expr, shape, src.out_dtypes[k])
             any_expr = any_expr or n.sym_out is not None or bool(n.sym_deps)
+        # the derived symbols the templates use, evaluated by bind()
+        self.derived = list(dict.fromkeys(
+            d for n in program.nodes
+            for expr in [*(n.sym_out or ()), *(e for e, _, _ in n.sym_deps.values())]
+            for d in expr if type(d) is not int and d.is_derived))
         self.active = any_expr
         self.order = self._live_order(program) if any_expr else list(program.exec_order)
 
@@ -116,6 +126,8 @@ class SymbolicShapes:
             v = shape[axis]
             if b.setdefault(sym, v) != v:
                 return None
+        for sym in self.derived:
+            b[sym] = sym.evaluate(b)
         return b
 
     @staticmethod

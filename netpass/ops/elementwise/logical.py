@@ -6,10 +6,12 @@ from typing import Any
 
 import numpy as np
 
+from ...core.dimension import Dimension
 from ...core.node import Node, Output
 from ...core.types import Type, boolean
 from ..base import BinaryElementwiseComparison, BinaryElementwiseLogical, set_name, to_output
 from ..registry import onnx_export, onnx_rule
+from .arithmetic import _elementwise_partial_value
 from .common import _binary_factory, _export_simple, _like, _register_binary, _unary_factory
 
 __all__ = ["equal", "not_equal", "less", "greater", "less_equal", "greater_equal", "logical_not",
@@ -22,6 +24,24 @@ class Equal(BinaryElementwiseComparison):
     type_name = "Equal"
     commutative = True
     fn = staticmethod(np.equal)
+
+    def infer_values(self) -> None:
+        # torch's expand writes Where(Equal(shape, -1), 1, shape): a dimension is never -1
+        _elementwise_partial_value(self, _pv_equal)
+
+
+def _pv_equal(x: Any, y: Any) -> Any:
+    """1 or 0 where known, None (unknown) otherwise; a Dimension lies in its interval and is
+    equal to a dim of the same symbol."""
+    if isinstance(x, int) and isinstance(y, int):
+        return int(x == y)
+    if isinstance(x, int):
+        x, y = y, x
+    if isinstance(y, int):
+        return 0 if y < x.min or y > x.max else None
+    if x.symbol is not None and x.symbol is y.symbol:
+        return 1
+    return 0 if x.merge(y) is None else None
 
 
 class NotEqual(BinaryElementwiseComparison):
@@ -135,6 +155,30 @@ class Select(Node):
     def evaluate(self, inputs):
         c, t, e = inputs
         return [np.where(c, t, e).astype(self._outs[0].et.dtype or t.dtype, copy=False)]
+
+    def infer_values(self) -> None:
+        """Shape values through a known condition (torch's expand: ``Where(Equal(shape, -1),
+        1, shape)``), or where both branches agree."""
+        c, t, e = (self.input_partial_value(i) for i in range(3))
+        ps = self.get_output_partial_shape(0)
+        if t is None or e is None or not ps.rank_is_static or len(ps) > 1:
+            return
+        c = c if c is not None else (Dimension(),)
+        if len(ps) == 1 and not ps[0].is_static:
+            return
+        n = ps[0].min if len(ps) == 1 else 1
+        if any(len(v) not in (1, n) for v in (c, t, e)):
+            return
+        c, t, e = (v * n if len(v) == 1 else v for v in (c, t, e))
+        out = []
+        for ci, ti, ei in zip(c, t, e):
+            if isinstance(ci, int):
+                out.append(ti if ci else ei)
+            elif ti == ei and (isinstance(ti, int) or ti.symbol is ei.symbol):
+                out.append(ti)
+            else:
+                out.append(Dimension())
+        self.set_output_partial_value(0, out)
 
 
 equal = _binary_factory(Equal)

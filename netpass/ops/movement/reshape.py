@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ...core.dimension import INF, Dimension
+from ...core.dimension import INF, Dimension, symbolic_quotient
 from ...core.node import Node, Output
 from ...core.shape import PartialShape
 from ..base import normalize_axis, set_name, to_output
@@ -100,11 +100,13 @@ class Reshape(Node):
         n_in = _dim_product(ins)
         if any(d.is_dynamic for d in outs):
             n_out = _dim_product(outs)
+            # (a symbolic quotient: [b * s, 64] -> [b, -1, 64] gives s)
+            symbol = symbolic_quotient(n_in, n_out)
             if n_out.min == 0:
-                return Dimension()
+                return Dimension(symbol=symbol)
             hi = -1 if n_in.max == INF else n_in.max // n_out.min
             lo = 0 if n_out.max == INF else -(-n_in.min // n_out.max)
-            return Dimension(lo if hi == -1 else min(lo, hi), hi)
+            return Dimension(lo if hi == -1 else min(lo, hi), hi, symbol)
         if s_out == 0:
             return Dimension(0) if n_in.max == 0 else Dimension()
         if not ins_dyn:
@@ -112,7 +114,8 @@ class Reshape(Node):
         if len(ins_dyn) == 1 and s_in == s_out:
             return ins_dyn[0]
         hi = -1 if n_in.max == INF else n_in.max // s_out
-        return Dimension(-(-n_in.min // s_out), hi)
+        # (the product of the symbolic dims: [b, s, 64] -> [-1, 64] gives b * s)
+        return Dimension(-(-n_in.min // s_out), hi, symbolic_quotient(n_in, Dimension(s_out)))
 
     def infer_values(self) -> None:
         pass_partial_value(self)

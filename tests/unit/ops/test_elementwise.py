@@ -721,3 +721,30 @@ def test_reads_openvino_ir(tmp_path):
                 o.select(o.less(x, f32(0)), x, f32(2)), o.divide(x, f32(1.5)),
                 o.logical_xor(o.greater(x, f32(0)), o.less(x, f32(1)))]
     check_read_from_openvino(build, tmp_path)
+
+
+def test_equal_and_select_carry_shape_values_through_torch_expand():
+    """torch's expand(-1 dims) exports Where(Equal(shape, -1), 1, shape): a dimension is never
+    -1, so the target keeps its dims and symbols."""
+    batch, seq = Dimension(symbol=Symbol("B")), Dimension(symbol=Symbol("S"))
+    shape = _Dims([], dims=(batch, -1, seq, 7)).output(0)
+    is_minus_one = opset.equal(shape, np.array(-1, np.int64))
+    assert is_minus_one.output(0).value.tolist() == [False, True, False, False]
+    target = opset.select(is_minus_one, np.array(1, np.int64), shape)
+    pv = target.output(0).partial_value
+    assert pv[0].symbol is batch.symbol and pv[1] == 1 and pv[2].symbol is seq.symbol
+    assert pv[3] == 7
+    x = opset.parameter(PartialShape([Dimension(), 1, Dimension(), 7]), np.float32)
+    out = opset.broadcast(x, target, "bidirectional").output(0).partial_shape
+    assert out[0].symbol is batch.symbol and out[2].symbol is seq.symbol
+
+
+def test_equal_of_unknown_dims_is_unknown_and_select_keeps_agreeing_branches():
+    batch = Dimension(symbol=Symbol("B"))
+    a = _Dims([], dims=(batch, Dimension(), 3)).output(0)
+    b = _Dims([], dims=(batch, 5, Dimension(1, 2))).output(0)
+    eq = opset.equal(a, b).output(0).partial_value
+    assert eq[0] == 1 and not isinstance(eq[1], int) and eq[2] == 0
+    cond = opset.parameter([3], "boolean")
+    pv = opset.select(cond, a, _Dims([], dims=(batch, 4, 3))).output(0).partial_value
+    assert pv[0].symbol is batch.symbol and not isinstance(pv[1], int) and pv[2] == 3

@@ -237,3 +237,19 @@ def test_shape_of_i32_and_range_export_roundtrip():
     for got, expected in zip(sess.run(None, feeds), netpass.reference.infer(m, feeds).values()):
         assert got.dtype == expected.dtype
         np.testing.assert_array_equal(got, expected)
+
+
+def test_reshape_minus_one_keeps_the_product_of_symbols():
+    """[b, s, 32] -> [-1, 32] (transformers' Conv1D) gives b*s; back to [b, -1, 32] gives s."""
+    b, s = Symbol("b"), Symbol("s")
+    x = opset.parameter(PartialShape([Dimension(symbol=b), Dimension(symbol=s), 32]), np.float32)
+    flat = opset.reshape(x, [-1, 32], False)
+    rows = flat.output(0).partial_shape[0]
+    assert rows.symbol is (Dimension(symbol=b) * Dimension(symbol=s)).symbol
+    batch = opset.gather(opset.shape_of(x), [0], 0)
+    back = opset.reshape(flat, opset.concat([batch, [-1], [32]], 0), False)
+    ps = back.output(0).partial_shape
+    assert ps[0].symbol is b and ps[1].symbol is s and ps[2] == 32
+    m = Model([back], [x])
+    out = list(netpass.reference.infer(m, {m.input_names[0]: rand([3, 5, 32])}).values())[0]
+    assert out.shape == (3, 5, 32)

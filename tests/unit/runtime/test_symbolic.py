@@ -131,3 +131,30 @@ def test_a_repeated_binding_then_a_new_one(rng):
     feeds = [{"x": _f(rng, 2, n, 8)} for n in (3, 5, 4, 4, 6, 2)]
     _, req = _infer_all(model, feeds)
     assert req.stats["symbolic_infers"] == 4
+
+
+def _grown_cache_model():
+    """A decoder layer's shape math on its grown cache: Concat(past, new) along the sequence,
+    then a Reshape whose target is computed from ShapeOf of the concat (as torch exports
+    ``k.view(b, h, -1, d)`` after ``torch.cat``) and a Reshape to [-1, 8] (a Conv1D)."""
+    past = opset.parameter([1, 2, "past", 4], np.float32, name="past")
+    new = opset.parameter([1, 2, "seq", 4], np.float32, name="new")
+    grown = opset.concat([past, new], 2)
+    shape = opset.shape_of(grown)
+    length = opset.gather(shape, _i64([2]), _i64(0))
+    target = opset.concat([_i64([1]), length, _i64([2, 4])], 0)
+    y = opset.reshape(opset.transpose(grown, _i64([0, 2, 1, 3])), target, False)
+    z = opset.reshape(opset.relu(y), _i64([-1, 8]), False)
+    return Model([opset.result(z, name="y")], [past, new])
+
+
+def test_past_plus_new_length_is_a_derived_symbol_and_its_shape_math_is_substituted(rng):
+    prog = Program.from_model(_grown_cache_model())
+    assert not {"ShapeOf", "Gather"} & {n.kind for n in prog.symbolic.order}
+    reshape = next(n for n in prog.nodes if n.kind == "Reshape" and len(n.out_pshapes[0]) == 4)
+    (expr, _, _) = reshape.sym_deps[1]
+    assert expr[1].is_derived and expr[1].name.count("+") == 1
+    feeds = [{"past": _f(rng, 1, 2, p, 4), "new": _f(rng, 1, 2, 1, 4)} for p in range(2, 9)]
+    cm, req = _infer_all(_grown_cache_model(), feeds)
+    assert req.stats["symbolic_infers"] == len(feeds) - SYMBOLIC_CHECKS
+    assert cm.symbolic_ok
