@@ -98,7 +98,8 @@ def _match(sm, users: dict):
     cur = sm.inputs[0][0]
     while not cur.is_a(MatMul):
         if not cur.row.fusable or cur.num_outputs != 1 \
-                or cur.is_output or cur.out_dtypes[0] != F32 or len(chain) > 16:
+                or cur.is_output or cur.out_dtypes[0] != F32 or len(chain) > 16 \
+                or len(users.get(id(cur), ())) != 1:  # (nothing else reads the scores)
             return None
         j = _chain_input(cur, users)
         if j is None:

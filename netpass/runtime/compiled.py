@@ -22,6 +22,7 @@ from ..reference import VariableState
 from .async_queue import AsyncInferRequest, RequestBusyError
 from .device import Engine, resolve_device_name, select_device
 from .invariants import debug_checks
+from .length_plan import LengthPlans
 from .lru import LruCache
 from .memory import Tensor
 from .network import STAT_KEYS, Network
@@ -87,6 +88,7 @@ class RuntimeCompiledModel:
         self.step_plans: dict = {}  # binding -> step_plan.StepPlan, or network.SEEN (met once)
         self._free_kernels: dict = {}  # kernel key -> KernelHandles closed requests left
         self.use_step_plans = bool(cfg.get("STEP_PLANS", True))
+        self.length_plans = LengthPlans(program)  # families of decoding steps (length_plan)
         self.debug_checks = debug_checks(cfg)
         self.max_output_bytes = max_output_bytes(cfg)
         # symbolic shapes (netpass.runtime.symbolic): off for good after one mismatch with

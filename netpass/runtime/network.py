@@ -30,6 +30,8 @@ from .program import Program
 from .program_node import ProgramNode
 from .shape_predictor import ShapePredictor
 from .state import VariableStore
+from .length_plan import FAMILIES, LengthFamily
+from .length_tape import Tape
 from .step_plan import StepPlan
 from .symbolic import SymbolicShapes
 
@@ -40,7 +42,7 @@ STAT_KEYS = ("allocations", "allocated_bytes", "reuses", "pool_hits", "reclaims"
              "impl_cache_hits", "impl_cache_misses", "kernel_builds", "weight_reorders",
              "skipped", "fused", "shape_updates", "host_waits", "host_fallbacks",
              "kernels_enqueued", "set_arguments", "primitives", "infers", "symbolic_infers",
-             "state_allocations", "state_appends")
+             "state_allocations", "state_appends", "length_replays")
 
 
 class Network:
@@ -119,6 +121,11 @@ class Network:
         self._impl_bufs: dict[int, list] = {}
         self._scratch: dict[tuple, object] = {}  # (size class, slot) -> allocation (scratch)
         self.state = VariableStore(self)  # this request's variables
+        self.last_named: tuple | None = None  # the last symbolic binding's named values
+        self.tapes: dict = {}  # id(length family) -> this request's length_tape.Tape of it
+        # advanced whenever a primitive's buffers may have changed (allocations, releases, a
+        # pool record handed out) or an inference ran outside a tape: length_tape's groups
+        self.mem_epoch = 0
 
     @staticmethod
     def resolve(inst: PrimitiveInst, k: int) -> tuple[PrimitiveInst, int]:
@@ -139,6 +146,7 @@ class Network:
 
     # -- memory -----------------------------------------------------------------------------------
     def count_alloc(self, alloc) -> None:
+        self.mem_epoch += 1
         self.stats["allocations"] += 1
         self.stats["allocated_bytes"] += alloc.nbytes
 
@@ -150,6 +158,7 @@ class Network:
     def allocate_output(self, node: ProgramNode, nbytes: int):
         """Outputs of the network and nodes that must not share come straight from the engine;
         everything else from the pool (restricted by overlapping lifetimes)."""
+        self.mem_epoch += 1
         if node.is_output or node.in_shape_of_subgraph:
             alloc = self.engine.allocate(nbytes, what=f"{node.kind} '{node.name}'")
             self.count_alloc(alloc)
@@ -329,6 +338,8 @@ class Network:
         # (the variables' layouts too: their readers' implementations depend on the strides)
         self.binding_key = tuple(self.binding.values()) + self.state.layout_key() \
             if symbolic else None
+        if not symbolic:
+            self.last_named = None
         if symbolic != self.was_symbolic:
             self._reset_shape_state(symbolic)
             self.was_symbolic = symbolic
@@ -366,9 +377,17 @@ class Network:
         plans = self.compiled.step_plans
         use_plans = symbolic and self.compiled.use_step_plans
         plan = plans.get(self.binding_key) if use_plans else None
-        if plan is not None and plan is not SEEN:
+        family, t = self._length_family() if use_plans else (None, 0)
+        replay = plan if plan is not None and plan is not SEEN else \
+            family if family is not None and family.ready else None
+        if replay is not family:
+            self.mem_epoch += 1  # (the per-primitive path may set other kernel arguments)
+        if replay is not None:
             try:
-                plan.run(self, FLUSH_EVERY)
+                if replay is plan:
+                    plan.run(self, FLUSH_EVERY)
+                else:
+                    self._replay_length(family, t)
             except NetpassError:
                 raise
             except MemoryError as e:
@@ -378,19 +397,47 @@ class Network:
                 raise NetpassError(f"replaying the step plan of binding {self.binding_key} failed: "
                                    f"{type(e).__name__}: {e}") from e
             insts = self.insts
-            for i in plan.general:
+            for i in replay.general:
                 insts[i].reset_flags()
         else:
             self._run_order(order, symbolic)
             if use_plans:
                 # a plan is built when a binding comes back (a decoder with past keys and
-                # values meets each length once: no plan is worth building for it)
-                self.compiled.store(plans, self.binding_key,
-                                    SEEN if plan is None else StepPlan.build(self, order),
+                # values meets each length once: its steps sample a length family instead)
+                built = StepPlan.build(self, order) if plan is SEEN or family is not None else None
+                self.compiled.store(plans, self.binding_key, SEEN if plan is None else built,
                                     SYMBOLIC_RECORDS)
+                if family is not None:
+                    with self.compiled.lock:
+                        family.add_sample(self, t, built)
             for inst in order:  # (inputs' flags are set again by set_input)
                 inst.reset_flags()
         return self._finish()
+
+    def _replay_length(self, family: LengthFamily, t: int) -> None:
+        """A length family's step: through this request's tape of it, else entry by entry,
+        recording the tape (not while checking invariants or profiling: the tape leaves out
+        the stamps and events of what it does not run)."""
+        tape = self.tapes.get(id(family))
+        if tape is not None and tape.family is family and not self.debug and not self.profiling:
+            tape.run(self, t, FLUSH_EVERY)
+        else:
+            family.run(self, t, FLUSH_EVERY)
+            if not self.debug and not self.profiling:
+                self.tapes[id(family)] = Tape(self, family)
+        self.stats["length_replays"] += 1
+
+    def _length_family(self) -> tuple[LengthFamily | None, int]:
+        """The length family of this inference's binding (length_plan), and its ``t``."""
+        lp = self.compiled.length_plans
+        key, self.last_named, t = lp.key(self.binding, self.last_named, self.state.layout_key())
+        if key is None:
+            return None, t
+        family = lp.families.get(key)
+        if family is None:
+            family = LengthFamily()
+            self.compiled.store(lp.families, key, family, FAMILIES)
+        return family, t
 
     def _run_order(self, order: list[PrimitiveInst], symbolic: bool) -> None:
         """The per-primitive path over ``order``."""

@@ -266,7 +266,33 @@ class VariableStore:
         elif node.state_axis is None:
             self._copy_into_back(inst)
 
-    def _read(self, inst: PrimitiveInst) -> None:
+    def step(self, inst: "PrimitiveInst") -> None:
+        """``prepare`` + ``execute`` of a state primitive in a length family's replay
+        (length_tape: the variables hold a state): the same outcome, with the shapes taken
+        from the variable and the append's inputs instead of shape inference."""
+        node = inst.node
+        role = node.state_role
+        v = self.vars[node.state_var]
+        if role == READ and v.shape is not None:
+            inst.out_shapes = [v.shape]
+            if not node.shape_only:
+                inst.executed_once = True
+                self._set_device(inst, v.view())
+                v.read_buffer = True
+            return
+        if role == APPEND and not node.shape_only:
+            (a, ka), (b, kb) = inst.src_insts
+            s0, s1 = a.out_shapes[ka], b.out_shapes[kb]
+            axis = v.axis
+            inst.in_shapes = (s0, s1)
+            inst.out_shapes = [s0[:axis] + (s0[axis] + s1[axis],) + s0[axis + 1:]]
+            inst.executed_once = True
+            self._append(inst)
+            return
+        self.prepare(inst)
+        self.execute(inst)
+
+    def _read(self, inst: "PrimitiveInst") -> None:
         v = self.vars[inst.node.state_var]
         if v.shape is not None:
             self._set_device(inst, v.view())

@@ -209,7 +209,8 @@ def _entry(inst: PrimitiveInst, valid: set, replayed: set, shaped_by_data: set):
         return GeneralEntry(inst)
     # a skip decided on input values, not on shapes (an identity Gather): never replayed
     skip = node.row.skip
-    if node.runtime_skippable and skip is not None and skip.reads_values:
+    if node.runtime_skippable and skip is not None and skip.reads_values \
+            and not (skip.by_shapes is not None and skip.by_shapes(inst)):
         return GeneralEntry(inst)
     if inst.can_be_optimized:
         valid.add(node.index)

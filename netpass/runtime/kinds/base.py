@@ -47,11 +47,13 @@ class Skip:
     checks): ``when(node, same_dtype)`` decides at program build time whether the node may be
     skipped, ``check(inst)`` per inference whether it is (its output then aliases its input at
     the returned offset). ``reads_values``: the check reads input data, not only shapes and
-    shape-infer values, so step plans never replay it."""
+    shape-infer values, so step plans replay it only where ``by_shapes(inst)`` says that this
+    time the shapes alone decide."""
 
     when: Callable[[Any, bool], bool]
     check: SkipCheck
     reads_values: bool = False
+    by_shapes: Callable[[Any], bool] | None = None
 
 
 @dataclass(frozen=True)

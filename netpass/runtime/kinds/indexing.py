@@ -57,6 +57,17 @@ def _gather_is_identity(inst: Any) -> int | None:
     return 0 if np.array_equal(np.asarray(ind).reshape(-1), np.arange(dim)) else None
 
 
+def _gather_by_shapes(inst: Any) -> bool:
+    """Whether the shapes alone decide :func:`_gather_is_identity` (no index values read): a
+    step plan may then replay the decision."""
+    data, idx = inst.in_shapes[0], inst.in_shapes[1]
+    axis_v = inst.values.get(2)
+    if axis_v is None or size(data) == 0 or len(idx) != 1:
+        return True
+    dim = data[ints(axis_v)[0] % len(data)]
+    return bool(idx[0] != dim or dim > GATHER_MAX_INDICES or dim == 1)
+
+
 def _host_gather(attrs: dict, arrays: list, out_shapes: list) -> list[np.ndarray] | None:
     """numpy's take for in-range indices (shape math); None: the op's reference."""
     data, idx, axis = arrays
@@ -95,7 +106,8 @@ def gather_elements_impl(p: Params, key: Any) -> Impl:
 
 ROWS = table(
     OpKind(Gather, deps=(2,), shape=_gather_shape, impl=gather_impl, copy_only=True,
-           skip=Skip(_may_be_identity, _gather_is_identity, reads_values=True), host=_host_gather),
+           skip=Skip(_may_be_identity, _gather_is_identity, reads_values=True,
+                     by_shapes=_gather_by_shapes), host=_host_gather),
     OpKind(GatherElements, shape=_gather_elements_shape, impl=gather_elements_impl, copy_only=True),
     OpKind(OneHot, deps=(1,)),
 )

@@ -153,6 +153,7 @@ class Realloc:
     def _release_own(self, i: int) -> None:
         alloc = self.own[i]
         if alloc is not None:
+            self.net.mem_epoch += 1
             if alloc.pooled:
                 self.net.pool.release(alloc, id(self.node))
             self.own[i] = None

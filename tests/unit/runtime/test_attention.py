@@ -158,6 +158,17 @@ def test_values_used_elsewhere_are_not_fused(where):
     assert not any(n.kind == "FusedAttention" for n in Program.from_model(model).nodes)
 
 
+def test_a_score_op_read_elsewhere_is_not_fused(rng):
+    """The last score op before the softmax read by another op too (found by the length-plan
+    tests: the fused node swallowed it and its other reader read nothing)."""
+    q, k, v = (opset.parameter([1, 2, 4, 8], np.float32, name=n) for n in "qkv")
+    scores = opset.add(opset.matmul(q, k, False, True), np.float32(0.5))
+    y = opset.matmul(opset.softmax(scores, -1), v, False, False)
+    model = Model([opset.result(y, name="y"), opset.result(opset.relu(scores), name="r")],
+                  [q, k, v])
+    _check(model, [{n: _f(rng, 1, 2, 4, 8) for n in "qkv"}], n_attention=0)
+
+
 def test_reference_device_evaluates_the_fused_node(rng):
     model = _decoder_attention()
     feeds = {"x": _f(rng, 1, 9, 16)}

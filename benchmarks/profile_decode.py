@@ -1,0 +1,156 @@
+"""Where a stateful GPT-2's decode step spends its time on a device: kernel time per primitive
+(OpenCL profiling events) for the prefill and for one decode step, launches per token by kind,
+and the host time of a decode step beside the device time it enqueues.
+
+    python benchmarks/profile_decode.py [--quick] [--device GPU] [--prompt 128] [--steps 16]
+
+The model is bench_decode's (``tools/export_decoder.py``, GPT-2 small's config unless
+``--quick``). Prints the tables and writes ``profile_decode.json`` to ``$OUT`` when set.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from export_decoder import Decoder, export_decoder, gpt2  # noqa: E402
+
+import netpass  # noqa: E402
+from netpass.generation import stateful_decoder  # noqa: E402
+
+
+def load_or_export(path: Path | None, quick: bool):
+    """bench_decode's GPT-2 (``--quick``: 2 layers, d=128, vocab 1024), exported or read back
+    from ``path``."""
+    config = dict(layers=2, d=128, heads=4, vocab=1024) if quick else {}
+    layers, heads, vocab = config.get("layers", 12), config.get("heads", 12), config.get("vocab", 50257)
+    d = config.get("d", 768)
+    if path is not None and path.exists():
+        return Decoder("gpt2", path.read_bytes(), layers, heads, d // heads, vocab)
+    torch_model, *layout = gpt2(positions=1024, **config)
+    dec = export_decoder("gpt2", torch_model, *layout)
+    if path is not None:
+        path.write_bytes(dec.onnx)
+    return dec
+
+
+def _feeds(ids: np.ndarray, past: int) -> dict:
+    n = ids.shape[1]
+    return {"input_ids": ids, "attention_mask": np.ones((1, past + n), np.int64),
+            "position_ids": np.arange(past, past + n)[None]}
+
+
+def _times(req) -> dict[str, float]:
+    return dict(req.stats.get("primitive_times_us", {}))
+
+
+def _delta(after: dict, before: dict) -> dict[str, float]:
+    return {k: v - before.get(k, 0.0) for k, v in after.items() if v - before.get(k, 0.0) > 0}
+
+
+def _kinds(cm) -> dict[str, str]:
+    return {n.id: n.kind for n in cm.runtime.program.nodes}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--device", default="AUTO")
+    ap.add_argument("--transformations", default="NONE")
+    ap.add_argument("--prompt", type=int)
+    ap.add_argument("--steps", type=int, default=16)
+    ap.add_argument("--onnx", type=Path, help="read the export from this file (written when absent)")
+    args = ap.parse_args()
+    prompt_len = args.prompt or (16 if args.quick else 128)
+    dec = load_or_export(args.onnx, args.quick)
+    t0 = time.perf_counter()
+    model = stateful_decoder(netpass.read_model(dec.onnx))
+    print(f"read and made stateful in {time.perf_counter() - t0:.1f} s")
+    report: dict = {}
+    prompt = np.random.default_rng(0).integers(0, dec.vocab, (1, prompt_len))
+
+    # kernel times (profiling events; pyopencl's launcher)
+    t0 = time.perf_counter()
+    cm = netpass.compile_model(model, args.device, {"TRANSFORMATIONS": args.transformations,
+                                                    "PROFILING": True})
+    print(f"compiled in {time.perf_counter() - t0:.1f} s")
+    eng = cm.runtime.engine
+    exts = sorted(eng.device.extensions.split())
+    print(f"device: {cm.runtime.device}")
+    print(f"  extensions with 'command' or 'subgroup': "
+          f"{[e for e in exts if 'command' in e or 'subgroup' in e]}")
+    kinds = _kinds(cm)
+    for rep in range(2):  # the second pass runs with kernels built and plans made
+        req = cm.create_infer_request()
+        before = _times(req)
+        out = req.infer(_feeds(prompt, 0))
+        prefill = _delta(_times(req), before)
+        past, ids = prompt_len, out["logits"][:, -1].argmax(-1)[:, None]
+        steps = []
+        for _ in range(args.steps):
+            before = _times(req)
+            k0 = req.stats["kernels_enqueued"]
+            out = req.infer(_feeds(ids, past))
+            steps.append((_delta(_times(req), before), req.stats["kernels_enqueued"] - k0))
+            past += 1
+            ids = out["logits"][:, -1].argmax(-1)[:, None]
+    last, launches = steps[-1]
+    by_kind: dict[str, float] = defaultdict(float)
+    count: Counter = Counter()
+    for pid, us in last.items():
+        by_kind[kinds.get(pid, "?")] += us
+        count[kinds.get(pid, "?")] += 1
+    decode_us = sum(last.values())
+    prefill_us = sum(prefill.values())
+    print(f"prefill {prompt_len} tokens: kernel time {prefill_us / 1e3:.3f} ms")
+    for pid, us in sorted(prefill.items(), key=lambda kv: -kv[1])[:12]:
+        print(f"    {us:9.1f} us  {kinds.get(pid, '?'):<16} {pid}")
+    print(f"decode step (past {past - 1}): kernel time {decode_us:.1f} us, {launches} launches")
+    for kind, us in sorted(by_kind.items(), key=lambda kv: -kv[1]):
+        print(f"    {us:9.1f} us  {count[kind]:4d} x {kind}")
+    for pid, us in sorted(last.items(), key=lambda kv: -kv[1])[:16]:
+        print(f"    {us:9.1f} us  {kinds.get(pid, '?'):<16} {pid}")
+    report["prefill_kernel_us"] = prefill_us
+    report["decode_kernel_us"] = decode_us
+    report["decode_launches"] = launches
+    report["decode_by_kind_us"] = dict(by_kind)
+    report["decode_top"] = sorted(last.items(), key=lambda kv: -kv[1])[:40]
+    report["prefill_top"] = sorted(prefill.items(), key=lambda kv: -kv[1])[:40]
+
+    # host time of a decode step (direct launches, no profiling)
+    cm = netpass.compile_model(model, args.device, {"TRANSFORMATIONS": args.transformations})
+    req = cm.create_infer_request()
+    walls = []
+    for rep in range(2):
+        req.reset_state()
+        out = req.infer(_feeds(prompt, 0))
+        past, ids = prompt_len, out["logits"][:, -1].argmax(-1)[:, None]
+        for _ in range(args.steps):
+            t0 = time.perf_counter()
+            out = req.infer(_feeds(ids, past))
+            walls.append(time.perf_counter() - t0)
+            past += 1
+            ids = out["logits"][:, -1].argmax(-1)[:, None]
+    wall = statistics.median(walls[args.steps:])
+    print(f"decode step wall {1e3 * wall:.3f} ms (median), kernel time {decode_us / 1e3:.3f} ms")
+    report["decode_wall_ms"] = 1e3 * wall
+    report["stats"] = {k: v for k, v in req.stats.items() if isinstance(v, (int, float))}
+    out_dir = os.environ.get("OUT")
+    if out_dir:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        (Path(out_dir) / "profile_decode.json").write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""Length plans (netpass.runtime.length_plan, length_tape): a decoding loop's steps, each a new
+binding, replayed from one family of entries whose moving fields are affine in the cache
+length. The replay must give the per-primitive path's outputs and counters at every step,
+also past the lengths it was fitted on."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import netpass
+from netpass import Model, opset
+from netpass.core.shape import PartialShape
+from netpass.runtime import compile_program
+from netpass.runtime.length_plan import Form, LinKernel, _fit_work, _work_at
+from netpass.testing import RUNTIME_DEVICE
+
+
+def _i64(v):
+    return np.array(v, dtype=np.int64)
+
+
+def _cache_model(d: int = 8):
+    """One attention layer over a key cache kept in a variable: scores of the new rows against
+    Concat(cache, new), an additive mask from the attention mask input (ones), a position term
+    from Range over the grown length (a host-evaluated shape sub-graph), softmax, the weighted
+    sum, and an elementwise chain over the whole grown length."""
+    x = opset.parameter([1, "seq", d], np.float32, name="x")
+    mask = opset.parameter([1, "total"], np.int64, name="mask")
+    past = opset.read_value("cache", np.float32, PartialShape([1, -1, d]))
+    keys = opset.concat([past, x], 1)
+    assign = opset.assign(keys, "cache")
+    scores = opset.matmul(x, keys, False, True)  # [1, seq, total]
+    add_mask = opset.multiply(opset.subtract(opset.convert(mask, "f32"), np.float32(1.0)),
+                              np.float32(1e4))
+    n = opset.gather(opset.shape_of(keys), _i64(1), _i64(0))
+    pos = opset.convert(opset.range(_i64(0), n, _i64(1), "i64"), "f32")  # [total]
+    scores = opset.add(opset.add(scores, opset.unsqueeze(add_mask, _i64([1]))),
+                       opset.multiply(pos, np.float32(1e-3)))
+    probs = opset.softmax(scores, -1)
+    y = opset.matmul(probs, keys, False, False)
+    return Model([opset.result(y, name="y"), opset.result(opset.relu(scores), name="s")],
+                 [x, mask], "cache_attention", sinks=[assign])
+
+
+def _steps(model, lengths, rng, config=None, d: int = 8):
+    """A prompt, then one row per step; the outputs of every step."""
+    cm = compile_program(model, RUNTIME_DEVICE, config)
+    req = cm.create_infer_request()
+    outs, total = [], 0
+    rng = np.random.default_rng(3)
+    for n in lengths:
+        total += n
+        feeds = {"x": rng.standard_normal((1, n, d)).astype(np.float32),
+                 "mask": np.ones((1, total), np.int64)}
+        outs.append(req.infer(feeds))
+    return cm, req, outs
+
+
+def test_form_fits_nested_ints_and_refuses_what_is_not_affine():
+    f = Form.fit(((1, 4, 10, 8), [3, 7]), ((1, 4, 12, 8), [3, 9]), 10, 12)
+    assert f.at(20) == ((1, 4, 20, 8), [3, 17]) and f.agrees(((1, 4, 30, 8), [3, 27]), 30)
+    assert not f.agrees(((1, 4, 30, 8), [3, 28]), 30)
+    assert Form.fit((1, 3), (1, 4), 10, 12) is None           # slope 1/2
+    assert Form.fit((1, 3), (1, 3, 4), 10, 12) is None        # another structure
+    values = Form.fit({1: _i64([1, 10])}, {1: _i64([1, 11])}, 10, 11)
+    np.testing.assert_array_equal(values.at(40)[1], [1, 40])
+    assert Form.fit((5, 6), (5, 6), 1, 2).const == (5, 6)
+
+
+def test_work_sizes_follow_the_moving_count_across_work_group_multiples():
+    class _L:
+        def __init__(self, gws, lws=(64,)):
+            self.gws, self.lws = gws, lws
+
+    # the element count 10 -> 11 leaves 64 work-items; at 65 elements they must be 128
+    work = _fit_work([_L((64,)), _L((64,))], [[0, 10, 3], [0, 11, 3]], 10, 11)
+    assert _work_at(work, [0, 65, 3], 65) == (128,)
+    assert _work_at(work, [0, 64, 3], 64) == (64,)
+    # 40 and 41 elements in 64 work-items, one per element or per float4 (eltwise_vec4):
+    # the larger cover is taken (kernels bound-check their work-items; fewer would be wrong)
+    work = _fit_work([_L((64,)), _L((64,))], [[40], [41]], 40, 41)
+    assert _work_at(work, [257], 257) == (320,)
+    # a stride that moved with the count but stays smaller does not shrink the cover
+    work = _fit_work([_L((64,)), _L((64,))], [[40, 10], [41, 11]], 40, 41)
+    assert _work_at(work, [257, 228], 257) == (320,)
+    fixed = _fit_work([_L((8, 3, 1), (8, 1, 1)), _L((8, 3, 1), (8, 1, 1))], [[5], [5]], 1, 2)
+    assert _work_at(fixed, [5], 9) == (8, 3, 1)
+
+
+def test_decoding_steps_replay_one_family_and_match_the_reference(rng):
+    model = _cache_model()
+    lengths = [5] + [1] * 90  # crosses 64 and 128 elements of the grown length
+    cm, req, outs = _steps(model, lengths, rng)
+    families = list(cm.length_plans.families.values())
+    assert len(families) == 1 and families[0].ready
+    assert any(isinstance(e, LinKernel) for e in families[0].entries)
+    # every step but: the first two bindings (full path: the symbolic checks), the first
+    # symbolic one (no step before it to find its family) and the family's three samples
+    assert req.stats["length_replays"] == len(lengths) - 6
+    ref_vars: dict = {}
+    total, r = 0, np.random.default_rng(3)
+    for n, got in zip(lengths, outs):
+        total += n
+        feeds = {"x": r.standard_normal((1, n, 8)).astype(np.float32),
+                 "mask": np.ones((1, total), np.int64)}
+        want = netpass.reference.infer(model, feeds, variables=ref_vars)
+        for name in ("y", "s"):
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_replay_counts_and_outputs_as_the_per_primitive_path(rng, debug):
+    model = _cache_model()
+    lengths = [3] + [1] * 40
+    _, plain, want = _steps(model, lengths, rng, {"STEP_PLANS": False})
+    _, req, got = _steps(model, lengths, rng, {"DEBUG_CHECKS": debug})
+    assert req.stats["length_replays"] > 30
+    for a, b in zip(got, want):
+        for name in ("y", "s"):
+            np.testing.assert_array_equal(a[name], b[name])
+    for key in ("kernels_enqueued", "primitives", "skipped", "fused", "state_appends",
+                "host_waits", "infers"):
+        assert req.stats[key] == plain.stats[key], key
+
+
+def test_a_new_sequence_replays_the_same_family(rng):
+    """After reset_state a prompt of another length decodes in the family the first sequence
+    made (the moving symbols' offsets and the buffer layouts are the same)."""
+    model = _cache_model()
+    cm = compile_program(model, RUNTIME_DEVICE)
+    req = cm.create_infer_request()
+    r = np.random.default_rng(5)
+    for prompt in (6, 9):
+        req.reset_state()
+        total = 0
+        for n in [prompt] + [1] * 12:
+            total += n
+            feeds = {"x": r.standard_normal((1, n, 8)).astype(np.float32),
+                     "mask": np.ones((1, total), np.int64)}
+            req.infer(feeds)
+    assert len(cm.length_plans.families) == 1
+    # the second sequence replays from its second decode step on
+    assert req.stats["length_replays"] == (12 - 5) + (12 - 1)
