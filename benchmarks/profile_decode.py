@@ -91,7 +91,7 @@ def main() -> None:
     print(f"  extensions with 'command' or 'subgroup': "
           f"{[e for e in exts if 'command' in e or 'subgroup' in e]}")
     kinds = _kinds(cm)
-    for rep in range(2):  # the second pass runs with kernels built and plans made
+    for _ in range(2):  # the second pass runs with kernels built and plans made
         req = cm.create_infer_request()
         before = _times(req)
         out = req.infer(_feeds(prompt, 0))
@@ -132,7 +132,7 @@ def main() -> None:
     cm = netpass.compile_model(model, args.device, {"TRANSFORMATIONS": args.transformations})
     req = cm.create_infer_request()
     walls = []
-    for rep in range(2):
+    for _ in range(2):
         req.reset_state()
         out = req.infer(_feeds(prompt, 0))
         past, ids = prompt_len, out["logits"][:, -1].argmax(-1)[:, None]

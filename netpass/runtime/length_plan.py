@@ -203,7 +203,7 @@ def _work_at(work: list, ints: list, t: int) -> tuple:
     return tuple(out)
 
 
-# -- entries ------------------------------------------------------------------------------------------
+# -- entries --------------------------------------------------------------------------------
 class LinKernel:
     """A kernel primitive whose shapes and arguments move with ``t``."""
 
@@ -220,7 +220,8 @@ class LinKernel:
         self.values = Form.fit(a.values, b.values, ta, tb)
         self.feeds = False
         self.launches = []
-        for (la, bufs_a, ints_a, _, slots_a), (lb, _, ints_b, _, slots_b) in zip(a.launches, b.launches):
+        for (la, bufs_a, ints_a, _, slots_a), (lb, _, ints_b, _, slots_b) in \
+                zip(a.launches, b.launches):
             ints = Form.fit(ints_a, ints_b, ta, tb)
             slot_forms = []
             for sa, sb in zip(slots_a, slots_b):
@@ -244,7 +245,8 @@ class LinKernel:
                 or not self.out.agrees(c.out, tc) or not self.need.agrees(c.need, tc) \
                 or not self.values.agrees(c.values, tc):
             return False
-        for (ln, _, ints, slots, work), (lc, _, ints_c, _, slots_c) in zip(self.launches, c.launches):
+        for (ln, _, ints, slots, work), (lc, _, ints_c, _, slots_c) in \
+                zip(self.launches, c.launches):
             if not ints.agrees(ints_c, tc) or len(slots) != len(slots_c):
                 return False
             if any(s[:4] != sc[:4] or not s[4].agrees(sc[4], tc) for s, sc in zip(slots, slots_c)):
@@ -282,7 +284,8 @@ def _general(index: int) -> GeneralEntry:
 
 def _same_kernel(a: KernelEntry, b: KernelEntry) -> bool:
     """The two steps launched the same thing the same way (a fixed entry)."""
-    if a.impl is not b.impl or a.out != b.out or a.need != b.need or len(a.launches) != len(b.launches):
+    if a.impl is not b.impl or a.out != b.out or a.need != b.need \
+            or len(a.launches) != len(b.launches):
         return False
     for (la, _, ia, _, sa), (lb, _, ib, _, sb) in zip(a.launches, b.launches):
         if la is not lb or ia != ib or sa != sb:
@@ -354,8 +357,9 @@ class LengthFamily:
                 return
             checked = []
             for e, ec in zip(self.entries, c.entries):
-                if type(e) in (LinKernel, LinView) and not (type(ec) is (KernelEntry if type(e) is LinKernel else ViewEntry)
-                                                           and e.index == ec.index and e.agrees(ec, tc)):
+                sampled = KernelEntry if type(e) is LinKernel else ViewEntry
+                if type(e) in (LinKernel, LinView) and not (
+                        type(ec) is sampled and e.index == ec.index and e.agrees(ec, tc)):
                     e = _general(e.index)
                 elif type(e) in (KernelEntry, ViewEntry) and (type(ec) is not type(e) or not (
                         _same_kernel(e, ec) if type(e) is KernelEntry else _same_view(e, ec))):
@@ -530,7 +534,8 @@ def kernel_step(net: "Network", inst: Any, e: Any, t: int, counts: list) -> None
             w = _Work(gws, lw.lws) if gws != tuple(lw.gws) else lw
         else:
             if now is None:
-                if (buffers != h.bufs or cints is not h.ints) and launcher.set_packed(h, buffers, cints):
+                if (buffers != h.bufs or cints is not h.ints) \
+                        and launcher.set_packed(h, buffers, cints):
                     changed = True
             elif launcher.set_args(h, buffers, now):
                 changed = True
@@ -562,7 +567,8 @@ class LengthPlans:
         self.pivot = self.named.index(pivots[0]) if pivots else None
         self.families: dict = {}
 
-    def key(self, binding: dict, last: tuple | None, layout: tuple) -> tuple[tuple | None, tuple, int]:
+    def key(self, binding: dict, last: tuple | None,
+            layout: tuple) -> tuple[tuple | None, tuple, int]:
         """(family key or None, the named symbols' values, t) of ``binding`` after a binding
         whose named values were ``last``."""
         values = tuple(binding[s] for s in self.named)
@@ -580,5 +586,6 @@ class LengthPlans:
                 moving.append(False)
             else:
                 return None, values, t
-        return (tuple(moving), tuple(v - t if m else v for v, m in zip(values, moving)), layout), values, t
+        offsets = tuple(v - t if m else v for v, m in zip(values, moving))
+        return (tuple(moving), offsets, layout), values, t
 

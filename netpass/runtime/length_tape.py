@@ -41,7 +41,8 @@ def _init_only(net: "Network") -> set[int]:
         users = [u for lst in n.users for u, _ in lst]
         if not users or n.is_output or not n.in_shape_of_subgraph:
             continue
-        if all(u.index in skip or (u.kind == "ReadValue" and state.vars[u.state_var].shape is not None)
+        if all(u.index in skip or (u.kind == "ReadValue"
+                                   and state.vars[u.state_var].shape is not None)
                for u in users):
             skip.add(n.index)
     return skip
@@ -185,7 +186,8 @@ class Tape:
                 e = item[2]
                 src = net.insts[e.src]
                 tensor = src.outputs[e.k]
-                if tensor is not item[3] or not src.device_valid[e.k] or inst.out_shapes is not e.out:
+                if tensor is not item[3] or not src.device_valid[e.k] \
+                        or inst.out_shapes is not e.out:
                     view_step(net, inst, e, t)
                     item[3] = src.outputs[e.k]
             elif kind == MOVING_VIEW:
