@@ -431,7 +431,7 @@ class Network:
         """The length family of this inference's binding (length_plan), and its ``t``."""
         lp = self.compiled.length_plans
         key, self.last_named, t = lp.key(self.binding, self.last_named, self.state.layout_key())
-        if key is None:
+        if key is None or not self.state.room_for(self.binding):
             return None, t
         family = lp.families.get(key)
         if family is None:

@@ -34,9 +34,7 @@ from .attention import fuse_attention
 from .const_fold import fold_constants
 from .cse import merge_common_subexpressions
 from .gemm_reshapes import drop_gemm_reshapes
-from .impls import FusedDesc, host_only_reason
-from .kinds import FusedAttention
-from .memory import Lifetime, overlap_sets
+from .kv_append import attach_kv_appends
 from .norm_gemm import fuse_norm_gemms
 from .program_node import ProgramNode, same_dim
 from .shape_terms import reshape_keeps_prefix
@@ -166,6 +164,8 @@ class Program:
             self._fold_input_permutes()
             self._mark_strided_views()
         mark_state(self)
+        if fuse and attach_kv_appends(self):
+            self._mark_strided_views()  # (the projection's pieces: now all read as views)
         self._mark_runtime_skippable_nodes()
         self._mark_inplace_concats()
         self.exec_order = self._build_exec_order()

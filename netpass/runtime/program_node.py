@@ -113,6 +113,9 @@ class ProgramNode:
         self.state_role: str | None = None
         self.state_var: str | None = None
         self.state_axis: int | None = None
+        # an in-place append whose new rows the attention reading the cache writes on decode
+        # steps (kv_append)
+        self.append_by: ProgramNode | None = None
 
     @property
     def num_outputs(self) -> int:

@@ -33,6 +33,7 @@ from ..ops.movement import Broadcast, Concat, Reshape, Squeeze, Tile, Transpose,
 from ..ops.shape_ops import ShapeOf
 from ..ops.state import Assign, ReadValue
 from . import impls
+from .kernels.decode import DECODE_ROWS
 from .kinds import FusedAttention
 from .launcher import KernelHandle
 from .memory import Allocation, Tensor
@@ -198,6 +199,7 @@ class VariableStore:
                 raise NetpassError(f"Assign '{a.name}' writes variable '{a.state_var}', which "
                                    "no ReadValue reads")
         self._kernels: dict[str, KernelHandle] = {}
+        self._appends = [n for n in net.program.nodes if n.state_role == APPEND]
 
     # -- per inference ----------------------------------------------------------------------------
     def begin(self) -> None:
@@ -225,6 +227,21 @@ class VariableStore:
             out.append(v.shape if v.shape is not None else
                        None if r.inputs else v.initial_shape())
         return out
+
+    def room_for(self, binding: dict) -> bool:
+        """Whether every appended variable's buffer holds the length this inference grows it
+        to (its Concat's dim along the append axis, evaluated in the symbolic ``binding``):
+        a step that reallocates one changes its readers' strides midway (length_plan)."""
+        for node in self._appends:
+            v = self.vars[node.state_var]
+            if v.shape is None or v.capacity is None:
+                return False
+            sym = node.out_pshapes[0][v.axis].symbol
+            if sym is None or not all(s in binding for s in sym.named()):
+                return False
+            if sym.evaluate(binding) > v.capacity[v.axis]:
+                return False
+        return True
 
     def layout_key(self) -> tuple:
         """The variables' buffer layouts: readers' implementations depend on their strides."""
@@ -331,7 +348,8 @@ class VariableStore:
                 self._copy(net.device_tensor(*inst.src(0)), Tensor(v.alloc, 0, inst.in_shapes[0],
                                                                   v.dtype, self._cap_strides(v)))
         new = inst.in_shapes[1]
-        if impls.size(new):
+        # (the attention reading the cache appends a decode step's rows itself: kv_append)
+        if impls.size(new) and (node.append_by is None or new[axis] > DECODE_ROWS):
             strides = self._cap_strides(v)
             self._copy(net.device_tensor(*inst.src(1)),
                        Tensor(v.alloc, past * strides[axis], new, v.dtype, strides))

@@ -14,22 +14,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from ...errors import ShapeInferenceError
+from ...errors import NetpassError, ShapeInferenceError
 from ...ops.attention import Attention
-from ..impls import (
-    FusedDesc,
-    Impl,
-    Launch,
-    Params,
-    broadcast_strides,
-    cdiv,
-    collapse,
-    contiguous_strides,
-    evaluate_fused,
-    fused_stages,
-    size,
-)
-from ..kernels import flash, mma
+from ..impls import (FusedDesc, Impl, Launch, Params, broadcast_strides, cdiv, collapse,
+                     contiguous_strides, evaluate_fused, fused_stages, size)
+from ..kernels import decode, flash, mma
 from ..kernels.attention import attention
 from ..kernels.common import LS, Stage, flit
 from ..shape_infer import infer_host
@@ -66,10 +55,13 @@ class AttentionDesc:
         self.ta = bool(m1.attrs.get("transpose_a"))
         self.tb = bool(m1.attrs.get("transpose_b"))
         self.tv = bool(m2.attrs.get("transpose_b"))
+        # inputs after the score ops' side inputs: the new keys and values a decode step
+        # appends to the cache that k and v read (kv_append), 0 or 2
+        self.appends = 0
 
     def key(self) -> tuple:
         return (self.ta, self.tb, self.tv, tuple(f.key() for f in self.chain), self.out_perm,
-                self.nan_guard is not None, self.scale)
+                self.nan_guard is not None, self.scale, self.appends)
 
     def stages(self) -> list:
         """The kernel's score stages: the absorbed q / k scale, then the score ops."""
@@ -155,37 +147,75 @@ def attention_impl(p: Params, key) -> Impl | None:
         ost = out_cs
     rank = len(batch)
     operands = ((qb, qbs, sqm, sqd), (kb, kbs, skn, skd), (vb, vbs, svn, svj))
-    flash_launch = _flash_launch(p, desc, batch, operands, ost, M, N, D, DV, scores_shape)
+    n_sides = len(shapes) - 3 - desc.appends
+    decoding = M <= decode.DECODE_ROWS
+    if desc.appends and decoding != (_new_rows(desc, shapes) <= decode.DECODE_ROWS):
+        raise NetpassError(f"{FusedAttention.type_name} '{p.node.name}': {M} query rows for "
+                           f"{_new_rows(desc, shapes)} new keys (the cache appends need both "
+                           f"up to {decode.DECODE_ROWS} or both above)")
+    flash_launch = None if decoding else \
+        _flash_launch(p, desc, batch, operands, ost, M, N, D, DV, scores_shape)
     if flash_launch is not None:
         return Impl(key, [flash_launch] if M and size(batch) else [])
+    append = bool(desc.appends) and decoding
     bstr = [broadcast_strides(b, batch, s) if b else [0] * rank
             for b, s in ((qb, qbs), (kb, kbs), (vb, vbs))]
-    dims, (q_s, k_s, v_s, o_s) = collapse(batch, bstr + [list(ost[:rank])])
+    # the new keys and values (appended: laid out as k and v) walk the same batch dims
+    xs = _append_operands(shapes, strides, len(shapes) - desc.appends) if append else []
+    xb = [broadcast_strides(x[0], batch, x[1]) if x[0] else [0] * rank for x in xs]
+    dims, coll = collapse(batch, bstr + [list(ost[:rank])] + xb)
     if len(dims) > 2:
+        if append:
+            raise NetpassError(f"{FusedAttention.type_name} '{p.node.name}': the batch of q, k "
+                               f"and v {[list(s) for s in shapes[:3]]} does not collapse to two dims")
         return None
     while len(dims) < 2:
-        dims, q_s, k_s, v_s, o_s = [1] + dims, [0] + q_s, [0] + k_s, [0] + v_s, [0] + o_s
+        dims, coll = [1] + dims, [[0] + c for c in coll]
+    q_s, k_s, v_s, o_s = coll[:4]
     nb = dims[0] * dims[1]
-    n_sides = len(shapes) - 3
     side_strides = [broadcast_strides(shapes[3 + j], scores_shape, strides[3 + j])
                     for j in range(n_sides)]
     edims, est = collapse(list(scores_shape), side_strides) if n_sides else ([], [])
     stages = p.cached(("attention_stages",), desc.stages)
-    jt = cdiv(DV, LS)
-    dmax = max(LS, 1 << max(D - 1, 0).bit_length())
     guard = desc.nan_guard is not None
-    src = p.cached(("attention", len(edims), jt, dmax, guard),
-                   lambda: attention(stages, [p.in_dtypes[3 + j] for j in range(n_sides)],
-                                     len(edims), jt, dmax, guard))
+    side_dts = [p.in_dtypes[3 + j] for j in range(n_sides)]
     spec = [("i", 0), ("i", 1), ("i", 2), ("o", 0), M, N, D, DV, dims[1],
             q_s[0], q_s[1], sqm, sqd, k_s[0], k_s[1], skn, skd, v_s[0], v_s[1], svn, svj,
             o_s[0], o_s[1], ost[-2], ost[-1]]
+    if decoding:  # the decode kernel, which appends the new keys and values where asked
+        src = p.cached(("attention_decode", len(edims), D, DV, guard, append),
+                       lambda: decode.attention_decode(stages, side_dts, len(edims), D, DV, guard,
+                                                       append))
+        if append:
+            spec[4:4] = [("i", 3 + n_sides), ("i", 4 + n_sides)]
+            spec += [_new_rows(desc, shapes)]
+            for x, st in zip(xs, coll[4:]):
+                spec += [st[0], st[1], x[2], x[3]]
+        local = decode.DLS
+    else:
+        jt = cdiv(DV, LS)
+        dmax = max(LS, 1 << max(D - 1, 0).bit_length())
+        src = p.cached(("attention", len(edims), jt, dmax, guard),
+                       lambda: attention(stages, side_dts, len(edims), jt, dmax, guard))
+        local = LS
     spec += [("i", 3 + j) for j in range(n_sides)]
     if n_sides:
         spec += list(edims) + [x for s in est for x in s]
     if M == 0 or nb == 0:
         return Impl(key, [])
-    return Impl(key, [Launch(src, (LS, M, nb), (LS, 1, 1), spec)])
+    return Impl(key, [Launch(src, (local, M, nb), (local, 1, 1), spec)])
+
+
+def _new_rows(desc: AttentionDesc, shapes: Sequence[tuple]) -> int:
+    """The rows the step appends: those of the new keys (the first appended input, laid out
+    as the cache: [..., rows, head])."""
+    return shapes[len(shapes) - desc.appends][-2]
+
+
+def _append_operands(shapes: Sequence[tuple], strides: Sequence, first: int) -> list[tuple]:
+    """(batch dims, batch strides, row stride, column stride) of the new keys and of the new
+    values (inputs ``first`` and ``first + 1``, laid out as the cache: [..., rows, head])."""
+    return [_operand(shapes[j], strides[j], False) for j in (first, first + 1)]
 
 
 # -- the flash kernel (tensor cores) ---------------------------------------------------------------

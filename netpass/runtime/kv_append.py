@@ -1,0 +1,107 @@
+"""A decode step's key/value append inside its attention kernel.
+
+A decoder appends each layer's new keys and values to its cache (``Concat(ReadValue(v), x)``
+growing in place in the variable's buffer: :mod:`~netpass.runtime.state`) and then attends
+over the grown cache. Run apart, the append is a strided copy launch per variable and step,
+and the new keys are first moved into the cache layout by a Transpose launch of their own:
+four launches per layer besides the attention, for a row of each.
+
+:func:`attach_kv_appends` gives a fused attention whose k and v read two such appends (k
+through the transposed view of its cache, or directly) the appends' new rows as two more
+inputs (``AttentionDesc.appends``): for a step of up to ``kernels_decode.DECODE_ROWS`` new
+rows the decode attention kernel reads them from there and writes them into the cache itself
+(``ProgramNode.append_by``: the append then copies nothing), and on longer steps (a prompt)
+the append copies as before. The Transposes that lay the new rows out as the cache become
+permuted views (the copy and the kernel read through their strides), and so the projection's
+Split becomes strided views too (``Program._mark_strided_views``).
+
+Conditions: float32; both caches append along their second-to-last axis (``[..., rows,
+head]``) and are read by nothing but this attention (and its k view), their Assigns and
+ShapeOf; the new rows are the attention's query rows (the same dim); k's view only swaps the
+last two axes.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..ops.movement import Transpose
+from ..ops.shape_ops import ShapeOf
+from ..ops.state import Assign
+from .kinds import FusedAttention
+from .program_node import same_dim
+from .state import APPEND
+
+
+def _data_users(node: Any, k: int = 0) -> list:
+    return [u for u, _ in node.users[k] if not u.is_a(ShapeOf)]
+
+
+def _append_of(node: Any) -> bool:
+    """``node`` is an in-place cache append along its second-to-last axis."""
+    ps = node.out_pshapes[0]
+    return node.state_role == APPEND and ps.rank_is_static and node.state_axis == len(ps) - 2 \
+        and node.out_dtypes[0] == np.float32
+
+
+def _swaps_last_two(order: tuple) -> bool:
+    n = len(order)
+    return n >= 2 and list(order) == list(range(n - 2)) + [n - 1, n - 2]
+
+
+def _permute(x: Any, reader: Any, j: int) -> None:
+    """A Transpose by a constant order laying the new rows out as the cache becomes a view
+    its readers (the append's copy, ``reader`` at input ``j``) walk through its strides."""
+    t = x
+    if not t.is_a(Transpose) or t.is_output or t.fused or t.fused_into is not None \
+            or not t.inputs[1][0].is_constant or t.in_shape_of_subgraph or t.permute_view \
+            or t.inputs[0][0].out_dtypes[t.inputs[0][1]] != t.out_dtypes[0]:
+        return
+    order = tuple(int(v) for v in np.asarray(t.inputs[1][0].value).reshape(-1))
+    if sorted(order) != list(range(len(order))):
+        return
+    t.permute_view = order
+    t.optimized = True
+    reader.permuted_inputs[j] = order
+
+
+def attach_kv_appends(program: Any) -> bool:
+    """Attach the appends to the fused attentions that take them (module docstring); whether
+    any did."""
+    changed = False
+    for a in program.nodes:
+        desc = a.subgraph
+        if not a.is_a(FusedAttention) or desc is None or desc.appends or desc.ta:
+            continue
+        ks, vs = a.inputs[1][0], a.inputs[2][0]
+        if desc.tb:
+            ck = ks
+        elif ks.permute_view is not None and _swaps_last_two(ks.permute_view):
+            ck = ks.inputs[0][0]
+        else:
+            continue
+        cv = vs
+        if desc.tv or ck is cv or not (_append_of(ck) and _append_of(cv)):
+            continue
+        k_readers = {id(a)} if ck is ks else {id(ks)}
+        if any(id(u) not in k_readers and not u.is_a(Assign) for u in _data_users(ck)) or \
+                any(u is not a and not u.is_a(Assign) for u in _data_users(cv)) or \
+                (ck is not ks and any(u is not a for u in _data_users(ks))):
+            continue
+        xk, xv = ck.inputs[1], cv.inputs[1]
+        q_ps = a.inputs[0][0].out_pshapes[a.inputs[0][1]]
+        rows = [x[0].out_pshapes[x[1]] for x in (xk, xv)]
+        if not q_ps.rank_is_static or any(not ps.rank_is_static for ps in rows) or \
+                not all(same_dim(q_ps[len(q_ps) - 2], ps[len(ps) - 2]) for ps in rows):
+            continue
+        first = len(a.inputs)
+        a.inputs += [xk, xv]
+        for j, (src, k) in enumerate((xk, xv), first):
+            src.users[k].append((a, j))
+            a.strided_inputs.add(j)
+            _permute(src, a, j)
+        desc.appends = 2
+        ck.append_by = cv.append_by = a
+        changed = True
+    return changed

@@ -1,0 +1,159 @@
+"""The decode attention kernel (kernels_decode.attention_decode) and the key/value append it
+takes over from the cache's Concat (kv_append), against the reference evaluator on random
+data with odd shapes: few query rows over many keys (chunks of CHUNK), head and value widths
+below and above the work-group's half, masks, scales, the NaN guard, and a cache grown in
+place over decode steps of 1 and 3 rows after a longer prompt."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import netpass
+from netpass import Model, opset
+from netpass.core.shape import PartialShape
+from netpass.runtime import Program, compile_program
+from netpass.runtime.kernels_decode import CHUNK, DECODE_ROWS
+from netpass.testing import RUNTIME_DEVICE
+
+
+def _f(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _i64(v):
+    return np.array(v, dtype=np.int64)
+
+
+def _rel_l2(a, b) -> float:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-12))
+
+
+def _attention_model(d: int, dv: int, masked: bool, guard: bool):
+    """q [b, h, m, d] against k [b, h, n, d] (read transposed), v [b, h, n, dv]: scores scaled,
+    plus an additive mask [b, 1, m, n] (with -inf entries when ``guard``), softmax, NaN
+    guard, @ v, heads moved next to the values."""
+    q = opset.parameter([-1, -1, -1, d], np.float32, name="q")
+    k = opset.parameter([-1, -1, -1, d], np.float32, name="k")
+    v = opset.parameter([-1, -1, -1, dv], np.float32, name="v")
+    params = [q, k, v]
+    scores = opset.multiply(opset.matmul(q, k, False, True), np.float32(d ** -0.5))
+    if masked:
+        mask = opset.parameter([-1, 1, -1, -1], np.float32, name="mask")
+        params.append(mask)
+        scores = opset.add(scores, mask)
+    p = opset.softmax(scores, -1)
+    if guard:
+        p = opset.select(opset.is_nan(p), np.float32(0.0), p)
+    y = opset.transpose(opset.matmul(p, v, False, False), _i64([0, 2, 1, 3]))
+    return Model([opset.result(y, name="y")], params)
+
+
+@pytest.mark.parametrize("b, h, m, n, d, dv", [
+    (1, 3, 1, 1, 5, 5),            # one key
+    (2, 3, 1, 131, 33, 64),        # value columns split over slices
+    (1, 2, 3, 517, 64, 96),        # past one chunk of keys; 128-wide value slots
+    (1, 1, DECODE_ROWS, 1030, 80, 130),  # columns per item (value wider than half)
+])
+@pytest.mark.parametrize("masked", [False, True])
+def test_decode_kernel_matches_the_reference(rng, b, h, m, n, d, dv, masked):
+    model = _attention_model(d, dv, masked, False)
+    prog = Program.from_model(model)
+    assert sum(x.kind == "FusedAttention" for x in prog.nodes) == 1
+    assert n > CHUNK or n < 200  # (both sides of the chunk size are covered)
+    feeds = {"q": _f(rng, b, h, m, d), "k": _f(rng, b, h, n, d), "v": _f(rng, b, h, n, dv)}
+    if masked:
+        feeds["mask"] = np.where(rng.random((b, 1, m, n)) < 0.3, -1e4, 0).astype(np.float32)
+    got = compile_program(model, RUNTIME_DEVICE).create_infer_request().infer(feeds)["y"]
+    want = netpass.reference.infer(model, feeds)["y"]
+    assert got.shape == want.shape and _rel_l2(got, want) <= 1e-5
+
+
+def test_fully_masked_rows_give_zeros_with_the_guard(rng):
+    model = _attention_model(16, 16, True, True)
+    feeds = {"q": _f(rng, 1, 2, 2, 16), "k": _f(rng, 1, 2, 9, 16), "v": _f(rng, 1, 2, 9, 16),
+             "mask": np.zeros((1, 1, 2, 9), np.float32)}
+    feeds["mask"][:, :, 1] = -np.inf
+    got = compile_program(model, RUNTIME_DEVICE).create_infer_request().infer(feeds)["y"]
+    want = netpass.reference.infer(model, feeds)["y"]
+    np.testing.assert_array_equal(got[:, 1], 0.0)
+    assert _rel_l2(got, want) <= 1e-5
+
+
+def _cache_layer(h: int = 3, d: int = 12, e: int = 24):
+    """A decoder layer's attention over a key/value cache held in variables, laid out as GPT-2
+    exports it: x [1, s, e] projected to q, k, v by one MatMul and a Split, each [1, s, h, d]
+    transposed to [1, h, s, d]; k and v appended to their caches (Concat along the sequence,
+    Assign); q @ k^T over the transposed cache, a causal mask for the s new rows, softmax,
+    @ v, heads moved back."""
+    rng = np.random.default_rng(11)
+    x = opset.parameter([1, "seq", e], np.float32, name="x")
+    mask = opset.parameter([1, 1, "seq", "total"], np.float32, name="mask")
+    qkv = opset.matmul(x, _f(rng, e, 3 * h * d), False, False)
+    heads = [opset.transpose(opset.reshape(piece, _i64([0, 0, h, d]), True), _i64([0, 2, 1, 3]))
+             for piece in opset.split(qkv, _i64(-1), 3).outputs()]
+    q, k, v = heads
+    caches, sinks = [], []
+    for name, new in (("k", k), ("v", v)):
+        past = opset.read_value(name, np.float32, PartialShape([1, h, -1, d]))
+        grown = opset.concat([past, new], 2)
+        caches.append(grown)
+        sinks.append(opset.assign(grown, name))
+    kt = opset.transpose(caches[0], _i64([0, 1, 3, 2]))
+    scores = opset.add(opset.multiply(opset.matmul(q, kt, False, False), np.float32(d ** -0.5)),
+                       mask)
+    att = opset.matmul(opset.softmax(scores, -1), caches[1], False, False)
+    y = opset.transpose(att, _i64([0, 2, 1, 3]))
+    return Model([opset.result(y, name="y")], [x, mask], "cache_layer", sinks=sinks)
+
+
+def _causal(s: int, total: int) -> np.ndarray:
+    pos = np.arange(total - s, total)[:, None]
+    return np.where(np.arange(total)[None] <= pos, 0, -1e9).astype(np.float32)[None, None]
+
+
+def test_the_attention_appends_decode_steps_to_the_cache(rng):
+    model = _cache_layer()
+    cm = compile_program(model, RUNTIME_DEVICE)
+    att = next(n for n in cm.program.nodes if n.kind == "FusedAttention")
+    appends = [n for n in cm.program.nodes if n.state_role == "append"]
+    assert att.subgraph.appends == 2 and all(c.append_by is att for c in appends)
+    split = next(n for n in cm.program.nodes if n.kind in ("Split", "VariadicSplit"))
+    assert split.strided_view  # (the new keys' and values' Transposes are views)
+    req = cm.create_infer_request()
+    ref_vars: dict = {}
+    total = 0
+    steps = [13] + [1] * 6 + [3] + [1] * 4  # a prompt (copied), then appended steps
+    for s in steps:
+        total += s
+        feeds = {"x": _f(rng, 1, s, 24), "mask": _causal(s, total)}
+        before = dict(req.stats)
+        got = req.infer(feeds)["y"]
+        want = netpass.reference.infer(model, feeds, variables=ref_vars)["y"]
+        assert _rel_l2(got, want) <= 1e-5, (s, total)
+        launches = req.stats["kernels_enqueued"] - before["kernels_enqueued"]
+        if s <= DECODE_ROWS:
+            assert launches == 2  # the projection and the attention: no copies
+    for state in req.query_state():
+        np.testing.assert_allclose(state.state, ref_vars[state.name], rtol=1e-4, atol=1e-5)
+
+
+def test_appending_past_a_chunk_of_keys_and_into_a_regrown_buffer(rng):
+    """A cache set to more than a chunk of keys, then steps that fill its room and make the
+    variables' buffers grow (the past copied once, the new rows still appended by the
+    kernel)."""
+    model = _cache_layer()
+    cm = compile_program(model, RUNTIME_DEVICE)
+    req = cm.create_infer_request()
+    start = {"k": _f(rng, 1, 3, CHUNK + 70, 12), "v": _f(rng, 1, 3, CHUNK + 70, 12)}
+    for state in req.query_state():
+        state.state = start[state.name]
+    ref_vars = dict(start)
+    total = CHUNK + 70
+    for _ in range(130):  # (PREALLOC_STEPS of room: the last steps reallocate)
+        total += 1
+        feeds = {"x": _f(rng, 1, 1, 24), "mask": _causal(1, total)}
+        got = req.infer(feeds)["y"]
+        want = netpass.reference.infer(model, feeds, variables=ref_vars)["y"]
+        assert _rel_l2(got, want) <= 1e-5, total
+    assert req.stats["state_allocations"] > 2
