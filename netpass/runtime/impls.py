@@ -172,11 +172,14 @@ class Launch:
 class Impl:
     """Kernels for one primitive at one set of shapes (or a host function)."""
 
-    __slots__ = ("key", "launches", "buffers", "host", "used_inputs", "sources")
+    __slots__ = ("key", "launches", "buffers", "host", "used_inputs", "sources",
+                 "weights_as_given")
 
     def __init__(self, key, launches: list[Launch] | None = None, buffers: list | None = None,
                  host: bool = False) -> None:
         self.key = key
+        # a FullyConnected's kernels read its weights [N, K] as they are (no reorder)
+        self.weights_as_given = False
         self.launches = launches or []
         self.buffers = buffers or []  # np arrays uploaded once per impl (index maps), or Scratch
         self.host = host  # True: runs the op's numpy reference (host fallback)

@@ -1,5 +1,7 @@
 """Kernels for decoding, where a step feeds a few new tokens (``DECODE_ROWS`` at most) and
-reads everything else from the key/value cache.
+reads everything else from the key/value cache and the weights.
+
+:func:`gemv`: a GEMM of a few rows of A as memory-bound GEMVs over the weights as they are.
 
 :func:`attention_decode`: fused attention over the cache in one launch per layer, the new
 keys and values appended to the cache by the same kernel. A work-group of DLS items owns one
@@ -20,28 +22,27 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import Source, Stage, header, memoized, nan_max, offsets, stage_code
+from .common import Source, Stage, ctype, header, memoized, nan_max, offsets, stage_code
+from .gemm import gemm_args, norm_prologue, norm_value
 
-DLS = 128          # work-items of a decode attention work-group
-CHUNK = 4 * DLS    # keys scored per pass (their probabilities sit in local memory)
+DLS = 256          # work-items of a decode attention work-group
+CHUNK = 2 * DLS    # keys scored per pass (their probabilities sit in local memory)
 DECODE_ROWS = 8    # query rows (new tokens) up to which the decode kernel runs
-
-
-def value_layout(dv: int) -> tuple[int, int]:
-    """(slices, columns per item) of the value accumulation: DV columns of DLS items, each
-    column split over ``slices`` items when DV fits in half the work-group."""
-    width = 1 << max(dv - 1, 0).bit_length()
-    if width <= DLS // 2:
-        return DLS // width, 1
-    return 1, -(-dv // DLS)
+UNROLL = 4         # keys per item in flight in the value loop
 
 
 @memoized
-def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, dmax: int,
-                     slices: int, jt: int, nan_to_zero: bool, append: bool) -> Source:
-    """The decode attention kernel (module docstring): out[b, m, :] = softmax_n(ops(q[b, m, :]
+def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: int, dv: int,
+                     nan_to_zero: bool, append: bool) -> Source:
+    """The decode attention kernel (module docstring) for head size ``d`` and value width
+    ``dv`` (compile-time: the loops over them unroll): out[b, m, :] = softmax_n(ops(q[b, m, :]
     . k[b, n, :])) @ v[b, n, :] for a work-group (query row m, batch b = b0 * B1 + b1), the
-    rows n >= N - S read from XK / XV and written into K / V when ``append``."""
+    rows n >= N - S read from XK / XV and written into K / V when ``append``.
+
+    Latency decides a decode step's attention (a few work-groups, each a chain of dependent
+    loads), so every load of a key row is issued before its first use: a key's row as float4
+    runs where K's rows are contiguous and 16-byte aligned (checked per launch), value rows
+    as float4 columns (``dv`` % 4 == 0) with UNROLL keys per item in flight."""
     n_side = len(side_dtypes)
     kq = "" if append else "const "
     args = ["__global const float* Q", "int qoff", f"__global {kq}float* Kt", "int koff",
@@ -56,7 +57,7 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, dmax
         args += ["int S", "int sxk0", "int sxk1", "int sxkn", "int sxkd", "int sxv0", "int sxv1",
                  "int sxvn", "int sxvj"]
     for j, dt in enumerate(side_dtypes):
-        args += [f"__global const {_ctype(dt)}* in{j}", f"int off_in{j}"]
+        args += [f"__global const {ctype(dt)}* in{j}", f"int off_in{j}"]
     if n_side:
         args += [f"int d{k}" for k in range(erank)]
         for j in range(n_side):
@@ -64,65 +65,132 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, dmax
     code = stage_code([Stage("dot", [], "float")] + list(score_ops),
                        {j: f"in{j}[o_in{j}]" for j in range(n_side)})
     offs = offsets(erank, [f"in{j}" for j in range(n_side)], "flat") if n_side else ""
-    width = DLS // slices
-    if append:
-        setup = """const int past = N - S;
-  XK += xkoff + b0 * sxk0 + b1 * sxk1;
-  XV += xvoff + b0 * sxv0 + b1 * sxv1;
-  /* one writer per cache row: query row 0 of the first batch item sharing the head */
-  const int wk = m == 0 && (sk0 != 0 || b0 == 0) && (sk1 != 0 || b1 == 0);
-  const int wv = m == 0 && (sv0 != 0 || b0 == 0) && (sv1 != 0 || b1 == 0);"""
-        dot = """if (n >= past) {
+    vec4 = dv % 4 == 0 and dv // 4 <= DLS
+    w4 = dv // 4 if vec4 else 0
+    slices = DLS // w4 if vec4 else 1
+    jt = -(-dv // DLS)
+    # a key's dot product: float4 runs of a contiguous, aligned row, else scalar
+    if d % 4 == 0:
+        kdot = f"""if (kvec) {{
+          const __global float4* r4 = (const __global float4*)(Kt + n * skn);
+          float4 s4 = (float4)(0.0f);
+          #pragma unroll
+          for (int c = 0; c < {d // 4}; ++c) s4 = mad(q4[c], r4[c], s4);
+          dot = s4.x + s4.y + s4.z + s4.w;
+        }} else"""
+    else:
+        kdot = ""
+    kdot += f""" {{
+          __global const float* kr = Kt + n * skn;
+          #pragma unroll 8
+          for (int c = 0; c < {d}; ++c) dot = mad(qs[c], kr[c * skd], dot);
+        }}"""
+    newdot = f"""{{
           __global const float* xr = XK + (n - past) * sxkn;
           __global float* kw = Kt + n * skn;
-          for (int d = 0; d < D; ++d) {
-            const float kv = xr[d * sxkd];
-            dot = mad(qs[d], kv, dot);
-            if (wk) kw[d * skd] = kv;
-          }
-        } else {
-          __global const float* kr = Kt + n * skn;
-          for (int d = 0; d < D; ++d) dot = mad(qs[d], kr[d * skd], dot);
-        }"""
-        vload = """float vv;
+          #pragma unroll 8
+          for (int c = 0; c < {d}; ++c) {{
+            const float kv = xr[c * sxkd];
+            dot = mad(qs[c], kv, dot);
+            if (wk) kw[c * skd] = kv;
+          }}
+        }}""" if append else ""
+    score = f"""const int flat = (b * M + m) * N + n;
+        {offs}
+        {code}
+        const float sc = x{len(score_ops)};
+        ps[i] = sc;
+        tmax = {nan_max("tmax", "sc")};"""
+    if append:
+        scores = f"""for (int i = lid; i < cn; i += DLS) {{
+      const int n = c0 + i;
+      float dot = 0.0f;
+      if (n >= past) {newdot} else {kdot}
+      {{
+        {score}
+      }}
+    }}"""
+    else:
+        scores = f"""for (int i = lid; i < cn; i += DLS) {{
+      const int n = c0 + i;
+      float dot = 0.0f;
+      {kdot}
+      {{
+        {score}
+      }}
+    }}"""
+    if vec4:
+        old_end = "min(cn, past - c0)" if append else "cn"
+        vrow = "(vvec ? vload4(0, V + n * svn + j4 * 4) : " \
+               "(float4)(V[n * svn + (j4 * 4) * svj], V[n * svn + (j4 * 4 + 1) * svj], " \
+               "V[n * svn + (j4 * 4 + 2) * svj], V[n * svn + (j4 * 4 + 3) * svj]))"
+        vnew = """{
+            const int n = c0 + i;
+            __global const float* xr = XV + (n - past) * sxvn + (j4 * 4) * sxvj;
+            const float4 vv = (float4)(xr[0], xr[sxvj], xr[2 * sxvj], xr[3 * sxvj]);
+            if (wv) {
+              __global float* vw = V + n * svn + (j4 * 4) * svj;
+              vw[0] = vv.x; vw[svj] = vv.y; vw[2 * svj] = vv.z; vw[3 * svj] = vv.w;
+            }
+            a0 = mad((float4)(ps[i]), vv, a0);
+          }"""
+        new_loop = f"""for (; i < cn; i += {slices}) {vnew}""" if append else ""
+        accumulate = f"""{{
+      const int j4 = lid % {w4}, r = lid / {w4};
+      if (r < {slices}) {{
+        float4 a0 = (float4)(0.0f), a1 = a0, a2 = a0, a3 = a0;
+        const int old = {old_end};
+        int i = r;
+        for (; i + {3 * slices} < old; i += {4 * slices}) {{
+          int n = c0 + i;
+          const float4 v0 = {vrow};
+          n += {slices};
+          const float4 v1 = {vrow};
+          n += {slices};
+          const float4 v2 = {vrow};
+          n += {slices};
+          const float4 v3 = {vrow};
+          a0 = mad((float4)(ps[i]), v0, a0);
+          a1 = mad((float4)(ps[i + {slices}]), v1, a1);
+          a2 = mad((float4)(ps[i + {2 * slices}]), v2, a2);
+          a3 = mad((float4)(ps[i + {3 * slices}]), v3, a3);
+        }}
+        for (; i < old; i += {slices}) {{
+          const int n = c0 + i;
+          a0 = mad((float4)(ps[i]), {vrow}, a0);
+        }}
+        {new_loop}
+        acc4 = mad(acc4, (float4)(scale), (a0 + a1) + (a2 + a3));
+      }}
+    }}"""
+        finish = f"""__local float4 part[DLS];
+  part[lid] = acc4;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lid < {w4}) {{
+    float4 a = (float4)(0.0f);
+    for (int r = 0; r < {slices}; ++r) a += part[r * {w4} + lid];
+    float4 o = a / sum;
+    {"o = select(o, (float4)(0.0f), isnan(o));" if nan_to_zero else ""}
+    __global float* op = O + (lid * 4) * soj;
+    op[0] = o.x; op[soj] = o.y; op[2 * soj] = o.z; op[3 * soj] = o.w;
+  }}"""
+        acc_decl = "float4 acc4 = (float4)(0.0f);"
+    else:
+        if append:
+            vload = """float vv;
           if (n >= past) {
             vv = XV[(n - past) * sxvn + j * sxvj];
             if (wv) V[n * svn + j * svj] = vv;
           } else {
             vv = V[n * svn + j * svj];
           }"""
-    else:
-        setup = ""
-        dot = """__global const float* kr = Kt + n * skn;
-        for (int d = 0; d < D; ++d) dot = mad(qs[d], kr[d * skd], dot);"""
-        vload = "const float vv = V[n * svn + j * svj];"
-    if slices > 1:
-        accumulate = f"""{{
-      const int j = lid % {width}, r = lid / {width};
-      if (j < DV) {{
-        float a = acc[0] * scale;
-        for (int i = r; i < cn; i += {slices}) {{
-          const int n = c0 + i;
-          {vload}
-          a = mad(ps[i], vv, a);
-        }}
-        acc[0] = a;
-      }}
-    }}"""
-        finish = f"""__local float part[DLS];
-  part[lid] = acc[0];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (lid < {width} && lid < DV) {{
-    float a = 0.0f;
-    for (int r = 0; r < {slices}; ++r) a += part[r * {width} + lid];
-    const float o = a / sum;
-    O[lid * soj] = {"isnan(o) ? 0.0f : o" if nan_to_zero else "o"};
-  }}"""
-    else:
+        else:
+            vload = "const float vv = V[n * svn + j * svj];"
         accumulate = """for (int t = 0; t < JT; ++t) {
       const int j = lid + t * DLS;
       if (j < DV) {
         float a = acc[t] * scale;
+        #pragma unroll 4
         for (int i = 0; i < cn; ++i) {
           const int n = c0 + i;
           """ + vload + """
@@ -138,6 +206,26 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, dmax
       O[j * soj] = {"isnan(o) ? 0.0f : o" if nan_to_zero else "o"};
     }}
   }}"""
+        acc_decl = """float acc[JT];
+  for (int t = 0; t < JT; ++t) acc[t] = 0.0f;"""
+    if append:
+        setup = """const int past = N - S;
+  XK += xkoff + b0 * sxk0 + b1 * sxk1;
+  XV += xvoff + b0 * sxv0 + b1 * sxv1;
+  /* one writer per cache row: query row 0 of the first batch item sharing the head */
+  const int wk = m == 0 && (sk0 != 0 || b0 == 0) && (sk1 != 0 || b1 == 0);
+  const int wv = m == 0 && (sv0 != 0 || b0 == 0) && (sv1 != 0 || b1 == 0);"""
+    else:
+        setup = ""
+    q4 = f"""__local float4 q4[{max(d // 4, 1)}];
+  const int kvec = skd == 1 && (skn & 3) == 0 && (koff & 3) == 0 &&
+      ((b0 * sk0 + b1 * sk1) & 3) == 0;
+  const int vvec = svj == 1 && (svn & 3) == 0 && (voff & 3) == 0 &&
+      ((b0 * sv0 + b1 * sv1) & 3) == 0;
+  for (int c = lid; c < {d // 4}; c += DLS)
+    q4[c] = (float4)(Q[(4 * c) * sqd], Q[(4 * c + 1) * sqd], Q[(4 * c + 2) * sqd],
+                     Q[(4 * c + 3) * sqd]);""" \
+        if d % 4 == 0 else "const int kvec = 0, vvec = 0;"
     tree = """for (int s = DLS / 2; s > 0; s >>= 1) {{
       if (lid < s) red[lid] = {op};
       barrier(CLK_LOCAL_MEM_FENCE);
@@ -155,30 +243,18 @@ void attention_decode({', '.join(args)})
   V += voff + b0 * sv0 + b1 * sv1;
   O += ooff + b0 * so0 + b1 * so1 + m * som;
   {setup}
-  __local float qs[{dmax}];
+  __local float qs[{d}];
   __local float ps[CHUNK];
   __local float red[DLS];
-  for (int d = lid; d < D; d += DLS) qs[d] = Q[d * sqd];
-  float acc[JT];
-  for (int t = 0; t < JT; ++t) acc[t] = 0.0f;
+  for (int c = lid; c < {d}; c += DLS) qs[c] = Q[c * sqd];
+  {q4}
+  {acc_decl}
   float mx = -INFINITY, sum = 0.0f;
   barrier(CLK_LOCAL_MEM_FENCE);
   for (int c0 = 0; c0 < N; c0 += CHUNK) {{
     const int cn = min(CHUNK, N - c0);
     float tmax = -INFINITY;
-    for (int i = lid; i < cn; i += DLS) {{
-      const int n = c0 + i;
-      float dot = 0.0f;
-      {{
-        {dot}
-      }}
-      const int flat = (b * M + m) * N + n;
-      {offs}
-      {code}
-      const float sc = x{len(score_ops)};
-      ps[i] = sc;
-      tmax = {nan_max("tmax", "sc")};
-    }}
+    {scores}
     red[lid] = tmax;
     barrier(CLK_LOCAL_MEM_FENCE);
     {tree.format(op=nan_max("red[lid]", "red[lid + s]"))}
@@ -209,6 +285,106 @@ void attention_decode({', '.join(args)})
     return Source(text, "attention_decode")
 
 
-def _ctype(dt) -> str:
-    from .kernels import ctype
-    return ctype(dt)
+GEMV_WG = 256       # work-items of a GEMV work-group
+GEMV_ROWS = 8       # rows of A up to which a GEMM runs as GEMVs
+
+
+def gemv_width(m: int, k: int, sbk: int, n: int) -> int | None:
+    """Items per output column of the GEMV for A [m, k] and B read with stride ``sbk`` along
+    k (1: B's columns are contiguous rows of a weights [n, k]), or None where the GEMV does not
+    apply: 32 (a warp per column) up to k = 1024, then 64."""
+    if m > GEMV_ROWS or sbk != 1 or not n or not k or not m:
+        return None
+    return 32 if k <= 1024 else 64
+
+
+@memoized
+def gemv(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int, tpr: int,
+         norm: tuple | None = None) -> Source:
+    """C[b] = A[b] @ B[b] (+ epilogue) for A of at most GEMV_ROWS rows, B(k, n) contiguous
+    along k (a FullyConnected's weights [N, K] as they are: no reorder), float32; the arguments
+    of every GEMM kernel (kernels.gemm.gemm_args). Each output column gets ``tpr`` items: they read
+    the column's weights as float4 runs, four runs in flight per item, and the rows of A
+    (normalized as they are read with ``norm``: norm_gemm; from the L1 cache after the first
+    column of the work-group) and sum their partials in local memory; the fused epilogue
+    runs on the sums. Memory-bound: each weight is read once per step. A or B not contiguous
+    and 16-byte aligned along k (checked per launch) take scalar loads."""
+    args = gemm_args("float", n_extra, extra_dtypes, erank, norm)
+    code = stage_code([Stage("v", [], "float")] + list(epilogue),
+                       {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
+    offs = offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
+
+    def x4(q: str) -> str:  # row m of A at float4 run q (normalized with ``norm``)
+        return norm_value(norm, f"vload4({q}, A + m * sam)", "m", f"4 * ({q})", True)
+
+    x1 = norm_value(norm, "A[m * sam + k * sak]", "m", "k")
+    step = " + ".join(f"dot(w{u}, {x4(f'q + {u} * TPR')})" for u in range(4))
+    text = header([np.float32] + list(extra_dtypes)) + f"""#define WG {GEMV_WG}
+#define TPR {tpr}
+#define COLS (WG / TPR)
+#define MR {GEMV_ROWS}
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void gemv({', '.join(args)})
+{{
+  const int lid = get_local_id(0);
+  const int c = lid / TPR, lane = lid - c * TPR;
+  const int n = get_group_id(0) * COLS + c;
+  const int b = get_group_id(2);
+  const int b0 = b / B1, b1 = b - b0 * B1;
+  const int m0 = 0;
+  A += aoff + b0 * sa0 + b1 * sa1;
+  B += boff + b0 * sb0 + b1 * sb1;
+  __local float red[MR * WG];
+  {norm_prologue(norm, GEMV_ROWS, GEMV_WG, "lid")}
+  float acc[MR];
+  #pragma unroll
+  for (int m = 0; m < MR; ++m) acc[m] = 0.0f;
+  const int vec = sak == 1 && (sam & 3) == 0 && (K & 3) == 0 &&
+      ((aoff + b0 * sa0 + b1 * sa1) & 3) == 0 && ((boff + b0 * sb0 + b1 * sb1) & 3) == 0 &&
+      (sbn & 3) == 0;
+  if (n < N) {{
+    __global const float* br = B + n * sbn;
+    if (vec) {{
+      const int K4 = K >> 2;
+      int q = lane;
+      for (; q + 3 * TPR < K4; q += 4 * TPR) {{
+        const float4 w0 = vload4(q, br), w1 = vload4(q + TPR, br);
+        const float4 w2 = vload4(q + 2 * TPR, br), w3 = vload4(q + 3 * TPR, br);
+        #pragma unroll
+        for (int m = 0; m < MR; ++m)
+          if (m < M) acc[m] += {step};
+      }}
+      for (; q < K4; q += TPR) {{
+        const float4 w0 = vload4(q, br);
+        #pragma unroll
+        for (int m = 0; m < MR; ++m)
+          if (m < M) acc[m] += dot(w0, {x4('q')});
+      }}
+    }} else {{
+      for (int k = lane; k < K; k += TPR) {{
+        const float w = br[k];
+        #pragma unroll
+        for (int m = 0; m < MR; ++m)
+          if (m < M) acc[m] = mad({x1}, w, acc[m]);
+      }}
+    }}
+  }}
+  #pragma unroll
+  for (int m = 0; m < MR; ++m) red[m * WG + lid] = acc[m];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = TPR / 2; s > 0; s >>= 1) {{
+    if (lane < s)
+      for (int m = 0; m < M; ++m) red[m * WG + lid] += red[m * WG + lid + s];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }}
+  if (lane < M && n < N) {{
+    const int m = lane;
+    const float v = red[m * WG + c * TPR];
+    const int flat = (b * M + m) * N + n;
+    {offs}
+    {code}
+    C[coff + flat] = x{len(epilogue)};
+  }}
+}}
+"""
+    return Source(text, "gemv")

@@ -12,6 +12,7 @@ import numpy as np
 from ...ops.elementwise import Add, Divide, Maximum, Minimum, Multiply, Subtract
 from ...ops.legacy import CropIE, Eltwise, FullyConnected, PowerIE, ReLUIE, ScaleShiftIE
 from ..impls import Impl, Params, size
+from ..kernels import decode
 from ..kernels.common import flit
 from .base import ExprRule, OpKind, Skip, table
 from .elementwise import ROW, elementwise, per_channel_impl, with_bias
@@ -27,8 +28,10 @@ def fully_connected_impl(p: Params, key: Any) -> Impl | None:
     kdim = x[-1]
     m = size(x[:-1])
     w = p.in_shapes[1]
-    reordered = p.attrs.get("_weights_reordered", False)
     n = w[0]
+    # a few rows run as GEMVs over the weights as they are (each column a contiguous row)
+    as_given = decode.gemv_width(m, kdim, 1, n) is not None
+    reordered = p.attrs.get("_weights_reordered", False) and not as_given
     q = with_bias(p, (size(p.in_shapes[2]),), p.in_dtypes[2])
     refs = [("i", 2)] + [("e", j) for j in range(len(p.extra_shapes or []))]
     desc = getattr(p.node, "subgraph", None)  # a normalized A (norm_gemm.NormDesc)
@@ -37,7 +40,11 @@ def fully_connected_impl(p: Params, key: Any) -> Impl | None:
     g = gemm_launch(q, (m, kdim), (kdim, n) if reordered else (n, kdim), False, not reordered,
                     (0, 1), tuple(p.out_shapes[0]), extra_refs=refs,
                     norm=desc.kernel_params() if desc is not None else None, norm_first=3)
-    return Impl(key, *g) if g is not None else None
+    if g is None:
+        return None
+    impl = Impl(key, *g)
+    impl.weights_as_given = as_given
+    return impl
 
 
 def _float32(expr: ExprRule) -> ExprRule:

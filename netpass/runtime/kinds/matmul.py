@@ -13,19 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...ops.matmul import MatMul
-from ..impls import (
-    Impl,
-    Launch,
-    Params,
-    Scratch,
-    cdiv,
-    collapse,
-    contiguous_strides,
-    epilogue,
-    size,
-    work_1d,
-)
-from ..kernels import mma
+from ..impls import (Impl, Launch, Params, Scratch, cdiv, collapse, contiguous_strides, epilogue,
+                     size, work_1d)
+from ..kernels import decode, mma
 from ..kernels.common import LS, Stage
 from ..kernels.gemm import (
     GEMM_LARGE,
@@ -130,17 +120,18 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
         cdiv(M, cfg.tsm) * cdiv(N, cfg.tsn) * nb
     tn = skinny_width(p.engine, M, N, nb, tiled_groups)
     f32 = np.dtype(p.out_dtypes[0]) == np.float32
+    gemv = decode.gemv_width(M, Ka, sb[-2], N) if f32 else None
     pre: list[Launch] = []  # (the normalization of A ahead of a tensor-core GEMM)
     buffers: list = []
     a_ref: list = [("i", b_idx[0])]
     tc_plan = None
-    if norm is not None and f32 and nb == 1 and sa[-1] == 1 and sa[-2] == Ka:
+    if gemv is None and norm is not None and f32 and nb == 1 and sa[-1] == 1 and sa[-2] == Ka:
         tc_plan = mma.plan(p.engine, p.precision, M, N, Ka, nb, sa, sb, sab, sbb, None)
         if tc_plan is not None:  # normalized rows into a scratch copy the GEMM reads
             pre, buffers, a_ref = [_normalize_rows(p, norm, norm_first, b_idx[0], M, Ka)], \
                 [Scratch(4 * M * Ka)], [("b", 0), 0]
             norm = None
-    if tc_plan is None and f32:
+    if gemv is None and tc_plan is None and f32:
         tc_plan = mma.plan(p.engine, p.precision, M, N, Ka, nb, sa, sb, sab, sbb, norm)
     # (a tensor-core plan implies an engine: mma.plan)
     splits, slice_k = (mma.k_splits(tc_plan[0], M, N, Ka, nb,
@@ -153,7 +144,12 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
                                         sb[-2], sb[-1]],
                                        extra_refs, (stages, n_extra, edt, edims, est), len(buffers))
         return pre + launches, buffers + more
-    if tc_plan is not None:  # tensor cores (TF32, or 3xTF32 for float32)
+    if gemv is not None:  # few rows: memory-bound GEMVs over B's contiguous columns
+        src = p.cached(("gemv", gemv, len(edims), norm),
+                       lambda: decode.gemv(stages, n_extra, edt, len(edims), gemv, norm))
+        lx, ly = decode.GEMV_WG, 1
+        gws = (cdiv(N, decode.GEMV_WG // gemv) * decode.GEMV_WG, 1, max(nb, 1))
+    elif tc_plan is not None:  # tensor cores (TF32, or 3xTF32 for float32)
         src = p.cached(("gemm_mma", tc_plan, len(edims), norm),
                        lambda: mma.source(tc_plan, stages, n_extra, edt, len(edims), norm))
         gws, (lx, ly, _) = mma.work_sizes(tc_plan[0], M, N, nb)

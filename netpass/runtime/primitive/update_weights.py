@@ -16,6 +16,9 @@ class UpdateWeights:
         kept in a per-inst LRU cache keyed by the target layout."""
         if self.weights is None or self.impl is None or self.impl.is_host:
             return
+        if self.impl.weights_as_given:  # (kernels.decode.gemv: the constant as it is)
+            self.weights_tensor = None
+            return
         net = self.net
         s, k = self.node.inputs[1]
         w = s.value

@@ -228,9 +228,10 @@ def test_no_engine_keeps_tiled_kernel():
 
 
 def test_fully_connected_selects_skinny_on_gpu():
+    # (17 rows: up to kernels.decode.GEMV_ROWS the GEMV reads the weights as they are)
     p = Params(row=TABLE[FullyConnected], attrs={"_weights_reordered": True},
-               in_shapes=[(1, 5, 256), (768, 256), (768,)], in_dtypes=[F32, F32, F32],
-               out_shapes=[(1, 5, 768)], out_dtypes=[F32], values={}, fused=[],
+               in_shapes=[(1, 17, 256), (768, 256), (768,)], in_dtypes=[F32, F32, F32],
+               out_shapes=[(1, 17, 768)], out_dtypes=[F32], values={}, fused=[],
                extra_shapes=[], extra_dtypes=[], engine=H200)
     ln = legacy.fully_connected_impl(p, None).launches[0]
     assert ln.source.name == "gemm_skinny"

@@ -1,0 +1,108 @@
+"""The decode GEMV (kernels_decode.gemv): GEMMs of up to GEMV_ROWS rows over weights [N, K]
+read as they are, against numpy and the reference evaluator on random data with odd shapes:
+float4 and scalar runs of K, 32 and 64 items per column, batch broadcast, the FullyConnected
+bias and fused epilogues with a residual, a LayerNorm folded into the prologue (norm_gemm),
+and the selection (impls.fully_connected_impl: no weights reorder for it). Tolerance: rtol
+1e-4 plus atol 1e-4 * sqrt(K), the float32 summation-order noise of a K-long dot product."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import netpass
+from netpass import Model, opset
+from netpass.runtime import compile_program
+from netpass.runtime.kernels_decode import GEMV_LOCAL, GEMV_ROWS, gemv_width
+from netpass.testing import RUNTIME_DEVICE
+
+
+def _f(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _ran_gemv(req) -> bool:
+    net = req.network if hasattr(req, "network") else req._runtime_request.network
+    return any(" gemv(" in key[2] for key in net.kernel_objects)
+
+
+def _fc_model(rng, k: int, n: int, residual: bool):
+    x = opset.parameter([-1, -1, k], np.float32, name="x")
+    w, bias = _f(rng, n, k), _f(rng, n)
+    y = opset.relu(opset.fully_connected(x, w, bias))
+    params = [x]
+    if residual:
+        r = opset.parameter([-1, -1, n], np.float32, name="r")
+        params.append(r)
+        y = opset.add(y, r)
+    return Model([opset.result(y, name="y")], params), w, bias
+
+
+@pytest.mark.parametrize("k, n", [(7, 5), (64, 37), (768, 1001), (1030, 33)])
+def test_fully_connected_rows_match_numpy(rng, k, n):
+    """Odd K runs the scalar loop, K % 4 == 0 the float4 one; K > 1024 64 items a column."""
+    model, w, bias = _fc_model(rng, k, n, residual=True)
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
+    for rows in (1, 3, min(GEMV_ROWS, GEMV_LOCAL // k)):  # (A's rows fit in local memory)
+        x, r = _f(rng, 1, rows, k), _f(rng, 1, rows, n)
+        got = req.infer({"x": x, "r": r})["y"]
+        want = np.maximum(x.astype(np.float64) @ w.T.astype(np.float64) + bias, 0.0) + r
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+    assert _ran_gemv(req)
+    assert req.stats["weight_reorders"] == 0 and req.stats["fused"] == 2 * 3
+
+
+def test_more_rows_reorder_the_weights_for_the_other_kernels(rng):
+    model, w, bias = _fc_model(rng, 64, 40, residual=False)
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
+    for rows in (1, GEMV_ROWS + 1, 1):
+        x = _f(rng, 1, rows, 64)
+        want = np.maximum(x.astype(np.float64) @ w.T.astype(np.float64) + bias, 0.0)
+        np.testing.assert_allclose(req.infer({"x": x})["y"], want, rtol=1e-4, atol=1e-3)
+    assert _ran_gemv(req) and req.stats["weight_reorders"] == 1
+
+
+def test_matmul_by_a_transposed_b_with_batch_broadcast(rng):
+    a = opset.parameter([-1, -1, -1, -1], np.float32, name="a")
+    b = opset.parameter([-1, -1, -1], np.float32, name="b")
+    model = Model([opset.result(opset.matmul(a, b, False, True), name="y")], [a, b])
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
+    for ashape, bshape in [((2, 3, 1, 33), (3, 37, 33)), ((1, 2, 5, 128), (2, 9, 128))]:
+        av, bv = _f(rng, *ashape), _f(rng, *bshape)
+        want = np.matmul(av.astype(np.float64), np.swapaxes(bv, -1, -2).astype(np.float64))
+        np.testing.assert_allclose(req.infer({"a": av, "b": bv})["y"], want, rtol=1e-4,
+                                   atol=1e-4 * np.sqrt(ashape[-1]))
+    assert _ran_gemv(req)
+
+
+def test_layernorm_folded_into_the_gemv(rng):
+    """compile_model's legacy stage: MVN * gamma + beta -> FullyConnected, one row per step
+    with a large mean (the prologue's shifted sums)."""
+    k, n = 52, 29
+    x = opset.parameter([1, -1, k], np.float32, name="x")
+    h = opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt")
+    h = opset.add(opset.multiply(h, (1.0 + 0.2 * _f(rng, k)).astype(np.float32)),
+                  (0.2 * _f(rng, k)).astype(np.float32))
+    y = opset.add(opset.matmul(h, _f(rng, k, n), False, False), _f(rng, n))
+    model = Model([opset.result(y, name="y")], [x])
+    cm = netpass.compile_model(model, RUNTIME_DEVICE, {"TRANSFORMATIONS": "NONE"})
+    req = cm.create_infer_request()
+    for rows in (1, 2, 5):
+        feeds = {"x": (30.0 + _f(rng, 1, rows, k)).astype(np.float32)}
+        np.testing.assert_allclose(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"],
+                                   rtol=2e-4, atol=2e-4)
+    assert _ran_gemv(req) and not any(n.kind == "MVN" for n in cm.runtime.program.nodes)
+
+
+def test_selection_limits():
+    from netpass.runtime import impls as I
+    f32 = np.dtype(np.float32)
+    p = I.Params(kind="FullyConnected", attrs={"_weights_reordered": True},
+                 in_shapes=[(1, 5, 256), (768, 256), (768,)], in_dtypes=[f32] * 3,
+                 out_shapes=[(1, 5, 768)], out_dtypes=[f32], values={}, fused=[],
+                 extra_shapes=[], extra_dtypes=[], engine=None)
+    impl = I.fully_connected_impl(p, None)
+    assert impl.launches[0].source.name == "gemv" and impl.weights_as_given
+    assert gemv_width(1, 768, 1, 3072) == 32 and gemv_width(1, 3072, 1, 768) == 64
+    assert gemv_width(GEMV_ROWS + 1, 64, 1, 64) is None      # more rows
+    assert gemv_width(1, 64, 64, 64) is None                  # B read along n (reordered)
+    assert gemv_width(GEMV_ROWS, GEMV_LOCAL // GEMV_ROWS + 1, 1, 64) is None  # A too large
