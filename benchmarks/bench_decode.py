@@ -3,7 +3,8 @@
 The model (default: GPT-2 small's config, 12 layers, d=768, 12 heads, vocab 50257, random fp32
 weights; ``tools/export_decoder.py``) is exported with its key/value cache, made stateful
 (``netpass.generation.stateful_decoder``: the cache lives in the infer request's device memory
-and grows in place) and compiled with ``compile_model``. A prompt of PROMPT tokens is
+and grows in place; the LM head computes the last position's logits only, as OpenVINO GenAI
+slices them) and compiled with ``compile_model``. A prompt of PROMPT tokens is
 prefilled, then NEW tokens are decoded one at a time (``GreedyDecoder``), batch 1:
 
 - netpass: time to first token (the prefill), per-token latency (median), tokens/s, launches
@@ -40,7 +41,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_runtime import bench_add  # noqa: E402
-from export_decoder import export_decoder, gpt2  # noqa: E402
+from export_decoder import Decoder, export_decoder, gpt2  # noqa: E402
 
 import netpass  # noqa: E402
 from netpass.generation import GreedyDecoder, stateful_decoder  # noqa: E402
@@ -78,6 +79,26 @@ def torch_generate(model, prompt: np.ndarray, new_tokens: int, device: str) -> d
             "step_s": step_s, "tokens": tokens}
 
 
+def gpt2_model(quick: bool):
+    """The transformers GPT-2 of the benchmark (random weights, seeded: the same every call)."""
+    config = dict(layers=2, d=128, heads=4, vocab=1024) if quick else {}
+    return gpt2(positions=1024, **config)[0]
+
+
+def load_or_export(path: Path | None, quick: bool):
+    """bench_decode's GPT-2 (``--quick``: 2 layers, d=128, vocab 1024), exported or read back
+    from ``path``."""
+    config = dict(layers=2, d=128, heads=4, vocab=1024) if quick else {}
+    layers, heads, vocab = config.get("layers", 12), config.get("heads", 12), config.get("vocab", 50257)
+    d = config.get("d", 768)
+    if path is not None and path.exists():
+        return Decoder("gpt2", path.read_bytes(), layers, heads, d // heads, vocab)
+    dec = export_decoder("gpt2", gpt2_model(quick), layers, heads, d // heads, vocab)
+    if path is not None:
+        path.write_bytes(dec.onnx)
+    return dec
+
+
 def weight_bytes(model) -> int:
     """Bytes of the model's constants: what a decode step reads at least once."""
     return sum(op.value.nbytes for op in model.get_ordered_ops() if op.type_name == "Constant")
@@ -91,13 +112,13 @@ def main() -> None:
     ap.add_argument("--prompt", type=int)
     ap.add_argument("--new", type=int)
     ap.add_argument("--repeats", type=int, default=3, help="measured generations (median)")
+    ap.add_argument("--onnx", type=Path, help="read the export from this file (written when absent)")
     args = ap.parse_args()
     prompt_len = args.prompt or (16 if args.quick else 128)
     new = args.new or (16 if args.quick else 128)
-    config = dict(layers=2, d=128, heads=4, vocab=1024) if args.quick else {}
-    torch_model, *layout = gpt2(positions=1024, **config)
-    dec = export_decoder("gpt2", torch_model, *layout)
-    model = stateful_decoder(netpass.read_model(dec.onnx))
+    dec = load_or_export(args.onnx, args.quick)
+    torch_model = gpt2_model(args.quick)
+    model = stateful_decoder(netpass.read_model(dec.onnx), last_logits=True)
     t0 = time.perf_counter()
     cm = netpass.compile_model(model, args.device, {"TRANSFORMATIONS": args.transformations})
     compile_s = time.perf_counter() - t0

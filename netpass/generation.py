@@ -28,12 +28,14 @@ from .errors import NetpassError
 TOKEN_INPUTS = ("input_ids", "attention_mask", "position_ids", "beam_idx")
 
 
-def stateful_decoder(model: Model, batch_input: str = "input_ids") -> Model:
+def stateful_decoder(model: Model, batch_input: str = "input_ids",
+                     last_logits: bool = False) -> Model:
     """A stateful copy of ``model`` (which is not changed): its past/present pairs
     (:func:`~netpass.ngraph_passes.common.find_kv_cache_pairs`) become variables
     (:class:`~netpass.ngraph_passes.common.MakeStateful`); where the cache has a dynamic
     batch, its initial value takes the batch of ``batch_input``
-    (:class:`~netpass.ngraph_passes.common.BuildStateInitializer`)."""
+    (:class:`~netpass.ngraph_passes.common.BuildStateInitializer`). ``last_logits``: the
+    logits of the last position only (:func:`slice_before_lm_head`)."""
     from .ngraph_passes.common import BuildStateInitializer, MakeStateful, find_kv_cache_pairs
     from .passes import Manager
     pairs = find_kv_cache_pairs(model)
@@ -46,7 +48,38 @@ def stateful_decoder(model: Model, batch_input: str = "input_ids") -> Model:
     if batch_input in stateful.input_names:
         manager.register_pass(BuildStateInitializer(batch_input))
     manager.run_passes(stateful)
+    if last_logits:
+        slice_before_lm_head(stateful)
     return stateful
+
+
+def slice_before_lm_head(model: Model, output: str = "logits") -> bool:
+    """Give ``output`` (a decoder's logits, ``[batch, seq, vocab]``) the last position only, by
+    slicing the LM head's input (``MatMul(x [..., seq, d], W)``) to its last row, as OpenVINO
+    GenAI does before generating (``apply_slice_before_matmul_transformation``): a prompt's
+    step then computes and returns one row of logits instead of ``seq``, all a greedy or
+    sampling step reads. Changes ``model`` in place; whether it found the LM head (a MatMul
+    by a constant of rank 2 whose input has a static rank of 3 or more)."""
+    from .ops import Constant, MatMul
+    from .ops.movement import slice as slice_op
+    results = [r for r in model.results if output in r.output(0).names] or \
+        [r for n, r in zip(model.output_names, model.results) if n == output]
+    if not results:
+        return False
+    head = results[0].input_value(0).node
+    if not isinstance(head, MatMul) or head.get_attributes().get("transpose_a"):
+        return False
+    x = head.input_value(0)
+    w = head.input_value(1).node
+    ps = x.partial_shape
+    if not isinstance(w, Constant) or w.value.ndim != 2 or not ps.rank_is_static or len(ps) < 3:
+        return False
+    axis = np.array([len(ps) - 2], np.int64)
+    last = slice_op(x, np.array([-1], np.int64), np.array([np.iinfo(np.int64).max], np.int64),
+                    np.array([1], np.int64), axis)
+    head.input(0).replace_source_output(last.output(0))
+    model.validate_nodes_and_infer_types()
+    return True
 
 
 @dataclass
@@ -165,4 +198,5 @@ def _counters(request: Any) -> dict[str, int]:
     return {k: v for k, v in stats.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
-__all__ = ["Generation", "GreedyDecoder", "stateful_decoder", "TOKEN_INPUTS"]
+__all__ = ["Generation", "GreedyDecoder", "slice_before_lm_head", "stateful_decoder",
+           "TOKEN_INPUTS"]

@@ -34,7 +34,7 @@ def _stateful(model):
     from ..generation import stateful_decoder
     from ..ngraph_passes.common import find_kv_cache_pairs
     if find_kv_cache_pairs(model):
-        return stateful_decoder(model)
+        return stateful_decoder(model, last_logits=True)
     if model.sinks:
         return model
     raise UsageError(f"--decode needs a decoder exported with its key/value cache "

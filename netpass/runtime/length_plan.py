@@ -99,14 +99,39 @@ def _build(spec: Any, it) -> Any:
     return tag(_build(s, it) for s in spec[1])
 
 
+def _expr(spec: Any, items) -> str | None:
+    """Python source of ``spec``'s value with its ints ``base + slope * t`` (``items``: their
+    (base, slope) in order); None for structures holding arrays or dicts."""
+    if spec == "i":
+        b, sl = next(items)
+        return str(b) if not sl else f"({b} + {sl} * t)"
+    if spec == "n":
+        return "None"
+    if spec[0] not in (tuple, list):
+        return None
+    parts = []
+    for sub in spec[1]:
+        e = _expr(sub, items)
+        if e is None:
+            return None
+        parts.append(e)
+    if spec[0] is list:
+        return "[" + ", ".join(parts) + "]"
+    return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+
+
 class Form:
     """A value whose ints are ``base + slope * t`` (``const``: the value itself when nothing
     moves)."""
 
-    __slots__ = ("spec", "base", "slope", "const")
+    __slots__ = ("spec", "base", "slope", "const", "fn")
 
     def __init__(self, spec: Any, base: list[int], slope: list[int], const: Any) -> None:
         self.spec, self.base, self.slope, self.const = spec, base, slope, const
+        # the value at t as one generated expression where the structure is ints in tuples
+        # and lists (shapes, argument lists: evaluated on every replayed step)
+        text = _expr(spec, iter(zip(base, slope))) if const is None else None
+        self.fn = eval(f"lambda t: {text}", {}) if text is not None else None
 
     @staticmethod
     def fit(a: Any, b: Any, ta: int, tb: int) -> "Form | None":
@@ -136,6 +161,8 @@ class Form:
     def at(self, t: int) -> Any:
         if self.const is not None:
             return self.const
+        if self.fn is not None:
+            return self.fn(t)
         return _build(self.spec, iter([b + s * t for b, s in zip(self.base, self.slope)]))
 
     def agrees(self, value: Any, t: int) -> bool:
@@ -208,7 +235,7 @@ class LinKernel:
     """A kernel primitive whose shapes and arguments move with ``t``."""
 
     __slots__ = ("index", "out", "need", "keys", "dtypes", "skippable", "weights", "single",
-                 "impl", "launches", "feeds", "values")
+                 "impl", "launches", "feeds", "values", "works")
 
     def __init__(self, a: KernelEntry, b: KernelEntry, ta: int, tb: int) -> None:
         self.index = a.index
@@ -219,6 +246,7 @@ class LinKernel:
         self.need = Form.fit(a.need, b.need, ta, tb)
         self.values = Form.fit(a.values, b.values, ta, tb)
         self.feeds = False
+        self.works: dict = {}  # work sizes met -> their _Work (C arrays made once)
         self.launches = []
         for (la, bufs_a, ints_a, _, slots_a), (lb, _, ints_b, _, slots_b) in \
                 zip(a.launches, b.launches):
@@ -495,8 +523,7 @@ def kernel_step(net: "Network", inst: Any, e: Any, t: int, counts: list) -> None
     for h, ln in zip(inst.kernels, e.launches):
         if lin:
             lw, buffers, iform, slots, work = ln
-            ints = [b + s * t for b, s in zip(iform.base, iform.slope)] \
-                if iform.const is None else list(iform.const)
+            ints = list(iform.at(t))
             cints = None
         else:
             lw, buffers, ints, cints, slots = ln
@@ -531,7 +558,9 @@ def kernel_step(net: "Network", inst: Any, e: Any, t: int, counts: list) -> None
             if launcher.set_args(h, buffers, ints):
                 changed = True
             gws = _work_at(work, ints, t)
-            w = _Work(gws, lw.lws) if gws != tuple(lw.gws) else lw
+            w = lw if gws == lw.gws else e.works.get(gws)
+            if w is None:
+                w = e.works[gws] = _Work(gws, lw.lws)
         else:
             if now is None:
                 if (buffers != h.bufs or cints is not h.ints) \

@@ -30,6 +30,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .network import Network
 
 FIXED, MOVING, VIEW, MOVING_VIEW, STATE, GENERAL, GROUP = range(7)
+FIRST_FLUSH = 4    # primitives after which a step's first kernels go to the device
+FLUSH_EVERY = 16   # then the queue is flushed every so many primitives
 
 
 def _init_only(net: "Network") -> set[int]:
@@ -51,7 +53,7 @@ def _init_only(net: "Network") -> set[int]:
 class Tape:
     """One request's record of one family's replay (module docstring)."""
 
-    __slots__ = ("family", "items", "counts")
+    __slots__ = ("family", "items", "counts", "general")
 
     def __init__(self, net: "Network", family: "LengthFamily") -> None:
         self.family = family
@@ -76,6 +78,8 @@ class Tape:
                 self.items.append([GENERAL, inst, e])
         self.counts = [0, 0]
         self._group(net, family)
+        # the primitives that take the per-primitive path (their flags are reset after)
+        self.general = [item[1].node.index for item in self.items if item[0] in (STATE, GENERAL)]
 
     def _group(self, net: "Network", family: "LengthFamily") -> None:
         """Runs of fixed kernel items that read only what kernels, views, variables and
@@ -150,7 +154,10 @@ class Tape:
             item[:] = self._fixed(net, inst, e)
         inst.stamp = net.epoch
 
-    def run(self, net: "Network", t: int, flush_every: int) -> None:
+    def run(self, net: "Network", t: int) -> None:
+        """One step at ``t``. The queue is flushed after the first FIRST_FLUSH primitives and
+        then every FLUSH_EVERY: a decode step is a few dozen short kernels, and the device
+        should start on them while the host enqueues the rest."""
         launch = net.launcher.launch
         flush = net.queue.flush
         state_step = net.state.step
@@ -158,6 +165,7 @@ class Tape:
         counts[0] = counts[1] = 0
         epoch = net.epoch
         count = 0
+        flush_at = FIRST_FLUSH
         for item in self.items:
             kind = item[0]
             inst = item[1]
@@ -174,8 +182,8 @@ class Tape:
                     item[3] = [(h, lw) for m in members for h, lw, _, _ in m[3]]
                     item[4] = net.mem_epoch
                 count += len(item[2])
-                if count >= flush_every:
-                    count = 0
+                if count >= flush_at:
+                    flush_at = count + FLUSH_EVERY
                     flush()
                 continue
             if kind == FIXED:
@@ -198,7 +206,7 @@ class Tape:
                 general_step(inst)
             inst.stamp = epoch
             count += 1
-            if count >= flush_every:
-                count = 0
+            if count >= flush_at:
+                flush_at = count + FLUSH_EVERY
                 flush()
         self.family.count(net.stats, counts)

@@ -386,8 +386,9 @@ class Network:
             try:
                 if replay is plan:
                     plan.run(self, FLUSH_EVERY)
+                    ran = plan.general
                 else:
-                    self._replay_length(family, t)
+                    ran = self._replay_length(family, t)
             except NetpassError:
                 raise
             except MemoryError as e:
@@ -397,7 +398,7 @@ class Network:
                 raise NetpassError(f"replaying the step plan of binding {self.binding_key} failed: "
                                    f"{type(e).__name__}: {e}") from e
             insts = self.insts
-            for i in replay.general:
+            for i in ran:  # (the primitives that ran the per-primitive path)
                 insts[i].reset_flags()
         else:
             self._run_order(order, symbolic)
@@ -414,18 +415,20 @@ class Network:
                 inst.reset_flags()
         return self._finish()
 
-    def _replay_length(self, family: LengthFamily, t: int) -> None:
+    def _replay_length(self, family: LengthFamily, t: int) -> list[int]:
         """A length family's step: through this request's tape of it, else entry by entry,
         recording the tape (not while checking invariants or profiling: the tape leaves out
-        the stamps and events of what it does not run)."""
+        the stamps and events of what it does not run). The node indices that ran the
+        per-primitive path (their flags to reset)."""
+        self.stats["length_replays"] += 1
         tape = self.tapes.get(id(family))
         if tape is not None and tape.family is family and not self.debug and not self.profiling:
-            tape.run(self, t, FLUSH_EVERY)
-        else:
-            family.run(self, t, FLUSH_EVERY)
-            if not self.debug and not self.profiling:
-                self.tapes[id(family)] = Tape(self, family)
-        self.stats["length_replays"] += 1
+            tape.run(self, t)
+            return tape.general
+        family.run(self, t, FLUSH_EVERY)
+        if not self.debug and not self.profiling:
+            self.tapes[id(family)] = Tape(self, family)
+        return family.general
 
     def _length_family(self) -> tuple[LengthFamily | None, int]:
         """The length family of this inference's binding (length_plan), and its ``t``."""

@@ -160,7 +160,7 @@ class Variable:
     """One variable of one request: its buffer(s), live shape and this inference's update."""
 
     __slots__ = ("id", "dtype", "pshape", "axis", "alloc", "capacity", "shape", "back",
-                 "read_buffer", "pending")
+                 "read_buffer", "pending", "_strides")
 
     def __init__(self, read: ProgramNode) -> None:
         self.id = read.state_var
@@ -173,9 +173,16 @@ class Variable:
         self.back: Allocation | None = None  # copied variables: the buffer Assign writes
         self.read_buffer = False  # this inference's ReadValue read the buffer
         self.pending: tuple | None = None  # (alloc, capacity, shape) to commit
+        self._strides: tuple = (None, None)  # (capacity, its strides)
 
     def strides(self) -> tuple | None:
-        return tuple(impls.contiguous_strides(self.capacity)) if self.axis is not None else None
+        if self.axis is None:
+            return None
+        cap, st = self._strides
+        if cap is not self.capacity:
+            st = tuple(impls.contiguous_strides(self.capacity))
+            self._strides = (self.capacity, st)
+        return st
 
     def view(self, shape: tuple | None = None) -> Tensor:
         return Tensor(self.alloc, 0, tuple(self.shape if shape is None else shape), self.dtype,
@@ -359,7 +366,7 @@ class VariableStore:
 
     @staticmethod
     def _cap_strides(v: Variable) -> tuple:
-        return tuple(impls.contiguous_strides(v.capacity))
+        return v.strides()
 
     def _allocate_append(self, v: Variable, out: tuple) -> None:
         """A buffer for ``out`` with room for PREALLOC_STEPS more steps along the axis (the

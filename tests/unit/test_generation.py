@@ -70,3 +70,29 @@ def test_generation_errors_name_the_problem():
     x = opset.parameter([2], np.float32, name="x")
     with pytest.raises(NetpassError, match="no past/present key-value pairs"):
         stateful_decoder(Model([opset.result(opset.relu(x), name="y")], [x], "m"))
+
+
+def test_last_logits_only_slices_the_lm_head_input():
+    """stateful_decoder(..., last_logits=True): a prompt's logits are its last position's,
+    equal to the full model's last row; generation is unchanged."""
+    model = _tiny_lm()
+    full = stateful_decoder(model)
+    last = stateful_decoder(model, last_logits=True)
+    assert any(op.type_name == "Slice" for op in last.get_ordered_ops())
+    prompt = RNG.integers(0, VOCAB, (2, 5))
+    outs = [netpass.reference.create_infer_request(m).infer({"input_ids": prompt})["logits"]
+            for m in (full, last)]
+    assert outs[0].shape == (2, 5, VOCAB) and outs[1].shape == (2, 1, VOCAB)
+    np.testing.assert_allclose(outs[1][:, 0], outs[0][:, -1], rtol=1e-6)
+    want = GreedyDecoder(netpass.compile_model(full, "REFERENCE")).generate(prompt, 6)
+    got = GreedyDecoder(netpass.compile_model(last, "REFERENCE")).generate(prompt, 6)
+    np.testing.assert_array_equal(got.tokens, want.tokens)
+
+
+def test_slice_before_lm_head_needs_a_matmul_by_constant_weights():
+    from netpass.generation import slice_before_lm_head
+    x = opset.parameter([1, -1, D], np.float32, name="x")
+    w = opset.parameter([D, VOCAB], np.float32, name="w")  # not a constant: left alone
+    model = Model([opset.result(opset.matmul(x, w, False, False), name="logits")], [x, w])
+    assert not slice_before_lm_head(model)
+    assert not slice_before_lm_head(_tiny_lm(), output="nothing")

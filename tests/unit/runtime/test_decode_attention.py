@@ -157,3 +157,21 @@ def test_appending_past_a_chunk_of_keys_and_into_a_regrown_buffer(rng):
         want = netpass.reference.infer(model, feeds, variables=ref_vars)["y"]
         assert _rel_l2(got, want) <= 1e-5, total
     assert req.stats["state_allocations"] > 2
+
+
+def test_unaligned_key_and_value_rows_take_the_scalar_loads(rng):
+    """k and v as views into wider tensors at an odd offset (their rows 17 floats apart): the
+    float4 runs do not apply (checked per launch), the scalar loads give the same result."""
+    d = 16
+    q = opset.parameter([1, 2, -1, d], np.float32, name="q")
+    kw = opset.parameter([1, 2, -1, d + 1], np.float32, name="kw")
+    vw = opset.parameter([1, 2, -1, d + 1], np.float32, name="vw")
+    cut = [opset.slice(t, _i64([1]), _i64([d + 1]), _i64([1]), _i64([3])) for t in (kw, vw)]
+    p = opset.softmax(opset.matmul(q, cut[0], False, True), -1)
+    model = Model([opset.result(opset.matmul(p, cut[1], False, False), name="y")], [q, kw, vw])
+    prog = Program.from_model(model)
+    assert all(n.strided_view for n in prog.nodes if n.kind == "Slice")
+    feeds = {"q": _f(rng, 1, 2, 3, d), "kw": _f(rng, 1, 2, 41, d + 1),
+             "vw": _f(rng, 1, 2, 41, d + 1)}
+    got = compile_program(model, RUNTIME_DEVICE).create_infer_request().infer(feeds)["y"]
+    assert _rel_l2(got, netpass.reference.infer(model, feeds)["y"]) <= 1e-5

@@ -1,6 +1,7 @@
 """The decode GEMV (kernels_decode.gemv): GEMMs of up to GEMV_ROWS rows over weights [N, K]
 read as they are, against numpy and the reference evaluator on random data with odd shapes:
-float4 and scalar runs of K, 32 and 64 items per column, batch broadcast, the FullyConnected
+float4 and scalar runs of K (odd K, A read with a stride), 32 and 64 items per column, batch
+broadcast, the FullyConnected
 bias and fused epilogues with a residual, a LayerNorm folded into the prologue (norm_gemm),
 and the selection (impls.fully_connected_impl: no weights reorder for it). Tolerance: rtol
 1e-4 plus atol 1e-4 * sqrt(K), the float32 summation-order noise of a K-long dot product."""
@@ -12,7 +13,7 @@ import pytest
 import netpass
 from netpass import Model, opset
 from netpass.runtime import compile_program
-from netpass.runtime.kernels_decode import GEMV_LOCAL, GEMV_ROWS, gemv_width
+from netpass.runtime.kernels_decode import GEMV_ROWS, gemv_width
 from netpass.testing import RUNTIME_DEVICE
 
 
@@ -42,7 +43,7 @@ def test_fully_connected_rows_match_numpy(rng, k, n):
     """Odd K runs the scalar loop, K % 4 == 0 the float4 one; K > 1024 64 items a column."""
     model, w, bias = _fc_model(rng, k, n, residual=True)
     req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
-    for rows in (1, 3, min(GEMV_ROWS, GEMV_LOCAL // k)):  # (A's rows fit in local memory)
+    for rows in (1, 3, GEMV_ROWS):
         x, r = _f(rng, 1, rows, k), _f(rng, 1, rows, n)
         got = req.infer({"x": x, "r": r})["y"]
         want = np.maximum(x.astype(np.float64) @ w.T.astype(np.float64) + bias, 0.0) + r
@@ -105,4 +106,15 @@ def test_selection_limits():
     assert gemv_width(1, 768, 1, 3072) == 32 and gemv_width(1, 3072, 1, 768) == 64
     assert gemv_width(GEMV_ROWS + 1, 64, 1, 64) is None      # more rows
     assert gemv_width(1, 64, 64, 64) is None                  # B read along n (reordered)
-    assert gemv_width(GEMV_ROWS, GEMV_LOCAL // GEMV_ROWS + 1, 1, 64) is None  # A too large
+
+
+def test_a_read_with_a_stride(rng):
+    """A transposed (read along k with a stride): the scalar loads."""
+    a = opset.parameter([-1, -1], np.float32, name="a")
+    b = opset.parameter([-1, -1], np.float32, name="b")
+    model = Model([opset.result(opset.matmul(a, b, True, True), name="y")], [a, b])
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
+    at, bt = _f(rng, 64, 3), _f(rng, 29, 64)
+    want = at.T.astype(np.float64) @ bt.T.astype(np.float64)
+    np.testing.assert_allclose(req.infer({"a": at, "b": bt})["y"], want, rtol=1e-4, atol=1e-3)
+    assert _ran_gemv(req)
