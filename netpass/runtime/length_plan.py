@@ -303,6 +303,75 @@ class LinView:
             and self.views.agrees(c.views, tc)
 
 
+class GrowForm:
+    """A host value whose one output grows with ``t`` along one axis (the others of length 1)
+    and whose elements along it are ``a + b * t + c * i`` (``arange`` over the grown length,
+    position offsets, an all-true causal row): (output shapes, arrays) at ``t``."""
+
+    __slots__ = ("shapes", "a", "b", "c", "dtype")
+
+    def __init__(self, shapes: Form, a: int, b: int, c: int, dtype: np.dtype) -> None:
+        self.shapes, self.a, self.b, self.c, self.dtype = shapes, a, b, c, dtype
+
+    @staticmethod
+    def fit(ha: tuple, hb: tuple, ta: int, tb: int) -> "GrowForm | None":
+        (sa, (va,)), (sb, (vb,)) = ha, hb
+        if len(ha[1]) != 1 or len(hb[1]) != 1 or va.dtype != vb.dtype or va.dtype.kind not in "iub":
+            return None
+        shapes = Form.fit(sa, sb, ta, tb)
+        if shapes is None or va.ndim != vb.ndim or va.size < 2 or \
+                sum(d > 1 for d in va.shape) != 1 or sum(d > 1 for d in vb.shape) != 1:
+            return None
+        x, y = va.reshape(-1).astype(np.int64), vb.reshape(-1).astype(np.int64)
+        c = int(x[1] - x[0])
+        if (y[0] - x[0]) % (tb - ta):
+            return None
+        b = int(y[0] - x[0]) // (tb - ta)
+        form = GrowForm(shapes, int(x[0]) - b * ta, b, c, va.dtype)
+        return form if form.agrees(ha, ta) and form.agrees(hb, tb) else None
+
+    def at(self, t: int) -> tuple:
+        shapes = self.shapes.at(t)
+        n = 1
+        for d in shapes[0]:
+            n *= d
+        values = self.a + self.b * t + self.c * np.arange(n, dtype=np.int64)
+        return shapes, (values.astype(self.dtype).reshape(shapes[0]),)
+
+    def agrees(self, value: tuple, t: int) -> bool:
+        shapes, arrays = self.at(t)
+        return value[0] == shapes and len(value[1]) == 1 and \
+            value[1][0].dtype == arrays[0].dtype and np.array_equal(value[1][0], arrays[0])
+
+
+class LinHost:
+    """A host-evaluated shape sub-graph node (a value of the binding alone: positions, mask
+    pieces) whose output shapes and values are int or bool arrays affine in ``t`` (``Form``:
+    fixed sizes; ``GrowForm``: growing along one axis): set from its form, not evaluated."""
+
+    __slots__ = ("index", "form")
+
+    def __init__(self, index: int, form: "Form | GrowForm") -> None:
+        self.index, self.form = index, form
+
+
+def _host_values(net: "Network", plan: StepPlan) -> dict[int, tuple]:
+    """Per general entry of a host-evaluated shape sub-graph node: (output shapes, output
+    arrays) as the step left them."""
+    out = {}
+    for e in plan.entries:
+        if type(e) is not GeneralEntry:
+            continue
+        inst = net.insts[e.index]
+        node = inst.node
+        if not node.in_shape_of_subgraph or node.state_role is not None \
+                or inst.out_shapes is None or not all(inst.host_valid):
+            continue
+        out[e.index] = (tuple(tuple(s) for s in inst.out_shapes),
+                        tuple(np.array(a, copy=True) for a in inst.host))
+    return out
+
+
 def _general(index: int) -> GeneralEntry:
     """A general entry for the node at ``index`` (the per-primitive path runs it)."""
     e = GeneralEntry.__new__(GeneralEntry)
@@ -364,11 +433,11 @@ class LengthFamily:
 
     def add_sample(self, net: "Network", t: int, plan: StepPlan) -> None:
         """A step run by the per-primitive path: fit on the second, check on the third."""
-        if any(t == s for s, _ in self.samples):
+        if any(t == s for s, _, _ in self.samples):
             return
-        self.samples.append((t, plan))
+        self.samples.append((t, plan, _host_values(net, plan)))
         if len(self.samples) == 2:
-            (ta, a), (tb, b) = self.samples
+            (ta, a, ha), (tb, b, hb) = self.samples
             if len(a.entries) != len(b.entries):
                 self.samples.pop(0)
                 return
@@ -376,9 +445,15 @@ class LengthFamily:
             if any(e is None for e in entries):
                 self.samples.pop(0)
                 return
+            for i, e in enumerate(entries):  # host values affine in t: set, not evaluated
+                if type(e) is GeneralEntry and e.index in ha and e.index in hb:
+                    form = Form.fit(ha[e.index], hb[e.index], ta, tb) or \
+                        GrowForm.fit(ha[e.index], hb[e.index], ta, tb)
+                    if form is not None:
+                        entries[i] = LinHost(e.index, form)
             self.entries = entries
         elif len(self.samples) == SAMPLES:
-            tc, c = self.samples[-1]
+            tc, c, hc = self.samples[-1]
             if len(c.entries) != len(self.entries):
                 self.samples = self.samples[-1:]
                 self.entries = None
@@ -386,7 +461,10 @@ class LengthFamily:
             checked = []
             for e, ec in zip(self.entries, c.entries):
                 sampled = KernelEntry if type(e) is LinKernel else ViewEntry
-                if type(e) in (LinKernel, LinView) and not (
+                if type(e) is LinHost:
+                    if e.index not in hc or not e.form.agrees(hc[e.index], tc):
+                        e = _general(e.index)
+                elif type(e) in (LinKernel, LinView) and not (
                         type(ec) is sampled and e.index == ec.index and e.agrees(ec, tc)):
                     e = _general(e.index)
                 elif type(e) in (KernelEntry, ViewEntry) and (type(ec) is not type(e) or not (
@@ -397,13 +475,14 @@ class LengthFamily:
 
     def _finish(self, net: "Network", entries: list) -> None:
         self.entries = entries
-        self.general = [e.index for e in entries if type(e) is GeneralEntry]
+        self.general = [e.index for e in entries if type(e) in (GeneralEntry, LinHost)]
         kernels = [e for e in entries if type(e) in (KernelEntry, LinKernel)]
         self.n_kernels = len(kernels)
         self.n_launches = sum(len(e.launches) for e in kernels)
         # (the step plans' count: views elided from the entries are skipped primitives too)
         demoted = sum(type(e) is GeneralEntry and type(c) is ViewEntry
                       for e, c in zip(entries, self.samples[-1][1].entries))
+        # (host values set from their forms: as the per-primitive path leaves them)
         self.n_views = self.samples[-1][1].n_views - demoted
         self.n_fused = sum(net.insts[e.index].n_fused for e in kernels)
         self.samples = []
@@ -427,6 +506,8 @@ class LengthFamily:
                 kernel_step(net, inst, e, t, counts)
             elif te is ViewEntry or te is LinView:
                 view_step(net, inst, e, t)
+            elif te is LinHost:
+                host_step(inst, e, t)
             else:
                 general_step(inst)
             inst.stamp = epoch
@@ -453,6 +534,18 @@ def general_step(inst: Any) -> None:
     else:
         inst.prepare()
         inst.execute()
+
+
+def host_step(inst: Any, e: LinHost, t: int) -> None:
+    """A LinHost: the node's output shapes and host values at ``t``."""
+    shapes, arrays = e.form.at(t)
+    inst.out_shapes = list(shapes)
+    host, hv, dv = inst.host, inst.host_valid, inst.device_valid
+    for k, a in enumerate(arrays):
+        host[k] = a
+        hv[k] = True
+        dv[k] = False
+    inst.executed_once = True
 
 
 def view_step(net: "Network", inst: Any, e: Any, t: int) -> None:

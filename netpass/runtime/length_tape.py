@@ -20,16 +20,21 @@ variable never reads, is not run at all. The counters advance as the replay's wo
 """
 from __future__ import annotations
 
+import ctypes
 from typing import TYPE_CHECKING, Any
 
-from .length_plan import LinKernel, LinView, general_step, kernel_step, view_step
+import numpy as np
+
+from .length_plan import (LinHost, LinKernel, LinView, _work_at, _Work, general_step, host_step,
+                          kernel_step, view_step)
+from .memory import Tensor, reusable
 from .step_plan import CHECKED, IMPL_BUFFER, WEIGHTS, GeneralEntry, KernelEntry, ViewEntry
 
 if TYPE_CHECKING:  # pragma: no cover
     from .length_plan import LengthFamily
     from .network import Network
 
-FIXED, MOVING, VIEW, MOVING_VIEW, STATE, GENERAL, GROUP = range(7)
+FIXED, MOVING, VIEW, MOVING_VIEW, STATE, GENERAL, GROUP, HOST = range(8)
 FIRST_FLUSH = 4    # primitives after which a step's first kernels go to the device
 FLUSH_EVERY = 16   # then the queue is flushed every so many primitives
 
@@ -53,11 +58,16 @@ def _init_only(net: "Network") -> set[int]:
 class Tape:
     """One request's record of one family's replay (module docstring)."""
 
-    __slots__ = ("family", "items", "counts", "general")
+    __slots__ = ("family", "items", "counts", "general", "device")
 
     def __init__(self, net: "Network", family: "LengthFamily") -> None:
         self.family = family
         skip = _init_only(net)
+        # the nodes whose outputs a step leaves on the device (never a host value to upload)
+        self.device = {e.index for e in family.entries if type(e) not in (GeneralEntry, LinHost)}
+        self.device.update(n.index for n in net.program.nodes
+                           if n.kind in ("Parameter", "Constant"))
+        self.device.update(i.node.index for i in net.insts if i.state_role is not None)
         self.items: list = []
         for e in family.entries:
             if e.index in skip:
@@ -67,11 +77,14 @@ class Tape:
             if te is KernelEntry:
                 self.items.append(self._fixed(net, inst, e))
             elif te is LinKernel:
-                self.items.append([MOVING, inst, e])
+                self.items.append([MOVING, inst, e, self._moving(net, e), None])
             elif te is ViewEntry:
-                self.items.append([VIEW, inst, e, net.insts[e.src].outputs[e.k]])
+                src = net.insts[e.src]
+                self.items.append([VIEW, inst, e, src.outputs[e.k], src])
             elif te is LinView:
                 self.items.append([MOVING_VIEW, inst, e])
+            elif te is LinHost:
+                self.items.append([HOST, inst, e])
             elif inst.state_role is not None:
                 self.items.append([STATE, inst, e])
             else:
@@ -79,15 +92,14 @@ class Tape:
         self.counts = [0, 0]
         self._group(net, family)
         # the primitives that take the per-primitive path (their flags are reset after)
-        self.general = [item[1].node.index for item in self.items if item[0] in (STATE, GENERAL)]
+        self.general = [item[1].node.index for item in self.items
+                        if item[0] in (STATE, GENERAL, HOST)]
 
     def _group(self, net: "Network", family: "LengthFamily") -> None:
         """Runs of fixed kernel items that read only what kernels, views, variables and
         inputs leave on the device (never a host value) become GROUP items: launched as they
         are while no buffer of the request changed (``Network.mem_epoch``)."""
-        device = {e.index for e in family.entries if type(e) is not GeneralEntry}
-        device.update(n.index for n in net.program.nodes if n.kind in ("Parameter", "Constant"))
-        device.update(i.node.index for i in net.insts if i.state_role is not None)
+        device = self.device
         items: list = []
         run: list = []
         for item in self.items:
@@ -124,6 +136,103 @@ class Tape:
         owns = tuple(inst.own)
         return [FIXED, inst, e, launches, tuple(checks), owns]
 
+    @staticmethod
+    def _moving(net: "Network", e: LinKernel) -> list | None:
+        """A moving kernel's launches with their argument slots resolved to the source
+        primitives (and the offsets' forms as (base, slope)); None where the entry needs the
+        general replay (fed values, impl buffers or weights)."""
+        if e.feeds:
+            return None
+        insts = net.insts
+        launches = []
+        for lw, buffers, iform, slots, work in e.launches:
+            resolved = []
+            for b, i, si, k, off in slots:
+                if si == WEIGHTS or si == IMPL_BUFFER or off.const is None and off.fn is None:
+                    return None
+                src = insts[si if si >= 0 else CHECKED - si]
+                ob, os = (off.const, 0) if off.const is not None else (off.base[0], off.slope[0])
+                resolved.append((b, i, src, k, ob, os))
+            launches.append((lw, buffers, iform, resolved, work))
+        return launches
+
+    @staticmethod
+    def _moving_step(net: "Network", inst: Any, e: LinKernel, launches: list, t: int) -> None:
+        """A moving kernel at ``t`` (length_plan.kernel_step's replay of a LinKernel, lean):
+        its outputs' shapes and buffers, its arguments, work sizes and launches."""
+        impl = e.impl
+        kernels = inst.kernels_of.get(impl.sources)
+        inst.kernels = kernels if kernels is not None else inst.kernels_for(impl)
+        inst.impl = None  # (the per-primitive path rebuilds it when it runs this again)
+        inst.in_shapes, inst.values = None, {}
+        if e.skippable:
+            inst.can_be_optimized = False
+        if e.out.const is None or inst.out_shapes is not e.out.const or None in inst.own:
+            out = e.out.at(t)
+            inst.out_shapes = out
+            need = e.need.at(t)
+            own, cap = inst.own, inst.capacity
+            if all(reusable(own[i], cap[i], n) for i, n in enumerate(need)):
+                record, outputs, keys, dtypes = net.predictor.record, inst.outputs, e.keys, e.dtypes
+                for i, shape in enumerate(out):
+                    record(keys[i], shape)
+                    outputs[i] = Tensor(own[i], 0, shape, dtypes[i])
+            else:
+                inst.realloc_if_needed()
+        launcher = net.launcher
+        for h, (lw, buffers, iform, slots, work) in zip(inst.kernels, launches):
+            ints = list(iform.at(t))
+            buffers = buffers.copy()
+            for b, i, src, k, ob, os in slots:
+                tensor = src.outputs[k]
+                if tensor is None or not src.device_valid[k]:
+                    tensor = net.device_tensor(src, k)
+                buffers[b] = tensor.alloc.buffer
+                ints[i] = tensor.offset + ob + os * t
+            launcher.set_args(h, buffers, ints)
+            gws = _work_at(work, ints, t)
+            w = lw if gws == lw.gws else e.works.get(gws)
+            if w is None:
+                w = e.works[gws] = _Work(gws, lw.lws)
+            launcher.launch(h, w)
+        dv, hv = inst.device_valid, inst.host_valid
+        for i in range(len(dv)):
+            dv[i] = True
+            hv[i] = False
+
+    def _fast(self, net: "Network", inst: Any, e: LinKernel, launches: list) -> tuple | None:
+        """After a moving kernel's step: its arguments as ``base + slope * t`` with its
+        sources' offsets folded in, valid while no buffer of the request changes and its
+        outputs fit their buffers (up to ``tmax``): (the request's mem_epoch, tmax, per
+        launch (handle, work sizes, buffers set, base, slope, int32 buffer, its C view,
+        work forms)). None where it does not hold (a shrinking output, no reusable buffer, a
+        source holding a host value a step uploads)."""
+        if any(src.node.index not in self.device for _, _, _, slots, _ in launches
+               for _, _, src, _, _, _ in slots):
+            return None
+        tmax = 1 << 62
+        if e.need.const is None:
+            for i, (nb, ns) in enumerate(zip(e.need.base, e.need.slope)):
+                if ns < 0 or inst.own[i] is None:
+                    return None
+                if ns:
+                    tmax = min(tmax, (inst.capacity[i] - nb) // ns)
+        fast = []
+        for h, (lw, _, iform, slots, work) in zip(inst.kernels, launches):
+            if iform.const is not None:
+                base, slope = list(iform.const), [0] * len(iform.const)
+            else:
+                base, slope = list(iform.base), list(iform.slope)
+            for _, i, src, k, ob, os in slots:
+                tensor = src.outputs[k]
+                base[i], slope[i] = tensor.offset + ob, os
+            base_a = np.array(base, np.int32)
+            slope_a = np.array(slope, np.int32)
+            buf = np.empty(len(base), np.int32)
+            view = (ctypes.c_int32 * len(base)).from_buffer(buf)
+            fast.append((h, lw, h.bufs, base_a, slope_a, buf, view, work))
+        return (net.mem_epoch, tmax, fast)
+
     def _fixed_step(self, net: "Network", item: list, t: int) -> None:
         """A fixed item: launched as recorded when its kernels hold the arguments it set, its
         sources are the buffers and offsets it read and its own buffers are still its own;
@@ -152,23 +261,37 @@ class Tape:
         else:
             kernel_step(net, inst, e, t, self.counts)
             item[:] = self._fixed(net, inst, e)
-        inst.stamp = net.epoch
 
     def run(self, net: "Network", t: int) -> None:
         """One step at ``t``. The queue is flushed after the first FIRST_FLUSH primitives and
         then every FLUSH_EVERY: a decode step is a few dozen short kernels, and the device
         should start on them while the host enqueues the rest."""
         launch = net.launcher.launch
+        set_struct = net.launcher._set_struct
         flush = net.queue.flush
         state_step = net.state.step
         counts = self.counts
         counts[0] = counts[1] = 0
-        epoch = net.epoch
+        epoch = net.epoch  # (stamps: for the general path's own checks)
         count = 0
         flush_at = FIRST_FLUSH
         for item in self.items:
             kind = item[0]
             inst = item[1]
+            if kind == VIEW:  # (the kinds by how often a decode step meets them)
+                e, src = item[2], item[4]
+                tensor = src.outputs[e.k]
+                if tensor is not item[3] or not src.device_valid[e.k] \
+                        or inst.out_shapes is not e.out:
+                    view_step(net, inst, e, t)
+                    item[3] = src.outputs[e.k]
+                continue
+            if kind == STATE:
+                state_step(inst)
+                continue
+            if kind == HOST:
+                host_step(inst, item[2], t)
+                continue
             if kind == GROUP:
                 if item[4] == net.mem_epoch:
                     for h, lw in item[3]:
@@ -182,31 +305,44 @@ class Tape:
                     item[3] = [(h, lw) for m in members for h, lw, _, _ in m[3]]
                     item[4] = net.mem_epoch
                 count += len(item[2])
-                if count >= flush_at:
-                    flush_at = count + FLUSH_EVERY
-                    flush()
-                continue
-            if kind == FIXED:
-                self._fixed_step(net, item, t)
             elif kind == MOVING:
-                kernel_step(net, inst, item[2], t, counts)
-            elif kind == VIEW:
                 e = item[2]
-                src = net.insts[e.src]
-                tensor = src.outputs[e.k]
-                if tensor is not item[3] or not src.device_valid[e.k] \
-                        or inst.out_shapes is not e.out:
-                    view_step(net, inst, e, t)
-                    item[3] = src.outputs[e.k]
+                fast = item[4]
+                if fast is not None and fast[0] == net.mem_epoch and t <= fast[1] and \
+                        all(f[0].bufs is f[2] for f in fast[2]):
+                    # (nothing moved but t: the arguments as base + slope * t, one struct)
+                    for h, lw, _, base, slope, buf, view, work in fast[2]:
+                        np.add(base, slope * t, out=buf)
+                        set_struct(h, len(h.bufs), view)
+                        h.ints = view
+                        gws = _work_at(work, buf, t)
+                        w = lw if gws == lw.gws else e.works.get(gws)
+                        if w is None:
+                            w = e.works[gws] = _Work(gws, lw.lws)
+                        launch(h, w)
+                    if e.out.const is None:  # (the same buffers: their views' shapes)
+                        out = inst.out_shapes = e.out.at(t)
+                        for tensor, shape in zip(inst.outputs, out):
+                            tensor.shape = shape
+                    hv = inst.host_valid
+                    for i in range(len(hv)):
+                        hv[i] = False
+                elif item[3] is not None:
+                    self._moving_step(net, inst, e, item[3], t)
+                    item[4] = self._fast(net, inst, e, item[3])
+                else:
+                    kernel_step(net, inst, e, t, counts)
+                count += 1
+            elif kind == FIXED:
+                self._fixed_step(net, item, t)
+                count += 1
             elif kind == MOVING_VIEW:
                 view_step(net, inst, item[2], t)
-            elif kind == STATE:
-                state_step(inst)
+                continue
             else:
                 general_step(inst)
-            inst.stamp = epoch
-            count += 1
-            if count >= flush_at:
+                inst.stamp = epoch
+            if count >= flush_at:  # (counting kernel primitives)
                 flush_at = count + FLUSH_EVERY
                 flush()
         self.family.count(net.stats, counts)

@@ -301,7 +301,7 @@ class VariableStore:
             inst.out_shapes = [v.shape]
             if not node.shape_only:
                 inst.executed_once = True
-                self._set_device(inst, v.view())
+                self._view_of(inst, v, v.shape)
                 v.read_buffer = True
             return
         if role == APPEND and not node.shape_only:
@@ -312,6 +312,11 @@ class VariableStore:
             inst.out_shapes = [s0[:axis] + (s0[axis] + s1[axis],) + s0[axis + 1:]]
             inst.executed_once = True
             self._append(inst)
+            return
+        if role == ASSIGN and v.axis is not None and not node.shape_only:
+            src, k = inst.src_insts[0]  # (an appended variable: its Concat did the work)
+            inst.out_shapes = [src.out_shapes[k]]
+            inst.executed_once = True
             return
         self.prepare(inst)
         self.execute(inst)
@@ -332,7 +337,19 @@ class VariableStore:
         inst._set_host_one(0, np.zeros(inst.out_shapes[0], v.dtype))
 
     @staticmethod
-    def _set_device(inst: PrimitiveInst, t: Tensor) -> None:
+    def _view_of(inst: "PrimitiveInst", v: Variable, shape: tuple) -> None:
+        """``inst``'s output: the live part ``shape`` of ``v``'s buffer (its tensor kept, with
+        the new shape, while it views that buffer: a decode step's reads and appends)."""
+        t = inst.outputs[0]
+        if t is not None and t.alloc is v.alloc and t.strides is v.strides() and t.offset == 0:
+            t.shape = shape
+        else:
+            inst.outputs[0] = Tensor(v.alloc, 0, shape, v.dtype, v.strides())
+        inst.device_valid[0] = True
+        inst.host_valid[0] = False
+
+    @staticmethod
+    def _set_device(inst: "PrimitiveInst", t: Tensor) -> None:
         inst.outputs[0] = t
         inst.device_valid[0] = True
         inst.host_valid[0] = False
@@ -345,9 +362,9 @@ class VariableStore:
         axis = v.axis
         out = tuple(inst.out_shapes[0])
         past = inst.in_shapes[0][axis]
-        fits = v.alloc is not None and len(v.capacity) == len(out) and \
-            all(c == o for i, (c, o) in enumerate(zip(v.capacity, out)) if i != axis) and \
-            out[axis] <= v.capacity[axis]
+        cap = v.capacity
+        fits = v.alloc is not None and len(cap) == len(out) and out[axis] <= cap[axis] and \
+            cap[:axis] == out[:axis] and cap[axis + 1:] == out[axis + 1:]
         if not (fits and v.read_buffer):  # the state is not in this buffer yet
             if not fits:
                 self._allocate_append(v, out)
@@ -361,7 +378,7 @@ class VariableStore:
             self._copy(net.device_tensor(*inst.src(1)),
                        Tensor(v.alloc, past * strides[axis], new, v.dtype, strides))
         v.pending = (v.alloc, v.capacity, out)
-        self._set_device(inst, Tensor(v.alloc, 0, out, v.dtype, self._cap_strides(v)))
+        self._view_of(inst, v, out)
         net.stats["state_appends"] += 1
 
     @staticmethod

@@ -11,7 +11,7 @@ import netpass
 from netpass import Model, opset
 from netpass.core.shape import PartialShape
 from netpass.runtime import compile_program
-from netpass.runtime.length_plan import Form, LinKernel, _fit_work, _work_at
+from netpass.runtime.length_plan import Form, GrowForm, LinHost, LinKernel, _fit_work, _work_at
 from netpass.testing import RUNTIME_DEVICE
 
 
@@ -67,6 +67,24 @@ def test_form_fits_nested_ints_and_refuses_what_is_not_affine():
     assert Form.fit((5, 6), (5, 6), 1, 2).const == (5, 6)
 
 
+def test_grow_form_fits_values_growing_along_one_axis():
+    """arange over the grown length, an all-true row, positions past the cache; refused:
+    values that are not affine along the axis, two growing axes."""
+    def sample(values, dtype=np.int64):
+        a = np.asarray(values, dtype).reshape(1, 1, -1)
+        return ((a.shape,), (a,))
+    f = GrowForm.fit(sample(range(5)), sample(range(7)), 4, 6)
+    shapes, (v,) = f.at(20)
+    assert shapes == ((1, 1, 21),) and v.tolist() == [[list(range(21))]]
+    ones = GrowForm.fit(sample([1] * 5, bool), sample([1] * 6, bool), 4, 5)
+    assert ones.at(9)[1][0].dtype == np.bool_ and ones.at(9)[1][0].all()
+    past = GrowForm.fit(sample([4, 5]), sample([5, 6, 7]), 4, 5)  # (rows from t on)
+    assert past.at(10)[1][0].reshape(-1).tolist() == list(range(10, 18))
+    assert GrowForm.fit(sample([0, 1, 3]), sample([0, 1, 3, 6]), 2, 3) is None
+    square = (((2, 2),), (np.zeros((2, 2), np.int64),))
+    assert GrowForm.fit(square, (((3, 3),), (np.zeros((3, 3), np.int64),)), 2, 3) is None
+
+
 def test_work_sizes_follow_the_moving_count_across_work_group_multiples():
     class _L:
         def __init__(self, gws, lws=(64,)):
@@ -94,6 +112,9 @@ def test_decoding_steps_replay_one_family_and_match_the_reference(rng):
     families = list(cm.length_plans.families.values())
     assert len(families) == 1 and families[0].ready
     assert any(isinstance(e, LinKernel) for e in families[0].entries)
+    # the Range over the grown length and the positions: set from their forms
+    assert any(isinstance(e, LinHost) and isinstance(e.form, GrowForm)
+               for e in families[0].entries)
     # every step but: the first two bindings (full path: the symbolic checks), the first
     # symbolic one (no step before it to find its family) and the family's three samples
     assert req.stats["length_replays"] == len(lengths) - 6
