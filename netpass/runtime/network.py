@@ -126,6 +126,9 @@ class Network:
         # advanced whenever a primitive's buffers may have changed (allocations, releases, a
         # pool record handed out) or an inference ran outside a tape: length_tape's groups
         self.mem_epoch = 0
+        # this inference continues a sequence its variables hold (a decoding loop's step): no
+        # buffer is reclaimed, the prompt's stay for the next prompt
+        self.decoding = False
 
     @staticmethod
     def resolve(inst: PrimitiveInst, k: int) -> tuple[PrimitiveInst, int]:
@@ -369,6 +372,7 @@ class Network:
 
     def _execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         self.epoch += 1
+        self.decoding = self.state.holds_state()
         self.state.begin()
         for p in self.program.inputs:
             self.set_input(self.insts[p.index], feeds[p.name])

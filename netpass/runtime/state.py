@@ -225,6 +225,10 @@ class VariableStore:
                 v.pending = None
             v.read_buffer = False
 
+    def holds_state(self) -> bool:
+        """Whether a variable holds a state (the inference continues a sequence)."""
+        return any(v.shape is not None for v in self.vars.values())
+
     def read_shapes(self) -> list[tuple | None]:
         """Per ``program.reads``: the shape the ReadValue will give this inference, None when
         an init sub-graph decides it (for the symbolic binding)."""

@@ -88,7 +88,8 @@ class Realloc:
                 self.outputs[i] = Tensor(alloc, 0, tuple(shape), dt)
                 continue
             need = self._fc_alloc_elements(i) if self.fc_related else size(shape)
-            if capacity[i] and oversized(need, capacity[i]):
+            # (a decoding loop's steps keep the prompt's buffers for the next prompt)
+            if capacity[i] and oversized(need, capacity[i]) and not net.decoding:
                 capacity[i] = 0
                 net.stats["reclaims"] += 1
             can_reuse = self.own[i] is not None and need <= capacity[i]

@@ -162,3 +162,22 @@ def test_a_new_sequence_replays_the_same_family(rng):
     assert len(cm.length_plans.families) == 1
     # the second sequence replays from its second decode step on
     assert req.stats["length_replays"] == (12 - 5) + (12 - 1)
+
+
+def test_a_decoding_loop_keeps_the_prompts_buffers(rng):
+    """The decode steps after a prompt reclaim none of the prompt's (10x larger) buffers, so
+    the next prompt of that length on the request allocates nothing."""
+    model = _cache_model()
+    cm = compile_program(model, RUNTIME_DEVICE)
+    req = cm.create_infer_request()
+    r = np.random.default_rng(9)
+    for sequence in range(2):
+        req.reset_state()
+        before = dict(req.stats)
+        total = 0
+        for n in [40] + [1] * 12:
+            total += n
+            req.infer({"x": r.standard_normal((1, n, 8)).astype(np.float32),
+                       "mask": np.ones((1, total), np.int64)})
+        assert req.stats["reclaims"] == before["reclaims"]
+    assert req.stats["allocations"] == before["allocations"]
