@@ -60,7 +60,8 @@ def slice_before_lm_head(model: Model, output: str = "logits") -> bool:
     step then computes and returns one row of logits instead of ``seq``, all a greedy or
     sampling step reads. Changes ``model`` in place; whether it found the LM head (a MatMul
     by a constant of rank 2 whose input has a static rank of 3 or more)."""
-    from .ops import Constant, MatMul
+    from .core.boundary import Constant
+    from .ops.matmul import MatMul
     from .ops.movement import slice as slice_op
     results = [r for r in model.results if output in r.output(0).names] or \
         [r for n, r in zip(model.output_names, model.results) if n == output]

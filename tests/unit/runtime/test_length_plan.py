@@ -171,7 +171,7 @@ def test_a_decoding_loop_keeps_the_prompts_buffers(rng):
     cm = compile_program(model, RUNTIME_DEVICE)
     req = cm.create_infer_request()
     r = np.random.default_rng(9)
-    for sequence in range(2):
+    for _ in range(2):
         req.reset_state()
         before = dict(req.stats)
         total = 0
