@@ -32,7 +32,8 @@ import numpy as np
 
 from .invariants import check_read
 from .memory import Tensor, reusable
-from .step_plan import CHECKED, IMPL_BUFFER, WEIGHTS, GeneralEntry, KernelEntry, StepPlan, ViewEntry
+from .step_plan import (CHECKED, IMPL_BUFFER, WEIGHTS, GeneralEntry, KernelEntry, ShapeEntry,
+                        StepPlan, ViewEntry)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .network import Network
@@ -372,6 +373,16 @@ def _host_values(net: "Network", plan: StepPlan) -> dict[int, tuple]:
     return out
 
 
+def _shape_value(e: ShapeEntry) -> tuple:
+    """A shape entry's (output shapes, host arrays), as LinHost's forms take them."""
+    return tuple(tuple(o) for o in e.out), tuple(e.host)
+
+
+def _same_shape_value(a: tuple, b: tuple) -> bool:
+    return a[0] == b[0] and len(a[1]) == len(b[1]) and \
+        all(x.dtype == y.dtype and np.array_equal(x, y) for x, y in zip(a[1], b[1]))
+
+
 def _general(index: int) -> GeneralEntry:
     """A general entry for the node at ``index`` (the per-primitive path runs it)."""
     e = GeneralEntry.__new__(GeneralEntry)
@@ -401,6 +412,12 @@ def _combine(net: "Network", a, b, ta: int, tb: int):
         return None
     if type(a) is GeneralEntry:
         return a
+    if type(a) is ShapeEntry:  # (a shape_of value of the binding: fixed, affine, or general)
+        ha, hb = _shape_value(a), _shape_value(b)
+        if _same_shape_value(ha, hb):
+            return b
+        form = Form.fit(ha, hb, ta, tb) or GrowForm.fit(ha, hb, ta, tb)
+        return LinHost(a.index, form) if form is not None else _general(a.index)
     kind = net.program.nodes[a.index].kind
     if type(a) is KernelEntry:
         if _same_kernel(a, b):
@@ -462,7 +479,12 @@ class LengthFamily:
             for e, ec in zip(self.entries, c.entries):
                 sampled = KernelEntry if type(e) is LinKernel else ViewEntry
                 if type(e) is LinHost:
-                    if e.index not in hc or not e.form.agrees(hc[e.index], tc):
+                    value = _shape_value(ec) if type(ec) is ShapeEntry else hc.get(e.index)
+                    if value is None or not e.form.agrees(value, tc):
+                        e = _general(e.index)
+                elif type(e) is ShapeEntry:
+                    if type(ec) is not ShapeEntry or not _same_shape_value(_shape_value(e),
+                                                                            _shape_value(ec)):
                         e = _general(e.index)
                 elif type(e) in (LinKernel, LinView) and not (
                         type(ec) is sampled and e.index == ec.index and e.agrees(ec, tc)):
@@ -508,6 +530,8 @@ class LengthFamily:
                 view_step(net, inst, e, t)
             elif te is LinHost:
                 host_step(inst, e, t)
+            elif te is ShapeEntry:
+                shape_step(inst, e)
             else:
                 general_step(inst)
             inst.stamp = epoch
@@ -534,6 +558,18 @@ def general_step(inst: Any) -> None:
     else:
         inst.prepare()
         inst.execute()
+
+
+def shape_step(inst: Any, e: ShapeEntry) -> None:
+    """A ShapeEntry that does not move: its recorded shapes, values and host arrays (an
+    upload of the same array is still valid: step_plan's replay)."""
+    inst.in_shapes, inst.values, inst.out_shapes = e.in_shapes, e.values, e.out
+    hv, dv, host, outs = inst.host_valid, inst.device_valid, inst.host, inst.outputs
+    for i, a in enumerate(e.host):
+        dv[i] = dv[i] and host[i] is a and outs[i] is not None and outs[i].alloc is inst.own[i]
+        host[i] = a
+        hv[i] = True
+    inst.executed_once = True
 
 
 def host_step(inst: Any, e: LinHost, t: int) -> None:

@@ -26,15 +26,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .length_plan import (LinHost, LinKernel, LinView, _work_at, _Work, general_step, host_step,
-                          kernel_step, view_step)
+                          kernel_step, shape_step, view_step)
 from .memory import Tensor, reusable
-from .step_plan import CHECKED, IMPL_BUFFER, WEIGHTS, GeneralEntry, KernelEntry, ViewEntry
+from .step_plan import (CHECKED, IMPL_BUFFER, WEIGHTS, GeneralEntry, KernelEntry, ShapeEntry,
+                        ViewEntry)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .length_plan import LengthFamily
     from .network import Network
 
-FIXED, MOVING, VIEW, MOVING_VIEW, STATE, GENERAL, GROUP, HOST = range(8)
+FIXED, MOVING, VIEW, MOVING_VIEW, STATE, GENERAL, GROUP, HOST, SHAPE = range(9)
 FIRST_FLUSH = 4    # primitives after which a step's first kernels go to the device
 FLUSH_EVERY = 16   # then the queue is flushed every so many primitives
 
@@ -64,7 +65,8 @@ class Tape:
         self.family = family
         skip = _init_only(net)
         # the nodes whose outputs a step leaves on the device (never a host value to upload)
-        self.device = {e.index for e in family.entries if type(e) not in (GeneralEntry, LinHost)}
+        self.device = {e.index for e in family.entries
+                       if type(e) not in (GeneralEntry, LinHost, ShapeEntry)}
         self.device.update(n.index for n in net.program.nodes
                            if n.kind in ("Parameter", "Constant"))
         self.device.update(i.node.index for i in net.insts if i.state_role is not None)
@@ -85,6 +87,8 @@ class Tape:
                 self.items.append([MOVING_VIEW, inst, e])
             elif te is LinHost:
                 self.items.append([HOST, inst, e])
+            elif te is ShapeEntry:
+                self.items.append([SHAPE, inst, e])
             elif inst.state_role is not None:
                 self.items.append([STATE, inst, e])
             else:
@@ -291,6 +295,9 @@ class Tape:
                 continue
             if kind == HOST:
                 host_step(inst, item[2], t)
+                continue
+            if kind == SHAPE:
+                shape_step(inst, item[2])
                 continue
             if kind == GROUP:
                 if item[4] == net.mem_epoch:
