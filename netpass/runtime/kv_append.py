@@ -8,7 +8,7 @@ four launches per layer besides the attention, for a row of each.
 
 :func:`attach_kv_appends` gives a fused attention whose k and v read two such appends (k
 through the transposed view of its cache, or directly) the appends' new rows as two more
-inputs (``AttentionDesc.appends``): for a step of up to ``kernels_decode.DECODE_ROWS`` new
+inputs (``AttentionDesc.appends``): for a step of up to ``kernels.decode.DECODE_ROWS`` new
 rows the decode attention kernel reads them from there and writes them into the cache itself
 (``ProgramNode.append_by``: the append then copies nothing), and on longer steps (a prompt)
 the append copies as before. The Transposes that lay the new rows out as the cache become

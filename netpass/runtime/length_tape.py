@@ -25,11 +25,28 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .length_plan import (LinHost, LinKernel, LinView, _work_at, _Work, general_step, host_step,
-                          kernel_step, shape_step, view_step)
+from ..ops.state import ReadValue
+from .length_forms import Work, work_at
+from .length_steps import (
+    LinHost,
+    LinKernel,
+    LinView,
+    general_step,
+    host_step,
+    kernel_step,
+    shape_step,
+    view_step,
+)
 from .memory import Tensor, reusable
-from .step_plan import (CHECKED, IMPL_BUFFER, WEIGHTS, GeneralEntry, KernelEntry, ShapeEntry,
-                        ViewEntry)
+from .step_plan import (
+    CHECKED,
+    IMPL_BUFFER,
+    WEIGHTS,
+    GeneralEntry,
+    KernelEntry,
+    ShapeEntry,
+    ViewEntry,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .length_plan import LengthFamily
@@ -40,7 +57,7 @@ FIRST_FLUSH = 4    # primitives after which a step's first kernels go to the dev
 FLUSH_EVERY = 16   # then the queue is flushed every so many primitives
 
 
-def _init_only(net: "Network") -> set[int]:
+def _init_only(net: Network) -> set[int]:
     """Indices of the nodes that only feed the init inputs of ReadValues whose variables are
     set (their values are not read while the variable holds a state)."""
     state = net.state
@@ -49,7 +66,7 @@ def _init_only(net: "Network") -> set[int]:
         users = [u for lst in n.users for u, _ in lst]
         if not users or n.is_output or not n.in_shape_of_subgraph:
             continue
-        if all(u.index in skip or (u.kind == "ReadValue"
+        if all(u.index in skip or (u.is_a(ReadValue)
                                    and state.vars[u.state_var].shape is not None)
                for u in users):
             skip.add(n.index)
@@ -61,14 +78,14 @@ class Tape:
 
     __slots__ = ("family", "items", "counts", "general", "device")
 
-    def __init__(self, net: "Network", family: "LengthFamily") -> None:
+    def __init__(self, net: Network, family: LengthFamily) -> None:
         self.family = family
         skip = _init_only(net)
         # the nodes whose outputs a step leaves on the device (never a host value to upload)
         self.device = {e.index for e in family.entries
                        if type(e) not in (GeneralEntry, LinHost, ShapeEntry)}
         self.device.update(n.index for n in net.program.nodes
-                           if n.kind in ("Parameter", "Constant"))
+                           if n.is_parameter or n.is_constant)
         self.device.update(i.node.index for i in net.insts if i.state_role is not None)
         self.items: list = []
         for e in family.entries:
@@ -99,7 +116,7 @@ class Tape:
         self.general = [item[1].node.index for item in self.items
                         if item[0] in (STATE, GENERAL, HOST)]
 
-    def _group(self, net: "Network", family: "LengthFamily") -> None:
+    def _group(self, net: Network, family: LengthFamily) -> None:
         """Runs of fixed kernel items that read only what kernels, views, variables and
         inputs leave on the device (never a host value) become GROUP items: launched as they
         are while no buffer of the request changed (``Network.mem_epoch``)."""
@@ -124,14 +141,14 @@ class Tape:
         return [GROUP, members[0][1], members, None, -1, clears]
 
     @staticmethod
-    def _fixed(net: "Network", inst: Any, e: KernelEntry) -> list:
+    def _fixed(net: Network, inst: Any, e: KernelEntry) -> list:
         """A kernel primitive that does not move: what its launches set and read."""
         insts = net.insts
         launches = [(h, ln[0], h.bufs, h.ints) for h, ln in zip(inst.kernels, e.launches)]
         checks = []
         for _, _, _, _, slots in e.launches:
             for _, _, si, k, _ in slots:
-                if si == WEIGHTS or si == IMPL_BUFFER or si == e.index:
+                if si in (WEIGHTS, IMPL_BUFFER) or si == e.index:
                     continue
                 src = insts[si if si >= 0 else CHECKED - si]
                 t = src.outputs[k]
@@ -141,7 +158,7 @@ class Tape:
         return [FIXED, inst, e, launches, tuple(checks), owns]
 
     @staticmethod
-    def _moving(net: "Network", e: LinKernel) -> list | None:
+    def _moving(net: Network, e: LinKernel) -> list | None:
         """A moving kernel's launches with their argument slots resolved to the source
         primitives (and the offsets' forms as (base, slope)); None where the entry needs the
         general replay (fed values, impl buffers or weights)."""
@@ -152,7 +169,7 @@ class Tape:
         for lw, buffers, iform, slots, work in e.launches:
             resolved = []
             for b, i, si, k, off in slots:
-                if si == WEIGHTS or si == IMPL_BUFFER or off.const is None and off.fn is None:
+                if si in (WEIGHTS, IMPL_BUFFER) or off.const is None and off.fn is None:
                     return None
                 src = insts[si if si >= 0 else CHECKED - si]
                 ob, os = (off.const, 0) if off.const is not None else (off.base[0], off.slope[0])
@@ -161,8 +178,8 @@ class Tape:
         return launches
 
     @staticmethod
-    def _moving_step(net: "Network", inst: Any, e: LinKernel, launches: list, t: int) -> None:
-        """A moving kernel at ``t`` (length_plan.kernel_step's replay of a LinKernel, lean):
+    def _moving_step(net: Network, inst: Any, e: LinKernel, launches: list, t: int) -> None:
+        """A moving kernel at ``t`` (length_steps.kernel_step's replay of a LinKernel, lean):
         its outputs' shapes and buffers, its arguments, work sizes and launches."""
         impl = e.impl
         kernels = inst.kernels_of.get(impl.sources)
@@ -194,17 +211,17 @@ class Tape:
                 buffers[b] = tensor.alloc.buffer
                 ints[i] = tensor.offset + ob + os * t
             launcher.set_args(h, buffers, ints)
-            gws = _work_at(work, ints, t)
+            gws = work_at(work, ints, t)
             w = lw if gws == lw.gws else e.works.get(gws)
             if w is None:
-                w = e.works[gws] = _Work(gws, lw.lws)
+                w = e.works[gws] = Work(gws, lw.lws)
             launcher.launch(h, w)
         dv, hv = inst.device_valid, inst.host_valid
         for i in range(len(dv)):
             dv[i] = True
             hv[i] = False
 
-    def _fast(self, net: "Network", inst: Any, e: LinKernel, launches: list) -> tuple | None:
+    def _fast(self, net: Network, inst: Any, e: LinKernel, launches: list) -> tuple | None:
         """After a moving kernel's step: its arguments as ``base + slope * t`` with its
         sources' offsets folded in, valid while no buffer of the request changes and its
         outputs fit their buffers (up to ``tmax``): (the request's mem_epoch, tmax, per
@@ -237,7 +254,7 @@ class Tape:
             fast.append((h, lw, h.bufs, base_a, slope_a, buf, view, work))
         return (net.mem_epoch, tmax, fast)
 
-    def _fixed_step(self, net: "Network", item: list, t: int) -> None:
+    def _fixed_step(self, net: Network, item: list, t: int) -> None:
         """A fixed item: launched as recorded when its kernels hold the arguments it set, its
         sources are the buffers and offsets it read and its own buffers are still its own;
         else its entry is replayed and recorded again."""
@@ -266,7 +283,7 @@ class Tape:
             kernel_step(net, inst, e, t, self.counts)
             item[:] = self._fixed(net, inst, e)
 
-    def run(self, net: "Network", t: int) -> None:
+    def run(self, net: Network, t: int) -> None:
         """One step at ``t``. The queue is flushed after the first FIRST_FLUSH primitives and
         then every FLUSH_EVERY: a decode step is a few dozen short kernels, and the device
         should start on them while the host enqueues the rest."""
@@ -322,10 +339,10 @@ class Tape:
                         np.add(base, slope * t, out=buf)
                         set_struct(h, len(h.bufs), view)
                         h.ints = view
-                        gws = _work_at(work, buf, t)
+                        gws = work_at(work, buf, t)
                         w = lw if gws == lw.gws else e.works.get(gws)
                         if w is None:
-                            w = e.works[gws] = _Work(gws, lw.lws)
+                            w = e.works[gws] = Work(gws, lw.lws)
                         launch(h, w)
                     if e.out.const is None:  # (the same buffers: their views' shapes)
                         out = inst.out_shapes = e.out.at(t)

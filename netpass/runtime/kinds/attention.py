@@ -338,6 +338,6 @@ def onnx_attention_impl(p: Params, key) -> Impl | None:
 
 
 ROWS = table(
-    OpKind(FusedAttention, impl=attention_impl),
+    OpKind(FusedAttention, impl=attention_impl, uniform=True),
     OpKind(Attention, impl=onnx_attention_impl),
 )

@@ -87,6 +87,9 @@ class OpKind:
       (attrs, arrays, output shapes) -> arrays, or None for the op's reference.
     - ``reorders_weights``, ``fake_aligned``: FullyConnected's constant weights reordered once
       per layout (``update_weights``) and its allocations fake-aligned (``realloc``).
+    - ``uniform``: the kernel takes any size of a dim above 1 with the same sources and its
+      arguments laid out the same way (elementwise, strided copies, the row attention): a
+      length family (``length_plan``) may compute its launches from forms affine in the length.
     """
 
     cls: type[OpClass]
@@ -104,6 +107,7 @@ class OpKind:
     host: Callable[[dict, list, list], list[np.ndarray] | None] | None = None
     reorders_weights: bool = False
     fake_aligned: bool = False
+    uniform: bool = False
 
     def __post_init__(self) -> None:
         if self.deps is None:  # (frozen: set once, here)

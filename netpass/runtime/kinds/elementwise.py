@@ -239,10 +239,10 @@ def with_bias(p: Params, bias_shape: Sequence[int], bias_dtype: Any,
 
 
 def elementwise(cls: type, expr: ExprRule, fusable: bool = True) -> OpKind:
-    """The row of an elementwise op: numpy-broadcast shapes, the ``eltwise`` kernel, folded
-    into producers (``fusable``) and taking fused ops after it."""
+    """The row of an elementwise op: numpy-broadcast shapes, the ``eltwise`` kernel (uniform
+    over sizes), folded into producers (``fusable``) and taking fused ops after it."""
     return OpKind(cls, shape=broadcast_shape, impl=eltwise_impl, expr=expr, fusable=fusable,
-                  epilogue=True)
+                  epilogue=True, uniform=True)
 
 
 def _compare(op: str) -> ExprRule:

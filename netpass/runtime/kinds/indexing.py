@@ -105,7 +105,7 @@ def gather_elements_impl(p: Params, key: Any) -> Impl:
 
 
 ROWS = table(
-    OpKind(Gather, deps=(2,), shape=_gather_shape, impl=gather_impl, copy_only=True,
+    OpKind(Gather, deps=(2,), shape=_gather_shape, impl=gather_impl, copy_only=True, uniform=True,
            skip=Skip(_may_be_identity, _gather_is_identity, reads_values=True,
                      by_shapes=_gather_by_shapes), host=_host_gather),
     OpKind(GatherElements, shape=_gather_elements_shape, impl=gather_elements_impl, copy_only=True),

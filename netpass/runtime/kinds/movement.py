@@ -464,9 +464,10 @@ ROWS = table(
     _reshape_like(Squeeze, _squeeze_shape),
     _reshape_like(Unsqueeze, _unsqueeze_shape),
     OpKind(Transpose, deps=(1,), shape=_transpose_shape, impl=transpose_impl, copy_only=True,
-           movement=True, skip=Skip(lambda n, same: _copies(n, same) and n.is_dynamic and not (
+           movement=True, uniform=True, skip=Skip(lambda n, same: _copies(n, same) and n.is_dynamic and not (
                len(n.users[0]) == 1 and n.users[0][0][0].is_a(Concat)), _permute_is_noop)),
-    OpKind(Concat, shape=_concat_shape, impl=concat_impl, copy_only=True, host=_host_concat),
+    OpKind(Concat, shape=_concat_shape, impl=concat_impl, copy_only=True, host=_host_concat,
+           uniform=True),
     OpKind(Split, deps=(1,), shape=_split_shape, impl=split_impl, copy_only=True, movement=True,
            strided=StridedView(_split_views)),
     OpKind(VariadicSplit, deps=(1, 2), shape=_variadic_split_shape, impl=split_impl, copy_only=True,
@@ -476,7 +477,7 @@ ROWS = table(
            skip=Skip(_copies, _contiguous_slice_offset)),
     OpKind(StridedSlice, deps=(1, 2, 3), impl=index_map_impl, movement=True,
            skip=Skip(_copies, _unchanged_unit_steps)),
-    OpKind(Broadcast, deps=(1, 2), impl=broadcast_impl, movement=True,
+    OpKind(Broadcast, deps=(1, 2), impl=broadcast_impl, movement=True, uniform=True,
            skip=Skip(lambda n, same: _copies(n, same) and n.is_dynamic, _unchanged)),
     OpKind(Tile, deps=(1,), impl=tile_impl, movement=True),
     OpKind(DepthToSpace, impl=index_map_impl, movement=True),

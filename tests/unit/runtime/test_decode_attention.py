@@ -1,4 +1,4 @@
-"""The decode attention kernel (kernels_decode.attention_decode) and the key/value append it
+"""The decode attention kernel (kernels.decode.attention_decode) and the key/value append it
 takes over from the cache's Concat (kv_append), against the reference evaluator on random
 data with odd shapes: few query rows over many keys (chunks of CHUNK), head and value widths
 below and above the work-group's half, masks, scales, the NaN guard, and a cache grown in
@@ -12,7 +12,7 @@ import netpass
 from netpass import Model, opset
 from netpass.core.shape import PartialShape
 from netpass.runtime import Program, compile_program
-from netpass.runtime.kernels_decode import CHUNK, DECODE_ROWS
+from netpass.runtime.kernels.decode import CHUNK, DECODE_ROWS
 from netpass.testing import RUNTIME_DEVICE
 
 

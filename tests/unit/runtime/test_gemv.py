@@ -1,9 +1,9 @@
-"""The decode GEMV (kernels_decode.gemv): GEMMs of up to GEMV_ROWS rows over weights [N, K]
+"""The decode GEMV (kernels.decode.gemv): GEMMs of up to GEMV_ROWS rows over weights [N, K]
 read as they are, against numpy and the reference evaluator on random data with odd shapes:
 float4 and scalar runs of K (odd K, A read with a stride), 32 and 64 items per column, batch
 broadcast, the FullyConnected
 bias and fused epilogues with a residual, a LayerNorm folded into the prologue (norm_gemm),
-and the selection (impls.fully_connected_impl: no weights reorder for it). Tolerance: rtol
+and the selection (kinds.legacy.fully_connected_impl: no weights reorder for it). Tolerance: rtol
 1e-4 plus atol 1e-4 * sqrt(K), the float32 summation-order noise of a K-long dot product."""
 from __future__ import annotations
 
@@ -12,8 +12,11 @@ import pytest
 
 import netpass
 from netpass import Model, opset
+from netpass.ops import FullyConnected
 from netpass.runtime import compile_program
-from netpass.runtime.kernels_decode import GEMV_ROWS, gemv_width
+from netpass.runtime.impls import Params
+from netpass.runtime.kernels.decode import GEMV_ROWS, gemv_width
+from netpass.runtime.kinds import TABLE, legacy
 from netpass.testing import RUNTIME_DEVICE
 
 
@@ -95,13 +98,12 @@ def test_layernorm_folded_into_the_gemv(rng):
 
 
 def test_selection_limits():
-    from netpass.runtime import impls as I
     f32 = np.dtype(np.float32)
-    p = I.Params(kind="FullyConnected", attrs={"_weights_reordered": True},
-                 in_shapes=[(1, 5, 256), (768, 256), (768,)], in_dtypes=[f32] * 3,
-                 out_shapes=[(1, 5, 768)], out_dtypes=[f32], values={}, fused=[],
-                 extra_shapes=[], extra_dtypes=[], engine=None)
-    impl = I.fully_connected_impl(p, None)
+    p = Params(row=TABLE[FullyConnected], attrs={"_weights_reordered": True},
+               in_shapes=[(1, 5, 256), (768, 256), (768,)], in_dtypes=[f32] * 3,
+               out_shapes=[(1, 5, 768)], out_dtypes=[f32], values={}, fused=[],
+               extra_shapes=[], extra_dtypes=[], engine=None)
+    impl = legacy.fully_connected_impl(p, None)
     assert impl.launches[0].source.name == "gemv" and impl.weights_as_given
     assert gemv_width(1, 768, 1, 3072) == 32 and gemv_width(1, 3072, 1, 768) == 64
     assert gemv_width(GEMV_ROWS + 1, 64, 1, 64) is None      # more rows

@@ -11,7 +11,8 @@ import netpass
 from netpass import Model, opset
 from netpass.core.shape import PartialShape
 from netpass.runtime import compile_program
-from netpass.runtime.length_plan import Form, GrowForm, LinHost, LinKernel, _fit_work, _work_at
+from netpass.runtime.length_forms import Form, GrowForm, fit_work, work_at
+from netpass.runtime.length_steps import LinHost, LinKernel
 from netpass.testing import RUNTIME_DEVICE
 
 
@@ -91,18 +92,18 @@ def test_work_sizes_follow_the_moving_count_across_work_group_multiples():
             self.gws, self.lws = gws, lws
 
     # the element count 10 -> 11 leaves 64 work-items; at 65 elements they must be 128
-    work = _fit_work([_L((64,)), _L((64,))], [[0, 10, 3], [0, 11, 3]], 10, 11)
-    assert _work_at(work, [0, 65, 3], 65) == (128,)
-    assert _work_at(work, [0, 64, 3], 64) == (64,)
+    work = fit_work([_L((64,)), _L((64,))], [[0, 10, 3], [0, 11, 3]], 10, 11)
+    assert work_at(work, [0, 65, 3], 65) == (128,)
+    assert work_at(work, [0, 64, 3], 64) == (64,)
     # 40 and 41 elements in 64 work-items, one per element or per float4 (eltwise_vec4):
     # the larger cover is taken (kernels bound-check their work-items; fewer would be wrong)
-    work = _fit_work([_L((64,)), _L((64,))], [[40], [41]], 40, 41)
-    assert _work_at(work, [257], 257) == (320,)
+    work = fit_work([_L((64,)), _L((64,))], [[40], [41]], 40, 41)
+    assert work_at(work, [257], 257) == (320,)
     # a stride that moved with the count but stays smaller does not shrink the cover
-    work = _fit_work([_L((64,)), _L((64,))], [[40, 10], [41, 11]], 40, 41)
-    assert _work_at(work, [257, 228], 257) == (320,)
-    fixed = _fit_work([_L((8, 3, 1), (8, 1, 1)), _L((8, 3, 1), (8, 1, 1))], [[5], [5]], 1, 2)
-    assert _work_at(fixed, [5], 9) == (8, 3, 1)
+    work = fit_work([_L((64,)), _L((64,))], [[40, 10], [41, 11]], 40, 41)
+    assert work_at(work, [257, 228], 257) == (320,)
+    fixed = fit_work([_L((8, 3, 1), (8, 1, 1)), _L((8, 3, 1), (8, 1, 1))], [[5], [5]], 1, 2)
+    assert work_at(fixed, [5], 9) == (8, 3, 1)
 
 
 def test_decoding_steps_replay_one_family_and_match_the_reference(rng):

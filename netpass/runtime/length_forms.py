@@ -1,0 +1,235 @@
+"""Forms: values whose ints move affinely with a decoding loop's length ``t`` (the fields of
+a length family's entries, :mod:`~netpass.runtime.length_plan`).
+
+A :class:`Form` is a nested int structure (shapes, argument lists, offsets) whose ints are
+``base + slope * t``, fitted through two samples and checked against a third; a
+:class:`GrowForm` a host array that grows along one axis as ``a + b * t + c * i``; work sizes
+(:func:`fit_work`) are affine too, or the work-group multiple covering a moving count.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def _flatten(x: Any, out: list) -> Any:
+    """The structure of ``x`` (ints in tuples, lists, int arrays, dicts of them), its ints
+    appended to ``out``; None when ``x`` holds something else."""
+    if type(x) is int or isinstance(x, np.integer):
+        out.append(int(x))
+        return "i"
+    if type(x) in (tuple, list):
+        specs = []
+        for v in x:
+            s = _flatten(v, out)
+            if s is None:
+                return None
+            specs.append(s)
+        return (type(x), tuple(specs))
+    if isinstance(x, np.ndarray):
+        if x.dtype.kind not in "iub":
+            return None
+        out.extend(int(v) for v in x.reshape(-1))
+        return ("a", x.shape, x.dtype)
+    if isinstance(x, dict):
+        keys = sorted(x)
+        specs = []
+        for k in keys:
+            s = _flatten(x[k], out)
+            if s is None:
+                return None
+            specs.append(s)
+        return ("d", tuple(keys), tuple(specs))
+    if x is None:
+        return "n"
+    return None
+
+
+def _build(spec: Any, it) -> Any:
+    if spec == "i":
+        return next(it)
+    if spec == "n":
+        return None
+    tag = spec[0]
+    if tag == "a":
+        shape, dtype = spec[1], spec[2]
+        n = 1
+        for d in shape:
+            n *= d
+        return np.array([next(it) for _ in range(n)], dtype=dtype).reshape(shape)
+    if tag == "d":
+        return {k: _build(s, it) for k, s in zip(spec[1], spec[2])}
+    return tag(_build(s, it) for s in spec[1])
+
+
+def _expr(spec: Any, items) -> str | None:
+    """Python source of ``spec``'s value with its ints ``base + slope * t`` (``items``: their
+    (base, slope) in order); None for structures holding arrays or dicts."""
+    if spec == "i":
+        b, sl = next(items)
+        return str(b) if not sl else f"({b} + {sl} * t)"
+    if spec == "n":
+        return "None"
+    if spec[0] not in (tuple, list):
+        return None
+    parts = []
+    for sub in spec[1]:
+        e = _expr(sub, items)
+        if e is None:
+            return None
+        parts.append(e)
+    if spec[0] is list:
+        return "[" + ", ".join(parts) + "]"
+    return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+
+
+class Form:
+    """A value whose ints are ``base + slope * t`` (``const``: the value itself when nothing
+    moves)."""
+
+    __slots__ = ("spec", "base", "slope", "const", "fn")
+
+    def __init__(self, spec: Any, base: list[int], slope: list[int], const: Any) -> None:
+        self.spec, self.base, self.slope, self.const = spec, base, slope, const
+        # the value at t as one generated expression where the structure is ints in tuples
+        # and lists (shapes, argument lists: evaluated on every replayed step)
+        text = _expr(spec, iter(zip(base, slope))) if const is None else None
+        self.fn = eval(f"lambda t: {text}", {}) if text is not None else None
+
+    @staticmethod
+    def fit(a: Any, b: Any, ta: int, tb: int) -> Form | None:
+        """The form through ``a`` at ``ta`` and ``b`` at ``tb`` (integer slopes only)."""
+        fa: list[int] = []
+        fb: list[int] = []
+        sa, sb = _flatten(a, fa), _flatten(b, fb)
+        if sa is None or sa != sb or len(fa) != len(fb):
+            return None
+        if fa == fb:
+            return Form(sa, fa, [0] * len(fa), a)
+        dt = tb - ta
+        slope, base = [], []
+        for x, y in zip(fa, fb):
+            d = y - x
+            if d % dt:
+                return None
+            s = d // dt
+            slope.append(s)
+            base.append(x - s * ta)
+        return Form(sa, base, slope, None)
+
+    @property
+    def fixed(self) -> bool:
+        return self.const is not None or not any(self.slope)
+
+    def at(self, t: int) -> Any:
+        if self.const is not None:
+            return self.const
+        if self.fn is not None:
+            return self.fn(t)
+        return _build(self.spec, iter([b + s * t for b, s in zip(self.base, self.slope)]))
+
+    def agrees(self, value: Any, t: int) -> bool:
+        flat: list[int] = []
+        spec = _flatten(value, flat)
+        if spec != self.spec:
+            return False
+        return flat == [b + s * t for b, s in zip(self.base, self.slope)]
+
+
+class Work:
+    """Work sizes of one launch at one ``t`` (what ``Launcher.launch`` reads of a Launch)."""
+
+    __slots__ = ("gws", "lws", "cdims")
+
+    def __init__(self, gws: tuple, lws: tuple | None) -> None:
+        self.gws, self.lws, self.cdims = gws, lws, None
+
+
+def fit_work(launches: list, ints_at: list, ta: int, tb: int):
+    """Per global work size dim: ("c", value), ("a", base, slope), or ("r", candidates,
+    local size): the work-group size's multiple covering the largest ``ceil(ints[pos] /
+    div)`` of the candidates (impls._1d over an element count, or the float4 count of
+    eltwise_vec4; the kernels bound-check their work-items, so covering more is safe and
+    covering less never happens); None otherwise."""
+    la, lb = launches
+    ia, ib = ints_at
+    if la.lws != lb.lws or len(la.gws) != len(lb.gws):
+        return None
+    out = []
+    for d, (ga, gb) in enumerate(zip(la.gws, lb.gws)):
+        local = la.lws[d] if la.lws is not None else 1
+        # moving counts whose rounding gives the work size (which may not have moved yet:
+        # 64 work-items cover 2 and 3 elements alike)
+        cands = tuple((pos, div) for pos, (xa, xb) in enumerate(zip(ia, ib)) if xa != xb
+                      for div in (1, 4)
+                      if _cover(xa, div, local) == ga and _cover(xb, div, local) == gb)
+        found = ("r", cands, local) if cands else None
+        if found is None and ga == gb:
+            found = ("c", ga)
+        if found is None:
+            dg = gb - ga
+            if dg % (tb - ta):
+                return None
+            s = dg // (tb - ta)
+            found = ("a", ga - s * ta, s)
+        out.append(found)
+    return out
+
+
+def _cover(n: int, div: int, local: int) -> int:
+    items = max((n + div - 1) // div, 1)
+    return (items + local - 1) // local * local
+
+
+def work_at(work: list, ints: list, t: int) -> tuple:
+    out = []
+    for w in work:
+        if w[0] == "c":
+            out.append(w[1])
+        elif w[0] == "a":
+            out.append(w[1] + w[2] * t)
+        else:
+            out.append(max(_cover(ints[pos], div, w[2]) for pos, div in w[1]))
+    return tuple(out)
+
+
+class GrowForm:
+    """A host value whose one output grows with ``t`` along one axis (the others of length 1)
+    and whose elements along it are ``a + b * t + c * i`` (``arange`` over the grown length,
+    position offsets, an all-true causal row): (output shapes, arrays) at ``t``."""
+
+    __slots__ = ("shapes", "a", "b", "c", "dtype")
+
+    def __init__(self, shapes: Form, a: int, b: int, c: int, dtype: np.dtype) -> None:
+        self.shapes, self.a, self.b, self.c, self.dtype = shapes, a, b, c, dtype
+
+    @staticmethod
+    def fit(ha: tuple, hb: tuple, ta: int, tb: int) -> GrowForm | None:
+        (sa, (va,)), (sb, (vb,)) = ha, hb
+        if len(ha[1]) != 1 or len(hb[1]) != 1 or va.dtype != vb.dtype or va.dtype.kind not in "iub":
+            return None
+        shapes = Form.fit(sa, sb, ta, tb)
+        if shapes is None or va.ndim != vb.ndim or va.size < 2 or \
+                sum(d > 1 for d in va.shape) != 1 or sum(d > 1 for d in vb.shape) != 1:
+            return None
+        x, y = va.reshape(-1).astype(np.int64), vb.reshape(-1).astype(np.int64)
+        c = int(x[1] - x[0])
+        if (y[0] - x[0]) % (tb - ta):
+            return None
+        b = int(y[0] - x[0]) // (tb - ta)
+        form = GrowForm(shapes, int(x[0]) - b * ta, b, c, va.dtype)
+        return form if form.agrees(ha, ta) and form.agrees(hb, tb) else None
+
+    def at(self, t: int) -> tuple:
+        shapes = self.shapes.at(t)
+        n = 1
+        for d in shapes[0]:
+            n *= d
+        values = self.a + self.b * t + self.c * np.arange(n, dtype=np.int64)
+        return shapes, (values.astype(self.dtype).reshape(shapes[0]),)
+
+    def agrees(self, value: tuple, t: int) -> bool:
+        shapes, arrays = self.at(t)
+        return value[0] == shapes and len(value[1]) == 1 and \
+            value[1][0].dtype == arrays[0].dtype and np.array_equal(value[1][0], arrays[0])
