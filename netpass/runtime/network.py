@@ -118,7 +118,9 @@ class Network:
         self.debug = compiled.debug_checks  # invariants.check_read on every read
         self.epoch = 0  # infers begun; PrimitiveInst.stamp says which produced an output
         self.reader: PrimitiveInst | None = None  # (debug mode) the primitive running now
-        self._impl_bufs: dict[int, list] = {}
+        # id(impl) -> (impl, its uploaded buffers): the impl is kept so that its id is not
+        # reused by another impl while the entry stands (an impl the cache evicted is freed)
+        self._impl_bufs: dict[int, tuple[Impl, list]] = {}
         self._scratch: dict[tuple, object] = {}  # (size class, slot) -> allocation (scratch)
         self.state = VariableStore(self)  # this request's variables
         self.last_named: tuple | None = None  # the last symbolic binding's named values
@@ -173,8 +175,9 @@ class Network:
         return alloc
 
     def impl_buffers(self, impl: Impl) -> list:
-        bufs = self._impl_bufs.get(id(impl))
-        if bufs is None or len(bufs) != len(impl.buffers):
+        entry = self._impl_bufs.get(id(impl))
+        bufs = entry[1] if entry is not None and entry[0] is impl else None
+        if bufs is None:
             bufs = []
             for slot, arr in enumerate(impl.buffers):
                 if isinstance(arr, Scratch):
@@ -185,7 +188,7 @@ class Network:
                 bufs.append(alloc)
             if len(self._impl_bufs) > 256:
                 self._impl_bufs.clear()
-            self._impl_bufs[id(impl)] = bufs
+            self._impl_bufs[id(impl)] = (impl, bufs)
         return bufs
 
     def scratch(self, nbytes: int, slot: int = 0):

@@ -274,3 +274,26 @@ def test_dropping_a_request_frees_its_device_memory(rng):
         assert cm.engine.used_device_memory < held
     finally:
         gc.enable()
+
+
+def test_impl_buffers_are_never_those_of_another_impl_with_its_id(rng):
+    """An impl's uploaded buffers (a reflect Pad's index map) are kept with the impl itself: an
+    impl the implementations cache evicted is freed, and a new impl may get its id; the new
+    one must get its own buffers, not the old one's (a stale index map read out of bounds and
+    crashed PoCL in the zoo's shape fuzzing)."""
+    x = opset.parameter([-1, 4], np.float32, name="x")
+    y = opset.pad(x, np.array([0, 1], np.int64), np.array([0, 2], np.int64), "reflect")
+    req = compile_program(Model([opset.result(y, name="y")], [x]),
+                          RUNTIME_DEVICE).create_infer_request()
+    net = req.network
+    small, large = rng.standard_normal((2, 4)).astype(np.float32), \
+        rng.standard_normal((6, 4)).astype(np.float32)
+    req.infer({"x": small})
+    (old_impl, old_bufs), = net._impl_bufs.values()
+    req.infer({"x": large})
+    new_impl = next(i for i, _ in net._impl_bufs.values() if i is not old_impl)
+    # the old impl's entry standing under the new impl's id, as when the id is reused
+    net._impl_bufs = {id(new_impl): (old_impl, old_bufs)}
+    assert net.impl_buffers(new_impl) is not old_bufs
+    got = req.infer({"x": large})["y"]
+    np.testing.assert_array_equal(got, np.pad(large, ((0, 0), (1, 2)), mode="reflect"))
