@@ -45,6 +45,34 @@ def _delta(after: dict, before: dict) -> dict[str, float]:
     return {k: v - before.get(k, 0.0) for k, v in after.items() if v - before.get(k, 0.0) > 0}
 
 
+def _host_profile(req, prompt: np.ndarray, steps: int) -> list:
+    """cProfile of ``steps`` decode steps after a prompt: the functions by own time per step
+    (the OpenCL calls, launches, writes, flushes and the wait for the logits, apart from the
+    Python around them). Prints the top 25; returns (function, calls, own ms per step)."""
+    import cProfile
+    import pstats
+    req.reset_state()
+    out = req.infer(_feeds(prompt, 0))
+    past, ids = prompt.shape[1], out["logits"][:, -1].argmax(-1)[:, None]
+    prof = cProfile.Profile()
+    for _ in range(steps):
+        feeds = _feeds(ids, past)
+        prof.enable()
+        out = req.infer(feeds)
+        prof.disable()
+        past += 1
+        ids = out["logits"][:, -1].argmax(-1)[:, None]
+    rows = []
+    for (path, line, name), (_, calls, own, _, _) in pstats.Stats(prof).stats.items():
+        rows.append((f"{Path(path).name}:{line}({name})", calls / steps, 1e3 * own / steps))
+    rows.sort(key=lambda r: -r[2])
+    total = sum(r[2] for r in rows)
+    print(f"host time of a decode step under cProfile: {total:.3f} ms; by own time:")
+    for name, calls, ms in rows[:25]:
+        print(f"    {ms:8.3f} ms  {calls:7.1f} calls  {name}")
+    return rows[:60]
+
+
 def _kinds(cm) -> dict[str, str]:
     return {n.id: n.kind for n in cm.runtime.program.nodes}
 
@@ -57,6 +85,8 @@ def main() -> None:
     ap.add_argument("--prompt", type=int)
     ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--onnx", type=Path, help="read the export from this file (written when absent)")
+    ap.add_argument("--cprofile", type=int, default=32,
+                    help="decode steps whose host time cProfile breaks down by function (0: none)")
     args = ap.parse_args()
     prompt_len = args.prompt or (16 if args.quick else 128)
     dec = load_or_export(args.onnx, args.quick)
@@ -138,6 +168,8 @@ def main() -> None:
     report["decode_wall_ms"] = 1e3 * wall
     report["decode_host_ms"] = 1e3 * host
     report["stats"] = {k: v for k, v in req.stats.items() if isinstance(v, (int, float))}
+    if args.cprofile:
+        report["decode_host_functions"] = _host_profile(req, prompt, args.cprofile)
     out_dir = os.environ.get("OUT")
     if out_dir:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
