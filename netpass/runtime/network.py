@@ -23,6 +23,8 @@ from . import outputs
 from .impls import Impl, Scratch, size
 from .invariants import check_read
 from .launcher import make_launcher
+from .length_plan import FAMILIES, LengthFamily
+from .length_tape import Tape
 from .memory import MemoryPool, Tensor
 from .primitive import PrimitiveInst, primitive_error
 from .primitive.update_shape import SYMBOLIC_RECORDS
@@ -30,8 +32,6 @@ from .program import Program
 from .program_node import ProgramNode
 from .shape_predictor import ShapePredictor
 from .state import VariableStore
-from .length_plan import FAMILIES, LengthFamily
-from .length_tape import Tape
 from .step_plan import StepPlan
 from .symbolic import SymbolicShapes
 

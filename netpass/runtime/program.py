@@ -34,7 +34,10 @@ from .attention import fuse_attention
 from .const_fold import fold_constants
 from .cse import merge_common_subexpressions
 from .gemm_reshapes import drop_gemm_reshapes
+from .impls import FusedDesc, host_only_reason
+from .kinds import FusedAttention
 from .kv_append import attach_kv_appends
+from .memory import Lifetime, overlap_sets
 from .norm_gemm import fuse_norm_gemms
 from .program_node import ProgramNode, same_dim
 from .shape_terms import reshape_keeps_prefix

@@ -294,7 +294,7 @@ class VariableStore:
         elif node.state_axis is None:
             self._copy_into_back(inst)
 
-    def step(self, inst: "PrimitiveInst") -> None:
+    def step(self, inst: PrimitiveInst) -> None:
         """``prepare`` + ``execute`` of a state primitive in a length family's replay
         (length_tape: the variables hold a state): the same outcome, with the shapes taken
         from the variable and the append's inputs instead of shape inference."""
@@ -325,7 +325,7 @@ class VariableStore:
         self.prepare(inst)
         self.execute(inst)
 
-    def _read(self, inst: "PrimitiveInst") -> None:
+    def _read(self, inst: PrimitiveInst) -> None:
         v = self.vars[inst.node.state_var]
         if v.shape is not None:
             self._set_device(inst, v.view())
@@ -341,7 +341,7 @@ class VariableStore:
         inst._set_host_one(0, np.zeros(inst.out_shapes[0], v.dtype))
 
     @staticmethod
-    def _view_of(inst: "PrimitiveInst", v: Variable, shape: tuple) -> None:
+    def _view_of(inst: PrimitiveInst, v: Variable, shape: tuple) -> None:
         """``inst``'s output: the live part ``shape`` of ``v``'s buffer (its tensor kept, with
         the new shape, while it views that buffer: a decode step's reads and appends)."""
         t = inst.outputs[0]
@@ -353,7 +353,7 @@ class VariableStore:
         inst.host_valid[0] = False
 
     @staticmethod
-    def _set_device(inst: "PrimitiveInst", t: Tensor) -> None:
+    def _set_device(inst: PrimitiveInst, t: Tensor) -> None:
         inst.outputs[0] = t
         inst.device_valid[0] = True
         inst.host_valid[0] = False

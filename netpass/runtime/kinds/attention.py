@@ -16,8 +16,19 @@ import numpy as np
 
 from ...errors import NetpassError, ShapeInferenceError
 from ...ops.attention import Attention
-from ..impls import (FusedDesc, Impl, Launch, Params, broadcast_strides, cdiv, collapse,
-                     contiguous_strides, evaluate_fused, fused_stages, size)
+from ..impls import (
+    FusedDesc,
+    Impl,
+    Launch,
+    Params,
+    broadcast_strides,
+    cdiv,
+    collapse,
+    contiguous_strides,
+    evaluate_fused,
+    fused_stages,
+    size,
+)
 from ..kernels import decode, flash, mma
 from ..kernels.attention import attention
 from ..kernels.common import LS, Stage, flit
@@ -166,8 +177,9 @@ def attention_impl(p: Params, key) -> Impl | None:
     dims, coll = collapse(batch, bstr + [list(ost[:rank])] + xb)
     if len(dims) > 2:
         if append:
-            raise NetpassError(f"{FusedAttention.type_name} '{p.node.name}': the batch of q, k "
-                               f"and v {[list(s) for s in shapes[:3]]} does not collapse to two dims")
+            raise NetpassError(f"{FusedAttention.type_name} '{p.node.name}': the batch of q, "
+                               f"k and v {[list(s) for s in shapes[:3]]} does not collapse to "
+                               "two dims")
         return None
     while len(dims) < 2:
         dims, coll = [1] + dims, [[0] + c for c in coll]

@@ -13,8 +13,18 @@ from __future__ import annotations
 import numpy as np
 
 from ...ops.matmul import MatMul
-from ..impls import (Impl, Launch, Params, Scratch, cdiv, collapse, contiguous_strides, epilogue,
-                     size, work_1d)
+from ..impls import (
+    Impl,
+    Launch,
+    Params,
+    Scratch,
+    cdiv,
+    collapse,
+    contiguous_strides,
+    epilogue,
+    size,
+    work_1d,
+)
 from ..kernels import decode, mma
 from ..kernels.common import LS, Stage
 from ..kernels.gemm import (

@@ -464,7 +464,8 @@ ROWS = table(
     _reshape_like(Squeeze, _squeeze_shape),
     _reshape_like(Unsqueeze, _unsqueeze_shape),
     OpKind(Transpose, deps=(1,), shape=_transpose_shape, impl=transpose_impl, copy_only=True,
-           movement=True, uniform=True, skip=Skip(lambda n, same: _copies(n, same) and n.is_dynamic and not (
+           movement=True, uniform=True,
+           skip=Skip(lambda n, same: _copies(n, same) and n.is_dynamic and not (
                len(n.users[0]) == 1 and n.users[0][0][0].is_a(Concat)), _permute_is_noop)),
     OpKind(Concat, shape=_concat_shape, impl=concat_impl, copy_only=True, host=_host_concat,
            uniform=True),
