@@ -63,25 +63,52 @@ def _build(spec: Any, it) -> Any:
     return tag(_build(s, it) for s in spec[1])
 
 
-def _expr(spec: Any, items) -> str | None:
+def _expr(spec: Any, items, arrays: list) -> str:
     """Python source of ``spec``'s value with its ints ``base + slope * t`` (``items``: their
-    (base, slope) in order); None for structures holding arrays or dicts."""
+    (base, slope) in order, with their position). An array is ``A[j](t)``: ``arrays`` gets
+    its (base, slope, shape, dtype), numpy arrays computed in one operation per step."""
     if spec == "i":
-        b, sl = next(items)
+        _, (b, sl) = next(items)
         return str(b) if not sl else f"({b} + {sl} * t)"
     if spec == "n":
         return "None"
-    if spec[0] not in (tuple, list):
-        return None
-    parts = []
-    for sub in spec[1]:
-        e = _expr(sub, items)
-        if e is None:
-            return None
-        parts.append(e)
-    if spec[0] is list:
+    tag = spec[0]
+    if tag == "a":
+        shape, dtype = spec[1], spec[2]
+        n = 1
+        for d in shape:
+            n *= d
+        run = [next(items) for _ in range(n)]
+        arrays.append((np.array([b for _, (b, _) in run], np.int64),
+                       np.array([sl for _, (_, sl) in run], np.int64), shape, dtype))
+        return f"A[{len(arrays) - 1}](t)"
+    parts = [_expr(sub, items, arrays) for sub in spec[-1]]
+    if tag == "d":
+        return "{" + ", ".join(f"{k!r}: {e}" for k, e in zip(spec[1], parts)) + "}"
+    if tag is list:
         return "[" + ", ".join(parts) + "]"
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+
+
+def _array_at(base: np.ndarray, slope: np.ndarray, shape: tuple, dtype: Any):
+    """``base + slope * t`` as an array of ``shape`` and ``dtype``, as a function of t."""
+    if not slope.any():
+        fixed = base.astype(dtype).reshape(shape)
+        return lambda t: fixed.copy()
+    return lambda t: (base + slope * t).astype(dtype).reshape(shape)
+
+
+def _compile(spec: Any, base: list[int], slope: list[int]):
+    """``spec``'s value at t as one generated function (shapes, argument lists, host arrays:
+    evaluated on every replayed step), or None for a structure it cannot write (a key
+    Python's repr does not read back)."""
+    arrays: list = []
+    text = _expr(spec, enumerate(zip(base, slope)), arrays)
+    scope = {"A": [_array_at(*a) for a in arrays]}
+    try:
+        return eval(f"lambda t: {text}", scope)
+    except SyntaxError:
+        return None
 
 
 class Form:
@@ -92,10 +119,7 @@ class Form:
 
     def __init__(self, spec: Any, base: list[int], slope: list[int], const: Any) -> None:
         self.spec, self.base, self.slope, self.const = spec, base, slope, const
-        # the value at t as one generated expression where the structure is ints in tuples
-        # and lists (shapes, argument lists: evaluated on every replayed step)
-        text = _expr(spec, iter(zip(base, slope))) if const is None else None
-        self.fn = eval(f"lambda t: {text}", {}) if text is not None else None
+        self.fn = _compile(spec, base, slope) if const is None else None
 
     @staticmethod
     def fit(a: Any, b: Any, ta: int, tb: int) -> Form | None:
@@ -182,15 +206,25 @@ def _cover(n: int, div: int, local: int) -> int:
     return (items + local - 1) // local * local
 
 
-def work_at(work: list, ints: list, t: int) -> tuple:
+def work_at(work: list, ints: Any, t: int) -> tuple:
+    """The global work sizes of ``fit_work``'s dims at ``t`` (``ints``: the launch's integer
+    arguments at ``t``)."""
     out = []
     for w in work:
-        if w[0] == "c":
+        tag = w[0]
+        if tag == "c":
             out.append(w[1])
-        elif w[0] == "a":
+        elif tag == "a":
             out.append(w[1] + w[2] * t)
         else:
-            out.append(max(_cover(ints[pos], div, w[2]) for pos, div in w[1]))
+            local = w[2]
+            best = 0
+            for pos, div in w[1]:
+                items = (int(ints[pos]) + div - 1) // div
+                cover = (max(items, 1) + local - 1) // local * local
+                if cover > best:
+                    best = cover
+            out.append(best)
     return tuple(out)
 
 

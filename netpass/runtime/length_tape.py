@@ -107,7 +107,7 @@ class Tape:
             elif te is ShapeEntry:
                 self.items.append([SHAPE, inst, e])
             elif inst.state_role is not None:
-                self.items.append([STATE, inst, e])
+                self.items.append([STATE, inst, e, net.state.stepper(inst)])
             else:
                 self.items.append([GENERAL, inst, e])
         self.counts = [0, 0]
@@ -119,12 +119,20 @@ class Tape:
     def _group(self, net: Network, family: LengthFamily) -> None:
         """Runs of fixed kernel items that read only what kernels, views, variables and
         inputs leave on the device (never a host value) become GROUP items: launched as they
-        are while no buffer of the request changed (``Network.mem_epoch``)."""
+        are while no buffer of the request changed (``Network.mem_epoch``). Fixed views of
+        such kernels' outputs (or of such views) join the runs: while no buffer changed,
+        their tensors stand as they are."""
         device = self.device
+        steady: set[int] = set()  # grouped kernels and the views of their outputs
         items: list = []
         run: list = []
         for item in self.items:
             if item[0] == FIXED and all(src.node.index in device for src, _, _, _ in item[4]):
+                steady.add(item[1].node.index)
+                run.append(item)
+                continue
+            if item[0] == VIEW and item[4].node.index in steady:
+                steady.add(item[1].node.index)
                 run.append(item)
                 continue
             if run:
@@ -137,8 +145,19 @@ class Tape:
 
     @staticmethod
     def _group_item(members: list) -> list:
-        clears = [(m[1].host_valid, [False] * len(m[1].host_valid)) for m in members]
-        return [GROUP, members[0][1], members, None, -1, clears]
+        kernels = [m for m in members if m[0] == FIXED]
+        clears = [(m[1].host_valid, [False] * len(m[1].host_valid)) for m in kernels]
+        return [GROUP, members[0][1], members, None, -1, clears, len(kernels)]
+
+    @staticmethod
+    def _view_item(net: Network, item: list, t: int) -> None:
+        """A fixed view: its entry replayed where its source's tensor changed or left the
+        device (or the per-primitive path gave it other shapes)."""
+        inst, e, src = item[1], item[2], item[4]
+        tensor = src.outputs[e.k]
+        if tensor is not item[3] or not src.device_valid[e.k] or inst.out_shapes is not e.out:
+            view_step(net, inst, e, t)
+            item[3] = src.outputs[e.k]
 
     @staticmethod
     def _fixed(net: Network, inst: Any, e: KernelEntry) -> list:
@@ -290,7 +309,6 @@ class Tape:
         launch = net.launcher.launch
         set_struct = net.launcher._set_struct
         flush = net.queue.flush
-        state_step = net.state.step
         counts = self.counts
         counts[0] = counts[1] = 0
         epoch = net.epoch  # (stamps: for the general path's own checks)
@@ -300,15 +318,10 @@ class Tape:
             kind = item[0]
             inst = item[1]
             if kind == VIEW:  # (the kinds by how often a decode step meets them)
-                e, src = item[2], item[4]
-                tensor = src.outputs[e.k]
-                if tensor is not item[3] or not src.device_valid[e.k] \
-                        or inst.out_shapes is not e.out:
-                    view_step(net, inst, e, t)
-                    item[3] = src.outputs[e.k]
+                self._view_item(net, item, t)
                 continue
             if kind == STATE:
-                state_step(inst)
+                item[3]()
                 continue
             if kind == HOST:
                 host_step(inst, item[2], t)
@@ -325,10 +338,13 @@ class Tape:
                 else:
                     members = item[2]
                     for member in members:
-                        self._fixed_step(net, member, t)
-                    item[3] = [(h, lw) for m in members for h, lw, _, _ in m[3]]
+                        if member[0] == FIXED:
+                            self._fixed_step(net, member, t)
+                        else:
+                            self._view_item(net, member, t)
+                    item[3] = [(h, lw) for m in members if m[0] == FIXED for h, lw, _, _ in m[3]]
                     item[4] = net.mem_epoch
-                count += len(item[2])
+                count += item[6]
             elif kind == MOVING:
                 e = item[2]
                 fast = item[4]

@@ -23,6 +23,7 @@ never set reads as its init input (aliased) or as zeros whose dynamic dims are 0
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -206,7 +207,9 @@ class VariableStore:
                 raise NetpassError(f"Assign '{a.name}' writes variable '{a.state_var}', which "
                                    "no ReadValue reads")
         self._kernels: dict[str, KernelHandle] = {}
-        self._appends = [n for n in net.program.nodes if n.state_role == APPEND]
+        # the appended variables and the symbols of their grown lengths
+        self._append_vars = [(self.vars[n.state_var], n.out_pshapes[0][n.state_axis].symbol)
+                             for n in net.program.nodes if n.state_role == APPEND]
 
     # -- per inference ----------------------------------------------------------------------------
     def begin(self) -> None:
@@ -243,14 +246,17 @@ class VariableStore:
         """Whether every appended variable's buffer holds the length this inference grows it
         to (its Concat's dim along the append axis, evaluated in the symbolic ``binding``):
         a step that reallocates one changes its readers' strides midway (length_plan)."""
-        for node in self._appends:
-            v = self.vars[node.state_var]
-            if v.shape is None or v.capacity is None:
+        need: dict = {}  # symbol -> its length in ``binding`` (evaluated once per symbol)
+        for v, sym in self._append_vars:
+            cap = v.capacity
+            if v.shape is None or cap is None or sym is None:
                 return False
-            sym = node.out_pshapes[0][v.axis].symbol
-            if sym is None or not all(s in binding for s in sym.named()):
-                return False
-            if sym.evaluate(binding) > v.capacity[v.axis]:
+            n = need.get(sym)
+            if n is None:
+                if not all(s in binding for s in sym.named()):
+                    return False
+                n = need[sym] = sym.evaluate(binding)
+            if n > cap[v.axis]:
                 return False
         return True
 
@@ -324,6 +330,34 @@ class VariableStore:
             return
         self.prepare(inst)
         self.execute(inst)
+
+    def stepper(self, inst: PrimitiveInst) -> Callable[[], None]:
+        """:meth:`step` of ``inst`` as a function of its own (a length tape calls it on every
+        decode step): the variable and the role looked up once; a read of a set variable and
+        the assign of an appended one inlined."""
+        node = inst.node
+        v = self.vars[node.state_var]
+        role = node.state_role
+        if node.shape_only or not (role == READ or (role == ASSIGN and v.axis is not None)):
+            return lambda: self.step(inst)
+        view_of = self._view_of
+        if role == READ:
+            def read() -> None:
+                shape = v.shape
+                if shape is None:
+                    self.step(inst)
+                    return
+                inst.out_shapes = [shape]
+                inst.executed_once = True
+                view_of(inst, v, shape)
+                v.read_buffer = True
+            return read
+        src, k = inst.src_insts[0]
+
+        def assign() -> None:  # (an appended variable: its Concat did the work)
+            inst.out_shapes = [src.out_shapes[k]]
+            inst.executed_once = True
+        return assign
 
     def _read(self, inst: PrimitiveInst) -> None:
         v = self.vars[inst.node.state_var]
