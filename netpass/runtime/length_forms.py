@@ -188,7 +188,7 @@ def fit_work(launches: list, ints_at: list, ta: int, tb: int):
         cands = tuple((pos, div) for pos, (xa, xb) in enumerate(zip(ia, ib)) if xa != xb
                       for div in (1, 4)
                       if _cover(xa, div, local) == ga and _cover(xb, div, local) == gb)
-        found = ("r", cands, local) if cands else None
+        found: tuple | None = ("r", cands, local) if cands else None
         if found is None and ga == gb:
             found = ("c", ga)
         if found is None:

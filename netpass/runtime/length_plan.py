@@ -74,7 +74,7 @@ def _host_values(net: Network, plan: StepPlan) -> dict[int, tuple]:
 
 def _shape_value(e: ShapeEntry) -> tuple:
     """A shape entry's (output shapes, host arrays), as LinHost's forms take them."""
-    return tuple(tuple(o) for o in e.out), tuple(e.host)
+    return tuple(tuple(o) for o in e.out or ()), tuple(e.host)
 
 
 def _same_shape_value(a: tuple, b: tuple) -> bool:
@@ -120,17 +120,17 @@ def _combine(net: Network, a, b, ta: int, tb: int):
     if type(a) is KernelEntry:
         if _same_kernel(a, b):
             return b
-        if net.program.nodes[a.index].row.uniform and a.impl.sources == b.impl.sources \
-                and not b.impl.buffers and not a.weights:
-            lin = LinKernel(a, b, ta, tb)
-            if lin.ok:
+        if net.program.nodes[a.index].row.uniform and a.impl is not None and b.impl is not None \
+                and a.impl.sources == b.impl.sources and not b.impl.buffers and not a.weights:
+            lin = LinKernel.fit(a, b, ta, tb)
+            if lin is not None:
                 lin.feeds = bool(net.insts[a.index].sym_feeds)
                 return lin
         return _general(a.index)
     if _same_view(a, b):
         return b
-    lin = LinView(a, b, ta, tb)
-    return lin if lin.ok else _general(a.index)
+    view = LinView.fit(a, b, ta, tb)
+    return view if view is not None else _general(a.index)
 
 
 def _checked(e: Any, ec: Any, hc: dict, tc: int) -> bool:
@@ -161,7 +161,7 @@ class LengthFamily:
     def __init__(self) -> None:
         self.entries: list | None = None
         self.general: list[int] = []
-        self.samples: list[tuple[int, StepPlan]] = []
+        self.samples: list[tuple[int, StepPlan, dict]] = []
         self.ready = False
         self.n_kernels = self.n_launches = self.n_views = self.n_fused = 0
 
@@ -186,7 +186,7 @@ class LengthFamily:
                     if form is not None:
                         entries[i] = LinHost(e.index, form)
             self.entries = entries
-        elif len(self.samples) == SAMPLES:
+        elif len(self.samples) == SAMPLES and self.entries is not None:
             tc, c, hc = self.samples[-1]
             if len(c.entries) != len(self.entries):
                 self.samples = self.samples[-1:]
@@ -219,7 +219,7 @@ class LengthFamily:
         stats = net.stats
         epoch, debug = net.epoch, net.debug
         counts = [0, 0]  # reuses, primitives whose arguments changed
-        for count, e in enumerate(self.entries, 1):
+        for count, e in enumerate(self.entries or (), 1):
             inst = insts[e.index]
             te = type(e)
             if debug:

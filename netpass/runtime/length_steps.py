@@ -14,26 +14,37 @@ from .memory import Tensor, reusable
 from .step_plan import CHECKED, IMPL_BUFFER, WEIGHTS, KernelEntry, ShapeEntry, ViewEntry
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .impls import Impl
     from .network import Network
 
 
 class LinKernel:
-    """A kernel primitive whose shapes and arguments move with ``t``."""
+    """A kernel primitive whose shapes and arguments move with ``t`` (:meth:`fit`)."""
 
     __slots__ = ("index", "out", "need", "keys", "dtypes", "skippable", "weights", "single",
                  "impl", "launches", "feeds", "values", "works")
 
-    def __init__(self, a: KernelEntry, b: KernelEntry, ta: int, tb: int) -> None:
+    def __init__(self, a: KernelEntry, impl: Impl, forms: tuple[Form, Form, Form],
+                 launches: list) -> None:
         self.index = a.index
-        self.impl = b.impl  # (its kernels: any impl of these sources has the same)
+        self.impl = impl  # (the later sample's: any impl of these sources has the same kernels)
         self.keys, self.dtypes, self.skippable = a.keys, a.dtypes, a.skippable
         self.weights, self.single = a.weights, a.single
-        self.out = Form.fit(a.out, b.out, ta, tb)
-        self.need = Form.fit(a.need, b.need, ta, tb)
-        self.values = Form.fit(a.values, b.values, ta, tb)
+        self.out, self.need, self.values = forms
+        self.launches = launches  # (launch, buffers, ints form, slots with offset forms, work)
         self.feeds = False
-        self.works: dict = {}  # work sizes met -> their _Work (C arrays made once)
-        self.launches = []
+        self.works: dict = {}  # work sizes met -> their Work (C arrays made once)
+
+    @staticmethod
+    def fit(a: KernelEntry, b: KernelEntry, ta: int, tb: int) -> LinKernel | None:
+        """The entry through ``a`` at ``ta`` and ``b`` at ``tb``, or None where a field does
+        not move affinely."""
+        out = Form.fit(a.out, b.out, ta, tb)
+        need = Form.fit(a.need, b.need, ta, tb)
+        values = Form.fit(a.values, b.values, ta, tb)
+        if out is None or need is None or values is None or b.impl is None:
+            return None
+        launches = []
         for (la, bufs_a, ints_a, _, slots_a), (lb, _, ints_b, _, slots_b) in \
                 zip(a.launches, b.launches):
             ints = Form.fit(ints_a, ints_b, ta, tb)
@@ -41,23 +52,18 @@ class LinKernel:
             for sa, sb in zip(slots_a, slots_b):
                 off = Form.fit(sa[4], sb[4], ta, tb) if sa[:4] == sb[:4] else None
                 if off is None:
-                    slot_forms = None
-                    break
+                    return None
                 slot_forms.append((sa[0], sa[1], sa[2], sa[3], off))
             work = fit_work([la, lb], [ints_a, ints_b], ta, tb)
-            if ints is None or slot_forms is None or work is None:
-                self.launches = None
-                return
-            self.launches.append((la, bufs_a, ints, slot_forms, work))
-
-    @property
-    def ok(self) -> bool:
-        return None not in (self.out, self.need, self.values) and self.launches is not None
+            if ints is None or work is None:
+                return None
+            launches.append((la, bufs_a, ints, slot_forms, work))
+        return LinKernel(a, b.impl, (out, need, values), launches)
 
     def agrees(self, c: KernelEntry, tc: int) -> bool:
-        if c.impl.sources != self.impl.sources or len(c.launches) != len(self.launches) \
-                or not self.out.agrees(c.out, tc) or not self.need.agrees(c.need, tc) \
-                or not self.values.agrees(c.values, tc):
+        if c.impl is None or c.impl.sources != self.impl.sources \
+                or len(c.launches) != len(self.launches) or not self.out.agrees(c.out, tc) \
+                or not self.need.agrees(c.need, tc) or not self.values.agrees(c.values, tc):
             return False
         for (ln, _, ints, slots, work), (lc, _, ints_c, _, slots_c) in \
                 zip(self.launches, c.launches):
@@ -75,14 +81,18 @@ class LinView:
 
     __slots__ = ("index", "src", "k", "out", "views", "skippable")
 
-    def __init__(self, a: ViewEntry, b: ViewEntry, ta: int, tb: int) -> None:
+    def __init__(self, a: ViewEntry, out: Form, views: Form) -> None:
         self.index, self.src, self.k, self.skippable = a.index, a.src, a.k, a.skippable
-        self.out = Form.fit(a.out, b.out, ta, tb) if (a.src, a.k) == (b.src, b.k) else None
-        self.views = Form.fit(a.views, b.views, ta, tb) if self.out is not None else None
+        self.out, self.views = out, views
 
-    @property
-    def ok(self) -> bool:
-        return self.out is not None and self.views is not None
+    @staticmethod
+    def fit(a: ViewEntry, b: ViewEntry, ta: int, tb: int) -> LinView | None:
+        """The view through ``a`` at ``ta`` and ``b`` at ``tb`` (of the same source), or None."""
+        if (a.src, a.k) != (b.src, b.k):
+            return None
+        out = Form.fit(a.out, b.out, ta, tb)
+        views = Form.fit(a.views, b.views, ta, tb)
+        return LinView(a, out, views) if out is not None and views is not None else None
 
     def agrees(self, c: ViewEntry, tc: int) -> bool:
         return (c.src, c.k) == (self.src, self.k) and self.out.agrees(c.out, tc) \

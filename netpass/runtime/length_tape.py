@@ -66,7 +66,7 @@ def _init_only(net: Network) -> set[int]:
         users = [u for lst in n.users for u, _ in lst]
         if not users or n.is_output or not n.in_shape_of_subgraph:
             continue
-        if all(u.index in skip or (u.is_a(ReadValue)
+        if all(u.index in skip or (u.is_a(ReadValue) and u.state_var is not None
                                    and state.vars[u.state_var].shape is not None)
                for u in users):
             skip.add(n.index)
@@ -81,14 +81,15 @@ class Tape:
     def __init__(self, net: Network, family: LengthFamily) -> None:
         self.family = family
         skip = _init_only(net)
+        entries = family.entries or []
         # the nodes whose outputs a step leaves on the device (never a host value to upload)
-        self.device = {e.index for e in family.entries
+        self.device = {e.index for e in entries
                        if type(e) not in (GeneralEntry, LinHost, ShapeEntry)}
         self.device.update(n.index for n in net.program.nodes
                            if n.is_parameter or n.is_constant)
         self.device.update(i.node.index for i in net.insts if i.state_role is not None)
         self.items: list = []
-        for e in family.entries:
+        for e in entries:
             if e.index in skip:
                 continue
             inst = net.insts[e.index]
@@ -269,7 +270,7 @@ class Tape:
             base_a = np.array(base, np.int32)
             slope_a = np.array(slope, np.int32)
             buf = np.empty(len(base), np.int32)
-            view = (ctypes.c_int32 * len(base)).from_buffer(buf)
+            view = (ctypes.c_int32 * len(base)).from_address(buf.ctypes.data)  # (buf kept below)
             fast.append((h, lw, h.bufs, base_a, slope_a, buf, view, work))
         return (net.mem_epoch, tmax, fast)
 

@@ -122,7 +122,7 @@ class Network:
         # reused by another impl while the entry stands (an impl the cache evicted is freed)
         self._impl_bufs: dict[int, tuple[Impl, list]] = {}
         self._scratch: dict[tuple, object] = {}  # (size class, slot) -> allocation (scratch)
-        self.state = VariableStore(self)  # this request's variables
+        self.state: VariableStore = VariableStore(self)  # this request's variables
         self.last_named: tuple | None = None  # the last symbolic binding's named values
         self.tapes: dict = {}  # id(length family) -> this request's length_tape.Tape of it
         # advanced whenever a primitive's buffers may have changed (allocations, releases, a
@@ -391,11 +391,11 @@ class Network:
             self.mem_epoch += 1  # (the per-primitive path may set other kernel arguments)
         if replay is not None:
             try:
-                if replay is plan:
+                if replay is family and family is not None:
+                    ran = self._replay_length(family, t)
+                else:
                     plan.run(self, FLUSH_EVERY)
                     ran = plan.general
-                else:
-                    ran = self._replay_length(family, t)
             except NetpassError:
                 raise
             except MemoryError as e:

@@ -318,6 +318,7 @@ class VariableStore:
             (a, ka), (b, kb) = inst.src_insts
             s0, s1 = a.out_shapes[ka], b.out_shapes[kb]
             axis = v.axis
+            assert axis is not None  # (an appended variable has its axis: mark_state)
             inst.in_shapes = (s0, s1)
             inst.out_shapes = [s0[:axis] + (s0[axis] + s1[axis],) + s0[axis + 1:]]
             inst.executed_once = True
@@ -398,6 +399,7 @@ class VariableStore:
         node = inst.node
         v = self.vars[node.state_var]
         axis = v.axis
+        assert axis is not None  # (an appended variable has its axis: mark_state)
         out = tuple(inst.out_shapes[0])
         past = inst.in_shapes[0][axis]
         cap = v.capacity
@@ -421,7 +423,9 @@ class VariableStore:
 
     @staticmethod
     def _cap_strides(v: Variable) -> tuple:
-        return v.strides()
+        strides = v.strides()
+        assert strides is not None  # (only appended variables have a capacity layout)
+        return strides
 
     def _allocate_append(self, v: Variable, out: tuple) -> None:
         """A buffer for ``out`` with room for PREALLOC_STEPS more steps along the axis (the
