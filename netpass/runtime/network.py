@@ -331,8 +331,8 @@ class Network:
         sym, compiled = self.program.symbolic, self.compiled
         binding = None
         if sym.active and compiled.symbolic_ok:
-            binding = sym.bind([feeds[p.name].shape for p in self.program.inputs]
-                               + self.state.read_shapes())
+            shapes = [feeds[p.name].shape for p in self.program.inputs]
+            binding = sym.bind(shapes + self.state.read_shapes(shapes))
         self.binding = self.check_binding = None
         if binding is not None:
             if len(compiled.symbolic_checked) < SYMBOLIC_CHECKS and \

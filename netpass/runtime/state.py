@@ -207,6 +207,14 @@ class VariableStore:
                 raise NetpassError(f"Assign '{a.name}' writes variable '{a.state_var}', which "
                                    "no ReadValue reads")
         self._kernels: dict[str, KernelHandle] = {}
+        # symbol -> (input position, axis) of an input dim that carries it
+        self._input_dims: dict = {}
+        for pos, p in enumerate(net.program.inputs):
+            ps = p.out_pshapes[0]
+            if ps.rank_is_static:
+                for axis, d in enumerate(ps):
+                    if d.symbol is not None:
+                        self._input_dims.setdefault(d.symbol, (pos, axis))
         # the appended variables and the symbols of their grown lengths
         self._append_vars = [(self.vars[n.state_var], n.out_pshapes[0][n.state_axis].symbol)
                              for n in net.program.nodes if n.state_role == APPEND]
@@ -232,15 +240,38 @@ class VariableStore:
         """Whether a variable holds a state (the inference continues a sequence)."""
         return any(v.shape is not None for v in self.vars.values())
 
-    def read_shapes(self) -> list[tuple | None]:
-        """Per ``program.reads``: the shape the ReadValue will give this inference, None when
-        an init sub-graph decides it (for the symbolic binding)."""
-        out = []
+    def read_shapes(self, input_shapes: list[tuple]) -> list[tuple | None]:
+        """Per ``program.reads``: the shape the ReadValue will give this inference (for the
+        symbolic binding): the variable's, else its initial value's. An init sub-graph's
+        value has the shape its partial shape states where each dim is static or an input
+        dim (``input_shapes``, in ``program.inputs`` order: a stateful decoder's empty cache
+        [batch, heads, 0, head]), else None (the full path evaluates it)."""
+        out: list[tuple | None] = []
         for r in self.net.program.reads:
             v = self.vars[r.state_var]
-            out.append(v.shape if v.shape is not None else
-                       None if r.inputs else v.initial_shape())
+            if v.shape is not None:
+                out.append(v.shape)
+            elif not r.inputs:
+                out.append(v.initial_shape())
+            else:
+                out.append(self._init_shape(r, input_shapes))
         return out
+
+    def _init_shape(self, read: ProgramNode, input_shapes: list[tuple]) -> tuple | None:
+        src, k = read.inputs[0]
+        ps = src.out_pshapes[k]
+        if not ps.rank_is_static:
+            return None
+        shape = []
+        for d in ps:
+            if d.is_static:
+                shape.append(d.min)
+                continue
+            at = self._input_dims.get(d.symbol) if d.symbol is not None else None
+            if at is None:
+                return None
+            shape.append(input_shapes[at[0]][at[1]])
+        return tuple(shape)
 
     def room_for(self, binding: dict) -> bool:
         """Whether every appended variable's buffer holds the length this inference grows it

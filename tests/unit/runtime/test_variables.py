@@ -163,3 +163,30 @@ def test_reference_runtime_device_holds_state_too():
     assert req.query_state()[0].state.shape == (1, 4, D)
     req.reset_state()
     assert req.query_state()[0].state.shape == (1, 0, D)
+
+
+def test_a_prompt_on_an_empty_cache_with_an_init_subgraph_replays_its_step_plan():
+    """A variable whose initial value an init sub-graph computes (a stateful decoder's empty
+    cache [batch, heads, 0, head], its batch taken from the input) binds its shape from the
+    init value's partial shape: the prompt of every new sequence is a symbolic inference whose
+    step plan replays, equal to the reference's."""
+    x = opset.parameter([-1, -1, D], np.float32, name="x")
+    batch = opset.gather(opset.shape_of(x), opset.constant(np.array([0])), opset.constant(0))
+    shape = opset.concat([batch, opset.constant(np.array([HEADS, 0, HD]))], 0)
+    init = opset.broadcast(opset.constant(np.float32(0)), shape)
+    q, k = _heads(x, _w(D, D)), _heads(x, _w(D, D))
+    cache = opset.concat([opset.read_value(init, "kv", "f32", [-1, HEADS, -1, HD]), k], 2)
+    out = opset.matmul(opset.softmax(opset.matmul(q, cache, False, True), -1), cache, False, False)
+    model = Model([opset.result(out, name="y")], [x], "init_cache", [opset.assign(cache, "kv")])
+    cm = compile_program(model, RUNTIME_DEVICE)
+    req = cm.create_infer_request()
+    ref = netpass.reference.create_infer_request(model)
+    prompt = RNG.standard_normal((2, 5, D)).astype(np.float32)
+    for _ in range(4):
+        req.reset_state()
+        ref.reset_state()
+        before = req.stats["symbolic_infers"]
+        got, want = req.infer({"x": prompt})["y"], ref.infer({"x": prompt})["y"]
+        assert np.linalg.norm(got - want) <= 1e-5 * np.linalg.norm(want)
+    assert req.stats["symbolic_infers"] == before + 1  # (the last prompt: symbolic)
+    assert any(isinstance(p, StepPlan) for p in cm.step_plans.values())
