@@ -3,6 +3,10 @@
 and the host time of a decode step beside the device time it enqueues.
 
     python benchmarks/profile_decode.py [--quick] [--device GPU] [--prompt 128] [--steps 16]
+                                        [--cprofile 32]
+
+``--cprofile N``: N decode steps under cProfile, their host time by function (own time per
+step), the OpenCL calls (launch, write, read) apart from the Python around them.
 
 The model is bench_decode's (``tools/export_decoder.py``, GPT-2 small's config unless
 ``--quick``). Prints the tables and writes ``profile_decode.json`` to ``$OUT`` when set.
