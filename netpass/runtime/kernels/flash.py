@@ -23,6 +23,20 @@ b1 are those of head b1 / G (grouped-query attention; G = 1 otherwise). With ``c
 n is visible to query m when n <= m + cofs, and key blocks past the last visible one are not
 visited (so NaN or Inf in q or k reach only the keys a query attends). Without PTX the same
 source runs with the emulated ``MMA`` and shuffles (tests on PoCL).
+
+Dead key blocks (``skip``): exports hand the causal pattern (often ANDed with a padding mask)
+over as a mask tensor, not as a flag, so the kernel cannot know the causal half statically.
+Before its loop, a work-group scans the mask rows of its queries (16-byte loads where they are
+contiguous) for the last key that is live for any of them, a dead key being one whose mask
+says so (an additive value <= -DEAD_SCORE, a boolean false, read through the side input's
+strides), and visits the key blocks up to that one only. A dead key adds exp(score - max) =
+exp(< -1e29) = 0 to a row whose running maximum is above -DEAD_SCORE / 2 (the row has a live
+key), exactly what the reference computes, so the output is the same; if a row of the
+work-group has no live key by then (every key masked: its reference softmax spreads over all
+of them), the loop goes on over every block. Work-groups are then unequal, so with ``skip``
+or ``causal`` they run the last query blocks (the longest rows) first. (A per-block vote in
+the loop cost more than it saved on the H100: the mask loads sat before each iteration's
+barrier.)
 """
 from __future__ import annotations
 
@@ -34,6 +48,14 @@ from . import mma
 from .common import Source, Stage, ctype, header, memoized, nan_max, stage_code
 
 MAX_HEAD = 128
+DEAD_SCORE = 1e30  # a final score at most -DEAD_SCORE adds exp(<= -DEAD_SCORE / 2) = 0 to its row
+
+
+def dead_predicate(dtype) -> str:
+    """The C predicate over a mask value ``{v}`` saying that its key is dead: a boolean
+    mask's false, an additive mask at most -DEAD_SCORE (-inf, or the dtype minimum that
+    exporters write)."""
+    return "!({v})" if np.dtype(dtype) == np.bool_ else f"(({{v}}) <= -{DEAD_SCORE:g}f)"
 
 
 @dataclass(frozen=True)
@@ -78,7 +100,8 @@ def _ceil(x: int, m: int) -> int:
 @memoized
 def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, vec: bool,
                     score_ops: list[Stage], side_dtypes: list, causal: bool,
-                    empty_rows: str = "nan", hi_round: str = "rn") -> Source:
+                    empty_rows: str = "nan", hi_round: str = "rn",
+                    skip: tuple[int, str] | None = None) -> Source:
     """The kernel for head size ``d`` and value width ``dv`` (<= MAX_HEAD). ``vec``: K and V
     rows contiguous with row and batch strides multiples of 4 floats and ``d``, ``dv`` too:
     their blocks are copied 16 bytes at a time (``cp.async`` with PTX; a work-group whose K or
@@ -86,7 +109,11 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
     ``in<j>[off + b0 s0 + b1 s1 + m s2 + n s3]``. ``empty_rows``: what a row whose keys are
     all masked gives: "nan" (0 / 0, as a plain softmax), "zero_nan" (any NaN output reads 0:
     torch's ``Where(IsNaN(p), 0, p)`` guard) or "zero" (0 where the row's sum is 0, as ONNX
-    Attention; NaN inputs still give NaN)."""
+    Attention; NaN inputs still give NaN). ``skip``: (side input j, C predicate over its
+    value ``v``) saying that a key is dead for a query: its score went through a final
+    stage that leaves it at most ``-DEAD_SCORE`` (an additive mask ``<= -DEAD_SCORE``, a
+    boolean mask's false); a key block dead for every query of the work-group is skipped
+    (module docstring, "Dead key blocks")."""
     W, BKV, BQ, NT = cfg.warps, cfg.bkv, cfg.bq, cfg.threads
     DK, DVP = _ceil(d, 16), _ceil(dv, 8)
     if BQ > 2 * BKV or DK > MAX_HEAD or DVP > MAX_HEAD or (vec and (d % 4 or dv % 4)):
@@ -216,6 +243,39 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
                            f"vb{o}_0_{{p}}, vb{o}_1_{{p}}")
         pv.append("}")
 
+    def scan() -> str:
+        """The last key live for any query of the work-group, into ``live_end`` (module
+        docstring, "Dead key blocks")."""
+        if skip is None:
+            return ""
+        js, pred = skip
+        t_ = ctype(side_dtypes[js])
+        live4 = " ".join(f"if (!{pred.format(v='v_.' + c)}) last_ = max(last_, c_ + {k});"
+                         for k, c in enumerate("xyzw"))
+        return f"""{{ int last_ = -1;
+    const int rows_ = min(BQ, M - m0), rs_ = s_in{js}_2, cs_ = s_in{js}_3;
+    __global const {t_}* mk_ = in{js} + ob{js} + m0 * rs_;
+    const int q4_ = cs_ == 1 && ((ob{js} + m0 * rs_) & 3) == 0 && (rs_ & 3) == 0 ? nend >> 2 : 0;
+    for (int i = tid; i < rows_ * q4_; i += NT) {{
+      const int r_ = i / q4_, c_ = (i - r_ * q4_) * 4;
+      const {t_}4 v_ = vload4(0, mk_ + r_ * rs_ + c_);
+      {live4}
+    }}
+    const int w_ = nend - 4 * q4_;
+    for (int i = tid; i < rows_ * w_; i += NT) {{
+      const int r_ = i / w_, n_ = 4 * q4_ + i - r_ * w_;
+      if (!{pred.format(v="mk_[r_ * rs_ + n_ * cs_]")}) last_ = max(last_, n_);
+    }}
+    if (last_ >= 0) atomic_max(&live_end, last_);
+  }}"""
+
+    extend = "" if skip is None else f"""if (it + 1 == nblocks && nblocks < nfull) {{
+      if ((mr0 < M && !(mx0 > -HALF_DEAD)) || (mr1 < M && !(mx1 > -HALF_DEAD))) unanchored = 1;
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (unanchored) {{ nblocks = nfull; {load_kv("(cs ^ 1)", "n0 + BKV")} }}
+      CP_COMMIT();
+    }}"""
+
     finish = {"nan": "v_", "zero_nan": "isnan(v_) ? 0.0f : v_", "zero": "{lv} == 0.0f ? 0.0f : v_"}
     store = []
     for o in range(NO):
@@ -229,6 +289,12 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
                             for j in range(n_side))
     shuffle = _SHUFFLE_PTX if ptx else _SHUFFLE_EMULATED
     scratch = mma.emulation_scratch(ptx, W) + ("" if ptx else " __local float xch[NT];")
+    longest_first = skip is not None or causal
+    skip_locals = "" if skip is None else \
+        "__local int live_end, unanchored; if (tid == 0) { live_end = -1; unanchored = 0; }"
+    first_blocks = "nfull" if skip is None else \
+        "live_end >= 0 ? min(nfull, live_end / BKV + 1) : nfull"
+    m_block = "(get_num_groups(0) - 1 - get_group_id(0))" if longest_first else "get_group_id(0)"
     al16 = ("const int al16 = ((((size_t)Kt) | ((size_t)V) | ((size_t)Qm)) & 15) == 0;" if vec
             else "")
     o_init = " ".join(f"float o{o}_0 = 0.0f, o{o}_1 = 0.0f, o{o}_2 = 0.0f, o{o}_3 = 0.0f;"
@@ -237,13 +303,15 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
 #define BQ {BQ}
 #define BKV {BKV}
 #define STAGES 2
+#define HALF_DEAD {DEAD_SCORE / 2:g}f
 {mma.macros(ptx, 0)}{shuffle}
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
 void flash_attention({', '.join(args)})
 {{
   const int tid = get_local_id(0), lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int m0 = get_group_id(0) * BQ, b = get_group_id(1);
+  const int m0 = {m_block} * BQ;
+  const int b = get_group_id(1);
   const int b0 = b / B1, b1 = b - b0 * B1, kb1 = b1 / G;
   __global const float* Qm = Q + qoff + b0 * sq0 + b1 * sq1 + m0 * sqm;
   Kt += koff + b0 * sk0 + kb1 * sk1;
@@ -253,6 +321,7 @@ void flash_attention({', '.join(args)})
   __local float KS[2 * {SL * BKV * 16}] __attribute__((aligned(16)));
   __local float VS[2 * {BKV * VST}] __attribute__((aligned(16)));
   {scratch}
+  {skip_locals}
   {al16}
   const int mr0 = m0 + warp * 16 + g, mr1 = mr0 + 8;
   /* Q block into the K stages, then its fragments into registers */
@@ -261,11 +330,13 @@ void flash_attention({', '.join(args)})
   CP_WAIT();
   barrier(CLK_LOCAL_MEM_FENCE);
   {chr(10).join("  " + x for x in qfrag)}
+  const int nend = {"min(N, m0 + BQ + cofs)" if causal else "N"};
+  {scan()}
   barrier(CLK_LOCAL_MEM_FENCE);
   float mx0 = -INFINITY, mx1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
   {o_init}
-  const int nend = {"min(N, m0 + BQ + cofs)" if causal else "N"};
-  const int nblocks = nend > 0 ? (nend + BKV - 1) / BKV : 0;
+  const int nfull = nend > 0 ? (nend + BKV - 1) / BKV : 0;
+  int nblocks = {first_blocks};
   if (nblocks > 0) {load_kv("0", "0")}
   CP_COMMIT();
   for (int it = 0; it < nblocks; ++it) {{
@@ -278,6 +349,7 @@ void flash_attention({', '.join(args)})
     {chr(10).join("    " + x for x in score)}
     {chr(10).join("    " + x for x in softmax)}
     {chr(10).join("    " + x for x in pv)}
+    {extend}
   }}
   float o_;
   SHFL_XOR(o_, l0, 1) l0 += o_;

@@ -33,15 +33,16 @@ def _rel_l2(got, want) -> float:
     return float(np.linalg.norm(got - want) / np.linalg.norm(want))
 
 
-def _run_kernel(m, n, d, dv, split, causal, vec, heads, kv_heads, rng):
-    """Scores scaled by 1/8 plus a random mask with -inf holes, through the kernel; (out, ref)."""
+def _launch(q, k, v, mask, split, causal, vec, skip=False, empty_rows="zero_nan"):
+    """The kernel over q [heads, m, d], k, v [kv_heads, n, *] and ``scores / 8 + mask``."""
     eng = Engine.get(select_device("CPU"))
     cl = eng.cl
-    q, k, v = _f(rng, heads, m, d), _f(rng, kv_heads, n, d), _f(rng, kv_heads, n, dv)
-    mask = np.where(rng.random((m, n)) < 0.2, -np.inf, rng.standard_normal((m, n))).astype(np.float32)
+    (heads, m, d), (kv_heads, n, dv) = q.shape, v.shape
     ops = [Stage("({0} * 0.125f)", [("x", None)], "float"), Stage("({0} + {1})", [("x", None), ("in", 0)], "float")]
     cfg = flash.config_for(d)
-    src = flash.flash_attention(cfg, d, dv, split, False, vec, ops, [np.float32], causal, "zero_nan")
+    dead = (0, flash.dead_predicate(np.float32)) if skip else None
+    src = flash.flash_attention(cfg, d, dv, split, False, vec, ops, [np.float32], causal, empty_rows,
+                                "rn", dead)
     mf = cl.mem_flags
     bufs = [cl.Buffer(eng.context, mf.COPY_HOST_PTR, hostbuf=x) for x in (q, k, v, mask)]
     out = cl.Buffer(eng.context, mf.READ_WRITE, heads * m * dv * 4)
@@ -53,6 +54,14 @@ def _run_kernel(m, n, d, dv, split, causal, vec, heads, kv_heads, rng):
     got = np.full((heads, m, dv), np.nan, np.float32)
     cl.enqueue_copy(eng.queue, got, out)
     eng.queue.finish()
+    return got
+
+
+def _run_kernel(m, n, d, dv, split, causal, vec, heads, kv_heads, rng, skip=False):
+    """Scores scaled by 1/8 plus a random mask with -inf holes, through the kernel; (out, ref)."""
+    q, k, v = _f(rng, heads, m, d), _f(rng, kv_heads, n, d), _f(rng, kv_heads, n, dv)
+    mask = np.where(rng.random((m, n)) < 0.2, -np.inf, _f(rng, m, n)).astype(np.float32)
+    got = _launch(q, k, v, mask, split, causal, vec, skip)
     kk = np.repeat(k, heads // kv_heads, 0).astype(np.float64)
     vv = np.repeat(v, heads // kv_heads, 0).astype(np.float64)
     s = q.astype(np.float64) @ kk.transpose(0, 2, 1) * 0.125 + mask
@@ -78,6 +87,55 @@ def test_kernel_matches_numpy(m, n, d, dv, split, causal, vec, heads, kv_heads, 
     assert _rel_l2(got, want) <= TOL[split]
 
 
+def _causal_mask(m, n, rng):
+    """What GPT-2's export computes: 0 where key n <= query m, the float32 minimum above, ANDed
+    with left padding (the first 9 keys masked); the last query row but one fully -inf, the
+    last masked up to 60 % of its keys; row 10 all at the minimum (its softmax spreads over
+    every key: the work-group that skips past its last live key must visit them all)."""
+    mask = np.where(np.arange(n)[None, :] <= np.arange(m)[:, None], 0.0, np.finfo(np.float32).min)
+    mask[:, :9] = np.finfo(np.float32).min
+    mask[:9, :9] = 0.0
+    mask[m - 2] = -np.inf
+    mask[m - 1, :int(0.6 * n)] = -np.inf
+    mask = (mask + 0.1 * rng.standard_normal((m, n))).astype(np.float32)
+    mask[10] = np.finfo(np.float32).min
+    return mask
+
+
+@pocl_only
+@pytest.mark.parametrize("m,d,split,vec", [(150, 64, 1, True), (100, 40, 3, False)])
+def test_dead_key_blocks(m, d, split, vec, rng):
+    """A causal mask tensor (with padding, fully masked rows, a row masked far into its
+    keys): skipping dead key blocks gives bit-identical output to visiting them (a dead key
+    adds exactly 0), and matches numpy; NaN values of keys dead for a whole work-group (no
+    query of rows 0..63 sees keys from 64 on) do not reach those rows: their blocks were not
+    visited."""
+    heads = 2
+    q, k, v = _f(rng, heads, m, d), _f(rng, heads, m, d), _f(rng, heads, m, d)
+    mask = _causal_mask(m, m, rng)
+    plain = _launch(q, k, v, mask, split, False, vec)
+    skipped = _launch(q, k, v, mask, split, False, vec, skip=True)
+    np.testing.assert_array_equal(skipped, plain)
+    assert _rel_l2(skipped[:, 10], v.mean(1)) <= TOL[split]
+    live = np.where(mask <= -1e30, -np.inf, mask).astype(np.float64)
+    live[10] = 0.0
+    s = q.astype(np.float64) @ k.astype(np.float64).transpose(0, 2, 1) * 0.125 + live
+    with np.errstate(invalid="ignore"):
+        e = np.exp(s - s.max(-1, keepdims=True))
+        want = np.nan_to_num(e / e.sum(-1, keepdims=True) @ v, nan=0.0)
+    want[:, 10] = v.mean(1)
+    assert np.all(skipped[:, m - 2] == 0)
+    assert _rel_l2(skipped, want) <= TOL[split]
+    bq = flash.config_for(d).bq
+    mask[10] = np.where(np.arange(m) <= 10, 0.0, np.finfo(np.float32).min)
+    clean = _launch(q, k, v, mask, split, False, vec, True, "nan")
+    poisoned = v.copy()
+    poisoned[:, bq:] = np.nan
+    got = _launch(q, k, poisoned, mask, split, False, vec, True, "nan")
+    assert np.isnan(_launch(q, k, poisoned, mask, split, False, vec, False, "nan")[:, :bq]).all()
+    np.testing.assert_array_equal(got[:, :bq], clean[:, :bq])
+
+
 @pytest.fixture
 def emulated(monkeypatch):
     eng = Engine.get(select_device("CPU"))
@@ -94,9 +152,9 @@ def _heads(x, h, d, order=(0, 2, 1, 3)):
     return opset.transpose(opset.reshape(x, _i64([0, 0, h, d]), True), _i64(list(order)))
 
 
-def _decoder(h=2, d=16, max_seq=96):
-    """GPT-style: a QKV projection split into strided views, a causal mask sliced from a
-    constant, the heads transposed back and merged."""
+def _decoder(h=2, d=16, max_seq=96, fill=-1e9):
+    """GPT-style: a QKV projection split into strided views, a causal mask (``fill`` above the
+    diagonal) sliced from a constant, the heads transposed back and merged."""
     rng = np.random.default_rng(3)
     x = opset.parameter([1, -1, h * d], np.float32, name="x")
     qkv = opset.matmul(x, _f(rng, h * d, 3 * h * d), False, False)
@@ -104,7 +162,7 @@ def _decoder(h=2, d=16, max_seq=96):
     scores = opset.multiply(opset.matmul(_heads(q, h, d), _heads(k, h, d, (0, 2, 3, 1)), False, False),
                             np.float32(d ** -0.5))
     seq = opset.gather(opset.shape_of(x), _i64([1]), _i64(0))
-    tri = np.triu(np.full((max_seq, max_seq), -1e9, np.float32), 1)
+    tri = np.triu(np.full((max_seq, max_seq), fill, np.float32), 1)
     mask = opset.slice(tri, _i64([0, 0]), opset.concat([seq, seq], 0), _i64([1, 1]), _i64([0, 1]))
     att = opset.matmul(opset.softmax(opset.add(scores, mask), -1), _heads(v, h, d), False, False)
     y = opset.reshape(opset.transpose(att, _i64([0, 2, 1, 3])), _i64([0, 0, -1]), True)
@@ -127,6 +185,27 @@ def test_decoder_prefill(precision, emulated, rng):
         assert _rel_l2(got, want) <= 2 * TOL[1 if precision == "tf32" else 3]
     assert _ran_flash(req)
     assert req.stats["host_fallbacks"] == 0
+
+
+@pocl_only
+def test_decoder_prefill_skips_dead_key_blocks(emulated, monkeypatch, rng):
+    """The causal mask at the float32 minimum (as transformers' exports write it): the flash
+    kernel skips the key blocks past each work-group's last query (looked for whatever the
+    work-group count), so NaN in the later tokens reach no earlier row (the reference, which
+    visits every key, gives NaN everywhere): the first 64 rows equal the reference run on
+    the first 64 tokens alone."""
+    monkeypatch.setattr(attention_kind, "FLASH_SKIP_WAVES", 0.0)
+    model = _decoder(max_seq=128, fill=np.finfo(np.float32).min)
+    cm = compile_program(model, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": "tf32"})
+    req = cm.create_infer_request()
+    x = _f(rng, 1, 100, 32)
+    want = netpass.reference.infer(model, {"x": x})["y"]
+    assert _rel_l2(req.infer({"x": x})["y"], want) <= 2 * TOL[1]
+    x[:, 64:] = np.nan
+    got = req.infer({"x": x})["y"]
+    assert np.isnan(got[:, 64:]).all()
+    assert _rel_l2(got[:, :64], netpass.reference.infer(model, {"x": x[:, :64]})["y"]) <= 2 * TOL[1]
+    assert _ran_flash(req)
 
 
 @pocl_only
