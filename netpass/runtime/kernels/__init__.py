@@ -10,7 +10,7 @@ per family:
 - ``rowop``: one work-group per row for reductions, softmax/log-softmax and MVN;
 - ``movement``: ``imap`` (copy through an index map: any pure data-movement op, the map from
   its numpy reference), ``split`` (every output of a Split in one launch), ``gather``;
-- ``window``: ``conv`` (direct) and ``pool``;
+- ``window``: ``conv`` (direct), ``depthwise_conv`` (tiles in local memory) and ``pool``;
 - ``recurrent``: LSTM / GRU / RNN cells and sequences;
 - ``attention``: scores, score ops, online softmax and the value product in one launch;
 - ``mma``: the tensor-core GEMM (``mma.sync`` TF32 / 3xTF32 through inline PTX, NVIDIA) and

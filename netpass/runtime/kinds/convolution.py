@@ -1,7 +1,8 @@
 """Convolutions (``netpass/ops/convolution``): direct 1-D and 2-D convolution on the ``conv``
 template, any filter layout read through strides (so no weight reordering), fused elementwise
 epilogues; pointwise NCHW convolutions as batched GEMMs, dense ones as the tensor-core implicit
-GEMM where the device has tensor cores; 3-D and the backprop-data convolutions run on the host.
+GEMM where the device has tensor cores, depthwise ones (one input channel per group) on the
+``depthwise_conv`` template; 3-D and the backprop-data convolutions run on the host.
 :func:`window_pads` and :func:`as2d` also serve pooling and GNA."""
 from __future__ import annotations
 
@@ -13,7 +14,14 @@ import numpy as np
 from ...ops.convolution import Convolution, GroupConvolution
 from ..impls import Impl, Launch, Params, contiguous_strides, epilogue, size, work_1d
 from ..kernels import mma
-from ..kernels.window import conv
+from ..kernels.window import (
+    DW_LOCAL,
+    DW_TAPS,
+    conv,
+    depthwise_conv,
+    depthwise_shape,
+    depthwise_tile,
+)
 from .base import OpKind, table
 from .matmul import gemm_launch, with_reduction
 
@@ -111,6 +119,20 @@ def conv_impl(p: Params, key: Any, grouped: bool = False, nhwc: bool = False,
         if g is not None:
             return Impl(key, *g)
     stages, n_extra, edt, edims, est = epilogue(p, y)
+    if grouped and Cg == 1 and not nhwc and bias_refs is None:
+        shape = depthwise_shape(OH, OW)
+        rows, cols = depthwise_tile(shape, KH, KW, sh, sw, dh, dw)
+        planes = x[0] * OC
+        if rows * cols <= DW_LOCAL and KH * KW <= DW_TAPS and 0 < planes < 1 << 16:
+            src = depthwise_conv(shape, stages, n_extra, edt, len(edims))
+            spec = [("i", 0), ("i", 1), ("o", 0), H, W_, OC, Og, OH, OW, KH, KW, sh, sw, dh, dw,
+                    ph, pw, xsn, xsc, xsh, xsw, ysn, ysc, ysh, ysw, wso, wsh, wsw, rows, cols]
+            spec += [("e", j) for j in range(n_extra)]
+            if n_extra:
+                spec += edims + [v for s in est for v in s]
+            tw, th, oy = shape
+            gws = (-(-OW // tw) * tw, -(-OH // (th * oy)) * th, planes)
+            return Impl(key, [Launch(src, gws, (tw, th, 1), spec)] if n else [])
     src = conv(p.out_dtypes[0], stages, n_extra, edt, len(edims))
     spec = [("i", 0), ("i", 1), ("o", 0), n, Cg, H, W_, Og, OH, OW, KH, KW, sh, sw, dh, dw, ph, pw,
             xsn, xsc, xsh, xsw, ysn, ysc, ysh, ysw, OC, wso, wsc, wsh, wsw]
