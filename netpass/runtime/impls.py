@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import RuntimeInvariantError
 from .kernels.common import CTYPES, Source, Stage, ctype
-from .kernels.eltwise import eltwise
+from .kernels.eltwise import copy4, eltwise
 
 if TYPE_CHECKING:  # pragma: no cover
     from .device import Engine
@@ -338,9 +338,21 @@ def bits_dtype(dtype) -> np.dtype:
 def strided_copy(dtype, shape: Sequence[int], in_strides: Sequence[int], in_off: int,
                  out_strides: Sequence[int], out_off: int, in_idx: int, out_idx: int) -> Launch:
     """Copy input ``in_idx`` (walked with ``in_strides`` from ``in_off``) into output
-    ``out_idx`` (``out_strides`` from ``out_off``) over ``shape``."""
+    ``out_idx`` (``out_strides`` from ``out_off``) over ``shape``. Where both walk their last
+    dim contiguously and it is a multiple of 4 (a transpose keeping the innermost dim: heads
+    of 64, features of 768), 4-byte elements move 4 at a time (``copy4``: a quarter of the
+    index arithmetic, which bound these copies on the H100)."""
     dims, st = collapse(list(shape), [list(out_strides), list(in_strides)])
     dtype = bits_dtype(dtype)
+    if dtype.itemsize == 4 and dims and dims[-1] % 4 == 0 and st[0][-1] == 1 and st[1][-1] == 1:
+        dims = dims[:-1] + [dims[-1] // 4]
+        st = [s[:-1] + [4] for s in st]
+        src = _COPY_SOURCES.get((dtype, len(dims), 4))
+        if src is None:
+            src = _COPY_SOURCES[(dtype, len(dims), 4)] = copy4(dtype, len(dims))
+        n = size(dims)
+        spec = [("o", out_idx, out_off), ("i", in_idx, in_off), n] + dims
+        return Launch(src, *work_1d(n), spec + [x for s in st for x in s])
     src = _COPY_SOURCES.get((dtype, len(dims)))
     if src is None:
         src = _COPY_SOURCES[(dtype, len(dims))] = eltwise(

@@ -41,6 +41,24 @@ def eltwise(in_dtypes: list, out_dtype, stages: list[Stage], rank: int, flat: bo
 
 
 @memoized
+def copy4(dtype, rank: int) -> Source:
+    """Strided copy of 4-element rows: dims ``d*`` count them (the last one in rows of 4
+    contiguous elements in both tensors), strides ``s_*`` in elements; one row per work-item,
+    read and written with ``vload4`` / ``vstore4`` (element alignment is enough)."""
+    t = ctype(dtype)
+    args = [f"__global {t}* out", "int off_out", f"__global const {t}* in0", "int off_in0", "int n"]
+    args += [f"int d{k}" for k in range(rank)]
+    for name in ("out", "in0"):
+        args += [f"int s_{name}_{k}" for k in range(rank)]
+    body = f"""  int gid = get_global_id(0);
+  if (gid >= n) return;
+  {offsets(rank, ["out", "in0"])}
+  vstore4(vload4(0, in0 + o_in0), 0, out + o_out);"""
+    text = header([dtype]) + f"__kernel void copy4({', '.join(args)})\n{{\n{body}\n}}\n"
+    return Source(text, "copy4")
+
+
+@memoized
 def eltwise_vec4(n_in: int, stages: list[Stage]) -> Source:
     """float32, all inputs contiguous and same size: 4 elements per work-item."""
     args = ["__global float* out", "int off_out"]

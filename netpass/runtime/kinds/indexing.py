@@ -1,6 +1,7 @@
 """Indexing (``netpass/ops/indexing``): Gather (batch_dims 0) on the ``gather`` template, a view
-where its indices are the identity; GatherElements on ``gather_elements``; the scatters,
-GatherND and OneHot run on the host."""
+where its indices are the identity or one constant index picking a contiguous piece (q, k or v
+of torch's MultiheadAttention export: ``proj[0]`` of a [3, S, B, D] tensor); GatherElements
+on ``gather_elements``; the scatters, GatherND and OneHot run on the host."""
 from __future__ import annotations
 
 from typing import Any
@@ -42,11 +43,34 @@ def _may_be_identity(n: Any, same_dtype: bool) -> bool:
     return not n.fused and same_dtype and not src.is_constant and ps.rank.is_static and len(ps) == 1
 
 
-def _gather_is_identity(inst: Any) -> int | None:
-    """The indices are 0, 1, ... along the whole axis (read back when that dim is not 1)."""
+def _one_constant_index(n: Any) -> bool:
+    src, _ = n.inputs[1]
+    value = np.asarray(src.value) if src.is_constant else None
+    return value is not None and value.size == 1 and value.dtype.kind in "iu"
+
+
+def _may_be_view(n: Any, same_dtype: bool) -> bool:
+    """Computed rank-1 indices (a constant index list is never worth checking per infer), or
+    one constant index."""
+    one = not n.fused and same_dtype and _one_constant_index(n)
+    return one or _may_be_identity(n, same_dtype)
+
+
+def _gather_view_offset(inst: Any) -> int | None:
+    """Element offset of the output in the input: one constant index on an axis with only
+    size-1 dims before it picks a contiguous piece; computed indices 0, 1, ... along the
+    whole axis (read back when that dim is not 1) the whole input. None: the kernel runs."""
     data, idx = inst.in_shapes[0], inst.in_shapes[1]
     axis_v = inst.values.get(2)
-    if axis_v is None or size(data) == 0 or len(idx) != 1:
+    if axis_v is None or size(data) == 0:
+        return None
+    if _one_constant_index(inst.node):
+        axis = ints(axis_v)[0] % len(data)
+        i = int(np.asarray(inst.node.inputs[1][0].value).reshape(-1)[0])
+        if size(data[:axis]) != 1 or not -data[axis] <= i < data[axis]:
+            return None
+        return (i % data[axis]) * size(data[axis + 1:])
+    if len(idx) != 1:
         return None
     dim = data[ints(axis_v)[0] % len(data)]
     if idx[0] != dim or dim > GATHER_MAX_INDICES:
@@ -58,8 +82,11 @@ def _gather_is_identity(inst: Any) -> int | None:
 
 
 def _gather_by_shapes(inst: Any) -> bool:
-    """Whether the shapes alone decide :func:`_gather_is_identity` (no index values read): a
-    step plan may then replay the decision."""
+    """Whether the shapes alone decide :func:`_gather_view_offset` (no index values read: one
+    constant index, or computed ones that cannot be the identity): a step plan may then replay
+    the decision."""
+    if _one_constant_index(inst.node):
+        return True
     data, idx = inst.in_shapes[0], inst.in_shapes[1]
     axis_v = inst.values.get(2)
     if axis_v is None or size(data) == 0 or len(idx) != 1:
@@ -106,7 +133,7 @@ def gather_elements_impl(p: Params, key: Any) -> Impl:
 
 ROWS = table(
     OpKind(Gather, deps=(2,), shape=_gather_shape, impl=gather_impl, copy_only=True, uniform=True,
-           skip=Skip(_may_be_identity, _gather_is_identity, reads_values=True,
+           skip=Skip(_may_be_view, _gather_view_offset, reads_values=True,
                      by_shapes=_gather_by_shapes), host=_host_gather),
     OpKind(GatherElements, shape=_gather_elements_shape, impl=gather_elements_impl, copy_only=True),
     OpKind(OneHot, deps=(1,)),

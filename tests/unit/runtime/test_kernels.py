@@ -178,12 +178,49 @@ def test_slice_pad_tile_broadcast(run_shapes, rng):
     assert req.stats["host_fallbacks"] == 0
 
 
+def test_transposes_keeping_the_innermost_dim(run_shapes, rng):
+    """Strided copies whose last dim is contiguous on both sides and a multiple of 4 move 4
+    elements per work-item (``copy4``): a transpose of odd outer dims, and one of a slice
+    that starts one element into its input (a view at an odd offset: loads aligned to the
+    element only)."""
+    x = _param("x", 3, dims=[-1, 5, 8])
+    flat = _param("flat", 1)
+    i64 = lambda *v: np.array(v, np.int64)  # noqa: E731
+    inner = opset.reshape(opset.slice(flat, i64(1), i64(1 + 3 * 7 * 4), i64(1)), i64(3, 7, 4), False)
+    y = opset.add(opset.transpose(x, i64(1, 0, 2)), np.float32(1.0))
+    z = opset.transpose(inner, i64(1, 0, 2))
+    model = Model([opset.result(y, name="y"), opset.result(z, name="z")], [x, flat])
+    req = run_shapes(model, [{"x": _f(rng, 3, 5, 8), "flat": _f(rng, 90)},
+                             {"x": _f(rng, 7, 5, 8), "flat": _f(rng, 85)}])
+    assert sum("void copy4(" in key[2] for key in req.network.kernel_objects) == 2
+    assert req.stats["host_fallbacks"] == 0
+
+
 def test_gather_embedding(run_shapes, rng):
     ids = opset.parameter([1, -1], np.int64, name="ids")
     table = _f(rng, 10, 6)
     model = Model([opset.result(opset.gather(table, ids, np.int64(0)), name="y")], [ids])
     req = run_shapes(model, [{"ids": np.array([[1, 9, 3]], np.int64)},
                              {"ids": np.array([[0, 2, 2, 5, 8]], np.int64)}])
+    assert req.stats["host_fallbacks"] == 0
+
+
+@pytest.mark.parametrize("index,axis,view", [(0, 0, True), (2, 0, True), (-1, 0, True),
+                                             (1, 1, True), (1, 2, False)])
+def test_gather_of_one_constant_index(index, axis, view, run_shapes, rng):
+    """q, k or v of a packed [3, S, B, D] projection (torch's MultiheadAttention export):
+    one constant index on an axis with only size-1 dims before it is a contiguous piece, a
+    view of the input (no launch); elsewhere the kernel runs. The piece feeds a kernel and
+    is an output itself."""
+    x = _param("x", 4, dims=[1, 3, -1, 4]) if axis else _param("x", 4, dims=[3, -1, 2, 4])
+    doubled = opset.multiply(x, np.float32(2.0))
+    piece = opset.gather(doubled, np.int64(index), np.int64(axis))
+    model = Model([opset.result(opset.add(piece, np.float32(1.0)), name="y"),
+                   opset.result(piece, name="piece")], [x])
+    shapes = [(1, 3, 5, 4), (1, 3, 9, 4)] if axis else [(3, 5, 2, 4), (3, 7, 2, 4)]
+    req = run_shapes(model, [{"x": _f(rng, *s)} for s in shapes])
+    gathers = sum("void gather(" in key[2] for key in req.network.kernel_objects)
+    assert gathers == (0 if view else 1)
     assert req.stats["host_fallbacks"] == 0
 
 
