@@ -19,8 +19,10 @@ reference.
 - ``gpt2``: transformers GPT-2 small (random weights, 12 layers, d = 768) on 1024 tokens,
   exported to ONNX (logits of the last position only), netpass wall time per infer and
   kernel time (PROFILING) beside torch eager with SDPA and with eager attention;
-- ``models``: torchvision ResNet-50 and ViT-B/16 (batch 8) beside torch eager, with the 12
-  slowest primitives (kind, input shapes, kernels).
+- ``models``: torchvision models (``--models``: ResNet-50, ViT-B/16, and the depthwise
+  convolutions of MobileNetV2 and ConvNeXt-T; batch 8) beside torch eager, with the 12
+  slowest primitives (kind, input shapes, kernels); models with depthwise convolutions also
+  with those on the direct kernel (``kinds.convolution.DW_LOCAL`` = 0).
 
 Kernel times are OpenCL profiling events (netpass) and CUDA events (torch), the median of
 ``--reps`` runs after a warm-up; TFLOP/s count 2 M N K. Writes ``bench_kernels.json`` to
@@ -555,13 +557,21 @@ def section_gpt2(eng, torch_cuda_mod, args) -> None:
                 req.infer(feeds)
                 walls.append(time.perf_counter() - t0)
             err = float(np.linalg.norm(out - want) / np.linalg.norm(want))
-            by_kind = kernel_ms_by_kind(onnx_model, feeds, args.device, precision)
+            stats = req._runtime_request.stats
+            launches = stats["kernels_enqueued"] / stats["infers"]
+            nodes: list = []
+            by_kind = kernel_ms_by_kind(onnx_model, feeds, args.device, precision, nodes)
             total = sum(by_kind.values())
             r[label] = {"wall_ms": 1e3 * statistics.median(walls), "kernel_ms": total,
-                        "rel_l2_vs_torch_fp32": err, "compile_s": compile_s, "kernel_ms_by_kind": by_kind}
+                        "rel_l2_vs_torch_fp32": err, "compile_s": compile_s,
+                        "kernel_ms_by_kind": by_kind, "launches_per_infer": launches,
+                        "top_primitives": nodes[:40]}
+            for ms, kind, shapes, names in nodes[:14]:
+                print(f"    {ms:7.3f} ms {kind} {shapes} {names}", flush=True)
             top = ", ".join(f"{k} {v:.2f}" for k, v in list(by_kind.items())[:7])
             print(f"  {label}: wall {r[label]['wall_ms']:.2f} ms, kernels {total:.2f} ms ({top}), "
-                  f"rel L2 {err:.1e}, compiled in {compile_s:.1f} s", flush=True)
+                  f"{launches:.0f} launches, rel L2 {err:.1e}, compiled in {compile_s:.1f} s",
+                  flush=True)
         except Exception:
             print(f"  {label} FAILED\n{traceback.format_exc()[-1500:]}", flush=True)
             r[label] = {"error": traceback.format_exc()[-2000:]}
@@ -581,10 +591,12 @@ def section_gpt2(eng, torch_cuda_mod, args) -> None:
 
 
 def section_models(eng, torch_cuda_mod, args) -> None:
-    """torchvision ResNet-50 and ViT-B/16 (random weights, batch 8, 224x224) beside torch eager."""
+    """torchvision models (random weights, batch 8, 224x224) beside torch eager."""
+    import onnx
     import torch
 
     import netpass
+    from netpass.runtime.kinds import convolution as conv_kind
     try:
         import torchvision
     except ImportError:
@@ -592,7 +604,7 @@ def section_models(eng, torch_cuda_mod, args) -> None:
         return
     batch = 2 if args.quick else 8
     out = {}
-    for name in ("resnet50", "vit_b_16"):
+    for name in args.models.split(","):
         torch.manual_seed(0)
         torch.backends.mha.set_fastpath_enabled(False)  # exportable MultiheadAttention
         m = getattr(torchvision.models, name)(weights=None).eval()
@@ -612,7 +624,13 @@ def section_models(eng, torch_cuda_mod, args) -> None:
         with torch.no_grad():
             want = tm(tx).double().cpu().numpy()
         onnx_model = netpass.read_model(buf.getvalue())
-        for label, precision in (("netpass f32", "f32"), ("netpass tf32", "tf32")):
+        dw = conv_kind.DW_LOCAL
+        variants = [("netpass f32", "f32", dw), ("netpass tf32", "tf32", dw)]
+        if any(n.op_type == "Conv" and any(a.name == "group" and a.i > 1 for a in n.attribute)
+               for n in onnx.load_from_string(buf.getvalue()).graph.node):
+            variants.append(("netpass f32, direct depthwise", "f32", 0))
+        for label, precision, dw_local in variants:
+            conv_kind.DW_LOCAL = dw_local
             try:
                 cm = netpass.compile_model(onnx_model, args.device, {"TRANSFORMATIONS": "NONE",
                                                                      "INFERENCE_PRECISION_HINT": precision})
@@ -637,6 +655,8 @@ def section_models(eng, torch_cuda_mod, args) -> None:
             except Exception:
                 print(f"  {name} {label} FAILED\n{traceback.format_exc()[-1500:]}", flush=True)
                 r[label] = {"error": traceback.format_exc()[-2000:]}
+            finally:
+                conv_kind.DW_LOCAL = variants[0][2]
         if torch_cuda_mod:
             for label, tf32 in (("torch fp32", False), ("torch tf32", True)):
                 torch.backends.cuda.matmul.allow_tf32 = tf32
@@ -663,6 +683,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--sections", default=",".join(SECTIONS))
     ap.add_argument("--simt", action="store_true", help="gpt2: also without tensor cores for float32")
+    ap.add_argument("--models", default="resnet50,vit_b_16,mobilenet_v2,convnext_tiny")
     args = ap.parse_args()
     eng = Engine.get(select_device(resolve_device_name(args.device)), profiling=True)
     torch = torch_cuda()
