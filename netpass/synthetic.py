@@ -93,7 +93,7 @@ def _shuffle(b: _Builder, x: str, blk: Block, c: int, rng: np.random.Generator) 
     return b.op("Mul", [r, b.const(np.array(0.5, np.float32))])[0]
 
 
-def _slice_pad(b: _Builder, x: str, blk: Block, shape: Sequence[int]) -> str:
+def _slice_pad(b: _Builder, x: str, blk: Block, shape: Sequence[int | str]) -> str:
     p = b.op("Pad", [x, b.const(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))])[0]
     starts = np.array(blk.offset, np.int64)
     ends = starts + np.array(shape[2:4], np.int64)
@@ -101,10 +101,12 @@ def _slice_pad(b: _Builder, x: str, blk: Block, shape: Sequence[int]) -> str:
     return b.op("Slice", [p, b.const(starts), b.const(ends), axes])[0]
 
 
-def _reduce_reshape(b: _Builder, x: str, shape: Sequence[int]) -> str:
+def _reduce_reshape(b: _Builder, x: str, shape: Sequence[int | str]) -> str:
+    """(``shape``'s batch may be a name; its other dims are ints.)"""
     mean = b.op("ReduceMean", [x], axes=[1], keepdims=1)[0]
     s = b.op("Add", [x, mean])[0]
-    flat = b.op("Reshape", [s, b.const(np.array([0, shape[1], shape[2] * shape[3]], np.int64))])[0]
+    c, h, w = (int(d) for d in shape[1:4])
+    flat = b.op("Reshape", [s, b.const(np.array([0, c, h * w], np.int64))])[0]
     r = b.op("Relu", [flat])[0]
     return b.op("Reshape", [r, b.const(np.array([0, *shape[1:]], np.int64))])[0]
 

@@ -14,6 +14,7 @@ from ..errors import (
     SYSTEM_ERRORS,
     HostFallbackError,
     NetpassError,
+    RuntimeInvariantError,
     system_error_as_netpass,
     system_errors_as_netpass,
 )
@@ -103,7 +104,8 @@ class RuntimeCompiledModel:
         """min(device memory / constant bytes, 3), at least 1 (the reference's rule)."""
         if self.engine is None:
             return 1
-        need = sum(n.value.nbytes for n in self.program.nodes if n.is_constant)
+        need = sum(n.value.nbytes for n in self.program.nodes
+                   if n.is_constant and n.value is not None)
         if need and self.engine.max_global_mem_size // need > 1:
             return int(min(self.engine.max_global_mem_size // need, 3))
         return 1
@@ -124,6 +126,9 @@ class RuntimeCompiledModel:
             with self.lock:
                 t = self._constants.get(node.index)
                 if t is None:
+                    if self.engine is None:  # (kernels, hence constants' uploads, need one)
+                        raise RuntimeInvariantError(f"constant '{node.name}' uploaded without "
+                                                    "a device")
                     arr = np.asarray(node.value, order="C")
                     alloc = self.engine.upload(arr)
                     t = Tensor(alloc, 0, tuple(arr.shape), arr.dtype)
@@ -202,8 +207,9 @@ class RuntimeInferRequest(AsyncInferRequest):
     def __del__(self) -> None:
         # the network's primitives and pool point back at it: without this its device
         # buffers would live until a cyclic garbage collection
-        if getattr(self, "network", None) is not None:
-            self.network.close()
+        network = getattr(self, "network", None)
+        if network is not None:
+            network.close()
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -228,13 +234,13 @@ class RuntimeInferRequest(AsyncInferRequest):
         for n in prog.nodes:
             if n.is_parameter:
                 values[n.index] = [feeds[n.name]]
-            elif n.is_constant:
+            elif n.is_constant and n.value is not None:
                 values[n.index] = [n.value]
             elif n.is_a(ReadValue) and n.state_var in self._ref_vars:
                 values[n.index] = [self._ref_vars[n.state_var]]
             else:
                 values[n.index] = infer_host(n, [values[s.index][k] for s, k in n.inputs])
-                if n.is_a(Assign):
+                if n.is_a(Assign) and n.state_var is not None:
                     written[n.state_var] = np.array(values[n.index][0], copy=True)
         self._ref_vars.update(written)
         self._ref_stats["infers"] += 1
@@ -264,15 +270,17 @@ class RuntimeInferRequest(AsyncInferRequest):
         else:
             store = self.network.state
             get, put, reset = store.get, store.set, store.reset
-        states, seen = [], set()
+        def state(vid: str, info: VariableInfo) -> VariableState:
+            return VariableState(info, lambda: get(vid), lambda arr: put(vid, arr),
+                                 lambda: reset(vid))
+        states: list[VariableState] = []
+        seen: set[str] = set()
         for r in self.compiled.program.reads:
             vid = r.state_var
-            if vid not in seen:
+            if vid is not None and vid not in seen:  # (a ReadValue names its variable)
                 seen.add(vid)
-                info = VariableInfo(vid, Type.of(r.out_dtypes[0]), r.out_pshapes[0])
-                states.append(VariableState(info, lambda v=vid: get(v),
-                                            lambda arr, v=vid: put(v, arr),
-                                            lambda v=vid: reset(v)))
+                states.append(state(vid, VariableInfo(vid, Type.of(r.out_dtypes[0]),
+                                                      r.out_pshapes[0])))
         return states
 
     def get_profiling_info(self) -> dict[str, float]:
