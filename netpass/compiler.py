@@ -135,7 +135,7 @@ class InferRequest(AsyncInferRequest):
             t1 = time.perf_counter()
             if self._reference_request is not None:
                 outs = self._reference_request.infer(feeds)
-            else:
+            elif self._runtime_request is not None:  # (__init__ makes exactly one of the two)
                 outs = self._runtime_request.infer(feeds)
             t2 = time.perf_counter()
             outs = cm.prepost.postprocess(outs)

@@ -170,7 +170,7 @@ class ConvertSteppedSliceToMatMul(MatcherPass):
     @staticmethod
     def _gathers(data: Output, gathers: list[tuple[int, np.ndarray]] | None) -> list[Node]:
         """One Gather per selected axis (a selection matrix too large to build)."""
-        new = []
+        new: list[Node] = []
         for axis, indices in gathers or ():
             src = new[-1].output(0) if new else data
             new.append(make(Gather, [src, const(indices), const(np.array(axis, np.int64))]))

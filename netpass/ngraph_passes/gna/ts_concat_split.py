@@ -68,7 +68,7 @@ class TSConcatForward(MatcherPass):
 def _split_consumers(split: Node) -> list[Node | None] | None:
     """Per output: its single unsupported-Transpose consumer, or None when it has no Transpose
     consumer; None overall when an output mixes a Transpose with other consumers."""
-    found = []
+    found: list[Node | None] = []
     for out in split.outputs():
         cons = out.consumers()
         ts = [c.node for c in cons if isinstance(c.node, Transpose)]

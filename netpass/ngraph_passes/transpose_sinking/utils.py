@@ -119,7 +119,7 @@ def _transposed(value: Output, order: list[int], order_type: Type, rt_source: No
     if v is not None:
         return const(np.transpose(np.expand_dims(v, axes) if axes else v, order),
                      value.element_type)
-    new = []
+    new: list[Node] = []
     if axes:
         new.append(make(Unsqueeze, [value, const(np.array(axes, np.int64))]))
         value = new[-1].output(0)
@@ -136,7 +136,7 @@ def update_input_transposes(main: Node, info: TransposeInput,
     indices = list(range(main.get_input_size()) if indices is None else indices)
     rank = max_input_rank(main)
     rev = reverse_order(align_order(info.order, rank))
-    new = []
+    new: list[Node] = []
     for i in indices:
         src = main.input_value(i)
         if i == info.index:
@@ -155,7 +155,7 @@ def insert_output_transposes(main: Node, order: list[int], order_type: Type,
     ``main`` (order Constant ``order_value`` when given and of the right length); the Transpose
     takes the output's tensor names and (single output) ``main``'s friendly name, else
     ``<main>.<i>``."""
-    new = []
+    new: list[Node] = []
     multi = main.get_output_size() > 1
     for out in main.outputs():
         if not graph_consumers(out):
@@ -230,7 +230,7 @@ def insert_transposes_before(main: Node, order: list[int], order_type: Type,
     largest rank among them (``per_channel``: a PRelu slope, unsqueezed around axis 1)."""
     indices = list(range(main.get_input_size()) if indices is None else indices)
     rank = max_input_rank(main, indices)
-    new = []
+    new: list[Node] = []
     for i in indices:
         t = _transposed(main.input_value(i), order, order_type, main, rank, per_channel)
         main.input(i).replace_source_output(t)
