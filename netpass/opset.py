@@ -5,6 +5,7 @@ Outputs, python lists or numpy arrays (which become Constants).
 """
 from __future__ import annotations
 
+from .ops.adaptive_pool import *  # noqa: F403
 from .ops.attention import *  # noqa: F403
 from .ops.bitwise import *  # noqa: F403
 from .ops.col2im import *  # noqa: F403
@@ -36,6 +37,7 @@ from .ops.random import *  # noqa: F403
 from .ops.recurrent import *  # noqa: F403
 from .ops.reduction import *  # noqa: F403
 from .ops.roi_align import *  # noqa: F403
+from .ops.search_sorted import *  # noqa: F403
 from .ops.sequence import *  # noqa: F403
 from .ops.sets import *  # noqa: F403
 from .ops.shape_ops import *  # noqa: F403

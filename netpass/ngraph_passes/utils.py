@@ -23,6 +23,7 @@ from ..ops.elementwise import (
     Elu,
     Exp,
     HardSigmoid,
+    IsFinite,
     IsInf,
     IsNaN,
     Log,
@@ -64,8 +65,8 @@ _TERMINAL = (Result, Assign)
 # Elementwise op families layout sinking moves a Transpose or Gather through (unary: input 0;
 # binary: every input).
 UNARY_TYPES: tuple[type[Node], ...] = (
-    UnaryElementwiseArithmetic, Clamp, Elu, SoftPlus, LogicalNot, Convert, IsInf, IsNaN, Selu,
-    Swish, HardSigmoid, Relu, Sigmoid, Tanh, Exp, Abs, Negative, Sqrt, Log, ConvertLike)
+    UnaryElementwiseArithmetic, Clamp, Elu, SoftPlus, LogicalNot, Convert, IsInf, IsNaN, IsFinite,
+    Selu, Swish, HardSigmoid, Relu, Sigmoid, Tanh, Exp, Abs, Negative, Sqrt, Log, ConvertLike)
 BINARY_TYPES: tuple[type[Node], ...] = (
     BinaryElementwiseArithmetic, BinaryElementwiseComparison, BinaryElementwiseLogical, PRelu)
 

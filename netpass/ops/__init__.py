@@ -7,6 +7,7 @@ from __future__ import annotations
 
 # families added for ONNX coverage
 from . import (  # noqa: F401
+               adaptive_pool,
                argminmax,
                attention,
                bitwise,
@@ -39,6 +40,7 @@ from . import (  # noqa: F401
                recurrent,
                reduction,
                roi_align,
+               search_sorted,
                sequence,
                sets,
                shape_ops,

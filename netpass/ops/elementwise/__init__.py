@@ -106,8 +106,10 @@ from .unary import (  # noqa: F401
     Cos,
     Cosh,
     Erf,
+    ErfInv,
     Exp,
     Floor,
+    IsFinite,
     IsInf,
     IsNaN,
     Log,
@@ -129,8 +131,10 @@ from .unary import (  # noqa: F401
     cos,
     cosh,
     erf,
+    erf_inv,
     exp,
     floor,
+    is_finite,
     is_inf,
     is_nan,
     log,
@@ -154,4 +158,4 @@ __all__ = ["add", "subtract", "multiply", "divide", "power", "maximum", "minimum
            "erf", "gelu", "clamp", "elu", "softplus", "swish", "hswish", "hsigmoid", "hard_sigmoid",
            "selu", "softsign", "floor", "ceiling", "round", "sign", "sin", "cos", "tan", "asin",
            "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "mish", "is_nan", "is_inf",
-           "convert", "convert_like", "bitcast"]
+           "is_finite", "erf_inv", "convert", "convert_like", "bitcast"]

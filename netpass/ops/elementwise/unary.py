@@ -1,6 +1,6 @@
 """Unary math: Exp, Log, Sqrt, Abs, Negative, Erf, Floor, Ceiling, Round, Sign, the
-trigonometric and hyperbolic functions, IsNaN and IsInf (ONNX's Reciprocal is imported as a
-Divide)."""
+trigonometric and hyperbolic functions, IsNaN, IsInf and IsFinite, and ErfInv (ONNX's Reciprocal
+is imported as a Divide)."""
 from __future__ import annotations
 
 from typing import Any
@@ -24,7 +24,7 @@ from .common import (
 
 __all__ = ["exp", "log", "sqrt", "abs", "negative", "erf", "floor", "ceiling", "round", "sign",
            "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
-           "is_nan", "is_inf"]
+           "is_nan", "is_inf", "is_finite", "erf_inv"]
 
 
 def _round_away(x: np.ndarray) -> np.ndarray:
@@ -108,6 +108,57 @@ class IsInf(Node):
         return [out]
 
 
+class IsFinite(Node):
+    """IsFinite-10: true where ``data`` is neither infinite nor NaN."""
+
+    type_name = "IsFinite"
+    version = "opset10"
+
+    def infer_types(self) -> None:
+        self.check(self.get_input_size() == 1, "expects 1 input")
+        et = self.get_input_element_type(0)
+        self.check(et.is_dynamic or et.is_real, "IsFinite needs a float input, got {}", et)
+        self.set_output_type(0, boolean, self.get_input_partial_shape(0))
+
+    def evaluate(self, inputs):
+        return [np.isfinite(inputs[0])]
+
+
+def _erf_inv(y: np.ndarray) -> np.ndarray:
+    """The inverse error function in float64: Giles' single-precision polynomial ("Approximating
+    the erfinv function", 2010) as the start, then two Newton steps on ``erf(x) - y``; +-inf at
+    +-1, NaN outside [-1, 1]."""
+    y = np.asarray(y, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        w = -np.log((1.0 - y) * (1.0 + y))
+        central, tail = w - 2.5, np.sqrt(w) - 3.0
+        p = np.where(w < 5.0, 2.81022636e-08, -0.000200214257)
+        for a, b in ((3.43273939e-07, 0.000100950558), (-3.5233877e-06, 0.00134934322),
+                     (-4.39150654e-06, -0.00367342844), (0.00021858087, 0.00573950773),
+                     (-0.00125372503, -0.0076224613), (-0.00417768164, 0.00943887047),
+                     (0.246640727, 1.00167406), (1.50140941, 2.83297682)):
+            p = np.where(w < 5.0, a + p * central, b + p * tail)
+        x = p * y
+        for _ in range(2):
+            x = x - (_erf(x) - y) / (2.0 / np.sqrt(np.pi) * np.exp(-x * x))
+        x = np.where(np.abs(y) == 1.0, np.copysign(np.inf, y), x)
+        return np.where(np.abs(y) > 1.0, np.nan, x)
+
+
+class ErfInv(UnaryElementwiseArithmetic):
+    """ErfInv-17: the inverse of the Gauss error function (``erf(erf_inv(y)) = y`` on
+    (-1, 1); +-inf at +-1, NaN outside)."""
+
+    type_name = "ErfInv"
+    version = "opset17"
+    fn = _erf_inv
+
+    def infer_types(self) -> None:
+        super().infer_types()
+        et = self.get_input_element_type(0)
+        self.check(et.is_dynamic or et.is_real, "ErfInv needs a float input, got {}", et)
+
+
 exp = _unary_factory(Exp)
 log = _unary_factory(Log)
 sqrt = _unary_factory(Sqrt)
@@ -129,6 +180,8 @@ asinh = _unary_factory(Asinh)
 acosh = _unary_factory(Acosh)
 atanh = _unary_factory(Atanh)
 is_nan = _unary_factory(IsNaN)
+is_finite = _unary_factory(IsFinite)
+erf_inv = _unary_factory(ErfInv)
 
 
 def round(data: Any, mode: str = "half_to_even", name: str | None = None) -> Node:

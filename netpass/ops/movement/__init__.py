@@ -1,5 +1,5 @@
 """Data movement: Reshape, Squeeze, Unsqueeze, Transpose, Concat, Split, VariadicSplit, Slice,
-StridedSlice, Broadcast, Tile, Reverse, DepthToSpace, SpaceToDepth (Pad is in
+StridedSlice, Broadcast, Tile, Reverse, Roll, DepthToSpace, SpaceToDepth (Pad is in
 :mod:`netpass.ops.pad`: its ONNX import builds Gathers and shape math from families above this
 one).
 
@@ -20,10 +20,11 @@ from .depth_space import DepthToSpace, SpaceToDepth, depth_to_space, space_to_de
 from .reshape import Reshape, Squeeze, Unsqueeze, reshape, squeeze, unsqueeze  # noqa: F401
 from .reverse import Reverse, reverse  # noqa: F401
 from .reverse_sequence import ReverseSequence, reverse_sequence  # noqa: F401
+from .roll import Roll, roll  # noqa: F401
 from .slice import Slice, StridedSlice, slice, strided_slice  # noqa: F401
 from .split import Split, VariadicSplit, split, variadic_split  # noqa: F401
 from .transpose import Transpose, transpose  # noqa: F401
 
 __all__ = ["reshape", "squeeze", "unsqueeze", "transpose", "concat", "split", "variadic_split",
            "slice", "strided_slice", "broadcast", "tile", "reverse", "depth_to_space",
-           "space_to_depth", "center_crop_pad", "reverse_sequence"]
+           "space_to_depth", "center_crop_pad", "reverse_sequence", "roll"]

@@ -40,6 +40,7 @@ from ...ops.elementwise import (
     HardSigmoid,
     HSigmoid,
     HSwish,
+    IsFinite,
     IsInf,
     IsNaN,
     Less,
@@ -291,6 +292,7 @@ ROWS = table(
     elementwise(Asinh, unary("asinh({0})")), elementwise(Acosh, unary("acosh({0})")),
     elementwise(Atanh, unary("atanh({0})")),
     elementwise(IsNaN, unary("isnan({0})")), elementwise(IsInf, unary(_is_inf)),
+    elementwise(IsFinite, unary("isfinite({0})")),
     # activations
     elementwise(Relu, unary("(isnan({0}) ? {0} : fmax({0}, 0.0f))", "max({0}, ({T})0)")),
     elementwise(Sigmoid, unary("(1.0f / (1.0f + exp(-{0})))")),

@@ -164,3 +164,38 @@ def check_runtime(model: netpass.Model, feeds: dict, rtol: float = RTOL,
         assert got[name].dtype == ref[name].dtype, name
         assert_close(got[name], ref[name], rtol, atol, name)
     return req.stats
+
+
+def check_reads_openvino_ir(ov_model: Any, feeds: dict, tmp_path: Any, rtol: float = RTOL,
+                            atol: float = ATOL) -> netpass.Model:
+    """IR that OpenVINO itself writes for ``ov_model`` (inputs named as ``feeds``, in order):
+    netpass reads it, and its reference agrees with OpenVINO's CPU plugin; returns the model."""
+    import openvino as ov
+    path = tmp_path / "openvino.xml"
+    ov.save_model(ov_model, str(path), compress_to_fp16=False)
+    want = ov.Core().compile_model(str(path), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})(
+        list(feeds.values()))
+    model = netpass.read_model(str(path))
+    got = netpass.reference.infer(model, dict(zip(model.input_names, feeds.values())))
+    for i, name in enumerate(model.output_names):
+        ref = np.asarray(list(want.values())[i])
+        assert got[name].dtype == ref.dtype, name
+        assert_close(got[name], ref, rtol, atol, name)
+    return model
+
+
+def check_torch_ir(fn: Any, args: list[np.ndarray], tmp_path: Any, rtol: float = RTOL,
+                   atol: float = ATOL) -> netpass.Model:
+    """``fn`` (torch tensors in, out) as a module through OpenVINO's PyTorch frontend
+    (``convert_model``, ``save_model``): netpass reads the IR and agrees with OpenVINO."""
+    import pytest
+    ov = pytest.importorskip("openvino")
+    torch = pytest.importorskip("torch")
+
+    class Module(torch.nn.Module):
+        def forward(self, *xs):
+            return fn(*xs)
+
+    converted = ov.convert_model(Module(), example_input=tuple(torch.from_numpy(a) for a in args))
+    return check_reads_openvino_ir(converted, {f"x{i}": a for i, a in enumerate(args)},
+                                   tmp_path, rtol, atol)
