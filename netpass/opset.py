@@ -13,6 +13,9 @@ from .ops.control import *  # noqa: F403
 from .ops.convolution import *  # noqa: F403
 from .ops.cumulative import *  # noqa: F403
 from .ops.elementwise import *  # noqa: F403
+from .ops.embedding import *  # noqa: F403
+from .ops.extract_patches import *  # noqa: F403
+from .ops.eye import *  # noqa: F403
 from .ops.gna import *  # noqa: F403
 from .ops.hardmax import *  # noqa: F403
 from .ops.image import *  # noqa: F403
@@ -38,6 +41,7 @@ from .ops.recurrent import *  # noqa: F403
 from .ops.reduction import *  # noqa: F403
 from .ops.roi_align import *  # noqa: F403
 from .ops.search_sorted import *  # noqa: F403
+from .ops.segment_max import *  # noqa: F403
 from .ops.sequence import *  # noqa: F403
 from .ops.sets import *  # noqa: F403
 from .ops.shape_ops import *  # noqa: F403

@@ -1,5 +1,5 @@
 """Normalizations: Softmax, LogSoftmax, MVN, BatchNormInference, GroupNormalization,
-NormalizeL2; ONNX LayerNormalization, InstanceNormalization, MeanVarianceNormalization,
+NormalizeL2, GRN; ONNX LayerNormalization, InstanceNormalization, MeanVarianceNormalization,
 LpNormalization and RMSNormalization are imported as compositions of these (as OpenVINO's ONNX
 frontend does). One module per op or pair of close ops, each with its class, factory and ONNX
 import and export rules."""
@@ -12,9 +12,10 @@ from .batch_norm import (  # noqa: F401
     batch_norm_inference,
     group_normalization,
 )
+from .grn import GRN, grn  # noqa: F401
 from .mvn import MVN, mvn  # noqa: F401
 from .normalize_l2 import NormalizeL2, normalize_l2  # noqa: F401
 from .softmax import LogSoftmax, Softmax, log_softmax, softmax  # noqa: F401
 
 __all__ = ["softmax", "log_softmax", "mvn", "batch_norm_inference", "normalize_l2",
-           "group_normalization"]
+           "group_normalization", "grn"]

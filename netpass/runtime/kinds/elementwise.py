@@ -76,6 +76,7 @@ from ...ops.elementwise import (
     Tan,
     Tanh,
 )
+from ...ops.movement import Identity
 from ...ops.quantization import FakeQuantize
 from ..impls import (
     FusedDesc,
@@ -292,7 +293,7 @@ ROWS = table(
     elementwise(Asinh, unary("asinh({0})")), elementwise(Acosh, unary("acosh({0})")),
     elementwise(Atanh, unary("atanh({0})")),
     elementwise(IsNaN, unary("isnan({0})")), elementwise(IsInf, unary(_is_inf)),
-    elementwise(IsFinite, unary("isfinite({0})")),
+    elementwise(IsFinite, unary("isfinite({0})")), elementwise(Identity, anytype("{0}", 1)),
     # activations
     elementwise(Relu, unary("(isnan({0}) ? {0} : fmax({0}, 0.0f))", "max({0}, ({T})0)")),
     elementwise(Sigmoid, unary("(1.0f / (1.0f + exp(-{0})))")),
