@@ -12,6 +12,8 @@ from .ops.col2im import *  # noqa: F403
 from .ops.control import *  # noqa: F403
 from .ops.convolution import *  # noqa: F403
 from .ops.cumulative import *  # noqa: F403
+from .ops.decoding import *  # noqa: F403
+from .ops.detection import *  # noqa: F403
 from .ops.elementwise import *  # noqa: F403
 from .ops.embedding import *  # noqa: F403
 from .ops.extract_patches import *  # noqa: F403
@@ -35,6 +37,7 @@ from .ops.normalization import *  # noqa: F403
 from .ops.optional import *  # noqa: F403
 from .ops.pad import *  # noqa: F403
 from .ops.pooling import *  # noqa: F403
+from .ops.prior_box import *  # noqa: F403
 from .ops.quantization import *  # noqa: F403
 from .ops.random import *  # noqa: F403
 from .ops.recurrent import *  # noqa: F403

@@ -1,8 +1,8 @@
 """Elementwise operations: binary arithmetic (:mod:`.arithmetic`), comparison, logic and Select
-(:mod:`.logical`), unary math (:mod:`.unary`), activations (:mod:`.activations`) and
-Convert/ConvertLike (:mod:`.convert`). ONNX ops without an OpenVINO twin (LeakyRelu, Reciprocal,
-Celu, ThresholdedRelu, Shrink, variadic Sum/Mean/Max/Min, Clip with tensor bounds) are imported
-as compositions of these.
+(:mod:`.logical`), unary math (:mod:`.unary`), activations (:mod:`.activations`),
+Convert/ConvertLike (:mod:`.convert`) and ConvertPromoteTypes (:mod:`.promote`). ONNX ops without
+an OpenVINO twin (LeakyRelu, Reciprocal, Celu, ThresholdedRelu, Shrink, variadic
+Sum/Mean/Max/Min, Clip with tensor bounds) are imported as compositions of these.
 
 Class hierarchy follows OpenVINO (``Relu`` is a ``UnaryElementwiseArithmetic``; ``Clamp``,
 ``Elu``, ``Convert``... are plain ops) so that passes matching a family see the same ops as
@@ -94,6 +94,7 @@ from .logical import (  # noqa: F401
     not_equal,
     select,
 )
+from .promote import ConvertPromoteTypes, convert_promote_types  # noqa: F401
 from .unary import (  # noqa: F401
     Abs,
     Acos,
@@ -158,4 +159,5 @@ __all__ = ["add", "subtract", "multiply", "divide", "power", "maximum", "minimum
            "erf", "gelu", "clamp", "elu", "softplus", "swish", "hswish", "hsigmoid", "hard_sigmoid",
            "selu", "softsign", "floor", "ceiling", "round", "sign", "sin", "cos", "tan", "asin",
            "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "mish", "is_nan", "is_inf",
-           "is_finite", "erf_inv", "convert", "convert_like", "bitcast"]
+           "is_finite", "erf_inv", "convert", "convert_like", "bitcast",
+           "convert_promote_types"]

@@ -32,7 +32,8 @@ class Identity(Node):
 
 
 def identity(data: Any, name: str | None = None) -> Node:
-    """Identity-16: ``data`` unchanged."""
+    """Identity-16: a node whose output is ``data`` unchanged (a copy), of any element type and
+    shape."""
     return set_name(Identity([to_output(data)]), name)
 
 
