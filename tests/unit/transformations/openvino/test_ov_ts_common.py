@@ -2,9 +2,10 @@
 (``TSTestFixture``): every forward and backward sinking pass on its op family, one op or a
 chain of them, against the graph OpenVINO expects.
 
-Also the TSTestFixture cases of ``ts_squeeze_test.cpp``. Not ported, with the reason: FakeQuantize, BatchToSpace, SpaceToBatch and IsFinite (netpass has
-no such ops); Interpolate, CumSum and Tile (OpenVINO 2024 added TSInterpolate/TSCumSum/TSTile
-passes that the GNA-era TSGeneral netpass follows does not have).
+Also the TSTestFixture cases of ``ts_squeeze_test.cpp``. Not ported, with the reason:
+FakeQuantize, BatchToSpace and SpaceToBatch (netpass had no such ops when the cases were ported;
+it has them now, the cases remain to port); Interpolate, CumSum and Tile (OpenVINO 2024 added
+TSInterpolate/TSCumSum/TSTile passes that the GNA-era TSGeneral netpass follows does not have).
 """
 from __future__ import annotations
 

@@ -35,6 +35,7 @@ UNARY_SPECIAL = {
     "LogicalNot": lambda v: opset.logical_not(v[0]),
     "IsInf": lambda v: opset.is_inf(v[0]),
     "IsNaN": lambda v: opset.is_nan(v[0]),
+    "IsFinite": lambda v: opset.is_finite(v[0]),
 }
 
 
@@ -47,8 +48,7 @@ COMMON_UNARY = [unary_factory(n) for n in (
     "Convert", "Erf", "Elu", "Exp", "Floor", "Gelu", "HSigmoid", "HSwish", "Log", "LogicalNot",
     "Mish", "Negative", "Relu", "Sigmoid", "Sign", "Sin", "Sinh", "SoftPlus", "SoftSign", "Sqrt",
     "Tan", "Tanh")]
-LOGICAL_UNARY = [unary_factory(n) for n in ("IsInf", "IsNaN")]
-# ts_common_test's logical list also has IsFinite: netpass has no IsFinite op.
+LOGICAL_UNARY = [unary_factory(n) for n in ("IsInf", "IsNaN", "IsFinite")]
 
 _BINARY_FNS = {"Add": opset.add, "Divide": opset.divide, "Maximum": opset.maximum,
                "Minimum": opset.minimum, "Mod": opset.mod, "Multiply": opset.multiply,
