@@ -19,7 +19,8 @@
    Between TSGeneral and TransposeCompress, RescueStuckTransposes moves Transposes GNA cannot
    run that are stuck inside the graph: first backward sinking without the GNA axis callbacks
    (reaching the inputs wins over the Concat/Split axis, which GNA's concat/split alignment
-   then handles), then forward sinking of the Transposes that do not read a Parameter (down to
+   then handles; fused Transposes are not marked, so they move on), then, for those still
+   stuck, forward sinking of the Transposes that do not read a Parameter (down to
    a Reshape, where they become Gathers, or to a Result), with TSFuseShared fusing the
    Transpose pairs it leaves.
 3. The Slice workaround: SliceToStridedSlice then ConvertStridedSliceToCrop (always; any
@@ -53,7 +54,7 @@ from ...ops.movement import Concat, Slice, Transpose
 from ...ops.normalization import MVN
 from ...ops.pooling import MaxPool
 from ...ops.recurrent import GRUCell, GRUSequence, LSTMCell, LSTMSequence
-from ...passes import GraphRewrite, Manager, MatcherPass, PassConfig
+from ...passes import BackwardGraphRewrite, GraphRewrite, Manager, MatcherPass, PassConfig
 from ...passes.base import ModelPass
 from ..common import (
     BatchNormDecomposition,
@@ -77,10 +78,9 @@ from ..transpose_sinking import (
     TSFuse,
     TSFuseShared,
     TSGeneral,
-    TSGeneralBackward,
     TSGeneralForward,
 )
-from ..transpose_sinking.general import FORWARD
+from ..transpose_sinking.general import BACKWARD, FORWARD
 from ..transpose_sinking.utils import first_transpose_input
 from ..utils import nested_manager
 from .decompose_mvn import DecomposeMVN
@@ -163,6 +163,14 @@ class RescueStuckTransposes(ModelPass):
     ``user_config`` (the pipeline's caller's PassConfig; default: this pass's own), which is
     read, not changed.
 
+    The backward stage's TSFuse does not mark the Transposes it fuses (OpenVINO's marks a fused
+    Transpose whose consumer forward sinking cannot pass, so that its backward stage leaves
+    what its forward stage sank; no forward stage precedes this one). Marked, a stuck
+    Transpose that met the one above it stopped there, and the forward stage sank every such
+    pair back down to the next one: on chains of the GNA layout blocks that moved each
+    Transpose over the whole graph twice; unmarked, the fused Transposes carry on to the
+    inputs and the forward stage mostly has nothing left to do.
+
     The forward stage also runs TSFuseShared on the Transpose pairs it leaves whose first
     Transpose has other consumers (TSFuse refuses those; in OpenVINO's TSGeneral the backward
     traversal's TSFuse fuses some of them later, but nothing follows here): without it a ViT
@@ -177,7 +185,9 @@ class RescueStuckTransposes(ModelPass):
         user = self.user_config if self.user_config is not None else self.get_pass_config()
         if not stuck_transposes(model):
             return False
-        run_then_fold(model, user.copy(), TSGeneralBackward(), "RescueBackward")
+        backward = BackwardGraphRewrite(*(TSFuse(mark_fused=False) if p is TSFuse else p()
+                                          for p in BACKWARD))
+        run_then_fold(model, user.copy(), backward, "RescueBackward")
         if not stuck_transposes(model):
             return False
 

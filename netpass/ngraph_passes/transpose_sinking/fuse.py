@@ -58,9 +58,15 @@ def matched_pair(
 
 
 class TSFuse(MatcherPass):
-    """Fuses consecutive Transposes into one, or none when they cancel."""
+    """Fuses consecutive Transposes into one, or none when they cancel.
 
-    def __init__(self) -> None:
+    The fused Transpose is marked ``no_transpose_sinking`` when a consumer is an op forward
+    sinking cannot pass (as OpenVINO's TSFuse does: the backward stage after forward sinking
+    must leave it); ``mark_fused=False`` leaves it unmarked, for a backward stage that no
+    forward stage preceded (the GNA pipeline's RescueStuckTransposes), where the mark would
+    only stop the fused Transpose from moving on."""
+
+    def __init__(self, mark_fused: bool = True) -> None:
         super().__init__()
         first = wrap_type(Transpose, [any_input(), wrap_type(Constant)],
                           predicate=lambda o: same_order_transpose_consumers(o.node) is not None)
@@ -85,7 +91,8 @@ class TSFuse(MatcherPass):
             remove_transpose_consumers(t1)
             copy_runtime_info(t1, new)
             replace_node(t1, new)
-            update_forward_sinking_ability(new)
+            if mark_fused:
+                update_forward_sinking_ability(new)
             self.register_new_node(new)
             return True
 
