@@ -108,10 +108,28 @@ def _unsqueeze_axes(rank: int, want: int, per_channel: bool) -> list[int]:
     return [0] + list(range(2, n + 1)) if per_channel else list(range(n))
 
 
+class _SharedOrder:
+    """One order Constant for the Transposes a step puts on several inputs, made on first
+    use (a step on a Concat of eight inputs made eight equal Constants)."""
+
+    __slots__ = ("order", "order_type", "value")
+
+    def __init__(self, order: list[int], order_type: Type) -> None:
+        self.order, self.order_type = order, order_type
+        self.value: Output | None = None
+
+    def get(self) -> Output:
+        if self.value is None:
+            self.value = const(np.array(self.order), self.order_type)
+        return self.value
+
+
 def _transposed(value: Output, order: list[int], order_type: Type, rt_source: Node,
-                rank: int | None = None, per_channel: bool = False) -> Output:
+                rank: int | None = None, per_channel: bool = False,
+                shared: _SharedOrder | None = None) -> Output:
     """``Transpose(value, order)`` after unsqueezing ``value`` to ``rank`` (default: the order's
-    length); a Constant is transposed at once. New nodes take ``rt_source``'s rt_info."""
+    length); a Constant is transposed at once. New nodes take ``rt_source``'s rt_info; the
+    order Constant is ``shared``'s when given."""
     want = len(order) if rank is None else rank
     have = static_rank(value)
     axes = _unsqueeze_axes(have, want, per_channel) if have < want else []
@@ -123,7 +141,8 @@ def _transposed(value: Output, order: list[int], order_type: Type, rt_source: No
     if axes:
         new.append(make(Unsqueeze, [value, const(np.array(axes, np.int64))]))
         value = new[-1].output(0)
-    new.append(make(Transpose, [value, const(np.array(order), order_type)]))
+    order_value = shared.get() if shared is not None else const(np.array(order), order_type)
+    new.append(Transpose([value, order_value]))
     copy_runtime_info(rt_source, new)
     return new[-1].output(0)
 
@@ -136,13 +155,14 @@ def update_input_transposes(main: Node, info: TransposeInput,
     indices = list(range(main.get_input_size()) if indices is None else indices)
     rank = max_input_rank(main)
     rev = reverse_order(align_order(info.order, rank))
+    shared = _SharedOrder(rev, info.order_type)
     new: list[Node] = []
     for i in indices:
         src = main.input_value(i)
         if i == info.index:
             main.input(i).replace_source_output(src.node.input_value(0))
             continue
-        t = _transposed(src, rev, info.order_type, main, rank)
+        t = _transposed(src, rev, info.order_type, main, rank, shared=shared)
         main.input(i).replace_source_output(t)
         if isinstance(t.node, Transpose):
             new.append(t.node)
@@ -219,10 +239,6 @@ def consumer_transposes_order(node: Node) -> list[int] | None:
     return order
 
 
-def consumers_are_sinkable(out: Output) -> bool:
-    return consumer_transposes_order(out.node) is not None
-
-
 def insert_transposes_before(main: Node, order: list[int], order_type: Type,
                              indices: Iterable[int] | None = None,
                              per_channel: bool = False) -> list[Node]:
@@ -230,9 +246,10 @@ def insert_transposes_before(main: Node, order: list[int], order_type: Type,
     largest rank among them (``per_channel``: a PRelu slope, unsqueezed around axis 1)."""
     indices = list(range(main.get_input_size()) if indices is None else indices)
     rank = max_input_rank(main, indices)
+    shared = _SharedOrder(order, order_type)
     new: list[Node] = []
     for i in indices:
-        t = _transposed(main.input_value(i), order, order_type, main, rank, per_channel)
+        t = _transposed(main.input_value(i), order, order_type, main, rank, per_channel, shared)
         main.input(i).replace_source_output(t)
         if isinstance(t.node, Transpose):
             new.append(t.node)
