@@ -41,14 +41,19 @@ class _Backward(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        main_p = wrap_type(self.TYPES,
-                           predicate=lambda o: consumers_gather(o.node) is not None)
+        # The predicate's Gather, for the callback that runs right after a match.
+        matched: list[GatherInfo | None] = [None]
+
+        def gathered_consumers(o) -> bool:
+            matched[0] = info = consumers_gather(o.node)
+            return info is not None
+        main_p = wrap_type(self.TYPES, predicate=gathered_consumers)
         root = wrap_type(Gather,
                          [main_p, wrap_type(Constant), wrap_type(Constant)])
 
         def callback(m: Matcher) -> bool:
             main = m.pattern_value_map[main_p].node
-            info = consumers_gather(main)
+            info = matched[0]
             if info is None or self.transformation_callback(main):
                 return False
             new = self.sink(main, info)
