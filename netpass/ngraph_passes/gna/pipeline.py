@@ -16,13 +16,13 @@
    TransposeCompress, GNA TSConcatForward, GNA TSSplitBackward,
    GatherSinkingGeneral, ReshapeElementwiseReorder, ReshapeSequenceFusion, TransposeToReshape,
    TSFuse, NopElimination, MergeSharedLayoutOps.
-   Between TSGeneral and TransposeCompress, RescueStuckTransposes moves Transposes GNA cannot
-   run that are stuck inside the graph: first backward sinking without the GNA axis callbacks
-   (reaching the inputs wins over the Concat/Split axis, which GNA's concat/split alignment
-   then handles; fused Transposes are not marked, so they move on), then, for those still
-   stuck, forward sinking of the Transposes that do not read a Parameter (down to
-   a Reshape, where they become Gathers, or to a Result), with TSFuseShared fusing the
-   Transpose pairs it leaves.
+   Between TSGeneral and TransposeCompress, RescueStuckTransposes moves Transposes of a static
+   shape that GNA cannot run and that are stuck inside the graph: first backward sinking
+   without the GNA axis callbacks (reaching the inputs wins over the Concat/Split axis, which
+   GNA's concat/split alignment then handles; fused Transposes are not marked, so they move
+   on), then, for those still stuck, forward sinking of the Transposes that do not read a
+   Parameter (down to a Reshape, where they become Gathers, or to a Result), with TSFuseShared
+   fusing the Transpose pairs it leaves.
 3. The Slice workaround: SliceToStridedSlice then ConvertStridedSliceToCrop (always; any
    StridedSlice is a crop for GNA).
 
@@ -82,7 +82,7 @@ from ..transpose_sinking import (
 )
 from ..transpose_sinking.general import BACKWARD, FORWARD
 from ..transpose_sinking.utils import first_transpose_input
-from ..utils import nested_manager
+from ..utils import nested_manager, static_shape
 from .decompose_mvn import DecomposeMVN
 from .gather_general import GatherAbsorb, GatherSinkingGeneral
 from .gather_to_slice import ConvertGatherToSlice
@@ -152,14 +152,19 @@ class GnaTransposeRewrites(GraphRewrite):
 
 
 def stuck_transposes(model) -> list:
-    """Transposes GNA cannot run that are inside the graph."""
+    """Transposes of a static shape that GNA cannot run, inside the graph. (GNA compiles
+    static models only: a Transpose of a dynamic shape has no GNA verdict to aim at, and
+    moving it cannot make the model one GNA runs.)"""
     return [n for n in interior_layout_ops(model)
-            if isinstance(n, Transpose) and not is_transpose_node_supported(n)]
+            if isinstance(n, Transpose) and static_shape(n.input_value(0)) is not None
+            and not is_transpose_node_supported(n)]
 
 
 class RescueStuckTransposes(ModelPass):
     """Backward sinking without the GNA axis callbacks, then (if still needed) forward sinking
-    of the Transposes that do not read a Parameter; each only when some are stuck. Both obey
+    of the Transposes that do not read a Parameter; each only when some are stuck (of a static
+    shape: ``stuck_transposes``; a model with a dynamic batch is left as TSGeneral left it, as
+    GNA compiles it only once its shapes are static). Both obey
     ``user_config`` (the pipeline's caller's PassConfig; default: this pass's own), which is
     read, not changed.
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
-from tr_helpers import count, model_of, param, rand, run, run_checked
+from tr_helpers import count, model_of, param, rand, run, run_checked, types
 
 from netpass import opset
 from netpass.ngraph_passes.gna.pipeline import RescueStuckTransposes
@@ -109,19 +109,35 @@ def test_rescue_forward_leaves_no_transpose_pair_in_a_layer_norm():
     assert len(left) == 1 and left[0].output(0).consumers()[0].node.type_name == "Result"
 
 
+def _stuck_between_pads(shape):
+    x = param(shape)
+    t1 = opset.transpose(opset.relu(x), [0, 2, 3, 1])
+    pad = opset.pad(t1, np.array([0, 1, 1, 0], np.int64), np.array([0, 1, 1, 0], np.int64),
+                    "constant")
+    return model_of(opset.relu(opset.transpose(pad, [0, 2, 3, 1])), x)
+
+
 def test_rescue_backward_carries_fused_transposes_on_to_the_input():
     """Two stuck Transposes with a Pad between: the second moves above the Pad and fuses with
     the first. The fused Transpose feeds the Pad (an op forward sinking cannot pass), so
     OpenVINO's TSFuse would mark it; the rescue's backward stage leaves it unmarked and it moves
     on above the Relu to the Parameter, in that one stage, where pre-processing can take it."""
-    x = param([1, 8, 8, 8])
-    t1 = opset.transpose(opset.relu(x), [0, 2, 3, 1])
-    pad = opset.pad(t1, np.array([0, 1, 1, 0], np.int64), np.array([0, 1, 1, 0], np.int64),
-                    "constant")
-    m = model_of(opset.relu(opset.transpose(pad, [0, 2, 3, 1])), x)
+    m = _stuck_between_pads([1, 8, 8, 8])
     run_checked(m, RescueStuckTransposes())
     assert [n.type_name for n in m.get_ordered_ops()] == [
         "Parameter", "Constant", "Transpose", "Relu", "Constant", "Constant", "Pad", "Relu",
         "Result"]
     transpose = m.get_ordered_ops()[2]
     assert transpose.input_value(1).node.get_vector() == [0, 3, 1, 2]
+
+
+def test_rescue_leaves_transposes_of_a_dynamic_shape():
+    """GNA compiles static models only: a Transpose of a dynamic shape has no GNA verdict, and
+    the rescue leaves the graph as it is; the same graph with a static batch is rescued."""
+    m = _stuck_between_pads([-1, 8, 8, 8])
+    before = types(m)
+    run_checked(m, RescueStuckTransposes())
+    assert types(m) == before
+    m = _stuck_between_pads([1, 8, 8, 8])
+    run_checked(m, RescueStuckTransposes())
+    assert types(m)[:3] == ["Parameter", "Constant", "Transpose"] and count(m, "Transpose") == 1
