@@ -194,6 +194,12 @@ def _attribute_value(a: onnx.AttributeProto, ctx: OnnxNodeContext) -> Any:
 
 
 def _tensor_to_array(t: onnx.TensorProto, where: str) -> np.ndarray:
+    # A model read from a file has its external data loaded (``_load_external_data``) before
+    # any tensor is converted; a tensor still pointing elsewhere came from bytes or a proto,
+    # and numpy_helper would read its location relative to the working directory.
+    if t.data_location == onnx.TensorProto.EXTERNAL:
+        raise ModelFormatError(f"{where}: tensor '{t.name}' uses external data but the model "
+                               "was not read from a file")
     onnx_element_type(t.data_type, where)
     try:
         arr = numpy_helper.to_array(t)
@@ -432,12 +438,8 @@ def read_onnx(source: Any) -> Model:
     proto, path = load_onnx_proto(source)
     if path is not None:
         _load_external_data(proto, path)
-    else:
-        from onnx.external_data_helper import _get_all_tensors, uses_external_data
-        for t in _get_all_tensors(proto):
-            if uses_external_data(t):
-                raise ModelFormatError(f"tensor '{t.name}' uses external data but the model was "
-                                       "not read from a file")
+    # (else a tensor with external data is refused where it is converted, _tensor_to_array: a
+    # walk over every tensor up front was ~8% of reading a 100k-node graph)
     opset = None
     domains = {}
     for imp in proto.opset_import:

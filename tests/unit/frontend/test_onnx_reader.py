@@ -232,6 +232,25 @@ def test_external_data_from_bytes_is_refused(tmp_path):
         netpass.read_model(proto.SerializeToString())
 
 
+def test_external_constant_attribute_from_bytes_is_refused_without_reading(tmp_path,
+                                                                          monkeypatch):
+    """A Constant node's tensor with external data, in a model given as bytes: refused where
+    the tensor is converted, naming it, and the file its location names in the working
+    directory is not read."""
+    w = np.linspace(-1, 1, 64, dtype=np.float32)
+    tensor = numpy_helper.from_array(w, "w")
+    tensor.data_location = onnx.TensorProto.EXTERNAL
+    tensor.ClearField("raw_data")
+    for key, value in (("location", "weights.bin"), ("offset", "0"), ("length", "256")):
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, value
+    proto = _model([helper.make_node("Constant", [], ["y"], value=tensor)], [], [_vi("y", [64])])
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "weights.bin").write_bytes(w.tobytes())
+    with pytest.raises(ModelFormatError, match="tensor 'w' uses external data"):
+        netpass.read_model(proto.SerializeToString())
+
+
 def test_external_data_shorter_than_declared_is_refused(tmp_path):
     proto, _ = _external_model()
     path = tmp_path / "m.onnx"
