@@ -47,6 +47,21 @@ class _BlockOp(Node):
                    begin, self.SECOND[1], end)
         return block, begin, end
 
+    def _known(self) -> tuple[PartialShape, Any, tuple[list[int], list[int], list[int]]] | None:
+        """(data shape, element type, constant parameters) where the output's dims can be
+        computed; otherwise sets a dynamic output (of data's rank when known) and gives None."""
+        params = self._params()
+        data = self.get_input_partial_shape(0)
+        et = self.get_input_element_type(0)
+        if params is None or not data.rank_is_static:
+            rank = data.rank if data.rank_is_static else None
+            shape = PartialShape.dynamic(rank.get_length() if rank is not None else None)
+            self.set_output_type(0, et, shape)
+            return None
+        self.check(len(params[0]) == len(data), "block_shape {} needs one element per dim of "
+                   "data {}", params[0], data)
+        return data, et, params
+
 
 class BatchToSpace(_BlockOp):
     """BatchToSpace-2: ``[N, D1, ...] -> [N / prod(B), D1 * B1 - crops_begin1 - crops_end1,
@@ -57,17 +72,10 @@ class BatchToSpace(_BlockOp):
     version = "opset2"
 
     def infer_types(self) -> None:
-        params = self._params()
-        data = self.get_input_partial_shape(0)
-        et = self.get_input_element_type(0)
-        if params is None or not data.rank_is_static:
-            rank = data.rank if data.rank_is_static else None
-            shape = PartialShape.dynamic(rank.get_length() if rank is not None else None)
-            self.set_output_type(0, et, shape)
+        known = self._known()
+        if known is None:
             return
-        block, begin, end = params
-        self.check(len(block) == len(data), "block_shape {} needs one element per dim of data "
-                   "{}", block, data)
+        data, et, (block, begin, end) = known
         n, total = data[0], prod(block)
         self.check(not n.is_static or n.min % total == 0, "batch {} is not a multiple of the "
                    "block product {}", n, total)
@@ -106,17 +114,10 @@ class SpaceToBatch(_BlockOp):
     SECOND = ("pads_begin", "pads_end")
 
     def infer_types(self) -> None:
-        params = self._params()
-        data = self.get_input_partial_shape(0)
-        et = self.get_input_element_type(0)
-        if params is None or not data.rank_is_static:
-            rank = data.rank if data.rank_is_static else None
-            shape = PartialShape.dynamic(rank.get_length() if rank is not None else None)
-            self.set_output_type(0, et, shape)
+        known = self._known()
+        if known is None:
             return
-        block, begin, end = params
-        self.check(len(block) == len(data), "block_shape {} needs one element per dim of data "
-                   "{}", block, data)
+        data, et, (block, begin, end) = known
         n = data[0]
         dims = [n * prod(block) if n.is_static else Dimension()]
         for d, b, lo, hi in zip(list(data)[1:], block[1:], begin[1:], end[1:]):
