@@ -49,32 +49,62 @@ def _delta(after: dict, before: dict) -> dict[str, float]:
     return {k: v - before.get(k, 0.0) for k, v in after.items() if v - before.get(k, 0.0) > 0}
 
 
-def _host_profile(req, prompt: np.ndarray, steps: int) -> list:
-    """cProfile of ``steps`` decode steps after a prompt: the functions by own time per step
-    (the OpenCL calls, launches, writes, flushes and the wait for the logits, apart from the
-    Python around them). Prints the top 25; returns (function, calls, own ms per step)."""
+def _cprofile(run, n: int, what: str) -> list:
+    """cProfile of ``n`` calls of ``run(profile)`` (which enables ``profile`` around the part to
+    measure): the functions by own time per call (the OpenCL calls, launches, writes, flushes
+    and waits apart from the Python around them). Prints the top 25; returns (function, calls,
+    own ms per call)."""
     import cProfile
     import pstats
-    req.reset_state()
-    out = req.infer(_feeds(prompt, 0))
-    past, ids = prompt.shape[1], out["logits"][:, -1].argmax(-1)[:, None]
     prof = cProfile.Profile()
-    for _ in range(steps):
-        feeds = _feeds(ids, past)
-        prof.enable()
-        out = req.infer(feeds)
-        prof.disable()
-        past += 1
-        ids = out["logits"][:, -1].argmax(-1)[:, None]
+    for _ in range(n):
+        run(prof)
     rows = []
     for (path, line, name), (_, calls, own, _, _) in pstats.Stats(prof).stats.items():
-        rows.append((f"{Path(path).name}:{line}({name})", calls / steps, 1e3 * own / steps))
+        rows.append((f"{Path(path).name}:{line}({name})", calls / n, 1e3 * own / n))
     rows.sort(key=lambda r: -r[2])
     total = sum(r[2] for r in rows)
-    print(f"host time of a decode step under cProfile: {total:.3f} ms; by own time:")
+    print(f"host time of {what} under cProfile: {total:.3f} ms; by own time:")
     for name, calls, ms in rows[:25]:
         print(f"    {ms:8.3f} ms  {calls:7.1f} calls  {name}")
     return rows[:60]
+
+
+def _host_profile(req, prompt: np.ndarray, steps: int) -> list:
+    """cProfile of ``steps`` decode steps after a prompt (:func:`_cprofile`)."""
+    req.reset_state()
+    out = req.infer(_feeds(prompt, 0))
+    state = [prompt.shape[1], out["logits"][:, -1].argmax(-1)[:, None]]
+
+    def step(prof) -> None:
+        feeds = _feeds(state[1], state[0])
+        prof.enable()
+        out = req.infer(feeds)
+        prof.disable()
+        state[0] += 1
+        state[1] = out["logits"][:, -1].argmax(-1)[:, None]
+    return _cprofile(step, steps, "a decode step")
+
+
+def _prefill_profile(req, prompt: np.ndarray, n: int) -> tuple[float, list]:
+    """Time to first token as a generation sees it (``reset_state`` then the prompt, outputs
+    read): the median wall of ``n`` and cProfile of ``n`` more (:func:`_cprofile`)."""
+    walls = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        req.reset_state()
+        req.infer(_feeds(prompt, 0))
+        walls.append(time.perf_counter() - t0)
+    wall = statistics.median(walls)
+    print(f"prefill {prompt.shape[1]} tokens after reset_state: wall {1e3 * wall:.3f} ms (median "
+          f"of {n})")
+
+    def prefill(prof) -> None:
+        prof.enable()
+        req.reset_state()
+        req.infer(_feeds(prompt, 0))
+        prof.disable()
+    return wall, _cprofile(prefill, n, "a prefill")
 
 
 def _kinds(cm) -> dict[str, str]:
@@ -174,6 +204,9 @@ def main() -> None:
     report["stats"] = {k: v for k, v in req.stats.items() if isinstance(v, (int, float))}
     if args.cprofile:
         report["decode_host_functions"] = _host_profile(req, prompt, args.cprofile)
+        wall, rows = _prefill_profile(req, prompt, max(3, args.cprofile // 4))
+        report["prefill_wall_ms"] = 1e3 * wall
+        report["prefill_host_functions"] = rows
     out_dir = os.environ.get("OUT")
     if out_dir:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
