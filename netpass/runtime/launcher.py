@@ -60,13 +60,15 @@ def _opencl_library() -> ctypes.CDLL | None:
 
 
 class KernelHandle:
-    """A pyopencl kernel, its raw ``cl_kernel`` and the buffers and ints last set on it (a
+    """A pyopencl kernel, its raw ``cl_kernel``, the Source it was built from (when known: a
+    persistent launch rewrites it as a phase) and the buffers and ints last set on it (a
     list, or the C array a step plan passed)."""
 
-    __slots__ = ("kernel", "ptr", "bufs", "ints", "cints")
+    __slots__ = ("kernel", "ptr", "source", "bufs", "ints", "cints")
 
-    def __init__(self, kernel) -> None:
+    def __init__(self, kernel, source=None) -> None:
         self.kernel = kernel
+        self.source = source
         self.ptr = ctypes.c_void_p(kernel.int_ptr)
         self.bufs: list | None = None
         self.ints: list | None = None

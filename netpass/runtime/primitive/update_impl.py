@@ -115,6 +115,6 @@ class UpdateImpl:
             if h is None:
                 kern = net.engine.cl.Kernel(net.engine.build(ln.source.text, net.stats),
                                             ln.source.name)
-                h = KernelHandle(kern)
+                h = KernelHandle(kern, ln.source)
             objs[key] = h
         return h
