@@ -28,6 +28,7 @@ from .lru import LruCache
 from .memory import Tensor
 from .network import STAT_KEYS, Network
 from .outputs import max_output_bytes
+from .persistent import persistent_steps
 from .program import Program
 from .program_node import ProgramNode
 from .shape_infer import infer_host
@@ -89,6 +90,7 @@ class RuntimeCompiledModel:
         self.step_plans: dict = {}  # binding -> step_plan.StepPlan, or network.SEEN (met once)
         self._free_kernels: dict = {}  # kernel key -> KernelHandles closed requests left
         self.use_step_plans = bool(cfg.get("STEP_PLANS", True))
+        self.persistent_steps = persistent_steps(cfg) and engine is not None
         self.length_plans = LengthPlans(program)  # families of decoding steps (length_plan)
         self.debug_checks = debug_checks(cfg)
         self.max_output_bytes = max_output_bytes(cfg)
@@ -306,7 +308,9 @@ def compile_program(model_or_program: Any, device: str = "AUTO",
     ``HOST_FALLBACK`` (bool, default True: ops without a device kernel run on the host from
     their reference; False makes them a HostFallbackError naming the ops),
     ``INFERENCE_PRECISION_HINT`` (``"f32"``, default, or ``"tf32"``: float32 GEMMs and attention
-    on TF32 tensor cores where the device has them, :mod:`netpass.runtime.kernels.mma`)."""
+    on TF32 tensor cores where the device has them, :mod:`netpass.runtime.kernels.mma`),
+    ``PERSISTENT_STEPS`` (bool, default False: a decode step's kernels gathered into persistent
+    kernels, :mod:`netpass.runtime.persistent`)."""
     cfg = dict(config or {})
     inference_precision(cfg)
     name = resolve_device_name(device)

@@ -228,9 +228,12 @@ class Engine:
         self.mma = _has_mma(device, self.context, self.cp_async)
         self.used_device_memory = 0
         self._lock = threading.Lock()  # the program cache and the memory counter
-        self._programs: dict[str, Any] = {}
+        self._programs: dict[Any, Any] = {}
         self._mf = cl.mem_flags
         self.launcher = make_launcher(self)
+        # persistent launches of all requests go to the device in order (runtime.persistent)
+        self.persistent_lock = threading.Lock()
+        self.persistent_last: tuple | None = None  # (queue, event) of the last one
 
     def new_queue(self):
         """A new in-order command queue on the device (profiling when the engine profiles)."""
@@ -285,22 +288,23 @@ class Engine:
         return alloc
 
     # -- programs -------------------------------------------------------------------------
-    def build(self, source: str, stats: dict | None = None):
-        """The compiled program for ``source`` (in-memory cache, then pyopencl's disk cache).
-        Sources come memoized from the generators, so the dict lookup hashes a string whose
-        hash Python has already cached."""
-        prg = self._programs.get(source)
+    def build(self, source: str, stats: dict | None = None, options: tuple[str, ...] = ()):
+        """The compiled program for ``source`` (in-memory cache, then pyopencl's disk cache),
+        with extra compiler ``options``. Sources come memoized from the generators, so the dict
+        lookup hashes a string whose hash Python has already cached."""
+        key = (source, options) if options else source
+        prg = self._programs.get(key)
         if prg is None:
             with self._lock:  # (one build per source, whichever request asks first)
-                prg = self._programs.get(source)
+                prg = self._programs.get(key)
                 if prg is None:
                     try:
                         prg = self.cl.Program(self.context, source).build(
-                            options=["-cl-mad-enable"])
+                            options=["-cl-mad-enable", *options])
                     except self.cl.Error as e:
                         raise DeviceError(f"OpenCL build failed on {self.device.name.strip()}: "
                                           f"{e}") from e
-                    self._programs[source] = prg
+                    self._programs[key] = prg
                     if stats is not None:
                         stats["kernel_builds"] = stats.get("kernel_builds", 0) + 1
         return prg

@@ -130,6 +130,12 @@ class Launcher:
         """Enqueue launch ``ln`` (an ``impls.Launch``) of ``h``; the event, or None."""
         return self._enqueue(self.queue, h.kernel, ln.gws, ln.lws)
 
+    def launch_ordered(self, h: KernelHandle, ln, after):
+        """Enqueue launch ``ln`` of ``h`` after event ``after`` (of any queue of the context;
+        None: no wait); the launch's event."""
+        return self._enqueue(self.queue, h.kernel, ln.gws, ln.lws,
+                             wait_for=[after] if after is not None else None)
+
     def write(self, buffer, offset: int, array: np.ndarray) -> None:
         """Enqueue a copy of ``array`` (C-contiguous) to ``buffer`` at byte ``offset`` without
         waiting; the caller keeps ``array`` alive and unchanged until the queue has run it."""
@@ -209,6 +215,19 @@ class DirectLauncher(Launcher):
             raise DeviceError(f"clEnqueueNDRangeKernel({h.kernel.function_name}) failed with "
                               f"error {err}")
         return None
+
+    def launch_ordered(self, h: KernelHandle, ln, after):
+        dims = ln.cdims
+        if dims is None:
+            dims = ln.cdims = c_work_sizes(ln.gws, ln.lws)
+        event = ctypes.c_void_p()
+        waits = (ctypes.c_void_p * 1)(after.int_ptr) if after is not None else None
+        err = self._cl_enqueue(self._queue, h.ptr, dims[0], None, dims[1], dims[2],
+                               1 if after is not None else 0, waits, ctypes.byref(event))
+        if err:
+            raise DeviceError(f"clEnqueueNDRangeKernel({h.kernel.function_name}) failed with "
+                              f"error {err}")
+        return self._cl.Event.from_int_ptr(event.value, retain=False)
 
 
 def c_work_sizes(gws: tuple, lws: tuple | None) -> tuple:

@@ -21,7 +21,8 @@ variable never reads, is not run at all. The counters advance as the replay's wo
 from __future__ import annotations
 
 import ctypes
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -49,6 +50,7 @@ from .step_plan import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .launcher import Launcher
     from .length_plan import LengthFamily
     from .network import Network
 
@@ -274,11 +276,10 @@ class Tape:
             fast.append((h, lw, h.bufs, base_a, slope_a, buf, view, work))
         return (net.mem_epoch, tmax, fast)
 
-    def _fixed_step(self, net: Network, item: list, t: int) -> None:
-        """A fixed item: launched as recorded when its kernels hold the arguments it set, its
-        sources are the buffers and offsets it read and its own buffers are still its own;
-        else its entry is replayed and recorded again."""
-        launch = net.launcher.launch
+    def _fixed_step(self, net: Network, item: list, t: int, launch: Any) -> None:
+        """A fixed item: launched (through ``launch``) as recorded when its kernels hold the
+        arguments it set, its sources are the buffers and offsets it read and its own buffers
+        are still its own; else its entry is replayed and recorded again."""
         _, inst, e, launches, checks, owns = item
         ok = inst.impl is e.impl
         if ok:
@@ -306,12 +307,37 @@ class Tape:
     def run(self, net: Network, t: int) -> None:
         """One step at ``t``. The queue is flushed after the first FIRST_FLUSH primitives and
         then every FLUSH_EVERY: a decode step is a few dozen short kernels, and the device
-        should start on them while the host enqueues the rest."""
-        launch = net.launcher.launch
-        set_struct = net.launcher._set_struct
-        flush = net.queue.flush
+        should start on them while the host enqueues the rest. With persistent steps
+        (:mod:`~netpass.runtime.persistent`) the kernels of the fast paths are gathered
+        between those points and go out as persistent kernels there."""
+        persistent = net.persistent_for_tape()
+        launcher = net.launcher
+        launch: Callable[..., Any]
+        if persistent is not None:  # (gathered into persistent kernels: runtime.persistent)
+            launch, drain = persistent.add, persistent.drain
+            flush = drain
+            # every other use of the queue sends what was gathered first
+            net.launcher = cast("Launcher", persistent.draining(launcher))
+        else:
+            launch, drain = launcher.launch, None
+            flush = net.queue.flush
         counts = self.counts
         counts[0] = counts[1] = 0
+        try:
+            self._run(net, t, launch, drain is not None, flush, launcher._set_struct)
+            if drain is not None:
+                drain()
+        finally:
+            net.launcher = launcher
+            if persistent is not None:
+                persistent.pending.clear()
+        self.family.count(net.stats, counts)
+
+    def _run(self, net: Network, t: int, launch: Any, gathered: bool, flush: Any,
+             set_struct: Any) -> None:
+        """The items of one step (:meth:`run`); ``launch`` takes the fast paths' launches
+        (``gathered``: it takes the int struct too, whose array the next step rewrites)."""
+        counts = self.counts
         epoch = net.epoch  # (stamps: for the general path's own checks)
         count = 0
         flush_at = FIRST_FLUSH
@@ -340,7 +366,7 @@ class Tape:
                     members = item[2]
                     for member in members:
                         if member[0] == FIXED:
-                            self._fixed_step(net, member, t)
+                            self._fixed_step(net, member, t, launch)
                         else:
                             self._view_item(net, member, t)
                     item[3] = [(h, lw) for m in members if m[0] == FIXED for h, lw, _, _ in m[3]]
@@ -360,7 +386,10 @@ class Tape:
                         w = lw if gws == lw.gws else e.works.get(gws)
                         if w is None:
                             w = e.works[gws] = Work(gws, lw.lws)
-                        launch(h, w)
+                        if gathered:
+                            launch(h, w, buf)
+                        else:
+                            launch(h, w)
                     if e.out.const is None:  # (the same buffers: their views' shapes)
                         out = inst.out_shapes = e.out.at(t)
                         for tensor, shape in zip(inst.outputs, out):
@@ -375,7 +404,7 @@ class Tape:
                     kernel_step(net, inst, e, t, counts)
                 count += 1
             elif kind == FIXED:
-                self._fixed_step(net, item, t)
+                self._fixed_step(net, item, t, launch)
                 count += 1
             elif kind == MOVING_VIEW:
                 view_step(net, inst, item[2], t)
@@ -386,4 +415,3 @@ class Tape:
             if count >= flush_at:  # (counting kernel primitives)
                 flush_at = count + FLUSH_EVERY
                 flush()
-        self.family.count(net.stats, counts)

@@ -26,6 +26,7 @@ from .launcher import make_launcher
 from .length_plan import FAMILIES, LengthFamily
 from .length_tape import Tape
 from .memory import MemoryPool, Tensor
+from .persistent import PersistentSteps
 from .primitive import PrimitiveInst, primitive_error
 from .primitive.update_shape import SYMBOLIC_RECORDS
 from .program import Program
@@ -42,7 +43,8 @@ STAT_KEYS = ("allocations", "allocated_bytes", "reuses", "pool_hits", "reclaims"
              "impl_cache_hits", "impl_cache_misses", "kernel_builds", "weight_reorders",
              "skipped", "fused", "shape_updates", "host_waits", "host_fallbacks",
              "kernels_enqueued", "set_arguments", "primitives", "infers", "symbolic_infers",
-             "state_allocations", "state_appends", "length_replays")
+             "state_allocations", "state_appends", "length_replays", "persistent_launches",
+             "persistent_phases")
 
 
 class Network:
@@ -116,6 +118,9 @@ class Network:
         self.was_symbolic = False
         self.active_order = self.order  # the primitives the last infer went through
         self.debug = compiled.debug_checks  # invariants.check_read on every read
+        # a decode step's launches gathered into persistent kernels (made at the first tape
+        # step)
+        self.persistent: PersistentSteps | None = None
         self.epoch = 0  # infers begun; PrimitiveInst.stamp says which produced an output
         self.reader: PrimitiveInst | None = None  # (debug mode) the primitive running now
         # id(impl) -> (impl, its uploaded buffers): the impl is kept so that its id is not
@@ -437,6 +442,13 @@ class Network:
             self.tapes[id(family)] = Tape(self, family)
         return family.general
 
+    def persistent_for_tape(self) -> PersistentSteps | None:
+        """The request's persistent launches (config PERSISTENT_STEPS), made when first
+        asked for; None when off."""
+        if self.persistent is None and self.compiled.persistent_steps:
+            self.persistent = PersistentSteps(self)
+        return self.persistent
+
     def _length_family(self) -> tuple[LengthFamily | None, int]:
         """The length family of this inference's binding (length_plan), and its ``t``."""
         lp = self.compiled.length_plans
@@ -481,7 +493,12 @@ class Network:
             s, k = r.inputs[0]
             refs.append(self.resolve(self.insts[s.index], k))
         self.reader = None
+        persistent = self.persistent
+        if persistent is not None:
+            persistent.before_wait()
         arrays = self.host_values(refs)
+        if persistent is not None:
+            persistent.after_wait()
         given: set[int] = set()
         for r, (inst, k), a in zip(self.program.outputs, refs, arrays):
             if id(a) in given or inst.node.is_constant or inst.node.in_shape_of_subgraph:
