@@ -248,11 +248,12 @@ class Tape:
         sources' offsets folded in, valid while no buffer of the request changes and its
         outputs fit their buffers (up to ``tmax``): (the request's mem_epoch, tmax, per
         launch (handle, work sizes, buffers set, base, slope, int32 buffer, its C view,
-        work forms)). None where it does not hold (a shrinking output, no reusable buffer, a
-        source holding a host value a step uploads)."""
-        if any(src.node.index not in self.device for _, _, _, slots, _ in launches
-               for _, _, src, _, _, _ in slots):
-            return None
+        work forms), the sources holding a host value a step uploads, as (source, output,
+        the allocation and offset the upload must land at again)). None where it does not
+        hold (a shrinking output, no reusable buffer)."""
+        uploads = {(src.node.index, k): (src, k, src.outputs[k].alloc, src.outputs[k].offset)
+                   for _, _, _, slots, _ in launches for _, _, src, k, _, _ in slots
+                   if src.node.index not in self.device}
         tmax = 1 << 62
         if e.need.const is None:
             for i, (nb, ns) in enumerate(zip(e.need.base, e.need.slope)):
@@ -274,7 +275,19 @@ class Tape:
             buf = np.empty(len(base), np.int32)
             view = (ctypes.c_int32 * len(base)).from_address(buf.ctypes.data)  # (buf kept below)
             fast.append((h, lw, h.bufs, base_a, slope_a, buf, view, work))
-        return (net.mem_epoch, tmax, fast)
+        return (net.mem_epoch, tmax, fast, tuple(uploads.values()))
+
+    @staticmethod
+    def _uploaded(net: Network, uploads: tuple) -> bool:
+        """The host values a fast moving kernel reads uploaded for this step; whether each
+        landed where its arguments say (else the kernel takes its full step)."""
+        for src, k, alloc, offset in uploads:
+            tensor = src.outputs[k]
+            if tensor is None or not src.device_valid[k]:
+                tensor = net.device_tensor(src, k)
+            if tensor is None or tensor.alloc is not alloc or tensor.offset != offset:
+                return False
+        return True
 
     def _fixed_step(self, net: Network, item: list, t: int, launch: Any) -> None:
         """A fixed item: launched (through ``launch``) as recorded when its kernels hold the
@@ -376,7 +389,9 @@ class Tape:
                 e = item[2]
                 fast = item[4]
                 if fast is not None and fast[0] == net.mem_epoch and t <= fast[1] and \
-                        all(f[0].bufs is f[2] for f in fast[2]):
+                        all(f[0].bufs is f[2] for f in fast[2]) and \
+                        (not fast[3] or self._uploaded(net, fast[3])) and \
+                        fast[0] == net.mem_epoch:
                     # (nothing moved but t: the arguments as base + slope * t, one struct)
                     for h, lw, _, base, slope, buf, view, work in fast[2]:
                         np.add(base, slope * t, out=buf)
