@@ -391,7 +391,7 @@ class Tape:
                 if fast is not None and fast[0] == net.mem_epoch and t <= fast[1] and \
                         all(f[0].bufs is f[2] for f in fast[2]) and \
                         (not fast[3] or self._uploaded(net, fast[3])) and \
-                        fast[0] == net.mem_epoch:
+                        fast[0] == net.mem_epoch:  # (again: an upload may have allocated)
                     # (nothing moved but t: the arguments as base + slope * t, one struct)
                     for h, lw, _, base, slope, buf, view, work in fast[2]:
                         np.add(base, slope * t, out=buf)
