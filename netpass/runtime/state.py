@@ -366,14 +366,16 @@ class VariableStore:
 
     def stepper(self, inst: PrimitiveInst) -> Callable[[], None]:
         """:meth:`step` of ``inst`` as a function of its own (a length tape calls it on every
-        decode step): the variable and the role looked up once; a read of a set variable and
-        the assign of an appended one inlined."""
+        decode step): the variable and the role looked up once; a read of a set variable, a
+        decode step's in-place append and the assign of an appended variable inlined."""
         node = inst.node
         v = self.vars[node.state_var]
         role = node.state_role
-        if node.shape_only or not (role == READ or (role == ASSIGN and v.axis is not None)):
+        if node.shape_only or v.axis is None and role != READ:
             return lambda: self.step(inst)
         view_of = self._view_of
+        if role == APPEND:
+            return self._appender(inst, v)
         if role == READ:
             def read() -> None:
                 shape = v.shape
@@ -391,6 +393,35 @@ class VariableStore:
             inst.out_shapes = [src.out_shapes[k]]
             inst.executed_once = True
         return assign
+
+    def _appender(self, inst: PrimitiveInst, v: Variable) -> Callable[[], None]:
+        """The APPEND step of :meth:`stepper`: where the state is in the variable's buffer, the
+        grown shape fits it and the new rows are few enough for the reading attention to
+        write them itself (``append_by``), only the bookkeeping of :meth:`_append`."""
+        (a, ka), (b, kb) = inst.src_insts
+        axis = v.axis
+        assert axis is not None  # (an appended variable has its axis: mark_state)
+        by_reader = inst.node.append_by is not None
+        stats = self.net.stats
+        view_of = self._view_of
+
+        def append() -> None:
+            s0, s1 = a.out_shapes[ka], b.out_shapes[kb]
+            out = s0[:axis] + (s0[axis] + s1[axis],) + s0[axis + 1:]
+            inst.in_shapes = (s0, s1)
+            inst.out_shapes = [out]
+            inst.executed_once = True
+            cap = v.capacity
+            if v.read_buffer and v.alloc is not None and cap is not None and \
+                    len(cap) == len(out) and out[axis] <= cap[axis] and \
+                    cap[:axis] == out[:axis] and cap[axis + 1:] == out[axis + 1:] and \
+                    (not impls.size(s1) or by_reader and s1[axis] <= DECODE_ROWS):
+                v.pending = (v.alloc, cap, out)
+                view_of(inst, v, out)
+                stats["state_appends"] += 1
+            else:
+                self._append(inst)
+        return append
 
     def _read(self, inst: PrimitiveInst) -> None:
         v = self.vars[inst.node.state_var]
