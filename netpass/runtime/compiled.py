@@ -20,9 +20,11 @@ from ..errors import (
 )
 from ..ops.state import Assign, ReadValue, VariableInfo
 from ..reference import VariableState
+from . import impls
 from .async_queue import AsyncInferRequest, RequestBusyError
 from .device import Engine, resolve_device_name, select_device
 from .invariants import debug_checks
+from .launcher import KernelHandle
 from .length_plan import LengthPlans
 from .lru import LruCache
 from .memory import Tensor
@@ -86,6 +88,7 @@ class RuntimeCompiledModel:
         self.predictor_options = cfg.get("MEM_PREALLOCATION_OPTIONS")
         self.weights_cache_capacity = self._weights_cache_capacity()
         self._constants: dict[int, Tensor] = {}
+        self._reordered: dict[tuple, Tensor] = {}  # (weights node, layout) -> reordered copy
         self.desc_ids: dict = {}  # (kind, attrs, fused, dtypes) -> small int used in impl keys
         self.step_plans: dict = {}  # binding -> step_plan.StepPlan, or network.SEEN (met once)
         self._free_kernels: dict = {}  # kernel key -> KernelHandles closed requests left
@@ -126,16 +129,50 @@ class RuntimeCompiledModel:
         t = self._constants.get(node.index)
         if t is None:
             with self.lock:
-                t = self._constants.get(node.index)
-                if t is None:
-                    if self.engine is None:  # (kernels, hence constants' uploads, need one)
-                        raise RuntimeInvariantError(f"constant '{node.name}' uploaded without "
-                                                    "a device")
-                    arr = np.asarray(node.value, order="C")
-                    alloc = self.engine.upload(arr)
-                    t = Tensor(alloc, 0, tuple(arr.shape), arr.dtype)
-                    self._constants[node.index] = t
+                t = self.constant_tensor_unlocked(node)
         return t
+
+    def constant_tensor_unlocked(self, node: ProgramNode) -> Tensor:
+        """:meth:`constant_tensor` with ``lock`` held by the caller."""
+        t = self._constants.get(node.index)
+        if t is None:
+            if self.engine is None:  # (kernels, hence constants' uploads, need one)
+                raise RuntimeInvariantError(f"constant '{node.name}' uploaded without a device")
+            arr = np.asarray(node.value, order="C")
+            alloc = self.engine.upload(arr)
+            t = Tensor(alloc, 0, tuple(arr.shape), arr.dtype)
+            self._constants[node.index] = t
+        return t
+
+    def reordered_weights(self, node: ProgramNode, layout: tuple) -> tuple[Tensor, bool]:
+        """A FullyConnected's constant weights ``node`` (``[N, K]``) reordered to ``[K, N]``,
+        once per compiled model and layout, on the engine's queue with a wait (every request
+        reads them, from any queue, as the constants); (the tensor, whether this call made
+        it)."""
+        key = (node.index, layout)
+        t = self._reordered.get(key)
+        if t is not None:
+            return t, False
+        with self.lock:
+            t = self._reordered.get(key)
+            if t is not None:
+                return t, False
+            eng, w = self.engine, node.value
+            if eng is None or w is None:  # (kernels, hence reorders, need one; a constant)
+                raise RuntimeInvariantError(f"weights '{node.name}' reordered without a device "
+                                            "or a value")
+            n_, k_ = w.shape[0], impls.size(w.shape[1:])
+            src = self.constant_tensor_unlocked(node)
+            t = Tensor(eng.allocate(w.nbytes, what=f"the reordered weights of '{node.name}'"),
+                       0, (k_, n_), w.dtype)
+            ln = impls.strided_copy(w.dtype, (k_, n_), [1, k_], 0, [n_, 1], 0, 0, 0)
+            h = KernelHandle(eng.cl.Kernel(eng.build(ln.source.text), ln.source.name),
+                             ln.source)
+            eng.launcher.set_args(h, *ln.args([src], [t], []))
+            eng.launcher.launch(h, ln)
+            eng.queue.finish()
+            self._reordered[key] = t
+        return t, True
 
     def desc_id(self, desc: Hashable) -> int:
         """A small int standing for an implementation descriptor in impl keys."""
