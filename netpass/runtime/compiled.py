@@ -24,7 +24,7 @@ from . import impls
 from .async_queue import AsyncInferRequest, RequestBusyError
 from .device import Engine, resolve_device_name, select_device
 from .invariants import debug_checks
-from .launcher import KernelHandle
+from .launcher import KernelHandle, make_kernel
 from .length_plan import LengthPlans
 from .lru import LruCache
 from .memory import Tensor
@@ -166,7 +166,7 @@ class RuntimeCompiledModel:
             t = Tensor(eng.allocate(w.nbytes, what=f"the reordered weights of '{node.name}'"),
                        0, (k_, n_), w.dtype)
             ln = impls.strided_copy(w.dtype, (k_, n_), [1, k_], 0, [n_, 1], 0, 0, 0)
-            h = KernelHandle(eng.cl.Kernel(eng.build(ln.source.text), ln.source.name),
+            h = KernelHandle(make_kernel(eng.cl, eng.build(ln.source.text), ln.source.name),
                              ln.source)
             eng.launcher.set_args(h, *ln.args([src], [t], []))
             eng.launcher.launch(h, ln)

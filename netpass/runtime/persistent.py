@@ -40,7 +40,7 @@ import numpy as np
 
 from ..errors import DeviceError
 from .kernels.phase import PL, PhaseCall, PhaseForm, persistent, phase_of
-from .launcher import KernelHandle
+from .launcher import KernelHandle, make_kernel
 from .length_forms import Work
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -255,7 +255,7 @@ class PersistentSteps:
                 local = max(local, int(need) + 16 * form.local_arrays)
         src = persistent(calls, n_buffers, local, eng.mma == "ptx")
         program = eng.build(src.text, self.net.stats, self.options)
-        handle = KernelHandle(eng.cl.Kernel(program, src.name), src)
+        handle = KernelHandle(make_kernel(eng.cl, program, src.name), src)
         params = eng.allocate(4 * max(at, 1), what="a persistent parameter block")
         self.net.count_alloc(params)
         handle.kernel.set_arg(0, params.buffer)

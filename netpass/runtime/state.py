@@ -36,7 +36,7 @@ from ..ops.state import Assign, ReadValue
 from . import impls
 from .kernels.decode import DECODE_ROWS
 from .kinds import FusedAttention
-from .launcher import KernelHandle
+from .launcher import KernelHandle, make_kernel
 from .memory import Allocation, Tensor
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -549,7 +549,7 @@ class VariableStore:
             if h is None:
                 program = net.engine.build(ln.source.text, net.stats)
                 h = self._kernels[ln.source.text] = KernelHandle(
-                    net.engine.cl.Kernel(program, ln.source.name), ln.source)
+                    make_kernel(net.engine.cl, program, ln.source.name), ln.source)
             found = self._copies[key] = (ln, h)
         ln, h = found
         buffers, ints = ln.args([src], [dst], [])

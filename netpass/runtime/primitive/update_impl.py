@@ -6,7 +6,7 @@ request runs an implementation with its own kernel objects."""
 from __future__ import annotations
 
 from ..impls import Impl, Launch, Params, create_device_impl
-from ..launcher import KernelHandle
+from ..launcher import KernelHandle, make_kernel
 
 KERNEL_LISTS = 512  # per primitive: implementations whose kernel objects are kept
 
@@ -113,8 +113,8 @@ class UpdateImpl:
         if h is None:
             h = net.compiled.take_kernel(key)
             if h is None:
-                kern = net.engine.cl.Kernel(net.engine.build(ln.source.text, net.stats),
-                                            ln.source.name)
+                kern = make_kernel(net.engine.cl, net.engine.build(ln.source.text, net.stats),
+                                   ln.source.name)
                 h = KernelHandle(kern, ln.source)
             objs[key] = h
         return h
