@@ -1,5 +1,6 @@
 """What infer requests of one compiled model own: kernel objects (handed on to later requests
-once a request is gone, never shared by two live ones), command queues, weights caches."""
+once a request is gone, never shared by two live ones), command queues; and what they share:
+the reordered FullyConnected weights, made once per compiled model."""
 from __future__ import annotations
 
 import gc
@@ -7,6 +8,7 @@ import gc
 import numpy as np
 
 import netpass
+from netpass import Model, opset
 from netpass.runtime import compile_program
 from netpass.runtime.models import gpt_decoder
 from netpass.testing import RUNTIME_DEVICE
@@ -48,3 +50,19 @@ def test_a_gone_request_hands_its_kernels_on_without_its_arguments(rng):
     c = cm.create_infer_request()
     _run(c, model, rng, [3, 1, 2])  # replays plans with the handed-on kernels
     assert {id(h) for h in c.network.kernel_objects.values()} <= kernels
+
+
+def test_requests_share_the_reordered_weights(rng):
+    x = opset.parameter([-1, 48], np.float32, name="x")
+    w, bias = rng.standard_normal((40, 48)).astype(np.float32), np.zeros(40, np.float32)
+    model = Model([opset.result(opset.relu(opset.fully_connected(x, w, bias)), name="y")], [x])
+    cm = compile_program(model, RUNTIME_DEVICE)
+    feeds = {"x": rng.standard_normal((300, 48)).astype(np.float32)}  # (rows past the GEMV)
+    want = np.maximum(feeds["x"].astype(np.float64) @ w.T.astype(np.float64), 0.0)
+    a, b = cm.create_infer_request(), cm.create_infer_request()
+    np.testing.assert_allclose(a.infer(feeds)["y"], want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(b.infer(feeds)["y"], want, rtol=1e-4, atol=1e-4)
+    assert a.stats["weight_reorders"] == 1 and b.stats["weight_reorders"] == 0
+    ta = next(i.weights_tensor for i in a.network.insts if i.weights_tensor is not None)
+    tb = next(i.weights_tensor for i in b.network.insts if i.weights_tensor is not None)
+    assert ta is tb
