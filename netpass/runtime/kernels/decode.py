@@ -287,15 +287,21 @@ void attention_decode({', '.join(args)})
 
 GEMV_WG = 256       # work-items of a GEMV work-group
 GEMV_ROWS = 8       # rows of A up to which a GEMM runs as GEMVs
+GEMV_WIDE = 16384   # output columns from which a GEMV of k <= 1024 takes 16 items a column
 
 
 def gemv_width(m: int, k: int, sbk: int, n: int) -> int | None:
     """Items per output column of the GEMV for A [m, k] and B read with stride ``sbk`` along
     k (1: B's columns are contiguous rows of a weights [n, k]), or None where the GEMV does not
-    apply: 32 (a warp per column) up to k = 1024, then 64."""
+    apply: 32 (a warp per column) up to k = 1024, then 64; 16 for the widest outputs at k <=
+    1024 (an LM head: the H100 read GPT-2's [768, 50257] in 59 us at 16 items a column
+    against 75 us at 32, more loads in flight per item with work-groups aplenty;
+    ``benchmarks/bench_gemv.py``, BENCHMARKS.md)."""
     if m > GEMV_ROWS or sbk != 1 or not n or not k or not m:
         return None
-    return 32 if k <= 1024 else 64
+    if k <= 1024:
+        return 16 if n >= GEMV_WIDE else 32
+    return 64
 
 
 @memoized

@@ -1,6 +1,6 @@
 """The decode GEMV (kernels.decode.gemv): GEMMs of up to GEMV_ROWS rows over weights [N, K]
 read as they are, against numpy and the reference evaluator on random data with odd shapes:
-float4 and scalar runs of K (odd K, A read with a stride), 32 and 64 items per column, batch
+float4 and scalar runs of K (odd K, A read with a stride), 16, 32 and 64 items per column, batch
 broadcast, the FullyConnected
 bias and fused epilogues with a residual, a LayerNorm folded into the prologue (norm_gemm),
 and the selection (kinds.legacy.fully_connected_impl: no weights reorder for it). Tolerance: rtol
@@ -41,9 +41,10 @@ def _fc_model(rng, k: int, n: int, residual: bool):
     return Model([opset.result(y, name="y")], params), w, bias
 
 
-@pytest.mark.parametrize("k, n", [(7, 5), (64, 37), (768, 1001), (1030, 33)])
+@pytest.mark.parametrize("k, n", [(7, 5), (64, 37), (768, 1001), (1030, 33), (96, 16389)])
 def test_fully_connected_rows_match_numpy(rng, k, n):
-    """Odd K runs the scalar loop, K % 4 == 0 the float4 one; K > 1024 64 items a column."""
+    """Odd K runs the scalar loop, K % 4 == 0 the float4 one; K > 1024 64 items a column,
+    N >= GEMV_WIDE 16 (with a tail of columns)."""
     model, w, bias = _fc_model(rng, k, n, residual=True)
     req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     for rows in (1, 3, GEMV_ROWS):
@@ -106,6 +107,7 @@ def test_selection_limits():
     impl = legacy.fully_connected_impl(p, None)
     assert impl.launches[0].source.name == "gemv" and impl.weights_as_given
     assert gemv_width(1, 768, 1, 3072) == 32 and gemv_width(1, 3072, 1, 768) == 64
+    assert gemv_width(1, 768, 1, 50257) == 16 and gemv_width(1, 3072, 1, 50257) == 64
     assert gemv_width(GEMV_ROWS + 1, 64, 1, 64) is None      # more rows
     assert gemv_width(1, 64, 64, 64) is None                  # B read along n (reordered)
 
