@@ -28,12 +28,15 @@ FORWARD_PROPAGATABLE: tuple[type[Node], ...] = (
 
 @dataclass
 class TransposeInput:
-    """A Transpose feeding input ``index`` of a node, with its constant order."""
+    """A Transpose feeding input ``index`` of a node, with its constant order. ``cancel``: a
+    TSFuse that cancels every pair runs next in the same traversal (``update_input_transposes``
+    then cancels the pairs itself)."""
 
     transpose: Node
     order: list[int]
     order_type: Type
     index: int
+    cancel: bool = False
 
     @property
     def order_value(self) -> Output:
@@ -162,11 +165,29 @@ def update_input_transposes(main: Node, info: TransposeInput,
         if i == info.index:
             main.input(i).replace_source_output(src.node.input_value(0))
             continue
+        if info.cancel and _cancels(src, rev, main, indices):
+            # What TSFuse does to Transpose(src, rev) next: the pair is the identity, so
+            # ``main`` reads src's input, which takes the new Transpose's rt_info (``main``'s).
+            x = src.node.input_value(0)
+            main.input(i).replace_source_output(x)
+            copy_runtime_info([x.node, main], x.node)
+            continue
         t = _transposed(src, rev, info.order_type, main, rank, shared=shared)
         main.input(i).replace_source_output(t)
         if isinstance(t.node, Transpose):
             new.append(t.node)
     return new
+
+
+def _cancels(value: Output, rev: list[int], main: Node, indices: list[int]) -> bool:
+    """``Transpose(value, rev)`` on an input of ``main`` would be the second of a Transpose pair
+    that TSFuse removes: ``value`` is a Transpose whose order ``rev`` undoes, feeding only
+    inputs ``indices`` of ``main`` (so that TSFuse finds nothing but such pairs after it)."""
+    node = value.node
+    order = transpose_order(node)
+    if order is None or len(order) != len(rev) or any(order[r] != k for k, r in enumerate(rev)):
+        return False
+    return all(c.node is main and c.index in indices for c in graph_consumers(node.output(0)))
 
 
 def insert_output_transposes(main: Node, order: list[int], order_type: Type,
