@@ -86,16 +86,16 @@ class Node:
         self._outs: list[_Port] = []
         self._mark = 0  # visit mark of topological_sort
         known = self.ATTRS
-        if attrs:
-            for key in attrs:
-                if key not in known:
-                    unknown = sorted(set(attrs) - set(known))
-                    raise TypeError(f"{self.type_name}: unknown attribute(s) {unknown}")
         if known:
+            if attrs and not attrs.keys() <= known.keys():
+                unknown = sorted(set(attrs) - set(known))
+                raise TypeError(f"{self.type_name}: unknown attribute(s) {unknown}")
             values = self.__dict__
             for key, default in known.items():
                 value = attrs.get(key, default)
                 values[key] = list(value) if isinstance(value, list) else value
+        elif attrs:
+            raise TypeError(f"{self.type_name}: unknown attribute(s) {sorted(attrs)}")
         # A new node is wired without set_arguments' bookkeeping: it has no old inputs and no
         # consumers, so no graph's order changes (passes build nodes by the hundred thousand).
         wired: list[Output] = []
