@@ -15,8 +15,16 @@ from ...core.types import Type
 from ...ops.base import BinaryElementwiseArithmetic, UnaryElementwiseArithmetic
 from ...ops.elementwise import Clamp, Convert, Elu, LogicalNot, PRelu, SoftPlus
 from ...ops.movement import Concat, Split, Transpose, Unsqueeze
-from ..utils import const, const_value, graph_consumers, make, reverse_order, static_rank
-from .attr import is_sinking_disabled, mark_as_no_sinking
+from ..utils import (
+    const,
+    const_value,
+    graph_consumers,
+    in_graph,
+    make,
+    reverse_order,
+    static_rank,
+)
+from .attr import NO_SINKING, mark_as_no_sinking
 
 # Consumers that do not make forward sinking mark a Transpose (OpenVINO 2023's
 # CanPropagateForwardThrough, the transformations the GNA plugin was built with): a Transpose
@@ -249,14 +257,21 @@ def same_order_transpose_consumers(node: Node) -> list[int] | None:
 
 def consumer_transposes_order(node: Node) -> list[int] | None:
     """The common order when every consumer of every output is an unmarked Transpose with the
-    same constant order (OpenVINO's CheckTransposeConsumers), else None."""
-    order = same_order_transpose_consumers(node)
-    if order is None:
-        return None
-    for out in node.outputs():
-        for c in graph_consumers(out):
-            if is_sinking_disabled(c.node):
+    same constant order (OpenVINO's CheckTransposeConsumers), else None.
+
+    (One pass over the consumer tables, as ``graph_consumers`` filters them: the backward
+    sinking passes ask this of every Transpose's producer they visit.)"""
+    order = None
+    for port in node._outs:
+        for (_, index), ref in port.cons.items():
+            c = ref()
+            if c is None or not in_graph(c):
+                continue
+            o = transpose_order(c)
+            if o is None or index != 0 or (order is not None and o != order) \
+                    or NO_SINKING in (c._rt or ()):
                 return None
+            order = o
     return order
 
 
