@@ -23,7 +23,16 @@ from .changes import tracking
 from .dimension import Dimension
 
 # Output, Input, as_output and _Topology are also imported from here by the rest of netpass.
-from .ports import Input, Output, _Port, _Topology, as_output, port_states, topology_changed
+from .ports import (
+    Input,
+    Output,
+    _connect,
+    _Port,
+    _Topology,
+    as_output,
+    port_states,
+    topology_changed,
+)
 from .shape import PartialShape, ShapeLike, as_partial_shape
 from .types import Type
 
@@ -105,7 +114,7 @@ class Node:
             for i, src in enumerate(inputs):
                 out = src if type(src) is Output else as_output(src)
                 wired.append(out)
-                out.node._outs[out.index].cons[(me, i)] = ref
+                _connect(out.node._outs[out.index].cons, (me, i), ref)
         self._inputs = wired
         self._infer()  # a new node: inferring it changes no graph
 
@@ -168,7 +177,7 @@ class Node:
         for i, src in enumerate(inputs):
             out = src if type(src) is Output else as_output(src)
             wired.append(out)
-            out.node._outs[out.index].cons[(me, i)] = ref
+            _connect(out.node._outs[out.index].cons, (me, i), ref)
         if rewired:
             topology_changed()
             log = tracking.log
