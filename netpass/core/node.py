@@ -87,13 +87,7 @@ class Node:
         def __setattr__(self, name: str, value: Any) -> None: ...
 
     def __init__(self, inputs: Iterable[Output | Node] = (), **attrs: Any) -> None:
-        self._id = next(_ids)
-        self._name: str | None = None
-        self._friendly: str | None = None
-        self._rt: dict[Any, Any] | None = None
-        self._in_rt: dict[int, dict[str, Any]] | None = None
-        self._outs: list[_Port] = []
-        self._mark = 0  # visit mark of topological_sort
+        self._init_state()
         known = self.ATTRS
         if known:
             if attrs and not attrs.keys() <= known.keys():
@@ -107,16 +101,27 @@ class Node:
             raise TypeError(f"{self.type_name}: unknown attribute(s) {sorted(attrs)}")
         # A new node is wired without set_arguments' bookkeeping: it has no old inputs and no
         # consumers, so no graph's order changes (passes build nodes by the hundred thousand).
-        wired: list[Output] = []
         if inputs:
+            wired = self._inputs
             me = id(self)
             ref = weakref.ref(self)
             for i, src in enumerate(inputs):
                 out = src if type(src) is Output else as_output(src)
                 wired.append(out)
                 _connect(out.node._outs[out.index].cons, (me, i), ref)
-        self._inputs = wired
         self._infer()  # a new node: inferring it changes no graph
+
+    def _init_state(self) -> None:
+        """The state of a node without inputs, outputs or attributes yet (``__init__`` starts
+        with it; a node built without ``__init__``, as ``Constant.of`` does, too)."""
+        self._id = next(_ids)
+        self._name: str | None = None
+        self._friendly: str | None = None
+        self._rt: dict[Any, Any] | None = None
+        self._in_rt: dict[int, dict[str, Any]] | None = None
+        self._inputs: list[Output] = []
+        self._outs: list[_Port] = []
+        self._mark = 0  # visit mark of topological_sort
 
     # -- identity -----------------------------------------------------------------------
     @property

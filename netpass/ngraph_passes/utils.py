@@ -8,7 +8,6 @@ import numpy as np
 
 from ..core.boundary import Constant, Result
 from ..core.node import Node, Output
-from ..core.types import Type
 from ..ops.base import (
     BinaryElementwiseArithmetic,
     BinaryElementwiseComparison,
@@ -43,9 +42,7 @@ from ..ops.state import Assign
 
 def const(value: Any, dtype: Any = None) -> Output:
     """A new Constant's output (element type from ``dtype`` or the array's dtype)."""
-    arr = np.asarray(value)
-    et = Type.of(dtype) if dtype is not None else None
-    return Constant([], value=arr, element_type=et).output(0)
+    return Constant.of(value, dtype).output(0)
 
 
 def const_value(out: Output) -> np.ndarray | None:
