@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .node import Node
+from .node import Node, _Port
 from .shape import PartialShape, ShapeLike
 from .types import Type, f32
 
@@ -50,6 +50,14 @@ class Parameter(Node):
         raise NotImplementedError("a Parameter's value comes from the caller")
 
 
+def _element_type(arr: np.ndarray, element_type: Any) -> Type:
+    """A Constant's element type: ``element_type`` as a Type, else ``arr``'s."""
+    if element_type is None:
+        # Passes create Constants by the thousand: the dtype table first, Type.of for the rest.
+        return Type._by_dtype.get(arr.dtype) or Type.of(arr.dtype)
+    return element_type if type(element_type) is Type else Type.of(element_type)
+
+
 class Constant(Node):
     """Fixed data. ``value`` is the numpy array (immutable by convention)."""
 
@@ -59,15 +67,33 @@ class Constant(Node):
     value: np.ndarray
     FOLDABLE = False
 
+    @staticmethod
+    def of(value: Any, element_type: Any = None) -> Constant:
+        """``Constant([], value=value, element_type=element_type)``, the same node built
+        directly, without the generic attribute checks and inference (passes and the ONNX
+        reader build Constants by the hundred thousand; this takes a third of the time). A
+        value that must be converted to ``element_type`` takes the generic way, which reports
+        a failed conversion as the node's inference error."""
+        arr = np.asarray(value)
+        et = _element_type(arr, element_type)
+        if et.dtype is not None and arr.dtype != et.dtype:
+            return Constant([], value=value, element_type=element_type)
+        node = Constant.__new__(Constant)
+        node._init_state()
+        attrs = node.__dict__
+        attrs["value"] = arr
+        attrs["element_type"] = et
+        port = _Port()
+        port.et = et
+        port.ps = PartialShape.static(arr.shape)
+        port.val = arr
+        node._outs.append(port)
+        return node
+
     def infer_types(self) -> None:
-        et = self.element_type
-        if et is not None and type(et) is not Type:
-            et = Type.of(et)
         arr = np.asarray(self.value)
-        if et is None:
-            # Passes create Constants by the thousand: the dtype table first, Type.of for the rest.
-            et = Type._by_dtype.get(arr.dtype) or Type.of(arr.dtype)
-        elif et.dtype is not None and arr.dtype != et.dtype:
+        et = _element_type(arr, self.element_type)
+        if et.dtype is not None and arr.dtype != et.dtype:
             arr = arr.astype(et.dtype)
         self.value = arr
         self.element_type = et

@@ -23,7 +23,16 @@ from .changes import tracking
 from .dimension import Dimension
 
 # Output, Input, as_output and _Topology are also imported from here by the rest of netpass.
-from .ports import Input, Output, _Port, _Topology, as_output, port_states, topology_changed
+from .ports import (
+    Input,
+    Output,
+    _connect,
+    _Port,
+    _Topology,
+    as_output,
+    port_states,
+    topology_changed,
+)
 from .shape import PartialShape, ShapeLike, as_partial_shape
 from .types import Type
 
@@ -78,36 +87,41 @@ class Node:
         def __setattr__(self, name: str, value: Any) -> None: ...
 
     def __init__(self, inputs: Iterable[Output | Node] = (), **attrs: Any) -> None:
-        self._id = next(_ids)
-        self._name: str | None = None
-        self._friendly: str | None = None
-        self._rt: dict[Any, Any] | None = None
-        self._in_rt: dict[int, dict[str, Any]] | None = None
-        self._outs: list[_Port] = []
-        self._mark = 0  # visit mark of topological_sort
+        self._init_state()
         known = self.ATTRS
-        if attrs:
-            for key in attrs:
-                if key not in known:
-                    unknown = sorted(set(attrs) - set(known))
-                    raise TypeError(f"{self.type_name}: unknown attribute(s) {unknown}")
         if known:
+            if attrs and not attrs.keys() <= known.keys():
+                unknown = sorted(set(attrs) - set(known))
+                raise TypeError(f"{self.type_name}: unknown attribute(s) {unknown}")
             values = self.__dict__
             for key, default in known.items():
                 value = attrs.get(key, default)
                 values[key] = list(value) if isinstance(value, list) else value
+        elif attrs:
+            raise TypeError(f"{self.type_name}: unknown attribute(s) {sorted(attrs)}")
         # A new node is wired without set_arguments' bookkeeping: it has no old inputs and no
         # consumers, so no graph's order changes (passes build nodes by the hundred thousand).
-        wired: list[Output] = []
         if inputs:
+            wired = self._inputs
             me = id(self)
             ref = weakref.ref(self)
             for i, src in enumerate(inputs):
                 out = src if type(src) is Output else as_output(src)
                 wired.append(out)
-                out.node._outs[out.index].cons[(me, i)] = ref
-        self._inputs = wired
+                _connect(out.node._outs[out.index].cons, (me, i), ref)
         self._infer()  # a new node: inferring it changes no graph
+
+    def _init_state(self) -> None:
+        """The state of a node without inputs, outputs or attributes yet (``__init__`` starts
+        with it; a node built without ``__init__``, as ``Constant.of`` does, too)."""
+        self._id = next(_ids)
+        self._name: str | None = None
+        self._friendly: str | None = None
+        self._rt: dict[Any, Any] | None = None
+        self._in_rt: dict[int, dict[str, Any]] | None = None
+        self._inputs: list[Output] = []
+        self._outs: list[_Port] = []
+        self._mark = 0  # visit mark of topological_sort
 
     # -- identity -----------------------------------------------------------------------
     @property
@@ -168,7 +182,7 @@ class Node:
         for i, src in enumerate(inputs):
             out = src if type(src) is Output else as_output(src)
             wired.append(out)
-            out.node._outs[out.index].cons[(me, i)] = ref
+            _connect(out.node._outs[out.index].cons, (me, i), ref)
         if rewired:
             topology_changed()
             log = tracking.log

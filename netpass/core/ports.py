@@ -68,6 +68,16 @@ class _Port:
         self.pval: tuple[Any, ...] | None = None
 
 
+def _connect(table: dict[Any, Any], key: tuple[int, int], ref: Any) -> None:
+    """Add consumer ``key`` -> ``ref`` at the end of a consumer table. A freed consumer's entry
+    stays until ``Output.consumers`` drops it, and a new node may get the freed one's id: its
+    entry must not take that old place, or the consumer order (which rewrites read: the first
+    consumer names a node) would depend on where nodes are allocated."""
+    if key in table:
+        del table[key]
+    table[key] = ref
+
+
 class Output:
     """Output ``index`` of ``node``: a tensor produced by the node."""
 
@@ -182,7 +192,7 @@ class Output:
                 if consumer is None:
                     continue
                 consumer._inputs[key[1]] = replacement
-                rtable[key] = ref
+                _connect(rtable, key, ref)
                 moved.append(consumer)
             if moved:
                 topology_changed()
@@ -292,7 +302,7 @@ class Input:
             return
         old.node._outs[old.index].cons.pop((id(node), i), None)
         node._inputs[i] = new_source
-        new_source.node._outs[new_source.index].cons[(id(node), i)] = weakref.ref(node)
+        _connect(new_source.node._outs[new_source.index].cons, (id(node), i), weakref.ref(node))
         topology_changed()
         log = tracking.log
         if log is not None:

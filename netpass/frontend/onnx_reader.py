@@ -333,7 +333,7 @@ def _convert_body(graph: onnx.GraphProto, opset: int, values: Scope,
     ``values``; returns the Parameters of the graph inputs."""
     for init in graph.initializer:
         arr = _tensor_to_array(init, f"initializer '{init.name}'")
-        c = Constant([], value=arr, element_type=onnx_element_type(init.data_type, init.name))
+        c = Constant.of(arr, onnx_element_type(init.data_type, init.name))
         c.friendly_name = init.name
         c.output(0).names.add(init.name)
         values[init.name] = c.output(0)

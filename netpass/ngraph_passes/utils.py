@@ -8,7 +8,6 @@ import numpy as np
 
 from ..core.boundary import Constant, Result
 from ..core.node import Node, Output
-from ..core.types import Type
 from ..ops.base import (
     BinaryElementwiseArithmetic,
     BinaryElementwiseComparison,
@@ -43,9 +42,7 @@ from ..ops.state import Assign
 
 def const(value: Any, dtype: Any = None) -> Output:
     """A new Constant's output (element type from ``dtype`` or the array's dtype)."""
-    arr = np.asarray(value)
-    et = Type.of(dtype) if dtype is not None else None
-    return Constant([], value=arr, element_type=et).output(0)
+    return Constant.of(value, dtype).output(0)
 
 
 def const_value(out: Output) -> np.ndarray | None:
@@ -71,12 +68,16 @@ BINARY_TYPES: tuple[type[Node], ...] = (
     BinaryElementwiseArithmetic, BinaryElementwiseComparison, BinaryElementwiseLogical, PRelu)
 
 
+def in_graph(node: Node) -> bool:
+    """Whether a consumer ``node`` is part of the graph. A node a rewrite replaced stays among
+    its producers' consumers while something else (a user's variable) keeps it alive; it has
+    no consumers of its own and is no Result or sink."""
+    return isinstance(node, _TERMINAL) or node.has_consumers()
+
+
 def graph_consumers(out: Output) -> list:
-    """The consumers of ``out`` that are part of the graph. A node a rewrite replaced stays
-    among its producers' consumers while something else (a user's variable) keeps it alive;
-    it has no consumers of its own and is no Result or sink, and is left out here."""
-    return [c for c in out.consumers()
-            if isinstance(c.node, _TERMINAL) or c.node.has_consumers()]
+    """The consumers of ``out`` that are part of the graph (``in_graph``)."""
+    return [c for c in out.consumers() if in_graph(c.node)]
 
 
 def static_shape(out: Output) -> tuple[int, ...] | None:

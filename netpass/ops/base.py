@@ -27,7 +27,7 @@ def to_output(value: Any, element_type: Any = None) -> Output:
             arr = arr.astype(np.float32)
         elif arr.dtype == np.int64 and not isinstance(value, np.ndarray):
             pass
-    return Constant([], value=arr, element_type=element_type).output(0)
+    return Constant.of(arr, element_type).output(0)
 
 
 NodeT = TypeVar("NodeT", bound=Node)

@@ -81,6 +81,13 @@ class MatcherPass(PassBase):
         self._new_nodes.append(node)
         return node
 
+    def is_enabled(self) -> bool:
+        """Neither this pass's class nor a GraphRewrite it was flattened from is disabled in
+        its PassConfig (what decides whether a traversal runs it)."""
+        disabled = self.pass_config._disabled
+        return not disabled or (type(self) not in disabled
+                                and not any(c in disabled for c in self._containers))
+
     def get_new_nodes(self) -> list[Node]:
         return list(self._new_nodes)
 

@@ -77,6 +77,11 @@ class PassConfig:
         """The per-type callback of ``pass_type`` if set, else the global one."""
         return self._callbacks.get(pass_type, self._global)
 
+    def has_callback(self, pass_type: type) -> bool:
+        """Whether ``pass_type`` is given a callback (its own or the global one) that may
+        refuse something (a pass may then skip work the callback could never refuse)."""
+        return self.get_callback(pass_type) is not _never
+
     def copy(self) -> PassConfig:
         """An independent PassConfig with the same disabled, force-enabled passes and
         callbacks (a target derives its own from a user's without changing it)."""

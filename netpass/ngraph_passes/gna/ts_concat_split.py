@@ -84,8 +84,10 @@ def _split_applicable(out) -> bool:
     if shape is None or axis is None or any(static_shape(o) is None for o in s.outputs()):
         return False
     axis = int(axis.reshape(-1)[0]) % len(shape)
+    if axis != first_valuable(shape):  # (the cheap test first: this runs on every Split)
+        return False
     cons = _split_consumers(s)
-    return axis == first_valuable(shape) and cons is not None and any(c is not None for c in cons)
+    return cons is not None and any(c is not None for c in cons)
 
 
 class TSSplitBackward(MatcherPass):

@@ -37,6 +37,10 @@ class TSForwardBase(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
+        # The TSFuse of the same traversal, when it is the first matcher rooted at a
+        # Transpose there (TSGeneralForward sets it): a step then cancels itself the Transpose
+        # pairs that TSFuse would remove right after it.
+        self.fuser: MatcherPass | None = None
         pattern = wrap_type(self.TYPES, predicate=has_transpose_input(self.INDICES))
 
         def callback(m: Matcher) -> bool:
@@ -53,11 +57,18 @@ class TSForwardBase(MatcherPass):
                 if self.MARK_ON_FAILURE:
                     update_forward_sinking_ability(info.transpose)
                 return False
+            info.cancel = self._fuser_cancels()
             for n in self.sink(main, info):
                 self.register_new_node(n)
             return True
 
         self.register_matcher(Matcher(pattern, type(self).__name__), callback)
+
+    def _fuser_cancels(self) -> bool:
+        """``fuser`` runs and its callback refuses nothing: every cancelling pair is removed."""
+        fuser = self.fuser
+        return fuser is not None and fuser.is_enabled() and \
+            not fuser.pass_config.has_callback(type(fuser))
 
     def applicable(self, main: Node, info: TransposeInput) -> bool:
         return True

@@ -8,6 +8,7 @@ from ...passes import BackwardGraphRewrite, GraphRewrite
 from ...passes.base import ModelPass
 from ..common.constant_folding import run_then_fold
 from .attr import reset_no_sinking
+from .base import TSForwardBase
 from .concat_split import TSConcatBackward, TSConcatForward, TSSplitBackward, TSSplitForward
 from .data_movement import (
     TSDataMovementBackward,
@@ -34,12 +35,22 @@ BACKWARD = (TSUnaryBackward, TSBinaryBackward, TSConcatBackward, TSSplitBackward
 
 
 class TSGeneralForward(GraphRewrite):
-    """Every forward transpose sinking pass in one traversal."""
+    """Every forward transpose sinking pass in one traversal.
+
+    TSFuse is the only member rooted at a Transpose, and a step's new Transposes are the first
+    nodes visited after it: a Transpose a step puts on an input right after one whose order it
+    undoes is removed by TSFuse at once. The steps cancel such pairs themselves instead of
+    building the Transpose (``TSForwardBase.fuser``): ~1700 Transposes and TSFuse matches per
+    1000 GNA layout blocks, most of them at a Concat's inputs."""
 
     def __init__(self) -> None:
         super().__init__()
-        for p in FORWARD:
-            self.add_matcher(p())
+        passes = [p() for p in FORWARD]
+        fuser = passes[FORWARD.index(TSFuse)]
+        for p in passes:
+            if isinstance(p, TSForwardBase):
+                p.fuser = fuser
+            self.add_matcher(p)
 
 
 class TSGeneralBackward(BackwardGraphRewrite):

@@ -15,8 +15,16 @@ from ...core.types import Type
 from ...ops.base import BinaryElementwiseArithmetic, UnaryElementwiseArithmetic
 from ...ops.elementwise import Clamp, Convert, Elu, LogicalNot, PRelu, SoftPlus
 from ...ops.movement import Concat, Split, Transpose, Unsqueeze
-from ..utils import const, const_value, graph_consumers, make, reverse_order, static_rank
-from .attr import is_sinking_disabled, mark_as_no_sinking
+from ..utils import (
+    const,
+    const_value,
+    graph_consumers,
+    in_graph,
+    make,
+    reverse_order,
+    static_rank,
+)
+from .attr import NO_SINKING, mark_as_no_sinking
 
 # Consumers that do not make forward sinking mark a Transpose (OpenVINO 2023's
 # CanPropagateForwardThrough, the transformations the GNA plugin was built with): a Transpose
@@ -28,12 +36,15 @@ FORWARD_PROPAGATABLE: tuple[type[Node], ...] = (
 
 @dataclass
 class TransposeInput:
-    """A Transpose feeding input ``index`` of a node, with its constant order."""
+    """A Transpose feeding input ``index`` of a node, with its constant order. ``cancel``: a
+    TSFuse that cancels every pair runs next in the same traversal (``update_input_transposes``
+    then cancels the pairs itself)."""
 
     transpose: Node
     order: list[int]
     order_type: Type
     index: int
+    cancel: bool = False
 
     @property
     def order_value(self) -> Output:
@@ -162,11 +173,29 @@ def update_input_transposes(main: Node, info: TransposeInput,
         if i == info.index:
             main.input(i).replace_source_output(src.node.input_value(0))
             continue
+        if info.cancel and _cancels(src, rev, main, indices):
+            # What TSFuse does to Transpose(src, rev) next: the pair is the identity, so
+            # ``main`` reads src's input, which takes the new Transpose's rt_info (``main``'s).
+            x = src.node.input_value(0)
+            main.input(i).replace_source_output(x)
+            copy_runtime_info([x.node, main], x.node)
+            continue
         t = _transposed(src, rev, info.order_type, main, rank, shared=shared)
         main.input(i).replace_source_output(t)
         if isinstance(t.node, Transpose):
             new.append(t.node)
     return new
+
+
+def _cancels(value: Output, rev: list[int], main: Node, indices: list[int]) -> bool:
+    """``Transpose(value, rev)`` on an input of ``main`` would be the second of a Transpose pair
+    that TSFuse removes: ``value`` is a Transpose whose order ``rev`` undoes, feeding only
+    inputs ``indices`` of ``main`` (so that TSFuse finds nothing but such pairs after it)."""
+    node = value.node
+    order = transpose_order(node)
+    if order is None or len(order) != len(rev) or any(order[r] != k for k, r in enumerate(rev)):
+        return False
+    return all(c.node is main and c.index in indices for c in graph_consumers(node.output(0)))
 
 
 def insert_output_transposes(main: Node, order: list[int], order_type: Type,
@@ -228,14 +257,21 @@ def same_order_transpose_consumers(node: Node) -> list[int] | None:
 
 def consumer_transposes_order(node: Node) -> list[int] | None:
     """The common order when every consumer of every output is an unmarked Transpose with the
-    same constant order (OpenVINO's CheckTransposeConsumers), else None."""
-    order = same_order_transpose_consumers(node)
-    if order is None:
-        return None
-    for out in node.outputs():
-        for c in graph_consumers(out):
-            if is_sinking_disabled(c.node):
+    same constant order (OpenVINO's CheckTransposeConsumers), else None.
+
+    (One pass over the consumer tables, as ``graph_consumers`` filters them: the backward
+    sinking passes ask this of every Transpose's producer they visit.)"""
+    order = None
+    for port in node._outs:
+        for (_, index), ref in port.cons.items():
+            c = ref()
+            if c is None or not in_graph(c):
+                continue
+            o = transpose_order(c)
+            if o is None or index != 0 or (order is not None and o != order) \
+                    or NO_SINKING in (c._rt or ()):
                 return None
+            order = o
     return order
 
 

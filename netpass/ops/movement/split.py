@@ -132,16 +132,18 @@ class VariadicSplit(Node):
             if -1 in raw:  # (what lengths() gives)
                 lengths = [d - known if v == -1 else v for v in raw]
         self.set_output_size(len(lengths))
+        if axis is None:
+            same = _same_rank(data)
+            for i in range(len(lengths)):
+                self.set_output_type(i, et, same)
+            return
+        # (Sinking re-infers VariadicSplits by the thousand: the dims are copied as a list
+        # once, and each output's tuple differs only on the axis.)
         of = Dimension.of
+        dims = list(data._dims)  # type: ignore[arg-type]  # (a static rank: axis is known)
         for i, v in enumerate(lengths):
-            if axis is None:
-                shape = _same_rank(data)
-            else:
-                part = data[axis] - known if v == -1 else of(v)
-                dims = list(data)
-                dims[axis] = part
-                shape = PartialShape.of_dims(tuple(dims))
-            self.set_output_type(i, et, shape)
+            dims[axis] = data[axis] - known if v == -1 else of(v)
+            self.set_output_type(i, et, PartialShape.of_dims(tuple(dims)))
 
     def infer_values(self) -> None:
         ps = self.get_input_partial_shape(0)

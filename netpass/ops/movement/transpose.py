@@ -14,6 +14,19 @@ from ..shape_inputs import const_ints, export_error, i64_operand, pass_partial_v
 __all__ = ["transpose"]
 
 
+# Orders already checked to be permutations, by (dtype code, bytes) of the order value: a
+# Transpose's inference then skips parsing and checking it (sinking builds tens of thousands
+# of Transposes from a handful of orders). Bounded: cleared when full.
+_known_orders: dict[tuple[str, bytes], list[int]] = {}
+_KNOWN_ORDERS_MAX = 4096
+
+
+def _remember_order(value: np.ndarray, order: list[int]) -> None:
+    if len(_known_orders) >= _KNOWN_ORDERS_MAX:
+        _known_orders.clear()
+    _known_orders[(value.dtype.char, value.tobytes())] = order
+
+
 class Transpose(Node):
     """Transpose v1: ``output.shape[i] = input.shape[input_order[i]]``; an empty order reverses."""
 
@@ -33,38 +46,48 @@ class Transpose(Node):
     def infer_types(self) -> None:
         # Reads the ports directly: transpose sinking creates Transposes by the thousand.
         ins = self._inputs
-        self.check(len(ins) == 2, "expects inputs (data, input_order)")
+        if len(ins) != 2:
+            self.fail("expects inputs (data, input_order)")
         src, order_src = ins
         port = src.node._outs[src.index]
         et, data = port.et, port.ps
         order_port = order_src.node._outs[order_src.index]
         ops = order_port.ps
-        self.check(not ops.rank_is_static or len(ops) == 1,
-                   "input order must have shape [n], got {}", ops)
+        if ops._dims is not None and len(ops._dims) != 1:
+            self.fail("input order must have shape [n], got {}", ops)
         value = order_port.val
         dims = data._dims
-        if value is None:
-            order = None
-        else:
-            order = [int(a) for a in value.reshape(-1).tolist()]
-            if not order:  # an empty order reverses the axes
-                order = list(range(len(dims)))[::-1] if dims is not None else None
+        order = None
+        if value is not None:
+            order = _known_orders.get((value.dtype.char, value.tobytes()))
+            if order is None:
+                order = [int(a) for a in value.reshape(-1).tolist()]
+                if order:
+                    self.check(sorted(order) == list(range(len(order))),
+                               "input order {} is not a permutation of 0..{}", order,
+                               len(order) - 1)
+                    _remember_order(value, order)
+                elif dims is not None:  # an empty order reverses the axes
+                    order = list(range(len(dims)))[::-1]
+                else:
+                    order = None
         if order is None:
             rank = len(dims) if dims is not None else vector_length(self, 1)
             self.set_output_type(0, et, PartialShape.dynamic(rank))
             return
         rank = len(order)
-        self.check(sorted(order) == list(range(rank)),
-                   "input order {} is not a permutation of 0..{}", order, rank - 1)
         if dims is None:
             self.set_output_type(0, et, PartialShape.dynamic(rank))
             return
-        self.check(len(dims) == rank, "input order {} does not match input rank {}", order,
-                   len(dims))
+        if len(dims) != rank:
+            self.fail("input order {} does not match input rank {}", list(order), len(dims))
         self.set_output_type(0, et, PartialShape.of_dims(tuple([dims[a] for a in order])))
 
     def infer_values(self) -> None:
-        pass_partial_value(self)
+        src = self._inputs[0]
+        port = src.node._outs[src.index]
+        if port.val is not None or port.pval is not None:  # (else nothing to pass)
+            pass_partial_value(self)
 
     def evaluate(self, inputs):
         x, order = inputs

@@ -19,6 +19,7 @@ from netpass.core import (
     replace_node,
     replace_output_update_name,
 )
+from netpass.core.boundary import Constant
 from netpass.core.node import Node
 from netpass.core.types import f32
 from netpass.errors import LintError
@@ -71,6 +72,33 @@ def test_consumers_drop_freed_nodes():
     del a
     gc.collect()
     assert x.output(0).consumers() == []
+
+
+def test_consumers_keep_connection_order_when_a_freed_consumer_id_is_reused():
+    """A new node may get a freed consumer's id while the freed one's entry is still in the
+    producer's table: it is listed after the consumers connected before it (rewrites read the
+    first consumer), whether connected when built or by replace_source_output."""
+    x, y = parameter([2, 3], name="x"), parameter([2, 3], name="y")
+    reused = False
+    for _ in range(20):
+        a, b = neg(x), neg(x)
+        freed = id(a)
+        del a
+        c = neg(x)  # (CPython usually allocates it where ``a`` was)
+        reused |= id(c) == freed
+        assert [i.node for i in x.output(0).consumers()] == [b, c]
+        a = neg(x)
+        freed = id(a)
+        del a
+        d = neg(y)
+        reused |= id(d) == freed
+        d.input(0).replace_source_output(x)
+        assert [i.node for i in x.output(0).consumers()] == [b, c, d]
+        del b, c, d
+    if not reused:
+        pytest.skip("no freed node's id was reused: nothing to check")
+
+
 
 
 def test_replace_node_rewires_and_frees_old():
@@ -236,3 +264,20 @@ def test_multi_output_node_needs_explicit_output():
     with pytest.raises(Exception, match="has 2 outputs"):
         neg(t)
     assert isinstance(Parameter([], shape=PartialShape([1])), Parameter)
+
+
+@pytest.mark.parametrize("value, element_type", [
+    (np.arange(4), None), (np.arange(4), "i64"), (np.float32(1.5), None), ([1.0, 2.0], f32),
+    (np.arange(3), "f32"), (np.array([True, False]), "boolean")])
+def test_constant_of_builds_the_generic_constant(value, element_type):
+    fast, ref = Constant.of(value, element_type), Constant([], value=value,
+                                                          element_type=element_type)
+    assert type(fast) is Constant and fast.element_type is ref.element_type
+    assert fast.value.dtype == ref.value.dtype and np.array_equal(fast.value, ref.value)
+    assert list(fast.get_attributes()) == list(ref.get_attributes())
+    (p, q) = (fast._outs, ref._outs)
+    assert len(p) == len(q) == 1 and fast.get_input_size() == ref.get_input_size() == 0
+    assert (p[0].et, p[0].ps, p[0].pval, p[0].names, p[0].rt, p[0].cons) == \
+        (q[0].et, q[0].ps, q[0].pval, q[0].names, q[0].rt, q[0].cons)
+    assert p[0].val is fast.value and q[0].val is ref.value
+    assert fast.name.startswith("Constant_") and fast._rt is None and fast._mark == ref._mark

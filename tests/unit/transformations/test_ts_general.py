@@ -1,11 +1,16 @@
 """TSGeneralForward / TSGeneralBackward / TSGeneral."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
-from tr_helpers import count, model_of, param, rand, run_checked
+from tr_helpers import assert_same_graph, count, model_of, param, rand, run_checked
 
 from netpass import opset
-from netpass.ngraph_passes.transpose_sinking import NO_SINKING, TSGeneral
+from netpass.core.node import _ids as node_ids
+from netpass.ngraph_passes.common import InitNodeInfo
+from netpass.ngraph_passes.transpose_sinking import NO_SINKING, TSFuse, TSGeneral, TSGeneralForward
+from netpass.passes import PassConfig
 
 
 def test_transposes_cancel_through_a_chain():
@@ -47,3 +52,40 @@ def test_dynamic_shapes_keep_values():
     m = model_of(opset.transpose(opset.relu(opset.transpose(x, [0, 2, 1])), [0, 2, 1]), x)
     run_checked(m, TSGeneral())
     assert count(m, "Transpose") == 0
+
+
+def _concat_of_transposes():
+    """Concat of inputs transposed the same way: a Transpose read twice by the Concat, one
+    read once, one with another consumer (its pair stays), and a constant."""
+    x, y, z = (param([1, 3, 4, 5], name) for name in "xyz")
+    tx, ty, tz = (opset.transpose(v, [0, 2, 3, 1]) for v in (x, y, z))
+    cat = opset.concat([tx, ty, tx, tz, opset.constant(rand(1, 4, 5, 2))], 3)
+    m = model_of([opset.transpose(cat, [0, 3, 1, 2]), opset.relu(tz)], [x, y, z])
+    run_checked(m, InitNodeInfo())
+    return m
+
+
+def test_forward_steps_cancel_pairs_as_tsfuse_does():
+    """TSGeneralForward's steps cancel the pairs TSFuse would remove next (without building
+    the Transposes): the same graph, names and rt_info as when TSFuse removes them (a
+    callback on TSFuse, refusing nothing, makes the steps leave it to TSFuse)."""
+    built = []
+    for callback in (None, lambda node: False):
+        m = _concat_of_transposes()
+        config = PassConfig()
+        if callback is not None:
+            config.set_callback(callback, TSFuse)
+        first = next(node_ids)
+        run_checked(m, TSGeneralForward(), config=config)
+        built.append(next(node_ids) - first)
+        if callback is None:
+            fast = m
+    assert built[0] < built[1]  # the steps built fewer nodes
+    flags = dict(tensor_names=True, consumers_count=True)
+    assert_same_graph(fast, m, **flags)
+    assert_same_graph(m, fast, **flags)
+
+    def names(model):  # friendly names and rt_info (auto-generated names differ in number)
+        return [re.sub(r"_\d+", "_#", f"{n.friendly_name} {sorted(map(str, n.rt_info.items()))}")
+                for n in model.get_ordered_ops()]
+    assert names(fast) == names(m)
