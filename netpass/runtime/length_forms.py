@@ -90,11 +90,30 @@ def _expr(spec: Any, items, arrays: list) -> str:
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
 
+# arrays up to this size (int64 or bool: a Python int converts to them as ``astype`` would)
+# are made from a nested list literal: one numpy call (a decode step's host values are
+# shapes, positions and single lengths) instead of four.
+LITERAL_MAX = 16
+
+
+def _nested(items: list[str], shape: tuple) -> str:
+    """Python source of a nested list of ``shape`` over ``items`` (row-major)."""
+    if not shape:
+        return items[0]
+    step = len(items) // shape[0] if shape[0] else 0
+    return "[" + ", ".join(_nested(items[i * step:(i + 1) * step], shape[1:])
+                           for i in range(shape[0])) + "]"
+
+
 def _array_at(base: np.ndarray, slope: np.ndarray, shape: tuple, dtype: Any):
     """``base + slope * t`` as an array of ``shape`` and ``dtype``, as a function of t."""
     if not slope.any():
         fixed = base.astype(dtype).reshape(shape)
         return lambda t: fixed.copy()
+    if np.dtype(dtype) in (np.int64, np.bool_) and 0 < base.size <= LITERAL_MAX:
+        items = [f"({int(b)} + {int(s)} * t)" if s else str(int(b)) for b, s in zip(base, slope)]
+        return eval(f"lambda t: array({_nested(items, tuple(shape))}, dtype)",
+                    {"array": np.array, "dtype": np.dtype(dtype)})
     return lambda t: (base + slope * t).astype(dtype).reshape(shape)
 
 
@@ -260,8 +279,13 @@ class GrowForm:
         n = 1
         for d in shapes[0]:
             n *= d
-        values = self.a + self.b * t + self.c * np.arange(n, dtype=np.int64)
-        return shapes, (values.astype(self.dtype).reshape(shapes[0]),)
+        # (the same int64 values as a + b t + c * arange(n), in one numpy call)
+        start, c = self.a + self.b * t, self.c
+        values = np.arange(start, start + c * n, c, dtype=np.int64) if c else \
+            np.full(n, start, np.int64)
+        if self.dtype != np.int64:
+            values = values.astype(self.dtype)
+        return shapes, (values.reshape(shapes[0]),)
 
     def agrees(self, value: tuple, t: int) -> bool:
         shapes, arrays = self.at(t)

@@ -182,3 +182,32 @@ def test_a_decoding_loop_keeps_the_prompts_buffers(rng):
                        "mask": np.ones((1, total), np.int64)})
         assert req.stats["reclaims"] == before["reclaims"]
     assert req.stats["allocations"] == before["allocations"]
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.bool_, np.int32])
+def test_form_arrays_are_the_affine_values_in_their_dtype(dtype):
+    """A moving host array of a few ints (written as a literal for int64 and bool) and a
+    growing one (one arange) hold base + slope * t in the array's dtype and shape, as fresh
+    writable arrays (bool values cannot move but along a growing axis)."""
+    for shape in [(), (1,), (1, 1, 1, 1), (2, 3)] if dtype != np.bool_ else []:
+        a = np.asarray(np.arange(int(np.prod(shape))).reshape(shape) * 3 + 10)
+        b = np.asarray(a + np.arange(a.size).reshape(shape) % 2 + 1)
+        f = Form.fit(((shape,), (a.astype(dtype),)), ((shape,), (b.astype(dtype),)), 10, 11)
+        for t in (0, 10, 500):
+            want = (a + (b - a) * (t - 10)).astype(dtype)
+            (got,) = f.at(t)[1]
+            assert got.dtype == want.dtype and got.shape == shape and got.flags.writeable
+            np.testing.assert_array_equal(got, want)
+            assert f.at(t)[1][0] is not got
+    grows = ((1, 0, 0), (0, 1, 0), (2, 3, 1), (-1, 0, 1)) if dtype != np.bool_ else ((0, 1, 0),)
+    for c, a0, b0 in grows:
+        def sample(t, c=c, a0=a0, b0=b0):
+            v = (a0 + b0 * t + c * np.arange(t + 1)).astype(dtype).reshape(1, 1, t + 1)
+            return ((v.shape,), (v,))
+        g = GrowForm.fit(sample(4), sample(6), 4, 6)
+        for t in (4, 63, 64, 200):
+            shapes, (got,) = g.at(t)
+            want = sample(t)[1][0]
+            assert shapes == ((1, 1, t + 1),) and got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+
