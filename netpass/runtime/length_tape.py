@@ -247,10 +247,13 @@ class Tape:
         """After a moving kernel's step: its arguments as ``base + slope * t`` with its
         sources' offsets folded in, valid while no buffer of the request changes and its
         outputs fit their buffers (up to ``tmax``): (the request's mem_epoch, tmax, per
-        launch (handle, work sizes, buffers set, base, slope, int32 buffer, its C view,
-        work forms), the sources holding a host value a step uploads, as (source, output,
-        the allocation and offset the upload must land at again)). None where it does not
-        hold (a shrinking output, no reusable buffer)."""
+        launch (handle, work sizes, buffers set, the moving ints as (position, base, slope),
+        int32 buffer holding the others' values, its C view, work forms, the fixed work
+        sizes or None), the sources holding a host value a step uploads, as (source,
+        output, the allocation and offset the upload must land at again)). None where it
+        does not hold (a shrinking output, no reusable buffer). A step writes only the
+        moving ints (Python ints into the C view: a numpy operation on a few ints costs
+        more than the writes)."""
         uploads = {(src.node.index, k): (src, k, src.outputs[k].alloc, src.outputs[k].offset)
                    for _, _, _, slots, _ in launches for _, _, src, k, _, _ in slots
                    if src.node.index not in self.device}
@@ -270,11 +273,14 @@ class Tape:
             for _, i, src, k, ob, os in slots:
                 tensor = src.outputs[k]
                 base[i], slope[i] = tensor.offset + ob, os
-            base_a = np.array(base, np.int32)
-            slope_a = np.array(slope, np.int32)
-            buf = np.empty(len(base), np.int32)
+            buf = np.array(base, np.int32)
+            moving = tuple((i, b, sl) for i, (b, sl) in enumerate(zip(base, slope)) if sl)
             view = (ctypes.c_int32 * len(base)).from_address(buf.ctypes.data)  # (buf kept below)
-            fast.append((h, lw, h.bufs, base_a, slope_a, buf, view, work))
+            w = None  # (work sizes that do not move: their Work once)
+            if all(d[0] == "c" for d in work):
+                gws = tuple(d[1] for d in work)
+                w = lw if gws == lw.gws else Work(gws, lw.lws)
+            fast.append((h, lw, h.bufs, moving, buf, view, work, w))
         return (net.mem_epoch, tmax, fast, tuple(uploads.values()))
 
     @staticmethod
@@ -392,15 +398,17 @@ class Tape:
                         all(f[0].bufs is f[2] for f in fast[2]) and \
                         (not fast[3] or self._uploaded(net, fast[3])) and \
                         fast[0] == net.mem_epoch:  # (again: an upload may have allocated)
-                    # (nothing moved but t: the arguments as base + slope * t, one struct)
-                    for h, lw, _, base, slope, buf, view, work in fast[2]:
-                        np.add(base, slope * t, out=buf)
+                    # (nothing moved but t: the moving ints as base + slope * t, one struct)
+                    for h, lw, _, moving, buf, view, work, w in fast[2]:
+                        for i, b, sl in moving:
+                            view[i] = b + sl * t
                         set_struct(h, len(h.bufs), view)
                         h.ints = view
-                        gws = work_at(work, buf, t)
-                        w = lw if gws == lw.gws else e.works.get(gws)
                         if w is None:
-                            w = e.works[gws] = Work(gws, lw.lws)
+                            gws = work_at(work, view, t)
+                            w = lw if gws == lw.gws else e.works.get(gws)
+                            if w is None:
+                                w = e.works[gws] = Work(gws, lw.lws)
                         if gathered:
                             launch(h, w, buf)
                         else:

@@ -211,3 +211,31 @@ def test_form_arrays_are_the_affine_values_in_their_dtype(dtype):
             assert shapes == ((1, 1, t + 1),) and got.dtype == want.dtype
             np.testing.assert_array_equal(got, want)
 
+
+def test_two_requests_alternating_steps_give_the_per_primitive_outputs(rng):
+    """Two requests of one compiled model decode in turns (one family, each its own tape and
+    fast arguments; the second starts later, with another prompt length): every step's outputs
+    and the counters equal a request's without plans."""
+    model = _cache_model()
+    cm = compile_program(model, RUNTIME_DEVICE)
+    plain = compile_program(model, RUNTIME_DEVICE, {"STEP_PLANS": False})
+    reqs = [cm.create_infer_request(), cm.create_infer_request()]
+    refs = [plain.create_infer_request(), plain.create_infer_request()]
+    r = np.random.default_rng(11)
+    totals = [0, 0]
+    plan = {0: [4] + [1] * 70, 1: [7] + [1] * 70}
+    for step in range(71):
+        for j in (0, 1):
+            if j == 1 and step < 5:
+                continue
+            n = plan[j][step - (5 if j else 0)]
+            totals[j] += n
+            feeds = {"x": r.standard_normal((1, n, 8)).astype(np.float32),
+                     "mask": np.ones((1, totals[j]), np.int64)}
+            got, want = reqs[j].infer(feeds), refs[j].infer(feeds)
+            for name in ("y", "s"):
+                np.testing.assert_array_equal(got[name], want[name])
+    for req, ref in zip(reqs, refs):
+        assert req.stats["length_replays"] > 50
+        for key in ("kernels_enqueued", "primitives", "skipped", "state_appends", "infers"):
+            assert req.stats[key] == ref.stats[key], key
