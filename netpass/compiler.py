@@ -21,7 +21,7 @@ from .core.shape import PartialShape
 from .core.types import Type, convert_values
 from .errors import NetpassError, system_errors_as_netpass
 from .frontend import read_model
-from .reference import check_inputs
+from .reference import check_inputs, input_specs
 from .runtime.async_queue import AsyncInferRequest, RequestBusyError
 
 TRANSFORMATIONS = ("GNA", "COMMON", "NONE")
@@ -71,6 +71,7 @@ class CompiledModel:
         self.legacy_log = legacy_log
         self.inputs = [Port(n, p.output(0).partial_shape, p.output(0).element_type)
                        for n, p in zip(original.input_names, original.parameters)]
+        self.input_specs = input_specs(original)  # (checked on every infer)
         self.outputs = [Port(n, r.input_value(0).partial_shape, r.input_value(0).element_type)
                         for n, r in zip(original.output_names, original.results)]
         # Inputs whose element type a transformation changed (the GNA pipeline's
@@ -127,7 +128,7 @@ class InferRequest(AsyncInferRequest):
     def _infer(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         cm = self.compiled
         with system_errors_as_netpass(f"inferring on {cm.device}"):
-            feeds = check_inputs(cm.original, inputs)
+            feeds = check_inputs(cm.original, inputs, cm.input_specs)
             for name, dtype in cm.feed_types.items():
                 feeds[name] = feeds[name].astype(dtype)
             t0 = time.perf_counter()
