@@ -19,7 +19,12 @@ from .core.gc_pause import gc_paused
 from .core.model import Model
 from .core.shape import PartialShape
 from .core.types import Type, convert_values
-from .errors import NetpassError, system_errors_as_netpass
+from .errors import (
+    SYSTEM_ERRORS,
+    NetpassError,
+    system_error_as_netpass,
+    system_errors_as_netpass,
+)
 from .frontend import read_model
 from .reference import check_inputs, input_specs
 from .runtime.async_queue import AsyncInferRequest, RequestBusyError
@@ -127,7 +132,7 @@ class InferRequest(AsyncInferRequest):
 
     def _infer(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         cm = self.compiled
-        with system_errors_as_netpass(f"inferring on {cm.device}"):
+        try:  # (as system_errors_as_netpass, without a context manager per infer)
             feeds = check_inputs(cm.original, inputs, cm.input_specs)
             for name, dtype in cm.feed_types.items():
                 feeds[name] = feeds[name].astype(dtype)
@@ -141,6 +146,10 @@ class InferRequest(AsyncInferRequest):
             t2 = time.perf_counter()
             outs = cm.prepost.postprocess(outs)
             t3 = time.perf_counter()
+        except NetpassError:
+            raise
+        except SYSTEM_ERRORS as e:
+            raise system_error_as_netpass(e, f"inferring on {cm.device}") from e
         self._host["host_preprocess_s"] += t1 - t0
         self._host["host_postprocess_s"] += t3 - t2
         self._host["infers"] += 1

@@ -8,6 +8,7 @@ A :class:`Form` is a nested int structure (shapes, argument lists, offsets) whos
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -245,6 +246,24 @@ def work_at(work: list, ints: Any, t: int) -> tuple:
                     best = cover
             out.append(best)
     return tuple(out)
+
+
+def work_fn(work: list, base: list[int], slope: list[int]) -> Callable[[int], tuple]:
+    """``work_at(work, ints, t)`` as one generated function of ``t`` where the launch's ints
+    are ``base + slope * t`` (a moving kernel's fast step). The largest cover of the
+    candidates is the cover of their largest count (covering is monotonic)."""
+    dims = []
+    for w in work:
+        if w[0] == "c":
+            dims.append(str(w[1]))
+        elif w[0] == "a":
+            dims.append(f"({w[1]} + {w[2]} * t)")
+        else:
+            local = w[2]
+            counts = ", ".join(f"({base[pos]} + {slope[pos]} * t + {div - 1}) // {div}"
+                               for pos, div in w[1])
+            dims.append(f"(max({counts}, 1) + {local - 1}) // {local} * {local}")
+    return eval(f"lambda t: ({', '.join(dims)},)")
 
 
 class GrowForm:

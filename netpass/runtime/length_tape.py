@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from ..ops.state import ReadValue
-from .length_forms import Work, work_at
+from .length_forms import Work, work_at, work_fn
 from .length_steps import (
     LinHost,
     LinKernel,
@@ -78,7 +78,7 @@ def _init_only(net: Network) -> set[int]:
 class Tape:
     """One request's record of one family's replay (module docstring)."""
 
-    __slots__ = ("family", "items", "counts", "general", "device")
+    __slots__ = ("family", "items", "counts", "general", "device", "work_fns")
 
     def __init__(self, net: Network, family: LengthFamily) -> None:
         self.family = family
@@ -114,10 +114,12 @@ class Tape:
             else:
                 self.items.append([GENERAL, inst, e])
         self.counts = [0, 0]
+        self.work_fns: dict = {}  # (work forms, base, slope) -> the moving kernels' work_fn
         self._group(net, family)
-        # the primitives that take the per-primitive path (their flags are reset after)
+        # the primitives that may take the per-primitive path (their flags are reset after;
+        # host_step sets none: an inference leaves every flag reset)
         self.general = [item[1].node.index for item in self.items
-                        if item[0] in (STATE, GENERAL, HOST)]
+                        if item[0] in (STATE, GENERAL)]
 
     def _group(self, net: Network, family: LengthFamily) -> None:
         """Runs of fixed kernel items that read only what kernels, views, variables and
@@ -248,12 +250,12 @@ class Tape:
         sources' offsets folded in, valid while no buffer of the request changes and its
         outputs fit their buffers (up to ``tmax``): (the request's mem_epoch, tmax, per
         launch (handle, work sizes, buffers set, the moving ints as (position, base, slope),
-        int32 buffer holding the others' values, its C view, work forms, the fixed work
-        sizes or None), the sources holding a host value a step uploads, as (source,
-        output, the allocation and offset the upload must land at again)). None where it
-        does not hold (a shrinking output, no reusable buffer). A step writes only the
-        moving ints (Python ints into the C view: a numpy operation on a few ints costs
-        more than the writes)."""
+        int32 buffer holding the others' values, its C view, its work sizes as a function of
+        t, their Work where they do not move), the sources holding a host value a step
+        uploads, as (source, output, the allocation and offset the upload must land at
+        again)). None where it does not hold (a shrinking output, no reusable buffer). A
+        step writes only the moving ints (Python ints into the C view: a numpy operation on
+        a few ints costs more than the writes)."""
         uploads = {(src.node.index, k): (src, k, src.outputs[k].alloc, src.outputs[k].offset)
                    for _, _, _, slots, _ in launches for _, _, src, k, _, _ in slots
                    if src.node.index not in self.device}
@@ -280,7 +282,11 @@ class Tape:
             if all(d[0] == "c" for d in work):
                 gws = tuple(d[1] for d in work)
                 w = lw if gws == lw.gws else Work(gws, lw.lws)
-            fast.append((h, lw, h.bufs, moving, buf, view, work, w))
+            key = (id(work), tuple(base), tuple(slope))  # (the family holds ``work``)
+            gws_at = self.work_fns.get(key)
+            if gws_at is None:  # (generated once: a fast path is made again after a change)
+                gws_at = self.work_fns[key] = work_fn(work, base, slope)
+            fast.append((h, lw, h.bufs, moving, buf, view, gws_at, w))
         return (net.mem_epoch, tmax, fast, tuple(uploads.values()))
 
     @staticmethod
@@ -394,18 +400,23 @@ class Tape:
             elif kind == MOVING:
                 e = item[2]
                 fast = item[4]
-                if fast is not None and fast[0] == net.mem_epoch and t <= fast[1] and \
-                        all(f[0].bufs is f[2] for f in fast[2]) and \
-                        (not fast[3] or self._uploaded(net, fast[3])) and \
-                        fast[0] == net.mem_epoch:  # (again: an upload may have allocated)
+                ok = fast is not None and fast[0] == net.mem_epoch and t <= fast[1]
+                if ok:
+                    for f in fast[2]:
+                        if f[0].bufs is not f[2]:
+                            ok = False
+                            break
+                if ok and fast[3]:  # (again after uploads: one may have allocated)
+                    ok = self._uploaded(net, fast[3]) and fast[0] == net.mem_epoch
+                if ok:
                     # (nothing moved but t: the moving ints as base + slope * t, one struct)
-                    for h, lw, _, moving, buf, view, work, w in fast[2]:
+                    for h, lw, _, moving, buf, view, gws_at, w in fast[2]:
                         for i, b, sl in moving:
                             view[i] = b + sl * t
                         set_struct(h, len(h.bufs), view)
                         h.ints = view
                         if w is None:
-                            gws = work_at(work, view, t)
+                            gws = gws_at(t)
                             w = lw if gws == lw.gws else e.works.get(gws)
                             if w is None:
                                 w = e.works[gws] = Work(gws, lw.lws)

@@ -11,7 +11,7 @@ import netpass
 from netpass import Model, opset
 from netpass.core.shape import PartialShape
 from netpass.runtime import compile_program
-from netpass.runtime.length_forms import Form, GrowForm, fit_work, work_at
+from netpass.runtime.length_forms import Form, GrowForm, fit_work, work_at, work_fn
 from netpass.runtime.length_steps import LinHost, LinKernel
 from netpass.testing import RUNTIME_DEVICE
 
@@ -239,3 +239,38 @@ def test_two_requests_alternating_steps_give_the_per_primitive_outputs(rng):
         assert req.stats["length_replays"] > 50
         for key in ("kernels_enqueued", "primitives", "skipped", "state_appends", "infers"):
             assert req.stats[key] == ref.stats[key], key
+
+
+def test_a_decode_step_leaves_every_primitive_flag_reset(rng):
+    """The tape resets the flags of the primitives whose steps may set them; every step,
+    whichever path it took, leaves all of them as the per-primitive path does (the inputs'
+    are set by each inference's feeds)."""
+    model = _cache_model()
+    cm = compile_program(model, RUNTIME_DEVICE)
+    req = cm.create_infer_request()
+    r = np.random.default_rng(2)
+    total = 0
+    for n in [5] + [1] * 30:
+        total += n
+        req.infer({"x": r.standard_normal((1, n, 8)).astype(np.float32),
+                   "mask": np.ones((1, total), np.int64)})
+        for inst in req.network.insts:
+            assert inst.node.is_parameter or not (inst.shape_changed or inst.impl_changed or inst.skip
+                        or inst.done_by_other or inst.allocation_done_by_other
+                        or inst.concat_decided), inst.node.name
+    assert req.stats["length_replays"] > 20
+
+
+def test_work_sizes_as_a_function_of_t_agree_with_work_at():
+    class _L:
+        def __init__(self, gws, lws=(64,)):
+            self.gws, self.lws = gws, lws
+
+    base, slope = [0, 10, 3, 7], [0, 1, 0, 2]
+    work = fit_work([_L((64, 2, 5), (64, 1, 1)), _L((64, 2, 7), (64, 1, 1))],
+                    [[0, 10, 3, 7], [0, 11, 3, 9]], 0, 1)
+    assert [w[0] for w in work] == ["r", "c", "a"]
+    at = work_fn(work, base, slope)
+    for t in (0, 1, 30, 54, 55, 200, 1000):
+        ints = [b + s * t for b, s in zip(base, slope)]
+        assert at(t) == work_at(work, ints, t)
