@@ -33,7 +33,7 @@ from .length_steps import (
     LinKernel,
     LinView,
     general_step,
-    host_step,
+    host_stepper,
     kernel_step,
     shape_step,
     view_step,
@@ -106,7 +106,7 @@ class Tape:
             elif te is LinView:
                 self.items.append([MOVING_VIEW, inst, e])
             elif te is LinHost:
-                self.items.append([HOST, inst, e])
+                self.items.append([HOST, inst, e, host_stepper(inst, e)])
             elif te is ShapeEntry:
                 self.items.append([SHAPE, inst, e])
             elif inst.state_role is not None:
@@ -376,7 +376,7 @@ class Tape:
                 item[3]()
                 continue
             if kind == HOST:
-                host_step(inst, item[2], t)
+                item[3](t)
                 continue
             if kind == SHAPE:
                 shape_step(inst, item[2])
