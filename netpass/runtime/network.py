@@ -133,6 +133,7 @@ class Network:
         self._scratch: dict[tuple, object] = {}  # (size class, slot) -> allocation (scratch)
         self.state: VariableStore = VariableStore(self)  # this request's variables
         self.last_named: tuple | None = None  # the last symbolic binding's named values
+        self.layout: tuple = ()  # the variables' layouts at this inference (state.layout_key)
         self.tapes: dict = {}  # id(length family) -> this request's length_tape.Tape of it
         # advanced whenever a primitive's buffers may have changed (allocations, releases, a
         # pool record handed out) or an inference ran outside a tape: length_tape's groups
@@ -233,10 +234,13 @@ class Network:
         a = inst.host[k]
         if into is None:
             need = max(a.size, 1)
-            can_reuse = inst.own[k] is not None and inst.capacity[k] >= need
-            ok, pshape = self.predictor.predict_preallocation_shape(
-                inst.node.id + "_upload", a.shape, a.dtype.itemsize * 8, can_reuse, k)
-            if not can_reuse:
+            key = inst.node.id + "_upload"
+            if inst.own[k] is not None and inst.capacity[k] >= need:
+                # (predict_preallocation_shape of a reusable buffer: the shape recorded)
+                self.predictor.record(ShapePredictor.key(key, k), a.shape)
+            else:
+                ok, pshape = self.predictor.predict_preallocation_shape(
+                    key, a.shape, a.dtype.itemsize * 8, False, k)
                 if ok and self.predictor.can_preallocate(size(pshape) * a.dtype.itemsize):
                     need = max(need, size(pshape))
                 inst._release_own(k)
@@ -324,8 +328,8 @@ class Network:
             self.count_alloc(alloc)
             inst.own[0] = alloc
             inst.capacity[0] = elements
-        else:
-            self.predictor.predict_preallocation_shape(node.id, shape, arr.dtype.itemsize * 8, True)
+        else:  # (predict_preallocation_shape with a reusable buffer: the shape recorded)
+            self.predictor.record(node.id, shape)
         inst.outputs[0] = Tensor(inst.own[0], 0, shape, arr.dtype)
         if arr.size:  # (inst.host keeps ``arr`` alive until the copy has run)
             self.launcher.write(inst.own[0].buffer, 0, arr)
@@ -350,9 +354,10 @@ class Network:
             else:
                 self.binding = binding
         symbolic = self.binding is not None
-        # (the variables' layouts too: their readers' implementations depend on the strides)
-        self.binding_key = tuple(self.binding.values()) + self.state.layout_key() \
-            if symbolic else None
+        # (the variables' layouts too: their readers' implementations depend on the strides;
+        # _length_family reads them again)
+        self.layout = self.state.layout_key() if symbolic else ()
+        self.binding_key = tuple(self.binding.values()) + self.layout if symbolic else None
         if not symbolic:
             self.last_named = None
         if symbolic != self.was_symbolic:
@@ -463,7 +468,7 @@ class Network:
     def _length_family(self) -> tuple[LengthFamily | None, int]:
         """The length family of this inference's binding (length_plan), and its ``t``."""
         lp = self.compiled.length_plans
-        key, self.last_named, t = lp.key(self.binding, self.last_named, self.state.layout_key())
+        key, self.last_named, t = lp.key(self.binding, self.last_named, self.layout)
         if key is None or not self.state.room_for(self.binding):
             return None, t
         family = lp.families.get(key)
