@@ -259,6 +259,9 @@ class Tape:
         uploads = {(src.node.index, k): (src, k, src.outputs[k].alloc, src.outputs[k].offset)
                    for _, _, _, slots, _ in launches for _, _, src, k, _, _ in slots
                    if src.node.index not in self.device}
+        sources = tuple({(src.node.index, k): (src, k, src.outputs[k].alloc, src.outputs[k].offset)
+                         for _, _, _, slots, _ in launches for _, _, src, k, _, _ in slots
+                         if src.node.index in self.device}.values())
         tmax = 1 << 62
         if e.need.const is None:
             for i, (nb, ns) in enumerate(zip(e.need.base, e.need.slope)):
@@ -287,7 +290,37 @@ class Tape:
             if gws_at is None:  # (generated once: a fast path is made again after a change)
                 gws_at = self.work_fns[key] = work_fn(work, base, slope)
             fast.append((h, lw, h.bufs, moving, buf, view, gws_at, w))
-        return (net.mem_epoch, tmax, fast, tuple(uploads.values()))
+        held = (inst.kernels, tuple(inst.own), tuple(inst.capacity), tuple(inst.outputs), sources)
+        return (net.mem_epoch, tmax, fast, tuple(uploads.values()), held)
+
+    @staticmethod
+    def _holds(inst: Any, e: LinKernel, held: tuple) -> bool:
+        """After a buffer change elsewhere in the request (``mem_epoch`` moved: an input, an
+        upload or another primitive's output grew, every few steps of a decoding loop):
+        whether a moving kernel's fast path still stands: the primitive as its last step
+        left it (its kernels, its own buffers and output tensors, nothing of the
+        per-primitive path since) and its device sources the buffers and offsets its
+        arguments were folded from. Then only the epoch is renewed, instead of a full step
+        and a new fast path."""
+        kernels, owns, capacity, outputs, sources = held
+        if inst.kernels is not kernels or inst.impl is not None or inst.in_shapes is not None \
+                or (e.skippable and inst.can_be_optimized is not False) \
+                or (e.out.const is not None and inst.out_shapes is not e.out.const):
+            return False
+        for a, b in zip(inst.own, owns):
+            if a is not b:
+                return False
+        for a, b in zip(inst.outputs, outputs):
+            if a is not b:
+                return False
+        if tuple(inst.capacity) != capacity:
+            return False
+        for src, k, alloc, offset in sources:
+            tensor = src.outputs[k]
+            if tensor is None or tensor.alloc is not alloc or tensor.offset != offset \
+                    or not src.device_valid[k]:
+                return False
+        return True
 
     @staticmethod
     def _uploaded(net: Network, uploads: tuple) -> bool:
@@ -400,14 +433,18 @@ class Tape:
             elif kind == MOVING:
                 e = item[2]
                 fast = item[4]
-                ok = fast is not None and fast[0] == net.mem_epoch and t <= fast[1]
+                ok = fast is not None and t <= fast[1]
                 if ok:
                     for f in fast[2]:
                         if f[0].bufs is not f[2]:
                             ok = False
                             break
-                if ok and fast[3]:  # (again after uploads: one may have allocated)
-                    ok = self._uploaded(net, fast[3]) and fast[0] == net.mem_epoch
+                if ok and fast[3]:
+                    ok = self._uploaded(net, fast[3])
+                if ok and fast[0] != net.mem_epoch:  # (after the uploads: one may allocate)
+                    ok = self._holds(inst, e, fast[4])
+                    if ok:
+                        fast = item[4] = (net.mem_epoch, *fast[1:])
                 if ok:
                     # (nothing moved but t: the moving ints as base + slope * t, one struct)
                     for h, lw, _, moving, buf, view, gws_at, w in fast[2]:

@@ -274,3 +274,19 @@ def test_work_sizes_as_a_function_of_t_agree_with_work_at():
     for t in (0, 1, 30, 54, 55, 200, 1000):
         ints = [b + s * t for b, s in zip(base, slope)]
         assert at(t) == work_at(work, ints, t)
+
+
+def test_decoding_resumes_its_tape_after_steps_of_other_lengths(rng):
+    """Mid-sequence steps of two rows (another binding: the per-primitive path, which sets
+    other arguments on the moving kernels and other shapes on their primitives) between
+    one-row steps: the tape's fast paths notice and the outputs stay the plain path's."""
+    model = _cache_model()
+    lengths = [5] + [1] * 12 + [2] + [1] * 9 + [2, 2] + [1] * 30
+    _, plain, want = _steps(model, lengths, rng, {"STEP_PLANS": False})
+    _, req, got = _steps(model, lengths, rng)
+    assert req.stats["length_replays"] > 30
+    for a, b in zip(got, want):
+        for name in ("y", "s"):
+            np.testing.assert_array_equal(a[name], b[name])
+    for key in ("kernels_enqueued", "primitives", "skipped", "state_appends", "infers"):
+        assert req.stats[key] == plain.stats[key], key
