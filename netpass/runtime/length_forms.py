@@ -92,18 +92,10 @@ def _expr(spec: Any, items, arrays: list) -> str:
 
 
 # arrays up to this size (int64 or bool: a Python int converts to them as ``astype`` would)
-# are made from a nested list literal: one numpy call (a decode step's host values are
-# shapes, positions and single lengths) instead of four.
+# are made from a list literal of their values: one numpy call, and a reshape where they have
+# more than one dim (a decode step's host values are shapes, positions and single lengths;
+# numpy reads a nested literal more slowly than it reshapes a flat one).
 LITERAL_MAX = 16
-
-
-def _nested(items: list[str], shape: tuple) -> str:
-    """Python source of a nested list of ``shape`` over ``items`` (row-major)."""
-    if not shape:
-        return items[0]
-    step = len(items) // shape[0] if shape[0] else 0
-    return "[" + ", ".join(_nested(items[i * step:(i + 1) * step], shape[1:])
-                           for i in range(shape[0])) + "]"
 
 
 def _array_at(base: np.ndarray, slope: np.ndarray, shape: tuple, dtype: Any):
@@ -113,8 +105,16 @@ def _array_at(base: np.ndarray, slope: np.ndarray, shape: tuple, dtype: Any):
         return lambda t: fixed.copy()
     if np.dtype(dtype) in (np.int64, np.bool_) and 0 < base.size <= LITERAL_MAX:
         items = [f"({int(b)} + {int(s)} * t)" if s else str(int(b)) for b, s in zip(base, slope)]
-        return eval(f"lambda t: array({_nested(items, tuple(shape))}, dtype)",
-                    {"array": np.array, "dtype": np.dtype(dtype)})
+        shape = tuple(shape)
+        if not shape:
+            text = f"array({items[0]}, dtype)"
+        elif len(shape) == 1:
+            text = f"array([{', '.join(items)}], dtype)"
+        elif len(items) == 1:
+            text = f"array({items[0]}, dtype).reshape({shape})"
+        else:
+            text = f"array([{', '.join(items)}], dtype).reshape({shape})"
+        return eval(f"lambda t: {text}", {"array": np.array, "dtype": np.dtype(dtype)})
     return lambda t: (base + slope * t).astype(dtype).reshape(shape)
 
 
@@ -298,12 +298,18 @@ class GrowForm:
         n = 1
         for d in shapes[0]:
             n *= d
-        # (the same int64 values as a + b t + c * arange(n), in one numpy call)
+        # (the values of a + b t + c * arange(n) in int64, cast: one arange, or one fill of
+        # an array of the dtype where a Python int converts to it as astype does)
         start, c = self.a + self.b * t, self.c
-        values = np.arange(start, start + c * n, c, dtype=np.int64) if c else \
-            np.full(n, start, np.int64)
-        if self.dtype != np.int64:
-            values = values.astype(self.dtype)
+        if c:
+            values = np.arange(start, start + c * n, c, dtype=np.int64)
+            if self.dtype != np.int64:
+                values = values.astype(self.dtype)
+        elif self.dtype == np.int64 or self.dtype == np.bool_:
+            values = np.empty(n, self.dtype)
+            values.fill(start)
+        else:
+            values = np.full(n, start, np.int64).astype(self.dtype)
         return shapes, (values.reshape(shapes[0]),)
 
     def agrees(self, value: tuple, t: int) -> bool:
