@@ -344,7 +344,7 @@ class Network:
         sym, compiled = self.program.symbolic, self.compiled
         binding = None
         if sym.active and compiled.symbolic_ok:
-            shapes = [feeds[p.name].shape for p in self.program.inputs]
+            shapes = [feeds[name].shape for name in compiled.inputs]
             binding = sym.bind(shapes + self.state.read_shapes(shapes))
         self.binding = self.check_binding = None
         if binding is not None:
@@ -396,8 +396,7 @@ class Network:
 
     def _execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         self.epoch += 1
-        self.decoding = self.state.holds_state()
-        self.state.begin()
+        self.decoding = self.state.begin()
         for p in self.program.inputs:
             self.set_input(self.insts[p.index], feeds[p.name])
         order = self.active_order = self._choose_mode(feeds)

@@ -227,10 +227,16 @@ class VariableStore:
                                           tuple(sym.named()) if sym is not None else ()))
 
     # -- per inference ----------------------------------------------------------------------------
-    def begin(self) -> None:
+    def begin(self) -> bool:
+        """An inference starts: nothing read or assigned yet. Whether a variable holds a
+        state (:meth:`holds_state`, in the same pass: the inference continues a sequence)."""
+        held = False
         for v in self.vars.values():
             v.read_buffer = False
             v.pending = None
+            if v.shape is not None:
+                held = True
+        return held
 
     def commit(self) -> None:
         """What the Assigns wrote becomes the state (end of an inference)."""
