@@ -19,9 +19,14 @@ from .core.gc_pause import gc_paused
 from .core.model import Model
 from .core.shape import PartialShape
 from .core.types import Type, convert_values
-from .errors import NetpassError, system_errors_as_netpass
+from .errors import (
+    SYSTEM_ERRORS,
+    NetpassError,
+    system_error_as_netpass,
+    system_errors_as_netpass,
+)
 from .frontend import read_model
-from .reference import check_inputs
+from .reference import check_inputs, input_specs
 from .runtime.async_queue import AsyncInferRequest, RequestBusyError
 
 TRANSFORMATIONS = ("GNA", "COMMON", "NONE")
@@ -71,6 +76,7 @@ class CompiledModel:
         self.legacy_log = legacy_log
         self.inputs = [Port(n, p.output(0).partial_shape, p.output(0).element_type)
                        for n, p in zip(original.input_names, original.parameters)]
+        self.input_specs = input_specs(original)  # (checked on every infer)
         self.outputs = [Port(n, r.input_value(0).partial_shape, r.input_value(0).element_type)
                         for n, r in zip(original.output_names, original.results)]
         # Inputs whose element type a transformation changed (the GNA pipeline's
@@ -126,8 +132,8 @@ class InferRequest(AsyncInferRequest):
 
     def _infer(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         cm = self.compiled
-        with system_errors_as_netpass(f"inferring on {cm.device}"):
-            feeds = check_inputs(cm.original, inputs)
+        try:  # (as system_errors_as_netpass, without a context manager per infer)
+            feeds = check_inputs(cm.original, inputs, cm.input_specs)
             for name, dtype in cm.feed_types.items():
                 feeds[name] = feeds[name].astype(dtype)
             t0 = time.perf_counter()
@@ -140,6 +146,10 @@ class InferRequest(AsyncInferRequest):
             t2 = time.perf_counter()
             outs = cm.prepost.postprocess(outs)
             t3 = time.perf_counter()
+        except NetpassError:
+            raise
+        except SYSTEM_ERRORS as e:
+            raise system_error_as_netpass(e, f"inferring on {cm.device}") from e
         self._host["host_preprocess_s"] += t1 - t0
         self._host["host_postprocess_s"] += t3 - t2
         self._host["infers"] += 1

@@ -20,19 +20,35 @@ from .errors import InputError, NetpassError, OutOfMemoryError, StateError
 from .ops.state import Assign, ReadValue, VariableInfo, model_variables
 
 
-def check_inputs(model: Model, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """Match ``inputs`` to the model's parameters by name; check dtype, rank and static dims."""
-    specs, boxed = [], {}
+def input_specs(model: Model) -> tuple[list[FeedSpec], list[tuple[str, Any, Any]]]:
+    """What :func:`check_inputs` checks ``model``'s inputs against: the arrays' specs, and
+    (name, element type, partial shape) of the container inputs (a sequence, an optional).
+    A compiled model keeps them: its inputs do not change."""
+    specs, boxed = [], []
     for name, param in zip(model.input_names, model.parameters):
         out = param.output(0)
         et = out.element_type
-        if is_container(et):  # a list for a sequence, None or a value for an optional
-            if name not in inputs:
-                raise InputError(name, "missing")
-            boxed[name] = feed_value(name, inputs[name], et, out.partial_shape)
-            continue
-        specs.append(FeedSpec(name, et.dtype, out.partial_shape, str(et)))
-    feeds = check_feeds({k: v for k, v in inputs.items() if k not in boxed}, specs)
+        if is_container(et):
+            boxed.append((name, et, out.partial_shape))
+        else:
+            specs.append(FeedSpec(name, et.dtype, out.partial_shape, str(et)))
+    return specs, boxed
+
+
+def check_inputs(model: Model, inputs: Mapping[str, Any],
+                 specs: tuple[list[FeedSpec], list[tuple[str, Any, Any]]] | None = None
+                 ) -> dict[str, np.ndarray]:
+    """Match ``inputs`` to the model's parameters by name; check dtype, rank and static dims
+    (``specs``: ``input_specs(model)``, made here when not given)."""
+    arrays, containers = specs if specs is not None else input_specs(model)
+    if not containers:
+        return check_feeds(inputs, arrays)
+    boxed = {}
+    for name, et, pshape in containers:  # a list for a sequence, None or a value for an optional
+        if name not in inputs:
+            raise InputError(name, "missing")
+        boxed[name] = feed_value(name, inputs[name], et, pshape)
+    feeds = check_feeds({k: v for k, v in inputs.items() if k not in boxed}, arrays)
     feeds.update(boxed)
     return feeds
 

@@ -28,24 +28,35 @@ def check_feeds(inputs: Mapping[str, Any], specs: Sequence[FeedSpec],
                 contiguous: bool = False) -> dict[str, np.ndarray]:
     """``inputs`` as arrays by input name, after checking that every input is fed, no unknown
     name is, and each array has the input's dtype, rank and a size within each dim's bounds;
-    ``contiguous`` makes C-contiguous arrays (a copy only where one is not)."""
-    names = [s.name for s in specs]
-    unknown = sorted(set(inputs) - set(names))
-    if unknown:
-        raise InputError(unknown[0], f"not an input of the model; inputs are {names}")
+    ``contiguous`` makes C-contiguous arrays (a copy only where one is not). (Run on every
+    inference, twice for a compiled model's: the names are compared in full only when their
+    counts differ or one is missing.)"""
+    if len(inputs) != len(specs):
+        _refuse_unknown(inputs, specs)
     out: dict[str, np.ndarray] = {}
     for name, dtype, ps, type_name in specs:
         if name not in inputs:
+            _refuse_unknown(inputs, specs)  # (as many names: one of them is unknown)
             raise InputError(name, "missing")
         arr = np.asarray(inputs[name], order="C") if contiguous else np.asarray(inputs[name])
         if dtype is not None and arr.dtype != dtype:
             label = f" ({type_name})" if type_name else ""
             raise InputError(name, f"dtype {arr.dtype}, expected {dtype}{label}")
         if ps.rank_is_static:
-            if arr.ndim != len(ps):
+            dims = ps.dims
+            if arr.ndim != len(dims):
                 raise InputError(name, f"rank {arr.ndim} (shape {list(arr.shape)}), expected {ps}")
-            for axis, (d, n) in enumerate(zip(ps, arr.shape)):
+            for axis, n in enumerate(arr.shape):
+                d = dims[axis]
                 if not (d.min <= n <= d.max):
                     raise InputError(name, f"dim {axis} is {n}, expected {d} (shape {ps})")
         out[name] = arr
     return out
+
+
+def _refuse_unknown(inputs: Mapping[str, Any], specs: Sequence[FeedSpec]) -> None:
+    """Raise an InputError for the first (sorted) fed name that is not an input."""
+    names = [s.name for s in specs]
+    unknown = sorted(set(inputs) - set(names))
+    if unknown:
+        raise InputError(unknown[0], f"not an input of the model; inputs are {names}")

@@ -102,6 +102,9 @@ class RuntimeCompiledModel:
         self.symbolic_ok = bool(cfg.get("SYMBOLIC_SHAPES", True))
         self.symbolic_checked: set = set()
         self.inputs = [n.name for n in program.inputs]
+        # what each input accepts (the program's inputs never change): checked every infer
+        self.feed_specs = [FeedSpec(n.name, n.out_dtypes[0], n.out_pshapes[0])
+                           for n in program.inputs]
         self.outputs = [n.name for n in program.outputs]
         self.device = engine.describe() if engine is not None else "REFERENCE (numpy)"
 
@@ -256,8 +259,7 @@ class RuntimeInferRequest(AsyncInferRequest):
 
     def _infer(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         try:  # (as system_errors_as_netpass, without a context manager per infer)
-            feeds = check_feeds(inputs, [FeedSpec(n.name, n.out_dtypes[0], n.out_pshapes[0])
-                                         for n in self.compiled.program.inputs], contiguous=True)
+            feeds = check_feeds(inputs, self.compiled.feed_specs, contiguous=True)
             if self.network is None:
                 return self._infer_reference(feeds)
             return self.network.execute(feeds)

@@ -257,7 +257,7 @@ class DirectLauncher(Launcher):
 
     def write(self, buffer, offset: int, array: np.ndarray) -> None:
         err = self._write(self._queue, ctypes.c_void_p(buffer.int_ptr), 0, ctypes.c_size_t(offset),
-                          ctypes.c_size_t(array.nbytes), ctypes.c_void_p(array.ctypes.data), 0,
+                          ctypes.c_size_t(array.nbytes), ctypes.c_void_p(_address(array)), 0,
                           None, None)
         if err:
             raise DeviceError(f"clEnqueueWriteBuffer of {array.nbytes} bytes failed with error "
@@ -265,7 +265,7 @@ class DirectLauncher(Launcher):
 
     def read(self, array: np.ndarray, buffer, offset: int) -> None:
         err = self._read(self._queue, ctypes.c_void_p(buffer.int_ptr), 0, ctypes.c_size_t(offset),
-                         ctypes.c_size_t(array.nbytes), ctypes.c_void_p(array.ctypes.data), 0,
+                         ctypes.c_size_t(array.nbytes), ctypes.c_void_p(_address(array)), 0,
                          None, None)
         if err:
             raise DeviceError(f"clEnqueueReadBuffer of {array.nbytes} bytes failed with error "
@@ -293,6 +293,16 @@ class DirectLauncher(Launcher):
             raise DeviceError(f"clEnqueueNDRangeKernel({h.kernel.function_name}) failed with "
                               f"error {err}")
         return self._cl.Event.from_int_ptr(event.value, retain=False)
+
+
+def _address(array: np.ndarray) -> int:
+    """The address of ``array``'s first byte. Through the buffer protocol where the array is
+    writable and contiguous: ``array.ctypes.data`` builds a numpy helper object (2.8 us
+    against 1.1 on PoCL's host; a decode step makes six host copies)."""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(array.data))
+    except (TypeError, ValueError):  # (read-only, or not a plain buffer)
+        return array.ctypes.data
 
 
 def c_work_sizes(gws: tuple, lws: tuple | None) -> tuple:

@@ -8,6 +8,7 @@ A :class:`Form` is a nested int structure (shapes, argument lists, offsets) whos
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -90,11 +91,30 @@ def _expr(spec: Any, items, arrays: list) -> str:
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
 
+# arrays up to this size (int64 or bool: a Python int converts to them as ``astype`` would)
+# are made from a list literal of their values: one numpy call, and a reshape where they have
+# more than one dim (a decode step's host values are shapes, positions and single lengths;
+# numpy reads a nested literal more slowly than it reshapes a flat one).
+LITERAL_MAX = 16
+
+
 def _array_at(base: np.ndarray, slope: np.ndarray, shape: tuple, dtype: Any):
     """``base + slope * t`` as an array of ``shape`` and ``dtype``, as a function of t."""
     if not slope.any():
         fixed = base.astype(dtype).reshape(shape)
         return lambda t: fixed.copy()
+    if np.dtype(dtype) in (np.int64, np.bool_) and 0 < base.size <= LITERAL_MAX:
+        items = [f"({int(b)} + {int(s)} * t)" if s else str(int(b)) for b, s in zip(base, slope)]
+        shape = tuple(shape)
+        if not shape:
+            text = f"array({items[0]}, dtype)"
+        elif len(shape) == 1:
+            text = f"array([{', '.join(items)}], dtype)"
+        elif len(items) == 1:
+            text = f"array({items[0]}, dtype).reshape({shape})"
+        else:
+            text = f"array([{', '.join(items)}], dtype).reshape({shape})"
+        return eval(f"lambda t: {text}", {"array": np.array, "dtype": np.dtype(dtype)})
     return lambda t: (base + slope * t).astype(dtype).reshape(shape)
 
 
@@ -228,6 +248,24 @@ def work_at(work: list, ints: Any, t: int) -> tuple:
     return tuple(out)
 
 
+def work_fn(work: list, base: list[int], slope: list[int]) -> Callable[[int], tuple]:
+    """``work_at(work, ints, t)`` as one generated function of ``t`` where the launch's ints
+    are ``base + slope * t`` (a moving kernel's fast step). The largest cover of the
+    candidates is the cover of their largest count (covering is monotonic)."""
+    dims = []
+    for w in work:
+        if w[0] == "c":
+            dims.append(str(w[1]))
+        elif w[0] == "a":
+            dims.append(f"({w[1]} + {w[2]} * t)")
+        else:
+            local = w[2]
+            counts = ", ".join(f"({base[pos]} + {slope[pos]} * t + {div - 1}) // {div}"
+                               for pos, div in w[1])
+            dims.append(f"(max({counts}, 1) + {local - 1}) // {local} * {local}")
+    return eval(f"lambda t: ({', '.join(dims)},)")
+
+
 class GrowForm:
     """A host value whose one output grows with ``t`` along one axis (the others of length 1)
     and whose elements along it are ``a + b * t + c * i`` (``arange`` over the grown length,
@@ -260,8 +298,19 @@ class GrowForm:
         n = 1
         for d in shapes[0]:
             n *= d
-        values = self.a + self.b * t + self.c * np.arange(n, dtype=np.int64)
-        return shapes, (values.astype(self.dtype).reshape(shapes[0]),)
+        # (the values of a + b t + c * arange(n) in int64, cast: one arange, or one fill of
+        # an array of the dtype where a Python int converts to it as astype does)
+        start, c = self.a + self.b * t, self.c
+        if c:
+            values = np.arange(start, start + c * n, c, dtype=np.int64)
+            if self.dtype != np.int64:
+                values = values.astype(self.dtype)
+        elif self.dtype == np.int64 or self.dtype == np.bool_:
+            values = np.empty(n, self.dtype)
+            values.fill(start)
+        else:
+            values = np.full(n, start, np.int64).astype(self.dtype)
+        return shapes, (values.reshape(shapes[0]),)
 
     def agrees(self, value: tuple, t: int) -> bool:
         shapes, arrays = self.at(t)

@@ -6,6 +6,7 @@ replay and a request's tape, :mod:`~netpass.runtime.length_tape`).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .invariants import check_read
@@ -141,6 +142,25 @@ def host_step(inst: Any, e: LinHost, t: int) -> None:
         hv[k] = True
         dv[k] = False
     inst.executed_once = True
+
+
+def host_stepper(inst: Any, e: LinHost) -> Callable[[int], None]:
+    """:func:`host_step` of ``inst`` as a function of its own (a length tape calls it on
+    every decode step): a one-output node's value set without the loop, from the form's
+    generated function where it has one."""
+    form = e.form
+    if len(inst.host) != 1:
+        return lambda t: host_step(inst, e, t)
+    at = form.fn if type(form) is Form and form.fn is not None else form.at
+
+    def step(t: int) -> None:
+        shapes, arrays = at(t)
+        inst.out_shapes = list(shapes)
+        inst.host[0] = arrays[0]
+        inst.host_valid[0] = True
+        inst.device_valid[0] = False
+        inst.executed_once = True
+    return step
 
 
 def view_step(net: Network, inst: Any, e: Any, t: int) -> None:

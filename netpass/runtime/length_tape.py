@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from ..ops.state import ReadValue
-from .length_forms import Work, work_at
+from .length_forms import Work, work_at, work_fn
 from .length_steps import (
     LinHost,
     LinKernel,
     LinView,
     general_step,
-    host_step,
+    host_stepper,
     kernel_step,
     shape_step,
     view_step,
@@ -78,7 +78,7 @@ def _init_only(net: Network) -> set[int]:
 class Tape:
     """One request's record of one family's replay (module docstring)."""
 
-    __slots__ = ("family", "items", "counts", "general", "device")
+    __slots__ = ("family", "items", "counts", "general", "device", "work_fns")
 
     def __init__(self, net: Network, family: LengthFamily) -> None:
         self.family = family
@@ -106,7 +106,7 @@ class Tape:
             elif te is LinView:
                 self.items.append([MOVING_VIEW, inst, e])
             elif te is LinHost:
-                self.items.append([HOST, inst, e])
+                self.items.append([HOST, inst, e, host_stepper(inst, e)])
             elif te is ShapeEntry:
                 self.items.append([SHAPE, inst, e])
             elif inst.state_role is not None:
@@ -114,10 +114,12 @@ class Tape:
             else:
                 self.items.append([GENERAL, inst, e])
         self.counts = [0, 0]
+        self.work_fns: dict = {}  # (work forms, base, slope) -> the moving kernels' work_fn
         self._group(net, family)
-        # the primitives that take the per-primitive path (their flags are reset after)
+        # the primitives that may take the per-primitive path (their flags are reset after;
+        # host_step sets none: an inference leaves every flag reset)
         self.general = [item[1].node.index for item in self.items
-                        if item[0] in (STATE, GENERAL, HOST)]
+                        if item[0] in (STATE, GENERAL)]
 
     def _group(self, net: Network, family: LengthFamily) -> None:
         """Runs of fixed kernel items that read only what kernels, views, variables and
@@ -247,13 +249,19 @@ class Tape:
         """After a moving kernel's step: its arguments as ``base + slope * t`` with its
         sources' offsets folded in, valid while no buffer of the request changes and its
         outputs fit their buffers (up to ``tmax``): (the request's mem_epoch, tmax, per
-        launch (handle, work sizes, buffers set, base, slope, int32 buffer, its C view,
-        work forms), the sources holding a host value a step uploads, as (source, output,
-        the allocation and offset the upload must land at again)). None where it does not
-        hold (a shrinking output, no reusable buffer)."""
+        launch (handle, work sizes, buffers set, the moving ints as (position, base, slope),
+        int32 buffer holding the others' values, its C view, its work sizes as a function of
+        t, their Work where they do not move), the sources holding a host value a step
+        uploads, as (source, output, the allocation and offset the upload must land at
+        again)). None where it does not hold (a shrinking output, no reusable buffer). A
+        step writes only the moving ints (Python ints into the C view: a numpy operation on
+        a few ints costs more than the writes)."""
         uploads = {(src.node.index, k): (src, k, src.outputs[k].alloc, src.outputs[k].offset)
                    for _, _, _, slots, _ in launches for _, _, src, k, _, _ in slots
                    if src.node.index not in self.device}
+        sources = tuple({(src.node.index, k): (src, k, src.outputs[k].alloc, src.outputs[k].offset)
+                         for _, _, _, slots, _ in launches for _, _, src, k, _, _ in slots
+                         if src.node.index in self.device}.values())
         tmax = 1 << 62
         if e.need.const is None:
             for i, (nb, ns) in enumerate(zip(e.need.base, e.need.slope)):
@@ -270,12 +278,49 @@ class Tape:
             for _, i, src, k, ob, os in slots:
                 tensor = src.outputs[k]
                 base[i], slope[i] = tensor.offset + ob, os
-            base_a = np.array(base, np.int32)
-            slope_a = np.array(slope, np.int32)
-            buf = np.empty(len(base), np.int32)
+            buf = np.array(base, np.int32)
+            moving = tuple((i, b, sl) for i, (b, sl) in enumerate(zip(base, slope)) if sl)
             view = (ctypes.c_int32 * len(base)).from_address(buf.ctypes.data)  # (buf kept below)
-            fast.append((h, lw, h.bufs, base_a, slope_a, buf, view, work))
-        return (net.mem_epoch, tmax, fast, tuple(uploads.values()))
+            w = None  # (work sizes that do not move: their Work once)
+            if all(d[0] == "c" for d in work):
+                gws = tuple(d[1] for d in work)
+                w = lw if gws == lw.gws else Work(gws, lw.lws)
+            key = (id(work), tuple(base), tuple(slope))  # (the family holds ``work``)
+            gws_at = self.work_fns.get(key)
+            if gws_at is None:  # (generated once: a fast path is made again after a change)
+                gws_at = self.work_fns[key] = work_fn(work, base, slope)
+            fast.append((h, lw, h.bufs, moving, buf, view, gws_at, w))
+        held = (inst.kernels, tuple(inst.own), tuple(inst.capacity), tuple(inst.outputs), sources)
+        return (net.mem_epoch, tmax, fast, tuple(uploads.values()), held)
+
+    @staticmethod
+    def _holds(inst: Any, e: LinKernel, held: tuple) -> bool:
+        """After a buffer change elsewhere in the request (``mem_epoch`` moved: an input, an
+        upload or another primitive's output grew, every few steps of a decoding loop):
+        whether a moving kernel's fast path still stands: the primitive as its last step
+        left it (its kernels, its own buffers and output tensors, nothing of the
+        per-primitive path since) and its device sources the buffers and offsets its
+        arguments were folded from. Then only the epoch is renewed, instead of a full step
+        and a new fast path."""
+        kernels, owns, capacity, outputs, sources = held
+        if inst.kernels is not kernels or inst.impl is not None or inst.in_shapes is not None \
+                or (e.skippable and inst.can_be_optimized is not False) \
+                or (e.out.const is not None and inst.out_shapes is not e.out.const):
+            return False
+        for a, b in zip(inst.own, owns):
+            if a is not b:
+                return False
+        for a, b in zip(inst.outputs, outputs):
+            if a is not b:
+                return False
+        if tuple(inst.capacity) != capacity:
+            return False
+        for src, k, alloc, offset in sources:
+            tensor = src.outputs[k]
+            if tensor is None or tensor.alloc is not alloc or tensor.offset != offset \
+                    or not src.device_valid[k]:
+                return False
+        return True
 
     @staticmethod
     def _uploaded(net: Network, uploads: tuple) -> bool:
@@ -364,7 +409,7 @@ class Tape:
                 item[3]()
                 continue
             if kind == HOST:
-                host_step(inst, item[2], t)
+                item[3](t)
                 continue
             if kind == SHAPE:
                 shape_step(inst, item[2])
@@ -388,19 +433,30 @@ class Tape:
             elif kind == MOVING:
                 e = item[2]
                 fast = item[4]
-                if fast is not None and fast[0] == net.mem_epoch and t <= fast[1] and \
-                        all(f[0].bufs is f[2] for f in fast[2]) and \
-                        (not fast[3] or self._uploaded(net, fast[3])) and \
-                        fast[0] == net.mem_epoch:  # (again: an upload may have allocated)
-                    # (nothing moved but t: the arguments as base + slope * t, one struct)
-                    for h, lw, _, base, slope, buf, view, work in fast[2]:
-                        np.add(base, slope * t, out=buf)
+                ok = fast is not None and t <= fast[1]
+                if ok:
+                    for f in fast[2]:
+                        if f[0].bufs is not f[2]:
+                            ok = False
+                            break
+                if ok and fast[3]:
+                    ok = self._uploaded(net, fast[3])
+                if ok and fast[0] != net.mem_epoch:  # (after the uploads: one may allocate)
+                    ok = self._holds(inst, e, fast[4])
+                    if ok:
+                        fast = item[4] = (net.mem_epoch, *fast[1:])
+                if ok:
+                    # (nothing moved but t: the moving ints as base + slope * t, one struct)
+                    for h, lw, _, moving, buf, view, gws_at, w in fast[2]:
+                        for i, b, sl in moving:
+                            view[i] = b + sl * t
                         set_struct(h, len(h.bufs), view)
                         h.ints = view
-                        gws = work_at(work, buf, t)
-                        w = lw if gws == lw.gws else e.works.get(gws)
                         if w is None:
-                            w = e.works[gws] = Work(gws, lw.lws)
+                            gws = gws_at(t)
+                            w = lw if gws == lw.gws else e.works.get(gws)
+                            if w is None:
+                                w = e.works[gws] = Work(gws, lw.lws)
                         if gathered:
                             launch(h, w, buf)
                         else:

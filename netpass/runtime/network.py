@@ -11,13 +11,14 @@ shape needs, for a host fallback's inputs, and for the outputs.
 """
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from ..core.gc_pause import gc_paused
+from ..core.gc_pause import promote_to_old_generation
 from ..errors import AllocationError, NetpassError
 from . import outputs
 from .impls import Impl, Scratch, size
@@ -98,6 +99,9 @@ class Network:
                 and not holder.fc_related and not holder.node.row.always_view \
                 and not holder.node.runtime_skippable and holder.node.permute_view is None \
                 and not holder.node.in_shape_of_subgraph and not holder.node.strided_view
+        # which primitive output holds each network output (read by every infer)
+        self.output_refs = [self.resolve(self.insts[r.inputs[0][0].index], r.inputs[0][1])
+                            for r in self.program.outputs]
         self.order = [self.insts[n.index] for n in self.program.exec_order
                       if not (n.is_constant or n.is_parameter or n.is_result)
                       and n.fused_into is None]
@@ -129,6 +133,7 @@ class Network:
         self._scratch: dict[tuple, object] = {}  # (size class, slot) -> allocation (scratch)
         self.state: VariableStore = VariableStore(self)  # this request's variables
         self.last_named: tuple | None = None  # the last symbolic binding's named values
+        self.layout: tuple = ()  # the variables' layouts at this inference (state.layout_key)
         self.tapes: dict = {}  # id(length family) -> this request's length_tape.Tape of it
         # advanced whenever a primitive's buffers may have changed (allocations, releases, a
         # pool record handed out) or an inference ran outside a tape: length_tape's groups
@@ -229,10 +234,13 @@ class Network:
         a = inst.host[k]
         if into is None:
             need = max(a.size, 1)
-            can_reuse = inst.own[k] is not None and inst.capacity[k] >= need
-            ok, pshape = self.predictor.predict_preallocation_shape(
-                inst.node.id + "_upload", a.shape, a.dtype.itemsize * 8, can_reuse, k)
-            if not can_reuse:
+            key = inst.node.id + "_upload"
+            if inst.own[k] is not None and inst.capacity[k] >= need:
+                # (predict_preallocation_shape of a reusable buffer: the shape recorded)
+                self.predictor.record(ShapePredictor.key(key, k), a.shape)
+            else:
+                ok, pshape = self.predictor.predict_preallocation_shape(
+                    key, a.shape, a.dtype.itemsize * 8, False, k)
                 if ok and self.predictor.can_preallocate(size(pshape) * a.dtype.itemsize):
                     need = max(need, size(pshape))
                 inst._release_own(k)
@@ -320,8 +328,8 @@ class Network:
             self.count_alloc(alloc)
             inst.own[0] = alloc
             inst.capacity[0] = elements
-        else:
-            self.predictor.predict_preallocation_shape(node.id, shape, arr.dtype.itemsize * 8, True)
+        else:  # (predict_preallocation_shape with a reusable buffer: the shape recorded)
+            self.predictor.record(node.id, shape)
         inst.outputs[0] = Tensor(inst.own[0], 0, shape, arr.dtype)
         if arr.size:  # (inst.host keeps ``arr`` alive until the copy has run)
             self.launcher.write(inst.own[0].buffer, 0, arr)
@@ -336,7 +344,7 @@ class Network:
         sym, compiled = self.program.symbolic, self.compiled
         binding = None
         if sym.active and compiled.symbolic_ok:
-            shapes = [feeds[p.name].shape for p in self.program.inputs]
+            shapes = [feeds[name].shape for name in compiled.inputs]
             binding = sym.bind(shapes + self.state.read_shapes(shapes))
         self.binding = self.check_binding = None
         if binding is not None:
@@ -346,9 +354,10 @@ class Network:
             else:
                 self.binding = binding
         symbolic = self.binding is not None
-        # (the variables' layouts too: their readers' implementations depend on the strides)
-        self.binding_key = tuple(self.binding.values()) + self.state.layout_key() \
-            if symbolic else None
+        # (the variables' layouts too: their readers' implementations depend on the strides;
+        # _length_family reads them again)
+        self.layout = self.state.layout_key() if symbolic else ()
+        self.binding_key = tuple(self.binding.values()) + self.layout if symbolic else None
         if not symbolic:
             self.last_named = None
         if symbolic != self.was_symbolic:
@@ -372,16 +381,22 @@ class Network:
                 inst.out_shapes = inst.node_static_shapes  # producers that will not run
 
     def execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """One inference. The cyclic garbage collector is paused meanwhile (``gc_paused``): an
-        infer makes no reference cycles, and collections triggered inside it would rescan the
-        whole model and program (a quarter of a first pass over new shapes went there)."""
-        with gc_paused():
+        """One inference. The cyclic garbage collector is paused meanwhile (``gc_paused``,
+        written out: its context manager costs about 2 us per infer): an infer makes no
+        reference cycles, and collections triggered inside it would rescan the whole model
+        and program (a quarter of a first pass over new shapes went there)."""
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
             return self._execute(feeds)
+        finally:
+            if was_enabled:
+                promote_to_old_generation()
+                gc.enable()
 
     def _execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         self.epoch += 1
-        self.decoding = self.state.holds_state()
-        self.state.begin()
+        self.decoding = self.state.begin()
         for p in self.program.inputs:
             self.set_input(self.insts[p.index], feeds[p.name])
         order = self.active_order = self._choose_mode(feeds)
@@ -452,7 +467,7 @@ class Network:
     def _length_family(self) -> tuple[LengthFamily | None, int]:
         """The length family of this inference's binding (length_plan), and its ``t``."""
         lp = self.compiled.length_plans
-        key, self.last_named, t = lp.key(self.binding, self.last_named, self.state.layout_key())
+        key, self.last_named, t = lp.key(self.binding, self.last_named, self.layout)
         if key is None or not self.state.room_for(self.binding):
             return None, t
         family = lp.families.get(key)
@@ -488,10 +503,7 @@ class Network:
         gets a new one next time)."""
         self.state.commit()
         results = {}
-        refs = []
-        for r in self.program.outputs:
-            s, k = r.inputs[0]
-            refs.append(self.resolve(self.insts[s.index], k))
+        refs = self.output_refs
         self.reader = None
         persistent = self.persistent
         if persistent is not None:

@@ -217,14 +217,26 @@ class VariableStore:
                     if d.symbol is not None:
                         self._input_dims.setdefault(d.symbol, (pos, axis))
         # the appended variables and the symbols of their grown lengths
-        self._append_vars = [(self.vars[n.state_var], n.out_pshapes[0][n.state_axis].symbol)
-                             for n in net.program.nodes if n.state_role == APPEND]
+        # the appended variables, the symbols of their grown lengths and the named symbols
+        # those are made of (room_for checks them on every decode step)
+        self._append_vars = []
+        for n in net.program.nodes:
+            if n.state_role == APPEND:
+                sym = n.out_pshapes[0][n.state_axis].symbol
+                self._append_vars.append((self.vars[n.state_var], sym,
+                                          tuple(sym.named()) if sym is not None else ()))
 
     # -- per inference ----------------------------------------------------------------------------
-    def begin(self) -> None:
+    def begin(self) -> bool:
+        """An inference starts: nothing read or assigned yet. Whether a variable holds a
+        state (:meth:`holds_state`, in the same pass: the inference continues a sequence)."""
+        held = False
         for v in self.vars.values():
             v.read_buffer = False
             v.pending = None
+            if v.shape is not None:
+                held = True
+        return held
 
     def commit(self) -> None:
         """What the Assigns wrote becomes the state (end of an inference)."""
@@ -279,14 +291,15 @@ class VariableStore:
         to (its Concat's dim along the append axis, evaluated in the symbolic ``binding``):
         a step that reallocates one changes its readers' strides midway (length_plan)."""
         need: dict = {}  # symbol -> its length in ``binding`` (evaluated once per symbol)
-        for v, sym in self._append_vars:
+        for v, sym, named in self._append_vars:
             cap = v.capacity
             if v.shape is None or cap is None or sym is None:
                 return False
             n = need.get(sym)
             if n is None:
-                if not all(s in binding for s in sym.named()):
-                    return False
+                for s in named:
+                    if s not in binding:
+                        return False
                 n = need[sym] = sym.evaluate(binding)
             if n > cap[v.axis]:
                 return False
@@ -294,7 +307,7 @@ class VariableStore:
 
     def layout_key(self) -> tuple:
         """The variables' buffer layouts: readers' implementations depend on their strides."""
-        return tuple(v.capacity if v.shape is not None else None for v in self.vars.values())
+        return tuple([v.capacity if v.shape is not None else None for v in self.vars.values()])
 
     # -- the primitives ----------------------------------------------------------------------------
     def prepare(self, inst: PrimitiveInst) -> None:

@@ -11,7 +11,7 @@ import netpass
 from netpass import Model, opset
 from netpass.core.shape import PartialShape
 from netpass.runtime import compile_program
-from netpass.runtime.length_forms import Form, GrowForm, fit_work, work_at
+from netpass.runtime.length_forms import Form, GrowForm, fit_work, work_at, work_fn
 from netpass.runtime.length_steps import LinHost, LinKernel
 from netpass.testing import RUNTIME_DEVICE
 
@@ -182,3 +182,111 @@ def test_a_decoding_loop_keeps_the_prompts_buffers(rng):
                        "mask": np.ones((1, total), np.int64)})
         assert req.stats["reclaims"] == before["reclaims"]
     assert req.stats["allocations"] == before["allocations"]
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.bool_, np.int32])
+def test_form_arrays_are_the_affine_values_in_their_dtype(dtype):
+    """A moving host array of a few ints (written as a literal for int64 and bool) and a
+    growing one (one arange) hold base + slope * t in the array's dtype and shape, as fresh
+    writable arrays (bool values cannot move but along a growing axis)."""
+    for shape in [(), (1,), (1, 1, 1, 1), (2, 3)] if dtype != np.bool_ else []:
+        a = np.asarray(np.arange(int(np.prod(shape))).reshape(shape) * 3 + 10)
+        b = np.asarray(a + np.arange(a.size).reshape(shape) % 2 + 1)
+        f = Form.fit(((shape,), (a.astype(dtype),)), ((shape,), (b.astype(dtype),)), 10, 11)
+        for t in (0, 10, 500):
+            want = (a + (b - a) * (t - 10)).astype(dtype)
+            (got,) = f.at(t)[1]
+            assert got.dtype == want.dtype and got.shape == shape and got.flags.writeable
+            np.testing.assert_array_equal(got, want)
+            assert f.at(t)[1][0] is not got
+    grows = ((1, 0, 0), (0, 1, 0), (2, 3, 1), (-1, 0, 1)) if dtype != np.bool_ else ((0, 1, 0),)
+    for c, a0, b0 in grows:
+        def sample(t, c=c, a0=a0, b0=b0):
+            v = (a0 + b0 * t + c * np.arange(t + 1)).astype(dtype).reshape(1, 1, t + 1)
+            return ((v.shape,), (v,))
+        g = GrowForm.fit(sample(4), sample(6), 4, 6)
+        for t in (4, 63, 64, 200):
+            shapes, (got,) = g.at(t)
+            want = sample(t)[1][0]
+            assert shapes == ((1, 1, t + 1),) and got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+
+
+def test_two_requests_alternating_steps_give_the_per_primitive_outputs(rng):
+    """Two requests of one compiled model decode in turns (one family, each its own tape and
+    fast arguments; the second starts later, with another prompt length): every step's outputs
+    and the counters equal a request's without plans."""
+    model = _cache_model()
+    cm = compile_program(model, RUNTIME_DEVICE)
+    plain = compile_program(model, RUNTIME_DEVICE, {"STEP_PLANS": False})
+    reqs = [cm.create_infer_request(), cm.create_infer_request()]
+    refs = [plain.create_infer_request(), plain.create_infer_request()]
+    r = np.random.default_rng(11)
+    totals = [0, 0]
+    plan = {0: [4] + [1] * 70, 1: [7] + [1] * 70}
+    for step in range(71):
+        for j in (0, 1):
+            if j == 1 and step < 5:
+                continue
+            n = plan[j][step - (5 if j else 0)]
+            totals[j] += n
+            feeds = {"x": r.standard_normal((1, n, 8)).astype(np.float32),
+                     "mask": np.ones((1, totals[j]), np.int64)}
+            got, want = reqs[j].infer(feeds), refs[j].infer(feeds)
+            for name in ("y", "s"):
+                np.testing.assert_array_equal(got[name], want[name])
+    for req, ref in zip(reqs, refs):
+        assert req.stats["length_replays"] > 50
+        for key in ("kernels_enqueued", "primitives", "skipped", "state_appends", "infers"):
+            assert req.stats[key] == ref.stats[key], key
+
+
+def test_a_decode_step_leaves_every_primitive_flag_reset(rng):
+    """The tape resets the flags of the primitives whose steps may set them; every step,
+    whichever path it took, leaves all of them as the per-primitive path does (the inputs'
+    are set by each inference's feeds)."""
+    model = _cache_model()
+    cm = compile_program(model, RUNTIME_DEVICE)
+    req = cm.create_infer_request()
+    r = np.random.default_rng(2)
+    total = 0
+    for n in [5] + [1] * 30:
+        total += n
+        req.infer({"x": r.standard_normal((1, n, 8)).astype(np.float32),
+                   "mask": np.ones((1, total), np.int64)})
+        for inst in req.network.insts:
+            assert inst.node.is_parameter or not (inst.shape_changed or inst.impl_changed or inst.skip
+                        or inst.done_by_other or inst.allocation_done_by_other
+                        or inst.concat_decided), inst.node.name
+    assert req.stats["length_replays"] > 20
+
+
+def test_work_sizes_as_a_function_of_t_agree_with_work_at():
+    class _L:
+        def __init__(self, gws, lws=(64,)):
+            self.gws, self.lws = gws, lws
+
+    base, slope = [0, 10, 3, 7], [0, 1, 0, 2]
+    work = fit_work([_L((64, 2, 5), (64, 1, 1)), _L((64, 2, 7), (64, 1, 1))],
+                    [[0, 10, 3, 7], [0, 11, 3, 9]], 0, 1)
+    assert [w[0] for w in work] == ["r", "c", "a"]
+    at = work_fn(work, base, slope)
+    for t in (0, 1, 30, 54, 55, 200, 1000):
+        ints = [b + s * t for b, s in zip(base, slope)]
+        assert at(t) == work_at(work, ints, t)
+
+
+def test_decoding_resumes_its_tape_after_steps_of_other_lengths(rng):
+    """Mid-sequence steps of two rows (another binding: the per-primitive path, which sets
+    other arguments on the moving kernels and other shapes on their primitives) between
+    one-row steps: the tape's fast paths notice and the outputs stay the plain path's."""
+    model = _cache_model()
+    lengths = [5] + [1] * 12 + [2] + [1] * 9 + [2, 2] + [1] * 30
+    _, plain, want = _steps(model, lengths, rng, {"STEP_PLANS": False})
+    _, req, got = _steps(model, lengths, rng)
+    assert req.stats["length_replays"] > 30
+    for a, b in zip(got, want):
+        for name in ("y", "s"):
+            np.testing.assert_array_equal(a[name], b[name])
+    for key in ("kernels_enqueued", "primitives", "skipped", "state_appends", "infers"):
+        assert req.stats[key] == plain.stats[key], key
