@@ -216,7 +216,6 @@ class VariableStore:
                 for axis, d in enumerate(ps):
                     if d.symbol is not None:
                         self._input_dims.setdefault(d.symbol, (pos, axis))
-        # the appended variables and the symbols of their grown lengths
         # the appended variables, the symbols of their grown lengths and the named symbols
         # those are made of (room_for checks them on every decode step)
         self._append_vars = []
