@@ -3,7 +3,7 @@
 The logic lives in ``tools/conformance.py`` (the standalone tool that prints the counts and
 rewrites the passing lists); this module loads it and holds what the tests share: ``CASES``
 (all backend node cases, sorted by name), ``OUTCOMES`` (what this run saw, per target, printed
-by ``conftest.py`` at the end) and :func:`check_case`.
+by ``tests/conftest.py`` at the end) and :func:`check_case`.
 """
 from __future__ import annotations
 

@@ -1,0 +1,76 @@
+"""Suite-wide pytest settings: xdist's worker count, and the ONNX backend conformance counts
+printed after a run that ran conformance cases (tests/conformance), also when xdist workers
+ran them."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+# pyproject's addopts run the suite on `-n auto` xdist workers, whole files per worker
+# (`--dist loadfile`): a session fixture (the zoo's exports) is made at most once per worker.
+MAX_WORKERS = 4  # each worker holds torch, onnxruntime and its own compiled models
+
+# what xdist workers sent of their conformance outcomes: target -> case -> (status, reason)
+_from_workers: dict[str, dict[str, tuple[str, str]]] = {}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """Workers for ``-n auto``: one per CPU, at most MAX_WORKERS (PoCL's kernels already use
+    every core, and a worker takes a few GiB)."""
+    return max(1, min(MAX_WORKERS, os.cpu_count() or 1))
+
+
+def _outcomes_here() -> dict[str, dict[str, tuple[str, str]]]:
+    """This process's conformance outcomes (tests/conformance/_cases.py, when it ran)."""
+    cases = sys.modules.get("_cases")
+    if cases is None:
+        return {}
+    return {target: {name: (o.status, o.reason) for name, o in outcomes.items()}
+            for target, outcomes in cases.OUTCOMES.items() if outcomes}
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # (an xdist worker: its outcomes go to the controller)
+        workeroutput["conformance"] = _outcomes_here()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    for target, outcomes in getattr(node, "workeroutput", {}).get("conformance", {}).items():
+        _from_workers.setdefault(target, {}).update(outcomes)
+
+
+def _tool():
+    """tools/conformance.py (the counts' format and the passing lists)."""
+    if "netpass_conformance_tool" in sys.modules:
+        return sys.modules["netpass_conformance_tool"]
+    path = Path(__file__).resolve().parents[1] / "tools" / "conformance.py"
+    spec = importlib.util.spec_from_file_location("netpass_conformance_tool", path)
+    tool = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = tool  # (dataclasses resolve their module by name)
+    spec.loader.exec_module(tool)
+    return tool
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """The counts by status and reason per target; names passing cases the lists lack."""
+    seen = _from_workers or _outcomes_here()
+    if not seen:
+        return
+    tool = _tool()
+    for target, pairs in seen.items():
+        outcomes = {name: tool.Outcome(status, reason) for name, (status, reason) in pairs.items()}
+        terminalreporter.write_sep("-", f"ONNX backend conformance: {target}")
+        terminalreporter.write_line(tool.summary(outcomes, target))
+        listed = set(tool.read_list(tool.list_path(target))) & set(outcomes)
+        _, new = tool.compare_to_list(outcomes, listed)
+        if new:
+            terminalreporter.write_line(
+                f"  {len(new)} passing cases are not in {tool.list_path(target).name}: "
+                "run `python tools/conformance.py --update`")
