@@ -31,7 +31,7 @@ from ..ops.shape_ops import ShapeOf
 from ..ops.state import Assign
 from .kinds import FusedAttention
 from .program_node import same_dim
-from .state import APPEND
+from .state_marks import APPEND
 
 
 def _data_users(node: Any, k: int = 0) -> list:

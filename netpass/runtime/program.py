@@ -41,7 +41,7 @@ from .memory import Lifetime, overlap_sets
 from .norm_gemm import fuse_norm_gemms
 from .program_node import ProgramNode, same_dim
 from .shape_terms import reshape_keeps_prefix
-from .state import mark_state
+from .state_marks import mark_state
 from .symbolic import SymbolicShapes
 
 
