@@ -256,12 +256,12 @@ class Tape:
         again)). None where it does not hold (a shrinking output, no reusable buffer). A
         step writes only the moving ints (Python ints into the C view: a numpy operation on
         a few ints costs more than the writes)."""
-        uploads = {(src.node.index, k): (src, k, src.outputs[k].alloc, src.outputs[k].offset)
-                   for _, _, _, slots, _ in launches for _, _, src, k, _, _ in slots
-                   if src.node.index not in self.device}
-        sources = tuple({(src.node.index, k): (src, k, src.outputs[k].alloc, src.outputs[k].offset)
-                         for _, _, _, slots, _ in launches for _, _, src, k, _, _ in slots
-                         if src.node.index in self.device}.values())
+        read: dict = {}  # (source, output) -> (source, output, allocation, offset) read
+        for _, _, _, slots, _ in launches:
+            for _, _, src, k, _, _ in slots:
+                read[(src.node.index, k)] = (src, k, src.outputs[k].alloc, src.outputs[k].offset)
+        uploads = tuple(r for key, r in read.items() if key[0] not in self.device)
+        sources = tuple(r for key, r in read.items() if key[0] in self.device)
         tmax = 1 << 62
         if e.need.const is None:
             for i, (nb, ns) in enumerate(zip(e.need.base, e.need.slope)):
@@ -291,7 +291,7 @@ class Tape:
                 gws_at = self.work_fns[key] = work_fn(work, base, slope)
             fast.append((h, lw, h.bufs, moving, buf, view, gws_at, w))
         held = (inst.kernels, tuple(inst.own), tuple(inst.capacity), tuple(inst.outputs), sources)
-        return (net.mem_epoch, tmax, fast, tuple(uploads.values()), held)
+        return (net.mem_epoch, tmax, fast, uploads, held)
 
     @staticmethod
     def _holds(inst: Any, e: LinKernel, held: tuple) -> bool:
@@ -313,8 +313,12 @@ class Tape:
         for a, b in zip(inst.outputs, outputs):
             if a is not b:
                 return False
-        if tuple(inst.capacity) != capacity:
-            return False
+        return tuple(inst.capacity) == capacity and Tape._read_as_recorded(sources)
+
+    @staticmethod
+    def _read_as_recorded(sources: tuple) -> bool:
+        """Each (source, output, allocation, offset) still holds a valid device tensor at the
+        allocation and offset a recorded launch reads."""
         for src, k, alloc, offset in sources:
             tensor = src.outputs[k]
             if tensor is None or tensor.alloc is not alloc or tensor.offset != offset \
@@ -345,14 +349,7 @@ class Tape:
                 if h.bufs is not bufs or h.ints is not ints:
                     ok = False
                     break
-        if ok:
-            for src, k, alloc, offset in checks:
-                tensor = src.outputs[k]
-                if tensor is None or tensor.alloc is not alloc or tensor.offset != offset \
-                        or not src.device_valid[k]:
-                    ok = False
-                    break
-        if ok and tuple(inst.own) == owns:
+        if ok and self._read_as_recorded(checks) and tuple(inst.own) == owns:
             for h, lw, _, _ in launches:
                 launch(h, lw)
             hv = inst.host_valid  # (the outputs read last step are stale now)
