@@ -7,11 +7,11 @@ reference.
 
 - ``gemm``: 4096^3 with the runtime's kernels and tile variants of the tensor-core kernel
   (``kernels.mma``), beside cuBLAS fp32 (TF32 off) and cuBLAS TF32 (torch, CUDA events);
-- ``tiles``: the tensor-core tile shapes per GPT-2 shape (what ``kernels.mma.CONFIGS`` picks
+- ``tiles``: the tensor-core tile shapes per GPT-2 shape (what ``kernels.mma_plan.CONFIGS`` picks
   from);
 - ``shapes``: the runtime's own choice (``kinds.matmul.matmul_impl``) for M in 1..4096 and K, N in
   768..3072 (B [K, N] constant, as a Linear's weights), per precision, beside cuBLAS;
-- ``splitk``: the GPT-2 shapes with 1..8 K slices forced (``kernels.mma.k_splits``) and the
+- ``splitk``: the GPT-2 shapes with 1..8 K slices forced (``kernels.mma_plan.k_splits``) and the
   runtime's own choice, beside cuBLAS;
 - ``probe``: whether a ``__local`` kernel argument may exceed the static local-memory limit;
 - ``attention``: a fused attention of 12 heads of 64 (additive causal mask, as exports give
@@ -52,7 +52,7 @@ from netpass.ops.matmul import MatMul  # noqa: E402
 from netpass.runtime import kernels  # noqa: E402
 from netpass.runtime.device import Engine, resolve_device_name, select_device  # noqa: E402
 from netpass.runtime.impls import Params  # noqa: E402
-from netpass.runtime.kernels import mma  # noqa: E402
+from netpass.runtime.kernels import mma, mma_plan  # noqa: E402
 from netpass.runtime.kinds import row_of  # noqa: E402
 from netpass.runtime.kinds.matmul import matmul_impl  # noqa: E402
 
@@ -187,7 +187,7 @@ def cublas(torch, m: int, n: int, k: int, reps: int, tf32: bool, seed: int = 0) 
 def mma_variant(prob: Gemm, cfg, split: int, reps: int, align: str = "rings", b_kmajor: bool = True,
                 hi_round: str = "rn"):
     src = mma.gemm_mma(cfg, b_kmajor, split, True, "cp_async", align, [], 0, [], 0, None, hi_round)
-    gws, lws = mma.work_sizes(cfg, prob.m, prob.n, 1)
+    gws, lws = mma_plan.work_sizes(cfg, prob.m, prob.n, 1)
     b_buf = None
     if not b_kmajor:
         if prob.bt is None:
@@ -315,11 +315,11 @@ def section_shapes(eng, torch, args) -> None:
 
 def section_splitk(eng, torch, args) -> None:
     """Split-K slices per GPT-2 shape: the runtime's kernels with 1..8 K slices forced
-    (kernels.mma.k_splits), and the runtime's own choice, beside cuBLAS."""
+    (kernels.mma_plan.k_splits), and the runtime's own choice, beside cuBLAS."""
     if eng.mma != "ptx" and not args.quick:
         return
     rows = []
-    saved = mma.k_splits
+    saved = mma_plan.k_splits
     print("split-K per shape (ms, GEMM + reduction; * = fastest; cuBLAS beside)")
     shapes = [(3072, 768), (768, 768), (768, 2304), (768, 3072)]
     for m in ([256] if args.quick else [128, 512, 1024, 4096]):
@@ -329,14 +329,14 @@ def section_splitk(eng, torch, args) -> None:
                 times = {}
                 for s in (1, 2, 3, 4, 6, 8):
                     def forced(cfg, M, N, K_, nb, cus, s=s):
-                        length = mma._cdiv(mma._cdiv(K_, s), cfg.bk) * cfg.bk
-                        n_ = mma._cdiv(K_, length)
+                        length = mma_plan._cdiv(mma_plan._cdiv(K_, s), cfg.bk) * cfg.bk
+                        n_ = mma_plan._cdiv(K_, length)
                         return (n_, length) if n_ > 1 else (1, K_)
-                    mma.k_splits = forced
+                    mma_plan.k_splits = forced
                     try:
                         times[s] = prob.runtime(precision, args.reps)[0]
                     finally:
-                        mma.k_splits = saved
+                        mma_plan.k_splits = saved
                 own, name = prob.runtime(precision, args.reps)
                 err = prob.err()
                 peer = cublas(torch, m, n, k, args.reps, tf32) if torch else None
@@ -543,7 +543,7 @@ def section_gpt2(eng, torch_cuda_mod, args) -> None:
     if args.simt:
         variants.append(("netpass f32 SIMT", "f32", None))
     for label, precision, f32_split in variants:
-        mma.F32_SPLIT = f32_split
+        mma_plan.F32_SPLIT = f32_split
         try:
             t0 = time.perf_counter()
             cm = netpass.compile_model(onnx_model, args.device, {"TRANSFORMATIONS": "NONE",
@@ -576,7 +576,7 @@ def section_gpt2(eng, torch_cuda_mod, args) -> None:
             print(f"  {label} FAILED\n{traceback.format_exc()[-1500:]}", flush=True)
             r[label] = {"error": traceback.format_exc()[-2000:]}
         finally:
-            mma.F32_SPLIT = 3
+            mma_plan.F32_SPLIT = 3
     if torch_cuda_mod:
         for label, attn, tf32 in (("torch sdpa fp32", "sdpa", False), ("torch eager-attn fp32", "eager", False),
                                   ("torch sdpa tf32", "sdpa", True)):

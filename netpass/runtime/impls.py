@@ -325,6 +325,37 @@ def epilogue(p: Params, out_shape: Sequence[int], first_extra: int = 0):
     return stages, len(p.extra_shapes), list(p.extra_dtypes), dims, st
 
 
+def gemm_strides(p: Params, out_shape: Sequence[int], nb: int, M: int, N: int) -> list | None:
+    """Each fused side input's strides over a GEMM's (batch, m, n) output, ``out_shape`` read
+    as [nb, M, N] (a conv's [B, OC, OH OW]): what lets a GEMM's epilogue address them from its
+    row and column without dividing the flat index; None when some input's strides do not
+    merge within those three groups of dims."""
+    shape = list(out_shape)
+    groups, k = [], len(shape)
+    for want in (N, M, nb):
+        j, prod = k, 1
+        while j > 0 and (prod * shape[j - 1] <= want or shape[j - 1] == 1) and prod != want:
+            j -= 1
+            prod *= shape[j]
+        if prod != want:
+            return None
+        groups.append((j, k))
+        k = j
+    if any(d != 1 for d in shape[:k]):
+        return None
+    out = []
+    for ext in p.extra_shapes:
+        st = broadcast_strides(ext, shape)
+        merged = []
+        for lo, hi in reversed(groups):
+            dims, (ss,) = collapse(shape[lo:hi], [st[lo:hi]])
+            if len(dims) > 1:
+                return None
+            merged.append(ss[0] if ss else 0)
+        out.append(merged)
+    return out
+
+
 _COPY_SOURCES: dict = {}
 
 

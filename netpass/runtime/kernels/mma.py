@@ -182,7 +182,7 @@ def split_operand(name: str, value: str, split: int, hi_round: str = "rn") -> li
 def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, align: str,
              epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int,
              norm: tuple | None = None, hi_round: str = "rn", conv: bool = False,
-             splitk: bool = False) -> Source:
+             splitk: bool = False, bmn: bool = False) -> Source:
     """The tensor-core GEMM kernel (module docstring). ``b_kmajor``: B is read along n (its
     n stride 1 when ``copy == "cp_async"``), else along k. ``split``: 1 (TF32) or 3
     (3xTF32). ``ptx``: real ``mma.sync`` / ``cp.async`` (NVIDIA), else emulated.
@@ -199,7 +199,8 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
     arguments, after the GEMM's own). ``splitk``: work-groups along dim 2 are (batch, K
     slice) pairs, ``sk_n`` slices of ``sk_len`` (a multiple of BK) each; slice ``s`` writes
     its partial product, without epilogue, to C + s * (batches * M * N) for
-    :func:`splitk_reduce` (arguments ``sk_len``, ``sk_n`` last)."""
+    :func:`splitk_reduce` (arguments ``sk_len``, ``sk_n`` last). ``bmn``: the epilogue's
+    side inputs are addressed by (batch, m, n) strides (dims and strides of rank 3)."""
     cfg.check()
     NT, BM, BN, BK, S = cfg.threads, cfg.bm, cfg.bn, cfg.bk, cfg.stages
     MI, NI = cfg.wm // 16, cfg.wn // 8
@@ -330,7 +331,7 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
         split_head = "const int b = get_group_id(2), kbeg = 0, KE = K;"
     acc_decl = "\n  ".join(f"float {', '.join(f'c{i}_{j}_{q} = 0.0f' for q in range(4))};"
                            for i in range(MI) for j in range(NI))
-    store = _store(cfg, epilogue, n_extra, erank)
+    store = _store(cfg, epilogue, n_extra, erank, bmn)
     b_local = "[STAGES][BK][BN]" if b_kmajor else "[STAGES][BK / 16][BN][16]"
     emu = emulation_scratch(ptx, cfg.warps)
     text = header([np.float32] + list(extra_dtypes)) + f"""#define BM {BM}
@@ -445,45 +446,25 @@ def splitk_reduce(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank
     return Source(text, "splitk_reduce")
 
 
-# split-K: a GEMM whose tiles leave compute units idle walks K in slices on more work-groups
-# (H100, ``bench_kernels.py --sections splitk``: K = 3072 into N = 768 gained 1.2-3x for M =
-# 128..4096 with 2-8 slices; K = 768 only where the tiles were fewer than a quarter of the units)
-SPLITK_WAVES = 2.0      # work-groups per compute unit the slices aim at
-SPLITK_MIN_K = 384      # K per slice, at least
-SPLITK_LONG_K = 1536    # K from which slices pay whenever the tiles leave units idle
-SPLITK_FEW_TILES = 0.25  # tiles per compute unit below which a shorter K is split too
-SPLITK_MAX = 8
-
-
-def k_splits(cfg: MmaConfig, M: int, N: int, K_: int, nb: int, cus: int) -> tuple[int, int]:
-    """(slices, K per slice) of a split-K run of this GEMM: the fewest slices (a power of
-    two) that give the compute units SPLITK_WAVES work-groups each, each slice at least
-    SPLITK_MIN_K long; (1, K) when the tiles already fill the units, or K is shorter than
-    SPLITK_LONG_K and the tiles not fewer than SPLITK_FEW_TILES per unit."""
-    tiles = _cdiv(M, cfg.bm) * _cdiv(N, cfg.bn) * max(nb, 1)
-    want = SPLITK_WAVES * cus
-    if tiles >= want or (K_ < SPLITK_LONG_K and tiles >= SPLITK_FEW_TILES * cus):
-        return 1, K_
-    n = 1
-    while 2 * n <= SPLITK_MAX and tiles * n < want and K_ // (2 * n) >= SPLITK_MIN_K:
-        n *= 2
-    if n == 1:
-        return 1, K_
-    length = _cdiv(_cdiv(K_, n), cfg.bk) * cfg.bk
-    n = _cdiv(K_, length)
-    return (n, length) if n > 1 else (1, K_)
-
-
-def _store(cfg: MmaConfig, epilogue: list[Stage], n_extra: int, erank: int) -> str:
+def _store(cfg: MmaConfig, epilogue: list[Stage], n_extra: int, erank: int,
+           bmn: bool = False) -> str:
     """C fragments (rows g, g + 8 and columns 2t, 2t + 1 of each m16n8 piece) through the
     epilogue, bounds-checked. With an epilogue, each warp passes its 16-row slices through
     local memory (the A stages, free after the loop) and stores them row by row in a loop:
     one copy of the epilogue's code instead of one per accumulator (GPT-2's bias + tanh-GELU,
-    unrolled 128 times, made its GEMM 2-3x slower on the H100), and coalesced stores."""
+    unrolled 128 times, made its GEMM 2-3x slower on the H100), and coalesced stores.
+    ``bmn``: the side inputs' strides are given over (batch, m, n) (``impls.gemm_strides``),
+    so their offsets need no division of the flat index."""
     MI, NI = cfg.wm // 16, cfg.wn // 8
     code = stage_code([Stage("v", [], "float")] + epilogue,
                       {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
-    offs = offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
+    if bmn and erank != 3:
+        raise ValueError("(batch, m, n) strides need an epilogue rank of 3")
+    if bmn:
+        offs = " ".join(f"const int o_in{j} = off_in{j} + b * s_in{j}_0 + (mm) * s_in{j}_1"
+                        f" + (nn) * s_in{j}_2;" for j in range(n_extra))
+    else:
+        offs = offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
     lines = [f"""#define STORE(mm, nn, val) if ((mm) < M && (nn) < N) {{ \\
     const float v = (val); const int flat = (b * M + (mm)) * N + (nn); \\
     {offs.replace(chr(10), ' ')} \\
@@ -512,88 +493,3 @@ def _store(cfg: MmaConfig, epilogue: list[Stage], n_extra: int, erank: int) -> s
             lines.append(f"  STORE({m}, {n}, c{i}_{j}_0) STORE({m}, {n} + 1, c{i}_{j}_1) "
                          f"STORE({m} + 8, {n}, c{i}_{j}_2) STORE({m} + 8, {n} + 1, c{i}_{j}_3)")
     return "\n".join(lines)
-
-
-# -- selection ------------------------------------------------------------------------------------
-# precision "f32" on tensor cores: 3xTF32 (float32 accuracy); None keeps the fp32 SIMT kernels
-F32_SPLIT: int | None = 3
-MIN_M = 64  # below this the skinny / tiled fp32 kernels are used (memory-bound, few tiles)
-MIN_CONV_M, MIN_CONV_N = 16, 16  # output channels and pixels from which convolutions take it
-# tile shapes by preference: the first that gives the compute units WAVES work-groups each
-# is taken (on the H100, ``bench_kernels.py --sections tiles``: 128x128 tiles win from about
-# 1.4 work-groups per unit, 64x64 below, both within 10% of the best of five shapes on GPT-2's
-# GEMMs for M = 128..4096)
-CONFIGS = (MmaConfig(128, 128, 64, 64, 16, 3), MmaConfig(64, 64, 32, 32, 16, 4))
-WAVES = 1.4
-ALIGN = "rings"
-_choices: dict = {}  # shape class -> MmaConfig
-
-
-def _cdiv(a: int, b: int) -> int:
-    return (a + b - 1) // b
-
-
-def _shape_class(M: int, N: int, K_: int, nb: int, cus: int) -> tuple:
-    """Shapes that take the same tile choice: M, N rounded up to 64, K up to 16, the batch."""
-    return (_cdiv(M, 64), _cdiv(N, 64), _cdiv(K_, 16), nb, cus)
-
-
-def choose_config(M: int, N: int, K_: int, nb: int, cus: int, local_limit: int,
-                  norm: bool) -> MmaConfig:
-    """The tile shape for this GEMM (cached per shape class): the first of ``CONFIGS`` that
-    gives ``WAVES`` work-groups per compute unit and fills at least half its rows (else the
-    last), with stages cut to fit ``local_limit`` bytes."""
-    key = _shape_class(M, N, K_, nb, cus) + (local_limit, norm)
-    cfg = _choices.get(key)
-    if cfg is None:
-        cfg = CONFIGS[-1]
-        for c in CONFIGS:
-            if c.bm >= 2 * M and c is not CONFIGS[-1]:
-                continue  # half the tile's rows would be empty (few output channels)
-            if _cdiv(M, c.bm) * _cdiv(N, c.bn) * nb >= WAVES * cus:
-                cfg = c
-                break
-        extra = 8 * (cfg.bm + cfg.threads) if norm else 0
-        while cfg.stages > 2 and cfg.local_bytes() + extra > local_limit:
-            cfg = MmaConfig(cfg.bm, cfg.bn, cfg.wm, cfg.wn, cfg.bk, cfg.stages - 1)
-        _choices[key] = cfg
-    return cfg
-
-
-def plan(engine, precision: str | None, M: int, N: int, K_: int, nb: int, sa: list, sb: list,
-         sab: list, sbb: list, norm: tuple | None):
-    """``(cfg, split, b_kmajor, ptx, copy)`` when the tensor-core kernel takes this float32
-    GEMM (A [M, K] with strides ``sa``, B [K, N] with ``sb``, batch strides ``sab``/``sbb``),
-    else None. Taken on devices with ``engine.mma`` ("ptx", or "emulated" in tests) for
-    M >= MIN_M: TF32 with precision "tf32", 3xTF32 (F32_SPLIT) with "f32"."""
-    kind = getattr(engine, "mma", "") if engine is not None else ""
-    if not kind or M < MIN_M or not N or not K_:
-        return None
-    split = 1 if precision == "tf32" else F32_SPLIT
-    if split is None:
-        return None
-    b_kmajor = sb[-1] == 1 or sb[-2] != 1
-    ptx = kind == "ptx"
-    inner_a, inner_b = sa[-1], (sb[-1] if b_kmajor else sb[-2])
-    outer_b = sb[-2] if b_kmajor else sb[-1]
-    vec = inner_a == 1 and inner_b == 1 and sa[-2] % 4 == 0 and outer_b % 4 == 0 \
-        and all(s % 4 == 0 for s in list(sab) + list(sbb))
-    local_limit = int(getattr(engine.device, "local_mem_size", 48 << 10))
-    cfg = choose_config(M, N, K_, nb, int(engine.device.max_compute_units), local_limit,
-                        norm is not None)
-    if norm is not None and (K_ % cfg.bk or cfg.bm > cfg.threads):
-        return None
-    return cfg, split, b_kmajor, ptx, "cp_async" if vec else "plain"
-
-
-def source(choice, epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int,
-           norm: tuple | None, splitk: bool = False) -> Source:
-    cfg, split, b_kmajor, ptx, copy = choice
-    return gemm_mma(cfg, b_kmajor, split, ptx, copy, ALIGN, epilogue, n_extra, extra_dtypes, erank,
-                    norm, HI_ROUND, False, splitk)
-
-
-def work_sizes(cfg: MmaConfig, M: int, N: int, nb: int, splits: int = 1) -> tuple[tuple, tuple]:
-    """(global, local) sizes: a work-group per BM x BN tile, batch and K slice."""
-    return ((_cdiv(N, cfg.bn) * cfg.threads, _cdiv(M, cfg.bm), max(nb, 1) * splits),
-            (cfg.threads, 1, 1))

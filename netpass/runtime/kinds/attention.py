@@ -30,7 +30,7 @@ from ..impls import (
     fused_stages,
     size,
 )
-from ..kernels import decode, flash, mma
+from ..kernels import decode, flash, mma, mma_plan
 from ..kernels.attention import attention
 from ..kernels.common import LS, Stage, flit
 from ..shape_infer import infer_host
@@ -262,11 +262,12 @@ def _skip(p: Params, side: int | None, dtype, groups: int) -> tuple[int, str] | 
 def _flash_launch(p: Params, desc: AttentionDesc, batch: list, operands, ost: list, M: int,
                   N: int, D: int, DV: int, scores_shape: tuple) -> Launch | None:
     """The tensor-core flash kernel (``kernels.flash``) for prefill-sized M on devices with
-    ``engine.mma``: TF32 with INFERENCE_PRECISION_HINT "tf32", 3xTF32 (``kernels.mma.F32_SPLIT``)
-    for float32 up to head size 64. None where it does not apply (the batch of q, k, v, the
-    output and the score ops' side inputs must collapse to two dims)."""
+    ``engine.mma``: TF32 with INFERENCE_PRECISION_HINT "tf32", 3xTF32
+    (``kernels.mma_plan.F32_SPLIT``) for float32 up to head size 64. None where it does not
+    apply (the batch of q, k, v, the output and the score ops' side inputs must collapse to
+    two dims)."""
     kind = getattr(p.engine, "mma", "") if p.engine is not None else ""
-    split = 1 if p.precision == "tf32" else mma.F32_SPLIT
+    split = 1 if p.precision == "tf32" else mma_plan.F32_SPLIT
     if not kind or M < FLASH_MIN_M or split is None or D > flash.MAX_HEAD or DV > flash.MAX_HEAD \
             or (split == 3 and D > 64):
         return None
@@ -319,7 +320,7 @@ def onnx_attention_impl(p: Params, key) -> Impl | None:
     softmax precision other than float32, and used ``present`` / QK outputs run on the host."""
     a = p.attrs
     kind = getattr(p.engine, "mma", "") if p.engine is not None else ""
-    split = 1 if p.precision == "tf32" else mma.F32_SPLIT
+    split = 1 if p.precision == "tf32" else mma_plan.F32_SPLIT
     sp = a.get("softmax_precision")
     if not kind or split is None or a.get("has_past") or a.get("has_nonpad_kv_seqlen") \
             or a.get("left_window_size", -1) != -1 or a.get("right_window_size", -1) != -1 \

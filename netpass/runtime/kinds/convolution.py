@@ -12,8 +12,17 @@ from typing import Any
 import numpy as np
 
 from ...ops.convolution import Convolution, GroupConvolution
-from ..impls import Impl, Launch, Params, contiguous_strides, epilogue, size, work_1d
-from ..kernels import mma
+from ..impls import (
+    Impl,
+    Launch,
+    Params,
+    contiguous_strides,
+    epilogue,
+    gemm_strides,
+    size,
+    work_1d,
+)
+from ..kernels import mma, mma_plan
 from ..kernels.window import (
     DW_LOCAL,
     DW_TAPS,
@@ -153,29 +162,33 @@ def _implicit_gemm_conv(p: Params, x, y, geo: tuple) -> tuple[list, list] | None
     M, N, K_ = OC, OH * OW, C * KH * KW
     engine = p.engine
     kind = getattr(engine, "mma", "") if engine is not None else ""
-    split = 1 if p.precision == "tf32" else mma.F32_SPLIT
-    if engine is None or not kind or split is None or M < mma.MIN_CONV_M or N < mma.MIN_CONV_N \
-            or not K_:
+    split = 1 if p.precision == "tf32" else mma_plan.F32_SPLIT
+    if engine is None or not kind or split is None or M < mma_plan.MIN_CONV_M \
+            or N < mma_plan.MIN_CONV_N or not K_:
         return None
     cus = int(engine.device.max_compute_units)
     local_limit = int(getattr(engine.device, "local_mem_size", 48 << 10))
-    cfg = mma.choose_config(M, N, K_, batch, cus, local_limit, False)
+    cfg = mma_plan.choose_config(M, N, K_, batch, cus, local_limit, False)
     copy = "cp_async" if K_ % 4 == 0 else "plain"
     stages, n_extra, edt, edims, est = epilogue(p, y)
-    splits, slice_k = mma.k_splits(cfg, M, N, K_, batch, cus)
+    splits, slice_k = mma_plan.k_splits(cfg, M, N, K_, batch, cus)
     sk = splits > 1
-    src = p.cached(("conv_mma", cfg, split, kind, copy, len(edims), sk),
-                   lambda: mma.gemm_mma(cfg, True, split, kind == "ptx", copy, mma.ALIGN,
+    bmn = gemm_strides(p, y, batch, M, N) if n_extra and not sk else None
+    epi = (edims, est)
+    if bmn is not None:
+        edims, est = [batch, M, N], bmn
+    src = p.cached(("conv_mma", cfg, split, kind, copy, len(edims), sk, bmn is not None),
+                   lambda: mma.gemm_mma(cfg, True, split, kind == "ptx", copy, mma_plan.ALIGN,
                                         [] if sk else stages, 0 if sk else n_extra,
                                         [] if sk else edt, 0 if sk else len(edims),
-                                        None, mma.HI_ROUND, True, sk))
-    gws, lws = mma.work_sizes(cfg, M, N, batch, splits)
+                                        None, mma.HI_ROUND, True, sk, bmn is not None))
+    gws, lws = mma_plan.work_sizes(cfg, M, N, batch, splits)
     geometry = [KH * KW, KW, OW, sh, sw, ph, pw, dh, dw, H, W_, H * W_, W_, 1]
     spec = [("i", 1), ("i", 0)] + ([("b", 0), 0] if sk else [("o", 0)])
     spec += [M, N, K_, 1, 0, 0, K_, 1, C * H * W_, 0, 0, 1]
     if sk:
         return with_reduction(p, Launch(src, gws, lws, spec + geometry + [slice_k, splits]),
-                              batch * M * N, splits, None, (stages, n_extra, edt, edims, est))
+                              batch * M * N, splits, None, (stages, n_extra, edt, *epi))
     spec += [("e", j) for j in range(n_extra)]
     if n_extra:
         spec += edims + [v for st in est for v in st]

@@ -22,10 +22,11 @@ from ..impls import (
     collapse,
     contiguous_strides,
     epilogue,
+    gemm_strides,
     size,
     work_1d,
 )
-from ..kernels import decode, mma
+from ..kernels import decode, mma, mma_plan
 from ..kernels.common import LS, Stage
 from ..kernels.gemm import (
     GEMM_LARGE,
@@ -91,7 +92,7 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
                 norm: tuple | None = None, norm_first: int = 2) -> tuple[list, list] | None:
     """(launches, impl buffers) for out = op(A) @ op(B) with numpy-style batch broadcasting:
     one GEMM launch, or a split-K GEMM into a scratch buffer and its reduction
-    (``kernels.mma.k_splits``); ``norm``: A's rows are normalized as they are loaded
+    (``kernels.mma_plan.k_splits``); ``norm``: A's rows are normalized as they are loaded
     (norm_gemm; gamma and beta are the inputs from ``norm_first`` on, in order)."""
     a, b = list(a_shape), list(b_shape)
     sa = list(a_strides) if a_strides is not None else contiguous_strides(a)
@@ -121,6 +122,11 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
     while len(dims) < 2:
         dims, sab, sbb = [1] + dims, [0] + sab, [0] + sbb
     nb = dims[0] * dims[1]
+    if nb > 1 and dims[0] == 1 and not any(sbb) and sab[1] == M * sa[-2] \
+            and getattr(p.engine, "mma", "") and M * nb >= mma_plan.MIN_M:
+        # B shared by the batches and A's rows running on through them: one tensor-core GEMM
+        # of nb * M rows (ViT's [8, 197, K] activations: 13 row tiles of 128, not 8 x 2)
+        M, nb, dims, sab = M * nb, 1, [1, 1], [0, 0]
     stages, n_extra, edt, edims, est = epilogue(p, out_shape)
     aligned = M % 128 == 0 and N % 128 == 0 and Ka % 16 == 0 and sa[-1] == 1 and sb[-1] == 1 \
         and sa[-2] % 4 == 0 and sb[-2] % 4 == 0 and np.dtype(p.out_dtypes[0]) == np.float32
@@ -136,15 +142,15 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
     a_ref: list = [("i", b_idx[0])]
     tc_plan = None
     if gemv is None and norm is not None and f32 and nb == 1 and sa[-1] == 1 and sa[-2] == Ka:
-        tc_plan = mma.plan(p.engine, p.precision, M, N, Ka, nb, sa, sb, sab, sbb, None)
+        tc_plan = mma_plan.plan(p.engine, p.precision, M, N, Ka, nb, sa, sb, sab, sbb, None)
         if tc_plan is not None:  # normalized rows into a scratch copy the GEMM reads
             pre, buffers, a_ref = [_normalize_rows(p, norm, norm_first, b_idx[0], M, Ka)], \
                 [Scratch(4 * M * Ka)], [("b", 0), 0]
             norm = None
     if gemv is None and tc_plan is None and f32:
-        tc_plan = mma.plan(p.engine, p.precision, M, N, Ka, nb, sa, sb, sab, sbb, norm)
-    # (a tensor-core plan implies an engine: mma.plan)
-    splits, slice_k = (mma.k_splits(tc_plan[0], M, N, Ka, nb,
+        tc_plan = mma_plan.plan(p.engine, p.precision, M, N, Ka, nb, sa, sb, sab, sbb, norm)
+    # (a tensor-core plan implies an engine: mma_plan.plan)
+    splits, slice_k = (mma_plan.k_splits(tc_plan[0], M, N, Ka, nb,
                                     int(p.engine.device.max_compute_units))
                        if tc_plan is not None and p.engine is not None else (1, Ka))
     if splits > 1 and tc_plan is not None:
@@ -160,9 +166,13 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
         lx, ly = decode.GEMV_WG, 1
         gws = (cdiv(N, decode.GEMV_WG // gemv) * decode.GEMV_WG, 1, max(nb, 1))
     elif tc_plan is not None:  # tensor cores (TF32, or 3xTF32 for float32)
-        src = p.cached(("gemm_mma", tc_plan, len(edims), norm),
-                       lambda: mma.source(tc_plan, stages, n_extra, edt, len(edims), norm))
-        gws, (lx, ly, _) = mma.work_sizes(tc_plan[0], M, N, nb)
+        bmn = gemm_strides(p, out_shape, nb, M, N) if n_extra else None
+        if bmn is not None:
+            edims, est = [nb, M, N], bmn
+        src = p.cached(("gemm_mma", tc_plan, len(edims), norm, bmn is not None),
+                       lambda: mma_plan.source(tc_plan, stages, n_extra, edt, len(edims), norm,
+                                          bmn=bmn is not None))
+        gws, (lx, ly, _) = mma_plan.work_sizes(tc_plan[0], M, N, nb)
     elif tn is not None:
         src = p.cached(("gemm_skinny", len(edims), norm),
                        lambda: gemm_skinny(p.out_dtypes[0], stages, n_extra, edt, len(edims), norm))
@@ -222,8 +232,8 @@ def _split_k_gemm(p: Params, tc_plan: tuple, norm: tuple | None, norm_first: int
     M, N, Ka, nb = mnkb
     splits, slice_k = split
     src = p.cached(("gemm_mma_splitk", tc_plan, norm),
-                   lambda: mma.source(tc_plan, [], 0, [], 0, norm, True))
-    gws, lws = mma.work_sizes(tc_plan[0], M, N, nb, splits)
+                   lambda: mma_plan.source(tc_plan, [], 0, [], 0, norm, True))
+    gws, lws = mma_plan.work_sizes(tc_plan[0], M, N, nb, splits)
     spec: list = ab_refs + [("b", slot), 0]  # (C: the scratch, offset 0)
     if norm is not None:
         spec += [("i", norm_first + j) for j in range(int(norm[3]) + int(norm[4]))]

@@ -12,7 +12,7 @@ import netpass
 from netpass import Model, opset
 from netpass.runtime import compile_program
 from netpass.runtime.device import Engine, select_device
-from netpass.runtime.kernels import mma
+from netpass.runtime.kernels import mma, mma_plan
 from netpass.testing import RUNTIME_DEVICE
 
 
@@ -61,8 +61,8 @@ def emulated(monkeypatch):
     """The CPU engine with emulated tensor cores (kernels.mma) and small tiles."""
     eng = Engine.get(select_device("CPU"))
     monkeypatch.setattr(eng, "mma", "emulated")
-    monkeypatch.setattr(mma, "CONFIGS", (mma.MmaConfig(64, 32, 32, 16, 16, 3), mma.MmaConfig(32, 32, 16, 16, 16, 2)))
-    monkeypatch.setattr(mma, "_choices", {})
+    monkeypatch.setattr(mma_plan, "CONFIGS", (mma.MmaConfig(64, 32, 32, 16, 16, 3), mma.MmaConfig(32, 32, 16, 16, 16, 2)))
+    monkeypatch.setattr(mma_plan, "_choices", {})
     return eng
 
 
@@ -96,9 +96,9 @@ def test_convolution_in_k_slices(pad, precision, emulated, monkeypatch, rng):
     """A 3x3 unit-stride convolution (rows of four pixels inside the image as one vector load,
     the rest element by element across output rows) in K slices, reduced through the bias,
     the residual Add and Relu; odd image sizes, batch 2."""
-    monkeypatch.setattr(mma, "SPLITK_WAVES", 64.0)
-    monkeypatch.setattr(mma, "SPLITK_MIN_K", 32)
-    monkeypatch.setattr(mma, "SPLITK_LONG_K", 32)
+    monkeypatch.setattr(mma_plan, "SPLITK_WAVES", 64.0)
+    monkeypatch.setattr(mma_plan, "SPLITK_MIN_K", 32)
+    monkeypatch.setattr(mma_plan, "SPLITK_LONG_K", 32)
     c, o = 16, 24
     x = opset.parameter([-1, c, -1, -1], np.float32, name="x")
     r = opset.parameter([-1, o, -1, -1], np.float32, name="r")
@@ -112,3 +112,24 @@ def test_convolution_in_k_slices(pad, precision, emulated, monkeypatch, rng):
         got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
         assert _rel_l2(got, want) <= (2e-3 if precision == "tf32" else 4e-6)
     assert _ran_mma(req) and any("splitk_reduce(" in key[2] for key in req.network.kernel_objects)
+
+
+@pytest.mark.skipif(RUNTIME_DEVICE != "CPU", reason="emulated tensor cores on PoCL")
+@pytest.mark.parametrize("k,pad", [(1, 0), (3, 1)])
+def test_residual_epilogue_by_row_and_column(k, pad, emulated, rng):
+    """The bias and a residual input fused into a convolution's tensor-core GEMM (pointwise
+    and implicit im2col) are addressed by their (image, channel, pixel) strides, with no
+    division of the flat index; batch 3, odd image sizes (72 output channels: a pointwise
+    convolution takes the tensor-core GEMM from mma_plan.MIN_M rows)."""
+    c, o = 16, 72
+    x = opset.parameter([-1, c, -1, -1], np.float32, name="x")
+    r = opset.parameter([-1, o, -1, -1], np.float32, name="r")
+    y = opset.convolution(x, _f(rng, o, c, k, k), [1, 1], [pad] * 2, [pad] * 2, [1, 1])
+    y = opset.relu(opset.add(opset.add(y, _f(rng, 1, o, 1, 1)), r))
+    model = Model([opset.result(y, name="y")], [x, r])
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
+    for h, w in ((13, 11), (9, 17)):
+        feeds = {"x": _f(rng, 3, c, h, w), "r": _f(rng, 3, o, h, w)}
+        got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
+        assert _rel_l2(got, want) <= 4e-6
+    assert any("+ b * s_in1_0" in key[2] for key in req.network.kernel_objects)

@@ -19,7 +19,7 @@ from netpass import Model, opset
 from netpass.errors import NetpassError
 from netpass.runtime import compile_program
 from netpass.runtime.device import Engine, select_device
-from netpass.runtime.kernels import mma
+from netpass.runtime.kernels import mma, mma_plan
 from netpass.testing import RUNTIME_DEVICE
 
 pocl_only = pytest.mark.skipif(RUNTIME_DEVICE != "CPU", reason="emulated tensor cores on PoCL")
@@ -51,7 +51,7 @@ def _run_kernel(cfg, split, b_kmajor, copy, m, n, k, batch, rng, aoff=0):
     kern = cl.Kernel(prg, src.name)
     kern.set_args(abuf, bbuf, cbuf, np.array([aoff, 0, 0, m, n, k, batch, 0, m * k, k, 1, 0, k * n, sbk, sbn],
                                              np.int32))
-    gws, lws = mma.work_sizes(cfg, m, n, batch)
+    gws, lws = mma_plan.work_sizes(cfg, m, n, batch)
     cl.enqueue_nd_range_kernel(eng.queue, kern, gws, lws)
     c = np.full((batch, m, n), np.nan, np.float32)
     cl.enqueue_copy(eng.queue, c, cbuf)
@@ -97,9 +97,9 @@ def emulated(monkeypatch):
     """The CPU engine with emulated tensor cores and small tiles (PoCL compiles quickly)."""
     eng = Engine.get(select_device("CPU"))
     monkeypatch.setattr(eng, "mma", "emulated")
-    monkeypatch.setattr(mma, "CONFIGS", (mma.MmaConfig(64, 32, 32, 16, 16, 3), SMALL))
-    monkeypatch.setattr(mma, "_choices", {})
-    monkeypatch.setattr(mma, "MIN_M", 16)
+    monkeypatch.setattr(mma_plan, "CONFIGS", (mma.MmaConfig(64, 32, 32, 16, 16, 3), SMALL))
+    monkeypatch.setattr(mma_plan, "_choices", {})
+    monkeypatch.setattr(mma_plan, "MIN_M", 16)
     return eng
 
 
@@ -152,18 +152,37 @@ def test_fully_connected_and_transposed_batched_matmul(emulated, rng):
 @pytest.mark.parametrize("batch", [1, 2])
 def test_folded_layernorm(batch, emulated, rng):
     """A LayerNorm folded into the GEMM (norm_gemm): one batch of contiguous rows is
-    normalized into a scratch copy by a row kernel ahead of the GEMM; a batched A has its
-    fragments normalized as they are read."""
+    normalized into a scratch copy by a row kernel ahead of the GEMM; a batched product (B
+    per batch: rows of a shared B would run as one batch) has A's fragments normalized as
+    they are read."""
     k = 64
     x = opset.parameter([batch, -1, k], np.float32, name="x")
     h = opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt")
     h = opset.add(opset.multiply(h, (1 + 0.2 * _f(rng, k)).astype(np.float32)), 0.2 * _f(rng, k))
-    model = Model([opset.result(opset.matmul(h, _f(rng, k, 40), False, False), name="y")], [x])
+    model = Model([opset.result(opset.matmul(h, _f(rng, batch, k, 40), False, False), name="y")], [x])
     req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     feeds = {"x": (30 + _f(rng, batch, 37, k)).astype(np.float32)}
     assert _rel_l2(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 2e-5
     assert _ran_mma(req)
     assert any("void rowop(" in key[2] for key in req.network.kernel_objects) == (batch == 1)
+
+
+@pocl_only
+def test_shared_weights_run_the_batch_as_rows(emulated, rng):
+    """A [3, s, K] activation times a shared [K, N] weight with a fused bias and residual runs
+    as one GEMM of 3 s rows (one launch over one batch), equal to the reference."""
+    x = opset.parameter([3, -1, 48], np.float32, name="x")
+    r = opset.parameter([3, -1, 72], np.float32, name="r")
+    y = opset.add(opset.add(opset.matmul(x, _f(rng, 48, 72), False, False), _f(rng, 72)), r)
+    model = Model([opset.result(y, name="y")], [x, r])
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
+    for s in (37, 22):
+        feeds = {"x": _f(rng, 3, s, 48), "r": _f(rng, 3, s, 72)}
+        got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
+        assert _rel_l2(got, want) <= 4e-6
+    gemms = [ln for inst in req.network.insts if inst.impl is not None
+             for ln in inst.impl.launches if ln.source.name == "gemm_mma"]
+    assert len(gemms) == 1 and gemms[0].gws[2] == 1
 
 
 def test_precision_hint_is_checked():
@@ -177,22 +196,38 @@ def test_selection_by_shape_class():
     """Large problems take the largest tiles, problems with few tiles smaller ones (every
     compute unit gets a work-group); the choice is cached per shape class; a folded
     LayerNorm's extra local memory costs a stage where the limit is reached."""
-    big = mma.choose_config(4096, 4096, 4096, 1, 132, 48 << 10, False)
+    big = mma_plan.choose_config(4096, 4096, 4096, 1, 132, 48 << 10, False)
     assert (big.bm, big.bn) == (128, 128)
-    small = mma.choose_config(1024, 768, 768, 1, 132, 48 << 10, False)
+    small = mma_plan.choose_config(1024, 768, 768, 1, 132, 48 << 10, False)
     assert small.bm * small.bn < big.bm * big.bn
-    assert mma.choose_config(1030, 760, 770, 1, 132, 48 << 10, False) is small
-    assert mma.choose_config(64, 3136, 576, 8, 132, 48 << 10, False).bm == 64  # no half-empty tiles
-    normed = mma.choose_config(4096, 4096, 4096, 1, 132, 48 << 10, True)
+    assert mma_plan.choose_config(1030, 760, 770, 1, 132, 48 << 10, False) is small
+    assert mma_plan.choose_config(64, 3136, 576, 8, 132, 48 << 10, False).bm == 64  # no half-empty tiles
+    normed = mma_plan.choose_config(4096, 4096, 4096, 1, 132, 48 << 10, True)
     assert normed.local_bytes() + 8 * (normed.bm + normed.threads) <= 48 << 10
+
+
+@pytest.mark.parametrize("mnkb,tile,sliced", [
+    ((256, 3136, 64, 8), 64, False),     # short K: small tiles though large ones fill the units
+    ((128, 784, 1152, 8), 128, True),    # 3x3 convolution at 28x28: large tiles in K slices
+    ((1576, 768, 3072, 1), 128, True),   # an MLP's down-projection
+    ((512, 49, 4608, 8), 64, True),      # 7x7 pixels: large tiles would be mostly empty
+    ((1024, 768, 768, 1), 64, False),    # K short of LONG_SPLIT_K
+])
+def test_tiles_and_k_slices_by_shape(mnkb, tile, sliced):
+    """Where the large tiles leave compute units idle, a long K takes them in K slices unless
+    they fill the output much worse than the small ones; a short K takes the small tiles."""
+    M, N, K, nb = mnkb
+    cfg = mma_plan.choose_config(M, N, K, nb, 132, 228 << 10, False)
+    assert cfg.bm == tile
+    assert (mma_plan.k_splits(cfg, M, N, K, nb, 132)[0] > 1) == sliced
 
 
 @pytest.fixture
 def split_k(emulated, monkeypatch):
     """Emulated tensor cores that split every K of 32 or more (PoCL has few compute units)."""
-    monkeypatch.setattr(mma, "SPLITK_WAVES", 64.0)
-    monkeypatch.setattr(mma, "SPLITK_MIN_K", 16)
-    monkeypatch.setattr(mma, "SPLITK_LONG_K", 16)
+    monkeypatch.setattr(mma_plan, "SPLITK_WAVES", 64.0)
+    monkeypatch.setattr(mma_plan, "SPLITK_MIN_K", 16)
+    monkeypatch.setattr(mma_plan, "SPLITK_LONG_K", 16)
     return emulated
 
 
@@ -216,7 +251,7 @@ def test_split_k_with_bias_gelu_residual(precision, split_k, rng):
         got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
         assert _rel_l2(got, want) <= TOL[1 if precision == "tf32" else 3] * 2
     assert _ran_split_k(req)
-    assert mma.k_splits(SMALL, 17, 40, 83, 2, 2)[0] > 1
+    assert mma_plan.k_splits(SMALL, 17, 40, 83, 2, 2)[0] > 1
 
 
 @pocl_only
@@ -241,9 +276,9 @@ def test_k_splits_choice():
     """Slices only where the tiles leave compute units idle, each at least SPLITK_MIN_K long
     and a multiple of BK; none for short K or enough tiles."""
     cfg = mma.MmaConfig(64, 64, 32, 32, 16, 4)
-    n, length = mma.k_splits(cfg, 512, 768, 3072, 1, 132)
-    assert n > 1 and length % 16 == 0 and length >= mma.SPLITK_MIN_K and (n - 1) * length < 3072 <= n * length
-    assert mma.k_splits(cfg, 4096, 4096, 3072, 1, 132) == (1, 3072)
-    assert mma.k_splits(cfg, 512, 768, 768, 1, 132) == (1, 768)  # short K, tiles enough
-    assert mma.k_splits(cfg, 128, 768, 768, 1, 132) == (2, 384)  # short K, very few tiles
-    assert mma.k_splits(cfg, 128, 768, 300, 1, 132) == (1, 300)
+    n, length = mma_plan.k_splits(cfg, 512, 768, 3072, 1, 132)
+    assert n > 1 and length % 16 == 0 and length >= mma_plan.SPLITK_MIN_K and (n - 1) * length < 3072 <= n * length
+    assert mma_plan.k_splits(cfg, 4096, 4096, 3072, 1, 132) == (1, 3072)
+    assert mma_plan.k_splits(cfg, 512, 768, 768, 1, 132) == (1, 768)  # short K, tiles enough
+    assert mma_plan.k_splits(cfg, 128, 768, 768, 1, 132) == (2, 384)  # short K, very few tiles
+    assert mma_plan.k_splits(cfg, 128, 768, 300, 1, 132) == (1, 300)

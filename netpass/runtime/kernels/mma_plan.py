@@ -1,0 +1,142 @@
+"""Which tensor-core GEMM runs a float32 GEMM (``kernels.mma``): the tile shape per shape
+class, K slices (split-K) where the tiles leave compute units idle, and the kernel's source and
+work sizes for a chosen plan. Measured choices (H100 and H200 sweeps) are in BENCHMARKS.md."""
+from __future__ import annotations
+
+from .common import Source, Stage
+from .mma import HI_ROUND, MmaConfig, gemm_mma
+
+# split-K: a GEMM whose tiles leave compute units idle walks K in slices on more work-groups
+# (H100, ``bench_kernels.py --sections splitk``: K = 3072 into N = 768 gained 1.2-3x for M =
+# 128..4096 with 2-8 slices; K = 768 only where the tiles were fewer than a quarter of the units;
+# H200 sweep of ResNet-50's convolutions: slices of 256-384 pay from K = 1024)
+SPLITK_WAVES = 2.0      # work-groups per compute unit the slices aim at
+SPLITK_MIN_K = 256      # K per slice, at least
+SPLITK_LONG_K = 1024    # K from which slices pay whenever the tiles leave units idle
+SPLITK_FEW_TILES = 0.25  # tiles per compute unit below which a shorter K is split too
+SPLITK_MAX = 8
+
+
+def k_splits(cfg: MmaConfig, M: int, N: int, K_: int, nb: int, cus: int) -> tuple[int, int]:
+    """(slices, K per slice) of a split-K run of this GEMM: the fewest slices (a power of
+    two) that give the compute units SPLITK_WAVES work-groups each, each slice at least
+    SPLITK_MIN_K long; (1, K) when the tiles already fill the units, or K is shorter than
+    SPLITK_LONG_K and the tiles not fewer than SPLITK_FEW_TILES per unit."""
+    tiles = _cdiv(M, cfg.bm) * _cdiv(N, cfg.bn) * max(nb, 1)
+    want = SPLITK_WAVES * cus
+    if tiles >= want or (K_ < SPLITK_LONG_K and tiles >= SPLITK_FEW_TILES * cus):
+        return 1, K_
+    n = 1
+    while 2 * n <= SPLITK_MAX and tiles * n < want and K_ // (2 * n) >= SPLITK_MIN_K:
+        n *= 2
+    if n == 1:
+        return 1, K_
+    length = _cdiv(_cdiv(K_, n), cfg.bk) * cfg.bk
+    n = _cdiv(K_, length)
+    return (n, length) if n > 1 else (1, K_)
+
+
+# precision "f32" on tensor cores: 3xTF32 (float32 accuracy); None keeps the fp32 SIMT kernels
+F32_SPLIT: int | None = 3
+MIN_M = 64  # below this the skinny / tiled fp32 kernels are used (memory-bound, few tiles)
+MIN_CONV_M, MIN_CONV_N = 16, 16  # output channels and pixels from which convolutions take it
+# tile shapes by preference: the first that gives the compute units WAVES work-groups each
+# is taken (on the H100, ``bench_kernels.py --sections tiles``: 128x128 tiles win from about
+# 1.4 work-groups per unit, 64x64 below, both within 10% of the best of five shapes on GPT-2's
+# GEMMs for M = 128..4096)
+CONFIGS = (MmaConfig(128, 128, 64, 64, 16, 3), MmaConfig(64, 64, 32, 32, 16, 4))
+WAVES = 1.4
+SHORT_K = 384     # K up to which the small tiles are taken wherever they fill the units
+FILL_RATIO = 0.75  # large tiles in K slices need to fill the output this share as well
+ALIGN = "rings"
+_choices: dict = {}  # shape class -> MmaConfig
+
+
+def _cdiv(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+def _shape_class(M: int, N: int, K_: int, nb: int, cus: int) -> tuple:
+    """Shapes that take the same tile choice: M, N rounded up to 64, K up to 16, the batch."""
+    return (_cdiv(M, 64), _cdiv(N, 64), _cdiv(K_, 16), nb, cus)
+
+
+def _fill(c: MmaConfig, M: int, N: int) -> float:
+    """The share of ``c``'s tiles over an M x N output that holds output."""
+    return M * N / (_cdiv(M, c.bm) * c.bm * _cdiv(N, c.bn) * c.bn)
+
+
+def _pick(M: int, N: int, K_: int, nb: int, cus: int) -> MmaConfig:
+    """The tile shape (``choose_config``'s rules, H200 sweep of ResNet-50's, ViT's and GPT-2's
+    GEMMs in BENCHMARKS.md): the first of ``CONFIGS`` that gives WAVES work-groups per unit,
+    fills at least half its rows and, for the large tiles, has K above SHORT_K (a tile's fixed
+    costs outweigh a short K: 64x64 tiles took 0.055 ms where 128x128 took 0.067 at K = 64);
+    where the largest tiles leave units idle, they are taken in K slices (``k_splits``) when K
+    is long (SPLITK_LONG_K) and they fill the output about as well as the smallest (3x3
+    convolutions at 28x28 and 14x14, MLP down-projections: 0.10-0.13 ms against 0.13-0.19 on
+    unsliced 64x64 tiles); else the smallest."""
+    big, small = CONFIGS[0], CONFIGS[-1]
+    for c in CONFIGS:
+        if c is not small and (c.bm >= 2 * M or K_ <= SHORT_K):
+            continue
+        if _cdiv(M, c.bm) * _cdiv(N, c.bn) * nb >= WAVES * cus:
+            return c
+        if c is big and K_ >= SPLITK_LONG_K \
+                and _fill(big, M, N) >= FILL_RATIO * _fill(small, M, N) \
+                and k_splits(big, M, N, K_, nb, cus)[0] > 1:
+            return big
+    return small
+
+
+def choose_config(M: int, N: int, K_: int, nb: int, cus: int, local_limit: int,
+                  norm: bool) -> MmaConfig:
+    """The tile shape for this GEMM (``_pick``, cached per shape class), with stages cut to
+    fit ``local_limit`` bytes."""
+    key = _shape_class(M, N, K_, nb, cus) + (local_limit, norm)
+    cfg = _choices.get(key)
+    if cfg is None:
+        cfg = _pick(M, N, K_, nb, cus)
+        extra = 8 * (cfg.bm + cfg.threads) if norm else 0
+        while cfg.stages > 2 and cfg.local_bytes() + extra > local_limit:
+            cfg = MmaConfig(cfg.bm, cfg.bn, cfg.wm, cfg.wn, cfg.bk, cfg.stages - 1)
+        _choices[key] = cfg
+    return cfg
+
+
+def plan(engine, precision: str | None, M: int, N: int, K_: int, nb: int, sa: list, sb: list,
+         sab: list, sbb: list, norm: tuple | None):
+    """``(cfg, split, b_kmajor, ptx, copy)`` when the tensor-core kernel takes this float32
+    GEMM (A [M, K] with strides ``sa``, B [K, N] with ``sb``, batch strides ``sab``/``sbb``),
+    else None. Taken on devices with ``engine.mma`` ("ptx", or "emulated" in tests) for
+    M >= MIN_M: TF32 with precision "tf32", 3xTF32 (F32_SPLIT) with "f32"."""
+    kind = getattr(engine, "mma", "") if engine is not None else ""
+    if not kind or M < MIN_M or not N or not K_:
+        return None
+    split = 1 if precision == "tf32" else F32_SPLIT
+    if split is None:
+        return None
+    b_kmajor = sb[-1] == 1 or sb[-2] != 1
+    ptx = kind == "ptx"
+    inner_a, inner_b = sa[-1], (sb[-1] if b_kmajor else sb[-2])
+    outer_b = sb[-2] if b_kmajor else sb[-1]
+    vec = inner_a == 1 and inner_b == 1 and sa[-2] % 4 == 0 and outer_b % 4 == 0 \
+        and all(s % 4 == 0 for s in list(sab) + list(sbb))
+    local_limit = int(getattr(engine.device, "local_mem_size", 48 << 10))
+    cfg = choose_config(M, N, K_, nb, int(engine.device.max_compute_units), local_limit,
+                        norm is not None)
+    if norm is not None and (K_ % cfg.bk or cfg.bm > cfg.threads):
+        return None
+    return cfg, split, b_kmajor, ptx, "cp_async" if vec else "plain"
+
+
+def source(choice, epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int,
+           norm: tuple | None, splitk: bool = False, bmn: bool = False) -> Source:
+    cfg, split, b_kmajor, ptx, copy = choice
+    return gemm_mma(cfg, b_kmajor, split, ptx, copy, ALIGN, epilogue, n_extra, extra_dtypes, erank,
+                    norm, HI_ROUND, False, splitk, bmn)
+
+
+def work_sizes(cfg: MmaConfig, M: int, N: int, nb: int, splits: int = 1) -> tuple[tuple, tuple]:
+    """(global, local) sizes: a work-group per BM x BN tile, batch and K slice."""
+    return ((_cdiv(N, cfg.bn) * cfg.threads, _cdiv(M, cfg.bm), max(nb, 1) * splits),
+            (cfg.threads, 1, 1))
