@@ -33,7 +33,8 @@ def _read_once(n, users: dict) -> bool:
 def _row_gather(g, users: dict) -> bool:
     """A float32 Gather of whole rows (axis 0, batch dims 0) of a table with a static row
     shape, read once."""
-    if not g.is_a(Gather) or not _read_once(g, users) or g.attrs.get("batch_dims", 0) or len(g.inputs) != 3 or g.out_dtypes[0] != F32:
+    if not g.is_a(Gather) or not _read_once(g, users) or g.attrs.get("batch_dims", 0) \
+            or len(g.inputs) != 3 or g.out_dtypes[0] != F32:
         return False
     axis, (table, k) = g.inputs[2][0], g.inputs[0]
     ps = table.out_pshapes[k]
@@ -53,7 +54,8 @@ def _leaves(a, users: dict, inner: list) -> list | None:
             return None
         if _row_gather(src, users):
             out.append(src)
-        elif src.is_a(Add) and _read_once(src, users) and src.out_dtypes[0] == F32 and src.attrs.get("auto_broadcast", "numpy") == "numpy":
+        elif src.is_a(Add) and _read_once(src, users) and src.out_dtypes[0] == F32 \
+                and src.attrs.get("auto_broadcast", "numpy") == "numpy":
             inner.append(src)
             sub = _leaves(src, users, inner)
             if sub is None:

@@ -11,8 +11,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ...ops.indexing import Gather, GatherElements, OneHot
 from ...errors import ShapeInferenceError
+from ...ops.indexing import Gather, GatherElements, OneHot
 from ..impls import Impl, Launch, Params, bits_dtype, broadcast_strides, collapse, size, work_1d
 from ..kernels.movement import gather, gather_elements, gather_sum
 from ..shape_infer import infer_host
