@@ -13,7 +13,10 @@ kernels do not take runs the absorbed ops' own references on the host
 Conditions (:func:`fuse_norm_gemms`): an MVN over the last axis (a constant ``axes`` input),
 float32, its last dim static; an optional Multiply and then an optional Add by constants that
 vary only along that axis; each used once; feeding a MatMul's first input without
-``transpose_a``, or a FullyConnected's (whose bias stays input 2: gamma and beta follow it).
+``transpose_a``, or a FullyConnected's (whose bias stays input 2: gamma and beta follow it),
+directly or through row views: a Reshape keeping the last dim, then a Slice of leading axes
+(``slice_before_lm_head``'s last row before the LM head). Both pick whole rows and the
+normalization is per row, so they move in front of it and read the raw rows.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from ..errors import ShapeInferenceError
 from ..ops.elementwise import Add, Multiply
 from ..ops.legacy import FullyConnected
 from ..ops.matmul import MatMul
+from ..ops.movement import Reshape, Slice
 from ..ops.normalization import MVN
 from .kinds.matmul import matmul_shape
 from .program_node import ProgramNode, node_users, splice
@@ -92,13 +96,47 @@ def _last_axis_vector(node, k_dim: int) -> np.ndarray | None:
     return np.ascontiguousarray(np.broadcast_to(v.reshape(-1), (k_dim,)), dtype=F32)
 
 
+def _last_dim(n) -> int | None:
+    ps = n.out_pshapes[0]
+    if not ps.rank_is_static or not len(ps):
+        return None
+    d = ps[len(ps) - 1]
+    return d.min if d.min == d.max else None
+
+
+def _row_views(m, users: dict) -> list:
+    """The single-user row views between GEMM ``m`` and what feeds them: an optional Reshape
+    that keeps a static last dim, then an optional Slice of leading axes (constant axes), as
+    [Reshape?, Slice?] in program order."""
+    views: list = []
+    src = m.inputs[0][0]
+    ps = src.out_pshapes[0]
+    if src.is_a(Slice) and ps.rank_is_static and src.inputs[1][0].is_constant \
+            and (len(src.inputs) == 4 or src.inputs[4][0].is_constant):
+        n = np.asarray(src.inputs[1][0].value).size
+        axes = range(n) if len(src.inputs) == 4 else \
+            np.asarray(src.inputs[4][0].value).reshape(-1)
+        if all(int(a) % len(ps) != len(ps) - 1 for a in axes):
+            views.insert(0, src)
+            src = src.inputs[0][0]
+    if src.is_a(Reshape) and src.inputs[0][1] == 0:
+        k = _last_dim(src)
+        if k is not None and k == _last_dim(src.inputs[0][0]):
+            views.insert(0, src)
+    if any(v.is_output or len(users.get(id(v), ())) != 1 for v in views):
+        return []
+    return views
+
+
 def _match(m, users: dict):
-    """(mvn, [ops], gamma or None, beta or None) when ``m``'s first input is a LayerNorm."""
+    """(mvn, [ops], gamma or None, beta or None, [row views]) when ``m``'s first input is a
+    LayerNorm (through row views: :func:`_row_views`)."""
     if not m.is_a(MatMul, FullyConnected) or m.attrs.get("transpose_a") \
             or m.out_dtypes[0] != F32 or m.subgraph is not None:
         return None
     chain: list = []
-    src = m.inputs[0][0]
+    views = _row_views(m, users)
+    src = (views[0] if views else m).inputs[0][0]
     while src.is_a(Multiply, Add) and len(chain) < 2:
         chain.insert(0, src)
         src = next((s for s, _ in src.inputs if not s.is_constant), None)
@@ -128,7 +166,7 @@ def _match(m, users: dict):
         if v is None:
             return None
         vectors[n.row.cls] = v
-    return mvn, chain, vectors.get(Multiply), vectors.get(Add)
+    return mvn, chain, vectors.get(Multiply), vectors.get(Add), views
 
 
 def fuse_norm_gemms(nodes: list) -> list:
@@ -142,11 +180,13 @@ def fuse_norm_gemms(nodes: list) -> list:
         found = _match(m, users)
         if found is None:
             continue
-        mvn, chain, gamma, beta = found
+        mvn, chain, gamma, beta, views = found
         consts = [ProgramNode(f"{m.id}/{name}", Constant.type_name, value=v)
                   for name, v in (("gamma", gamma), ("beta", beta)) if v is not None]
-        node = ProgramNode(m.id, m.kind, m.attrs,
-                           [mvn.inputs[0], *m.inputs[1:]] + [(c, 0) for c in consts],
+        if views:  # (the views now read the raw rows; the GEMM reads the last view)
+            views[0].inputs[0] = mvn.inputs[0]
+        a = (views[-1], 0) if views else mvn.inputs[0]
+        node = ProgramNode(m.id, m.kind, m.attrs, [a, *m.inputs[1:]] + [(c, 0) for c in consts],
                            out_dtypes=m.out_dtypes, out_pshapes=m.out_pshapes, name=m.name)
         node.out_pvalues = m.out_pvalues
         node.subgraph = NormDesc(mvn, chain, m, gamma is not None, beta is not None)

@@ -33,6 +33,7 @@ from ..ops.state import Assign, ReadValue
 from .attention import fuse_attention
 from .const_fold import fold_constants
 from .cse import merge_common_subexpressions
+from .gather_sum import fuse_gather_sums
 from .gemm_reshapes import drop_gemm_reshapes
 from .impls import FusedDesc, host_only_reason
 from .kinds import FusedAttention
@@ -152,8 +153,8 @@ class Program:
     """Primitives plus compile-time decisions; shared by every infer request of a model."""
 
     def __init__(self, nodes: Iterable[ProgramNode], fuse: bool = True) -> None:
-        self.nodes = fuse_norm_gemms(fuse_attention(drop_gemm_reshapes(
-            merge_common_subexpressions(fold_constants(list(nodes)))))) if fuse else list(nodes)
+        self.nodes = fuse_norm_gemms(fuse_attention(drop_gemm_reshapes(fuse_gather_sums(
+            merge_common_subexpressions(fold_constants(list(nodes))))))) if fuse else list(nodes)
         for i, n in enumerate(self.nodes):
             n.index = i
         self.inputs = [n for n in self.nodes if n.is_parameter]

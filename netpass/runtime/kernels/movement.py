@@ -1,8 +1,8 @@
 """Data-movement kernels: copies through an index map (``imap``), every output of a Split in
-one launch (``split``), ``gather`` and ``gather_elements``."""
+one launch (``split``), ``gather``, ``gather_elements`` and ``gather_sum``."""
 from __future__ import annotations
 
-from .common import Source, ctype, flit, header, is_float, memoized
+from .common import Source, ctype, flit, header, is_float, memoized, offsets
 
 
 @memoized
@@ -95,3 +95,35 @@ def gather_elements(dtype, idx_dtype) -> Source:
 }}
 """
     return Source(text, "gather_elements")
+
+
+@memoized
+def gather_sum(idx_dtypes: tuple, rank: int) -> Source:
+    """Rows of several float tables, gathered along axis 0 and summed (token and position
+    embeddings): y[r, c] = sum_j X_j[I_j[r], c], the index tensors read through broadcast
+    strides over the rows' dims ``d*``; one work-item per output element. A negative index
+    counts from the end, one outside [-D_j, D_j) adds 0 (as ``gather``)."""
+    m = len(idx_dtypes)
+    tabs = [f"__global const float* X{j}, int xoff{j}, __global const {ctype(it)}* I{j}, "
+            f"int off_i{j}" for j, it in enumerate(idx_dtypes)]
+    ints = ["int n", "int inner"] + [f"int D{j}" for j in range(m)] + \
+        [f"int d{k}" for k in range(rank)] + \
+        [f"int s_i{j}_{k}" for j in range(m) for k in range(rank)]
+    adds = "\n  ".join(f"k = (long)I{j}[o_i{j}]; if (k < 0) k += D{j};\n"
+                       f"  if (k >= 0 && k < D{j}) acc += X{j}[xoff{j} + k * inner + c];"
+                       for j in range(m))
+    text = header([]) + f"""__kernel void gather_sum({', '.join(tabs)},
+                         __global float* Y, int yoff, {', '.join(ints)})
+{{
+  int gid = get_global_id(0);
+  if (gid >= n) return;
+  int c = gid % inner;
+  int row = gid / inner;
+  {offsets(rank, [f"i{j}" for j in range(m)], flat="row")}
+  float acc = 0.0f;
+  long k;
+  {adds}
+  Y[yoff + gid] = acc;
+}}
+"""
+    return Source(text, "gather_sum")

@@ -32,9 +32,10 @@ from . import (  # noqa: F401
 )
 from .attention import FusedAttention
 from .base import TABLE, OpClass, OpKind
+from .indexing import GatherSum
 
 # kinds the runtime makes itself (no op class of ``netpass.ops``), by name
-RUNTIME_KINDS: dict[str, type] = {FusedAttention.type_name: FusedAttention}
+RUNTIME_KINDS: dict[str, type] = {k.type_name: k for k in (FusedAttention, GatherSum)}
 _DEFAULT: dict[type, OpKind] = {}  # op classes without a row
 
 
@@ -62,4 +63,5 @@ def row_of(cls: type[OpClass]) -> OpKind:
     return row
 
 
-__all__ = ["OpKind", "TABLE", "RUNTIME_KINDS", "FusedAttention", "op_class", "row_of"]
+__all__ = ["OpKind", "TABLE", "RUNTIME_KINDS", "FusedAttention", "GatherSum", "op_class",
+           "row_of"]

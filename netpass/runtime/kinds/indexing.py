@@ -1,17 +1,22 @@
 """Indexing (``netpass/ops/indexing``): Gather (batch_dims 0) on the ``gather`` template, a view
 where its indices are the identity or one constant index picking a contiguous piece (q, k or v
 of torch's MultiheadAttention export: ``proj[0]`` of a [3, S, B, D] tensor); GatherElements
-on ``gather_elements``; the scatters, GatherND and OneHot run on the host."""
+on ``gather_elements``; a sum of row gathers (:class:`GatherSum`, made by
+``netpass.runtime.gather_sum``) on ``gather_sum``; the scatters, GatherND and OneHot run on
+the host."""
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
+from ...errors import ShapeInferenceError
 from ...ops.indexing import Gather, GatherElements, OneHot
-from ..impls import Impl, Launch, Params, bits_dtype, size, work_1d
-from ..kernels.movement import gather, gather_elements
-from .base import OpKind, Skip, ints, table
+from ..impls import Impl, Launch, Params, bits_dtype, broadcast_strides, collapse, size, work_1d
+from ..kernels.movement import gather, gather_elements, gather_sum
+from ..shape_infer import infer_host
+from .base import OpKind, Skip, broadcast, ints, table
 
 GATHER_MAX_INDICES = 10 * 1024  # identity checks read back at most this many indices
 
@@ -131,10 +136,66 @@ def gather_elements_impl(p: Params, key: Any) -> Impl:
     return Impl(key, [Launch(src, *work_1d(n), spec)])
 
 
+class GatherSum:
+    """The kind of a sum of row gathers (``Gather(T_j, I_j, axis 0)`` added together: token and
+    position embeddings), made by ``netpass.runtime.gather_sum``, never an op of a model; its
+    inputs are ``T_0, I_0, T_1, I_1...``, its node's ``subgraph`` a :class:`GatherSumDesc`."""
+
+    type_name: ClassVar[str] = "GatherSum"
+
+
+class GatherSumDesc:
+    """What a GatherSum computes: the ``gathers`` (their nodes, for the host reference) summed
+    in order; every table has the same row shape, the index shapes broadcast."""
+
+    def __init__(self, gathers: list) -> None:
+        self.gathers = gathers
+
+    def key(self) -> tuple:
+        return ("gather_sum", len(self.gathers))
+
+    def infer_shapes(self, shapes: Sequence[tuple]) -> list[tuple]:
+        tables, idx = shapes[0::2], shapes[1::2]
+        rows = broadcast(list(idx))
+        if rows is None or any(not t or t[1:] != tables[0][1:] for t in tables):
+            raise ShapeInferenceError(f"GatherSum '{self.gathers[-1].id}': tables "
+                                      f"{[list(t) for t in tables]} and indices "
+                                      f"{[list(i) for i in idx]} do not sum")
+        return [rows[0] + tuple(tables[0][1:])]
+
+    def evaluate(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Each Gather's own reference, then numpy's sum in order."""
+        out = None
+        for j, g in enumerate(self.gathers):
+            v = infer_host(g, [arrays[2 * j], arrays[2 * j + 1], g.inputs[2][0].value])[0]
+            out = v if out is None else out + v
+        return [out]
+
+
+def gather_sum_impl(p: Params, key: Any) -> Impl | None:
+    """One ``gather_sum`` launch over the output (contiguous indices only: the node keeps
+    no strided inputs)."""
+    idx = p.in_shapes[1::2]
+    rows = p.out_shapes[0][:len(p.out_shapes[0]) - len(p.in_shapes[0]) + 1]
+    inner = size(p.in_shapes[0][1:])
+    n = size(p.out_shapes[0])
+    if not n:
+        return Impl(key, [])
+    dims, strides = collapse(list(rows), [broadcast_strides(s, rows) for s in idx])
+    src = gather_sum(tuple(p.in_dtypes[1::2]), len(dims))
+    spec: list = []
+    for j in range(len(idx)):
+        spec += [("i", 2 * j), ("i", 2 * j + 1)]
+    spec += [("o", 0), n, inner] + [t[0] for t in p.in_shapes[0::2]] + dims
+    spec += [s for st in strides for s in st]
+    return Impl(key, [Launch(src, *work_1d(n), spec)])
+
+
 ROWS = table(
     OpKind(Gather, deps=(2,), shape=_gather_shape, impl=gather_impl, copy_only=True, uniform=True,
            skip=Skip(_may_be_view, _gather_view_offset, reads_values=True,
                      by_shapes=_gather_by_shapes), host=_host_gather),
     OpKind(GatherElements, shape=_gather_elements_shape, impl=gather_elements_impl, copy_only=True),
     OpKind(OneHot, deps=(1,)),
+    OpKind(GatherSum, impl=gather_sum_impl, uniform=True),
 )

@@ -124,3 +124,40 @@ def test_layernorm_folds_into_a_fully_connected(rng, monkeypatch, on_host):
         np.testing.assert_allclose(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"],
                                    rtol=2e-4, atol=2e-4)
     assert req.stats["host_fallbacks"] == (3 if on_host else 0)
+
+
+def _ln_rows_matmul(rng, k, n, axes):
+    """LayerNorm, a Reshape keeping the last dim, a Slice of ``axes`` (``None``: no axes
+    input, the leading ones), then a MatMul: the LM head after ``slice_before_lm_head``."""
+    x = opset.parameter([-1, -1, k], np.float32, name="x")
+    h = opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt")
+    h = opset.add(opset.multiply(h, _f(rng, k)), _f(rng, k))
+    h = opset.reshape(h, opset.shape_of(x), False)
+    big = np.array([np.iinfo(np.int64).max], np.int64)
+    if axes is None:
+        h = opset.slice(h, np.array([0, -1], np.int64), np.array([1, big[0]], np.int64),
+                        np.array([1, 1], np.int64))
+    else:
+        h = opset.slice(h, np.array([-1], np.int64), big, np.array([1], np.int64),
+                        np.array(axes, np.int64))
+    return Model([opset.result(opset.matmul(h, _f(rng, k, n), False, False), name="y")], [x])
+
+
+@pytest.mark.parametrize("axes", [[1], [-2], None])
+def test_layernorm_folds_through_row_views(rng, axes):
+    """The views move in front of the normalization (whole rows, a per-row norm): one launch,
+    the reference's values (rel. and abs. 2e-4) at odd sizes, rows with a large mean."""
+    model = _ln_rows_matmul(rng, 37, 29, axes)
+    prog = Program.from_model(model)
+    assert not [n for n in prog.nodes if n.kind == "MVN"]
+    req = _check(model, [(2, 5, 37), (1, 1, 37), (3, 17, 37)], rng, offset=20.0, tol=2e-4)
+    assert req.stats["kernels_enqueued"] == 3
+
+
+def test_slice_of_the_normalized_axis_is_not_folded(rng):
+    x = opset.parameter([1, -1, 16], np.float32, name="x")
+    h = opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt")
+    h = opset.slice(h, np.array([0], np.int64), np.array([8], np.int64), np.array([1], np.int64),
+                    np.array([2], np.int64))
+    model = Model([opset.result(opset.matmul(h, _f(rng, 8, 4), False, False), name="y")], [x])
+    assert any(n.kind == "MVN" for n in Program.from_model(model).nodes)
