@@ -27,7 +27,7 @@ from ..core.model import parameter_name, result_name
 from ..core.shape import PartialShape
 from ..errors import NetpassError, UnsupportedTypeError
 from ..ops.matmul import MatMul
-from ..ops.movement import Concat, Reshape, Slice, Split, Transpose, VariadicSplit
+from ..ops.movement import Concat, Reshape, Slice, Split, VariadicSplit
 from ..ops.shape_ops import ShapeOf
 from ..ops.state import Assign, ReadValue
 from .attention import fuse_attention
@@ -36,6 +36,7 @@ from .cse import merge_common_subexpressions
 from .gather_sum import fuse_gather_sums
 from .gemm_reshapes import drop_gemm_reshapes
 from .impls import FusedDesc, host_only_reason
+from .input_views import data_users, fold_input_permutes, fold_view_chains
 from .kinds import FusedAttention
 from .kv_append import attach_kv_appends
 from .memory import Lifetime, overlap_sets
@@ -110,12 +111,6 @@ def _keeps_prefix(src: PartialShape, out: PartialShape, prefix: int) -> bool:
     return all(same_dim(d, o) for d, o in zip(list(src)[:prefix], list(out)[:prefix]))
 
 
-def _data_users(node: ProgramNode) -> list:
-    """The users of ``node``'s first output that read its data (not a ShapeOf, which reads
-    only the shape: a view keeps it)."""
-    return [(u, j) for u, j in node.users[0] if not u.is_a(ShapeOf)]
-
-
 def may_fit(dims: Sequence[Any], out_ps: PartialShape) -> bool:
     """Whether a tensor of ``dims`` (ints or Dimensions) may broadcast into ``out_ps`` without
     changing it: each dim 1 or provably equal to the output's (static, or the same symbol),
@@ -165,7 +160,8 @@ class Program:
         self._mark_shape_of_subgraphs()
         if fuse:
             self._fuse_elementwise()
-            self._fold_input_permutes()
+            fold_input_permutes(self.nodes)
+            fold_view_chains(self.nodes)
             self._mark_strided_views()
         mark_state(self)
         if fuse and attach_kv_appends(self):
@@ -330,26 +326,6 @@ class Program:
                 u.optimized = True
                 stage[id(u)] = t + 1
 
-    def _fold_input_permutes(self) -> None:
-        """A Transpose by a constant order whose only user is a MatMul (or a fused attention's
-        q, k or v) becomes a strided view the kernel reads through (the per-head layouts of
-        attention): no kernel, no buffer (OpenVINO's gemm input transpose orders)."""
-        for m in self.nodes:
-            if not m.is_a(MatMul, FusedAttention) or m.fused_into is not None:
-                continue
-            for j in range(2 if m.is_a(MatMul) else 3):
-                t, k = m.inputs[j]
-                if not t.is_a(Transpose) or t.is_output or t.fused or len(_data_users(t)) != 1 \
-                        or not t.inputs[1][0].is_constant or t.in_shape_of_subgraph \
-                        or t.inputs[0][0].out_dtypes[t.inputs[0][1]] != t.out_dtypes[0]:
-                    continue
-                order = tuple(int(x) for x in np.asarray(t.inputs[1][0].value).reshape(-1))
-                if len(order) < 2 or sorted(order) != list(range(len(order))):
-                    continue
-                t.permute_view = order
-                t.optimized = True
-                m.permuted_inputs[j] = order
-
     @staticmethod
     def _strided_readers(node: ProgramNode, k: int, prefix: int | None, found: list) -> bool:
         """Whether every reader of output ``k`` of ``node`` takes a strided tensor: a GEMM or a
@@ -373,7 +349,7 @@ class Program:
                 if (u.is_a(MatMul) and j < 2) or u.is_a(FusedAttention):
                     found.append((u, j))
                 elif u.permute_view is not None:
-                    found.append(_data_users(u)[0])
+                    found.append(data_users(u)[0])
                 elif u.is_a(Reshape) and prefix is not None and j == 0 and not u.is_output \
                         and (_keeps_prefix(n.out_pshapes[kk], u.out_pshapes[0], prefix)
                              or reshape_keeps_prefix(u, prefix)):
