@@ -120,6 +120,14 @@ void rowop(__global const {it}* X, int xoff, __global {ot}* Y, int yoff, int R,
   float var = q / (float)R;
   for (int j = lid; j < R; j += LS) {store(f"((float)x[j * inner] - mean) {norm}")}
 """
+    elif kind == "rms":  # x / sqrt(mean(x^2) + eps): RMSNorm without its scale
+        eps = flit(params["eps"])
+        body = f"""  float q = 0.0f;
+  for (int j = lid; j < R; j += LS) {{ float v = (float)x[j * inner]; q += v * v; }}
+{_local_reduce('q', '{a} + {b}')}
+  const float r = 1.0f / sqrt(q / (float)R + {eps});
+  for (int j = lid; j < R; j += LS) {store("(float)x[j * inner] * r")}
+"""
     else:
         raise KeyError(kind)
     text = header([in_dtype, out_dtype] + list(extra_dtypes)) + head + body + "}\n"

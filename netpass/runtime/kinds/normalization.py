@@ -1,11 +1,12 @@
 """Normalizations (``netpass/ops/normalization/``): softmax, log-softmax and MVN on the
 ``rowop`` template (with fused elementwise epilogues, e.g. a LayerNorm's scale and shift),
 BatchNormInference as an elementwise expression per channel. NormalizeL2 and
-GroupNormalization run on the host."""
+GroupNormalization run on the host. ``RmsNorm``: the runtime's own kind for the RMSNorm
+chains exports write out (``netpass.runtime.rms_norm``), on the same template."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -55,6 +56,42 @@ def mvn_impl(p: Params, key: Any) -> Impl | None:
     return rowop_fused(p, key, "mvn", params, outer, R, 1)
 
 
+class RmsNorm:
+    """The kind of ``x / sqrt(mean(x^2 over the last axis) + eps)`` (an RMSNorm without its
+    scale, which fuses as the epilogue), made by ``netpass.runtime.rms_norm`` from the ops an
+    export writes, never an op of a model; its node's ``subgraph`` is a :class:`RmsNormDesc`."""
+
+    type_name: ClassVar[str] = "RmsNorm"
+
+
+class RmsNormDesc:
+    """What an RmsNorm computes: ``eps``, and the nodes it replaced (for messages)."""
+
+    def __init__(self, eps: float, nodes: list) -> None:
+        self.eps = eps
+        self.nodes = nodes
+
+    def key(self) -> tuple:
+        return ("rms_norm", self.eps)
+
+    def infer_shapes(self, shapes: Sequence[tuple]) -> list[tuple]:
+        return [tuple(shapes[0])]
+
+    def evaluate(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        x = np.asarray(arrays[0])
+        ms = np.mean(np.square(x, dtype=np.float32), axis=-1, keepdims=True, dtype=np.float32)
+        return [(x * (np.float32(1) / np.sqrt(ms + np.float32(self.eps)))).astype(x.dtype)]
+
+
+def rms_impl(p: Params, key: Any) -> Impl | None:
+    """One ``rowop`` "rms" launch over the rows of the last axis (float32)."""
+    shape = p.in_shapes[0]
+    if np.dtype(p.in_dtypes[0]) != np.float32 or not shape:
+        return None
+    return rowop_fused(p, key, "rms", {"eps": p.node.subgraph.eps}, size(shape[:-1]),
+                       shape[-1], 1)
+
+
 def _batch_norm(attrs: dict, in_dtypes: Sequence[Any], out_dtype: Any) -> str | None:
     """data, gamma, beta, mean, variance (float32 only)."""
     if any(np.dtype(d) != np.float32 for d in list(in_dtypes) + [out_dtype]):
@@ -68,4 +105,5 @@ ROWS = table(
     OpKind(MVN, deps=(1,), shape=same_shape, impl=mvn_impl, epilogue=True),
     OpKind(NormalizeL2, deps=(1,), shape=same_shape),
     OpKind(BatchNormInference, impl=per_channel_impl, expr=_batch_norm, epilogue=True),
+    OpKind(RmsNorm, shape=same_shape, impl=rms_impl, epilogue=True),
 )

@@ -1,0 +1,126 @@
+"""RMSNorm chains as one :class:`~netpass.runtime.kinds.normalization.RmsNorm` node, one launch.
+
+Exports write RMSNorm (LLaMA, Mistral, Qwen, T5) as ops: ``x * 1 / sqrt(mean(x^2) + eps)``
+(transformers' ``hidden * torch.rsqrt(variance + eps)``; the ONNX RMSNormalization import), or
+``x / sqrt(mean(x^2) + eps)``: four or five launches per norm, two per decoder layer. The
+``rowop`` "rms" kernel reads each row twice and writes it once; the scale that follows (a
+Multiply by a constant) fuses into it as the epilogue, as a LayerNorm's does into MVN.
+
+Conditions (:func:`fuse_rms_norms`): float32; the square is ``Power(x, 2)`` or ``x * x``; the
+mean a ReduceMean over the last axis keeping it; ``eps`` a constant scalar added to it; the
+reciprocal square root ``1 / Sqrt``, ``Power(., -0.5)`` or ``Power(Sqrt, -1)``, multiplied by
+``x`` (or ``x`` divided by the Sqrt); each op read only by the next one.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ops.elementwise import Add, Divide, Multiply, Power, Sqrt
+from ..ops.reduction import ReduceMean
+from .kinds.normalization import RmsNorm, RmsNormDesc
+from .program_node import ProgramNode, node_users, splice
+
+F32 = np.dtype(np.float32)
+
+
+def _scalar(node, k: int = 0) -> float | None:
+    """The value of a constant float scalar (any shape of one element)."""
+    if not node.is_constant or k:
+        return None
+    v = np.asarray(node.value)
+    return float(v.reshape(-1)[0]) if v.size == 1 and v.dtype.kind == "f" else None
+
+
+def _single(n, users: dict) -> bool:
+    """Read by exactly one node and not a model output."""
+    return not n.is_output and n.num_outputs == 1 and len(users.get(id(n), ())) == 1
+
+
+def _other(n, src) -> tuple | None:
+    """The input of binary ``n`` that is not ``src`` (a node)."""
+    (a, ka), (b, kb) = n.inputs
+    return (b, kb) if a is src else (a, ka) if b is src else None
+
+
+def _mean_square(m, users: dict) -> tuple | None:
+    """(x, k, [square, mean]) when ``m`` is ReduceMean(x^2) over the last axis, keeping it."""
+    if not m.is_a(ReduceMean) or not m.attrs.get("keep_dims") or not _single(m, users) \
+            or not m.inputs[1][0].is_constant:
+        return None
+    sq, _ = m.inputs[0]
+    ps = sq.out_pshapes[0]
+    axes = np.asarray(m.inputs[1][0].value).reshape(-1)
+    if not ps.rank_is_static or axes.size != 1 or int(axes[0]) % len(ps) != len(ps) - 1 \
+            or not _single(sq, users):
+        return None
+    if sq.is_a(Power) and _scalar(*sq.inputs[1]) == 2.0:
+        return (*sq.inputs[0], [sq, m])
+    if sq.is_a(Multiply) and sq.inputs[0] == sq.inputs[1]:
+        return (*sq.inputs[0], [sq, m])
+    return None
+
+
+def _root_sqrt(t, users: dict) -> tuple | None:
+    """(x, k, eps, [square, mean, add]) when ``t`` is mean(x^2) + eps."""
+    if not t.is_a(Add) or not _single(t, users):
+        return None
+    for (m, _), (c, kc) in (t.inputs, t.inputs[::-1]):
+        eps = _scalar(c, kc)
+        found = _mean_square(m, users) if eps is not None and eps >= 0 else None
+        if found is not None:
+            return found[0], found[1], eps, found[2] + [t]
+    return None
+
+
+def _inverse_root(r, users: dict) -> tuple | None:
+    """(x, k, eps, chain) when ``r`` is 1 / sqrt(mean(x^2) + eps) in one of its spellings."""
+    if not _single(r, users):
+        return None
+    if r.is_a(Divide) and _scalar(*r.inputs[0]) == 1.0 and r.inputs[1][0].is_a(Sqrt):
+        s = r.inputs[1][0]
+    elif r.is_a(Power) and _scalar(*r.inputs[1]) == -1.0 and r.inputs[0][0].is_a(Sqrt):
+        s = r.inputs[0][0]
+    elif r.is_a(Power) and _scalar(*r.inputs[1]) == -0.5:
+        found = _root_sqrt(r.inputs[0][0], users)
+        return None if found is None else (*found[:3], found[3] + [r])
+    else:
+        return None
+    found = _root_sqrt(s.inputs[0][0], users) if _single(s, users) else None
+    return None if found is None else (*found[:3], found[3] + [s, r])
+
+
+def _match(n, users: dict) -> tuple | None:
+    """(x, k, eps, replaced nodes) when ``n`` computes an RMSNorm of ``x`` without scale."""
+    if n.out_dtypes[0] != F32 or n.num_outputs != 1:
+        return None
+    if n.is_a(Divide) and n.inputs[1][0].is_a(Sqrt) and _single(n.inputs[1][0], users):
+        s = n.inputs[1][0]
+        found = _root_sqrt(s.inputs[0][0], users)
+        if found is not None and (found[0], found[1]) == n.inputs[0]:
+            return (*found[:3], found[3] + [s])
+    if n.is_a(Multiply):
+        for j in (0, 1):
+            found = _inverse_root(n.inputs[1 - j][0], users)
+            if found is not None and (found[0], found[1]) == n.inputs[j]:
+                return found
+    return None
+
+
+def fuse_rms_norms(nodes: list) -> list:
+    """``nodes`` (topological) with every RMSNorm chain replaced by an RmsNorm node."""
+    users = node_users(nodes)
+    replace: dict[int, list] = {}
+    dropped: set[int] = set()
+    for n in nodes:
+        if not n.is_a(Multiply, Divide):
+            continue
+        found = _match(n, users)
+        if found is None:
+            continue
+        x, k, eps, chain = found
+        node = ProgramNode(n.id, RmsNorm.type_name, {}, [(x, k)], out_dtypes=n.out_dtypes,
+                           out_pshapes=n.out_pshapes, name=n.name)
+        node.subgraph = RmsNormDesc(eps, chain)
+        replace[id(n)] = [node]
+        dropped.update(id(c) for c in chain)
+    return splice(nodes, replace, dropped)
