@@ -17,7 +17,7 @@ from netpass.runtime.impls import gemm_strides
     ([(1, 1, 768)], (1, 1, 768), (1, 1, 768), [[0, 0, 1]]),
     ([(197, 1)], (8, 197, 768), (1, 1576, 768), None),        # per row of one image only
     ([(8, 1, 768)], (8, 197, 768), (1, 1576, 768), None),
-    ([(5,)], (2, 3, 5), (1, 2, 15), None),                     # N is not a suffix of dims
+    ([(5,)], (2, 3, 5), (1, 2, 15), None),                     # a row of 5 repeats within n
 ])
 def test_strides_over_batch_rows_and_columns(extras, out, bmn, want):
     assert gemm_strides(SimpleNamespace(extra_shapes=extras), out, *bmn) == want
