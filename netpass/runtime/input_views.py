@@ -94,6 +94,8 @@ def _fits(chain: list, shape: tuple) -> bool:
         out = tuple(n.out_pshapes[0].to_shape())
         if n.is_a(Transpose):
             order = n.permute_view or _permute_order(n)
+            if order is None:
+                return False
             strides = [strides[o] for o in order]
         else:
             st = reshape_strides(shape, strides, out)

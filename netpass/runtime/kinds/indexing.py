@@ -165,10 +165,11 @@ class GatherSumDesc:
 
     def evaluate(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Each Gather's own reference, then numpy's sum in order."""
-        out = None
-        for j, g in enumerate(self.gathers):
-            v = infer_host(g, [arrays[2 * j], arrays[2 * j + 1], g.inputs[2][0].value])[0]
-            out = v if out is None else out + v
+        rows = [infer_host(g, [arrays[2 * j], arrays[2 * j + 1], g.inputs[2][0].value])[0]
+                for j, g in enumerate(self.gathers)]
+        out = rows[0]
+        for v in rows[1:]:
+            out = out + v
         return [out]
 
 
