@@ -202,7 +202,9 @@ class Output:
                 if consumer is None:
                     continue
                 consumer._inputs[key[1]] = replacement
-                _connect(rtable, key, ref)
+                if key in rtable:  # _connect, inlined (once per match in every rewrite)
+                    del rtable[key]
+                rtable[key] = ref
                 moved.append(consumer)
             if moved:
                 topology_changed()
