@@ -87,7 +87,7 @@ class Constant(Node):
         port.et = et
         port.ps = PartialShape.static(arr.shape)
         port.val = arr
-        node._outs.append(port)
+        node._outs = (port,)
         return node
 
     def infer_types(self) -> None:

@@ -120,7 +120,8 @@ class Node:
         self._rt: dict[Any, Any] | None = None
         self._in_rt: dict[int, dict[str, Any]] | None = None
         self._inputs: list[Output] = []
-        self._outs: list[_Port] = []
+        # A tuple, not a list: one allocation per node fewer to build and to free.
+        self._outs: tuple[_Port, ...] = ()
         self._mark = 0  # visit mark of topological_sort
 
     # -- identity -----------------------------------------------------------------------
@@ -195,15 +196,15 @@ class Node:
     def set_output_size(self, n: int) -> None:
         outs = self._outs
         if n < len(outs):
-            del outs[n:]
-            return
-        for _ in range(len(outs), n):
-            outs.append(_Port())
+            self._outs = outs[:n]
+        elif n > len(outs):
+            self._outs = outs + tuple([_Port() for _ in range(len(outs), n)])
 
     def set_output_type(self, index: int, element_type: Any, shape: ShapeLike) -> None:
         outs = self._outs
         if index >= len(outs):
             self.set_output_size(index + 1)
+            outs = self._outs
         port = outs[index]
         port.et = element_type if type(element_type) is Type else Type.of(element_type)
         port.ps = shape if type(shape) is PartialShape else as_partial_shape(shape)
@@ -226,9 +227,9 @@ class Node:
         return [Output(self, i) for i in range(len(self._outs))]
 
     def output(self, i: int) -> Output:
-        if not 0 <= i < len(self._outs):
-            raise IndexError(f"{self.type_name} '{self.friendly_name}' has no output {i}")
-        return Output(self, i)
+        if 0 <= i < len(self._outs):
+            return Output(self, i)
+        raise IndexError(f"{self.type_name} '{self.friendly_name}' has no output {i}")
 
     def get_input_size(self) -> int:
         return len(self._inputs)

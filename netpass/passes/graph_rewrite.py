@@ -21,6 +21,7 @@ Matching uses each Matcher's compiled function when its pattern has one
 from __future__ import annotations
 
 import collections
+import itertools
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
@@ -232,7 +233,7 @@ class GraphRewrite(ModelPass):
         def candidates(cls: type) -> list[Any]:
             found = table[cls] = [
                 (mp, m, mp._root_index, mp._new_nodes, m._compile() if m._compiled is None
-                 else m._compiled)
+                 else m._compiled, mp.callback)
                 for mp in active for m in (cast(Matcher, mp.matcher),)
                 if mp._root_types is None or issubclass(cls, mp._root_types)]
             return found
@@ -248,17 +249,13 @@ class GraphRewrite(ModelPass):
         version = _Topology.version
         ref = weakref.ref
         # Nodes no matcher can take are left out of the queue: popping them would do nothing.
-        queue: collections.deque[weakref.ref[Node]] = collections.deque()
-        append = queue.append
-        get = table.get
-        for n in (reversed(order) if self.backward else order):
-            cands = get(n.__class__)
-            if cands is None:
-                cands = candidates(n.__class__)
-            if cands:
-                append(ref(n))
+        kinds = set(map(type, order))
+        for cls in kinds:
+            candidates(cls)
+        queue = _weak_queue(order, self.backward, {cls for cls in kinds if table[cls]}, kinds)
         if not queue:
             return False
+        get = table.get
         for p in active:
             p._new_nodes.clear()
         popleft, pushleft = queue.popleft, queue.appendleft
@@ -285,36 +282,16 @@ class GraphRewrite(ModelPass):
                     continue
                 outs = node._outs
                 n_out = len(outs)
-                out0 = None  # one view of output 0 serves every candidate
-                for mp, m, idx, new, fast in cands:
-                    if idx:
-                        if idx >= n_out:
-                            continue
-                        out = Output(node, idx)
-                    elif out0 is not None:
-                        out = out0
-                    elif n_out:
-                        out = out0 = Output(node, 0)
-                    else:
+                for mp, m, idx, new, fast, callback in cands:
+                    if idx >= n_out:
                         continue
                     # The compiled match (Matcher.match's fast path, inlined: this runs for
-                    # every candidate node); None sends the generic matcher.
-                    found = fast(m, out) if fast else None
-                    if found:
-                        m.match_value = out
-                        m.match_root = node
-                    elif found is None:
-                        if not m._match_at(out):
-                            if node._id == watched:
-                                probe.watcher.missed(mp, out)
-                            continue
-                    else:
-                        if m.pattern_value_map:
-                            m.pattern_value_map.clear()
-                        if m._symbols:
-                            m._symbols.clear()
+                    # every candidate node; it sets the match's state, or leaves it empty);
+                    # None sends the generic matcher.
+                    found = fast(m, node, idx) if fast else None
+                    if not found and (found is not None or not m._match_at(Output(node, idx))):
                         if node._id == watched:
-                            probe.watcher.missed(mp, out)
+                            probe.watcher.missed(mp, Output(node, idx))
                         continue
                     # In the graph: a live consumer (inlined: once per match), else a Result,
                     # a sink or a parameter.
@@ -334,8 +311,12 @@ class GraphRewrite(ModelPass):
                         break
                     if log is not None:
                         edits = log.edits
-                    applied = cast(MatcherCallback, mp.callback)(m)
-                    m.clear_state()
+                    applied = callback(m)
+                    # Matcher.clear_state, inlined (once per match)
+                    m.pattern_value_map = {}
+                    if m._symbols:
+                        m._symbols = {}
+                    m.match_value = m.match_root = None
                     if node._id == watched:
                         probe.watcher.answered(mp, applied)
                     if order is not None and _Topology.version != version:
@@ -357,6 +338,21 @@ class GraphRewrite(ModelPass):
             m.clear_state()
             raise PassError(mp.name, node, e) from e
         return changed
+
+
+def _weak_queue(order: list[Node], backward: bool, taken: set[type],
+                kinds: set[type]) -> collections.deque[weakref.ref[Node]]:
+    """Weak references to the nodes of ``order`` (reversed when ``backward``) whose class is
+    in ``taken`` (of the ``kinds`` in the order), filtered with C-level iterators: this looks
+    at every node of the model. Holds no reference to the order when it returns."""
+    ref = weakref.ref
+    if not taken:
+        return collections.deque()
+    if len(taken) == len(kinds):
+        return collections.deque(map(ref, reversed(order) if backward else order))
+    keep = map(taken.__contains__, map(type, reversed(order) if backward else order))
+    return collections.deque(map(ref, itertools.compress(
+        reversed(order) if backward else order, keep)))
 
 
 class _Probe:

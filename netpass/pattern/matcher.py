@@ -179,17 +179,10 @@ class Matcher:
         if fast is None:
             fast = self._compile()
         if fast:
-            found = fast(self, value)
-            if found:
-                self.match_value = value
-                self.match_root = value.node
-                return True
-            if self.pattern_value_map:
-                self.pattern_value_map.clear()
-            if self._symbols:
-                self._symbols.clear()
+            # sets the match's state on success, leaves it empty otherwise (compiled.py)
+            found = fast(self, value.node, value.index, value)
             if found is not None:
-                return False
+                return bool(found)
         if self._explain:
             self._best = None
             self.last_failure = None
