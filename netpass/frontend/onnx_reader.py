@@ -201,7 +201,7 @@ def _attribute_value(a: onnx.AttributeProto, ctx: OnnxNodeContext) -> Any:
 # the common encoding, read here without numpy_helper's tests of every special type first
 # (~5% of reading a 100k-node graph, a third of its nodes initializers).
 _T = onnx.TensorProto
-_RAW_DTYPES = {code: np.dtype(dt) for code, dt in (
+_RAW_DTYPES: dict[int, np.dtype] = {int(code): np.dtype(dt) for code, dt in (
     (_T.FLOAT, np.float32), (_T.DOUBLE, np.float64), (_T.FLOAT16, np.float16),
     (_T.INT64, np.int64), (_T.INT32, np.int32), (_T.INT16, np.int16), (_T.INT8, np.int8),
     (_T.UINT64, np.uint64), (_T.UINT32, np.uint32), (_T.UINT16, np.uint16),
