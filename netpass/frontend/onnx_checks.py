@@ -35,13 +35,33 @@ DEFAULT_DOMAINS = ("", "ai.onnx")
 _A = onnx.AttributeProto
 
 
-def node_label(proto: onnx.NodeProto) -> str:
+class NodeFields:
+    """The fields of a NodeProto that the check and the import read, read once. (upb builds a
+    new container per access of a repeated field and a new str per item: iterating a node's
+    two inputs took ~4 us, and the check and the import read inputs, outputs and attributes
+    several times each, a third of the ~60 us a node took to read.) It answers ``name``,
+    ``op_type``, ``domain``, ``input``, ``output`` and ``attribute`` as the proto does."""
+
+    __slots__ = ("proto", "name", "op_type", "domain", "input", "output", "attribute", "label")
+
+    def __init__(self, proto: onnx.NodeProto) -> None:
+        self.proto = proto
+        self.name = proto.name
+        self.op_type = proto.op_type
+        self.domain = proto.domain
+        self.input: list[str] = proto.input[:]
+        self.output: list[str] = proto.output[:]
+        self.attribute: list[onnx.AttributeProto] = proto.attribute[:]
+        self.label = self.name or next((o for o in self.output if o), self.op_type)
+
+
+def node_label(proto: onnx.NodeProto | NodeFields) -> str:
     """How errors and friendly names call an ONNX node: its name, else its first named output
     (optional outputs may be omitted as ""), else its op type."""
     return proto.name or next((o for o in proto.output if o), proto.op_type)
 
 
-def _where(proto: onnx.NodeProto) -> str:
+def _where(proto: onnx.NodeProto | NodeFields) -> str:
     return f"ONNX node '{node_label(proto)}' ({proto.op_type})"
 
 
@@ -71,7 +91,7 @@ def _schema(op_type: str, opset: int) -> _Schema | None:
                     for name, a in schema.attributes.items()})
 
 
-def check_attributes(proto: onnx.NodeProto, opset: int) -> None:
+def check_attributes(proto: onnx.NodeProto | NodeFields, opset: int) -> None:
     """A default-domain node's attributes against its op's schema at ``opset`` (an op without a
     schema there is left to its import rule, which refuses it)."""
     if proto.domain not in DEFAULT_DOMAINS:
@@ -108,12 +128,14 @@ def check_attributes(proto: onnx.NodeProto, opset: int) -> None:
                                     node_label(proto), proto.op_type, name)
 
 
-def check_graph(graph: onnx.GraphProto, opset: int, outer: Container[str] = ()) -> None:
+def check_graph(graph: onnx.GraphProto, opset: int, outer: Container[str] = ()
+                ) -> list[NodeFields]:
     """Raise InvalidModelError unless ``graph`` is in SSA form, topologically sorted, with
     defined outputs and schema-conforming attributes (see the module doc). ``outer``: the
-    names a sub-graph may read from the graphs around it."""
+    names a sub-graph may read from the graphs around it. Returns the nodes' fields, in order,
+    for the import to read."""
     # tensor name -> what defines it, for errors (a node's description is made only then)
-    defined: dict[str, str | onnx.NodeProto] = {}
+    defined: dict[str, str | NodeFields] = {}
     for init in graph.initializer:
         if init.name in defined:
             raise InvalidModelError(f"initializer '{init.name}' is defined twice",
@@ -125,7 +147,10 @@ def check_graph(graph: onnx.GraphProto, opset: int, outer: Container[str] = ()) 
             raise InvalidModelError(f"graph input '{vi.name}' is listed twice", tensor=vi.name)
         inputs.add(vi.name)
         defined.setdefault(vi.name, "a graph input")
-    for proto in graph.node:
+    nodes = []
+    for node in graph.node:
+        proto = NodeFields(node)
+        nodes.append(proto)
         for name in proto.input:
             if name and name not in defined and name not in outer:
                 later = next((w for w in graph.node if name in w.output), None)
@@ -150,6 +175,7 @@ def check_graph(graph: onnx.GraphProto, opset: int, outer: Container[str] = ()) 
         if vo.name not in defined and vo.name not in outer:
             raise InvalidModelError(f"graph output '{vo.name}' is not produced by any node, "
                                     "initializer or graph input", tensor=vo.name)
+    return nodes
 
 
-__all__ = ["DEFAULT_DOMAINS", "check_attributes", "check_graph", "node_label"]
+__all__ = ["DEFAULT_DOMAINS", "NodeFields", "check_attributes", "check_graph", "node_label"]

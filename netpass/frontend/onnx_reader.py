@@ -9,6 +9,8 @@ Initializers and Constant nodes become Constants; ``dim_param`` becomes a symbol
 """
 from __future__ import annotations
 
+import math
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,7 +36,7 @@ from ..ops.io import Constant, Parameter, Result
 from ..ops.onnx_types import onnx_element_type, onnx_value_type
 from ..ops.registry import find_onnx_rule
 from .files import MAX_ONNX_BYTES, RegularFile, contained_path, read_model_file
-from .onnx_checks import DEFAULT_DOMAINS, check_graph, node_label
+from .onnx_checks import DEFAULT_DOMAINS, NodeFields, check_graph
 from .onnx_functions import function_body, function_opset, with_attributes
 
 
@@ -97,15 +99,17 @@ class OnnxNodeContext:
     """What an import rule sees of one ONNX node (see ``netpass.ops.registry``)."""
 
     def __init__(self, proto: onnx.NodeProto, inputs: list[Output | None], opset: int,
-                 scope: Scope | None = None) -> None:
+                 scope: Scope | None = None, fields: NodeFields | None = None) -> None:
+        """``fields``: ``proto``'s, when already read (the reader's own calls)."""
+        f = fields if fields is not None else NodeFields(proto)
         self.proto = proto
         self.inputs = inputs
         self.opset = opset
         self.scope = scope if scope is not None else Scope()
-        self.op_type = proto.op_type
-        self.name = node_label(proto)
-        self.num_outputs = len(proto.output)
-        self._attrs = {a.name: a for a in proto.attribute}
+        self.op_type = f.op_type
+        self.name = f.label
+        self.num_outputs = len(f.output)
+        self._attrs = {a.name: a for a in f.attribute}
 
     def has_attr(self, name: str) -> bool:
         return name in self._attrs
@@ -152,9 +156,9 @@ class OnnxNodeContext:
         if graph is None or graph.type != onnx.AttributeProto.GRAPH:
             raise ModelFormatError(f"ONNX node '{self.name}' ({self.op_type}): graph attribute "
                                    f"'{attr}' is missing")
-        check_graph(graph.g, self.opset, self.scope)
+        nodes = check_graph(graph.g, self.opset, self.scope)
         scope = Scope(self.scope, inline=True)
-        _convert_body(graph.g, self.opset, scope, {}, [])
+        _convert_body(graph.g, nodes, self.opset, scope, {}, [])
         return [scope[vo.name] for vo in graph.g.output]
 
 
@@ -193,6 +197,17 @@ def _attribute_value(a: onnx.AttributeProto, ctx: OnnxNodeContext) -> Any:
                            f"{A.AttributeType.Name(t) if t in A.AttributeType.values() else t}")
 
 
+# Data types whose raw_data numpy reads as it is stored (little-endian, one item per element):
+# the common encoding, read here without numpy_helper's tests of every special type first
+# (~5% of reading a 100k-node graph, a third of its nodes initializers).
+_T = onnx.TensorProto
+_RAW_DTYPES: dict[int, np.dtype] = {int(code): np.dtype(dt) for code, dt in (
+    (_T.FLOAT, np.float32), (_T.DOUBLE, np.float64), (_T.FLOAT16, np.float16),
+    (_T.INT64, np.int64), (_T.INT32, np.int32), (_T.INT16, np.int16), (_T.INT8, np.int8),
+    (_T.UINT64, np.uint64), (_T.UINT32, np.uint32), (_T.UINT16, np.uint16),
+    (_T.UINT8, np.uint8), (_T.BOOL, np.bool_))} if sys.byteorder == "little" else {}
+
+
 def _tensor_to_array(t: onnx.TensorProto, where: str) -> np.ndarray:
     # A model read from a file has its external data loaded (``_load_external_data``) before
     # any tensor is converted; a tensor still pointing elsewhere came from bytes or a proto,
@@ -200,6 +215,15 @@ def _tensor_to_array(t: onnx.TensorProto, where: str) -> np.ndarray:
     if t.data_location == onnx.TensorProto.EXTERNAL:
         raise ModelFormatError(f"{where}: tensor '{t.name}' uses external data but the model "
                                "was not read from a file")
+    dtype = _RAW_DTYPES.get(t.data_type)
+    if dtype is not None and t.HasField("raw_data"):
+        raw = t.raw_data
+        dims = t.dims[:]
+        if len(raw) % dtype.itemsize == 0:
+            arr = np.frombuffer(raw, dtype)
+            if arr.size == math.prod(dims):
+                return arr.reshape(dims)
+        # (a size that does not fit: numpy_helper's error below)
     onnx_element_type(t.data_type, where)
     try:
         arr = numpy_helper.to_array(t)
@@ -291,10 +315,10 @@ def convert_graph(graph: onnx.GraphProto, opset: int, name: str = "Model",
     """The graph as a Model, after ``check_graph``; a graph output listed several times (as
     TorchScript exports a module that returns one tensor twice) becomes one Result.
     ``domains``: the versions the model imports of other domains."""
-    check_graph(graph, opset)  # every name below is in ``values``
+    nodes = check_graph(graph, opset)  # every name below is in ``values``
     values = Scope()
     values.domains.update(domains or {})
-    params = _convert_body(graph, opset, values, {}, [])
+    params = _convert_body(graph, nodes, opset, values, {}, [])
     results: list[Result] = []
     for vo in graph.output:
         if any(r.friendly_name == vo.name for r in results):
@@ -309,12 +333,12 @@ def convert_subgraph(graph: onnx.GraphProto, opset: int, parent: Scope,
                      inputs: list[tuple[Type, PartialShape] | None], where: str
                      ) -> tuple[Model, list[Output]]:
     """A graph attribute as a body Model (see ``OnnxNodeContext.subgraph``)."""
-    check_graph(graph, opset, parent)
+    nodes = check_graph(graph, opset, parent)
     if len(inputs) != len(graph.input):
         raise ModelFormatError(f"{where}: the graph has {len(graph.input)} inputs, the op "
                                f"feeds {len(inputs)}")
     scope = Scope(parent)
-    params = _convert_body(graph, opset, scope, {}, inputs)
+    params = _convert_body(graph, nodes, opset, scope, {}, inputs)
     # one Result per graph output, in order (an output listed twice is read twice)
     results = []
     for vo in graph.output:
@@ -326,17 +350,20 @@ def convert_subgraph(graph: onnx.GraphProto, opset: int, parent: Scope,
     return model, [outer for _, outer in scope.captured]
 
 
-def _convert_body(graph: onnx.GraphProto, opset: int, values: Scope,
+def _convert_body(graph: onnx.GraphProto, nodes: list[NodeFields], opset: int, values: Scope,
                   symbols: dict[str, Symbol], inputs: list[tuple[Type, PartialShape] | None]
                   ) -> list[Parameter]:
-    """Convert initializers, graph inputs (typed by ``inputs`` where given) and nodes into
-    ``values``; returns the Parameters of the graph inputs."""
+    """Convert initializers, graph inputs (typed by ``inputs`` where given) and ``nodes`` (the
+    graph's, as ``check_graph`` read them) into ``values``; returns the Parameters of the
+    graph inputs."""
     for init in graph.initializer:
-        arr = _tensor_to_array(init, f"initializer '{init.name}'")
-        c = Constant.of(arr, onnx_element_type(init.data_type, init.name))
-        c.friendly_name = init.name
-        c.output(0).names.add(init.name)
-        values[init.name] = c.output(0)
+        name = init.name
+        arr = _tensor_to_array(init, f"initializer '{name}'")
+        c = Constant.of(arr, onnx_element_type(init.data_type, name))
+        c.friendly_name = name
+        out = c.output(0)
+        out.names.add(name)
+        values[name] = out
     for init in graph.sparse_initializer:
         raise ModelFormatError(f"sparse initializer '{init.values.name}' is not supported")
     params = []
@@ -350,19 +377,19 @@ def _convert_body(graph: onnx.GraphProto, opset: int, values: Scope,
         p.output(0).names.add(vi.name)
         values[vi.name] = p.output(0)
         params.append(p)
-    for proto in graph.node:
-        _convert_node(proto, values, opset)
+    for fields in nodes:
+        _convert_node(fields, values, opset)
     return params
 
 
-def _convert_node(proto: onnx.NodeProto, values: Scope, opset: int) -> None:
-    label = node_label(proto)
-    default = proto.domain in DEFAULT_DOMAINS
-    rule = find_onnx_rule(proto.op_type, opset) if default else None
-    version = opset if default else values.domains.get(proto.domain)
-    inputs: list[Output | None] = []
-    for name in proto.input:
-        inputs.append(values.lookup(name) if name else None)
+def _convert_node(fields: NodeFields, values: Scope, opset: int) -> None:
+    proto = fields.proto
+    label = fields.label
+    default = fields.domain in DEFAULT_DOMAINS
+    rule = find_onnx_rule(fields.op_type, opset) if default else None
+    version = opset if default else values.domains.get(fields.domain)
+    lookup = values.lookup
+    inputs: list[Output | None] = [lookup(name) if name else None for name in fields.input]
     convert: Callable[[OnnxNodeContext], Any]
     if rule is not None:
         convert = rule
@@ -380,7 +407,7 @@ def _convert_node(proto: onnx.NodeProto, values: Scope, opset: int) -> None:
             return _expand_function(proto, inputs, body, attrs, opset)
     before = {id(o.node) for o in inputs if o is not None}
     try:
-        outs = convert(OnnxNodeContext(proto, inputs, opset, values))
+        outs = convert(OnnxNodeContext(proto, inputs, opset, values, fields))
     except NetpassError as e:
         prefix = f"ONNX node '{label}' ({proto.op_type}): "
         if not str(e).startswith("ONNX node"):
@@ -395,7 +422,7 @@ def _convert_node(proto: onnx.NodeProto, values: Scope, opset: int) -> None:
     if isinstance(outs, (Node, Output)):
         outs = [outs]
     outs = [o.output(0) if isinstance(o, Node) else o for o in outs]
-    for i, name in enumerate(proto.output):
+    for i, name in enumerate(fields.output):
         if not name:
             continue
         if i >= len(outs) or outs[i] is None:
@@ -406,9 +433,9 @@ def _convert_node(proto: onnx.NodeProto, values: Scope, opset: int) -> None:
         if id(node) not in before and not isinstance(node, (Parameter, Constant)) or \
                 (isinstance(node, Constant) and node._friendly is None):
             if node.get_output_size() == 1:
-                node.friendly_name = proto.name or name
+                node.friendly_name = fields.name or name
             elif node._friendly is None:
-                node.friendly_name = node_label(proto)
+                node.friendly_name = label
         out.names.add(name)
         values[name] = out
 
@@ -429,7 +456,7 @@ def _expand_function(proto: onnx.NodeProto, inputs: list[Output | None],
         scope.omitted.add(formal)
     body_opset = function_opset(function, opset)
     for node in function.node:
-        _convert_node(with_attributes(node, attrs), scope, body_opset)
+        _convert_node(NodeFields(with_attributes(node, attrs)), scope, body_opset)
     return [scope[name] for name in function.output[:len(proto.output)]]
 
 

@@ -50,6 +50,15 @@ def _convertible(node: Node) -> bool:
         and node.output(0).partial_shape.is_static
 
 
+def _unit_steps(node: Node) -> bool:
+    """Every step (Slice) or stride (StridedSlice) is 1: the slice keeps one contiguous box in
+    order, whatever its bounds and masks (``is_window``'s answer without a probe)."""
+    if node.get_input_size() < 4:
+        return True
+    steps = const_value(node.input_value(3))
+    return steps is not None and bool(np.all(steps == 1))
+
+
 def _chain(node: Node) -> list[Node]:
     """``node`` and the convertible single-consumer slices feeding it, first one first."""
     chain = [node]
@@ -132,6 +141,8 @@ class ConvertSteppedSliceToMatMul(MatcherPass):
             if len(consumers) == 1 and _convertible(consumers[0].node):
                 return False      # the consumer converts the whole chain
             chain = _chain(node)
+            if all(_unit_steps(n) for n in chain):
+                return False      # a window: evaluating the chain on a probe says so too
             data = chain[0].input_value(0)
             in_shape = static_shape(data)
             kept = kept_indices(chain)

@@ -33,6 +33,10 @@ def crop_window(ss: Node) -> tuple[list[int], list[int]] | None:
     params = [p for p in maybe if p is not None]
     if shape is None or len(params) != len(maybe):  # (ruled out by the pattern's predicate)
         return None
+    begin, end = (p.reshape(-1).tolist() for p in params[:2])
+    strides = params[2].reshape(-1).tolist() if len(params) > 2 else [1] * len(begin)
+    if all(st == 1 for st in strides):
+        return _unit_stride_window(ss, shape, begin, end, strides)
     probe = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
     kept = ss.evaluate([probe, *params])[0].reshape(-1)
     if kept.size == 0:
@@ -43,6 +47,29 @@ def crop_window(ss: Node) -> tuple[list[int], list[int]] | None:
     # A window holds exactly prod(dim) elements, in increasing order.
     if int(np.prod(dim)) != kept.size or np.any(np.diff(kept) <= 0):
         return None
+    return offset, dim
+
+
+def _unit_stride_window(ss: Node, shape: tuple[int, ...], begin: list[int], end: list[int],
+                        strides: list[int]) -> tuple[list[int], list[int]] | None:
+    """``crop_window`` of a slice whose strides are all 1, read off its numpy index (a box kept
+    in order; what slicing a probe finds, without building and slicing one: ~60% of the
+    conversion's time)."""
+    offset, dim = [], []
+    axes = iter(shape)
+    for item in ss._index(shape, begin, end, strides):
+        if item is None:      # a new axis: no input axis
+            continue
+        d = next(axes)
+        if isinstance(item, int):   # a shrunk axis: one index
+            offset.append(item)
+            dim.append(1)
+            continue
+        start, stop, _ = item.indices(d)
+        if stop <= start:
+            return None
+        offset.append(start)
+        dim.append(stop - start)
     return offset, dim
 
 

@@ -14,6 +14,7 @@ from ...passes import MatcherPass
 from ...pattern import Matcher, wrap_type
 from ..utils import static_rank
 from .utils import (
+    MatchedOrder,
     TransposeInput,
     consumer_transposes_order,
     first_transpose_input,
@@ -102,8 +103,8 @@ class TSBackwardBase(MatcherPass):
                 return False
             if self.transformation_callback(main):
                 return False
-            et = m.match_root.input_value(1).element_type
-            for n in self.sink(main, order, et):
+            order_value = m.match_root.input_value(1)
+            for n in self.sink(main, MatchedOrder(order, order_value), order_value.element_type):
                 self.register_new_node(n)
             return True
 

@@ -57,7 +57,10 @@ def transpose_order(node: Node) -> list[int] | None:
     if not isinstance(node, Transpose):
         return None
     v = const_value(node._inputs[1])
-    return None if v is None else [int(a) for a in v.reshape(-1).tolist()]
+    if v is None:
+        return None
+    flat = v.reshape(-1).tolist()  # Python ints already for an integer order
+    return flat if v.dtype.kind in "iu" else [int(a) for a in flat]
 
 
 def is_const_transpose(node: Node) -> bool:
@@ -88,14 +91,14 @@ def has_transpose_input(indices: Sequence[int] | None = None):
     return check
 
 
-def _is_forward_propagatable(node: Node) -> bool:
-    return isinstance(node, FORWARD_PROPAGATABLE)
-
-
 def update_forward_sinking_ability(transpose: Node) -> None:
     """Mark ``transpose`` when a consumer is an op forward sinking cannot pass."""
-    if not all(_is_forward_propagatable(c.node) for c in graph_consumers(transpose.output(0))):
-        mark_as_no_sinking(transpose)
+    # (the consumer table read directly: this runs for every Transpose a forward step makes)
+    for ref in transpose._outs[0].cons.values():
+        c = ref()
+        if c is not None and not isinstance(c, FORWARD_PROPAGATABLE) and in_graph(c):
+            mark_as_no_sinking(transpose)
+            return
 
 
 def align_order(order: Sequence[int], rank: int) -> list[int]:
@@ -107,9 +110,15 @@ def align_order(order: Sequence[int], rank: int) -> list[int]:
 
 def max_input_rank(main: Node, indices: Iterable[int] | None = None) -> int | None:
     """The largest static rank of ``main``'s inputs (None when one is dynamic)."""
-    ranks = [static_rank(main.input_value(i))
-             for i in (range(main.get_input_size()) if indices is None else indices)]
-    return None if any(r is None for r in ranks) else max(ranks, default=0)
+    ins = main._inputs
+    top = 0
+    for i in (range(len(ins)) if indices is None else indices):
+        src = ins[i]
+        dims = src.node._outs[src.index].ps._dims
+        if dims is None:
+            return None
+        top = max(top, len(dims))
+    return top
 
 
 def _unsqueeze_axes(rank: int, want: int, per_channel: bool) -> list[int]:
@@ -117,6 +126,19 @@ def _unsqueeze_axes(rank: int, want: int, per_channel: bool) -> list[int]:
     for a per-channel 1-D PRelu slope every axis but 1."""
     n = want - rank
     return [0] + list(range(2, n + 1)) if per_channel else list(range(n))
+
+
+class MatchedOrder(list):
+    """The order of the Transposes a backward step removes, with the order Constant of the
+    matched one (``value``): the Transposes the step puts on the inputs reuse it, as a forward
+    step's output Transposes reuse the input's (a new Constant per step was ~5% of a step).
+    An order computed from it (reversed, reduced) is a plain list and gets its own Constant."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, order: list[int], value: Output) -> None:
+        super().__init__(order)
+        self.value = value
 
 
 class _SharedOrder:
@@ -128,6 +150,8 @@ class _SharedOrder:
     def __init__(self, order: list[int], order_type: Type) -> None:
         self.order, self.order_type = order, order_type
         self.value: Output | None = None
+        if type(order) is MatchedOrder and order.value.element_type is order_type:
+            self.value = order.value
 
     def get(self) -> Output:
         if self.value is None:
@@ -205,14 +229,18 @@ def insert_output_transposes(main: Node, order: list[int], order_type: Type,
     takes the output's tensor names and (single output) ``main``'s friendly name, else
     ``<main>.<i>``."""
     new: list[Node] = []
-    multi = main.get_output_size() > 1
-    for out in main.outputs():
-        if not graph_consumers(out):
+    outs = main._outs
+    multi = len(outs) > 1
+    for index, port in enumerate(outs):
+        # (in_graph on the consumer table: graph_consumers built a list per output per step)
+        if not any(c is not None and in_graph(c) for c in (ref() for ref in port.cons.values())):
             continue
-        aligned = align_order(order, static_rank(out))
+        out = Output(main, index)
+        dims = port.ps._dims
+        aligned = align_order(order, len(dims)) if dims is not None else list(order)
         value = order_value if order_value is not None and len(aligned) == len(order) else \
             const(np.array(aligned), order_type)
-        t = make(Transpose, [out, value])
+        t = Transpose([out, value])
         out.replace(t.output(0))
         names = main._outs[out.index].names
         if names:
@@ -297,14 +325,20 @@ def remove_transpose_consumers(main: Node) -> None:
     the one feeding a Result (else of the first one of output 0)."""
     name = None
     feeding_result = None
-    for out in main.outputs():
-        for c in graph_consumers(out):
-            t = c.node
-            if any(isinstance(x.node, Result) for x in t.output(0).consumers()):
+    for index, port in enumerate(main._outs):
+        # (the consumer tables read directly: this runs once per backward step)
+        transposes = [t for t in (ref() for ref in port.cons.values())
+                      if t is not None and in_graph(t)]
+        if not transposes:
+            continue
+        out = Output(main, index)
+        for t in transposes:
+            t_out = Output(t, 0)
+            if any(isinstance(ref(), Result) for ref in t._outs[0].cons.values()):
                 feeding_result = t.friendly_name
-            elif name is None and out.index == 0:
+            elif name is None and index == 0:
                 name = t.friendly_name
-            t.output(0).replace(out)
+            t_out.replace(out)
     name = feeding_result or name
     if name is not None:
         main.friendly_name = name
