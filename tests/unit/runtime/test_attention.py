@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from torchvision_heads import torchvision_attention
 
 import netpass
 from netpass import Model, opset
@@ -269,21 +270,8 @@ def test_per_head_transposes_behind_reshapes_are_views(with_gemms, rng):
     Transpose [B H, S, Dh], Reshape [B, H, S, Dh] (k then transposed once more); the
     Transposes behind the Reshapes become views the attention reads through (strides over the
     permuted layout), so only the attention (and the projections) launch."""
-    S, B, H, Dh = 11, 3, 2, 8
-    D = H * Dh
-    x = opset.parameter([S, B, D], np.float32, name="x")
-
-    def heads(t):
-        t = opset.reshape(t, _i64([S, B * H, Dh]), False)
-        return opset.reshape(opset.transpose(t, _i64([1, 0, 2])), _i64([B, H, S, Dh]), False)
-
-    q, k, v = (opset.matmul(x, _f(rng, D, D), False, False) if with_gemms
-               else opset.multiply(x, _f(rng, D)) for _ in range(3))
-    kh = opset.transpose(heads(k), _i64([0, 1, 3, 2]))
-    scores = opset.multiply(opset.matmul(heads(q), kh, False, False), np.float32(Dh ** -0.5))
-    att = opset.matmul(opset.softmax(scores, -1), heads(v), False, False)
-    y = opset.reshape(opset.transpose(att, _i64([2, 0, 1, 3])), _i64([S, B, D]), False)
-    model = Model([opset.result(y, name="y")], [x])
+    S, B, D = 11, 3, 16
+    model = torchvision_attention(rng, S, B, 2, D // 2, projections=with_gemms)
     prog = Program.from_model(model)
     att_node = next(n for n in prog.nodes if n.kind == "FusedAttention")
     assert all(n.permute_view is not None for n in prog.nodes if n.kind == "Transpose"

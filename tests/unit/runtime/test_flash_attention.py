@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from torchvision_heads import torchvision_attention
 
 import netpass
 from netpass import Model, opset
@@ -191,20 +192,8 @@ def test_decoder_prefill(precision, emulated, rng):
 def test_vision_heads_read_through_reshaped_transposes(emulated, rng):
     """torchvision's attention layout ([S, B, D] to heads by Reshape, Transpose, Reshape; the
     Transposes read as views through the Reshapes) on the flash kernel, 3xTF32."""
-    S, B, H, Dh = 37, 3, 2, 16
-    D = H * Dh
-    x = opset.parameter([S, B, D], np.float32, name="x")
-
-    def heads(t):
-        t = opset.reshape(t, _i64([S, B * H, Dh]), False)
-        return opset.reshape(opset.transpose(t, _i64([1, 0, 2])), _i64([B, H, S, Dh]), False)
-
-    q, k, v = (opset.matmul(x, _f(rng, D, D), False, False) for _ in range(3))
-    kh = opset.transpose(heads(k), _i64([0, 1, 3, 2]))
-    scores = opset.multiply(opset.matmul(heads(q), kh, False, False), np.float32(Dh ** -0.5))
-    att = opset.matmul(opset.softmax(scores, -1), heads(v), False, False)
-    y = opset.reshape(opset.transpose(att, _i64([2, 0, 1, 3])), _i64([S, B, D]), False)
-    model = Model([opset.result(y, name="y")], [x])
+    S, B, D = 37, 3, 32
+    model = torchvision_attention(rng, S, B, 2, D // 2)
     req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     feeds = {"x": _f(rng, S, B, D)}
     assert _rel_l2(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 2 * TOL[3]
