@@ -32,7 +32,7 @@ from ..ops.matmul import MatMul
 from ..ops.movement import Reshape, Slice
 from ..ops.normalization import MVN
 from .kinds.matmul import matmul_shape
-from .program_node import ProgramNode, node_users, splice
+from .program_node import ProgramNode, node_users, read_once, splice
 from .shape_infer import infer_host
 
 F32 = np.dtype(np.float32)
@@ -123,7 +123,7 @@ def _row_views(m, users: dict) -> list:
         k = _last_dim(src)
         if k is not None and k == _last_dim(src.inputs[0][0]):
             views.insert(0, src)
-    if any(v.is_output or len(users.get(id(v), ())) != 1 for v in views):
+    if not all(read_once(v, users) for v in views):
         return []
     return views
 
@@ -146,8 +146,7 @@ def _match(m, users: dict):
     nodes = [mvn] + chain
     if not mvn.is_a(MVN) or len(mvn.inputs) != 2 or not mvn.inputs[1][0].is_constant:
         return None
-    if any(n.is_output or n.num_outputs != 1 or len(users.get(id(n), ())) != 1
-           or n.out_dtypes[0] != F32 for n in nodes):
+    if any(not read_once(n, users) or n.out_dtypes[0] != F32 for n in nodes):
         return None
     ps = mvn.out_pshapes[0]
     x, k = mvn.inputs[0]

@@ -30,6 +30,12 @@ def node_users(nodes: Iterable[ProgramNode]) -> dict[int, list]:
     return users
 
 
+def read_once(n: ProgramNode, users: dict[int, list]) -> bool:
+    """Whether ``n`` (one output, not a model output) has exactly one reader in ``users``
+    (:func:`node_users`): what a node-list pass may absorb into the node that reads it."""
+    return not n.is_output and n.num_outputs == 1 and len(users.get(id(n), ())) == 1
+
+
 def splice(nodes: list, replace: dict[int, list], dropped: set[int]) -> list:
     """``nodes`` with each node whose id ``replace`` holds swapped for its list of nodes (the
     last of them takes its place as its users' producer), and the ``dropped`` ones left out."""

@@ -18,7 +18,7 @@ import numpy as np
 from ..ops.elementwise import Add, Divide, Multiply, Power, Sqrt
 from ..ops.reduction import ReduceMean
 from .kinds.normalization import RmsNorm, RmsNormDesc
-from .program_node import ProgramNode, node_users, splice
+from .program_node import ProgramNode, node_users, read_once, splice
 
 F32 = np.dtype(np.float32)
 
@@ -31,11 +31,6 @@ def _scalar(node, k: int = 0) -> float | None:
     return float(v.reshape(-1)[0]) if v.size == 1 and v.dtype.kind == "f" else None
 
 
-def _single(n, users: dict) -> bool:
-    """Read by exactly one node and not a model output."""
-    return not n.is_output and n.num_outputs == 1 and len(users.get(id(n), ())) == 1
-
-
 def _other(n, src) -> tuple | None:
     """The input of binary ``n`` that is not ``src`` (a node)."""
     (a, ka), (b, kb) = n.inputs
@@ -44,14 +39,14 @@ def _other(n, src) -> tuple | None:
 
 def _mean_square(m, users: dict) -> tuple | None:
     """(x, k, [square, mean]) when ``m`` is ReduceMean(x^2) over the last axis, keeping it."""
-    if not m.is_a(ReduceMean) or not m.attrs.get("keep_dims") or not _single(m, users) \
+    if not m.is_a(ReduceMean) or not m.attrs.get("keep_dims") or not read_once(m, users) \
             or not m.inputs[1][0].is_constant:
         return None
     sq, _ = m.inputs[0]
     ps = sq.out_pshapes[0]
     axes = np.asarray(m.inputs[1][0].value).reshape(-1)
     if not ps.rank_is_static or axes.size != 1 or int(axes[0]) % len(ps) != len(ps) - 1 \
-            or not _single(sq, users):
+            or not read_once(sq, users):
         return None
     if sq.is_a(Power) and _scalar(*sq.inputs[1]) == 2.0:
         return (*sq.inputs[0], [sq, m])
@@ -62,7 +57,7 @@ def _mean_square(m, users: dict) -> tuple | None:
 
 def _root_sqrt(t, users: dict) -> tuple | None:
     """(x, k, eps, [square, mean, add]) when ``t`` is mean(x^2) + eps."""
-    if not t.is_a(Add) or not _single(t, users):
+    if not t.is_a(Add) or not read_once(t, users):
         return None
     for (m, _), (c, kc) in (t.inputs, t.inputs[::-1]):
         eps = _scalar(c, kc)
@@ -74,7 +69,7 @@ def _root_sqrt(t, users: dict) -> tuple | None:
 
 def _inverse_root(r, users: dict) -> tuple | None:
     """(x, k, eps, chain) when ``r`` is 1 / sqrt(mean(x^2) + eps) in one of its spellings."""
-    if not _single(r, users):
+    if not read_once(r, users):
         return None
     if r.is_a(Divide) and _scalar(*r.inputs[0]) == 1.0 and r.inputs[1][0].is_a(Sqrt):
         s = r.inputs[1][0]
@@ -85,7 +80,7 @@ def _inverse_root(r, users: dict) -> tuple | None:
         return None if found is None else (*found[:3], found[3] + [r])
     else:
         return None
-    found = _root_sqrt(s.inputs[0][0], users) if _single(s, users) else None
+    found = _root_sqrt(s.inputs[0][0], users) if read_once(s, users) else None
     return None if found is None else (*found[:3], found[3] + [s, r])
 
 
@@ -93,7 +88,7 @@ def _match(n, users: dict) -> tuple | None:
     """(x, k, eps, replaced nodes) when ``n`` computes an RMSNorm of ``x`` without scale."""
     if n.out_dtypes[0] != F32 or n.num_outputs != 1:
         return None
-    if n.is_a(Divide) and n.inputs[1][0].is_a(Sqrt) and _single(n.inputs[1][0], users):
+    if n.is_a(Divide) and n.inputs[1][0].is_a(Sqrt) and read_once(n.inputs[1][0], users):
         s = n.inputs[1][0]
         found = _root_sqrt(s.inputs[0][0], users)
         if found is not None and (found[0], found[1]) == n.inputs[0]:
