@@ -21,6 +21,7 @@ from .core.shape import PartialShape
 from .core.types import Type, convert_values
 from .errors import (
     SYSTEM_ERRORS,
+    DeviceError,
     NetpassError,
     system_error_as_netpass,
     system_errors_as_netpass,
@@ -89,6 +90,14 @@ class CompiledModel:
     def create_infer_request(self) -> InferRequest:
         return InferRequest(self)
 
+    def create_device_tensor(self, array: Any) -> Any:
+        """A copy of ``array`` in the device's memory (``netpass.runtime.DeviceTensor``), fed
+        to this model's requests without a host-to-device copy per inference; an input with
+        host pre-processing reads it back first."""
+        if self.runtime is None:
+            raise DeviceError(f"{self.device} has no device memory for a device tensor")
+        return self.runtime.create_device_tensor(array)
+
     def dump(self, directory: str | Path) -> list[Path]:
         """Write the graph at each stage (svg where graphviz is present, and IR xml)."""
         from .legacy_passes import dump_network
@@ -135,7 +144,7 @@ class InferRequest(AsyncInferRequest):
         try:  # (as system_errors_as_netpass, without a context manager per infer)
             feeds = check_inputs(cm.original, inputs, cm.input_specs)
             for name, dtype in cm.feed_types.items():
-                feeds[name] = feeds[name].astype(dtype)
+                feeds[name] = np.asarray(feeds[name]).astype(dtype)
             t0 = time.perf_counter()
             feeds = cm.prepost.preprocess(feeds)
             t1 = time.perf_counter()

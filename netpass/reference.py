@@ -14,7 +14,7 @@ import numpy as np
 
 from .core.boundary import Parameter
 from .core.containers import api_value, feed_value, is_container
-from .core.feeds import FeedSpec, check_feeds
+from .core.feeds import FeedSpec, check_feeds, is_device_array
 from .core.model import Model
 from .errors import InputError, NetpassError, OutOfMemoryError, StateError
 from .ops.state import Assign, ReadValue, VariableInfo, model_variables
@@ -65,7 +65,8 @@ def infer(model: Model, inputs: Mapping[str, Any],
     """
     feeds = check_inputs(model, inputs)
     written: dict[str, np.ndarray] = {}
-    by_param = {id(p): feeds[n] for n, p in zip(model.input_names, model.parameters)}
+    by_param = {id(p): np.asarray(feeds[n]) if is_device_array(feeds[n]) else feeds[n]
+                for n, p in zip(model.input_names, model.parameters)}
     ops = model.get_ordered_ops()
     remaining: dict[int, int] = {}
     for node in ops:

@@ -24,11 +24,19 @@ class FeedSpec(NamedTuple):
     type_name: str | None = None
 
 
+def is_device_array(value: Any) -> bool:
+    """Whether ``value`` is an array held in a device's memory (the runtime's
+    ``DeviceTensor``): it has ``shape`` and ``dtype`` and says so with ``on_device``; it is
+    checked like an array and passed on as it is, without a copy to the host."""
+    return getattr(value, "on_device", False) is True
+
+
 def check_feeds(inputs: Mapping[str, Any], specs: Sequence[FeedSpec],
-                contiguous: bool = False) -> dict[str, np.ndarray]:
+                contiguous: bool = False) -> dict[str, Any]:
     """``inputs`` as arrays by input name, after checking that every input is fed, no unknown
     name is, and each array has the input's dtype, rank and a size within each dim's bounds;
-    ``contiguous`` makes C-contiguous arrays (a copy only where one is not). (Run on every
+    ``contiguous`` makes C-contiguous arrays (a copy only where one is not). A device array
+    (``is_device_array``) is checked the same way and kept as it is. (Run on every
     inference, twice for a compiled model's: the names are compared in full only when their
     counts differ or one is missing.)"""
     if len(inputs) != len(specs):
@@ -38,14 +46,19 @@ def check_feeds(inputs: Mapping[str, Any], specs: Sequence[FeedSpec],
         if name not in inputs:
             _refuse_unknown(inputs, specs)  # (as many names: one of them is unknown)
             raise InputError(name, "missing")
-        arr = np.asarray(inputs[name], order="C") if contiguous else np.asarray(inputs[name])
+        value = inputs[name]
+        if is_device_array(value):
+            arr = value
+        else:
+            arr = np.asarray(value, order="C") if contiguous else np.asarray(value)
         if dtype is not None and arr.dtype != dtype:
             label = f" ({type_name})" if type_name else ""
             raise InputError(name, f"dtype {arr.dtype}, expected {dtype}{label}")
         if ps.rank_is_static:
             dims = ps.dims
-            if arr.ndim != len(dims):
-                raise InputError(name, f"rank {arr.ndim} (shape {list(arr.shape)}), expected {ps}")
+            if len(arr.shape) != len(dims):
+                raise InputError(name, f"rank {len(arr.shape)} (shape {list(arr.shape)}), "
+                                       f"expected {ps}")
             for axis, n in enumerate(arr.shape):
                 d = dims[axis]
                 if not (d.min <= n <= d.max):

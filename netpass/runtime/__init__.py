@@ -8,6 +8,7 @@ from __future__ import annotations
 from .async_queue import AsyncInferQueue, RequestBusyError
 from .compiled import RuntimeCompiledModel, RuntimeInferRequest, compile_program
 from .device import DEVICE_NAMES, Engine, devices, resolve_device_name, select_device
+from .device_tensor import DeviceTensor
 from .lru import LruCache
 from .memory import Allocation, MemoryPool, Tensor, fake_aligned_shapes
 from .program import Program
@@ -15,7 +16,7 @@ from .program_node import ProgramNode
 from .shape_predictor import ShapePredictor, parse_options
 
 __all__ = ["compile_program", "RuntimeCompiledModel", "RuntimeInferRequest", "AsyncInferQueue",
-           "RequestBusyError", "devices", "select_device",
+           "RequestBusyError", "DeviceTensor", "devices", "select_device",
            "resolve_device_name", "Engine", "DEVICE_NAMES", "ShapePredictor", "parse_options",
            "Program", "ProgramNode", "LruCache", "MemoryPool", "Allocation", "Tensor",
            "fake_aligned_shapes"]

@@ -12,6 +12,7 @@ from ..core.gc_pause import gc_paused
 from ..core.types import Type
 from ..errors import (
     SYSTEM_ERRORS,
+    DeviceError,
     HostFallbackError,
     NetpassError,
     RuntimeInvariantError,
@@ -23,6 +24,7 @@ from ..reference import VariableState
 from . import impls
 from .async_queue import AsyncInferRequest, RequestBusyError
 from .device import Engine, resolve_device_name, select_device
+from .device_tensor import DeviceTensor
 from .invariants import debug_checks
 from .launcher import KernelHandle, make_kernel
 from .length_plan import LengthPlans
@@ -221,6 +223,13 @@ class RuntimeCompiledModel:
         with self.lock:
             self.symbolic_checked.add(binding_key)
 
+    def create_device_tensor(self, array: Any) -> DeviceTensor:
+        """A copy of ``array`` in this model's device memory, to feed its requests without a
+        host-to-device copy per inference (:mod:`~netpass.runtime.device_tensor`)."""
+        if self.engine is None:
+            raise DeviceError(f"{self.device} has no device memory for a device tensor")
+        return DeviceTensor.from_array(self.engine, array)
+
     def create_infer_request(self) -> RuntimeInferRequest:
         return RuntimeInferRequest(self)
 
@@ -261,7 +270,7 @@ class RuntimeInferRequest(AsyncInferRequest):
         try:  # (as system_errors_as_netpass, without a context manager per infer)
             feeds = check_feeds(inputs, self.compiled.feed_specs, contiguous=True)
             if self.network is None:
-                return self._infer_reference(feeds)
+                return self._infer_reference({k: np.asarray(v) for k, v in feeds.items()})
             return self.network.execute(feeds)
         except NetpassError:
             raise

@@ -206,6 +206,10 @@ class Launcher:
         waiting; the caller keeps ``array`` alive and unchanged until the queue has run it."""
         self._cl.enqueue_copy(self.queue, buffer, array, dst_offset=offset, is_blocking=False)
 
+    def copy(self, dst, src, nbytes: int) -> None:
+        """Enqueue a device-to-device copy of ``nbytes`` from buffer ``src`` to ``dst``."""
+        self._cl.enqueue_copy(self.queue, dst, src, byte_count=nbytes)
+
     def read(self, array: np.ndarray, buffer, offset: int) -> None:
         """Enqueue a copy from ``buffer`` at byte ``offset`` into ``array`` without waiting (the
         caller finishes the queue before reading ``array``)."""

@@ -307,14 +307,19 @@ class Network:
                                   "failed") from e
 
     # -- a whole inference ------------------------------------------------------------------------
-    def set_input(self, inst: PrimitiveInst, arr: np.ndarray) -> None:
+    def set_input(self, inst: PrimitiveInst, arr: Any) -> None:
+        """Input ``inst`` takes ``arr``: a host array, or a DeviceTensor copied on the device
+        (one of another context is read back first)."""
         node = inst.node
+        on_device = getattr(arr, "on_device", False)
+        if on_device and arr.engine is not self.engine:
+            arr, on_device = np.asarray(arr), False
         shape = tuple(arr.shape)
         inst.shape_changed = shape != (inst.out_shapes[0] if inst.out_shapes else None)
         inst.out_shapes = [shape]
         inst.stamp = self.epoch
-        inst.host[0] = arr
-        inst.host_valid[0] = True
+        inst.host[0] = None if on_device else arr
+        inst.host_valid[0] = not on_device
         need = max(arr.size, 1)
         can_reuse = inst.own[0] is not None and need <= inst.capacity[0]
         if not can_reuse:
@@ -331,7 +336,10 @@ class Network:
         else:  # (predict_preallocation_shape with a reusable buffer: the shape recorded)
             self.predictor.record(node.id, shape)
         inst.outputs[0] = Tensor(inst.own[0], 0, shape, arr.dtype)
-        if arr.size:  # (inst.host keeps ``arr`` alive until the copy has run)
+        if on_device:
+            if arr.size:
+                self.launcher.copy(inst.own[0].buffer, arr.alloc.buffer, arr.nbytes)
+        elif arr.size:  # (inst.host keeps ``arr`` alive until the copy has run)
             self.launcher.write(inst.own[0].buffer, 0, arr)
         inst.device_valid[0] = True
 
