@@ -51,6 +51,7 @@ class PrimitiveInst(UpdateShape, UpdateImpl, UpdateWeights, Realloc, Execute):
         self.out_shapes: list[tuple] | None = None
         self.outputs: list[Tensor | None] = [None] * n_out
         self.own: list = [None] * n_out          # allocation owned by this inst (or None: alias)
+        self.parked: list | None = None  # per output, (own, capacity) set aside while a view
         self.capacity = [0] * n_out              # elements
         self.host: list[np.ndarray | None] = [None] * n_out
         self.host_valid = [False] * n_out
@@ -73,6 +74,7 @@ class PrimitiveInst(UpdateShape, UpdateImpl, UpdateWeights, Realloc, Execute):
         self.weights: LruCache | None = LruCache(net.weights_cache_capacity) \
             if row.reorders_weights and node.inputs[1][0].is_constant else None
         self.weights_tensor: Tensor | None = None
+        self.weights_layout: tuple | None = None  # the reordered weights' key in ``weights``
         self.shape_fn = ShapeInfer(node)
         self.events: list = []
         self.desc_id: int | None = None

@@ -25,9 +25,15 @@ class Realloc:
         self.net.stats["skipped"] += 1
 
     def set_views(self, t: Tensor, views: list[tuple[int, tuple | None]]) -> None:
-        """Outputs as views of ``t``: per output, (element offset from ``t``'s, strides)."""
+        """Outputs as views of ``t``: per output, (element offset from ``t``'s, strides). A
+        decoding loop's steps park the buffer the primitive owned (a transpose over one
+        position is a view, over the next prompt a kernel writing that buffer again)."""
+        keep = self.net.decoding
         for i, (offset, strides) in enumerate(views):
-            self._release_own(i)
+            if keep:
+                self._park_own(i)
+            else:
+                self._release_own(i)
             self.outputs[i] = Tensor(t.alloc, t.offset + offset, self.out_shapes[i], t.dtype,
                                      strides)
             self.device_valid[i] = True
@@ -88,6 +94,9 @@ class Realloc:
                 self.outputs[i] = Tensor(alloc, 0, tuple(shape), dt)
                 continue
             need = self._fc_alloc_elements(i) if self.fc_related else size(shape)
+            if self.own[i] is None and self.parked is not None and self.parked[i] is not None:
+                self.own[i], capacity[i] = self.parked[i]
+                self.parked[i] = None
             # (a decoding loop's steps keep the prompt's buffers for the next prompt)
             if capacity[i] and oversized(need, capacity[i]) and not net.decoding:
                 capacity[i] = 0
@@ -151,11 +160,26 @@ class Realloc:
             off += size(self.net.insts[s.index].out_shapes[0])
         self.outputs[0] = cinst.outputs[0].view(tuple(self.out_shapes[0]), off)
 
-    def _release_own(self, i: int) -> None:
+    def _park_own(self, i: int) -> None:
+        """Set the owned buffer of output ``i`` aside (still this primitive's) while the
+        output is a view; ``realloc_if_needed`` takes it back."""
         alloc = self.own[i]
         if alloc is not None:
             self.net.mem_epoch += 1
-            if alloc.pooled:
-                self.net.pool.release(alloc, id(self.node))
+            if self.parked is None:
+                self.parked = [None] * len(self.own)
+            self.parked[i] = (alloc, self.capacity[i])
             self.own[i] = None
             self.capacity[i] = 0
+
+    def _release_own(self, i: int) -> None:
+        parked = self.parked[i] if self.parked is not None else None
+        for alloc in (self.own[i], parked[0] if parked is not None else None):
+            if alloc is not None:
+                self.net.mem_epoch += 1
+                if alloc.pooled:
+                    self.net.pool.release(alloc, id(self.node))
+        if parked is not None:
+            self.parked[i] = None
+        self.own[i] = None
+        self.capacity[i] = 0

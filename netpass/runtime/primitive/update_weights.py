@@ -19,12 +19,14 @@ class UpdateWeights:
         if self.impl.weights_as_given:  # (kernels.decode.gemv: the constant as it is)
             self.weights_tensor = None
             return
-        net = self.net
-        w = self.node.inputs[1][0]
-        layout = ("KN", tuple(w.value.shape), w.value.dtype.str)
+        layout = self.weights_layout
+        if layout is None:  # (made once: a decoding loop's prompts come back here every time)
+            v = self.node.inputs[1][0].value
+            layout = self.weights_layout = ("KN", tuple(v.shape), v.dtype.str)
         t = self.weights.get(layout)
         if t is None:
-            t, made = net.compiled.reordered_weights(w, layout)
+            net = self.net
+            t, made = net.compiled.reordered_weights(self.node.inputs[1][0], layout)
             if made:
                 net.stats["weight_reorders"] += 1
             self.weights.add(layout, t)
