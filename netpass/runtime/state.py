@@ -231,9 +231,9 @@ class VariableStore:
             self._copy_into_back(inst)
 
     def step(self, inst: PrimitiveInst) -> None:
-        """``prepare`` + ``execute`` of a state primitive in a length family's replay
-        (length_tape: the variables hold a state): the same outcome, with the shapes taken
-        from the variable and the append's inputs instead of shape inference."""
+        """``prepare`` + ``execute`` of a state primitive in a step plan's or a length
+        family's replay: the same outcome, with the shapes taken from the variable and the
+        append's inputs instead of shape inference."""
         node = inst.node
         role = node.state_role
         v = self.vars[node.state_var]

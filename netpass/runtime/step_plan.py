@@ -303,6 +303,7 @@ class StepPlan:
         profiling = net.profiling
         queue = net.queue
         device_tensor = net.device_tensor
+        state_step = net.state.step
         reuses = changed_prims = 0
         count = 0
         epoch, debug = net.epoch, net.debug
@@ -415,6 +416,8 @@ class StepPlan:
                 inst.set_views(tensor, e.views)
             elif inst.plain and inst.recordable:
                 inst.step_recorded()
+            elif inst.state_role is not None:  # (an append's shape without shape inference)
+                state_step(inst)
             else:
                 inst.prepare()
                 inst.execute()
