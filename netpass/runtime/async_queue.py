@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.feeds import is_device_array
 from ..errors import NetpassError
 
 
@@ -62,14 +63,15 @@ class AsyncInferRequest:
             self._busy.release()
 
     def start_async(self, inputs: Mapping[str, Any], userdata: Any = None) -> None:
-        """Start an inference on ``inputs`` (copied: the caller may reuse its arrays at once)
+        """Start an inference on ``inputs`` (arrays are copied: the caller may reuse them at
+        once; a DeviceTensor is read where it is, so it is not written until ``wait()``)
         and return; ``wait()`` for it. The callback set with ``set_callback`` runs when it
         is done, on the request's worker thread, with ``userdata`` (else the callback's
         own)."""
         if not self._busy.acquire(blocking=False):
             raise RequestBusyError("the infer request is busy with an asynchronous inference")
         try:
-            feeds = {k: np.array(v) for k, v in inputs.items()}
+            feeds = {k: v if is_device_array(v) else np.array(v) for k, v in inputs.items()}
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(1, thread_name_prefix="netpass-request")
             self._running = True

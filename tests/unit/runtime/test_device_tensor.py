@@ -8,7 +8,7 @@ import pytest
 import netpass
 from netpass import Model, opset
 from netpass.errors import DeviceError, InputError
-from netpass.runtime import compile_program
+from netpass.runtime import DeviceTensor, compile_program
 from netpass.testing import RUNTIME_DEVICE
 
 
@@ -107,3 +107,23 @@ def test_the_reference_device_has_no_device_tensors():
     with pytest.raises(DeviceError, match="REFERENCE"):
         netpass.compile_model(_mlp(), "REFERENCE").create_device_tensor(np.ones(3, np.float32))
 
+
+
+def _no_read_back(self):
+    raise AssertionError("a device tensor was read back to the host")
+
+
+@pytest.mark.parametrize("run", ["infer", "start_async"])
+def test_a_device_tensor_is_not_read_back(run, rng, monkeypatch):
+    cm = compile_program(_mlp(), RUNTIME_DEVICE)
+    req = cm.create_infer_request()
+    feeds = _feeds(rng, 6)
+    dt = cm.create_device_tensor(feeds["x"])
+    monkeypatch.setattr(DeviceTensor, "numpy", _no_read_back)
+    if run == "infer":
+        req.infer({"x": dt})
+    else:
+        req.start_async({"x": dt})
+        req.wait()
+    want = netpass.reference.infer(_mlp(), feeds)["y"]
+    np.testing.assert_allclose(req.results["y"], want, rtol=1e-5, atol=1e-6)
