@@ -15,6 +15,8 @@ from ..shape_predictor import ShapePredictor
 class Realloc:
     """``realloc_if_needed`` and the views of skipped primitives."""
 
+    parked: list | None  # (PrimitiveInst.__init__)
+
     def update_output_memory(self) -> None:
         """A skipped primitive's outputs are views of its input buffer: at the crop or slice
         offset, through a permutation (read by its MatMul), or strided (``strided_view``: split
@@ -173,13 +175,14 @@ class Realloc:
             self.capacity[i] = 0
 
     def _release_own(self, i: int) -> None:
-        parked = self.parked[i] if self.parked is not None else None
-        for alloc in (self.own[i], parked[0] if parked is not None else None):
+        allocs = [self.own[i]]
+        if self.parked is not None and self.parked[i] is not None:
+            allocs.append(self.parked[i][0])
+            self.parked[i] = None
+        for alloc in allocs:
             if alloc is not None:
                 self.net.mem_epoch += 1
                 if alloc.pooled:
                     self.net.pool.release(alloc, id(self.node))
-        if parked is not None:
-            self.parked[i] = None
         self.own[i] = None
         self.capacity[i] = 0

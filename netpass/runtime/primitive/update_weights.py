@@ -8,6 +8,8 @@ from __future__ import annotations
 class UpdateWeights:
     """``update_weights``."""
 
+    weights_layout: tuple | None
+
     def update_weights(self) -> None:
         """FullyConnected: weights [N, K] reordered once to [K, N] (coalesced GEMM reads).
         The reordered copy is the compiled model's, shared by its requests as the constants
