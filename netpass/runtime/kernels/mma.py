@@ -17,11 +17,13 @@ warp a WM x WN piece of it, MI x NI m16n8 accumulator fragments (4 floats per la
 goes in blocks of BK (a multiple of 16) held in ``STAGES`` local-memory stages filled
 ``STAGES - 1`` blocks ahead of the math.
 
-Fragments come straight from local memory (no ``ldmatrix``). The k index inside an m16n8k8
-step only has to be paired the same way in A and B, so lane (g, t) (``g = lane / 4``,
-``t = lane % 4``) takes k = 4t .. 4t+3 of a 16-wide slab as one float4: mma step 0 uses
-(4t, 4t+1) as its k slots (t, t+4), step 1 uses (4t+2, 4t+3). Layouts, free of bank
-conflicts for those reads and for the 16-byte stage writes:
+This module's main loop ("slab", ``MmaConfig.loop``) is described below; the pipelined one
+("pipe": fragments of the next step prefetched, CUTLASS-style) is in :mod:`.mma_pipe`, with
+its own local layouts. Fragments come straight from local memory (no ``ldmatrix``). The k
+index inside an m16n8k8 step only has to be paired the same way in A and B, so lane (g, t)
+(``g = lane / 4``, ``t = lane % 4``) takes k = 4t .. 4t+3 of a 16-wide slab as one float4:
+mma step 0 uses (4t, 4t+1) as its k slots (t, t+4), step 1 uses (4t+2, 4t+3). Layouts, free
+of bank conflicts for those reads and for the 16-byte stage writes:
 
 - A: ``[slab][BM][16]`` (k-contiguous rows of 64 bytes; the 8 lanes of a quarter-warp read two
   consecutive rows);
@@ -51,8 +53,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import mma_pipe
 from .common import Source, Stage, ctype, header, memoized, offsets, stage_code
 from .gemm import gemm_args, norm_prologue, norm_value
+from .mma_parts import (
+    CONV_ARGS,
+    copy_piece,
+    emulation_scratch,
+    gather_piece,
+    macros,
+    mma_calls,
+    split_operand,
+)
 
 F32 = np.dtype(np.float32)
 
@@ -60,7 +72,8 @@ F32 = np.dtype(np.float32)
 @dataclass(frozen=True)
 class MmaConfig:
     """Tile shape of :func:`gemm_mma`: work-group tile BM x BN, warp tile WM x WN, BK of K per
-    stage, STAGES stages."""
+    stage, STAGES stages, and the main loop: "slab" (this module) or the pipelined "pipe"
+    (:mod:`.mma_pipe`)."""
 
     bm: int
     bn: int
@@ -68,6 +81,7 @@ class MmaConfig:
     wn: int
     bk: int = 16
     stages: int = 3
+    loop: str = "slab"
 
     @property
     def warps(self) -> int:
@@ -82,100 +96,15 @@ class MmaConfig:
 
     def check(self) -> None:
         ok = (self.bm % self.wm == 0 and self.bn % self.wn == 0 and self.wm % 16 == 0
-              and self.wn % 8 == 0 and self.bk % 16 == 0 and self.bn % 32 == 0 and self.stages >= 2
+              and self.wn % 8 == 0 and self.bn % 32 == 0 and self.stages >= 2
               and (self.bm * self.bk // 4) % self.threads == 0
               and (self.bn * self.bk // 4) % self.threads == 0)
+        if self.loop in mma_pipe.LOOPS:
+            ok = ok and mma_pipe.check(self)
+        else:
+            ok = ok and self.loop == "slab" and self.bk % 16 == 0
         if not ok:
             raise ValueError(f"bad mma tile configuration {self}")
-
-
-# (emulated) PTX pieces ---------------------------------------------------------------------------
-_PTX_MACROS = r"""
-#define MMA(c0, c1, c2, c3, a0, a1, a2, a3, b0, b1) \
-  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 " \
-    "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};" \
-    : "=f"(c0), "=f"(c1), "=f"(c2), "=f"(c3) \
-    : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(c0), "f"(c1), "f"(c2), "f"(c3))
-#define CP_ASYNC(dst, src, bytes) asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" \
-    :: "r"((uint)(size_t)(dst)), "l"(src), "r"(bytes) : "memory")
-#define CP_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
-"""
-
-# the m16n8k8 product through local memory: fragments in (their low 13 bits dropped, as the
-# tensor cores read float32 bits as TF32), barrier, 4 outputs per lane out
-_EMULATED_MACROS = r"""
-#define TF32T(u) as_float((u) & 0xffffe000u)
-#define MMA(c0, c1, c2, c3, a0, a1, a2, a3, b0, b1) { \
-  __local float* sa_ = mma_sa + warp * 128; __local float* sb_ = mma_sb + warp * 64; \
-  sa_[g * 8 + t] = TF32T(a0); sa_[(g + 8) * 8 + t] = TF32T(a1); \
-  sa_[g * 8 + t + 4] = TF32T(a2); sa_[(g + 8) * 8 + t + 4] = TF32T(a3); \
-  sb_[t * 8 + g] = TF32T(b0); sb_[(t + 4) * 8 + g] = TF32T(b1); \
-  barrier(CLK_LOCAL_MEM_FENCE); \
-  for (int kk_ = 0; kk_ < 8; ++kk_) { \
-    const float x0_ = sa_[g * 8 + kk_], x1_ = sa_[(g + 8) * 8 + kk_]; \
-    const float y0_ = sb_[kk_ * 8 + 2 * t], y1_ = sb_[kk_ * 8 + 2 * t + 1]; \
-    c0 = fma(x0_, y0_, c0); c1 = fma(x0_, y1_, c1); \
-    c2 = fma(x1_, y0_, c2); c3 = fma(x1_, y1_, c3); \
-  } \
-  barrier(CLK_LOCAL_MEM_FENCE); }
-#define CP_ASYNC(dst, src, bytes) FILL_PLAIN(dst, src, bytes)
-#define CP_COMMIT()
-#define CP_WAIT()
-"""
-
-# TF32 head of a float32 by round to nearest on its bits (infinities and NaN truncated: the
-# canonical NaN 0x7fffffff would carry into the sign)
-_TF32_RN = r"""
-inline uint tf32_rn(float x) {
-  const uint u = as_uint(x);
-  return ((u & 0x7f800000u) == 0x7f800000u ? u : u + 0x1000u) & 0xffffe000u;
-}
-"""
-
-# plain 16-byte stage fill: ``bytes`` (0..16) valid bytes from ``src``, zeros after them
-_PLAIN_FILL = r"""
-#define FILL_PLAIN(dst, src, bytes) do { \
-  const int nb_ = (bytes) >> 2; float4 v_ = (float4)(0.0f); \
-  if (nb_ >= 4) v_ = vload4(0, (src)); \
-  else { \
-    if (nb_ > 0) v_.x = (src)[0]; if (nb_ > 1) v_.y = (src)[1]; if (nb_ > 2) v_.z = (src)[2]; \
-  } \
-  *(__local float4*)(dst) = v_; } while (0)
-"""
-
-
-def macros(ptx: bool, in_flight: int) -> str:
-    """The PTX pieces (or their emulation): ``MMA``, ``tf32_rn()``, ``CP_ASYNC``, ``CP_COMMIT``,
-    ``CP_WAIT`` (waits until at most ``in_flight`` groups of copies are pending) and
-    ``FILL_PLAIN``. The emulated MMA reads ``warp``, ``g``, ``t`` and local arrays
-    ``mma_sa`` / ``mma_sb`` (:func:`emulation_scratch`)."""
-    if not ptx:
-        return _PLAIN_FILL + _TF32_RN + _EMULATED_MACROS
-    wait = f'#define CP_WAIT() asm volatile("cp.async.wait_group {in_flight};" ::: "memory")\n'
-    return _PLAIN_FILL + _TF32_RN + _PTX_MACROS + wait
-
-
-def emulation_scratch(ptx: bool, warps: int) -> str:
-    """Local arrays the emulated MMA exchanges fragments through (nothing with PTX)."""
-    return "" if ptx else f"__local float mma_sa[{warps} * 128], mma_sb[{warps} * 64];"
-
-
-HI_ROUND = "rn"  # how 3xTF32 takes an operand's TF32 head: "rn" (to nearest) or "trunc"
-
-
-def split_operand(name: str, value: str, split: int, hi_round: str = "rn") -> list[str]:
-    """Declarations of the TF32 operand(s) of float ``value``: ``name``h and, for 3xTF32,
-    ``name``l. No conversion instruction (``cvt.rna.tf32`` issues at a quarter of the FMA
-    rate and bounded the first kernels): the tensor cores read a float32's bits as TF32,
-    dropping the low 13 bits, so TF32 passes the bits as they are (truncation), and 3xTF32
-    takes the head by integer rounding (``hi_round`` "rn") or masking ("trunc") and the
-    remainder ``value - head`` (exact in float32; 0 for infinities, whose remainder would
-    be NaN) as bits too."""
-    if split == 1:
-        return [f"const uint {name}h = as_uint({value});"]
-    head = f"tf32_rn({value})" if hi_round == "rn" else f"(as_uint({value}) & 0xffffe000u)"
-    return [f"const uint {name}h = {head};",
-            f"const uint {name}l = isinf({value}) ? 0u : as_uint({value} - as_float({name}h));"]
 
 
 @memoized
@@ -226,7 +155,7 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
                          "const int sl = i / (BM * 4), r = (i >> 2) % BM, q = i & 3;")
             lines.append("  const int m = m0 + r, k = kb_ + sl * 16 + q * 4;")
             lines.append(f"  __local float* d = &As[{stage}][sl][r][q * 4];")
-            lines.append(_copy(how, "A", "min(m, M - 1) * sam", "k", "KE", "sak", "m < M"))
+            lines.append(copy_piece(how, "A", "min(m, M - 1) * sam", "k", "KE", "sak", "m < M"))
             lines.append("}")
         for u in range(BN * BK // 4 // NT):
             if b_kmajor:
@@ -235,14 +164,14 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
                 lines.append("  const int k = kb_ + kk, n = n0 + cq * 4;")
                 lines.append(f"  __local float* d = "
                              f"&Bs[{stage}][kk][(cq ^ (((kk >> 2) & 3) << 1)) * 4];")
-                lines.append(_gather() if conv else
-                             _copy(how, "B", "min(k, KE - 1) * sbk", "n", "N", "sbn", "k < KE"))
+                lines.append(gather_piece() if conv else copy_piece(
+                    how, "B", "min(k, KE - 1) * sbk", "n", "N", "sbn", "k < KE"))
             else:
                 lines.append(f"{{ const int i = tid + {u * NT}; "
                              "const int sl = i / (BN * 4), r = (i >> 2) % BN, q = i & 3;")
                 lines.append("  const int n = n0 + r, k = kb_ + sl * 16 + q * 4;")
                 lines.append(f"  __local float* d = &Bs[{stage}][sl][r][q * 4];")
-                lines.append(_copy(how, "B", "min(n, N - 1) * sbn", "k", "KE", "sbk", "n < N"))
+                lines.append(copy_piece(how, "B", "min(n, N - 1) * sbn", "k", "KE", "sbk", "n < N"))
             lines.append("}")
         lines.append("}")
         return "\n    ".join(lines)
@@ -277,19 +206,12 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
                     for r in range(2):
                         src = f"b{j}_{2 * step + r}" if b_kmajor else f"b{j}.{(c0, c1)[r]}"
                         lines += split_operand(f"b{j}_{r}_", src, split, hi_round)
-                pairs = [("h", "h")] if split == 1 else [("l", "h"), ("h", "l"), ("h", "h")]
-                for i in range(MI):
-                    for j in range(NI):
-                        acc = ", ".join(f"c{i}_{j}_{q}" for q in range(4))
-                        for pa, pb in pairs:
-                            a = ", ".join(f"a{i}_{r}{pa}" for r in range(4))
-                            b = ", ".join(f"b{j}_{r}_{pb}" for r in range(2))
-                            lines.append(f"MMA({acc}, {a}, {b});")
+                lines += mma_calls(MI, NI, split)
                 lines.append("}")
             lines.append("}")
         return "\n      ".join(lines)
 
-    def ring(nt: str, how: str, async_: bool) -> str:
+    def slab_ring(nt: str, how: str, async_: bool) -> str:
         commit = " CP_COMMIT();" if async_ else ""
         wait = "CP_WAIT();" if async_ else ""
         return f"""for (int s = 0; s < STAGES - 1; ++s) {{
@@ -305,6 +227,14 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
       {compute("cs")}
     }}
   }}"""
+
+    def pipe_ring(nt: str, how: str, async_: bool) -> str:
+        return mma_pipe.ring(cfg, b_kmajor, split, hi_round, conv, nt, how, async_)
+
+    pipe = cfg.loop in mma_pipe.LOOPS
+    if pipe and norm is not None:
+        raise ValueError("the pipelined loop takes no normalized A (a slab loop does)")
+    ring = pipe_ring if pipe else slab_ring
 
     if copy == "cp_async":
         aligned = "((((size_t)A) | ((size_t)B)) & 15) == 0"
@@ -322,6 +252,8 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
         body = ring("nt", "strided", False)
     else:
         raise ValueError(copy)
+    if pipe:
+        body = mma_pipe.offsets(cfg, b_kmajor) + "\n  " + body
 
     if splitk:  # (batch, slice) along dim 2; the slice's partial product goes to its own C
         split_head = ("const int b = get_group_id(2) / sk_n, ks_ = get_group_id(2) - b * sk_n;\n"
@@ -331,8 +263,17 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
         split_head = "const int b = get_group_id(2), kbeg = 0, KE = K;"
     acc_decl = "\n  ".join(f"float {', '.join(f'c{i}_{j}_{q} = 0.0f' for q in range(4))};"
                            for i in range(MI) for j in range(NI))
-    store = _store(cfg, epilogue, n_extra, erank, bmn)
-    b_local = "[STAGES][BK][BN]" if b_kmajor else "[STAGES][BK / 16][BN][16]"
+    if pipe:  # one array, so that the epilogue may pass its slices through all of it
+        stages_decl = ("__local float Ls[STAGES * (BM + BN) * BK] __attribute__((aligned(16)));\n"
+                       "  __local float* const As = Ls;\n"
+                       "  __local float* const Bs = Ls + STAGES * BM * BK;")
+        room = S * BK * (BM + BN)
+    else:
+        b_local = "[STAGES][BK][BN]" if b_kmajor else "[STAGES][BK / 16][BN][16]"
+        stages_decl = ("__local float As[STAGES][BK / 16][BM][16] __attribute__((aligned(16)));\n"
+                       f"  __local float Bs{b_local} __attribute__((aligned(16)));")
+        room = S * BK * BM
+    store = _store(cfg, epilogue, n_extra, erank, bmn, room)
     emu = emulation_scratch(ptx, cfg.warps)
     text = header([np.float32] + list(extra_dtypes)) + f"""#define BM {BM}
 #define BN {BN}
@@ -351,8 +292,7 @@ void gemm_mma({', '.join(args)})
   const int b0 = b / B1, b1 = b - b0 * B1;
   A += aoff + b0 * sa0 + b1 * sa1;
   B += boff + b0 * sb0 + b1 * sb1;
-  __local float As[STAGES][BK / 16][BM][16] __attribute__((aligned(16)));
-  __local float Bs{b_local} __attribute__((aligned(16)));
+  {stages_decl}
   {emu}
   {norm_prologue(norm, BM, NT)}
   {acc_decl}
@@ -362,58 +302,6 @@ void gemm_mma({', '.join(args)})
 }}
 """
     return Source(text, "gemm_mma")
-
-
-def _copy(how: str, buf: str, row: str, idx: str, lim: str, inner: str, row_ok: str) -> str:
-    """One 16-byte piece of a stage (destination ``d``): elements ``idx`` .. ``idx + 3`` along
-    the axis of stride ``inner`` (1 unless ``how`` is "strided") of row offset ``row`` of
-    ``buf``, those below ``lim`` while ``row_ok``; zeros elsewhere. The source address stays
-    inside the tensor when nothing is read (cp.async with 0 bytes)."""
-    bytes_ = f"(({row_ok}) ? clamp({lim} - {idx}, 0, 4) * 4 : 0)"
-    src = f"{buf} + {row} + ({idx} < {lim} ? {idx} : 0)"
-    if how == "cp":
-        return f"  CP_ASYNC(d, {src}, {bytes_});"
-    if how == "plain":
-        return f"  FILL_PLAIN(d, {src}, {bytes_});"
-    if how == "branch":
-        return f"  if (al16) CP_ASYNC(d, {src}, {bytes_}); else FILL_PLAIN(d, {src}, {bytes_});"
-    return (f"  {{ const int nb_ = {bytes_} >> 2; float4 v_ = (float4)(0.0f);\n"
-            f"    __global const float* p_ = {buf} + {row} + {idx} * {inner};\n"
-            f"    if (nb_ > 0) v_.x = p_[0]; if (nb_ > 1) v_.y = p_[{inner}];\n"
-            f"    if (nb_ > 2) v_.z = p_[2 * {inner}]; if (nb_ > 3) v_.w = p_[3 * {inner}];\n"
-            f"    *(__local float4*)d = v_; }}")
-
-
-CONV_ARGS = ("khw", "kw", "ow", "sh", "sw", "ph", "pw", "dh", "dw", "h", "w", "xsc", "xsh", "xsw")
-
-
-def _gather() -> str:
-    """A 16-byte piece of an implicit im2col B stage (destination ``d``): k = (c, kh, kw),
-    columns n .. n + 3 = output pixels (oh, ow), zeros outside the image and past K, N. Four
-    pixels of one output row that a unit-stride convolution reads inside one image row are
-    consecutive floats: one vector load (most pieces of a 3x3 convolution); the others
-    element by element, the output row and column stepped on instead of divided again."""
-    taps = []
-    for e, comp in enumerate("xyzw"):
-        step = "" if e == 0 else ("if (++ow == cv_ow) { ow = 0; ih += cv_sh; iw = iw0 - cv_sw; } "
-                                  "iw += cv_sw;\n        ")
-        taps.append(f"{step}if (n + {e} < N && ih >= 0 && ih < cv_h && iw >= 0 && iw < cv_w) "
-                    f"v_.{comp} = xc[ih * cv_xsh + iw * cv_xsw];")
-    return f"""  {{ float4 v_ = (float4)(0.0f);
-    if (k < KE) {{
-      const int c = k / cv_khw, r = k - c * cv_khw, kh = r / cv_kw, kw = r - kh * cv_kw;
-      const int ih0 = kh * cv_dh - cv_ph, iw0 = kw * cv_dw - cv_pw;
-      __global const float* xc = B + c * cv_xsc;
-      const int oh = n / cv_ow;
-      int ow = n - oh * cv_ow, ih = ih0 + oh * cv_sh, iw = iw0 + ow * cv_sw;
-      const int row4 = cv_sw == 1 && cv_xsw == 1 && ow + 3 < cv_ow && n + 3 < N;
-      if (row4 && ih >= 0 && ih < cv_h && iw >= 0 && iw + 3 < cv_w) {{
-        v_ = vload4(0, xc + ih * cv_xsh + iw);
-      }} else {{
-        {(chr(10) + "        ").join(taps)}
-      }}
-    }}
-    *(__local float4*)d = v_; }}"""
 
 
 @memoized
@@ -446,11 +334,12 @@ def splitk_reduce(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank
     return Source(text, "splitk_reduce")
 
 
-def _store(cfg: MmaConfig, epilogue: list[Stage], n_extra: int, erank: int,
-           bmn: bool = False) -> str:
+def _store(cfg: MmaConfig, epilogue: list[Stage], n_extra: int, erank: int, bmn: bool,
+           room: int) -> str:
     """C fragments (rows g, g + 8 and columns 2t, 2t + 1 of each m16n8 piece) through the
     epilogue, bounds-checked. With an epilogue, each warp passes its 16-row slices through
-    local memory (the A stages, free after the loop) and stores them row by row in a loop:
+    local memory (the stages, ``room`` floats from ``As``, free after the loop) and stores
+    them row by row in a loop:
     one copy of the epilogue's code instead of one per accumulator (GPT-2's bias + tanh-GELU,
     unrolled 128 times, made its GEMM 2-3x slower on the H100), and coalesced stores.
     ``bmn``: the side inputs' strides are given over (batch, m, n) (``impls.gemm_strides``),
@@ -471,9 +360,9 @@ def _store(cfg: MmaConfig, epilogue: list[Stage], n_extra: int, erank: int,
     {code.replace(chr(10), ' ')} \\
     C[coff + flat] = x{len(epilogue)}; }}"""]
     ld = cfg.wn + 4  # row stride of a warp's slice: lanes of rows g and g + 8 on other banks
-    if (epilogue or n_extra) and cfg.warps * 16 * ld <= cfg.stages * cfg.bk * cfg.bm:
+    if (epilogue or n_extra) and cfg.warps * 16 * ld <= room:
         lines.append("  barrier(CLK_LOCAL_MEM_FENCE);  /* the stages are free */")
-        lines.append(f"  __local float* ep_ = &As[0][0][0][0] + warp * {16 * ld};")
+        lines.append(f"  __local float* ep_ = (__local float*)As + warp * {16 * ld};")
         for i in range(MI):
             for j in range(NI):
                 for q, (r, c) in enumerate((("g", 0), ("g", 1), ("g + 8", 0), ("g + 8", 1))):

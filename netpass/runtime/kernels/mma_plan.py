@@ -3,8 +3,11 @@ class, K slices (split-K) where the tiles leave compute units idle, and the kern
 work sizes for a chosen plan. Measured choices (H100 and H200 sweeps) are in BENCHMARKS.md."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .common import Source, Stage
-from .mma import HI_ROUND, MmaConfig, gemm_mma
+from .mma import MmaConfig, gemm_mma
+from .mma_parts import HI_ROUND
 
 # split-K: a GEMM whose tiles leave compute units idle walks K in slices on more work-groups
 # (H100, ``bench_kernels.py --sections splitk``: K = 3072 into N = 768 gained 1.2-3x for M =
@@ -49,6 +52,13 @@ WAVES = 1.4
 SHORT_K = 384     # K up to which the small tiles are taken wherever they fill the units
 FILL_RATIO = 0.75  # large tiles in K slices need to fill the output this share as well
 ALIGN = "rings"
+# TF32 on these warp tiles, filled by 16-byte copies and not split along K, takes the pipelined
+# main loop (kernels.mma_pipe; H200, BENCHMARKS.md issue 18 round 6: 4096^3 1.06 ms against
+# 1.28 for the slab loop, [4096, 768] x [768, 3072] 0.187 against 0.208); the slab loop keeps
+# 3xTF32 (pipelined, its split operands spill: 3.4 ms against 2.4), smaller warp tiles (64x64
+# tiles of 32x32 warps: 10% slower pipelined), K slices (0.263 against 0.241 ms for [4096,
+# 3072] x [3072, 768] in 2 slices) and element-wise fills (N = 50257: 5.04 against 4.80 ms)
+PIPE_WARP = (64, 64)
 _choices: dict = {}  # shape class -> MmaConfig
 
 
@@ -108,7 +118,8 @@ def plan(engine, precision: str | None, M: int, N: int, K_: int, nb: int, sa: li
     """``(cfg, split, b_kmajor, ptx, copy)`` when the tensor-core kernel takes this float32
     GEMM (A [M, K] with strides ``sa``, B [K, N] with ``sb``, batch strides ``sab``/``sbb``),
     else None. Taken on devices with ``engine.mma`` ("ptx", or "emulated" in tests) for
-    M >= MIN_M: TF32 with precision "tf32", 3xTF32 (F32_SPLIT) with "f32"."""
+    M >= MIN_M: TF32 with precision "tf32" (the pipelined loop where PIPE_WARP says), 3xTF32
+    (F32_SPLIT) with "f32"."""
     kind = getattr(engine, "mma", "") if engine is not None else ""
     if not kind or M < MIN_M or not N or not K_:
         return None
@@ -122,10 +133,13 @@ def plan(engine, precision: str | None, M: int, N: int, K_: int, nb: int, sa: li
     vec = inner_a == 1 and inner_b == 1 and sa[-2] % 4 == 0 and outer_b % 4 == 0 \
         and all(s % 4 == 0 for s in list(sab) + list(sbb))
     local_limit = int(getattr(engine.device, "local_mem_size", 48 << 10))
-    cfg = choose_config(M, N, K_, nb, int(engine.device.max_compute_units), local_limit,
-                        norm is not None)
+    cus = int(engine.device.max_compute_units)
+    cfg = choose_config(M, N, K_, nb, cus, local_limit, norm is not None)
     if norm is not None and (K_ % cfg.bk or cfg.bm > cfg.threads):
         return None
+    if split == 1 and norm is None and vec and (cfg.wm, cfg.wn) == PIPE_WARP \
+            and k_splits(cfg, M, N, K_, nb, cus)[0] == 1:
+        cfg = replace(cfg, loop="pipe")
     return cfg, split, b_kmajor, ptx, "cp_async" if vec else "plain"
 
 

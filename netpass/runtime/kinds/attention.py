@@ -30,7 +30,7 @@ from ..impls import (
     fused_stages,
     size,
 )
-from ..kernels import decode, flash, mma, mma_plan
+from ..kernels import decode, flash, mma_plan
 from ..kernels.attention import attention
 from ..kernels.common import LS, Stage, flit
 from ..shape_infer import infer_host
@@ -293,7 +293,7 @@ def _flash_launch(p: Params, desc: AttentionDesc, batch: list, operands, ost: li
     empty_rows = "zero_nan" if desc.nan_guard is not None else "nan"
     src = p.cached(("flash", cfg, D, DV, split, kind, vec, skip),
                    lambda: flash.flash_attention(cfg, D, DV, split, kind == "ptx", vec, stages,
-                                                 side_dtypes, False, empty_rows, mma.HI_ROUND,
+                                                 side_dtypes, False, empty_rows, mma_plan.HI_ROUND,
                                                  skip))
     spec = [("i", 0), ("i", 1), ("i", 2), ("o", 0), M, N, D, DV, dims[1], 1, N - M,
             q_s[0], q_s[1], sqm, sqd, k_s[0], k_s[1], skn, skd, v_s[0], v_s[1], svn, svj,
@@ -371,7 +371,8 @@ def onnx_attention_impl(p: Params, key) -> Impl | None:
                  cdiv(M, cfg.bq) * B * Hq)
     src = p.cached(("flash", cfg, D, DV, split, kind, vec, causal, scale, cap, tuple(side_dtypes)),
                    lambda: flash.flash_attention(cfg, D, DV, split, kind == "ptx", vec, stages,
-                                                 side_dtypes, causal, "zero", mma.HI_ROUND, skip))
+                                                 side_dtypes, causal, "zero", mma_plan.HI_ROUND,
+                                                 skip))
     spec = [("i", 0), ("i", 1), ("i", 2), ("o", 0), M, N, D, DV, Hq, Hq // Hkv, 0,
             qs[0], qs[1], qs[2], qs[3], ks[0], ks[1], ks[2], ks[3], vs[0], vs[1], vs[2], vs[3],
             ost[0], ost[1], ost[2], ost[3]] + spec_mask

@@ -181,7 +181,7 @@ def _implicit_gemm_conv(p: Params, x, y, geo: tuple) -> tuple[list, list] | None
                    lambda: mma.gemm_mma(cfg, True, split, kind == "ptx", copy, mma_plan.ALIGN,
                                         [] if sk else stages, 0 if sk else n_extra,
                                         [] if sk else edt, 0 if sk else len(edims),
-                                        None, mma.HI_ROUND, True, sk, bmn is not None))
+                                        None, mma_plan.HI_ROUND, True, sk, bmn is not None))
     gws, lws = mma_plan.work_sizes(cfg, M, N, batch, splits)
     geometry = [KH * KW, KW, OW, sh, sw, ph, pw, dh, dw, H, W_, H * W_, W_, 1]
     spec = [("i", 1), ("i", 0)] + ([("b", 0), 0] if sk else [("o", 0)])

@@ -11,6 +11,8 @@ Tolerances, relative L2 against float64 products of standard normal data: TF32 (
 rounding level)."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -73,6 +75,62 @@ def test_kernel_matches_numpy(cfg, split, b_kmajor, copy, shape, rng):
     got, want = _run_kernel(cfg, split, b_kmajor, copy, *shape, rng)
     assert not np.isnan(got).any()
     assert _rel_l2(got, want) <= TOL[split]
+
+
+@pocl_only
+@pytest.mark.parametrize("cfg,split,b_kmajor,copy,shape", [
+    (mma.MmaConfig(32, 32, 16, 32, 16, 2, "pipe"), 1, True, "cp_async", (37, 45, 29, 1)),
+    (mma.MmaConfig(32, 64, 32, 32, 8, 3, "pipe"), 3, True, "plain", (65, 70, 100, 2)),
+    (mma.MmaConfig(32, 64, 16, 32, 16, 3, "pipe"), 3, False, "cp_async", (33, 64, 48, 1)),
+])
+def test_pipelined_loop_matches_numpy(cfg, split, b_kmajor, copy, shape, rng):
+    """The pipelined main loop (kernels.mma_pipe): two steps per K block, one (BK 8: two
+    blocks per loop pass, so the register sets alternate), B along n and along k, tails."""
+    got, want = _run_kernel(cfg, split, b_kmajor, copy, *shape, rng)
+    assert not np.isnan(got).any()
+    assert _rel_l2(got, want) <= TOL[split]
+
+
+@pocl_only
+def test_pipelined_loop_misaligned_a(rng):
+    cfg = mma.MmaConfig(32, 32, 16, 32, 16, 2, "pipe")
+    got, want = _run_kernel(cfg, 3, True, "cp_async", 40, 32, 36, 1, rng, aoff=1)
+    assert _rel_l2(got, want) <= TOL[3]
+
+
+def test_tf32_takes_the_pipelined_loop_on_large_warp_tiles():
+    """TF32 GEMMs on 64x64 warp tiles run the pipelined loop; 3xTF32, smaller warp tiles, a
+    normalized A, K slices and element-wise fills keep the slab loop."""
+    dev = SimpleNamespace(local_mem_size=48 << 10, max_compute_units=132)
+    eng = SimpleNamespace(mma="ptx", device=dev)
+    args = (4096, 4096, 4096, 1, [4096, 1], [4096, 1], [0], [0])
+    assert mma_plan.plan(eng, "tf32", *args, None)[0].loop == "pipe"
+    assert mma_plan.plan(eng, "f32", *args, None)[0].loop == "slab"
+    assert mma_plan.plan(eng, "tf32", *args, (0, 1e-5, 1, False, False))[0].loop == "slab"
+    small = mma_plan.plan(eng, "tf32", 1024, 768, 768, 1, [768, 1], [768, 1], [0], [0], None)
+    assert (small[0].wm, small[0].loop) == (32, "slab")
+    sliced = mma_plan.plan(eng, "tf32", 4096, 768, 3072, 1, [3072, 1], [768, 1], [0], [0], None)
+    assert (sliced[0].wm, sliced[0].loop) == (64, "slab")
+    odd = mma_plan.plan(eng, "tf32", 4096, 50257, 768, 1, [768, 1], [50257, 1], [0], [0], None)
+    assert (odd[0].wm, odd[4], odd[0].loop) == (64, "plain", "slab")
+
+
+@pocl_only
+def test_pipelined_loop_with_an_epilogue(emulated, monkeypatch, rng):
+    """The runtime's TF32 MatMul on the pipelined loop, its bias + GELU + residual epilogue
+    passed through the stages."""
+    monkeypatch.setattr(mma_plan, "CONFIGS", (mma.MmaConfig(32, 64, 16, 32, 16, 3),))
+    monkeypatch.setattr(mma_plan, "PIPE_WARP", (16, 32))
+    x = opset.parameter([1, -1, 48], np.float32, name="x")
+    r = opset.parameter([1, -1, 40], np.float32, name="r")
+    w, bias = _f(rng, 48, 40), _f(rng, 40)
+    y = opset.add(opset.gelu(opset.add(opset.matmul(x, w, False, False), bias), "tanh"), r)
+    model = Model([opset.result(y, name="y")], [x, r])
+    req = compile_program(model, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": "tf32"}).create_infer_request()
+    feeds = {"x": _f(rng, 1, 37, 48), "r": _f(rng, 1, 37, 40)}
+    got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
+    assert _rel_l2(got, want) <= TOL[1] * 2
+    assert any("gemm_mma(" in key[2] and "fa0" in key[2] for key in req.network.kernel_objects)
 
 
 @pocl_only

@@ -1,0 +1,165 @@
+"""Pieces of the tensor-core kernels (:mod:`netpass.runtime.kernels.mma`, ``flash``) shared by
+their main loops: the PTX macros (``mma.sync``, ``cp.async``) or their emulation through local
+memory, the TF32 operand split, and the stage fills: one 16-byte piece of a local-memory stage
+copied from a tensor (``cp.async``, a plain 16-byte copy, or element loads for other strides)
+or gathered from an NCHW image as an implicit im2col column block (the convolution GEMM)."""
+from __future__ import annotations
+
+# (emulated) PTX pieces ---------------------------------------------------------------------------
+_PTX_MACROS = r"""
+#define MMA(c0, c1, c2, c3, a0, a1, a2, a3, b0, b1) \
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 " \
+    "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};" \
+    : "=f"(c0), "=f"(c1), "=f"(c2), "=f"(c3) \
+    : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(c0), "f"(c1), "f"(c2), "f"(c3))
+#define CP_ASYNC(dst, src, bytes) asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" \
+    :: "r"((uint)(size_t)(dst)), "l"(src), "r"(bytes) : "memory")
+#define CP_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
+#define CP_WAIT_N(n) asm volatile("cp.async.wait_group " #n ";" ::: "memory")
+"""
+
+# the m16n8k8 product through local memory: fragments in (their low 13 bits dropped, as the
+# tensor cores read float32 bits as TF32), barrier, 4 outputs per lane out
+_EMULATED_MACROS = r"""
+#define TF32T(u) as_float((u) & 0xffffe000u)
+#define MMA(c0, c1, c2, c3, a0, a1, a2, a3, b0, b1) { \
+  __local float* sa_ = mma_sa + warp * 128; __local float* sb_ = mma_sb + warp * 64; \
+  sa_[g * 8 + t] = TF32T(a0); sa_[(g + 8) * 8 + t] = TF32T(a1); \
+  sa_[g * 8 + t + 4] = TF32T(a2); sa_[(g + 8) * 8 + t + 4] = TF32T(a3); \
+  sb_[t * 8 + g] = TF32T(b0); sb_[(t + 4) * 8 + g] = TF32T(b1); \
+  barrier(CLK_LOCAL_MEM_FENCE); \
+  for (int kk_ = 0; kk_ < 8; ++kk_) { \
+    const float x0_ = sa_[g * 8 + kk_], x1_ = sa_[(g + 8) * 8 + kk_]; \
+    const float y0_ = sb_[kk_ * 8 + 2 * t], y1_ = sb_[kk_ * 8 + 2 * t + 1]; \
+    c0 = fma(x0_, y0_, c0); c1 = fma(x0_, y1_, c1); \
+    c2 = fma(x1_, y0_, c2); c3 = fma(x1_, y1_, c3); \
+  } \
+  barrier(CLK_LOCAL_MEM_FENCE); }
+#define CP_ASYNC(dst, src, bytes) FILL_PLAIN(dst, src, bytes)
+#define CP_COMMIT()
+#define CP_WAIT()
+#define CP_WAIT_N(n)
+"""
+
+# TF32 head of a float32 by round to nearest on its bits (infinities and NaN truncated: the
+# canonical NaN 0x7fffffff would carry into the sign)
+_TF32_RN = r"""
+inline uint tf32_rn(float x) {
+  const uint u = as_uint(x);
+  return ((u & 0x7f800000u) == 0x7f800000u ? u : u + 0x1000u) & 0xffffe000u;
+}
+"""
+
+# plain 16-byte stage fill: ``bytes`` (0..16) valid bytes from ``src``, zeros after them
+_PLAIN_FILL = r"""
+#define FILL_PLAIN(dst, src, bytes) do { \
+  const int nb_ = (bytes) >> 2; float4 v_ = (float4)(0.0f); \
+  if (nb_ >= 4) v_ = vload4(0, (src)); \
+  else { \
+    if (nb_ > 0) v_.x = (src)[0]; if (nb_ > 1) v_.y = (src)[1]; if (nb_ > 2) v_.z = (src)[2]; \
+  } \
+  *(__local float4*)(dst) = v_; } while (0)
+"""
+
+
+def macros(ptx: bool, in_flight: int) -> str:
+    """The PTX pieces (or their emulation): ``MMA``, ``tf32_rn()``, ``CP_ASYNC``, ``CP_COMMIT``,
+    ``CP_WAIT`` (waits until at most ``in_flight`` groups of copies are pending), ``CP_WAIT_N(n)``
+    (at most ``n``) and
+    ``FILL_PLAIN``. The emulated MMA reads ``warp``, ``g``, ``t`` and local arrays
+    ``mma_sa`` / ``mma_sb`` (:func:`emulation_scratch`)."""
+    if not ptx:
+        return _PLAIN_FILL + _TF32_RN + _EMULATED_MACROS
+    wait = f'#define CP_WAIT() asm volatile("cp.async.wait_group {in_flight};" ::: "memory")\n'
+    return _PLAIN_FILL + _TF32_RN + _PTX_MACROS + wait
+
+
+def emulation_scratch(ptx: bool, warps: int) -> str:
+    """Local arrays the emulated MMA exchanges fragments through (nothing with PTX)."""
+    return "" if ptx else f"__local float mma_sa[{warps} * 128], mma_sb[{warps} * 64];"
+
+
+HI_ROUND = "rn"  # how 3xTF32 takes an operand's TF32 head: "rn" (to nearest) or "trunc"
+
+
+def split_operand(name: str, value: str, split: int, hi_round: str = "rn") -> list[str]:
+    """Declarations of the TF32 operand(s) of float ``value``: ``name``h and, for 3xTF32,
+    ``name``l. No conversion instruction (``cvt.rna.tf32`` issues at a quarter of the FMA
+    rate and bounded the first kernels): the tensor cores read a float32's bits as TF32,
+    dropping the low 13 bits, so TF32 passes the bits as they are (truncation), and 3xTF32
+    takes the head by integer rounding (``hi_round`` "rn") or masking ("trunc") and the
+    remainder ``value - head`` (exact in float32; 0 for infinities, whose remainder would
+    be NaN) as bits too."""
+    if split == 1:
+        return [f"const uint {name}h = as_uint({value});"]
+    head = f"tf32_rn({value})" if hi_round == "rn" else f"(as_uint({value}) & 0xffffe000u)"
+    return [f"const uint {name}h = {head};",
+            f"const uint {name}l = isinf({value}) ? 0u : as_uint({value} - as_float({name}h));"]
+
+
+def mma_calls(mi: int, ni: int, split: int) -> list[str]:
+    """The mma calls of one 8-wide step of an MI x NI grid of m16n8 fragments: accumulators
+    c{i}_{j}_{q} from operands a{i}_{r}{h,l} and b{j}_{r}_{h,l} (:func:`split_operand`); 3xTF32
+    adds the small products first."""
+    pairs = [("h", "h")] if split == 1 else [("l", "h"), ("h", "l"), ("h", "h")]
+    lines = []
+    for i in range(mi):
+        for j in range(ni):
+            acc = ", ".join(f"c{i}_{j}_{q}" for q in range(4))
+            for pa, pb in pairs:
+                a = ", ".join(f"a{i}_{r}{pa}" for r in range(4))
+                b = ", ".join(f"b{j}_{r}_{pb}" for r in range(2))
+                lines.append(f"MMA({acc}, {a}, {b});")
+    return lines
+
+
+def copy_piece(how: str, buf: str, row: str, idx: str, lim: str, inner: str, row_ok: str) -> str:
+    """One 16-byte piece of a stage (destination ``d``): elements ``idx`` .. ``idx + 3`` along
+    the axis of stride ``inner`` (1 unless ``how`` is "strided") of row offset ``row`` of
+    ``buf``, those below ``lim`` while ``row_ok``; zeros elsewhere. The source address stays
+    inside the tensor when nothing is read (cp.async with 0 bytes)."""
+    bytes_ = f"(({row_ok}) ? clamp({lim} - {idx}, 0, 4) * 4 : 0)"
+    src = f"{buf} + {row} + ({idx} < {lim} ? {idx} : 0)"
+    if how == "cp":
+        return f"  CP_ASYNC(d, {src}, {bytes_});"
+    if how == "plain":
+        return f"  FILL_PLAIN(d, {src}, {bytes_});"
+    if how == "branch":
+        return f"  if (al16) CP_ASYNC(d, {src}, {bytes_}); else FILL_PLAIN(d, {src}, {bytes_});"
+    return (f"  {{ const int nb_ = {bytes_} >> 2; float4 v_ = (float4)(0.0f);\n"
+            f"    __global const float* p_ = {buf} + {row} + {idx} * {inner};\n"
+            f"    if (nb_ > 0) v_.x = p_[0]; if (nb_ > 1) v_.y = p_[{inner}];\n"
+            f"    if (nb_ > 2) v_.z = p_[2 * {inner}]; if (nb_ > 3) v_.w = p_[3 * {inner}];\n"
+            f"    *(__local float4*)d = v_; }}")
+
+
+CONV_ARGS = ("khw", "kw", "ow", "sh", "sw", "ph", "pw", "dh", "dw", "h", "w", "xsc", "xsh", "xsw")
+
+
+def gather_piece() -> str:
+    """A 16-byte piece of an implicit im2col B stage (destination ``d``): k = (c, kh, kw),
+    columns n .. n + 3 = output pixels (oh, ow), zeros outside the image and past K, N. Four
+    pixels of one output row that a unit-stride convolution reads inside one image row are
+    consecutive floats: one vector load (most pieces of a 3x3 convolution); the others
+    element by element, the output row and column stepped on instead of divided again."""
+    taps = []
+    for e, comp in enumerate("xyzw"):
+        step = "" if e == 0 else ("if (++ow == cv_ow) { ow = 0; ih += cv_sh; iw = iw0 - cv_sw; } "
+                                  "iw += cv_sw;\n        ")
+        taps.append(f"{step}if (n + {e} < N && ih >= 0 && ih < cv_h && iw >= 0 && iw < cv_w) "
+                    f"v_.{comp} = xc[ih * cv_xsh + iw * cv_xsw];")
+    return f"""  {{ float4 v_ = (float4)(0.0f);
+    if (k < KE) {{
+      const int c = k / cv_khw, r = k - c * cv_khw, kh = r / cv_kw, kw = r - kh * cv_kw;
+      const int ih0 = kh * cv_dh - cv_ph, iw0 = kw * cv_dw - cv_pw;
+      __global const float* xc = B + c * cv_xsc;
+      const int oh = n / cv_ow;
+      int ow = n - oh * cv_ow, ih = ih0 + oh * cv_sh, iw = iw0 + ow * cv_sw;
+      const int row4 = cv_sw == 1 && cv_xsw == 1 && ow + 3 < cv_ow && n + 3 < N;
+      if (row4 && ih >= 0 && ih < cv_h && iw >= 0 && iw + 3 < cv_w) {{
+        v_ = vload4(0, xc + ih * cv_xsh + iw);
+      }} else {{
+        {(chr(10) + "        ").join(taps)}
+      }}
+    }}
+    *(__local float4*)d = v_; }}"""
