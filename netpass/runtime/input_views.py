@@ -1,8 +1,9 @@
-"""Transposes a GEMM or a fused attention reads through, as strided views (no kernel, no
-buffer): OpenVINO's gemm input transpose orders, and the per-head layouts of attention.
+"""Transposes a GEMM, a fused attention or a rotary embedding reads through, as strided views
+(no kernel, no buffer): OpenVINO's gemm input transpose orders, and the per-head layouts of
+attention.
 
 - :func:`fold_input_permutes`: a Transpose by a constant order read only by a MatMul (or a
-  fused attention's q, k or v).
+  fused attention's q, k or v, or a Rotary's x).
 - :func:`fold_view_chains`: Transposes deeper in a chain of views that ends at such an input:
   Reshapes that only split dims and Transposes, each read once (torchvision's attention:
   ``Reshape [S, B H, Dh] -> Transpose [B H, S, Dh] -> Reshape [B, H, S, Dh]`` per head, where
@@ -18,7 +19,7 @@ from ..ops.matmul import MatMul
 from ..ops.movement import Reshape, Slice, Split, Transpose, VariadicSplit
 from ..ops.shape_ops import ShapeOf
 from .impls import contiguous_strides, reshape_strides
-from .kinds import FusedAttention
+from .kinds import FusedAttention, Rotary
 from .program_node import ProgramNode
 
 
@@ -39,9 +40,11 @@ def _permute_order(t: ProgramNode) -> tuple | None:
 
 
 def _readers(nodes: list) -> list:
-    """(node, input index) of every MatMul operand and fused attention q, k, v."""
-    return [(m, j) for m in nodes if m.is_a(MatMul, FusedAttention) and m.fused_into is None
-            for j in range(2 if m.is_a(MatMul) else 3)]
+    """(node, input index) of every MatMul operand, fused attention q, k, v and rotated
+    tensor (``rotary``: per-head layouts are rotated before the attention reads them)."""
+    return [(m, j) for m in nodes if m.is_a(MatMul, FusedAttention, Rotary)
+            and m.fused_into is None for j in range(2 if m.is_a(MatMul) else 3 if
+                                                    m.is_a(FusedAttention) else 1)]
 
 
 def fold_input_permutes(nodes: list) -> None:

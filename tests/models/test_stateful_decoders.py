@@ -248,3 +248,12 @@ def test_the_cache_grows_in_place_on_the_device(plain_models, name):
                                                {"TRANSFORMATIONS": "NONE"})).generate(
         _prompt(dec, length=8), 129)
     np.testing.assert_array_equal(np.array([tokens]), want.tokens)
+
+
+def test_llama_rotates_queries_and_keys_in_one_launch_each(plain_models):
+    """The rotary embeddings of each layer's queries and keys are one Rotary node each
+    (``netpass.runtime.rotary``), the stateful model's generation checked above."""
+    from netpass.runtime import Program
+    _, _, stateful = plain_models["llama"]
+    kinds = [n.kind for n in Program.from_model(stateful).nodes]
+    assert kinds.count("Rotary") == 2 * 2 and "Negative" not in kinds

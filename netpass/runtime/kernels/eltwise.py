@@ -79,3 +79,27 @@ def eltwise_vec4(n_in: int, stages: list[Stage]) -> Source:
   }} }}"""
     text = f"__kernel void ew4({', '.join(args)})\n{{\n{body}\n}}\n"
     return Source(text, "ew4")
+
+
+@memoized
+def rotary(rank: int) -> Source:
+    """Rotary embeddings: y = x * c + r * s over the last axis (size 2h), r the partner of x
+    half an axis away (``-x[j + h]`` for j < h, else ``x[j - h]``); x, c and s read through
+    strides over the output's dims ``d*`` (the last one the rotated axis), one work-item per
+    output element."""
+    ints = ["int n", "int h"] + [f"int d{k}" for k in range(rank)] + \
+        [f"int s_{t}_{k}" for t in ("x", "c", "s") for k in range(rank)]
+    text = header([]) + f"""__kernel void rotary(__global const float* X, int off_x,
+                     __global const float* C, int off_c, __global const float* S, int off_s,
+                     __global float* Y, int yoff, {', '.join(ints)})
+{{
+  int gid = get_global_id(0);
+  if (gid >= n) return;
+  {offsets(rank, ["x", "c", "s"])}
+  int j = gid % (2 * h);
+  int step = h * s_x_{rank - 1};
+  float r = j < h ? -X[o_x + step] : X[o_x - step];
+  Y[yoff + gid] = X[o_x] * C[o_c] + r * S[o_s];
+}}
+"""
+    return Source(text, "rotary")

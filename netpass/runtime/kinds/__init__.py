@@ -32,11 +32,13 @@ from . import (  # noqa: F401
 )
 from .attention import FusedAttention
 from .base import TABLE, OpClass, OpKind
+from .elementwise import Rotary
 from .indexing import GatherSum
 from .normalization import RmsNorm
 
 # kinds the runtime makes itself (no op class of ``netpass.ops``), by name
-RUNTIME_KINDS: dict[str, type] = {k.type_name: k for k in (FusedAttention, GatherSum, RmsNorm)}
+RUNTIME_KINDS: dict[str, type] = {k.type_name: k for k in (FusedAttention, GatherSum, RmsNorm,
+                                                            Rotary)}
 _DEFAULT: dict[type, OpKind] = {}  # op classes without a row
 
 
@@ -64,5 +66,5 @@ def row_of(cls: type[OpClass]) -> OpKind:
     return row
 
 
-__all__ = ["OpKind", "TABLE", "RUNTIME_KINDS", "FusedAttention", "GatherSum", "RmsNorm", "op_class",
-           "row_of"]
+__all__ = ["OpKind", "TABLE", "RUNTIME_KINDS", "FusedAttention", "GatherSum", "RmsNorm", "Rotary",
+           "op_class", "row_of"]

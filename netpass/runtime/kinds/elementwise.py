@@ -9,7 +9,7 @@ it, since OpenCL's ``fmax``/``fmin``/``sign`` drop it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -91,8 +91,8 @@ from ..impls import (
     work_1d,
 )
 from ..kernels.common import Stage, ctype, flit, nan_clamp, nan_max, nan_min
-from ..kernels.eltwise import eltwise, eltwise_vec4
-from .base import ExprRule, OpKind, broadcast_shape, table
+from ..kernels.eltwise import eltwise, eltwise_vec4, rotary
+from .base import ExprRule, OpKind, broadcast_shape, same_shape, table
 
 F32 = np.dtype(np.float32)
 
@@ -247,6 +247,55 @@ def elementwise(cls: type, expr: ExprRule, fusable: bool = True) -> OpKind:
                   epilogue=True, uniform=True)
 
 
+class Rotary:
+    """The kind of ``x * cos + rotate_half(x) * sin`` over the last axis (rotary position
+    embeddings), made by ``netpass.runtime.rotary``, never an op of a model; inputs ``x``,
+    ``cos``, ``sin`` (the latter two broadcast into ``x``); its node's ``subgraph`` is a
+    :class:`RotaryDesc`."""
+
+    type_name: ClassVar[str] = "Rotary"
+
+
+class RotaryDesc:
+    """What a Rotary computes, and the nodes it replaced (for messages)."""
+
+    def __init__(self, nodes: list) -> None:
+        self.nodes = nodes
+
+    def key(self) -> tuple:
+        return ("rotary",)
+
+    def infer_shapes(self, shapes: Sequence[tuple]) -> list[tuple]:
+        return [tuple(shapes[0])]
+
+    def evaluate(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        x, cos, sin = (np.asarray(a) for a in arrays)
+        h = x.shape[-1] // 2
+        rot = np.concatenate([-x[..., h:], x[..., :h]], axis=-1)
+        return [(x * cos + rot * sin).astype(x.dtype)]
+
+
+def rotary_impl(p: Params, key: Any) -> Impl | None:
+    """One ``rotary`` launch over the output: ``x`` (through its strides where it is a view),
+    ``cos`` and ``sin`` read with numpy broadcasting; the last axis kept apart (the partner of
+    an element is half of it away)."""
+    out = tuple(p.out_shapes[0])
+    if any(np.dtype(d) != F32 for d in p.in_dtypes) or not out or out[-1] % 2:
+        return None
+    n = size(out)
+    if not n:
+        return Impl(key, [])
+    x_st = p.in_strides[0] if p.in_strides else None
+    strides = [broadcast_strides(s, out, x_st if j == 0 else None)
+               for j, s in enumerate(p.in_shapes)]
+    dims, lead = collapse(list(out[:-1]), [st[:-1] for st in strides])
+    dims = dims + [out[-1]]
+    strides = [ls + [st[-1]] for ls, st in zip(lead, strides)]
+    spec: list = [("i", 0), ("i", 1), ("i", 2), ("o", 0), n, out[-1] // 2] + dims
+    spec += [s for st in strides for s in st]
+    return Impl(key, [Launch(rotary(len(dims)), *work_1d(n), spec)])
+
+
 def _compare(op: str) -> ExprRule:
     return anytype(f"({{0}} {op} {{1}})", 2)
 
@@ -314,5 +363,6 @@ ROWS = table(
     elementwise(PRelu, binary("({0} < 0 ? {0} * {1} : {0})")),
     # quantization
     elementwise(FakeQuantize, unary(_fake_quantize)),
+    OpKind(Rotary, shape=same_shape, impl=rotary_impl),
 )
 ROW = {row.cls: row for row in ROWS}

@@ -1,0 +1,117 @@
+"""Rotary position embeddings as one :class:`~netpass.runtime.kinds.elementwise.Rotary` node,
+one launch.
+
+LLaMA, Mistral, Qwen and GPT-NeoX rotate queries and keys with transformers'
+``x * cos + rotate_half(x) * sin``, ``rotate_half(x) = cat(-x[..., d/2:], x[..., :d/2])``. An
+export writes that as two Slices, a Negative, a Concat, two Multiplies and an Add: six launches
+per rotated tensor (twelve per layer, for the queries and the keys), and three tensors of the
+activations' size written and read back. One kernel reads each element and its partner in the
+other half once.
+
+Conditions (:func:`fuse_rotaries`): float32; ``Add(Multiply(x, cos), Multiply(Concat(
+Negative(Slice(x, d/2:)), Slice(x, :d/2)), sin))`` (either operand order) along the last axis,
+whose size ``d`` is static and even; the Slices by constant bounds with step 1; every op but
+``x`` read only by the next one; the Add's shape that of ``x`` (``cos`` and ``sin`` broadcast
+into it).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ops.elementwise import Add, Multiply, Negative
+from ..ops.movement import Concat, Slice
+from .kinds.elementwise import Rotary, RotaryDesc
+from .program_node import ProgramNode, node_users, read_once, splice
+
+F32 = np.dtype(np.float32)
+
+
+def _const_ints(node) -> list[int] | None:
+    return [int(v) for v in np.asarray(node.value).reshape(-1)] if node.is_constant else None
+
+
+def _last_axis_slice(s, users: dict) -> tuple | None:
+    """(x, k, start, stop) of a Slice of ``x`` along its last axis, step 1, read once."""
+    if not s.is_a(Slice) or len(s.inputs) < 4 or not read_once(s, users):
+        return None
+    x, k = s.inputs[0]
+    ps = x.out_pshapes[k]
+    bounds = []
+    for i, _ in s.inputs[1:]:
+        b = _const_ints(i)
+        if b is None or len(b) != 1:
+            return None
+        bounds.append(b[0])
+    if not ps.rank_is_static:
+        return None
+    start, stop, step = bounds[:3]
+    axis = bounds[3] % len(ps) if len(bounds) > 3 else 0
+    return (x, k, start, stop) if step == 1 and axis == len(ps) - 1 else None
+
+
+def _rotate_half(c, users: dict) -> tuple | None:
+    """(x, k) when ``c`` is ``cat(-x[..., d/2:], x[..., :d/2])`` over the last axis of an
+    ``x`` whose last dim is static and even."""
+    if not c.is_a(Concat) or len(c.inputs) != 2 or not read_once(c, users):
+        return None
+    neg, _ = c.inputs[0]
+    if not neg.is_a(Negative) or not read_once(neg, users):
+        return None
+    hi, lo = _last_axis_slice(neg.inputs[0][0], users), _last_axis_slice(c.inputs[1][0], users)
+    if hi is None or lo is None or hi[:2] != lo[:2]:
+        return None
+    x, k = hi[0], hi[1]
+    ps = x.out_pshapes[k]
+    rank = len(ps)
+    if int(c.attrs.get("axis", 0)) % rank != rank - 1 or not ps[rank - 1].is_static:
+        return None
+    d = ps[rank - 1].min
+    if d % 2 or (lo[2], min(lo[3], d)) != (0, d // 2) or (hi[2], min(hi[3], d)) != (d // 2, d):
+        return None
+    return x, k
+
+
+def _product(m, users: dict) -> list[tuple]:
+    """The two (operand, other) orders of Multiply ``m`` read once, else none."""
+    if not m.is_a(Multiply) or not read_once(m, users):
+        return []
+    a, b = m.inputs
+    return [(a, b), (b, a)]
+
+
+def _match(n, users: dict) -> tuple | None:
+    """(x, cos, sin, replaced nodes) when Add ``n`` rotates ``x`` (module docstring)."""
+    if not n.is_a(Add) or n.out_dtypes[0] != F32 or n.num_outputs != 1:
+        return None
+    for (m1, _), (m2, _) in (n.inputs, n.inputs[::-1]):
+        for rot, sin in _product(m2, users):
+            x = _rotate_half(rot[0], users)
+            if x is None:
+                continue
+            for xs, cos in _product(m1, users):
+                if xs == x and n.out_pshapes[0] == x[0].out_pshapes[x[1]]:
+                    c = rot[0]
+                    neg = c.inputs[0][0]
+                    chain = [neg.inputs[0][0], neg, c.inputs[1][0], c, m1, m2]
+                    return x, cos, sin, chain
+    return None
+
+
+def fuse_rotaries(nodes: list) -> list:
+    """``nodes`` (topological) with every rotate-half rotation replaced by a Rotary node."""
+    users = node_users(nodes)
+    replace: dict[int, list] = {}
+    dropped: set[int] = set()
+    for n in nodes:
+        found = _match(n, users) if n.is_a(Add) else None
+        if found is None:
+            continue
+        x, cos, sin, chain = found
+        if any(s.out_dtypes[k] != F32 for s, k in (x, cos, sin)):
+            continue
+        node = ProgramNode(n.id, Rotary.type_name, {}, [x, cos, sin], out_dtypes=n.out_dtypes,
+                           out_pshapes=n.out_pshapes, name=n.name)
+        node.subgraph = RotaryDesc(chain)
+        replace[id(n)] = [node]
+        dropped.update(id(c) for c in chain)
+    return splice(nodes, replace, dropped)

@@ -1,0 +1,127 @@
+"""Rotary embeddings as one Rotary node (``netpass.runtime.rotary``): transformers'
+``x * cos + rotate_half(x) * sin`` in one launch against the reference on random data (rel. L2
+<= 1e-6), through a per-head Transpose read as a view, and the rotations that must stay as
+they are."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import netpass
+from netpass import Model, opset
+from netpass.runtime import Program, compile_program
+from netpass.testing import RUNTIME_DEVICE
+
+BIG = np.iinfo(np.int64).max  # (torch's export of x[..., h:])
+
+
+def _f(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _half(x, start, stop):
+    return opset.slice(x, np.array([start], np.int64), np.array([stop], np.int64),
+                       np.array([1], np.int64), np.array([-1], np.int64))
+
+
+def _rotate(x, cos, sin, d, swap=False, parts=None):
+    """x * cos + cat(-x[..., d/2:], x[..., :d/2]) * sin (``swap``: operands the other way;
+    ``parts``: the Concat's two inputs given)."""
+    h = d // 2
+    rot = opset.concat(parts or [opset.negative(_half(x, h, BIG)), _half(x, 0, h)], -1)
+    if swap:
+        return opset.add(opset.multiply(sin, rot), opset.multiply(cos, x))
+    return opset.add(opset.multiply(x, cos), opset.multiply(rot, sin))
+
+
+def _model(d=16, swap=False, transposed=False):
+    """x [B, S, H, d] (per-head Transpose to [B, H, S, d] when ``transposed``), cos and sin
+    [B, 1, S, d]."""
+    x = opset.parameter([1, -1, 3, d] if transposed else [1, 3, -1, d], np.float32, name="x")
+    cos = opset.parameter([1, 1, -1, d], np.float32, name="cos")
+    sin = opset.parameter([1, 1, -1, d], np.float32, name="sin")
+    xs = opset.transpose(x, np.array([0, 2, 1, 3], np.int64)) if transposed else x
+    y = _rotate(xs, cos, sin, d, swap)
+    return Model([opset.result(y, name="y")], [x, cos, sin])
+
+
+def _feeds(rng, s, d=16, transposed=False):
+    return {"x": _f(rng, *((1, s, 3, d) if transposed else (1, 3, s, d))),
+            "cos": _f(rng, 1, 1, s, d), "sin": _f(rng, 1, 1, s, d)}
+
+
+def _rel_l2(a, b) -> float:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+def _kinds(model) -> list[str]:
+    return [n.kind for n in Program.from_model(model).nodes if not n.is_constant]
+
+
+@pytest.mark.parametrize("swap", [False, True])
+def test_rotation_is_one_launch(swap, rng):
+    model = _model(swap=swap)
+    kinds = _kinds(model)
+    assert kinds.count("Rotary") == 1
+    assert not {"Slice", "Negative", "Concat", "Multiply", "Add"} & set(kinds)
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
+    for s in (1, 5, 9):
+        feeds = _feeds(rng, s)
+        assert _rel_l2(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-6
+    assert req.stats["kernels_enqueued"] == 3
+
+
+def test_a_per_head_transpose_is_read_as_a_view(rng):
+    model = _model(transposed=True)
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
+    for s in (4, 7):
+        feeds = _feeds(rng, s, transposed=True)
+        assert _rel_l2(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-6
+    assert req.stats["kernels_enqueued"] == 2  # the Transpose is no launch
+
+
+def _stays(y, inputs, rng, s=5, d=16):
+    model = Model([opset.result(y, name="y")], inputs)
+    assert "Rotary" not in _kinds(model)
+    feeds = _feeds(rng, s, d)
+    got = compile_program(model, RUNTIME_DEVICE).create_infer_request().infer(feeds)
+    assert _rel_l2(got["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-6
+
+
+def _inputs(d=16):
+    return [opset.parameter([1, 3, -1, d], np.float32, name="x"),
+            opset.parameter([1, 1, -1, d], np.float32, name="cos"),
+            opset.parameter([1, 1, -1, d], np.float32, name="sin")]
+
+
+def test_halves_in_the_other_order_stay(rng):
+    x, cos, sin = _inputs()
+    parts = [_half(x, 0, 8), opset.negative(_half(x, 8, BIG))]
+    _stays(_rotate(x, cos, sin, 16, parts=parts), [x, cos, sin], rng)
+
+
+def test_uneven_halves_stay(rng):
+    x, cos, sin = _inputs()
+    parts = [opset.negative(_half(x, 7, BIG)), _half(x, 0, 7)]
+    _stays(_rotate(x, cos, sin, 16, parts=parts), [x, cos, sin], rng)
+
+
+def test_another_tensors_halves_stay(rng):
+    x, cos, sin = _inputs()
+    other = opset.multiply(x, np.float32(2))
+    parts = [opset.negative(_half(other, 8, BIG)), _half(other, 0, 8)]
+    _stays(_rotate(x, cos, sin, 16, parts=parts), [x, cos, sin], rng)
+
+
+def test_a_rotation_read_elsewhere_stays(rng):
+    x, cos, sin = _inputs()
+    rot = opset.concat([opset.negative(_half(x, 8, BIG)), _half(x, 0, 8)], -1)
+    y = opset.add(opset.multiply(x, cos), opset.multiply(rot, sin))
+    model = Model([opset.result(y, name="y"), opset.result(rot, name="rot")], [x, cos, sin])
+    assert "Rotary" not in _kinds(model)
+    feeds = _feeds(rng, 5)
+    got = compile_program(model, RUNTIME_DEVICE).create_infer_request().infer(feeds)
+    want = netpass.reference.infer(model, feeds)
+    assert all(_rel_l2(got[k], want[k]) <= 1e-6 for k in ("y", "rot"))
+
