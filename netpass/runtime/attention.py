@@ -10,6 +10,12 @@ GPU plugin fuses it into its own SDPA primitive; :func:`fuse_attention` does the
 program build time, on the program's nodes, for any score chain whose side inputs broadcast
 into the scores.
 
+Grouped-query attention (LLaMA 2/3, Mistral, Qwen) repeats each key and value head for its
+group of query heads first (transformers' ``repeat_kv``: ``Unsqueeze -> Broadcast ->
+Reshape``): a copy of the whole key/value cache per layer and decode step, ``group`` times its
+size. The fused node reads the heads where they are instead (``AttentionDesc.group``; the
+kernels read key head ``b1 / group`` for query head ``b1``).
+
 The kernel (:func:`netpass.runtime.kernels.attention`, the FusedAttention row of the op table:
 :mod:`netpass.runtime.kinds.attention`) gives each work-group one query row of one batch: the
 row's scores for a block of keys at a time (one key per work-item, the score ops applied with
@@ -25,9 +31,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.shape import PartialShape
 from ..ops.elementwise import IsNaN, Multiply, Select
 from ..ops.matmul import MatMul
-from ..ops.movement import Transpose
+from ..ops.movement import Broadcast, Reshape, Transpose, Unsqueeze
 from ..ops.normalization import Softmax
 from .impls import FusedDesc, chained
 from .kinds.attention import MAX_HEAD, AttentionDesc, FusedAttention
@@ -169,6 +176,66 @@ def _scalar_scale(src, users: dict):
     return src, float(c.reshape(-1)[0])
 
 
+def _kv_repeat(node, users: dict) -> tuple | None:
+    """((src, k), group) when ``node`` repeats each head of a rank-4 ``src`` ``group`` times
+    (transformers' ``repeat_kv`` for grouped-query attention: ``Reshape(Broadcast(
+    Unsqueeze(src, 2)))`` to [b, heads * group, s, d]), each read only by the next."""
+    if not node.is_a(Reshape) or len(users.get(id(node), ())) != 1:
+        return None
+    bc = node.inputs[0][0]
+    if not bc.is_a(Broadcast) or len(users.get(id(bc), ())) != 1:
+        return None
+    un = bc.inputs[0][0]
+    if not un.is_a(Unsqueeze) or len(users.get(id(un), ())) != 1 \
+            or not un.inputs[1][0].is_constant \
+            or [int(a) for a in np.asarray(un.inputs[1][0].value).reshape(-1)] != [2]:
+        return None
+    src, k = un.inputs[0]
+    sp, bp, rp = src.out_pshapes[k], bc.out_pshapes[0], node.out_pshapes[0]
+    if not (sp.rank_is_static and bp.rank_is_static and rp.rank_is_static) \
+            or (len(sp), len(bp), len(rp)) != (4, 5, 4):
+        return None
+    heads, group = _static_dim(sp, 1), _static_dim(bp, 2)
+    if heads is None or group is None or group < 2 or _static_dim(bp, 1) != heads \
+            or _static_dim(rp, 1) != heads * group \
+            or any(rp[i] != sp[i] for i in (0, 2, 3)) or any(bp[i + 1] != sp[i] for i in (2, 3)) \
+            or bp[0] != sp[0]:
+        return None
+    return (src, k), group
+
+
+def _grouped_kv(k_in, v_in, users: dict) -> tuple | None:
+    """(k input, v input, group, replaced nodes, new Transpose or None) when both the keys and
+    the values reach the attention through ``_kv_repeat`` with the same group: the attention
+    reads the heads it repeats (``AttentionDesc.group``). A Transpose of the keys that keeps
+    the batch and head axes moves in front of the repeat."""
+    t = None
+    k_node = k_in[0]
+    if k_node.is_a(Transpose) and k_node.inputs[1][0].is_constant \
+            and len(users.get(id(k_node), ())) == 1:
+        perm = [int(a) for a in np.asarray(k_node.inputs[1][0].value).reshape(-1)]
+        if perm[:2] != [0, 1]:
+            return None
+        t, k_node = k_in[0], k_node.inputs[0][0]
+    kr, vr = _kv_repeat(k_node, users), _kv_repeat(v_in[0], users)
+    if kr is None or vr is None or kr[1] != vr[1]:
+        return None
+    dropped = []
+    for node in (k_node, v_in[0]):
+        bc = node.inputs[0][0]
+        dropped += [node, bc, bc.inputs[0][0]]
+    k_src, new_t = kr[0], None
+    if t is not None:
+        perm = [int(a) for a in np.asarray(t.inputs[1][0].value).reshape(-1)]
+        ps = k_src[0].out_pshapes[k_src[1]]
+        new_t = ProgramNode(t.id, t.kind, dict(t.attrs), [k_src, t.inputs[1]],
+                            out_dtypes=t.out_dtypes,
+                            out_pshapes=[PartialShape([ps[i] for i in perm])], name=t.name)
+        k_src = (new_t, 0)
+        dropped.append(t)
+    return k_src, vr[0], kr[1], dropped, new_t
+
+
 def fuse_attention(nodes: list) -> list:
     """``nodes`` (topological) with every attention chain replaced by one FusedAttention node
     at the position of its last absorbed node; users of that node read the new one."""
@@ -202,10 +269,15 @@ def fuse_attention(nodes: list) -> list:
             if sorted(perm) != list(range(rank)):
                 t, perm = None, None
         last = t if t is not None else m2
-        node = ProgramNode(last.id, FusedAttention.type_name, {}, qk + [m2.inputs[1]] + sides,
+        v_in, group = m2.inputs[1], 1
+        grouped = _grouped_kv(qk[1], v_in, users)
+        if grouped is not None:
+            qk[1], v_in, group, repeats, new_t = grouped
+            dropped.update(id(n) for n in repeats)
+        node = ProgramNode(last.id, FusedAttention.type_name, {}, qk + [v_in] + sides,
                            out_dtypes=last.out_dtypes, out_pshapes=last.out_pshapes, name=last.name)
-        node.subgraph = AttentionDesc(m1, sm, m2, descs, perm, guard, tuple(prescaled))
-        replace[id(last)] = [node]
+        node.subgraph = AttentionDesc(m1, sm, m2, descs, perm, guard, tuple(prescaled), group)
+        replace[id(last)] = [node] if grouped is None or grouped[4] is None else [grouped[4], node]
         dropped.update(id(n) for n in [m1, sm, m2] + [c for c, _ in chain] + list(guard or ())
                        + ([t] if t is not None else []) + [mul for _, mul, _ in prescaled])
     return splice(nodes, replace, dropped)

@@ -28,12 +28,14 @@ def attention(score_ops: list[Stage], side_dtypes: list, erank: int, jt: int, dm
     the running max/sum rescaled (online softmax), and the block's probabilities times the
     value rows accumulated per output column (item owns columns lid + t * LS, t < ``jt``). q's
     row sits in local memory (``dmax`` >= D floats). All operands are read through strides;
-    batch b = b0 * B1 + b1 as in the GEMM kernels. ``nan_to_zero``: a row whose probabilities
-    are NaN (every key masked by -inf) gives zeros, as ``Where(IsNaN(p), 0, p)`` does."""
+    batch b = b0 * B1 + b1 as in the GEMM kernels; query head b1 reads the keys and values of
+    head b1 / G (grouped-query attention, G = 1 otherwise). ``nan_to_zero``: a row whose
+    probabilities are NaN (every key masked by -inf) gives zeros, as ``Where(IsNaN(p), 0, p)``
+    does."""
     n_side = len(side_dtypes)
     args = ["__global const float* Q", "int qoff", "__global const float* Kt", "int koff",
             "__global const float* V", "int voff", "__global float* O", "int ooff",
-            "int M", "int N", "int D", "int DV", "int B1",
+            "int M", "int N", "int D", "int DV", "int B1", "int G",
             "int sq0", "int sq1", "int sqm", "int sqd", "int sk0", "int sk1", "int skn", "int skd",
             "int sv0", "int sv1", "int svn", "int svj", "int so0", "int so1", "int som", "int soj"]
     for j, dt in enumerate(side_dtypes):
@@ -51,10 +53,10 @@ __kernel __attribute__((reqd_work_group_size(LS, 1, 1)))
 void attention({', '.join(args)})
 {{
   const int lid = get_local_id(0), m = get_group_id(1), b = get_group_id(2);
-  const int b0 = b / B1, b1 = b - b0 * B1;
+  const int b0 = b / B1, b1 = b - b0 * B1, kb1 = b1 / G;
   Q += qoff + b0 * sq0 + b1 * sq1 + m * sqm;
-  Kt += koff + b0 * sk0 + b1 * sk1;
-  V += voff + b0 * sv0 + b1 * sv1;
+  Kt += koff + b0 * sk0 + kb1 * sk1;
+  V += voff + b0 * sv0 + kb1 * sv1;
   __local float qs[{dmax}];
   __local float red[LS];
   __local float ps[LS];

@@ -49,7 +49,7 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
             f"__global {kq}float* V", "int voff", "__global float* O", "int ooff"]
     if append:
         args += ["__global const float* XK", "int xkoff", "__global const float* XV", "int xvoff"]
-    args += ["int M", "int N", "int D", "int DV", "int B1",
+    args += ["int M", "int N", "int D", "int DV", "int B1", "int G",
              "int sq0", "int sq1", "int sqm", "int sqd", "int sk0", "int sk1", "int skn", "int skd",
              "int sv0", "int sv1", "int svn", "int svj", "int so0", "int so1", "int som",
              "int soj"]
@@ -210,18 +210,19 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
   for (int t = 0; t < JT; ++t) acc[t] = 0.0f;"""
     if append:
         setup = """const int past = N - S;
-  XK += xkoff + b0 * sxk0 + b1 * sxk1;
-  XV += xvoff + b0 * sxv0 + b1 * sxv1;
-  /* one writer per cache row: query row 0 of the first batch item sharing the head */
-  const int wk = m == 0 && (sk0 != 0 || b0 == 0) && (sk1 != 0 || b1 == 0);
-  const int wv = m == 0 && (sv0 != 0 || b0 == 0) && (sv1 != 0 || b1 == 0);"""
+  XK += xkoff + b0 * sxk0 + kb1 * sxk1;
+  XV += xvoff + b0 * sxv0 + kb1 * sxv1;
+  /* one writer per cache row: query row 0 of the first batch item and query head sharing
+     the key head */
+  const int wk = m == 0 && (sk0 != 0 || b0 == 0) && (sk1 != 0 ? b1 % G == 0 : b1 == 0);
+  const int wv = m == 0 && (sv0 != 0 || b0 == 0) && (sv1 != 0 ? b1 % G == 0 : b1 == 0);"""
     else:
         setup = ""
     q4 = f"""__local float4 q4[{max(d // 4, 1)}];
   const int kvec = skd == 1 && (skn & 3) == 0 && (koff & 3) == 0 &&
-      ((b0 * sk0 + b1 * sk1) & 3) == 0;
+      ((b0 * sk0 + kb1 * sk1) & 3) == 0;
   const int vvec = svj == 1 && (svn & 3) == 0 && (voff & 3) == 0 &&
-      ((b0 * sv0 + b1 * sv1) & 3) == 0;
+      ((b0 * sv0 + kb1 * sv1) & 3) == 0;
   for (int c = lid; c < {d // 4}; c += DLS)
     q4[c] = (float4)(Q[(4 * c) * sqd], Q[(4 * c + 1) * sqd], Q[(4 * c + 2) * sqd],
                      Q[(4 * c + 3) * sqd]);""" \
@@ -237,10 +238,10 @@ __kernel __attribute__((reqd_work_group_size(DLS, 1, 1)))
 void attention_decode({', '.join(args)})
 {{
   const int lid = get_local_id(0), m = get_group_id(1), b = get_group_id(2);
-  const int b0 = b / B1, b1 = b - b0 * B1;
+  const int b0 = b / B1, b1 = b - b0 * B1, kb1 = b1 / G;
   Q += qoff + b0 * sq0 + b1 * sq1 + m * sqm;
-  Kt += koff + b0 * sk0 + b1 * sk1;
-  V += voff + b0 * sv0 + b1 * sv1;
+  Kt += koff + b0 * sk0 + kb1 * sk1;
+  V += voff + b0 * sv0 + kb1 * sv1;
   O += ooff + b0 * so0 + b1 * so1 + m * som;
   {setup}
   __local float qs[{d}];

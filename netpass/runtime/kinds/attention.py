@@ -52,10 +52,12 @@ class AttentionDesc:
     """What a FusedAttention node computes: scores = m1(q, k), the score ops ``chain`` (stage
     0 is the raw score; side inputs are the node's inputs from 3 on, in ``chain`` order), a
     softmax over the last axis (NaN probabilities read as 0 with ``nan_guard``), m2(probabilities,
-    v), then ``out_perm`` when a Transpose was absorbed."""
+    v), then ``out_perm`` when a Transpose was absorbed. With ``group`` > 1, k and v hold a
+    head for every ``group`` query heads (axis -3; grouped-query attention), which m1 and m2
+    read repeated."""
 
     def __init__(self, m1, softmax, m2, chain: list[FusedDesc], out_perm: tuple | None,
-                 nan_guard: tuple | None = None, prescaled: tuple = ()) -> None:
+                 nan_guard: tuple | None = None, prescaled: tuple = (), group: int = 1) -> None:
         self.m1, self.softmax, self.m2 = m1, softmax, m2
         self.chain = chain
         self.out_perm = out_perm
@@ -67,13 +69,24 @@ class AttentionDesc:
         self.ta = bool(m1.attrs.get("transpose_a"))
         self.tb = bool(m1.attrs.get("transpose_b"))
         self.tv = bool(m2.attrs.get("transpose_b"))
+        self.group = group
         # inputs after the score ops' side inputs: the new keys and values a decode step
         # appends to the cache that k and v read (kv_append), 0 or 2
         self.appends = 0
 
     def key(self) -> tuple:
         return (self.ta, self.tb, self.tv, tuple(f.key() for f in self.chain), self.out_perm,
-                self.nan_guard is not None, self.scale, self.appends)
+                self.nan_guard is not None, self.scale, self.appends, self.group)
+
+    def logical(self, shapes: Sequence[tuple]) -> list[tuple]:
+        """``shapes`` with k's and v's heads (axis -3) repeated ``group`` times, as m1 and m2
+        see them."""
+        out = [tuple(s) for s in shapes]
+        if self.group > 1:
+            for j in (1, 2):
+                s = out[j]
+                out[j] = s[:-3] + (s[-3] * self.group,) + s[-2:]
+        return out
 
     def dead_mask(self) -> int | None:
         """The side input (counted from 0) of a final additive mask stage, ``scores + mask``,
@@ -94,6 +107,7 @@ class AttentionDesc:
 
     def scores_shape(self, shapes: Sequence[tuple]) -> tuple | None:
         """The score ops' output shape (their side inputs may broadcast the scores)."""
+        shapes = self.logical(shapes)
         cur = matmul_shape(self.m1.attrs, [shapes[0], shapes[1]], {})
         sides = iter(shapes[3:])
         for f in self.chain:
@@ -105,7 +119,8 @@ class AttentionDesc:
 
     def infer_shapes(self, shapes: Sequence[tuple]) -> list[tuple]:
         scores = self.scores_shape(shapes)
-        out = matmul_shape(self.m2.attrs, [scores, shapes[2]], {}) if scores is not None else None
+        out = matmul_shape(self.m2.attrs, [scores, self.logical(shapes)[2]], {}) \
+            if scores is not None else None
         if out is None:
             raise ShapeInferenceError(f"FusedAttention '{self.m2.id}': q, k, v and score input "
                                       f"shapes {[list(s) for s in shapes]} do not fit")
@@ -114,6 +129,10 @@ class AttentionDesc:
 
     def evaluate(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         """The absorbed nodes' own references, in turn (host fallback, REFERENCE device)."""
+        arrays = list(arrays)
+        if self.group > 1:
+            for j in (1, 2):
+                arrays[j] = np.repeat(arrays[j], self.group, axis=-3)
         qk = list(arrays[:2])
         for j, mul, _ in self.prescaled:
             scale = next(src.value for src, _ in mul.inputs if src.is_constant)
@@ -148,6 +167,11 @@ def attention_impl(p: Params, key) -> Impl | None:
     qb, qbs, sqm, sqd = _operand(shapes[0], strides[0], desc.ta)
     kb, kbs, skd, skn = _operand(shapes[1], strides[1], desc.tb)  # k as [d, n]
     vb, vbs, svn, svj = _operand(shapes[2], strides[2], desc.tv)
+    G = desc.group  # (the kernels read k and v at head b1 / G: their strides stay)
+    if G > 1:
+        if len(kb) != 2 or len(vb) != 2 or len(qb) != 2:
+            return None
+        kb, vb = kb[:-1] + [kb[-1] * G], vb[:-1] + [vb[-1] * G]
     M, D = (shapes[0][-1], shapes[0][-2]) if desc.ta else (shapes[0][-2], shapes[0][-1])
     N = shapes[1][-2] if desc.tb else shapes[1][-1]
     DV = shapes[2][-2] if desc.tv else shapes[2][-1]
@@ -195,6 +219,8 @@ def attention_impl(p: Params, key) -> Impl | None:
     while len(dims) < 2:
         dims, coll = [1] + dims, [[0] + c for c in coll]
     q_s, k_s, v_s, o_s = coll[:4]
+    if not _heads_kept(G, batch, dims, k_s, v_s, bstr):
+        return None
     nb = dims[0] * dims[1]
     side_strides = [broadcast_strides(shapes[3 + j], scores_shape, strides[3 + j])
                     for j in range(n_sides)]
@@ -202,7 +228,7 @@ def attention_impl(p: Params, key) -> Impl | None:
     stages = p.cached(("attention_stages",), desc.stages)
     guard = desc.nan_guard is not None
     side_dts = [p.in_dtypes[3 + j] for j in range(n_sides)]
-    spec = [("i", 0), ("i", 1), ("i", 2), ("o", 0), M, N, D, DV, dims[1],
+    spec = [("i", 0), ("i", 1), ("i", 2), ("o", 0), M, N, D, DV, dims[1], G,
             q_s[0], q_s[1], sqm, sqd, k_s[0], k_s[1], skn, skd, v_s[0], v_s[1], svn, svj,
             o_s[0], o_s[1], ost[-2], ost[-1]]
     if decoding:  # the decode kernel, which appends the new keys and values where asked
@@ -227,6 +253,14 @@ def attention_impl(p: Params, key) -> Impl | None:
     if M == 0 or nb == 0:
         return Impl(key, [])
     return Impl(key, [Launch(src, (local, M, nb), (local, 1, 1), spec)])
+
+
+def _heads_kept(G: int, batch: list, dims: list, k_s: list, v_s: list, bstr: list) -> bool:
+    """Whether the collapsed batch keeps the query heads as its last dim, walked by k and v
+    with their own head strides (the kernels divide the head index by ``G``): no grouping,
+    or the heads not merged with another dim."""
+    return G == 1 or (dims[-1] == batch[-1] and k_s[-1] == bstr[1][-1]
+                      and v_s[-1] == bstr[2][-1])
 
 
 def _new_rows(desc: AttentionDesc, shapes: Sequence[tuple]) -> int:
@@ -283,6 +317,8 @@ def _flash_launch(p: Params, desc: AttentionDesc, batch: list, operands, ost: li
     while len(dims) < 2:
         dims, coll = [1] + dims, [[0] + c for c in coll]
     (q_s, k_s, v_s, o_s), side_b = coll[:4], coll[4:]
+    if not _heads_kept(desc.group, batch, dims, k_s, v_s, bstr):
+        return None
     (_, _, sqm, sqd), (_, _, skn, skd), (_, _, svn, svj) = operands
     vec = sqd == 1 and skd == 1 and svj == 1 and D % 4 == 0 and DV % 4 == 0 \
         and all(x % 4 == 0 for x in [sqm, skn, svn] + q_s + k_s + v_s)
@@ -295,7 +331,7 @@ def _flash_launch(p: Params, desc: AttentionDesc, batch: list, operands, ost: li
                    lambda: flash.flash_attention(cfg, D, DV, split, kind == "ptx", vec, stages,
                                                  side_dtypes, False, empty_rows, mma_plan.HI_ROUND,
                                                  skip))
-    spec = [("i", 0), ("i", 1), ("i", 2), ("o", 0), M, N, D, DV, dims[1], 1, N - M,
+    spec = [("i", 0), ("i", 1), ("i", 2), ("o", 0), M, N, D, DV, dims[1], desc.group, N - M,
             q_s[0], q_s[1], sqm, sqd, k_s[0], k_s[1], skn, skd, v_s[0], v_s[1], svn, svj,
             o_s[0], o_s[1], ost[-2], ost[-1]]
     for j in range(n_sides):
