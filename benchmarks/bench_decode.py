@@ -1,7 +1,9 @@
-"""Stateful greedy decoding of a transformers GPT-2 on netpass, beside torch eager in the same run.
+"""Stateful greedy decoding of a transformers GPT-2 or LLaMA on netpass, beside torch eager in
+the same run.
 
 The model (default: GPT-2 small's config, 12 layers, d=768, 12 heads, vocab 50257, random fp32
-weights; ``tools/export_decoder.py``) is exported with its key/value cache, made stateful
+weights; ``--arch llama``: a LLaMA of the same width and depth with 4 key/value heads, vocab
+32000; ``tools/export_decoder.py``) is exported with its key/value cache, made stateful
 (``netpass.generation.stateful_decoder``: the cache lives in the infer request's device memory
 and grows in place; the LM head computes the last position's logits only, as OpenVINO GenAI
 slices them) and compiled with ``compile_model``. A prompt of PROMPT tokens is
@@ -44,7 +46,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_runtime import bench_add  # noqa: E402
-from export_decoder import Decoder, export_decoder, gpt2  # noqa: E402
+from export_decoder import Decoder, export_decoder, gpt2, llama  # noqa: E402
 
 import netpass  # noqa: E402
 from netpass.generation import GreedyDecoder, stateful_decoder  # noqa: E402
@@ -82,21 +84,28 @@ def torch_generate(model, prompt: np.ndarray, new_tokens: int, device: str) -> d
             "step_s": step_s, "tokens": tokens}
 
 
-def gpt2_model(quick: bool):
-    """The transformers GPT-2 of the benchmark (random weights, seeded: the same every call)."""
-    config = dict(layers=2, d=128, heads=4, vocab=1024) if quick else {}
-    return gpt2(positions=1024, **config)[0]
+# ``--arch llama``: a LLaMA of GPT-2 small's width and depth with grouped-query attention (4
+# key/value heads for 12 query heads), rotary embeddings, RMSNorm and a SiLU MLP
+LLAMA = dict(layers=12, d=768, heads=12, kv_heads=4, vocab=32000, ffn=2048)
+QUICK = {"gpt2": dict(layers=2, d=128, heads=4, vocab=1024),
+         "llama": dict(layers=2, d=128, heads=4, kv_heads=2, vocab=1024, ffn=256)}
 
 
-def load_or_export(path: Path | None, quick: bool):
-    """bench_decode's GPT-2 (``--quick``: 2 layers, d=128, vocab 1024), exported or read back
+def hf_model(arch: str, quick: bool):
+    """The transformers model of the benchmark (random weights, seeded: the same every call):
+    (model, layers, kv heads, head size, vocab)."""
+    if arch == "llama":
+        return llama(positions=1024, **(QUICK["llama"] if quick else LLAMA))
+    return gpt2(positions=1024, **(QUICK["gpt2"] if quick else {}))
+
+
+def load_or_export(path: Path | None, quick: bool, arch: str = "gpt2"):
+    """bench_decode's model (``--quick``: 2 layers, d=128, vocab 1024), exported or read back
     from ``path``."""
-    config = dict(layers=2, d=128, heads=4, vocab=1024) if quick else {}
-    layers, heads, vocab = config.get("layers", 12), config.get("heads", 12), config.get("vocab", 50257)
-    d = config.get("d", 768)
+    made = hf_model(arch, quick)
     if path is not None and path.exists():
-        return Decoder("gpt2", path.read_bytes(), layers, heads, d // heads, vocab)
-    dec = export_decoder("gpt2", gpt2_model(quick), layers, heads, d // heads, vocab)
+        return Decoder(arch, path.read_bytes(), *made[1:])
+    dec = export_decoder(arch, *made)
     if path is not None:
         path.write_bytes(dec.onnx)
     return dec
@@ -132,7 +141,8 @@ def _config(items: list[str]) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="a small GPT-2 for PoCL")
+    ap.add_argument("--quick", action="store_true", help="a small model for PoCL")
+    ap.add_argument("--arch", choices=("gpt2", "llama"), default="gpt2")
     ap.add_argument("--device", default="AUTO")
     ap.add_argument("--transformations", default="NONE", help="NONE, COMMON or GNA")
     ap.add_argument("--prompt", type=int)
@@ -145,7 +155,7 @@ def main() -> None:
     args = ap.parse_args()
     prompt_len = args.prompt or (16 if args.quick else 128)
     new = args.new or (16 if args.quick else 128)
-    dec = load_or_export(args.onnx, args.quick)
+    dec = load_or_export(args.onnx, args.quick, args.arch)
     model = stateful_decoder(netpass.read_model(dec.onnx), last_logits=True)
     t0 = time.perf_counter()
     config = {"TRANSFORMATIONS": args.transformations, **_config(args.config)}
@@ -168,7 +178,7 @@ def main() -> None:
     tdev = "cuda" if torch.cuda.is_available() else "cpu"
     # (made after netpass's runs: with torch's GPT-2 built in the process, netpass's decode
     # steps took 1.7 ms instead of 1.2 on the H200's host, without a garbage collection)
-    torch_model = gpt2_model(args.quick)
+    torch_model = hf_model(args.arch, args.quick)[0]
     torch_generate(torch_model, prompt, 4, tdev)  # warm-up
     peer = min((torch_generate(torch_model, prompt, new, tdev) for _ in range(args.repeats)),
                key=lambda r: sum(r["step_s"]))
@@ -179,9 +189,9 @@ def main() -> None:
     floor_s = wbytes / (add["tb_per_s"] * 1e12)
 
     device = cm.runtime.device if cm.runtime is not None else "REFERENCE"
-    print(f"stateful GPT-2 decode on {device} (python {platform.python_version()}, numpy "
+    print(f"stateful {args.arch} decode on {device} (python {platform.python_version()}, numpy "
           f"{np.__version__}, torch {torch.__version__})")
-    print(f"  {dec.layers} layers, {dec.kv_heads} heads of {dec.head_dim}, vocab {dec.vocab}, "
+    print(f"  {dec.layers} layers, {dec.kv_heads} key/value heads of {dec.head_dim}, vocab {dec.vocab}, "
           f"fp32 weights {wbytes / 1e6:.0f} MB; prompt {prompt_len}, {new} new tokens, batch 1, "
           f"{args.transformations} pipeline, compiled in {compile_s:.1f} s")
     print(f"  {'':<44}{'netpass':>12}{peer['device'][:30]:>32}")
@@ -206,7 +216,8 @@ def main() -> None:
               f"{st['state_allocations']} allocations for the {variables} variables, "
               f"{st['allocations']} in all")
     report = {
-        "device": device, "torch": peer["device"], "layers": dec.layers, "vocab": dec.vocab,
+        "device": device, "torch": peer["device"], "arch": args.arch, "layers": dec.layers,
+        "vocab": dec.vocab,
         "prompt": prompt_len, "new_tokens": new, "weight_bytes": wbytes,
         "config": dict(config),
         "netpass": {"ttft_ms": 1e3 * ttft, "per_token_ms": 1e3 * per_token,
