@@ -1,5 +1,6 @@
 """Normalized GEMMs: ``MVN(x) [* gamma] [+ beta] -> MatMul`` (or FullyConnected) as one GEMM
-node whose kernel normalizes the rows of ``x`` as it loads them.
+node whose kernel normalizes the rows of ``x`` as it loads them; an RMSNorm
+(``runtime.rms_norm``'s RmsNorm node) and its scale the same way.
 
 Pre-norm transformers put a LayerNorm in front of every projection (exported as MVN over the
 last axis, then a Multiply and an Add by constant vectors). Run apart that is one more launch
@@ -32,6 +33,7 @@ from ..ops.matmul import MatMul
 from ..ops.movement import Reshape, Slice
 from ..ops.normalization import MVN
 from .kinds.matmul import matmul_shape
+from .kinds.normalization import RmsNorm
 from .program_node import ProgramNode, node_users, read_once, splice
 from .shape_infer import infer_host
 
@@ -47,18 +49,21 @@ class NormDesc:
 
     def __init__(self, mvn, ops: list, matmul, gamma: bool, beta: bool) -> None:
         self.mvn, self.ops, self.matmul = mvn, ops, matmul
-        self.eps = float(mvn.attrs.get("eps", 1e-9))
+        self.rms = mvn.is_a(RmsNorm)  # (the root mean square, no mean taken off)
+        self.eps = float(mvn.subgraph.eps if self.rms else mvn.attrs.get("eps", 1e-9))
         self.inside_sqrt = str(mvn.attrs.get("eps_mode", "inside_sqrt")).lower() == "inside_sqrt"
         self.normalize_variance = bool(mvn.attrs.get("normalize_variance", True))
         self.gamma, self.beta = gamma, beta
         self.first = 3 if matmul.is_a(FullyConnected) else 2  # input index of gamma/beta
 
     def key(self) -> tuple:
-        return ("norm", self.eps, self.inside_sqrt, self.normalize_variance, self.gamma, self.beta)
+        return ("norm", self.eps, self.inside_sqrt, self.normalize_variance, self.gamma, self.beta,
+                self.rms)
 
     def kernel_params(self) -> tuple:
         """What the GEMM kernels' prologue is generated from (kernels.norm_prologue)."""
-        return (self.eps, self.inside_sqrt, self.normalize_variance, self.gamma, self.beta)
+        return (self.eps, self.inside_sqrt, self.normalize_variance, self.gamma, self.beta,
+                self.rms)
 
     def infer_shapes(self, shapes: Sequence[tuple]) -> list[tuple]:
         if self.first == 3:
@@ -75,7 +80,7 @@ class NormDesc:
 
     def evaluate(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         """The absorbed nodes' own references, in turn."""
-        x = infer_host(self.mvn, [arrays[0], self.mvn.inputs[1][0].value])[0]
+        x = infer_host(self.mvn, [arrays[0]] + [s.value for s, _ in self.mvn.inputs[1:]])[0]
         for op in self.ops:
             const = next(s.value for s, _ in op.inputs if s.is_constant)
             ins = [x if not s.is_constant else const for s, _ in op.inputs]
@@ -144,7 +149,9 @@ def _match(m, users: dict):
             return None
     mvn = src
     nodes = [mvn] + chain
-    if not mvn.is_a(MVN) or len(mvn.inputs) != 2 or not mvn.inputs[1][0].is_constant:
+    rms = mvn.is_a(RmsNorm)  # (over the last axis by construction: rms_norm)
+    if not rms and (not mvn.is_a(MVN) or len(mvn.inputs) != 2
+                    or not mvn.inputs[1][0].is_constant):
         return None
     if any(not read_once(n, users) or n.out_dtypes[0] != F32 for n in nodes):
         return None
@@ -152,7 +159,8 @@ def _match(m, users: dict):
     x, k = mvn.inputs[0]
     if not ps.rank_is_static or not len(ps) or x.out_dtypes[k] != F32:
         return None
-    axes = [int(a) % len(ps) for a in np.asarray(mvn.inputs[1][0].value).reshape(-1)]
+    axes = [len(ps) - 1] if rms else \
+        [int(a) % len(ps) for a in np.asarray(mvn.inputs[1][0].value).reshape(-1)]
     last = ps[len(ps) - 1]
     if axes != [len(ps) - 1] or last.min != last.max:
         return None

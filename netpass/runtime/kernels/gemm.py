@@ -65,20 +65,23 @@ def gemm_args(t: str, n_extra: int, extra_dtypes: list, erank: int,
 def norm_prologue(norm: tuple | None, rows: int, threads: int, tid: str = "tid") -> str:
     """C code computing, for the work-group's ``rows`` rows of A from ``m0`` (clamped to
     M - 1; ``rows`` divides ``threads``), their mean and inverse standard deviation over K into
-    ``nmu[]`` / ``nrs[]`` (norm_gemm: MVN folded into the GEMM). Each row's ``threads / rows``
+    ``nmu[]`` / ``nrs[]`` (norm_gemm: MVN folded into the GEMM; an RMSNorm's, ``norm[5]``: 0
+    and the inverse root mean square). Each row's ``threads / rows``
     items sum the row's elements shifted by its first one, and its square (the shift keeps
     the variance's precision when the mean is large); empty with ``norm`` None."""
     if norm is None:
         return ""
-    eps, inside, variance = flit(norm[0]), norm[1], norm[2]
+    eps, inside, variance, rms = flit(norm[0]), norm[1], norm[2], norm[5]
     rs = "1.0f" if not variance else (f"rsqrt(var + {eps})" if inside
                                       else f"1.0f / (sqrt(var) + {eps})")
+    if rms:  # (RMSNorm: the root of the mean square, no mean taken off)
+        rs = f"rsqrt(q / (float)K + {eps})"
     tpr = threads // rows
     return f"""__local float nmu[{rows}], nrs[{rows}], nsum[{threads}], nsq[{threads}];
   {{
     const int r = {tid} / {tpr}, lane = {tid} - r * {tpr};
     __global const float* xr = A + min(m0 + r, M - 1) * sam;
-    const float sh = xr[0];
+    const float sh = {"0.0f" if rms else "xr[0]"};
     float s = 0.0f, q = 0.0f;
     for (int k = lane; k < K; k += {tpr}) {{
       const float d = xr[k * sak] - sh; s += d; q = mad(d, d, q);
@@ -89,7 +92,7 @@ def norm_prologue(norm: tuple | None, rows: int, threads: int, tid: str = "tid")
       for (int i = 1; i < {tpr}; ++i) {{ s += nsum[{tid} + i]; q += nsq[{tid} + i]; }}
       const float mean = s / (float)K;
       const float var = {nan_max("q / (float)K - mean * mean", "0.0f")};
-      nmu[r] = sh + mean;
+      nmu[r] = {"0.0f" if rms else "sh + mean"};
       nrs[r] = {rs};
     }}
     barrier(CLK_LOCAL_MEM_FENCE);

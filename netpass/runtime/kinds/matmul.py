@@ -205,18 +205,18 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
 
 def _normalize_rows(p: Params, norm: tuple, norm_first: int, a_idx: int, rows: int,
                     k: int) -> Launch:
-    """MVN of the ``rows`` contiguous rows of input ``a_idx`` (times gamma, plus beta, the
-    inputs from ``norm_first`` on) into impl buffer 0: a folded LayerNorm ahead of a
+    """MVN (or RMSNorm) of the ``rows`` contiguous rows of input ``a_idx`` (times gamma, plus
+    beta, the inputs from ``norm_first`` on) into impl buffer 0: a folded LayerNorm ahead of a
     tensor-core GEMM, whose inner loop would otherwise normalize every fragment it reads
     (2.3 ms more over GPT-2's 24 folded GEMMs on the H100 than this pass)."""
-    eps, inside, variance, gamma, beta = norm
+    eps, inside, variance, gamma, beta, rms = norm
     vecs = int(gamma) + int(beta)
     ops = ([Stage("({0} * {1})", [("x", None), ("in", 0)], "float")] if gamma else []) + \
         ([Stage("({0} + {1})", [("x", None), ("in", vecs - 1)], "float")] if beta else [])
+    params = {"eps": eps} if rms else \
+        {"eps": eps, "inside_sqrt": inside, "normalize_variance": variance}
     src = p.cached(("norm_rows", norm), lambda: rowop(
-        "mvn", np.float32, np.float32,
-        {"eps": eps, "inside_sqrt": inside, "normalize_variance": variance}, ops,
-        [np.float32] * vecs, 2))
+        "rms" if rms else "mvn", np.float32, np.float32, params, ops, [np.float32] * vecs, 2))
     spec: list = [("i", a_idx), ("b", 0), 0, k, 1] + [("i", norm_first + j) for j in range(vecs)]
     if vecs:
         spec += [rows, k] + [0, 1] * vecs

@@ -161,3 +161,34 @@ def test_slice_of_the_normalized_axis_is_not_folded(rng):
                     np.array([2], np.int64))
     model = Model([opset.result(opset.matmul(h, _f(rng, 8, 4), False, False), name="y")], [x])
     assert any(n.kind == "MVN" for n in Program.from_model(model).nodes)
+
+
+def _rms_matmul(rng, k=32, n=24, rows=-1):
+    """LLaMA's RMSNorm (x * rsqrt(mean(x^2) + eps) * weight) in front of a MatMul."""
+    x = opset.parameter([1, rows, k], np.float32, name="x")
+    ms = opset.reduce_mean(opset.power(x, np.float32(2)), np.array([-1], np.int64), True)
+    h = opset.multiply(x, opset.divide(np.float32(1), opset.sqrt(opset.add(ms, np.float32(1e-6)))))
+    h = opset.multiply(h, (1.0 + 0.2 * rng.standard_normal(k)).astype(np.float32))
+    y = opset.matmul(h, _f(rng, k, n), False, False)
+    return Model([opset.result(y, name="y")], [x])
+
+
+def test_rmsnorm_folds_into_the_matmul(rng):
+    prog = Program.from_model(_rms_matmul(rng))
+    assert not [n for n in prog.nodes if n.kind == "RmsNorm"]
+    mm = next(n for n in prog.nodes if n.kind == "MatMul")
+    assert isinstance(mm.subgraph, NormDesc) and mm.subgraph.rms and mm.subgraph.gamma
+    req = _check(_rms_matmul(rng), [(1, 3, 32), (1, 300, 32), (1, 1, 32)], rng, offset=5.0,
+                 tol=2e-4)
+    assert req.stats["kernels_enqueued"] == 3  # one launch per infer
+
+
+@pocl_only
+def test_rmsnorm_ahead_of_the_tensor_core_gemm(rng, monkeypatch):
+    """On the tensor-core path (emulated on PoCL) the folded RMSNorm runs as a row kernel
+    into a scratch copy the GEMM reads."""
+    from netpass.runtime.device import Engine, select_device
+    monkeypatch.setattr(Engine.get(select_device("CPU")), "mma", "emulated")
+    req = _check(_rms_matmul(rng, k=64, n=64), [(1, 300, 64)], rng, offset=5.0, tol=2e-4)
+    assert any("gemm_mma" in key[2] for key in req.network.kernel_objects)
+    assert req.stats["kernels_enqueued"] == 2
