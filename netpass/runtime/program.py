@@ -41,7 +41,7 @@ from .kinds import FusedAttention
 from .kv_append import attach_kv_appends
 from .memory import Lifetime, overlap_sets
 from .norm_gemm import fuse_norm_gemms
-from .program_node import ProgramNode, same_dim
+from .program_node import ProgramNode, drop_unread, same_dim
 from .rms_norm import fuse_rms_norms
 from .rotary import fuse_rotaries
 from .shape_terms import reshape_keeps_prefix
@@ -150,9 +150,9 @@ class Program:
     """Primitives plus compile-time decisions; shared by every infer request of a model."""
 
     def __init__(self, nodes: Iterable[ProgramNode], fuse: bool = True) -> None:
-        self.nodes = fuse_norm_gemms(fuse_attention(drop_gemm_reshapes(fuse_rotaries(
-            fuse_rms_norms(fuse_gather_sums(merge_common_subexpressions(
-                fold_constants(list(nodes))))))))) if fuse else list(nodes)
+        self.nodes = drop_unread(fuse_norm_gemms(fuse_attention(drop_gemm_reshapes(
+            fuse_rotaries(fuse_rms_norms(fuse_gather_sums(merge_common_subexpressions(
+                fold_constants(list(nodes)))))))))) if fuse else list(nodes)
         for i, n in enumerate(self.nodes):
             n.index = i
         self.inputs = [n for n in self.nodes if n.is_parameter]

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..core.boundary import Constant, Parameter, Result
 from ..core.shape import PartialShape
+from ..ops.state import Assign, ReadValue
 from .impls import FusedDesc
 from .kinds import op_class, row_of
 
@@ -28,6 +29,18 @@ def node_users(nodes: Iterable[ProgramNode]) -> dict[int, list]:
         for j, (src, _) in enumerate(n.inputs):
             users.setdefault(id(src), []).append((n, j))
     return users
+
+
+def drop_unread(nodes: list) -> list:
+    """``nodes`` (topological) without the computations nothing reads any more: what a fusion
+    left behind (the target shape of a Broadcast the attention absorbed). Parameters,
+    results and state (``ReadValue`` / ``Assign``) stay, and whatever they read."""
+    live: set[int] = set()
+    for n in reversed(nodes):
+        if id(n) in live or n.is_parameter or n.is_result or n.is_a(ReadValue, Assign):
+            live.add(id(n))
+            live.update(id(s) for s, _ in n.inputs)
+    return [n for n in nodes if id(n) in live] if len(live) < len(nodes) else nodes
 
 
 def read_once(n: ProgramNode, users: dict[int, list]) -> bool:

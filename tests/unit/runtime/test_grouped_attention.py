@@ -68,6 +68,8 @@ def test_the_repeat_is_read_where_it_is():
     att = [n for n in nodes if n.kind == "FusedAttention"]
     assert len(att) == 1 and att[0].subgraph.group == HEADS // KV_HEADS
     assert not any(n.kind in ("Broadcast", "Unsqueeze") for n in nodes)
+    # (nor the Broadcasts' target shapes: drop_unread takes what nothing reads any more)
+    assert all(n.is_output or n.is_parameter or any(n.users) for n in nodes)
 
 
 @pytest.mark.parametrize("causal", [True, False])

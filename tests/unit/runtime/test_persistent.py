@@ -25,7 +25,7 @@ def test_gemv_is_a_group_phase_reading_a_and_b_writing_c():
 
 
 def test_a_folded_layernorm_declares_four_local_arrays_in_one_line():
-    form = phase_of(gemv([], 0, [], 0, 32, (1e-5, True, True, True, True)))
+    form = phase_of(gemv([], 0, [], 0, 32, (1e-5, True, True, True, True, False)))
     assert form is not None and form.local_arrays == 5
     assert "__local float nmu[" not in form.body  # (carved out of the shared block)
 
