@@ -81,6 +81,7 @@ from ..transpose_sinking import (
     TSGeneralForward,
 )
 from ..transpose_sinking.general import BACKWARD, FORWARD
+from ..transpose_sinking.regions import TSBackwardRegions
 from ..transpose_sinking.utils import first_transpose_input
 from ..utils import nested_manager, static_shape
 from .decompose_mvn import DecomposeMVN
@@ -192,7 +193,8 @@ class RescueStuckTransposes(ModelPass):
             return False
         backward = BackwardGraphRewrite(*(TSFuse(mark_fused=False) if p is TSFuse else p()
                                           for p in BACKWARD))
-        run_then_fold(model, user.copy(), backward, "RescueBackward")
+        # The regions sweep takes the steps in one go; the traversal finds what it left.
+        run_then_fold(model, user.copy(), TSBackwardRegions(), "RescueBackward", backward)
         if not stuck_transposes(model):
             return False
 
