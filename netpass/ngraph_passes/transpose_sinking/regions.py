@@ -22,8 +22,11 @@ from __future__ import annotations
 import collections
 
 from ...core.boundary import Constant, Parameter
+from ...core.changes import tracking
 from ...core.graph_util import copy_runtime_info
 from ...core.node import Node, Output
+from ...core.ports import port_states
+from ...core.shape import PartialShape
 from ...core.types import Type
 from ...ops.movement import Transpose
 from ...passes.base import ModelPass
@@ -44,7 +47,7 @@ class _Sweep(ShadowGraph):
 
     def __init__(self, ops: list[Node]) -> None:
         super().__init__(ops)
-        self.crossed: list[tuple[Node, Plan, list[int], Order]] = []
+        self.crossed: list[tuple[Node, Plan, list[int], Order, list[int]]] = []
         self.made: list[VT] = []
         self.renames: list[tuple[Node, str]] = []
         self.merges: list[tuple[Value, VT]] = []
@@ -98,7 +101,7 @@ class _Sweep(ShadowGraph):
             self.set_src((node, i), vt)
             new.append(vt)
         self.made.extend(new)
-        self.crossed.append((node, plan, consts, shared))
+        self.crossed.append((node, plan, consts, shared, order))
         return new
 
     def _plan(self, node: Node, order: list[int]) -> Plan | None:
@@ -203,13 +206,16 @@ class _Sweep(ShadowGraph):
 
     # -- the rewrite of the model -------------------------------------------------------
     def apply(self, model) -> bool:
-        """Rewrites the crossed ops, builds the VTs that stay, rewires what changed and
-        re-infers the rewritten nodes in topological order; whether anything changed."""
+        """Rewrites the crossed ops and gives them the shapes the Transposes below them had,
+        builds the VTs that stay, rewires what changed, and infers the nodes that need it in
+        topological order; whether anything changed."""
         if not self.crossed and not self.srcs:
             return False
         replaced: dict[int, Node] = {}  # a Slice a step rebuilds
-        touched: list[Node] = []
-        for node, plan, consts, shared in self.crossed:
+        shaped: list[Node] = []
+        infer: list[Node] = []
+        for node, plan, consts, shared, order in self.crossed:
+            below = [port.ps for port in node._outs]
             new = plan.rewrite(node)
             if new is not node:
                 replaced[id(node)] = new
@@ -217,7 +223,8 @@ class _Sweep(ShadowGraph):
                 v = new.input_value(i)
                 new.input(i).replace_source_output(
                     _transposed(v, plan.order, shared.type, new, plan.rank))
-            touched.append(new)
+            # Shaped before the rewiring: the consumers it takes over read the same shapes.
+            (shaped if _permute_shapes(new, order, below) else infer).append(new)
 
         def out_of(value: Value) -> Output:
             if not isinstance(value, VT):
@@ -230,7 +237,7 @@ class _Sweep(ShadowGraph):
                 if value.name is not None:
                     t.friendly_name = value.name
                 value.built = t
-                touched.append(t)
+                infer.append(t)
             return value.built.output(0)
 
         for node, i, value in self.srcs.values():
@@ -254,11 +261,29 @@ class _Sweep(ShadowGraph):
         for target, c in self.merges:
             x = out_of(target).node
             copy_runtime_info([x, c.real if c.real is not None else c.rt], x)
-        ids = {id(n) for n in touched}
-        for n in model.get_ordered_ops():
+        log = tracking.log
+        if log is not None:
+            for node in shaped:  # up to date with its new inputs
+                log.reinferred(node, port_states(node))
+        ids = {id(n) for n in infer}
+        for n in model.get_ordered_ops() if ids else ():
             if id(n) in ids:
                 n.validate_and_infer_types()
         return True
+
+
+def _permute_shapes(node: Node, order: list[int], below: list[PartialShape]) -> bool:
+    """``node``'s outputs take the shapes ``below`` (theirs before the step) permuted by
+    ``order``: what inference gives once the Transposes moved above it (the step's rewrite
+    makes it compute the transposed values), without inferring a Concat of many pieces again.
+    False (nothing set) for outputs carrying known values: those are inferred."""
+    outs = node._outs
+    dims = [d for d in (ps._dims for ps in below) if d is not None]
+    if len(dims) != len(outs) or any(p.val is not None or p.pval is not None for p in outs):
+        return False
+    for k, (port, d) in enumerate(zip(outs, dims)):
+        node.set_output_type(k, port.et, PartialShape.of_dims(tuple([d[a] for a in order])))
+    return True
 
 
 class TSBackwardRegions(ModelPass):
