@@ -127,6 +127,16 @@ class ShadowGraph:
         node, k = value
         self.names.setdefault((id(node), k), (node, k, set()))[2].update(names)
 
+    def release(self) -> None:
+        """Breaks the VTs' reference cycles (a VT reads the one above it, which lists it as a
+        consumer), so that the Transposes they hold are freed now, not by the cyclic collector
+        (paused through the GNA pipeline): a dropped Transpose kept alive stays in its
+        producer's consumer table."""
+        for refs in self.cons.values():
+            refs.clear()
+        for vt in self.vts.values():
+            vt.consumers.clear()
+
     @staticmethod
     def rank_of(value: Value) -> int | None:
         if isinstance(value, VT):

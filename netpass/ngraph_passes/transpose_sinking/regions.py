@@ -52,6 +52,13 @@ class _Sweep(ShadowGraph):
         self.renames: list[tuple[Node, str]] = []
         self.merges: list[tuple[Value, VT]] = []
         self.rules: dict[type, list[Rule]] = {}
+        self.replaced: dict[int, Node] = {}  # a Slice a step rebuilt, by the old one's id
+        self.infer: list[Node] = []  # to infer once rewired: built Transposes, ops with values
+
+    def release(self) -> None:
+        super().release()
+        for vt in self.made:
+            vt.consumers.clear()
 
     def sweep(self) -> None:
         """The backward traversal on the shadow: the Transposes from the results up, each
@@ -211,9 +218,8 @@ class _Sweep(ShadowGraph):
         topological order; whether anything changed."""
         if not self.crossed and not self.srcs:
             return False
-        replaced: dict[int, Node] = {}  # a Slice a step rebuilds
+        replaced = self.replaced
         shaped: list[Node] = []
-        infer: list[Node] = []
         for node, plan, consts, shared, order in self.crossed:
             below = [port.ps for port in node._outs]
             new = plan.rewrite(node)
@@ -224,22 +230,8 @@ class _Sweep(ShadowGraph):
                 new.input(i).replace_source_output(
                     _transposed(v, plan.order, shared.type, new, plan.rank))
             # Shaped before the rewiring: the consumers it takes over read the same shapes.
-            (shaped if _permute_shapes(new, order, below) else infer).append(new)
-
-        def out_of(value: Value) -> Output:
-            if not isinstance(value, VT):
-                return replaced.get(id(value[0]), value[0]).output(value[1])
-            if value.real is not None:
-                return value.real.output(0)
-            if value.built is None:
-                t = Transpose([out_of(value.src), value.const.get()])
-                copy_runtime_info(replaced.get(id(value.rt), value.rt), t)
-                if value.name is not None:
-                    t.friendly_name = value.name
-                value.built = t
-                infer.append(t)
-            return value.built.output(0)
-
+            (shaped if _permute_shapes(new, order, below) else self.infer).append(new)
+        out_of = self.out_of
         for node, i, value in self.srcs.values():
             node = replaced.get(id(node), node)
             out = out_of(value)
@@ -265,11 +257,26 @@ class _Sweep(ShadowGraph):
         if log is not None:
             for node in shaped:  # up to date with its new inputs
                 log.reinferred(node, port_states(node))
-        ids = {id(n) for n in infer}
+        ids = {id(n) for n in self.infer}
         for n in model.get_ordered_ops() if ids else ():
             if id(n) in ids:
                 n.validate_and_infer_types()
         return True
+
+    def out_of(self, value: Value) -> Output:
+        """The model's output for ``value``: a VT that stays is built on first use."""
+        if not isinstance(value, VT):
+            return self.replaced.get(id(value[0]), value[0]).output(value[1])
+        if value.real is not None:
+            return value.real.output(0)
+        if value.built is None:
+            t = Transpose([self.out_of(value.src), value.const.get()])
+            copy_runtime_info(self.replaced.get(id(value.rt), value.rt), t)
+            if value.name is not None:
+                t.friendly_name = value.name
+            value.built = t
+            self.infer.append(t)
+        return value.built.output(0)
 
 
 def _permute_shapes(node: Node, order: list[int], below: list[PartialShape]) -> bool:
@@ -302,6 +309,8 @@ class TSBackwardRegions(ModelPass):
         shadow = _Sweep(ops)
         try:
             shadow.sweep()
+            return shadow.apply(model)
         except _Unmodeled:
             return False
-        return shadow.apply(model)
+        finally:
+            shadow.release()

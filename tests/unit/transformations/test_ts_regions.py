@@ -5,7 +5,9 @@ what it leaves to the steps (Squeeze, an Unsqueeze needed, a per-channel PRelu, 
 pair before a Result), and on the GNA layout blocks as TSGeneral leaves them."""
 from __future__ import annotations
 
+import gc
 import re
+import weakref
 
 import numpy as np
 import pytest
@@ -141,6 +143,26 @@ def test_gna_blocks_after_tsgeneral(shape, count_, seed):
     pipeline = GnaTransformationsPipeline().insert_after("TSGeneral", _After(seen))
     run(netpass.read_model(data), pipeline)
     assert_regions_match_steps(seen[0])
+
+
+def test_dropped_nodes_are_freed_at_once():
+    """The sweep's reference cycles are broken when it ends: the Transposes and Slices it
+    drops do not wait for the cyclic collector (paused through the GNA pipeline), which would
+    leave them among their producers' consumers."""
+    def build():
+        x = param([1, 8, 6, 6])
+        t = opset.transpose(opset.slice(opset.relu(x), [1], [5], [1], [2]), NHWC)
+        return model_of(opset.sigmoid(opset.transpose(t, [0, 1, 2, 3])), x)
+    model = build()
+    dropped = [weakref.ref(n) for n in model.get_ordered_ops()
+               if n.type_name in ("Transpose", "Slice")]
+    gc.disable()
+    try:
+        run(model, TSBackwardRegions())
+        kept = {id(n) for n in model.get_ordered_ops()}
+        assert [r() for r in dropped if r() is not None and id(r()) not in kept] == []
+    finally:
+        gc.enable()
 
 
 def test_no_transposes_no_change():
