@@ -116,13 +116,14 @@ class ConstantFolding(ModelPass):
         return changed
 
 
-def run_then_fold(model, config, stage: object, name: str) -> bool:
-    """Run ``stage`` then ConstantFolding (as OpenVINO's sinking drivers do), the folding only
-    when the stage changed the model: folding an unchanged model finds nothing and would cost
-    a full traversal."""
+def run_then_fold(model, config, stage: object, name: str, *more: object) -> bool:
+    """Run ``stage`` (and the passes ``more``) then ConstantFolding (as OpenVINO's sinking
+    drivers do), the folding only when they changed the model: folding an unchanged model
+    finds nothing and would cost a full traversal."""
     from ..utils import nested_manager
     manager = nested_manager(config, name)
-    manager.register_pass(stage)
+    for p in (stage, *more):
+        manager.register_pass(p)
     if not manager.run_passes(model):
         return False
     folding = nested_manager(config, name)

@@ -81,6 +81,7 @@ from ..transpose_sinking import (
     TSGeneralForward,
 )
 from ..transpose_sinking.general import BACKWARD, FORWARD
+from ..transpose_sinking.regions import TSBackwardRegions
 from ..transpose_sinking.utils import first_transpose_input
 from ..utils import nested_manager, static_shape
 from .decompose_mvn import DecomposeMVN
@@ -174,7 +175,10 @@ class RescueStuckTransposes(ModelPass):
     Transpose that met the one above it stopped there, and the forward stage sank every such
     pair back down to the next one: on chains of the GNA layout blocks that moved each
     Transpose over the whole graph twice; unmarked, the fused Transposes carry on to the
-    inputs and the forward stage mostly has nothing left to do.
+    inputs and the forward stage mostly has nothing left to do. TSBackwardRegions takes the
+    backward stage's steps on a shadow of the graph first (the traversal after it finds what
+    it did not model): each op crossed is rewritten once instead of a Transpose being built and
+    dropped at every op.
 
     The forward stage also runs TSFuseShared on the Transpose pairs it leaves whose first
     Transpose has other consumers (TSFuse refuses those; in OpenVINO's TSGeneral the backward
@@ -192,7 +196,7 @@ class RescueStuckTransposes(ModelPass):
             return False
         backward = BackwardGraphRewrite(*(TSFuse(mark_fused=False) if p is TSFuse else p()
                                           for p in BACKWARD))
-        run_then_fold(model, user.copy(), backward, "RescueBackward")
+        run_then_fold(model, user.copy(), TSBackwardRegions(), "RescueBackward", backward)
         if not stuck_transposes(model):
             return False
 
