@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.feeds import is_device_array
 from ..core.gc_pause import promote_to_old_generation
 from ..errors import AllocationError, NetpassError
 from . import outputs
@@ -311,7 +312,7 @@ class Network:
         """Input ``inst`` takes ``arr``: a host array, or a DeviceTensor copied on the device
         (one of another context is read back first)."""
         node = inst.node
-        on_device = getattr(arr, "on_device", False)
+        on_device = is_device_array(arr)
         if on_device and arr.engine is not self.engine:
             arr, on_device = np.asarray(arr), False
         shape = tuple(arr.shape)
