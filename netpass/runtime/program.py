@@ -41,7 +41,7 @@ from .kinds import FusedAttention
 from .kv_append import attach_kv_appends
 from .memory import Lifetime, overlap_sets
 from .norm_gemm import fuse_norm_gemms
-from .program_node import ProgramNode, drop_unread, same_dim
+from .program_node import ProgramNode, bypass_lone_concats, drop_unread, same_dim
 from .rms_norm import fuse_rms_norms
 from .rotary import fuse_rotaries
 from .shape_terms import reshape_keeps_prefix
@@ -146,13 +146,20 @@ def _broadcasts_into(src: ProgramNode, k: int, p: ProgramNode, out_ps: PartialSh
     return src.index < p.index and ps.rank_is_static and may_fit(list(ps), out_ps)
 
 
+# the passes over the node list, in order, before the program links its users
+NODE_PASSES = (fold_constants, merge_common_subexpressions, fuse_gather_sums, fuse_rms_norms,
+               fuse_rotaries, drop_gemm_reshapes, fuse_attention, fuse_norm_gemms,
+               bypass_lone_concats, drop_unread)
+
+
 class Program:
     """Primitives plus compile-time decisions; shared by every infer request of a model."""
 
     def __init__(self, nodes: Iterable[ProgramNode], fuse: bool = True) -> None:
-        self.nodes = drop_unread(fuse_norm_gemms(fuse_attention(drop_gemm_reshapes(
-            fuse_rotaries(fuse_rms_norms(fuse_gather_sums(merge_common_subexpressions(
-                fold_constants(list(nodes)))))))))) if fuse else list(nodes)
+        self.nodes = list(nodes)
+        if fuse:
+            for node_pass in NODE_PASSES:
+                self.nodes = node_pass(self.nodes)
         for i, n in enumerate(self.nodes):
             n.index = i
         self.inputs = [n for n in self.nodes if n.is_parameter]

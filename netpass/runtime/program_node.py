@@ -10,6 +10,7 @@ import numpy as np
 
 from ..core.boundary import Constant, Parameter, Result
 from ..core.shape import PartialShape
+from ..ops.movement import Concat
 from ..ops.state import Assign, ReadValue
 from .impls import FusedDesc
 from .kinds import op_class, row_of
@@ -29,6 +30,26 @@ def node_users(nodes: Iterable[ProgramNode]) -> dict[int, list]:
         for j, (src, _) in enumerate(n.inputs):
             users.setdefault(id(src), []).append((n, j))
     return users
+
+
+def bypass_lone_concats(nodes: list) -> list:
+    """``nodes`` whose readers of a Concat of one input read that input instead (an identity
+    some exports write in front of a cache append: ``cat((past,), -2)``, which would hide the
+    variable's read from the append it feeds); ``drop_unread`` then takes the Concat."""
+    lone = {id(n): n.inputs[0] for n in nodes
+            if n.is_a(Concat) and len(n.inputs) == 1 and not n.is_output
+            and n.inputs[0][0].out_dtypes[n.inputs[0][1]] == n.out_dtypes[0]}
+    if not lone:
+        return nodes
+    for n in nodes:
+        if any(id(s) in lone for s, _ in n.inputs):
+            ins = []
+            for s, k in n.inputs:
+                while id(s) in lone:
+                    s, k = lone[id(s)]
+                ins.append((s, k))
+            n.inputs = ins
+    return nodes
 
 
 def drop_unread(nodes: list) -> list:

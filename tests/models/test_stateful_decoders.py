@@ -257,3 +257,15 @@ def test_llama_rotates_queries_and_keys_in_one_launch_each(plain_models):
     _, _, stateful = plain_models["llama"]
     kinds = [n.kind for n in Program.from_model(stateful).nodes]
     assert kinds.count("Rotary") == 2 * 2 and "Negative" not in kinds
+
+
+def test_llama_caches_grow_in_place_and_the_attention_appends(plain_models):
+    """The export writes ``cat((past_key,), -2)`` in front of the keys' append (a Concat of
+    one input, bypassed): both caches of each layer grow in place, and the attention writes
+    a decode step's new rows itself (``kv_append``) instead of a copy per variable."""
+    from netpass.runtime import Program
+    _, _, stateful = plain_models["llama"]
+    prog = Program.from_model(stateful)
+    appends = [n for n in prog.nodes if n.state_role == "append"]
+    assert len(appends) == len(prog.sinks) == 2 * 2
+    assert all(n.append_by is not None for n in appends)
