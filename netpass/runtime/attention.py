@@ -38,7 +38,7 @@ from ..ops.movement import Broadcast, Reshape, Transpose, Unsqueeze
 from ..ops.normalization import Softmax
 from .impls import FusedDesc, chained
 from .kinds.attention import MAX_HEAD, AttentionDesc, FusedAttention
-from .program_node import ProgramNode, node_users, splice
+from .program_node import ProgramNode, node_users, splice, standing_for
 
 F32 = np.dtype(np.float32)
 
@@ -209,7 +209,7 @@ def _grouped_kv(k_in, v_in, users: dict) -> tuple | None:
     the values reach the attention through ``_kv_repeat`` with the same group: the attention
     reads the heads it repeats (``AttentionDesc.group``). A Transpose of the keys that keeps
     the batch and head axes moves in front of the repeat."""
-    t = None
+    t, perm = None, []
     k_node = k_in[0]
     if k_node.is_a(Transpose) and k_node.inputs[1][0].is_constant \
             and len(users.get(id(k_node), ())) == 1:
@@ -226,7 +226,6 @@ def _grouped_kv(k_in, v_in, users: dict) -> tuple | None:
         dropped += [node, bc, bc.inputs[0][0]]
     k_src, new_t = kr[0], None
     if t is not None:
-        perm = [int(a) for a in np.asarray(t.inputs[1][0].value).reshape(-1)]
         ps = k_src[0].out_pshapes[k_src[1]]
         new_t = ProgramNode(t.id, t.kind, dict(t.attrs), [k_src, t.inputs[1]],
                             out_dtypes=t.out_dtypes,
@@ -269,15 +268,14 @@ def fuse_attention(nodes: list) -> list:
             if sorted(perm) != list(range(rank)):
                 t, perm = None, None
         last = t if t is not None else m2
-        v_in, group = m2.inputs[1], 1
+        v_in, group, new_t = m2.inputs[1], 1, None
         grouped = _grouped_kv(qk[1], v_in, users)
         if grouped is not None:
             qk[1], v_in, group, repeats, new_t = grouped
             dropped.update(id(n) for n in repeats)
-        node = ProgramNode(last.id, FusedAttention.type_name, {}, qk + [v_in] + sides,
-                           out_dtypes=last.out_dtypes, out_pshapes=last.out_pshapes, name=last.name)
-        node.subgraph = AttentionDesc(m1, sm, m2, descs, perm, guard, tuple(prescaled), group)
-        replace[id(last)] = [node] if grouped is None or grouped[4] is None else [grouped[4], node]
+        node = standing_for(last, FusedAttention.type_name, qk + [v_in] + sides,
+                            AttentionDesc(m1, sm, m2, descs, perm, guard, tuple(prescaled), group))
+        replace[id(last)] = [node] if new_t is None else [new_t, node]
         dropped.update(id(n) for n in [m1, sm, m2] + [c for c, _ in chain] + list(guard or ())
                        + ([t] if t is not None else []) + [mul for _, mul, _ in prescaled])
     return splice(nodes, replace, dropped)

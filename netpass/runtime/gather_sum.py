@@ -19,7 +19,7 @@ from ..ops.elementwise import Add
 from ..ops.indexing import Gather
 from ..ops.shape_ops import ShapeOf
 from .kinds.indexing import GatherSum, GatherSumDesc
-from .program_node import ProgramNode, node_users, splice
+from .program_node import node_users, splice, standing_for
 
 F32 = np.dtype(np.float32)
 
@@ -86,9 +86,6 @@ def fuse_gather_sums(nodes: list) -> list:
         if not gathers or len(gathers) < 2 or any(_rows(g) != _rows(gathers[0]) for g in gathers):
             continue
         ins = [inp for g in gathers for inp in g.inputs[:2]]
-        node = ProgramNode(a.id, GatherSum.type_name, {}, ins, out_dtypes=a.out_dtypes,
-                           out_pshapes=a.out_pshapes, name=a.name)
-        node.subgraph = GatherSumDesc(gathers)
-        replace[id(a)] = [node]
+        replace[id(a)] = [standing_for(a, GatherSum.type_name, ins, GatherSumDesc(gathers))]
         dropped.update(id(n) for n in gathers + inner if len(users[id(n)]) == 1)
     return splice(nodes, replace, dropped)

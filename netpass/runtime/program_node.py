@@ -32,6 +32,16 @@ def node_users(nodes: Iterable[ProgramNode]) -> dict[int, list]:
     return users
 
 
+def standing_for(last: ProgramNode, kind: str, inputs: list, subgraph: Any) -> ProgramNode:
+    """A node of runtime kind ``kind`` that stands for the chain ``last`` closes (a node-list
+    fusion): ``last``'s id, name, output types and shapes, the given ``inputs``, and
+    ``subgraph``, what it computes (its shape rule and host reference)."""
+    node = ProgramNode(last.id, kind, {}, inputs, out_dtypes=last.out_dtypes,
+                       out_pshapes=last.out_pshapes, name=last.name)
+    node.subgraph = subgraph
+    return node
+
+
 def bypass_lone_concats(nodes: list) -> list:
     """``nodes`` whose readers of a Concat of one input read that input instead (an identity
     some exports write in front of a cache append: ``cat((past,), -2)``, which would hide the

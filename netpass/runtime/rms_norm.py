@@ -18,7 +18,7 @@ import numpy as np
 from ..ops.elementwise import Add, Divide, Multiply, Power, Sqrt
 from ..ops.reduction import ReduceMean
 from .kinds.normalization import RmsNorm, RmsNormDesc
-from .program_node import ProgramNode, node_users, read_once, splice
+from .program_node import node_users, read_once, splice, standing_for
 
 F32 = np.dtype(np.float32)
 
@@ -113,9 +113,6 @@ def fuse_rms_norms(nodes: list) -> list:
         if found is None:
             continue
         x, k, eps, chain = found
-        node = ProgramNode(n.id, RmsNorm.type_name, {}, [(x, k)], out_dtypes=n.out_dtypes,
-                           out_pshapes=n.out_pshapes, name=n.name)
-        node.subgraph = RmsNormDesc(eps, chain)
-        replace[id(n)] = [node]
+        replace[id(n)] = [standing_for(n, RmsNorm.type_name, [(x, k)], RmsNormDesc(eps, chain))]
         dropped.update(id(c) for c in chain)
     return splice(nodes, replace, dropped)

@@ -21,7 +21,7 @@ import numpy as np
 from ..ops.elementwise import Add, Multiply, Negative
 from ..ops.movement import Concat, Slice
 from .kinds.elementwise import Rotary, RotaryDesc
-from .program_node import ProgramNode, node_users, read_once, splice
+from .program_node import node_users, read_once, splice, standing_for
 
 F32 = np.dtype(np.float32)
 
@@ -89,7 +89,8 @@ def _match(n, users: dict) -> tuple | None:
             if x is None:
                 continue
             for xs, cos in _product(m1, users):
-                if xs == x and n.out_pshapes[0] == x[0].out_pshapes[x[1]]:
+                if xs == x and n.out_pshapes[0] == x[0].out_pshapes[x[1]] \
+                        and all(s.out_dtypes[k] == F32 for s, k in (x, cos, sin)):
                     c = rot[0]
                     neg = c.inputs[0][0]
                     chain = [neg.inputs[0][0], neg, c.inputs[1][0], c, m1, m2]
@@ -103,15 +104,10 @@ def fuse_rotaries(nodes: list) -> list:
     replace: dict[int, list] = {}
     dropped: set[int] = set()
     for n in nodes:
-        found = _match(n, users) if n.is_a(Add) else None
+        found = _match(n, users)
         if found is None:
             continue
         x, cos, sin, chain = found
-        if any(s.out_dtypes[k] != F32 for s, k in (x, cos, sin)):
-            continue
-        node = ProgramNode(n.id, Rotary.type_name, {}, [x, cos, sin], out_dtypes=n.out_dtypes,
-                           out_pshapes=n.out_pshapes, name=n.name)
-        node.subgraph = RotaryDesc(chain)
-        replace[id(n)] = [node]
+        replace[id(n)] = [standing_for(n, Rotary.type_name, [x, cos, sin], RotaryDesc(chain))]
         dropped.update(id(c) for c in chain)
     return splice(nodes, replace, dropped)
