@@ -49,7 +49,7 @@ def _readers(nodes: list) -> list:
 
 def fold_input_permutes(nodes: list) -> None:
     """A Transpose by a constant order whose only user is a MatMul (or a fused attention's
-    q, k or v) becomes a strided view the kernel reads through."""
+    q, k or v, or a Rotary's x) becomes a strided view the kernel reads through."""
     for m, j in _readers(nodes):
         t, k = m.inputs[j]
         order = _permute_order(t)

@@ -66,9 +66,9 @@ def norm_prologue(norm: tuple | None, rows: int, threads: int, tid: str = "tid")
     """C code computing, for the work-group's ``rows`` rows of A from ``m0`` (clamped to
     M - 1; ``rows`` divides ``threads``), their mean and inverse standard deviation over K into
     ``nmu[]`` / ``nrs[]`` (norm_gemm: MVN folded into the GEMM; an RMSNorm's, ``norm[5]``: 0
-    and the inverse root mean square). Each row's ``threads / rows``
-    items sum the row's elements shifted by its first one, and its square (the shift keeps
-    the variance's precision when the mean is large); empty with ``norm`` None."""
+    and the inverse root mean square). Each row's ``threads / rows`` items sum the row's
+    elements shifted by its first one (unshifted for RMSNorm), and their squares (the shift
+    keeps the variance's precision when the mean is large); empty with ``norm`` None."""
     if norm is None:
         return ""
     eps, inside, variance, rms = flit(norm[0]), norm[1], norm[2], norm[5]
