@@ -128,7 +128,7 @@ class Gemm:
 
     def runtime(self, precision: str, reps: int) -> tuple[float, str]:
         """The runtime's own kernels for this MatMul (kinds.matmul.matmul_impl): the time of its
-        launches (a split-K GEMM and its reduction together) and their name."""
+        launches and their name."""
         p = Params(row=row_of(MatMul), attrs={}, in_shapes=[(self.m, self.k), (self.k, self.n)],
                      in_dtypes=[F32, F32], out_shapes=[(self.m, self.n)], out_dtypes=[F32], values={},
                      fused=None, extra_shapes=[], extra_dtypes=[], node=None, engine=self.eng, memo={},
@@ -136,7 +136,10 @@ class Gemm:
         impl = matmul_impl(p, None)
         cl = self.eng.cl
         t = SimpleNamespace
-        scratch = [cl.Buffer(self.eng.context, cl.mem_flags.READ_WRITE, b.nbytes) for b in impl.buffers]
+        mf = cl.mem_flags
+        scratch = [cl.Buffer(self.eng.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=b)
+                   if isinstance(b, np.ndarray) else cl.Buffer(self.eng.context, mf.READ_WRITE, b.nbytes)
+                   for b in impl.buffers]  # (a split-K GEMM's counters start at 0)
         kernels = []
         for ln in impl.launches:
             bufs, ints = ln.args([t(alloc=t(buffer=self.ab), offset=0), t(alloc=t(buffer=self.bb), offset=0)],
@@ -152,7 +155,7 @@ class Gemm:
         ln = impl.launches[0]
         name = ln.source.name + (f" {ln.lws[0]}x{ln.lws[1]}" if ln.source.name != "gemm_mma" else
                                  " " + _mma_name(ln.source.text))
-        if len(impl.launches) > 1:
+        if "sk_count" in ln.source.text or len(impl.launches) > 1:
             name += f" split-K {ln.gws[2]}"
         return float(np.median(times[1:])), name
 

@@ -67,6 +67,7 @@ from .mma_parts import (
 )
 
 F32 = np.dtype(np.float32)
+UNROLLED_SLICES = 8  # K slices whose partials a split-K tail loads at once (more: one by one)
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ class MmaConfig:
 def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, align: str,
              epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int,
              norm: tuple | None = None, hi_round: str = "rn", conv: bool = False,
-             splitk: bool = False, bmn: bool = False) -> Source:
+             splitk: str = "", bmn: bool = False) -> Source:
     """The tensor-core GEMM kernel (module docstring). ``b_kmajor``: B is read along n (its
     n stride 1 when ``copy == "cp_async"``), else along k. ``split``: 1 (TF32) or 3
     (3xTF32). ``ptx``: real ``mma.sync`` / ``cp.async`` (NVIDIA), else emulated.
@@ -125,11 +126,13 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
     the implicit im2col matrix of an NCHW convolution (``conv_gemm``): element (k, n) of image
     b is X[b, c, oh * sh - ph + kh * dh, ow * sw - pw + kw * dw] for k = (c, kh, kw) and
     n = (oh, ow), zero outside the image, gathered with element loads (the ``cv_*``
-    arguments, after the GEMM's own). ``splitk``: work-groups along dim 2 are (batch, K
-    slice) pairs, ``sk_n`` slices of ``sk_len`` (a multiple of BK) each; slice ``s`` writes
-    its partial product, without epilogue, to C + s * (batches * M * N) for
-    :func:`splitk_reduce` (arguments ``sk_len``, ``sk_n`` last). ``bmn``: the epilogue's
-    side inputs are addressed by (batch, m, n) strides (dims and strides of rank 3)."""
+    arguments, after the GEMM's own). ``splitk`` (else ""): work-groups along dim 2 are
+    (batch, K slice) pairs, ``sk_n`` slices of ``sk_len`` (a multiple of BK) each (arguments
+    ``sk_len``, ``sk_n`` last), reduced in the same launch with "tail" (:func:`_split_k_tail`;
+    then ``P``, ``sk_count``) or, with "apart", each slice's partial product stored without
+    epilogue to C + s * (batches * M * N) for :func:`splitk_reduce`.
+    ``bmn``: the epilogue's side inputs are addressed by (batch, m, n) strides (dims and
+    strides of rank 3)."""
     cfg.check()
     NT, BM, BN, BK, S = cfg.threads, cfg.bm, cfg.bn, cfg.bk, cfg.stages
     MI, NI = cfg.wm // 16, cfg.wn // 8
@@ -139,11 +142,13 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
         if not b_kmajor:
             raise ValueError("the implicit convolution GEMM reads B along n")
         args += [f"int cv_{x}" for x in CONV_ARGS]
+    if splitk == "apart" and (epilogue or n_extra):
+        raise ValueError("a split-K slice apart writes a partial product: the reduction "
+                         "applies the epilogue")
     if splitk:
-        if epilogue or n_extra:
-            raise ValueError("a split-K slice writes a partial product: the reduction applies "
-                             "the epilogue")
         args += ["int sk_len", "int sk_n"]
+    if splitk == "tail":
+        args += ["__global float* P", "__global int* sk_count"]
 
     # -- stage fills ---------------------------------------------------------------------------
     def fill(stage: str, kt: str, how: str) -> str:
@@ -255,10 +260,9 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
     if pipe:
         body = mma_pipe.offsets(cfg, b_kmajor) + "\n  " + body
 
-    if splitk:  # (batch, slice) along dim 2; the slice's partial product goes to its own C
+    if splitk:  # (batch, slice) along dim 2
         split_head = ("const int b = get_group_id(2) / sk_n, ks_ = get_group_id(2) - b * sk_n;\n"
-                      "  const int kbeg = ks_ * sk_len, KE = min(K, kbeg + sk_len);\n"
-                      "  coff += ks_ * (get_num_groups(2) / sk_n) * M * N;")
+                      "  const int kbeg = ks_ * sk_len, KE = min(K, kbeg + sk_len);")
     else:
         split_head = "const int b = get_group_id(2), kbeg = 0, KE = K;"
     acc_decl = "\n  ".join(f"float {', '.join(f'c{i}_{j}_{q} = 0.0f' for q in range(4))};"
@@ -273,14 +277,23 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
         stages_decl = ("__local float As[STAGES][BK / 16][BM][16] __attribute__((aligned(16)));\n"
                        f"  __local float Bs{b_local} __attribute__((aligned(16)));")
         room = S * BK * BM
-    store = _store(cfg, epilogue, n_extra, erank, bmn, room)
+    if splitk:  # the slice's partial product (then the tile's reduction: _split_k_tail)
+        poff = "  const int poff_ = ks_ * (get_num_groups(2) / sk_n) * M * N;"
+        store = "\n".join([poff, _store(cfg, [], 0, 0, False, room, "PSTORE",
+                                        "P[poff_ + flat]" if splitk == "tail" else
+                                        "C[coff + poff_ + flat]")])
+        if splitk == "tail":
+            store += "\n" + store_macro("STORE", epilogue, n_extra, erank, bmn) + "\n" + \
+                _split_k_tail(UNROLLED_SLICES)
+    else:
+        store = _store(cfg, epilogue, n_extra, erank, bmn, room)
     emu = emulation_scratch(ptx, cfg.warps)
     text = header([np.float32] + list(extra_dtypes)) + f"""#define BM {BM}
 #define BN {BN}
 #define BK {BK}
 #define STAGES {S}
 #define NT {NT}
-{macros(ptx, S - 2)}
+{macros(ptx, S - 2)}{_split_k_defs(ptx) if splitk == "tail" else ""}
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
 void gemm_mma({', '.join(args)})
 {{
@@ -306,9 +319,10 @@ void gemm_mma({', '.join(args)})
 
 @memoized
 def splitk_reduce(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int) -> Source:
-    """C = epilogue(sum of the ``ns`` partial products of a split-K GEMM): ``W`` holds them one
-    after the other, ``total`` floats each (batches * M * N, C's layout); one work-item per
-    element, the epilogue's side inputs read through ``d*`` / ``s_in*_*`` as in every GEMM."""
+    """C = epilogue(sum of the ``ns`` partial products of a split-K GEMM whose slices ran
+    "apart"): ``W`` holds them one after the other, ``total`` floats each (batches * M * N,
+    C's layout); one work-item per element, the epilogue's side inputs read through ``d*`` /
+    ``s_in*_*`` as in every GEMM."""
     args = ["__global const float* W", "__global float* C", "int coff", "int total", "int ns"]
     for j in range(n_extra):
         args += [f"__global const {ctype(extra_dtypes[j])}* in{j}", f"int off_in{j}"]
@@ -334,17 +348,75 @@ def splitk_reduce(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank
     return Source(text, "splitk_reduce")
 
 
-def _store(cfg: MmaConfig, epilogue: list[Stage], n_extra: int, erank: int, bmn: bool,
-           room: int) -> str:
-    """C fragments (rows g, g + 8 and columns 2t, 2t + 1 of each m16n8 piece) through the
-    epilogue, bounds-checked. With an epilogue, each warp passes its 16-row slices through
-    local memory (the stages, ``room`` floats from ``As``, free after the loop) and stores
-    them row by row in a loop:
-    one copy of the epilogue's code instead of one per accumulator (GPT-2's bias + tanh-GELU,
-    unrolled 128 times, made its GEMM 2-3x slower on the H100), and coalesced stores.
-    ``bmn``: the side inputs' strides are given over (batch, m, n) (``impls.gemm_strides``),
-    so their offsets need no division of the flat index."""
-    MI, NI = cfg.wm // 16, cfg.wn // 8
+def _split_k_defs(ptx: bool) -> str:
+    """What :func:`_split_k_tail` uses, ahead of the kernel: ``SK_FENCE`` (a device-scope
+    fence), ``sk_load4`` and ``sk_load`` (16 and 4 bytes, bypassing L1, which other
+    work-groups' stores do not update)."""
+    if not ptx:
+        return ("#define SK_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)\n"
+                "inline float4 sk_load4(__global const float* p) { return vload4(0, p); }\n"
+                "inline float sk_load(__global const float* p) { return *p; }\n")
+    return ('#define SK_FENCE() asm volatile("fence.acq_rel.gpu;" ::: "memory")\n'
+            "inline float4 sk_load4(__global const float* p) { float a, b, c, d; "
+            'asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];" '
+            ': "=f"(a), "=f"(b), "=f"(c), "=f"(d) : "l"(p)); return (float4)(a, b, c, d); }\n'
+            "inline float sk_load(__global const float* p) { float a; "
+            'asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(a) : "l"(p)); return a; }\n')
+
+
+def _split_k_tail(max_slices: int) -> str:
+    """After a K slice stored its partial product (``PSTORE`` into ``P``, slice s at s *
+    (batches M N)): the last of the tile's ``sk_n`` slices to arrive, counted on the tile's
+    word of ``sk_count`` (which it sets back to 0 for the next launch), sums the partials in
+    slice order and stores the sum through the epilogue (``STORE``). One launch instead of a
+    GEMM and a reduction, with the same sums in the same order. The fences order each item's
+    partial stores before the count (release) and the count before the last slice's loads.
+    Each item takes four columns at a time (N a multiple of 4; else one) and issues the
+    loads of every slice before it adds (the first ``max_slices``): one work-group per tile
+    does this, so it has to keep loads in flight (one at a time, the H200's split GEMMs ran
+    up to 2.4x slower than with a separate reduction)."""
+    loads = "\n".join(f"      if ({s} < sk_n) p{s}_ = sk_load4(P + {s} * total_ + pf_);"
+                       for s in range(1, max_slices))
+    adds = " ".join(f"if ({s} < sk_n) v_ += p{s}_;" for s in range(1, max_slices))
+    decl = ", ".join(f"p{s}_ = 0.0f" for s in range(1, max_slices))
+    return f"""  SK_FENCE();
+  barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+  __local int sk_last;
+  const int tile_ = (b * get_num_groups(1) + get_group_id(1)) * get_num_groups(0)
+                    + get_group_id(0);
+  if (tid == 0) {{
+    sk_last = atomic_inc(&sk_count[tile_]) == sk_n - 1;
+    if (sk_last) atomic_xchg(&sk_count[tile_], 0);
+  }}
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (!sk_last) return;
+  SK_FENCE();
+  const int total_ = (get_num_groups(2) / sk_n) * M * N, wide_ = (N & 3) == 0;
+  const int step_ = wide_ ? 4 : 1;
+  #pragma unroll 2
+  for (int e_ = tid * step_; e_ < BM * BN; e_ += NT * step_) {{
+    const int mm_ = m0 + e_ / BN, nn_ = n0 + e_ % BN;
+    if (mm_ >= M || nn_ >= N) continue;
+    const int pf_ = (b * M + mm_) * N + nn_;
+    if (wide_) {{
+      float4 v_ = sk_load4(P + pf_), {decl};
+{loads}
+      {adds}
+      for (int s_ = {max_slices}; s_ < sk_n; ++s_) v_ += sk_load4(P + s_ * total_ + pf_);
+      STORE(mm_, nn_, v_.x) STORE(mm_, nn_ + 1, v_.y) STORE(mm_, nn_ + 2, v_.z)
+      STORE(mm_, nn_ + 3, v_.w)
+    }} else {{
+      float v_ = sk_load(P + pf_);
+      for (int s_ = 1; s_ < sk_n; ++s_) v_ += sk_load(P + s_ * total_ + pf_);
+      STORE(mm_, nn_, v_)
+    }}
+  }}"""
+
+
+def store_macro(name: str, epilogue: list[Stage], n_extra: int, erank: int, bmn: bool,
+                dest: str = "C[coff + flat]") -> str:
+    """``#define name(mm, nn, val)``: element (mm, nn) of batch ``b`` through the epilogue
+    into ``dest`` (an expression of ``flat``), bounds-checked; ``bmn`` as in :func:`_store`."""
     code = stage_code([Stage("v", [], "float")] + epilogue,
                       {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
     if bmn and erank != 3:
@@ -354,11 +426,25 @@ def _store(cfg: MmaConfig, epilogue: list[Stage], n_extra: int, erank: int, bmn:
                         f" + (nn) * s_in{j}_2;" for j in range(n_extra))
     else:
         offs = offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
-    lines = [f"""#define STORE(mm, nn, val) if ((mm) < M && (nn) < N) {{ \\
+    return f"""#define {name}(mm, nn, val) if ((mm) < M && (nn) < N) {{ \\
     const float v = (val); const int flat = (b * M + (mm)) * N + (nn); \\
     {offs.replace(chr(10), ' ')} \\
     {code.replace(chr(10), ' ')} \\
-    C[coff + flat] = x{len(epilogue)}; }}"""]
+    {dest} = x{len(epilogue)}; }}"""
+
+
+def _store(cfg: MmaConfig, epilogue: list[Stage], n_extra: int, erank: int, bmn: bool,
+           room: int, macro: str = "STORE", dest: str = "C[coff + flat]") -> str:
+    """C fragments (rows g, g + 8 and columns 2t, 2t + 1 of each m16n8 piece) through the
+    epilogue, bounds-checked. With an epilogue, each warp passes its 16-row slices through
+    local memory (the stages, ``room`` floats from ``As``, free after the loop) and stores
+    them row by row in a loop:
+    one copy of the epilogue's code instead of one per accumulator (GPT-2's bias + tanh-GELU,
+    unrolled 128 times, made its GEMM 2-3x slower on the H100), and coalesced stores.
+    ``bmn``: the side inputs' strides are given over (batch, m, n) (``impls.gemm_strides``),
+    so their offsets need no division of the flat index."""
+    MI, NI = cfg.wm // 16, cfg.wn // 8
+    lines = [store_macro(macro, epilogue, n_extra, erank, bmn, dest)]
     ld = cfg.wn + 4  # row stride of a warp's slice: lanes of rows g and g + 8 on other banks
     if (epilogue or n_extra) and cfg.warps * 16 * ld <= room:
         lines.append("  barrier(CLK_LOCAL_MEM_FENCE);  /* the stages are free */")
@@ -371,7 +457,8 @@ def _store(cfg: MmaConfig, epilogue: list[Stage], n_extra: int, erank: int, bmn:
             lines.append("  #pragma unroll 1")
             lines.append(f"  for (int e_ = lane; e_ < {16 * cfg.wn}; e_ += 32) {{")
             lines.append(f"    const int r_ = e_ / {cfg.wn}, c_ = e_ % {cfg.wn};")
-            lines.append(f"    STORE(m0 + wm0 + {i * 16} + r_, n0 + wn0 + c_, ep_[r_ * {ld} + c_])")
+            lines.append(f"    {macro}(m0 + wm0 + {i * 16} + r_, n0 + wn0 + c_, "
+                         f"ep_[r_ * {ld} + c_])")
             lines.append("  }")
             lines.append("  barrier(CLK_LOCAL_MEM_FENCE);")
         return "\n".join(lines)
@@ -379,6 +466,6 @@ def _store(cfg: MmaConfig, epilogue: list[Stage], n_extra: int, erank: int, bmn:
         for j in range(NI):
             m = f"m0 + wm0 + {i * 16} + g"
             n = f"n0 + wn0 + {j * 8} + 2 * t"
-            lines.append(f"  STORE({m}, {n}, c{i}_{j}_0) STORE({m}, {n} + 1, c{i}_{j}_1) "
-                         f"STORE({m} + 8, {n}, c{i}_{j}_2) STORE({m} + 8, {n} + 1, c{i}_{j}_3)")
+            lines.append(f"  {macro}({m}, {n}, c{i}_{j}_0) {macro}({m}, {n} + 1, c{i}_{j}_1) "
+                         f"{macro}({m} + 8, {n}, c{i}_{j}_2) {macro}({m} + 8, {n} + 1, c{i}_{j}_3)")
     return "\n".join(lines)

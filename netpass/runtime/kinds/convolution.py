@@ -32,7 +32,7 @@ from ..kernels.window import (
     depthwise_tile,
 )
 from .base import OpKind, table
-from .matmul import gemm_launch, with_reduction
+from .matmul import gemm_launch, split_k
 
 
 def window_pads(p: Params, in_sp: Sequence[int], out_sp: Sequence[int], kernel: Sequence[int],
@@ -172,24 +172,25 @@ def _implicit_gemm_conv(p: Params, x, y, geo: tuple) -> tuple[list, list] | None
     copy = "cp_async" if K_ % 4 == 0 else "plain"
     stages, n_extra, edt, edims, est = epilogue(p, y)
     splits, slice_k = mma_plan.k_splits(cfg, M, N, K_, batch, cus)
-    sk = splits > 1
-    bmn = gemm_strides(p, y, batch, M, N) if n_extra and not sk else None
-    epi = (edims, est)
+    mode = mma_plan.split_k_mode(cfg) if splits > 1 else ""
+    bmn = gemm_strides(p, y, batch, M, N) if n_extra and mode != "apart" else None
     if bmn is not None:
         edims, est = [batch, M, N], bmn
-    src = p.cached(("conv_mma", cfg, split, kind, copy, len(edims), sk, bmn is not None),
+    fused = mode != "apart"  # (the epilogue in this kernel)
+    src = p.cached(("conv_mma", cfg, split, kind, copy, len(edims), mode, bmn is not None),
                    lambda: mma.gemm_mma(cfg, True, split, kind == "ptx", copy, mma_plan.ALIGN,
-                                        [] if sk else stages, 0 if sk else n_extra,
-                                        [] if sk else edt, 0 if sk else len(edims),
-                                        None, mma_plan.HI_ROUND, True, sk, bmn is not None))
+                                        stages if fused else [], n_extra if fused else 0,
+                                        edt if fused else [], len(edims) if fused else 0, None,
+                                        mma_plan.HI_ROUND, True, mode, bmn is not None))
     gws, lws = mma_plan.work_sizes(cfg, M, N, batch, splits)
     geometry = [KH * KW, KW, OW, sh, sw, ph, pw, dh, dw, H, W_, H * W_, W_, 1]
-    spec = [("i", 1), ("i", 0)] + ([("b", 0), 0] if sk else [("o", 0)])
-    spec += [M, N, K_, 1, 0, 0, K_, 1, C * H * W_, 0, 0, 1]
-    if sk:
-        return with_reduction(p, Launch(src, gws, lws, spec + geometry + [slice_k, splits]),
-                              batch * M * N, splits, None, (stages, n_extra, edt, *epi))
-    spec += [("e", j) for j in range(n_extra)]
+    head = [("i", 1), ("i", 0)] + ([("o", 0)] if fused else [("b", 0), 0])
+    head += [M, N, K_, 1, 0, 0, K_, 1, C * H * W_, 0, 0, 1]
+    epi = (stages, n_extra, edt, edims, est)
+    if mode:
+        return split_k(p, src, gws, lws, head, geometry, (splits, slice_k), batch * M * N, None,
+                       epi, mode)
+    spec = head + [("e", j) for j in range(n_extra)]
     if n_extra:
         spec += edims + [v for st in est for v in st]
     return [Launch(src, gws, lws, spec + geometry)], []

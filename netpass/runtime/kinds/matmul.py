@@ -158,7 +158,8 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
                                        (M, N, Ka, nb), (splits, slice_k),
                                        [dims[1], sab[0], sab[1], sa[-2], sa[-1], sbb[0], sbb[1],
                                         sb[-2], sb[-1]],
-                                       extra_refs, (stages, n_extra, edt, edims, est), len(buffers))
+                                       extra_refs, (stages, n_extra, edt, edims, est), out_shape,
+                                       len(buffers))
         return pre + launches, buffers + more
     if gemv is not None:  # few rows: memory-bound GEMVs over B's contiguous columns
         src = p.cached(("gemv", gemv, len(edims), norm),
@@ -225,35 +226,54 @@ def _normalize_rows(p: Params, norm: tuple, norm_first: int, a_idx: int, rows: i
 
 def _split_k_gemm(p: Params, tc_plan: tuple, norm: tuple | None, norm_first: int, ab_refs: list,
                   mnkb: tuple, split: tuple, strides: list, extra_refs: list | None,
-                  epilogue: tuple, slot: int = 0) -> tuple[list, list]:
+                  epilogue: tuple, out_shape, slot: int = 0) -> tuple[list, list]:
     """The tensor-core GEMM in ``split = (slices, K per slice)`` K slices (A and B read
-    through ``ab_refs``), each writing its partial product to impl buffer ``slot`` (a
-    Scratch), then their reduction (:func:`with_reduction`)."""
+    through ``ab_refs``) and their reduction through the epilogue (:func:`split_k`)."""
     M, N, Ka, nb = mnkb
-    splits, slice_k = split
-    src = p.cached(("gemm_mma_splitk", tc_plan, norm),
-                   lambda: mma_plan.source(tc_plan, [], 0, [], 0, norm, True))
-    gws, lws = mma_plan.work_sizes(tc_plan[0], M, N, nb, splits)
-    spec: list = ab_refs + [("b", slot), 0]  # (C: the scratch, offset 0)
-    if norm is not None:
-        spec += [("i", norm_first + j) for j in range(int(norm[3]) + int(norm[4]))]
-    spec += [M, N, Ka] + strides + [slice_k, splits]
-    return with_reduction(p, Launch(src, gws, lws, spec), max(nb, 1) * M * N, splits, extra_refs,
-                          epilogue, slot)
-
-
-def with_reduction(p: Params, gemm: Launch, total: int, splits: int, extra_refs: list | None,
-                   epilogue: tuple, slot: int = 0) -> tuple[list, list]:
-    """A split-K GEMM launch (its partial products in impl buffer ``slot``, a Scratch) and
-    ``kernels.mma.splitk_reduce`` summing them into the output through the epilogue."""
     stages, n_extra, edt, edims, est = epilogue
+    mode = mma_plan.split_k_mode(tc_plan[0])
+    bmn = gemm_strides(p, out_shape, nb, M, N) if n_extra and mode == "tail" else None
+    if bmn is not None:
+        edims, est = [nb, M, N], bmn
+    tail = mode == "tail"
+    src = p.cached(("gemm_mma_splitk", tc_plan, norm, len(edims), bmn is not None, mode),
+                   lambda: mma_plan.source(tc_plan, stages if tail else [], n_extra if tail else 0,
+                                           edt if tail else [], len(edims) if tail else 0, norm,
+                                           mode, bmn is not None))
+    gws, lws = mma_plan.work_sizes(tc_plan[0], M, N, nb, split[0])
+    head: list = ab_refs + [("o", 0) if tail else ("b", slot)] + ([] if tail else [0])
+    if norm is not None:
+        head += [("i", norm_first + j) for j in range(int(norm[3]) + int(norm[4]))]
+    head += [M, N, Ka] + strides
+    return split_k(p, src, gws, lws, head, [], split, nb * M * N, extra_refs,
+                   (stages, n_extra, edt, edims, est), mode, slot)
+
+
+def split_k(p: Params, src, gws: tuple, lws: tuple, head: list, geometry: list, split: tuple,
+            total: int, extra_refs: list | None, epilogue: tuple, mode: str,
+            slot: int = 0) -> tuple[list, list]:
+    """(launches, impl buffers) of a split-K tensor-core GEMM (``kernels.mma.gemm_mma``'s
+    ``splitk``) whose arguments begin with ``head`` (with "tail": C is the output; with
+    "apart": impl buffer ``slot``, a Scratch for the partial products) and go on with the
+    epilogue's (with "tail"), ``geometry`` (a convolution's) and the slices. "tail": one
+    launch; the partial products in impl buffer ``slot`` (a Scratch) and the per-tile arrival
+    counts in ``slot + 1`` (zeros, which every launch leaves as it found them; each request
+    uploads its own). "apart": the GEMM, then ``kernels.mma.splitk_reduce`` summing the
+    partial products into the output through the epilogue."""
+    stages, n_extra, edt, edims, est = epilogue
+    splits, slice_k = split
+    refs = extra_refs if extra_refs is not None else [("e", j) for j in range(n_extra)]
+    ext = refs + (edims + [x for s in est for x in s] if n_extra else [])
+    scratch = Scratch(4 * splits * total)
+    if mode == "tail":
+        tiles = (gws[0] // lws[0]) * gws[1] * (gws[2] // splits)
+        spec = head + ext + geometry + [slice_k, splits, ("b", slot), ("b", slot + 1)]
+        return [Launch(src, gws, lws, spec)], [scratch, np.zeros(tiles, np.int32)]
     red = p.cached(("splitk_reduce", len(edims)),
                    lambda: mma.splitk_reduce(stages, n_extra, edt, len(edims)))
-    spec = [("b", slot), ("o", 0), total, splits]
-    spec += extra_refs if extra_refs is not None else [("e", j) for j in range(n_extra)]
-    if n_extra:
-        spec += edims + [x for s in est for x in s]
-    return [gemm, Launch(red, *work_1d(total), spec)], [Scratch(4 * splits * total)]
+    gemm = Launch(src, gws, lws, head + geometry + [slice_k, splits])
+    return [gemm, Launch(red, *work_1d(total), [("b", slot), ("o", 0), total, splits] + ext)], \
+        [scratch]
 
 
 def matmul_impl(p: Params, key) -> Impl | None:

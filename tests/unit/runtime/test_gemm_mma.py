@@ -289,15 +289,19 @@ def split_k(emulated, monkeypatch):
     return emulated
 
 
-def _ran_split_k(req) -> bool:
-    return any("splitk_reduce(" in key[2] for key in req.network.kernel_objects)
+def _ran_split_k(req, mode: str = "tail") -> bool:
+    mark = "sk_count" if mode == "tail" else "void splitk_reduce("
+    return any(mark in key[2] for key in req.network.kernel_objects)
 
 
 @pocl_only
+@pytest.mark.parametrize("mode", ["tail", "apart"])
 @pytest.mark.parametrize("precision", ["tf32", "f32"])
-def test_split_k_with_bias_gelu_residual(precision, split_k, rng):
-    """K slices (odd K: the last slice short, a tail inside it) summed by the reduction,
-    which applies the fused bias, tanh-GELU and residual; batch 2, growing rows."""
+def test_split_k_with_bias_gelu_residual(precision, mode, split_k, rng, monkeypatch):
+    """K slices (odd K: the last slice short, a tail inside it) summed by the reduction, in
+    the GEMM's launch or apart (mma_plan.TAIL_MAX_TILE), which applies the fused bias,
+    tanh-GELU and residual; batch 2, growing rows."""
+    monkeypatch.setattr(mma_plan, "TAIL_MAX_TILE", 1 << 20 if mode == "tail" else 0)
     x = opset.parameter([2, -1, 83], np.float32, name="x")
     r = opset.parameter([2, -1, 40], np.float32, name="r")
     w, bias = _f(rng, 83, 40), _f(rng, 40)
@@ -308,8 +312,29 @@ def test_split_k_with_bias_gelu_residual(precision, split_k, rng):
         feeds = {"x": _f(rng, 2, s, 83), "r": _f(rng, 2, s, 40)}
         got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
         assert _rel_l2(got, want) <= TOL[1 if precision == "tf32" else 3] * 2
-    assert _ran_split_k(req)
+    assert _ran_split_k(req, mode)
     assert mma_plan.k_splits(SMALL, 17, 40, 83, 2, 2)[0] > 1
+
+
+@pocl_only
+def test_split_k_slices_past_the_unrolled_loads(split_k, monkeypatch, rng):
+    """The last slice of a tile sums every partial in slice order, also those past the loads
+    it issues at once (UNROLLED_SLICES), with N a multiple of 4 (four columns an item) and
+    not (one); a second request keeps its own tile counters."""
+    monkeypatch.setattr(mma, "UNROLLED_SLICES", 2)
+    x = opset.parameter([-1, 150], np.float32, name="x")
+    ys = [opset.result(opset.matmul(x, _f(rng, 150, n), False, False), name=f"y{n}")
+          for n in (40, 37)]
+    model = Model(ys, [x])
+    cm = compile_program(model, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": "f32"})
+    reqs = [cm.create_infer_request(), cm.create_infer_request()]
+    for s in (33, 9, 33):
+        for req in reqs:
+            feeds = {"x": _f(rng, s, 150)}
+            got, want = req.infer(feeds), netpass.reference.infer(model, feeds)
+            for n in (40, 37):
+                assert _rel_l2(got[f"y{n}"], want[f"y{n}"]) <= TOL[3] * 2
+    assert _ran_split_k(reqs[0]) and mma_plan.k_splits(SMALL, 33, 40, 150, 1, 2)[0] > 2
 
 
 @pocl_only
@@ -327,7 +352,7 @@ def test_split_k_fully_connected_with_folded_layernorm(split_k, rng):
     for s in (37, 20):
         feeds = {"x": (30 + _f(rng, 1, s, k)).astype(np.float32)}
         assert _rel_l2(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 2e-5
-    assert any("splitk_reduce(" in key[2] for key in req._runtime_request.network.kernel_objects)
+    assert any("sk_count" in key[2] for key in req._runtime_request.network.kernel_objects)
 
 
 def test_k_splits_choice():
