@@ -10,8 +10,11 @@ four launches per layer besides the attention, for a row of each.
 through the transposed view of its cache, or directly) the appends' new rows as two more
 inputs (``AttentionDesc.appends``): for a step of up to ``kernels.decode.DECODE_ROWS`` new
 rows the decode attention kernel reads them from there and writes them into the cache itself
-(``ProgramNode.append_by``: the append then copies nothing), and on longer steps (a prompt)
-the append copies as before. The Transposes that lay the new rows out as the cache become
+(``ProgramNode.append_by``: the append then copies nothing). A longer step over empty caches
+(a prompt after ``reset_state``: its keys are its new rows) is read from the new rows by the
+flash or row kernel, whose work-groups write their query rows into the caches
+(``kernels.attention.fill_caches``); a longer step over a past (a chunk of a prompt) is
+appended by copies as before. The Transposes that lay the new rows out as the cache become
 permuted views (the copy and the kernel read through their strides), and so the projection's
 Split becomes strided views too (``Program._mark_strided_views``).
 

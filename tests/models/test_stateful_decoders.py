@@ -269,3 +269,43 @@ def test_llama_caches_grow_in_place_and_the_attention_appends(plain_models):
     appends = [n for n in prog.nodes if n.state_role == "append"]
     assert len(appends) == len(prog.sinks) == 2 * 2
     assert all(n.append_by is not None for n in appends)
+
+
+@pytest.mark.skipif(RUNTIME_DEVICE != "CPU", reason="tensor cores emulated on PoCL")
+@pytest.mark.parametrize("flash", [False, True])
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_long_prompts_fill_the_caches_in_the_attention(plain_models, name, flash, monkeypatch):
+    """A prompt longer than a decode step over empty caches: the attention reads its new keys
+    and values where they are and writes them into the caches itself (no copy launch per
+    cache), on the row kernel and on the flash kernel (tensor cores emulated); then a long
+    chunk over the filled caches (the appends copy) and single tokens. Every chunk's logits
+    within rel. L2 1e-4 of onnxruntime's on the plain export fed its cache."""
+    import onnxruntime as ort
+
+    from netpass.runtime.device import Engine, select_device
+    from netpass.runtime.kinds import attention as attention_kind
+    if flash:
+        monkeypatch.setattr(Engine.get(select_device("CPU")), "mma", "emulated")
+        monkeypatch.setattr(attention_kind, "FLASH_MIN_M", 4)
+    dec, plain, stateful = plain_models[name]
+    cm = netpass.compile_model(stateful, RUNTIME_DEVICE, {"TRANSFORMATIONS": "NONE"})
+    req = cm.create_infer_request()
+    sess = ort.InferenceSession(dec.onnx, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    pairs = find_kv_cache_pairs(plain)
+    cache = {i.name: np.zeros([d if isinstance(d, int) else (1 if k == 0 else 0)
+                               for k, d in enumerate(i.shape)], np.float32)
+             for i in sess.get_inputs() if i.name in pairs}
+    ids = np.random.default_rng(3).integers(1, dec.vocab, (1, 34))
+    feeder = GreedyDecoder(cm)
+    past = 0
+    for n in (20, 12, 1, 1):
+        feeds = feeder._feeds(ids[:, past:past + n], past, {})
+        got = req.infer(feeds)["logits"]
+        want = dict(zip(names, sess.run(None, {**feeds, **cache})))
+        assert _rel_l2(got, want["logits"]) <= RTOL_L2, f"chunk of {n} after {past}"
+        cache = {p: want[r] for p, r in pairs.items()}
+        past += n
+    sources = [key[2] for key in req._runtime_request.network.kernel_objects]
+    kernel = "void flash_attention(" if flash else "void attention("
+    assert any(kernel in s and "ck_ = CK" in s for s in sources)

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import mma
+from .attention import FILL_ARGS, fill_caches
 from .common import Source, Stage, ctype, header, memoized, nan_max, stage_code
 
 MAX_HEAD = 128
@@ -101,7 +102,7 @@ def _ceil(x: int, m: int) -> int:
 def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, vec: bool,
                     score_ops: list[Stage], side_dtypes: list, causal: bool,
                     empty_rows: str = "nan", hi_round: str = "rn",
-                    skip: tuple[int, str] | None = None) -> Source:
+                    skip: tuple[int, str] | None = None, fill: bool = False) -> Source:
     """The kernel for head size ``d`` and value width ``dv`` (<= MAX_HEAD). ``vec``: K and V
     rows contiguous with row and batch strides multiples of 4 floats and ``d``, ``dv`` too:
     their blocks are copied 16 bytes at a time (``cp.async`` with PTX; a work-group whose K or
@@ -113,7 +114,9 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
     value ``v``) saying that a key is dead for a query: its score went through a final
     stage that leaves it at most ``-DEAD_SCORE`` (an additive mask ``<= -DEAD_SCORE``, a
     boolean mask's false); a key block dead for every query of the work-group is skipped
-    (module docstring, "Dead key blocks")."""
+    (module docstring, "Dead key blocks"). ``fill``: the keys and values are a prompt's new
+    rows, which each work-group writes into the caches for its own query rows
+    (``kernels.attention.fill_caches``; arguments last)."""
     W, BKV, BQ, NT = cfg.warps, cfg.bkv, cfg.bq, cfg.threads
     DK, DVP = _ceil(d, 16), _ceil(dv, 8)
     if BQ > 2 * BKV or DK > MAX_HEAD or DVP > MAX_HEAD or (vec and (d % 4 or dv % 4)):
@@ -129,6 +132,8 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
     for j, dt in enumerate(side_dtypes):
         args += [f"__global const {ctype(dt)}* in{j}", f"int off_in{j}"]
         args += [f"int s_in{j}_{k}" for k in range(4)]
+    if fill:
+        args += FILL_ARGS
 
     def copy_block(dst: str, src: str, rows: int, width: int, limit_rows: str, limit_cols: str,
                    rs: str, cs: str, layout: str) -> str:
@@ -317,6 +322,7 @@ void flash_attention({', '.join(args)})
   Kt += koff + b0 * sk0 + kb1 * sk1;
   V += voff + b0 * sv0 + kb1 * sv1;
   O += ooff + b0 * so0 + b1 * so1;
+  {fill_caches("m0", "BQ", "NT", "tid") if fill else ""}
   {side_base}
   __local float KS[2 * {SL * BKV * 16}] __attribute__((aligned(16)));
   __local float VS[2 * {BKV * VST}] __attribute__((aligned(16)));

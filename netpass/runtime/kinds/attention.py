@@ -199,19 +199,30 @@ def attention_impl(p: Params, key) -> Impl | None:
         raise NetpassError(f"{FusedAttention.type_name} '{p.node.name}': {M} query rows for "
                            f"{_new_rows(desc, shapes)} new keys (the cache appends need both "
                            f"up to {decode.DECODE_ROWS} or both above)")
+    append = bool(desc.appends) and decoding
+    # the new keys and values (appended: laid out as k and v) walk the same batch dims
+    xs = _append_operands(shapes, strides, len(shapes) - desc.appends, G) if desc.appends \
+        else []
+    # a prompt over empty caches (no past: N == M) reads its new keys and values where they
+    # are, and its work-groups write them into the caches (kernels.attention.fill_caches)
+    fill = bool(desc.appends) and not decoding and N == M
+    kv = [0, 1, 2]  # the inputs the kernels read q, k and v from
+    caches: list = []
+    if fill:
+        caches, operands = list(operands[1:]), (operands[0], xs[0], xs[1])
+        (kb, kbs, skn, skd), (vb, vbs, svn, svj) = xs
+        kv = [0, len(shapes) - 2, len(shapes) - 1]
     flash_launch = None if decoding else \
-        _flash_launch(p, desc, batch, operands, ost, M, N, D, DV, scores_shape)
+        _flash_launch(p, desc, batch, operands, ost, M, N, D, DV, scores_shape, kv, caches)
     if flash_launch is not None:
         return Impl(key, [flash_launch] if M and size(batch) else [])
-    append = bool(desc.appends) and decoding
     bstr = [broadcast_strides(b, batch, s) if b else [0] * rank
             for b, s in ((qb, qbs), (kb, kbs), (vb, vbs))]
-    # the new keys and values (appended: laid out as k and v) walk the same batch dims
-    xs = _append_operands(shapes, strides, len(shapes) - desc.appends) if append else []
-    xb = [broadcast_strides(x[0], batch, x[1]) if x[0] else [0] * rank for x in xs]
+    xb = [broadcast_strides(x[0], batch, x[1]) if x[0] else [0] * rank
+          for x in (xs if append else caches)]
     dims, coll = collapse(batch, bstr + [list(ost[:rank])] + xb)
     if len(dims) > 2:
-        if append:
+        if append or fill:
             raise NetpassError(f"{FusedAttention.type_name} '{p.node.name}': the batch of q, "
                                f"k and v {[list(s) for s in shapes[:3]]} does not collapse to "
                                "two dims")
@@ -220,6 +231,9 @@ def attention_impl(p: Params, key) -> Impl | None:
         dims, coll = [1] + dims, [[0] + c for c in coll]
     q_s, k_s, v_s, o_s = coll[:4]
     if not _heads_kept(G, batch, dims, k_s, v_s, bstr):
+        if append or fill:
+            raise NetpassError(f"{FusedAttention.type_name} '{p.node.name}': the key/value "
+                               "heads of its cache appends do not stay a dim of their own")
         return None
     nb = dims[0] * dims[1]
     side_strides = [broadcast_strides(shapes[3 + j], scores_shape, strides[3 + j])
@@ -228,7 +242,7 @@ def attention_impl(p: Params, key) -> Impl | None:
     stages = p.cached(("attention_stages",), desc.stages)
     guard = desc.nan_guard is not None
     side_dts = [p.in_dtypes[3 + j] for j in range(n_sides)]
-    spec = [("i", 0), ("i", 1), ("i", 2), ("o", 0), M, N, D, DV, dims[1], G,
+    spec = [("i", kv[0]), ("i", kv[1]), ("i", kv[2]), ("o", 0), M, N, D, DV, dims[1], G,
             q_s[0], q_s[1], sqm, sqd, k_s[0], k_s[1], skn, skd, v_s[0], v_s[1], svn, svj,
             o_s[0], o_s[1], ost[-2], ost[-1]]
     if decoding:  # the decode kernel, which appends the new keys and values where asked
@@ -244,12 +258,14 @@ def attention_impl(p: Params, key) -> Impl | None:
     else:
         jt = cdiv(DV, LS)
         dmax = max(LS, 1 << max(D - 1, 0).bit_length())
-        src = p.cached(("attention", len(edims), jt, dmax, guard),
-                       lambda: attention(stages, side_dts, len(edims), jt, dmax, guard))
+        src = p.cached(("attention", len(edims), jt, dmax, guard, fill),
+                       lambda: attention(stages, side_dts, len(edims), jt, dmax, guard, fill))
         local = LS
     spec += [("i", 3 + j) for j in range(n_sides)]
     if n_sides:
         spec += list(edims) + [x for s in est for x in s]
+    if fill:
+        spec += _fill_spec(caches, coll[4:])
     if M == 0 or nb == 0:
         return Impl(key, [])
     return Impl(key, [Launch(src, (local, M, nb), (local, 1, 1), spec)])
@@ -269,10 +285,24 @@ def _new_rows(desc: AttentionDesc, shapes: Sequence[tuple]) -> int:
     return shapes[len(shapes) - desc.appends][-2]
 
 
-def _append_operands(shapes: Sequence[tuple], strides: Sequence, first: int) -> list[tuple]:
+def _append_operands(shapes: Sequence[tuple], strides: Sequence, first: int,
+                     group: int) -> list[tuple]:
     """(batch dims, batch strides, row stride, column stride) of the new keys and of the new
-    values (inputs ``first`` and ``first + 1``, laid out as the cache: [..., rows, head])."""
-    return [_operand(shapes[j], strides[j], False) for j in (first, first + 1)]
+    values (inputs ``first`` and ``first + 1``, laid out as the cache: [..., rows, head]),
+    their heads counted as query heads (grouped-query attention: as k and v)."""
+    out = []
+    for j in (first, first + 1):
+        b, bs, rs, cs = _operand(shapes[j], strides[j], False)
+        out.append((b[:-1] + [b[-1] * group] if group > 1 and b else b, bs, rs, cs))
+    return out
+
+
+def _fill_spec(caches: list, batch_strides: list) -> list:
+    """The arguments of ``kernels.attention.FILL_ARGS``: the key and value caches (inputs 1
+    and 2) with their collapsed batch strides and their row and column strides."""
+    (_, _, ckn, ckd), (_, _, cvn, cvj) = caches
+    (ck0, ck1), (cv0, cv1) = batch_strides
+    return [("i", 1), ck0, ck1, ckn, ckd, ("i", 2), cv0, cv1, cvn, cvj]
 
 
 # -- the flash kernel (tensor cores) ---------------------------------------------------------------
@@ -294,12 +324,14 @@ def _skip(p: Params, side: int | None, dtype, groups: int) -> tuple[int, str] | 
 
 
 def _flash_launch(p: Params, desc: AttentionDesc, batch: list, operands, ost: list, M: int,
-                  N: int, D: int, DV: int, scores_shape: tuple) -> Launch | None:
+                  N: int, D: int, DV: int, scores_shape: tuple, kv: list,
+                  caches: list) -> Launch | None:
     """The tensor-core flash kernel (``kernels.flash``) for prefill-sized M on devices with
     ``engine.mma``: TF32 with INFERENCE_PRECISION_HINT "tf32", 3xTF32
     (``kernels.mma_plan.F32_SPLIT``) for float32 up to head size 64. None where it does not
     apply (the batch of q, k, v, the output and the score ops' side inputs must collapse to
-    two dims)."""
+    two dims). ``kv``: the inputs q, k and v are read from; ``caches``: the operands of the
+    caches the kernel fills (a prompt over empty caches), or none."""
     kind = getattr(p.engine, "mma", "") if p.engine is not None else ""
     split = 1 if p.precision == "tf32" else mma_plan.F32_SPLIT
     if not kind or M < FLASH_MIN_M or split is None or D > flash.MAX_HEAD or DV > flash.MAX_HEAD \
@@ -307,16 +339,17 @@ def _flash_launch(p: Params, desc: AttentionDesc, batch: list, operands, ost: li
         return None
     rank = len(batch)
     strides = p.in_strides or [None] * len(p.in_shapes)
-    n_sides = len(p.in_shapes) - 3
+    n_sides = len(p.in_shapes) - 3 - desc.appends
     side = [broadcast_strides(p.in_shapes[3 + j], scores_shape, strides[3 + j])
             for j in range(n_sides)]
     bstr = [broadcast_strides(b, batch, s) if b else [0] * rank for b, s, _, _ in operands]
-    dims, coll = collapse(batch, bstr + [list(ost[:rank])] + [s[:rank] for s in side])
+    cst = [broadcast_strides(b, batch, s) if b else [0] * rank for b, s, _, _ in caches]
+    dims, coll = collapse(batch, bstr + [list(ost[:rank])] + [s[:rank] for s in side] + cst)
     if len(dims) > 2:
         return None
     while len(dims) < 2:
         dims, coll = [1] + dims, [[0] + c for c in coll]
-    (q_s, k_s, v_s, o_s), side_b = coll[:4], coll[4:]
+    (q_s, k_s, v_s, o_s), side_b = coll[:4], coll[4:4 + n_sides]
     if not _heads_kept(desc.group, batch, dims, k_s, v_s, bstr):
         return None
     (_, _, sqm, sqd), (_, _, skn, skd), (_, _, svn, svj) = operands
@@ -327,15 +360,19 @@ def _flash_launch(p: Params, desc: AttentionDesc, batch: list, operands, ost: li
     side_dtypes = [p.in_dtypes[3 + j] for j in range(n_sides)]
     skip = _skip(p, desc.dead_mask(), F32, cdiv(M, cfg.bq) * max(dims[0] * dims[1], 1))
     empty_rows = "zero_nan" if desc.nan_guard is not None else "nan"
-    src = p.cached(("flash", cfg, D, DV, split, kind, vec, skip),
+    fill = bool(caches)
+    src = p.cached(("flash", cfg, D, DV, split, kind, vec, skip, fill),
                    lambda: flash.flash_attention(cfg, D, DV, split, kind == "ptx", vec, stages,
                                                  side_dtypes, False, empty_rows, mma_plan.HI_ROUND,
-                                                 skip))
-    spec = [("i", 0), ("i", 1), ("i", 2), ("o", 0), M, N, D, DV, dims[1], desc.group, N - M,
+                                                 skip, fill))
+    spec = [("i", kv[0]), ("i", kv[1]), ("i", kv[2]), ("o", 0), M, N, D, DV, dims[1],
+            desc.group, N - M,
             q_s[0], q_s[1], sqm, sqd, k_s[0], k_s[1], skn, skd, v_s[0], v_s[1], svn, svj,
             o_s[0], o_s[1], ost[-2], ost[-1]]
     for j in range(n_sides):
         spec += [("i", 3 + j), side_b[j][0], side_b[j][1], side[j][-2], side[j][-1]]
+    if fill:
+        spec += _fill_spec(caches, coll[4 + n_sides:])
     nb = dims[0] * dims[1]
     return Launch(src, (cdiv(M, cfg.bq) * cfg.threads, max(nb, 1), 1), (cfg.threads, 1, 1), spec)
 

@@ -125,7 +125,8 @@ def test_state_set_reset_and_two_requests_on_the_device(make):
         sb.state = value.astype(np.float64)
     a.reset_state()
     ref = netpass.reference.create_infer_request(model)
-    np.testing.assert_allclose(a.infer({"x": x})["y"], ref.infer({"x": x})["y"], rtol=1e-5)
+    np.testing.assert_allclose(a.infer({"x": x})["y"], ref.infer({"x": x})["y"], rtol=1e-5,
+                               atol=1e-6)  # (float32 sums in another order; outputs ~1)
     assert b.query_state()[0].state.shape != a.query_state()[0].state.shape
 
 
