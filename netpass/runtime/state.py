@@ -375,7 +375,7 @@ class VariableStore:
         new = inst.in_shapes[1]
         # (the attention reading the cache appends a decode step's rows itself, and a prompt's
         # over an empty cache: kv_append)
-        if impls.size(new) and (node.append_by is None or new[axis] > DECODE_ROWS and past):
+        if impls.size(new) and (node.append_by is None or (new[axis] > DECODE_ROWS and past)):
             strides = self._cap_strides(v)
             self._copy(net.device_tensor(*inst.src(1)),
                        Tensor(v.alloc, past * strides[axis], new, v.dtype, strides))
