@@ -227,6 +227,28 @@ def test_cycle_is_reported():
         pm.run()
 
 
+def test_layers_sort_as_networkx_orders_them():
+    """sorted_layers gives the lexicographically smallest topological order (networkx's),
+    with repeated edges between a pair (Add(x, x)) and names that sort against their order."""
+    import random
+
+    import networkx as nx
+
+    from netpass.legacy_passes.layer_graph import Layer
+    rng = random.Random(3)
+    net = LegacyNetwork()
+    names: list[str] = []
+    for i in range(400):
+        name = f"{rng.choice('zyxabc')}{rng.randrange(1000)}_{i}"
+        inputs = [("layer", rng.choice(names[-20:]), 0) for _ in range(rng.randrange(3))] \
+            if names else []
+        net.add_layer(Layer(name, "X", "X", inputs=inputs))
+        names.append(name)
+    want = list(nx.lexicographical_topological_sort(net.graph))
+    assert [layer.name for layer in net.sorted_layers()] == want
+    assert want != names  # (the tie-break by name is what is checked)
+
+
 def test_network_has_parameters_as_inputs():
     m = conv_relu_pool_model()
     assert isinstance(m.parameters[0], Parameter)
