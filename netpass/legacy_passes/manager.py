@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
+from ..core.gc_pause import gc_paused
 from .layer_graph import LegacyNetwork
 from .legacy_pass import LegacyPass
 from .passes import DEFAULT_PASSES
@@ -38,15 +39,17 @@ class PassManager:
     def run(self, index: int = 0) -> int:
         """Run this phase's passes; returns the next pass index (for the other phase)."""
         chosen = [p for p in self.passes if p.run_before_copy == self.run_before_copy]
-        for p in chosen:
-            self.net.sorted_layers()  # re-sort before every pass (raises on a cycle)
-            changed = p.run(self.net)
-            index += 1
-            line = f"PASS: {index}/{len(self.passes)}: {p.name}{' (changed)' if changed else ''}"
-            self.log.append(line)
-            log.info(line)
-            if self.dump_dir is not None:
-                dump_network(self.net, self.dump_dir / f"legacy_{index:02d}_{p.name}")
+        with gc_paused():  # (core.gc_pause: the layer graph holds no reference cycles)
+            for p in chosen:
+                self.net.sorted_layers()  # re-sort before every pass (raises on a cycle)
+                changed = p.run(self.net)
+                index += 1
+                mark = " (changed)" if changed else ""
+                line = f"PASS: {index}/{len(self.passes)}: {p.name}{mark}"
+                self.log.append(line)
+                log.info(line)
+                if self.dump_dir is not None:
+                    dump_network(self.net, self.dump_dir / f"legacy_{index:02d}_{p.name}")
         return index
 
 
