@@ -245,7 +245,7 @@ def _split_k_gemm(p: Params, tc_plan: tuple, norm: tuple | None, norm_first: int
     if norm is not None:
         head += [("i", norm_first + j) for j in range(int(norm[3]) + int(norm[4]))]
     head += [M, N, Ka] + strides
-    return split_k(p, src, gws, lws, head, [], split, nb * M * N, extra_refs,
+    return split_k(p, src, gws, lws, head, [], split, max(nb, 1) * M * N, extra_refs,
                    (stages, n_extra, edt, edims, est), mode, slot)
 
 
