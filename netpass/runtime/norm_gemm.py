@@ -34,7 +34,7 @@ from ..ops.movement import Reshape, Slice
 from ..ops.normalization import MVN
 from .kinds.matmul import matmul_shape
 from .kinds.normalization import RmsNorm
-from .program_node import ProgramNode, node_users, read_once, splice
+from .program_node import ProgramNode, fuse_matches, read_once
 from .shape_infer import infer_host
 
 F32 = np.dtype(np.float32)
@@ -180,23 +180,21 @@ def fuse_norm_gemms(nodes: list) -> list:
     """``nodes`` (topological) with every LayerNorm-fed GEMM replaced by a normalized one:
     inputs ``[x, weights, (FullyConnected: bias), gamma?, beta?]`` (the vectors as new Constant
     nodes)."""
-    users = node_users(nodes)
-    replace: dict[int, list] = {}
-    dropped: set[int] = set()
-    for m in nodes:
-        found = _match(m, users)
-        if found is None:
-            continue
-        mvn, chain, gamma, beta, views = found
-        consts = [ProgramNode(f"{m.id}/{name}", Constant.type_name, value=v)
-                  for name, v in (("gamma", gamma), ("beta", beta)) if v is not None]
-        if views:  # (the views now read the raw rows; the GEMM reads the last view)
-            views[0].inputs[0] = mvn.inputs[0]
-        a = (views[-1], 0) if views else mvn.inputs[0]
-        node = ProgramNode(m.id, m.kind, m.attrs, [a, *m.inputs[1:]] + [(c, 0) for c in consts],
-                           out_dtypes=m.out_dtypes, out_pshapes=m.out_pshapes, name=m.name)
-        node.out_pvalues = m.out_pvalues
-        node.subgraph = NormDesc(mvn, chain, m, gamma is not None, beta is not None)
-        replace[id(m)] = consts + [node]
-        dropped.update(id(n) for n in [mvn] + chain)
-    return splice(nodes, replace, dropped)
+    return fuse_matches(nodes, _normalized_gemm)
+
+
+def _normalized_gemm(m, users: dict) -> tuple | None:
+    found = _match(m, users)
+    if found is None:
+        return None
+    mvn, chain, gamma, beta, views = found
+    consts = [ProgramNode(f"{m.id}/{name}", Constant.type_name, value=v)
+              for name, v in (("gamma", gamma), ("beta", beta)) if v is not None]
+    if views:  # (the views now read the raw rows; the GEMM reads the last view)
+        views[0].inputs[0] = mvn.inputs[0]
+    a = (views[-1], 0) if views else mvn.inputs[0]
+    node = ProgramNode(m.id, m.kind, m.attrs, [a, *m.inputs[1:]] + [(c, 0) for c in consts],
+                       out_dtypes=m.out_dtypes, out_pshapes=m.out_pshapes, name=m.name)
+    node.out_pvalues = m.out_pvalues
+    node.subgraph = NormDesc(mvn, chain, m, gamma is not None, beta is not None)
+    return consts + [node], [mvn] + chain

@@ -1,9 +1,9 @@
 """Program nodes: one lowered primitive each, with the flags the program's build passes set,
 and the helpers the passes that rewrite the node list share (:func:`node_users`,
-:func:`splice`, :func:`same_dim`)."""
+:func:`splice`, :func:`fuse_matches`, :func:`same_dim`)."""
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -78,6 +78,22 @@ def read_once(n: ProgramNode, users: dict[int, list]) -> bool:
     """Whether ``n`` (one output, not a model output) has exactly one reader in ``users``
     (:func:`node_users`): what a node-list pass may absorb into the node that reads it."""
     return not n.is_output and n.num_outputs == 1 and len(users.get(id(n), ())) == 1
+
+
+def fuse_matches(nodes: list, rewrite: Callable[[Any, dict], tuple | None]) -> list:
+    """``nodes`` (topological) with each node ``n`` for which ``rewrite(n, users)`` gives
+    ``(new nodes, absorbed nodes)`` swapped for the new nodes (the last one takes its place
+    as its users' producer) and the absorbed ones left out (:func:`splice`): the loop of the
+    node-list fusions that match at a chain's last node."""
+    users = node_users(nodes)
+    replace: dict[int, list] = {}
+    dropped: set[int] = set()
+    for n in nodes:
+        found = rewrite(n, users)
+        if found is not None:
+            replace[id(n)], absorbed = found
+            dropped.update(id(c) for c in absorbed)
+    return splice(nodes, replace, dropped)
 
 
 def splice(nodes: list, replace: dict[int, list], dropped: set[int]) -> list:

@@ -18,7 +18,7 @@ import numpy as np
 from ..ops.elementwise import Add, Divide, Multiply, Power, Sqrt
 from ..ops.reduction import ReduceMean
 from .kinds.normalization import RmsNorm, RmsNormDesc
-from .program_node import node_users, read_once, splice, standing_for
+from .program_node import fuse_matches, read_once, standing_for
 
 F32 = np.dtype(np.float32)
 
@@ -101,18 +101,14 @@ def _match(n, users: dict) -> tuple | None:
     return None
 
 
+def _rms_norm(n, users: dict) -> tuple | None:
+    found = _match(n, users) if n.is_a(Multiply, Divide) else None
+    if found is None:
+        return None
+    x, k, eps, chain = found
+    return [standing_for(n, RmsNorm.type_name, [(x, k)], RmsNormDesc(eps, chain))], chain
+
+
 def fuse_rms_norms(nodes: list) -> list:
     """``nodes`` (topological) with every RMSNorm chain replaced by an RmsNorm node."""
-    users = node_users(nodes)
-    replace: dict[int, list] = {}
-    dropped: set[int] = set()
-    for n in nodes:
-        if not n.is_a(Multiply, Divide):
-            continue
-        found = _match(n, users)
-        if found is None:
-            continue
-        x, k, eps, chain = found
-        replace[id(n)] = [standing_for(n, RmsNorm.type_name, [(x, k)], RmsNormDesc(eps, chain))]
-        dropped.update(id(c) for c in chain)
-    return splice(nodes, replace, dropped)
+    return fuse_matches(nodes, _rms_norm)

@@ -21,7 +21,7 @@ import numpy as np
 from ..ops.elementwise import Add, Multiply, Negative
 from ..ops.movement import Concat, Slice
 from .kinds.elementwise import Rotary, RotaryDesc
-from .program_node import node_users, read_once, splice, standing_for
+from .program_node import fuse_matches, read_once, standing_for
 
 F32 = np.dtype(np.float32)
 
@@ -98,16 +98,14 @@ def _match(n, users: dict) -> tuple | None:
     return None
 
 
+def _rotary(n, users: dict) -> tuple | None:
+    found = _match(n, users)
+    if found is None:
+        return None
+    x, cos, sin, chain = found
+    return [standing_for(n, Rotary.type_name, [x, cos, sin], RotaryDesc(chain))], chain
+
+
 def fuse_rotaries(nodes: list) -> list:
     """``nodes`` (topological) with every rotate-half rotation replaced by a Rotary node."""
-    users = node_users(nodes)
-    replace: dict[int, list] = {}
-    dropped: set[int] = set()
-    for n in nodes:
-        found = _match(n, users)
-        if found is None:
-            continue
-        x, cos, sin, chain = found
-        replace[id(n)] = [standing_for(n, Rotary.type_name, [x, cos, sin], RotaryDesc(chain))]
-        dropped.update(id(c) for c in chain)
-    return splice(nodes, replace, dropped)
+    return fuse_matches(nodes, _rotary)
