@@ -325,6 +325,15 @@ def epilogue(p: Params, out_shape: Sequence[int], first_extra: int = 0):
     return stages, len(p.extra_shapes), list(p.extra_dtypes), dims, st
 
 
+def epilogue_args(n_extra: int, dims: Sequence[int], strides: Sequence[Sequence[int]],
+                  refs: list | None = None) -> list:
+    """A kernel's fused-epilogue arguments, after its own (the launch spec's tail): the side
+    inputs (``refs``, default extra tensors 0 .. ``n_extra - 1``), then, if there are any, the
+    collapsed dims and each side input's strides over them (:func:`epilogue`)."""
+    refs = refs if refs is not None else [("e", j) for j in range(n_extra)]
+    return refs + (list(dims) + [x for s in strides for x in s] if n_extra else [])
+
+
 def gemm_strides(p: Params, out_shape: Sequence[int], nb: int, M: int, N: int) -> list | None:
     """Each fused side input's strides over a GEMM's (batch, m, n) output, ``out_shape`` read
     as [nb, M, N] (a conv's [B, OC, OH OW]): what lets a GEMM's epilogue address them from its

@@ -26,6 +26,7 @@ from ..impls import (
     cdiv,
     collapse,
     contiguous_strides,
+    epilogue_args,
     evaluate_fused,
     fused_stages,
     size,
@@ -261,9 +262,7 @@ def attention_impl(p: Params, key) -> Impl | None:
         src = p.cached(("attention", len(edims), jt, dmax, guard, fill),
                        lambda: attention(stages, side_dts, len(edims), jt, dmax, guard, fill))
         local = LS
-    spec += [("i", 3 + j) for j in range(n_sides)]
-    if n_sides:
-        spec += list(edims) + [x for s in est for x in s]
+    spec += epilogue_args(n_sides, edims, est, [("i", 3 + j) for j in range(n_sides)])
     if fill:
         spec += _fill_spec(caches, coll[4:])
     if M == 0 or nb == 0:

@@ -18,6 +18,7 @@ from ..impls import (
     Params,
     contiguous_strides,
     epilogue,
+    epilogue_args,
     gemm_strides,
     size,
     work_1d,
@@ -136,18 +137,14 @@ def conv_impl(p: Params, key: Any, grouped: bool = False, nhwc: bool = False,
             src = depthwise_conv(shape, stages, n_extra, edt, len(edims))
             spec = [("i", 0), ("i", 1), ("o", 0), H, W_, OC, Og, OH, OW, KH, KW, sh, sw, dh, dw,
                     ph, pw, xsn, xsc, xsh, xsw, ysn, ysc, ysh, ysw, wso, wsh, wsw, rows, cols]
-            spec += [("e", j) for j in range(n_extra)]
-            if n_extra:
-                spec += edims + [v for s in est for v in s]
+            spec += epilogue_args(n_extra, edims, est)
             tw, th, oy = shape
             gws = (-(-OW // tw) * tw, -(-OH // (th * oy)) * th, planes)
             return Impl(key, [Launch(src, gws, (tw, th, 1), spec)] if n else [])
     src = conv(p.out_dtypes[0], stages, n_extra, edt, len(edims))
     spec = [("i", 0), ("i", 1), ("o", 0), n, Cg, H, W_, Og, OH, OW, KH, KW, sh, sw, dh, dw, ph, pw,
             xsn, xsc, xsh, xsw, ysn, ysc, ysh, ysw, OC, wso, wsc, wsh, wsw]
-    spec += bias_refs if bias_refs is not None else [("e", j) for j in range(n_extra)]
-    if n_extra:
-        spec += edims + [v for s in est for v in s]
+    spec += epilogue_args(n_extra, edims, est, bias_refs)
     return Impl(key, [Launch(src, *work_1d(n), spec)])
 
 
@@ -190,10 +187,7 @@ def _implicit_gemm_conv(p: Params, x, y, geo: tuple) -> tuple[list, list] | None
     if mode:
         return split_k(p, src, gws, lws, head, geometry, (splits, slice_k), batch * M * N, None,
                        epi, mode)
-    spec = head + [("e", j) for j in range(n_extra)]
-    if n_extra:
-        spec += edims + [v for st in est for v in st]
-    return [Launch(src, gws, lws, spec + geometry)], []
+    return [Launch(src, gws, lws, head + epilogue_args(n_extra, edims, est) + geometry)], []
 
 
 ROWS = table(

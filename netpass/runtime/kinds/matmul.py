@@ -22,6 +22,7 @@ from ..impls import (
     collapse,
     contiguous_strides,
     epilogue,
+    epilogue_args,
     gemm_strides,
     size,
     work_1d,
@@ -198,9 +199,7 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
     if norm is not None:
         spec += [("i", norm_first + j) for j in range(int(norm[3]) + int(norm[4]))]
     spec += [M, N, Ka, dims[1], sab[0], sab[1], sa[-2], sa[-1], sbb[0], sbb[1], sb[-2], sb[-1]]
-    spec += extra_refs if extra_refs is not None else [("e", j) for j in range(n_extra)]
-    if n_extra:
-        spec += edims + [x for s in est for x in s]
+    spec += epilogue_args(n_extra, edims, est, extra_refs)
     return pre + [Launch(src, gws, (lx, ly, 1), spec)], buffers
 
 
@@ -262,8 +261,7 @@ def split_k(p: Params, src, gws: tuple, lws: tuple, head: list, geometry: list, 
     partial products into the output through the epilogue."""
     stages, n_extra, edt, edims, est = epilogue
     splits, slice_k = split
-    refs = extra_refs if extra_refs is not None else [("e", j) for j in range(n_extra)]
-    ext = refs + (edims + [x for s in est for x in s] if n_extra else [])
+    ext = epilogue_args(n_extra, edims, est, extra_refs)
     scratch = Scratch(4 * splits * total)
     if mode == "tail":
         tiles = (gws[0] // lws[0]) * gws[1] * (gws[2] // splits)

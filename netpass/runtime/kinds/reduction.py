@@ -22,7 +22,7 @@ from ...ops.reduction import (
     ReduceSum,
     TopK,
 )
-from ..impls import Impl, Launch, Params, epilogue, size
+from ..impls import Impl, Launch, Params, epilogue, epilogue_args, size
 from ..kernels.common import LS, Source
 from ..kernels.rowop import rowop
 from .base import ImplFactory, OpKind, ints, same_shape, table
@@ -43,9 +43,7 @@ def axes_block(shape: Sequence[int], axes: Sequence[int]) -> tuple[int, int, int
 def row_launch(src: Source, rows: int, R: int, inner: int, n_extra: int = 0,
                edims: Sequence[int] = (), est: Sequence[Sequence[int]] = ()) -> Launch:
     """One work-group of LS items per row of R elements ``inner`` apart."""
-    spec = [("i", 0), ("o", 0), R, inner] + [("e", j) for j in range(n_extra)]
-    if n_extra:
-        spec += list(edims) + [v for s in est for v in s]
+    spec = [("i", 0), ("o", 0), R, inner] + epilogue_args(n_extra, edims, est)
     return Launch(src, (max(rows, 1) * LS,), (LS,), spec)
 
 
