@@ -272,14 +272,15 @@ def test_llama_caches_grow_in_place_and_the_attention_appends(plain_models):
 
 
 @pytest.mark.skipif(RUNTIME_DEVICE != "CPU", reason="tensor cores emulated on PoCL")
-@pytest.mark.parametrize("flash", [False, True])
+@pytest.mark.parametrize("flash", [False, True, "split"])
 @pytest.mark.parametrize("name", ["gpt2", "llama"])
 def test_long_prompts_fill_the_caches_in_the_attention(plain_models, name, flash, monkeypatch):
     """A prompt longer than a decode step over empty caches: the attention reads its new keys
     and values where they are and writes them into the caches itself (no copy launch per
-    cache), on the row kernel and on the flash kernel (tensor cores emulated); then a long
-    chunk over the filled caches (the appends copy) and single tokens. Every chunk's logits
-    within rel. L2 1e-4 of onnxruntime's on the plain export fed its cache."""
+    cache), on the row kernel and on the flash kernel (tensor cores emulated; "split": its
+    keys split over work-groups, the first split filling the caches); then a long chunk over
+    the filled caches (the appends copy) and single tokens. Every chunk's logits within rel.
+    L2 1e-4 of onnxruntime's on the plain export fed its cache."""
     import onnxruntime as ort
 
     from netpass.runtime.device import Engine, select_device
@@ -287,6 +288,10 @@ def test_long_prompts_fill_the_caches_in_the_attention(plain_models, name, flash
     if flash:
         monkeypatch.setattr(Engine.get(select_device("CPU")), "mma", "emulated")
         monkeypatch.setattr(attention_kind, "FLASH_MIN_M", 4)
+    if flash == "split":
+        monkeypatch.setattr(attention_kind, "FLASH_SKIP_WAVES", 1e9)
+        monkeypatch.setattr(attention_kind, "FLASH_SPLIT_WAVES", 1e9)
+        monkeypatch.setattr(attention_kind, "FLASH_MIN_CHUNK", 1)
     dec, plain, stateful = plain_models[name]
     cm = netpass.compile_model(stateful, RUNTIME_DEVICE, {"TRANSFORMATIONS": "NONE"})
     req = cm.create_infer_request()
@@ -296,10 +301,11 @@ def test_long_prompts_fill_the_caches_in_the_attention(plain_models, name, flash
     cache = {i.name: np.zeros([d if isinstance(d, int) else (1 if k == 0 else 0)
                                for k, d in enumerate(i.shape)], np.float32)
              for i in sess.get_inputs() if i.name in pairs}
-    ids = np.random.default_rng(3).integers(1, dec.vocab, (1, 34))
+    first = 40 if flash == "split" else 20  # (splits need two key blocks)
+    ids = np.random.default_rng(3).integers(1, dec.vocab, (1, first + 14))
     feeder = GreedyDecoder(cm)
     past = 0
-    for n in (20, 12, 1, 1):
+    for n in (first, 12, 1, 1):
         feeds = feeder._feeds(ids[:, past:past + n], past, {})
         got = req.infer(feeds)["logits"]
         want = dict(zip(names, sess.run(None, {**feeds, **cache})))
@@ -308,4 +314,5 @@ def test_long_prompts_fill_the_caches_in_the_attention(plain_models, name, flash
         past += n
     sources = [key[2] for key in req._runtime_request.network.kernel_objects]
     kernel = "void flash_attention(" if flash else "void attention("
-    assert any(kernel in s and "ck_ = CK" in s for s in sources)
+    assert any(kernel in s and "ck_ = CK" in s and ("fa_count" in s) == (flash == "split")
+               for s in sources)

@@ -37,6 +37,23 @@ of them), the loop goes on over every block. Work-groups are then unequal, so wi
 or ``causal`` they run the last query blocks (the longest rows) first. (A per-block vote in
 the loop cost more than it saved on the H100: the mask loads sat before each iteration's
 barrier.)
+
+Key splits (``kv_split``): with few query blocks (a 1024-token prompt of 12 heads is 192
+work-groups, all resident at once) the time is the serial walk of the longest row over its
+key blocks, at a few warps per compute unit. The launch's third dimension then splits each
+row's key blocks into runs of ``chunk``; each split keeps its own running maximum m_c, sum
+l_c and unnormalized output o_c, stores them in its slot of ``FP``, and the last split of
+the query block to arrive (a per-request counter, as the split-K GEMM's tail in
+:mod:`~netpass.runtime.kernels.mma`) merges them in split order: o = sum_c exp(m_c - m) o_c
+over l = sum_c exp(m_c - m) l_c with m the largest m_c. A split with no keys of its rows
+(past the causal end) returns at once. With ``skip``, a split scans its own keys for the
+last one live for a row of the work-group and stops there (a split whose keys are all dead
+stores an empty partial); the walk that would extend past it when a row turns out to have no
+live key cannot run in one split (the row's keys are in others), so the work-group first
+checks that every row has a key that anchors it (:func:`anchor_predicate`, walking key blocks
+from the first until each row has found one: one block for a causal mask) and skips nothing
+otherwise. (Exact as long as the scores before the mask stay below DEAD_SCORE / 4 in
+magnitude.)
 """
 from __future__ import annotations
 
@@ -57,6 +74,13 @@ def dead_predicate(dtype) -> str:
     mask's false, an additive mask at most -DEAD_SCORE (-inf, or the dtype minimum that
     exporters write)."""
     return "!({v})" if np.dtype(dtype) == np.bool_ else f"(({{v}}) <= -{DEAD_SCORE:g}f)"
+
+
+def anchor_predicate(dtype) -> str:
+    """The C predicate over a mask value ``{v}`` saying that its key anchors its row: the
+    row's final maximum is then above -DEAD_SCORE / 2, so the keys the mask kills add 0 to
+    it (a boolean mask's true; an additive value above -DEAD_SCORE / 2)."""
+    return "({v})" if np.dtype(dtype) == np.bool_ else "(({v}) > -HALF_DEAD)"
 
 
 @dataclass(frozen=True)
@@ -98,11 +122,62 @@ def _ceil(x: int, m: int) -> int:
     return (x + m - 1) // m * m
 
 
+def _merge_splits(bq: int, dvp: int, no: int) -> str:
+    """C statements after a key split's loop (module docstring, "Key splits"): the split
+    stores its unnormalized output rows and their running maximum and sum in its slot of
+    ``FP``; the last of the query block's splits to arrive (counted on the block's word of
+    ``fa_count``, set back to 0 for the next launch) merges every split's, in split order,
+    into its registers: o = sum_c exp(m_c - m) o_c, l = sum_c exp(m_c - m) l_c. At the
+    kernel's top level (its ``__local`` flag must be)."""
+    psize, ml = bq * (dvp + 2), bq * dvp
+    cells = [(o, q, "r0_" if q < 2 else "r1_", f"{o * 8} + 2 * t + {q & 1}")
+             for o in range(no) for q in range(4)]
+    own = "\n  ".join(f"part_[{r} * {dvp} + {c}] = o{o}_{q};" for o, q, r, c in cells)
+    zero = " ".join(f"o{o}_{q} = 0.0f;" for o, q, _, _ in cells)
+    add = "\n    ".join(f"o{o}_{q} += w{q // 2}_ * sk_load(pc_ + {r} * {dvp} + {c});"
+                         for o, q, r, c in cells)
+    return f"""const int r0_ = warp * 16 + g, r1_ = r0_ + 8;
+  const int tile_ = b * get_num_groups(0) + m0 / BQ;
+  __global float* parts_ = FP + tile_ * get_num_groups(2) * {psize};
+  __global float* part_ = parts_ + z_ * {psize};
+  {own}
+  if (t == 0) {{
+    part_[{ml} + 2 * r0_] = mx0; part_[{ml} + 2 * r0_ + 1] = l0;
+    part_[{ml} + 2 * r1_] = mx1; part_[{ml} + 2 * r1_ + 1] = l1;
+  }}
+  SK_FENCE();
+  barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+  __local int fa_last;
+  if (tid == 0) {{
+    fa_last = atomic_inc(&fa_count[tile_]) == active_ - 1;
+    if (fa_last) atomic_xchg(&fa_count[tile_], 0);
+  }}
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (!fa_last) return;
+  SK_FENCE();
+  float gm0 = -INFINITY, gm1 = -INFINITY;
+  for (int c_ = 0; c_ < active_; ++c_) {{
+    const float a0_ = sk_load(parts_ + c_ * {psize} + {ml} + 2 * r0_);
+    const float a1_ = sk_load(parts_ + c_ * {psize} + {ml} + 2 * r1_);
+    gm0 = {nan_max("gm0", "a0_")}; gm1 = {nan_max("gm1", "a1_")};
+  }}
+  l0 = 0.0f; l1 = 0.0f; {zero}
+  for (int c_ = 0; c_ < active_; ++c_) {{
+    __global const float* pc_ = parts_ + c_ * {psize};
+    const float m0_ = sk_load(pc_ + {ml} + 2 * r0_), m1_ = sk_load(pc_ + {ml} + 2 * r1_);
+    const float w0_ = m0_ == -INFINITY ? 0.0f : exp(m0_ - gm0);
+    const float w1_ = m1_ == -INFINITY ? 0.0f : exp(m1_ - gm1);
+    l0 += w0_ * sk_load(pc_ + {ml} + 2 * r0_ + 1); l1 += w1_ * sk_load(pc_ + {ml} + 2 * r1_ + 1);
+    {add}
+  }}"""
+
+
 @memoized
 def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, vec: bool,
                     score_ops: list[Stage], side_dtypes: list, causal: bool,
                     empty_rows: str = "nan", hi_round: str = "rn",
-                    skip: tuple[int, str] | None = None, fill: bool = False) -> Source:
+                    skip: tuple[int, str] | None = None, fill: bool = False,
+                    kv_split: bool = False) -> Source:
     """The kernel for head size ``d`` and value width ``dv`` (<= MAX_HEAD). ``vec``: K and V
     rows contiguous with row and batch strides multiples of 4 floats and ``d``, ``dv`` too:
     their blocks are copied 16 bytes at a time (``cp.async`` with PTX; a work-group whose K or
@@ -116,7 +191,9 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
     boolean mask's false); a key block dead for every query of the work-group is skipped
     (module docstring, "Dead key blocks"). ``fill``: the keys and values are a prompt's new
     rows, which each work-group writes into the caches for its own query rows
-    (``kernels.attention.fill_caches``; arguments last)."""
+    (``kernels.attention.fill_caches``; arguments after the side inputs). ``kv_split``: the
+    keys split over the launch's third dimension (module docstring, "Key splits"; arguments
+    last)."""
     W, BKV, BQ, NT = cfg.warps, cfg.bkv, cfg.bq, cfg.threads
     DK, DVP = _ceil(d, 16), _ceil(dv, 8)
     if BQ > 2 * BKV or DK > MAX_HEAD or DVP > MAX_HEAD or (vec and (d % 4 or dv % 4)):
@@ -134,6 +211,8 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
         args += [f"int s_in{j}_{k}" for k in range(4)]
     if fill:
         args += FILL_ARGS
+    if kv_split:
+        args += ["int chunk", "__global float* FP", "__global int* fa_count"]
 
     def copy_block(dst: str, src: str, rows: int, width: int, limit_rows: str, limit_cols: str,
                    rs: str, cs: str, layout: str) -> str:
@@ -248,33 +327,57 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
                            f"vb{o}_0_{{p}}, vb{o}_1_{{p}}")
         pv.append("}")
 
-    def scan() -> str:
-        """The last key live for any query of the work-group, into ``live_end`` (module
-        docstring, "Dead key blocks")."""
+    def scan(lo: str, hi: str) -> str:
+        """The last key in [lo, hi) live for any query of the work-group, into ``live_end``
+        (module docstring, "Dead key blocks")."""
         if skip is None:
             return ""
         js, pred = skip
         t_ = ctype(side_dtypes[js])
-        live4 = " ".join(f"if (!{pred.format(v='v_.' + c)}) last_ = max(last_, c_ + {k});"
+        live4 = " ".join(f"if (!{pred.format(v='v_.' + c)}) last_ = max(last_, lo_ + c_ + {k});"
                          for k, c in enumerate("xyzw"))
         return f"""{{ int last_ = -1;
     const int rows_ = min(BQ, M - m0), rs_ = s_in{js}_2, cs_ = s_in{js}_3;
-    __global const {t_}* mk_ = in{js} + ob{js} + m0 * rs_;
-    const int q4_ = cs_ == 1 && ((ob{js} + m0 * rs_) & 3) == 0 && (rs_ & 3) == 0 ? nend >> 2 : 0;
+    const int lo_ = {lo}, keys_ = max(0, ({hi}) - lo_);
+    __global const {t_}* mk_ = in{js} + ob{js} + m0 * rs_ + lo_ * cs_;
+    const int q4_ = cs_ == 1 && ((ob{js} + m0 * rs_ + lo_) & 3) == 0 && (rs_ & 3) == 0
+                    ? keys_ >> 2 : 0;
     for (int i = tid; i < rows_ * q4_; i += NT) {{
       const int r_ = i / q4_, c_ = (i - r_ * q4_) * 4;
       const {t_}4 v_ = vload4(0, mk_ + r_ * rs_ + c_);
       {live4}
     }}
-    const int w_ = nend - 4 * q4_;
+    const int w_ = keys_ - 4 * q4_;
     for (int i = tid; i < rows_ * w_; i += NT) {{
       const int r_ = i / w_, n_ = 4 * q4_ + i - r_ * w_;
-      if (!{pred.format(v="mk_[r_ * rs_ + n_ * cs_]")}) last_ = max(last_, n_);
+      if (!{pred.format(v="mk_[r_ * rs_ + n_ * cs_]")}) last_ = max(last_, lo_ + n_);
     }}
     if (last_ >= 0) atomic_max(&live_end, last_);
   }}"""
 
-    extend = "" if skip is None else f"""if (it + 1 == nblocks && nblocks < nfull) {{
+    def anchors() -> str:
+        """Whether some row of the work-group has no key that anchors it (``unanchored_``),
+        the key blocks walked from the first until every row has one (module docstring,
+        "Key splits")."""
+        js, _ = skip
+        anchor = anchor_predicate(side_dtypes[js]).format(
+            v=f"in{js}[ob{js} + (m0 + r_) * s_in{js}_2 + n_ * s_in{js}_3]")
+        return f"""__local int rowlive_[BQ];
+  for (int i = tid; i < BQ; i += NT) rowlive_[i] = m0 + i >= M;
+  int unanchored_ = 0;
+  for (int kb_ = 0; kb_ < nfull; ++kb_) {{
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int i = tid; i < BQ * BKV; i += NT) {{
+      const int r_ = i / BKV, n_ = kb_ * BKV + i % BKV;
+      if (n_ < nend && !rowlive_[r_] && {anchor}) rowlive_[r_] = 1;
+    }}
+    barrier(CLK_LOCAL_MEM_FENCE);
+    unanchored_ = 0;
+    for (int r_ = 0; r_ < BQ; ++r_) unanchored_ |= !rowlive_[r_];
+    if (!unanchored_) break;
+  }}"""
+
+    extend = "" if skip is None or kv_split else f"""if (it + 1 == nblocks && nblocks < nfull) {{
       if ((mr0 < M && !(mx0 > -HALF_DEAD)) || (mr1 < M && !(mx1 > -HALF_DEAD))) unanchored = 1;
       barrier(CLK_LOCAL_MEM_FENCE);
       if (unanchored) {{ nblocks = nfull; {load_kv("(cs ^ 1)", "n0 + BKV")} }}
@@ -290,6 +393,7 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
                          f"const float v_ = o{o}_{q} / {lv}; O[{m} * som + j * soj] = "
                          f"{finish[empty_rows].format(lv=lv)}; }} }}")
 
+    merge = _merge_splits(BQ, DVP, NO) if kv_split else ""
     side_base = "\n  ".join(f"const int ob{j} = off_in{j} + b0 * s_in{j}_0 + b1 * s_in{j}_1;"
                             for j in range(n_side))
     shuffle = _SHUFFLE_PTX if ptx else _SHUFFLE_EMULATED
@@ -297,9 +401,24 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
     longest_first = skip is not None or causal
     skip_locals = "" if skip is None else \
         "__local int live_end, unanchored; if (tid == 0) { live_end = -1; unanchored = 0; }"
-    first_blocks = "nfull" if skip is None else \
-        "live_end >= 0 ? min(nfull, live_end / BKV + 1) : nfull"
+    if kv_split:  # this split's blocks, up to the last live one where every row is anchored
+        first_blocks = "min(nfull, it0 + chunk)" if skip is None else \
+            ("unanchored_ ? min(nfull, it0 + chunk) : live_end >= 0 ? "
+             "min(min(nfull, it0 + chunk), live_end / BKV + 1) : it0")
+        scan_range = ("it0 * BKV", "min(nend, (it0 + chunk) * BKV)")
+    else:
+        first_blocks = "nfull" if skip is None else \
+            "live_end >= 0 ? min(nfull, live_end / BKV + 1) : nfull"
+        scan_range = ("0", "nend")
     m_block = "(get_num_groups(0) - 1 - get_group_id(0))" if longest_first else "get_group_id(0)"
+    nend = "min(N, m0 + BQ + cofs)" if causal else "N"
+    # a key split past the row's last block has nothing to do; the first one always runs
+    chunk_range = """const int z_ = get_group_id(2), it0 = z_ * chunk;
+  const int active_ = max(1, (nfull + chunk - 1) / chunk);
+  if (z_ >= active_) return;""" if kv_split else "const int it0 = 0;"
+    fill_code = fill_caches("m0", "BQ", "NT", "tid") if fill else ""
+    if fill and kv_split:
+        fill_code = f"if (z_ == 0) {{ {fill_code} }}"
     al16 = ("const int al16 = ((((size_t)Kt) | ((size_t)V) | ((size_t)Qm)) & 15) == 0;" if vec
             else "")
     o_init = " ".join(f"float o{o}_0 = 0.0f, o{o}_1 = 0.0f, o{o}_2 = 0.0f, o{o}_3 = 0.0f;"
@@ -309,7 +428,7 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
 #define BKV {BKV}
 #define STAGES 2
 #define HALF_DEAD {DEAD_SCORE / 2:g}f
-{mma.macros(ptx, 0)}{shuffle}
+{mma.macros(ptx, 0)}{shuffle}{mma.arrival_defs(ptx) if kv_split else ""}
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
 void flash_attention({', '.join(args)})
 {{
@@ -322,7 +441,10 @@ void flash_attention({', '.join(args)})
   Kt += koff + b0 * sk0 + kb1 * sk1;
   V += voff + b0 * sv0 + kb1 * sv1;
   O += ooff + b0 * so0 + b1 * so1;
-  {fill_caches("m0", "BQ", "NT", "tid") if fill else ""}
+  const int nend = {nend};
+  const int nfull = nend > 0 ? (nend + BKV - 1) / BKV : 0;
+  {chunk_range}
+  {fill_code}
   {side_base}
   __local float KS[2 * {SL * BKV * 16}] __attribute__((aligned(16)));
   __local float VS[2 * {BKV * VST}] __attribute__((aligned(16)));
@@ -336,19 +458,18 @@ void flash_attention({', '.join(args)})
   CP_WAIT();
   barrier(CLK_LOCAL_MEM_FENCE);
   {chr(10).join("  " + x for x in qfrag)}
-  const int nend = {"min(N, m0 + BQ + cofs)" if causal else "N"};
-  {scan()}
+  {anchors() if kv_split and skip is not None else ""}
+  {scan(*scan_range)}
   barrier(CLK_LOCAL_MEM_FENCE);
   float mx0 = -INFINITY, mx1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
   {o_init}
-  const int nfull = nend > 0 ? (nend + BKV - 1) / BKV : 0;
   int nblocks = {first_blocks};
-  if (nblocks > 0) {load_kv("0", "0")}
+  if (nblocks > it0) {load_kv("0", "it0 * BKV")}
   CP_COMMIT();
-  for (int it = 0; it < nblocks; ++it) {{
+  for (int it = it0; it < nblocks; ++it) {{
     CP_WAIT();
     barrier(CLK_LOCAL_MEM_FENCE);  /* block it is in; block it - 1 is no longer read */
-    const int cs = it & 1, n0 = it * BKV;
+    const int cs = (it - it0) & 1, n0 = it * BKV;
     if (it + 1 < nblocks) {load_kv("(cs ^ 1)", "n0 + BKV")}
     CP_COMMIT();
     {chr(10).join("    " + x for x in s_code)}
@@ -362,6 +483,7 @@ void flash_attention({', '.join(args)})
   SHFL_XOR(o_, l0, 2) l0 += o_;
   SHFL_XOR(o_, l1, 1) l1 += o_;
   SHFL_XOR(o_, l1, 2) l1 += o_;
+  {merge}
   {chr(10).join("  " + x for x in store)}
 }}
 """

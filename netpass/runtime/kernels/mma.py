@@ -293,7 +293,7 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
 #define BK {BK}
 #define STAGES {S}
 #define NT {NT}
-{macros(ptx, S - 2)}{_split_k_defs(ptx) if splitk == "tail" else ""}
+{macros(ptx, S - 2)}{arrival_defs(ptx) if splitk == "tail" else ""}
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
 void gemm_mma({', '.join(args)})
 {{
@@ -348,10 +348,11 @@ def splitk_reduce(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank
     return Source(text, "splitk_reduce")
 
 
-def _split_k_defs(ptx: bool) -> str:
-    """What :func:`_split_k_tail` uses, ahead of the kernel: ``SK_FENCE`` (a device-scope
-    fence), ``sk_load4`` and ``sk_load`` (16 and 4 bytes, bypassing L1, which other
-    work-groups' stores do not update)."""
+def arrival_defs(ptx: bool) -> str:
+    """What a last-to-arrive reduction (:func:`_split_k_tail`, the flash kernel's key splits)
+    uses, ahead of the kernel: ``SK_FENCE`` (a device-scope fence), ``sk_load4`` and
+    ``sk_load`` (16 and 4 bytes, bypassing L1, which other work-groups' stores do not
+    update)."""
     if not ptx:
         return ("#define SK_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)\n"
                 "inline float4 sk_load4(__global const float* p) { return vload4(0, p); }\n"

@@ -22,6 +22,7 @@ from ..impls import (
     Impl,
     Launch,
     Params,
+    Scratch,
     broadcast_strides,
     cdiv,
     collapse,
@@ -213,10 +214,10 @@ def attention_impl(p: Params, key) -> Impl | None:
         caches, operands = list(operands[1:]), (operands[0], xs[0], xs[1])
         (kb, kbs, skn, skd), (vb, vbs, svn, svj) = xs
         kv = [0, len(shapes) - 2, len(shapes) - 1]
-    flash_launch = None if decoding else \
+    flash_impl = None if decoding else \
         _flash_launch(p, desc, batch, operands, ost, M, N, D, DV, scores_shape, kv, caches)
-    if flash_launch is not None:
-        return Impl(key, [flash_launch] if M and size(batch) else [])
+    if flash_impl is not None:
+        return Impl(key, *flash_impl) if M and size(batch) else Impl(key, [])
     bstr = [broadcast_strides(b, batch, s) if b else [0] * rank
             for b, s in ((qb, qbs), (kb, kbs), (vb, vbs))]
     xb = [broadcast_strides(x[0], batch, x[1]) if x[0] else [0] * rank
@@ -311,20 +312,58 @@ FLASH_MIN_M = 16  # query rows from which the flash kernel replaces the row-per-
 # causal mask visit every key anyway), so the scan only costs (H100, 12 heads x 1024 causal
 # queries, 192 work-groups: 0.184 -> 0.199 ms f32; 4096 queries: 1.87 -> 1.51 ms)
 FLASH_SKIP_WAVES = 2.0
+# below that, each row's key blocks are split (kernels.flash, "Key splits") towards this many
+# work-groups per compute unit, in runs of at least FLASH_MIN_CHUNK blocks (H200, 12 heads of
+# 64, causal: S = 1024 f32 0.192 -> 0.139 ms, TF32 0.119 -> 0.096; S = 128 f32 0.030 -> 0.028;
+# more splits cost more than they gain: 12 waves in runs of 2, 0.175 ms in GPT-2's prefill)
+FLASH_SPLIT_WAVES = 3.0
+FLASH_MIN_CHUNK = 1
 
 
-def _skip(p: Params, side: int | None, dtype, groups: int) -> tuple[int, str] | None:
+def _compute_units(p: Params) -> int:
+    return int(getattr(p.engine.device, "max_compute_units", 1)) if p.engine is not None else 1
+
+
+def _skip(p: Params, side: int | None, dtype, groups: int,
+          chunk: int) -> tuple[int, str] | None:
     """The flash kernel's dead-block scan (``kernels.flash``) over side input ``side`` where
-    there is one and ``groups`` work-groups outnumber FLASH_SKIP_WAVES per compute unit."""
-    cus = int(getattr(p.engine.device, "max_compute_units", 1)) if p.engine is not None else 1
-    if side is None or groups < FLASH_SKIP_WAVES * cus:
+    there is one, and either ``groups`` work-groups outnumber FLASH_SKIP_WAVES per compute
+    unit or the keys are split (``chunk`` > 0: each split scans its own)."""
+    if side is None or (not chunk and groups < FLASH_SKIP_WAVES * _compute_units(p)):
         return None
     return side, flash.dead_predicate(dtype)
 
 
+def _key_chunk(p: Params, groups: int, blocks: int) -> int:
+    """Key blocks per split of the flash kernel's rows of ``blocks`` key blocks over
+    ``groups`` work-groups (``kernels.flash``, "Key splits"); 0: no split (enough
+    work-groups, or rows too short)."""
+    cus = _compute_units(p)
+    if groups >= FLASH_SKIP_WAVES * cus:
+        return 0
+    splits = min(cdiv(int(FLASH_SPLIT_WAVES * cus), groups), blocks // FLASH_MIN_CHUNK)
+    return cdiv(blocks, splits) if splits > 1 else 0
+
+
+def _flash_impl(src_of, cfg: flash.FlashConfig, M: int, N: int, DV: int, nb: int,
+                chunk: int, spec: list) -> tuple[list, list]:
+    """(launches, impl buffers) of the flash kernel ``src_of(kv_split)`` over ``nb`` batches,
+    its rows' keys split in runs of ``chunk`` blocks (0: not split): the splits' partial
+    rows (a Scratch) and the query blocks' arrival counts (zeros, left as found)."""
+    m_blocks = cdiv(M, cfg.bq)
+    gws = (m_blocks * cfg.threads, max(nb, 1), 1)
+    if not chunk:
+        return [Launch(src_of(False), gws, (cfg.threads, 1, 1), spec)], []
+    splits = cdiv(cdiv(N, cfg.bkv), chunk)
+    part = Scratch(4 * nb * m_blocks * splits * cfg.bq * (cdiv(DV, 8) * 8 + 2))
+    launch = Launch(src_of(True), gws[:2] + (splits,), (cfg.threads, 1, 1),
+                    spec + [chunk, ("b", 0), ("b", 1)])
+    return [launch], [part, np.zeros(nb * m_blocks, np.int32)]
+
+
 def _flash_launch(p: Params, desc: AttentionDesc, batch: list, operands, ost: list, M: int,
                   N: int, D: int, DV: int, scores_shape: tuple, kv: list,
-                  caches: list) -> Launch | None:
+                  caches: list) -> tuple[list, list] | None:
     """The tensor-core flash kernel (``kernels.flash``) for prefill-sized M on devices with
     ``engine.mma``: TF32 with INFERENCE_PRECISION_HINT "tf32", 3xTF32
     (``kernels.mma_plan.F32_SPLIT``) for float32 up to head size 64. None where it does not
@@ -357,13 +396,18 @@ def _flash_launch(p: Params, desc: AttentionDesc, batch: list, operands, ost: li
     cfg = flash.config_for(D)
     stages = p.cached(("attention_stages",), desc.stages)
     side_dtypes = [p.in_dtypes[3 + j] for j in range(n_sides)]
-    skip = _skip(p, desc.dead_mask(), F32, cdiv(M, cfg.bq) * max(dims[0] * dims[1], 1))
+    nb = dims[0] * dims[1]
+    groups = cdiv(M, cfg.bq) * max(nb, 1)
+    chunk = _key_chunk(p, groups, cdiv(N, cfg.bkv))
+    skip = _skip(p, desc.dead_mask(), F32, groups, chunk)
     empty_rows = "zero_nan" if desc.nan_guard is not None else "nan"
     fill = bool(caches)
-    src = p.cached(("flash", cfg, D, DV, split, kind, vec, skip, fill),
-                   lambda: flash.flash_attention(cfg, D, DV, split, kind == "ptx", vec, stages,
-                                                 side_dtypes, False, empty_rows, mma_plan.HI_ROUND,
-                                                 skip, fill))
+
+    def src_of(kv_split: bool):
+        return p.cached(("flash", cfg, D, DV, split, kind, vec, skip, fill, kv_split),
+                        lambda: flash.flash_attention(cfg, D, DV, split, kind == "ptx", vec,
+                                                      stages, side_dtypes, False, empty_rows,
+                                                      mma_plan.HI_ROUND, skip, fill, kv_split))
     spec = [("i", kv[0]), ("i", kv[1]), ("i", kv[2]), ("o", 0), M, N, D, DV, dims[1],
             desc.group, N - M,
             q_s[0], q_s[1], sqm, sqd, k_s[0], k_s[1], skn, skd, v_s[0], v_s[1], svn, svj,
@@ -372,8 +416,7 @@ def _flash_launch(p: Params, desc: AttentionDesc, batch: list, operands, ost: li
         spec += [("i", 3 + j), side_b[j][0], side_b[j][1], side[j][-2], side[j][-1]]
     if fill:
         spec += _fill_spec(caches, coll[4 + n_sides:])
-    nb = dims[0] * dims[1]
-    return Launch(src, (cdiv(M, cfg.bq) * cfg.threads, max(nb, 1), 1), (cfg.threads, 1, 1), spec)
+    return _flash_impl(src_of, cfg, M, N, DV, nb, chunk, spec)
 
 
 def _heads_view(shape: Sequence[int], heads: int) -> tuple[tuple, list]:
@@ -439,17 +482,21 @@ def onnx_attention_impl(p: Params, key) -> Impl | None:
     vec = all(x % 4 == 0 for x in list(qs[:3]) + list(ks[:3]) + list(vs[:3]) + [D, DV])
     cfg = flash.config_for(D)
     causal = bool(a.get("is_causal"))
-    skip = _skip(p, 0 if side_dtypes else None, side_dtypes[0] if side_dtypes else F32,
-                 cdiv(M, cfg.bq) * B * Hq)
-    src = p.cached(("flash", cfg, D, DV, split, kind, vec, causal, scale, cap, tuple(side_dtypes)),
-                   lambda: flash.flash_attention(cfg, D, DV, split, kind == "ptx", vec, stages,
-                                                 side_dtypes, causal, "zero", mma_plan.HI_ROUND,
-                                                 skip))
+    groups = cdiv(M, cfg.bq) * B * Hq
+    chunk = _key_chunk(p, groups, cdiv(N, cfg.bkv))
+    skip = _skip(p, 0 if side_dtypes else None, side_dtypes[0] if side_dtypes else F32, groups,
+                 chunk)
+
+    def src_of(kv_split: bool):
+        return p.cached(("flash", cfg, D, DV, split, kind, vec, causal, scale, cap,
+                         tuple(side_dtypes), skip, kv_split),
+                        lambda: flash.flash_attention(cfg, D, DV, split, kind == "ptx", vec,
+                                                      stages, side_dtypes, causal, "zero",
+                                                      mma_plan.HI_ROUND, skip, False, kv_split))
     spec = [("i", 0), ("i", 1), ("i", 2), ("o", 0), M, N, D, DV, Hq, Hq // Hkv, 0,
             qs[0], qs[1], qs[2], qs[3], ks[0], ks[1], ks[2], ks[3], vs[0], vs[1], vs[2], vs[3],
             ost[0], ost[1], ost[2], ost[3]] + spec_mask
-    return Impl(key, [Launch(src, (cdiv(M, cfg.bq) * cfg.threads, B * Hq, 1), (cfg.threads, 1, 1),
-                             spec)])
+    return Impl(key, *_flash_impl(src_of, cfg, M, N, DV, B * Hq, chunk, spec))
 
 
 ROWS = table(

@@ -34,8 +34,11 @@ def _rel_l2(got, want) -> float:
     return float(np.linalg.norm(got - want) / np.linalg.norm(want))
 
 
-def _launch(q, k, v, mask, split, causal, vec, skip=False, empty_rows="zero_nan"):
-    """The kernel over q [heads, m, d], k, v [kv_heads, n, *] and ``scores / 8 + mask``."""
+def _launch(q, k, v, mask, split, causal, vec, skip=False, empty_rows="zero_nan", chunk=0,
+            launches=1):
+    """The kernel over q [heads, m, d], k, v [kv_heads, n, *] and ``scores / 8 + mask``;
+    ``chunk``: key blocks per key split (0: none); ``launches``: runs of the same launch (the
+    last one's output)."""
     eng = Engine.get(select_device("CPU"))
     cl = eng.cl
     (heads, m, d), (kv_heads, n, dv) = q.shape, v.shape
@@ -43,16 +46,27 @@ def _launch(q, k, v, mask, split, causal, vec, skip=False, empty_rows="zero_nan"
     cfg = flash.config_for(d)
     dead = (0, flash.dead_predicate(np.float32)) if skip else None
     src = flash.flash_attention(cfg, d, dv, split, False, vec, ops, [np.float32], causal, empty_rows,
-                                "rn", dead)
+                                "rn", dead, False, bool(chunk))
     mf = cl.mem_flags
     bufs = [cl.Buffer(eng.context, mf.COPY_HOST_PTR, hostbuf=x) for x in (q, k, v, mask)]
     out = cl.Buffer(eng.context, mf.READ_WRITE, heads * m * dv * 4)
     ints = [0, 0, 0, 0, m, n, d, dv, heads, heads // kv_heads, n - m, 0, m * d, d, 1, 0, n * d, d, 1,
             0, n * dv, dv, 1, 0, m * dv, dv, 1, 0, 0, 0, n, 1]
+    m_blocks, splits, extra = -(-m // cfg.bq), 1, []
+    if chunk:
+        blocks = -(-n // cfg.bkv)
+        splits = -(-blocks // chunk)
+        ints.append(chunk)
+        part = heads * m_blocks * splits * cfg.bq * (-(-dv // 8) * 8 + 2) * 4
+        extra = [cl.Buffer(eng.context, mf.READ_WRITE, part),
+                 cl.Buffer(eng.context, mf.COPY_HOST_PTR, hostbuf=np.zeros(heads * m_blocks, np.int32))]
     kern = cl.Kernel(eng.build(src.text), src.name)
-    kern.set_args(*bufs[:3], out, bufs[3], np.array(ints, np.int32))
-    cl.enqueue_nd_range_kernel(eng.queue, kern, (-(-m // cfg.bq) * cfg.threads, heads, 1), (cfg.threads, 1, 1))
+    kern.set_args(*bufs[:3], out, bufs[3], *extra, np.array(ints, np.int32))
     got = np.full((heads, m, dv), np.nan, np.float32)
+    for _ in range(launches):
+        cl.enqueue_copy(eng.queue, out, got)
+        cl.enqueue_nd_range_kernel(eng.queue, kern, (m_blocks * cfg.threads, heads, splits),
+                                   (cfg.threads, 1, 1))
     cl.enqueue_copy(eng.queue, got, out)
     eng.queue.finish()
     return got
@@ -86,6 +100,48 @@ def test_kernel_matches_numpy(m, n, d, dv, split, causal, vec, heads, kv_heads, 
     got, want = _run_kernel(m, n, d, dv, split, causal, vec, heads, kv_heads, rng)
     assert not np.isnan(got).any()
     assert _rel_l2(got, want) <= TOL[split]
+
+
+@pocl_only
+@pytest.mark.parametrize("m,n,d,dv,split,causal,vec,heads,kv_heads,chunk", [
+    (37, 45, 64, 64, 1, False, False, 2, 2, 1),
+    (70, 130, 64, 64, 3, True, True, 2, 1, 2),
+    (20, 70, 40, 24, 1, False, True, 4, 2, 2),
+    (65, 33, 30, 20, 3, True, False, 3, 1, 1),
+])
+def test_key_splits_match_numpy(m, n, d, dv, split, causal, vec, heads, kv_heads, chunk, rng):
+    """Each query block's keys in runs of ``chunk`` blocks, merged by the last run to arrive;
+    run twice so that the second launch finds its arrival counters reset."""
+    q, k, v = _f(rng, heads, m, d), _f(rng, kv_heads, n, d), _f(rng, kv_heads, n, dv)
+    mask = np.where(rng.random((m, n)) < 0.2, -np.inf, _f(rng, m, n)).astype(np.float32)
+    got = _launch(q, k, v, mask, split, causal, vec, chunk=chunk, launches=2)
+    kk = np.repeat(k, heads // kv_heads, 0).astype(np.float64)
+    vv = np.repeat(v, heads // kv_heads, 0).astype(np.float64)
+    s = q.astype(np.float64) @ kk.transpose(0, 2, 1) * 0.125 + mask
+    if causal:
+        s = np.where(np.arange(n)[None, :] > np.arange(m)[:, None] + n - m, -np.inf, s)
+    with np.errstate(invalid="ignore"):
+        e = np.exp(s - s.max(-1, keepdims=True))
+        want = np.nan_to_num(e / e.sum(-1, keepdims=True) @ vv, nan=0.0)
+    assert not np.isnan(got).any()
+    assert _rel_l2(got, want) <= TOL[split]
+
+
+@pocl_only
+def test_key_splits_keep_masked_rows(rng):
+    """A padded causal mask (rows at the float32 minimum, rows all -inf) split into runs of
+    one key block: the same output as one walk over the keys (3xTF32, so that the runs'
+    rounding differs little), the fully masked rows included (a run whose keys are all -inf
+    adds nothing to its row)."""
+    m, d, heads = 70, 32, 2
+    q, k, v = _f(rng, heads, m, d), _f(rng, heads, m, d), _f(rng, heads, m, d)
+    mask = _causal_mask(m, m, rng)
+    plain = _launch(q, k, v, mask, 3, False, True, empty_rows="nan")
+    split = _launch(q, k, v, mask, 3, False, True, empty_rows="nan", chunk=1)
+    np.testing.assert_array_equal(np.isnan(split), np.isnan(plain))
+    assert np.isnan(plain[:, m - 2]).all()
+    ok = ~np.isnan(plain)
+    assert _rel_l2(split[ok], plain[ok]) <= TOL[3]
 
 
 def _causal_mask(m, n, rng):
@@ -134,6 +190,29 @@ def test_dead_key_blocks(m, d, split, vec, rng):
     poisoned[:, bq:] = np.nan
     got = _launch(q, k, poisoned, mask, split, False, vec, True, "nan")
     assert np.isnan(_launch(q, k, poisoned, mask, split, False, vec, False, "nan")[:, :bq]).all()
+    np.testing.assert_array_equal(got[:, :bq], clean[:, :bq])
+
+
+@pocl_only
+@pytest.mark.parametrize("chunk", [1, 2])
+def test_key_splits_skip_dead_keys(chunk, rng):
+    """Splits that scan their own keys: the padded causal mask of ``_causal_mask`` (rows
+    without a live key keep every split's keys) gives the output of one plain walk, and once
+    every row of the first query block has a live key, NaN values past its keys do not reach
+    it (its later splits stored empty partials)."""
+    m, d, heads = 100, 32, 2
+    q, k, v = _f(rng, heads, m, d), _f(rng, heads, m, d), _f(rng, heads, m, d)
+    mask = _causal_mask(m, m, rng)
+    plain = _launch(q, k, v, mask, 1, False, True)
+    got = _launch(q, k, v, mask, 1, False, True, skip=True, chunk=chunk, launches=2)
+    assert np.all(got[:, m - 2] == 0)
+    assert _rel_l2(got, plain) <= TOL[1]
+    bq = flash.config_for(d).bq
+    mask[10] = np.where(np.arange(m) <= 10, 0.0, np.finfo(np.float32).min)
+    clean = _launch(q, k, v, mask, 1, False, True, True, "nan", chunk)
+    poisoned = v.copy()
+    poisoned[:, bq:] = np.nan
+    got = _launch(q, k, poisoned, mask, 1, False, True, True, "nan", chunk)
     np.testing.assert_array_equal(got[:, :bq], clean[:, :bq])
 
 
@@ -186,6 +265,25 @@ def test_decoder_prefill(precision, emulated, rng):
         assert _rel_l2(got, want) <= 2 * TOL[1 if precision == "tf32" else 3]
     assert _ran_flash(req)
     assert req.stats["host_fallbacks"] == 0
+
+
+@pocl_only
+def test_decoder_prefill_splits_long_rows(emulated, monkeypatch, rng):
+    """Few query blocks: each row's keys split into runs of one block over the launch's third
+    dimension (kernels.flash, "Key splits"), the runs merged by the last to arrive; two
+    requests take turns on one compiled model (each its own arrival counters)."""
+    monkeypatch.setattr(attention_kind, "FLASH_SKIP_WAVES", 1e9)
+    monkeypatch.setattr(attention_kind, "FLASH_SPLIT_WAVES", 1e9)
+    monkeypatch.setattr(attention_kind, "FLASH_MIN_CHUNK", 1)
+    model = _decoder()
+    cm = compile_program(model, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": "f32"})
+    reqs = [cm.create_infer_request() for _ in range(2)]
+    for s in (70, 37, 70):
+        for req in reqs:
+            feeds = {"x": _f(rng, 1, s, 32)}
+            got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
+            assert _rel_l2(got, want) <= 2 * TOL[3]
+    assert any("fa_count" in key[2] for key in reqs[0].network.kernel_objects)
 
 
 @pocl_only
