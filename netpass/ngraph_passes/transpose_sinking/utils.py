@@ -177,7 +177,7 @@ def _transposed(value: Output, order: list[int], order_type: Type, rt_source: No
         new.append(make(Unsqueeze, [value, const(np.array(axes, np.int64))]))
         value = new[-1].output(0)
     order_value = shared.get() if shared is not None else const(np.array(order), order_type)
-    new.append(Transpose([value, order_value]))
+    new.append(Transpose.of(value, order_value, order))
     copy_runtime_info(rt_source, new)
     return new[-1].output(0)
 
@@ -240,7 +240,7 @@ def insert_output_transposes(main: Node, order: list[int], order_type: Type,
         aligned = align_order(order, len(dims)) if dims is not None else list(order)
         value = order_value if order_value is not None and len(aligned) == len(order) else \
             const(np.array(aligned), order_type)
-        t = Transpose([out, value])
+        t = Transpose.of(out, value, aligned)
         out.replace(t.output(0))
         names = main._outs[out.index].names
         if names:

@@ -587,3 +587,27 @@ def test_symmetric_pad_export_is_refused():
     x = opset.parameter([3, 3], np.float32, "x")
     with pytest.raises(UnsupportedOpError, match="symmetric"):
         to_onnx(Model([opset.pad(x, [1, 1], [1, 1], "symmetric")], [x]))
+
+
+@pytest.mark.parametrize("shape, value", [
+    ([2, 3, 5], None),
+    ([Dimension(symbol=Symbol("b")), Dimension(2, 9), 4], None),
+    (None, None),                           # dynamic rank: the generic way
+    ([2, 3], np.arange(6.0).reshape(2, 3)),  # known elements: the generic way
+])
+def test_transpose_of_equals_the_generic_construction(shape, value):
+    from netpass.ops.movement import Transpose
+    if value is not None:
+        x = opset.constant(value.astype(np.float32)).output(0)
+    else:
+        x = opset.parameter(PartialShape(shape), np.float32).output(0)
+    order = [1, 0] if value is not None else [2, 0, 1]
+    order_value = opset.constant(np.array(order, np.int64)).output(0)
+    fast, ref = Transpose.of(x, order_value, order), Transpose([x, order_value])
+    a, b = fast._outs[0], ref._outs[0]
+    assert a.et is b.et and a.ps == b.ps and a.pval == b.pval
+    if shape is not None:
+        assert [d.symbol for d in a.ps] == [d.symbol for d in b.ps]
+    assert (a.val is None and b.val is None) or np.array_equal(a.val, b.val)
+    assert fast.input_values() == ref.input_values()
+    assert {c.node for c in x.consumers()} == {fast, ref}
