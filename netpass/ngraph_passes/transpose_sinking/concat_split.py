@@ -41,7 +41,7 @@ class TSConcatForward(TSForwardBase):
 
     def sink(self, main, info):
         main.axis = info.order[_norm(main.axis, len(info.order))]
-        return sink_forward(main, info)
+        return sink_forward(main, info, permutes=True)
 
 
 class TSConcatBackward(TSBackwardBase):
@@ -70,7 +70,7 @@ class TSSplitForward(TSForwardBase):
 
     def sink(self, main, info):
         _set_split_axis(main, info.order[_split_axis(main)])
-        return sink_forward(main, info, indices=[0])
+        return sink_forward(main, info, indices=[0], permutes=True)
 
 
 class TSSplitBackward(TSBackwardBase):

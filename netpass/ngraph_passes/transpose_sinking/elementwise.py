@@ -39,7 +39,7 @@ class TSUnaryForward(TSForwardBase):
         return _elementwise(main)
 
     def sink(self, main, info):
-        return sink_forward(main, info, indices=[0])
+        return sink_forward(main, info, indices=[0], permutes=True)
 
 
 class TSUnaryBackward(TSBackwardBase):
@@ -66,7 +66,7 @@ class TSBinaryForward(TSForwardBase):
         return _static_ranks(main) and not per_channel_prelu(main)
 
     def sink(self, main, info):
-        return sink_forward(main, info)
+        return sink_forward(main, info, permutes=True)
 
 
 class TSBinaryBackward(TSBackwardBase):

@@ -4,13 +4,19 @@ from __future__ import annotations
 import re
 
 import numpy as np
-from tr_helpers import assert_same_graph, count, model_of, param, rand, run_checked
+import pytest
+from tr_helpers import assert_same_graph, count, model_of, param, rand, run, run_checked
 
+import netpass
 from netpass import opset
+from netpass.core.changes import same_state
 from netpass.core.node import _ids as node_ids
+from netpass.core.node import port_states
 from netpass.ngraph_passes.common import InitNodeInfo
+from netpass.ngraph_passes.gna import GnaTransformationsPipeline
 from netpass.ngraph_passes.transpose_sinking import NO_SINKING, TSFuse, TSGeneral, TSGeneralForward
 from netpass.passes import PassConfig
+from netpass.synthetic import gna_blocks_onnx, random_blocks
 
 
 def test_transposes_cancel_through_a_chain():
@@ -89,3 +95,26 @@ def test_forward_steps_cancel_pairs_as_tsfuse_does():
         return [re.sub(r"_\d+", "_#", f"{n.friendly_name} {sorted(map(str, n.rt_info.items()))}")
                 for n in model.get_ordered_ops()]
     assert names(fast) == names(m)
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 8, 8), ("N", 8, 8, 8), (2, 6, 5, 7)])
+def test_forward_steps_permute_shapes_as_inference_does(shape, monkeypatch):
+    """Forward steps across elementwise ops, Concats and Splits permute the moved op's output
+    shapes instead of inferring them: on the GNA blocks, every such shortcut equals the op's
+    inference (dims with their bounds and symbols, element types)."""
+    from netpass.ngraph_passes.transpose_sinking import utils
+
+    checked = []
+    permute = utils._permute_outputs
+
+    def check(main, order):
+        done = permute(main, order)
+        if done:
+            got = port_states(main)
+            main.validate_and_infer_types()
+            checked.append(all(same_state(a, b) for a, b in zip(got, main._outs)))
+        return done
+    monkeypatch.setattr(utils, "_permute_outputs", check)
+    blocks = random_blocks(40, 7, channels=shape[1])
+    run(netpass.read_model(gna_blocks_onnx(blocks, shape=shape)), GnaTransformationsPipeline())
+    assert len(checked) > 40 and all(checked)
