@@ -313,6 +313,21 @@ class Node:
         self._infer()
         log.reinferred(self, before)
 
+    def set_inferred_shapes(self, shapes: Sequence[PartialShape]) -> None:
+        """Give the outputs ``shapes``, which the caller knows ``validate_and_infer_types``
+        would infer, recorded as that re-inference: for a rewrite that makes an op compute what
+        it knows the shapes of (the op took in a Transpose or Gather that was below it), where
+        inferring them again (a Concat of many pieces) costs more than the rewrite. The
+        outputs keep their element types and hold no known values, so the caller checks that
+        inference would compute none."""
+        log = tracking.log
+        before = port_states(self) if log is not None else []
+        for port, ps in zip(self._outs, shapes):
+            port.ps = ps
+            port.val = port.pval = None
+        if log is not None:
+            log.reinferred(self, before)
+
     def _infer(self) -> None:
         """Shape and type inference, then the known values of small outputs."""
         try:

@@ -110,6 +110,7 @@ class GatherConcatAbsorbBackward(_Backward):
     ``Gather(Concat(xs, a), idx, a)`` -> ``Concat(pieces of xs in idx order, a)``."""
 
     TYPES = (Concat,)
+    TAKES_GATHER_SHAPE = True
 
     def sink(self, main, info):
         if not _static(main) or info.axis != main.axis % static_rank(main.output(0)):
@@ -240,6 +241,7 @@ class GatherSinkingTransposeAxisBackward(_Backward):
     ``Gather(Transpose(x, order), idx, a)`` -> ``Transpose(Gather(x, idx, order[a]), order)``."""
 
     TYPES = (Transpose,)
+    TAKES_GATHER_SHAPE = True
 
     def sink(self, main, info):
         order = transpose_order(main)

@@ -38,6 +38,10 @@ from .gather_utils import (
 
 class _Backward(MatcherPass):
     TYPES: ClassVar[tuple[type[Node], ...]] = ()
+    # ``sink`` makes the op compute what the Gather below it did, on the op's own output
+    # (absorbed into a Concat, moved above a Transpose): the op takes the Gather's shape
+    # instead of being inferred again (a Concat of many pieces), see ``takes_gather_shape``.
+    TAKES_GATHER_SHAPE: ClassVar[bool] = False
 
     def __init__(self) -> None:
         super().__init__()
@@ -59,7 +63,8 @@ class _Backward(MatcherPass):
             new = self.sink(main, info)
             if new is None:
                 return False
-            main.validate_and_infer_types()
+            if not (self.TAKES_GATHER_SHAPE and takes_gather_shape(main, info.gather)):
+                main.validate_and_infer_types()
             remove_gather_consumers(main)
             for n in new:
                 self.register_new_node(n)
@@ -70,6 +75,19 @@ class _Backward(MatcherPass):
     def sink(self, main: Node, info: GatherInfo) -> list[Node] | None:
         """Put the Gather on ``main``'s inputs; return the new Gathers (None: not applicable)."""
         raise NotImplementedError
+
+
+def takes_gather_shape(main: Node, gather: Node) -> bool:
+    """Re-infer ``main``, now computing what ``gather`` did, by giving it ``gather``'s shape:
+    when that is static, of rank >= 2 (no partial values) and an input of ``main`` has no
+    known value (nothing to compute), which is then what inference gives. False: nothing
+    done."""
+    ps = gather._outs[0].ps
+    if not ps.is_static or len(ps) < 2 or \
+            all(src.node._outs[src.index].val is not None for src in main._inputs):
+        return False
+    main.set_inferred_shapes([ps])
+    return True
 
 
 def _gather_inputs(main: Node, plan: dict[int, int], info: GatherInfo) -> list[Node]:

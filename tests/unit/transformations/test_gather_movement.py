@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tr_helpers import count, model_of, param, rand, run_checked
+from tr_helpers import count, model_of, param, rand, run, run_checked
 
+import netpass
 from netpass import opset
+from netpass.core.changes import same_state
+from netpass.core.node import port_states
 from netpass.ngraph_passes.common import ReshapeElementwiseReorder, ReshapeSequenceFusion
 from netpass.ngraph_passes.gna import (
     GatherConcatAbsorbBackward,
@@ -20,10 +23,12 @@ from netpass.ngraph_passes.gna import (
     GatherSinkingTransposeAxisBackward,
     GatherSinkingTransposeAxisForward,
     GatherSplitAbsorb,
+    GnaTransformationsPipeline,
     MergeSharedLayoutOps,
     RemoveIdentityGather,
 )
 from netpass.ngraph_passes.gna.gather_movement import reordered, runs
+from netpass.synthetic import gna_blocks_onnx, random_blocks
 
 PERM = [3, 1, 5, 0, 7, 4, 6, 2]
 
@@ -144,3 +149,26 @@ def test_merge_shared_transposes_of_an_input():
     m = model_of([a, b, opset.multiply(c, opset.constant(rand(1, 4, 8, 4)))], x)
     run_checked(m, MergeSharedLayoutOps())
     assert count(m, "Transpose") == 2
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 8, 8), (2, 6, 5, 7)])
+def test_absorbing_ops_take_the_gather_shape_as_inference_does(shape, monkeypatch):
+    """A Concat absorbing the Gather after it, and a Transpose the Gather moved above, take the
+    Gather's shape instead of being inferred again: on the GNA blocks, every such shortcut
+    equals the op's inference."""
+    from netpass.ngraph_passes.gna import gather_sinking_backward as backward
+
+    checked = []
+    take = backward.takes_gather_shape
+
+    def check(main, gather):
+        done = take(main, gather)
+        if done:
+            got = port_states(main)
+            main.validate_and_infer_types()
+            checked.append(all(same_state(a, b) for a, b in zip(got, main._outs)))
+        return done
+    monkeypatch.setattr(backward, "takes_gather_shape", check)
+    blocks = random_blocks(40, 5, channels=shape[1])
+    run(netpass.read_model(gna_blocks_onnx(blocks, shape=shape)), GnaTransformationsPipeline())
+    assert len(checked) > 20 and all(checked)
