@@ -45,7 +45,7 @@ def gather_info(node: Node) -> GatherInfo | None:
     dims = data.node._outs[data.index].ps._dims
     if dims is None or idx.ndim != 1 or axis.size != 1:
         return None
-    a = int(axis.reshape(-1)[0]) % len(dims)
+    a = int(axis.item()) % len(dims)
     dim = dims[a]
     if not dim.is_static:
         return None

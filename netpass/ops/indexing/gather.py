@@ -39,16 +39,19 @@ class Gather(Node):
         return _scalar_axis(self, 2, len(data) if data.rank_is_static else None)
 
     def infer_types(self) -> None:
-        self.check(self.get_input_size() == 3, "expects inputs (data, indices, axis)")
+        # (Reads the ports directly: Gather sinking builds Gathers by the thousand.)
+        ins = self._inputs
+        self.check(len(ins) == 3, "expects inputs (data, indices, axis)")
         _check_indices(self, 1)
-        et = self.get_input_element_type(0)
-        data = self.get_input_partial_shape(0)
-        idx = self.get_input_partial_shape(1)
-        axis = self.axis()
-        b = self._batch_dims(len(idx) if idx.rank_is_static else None)
-        if not data.rank_is_static or not idx.rank_is_static or axis is None or b is None:
+        src, isrc = ins[0], ins[1]
+        port = src.node._outs[src.index]
+        et, data = port.et, port.ps._dims
+        idx = isrc.node._outs[isrc.index].ps._dims
+        axis = _scalar_axis(self, 2, None if data is None else len(data))
+        b = self._batch_dims(None if idx is None else len(idx))
+        if data is None or idx is None or axis is None or b is None:
             rank = None
-            if data.rank_is_static and idx.rank_is_static and b is not None:
+            if data is not None and idx is not None and b is not None:
                 rank = len(data) + len(idx) - 1 - b
             self.set_output_type(0, et, PartialShape.dynamic(rank))
             return
@@ -59,8 +62,8 @@ class Gather(Node):
             m = data[k].merge(idx[k])
             self.check(m is not None, f"batch dim {k} differs: data {data[k]}, indices {idx[k]}")
             batch.append(m)
-        dims = batch + list(data.dims[b:axis]) + list(idx.dims[b:]) + list(data.dims[axis + 1:])
-        self.set_output_type(0, et, PartialShape(dims))
+        self.set_output_type(0, et, PartialShape.of_dims(
+            (*batch, *data[b:axis], *idx[b:], *data[axis + 1:])))
 
     def infer_values(self) -> None:
         pv = self.input_partial_value(0)
