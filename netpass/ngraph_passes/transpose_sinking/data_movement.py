@@ -47,7 +47,7 @@ class TSDataMovementForward(TSForwardBase):
 
     def sink(self, main, info):
         _permute_params(main, reverse_order(info.order))
-        return sink_forward(main, info, indices=[0])
+        return sink_forward(main, info, indices=[0], permutes=True)
 
 
 class TSDataMovementBackward(TSBackwardBase):

@@ -263,7 +263,8 @@ def sink_forward(main: Node, info: TransposeInput, out_order: list[int] | None =
     """The usual forward step: bypass/transposes on inputs, re-infer ``main``, Transposes on its
     outputs (``out_order``, default the input order). ``permutes``: ``main``'s inference
     commutes with permuting the axes of all its inputs (elementwise ops, a Concat or Split
-    whose axis the step renumbered), so its new output shapes are its old ones permuted."""
+    whose axis the step renumbered, a Pad whose pads it permuted), so its new output shapes are
+    its old ones permuted."""
     order_value = info.order_value if out_order is None else None
     new = update_input_transposes(main, info, indices)
     if not (permutes and out_order is None and _permute_outputs(main, info.order)):

@@ -99,9 +99,9 @@ def test_forward_steps_cancel_pairs_as_tsfuse_does():
 
 @pytest.mark.parametrize("shape", [(1, 8, 8, 8), ("N", 8, 8, 8), (2, 6, 5, 7)])
 def test_forward_steps_permute_shapes_as_inference_does(shape, monkeypatch):
-    """Forward steps across elementwise ops, Concats and Splits permute the moved op's output
-    shapes instead of inferring them: on the GNA blocks, every such shortcut equals the op's
-    inference (dims with their bounds and symbols, element types)."""
+    """Forward steps across elementwise ops, Concats, Splits and Pads permute the moved
+    op's output shapes instead of inferring them: on the GNA blocks, every such shortcut
+    equals the op's inference (dims with their bounds and symbols, element types)."""
     from netpass.ngraph_passes.transpose_sinking import utils
 
     checked = []
@@ -112,9 +112,11 @@ def test_forward_steps_permute_shapes_as_inference_does(shape, monkeypatch):
         if done:
             got = port_states(main)
             main.validate_and_infer_types()
-            checked.append(all(same_state(a, b) for a, b in zip(got, main._outs)))
+            checked.append((main.type_name, all(same_state(a, b)
+                                                for a, b in zip(got, main._outs))))
         return done
     monkeypatch.setattr(utils, "_permute_outputs", check)
     blocks = random_blocks(40, 7, channels=shape[1])
     run(netpass.read_model(gna_blocks_onnx(blocks, shape=shape)), GnaTransformationsPipeline())
-    assert len(checked) > 40 and all(checked)
+    assert {"Concat", "VariadicSplit", "Add", "Sigmoid", "Pad"} <= {t for t, _ in checked}
+    assert all(ok for _, ok in checked)
