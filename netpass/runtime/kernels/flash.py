@@ -355,11 +355,10 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
     if (last_ >= 0) atomic_max(&live_end, last_);
   }}"""
 
-    def anchors() -> str:
-        """Whether some row of the work-group has no key that anchors it (``unanchored_``),
-        the key blocks walked from the first until every row has one (module docstring,
-        "Key splits")."""
-        js, _ = skip
+    def anchors(js: int) -> str:
+        """Whether some row of the work-group has no key that anchors it in mask side input
+        ``js`` (``unanchored_``), the key blocks walked from the first until every row has
+        one (module docstring, "Key splits")."""
         anchor = anchor_predicate(side_dtypes[js]).format(
             v=f"in{js}[ob{js} + (m0 + r_) * s_in{js}_2 + n_ * s_in{js}_3]")
         return f"""__local int rowlive_[BQ];
@@ -458,7 +457,7 @@ void flash_attention({', '.join(args)})
   CP_WAIT();
   barrier(CLK_LOCAL_MEM_FENCE);
   {chr(10).join("  " + x for x in qfrag)}
-  {anchors() if kv_split and skip is not None else ""}
+  {anchors(skip[0]) if kv_split and skip is not None else ""}
   {scan(*scan_range)}
   barrier(CLK_LOCAL_MEM_FENCE);
   float mx0 = -INFINITY, mx1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
