@@ -39,8 +39,10 @@ the loop cost more than it saved on the H100: the mask loads sat before each ite
 barrier.)
 
 Key splits (``kv_split``): with few query blocks (a 1024-token prompt of 12 heads is 192
-work-groups, all resident at once) the time is the serial walk of the longest row over its
-key blocks, at a few warps per compute unit. The launch's third dimension then splits each
+work-groups, all resident at once) the launch is short of work: the last query blocks walk
+every key block while the compute units that ran the first ones sit idle, and without the
+dead-block scan (which does not pay there) the causal half is walked too. The launch's
+third dimension then splits each
 row's key blocks into runs of ``chunk``; each split keeps its own running maximum m_c, sum
 l_c and unnormalized output o_c, stores them in its slot of ``FP``, and the last split of
 the query block to arrive (a per-request counter, as the split-K GEMM's tail in

@@ -18,6 +18,12 @@ SPLITK_MIN_K = 256      # K per slice, at least
 SPLITK_LONG_K = 1024    # K from which slices pay whenever the tiles leave units idle
 SPLITK_FEW_TILES = 0.25  # tiles per compute unit below which a shorter K is split too
 SPLITK_MAX = 8
+# tiles that reduce their slices in their own launch (TAIL_MAX_TILE: no launch added) split a
+# shorter K from fewer than this many tiles per compute unit, in slices from SPLITK_TAIL_MIN_K
+# (H200 sweep of a 128-row prompt's GEMMs, 3xTF32: [128, 768] x [768, 768] 0.027 ms in 2
+# slices, 0.020 in 4; x [768, 2304] 0.035 unsplit, 0.032 in 4; x [768, 3072] 0.036, 0.031)
+SPLITK_TAIL_FEW_TILES = 1.0
+SPLITK_TAIL_MIN_K = 128
 # tiles up to this many elements reduce their K slices in the GEMM's own launch (the last slice
 # of a tile sums them: kernels.mma "tail"); larger ones in a reduction launch of their own
 # ("apart"): one work-group summing 8 slices of a 128 x 128 tile made ResNet-50's late
@@ -34,13 +40,17 @@ def k_splits(cfg: MmaConfig, M: int, N: int, K_: int, nb: int, cus: int) -> tupl
     """(slices, K per slice) of a split-K run of this GEMM: the fewest slices (a power of
     two) that give the compute units SPLITK_WAVES work-groups each, each slice at least
     SPLITK_MIN_K long; (1, K) when the tiles already fill the units, or K is shorter than
-    SPLITK_LONG_K and the tiles not fewer than SPLITK_FEW_TILES per unit."""
+    SPLITK_LONG_K and the tiles not fewer than SPLITK_FEW_TILES per unit (tiles reduced in
+    their own launch: SPLITK_TAIL_MIN_K and SPLITK_TAIL_FEW_TILES)."""
     tiles = _cdiv(M, cfg.bm) * _cdiv(N, cfg.bn) * max(nb, 1)
     want = SPLITK_WAVES * cus
-    if tiles >= want or (K_ < SPLITK_LONG_K and tiles >= SPLITK_FEW_TILES * cus):
+    tail = split_k_mode(cfg) == "tail"
+    few, min_k = (SPLITK_TAIL_FEW_TILES, SPLITK_TAIL_MIN_K) if tail else \
+        (SPLITK_FEW_TILES, SPLITK_MIN_K)
+    if tiles >= want or (K_ < SPLITK_LONG_K and tiles >= few * cus):
         return 1, K_
     n = 1
-    while 2 * n <= SPLITK_MAX and tiles * n < want and K_ // (2 * n) >= SPLITK_MIN_K:
+    while 2 * n <= SPLITK_MAX and tiles * n < want and K_ // (2 * n) >= min_k:
         n *= 2
     if n == 1:
         return 1, K_

@@ -341,7 +341,7 @@ def _key_chunk(p: Params, groups: int, blocks: int) -> int:
     cus = _compute_units(p)
     if groups >= FLASH_SKIP_WAVES * cus:
         return 0
-    splits = min(cdiv(int(FLASH_SPLIT_WAVES * cus), groups), blocks // FLASH_MIN_CHUNK)
+    splits = min(cdiv(int(FLASH_SPLIT_WAVES * cus), max(groups, 1)), blocks // FLASH_MIN_CHUNK)
     return cdiv(blocks, splits) if splits > 1 else 0
 
 

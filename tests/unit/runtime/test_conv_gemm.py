@@ -99,6 +99,7 @@ def test_convolution_in_k_slices(pad, precision, mode, emulated, monkeypatch, rn
     monkeypatch.setattr(mma_plan, "TAIL_MAX_TILE", 1 << 20 if mode == "tail" else 0)
     monkeypatch.setattr(mma_plan, "SPLITK_WAVES", 64.0)
     monkeypatch.setattr(mma_plan, "SPLITK_MIN_K", 32)
+    monkeypatch.setattr(mma_plan, "SPLITK_TAIL_MIN_K", 32)
     monkeypatch.setattr(mma_plan, "SPLITK_LONG_K", 32)
     c, o = 16, 24
     x = opset.parameter([-1, c, -1, -1], np.float32, name="x")

@@ -285,6 +285,7 @@ def split_k(emulated, monkeypatch):
     """Emulated tensor cores that split every K of 32 or more (PoCL has few compute units)."""
     monkeypatch.setattr(mma_plan, "SPLITK_WAVES", 64.0)
     monkeypatch.setattr(mma_plan, "SPLITK_MIN_K", 16)
+    monkeypatch.setattr(mma_plan, "SPLITK_TAIL_MIN_K", 16)
     monkeypatch.setattr(mma_plan, "SPLITK_LONG_K", 16)
     return emulated
 
@@ -357,11 +358,17 @@ def test_split_k_fully_connected_with_folded_layernorm(split_k, rng):
 
 def test_k_splits_choice():
     """Slices only where the tiles leave compute units idle, each at least SPLITK_MIN_K long
-    and a multiple of BK; none for short K or enough tiles."""
+    (SPLITK_TAIL_MIN_K for tiles reduced in their own launch) and a multiple of BK; none for
+    short K or enough tiles."""
     cfg = mma.MmaConfig(64, 64, 32, 32, 16, 4)
     n, length = mma_plan.k_splits(cfg, 512, 768, 3072, 1, 132)
     assert n > 1 and length % 16 == 0 and length >= mma_plan.SPLITK_MIN_K and (n - 1) * length < 3072 <= n * length
     assert mma_plan.k_splits(cfg, 4096, 4096, 3072, 1, 132) == (1, 3072)
-    assert mma_plan.k_splits(cfg, 512, 768, 768, 1, 132) == (1, 768)  # short K, tiles enough
-    assert mma_plan.k_splits(cfg, 128, 768, 768, 1, 132) == (2, 384)  # short K, very few tiles
-    assert mma_plan.k_splits(cfg, 128, 768, 300, 1, 132) == (1, 300)
+    assert mma_plan.k_splits(cfg, 1024, 768, 768, 1, 132) == (1, 768)  # short K, tiles enough
+    # short K, fewer tiles than units: tiles summed in their own launch split from 128
+    assert mma_plan.k_splits(cfg, 128, 768, 768, 1, 132) == (4, 192)
+    assert mma_plan.k_splits(cfg, 128, 768, 200, 1, 132) == (1, 200)
+    # larger tiles (a reduction launch of their own) only below a quarter of the units
+    big = mma.MmaConfig(128, 128, 64, 64, 16, 3)
+    assert mma_plan.k_splits(big, 128, 768, 768, 1, 132) == (2, 384)
+    assert mma_plan.k_splits(big, 256, 6144, 768, 1, 132) == (1, 768)
