@@ -147,16 +147,7 @@ def _merge_splits(bq: int, dvp: int, no: int) -> str:
     part_[{ml} + 2 * r0_] = mx0; part_[{ml} + 2 * r0_ + 1] = l0;
     part_[{ml} + 2 * r1_] = mx1; part_[{ml} + 2 * r1_ + 1] = l1;
   }}
-  SK_FENCE();
-  barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
-  __local int fa_last;
-  if (tid == 0) {{
-    fa_last = atomic_inc(&fa_count[tile_]) == active_ - 1;
-    if (fa_last) atomic_xchg(&fa_count[tile_], 0);
-  }}
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (!fa_last) return;
-  SK_FENCE();
+  {mma.last_to_arrive("fa_last", "fa_count[tile_]", "active_")}
   float gm0 = -INFINITY, gm1 = -INFINITY;
   for (int c_ = 0; c_ < active_; ++c_) {{
     const float a0_ = sk_load(parts_ + c_ * {psize} + {ml} + 2 * r0_);

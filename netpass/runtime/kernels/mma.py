@@ -365,6 +365,25 @@ def arrival_defs(ptx: bool) -> str:
             'asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(a) : "l"(p)); return a; }\n')
 
 
+def last_to_arrive(flag: str, counter: str, arrivals: str) -> str:
+    """C statements (at the kernel's top level: they declare the ``__local int`` ``flag``)
+    after a work-group stored its share of a result: it counts its arrival on ``counter`` (an
+    int in global memory), which the last of ``arrivals`` work-groups to arrive sets back to 0
+    for the next launch; every other work-group returns, and the last one goes on to read the
+    others' shares. The fences (:func:`arrival_defs`) order the shares' stores before the
+    count and the count before the loads."""
+    return f"""SK_FENCE();
+  barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+  __local int {flag};
+  if (tid == 0) {{
+    {flag} = atomic_inc(&{counter}) == {arrivals} - 1;
+    if ({flag}) atomic_xchg(&{counter}, 0);
+  }}
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (!{flag}) return;
+  SK_FENCE();"""
+
+
 def _split_k_tail(max_slices: int) -> str:
     """After a K slice stored its partial product (``PSTORE`` into ``P``, slice s at s *
     (batches M N)): the last of the tile's ``sk_n`` slices to arrive, counted on the tile's
@@ -380,18 +399,9 @@ def _split_k_tail(max_slices: int) -> str:
                        for s in range(1, max_slices))
     adds = " ".join(f"if ({s} < sk_n) v_ += p{s}_;" for s in range(1, max_slices))
     decl = ", ".join(f"p{s}_ = 0.0f" for s in range(1, max_slices))
-    return f"""  SK_FENCE();
-  barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
-  __local int sk_last;
-  const int tile_ = (b * get_num_groups(1) + get_group_id(1)) * get_num_groups(0)
+    return f"""  const int tile_ = (b * get_num_groups(1) + get_group_id(1)) * get_num_groups(0)
                     + get_group_id(0);
-  if (tid == 0) {{
-    sk_last = atomic_inc(&sk_count[tile_]) == sk_n - 1;
-    if (sk_last) atomic_xchg(&sk_count[tile_], 0);
-  }}
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (!sk_last) return;
-  SK_FENCE();
+  {last_to_arrive("sk_last", "sk_count[tile_]", "sk_n")}
   const int total_ = (get_num_groups(2) / sk_n) * M * N, wide_ = (N & 3) == 0;
   const int step_ = wide_ ? 4 : 1;
   #pragma unroll 2
