@@ -72,11 +72,12 @@ def _launch(q, k, v, mask, split, causal, vec, skip=False, empty_rows="zero_nan"
     return got
 
 
-def _run_kernel(m, n, d, dv, split, causal, vec, heads, kv_heads, rng, skip=False):
-    """Scores scaled by 1/8 plus a random mask with -inf holes, through the kernel; (out, ref)."""
+def _run_kernel(m, n, d, dv, split, causal, vec, heads, kv_heads, rng, **launch):
+    """Scores scaled by 1/8 plus a random mask with -inf holes, through the kernel (``launch``:
+    ``_launch``'s keywords); (out, ref)."""
     q, k, v = _f(rng, heads, m, d), _f(rng, kv_heads, n, d), _f(rng, kv_heads, n, dv)
     mask = np.where(rng.random((m, n)) < 0.2, -np.inf, _f(rng, m, n)).astype(np.float32)
-    got = _launch(q, k, v, mask, split, causal, vec, skip)
+    got = _launch(q, k, v, mask, split, causal, vec, **launch)
     kk = np.repeat(k, heads // kv_heads, 0).astype(np.float64)
     vv = np.repeat(v, heads // kv_heads, 0).astype(np.float64)
     s = q.astype(np.float64) @ kk.transpose(0, 2, 1) * 0.125 + mask
@@ -112,17 +113,8 @@ def test_kernel_matches_numpy(m, n, d, dv, split, causal, vec, heads, kv_heads, 
 def test_key_splits_match_numpy(m, n, d, dv, split, causal, vec, heads, kv_heads, chunk, rng):
     """Each query block's keys in runs of ``chunk`` blocks, merged by the last run to arrive;
     run twice so that the second launch finds its arrival counters reset."""
-    q, k, v = _f(rng, heads, m, d), _f(rng, kv_heads, n, d), _f(rng, kv_heads, n, dv)
-    mask = np.where(rng.random((m, n)) < 0.2, -np.inf, _f(rng, m, n)).astype(np.float32)
-    got = _launch(q, k, v, mask, split, causal, vec, chunk=chunk, launches=2)
-    kk = np.repeat(k, heads // kv_heads, 0).astype(np.float64)
-    vv = np.repeat(v, heads // kv_heads, 0).astype(np.float64)
-    s = q.astype(np.float64) @ kk.transpose(0, 2, 1) * 0.125 + mask
-    if causal:
-        s = np.where(np.arange(n)[None, :] > np.arange(m)[:, None] + n - m, -np.inf, s)
-    with np.errstate(invalid="ignore"):
-        e = np.exp(s - s.max(-1, keepdims=True))
-        want = np.nan_to_num(e / e.sum(-1, keepdims=True) @ vv, nan=0.0)
+    got, want = _run_kernel(m, n, d, dv, split, causal, vec, heads, kv_heads, rng, chunk=chunk,
+                            launches=2)
     assert not np.isnan(got).any()
     assert _rel_l2(got, want) <= TOL[split]
 

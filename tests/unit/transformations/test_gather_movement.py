@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tr_helpers import count, model_of, param, rand, run, run_checked
+from tr_helpers import against_inference, count, model_of, param, rand, run, run_checked
 
 import netpass
 from netpass import opset
-from netpass.core.changes import same_state
-from netpass.core.node import port_states
 from netpass.ngraph_passes.common import ReshapeElementwiseReorder, ReshapeSequenceFusion
 from netpass.ngraph_passes.gna import (
     GatherConcatAbsorbBackward,
@@ -158,17 +156,9 @@ def test_absorbing_ops_take_the_gather_shape_as_inference_does(shape, monkeypatc
     equals the op's inference."""
     from netpass.ngraph_passes.gna import gather_sinking_backward as backward
 
-    checked = []
-    take = backward.takes_gather_shape
-
-    def check(main, gather):
-        done = take(main, gather)
-        if done:
-            got = port_states(main)
-            main.validate_and_infer_types()
-            checked.append(all(same_state(a, b) for a, b in zip(got, main._outs)))
-        return done
-    monkeypatch.setattr(backward, "takes_gather_shape", check)
+    checked: list = []
+    monkeypatch.setattr(backward, "takes_gather_shape",
+                        against_inference(backward.takes_gather_shape, checked))
     blocks = random_blocks(40, 5, channels=shape[1])
     run(netpass.read_model(gna_blocks_onnx(blocks, shape=shape)), GnaTransformationsPipeline())
-    assert len(checked) > 20 and all(checked)
+    assert len(checked) > 20 and all(ok for _, ok in checked)

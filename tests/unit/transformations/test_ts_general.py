@@ -5,13 +5,20 @@ import re
 
 import numpy as np
 import pytest
-from tr_helpers import assert_same_graph, count, model_of, param, rand, run, run_checked
+from tr_helpers import (
+    against_inference,
+    assert_same_graph,
+    count,
+    model_of,
+    param,
+    rand,
+    run,
+    run_checked,
+)
 
 import netpass
 from netpass import opset
-from netpass.core.changes import same_state
 from netpass.core.node import _ids as node_ids
-from netpass.core.node import port_states
 from netpass.ngraph_passes.common import InitNodeInfo
 from netpass.ngraph_passes.gna import GnaTransformationsPipeline
 from netpass.ngraph_passes.transpose_sinking import NO_SINKING, TSFuse, TSGeneral, TSGeneralForward
@@ -104,18 +111,8 @@ def test_forward_steps_permute_shapes_as_inference_does(shape, monkeypatch):
     equals the op's inference (dims with their bounds and symbols, element types)."""
     from netpass.ngraph_passes.transpose_sinking import utils
 
-    checked = []
-    permute = utils._permute_outputs
-
-    def check(main, order):
-        done = permute(main, order)
-        if done:
-            got = port_states(main)
-            main.validate_and_infer_types()
-            checked.append((main.type_name, all(same_state(a, b)
-                                                for a, b in zip(got, main._outs))))
-        return done
-    monkeypatch.setattr(utils, "_permute_outputs", check)
+    checked: list = []
+    monkeypatch.setattr(utils, "_permute_outputs", against_inference(utils._permute_outputs, checked))
     blocks = random_blocks(40, 7, channels=shape[1])
     run(netpass.read_model(gna_blocks_onnx(blocks, shape=shape)), GnaTransformationsPipeline())
     assert {"Concat", "VariadicSplit", "Add", "Sigmoid", "Pad"} <= {t for t, _ in checked}

@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 
 from netpass import Model, opset
+from netpass.core.changes import same_state
+from netpass.core.node import port_states
 from netpass.passes import Manager, PassConfig
 from netpass.testing import check_accuracy, compare_models, random_inputs
 
@@ -59,3 +61,18 @@ def model_of(outputs: Any, params: Any, name: str = "m") -> Model:
     outs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
     results = [opset.result(o, f"out{i}") for i, o in enumerate(outs)]
     return Model(results, list(params) if isinstance(params, (list, tuple)) else [params], name)
+
+
+def against_inference(shortcut: Any, checked: list) -> Any:
+    """``shortcut(main, ...)``, a rewrite's way of giving ``main`` its shapes without inference
+    (True when it did), wrapped so that each time it acts ``main`` is inferred again and
+    ``(main's type, whether both agree)`` is appended to ``checked``."""
+    def check(main: Any, *args: Any) -> bool:
+        done = shortcut(main, *args)
+        if done:
+            got = port_states(main)
+            main.validate_and_infer_types()
+            checked.append((main.type_name,
+                            all(same_state(a, b) for a, b in zip(got, main._outs))))
+        return done
+    return check
