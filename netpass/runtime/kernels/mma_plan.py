@@ -29,6 +29,10 @@ SPLITK_TAIL_MIN_K = 128
 # ("apart"): one work-group summing 8 slices of a 128 x 128 tile made ResNet-50's late
 # convolutions 0.35 ms slower on the H200, while a GPT-2 prompt's 64 x 64 tiles gain a launch
 TAIL_MAX_TILE = 64 * 64
+# large tiles in K slices need this many work-groups per compute unit, else the small tiles
+# take the K slices (H200, a 128-row prompt's [128, 3072] x [3072, 768], 3xTF32: 6 large tiles
+# in 8 slices and their reduction launch 0.049 ms, 24 small tiles in 8 slices 0.036)
+SPLITK_LARGE_MIN_WAVES = 0.5
 
 
 def split_k_mode(cfg: MmaConfig) -> str:
@@ -104,7 +108,8 @@ def _pick(M: int, N: int, K_: int, nb: int, cus: int) -> MmaConfig:
     where the largest tiles leave units idle, they are taken in K slices (``k_splits``) when K
     is long (SPLITK_LONG_K) and they fill the output about as well as the smallest (3x3
     convolutions at 28x28 and 14x14, MLP down-projections: 0.10-0.13 ms against 0.13-0.19 on
-    unsliced 64x64 tiles); else the smallest."""
+    unsliced 64x64 tiles) and their slices give the units SPLITK_LARGE_MIN_WAVES work-groups
+    each; else the smallest (in K slices of their own where they leave units idle)."""
     big, small = CONFIGS[0], CONFIGS[-1]
     for c in CONFIGS:
         if c is not small and (c.bm >= 2 * M or K_ <= SHORT_K):
@@ -112,9 +117,11 @@ def _pick(M: int, N: int, K_: int, nb: int, cus: int) -> MmaConfig:
         if _cdiv(M, c.bm) * _cdiv(N, c.bn) * nb >= WAVES * cus:
             return c
         if c is big and K_ >= SPLITK_LONG_K \
-                and _fill(big, M, N) >= FILL_RATIO * _fill(small, M, N) \
-                and k_splits(big, M, N, K_, nb, cus)[0] > 1:
-            return big
+                and _fill(big, M, N) >= FILL_RATIO * _fill(small, M, N):
+            slices = k_splits(big, M, N, K_, nb, cus)[0]
+            tiles = _cdiv(M, big.bm) * _cdiv(N, big.bn) * nb
+            if slices > 1 and tiles * slices >= SPLITK_LARGE_MIN_WAVES * cus:
+                return big
     return small
 
 

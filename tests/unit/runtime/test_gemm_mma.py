@@ -268,6 +268,7 @@ def test_selection_by_shape_class():
     ((256, 3136, 64, 8), 64, False),     # short K: small tiles though large ones fill the units
     ((128, 784, 1152, 8), 128, True),    # 3x3 convolution at 28x28: large tiles in K slices
     ((1576, 768, 3072, 1), 128, True),   # an MLP's down-projection
+    ((128, 768, 3072, 1), 64, True),     # a short prompt's: 6 large tiles in slices are too few
     ((512, 49, 4608, 8), 64, True),      # 7x7 pixels: large tiles would be mostly empty
     ((1024, 768, 768, 1), 64, False),    # K short of LONG_SPLIT_K
 ])
