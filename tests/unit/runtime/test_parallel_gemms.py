@@ -1,0 +1,130 @@
+"""Parallel GEMMs merged (netpass.runtime.parallel_gemms): q, k and v projections of one input
+become one FullyConnected whose split pieces the heads read, the norm in front folds into it,
+and the results are the reference's."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import netpass
+from netpass import Model, opset
+from netpass.runtime import program as program_module
+from netpass.runtime.norm_gemm import NormDesc
+from netpass.runtime.parallel_gemms import merge_parallel_gemms
+from netpass.testing import RUNTIME_DEVICE
+
+D, HEADS, KV_HEADS = 32, 4, 2
+HD = D // HEADS
+
+
+def _f(rng, *shape, scale=1.0):
+    return (scale * rng.standard_normal(shape)).astype(np.float32)
+
+
+def _rms(x, rng):
+    """transformers' RMSNorm as an export writes it, then its scale."""
+    ms = opset.reduce_mean(opset.power(x, np.float32(2.0)), np.array([-1], np.int64), True)
+    h = opset.multiply(x, opset.divide(np.float32(1.0), opset.sqrt(opset.add(ms, np.float32(1e-6)))))
+    return opset.multiply(h, (1.0 + _f(rng, D, scale=0.2)))
+
+
+def _heads(y, shape_src, heads):
+    """[b, s, heads * HD] -> [b, heads, s, HD], the target's b and s read off ``shape_src``."""
+    bs = opset.gather(opset.shape_of(shape_src), np.array([0, 1], np.int64), np.int64(0))
+    target = opset.concat([bs, np.array([heads, HD], np.int64)], 0)
+    return opset.transpose(opset.reshape(y, target, False), np.array([0, 2, 1, 3], np.int64))
+
+
+def _repeat_kv(x):
+    """transformers' repeat_kv: [1, kv, s, HD] -> [1, kv * group, s, HD]."""
+    group = HEADS // KV_HEADS
+    seq = opset.gather(opset.shape_of(x), np.array([2], np.int64), np.int64(0))
+    target = opset.concat([np.array([1, KV_HEADS, group], np.int64), seq,
+                           np.array([HD], np.int64)], 0)
+    expanded = opset.broadcast(opset.unsqueeze(x, np.array([2], np.int64)), target,
+                               "bidirectional")
+    return opset.reshape(expanded, np.array([1, HEADS, -1, HD], np.int64), False)
+
+
+def _attention_model(rng):
+    """A LLaMA-style attention block: RMSNorm, separate q / k / v Linears (grouped k and v),
+    the heads' reshapes (their target from the norm's shape), attention over the heads."""
+    x = opset.parameter([1, -1, D], np.float32, name="x")
+    h = _rms(x, rng)
+    q = _heads(opset.matmul(h, _f(rng, D, HEADS * HD), False, False), h, HEADS)
+    k, v = (_repeat_kv(_heads(opset.matmul(h, _f(rng, D, KV_HEADS * HD), False, False), h,
+                              KV_HEADS)) for _ in range(2))
+    s = opset.multiply(opset.matmul(q, k, False, True), np.float32(HD ** -0.5))
+    y = opset.matmul(opset.softmax(s, -1), v, False, False)
+    return Model([opset.result(y, name="y")], [x])
+
+
+def _gated_mlp_model(rng):
+    x = opset.parameter([1, -1, D], np.float32, name="x")
+    h = _rms(x, rng)
+    gate = opset.matmul(h, _f(rng, D, 2 * D), False, False)
+    up = opset.matmul(h, _f(rng, D, 2 * D), False, False)
+    y = opset.matmul(opset.multiply(opset.swish(gate), up), _f(rng, 2 * D, D), False, False)
+    return Model([opset.result(y, name="y")], [x])
+
+
+def _compiled(model):
+    cm = netpass.compile_model(model, RUNTIME_DEVICE, {"TRANSFORMATIONS": "NONE"})
+    return cm, cm.runtime.program
+
+
+def _kinds(program) -> list[str]:
+    return [n.kind for n in program.nodes]
+
+
+def test_q_k_v_merge_into_one_normalized_gemm(rng):
+    _, prog = _compiled(_attention_model(rng))
+    fcs = [n for n in prog.nodes if n.kind == "FullyConnected"]
+    assert len(fcs) == 1 and isinstance(fcs[0].subgraph, NormDesc)  # the norm folded into it
+    assert fcs[0].inputs[1][0].value.shape == (D + 2 * KV_HEADS * HD, D)
+    split = next(n for n in prog.nodes if n.kind == "VariadicSplit")
+    assert "RmsNorm" not in _kinds(prog) and split.strided_view  # (views: no launch)
+
+
+@pytest.mark.parametrize("rows", [[1, 5, 1], [7, 1, 2]])
+def test_merged_gemm_matches_the_reference(rng, rows):
+    """Prompts and single-token steps through one request, rows with a large mean."""
+    model = _attention_model(rng)
+    cm, _ = _compiled(model)
+    req = cm.create_infer_request()
+    for s in rows:
+        feeds = {"x": (5.0 + _f(rng, 1, s, D)).astype(np.float32)}
+        np.testing.assert_allclose(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"],
+                                   rtol=1e-4, atol=1e-5)
+
+
+def test_merging_saves_launches(rng, monkeypatch):
+    """Two launches of the three projections and the norm's own launch; the split pieces are
+    views."""
+    model = _attention_model(rng)
+    feeds = {"x": _f(rng, 1, 3, D)}
+    merged = _compiled(model)[0].create_infer_request()
+    merged.infer(feeds)
+    passes = tuple(p for p in program_module.NODE_PASSES if p is not merge_parallel_gemms)
+    monkeypatch.setattr(program_module, "NODE_PASSES", passes)
+    apart = _compiled(model)[0].create_infer_request()
+    apart.infer(feeds)
+    assert apart.stats["kernels_enqueued"] - merged.stats["kernels_enqueued"] == 3
+
+
+def test_gated_mlp_projections_stay_apart(rng):
+    """Elementwise readers (SiLU(gate) * up) would need the pieces copied: no merge, and the
+    result is still the reference's."""
+    model = _gated_mlp_model(rng)
+    cm, prog = _compiled(model)
+    assert _kinds(prog).count("FullyConnected") == 3 and "VariadicSplit" not in _kinds(prog)
+    feeds = {"x": _f(rng, 1, 4, D)}
+    np.testing.assert_allclose(cm.create_infer_request().infer(feeds)["y"],
+                               netpass.reference.infer(model, feeds)["y"], rtol=1e-4, atol=1e-5)
+
+
+def test_shape_reads_move_upstream(rng):
+    """The heads' ShapeOf reads the norm's input, not its output (same shape)."""
+    _, prog = _compiled(_attention_model(rng))
+    shape_ofs = [n for n in prog.nodes if n.kind == "ShapeOf"]
+    assert shape_ofs and all(n.inputs[0][0].is_parameter for n in shape_ofs)
