@@ -3,12 +3,13 @@ weights ``[N_i, K]`` and bias, become one FullyConnected over the weights stacke
 a VariadicSplit of its output along the last axis hands each reader its own columns (strided
 views: no copy). OpenVINO's GPU plugin does the same (``FullyConnectedHorizontalFusion``).
 
-Why: LLaMA-style exports (LLaMA, Mistral, Qwen; BERT's and ViT's q, k, v) project q, k and v,
-and the MLP's gate and up, in Linears of their own over one normalized input. A decode step
-then launches three GEMVs (two) where one would do, and the norm in front of them, having
-several readers, folds into none of them (``norm_gemm``): 13 launches per LLaMA layer against
-5.5 for GPT-2, whose export holds one QKV projection. Merged, the norm has one reader again
-and folds into the merged GEMM. A prompt's GEMM gets N wide enough to fill the device.
+Why: LLaMA-style exports (LLaMA, Mistral, Qwen; transformers' BERT) project q, k and v in
+Linears of their own over one normalized input. A decode step then launches three GEMVs where
+one would do, and the norm in front of them, having several readers, folds into none of them
+(``norm_gemm``): 13 launches per LLaMA layer against 5.5 for GPT-2, whose export holds one QKV
+projection. Merged, the norm has one reader again and folds into the merged GEMM; a prompt's
+GEMM gets an N wide enough to fill the device. The merged weights are new constants: the
+program uploads them instead of the separate ones.
 
 The norm's output is often read by a ShapeOf as well (the q/k/v Reshapes' target shape).
 :func:`read_shapes_upstream` moves such ShapeOfs onto the input of the shape-preserving ops
@@ -76,8 +77,8 @@ def read_shapes_upstream(nodes: list) -> list:
 
 
 def _mergeable(n, users: dict) -> bool:
-    """A FullyConnected :func:`merge_parallel_gemms` may merge (module docstring). A model
-    output is no reader it takes, so none of them is one."""
+    """A FullyConnected :func:`merge_parallel_gemms` may merge (module docstring); read
+    only by Reshapes and ShapeOfs, it is no model output."""
     if not n.is_a(FullyConnected) or len(n.inputs) != 3 or n.subgraph is not None \
             or n.out_dtypes[0] != F32:
         return False
