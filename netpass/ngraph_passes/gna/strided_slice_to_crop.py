@@ -115,8 +115,8 @@ def slice_crop_window(sl: Node) -> tuple[list[int], list[int]] | None:
     outside 2-5). The StridedSlice slices axes 0..max(axes) with unit strides and masks the
     others: its window is ``crop_window``'s unit-stride one, per axis."""
     shape = static_shape(sl.input_value(0))
-    params = strided_slice_params(sl)
-    if shape is None or params is None or not 2 <= len(shape) <= 5:
+    params = strided_slice_params(sl) if shape is not None and 2 <= len(shape) <= 5 else None
+    if shape is None or params is None:
         return None
     begin, end, strides, masked = (p.tolist() for p in params)
     if len(begin) > len(shape) or any(st != 1 for st in strides):
@@ -160,4 +160,6 @@ class ConvertSliceToCrop(MatcherPass):
             copy_runtime_info(sl, crop)
             return replace_output_update_name(sl.output(0), crop.output(0))
 
-        self.register_matcher(Matcher(wrap_type(Slice), "ConvertSliceToCrop"), callback)
+        # (a Slice of a dynamic shape stays a StridedSlice: not offered to the callback)
+        pattern = wrap_type(Slice, predicate=lambda o: o.node._inputs[0].partial_shape.is_static)
+        self.register_matcher(Matcher(pattern, "ConvertSliceToCrop"), callback)
