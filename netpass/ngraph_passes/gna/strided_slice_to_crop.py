@@ -134,11 +134,13 @@ def slice_crop_window(sl: Node) -> tuple[list[int], list[int]] | None:
 
 
 class ConvertSliceToCrop(MatcherPass):
-    """Slice -> CropIE in one rewrite: what SliceToStridedSlice and then
-    ConvertStridedSliceToCrop make of it (the same crop, friendly name, rt_info and tensor
-    names), without building the StridedSlice and its three Constants that the second drops at
-    once (~60% of the GNA pipeline's last stage). A Slice they would not make one CropIE of is
-    left to them, and so is every Slice while either of them is disabled or given a callback."""
+    """Slice -> the StridedSlice path's CropIE, in one rewrite.
+
+    What SliceToStridedSlice and then ConvertStridedSliceToCrop make of a Slice (the same crop,
+    friendly name, rt_info and tensor names), without building the StridedSlice and its three
+    Constants that the second drops at once (over half of the GNA pipeline's last stage). A
+    Slice they would not make one CropIE of is left to them, and so is every Slice while either
+    of them is disabled or given a callback."""
 
     def __init__(self) -> None:
         super().__init__()
