@@ -14,6 +14,9 @@ from ...passes import MatcherPass
 from ...pattern import Matcher, wrap_type
 from ..utils import const, const_value, make, normalize_axes
 
+# (begin, end, strides, masked) of the StridedSlice a Slice becomes
+StridedParams = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
 
 def _slice_params(node: Node, use_shapes: bool):
     maybe = [const_value(node.input_value(i)) for i in range(1, node.get_input_size())]
@@ -30,6 +33,21 @@ def _slice_params(node: Node, use_shapes: bool):
     return start, stop, step, axes
 
 
+def strided_slice_params(node: Node, use_shapes: bool = True) -> StridedParams | None:
+    """The StridedSlice ``node`` (a Slice) becomes: ``(begin, end, strides, masked)`` over axes
+    0..max(axes), ``masked`` 1 on the axes the Slice leaves whole (its begin and end masks);
+    None when a parameter is not a constant (or a negative axis meets a dynamic rank)."""
+    params = _slice_params(node, use_shapes)
+    if params is None:
+        return None
+    start, stop, step, axes = params
+    n = int(axes.max()) + 1 if axes.size else 0
+    begin, end, strides = np.zeros(n, np.int64), np.zeros(n, np.int64), np.ones(n, np.int64)
+    masked = np.ones(n, np.int64)
+    begin[axes], end[axes], strides[axes], masked[axes] = start, stop, step, 0
+    return begin, end, strides, masked
+
+
 class SliceToStridedSlice(MatcherPass):
     """Slice-8 with constant parameters -> StridedSlice-1."""
 
@@ -42,11 +60,10 @@ class SliceToStridedSlice(MatcherPass):
             sl = m.match_root
             if self.transformation_callback(sl):
                 return False
-            start, stop, step, axes = _slice_params(sl, use_shapes)
-            n = int(axes.max()) + 1 if axes.size else 0
-            begin, end, strides = np.zeros(n, np.int64), np.zeros(n, np.int64), np.ones(n, np.int64)
-            masked = np.ones(n, np.int64)
-            begin[axes], end[axes], strides[axes], masked[axes] = start, stop, step, 0
+            params = strided_slice_params(sl, use_shapes)
+            if params is None:  # (ruled out by the pattern's predicate)
+                return False
+            begin, end, strides, masked = params
             ss = make(StridedSlice, [sl.input_value(0), const(begin), const(end), const(strides)],
                       begin_mask=masked.tolist(), end_mask=masked.tolist(), new_axis_mask=[],
                       shrink_axis_mask=[], ellipsis_mask=[])

@@ -69,7 +69,7 @@ from .replace_nhwc import (
                              SubstituteGNAMaxPool,
 )
 from .stepped_slice_to_matmul import ConvertSteppedSliceToMatMul
-from .strided_slice_to_crop import ConvertStridedSliceToCrop
+from .strided_slice_to_crop import ConvertSliceToCrop, ConvertStridedSliceToCrop
 from .support import GNA_TARGETS, OpSupport, check_support, unsupported
 from .transpose_compress import TransposeCompress
 from .transpose_matmul import TransposeMatMulForward
@@ -81,7 +81,7 @@ __all__ = [
     "GatherSinkingReduceForward", "GatherSinkingReshapedForward",
     "GatherSinkingTransposeAxisBackward", "GatherSinkingTransposeAxisForward", "GatherSplitAbsorb",
     "MergeSharedLayoutOps", "RemoveIdentityGather", "GNA_TARGETS", "OpSupport", "check_support",
-    "unsupported", "ConvertGatherToSlice", "ConvertSteppedSliceToMatMul",
+    "unsupported", "ConvertGatherToSlice", "ConvertSliceToCrop", "ConvertSteppedSliceToMatMul",
     "ConvertStridedSliceToCrop", "DecomposeMVN", "GNA_CALLBACKS", "GatherSinkingBinaryBackward",
     "GatherSinkingBinaryForward", "GatherSinkingFuse", "GatherSinkingGeneral",
     "GatherSinkingGeneralBackward", "GatherSinkingGeneralForward", "GatherSinkingMatmulBackward",

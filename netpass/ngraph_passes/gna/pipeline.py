@@ -24,7 +24,8 @@
    Parameter (down to a Reshape, where they become Gathers, or to a Result), with TSFuseShared
    fusing the Transpose pairs it leaves.
 3. The Slice workaround: SliceToStridedSlice then ConvertStridedSliceToCrop (always; any
-   StridedSlice is a crop for GNA).
+   StridedSlice is a crop for GNA), in one traversal with ConvertSliceToCrop, which makes the
+   same CropIE of a Slice at once where the two would.
 
 Stages (``GnaTransformationsPipeline().stages()``), where ``insert_before`` /
 ``insert_after`` put a user's passes: InitNodeInfo, DecomposeMVN, CommonOptimizations
@@ -104,7 +105,7 @@ from .misc import (
 )
 from .replace_nhwc import ReplaceGnaNHWCLayers
 from .stepped_slice_to_matmul import ConvertSteppedSliceToMatMul
-from .strided_slice_to_crop import ConvertStridedSliceToCrop
+from .strided_slice_to_crop import ConvertSliceToCrop, ConvertStridedSliceToCrop
 from .transpose_compress import TransposeCompress
 from .transpose_matmul import TransposeMatMulForward
 from .ts_concat_split import TSConcatForward, TSSplitBackward
@@ -273,7 +274,8 @@ class GnaTransformationsPipeline(ModelPass):
         members: dict[str, list] = {
             "InitNodeInfo": [InitNodeInfo()],
             "CommonOptimizations": [GnaCommonOptimizations(), ConstantFolding()],
-            "SliceToCrop": [GraphRewrite(SliceToStridedSlice(), ConvertStridedSliceToCrop())],
+            "SliceToCrop": [GraphRewrite(ConvertSliceToCrop(), SliceToStridedSlice(),
+                                         ConvertStridedSliceToCrop())],
             "FinalNodeInfo": [InitNodeInfo()],
         }
         if MVN in types:
