@@ -68,8 +68,9 @@ from .replace_nhwc import (
                              SubstituteGNAGroupConvolution,
                              SubstituteGNAMaxPool,
 )
+from .slice_to_crop import ConvertSliceToCrop
 from .stepped_slice_to_matmul import ConvertSteppedSliceToMatMul
-from .strided_slice_to_crop import ConvertSliceToCrop, ConvertStridedSliceToCrop
+from .strided_slice_to_crop import ConvertStridedSliceToCrop
 from .support import GNA_TARGETS, OpSupport, check_support, unsupported
 from .transpose_compress import TransposeCompress
 from .transpose_matmul import TransposeMatMulForward

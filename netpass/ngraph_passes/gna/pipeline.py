@@ -104,8 +104,9 @@ from .misc import (
     ReorderActivationAndPooling,
 )
 from .replace_nhwc import ReplaceGnaNHWCLayers
+from .slice_to_crop import ConvertSliceToCrop
 from .stepped_slice_to_matmul import ConvertSteppedSliceToMatMul
-from .strided_slice_to_crop import ConvertSliceToCrop, ConvertStridedSliceToCrop
+from .strided_slice_to_crop import ConvertStridedSliceToCrop
 from .transpose_compress import TransposeCompress
 from .transpose_matmul import TransposeMatMulForward
 from .ts_concat_split import TSConcatForward, TSSplitBackward

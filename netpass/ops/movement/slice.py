@@ -177,7 +177,7 @@ def _mask(values: Sequence[int], i: int) -> bool:
     return i < len(values) and bool(values[i])
 
 
-def _strided_length(dim: int, begin: int, end: int, stride: int, bmask: bool, emask: bool) -> int:
+def strided_length(dim: int, begin: int, end: int, stride: int, bmask: bool, emask: bool) -> int:
     """Length of one ordinary StridedSlice axis, as OpenVINO computes it."""
     lb, ub = begin, end
     if lb < 0:
@@ -210,7 +210,7 @@ class _StridedLength:
         self.period = abs(stride)
 
     def __call__(self, n: int) -> int:
-        return _strided_length(n, *self.args)
+        return strided_length(n, *self.args)
 
 
 class StridedSlice(Node):
@@ -310,19 +310,20 @@ class StridedSlice(Node):
             else:
                 d = shape[step[1]]
                 st = strides[i]
-                n = _strided_length(d, begin[i], end[i], st, _mask(self.begin_mask, i),
+                n = strided_length(d, begin[i], end[i], st, _mask(self.begin_mask, i),
                                     _mask(self.end_mask, i))
                 if n == 0:
                     index.append(_pyslice(0, 0))
                     continue
-                first = self._first(d, begin[i], st, _mask(self.begin_mask, i))
+                first = self.first_index(d, begin[i], st, _mask(self.begin_mask, i))
                 last = first + (n - 1) * st
                 index.append(python_slice(first, last + (1 if st > 0 else -1), st))
         index.extend(_pyslice(None) for _ in rest)
         return tuple(index)
 
     @staticmethod
-    def _first(dim: int, begin: int, stride: int, bmask: bool) -> int:
+    def first_index(dim: int, begin: int, stride: int, bmask: bool) -> int:
+        """The first index one ordinary StridedSlice axis takes, as OpenVINO computes it."""
         if bmask:
             return 0 if stride > 0 else dim - 1
         b = max(dim + begin, 0) if begin < 0 else begin
