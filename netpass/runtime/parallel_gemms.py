@@ -36,7 +36,7 @@ from ..ops.movement import Reshape, VariadicSplit
 from ..ops.normalization import MVN
 from ..ops.shape_ops import ShapeOf
 from .kinds.normalization import RmsNorm
-from .program_node import ProgramNode, node_users
+from .program_node import ProgramNode, node_users, splice
 
 F32 = np.dtype(np.float32)
 
@@ -111,15 +111,7 @@ def merge_parallel_gemms(nodes: list) -> list:
         at[id(g[0])] = merged
         for i, m in enumerate(g):
             piece[id(m)] = (merged[-1], i)
-    out: list = []
-    for n in nodes:
-        if id(n) in at:
-            out.extend(at[id(n)])
-        elif id(n) not in piece:
-            out.append(n)
-    for n in out:  # (a member has one output)
-        n.inputs = [piece.get(id(s), (s, k)) for s, k in n.inputs]
-    return out
+    return splice(nodes, at, set(piece), piece)
 
 
 def _merged(group: list) -> list:

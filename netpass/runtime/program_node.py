@@ -96,9 +96,12 @@ def fuse_matches(nodes: list, rewrite: Callable[[Any, dict], tuple | None]) -> l
     return splice(nodes, replace, dropped)
 
 
-def splice(nodes: list, replace: dict[int, list], dropped: set[int]) -> list:
+def splice(nodes: list, replace: dict[int, list], dropped: set[int],
+           moved: dict[int, tuple] | None = None) -> list:
     """``nodes`` with each node whose id ``replace`` holds swapped for its list of nodes (the
-    last of them takes its place as its users' producer), and the ``dropped`` ones left out."""
+    last of them takes its place as its users' producer), and the ``dropped`` ones left out;
+    a reader of a node whose id ``moved`` holds (one output) reads the (node, output) given
+    there instead."""
     if not replace:
         return nodes
     out: list = []
@@ -108,8 +111,9 @@ def splice(nodes: list, replace: dict[int, list], dropped: set[int]) -> list:
         elif id(n) not in dropped:
             out.append(n)
     new_of = {key: new[-1] for key, new in replace.items()}
+    moved = moved or {}
     for n in out:
-        n.inputs = [(new_of.get(id(s), s), k) for s, k in n.inputs]
+        n.inputs = [moved.get(id(s)) or (new_of.get(id(s), s), k) for s, k in n.inputs]
     return out
 
 

@@ -3,16 +3,14 @@ turn into one CropIE, turned into it at once (the GNA pipeline's last stage runs
 one traversal): no StridedSlice and three Constants built to be dropped at once."""
 from __future__ import annotations
 
-from ...core.graph_util import copy_runtime_info, replace_output_update_name
 from ...core.node import Node
-from ...ops.legacy import CropIE
 from ...ops.movement import Slice, StridedSlice
 from ...ops.movement.slice import strided_length
 from ...passes import MatcherPass
 from ...pattern import Matcher, wrap_type
 from ..common.slice_to_strided_slice import SliceToStridedSlice, strided_slice_params
-from ..utils import make, static_shape
-from .strided_slice_to_crop import ConvertStridedSliceToCrop
+from ..utils import static_shape
+from .strided_slice_to_crop import ConvertStridedSliceToCrop, crop_in_place_of
 
 
 def slice_crop_window(sl: Node) -> tuple[list[int], list[int]] | None:
@@ -59,15 +57,8 @@ class ConvertSliceToCrop(MatcherPass):
                    for p in (SliceToStridedSlice, ConvertStridedSliceToCrop)) or \
                     self.transformation_callback(sl):
                 return False
-            window = slice_crop_window(sl)
-            if window is None:
-                return False
-            offset, dim = window
-            crop = make(CropIE, [sl.input_value(0)], axes=list(range(len(dim))), dim=dim,
-                        offset=offset)
-            crop.friendly_name = sl.friendly_name
-            copy_runtime_info(sl, crop)
-            return replace_output_update_name(sl.output(0), crop.output(0))
+            window = slice_crop_window(sl)  # (its dim is the Slice's shape: no Reshape)
+            return window is not None and crop_in_place_of(sl, *window)
 
         # (a Slice of a dynamic shape stays a StridedSlice: not offered to the callback)
         pattern = wrap_type(Slice, predicate=lambda o: o.node.get_input_partial_shape(0).is_static)

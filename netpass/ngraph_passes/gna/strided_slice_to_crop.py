@@ -73,6 +73,21 @@ def _unit_stride_window(ss: Node, shape: tuple[int, ...], begin: list[int], end:
     return offset, dim
 
 
+def crop_in_place_of(sl: Node, offset: list[int], dim: list[int]) -> bool:
+    """Replace slice ``sl`` (a StridedSlice or Slice of a static input) by the CropIE of the
+    window ``offset``, ``dim``, and a Reshape to ``sl``'s shape where that differs (the crop
+    is then named ``<name>/Crop``, the Reshape takes ``sl``'s name)."""
+    crop = make(CropIE, [sl.input_value(0)], axes=list(range(len(dim))), dim=dim, offset=offset)
+    last = crop
+    if tuple(dim) != sl.output(0).shape:
+        last = make(Reshape, [crop, const(np.array(sl.output(0).shape, np.int64))],
+                    special_zero=False)
+        crop.friendly_name = f"{sl.friendly_name}/Crop"
+    last.friendly_name = sl.friendly_name
+    copy_runtime_info(sl, [crop, last])
+    return replace_output_update_name(sl.output(0), last.output(0))
+
+
 class ConvertStridedSliceToCrop(MatcherPass):
     """Unit-stride StridedSlice of a static input -> CropIE."""
 
@@ -85,19 +100,7 @@ class ConvertStridedSliceToCrop(MatcherPass):
             if self.transformation_callback(ss):
                 return False
             window = crop_window(ss)
-            if window is None:
-                return False
-            offset, dim = window
-            crop = make(CropIE, [ss.input_value(0)], axes=list(range(len(dim))), dim=dim,
-                        offset=offset)
-            last = crop
-            if tuple(dim) != ss.output(0).shape:
-                last = make(Reshape, [crop, const(np.array(ss.output(0).shape, np.int64))],
-                            special_zero=False)
-                crop.friendly_name = f"{ss.friendly_name}/Crop"
-            last.friendly_name = ss.friendly_name
-            copy_runtime_info(ss, [crop, last])
-            return replace_output_update_name(ss.output(0), last.output(0))
+            return window is not None and crop_in_place_of(ss, *window)
 
         self.register_matcher(Matcher(pattern, "ConvertStridedSliceToCrop"), callback)
 
