@@ -288,21 +288,19 @@ void attention_decode({', '.join(args)})
 
 GEMV_WG = 256       # work-items of a GEMV work-group
 GEMV_ROWS = 8       # rows of A up to which a GEMM runs as GEMVs
-GEMV_WIDE = 16384   # output columns from which a GEMV of k <= 1024 takes 16 items a column
 
 
 def gemv_width(m: int, k: int, sbk: int, n: int) -> int | None:
     """Items per output column of the GEMV for A [m, k] and B read with stride ``sbk`` along
     k (1: B's columns are contiguous rows of a weights [n, k]), or None where the GEMV does not
-    apply: 32 (a warp per column) up to k = 1024, then 64; 16 for the widest outputs at k <=
-    1024 (an LM head: the H100 read GPT-2's [768, 50257] in 59 us at 16 items a column
-    against 75 us at 32, more loads in flight per item with work-groups aplenty;
-    ``benchmarks/bench_gemv.py``, BENCHMARKS.md)."""
+    apply: 16 up to k = 1024, then 64. Fewer items a column read more of it each, with more
+    loads in flight per item, and the GEMV needs fewer work-groups: on the H200 16 items read
+    GPT-2's decode weights at K = 768 in 2.6-2.8 us against 3.2-3.4 at 32 (its LM head 39
+    against 63 us; ``benchmarks/bench_gemv.py``, less the profiling floor), and a persistent
+    step's resident work-groups run them in one round."""
     if m > GEMV_ROWS or sbk != 1 or not n or not k or not m:
         return None
-    if k <= 1024:
-        return 16 if n >= GEMV_WIDE else 32
-    return 64
+    return 16 if k <= 1024 else 64
 
 
 @memoized
@@ -342,13 +340,13 @@ void gemv({', '.join(args)})
   A += aoff + b0 * sa0 + b1 * sa1;
   B += boff + b0 * sb0 + b1 * sb1;
   __local float red[MR * WG];
-  {norm_prologue(norm, GEMV_ROWS, GEMV_WG, "lid")}
-  float acc[MR];
-  #pragma unroll
-  for (int m = 0; m < MR; ++m) acc[m] = 0.0f;
   const int vec = sak == 1 && (sam & 3) == 0 && (K & 3) == 0 &&
       ((aoff + b0 * sa0 + b1 * sa1) & 3) == 0 && ((boff + b0 * sb0 + b1 * sb1) & 3) == 0 &&
       (sbn & 3) == 0;
+  {norm_prologue(norm, GEMV_ROWS, GEMV_WG, "lid", "vec")}
+  float acc[MR];
+  #pragma unroll
+  for (int m = 0; m < MR; ++m) acc[m] = 0.0f;
   if (n < N) {{
     __global const float* br = B + n * sbn;
     if (vec) {{

@@ -62,13 +62,20 @@ def gemm_args(t: str, n_extra: int, extra_dtypes: list, erank: int,
     return args
 
 
-def norm_prologue(norm: tuple | None, rows: int, threads: int, tid: str = "tid") -> str:
+NORM_RUNS = 8  # float4 runs of a row an item of norm_prologue's float4 loop has in flight
+
+
+def norm_prologue(norm: tuple | None, rows: int, threads: int, tid: str = "tid",
+                  vector: str = "") -> str:
     """C code computing, for the work-group's ``rows`` rows of A from ``m0`` (clamped to
     M - 1; ``rows`` divides ``threads``), their mean and inverse standard deviation over K into
     ``nmu[]`` / ``nrs[]`` (norm_gemm: MVN folded into the GEMM; an RMSNorm's, ``norm[5]``: 0
     and the inverse root mean square). Each row's ``threads / rows`` items sum the row's
     elements shifted by its first one (unshifted for RMSNorm), and their squares (the shift
-    keeps the variance's precision when the mean is large); empty with ``norm`` None."""
+    keeps the variance's precision when the mean is large); empty with ``norm`` None.
+    ``vector``: a C condition under which A's rows are float4 runs (contiguous, 16-byte
+    aligned, K % 4 == 0); the items then read NORM_RUNS runs at a time, all in flight (a
+    decode GEMV's prologue is a chain of load latencies otherwise)."""
     if norm is None:
         return ""
     eps, inside, variance, rms = flit(norm[0]), norm[1], norm[2], norm[5]
@@ -83,7 +90,7 @@ def norm_prologue(norm: tuple | None, rows: int, threads: int, tid: str = "tid")
     __global const float* xr = A + min(m0 + r, M - 1) * sam;
     const float sh = {"0.0f" if rms else "xr[0]"};
     float s = 0.0f, q = 0.0f;
-    for (int k = lane; k < K; k += {tpr}) {{
+    {_norm_runs(vector, tpr)}for (int k = lane; k < K; k += {tpr}) {{
       const float d = xr[k * sak] - sh; s += d; q = mad(d, d, q);
     }}
     nsum[{tid}] = s; nsq[{tid}] = q;
@@ -97,6 +104,23 @@ def norm_prologue(norm: tuple | None, rows: int, threads: int, tid: str = "tid")
     }}
     barrier(CLK_LOCAL_MEM_FENCE);
   }}"""
+
+
+def _norm_runs(vector: str, tpr: int) -> str:
+    """norm_prologue's float4 loop (under ``vector``; the scalar loop after it as its else),
+    NORM_RUNS loads per item issued before the sums use them; a run past K reads as the
+    shift (adds nothing)."""
+    if not vector:
+        return ""
+    loads = "".join(f"\n        const float4 x{u} = k4 + {u * tpr} < K4 ?"
+                    f" vload4(k4 + {u * tpr}, xr) : (float4)(sh);" for u in range(NORM_RUNS))
+    sums = "".join(f"\n        {{ const float4 d = x{u} - sh; s += (d.x + d.y) + (d.z + d.w);"
+                   f" q += dot(d, d); }}" for u in range(NORM_RUNS))
+    return f"""if ({vector}) {{
+      const int K4 = K >> 2;
+      for (int k4 = lane; k4 < K4; k4 += {NORM_RUNS * tpr}) {{{loads}{sums}
+      }}
+    }} else """
 
 
 def norm_value(norm: tuple | None, value: str, row: str, k: str, vector: bool = False) -> str:

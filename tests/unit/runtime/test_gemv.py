@@ -41,10 +41,11 @@ def _fc_model(rng, k: int, n: int, residual: bool):
     return Model([opset.result(y, name="y")], params), w, bias
 
 
-@pytest.mark.parametrize("k, n", [(7, 5), (64, 37), (768, 1001), (1030, 33), (96, 16389)])
+@pytest.mark.parametrize("k, n", [(7, 5), (64, 37), (768, 1001), (1030, 33), (96, 16389),
+                                  (4100, 19)])
 def test_fully_connected_rows_match_numpy(rng, k, n):
-    """Odd K runs the scalar loop, K % 4 == 0 the float4 one; K > 1024 64 items a column,
-    N >= GEMV_WIDE 16 (with a tail of columns)."""
+    """Odd K runs the scalar loop, K % 4 == 0 the float4 one; K > 1024 64 items a column
+    (K = 4100: runs of four loads and a tail), else 16; a tail of columns (16389)."""
     model, w, bias = _fc_model(rng, k, n, residual=True)
     req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     for rows in (1, 3, GEMV_ROWS):
@@ -79,10 +80,12 @@ def test_matmul_by_a_transposed_b_with_batch_broadcast(rng):
     assert _ran_gemv(req)
 
 
-def test_layernorm_folded_into_the_gemv(rng):
+@pytest.mark.parametrize("k", [52, 1100, 30])
+def test_layernorm_folded_into_the_gemv(rng, k):
     """compile_model's legacy stage: MVN * gamma + beta -> FullyConnected, one row per step
-    with a large mean (the prologue's shifted sums)."""
-    k, n = 52, 29
+    with a large mean (the prologue's shifted sums): K = 52 one batch of the prologue's float4
+    loads, 1100 a second one past the row's end, 30 the scalar loop."""
+    n = 29
     x = opset.parameter([1, -1, k], np.float32, name="x")
     h = opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt")
     h = opset.add(opset.multiply(h, (1.0 + 0.2 * _f(rng, k)).astype(np.float32)),
@@ -106,8 +109,8 @@ def test_selection_limits():
                extra_shapes=[], extra_dtypes=[], engine=None)
     impl = legacy.fully_connected_impl(p, None)
     assert impl.launches[0].source.name == "gemv" and impl.weights_as_given
-    assert gemv_width(1, 768, 1, 3072) == 32 and gemv_width(1, 3072, 1, 768) == 64
-    assert gemv_width(1, 768, 1, 50257) == 16 and gemv_width(1, 3072, 1, 50257) == 64
+    assert gemv_width(1, 768, 1, 3072) == 16 and gemv_width(1, 3072, 1, 768) == 64
+    assert gemv_width(1, 1024, 1, 64) == 16 and gemv_width(1, 1030, 1, 64) == 64
     assert gemv_width(GEMV_ROWS + 1, 64, 1, 64) is None      # more rows
     assert gemv_width(1, 64, 64, 64) is None                  # B read along n (reordered)
 
