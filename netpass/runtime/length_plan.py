@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .impls import Scratch
 from .length_forms import Form, GrowForm
 from .length_steps import (
     LinHost,
@@ -100,6 +101,20 @@ def _same_kernel(a: KernelEntry, b: KernelEntry) -> bool:
     return True
 
 
+def _same_impl_buffers(a: list, b: list) -> bool:
+    """Two steps' impl buffers alike (scratch of one size, equal arrays: a decode attention's
+    key-split partials and arrival counts), so that a moving kernel keeps its last step's."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if isinstance(x, Scratch) or isinstance(y, Scratch):
+            if not (isinstance(x, Scratch) and isinstance(y, Scratch) and x.nbytes == y.nbytes):
+                return False
+        elif not (x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y)):
+            return False
+    return True
+
+
 def _same_view(a: ViewEntry, b: ViewEntry) -> bool:
     return (a.src, a.k, a.out, a.views) == (b.src, b.k, b.out, b.views)
 
@@ -121,7 +136,8 @@ def _combine(net: Network, a, b, ta: int, tb: int):
         if _same_kernel(a, b):
             return b
         if net.program.nodes[a.index].row.uniform and a.impl is not None and b.impl is not None \
-                and a.impl.sources == b.impl.sources and not b.impl.buffers and not a.weights:
+                and a.impl.sources == b.impl.sources and not a.weights \
+                and _same_impl_buffers(a.impl.buffers, b.impl.buffers):
             lin = LinKernel.fit(a, b, ta, tb)
             if lin is not None:
                 lin.feeds = bool(net.insts[a.index].sym_feeds)

@@ -184,8 +184,9 @@ class Tape:
     @staticmethod
     def _moving(net: Network, e: LinKernel) -> list | None:
         """A moving kernel's launches with their argument slots resolved to the source
-        primitives (and the offsets' forms as (base, slope)); None where the entry needs the
-        general replay (fed values, impl buffers or weights)."""
+        primitives (and the offsets' forms as (base, slope)), its impl buffers (the
+        request's, alike over the steps: length_plan) in place; None where the entry needs
+        the general replay (fed values or weights)."""
         if e.feeds:
             return None
         insts = net.insts
@@ -193,7 +194,11 @@ class Tape:
         for lw, buffers, iform, slots, work in e.launches:
             resolved = []
             for b, i, si, k, off in slots:
-                if si in (WEIGHTS, IMPL_BUFFER) or off.const is None and off.fn is None:
+                if si == IMPL_BUFFER:
+                    buffers = buffers.copy()
+                    buffers[b] = net.impl_buffers(e.impl)[k].buffer
+                    continue
+                if si == WEIGHTS or off.const is None and off.fn is None:
                     return None
                 src = insts[si if si >= 0 else CHECKED - si]
                 ob, os = (off.const, 0) if off.const is not None else (off.base[0], off.slope[0])

@@ -106,3 +106,24 @@ def test_a_persistent_kernel_that_stopped_is_an_error(decoders):
                                np.array([0, 0, 1, 0], np.int32), is_blocking=True)
     with pytest.raises(DeviceError, match="PERSISTENT_STEPS False"):
         GreedyDecoder(cm).generate(_prompt(dec), NEW_TOKENS, req)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+@pytest.mark.parametrize("persistent", [False, True])
+def test_key_splits_generate_what_whole_rows_generate(decoders, monkeypatch, persistent, name):
+    """The decode attention's key splits (kernels.decode, forced here on any device): the same
+    tokens as the attention over whole rows, logits within 1e-5 rel. L2 (the merge sums the
+    runs in another order), through moving kernels and persistent phases alike."""
+    from netpass.runtime.kinds import attention as attention_kind
+    dec, model = decoders[name]
+    prompt = _prompt(dec)
+    monkeypatch.setattr(attention_kind, "DECODE_SPLIT_WAVES", 0)
+    whole_cm = _compiled(model, False)
+    whole = GreedyDecoder(whole_cm).generate(prompt, NEW_TOKENS, whole_cm.create_infer_request())
+    monkeypatch.setattr(attention_kind, "DECODE_SPLIT_WAVES", 64)
+    cm = _compiled(model, persistent)
+    req = cm.create_infer_request()
+    split = GreedyDecoder(cm).generate(prompt, NEW_TOKENS, req)
+    np.testing.assert_array_equal(split.tokens, whole.tokens)
+    assert max(_rel_l2(a, b) for a, b in zip(split.logits, whole.logits)) <= 1e-5
+    assert any("da_count" in key[2] for key in _network(req).kernel_objects)

@@ -11,6 +11,14 @@ a running maximum and sum (online softmax across chunks), and accumulates the va
 the output columns, each column split over ``slices`` groups of items that each take every
 ``slices``-th key (coalesced value reads, many loads in flight), summed at the end.
 
+Key splits (``split``): a decode step's attention is a work-group per (batch, head) row, a
+dozen on a device of a hundred compute units, each walking all the keys in a chain of load
+latencies. With splits the launch's first dimension cuts every row's keys into runs of
+equal length (their count is the launch's, fixed over a decode loop: the run length moves
+with the keys). Each run keeps its own running maximum and sum and stores them with its
+unnormalized output row; the last run of a row to arrive (a per-request counter) merges them
+in run order, as the flash kernel's key splits (:mod:`netpass.runtime.kernels.flash`).
+
 Appending (``append``): the cache operands K and V are the variables' buffers seen up to the
 grown length N (their last S rows not written yet); the new rows come from XK and XV (the
 projection's pieces, read through their strides). Every work-group reads the new rows from XK
@@ -24,16 +32,19 @@ import numpy as np
 
 from .common import Source, Stage, ctype, header, memoized, nan_max, offsets, stage_code
 from .gemm import gemm_args, norm_prologue, norm_value
+from .mma import last_to_arrive
 
 DLS = 256          # work-items of a decode attention work-group
 CHUNK = 2 * DLS    # keys scored per pass (their probabilities sit in local memory)
 DECODE_ROWS = 8    # query rows (new tokens) up to which the decode kernel runs
 UNROLL = 4         # keys per item in flight in the value loop
+MAX_SPLITS = 8     # runs a row's keys may be split into (key splits)
 
 
 @memoized
 def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: int, dv: int,
-                     nan_to_zero: bool, append: bool) -> Source:
+                     nan_to_zero: bool, append: bool, split: bool = False,
+                     ptx: bool = False) -> Source:
     """The decode attention kernel (module docstring) for head size ``d`` and value width
     ``dv`` (compile-time: the loops over them unroll): out[b, m, :] = softmax_n(ops(q[b, m, :]
     . k[b, n, :])) @ v[b, n, :] for a work-group (query row m, batch b = b0 * B1 + b1), the
@@ -42,7 +53,11 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
     Latency decides a decode step's attention (a few work-groups, each a chain of dependent
     loads), so every load of a key row is issued before its first use: a key's row as float4
     runs where K's rows are contiguous and 16-byte aligned (checked per launch), value rows
-    as float4 columns (``dv`` % 4 == 0) with UNROLL keys per item in flight."""
+    as float4 columns (``dv`` % 4 == 0) with UNROLL keys per item in flight.
+
+    ``split`` (``dv`` % 4 == 0 only): the launch's first dimension splits each row's keys
+    into get_num_groups(0) <= MAX_SPLITS runs of equal length ("Key splits" in the module
+    docstring); ``ptx``: the merge reads the partials with NVIDIA's L1-bypassing loads."""
     n_side = len(side_dtypes)
     kq = "" if append else "const "
     args = ["__global const float* Q", "int qoff", f"__global {kq}float* Kt", "int koff",
@@ -62,6 +77,9 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
         args += [f"int d{k}" for k in range(erank)]
         for j in range(n_side):
             args += [f"int s_in{j}_{k}" for k in range(erank)]
+    split = split and dv % 4 == 0 and dv // 4 <= DLS
+    if split:
+        args += ["__global float* DP", "__global int* da_count"]
     code = stage_code([Stage("dot", [], "float")] + list(score_ops),
                        {j: f"in{j}[o_in{j}]" for j in range(n_side)})
     offs = offsets(erank, [f"in{j}" for j in range(n_side)], "flat") if n_side else ""
@@ -163,17 +181,19 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
         acc4 = mad(acc4, (float4)(scale), (a0 + a1) + (a2 + a3));
       }}
     }}"""
-        finish = f"""__local float4 part[DLS];
-  part[lid] = acc4;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (lid < {w4}) {{
+        store = f"""{"o = select(o, (float4)(0.0f), isnan(o));" if nan_to_zero else ""}
+    __global float* op = O + (lid * 4) * soj;
+    op[0] = o.x; op[soj] = o.y; op[2 * soj] = o.z; op[3 * soj] = o.w;"""
+        whole = f"""if (lid < {w4}) {{
     float4 a = (float4)(0.0f);
     for (int r = 0; r < {slices}; ++r) a += part[r * {w4} + lid];
     float4 o = a / sum;
-    {"o = select(o, (float4)(0.0f), isnan(o));" if nan_to_zero else ""}
-    __global float* op = O + (lid * 4) * soj;
-    op[0] = o.x; op[soj] = o.y; op[2 * soj] = o.z; op[3 * soj] = o.w;
+    {store}
   }}"""
+        finish = f"""__local float4 part[DLS];
+  part[lid] = acc4;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  {_merge_splits(w4, slices, store) if split else whole}"""
         acc_decl = "float4 acc4 = (float4)(0.0f);"
     else:
         if append:
@@ -231,7 +251,8 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
       if (lid < s) red[lid] = {op};
       barrier(CLK_LOCAL_MEM_FENCE);
     }}"""
-    text = header([np.float32] + list(side_dtypes)) + f"""#define DLS {DLS}
+    text = header([np.float32] + list(side_dtypes)) + (_split_defs(ptx) if split else "") + \
+        f"""#define DLS {DLS}
 #define CHUNK {CHUNK}
 #define JT {jt}
 __kernel __attribute__((reqd_work_group_size(DLS, 1, 1)))
@@ -252,8 +273,11 @@ void attention_decode({', '.join(args)})
   {acc_decl}
   float mx = -INFINITY, sum = 0.0f;
   barrier(CLK_LOCAL_MEM_FENCE);
-  for (int c0 = 0; c0 < N; c0 += CHUNK) {{
-    const int cn = min(CHUNK, N - c0);
+  {"const int ns_ = get_num_groups(0), kc_ = (N + ns_ - 1) / ns_;" if split else ""}
+  const int lo_ = {"get_group_id(0) * kc_" if split else "0"};
+  const int hi_ = {"min(N, lo_ + kc_)" if split else "N"};
+  for (int c0 = lo_; c0 < hi_; c0 += CHUNK) {{
+    const int cn = min(CHUNK, hi_ - c0);
     float tmax = -INFINITY;
     {scores}
     red[lid] = tmax;
@@ -284,6 +308,65 @@ void attention_decode({', '.join(args)})
 }}
 """
     return Source(text, "attention_decode")
+
+
+def _split_defs(ptx: bool) -> str:
+    """Macros of the key splits' merge: ``SK_FENCE`` (a device-scope fence) and ``DA_LOAD``
+    (a float another work-group stored, read past the L1 on NVIDIA)."""
+    if not ptx:
+        return ("#define SK_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)\n"
+                "#define DA_LOAD(dst, p) dst = *(volatile __global const float*)(p)\n")
+    return ('#define SK_FENCE() asm volatile("fence.acq_rel.gpu;" ::: "memory")\n'
+            '#define DA_LOAD(dst, p) asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(dst) : '
+            '"l"(p))\n')
+
+
+def _merge_splits(w4: int, slices: int, store: str) -> str:
+    """C statements ending a key split: it stores its unnormalized output row, running
+    maximum and sum in its slot of ``DP`` (``w4`` float4 columns, summed over ``slices``
+    groups of items); the last of the row's splits to arrive (counted on the row's word of
+    ``da_count``, set back to 0 for the next launch) loads every split's (all in flight, up
+    to MAX_SPLITS) and merges them in split order: o = sum_c exp(m_c - m) o_c / sum_c
+    exp(m_c - m) l_c; ``store`` writes ``o``. The arrival is
+    :func:`netpass.runtime.kernels.mma.last_to_arrive`'s. Its local flag leaves the kernel
+    without a phase form, so a persistent step launches it on its own: as a phase it gave
+    wrong rows in multi-layer decoders on PoCL (not in a one-layer step; cause not found)."""
+    ps = 4 * w4 + 4
+    loads, weights, sums = [], [], []
+    for u in range(MAX_SPLITS):
+        cells = ", ".join(f"a{u}{c}_ = 0.0f" for c in "xyzw")
+        got = " ".join(f"DA_LOAD(a{u}{c}_, pc_ + {u * ps} + 4 * lid + {i});"
+                       for i, c in enumerate("xyzw"))
+        loads.append(f"float m{u}_ = -INFINITY, l{u}_ = 0.0f, {cells};\n    if ({u} < ns_) "
+                     f"{{ DA_LOAD(m{u}_, pc_ + {u * ps + 4 * w4}); DA_LOAD(l{u}_, pc_ + "
+                     f"{u * ps + 4 * w4 + 1}); {got} }}")
+        weights.append(f"gm_ = {nan_max('gm_', f'm{u}_')};")
+        sums.append(f"{{ const float w_ = m{u}_ == -INFINITY ? 0.0f : exp(m{u}_ - gm_); "
+                    f"l_ += w_ * l{u}_; o = mad((float4)(w_), (float4)(a{u}x_, a{u}y_, a{u}z_, "
+                    f"a{u}w_), o); }}")
+    nl = "\n    "
+    return f"""const int row_ = b * M + m;
+  __global float* pc_ = DP + row_ * ns_ * {ps};
+  if (lid < {w4}) {{
+    float4 a = (float4)(0.0f);
+    for (int r = 0; r < {slices}; ++r) a += part[r * {w4} + lid];
+    vstore4(a, lid, pc_ + get_group_id(0) * {ps});
+  }}
+  if (lid == 0) {{
+    pc_[get_group_id(0) * {ps} + {4 * w4}] = mx;
+    pc_[get_group_id(0) * {ps} + {4 * w4 + 1}] = sum;
+  }}
+  const int tid = lid;
+  {last_to_arrive("da_last", "da_count[row_]", "ns_")}
+  if (lid < {w4}) {{
+    {nl.join(loads)}
+    float gm_ = -INFINITY, l_ = 0.0f;
+    float4 o = (float4)(0.0f);
+    {nl.join(weights)}
+    {nl.join(sums)}
+    o = o / l_;
+    {store}
+  }}"""
 
 
 GEMV_WG = 256       # work-items of a GEMV work-group

@@ -247,10 +247,13 @@ def attention_impl(p: Params, key) -> Impl | None:
     spec = [("i", kv[0]), ("i", kv[1]), ("i", kv[2]), ("o", 0), M, N, D, DV, dims[1], G,
             q_s[0], q_s[1], sqm, sqd, k_s[0], k_s[1], skn, skd, v_s[0], v_s[1], svn, svj,
             o_s[0], o_s[1], ost[-2], ost[-1]]
+    splits = 1
     if decoding:  # the decode kernel, which appends the new keys and values where asked
-        src = p.cached(("attention_decode", len(edims), D, DV, guard, append),
+        splits = _decode_splits(p, M * nb, DV)
+        ptx = getattr(p.engine, "mma", "") == "ptx"
+        src = p.cached(("attention_decode", len(edims), D, DV, guard, append, splits > 1, ptx),
                        lambda: decode.attention_decode(stages, side_dts, len(edims), D, DV, guard,
-                                                       append))
+                                                       append, splits > 1, ptx))
         if append:
             spec[4:4] = [("i", 3 + n_sides), ("i", 4 + n_sides)]
             spec += [_new_rows(desc, shapes)]
@@ -268,7 +271,23 @@ def attention_impl(p: Params, key) -> Impl | None:
         spec += _fill_spec(caches, coll[4:])
     if M == 0 or nb == 0:
         return Impl(key, [])
+    if splits > 1:  # the splits' partial rows, and the rows' arrival counts (left as found)
+        return Impl(key, [Launch(src, (local * splits, M, nb), (local, 1, 1),
+                                 spec + [("b", 0), ("b", 1)])],
+                    [Scratch(4 * M * nb * splits * (DV + 4)), np.zeros(M * nb, np.int32)])
     return Impl(key, [Launch(src, (local, M, nb), (local, 1, 1), spec)])
+
+
+def _decode_splits(p: Params, rows: int, DV: int) -> int:
+    """Runs the decode kernel splits each row's keys into (``kernels.decode``, "Key splits"):
+    towards DECODE_SPLIT_WAVES work-groups per compute unit over ``rows`` (query row, batch)
+    pairs, at most ``decode.MAX_SPLITS``; 1 (no split) where the rows fill the device or the
+    value width has no float4 columns. Independent of the number of keys, so that a decode
+    loop's steps keep one launch shape (their arguments move with the length)."""
+    if p.engine is None or DV % 4 or DV // 4 > decode.DLS or rows <= 0:
+        return 1
+    cus = int(p.engine.device.max_compute_units)
+    return max(1, min(decode.MAX_SPLITS, cdiv(DECODE_SPLIT_WAVES * cus, rows)))
 
 
 def _heads_kept(G: int, batch: list, dims: list, k_s: list, v_s: list, bstr: list) -> bool:
@@ -312,6 +331,9 @@ FLASH_MIN_M = 16  # query rows from which the flash kernel replaces the row-per-
 # causal mask visit every key anyway), so the scan only costs (H100, 12 heads x 1024 causal
 # queries, 192 work-groups: 0.184 -> 0.199 ms f32; 4096 queries: 1.87 -> 1.51 ms)
 FLASH_SKIP_WAVES = 2.0
+# the decode kernel's key splits aim at this many work-groups per compute unit: a decode step's
+# attention is a dozen work-groups (one per head) otherwise, each a chain of load latencies
+DECODE_SPLIT_WAVES = 2
 # below that, each row's key blocks are split (kernels.flash, "Key splits") towards this many
 # work-groups per compute unit, in runs of at least FLASH_MIN_CHUNK blocks (H200, 12 heads of
 # 64, causal: S = 1024 f32 0.192 -> 0.139 ms, TF32 0.119 -> 0.096; S = 128 f32 0.030 -> 0.028;

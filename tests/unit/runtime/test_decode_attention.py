@@ -175,3 +175,70 @@ def test_unaligned_key_and_value_rows_take_the_scalar_loads(rng):
              "vw": _f(rng, 1, 2, 41, d + 1)}
     got = compile_program(model, RUNTIME_DEVICE).create_infer_request().infer(feeds)["y"]
     assert _rel_l2(got, netpass.reference.infer(model, feeds)["y"]) <= 1e-5
+
+
+@pytest.fixture
+def key_splits(monkeypatch):
+    """The decode kernel's key splits on any device: towards 64 work-groups per compute unit
+    (MAX_SPLITS runs per row on PoCL's two units)."""
+    from netpass.runtime.kinds import attention as attention_kind
+    monkeypatch.setattr(attention_kind, "DECODE_SPLIT_WAVES", 64)
+
+
+def _ran_splits(req) -> bool:
+    net = req.network if hasattr(req, "network") else req._runtime_request.network
+    return any("da_count" in key[2] for key in net.kernel_objects)
+
+
+@pytest.mark.parametrize("b, h, m, n, d, dv", [
+    (1, 3, 1, 131, 33, 64),        # runs of 17 keys
+    (1, 3, 1, 5, 8, 8),            # fewer keys than runs: empty runs
+    (1, 1, 2, 4200, 16, 16),       # runs longer than a chunk
+    (2, 2, 3, 300, 64, 96),        # several rows and batches
+])
+@pytest.mark.parametrize("masked", [False, True])
+def test_key_splits_match_the_reference(rng, key_splits, b, h, m, n, d, dv, masked):
+    model = _attention_model(d, dv, masked, False)
+    feeds = {"q": _f(rng, b, h, m, d), "k": _f(rng, b, h, n, d), "v": _f(rng, b, h, n, dv)}
+    if masked:  # (whole runs masked out as well)
+        feeds["mask"] = np.where(rng.random((b, 1, m, n)) < 0.3, -1e4, 0).astype(np.float32)
+        feeds["mask"][..., : n // 2] = -np.inf
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
+    for _ in range(2):  # (the second launch finds the arrival counts set back to 0)
+        got = req.infer(feeds)["y"]
+        want = netpass.reference.infer(model, feeds)["y"]
+        assert got.shape == want.shape and _rel_l2(got, want) <= 1e-5
+    assert _ran_splits(req)
+
+
+def test_key_splits_of_fully_masked_rows_give_zeros_with_the_guard(rng, key_splits):
+    model = _attention_model(16, 16, True, True)
+    feeds = {"q": _f(rng, 1, 2, 2, 16), "k": _f(rng, 1, 2, 40, 16), "v": _f(rng, 1, 2, 40, 16),
+             "mask": np.zeros((1, 1, 2, 40), np.float32)}
+    feeds["mask"][:, :, 1] = -np.inf
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
+    got = req.infer(feeds)["y"]
+    np.testing.assert_array_equal(got[:, 1], 0.0)
+    assert _rel_l2(got, netpass.reference.infer(model, feeds)["y"]) <= 1e-5 and _ran_splits(req)
+
+
+def test_key_splits_append_decode_steps_into_a_regrown_cache(rng, key_splits):
+    """Each new row appended by the run that holds it, over steps of 1 and 3 rows and the
+    variables' buffers regrown; a persistent step launches the kernel on its own (no phase
+    form: kernels.decode._merge_splits)."""
+    from netpass.runtime.kernels import decode
+    from netpass.runtime.kernels.phase import phase_of
+    model = _cache_layer()
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
+    ref_vars: dict = {}
+    total = 0
+    for s in [13] + [1] * 60 + [3] + [1] * 80:
+        total += s
+        feeds = {"x": _f(rng, 1, s, 24), "mask": _causal(s, total)}
+        got = req.infer(feeds)["y"]
+        want = netpass.reference.infer(model, feeds, variables=ref_vars)["y"]
+        assert _rel_l2(got, want) <= 1e-5, (s, total)
+    for state in req.query_state():
+        np.testing.assert_allclose(state.state, ref_vars[state.name], rtol=1e-4, atol=1e-5)
+    assert _ran_splits(req) and req.stats["state_allocations"] > 2
+    assert phase_of(decode.attention_decode([], [], 0, 12, 12, False, True, True)) is None
