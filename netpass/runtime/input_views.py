@@ -41,10 +41,11 @@ def _permute_order(t: ProgramNode) -> tuple | None:
 
 def _readers(nodes: list) -> list:
     """(node, input index) of every MatMul operand, fused attention q, k, v and rotated
-    tensor (``rotary``: per-head layouts are rotated before the attention reads them)."""
+    tensor (``rotary``: per-head layouts are rotated before the attention reads them; a
+    Rotary of two tensors rotates inputs 0 and 3)."""
     return [(m, j) for m in nodes if m.is_a(MatMul, FusedAttention, Rotary)
-            and m.fused_into is None for j in range(2 if m.is_a(MatMul) else 3 if
-                                                    m.is_a(FusedAttention) else 1)]
+            and m.fused_into is None for j in ((0, 1) if m.is_a(MatMul) else (0, 1, 2) if
+                                               m.is_a(FusedAttention) else (0, 3)[:m.num_outputs])]
 
 
 def fold_input_permutes(nodes: list) -> None:

@@ -8,6 +8,9 @@ per rotated tensor (twelve per layer, for the queries and the keys), and three t
 activations' size written and read back. One kernel reads each element and its partner in the
 other half once.
 
+A layer rotates its queries and its keys by the same ``cos`` and ``sin``:
+:func:`merge_rotary_pairs` makes the two Rotary nodes one, two tensors in one launch.
+
 Conditions (:func:`fuse_rotaries`): float32; ``Add(Multiply(x, cos), Multiply(Concat(
 Negative(Slice(x, d/2:)), Slice(x, :d/2)), sin))`` (either operand order) along the last axis,
 whose size ``d`` is static and even; the Slices by constant bounds with step 1; every op but
@@ -19,9 +22,18 @@ from __future__ import annotations
 import numpy as np
 
 from ..ops.elementwise import Add, Multiply, Negative
-from ..ops.movement import Concat, Slice
+from ..ops.movement import (
+    Concat,
+    Reshape,
+    Slice,
+    Split,
+    Squeeze,
+    Transpose,
+    Unsqueeze,
+    VariadicSplit,
+)
 from .kinds.elementwise import Rotary, RotaryDesc
-from .program_node import fuse_matches, read_once, standing_for
+from .program_node import ProgramNode, fuse_matches, node_users, read_once, splice, standing_for
 
 F32 = np.dtype(np.float32)
 
@@ -109,3 +121,71 @@ def _rotary(n, users: dict) -> tuple | None:
 def fuse_rotaries(nodes: list) -> list:
     """``nodes`` (topological) with every rotate-half rotation replaced by a Rotary node."""
     return fuse_matches(nodes, _rotary)
+
+
+_VIEWS = (Reshape, Transpose, Split, VariadicSplit, Slice, Squeeze, Unsqueeze)
+
+
+def _origin(node: ProgramNode) -> ProgramNode:
+    """The node a rotated tensor is cut, reshaped or transposed from (up its chain of views:
+    a layer's queries and keys reach their QKV projection)."""
+    while node.is_a(*_VIEWS) and node.inputs:
+        node = node.inputs[0][0]
+    return node
+
+
+def merge_rotary_pairs(nodes: list) -> list:
+    """``nodes`` (topological) with each pair of one-tensor Rotary nodes that read the same
+    ``cos`` and ``sin`` and rotate pieces of one node's output (:func:`_origin`: neither can
+    depend on the other) as one Rotary of two tensors at the later one's place: the earlier
+    one's result becomes output 1. Readers of the earlier one that came before the later one
+    move after it (:func:`_topological`; an export may rotate the keys before the queries
+    and append them to the cache before the queries' rotation)."""
+    users = node_users(nodes)
+    index = {id(n): i for i, n in enumerate(nodes)}
+    waiting: dict[tuple, ProgramNode] = {}
+    replace: dict[int, list] = {}
+    moved: dict[int, tuple] = {}
+    reorder = False
+    for n in nodes:
+        if not n.is_a(Rotary) or len(n.inputs) != 3:
+            continue
+        (c, ck), (s, sk) = n.inputs[1], n.inputs[2]
+        key = (id(c), ck, id(s), sk, id(_origin(n.inputs[0][0])))
+        first = waiting.pop(key, None)
+        if first is None:
+            waiting[key] = n
+            continue
+        reorder = reorder or any(index[id(u)] < index[id(n)]
+                                 for u, _ in users.get(id(first), ()))
+        merged = ProgramNode(n.id, Rotary.type_name, {}, list(n.inputs) + [first.inputs[0]],
+                             out_dtypes=[n.out_dtypes[0], first.out_dtypes[0]],
+                             out_pshapes=[n.out_pshapes[0], first.out_pshapes[0]], name=n.name)
+        merged.subgraph = RotaryDesc(n.subgraph.nodes + first.subgraph.nodes)
+        replace[id(n)] = [merged]
+        moved[id(first)] = (merged, 1)
+    out = splice(nodes, replace, set(moved), moved)
+    return _topological(out) if reorder else out
+
+
+def _topological(nodes: list) -> list:
+    """``nodes`` in an order where every node follows its inputs, otherwise as they were
+    (a depth-first walk of each node's inputs, in list order; no recursion: a chain of
+    inputs is as deep as the model)."""
+    done: set[int] = set()
+    out: list = []
+    for n in nodes:
+        stack = [(n, 0)]
+        while stack:
+            node, i = stack.pop()
+            if id(node) in done:
+                continue
+            if i < len(node.inputs):
+                stack.append((node, i + 1))
+                src = node.inputs[i][0]
+                if id(src) not in done:
+                    stack.append((src, 0))
+                continue
+            done.add(id(node))
+            out.append(node)
+    return out

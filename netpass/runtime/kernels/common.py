@@ -145,16 +145,16 @@ def memoized(fn):
     return wrapper
 
 
-def offsets(rank: int, tensors: list[str], flat: str = "gid") -> str:
-    """C code decomposing ``flat`` over dims d0..d{rank-1}, accumulating per-tensor offsets
-    ``o_<t>`` from strides ``s_<t>_<k>`` (initialised from ``off_<t>``)."""
+def offsets(rank: int, tensors: list[str], flat: str = "gid", dims: str = "d") -> str:
+    """C code decomposing ``flat`` over dims ``<dims>0..<dims>{rank-1}``, accumulating
+    per-tensor offsets ``o_<t>`` from strides ``s_<t>_<k>`` (initialised from ``off_<t>``)."""
     lines = [f"int o_{t} = off_{t};" for t in tensors]
     if rank == 0:
         return "\n  ".join(lines)
     lines.append(f"int rem = {flat};")
     for k in range(rank - 1, -1, -1):
         if k > 0:
-            lines.append(f"{{ int c = rem % d{k}; rem /= d{k};")
+            lines.append(f"{{ int c = rem % {dims}{k}; rem /= {dims}{k};")
         else:
             lines.append("{ int c = rem;")
         lines.append("  " + " ".join(f"o_{t} += c * s_{t}_{k};" for t in tensors) + " }")

@@ -82,24 +82,43 @@ def eltwise_vec4(n_in: int, stages: list[Stage]) -> Source:
 
 
 @memoized
-def rotary(rank: int) -> Source:
+def rotary(rank: int, rank2: int | None = None) -> Source:
     """Rotary embeddings: y = x * c + r * s over the last axis (size 2h), r the partner of x
     half an axis away (``-x[j + h]`` for j < h, else ``x[j - h]``); x, c and s read through
     strides over the output's dims ``d*`` (the last one the rotated axis), one work-item per
-    output element."""
-    ints = ["int n", "int h"] + [f"int d{k}" for k in range(rank)] + \
-        [f"int s_{t}_{k}" for t in ("x", "c", "s") for k in range(rank)]
-    text = header([]) + f"""__kernel void rotary(__global const float* X, int off_x,
-                     __global const float* C, int off_c, __global const float* S, int off_s,
-                     __global float* Y, int yoff, {', '.join(ints)})
+    output element. ``rank2``: a second tensor rotated by the same launch (a layer's queries
+    and keys, :func:`netpass.runtime.rotary.merge_rotary_pairs`), its own arguments after the
+    first's (suffix ``2``, dims ``e*``), its items after the first's ``n``."""
+    def part(r: int, t: str, dims: str) -> tuple[list[str], str]:
+        ints = [f"int n{t}", f"int h{t}"] + [f"int {dims}{k}" for k in range(r)] + \
+            [f"int s_{x}{t}_{k}" for x in ("x", "c", "s") for k in range(r)]
+        args = [f"__global const float* X{t}", f"int off_x{t}", f"__global const float* C{t}",
+                f"int off_c{t}", f"__global const float* S{t}", f"int off_s{t}",
+                f"__global float* Y{t}", f"int yoff{t}"] + ints
+        body = f"""{offsets(r, [f"x{t}", f"c{t}", f"s{t}"], "gid", dims)}
+    int j = gid % (2 * h{t});
+    int step = h{t} * s_x{t}_{r - 1};
+    float r = j < h{t} ? -X{t}[o_x{t} + step] : X{t}[o_x{t} - step];
+    Y{t}[yoff{t} + gid] = X{t}[o_x{t}] * C{t}[o_c{t}] + r * S{t}[o_s{t}];"""
+        return args, body
+    args, body = part(rank, "", "d")
+    if rank2 is None:
+        main = f"""if (gid >= n) return;
+  {{
+    {body}
+  }}"""
+    else:
+        args2, body2 = part(rank2, "2", "e")
+        args += args2
+        main = f"""if (gid < n) {{
+    {body}
+  }} else if ((gid -= n) < n2) {{
+    {body2}
+  }}"""
+    text = header([]) + f"""__kernel void rotary({', '.join(args)})
 {{
   int gid = get_global_id(0);
-  if (gid >= n) return;
-  {offsets(rank, ["x", "c", "s"])}
-  int j = gid % (2 * h);
-  int step = h * s_x_{rank - 1};
-  float r = j < h ? -X[o_x + step] : X[o_x - step];
-  Y[yoff + gid] = X[o_x] * C[o_c] + r * S[o_s];
+  {main}
 }}
 """
     return Source(text, "rotary")

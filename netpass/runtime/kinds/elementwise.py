@@ -92,7 +92,7 @@ from ..impls import (
 )
 from ..kernels.common import Stage, ctype, flit, nan_clamp, nan_max, nan_min
 from ..kernels.eltwise import eltwise, eltwise_vec4, rotary
-from .base import ExprRule, OpKind, broadcast_shape, same_shape, table
+from .base import ExprRule, OpKind, broadcast_shape, table
 
 F32 = np.dtype(np.float32)
 
@@ -250,8 +250,9 @@ def elementwise(cls: type, expr: ExprRule, fusable: bool = True) -> OpKind:
 class Rotary:
     """The kind of ``x * cos + rotate_half(x) * sin`` over the last axis (rotary position
     embeddings), made by ``netpass.runtime.rotary``, never an op of a model; inputs ``x``,
-    ``cos``, ``sin`` (the latter two broadcast into ``x``); its node's ``subgraph`` is a
-    :class:`RotaryDesc`."""
+    ``cos``, ``sin`` (the latter two broadcast into ``x``), and optionally a second tensor
+    rotated alike as input 3, its result output 1 (a layer's queries and keys in one launch);
+    its node's ``subgraph`` is a :class:`RotaryDesc`."""
 
     type_name: ClassVar[str] = "Rotary"
 
@@ -266,34 +267,55 @@ class RotaryDesc:
         return ("rotary",)
 
     def infer_shapes(self, shapes: Sequence[tuple]) -> list[tuple]:
-        return [tuple(shapes[0])]
+        return rotary_shapes({}, list(shapes), {})
 
     def evaluate(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
-        x, cos, sin = (np.asarray(a) for a in arrays)
-        h = x.shape[-1] // 2
-        rot = np.concatenate([-x[..., h:], x[..., :h]], axis=-1)
-        return [(x * cos + rot * sin).astype(x.dtype)]
+        cos, sin = np.asarray(arrays[1]), np.asarray(arrays[2])
+        out = []
+        for x in [np.asarray(arrays[0])] + [np.asarray(a) for a in arrays[3:]]:
+            h = x.shape[-1] // 2
+            rot = np.concatenate([-x[..., h:], x[..., :h]], axis=-1)
+            out.append((x * cos + rot * sin).astype(x.dtype))
+        return out
 
 
-def rotary_impl(p: Params, key: Any) -> Impl | None:
-    """One ``rotary`` launch over the output: ``x`` (through its strides where it is a view),
-    ``cos`` and ``sin`` read with numpy broadcasting; the last axis kept apart (the partner of
-    an element is half of it away)."""
-    out = tuple(p.out_shapes[0])
-    if any(np.dtype(d) != F32 for d in p.in_dtypes) or not out or out[-1] % 2:
+def rotary_shapes(attrs: dict, shapes: list, values: dict) -> list[tuple]:
+    """A Rotary's outputs: the shapes of its rotated inputs (0, and 3 where there is one)."""
+    return [tuple(shapes[0])] + [tuple(s) for s in shapes[3:]]
+
+
+def _rotary_args(p: Params, j: int, out: tuple, k: int) -> tuple[list, int] | None:
+    """(spec, rank) of rotated input ``j`` into output ``k`` (module docstring of
+    kernels.eltwise.rotary): ``x`` through its strides where it is a view, ``cos`` and
+    ``sin`` broadcast; the last axis kept apart (an element's partner is half of it away)."""
+    if not out or out[-1] % 2:
         return None
-    n = size(out)
-    if not n:
-        return Impl(key, [])
-    x_st = p.in_strides[0] if p.in_strides else None
-    strides = [broadcast_strides(s, out, x_st if j == 0 else None)
-               for j, s in enumerate(p.in_shapes)]
+    x_st = p.in_strides[j] if p.in_strides else None
+    shapes = [p.in_shapes[j], p.in_shapes[1], p.in_shapes[2]]
+    strides = [broadcast_strides(s, out, x_st if i == 0 else None) for i, s in enumerate(shapes)]
     dims, lead = collapse(list(out[:-1]), [st[:-1] for st in strides])
     dims = dims + [out[-1]]
     strides = [ls + [st[-1]] for ls, st in zip(lead, strides)]
-    spec: list = [("i", 0), ("i", 1), ("i", 2), ("o", 0), n, out[-1] // 2] + dims
-    spec += [s for st in strides for s in st]
-    return Impl(key, [Launch(rotary(len(dims)), *work_1d(n), spec)])
+    spec: list = [("i", j), ("i", 1), ("i", 2), ("o", k), size(out), out[-1] // 2] + dims
+    return spec + [s for st in strides for s in st], len(dims)
+
+
+def rotary_impl(p: Params, key: Any) -> Impl | None:
+    """One ``rotary`` launch over the output(s) (:func:`_rotary_args` per rotated tensor)."""
+    if any(np.dtype(d) != F32 for d in p.in_dtypes):
+        return None
+    parts = []
+    for k, (j, out) in enumerate(zip([0, 3], p.out_shapes)):
+        part = _rotary_args(p, j, tuple(out), k)
+        if part is None:
+            return None
+        parts.append(part)
+    n = sum(size(out) for out in p.out_shapes)
+    if not n:
+        return Impl(key, [])
+    spec = [x for part in parts for x in part[0]]
+    src = rotary(*[part[1] for part in parts])
+    return Impl(key, [Launch(src, *work_1d(n), spec)])
 
 
 def _compare(op: str) -> ExprRule:
@@ -363,6 +385,6 @@ ROWS = table(
     elementwise(PRelu, binary("({0} < 0 ? {0} * {1} : {0})")),
     # quantization
     elementwise(FakeQuantize, unary(_fake_quantize)),
-    OpKind(Rotary, shape=same_shape, impl=rotary_impl),
+    OpKind(Rotary, shape=rotary_shapes, impl=rotary_impl),
 )
 ROW = {row.cls: row for row in ROWS}

@@ -125,3 +125,59 @@ def test_a_rotation_read_elsewhere_stays(rng):
     want = netpass.reference.infer(model, feeds)
     assert all(_rel_l2(got[k], want[k]) <= 1e-6 for k in ("y", "rot"))
 
+
+
+def _qk_model(keys_first: bool, d=16, hq=4, hk=2):
+    """A layer's queries and keys cut from one projection of x [1, S, 24] (a Split, per-head
+    Reshapes and Transposes), rotated by the same cos and sin (``keys_first``: the keys'
+    rotation comes first and is read before the queries' is made), then q @ k^T."""
+    rng = np.random.default_rng(5)
+    x = opset.parameter([1, -1, 24], np.float32, name="x")
+    cos = opset.parameter([1, 1, -1, d], np.float32, name="cos")
+    sin = opset.parameter([1, 1, -1, d], np.float32, name="sin")
+    proj = opset.matmul(x, _f(rng, 24, (hq + hk) * d), False, False)
+    pieces = opset.variadic_split(proj, np.array(-1, np.int64),
+                                  np.array([hq * d, hk * d], np.int64)).outputs()
+    heads = [opset.transpose(opset.reshape(p, np.array([0, 0, h, d], np.int64), True),
+                             np.array([0, 2, 1, 3], np.int64)) for p, h in zip(pieces, (hq, hk))]
+    if keys_first:
+        k = _rotate(heads[1], cos, sin, d)
+        k = opset.multiply(k, np.float32(0.5))  # (a reader of the keys before the queries)
+        q = _rotate(heads[0], cos, sin, d)
+    else:
+        q = _rotate(heads[0], cos, sin, d)
+        k = _rotate(heads[1], cos, sin, d)
+    k = opset.concat([k, k], 1)  # (grouped-query heads: the keys repeated)
+    y = opset.matmul(q, k, False, True)
+    return Model([opset.result(y, name="y")], [x, cos, sin])
+
+
+@pytest.mark.parametrize("keys_first", [False, True])
+def test_queries_and_keys_rotate_in_one_launch(rng, keys_first):
+    """One Rotary of two tensors (merge_rotary_pairs), however the export orders them; each
+    read through its per-head view."""
+    model = _qk_model(keys_first)
+    prog = Program.from_model(model)
+    rot = [n for n in prog.nodes if n.kind == "Rotary"]
+    assert len(rot) == 1 and rot[0].num_outputs == 2
+    assert all(u.index > rot[0].index for us in rot[0].users for u, _ in us)
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
+    for s in (1, 6):
+        feeds = {"x": _f(rng, 1, s, 24), "cos": _f(rng, 1, 1, s, 16), "sin": _f(rng, 1, 1, s, 16)}
+        assert _rel_l2(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-6
+
+
+def test_rotations_of_two_projections_stay_apart(rng):
+    """Queries and keys of two separate inputs may depend on each other: no merge."""
+    d = 16
+    a = opset.parameter([1, 3, -1, d], np.float32, name="a")
+    cos = opset.parameter([1, 1, -1, d], np.float32, name="cos")
+    sin = opset.parameter([1, 1, -1, d], np.float32, name="sin")
+    first = _rotate(a, cos, sin, d)
+    second = _rotate(opset.add(first, np.float32(1.0)), cos, sin, d)
+    model = Model([opset.result(second, name="y")], [a, cos, sin])
+    rot = [n for n in Program.from_model(model).nodes if n.kind == "Rotary"]
+    assert len(rot) == 2 and all(n.num_outputs == 1 for n in rot)
+    feeds = {"a": _f(rng, 1, 3, 5, d), "cos": _f(rng, 1, 1, 5, d), "sin": _f(rng, 1, 1, 5, d)}
+    got = compile_program(model, RUNTIME_DEVICE).create_infer_request().infer(feeds)["y"]
+    assert _rel_l2(got, netpass.reference.infer(model, feeds)["y"]) <= 1e-6
