@@ -20,9 +20,12 @@ the same output as input 0, each with constant 2-D float32 weights of one K and 
 bias of N_i values, not yet fused with anything, and read only by Reshapes (the heads' split
 of q, k, v) and ShapeOfs. The split's pieces stay views only for readers that take strided
 tensors (GEMMs, attention, rotary, through Reshapes and Transposes:
-``Program._mark_strided_views``); an elementwise reader, as a gated MLP's ``SiLU(gate) * up``,
-would need its piece copied, one launch for the two saved, and the epilogues the separate
-GEMMs had (the SiLU, the product) lost.
+``Program._mark_strided_views``).
+
+A gated MLP's ``silu(gate(x)) * up(x)`` (LLaMA, Mistral, Qwen) has elementwise readers
+instead: :func:`merge_gated_mlps` stacks its two projections into one FullyConnected and reads
+the two halves of each row with one SiluGate kernel (three launches, the norm's among them,
+become two).
 """
 from __future__ import annotations
 
@@ -30,13 +33,14 @@ import numpy as np
 
 from ..core.boundary import Constant
 from ..core.shape import PartialShape
-from ..ops.elementwise import Add, Multiply
+from ..ops.elementwise import Add, Multiply, Sigmoid, Swish
 from ..ops.legacy import FullyConnected
 from ..ops.movement import Reshape, VariadicSplit
 from ..ops.normalization import MVN
 from ..ops.shape_ops import ShapeOf
+from .kinds.elementwise import SiluGate, SiluGateDesc
 from .kinds.normalization import RmsNorm
-from .program_node import ProgramNode, node_users, splice
+from .program_node import ProgramNode, node_users, read_once, splice
 
 F32 = np.dtype(np.float32)
 
@@ -79,13 +83,9 @@ def read_shapes_upstream(nodes: list) -> list:
 def _mergeable(n, users: dict) -> bool:
     """A FullyConnected :func:`merge_parallel_gemms` may merge (module docstring); read
     only by Reshapes and ShapeOfs, it is no model output."""
-    if not n.is_a(FullyConnected) or len(n.inputs) != 3 or n.subgraph is not None \
-            or n.out_dtypes[0] != F32:
-        return False
-    (w, _), (b, _) = n.inputs[1], n.inputs[2]
-    if not (w.is_constant and b.is_constant) or w.value is None or b.value is None:
-        return False
-    if w.value.ndim != 2 or w.value.dtype != F32 or np.size(b.value) != w.value.shape[0]:
+    if not n.is_a(FullyConnected) or len(n.inputs) != 3 or n.inputs[1][0].value is None \
+            or np.ndim(n.inputs[1][0].value) != 2 \
+            or not _stackable(n, n.inputs[0], n.inputs[1][0].value.shape[1]):
         return False
     readers = users.get(id(n), ())
     return bool(readers) and all(u.is_a(Reshape) and j == 0 or u.is_a(ShapeOf) for u, j in readers)
@@ -114,26 +114,113 @@ def merge_parallel_gemms(nodes: list) -> list:
     return splice(nodes, at, set(piece), piece)
 
 
-def _merged(group: list) -> list:
-    """The nodes standing for ``group``: the stacked weights and bias, the merged
-    FullyConnected, the split's axis and lengths, the VariadicSplit (last)."""
+def _stacked(group: list) -> list:
+    """The stacked weights and bias of ``group`` and the FullyConnected over them (last)."""
     first = group[0]
     weights = np.concatenate([m.inputs[1][0].value for m in group], axis=0)
     bias = np.concatenate([np.asarray(m.inputs[2][0].value, F32).reshape(-1) for m in group])
-    lengths = [m.inputs[1][0].value.shape[0] for m in group]
     ps = first.out_pshapes[0]
-    rank = len(ps) if ps.rank_is_static else None
-    out_ps = PartialShape(list(ps)[:-1] + [sum(lengths)]) if rank else PartialShape(None)
+    out_ps = PartialShape(list(ps)[:-1] + [len(bias)]) if ps.rank_is_static \
+        else PartialShape(None)
     name = "+".join(m.id for m in group)
     consts = [ProgramNode(f"{name}/{what}", Constant.type_name, value=v)
-              for what, v in (("weights", weights), ("bias", bias),
-                              ("axis", np.array(rank - 1 if rank else -1, np.int64)),
-                              ("lengths", np.array(lengths, np.int64)))]
-    fc = ProgramNode(name, first.kind, {**first.attrs, "out_size": sum(lengths)},
+              for what, v in (("weights", weights), ("bias", bias))]
+    fc = ProgramNode(name, first.kind, {**first.attrs, "out_size": len(bias)},
                      [first.inputs[0], (consts[0], 0), (consts[1], 0)], out_dtypes=[F32],
                      out_pshapes=[out_ps])
-    split = ProgramNode(f"{name}/split", VariadicSplit.type_name, {},
-                        [(fc, 0), (consts[2], 0), (consts[3], 0)],
+    return consts + [fc]
+
+
+def _merged(group: list) -> list:
+    """The nodes standing for ``group``: the stacked weights and bias, the merged
+    FullyConnected, the split's axis and lengths, the VariadicSplit (last)."""
+    stacked = _stacked(group)
+    fc = stacked[-1]
+    lengths = [m.inputs[1][0].value.shape[0] for m in group]
+    ps = group[0].out_pshapes[0]
+    rank = len(ps) if ps.rank_is_static else None
+    consts = [ProgramNode(f"{fc.id}/{what}", Constant.type_name, value=v)
+              for what, v in (("axis", np.array(rank - 1 if rank else -1, np.int64)),
+                              ("lengths", np.array(lengths, np.int64)))]
+    split = ProgramNode(f"{fc.id}/split", VariadicSplit.type_name, {},
+                        [(fc, 0), (consts[0], 0), (consts[1], 0)],
                         out_dtypes=[F32] * len(group),
                         out_pshapes=[m.out_pshapes[0] for m in group])
-    return consts[:2] + [fc] + consts[2:] + [split]
+    return stacked + consts + [split]
+
+
+def _stackable(n, src: tuple, k: int) -> bool:
+    """Whether ``n`` is a FullyConnected :func:`_stacked` may stack with others reading
+    ``src`` as input 0 over weights of ``k`` columns (constant float32 weights and bias)."""
+    if not n.is_a(FullyConnected) or len(n.inputs) != 3 or n.subgraph is not None \
+            or n.out_dtypes[0] != F32 or n.inputs[0] != src:
+        return False
+    (w, _), (b, _) = n.inputs[1], n.inputs[2]
+    return w.is_constant and b.is_constant and w.value is not None and b.value is not None \
+        and w.value.ndim == 2 and w.value.dtype == F32 and w.value.shape[1] == k \
+        and np.size(b.value) == w.value.shape[0]
+
+
+def _silu_of(n, users: dict) -> tuple | None:
+    """(g, the nodes of the SiLU besides ``n``) when ``n`` is ``g * Sigmoid(g)`` (either
+    order, the Sigmoid read only by ``n``) or ``Swish(g)`` with beta 1."""
+    if n.is_a(Swish):
+        beta = n.inputs[1][0] if len(n.inputs) > 1 else None
+        if beta is None or beta.is_constant and beta.value is not None \
+                and np.all(np.asarray(beta.value) == 1):
+            return n.inputs[0][0], []
+        return None
+    if not n.is_a(Multiply) or len(n.inputs) != 2:
+        return None
+    for (g, gk), (sig, _) in (n.inputs, n.inputs[::-1]):
+        if sig.is_a(Sigmoid) and sig.inputs[0] == (g, gk) and read_once(sig, users):
+            return g, [sig]
+    return None
+
+
+def _gated(m, users: dict) -> tuple | None:
+    """(gate, up, absorbed nodes) when Multiply ``m`` is ``silu(gate(x)) * up(x)`` (either
+    order) of two FullyConnected nodes over one input that only the product reads (the
+    gate only by its SiLU's nodes)."""
+    if not m.is_a(Multiply) or len(m.inputs) != 2 or m.out_dtypes[0] != F32:
+        return None
+    for (silu, _), (up, _) in (m.inputs, m.inputs[::-1]):
+        found = _silu_of(silu, users) if read_once(silu, users) else None
+        if found is None:
+            continue
+        gate, parts = found
+        if not gate.is_a(FullyConnected) or len(gate.inputs) != 3 \
+                or gate.inputs[1][0].value is None:
+            return None
+        k = gate.inputs[1][0].value.shape[-1]
+        readers = {id(u) for u, _ in users.get(id(gate), ())}
+        if not (_stackable(gate, gate.inputs[0], k) and _stackable(up, gate.inputs[0], k)
+                and read_once(up, users) and gate is not up and not gate.is_output
+                and readers == {id(n) for n in parts + [silu]}
+                and gate.out_pshapes[0] == up.out_pshapes[0]):
+            return None
+        return gate, up, [gate, up, *parts, silu]
+    return None
+
+
+def merge_gated_mlps(nodes: list) -> list:
+    """``nodes`` (topological) with each gated MLP's ``silu(gate(x)) * up(x)`` (LLaMA,
+    Mistral, Qwen: two FullyConnected nodes over one normalized input) as one
+    FullyConnected over the stacked weights and a SiluGate of its two halves, at the
+    product's place: one GEMM and one launch for three, and the norm in front, with one
+    reader left, folds into the GEMM (``norm_gemm``)."""
+    users = node_users(nodes)
+    replace: dict[int, list] = {}
+    dropped: set[int] = set()
+    for m in nodes:
+        found = _gated(m, users)
+        if found is None or any(id(n) in dropped for n in found[2]):
+            continue
+        gate, up, absorbed = found
+        stacked = _stacked([gate, up])
+        act = ProgramNode(m.id, SiluGate.type_name, {}, [(stacked[-1], 0)], out_dtypes=[F32],
+                          out_pshapes=[m.out_pshapes[0]], name=m.name)
+        act.subgraph = SiluGateDesc([*absorbed, m])
+        replace[id(m)] = stacked + [act]
+        dropped.update(id(n) for n in absorbed)
+    return splice(nodes, replace, dropped)

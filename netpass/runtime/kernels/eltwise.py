@@ -122,3 +122,21 @@ def rotary(rank: int, rank2: int | None = None) -> Source:
 }}
 """
     return Source(text, "rotary")
+
+
+@memoized
+def silu_gate() -> Source:
+    """A gated MLP's activation: y[r, j] = silu(x[r, j]) * x[r, h + j] over rows of 2h
+    (the gate's and the up projection's columns of one GEMM, kinds.elementwise.SiluGate),
+    silu(g) = g * (1 / (1 + exp(-g))) as the Sigmoid and Multiply it stands for."""
+    text = header([]) + """__kernel void silu_gate(__global const float* X, int off_x,
+                        __global float* Y, int yoff, int n, int h)
+{
+  int gid = get_global_id(0);
+  if (gid >= n) return;
+  int row = gid / h, j = gid - row * h;
+  const float g = X[off_x + row * 2 * h + j], u = X[off_x + row * 2 * h + h + j];
+  Y[yoff + gid] = (g * (1.0f / (1.0f + exp(-g)))) * u;
+}
+"""
+    return Source(text, "silu_gate")

@@ -91,7 +91,7 @@ from ..impls import (
     work_1d,
 )
 from ..kernels.common import Stage, ctype, flit, nan_clamp, nan_max, nan_min
-from ..kernels.eltwise import eltwise, eltwise_vec4, rotary
+from ..kernels.eltwise import eltwise, eltwise_vec4, rotary, silu_gate
 from .base import ExprRule, OpKind, broadcast_shape, table
 
 F32 = np.dtype(np.float32)
@@ -318,6 +318,51 @@ def rotary_impl(p: Params, key: Any) -> Impl | None:
     return Impl(key, [Launch(src, *work_1d(n), spec)])
 
 
+class SiluGate:
+    """The kind of ``silu(x[..., :h]) * x[..., h:]`` over the last axis of 2h (a gated MLP's
+    activation times its up projection, the two projections' columns side by side in one
+    GEMM), made by ``netpass.runtime.parallel_gemms.merge_gated_mlps``, never an op of a
+    model; its node's ``subgraph`` is a :class:`SiluGateDesc`."""
+
+    type_name: ClassVar[str] = "SiluGate"
+
+
+class SiluGateDesc:
+    """What a SiluGate computes, and the nodes it replaced (for messages)."""
+
+    def __init__(self, nodes: list) -> None:
+        self.nodes = nodes
+
+    def key(self) -> tuple:
+        return ("silu_gate",)
+
+    def infer_shapes(self, shapes: Sequence[tuple]) -> list[tuple]:
+        return silu_gate_shapes({}, list(shapes), {})
+
+    def evaluate(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        x = np.asarray(arrays[0])
+        h = x.shape[-1] // 2
+        g = x[..., :h]
+        sig = (np.float32(1) / (np.float32(1) + np.exp(-g))).astype(x.dtype)
+        return [((g * sig) * x[..., h:]).astype(x.dtype)]
+
+
+def silu_gate_shapes(attrs: dict, shapes: list, values: dict) -> list[tuple]:
+    """A SiluGate's output: its input with the last axis halved."""
+    return [tuple(shapes[0][:-1]) + (shapes[0][-1] // 2,)]
+
+
+def silu_gate_impl(p: Params, key: Any) -> Impl | None:
+    """One ``silu_gate`` launch over the output (float32, contiguous rows of 2h)."""
+    out = tuple(p.out_shapes[0])
+    if np.dtype(p.in_dtypes[0]) != F32 or not out or (p.in_strides and p.in_strides[0]):
+        return None
+    n = size(out)
+    if not n:
+        return Impl(key, [])
+    return Impl(key, [Launch(silu_gate(), *work_1d(n), [("i", 0), ("o", 0), n, out[-1]])])
+
+
 def _compare(op: str) -> ExprRule:
     return anytype(f"({{0}} {op} {{1}})", 2)
 
@@ -386,5 +431,6 @@ ROWS = table(
     # quantization
     elementwise(FakeQuantize, unary(_fake_quantize)),
     OpKind(Rotary, shape=rotary_shapes, impl=rotary_impl),
+    OpKind(SiluGate, shape=silu_gate_shapes, impl=silu_gate_impl),
 )
 ROW = {row.cls: row for row in ROWS}

@@ -1,6 +1,7 @@
 """Parallel GEMMs merged (netpass.runtime.parallel_gemms): q, k and v projections of one input
-become one FullyConnected whose split pieces the heads read, the norm in front folds into it,
-and the results are the reference's."""
+become one FullyConnected whose split pieces the heads read, a gated MLP's gate and up one
+FullyConnected read by a SiluGate, the norm in front folds into it, and the results are the
+reference's."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +11,7 @@ import netpass
 from netpass import Model, opset
 from netpass.runtime import program as program_module
 from netpass.runtime.norm_gemm import NormDesc
-from netpass.runtime.parallel_gemms import merge_parallel_gemms
+from netpass.runtime.parallel_gemms import merge_gated_mlps, merge_parallel_gemms
 from netpass.testing import RUNTIME_DEVICE
 
 D, HEADS, KV_HEADS = 32, 4, 2
@@ -59,12 +60,20 @@ def _attention_model(rng):
     return Model([opset.result(y, name="y")], [x])
 
 
-def _gated_mlp_model(rng):
+def _gated_mlp_model(rng, silu="swish"):
+    """RMSNorm, then LLaMA's MLP: down(silu(gate(h)) * up(h)), the SiLU as a Swish op or as
+    ``g * sigmoid(g)`` (``"sigmoid"``; ``"sigmoid_first"``: the operands the other way)."""
     x = opset.parameter([1, -1, D], np.float32, name="x")
     h = _rms(x, rng)
     gate = opset.matmul(h, _f(rng, D, 2 * D), False, False)
     up = opset.matmul(h, _f(rng, D, 2 * D), False, False)
-    y = opset.matmul(opset.multiply(opset.swish(gate), up), _f(rng, 2 * D, D), False, False)
+    if silu == "swish":
+        act = opset.swish(gate)
+    elif silu == "sigmoid":
+        act = opset.multiply(gate, opset.sigmoid(gate))
+    else:
+        act = opset.multiply(opset.sigmoid(gate), gate)
+    y = opset.matmul(opset.multiply(up, act), _f(rng, 2 * D, D), False, False)
     return Model([opset.result(y, name="y")], [x])
 
 
@@ -112,15 +121,42 @@ def test_merging_saves_launches(rng, monkeypatch):
     assert apart.stats["kernels_enqueued"] - merged.stats["kernels_enqueued"] == 3
 
 
-def test_gated_mlp_projections_stay_apart(rng):
-    """Elementwise readers (SiLU(gate) * up) would need the pieces copied: no merge, and the
-    result is still the reference's."""
-    model = _gated_mlp_model(rng)
+@pytest.mark.parametrize("silu", ["swish", "sigmoid", "sigmoid_first"])
+def test_gated_mlp_merges_into_one_normalized_gemm(rng, monkeypatch, silu):
+    """gate and up stacked into one FullyConnected with the norm folded in, a SiluGate of its
+    halves: one launch less than norm, gate and up; the reference's results over prompts and
+    single rows."""
+    model = _gated_mlp_model(rng, silu)
     cm, prog = _compiled(model)
-    assert _kinds(prog).count("FullyConnected") == 3 and "VariadicSplit" not in _kinds(prog)
-    feeds = {"x": _f(rng, 1, 4, D)}
-    np.testing.assert_allclose(cm.create_infer_request().infer(feeds)["y"],
-                               netpass.reference.infer(model, feeds)["y"], rtol=1e-4, atol=1e-5)
+    fcs = [n for n in prog.nodes if n.kind == "FullyConnected"]
+    assert len(fcs) == 2 and isinstance(fcs[0].subgraph, NormDesc)
+    assert fcs[0].inputs[1][0].value.shape == (4 * D, D)
+    assert _kinds(prog).count("SiluGate") == 1 and "RmsNorm" not in _kinds(prog)
+    req = cm.create_infer_request()
+    for s in (1, 4, 1):
+        feeds = {"x": (3.0 + _f(rng, 1, s, D)).astype(np.float32)}
+        np.testing.assert_allclose(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"],
+                                   rtol=1e-4, atol=1e-5)
+    passes = tuple(p for p in program_module.NODE_PASSES if p is not merge_gated_mlps)
+    monkeypatch.setattr(program_module, "NODE_PASSES", passes)
+    apart = _compiled(model)[0].create_infer_request()
+    for s in (1, 4, 1):
+        apart.infer({"x": _f(rng, 1, s, D)})
+    assert apart.stats["kernels_enqueued"] - req.stats["kernels_enqueued"] == 3
+
+
+def test_a_gate_read_elsewhere_stays_apart(rng):
+    """A gate projection with another reader (its output a model output too) is not merged."""
+    x = opset.parameter([1, -1, D], np.float32, name="x")
+    gate = opset.matmul(x, _f(rng, D, 2 * D), False, False)
+    up = opset.matmul(x, _f(rng, D, 2 * D), False, False)
+    model = Model([opset.result(opset.multiply(opset.swish(gate), up), name="y"),
+                   opset.result(gate, name="g")], [x])
+    cm, prog = _compiled(model)
+    assert "SiluGate" not in _kinds(prog)
+    feeds = {"x": _f(rng, 1, 3, D)}
+    got, want = cm.create_infer_request().infer(feeds), netpass.reference.infer(model, feeds)
+    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-4, atol=1e-5)
 
 
 def test_shape_reads_move_upstream(rng):
