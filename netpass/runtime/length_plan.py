@@ -47,7 +47,14 @@ from .length_steps import (
     shape_step,
     view_step,
 )
-from .step_plan import GeneralEntry, KernelEntry, ShapeEntry, StepPlan, ViewEntry
+from .step_plan import (
+    GeneralEntry,
+    KernelEntry,
+    ShapeEntry,
+    StepPlan,
+    ViewEntry,
+    elided_sources,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .network import Network
@@ -171,12 +178,13 @@ def _checked(e: Any, ec: Any, hc: dict, tc: int) -> bool:
 class LengthFamily:
     """The exec loop of one family of bindings (module docstring)."""
 
-    __slots__ = ("entries", "general", "samples", "ready", "n_kernels", "n_launches",
+    __slots__ = ("entries", "general", "pre", "samples", "ready", "n_kernels", "n_launches",
                  "n_views", "n_fused")
 
     def __init__(self) -> None:
         self.entries: list | None = None
         self.general: list[int] = []
+        self.pre: dict[int, list[int]] = {}
         self.samples: list[tuple[int, StepPlan, dict]] = []
         self.ready = False
         self.n_kernels = self.n_launches = self.n_views = self.n_fused = 0
@@ -215,6 +223,11 @@ class LengthFamily:
     def _finish(self, net: Network, entries: list) -> None:
         self.entries = entries
         self.general = [e.index for e in entries if type(e) in (GeneralEntry, LinHost)]
+        # the elided views a primitive of the per-primitive path reads, brought up first
+        present = {e.index for e in entries}
+        nodes = net.program.nodes
+        self.pre = {e.index: elided_sources(nodes, present, e.index)
+                    for e in entries if type(e) is GeneralEntry}
         kernels = [e for e in entries if type(e) in (KernelEntry, LinKernel)]
         self.n_kernels = len(kernels)
         self.n_launches = sum(len(e.launches) for e in kernels)
@@ -249,6 +262,9 @@ class LengthFamily:
             elif te is ShapeEntry:
                 shape_step(inst, e)
             else:
+                for i in self.pre.get(e.index, ()):
+                    general_step(insts[i])
+                    insts[i].stamp = epoch
                 general_step(inst)
             inst.stamp = epoch
             if count % flush_every == 0:

@@ -112,7 +112,8 @@ class Tape:
             elif inst.state_role is not None:
                 self.items.append([STATE, inst, e, net.state.stepper(inst)])
             else:
-                self.items.append([GENERAL, inst, e])
+                pre = [net.insts[i] for i in family.pre.get(e.index, ())]
+                self.items.append([GENERAL, inst, e, pre])
         self.counts = [0, 0]
         self.work_fns: dict = {}  # (work forms, base, slope) -> the moving kernels' work_fn
         self._group(net, family)
@@ -483,6 +484,10 @@ class Tape:
                 view_step(net, inst, item[2], t)
                 continue
             else:
+                if kind == GENERAL:
+                    for view in item[3]:  # (elided views it reads: length_plan)
+                        general_step(view)
+                        view.stamp = epoch
                 general_step(inst)
                 inst.stamp = epoch
             if count >= flush_at:  # (counting kernel primitives)

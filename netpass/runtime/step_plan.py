@@ -226,6 +226,33 @@ def _entry(inst: PrimitiveInst, valid: set, replayed: set, shaped_by_data: set):
     return GeneralEntry(inst)
 
 
+def _elidable(node) -> bool:
+    """A view :func:`_elide_views` may leave out: never owns memory (reshape-like, permuted,
+    a split piece), no model output."""
+    return not node.is_output and (node.row.always_view or node.permute_view is not None
+                                   or (node.strided_view and node.row.strided.applies is None))
+
+
+def elided_sources(nodes: list, present: set[int], index: int) -> list[int]:
+    """The views upstream of node ``index`` that a step plan's entries (indices ``present``)
+    left out (:func:`_elide_views`), inputs first: a primitive that takes the per-primitive
+    path in a replay reads their shapes, which only the per-primitive path keeps current."""
+    out: list[int] = []
+    seen: set[int] = set()
+    stack = [(nodes[index], False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            out.append(node.index)
+            continue
+        for src, _ in node.inputs:
+            if src.index not in present and src.index not in seen and _elidable(src):
+                seen.add(src.index)
+                stack.append((src, True))
+                stack.append((src, False))
+    return out
+
+
 def _elide_views(entries: list, nodes: list) -> list:
     """``entries`` without the views that only replayed kernels (or other such views) read:
     those kernels' argument slots point at the buffer under the views, at the views' offsets.
@@ -237,8 +264,7 @@ def _elide_views(entries: list, nodes: list) -> list:
         if type(e) is not ViewEntry:
             continue
         node = nodes[e.index]
-        if node.is_output or not (node.row.always_view or node.permute_view is not None
-                                  or (node.strided_view and node.row.strided.applies is None)):
+        if not _elidable(node):
             continue
         readers = [by_index.get(u.index) for lst in node.users for u, _ in lst]
         if all(r is None or type(r) is KernelEntry or r.index in elided for r in readers):

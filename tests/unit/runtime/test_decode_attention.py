@@ -242,3 +242,22 @@ def test_key_splits_append_decode_steps_into_a_regrown_cache(rng, key_splits):
         np.testing.assert_allclose(state.state, ref_vars[state.name], rtol=1e-4, atol=1e-5)
     assert _ran_splits(req) and req.stats["state_allocations"] > 2
     assert phase_of(decode.attention_decode([], [], 0, 12, 12, False, True, True)) is None
+
+
+def test_an_attention_left_to_the_per_primitive_path_reads_current_views(rng, monkeypatch):
+    """A decode loop's attention that no affine form fits (here none does) takes the
+    per-primitive path in the replay; the views its length family elided (the transposed
+    cache, the heads' Reshapes) are brought up to the step's shapes before it (length_plan's
+    ``pre``), so it reads the grown cache."""
+    from netpass.runtime import length_steps
+    monkeypatch.setattr(length_steps.LinKernel, "fit", staticmethod(lambda *a: None))
+    model = _cache_layer()
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
+    ref_vars: dict = {}
+    total = 0
+    for s in [13] + [1] * 12:
+        total += s
+        feeds = {"x": _f(rng, 1, s, 24), "mask": _causal(s, total)}
+        got = req.infer(feeds)["y"]
+        want = netpass.reference.infer(model, feeds, variables=ref_vars)["y"]
+        assert _rel_l2(got, want) <= 1e-5, total
