@@ -4,9 +4,9 @@ nothing but the length moved.
 In a decoding loop most steps of a length family (:mod:`~netpass.runtime.length_tape`) find
 every item of the tape on its fast path: the grouped kernels launch as they are, the moving
 kernels write their moving ints, and the rest of the step is bookkeeping (the variables'
-reads and appends, host values nobody uploads, views, output shapes): about three quarters
-of the tape's Python. A :class:`Steady` is taken from the tape right after such a step; the
-request's next step, when it continues the sequence with nothing else changed, is:
+reads and appends, host values nobody uploads, views, output shapes): most of the tape's
+Python. A :class:`Steady` is taken from the tape right after such a step; the request's next
+step, when it continues the sequence with nothing else changed, is:
 
 - its checks: the request's previous inference was this step's (``Network.epoch``), no
   buffer of the request changed since (``Network.mem_epoch``: every allocation, release,
@@ -15,10 +15,10 @@ request's next step, when it continues the sequence with nothing else changed, i
   and ``t`` is within what the buffers hold (moving kernels' outputs, variables, uploaded
   host values);
 - the inputs written to their buffers, the host values the moving kernels read computed from
-  their forms and uploaded, every launch in the tape's order with the moving ints written
-  (flushed, or sent as persistent kernels, where the tape's step is), the variables' new
-  lengths committed, the counters advanced as the tape's step advances them, the outputs
-  read.
+  their forms and uploaded (or, where they only grow, written ahead once), every launch in
+  the tape's order with the moving ints written (flushed, or sent as persistent kernels,
+  where the tape's step is), the variables' new lengths committed, the counters advanced as
+  the tape's step advances them, the outputs read.
 
 Everything else keeps what the tape's step left: those primitives' shapes and host values
 stay a consistent record of an earlier length (their buffers are the same objects, the
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .length_forms import Work
+from .length_forms import GrowForm, Work
 from .length_tape import (
     FIRST_FLUSH,
     FLUSH_EVERY,
@@ -56,13 +56,14 @@ DRAIN = object()  # an op: send what persistent steps gathered (where the tape's
 
 class Steady:
     """A request's steady step of one family (module docstring): ``chunks`` of launch ops,
-    each chunk flushed after it but the last; an op is (handle, Work or None, None for a
-    fixed launch, else the moving ints (position, base, slope), the C view and int32 array
-    they are written into, the work sizes as a function of ``t``, the family entry's Work
-    table, the launch's own Work and the handle's buffer count)."""
+    each chunk flushed after it but the last; an op is (the fixed launches before it as
+    (handle, Work), then None, DRAIN or a moving launch: its handle, Work (None where its
+    work sizes move), moving ints (position, base, slope), the C view and int32 array they
+    are written into, its work sizes as a function of ``t``, the family entry's Work table,
+    the launch's own Work and the handle's buffer count)."""
 
     __slots__ = ("family", "t0", "tmax", "epoch", "mem_epoch", "pivot", "inputs", "uploads",
-                 "chunks", "variables", "appends", "outputs", "moving", "offsets")
+                 "chunks", "variables", "appends", "outputs", "moving", "offsets", "ahead")
 
     def __init__(self, family: LengthFamily, t0: int, key: tuple, chunks: list, tmax: int,
                  appends: int) -> None:
@@ -73,6 +74,9 @@ class Steady:
         self.pivot: tuple = ()
         self.inputs: list = []     # (primitive, name, shape at t0, slopes, dtype, predictor key)
         self.uploads: list = []    # (primitive, its host stepper, its buffer, predictor key)
+        # host values written ahead: (predictor key, shape at t0, axis, slope, (their buffer,
+        # the values written))
+        self.ahead: list = []
         self.variables: list = []  # (shape at t0, axis, rows appended per step, variables)
         self.outputs: list = []    # (host_valid list, output) of the network outputs' holders
 
@@ -84,34 +88,38 @@ class Steady:
         key = net.length_key
         if key is None or not tape.current(net):
             return None
-        hosts: dict = {}      # node index -> a HOST item's stepper
+        hosts: dict = {}      # node index -> its HOST item
         shapes: set = set()   # SHAPE items' node indices
         fixed: set = set()    # grouped primitives, moving kernels of fixed output shapes
         uploads: dict = {}    # (source index, output) -> what a moving kernel's upload reads
         gathered = net.persistent is not None
         chunks: list = []
-        ops: list = []
+        ops: list = []  # (fixed launches, then a moving launch, DRAIN or None)
+        run: list = []  # fixed launches (handle, Work) since the last op
         tmax, appends, count, flush_at = 1 << 62, 0, 0, FIRST_FLUSH
         for item in tape.items:
             kind = item[0]
             if kind == GROUP:
-                ops.extend((h, lw, None) for h, lw in item[3])
+                run.extend(item[3])
                 fixed.update(m[1].node.index for m in item[2])
                 count += item[6]
             elif kind == MOVING:
                 fast, e = item[4], item[2]
                 tmax = min(tmax, fast[1])
-                if gathered and any((s.node.index, k) not in uploads for s, k, _, _ in fast[3]):
-                    ops.append((DRAIN, None, None))
+                if gathered and any(s.node.index in hosts and (s.node.index, k) not in uploads
+                                    for s, k, _, _ in fast[3]):
+                    ops.append((run, DRAIN))
+                    run = []
                 for src, k, alloc, offset in fast[3]:
                     uploads[(src.node.index, k)] = (src, k, alloc, offset)
                 if e.out.const is not None:
                     fixed.add(item[1].node.index)
                 for h, lw, _, moving, buf, view, gws_at, w in fast[2]:
-                    ops.append((h, w, (moving, view, buf, gws_at, e.works, lw, len(h.bufs))))
+                    ops.append((run, (h, w, moving, view, buf, gws_at, e.works, lw, len(h.bufs))))
+                    run = []
                 count += 1
             elif kind == HOST:
-                hosts[item[1].node.index] = item[3]
+                hosts[item[1].node.index] = item
                 continue
             elif kind == SHAPE:
                 shapes.add(item[1].node.index)
@@ -129,22 +137,45 @@ class Steady:
                 continue
             if count >= flush_at:  # (the tape's flush points)
                 flush_at = count + FLUSH_EVERY
-                chunks.append(ops)
-                ops = []
-        chunks.append(ops)
+                chunks.append(ops + [(run, None)] if run else ops)
+                ops, run = [], []
+        chunks.append(ops + [(run, None)] if run else ops)
         s = Steady(family, t, key, chunks, tmax, appends)
+        for inst, k in net.output_refs:
+            if inst.node.index not in fixed or inst.zero_copy[k]:
+                return None
+            s.outputs.append((inst.host_valid, k))
+        if not s._take_state(net, t) or not s._take_inputs(net):
+            return None
         for src, k, alloc, offset in uploads.values():
             i = src.node.index
             if i in shapes and src.device_valid[k]:
                 continue  # (a value of the binding that does not move: uploaded once)
             if i not in hosts or k or offset or alloc is not src.own[0] or len(src.host) != 1:
                 return None
-            s.uploads.append((src, hosts[i], alloc, src.node.id + "_upload"))
-        for inst, k in net.output_refs:
-            if inst.node.index not in fixed or inst.zero_copy[k]:
-                return None
-            s.outputs.append((inst.host_valid, k))
-        return s if s._take_state(net, t) and s._take_inputs(net) else None
+            if not s._ahead(net, src, hosts[i][2].form, t):
+                s.uploads.append((src, hosts[i][3], alloc, src.node.id + "_upload"))
+        for _, _, _, _, (alloc, values) in s.ahead:  # (the Steady keeps ``values`` alive)
+            net.launcher.write(alloc.buffer, 0, values)
+        return s
+
+    def _ahead(self, net: Network, inst: Any, form: Any, t: int) -> bool:
+        """An uploaded host value that grows along one axis and keeps what it held (a
+        GrowForm with ``b`` 0: the causal mask's pieces) is written once for every length its
+        buffer holds; a step then only records its shape for the predictor, as an upload
+        would. Whether ``inst``'s is such a value."""
+        if type(form) is not GrowForm or form.b:
+            return False
+        (s0,), (s1,) = form.shapes.at(t), form.shapes.at(t + 1)
+        moved = [a for a, (n0, n1) in enumerate(zip(s0, s1)) if n0 != n1]
+        if len(moved) != 1 or s1[moved[0]] <= s0[moved[0]]:
+            return False
+        axis, cap = moved[0], inst.capacity[0]
+        slope = s1[axis] - s0[axis]
+        self.tmax = min(self.tmax, t + (cap - s0[axis]) // slope)
+        self.ahead.append((inst.node.id + "_upload", s0, axis, slope,
+                           (inst.own[0], form.flat(t, cap))))
+        return True
 
     def _take_state(self, net: Network, t: int) -> bool:
         """The variables (all appended in place by their readers) and the pivot, the variable
@@ -259,6 +290,8 @@ class Steady:
             if a.size:
                 write(alloc.buffer, 0, a)
             inst.device_valid[0] = True
+        for key, shape, axis, slope, _ in self.ahead:
+            record(key, shape[:axis] + (shape[axis] + slope * dt,) + shape[axis + 1:])
         for shape, axis, rows, vs in self.variables:
             out = shape[:axis] + (shape[axis] + dt + rows,) + shape[axis + 1:]
             for v in vs:
@@ -278,14 +311,15 @@ class Steady:
         last = len(self.chunks) - 1
         try:
             for c, ops in enumerate(self.chunks):
-                for h, w, mv in ops:
+                for run, mv in ops:
+                    for h, w in run:
+                        launch(h, w)
                     if mv is None:
-                        if h is DRAIN:
-                            flush()
-                        else:
-                            launch(h, w)
                         continue
-                    moving, view, buf, gws_at, works, lw, n_bufs = mv
+                    if mv is DRAIN:
+                        flush()
+                        continue
+                    h, w, moving, view, buf, gws_at, works, lw, n_bufs = mv
                     for i, b, slope in moving:
                         view[i] = b + slope * t
                     set_struct(h, n_bufs, view)

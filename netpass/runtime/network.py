@@ -161,6 +161,7 @@ class Network:
             inst.net = None
         self.pool = None
         self.state = None
+        self.steady = None
         self.compiled.give_back_kernels(self.kernel_objects)
         self.kernel_objects = {}
 
