@@ -298,6 +298,11 @@ class GrowForm:
         n = 1
         for d in shapes[0]:
             n *= d
+        return shapes, (self.flat(t, n).reshape(shapes[0]),)
+
+    def flat(self, t: int, n: int) -> np.ndarray:
+        """The first ``n`` elements along the axis at ``t`` (more than the value holds: a
+        buffer filled ahead where ``b`` is 0, for the lengths to come)."""
         # (the values of a + b t + c * arange(n) in int64, cast: one arange, or one fill of
         # an array of the dtype where a Python int converts to it as astype does)
         start, c = self.a + self.b * t, self.c
@@ -310,7 +315,7 @@ class GrowForm:
             values.fill(start)
         else:
             values = np.full(n, start, np.int64).astype(self.dtype)
-        return shapes, (values.reshape(shapes[0]),)
+        return values
 
     def agrees(self, value: tuple, t: int) -> bool:
         shapes, arrays = self.at(t)

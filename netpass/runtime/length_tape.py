@@ -159,11 +159,17 @@ class Tape:
     def _view_item(net: Network, item: list, t: int) -> None:
         """A fixed view: its entry replayed where its source's tensor changed or left the
         device (or the per-primitive path gave it other shapes)."""
-        inst, e, src = item[1], item[2], item[4]
-        tensor = src.outputs[e.k]
-        if tensor is not item[3] or not src.device_valid[e.k] or inst.out_shapes is not e.out:
+        if not Tape._view_holds(item):
+            inst, e, src = item[1], item[2], item[4]
             view_step(net, inst, e, t)
             item[3] = src.outputs[e.k]
+
+    @staticmethod
+    def _view_holds(item: list) -> bool:
+        """A fixed view's source still holds the tensor it viewed, on the device, and the
+        per-primitive path gave it no other shapes."""
+        inst, e, src = item[1], item[2], item[4]
+        return src.outputs[e.k] is item[3] and src.device_valid[e.k] and inst.out_shapes is e.out
 
     @staticmethod
     def _fixed(net: Network, inst: Any, e: KernelEntry) -> list:
@@ -348,22 +354,56 @@ class Tape:
         """A fixed item: launched (through ``launch``) as recorded when its kernels hold the
         arguments it set, its sources are the buffers and offsets it read and its own buffers
         are still its own; else its entry is replayed and recorded again."""
-        _, inst, e, launches, checks, owns = item
-        ok = inst.impl is e.impl
-        if ok:
-            for h, _, bufs, ints in launches:
-                if h.bufs is not bufs or h.ints is not ints:
-                    ok = False
-                    break
-        if ok and self._read_as_recorded(checks) and tuple(inst.own) == owns:
-            for h, lw, _, _ in launches:
+        if self._fixed_holds(item):
+            for h, lw, _, _ in item[3]:
                 launch(h, lw)
-            hv = inst.host_valid  # (the outputs read last step are stale now)
+            hv = item[1].host_valid  # (the outputs read last step are stale now)
             for i in range(len(hv)):
                 hv[i] = False
         else:
+            inst, e = item[1], item[2]
             kernel_step(net, inst, e, t, self.counts)
             item[:] = self._fixed(net, inst, e)
+
+    @staticmethod
+    def _fixed_holds(item: list) -> bool:
+        """A fixed item's kernels hold the arguments it set, its sources are the buffers and
+        offsets it read and its own buffers are still its own."""
+        _, inst, e, launches, checks, owns = item
+        if inst.impl is not e.impl:
+            return False
+        for h, _, bufs, ints in launches:
+            if h.bufs is not bufs or h.ints is not ints:
+                return False
+        return Tape._read_as_recorded(checks) and tuple(inst.own) == owns
+
+    def current(self, net: Network) -> bool:
+        """Whether every grouped run and moving kernel's fast path stands on the request's
+        buffers as they are now. A step that changed a buffer midway (an output outgrew its
+        buffer) leaves those it met before the change on the older ``mem_epoch``: they are
+        checked again as the next step would check them, and renewed where they hold."""
+        epoch = net.mem_epoch
+        for item in self.items:
+            kind = item[0]
+            if kind == GROUP and item[4] != epoch:
+                members = item[2]
+                for m in members:
+                    if not (self._fixed_holds(m) if m[0] == FIXED else self._view_holds(m)):
+                        return False
+                item[3] = [(h, lw) for m in members if m[0] == FIXED for h, lw, _, _ in m[3]]
+                item[4] = epoch
+            elif kind == MOVING:
+                fast = item[4]
+                if fast is None:
+                    return False
+                if fast[0] != epoch:
+                    for f in fast[2]:
+                        if f[0].bufs is not f[2]:
+                            return False
+                    if not self._holds(item[1], item[2], fast[4]):
+                        return False
+                    item[4] = (epoch, *fast[1:])
+        return True
 
     def run(self, net: Network, t: int) -> None:
         """One step at ``t``. The queue is flushed after the first FIRST_FLUSH primitives and

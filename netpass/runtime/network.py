@@ -26,6 +26,7 @@ from .impls import Impl, Scratch, size
 from .invariants import check_read
 from .launcher import make_launcher
 from .length_plan import FAMILIES, LengthFamily
+from .length_steady import Steady
 from .length_tape import Tape
 from .memory import MemoryPool, Tensor
 from .persistent import PersistentSteps
@@ -45,8 +46,8 @@ STAT_KEYS = ("allocations", "allocated_bytes", "reuses", "pool_hits", "reclaims"
              "impl_cache_hits", "impl_cache_misses", "kernel_builds", "weight_reorders",
              "skipped", "fused", "shape_updates", "host_waits", "host_fallbacks",
              "kernels_enqueued", "set_arguments", "primitives", "infers", "symbolic_infers",
-             "state_allocations", "state_appends", "length_replays", "persistent_launches",
-             "persistent_phases")
+             "state_allocations", "state_appends", "length_replays", "steady_steps",
+             "persistent_launches", "persistent_phases")
 
 
 class Network:
@@ -142,6 +143,9 @@ class Network:
         # this inference continues a sequence its variables hold (a decoding loop's step): no
         # buffer is reclaimed, the prompt's stay for the next prompt
         self.decoding = False
+        self.length_key: tuple | None = None  # this inference's length family key
+        # the steady step the last inference left (length_steady), tried before anything else
+        self.steady: Steady | None = None
 
     @staticmethod
     def resolve(inst: PrimitiveInst, k: int) -> tuple[PrimitiveInst, int]:
@@ -157,6 +161,7 @@ class Network:
             inst.net = None
         self.pool = None
         self.state = None
+        self.steady = None
         self.compiled.give_back_kernels(self.kernel_objects)
         self.kernel_objects = {}
 
@@ -405,6 +410,12 @@ class Network:
 
     def _execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         self.epoch += 1
+        steady, self.steady = self.steady, None
+        if steady is not None and steady.run(self, feeds):
+            results = self._finish()
+            steady.seal(self)
+            self.steady = steady
+            return results
         self.decoding = self.state.begin()
         for p in self.program.inputs:
             self.set_input(self.insts[p.index], feeds[p.name])
@@ -449,7 +460,10 @@ class Network:
                         family.add_sample(self, t, built)
             for inst in order:  # (inputs' flags are set again by set_input)
                 inst.reset_flags()
-        return self._finish()
+        results = self._finish()
+        if self.steady is not None:
+            self.steady.seal(self)
+        return results
 
     def _replay_length(self, family: LengthFamily, t: int) -> list[int]:
         """A length family's step: through this request's tape of it, else entry by entry,
@@ -460,6 +474,7 @@ class Network:
         tape = self.tapes.get(id(family))
         if tape is not None and tape.family is family and not self.debug and not self.profiling:
             tape.run(self, t)
+            self.steady = Steady.build(self, tape, family, t)
             return tape.general
         family.run(self, t, FLUSH_EVERY)
         if not self.debug and not self.profiling:
@@ -477,6 +492,7 @@ class Network:
         """The length family of this inference's binding (length_plan), and its ``t``."""
         lp = self.compiled.length_plans
         key, self.last_named, t = lp.key(self.binding, self.last_named, self.layout)
+        self.length_key = key
         if key is None or not self.state.room_for(self.binding):
             return None, t
         family = lp.families.get(key)

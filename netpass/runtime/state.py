@@ -459,6 +459,7 @@ class VariableStore:
     # -- the user's view ---------------------------------------------------------------------------
     def reset(self, vid: str | None = None) -> None:
         """Variables back to never set (their buffers are kept for the next sequence)."""
+        self.net.mem_epoch += 1  # (a steady step continues no sequence: length_steady)
         for v in self.vars.values():
             if vid is None or v.id == vid:
                 v.shape = None
