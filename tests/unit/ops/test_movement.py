@@ -640,3 +640,20 @@ def test_variadic_split_of_equals_the_generic_construction(shape, value, axis, l
     assert fast.input_values() == ref.input_values()
     assert {c.node for c in x.consumers()} == {fast, ref}
     assert {c.node for c in lengths_value.consumers()} == {fast, ref}
+
+
+def test_slice_like_starts_with_the_state_of_the_slice_it_replaces():
+    from netpass.ops.movement import Slice
+    x = opset.parameter([4, 6], np.float32).output(0)
+    ints = [opset.constant(np.array(v, np.int64)).output(0) for v in ([1], [3], [1], [1])]
+    main = Slice([x, *ints[:3]])          # rows 1:3 -> [2, 6]
+    new = Slice.like(main, [x, *ints])    # columns 1:3 -> [4, 2] once inferred
+    assert new._outs[0].ps == main._outs[0].ps == PartialShape([2, 6])
+    assert new._outs[0].et is main._outs[0].et
+    assert {c.node for c in x.consumers()} == {main, new}
+    new.validate_and_infer_types()
+    assert new._outs[0].ps == PartialShape([4, 2])
+    # known elements: inferred (the generic way)
+    v = opset.constant(np.arange(4, dtype=np.int64)).output(0)
+    known = Slice([v, *ints[:3]])
+    assert Slice.like(known, [v, *ints[:3]])._outs[0].val.tolist() == [1, 2]
