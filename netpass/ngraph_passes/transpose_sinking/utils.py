@@ -229,6 +229,16 @@ def _cancels(value: Output, rev: list[int], main: Node, indices: list[int]) -> b
     return True
 
 
+def _used(table: dict) -> bool:
+    """Whether a consumer table lists a consumer in the graph (read directly, in a plain loop:
+    graph_consumers built a list, and a generator cost as much, per output of every step)."""
+    for ref in table.values():
+        c = ref()
+        if c is not None and in_graph(c):
+            return True
+    return False
+
+
 def insert_output_transposes(main: Node, order: list[int], order_type: Type,
                              order_value: Output | None = None) -> list[Node]:
     """Forward: ``Transpose(order)`` (aligned to each output's rank) after every used output of
@@ -239,8 +249,7 @@ def insert_output_transposes(main: Node, order: list[int], order_type: Type,
     outs = main._outs
     multi = len(outs) > 1
     for index, port in enumerate(outs):
-        # (in_graph on the consumer table: graph_consumers built a list per output per step)
-        if not any(c is not None and in_graph(c) for c in (ref() for ref in port.cons.values())):
+        if not _used(port.cons):
             continue
         out = Output(main, index)
         dims = port.ps._dims
