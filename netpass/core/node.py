@@ -203,9 +203,15 @@ class Node:
     def set_output_type(self, index: int, element_type: Any, shape: ShapeLike) -> None:
         outs = self._outs
         if index >= len(outs):
-            self.set_output_size(index + 1)
-            outs = self._outs
-        port = outs[index]
+            # (the next port of a node being inferred, most often its first: every node built)
+            if index == len(outs):
+                port = _Port()
+                self._outs = outs + (port,)
+            else:
+                self.set_output_size(index + 1)
+                port = self._outs[index]
+        else:
+            port = outs[index]
         port.et = element_type if type(element_type) is Type else Type.of(element_type)
         port.ps = shape if type(shape) is PartialShape else as_partial_shape(shape)
 

@@ -59,8 +59,9 @@ def _pieces(value: Output, axis: int, cuts: Sequence[int], rt_source: Node) -> d
     piece. One piece: ``value`` itself."""
     if len(cuts) == 2:
         return {cuts[0]: value}
-    lengths = np.array([b - a for a, b in zip(cuts, cuts[1:])], np.int64)
-    split = make(VariadicSplit, [value, const(np.array(axis, np.int64)), const(lengths)])
+    lengths = [b - a for a, b in zip(cuts, cuts[1:])]
+    split = VariadicSplit.of(value, const(np.array(axis, np.int64)),
+                             const(np.array(lengths, np.int64)), axis, lengths)
     copy_runtime_info(rt_source, split)
     return {c: split.output(i) for i, c in enumerate(cuts[:-1])}
 

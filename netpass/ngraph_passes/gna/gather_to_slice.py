@@ -33,13 +33,15 @@ def slice_of_gather(node: Node) -> tuple[int, int, int] | None:
             or axis_value.size != 1 or indices.ndim > 1 or indices.size == 0:
         return None
     axis = int(axis_value.reshape(-1)[0]) % len(shape)
-    flat = indices.reshape(-1).astype(np.int64)
-    if np.any(flat < -shape[axis]) or np.any(flat >= shape[axis]):
+    # (Python ints: numpy's reductions on a few indices cost more; this runs on every Gather)
+    dim = shape[axis]
+    flat = [int(v) for v in indices.reshape(-1).tolist()]
+    if any(v < -dim or v >= dim for v in flat):
         return None
-    flat = flat % shape[axis]
-    if not np.array_equal(flat, np.arange(flat[0], flat[0] + flat.size)):
+    first = flat[0] % dim
+    if any(v % dim != first + k for k, v in enumerate(flat)):
         return None
-    return axis, int(flat[0]), int(flat.size)
+    return axis, first, len(flat)
 
 
 def _i64(*values: int):

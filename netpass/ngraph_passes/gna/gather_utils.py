@@ -11,7 +11,7 @@ from ...core.graph_util import copy_runtime_info
 from ...core.node import Node, Output
 from ...core.rt_info import NonCopyable
 from ...ops.indexing import Gather
-from ..utils import const, const_value, make, static_shape
+from ..utils import const, const_value, static_shape
 
 NO_GATHER_SINKING = "no_gather_sinking"
 
@@ -79,7 +79,8 @@ def gathered(value: Output, indices: np.ndarray, axis: int,
     v = const_value(value)
     if v is not None:
         return const(np.take(v, indices, axis=axis), value.element_type)
-    g = make(Gather, [value, const(indices.astype(np.int64)), const(np.array(axis, np.int64))])
+    g = Gather.of(value, const(indices.astype(np.int64)), const(np.array(axis, np.int64)), axis,
+                  indices.size)
     if rt_source is not None:
         copy_runtime_info(rt_source, g)
     return g.output(0)

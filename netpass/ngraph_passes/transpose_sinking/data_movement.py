@@ -10,7 +10,7 @@ from ...core.node import Node
 from ...errors import NetpassError
 from ...ops.movement import Slice
 from ...ops.pad import Pad
-from ..utils import const, const_value, make, normalize_axes, reverse_order, static_rank
+from ..utils import const, const_value, normalize_axes, reverse_order, static_rank
 from .base import TSBackwardBase, TSForwardBase
 from .utils import insert_output_transposes, sink_backward, sink_forward
 
@@ -76,9 +76,10 @@ def _slice_axes(main: Node) -> list[int] | None:
 
 def _reslice(main: Node, axes: list[int]) -> Node:
     """A Slice like ``main`` with explicit ``axes`` (i32, as OpenVINO gathers them from an i32
-    order), put in its place."""
+    order), put in its place with ``main``'s output state: the callers give it its new input
+    (forward) or its input Transposes (backward) and its shapes right after."""
     ins = main.input_values()[:4] + [const(np.array(axes, np.int32))]
-    new = make(Slice, ins)
+    new = Slice.like(main, ins)
     new.friendly_name = main.friendly_name
     copy_runtime_info(main, new)
     replace_node(main, new)

@@ -22,7 +22,7 @@ from ...core.types import Type
 from ...ops.movement import Transpose
 from ...passes import MatcherPass
 from ...pattern import Matcher, any_input, wrap_type
-from ..utils import const, graph_consumers, make
+from ..utils import const, graph_consumers
 from .utils import (
     remove_transpose_consumers,
     same_order_transpose_consumers,
@@ -86,7 +86,8 @@ class TSFuse(MatcherPass):
             et = t1.input_value(1).element_type
             if et != t2.input_value(1).element_type:
                 et = Type.of("i64")
-            new = make(Transpose, [x, const(np.array(fused), et)])
+            # (a composition of two valid orders of x's rank: no inference needed)
+            new = Transpose.of(x, const(np.array(fused), et), fused)
             new.friendly_name = t2.friendly_name
             remove_transpose_consumers(t1)
             copy_runtime_info(t1, new)
@@ -125,7 +126,7 @@ class TSFuseShared(MatcherPass):
             x = t1.input_value(0)
             if is_identity(fused):
                 return replace_output_update_name(t2.output(0), x)
-            new = make(Transpose, [x, const(np.array(fused), t2.input_value(1).element_type)])
+            new = Transpose.of(x, const(np.array(fused), t2.input_value(1).element_type), fused)
             new.friendly_name = t2.friendly_name
             copy_runtime_info(t2, new)
             replace_node(t2, new)

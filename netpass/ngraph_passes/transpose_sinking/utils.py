@@ -19,7 +19,6 @@ from ...ops.movement import Concat, Split, Transpose, Unsqueeze
 from ..utils import (
     const,
     const_value,
-    graph_consumers,
     in_graph,
     make,
     reverse_order,
@@ -220,7 +219,24 @@ def _cancels(value: Output, rev: list[int], main: Node, indices: list[int]) -> b
     order = transpose_order(node)
     if order is None or len(order) != len(rev) or any(order[r] != k for k, r in enumerate(rev)):
         return False
-    return all(c.node is main and c.index in indices for c in graph_consumers(node.output(0)))
+    # (the consumer table read directly: graph_consumers built a list of Inputs per input)
+    for (_, index), ref in node._outs[0].cons.items():
+        c = ref()
+        if c is None or (c is main and index in indices):
+            continue
+        if in_graph(c):
+            return False
+    return True
+
+
+def _used(table: dict) -> bool:
+    """Whether a consumer table lists a consumer in the graph (read directly, in a plain loop:
+    graph_consumers built a list, and a generator cost as much, per output of every step)."""
+    for ref in table.values():
+        c = ref()
+        if c is not None and in_graph(c):
+            return True
+    return False
 
 
 def insert_output_transposes(main: Node, order: list[int], order_type: Type,
@@ -233,8 +249,7 @@ def insert_output_transposes(main: Node, order: list[int], order_type: Type,
     outs = main._outs
     multi = len(outs) > 1
     for index, port in enumerate(outs):
-        # (in_graph on the consumer table: graph_consumers built a list per output per step)
-        if not any(c is not None and in_graph(c) for c in (ref() for ref in port.cons.values())):
+        if not _used(port.cons):
             continue
         out = Output(main, index)
         dims = port.ps._dims
@@ -297,10 +312,14 @@ def same_order_transpose_consumers(node: Node) -> list[int] | None:
     data input) with the same constant order, else None (OpenVINO's
     HasSameOutputTransposeNodes)."""
     order = None
-    for out in node.outputs():
-        for c in graph_consumers(out):
-            o = transpose_order(c.node)
-            if o is None or c.index != 0 or (order is not None and o != order):
+    # (the consumer tables read directly: TSFuse's pattern asks this of every Transpose pair)
+    for port in node._outs:
+        for (_, index), ref in port.cons.items():
+            c = ref()
+            if c is None or not in_graph(c):
+                continue
+            o = transpose_order(c)
+            if o is None or index != 0 or (order is not None and o != order):
                 return None
             order = o
     return order

@@ -1,12 +1,14 @@
 """Gather, GatherElements and GatherND: read elements at given indices."""
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
 
 from ...core.dimension import Dimension
 from ...core.node import Node
+from ...core.ports import Output, _connect, _Port
 from ...core.shape import PartialShape
 from ..base import normalize_axis, set_name, to_output
 from ..registry import export_error, onnx_export, onnx_rule
@@ -23,6 +25,36 @@ class Gather(Node):
     type_name = "Gather"
     version = "opset8"
     ATTRS = {"batch_dims": 0}
+
+    @staticmethod
+    def of(value: Output, indices_value: Output, axis_value: Output, axis: int,
+           count: int) -> Gather:
+        """``Gather([value, indices_value, axis_value])`` (batch_dims 0), built directly when
+        ``axis`` (the content of ``axis_value``, normalized) and ``count`` (the length of the
+        1-D integer ``indices_value``) settle the output: the input dims with the axis dim
+        replaced. Gather sinking builds Gathers by the thousand, and inference was most of
+        building one. A value of dynamic rank or with known elements, or indices that are not
+        1-D, take the generic way."""
+        port = value.node._outs[value.index]
+        dims = port.ps._dims
+        idx = indices_value.node._outs[indices_value.index]
+        idx_dims = idx.ps._dims
+        if dims is None or not 0 <= axis < len(dims) or port.val is not None \
+                or port.pval is not None or idx_dims is None or len(idx_dims) != 1 \
+                or not idx.et.is_integral:
+            return Gather([value, indices_value, axis_value])
+        node = Gather.__new__(Gather)
+        node._init_state()
+        node.__dict__["batch_dims"] = 0
+        node._inputs = [value, indices_value, axis_value]
+        me, ref = id(node), weakref.ref(node)
+        for i, v in enumerate(node._inputs):
+            _connect(v.node._outs[v.index].cons, (me, i), ref)
+        out = _Port()
+        out.et = port.et
+        out.ps = PartialShape.of_dims((*dims[:axis], Dimension.of(count), *dims[axis + 1:]))
+        node._outs = (out,)
+        return node
 
     def _batch_dims(self, idx_rank: int | None) -> int | None:
         b = int(self.batch_dims)

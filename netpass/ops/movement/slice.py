@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import builtins
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -9,6 +10,7 @@ import numpy as np
 
 from ...core.dimension import INF, Dimension
 from ...core.node import Node
+from ...core.ports import Output, _connect, _Port
 from ...core.shape import PartialShape
 from ..base import normalize_axis, set_name, to_output
 from ..registry import onnx_export, onnx_rule
@@ -95,6 +97,28 @@ class Slice(Node):
 
     type_name = "Slice"
     version = "opset8"
+
+    @staticmethod
+    def like(main: Node, inputs: Sequence[Output]) -> Slice:
+        """``Slice(inputs)`` that starts with ``main``'s output state (element type, shape),
+        not inferred: for a rewrite that rebuilds ``main`` with other axes in its place and
+        gives it new inputs or shapes right after (transpose sinking: inferring the new axes
+        on the old input computed a shape nothing read, and the consumers the Slice took over
+        were stale for validation). An output with known elements (which inference passes on)
+        takes the generic way."""
+        port = main._outs[0] if len(main._outs) == 1 else None
+        if port is None or port.val is not None or port.pval is not None:
+            return Slice(inputs)
+        node = Slice.__new__(Slice)
+        node._init_state()
+        node._inputs = list(inputs)
+        me, ref = id(node), weakref.ref(node)
+        for i, v in enumerate(node._inputs):
+            _connect(v.node._outs[v.index].cons, (me, i), ref)
+        out = _Port()
+        out.et, out.ps = port.et, port.ps
+        node._outs = (out,)
+        return node
 
     def _params(self) -> tuple | None:
         start, stop, step = (shape_values(self, i) for i in (1, 2, 3))

@@ -1,6 +1,7 @@
 """Split (equal parts) and VariadicSplit (given lengths) along an axis."""
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -8,6 +9,7 @@ import numpy as np
 
 from ...core.dimension import INF, Dimension
 from ...core.node import Node
+from ...core.ports import Output, _connect, _Port
 from ...core.shape import PartialShape
 from ..base import normalize_axis, set_name, to_output
 from ..registry import onnx_export, onnx_rule
@@ -91,6 +93,37 @@ class VariadicSplit(Node):
 
     type_name = "VariadicSplit"
     version = "opset1"
+
+    @staticmethod
+    def of(value: Output, axis_value: Output, lengths_value: Output, axis: int,
+           lengths: Sequence[int]) -> VariadicSplit:
+        """``VariadicSplit([value, axis_value, lengths_value])``, built directly when ``axis``
+        and ``lengths`` (the contents of the two Constants: a normalized axis, lengths without
+        -1 that add up to the dim) settle the outputs: the input dims with the axis dim
+        replaced, no known elements. Gather absorption cuts inputs by the thousand, and
+        inference was most of building a VariadicSplit. A value of dynamic rank, with a
+        dynamic dim on the axis or with known elements takes the generic way."""
+        port = value.node._outs[value.index]
+        dims = port.ps._dims
+        if dims is None or not 0 <= axis < len(dims) or not dims[axis].is_static \
+                or port.val is not None or port.pval is not None:
+            return VariadicSplit([value, axis_value, lengths_value])
+        node = VariadicSplit.__new__(VariadicSplit)
+        node._init_state()
+        node._inputs = [value, axis_value, lengths_value]
+        me, ref = id(node), weakref.ref(node)
+        for i, v in enumerate(node._inputs):
+            _connect(v.node._outs[v.index].cons, (me, i), ref)
+        of, et, row = Dimension.of, port.et, list(dims)
+        outs = []
+        for n in lengths:
+            out = _Port()
+            out.et = et
+            row[axis] = of(n)
+            out.ps = PartialShape.of_dims(tuple(row))
+            outs.append(out)
+        node._outs = tuple(outs)
+        return node
 
     def lengths(self) -> list[int] | None:
         """The split lengths with -1 resolved when the axis dim is static."""

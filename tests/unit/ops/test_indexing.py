@@ -242,3 +242,30 @@ def test_scatter_update_exports_as_scatter_nd():
                                 providers=["CPUExecutionProvider"])
     np.testing.assert_array_equal(sess.run(None, feeds)[0],
                                   list(netpass.reference.infer(m, feeds).values())[0])
+
+
+@pytest.mark.parametrize("shape,value,indices,axis", [
+    ([1, 8, 8, 8], None, [3, 1, 2], 3),
+    ([Dimension(symbol=Symbol("n")), 6, (1, 9)], None, [5, 0], 1),  # symbols, intervals
+    ([4, 6], None, [[1, 2]], 0),           # 2-D indices: the generic way
+    (None, None, [0, 1], 0),               # dynamic rank: the generic way
+    ([4], np.arange(4.0), [3, 0], 0),      # known elements: the generic way
+])
+def test_gather_of_equals_the_generic_construction(shape, value, indices, axis):
+    from netpass.ops.indexing import Gather
+    if value is not None:
+        x = opset.constant(value.astype(np.float32)).output(0)
+    else:
+        x = opset.parameter(PartialShape(shape), np.float32).output(0)
+    idx = opset.constant(np.array(indices, np.int64)).output(0)
+    axis_value = opset.constant(np.array(axis, np.int64)).output(0)
+    fast = Gather.of(x, idx, axis_value, axis, int(np.size(indices)))
+    ref = Gather([x, idx, axis_value])
+    a, b = fast._outs[0], ref._outs[0]
+    assert a.et is b.et and a.ps == b.ps and a.pval == b.pval
+    if shape is not None:
+        assert [d.symbol for d in a.ps] == [d.symbol for d in b.ps]
+    assert (a.val is None and b.val is None) or np.array_equal(a.val, b.val)
+    assert fast.get_attributes() == ref.get_attributes()
+    assert fast.input_values() == ref.input_values()
+    assert {c.node for c in idx.consumers()} == {fast, ref}

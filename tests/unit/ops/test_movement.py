@@ -611,3 +611,49 @@ def test_transpose_of_equals_the_generic_construction(shape, value):
     assert (a.val is None and b.val is None) or np.array_equal(a.val, b.val)
     assert fast.input_values() == ref.input_values()
     assert {c.node for c in x.consumers()} == {fast, ref}
+
+
+@pytest.mark.parametrize("shape,value,axis,lengths", [
+    ([1, 8, 8, 8], None, 3, [2, 5, 1]),
+    ([2, (1, 6), 4], None, 2, [1, 3]),     # a dynamic dim off the axis
+    ([Dimension(symbol=Symbol("n")), 6], None, 1, [6]),  # a symbol off the axis
+    ([(1, 6), 4], None, 0, [1, 3]),        # a dynamic dim on the axis: the generic way
+    (None, None, 0, [1, 1]),               # dynamic rank: the generic way
+    ([4], np.arange(4.0), 0, [1, 3]),      # known elements: the generic way
+])
+def test_variadic_split_of_equals_the_generic_construction(shape, value, axis, lengths):
+    from netpass.ops.movement import VariadicSplit
+    if value is not None:
+        x = opset.constant(value.astype(np.float32)).output(0)
+    else:
+        x = opset.parameter(PartialShape(shape), np.float32).output(0)
+    axis_value = opset.constant(np.array(axis, np.int64)).output(0)
+    lengths_value = opset.constant(np.array(lengths, np.int64)).output(0)
+    fast = VariadicSplit.of(x, axis_value, lengths_value, axis, lengths)
+    ref = VariadicSplit([x, axis_value, lengths_value])
+    assert len(fast._outs) == len(ref._outs) == len(lengths)
+    for a, b in zip(fast._outs, ref._outs):
+        assert a.et is b.et and a.ps == b.ps and a.pval == b.pval
+        if shape is not None:
+            assert [d.symbol for d in a.ps] == [d.symbol for d in b.ps]
+        assert (a.val is None and b.val is None) or np.array_equal(a.val, b.val)
+    assert fast.input_values() == ref.input_values()
+    assert {c.node for c in x.consumers()} == {fast, ref}
+    assert {c.node for c in lengths_value.consumers()} == {fast, ref}
+
+
+def test_slice_like_starts_with_the_state_of_the_slice_it_replaces():
+    from netpass.ops.movement import Slice
+    x = opset.parameter([4, 6], np.float32).output(0)
+    ints = [opset.constant(np.array(v, np.int64)).output(0) for v in ([1], [3], [1], [1])]
+    main = Slice([x, *ints[:3]])          # rows 1:3 -> [2, 6]
+    new = Slice.like(main, [x, *ints])    # columns 1:3 -> [4, 2] once inferred
+    assert new._outs[0].ps == main._outs[0].ps == PartialShape([2, 6])
+    assert new._outs[0].et is main._outs[0].et
+    assert {c.node for c in x.consumers()} == {main, new}
+    new.validate_and_infer_types()
+    assert new._outs[0].ps == PartialShape([4, 2])
+    # known elements: inferred (the generic way)
+    v = opset.constant(np.arange(4, dtype=np.int64)).output(0)
+    known = Slice([v, *ints[:3]])
+    assert Slice.like(known, [v, *ints[:3]])._outs[0].val.tolist() == [1, 2]
