@@ -307,30 +307,11 @@ def _permute_outputs(main: Node, order: list[int]) -> bool:
 
 
 # -- backward ---------------------------------------------------------------------------------
-def same_order_transpose_consumers(node: Node) -> list[int] | None:
-    """The common order when every consumer of every output of ``node`` is a Transpose (on its
-    data input) with the same constant order, else None (OpenVINO's
-    HasSameOutputTransposeNodes)."""
-    order = None
-    # (the consumer tables read directly: TSFuse's pattern asks this of every Transpose pair)
-    for port in node._outs:
-        for (_, index), ref in port.cons.items():
-            c = ref()
-            if c is None or not in_graph(c):
-                continue
-            o = transpose_order(c)
-            if o is None or index != 0 or (order is not None and o != order):
-                return None
-            order = o
-    return order
-
-
-def consumer_transposes_order(node: Node) -> list[int] | None:
-    """The common order when every consumer of every output is an unmarked Transpose with the
-    same constant order (OpenVINO's CheckTransposeConsumers), else None.
-
-    (One pass over the consumer tables, as ``graph_consumers`` filters them: the backward
-    sinking passes ask this of every Transpose's producer they visit.)"""
+def _common_consumer_order(node: Node, unmarked: bool) -> list[int] | None:
+    """The common constant order of the consumers of every output of ``node`` when each is a
+    Transpose on its data input (and, with ``unmarked``, carries no NO_SINKING mark), else
+    None. One pass over the consumer tables, as ``graph_consumers`` filters them: TSFuse's
+    pattern and the backward sinking passes ask this of every Transpose they visit."""
     order = None
     for port in node._outs:
         for (_, index), ref in port.cons.items():
@@ -339,10 +320,23 @@ def consumer_transposes_order(node: Node) -> list[int] | None:
                 continue
             o = transpose_order(c)
             if o is None or index != 0 or (order is not None and o != order) \
-                    or NO_SINKING in (c._rt or ()):
+                    or unmarked and NO_SINKING in (c._rt or ()):
                 return None
             order = o
     return order
+
+
+def same_order_transpose_consumers(node: Node) -> list[int] | None:
+    """The common order when every consumer of every output of ``node`` is a Transpose (on its
+    data input) with the same constant order, else None (OpenVINO's
+    HasSameOutputTransposeNodes)."""
+    return _common_consumer_order(node, False)
+
+
+def consumer_transposes_order(node: Node) -> list[int] | None:
+    """The common order when every consumer of every output is an unmarked Transpose with the
+    same constant order (OpenVINO's CheckTransposeConsumers), else None."""
+    return _common_consumer_order(node, True)
 
 
 def insert_transposes_before(main: Node, order: list[int], order_type: Type,
