@@ -32,7 +32,7 @@ import numpy as np
 
 from .common import Source, Stage, ctype, header, memoized, nan_max, offsets, stage_code
 from .gemm import gemm_args, norm_prologue, norm_value
-from .mma import last_to_arrive
+from .mma import arrival_defs, last_to_arrive
 
 DLS = 256          # work-items of a decode attention work-group
 CHUNK = 2 * DLS    # keys scored per pass (their probabilities sit in local memory)
@@ -251,7 +251,7 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
       if (lid < s) red[lid] = {op};
       barrier(CLK_LOCAL_MEM_FENCE);
     }}"""
-    text = header([np.float32] + list(side_dtypes)) + (_split_defs(ptx) if split else "") + \
+    text = header([np.float32] + list(side_dtypes)) + (arrival_defs(ptx) if split else "") + \
         f"""#define DLS {DLS}
 #define CHUNK {CHUNK}
 #define JT {jt}
@@ -310,35 +310,25 @@ void attention_decode({', '.join(args)})
     return Source(text, "attention_decode")
 
 
-def _split_defs(ptx: bool) -> str:
-    """Macros of the key splits' merge: ``SK_FENCE`` (a device-scope fence) and ``DA_LOAD``
-    (a float another work-group stored, read past the L1 on NVIDIA)."""
-    if not ptx:
-        return ("#define SK_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)\n"
-                "#define DA_LOAD(dst, p) dst = *(volatile __global const float*)(p)\n")
-    return ('#define SK_FENCE() asm volatile("fence.acq_rel.gpu;" ::: "memory")\n'
-            '#define DA_LOAD(dst, p) asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(dst) : '
-            '"l"(p))\n')
-
-
 def _merge_splits(w4: int, slices: int, store: str) -> str:
     """C statements ending a key split: it stores its unnormalized output row, running
     maximum and sum in its slot of ``DP`` (``w4`` float4 columns, summed over ``slices``
     groups of items); the last of the row's splits to arrive (counted on the row's word of
     ``da_count``, set back to 0 for the next launch) loads every split's (all in flight, up
     to MAX_SPLITS) and merges them in split order: o = sum_c exp(m_c - m) o_c / sum_c
-    exp(m_c - m) l_c; ``store`` writes ``o``. The arrival is
-    :func:`netpass.runtime.kernels.mma.last_to_arrive`'s. Its local flag leaves the kernel
-    without a phase form, so a persistent step launches it on its own: as a phase it gave
-    wrong rows in multi-layer decoders on PoCL (not in a one-layer step; cause not found)."""
+    exp(m_c - m) l_c; ``store`` writes ``o``. The arrival and the loads past the L1 are the
+    split-K GEMM's (:func:`netpass.runtime.kernels.mma.last_to_arrive`, ``arrival_defs``).
+    Its local flag and helper functions leave the kernel without a phase form, so a
+    persistent step launches it on its own: as a phase it gave wrong rows in multi-layer
+    decoders on PoCL (not in a one-layer step; cause not found)."""
     ps = 4 * w4 + 4
     loads, weights, sums = [], [], []
     for u in range(MAX_SPLITS):
         cells = ", ".join(f"a{u}{c}_ = 0.0f" for c in "xyzw")
-        got = " ".join(f"DA_LOAD(a{u}{c}_, pc_ + {u * ps} + 4 * lid + {i});"
+        got = " ".join(f"a{u}{c}_ = sk_load(pc_ + {u * ps} + 4 * lid + {i});"
                        for i, c in enumerate("xyzw"))
         loads.append(f"float m{u}_ = -INFINITY, l{u}_ = 0.0f, {cells};\n    if ({u} < ns_) "
-                     f"{{ DA_LOAD(m{u}_, pc_ + {u * ps + 4 * w4}); DA_LOAD(l{u}_, pc_ + "
+                     f"{{ m{u}_ = sk_load(pc_ + {u * ps + 4 * w4}); l{u}_ = sk_load(pc_ + "
                      f"{u * ps + 4 * w4 + 1}); {got} }}")
         weights.append(f"gm_ = {nan_max('gm_', f'm{u}_')};")
         sums.append(f"{{ const float w_ = m{u}_ == -INFINITY ? 0.0f : exp(m{u}_ - gm_); "
