@@ -589,6 +589,22 @@ def test_symmetric_pad_export_is_refused():
         to_onnx(Model([opset.pad(x, [1, 1], [1, 1], "symmetric")], [x]))
 
 
+def _source(shape, value):
+    """A Constant of ``value`` where given, else a Parameter of ``shape``: the input of a
+    ``.of`` construction test."""
+    if value is not None:
+        return opset.constant(value.astype(np.float32)).output(0)
+    return opset.parameter(PartialShape(shape), np.float32).output(0)
+
+
+def _assert_same_output(a, b, symbols: bool) -> None:
+    """Two output ports alike: type, shape, partial value, symbols (``symbols``), value."""
+    assert a.et is b.et and a.ps == b.ps and a.pval == b.pval
+    if symbols:
+        assert [d.symbol for d in a.ps] == [d.symbol for d in b.ps]
+    assert (a.val is None and b.val is None) or np.array_equal(a.val, b.val)
+
+
 @pytest.mark.parametrize("shape, value", [
     ([2, 3, 5], None),
     ([Dimension(symbol=Symbol("b")), Dimension(2, 9), 4], None),
@@ -597,18 +613,11 @@ def test_symmetric_pad_export_is_refused():
 ])
 def test_transpose_of_equals_the_generic_construction(shape, value):
     from netpass.ops.movement import Transpose
-    if value is not None:
-        x = opset.constant(value.astype(np.float32)).output(0)
-    else:
-        x = opset.parameter(PartialShape(shape), np.float32).output(0)
+    x = _source(shape, value)
     order = [1, 0] if value is not None else [2, 0, 1]
     order_value = opset.constant(np.array(order, np.int64)).output(0)
     fast, ref = Transpose.of(x, order_value, order), Transpose([x, order_value])
-    a, b = fast._outs[0], ref._outs[0]
-    assert a.et is b.et and a.ps == b.ps and a.pval == b.pval
-    if shape is not None:
-        assert [d.symbol for d in a.ps] == [d.symbol for d in b.ps]
-    assert (a.val is None and b.val is None) or np.array_equal(a.val, b.val)
+    _assert_same_output(fast._outs[0], ref._outs[0], shape is not None)
     assert fast.input_values() == ref.input_values()
     assert {c.node for c in x.consumers()} == {fast, ref}
 
@@ -623,20 +632,14 @@ def test_transpose_of_equals_the_generic_construction(shape, value):
 ])
 def test_variadic_split_of_equals_the_generic_construction(shape, value, axis, lengths):
     from netpass.ops.movement import VariadicSplit
-    if value is not None:
-        x = opset.constant(value.astype(np.float32)).output(0)
-    else:
-        x = opset.parameter(PartialShape(shape), np.float32).output(0)
+    x = _source(shape, value)
     axis_value = opset.constant(np.array(axis, np.int64)).output(0)
     lengths_value = opset.constant(np.array(lengths, np.int64)).output(0)
     fast = VariadicSplit.of(x, axis_value, lengths_value, axis, lengths)
     ref = VariadicSplit([x, axis_value, lengths_value])
     assert len(fast._outs) == len(ref._outs) == len(lengths)
     for a, b in zip(fast._outs, ref._outs):
-        assert a.et is b.et and a.ps == b.ps and a.pval == b.pval
-        if shape is not None:
-            assert [d.symbol for d in a.ps] == [d.symbol for d in b.ps]
-        assert (a.val is None and b.val is None) or np.array_equal(a.val, b.val)
+        _assert_same_output(a, b, shape is not None)
     assert fast.input_values() == ref.input_values()
     assert {c.node for c in x.consumers()} == {fast, ref}
     assert {c.node for c in lengths_value.consumers()} == {fast, ref}
