@@ -127,3 +127,19 @@ def test_key_splits_generate_what_whole_rows_generate(decoders, monkeypatch, per
     np.testing.assert_array_equal(split.tokens, whole.tokens)
     assert max(_rel_l2(a, b) for a, b in zip(split.logits, whole.logits)) <= 1e-5
     assert any("da_count" in key[2] for key in _network(req).kernel_objects)
+
+
+def test_launches_past_the_solo_rounds_go_out_on_their_own(decoders):
+    """A launch of more work than SOLO_ROUNDS rounds of the resident work-groups (on a GPU:
+    an LM head) leaves the persistent kernels; the step generates the same tokens."""
+    dec, model = decoders["gpt2"]
+    prompt = _prompt(dec)
+    cm = _compiled(model, True)
+    req = cm.create_infer_request()
+    want = GreedyDecoder(cm).generate(prompt, NEW_TOKENS, req)
+    net = _network(req)
+    assert net.persistent is not None and req.stats["persistent_launches"] > 0
+    net.persistent.solo_items = 0  # (every launch is past it)
+    launches = req.stats["persistent_launches"]
+    _same(GreedyDecoder(cm).generate(prompt, NEW_TOKENS, req), want)
+    assert req.stats["persistent_launches"] == launches

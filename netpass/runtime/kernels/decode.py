@@ -317,10 +317,7 @@ def _merge_splits(w4: int, slices: int, store: str) -> str:
     ``da_count``, set back to 0 for the next launch) loads every split's (all in flight, up
     to MAX_SPLITS) and merges them in split order: o = sum_c exp(m_c - m) o_c / sum_c
     exp(m_c - m) l_c; ``store`` writes ``o``. The arrival and the loads past the L1 are the
-    split-K GEMM's (:func:`netpass.runtime.kernels.mma.last_to_arrive`, ``arrival_defs``).
-    Its local flag and helper functions leave the kernel without a phase form, so a
-    persistent step launches it on its own: as a phase it gave wrong rows in multi-layer
-    decoders on PoCL (not in a one-layer step; cause not found)."""
+    split-K GEMM's (:func:`netpass.runtime.kernels.mma.last_to_arrive`, ``arrival_defs``)."""
     ps = 4 * w4 + 4
     loads, weights, sums = [], [], []
     for u in range(MAX_SPLITS):

@@ -366,21 +366,21 @@ def arrival_defs(ptx: bool) -> str:
 
 
 def last_to_arrive(flag: str, counter: str, arrivals: str) -> str:
-    """C statements (at the kernel's top level: they declare the ``__local int`` ``flag``)
+    """C statements (at the kernel's top level: they declare the ``__local int[1]`` ``flag``,
+    an array so that a phase form can carve it: kernels.phase)
     after a work-group stored its share of a result: it counts its arrival on ``counter`` (an
     int in global memory), which the last of ``arrivals`` work-groups to arrive sets back to 0
     for the next launch; every other work-group returns, and the last one goes on to read the
     others' shares. The fences (:func:`arrival_defs`) order the shares' stores before the
-    count and the count before the loads."""
+    count and the count before the loads. The last one resets the counter after the flag's
+    barrier: reset where the flag is set, PoCL read the flag back as 0 in a phase function."""
     return f"""SK_FENCE();
   barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
-  __local int {flag};
-  if (tid == 0) {{
-    {flag} = atomic_inc(&{counter}) == {arrivals} - 1;
-    if ({flag}) atomic_xchg(&{counter}, 0);
-  }}
+  __local int {flag}[1];
+  if (tid == 0) {flag}[0] = atomic_inc(&{counter}) == {arrivals} - 1;
   barrier(CLK_LOCAL_MEM_FENCE);
-  if (!{flag}) return;
+  if (!{flag}[0]) return;
+  if (tid == 0) atomic_xchg(&{counter}, 0);
   SK_FENCE();"""
 
 

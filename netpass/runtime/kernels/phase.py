@@ -18,7 +18,8 @@ persistent kernel's local memory. Two modes:
 - ``item``: the kernel uses only its global id (no barrier, no local memory); any 1-D
   launch runs as items spread over the resident work-groups.
 
-A kernel written otherwise (several kernels, helper functions, other work-item functions,
+One-line ``inline`` helper functions ahead of the kernel are renamed with it. A kernel
+written otherwise (several kernels, longer helper functions, other work-item functions,
 local memory declared elsewhere than at the top of its body) has no phase form and is
 launched on its own.
 """
@@ -41,6 +42,7 @@ _LOCAL_DECL = re.compile(r"__local\s+((?:unsigned\s+)?[A-Za-z_]\w*)\s+([^;{}]+);
 _DECLARATOR = re.compile(r"\s*([A-Za-z_]\w*)\s*((?:\[[^\]]+\])+)"
                          r"(?:\s*__attribute__\s*\(\([^)]*\)\))?\s*$")
 _DEFINE = re.compile(r"^\s*#define\s+([A-Za-z_]\w*)", re.M)
+_HELPER = re.compile(r"inline\s+[A-Za-z_]\w*\s+([A-Za-z_]\w*)\s*\(")
 _FUNCTION = re.compile(r"__kernel\s*(?:__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)\s*)?"
                        r"void\s+([A-Za-z_]\w*)\s*\(")
 _REPLACEMENT = {
@@ -57,7 +59,8 @@ class PhaseForm:
     """A kernel as a phase function (module docstring). ``buffers``: its buffer parameters'
     declarations in order; ``writes``: per buffer, whether the kernel may write it (not
     declared ``const``); ``n_ints``: ints of its packed struct; ``mode``: ``"group"`` or
-    ``"item"``; ``local_arrays``: the ``__local`` arrays carved out of the shared block."""
+    ``"item"``; ``local_arrays``: the ``__local`` arrays carved out of the shared block;
+    ``helpers``: the one-line ``inline`` functions of its prelude."""
 
     name: str
     pragmas: tuple[str, ...]
@@ -69,18 +72,23 @@ class PhaseForm:
     body: str
     mode: str
     local_arrays: int
+    helpers: tuple[str, ...] = ()
 
     def render(self, suffix: str) -> str:
-        """The phase function ``<name>_<suffix>`` (its struct type renamed alike), with its
-        macros defined before it and undefined after."""
+        """The phase function ``<name>_<suffix>`` (its struct type and one-line helper
+        functions renamed alike), with its macros defined before it and undefined after."""
         struct = f"Args_{self.name}"
         prelude = self.prelude.replace(struct, f"{struct}_{suffix}")
+        body = self.body
+        for h in self.helpers:
+            rename = re.compile(rf"\b{h}\b")
+            prelude, body = rename.sub(f"{h}_{suffix}", prelude), rename.sub(f"{h}_{suffix}", body)
         params = list(self.buffers)
         if self.n_ints:
             params.append(f"const {struct}_{suffix} kargs")
         params.append(PHASE_PARAMS)
         undefs = "".join(f"#undef {d}\n" for d in self.defines)
-        return (f"{prelude}\nvoid {self.name}_{suffix}({', '.join(params)})\n{{{self.body}}}\n"
+        return (f"{prelude}\nvoid {self.name}_{suffix}({', '.join(params)})\n{{{body}}}\n"
                 f"{undefs}")
 
 
@@ -141,14 +149,19 @@ def _phase_of_text(text: str, name: str) -> PhaseForm | None:
     if text[body_end:].strip() or text[params_end:brace].strip():
         return None
     prelude_lines, pragmas = [], []
+    helpers = []
     for line in text[:head.start()].splitlines():
         s = line.strip()
         if s.startswith("#pragma"):
             pragmas.append(s)
         elif s.startswith(("#define", "typedef struct")) or not s:
             prelude_lines.append(line)
+        elif (m := _HELPER.match(s)) is not None and s.endswith("}") and \
+                not _WORK_ITEM.search(s):
+            helpers.append(m.group(1))
+            prelude_lines.append(line)
         else:
-            return None  # (a helper function or another declaration)
+            return None  # (a multi-line helper function or another declaration)
     params = [p.strip() for p in text[head.end():params_end - 1].split(",")]
     buffers = [p for p in params if "*" in p]
     ints = [p for p in params if "*" not in p]
@@ -171,7 +184,7 @@ def _phase_of_text(text: str, name: str) -> PhaseForm | None:
     writes = tuple(not re.search(r"\bconst\b", p.split("*")[0]) for p in buffers)
     defines = tuple(_DEFINE.findall("\n".join(prelude_lines)))
     return PhaseForm(name, tuple(pragmas), "\n".join(prelude_lines), defines, tuple(buffers),
-                     writes, n_ints, body, mode, n_local)
+                     writes, n_ints, body, mode, n_local, tuple(helpers))
 
 
 def phase_of(source: Source) -> PhaseForm | None:

@@ -224,8 +224,7 @@ def test_key_splits_of_fully_masked_rows_give_zeros_with_the_guard(rng, key_spli
 
 def test_key_splits_append_decode_steps_into_a_regrown_cache(rng, key_splits):
     """Each new row appended by the run that holds it, over steps of 1 and 3 rows and the
-    variables' buffers regrown; a persistent step launches the kernel on its own (no phase
-    form: kernels.decode._merge_splits)."""
+    variables' buffers regrown; the kernel has a phase form (a persistent step's phase)."""
     from netpass.runtime.kernels import decode
     from netpass.runtime.kernels.phase import phase_of
     model = _cache_layer()
@@ -241,7 +240,7 @@ def test_key_splits_append_decode_steps_into_a_regrown_cache(rng, key_splits):
     for state in req.query_state():
         np.testing.assert_allclose(state.state, ref_vars[state.name], rtol=1e-4, atol=1e-5)
     assert _ran_splits(req) and req.stats["state_allocations"] > 2
-    assert phase_of(decode.attention_decode([], [], 0, 12, 12, False, True, True)) is None
+    assert phase_of(decode.attention_decode([], [], 0, 12, 12, False, True, True)) is not None
 
 
 def test_an_attention_left_to_the_per_primitive_path_reads_current_views(rng, monkeypatch):

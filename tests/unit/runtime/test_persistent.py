@@ -93,3 +93,20 @@ def test_nvidia_fences_through_ptx():
     src = persistent([_call(g, (0, 1, 2), 0, False), _call(g, (2, 1, 3), 18, True)], 4, 8192,
                      ptx=True)
     assert 'asm volatile("fence.acq_rel.gpu;"' in src.text
+
+
+def test_one_line_inline_helpers_are_renamed_with_their_phase():
+    """The decode attention's key splits read the partials through ``sk_load`` helpers: two
+    such forms in one persistent kernel each keep their own, so the program compiles."""
+    from netpass.runtime.device import Engine, select_device
+    from netpass.testing import RUNTIME_DEVICE
+    split = [attention_decode([], [], 0, d, d, False, True, True) for d in (12, 16)]
+    forms = [phase_of(s) for s in split]
+    assert all(f is not None and f.helpers == ("sk_load4", "sk_load") for f in forms)
+    text = forms[0].render("s7")
+    assert "sk_load_s7(" in text and "sk_load(" not in text and "sk_load4_s7(" in text
+    calls = [PhaseCall(f, f"s{i}", (PL, 1, 1), tuple(range(9 * i, 9 * i + 9)), 50 * i, i > 0)
+             for i, f in enumerate(forms)]
+    eng = Engine.get(select_device(RUNTIME_DEVICE))
+    src = persistent(calls, 18, 16384, ptx=eng.mma == "ptx")
+    assert eng.build(src.text) is not None
