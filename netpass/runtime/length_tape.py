@@ -152,17 +152,23 @@ class Tape:
     @staticmethod
     def _group_item(members: list) -> list:
         kernels = [m for m in members if m[0] == FIXED]
-        clears = [(m[1].host_valid, [False] * len(m[1].host_valid)) for m in kernels]
+        # (the views too: a host op of the per-primitive path may have read one last step)
+        clears = [(m[1].host_valid, [False] * len(m[1].host_valid)) for m in members]
         return [GROUP, members[0][1], members, None, -1, clears, len(kernels)]
 
     @staticmethod
     def _view_item(net: Network, item: list, t: int) -> None:
         """A fixed view: its entry replayed where its source's tensor changed or left the
         device (or the per-primitive path gave it other shapes)."""
+        inst = item[1]
         if not Tape._view_holds(item):
-            inst, e, src = item[1], item[2], item[4]
+            e, src = item[2], item[4]
             view_step(net, inst, e, t)
             item[3] = src.outputs[e.k]
+        else:  # (its source wrote this step's values: a host copy read last step is stale)
+            hv = inst.host_valid
+            for i in range(len(hv)):
+                hv[i] = False
 
     @staticmethod
     def _view_holds(item: list) -> bool:
