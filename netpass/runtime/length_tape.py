@@ -78,7 +78,7 @@ def _init_only(net: Network) -> set[int]:
 class Tape:
     """One request's record of one family's replay (module docstring)."""
 
-    __slots__ = ("family", "items", "counts", "general", "device", "work_fns")
+    __slots__ = ("family", "items", "counts", "general", "device", "work_fns", "views")
 
     def __init__(self, net: Network, family: LengthFamily) -> None:
         self.family = family
@@ -90,6 +90,7 @@ class Tape:
         self.device.update(n.index for n in net.program.nodes
                            if n.is_parameter or n.is_constant)
         self.device.update(i.node.index for i in net.insts if i.state_role is not None)
+        self.views = {e.index: e for e in entries if type(e) in (ViewEntry, LinView)}
         self.items: list = []
         for e in entries:
             if e.index in skip:
@@ -152,17 +153,23 @@ class Tape:
     @staticmethod
     def _group_item(members: list) -> list:
         kernels = [m for m in members if m[0] == FIXED]
-        clears = [(m[1].host_valid, [False] * len(m[1].host_valid)) for m in kernels]
+        # (the views too: a host op of the per-primitive path may have read one last step)
+        clears = [(m[1].host_valid, [False] * len(m[1].host_valid)) for m in members]
         return [GROUP, members[0][1], members, None, -1, clears, len(kernels)]
 
     @staticmethod
     def _view_item(net: Network, item: list, t: int) -> None:
         """A fixed view: its entry replayed where its source's tensor changed or left the
         device (or the per-primitive path gave it other shapes)."""
+        inst = item[1]
         if not Tape._view_holds(item):
-            inst, e, src = item[1], item[2], item[4]
+            e, src = item[2], item[4]
             view_step(net, inst, e, t)
             item[3] = src.outputs[e.k]
+        else:  # (its source wrote this step's values: a host copy read last step is stale)
+            hv = inst.host_valid
+            for i in range(len(hv)):
+                hv[i] = False
 
     @staticmethod
     def _view_holds(item: list) -> bool:
@@ -257,7 +264,21 @@ class Tape:
             dv[i] = True
             hv[i] = False
 
-    def _fast(self, net: Network, inst: Any, e: LinKernel, launches: list) -> tuple | None:
+    def _offset_slope(self, index: int, k: int) -> int:
+        """How far the offset of output ``k`` of node ``index`` moves per unit of ``t``: the
+        moving views under it (a slice of a table's last ``t`` columns: ALiBi's bias), 0 for
+        a tensor in its own buffer."""
+        slope = 0
+        e = self.views.get(index)
+        while e is not None:
+            if type(e) is LinView:
+                slope += e.views.at(1)[k][0] - e.views.at(0)[k][0]
+            k = e.k
+            e = self.views.get(e.src)
+        return slope
+
+    def _fast(self, net: Network, inst: Any, e: LinKernel, launches: list,
+              t: int) -> tuple | None:
         """After a moving kernel's step: its arguments as ``base + slope * t`` with its
         sources' offsets folded in, valid while no buffer of the request changes and its
         outputs fit their buffers (up to ``tmax``): (the request's mem_epoch, tmax, per
@@ -288,8 +309,8 @@ class Tape:
             else:
                 base, slope = list(iform.base), list(iform.slope)
             for _, i, src, k, ob, os in slots:
-                tensor = src.outputs[k]
-                base[i], slope[i] = tensor.offset + ob, os
+                moves = self._offset_slope(src.node.index, k)
+                base[i], slope[i] = src.outputs[k].offset + ob - moves * t, os + moves
             buf = np.array(base, np.int32)
             moving = tuple((i, b, sl) for i, (b, sl) in enumerate(zip(base, slope)) if sl)
             view = (ctypes.c_int32 * len(base)).from_address(buf.ctypes.data)  # (buf kept below)
@@ -513,7 +534,7 @@ class Tape:
                         hv[i] = False
                 elif item[3] is not None:
                     self._moving_step(net, inst, e, item[3], t)
-                    item[4] = self._fast(net, inst, e, item[3])
+                    item[4] = self._fast(net, inst, e, item[3], t)
                 else:
                     kernel_step(net, inst, e, t, counts)
                 count += 1

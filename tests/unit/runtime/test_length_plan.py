@@ -290,3 +290,60 @@ def test_decoding_resumes_its_tape_after_steps_of_other_lengths(rng):
             np.testing.assert_array_equal(a[name], b[name])
     for key in ("kernels_enqueued", "primitives", "skipped", "state_appends", "infers"):
         assert req.stats[key] == plain.stats[key], key
+
+
+def test_a_host_op_reads_a_fixed_view_of_this_steps_kernel(rng):
+    """A host-run op (GatherND: no kernel) reads a reshape, a view of a kernel's output that
+    does not move with the length, every step: the tape launches the kernel again but leaves
+    the view as it stands, so the host copy the previous step read must not be taken again
+    (Falcon's dynamo export picks the query, key and value heads so)."""
+    d = 8
+    x = opset.parameter([1, "seq", d], np.float32, name="x")
+    mask = opset.parameter([1, "total"], np.int64, name="mask")
+    past = opset.read_value("cache", np.float32, PartialShape([1, -1, d]))
+    keys = opset.concat([past, x], 1)
+    scores = opset.matmul(x, keys, False, True)
+    heads = opset.reshape(opset.relu(x), _i64([1, -1, 2, d // 2]), False)
+    picked = opset.gather_nd(heads, _i64([[0]]))  # [seq, 2, d / 2]
+    model = Model([opset.result(scores, name="s"),
+                   opset.result(opset.multiply(picked, np.float32(2.0)), name="y")],
+                  [x, mask], "host_reads_a_view", sinks=[opset.assign(keys, "cache")])
+    lengths = [4] + [1] * 12
+    _, _, want = _steps(model, lengths, rng, {"STEP_PLANS": False})
+    _, req, got = _steps(model, lengths, rng, {"DEBUG_CHECKS": False})
+    assert req.stats["length_replays"] > 5
+    for step, (a, b) in enumerate(zip(got, want)):
+        np.testing.assert_array_equal(a["y"], b["y"], err_msg=f"step {step}")
+
+
+def test_a_moving_kernel_reads_a_table_sliced_to_the_grown_length(rng):
+    """An attention whose scores take a per-head bias table's last ``total`` columns (MPT's
+    ALiBi bias: a strided view of a constant, whose offset moves back a column per step):
+    the attention's fast arguments fold the view's moving offset in, and every step equals
+    the plain path's."""
+    h, d, width = 4, 16, 256
+    x = opset.parameter([1, "seq", h * d], np.float32, name="x")
+    mask = opset.parameter([1, "total"], np.int64, name="mask")
+    new = opset.transpose(opset.reshape(x, _i64([0, 0, h, d]), True), _i64([0, 2, 1, 3]))
+    past = opset.read_value("cache", np.float32, PartialShape([1, h, -1, d]))
+    keys = opset.concat([past, new], 2)
+    total = opset.gather(opset.shape_of(keys), _i64([2]), _i64(0))
+    table = rng.standard_normal((h, 1, width)).astype(np.float32)
+    bias = opset.slice(table, opset.subtract(_i64([width]), total), _i64([width]), _i64([1]),
+                       _i64([2]))  # [h, 1, total]
+    scores = opset.add(opset.multiply(opset.matmul(new, keys, False, True),
+                                      np.float32(d ** -0.5)), bias)
+    values = opset.concat([opset.read_value("values", np.float32, PartialShape([1, h, -1, d])),
+                           opset.relu(new)], 2)
+    y = opset.matmul(opset.softmax(scores, -1), values, False, False)
+    model = Model([opset.result(y, name="y")], [x, mask], "sliced_bias",
+                  sinks=[opset.assign(keys, "cache"), opset.assign(values, "values")])
+    lengths = [4] + [1] * 20
+    _, _, want = _steps(model, lengths, rng, {"STEP_PLANS": False}, d=h * d)
+    cm, req, got = _steps(model, lengths, rng, {"DEBUG_CHECKS": False}, d=h * d)
+    assert req.stats["length_replays"] > 10
+    (family,) = cm.length_plans.families.values()
+    moving = {(type(e).__name__, cm.program.nodes[e.index].kind) for e in family.entries}
+    assert {("LinKernel", "FusedAttention"), ("LinView", "Slice")} <= moving
+    for step, (a, b) in enumerate(zip(got, want)):
+        np.testing.assert_array_equal(a["y"], b["y"], err_msg=f"step {step}")
