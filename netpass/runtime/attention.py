@@ -24,6 +24,10 @@ constant (DeBERTa divides k by ``sqrt`` of its size) becomes the first score op.
 nodes whose shapes a ShapeOf reads (torch's exporter computes view targets from them) stay
 in the program but never run.
 
+The ONNX Attention op (torch's dynamo exporter from opset 23) becomes such a node too where
+the kernels compute it (4-D, no cache, causal mask, window or soft cap: :func:`_onnx_attention`),
+so that it runs on every device; the others keep the op (its flash kernel on tensor cores).
+
 The kernel (:func:`netpass.runtime.kernels.attention`, the FusedAttention row of the op table:
 :mod:`netpass.runtime.kinds.attention`) gives each work-group one query row of one batch: the
 row's scores for a block of keys at a time (one key per work-item, the score ops applied with
@@ -39,8 +43,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.boundary import Constant
+from ..core.node import Node
 from ..core.shape import PartialShape
-from ..ops.elementwise import Divide, IsNaN, Multiply, Select
+from ..ops.attention import Attention
+from ..ops.elementwise import Add, Divide, IsNaN, Multiply, Select
 from ..ops.matmul import MatMul
 from ..ops.movement import Broadcast, Reshape, Transpose, Unsqueeze
 from ..ops.normalization import Softmax
@@ -318,6 +325,73 @@ def _kept_for_shapes(absorbed: list, last, users: dict) -> list:
     return list(kept.values())
 
 
+def _onnx_attention(a, users: dict) -> list | None:
+    """The nodes that stand for ONNX Attention ``a`` (constants, then a FusedAttention node),
+    when it is one the fused kernels compute: 4-D float32 q, k, v (grouped-query heads
+    static), a float or boolean mask, no cache, causal mask, window or soft cap, only Y read.
+    The node holds its decomposition (``q * scale @ k^T``, the mask added or selected,
+    softmax, NaN rows as 0, ``@ v``) for the kernels and ``a`` for its shape and host
+    reference (``AttentionDesc.source``: ONNX pads a mask shorter than the keys)."""
+    at = a.attrs
+    sp = at.get("softmax_precision")
+    if at.get("has_past") or at.get("has_nonpad_kv_seqlen") or at.get("is_causal") \
+            or float(at.get("softcap") or 0.0) > 0 or at.get("left_window_size", -1) != -1 \
+            or at.get("right_window_size", -1) != -1 or int(at.get("qk_matmul_output_mode", 0)) \
+            or (sp is not None and np.dtype(getattr(sp, "dtype", sp)) != F32) \
+            or any(u.inputs[j][1] != 0 for u, j in users.get(id(a), ())) \
+            or any(s.out_dtypes[k] != F32 for s, k in a.inputs[:3]) or a.out_dtypes[0] != F32:
+        return None
+    q_ps, k_ps, v_ps = (s.out_pshapes[k] for s, k in a.inputs[:3])
+    if any(not ps.rank_is_static or len(ps) != 4 for ps in (q_ps, k_ps, v_ps)):
+        return None
+    # (heads left dynamic: no group; the kernels then take only as many key heads as query
+    # heads, or one, and the host runs the rest)
+    heads, kv_heads = _static_dim(q_ps, 1), _static_dim(k_ps, 1)
+    group = heads // kv_heads if heads and kv_heads and heads % kv_heads == 0 else 1
+    scale = float(at.get("scale") or 0.0) or (
+        1.0 / np.sqrt(q_ps[3].min) if q_ps[3].min == q_ps[3].max else 0.0)
+    if not scale or q_ps[3].min > MAX_HEAD or v_ps[3].min > MAX_HEAD:
+        return None
+    mask = a.inputs[3] if at.get("has_attn_mask") else None
+    if mask is not None and (mask[0].out_dtypes[mask[1]] not in (F32, np.dtype(np.bool_))
+                             or not mask[0].out_pshapes[mask[1]].rank_is_static
+                             or len(mask[0].out_pshapes[mask[1]]) > 4):
+        return None
+
+    def node(what: str, kind: type[Node], attrs: dict, inputs: list, dtype=F32) -> ProgramNode:
+        return ProgramNode(f"{a.id}/{what}", kind.type_name, attrs, inputs, out_dtypes=[dtype])
+
+    def const(what: str, value: float) -> ProgramNode:
+        return ProgramNode(f"{a.id}/{what}", Constant.type_name, value=np.asarray(value, F32))
+
+    q, k, v = a.inputs[:3]
+    consts = [const("scale", scale), const("zero", 0.0)]
+    mul = node("scale", Multiply, {}, [q, (consts[0], 0)])
+    m1 = node("qk", MatMul, {"transpose_a": False, "transpose_b": True}, [(mul, 0), k])
+    chain, sides, cur = [], [], m1
+    if mask is not None:
+        if mask[0].out_dtypes[mask[1]] == F32:
+            cur = node("mask", Add, {}, [(m1, 0), mask])
+            chain.append(FusedDesc(cur.row, {}, (0, None), [mask], [F32, F32], F32, cur))
+        else:
+            consts.append(const("masked", -np.inf))
+            cur = node("mask", Select, {}, [mask, (m1, 0), (consts[-1], 0)])
+            others = [mask, (consts[-1], 0)]
+            chain.append(FusedDesc(cur.row, {}, (None, 0, None), others,
+                                   [np.dtype(np.bool_), F32, F32], F32, cur))
+        sides = chain[0].others
+    sm = node("softmax", Softmax, {"axis": -1}, [(cur, 0)])
+    isn = node("isnan", IsNaN, {}, [(sm, 0)], np.dtype(np.bool_))
+    sel = node("guard", Select, {}, [(isn, 0), (consts[1], 0), (sm, 0)])
+    m2 = node("pv", MatMul, {"transpose_a": False, "transpose_b": False}, [(sel, 0), v])
+    desc = AttentionDesc(m1, sm, m2, chain, None, (isn, sel), ((0, mul, scale),), group,
+                         source=a)
+    fused = ProgramNode(a.id, FusedAttention.type_name, {}, [q, k, v] + sides,
+                        out_dtypes=a.out_dtypes[:1], out_pshapes=a.out_pshapes[:1], name=a.name)
+    fused.subgraph = desc
+    return [c for c in consts if any(s is c for s, _ in fused.inputs)] + [fused]
+
+
 def fuse_attention(nodes: list) -> list:
     """``nodes`` (topological) with every attention chain replaced by one FusedAttention node
     at the position of its last absorbed node; users of that node read the new one."""
@@ -326,6 +400,11 @@ def fuse_attention(nodes: list) -> list:
     dropped: set[int] = set()
     for sm in nodes:
         if id(sm) in dropped:
+            continue
+        if sm.is_a(Attention):
+            lowered = _onnx_attention(sm, users)
+            if lowered is not None:
+                replace[id(sm)] = lowered
             continue
         found = _match(sm, users)
         if found is None:

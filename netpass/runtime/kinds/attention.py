@@ -5,8 +5,9 @@ per query row: a block of keys per pass, score ops with their side inputs, onlin
 value rows accumulated per column; q, k, v, masks and the output through strides). A shape the
 kernel cannot take (a side input that broadcasts the scores' rows or keys) runs the absorbed
 nodes' own references on the host. From 16 query rows, on devices with tensor cores, the
-flash kernel (``kernels.flash``) runs it instead; the same kernel runs the ONNX ``Attention``
-op (``netpass/ops/attention``), which has no other kernel."""
+flash kernel (``kernels.flash``) runs it instead. An ONNX ``Attention`` op
+(``netpass/ops/attention``) the fusion decomposes (4-D, no cache, causal mask or soft cap) is
+such a primitive; the flash kernel runs the others where it can."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -67,7 +68,7 @@ class AttentionDesc:
 
     def __init__(self, m1, softmax, m2, chain: list[FusedDesc], out_perm: tuple | None,
                  nan_guard: tuple | None = None, prescaled: tuple = (), group: int = 1,
-                 views: tuple = (), probs_view=None) -> None:
+                 views: tuple = (), probs_view=None, source=None) -> None:
         self.m1, self.softmax, self.m2 = m1, softmax, m2
         self.chain = chain
         self.out_perm = out_perm
@@ -87,6 +88,9 @@ class AttentionDesc:
         # inputs after the score ops' side inputs: the new keys and values a decode step
         # appends to the cache that k and v read (kv_append), 0 or 2
         self.appends = 0
+        # the ONNX Attention node this decomposes (fuse_attention): its shape rule and
+        # reference are the node's (it pads a mask shorter than the keys)
+        self.source = source
 
     def key(self) -> tuple:
         views = tuple((i, bool(r.attrs.get("special_zero"))) for i, r in self.views)
@@ -159,6 +163,8 @@ class AttentionDesc:
 
     def infer_shapes(self, shapes: Sequence[tuple],
                      values: Mapping[int, np.ndarray]) -> list[tuple]:
+        if self.source is not None:  # (4-D: [batch, q heads, q rows, v width])
+            return [tuple(shapes[0][:-1]) + (shapes[2][-1],)]
         walked = self.walk(shapes, values, strict=False)
         out = matmul_shape(self.m2.attrs, [walked[2], self.logical(shapes)[2]], {}) \
             if walked is not None else None
@@ -170,6 +176,8 @@ class AttentionDesc:
 
     def evaluate(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         """The absorbed nodes' own references, in turn (host fallback, REFERENCE device)."""
+        if self.source is not None:
+            return infer_host(self.source, list(arrays[:len(self.source.inputs)]))[:1]
         arrays = list(arrays)
         if self.group > 1:
             for j in (1, 2):
