@@ -85,7 +85,10 @@ class ZooSpec:
 
     ``build`` returns a ``torch.nn.Module`` whose ``forward`` takes the inputs in order and
     returns a tuple of tensors, one per ``outputs`` name; ``output_axes`` names the dynamic
-    dims of each output (for the TorchScript exporter's ``dynamic_axes``)."""
+    dims of each output (for the TorchScript exporter's ``dynamic_axes``); ``attention`` counts
+    the attention blocks the model computes (layers times attentions per layer: a decoder layer
+    of an encoder-decoder has a self and a cross attention), each of which the runtime should
+    fuse into one primitive."""
 
     name: str
     family: str                      # encoder, decoder, encoder-decoder, speech, vision
@@ -95,6 +98,7 @@ class ZooSpec:
     axes: tuple[Axis, ...]
     output_axes: Mapping[str, Mapping[int, str]] = field(default_factory=dict)
     note: str = ""
+    attention: int = 0
 
     @property
     def domain(self) -> Domain:
@@ -338,30 +342,32 @@ SPECS: dict[str, ZooSpec] = {s.name: s for s in [
     ZooSpec("bert", "encoder", _bert,
             (_ids(), _mask(), _ids("token_type_ids", high=2)),
             ("last_hidden_state", "pooler_output"), (BATCH, SEQ),
-            {"last_hidden_state": {0: "batch", 1: "seq"}, "pooler_output": {0: "batch"}}),
+            {"last_hidden_state": {0: "batch", 1: "seq"}, "pooler_output": {0: "batch"}},
+            attention=2),
     ZooSpec("roberta", "encoder",
             _text_encoder("RobertaModel", "RobertaConfig",
                           **TEXT | {"max_position_embeddings": 72}),
             (_ids(), _mask()), ("last_hidden_state",), (BATCH, SEQ),
             {"last_hidden_state": {0: "batch", 1: "seq"}},
-            note="position ids from a cumulative sum over non-padding tokens"),
+            note="position ids from a cumulative sum over non-padding tokens", attention=2),
     ZooSpec("distilbert", "encoder",
             _text_encoder("DistilBertModel", "DistilBertConfig", vocab_size=VOCAB, dim=32,
                           n_layers=2, n_heads=4, hidden_dim=64, max_position_embeddings=64,
                           initializer_range=0.2),
             (_ids(), _mask()), ("last_hidden_state",), (BATCH, SEQ),
-            {"last_hidden_state": {0: "batch", 1: "seq"}}),
+            {"last_hidden_state": {0: "batch", 1: "seq"}}, attention=2),
     ZooSpec("gpt2", "decoder", _causal_lm("GPT2Config", "GPT2LMHeadModel", **GPT2),
-            (_ids(), _mask()), ("logits",), (BATCH, SEQ), {"logits": {0: "batch", 1: "seq"}}),
+            (_ids(), _mask()), ("logits",), (BATCH, SEQ), {"logits": {0: "batch", 1: "seq"}},
+            attention=2),
     ZooSpec("gpt2_past", "decoder", _with_past("GPT2Config", "GPT2LMHeadModel", **GPT2),
             *GPT2_PAST[:2], PAST_AXES, GPT2_PAST[2],
-            note="past keys/values in, present keys/values out"),
+            note="past keys/values in, present keys/values out", attention=2),
     ZooSpec("llama", "decoder", _causal_lm("LlamaConfig", "LlamaForCausalLM", **LLAMA),
             (_ids(), _mask()), ("logits",), (BATCH, SEQ), {"logits": {0: "batch", 1: "seq"}},
-            note="rotary embeddings, RMSNorm, grouped-query attention, SiLU MLP"),
+            note="rotary embeddings, RMSNorm, grouped-query attention, SiLU MLP", attention=2),
     ZooSpec("llama_past", "decoder", _with_past("LlamaConfig", "LlamaForCausalLM", **LLAMA),
             *LLAMA_PAST[:2], PAST_AXES, LLAMA_PAST[2],
-            note="rotary positions offset by the past length"),
+            note="rotary positions offset by the past length", attention=2),
     ZooSpec("t5", "encoder-decoder",
             _seq2seq("T5Config", "T5ForConditionalGeneration", vocab_size=VOCAB, d_model=32,
                      d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2, num_heads=4,
@@ -369,27 +375,29 @@ SPECS: dict[str, ZooSpec] = {s.name: s for s in [
                      decoder_start_token_id=0, initializer_factor=2.0),
             (_ids(), _mask(), _ids("decoder_input_ids", "target")), ("logits",),
             (BATCH, SEQ, Axis("target", 1, 12, 4)), {"logits": {0: "batch", 1: "target"}},
-            note="relative position buckets (Log, Min, Where on positions)"),
+            note="relative position buckets (Log, Min, Where on positions)", attention=6),
     ZooSpec("bart", "encoder-decoder",
             _seq2seq("BartConfig", "BartForConditionalGeneration", vocab_size=VOCAB, d_model=32,
                      encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
                      decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
                      max_position_embeddings=64, init_std=0.2),
             (_ids(), _mask(), _ids("decoder_input_ids", "target")), ("logits",),
-            (BATCH, SEQ, Axis("target", 1, 12, 4)), {"logits": {0: "batch", 1: "target"}}),
+            (BATCH, SEQ, Axis("target", 1, 12, 4)), {"logits": {0: "batch", 1: "target"}},
+            attention=6),
     ZooSpec("wav2vec2", "speech", _wav2vec2,
             (InputSpec("input_values", ("batch", "samples")),), ("last_hidden_state",),
             (BATCH, Axis("samples", 20, 400, 160)),
             {"last_hidden_state": {0: "batch", 1: "frames"}},
-            note="strided conv feature encoder with GroupNorm, grouped positional conv"),
+            note="strided conv feature encoder with GroupNorm, grouped positional conv",
+            attention=2),
     ZooSpec("whisper_encoder", "speech", _whisper_encoder,
             (InputSpec("input_features", ("batch", WHISPER_MELS, WHISPER_FRAMES)),),
             ("last_hidden_state",), (BATCH,), {"last_hidden_state": {0: "batch"}},
-            note="frames fixed: Whisper's encoder adds a full-length position table"),
+            note="frames fixed: Whisper's encoder adds a full-length position table", attention=2),
     ZooSpec("vit", "vision", _vit, (PIXELS,), ("last_hidden_state", "pooler_output"),
             (BATCH, Axis("height", 4, 32, 16), Axis("width", 4, 32, 12)),
             {"last_hidden_state": {0: "batch", 1: "patches"}, "pooler_output": {0: "batch"}},
-            note="position table interpolated (bicubic Resize) to the patch grid"),
+            note="position table interpolated (bicubic Resize) to the patch grid", attention=2),
     ZooSpec("resnet", "vision",
             _vision("ResNetModel", "ResNetConfig", embedding_size=8, hidden_sizes=[8, 16],
                     depths=[1, 1], layer_type="basic"),
@@ -417,7 +425,7 @@ SPECS: dict[str, ZooSpec] = {s.name: s for s in [
             note="windows padded to the window size, shifted windows with masks; both "
                  "exporters trace patch merging's pad-if-odd branch as not taken, so sizes "
                  "are multiples of 4, and from 16 (torch itself fails below: a last stage "
-                 "smaller than its window)"),
+                 "smaller than its window)", attention=2),
 ]}
 
 
@@ -460,6 +468,7 @@ def export(spec: ZooSpec, exporter: str, out_dir: Path) -> Path:
 def describe(spec: ZooSpec) -> dict:
     """What the manifest says of ``spec``: family, inputs and the axis ranges."""
     return {"family": spec.family, "note": spec.note, "outputs": list(spec.outputs),
+            "attention": spec.attention,
             "inputs": {i.name: {"dims": list(i.dims), "kind": i.kind} for i in spec.inputs},
             "axes": {a.name: {"lo": a.lo, "hi": a.hi, "step": a.step, "export": a.export}
                      for a in spec.axes}}

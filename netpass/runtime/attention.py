@@ -16,6 +16,18 @@ Reshape``): a copy of the whole key/value cache per layer and decode step, ``gro
 size. The fused node reads the heads where they are instead (``AttentionDesc.group``; the
 kernels read key head ``b1 / group`` for query head ``b1``).
 
+Exports that multiply per-head matrices (Bloom, DeBERTa, bmm-style attention) reshape the
+scores from ``[b * h, m, n]`` to ``[b, h, m, n]`` for the mask and the probabilities back
+before ``@ v``: batch views in the chain, whose target shapes the node reads on the host and
+whose regrouping the kernels fold into the strides. A scalar factor of q or k that is not a
+constant (DeBERTa divides k by ``sqrt`` of its size) becomes the first score op. Absorbed
+nodes whose shapes a ShapeOf reads (torch's exporter computes view targets from them) stay
+in the program but never run.
+
+The ONNX Attention op (torch's dynamo exporter from opset 23) becomes such a node too where
+the kernels compute it (4-D, no cache, causal mask, window or soft cap: :func:`_onnx_attention`),
+so that it runs on every device; the others keep the op (its flash kernel on tensor cores).
+
 The kernel (:func:`netpass.runtime.kernels.attention`, the FusedAttention row of the op table:
 :mod:`netpass.runtime.kinds.attention`) gives each work-group one query row of one batch: the
 row's scores for a block of keys at a time (one key per work-item, the score ops applied with
@@ -31,11 +43,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.boundary import Constant
+from ..core.node import Node
 from ..core.shape import PartialShape
-from ..ops.elementwise import IsNaN, Multiply, Select
+from ..ops.attention import Attention
+from ..ops.elementwise import Add, Divide, IsNaN, Multiply, Select
 from ..ops.matmul import MatMul
 from ..ops.movement import Broadcast, Reshape, Transpose, Unsqueeze
 from ..ops.normalization import Softmax
+from ..ops.shape_ops import ShapeOf
 from .impls import FusedDesc, chained
 from .kinds.attention import MAX_HEAD, AttentionDesc, FusedAttention
 from .program_node import ProgramNode, node_users, splice, standing_for
@@ -58,15 +74,35 @@ def _side_ok(src, k: int, scores_ps) -> bool:
     return ps.rank_is_static and len(ps) <= len(scores_ps)
 
 
+def _data_users(node, users: dict) -> list:
+    """The readers of ``node``'s data (a ShapeOf reads only its shape: :func:`_kept_for_shapes`)."""
+    return [(u, j) for u, j in users.get(id(node), ()) if not u.is_a(ShapeOf)]
+
+
+def _batch_view(node) -> bool:
+    """Whether ``node`` is a Reshape of float32 scores or probabilities that may regroup only
+    their batch dims (``[b * h, m, n]`` to ``[b, h, m, n]`` and back: Bloom, DeBERTa, exports
+    that multiply per-head matrices with bmm). The kernels check per shape that it keeps the
+    last two dims (``AttentionDesc.views``); where it does not, the host runs the node."""
+    if not node.is_a(Reshape) or node.is_output or node.out_dtypes[0] != F32:
+        return False
+    ins, out = node.inputs[0][0].out_pshapes[node.inputs[0][1]], node.out_pshapes[0]
+    return ins.rank_is_static and out.rank_is_static and min(len(ins), len(out)) >= 2
+
+
 def _score_source(src, users: dict, depth: int = 0):
-    """The MatMul whose scores ``src`` carries, following single-user score ops back, else
-    None."""
-    if src.is_constant or src.num_outputs != 1 or len(users.get(id(src), ())) != 1 \
+    """The MatMul whose scores ``src`` carries, following single-reader score ops (and batch
+    views) back, else None."""
+    if src.is_constant or src.num_outputs != 1 or len(_data_users(src, users)) != 1 \
             or src.out_dtypes[0] != F32 or depth > 16:
         return None
     if src.is_a(MatMul):
         return src
-    if not src.row.fusable or src.is_output:
+    if src.is_output:
+        return None
+    if _batch_view(src):
+        return _score_source(src.inputs[0][0], users, depth + 1)
+    if not src.row.fusable:
         return None
     for s, _ in src.inputs:
         found = _score_source(s, users, depth + 1)
@@ -85,59 +121,77 @@ def _chain_input(node, users: dict) -> int | None:
 
 
 def _match(sm, users: dict):
-    """(m1, chain nodes, m2, transpose or None) when ``sm`` closes an attention, else None."""
+    """(m1, chain, m2, transpose or None, NaN guard or None, probabilities' batch view or
+    None) when ``sm`` closes an attention, else None. The chain holds (score op, the input
+    that carries the scores) and (batch view, 0), m1's side first."""
     if not sm.is_a(Softmax) or sm.num_outputs != 1 or sm.out_dtypes[0] != F32 or sm.is_output:
         return None
     ps = sm.out_pshapes[0]
     if not ps.rank_is_static or len(ps) < 2 \
             or int(sm.attrs.get("axis", 1)) % len(ps) != len(ps) - 1:
         return None
-    su = users.get(id(sm), [])
+    su = _data_users(sm, users)
     guard = _nan_guard(sm, su, users)
     if guard is not None:
-        su = users.get(id(guard[1]), [])
+        su = _data_users(guard[1], users)
     if len(su) != 1:
         return None
     m2, j = su[0]
+    pview = None
+    if m2.is_a(Reshape) and j == 0 and _batch_view(m2):
+        pview, su = m2, _data_users(m2, users)
+        if len(su) != 1:
+            return None
+        m2, j = su[0]
     if not m2.is_a(MatMul) or j != 0 or m2.attrs.get("transpose_a") or m2.out_dtypes[0] != F32:
         return None
     chain: list = []
     cur = sm.inputs[0][0]
     while not cur.is_a(MatMul):
-        if not cur.row.fusable or cur.num_outputs != 1 \
-                or cur.is_output or cur.out_dtypes[0] != F32 or len(chain) > 16 \
-                or len(users.get(id(cur), ())) != 1:  # (nothing else reads the scores)
+        if cur.num_outputs != 1 or cur.is_output or cur.out_dtypes[0] != F32 or len(chain) > 16 \
+                or len(_data_users(cur, users)) != 1:  # (nothing else reads the scores)
             return None
-        j = _chain_input(cur, users)
+        if _batch_view(cur):
+            chain.insert(0, (cur, 0))
+            cur = cur.inputs[0][0]
+            continue
+        j = _chain_input(cur, users) if cur.row.fusable else None
         if j is None:
             return None
         chain.insert(0, (cur, j))
         cur = cur.inputs[j][0]
     m1 = cur
-    if m1.is_output or len(users.get(id(m1), ())) != 1 or m1.out_dtypes[0] != F32 \
+    if m1.is_output or len(_data_users(m1, users)) != 1 or m1.out_dtypes[0] != F32 \
             or any(s.out_dtypes[k] != F32 for s, k in m1.inputs + m2.inputs[1:]):
         return None
     scores_ps = m1.out_pshapes[0]
     if not scores_ps.rank_is_static or len(scores_ps) < 2:
         return None
     for node, j in chain:
+        if node.is_a(Reshape):
+            continue
         in_dts = [s.out_dtypes[k] for s, k in node.inputs]
         if node.row.expr(node.attrs, in_dts, node.out_dtypes[0]) is None:
             return None
-        if any(not _side_ok(s, k, scores_ps) for i, (s, k) in enumerate(node.inputs) if i != j):
+        # (the scores as this op reads them: a batch view before it may have changed the rank)
+        here = node.inputs[j][0].out_pshapes[node.inputs[j][1]]
+        if not here.rank_is_static \
+                or any(not _side_ok(s, k, here) for i, (s, k) in enumerate(node.inputs) if i != j):
             return None
     q_ps = m1.inputs[0][0].out_pshapes[m1.inputs[0][1]]
     v_ps = m2.inputs[1][0].out_pshapes[m2.inputs[1][1]]
-    head = _static_dim(q_ps, -2 if m1.attrs.get("transpose_a") else -1)
-    width = _static_dim(v_ps, -2 if m2.attrs.get("transpose_b") else -1)
-    if head is None or width is None or head > MAX_HEAD or width > MAX_HEAD:
-        return None
+    # (a head size or value width left dynamic, as torch's exporter leaves DeBERTa's, is
+    # checked per shape: the host runs what is over MAX_HEAD)
+    for ps, i in ((q_ps, -2 if m1.attrs.get("transpose_a") else -1),
+                  (v_ps, -2 if m2.attrs.get("transpose_b") else -1)):
+        if not ps.rank_is_static or len(ps) < 2 or ps[i].min > MAX_HEAD:
+            return None
     t = None
     mu = users.get(id(m2), [])
     if not m2.is_output and len(mu) == 1 and mu[0][0].is_a(Transpose) \
             and mu[0][0].inputs[1][0].is_constant and mu[0][0].out_dtypes[0] == F32:
         t = mu[0][0]
-    return m1, chain, m2, t, guard
+    return m1, chain, m2, t, guard, pview
 
 
 def _nan_guard(sm, su: list, users: dict):
@@ -174,6 +228,26 @@ def _scalar_scale(src, users: dict):
             or len(ps) != len(out):
         return None
     return src, float(c.reshape(-1)[0])
+
+
+def _scale_stage(src, users: dict) -> tuple | None:
+    """(src, its data input) when ``src`` multiplies or divides q or k by a scalar that is no
+    float32 constant (:func:`_scalar_scale` takes those), read only by the attention's first
+    MatMul: DeBERTa divides k by ``sqrt(head size)`` computed from k's shape. A scalar factor
+    commutes with the product, so it becomes the first score op."""
+    if not src.is_a(Multiply, Divide) or src.num_outputs != 1 or src.is_output \
+            or src.out_dtypes[0] != F32 or len(_data_users(src, users)) != 1 \
+            or len(src.inputs) != 2:
+        return None
+    for j in (0, 1) if src.is_a(Multiply) else (0,):
+        (x, xk), (c, ck) = src.inputs[j], src.inputs[1 - j]
+        xs, cs, out = x.out_pshapes[xk], c.out_pshapes[ck], src.out_pshapes[0]
+        if x.is_constant or c.out_dtypes[ck] != F32 or not cs.is_static or not xs.rank_is_static \
+                or not out.rank_is_static or len(xs) != len(out) or len(cs) > len(out) \
+                or any(d != 1 for d in cs.to_shape()):
+            continue
+        return src, j
+    return None
 
 
 def _kv_repeat(node, users: dict) -> tuple | None:
@@ -235,6 +309,89 @@ def _grouped_kv(k_in, v_in, users: dict) -> tuple | None:
     return k_src, vr[0], kr[1], dropped, new_t
 
 
+def _kept_for_shapes(absorbed: list, last, users: dict) -> list:
+    """The absorbed nodes a ShapeOf still reads (torch's exporter reads the scores' and the
+    probabilities' shapes for the batch views' targets), and the absorbed nodes they read:
+    they stay in the program, never run (``shape_only``), so that those shapes are known."""
+    ids = {id(n) for n in absorbed}
+    stack = [n for n in absorbed if n is not last
+             and any(u.is_a(ShapeOf) for u, _ in users.get(id(n), ()))]
+    kept: dict[int, object] = {}
+    while stack:
+        n = stack.pop()
+        if id(n) not in kept:
+            kept[id(n)] = n
+            stack += [s for s, _ in n.inputs if id(s) in ids and s is not last]
+    return list(kept.values())
+
+
+def _onnx_attention(a, users: dict) -> list | None:
+    """The nodes that stand for ONNX Attention ``a`` (constants, then a FusedAttention node),
+    when it is one the fused kernels compute: 4-D float32 q, k, v (grouped-query heads
+    static), a float or boolean mask, no cache, causal mask, window or soft cap, only Y read.
+    The node holds its decomposition (``q * scale @ k^T``, the mask added or selected,
+    softmax, NaN rows as 0, ``@ v``) for the kernels and ``a`` for its shape and host
+    reference (``AttentionDesc.source``: ONNX pads a mask shorter than the keys)."""
+    at = a.attrs
+    sp = at.get("softmax_precision")
+    if at.get("has_past") or at.get("has_nonpad_kv_seqlen") or at.get("is_causal") \
+            or float(at.get("softcap") or 0.0) > 0 or at.get("left_window_size", -1) != -1 \
+            or at.get("right_window_size", -1) != -1 or int(at.get("qk_matmul_output_mode", 0)) \
+            or (sp is not None and np.dtype(getattr(sp, "dtype", sp)) != F32) \
+            or any(u.inputs[j][1] != 0 for u, j in users.get(id(a), ())) \
+            or any(s.out_dtypes[k] != F32 for s, k in a.inputs[:3]) or a.out_dtypes[0] != F32:
+        return None
+    q_ps, k_ps, v_ps = (s.out_pshapes[k] for s, k in a.inputs[:3])
+    if any(not ps.rank_is_static or len(ps) != 4 for ps in (q_ps, k_ps, v_ps)):
+        return None
+    # (heads left dynamic: no group; the kernels then take only as many key heads as query
+    # heads, or one, and the host runs the rest)
+    heads, kv_heads = _static_dim(q_ps, 1), _static_dim(k_ps, 1)
+    group = heads // kv_heads if heads and kv_heads and heads % kv_heads == 0 else 1
+    scale = float(at.get("scale") or 0.0) or (
+        1.0 / np.sqrt(q_ps[3].min) if q_ps[3].min == q_ps[3].max else 0.0)
+    if not scale or q_ps[3].min > MAX_HEAD or v_ps[3].min > MAX_HEAD:
+        return None
+    mask = a.inputs[3] if at.get("has_attn_mask") else None
+    if mask is not None and (mask[0].out_dtypes[mask[1]] not in (F32, np.dtype(np.bool_))
+                             or not mask[0].out_pshapes[mask[1]].rank_is_static
+                             or len(mask[0].out_pshapes[mask[1]]) > 4):
+        return None
+
+    def node(what: str, kind: type[Node], attrs: dict, inputs: list, dtype=F32) -> ProgramNode:
+        return ProgramNode(f"{a.id}/{what}", kind.type_name, attrs, inputs, out_dtypes=[dtype])
+
+    def const(what: str, value: float) -> ProgramNode:
+        return ProgramNode(f"{a.id}/{what}", Constant.type_name, value=np.asarray(value, F32))
+
+    q, k, v = a.inputs[:3]
+    consts = [const("scale", scale), const("zero", 0.0)]
+    mul = node("scale", Multiply, {}, [q, (consts[0], 0)])
+    m1 = node("qk", MatMul, {"transpose_a": False, "transpose_b": True}, [(mul, 0), k])
+    chain, sides, cur = [], [], m1
+    if mask is not None:
+        if mask[0].out_dtypes[mask[1]] == F32:
+            cur = node("mask", Add, {}, [(m1, 0), mask])
+            chain.append(FusedDesc(cur.row, {}, (0, None), [mask], [F32, F32], F32, cur))
+        else:
+            consts.append(const("masked", -np.inf))
+            cur = node("mask", Select, {}, [mask, (m1, 0), (consts[-1], 0)])
+            others = [mask, (consts[-1], 0)]
+            chain.append(FusedDesc(cur.row, {}, (None, 0, None), others,
+                                   [np.dtype(np.bool_), F32, F32], F32, cur))
+        sides = chain[0].others
+    sm = node("softmax", Softmax, {"axis": -1}, [(cur, 0)])
+    isn = node("isnan", IsNaN, {}, [(sm, 0)], np.dtype(np.bool_))
+    sel = node("guard", Select, {}, [(isn, 0), (consts[1], 0), (sm, 0)])
+    m2 = node("pv", MatMul, {"transpose_a": False, "transpose_b": False}, [(sel, 0), v])
+    desc = AttentionDesc(m1, sm, m2, chain, None, (isn, sel), ((0, mul, scale),), group,
+                         source=a)
+    fused = ProgramNode(a.id, FusedAttention.type_name, {}, [q, k, v] + sides,
+                        out_dtypes=a.out_dtypes[:1], out_pshapes=a.out_pshapes[:1], name=a.name)
+    fused.subgraph = desc
+    return [c for c in consts if any(s is c for s, _ in fused.inputs)] + [fused]
+
+
 def fuse_attention(nodes: list) -> list:
     """``nodes`` (topological) with every attention chain replaced by one FusedAttention node
     at the position of its last absorbed node; users of that node read the new one."""
@@ -244,23 +401,40 @@ def fuse_attention(nodes: list) -> list:
     for sm in nodes:
         if id(sm) in dropped:
             continue
+        if sm.is_a(Attention):
+            lowered = _onnx_attention(sm, users)
+            if lowered is not None:
+                replace[id(sm)] = lowered
+            continue
         found = _match(sm, users)
         if found is None:
             continue
-        m1, chain, m2, t, guard = found
-        qk, prescaled = [m1.inputs[0], m1.inputs[1]], []
+        m1, chain, m2, t, guard, pview = found
+        qk, prescaled, lead = [m1.inputs[0], m1.inputs[1]], [], []
         for j in (0, 1):
             scaled = _scalar_scale(qk[j][0], users)
             if scaled is not None:
                 prescaled.append((j,) + scaled)
                 qk[j] = next((src, k) for src, k in scaled[0].inputs if not src.is_constant)
-        descs, sides = [], []
-        for stage, (node, j) in enumerate(chain):
+                continue
+            stage = _scale_stage(qk[j][0], users)
+            if stage is not None:
+                lead.append(stage)
+                qk[j] = stage[0].inputs[stage[1]]
+        descs: list[FusedDesc] = []
+        sides, views, targets = [], [], []
+        for node, j in lead + chain:
+            if node.is_a(Reshape):
+                views.append((len(descs), node))
+                targets.append(node.inputs[1])
+                continue
             others = [(s, k) for i, (s, k) in enumerate(node.inputs) if i != j]
-            descs.append(FusedDesc(node.row, node.attrs, chained(len(node.inputs), j, stage),
-                                     others, [s.out_dtypes[k] for s, k in node.inputs],
-                                     node.out_dtypes[0], node))
+            descs.append(FusedDesc(node.row, node.attrs, chained(len(node.inputs), j, len(descs)),
+                                   others, [s.out_dtypes[k] for s, k in node.inputs],
+                                   node.out_dtypes[0], node))
             sides += others
+        if pview is not None:
+            targets.append(pview.inputs[1])
         perm = None
         if t is not None:
             perm = tuple(int(x) for x in np.asarray(t.inputs[1][0].value).reshape(-1))
@@ -269,13 +443,20 @@ def fuse_attention(nodes: list) -> list:
                 t, perm = None, None
         last = t if t is not None else m2
         v_in, group, new_t = m2.inputs[1], 1, None
-        grouped = _grouped_kv(qk[1], v_in, users)
+        grouped = _grouped_kv(qk[1], v_in, users) if not targets else None
         if grouped is not None:
             qk[1], v_in, group, repeats, new_t = grouped
             dropped.update(id(n) for n in repeats)
-        node = standing_for(last, FusedAttention.type_name, qk + [v_in] + sides,
-                            AttentionDesc(m1, sm, m2, descs, perm, guard, tuple(prescaled), group))
+        desc = AttentionDesc(m1, sm, m2, descs, perm, guard, tuple(prescaled), group,
+                             tuple(views), pview)
+        node = standing_for(last, FusedAttention.type_name, qk + [v_in] + sides + targets, desc)
         replace[id(last)] = [node] if new_t is None else [new_t, node]
-        dropped.update(id(n) for n in [m1, sm, m2] + [c for c, _ in chain] + list(guard or ())
-                       + ([t] if t is not None else []) + [mul for _, mul, _ in prescaled])
+        absorbed = [m1, sm, m2] + [c for c, _ in lead + chain] + list(guard or ()) \
+            + ([t] if t is not None else []) + [mul for _, mul, _ in prescaled] \
+            + ([pview] if pview is not None else [])
+        kept = _kept_for_shapes(absorbed, last, users)
+        for n in kept:
+            n.shape_only = n.optimized = True  # (what Program marks for a node read by ShapeOfs)
+        kept_ids = {id(n) for n in kept}
+        dropped.update(id(n) for n in absorbed if n is not last and id(n) not in kept_ids)
     return splice(nodes, replace, dropped)

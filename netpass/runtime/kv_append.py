@@ -75,7 +75,7 @@ def attach_kv_appends(program: Any) -> bool:
     changed = False
     for a in program.nodes:
         desc = a.subgraph
-        if not a.is_a(FusedAttention) or desc is None or desc.appends or desc.ta:
+        if not a.is_a(FusedAttention) or desc is None or desc.appends or desc.ta or desc.deps:
             continue
         ks, vs = a.inputs[1][0], a.inputs[2][0]
         if desc.tb:

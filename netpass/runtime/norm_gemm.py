@@ -21,7 +21,7 @@ normalization is per row, so they move in front of it and read the raw rows.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -65,7 +65,8 @@ class NormDesc:
         return (self.eps, self.inside_sqrt, self.normalize_variance, self.gamma, self.beta,
                 self.rms)
 
-    def infer_shapes(self, shapes: Sequence[tuple]) -> list[tuple]:
+    def infer_shapes(self, shapes: Sequence[tuple],
+                     values: Mapping[int, np.ndarray]) -> list[tuple]:
         if self.first == 3:
             w = shapes[1]
             if len(w) != 2 or not shapes[0] or shapes[0][-1] != w[1]:

@@ -265,7 +265,7 @@ class Program:
         value or a side input that broadcasts into ``p``'s output, and it computes in the
         output's dtype."""
         if not u.row.fusable or u.num_outputs != 1 or u.out_dtypes[0] != p.out_dtypes[0] \
-                or u.in_shape_of_subgraph:
+                or u.in_shape_of_subgraph or u.shape_only:
             return False
         out_ps = p.out_pshapes[0]
         for src, k in u.inputs:
@@ -315,7 +315,7 @@ class Program:
         for p in self.nodes:
             if not p.row.epilogue or p.fused_into is not None:
                 continue
-            if p.is_output or p.num_outputs != 1 or p.in_shape_of_subgraph \
+            if p.is_output or p.num_outputs != 1 or p.in_shape_of_subgraph or p.shape_only \
                     or not p.out_pshapes[0].rank_is_static:
                 continue
             if p.row.expr is not None and any(np.dtype(d) == np.float16 for d in p.out_dtypes):

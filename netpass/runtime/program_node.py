@@ -175,7 +175,8 @@ class ProgramNode:
         self.sym_out: list | None = None  # set by SymbolicShapes
         self.sym_deps: dict = {}
         self.sym_records: dict = {}  # (binding, input shapes) -> (shapes, values, impl, kernels)
-        # a node standing for a fused sub-graph (attention.AttentionDesc): its shape rule and
+        # a node standing for a fused sub-graph (attention.AttentionDesc): its shape rule
+        # (``infer_shapes(shapes, values)``, ``values`` of its ``deps`` where it has them) and
         # host reference
         self.subgraph: Any = None
         # model state (netpass.runtime.state): role (read, append, assign), variable id, and
@@ -196,7 +197,9 @@ class ProgramNode:
         kernel (the row's ``deps``; every input of a data-dependent op)."""
         if self.row.data_dependent:
             return tuple(range(len(self.inputs)))
-        return tuple(i for i in self.row.deps or () if i < len(self.inputs))
+        deps = getattr(self.subgraph, "deps", None)  # (a fused node's own: AttentionDesc)
+        return tuple(i for i in (self.row.deps if deps is None else deps) or ()
+                     if i < len(self.inputs))
 
     def data_inputs(self) -> tuple[int, ...]:
         """Indices of the inputs whose data this primitive may read (by a kernel, a view, a host

@@ -27,7 +27,7 @@ class ShapeInfer:
     def __call__(self, shapes: list[tuple], values: dict[int, np.ndarray]) -> list[tuple]:
         p = self.pnode
         if p.subgraph is not None:
-            return p.subgraph.infer_shapes(shapes)
+            return p.subgraph.infer_shapes(shapes, values)
         if self.rule is not None:
             fast = self.rule(p.attrs, shapes, values)
             if fast is not None:

@@ -5,11 +5,12 @@ per query row: a block of keys per pass, score ops with their side inputs, onlin
 value rows accumulated per column; q, k, v, masks and the output through strides). A shape the
 kernel cannot take (a side input that broadcasts the scores' rows or keys) runs the absorbed
 nodes' own references on the host. From 16 query rows, on devices with tensor cores, the
-flash kernel (``kernels.flash``) runs it instead; the same kernel runs the ONNX ``Attention``
-op (``netpass/ops/attention``), which has no other kernel."""
+flash kernel (``kernels.flash``) runs it instead. An ONNX ``Attention`` op
+(``netpass/ops/attention``) the fusion decomposes (4-D, no cache, causal mask or soft cap) is
+such a primitive; the flash kernel runs the others where it can."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -36,6 +37,7 @@ from ..kernels import decode, flash, mma_plan
 from ..kernels.attention import attention
 from ..kernels.common import LS, Stage, flit
 from ..shape_infer import infer_host
+from .attention_views import regrouped, view_shape
 from .base import OpKind, table
 from .matmul import matmul_shape
 
@@ -56,10 +58,17 @@ class AttentionDesc:
     softmax over the last axis (NaN probabilities read as 0 with ``nan_guard``), m2(probabilities,
     v), then ``out_perm`` when a Transpose was absorbed. With ``group`` > 1, k and v hold a
     head for every ``group`` query heads (axis -3; grouped-query attention), which m1 and m2
-    read repeated."""
+    read repeated.
+
+    ``views``: (i, Reshape) for a batch view of the scores after ``chain[:i]``, and
+    ``probs_view`` one of the probabilities (``[b * h, m, n]`` to ``[b, h, m, n]`` and back);
+    their target shapes are the node's inputs after the side inputs (``deps``: read on the
+    host). The kernels run where each keeps the last two dims (:meth:`walk`), over a batch
+    layout that every other one splits into (``attention_views``)."""
 
     def __init__(self, m1, softmax, m2, chain: list[FusedDesc], out_perm: tuple | None,
-                 nan_guard: tuple | None = None, prescaled: tuple = (), group: int = 1) -> None:
+                 nan_guard: tuple | None = None, prescaled: tuple = (), group: int = 1,
+                 views: tuple = (), probs_view=None, source=None) -> None:
         self.m1, self.softmax, self.m2 = m1, softmax, m2
         self.chain = chain
         self.out_perm = out_perm
@@ -72,13 +81,23 @@ class AttentionDesc:
         self.tb = bool(m1.attrs.get("transpose_b"))
         self.tv = bool(m2.attrs.get("transpose_b"))
         self.group = group
+        self.views, self.probs_view = views, probs_view
+        self.sides = sum(len(f.others) for f in chain)
+        n_views = len(views) + (probs_view is not None)
+        self.deps = tuple(range(3 + self.sides, 3 + self.sides + n_views))
         # inputs after the score ops' side inputs: the new keys and values a decode step
         # appends to the cache that k and v read (kv_append), 0 or 2
         self.appends = 0
+        # the ONNX Attention node this decomposes (fuse_attention): its shape rule and
+        # reference are the node's (it pads a mask shorter than the keys)
+        self.source = source
 
     def key(self) -> tuple:
+        views = tuple((i, bool(r.attrs.get("special_zero"))) for i, r in self.views)
+        pview = self.probs_view is not None and bool(self.probs_view.attrs.get("special_zero"))
         return (self.ta, self.tb, self.tv, tuple(f.key() for f in self.chain), self.out_perm,
-                self.nan_guard is not None, self.scale, self.appends, self.group)
+                self.nan_guard is not None, self.scale, self.appends, self.group, views,
+                self.probs_view is not None, pview)
 
     def logical(self, shapes: Sequence[tuple]) -> list[tuple]:
         """``shapes`` with k's and v's heads (axis -3) repeated ``group`` times, as m1 and m2
@@ -98,7 +117,7 @@ class AttentionDesc:
         if last is None or last.node is None or not last.node.is_a(Add) or len(last.others) != 1 \
                 or any(np.dtype(d) != F32 for d in last.in_dtypes):
             return None
-        return sum(len(f.others) for f in self.chain) - 1
+        return self.sides - 1
 
     def stages(self) -> list:
         """The kernel's score stages: the absorbed q / k scale, then the score ops."""
@@ -107,22 +126,48 @@ class AttentionDesc:
         first = Stage(f"({{0}} * {flit(self.scale)})", [("x", None)], "float")
         return [first] + fused_stages([f.shifted(1) for f in self.chain], 0)
 
-    def scores_shape(self, shapes: Sequence[tuple]) -> tuple | None:
-        """The score ops' output shape (their side inputs may broadcast the scores)."""
+    def walk(self, shapes: Sequence[tuple], values: Mapping[int, np.ndarray],
+             strict: bool = True) -> tuple[list[tuple], list[int], tuple] | None:
+        """The scores' shapes (m1's, then after each batch view; each as the score ops before
+        the next view leave it), the one of them each side input is read against, and the
+        probabilities' shape (m2's left operand). None where the shapes do not fit, or, when
+        ``strict``, where a view is not a batch view for these shapes."""
         shapes = self.logical(shapes)
         cur = matmul_shape(self.m1.attrs, [shapes[0], shapes[1]], {})
-        sides = iter(shapes[3:])
-        for f in self.chain:
-            if cur is None:
+        if cur is None:
+            return None
+        layouts: list[tuple] = [cur[0]]
+        at: list[int] = []
+        sides = iter(shapes[3:3 + self.sides])
+        targets = iter(self.deps)
+        views = list(self.views)
+        for i, f in enumerate([*self.chain, None]):
+            while views and views[0][0] == i:
+                viewed = view_shape(views.pop(0)[1], layouts[-1], values.get(next(targets)),
+                                    strict)
+                if viewed is None:
+                    return None
+                layouts.append(viewed)
+            if f is None:
+                break
+            ins = [layouts[-1] if r is not None else next(sides) for r in f.refs]
+            at += [len(layouts) - 1] * sum(r is None for r in f.refs)
+            out = f.row.shape(f.attrs, ins, {})
+            if out is None:
                 return None
-            cur = f.row.shape(f.attrs, [cur[0] if r is not None else next(sides) for r in f.refs],
-                              {})
-        return cur[0] if cur is not None else None
+            layouts[-1] = out[0]
+        probs: tuple | None = layouts[-1]
+        if self.probs_view is not None:
+            probs = view_shape(self.probs_view, layouts[-1], values.get(next(targets)), strict)
+        return (layouts, at, probs) if probs is not None else None
 
-    def infer_shapes(self, shapes: Sequence[tuple]) -> list[tuple]:
-        scores = self.scores_shape(shapes)
-        out = matmul_shape(self.m2.attrs, [scores, self.logical(shapes)[2]], {}) \
-            if scores is not None else None
+    def infer_shapes(self, shapes: Sequence[tuple],
+                     values: Mapping[int, np.ndarray]) -> list[tuple]:
+        if self.source is not None:  # (4-D: [batch, q heads, q rows, v width])
+            return [tuple(shapes[0][:-1]) + (shapes[2][-1],)]
+        walked = self.walk(shapes, values, strict=False)
+        out = matmul_shape(self.m2.attrs, [walked[2], self.logical(shapes)[2]], {}) \
+            if walked is not None else None
         if out is None:
             raise ShapeInferenceError(f"FusedAttention '{self.m2.id}': q, k, v and score input "
                                       f"shapes {[list(s) for s in shapes]} do not fit")
@@ -131,6 +176,8 @@ class AttentionDesc:
 
     def evaluate(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         """The absorbed nodes' own references, in turn (host fallback, REFERENCE device)."""
+        if self.source is not None:
+            return infer_host(self.source, list(arrays[:len(self.source.inputs)]))[:1]
         arrays = list(arrays)
         if self.group > 1:
             for j in (1, 2):
@@ -140,12 +187,21 @@ class AttentionDesc:
             scale = next(src.value for src, _ in mul.inputs if src.is_constant)
             qk[j] = infer_host(mul, [qk[j], scale])[0]
         scores = infer_host(self.m1, qk)[0]
-        sides = iter(arrays[3:])
-        scores = evaluate_fused(self.chain, scores, lambda *_: next(sides), infer_host)
+        sides = iter(arrays[3:3 + self.sides])
+        targets = iter(arrays[d] for d in self.deps)
+        done = 0
+        for i, r in [*self.views, (len(self.chain), None)]:
+            scores = evaluate_fused([f.shifted(-done) for f in self.chain[done:i]], scores,
+                                    lambda *_: next(sides), infer_host)
+            if r is not None:
+                scores = infer_host(r, [scores, next(targets)])[0]
+            done = i
         probs = infer_host(self.softmax, [scores])[0]
         if self.nan_guard is not None:
             isn, sel = self.nan_guard
             probs = infer_host(sel, [infer_host(isn, [probs])[0], sel.inputs[1][0].value, probs])[0]
+        if self.probs_view is not None:
+            probs = infer_host(self.probs_view, [probs, next(targets)])[0]
         out = infer_host(self.m2, [probs, arrays[2]])[0]
         return [np.transpose(out, self.out_perm) if self.out_perm is not None else out]
 
@@ -179,23 +235,26 @@ def attention_impl(p: Params, key) -> Impl | None:
     DV = shapes[2][-2] if desc.tv else shapes[2][-1]
     if D > MAX_HEAD or DV > MAX_HEAD:
         return None
-    scores = desc.scores_shape(shapes)
-    if scores is None or tuple(scores[-2:]) != (M, N):
+    walked = desc.walk(shapes, p.values or {})
+    if walked is None or tuple(walked[0][-1][-2:]) != (M, N):
         return None  # a score op broadcasts the rows or keys: the host runs it
-    batch = list(np.broadcast_shapes(tuple(qb), tuple(kb), tuple(vb), tuple(scores[:-2])))
-    scores_shape = tuple(batch) + (M, N)
-    logical = tuple(batch) + (M, DV)
-    out_cs = contiguous_strides(p.out_shapes[0])
-    if desc.out_perm is not None:
-        inv = [0] * len(desc.out_perm)
-        for d, e in enumerate(desc.out_perm):
-            inv[e] = d
-        ost = [out_cs[inv[e]] for e in range(len(logical))]
-    else:
-        ost = out_cs
-    rank = len(batch)
     operands = ((qb, qbs, sqm, sqd), (kb, kbs, skn, skd), (vb, vbs, svn, svj))
-    n_sides = len(shapes) - 3 - desc.appends
+    n_sides = desc.sides
+    sides = [(shapes[3 + j], strides[3 + j]) for j in range(n_sides)]
+    if desc.deps:
+        viewed = regrouped(walked, operands, sides, _out_strides(desc, p, walked[2][:-2], M, DV))
+        if viewed is None:
+            return None
+        batch, operands, side_strides, ost = viewed
+        (qb, qbs, _, _), (kb, kbs, _, _), (vb, vbs, _, _) = operands
+        scores_shape = tuple(batch) + (M, N)
+    else:
+        batch = list(np.broadcast_shapes(tuple(qb), tuple(kb), tuple(vb),
+                                         tuple(walked[0][-1][:-2])))
+        scores_shape = tuple(batch) + (M, N)
+        side_strides = [broadcast_strides(sh, scores_shape, st) for sh, st in sides]
+        ost = _out_strides(desc, p, batch, M, DV)
+    rank = len(batch)
     decoding = M <= decode.DECODE_ROWS
     if desc.appends and decoding != (_new_rows(desc, shapes) <= decode.DECODE_ROWS):
         raise NetpassError(f"{FusedAttention.type_name} '{p.node.name}': {M} query rows for "
@@ -215,7 +274,8 @@ def attention_impl(p: Params, key) -> Impl | None:
         (kb, kbs, skn, skd), (vb, vbs, svn, svj) = xs
         kv = [0, len(shapes) - 2, len(shapes) - 1]
     flash_impl = None if decoding else \
-        _flash_launch(p, desc, batch, operands, ost, M, N, D, DV, scores_shape, kv, caches)
+        _flash_launch(p, desc, batch, operands, ost, M, N, D, DV, scores_shape, side_strides, kv,
+                      caches)
     if flash_impl is not None:
         return Impl(key, *flash_impl) if M and size(batch) else Impl(key, [])
     bstr = [broadcast_strides(b, batch, s) if b else [0] * rank
@@ -238,8 +298,6 @@ def attention_impl(p: Params, key) -> Impl | None:
                                "heads of its cache appends do not stay a dim of their own")
         return None
     nb = dims[0] * dims[1]
-    side_strides = [broadcast_strides(shapes[3 + j], scores_shape, strides[3 + j])
-                    for j in range(n_sides)]
     edims, est = collapse(list(scores_shape), side_strides) if n_sides else ([], [])
     stages = p.cached(("attention_stages",), desc.stages)
     guard = desc.nan_guard is not None
@@ -276,6 +334,19 @@ def attention_impl(p: Params, key) -> Impl | None:
                                  spec + [("b", 0), ("b", 1)])],
                     [Scratch(4 * M * nb * splits * (DV + 4)), np.zeros(M * nb, np.int32)])
     return Impl(key, [Launch(src, (local, M, nb), (local, 1, 1), spec)])
+
+
+def _out_strides(desc: AttentionDesc, p: Params, batch: Sequence[int], M: int,
+                 DV: int) -> list[int]:
+    """Strides over m2's output ``batch + (M, DV)`` of the node's output (contiguous, that
+    order permuted by an absorbed Transpose)."""
+    out_cs = contiguous_strides(p.out_shapes[0])
+    if desc.out_perm is None:
+        return out_cs
+    inv = [0] * len(desc.out_perm)
+    for d, e in enumerate(desc.out_perm):
+        inv[e] = d
+    return [out_cs[inv[e]] for e in range(len(batch) + 2)]
 
 
 def _decode_splits(p: Params, rows: int, DV: int) -> int:
@@ -384,7 +455,7 @@ def _flash_impl(src_of, cfg: flash.FlashConfig, M: int, N: int, DV: int, nb: int
 
 
 def _flash_launch(p: Params, desc: AttentionDesc, batch: list, operands, ost: list, M: int,
-                  N: int, D: int, DV: int, scores_shape: tuple, kv: list,
+                  N: int, D: int, DV: int, scores_shape: tuple, side: list, kv: list,
                   caches: list) -> tuple[list, list] | None:
     """The tensor-core flash kernel (``kernels.flash``) for prefill-sized M on devices with
     ``engine.mma``: TF32 with INFERENCE_PRECISION_HINT "tf32", 3xTF32
@@ -398,10 +469,7 @@ def _flash_launch(p: Params, desc: AttentionDesc, batch: list, operands, ost: li
             or (split == 3 and D > 64):
         return None
     rank = len(batch)
-    strides = p.in_strides or [None] * len(p.in_shapes)
-    n_sides = len(p.in_shapes) - 3 - desc.appends
-    side = [broadcast_strides(p.in_shapes[3 + j], scores_shape, strides[3 + j])
-            for j in range(n_sides)]
+    n_sides = desc.sides
     bstr = [broadcast_strides(b, batch, s) if b else [0] * rank for b, s, _, _ in operands]
     cst = [broadcast_strides(b, batch, s) if b else [0] * rank for b, s, _, _ in caches]
     dims, coll = collapse(batch, bstr + [list(ost[:rank])] + [s[:rank] for s in side] + cst)

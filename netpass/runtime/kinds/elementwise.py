@@ -8,7 +8,7 @@ it, since OpenCL's ``fmax``/``fmin``/``sign`` drop it.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -266,7 +266,8 @@ class RotaryDesc:
     def key(self) -> tuple:
         return ("rotary",)
 
-    def infer_shapes(self, shapes: Sequence[tuple]) -> list[tuple]:
+    def infer_shapes(self, shapes: Sequence[tuple],
+                     values: Mapping[int, np.ndarray]) -> list[tuple]:
         return rotary_shapes({}, list(shapes), {})
 
     def evaluate(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -336,7 +337,8 @@ class SiluGateDesc:
     def key(self) -> tuple:
         return ("silu_gate",)
 
-    def infer_shapes(self, shapes: Sequence[tuple]) -> list[tuple]:
+    def infer_shapes(self, shapes: Sequence[tuple],
+                     values: Mapping[int, np.ndarray]) -> list[tuple]:
         return silu_gate_shapes({}, list(shapes), {})
 
     def evaluate(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:

@@ -6,7 +6,7 @@ on ``gather_elements``; a sum of row gathers (:class:`GatherSum`, made by
 the host."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -154,7 +154,8 @@ class GatherSumDesc:
     def key(self) -> tuple:
         return ("gather_sum", len(self.gathers))
 
-    def infer_shapes(self, shapes: Sequence[tuple]) -> list[tuple]:
+    def infer_shapes(self, shapes: Sequence[tuple],
+                     values: Mapping[int, np.ndarray]) -> list[tuple]:
         tables, idx = shapes[0::2], shapes[1::2]
         rows = broadcast(list(idx))
         if rows is None or any(not t or t[1:] != tables[0][1:] for t in tables):

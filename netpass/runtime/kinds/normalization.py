@@ -5,7 +5,7 @@ GroupNormalization run on the host. ``RmsNorm``: the runtime's own kind for the 
 chains exports write out (``netpass.runtime.rms_norm``), on the same template."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -74,7 +74,8 @@ class RmsNormDesc:
     def key(self) -> tuple:
         return ("rms_norm", self.eps)
 
-    def infer_shapes(self, shapes: Sequence[tuple]) -> list[tuple]:
+    def infer_shapes(self, shapes: Sequence[tuple],
+                     values: Mapping[int, np.ndarray]) -> list[tuple]:
         return [tuple(shapes[0])]
 
     def evaluate(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
