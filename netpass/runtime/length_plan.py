@@ -37,6 +37,7 @@ import numpy as np
 
 from .impls import Scratch
 from .length_forms import Form, GrowForm
+from .length_guards import valid_range
 from .length_steps import (
     LinHost,
     LinKernel,
@@ -179,7 +180,7 @@ class LengthFamily:
     """The exec loop of one family of bindings (module docstring)."""
 
     __slots__ = ("entries", "general", "pre", "samples", "ready", "n_kernels", "n_launches",
-                 "n_views", "n_fused")
+                 "n_views", "n_fused", "lo", "hi")
 
     def __init__(self) -> None:
         self.entries: list | None = None
@@ -188,6 +189,7 @@ class LengthFamily:
         self.samples: list[tuple[int, StepPlan, dict]] = []
         self.ready = False
         self.n_kernels = self.n_launches = self.n_views = self.n_fused = 0
+        self.lo, self.hi = 0, 1 << 62  # the lengths it replays (length_guards)
 
     def add_sample(self, net: Network, t: int, plan: StepPlan) -> None:
         """A step run by the per-primitive path: fit on the second, check on the third."""
@@ -237,8 +239,14 @@ class LengthFamily:
         # (host values set from their forms: as the per-primitive path leaves them)
         self.n_views = self.samples[-1][1].n_views - demoted
         self.n_fused = sum(net.insts[e.index].n_fused for e in kernels)
+        self.lo, self.hi = valid_range(nodes, entries, self.samples[-1][0])
         self.samples = []
         self.ready = True
+
+    def holds(self, t: int) -> bool:
+        """Whether a step at ``t`` may take this family: one still sampling, or a length
+        within the range its host values hold (length_guards)."""
+        return not self.ready or self.lo <= t <= self.hi
 
     def run(self, net: Network, t: int, flush_every: int) -> None:
         """Replay at ``t`` on ``net`` entry by entry: the step plan's replay, with the moving

@@ -96,7 +96,7 @@ class Steady:
         chunks: list = []
         ops: list = []  # (fixed launches, then a moving launch, DRAIN or None)
         run: list = []  # fixed launches (handle, Work) since the last op
-        tmax, appends, count, flush_at = 1 << 62, 0, 0, FIRST_FLUSH
+        tmax, appends, count, flush_at = family.hi, 0, 0, FIRST_FLUSH
         for item in tape.items:
             kind = item[0]
             if kind == GROUP:

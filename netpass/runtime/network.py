@@ -495,10 +495,15 @@ class Network:
         self.length_key = key
         if key is None or not self.state.room_for(self.binding):
             return None, t
-        family = lp.families.get(key)
+        # (families of one key over the ranges of t their host values hold in turn)
+        span = 0
+        family = lp.families.get((key, span))
+        while family is not None and not family.holds(t):
+            span += 1
+            family = lp.families.get((key, span))
         if family is None:
             family = LengthFamily()
-            self.compiled.store(lp.families, key, family, FAMILIES)
+            self.compiled.store(lp.families, (key, span), family, FAMILIES)
         return family, t
 
     def _run_order(self, order: list[PrimitiveInst], symbolic: bool) -> None:

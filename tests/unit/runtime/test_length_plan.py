@@ -347,3 +347,36 @@ def test_a_moving_kernel_reads_a_table_sliced_to_the_grown_length(rng):
     assert {("LinKernel", "FusedAttention"), ("LinView", "Slice")} <= moving
     for step, (a, b) in enumerate(zip(got, want)):
         np.testing.assert_array_equal(a["y"], b["y"], err_msg=f"step {step}")
+
+
+@pytest.mark.parametrize("prompts", [[3], [14, 3]])
+def test_a_sliding_window_mask_is_replayed_only_where_its_form_holds(rng, prompts):
+    """A sliding window's mask (``position > last - window``, on the host from the grown
+    length) is all true while the sequence is shorter than the window: a family fitted on
+    such steps must not give it to the steps past the window, and one fitted past the window
+    not to a later sequence's steps before it. Every step equals the plain path's."""
+    d, window = 8, 12
+    x = opset.parameter([1, "seq", d], np.float32, name="x")
+    mask = opset.parameter([1, "total"], np.int64, name="mask")
+    past = opset.read_value("cache", np.float32, PartialShape([1, -1, d]))
+    keys = opset.concat([past, x], 1)
+    total = opset.gather(opset.shape_of(keys), _i64(1), _i64(0))
+    positions = opset.range(_i64(0), total, _i64(1), "i64")
+    inside = opset.greater(positions, opset.subtract(total, _i64(window + 1)))
+    scores = opset.select(inside, opset.matmul(x, keys, False, True), np.float32(-1e4))
+    y = opset.matmul(opset.softmax(scores, -1), keys, False, False)
+    model = Model([opset.result(y, name="y")], [x, mask], "sliding_window",
+                  sinks=[opset.assign(keys, "cache")])
+    cm = compile_program(model, RUNTIME_DEVICE, {"DEBUG_CHECKS": False})
+    plain = compile_program(model, RUNTIME_DEVICE, {"STEP_PLANS": False})
+    r = np.random.default_rng(4)
+    for prompt in prompts:
+        req, ref = cm.create_infer_request(), plain.create_infer_request()
+        total_len = 0
+        for step, n in enumerate([prompt] + [1] * 20):
+            total_len += n
+            feeds = {"x": r.standard_normal((1, n, d)).astype(np.float32),
+                     "mask": np.ones((1, total_len), np.int64)}
+            np.testing.assert_array_equal(req.infer(feeds)["y"], ref.infer(feeds)["y"],
+                                          err_msg=f"prompt {prompt}, step {step}")
+        assert req.stats["length_replays"] > 5
