@@ -82,12 +82,16 @@ def _data_users(node, users: dict) -> list:
 def _batch_view(node) -> bool:
     """Whether ``node`` is a Reshape of float32 scores or probabilities that may regroup only
     their batch dims (``[b * h, m, n]`` to ``[b, h, m, n]`` and back: Bloom, DeBERTa, exports
-    that multiply per-head matrices with bmm). The kernels check per shape that it keeps the
-    last two dims (``AttentionDesc.views``); where it does not, the host runs the node."""
+    that multiply per-head matrices with bmm): batch dims on both sides, the last two not
+    known to differ. The kernels check per shape that it keeps them
+    (``AttentionDesc.views``); where it does not, the host runs the node. (A flattening to
+    2-D rows, a softmax over ``[b * h * m, n]``, stays unfused: it is never a batch view.)"""
     if not node.is_a(Reshape) or node.is_output or node.out_dtypes[0] != F32:
         return False
     ins, out = node.inputs[0][0].out_pshapes[node.inputs[0][1]], node.out_pshapes[0]
-    return ins.rank_is_static and out.rank_is_static and min(len(ins), len(out)) >= 2
+    return ins.rank_is_static and out.rank_is_static and min(len(ins), len(out)) >= 3 \
+        and all(a.min != a.max or b.min != b.max or a.min == b.min
+                for a, b in zip(list(ins)[-2:], list(out)[-2:]))
 
 
 def _score_source(src, users: dict, depth: int = 0):

@@ -158,3 +158,15 @@ def test_a_view_the_kernels_cannot_take_runs_on_the_host(order, rng):
     model = Model([opset.result(opset.matmul(p, v, False, False), name="y")], [q, k, v])
     assert _running(model).count("FusedAttention") == 1
     _check(model, [{n: _f(rng, 2, 3, s, D) for n in "qkv"} for s in (4, 6)], fallbacks=2)
+
+
+def test_a_softmax_over_flattened_rows_stays_unfused(rng):
+    """scores [b, h, s, s] reshaped to rows [b * h * s, s] for the softmax and back: no batch
+    view (the rows are not a batch dim), so the ops run as they are."""
+    q, k, v = (opset.parameter([2, H, -1, D], np.float32, name=n) for n in "qkv")
+    scores = opset.matmul(q, k, False, True)
+    p = opset.softmax(opset.reshape(scores, opset.concat([_i64([-1]), _dim(q, 2)], 0), False), -1)
+    p = opset.reshape(p, opset.shape_of(scores), False)
+    model = Model([opset.result(opset.matmul(p, v, False, False), name="y")], [q, k, v])
+    assert "FusedAttention" not in _running(model)
+    _check(model, [{n: _f(rng, 2, H, s, D) for n in "qkv"} for s in (3, 5)])
