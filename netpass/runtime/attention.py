@@ -331,8 +331,9 @@ def _kept_for_shapes(absorbed: list, last, users: dict) -> list:
 
 def _onnx_attention(a, users: dict) -> list | None:
     """The nodes that stand for ONNX Attention ``a`` (constants, then a FusedAttention node),
-    when it is one the fused kernels compute: 4-D float32 q, k, v (grouped-query heads
-    static), a float or boolean mask, no cache, causal mask, window or soft cap, only Y read.
+    when it is one the fused kernels compute: 4-D float32 q, k, v (grouped-query heads read
+    repeated where the graph knows their counts), a float or boolean mask, no cache, causal
+    mask, window or soft cap, only Y read.
     The node holds its decomposition (``q * scale @ k^T``, the mask added or selected,
     softmax, NaN rows as 0, ``@ v``) for the kernels and ``a`` for its shape and host
     reference (``AttentionDesc.source``: ONNX pads a mask shorter than the keys)."""
@@ -398,7 +399,8 @@ def _onnx_attention(a, users: dict) -> list | None:
 
 def fuse_attention(nodes: list) -> list:
     """``nodes`` (topological) with every attention chain replaced by one FusedAttention node
-    at the position of its last absorbed node; users of that node read the new one."""
+    at the position of its last absorbed node, and every ONNX Attention the kernels compute
+    by one in its place (:func:`_onnx_attention`); users of that node read the new one."""
     users = node_users(nodes)
     replace: dict[int, list] = {}   # id(absorbed last node) -> [new node]
     dropped: set[int] = set()
