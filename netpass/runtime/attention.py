@@ -404,6 +404,7 @@ def fuse_attention(nodes: list) -> list:
     users = node_users(nodes)
     replace: dict[int, list] = {}   # id(absorbed last node) -> [new node]
     dropped: set[int] = set()
+    claimed: set[int] = set()  # (nodes an earlier chain absorbed: one chain each)
     for sm in nodes:
         if id(sm) in dropped:
             continue
@@ -448,18 +449,22 @@ def fuse_attention(nodes: list) -> list:
             if sorted(perm) != list(range(rank)):
                 t, perm = None, None
         last = t if t is not None else m2
+        absorbed = [m1, sm, m2] + [c for c, _ in lead + chain] + list(guard or ()) \
+            + ([t] if t is not None else []) + [mul for _, mul, _ in prescaled] \
+            + ([pview] if pview is not None else [])
         v_in, group, new_t = m2.inputs[1], 1, None
         grouped = _grouped_kv(qk[1], v_in, users) if not targets else None
+        repeats = grouped[3] if grouped is not None else []
+        if any(id(n) in claimed for n in absorbed + list(repeats)):
+            continue  # (an earlier chain's node: its output carries this one's "scores")
+        claimed.update(id(n) for n in absorbed + list(repeats))
         if grouped is not None:
-            qk[1], v_in, group, repeats, new_t = grouped
+            qk[1], v_in, group, _, new_t = grouped
             dropped.update(id(n) for n in repeats)
         desc = AttentionDesc(m1, sm, m2, descs, perm, guard, tuple(prescaled), group,
                              tuple(views), pview)
         node = standing_for(last, FusedAttention.type_name, qk + [v_in] + sides + targets, desc)
         replace[id(last)] = [node] if new_t is None else [new_t, node]
-        absorbed = [m1, sm, m2] + [c for c, _ in lead + chain] + list(guard or ()) \
-            + ([t] if t is not None else []) + [mul for _, mul, _ in prescaled] \
-            + ([pview] if pview is not None else [])
         kept = _kept_for_shapes(absorbed, last, users)
         for n in kept:
             n.shape_only = n.optimized = True  # (what Program marks for a node read by ShapeOfs)

@@ -170,6 +170,17 @@ def test_a_score_op_read_elsewhere_is_not_fused(rng):
     _check(model, [{n: _f(rng, 1, 2, 4, 8) for n in "qkv"}], n_attention=0)
 
 
+def test_an_attention_output_read_as_the_next_chain_s_scores_stays_one_fusion(rng):
+    """softmax(attention + c) @ w after an attention: the second chain's "scores" MatMul is
+    the first chain's ``@ v`` (found by the runtime property test: both fused, the second
+    dropped the first and read a removed node)."""
+    x = opset.parameter([1, "s", 8], np.float32, name="x")
+    first = opset.matmul(opset.softmax(opset.matmul(x, x, False, True), -1), x, False, False)
+    probs = opset.softmax(opset.add(first, _f(rng, 1, 1, 8)), -1)
+    model = Model([opset.result(opset.matmul(probs, _f(rng, 8, 8), False, False), name="y")], [x])
+    _check(model, [{"x": _f(rng, 1, s, 8)} for s in (1, 3, 3, 1)])
+
+
 def test_reference_device_evaluates_the_fused_node(rng):
     model = _decoder_attention()
     feeds = {"x": _f(rng, 1, 9, 16)}
