@@ -75,6 +75,8 @@ class _Schema:
 
     since_version: int
     attributes: dict[str, tuple[int, str, bool]]  # name -> (type, type name, required)
+    inputs: tuple[tuple[str, str, int], ...] = ()  # (name, "single" / "optional" /
+    # "variadic", least count) per formal input, in order
 
 
 @functools.cache
@@ -86,9 +88,43 @@ def _schema(op_type: str, opset: int) -> _Schema | None:
         schema = onnx.defs.get_schema(op_type, opset, "")
     except onnx.defs.SchemaError:
         return None
+    option = onnx.defs.OpSchema.FormalParameterOption
+    kinds = {option.Single: "single", option.Optional: "optional", option.Variadic: "variadic"}
     return _Schema(schema.since_version,
                    {name: (int(a.type), a.type.name, bool(a.required))
-                    for name, a in schema.attributes.items()})
+                    for name, a in schema.attributes.items()},
+                   tuple((f.name, kinds[f.option], int(f.min_arity)) for f in schema.inputs))
+
+
+def check_inputs(proto: NodeFields, opset: int) -> None:
+    """A default-domain node's inputs against its op's schema at ``opset``: every required
+    input given (an empty name is an absent optional input), a variadic one at least its least
+    count of times, no more inputs than the op declares (onnx.checker and onnxruntime refuse
+    these; import rules would read None where a tensor must be)."""
+    if proto.domain not in DEFAULT_DOMAINS or not isinstance(proto.op_type, str):
+        return
+    schema = _schema(proto.op_type, opset)
+    if schema is None or not schema.inputs:
+        return
+    given = proto.input
+    formal = schema.inputs
+    variadic = formal[-1][1] == "variadic"
+    if not variadic and len(given) > len(formal):
+        raise InvalidModelError(
+            f"{_where(proto)}: {len(given)} inputs, but {proto.op_type} (opset "
+            f"{schema.since_version}) takes at most {len(formal)} (the first extra one: "
+            f"'{given[len(formal)]}')", node_label(proto), proto.op_type, given[len(formal)])
+    for i, (name, kind, least) in enumerate(formal):
+        if kind == "variadic":
+            count = sum(1 for n in given[i:] if n)
+            if count < least:
+                raise InvalidModelError(
+                    f"{_where(proto)}: input '{name}' needs at least {least} tensor(s), "
+                    f"{count} given", node_label(proto), proto.op_type, name)
+        elif kind == "single" and (i >= len(given) or not given[i]):
+            raise InvalidModelError(
+                f"{_where(proto)}: required input {i} ('{name}') is missing",
+                node_label(proto), proto.op_type, name)
 
 
 def check_attributes(proto: onnx.NodeProto | NodeFields, opset: int) -> None:
@@ -160,6 +196,7 @@ def check_graph(graph: onnx.GraphProto, opset: int, outer: Container[str] = ()
                 raise InvalidModelError(f"{_where(proto)} reads '{name}', {why}",
                                         node_label(proto), proto.op_type, name)
         check_attributes(proto, opset)
+        check_inputs(proto, opset)
         for name in proto.output:
             if not name:
                 continue
@@ -178,4 +215,5 @@ def check_graph(graph: onnx.GraphProto, opset: int, outer: Container[str] = ()
     return nodes
 
 
-__all__ = ["DEFAULT_DOMAINS", "NodeFields", "check_attributes", "check_graph", "node_label"]
+__all__ = ["DEFAULT_DOMAINS", "NodeFields", "check_attributes", "check_graph", "check_inputs",
+           "node_label"]

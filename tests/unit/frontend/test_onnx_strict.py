@@ -78,6 +78,15 @@ INVALID = [
      [r"ONNX node 'r' \(Relu\): unknown attribute 'slope'"], True),
     ("missing-required-attribute", _model([node("Cast", ["x"], ["y"], name="c")]),
      [r"ONNX node 'c' \(Cast\): required attribute 'to' is missing"], True),
+    ("required-input-empty", _model([node("Identity", [""], ["y"], name="i")]),
+     [r"ONNX node 'i' \(Identity\): required input 0 \('input'\) is missing"], True),
+    ("required-input-absent", _model([node("Add", ["x"], ["y"], name="add")]),
+     [r"ONNX node 'add' \(Add\): required input 1 \('B'\) is missing"], True),
+    ("too-many-inputs", _model([node("Relu", ["x", "x"], ["y"], name="r")]),
+     [r"ONNX node 'r' \(Relu\): 2 inputs, but Relu \(opset 14\) takes at most 1"], True),
+    ("variadic-input-empty", _model([node("Concat", [], ["y"], name="c", axis=0)]),
+     [r"ONNX node 'c' \(Concat\): input 'inputs' needs at least 1 tensor\(s\), 0 given"],
+     True),
 ]
 
 
