@@ -387,6 +387,7 @@ class Network:
                 continue
             inst.in_shapes = None
             inst.values = {}
+            inst.rec_key = inst.rec_impl = None  # (a symbolic record is for its binding only)
             if inst.node.in_shape_of_subgraph:
                 inst.out_shapes = None
                 inst.executed_once = False

@@ -47,6 +47,9 @@ REGRESSIONS: list[tuple[str, str, list[dict[str, int]]]] = [
     ("t5.torchscript", "GNA", _seq2seq((1, 1, 10), (1, 1, 1), (1, 1, 10))),
     ("bart.torchscript", "NONE", _seq2seq((1, 1, 10), (1, 1, 1), (1, 1, 10))),
     ("bart.torchscript", "COMMON", _seq2seq((1, 1, 10), (1, 1, 1), (1, 1, 10))),
+    # a binding met three times, then a new batch on the full path: the record's implementation
+    # of the third infer's Transposes was taken for batch 2 (NaN logits; -m slow found it)
+    ("t5.torchscript", "NONE", _seq2seq(*[(1, 1, 2)] * 3, (2, 1, 2))),
 ]
 
 CASES = [(name, exporter) for name, exporter in ZOO_PAIRS] + [(n, "example") for n in EXAMPLES]

@@ -133,6 +133,18 @@ def test_a_repeated_binding_then_a_new_one(rng):
     assert req.stats["symbolic_infers"] == 4
 
 
+def test_a_binding_met_thrice_then_a_new_one_on_the_full_path(rng):
+    # the third infer replays the Transpose's record (no update_impl: its impl stays pending);
+    # the next binding is not checked yet and runs the full path, which must not take that
+    # record's implementation (t5 by TorchScript: batch 1 thrice, then batch 2 gave NaNs)
+    x = opset.parameter(["b", "s", 8], np.float32, name="x")
+    t = opset.transpose(x, _i64([0, 2, 1]))
+    model = Model([opset.result(opset.relu(t), name="y")], [x])
+    feeds = [{"x": _f(rng, 1, 3, 8)} for _ in range(3)] + [{"x": _f(rng, 2, 3, 8)}]
+    _, req = _infer_all(model, feeds)
+    assert req.stats["symbolic_infers"] == 2
+
+
 def _grown_cache_model():
     """A decoder layer's shape math on its grown cache: Concat(past, new) along the sequence,
     then a Reshape whose target is computed from ShapeOf of the concat (as torch exports
