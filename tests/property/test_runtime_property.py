@@ -93,10 +93,14 @@ def programs(draw):
     model = Model([opset.result(v, name="y")], [x])
     sizes = draw(st.lists(st.tuples(st.integers(1, 3), st.integers(1, 9)), min_size=3, max_size=6,
                           unique=True))
-    # two full-path checks, then each new size twice in a row (a miss, then a hit with nothing
-    # changed: the step plan is built), then earlier sizes again in any order (plans replayed)
-    seq = sizes[:2] + [z for z in sizes[2:] for _ in range(2)]
-    return model, seq + draw(st.lists(st.sampled_from(sizes), min_size=2, max_size=6)), rng
+    # sizes in any order, each a run of 1 to 3 infers: a new size's first infer is a miss (the
+    # full path while fewer than SYMBOLIC_CHECKS bindings are checked, else symbolic), its
+    # repeat a hit with nothing changed (the step plan is built), later ones replays; a new
+    # size may come after any of these
+    seq: list = []
+    for z in draw(st.lists(st.sampled_from(sizes), min_size=3, max_size=8)):
+        seq += [z] * draw(st.integers(1, 3))
+    return model, seq, rng
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
