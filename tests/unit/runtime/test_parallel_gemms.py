@@ -135,8 +135,11 @@ def test_gated_mlp_merges_into_one_normalized_gemm(rng, monkeypatch, silu):
     req = cm.create_infer_request()
     for s in (1, 4, 1):
         feeds = {"x": (3.0 + _f(rng, 1, s, D)).astype(np.float32)}
-        np.testing.assert_allclose(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"],
-                                   rtol=1e-4, atol=1e-5)
+        want = netpass.reference.infer(model, feeds)["y"]
+        # (outputs up to ~1e3 with some near 0: float32 sums of that scale differ by ~1e-4
+        # absolute with the device's FMA contraction, so atol follows the outputs' scale)
+        np.testing.assert_allclose(req.infer(feeds)["y"], want, rtol=1e-4,
+                                   atol=1e-6 * float(np.abs(want).max()))
     passes = tuple(p for p in program_module.NODE_PASSES if p is not merge_gated_mlps)
     monkeypatch.setattr(program_module, "NODE_PASSES", passes)
     apart = _compiled(model)[0].create_infer_request()
