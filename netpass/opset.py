@@ -52,3 +52,4 @@ from .ops.signal import *  # noqa: F403
 from .ops.state import *  # noqa: F403
 from .ops.strings import *  # noqa: F403
 from .ops.tfidf import *  # noqa: F403
+from .ops.training import *  # noqa: F403

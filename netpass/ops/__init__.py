@@ -55,6 +55,7 @@ from . import (  # noqa: F401
                state,
                strings,
                tfidf,
+               training,
 )
 from .base import (  # noqa: F401
                ArithmeticReductionKeepDims,
