@@ -34,6 +34,7 @@ from . import (  # noqa: F401
                lrn,
                matmul,
                max_unpool,
+               ml,
                movement,
                nms,
                normalization,
