@@ -31,6 +31,7 @@ from .ops.lp_pool import *  # noqa: F403
 from .ops.lrn import *  # noqa: F403
 from .ops.matmul import *  # noqa: F403
 from .ops.max_unpool import *  # noqa: F403
+from .ops.ml import *  # noqa: F403
 from .ops.movement import *  # noqa: F403
 from .ops.nms import *  # noqa: F403
 from .ops.normalization import *  # noqa: F403
@@ -52,3 +53,4 @@ from .ops.signal import *  # noqa: F403
 from .ops.state import *  # noqa: F403
 from .ops.strings import *  # noqa: F403
 from .ops.tfidf import *  # noqa: F403
+from .ops.training import *  # noqa: F403

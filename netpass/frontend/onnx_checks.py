@@ -14,8 +14,9 @@ require it.
   onnx.checker and onnxruntime accept and TorchScript's exporter writes (for a module that
   returns one tensor twice, without ``output_names``); the reader lists it once, since netpass
   returns outputs as a dict keyed by name.
-- Every attribute of a default-domain node is one its op's schema (at the model's opset)
-  declares, with the schema's type (a FLOAT given where an INT is declared, or INTS for INT, is
+- Every attribute of a node is one its op's schema (at the version the model imports of the
+  node's domain: the default one, ``ai.onnx.ml``, ``ai.onnx.preview.training``) declares,
+  with the schema's type (a FLOAT given where an INT is declared, or INTS for INT, is
   refused, as onnx.checker does); required attributes are present.
 
 Each violation raises :class:`InvalidModelError` naming the node (name and op type) and the
@@ -24,7 +25,7 @@ tensor or attribute.
 from __future__ import annotations
 
 import functools
-from collections.abc import Container
+from collections.abc import Container, Mapping
 from dataclasses import dataclass
 
 import onnx
@@ -80,12 +81,12 @@ class _Schema:
 
 
 @functools.cache
-def _schema(op_type: str, opset: int) -> _Schema | None:
-    """The default-domain schema of ``op_type`` at ``opset`` (None: no schema there). Cached:
-    ``onnx.defs.get_schema`` builds a new schema object per call (~6 us, 0.4 s of reading a
-    65k-node graph)."""
+def _schema(op_type: str, opset: int, domain: str = "") -> _Schema | None:
+    """The schema of ``op_type`` in ``domain`` at version ``opset`` (None: no schema there).
+    Cached: ``onnx.defs.get_schema`` builds a new schema object per call (~6 us, 0.4 s of
+    reading a 65k-node graph)."""
     try:
-        schema = onnx.defs.get_schema(op_type, opset, "")
+        schema = onnx.defs.get_schema(op_type, opset, domain)
     except onnx.defs.SchemaError:
         return None
     option = onnx.defs.OpSchema.FormalParameterOption
@@ -96,14 +97,28 @@ def _schema(op_type: str, opset: int) -> _Schema | None:
                    tuple((f.name, kinds[f.option], int(f.min_arity)) for f in schema.inputs))
 
 
-def check_inputs(proto: NodeFields, opset: int) -> None:
-    """A default-domain node's inputs against its op's schema at ``opset``: every required
-    input given (an empty name is an absent optional input), a variadic one at least its least
-    count of times, no more inputs than the op declares (onnx.checker and onnxruntime refuse
-    these; import rules would read None where a tensor must be)."""
-    if proto.domain not in DEFAULT_DOMAINS or not isinstance(proto.op_type, str):
+def _node_schema(proto: onnx.NodeProto | NodeFields, opset: int,
+                 domains: Mapping[str, int] | None) -> _Schema | None:
+    """The schema of the node's op at the version the model imports of its domain (``opset``
+    for the default one, ``domains`` for the others); None where there is none to check."""
+    if proto.domain in DEFAULT_DOMAINS:
+        return _schema(proto.op_type, opset)
+    version = (domains or {}).get(proto.domain)
+    if version is None or not isinstance(proto.domain, str):
+        return None
+    return _schema(proto.op_type, version, proto.domain)
+
+
+def check_inputs(proto: NodeFields, opset: int, domains: Mapping[str, int] | None = None
+                 ) -> None:
+    """A node's inputs against its op's schema at ``opset`` (other domains: at the version
+    ``domains`` gives): every required input given (an empty name is an absent optional
+    input), a variadic one at least its least count of times, no more inputs than the op
+    declares (onnx.checker and onnxruntime refuse these; import rules would read None where a
+    tensor must be)."""
+    if not isinstance(proto.op_type, str):
         return
-    schema = _schema(proto.op_type, opset)
+    schema = _node_schema(proto, opset, domains)
     if schema is None or not schema.inputs:
         return
     given = proto.input
@@ -127,15 +142,15 @@ def check_inputs(proto: NodeFields, opset: int) -> None:
                 node_label(proto), proto.op_type, name)
 
 
-def check_attributes(proto: onnx.NodeProto | NodeFields, opset: int) -> None:
-    """A default-domain node's attributes against its op's schema at ``opset`` (an op without a
-    schema there is left to its import rule, which refuses it)."""
-    if proto.domain not in DEFAULT_DOMAINS:
-        return
+def check_attributes(proto: onnx.NodeProto | NodeFields, opset: int,
+                     domains: Mapping[str, int] | None = None) -> None:
+    """A node's attributes against its op's schema at ``opset`` (other domains: at the version
+    ``domains`` gives; an op without a schema there is left to its import rule, which refuses
+    it)."""
     if not isinstance(proto.op_type, str):  # protobuf hands back bytes that are not UTF-8
         raise InvalidModelError(f"ONNX node '{node_label(proto)!r}': op type "
                                 f"{proto.op_type!r} is not UTF-8 text")
-    schema = _schema(proto.op_type, opset)
+    schema = _node_schema(proto, opset, domains)
     if schema is None:
         return
     attributes = schema.attributes
@@ -164,12 +179,13 @@ def check_attributes(proto: onnx.NodeProto | NodeFields, opset: int) -> None:
                                     node_label(proto), proto.op_type, name)
 
 
-def check_graph(graph: onnx.GraphProto, opset: int, outer: Container[str] = ()
-                ) -> list[NodeFields]:
+def check_graph(graph: onnx.GraphProto, opset: int, outer: Container[str] = (),
+                domains: Mapping[str, int] | None = None) -> list[NodeFields]:
     """Raise InvalidModelError unless ``graph`` is in SSA form, topologically sorted, with
     defined outputs and schema-conforming attributes (see the module doc). ``outer``: the
-    names a sub-graph may read from the graphs around it. Returns the nodes' fields, in order,
-    for the import to read."""
+    names a sub-graph may read from the graphs around it; ``domains``: the versions the model
+    imports of domains other than the default one. Returns the nodes' fields, in order, for
+    the import to read."""
     # tensor name -> what defines it, for errors (a node's description is made only then)
     defined: dict[str, str | NodeFields] = {}
     for init in graph.initializer:
@@ -195,8 +211,8 @@ def check_graph(graph: onnx.GraphProto, opset: int, outer: Container[str] = ()
                     "which no graph input, initializer or node defines"
                 raise InvalidModelError(f"{_where(proto)} reads '{name}', {why}",
                                         node_label(proto), proto.op_type, name)
-        check_attributes(proto, opset)
-        check_inputs(proto, opset)
+        check_attributes(proto, opset, domains)
+        check_inputs(proto, opset, domains)
         for name in proto.output:
             if not name:
                 continue

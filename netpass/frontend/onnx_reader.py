@@ -1,9 +1,12 @@
 """ONNX -> netpass Model.
 
 Each ONNX node is converted by the import rule its op registered in
-``netpass.ops.registry`` (the rule for the highest ``since`` <= the model's opset), or, for an
-op without a rule that the ONNX schema defines as a function, expanded into that function's
-body (``frontend.onnx_functions``).
+``netpass.ops.registry`` for its domain (the rule for the highest ``since`` <= the version the
+model imports of that domain: the default one, ``ai.onnx.ml``, ``ai.onnx.preview.training``),
+or, for an op without a rule that the ONNX schema defines as a function, expanded into that
+function's body (``frontend.onnx_functions``). A model may import other domains only (an
+``ai.onnx.ml`` pipeline): its default-domain opset is then 0, and a default-domain node in it
+is refused.
 Initializers and Constant nodes become Constants; ``dim_param`` becomes a symbolic dimension
 (one Symbol per name); graph input and output names become parameter and result names.
 """
@@ -34,7 +37,7 @@ from ..errors import (
 )
 from ..ops.io import Constant, Parameter, Result
 from ..ops.onnx_types import onnx_element_type, onnx_value_type
-from ..ops.registry import find_onnx_rule
+from ..ops.registry import ONNX_IMPORT_DOMAINS, find_onnx_rule
 from .files import MAX_ONNX_BYTES, RegularFile, contained_path, read_model_file
 from .onnx_checks import DEFAULT_DOMAINS, NodeFields, check_graph
 from .onnx_functions import function_body, function_opset, with_attributes
@@ -56,8 +59,7 @@ class Scope:
         # an inlined graph (a branch chosen at import) reads outer values directly
         self.inline = inline
         self.omitted: set[str] = set()
-        # opset versions the graph imports for domains other than the default one (ops of
-        # those netpass knows only through their schemas' functions)
+        # opset versions the graph imports for domains other than the default one
         self.domains: dict[str, int] = dict(parent.domains) if parent is not None else {}
 
     def __contains__(self, name: object) -> bool:
@@ -99,12 +101,16 @@ class OnnxNodeContext:
     """What an import rule sees of one ONNX node (see ``netpass.ops.registry``)."""
 
     def __init__(self, proto: onnx.NodeProto, inputs: list[Output | None], opset: int,
-                 scope: Scope | None = None, fields: NodeFields | None = None) -> None:
-        """``fields``: ``proto``'s, when already read (the reader's own calls)."""
+                 scope: Scope | None = None, fields: NodeFields | None = None,
+                 version: int | None = None) -> None:
+        """``fields``: ``proto``'s, when already read (the reader's own calls); ``version``:
+        the version the model imports of the node's domain (default: ``opset``)."""
         f = fields if fields is not None else NodeFields(proto)
         self.proto = proto
         self.inputs = inputs
         self.opset = opset
+        self.domain = "" if f.domain in DEFAULT_DOMAINS else f.domain
+        self.version = opset if version is None else version
         self.scope = scope if scope is not None else Scope()
         self.op_type = f.op_type
         self.name = f.label
@@ -131,7 +137,7 @@ class OnnxNodeContext:
         return self.inputs[i] if i < len(self.inputs) else None
 
     def error(self, message: str) -> None:
-        raise UnsupportedOpError(self.op_type, "", self.opset, self.name, message)
+        raise UnsupportedOpError(self.op_type, self.domain, self.version, self.name, message)
 
     def subgraph(self, attr: str, inputs: list[tuple[Type, PartialShape] | None]
                  ) -> tuple[Model, list[Output]]:
@@ -156,7 +162,7 @@ class OnnxNodeContext:
         if graph is None or graph.type != onnx.AttributeProto.GRAPH:
             raise ModelFormatError(f"ONNX node '{self.name}' ({self.op_type}): graph attribute "
                                    f"'{attr}' is missing")
-        nodes = check_graph(graph.g, self.opset, self.scope)
+        nodes = check_graph(graph.g, self.opset, self.scope, self.scope.domains)
         scope = Scope(self.scope, inline=True)
         _convert_body(graph.g, nodes, self.opset, scope, {}, [])
         return [scope[vo.name] for vo in graph.g.output]
@@ -315,7 +321,7 @@ def convert_graph(graph: onnx.GraphProto, opset: int, name: str = "Model",
     """The graph as a Model, after ``check_graph``; a graph output listed several times (as
     TorchScript exports a module that returns one tensor twice) becomes one Result.
     ``domains``: the versions the model imports of other domains."""
-    nodes = check_graph(graph, opset)  # every name below is in ``values``
+    nodes = check_graph(graph, opset, (), domains)  # every name below is in ``values``
     values = Scope()
     values.domains.update(domains or {})
     params = _convert_body(graph, nodes, opset, values, {}, [])
@@ -333,7 +339,7 @@ def convert_subgraph(graph: onnx.GraphProto, opset: int, parent: Scope,
                      inputs: list[tuple[Type, PartialShape] | None], where: str
                      ) -> tuple[Model, list[Output]]:
     """A graph attribute as a body Model (see ``OnnxNodeContext.subgraph``)."""
-    nodes = check_graph(graph, opset, parent)
+    nodes = check_graph(graph, opset, parent, parent.domains)
     if len(inputs) != len(graph.input):
         raise ModelFormatError(f"{where}: the graph has {len(graph.input)} inputs, the op "
                                f"feeds {len(inputs)}")
@@ -386,8 +392,12 @@ def _convert_node(fields: NodeFields, values: Scope, opset: int) -> None:
     proto = fields.proto
     label = fields.label
     default = fields.domain in DEFAULT_DOMAINS
-    rule = find_onnx_rule(fields.op_type, opset) if default else None
-    version = opset if default else values.domains.get(fields.domain)
+    domain = "" if default else fields.domain
+    if default and opset == 0:
+        raise ModelFormatError(f"ONNX node '{label}' ({proto.op_type}): the model imports no "
+                               "default-domain ONNX opset")
+    version = opset if default else values.domains.get(domain)
+    rule = find_onnx_rule(fields.op_type, version, domain) if version is not None else None
     lookup = values.lookup
     inputs: list[Output | None] = [lookup(name) if name else None for name in fields.input]
     convert: Callable[[OnnxNodeContext], Any]
@@ -396,18 +406,21 @@ def _convert_node(fields: NodeFields, values: Scope, opset: int) -> None:
     else:
         function = function_body(proto, inputs, version) if version is not None else None
         if function is None:
-            if not default:
-                raise UnsupportedOpError(proto.op_type, proto.domain, None, label,
-                                         "only the default ONNX domain is supported (and ops "
-                                         "of other domains that ONNX defines as functions)")
-            raise UnsupportedOpError(proto.op_type, "", opset, label)
+            if version is None:
+                raise UnsupportedOpError(proto.op_type, domain, None, label,
+                                         f"the model imports no opset of domain '{domain}'")
+            if not default and not ONNX_IMPORT_DOMAINS.get(domain):
+                raise UnsupportedOpError(proto.op_type, domain, version, label,
+                                         "netpass imports no ops of this domain (only ops it "
+                                         "has rules for, or that ONNX defines as functions)")
+            raise UnsupportedOpError(proto.op_type, domain, version, label)
         body, attrs = function
 
         def convert(ctx: OnnxNodeContext) -> list[Output]:
             return _expand_function(proto, inputs, body, attrs, opset)
     before = {id(o.node) for o in inputs if o is not None}
     try:
-        outs = convert(OnnxNodeContext(proto, inputs, opset, values, fields))
+        outs = convert(OnnxNodeContext(proto, inputs, opset, values, fields, version))
     except NetpassError as e:
         prefix = f"ONNX node '{label}' ({proto.op_type}): "
         if not str(e).startswith("ONNX node"):
@@ -467,15 +480,15 @@ def read_onnx(source: Any) -> Model:
         _load_external_data(proto, path)
     # (else a tensor with external data is refused where it is converted, _tensor_to_array: a
     # walk over every tensor up front was ~8% of reading a 100k-node graph)
-    opset = None
+    opset = 0  # none imported: only nodes of other domains may appear
     domains = {}
     for imp in proto.opset_import:
         if imp.domain in DEFAULT_DOMAINS:
             opset = imp.version
         else:
             domains[imp.domain] = imp.version
-    if opset is None:
-        raise ModelFormatError("the model imports no default-domain ONNX opset")
+    if opset == 0 and not domains:
+        raise ModelFormatError("the model imports no ONNX opset")
     name = proto.graph.name or "Model"
     # The cyclic GC would rescan the ever-growing graph (millions of young objects, none of
     # them garbage: nodes hold producers strongly and consumers weakly, so refcounting frees

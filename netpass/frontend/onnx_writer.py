@@ -54,6 +54,8 @@ class ExportContext:
 
     def __init__(self, model: Model, opset: int = OPSET) -> None:
         self.opset = opset
+        # versions to import of the other domains the rules wrote nodes of (ai.onnx.ml...)
+        self.domains: dict[str, int] = {}
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
         self._names: dict[tuple[int, int], str] = {}
@@ -105,12 +107,17 @@ class ExportContext:
     def outputs(self, node: Node) -> list[str]:
         return [self.name_of(o) for o in node.outputs()]
 
-    def add_node(self, op_type: str, inputs: list[str], outputs: list[str], **attrs: Any) -> None:
-        """Append an ONNX node; numpy array attributes become tensor attributes."""
+    def add_node(self, op_type: str, inputs: list[str], outputs: list[str], domain: str = "",
+                 version: int = 1, **attrs: Any) -> None:
+        """Append an ONNX node; numpy array attributes become tensor attributes. An op of
+        another ``domain`` makes the model import it at ``version`` at least."""
         conv = {k: (numpy_helper.from_array(np.asarray(v)) if isinstance(v, np.ndarray) else v)
                 for k, v in attrs.items() if v is not None}
         name = self.fresh(f"{op_type}_{outputs[0]}" if outputs else op_type)
-        self.nodes.append(helper.make_node(op_type, list(inputs), list(outputs), name=name, **conv))
+        if domain:
+            self.domains[domain] = max(self.domains.get(domain, version), version)
+        self.nodes.append(helper.make_node(op_type, list(inputs), list(outputs), name=name,
+                                           domain=domain or None, **conv))
 
     def add_reduce(self, op_type: str, data: str, outputs: list[str], axes: list[int],
                    keepdims: bool) -> None:
@@ -184,10 +191,16 @@ def export_opset(model: Model) -> int:
     return need
 
 
-def _ir_version(opset: int) -> int:
-    """The lowest IR version that carries ``opset`` (onnx's version table); 8 for opset 17."""
-    for _release, ir, ai_onnx, *_ in helper.VERSION_TABLE:
-        if ai_onnx >= opset:
+def _ir_version(opset: int, domains: dict[str, int] | None = None) -> int:
+    """The lowest IR version that carries ``opset`` and the ``ai.onnx.ml`` /
+    ``ai.onnx.preview.training`` versions in ``domains`` (onnx's version table); 8 for opset
+    17 alone."""
+    domains = domains or {}
+    ml = domains.get("ai.onnx.ml", 0)
+    training = domains.get("ai.onnx.preview.training", 0)
+    for _release, ir, ai_onnx, *rest in helper.VERSION_TABLE:  # (ml, training) from 1.x
+        ai_ml, ai_training = (list(rest) + [0, 0])[:2]
+        if ai_onnx >= opset and ai_ml >= ml and ai_training >= training:
             return max(ir, IR_VERSION)
     return onnx.IR_VERSION
 
@@ -231,9 +244,11 @@ def _to_onnx(model: Model) -> onnx.ModelProto:
             name, onnx_elem_type(src.element_type, f"output '{name}'"), _dims(src.partial_shape)))
     graph = helper.make_graph(nodes, model.friendly_name or "netpass", inputs, outputs,
                               initializers)
+    imports = [helper.make_opsetid("", opset)]
+    imports += [helper.make_opsetid(d, v) for d, v in sorted(ectx.domains.items())]
     proto = helper.make_model(graph, producer_name="netpass", producer_version=__version__,
-                              opset_imports=[helper.make_opsetid("", opset)])
-    proto.ir_version = _ir_version(opset)
+                              opset_imports=imports)
+    proto.ir_version = _ir_version(opset, ectx.domains)
     return proto
 
 

@@ -34,6 +34,7 @@ from . import (  # noqa: F401
                lrn,
                matmul,
                max_unpool,
+               ml,
                movement,
                nms,
                normalization,
@@ -55,6 +56,7 @@ from . import (  # noqa: F401
                state,
                strings,
                tfidf,
+               training,
 )
 from .base import (  # noqa: F401
                ArithmeticReductionKeepDims,

@@ -3,8 +3,10 @@ and ONNX export rules. Op modules fill them; the frontend and serializers read t
 
 Import rule: ``fn(ctx) -> Output | list[Output]`` where ``ctx`` offers ``ctx.inputs`` (Outputs,
 None for omitted optional inputs), ``ctx.attr(name, default)``, ``ctx.has_attr(name)``,
-``ctx.opset`` (the model's default-domain opset), ``ctx.name`` (ONNX node name),
-``ctx.num_outputs`` and ``ctx.error(message)`` (raises a netpass error naming the node).
+``ctx.opset`` (the model's default-domain opset), ``ctx.domain`` and ``ctx.version`` (the
+node's domain, "" for the default one, and the version the model imports of it), ``ctx.name``
+(ONNX node name), ``ctx.num_outputs`` and ``ctx.error(message)`` (raises a netpass error naming
+the node).
 
 Export rule: ``fn(node, ectx)`` writing ONNX nodes through ``ectx.inputs(node)`` (tensor names),
 ``ectx.outputs(node)``, ``ectx.add_node(op_type, inputs, outputs, **attrs)``,
@@ -20,6 +22,8 @@ from ..core.node import OP_TYPES, Node  # noqa: F401  (OP_TYPES re-exported: op 
 from ..errors import UnsupportedOpError
 
 ONNX_IMPORT: dict[tuple[str, str], list[tuple[int, Callable]]] = {}
+# Domains other than the default one that have import rules, with the op types of each.
+ONNX_IMPORT_DOMAINS: dict[str, set[str]] = {}
 ONNX_EXPORT: dict[type, Callable] = {}
 # The ONNX opset an export rule needs, where it is above the default export opset (17): a
 # number, or a function of the node (when it depends on its types or attributes).
@@ -27,8 +31,11 @@ ONNX_EXPORT_OPSET: dict[type, int | Callable[[Node], int]] = {}
 
 
 def onnx_rule(op_type: str, since: int = 1, domain: str = "") -> Callable[[Callable], Callable]:
-    """Register an ONNX import rule used for model opsets >= ``since``."""
+    """Register an ONNX import rule used where the model imports ``domain`` ("": the default
+    one) at a version >= ``since``."""
     def deco(fn: Callable) -> Callable:
+        if domain:
+            ONNX_IMPORT_DOMAINS.setdefault(domain, set()).add(op_type)
         rules = ONNX_IMPORT.setdefault((domain, op_type), [])
         rules.append((since, fn))
         rules.sort(key=lambda r: r[0])

@@ -57,7 +57,9 @@ def test_round_trip(case):
     try:
         sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
     except Exception as e:  # onnxruntime's own kernel coverage, not netpass's export
-        if "NOT_IMPLEMENTED" in str(e) or "Type Error" in str(e):
+        # (no kernel for the type; the ai.onnx.preview.training ops: only in its training build)
+        if "NOT_IMPLEMENTED" in str(e) or "Type Error" in str(e) or \
+                "not a registered function/op" in str(e):
             pytest.skip(f"onnxruntime cannot run it: {str(e).splitlines()[0][:160]}")
         if "construct locale" in str(e):  # StringNormalizer changing case needs en_US
             pytest.skip("onnxruntime needs the en_US locale installed on the system")
