@@ -1,33 +1,65 @@
-"""Export a Hugging Face decoder with its key/value cache as ONNX, as optimum does.
+"""Export a Hugging Face causal LM with its key/value cache as ONNX, as optimum does.
 
-The TorchScript exporter (``torch.onnx.export(..., dynamo=False)``) cannot take a transformers
-``Cache`` object, so a thin wrapper takes the cache as flat tensors (``past_key_values.N.key``
-/ ``.value``, ``[batch, kv heads, past, head dim]``), builds a ``DynamicCache`` from them and
-returns the grown cache flat (``present.N.key`` / ``.value``) after the logits. The other
-inputs are ``input_ids``, ``attention_mask`` (past + new tokens) and ``position_ids``; batch and
-sequence axes are dynamic. ``netpass.generation.stateful_decoder`` makes such an export
-stateful.
+Any transformers model type (``--arch``, e.g. ``gpt2``, ``llama``, ``qwen2``, ``gemma2``,
+``falcon``, ``mixtral``) is built from a small config with random weights
+(``AutoConfig.for_model`` with the size fields under the config's own names) and exported
+with the TorchScript exporter (``--exporter torchscript``, ``dynamo=False``) or the dynamo
+one (``--exporter dynamo``, ``torch.export`` with ``dynamic_shapes``). Neither can take a
+transformers ``Cache`` object, so a thin wrapper takes the cache as flat tensors
+(``past_key_values.N.key`` / ``.value``), builds a ``DynamicCache`` from them and returns the
+grown cache flat (``present.N.key`` / ``.value``) after the logits. The other inputs are
+``input_ids``, ``attention_mask`` (past + new tokens) and ``position_ids``; batch and sequence
+axes are dynamic. The cache layout (``Decoder.past_dims``) is read off a real forward of the
+model, not assumed. ``netpass.generation.stateful_decoder`` makes such an export stateful.
 
     python tools/export_decoder.py --arch gpt2 -o gpt2.onnx                 # GPT-2 small, random
     python tools/export_decoder.py --arch llama --layers 2 --d 64 --heads 4 --kv-heads 2 \\
         --vocab 223 -o llama.onnx
+    python tools/export_decoder.py --arch qwen2 --exporter dynamo -o qwen2.onnx
 
-Weights are random (nothing is downloaded), seeded. Needs torch and transformers.
+Weights are random (nothing is downloaded), seeded. Needs torch and transformers (and
+onnxscript for the dynamo exporter).
 """
 from __future__ import annotations
 
 import argparse
+import inspect
 import io
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-OPSET = 17
+OPSET = 17          # the TorchScript exporter's
+DYNAMO_OPSET = 18   # the dynamo exporter's lowest
+EXPORTERS = ("torchscript", "dynamo")
+
+# (arch, exporter) pairs known not to export with transformers 5.24 / torch 2.13, and why.
+UNEXPORTABLE = {
+    ("mpt", "dynamo"): "torch.export finds the sizes of MPT's ALiBi bias slice inconsistent",
+    **{(arch, "torchscript"): f"the TorchScript exporter fails on {arch}'s interleaved rotary "
+       f"('All tensors must have the same rank')" for arch in ("cohere", "glm", "helium")},
+}
+
+# A logical size -> the config attributes it goes by; the first one the config takes wins.
+FIELDS = {
+    "layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
+    "d": ("hidden_size", "n_embd", "d_model"),
+    "heads": ("num_attention_heads", "n_head", "num_heads", "n_heads", "attention_heads"),
+    "kv_heads": ("num_key_value_heads", "num_kv_heads"),
+    "ffn": ("intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size"),
+    "vocab": ("vocab_size",),
+    "positions": ("max_position_embeddings", "n_positions", "max_seq_len"),
+    "init": ("initializer_range", "init_std"),
+}
 
 
 @dataclass
 class Decoder:
-    """An exported decoder: the ONNX bytes and the cache layout a caller feeds."""
+    """An exported decoder: the ONNX bytes and the cache layout a caller feeds.
+
+    ``past_dims`` (one per past input, in ``past_names`` order) holds each axis's size, with
+    ``"batch"`` and ``"past"`` for the dynamic ones; empty: ``[batch, kv_heads, past,
+    head_dim]``. ``kv_heads`` and ``head_dim`` are those of the first key."""
 
     name: str
     onnx: bytes
@@ -35,6 +67,8 @@ class Decoder:
     kv_heads: int
     head_dim: int
     vocab: int
+    exporter: str = "torchscript"
+    past_dims: list[tuple[int | str, ...]] = field(default_factory=list)
 
     @property
     def past_names(self) -> list[str]:
@@ -44,6 +78,31 @@ class Decoder:
     @property
     def present_names(self) -> list[str]:
         return [f"present.{i}.{kind}" for i in range(self.layers) for kind in ("key", "value")]
+
+    def past_shape(self, name: str, batch: int = 1, past: int = 0) -> tuple[int, ...]:
+        """The shape of past input ``name`` holding ``past`` tokens of ``batch`` sequences."""
+        dims = (self.past_dims[self.past_names.index(name)] if self.past_dims
+                else ("batch", self.kv_heads, "past", self.head_dim))
+        return tuple(batch if d == "batch" else past if d == "past" else int(d) for d in dims)
+
+
+def _forward(model, **kw):
+    """``model(**kw, cache=..., use_cache=True)`` under the cache argument's name in this
+    transformers (``cache`` in 5.x, ``past_key_values`` before); the output's cache as
+    ``[(key, value)]`` per layer."""
+    params = inspect.signature(model.forward).parameters
+    cache_kw = "cache" if "cache" in params else "past_key_values"
+    if "cache" in kw:
+        kw[cache_kw] = kw.pop("cache")
+    out = model(**kw, use_cache=True)
+    present = out.get("cache", None) or out.get("past_key_values", None)
+    if hasattr(present, "layers"):  # transformers 5
+        pairs = [(layer.keys, layer.values) for layer in present.layers]
+    elif hasattr(present, "to_legacy_cache"):
+        pairs = present.to_legacy_cache()
+    else:
+        pairs = present
+    return out.logits, [t for pair in pairs for t in pair]
 
 
 def _flat_cache_module(model, layers: int):
@@ -60,43 +119,109 @@ def _flat_cache_module(model, layers: int):
             cache = DynamicCache()
             for i in range(layers):
                 cache.update(past[2 * i], past[2 * i + 1], i)
-            out = self.model(input_ids=input_ids, attention_mask=attention_mask,
-                             position_ids=position_ids, past_key_values=cache, use_cache=True)
-            present = out.past_key_values
-            if hasattr(present, "layers"):  # transformers 5
-                pairs = [(layer.keys, layer.values) for layer in present.layers]
-            else:
-                pairs = present.to_legacy_cache()
-            return (out.logits, *[t for pair in pairs for t in pair])
+            logits, present = _forward(self.model, input_ids=input_ids,
+                                       attention_mask=attention_mask,
+                                       position_ids=position_ids, cache=cache)
+            return (logits, *present)
 
     return FlatCache().eval()
 
 
-def export_decoder(name: str, model, layers: int, kv_heads: int, head_dim: int,
-                   vocab: int) -> Decoder:
-    """Export the transformers causal LM ``model`` (put in eval mode) with its cache."""
+def cache_layout(model, vocab: int) -> list[tuple[int | str, ...]]:
+    """Each cache tensor's axes as a real forward of ``model`` (no past) fills them: the axis
+    that follows the batch ``"batch"``, the one that follows the length ``"past"``, the others
+    their size. Forwards of batch 1 and 2 and lengths 3 and 5 tell them apart."""
     import torch
-    wrapper = _flat_cache_module(model.eval(), layers)
-    dec = Decoder(name, b"", layers, kv_heads, head_dim, vocab)
-    past_len, seq = 2, 3
-    ids = torch.randint(0, vocab, (1, seq), generator=torch.Generator().manual_seed(1))
-    mask = torch.ones(1, past_len + seq, dtype=torch.int64)
-    pos = torch.arange(past_len, past_len + seq)[None]
-    past = [torch.randn(1, kv_heads, past_len, head_dim) for _ in dec.past_names]
-    dyn = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "total"},
-           "position_ids": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"}}
-    dyn.update({n: {0: "batch", 2: "past"} for n in dec.past_names})
-    dyn.update({n: {0: "batch", 2: "total"} for n in dec.present_names})
-    buf = io.BytesIO()
+    shapes = {}
+    with torch.no_grad():
+        for batch, length in ((1, 3), (2, 3), (1, 5)):
+            ids = torch.randint(0, vocab, (batch, length),
+                                generator=torch.Generator().manual_seed(0))
+            _, present = _forward(model, input_ids=ids)
+            shapes[batch, length] = [tuple(t.shape) for t in present]
+    layout = []
+    for base, wide, long in zip(shapes[1, 3], shapes[2, 3], shapes[1, 5]):
+        dims: list[int | str] = []
+        for b, w, n in zip(base, wide, long):
+            if w != b and n == b and w == 2 * b and b == 1:
+                dims.append("batch")
+            elif n != b and w == b and (n, b) == (5, 3):
+                dims.append("past")
+            elif w == b and n == b:
+                dims.append(b)
+            else:
+                raise ValueError(f"{type(model).__name__}: cache axis of sizes {b}, {w}, {n} "
+                                 f"for (batch, length) (1, 3), (2, 3), (1, 5): neither the "
+                                 f"batch, the length nor fixed")
+        layout.append(tuple(dims))
+    return layout
+
+
+def export_decoder(name: str, model, layers: int, kv_heads: int, head_dim: int,
+                   vocab: int, exporter: str = "torchscript") -> Decoder:
+    """Export the transformers causal LM ``model`` (put in eval mode) with its cache.
+    ``kv_heads`` and ``head_dim`` are checked against the cache of a real forward."""
+    import torch
+    if exporter not in EXPORTERS:
+        raise ValueError(f"{name}: exporter {exporter!r} is not one of {EXPORTERS}")
+    if (name, exporter) in UNEXPORTABLE:
+        raise ValueError(f"{name} does not export with the {exporter} exporter: "
+                         f"{UNEXPORTABLE[name, exporter]}")
+    model = model.eval()
+    layout = cache_layout(model, vocab)
+    if len(layout) != 2 * layers:
+        raise ValueError(f"{name}: {len(layout)} cache tensors, expected 2 x {layers} layers")
+    first = layout[0]
+    kv_heads, head_dim = (first[1], first[3]) if len(first) == 4 else (kv_heads, head_dim)
+    dec = Decoder(name, b"", layers, int(kv_heads), int(head_dim), vocab, exporter, layout)
+    wrapper = _flat_cache_module(model, layers)
+    batch = 1 if exporter == "torchscript" else 2
+    past_len, seq = 7, 3
+    gen = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, vocab, (batch, seq), generator=gen)
+    mask = torch.ones(batch, past_len + seq, dtype=torch.int64)
+    pos = torch.arange(past_len, past_len + seq)[None].expand(batch, seq).contiguous()
+    past = [torch.randn(dec.past_shape(n, batch, past_len), generator=gen)
+            for n in dec.past_names]
+    names = dict(input_names=["input_ids", "attention_mask", "position_ids", *dec.past_names],
+                 output_names=["logits", *dec.present_names])
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
-        torch.onnx.export(wrapper, (ids, mask, pos, *past), buf, dynamo=False,
-                          opset_version=OPSET,
-                          input_names=["input_ids", "attention_mask", "position_ids",
-                                       *dec.past_names],
-                          output_names=["logits", *dec.present_names], dynamic_axes=dyn)
-    dec.onnx = buf.getvalue()
+        if exporter == "torchscript":
+            dec.onnx = _torchscript(wrapper, (ids, mask, pos, *past), dec, names)
+        else:
+            dec.onnx = _dynamo(wrapper, (ids, mask, pos, *past), dec, names)
     return dec
+
+
+def _axes(dims, seq: str) -> dict[int, str]:
+    return {a: "batch" if d == "batch" else seq for a, d in enumerate(dims)
+            if d in ("batch", "past")}
+
+
+def _torchscript(wrapper, args, dec: Decoder, names: dict) -> bytes:
+    import torch
+    dyn = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "total"},
+           "position_ids": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"}}
+    dyn.update({n: _axes(d, "past") for n, d in zip(dec.past_names, dec.past_dims)})
+    dyn.update({n: _axes(d, "total") for n, d in zip(dec.present_names, dec.past_dims)})
+    buf = io.BytesIO()
+    torch.onnx.export(wrapper, args, buf, dynamo=False, opset_version=OPSET,
+                      dynamic_axes=dyn, **names)
+    return buf.getvalue()
+
+
+def _dynamo(wrapper, args, dec: Decoder, names: dict) -> bytes:
+    """``torch.onnx.export(dynamo=True)``: batch, new tokens and past dynamic (``Dim.AUTO``:
+    torch.export works out that the mask's length is their sum)."""
+    import torch
+    auto = torch.export.Dim.AUTO
+    tokens = {0: auto, 1: auto}
+    past = tuple(dict.fromkeys(_axes(d, "past"), auto) for d in dec.past_dims)
+    prog = torch.onnx.export(wrapper, args, dynamo=True, opset_version=DYNAMO_OPSET,
+                             dynamic_shapes=(tokens, tokens, tokens, past), verbose=False,
+                             **names)
+    return prog.model_proto.SerializeToString()
 
 
 def gpt2(layers: int = 12, d: int = 768, heads: int = 12, vocab: int = 50257,
@@ -123,16 +248,77 @@ def llama(layers: int = 2, d: int = 64, heads: int = 4, kv_heads: int = 2, vocab
     return LlamaForCausalLM(cfg), layers, kv_heads, d // heads, vocab
 
 
+def _arch_extras(arch: str, layers: int, d: int, heads: int, ffn: int) -> dict:
+    """Config fields besides the sizes that a small model of ``arch`` needs: head sizes that
+    default to a big model's, expert counts, per-layer lists sized to ``layers``."""
+    head = d // heads
+    extras = {"head_dim": head, "rotary_dim": head, "n_ctx": None,
+              "moe_intermediate_size": ffn, "shared_expert_intermediate_size": ffn,
+              "num_experts": 4, "num_local_experts": 4, "num_experts_per_tok": 2,
+              "pad_token_id": 0, "bos_token_id": 0, "eos_token_id": 0,
+              "decoder_start_token_id": 0}
+    if arch == "gpt_neo":
+        extras["attention_types"] = [[["global", "local"], max(layers // 2, 1)]]
+        extras["window_size"] = 16
+    return extras
+
+
+def causal_lm(arch: str, layers: int = 2, d: int = 64, heads: int = 4,
+              kv_heads: int | None = None, vocab: int = 223, positions: int = 256,
+              init: float = 0.02, seed: int = 0, ffn: int | None = None):
+    """A transformers causal LM of model type ``arch`` (any ``AutoModelForCausalLM`` takes)
+    with random weights: the sizes go under the names its config takes them by (``FIELDS``);
+    ``kv_heads`` (default ``heads // 2``) where it has grouped-query attention."""
+    import torch
+    from transformers import CONFIG_MAPPING, AutoConfig, AutoModelForCausalLM
+    if arch not in CONFIG_MAPPING:
+        raise ValueError(f"unknown transformers model type {arch!r}")
+    cls = CONFIG_MAPPING[arch]
+    takes = set(inspect.signature(cls.__init__).parameters)
+    ffn = ffn or 2 * d
+    sizes = {"layers": layers, "d": d, "heads": heads, "kv_heads": kv_heads or heads // 2,
+             "ffn": ffn, "vocab": vocab, "positions": positions, "init": init}
+    kw = {}
+    for key, value in sizes.items():
+        name = next((n for n in FIELDS[key] if n in takes), None)
+        if name is not None:
+            kw[name] = value
+    for name, value in _arch_extras(arch, layers, d, heads, ffn).items():
+        if name in takes:
+            kw[name] = positions if name == "n_ctx" else value
+    cfg = AutoConfig.for_model(arch, **kw)
+    # mixture of experts: gather each token's experts' weights ("batched_mm"), which traces
+    # (the default "grouped_mm" counts tokens per expert with histc, which TorchScript lacks,
+    # and "eager" loops over the experts the example input routed to)
+    moe = {"experts_implementation": "batched_mm"} if "num_experts_per_tok" in takes else {}
+    torch.manual_seed(seed)
+    try:
+        model = AutoModelForCausalLM.from_config(cfg, **moe)
+    except ValueError as e:
+        raise ValueError(f"{arch} has no causal LM in transformers: {e}") from e
+    return model, layers, kw.get("num_key_value_heads", heads), d // heads, vocab
+
+
 ARCHS = {"gpt2": gpt2, "llama": llama}
+
+
+def build(arch: str, seed: int = 0, **sizes):
+    """``(model, layers, kv_heads, head_dim, vocab)`` of ``arch``: ``gpt2`` and ``llama`` by
+    their own builders, any other transformers model type by :func:`causal_lm`."""
+    if arch in ARCHS:
+        return ARCHS[arch](seed=seed, **sizes)
+    return causal_lm(arch, seed=seed, **sizes)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--arch", choices=sorted(ARCHS), default="gpt2")
+    ap.add_argument("--arch", default="gpt2",
+                    help="transformers model type (gpt2, llama, qwen2, gemma2, falcon, ...)")
+    ap.add_argument("--exporter", choices=EXPORTERS, default="torchscript")
     ap.add_argument("--layers", type=int)
     ap.add_argument("--d", type=int, help="hidden size")
     ap.add_argument("--heads", type=int)
-    ap.add_argument("--kv-heads", type=int, help="llama: key/value heads")
+    ap.add_argument("--kv-heads", type=int, help="key/value heads (grouped-query attention)")
     ap.add_argument("--vocab", type=int)
     ap.add_argument("--positions", type=int, help="longest sequence")
     ap.add_argument("--init", type=float, help="initializer range of the random weights")
@@ -144,8 +330,16 @@ def main() -> None:
                                ("init", args.init), ("kv_heads", args.kv_heads))
              if v is not None}
     if args.arch == "gpt2" and "kv_heads" in given:
-        ap.error("--kv-heads applies to --arch llama only")
-    dec = export_decoder(args.arch, *ARCHS[args.arch](seed=args.seed, **given))
+        ap.error("--kv-heads applies to grouped-query archs (not gpt2)")
+    if (args.arch, args.exporter) in UNEXPORTABLE:
+        ap.error(f"--arch {args.arch} does not export with --exporter {args.exporter}: "
+                 f"{UNEXPORTABLE[args.arch, args.exporter]}")
+    try:
+        dec = export_decoder(args.arch, *build(args.arch, seed=args.seed, **given),
+                             exporter=args.exporter)
+    except Exception as e:
+        ap.error(f"--arch {args.arch} --exporter {args.exporter} failed: "
+                 f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
     args.output.write_bytes(dec.onnx)
     print(f"{args.output}: {args.arch}, {dec.layers} layers, {dec.kv_heads} kv heads of "
           f"{dec.head_dim}, vocab {dec.vocab}, {len(dec.onnx) / 2**20:.1f} MiB")

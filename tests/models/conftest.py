@@ -38,3 +38,21 @@ def hf_decoder() -> Callable:
         return cache[name]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def hf_arch_decoder() -> Callable:
+    """``hf_arch_decoder(arch, exporter)`` -> ``export_decoder.Decoder`` of the transformers
+    model type ``arch`` exported by ``exporter`` ("torchscript", "dynamo"), exported on first
+    use (skips the test without torch or transformers)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    import hf_decoders
+    cache: dict = {}
+
+    def get(arch: str, exporter: str):
+        if (arch, exporter) not in cache:
+            cache[arch, exporter] = hf_decoders.export_arch(arch, exporter)
+        return cache[arch, exporter]
+
+    return get

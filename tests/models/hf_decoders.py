@@ -5,6 +5,10 @@ Small configs with random weights, nothing downloaded. Weights are drawn 10x wid
 transformers' default (``initializer_range=0.2``): with the default a random GPT-2 repeats one
 token forever, which would make a greedy-decoding test blind to a wrong cache. Positions up to
 256: the tests decode 128 tokens after a prompt.
+
+``export_arch(arch, exporter)``: any transformers model type (``ARCHS``) at the same scale (2
+layers, hidden size 64, 4 heads, 2 key/value heads where it groups them), exported by the
+TorchScript or the dynamo exporter.
 """
 from __future__ import annotations
 
@@ -12,9 +16,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
-from export_decoder import Decoder, export_decoder, gpt2, llama
+from export_decoder import UNEXPORTABLE, Decoder, causal_lm, export_decoder, gpt2, llama
 
-__all__ = ["Decoder", "EXPORTERS"]
+__all__ = ["ARCHS", "Decoder", "EXPORTERS", "UNEXPORTABLE", "export_arch"]
 
 
 def export_gpt2() -> Decoder:
@@ -28,3 +32,30 @@ def export_llama() -> Decoder:
 
 
 EXPORTERS = {"gpt2": export_gpt2, "llama": export_llama}
+
+
+# The model types of the stateful-decoding tests of other archs (gpt2 and llama: by their own
+# builders at the sizes above).
+ARCHS = ("gpt2", "llama", "qwen2", "qwen3", "mistral", "ministral", "phi3", "phi", "gpt_neox",
+         "opt", "gemma", "gemma2", "gemma3_text", "falcon", "bloom", "gptj", "codegen",
+         "gpt_neo", "gpt_bigcode", "starcoder2", "stablelm", "persimmon", "olmo", "olmo2",
+         "granite", "nemotron", "smollm3", "exaone4", "xglm", "biogpt", "mixtral", "qwen2_moe",
+         "qwen3_moe", "olmoe", "mpt", "cohere", "glm", "helium")
+
+# Initializer ranges other than 0.2 where that one makes a random model of the type repeat a
+# token (logit soft-capping saturates, ALiBi or scaled embeddings flatten the scores).
+INIT = {"gemma": 0.5, "gemma2": 0.02, "gemma3_text": 0.02, "bloom": 2.0, "biogpt": 1.0,
+        "xglm": 0.5, "mpt": 0.1}
+
+
+def export_arch(arch: str, exporter: str) -> Decoder:
+    """``arch`` (a transformers model type) with random weights, exported by ``exporter``."""
+    if arch == "gpt2":
+        built = gpt2(layers=2, d=48, heads=4, vocab=211, positions=256, init=0.2)
+    elif arch == "llama":
+        built = llama(layers=2, d=64, heads=4, kv_heads=2, vocab=223, positions=256, init=0.2,
+                      ffn=96)
+    else:
+        built = causal_lm(arch, layers=2, d=64, heads=4, kv_heads=2, vocab=223, positions=256,
+                          init=INIT.get(arch, 0.2), ffn=96)
+    return export_decoder(arch, *built, exporter=exporter)

@@ -43,3 +43,33 @@ def test_exports_a_decoder_netpass_runs(tmp_path):
     got = netpass.reference.infer(model, feeds)
     np.testing.assert_allclose(got["logits"], want[0], rtol=1e-4, atol=1e-5)
     assert got["present.0.key"].shape == (1, 1, 5, 8)
+
+
+def test_a_pair_that_does_not_export_is_an_error_naming_it(tmp_path):
+    proc = subprocess.run([sys.executable, TOOL, "--arch", "mpt", "--exporter", "dynamo",
+                           "-o", tmp_path / "mpt.onnx"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "--arch mpt does not export with --exporter dynamo" in proc.stderr
+
+
+def test_an_unknown_model_type_is_an_error_naming_it(tmp_path):
+    pytest.importorskip("transformers")
+    proc = subprocess.run([sys.executable, TOOL, "--arch", "nonesuch", "-o", tmp_path / "x.onnx"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "nonesuch" in proc.stderr.splitlines()[-1]
+    assert not (tmp_path / "x.onnx").exists()
+
+
+def test_the_cache_layout_is_read_off_a_forward():
+    """Multi-query attention (one key/value head for gpt_bigcode and falcon) and grouped-query
+    attention: the past inputs' shapes are those of the model's own cache."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    sys.path.insert(0, str(ROOT / "tools"))
+    from export_decoder import Decoder, cache_layout, causal_lm
+    for arch, heads in (("gpt_bigcode", 1), ("falcon", 1), ("qwen2", 2), ("opt", 4)):
+        model, *_ = causal_lm(arch, layers=2, d=32, heads=4, kv_heads=2, vocab=31)
+        layout = cache_layout(model.eval(), 31)
+        assert layout == [("batch", heads, "past", 8)] * 4, arch
+        dec = Decoder(arch, b"", 2, heads, 8, 31, past_dims=layout)
+        assert dec.past_shape("past_key_values.1.value", 3, 5) == (3, heads, 5, 8)
