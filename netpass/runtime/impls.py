@@ -112,9 +112,17 @@ def cdiv(a: int, b: int) -> int:
     return (a + b - 1) // b
 
 
-def work_1d(n: int) -> tuple[tuple[int], tuple[int]]:
+class Cover(tuple):
+    """Global work sizes that cover a count in work-group multiples, of a kernel that
+    bound-checks its work-items against it (``work_1d``): a decoding loop may launch more of
+    them as the count grows (``length_forms.fit_work``)."""
+
+    __slots__ = ()
+
+
+def work_1d(n: int) -> tuple[Cover, tuple[int]]:
     """(global, local) sizes for ``n`` work-items (kernels bound-check ``gid < n``)."""
-    return ((max(n, 1) + WG - 1) // WG * WG,), (WG,)
+    return Cover(((max(n, 1) + WG - 1) // WG * WG,)), (WG,)
 
 
 # -- impl objects ----------------------------------------------------------------------------------

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from .impls import Cover
+
 
 def _flatten(x: Any, out: list) -> Any:
     """The structure of ``x`` (ints in tuples, lists, int arrays, dicts of them), its ints
@@ -191,11 +193,18 @@ class Work:
 
 
 def fit_work(launches: list, ints_at: list, ta: int, tb: int):
-    """Per global work size dim: ("c", value), ("a", base, slope), or ("r", candidates,
-    local size): the work-group size's multiple covering the largest ``ceil(ints[pos] /
-    div)`` of the candidates (impls._1d over an element count, or the float4 count of
-    eltwise_vec4; the kernels bound-check their work-items, so covering more is safe and
-    covering less never happens); None otherwise."""
+    """Per global work size dim: ("c", value), ("a", base, slope), ("r", candidates, local
+    size): the work-group size's multiple covering the largest ``ceil(ints[pos] / div)`` of
+    the candidates (``impls.work_1d`` over an element count, or the float4 count of
+    eltwise_vec4: ``impls.Cover`` sizes, whose kernels bound-check their work-items, so
+    covering more is safe and covering less never happens), or ("k", value, candidates,
+    local size) where a dim of another kernel did not move while moving candidates cover it
+    at both samples: a fixed size a moving int's cover meets by chance (a decode attention's
+    two batch rows and ``ceil(keys / 4)`` for 5 to 8 keys; covering 3 rows at 9 keys wrote
+    past its output), or a count not declared a cover. It reads ``value`` while the
+    candidates' cover stays ``value``: the family replays only those lengths
+    (``length_guards.work_range``), and its next samples tell the two apart. None
+    otherwise."""
     la, lb = launches
     ia, ib = ints_at
     if la.lws != lb.lws or len(la.gws) != len(lb.gws):
@@ -208,8 +217,11 @@ def fit_work(launches: list, ints_at: list, ta: int, tb: int):
         cands = tuple((pos, div) for pos, (xa, xb) in enumerate(zip(ia, ib)) if xa != xb
                       for div in (1, 4)
                       if _cover(xa, div, local) == ga and _cover(xb, div, local) == gb)
-        found: tuple | None = ("r", cands, local) if cands else None
-        if found is None and ga == gb:
+        found: tuple | None = None
+        if cands:
+            covers = type(la.gws) is Cover  # (work_1d's: over-covering is safe)
+            found = ("k", ga, cands, local) if ga == gb and not covers else ("r", cands, local)
+        elif ga == gb:
             found = ("c", ga)
         if found is None:
             dg = gb - ga
@@ -219,6 +231,13 @@ def fit_work(launches: list, ints_at: list, ta: int, tb: int):
             found = ("a", ga - s * ta, s)
         out.append(found)
     return out
+
+
+def work_holds(work: list, ints: Any) -> bool:
+    """Whether the fixed dims ("k") of ``fit_work``'s result are still what their candidate
+    counts cover, for the launch's integer arguments ``ints`` at some ``t``."""
+    return all(w[0] != "k" or all(_cover(int(ints[pos]), div, w[3]) == w[1]
+                                  for pos, div in w[2]) for w in work)
 
 
 def _cover(n: int, div: int, local: int) -> int:
@@ -232,7 +251,7 @@ def work_at(work: list, ints: Any, t: int) -> tuple:
     out = []
     for w in work:
         tag = w[0]
-        if tag == "c":
+        if tag in ("c", "k"):
             out.append(w[1])
         elif tag == "a":
             out.append(w[1] + w[2] * t)
@@ -254,7 +273,7 @@ def work_fn(work: list, base: list[int], slope: list[int]) -> Callable[[int], tu
     candidates is the cover of their largest count (covering is monotonic)."""
     dims = []
     for w in work:
-        if w[0] == "c":
+        if w[0] in ("c", "k"):
             dims.append(str(w[1]))
         elif w[0] == "a":
             dims.append(f"({w[1]} + {w[2]} * t)")

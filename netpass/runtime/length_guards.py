@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from ..ops.shape_ops import ShapeOf
-from .length_steps import LinHost
+from .length_forms import work_holds
+from .length_steps import LinHost, LinKernel
 from .shape_infer import infer_host
 from .step_plan import ShapeEntry
 
@@ -98,4 +99,23 @@ def valid_range(nodes: list, entries: list, t0: int) -> tuple[int, int]:
     return lo, hi
 
 
-__all__ = ["REACH", "valid_range"]
+def work_range(entries: list, t0: int, lo: int, hi: int) -> tuple[int, int]:
+    """``(lo, hi)`` narrowed to the lengths around ``t0`` where every launch's fixed work dims
+    that moving counts covered at the samples (``fit_work``'s "k") are still what those
+    counts cover: beyond, the dim is either a count or a fixed size, which the samples there
+    tell apart."""
+    for e in entries:
+        if type(e) is not LinKernel:
+            continue
+        for _, _, ints, _, work in e.launches:
+            if all(w[0] != "k" for w in work):
+                continue
+
+            def ok(t: int, ints=ints, work=work) -> bool:
+                return work_holds(work, ints.at(t))
+            lo = max(lo, t0 - _reach(ok, t0, -1, t0 - lo))
+            hi = min(hi, t0 + _reach(ok, t0, 1, hi - t0))
+    return lo, hi
+
+
+__all__ = ["REACH", "valid_range", "work_range"]

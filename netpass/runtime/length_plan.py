@@ -37,7 +37,7 @@ import numpy as np
 
 from .impls import Scratch
 from .length_forms import Form, GrowForm
-from .length_guards import valid_range
+from .length_guards import valid_range, work_range
 from .length_steps import (
     LinHost,
     LinKernel,
@@ -239,7 +239,8 @@ class LengthFamily:
         # (host values set from their forms: as the per-primitive path leaves them)
         self.n_views = self.samples[-1][1].n_views - demoted
         self.n_fused = sum(net.insts[e.index].n_fused for e in kernels)
-        self.lo, self.hi = valid_range(nodes, entries, self.samples[-1][0])
+        t0 = self.samples[-1][0]
+        self.lo, self.hi = work_range(entries, t0, *valid_range(nodes, entries, t0))
         self.samples = []
         self.ready = True
 

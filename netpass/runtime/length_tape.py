@@ -315,7 +315,7 @@ class Tape:
             moving = tuple((i, b, sl) for i, (b, sl) in enumerate(zip(base, slope)) if sl)
             view = (ctypes.c_int32 * len(base)).from_address(buf.ctypes.data)  # (buf kept below)
             w = None  # (work sizes that do not move: their Work once)
-            if all(d[0] == "c" for d in work):
+            if all(d[0] in ("c", "k") for d in work):
                 gws = tuple(d[1] for d in work)
                 w = lw if gws == lw.gws else Work(gws, lw.lws)
             key = (id(work), tuple(base), tuple(slope))  # (the family holds ``work``)

@@ -11,7 +11,9 @@ import netpass
 from netpass import Model, opset
 from netpass.core.shape import PartialShape
 from netpass.runtime import compile_program
-from netpass.runtime.length_forms import Form, GrowForm, fit_work, work_at, work_fn
+from netpass.runtime.impls import Cover
+from netpass.runtime.length_forms import Form, GrowForm, fit_work, work_at, work_fn, work_holds
+from netpass.runtime.length_guards import work_range
 from netpass.runtime.length_steps import LinHost, LinKernel
 from netpass.testing import RUNTIME_DEVICE
 
@@ -91,19 +93,38 @@ def test_work_sizes_follow_the_moving_count_across_work_group_multiples():
         def __init__(self, gws, lws=(64,)):
             self.gws, self.lws = gws, lws
 
-    # the element count 10 -> 11 leaves 64 work-items; at 65 elements they must be 128
-    work = fit_work([_L((64,)), _L((64,))], [[0, 10, 3], [0, 11, 3]], 10, 11)
+    # work_1d's sizes (a Cover): the element count 10 -> 11 leaves 64 work-items; at 65
+    # elements they must be 128
+    work = fit_work([_L(Cover((64,))), _L(Cover((64,)))], [[0, 10, 3], [0, 11, 3]], 10, 11)
     assert work_at(work, [0, 65, 3], 65) == (128,)
     assert work_at(work, [0, 64, 3], 64) == (64,)
     # 40 and 41 elements in 64 work-items, one per element or per float4 (eltwise_vec4):
     # the larger cover is taken (kernels bound-check their work-items; fewer would be wrong)
-    work = fit_work([_L((64,)), _L((64,))], [[40], [41]], 40, 41)
+    work = fit_work([_L(Cover((64,))), _L(Cover((64,)))], [[40], [41]], 40, 41)
     assert work_at(work, [257], 257) == (320,)
     # a stride that moved with the count but stays smaller does not shrink the cover
-    work = fit_work([_L((64,)), _L((64,))], [[40, 10], [41, 11]], 40, 41)
+    work = fit_work([_L(Cover((64,))), _L(Cover((64,)))], [[40, 10], [41, 11]], 40, 41)
     assert work_at(work, [257, 228], 257) == (320,)
     fixed = fit_work([_L((8, 3, 1), (8, 1, 1)), _L((8, 3, 1), (8, 1, 1))], [[5], [5]], 1, 2)
     assert work_at(fixed, [5], 9) == (8, 3, 1)
+
+
+def test_a_fixed_work_size_a_moving_count_covers_by_chance_holds_only_while_it_does():
+    """A decode attention's two batch rows (work size 2, one item each) and its key count
+    5 -> 6, whose float4 count is 2 too: taking the rows for that count launched 3 rows at 9
+    keys, past the output (heap corruption on PoCL). The dim stays 2 while the count's cover
+    is 2, and the family's range ends where it would not be."""
+    class _L:
+        def __init__(self, gws, lws=(1,)):
+            self.gws, self.lws = gws, lws
+
+    work = fit_work([_L((2,)), _L((2,))], [[5, 7], [6, 7]], 5, 6)
+    assert work[0][0] == "k" and work_at(work, [9, 7], 9) == (2,)
+    assert work_holds(work, [8, 7]) and not work_holds(work, [9, 7])
+    ints = Form.fit([5, 7], [6, 7], 5, 6)
+    entry = LinKernel.__new__(LinKernel)
+    entry.launches = [(None, None, ints, [], work)]
+    assert work_range([entry], 6, 0, 1000) == (5, 8)
 
 
 def test_decoding_steps_replay_one_family_and_match_the_reference(rng):
@@ -267,7 +288,7 @@ def test_work_sizes_as_a_function_of_t_agree_with_work_at():
             self.gws, self.lws = gws, lws
 
     base, slope = [0, 10, 3, 7], [0, 1, 0, 2]
-    work = fit_work([_L((64, 2, 5), (64, 1, 1)), _L((64, 2, 7), (64, 1, 1))],
+    work = fit_work([_L(Cover((64, 2, 5)), (64, 1, 1)), _L(Cover((64, 2, 7)), (64, 1, 1))],
                     [[0, 10, 3, 7], [0, 11, 3, 9]], 0, 1)
     assert [w[0] for w in work] == ["r", "c", "a"]
     at = work_fn(work, base, slope)
