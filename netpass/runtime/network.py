@@ -450,7 +450,8 @@ class Network:
                 insts[i].reset_flags()
         else:
             self._run_order(order, symbolic)
-            if use_plans:
+            # (a plan or a sample is kept under the variables' layouts before the inference)
+            if use_plans and not self.state.layout_moved(self.layout):
                 # a plan is built when a binding comes back (a decoder with past keys and
                 # values meets each length once: its steps sample a length family instead)
                 built = StepPlan.build(self, order) if plan is SEEN or family is not None else None

@@ -191,8 +191,18 @@ class VariableStore:
         return True
 
     def layout_key(self) -> tuple:
-        """The variables' buffer layouts: readers' implementations depend on their strides."""
-        return tuple([v.capacity if v.shape is not None else None for v in self.vars.values()])
+        """The variables' buffer layouts: readers' implementations depend on their strides,
+        and an attention filling empty caches (a prompt after ``reset_state``, whose buffers
+        are kept) writes through them. None: a variable with no state, or no buffer yet (a
+        new request's: the buffer it gets depends on the shapes alone)."""
+        return tuple([v.capacity if v.shape is not None or v.axis is not None else None
+                      for v in self.vars.values()])
+
+    def layout_moved(self, before: tuple) -> bool:
+        """Whether a variable that had a buffer before this inference (``before``: its
+        ``layout_key``) was moved into another one: what ran then used strides the key does
+        not say (the new buffer's size depends on the request's own growth history)."""
+        return any(b is not None and b != a for b, a in zip(before, self.layout_key()))
 
     # -- the primitives ----------------------------------------------------------------------------
     def prepare(self, inst: PrimitiveInst) -> None:

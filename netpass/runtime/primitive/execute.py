@@ -55,7 +55,7 @@ class Execute:
         launch; otherwise the full sequence."""
         net = self.net
         in_shapes = tuple([i.out_shapes[k] for i, k in self.src_insts])
-        rec = self.node.sym_records.get((net.binding_key, in_shapes))
+        rec = self.node.sym_records.get(self.record_key(in_shapes))
         if rec is None or rec[2] is None or rec[2].host:
             self.prepare()
             self.execute()

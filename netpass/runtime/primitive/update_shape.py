@@ -123,7 +123,7 @@ class UpdateShape:
         in_shapes = tuple([i.out_shapes[k] for i, k in self.src_insts])
         self.rec_key = self.rec_impl = None  # (a record's impl is only for this binding)
         if self.recordable:
-            key = (net.binding_key, in_shapes)
+            key = self.record_key(in_shapes)
             rec = node.sym_records.get(key)
             if rec is not None:
                 out, values, self.rec_impl = rec
@@ -167,6 +167,19 @@ class UpdateShape:
             src.host[k] = values[j]
             src.host_valid[k] = True
             src.device_valid[k] = False
+
+    def record_key(self, in_shapes: tuple) -> tuple:
+        """The key of this binding's record: the binding, the input shapes and the strides of
+        the inputs that may be strided views. The binding holds the variables' layouts as
+        they stand before the inference; a cache a prompt allocates on its way (a new
+        request's, or one outgrown) has its strides known only here, and the attention that
+        fills it writes through them (two requests with caches of 265 and 147 rows took one
+        record: the second wrote past its buffers)."""
+        if not self.strided_order:
+            return (self.net.binding_key, in_shapes)
+        srcs = self.src_insts
+        return (self.net.binding_key, in_shapes,
+                tuple([srcs[j][0].outputs[srcs[j][1]].strides for j in self.strided_order]))
 
     def _record(self, impl: Impl | None) -> None:
         """Keep this binding's shapes, values and implementation (see above)."""
