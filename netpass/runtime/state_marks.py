@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..ops.matmul import MatMul
 from ..ops.movement import Broadcast, Concat, Reshape, Squeeze, Tile, Transpose, Unsqueeze
 from ..ops.shape_ops import ShapeOf
@@ -26,12 +28,16 @@ def _same_dim(d: Any, o: Any) -> bool:
     return d.min == d.max == o.min == o.max or (d.symbol is not None and d.symbol is o.symbol)
 
 
-def _keeps_strided_dims(src: Any, out: Any, axis: int) -> bool:
-    """Whether a reshape from partial shape ``src`` to ``out`` leaves dims ``0..axis`` alone
-    (the ones a capacity layout strides) apart from size-1 dims inserted or removed, and only
-    reshapes the contiguous dims after them."""
+def _keeps_strided_dims(src: Any, out: Any, axis: int) -> int | None:
+    """Where dim ``axis`` (the one a capacity layout strides) of a reshape's input of partial
+    shape ``src`` lands in its output of partial shape ``out``, when the reshape is a view of a
+    capacity layout, else None: either it leaves dims ``0..axis`` alone apart from size-1 dims
+    inserted or removed and only reshapes the contiguous dims after them, or it keeps dim
+    ``axis`` and regroups only the dims before it among themselves (as ``[batch, heads, past,
+    d] -> [batch * heads, past, d]``: in a capacity layout they are contiguous among
+    themselves) and the static dims after it."""
     if not src.rank_is_static or not out.rank_is_static:
-        return False
+        return None
     def strip(dims: list, upto: int) -> list:
         return [d for d in dims[:upto] if not d.min == d.max == 1]
     a = strip(list(src), axis + 1)
@@ -42,7 +48,27 @@ def _keeps_strided_dims(src: Any, out: Any, axis: int) -> bool:
         d = rest.pop(0)
         if not d.min == d.max == 1:
             kept.append(d)
-    return len(kept) == len(a) and all(_same_dim(x, y) for x, y in zip(a, kept))
+    if len(kept) == len(a) and all(_same_dim(x, y) for x, y in zip(a, kept)):
+        return axis + len(out) - len(src)
+    return _merged_before_axis(list(src), list(out), axis)
+
+
+def _static_size(dims: list) -> int | None:
+    sizes = [d.min for d in dims if d.min == d.max]
+    return int(np.prod(sizes)) if len(sizes) == len(dims) else None
+
+
+def _merged_before_axis(src: list, out: list, axis: int) -> int | None:
+    """The out position of dim ``axis`` when ``out`` keeps it and the static dims after it
+    hold as many elements as ``src``'s after it (so the dims before it hold as many too: a
+    regrouping of those alone), else None."""
+    after = _static_size(src[axis + 1:])
+    if after is None:
+        return None
+    for p, d in enumerate(out):
+        if _same_dim(src[axis], d) and _static_size(out[p + 1:]) == after:
+            return p
+    return None
 
 
 def _stride_readers(node: ProgramNode, k: int, axis: int, allowed: set[int],
@@ -66,11 +92,12 @@ def _stride_readers(node: ProgramNode, k: int, axis: int, allowed: set[int],
             return False
         elif u.permute_view is not None:
             found.append(u.users[0][0])
-        elif u.is_a(*RESHAPES) and j == 0 and (not u.is_a(Reshape) or _keeps_strided_dims(
-                node.out_pshapes[k], u.out_pshapes[0], axis)):
+        elif u.is_a(*RESHAPES) and j == 0:
+            src, out = node.out_pshapes[k], u.out_pshapes[0]
             # (Squeeze / Unsqueeze only remove / insert size-1 dims: any strides stay valid)
-            inner = axis + len(u.out_pshapes[0]) - len(node.out_pshapes[k])
-            if inner < 0 or not _stride_readers(u, 0, inner, set(), found):
+            inner = _keeps_strided_dims(src, out, axis) if u.is_a(Reshape) else \
+                axis + len(out) - len(src)
+            if inner is None or inner < 0 or not _stride_readers(u, 0, inner, set(), found):
                 return False
         else:
             return False

@@ -98,3 +98,20 @@ def test_stateful_decoding_equals_onnxruntime(hf_arch_decoder, arch, exporter):
                 if k <= tie)
     assert worst[0] <= RTOL_L2, f"{arch} {exporter}: logits rel. L2 {worst[0]:.2e} at step " \
                                 f"{worst[1]}"
+
+
+@pytest.mark.slow
+def test_gpt2_dynamo_caches_grow_in_place(hf_arch_decoder):
+    """The dynamo export of GPT-2 reads its keys through a Reshape merging batch and heads
+    (``[batch * heads, past, d]``): every cache is still appended in place (no copy of the
+    whole cache per step) and decode steps replay their length plan."""
+    dec = hf_arch_decoder("gpt2", "dynamo")
+    stateful = stateful_decoder(netpass.read_model(dec.onnx))
+    cm = netpass.compile_model(stateful, RUNTIME_DEVICE, {"TRANSFORMATIONS": "NONE"})
+    variables = 2 * dec.layers
+    assert sum(n.state_role == "append" for n in cm.runtime.program.nodes) == variables
+    prompt = np.random.default_rng(7).integers(1, dec.vocab, (1, 8))
+    got = GreedyDecoder(cm).generate(prompt, 33)
+    assert got.decode_stats["state_appends"] == 32 * variables
+    assert got.decode_stats["state_allocations"] == 0
+    assert got.decode_stats["length_replays"] >= 24

@@ -191,3 +191,41 @@ def test_a_prompt_on_an_empty_cache_with_an_init_subgraph_replays_its_step_plan(
         assert np.linalg.norm(got - want) <= 1e-5 * np.linalg.norm(want)
     assert req.stats["symbolic_infers"] == before + 1  # (the last prompt: symbolic)
     assert any(isinstance(p, StepPlan) for p in cm.step_plans.values())
+
+
+def _dim(x, axis: int):
+    return opset.gather(opset.shape_of(x), opset.constant(np.array([axis])),
+                        opset.constant(np.array(0)))
+
+
+def _merged_heads_attention() -> Model:
+    """Dynamic batch; the scores read the cache ``[batch, HEADS, past, HD]`` through a Reshape
+    that merges batch and heads (``[batch * HEADS, past, HD]``, its target from the shape: as
+    the dynamo exporter writes GPT-2's batched matmuls)."""
+    x = opset.parameter([-1, -1, D], np.float32, name="x")
+    q, k = _heads(x, _w(D, D)), _heads(x, _w(D, D))
+    empty = opset.broadcast(opset.constant(np.float32(0)), opset.concat(
+        [_dim(x, 0), opset.constant(np.array([HEADS, 0, HD]))], 0))
+    cache = opset.concat([opset.read_value(empty, "kv", "f32", [-1, HEADS, -1, HD]), k], 2)
+
+    def merged(t):
+        return opset.reshape(t, opset.concat([opset.constant(np.array([-1])), _dim(t, 2),
+                                              opset.constant(np.array([HD]))], 0), False)
+    keys = merged(cache)
+    scores = opset.matmul(merged(q), keys, False, True)
+    out = opset.matmul(opset.softmax(scores, -1), keys, False, False)
+    return Model([opset.result(out, name="y")], [x], "cache_merged_heads",
+                 [opset.assign(cache, "kv")])
+
+
+def test_a_cache_read_through_a_reshape_merging_batch_and_heads_grows_in_place():
+    """In a capacity layout the dims before the sequence axis are contiguous among themselves:
+    a Reshape merging them is a strided view, so the cache is appended in place, not copied,
+    and decode steps replay their length plan."""
+    cm, (req,), ref = _check_steps(_merged_heads_attention(), [3] + [1] * 14 + [2, 1])
+    assert _roles(cm) == {("ReadValue", "read"): 2, ("Concat", "append"): 2,
+                          ("Assign", "assign"): 2}
+    assert req.stats["state_allocations"] == 1 and req.stats["state_appends"] == 17
+    assert req.stats["length_replays"] > 0
+    (state,) = req.query_state()
+    np.testing.assert_allclose(state.state, ref.query_state()[0].state, rtol=1e-5, atol=1e-6)
