@@ -93,6 +93,8 @@ class RuntimeCompiledModel:
         self._reordered: dict[tuple, Tensor] = {}  # (weights node, layout) -> reordered copy
         self.desc_ids: dict = {}  # (kind, attrs, fused, dtypes) -> small int used in impl keys
         self.step_plans: dict = {}  # binding -> step_plan.StepPlan, or network.SEEN (met once)
+        # the input bindings of step_plans' keys, without the variables' layouts
+        self.plan_bindings: dict = {}
         self._free_kernels: dict = {}  # kernel key -> KernelHandles closed requests left
         self.use_step_plans = bool(cfg.get("STEP_PLANS", True))
         self.persistent_steps = persistent_steps(cfg) and engine is not None

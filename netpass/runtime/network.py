@@ -136,6 +136,7 @@ class Network:
         self.state: VariableStore = VariableStore(self)  # this request's variables
         self.last_named: tuple | None = None  # the last symbolic binding's named values
         self.layout: tuple = ()  # the variables' layouts at this inference (state.layout_key)
+        self.binding_values: tuple = ()  # the input dims' binding (records are keyed by it)
         self.tapes: dict = {}  # id(length family) -> this request's length_tape.Tape of it
         # advanced whenever a primitive's buffers may have changed (allocations, releases, a
         # pool record handed out) or an inference ran outside a tape: length_tape's groups
@@ -371,7 +372,8 @@ class Network:
         # (the variables' layouts too: their readers' implementations depend on the strides;
         # _length_family reads them again)
         self.layout = self.state.layout_key() if symbolic else ()
-        self.binding_key = tuple(self.binding.values()) + self.layout if symbolic else None
+        self.binding_values = tuple(self.binding.values()) if symbolic else ()
+        self.binding_key = self.binding_values + self.layout if symbolic else None
         if not symbolic:
             self.last_named = None
         if symbolic != self.was_symbolic:
@@ -425,6 +427,8 @@ class Network:
         plans = self.compiled.step_plans
         use_plans = symbolic and self.compiled.use_step_plans
         plan = plans.get(self.binding_key) if use_plans else None
+        if use_plans and (plan is None or plan is SEEN):
+            plan = self._new_request_plan(plans) or plan
         family, t = self._length_family() if use_plans else (None, 0)
         replay = plan if plan is not None and plan is not SEEN else \
             family if family is not None and family.ready else None
@@ -453,10 +457,15 @@ class Network:
             # (a plan or a sample is kept under the variables' layouts before the inference)
             if use_plans and not self.state.layout_moved(self.layout):
                 # a plan is built when a binding comes back (a decoder with past keys and
-                # values meets each length once: its steps sample a length family instead)
-                built = StepPlan.build(self, order) if plan is SEEN or family is not None else None
-                self.compiled.store(plans, self.binding_key, SEEN if plan is None else built,
+                # values meets each length once: its steps sample a length family instead),
+                # also with other layouts of the variables (a prompt after reset_state in a
+                # request whose caches grew: the plan of a new request's is not for them)
+                inputs = self.binding_values
+                again = plan is SEEN or plan is None and inputs in self.compiled.plan_bindings
+                built = StepPlan.build(self, order) if again or family is not None else None
+                self.compiled.store(plans, self.binding_key, built if again else SEEN,
                                     SYMBOLIC_RECORDS)
+                self.compiled.store(self.compiled.plan_bindings, inputs, True, SYMBOLIC_RECORDS)
                 if family is not None:
                     with self.compiled.lock:
                         family.add_sample(self, t, built)
@@ -466,6 +475,17 @@ class Network:
         if self.steady is not None:
             self.steady.seal(self)
         return results
+
+    def _new_request_plan(self, plans: dict) -> StepPlan | None:
+        """The plan a request with no cache buffers yet built for this binding, where the
+        buffers it got have this request's layout (a prompt after ``reset_state``: the caches
+        were sized as that request's, so their strides, which the plan's kernels use, are the
+        same); None otherwise."""
+        layout = self.layout
+        if not layout or all(v is None for v in layout):
+            return None
+        plan = plans.get(self.binding_values + (None,) * len(layout))
+        return plan if type(plan) is StepPlan and plan.layout == layout else None
 
     def _replay_length(self, family: LengthFamily, t: int) -> list[int]:
         """A length family's step: through this request's tape of it, else entry by entry,

@@ -293,10 +293,12 @@ def _elide_views(entries: list, nodes: list) -> list:
 class StepPlan:
     """The flattened exec loop of one binding (module docstring)."""
 
-    __slots__ = ("entries", "general", "n_kernels", "n_views", "n_fused", "n_launches")
+    __slots__ = ("entries", "general", "n_kernels", "n_views", "n_fused", "n_launches",
+                 "layout")
 
     def __init__(self, entries: list, n_views: int) -> None:
         self.entries = entries
+        self.layout: tuple = ()  # the variables' layouts it ran with (state.layout_key)
         self.general = [e.index for e in entries if type(e) is GeneralEntry]
         kernels = [e for e in entries if type(e) is KernelEntry]
         self.n_kernels = len(kernels)
@@ -317,6 +319,7 @@ class StepPlan:
         plan = cls(entries, n_views)
         plan.n_fused = sum(net.insts[e.index].n_fused for e in plan.entries
                            if type(e) is KernelEntry)
+        plan.layout = net.state.layout_key()
         return plan
 
     def run(self, net: Network, flush_every: int) -> None:

@@ -192,6 +192,27 @@ def test_a_new_request_after_a_grown_one_fills_its_own_caches(plain_models, name
     _check_same_generation(fresh, want, f"{name}: a new request after a grown one")
 
 
+def test_a_prompt_after_reset_replays_the_plan_new_requests_built(plain_models):
+    """Step plans are kept per layout of the variables' buffers. A request reset after a
+    short generation has the buffers a new request's prompt gets: it replays the plan that
+    new requests built for that prompt (its strides are the same), and decodes as alone."""
+    dec, model, stateful = plain_models["gpt2"]
+    cm = netpass.compile_model(stateful, RUNTIME_DEVICE, {"TRANSFORMATIONS": "NONE"})
+    decoder = GreedyDecoder(cm)
+    prompt = _prompt(dec, length=9)
+    for _ in range(3):  # (checked, met, then the plan built: each on a new request)
+        decoder.generate(prompt, 1)
+    req = cm.create_infer_request()
+    decoder.generate(prompt, 4, req)
+    before = req.stats["shape_updates"]
+    again = decoder.generate(prompt, 1, req)
+    assert req.stats["shape_updates"] - before <= 2  # (the prompt replayed its plan)
+    like = netpass.compile_model(model, "REFERENCE", {"TRANSFORMATIONS": "NONE"})
+    want = GreedyDecoder(_OrtCompiled(dec.onnx, like), find_kv_cache_pairs(model)).generate(
+        prompt, 1)
+    _check_same_generation(again, want, "a prompt after reset, replayed")
+
+
 @pytest.mark.parametrize("device", ["REFERENCE", RUNTIME_DEVICE])
 def test_dynamic_batch_state_takes_the_batch_of_the_input(plain_models, device):
     dec, model, stateful = plain_models["gpt2"]

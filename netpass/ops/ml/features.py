@@ -79,7 +79,7 @@ def array_feature_extractor(data: Any, indices: Any, name: str | None = None) ->
 
 
 def binarizer(x: Any, threshold: float = 0.0, name: str | None = None) -> Node:
-    """Binarizer: 1 where ``x > threshold``, else 0."""
+    """Binarizer (ai.onnx.ml): 1 where ``x > threshold``, else 0, in the type of ``x``."""
     return set_name(Binarizer([to_output(x)], threshold=float(threshold)), name)
 
 

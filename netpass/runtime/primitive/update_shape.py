@@ -169,16 +169,16 @@ class UpdateShape:
             src.device_valid[k] = False
 
     def record_key(self, in_shapes: tuple) -> tuple:
-        """The key of this binding's record: the binding, the input shapes and the strides of
-        the inputs that may be strided views. The binding holds the variables' layouts as
-        they stand before the inference; a cache a prompt allocates on its way (a new
-        request's, or one outgrown) has its strides known only here, and the attention that
-        fills it writes through them (two requests with caches of 265 and 147 rows took one
-        record: the second wrote past its buffers)."""
+        """The key of this binding's record: the input dims' binding, the input shapes and
+        the strides of the inputs that may be strided views, the readers of the variables'
+        buffers among them (their strides are what the variables' layouts change; a cache a
+        prompt allocates on its way has them known only here, and the attention that fills
+        it writes through them: two requests with caches of 265 and 147 rows took one record,
+        and the second wrote past its buffers)."""
         if not self.strided_order:
-            return (self.net.binding_key, in_shapes)
+            return (self.net.binding_values, in_shapes)
         srcs = self.src_insts
-        return (self.net.binding_key, in_shapes,
+        return (self.net.binding_values, in_shapes,
                 tuple([srcs[j][0].outputs[srcs[j][1]].strides for j in self.strided_order]))
 
     def _record(self, impl: Impl | None) -> None:
