@@ -458,14 +458,14 @@ class Network:
             if use_plans and not self.state.layout_moved(self.layout):
                 # a plan is built when a binding comes back (a decoder with past keys and
                 # values meets each length once: its steps sample a length family instead),
-                # also with other layouts of the variables (a prompt after reset_state in a
-                # request whose caches grew: the plan of a new request's is not for them)
-                inputs = self.binding_values
-                again = plan is SEEN or plan is None and inputs in self.compiled.plan_bindings
+                # also when it was met under other layouts of the variables (a prompt after
+                # reset_state in a request whose caches grew past a new request's)
+                met = self.compiled.plan_bindings
+                again = plan is SEEN or plan is None and self.binding_values in met
                 built = StepPlan.build(self, order) if again or family is not None else None
                 self.compiled.store(plans, self.binding_key, built if again else SEEN,
                                     SYMBOLIC_RECORDS)
-                self.compiled.store(self.compiled.plan_bindings, inputs, True, SYMBOLIC_RECORDS)
+                self.compiled.store(met, self.binding_values, True, SYMBOLIC_RECORDS)
                 if family is not None:
                     with self.compiled.lock:
                         family.add_sample(self, t, built)
@@ -477,10 +477,10 @@ class Network:
         return results
 
     def _new_request_plan(self, plans: dict) -> StepPlan | None:
-        """The plan a request with no cache buffers yet built for this binding, where the
-        buffers it got have this request's layout (a prompt after ``reset_state``: the caches
-        were sized as that request's, so their strides, which the plan's kernels use, are the
-        same); None otherwise."""
+        """The plan new requests (no buffers for their variables yet) built for this binding,
+        where the buffers they got have this request's layout (a prompt after ``reset_state``
+        in a request whose caches a new request's prompt sized: the plan's kernels use the
+        same strides); None otherwise."""
         layout = self.layout
         if not layout or all(v is None for v in layout):
             return None
