@@ -2,11 +2,11 @@
 differ by one pass, and CompiledModel.dump stages (IR v11 and the legacy layer graph)."""
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
+import dump_diff
 import numpy as np
 import pytest
 
@@ -16,18 +16,6 @@ from netpass.ngraph_passes.common import ConstantFolding, ConvertDivide
 from netpass.passes import Manager
 
 ROOT = Path(__file__).resolve().parents[2]
-TOOL = ROOT / "tools" / "dump_diff.py"
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("dump_diff", TOOL)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["dump_diff"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-dump_diff = _load()
 
 
 def _model() -> Model:

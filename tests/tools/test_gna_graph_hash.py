@@ -2,27 +2,11 @@
 up (``<Type>_<id>``) and sees everything else."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
+import gna_graph_hash
 import numpy as np
 
 import netpass
 from netpass import opset
-
-TOOL = Path(__file__).resolve().parents[2] / "tools" / "gna_graph_hash.py"
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("gna_graph_hash", TOOL)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["gna_graph_hash"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-gna_graph_hash = _load()
 
 
 def test_flow_hash_ignores_the_node_counter():
@@ -45,6 +29,5 @@ def test_made_up_names_are_blind_original_names_and_values_are_not():
     assert h(_model(f"Multiply_{first + 99}", 2.0)) == made_up
     assert h(_model("Multiply_7", 2.0)) != made_up  # below FIRST_ID: a name of the model
     assert h(_model(f"Multiply_{first + 7}", 3.0)) != made_up
-
 
 
