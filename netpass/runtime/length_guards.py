@@ -75,6 +75,11 @@ def _reach(ok: Callable[[int], bool], t0: int, sign: int, limit: int) -> int:
     return good
 
 
+def _narrow(ok: Callable[[int], bool], t0: int, lo: int, hi: int) -> tuple[int, int]:
+    """``(lo, hi)`` narrowed to the interval around ``t0`` where ``ok`` holds."""
+    return max(lo, t0 - _reach(ok, t0, -1, t0 - lo)), min(hi, t0 + _reach(ok, t0, 1, hi - t0))
+
+
 def valid_range(nodes: list, entries: list, t0: int) -> tuple[int, int]:
     """The lengths ``(lo, hi)`` around ``t0`` (a sampled one) where every host value among
     ``entries`` that can be checked equals its node's op on its inputs' values."""
@@ -93,9 +98,7 @@ def valid_range(nodes: list, entries: list, t0: int) -> tuple[int, int]:
             else:
                 break  # (an input the family does not set: nothing to check it against)
         else:
-            ok = _checker(node, e, inputs)
-            lo = max(lo, t0 - _reach(ok, t0, -1, t0 - lo))
-            hi = min(hi, t0 + _reach(ok, t0, 1, hi - t0))
+            lo, hi = _narrow(_checker(node, e, inputs), t0, lo, hi)
     return lo, hi
 
 
@@ -113,8 +116,7 @@ def work_range(entries: list, t0: int, lo: int, hi: int) -> tuple[int, int]:
 
             def ok(t: int, ints=ints, work=work) -> bool:
                 return work_holds(work, ints.at(t))
-            lo = max(lo, t0 - _reach(ok, t0, -1, t0 - lo))
-            hi = min(hi, t0 + _reach(ok, t0, 1, hi - t0))
+            lo, hi = _narrow(ok, t0, lo, hi)
     return lo, hi
 
 
