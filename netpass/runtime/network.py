@@ -427,8 +427,8 @@ class Network:
         plans = self.compiled.step_plans
         use_plans = symbolic and self.compiled.use_step_plans
         plan = plans.get(self.binding_key) if use_plans else None
-        if use_plans and (plan is None or plan is SEEN):
-            plan = self._new_request_plan(plans) or plan
+        if use_plans and not self.decoding and (plan is None or plan is SEEN):
+            plan = self._new_request_plan(plans) or plan  # (a new request's holds no state)
         family, t = self._length_family() if use_plans else (None, 0)
         replay = plan if plan is not None and plan is not SEEN else \
             family if family is not None and family.ready else None
