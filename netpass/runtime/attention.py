@@ -3,7 +3,9 @@ one program node (kind ``FusedAttention``) and one kernel launch.
 
 Exported transformers compute attention as such a chain: ``q @ k^T``, a scale (Multiply
 or Divide), a mask (an Add of a sliced constant, or a Where on a boolean), a softmax over the
-keys, ``@ v``, and often a Transpose that brings the heads back next to the features. Run as
+keys, ``@ v``, and often a Transpose that brings the heads back next to the features (torch's
+TorchScript export of scaled_dot_product_attention puts a Reshape to the same shape before it:
+absorbed too, where each dim is the same size or symbol). Run as
 separate primitives that is five or six launches per layer and an ``[.., M, N]`` score tensor
 written and read back, whose size grows with the square of a decoder's sequence. OpenVINO's
 GPU plugin fuses it into its own SDPA primitive; :func:`fuse_attention` does the same at
@@ -54,7 +56,7 @@ from ..ops.normalization import Softmax
 from ..ops.shape_ops import ShapeOf
 from .impls import FusedDesc, chained
 from .kinds.attention import MAX_HEAD, AttentionDesc, FusedAttention
-from .program_node import ProgramNode, node_users, splice, standing_for
+from .program_node import ProgramNode, node_users, same_dim, splice, standing_for
 
 F32 = np.dtype(np.float32)
 
@@ -76,7 +78,7 @@ def _side_ok(src, k: int, scores_ps) -> bool:
 
 def _data_users(node, users: dict) -> list:
     """The readers of ``node``'s data (a ShapeOf reads only its shape: :func:`_kept_for_shapes`)."""
-    return [(u, j) for u, j in users.get(id(node), ()) if not u.is_a(ShapeOf)]
+    return [(u, j) for u, j in users.get(id(node), ()) if u.reads_data]
 
 
 def _batch_view(node) -> bool:
@@ -190,12 +192,36 @@ def _match(sm, users: dict):
                   (v_ps, -2 if m2.attrs.get("transpose_b") else -1)):
         if not ps.rank_is_static or len(ps) < 2 or ps[i].min > MAX_HEAD:
             return None
-    t = None
-    mu = users.get(id(m2), [])
-    if not m2.is_output and len(mu) == 1 and mu[0][0].is_a(Transpose) \
+    t, oview = _out_transpose(m2, users), None
+    if t is None:
+        mu = _data_users(m2, users)
+        if not m2.is_output and len(mu) == 1 and _out_view(mu[0][0], m2) and mu[0][1] == 0:
+            oview = mu[0][0]
+            t = _out_transpose(oview, users, data_only=True)
+            if t is None:
+                oview = None
+    return m1, chain, m2, t, guard, pview, oview
+
+
+def _out_transpose(node, users: dict, data_only: bool = False):
+    """The Transpose (constant order) that is ``node``'s only reader (with ``data_only``: of
+    its data), else None."""
+    mu = _data_users(node, users) if data_only else users.get(id(node), [])
+    if not node.is_output and len(mu) == 1 and mu[0][0].is_a(Transpose) \
             and mu[0][0].inputs[1][0].is_constant and mu[0][0].out_dtypes[0] == F32:
-        t = mu[0][0]
-    return m1, chain, m2, t, guard, pview
+        return mu[0][0]
+    return None
+
+
+def _out_view(r, m2) -> bool:
+    """Whether ``r`` is a Reshape of m2's output to the very same shape (each dim the same
+    size or symbol): torch's TorchScript export of scaled_dot_product_attention reshapes
+    ``@ v`` to the shape it has, before transformers' Transpose."""
+    if not r.is_a(Reshape) or r.is_output or r.out_dtypes[0] != F32:
+        return False
+    ins, out = m2.out_pshapes[0], r.out_pshapes[0]
+    return ins.rank_is_static and out.rank_is_static and len(ins) == len(out) \
+        and all(same_dim(a, b) for a, b in zip(ins, out))
 
 
 def _nan_guard(sm, su: list, users: dict):
@@ -416,7 +442,7 @@ def fuse_attention(nodes: list) -> list:
         found = _match(sm, users)
         if found is None:
             continue
-        m1, chain, m2, t, guard, pview = found
+        m1, chain, m2, t, guard, pview, oview = found
         qk, prescaled, lead = [m1.inputs[0], m1.inputs[1]], [], []
         for j in (0, 1):
             scaled = _scalar_scale(qk[j][0], users)
@@ -447,11 +473,11 @@ def fuse_attention(nodes: list) -> list:
             perm = tuple(int(x) for x in np.asarray(t.inputs[1][0].value).reshape(-1))
             rank = len(m2.out_pshapes[0]) if m2.out_pshapes[0].rank_is_static else -1
             if sorted(perm) != list(range(rank)):
-                t, perm = None, None
+                t, perm, oview = None, None, None
         last = t if t is not None else m2
         absorbed = [m1, sm, m2] + [c for c, _ in lead + chain] + list(guard or ()) \
             + ([t] if t is not None else []) + [mul for _, mul, _ in prescaled] \
-            + ([pview] if pview is not None else [])
+            + [n for n in (pview, oview) if n is not None]
         v_in, group, new_t = m2.inputs[1], 1, None
         grouped = _grouped_kv(qk[1], v_in, users) if not targets else None
         repeats = grouped[3] if grouped is not None else []

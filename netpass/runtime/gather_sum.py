@@ -17,7 +17,6 @@ import numpy as np
 
 from ..ops.elementwise import Add
 from ..ops.indexing import Gather
-from ..ops.shape_ops import ShapeOf
 from .kinds.indexing import GatherSum, GatherSumDesc
 from .program_node import node_users, splice, standing_for
 
@@ -27,7 +26,7 @@ F32 = np.dtype(np.float32)
 def _read_once(n, users: dict) -> bool:
     """Whether ``n``'s data has one reader (ShapeOfs read only its shape)."""
     return not n.is_output and n.num_outputs == 1 and \
-        sum(not u.is_a(ShapeOf) for u, _ in users.get(id(n), ())) == 1
+        sum(u.reads_data for u, _ in users.get(id(n), ())) == 1
 
 
 def _row_gather(g, users: dict) -> bool:

@@ -17,7 +17,6 @@ import numpy as np
 
 from ..ops.matmul import MatMul
 from ..ops.movement import Reshape, Slice, Split, Transpose, VariadicSplit
-from ..ops.shape_ops import ShapeOf
 from .impls import contiguous_strides, reshape_strides
 from .kinds import FusedAttention, Rotary
 from .program_node import ProgramNode
@@ -26,7 +25,7 @@ from .program_node import ProgramNode
 def data_users(node: ProgramNode) -> list:
     """The users of ``node``'s first output that read its data (not a ShapeOf, which reads
     only the shape: a view keeps it)."""
-    return [(u, j) for u, j in node.users[0] if not u.is_a(ShapeOf)]
+    return [(u, j) for u, j in node.users[0] if u.reads_data]
 
 
 def _permute_order(t: ProgramNode) -> tuple | None:

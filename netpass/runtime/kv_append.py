@@ -30,7 +30,6 @@ from typing import Any
 import numpy as np
 
 from ..ops.movement import Transpose
-from ..ops.shape_ops import ShapeOf
 from ..ops.state import Assign
 from .kinds import FusedAttention
 from .program_node import same_dim
@@ -38,7 +37,7 @@ from .state_marks import APPEND
 
 
 def _data_users(node: Any, k: int = 0) -> list:
-    return [u for u, _ in node.users[k] if not u.is_a(ShapeOf)]
+    return [u for u, _ in node.users[k] if u.reads_data]
 
 
 def _append_of(node: Any) -> bool:

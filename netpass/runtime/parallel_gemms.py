@@ -88,7 +88,8 @@ def _mergeable(n, users: dict) -> bool:
             or not _stackable(n, n.inputs[0], n.inputs[1][0].value.shape[1]):
         return False
     readers = users.get(id(n), ())
-    return bool(readers) and all(u.is_a(Reshape) and j == 0 or u.is_a(ShapeOf) for u, j in readers)
+    return bool(readers) and all(u.is_a(Reshape) and j == 0 or not u.reads_data
+                                 for u, j in readers)
 
 
 def merge_parallel_gemms(nodes: list) -> list:

@@ -354,7 +354,7 @@ class Program:
             if not users or n.is_output:
                 return False
             for u, j in users:
-                if u.is_a(ShapeOf):
+                if not u.reads_data:
                     continue
                 if u.fused_into is not None:
                     return False

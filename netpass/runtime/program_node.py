@@ -11,6 +11,7 @@ import numpy as np
 from ..core.boundary import Constant, Parameter, Result
 from ..core.shape import PartialShape
 from ..ops.movement import Concat
+from ..ops.shape_ops import ShapeOf
 from ..ops.state import Assign, ReadValue
 from .impls import FusedDesc
 from .kinds import op_class, row_of
@@ -209,6 +210,12 @@ class ProgramNode:
         if self.row.always_view:
             return (0,)
         return tuple(range(len(self.inputs)))
+
+    @property
+    def reads_data(self) -> bool:
+        """Whether this node reads its inputs' data: a ShapeOf reads only their shapes, and a
+        ``shape_only`` node (an absorbed node kept for a ShapeOf) never runs."""
+        return not self.shape_only and self.row.cls is not ShapeOf
 
     def is_a(self, *classes: type) -> bool:
         """Whether this node's op is one of ``classes`` (op classes, or runtime kinds)."""

@@ -10,8 +10,8 @@ import numpy as np
 
 from ..ops.matmul import MatMul
 from ..ops.movement import Broadcast, Concat, Reshape, Squeeze, Tile, Transpose, Unsqueeze
-from ..ops.shape_ops import ShapeOf
 from ..ops.state import Assign, ReadValue
+from .input_views import data_users
 from .kinds import FusedAttention
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -81,7 +81,7 @@ def _stride_readers(node: ProgramNode, k: int, axis: int, allowed: set[int],
     if node.is_output:
         return False
     for u, j in node.users[k]:
-        if id(u) in allowed or u.is_a(ShapeOf):
+        if id(u) in allowed or not u.reads_data:
             continue
         if u.fused_into is not None:
             return False
@@ -91,7 +91,7 @@ def _stride_readers(node: ProgramNode, k: int, axis: int, allowed: set[int],
         elif u.is_output:  # (a view of the variable's buffer cannot be an output)
             return False
         elif u.permute_view is not None:
-            found.append(u.users[0][0])
+            found.append(data_users(u)[0])  # (a permuted view has one reader)
         elif u.is_a(*RESHAPES) and j == 0:
             src, out = node.out_pshapes[k], u.out_pshapes[0]
             # (Squeeze / Unsqueeze only remove / insert size-1 dims: any strides stay valid)

@@ -313,7 +313,8 @@ def attention_impl(p: Params, key) -> Impl | None:
                        lambda: decode.attention_decode(stages, side_dts, len(edims), D, DV, guard,
                                                        append, splits > 1, ptx))
         if append:
-            spec[4:4] = [("i", 3 + n_sides), ("i", 4 + n_sides)]
+            first = len(shapes) - desc.appends
+            spec[4:4] = [("i", first), ("i", first + 1)]
             spec += [_new_rows(desc, shapes)]
             for x, st in zip(xs, coll[4:]):
                 spec += [st[0], st[1], x[2], x[3]]

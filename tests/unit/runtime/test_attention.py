@@ -275,6 +275,44 @@ def test_prescaled_q_and_k_with_shape_readers(rng):
     assert req.stats["kernels_enqueued"] == 2 * 2  # the projection and the attention (writing the merged heads)
 
 
+def _sdpa_export(rng, rows_from_q=True, h=2, d=8):
+    """torch's TorchScript export of scaled_dot_product_attention as transformers calls it:
+    ``@ v`` reshaped to the shape it has (batch from its own ShapeOf, -1 heads, rows from q's,
+    width from v's), then the heads transposed back and merged. Without ``rows_from_q`` the
+    rows come from the shape of a second input ``r``, as many rows, but not provably."""
+    x = opset.parameter([1, -1, h * d], np.float32, name="x")
+    r = opset.parameter([-1], np.float32, name="r")
+    q, k, v = opset.split(opset.matmul(x, _f(rng, h * d, 3 * h * d), False, False), _i64(-1), 3).outputs()
+    qh, kh, vh = _heads(q, h, d), _heads(k, h, d, (0, 2, 3, 1)), _heads(v, h, d)
+    att = opset.matmul(opset.softmax(opset.multiply(opset.matmul(qh, kh, False, False),
+                                                    np.float32(d ** -0.5)), -1), vh, False, False)
+
+    def dim(t, i):
+        return opset.gather(opset.shape_of(t), _i64([i]), _i64(0))
+    rows = dim(qh, 2) if rows_from_q else dim(r, 0)
+    target = opset.concat([dim(att, 0), _i64([-1]), rows, dim(vh, 3)], 0)
+    y = opset.reshape(opset.transpose(opset.reshape(att, target, False), _i64([0, 2, 1, 3])),
+                      _i64([0, 0, -1]), True)
+    return Model([opset.result(y, name="y")], [x, r])
+
+
+def test_a_reshape_to_the_same_shape_before_the_output_transpose_is_absorbed(rng):
+    model = _sdpa_export(rng)
+    att = next(n for n in Program.from_model(model).nodes if n.kind == "FusedAttention")
+    assert att.subgraph.out_perm == (0, 2, 1, 3)
+    req = _check(model, [{"x": _f(rng, 1, s, 16), "r": _f(rng, s)} for s in (5, 70, 1, 70)])
+    assert req.stats["kernels_enqueued"] == 4 * 2  # the projection and the attention
+
+
+def test_a_reshape_not_known_to_keep_the_shape_stays(rng):
+    """The rows of the Reshape's target come from another input: it is not proven to keep
+    the shape, and the Transpose after it stays a primitive of its own."""
+    model = _sdpa_export(rng, rows_from_q=False)
+    att = next(n for n in Program.from_model(model).nodes if n.kind == "FusedAttention")
+    assert att.subgraph.out_perm is None
+    _check(model, [{"x": _f(rng, 1, s, 16), "r": _f(rng, s)} for s in (5, 70)])
+
+
 @pytest.mark.parametrize("with_gemms", [False, True])
 def test_per_head_transposes_behind_reshapes_are_views(with_gemms, rng):
     """torchvision's MultiheadAttention export: x [S, B, D] to heads by Reshape [S, B H, Dh],
