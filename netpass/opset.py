@@ -21,6 +21,7 @@ from .ops.eye import *  # noqa: F403
 from .ops.gna import *  # noqa: F403
 from .ops.hardmax import *  # noqa: F403
 from .ops.image import *  # noqa: F403
+from .ops.image_decoder import *  # noqa: F403
 from .ops.indexing import *  # noqa: F403
 from .ops.interpolate import *  # noqa: F403
 from .ops.io import *  # noqa: F403

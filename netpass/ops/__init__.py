@@ -24,6 +24,7 @@ from . import (  # noqa: F401
                gna,
                hardmax,
                image,
+               image_decoder,
                indexing,
                interpolate,
                io,

@@ -45,6 +45,9 @@ class _Builder:
     def split(self, x: Output, axis: int, parts: int) -> list[Output]:
         return self(Split, [x, const(np.int64(axis))], num_splits=parts).outputs()
 
+    def peephole(self, gate: Output, p: Output, c: Output) -> Output:
+        return self(Add, [gate, self(Multiply, [p, c])]).output(0)
+
 
 def _supported(cell: Node) -> bool:
     return all(a in _ACTIVATIONS for a in cell.activations)
@@ -61,7 +64,8 @@ class LSTMCellDecomposition(MatcherPass):
     """LSTMCell -> MatMuls, Split into four gates, activations.
 
     LSTMCell -> ``Split(X W^T + B + H R^T, 4)`` -> f, i, c, o -> ``Ct = f*C + i*c``,
-    ``Ht = o * h(Ct)``."""
+    ``Ht = o * h(Ct)``; peepholes P (i, o, f) add ``P_f*C``, ``P_i*C`` and ``P_o*Ct`` to the
+    gates before their activations."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -71,17 +75,24 @@ class LSTMCellDecomposition(MatcherPass):
             cell = m.match_root
             if self.transformation_callback(cell):
                 return False
-            x, h, c, w, r, bias = cell.input_values()
+            x, h, c, w, r, bias, *peepholes = cell.input_values()
             f_act, g_act, h_act = cell.activations
             b = _Builder()
             xw = b(MatMul, [x, w], transpose_a=False, transpose_b=True)
             hr = b(MatMul, [h, r], transpose_a=False, transpose_b=True)
             gates = b(Add, [hr, b(Add, [xw, bias])])
-            f, i, g, o = (b.clip(p, cell.clip) for p in b.split(gates.output(0), 1, 4))
-            f, i, g, o = b.act(f_act, f), b.act(f_act, i), b.act(g_act, g), b.act(f_act, o)
-            c_t = b(Add, [b(Multiply, [f, c]), b(Multiply, [i, g])])
-            h_t = b(Multiply, [o, b.act(h_act, c_t.output(0))])
-            _finish(cell, b, [h_t.output(0), c_t.output(0)])
+            f, i, g, o = b.split(gates.output(0), 1, 4)
+            if peepholes:
+                p_i, p_o, p_f = b.split(peepholes[0], 0, 3)
+                f, i = b.peephole(f, p_f, c), b.peephole(i, p_i, c)
+            f, i, g = (b.act(a, b.clip(v, cell.clip)) for a, v in ((f_act, f), (f_act, i),
+                                                                     (g_act, g)))
+            c_t = b(Add, [b(Multiply, [f, c]), b(Multiply, [i, g])]).output(0)
+            if peepholes:
+                o = b.peephole(o, p_o, c_t)
+            o = b.act(f_act, b.clip(o, cell.clip))
+            h_t = b(Multiply, [o, b.act(h_act, c_t)])
+            _finish(cell, b, [h_t.output(0), c_t])
             return True
 
         self.register_matcher(Matcher(pattern, "LSTMCellDecomposition"), callback)
@@ -167,7 +178,7 @@ class _SequenceUnrolling(MatcherPass):
     def _unroll(self, seq: Node) -> None:
         n = self.STATES
         ins = seq.input_values()
-        x, init, (w, r, bias) = ins[0], ins[1:1 + n], ins[2 + n:]
+        x, init, (w, r, bias, *peepholes) = ins[0], ins[1:1 + n], ins[2 + n:]
         steps = seq.get_input_partial_shape(0)[1].get_length()
         nd = 2 if seq.direction == "bidirectional" else 1
         b = _Builder()
@@ -184,13 +195,15 @@ class _SequenceUnrolling(MatcherPass):
         if self.CELL is GRUCell:
             attrs["linear_before_reset"] = seq.linear_before_reset
         ws, rs, bs = take(w, 0, nd), take(r, 0, nd), take(bias, 0, nd)
+        ps = [take(p, 0, nd) for p in peepholes]
         state_parts = [take(s, 1, nd) for s in init]
         hs, finals = [[None] * steps for _ in range(nd)], [[] for _ in range(n)]
         for d in range(nd):
             reverse = seq.direction == "reverse" or d == 1
             st = [sp[d] for sp in state_parts]
             for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
-                cell = b(self.CELL, [xs[t], *st, ws[d], rs[d], bs[d]], **attrs)
+                cell = b(self.CELL, [xs[t], *st, ws[d], rs[d], bs[d], *(p[d] for p in ps)],
+                         **attrs)
                 st = cell.outputs()
                 hs[d][t] = st[0]
             for k in range(n):

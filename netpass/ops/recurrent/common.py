@@ -31,7 +31,8 @@ class _Recurrent(Node):
     """Shared attribute checks and the numpy time step of one cell kind.
 
     Subclasses set ``GATES`` (gate blocks in W/R), ``STATES`` (1 for H, 2 for H and C) and
-    ``DEFAULT_ACTIVATIONS``; ``_step`` advances the states by one time step for a whole batch.
+    ``DEFAULT_ACTIVATIONS``; ``_step`` advances the states by one time step for a whole batch
+    (given P after B when the op has it).
     """
 
     activations: Any  # normalised by the attribute checks
@@ -39,6 +40,8 @@ class _Recurrent(Node):
     GATES: ClassVar[int]
     STATES: ClassVar[int]
     DEFAULT_ACTIVATIONS: ClassVar[list[str]]
+    # Gates with a peephole weight (LSTM: 3); such an op takes them as an optional last input P.
+    PEEPHOLES: ClassVar[int] = 0
 
     def _check_attributes(self) -> None:
         self.check(isinstance(self.hidden_size, (int, np.integer)) and bool(self.hidden_size > 0),
@@ -66,6 +69,13 @@ class _Recurrent(Node):
               b: np.ndarray) -> list[np.ndarray]:
         raise NotImplementedError
 
+    def _has_peepholes(self, n_in: int) -> bool:
+        """Checks the input count: ``n_in``, or one more (P) for an op with peepholes."""
+        n = self.get_input_size()
+        self.check(n == n_in or (self.PEEPHOLES > 0 and n == n_in + 1), "expects {} inputs{}",
+                   n_in, " (and optionally P)" if self.PEEPHOLES else "")
+        return n > n_in
+
     # -- shape checks shared by cells and sequences --------------------------------------
     def _merge_dim(self, acc: Dimension, d: Dimension, what: str) -> Dimension:
         m = acc.merge(d)
@@ -82,13 +92,14 @@ class _Recurrent(Node):
 
 
 class _Cell(_Recurrent):
-    """X [batch, input], states [batch, hidden]..., W [G*hs, input], R [G*hs, hs], B [G*hs]."""
+    """X [batch, input], states [batch, hidden]..., W [G*hs, input], R [G*hs, hs], B [G*hs]
+    (and, for LSTM, the optional peepholes P [3*hs])."""
 
     def infer_types(self) -> None:
         self._check_attributes()
         n_in = 1 + self.STATES + 3
-        self.check(self.get_input_size() == n_in, "expects {} inputs", n_in)
-        et = merged_input_type(self, range(n_in))
+        peepholes = self._has_peepholes(n_in)
+        et = merged_input_type(self, range(self.get_input_size()))
         hs = self.hidden_size
         x = self._check_rank(0, 2, "X")
         batch, in_size = x[0], x[1]
@@ -106,19 +117,23 @@ class _Cell(_Recurrent):
         b = self._check_rank(w_i + 2, 1, "B")
         self._merge_dim(Dimension(self._bias_blocks() * hs), b[0],
                         "B length (bias blocks * hidden_size)")
+        if peepholes:
+            p = self._check_rank(n_in, 1, "P")
+            self._merge_dim(Dimension(self.PEEPHOLES * hs), p[0], "P length (3 * hidden_size)")
         for s in range(self.STATES):
             self.set_output_type(s, et, PartialShape([batch, hs]))
 
     def evaluate(self, inputs):
         x = inputs[0]
         states = list(inputs[1:1 + self.STATES])
-        w, r, b = inputs[1 + self.STATES:]
-        return [s.astype(x.dtype, copy=False) for s in self._step(x, states, w, r, b)]
+        w, r, b, *p = inputs[1 + self.STATES:]
+        return [s.astype(x.dtype, copy=False) for s in self._step(x, states, w, r, b, *p)]
 
 
 class _Sequence(_Recurrent):
     """X [batch, seq, input], states [batch, nd, hs]..., sequence_lengths [batch],
-    W [nd, G*hs, input], R [nd, G*hs, hs], B [nd, G*hs]; outputs Y [batch, nd, seq, hs] and
+    W [nd, G*hs, input], R [nd, G*hs, hs], B [nd, G*hs] (and, for LSTM, the optional peepholes
+    P [nd, 3*hs]); outputs Y [batch, nd, seq, hs] and
     the last states [batch, nd, hs]."""
 
     def infer_types(self) -> None:
@@ -126,8 +141,8 @@ class _Sequence(_Recurrent):
         self.check(self.direction in DIRECTIONS,
                    "direction must be one of {}, got '{}'", DIRECTIONS, self.direction)
         n_in = 1 + self.STATES + 4
-        self.check(self.get_input_size() == n_in, "expects {} inputs", n_in)
-        float_inputs = [i for i in range(n_in) if i != 1 + self.STATES]
+        peepholes = self._has_peepholes(n_in)
+        float_inputs = [i for i in range(self.get_input_size()) if i != 1 + self.STATES]
         et = merged_input_type(self, float_inputs)
         lens_et = self.get_input_element_type(1 + self.STATES)
         self.check(lens_et.is_dynamic or lens_et.is_integral,
@@ -156,6 +171,10 @@ class _Sequence(_Recurrent):
         self._merge_dim(Dimension(nd), b[0], "B num_directions")
         self._merge_dim(Dimension(self._bias_blocks() * hs), b[1],
                         "B length (bias blocks * hidden_size)")
+        if peepholes:
+            p = self._check_rank(n_in, 2, "P")
+            self._merge_dim(Dimension(nd), p[0], "P num_directions")
+            self._merge_dim(Dimension(self.PEEPHOLES * hs), p[1], "P length (3 * hidden_size)")
         self.set_output_type(0, et, PartialShape([batch, nd, seq, hs]))
         for s in range(self.STATES):
             self.set_output_type(1 + s, et, PartialShape([batch, nd, hs]))
@@ -164,7 +183,7 @@ class _Sequence(_Recurrent):
         x = inputs[0]
         init = inputs[1:1 + self.STATES]
         lens = np.asarray(inputs[1 + self.STATES]).astype(np.int64)
-        w, r, b = inputs[2 + self.STATES:]
+        w, r, b, *p = inputs[2 + self.STATES:]
         batch, seq = x.shape[0], x.shape[1]
         nd = _num_directions(self.direction)
         hs = self.hidden_size
@@ -178,7 +197,7 @@ class _Sequence(_Recurrent):
             steps = range(seq - 1, -1, -1) if reverse else range(seq)
             for t in steps:
                 valid = (t < lens)[:, None]
-                new = self._step(x[:, t, :], states, w[d], r[d], b[d])
+                new = self._step(x[:, t, :], states, w[d], r[d], b[d], *(q[d] for q in p))
                 states = [np.where(valid, n, s) for n, s in zip(new, states)]
                 y[:, d, t, :] = np.where(valid, states[0], 0)
             for k, s in enumerate(states):

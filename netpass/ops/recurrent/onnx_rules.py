@@ -186,16 +186,17 @@ def _onnx_bias_array(node: Node, arr: np.ndarray, order: list[int] | None) -> np
     return np.concatenate([arr, np.zeros_like(arr)], axis=1)
 
 
-def _export_bias(ectx: Any, node: Node, name: str, order: list[int] | None,
+def _export_bias(ectx: Any, node: Node, index: int, name: str, order: list[int] | None,
                  is_cell: bool) -> str:
-    """ONNX B from the op's B input ``name`` (already [nd, ...] shaped for cells)."""
-    b = node.input_value(node.get_input_size() - 1)
+    """ONNX B from the op's B input ``index``, named ``name`` (already [nd, ...] shaped for
+    cells)."""
+    b = node.input_value(index)
     if b.value is not None:
         arr = b.value[None] if is_cell else b.value
         return ectx.constant(_onnx_bias_array(node, arr, order))
     if getattr(node, "linear_before_reset", False) or (order and is_cell):
         raise _unsupported(node, "a non-constant B of this op cannot be exported")
-    wb = _export_reorder(ectx, node, node.get_input_size() - 1, name, order, 1)
+    wb = _export_reorder(ectx, node, index, name, order, 1)
     zeros = ectx.fresh("zero_bias")
     ectx.add_node("Sub", [wb, wb], [zeros])
     out = ectx.fresh("onnx_bias")
@@ -232,14 +233,14 @@ def _export_recurrent(node: Node, ectx: Any, onnx_type: str, order: list[int] | 
         ectx.add_node("Cast", [names[1 + states]], [lens], to=6)  # ONNX wants int32 lengths
         w = _export_reorder(ectx, node, w_i, names[w_i], order, 1)
         r = _export_reorder(ectx, node, w_i + 1, names[w_i + 1], order, 1)
-        b = _export_bias(ectx, node, names[w_i + 2], order, False)
+        b = _export_bias(ectx, node, w_i + 2, names[w_i + 2], order, False)
     else:
         x = unsqueeze(names[0], "x_seq1")
         inits = [unsqueeze(names[1 + s], "state_dir1") for s in range(states)]
         lens = ""
         w = unsqueeze(_export_reorder(ectx, node, w_i, names[w_i], order, 0), "W")
         r = unsqueeze(_export_reorder(ectx, node, w_i + 1, names[w_i + 1], order, 0), "R")
-        b = _export_bias(ectx, node, unsqueeze(names[w_i + 2], "B"), order, True)
+        b = _export_bias(ectx, node, w_i + 2, unsqueeze(names[w_i + 2], "B"), order, True)
     attrs: dict[str, Any] = {"hidden_size": node.hidden_size}
     nd = _num_directions(node.direction) if is_seq else 1
     attrs["direction"] = node.direction if is_seq else "forward"
@@ -249,9 +250,13 @@ def _export_recurrent(node: Node, ectx: Any, onnx_type: str, order: list[int] | 
         attrs["clip"] = float(node.clip)
     if getattr(node, "linear_before_reset", False):
         attrs["linear_before_reset"] = 1
+    peepholes = []
+    if node.get_input_size() > w_i + 3:  # LSTM's P, in ONNX's order already
+        p = names[w_i + 3]
+        peepholes = [p if is_seq else unsqueeze(p, "P")]
     y = ectx.fresh("Y")
     state_outs = [ectx.fresh("Y_state") for _ in range(states)]
-    ectx.add_node(onnx_type, [x, w, r, b, lens] + inits, [y] + state_outs, **attrs)
+    ectx.add_node(onnx_type, [x, w, r, b, lens] + inits + peepholes, [y] + state_outs, **attrs)
     if is_seq:
         ectx.add_node("Transpose", [y], [outs[0]], perm=[2, 1, 0, 3])
         for s in range(states):

@@ -10,11 +10,13 @@ RNN_ACTIVATIONS = {"sigmoid": "(1.0f / (1.0f + exp(-({0}))))", "tanh": "tanh({0}
 
 @memoized
 def recurrent(cell: str, hs: int, acts: tuple, clip: float, linear_before_reset: bool,
-              is_cell: bool, lens_ctype: str = "int") -> Source:
+              is_cell: bool, lens_ctype: str = "int", peepholes: bool = False) -> Source:
     """LSTM / GRU / RNN over a whole sequence in one launch: one work-group per (batch row,
     direction) keeps h (and c) in local memory and loops over time; gate rows are spread over
     the work-items. OpenVINO gate orders (LSTM f,i,c,o; GRU z,r,h) and layouts (X [B, T, I],
-    states [B, ND, HS], Y [B, ND, T, HS]); a cell is a sequence of length 1 without Y."""
+    states [B, ND, HS], Y [B, ND, T, HS]); a cell is a sequence of length 1 without Y. LSTM
+    ``peepholes`` P [ND, 3 * HS] (order i, o, f) join the gates in the update phase, where the
+    cell states they read are known."""
     gates = {"lstm": 4, "gru": 3, "rnn": 1}[cell]
     act = [lambda v, a=a: RNN_ACTIVATIONS[a].format(v) for a in acts]
     cl = (lambda v: nan_clamp(v, flit(-clip), flit(clip))) if clip > 0 else (lambda v: v)
@@ -26,6 +28,8 @@ def recurrent(cell: str, hs: int, acts: tuple, clip: float, linear_before_reset:
         args += [f"__global const {lens_ctype}* L", "int loff"]
     args += ["__global const float* W", "int woff", "__global const float* Rw", "int roff",
              "__global const float* Bb", "int boff"]
+    if peepholes:
+        args += ["__global const float* P", "int poff"]
     if not is_cell:
         args += ["__global float* Y", "int yoff"]
     args += ["__global float* HO", "int hooff"]
@@ -41,11 +45,15 @@ def recurrent(cell: str, hs: int, acts: tuple, clip: float, linear_before_reset:
                 f"acc2 = mad(h[k], Rw[({g}) * HS + k], acc2);")
 
     if cell == "lstm":
+        # The clip waits for the peepholes: gt holds the plain sums.
         gate_phase = (f"for (int g = lid; g < 4 * HS; g += LS) {{ {dots('g')} "
-                      f"gt[g] = {cl('acc + acc2 + Bb[g]')}; }}")
-        update = f"""float f = {act[0]('gt[j]')}, ig = {act[0]('gt[HS + j]')};
-        float cc = {act[1]('gt[2 * HS + j]')}, og = {act[0]('gt[3 * HS + j]')};
+                      f"gt[g] = acc + acc2 + Bb[g]; }}")
+        pf, pi, po = ((" + P[2 * HS + j] * c[j]", " + P[j] * c[j]", " + P[HS + j] * cn")
+                      if peepholes else ("", "", ""))
+        update = f"""float f = {act[0](cl(f'gt[j]{pf}'))}, ig = {act[0](cl(f'gt[HS + j]{pi}'))};
+        float cc = {act[1](cl('gt[2 * HS + j]'))};
         float cn = f * c[j] + ig * cc;
+        float og = {act[0](cl(f'gt[3 * HS + j]{po}'))};
         nh = og * {act[2]('cn')}; nc = cn;"""
     elif cell == "rnn":
         gate_phase = (f"for (int g = lid; g < HS; g += LS) {{ {dots('g')} "
@@ -88,6 +96,7 @@ void rnn({', '.join(args)})
   W += woff + d * {gates} * HS * I;
   Rw += roff + d * {gates} * HS * HS;
   Bb += boff + d * {nb} * HS;
+  {"P += poff + d * 3 * HS;" if peepholes else ""}
   barrier(CLK_LOCAL_MEM_FENCE);
   for (int step = 0; step < T; ++step) {{
     const int t = reverse ? T - 1 - step : step;

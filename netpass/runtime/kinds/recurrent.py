@@ -40,13 +40,14 @@ def recurrent_impl(p: Params, key: Any, cell: str, is_cell: bool) -> Impl | None
         if lens_dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
             return None
         lens_ct = ctype(lens_dtype)
+    w0 = 1 + states if is_cell else 2 + states
+    peepholes = len(p.in_shapes) > w0 + 3  # LSTM's optional P
     src = p.cached(("rnn",), lambda: recurrent(cell, hs, acts, float(a.get("clip", 0.0) or 0.0),
                                                bool(a.get("linear_before_reset", False)), is_cell,
-                                               lens_ct))
+                                               lens_ct, peepholes))
     spec: list = [("i", 0)] + [("i", 1 + s) for s in range(states)]
-    w0 = 1 + states if is_cell else 2 + states
     lens: list = [] if is_cell else [("i", 1 + states)]
-    spec += lens + [("i", w0), ("i", w0 + 1), ("i", w0 + 2)]
+    spec += lens + [("i", w0 + k) for k in range(4 if peepholes else 3)]
     spec += [] if is_cell else [("o", 0)]
     spec += [("o", s if is_cell else 1 + s) for s in range(states)]
     spec += [T, IS, nd, rev, 0 if is_cell else 1]

@@ -214,16 +214,6 @@ def test_onnx_lstm_dynamic_shapes_keep_symbols():
     assert y[0].symbol is x[0].symbol and y[2].symbol is x[1].symbol
 
 
-def test_onnx_lstm_peepholes_refused():
-    proto, _, _ = _onnx_recurrent("LSTM", "forward", 0, seed=7)
-    p = helper.make_tensor("P", TensorProto.FLOAT, [1, 3 * HIDDEN], np.ones(3 * HIDDEN))
-    proto.graph.initializer.append(p)
-    node = proto.graph.node[0]
-    node.input.append("P")
-    with pytest.raises(UnsupportedOpError, match="peephole.*my_lstm|my_lstm.*peephole"):
-        netpass.read_model(proto)
-
-
 def test_onnx_lstm_input_forget_refused():
     proto, _, _ = _onnx_recurrent("LSTM", "forward", 0, seed=8)
     proto.graph.node[0].attribute.append(helper.make_attribute("input_forget", 1))

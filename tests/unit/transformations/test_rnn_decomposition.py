@@ -11,14 +11,16 @@ from netpass.ngraph_passes.common import GRUCellDecomposition, LSTMCellDecomposi
 B, I, H = 2, 5, 4
 
 
-@pytest.mark.parametrize("clip", [0.0, 0.7])
-def test_lstm_cell(clip):
+@pytest.mark.parametrize("clip,peepholes", [(0.0, False), (0.7, False), (0.0, True), (0.7, True)])
+def test_lstm_cell(clip, peepholes):
     x, h, c = param([B, I], "x"), param([B, H], "h"), param([B, H], "c")
+    p = opset.constant(rand(3 * H, seed=3)) if peepholes else None
     cell = opset.lstm_cell(x, h, c, opset.constant(rand(4 * H, I)), opset.constant(rand(4 * H, H, seed=1)),
-                           opset.constant(rand(4 * H, seed=2)), H, clip=clip, name="cell")
+                           opset.constant(rand(4 * H, seed=2)), H, clip=clip, name="cell",
+                           peepholes=p)
     m = model_of([cell.output(0), cell.output(1)], [x, h, c])
     run_checked(m, LSTMCellDecomposition())
-    assert count(m, "LSTMCell") == 0 and count(m, "Split") == 1
+    assert count(m, "LSTMCell") == 0 and count(m, "Split") == 1 + peepholes
     assert [r.input_value(0).node.friendly_name for r in m.results] == ["cell.0", "cell.1"]
 
 

@@ -19,19 +19,23 @@ from netpass.reference import infer
 B, T, I, H = 2, 3, 5, 4
 
 
-def _lstm(direction, lens=None, x_shape=(B, T, I)):
+def _lstm(direction, lens=None, x_shape=(B, T, I), peepholes=False):
     nd = 2 if direction == "bidirectional" else 1
     x = opset.parameter(list(x_shape), np.float32, "x")
     h, c = opset.constant(rand(B, nd, H, seed=5)), opset.constant(rand(B, nd, H, seed=6))
+    p = opset.constant(rand(nd, 3 * H, seed=7)) if peepholes else None
     seq = opset.lstm_sequence(x, h, c, opset.constant(np.array(lens or [T] * B, np.int32)),
                               opset.constant(rand(nd, 4 * H, I)), opset.constant(rand(nd, 4 * H, H, seed=1)),
-                              opset.constant(rand(nd, 4 * H, seed=2)), H, direction, name="lstm")
+                              opset.constant(rand(nd, 4 * H, seed=2)), H, direction, name="lstm",
+                              peepholes=p)
     return model_of([seq.output(0), seq.output(1), seq.output(2)], x)
 
 
-@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
-def test_lstm_sequence_unrolled_and_decomposed(direction):
-    m = _lstm(direction)
+@pytest.mark.parametrize("direction,peepholes", [("forward", False), ("reverse", False),
+                                                 ("bidirectional", False),
+                                                 ("bidirectional", True)])
+def test_lstm_sequence_unrolled_and_decomposed(direction, peepholes):
+    m = _lstm(direction, peepholes=peepholes)
     run_checked(m, LSTMSequenceUnrolling(), LSTMCellDecomposition(), ConstantFolding())
     nd = 2 if direction == "bidirectional" else 1
     # one X·W and one H·R per step and direction; the first H·R has a constant H and folds
