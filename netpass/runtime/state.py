@@ -393,6 +393,24 @@ class VariableStore:
         self._view_of(inst, v, out)
         net.stats["state_appends"] += 1
 
+    def write_rows_left_to(self, reader: PrimitiveInst) -> None:
+        """Write the new rows that appends left to ``reader`` (their ``append_by``: its kernel
+        writes them) into the variables' buffers, as :meth:`_append` would: ``reader`` runs on
+        the host this time (a fallback), which reads the caches and writes nothing."""
+        net = self.net
+        for inst in net.insts:
+            node = inst.node
+            if node.append_by is not reader.node or inst.in_shapes is None:
+                continue
+            v = self.vars[node.state_var]
+            axis = v.axis
+            assert axis is not None  # (an appended variable has its axis: mark_state)
+            past, new = inst.in_shapes[0][axis], inst.in_shapes[1]
+            if impls.size(new) and v.alloc is not None and (new[axis] <= DECODE_ROWS or not past):
+                strides = self._cap_strides(v)
+                self._copy(net.device_tensor(*inst.src(1)),
+                           Tensor(v.alloc, past * strides[axis], new, v.dtype, strides))
+
     @staticmethod
     def _cap_strides(v: Variable) -> tuple:
         strides = v.strides()

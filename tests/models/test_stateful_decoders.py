@@ -361,3 +361,44 @@ def test_long_prompts_fill_the_caches_in_the_attention(plain_models, name, flash
     kernel = "void flash_attention(" if flash else "void attention("
     assert any(kernel in s and "ck_ = CK" in s and ("fa_count" in s) == (flash == "split")
                for s in sources)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_an_attention_on_the_host_writes_the_rows_its_kernel_would(plain_models, name):
+    """An attention that writes its caches' new rows (``kv_append``) but runs on the host for
+    a shape its kernels do not take: the appends left it the rows, so it writes them before
+    reading the caches (a prompt over empty caches, a long chunk, single tokens), and the
+    logits stay onnxruntime's (they were NaN: the caches' new rows never written)."""
+    import onnxruntime as ort
+
+    from netpass.runtime.kinds import FusedAttention, row_of
+    dec, plain, stateful = plain_models[name]
+    row = row_of(FusedAttention)
+    kernel_impl = row.impl
+    object.__setattr__(row, "impl", lambda p, key: None)  # (every shape to the host)
+    try:
+        cm = netpass.compile_model(stateful, RUNTIME_DEVICE, {"TRANSFORMATIONS": "NONE"})
+        req = cm.create_infer_request()
+        sess = ort.InferenceSession(dec.onnx, providers=["CPUExecutionProvider"])
+        names = [o.name for o in sess.get_outputs()]
+        pairs = find_kv_cache_pairs(plain)
+        cache = {i.name: np.zeros([d if isinstance(d, int) else (1 if k == 0 else 0)
+                                   for k, d in enumerate(i.shape)], np.float32)
+                 for i in sess.get_inputs() if i.name in pairs}
+        ids = np.random.default_rng(5).integers(1, dec.vocab, (1, 40))
+        feeder = GreedyDecoder(cm)
+        past = 0
+        for n in (5, 12, 1, 1, 20):
+            feeds = feeder._feeds(ids[:, past:past + n], past, {})
+            got = req.infer(feeds)["logits"]
+            want = dict(zip(names, sess.run(None, {**feeds, **cache})))
+            assert _rel_l2(got, want["logits"]) <= RTOL_L2, f"chunk of {n} after {past}"
+            cache = {p: want[r] for p, r in pairs.items()}
+            past += n
+            if n == 5:
+                req.reset_state()  # (then a prompt of 12 over empty caches)
+                cache = {p: c[..., :0, :] for p, c in cache.items()}
+                past = 0
+        assert req.stats["host_fallback_kinds"].get("FusedAttention", 0) > 0
+    finally:
+        object.__setattr__(row, "impl", kernel_impl)

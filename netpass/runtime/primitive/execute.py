@@ -141,6 +141,8 @@ class Execute:
         net = self.net
         node = self.node
         self._count_host_fallback()
+        if getattr(node.subgraph, "appends", 0):  # (a fused attention's kernel writes the rows)
+            net.state.write_rows_left_to(self)
         arrays = net.host_values([self.src(j) for j in range(len(node.inputs))])
         outs = infer_host(node, arrays)
         if node.fused:  # the kernel would have applied them
