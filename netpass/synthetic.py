@@ -12,7 +12,8 @@ block keeps the tensor's shape, so any sequence chains. Block kinds:
 - ``"slice_pad"``: ``Pad(H, W by 1) -> Slice`` back to the input size at an offset (a shift
   with a zero border);
 - ``"reduce_reshape"``: ``x + ReduceMean(x, channels) -> Reshape [N, C, H*W] -> Relu ->
-  Reshape back``;
+  Reshape back``; ``"reduce_unsqueeze"`` the same with ``ReduceMean(keepdims=0) -> Unsqueeze``
+  (not among the default kinds, ``BLOCK_KINDS``: ``ALL_BLOCK_KINDS`` has it);
 - ``"channel_shuffle"``: ``VariadicSplit(axis 1) -> Sigmoid/Tanh -> Concat(axis 1) ->
   Transpose(NHWC) -> Gather(last axis, permutation)``, then (``back``) a Transpose to NCHW.
 """
@@ -26,6 +27,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 BLOCK_KINDS = ("shuffle", "slice_pad", "reduce_reshape", "channel_shuffle")
+ALL_BLOCK_KINDS = (*BLOCK_KINDS, "reduce_unsqueeze")
 
 
 @dataclass(frozen=True)
@@ -101,9 +103,14 @@ def _slice_pad(b: _Builder, x: str, blk: Block, shape: Sequence[int | str]) -> s
     return b.op("Slice", [p, b.const(starts), b.const(ends), axes])[0]
 
 
-def _reduce_reshape(b: _Builder, x: str, shape: Sequence[int | str]) -> str:
+def _reduce_reshape(b: _Builder, x: str, shape: Sequence[int | str],
+                    unsqueeze: bool = False) -> str:
     """(``shape``'s batch may be a name; its other dims are ints.)"""
-    mean = b.op("ReduceMean", [x], axes=[1], keepdims=1)[0]
+    if unsqueeze:
+        mean = b.op("ReduceMean", [x], axes=[1], keepdims=0)[0]
+        mean = b.op("Unsqueeze", [mean, b.const(np.array([1], np.int64))])[0]
+    else:
+        mean = b.op("ReduceMean", [x], axes=[1], keepdims=1)[0]
     s = b.op("Add", [x, mean])[0]
     c, h, w = (int(d) for d in shape[1:4])
     flat = b.op("Reshape", [s, b.const(np.array([0, c, h * w], np.int64))])[0]
@@ -138,14 +145,15 @@ def gna_blocks_onnx(blocks: Sequence[Block], shape: Sequence[int | str] = (1, 8,
             x = _shuffle(b, x, blk, c, rng)
         elif blk.kind == "slice_pad":
             x = _slice_pad(b, x, blk, dims)
-        elif blk.kind == "reduce_reshape":
-            x = _reduce_reshape(b, x, dims)
+        elif blk.kind in ("reduce_reshape", "reduce_unsqueeze"):
+            x = _reduce_reshape(b, x, dims, blk.kind == "reduce_unsqueeze")
         elif blk.kind == "channel_shuffle":
             x, nhwc = _channel_shuffle(b, x, blk, c)
             if nhwc:
                 dims = [dims[0], dims[2], dims[3], dims[1]]
         else:
-            raise ValueError(f"unknown block kind {blk.kind!r} (known: {', '.join(BLOCK_KINDS)})")
+            raise ValueError(f"unknown block kind {blk.kind!r} (known: "
+                             f"{', '.join(ALL_BLOCK_KINDS)})")
     b.nodes.append(helper.make_node("Identity", [x], ["y"], name="output"))
     graph = helper.make_graph(
         b.nodes, "gna_blocks", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],

@@ -20,7 +20,8 @@
    shape that GNA cannot run and that are stuck inside the graph: first backward sinking
    without the GNA axis callbacks (reaching the inputs wins over the Concat/Split axis, which
    GNA's concat/split alignment then handles; fused Transposes are not marked, so they move
-   on), then, for those still stuck, forward sinking of the Transposes that do not read a
+   on; reductions that drop their axes read a sibling Transpose, TSReductionAlign), then, for
+   those still stuck, forward sinking of the Transposes that do not read a
    Parameter (down to a Reshape, where they become Gathers, or to a Result), with TSFuseShared
    fusing the Transpose pairs it leaves.
 3. The Slice workaround: SliceToStridedSlice then ConvertStridedSliceToCrop (always; any
@@ -80,6 +81,7 @@ from ..transpose_sinking import (
     TSFuseShared,
     TSGeneral,
     TSGeneralForward,
+    TSReductionAlign,
 )
 from ..transpose_sinking.general import BACKWARD, FORWARD
 from ..transpose_sinking.regions import TSBackwardRegions
@@ -182,6 +184,10 @@ class RescueStuckTransposes(ModelPass):
     it did not model): each op crossed is rewritten once instead of a Transpose being built and
     dropped at every op.
 
+    After the backward stage, TSReductionAlign rounds (each then backward sinking again):
+    ``x + Unsqueeze(ReduceMean(x, keepdims=0))`` reached ``x`` as a Transpose on one branch and
+    the reduction reading ``x`` in another order on the other, which no sinking step joins.
+
     The forward stage also runs TSFuseShared on the Transpose pairs it leaves whose first
     Transpose has other consumers (TSFuse refuses those; in OpenVINO's TSGeneral the backward
     traversal's TSFuse fuses some of them later, but nothing follows here): without it a ViT
@@ -196,9 +202,20 @@ class RescueStuckTransposes(ModelPass):
         user = self.user_config if self.user_config is not None else self.get_pass_config()
         if not stuck_transposes(model):
             return False
-        backward = BackwardGraphRewrite(*(TSFuse(mark_fused=False) if p is TSFuse else p()
+        def backward() -> BackwardGraphRewrite:
+            return BackwardGraphRewrite(*(TSFuse(mark_fused=False) if p is TSFuse else p()
                                           for p in BACKWARD))
-        run_then_fold(model, user.copy(), TSBackwardRegions(), "RescueBackward", backward)
+        run_then_fold(model, user.copy(), TSBackwardRegions(), "RescueBackward", backward())
+        # (reductions that left their data two readers read one Transpose, then backward
+        # again, until none moves; a reduction moves once per level it climbs, so the number
+        # of ops bounds the rounds)
+        ops = model.get_ops()
+        if any(getattr(n, "keep_dims", True) is False for n in ops):
+            for _ in range(len(ops)):
+                if not run_then_fold(model, user.copy(), GraphRewrite(TSReductionAlign()),
+                                     "RescueAlign"):
+                    break
+                run_then_fold(model, user.copy(), backward(), "RescueBackward")
         if not stuck_transposes(model):
             return False
 

@@ -16,6 +16,7 @@ from .elementwise import TSBinaryBackward, TSBinaryForward, TSUnaryBackward, TSU
 from .fuse import TSFuse, TSFuseShared
 from .general import TSGeneral, TSGeneralBackward, TSGeneralForward, TSResetNoSinkingAttribute
 from .reduction import (
+                            TSReductionAlign,
                             TSReductionBackward,
                             TSReductionForward,
                             TSSqueezeBackward,
@@ -29,11 +30,11 @@ UpdateForwardSinkingAbility = update_forward_sinking_ability
 
 __all__ = [
     "NO_SINKING", "TSBackwardBase", "TSBinaryBackward", "TSBinaryForward", "TSConcatBackward",
-    "TSConcatForward", "TSDataMovementBackward", "TSDataMovementForward", "TSForwardBase",
-    "TSFuse", "TSFuseShared", "TSGeneral", "TSGeneralBackward", "TSGeneralForward",
+    "TSConcatForward", "TSDataMovementBackward", "TSDataMovementForward", "TSForwardBase", "TSFuse",
+    "TSFuseShared", "TSGeneral", "TSGeneralBackward", "TSGeneralForward", "TSReductionAlign",
     "TSReductionBackward", "TSReductionForward", "TSResetNoSinkingAttribute", "TSSliceBackward",
     "TSSliceForward", "TSSplitBackward", "TSSplitForward", "TSSqueezeBackward", "TSSqueezeForward",
     "TSUnaryBackward", "TSUnaryForward", "TSUnsqueezeBackward", "TSUnsqueezeForward",
-    "UpdateForwardSinkingAbility", "is_sinking_disabled", "mark_as_no_sinking",
-    "reset_no_sinking", "update_forward_sinking_ability",
+    "UpdateForwardSinkingAbility", "is_sinking_disabled", "mark_as_no_sinking", "reset_no_sinking",
+    "update_forward_sinking_ability",
 ]

@@ -11,10 +11,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ...core.boundary import Constant
 from ...core.node import Node
 from ...core.types import Type
 from ...ops.base import ArithmeticReductionKeepDims, LogicalReductionKeepDims
-from ...ops.movement import Reshape, Squeeze, Unsqueeze
+from ...ops.movement import Reshape, Squeeze, Transpose, Unsqueeze
+from ...passes import MatcherPass
+from ...pattern import Matcher, any_input, wrap_type
 from ..utils import (
     const,
     const_value,
@@ -86,6 +89,74 @@ def _with_ones(shape: Sequence[int], axes: Sequence[int]) -> list[int]:
 def _reshape_target(main: Node) -> list[int] | None:
     v = const_value(main.input_value(1))
     return None if v is None else [int(d) for d in v.reshape(-1)]
+
+
+class TSReductionAlign(MatcherPass):
+    """netpass: a reduction that drops its axes (``keep_dims`` False) reads its data in any
+    order that keeps the other axes in theirs. Where data ``x`` feeds a Transpose and also
+    such reductions (directly, or through another Transpose read only by them) whose kept
+    axes that Transpose's order keeps alike, the reductions read that Transpose instead,
+    their axes renumbered: ``x`` has one reader fewer, and backward sinking can take the
+    Transpose on towards the inputs. A residual ``x + Unsqueeze(ReduceMean(x, keepdims=0))``
+    left a Transpose before the Add: backward sinking through the reduction keeps the reduced
+    axes in place (``order_before_reduction``), another order than the Add's other input's.
+    RescueStuckTransposes runs it in its backward stage."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        pattern = wrap_type(Transpose, [any_input(), wrap_type(Constant)])
+
+        def callback(m: Matcher) -> bool:
+            x = m.get_match_root().input_value(0)
+            rank = static_rank(x)
+            if rank is None:
+                return False
+            orders = {}  # the Transposes of x: node -> order
+            for c in graph_consumers(x):
+                o = const_value(c.node.input_value(1)) if isinstance(c.node, Transpose) else None
+                if o is not None and o.size == rank:
+                    orders[c.node] = [int(v) for v in o.reshape(-1)]
+            changed = False
+            for c in graph_consumers(x):
+                if isinstance(c.node, REDUCTION_TYPES) and c.index == 0:
+                    changed |= _read_from_any([c.node], list(range(rank)), orders, None)
+            for u, q in list(orders.items()):
+                readers = graph_consumers(u.output(0))
+                if readers and all(isinstance(r.node, REDUCTION_TYPES) and r.index == 0
+                                   for r in readers):
+                    changed |= _read_from_any([r.node for r in readers], q, orders, u)
+            return changed
+
+        self.register_matcher(Matcher(pattern, "TSReductionAlign"), callback)
+
+
+def _read_from_any(readers: list, q: list[int], orders: dict, source: Node | None) -> bool:
+    """Move every reduction of ``readers`` (reading their data through order ``q``, from
+    ``source`` or, when None, directly) onto the first other Transpose of ``orders`` that
+    takes them all (:func:`_aligned_axes`); whether they moved."""
+    for v, p in orders.items():
+        if v is source:
+            continue
+        axes = [_aligned_axes(r, q, p) for r in readers]
+        if all(a is not None for a in axes):
+            for r, a in zip(readers, axes):
+                r.input(0).replace_source_output(v.output(0))
+                _set_values(r, a)
+            return True
+    return False
+
+
+def _aligned_axes(r: Node, q: list[int], p: list[int]) -> list[int] | None:
+    """The axes of reduction ``r`` (reading its data through order ``q``) when it reads it
+    through order ``p`` instead: where it drops its axes and both orders keep the others
+    alike; else None."""
+    axes = _const_axes(r, len(q))
+    if axes is None or r.keep_dims:
+        return None
+    reduced = {q[a] for a in axes}
+    if [a for i, a in enumerate(q) if i not in set(axes)] != [a for a in p if a not in reduced]:
+        return None
+    return [j for j, a in enumerate(p) if a in reduced]
 
 
 class TSReductionForward(TSForwardBase):
