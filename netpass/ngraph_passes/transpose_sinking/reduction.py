@@ -92,8 +92,10 @@ def _reshape_target(main: Node) -> list[int] | None:
 
 
 class TSReductionAlign(MatcherPass):
-    """netpass: a reduction that drops its axes (``keep_dims`` False) reads its data in any
-    order that keeps the other axes in theirs. Where data ``x`` feeds a Transpose and also
+    """Moves axis-dropping reductions onto a sibling Transpose of their data.
+
+    netpass's: a reduction with ``keep_dims`` False reads its data in any order that keeps
+    the other axes in theirs. Where data ``x`` feeds a Transpose and also
     such reductions (directly, or through another Transpose read only by them) whose kept
     axes that Transpose's order keeps alike, the reductions read that Transpose instead,
     their axes renumbered: ``x`` has one reader fewer, and backward sinking can take the
