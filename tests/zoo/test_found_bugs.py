@@ -10,6 +10,12 @@ tests (a bug still open would be an ``xfail(strict=True)`` naming it).
   ``step_plan.run``. Met in BERT's pooler (a FullyConnected on the first token, whose input
   shape does not change with the sequence length) when ``benchmarks/bench_zoo.py`` timed
   fresh requests.
+- A data-dependent op (NonZero) on a constant, in the second infer of a request (fixed on
+  fuzz7): ``update_shape`` returned early when no input shape or value had changed, so the
+  host evaluation that the op's execute consumes (and drops) was never made again:
+  ``NonZero ... failed at runtime: TypeError: 'NoneType' object is not iterable`` on every
+  infer after the first. Met in Longformer's TorchScript export (``TRANSFORMATIONS`` NONE,
+  which leaves the NonZero over a constant mask of its sliding-window attention).
 """
 from __future__ import annotations
 
@@ -44,3 +50,18 @@ def test_fresh_requests_over_the_same_lengths_keep_their_weights():
             for key in want:
                 np.testing.assert_allclose(got[key], want[key], rtol=1e-4, atol=1e-5,
                                            err_msg=f"request {request}, length {s}, {key}")
+
+
+def test_data_dependent_op_on_a_constant_runs_in_every_infer():
+    """``x[nonzero(c)]`` with ``c`` constant: the same indices at every length, repeats too."""
+    x = opset.parameter(["n"], np.int64, name="x")
+    nz = opset.non_zero(opset.constant(np.array([1, 0, 1, 1], np.int64)), "i64")
+    idx = opset.reshape(nz, opset.constant(np.array([-1], np.int64)), False)
+    model = Model([opset.result(opset.gather(x, idx, opset.constant(np.int64(0))), name="y")],
+                  [x])
+    compiled = netpass.compile_model(model, device=RUNTIME_DEVICE,
+                                     config={"TRANSFORMATIONS": "NONE"})
+    req = compiled.create_infer_request()
+    for n in (5, 6, 6, 5):
+        got = req.infer({"x": np.arange(n, dtype=np.int64) * 10})["y"]
+        np.testing.assert_array_equal(got, [0, 20, 30], err_msg=f"length {n}")
