@@ -16,6 +16,12 @@ tests (a bug still open would be an ``xfail(strict=True)`` naming it).
   ``NonZero ... failed at runtime: TypeError: 'NoneType' object is not iterable`` on every
   infer after the first. Met in Longformer's TorchScript export (``TRANSFORMATIONS`` NONE,
   which leaves the NonZero over a constant mask of its sliding-window attention).
+- Step plans replayed the shapes of what reads a data-dependent op (fixed on fuzz7): a plan
+  keeps one binding's input and output shapes per primitive, but the readers of NonZero's
+  indices (a Gather of the tokens routed to an expert) have, for one binding, as many rows as
+  the data selects. Replaying them with the recorded rows gave wrong outputs or ``IndexError``
+  in a later host op. Met in SwitchTransformers' TorchScript export (expert routing), in one
+  request and in two threads each with its own request.
 """
 from __future__ import annotations
 
@@ -65,3 +71,37 @@ def test_data_dependent_op_on_a_constant_runs_in_every_infer():
     for n in (5, 6, 6, 5):
         got = req.infer({"x": np.arange(n, dtype=np.int64) * 10})["y"]
         np.testing.assert_array_equal(got, [0, 20, 30], err_msg=f"length {n}")
+
+
+def _route_and_scatter() -> Model:
+    """``x [n, 4]``: the rows whose first element is positive go through ``relu(. @ W)`` and
+    are scattered back into zeros (a mixture-of-experts layer with one expert)."""
+    def c(v):
+        return opset.constant(np.array(v))
+    x = opset.parameter(["n", 4], np.float32, name="x")
+    first = opset.gather(x, c(np.int64(0)), c(np.int64(1)))
+    rows = opset.squeeze(opset.non_zero(opset.greater(first, c(np.float32(0))), "i64"),
+                         c(np.array([0], np.int64)))
+    w = np.random.default_rng(0).standard_normal((4, 4)).astype(np.float32)
+    routed = opset.relu(opset.matmul(opset.gather(x, rows, c(np.int64(0))), c(w), False, False))
+    where = opset.broadcast(opset.unsqueeze(rows, c(np.array([1], np.int64))),
+                            opset.shape_of(routed))
+    back = opset.scatter_elements_update(opset.multiply(x, c(np.float32(0))), where, routed,
+                                         c(np.int64(0)))
+    return Model([opset.result(opset.add(back, x), name="y"),
+                  opset.result(routed, name="routed")], [x])
+
+
+def test_step_plans_follow_the_rows_data_selects():
+    model = _route_and_scatter()
+    rng = np.random.default_rng(1)
+    for transformations in ("NONE", "COMMON"):
+        compiled = netpass.compile_model(model, device=RUNTIME_DEVICE,
+                                         config={"TRANSFORMATIONS": transformations})
+        req = compiled.create_infer_request()
+        for step, n in enumerate((6, 6, 7, 6, 6, 7, 6, 6, 6)):
+            feeds = {"x": rng.standard_normal((n, 4)).astype(np.float32)}
+            got, want = req.infer(feeds), netpass.reference.infer(model, feeds)
+            for key in want:
+                np.testing.assert_allclose(got[key], want[key], rtol=1e-4, atol=1e-5,
+                                           err_msg=f"{transformations}, step {step}, {key}")
