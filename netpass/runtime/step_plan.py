@@ -266,7 +266,7 @@ def elided_sources(nodes: list, present: set[int], index: int) -> list[int]:
         if expanded:
             out.append(node.index)
             continue
-        for src, _ in node.inputs:
+        for src, _ in [*node.inputs, *node.fused_inputs]:
             if src.index not in present and src.index not in seen and _elidable(src):
                 seen.add(src.index)
                 stack.append((src, True))
@@ -287,7 +287,8 @@ def _elide_views(entries: list, nodes: list) -> list:
         node = nodes[e.index]
         if not _elidable(node):
             continue
-        readers = [by_index.get(u.index) for lst in node.users for u, _ in lst]
+        # (a user fused into a primitive is read by that primitive, as a side input)
+        readers = [by_index.get((u.fused_into or u).index) for lst in node.users for u, _ in lst]
         if all(r is None or type(r) is KernelEntry or r.index in elided for r in readers):
             elided[e.index] = e
     if not elided:

@@ -22,6 +22,13 @@ tests (a bug still open would be an ``xfail(strict=True)`` naming it).
   the data selects. Replaying them with the recorded rows gave wrong outputs or ``IndexError``
   in a later host op. Met in SwitchTransformers' TorchScript export (expert routing), in one
   request and in two threads each with its own request.
+- Step plans left out a view that only a fused side input reads (fixed on fuzz7): a plan
+  elides a view whose readers are all replayed kernels (their arguments point under it), but
+  it took the elementwise op fused into a primitive for the reader, not that primitive. When
+  the primitive takes the per-primitive path in the replay (it reads NonZero's rows), a request
+  that never ran the view failed: ``Reshape ...: output 0 has no value yet``. Met in
+  Longformer's TorchScript export (the padding mask Unsqueezed into a Select fused into a
+  Softmax), by the second of two requests.
 """
 from __future__ import annotations
 
@@ -105,3 +112,30 @@ def test_step_plans_follow_the_rows_data_selects():
             for key in want:
                 np.testing.assert_allclose(got[key], want[key], rtol=1e-4, atol=1e-5,
                                            err_msg=f"{transformations}, step {step}, {key}")
+
+
+def test_a_later_request_replays_a_plan_whose_view_only_a_fused_input_reads():
+    """``softmax(x[rows]) where keep else 0``: ``keep`` an Unsqueezed view, the Select fused
+    into the Softmax, which reads rows NonZero selects."""
+    def c(v):
+        return opset.constant(np.array(v))
+    x = opset.parameter(["n", 4], np.float32, name="x")
+    bias = opset.parameter([4], np.float32, name="bias")
+    first = opset.gather(x, c(np.int64(0)), c(np.int64(1)))
+    rows = opset.squeeze(opset.non_zero(opset.greater(first, c(np.float32(0))), "i64"),
+                         c(np.array([0], np.int64)))
+    scores = opset.softmax(opset.gather(x, rows, c(np.int64(0))), 1)
+    keep = opset.unsqueeze(opset.greater(bias, c(np.float32(0))), c(np.array([0], np.int64)))
+    model = Model([opset.result(opset.select(keep, scores, c(np.float32(0))), name="y")],
+                  [x, bias])
+    compiled = netpass.compile_model(model, device=RUNTIME_DEVICE,
+                                     config={"TRANSFORMATIONS": "NONE"})
+    rng = np.random.default_rng(1)
+    for request in range(2):
+        req = compiled.create_infer_request()
+        for step in range(4):
+            feeds = {"x": rng.standard_normal((6, 4)).astype(np.float32),
+                     "bias": rng.standard_normal(4).astype(np.float32)}
+            np.testing.assert_allclose(req.infer(feeds)["y"],
+                                       netpass.reference.infer(model, feeds)["y"], rtol=1e-4,
+                                       atol=1e-6, err_msg=f"request {request}, step {step}")
