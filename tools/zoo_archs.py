@@ -59,7 +59,7 @@ def _audio(m, x):
 
 
 def _boxes(m, ids, mask, box):
-    """LayoutLM with ``box`` as ``[x0, y0, w, h]``: coordinates ordered and within range."""
+    """LayoutLM and LiLT with ``box`` as ``[x0, y0, w, h]``: coordinates ordered, in range."""
     import torch
     bbox = torch.cat([box[..., :2], box[..., :2] + box[..., 2:]], -1)
     return m(input_ids=ids, attention_mask=mask, bbox=bbox)[:1]
@@ -68,6 +68,55 @@ def _boxes(m, ids, mask, box):
 def _pooled(m, ids, mask):
     out = m(input_ids=ids, attention_mask=mask)
     return out.last_hidden_state, out.pooler_output
+
+
+def _logits(m, ids):
+    return (m(input_ids=ids).logits,)
+
+
+def _masked_logits(m, ids, mask):
+    return (m(input_ids=ids, attention_mask=mask).logits,)
+
+
+def _features(m, x):
+    return m(input_features=x)[:1]
+
+
+def _masked_features(m, x, mask):
+    return m(input_features=x, attention_mask=mask)[:1]
+
+
+def _reconstruction(m, x):
+    return (m(pixel_values=x).reconstruction,)
+
+
+def _last_feature_map(m, x):
+    return m(pixel_values=x).feature_maps[-1:]
+
+
+def _past_values(m, x):
+    return m(past_values=x)[:1]
+
+
+def _decoded_audio(m, x):
+    return (m(input_values=x).audio_values,)
+
+
+def _moonshine(m, x, dec):
+    return (m(input_values=x, decoder_input_ids=dec, use_cache=False).logits,)
+
+
+def _depth_anything():
+    import transformers as tf
+    backbone = tf.Dinov2Config(image_size=28, patch_size=14, hidden_size=32,
+                               num_hidden_layers=4, num_attention_heads=4, mlp_ratio=2,
+                               out_indices=[1, 2, 3, 4], reshape_hidden_states=False,
+                               initializer_range=0.2)
+    config = tf.DepthAnythingConfig(backbone_config=backbone, reassemble_hidden_size=32,
+                                    neck_hidden_sizes=[8, 16, 32, 32], fusion_hidden_size=16,
+                                    head_hidden_size=8, patch_size=14)
+    return _module(lambda m, x: (m(pixel_values=x).predicted_depth,),
+                   tf.DepthAnythingForDepthEstimation(config))
 
 
 def _whisper(m, features, dec):
@@ -107,11 +156,23 @@ def text(name: str, cls: str, note: str = "", axes: tuple[Axis, ...] = (BATCH, S
 
 
 def vision(name: str, cls: str, note: str = "", axes: tuple[Axis, ...] = (BATCH, *IMAGE),
-           resized: bool = False, **config: Any) -> ZooSpec:
-    """A vision model fed pixels (``resized``: its position table interpolated to the grid)."""
-    forward = _pixels_resized if resized else _pixels
-    return ZooSpec(name, "vision", _hf(f"{cls}Model", f"{cls}Config", forward, **config),
+           resized: bool = False, model: str = "Model", **config: Any) -> ZooSpec:
+    """A vision model fed pixels (``resized``: its position table interpolated to the grid;
+    ``model``: the class's suffix, a backbone's last feature map for ``Backbone``)."""
+    forward = _last_feature_map if model == "Backbone" else \
+        _pixels_resized if resized else _pixels
+    return ZooSpec(name, "vision", _hf(f"{cls}{model}", f"{cls}Config", forward, **config),
                    (PIXELS,), ("last_hidden_state",), axes, VISION_OUT, note=note)
+
+
+def recurrent(name: str, cls: str, note: str, masked: bool = False, **config: Any) -> ZooSpec:
+    """A causal LM whose recurrence both exporters unroll over the export length (5 tokens,
+    static); the batch stays dynamic."""
+    ids = InputSpec("input_ids", ("batch", 5), "ids", VOCAB)
+    inputs = (ids, InputSpec("attention_mask", ("batch", 5), "mask")) if masked else (ids,)
+    forward = _masked_logits if masked else _logits
+    return ZooSpec(name, "decoder", _hf(f"{cls}ForCausalLM", f"{cls}Config", forward, **config),
+                   inputs, ("logits",), (BATCH,), {"logits": {0: "batch"}}, note=note)
 
 
 def audio(name: str, cls: str, note: str = "", axes: tuple[Axis, ...] = (BATCH, SAMPLES),
@@ -131,6 +192,16 @@ def seq2seq(name: str, cls: str, config: str, note: str = "",
 
 
 WHISPER_MELS, WHISPER_FRAMES = 16, 32
+VIDEO = (InputSpec("pixel_values", ("batch", 4, 3, 16, 16)),)   # 4 frames fixed by the model
+VIDEO_VIT = dict(image_size=16, num_frames=4, hidden_size=32, num_hidden_layers=2,
+                 num_attention_heads=4, intermediate_size=64)
+
+
+def video(name: str, cls: str, note: str, **config: Any) -> ZooSpec:
+    return ZooSpec(name, "vision", _hf(f"{cls}Model", f"{cls}Config", _pixels,
+                                       **VIDEO_VIT | config),
+                   VIDEO, ("last_hidden_state",), (BATCH,), VISION_OUT, note=note)
+
 
 SPECS: dict[str, ZooSpec] = {s.name: s for s in [
     # -- encoders ----------------------------------------------------------------------------
@@ -193,6 +264,18 @@ SPECS: dict[str, ZooSpec] = {s.name: s for s in [
             (BATCH, SEQ), HIDDEN | {"pooler_output": {0: "batch"}},
             note="causal mask, pooled at the first end-of-text token (ArgMax + Gather)"),
     text("siglip_text", "SiglipText", **TEXT),
+    text("xlm", "XLM", "sinusoidal positions, language embeddings", vocab_size=VOCAB,
+         emb_dim=32, n_layers=2, n_heads=4, max_position_embeddings=64,
+         sinusoidal_embeddings=True),
+    text("reformer", "Reformer", "chunked local attention, reversible residuals",
+         vocab_size=VOCAB, hidden_size=32, attention_head_size=8, num_attention_heads=4,
+         attn_layers=["local", "local"], local_attn_chunk_length=4, feed_forward_size=64,
+         axial_pos_embds=False, max_position_embeddings=64, is_decoder=False),
+    ZooSpec("lilt", "encoder",
+            _hf("LiltModel", "LiltConfig", _boxes, **ROBERTA | {"hidden_size": 48}),
+            (_ids(), _mask(), InputSpec("bbox", ("batch", "seq", 4), "ids", 500)),
+            ("last_hidden_state",), (BATCH, SEQ), HIDDEN,
+            note="a layout stream beside the text stream, attention scores shared"),
     # -- vision ------------------------------------------------------------------------------
     vision("deit", "DeiT", "distillation token, position table resized", resized=True, **VIT),
     vision("beit", "Beit", "relative position bias resized to the grid", resized=True,
@@ -250,6 +333,38 @@ SPECS: dict[str, ZooSpec] = {s.name: s for s in [
     vision("focalnet", "FocalNet", "focal modulation (depthwise convs, gates)",
            image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], focal_levels=[2, 2],
            focal_windows=[3, 3]),
+    vision("dinov3", "DINOv3ViT", "2-D rotary positions, register tokens", patch_size=4,
+           hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+           image_size=16, num_register_tokens=2),
+    vision("mlcd", "MLCDVision", "2-D rotary positions", hidden_size=32, intermediate_size=64,
+           num_hidden_layers=2, num_attention_heads=4, image_size=16, patch_size=4),
+    vision("aimv2", "Aimv2Vision", "RMSNorm, SwiGLU; a fixed position table: 16x16 only",
+           axes=(BATCH, Axis("height", 16, 16, 16), Axis("width", 16, 16, 16)),
+           hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+           image_size=16, patch_size=4),
+    vision("swiftformer", "SwiftFormer", "efficient additive attention",
+           depths=[1, 1, 1, 1], embed_dims=[8, 16, 24, 32]),
+    vision("hgnet_v2", "HGNetV2", "learnable affine blocks, light blocks, ceil-mode pooling",
+           model="Backbone", embedding_size=8, stem_channels=[3, 8, 8],
+           stage_in_channels=[8, 16], stage_mid_channels=[8, 8], stage_out_channels=[16, 32],
+           stage_num_blocks=[1, 1], stage_downsample=[False, True],
+           stage_light_block=[False, True], stage_kernel_size=[3, 5],
+           stage_numb_of_layers=[2, 2], depths=[1, 1], hidden_sizes=[16, 32],
+           out_features=["stage2"]),
+    ZooSpec("swin2sr", "vision",
+            _hf("Swin2SRForImageSuperResolution", "Swin2SRConfig", _reconstruction,
+                image_size=16, patch_size=1, embed_dim=16, depths=[1, 1], num_heads=[2, 2],
+                window_size=4, upscale=2, upsampler="pixelshuffle"),
+            (PIXELS,), ("reconstruction",), (BATCH, *IMAGE), {"reconstruction": {0: "batch"}},
+            note="windows padded to the window size, pixel shuffle (DepthToSpace) upsampling"),
+    ZooSpec("depth_anything", "vision", _depth_anything, (PIXELS,), ("predicted_depth",),
+            (BATCH, Axis("height", 28, 56, 42, step=14), Axis("width", 28, 56, 28, step=14)),
+            {"predicted_depth": {0: "batch", 1: "h", 2: "w"}},
+            note="DINOv2 backbone, DPT neck: resized features, transposed convs, fusion"),
+    video("videomae", "VideoMAE", "tubelets by a 3-D convolution, sinusoidal table",
+          patch_size=8, tubelet_size=2),
+    video("timesformer", "Timesformer", "divided space-time attention", patch_size=8),
+    video("vivit", "Vivit", "tubelet embedding", tubelet_size=[2, 8, 8]),
     vision("hiera", "Hiera", "mask-unit windows unrolled: 64x64 only",
            axes=(BATCH, Axis("height", 64, 64, 64), Axis("width", 64, 64, 64)),
            image_size=[64, 64], patch_size=[7, 7], patch_stride=[4, 4], patch_padding=[3, 3],
@@ -270,6 +385,66 @@ SPECS: dict[str, ZooSpec] = {s.name: s for s in [
           position_embeddings_type="rotary", conv_depthwise_kernel_size=3),
     audio("wav2vec2_conformer_rel", "Wav2Vec2Conformer", "Transformer-XL relative positions",
           position_embeddings_type="relative", conv_depthwise_kernel_size=3),
+    ZooSpec("wav2vec2_bert", "speech",
+            _hf("Wav2Vec2BertModel", "Wav2Vec2BertConfig", _masked_features, hidden_size=32,
+                num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                feature_projection_input_dim=20, conv_depthwise_kernel_size=3,
+                position_embeddings_type="relative_key", left_max_position_embeddings=8,
+                right_max_position_embeddings=4),
+            (InputSpec("input_features", ("batch", "frames", 20)),
+             InputSpec("attention_mask", ("batch", "frames"), "mask")),
+            ("last_hidden_state",), (BATCH, Axis("frames", 1, 24, 10)), HIDDEN,
+            note="conformer on features, clipped relative-key positions"),
+    ZooSpec("parakeet", "speech",
+            _hf("ParakeetEncoder", "ParakeetEncoderConfig", _features, hidden_size=32,
+                num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                conv_kernel_size=3, subsampling_factor=4, subsampling_conv_channels=8,
+                num_mel_bins=16, max_position_embeddings=128),
+            (InputSpec("input_features", ("batch", "frames", 16)),), ("last_hidden_state",),
+            (BATCH, Axis("frames", 8, 64, 24)), {"last_hidden_state": {0: "batch", 1: "t"}},
+            note="FastConformer: conv subsampling, relative positional attention"),
+    ZooSpec("ast", "speech",
+            _hf("ASTModel", "ASTConfig", _audio, hidden_size=32, num_hidden_layers=2,
+                num_attention_heads=4, intermediate_size=64, patch_size=8, frequency_stride=4,
+                time_stride=4, max_length=32, num_mel_bins=16),
+            (InputSpec("input_values", ("batch", 32, 16)),), ("last_hidden_state",), (BATCH,),
+            VISION_OUT, note="overlapping spectrogram patches; the length fixed by the model"),
+    ZooSpec("encodec", "speech",
+            _hf("EncodecModel", "EncodecConfig", _decoded_audio, hidden_size=16, num_filters=4,
+                upsampling_ratios=[4, 2], codebook_size=32, codebook_dim=16,
+                num_residual_layers=1, target_bandwidths=[1.5], sampling_rate=800,
+                num_lstm_layers=1),
+            (InputSpec("input_values", ("batch", 1, "samples")),), ("audio_values",),
+            (BATCH, Axis("samples", 64, 512, 160, step=8)),
+            {"audio_values": {0: "batch", 2: "samples"}},
+            note="conv codec with an LSTM, residual vector quantizer (ArgMin + Gather), "
+                 "transposed convs"),
+    ZooSpec("moonshine", "speech",
+            _hf("MoonshineForConditionalGeneration", "MoonshineConfig", _moonshine,
+                vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+                encoder_num_hidden_layers=2, decoder_num_hidden_layers=2,
+                encoder_num_attention_heads=4, decoder_num_attention_heads=4,
+                max_position_embeddings=64, decoder_start_token_id=1, pad_token_id=0,
+                bos_token_id=1, eos_token_id=2),
+            (InputSpec("input_values", ("batch", "samples")), _ids("decoder_input_ids", "target")),
+            ("logits",), (BATCH, Axis("samples", 1600, 4000, 2400, step=16), TARGET),
+            {"logits": {0: "batch", 1: "target"}},
+            note="raw audio through strided convs, rotary encoder and decoder"),
+    ZooSpec("patchtst", "timeseries",
+            _hf("PatchTSTModel", "PatchTSTConfig", _past_values, num_input_channels=3,
+                context_length=32, patch_length=8, patch_stride=8, num_hidden_layers=2,
+                d_model=16, num_attention_heads=2, ffn_dim=32),
+            (InputSpec("past_values", ("batch", 32, 3)),), ("last_hidden_state",), (BATCH,),
+            VISION_OUT, note="mean scaling, patches by unfold, channel-independent attention"),
+    recurrent("mamba", "Mamba", "selective scan", hidden_size=32, state_size=8,
+              num_hidden_layers=2, vocab_size=VOCAB, use_cache=False, initializer_range=0.2),
+    recurrent("rwkv", "Rwkv", "WKV recurrence with exponent tracking", vocab_size=VOCAB,
+              hidden_size=32, num_hidden_layers=2, attention_hidden_size=32,
+              intermediate_size=64, context_length=64, use_cache=False),
+    recurrent("recurrent_gemma", "RecurrentGemma", "RG-LRU recurrence, local attention",
+              masked=True, vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+              num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=1,
+              lru_width=32, attention_window_size=8, conv1d_width=4, use_cache=False),
     ZooSpec("whisper", "speech",
             _hf("WhisperForConditionalGeneration", "WhisperConfig", _whisper, d_model=32,
                 encoder_layers=2, encoder_attention_heads=4, decoder_layers=2,
@@ -343,7 +518,10 @@ _TORCH_EXPORT = "torch.export fails: {}"
 # Not here at all (neither exporter): canine and nystromformer (canine's TorchScript graph fails
 # in onnxruntime at the export shape itself, torch.export specializes its length; Nystromformer
 # with landmarks fails in transformers' own forward), switch_transformers (the TorchScript
-# export routes to every expert as traced: onnxruntime fails when an expert gets no token).
+# export routes to every expert as traced: onnxruntime fails when an expert gets no token),
+# mobilevitv2 (TorchScript: aten::col2im needs opset 18; torch.export: sympy cannot solve a
+# size inequality) and upernet (the TorchScript exporter fails; the dynamo graph holds for the
+# export size only).
 EXPORT_FAILURES: dict[tuple[str, str], str] = {
     ("fnet", "torchscript"): "aten::fft_fftn has no TorchScript ONNX export",
     ("whisper", "torchscript"): "aten::diff has no TorchScript ONNX export",
@@ -355,6 +533,12 @@ EXPORT_FAILURES: dict[tuple[str, str], str] = {
     ("led", "dynamo"): _TORCH_EXPORT.format("a guard on a data-dependent size"),
     ("fsmt", "dynamo"): _TORCH_EXPORT.format("a guard on a data-dependent size"),
     ("pvt_v2", "dynamo"): _TORCH_EXPORT.format("sympy cannot solve a size inequality"),
+    ("reformer", "torchscript"): "the TorchScript exporter fails: unordered_map::at",
+    ("moonshine", "torchscript"): "the TorchScript exporter fails: 'All tensors must have the "
+                                  "same rank'",
+    ("patchtst", "torchscript"): "the TorchScript graph fails shape inference (onnxruntime's "
+                                 "and netpass's): its position table is added across axes",
+    ("encodec", "dynamo"): _TORCH_EXPORT.format("a guard on a data-dependent size"),
     ("beit", "dynamo"): _SPECIALIZED.format("the relative position bias"),
     ("data2vec_vision", "dynamo"): _SPECIALIZED.format("the relative position bias"),
 }
