@@ -476,16 +476,20 @@ def describe(spec: ZooSpec) -> dict:
 
 def export_zoo(out_dir: Path, names: Sequence[str] | None = None,
                exporters: Sequence[str] = EXPORTERS,
-               log: Callable[[str], None] | None = None) -> dict:
-    """Export ``names`` (default: all) with ``exporters`` into ``out_dir``; write and return
-    the manifest (``zoo.json``)."""
+               log: Callable[[str], None] | None = None,
+               specs: Mapping[str, ZooSpec] | None = None,
+               failures: Mapping[tuple[str, str], str] | None = None) -> dict:
+    """Export ``names`` (default: all) of ``specs`` (default: ``SPECS``; ``failures``, the
+    pairs to skip, with them) with ``exporters`` into ``out_dir``; write and return the
+    manifest (``zoo.json``)."""
     out_dir = Path(out_dir)
+    specs, failures = (SPECS, EXPORT_FAILURES) if specs is None else (specs, failures or {})
     manifest: dict = {"models": {}, "files": [], "failures": []}
-    for name in names or list(SPECS):
-        spec = SPECS[name]
+    for name in names or list(specs):
+        spec = specs[name]
         manifest["models"][name] = describe(spec)
         for exporter in exporters:
-            reason = EXPORT_FAILURES.get((name, exporter))
+            reason = failures.get((name, exporter))
             if reason:
                 manifest["failures"].append({"model": name, "exporter": exporter, "reason": reason})
                 continue
@@ -500,23 +504,27 @@ def export_zoo(out_dir: Path, names: Sequence[str] | None = None,
     return manifest
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, specs: Mapping[str, ZooSpec] | None = None,
+         failures: Mapping[tuple[str, str], str] | None = None) -> int:
+    """The command line, over ``specs`` and their ``failures`` (default: this module's)."""
+    specs, failures = (SPECS, EXPORT_FAILURES) if specs is None else (specs, failures or {})
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, help="folder for the .onnx files and zoo.json")
-    parser.add_argument("--models", nargs="+", choices=list(SPECS), help="default: all")
+    parser.add_argument("--models", nargs="+", choices=list(specs), help="default: all")
     parser.add_argument("--exporters", nargs="+", choices=EXPORTERS, default=list(EXPORTERS))
     parser.add_argument("--list", action="store_true", help="list the models and known failures")
     args = parser.parse_args(argv)
     if args.list:
-        for spec in SPECS.values():
+        for spec in specs.values():
             print(f"{spec.name:16} {spec.family:16} {spec.note}")
-        for (name, exporter), reason in EXPORT_FAILURES.items():
+        for (name, exporter), reason in failures.items():
             print(f"not exported: {name} with {exporter}: {reason}")
         return 0
     if args.out is None:
         parser.error("--out is required (or --list)")
-    manifest = export_zoo(args.out, args.models, args.exporters, log=print)
+    manifest = export_zoo(args.out, args.models, args.exporters, log=print, specs=specs,
+                          failures=failures)
     print(f"{len(manifest['files'])} files in {args.out}, {len(manifest['failures'])} pairs not "
           "exported")
     return 0

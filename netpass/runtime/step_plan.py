@@ -21,7 +21,8 @@ Entries:
 - shape: a node of a shape_of sub-graph computed from shapes no data decides
   (``data_shaped``): its recorded shapes and host value, a function of the binding as
   everything a plan replays (kept on the device across replays once uploaded);
-- general: anything else (host evaluation of what a data-dependent shape feeds,
+- general: anything else (host evaluation of what a data-dependent shape feeds, readers of
+  a data-dependent op's outputs, whose shapes one binding does not decide (``data_fed``),
   data-dependent decisions such as an identity Gather, in-place concat, host fallbacks), run
   by the per-primitive path as without a plan.
 
@@ -176,6 +177,23 @@ def data_shaped(program) -> set[int]:
     return out
 
 
+def data_fed(program) -> set[int]:
+    """Indices of the nodes whose input shapes may differ between two infers with one
+    binding: the readers of a data-dependent op's outputs (NonZero's index count), and their
+    readers in turn, up to nodes whose output shapes the binding decides (all static or bound:
+    ``sym_out``; a ScatterElements back into a tensor of the input's shape)."""
+    fed: set[int] = set()
+    shaped: set[int] = set()  # nodes whose output shapes data may decide
+    for n in program.nodes:
+        if n.is_parameter or n.is_constant:
+            continue
+        if any(src.index in shaped for src, _ in n.inputs):
+            fed.add(n.index)
+        if n.row.data_dependent or (n.index in fed and n.sym_out is None):
+            shaped.add(n.index)
+    return fed
+
+
 def _shape_entry(inst: PrimitiveInst, shaped_by_data: set) -> bool:
     """Whether shape_of node ``inst`` can replay its recorded outputs: evaluated in the
     recorded infer, from the shapes of tensors that no data decides (``data_shaped``): its
@@ -189,14 +207,17 @@ def _shape_entry(inst: PrimitiveInst, shaped_by_data: set) -> bool:
     return not any(so.inputs[0][0].index in shaped_by_data for so in node.dependant_shape_ofs)
 
 
-def _entry(inst: PrimitiveInst, valid: set, replayed: set, shaped_by_data: set):
+def _entry(inst: PrimitiveInst, valid: set, replayed: set, shaped_by_data: set, fed: set):
     """The entry of ``inst``; ``valid`` gathers the node indices whose outputs the replay
-    leaves on the device, ``replayed`` those whose state (shapes, values) it sets."""
+    leaves on the device, ``replayed`` those whose state (shapes, values) it sets; ``fed``:
+    :func:`data_fed` (their recorded input shapes are only those of the recorded infer)."""
     node = inst.node
     if node.in_shape_of_subgraph:
         if _shape_entry(inst, shaped_by_data):
             replayed.add(node.index)
             return ShapeEntry(inst)
+        return GeneralEntry(inst)
+    if node.index in fed:
         return GeneralEntry(inst)
     # shape-infer inputs read from the device or host are the recorded values when their
     # producers are replayed
@@ -245,7 +266,7 @@ def elided_sources(nodes: list, present: set[int], index: int) -> list[int]:
         if expanded:
             out.append(node.index)
             continue
-        for src, _ in node.inputs:
+        for src, _ in [*node.inputs, *node.fused_inputs]:
             if src.index not in present and src.index not in seen and _elidable(src):
                 seen.add(src.index)
                 stack.append((src, True))
@@ -266,7 +287,8 @@ def _elide_views(entries: list, nodes: list) -> list:
         node = nodes[e.index]
         if not _elidable(node):
             continue
-        readers = [by_index.get(u.index) for lst in node.users for u, _ in lst]
+        # (a user fused into a primitive is read by that primitive, as a side input)
+        readers = [by_index.get((u.fused_into or u).index) for lst in node.users for u, _ in lst]
         if all(r is None or type(r) is KernelEntry or r.index in elided for r in readers):
             elided[e.index] = e
     if not elided:
@@ -312,8 +334,8 @@ class StepPlan:
         are reset)."""
         valid = {n.index for n in net.program.inputs}
         replayed = set(valid)
-        shaped_by_data = data_shaped(net.program)
-        entries = [_entry(inst, valid, replayed, shaped_by_data) for inst in order]
+        shaped_by_data, fed = data_shaped(net.program), data_fed(net.program)
+        entries = [_entry(inst, valid, replayed, shaped_by_data, fed) for inst in order]
         n_views = sum(type(e) is ViewEntry for e in entries)
         entries = _elide_views(entries, net.program.nodes)
         plan = cls(entries, n_views)

@@ -10,6 +10,25 @@ tests (a bug still open would be an ``xfail(strict=True)`` naming it).
   ``step_plan.run``. Met in BERT's pooler (a FullyConnected on the first token, whose input
   shape does not change with the sequence length) when ``benchmarks/bench_zoo.py`` timed
   fresh requests.
+- A data-dependent op (NonZero) on a constant, in the second infer of a request (fixed on
+  fuzz7): ``update_shape`` returned early when no input shape or value had changed, so the
+  host evaluation that the op's execute consumes (and drops) was never made again:
+  ``NonZero ... failed at runtime: TypeError: 'NoneType' object is not iterable`` on every
+  infer after the first. Met in Longformer's TorchScript export (``TRANSFORMATIONS`` NONE,
+  which leaves the NonZero over a constant mask of its sliding-window attention).
+- Step plans replayed the shapes of what reads a data-dependent op (fixed on fuzz7): a plan
+  keeps one binding's input and output shapes per primitive, but the readers of NonZero's
+  indices (a Gather of the tokens routed to an expert) have, for one binding, as many rows as
+  the data selects. Replaying them with the recorded rows gave wrong outputs or ``IndexError``
+  in a later host op. Met in SwitchTransformers' TorchScript export (expert routing), in one
+  request and in two threads each with its own request.
+- Step plans left out a view that only a fused side input reads (fixed on fuzz7): a plan
+  elides a view whose readers are all replayed kernels (their arguments point under it), but
+  it took the elementwise op fused into a primitive for the reader, not that primitive. When
+  the primitive takes the per-primitive path in the replay (it reads NonZero's rows), a request
+  that never ran the view failed: ``Reshape ...: output 0 has no value yet``. Met in
+  Longformer's TorchScript export (the padding mask Unsqueezed into a Select fused into a
+  Softmax), by the second of two requests.
 """
 from __future__ import annotations
 
@@ -44,3 +63,79 @@ def test_fresh_requests_over_the_same_lengths_keep_their_weights():
             for key in want:
                 np.testing.assert_allclose(got[key], want[key], rtol=1e-4, atol=1e-5,
                                            err_msg=f"request {request}, length {s}, {key}")
+
+
+def test_data_dependent_op_on_a_constant_runs_in_every_infer():
+    """``x[nonzero(c)]`` with ``c`` constant: the same indices at every length, repeats too."""
+    x = opset.parameter(["n"], np.int64, name="x")
+    nz = opset.non_zero(opset.constant(np.array([1, 0, 1, 1], np.int64)), "i64")
+    idx = opset.reshape(nz, opset.constant(np.array([-1], np.int64)), False)
+    model = Model([opset.result(opset.gather(x, idx, opset.constant(np.int64(0))), name="y")],
+                  [x])
+    compiled = netpass.compile_model(model, device=RUNTIME_DEVICE,
+                                     config={"TRANSFORMATIONS": "NONE"})
+    req = compiled.create_infer_request()
+    for n in (5, 6, 6, 5):
+        got = req.infer({"x": np.arange(n, dtype=np.int64) * 10})["y"]
+        np.testing.assert_array_equal(got, [0, 20, 30], err_msg=f"length {n}")
+
+
+def _route_and_scatter() -> Model:
+    """``x [n, 4]``: the rows whose first element is positive go through ``relu(. @ W)`` and
+    are scattered back into zeros (a mixture-of-experts layer with one expert)."""
+    def c(v):
+        return opset.constant(np.array(v))
+    x = opset.parameter(["n", 4], np.float32, name="x")
+    first = opset.gather(x, c(np.int64(0)), c(np.int64(1)))
+    rows = opset.squeeze(opset.non_zero(opset.greater(first, c(np.float32(0))), "i64"),
+                         c(np.array([0], np.int64)))
+    w = np.random.default_rng(0).standard_normal((4, 4)).astype(np.float32)
+    routed = opset.relu(opset.matmul(opset.gather(x, rows, c(np.int64(0))), c(w), False, False))
+    where = opset.broadcast(opset.unsqueeze(rows, c(np.array([1], np.int64))),
+                            opset.shape_of(routed))
+    back = opset.scatter_elements_update(opset.multiply(x, c(np.float32(0))), where, routed,
+                                         c(np.int64(0)))
+    return Model([opset.result(opset.add(back, x), name="y"),
+                  opset.result(routed, name="routed")], [x])
+
+
+def test_step_plans_follow_the_rows_data_selects():
+    model = _route_and_scatter()
+    rng = np.random.default_rng(1)
+    for transformations in ("NONE", "COMMON"):
+        compiled = netpass.compile_model(model, device=RUNTIME_DEVICE,
+                                         config={"TRANSFORMATIONS": transformations})
+        req = compiled.create_infer_request()
+        for step, n in enumerate((6, 6, 7, 6, 6, 7, 6, 6, 6)):
+            feeds = {"x": rng.standard_normal((n, 4)).astype(np.float32)}
+            got, want = req.infer(feeds), netpass.reference.infer(model, feeds)
+            for key in want:
+                np.testing.assert_allclose(got[key], want[key], rtol=1e-4, atol=1e-5,
+                                           err_msg=f"{transformations}, step {step}, {key}")
+
+
+def test_a_later_request_replays_a_plan_whose_view_only_a_fused_input_reads():
+    """``softmax(x[rows]) where keep else 0``: ``keep`` an Unsqueezed view, the Select fused
+    into the Softmax, which reads rows NonZero selects."""
+    def c(v):
+        return opset.constant(np.array(v))
+    x = opset.parameter(["n", 4], np.float32, name="x")
+    bias = opset.parameter([4], np.float32, name="bias")
+    first = opset.gather(x, c(np.int64(0)), c(np.int64(1)))
+    rows = opset.squeeze(opset.non_zero(opset.greater(first, c(np.float32(0))), "i64"),
+                         c(np.array([0], np.int64)))
+    scores = opset.softmax(opset.gather(x, rows, c(np.int64(0))), 1)
+    keep = opset.unsqueeze(opset.greater(bias, c(np.float32(0))), c(np.array([0], np.int64)))
+    model = Model([opset.result(opset.select(keep, scores, c(np.float32(0))), name="y")],
+                  [x, bias])
+    compiled = netpass.compile_model(model, device=RUNTIME_DEVICE,
+                                     config={"TRANSFORMATIONS": "NONE"})
+    rng = np.random.default_rng(1)
+    for request in range(2):
+        req = compiled.create_infer_request()
+        for step in range(4):
+            feeds = {"x": rng.standard_normal((6, 4)).astype(np.float32),
+                     "bias": rng.standard_normal(4).astype(np.float32)}
+            np.testing.assert_allclose(req.infer(feeds)["y"],
+                                       netpass.reference.infer(model, feeds)["y"], rtol=1e-4,
+                                       atol=1e-6, err_msg=f"request {request}, step {step}")

@@ -10,8 +10,9 @@ sequences on two requests of one compiled model, in a drawn interleaving of thei
 request created at its first step, so one may start after the other has finished).
 
 Fixed seed (``derandomize``): 6 sequences per model in CI (36 models and examples: 216) and
-one interleaved pair each; ``-m slow`` runs 40 sequences and 10 pairs per model. Failures
-hypothesis shrank are kept in ``REGRESSIONS``.
+one interleaved pair each; ``-m slow`` runs 40 sequences and 10 pairs per model, and the
+same on the more architectures of ``tools/zoo_archs.py``. Failures hypothesis shrank are kept
+in ``REGRESSIONS``.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from zoo_cases import EXAMPLES, ZOO_PAIRS, assert_close, case_id
+from zoo_cases import ARCH_PAIRS, EXAMPLES, ZOO_PAIRS, assert_close, case_id
 
 import netpass
 from netpass.compiler import InferRequest
@@ -53,6 +54,7 @@ REGRESSIONS: list[tuple[str, str, list[dict[str, int]]]] = [
 ]
 
 CASES = [(name, exporter) for name, exporter in ZOO_PAIRS] + [(n, "example") for n in EXAMPLES]
+SLOW_CASES = CASES + ARCH_PAIRS
 
 
 def _params(cases):
@@ -154,14 +156,14 @@ def test_two_requests_in_any_interleaving_follow_onnxruntime(zoo, zoo_case):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("zoo_case", _params(CASES), indirect=True)
+@pytest.mark.parametrize("zoo_case", _params(SLOW_CASES), indirect=True)
 def test_more_sequences(zoo, zoo_case):
     """More sequences (the same seed: the CI ones and more)."""
     _fuzz(zoo, *zoo_case, examples=SLOW_SEQUENCES, requests=1)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("zoo_case", _params(CASES), indirect=True)
+@pytest.mark.parametrize("zoo_case", _params(SLOW_CASES), indirect=True)
 def test_more_interleavings(zoo, zoo_case):
     _fuzz(zoo, *zoo_case, examples=SLOW_PAIRS, requests=2)
 

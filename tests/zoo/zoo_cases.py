@@ -1,7 +1,7 @@
 """What the transformers-zoo tests run on (``conftest.py`` puts ``tools/`` on the path): the
-zoo's (model, exporter) pairs from ``tools/export_zoo.py``, the committed examples with the dynamic axes their ONNX files
-declare, exports made once per test session, and the step-by-step check against
-onnxruntime."""
+zoo's (model, exporter) pairs from ``tools/export_zoo.py`` and ``tools/zoo_archs.py``, the
+committed examples with the dynamic axes their ONNX files declare, exports made once per test
+session, and the step-by-step check against onnxruntime."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,6 +9,7 @@ from pathlib import Path
 import export_zoo
 import numpy as np
 import onnx
+import zoo_archs
 
 import netpass
 
@@ -20,6 +21,10 @@ EXAMPLES_DIR = ROOT / "examples"
 # (model, exporter) pairs the tool exports
 ZOO_PAIRS = [(name, exporter) for name in export_zoo.SPECS for exporter in export_zoo.EXPORTERS
              if (name, exporter) not in export_zoo.EXPORT_FAILURES]
+# ... and those of the more architectures (``tools/zoo_archs.py``)
+ARCH_PAIRS = [(name, exporter) for name in zoo_archs.SPECS for exporter in export_zoo.EXPORTERS
+              if (name, exporter) not in zoo_archs.EXPORT_FAILURES]
+SPECS = {**export_zoo.SPECS, **zoo_archs.SPECS}
 EXAMPLES = sorted(p.stem for p in EXAMPLES_DIR.glob("*.onnx"))
 
 _FLOAT = {onnx.TensorProto.FLOAT}
@@ -65,11 +70,11 @@ class Zoo:
             if exporter == "example":
                 self._paths[key] = EXAMPLES_DIR / f"{name}.onnx"
             else:
-                self._paths[key] = export_zoo.export(export_zoo.SPECS[name], exporter, self.out_dir)
+                self._paths[key] = export_zoo.export(SPECS[name], exporter, self.out_dir)
         return self._paths[key]
 
     def domain(self, name: str, exporter: str) -> export_zoo.Domain:
-        return example_domain(name) if exporter == "example" else export_zoo.SPECS[name].domain
+        return example_domain(name) if exporter == "example" else SPECS[name].domain
 
     def model(self, name: str, exporter: str) -> netpass.Model:
         """The model as read (tests compile it; ``compile_model`` leaves it unchanged)."""

@@ -74,7 +74,9 @@ class UpdateShape:
                 continue
             changed = True
             need.append(j)
-        if not changed and not first:
+        # a data-dependent op's outputs are the host evaluation its execute consumes: made on
+        # every infer, even from unchanged (constant) inputs
+        if not changed and not first and not self.data_dependent:
             return
         if need:
             vals = net.host_values([self.src(j) for j in need])
@@ -146,7 +148,7 @@ class UpdateShape:
         self.in_shapes = in_shapes
         need = self.sym_need
         if not changed and not need and self.out_shapes is not None \
-                and not node.in_shape_of_subgraph:
+                and not node.in_shape_of_subgraph and not self.data_dependent:
             self.shape_changed = False
             return
         for j in self.deps:
