@@ -9,6 +9,11 @@ produced its outputs; ``Network.epoch``: the current one). A read of an older va
 read, a read of a never-produced one a missing read: both are bugs of the runtime, which debug
 mode turns into a :class:`~netpass.errors.RuntimeInvariantError` naming the reading primitive,
 its op and the producer instead of a wrong number or an error far from the cause.
+
+Every kernel a primitive launches writes its outputs at the shapes the primitive computed:
+each output tensor must have those shapes and lie within the buffer under it. A kernel writing
+past its buffer corrupts whatever memory follows (on a host-memory device such as PoCL, the
+process's heap: a crash far from the cause); debug mode checks that before every launch.
 """
 from __future__ import annotations
 
@@ -52,3 +57,18 @@ def check_read(net: Network, src: PrimitiveInst, k: int) -> None:
         why = f"its value is from {last} of this request, this is infer {net.epoch}"
     raise RuntimeInvariantError(f"{who} reads output {k} of {node.kind} '{node.name}' "
                                 f"(producer), which has not produced it in this infer: {why}")
+
+
+def check_write(inst: PrimitiveInst) -> None:
+    """Raise when a launch of ``inst`` would write outputs that are not the shapes it computed
+    or that overrun the buffers under them."""
+    for i, t in enumerate(inst.outputs):
+        shape = tuple(inst.out_shapes[i])
+        if t is not None and tuple(t.shape) == shape and \
+                (t.offset + t.extent()) * t.dtype.itemsize <= t.alloc.nbytes:
+            continue
+        node = inst.node
+        held = "no tensor" if t is None else \
+            f"a tensor {list(t.shape)} at element {t.offset} of {t.alloc.nbytes} bytes"
+        raise RuntimeInvariantError(f"{node.kind} '{node.name}' is about to write output {i} "
+                                    f"{list(shape)} into {held}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .invariants import check_read
+from .invariants import check_read, check_write
 from .length_forms import Form, GrowForm, Work, fit_work, work_at
 from .memory import Tensor, reusable
 from .step_plan import CHECKED, IMPL_BUFFER, WEIGHTS, KernelEntry, ShapeEntry, ViewEntry
@@ -228,6 +228,8 @@ def kernel_step(net: Network, inst: Any, e: Any, t: int, counts: list) -> None:
             inst.realloc_if_needed()
     changed = False
     bufs = None
+    if debug:
+        check_write(inst)
     for h, ln in zip(inst.kernels, e.launches):
         if lin:
             lw, buffers, iform, slots, work = ln

@@ -43,7 +43,7 @@ import ctypes
 from typing import TYPE_CHECKING
 
 from . import impls
-from .invariants import check_read
+from .invariants import check_read, check_write
 from .memory import Tensor, reusable
 from .shape_predictor import ShapePredictor
 
@@ -395,6 +395,8 @@ class StepPlan:
                         inst.realloc_if_needed()
                 changed = False
                 bufs = None
+                if debug:
+                    check_write(inst)
                 for h, (ln, buffers, ints, cints, slots) in zip(inst.kernels, e.launches):
                     buffers = buffers.copy()
                     now = None  # the ints, when an offset differs from the recorded one

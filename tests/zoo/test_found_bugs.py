@@ -29,6 +29,12 @@ tests (a bug still open would be an ``xfail(strict=True)`` naming it).
   that never ran the view failed: ``Reshape ...: output 0 has no value yet``. Met in
   Longformer's TorchScript export (the padding mask Unsqueezed into a Select fused into a
   Softmax), by the second of two requests.
+- A kernel wrote past its buffer after infers as an in-place concat (fixed on fuzz7): a
+  primitive reallocated its outputs only when its implementation changed, but a concat that
+  was in place for a batch of 1 (its inputs writing into its buffer, shrunk to that batch) met
+  its former implementation again at batch 3 and wrote three batches into one: heap corruption
+  (``malloc(): ... corrupted``, segfaults) on PoCL. Met in ProphetNet's TorchScript export
+  (batch 3, 1, 3), in one request and in hypothesis' interleaved pairs.
 """
 from __future__ import annotations
 
@@ -139,3 +145,23 @@ def test_a_later_request_replays_a_plan_whose_view_only_a_fused_input_reads():
             np.testing.assert_allclose(req.infer(feeds)["y"],
                                        netpass.reference.infer(model, feeds)["y"], rtol=1e-4,
                                        atol=1e-6, err_msg=f"request {request}, step {step}")
+
+
+def test_a_concat_back_from_in_place_gets_a_buffer_for_its_shapes():
+    """``concat([relu(a), relu(b)], 1) + 1``, in place only at batch 1: batch 3 at length 8
+    (a large buffer), 3 at length 2 (reused), 1 at length 2 (in place: the buffer shrinks),
+    3 at length 2 (the implementation of two infers before). Debug checks stop a launch
+    that would write past its buffer (``invariants.check_write``)."""
+    a = opset.parameter(["b", "l", 64], np.float32, name="a")
+    b = opset.parameter(["b", "l", 64], np.float32, name="b")
+    cat = opset.concat([opset.relu(a), opset.relu(b)], 1)
+    model = Model([opset.result(opset.add(cat, opset.constant(np.float32(1))), name="y")],
+                  [a, b])
+    compiled = netpass.compile_model(model, device=RUNTIME_DEVICE,
+                                     config={"TRANSFORMATIONS": "NONE", "DEBUG_CHECKS": True})
+    req = compiled.create_infer_request()
+    rng = np.random.default_rng(0)
+    for batch, length in ((3, 8), (3, 2), (1, 2), (3, 2)):
+        feeds = {k: rng.standard_normal((batch, length, 64)).astype(np.float32) for k in "ab"}
+        np.testing.assert_allclose(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"],
+                                   err_msg=f"batch {batch}, length {length}")

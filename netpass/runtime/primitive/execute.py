@@ -8,7 +8,7 @@ import numpy as np
 
 from ...errors import HostFallbackError
 from ..impls import evaluate_fused, size
-from ..invariants import check_read
+from ..invariants import check_read, check_write
 from ..shape_infer import infer_host
 
 
@@ -85,6 +85,7 @@ class Execute:
                 check_read(net, *self.src_insts[j])
             for i, k in self.extra_insts:
                 check_read(net, i, k)
+            check_write(self)
         ins: list = []
         for j, (i, k) in enumerate(self.src_insts):
             if j in used:

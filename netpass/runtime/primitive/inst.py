@@ -179,7 +179,10 @@ class PrimitiveInst(UpdateShape, UpdateImpl, UpdateWeights, Realloc, Execute):
                 self._record(self.impl)
             if self.impl_changed or any(o is None for o in self.own):
                 self.update_weights()
-                self.realloc_if_needed()
+            # an unchanged implementation does not mean unchanged outputs: its shapes may be
+            # back after infers that were views (an in-place concat whose inputs resized its
+            # buffer to a batch of 1 in between)
+            self.realloc_if_needed()
             return
         else:
             self._refresh_inplace_view()
