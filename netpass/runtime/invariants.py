@@ -62,12 +62,15 @@ def check_read(net: Network, src: PrimitiveInst, k: int) -> None:
 def check_write(inst: PrimitiveInst) -> None:
     """Raise when a launch of ``inst`` would write outputs that are not the shapes it computed
     or that overrun the buffers under them."""
+    node, shapes = inst.node, inst.out_shapes
+    if shapes is None:
+        raise RuntimeInvariantError(f"{node.kind} '{node.name}' is about to launch with no "
+                                    "output shapes")
     for i, t in enumerate(inst.outputs):
-        shape = tuple(inst.out_shapes[i])
+        shape = tuple(shapes[i])
         if t is not None and tuple(t.shape) == shape and \
                 (t.offset + t.extent()) * t.dtype.itemsize <= t.alloc.nbytes:
             continue
-        node = inst.node
         held = "no tensor" if t is None else \
             f"a tensor {list(t.shape)} at element {t.offset} of {t.alloc.nbytes} bytes"
         raise RuntimeInvariantError(f"{node.kind} '{node.name}' is about to write output {i} "

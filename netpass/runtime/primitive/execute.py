@@ -4,12 +4,17 @@ set only where they differ from the ones last set on that kernel; and ``step_rec
 whole sequence of a plain kernel primitive whose binding was met before."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 import numpy as np
 
 from ...errors import HostFallbackError
 from ..impls import evaluate_fused, size
 from ..invariants import check_read, check_write
 from ..shape_infer import infer_host
+
+if TYPE_CHECKING:
+    from .inst import PrimitiveInst
 
 
 class Execute:
@@ -85,7 +90,7 @@ class Execute:
                 check_read(net, *self.src_insts[j])
             for i, k in self.extra_insts:
                 check_read(net, i, k)
-            check_write(self)
+            check_write(cast("PrimitiveInst", self))
         ins: list = []
         for j, (i, k) in enumerate(self.src_insts):
             if j in used:
