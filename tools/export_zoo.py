@@ -147,9 +147,9 @@ def feeds(domain: Domain, sizes: Mapping[str, int], rng: np.random.Generator) ->
 
 def default_sequence(spec: ZooSpec) -> list[dict[str, int]]:
     """Three different axis sizes and a repeat: the smallest, the export sizes, a mix of the
-    largest and the ones past the middle."""
+    largest and the ones past the middle (the largest of an axis of two sizes or one)."""
     low = {a.name: a.lo for a in spec.axes}
-    mixed = {a.name: a.sizes()[-1 if i % 2 else len(a.sizes()) // 2 + 1]
+    mixed = {a.name: a.sizes()[-1 if i % 2 else min(len(a.sizes()) // 2 + 1, len(a.sizes()) - 1)]
              for i, a in enumerate(spec.axes)}
     return [low, spec.export_sizes(), mixed, low]
 
