@@ -53,6 +53,30 @@ def _check_same_generation(got, want, what: str) -> None:
     assert worst <= RTOL_L2, f"{what}: logits rel. L2 {worst:.2e}"
 
 
+def _chunks_equal_onnxruntime(dec, plain, cm, req, ids, chunks, reset=False) -> None:
+    """Feed ``ids`` to stateful request ``req`` (of ``cm``) from position 0 in ``chunks``: each
+    chunk's logits within rel. L2 ``RTOL_L2`` of onnxruntime's on the plain export fed its
+    cache (empty at first); with ``reset``, ``reset_state`` after the last chunk."""
+    import onnxruntime as ort
+    sess = ort.InferenceSession(dec.onnx, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    pairs = find_kv_cache_pairs(plain)
+    cache = {i.name: np.zeros([d if isinstance(d, int) else (1 if k == 0 else 0)
+                               for k, d in enumerate(i.shape)], np.float32)
+             for i in sess.get_inputs() if i.name in pairs}
+    feeder = GreedyDecoder(cm)
+    past = 0
+    for n in chunks:
+        feeds = feeder._feeds(ids[:, past:past + n], past, {})
+        got = req.infer(feeds)["logits"]
+        want = dict(zip(names, sess.run(None, {**feeds, **cache})))
+        assert _rel_l2(got, want["logits"]) <= RTOL_L2, f"chunk of {n} after {past}"
+        cache = {p: want[r] for p, r in pairs.items()}
+        past += n
+    if reset:
+        req.reset_state()
+
+
 @pytest.fixture(scope="module")
 def plain_models(hf_decoder):
     """name -> (decoder, plain Model, stateful Model), read and made stateful once."""
@@ -326,7 +350,6 @@ def test_long_prompts_fill_the_caches_in_the_attention(plain_models, name, flash
     keys split over work-groups, the first split filling the caches); then a long chunk over
     the filled caches (the appends copy) and single tokens. Every chunk's logits within rel.
     L2 1e-4 of onnxruntime's on the plain export fed its cache."""
-    import onnxruntime as ort
 
     from netpass.runtime.device import Engine, select_device
     from netpass.runtime.kinds import attention as attention_kind
@@ -340,23 +363,9 @@ def test_long_prompts_fill_the_caches_in_the_attention(plain_models, name, flash
     dec, plain, stateful = plain_models[name]
     cm = netpass.compile_model(stateful, RUNTIME_DEVICE, {"TRANSFORMATIONS": "NONE"})
     req = cm.create_infer_request()
-    sess = ort.InferenceSession(dec.onnx, providers=["CPUExecutionProvider"])
-    names = [o.name for o in sess.get_outputs()]
-    pairs = find_kv_cache_pairs(plain)
-    cache = {i.name: np.zeros([d if isinstance(d, int) else (1 if k == 0 else 0)
-                               for k, d in enumerate(i.shape)], np.float32)
-             for i in sess.get_inputs() if i.name in pairs}
     first = 40 if flash == "split" else 20  # (splits need two key blocks)
     ids = np.random.default_rng(3).integers(1, dec.vocab, (1, first + 14))
-    feeder = GreedyDecoder(cm)
-    past = 0
-    for n in (first, 12, 1, 1):
-        feeds = feeder._feeds(ids[:, past:past + n], past, {})
-        got = req.infer(feeds)["logits"]
-        want = dict(zip(names, sess.run(None, {**feeds, **cache})))
-        assert _rel_l2(got, want["logits"]) <= RTOL_L2, f"chunk of {n} after {past}"
-        cache = {p: want[r] for p, r in pairs.items()}
-        past += n
+    _chunks_equal_onnxruntime(dec, plain, cm, req, ids, (first, 12, 1, 1))
     sources = [key[2] for key in req._runtime_request.network.kernel_objects]
     kernel = "void flash_attention(" if flash else "void attention("
     assert any(kernel in s and "ck_ = CK" in s and ("fa_count" in s) == (flash == "split")
@@ -369,7 +378,6 @@ def test_an_attention_on_the_host_writes_the_rows_its_kernel_would(plain_models,
     a shape its kernels do not take: the appends left it the rows, so it writes them before
     reading the caches (a prompt over empty caches, a long chunk, single tokens), and the
     logits stay onnxruntime's (they were NaN: the caches' new rows never written)."""
-    import onnxruntime as ort
 
     from netpass.runtime.kinds import FusedAttention, row_of
     dec, plain, stateful = plain_models[name]
@@ -379,26 +387,10 @@ def test_an_attention_on_the_host_writes_the_rows_its_kernel_would(plain_models,
     try:
         cm = netpass.compile_model(stateful, RUNTIME_DEVICE, {"TRANSFORMATIONS": "NONE"})
         req = cm.create_infer_request()
-        sess = ort.InferenceSession(dec.onnx, providers=["CPUExecutionProvider"])
-        names = [o.name for o in sess.get_outputs()]
-        pairs = find_kv_cache_pairs(plain)
-        cache = {i.name: np.zeros([d if isinstance(d, int) else (1 if k == 0 else 0)
-                                   for k, d in enumerate(i.shape)], np.float32)
-                 for i in sess.get_inputs() if i.name in pairs}
         ids = np.random.default_rng(5).integers(1, dec.vocab, (1, 40))
-        feeder = GreedyDecoder(cm)
-        past = 0
-        for n in (5, 12, 1, 1, 20):
-            feeds = feeder._feeds(ids[:, past:past + n], past, {})
-            got = req.infer(feeds)["logits"]
-            want = dict(zip(names, sess.run(None, {**feeds, **cache})))
-            assert _rel_l2(got, want["logits"]) <= RTOL_L2, f"chunk of {n} after {past}"
-            cache = {p: want[r] for p, r in pairs.items()}
-            past += n
-            if n == 5:
-                req.reset_state()  # (then a prompt of 12 over empty caches)
-                cache = {p: c[..., :0, :] for p, c in cache.items()}
-                past = 0
+        # (a prompt of 5, reset_state, then a prompt of 12 over empty caches)
+        _chunks_equal_onnxruntime(dec, plain, cm, req, ids, (5,), reset=True)
+        _chunks_equal_onnxruntime(dec, plain, cm, req, ids, (12, 1, 1, 20))
         assert req.stats["host_fallback_kinds"].get("FusedAttention", 0) > 0
     finally:
         object.__setattr__(row, "impl", kernel_impl)

@@ -12,16 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
-
-import netpass
-from netpass.ngraph_passes.gna import GnaTransformationsPipeline, is_transpose_supported
-from netpass.passes import Manager
-from netpass.prepost import split_pre_post_processing
-from netpass.testing import random_inputs
+from test_gna_blocks_property import check_pipeline_on
 
 SHAPES = [(1, 8, 8, 8), (1, 4, 8, 8), (1, 16, 4, 4), (1, 6, 5, 7), (1, 12, 6, 6)]
 
@@ -141,21 +135,4 @@ def block_forms_onnx(seed: int, count: int, shape: tuple) -> bytes:
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(shape=st.sampled_from(SHAPES), count=st.integers(1, 24), seed=st.integers(0, 2 ** 31 - 1))
 def test_block_forms_leave_no_layout_op_inside(shape, count, seed):
-    data = block_forms_onnx(seed, count, shape)
-    model = netpass.read_model(data)
-    original = model.clone()
-    manager = Manager()
-    manager.register_pass(GnaTransformationsPipeline())
-    manager.run_passes(model)
-    prepost = split_pre_post_processing(model)
-
-    ops = model.get_ordered_ops()
-    assert [n.friendly_name for n in ops if n.type_name == "Gather"] == []
-    assert [n.friendly_name for n in ops if n.type_name == "Transpose"
-            and not is_transpose_supported(n.input_value(0).partial_shape.to_shape())] == []
-
-    feeds = random_inputs(original, seed=7)
-    want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
-    got = prepost.postprocess(netpass.reference.infer(model, prepost.preprocess(feeds)))["y"]
-    assert got.shape == want.shape
-    assert np.linalg.norm(got - want) <= 1e-5 * np.linalg.norm(want)
+    check_pipeline_on(block_forms_onnx(seed, count, shape))

@@ -43,7 +43,13 @@ def test_a_reduction_that_drops_its_axis_leaves_no_transpose_inside(count, seed)
 
 
 def _check_blocks(shape, kinds, count, seed):
-    data = gna_blocks_onnx(random_blocks(count, seed, channels=shape[1], kinds=kinds), shape=shape, seed=seed)
+    check_pipeline_on(gna_blocks_onnx(random_blocks(count, seed, channels=shape[1], kinds=kinds),
+                                      shape=shape, seed=seed))
+
+
+def check_pipeline_on(data: bytes) -> None:
+    """The pipeline + split of ONNX ``data`` (input ``x``, output ``y``) leave no Gather and
+    no Transpose GNA cannot run inside, and compute what onnxruntime computes."""
     model = netpass.read_model(data)
     original = model.clone()
     manager = Manager()
