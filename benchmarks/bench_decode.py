@@ -111,6 +111,13 @@ def load_or_export(path: Path | None, quick: bool, arch: str = "gpt2"):
     return dec
 
 
+def step_feeds(ids: np.ndarray, past: int) -> dict:
+    """The inputs of a batch-1 step over ``ids`` after ``past`` tokens (no padding)."""
+    n = ids.shape[1]
+    return {"input_ids": ids, "attention_mask": np.ones((1, past + n), np.int64),
+            "position_ids": np.arange(past, past + n)[None]}
+
+
 def weight_bytes(model) -> int:
     """Bytes of weights a decode step reads: every constant, but a table only gathered from
     (the token and position embeddings) for the one row a token takes."""

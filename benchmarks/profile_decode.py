@@ -29,16 +29,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_decode import load_or_export  # noqa: E402
+from bench_decode import load_or_export, step_feeds  # noqa: E402
 
 import netpass  # noqa: E402
 from netpass.generation import stateful_decoder  # noqa: E402
-
-
-def _feeds(ids: np.ndarray, past: int) -> dict:
-    n = ids.shape[1]
-    return {"input_ids": ids, "attention_mask": np.ones((1, past + n), np.int64),
-            "position_ids": np.arange(past, past + n)[None]}
 
 
 def _times(req) -> dict[str, float]:
@@ -73,11 +67,11 @@ def _cprofile(run, n: int, what: str) -> list:
 def _host_profile(req, prompt: np.ndarray, steps: int) -> list:
     """cProfile of ``steps`` decode steps after a prompt (:func:`_cprofile`)."""
     req.reset_state()
-    out = req.infer(_feeds(prompt, 0))
+    out = req.infer(step_feeds(prompt, 0))
     state = [prompt.shape[1], out["logits"][:, -1].argmax(-1)[:, None]]
 
     def step(prof) -> None:
-        feeds = _feeds(state[1], state[0])
+        feeds = step_feeds(state[1], state[0])
         prof.enable()
         out = req.infer(feeds)
         prof.disable()
@@ -93,7 +87,7 @@ def _prefill_profile(req, prompt: np.ndarray, n: int) -> tuple[float, list]:
     for _ in range(n):
         t0 = time.perf_counter()
         req.reset_state()
-        req.infer(_feeds(prompt, 0))
+        req.infer(step_feeds(prompt, 0))
         walls.append(time.perf_counter() - t0)
     wall = statistics.median(walls)
     print(f"prefill {prompt.shape[1]} tokens after reset_state: wall {1e3 * wall:.3f} ms (median "
@@ -102,7 +96,7 @@ def _prefill_profile(req, prompt: np.ndarray, n: int) -> tuple[float, list]:
     def prefill(prof) -> None:
         prof.enable()
         req.reset_state()
-        req.infer(_feeds(prompt, 0))
+        req.infer(step_feeds(prompt, 0))
         prof.disable()
     return wall, _cprofile(prefill, n, "a prefill")
 
@@ -144,14 +138,14 @@ def main() -> None:
     for _ in range(2):  # the second pass runs with kernels built and plans made
         req = cm.create_infer_request()
         before = _times(req)
-        out = req.infer(_feeds(prompt, 0))
+        out = req.infer(step_feeds(prompt, 0))
         prefill = _delta(_times(req), before)
         past, ids = prompt_len, out["logits"][:, -1].argmax(-1)[:, None]
         steps = []
         for _ in range(args.steps):
             before = _times(req)
             k0 = req.stats["kernels_enqueued"]
-            out = req.infer(_feeds(ids, past))
+            out = req.infer(step_feeds(ids, past))
             steps.append((_delta(_times(req), before), req.stats["kernels_enqueued"] - k0))
             past += 1
             ids = out["logits"][:, -1].argmax(-1)[:, None]
@@ -184,10 +178,10 @@ def main() -> None:
     walls, hosts = [], []
     for _ in range(2):
         req.reset_state()
-        out = req.infer(_feeds(prompt, 0))
+        out = req.infer(step_feeds(prompt, 0))
         past, ids = prompt_len, out["logits"][:, -1].argmax(-1)[:, None]
         for _ in range(args.steps):
-            feeds = _feeds(ids, past)
+            feeds = step_feeds(ids, past)
             w0 = req.stats["host_wait_s"]
             t0 = time.perf_counter()
             out = req.infer(feeds)

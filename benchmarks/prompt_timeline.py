@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_decode import load_or_export  # noqa: E402
+from bench_decode import load_or_export, step_feeds  # noqa: E402
 
 import netpass  # noqa: E402
 from netpass.generation import stateful_decoder  # noqa: E402
@@ -56,16 +56,11 @@ def main() -> None:
     n = 16 if args.quick else 128
     prompt = np.random.default_rng(0).integers(0, dec.vocab, (1, n))
 
-    def feeds(ids, past):
-        k = ids.shape[1]
-        return {"input_ids": ids, "attention_mask": np.ones((1, past + k), np.int64),
-                "position_ids": np.arange(past, past + k)[None]}
-
     def generate(req, steps):
         req.reset_state()
-        out = req.infer(feeds(prompt, 0))
+        out = req.infer(step_feeds(prompt, 0))
         for past in range(n, n + steps):
-            out = req.infer(feeds(out["logits"][:, -1].argmax(-1)[:, None], past))
+            out = req.infer(step_feeds(out["logits"][:, -1].argmax(-1)[:, None], past))
 
     req = netpass.compile_model(model, args.device, {"TRANSFORMATIONS": "NONE"}) \
         .create_infer_request()
@@ -75,7 +70,7 @@ def main() -> None:
     for _ in range(args.repeats):
         generate(req, 4)
         req.reset_state()
-        f = feeds(prompt, 0)
+        f = step_feeds(prompt, 0)
         w0 = req.stats["host_wait_s"]
         t0 = time.perf_counter()
         req.infer(f)
@@ -93,7 +88,7 @@ def main() -> None:
     log: list = []
     for inst in req._runtime_request.network.order:
         inst.events = _Events(inst, log)
-    req.infer(feeds(prompt, 0))
+    req.infer(step_feeds(prompt, 0))
     rows = sorted(((ev.profile.queued, ev.profile.start, ev.profile.end,
                     kinds.get(inst.node.id, "?"), inst.node.id) for inst, ev in log),
                   key=lambda r: r[1])
