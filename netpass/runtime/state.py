@@ -79,6 +79,12 @@ class Variable:
         return tuple(d.min for d in self.pshape)
 
 
+def _left_to_reader(append: ProgramNode, new_rows: int, past: int) -> bool:
+    """Whether the attention reading an append's cache writes its new rows itself
+    (kv_append): a decode step's, and a prompt's over an empty cache."""
+    return append.append_by is not None and (new_rows <= DECODE_ROWS or not past)
+
+
 class VariableStore:
     """The variables of one request (a Network's): reads, appends, assigns, commits, and
     what ``query_state`` / ``reset_state`` need."""
@@ -383,12 +389,8 @@ class VariableStore:
                 self._copy(net.device_tensor(*inst.src(0)), Tensor(v.alloc, 0, inst.in_shapes[0],
                                                                   v.dtype, self._cap_strides(v)))
         new = inst.in_shapes[1]
-        # (the attention reading the cache appends a decode step's rows itself, and a prompt's
-        # over an empty cache: kv_append)
-        if impls.size(new) and (node.append_by is None or (new[axis] > DECODE_ROWS and past)):
-            strides = self._cap_strides(v)
-            self._copy(net.device_tensor(*inst.src(1)),
-                       Tensor(v.alloc, past * strides[axis], new, v.dtype, strides))
+        if impls.size(new) and not _left_to_reader(node, new[axis], past):
+            self._write_new_rows(inst, v, past, new)
         v.pending = (v.alloc, v.capacity, out)
         self._view_of(inst, v, out)
         net.stats["state_appends"] += 1
@@ -406,10 +408,15 @@ class VariableStore:
             axis = v.axis
             assert axis is not None  # (an appended variable has its axis: mark_state)
             past, new = inst.in_shapes[0][axis], inst.in_shapes[1]
-            if impls.size(new) and v.alloc is not None and (new[axis] <= DECODE_ROWS or not past):
-                strides = self._cap_strides(v)
-                self._copy(net.device_tensor(*inst.src(1)),
-                           Tensor(v.alloc, past * strides[axis], new, v.dtype, strides))
+            if impls.size(new) and v.alloc is not None and _left_to_reader(node, new[axis], past):
+                self._write_new_rows(inst, v, past, new)
+
+    def _write_new_rows(self, inst: PrimitiveInst, v: Variable, past: int, new: tuple) -> None:
+        """Copy append ``inst``'s new rows (its input 1) behind the ``past`` rows of ``v``."""
+        assert v.axis is not None  # (an appended variable has its axis: mark_state)
+        strides = self._cap_strides(v)
+        self._copy(self.net.device_tensor(*inst.src(1)),
+                   Tensor(v.alloc, past * strides[v.axis], new, v.dtype, strides))
 
     @staticmethod
     def _cap_strides(v: Variable) -> tuple:

@@ -84,6 +84,7 @@ from ..transpose_sinking import (
     TSReductionAlign,
 )
 from ..transpose_sinking.general import BACKWARD, FORWARD
+from ..transpose_sinking.reduction import REDUCTION_TYPES
 from ..transpose_sinking.regions import TSBackwardRegions
 from ..transpose_sinking.utils import first_transpose_input
 from ..utils import nested_manager, static_shape
@@ -210,7 +211,7 @@ class RescueStuckTransposes(ModelPass):
         # again, until none moves; a reduction moves once per level it climbs, so the number
         # of ops bounds the rounds)
         ops = model.get_ops()
-        if any(getattr(n, "keep_dims", True) is False for n in ops):
+        if any(isinstance(n, REDUCTION_TYPES) and not n.keep_dims for n in ops):
             for _ in range(len(ops)):
                 if not run_then_fold(model, user.copy(), GraphRewrite(TSReductionAlign()),
                                      "RescueAlign"):
