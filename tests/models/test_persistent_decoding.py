@@ -34,8 +34,10 @@ def decoders(hf_decoder):
 
 
 def _compiled(model, persistent: bool):
+    # (debug mode runs every step on the checked path, without tapes or persistent kernels)
     return netpass.compile_model(model, RUNTIME_DEVICE, {"TRANSFORMATIONS": "NONE",
-                                                         "PERSISTENT_STEPS": persistent})
+                                                         "PERSISTENT_STEPS": persistent,
+                                                         "DEBUG_CHECKS": False})
 
 
 def _prompt(dec, seed: int = 3) -> np.ndarray:

@@ -15,6 +15,8 @@ from netpass.generation import stateful_decoder
 from netpass.runtime.length_steady import Steady
 from netpass.testing import RUNTIME_DEVICE
 
+# the tapes and steady steps under test (debug mode runs every step on the checked path instead)
+FAST_PATHS = {"TRANSFORMATIONS": "NONE", "DEBUG_CHECKS": False}
 COUNTERS = ("kernels_enqueued", "primitives", "skipped", "fused", "state_appends", "reuses",
             "set_arguments", "allocations", "host_waits", "infers", "length_replays",
             "persistent_launches", "persistent_phases")
@@ -84,11 +86,11 @@ def _script(cm, prompt: np.ndarray, dec) -> tuple:
 def test_steady_steps_give_the_tapes_logits_and_counters(decoders, name, monkeypatch):
     dec, model = decoders[name]
     prompt = np.random.default_rng(4).integers(1, dec.vocab, (1, 6))
-    cm = netpass.compile_model(model, RUNTIME_DEVICE, {"TRANSFORMATIONS": "NONE"})
+    cm = netpass.compile_model(model, RUNTIME_DEVICE, FAST_PATHS)
     got, stats = _script(cm, prompt, dec)
     assert stats["steady_steps"] > 100, stats["steady_steps"]
     _no_steady(monkeypatch)
-    cm = netpass.compile_model(model, RUNTIME_DEVICE, {"TRANSFORMATIONS": "NONE"})
+    cm = netpass.compile_model(model, RUNTIME_DEVICE, FAST_PATHS)
     want, plain = _script(cm, prompt, dec)
     assert plain["steady_steps"] == 0
     for a, b in zip(got, want):
@@ -139,7 +141,7 @@ def test_two_requests_in_turns_and_in_threads(decoders, monkeypatch):
 def test_steady_steps_gather_into_persistent_kernels(decoders, monkeypatch):
     dec, model = decoders["gpt2"]
     prompt = np.random.default_rng(6).integers(1, dec.vocab, (1, 5))
-    config = {"TRANSFORMATIONS": "NONE", "PERSISTENT_STEPS": True}
+    config = FAST_PATHS | {"PERSISTENT_STEPS": True}
 
     def run() -> tuple:
         req = netpass.compile_model(model, RUNTIME_DEVICE, config).create_infer_request()
