@@ -151,12 +151,14 @@ class RuntimeCompiledModel:
             self._constants[node.index] = t
         return t
 
-    def reordered_weights(self, node: ProgramNode, layout: tuple) -> tuple[Tensor, bool]:
+    def reordered_weights(self, node: ProgramNode, layout: tuple,
+                          folded_into: ProgramNode | None = None) -> tuple[Tensor, bool]:
         """A FullyConnected's constant weights ``node`` (``[N, K]``) reordered to ``[K, N]``,
         once per compiled model and layout, on the engine's queue with a wait (every request
-        reads them, from any queue, as the constants); (the tensor, whether this call made
-        it)."""
-        key = (node.index, layout)
+        reads them, from any queue, as the constants); with ``folded_into`` (the normalized
+        FullyConnected reading them) the LayerNorm's vectors folded in on the host instead
+        (``NormDesc.folded_weights``). (the tensor, whether this call made it)."""
+        key = (node.index, layout, folded_into.index if folded_into is not None else None)
         t = self._reordered.get(key)
         if t is not None:
             return t, False
@@ -168,6 +170,15 @@ class RuntimeCompiledModel:
             if eng is None or w is None:  # (kernels, hence reorders, need one; a constant)
                 raise RuntimeInvariantError(f"weights '{node.name}' reordered without a device "
                                             "or a value")
+            if folded_into is not None:
+                folded = folded_into.subgraph.folded_weights(folded_into)
+                t = Tensor(eng.allocate(folded.nbytes, what=f"the folded weights of "
+                                                            f"'{node.name}'"),
+                           0, folded.shape, folded.dtype)
+                eng.launcher.write(t.alloc.buffer, 0, folded)
+                eng.queue.finish()
+                self._reordered[key] = t
+                return t, True
             n_, k_ = w.shape[0], impls.size(w.shape[1:])
             src = self.constant_tensor_unlocked(node)
             t = Tensor(eng.allocate(w.nbytes, what=f"the reordered weights of '{node.name}'"),

@@ -181,13 +181,15 @@ class Impl:
     """Kernels for one primitive at one set of shapes (or a host function)."""
 
     __slots__ = ("key", "launches", "buffers", "host", "used_inputs", "sources",
-                 "weights_as_given")
+                 "weights_as_given", "weights_folded")
 
     def __init__(self, key, launches: list[Launch] | None = None, buffers: list | None = None,
                  host: bool = False) -> None:
         self.key = key
         # a FullyConnected's kernels read its weights [N, K] as they are (no reorder)
         self.weights_as_given = False
+        # its kernels read the weights with its folded LayerNorm in them (norm_gemm.fold_weights)
+        self.weights_folded = False
         self.launches = launches or []
         self.buffers = buffers or []  # np arrays uploaded once per impl (index maps), or Scratch
         self.host = host  # True: runs the op's numpy reference (host fallback)

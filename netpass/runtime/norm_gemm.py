@@ -60,6 +60,20 @@ class NormDesc:
         return ("norm", self.eps, self.inside_sqrt, self.normalize_variance, self.gamma, self.beta,
                 self.rms)
 
+    def foldable(self, node) -> bool:
+        """Whether ``node`` (this GEMM) has constant weights and vectors, which
+        :func:`fold_weights` can fold into one array."""
+        return node.inputs[1][0].is_constant and all(s.is_constant
+                                                     for s, _ in node.inputs[self.first:])
+
+    def folded_weights(self, node) -> np.ndarray:
+        """:func:`fold_weights` of ``node``'s (a FullyConnected's) constants."""
+        w = np.asarray(node.inputs[1][0].value)
+        vectors = [np.asarray(s.value) for s, _ in node.inputs[self.first:]]
+        gamma = vectors.pop(0) if self.gamma else None
+        beta = vectors.pop(0) if self.beta else None
+        return fold_weights(w.reshape(w.shape[0], -1), gamma, beta)
+
     def kernel_params(self) -> tuple:
         """What the GEMM kernels' prologue is generated from (kernels.norm_prologue)."""
         return (self.eps, self.inside_sqrt, self.normalize_variance, self.gamma, self.beta,
@@ -87,6 +101,22 @@ class NormDesc:
             ins = [x if not s.is_constant else const for s, _ in op.inputs]
             x = infer_host(op, ins)[0]
         return infer_host(self.matmul, [x, *arrays[1:self.first]])
+
+
+def fold_weights(w: np.ndarray, gamma: np.ndarray | None,
+                 beta: np.ndarray | None) -> np.ndarray:
+    """A FullyConnected's weights ``w`` [N, K] with its LayerNorm's ``gamma`` and ``beta``
+    folded in, as the tensor-core kernel's normalized product reads them
+    (``kernels.mma_parts.norm_out_parts``): [K + 2, N], the rows ``gamma[k] * w[:, k]``, then
+    their column sums, then ``w @ beta`` (summed in float64). The product of raw rows with
+    them leaves the mean to cancel in ``a @ B - mean * sums``: kept for the 3xTF32 kernels,
+    whose float32-like rounding keeps that within tolerance for rows whose mean is many
+    deviations."""
+    wk = w.astype(np.float64).T
+    scaled = wk * gamma.astype(np.float64)[:, None] if gamma is not None else wk
+    shift = beta.astype(np.float64) @ wk if beta is not None else np.zeros(wk.shape[1])
+    return np.ascontiguousarray(np.concatenate([scaled, scaled.sum(axis=0)[None], shift[None]]),
+                                dtype=F32)
 
 
 def _last_axis_vector(node, k_dim: int) -> np.ndarray | None:

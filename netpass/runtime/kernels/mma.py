@@ -63,6 +63,8 @@ from .mma_parts import (
     gather_piece,
     macros,
     mma_calls,
+    norm_out_fits,
+    norm_out_parts,
     split_operand,
 )
 
@@ -112,7 +114,7 @@ class MmaConfig:
 def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, align: str,
              epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int,
              norm: tuple | None = None, hi_round: str = "rn", conv: bool = False,
-             splitk: str = "", bmn: bool = False) -> Source:
+             splitk: str = "", bmn: bool = False, norm_out: tuple | None = None) -> Source:
     """The tensor-core GEMM kernel (module docstring). ``b_kmajor``: B is read along n (its
     n stride 1 when ``copy == "cp_async"``), else along k. ``split``: 1 (TF32) or 3
     (3xTF32). ``ptx``: real ``mma.sync`` / ``cp.async`` (NVIDIA), else emulated.
@@ -132,8 +134,14 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
     then ``P``, ``sk_count``) or, with "apart", each slice's partial product stored without
     epilogue to C + s * (batches * M * N) for :func:`splitk_reduce`.
     ``bmn``: the epilogue's side inputs are addressed by (batch, m, n) strides (dims and
-    strides of rank 3)."""
+    strides of rank 3). ``norm_out`` (the parameters ``norm`` would take): the normalization
+    is applied to the product instead (:func:`norm_out_parts`): B holds the folded weights."""
     cfg.check()
+    if norm_out is not None and (norm is not None or splitk or cfg.loop != "slab"
+                                 or not b_kmajor or not norm_out_fits(cfg)):
+        raise ValueError("a normalized product takes the slab loop, B k-major, no split and "
+                         "no normalized A")
+    nstats = norm_out_parts(cfg, norm_out) if norm_out is not None else ("", "", "", "")
     NT, BM, BN, BK, S = cfg.threads, cfg.bm, cfg.bn, cfg.bk, cfg.stages
     MI, NI = cfg.wm // 16, cfg.wn // 8
     slabs = BK // 16
@@ -228,6 +236,7 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
     {{ const int kn = kt + STAGES - 1;
       if (kn < {nt}) {{ const int sn = kn % STAGES; {fill("sn", "kn", how)} }}{commit} }}
     const int cs = kt % STAGES, kb = kbeg + kt * BK;
+    {nstats[1]}
     {{
       {compute("cs")}
     }}
@@ -286,14 +295,16 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
             store += "\n" + store_macro("STORE", epilogue, n_extra, erank, bmn) + "\n" + \
                 _split_k_tail(UNROLLED_SLICES)
     else:
-        store = _store(cfg, epilogue, n_extra, erank, bmn, room)
+        store = _store(cfg, epilogue, n_extra, erank, bmn, room,
+                       wrap="NORM_OUT" if norm_out is not None else "")
+    store = nstats[2] + store
     emu = emulation_scratch(ptx, cfg.warps)
     text = header([np.float32] + list(extra_dtypes)) + f"""#define BM {BM}
 #define BN {BN}
 #define BK {BK}
 #define STAGES {S}
 #define NT {NT}
-{macros(ptx, S - 2)}{arrival_defs(ptx) if splitk == "tail" else ""}
+{macros(ptx, S - 2)}{arrival_defs(ptx) if splitk == "tail" else ""}{nstats[3]}
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
 void gemm_mma({', '.join(args)})
 {{
@@ -307,7 +318,7 @@ void gemm_mma({', '.join(args)})
   B += boff + b0 * sb0 + b1 * sb1;
   {stages_decl}
   {emu}
-  {norm_prologue(norm, BM, NT)}
+  {norm_prologue(norm, BM, NT)}{nstats[0]}
   {acc_decl}
   const int nt = (KE - kbeg + BK - 1) / BK;
   {body}
@@ -425,9 +436,10 @@ def _split_k_tail(max_slices: int) -> str:
 
 
 def store_macro(name: str, epilogue: list[Stage], n_extra: int, erank: int, bmn: bool,
-                dest: str = "C[coff + flat]") -> str:
+                dest: str = "C[coff + flat]", wrap: str = "") -> str:
     """``#define name(mm, nn, val)``: element (mm, nn) of batch ``b`` through the epilogue
-    into ``dest`` (an expression of ``flat``), bounds-checked; ``bmn`` as in :func:`_store`."""
+    into ``dest`` (an expression of ``flat``), bounds-checked; ``bmn`` as in :func:`_store`;
+    ``wrap``: a macro ``wrap(mm, nn, val)`` the value goes through first."""
     code = stage_code([Stage("v", [], "float")] + epilogue,
                       {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
     if bmn and erank != 3:
@@ -437,15 +449,16 @@ def store_macro(name: str, epilogue: list[Stage], n_extra: int, erank: int, bmn:
                         f" + (nn) * s_in{j}_2;" for j in range(n_extra))
     else:
         offs = offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
+    val = f"{wrap}(mm, nn, val)" if wrap else "(val)"
     return f"""#define {name}(mm, nn, val) if ((mm) < M && (nn) < N) {{ \\
-    const float v = (val); const int flat = (b * M + (mm)) * N + (nn); \\
+    const float v = {val}; const int flat = (b * M + (mm)) * N + (nn); \\
     {offs.replace(chr(10), ' ')} \\
     {code.replace(chr(10), ' ')} \\
     {dest} = x{len(epilogue)}; }}"""
 
 
 def _store(cfg: MmaConfig, epilogue: list[Stage], n_extra: int, erank: int, bmn: bool,
-           room: int, macro: str = "STORE", dest: str = "C[coff + flat]") -> str:
+           room: int, macro: str = "STORE", dest: str = "C[coff + flat]", wrap: str = "") -> str:
     """C fragments (rows g, g + 8 and columns 2t, 2t + 1 of each m16n8 piece) through the
     epilogue, bounds-checked. With an epilogue, each warp passes its 16-row slices through
     local memory (the stages, ``room`` floats from ``As``, free after the loop) and stores
@@ -455,7 +468,7 @@ def _store(cfg: MmaConfig, epilogue: list[Stage], n_extra: int, erank: int, bmn:
     ``bmn``: the side inputs' strides are given over (batch, m, n) (``impls.gemm_strides``),
     so their offsets need no division of the flat index."""
     MI, NI = cfg.wm // 16, cfg.wn // 8
-    lines = [store_macro(macro, epilogue, n_extra, erank, bmn, dest)]
+    lines = [store_macro(macro, epilogue, n_extra, erank, bmn, dest, wrap)]
     ld = cfg.wn + 4  # row stride of a warp's slice: lanes of rows g and g + 8 on other banks
     if (epilogue or n_extra) and cfg.warps * 16 * ld <= room:
         lines.append("  barrier(CLK_LOCAL_MEM_FENCE);  /* the stages are free */")

@@ -2,8 +2,16 @@
 their main loops: the PTX macros (``mma.sync``, ``cp.async``) or their emulation through local
 memory, the TF32 operand split, and the stage fills: one 16-byte piece of a local-memory stage
 copied from a tensor (``cp.async``, a plain 16-byte copy, or element loads for other strides)
-or gathered from an NCHW image as an implicit im2col column block (the convolution GEMM)."""
+or gathered from an NCHW image as an implicit im2col column block (the convolution GEMM);
+and a GEMM's normalized product (``norm_out_parts``: a LayerNorm folded into the weights)."""
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .common import flit, nan_max
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .mma import MmaConfig
 
 # (emulated) PTX pieces ---------------------------------------------------------------------------
 _PTX_MACROS = r"""
@@ -163,3 +171,78 @@ def gather_piece() -> str:
       }}
     }}
     *(__local float4*)d = v_; }}"""
+
+
+def _norm_out_room(cfg: MmaConfig) -> tuple[int, int]:
+    """(floats of ``As`` the slab loop's stages hold, where norm_out's statistics start in
+    them: after the epilogue's row slices, ``2 * BM`` means and inverse deviations, then
+    ``2 * NT`` partial sums)."""
+    room = cfg.stages * cfg.bk * cfg.bm
+    return room, room - 2 * cfg.bm - 2 * cfg.threads
+
+
+def norm_out_fits(cfg: MmaConfig) -> bool:
+    """Whether :func:`gemm_mma` can take ``norm_out`` on this tile: every row's items divide
+    a 16-wide slab's four float4s, and the statistics fit in the stages after the loop."""
+    room, start = _norm_out_room(cfg)
+    tpr = cfg.threads // cfg.bm if cfg.bm <= cfg.threads else 0
+    return cfg.loop == "slab" and tpr in (1, 2, 4) and cfg.threads % cfg.bm == 0 \
+        and start >= cfg.warps * 16 * (cfg.wn + 4)
+
+
+def norm_out_parts(cfg: MmaConfig, norm: tuple) -> tuple[str, str, str, str]:
+    """C pieces of a GEMM whose A rows are normalized (LayerNorm / RMSNorm, ``norm`` as
+    kernels.norm_prologue's) with the normalization applied to the product: with B the
+    folded weights (``norm_gemm.fold_weights``: rows ``gamma[k] * W[k, :]``, then their
+    column sums ``c``, then ``beta @ W``), ``(a - mean) * rstd * gamma @ W + beta @ W`` is
+    ``rstd * (a @ B - mean * c) + d``. The main loop is the plain GEMM's; each row's shifted
+    sums and sums of squares are taken from the A stages as they pass (``TPR`` items a row,
+    a float4 each of a slab's four per item and step, rotated by row so that the items of a
+    quarter-warp read other banks), combined after the loop in the free stages, and applied
+    by ``NORM_OUT(mm, nn, v)`` in the store. (declarations, per stage, after the loop,
+    defines)."""
+    eps, inside, variance, _, _, rms = norm
+    BM, NT = cfg.bm, cfg.threads
+    tpr = NT // BM
+    per = 4 // tpr
+    room, start = _norm_out_room(cfg)
+    shift = "0.0f" if rms else "A[min(m0 + nr_, M - 1) * sam]"
+    decl = f"""
+  const int nr_ = tid / {tpr}, nl_ = tid % {tpr};
+  const float nsh_ = {shift};
+  float ns_ = 0.0f, nq_ = 0.0f;"""
+    loads = "".join(
+        f"\n      {{ const float4 x_ = vload4(0, &As[cs][sl_][nr_][4 * ((nl_ * {per} + {u} + "
+        f"(nr_ >> 1)) & 3)]) - nsh_; ns_ += (x_.x + x_.y) + (x_.z + x_.w); nq_ += dot(x_, x_); }}"
+        for u in range(per))
+    stage = f"""#pragma unroll
+    for (int sl_ = 0; sl_ < BK / 16; ++sl_) {{{loads}
+    }}"""
+    fl = "(float)K"
+    if rms:
+        rs = f"rsqrt(q_ / {fl} + {flit(eps)})"
+    elif not variance:
+        rs = "1.0f"
+    else:
+        rs = f"rsqrt(var_ + {flit(eps)})" if inside else f"1.0f / (sqrt(var_) + {flit(eps)})"
+    mean = "0.0f" if rms else "nsh_ + mu_"
+    after = f"""  barrier(CLK_LOCAL_MEM_FENCE);  /* the stages are free: the rows' statistics */
+  __local float* const nst_ = (__local float*)As + {start};
+  nst_[{2 * BM} + tid] = ns_; nst_[{2 * BM + NT} + tid] = nq_;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (nl_ == 0) {{
+    float s_ = 0.0f, q_ = 0.0f;
+    for (int i_ = 0; i_ < {tpr}; ++i_) {{
+      s_ += nst_[{2 * BM} + tid + i_]; q_ += nst_[{2 * BM + NT} + tid + i_];
+    }}
+    const float mu_ = s_ / {fl};
+    const float var_ = {nan_max(f"q_ / {fl} - mu_ * mu_", "0.0f")};
+    nst_[nr_] = {mean}; nst_[{BM} + nr_] = {rs};
+  }}
+  barrier(CLK_LOCAL_MEM_FENCE);
+"""
+    defines = (f"\n#define NORM_OUT(mm, nn, val) (nst_[{BM} + (mm) - m0] * ((val) - nst_[(mm) - m0]"
+               " * B[(size_t)K * sbk + (nn) * sbn]) + B[(size_t)(K + 1) * sbk + (nn) * sbn])\n")
+    if room < start + 2 * BM + 2 * NT:  # (norm_out_fits)
+        raise ValueError("no room for the rows' statistics")
+    return decl, stage, after, defines

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from .common import Source, Stage
 from .mma import MmaConfig, gemm_mma
-from .mma_parts import HI_ROUND
+from .mma_parts import HI_ROUND, norm_out_fits
 
 # split-K: a GEMM whose tiles leave compute units idle walks K in slices on more work-groups
 # (H100, ``bench_kernels.py --sections splitk``: K = 3072 into N = 768 gained 1.2-3x for M =
@@ -170,11 +170,29 @@ def plan(engine, precision: str | None, M: int, N: int, K_: int, nb: int, sa: li
     return cfg, split, b_kmajor, ptx, "cp_async" if vec else "plain"
 
 
+def norm_out_plan(engine, precision: str | None, M: int, N: int, K_: int, sa: list,
+                  sb: list):
+    """:func:`plan` of a normalized GEMM whose weights fold the normalization
+    (``kernels.mma_parts.norm_out_parts``: one batch, A contiguous rows, B k-major), or None
+    where that kernel does not take it: TF32 (its rounding of rows with a large mean would
+    not cancel), K not in whole stages, a pipelined loop or K slices, no room."""
+    choice = plan(engine, precision, M, N, K_, 1, sa, sb, [0, 0], [0, 0], None)
+    if choice is None:
+        return None
+    cfg, split, b_kmajor, _, _ = choice
+    cus = int(engine.device.max_compute_units)
+    if split == 1 or not b_kmajor or K_ % cfg.bk or not norm_out_fits(cfg) \
+            or k_splits(cfg, M, N, K_, 1, cus)[0] != 1:
+        return None
+    return choice
+
+
 def source(choice, epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int,
-           norm: tuple | None, splitk: str = "", bmn: bool = False) -> Source:
+           norm: tuple | None, splitk: str = "", bmn: bool = False,
+           norm_out: tuple | None = None) -> Source:
     cfg, split, b_kmajor, ptx, copy = choice
     return gemm_mma(cfg, b_kmajor, split, ptx, copy, ALIGN, epilogue, n_extra, extra_dtypes, erank,
-                    norm, HI_ROUND, False, splitk, bmn)
+                    norm, HI_ROUND, False, splitk, bmn, norm_out)
 
 
 def work_sizes(cfg: MmaConfig, M: int, N: int, nb: int, splits: int = 1) -> tuple[tuple, tuple]:

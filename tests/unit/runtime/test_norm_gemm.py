@@ -192,3 +192,65 @@ def test_rmsnorm_ahead_of_the_tensor_core_gemm(rng, monkeypatch):
     req = _check(_rms_matmul(rng, k=64, n=64), [(1, 300, 64)], rng, offset=5.0, tol=2e-4)
     assert any("gemm_mma" in key[2] for key in req.network.kernel_objects)
     assert req.stats["kernels_enqueued"] == 2
+
+
+def _tensor_cores(monkeypatch) -> None:
+    """The tensor-core kernels on this device: emulated on PoCL, else the device's own."""
+    from netpass.runtime.device import Engine, select_device
+    engine = Engine.get(select_device(RUNTIME_DEVICE))
+    if RUNTIME_DEVICE == "CPU":
+        monkeypatch.setattr(engine, "mma", "emulated")
+    elif not getattr(engine, "mma", ""):
+        pytest.skip("no tensor-core kernels on this device")
+
+
+@pytest.mark.parametrize("make,k,n,offset", [
+    (_ln_matmul, 64, 72, 50.0),       # 64-row tiles, two items a row; rows with a large mean
+    (_ln_matmul, 512, 136, 2.0),      # 128-row tiles, one item a row
+    (lambda rng, k, n: _ln_matmul(rng, k, n, gamma=False), 64, 40, 3.0),
+    (lambda rng, k, n: _ln_matmul(rng, k, n, beta=False, eps_mode="outside_sqrt"), 48, 24, 1.0),
+    (lambda rng, k, n: _ln_matmul(rng, k, n, variance=False), 48, 24, 1.0),
+    (_rms_matmul, 64, 64, 5.0),
+])
+def test_layernorm_folded_into_the_tensor_core_weights(rng, monkeypatch, make, k, n, offset):
+    """On the tensor-core path (emulated on PoCL) a FullyConnected's LayerNorm or RMSNorm
+    folds into its weights (norm_gemm.fold_weights): one launch per inference, the rows'
+    statistics taken as the A stages pass, the reference's values within 1e-4 of the
+    largest output (rows whose mean is 50 deviations included: the mean cancels in the
+    product, 3xTF32 keeps that near float32's own rounding of the rows)."""
+    _tensor_cores(monkeypatch)
+    model = make(rng, k=k, n=n)
+    req = netpass.compile_model(model, RUNTIME_DEVICE,
+                                {"TRANSFORMATIONS": "NONE"}).create_infer_request()
+    for rows in (70, 300, 1):
+        feeds = {"x": (offset + _f(rng, 1, rows, k)).astype(np.float32)}
+        before = req.stats["kernels_enqueued"]
+        got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
+        assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
+        assert req.stats["kernels_enqueued"] - before == 1
+    assert req.stats["weight_reorders"] >= 1
+
+
+def test_layernorm_over_k_in_no_whole_stages_runs_ahead_of_the_gemm(rng, monkeypatch):
+    """K = 40 is not in whole 16-wide stages: the folded LayerNorm runs as a row kernel."""
+    _tensor_cores(monkeypatch)
+    model = _ln_matmul(rng, k=40, n=24)
+    req = netpass.compile_model(model, RUNTIME_DEVICE,
+                                {"TRANSFORMATIONS": "NONE"}).create_infer_request()
+    feeds = {"x": (2.0 + _f(rng, 1, 300, 40)).astype(np.float32)}
+    np.testing.assert_allclose(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"],
+                               rtol=2e-4, atol=2e-4)
+    assert req.stats["kernels_enqueued"] == 2
+
+
+def test_folded_weights_are_the_normalization_over_the_product(rng):
+    """fold_weights: (x - mean) * rstd * gamma @ W^T + beta @ W^T equals
+    rstd * (x @ B[:K] - mean * B[K]) + B[K + 1], in float64."""
+    from netpass.runtime.norm_gemm import fold_weights
+    w, gamma, beta = _f(rng, 5, 7), _f(rng, 7), _f(rng, 7)
+    x = 3.0 + rng.standard_normal((4, 7))
+    mean, rstd = x.mean(-1, keepdims=True), 1.0 / x.std(-1, keepdims=True)
+    want = ((x - mean) * rstd * gamma) @ w.T.astype(np.float64) + beta @ w.T.astype(np.float64)
+    b = fold_weights(w, gamma, beta).astype(np.float64)
+    got = rstd * (x @ b[:7] - mean * b[7]) + b[8]
+    assert np.abs(got - want).max() <= 1e-6 * np.abs(want).max()  # (B is float32)
