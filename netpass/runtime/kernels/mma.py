@@ -137,11 +137,12 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
     strides of rank 3). ``norm_out`` (the parameters ``norm`` would take): the normalization
     is applied to the product instead (:func:`norm_out_parts`): B holds the folded weights."""
     cfg.check()
-    if norm_out is not None and (norm is not None or splitk or cfg.loop != "slab"
+    if norm_out is not None and (norm is not None or splitk == "apart" or cfg.loop != "slab"
                                  or not b_kmajor or not norm_out_fits(cfg)):
-        raise ValueError("a normalized product takes the slab loop, B k-major, no split and "
-                         "no normalized A")
-    nstats = norm_out_parts(cfg, norm_out) if norm_out is not None else ("", "", "", "")
+        raise ValueError("a normalized product takes the slab loop, B k-major, K slices "
+                         "reduced in the tail and no normalized A")
+    nstats = norm_out_parts(cfg, norm_out, bool(splitk)) if norm_out is not None else \
+        ("",) * 5
     NT, BM, BN, BK, S = cfg.threads, cfg.bm, cfg.bn, cfg.bk, cfg.stages
     MI, NI = cfg.wm // 16, cfg.wn // 8
     slabs = BK // 16
@@ -292,8 +293,9 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
                                         "P[poff_ + flat]" if splitk == "tail" else
                                         "C[coff + poff_ + flat]")])
         if splitk == "tail":
-            store += "\n" + store_macro("STORE", epilogue, n_extra, erank, bmn) + "\n" + \
-                _split_k_tail(UNROLLED_SLICES)
+            wrap = "NORM_OUT" if norm_out is not None else ""
+            store += "\n" + store_macro("STORE", epilogue, n_extra, erank, bmn, wrap=wrap) + \
+                "\n" + _split_k_tail(UNROLLED_SLICES, nstats[3])
     else:
         store = _store(cfg, epilogue, n_extra, erank, bmn, room,
                        wrap="NORM_OUT" if norm_out is not None else "")
@@ -304,7 +306,7 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
 #define BK {BK}
 #define STAGES {S}
 #define NT {NT}
-{macros(ptx, S - 2)}{arrival_defs(ptx) if splitk == "tail" else ""}{nstats[3]}
+{macros(ptx, S - 2)}{arrival_defs(ptx) if splitk == "tail" else ""}{nstats[4]}
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
 void gemm_mma({', '.join(args)})
 {{
@@ -395,7 +397,7 @@ def last_to_arrive(flag: str, counter: str, arrivals: str) -> str:
   SK_FENCE();"""
 
 
-def _split_k_tail(max_slices: int) -> str:
+def _split_k_tail(max_slices: int, before: str = "") -> str:
     """After a K slice stored its partial product (``PSTORE`` into ``P``, slice s at s *
     (batches M N)): the last of the tile's ``sk_n`` slices to arrive, counted on the tile's
     word of ``sk_count`` (which it sets back to 0 for the next launch), sums the partials in
@@ -405,7 +407,8 @@ def _split_k_tail(max_slices: int) -> str:
     Each item takes four columns at a time (N a multiple of 4; else one) and issues the
     loads of every slice before it adds (the first ``max_slices``): one work-group per tile
     does this, so it has to keep loads in flight (one at a time, the H200's split GEMMs ran
-    up to 2.4x slower than with a separate reduction)."""
+    up to 2.4x slower than with a separate reduction). ``before``: what the last slice does
+    first (a normalized product's statistics: mma_parts.norm_out_parts)."""
     loads = "\n".join(f"      if ({s} < sk_n) p{s}_ = sk_load4(P + {s} * total_ + pf_);"
                        for s in range(1, max_slices))
     adds = " ".join(f"if ({s} < sk_n) v_ += p{s}_;" for s in range(1, max_slices))
@@ -413,7 +416,7 @@ def _split_k_tail(max_slices: int) -> str:
     return f"""  const int tile_ = (b * get_num_groups(1) + get_group_id(1)) * get_num_groups(0)
                     + get_group_id(0);
   {last_to_arrive("sk_last", "sk_count[tile_]", "sk_n")}
-  const int total_ = (get_num_groups(2) / sk_n) * M * N, wide_ = (N & 3) == 0;
+{before}  const int total_ = (get_num_groups(2) / sk_n) * M * N, wide_ = (N & 3) == 0;
   const int step_ = wide_ ? 4 : 1;
   #pragma unroll 2
   for (int e_ = tid * step_; e_ < BM * BN; e_ += NT * step_) {{

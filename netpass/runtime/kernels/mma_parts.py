@@ -190,22 +190,27 @@ def norm_out_fits(cfg: MmaConfig) -> bool:
         and start >= cfg.warps * 16 * (cfg.wn + 4)
 
 
-def norm_out_parts(cfg: MmaConfig, norm: tuple) -> tuple[str, str, str, str]:
+def norm_out_parts(cfg: MmaConfig, norm: tuple, split: bool = False) -> tuple[str, ...]:
     """C pieces of a GEMM whose A rows are normalized (LayerNorm / RMSNorm, ``norm`` as
     kernels.norm_prologue's) with the normalization applied to the product: with B the
     folded weights (``norm_gemm.fold_weights``: rows ``gamma[k] * W[k, :]``, then their
     column sums ``c``, then ``beta @ W``), ``(a - mean) * rstd * gamma @ W + beta @ W`` is
-    ``rstd * (a @ B - mean * c) + d``. The main loop is the plain GEMM's; each row's shifted
-    sums and sums of squares are taken from the A stages as they pass (``TPR`` items a row,
-    a float4 each of a slab's four per item and step, rotated by row so that the items of a
-    quarter-warp read other banks), combined after the loop in the free stages, and applied
-    by ``NORM_OUT(mm, nn, v)`` in the store. (declarations, per stage, after the loop,
-    defines)."""
+    ``rstd * (a @ B - mean * c) + d``. The main loop is the plain GEMM's; each row's sums
+    and sums of squares, shifted by its first element, are taken from the A stages as they
+    pass (``TPR`` items a row, a float4 each of a slab's four per item and step, rotated by
+    row so that the items of a quarter-warp read other banks), combined after the loop in
+    the free stages, and applied by ``NORM_OUT(mm, nn, v)`` in the store. ``split`` (K
+    slices reduced in the launch's tail): each slice stores its rows' sums after the partial
+    products (``P`` from ``batches * slices * M * N``, ``2 * M`` per slice) and the last
+    slice of a tile adds them up before its store. (declarations, per stage, after the loop,
+    in the tail, defines)."""
     eps, inside, variance, _, _, rms = norm
     BM, NT = cfg.bm, cfg.threads
     tpr = NT // BM
     per = 4 // tpr
     room, start = _norm_out_room(cfg)
+    if room < start + 2 * BM + 2 * NT:  # (norm_out_fits)
+        raise ValueError("no room for the rows' statistics")
     shift = "0.0f" if rms else "A[min(m0 + nr_, M - 1) * sam]"
     decl = f"""
   const int nr_ = tid / {tpr}, nl_ = tid % {tpr};
@@ -225,7 +230,15 @@ def norm_out_parts(cfg: MmaConfig, norm: tuple) -> tuple[str, str, str, str]:
         rs = "1.0f"
     else:
         rs = f"rsqrt(var_ + {flit(eps)})" if inside else f"1.0f / (sqrt(var_) + {flit(eps)})"
-    mean = "0.0f" if rms else "nsh_ + mu_"
+
+    moments = "" if rms else f"const float mu_ = s_ / {fl};\n    " + (
+        f"const float var_ = {nan_max(f'q_ / {fl} - mu_ * mu_', '0.0f')};\n    " if variance
+        else "")
+
+    def finish(row: str, sh: str) -> str:  # (row ``row``'s mean and scale from s_, q_)
+        mean = "0.0f" if rms else f"{sh} + mu_"
+        return f"{moments}nst_[{row}] = {mean}; nst_[{BM} + {row}] = {rs};"
+
     after = f"""  barrier(CLK_LOCAL_MEM_FENCE);  /* the stages are free: the rows' statistics */
   __local float* const nst_ = (__local float*)As + {start};
   nst_[{2 * BM} + tid] = ns_; nst_[{2 * BM + NT} + tid] = nq_;
@@ -235,14 +248,31 @@ def norm_out_parts(cfg: MmaConfig, norm: tuple) -> tuple[str, str, str, str]:
     for (int i_ = 0; i_ < {tpr}; ++i_) {{
       s_ += nst_[{2 * BM} + tid + i_]; q_ += nst_[{2 * BM + NT} + tid + i_];
     }}
-    const float mu_ = s_ / {fl};
-    const float var_ = {nan_max(f"q_ / {fl} - mu_ * mu_", "0.0f")};
-    nst_[nr_] = {mean}; nst_[{BM} + nr_] = {rs};
+"""
+    stats = "P + (size_t)get_num_groups(2) * M * N"  # (one batch: norm_out_plan)
+    if split:
+        after += f"""    if (m0 + nr_ < M) {{
+      __global float* const st_ = {stats} + ks_ * 2 * M + m0 + nr_;
+      st_[0] = s_; st_[M] = q_;
+    }}
+  }}
+"""
+        tail = f"""  if (tid < {BM}) {{  /* the rows' statistics: the slices' sums */
+    const int r_ = min(m0 + tid, M - 1);
+    float s_ = 0.0f, q_ = 0.0f;
+    for (int s_i = 0; s_i < sk_n; ++s_i) {{
+      s_ += sk_load({stats} + s_i * 2 * M + r_); q_ += sk_load({stats} + s_i * 2 * M + M + r_);
+    }}
+    {finish("tid", "0.0f" if rms else "A[r_ * sam]")}
   }}
   barrier(CLK_LOCAL_MEM_FENCE);
 """
+    else:
+        after += f"""    {finish("nr_", "nsh_")}
+  }}
+  barrier(CLK_LOCAL_MEM_FENCE);
+"""
+        tail = ""
     defines = (f"\n#define NORM_OUT(mm, nn, val) (nst_[{BM} + (mm) - m0] * ((val) - nst_[(mm) - m0]"
                " * B[(size_t)K * sbk + (nn) * sbn]) + B[(size_t)(K + 1) * sbk + (nn) * sbn])\n")
-    if room < start + 2 * BM + 2 * NT:  # (norm_out_fits)
-        raise ValueError("no room for the rows' statistics")
-    return decl, stage, after, defines
+    return decl, stage, after, tail, defines

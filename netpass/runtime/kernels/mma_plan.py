@@ -175,14 +175,15 @@ def norm_out_plan(engine, precision: str | None, M: int, N: int, K_: int, sa: li
     """:func:`plan` of a normalized GEMM whose weights fold the normalization
     (``kernels.mma_parts.norm_out_parts``: one batch, A contiguous rows, B k-major), or None
     where that kernel does not take it: TF32 (its rounding of rows with a large mean would
-    not cancel), K not in whole stages, a pipelined loop or K slices, no room."""
+    not cancel), K not in whole stages (nor its slices), a pipelined loop, slices reduced
+    apart, no room."""
     choice = plan(engine, precision, M, N, K_, 1, sa, sb, [0, 0], [0, 0], None)
     if choice is None:
         return None
     cfg, split, b_kmajor, _, _ = choice
-    cus = int(engine.device.max_compute_units)
-    if split == 1 or not b_kmajor or K_ % cfg.bk or not norm_out_fits(cfg) \
-            or k_splits(cfg, M, N, K_, 1, cus)[0] != 1:
+    slices, slice_k = k_splits(cfg, M, N, K_, 1, int(engine.device.max_compute_units))
+    if split == 1 or not b_kmajor or K_ % cfg.bk or slice_k % cfg.bk or not norm_out_fits(cfg) \
+            or slices > 1 and split_k_mode(cfg) != "tail":
         return None
     return choice
 

@@ -172,7 +172,7 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
                                        [dims[1], sab[0], sab[1], sa[-2], sa[-1], sbb[0], sbb[1],
                                         sb[-2], sb[-1]],
                                        extra_refs, (stages, n_extra, edt, edims, est), out_shape,
-                                       len(buffers))
+                                       len(buffers), norm_out)
         return pre + launches, buffers + more
     if gemv is not None:  # few rows: memory-bound GEMVs over B's contiguous columns
         src = p.cached(("gemv", gemv, len(edims), norm),
@@ -246,9 +246,12 @@ def _normalize_rows(p: Params, norm: tuple, norm_first: int, a_idx: int, rows: i
 
 def _split_k_gemm(p: Params, tc_plan: tuple, norm: tuple | None, norm_first: int, ab_refs: list,
                   mnkb: tuple, split: tuple, strides: list, extra_refs: list | None,
-                  epilogue: tuple, out_shape, slot: int = 0) -> tuple[list, list]:
+                  epilogue: tuple, out_shape, slot: int = 0,
+                  norm_out: tuple | None = None) -> tuple[list, list]:
     """The tensor-core GEMM in ``split = (slices, K per slice)`` K slices (A and B read
-    through ``ab_refs``) and their reduction through the epilogue (:func:`split_k`)."""
+    through ``ab_refs``) and their reduction through the epilogue (:func:`split_k`);
+    ``norm_out``: B holds folded weights (gemm_launch's ``folded``), the slices' row sums go
+    after their partial products."""
     M, N, Ka, nb = mnkb
     stages, n_extra, edt, edims, est = epilogue
     mode = mma_plan.split_k_mode(tc_plan[0])
@@ -256,22 +259,24 @@ def _split_k_gemm(p: Params, tc_plan: tuple, norm: tuple | None, norm_first: int
     if bmn is not None:
         edims, est = [nb, M, N], bmn
     tail = mode == "tail"
-    src = p.cached(("gemm_mma_splitk", tc_plan, norm, len(edims), bmn is not None, mode),
+    src = p.cached(("gemm_mma_splitk", tc_plan, norm, len(edims), bmn is not None, mode,
+                    norm_out),
                    lambda: mma_plan.source(tc_plan, stages if tail else [], n_extra if tail else 0,
                                            edt if tail else [], len(edims) if tail else 0, norm,
-                                           mode, bmn is not None))
+                                           mode, bmn is not None, norm_out))
     gws, lws = mma_plan.work_sizes(tc_plan[0], M, N, nb, split[0])
     head: list = ab_refs + [("o", 0) if tail else ("b", slot)] + ([] if tail else [0])
     if norm is not None:
         head += [("i", norm_first + j) for j in range(int(norm[3]) + int(norm[4]))]
     head += [M, N, Ka] + strides
     return split_k(p, src, gws, lws, head, [], split, max(nb, 1) * M * N, extra_refs,
-                   (stages, n_extra, edt, edims, est), mode, slot)
+                   (stages, n_extra, edt, edims, est), mode, slot,
+                   2 * M if norm_out is not None else 0)
 
 
 def split_k(p: Params, src, gws: tuple, lws: tuple, head: list, geometry: list, split: tuple,
             total: int, extra_refs: list | None, epilogue: tuple, mode: str,
-            slot: int = 0) -> tuple[list, list]:
+            slot: int = 0, stats: int = 0) -> tuple[list, list]:
     """(launches, impl buffers) of a split-K tensor-core GEMM (``kernels.mma.gemm_mma``'s
     ``splitk``) whose arguments begin with ``head`` (with "tail": C is the output; with
     "apart": impl buffer ``slot``, a Scratch for the partial products) and go on with the
@@ -279,11 +284,12 @@ def split_k(p: Params, src, gws: tuple, lws: tuple, head: list, geometry: list, 
     launch; the partial products in impl buffer ``slot`` (a Scratch) and the per-tile arrival
     counts in ``slot + 1`` (zeros, which every launch leaves as it found them; each request
     uploads its own). "apart": the GEMM, then ``kernels.mma.splitk_reduce`` summing the
-    partial products into the output through the epilogue."""
+    partial products into the output through the epilogue. ``stats``: floats per slice after
+    the partial products (a normalized product's row sums)."""
     stages, n_extra, edt, edims, est = epilogue
     splits, slice_k = split
     ext = epilogue_args(n_extra, edims, est, extra_refs)
-    scratch = Scratch(4 * splits * total)
+    scratch = Scratch(4 * splits * (total + stats))
     if mode == "tail":
         tiles = (gws[0] // lws[0]) * gws[1] * (gws[2] // splits)
         spec = head + ext + geometry + [slice_k, splits, ("b", slot), ("b", slot + 1)]

@@ -206,15 +206,22 @@ def _tensor_cores(monkeypatch) -> None:
         pytest.skip("no tensor-core kernels on this device")
 
 
-@pytest.mark.parametrize("make,k,n,offset", [
-    (_ln_matmul, 64, 72, 50.0),       # 64-row tiles, two items a row; rows with a large mean
-    (_ln_matmul, 512, 136, 2.0),      # 128-row tiles, one item a row
-    (lambda rng, k, n: _ln_matmul(rng, k, n, gamma=False), 64, 40, 3.0),
-    (lambda rng, k, n: _ln_matmul(rng, k, n, beta=False, eps_mode="outside_sqrt"), 48, 24, 1.0),
-    (lambda rng, k, n: _ln_matmul(rng, k, n, variance=False), 48, 24, 1.0),
-    (_rms_matmul, 64, 64, 5.0),
+ROWS = (70, 300, 1)
+
+
+@pytest.mark.parametrize("make,k,n,offset,rows", [
+    (_ln_matmul, 64, 72, 50.0, ROWS),     # 64-row tiles, two items a row; rows with a large mean
+    (_ln_matmul, 512, 136, 2.0, ROWS),    # 128-row tiles, one item a row
+    (lambda rng, k, n: _ln_matmul(rng, k, n, gamma=False), 64, 40, 3.0, ROWS),
+    (lambda rng, k, n: _ln_matmul(rng, k, n, beta=False, eps_mode="outside_sqrt"), 48, 24, 1.0,
+     ROWS),
+    (lambda rng, k, n: _ln_matmul(rng, k, n, variance=False), 48, 24, 1.0, ROWS),
+    (_rms_matmul, 64, 64, 5.0, ROWS),
+    (_ln_matmul, 1024, 40, 20.0, (70, 100, 1)),  # K slices (PoCL's 2 units): sums in the tail
+    (_rms_matmul, 1024, 40, 3.0, (70, 100, 1)),
 ])
-def test_layernorm_folded_into_the_tensor_core_weights(rng, monkeypatch, make, k, n, offset):
+def test_layernorm_folded_into_the_tensor_core_weights(rng, monkeypatch, make, k, n, offset,
+                                                       rows):
     """On the tensor-core path (emulated on PoCL) a FullyConnected's LayerNorm or RMSNorm
     folds into its weights (norm_gemm.fold_weights): one launch per inference, the rows'
     statistics taken as the A stages pass, the reference's values within 1e-4 of the
@@ -224,8 +231,8 @@ def test_layernorm_folded_into_the_tensor_core_weights(rng, monkeypatch, make, k
     model = make(rng, k=k, n=n)
     req = netpass.compile_model(model, RUNTIME_DEVICE,
                                 {"TRANSFORMATIONS": "NONE"}).create_infer_request()
-    for rows in (70, 300, 1):
-        feeds = {"x": (offset + _f(rng, 1, rows, k)).astype(np.float32)}
+    for m in rows:
+        feeds = {"x": (offset + _f(rng, 1, m, k)).astype(np.float32)}
         before = req.stats["kernels_enqueued"]
         got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
         assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
