@@ -372,6 +372,24 @@ def test_long_prompts_fill_the_caches_in_the_attention(plain_models, name, flash
                for s in sources)
 
 
+@pytest.mark.skipif(RUNTIME_DEVICE != "CPU", reason="tensor cores emulated on PoCL")
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_a_prompt_on_the_tensor_cores_folds_its_norms_into_the_weights(plain_models, name,
+                                                                        monkeypatch):
+    """A 70-token prompt's normalized projections (LayerNorm, RMSNorm) on the tensor cores
+    (emulated) read their weights with the norm folded in (one launch each), then a chunk
+    and single tokens take the other kernels: every chunk's logits within rel. L2 1e-4 of
+    onnxruntime's on the plain export fed its cache."""
+    from netpass.runtime.device import Engine, select_device
+    monkeypatch.setattr(Engine.get(select_device("CPU")), "mma", "emulated")
+    dec, plain, stateful = plain_models[name]
+    cm = netpass.compile_model(stateful, RUNTIME_DEVICE, {"TRANSFORMATIONS": "NONE"})
+    req = cm.create_infer_request()
+    ids = np.random.default_rng(5).integers(1, dec.vocab, (1, 70 + 9))
+    _chunks_equal_onnxruntime(dec, plain, cm, req, ids, (70, 7, 1, 1))
+    assert any("NORM_OUT" in key[2] for key in req._runtime_request.network.kernel_objects)
+
+
 @pytest.mark.parametrize("name", ["gpt2", "llama"])
 def test_an_attention_on_the_host_writes_the_rows_its_kernel_would(plain_models, name):
     """An attention that writes its caches' new rows (``kv_append``) but runs on the host for
