@@ -183,6 +183,8 @@ class Program:
         self.exec_order = self._build_exec_order()
         self._memory_dependencies()
         self.symbolic = SymbolicShapes(self)
+        # what every step plan built over this program asks of it (step_plan.plan_sets)
+        self.plan_sets: tuple[set[int], set[int]] | None = None
 
     # -- construction from a Model ---------------------------------------------------------------
     @classmethod
