@@ -26,7 +26,8 @@ from .gather_utils import flat_gather
 from .limitations import const_order, is_transpose_supported
 
 
-def _unsupported(out: Output) -> bool:
+def unsupported_transpose(out: Output) -> bool:
+    """A Transpose of a constant order and a static input shape that GNA cannot run."""
     shape, order = static_shape(out.node.input_value(0)), const_order(out.node)
     return shape is not None and order is not None and not is_transpose_supported(shape)
 
@@ -79,7 +80,7 @@ class GatherSinkingTransposeReshapeForward(MatcherPass):
     def __init__(self) -> None:
         super().__init__()
         transpose = wrap_type(Transpose, [any_input(), wrap_type(Constant)],
-                              _unsupported)
+                              unsupported_transpose)
         reshape = wrap_type(Reshape, [transpose, any_input()],
                             lambda o: o.partial_shape.is_static)
 
@@ -101,7 +102,7 @@ class GatherSinkingTransposeReshapeBackward(MatcherPass):
         reshape = wrap_type(Reshape, [any_input(), any_input()],
                             lambda o: o.partial_shape.is_static)
         transpose = wrap_type(Transpose, [reshape, wrap_type(Constant)],
-                              _unsupported)
+                              unsupported_transpose)
 
         def callback(m: Matcher) -> bool:
             t, r = m.match_root, m.pattern_value_map[reshape].node
