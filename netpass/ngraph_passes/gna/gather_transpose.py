@@ -16,6 +16,7 @@ import numpy as np
 from ...core.boundary import Constant
 from ...core.graph_util import copy_runtime_info, replace_output_update_name
 from ...core.node import Node, Output
+from ...core.subgraph import MultiSubGraphOp
 from ...ops.indexing import Gather
 from ...ops.movement import Reshape, Transpose
 from ...passes import MatcherPass
@@ -164,9 +165,14 @@ class GatherSinkingTransposeBackward(MatcherPass):
 
 
 class GatherSinkingTranspose(ModelPass):
-    """Merges Transposes into adjacent flat Gathers, both ways."""
+    """Merges Transposes into adjacent flat Gathers, both ways. Both members start from a flat
+    Gather (and the Gathers the forward one makes come from one), so a model holding none is
+    not traversed (a model with bodies is)."""
 
     def run_on_model(self, model) -> bool:
+        if not any(isinstance(n, MultiSubGraphOp) or isinstance(n, Gather) and
+                   flat_gather(n) is not None for n in model.get_ordered_ops()):
+            return False
         manager = nested_manager(self.get_pass_config(), "GatherSinkingTranspose")
         manager.register_pass(GatherSinkingTransposeForward())
         manager.register_pass(GatherSinkingTransposeBackward())

@@ -99,3 +99,21 @@ def test_general_skips_only_models_it_cannot_change():
     assert nothing_to_sink(m)
     for stage in (GatherAbsorb, GatherSinkingGeneralForward, GatherSinkingGeneralBackward):
         assert not stage().run_on_model(m)
+
+
+def test_no_flat_gather_no_traversal():
+    """A Gather over one of several non-1 axes is not flat: neither member starts from it, so
+    GatherSinkingTranspose leaves the model without traversing it (and its members, run
+    alone, change nothing either)."""
+    from netpass.ngraph_passes.gna import (
+        GatherSinkingTransposeBackward,
+        GatherSinkingTransposeForward,
+    )
+
+    x = param([1, 8, 4, 4])
+    g = opset.gather(x, opset.constant(np.arange(8)[::-1].copy()), opset.constant(np.int64(1)))
+    m = model_of(opset.transpose(g, [0, 2, 3, 1]), x)
+    assert not GatherSinkingTranspose().run_on_model(m)
+    for member in (GatherSinkingTransposeForward, GatherSinkingTransposeBackward):
+        assert not member().run_on_model(m)
+    assert count(m, "Transpose") == 1 and count(m, "Gather") == 1
