@@ -28,9 +28,11 @@ from .limitations import const_order, is_transpose_supported
 
 
 def unsupported_transpose(out: Output) -> bool:
-    """A Transpose of a constant order and a static input shape that GNA cannot run."""
-    shape, order = static_shape(out.node.input_value(0)), const_order(out.node)
-    return shape is not None and order is not None and not is_transpose_supported(shape)
+    """A Transpose of a constant order and a static input shape that GNA cannot run (the
+    order is read last: most Transposes fail a cheaper test first)."""
+    shape = static_shape(out.node.input_value(0))
+    return shape is not None and not is_transpose_supported(shape) and \
+        const_order(out.node) is not None
 
 
 def _flat_gather_chain(p: MatcherPass, src: Output, indices: np.ndarray, out: Output,

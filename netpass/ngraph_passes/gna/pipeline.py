@@ -42,6 +42,7 @@ share GraphRewrites, so a large model is walked as few times as possible.
 """
 from __future__ import annotations
 
+from itertools import compress, repeat
 from typing import Any
 
 from ...core.gc_pause import gc_paused
@@ -167,8 +168,13 @@ class GnaTransposeRewrites(GraphRewrite):
 
     def run_on_model(self, model) -> bool:
         ops = model.get_ordered_ops()
-        if any(isinstance(n, MultiSubGraphOp) or isinstance(n, Transpose) and
-               unsupported_transpose(n.output(0)) and _meets_concat_or_split(n) for n in ops):
+        kinds = set(map(type, ops))
+        # (the Transposes picked out at C level: this looks at every node of the model)
+        transposes = compress(ops, map(isinstance, ops, repeat(Transpose))) \
+            if any(issubclass(k, Transpose) for k in kinds) else ()
+        if any(issubclass(k, MultiSubGraphOp) for k in kinds) or any(
+                unsupported_transpose(t.output(0)) and _meets_concat_or_split(t)
+                for t in transposes):
             return super().run_on_model(model)
         active: list[MatcherPass] = [mp for mp in self._active()
                                      if isinstance(mp, TransposeCompress)]
