@@ -167,9 +167,10 @@ class GatherSinkingTransposeBackward(MatcherPass):
 
 
 class GatherSinkingTranspose(ModelPass):
-    """Merges Transposes into adjacent flat Gathers, both ways. Both members start from a flat
-    Gather (and the Gathers the forward one makes come from one), so a model holding none is
-    not traversed (a model with bodies is)."""
+    """Merges Transposes into adjacent flat Gathers, both ways.
+
+    Both members start from a flat Gather (and the Gathers the forward one makes come from
+    one), so a model holding none is not traversed (a model with bodies is)."""
 
     def run_on_model(self, model) -> bool:
         if not any(isinstance(n, MultiSubGraphOp) or isinstance(n, Gather) and
