@@ -100,6 +100,16 @@ class ConstantFolding(ModelPass):
         constant = Constant
         changed = False
         for node in model.get_ordered_ops():
+            # What ``fold`` answers None for, told without calling it (this looks at every
+            # node, after every stage that changed the model, and finds little): a node
+            # without inputs, or whose first input is not a Constant and whose first output
+            # has no known value.
+            ins = node._inputs
+            if not ins:
+                continue
+            outs = node._outs
+            if outs and outs[0].val is None and not isinstance(ins[0].node, constant):
+                continue
             values = fold(node)
             if values is None:
                 continue

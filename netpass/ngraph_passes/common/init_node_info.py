@@ -10,7 +10,11 @@ class InitNodeInfo(ModelPass):
     """Records each op's friendly name in its fused_names rt_info."""
 
     def run_on_model(self, model) -> bool:
+        key = FusedNames.key
         for node in model.get_ordered_ops():
-            if FusedNames.key not in node.rt_info:
-                node.rt_info[FusedNames.key] = FusedNames([node.friendly_name])
+            rt = node._rt  # (read directly: this looks at every node, twice in the GNA pipeline)
+            if rt is None:
+                node._rt = {key: FusedNames([node.friendly_name])}
+            elif key not in rt:
+                rt[key] = FusedNames([node.friendly_name])
         return False

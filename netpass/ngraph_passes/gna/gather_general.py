@@ -2,8 +2,9 @@
 forward + ConstantFolding, then backward + ConstantFolding (returns False as OpenVINO's)."""
 from __future__ import annotations
 
+from ...core.subgraph import MultiSubGraphOp
 from ...ops.indexing import Gather
-from ...ops.movement import Transpose
+from ...ops.movement import Reshape, Transpose
 from ...passes import BackwardGraphRewrite, GraphRewrite
 from ...passes.base import ModelPass
 from ..common.constant_folding import run_then_fold
@@ -38,6 +39,7 @@ from .gather_sinking_backward import (
 from .gather_transpose import (
     GatherSinkingTransposeReshapeBackward,
     GatherSinkingTransposeReshapeForward,
+    unsupported_transpose,
 )
 
 
@@ -83,12 +85,29 @@ class GatherAbsorb(GraphRewrite):
             self.add_matcher(p())
 
 
+def nothing_to_sink(model) -> bool:
+    """No member of GatherSinkingGeneral's stages can match in ``model``: every member is
+    rooted at a Gather or at an op reading one, but the two that turn a Transpose GNA cannot
+    run next to a Reshape into a Gather (GatherSinkingTransposeReshapeForward / Backward), so a
+    model holding no Gather and no such Transpose is left as it is by the three traversals
+    (on the static GNA flow, whose Transposes reach the inputs, the three traversals looked at
+    the whole graph for nothing). A model with bodies is not looked into: the traversals run."""
+    for n in model.get_ordered_ops():
+        if isinstance(n, (Gather, MultiSubGraphOp)):
+            return False
+        if isinstance(n, Transpose) and unsupported_transpose(n.output(0)) and (
+                isinstance(n.input_value(0).node, Reshape)
+                or any(isinstance(c.node, Reshape) for c in n.output(0).consumers())):
+            return False
+    return True
+
+
 class GatherSinkingGeneral(ModelPass):
     """Forward, then backward Gather sinking, each with folding."""
 
     def run_on_model(self, model) -> bool:
-        if not any(isinstance(n, (Gather, Transpose)) for n in model.get_ordered_ops()):
-            return False  # nothing to turn into a Gather or to sink: spare the traversals
+        if nothing_to_sink(model):
+            return False  # spare the three traversals
         for stage in (GatherAbsorb, GatherSinkingGeneralForward, GatherSinkingGeneralBackward):
             run_then_fold(model, self.get_pass_config(), stage(), "GatherSinkingGeneral")
         return False

@@ -16,6 +16,7 @@ import numpy as np
 from ...core.boundary import Constant
 from ...core.graph_util import copy_runtime_info, replace_output_update_name
 from ...core.node import Node, Output
+from ...core.subgraph import MultiSubGraphOp
 from ...ops.indexing import Gather
 from ...ops.movement import Reshape, Transpose
 from ...passes import MatcherPass
@@ -26,9 +27,12 @@ from .gather_utils import flat_gather
 from .limitations import const_order, is_transpose_supported
 
 
-def _unsupported(out: Output) -> bool:
-    shape, order = static_shape(out.node.input_value(0)), const_order(out.node)
-    return shape is not None and order is not None and not is_transpose_supported(shape)
+def unsupported_transpose(out: Output) -> bool:
+    """A Transpose of a constant order and a static input shape that GNA cannot run (the
+    order is read last: most Transposes fail a cheaper test first)."""
+    shape = static_shape(out.node.input_value(0))
+    return shape is not None and not is_transpose_supported(shape) and \
+        const_order(out.node) is not None
 
 
 def _flat_gather_chain(p: MatcherPass, src: Output, indices: np.ndarray, out: Output,
@@ -79,7 +83,7 @@ class GatherSinkingTransposeReshapeForward(MatcherPass):
     def __init__(self) -> None:
         super().__init__()
         transpose = wrap_type(Transpose, [any_input(), wrap_type(Constant)],
-                              _unsupported)
+                              unsupported_transpose)
         reshape = wrap_type(Reshape, [transpose, any_input()],
                             lambda o: o.partial_shape.is_static)
 
@@ -101,7 +105,7 @@ class GatherSinkingTransposeReshapeBackward(MatcherPass):
         reshape = wrap_type(Reshape, [any_input(), any_input()],
                             lambda o: o.partial_shape.is_static)
         transpose = wrap_type(Transpose, [reshape, wrap_type(Constant)],
-                              _unsupported)
+                              unsupported_transpose)
 
         def callback(m: Matcher) -> bool:
             t, r = m.match_root, m.pattern_value_map[reshape].node
@@ -163,9 +167,15 @@ class GatherSinkingTransposeBackward(MatcherPass):
 
 
 class GatherSinkingTranspose(ModelPass):
-    """Merges Transposes into adjacent flat Gathers, both ways."""
+    """Merges Transposes into adjacent flat Gathers, both ways.
+
+    Both members start from a flat Gather (and the Gathers the forward one makes come from
+    one), so a model holding none is not traversed (a model with bodies is)."""
 
     def run_on_model(self, model) -> bool:
+        if not any(isinstance(n, MultiSubGraphOp) or isinstance(n, Gather) and
+                   flat_gather(n) is not None for n in model.get_ordered_ops()):
+            return False
         manager = nested_manager(self.get_pass_config(), "GatherSinkingTranspose")
         manager.register_pass(GatherSinkingTransposeForward())
         manager.register_pass(GatherSinkingTransposeBackward())

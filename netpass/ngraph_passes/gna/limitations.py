@@ -7,6 +7,7 @@ first dimension that is not 1 (``first_valuable``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from itertools import compress, repeat
 
 from ...core.boundary import Parameter, Result
 from ...core.node import Node
@@ -160,10 +161,12 @@ def at_model_edge(node: Node) -> bool:
 
 def interior_layout_ops(model) -> list[Node]:
     """Transposes GNA cannot run and Gathers that are not at the model's edges."""
+    ops = model.get_ordered_ops()
     bad: list[Node] = []
-    for n in model.get_ordered_ops():
+    # (the Transposes and Gathers picked out at C level: this looks at every node of the model)
+    for n in compress(ops, map(isinstance, ops, repeat((Transpose, Gather)))):
         if isinstance(n, Transpose) and is_transpose_node_supported(n):
             continue
-        if isinstance(n, (Transpose, Gather)) and not at_model_edge(n):
+        if not at_model_edge(n):
             bad.append(n)
     return bad

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ...passes import BackwardGraphRewrite, GraphRewrite
 from ...passes.base import ModelPass
 from ..common.constant_folding import run_then_fold
-from .attr import reset_no_sinking
+from .attr import NO_SINKING, reset_no_sinking
 from .base import TSForwardBase
 from .concat_split import TSConcatBackward, TSConcatForward, TSSplitBackward, TSSplitForward
 from .data_movement import (
@@ -67,7 +67,9 @@ class TSResetNoSinkingAttribute(ModelPass):
 
     def run_on_model(self, model) -> bool:
         for node in model.get_ordered_ops():
-            reset_no_sinking(node)
+            rt = node._rt  # (read directly: this looks at every node; marks are rare)
+            if rt and NO_SINKING in rt:
+                reset_no_sinking(node)
         return False
 
 

@@ -67,3 +67,53 @@ def test_transpose_moving_only_ones_becomes_a_reshape_not_a_gather():
     run_checked(m, GatherSinkingTransposeReshapeBackward())
     assert count(m, "Transpose", "Gather") == 0
     assert m.results[0].input_value(0).node.input_value(0).node.type_name == "Reshape"
+
+
+def test_general_skips_only_models_it_cannot_change():
+    """GatherSinkingGeneral spares its traversals on a model with no Gather and no Transpose
+    GNA cannot run next to a Reshape (``nothing_to_sink``: the traversals would change
+    nothing there), and still turns such a pair into a Gather when no Gather is there yet."""
+    from netpass.ngraph_passes.gna.gather_general import (
+        GatherAbsorb,
+        GatherSinkingGeneral,
+        GatherSinkingGeneralBackward,
+        GatherSinkingGeneralForward,
+        nothing_to_sink,
+    )
+
+    x = param([1, 3, 5, 7])
+    m = model_of(opset.relu(opset.reshape(opset.transpose(x, [0, 2, 3, 1]), [1, 105], False)), x)
+    assert not nothing_to_sink(m)
+    run_checked(m, GatherSinkingGeneral())
+    assert count(m, "Transpose") == 0 and count(m, "Gather") == 1
+    y = param([1, 35, 3])
+    m = model_of(opset.transpose(opset.reshape(y, [1, 5, 21], False), [0, 2, 1]), y)
+    assert not nothing_to_sink(m)
+    run_checked(m, GatherSinkingGeneral())
+    assert count(m, "Transpose") == 0 and count(m, "Gather") == 1
+
+    a, b = param([1, 3, 5, 7]), param([1, 8, 16], "y")
+    unsupported_alone = opset.relu(opset.transpose(a, [0, 2, 3, 1]))
+    supported_pair = opset.reshape(opset.transpose(b, [0, 2, 1]), [1, 128], False)
+    m = model_of([unsupported_alone, supported_pair], [a, b])
+    assert nothing_to_sink(m)
+    for stage in (GatherAbsorb, GatherSinkingGeneralForward, GatherSinkingGeneralBackward):
+        assert not stage().run_on_model(m)
+
+
+def test_no_flat_gather_no_traversal():
+    """A Gather over one of several non-1 axes is not flat: neither member starts from it, so
+    GatherSinkingTranspose leaves the model without traversing it (and its members, run
+    alone, change nothing either)."""
+    from netpass.ngraph_passes.gna import (
+        GatherSinkingTransposeBackward,
+        GatherSinkingTransposeForward,
+    )
+
+    x = param([1, 8, 4, 4])
+    g = opset.gather(x, opset.constant(np.arange(8)[::-1].copy()), opset.constant(np.int64(1)))
+    m = model_of(opset.transpose(g, [0, 2, 3, 1]), x)
+    assert not GatherSinkingTranspose().run_on_model(m)
+    for member in (GatherSinkingTransposeForward, GatherSinkingTransposeBackward):
+        assert not member().run_on_model(m)
+    assert count(m, "Transpose") == 1 and count(m, "Gather") == 1

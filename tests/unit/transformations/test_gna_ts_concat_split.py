@@ -48,3 +48,38 @@ def test_split_with_multiple_consumers_on_transposed_output_stays():
     m = model_of([opset.transpose(s.output(0), [0, 2, 3, 1]), opset.relu(s.output(0)), s.output(1)], x)
     run(m, TSSplitBackward())
     assert count(m, "Gather") == 0
+
+
+def test_transpose_rewrites_offer_concats_and_splits_only_when_they_can_start():
+    """GnaTransposeRewrites (the pipeline's traversal of TransposeCompress, TSConcatForward and
+    TSSplitBackward) gives the Concat and Split members the nodes only where a Transpose GNA
+    cannot run meets a Concat or Split; either way the model ends as the three members alone
+    leave it."""
+    from netpass.ngraph_passes.gna import TransposeCompress
+    from netpass.ngraph_passes.gna.pipeline import GnaTransposeRewrites
+    from netpass.passes import GraphRewrite
+
+    def concat_of_transposes():
+        x, y = param([1, 3, 5, 7], "x"), param([1, 3, 5, 7], "y")
+        return model_of(opset.concat([opset.transpose(x, [0, 2, 3, 1]),
+                                      opset.transpose(y, [0, 2, 3, 1])], 1), [x, y])
+
+    def split_into_transpose():
+        x = param([1, 2, 15, 7])
+        s = opset.split(x, 1, 2)
+        return model_of([opset.transpose(s.output(0), [0, 2, 3, 1]), opset.relu(s.output(1))], x)
+
+    def compressible_alone():  # NCHW -> NHWC of [1, 8, 4, 4]: [8, 16] -> [16, 8]
+        x = param([1, 8, 4, 4])
+        t = opset.transpose(x, [0, 2, 3, 1])
+        return model_of(opset.concat([opset.relu(t), opset.sigmoid(t)], 3), x)
+
+    for build, gathers in ((concat_of_transposes, 1), (split_into_transpose, 1),
+                           (compressible_alone, 0)):
+        m, alone = build(), build()
+        run_checked(m, GnaTransposeRewrites())
+        run(alone, GraphRewrite(TransposeCompress(), TSConcatForward(), TSSplitBackward()))
+        assert count(m, "Gather") == count(alone, "Gather") == gathers
+        for kind in ("Transpose", "Reshape", "Concat", "VariadicSplit"):
+            assert count(m, kind) == count(alone, kind), kind
+    assert count(m, "Reshape") == 2  # the compressed Transpose
