@@ -170,13 +170,9 @@ class RuntimeCompiledModel:
             if eng is None or w is None:  # (kernels, hence reorders, need one; a constant)
                 raise RuntimeInvariantError(f"weights '{node.name}' reordered without a device "
                                             "or a value")
-            if folded_into is not None:
+            if folded_into is not None:  # (uploaded as the constants are)
                 folded = folded_into.subgraph.folded_weights(folded_into)
-                t = Tensor(eng.allocate(folded.nbytes, what=f"the folded weights of "
-                                                            f"'{node.name}'"),
-                           0, folded.shape, folded.dtype)
-                eng.launcher.write(t.alloc.buffer, 0, folded)
-                eng.queue.finish()
+                t = Tensor(eng.upload(folded), 0, folded.shape, folded.dtype)
                 self._reordered[key] = t
                 return t, True
             n_, k_ = w.shape[0], impls.size(w.shape[1:])

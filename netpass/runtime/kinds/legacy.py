@@ -16,7 +16,7 @@ from ..kernels import decode
 from ..kernels.common import flit
 from .base import ExprRule, OpKind, Skip, table
 from .elementwise import ROW, elementwise, per_channel_impl, with_bias
-from .matmul import folds_norm, gemm_launch
+from .matmul import gemm_launch, norm_out_plan
 from .movement import index_map_impl
 
 
@@ -36,8 +36,8 @@ def fully_connected_impl(p: Params, key: Any) -> Impl | None:
     refs = [("i", 2)] + [("e", j) for j in range(len(p.extra_shapes or []))]
     desc = getattr(p.node, "subgraph", None)  # a normalized A (norm_gemm.NormDesc)
     # a LayerNorm over constant vectors folds into the reordered weights (one launch)
-    folded = desc is not None and reordered and desc.foldable(p.node) \
-        and folds_norm(q, m, n, kdim)
+    folded = norm_out_plan(q, m, n, kdim) \
+        if desc is not None and reordered and desc.foldable(p.node) else None
     # the epilogue indexes side inputs over the real output shape (the GEMM's flat index is
     # the same): a residual [b, s, n] broadcasts as it does in the graph
     g = gemm_launch(q, (m, kdim), (kdim, n) if reordered else (n, kdim), False, not reordered,
@@ -47,7 +47,7 @@ def fully_connected_impl(p: Params, key: Any) -> Impl | None:
     if g is None:
         return None
     impl = Impl(key, *g)
-    impl.weights_as_given, impl.weights_folded = as_given, folded
+    impl.weights_as_given, impl.weights_folded = as_given, folded is not None
     return impl
 
 

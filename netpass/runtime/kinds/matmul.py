@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import RuntimeInvariantError
 from ...ops.matmul import MatMul
 from ..impls import (
     Impl,
@@ -92,14 +91,14 @@ def skinny_width(engine, M: int, N: int, batch: int, tiled_groups: int) -> int |
 def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, out_shape,
                 a_strides=None, b_strides=None, extra_refs: list | None = None,
                 norm: tuple | None = None, norm_first: int = 2,
-                folded: bool = False) -> tuple[list, list] | None:
+                folded: tuple | None = None) -> tuple[list, list] | None:
     """(launches, impl buffers) for out = op(A) @ op(B) with numpy-style batch broadcasting:
     one GEMM launch, or a split-K GEMM into a scratch buffer and its reduction
     (``kernels.mma_plan.k_splits``); ``norm``: A's rows are normalized as they are loaded
     (norm_gemm; gamma and beta are the inputs from ``norm_first`` on, in order). ``folded``
-    (with ``norm``, where :func:`folds_norm` holds): B is the weights with the normalization
-    folded in (``norm_gemm.fold_weights``), and the tensor-core kernel normalizes the product
-    (no gamma or beta inputs read)."""
+    (with ``norm``: :func:`norm_out_plan`'s plan for these shapes): B is the weights with the
+    normalization folded in (``norm_gemm.fold_weights``), and the tensor-core kernel
+    normalizes the product (no gamma or beta inputs read)."""
     a, b = list(a_shape), list(b_shape)
     sa = list(a_strides) if a_strides is not None else contiguous_strides(a)
     sb = list(b_strides) if b_strides is not None else contiguous_strides(b)
@@ -148,11 +147,8 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
     a_ref: list = [("i", b_idx[0])]
     tc_plan = None
     norm_out = None
-    if folded:  # (one launch: its rows' statistics taken on the way, applied to the product)
-        tc_plan = mma_plan.norm_out_plan(p.engine, p.precision, M, N, Ka, sa, sb)
-        if tc_plan is None or norm is None:
-            raise RuntimeInvariantError("folded weights without a tensor-core plan for them")
-        norm_out, norm = norm, None
+    if folded is not None:  # (one launch: the rows' statistics taken on the way)
+        tc_plan, norm_out, norm = folded, norm, None
     elif gemv is None and norm is not None and f32 and nb == 1 and sa[-1] == 1 \
             and sa[-2] == Ka:
         tc_plan = mma_plan.plan(p.engine, p.precision, M, N, Ka, nb, sa, sb, sab, sbb, None)
@@ -215,13 +211,14 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
     return pre + [Launch(src, gws, (lx, ly, 1), spec)], buffers
 
 
-def folds_norm(p: Params, M: int, N: int, K_: int) -> bool:
-    """Whether a FullyConnected's normalized GEMM (norm_gemm) of ``M`` rows takes the weights
-    with the normalization folded in (``gemm_launch``'s ``folded``): float32 on the
-    tensor cores in one launch of the slab loop (``mma_plan.norm_out_plan``)."""
+def norm_out_plan(p: Params, M: int, N: int, K_: int) -> tuple | None:
+    """The tensor-core plan of a FullyConnected's normalized GEMM (norm_gemm) of ``M`` rows
+    over the weights with the normalization folded in (``gemm_launch``'s ``folded``: A
+    contiguous [M, K], B [K, N]), or None where no kernel takes them
+    (``mma_plan.norm_out_plan``)."""
     if p.engine is None:
-        return False
-    return mma_plan.norm_out_plan(p.engine, p.precision, M, N, K_, [K_, 1], [N, 1]) is not None
+        return None
+    return mma_plan.norm_out_plan(p.engine, p.precision, M, N, K_, [K_, 1], [N, 1])
 
 
 def _normalize_rows(p: Params, norm: tuple, norm_first: int, a_idx: int, rows: int,
