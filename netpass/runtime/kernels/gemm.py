@@ -78,11 +78,8 @@ def norm_prologue(norm: tuple | None, rows: int, threads: int, tid: str = "tid",
     decode GEMV's prologue is a chain of load latencies otherwise)."""
     if norm is None:
         return ""
-    eps, inside, variance, rms = flit(norm[0]), norm[1], norm[2], norm[5]
-    rs = "1.0f" if not variance else (f"rsqrt(var + {eps})" if inside
-                                      else f"1.0f / (sqrt(var) + {eps})")
-    if rms:  # (RMSNorm: the root of the mean square, no mean taken off)
-        rs = f"rsqrt(q / (float)K + {eps})"
+    rms = norm[5]
+    rs = norm_scale(norm, "var", "q")
     tpr = threads // rows
     return f"""__local float nmu[{rows}], nrs[{rows}], nsum[{threads}], nsq[{threads}];
   {{
@@ -104,6 +101,18 @@ def norm_prologue(norm: tuple | None, rows: int, threads: int, tid: str = "tid",
     }}
     barrier(CLK_LOCAL_MEM_FENCE);
   }}"""
+
+
+def norm_scale(norm: tuple, var: str, sq: str) -> str:
+    """C expression of a normalized row's scale (``norm`` as :func:`norm_prologue`'s) from
+    its variance ``var``, or for RMSNorm (``norm[5]``: the root of the mean square, no mean
+    taken off) from its sum of squares ``sq`` over K."""
+    eps, inside, variance, rms = flit(norm[0]), norm[1], norm[2], norm[5]
+    if rms:
+        return f"rsqrt({sq} / (float)K + {eps})"
+    if not variance:
+        return "1.0f"
+    return f"rsqrt({var} + {eps})" if inside else f"1.0f / (sqrt({var}) + {eps})"
 
 
 def _norm_runs(vector: str, tpr: int) -> str:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .common import flit, nan_max
+from .common import nan_max
+from .gemm import norm_scale
 
 if TYPE_CHECKING:  # pragma: no cover
     from .mma import MmaConfig
@@ -204,7 +205,7 @@ def norm_out_parts(cfg: MmaConfig, norm: tuple, split: bool = False) -> tuple[st
     products (``P`` from ``batches * slices * M * N``, ``2 * M`` per slice) and the last
     slice of a tile adds them up before its store. (declarations, per stage, after the loop,
     in the tail, defines)."""
-    eps, inside, variance, _, _, rms = norm
+    variance, rms = norm[2], norm[5]
     BM, NT = cfg.bm, cfg.threads
     tpr = NT // BM
     per = 4 // tpr
@@ -222,12 +223,7 @@ def norm_out_parts(cfg: MmaConfig, norm: tuple, split: bool = False) -> tuple[st
     for (int sl_ = 0; sl_ < BK / 16; ++sl_) {{{loads}
     }}"""
     fl = "(float)K"
-    if rms:
-        rs = f"rsqrt(q_ / {fl} + {flit(eps)})"
-    elif not variance:
-        rs = "1.0f"
-    else:
-        rs = f"rsqrt(var_ + {flit(eps)})" if inside else f"1.0f / (sqrt(var_) + {flit(eps)})"
+    rs = norm_scale(norm, "var_", "q_")
 
     moments = "" if rms else f"const float mu_ = s_ / {fl};\n    " + (
         f"const float var_ = {nan_max(f'q_ / {fl} - mu_ * mu_', '0.0f')};\n    " if variance
