@@ -460,8 +460,12 @@ class Network:
                 # values meets each length once: its steps sample a length family instead),
                 # also when it was met under other layouts of the variables (a prompt after
                 # reset_state in a request whose caches grew past a new request's)
+                # A new request's first prompt builds at once: its next prompt meets the
+                # buffers this one sized, a key never seen, and replays this plan through
+                # _new_request_plan (a generation's second prompt had paid the full path).
                 met = self.compiled.plan_bindings
-                again = plan is SEEN or plan is None and self.binding_values in met
+                again = plan is SEEN or plan is None and (
+                    self.binding_values in met or self._new_buffers())
                 built = StepPlan.build(self, order) if again or family is not None else None
                 self.compiled.store(plans, self.binding_key, built if again else SEEN,
                                     SYMBOLIC_RECORDS)
@@ -486,6 +490,13 @@ class Network:
             return None
         plan = plans.get(self.binding_values + (None,) * len(layout))
         return plan if type(plan) is StepPlan and plan.layout == layout else None
+
+    def _new_buffers(self) -> bool:
+        """Whether this inference gave the variables their first buffers (a new request's
+        first sequence)."""
+        layout = self.layout
+        return bool(layout) and all(v is None for v in layout) and \
+            any(v is not None for v in self.state.layout_key())
 
     def _replay_length(self, family: LengthFamily, t: int) -> list[int]:
         """A length family's step: through this request's tape of it, else entry by entry,

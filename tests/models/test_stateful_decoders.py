@@ -237,6 +237,26 @@ def test_a_prompt_after_reset_replays_the_plan_new_requests_built(plain_models):
     _check_same_generation(again, want, "a prompt after reset, replayed")
 
 
+def test_a_request_second_prompt_replays_the_plan_its_first_built(plain_models):
+    """A new request's first prompt gives the variables their buffers; its next prompt, after
+    reset_state, meets those buffers (a layout key never seen) and replays the plan the
+    first one built instead of running the per-primitive path, and decodes as alone."""
+    dec, model, stateful = plain_models["gpt2"]
+    cm = netpass.compile_model(stateful, RUNTIME_DEVICE, {"TRANSFORMATIONS": "NONE"})
+    decoder = GreedyDecoder(cm)
+    prompt = _prompt(dec, length=11)
+    decoder.generate(prompt, 1)  # (the prompt's binding checked, on a request of its own)
+    req = cm.create_infer_request()
+    decoder.generate(prompt, 5, req)
+    before = req.stats["shape_updates"]
+    again = decoder.generate(prompt, 1, req)
+    assert req.stats["shape_updates"] - before <= 2  # (the prompt replayed a plan)
+    like = netpass.compile_model(model, "REFERENCE", {"TRANSFORMATIONS": "NONE"})
+    want = GreedyDecoder(_OrtCompiled(dec.onnx, like), find_kv_cache_pairs(model)).generate(
+        prompt, 1)
+    _check_same_generation(again, want, "a request's second prompt, replayed")
+
+
 @pytest.mark.parametrize("device", ["REFERENCE", RUNTIME_DEVICE])
 def test_dynamic_batch_state_takes_the_batch_of_the_input(plain_models, device):
     dec, model, stateful = plain_models["gpt2"]
