@@ -358,46 +358,54 @@ def _merge_splits(w4: int, slices: int, store: str) -> str:
 
 GEMV_WG = 256       # work-items of a GEMV work-group
 GEMV_ROWS = 8       # rows of A up to which a GEMM runs as GEMVs
+GEMV_RUN = 12       # float4 loads of the weights an item has in flight at once on a GPU
+GEMV_RUN_CPU = 4    # the same elsewhere (more predicated-off loads cost a CPU's loops)
 
 
-def gemv_width(m: int, k: int, sbk: int, n: int) -> int | None:
+def gemv_width(m: int, k: int, sbk: int, n: int, gpu: bool = False,
+               normalized: bool = False) -> int | None:
     """Items per output column of the GEMV for A [m, k] and B read with stride ``sbk`` along
     k (1: B's columns are contiguous rows of a weights [n, k]), or None where the GEMV does not
-    apply: 16 up to k = 1024, then 64. Fewer items a column read more of it each, with more
-    loads in flight per item, and the GEMV needs fewer work-groups: on the H200 16 items read
-    GPT-2's decode weights at K = 768 in 2.6-2.8 us against 3.2-3.4 at 32 (its LM head 39
-    against 63 us; ``benchmarks/bench_gemv.py``, less the profiling floor), and a persistent
-    step's resident work-groups run them in one round."""
+    apply. A decode step reads weights the L2 does not hold, and a GEMV from HBM is bound by
+    the loads in flight: on a GPU (``gpu``) 64 items a column from k = 512 (GPT-2's K = 768
+    and 3072: 3 and 12 float4 loads an item, all issued at once), 32 from k = 128, else 16; on
+    the H200, weights cycled through copies larger than the L2, 64 items read GPT-2's
+    unnormalized projections 10-20% faster than 16 (BENCHMARKS.md, stateful decoding, 19th
+    round). A ``normalized`` A (norm_gemm) keeps 16 up to k = 1024, then 64: each work-group
+    takes its rows' statistics first, and 64 items a column make four times the work-groups
+    (the LM head's statistics then cost more than its weights). Elsewhere (a CPU's
+    work-items are loop iterations: fewer a column cost less) the same 16, then 64."""
     if m > GEMV_ROWS or sbk != 1 or not n or not k or not m:
         return None
+    if gpu and not normalized:
+        return 64 if k >= 512 else 32 if k >= 128 else 16
     return 16 if k <= 1024 else 64
 
 
 @memoized
 def gemv(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int, tpr: int,
-         norm: tuple | None = None) -> Source:
+         norm: tuple | None = None, run: int = GEMV_RUN) -> Source:
     """C[b] = A[b] @ B[b] (+ epilogue) for A of at most GEMV_ROWS rows, B(k, n) contiguous
     along k (a FullyConnected's weights [N, K] as they are: no reorder), float32; the arguments
-    of every GEMM kernel (kernels.gemm.gemm_args). Each output column gets ``tpr`` items: they read
-    the column's weights as float4 runs, four runs in flight per item, and the rows of A
-    (normalized as they are read with ``norm``: norm_gemm; from the L1 cache after the first
-    column of the work-group) and sum their partials in local memory; the fused epilogue
-    runs on the sums. Memory-bound: each weight is read once per step. A or B not contiguous
-    and 16-byte aligned along k (checked per launch) take scalar loads."""
+    of every GEMM kernel (kernels.gemm.gemm_args). Each output column gets ``tpr`` items; an
+    item issues the float4 loads of its part of the column ``run`` at a time, all before it
+    uses the first (the first run before the LayerNorm's row statistics, ``norm``: norm_gemm,
+    so that their latency hides behind the weights'), then takes the dot products with the
+    rows of A (normalized as they are read; from the L1 cache after the first column of the
+    work-group); the items' partials are summed in local memory and the fused epilogue runs
+    on the sums. Memory-bound: each weight is read once per step. A or B not contiguous and
+    16-byte aligned along k (checked per launch) take scalar loads."""
     args = gemm_args("float", n_extra, extra_dtypes, erank, norm)
     code = stage_code([Stage("v", [], "float")] + list(epilogue),
                        {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
     offs = offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
-
-    def x4(q: str) -> str:  # row m of A at float4 run q (normalized with ``norm``)
-        return norm_value(norm, f"vload4({q}, A + m * sam)", "m", f"4 * ({q})", True)
-
+    x4 = norm_value(norm, "((__global const float4*)(A + m * sam))[q]", "m", "4 * q", True)
     x1 = norm_value(norm, "A[m * sam + k * sak]", "m", "k")
-    step = " + ".join(f"dot(w{u}, {x4(f'q + {u} * TPR')})" for u in range(4))
     text = header([np.float32] + list(extra_dtypes)) + f"""#define WG {GEMV_WG}
 #define TPR {tpr}
 #define COLS (WG / TPR)
 #define MR {GEMV_ROWS}
+#define RUN {run}
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void gemv({', '.join(args)})
 {{
@@ -413,39 +421,53 @@ void gemv({', '.join(args)})
   const int vec = sak == 1 && (sam & 3) == 0 && (K & 3) == 0 &&
       ((aoff + b0 * sa0 + b1 * sa1) & 3) == 0 && ((boff + b0 * sb0 + b1 * sb1) & 3) == 0 &&
       (sbn & 3) == 0;
-  {norm_prologue(norm, GEMV_ROWS, GEMV_WG, "lid", "vec")}
-  float acc[MR];
+  const int K4 = K >> 2;
+  __global const float4* br4 = (__global const float4*)(B + min(n, N - 1) * sbn);
+  float4 w[RUN];
   #pragma unroll
-  for (int m = 0; m < MR; ++m) acc[m] = 0.0f;
+  for (int j = 0; j < RUN; ++j) {{
+    const int q = lane + j * TPR;
+    w[j] = vec && q < K4 ? br4[q] : (float4)(0.0f);
+  }}
+  {norm_prologue(norm, GEMV_ROWS, GEMV_WG, "lid", "vec")}
+  #pragma unroll
+  for (int m = 0; m < MR; ++m) red[m * WG + lid] = 0.0f;
   if (n < N) {{
-    __global const float* br = B + n * sbn;
     if (vec) {{
-      const int K4 = K >> 2;
-      int q = lane;
-      for (; q + 3 * TPR < K4; q += 4 * TPR) {{
-        const float4 w0 = vload4(q, br), w1 = vload4(q + TPR, br);
-        const float4 w2 = vload4(q + 2 * TPR, br), w3 = vload4(q + 3 * TPR, br);
+      for (int q0 = 0;;) {{
+        #pragma unroll 1
+        for (int m = 0; m < M; ++m) {{  // (a loop: the run's weights stay in registers)
+          float part = 0.0f;
+          #pragma unroll
+          for (int j = 0; j < RUN; ++j) {{
+            const int q = q0 + lane + j * TPR;
+            if (q < K4) part += dot(w[j], {x4});
+          }}
+          red[m * WG + lid] += part;
+        }}
+        q0 += RUN * TPR;
+        if (q0 >= K4) break;
         #pragma unroll
-        for (int m = 0; m < MR; ++m)
-          if (m < M) acc[m] += {step};
-      }}
-      for (; q < K4; q += TPR) {{
-        const float4 w0 = vload4(q, br);
-        #pragma unroll
-        for (int m = 0; m < MR; ++m)
-          if (m < M) acc[m] += dot(w0, {x4('q')});
+        for (int j = 0; j < RUN; ++j) {{
+          const int q = q0 + lane + j * TPR;
+          w[j] = q < K4 ? br4[q] : (float4)(0.0f);
+        }}
       }}
     }} else {{
+      __global const float* br = B + n * sbn;
+      float acc[MR];
+      #pragma unroll
+      for (int m = 0; m < MR; ++m) acc[m] = 0.0f;
       for (int k = lane; k < K; k += TPR) {{
-        const float w = br[k];
+        const float wk = br[k];
         #pragma unroll
         for (int m = 0; m < MR; ++m)
-          if (m < M) acc[m] = mad({x1}, w, acc[m]);
+          if (m < M) acc[m] = mad({x1}, wk, acc[m]);
       }}
+      #pragma unroll
+      for (int m = 0; m < MR; ++m) red[m * WG + lid] = acc[m];
     }}
   }}
-  #pragma unroll
-  for (int m = 0; m < MR; ++m) red[m * WG + lid] = acc[m];
   barrier(CLK_LOCAL_MEM_FENCE);
   for (int s = TPR / 2; s > 0; s >>= 1) {{
     if (lane < s)

@@ -141,7 +141,7 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
         cdiv(M, cfg.tsm) * cdiv(N, cfg.tsn) * nb
     tn = skinny_width(p.engine, M, N, nb, tiled_groups)
     f32 = np.dtype(p.out_dtypes[0]) == np.float32
-    gemv = decode.gemv_width(M, Ka, sb[-2], N) if f32 else None
+    gemv = decode.gemv_width(M, Ka, sb[-2], N, gpu, norm is not None) if f32 else None
     pre: list[Launch] = []  # (the normalization of A ahead of a tensor-core GEMM)
     buffers: list = []
     a_ref: list = [("i", b_idx[0])]
@@ -171,8 +171,9 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
                                        len(buffers), norm_out)
         return pre + launches, buffers + more
     if gemv is not None:  # few rows: memory-bound GEMVs over B's contiguous columns
-        src = p.cached(("gemv", gemv, len(edims), norm),
-                       lambda: decode.gemv(stages, n_extra, edt, len(edims), gemv, norm))
+        run = decode.GEMV_RUN if gpu else decode.GEMV_RUN_CPU
+        src = p.cached(("gemv", gemv, len(edims), norm, run),
+                       lambda: decode.gemv(stages, n_extra, edt, len(edims), gemv, norm, run))
         lx, ly = decode.GEMV_WG, 1
         gws = (cdiv(N, decode.GEMV_WG // gemv) * decode.GEMV_WG, 1, max(nb, 1))
     elif tc_plan is not None:  # tensor cores (TF32, or 3xTF32 for float32)

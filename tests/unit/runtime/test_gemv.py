@@ -15,18 +15,33 @@ from netpass import Model, opset
 from netpass.ops import FullyConnected
 from netpass.runtime import compile_program
 from netpass.runtime.impls import Params
+from netpass.runtime.kernels import decode
 from netpass.runtime.kernels.decode import GEMV_ROWS, gemv_width
 from netpass.runtime.kinds import TABLE, legacy
 from netpass.testing import RUNTIME_DEVICE
+
+
+@pytest.fixture(params=["this device's", "a GPU's"])
+def widths(request, monkeypatch):
+    """The GEMV as this device runs it, and as a GPU would (its items a column and loads in
+    flight: kernels.decode.gemv_width), on this device."""
+    if request.param == "a GPU's":
+        choose = decode.gemv_width
+        monkeypatch.setattr(decode, "gemv_width", lambda m, k, sbk, n, gpu=False, normalized=False:
+                            choose(m, k, sbk, n, True, normalized))
+        monkeypatch.setattr(decode, "GEMV_RUN_CPU", decode.GEMV_RUN)
+    return request.param
 
 
 def _f(rng, *shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
-def _ran_gemv(req) -> bool:
+def _ran_gemv(req, widths: str = "this device's") -> bool:
+    """Whether ``req`` ran a GEMV (with a GPU's loads in flight where ``widths`` says so)."""
     net = req.network if hasattr(req, "network") else req._runtime_request.network
-    return any(" gemv(" in key[2] for key in net.kernel_objects)
+    run = f"#define RUN {decode.GEMV_RUN}" if widths == "a GPU's" else ""
+    return any(" gemv(" in key[2] and run in key[2] for key in net.kernel_objects)
 
 
 def _fc_model(rng, k: int, n: int, residual: bool):
@@ -41,11 +56,12 @@ def _fc_model(rng, k: int, n: int, residual: bool):
     return Model([opset.result(y, name="y")], params), w, bias
 
 
-@pytest.mark.parametrize("k, n", [(7, 5), (64, 37), (768, 1001), (1030, 33), (96, 16389),
-                                  (4100, 19)])
-def test_fully_connected_rows_match_numpy(rng, k, n):
-    """Odd K runs the scalar loop, K % 4 == 0 the float4 one; K > 1024 64 items a column
-    (K = 4100: runs of four loads and a tail), else 16; a tail of columns (16389)."""
+@pytest.mark.parametrize("k, n", [(7, 5), (64, 37), (256, 77), (768, 1001), (1030, 33),
+                                  (96, 16389), (3072, 40), (4100, 19), (6400, 9)])
+def test_fully_connected_rows_match_numpy(rng, k, n, widths):
+    """Odd K runs the scalar loop, K % 4 == 0 the float4 one; 16 or 64 items a column by K (16,
+    32 or 64 on a GPU); runs of GEMV_RUN loads an item: part of one (K = 768), one (3072 on a
+    GPU), several and a tail (4100, 6400); a tail of columns (16389)."""
     model, w, bias = _fc_model(rng, k, n, residual=True)
     req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     for rows in (1, 3, GEMV_ROWS):
@@ -53,7 +69,7 @@ def test_fully_connected_rows_match_numpy(rng, k, n):
         got = req.infer({"x": x, "r": r})["y"]
         want = np.maximum(x.astype(np.float64) @ w.T.astype(np.float64) + bias, 0.0) + r
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
-    assert _ran_gemv(req)
+    assert _ran_gemv(req, widths)
     assert req.stats["weight_reorders"] == 0 and req.stats["fused"] == 2 * 3
 
 
@@ -80,11 +96,12 @@ def test_matmul_by_a_transposed_b_with_batch_broadcast(rng):
     assert _ran_gemv(req)
 
 
-@pytest.mark.parametrize("k", [52, 1100, 30])
-def test_layernorm_folded_into_the_gemv(rng, k):
+@pytest.mark.parametrize("k", [52, 1100, 4000, 30])
+def test_layernorm_folded_into_the_gemv(rng, k, widths):
     """compile_model's legacy stage: MVN * gamma + beta -> FullyConnected, one row per step
     with a large mean (the prologue's shifted sums): K = 52 one batch of the prologue's float4
-    loads, 1100 a second one past the row's end, 30 the scalar loop."""
+    loads, 1100 a second one past the row's end, 4000 a second run of weight loads after the
+    prologue, 30 the scalar loop."""
     n = 29
     x = opset.parameter([1, -1, k], np.float32, name="x")
     h = opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt")
@@ -98,7 +115,7 @@ def test_layernorm_folded_into_the_gemv(rng, k):
         feeds = {"x": (30.0 + _f(rng, 1, rows, k)).astype(np.float32)}
         np.testing.assert_allclose(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"],
                                    rtol=2e-4, atol=2e-4)
-    assert _ran_gemv(req) and not any(n.kind == "MVN" for n in cm.runtime.program.nodes)
+    assert _ran_gemv(req, widths) and not any(n.kind == "MVN" for n in cm.runtime.program.nodes)
 
 
 def test_selection_limits():
@@ -109,6 +126,9 @@ def test_selection_limits():
                extra_shapes=[], extra_dtypes=[], engine=None)
     impl = legacy.fully_connected_impl(p, None)
     assert impl.launches[0].source.name == "gemv" and impl.weights_as_given
+    assert gemv_width(1, 768, 1, 3072, True) == 64 and gemv_width(1, 3072, 1, 768, True) == 64
+    assert gemv_width(1, 256, 1, 64, True) == 32 and gemv_width(1, 96, 1, 64, True) == 16
+    assert gemv_width(1, 768, 1, 50257, True, True) == 16  # (a normalized A: norm_gemm)
     assert gemv_width(1, 768, 1, 3072) == 16 and gemv_width(1, 3072, 1, 768) == 64
     assert gemv_width(1, 1024, 1, 64) == 16 and gemv_width(1, 1030, 1, 64) == 64
     assert gemv_width(GEMV_ROWS + 1, 64, 1, 64) is None      # more rows
