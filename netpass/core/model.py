@@ -190,13 +190,21 @@ class Model:
     # -- order --------------------------------------------------------------------------
     def get_ordered_ops(self) -> list[Node]:
         """All ops reachable from results and sinks, producers first (cached)."""
-        if self._ordered is None:
-            roots = [*self._results, *self._sinks, *self._parameters]
-            self._ordered = topological_sort(roots)
-            _Topology.caches.append(weakref.ref(self))
-        return list(self._ordered)
+        return list(self.cached_order())
 
     get_ops = get_ordered_ops
+
+    def cached_order(self) -> list[Node]:
+        """``get_ordered_ops()``'s order itself, not a copy, for a walk that neither changes
+        the list nor keeps it (netpass's whole-graph scans: copying it touched every node's
+        reference count once more to copy and once to free). A graph change drops the cache,
+        not the list, so a walk that rewires keeps going over the order it started with."""
+        order = self._ordered
+        if order is None:
+            order = self._ordered = topological_sort(
+                [*self._results, *self._sinks, *self._parameters])
+            _Topology.caches.append(weakref.ref(self))
+        return order
 
     def drop_cached_order(self) -> None:
         """Release the cached order (and the strong references it holds)."""

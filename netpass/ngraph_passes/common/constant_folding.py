@@ -99,7 +99,7 @@ class ConstantFolding(ModelPass):
     def _fold_graph(model) -> bool:
         constant = Constant
         changed = False
-        for node in model.get_ordered_ops():
+        for node in model.cached_order():
             # What ``fold`` answers None for, told without calling it (this looks at every
             # node, after every stage that changed the model, and finds little): a node
             # without inputs, or whose first input is not a Constant and whose first output

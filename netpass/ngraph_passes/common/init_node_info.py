@@ -11,7 +11,7 @@ class InitNodeInfo(ModelPass):
 
     def run_on_model(self, model) -> bool:
         key = FusedNames.key
-        for node in model.get_ordered_ops():
+        for node in model.cached_order():
             rt = node._rt  # (read directly: this looks at every node, twice in the GNA pipeline)
             if rt is None:
                 node._rt = {key: FusedNames([node.friendly_name])}

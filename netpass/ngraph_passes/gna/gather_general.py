@@ -92,7 +92,7 @@ def nothing_to_sink(model) -> bool:
     model holding no Gather and no such Transpose is left as it is by the three traversals
     (on the static GNA flow, whose Transposes reach the inputs, the three traversals looked at
     the whole graph for nothing). A model with bodies is not looked into: the traversals run."""
-    for n in model.get_ordered_ops():
+    for n in model.cached_order():
         if isinstance(n, (Gather, MultiSubGraphOp)):
             return False
         if isinstance(n, Transpose) and unsupported_transpose(n.output(0)) and (

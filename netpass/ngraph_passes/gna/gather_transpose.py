@@ -174,7 +174,7 @@ class GatherSinkingTranspose(ModelPass):
 
     def run_on_model(self, model) -> bool:
         if not any(isinstance(n, MultiSubGraphOp) or isinstance(n, Gather) and
-                   flat_gather(n) is not None for n in model.get_ordered_ops()):
+                   flat_gather(n) is not None for n in model.cached_order()):
             return False
         manager = nested_manager(self.get_pass_config(), "GatherSinkingTranspose")
         manager.register_pass(GatherSinkingTransposeForward())

@@ -161,7 +161,7 @@ def at_model_edge(node: Node) -> bool:
 
 def interior_layout_ops(model) -> list[Node]:
     """Transposes GNA cannot run and Gathers that are not at the model's edges."""
-    ops = model.get_ordered_ops()
+    ops = model.cached_order()
     bad: list[Node] = []
     # (the Transposes and Gathers picked out at C level: this looks at every node of the model)
     for n in compress(ops, map(isinstance, ops, repeat((Transpose, Gather)))):

@@ -167,7 +167,7 @@ class GnaTransposeRewrites(GraphRewrite):
             self.add_matcher(p())
 
     def run_on_model(self, model) -> bool:
-        ops = model.get_ordered_ops()
+        ops = model.cached_order()
         kinds = set(map(type, ops))
         # (the Transposes picked out at C level: this looks at every node of the model)
         transposes = compress(ops, map(isinstance, ops, repeat(Transpose))) \
@@ -244,7 +244,7 @@ class RescueStuckTransposes(ModelPass):
         # (reductions that left their data two readers read one Transpose, then backward
         # again, until none moves; a reduction moves once per level it climbs, so the number
         # of ops bounds the rounds)
-        ops = model.get_ops()
+        ops = model.cached_order()
         if any(isinstance(n, REDUCTION_TYPES) and not n.keep_dims for n in ops):
             for _ in range(len(ops)):
                 if not run_then_fold(model, user.copy(), GraphRewrite(TSReductionAlign()),
@@ -351,7 +351,7 @@ class GnaTransformationsPipeline(ModelPass):
         return members
 
     def _run(self, model) -> None:
-        types = {type(n) for n in model.get_ordered_ops()}
+        types = set(map(type, model.cached_order()))
         if ScaledDotProductAttention in types:  # its decomposition (Preparation) adds MatMuls
             types.add(MatMul)
         # The caller's config is read, never changed: the members run under a copy holding

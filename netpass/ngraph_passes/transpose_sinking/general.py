@@ -66,7 +66,7 @@ class TSResetNoSinkingAttribute(ModelPass):
     """Clears the no_transpose_sinking marks that sinking left."""
 
     def run_on_model(self, model) -> bool:
-        for node in model.get_ordered_ops():
+        for node in model.cached_order():
             rt = node._rt  # (read directly: this looks at every node; marks are rare)
             if rt and NO_SINKING in rt:
                 reset_no_sinking(node)

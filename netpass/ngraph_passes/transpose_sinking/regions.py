@@ -303,7 +303,7 @@ class TSBackwardRegions(ModelPass):
         config = self.get_pass_config()
         if any(config.is_disabled(m) or config.has_callback(m) for m in BACKWARD):
             return False
-        ops = model.get_ordered_ops()
+        ops = model.cached_order()
         if any(n._rt and NO_SINKING in n._rt for n in ops if isinstance(n, Transpose)):
             return False
         shadow = _Sweep(ops)

@@ -139,6 +139,19 @@ def test_order_cache_invalidated_on_mutation():
     assert b in m.get_ordered_ops() and b not in first
 
 
+def test_cached_order_is_the_order_itself_until_a_change():
+    x = parameter([2], name="x")
+    a = neg(x)
+    m = Model([a], [x])
+    shared = m.cached_order()
+    assert shared == m.get_ordered_ops() and m.cached_order() is shared
+    assert m.get_ordered_ops() is not shared  # callers of get_ordered_ops get a copy
+    b = neg(a)
+    m.results[0].input(0).replace_source_output(b.output(0))
+    # the change drops the cache, not the list a walk may still be reading
+    assert b not in shared and m.cached_order() is not shared and b in m.cached_order()
+
+
 def test_topological_sort_detects_cycle_after_earlier_sorts():
     from netpass.core.model import topological_sort
     from netpass.errors import NetpassError
