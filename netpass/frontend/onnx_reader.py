@@ -383,12 +383,16 @@ def _convert_body(graph: onnx.GraphProto, nodes: list[NodeFields], opset: int, v
         p.output(0).names.add(vi.name)
         values[vi.name] = p.output(0)
         params.append(p)
+    rules: dict[tuple[str, int, str], Callable | None] = {}  # one registry look-up per op kind
     for fields in nodes:
-        _convert_node(fields, values, opset)
+        _convert_node(fields, values, opset, rules)
     return params
 
 
-def _convert_node(fields: NodeFields, values: Scope, opset: int) -> None:
+def _convert_node(fields: NodeFields, values: Scope, opset: int,
+                  rules: dict[tuple[str, int, str], Callable | None] | None = None) -> None:
+    """Convert one node into ``values``; ``rules`` caches the import rule per (op type,
+    version, domain) over a graph's nodes."""
     proto = fields.proto
     label = fields.label
     default = fields.domain in DEFAULT_DOMAINS
@@ -397,7 +401,15 @@ def _convert_node(fields: NodeFields, values: Scope, opset: int) -> None:
         raise ModelFormatError(f"ONNX node '{label}' ({proto.op_type}): the model imports no "
                                "default-domain ONNX opset")
     version = opset if default else values.domains.get(domain)
-    rule = find_onnx_rule(fields.op_type, version, domain) if version is not None else None
+    rule = None
+    if version is not None:
+        key = (fields.op_type, version, domain)
+        if rules is None or key not in rules:
+            rule = find_onnx_rule(*key)
+            if rules is not None:
+                rules[key] = rule
+        else:
+            rule = rules[key]
     lookup = values.lookup
     inputs: list[Output | None] = [lookup(name) if name else None for name in fields.input]
     convert: Callable[[OnnxNodeContext], Any]
