@@ -115,7 +115,10 @@ def validate_changes(pass_name: str, model: Model, log: ChangeLog) -> int:
         raise PassValidationError(pass_name, e, e.node) from e
     seen = {id(n) for n in checked}
     linted = checked + [n for n in log.refreshed_nodes() if id(n) not in seen and in_graph(n)]
-    problems = _lint_nodes(model, linted, [n for n in log.sources() if in_graph(n)])
+    # (only the Parameters among the sources are linted: the Constants rewired in, thousands
+    # after a sinking stage, are not asked whether they are in the model)
+    problems = _lint_nodes(model, linted, [n for n in log.sources()
+                                           if isinstance(n, Parameter) and in_graph(n)])
     if problems:
         lint_error = LintError(problems)
         raise PassValidationError(pass_name, lint_error) from lint_error
