@@ -10,7 +10,9 @@ Each TPR is forced through ``kernels.decode.gemv_width`` on a model compiled for
 the runtime's own choice is marked. Kernel times are OpenCL profiling events (the median of
 ``--reps`` infers after a warm-up), torch's CUDA events around ``x @ W.T``; the floor is a
 4-element Add under the same events (what a launch costs the event timestamps by itself).
-Writes ``bench_gemv.json`` to ``$OUT`` when set.
+Writes ``bench_gemv.json`` to ``$OUT`` when set. The weights are one buffer read again and
+again, which a large L2 holds (the H200's 50 MB: all but the LM head); a decode step reads its
+weights from HBM, as ``bench_gemv_hbm.py`` does.
 """
 from __future__ import annotations
 
