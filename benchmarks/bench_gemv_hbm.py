@@ -79,6 +79,20 @@ NORM = (1e-5, True, True, True, True, False)  # (kernels.gemm.norm_prologue's pa
 COPIES_BYTES = 160e6
 
 
+def behind_spin(cl, q, spin, work, reps: int) -> float:
+    """Median wall of ``spin`` (a kernel holding the in-order queue ``q``) then ``work()``
+    enqueued behind it, until the queue has run both."""
+    walls = []
+    for _ in range(reps):
+        q.finish()
+        t = time.perf_counter()
+        cl.enqueue_nd_range_kernel(q, spin, (1,), (1,))
+        work()
+        q.finish()
+        walls.append(time.perf_counter() - t)
+    return statistics.median(walls)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="GPU")
@@ -93,18 +107,7 @@ def main() -> None:
     stamp = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 64)
     spin.set_args(stamp, np.uint64(3_000_000))
 
-    def behind_spin(launch, reps: int = 7) -> float:
-        walls = []
-        for _ in range(reps):
-            q.finish()
-            t = time.perf_counter()
-            cl.enqueue_nd_range_kernel(q, spin, (1,), (1,))
-            launch()
-            q.finish()
-            walls.append(time.perf_counter() - t)
-        return statistics.median(walls)
-
-    spin_s = behind_spin(lambda: None, 9)
+    spin_s = behind_spin(cl, q, spin, lambda: None, 9)
     rng = np.random.default_rng(0)
     mf = cl.mem_flags
     rows = []
@@ -154,7 +157,7 @@ def main() -> None:
             def launches(kernels=kernels, gws=gws):
                 for i in range(args.reps):
                     cl.enqueue_nd_range_kernel(q, kernels[i % copies], gws, (256,))
-            us = 1e6 * (behind_spin(launches) - spin_s) / args.reps
+            us = 1e6 * (behind_spin(cl, q, spin, launches, 7) - spin_s) / args.reps
             row[label] = {"us": us, "tb_per_s": w.nbytes / us / 1e6,
                           "err": float(np.abs(got - want).max() / np.abs(want).max())}
         rows.append(row)

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_decode import _config, load_or_export, step_feeds  # noqa: E402
-from bench_gemv_hbm import SPIN  # noqa: E402
+from bench_gemv_hbm import SPIN, behind_spin  # noqa: E402
 
 import netpass  # noqa: E402
 from netpass.generation import stateful_decoder  # noqa: E402
@@ -65,18 +65,7 @@ def main() -> None:
     spun = cl.Buffer(q.context, cl.mem_flags.READ_WRITE, 64)  # (kept: the kernel holds no ref)
     spin.set_args(spun, np.uint64(3_000_000))
 
-    def behind_spin(work, reps: int) -> list[float]:
-        walls = []
-        for _ in range(reps):
-            q.finish()
-            t = time.perf_counter()
-            cl.enqueue_nd_range_kernel(q, spin, (1,), (1,))
-            work()
-            q.finish()
-            walls.append(time.perf_counter() - t)
-        return walls
-
-    spin_s = statistics.median(behind_spin(lambda: None, 9))
+    spin_s = behind_spin(cl, q, spin, lambda: None, 9)
     prompt = np.random.default_rng(0).integers(0, dec.vocab, (1, 128))
     state = {"out": None, "past": 0}
 
@@ -95,12 +84,12 @@ def main() -> None:
         t = time.perf_counter()
         step()
         walls.append(time.perf_counter() - t)
-    device = statistics.median(behind_spin(step, 30)) - spin_s
+    device = behind_spin(cl, q, spin, step, 30) - spin_s
 
     def prompt_only() -> None:
         req.reset_state()
         req.infer(step_feeds(prompt, 0))
-    prompt_device = statistics.median(behind_spin(prompt_only, 9)) - spin_s
+    prompt_device = behind_spin(cl, q, spin, prompt_only, 9) - spin_s
     print(f"{args.arch} on {net.engine.device.name.strip()}: decode step wall "
           f"{1e3 * statistics.median(walls):.3f} ms, device {1e3 * device:.3f} ms; prompt 128 "
           f"device {1e3 * prompt_device:.3f} ms ({net.stats['kernels_enqueued']} launches so far)")
@@ -114,7 +103,7 @@ def main() -> None:
         def launches(kern=kern, gws=gws):
             for _ in range(66):
                 cl.enqueue_nd_range_kernel(q, kern, (gws,), (256,))
-        per = (statistics.median(behind_spin(launches, 9)) - spin_s) / 66
+        per = (behind_spin(cl, q, spin, launches, 9) - spin_s) / 66
         print(f"  66 launches of {label} back to back: {1e6 * per:.2f} us each on the device")
 
 

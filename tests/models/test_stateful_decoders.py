@@ -216,45 +216,42 @@ def test_a_new_request_after_a_grown_one_fills_its_own_caches(plain_models, name
     _check_same_generation(fresh, want, f"{name}: a new request after a grown one")
 
 
-def test_a_prompt_after_reset_replays_the_plan_new_requests_built(plain_models):
-    """Step plans are kept per layout of the variables' buffers. A request reset after a
-    short generation has the buffers a new request's prompt gets: it replays the plan that
-    new requests built for that prompt (its strides are the same), and decodes as alone."""
+def _replays_again_as_alone(plain_models, prompt_len: int, warm_requests: int,
+                            new_tokens: int) -> None:
+    """``warm_requests`` generations of a prompt, each on a new request of a GPT-2's compiled
+    model; then one request generates ``new_tokens`` after the same prompt, is reset, and its
+    next prompt must replay a step plan (at most 2 shape updates) and decode as alone."""
     dec, model, stateful = plain_models["gpt2"]
     cm = netpass.compile_model(stateful, RUNTIME_DEVICE, {"TRANSFORMATIONS": "NONE"})
     decoder = GreedyDecoder(cm)
-    prompt = _prompt(dec, length=9)
-    for _ in range(3):  # (checked, met, then the plan built: each on a new request)
+    prompt = _prompt(dec, length=prompt_len)
+    for _ in range(warm_requests):
         decoder.generate(prompt, 1)
     req = cm.create_infer_request()
-    decoder.generate(prompt, 4, req)
-    before = req.stats["shape_updates"]
-    again = decoder.generate(prompt, 1, req)
-    assert req.stats["shape_updates"] - before <= 2  # (the prompt replayed its plan)
-    like = netpass.compile_model(model, "REFERENCE", {"TRANSFORMATIONS": "NONE"})
-    want = GreedyDecoder(_OrtCompiled(dec.onnx, like), find_kv_cache_pairs(model)).generate(
-        prompt, 1)
-    _check_same_generation(again, want, "a prompt after reset, replayed")
-
-
-def test_a_request_second_prompt_replays_the_plan_its_first_built(plain_models):
-    """A new request's first prompt gives the variables their buffers; its next prompt, after
-    reset_state, meets those buffers (a layout key never seen) and replays the plan the
-    first one built instead of running the per-primitive path, and decodes as alone."""
-    dec, model, stateful = plain_models["gpt2"]
-    cm = netpass.compile_model(stateful, RUNTIME_DEVICE, {"TRANSFORMATIONS": "NONE"})
-    decoder = GreedyDecoder(cm)
-    prompt = _prompt(dec, length=11)
-    decoder.generate(prompt, 1)  # (the prompt's binding checked, on a request of its own)
-    req = cm.create_infer_request()
-    decoder.generate(prompt, 5, req)
+    decoder.generate(prompt, new_tokens, req)
     before = req.stats["shape_updates"]
     again = decoder.generate(prompt, 1, req)
     assert req.stats["shape_updates"] - before <= 2  # (the prompt replayed a plan)
     like = netpass.compile_model(model, "REFERENCE", {"TRANSFORMATIONS": "NONE"})
     want = GreedyDecoder(_OrtCompiled(dec.onnx, like), find_kv_cache_pairs(model)).generate(
         prompt, 1)
-    _check_same_generation(again, want, "a request's second prompt, replayed")
+    _check_same_generation(again, want, "a prompt after reset, replayed")
+
+
+def test_a_prompt_after_reset_replays_the_plan_new_requests_built(plain_models):
+    """Step plans are kept per layout of the variables' buffers. A request reset after a
+    short generation has the buffers a new request's prompt gets: it replays the plan that
+    new requests built for that prompt (checked, met, then built: each on a new request; its
+    strides are the same), and decodes as alone."""
+    _replays_again_as_alone(plain_models, 9, 3, 4)
+
+
+def test_a_request_second_prompt_replays_the_plan_its_first_built(plain_models):
+    """A new request's first prompt gives the variables their buffers; its next prompt, after
+    reset_state, meets those buffers (a layout key never seen) and replays the plan the
+    first one built instead of running the per-primitive path (the binding checked before on
+    a request of its own), and decodes as alone."""
+    _replays_again_as_alone(plain_models, 11, 1, 5)
 
 
 @pytest.mark.parametrize("device", ["REFERENCE", RUNTIME_DEVICE])
