@@ -41,6 +41,7 @@ from .length_steps import (
 from .memory import Tensor, reusable
 from .step_plan import (
     CHECKED,
+    FIRST_FLUSH,
     IMPL_BUFFER,
     WEIGHTS,
     GeneralEntry,
@@ -55,7 +56,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from .network import Network
 
 FIXED, MOVING, VIEW, MOVING_VIEW, STATE, GENERAL, GROUP, HOST, SHAPE = range(9)
-FIRST_FLUSH = 4    # primitives after which a step's first kernels go to the device
 FLUSH_EVERY = 16   # then the queue is flushed every so many primitives
 
 

@@ -53,6 +53,7 @@ if TYPE_CHECKING:  # pragma: no cover
 # argument slot sources: a program node index, or one of these markers (CHECKED - index: a
 # source whose output may be a host value)
 WEIGHTS, IMPL_BUFFER, CHECKED = -1, -2, -3
+FIRST_FLUSH = 4    # primitives after which a replay's first kernels go to the device
 
 
 class KernelEntry:
@@ -355,7 +356,10 @@ class StepPlan:
         return plan
 
     def run(self, net: Network, flush_every: int) -> None:
-        """Replay on ``net`` (an infer request in symbolic mode with this plan's binding)."""
+        """Replay on ``net`` (an infer request in symbolic mode with this plan's binding). The
+        queue is flushed after the first FIRST_FLUSH entries (the device starts on the first
+        kernels while the host enqueues the rest: a prompt's kernels outlast their enqueues),
+        then every ``flush_every``."""
         insts = net.insts
         stats = net.stats
         launcher = net.launcher
@@ -486,7 +490,7 @@ class StepPlan:
                 inst.execute()
             inst.stamp = epoch
             count += 1
-            if count % flush_every == 0:
+            if count % flush_every == 0 or count == FIRST_FLUSH:
                 queue.flush()
         stats["primitives"] += self.n_kernels
         stats["impl_cache_hits"] += self.n_kernels
