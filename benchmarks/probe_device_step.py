@@ -5,7 +5,8 @@
 A spin kernel (a loop on NVIDIA's ``%globaltimer``; a counted loop elsewhere) holds the
 request's in-order queue while the host enqueues a whole step behind it, so the step then runs
 at the device's pace: device time = wall(spin + step) - wall(spin alone). Beside it the step's
-plain wall time: a step is host-bound where its wall exceeds its device time. Then the
+and the prompt's plain wall time (a prompt after ``reset_state``: the time to first token):
+either is host-bound where its wall exceeds its device time. Then the
 device's cost of back-to-back launches of a tiny kernel and of a kernel reading 9.4 MB (one
 buffer, L2-resident after the first launch), queued the same way. The model is
 ``bench_decode``'s (GPT-2 small's config by default), prompt 128.
@@ -90,9 +91,16 @@ def main() -> None:
         req.reset_state()
         req.infer(step_feeds(prompt, 0))
     prompt_device = behind_spin(cl, q, spin, prompt_only, 9) - spin_s
+    prompt_walls = []
+    for _ in range(9):
+        req.reset_state()
+        t = time.perf_counter()
+        req.infer(step_feeds(prompt, 0))
+        prompt_walls.append(time.perf_counter() - t)
     print(f"{args.arch} on {net.engine.device.name.strip()}: decode step wall "
           f"{1e3 * statistics.median(walls):.3f} ms, device {1e3 * device:.3f} ms; prompt 128 "
-          f"device {1e3 * prompt_device:.3f} ms ({net.stats['kernels_enqueued']} launches so far)")
+          f"wall {1e3 * statistics.median(prompt_walls):.3f} ms, device "
+          f"{1e3 * prompt_device:.3f} ms ({net.stats['kernels_enqueued']} launches so far)")
     a = cl.Buffer(q.context, cl.mem_flags.READ_WRITE, 4 * 4096)
     w = cl.Buffer(q.context, cl.mem_flags.READ_WRITE, 768 * 3072 * 4)
     y = cl.Buffer(q.context, cl.mem_flags.READ_WRITE, 3072 * 4)
