@@ -459,10 +459,9 @@ class Network:
                 # a plan is built when a binding comes back (a decoder with past keys and
                 # values meets each length once: its steps sample a length family instead),
                 # also when it was met under other layouts of the variables (a prompt after
-                # reset_state in a request whose caches grew past a new request's)
-                # A new request's first prompt builds at once: its next prompt meets the
-                # buffers this one sized, a key never seen, and replays this plan through
-                # _new_request_plan (a generation's second prompt had paid the full path).
+                # reset_state in a request whose caches grew past a new request's), and at a
+                # new request's first prompt: its next prompt meets the buffers this one
+                # sized, a key never seen, and replays this plan (_new_request_plan)
                 met = self.compiled.plan_bindings
                 again = plan is SEEN or plan is None and (
                     self.binding_values in met or self._new_buffers())
