@@ -77,6 +77,17 @@ SHAPES = [("qkv", 768, 2304, True), ("attn_out", 768, 768, False), ("mlp_up", 76
           ("mlp_down", 3072, 768, False), ("lm_head", 768, 50257, True)]
 NORM = (1e-5, True, True, True, True, False)  # (kernels.gemm.norm_prologue's parameters)
 COPIES_BYTES = 160e6
+SPIN_NS = 3_000_000  # (3 ms: longer than the host takes to enqueue what is timed behind it)
+
+
+def spin_kernel(cl, ctx, device) -> tuple:
+    """(the spin kernel holding a queue for SPIN_NS, its output buffer: kept alive by the
+    caller, as the kernel holds no reference) on ``device``'s context ``ctx``."""
+    nvidia = "NVIDIA" in device.platform.name
+    spin = cl.Kernel(cl.Program(ctx, SPIN).build(options=["-DNV"] if nvidia else []), "spin")
+    out = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 64)
+    spin.set_args(out, np.uint64(SPIN_NS))
+    return spin, out
 
 
 def behind_spin(cl, q, spin, work, reps: int) -> float:
@@ -102,10 +113,7 @@ def main() -> None:
     cl, ctx = engine.cl, engine.context
     q = engine.new_queue()
     gpu = engine.is_gpu
-    opts = ["-DNV"] if "NVIDIA" in engine.device.platform.name else []
-    spin = cl.Kernel(cl.Program(ctx, SPIN).build(options=opts), "spin")
-    stamp = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 64)
-    spin.set_args(stamp, np.uint64(3_000_000))
+    spin, _spun = spin_kernel(cl, ctx, engine.device)
 
     spin_s = behind_spin(cl, q, spin, lambda: None, 9)
     rng = np.random.default_rng(0)

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_decode import _config, load_or_export, step_feeds  # noqa: E402
-from bench_gemv_hbm import SPIN, behind_spin  # noqa: E402
+from bench_gemv_hbm import behind_spin, spin_kernel  # noqa: E402
 
 import netpass  # noqa: E402
 from netpass.generation import stateful_decoder  # noqa: E402
@@ -55,16 +55,13 @@ def main() -> None:
     model = stateful_decoder(netpass.read_model(dec.onnx), last_logits=True)
     cm = netpass.compile_model(model, args.device,
                                {"TRANSFORMATIONS": "NONE", **_config(args.config)})
-    req = cm.create_infer_request()
-    net = cm.runtime is not None and req._runtime_request.network
-    if not net:
+    if cm.runtime is None:
         raise SystemExit("the probe needs the OpenCL runtime")
+    req = cm.create_infer_request()
+    net = req._runtime_request.network
     q, cl = net.queue, net.engine.cl
-    nv = "NVIDIA" in net.engine.device.platform.name
-    prog = cl.Program(q.context, SPIN + TINY).build(options=["-DNV"] if nv else [])
-    spin = cl.Kernel(prog, "spin")
-    spun = cl.Buffer(q.context, cl.mem_flags.READ_WRITE, 64)  # (kept: the kernel holds no ref)
-    spin.set_args(spun, np.uint64(3_000_000))
+    spin, _spun = spin_kernel(cl, q.context, net.engine.device)
+    prog = cl.Program(q.context, TINY).build()
 
     spin_s = behind_spin(cl, q, spin, lambda: None, 9)
     prompt = np.random.default_rng(0).integers(0, dec.vocab, (1, 128))

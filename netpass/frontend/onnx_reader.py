@@ -390,7 +390,7 @@ def _convert_body(graph: onnx.GraphProto, nodes: list[NodeFields], opset: int, v
 
 
 def _convert_node(fields: NodeFields, values: Scope, opset: int,
-                  rules: dict[tuple[str, int, str], Callable | None] | None = None) -> None:
+                  rules: dict[tuple[str, int, str], Callable | None]) -> None:
     """Convert one node into ``values``; ``rules`` caches the import rule per (op type,
     version, domain) over a graph's nodes."""
     proto = fields.proto
@@ -404,12 +404,7 @@ def _convert_node(fields: NodeFields, values: Scope, opset: int,
     rule = None
     if version is not None:
         key = (fields.op_type, version, domain)
-        if rules is None or key not in rules:
-            rule = find_onnx_rule(*key)
-            if rules is not None:
-                rules[key] = rule
-        else:
-            rule = rules[key]
+        rule = rules[key] if key in rules else rules.setdefault(key, find_onnx_rule(*key))
     lookup = values.lookup
     inputs: list[Output | None] = [lookup(name) if name else None for name in fields.input]
     convert: Callable[[OnnxNodeContext], Any]
@@ -480,8 +475,9 @@ def _expand_function(proto: onnx.NodeProto, inputs: list[Output | None],
     for formal in function.input[len(inputs):]:
         scope.omitted.add(formal)
     body_opset = function_opset(function, opset)
+    rules: dict[tuple[str, int, str], Callable | None] = {}
     for node in function.node:
-        _convert_node(NodeFields(with_attributes(node, attrs)), scope, body_opset)
+        _convert_node(NodeFields(with_attributes(node, attrs)), scope, body_opset, rules)
     return [scope[name] for name in function.output[:len(proto.output)]]
 
 
