@@ -35,6 +35,7 @@ from .primitive.update_shape import SYMBOLIC_RECORDS
 from .program import Program
 from .program_node import ProgramNode
 from .shape_predictor import ShapePredictor
+from .staging import PinnedStaging, new_host_array
 from .state import VariableStore
 from .step_plan import StepPlan
 from .symbolic import SymbolicShapes
@@ -60,6 +61,8 @@ class Network:
         self.engine = compiled.engine
         self.queue = self.engine.new_queue()
         self.launcher = make_launcher(self.engine, self.queue)
+        # large reads go through pinned memory where the device's memory is not the host's
+        self.staging = None if self.engine.host_memory else PinnedStaging(self.engine, self.queue)
         self.kernel_objects: dict = {}  # (node index, launch slot, source) -> KernelHandle
         self.profiling = compiled.profiling
         self.stats: dict[str, Any] = dict.fromkeys(STAT_KEYS, 0)
@@ -263,14 +266,14 @@ class Network:
         return into
 
     def host_values(self, refs: list[tuple[PrimitiveInst, int]]) -> list[np.ndarray]:
-        """Host arrays of the given outputs; device values are read back with one wait. The
-        wait is timed from the first read: a read enqueue may itself block until the queue
-        has run (PoCL does), so timing ``finish`` alone would count device time as host time."""
+        """Host arrays of the given outputs; device values are read back with one wait (large
+        ones through the request's pinned region: :mod:`~netpass.runtime.staging`). The wait
+        is timed from the first read: a read enqueue may itself block until the queue has run
+        (PoCL does), so timing ``finish`` alone would count device time as host time."""
         if self.debug:
             for inst, k in refs:
                 check_read(self, inst, k)
-        pending = []
-        t0 = time.perf_counter()
+        pending = []  # (inst, k, array, byte offset in the buffer)
         for inst, k in refs:
             if not inst.host_valid[k]:
                 t = inst.outputs[k]
@@ -280,38 +283,40 @@ class Network:
                 arr = t.alloc.host
                 if arr is not None and t.offset == 0 and t.strides is None and arr.shape == t.shape:
                     # the buffer's memory is the array: a read onto itself (in-order queue)
-                    self.launcher.read(arr, t.alloc.buffer, 0)
-                    pending.append((inst, k, arr))
-                    continue
-                arr = self._host_array(t, inst, k)
-                if arr.size:
-                    self.launcher.read(arr, t.alloc.buffer, t.offset * t.dtype.itemsize)
-                pending.append((inst, k, arr))
-        if pending:
-            self.queue.finish()
-            self.stats["host_wait_s"] += time.perf_counter() - t0
-            self.stats["host_waits"] += 1
-            for inst, k, arr in pending:
-                t = inst.outputs[k]
-                if t.strides is not None:  # a permuted view: gather it from the region read
-                    it = arr.itemsize
-                    arr = np.lib.stride_tricks.as_strided(
-                        arr, t.shape, tuple(s * it for s in t.strides)).copy()
-                inst.host[k] = arr
-                inst.host_valid[k] = True
+                    pending.append((inst, k, arr, 0))
+                else:
+                    pending.append((inst, k, new_host_array(t, inst, k),
+                                    t.offset * t.dtype.itemsize))
+        if not pending:
+            return [inst.host[k] for inst, k in refs]
+        stage = self.staging
+        spans = [stage.span(a.nbytes) if stage is not None and stage.wanted(a.nbytes)
+                 else 0 for _, _, a, _ in pending]
+        region = stage.reserve(sum(spans)) if any(spans) else None
+        t0 = time.perf_counter()
+        start, staged = 0, []
+        for (inst, k, arr, offset), span in zip(pending, spans):
+            if span:
+                into = region[start:start + arr.nbytes]  # type: ignore[index]
+                self.launcher.read(into, inst.outputs[k].alloc.buffer, offset)
+                staged.append((arr, into))
+                start += span
+            elif arr.size:
+                self.launcher.read(arr, inst.outputs[k].alloc.buffer, offset)
+        self.queue.finish()
+        self.stats["host_wait_s"] += time.perf_counter() - t0
+        self.stats["host_waits"] += 1
+        for arr, into in staged:
+            arr.reshape(-1).view(np.uint8)[:] = into
+        for inst, k, arr, _ in pending:
+            t = inst.outputs[k]
+            if t.strides is not None:  # a permuted view: gather it from the region read
+                it = arr.itemsize
+                arr = np.lib.stride_tricks.as_strided(
+                    arr, t.shape, tuple(s * it for s in t.strides)).copy()
+            inst.host[k] = arr
+            inst.host_valid[k] = True
         return [inst.host[k] for inst, k in refs]
-
-    @staticmethod
-    def _host_array(t: Tensor, inst: PrimitiveInst, k: int) -> np.ndarray:
-        """A new array to read ``t`` (output ``k`` of ``inst``) into."""
-        shape = (t.extent(),) if t.strides is not None else t.shape
-        try:
-            return np.empty(shape, dtype=t.dtype)
-        except MemoryError as e:
-            n = int(np.prod(shape, dtype=np.int64)) * t.dtype.itemsize
-            raise AllocationError(f"allocating {n} bytes on the host for output {k} of "
-                                  f"{inst.node.kind} '{inst.node.name}' {list(t.shape)} "
-                                  "failed") from e
 
     # -- a whole inference ------------------------------------------------------------------------
     def set_input(self, inst: PrimitiveInst, arr: Any) -> None:

@@ -9,9 +9,9 @@ import pytest
 import netpass
 from netpass import Model, opset
 from netpass.errors import NetpassError, OutputTooLargeError
-from netpass.runtime import compile_program
+from netpass.runtime import compile_program, staging
+from netpass.runtime import network as network_module
 from netpass.runtime.device import Engine
-from netpass.runtime.network import Network
 from netpass.runtime.outputs import default_max_output_bytes
 from netpass.testing import RUNTIME_DEVICE
 
@@ -102,13 +102,39 @@ def test_outputs_are_written_in_place_on_a_host_memory_device(rng, monkeypatch):
     def no_copy(*args):
         raise AssertionError("an output was copied")
 
-    monkeypatch.setattr(Network, "_host_array", staticmethod(no_copy))
+    monkeypatch.setattr(network_module, "new_host_array", no_copy)
     for rows in (1, 5, 5, 2):
         feeds = {"x": rng.standard_normal((rows, 8)).astype(np.float32)}
         out = req.infer(feeds)
         ref = netpass.reference.infer(_mlp(), feeds)
         np.testing.assert_allclose(out["y"], ref["y"], rtol=1e-5, atol=1e-6)
         assert out["y"].flags.owndata and out["y"].flags.writeable
+
+
+def test_large_outputs_are_read_through_the_pinned_region(rng, monkeypatch):
+    """A request whose device memory is not the host's reads its large outputs into its own
+    pinned region, then copies them into new arrays: each returned array is the caller's (the
+    next infer reuses the region), the region grows to the largest wait and no further. Forced
+    on PoCL (in-place outputs off, every read large)."""
+    from netpass.runtime import outputs
+    monkeypatch.setattr(outputs, "ZERO_COPY_MIN_BYTES", 1 << 40)
+    monkeypatch.setattr(staging, "PINNED_MIN_BYTES", 0)
+    model = _mlp()
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
+    net = req.network
+    net.staging = staging.PinnedStaging(net.engine, net.queue)
+    kept, sizes = [], []
+    for rows in (2, 70, 3, 70, 1):
+        feeds = {"x": rng.standard_normal((rows, 8)).astype(np.float32)}
+        out = req.infer(feeds)
+        assert all(a.flags.owndata for a in out.values())
+        sizes.append(net.staging.region.nbytes)
+        kept.append((out, netpass.reference.infer(model, feeds)))
+    for out, ref in kept:
+        for name in ref:
+            np.testing.assert_allclose(out[name], ref[name], rtol=1e-5, atol=1e-6)
+    # y and s in 256-byte spans: 2 rows 256 + 256 bytes, 70 rows 1792 + 2304
+    assert sizes == [512, 4096, 4096, 4096, 4096]
 
 
 def test_an_output_returned_twice_is_two_arrays(rng):
