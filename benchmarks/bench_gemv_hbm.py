@@ -108,6 +108,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="GPU")
     ap.add_argument("--reps", type=int, default=48, help="launches per timing")
+    ap.add_argument("--widths", default="", help="comma-separated items per column to time the "
+                    "runtime's kernel at too (a sweep beside gemv_width's choice)")
     args = ap.parse_args()
     engine = Engine.get(select_device(args.device))
     cl, ctx = engine.cl, engine.context
@@ -135,18 +137,21 @@ def main() -> None:
         xb, xnb, gb, bb = const(x), const(xn), const(g), const(b)
         yb = cl.Buffer(ctx, mf.READ_WRITE, n * 4)
         tpr = decode.gemv_width(1, k, 1, n, gpu, norm)
-        run = decode.GEMV_RUN if gpu else decode.GEMV_RUN_CPU
-        src = decode.gemv([], 0, [], 0, tpr, NORM if norm else None, run)
-        prog = cl.Program(ctx, src.text).build()
         ints = np.array([0, 0, 0] + ([0, 0] if norm else []) + [1, n, k, 1, 0, 0, k, 1, 0, 0, 1, k],
                         np.int32)  # (gemm_args' ints, packed: kernels.pack_scalars)
 
-        def runtime_kernel(wb):
-            kern = cl.Kernel(prog, src.name)
-            for i, buf in enumerate([xb, wb, yb] + ([gb, bb] if norm else [])):
-                kern.set_arg(i, buf)
-            kern.set_arg(5 if norm else 3, ints)
-            return kern
+        def runtime_at(width):
+            src = decode.gemv([], 0, [], 0, width, NORM if norm else None,
+                              decode.gemv_run(k, width, gpu), 1)
+            prog = cl.Program(ctx, src.text).build()
+
+            def make(wb):
+                kern = cl.Kernel(prog, src.name)
+                for i, buf in enumerate([xb, wb, yb] + ([gb, bb] if norm else [])):
+                    kern.set_arg(i, buf)
+                kern.set_arg(5 if norm else 3, ints)
+                return kern
+            return make
         ref_prog = cl.Program(ctx, REFERENCE).build(options=[f"-DK={k}", "-DTPR=64"])
 
         def reference_kernel(wb):
@@ -154,7 +159,10 @@ def main() -> None:
             kern.set_args(wb, xnb, yb, np.int32(n))
             return kern
         row = {"shape": name, "K": k, "N": n, "MB": w.nbytes / 1e6, "norm": norm, "tpr": tpr}
-        for label, make, width in (("runtime", runtime_kernel, tpr), ("reference", reference_kernel, 64)):
+        variants = [("runtime", runtime_at(tpr), tpr), ("reference", reference_kernel, 64)]
+        variants += [(f"runtime_tpr{t}", runtime_at(t), t)
+                     for t in map(int, filter(None, args.widths.split(","))) if t != tpr]
+        for label, make, width in variants:
             kernels = [make(wb) for wb in wbufs]
             gws = (-(-n * width // 256) * 256,)
             cl.enqueue_nd_range_kernel(q, kernels[0], gws, (256,))
@@ -172,7 +180,9 @@ def main() -> None:
         r, f = row["runtime"], row["reference"]
         print(f"  {name:<9} K={k:<5} N={n:<6} {row['MB']:6.1f} MB  runtime (TPR {tpr}"
               f"{', norm' if norm else ''}) {r['us']:7.2f} us {r['tb_per_s']:5.2f} TB/s err "
-              f"{r['err']:.0e} | reference {f['us']:7.2f} us {f['tb_per_s']:5.2f} TB/s")
+              f"{r['err']:.0e} | reference {f['us']:7.2f} us {f['tb_per_s']:5.2f} TB/s"
+              + "".join(f" | TPR {label[11:]} {row[label]['us']:7.2f} us err "
+                        f"{row[label]['err']:.0e}" for label, _, _ in variants[2:]))
     out = os.environ.get("OUT")
     if out:
         (Path(out) / "bench_gemv_hbm.json").write_text(json.dumps(

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from .common import Source, Stage, ctype, header, memoized, nan_max, offsets, stage_code
-from .gemm import gemm_args, norm_prologue, norm_value
+from .gemm import gemm_args, norm_scale
 from .mma import arrival_defs, last_to_arrive
 
 DLS = 256          # work-items of a decode attention work-group
@@ -382,29 +382,43 @@ def gemv_width(m: int, k: int, sbk: int, n: int, gpu: bool = False,
     return 16 if k <= 1024 else 64
 
 
+def gemv_run(k: int, tpr: int, gpu: bool) -> int:
+    """Float4 loads of the weights an item of :func:`gemv` issues at once for K = ``k`` and
+    ``tpr`` items a column: GEMV_RUN on a GPU (GEMV_RUN_CPU elsewhere), fewer where the item's
+    part of a column is shorter (registers it would not use: more work-groups resident)."""
+    k4 = -(-k // 4)
+    return max(1, min(GEMV_RUN if gpu else GEMV_RUN_CPU, -(-k4 // tpr)))
+
+
 @memoized
 def gemv(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int, tpr: int,
-         norm: tuple | None = None, run: int = GEMV_RUN) -> Source:
+         norm: tuple | None = None, run: int = GEMV_RUN, rows: int = GEMV_ROWS) -> Source:
     """C[b] = A[b] @ B[b] (+ epilogue) for A of at most GEMV_ROWS rows, B(k, n) contiguous
     along k (a FullyConnected's weights [N, K] as they are: no reorder), float32; the arguments
     of every GEMM kernel (kernels.gemm.gemm_args). Each output column gets ``tpr`` items; an
     item issues the float4 loads of its part of the column ``run`` at a time, all before it
-    uses the first (the first run before the LayerNorm's row statistics, ``norm``: norm_gemm,
-    so that their latency hides behind the weights'), then takes the dot products with the
-    rows of A (normalized as they are read; from the L1 cache after the first column of the
-    work-group); the items' partials are summed in local memory and the fused epilogue runs
-    on the sums. Memory-bound: each weight is read once per step. A or B not contiguous and
-    16-byte aligned along k (checked per launch) take scalar loads."""
+    uses the first, then takes the dot products with the rows of A (from the L1 cache after
+    the first column of the work-group); the items' partials are summed in local memory and
+    the fused epilogue runs on the sums. Memory-bound: each weight is read once per step. A or
+    B not contiguous and 16-byte aligned along k (checked per launch) take scalar loads.
+    ``rows``: the most rows of A the kernel takes (a decode step's single row: local memory
+    for one row's partials, not GEMV_ROWS').
+
+    ``norm`` (norm_gemm: A's rows normalized, times gamma, plus beta): no statistics ahead.
+    Each column's items read all of its row of A anyway, so they take the row's shifted sums
+    and squares (``d = a - a[0]``, 0 for RMSNorm) as they go, with ``sum d g w``, ``sum g w``
+    and ``sum b w``; the store applies ``rstd * (sum d g w - mean_d * sum g w) + sum b w``.
+    (A prologue taking the statistics before the loop cost each work-group a chain of load
+    latencies and two barriers: twice the weights' time on the H200.)"""
     args = gemm_args("float", n_extra, extra_dtypes, erank, norm)
     code = stage_code([Stage("v", [], "float")] + list(epilogue),
                        {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
     offs = offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
-    x4 = norm_value(norm, "((__global const float4*)(A + m * sam))[q]", "m", "4 * q", True)
-    x1 = norm_value(norm, "A[m * sam + k * sak]", "m", "k")
+    p = _gemv_norm_parts(norm)
     text = header([np.float32] + list(extra_dtypes)) + f"""#define WG {GEMV_WG}
 #define TPR {tpr}
 #define COLS (WG / TPR)
-#define MR {GEMV_ROWS}
+#define MR {rows}
 #define RUN {run}
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void gemv({', '.join(args)})
@@ -414,10 +428,9 @@ void gemv({', '.join(args)})
   const int n = get_group_id(0) * COLS + c;
   const int b = get_group_id(2);
   const int b0 = b / B1, b1 = b - b0 * B1;
-  const int m0 = 0;
   A += aoff + b0 * sa0 + b1 * sa1;
   B += boff + b0 * sb0 + b1 * sb1;
-  __local float red[MR * WG];
+  __local float red[MR * WG];{p["decl"]}
   const int vec = sak == 1 && (sam & 3) == 0 && (K & 3) == 0 &&
       ((aoff + b0 * sa0 + b1 * sa1) & 3) == 0 && ((boff + b0 * sb0 + b1 * sb1) & 3) == 0 &&
       (sbn & 3) == 0;
@@ -429,21 +442,20 @@ void gemv({', '.join(args)})
     const int q = lane + j * TPR;
     w[j] = vec && q < K4 ? br4[q] : (float4)(0.0f);
   }}
-  {norm_prologue(norm, GEMV_ROWS, GEMV_WG, "lid", "vec")}
   #pragma unroll
-  for (int m = 0; m < MR; ++m) red[m * WG + lid] = 0.0f;
+  for (int m = 0; m < MR; ++m) red[m * WG + lid] = 0.0f;{p["zero"]}
   if (n < N) {{
     if (vec) {{
       for (int q0 = 0;;) {{
         #pragma unroll 1
         for (int m = 0; m < M; ++m) {{  // (a loop: the run's weights stay in registers)
-          float part = 0.0f;
+          float part = 0.0f;{p["row4"]}
           #pragma unroll
           for (int j = 0; j < RUN; ++j) {{
             const int q = q0 + lane + j * TPR;
-            if (q < K4) part += dot(w[j], {x4});
+            if (q < K4) {p["dot4"]}
           }}
-          red[m * WG + lid] += part;
+          red[m * WG + lid] += part;{p["keep4"]}
         }}
         q0 += RUN * TPR;
         if (q0 >= K4) break;
@@ -455,28 +467,29 @@ void gemv({', '.join(args)})
       }}
     }} else {{
       __global const float* br = B + n * sbn;
-      float acc[MR];
+      float acc[MR];{p["decl1"]}
       #pragma unroll
       for (int m = 0; m < MR; ++m) acc[m] = 0.0f;
       for (int k = lane; k < K; k += TPR) {{
-        const float wk = br[k];
+        const float wk = br[k];{p["col1"]}
         #pragma unroll
         for (int m = 0; m < MR; ++m)
-          if (m < M) acc[m] = mad({x1}, wk, acc[m]);
+          if (m < M) {p["dot1"]}
       }}
       #pragma unroll
-      for (int m = 0; m < MR; ++m) red[m * WG + lid] = acc[m];
+      for (int m = 0; m < MR; ++m) red[m * WG + lid] = acc[m];{p["keep1"]}
     }}
-  }}
+  }}{p["gather"]}
   barrier(CLK_LOCAL_MEM_FENCE);
   for (int s = TPR / 2; s > 0; s >>= 1) {{
-    if (lane < s)
-      for (int m = 0; m < M; ++m) red[m * WG + lid] += red[m * WG + lid + s];
+    if (lane < s) {{
+      for (int m = 0; m < M; ++m) red[m * WG + lid] += red[m * WG + lid + s];{p["tree"]}
+    }}
     barrier(CLK_LOCAL_MEM_FENCE);
   }}
   if (lane < M && n < N) {{
     const int m = lane;
-    const float v = red[m * WG + c * TPR];
+    float v = red[m * WG + c * TPR];{p["store"]}
     const int flat = (b * M + m) * N + n;
     {offs}
     {code}
@@ -485,3 +498,75 @@ void gemv({', '.join(args)})
 }}
 """
     return Source(text, "gemv")
+
+
+def _gemv_norm_parts(norm: tuple | None) -> dict[str, str]:
+    """The C fragments :func:`gemv` splices in for a normalized A (empty for ``norm`` None):
+    per item the row's shifted sums and squares (``ns``/``nq``: kept in local memory per row
+    by column 0's items, which read all of it), ``sum g w`` and ``sum b w`` (``gw``/``bw``,
+    per column: taken once, with row 0), the trees reducing them over a column's items and
+    the store's ``rstd * (sum d g w - mean_d * sum g w) + sum b w``."""
+    keys = ("decl", "zero", "row4", "dot4", "keep4", "decl1", "col1", "dot1", "keep1", "gather",
+            "tree", "store")
+    if norm is None:
+        out = dict.fromkeys(keys, "")
+        out["dot4"] = "part += dot(w[j], ((__global const float4*)(A + m * sam))[q]);"
+        out["dot1"] = "acc[m] = mad(A[m * sam + k * sak], wk, acc[m]);"
+        return out
+    rms, gamma, beta = norm[5], norm[3], norm[4]
+    g4 = "vload4(q, G + goff)" if gamma else "(float4)(1.0f)"
+    g1 = "G[goff + k]" if gamma else "1.0f"
+    shift = "0.0f" if rms else "A[m * sam]"
+    var = nan_max("nq[m * TPR] / (float)K - mean * mean", "0.0f")
+    mean = "0.0f" if rms else "ns[m * TPR] / (float)K"
+    bw4 = "bw += dot(w[j], vload4(q, Bt + btoff)); " if beta else ""
+    bw1 = "bw += Bt[btoff + k] * wk; " if beta else ""
+    return {
+        "decl": """
+  __local float ns[MR * TPR], nq[MR * TPR], gws[WG], bws[WG];
+  float gw = 0.0f, bw = 0.0f;""",
+        "zero": """
+  if (c == 0)
+    for (int m = 0; m < MR; ++m) ns[m * TPR + lane] = nq[m * TPR + lane] = 0.0f;""",
+        "row4": f"""
+          const float sh = {shift};
+          float s = 0.0f, sq = 0.0f;""",
+        "dot4": f"""{{
+              const float4 g = {g4};
+              const float4 d = ((__global const float4*)(A + m * sam))[q] - (float4)(sh);
+              part += dot(w[j], d * g);
+              s += (d.x + d.y) + (d.z + d.w); sq += dot(d, d);
+              if (m == 0) {{ gw += dot(w[j], g); {bw4}}}
+            }}""",
+        "keep4": """
+          if (c == 0) { ns[m * TPR + lane] += s; nq[m * TPR + lane] += sq; }""",
+        "decl1": f"""
+      float sh[MR], s1[MR], q1[MR];
+      #pragma unroll
+      for (int m = 0; m < MR; ++m) {{
+        sh[m] = m < M ? {shift} : 0.0f; s1[m] = q1[m] = 0.0f;
+      }}""",
+        "col1": f"""
+        const float gk = {g1};
+        gw = mad(gk, wk, gw); {bw1}""",
+        "dot1": """{
+            const float d = A[m * sam + k * sak] - sh[m];
+            acc[m] = mad(d * gk, wk, acc[m]); s1[m] += d; q1[m] = mad(d, d, q1[m]);
+          }""",
+        "keep1": """
+      if (c == 0)
+        for (int m = 0; m < MR; ++m) { ns[m * TPR + lane] = s1[m]; nq[m * TPR + lane] = q1[m]; }""",
+        "gather": """
+  gws[lid] = gw; bws[lid] = bw;""",
+        "tree": """
+      gws[lid] += gws[lid + s]; bws[lid] += bws[lid + s];
+      if (c == 0)
+        for (int m = 0; m < M; ++m) {
+          ns[m * TPR + lane] += ns[m * TPR + lane + s];
+          nq[m * TPR + lane] += nq[m * TPR + lane + s];
+        }""",
+        "store": f"""
+    const float mean = {mean};
+    const float var = {var};
+    v = {norm_scale(norm, "var", "nq[m * TPR]")} * (v - mean * gws[c * TPR]) + bws[c * TPR];""",
+    }

@@ -171,9 +171,9 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
                                        len(buffers), norm_out)
         return pre + launches, buffers + more
     if gemv is not None:  # few rows: memory-bound GEMVs over B's contiguous columns
-        run = decode.GEMV_RUN if gpu else decode.GEMV_RUN_CPU
-        src = p.cached(("gemv", gemv, len(edims), norm, run),
-                       lambda: decode.gemv(stages, n_extra, edt, len(edims), gemv, norm, run))
+        run = decode.gemv_run(Ka, gemv, gpu)
+        src = p.cached(("gemv", gemv, len(edims), norm, run, M),
+                       lambda: decode.gemv(stages, n_extra, edt, len(edims), gemv, norm, run, M))
         lx, ly = decode.GEMV_WG, 1
         gws = (cdiv(N, decode.GEMV_WG // gemv) * decode.GEMV_WG, 1, max(nb, 1))
     elif tc_plan is not None:  # tensor cores (TF32, or 3xTF32 for float32)

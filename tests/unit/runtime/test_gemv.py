@@ -22,26 +22,32 @@ from netpass.testing import RUNTIME_DEVICE
 
 
 @pytest.fixture(params=["this device's", "a GPU's"])
-def widths(request, monkeypatch):
+def widths(request, monkeypatch) -> list[int]:
     """The GEMV as this device runs it, and as a GPU would (its items a column and loads in
-    flight: kernels.decode.gemv_width), on this device."""
+    flight: kernels.decode.gemv_width, gemv_run), on this device: the GPU's widths chosen (none
+    for this device's)."""
+    chosen: list[int] = []
     if request.param == "a GPU's":
         choose = decode.gemv_width
-        monkeypatch.setattr(decode, "gemv_width", lambda m, k, sbk, n, gpu=False, normalized=False:
-                            choose(m, k, sbk, n, True, normalized))
+
+        def gpu_width(m, k, sbk, n, gpu=False, normalized=False):
+            width = choose(m, k, sbk, n, True, normalized)
+            chosen.append(width)
+            return width
+        monkeypatch.setattr(decode, "gemv_width", gpu_width)
         monkeypatch.setattr(decode, "GEMV_RUN_CPU", decode.GEMV_RUN)
-    return request.param
+    return chosen
 
 
 def _f(rng, *shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
-def _ran_gemv(req, widths: str = "this device's") -> bool:
-    """Whether ``req`` ran a GEMV (with a GPU's loads in flight where ``widths`` says so)."""
+def _ran_gemv(req, gpu_widths: list[int] | None = None) -> bool:
+    """Whether ``req`` ran a GEMV (at the last of the GPU widths chosen, where given)."""
     net = req.network if hasattr(req, "network") else req._runtime_request.network
-    run = f"#define RUN {decode.GEMV_RUN}" if widths == "a GPU's" else ""
-    return any(" gemv(" in key[2] and run in key[2] for key in net.kernel_objects)
+    tpr = f"#define TPR {gpu_widths[-1]}\n" if gpu_widths else ""
+    return any(" gemv(" in key[2] and tpr in key[2] for key in net.kernel_objects)
 
 
 def _fc_model(rng, k: int, n: int, residual: bool):
@@ -133,6 +139,10 @@ def test_selection_limits():
     assert gemv_width(1, 1024, 1, 64) == 16 and gemv_width(1, 1030, 1, 64) == 64
     assert gemv_width(GEMV_ROWS + 1, 64, 1, 64) is None      # more rows
     assert gemv_width(1, 64, 64, 64) is None                  # B read along n (reordered)
+    # loads in flight: an item's part of a column, at most GEMV_RUN (GEMV_RUN_CPU on a CPU)
+    assert [decode.gemv_run(k, t, True) for k, t in [(768, 64), (3072, 64), (768, 16), (7, 16)]] \
+        == [3, 12, 12, 1]
+    assert decode.gemv_run(768, 16, False) == decode.GEMV_RUN_CPU == 4
 
 
 def test_a_read_with_a_stride(rng):
@@ -145,3 +155,66 @@ def test_a_read_with_a_stride(rng):
     want = at.T.astype(np.float64) @ bt.T.astype(np.float64)
     np.testing.assert_allclose(req.infer({"a": at, "b": bt})["y"], want, rtol=1e-4, atol=1e-3)
     assert _ran_gemv(req)
+
+
+# norm_gemm's parameters: (eps, eps inside the root, divide by the deviation, gamma, beta, RMS)
+NORMS = {"layernorm": (1e-5, True, True, True, True, False),
+         "eps outside, no beta": (1e-3, False, True, True, False, False),
+         "mean only, no gamma": (1e-5, True, False, False, True, False),
+         "rmsnorm": (1e-6, True, True, True, False, True)}
+
+
+def _normalized(x: np.ndarray, g: np.ndarray, bt: np.ndarray, norm: tuple) -> np.ndarray:
+    eps, inside, variance, gamma, beta, rms = norm
+    x = x.astype(np.float64)
+    if rms:
+        y = x / np.sqrt((x * x).mean(-1, keepdims=True) + eps)
+    else:
+        y = x - x.mean(-1, keepdims=True)
+        if variance:
+            var = y.var(-1, keepdims=True)
+            y = y / (np.sqrt(var + eps) if inside else np.sqrt(var) + eps)
+    return y * (g if gamma else 1.0) + (bt if beta else 0.0)
+
+
+@pytest.mark.parametrize("norm", list(NORMS), ids=list(NORMS))
+@pytest.mark.parametrize("k, tpr, sak", [(768, 16, 1), (768, 64, 1), (4100, 64, 1), (30, 16, 1),
+                                         (64, 16, 3)])
+def test_the_kernel_takes_the_row_statistics_in_its_loop(rng, norm, k, tpr, sak):
+    """kernels.decode.gemv with ``norm``: the rows' shifted sums and squares taken as the
+    weights are read (no statistics ahead), for every norm_gemm variant, 1, 3 and GEMV_ROWS
+    rows with a large mean and an outlier, float4 runs (one run, several with a tail) and the
+    scalar loop (odd K; A read with a stride along k); the kernel made for that many rows."""
+    from netpass.runtime.device import Engine, select_device
+    engine = Engine.get(select_device(RUNTIME_DEVICE))
+    cl, ctx, q = engine.cl, engine.context, engine.queue
+    n, spec = 37, NORMS[norm]
+    w, g, bt = _f(rng, n, k), 1.0 + 0.2 * _f(rng, k), 0.2 * _f(rng, k)
+    mf = cl.mem_flags
+    for rows in (1, 3, GEMV_ROWS):
+        src = decode.gemv([], 0, [], 0, tpr, spec, decode.gemv_run(k, tpr, True), rows)
+        prog = cl.Program(ctx, src.text).build()
+        x = 30.0 + _f(rng, rows, k)
+        x[:, 1] += 40.0  # (an outlier next to the shift)
+        a = np.zeros((rows, k, sak), np.float32)
+        a[:, :, 0] = x
+        bufs = [cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=v)
+                for v in (a, w, np.zeros((rows, n), np.float32))]
+        ints = [0, 0, 0]
+        if spec[3]:
+            bufs.append(cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=g))
+            ints.append(0)
+        if spec[4]:
+            bufs.append(cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=bt))
+            ints.append(0)
+        ints += [rows, n, k, 1, 0, 0, k * sak, sak, 0, 0, 1, k]
+        kern = cl.Kernel(prog, src.name)
+        for i, buf in enumerate(bufs):
+            kern.set_arg(i, buf)
+        kern.set_arg(len(bufs), np.array(ints, np.int32))
+        cl.enqueue_nd_range_kernel(q, kern, (-(-n * tpr // 256) * 256, 1, 1), (256, 1, 1))
+        got = np.empty((rows, n), np.float32)
+        cl.enqueue_copy(q, got, bufs[2])
+        q.finish()
+        want = _normalized(x, g, bt, spec) @ w.T.astype(np.float64)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-4 * np.sqrt(k))
