@@ -1,4 +1,4 @@
-"""The decode GEMV (``kernels.decode.gemv``) on GPT-2 small's decode shapes: kernel time per
+"""The decode GEMV (``kernels.decode_gemv.gemv``) on GPT-2 small's decode shapes: kernel time per
 items-per-column (TPR) beside cuBLAS (torch) in the same run, and the profiling floor.
 
     python benchmarks/bench_gemv.py [--device GPU] [--reps 20] [--tpr 16,32,64,128]
@@ -6,7 +6,7 @@ items-per-column (TPR) beside cuBLAS (torch) in the same run, and the profiling 
 One row of A against the weights [N, K] as a Linear holds them (``MatMul(x, W, transpose_b)``,
 what the decode GEMV reads without a reorder): the QKV projection (768 -> 2304), the output
 projection (768 -> 768), the MLP (768 -> 3072, 3072 -> 768) and the LM head (768 -> 50257).
-Each TPR is forced through ``kernels.decode.gemv_width`` on a model compiled for it alone;
+Each TPR is forced through ``kernels.decode_gemv.gemv_width`` on a model compiled for it alone;
 the runtime's own choice is marked. Kernel times are OpenCL profiling events (the median of
 ``--reps`` infers after a warm-up), torch's CUDA events around ``x @ W.T``; the floor is a
 4-element Add under the same events (what a launch costs the event timestamps by itself).
@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from netpass import Model, opset
 from netpass.runtime import compile_program
-from netpass.runtime.kernels import decode
+from netpass.runtime.kernels import decode_gemv
 
 SHAPES = [("qkv", 768, 2304), ("attn_out", 768, 768), ("mlp_up", 768, 3072),
           ("mlp_down", 3072, 768), ("lm_head", 768, 50257)]
@@ -85,7 +85,7 @@ def main() -> None:
     ap.add_argument("--tpr", default="16,32,64,128")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
-    own = decode.gemv_width
+    own = decode_gemv.gemv_width
     a = opset.parameter([4], np.float32, name="a")
     floor = kernel_us(Model([opset.result(opset.add(a, a), name="y")], [a]),
                       {"a": np.ones(4, np.float32)}, args.device, args.reps)
@@ -99,11 +99,11 @@ def main() -> None:
         chosen = own(1, k, 1, n)
         row = {}
         for tpr in tprs:
-            decode.gemv_width = lambda m, kk, sbk, nn, tpr=tpr: tpr if own(m, kk, sbk, nn) else None
+            decode_gemv.gemv_width = lambda m, kk, sbk, nn, tpr=tpr: tpr if own(m, kk, sbk, nn) else None
             try:
                 row[tpr] = kernel_us(model, feeds, args.device, args.reps)
             finally:
-                decode.gemv_width = own
+                decode_gemv.gemv_width = own
         peer = torch_us(k, n, args.reps)
         mb = 4 * k * n / 1e6
         cells = "".join(f"{row[t]:>9.1f} us{'*' if t == chosen else ' '} " for t in tprs)

@@ -10,7 +10,7 @@ kernel (a loop on the GPU's ``%globaltimer``) so that they run back to back at t
 pace, and the time per launch is (wall - the spin's own wall) / launches: a launch's whole
 cost on the device, its gap to the next included.
 
-Per shape: the runtime's kernel (``kernels.decode.gemv`` at the width ``gemv_width`` picks
+Per shape: the runtime's kernel (``kernels.decode_gemv.gemv`` at the width ``gemv_width`` picks
 on this device; the QKV, MLP-up and LM-head GEMVs with GPT-2's LayerNorm folded in, as the
 runtime runs them) and a reference kernel with every load of an item issued at once and A
 normalized ahead (what the weights alone cost). Errors are against numpy (largest over the
@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from netpass.runtime.device import Engine, select_device
-from netpass.runtime.kernels import decode
+from netpass.runtime.kernels import decode_gemv
 
 SPIN = r"""
 __kernel void spin(__global ulong* out, const ulong ns) {
@@ -136,13 +136,14 @@ def main() -> None:
             return cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=a)
         xb, xnb, gb, bb = const(x), const(xn), const(g), const(b)
         yb = cl.Buffer(ctx, mf.READ_WRITE, n * 4)
-        tpr = decode.gemv_width(1, k, 1, n, gpu, norm)
+        tpr = decode_gemv.gemv_width(1, k, 1, n, gpu, norm)
         ints = np.array([0, 0, 0] + ([0, 0] if norm else []) + [1, n, k, 1, 0, 0, k, 1, 0, 0, 1, k],
                         np.int32)  # (gemm_args' ints, packed: kernels.pack_scalars)
 
         def runtime_at(width):
-            src = decode.gemv([], 0, [], 0, width, NORM if norm else None,
-                              decode.gemv_run(k, width, gpu), 1)
+            src = decode_gemv.gemv([], 0, [], 0, width, NORM if norm else None,
+                              decode_gemv.gemv_run(k, width, gpu), 1,
+                              decode_gemv.gemv_staged(1, k) if norm else 0)
             prog = cl.Program(ctx, src.text).build()
 
             def make(wb):

@@ -12,7 +12,7 @@ import numpy as np
 from ...ops.elementwise import Add, Divide, Maximum, Minimum, Multiply, Subtract
 from ...ops.legacy import CropIE, Eltwise, FullyConnected, PowerIE, ReLUIE, ScaleShiftIE
 from ..impls import Impl, Params, size
-from ..kernels import decode
+from ..kernels import decode_gemv
 from ..kernels.common import flit
 from .base import ExprRule, OpKind, Skip, table
 from .elementwise import ROW, elementwise, per_channel_impl, with_bias
@@ -30,7 +30,7 @@ def fully_connected_impl(p: Params, key: Any) -> Impl | None:
     w = p.in_shapes[1]
     n = w[0]
     # a few rows run as GEMVs over the weights as they are (each column a contiguous row)
-    as_given = decode.gemv_width(m, kdim, 1, n) is not None
+    as_given = decode_gemv.gemv_width(m, kdim, 1, n) is not None
     reordered = p.attrs.get("_weights_reordered", False) and not as_given
     q = with_bias(p, (size(p.in_shapes[2]),), p.in_dtypes[2])
     refs = [("i", 2)] + [("e", j) for j in range(len(p.extra_shapes or []))]

@@ -27,7 +27,7 @@ from ..impls import (
     size,
     work_1d,
 )
-from ..kernels import decode, mma, mma_plan
+from ..kernels import decode_gemv, mma, mma_plan
 from ..kernels.common import LS, Stage
 from ..kernels.gemm import (
     GEMM_LARGE,
@@ -141,7 +141,7 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
         cdiv(M, cfg.tsm) * cdiv(N, cfg.tsn) * nb
     tn = skinny_width(p.engine, M, N, nb, tiled_groups)
     f32 = np.dtype(p.out_dtypes[0]) == np.float32
-    gemv = decode.gemv_width(M, Ka, sb[-2], N, gpu, norm is not None) if f32 else None
+    gemv = decode_gemv.gemv_width(M, Ka, sb[-2], N, gpu, norm is not None) if f32 else None
     pre: list[Launch] = []  # (the normalization of A ahead of a tensor-core GEMM)
     buffers: list = []
     a_ref: list = [("i", b_idx[0])]
@@ -171,11 +171,13 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
                                        len(buffers), norm_out)
         return pre + launches, buffers + more
     if gemv is not None:  # few rows: memory-bound GEMVs over B's contiguous columns
-        run = decode.gemv_run(Ka, gemv, gpu)
-        src = p.cached(("gemv", gemv, len(edims), norm, run, M),
-                       lambda: decode.gemv(stages, n_extra, edt, len(edims), gemv, norm, run, M))
-        lx, ly = decode.GEMV_WG, 1
-        gws = (cdiv(N, decode.GEMV_WG // gemv) * decode.GEMV_WG, 1, max(nb, 1))
+        run = decode_gemv.gemv_run(Ka, gemv, gpu)
+        staged = decode_gemv.gemv_staged(M, Ka) if norm is not None else 0
+        src = p.cached(("gemv", gemv, len(edims), norm, run, M, staged),
+                       lambda: decode_gemv.gemv(stages, n_extra, edt, len(edims), gemv, norm,
+                                                run, M, staged))
+        lx, ly = decode_gemv.GEMV_WG, 1
+        gws = (cdiv(N, decode_gemv.GEMV_WG // gemv) * decode_gemv.GEMV_WG, 1, max(nb, 1))
     elif tc_plan is not None:  # tensor cores (TF32, or 3xTF32 for float32)
         bmn = gemm_strides(p, out_shape, nb, M, N) if n_extra else None
         if bmn is not None:

@@ -18,7 +18,7 @@ class UpdateWeights:
         its primitive's LRU cache by layout."""
         if self.weights is None or self.impl is None or self.impl.is_host:
             return
-        if self.impl.weights_as_given:  # (kernels.decode.gemv: the constant as it is)
+        if self.impl.weights_as_given:  # (kernels.decode_gemv.gemv: the constant as it is)
             self.weights_tensor = None
             return
         layout = self.weights_layout

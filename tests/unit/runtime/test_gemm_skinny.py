@@ -228,7 +228,7 @@ def test_no_engine_keeps_tiled_kernel():
 
 
 def test_fully_connected_selects_skinny_on_gpu():
-    # (17 rows: up to kernels.decode.GEMV_ROWS the GEMV reads the weights as they are)
+    # (17 rows: up to kernels.decode_gemv.GEMV_ROWS the GEMV reads the weights as they are)
     p = Params(row=TABLE[FullyConnected], attrs={"_weights_reordered": True},
                in_shapes=[(1, 17, 256), (768, 256), (768,)], in_dtypes=[F32, F32, F32],
                out_shapes=[(1, 17, 768)], out_dtypes=[F32], values={}, fused=[],

@@ -1,4 +1,4 @@
-"""The decode GEMV (kernels.decode.gemv): GEMMs of up to GEMV_ROWS rows over weights [N, K]
+"""The decode GEMV (kernels.decode_gemv.gemv): GEMMs of up to GEMV_ROWS rows over weights [N, K]
 read as they are, against numpy and the reference evaluator on random data with odd shapes:
 float4 and scalar runs of K (odd K, A read with a stride), 16, 32 and 64 items per column, batch
 broadcast, the FullyConnected
@@ -15,8 +15,8 @@ from netpass import Model, opset
 from netpass.ops import FullyConnected
 from netpass.runtime import compile_program
 from netpass.runtime.impls import Params
-from netpass.runtime.kernels import decode
-from netpass.runtime.kernels.decode import GEMV_ROWS, gemv_width
+from netpass.runtime.kernels import decode_gemv
+from netpass.runtime.kernels.decode_gemv import GEMV_ROWS, gemv_width
 from netpass.runtime.kinds import TABLE, legacy
 from netpass.testing import RUNTIME_DEVICE
 
@@ -24,18 +24,18 @@ from netpass.testing import RUNTIME_DEVICE
 @pytest.fixture(params=["this device's", "a GPU's"])
 def widths(request, monkeypatch) -> list[int]:
     """The GEMV as this device runs it, and as a GPU would (its items a column and loads in
-    flight: kernels.decode.gemv_width, gemv_run), on this device: the GPU's widths chosen (none
+    flight: kernels.decode_gemv.gemv_width, gemv_run), on this device: the GPU's widths chosen (none
     for this device's)."""
     chosen: list[int] = []
     if request.param == "a GPU's":
-        choose = decode.gemv_width
+        choose = decode_gemv.gemv_width
 
         def gpu_width(m, k, sbk, n, gpu=False, normalized=False):
             width = choose(m, k, sbk, n, True, normalized)
             chosen.append(width)
             return width
-        monkeypatch.setattr(decode, "gemv_width", gpu_width)
-        monkeypatch.setattr(decode, "GEMV_RUN_CPU", decode.GEMV_RUN)
+        monkeypatch.setattr(decode_gemv, "gemv_width", gpu_width)
+        monkeypatch.setattr(decode_gemv, "GEMV_RUN_CPU", decode_gemv.GEMV_RUN)
     return chosen
 
 
@@ -140,9 +140,13 @@ def test_selection_limits():
     assert gemv_width(GEMV_ROWS + 1, 64, 1, 64) is None      # more rows
     assert gemv_width(1, 64, 64, 64) is None                  # B read along n (reordered)
     # loads in flight: an item's part of a column, at most GEMV_RUN (GEMV_RUN_CPU on a CPU)
-    assert [decode.gemv_run(k, t, True) for k, t in [(768, 64), (3072, 64), (768, 16), (7, 16)]] \
+    assert [decode_gemv.gemv_run(k, t, True) for k, t in [(768, 64), (3072, 64), (768, 16), (7, 16)]] \
         == [3, 12, 12, 1]
-    assert decode.gemv_run(768, 16, False) == decode.GEMV_RUN_CPU == 4
+    assert decode_gemv.gemv_run(768, 16, False) == decode_gemv.GEMV_RUN_CPU == 4
+    # normalized rows staged in local memory where they fit GEMV_STAGED_BYTES
+    assert decode_gemv.gemv_staged(1, 768) == 768 and decode_gemv.gemv_staged(1, 30) == 32
+    assert decode_gemv.gemv_staged(1, 6144) == 6144 and decode_gemv.gemv_staged(1, 6148) == 0
+    assert decode_gemv.gemv_staged(8, 768) == 768 and decode_gemv.gemv_staged(8, 772) == 0
 
 
 def test_a_read_with_a_stride(rng):
@@ -177,14 +181,16 @@ def _normalized(x: np.ndarray, g: np.ndarray, bt: np.ndarray, norm: tuple) -> np
     return y * (g if gamma else 1.0) + (bt if beta else 0.0)
 
 
+@pytest.mark.parametrize("staged", [True, False], ids=["rows staged", "statistics in the loop"])
 @pytest.mark.parametrize("norm", list(NORMS), ids=list(NORMS))
 @pytest.mark.parametrize("k, tpr, sak", [(768, 16, 1), (768, 64, 1), (4100, 64, 1), (30, 16, 1),
                                          (64, 16, 3)])
-def test_the_kernel_takes_the_row_statistics_in_its_loop(rng, norm, k, tpr, sak):
-    """kernels.decode.gemv with ``norm``: the rows' shifted sums and squares taken as the
-    weights are read (no statistics ahead), for every norm_gemm variant, 1, 3 and GEMV_ROWS
-    rows with a large mean and an outlier, float4 runs (one run, several with a tail) and the
-    scalar loop (odd K; A read with a stride along k); the kernel made for that many rows."""
+def test_the_kernel_normalizes_the_rows(rng, norm, k, tpr, sak, staged):
+    """kernels.decode_gemv.gemv with ``norm``, both ways (the rows normalized into local memory
+    ahead of the loop; the shifted sums and squares taken as the weights are read), for every
+    norm_gemm variant, 1, 3 and GEMV_ROWS rows with a large mean and an outlier, float4 runs
+    (one run, several with a tail) and the scalar loop (odd K; A read with a stride along k);
+    the kernel made for that many rows."""
     from netpass.runtime.device import Engine, select_device
     engine = Engine.get(select_device(RUNTIME_DEVICE))
     cl, ctx, q = engine.cl, engine.context, engine.queue
@@ -192,7 +198,8 @@ def test_the_kernel_takes_the_row_statistics_in_its_loop(rng, norm, k, tpr, sak)
     w, g, bt = _f(rng, n, k), 1.0 + 0.2 * _f(rng, k), 0.2 * _f(rng, k)
     mf = cl.mem_flags
     for rows in (1, 3, GEMV_ROWS):
-        src = decode.gemv([], 0, [], 0, tpr, spec, decode.gemv_run(k, tpr, True), rows)
+        kl = -(-k // 4) * 4 if staged else 0  # (staged whatever the size: a test)
+        src = decode_gemv.gemv([], 0, [], 0, tpr, spec, decode_gemv.gemv_run(k, tpr, True), rows, kl)
         prog = cl.Program(ctx, src.text).build()
         x = 30.0 + _f(rng, rows, k)
         x[:, 1] += 40.0  # (an outlier next to the shift)

@@ -9,7 +9,8 @@ import pytest
 
 from netpass.runtime.kernels import Stage, eltwise, gather, rowop
 from netpass.runtime.kernels.common import Source
-from netpass.runtime.kernels.decode import attention_decode, gemv
+from netpass.runtime.kernels.decode import attention_decode
+from netpass.runtime.kernels.decode_gemv import gemv
 from netpass.runtime.kernels.phase import PL, PhaseCall, persistent, phase_of
 
 F32 = np.dtype(np.float32)

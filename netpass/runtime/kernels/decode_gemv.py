@@ -1,0 +1,283 @@
+"""The GEMMs of a decode step: a few rows of A (``GEMV_ROWS`` at most) against weights [N, K]
+read as they are, as memory-bound GEMVs (:func:`gemv`), with the LayerNorm or RMSNorm in front
+folded in (norm_gemm).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .common import Source, Stage, header, memoized, nan_max, offsets, stage_code
+from .gemm import gemm_args, norm_scale
+
+GEMV_WG = 256       # work-items of a GEMV work-group
+GEMV_ROWS = 8       # rows of A up to which a GEMM runs as GEMVs
+GEMV_RUN = 12       # float4 loads of the weights an item has in flight at once on a GPU
+GEMV_RUN_CPU = 4    # the same elsewhere (more predicated-off loads cost a CPU's loops)
+GEMV_STAGED_BYTES = 24 * 1024  # local memory for a GEMV's normalized rows of A, at most
+
+
+def gemv_width(m: int, k: int, sbk: int, n: int, gpu: bool = False,
+               normalized: bool = False) -> int | None:
+    """Items per output column of the GEMV for A [m, k] and B read with stride ``sbk`` along
+    k (1: B's columns are contiguous rows of a weights [n, k]), or None where the GEMV does not
+    apply. A decode step reads weights the L2 does not hold, and a GEMV from HBM is bound by
+    the loads in flight: on a GPU (``gpu``) 64 items a column from k = 512 (GPT-2's K = 768
+    and 3072: 3 and 12 float4 loads an item, all issued at once), 32 from k = 128, else 16; on
+    the H200, weights cycled through copies larger than the L2, 64 items read GPT-2's
+    unnormalized projections 10-20% faster than 16 (BENCHMARKS.md, stateful decoding, 19th
+    round). A ``normalized`` A (norm_gemm) keeps 16 up to k = 1024, then 64: each work-group
+    takes its rows' statistics first, and 64 items a column make four times the work-groups
+    (the LM head's statistics then cost more than its weights). Elsewhere (a CPU's
+    work-items are loop iterations: fewer a column cost less) the same 16, then 64."""
+    if m > GEMV_ROWS or sbk != 1 or not n or not k or not m:
+        return None
+    if gpu and not normalized:
+        return 64 if k >= 512 else 32 if k >= 128 else 16
+    return 16 if k <= 1024 else 64
+
+
+def gemv_run(k: int, tpr: int, gpu: bool) -> int:
+    """Float4 loads of the weights an item of :func:`gemv` issues at once for K = ``k`` and
+    ``tpr`` items a column: GEMV_RUN on a GPU (GEMV_RUN_CPU elsewhere), fewer where the item's
+    part of a column is shorter (registers it would not use: more work-groups resident)."""
+    k4 = -(-k // 4)
+    return max(1, min(GEMV_RUN if gpu else GEMV_RUN_CPU, -(-k4 // tpr)))
+
+
+def gemv_staged(m: int, k: int) -> int:
+    """The K a normalized GEMV of ``m`` rows stages in local memory (``k`` rounded up to 4),
+    or 0 where the rows do not fit GEMV_STAGED_BYTES (the statistics then go in the loop)."""
+    k4 = -(-k // 4) * 4
+    return k4 if m * k4 * 4 <= GEMV_STAGED_BYTES else 0
+
+
+@memoized
+def gemv(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int, tpr: int,
+         norm: tuple | None = None, run: int = GEMV_RUN, rows: int = GEMV_ROWS,
+         staged: int = 0) -> Source:
+    """C[b] = A[b] @ B[b] (+ epilogue) for A of at most GEMV_ROWS rows, B(k, n) contiguous
+    along k (a FullyConnected's weights [N, K] as they are: no reorder), float32; the arguments
+    of every GEMM kernel (kernels.gemm.gemm_args). Each output column gets ``tpr`` items; an
+    item issues the float4 loads of its part of the column ``run`` at a time, all before it
+    uses the first, then takes the dot products with the rows of A (from the L1 cache after
+    the first column of the work-group); the items' partials are summed in local memory and
+    the fused epilogue runs on the sums. Memory-bound: each weight is read once per step. A or
+    B not contiguous and 16-byte aligned along k (checked per launch) take scalar loads.
+    ``rows``: the most rows of A the kernel takes (a decode step's single row: local memory
+    for one row's partials, not GEMV_ROWS').
+
+    ``norm`` (norm_gemm: A's rows normalized, times gamma, plus beta), two ways:
+
+    - ``staged`` (K rounded up to 4, where ``rows`` of it fit GEMV_STAGED_BYTES of local
+      memory: :func:`gemv_staged`): the work-group normalizes its rows into local memory once,
+      while the first run of weights is in flight (each item a few elements; the shifted sums
+      and squares, ``d = a - a[0]`` or 0 for RMSNorm, reduced over the work-group), and the
+      loop reads them as the plain GEMV reads A;
+    - else, no statistics ahead: each column's items read all of its row of A anyway, so they
+      take the row's shifted sums and squares as they go, with ``sum d g w``, ``sum g w`` and
+      ``sum b w``; the store applies ``rstd * (sum d g w - mean_d * sum g w) + sum b w``.
+
+    (On the H200, weights from HBM: a plain GEMV reads GPT-2's QKV weights in 6.7 us; the
+    second way takes 9.9, the first ~7; the prologue before both, which took each row's
+    statistics with one item per row and normalized every element in the loop, 12.1.)"""
+    args = gemm_args("float", n_extra, extra_dtypes, erank, norm)
+    code = stage_code([Stage("v", [], "float")] + list(epilogue),
+                       {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
+    offs = offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
+    p = _gemv_staged_parts(norm, staged) if staged and norm is not None else \
+        _gemv_norm_parts(norm)
+    text = header([np.float32] + list(extra_dtypes)) + f"""#define WG {GEMV_WG}
+#define TPR {tpr}
+#define COLS (WG / TPR)
+#define MR {rows}
+#define RUN {run}
+#define KL {staged}
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void gemv({', '.join(args)})
+{{
+  const int lid = get_local_id(0);
+  const int c = lid / TPR, lane = lid - c * TPR;
+  const int n = get_group_id(0) * COLS + c;
+  const int b = get_group_id(2);
+  const int b0 = b / B1, b1 = b - b0 * B1;
+  A += aoff + b0 * sa0 + b1 * sa1;
+  B += boff + b0 * sb0 + b1 * sb1;
+  __local float red[MR * WG];{p["decl"]}
+  const int vec = sak == 1 && (sam & 3) == 0 && (K & 3) == 0 &&
+      ((aoff + b0 * sa0 + b1 * sa1) & 3) == 0 && ((boff + b0 * sb0 + b1 * sb1) & 3) == 0 &&
+      (sbn & 3) == 0;
+  const int K4 = K >> 2;
+  __global const float4* br4 = (__global const float4*)(B + min(n, N - 1) * sbn);
+  float4 w[RUN];
+  #pragma unroll
+  for (int j = 0; j < RUN; ++j) {{
+    const int q = lane + j * TPR;
+    w[j] = vec && q < K4 ? br4[q] : (float4)(0.0f);
+  }}{p.get("prologue", "")}
+  #pragma unroll
+  for (int m = 0; m < MR; ++m) red[m * WG + lid] = 0.0f;{p["zero"]}
+  if (n < N) {{
+    if (vec) {{
+      for (int q0 = 0;;) {{
+        #pragma unroll 1
+        for (int m = 0; m < M; ++m) {{  // (a loop: the run's weights stay in registers)
+          float part = 0.0f;{p["row4"]}
+          #pragma unroll
+          for (int j = 0; j < RUN; ++j) {{
+            const int q = q0 + lane + j * TPR;
+            if (q < K4) {p["dot4"]}
+          }}
+          red[m * WG + lid] += part;{p["keep4"]}
+        }}
+        q0 += RUN * TPR;
+        if (q0 >= K4) break;
+        #pragma unroll
+        for (int j = 0; j < RUN; ++j) {{
+          const int q = q0 + lane + j * TPR;
+          w[j] = q < K4 ? br4[q] : (float4)(0.0f);
+        }}
+      }}
+    }} else {{
+      __global const float* br = B + n * sbn;
+      float acc[MR];{p["decl1"]}
+      #pragma unroll
+      for (int m = 0; m < MR; ++m) acc[m] = 0.0f;
+      for (int k = lane; k < K; k += TPR) {{
+        const float wk = br[k];{p["col1"]}
+        #pragma unroll
+        for (int m = 0; m < MR; ++m)
+          if (m < M) {p["dot1"]}
+      }}
+      #pragma unroll
+      for (int m = 0; m < MR; ++m) red[m * WG + lid] = acc[m];{p["keep1"]}
+    }}
+  }}{p["gather"]}
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = TPR / 2; s > 0; s >>= 1) {{
+    if (lane < s) {{
+      for (int m = 0; m < M; ++m) red[m * WG + lid] += red[m * WG + lid + s];{p["tree"]}
+    }}
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }}
+  if (lane < M && n < N) {{
+    const int m = lane;
+    float v = red[m * WG + c * TPR];{p["store"]}
+    const int flat = (b * M + m) * N + n;
+    {offs}
+    {code}
+    C[coff + flat] = x{len(epilogue)};
+  }}
+}}
+"""
+    return Source(text, "gemv")
+
+
+def _gemv_norm_parts(norm: tuple | None) -> dict[str, str]:
+    """The C fragments :func:`gemv` splices in for a normalized A (empty for ``norm`` None):
+    per item the row's shifted sums and squares (``ns``/``nq``: kept in local memory per row
+    by column 0's items, which read all of it), ``sum g w`` and ``sum b w`` (``gw``/``bw``,
+    per column: taken once, with row 0), the trees reducing them over a column's items and
+    the store's ``rstd * (sum d g w - mean_d * sum g w) + sum b w``."""
+    keys = ("decl", "zero", "row4", "dot4", "keep4", "decl1", "col1", "dot1", "keep1", "gather",
+            "tree", "store")
+    if norm is None:
+        out = dict.fromkeys(keys, "")
+        out["dot4"] = "part += dot(w[j], ((__global const float4*)(A + m * sam))[q]);"
+        out["dot1"] = "acc[m] = mad(A[m * sam + k * sak], wk, acc[m]);"
+        return out
+    rms, gamma, beta = norm[5], norm[3], norm[4]
+    g4 = "vload4(q, G + goff)" if gamma else "(float4)(1.0f)"
+    g1 = "G[goff + k]" if gamma else "1.0f"
+    shift = "0.0f" if rms else "A[m * sam]"
+    var = nan_max("nq[m * TPR] / (float)K - mean * mean", "0.0f")
+    mean = "0.0f" if rms else "ns[m * TPR] / (float)K"
+    bw4 = "bw += dot(w[j], vload4(q, Bt + btoff)); " if beta else ""
+    bw1 = "bw += Bt[btoff + k] * wk; " if beta else ""
+    return {
+        "decl": """
+  __local float ns[MR * TPR], nq[MR * TPR], gws[WG], bws[WG];
+  float gw = 0.0f, bw = 0.0f;""",
+        "zero": """
+  if (c == 0)
+    for (int m = 0; m < MR; ++m) ns[m * TPR + lane] = nq[m * TPR + lane] = 0.0f;""",
+        "row4": f"""
+          const float sh = {shift};
+          float s = 0.0f, sq = 0.0f;""",
+        "dot4": f"""{{
+              const float4 g = {g4};
+              const float4 d = ((__global const float4*)(A + m * sam))[q] - (float4)(sh);
+              part += dot(w[j], d * g);
+              s += (d.x + d.y) + (d.z + d.w); sq += dot(d, d);
+              if (m == 0) {{ gw += dot(w[j], g); {bw4}}}
+            }}""",
+        "keep4": """
+          if (c == 0) { ns[m * TPR + lane] += s; nq[m * TPR + lane] += sq; }""",
+        "decl1": f"""
+      float sh[MR], s1[MR], q1[MR];
+      #pragma unroll
+      for (int m = 0; m < MR; ++m) {{
+        sh[m] = m < M ? {shift} : 0.0f; s1[m] = q1[m] = 0.0f;
+      }}""",
+        "col1": f"""
+        const float gk = {g1};
+        gw = mad(gk, wk, gw); {bw1}""",
+        "dot1": """{
+            const float d = A[m * sam + k * sak] - sh[m];
+            acc[m] = mad(d * gk, wk, acc[m]); s1[m] += d; q1[m] = mad(d, d, q1[m]);
+          }""",
+        "keep1": """
+      if (c == 0)
+        for (int m = 0; m < MR; ++m) { ns[m * TPR + lane] = s1[m]; nq[m * TPR + lane] = q1[m]; }""",
+        "gather": """
+  gws[lid] = gw; bws[lid] = bw;""",
+        "tree": """
+      gws[lid] += gws[lid + s]; bws[lid] += bws[lid + s];
+      if (c == 0)
+        for (int m = 0; m < M; ++m) {
+          ns[m * TPR + lane] += ns[m * TPR + lane + s];
+          nq[m * TPR + lane] += nq[m * TPR + lane + s];
+        }""",
+        "store": f"""
+    const float mean = {mean};
+    const float var = {var};
+    v = {norm_scale(norm, "var", "nq[m * TPR]")} * (v - mean * gws[c * TPR]) + bws[c * TPR];""",
+    }
+
+
+def _gemv_staged_parts(norm: tuple, kl: int) -> dict[str, str]:
+    """:func:`gemv`'s fragments for a normalized A staged in local memory (``xn``, ``kl``
+    floats a row): the prologue (per row: the shifted values stored and summed with their
+    squares, a work-group tree, then each element normalized in place; A's loads issued
+    while the first run of weights is in flight) and the loop's reads of ``xn``."""
+    out = dict.fromkeys(_gemv_norm_parts(None), "")
+    rms, gamma, beta = norm[5], norm[3], norm[4]
+    shift = "0.0f" if rms else "A[m * sam]"
+    mean = "0.0f" if rms else "rs[0] / (float)K"
+    scaled = "(xn[m * KL + k] - mean) * r" + (" * G[goff + k]" if gamma else "") + \
+        (" + Bt[btoff + k]" if beta else "")
+    out["prologue"] = f"""
+  __local float4 xn4[MR * KL / 4];
+  __local float* xn = (__local float*)xn4;
+  __local float rs[WG], rq[WG];
+  for (int m = 0; m < M; ++m) {{
+    const float sh = {shift};
+    float s = 0.0f, sq = 0.0f;
+    for (int k = lid; k < K; k += WG) {{
+      const float d = A[m * sam + k * sak] - sh;
+      xn[m * KL + k] = d; s += d; sq = mad(d, d, sq);
+    }}
+    rs[lid] = s; rq[lid] = sq;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int h = WG / 2; h > 0; h >>= 1) {{
+      if (lid < h) {{ rs[lid] += rs[lid + h]; rq[lid] += rq[lid + h]; }}
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }}
+    const float mean = {mean};
+    const float var = {nan_max("rq[0] / (float)K - mean * mean", "0.0f")};
+    const float r = {norm_scale(norm, "var", "rq[0]")};
+    for (int k = lid; k < K; k += WG) xn[m * KL + k] = {scaled};
+    barrier(CLK_LOCAL_MEM_FENCE);  // (xn whole; rs and rq free for the next row)
+  }}"""
+    out["dot4"] = "part += dot(w[j], xn4[m * (KL / 4) + q]);"
+    out["dot1"] = "acc[m] = mad(xn[m * KL + k], wk, acc[m]);"
+    return out
