@@ -8,6 +8,7 @@ import numpy as np
 
 from .common import Source, Stage, header, memoized, nan_max, offsets, stage_code
 from .gemm import gemm_args, norm_scale
+from .phase import NO_PHASE
 
 GEMV_WG = 256       # work-items of a GEMV work-group
 GEMV_ROWS = 8       # rows of A up to which a GEMM runs as GEMVs
@@ -245,26 +246,36 @@ def _gemv_norm_parts(norm: tuple | None) -> dict[str, str]:
 
 
 def _gemv_staged_parts(norm: tuple, kl: int) -> dict[str, str]:
-    """:func:`gemv`'s fragments for a normalized A staged in local memory (``xn``, ``kl``
-    floats a row): the prologue (per row: the shifted values stored and summed with their
-    squares, a work-group tree, then each element normalized in place; A's loads issued
-    while the first run of weights is in flight) and the loop's reads of ``xn``."""
+    """:func:`gemv`'s fragments for a normalized A staged in local memory (``xn4``, ``kl`` / 4
+    float4 a row): the prologue (per row: the shifted values stored four at a time and summed
+    with their squares, a work-group tree, then each element normalized in place; A's loads
+    issued while the first run of weights is in flight) and the loop's reads of ``xn4``.
+    Launched on its own in a persistent step (NO_PHASE): as a phase it stopped the H200's
+    persistent GPT-2 step (its work-groups waiting at a grid barrier) while PoCL ran it."""
     out = dict.fromkeys(_gemv_norm_parts(None), "")
     rms, gamma, beta = norm[5], norm[3], norm[4]
     shift = "0.0f" if rms else "A[m * sam]"
     mean = "0.0f" if rms else "rs[0] / (float)K"
-    scaled = "(xn[m * KL + k] - mean) * r" + (" * G[goff + k]" if gamma else "") + \
-        (" + Bt[btoff + k]" if beta else "")
+
+    def four(ref: str) -> str:  # (elements k..k+3 of a vector, clamped to K)
+        return "(float4)(" + ", ".join(f"{ref}[min(k + {e}, K - 1)]" for e in range(4)) + ")"
+    scaled = "(xn4[i] - mean) * r" + (f" * {four('(G + goff)')}" if gamma else "") + \
+        (f" + {four('(Bt + btoff)')}" if beta else "")
+    loads = "\n      ".join(f"if (k + {e} < K) d.s{e} = A[m * sam + (k + {e}) * sak] - sh;"
+                            for e in range(4))
     out["prologue"] = f"""
+  {NO_PHASE}
   __local float4 xn4[MR * KL / 4];
-  __local float* xn = (__local float*)xn4;
   __local float rs[WG], rq[WG];
   for (int m = 0; m < M; ++m) {{
     const float sh = {shift};
     float s = 0.0f, sq = 0.0f;
-    for (int k = lid; k < K; k += WG) {{
-      const float d = A[m * sam + k * sak] - sh;
-      xn[m * KL + k] = d; s += d; sq = mad(d, d, sq);
+    for (int k4 = lid; 4 * k4 < K; k4 += WG) {{
+      const int k = 4 * k4;
+      float4 d = (float4)(0.0f);
+      {loads}
+      xn4[m * (KL / 4) + k4] = d;
+      s += (d.x + d.y) + (d.z + d.w); sq += dot(d, d);
     }}
     rs[lid] = s; rq[lid] = sq;
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -275,9 +286,16 @@ def _gemv_staged_parts(norm: tuple, kl: int) -> dict[str, str]:
     const float mean = {mean};
     const float var = {nan_max("rq[0] / (float)K - mean * mean", "0.0f")};
     const float r = {norm_scale(norm, "var", "rq[0]")};
-    for (int k = lid; k < K; k += WG) xn[m * KL + k] = {scaled};
-    barrier(CLK_LOCAL_MEM_FENCE);  // (xn whole; rs and rq free for the next row)
+    for (int k4 = lid; 4 * k4 < K; k4 += WG) {{
+      const int k = 4 * k4, i = m * (KL / 4) + k4;
+      xn4[i] = {scaled};
+    }}
+    barrier(CLK_LOCAL_MEM_FENCE);  // (xn4 whole; rs and rq free for the next row)
   }}"""
     out["dot4"] = "part += dot(w[j], xn4[m * (KL / 4) + q]);"
-    out["dot1"] = "acc[m] = mad(xn[m * KL + k], wk, acc[m]);"
+    out["dot1"] = """{
+            const float4 t = xn4[m * (KL / 4) + (k >> 2)];
+            const int e = k & 3;
+            acc[m] = mad(e == 0 ? t.x : e == 1 ? t.y : e == 2 ? t.z : t.w, wk, acc[m]);
+          }"""
     return out

@@ -21,7 +21,8 @@ persistent kernel's local memory. Two modes:
 One-line ``inline`` helper functions ahead of the kernel are renamed with it. A kernel
 written otherwise (several kernels, longer helper functions, other work-item functions,
 local memory declared elsewhere than at the top of its body) has no phase form and is
-launched on its own.
+launched on its own; so is one whose text holds :data:`NO_PHASE` (a kernel that is correct as
+a phase on PoCL but stopped the H200's persistent steps, the cause not traced).
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from .common import Source
 
 PL = 256  # work-items of a persistent work-group
+NO_PHASE = "/* no phase form */"
 SPIN_LIMIT = 1 << 26  # barrier polls (about a minute on a GPU) before a work-group gives up
 
 _WORK_ITEM = re.compile(r"get_(group_id|num_groups|global_id|global_size|local_id|local_size)"
@@ -139,6 +141,8 @@ def _carve(body: str) -> tuple[str, int] | None:
 
 @functools.cache
 def _phase_of_text(text: str, name: str) -> PhaseForm | None:
+    if NO_PHASE in text:
+        return None
     heads = list(_FUNCTION.finditer(text))
     if len(heads) != 1 or heads[0].group(1) != name or _OTHER_WORK_ITEM.search(text):
         return None

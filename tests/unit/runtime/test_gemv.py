@@ -225,3 +225,14 @@ def test_the_kernel_normalizes_the_rows(rng, norm, k, tpr, sak, staged):
         q.finish()
         want = _normalized(x, g, bt, spec) @ w.T.astype(np.float64)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-4 * np.sqrt(k))
+
+
+def test_the_kernels_that_have_a_phase_form():
+    """A persistent step (kernels.phase) gathers a launch only where its kernel has a phase
+    form: the plain GEMV and the normalized one with its statistics in the loop, every
+    norm_gemm variant; the one staging its rows in local memory goes on its own (NO_PHASE)."""
+    from netpass.runtime.kernels.phase import phase_of
+    for norm in [None, *NORMS.values()]:
+        for staged in ((0, 768) if norm else (0,)):
+            src = decode_gemv.gemv([], 0, [], 0, 16, norm, decode_gemv.GEMV_RUN, 1, staged)
+            assert (phase_of(src) is None) == bool(staged), (norm, staged)
