@@ -3,14 +3,17 @@
 A device read into pageable memory (a fresh numpy array) is staged by NVIDIA's driver through
 its own pinned buffers, chunk by chunk, the host copying each one while the device waits; a
 read into memory the driver pinned (a mapped ``CL_MEM_ALLOC_HOST_PTR`` buffer) is one DMA. On
-the H200 a GPT-2 decode step, whose 201 KB of logits are read each step, took 0.80 ms on the
-device with the read pinned against 0.92-0.96 ms without (BENCHMARKS.md, Stateful decoding).
+the H200, in the same call, a GPT-2 decode step (201 KB of logits read each step) took 0.80 ms
+on the device with the read pinned against 0.83-0.89 ms without (BENCHMARKS.md, Stateful
+decoding, twentieth round).
 
-So an infer request reads its large outputs into its own pinned region and copies them into
-the arrays it returns once the queue has run: the arrays stay the caller's (a region reused
-by the next infer could not be handed out). Small reads (a shape, a token) go straight to
-their arrays: one copy fewer. A device whose memory is the host's (``Engine.host_memory``)
-writes most outputs in place and stages nothing.
+So an infer request reads its outputs of PINNED_MIN_BYTES to PINNED_MAX_BYTES into its own
+pinned region and copies them into the arrays it returns once the queue has run: the arrays
+stay the caller's (a region reused by the next infer could not be handed out). Smaller reads
+(a shape, a token) go straight to their arrays, one copy fewer; so do larger ones (the host's
+copy out of the region would grow with them, and the request would hold as much pinned
+memory). A device whose memory is the host's (``Engine.host_memory``) writes most outputs in
+place and stages nothing.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ import numpy as np
 from ..errors import AllocationError
 
 PINNED_MIN_BYTES = 64 * 1024  # smaller reads go straight to their arrays
+PINNED_MAX_BYTES = 4 << 20    # and larger ones
 ALIGN = 256  # bytes between two staged reads of one wait
 
 
@@ -37,7 +41,7 @@ class PinnedStaging:
     @staticmethod
     def wanted(nbytes: int) -> bool:
         """Whether a read of ``nbytes`` goes through the pinned region."""
-        return nbytes >= PINNED_MIN_BYTES
+        return PINNED_MIN_BYTES <= nbytes <= PINNED_MAX_BYTES
 
     @staticmethod
     def span(nbytes: int) -> int:

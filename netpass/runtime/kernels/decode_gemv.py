@@ -27,8 +27,9 @@ def gemv_width(m: int, k: int, sbk: int, n: int, gpu: bool = False,
     the H200, weights cycled through copies larger than the L2, 64 items read GPT-2's
     unnormalized projections 10-20% faster than 16 (BENCHMARKS.md, stateful decoding, 19th
     round). A ``normalized`` A (norm_gemm) keeps 16 up to k = 1024, then 64: each work-group
-    takes its rows' statistics first, and 64 items a column make four times the work-groups
-    (the LM head's statistics then cost more than its weights). Elsewhere (a CPU's
+    normalizes its rows first, and more items a column make more work-groups (GPT-2's QKV with
+    its rows staged, 20th round: 8.47 / 8.55 / 9.02 us at 16 / 32 / 64; the LM head 46.8 /
+    55.8 / 70.0). Elsewhere (a CPU's
     work-items are loop iterations: fewer a column cost less) the same 16, then 64."""
     if m > GEMV_ROWS or sbk != 1 or not n or not k or not m:
         return None
@@ -78,9 +79,9 @@ def gemv(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int, tp
       take the row's shifted sums and squares as they go, with ``sum d g w``, ``sum g w`` and
       ``sum b w``; the store applies ``rstd * (sum d g w - mean_d * sum g w) + sum b w``.
 
-    (On the H200, weights from HBM: a plain GEMV reads GPT-2's QKV weights in 6.7 us; the
-    second way takes 9.9, the first ~7; the prologue before both, which took each row's
-    statistics with one item per row and normalized every element in the loop, 12.1.)"""
+    (On the H200, weights from HBM: a plain GEMV reads GPT-2's QKV weights in 7.4 us; the
+    first way takes 8.5, the second 10.6; the prologue before both, which summed each row's
+    partial statistics on one item and normalized every element in the loop, 12.1.)"""
     args = gemm_args("float", n_extra, extra_dtypes, erank, norm)
     code = stage_code([Stage("v", [], "float")] + list(epilogue),
                        {j: f"in{j}[o_in{j}]" for j in range(n_extra)})

@@ -137,6 +137,25 @@ def test_large_outputs_are_read_through_the_pinned_region(rng, monkeypatch):
     assert sizes == [512, 4096, 4096, 4096, 4096]
 
 
+def test_reads_past_the_pinned_limit_go_straight_to_their_arrays(rng, monkeypatch):
+    """Outputs from PINNED_MAX_BYTES on are read into their arrays directly: the region stays
+    as the small reads left it (forced on PoCL, as above)."""
+    from netpass.runtime import outputs
+    monkeypatch.setattr(outputs, "ZERO_COPY_MIN_BYTES", 1 << 40)
+    monkeypatch.setattr(staging, "PINNED_MIN_BYTES", 0)
+    monkeypatch.setattr(staging, "PINNED_MAX_BYTES", 1000)
+    model = _mlp()
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
+    net = req.network
+    net.staging = staging.PinnedStaging(net.engine, net.queue)
+    for rows in (2, 70):  # (70 rows: 1680 and 2240 bytes)
+        feeds = {"x": rng.standard_normal((rows, 8)).astype(np.float32)}
+        out, ref = req.infer(feeds), netpass.reference.infer(model, feeds)
+        for name in ref:
+            np.testing.assert_allclose(out[name], ref[name], rtol=1e-5, atol=1e-6)
+        assert net.staging.region.nbytes == 512
+
+
 def test_an_output_returned_twice_is_two_arrays(rng):
     x = opset.parameter([-1, 4], np.float32, name="x")
     r = opset.relu(x)
