@@ -139,6 +139,15 @@ class ChangeLog:
             saw = now if id(c) not in readers else seen
             if saw is None or not same_state(saw, new_port):
                 stale[id(c)] = weakref.ref(c)
+        # A reader that no longer reads ``onode`` at all is one no more (so ``stale_readers``
+        # passes over an op whose readers a sinking step moved below it, without fetching it).
+        for c in consumers:
+            if id(c) in readers:
+                for src in c._inputs:
+                    if src.node is onode:
+                        break
+                else:
+                    readers.discard(id(c))
 
     def touched(self, node: Node) -> None:
         """An attribute or all the inputs of ``node`` changed: re-infer it."""
@@ -204,10 +213,12 @@ class ChangeLog:
         """Live consumers of the nodes re-inferred in place with a changed result that read
         an earlier state (each node re-inferred in place had them as consumers then)."""
         for entry in self._stale_consumers.values():
+            readers = entry.readers
+            if not readers:
+                continue
             n = entry.ref()
             if n is None:
                 continue
-            readers = entry.readers
             for port in n._outs:
                 for key, ref in port.cons.items():
                     if key[0] in readers:

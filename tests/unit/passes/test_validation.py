@@ -252,6 +252,23 @@ def test_a_reader_of_the_earlier_state_is_stale_until_rewired_to_an_equal_value(
         check_interface("P", before, model)
 
 
+def test_a_reader_is_one_while_it_reads_the_node_at_some_input():
+    """Moved away from a node re-inferred in place, a consumer no longer reads its earlier
+    state; one still reading it at another input does (and is stale)."""
+    x = opset.parameter([2, 3, 4], np.float32, name="x")
+    t = opset.transpose(x, np.array([0, 2, 1]))
+    relu = opset.relu(t)
+    both, moved = opset.add(relu, relu), opset.abs(relu)
+    model = Model([both, moved], [x])
+    with model.track_changes() as log:
+        relu.input(0).replace_source_output(x.output(0))
+        relu.validate_and_infer_types()
+        moved.input(0).replace_source_output(t.output(0))
+        both.input(0).replace_source_output(t.output(0))
+    readers = log._stale_consumers[id(relu)].readers
+    assert readers == {id(both)} and list(log.stale_readers()) == [both]
+
+
 def reshape_model():
     x = opset.parameter([4, 8], np.float32, name="x")
     reshaped = opset.reshape(x, np.array([8, 4], np.int64), False)
