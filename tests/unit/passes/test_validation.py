@@ -269,6 +269,23 @@ def test_a_reader_is_one_while_it_reads_the_node_at_some_input():
     assert readers == {id(both)} and list(log.stale_readers()) == [both]
 
 
+def test_a_refreshed_node_is_linted_while_in_the_model_only():
+    x = opset.parameter([2, 3], np.float32, name="x")
+    kept, dropped = opset.relu(x), opset.abs(x)
+    model = Model([opset.negative(kept)], [x])
+    stray = opset.exp(x).output(0)
+    with model.track_changes() as log:
+        for node in (kept, dropped):
+            node.validate_and_infer_types()
+            node._inputs[0] = stray  # rewired behind the consumer tables' back
+        dropped.output(0).consumers()  # (no consumer: outside the model, kept alive here)
+    with pytest.raises(PassValidationError) as info:
+        validate_changes("P", model, log)
+    message = str(info.value)
+    assert f"'{kept.friendly_name}' input 0 is not listed" in message
+    assert dropped.friendly_name not in message
+
+
 def reshape_model():
     x = opset.parameter([4, 8], np.float32, name="x")
     reshaped = opset.reshape(x, np.array([8, 4], np.int64), False)
