@@ -171,8 +171,14 @@ class ChangeLog:
                 if entry is not None:
                     entry.readers.discard(key)
         outs = node._outs
-        if len(before) == len(outs) and all(same_state(b, p) for b, p in zip(before, outs)):
-            return
+        if len(before) == len(outs):
+            # (a plain loop: a generator in ``all`` cost as much as the comparisons, once per
+            # op a sinking step crosses)
+            for b, p in zip(before, outs):
+                if not same_state(b, p):
+                    break
+            else:
+                return
         entry = self._stale_consumers.get(key)
         if entry is None:
             entry = self._stale_consumers[key] = _Reinferred(node, before)
