@@ -157,19 +157,8 @@ class ChangeLog:
     def reinferred(self, node: Node, before: list[Any]) -> None:
         """``node`` was re-inferred in place; ``before`` holds its output ports' states from
         before (see :func:`port_states`). Its consumers are stale if they differ."""
-        self.edits += 1
+        self.refreshed(node)
         key = id(node)
-        # Inferred from its inputs as they are now: no longer stale, nor a reader of an
-        # earlier state of its producers.
-        self._stale.pop(key, None)
-        if key not in self._refreshed:
-            self._refreshed[key] = weakref.ref(node)
-        entries = self._stale_consumers
-        if entries:
-            for src in node._inputs:
-                entry = entries.get(id(src.node))
-                if entry is not None:
-                    entry.readers.discard(key)
         outs = node._outs
         if len(before) == len(outs):
             # (a plain loop: a generator in ``all`` cost as much as the comparisons, once per
@@ -183,6 +172,24 @@ class ChangeLog:
         if entry is None:
             entry = self._stale_consumers[key] = _Reinferred(node, before)
         entry.add_readers(node)
+
+    def refreshed(self, node: Node) -> None:
+        """``node`` was brought up to date with its inputs in place, its outputs as its
+        consumers read them (``reinferred`` with no change, told without copying the states:
+        TSBackwardRegions says it of every op it crosses)."""
+        self.edits += 1
+        key = id(node)
+        # Inferred from its inputs as they are now: no longer stale, nor a reader of an
+        # earlier state of its producers.
+        self._stale.pop(key, None)
+        if key not in self._refreshed:
+            self._refreshed[key] = weakref.ref(node)
+        entries = self._stale_consumers
+        if entries:
+            for src in node._inputs:
+                entry = entries.get(id(src.node))
+                if entry is not None:
+                    entry.readers.discard(key)
 
     def edited(self) -> None:
         """An edit with nothing to re-infer: a friendly name set, a model's parameters or

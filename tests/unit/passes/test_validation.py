@@ -269,6 +269,31 @@ def test_a_reader_is_one_while_it_reads_the_node_at_some_input():
     assert readers == {id(both)} and list(log.stale_readers()) == [both]
 
 
+def test_refreshed_is_reinferred_with_states_that_did_not_change():
+    from netpass.core import PartialShape
+    from netpass.core.ports import port_states
+    x = opset.parameter([2, 3, 4], np.float32, name="x")
+    t = opset.transpose(x, np.array([0, 2, 1]))
+    relu = opset.relu(t)
+    model = Model([opset.abs(relu)], [x])
+    logs = []
+    for told in ("reinferred", "refreshed"):
+        with model.track_changes() as log:
+            t._outs[0].ps = PartialShape([2, 3, 4])  # a state re-inferring t changes
+            t.validate_and_infer_types()  # relu read t's earlier state
+            log.touched(relu)
+            if told == "reinferred":
+                log.reinferred(relu, port_states(relu))
+            else:
+                log.refreshed(relu)
+        logs.append(log)
+    for log in logs:
+        assert list(log.stale_nodes()) == [] and list(log.refreshed_nodes()) == [t, relu]
+        assert list(log.reinferred_nodes()) == [t] and list(log.stale_readers()) == []
+        assert log.edits == 3
+        assert validate_changes("P", model, log) == 0
+
+
 def test_a_refreshed_node_is_linted_while_in_the_model_only():
     x = opset.parameter([2, 3], np.float32, name="x")
     kept, dropped = opset.relu(x), opset.abs(x)
