@@ -139,6 +139,15 @@ class ChangeLog:
             saw = now if id(c) not in readers else seen
             if saw is None or not same_state(saw, new_port):
                 stale[id(c)] = weakref.ref(c)
+        # A reader that no longer reads ``onode`` at all is one no more (so ``stale_readers``
+        # passes over an op whose readers a sinking step moved below it, without fetching it).
+        for c in consumers:
+            if id(c) in readers:
+                for src in c._inputs:
+                    if src.node is onode:
+                        break
+                else:
+                    readers.discard(id(c))
 
     def touched(self, node: Node) -> None:
         """An attribute or all the inputs of ``node`` changed: re-infer it."""
@@ -148,6 +157,26 @@ class ChangeLog:
     def reinferred(self, node: Node, before: list[Any]) -> None:
         """``node`` was re-inferred in place; ``before`` holds its output ports' states from
         before (see :func:`port_states`). Its consumers are stale if they differ."""
+        self.refreshed(node)
+        key = id(node)
+        outs = node._outs
+        if len(before) == len(outs):
+            # (a plain loop: a generator in ``all`` cost as much as the comparisons, once per
+            # op a sinking step crosses)
+            for b, p in zip(before, outs):
+                if not same_state(b, p):
+                    break
+            else:
+                return
+        entry = self._stale_consumers.get(key)
+        if entry is None:
+            entry = self._stale_consumers[key] = _Reinferred(node, before)
+        entry.add_readers(node)
+
+    def refreshed(self, node: Node) -> None:
+        """``node`` was brought up to date with its inputs in place, its outputs as its
+        consumers read them (``reinferred`` with no change, told without copying the states:
+        TSBackwardRegions says it of every op it crosses)."""
         self.edits += 1
         key = id(node)
         # Inferred from its inputs as they are now: no longer stale, nor a reader of an
@@ -161,13 +190,6 @@ class ChangeLog:
                 entry = entries.get(id(src.node))
                 if entry is not None:
                     entry.readers.discard(key)
-        outs = node._outs
-        if len(before) == len(outs) and all(same_state(b, p) for b, p in zip(before, outs)):
-            return
-        entry = self._stale_consumers.get(key)
-        if entry is None:
-            entry = self._stale_consumers[key] = _Reinferred(node, before)
-        entry.add_readers(node)
 
     def edited(self) -> None:
         """An edit with nothing to re-infer: a friendly name set, a model's parameters or
@@ -204,10 +226,12 @@ class ChangeLog:
         """Live consumers of the nodes re-inferred in place with a changed result that read
         an earlier state (each node re-inferred in place had them as consumers then)."""
         for entry in self._stale_consumers.values():
+            readers = entry.readers
+            if not readers:
+                continue
             n = entry.ref()
             if n is None:
                 continue
-            readers = entry.readers
             for port in n._outs:
                 for key, ref in port.cons.items():
                     if key[0] in readers:

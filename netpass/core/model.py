@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import copy
 import weakref
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..errors import InputError, NetpassError
@@ -13,8 +13,10 @@ from .node import Node, Output, _Topology, as_output, topology_changed
 from .shape import PartialShape
 
 
-def topological_sort(roots: Sequence[Node]) -> list[Node]:
-    """Producers before consumers, in OpenVINO's order.
+def topological_sort(roots: Sequence[Node],
+                     visit: Callable[[Node], object] | None = None) -> list[Node]:
+    """Producers before consumers, in OpenVINO's order; ``visit`` (when given) is called on
+    each node as it joins the order.
 
     Iterative DFS post-order: roots are pushed in the given order (so the last is expanded
     first) and a node's input 0 subtree is emitted before its input 1 subtree. The path is
@@ -22,6 +24,10 @@ def topological_sort(roots: Sequence[Node]) -> list[Node]:
     resumes), so every edge is looked at once and no tuple is built per node; leaves are
     emitted without a stack entry (this runs before every graph rewrite). Visit state is a mark
     on the node (this sort's epoch: done; epoch + 1: on the DFS path), cheaper than sets.
+
+    ``visit`` lets a whole-graph scan that needs no order of its own ride on the sort (it must
+    not change the graph): the sort waits on fetching every node from memory, and a second walk
+    over the order fetched them all again (~40 ms at 128k nodes, against ~10 ms for the calls).
     """
     global _epoch
     _epoch += 2
@@ -48,6 +54,8 @@ def topological_sort(roots: Sequence[Node]) -> list[Node]:
                 if not ins:
                     p._mark = done
                     append(p)
+                    if visit is not None:
+                        visit(p)
                     continue
                 if mark == on_path:
                     n = path[-1]
@@ -61,6 +69,8 @@ def topological_sort(roots: Sequence[Node]) -> list[Node]:
                 n = pop_node()
                 n._mark = done
                 append(n)
+                if visit is not None:
+                    visit(n)
                 if not path:
                     break
                 it = pop_it()
@@ -194,16 +204,23 @@ class Model:
 
     get_ops = get_ordered_ops
 
-    def cached_order(self) -> list[Node]:
+    def cached_order(self, visit: Callable[[Node], object] | None = None) -> list[Node]:
         """``get_ordered_ops()``'s order itself, not a copy, for a walk that neither changes
         the list nor keeps it (netpass's whole-graph scans: copying it touched every node's
         reference count once more to copy and once to free). A graph change drops the cache,
-        not the list, so a walk that rewires keeps going over the order it started with."""
+        not the list, so a walk that rewires keeps going over the order it started with.
+
+        ``visit`` (when given) is called on every node of the order, in order: by the sort
+        as it goes when the order is not cached (see ``topological_sort``), else by a walk
+        over the cached one."""
         order = self._ordered
         if order is None:
             order = self._ordered = topological_sort(
-                [*self._results, *self._sinks, *self._parameters])
+                [*self._results, *self._sinks, *self._parameters], visit)
             _Topology.caches.append(weakref.ref(self))
+        elif visit is not None:
+            for node in order:
+                visit(node)
         return order
 
     def drop_cached_order(self) -> None:

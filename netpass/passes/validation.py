@@ -114,11 +114,14 @@ def validate_changes(pass_name: str, model: Model, log: ChangeLog) -> int:
     except ShapeInferenceError as e:
         raise PassValidationError(pass_name, e, e.node) from e
     seen = {id(n) for n in checked}
-    linted = checked + [n for n in log.refreshed_nodes() if id(n) not in seen and in_graph(n)]
+    # (the refreshed nodes are asked whether they are in the model as they are linted: one
+    # fetch of each from memory, not two, for the tens of thousands after a sinking stage)
+    linted = checked + [n for n in log.refreshed_nodes() if id(n) not in seen]
     # (only the Parameters among the sources are linted: the Constants rewired in, thousands
     # after a sinking stage, are not asked whether they are in the model)
     problems = _lint_nodes(model, linted, [n for n in log.sources()
-                                           if isinstance(n, Parameter) and in_graph(n)])
+                                           if isinstance(n, Parameter) and in_graph(n)],
+                           in_graph)
     if problems:
         lint_error = LintError(problems)
         raise PassValidationError(pass_name, lint_error) from lint_error
@@ -221,9 +224,11 @@ class _InModel:
         return False
 
 
-def _lint_nodes(model: Model, nodes: list[Node], sources: list[Node]) -> list[str]:
-    """``lint``'s per-node invariants on ``nodes``, the Parameters among ``sources`` (values
-    rewired in) and the model's input and output lists."""
+def _lint_nodes(model: Model, nodes: list[Node], sources: list[Node],
+                in_graph: _InModel | None = None) -> list[str]:
+    """``lint``'s per-node invariants on ``nodes`` (those ``in_graph`` says are in the model,
+    when given), the Parameters among ``sources`` (values rewired in) and the model's input
+    and output lists."""
     problems: list[str] = []
     params = {id(p) for p in model._parameters}
     for p in sources:
@@ -233,6 +238,8 @@ def _lint_nodes(model: Model, nodes: list[Node], sources: list[Node]) -> list[st
                             f"{users}")
     # (Runs on every node a validated pass touched: plain loops, messages only on failure.)
     for node in nodes:
+        if in_graph is not None and not in_graph(node):
+            continue
         me = id(node)
         for i, src in enumerate(node._inputs):
             producer = src.node

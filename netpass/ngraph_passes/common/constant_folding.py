@@ -63,6 +63,16 @@ def fold(node: Node) -> list | None:
     return vals
 
 
+def _may_fold(node: Node) -> bool:
+    """Whether ``fold`` may answer for ``node`` (when False, it answers None): the node has
+    inputs, and its first input is a Constant or its first output has a known value."""
+    ins = node._inputs
+    if not ins:
+        return False
+    outs = node._outs
+    return not outs or outs[0].val is not None or isinstance(ins[0].node, Constant)
+
+
 def creates_large_data(node: Node, inputs: list) -> bool:
     """Whether folding ``node`` would create an output of more than FOLD_MAX_BYTES that holds
     more elements than its ``inputs`` together (see FOLD_MAX_BYTES)."""
@@ -98,12 +108,25 @@ class ConstantFolding(ModelPass):
     @staticmethod
     def _fold_graph(model) -> bool:
         constant = Constant
+        if model._ordered is None:
+            # The nodes ``fold`` may answer for, picked while the model is sorted (each
+            # folding follows a stage that changed the model, and mostly finds nothing): with
+            # none, nothing folds, and the walk below would only fetch every node again.
+            picked: list[Node] = []
+
+            def pick(node: Node) -> None:
+                if _may_fold(node):
+                    picked.append(node)
+            order = model.cached_order(pick)
+            if not picked:
+                return False
+        else:
+            order = model.cached_order()
         changed = False
-        for node in model.cached_order():
+        for node in order:
             # What ``fold`` answers None for, told without calling it (this looks at every
-            # node, after every stage that changed the model, and finds little): a node
-            # without inputs, or whose first input is not a Constant and whose first output
-            # has no known value.
+            # node, after every stage that changed the model, and finds little): see
+            # ``_may_fold``, inlined.
             ins = node._inputs
             if not ins:
                 continue

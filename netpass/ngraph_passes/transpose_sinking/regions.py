@@ -25,7 +25,6 @@ from ...core.boundary import Constant, Parameter
 from ...core.changes import tracking
 from ...core.graph_util import copy_runtime_info
 from ...core.node import Node, Output
-from ...core.ports import port_states
 from ...core.shape import PartialShape
 from ...core.types import Type
 from ...ops.movement import Transpose
@@ -256,7 +255,7 @@ class _Sweep(ShadowGraph):
         log = tracking.log
         if log is not None:
             for node in shaped:  # up to date with its new inputs
-                log.reinferred(node, port_states(node))
+                log.refreshed(node)
         ids = {id(n) for n in self.infer}
         for n in model.get_ordered_ops() if ids else ():
             if id(n) in ids:

@@ -240,11 +240,13 @@ def _used(table: dict) -> bool:
 
 
 def insert_output_transposes(main: Node, order: list[int], order_type: Type,
-                             order_value: Output | None = None) -> list[Node]:
+                             order_value: Output | None = None,
+                             below: list[PartialShape] | None = None) -> list[Node]:
     """Forward: ``Transpose(order)`` (aligned to each output's rank) after every used output of
     ``main`` (order Constant ``order_value`` when given and of the right length); the Transpose
     takes the output's tensor names and (single output) ``main``'s friendly name, else
-    ``<main>.<i>``."""
+    ``<main>.<i>``. ``below``: the output shapes ``main`` had before the step permuted them by
+    ``order``'s inverse, which the Transposes restore (their shapes, taken as they are)."""
     new: list[Node] = []
     outs = main._outs
     multi = len(outs) > 1
@@ -256,7 +258,7 @@ def insert_output_transposes(main: Node, order: list[int], order_type: Type,
         aligned = align_order(order, len(dims)) if dims is not None else list(order)
         value = order_value if order_value is not None and len(aligned) == len(order) else \
             const(np.array(aligned), order_type)
-        t = Transpose.of(out, value, aligned)
+        t = Transpose.of(out, value, aligned, below[index] if below is not None else None)
         out.replace(t.output(0))
         names = main._outs[out.index].names
         if names:
@@ -282,10 +284,15 @@ def sink_forward(main: Node, info: TransposeInput, out_order: list[int] | None =
     its old ones permuted."""
     order_value = info.order_value if out_order is None else None
     new = update_input_transposes(main, info, indices)
-    if not (permutes and out_order is None and _permute_outputs(main, info.order)):
+    below = None
+    if permutes and out_order is None:
+        below = [port.ps for port in main._outs]
+        if not _permute_outputs(main, info.order):
+            below = None
+    if below is None:
         main.validate_and_infer_types()
     return new + insert_output_transposes(main, info.order if out_order is None else out_order,
-                                          info.order_type, order_value)
+                                          info.order_type, order_value, below)
 
 
 def _permute_outputs(main: Node, order: list[int]) -> bool:

@@ -36,12 +36,15 @@ class Transpose(Node):
     version = "opset1"
 
     @staticmethod
-    def of(value: Output, order_value: Output, order: list[int]) -> Transpose:
+    def of(value: Output, order_value: Output, order: list[int],
+           shape: PartialShape | None = None) -> Transpose:
         """``Transpose([value, order_value])``, built directly when ``order`` (the content of
         ``order_value``, a permutation of the value's rank) settles the output: the permuted
         dims, no known elements. Sinking builds Transposes by the ten thousand, and inference
         was ~40% of building one. A value of dynamic rank or with known elements (which
-        inference passes on) takes the generic way."""
+        inference passes on) takes the generic way. ``shape``: the permuted dims when the
+        caller has them (a forward step's output Transpose restores the shape its op had
+        before the step), taken as they are."""
         port = value.node._outs[value.index]
         dims = port.ps._dims
         if dims is None or len(dims) != len(order) or port.val is not None \
@@ -55,7 +58,8 @@ class Transpose(Node):
         _connect(order_value.node._outs[order_value.index].cons, (me, 1), ref)
         out = _Port()
         out.et = port.et
-        out.ps = PartialShape.of_dims(tuple([dims[a] for a in order]))
+        out.ps = shape if shape is not None else \
+            PartialShape.of_dims(tuple([dims[a] for a in order]))
         node._outs = (out,)
         return node
 

@@ -152,6 +152,41 @@ def test_cached_order_is_the_order_itself_until_a_change():
     assert b not in shared and m.cached_order() is not shared and b in m.cached_order()
 
 
+def test_sort_visits_every_node_as_it_joins_the_order():
+    from netpass.core.model import topological_sort
+    x = parameter([2], name="x")
+    a = neg(x)
+    b, c = neg(a), neg(a)
+    m = Model([b, c], [x])
+    seen: list[Node] = []
+    order = topological_sort(m.results, seen.append)
+    assert seen == order and len(order) == 6  # x, a, b, c and two Results
+    # a model's order: visited by the sort when it is not cached, by a walk when it is
+    first: list[Node] = []
+    shared = m.cached_order(first.append)
+    again: list[Node] = []
+    assert m.cached_order(again.append) is shared and first == again == shared == order
+
+
+def test_a_rewired_input_goes_last_even_over_a_dead_entry_of_its_key():
+    import weakref
+    x = parameter([2], name="x")
+    a, b = neg(x), neg(x)
+    c = neg(a)
+    gone = neg(x)
+    dead = weakref.ref(gone)
+    del gone
+    assert dead() is None
+    # a freed consumer that had c's id: its entry, first in x's table, must not give c its place
+    table = x._outs[0].cons
+    entries = list(table.items())
+    table.clear()
+    table[(id(c), 0)] = dead
+    table.update(entries)
+    c.input(0).replace_source_output(x.output(0))
+    assert [i.node for i in x.output(0).consumers()] == [a, b, c]
+
+
 def test_topological_sort_detects_cycle_after_earlier_sorts():
     from netpass.core.model import topological_sort
     from netpass.errors import NetpassError

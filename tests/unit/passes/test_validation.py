@@ -252,6 +252,65 @@ def test_a_reader_of_the_earlier_state_is_stale_until_rewired_to_an_equal_value(
         check_interface("P", before, model)
 
 
+def test_a_reader_is_one_while_it_reads_the_node_at_some_input():
+    """Moved away from a node re-inferred in place, a consumer no longer reads its earlier
+    state; one still reading it at another input does (and is stale)."""
+    x = opset.parameter([2, 3, 4], np.float32, name="x")
+    t = opset.transpose(x, np.array([0, 2, 1]))
+    relu = opset.relu(t)
+    both, moved = opset.add(relu, relu), opset.abs(relu)
+    model = Model([both, moved], [x])
+    with model.track_changes() as log:
+        relu.input(0).replace_source_output(x.output(0))
+        relu.validate_and_infer_types()
+        moved.input(0).replace_source_output(t.output(0))
+        both.input(0).replace_source_output(t.output(0))
+    readers = log._stale_consumers[id(relu)].readers
+    assert readers == {id(both)} and list(log.stale_readers()) == [both]
+
+
+def test_refreshed_is_reinferred_with_states_that_did_not_change():
+    from netpass.core import PartialShape
+    from netpass.core.ports import port_states
+    x = opset.parameter([2, 3, 4], np.float32, name="x")
+    t = opset.transpose(x, np.array([0, 2, 1]))
+    relu = opset.relu(t)
+    model = Model([opset.abs(relu)], [x])
+    logs = []
+    for told in ("reinferred", "refreshed"):
+        with model.track_changes() as log:
+            t._outs[0].ps = PartialShape([2, 3, 4])  # a state re-inferring t changes
+            t.validate_and_infer_types()  # relu read t's earlier state
+            log.touched(relu)
+            if told == "reinferred":
+                log.reinferred(relu, port_states(relu))
+            else:
+                log.refreshed(relu)
+        logs.append(log)
+    for log in logs:
+        assert list(log.stale_nodes()) == [] and list(log.refreshed_nodes()) == [t, relu]
+        assert list(log.reinferred_nodes()) == [t] and list(log.stale_readers()) == []
+        assert log.edits == 3
+        assert validate_changes("P", model, log) == 0
+
+
+def test_a_refreshed_node_is_linted_while_in_the_model_only():
+    x = opset.parameter([2, 3], np.float32, name="x")
+    kept, dropped = opset.relu(x), opset.abs(x)
+    model = Model([opset.negative(kept)], [x])
+    stray = opset.exp(x).output(0)
+    with model.track_changes() as log:
+        for node in (kept, dropped):
+            node.validate_and_infer_types()
+            node._inputs[0] = stray  # rewired behind the consumer tables' back
+        dropped.output(0).consumers()  # (no consumer: outside the model, kept alive here)
+    with pytest.raises(PassValidationError) as info:
+        validate_changes("P", model, log)
+    message = str(info.value)
+    assert f"'{kept.friendly_name}' input 0 is not listed" in message
+    assert dropped.friendly_name not in message
+
+
 def reshape_model():
     x = opset.parameter([4, 8], np.float32, name="x")
     reshaped = opset.reshape(x, np.array([8, 4], np.int64), False)

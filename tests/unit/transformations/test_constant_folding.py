@@ -28,6 +28,27 @@ def test_shape_of_static_shape_folds():
     assert count(m, "ShapeOf", "Gather", "Concat") == 0
 
 
+def test_folding_picks_while_sorting_and_still_folds_what_earlier_folds_expose():
+    # tanh's 10^4 values are not propagated by inference, so relu is no fold candidate when
+    # the model is sorted: it becomes one only once tanh is folded, as the walk goes
+    x = param([100, 100])
+    relu = opset.relu(opset.tanh(opset.constant(rand(100, 100))))
+    m = model_of(opset.add(x, relu), x)
+    assert m._ordered is None and m.results[0].input_value(0).node.input_value(1).value is None
+    run_checked(m, ConstantFolding())
+    assert count(m, "Tanh", "Relu") == 0
+
+
+def test_nothing_to_fold_leaves_the_model_and_its_order_for_the_next_pass():
+    x = param([2, 3])
+    m = model_of(opset.relu(opset.add(x, x)), x)
+    before = m.get_ordered_ops()
+    assert m._ordered is not None
+    m.drop_cached_order()
+    assert not ConstantFolding().run_on_model(m)
+    assert m._ordered == before  # sorted once, and kept
+
+
 def test_result_producer_keeps_names():
     x = param([2])
     c = opset.relu(opset.constant(rand(2, 3)), name="folded")

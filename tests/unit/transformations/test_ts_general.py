@@ -117,3 +117,26 @@ def test_forward_steps_permute_shapes_as_inference_does(shape, monkeypatch):
     run(netpass.read_model(gna_blocks_onnx(blocks, shape=shape)), GnaTransformationsPipeline())
     assert {"Concat", "VariadicSplit", "Add", "Sigmoid", "Pad"} <= {t for t, _ in checked}
     assert all(ok for _, ok in checked)
+
+
+@pytest.mark.parametrize("shape", [(2, 6, 5, 7), ("N", 6, 5, 7)])
+def test_forward_output_transposes_take_the_shapes_their_op_had(shape, monkeypatch):
+    """A forward step's output Transposes restore the shapes the op had before the step
+    permuted them, and take those shapes as they are: each equals what building the
+    Transpose from the permuted op computes (dims with their bounds and symbols)."""
+    from netpass.ops.movement import Transpose
+
+    checked: list[bool] = []
+    original = Transpose.of
+
+    def of(value, order_value, order, shape=None):
+        t = original(value, order_value, order, shape)
+        if shape is not None:
+            ref = original(value, order_value, order)._outs[0].ps
+            checked.append(t._outs[0].ps is shape and ref == shape
+                           and [d.symbol for d in ref] == [d.symbol for d in shape])
+        return t
+    monkeypatch.setattr(Transpose, "of", staticmethod(of))
+    blocks = random_blocks(40, 7, channels=shape[1])
+    run(netpass.read_model(gna_blocks_onnx(blocks, shape=shape)), GnaTransformationsPipeline())
+    assert len(checked) > 100 and all(checked)
