@@ -142,8 +142,8 @@ def main() -> None:
 
         def runtime_at(width):
             src = decode_gemv.gemv([], 0, [], 0, width, NORM if norm else None,
-                              decode_gemv.gemv_run(k, width, gpu), 1,
-                              decode_gemv.gemv_staged(1, k) if norm else 0)
+                                   decode_gemv.gemv_run(k, width, gpu), 1,
+                                   decode_gemv.gemv_staged(1, k) if norm else 0)
             prog = cl.Program(ctx, src.text).build()
 
             def make(wb):

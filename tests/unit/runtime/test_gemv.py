@@ -1,9 +1,9 @@
-"""The decode GEMV (kernels.decode_gemv.gemv): GEMMs of up to GEMV_ROWS rows over weights [N, K]
-read as they are, against numpy and the reference evaluator on random data with odd shapes:
-float4 and scalar runs of K (odd K, A read with a stride), 16, 32 and 64 items per column, batch
-broadcast, the FullyConnected
-bias and fused epilogues with a residual, a LayerNorm folded into the prologue (norm_gemm),
-and the selection (kinds.legacy.fully_connected_impl: no weights reorder for it). Tolerance: rtol
+"""The decode GEMV (kernels.decode_gemv.gemv): GEMMs of up to GEMV_ROWS rows over weights
+[N, K] read as they are, against numpy and the reference evaluator on random data with odd
+shapes: float4 and scalar runs of K (odd K, A read with a stride), 16, 32 and 64 items per
+column, batch broadcast, the FullyConnected bias and fused epilogues with a residual, a
+LayerNorm or RMSNorm folded in (norm_gemm: the rows staged in local memory, or their
+statistics taken in the loop), which kernels have a phase form, and the selection (kinds.legacy.fully_connected_impl: no weights reorder for it). Tolerance: rtol
 1e-4 plus atol 1e-4 * sqrt(K), the float32 summation-order noise of a K-long dot product."""
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ from netpass.testing import RUNTIME_DEVICE
 @pytest.fixture(params=["this device's", "a GPU's"])
 def widths(request, monkeypatch) -> list[int]:
     """The GEMV as this device runs it, and as a GPU would (its items a column and loads in
-    flight: kernels.decode_gemv.gemv_width, gemv_run), on this device: the GPU's widths chosen (none
-    for this device's)."""
+    flight: kernels.decode_gemv.gemv_width, gemv_run), on this device: the GPU's widths
+    chosen (none for this device's)."""
     chosen: list[int] = []
     if request.param == "a GPU's":
         choose = decode_gemv.gemv_width
@@ -104,10 +104,10 @@ def test_matmul_by_a_transposed_b_with_batch_broadcast(rng):
 
 @pytest.mark.parametrize("k", [52, 1100, 4000, 30])
 def test_layernorm_folded_into_the_gemv(rng, k, widths):
-    """compile_model's legacy stage: MVN * gamma + beta -> FullyConnected, one row per step
-    with a large mean (the prologue's shifted sums): K = 52 one batch of the prologue's float4
-    loads, 1100 a second one past the row's end, 4000 a second run of weight loads after the
-    prologue, 30 the scalar loop."""
+    """compile_model's legacy stage: MVN * gamma + beta -> FullyConnected, rows with a large
+    mean (the shifted sums): K = 52, 1100 and 30 (the scalar loop) with the rows staged in local
+    memory, 4000 staged for one row and with the statistics in the loop for 2 and 5 (past
+    GEMV_STAGED_BYTES; a second run of weight loads)."""
     n = 29
     x = opset.parameter([1, -1, k], np.float32, name="x")
     h = opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt")
@@ -140,8 +140,8 @@ def test_selection_limits():
     assert gemv_width(GEMV_ROWS + 1, 64, 1, 64) is None      # more rows
     assert gemv_width(1, 64, 64, 64) is None                  # B read along n (reordered)
     # loads in flight: an item's part of a column, at most GEMV_RUN (GEMV_RUN_CPU on a CPU)
-    assert [decode_gemv.gemv_run(k, t, True) for k, t in [(768, 64), (3072, 64), (768, 16), (7, 16)]] \
-        == [3, 12, 12, 1]
+    runs = [(768, 64), (3072, 64), (768, 16), (7, 16)]
+    assert [decode_gemv.gemv_run(k, t, True) for k, t in runs] == [3, 12, 12, 1]
     assert decode_gemv.gemv_run(768, 16, False) == decode_gemv.GEMV_RUN_CPU == 4
     # normalized rows staged in local memory where they fit GEMV_STAGED_BYTES
     assert decode_gemv.gemv_staged(1, 768) == 768 and decode_gemv.gemv_staged(1, 30) == 32
@@ -199,7 +199,8 @@ def test_the_kernel_normalizes_the_rows(rng, norm, k, tpr, sak, staged):
     mf = cl.mem_flags
     for rows in (1, 3, GEMV_ROWS):
         kl = -(-k // 4) * 4 if staged else 0  # (staged whatever the size: a test)
-        src = decode_gemv.gemv([], 0, [], 0, tpr, spec, decode_gemv.gemv_run(k, tpr, True), rows, kl)
+        src = decode_gemv.gemv([], 0, [], 0, tpr, spec, decode_gemv.gemv_run(k, tpr, True), rows,
+                               kl)
         prog = cl.Program(ctx, src.text).build()
         x = 30.0 + _f(rng, rows, k)
         x[:, 1] += 40.0  # (an outlier next to the shift)
