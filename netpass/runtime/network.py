@@ -35,7 +35,7 @@ from .primitive.update_shape import SYMBOLIC_RECORDS
 from .program import Program
 from .program_node import ProgramNode
 from .shape_predictor import ShapePredictor
-from .staging import PinnedStaging, new_host_array
+from .staging import PinnedStaging, enqueue_reads, new_host_array
 from .state import VariableStore
 from .step_plan import StepPlan
 from .symbolic import SymbolicShapes
@@ -289,20 +289,9 @@ class Network:
                                     t.offset * t.dtype.itemsize))
         if not pending:
             return [inst.host[k] for inst, k in refs]
-        stage = self.staging
-        spans = [stage.span(a.nbytes) if stage is not None and stage.wanted(a.nbytes)
-                 else 0 for _, _, a, _ in pending]
-        region = stage.reserve(sum(spans)) if any(spans) else None
         t0 = time.perf_counter()
-        start, staged = 0, []
-        for (inst, k, arr, offset), span in zip(pending, spans):
-            if span:
-                into = region[start:start + arr.nbytes]  # type: ignore[index]
-                self.launcher.read(into, inst.outputs[k].alloc.buffer, offset)
-                staged.append((arr, into))
-                start += span
-            elif arr.size:
-                self.launcher.read(arr, inst.outputs[k].alloc.buffer, offset)
+        reads = [(a, inst.outputs[k].alloc.buffer, off) for inst, k, a, off in pending]
+        staged = enqueue_reads(self.launcher, self.staging, reads)
         self.queue.finish()
         self.stats["host_wait_s"] += time.perf_counter() - t0
         self.stats["host_waits"] += 1

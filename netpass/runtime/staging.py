@@ -65,6 +65,26 @@ class PinnedStaging:
         return self.region
 
 
+def enqueue_reads(launcher: Any, staging: PinnedStaging | None,
+                  reads: list[tuple[np.ndarray, Any, int]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Enqueue ``reads`` ((array, buffer, byte offset) each) without waiting: straight into
+    the arrays, or through ``staging``'s region for the sizes it takes (None: none). The
+    (array, region slice) pairs whose bytes go into the arrays once the queue has run."""
+    spans = [staging.span(a.nbytes) if staging is not None and staging.wanted(a.nbytes) else 0
+             for a, _, _ in reads]
+    region = staging.reserve(sum(spans)) if staging is not None and any(spans) else None
+    start, staged = 0, []
+    for (arr, buffer, offset), span in zip(reads, spans):
+        if region is not None and span:
+            into = region[start:start + arr.nbytes]
+            launcher.read(into, buffer, offset)
+            staged.append((arr, into))
+            start += span
+        elif arr.size:
+            launcher.read(arr, buffer, offset)
+    return staged
+
+
 def new_host_array(t: Any, inst: Any, k: int) -> np.ndarray:
     """A new array to read tensor ``t`` (output ``k`` of primitive ``inst``) into: its shape,
     or its extent where it is a strided view."""
