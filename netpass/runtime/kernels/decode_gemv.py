@@ -115,7 +115,7 @@ void gemv({', '.join(args)})
   for (int j = 0; j < RUN; ++j) {{
     const int q = lane + j * TPR;
     w[j] = vec && q < K4 ? br4[q] : (float4)(0.0f);
-  }}{p.get("prologue", "")}
+  }}{p["prologue"]}
   #pragma unroll
   for (int m = 0; m < MR; ++m) red[m * WG + lid] = 0.0f;{p["zero"]}
   if (n < N) {{
@@ -174,16 +174,19 @@ void gemv({', '.join(args)})
     return Source(text, "gemv")
 
 
+# the places of gemv's text its normalization fragments go in
+_PARTS = ("prologue", "decl", "zero", "row4", "dot4", "keep4", "decl1", "col1", "dot1", "keep1",
+          "gather", "tree", "store")
+
+
 def _gemv_norm_parts(norm: tuple | None) -> dict[str, str]:
     """The C fragments :func:`gemv` splices in for a normalized A (empty for ``norm`` None):
     per item the row's shifted sums and squares (``ns``/``nq``: kept in local memory per row
     by column 0's items, which read all of it), ``sum g w`` and ``sum b w`` (``gw``/``bw``,
     per column: taken once, with row 0), the trees reducing them over a column's items and
     the store's ``rstd * (sum d g w - mean_d * sum g w) + sum b w``."""
-    keys = ("decl", "zero", "row4", "dot4", "keep4", "decl1", "col1", "dot1", "keep1", "gather",
-            "tree", "store")
     if norm is None:
-        out = dict.fromkeys(keys, "")
+        out = dict.fromkeys(_PARTS, "")
         out["dot4"] = "part += dot(w[j], ((__global const float4*)(A + m * sam))[q]);"
         out["dot1"] = "acc[m] = mad(A[m * sam + k * sak], wk, acc[m]);"
         return out
@@ -196,6 +199,7 @@ def _gemv_norm_parts(norm: tuple | None) -> dict[str, str]:
     bw4 = "bw += dot(w[j], vload4(q, Bt + btoff)); " if beta else ""
     bw1 = "bw += Bt[btoff + k] * wk; " if beta else ""
     return {
+        "prologue": "",
         "decl": """
   __local float ns[MR * TPR], nq[MR * TPR], gws[WG], bws[WG];
   float gw = 0.0f, bw = 0.0f;""",
@@ -253,7 +257,7 @@ def _gemv_staged_parts(norm: tuple, kl: int) -> dict[str, str]:
     issued while the first run of weights is in flight) and the loop's reads of ``xn4``.
     Launched on its own in a persistent step (NO_PHASE): as a phase it stopped the H200's
     persistent GPT-2 step (its work-groups waiting at a grid barrier) while PoCL ran it."""
-    out = dict.fromkeys(_gemv_norm_parts(None), "")
+    out = dict.fromkeys(_PARTS, "")
     rms, gamma, beta = norm[5], norm[3], norm[4]
     shift = "0.0f" if rms else "A[m * sam]"
     mean = "0.0f" if rms else "rs[0] / (float)K"
