@@ -42,7 +42,13 @@ from .kv_append import attach_kv_appends
 from .memory import Lifetime, overlap_sets
 from .norm_gemm import fuse_norm_gemms
 from .parallel_gemms import merge_gated_mlps, merge_parallel_gemms, read_shapes_upstream
-from .program_node import ProgramNode, bypass_lone_concats, drop_unread, same_dim
+from .program_node import (
+    ProgramNode,
+    bypass_identities,
+    bypass_lone_concats,
+    drop_unread,
+    same_dim,
+)
 from .rms_norm import fuse_rms_norms
 from .rotary import fuse_rotaries, merge_rotary_pairs
 from .shape_terms import reshape_keeps_prefix
@@ -151,7 +157,7 @@ def _broadcasts_into(src: ProgramNode, k: int, p: ProgramNode, out_ps: PartialSh
 NODE_PASSES = (fold_constants, merge_common_subexpressions, fuse_gather_sums, fuse_rms_norms,
                fuse_rotaries, drop_gemm_reshapes, fuse_attention, read_shapes_upstream,
                merge_parallel_gemms, merge_gated_mlps, merge_rotary_pairs, fuse_norm_gemms,
-               bypass_lone_concats, drop_unread)
+               bypass_lone_concats, bypass_identities, drop_unread)
 
 
 class Program:
