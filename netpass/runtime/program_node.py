@@ -183,6 +183,10 @@ class ProgramNode:
         self.fused: list[FusedDesc] = []
         self.fused_inputs: list[tuple[ProgramNode, int]] = []
         self.fused_into: ProgramNode | None = None
+        # an elementwise region head's own output dtype where its region ends in another (a
+        # mask's And, then its Select to float): ``out_dtypes`` holds the region's, which its
+        # buffer and its readers take
+        self.op_dtype: np.dtype | None = None
         self.inplace_concat = False      # concat whose inputs may write into its buffer
         self.permute_view: tuple | None = None  # Transpose order read through by its MatMul
         self.permuted_inputs: dict[int, tuple] = {}  # MatMul: input -> that order
