@@ -44,7 +44,7 @@ from ..impls import (
     strided_copy,
     work_1d,
 )
-from ..kernels.movement import imap, split
+from ..kernels.movement import concat, imap, split
 from .base import OpKind, Skip, StridedView, ints, table
 
 
@@ -147,10 +147,29 @@ def transpose_impl(p: Params, key: Any) -> Impl:
                                    contiguous_strides(out_shape), 0, 0, 0)])
 
 
+# a Concat of at most this many elements, of two inputs or more, is one launch (``concat``);
+# a larger one copies each input apart (``strided_copy``: 4 elements at a time where it can)
+CONCAT_ONE_LAUNCH_MAX = 1 << 16
+
+
 def concat_impl(p: Params, key: Any) -> Impl:
+    """Each input's strided copy into its place; a small Concat of several inputs (a rotary
+    table's ``cat((freqs, freqs), -1)``) in one ``concat`` launch, where the launch would
+    cost more than the copies."""
     out_shape = p.out_shapes[0]
     axis = p.attrs.get("axis", 0)
     axis = axis + len(out_shape) if axis < 0 else axis
+    live = [j for j, s in enumerate(p.in_shapes) if size(s)]
+    n = size(out_shape)
+    if len(live) > 1 and n <= CONCAT_ONE_LAUNCH_MAX:
+        bounds, pos = [], 0
+        for j in live[:-1]:
+            pos += p.in_shapes[j][axis]
+            bounds.append(pos)
+        src = concat(bits_dtype(p.out_dtypes[0]), len(live))
+        spec: list = [("i", j) for j in live] + [("o", 0), n, out_shape[axis],
+                                                 size(out_shape[axis + 1:])] + bounds
+        return Impl(key, [Launch(src, *work_1d(n), spec)])
     os_ = contiguous_strides(out_shape)
     launches, pos = [], 0
     for j, s in enumerate(p.in_shapes):

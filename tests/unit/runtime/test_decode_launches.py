@@ -5,7 +5,8 @@ the reference on random data and by the launches it saves.
 - a Broadcast the build proves to be to its input's own shape is bypassed (its readers, an
   elementwise region among them, read its input);
 - an elementwise region may change dtype along its chain (a comparison or And to bool, a
-  Select back to float, a Convert): each stage typed in the kernel, the buffer in the last.
+  Select back to float, a Convert): each stage typed in the kernel, the buffer in the last;
+- a Concat of small inputs is one launch.
 """
 from __future__ import annotations
 
@@ -107,3 +108,34 @@ def test_region_ending_in_another_dtype_matches_the_reference(rng):
     feeds = [{"x": _f(rng, 4, 8), "i": rng.integers(-50, 50, 6).astype(np.int64)}]
     _, launches = _run(model, feeds)
     assert launches == [2]
+
+
+# -- a small Concat in one launch ------------------------------------------------------------------
+def _concat_model(dtype, axis: int):
+    a = opset.parameter([-1, -1, 4], dtype, name="a")
+    b = opset.parameter([-1, -1, 4], dtype, name="b")
+    c = opset.concat([a, b, a], axis)  # (inputs: never written in place into the concat)
+    return Model([opset.result(opset.negative(c), name="y")], [a, b])
+
+
+def test_small_concat_is_one_launch(rng):
+    """Three inputs (one read twice) along the middle axis, floats and ints, then a negation;
+    an empty input takes no part; one input left: its copy."""
+    for dtype in (np.float32, np.int32):
+        def arr(*shape, dtype=dtype):
+            return (rng.standard_normal(shape) * 50).astype(dtype)
+        _, launches = _run(_concat_model(dtype, 1), [
+            {"a": arr(2, 3, 4), "b": arr(2, 5, 4)}, {"a": arr(1, 1, 4), "b": arr(1, 0, 4)},
+            {"a": arr(1, 0, 4), "b": arr(1, 2, 4)}])
+        assert launches == [2, 2, 2]
+    _, launches = _run(_concat_model(np.float32, -1), [{"a": _f(rng, 2, 3, 4),
+                                                        "b": _f(rng, 2, 3, 4)}])
+    assert launches == [2]
+
+
+def test_large_concat_copies_each_input(rng):
+    from netpass.runtime.kinds.movement import CONCAT_ONE_LAUNCH_MAX
+    rows = CONCAT_ONE_LAUNCH_MAX // 8 + 1
+    _, launches = _run(_concat_model(np.float32, 1), [{"a": _f(rng, 1, rows, 4),
+                                                       "b": _f(rng, 1, rows, 4)}])
+    assert launches == [3 + 1]
