@@ -2,14 +2,14 @@
 (OpenCL profiling events) for the prefill and for one decode step, launches per token by kind,
 and the host time of a decode step beside the device time it enqueues.
 
-    python benchmarks/profile_decode.py [--quick] [--device GPU] [--prompt 128] [--steps 16]
-                                        [--cprofile 32]
+    python benchmarks/profile_decode.py [--quick] [--arch gpt2|llama] [--device GPU]
+                                        [--prompt 128] [--steps 16] [--cprofile 32]
 
 ``--cprofile N``: N decode steps under cProfile, their host time by function (own time per
 step), the OpenCL calls (launch, write, read) apart from the Python around them.
 
 The model is bench_decode's (``tools/export_decoder.py``, GPT-2 small's config unless
-``--quick``). Prints the tables and writes ``profile_decode.json`` to ``$OUT`` when set.
+``--quick``; ``--arch llama``: bench_decode's LLaMA). Prints the tables and writes ``profile_decode.json`` to ``$OUT`` when set.
 """
 from __future__ import annotations
 
@@ -108,6 +108,7 @@ def _kinds(cm) -> dict[str, str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--arch", choices=("gpt2", "llama"), default="gpt2")
     ap.add_argument("--device", default="AUTO")
     ap.add_argument("--transformations", default="NONE")
     ap.add_argument("--prompt", type=int)
@@ -117,7 +118,7 @@ def main() -> None:
                     help="decode steps whose host time cProfile breaks down by function (0: none)")
     args = ap.parse_args()
     prompt_len = args.prompt or (16 if args.quick else 128)
-    dec = load_or_export(args.onnx, args.quick)
+    dec = load_or_export(args.onnx, args.quick, args.arch)
     t0 = time.perf_counter()
     model = stateful_decoder(netpass.read_model(dec.onnx), last_logits=True)
     print(f"read and made stateful in {time.perf_counter() - t0:.1f} s")

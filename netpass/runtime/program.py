@@ -42,7 +42,13 @@ from .kv_append import attach_kv_appends
 from .memory import Lifetime, overlap_sets
 from .norm_gemm import fuse_norm_gemms
 from .parallel_gemms import merge_gated_mlps, merge_parallel_gemms, read_shapes_upstream
-from .program_node import ProgramNode, bypass_lone_concats, drop_unread, same_dim
+from .program_node import (
+    ProgramNode,
+    bypass_identities,
+    bypass_lone_concats,
+    drop_unread,
+    same_dim,
+)
 from .rms_norm import fuse_rms_norms
 from .rotary import fuse_rotaries, merge_rotary_pairs
 from .shape_terms import reshape_keeps_prefix
@@ -151,7 +157,7 @@ def _broadcasts_into(src: ProgramNode, k: int, p: ProgramNode, out_ps: PartialSh
 NODE_PASSES = (fold_constants, merge_common_subexpressions, fuse_gather_sums, fuse_rms_norms,
                fuse_rotaries, drop_gemm_reshapes, fuse_attention, read_shapes_upstream,
                merge_parallel_gemms, merge_gated_mlps, merge_rotary_pairs, fuse_norm_gemms,
-               bypass_lone_concats, drop_unread)
+               bypass_lone_concats, bypass_identities, drop_unread)
 
 
 class Program:
@@ -262,12 +268,21 @@ class Program:
             return may_fit([int(d) for d in src.value.shape], out_ps)
         return _broadcasts_into(src, k, p, out_ps)
 
+    @staticmethod
+    def _retypes(u: ProgramNode, p: ProgramNode) -> bool:
+        """Whether ``u`` may compute in a dtype other than ``p``'s own: where ``p`` is an
+        elementwise kernel (each stage's value typed in its code, the buffer in the region's
+        last dtype), to a boolean, an integer or float32 (a comparison, a Convert, a Select
+        back to float: what needs no extension)."""
+        dt = np.dtype(u.out_dtypes[0])
+        return p.row.expr is not None and (dt.kind in "biu" or dt == np.float32)
+
     def _absorbable(self, u: ProgramNode, p: ProgramNode, region: dict) -> bool:
         """Whether elementwise ``u`` can join ``p``'s fused region: every input is a region
         value or a side input that broadcasts into ``p``'s output, and it computes in the
-        output's dtype."""
-        if not u.row.fusable or u.num_outputs != 1 or u.out_dtypes[0] != p.out_dtypes[0] \
-                or u.in_shape_of_subgraph or u.shape_only:
+        output's dtype (or, after an elementwise head, one ``_retypes`` allows)."""
+        if not u.row.fusable or u.num_outputs != 1 or u.in_shape_of_subgraph or u.shape_only \
+                or (u.out_dtypes[0] != p.out_dtypes[0] and not self._retypes(u, p)):
             return False
         out_ps = p.out_pshapes[0]
         for src, k in u.inputs:
@@ -339,6 +354,8 @@ class Program:
                 u.fused_into = p
                 u.optimized = True
                 stage[id(u)] = t + 1
+            if region and region[-1].out_dtypes[0] != p.out_dtypes[0]:  # (its buffer's)
+                p.op_dtype, p.out_dtypes[0] = p.out_dtypes[0], region[-1].out_dtypes[0]
 
     @staticmethod
     def _strided_readers(node: ProgramNode, k: int, prefix: int | None, found: list) -> bool:

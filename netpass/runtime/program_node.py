@@ -63,6 +63,27 @@ def bypass_lone_concats(nodes: list) -> list:
     return nodes
 
 
+def bypass_identities(nodes: list) -> list:
+    """``nodes`` whose readers of a node its row's skip rule proves an identity at build time
+    (``Skip.always``: a Broadcast to its input's own shape) read that node's input instead;
+    ``drop_unread`` then takes the node (and the shape math only it read). What an
+    elementwise region needs to reach past it (a mask's And, then its Select)."""
+    same = {id(n): n.inputs[0] for n in nodes
+            if not n.is_output and n.inputs and n.row.skip is not None
+            and n.row.skip.always is not None and n.row.skip.always(n)}
+    if not same:
+        return nodes
+    for n in nodes:
+        if any(id(s) in same for s, _ in n.inputs):
+            ins = []
+            for s, k in n.inputs:
+                while id(s) in same:
+                    s, k = same[id(s)]
+                ins.append((s, k))
+            n.inputs = ins
+    return nodes
+
+
 def drop_unread(nodes: list) -> list:
     """``nodes`` (topological) without the computations nothing reads any more: what a fusion
     left behind (the target shape of a Broadcast the attention absorbed). Parameters,
@@ -162,6 +183,10 @@ class ProgramNode:
         self.fused: list[FusedDesc] = []
         self.fused_inputs: list[tuple[ProgramNode, int]] = []
         self.fused_into: ProgramNode | None = None
+        # an elementwise region head's own output dtype where its region ends in another (a
+        # mask's And, then its Select to float): ``out_dtypes`` holds the region's, which its
+        # buffer and its readers take
+        self.op_dtype: np.dtype | None = None
         self.inplace_concat = False      # concat whose inputs may write into its buffer
         self.permute_view: tuple | None = None  # Transpose order read through by its MatMul
         self.permuted_inputs: dict[int, tuple] = {}  # MatMul: input -> that order

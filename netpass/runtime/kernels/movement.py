@@ -1,5 +1,6 @@
 """Data-movement kernels: copies through an index map (``imap``), every output of a Split in
-one launch (``split``), ``gather``, ``gather_elements`` and ``gather_sum``."""
+one launch (``split``), every input of a small Concat in one launch (``concat``), ``gather``,
+``gather_elements`` and ``gather_sum``."""
 from __future__ import annotations
 
 from .common import Source, ctype, flit, header, is_float, memoized, offsets
@@ -51,6 +52,37 @@ def split(dtype, n_out: int) -> Source:
 }}
 """
     return Source(text, "split")
+
+
+@memoized
+def concat(dtype, n_in: int) -> Source:
+    """Concat along one axis in one launch (``split`` the other way): the output seen as
+    [outer, A, inner]; element (o, a, i) comes from input j with c_j <= a < c_{j+1} (c_0 = 0,
+    c_{n_in} = A) at (o, a - c_j, i). One work-item per output element, writes contiguous."""
+    t = ctype(dtype)
+    ins = "".join(f"__global const {t}* X{j}, int x{j}off, " for j in range(n_in))
+    bounds = "".join(f", int c{j}" for j in range(1, n_in))
+    lo = ["0"] + [f"c{j}" for j in range(1, n_in)]
+    hi = lo[1:] + ["A"]
+    loads = []
+    for j in range(n_in):
+        row = f"o * {hi[j]} + a" if j == 0 else f"o * ({hi[j]} - {lo[j]}) + a - {lo[j]}"
+        load = f"v = X{j}[x{j}off + ({row}) * inner + i];"
+        loads.append(load if j == n_in - 1 else f"if (a < {hi[j]}) {load}")
+    chain = "\n  else ".join(loads)
+    text = header([dtype]) + f"""__kernel void concat({ins}__global {t}* Y, int yoff,
+                     int n, int A, int inner{bounds})
+{{
+  int gid = get_global_id(0);
+  if (gid >= n) return;
+  int i = gid % inner; int q = gid / inner;
+  int a = q % A; int o = q / A;
+  {t} v;
+  {chain}
+  Y[yoff + gid] = v;
+}}
+"""
+    return Source(text, "concat")
 
 
 @memoized

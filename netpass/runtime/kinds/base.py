@@ -48,12 +48,15 @@ class Skip:
     skipped, ``check(inst)`` per inference whether it is (its output then aliases its input at
     the returned offset). ``reads_values``: the check reads input data, not only shapes and
     shape-infer values, so step plans replay it only where ``by_shapes(inst)`` says that this
-    time the shapes alone decide."""
+    time the shapes alone decide. ``always(node)``: the build proves the output the input
+    itself (the same dtype, and dims with the same static sizes or symbols), so its readers
+    read the input instead (``program_node.bypass_identities``)."""
 
     when: Callable[[Any, bool], bool]
     check: SkipCheck
     reads_values: bool = False
     by_shapes: Callable[[Any], bool] | None = None
+    always: Callable[[Any], bool] | None = None
 
 
 @dataclass(frozen=True)

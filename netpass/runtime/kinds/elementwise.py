@@ -176,12 +176,14 @@ def _int_divide(attrs: dict) -> str:
 
 # -- the eltwise template --------------------------------------------------------------------------
 def _stages(p: Params) -> list[Stage] | None:
-    """The primitive's own expression then its fused ops; None when there is no kernel."""
-    expr = p.row.expr(p.attrs, p.in_dtypes, p.out_dtypes[0])
+    """The primitive's own expression (in its own dtype, where its fused ops end in another)
+    then its fused ops; None when there is no kernel."""
+    own = p.out_dtypes[0] if p.node is None or p.node.op_dtype is None else p.node.op_dtype
+    expr = p.row.expr(p.attrs, p.in_dtypes, own)
     if expr is None:
         return None
     n_in = len(p.in_dtypes)
-    stages = [Stage(expr, [("in", j) for j in range(n_in)], ctype(p.out_dtypes[0]))]
+    stages = [Stage(expr, [("in", j) for j in range(n_in)], ctype(own))]
     return stages + fused_stages(p.fused or [], n_in)
 
 
@@ -202,7 +204,8 @@ def eltwise_impl(p: Params, key: Any, in_shapes: Sequence[tuple] | None = None) 
     full = [tuple(s) == tuple(out_shape) or size(s) == n and len(s) <= len(out_shape)
             and tuple(s) == tuple(out_shape[len(out_shape) - len(s):]) for s in shapes]
     scalar = [size(s) == 1 for s in shapes]
-    if all(full) and all(np.dtype(d) == F32 for d in dtypes + [p.out_dtypes[0]]):
+    if all(full) and all(np.dtype(d) == F32 for d in dtypes + [p.out_dtypes[0]]) \
+            and all(st.ctype == "float" for st in stages):
         src = p.cached(("vec4",), lambda: eltwise_vec4(len(shapes), stages))
         return Impl(key, [Launch(src, *work_1d((n + 3) // 4), spec_io + [n])])
     if all(f or s for f, s in zip(full, scalar)):
@@ -394,7 +397,7 @@ ROWS = table(
     elementwise(LogicalXor, anytype("(({0} != 0) != ({1} != 0))")),
     elementwise(LogicalNot, anytype("(!{0})")),
     elementwise(Select, anytype("({0} ? {1} : {2})", 3)),
-    elementwise(Convert, _convert, fusable=False),
+    elementwise(Convert, _convert),
     # unary math
     elementwise(Abs, unary("fabs({0})", "abs({0})")),
     elementwise(Negative, unary("(-{0})", "(-{0})")),

@@ -44,7 +44,7 @@ from ..impls import (
     strided_copy,
     work_1d,
 )
-from ..kernels.movement import imap, split
+from ..kernels.movement import concat, imap, split
 from .base import OpKind, Skip, StridedView, ints, table
 
 
@@ -147,10 +147,29 @@ def transpose_impl(p: Params, key: Any) -> Impl:
                                    contiguous_strides(out_shape), 0, 0, 0)])
 
 
+# a Concat of at most this many elements, of two inputs or more, is one launch (``concat``);
+# a larger one copies each input apart (``strided_copy``: 4 elements at a time where it can)
+CONCAT_ONE_LAUNCH_MAX = 1 << 16
+
+
 def concat_impl(p: Params, key: Any) -> Impl:
+    """Each input's strided copy into its place; a small Concat of several inputs (a rotary
+    table's ``cat((freqs, freqs), -1)``) in one ``concat`` launch, where the launch would
+    cost more than the copies."""
     out_shape = p.out_shapes[0]
     axis = p.attrs.get("axis", 0)
     axis = axis + len(out_shape) if axis < 0 else axis
+    live = [j for j, s in enumerate(p.in_shapes) if size(s)]
+    n = size(out_shape)
+    if len(live) > 1 and n <= CONCAT_ONE_LAUNCH_MAX:
+        bounds, pos = [], 0
+        for j in live[:-1]:
+            pos += p.in_shapes[j][axis]
+            bounds.append(pos)
+        src = concat(bits_dtype(p.out_dtypes[0]), len(live))
+        spec: list = [("i", j) for j in live] + [("o", 0), n, out_shape[axis],
+                                                 size(out_shape[axis + 1:])] + bounds
+        return Impl(key, [Launch(src, *work_1d(n), spec)])
     os_ = contiguous_strides(out_shape)
     launches, pos = [], 0
     for j, s in enumerate(p.in_shapes):
@@ -436,6 +455,18 @@ def _unchanged(inst: Any) -> int | None:
     return 0 if inst.in_shapes[0] == inst.out_shapes[0] else None
 
 
+def _keeps_shape(n: Any) -> bool:
+    """A Broadcast provably to its input's own shape: each output dim the input's (the same
+    static size, or the same symbol; a causal mask expanded to the shape its own And had)."""
+    src, k = n.inputs[0]
+    ps, out = src.out_pshapes[k], n.out_pshapes[0]
+    if src.out_dtypes[k] != n.out_dtypes[0] or not ps.rank_is_static or not out.rank_is_static \
+            or len(ps) != len(out):
+        return False
+    return all(d.min == d.max == o.min == o.max or (d.symbol is not None and d.symbol is o.symbol)
+               for d, o in zip(ps, out))
+
+
 def _unchanged_unit_steps(inst: Any) -> int | None:
     """A StridedSlice with unit steps whose output is its input."""
     step = inst.values.get(3)
@@ -479,7 +510,8 @@ ROWS = table(
     OpKind(StridedSlice, deps=(1, 2, 3), impl=index_map_impl, movement=True,
            skip=Skip(_copies, _unchanged_unit_steps)),
     OpKind(Broadcast, deps=(1, 2), impl=broadcast_impl, movement=True, uniform=True,
-           skip=Skip(lambda n, same: _copies(n, same) and n.is_dynamic, _unchanged)),
+           skip=Skip(lambda n, same: _copies(n, same) and n.is_dynamic, _unchanged,
+                     always=_keeps_shape)),
     OpKind(Tile, deps=(1,), impl=tile_impl, movement=True),
     OpKind(DepthToSpace, impl=index_map_impl, movement=True),
     OpKind(SpaceToDepth, impl=index_map_impl, movement=True),

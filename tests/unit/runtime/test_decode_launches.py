@@ -1,0 +1,141 @@
+"""Fewer launches per decode step (issue 17): the general rules that take the kernels of a
+transformers decoder's attention mask and rotary tables out of a step, each checked against
+the reference on random data and by the launches it saves.
+
+- a Broadcast the build proves to be to its input's own shape is bypassed (its readers, an
+  elementwise region among them, read its input);
+- an elementwise region may change dtype along its chain (a comparison or And to bool, a
+  Select back to float, a Convert): each stage typed in the kernel, the buffer in the last;
+- a Concat of small inputs is one launch.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import netpass
+from netpass import Model, opset
+from netpass.runtime import Program, compile_program
+from netpass.testing import RUNTIME_DEVICE
+
+
+def _f(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _i64(v):
+    return np.array(v, dtype=np.int64)
+
+
+def _run(model, feeds_list):
+    """(request, kernels per infer) after each feeds, outputs checked against the reference."""
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
+    launches = []
+    for feeds in feeds_list:
+        k0 = req.stats["kernels_enqueued"]
+        out = req.infer(feeds)
+        launches.append(req.stats["kernels_enqueued"] - k0)
+        ref = netpass.reference.infer(model, feeds)
+        for name, want in ref.items():
+            assert out[name].dtype == want.dtype, name
+            np.testing.assert_allclose(out[name], want, rtol=1e-6, atol=1e-6)
+    return req, launches
+
+
+# -- a Broadcast to its own shape ------------------------------------------------------------------
+def test_broadcast_to_its_own_shape_is_bypassed(rng):
+    x = opset.parameter([-1, -1], np.float32, name="x")
+    b = opset.broadcast(opset.relu(x), opset.shape_of(x))
+    model = Model([opset.result(opset.exp(b), name="y")], [x])
+    prog = Program.from_model(model)
+    assert not any(n.kind == "Broadcast" for n in prog.nodes)
+    relu = next(n for n in prog.nodes if n.kind == "Relu")
+    assert [f.row.name for f in relu.fused] == ["Exp"]
+    _, launches = _run(model, [{"x": _f(rng, 3, 4)}, {"x": _f(rng, 1, 6)}])
+    assert launches == [1, 1]
+
+
+# -- regions that change dtype ---------------------------------------------------------------------
+def _mask_model():
+    """A decoder's additive mask: And(causal, padding) -> Select(., 0, -inf), the padding mask
+    an int64 input converted to bool."""
+    causal = opset.parameter([1, 1, -1, -1], np.bool_, name="causal")
+    pad = opset.parameter([-1, 1, 1, -1], np.int64, name="pad")
+    keep = opset.logical_and(causal, opset.convert(pad, np.bool_))
+    y = opset.select(keep, np.float32([0.0]), np.float32([-np.inf]))
+    return Model([opset.result(y, name="y")], [causal, pad])
+
+
+def test_and_then_select_to_float_is_one_region(rng):
+    prog = Program.from_model(_mask_model())
+    conv = next(n for n in prog.nodes if n.kind == "Convert")
+    assert [f.row.name for f in conv.fused] == []  # (the And broadcasts its output)
+    land = next(n for n in prog.nodes if n.kind == "LogicalAnd")
+    assert [f.row.name for f in land.fused] == ["Select"]
+    assert land.op_dtype == np.bool_ and land.out_dtypes[0] == np.float32
+    feeds = []
+    for q, k in ((4, 4), (1, 9)):
+        feeds.append({"causal": np.tril(np.ones((q, k), bool), k - q)[None, None],
+                      "pad": rng.integers(0, 3, (1, 1, 1, k)).astype(np.int64)})
+    _, launches = _run(_mask_model(), feeds)
+    assert launches == [2, 2]  # Convert, And + Select (three before)
+
+
+def test_region_through_bool_and_int_stages_matches_the_reference(rng):
+    """float -> Greater (bool) -> Convert (int32) -> Multiply (int32) -> Convert (float): one
+    kernel, each stage in its own type."""
+    x = opset.parameter([-1, 8], np.float32, name="x")
+    h = opset.relu(x)
+    g = opset.convert(opset.greater(h, np.float32(0.5)), np.int32)
+    y = opset.convert(opset.multiply(g, np.int32(3)), np.float32)
+    model = Model([opset.result(y, name="y")], [x])
+    relu = next(n for n in Program.from_model(model).nodes if n.kind == "Relu")
+    assert [f.row.name for f in relu.fused] == ["Greater", "Convert", "Multiply", "Convert"]
+    _, launches = _run(model, [{"x": _f(rng, 5, 8)}, {"x": _f(rng, 3, 8)}])
+    assert launches == [1, 1]
+
+
+def test_region_ending_in_another_dtype_matches_the_reference(rng):
+    """float -> Abs -> Less (bool): the buffer holds the bool, the Abs computes in float;
+    an int64 head converting to float then scaled."""
+    x = opset.parameter([-1, 8], np.float32, name="x")
+    i = opset.parameter([-1], np.int64, name="i")
+    less = opset.less(opset.abs(opset.negative(x)), np.float32(0.7))
+    scaled = opset.multiply(opset.convert(opset.negative(i), np.float32), np.float32(0.25))
+    model = Model([opset.result(less, name="y"), opset.result(scaled, name="z")], [x, i])
+    nodes = Program.from_model(model).nodes
+    assert [f.row.name for f in next(n for n in nodes if n.kind == "Negative"
+                                        and n.out_dtypes[0] == np.bool_).fused] == ["Abs", "Less"]
+    feeds = [{"x": _f(rng, 4, 8), "i": rng.integers(-50, 50, 6).astype(np.int64)}]
+    _, launches = _run(model, feeds)
+    assert launches == [2]
+
+
+# -- a small Concat in one launch ------------------------------------------------------------------
+def _concat_model(dtype, axis: int):
+    a = opset.parameter([-1, -1, 4], dtype, name="a")
+    b = opset.parameter([-1, -1, 4], dtype, name="b")
+    c = opset.concat([a, b, a], axis)  # (inputs: never written in place into the concat)
+    return Model([opset.result(opset.negative(c), name="y")], [a, b])
+
+
+def test_small_concat_is_one_launch(rng):
+    """Three inputs (one read twice) along the middle axis, floats and ints, then a negation;
+    an empty input takes no part; one input left: its copy."""
+    for dtype in (np.float32, np.int32):
+        def arr(*shape, dtype=dtype):
+            return (rng.standard_normal(shape) * 50).astype(dtype)
+        _, launches = _run(_concat_model(dtype, 1), [
+            {"a": arr(2, 3, 4), "b": arr(2, 5, 4)}, {"a": arr(1, 1, 4), "b": arr(1, 0, 4)},
+            {"a": arr(1, 0, 4), "b": arr(1, 2, 4)}])
+        assert launches == [2, 2, 2]
+    _, launches = _run(_concat_model(np.float32, -1), [{"a": _f(rng, 2, 3, 4),
+                                                        "b": _f(rng, 2, 3, 4)}])
+    assert launches == [2]
+
+
+def test_large_concat_copies_each_input(rng):
+    from netpass.runtime.kinds.movement import CONCAT_ONE_LAUNCH_MAX
+    rows = CONCAT_ONE_LAUNCH_MAX // 8 + 1
+    _, launches = _run(_concat_model(np.float32, 1), [{"a": _f(rng, 1, rows, 4),
+                                                       "b": _f(rng, 1, rows, 4)}])
+    assert launches == [3 + 1]
