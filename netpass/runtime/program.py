@@ -37,6 +37,7 @@ from .gather_sum import fuse_gather_sums
 from .gemm_reshapes import drop_gemm_reshapes
 from .impls import FusedDesc, host_only_reason
 from .input_views import data_users, fold_input_permutes, fold_view_chains
+from .kernels.common import CTYPES
 from .kinds import FusedAttention
 from .kv_append import attach_kv_appends
 from .memory import Lifetime, overlap_sets
@@ -273,9 +274,11 @@ class Program:
         """Whether ``u`` may compute in a dtype other than ``p``'s own: where ``p`` is an
         elementwise kernel (each stage's value typed in its code, the buffer in the region's
         last dtype), to a boolean, an integer or float32 (a comparison, a Convert, a Select
-        back to float: what needs no extension)."""
+        back to float: what needs no extension), and only after a head OpenCL has a type for
+        (a Convert to float8 runs on the host, so must the Convert back)."""
         dt = np.dtype(u.out_dtypes[0])
-        return p.row.expr is not None and (dt.kind in "biu" or dt == np.float32)
+        return p.row.expr is not None and (dt.kind in "biu" or dt == np.float32) \
+            and np.dtype(p.out_dtypes[0]) in CTYPES
 
     def _absorbable(self, u: ProgramNode, p: ProgramNode, region: dict) -> bool:
         """Whether elementwise ``u`` can join ``p``'s fused region: every input is a region
