@@ -187,6 +187,7 @@ class ProgramNode:
         # mask's And, then its Select to float): ``out_dtypes`` holds the region's, which its
         # buffer and its readers take
         self.op_dtype: np.dtype | None = None
+        self.index_forms: dict[int, Any] = {}  # output -> index_forms.Form (memo)
         self.inplace_concat = False      # concat whose inputs may write into its buffer
         self.permute_view: tuple | None = None  # Transpose order read through by its MatMul
         self.permuted_inputs: dict[int, tuple] = {}  # MatMul: input -> that order

@@ -93,6 +93,8 @@ class OpKind:
     - ``uniform``: the kernel takes any size of a dim above 1 with the same sources and its
       arguments laid out the same way (elementwise, strided copies, the row attention): a
       length family (``length_plan``) may compute its launches from forms affine in the length.
+    - ``affine``: (node, its inputs' index forms) -> its output's form (``index_forms``: what
+      the build proves of integer values, a Gather's indices an arange), or None.
     """
 
     cls: type[OpClass]
@@ -111,6 +113,7 @@ class OpKind:
     reorders_weights: bool = False
     fake_aligned: bool = False
     uniform: bool = False
+    affine: Callable[[Any, list], Any] | None = None
 
     def __post_init__(self) -> None:
         if self.deps is None:  # (frozen: set once, here)

@@ -90,6 +90,7 @@ from ..impls import (
     size,
     work_1d,
 )
+from ..index_forms import Form, add, aligned, mul
 from ..kernels.common import Stage, ctype, flit, nan_clamp, nan_max, nan_min
 from ..kernels.eltwise import eltwise, eltwise_vec4, rotary, silu_gate
 from .base import ExprRule, OpKind, broadcast_shape, table
@@ -243,11 +244,45 @@ def with_bias(p: Params, bias_shape: Sequence[int], bias_dtype: Any,
     return q
 
 
-def elementwise(cls: type, expr: ExprRule, fusable: bool = True) -> OpKind:
+def elementwise(cls: type, expr: ExprRule, fusable: bool = True,
+                affine: Callable[[Any, list], Form | None] | None = None) -> OpKind:
     """The row of an elementwise op: numpy-broadcast shapes, the ``eltwise`` kernel (uniform
-    over sizes), folded into producers (``fusable``) and taking fused ops after it."""
+    over sizes), folded into producers (``fusable``) and taking fused ops after it; ``affine``:
+    its rule of index forms (``index_forms``)."""
     return OpKind(cls, shape=broadcast_shape, impl=eltwise_impl, expr=expr, fusable=fusable,
-                  epilogue=True, uniform=True)
+                  epilogue=True, uniform=True, affine=affine)
+
+
+# -- index forms (``index_forms``): integer arithmetic on affine values ----------------------------
+def _affine_sum(sign: int) -> Callable[[Any, list], Form | None]:
+    def rule(node: Any, forms: list) -> Form | None:
+        al = aligned(node, forms)
+        if al is None or len(al) != 2:
+            return None
+        a, b = al
+        return Form(add(a.base, mul(sign, b.base)),
+                    tuple(add(x, mul(sign, y)) for x, y in zip(a.slopes, b.slopes)))
+    return rule
+
+
+def _affine_product(node: Any, forms: list) -> Form | None:
+    """A product where one factor is one value over the grid (its slopes 0)."""
+    al = aligned(node, forms)
+    if al is None or len(al) != 2:
+        return None
+    a, b = al if all(s == 0 for s in al[1].slopes) else al[::-1]
+    if any(s != 0 for s in b.slopes):
+        return None
+    return Form(mul(a.base, b.base), tuple(mul(s, b.base) for s in a.slopes))
+
+
+def _affine_convert(node: Any, forms: list) -> Form | None:
+    """An integer Convert to 32 bits or more (an index the form proves in range keeps its
+    value)."""
+    src, k = node.inputs[0]
+    if np.dtype(src.out_dtypes[k]).kind not in "iu" or np.dtype(node.out_dtypes[0]).itemsize < 4:
+        return None
+    return forms[0]
 
 
 class Rotary:
@@ -377,9 +412,9 @@ _FLOOR_MOD = ("((fmod({0}, {1}) != 0 && ((fmod({0}, {1}) < 0) != ({1} < 0))) ? "
 
 ROWS = table(
     # arithmetic
-    elementwise(Add, binary("({0} + {1})", "({0} + {1})")),
-    elementwise(Subtract, binary("({0} - {1})", "({0} - {1})")),
-    elementwise(Multiply, binary("({0} * {1})", "({0} * {1})")),
+    elementwise(Add, binary("({0} + {1})", "({0} + {1})"), affine=_affine_sum(1)),
+    elementwise(Subtract, binary("({0} - {1})", "({0} - {1})"), affine=_affine_sum(-1)),
+    elementwise(Multiply, binary("({0} * {1})", "({0} * {1})"), affine=_affine_product),
     elementwise(Divide, binary("({0} / {1})", _int_divide)),
     elementwise(Power, binary("pow({0}, {1})")),
     elementwise(Maximum, binary(nan_max("{0}", "{1}"), "max({0}, {1})")),
@@ -397,7 +432,7 @@ ROWS = table(
     elementwise(LogicalXor, anytype("(({0} != 0) != ({1} != 0))")),
     elementwise(LogicalNot, anytype("(!{0})")),
     elementwise(Select, anytype("({0} ? {1} : {2})", 3)),
-    elementwise(Convert, _convert),
+    elementwise(Convert, _convert, affine=_affine_convert),
     # unary math
     elementwise(Abs, unary("fabs({0})", "abs({0})")),
     elementwise(Negative, unary("(-{0})", "(-{0})")),

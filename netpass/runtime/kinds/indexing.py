@@ -14,6 +14,7 @@ import numpy as np
 from ...errors import ShapeInferenceError
 from ...ops.indexing import Gather, GatherElements, OneHot
 from ..impls import Impl, Launch, Params, bits_dtype, broadcast_strides, collapse, size, work_1d
+from ..index_forms import Form, form_of
 from ..kernels.movement import gather, gather_elements, gather_sum
 from ..shape_infer import infer_host
 from .base import OpKind, Skip, broadcast, ints, table
@@ -54,11 +55,38 @@ def _one_constant_index(n: Any) -> bool:
     return value is not None and value.size == 1 and value.dtype.kind in "iu"
 
 
+def _index_form(n: Any) -> Form | None:
+    """The form the build proves of a Gather's computed indices (``index_forms``), or None."""
+    src, k = n.inputs[1]
+    return None if src.is_constant else form_of(src, k)
+
+
 def _may_be_view(n: Any, same_dtype: bool) -> bool:
-    """Computed rank-1 indices (a constant index list is never worth checking per infer), or
-    one constant index."""
+    """Computed rank-1 indices (a constant index list is never worth checking per infer), one
+    constant index, or computed indices of a known base whose form the build proves."""
+    form = None if n.fused or not same_dtype else _index_form(n)
     one = not n.fused and same_dtype and _one_constant_index(n)
-    return one or _may_be_identity(n, same_dtype)
+    return one or (form is not None and form.base is not None) \
+        or _may_be_identity(n, same_dtype)
+
+
+def _form_view_offset(form: Form, data: tuple, idx: tuple, axis: int) -> int | None:
+    """Element offset of a Gather's output in its input where the indices' form makes them
+    ``base, base + 1, ...`` in order, within the axis, with only size-1 dims before it: a
+    contiguous piece. None: the kernel runs."""
+    at = form.at(idx)
+    n = size(idx)
+    if at is None or not n or size(data[:axis]) != 1:
+        return None
+    base, slopes = at
+    if base < 0 or base + n > data[axis]:
+        return None
+    stride = 1
+    for d, s in zip(reversed(idx), reversed(slopes)):
+        if d > 1 and s != stride:
+            return None
+        stride *= d
+    return base * size(data[axis + 1:])
 
 
 def _gather_view_offset(inst: Any) -> int | None:
@@ -75,9 +103,13 @@ def _gather_view_offset(inst: Any) -> int | None:
         if size(data[:axis]) != 1 or not -data[axis] <= i < data[axis]:
             return None
         return (i % data[axis]) * size(data[axis + 1:])
+    axis = ints(axis_v)[0] % len(data)
+    form = _index_form(inst.node)
+    if form is not None:
+        return _form_view_offset(form, tuple(data), tuple(idx), axis)
     if len(idx) != 1:
         return None
-    dim = data[ints(axis_v)[0] % len(data)]
+    dim = data[axis]
     if idx[0] != dim or dim > GATHER_MAX_INDICES:
         return None
     if dim == 1:
@@ -88,9 +120,9 @@ def _gather_view_offset(inst: Any) -> int | None:
 
 def _gather_by_shapes(inst: Any) -> bool:
     """Whether the shapes alone decide :func:`_gather_view_offset` (no index values read: one
-    constant index, or computed ones that cannot be the identity): a step plan may then replay
-    the decision."""
-    if _one_constant_index(inst.node):
+    constant index, indices of a proven form, or computed ones that cannot be the identity): a
+    step plan may then replay the decision."""
+    if _one_constant_index(inst.node) or _index_form(inst.node) is not None:
         return True
     data, idx = inst.in_shapes[0], inst.in_shapes[1]
     axis_v = inst.values.get(2)

@@ -44,6 +44,7 @@ from ..impls import (
     strided_copy,
     work_1d,
 )
+from ..index_forms import Form, reshaped
 from ..kernels.movement import concat, imap, split
 from .base import OpKind, Skip, StridedView, ints, table
 
@@ -485,15 +486,30 @@ def _host_concat(attrs: dict, arrays: list, out_shapes: list) -> list[np.ndarray
 RESHAPE_VIEW = StridedView(reshape_views)
 
 
-def _reshape_like(cls: type, shape: Any) -> OpKind:
+def _unsqueeze_form(node: Any, forms: list) -> Form | None:
+    """Index forms through an Unsqueeze of constant axes: slope 0 along each new axis."""
+    axes_src = node.inputs[1][0] if len(node.inputs) > 1 else None
+    rank = len(node.out_pshapes[0]) if node.out_pshapes[0].rank.is_static else -1
+    if forms[0] is None or axes_src is None or not axes_src.is_constant or rank < 0:
+        return reshaped(node, forms[0])
+    axes = {a % rank for a in ints(axes_src.value)}
+    if len(axes) + len(forms[0].slopes) != rank:
+        return None
+    it = iter(forms[0].slopes)
+    slopes = tuple(0 if a in axes else next(it) for a in range(rank))
+    return Form(forms[0].base, slopes)
+
+
+def _reshape_like(cls: type, shape: Any, affine: Any = None) -> OpKind:
     return OpKind(cls, deps=(1,), shape=shape, impl=index_map_impl, movement=True, always_view=True,
-                  strided=RESHAPE_VIEW, host=_host_reshape)
+                  strided=RESHAPE_VIEW, host=_host_reshape,
+                  affine=affine or (lambda node, forms: reshaped(node, forms[0])))
 
 
 ROWS = table(
     _reshape_like(Reshape, _reshape_shape),
     _reshape_like(Squeeze, _squeeze_shape),
-    _reshape_like(Unsqueeze, _unsqueeze_shape),
+    _reshape_like(Unsqueeze, _unsqueeze_shape, _unsqueeze_form),
     OpKind(Transpose, deps=(1,), shape=_transpose_shape, impl=transpose_impl, copy_only=True,
            movement=True, uniform=True,
            skip=Skip(lambda n, same: _copies(n, same) and n.is_dynamic and not (

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ops.shape_ops import Range, ShapeOf
+from ..index_forms import Form
 from .base import OpKind, table
 
 
@@ -19,7 +20,15 @@ def _range_shape(attrs: dict, shapes: list, values: dict) -> list[tuple] | None:
     return [(max(int(np.ceil((b - a) / st)), 0),)]
 
 
+def _range_form(node: object, forms: list) -> Form | None:
+    """``start + delta * i`` (index forms: a Range of integers)."""
+    start, _, delta = forms
+    if start is None or delta is None or start.slopes or delta.slopes:
+        return None
+    return Form(start.base, (delta.base,))
+
+
 ROWS = table(
     OpKind(ShapeOf, shape=_shape_of_shape),
-    OpKind(Range, deps=(0, 1, 2), shape=_range_shape),
+    OpKind(Range, deps=(0, 1, 2), shape=_range_shape, affine=_range_form),
 )

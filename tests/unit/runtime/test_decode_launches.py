@@ -6,7 +6,10 @@ the reference on random data and by the launches it saves.
   elementwise region among them, read its input);
 - an elementwise region may change dtype along its chain (a comparison or And to bool, a
   Select back to float, a Convert): each stage typed in the kernel, the buffer in the last;
-- a Concat of small inputs is one launch.
+- a Concat of small inputs is one launch;
+- a Gather whose computed indices the build proves ``base, base + 1, ...`` in order (a Range
+  through Unsqueezes, Converts and affine arithmetic: ``index_forms``) is a view, decided from
+  shapes alone.
 """
 from __future__ import annotations
 
@@ -139,3 +142,79 @@ def test_large_concat_copies_each_input(rng):
     _, launches = _run(_concat_model(np.float32, 1), [{"a": _f(rng, 1, rows, 4),
                                                        "b": _f(rng, 1, rows, 4)}])
     assert launches == [3 + 1]
+
+
+# -- a Gather by indices the build proves an arange ------------------------------------------------
+def _gathered_mask_model(start: int = 0, step: int = 1, idx_type=np.int64):
+    """A decoder's padding mask gathered per key (transformers' ``padding_mask[b * T + j]``):
+    indices ``start + step * j + b * T`` over [B, 1, 1, L] (L the causal mask's last dim, T the
+    padding mask's), from Ranges, Unsqueezes, a Multiply, an Add and a Convert."""
+    causal = opset.parameter([-1, 1, -1, -1], np.bool_, name="causal")
+    pad = opset.parameter([-1, -1], np.int64, name="pad")
+    cs, ps = opset.shape_of(causal), opset.shape_of(pad)
+    length = opset.gather(cs, _i64(3), _i64(0))
+    batch = opset.gather(ps, _i64(0), _i64(0))
+    total = opset.gather(ps, _i64([1]), _i64(0))
+    j = opset.range(_i64(start), opset.add(length, _i64(start)) if step == 1 else
+                    opset.add(opset.multiply(length, _i64(step)), _i64(start)), _i64(step), "i64")
+    j = opset.unsqueeze(opset.unsqueeze(j, _i64([0])), _i64([0, 1]))
+    b = opset.unsqueeze(opset.range(_i64(0), batch, _i64(1), "i64"), _i64([1, 2, 3]))
+    idx = opset.convert(opset.add(j, opset.multiply(b, total)), idx_type)
+    flat = opset.reshape(opset.convert(pad, np.bool_), _i64([-1, 1]), False)
+    m = opset.squeeze(opset.gather(flat, idx, _i64(0)), _i64([4]))
+    y = opset.select(opset.logical_and(causal, m), np.float32([0.0]), np.float32([-np.inf]))
+    return Model([opset.result(y, name="y")], [causal, pad])
+
+
+def _mask_feeds(rng, batch: int, q: int, length: int, total: int):
+    return {"causal": np.tril(np.ones((q, length), bool), length - q)[None, None].repeat(batch, 0),
+            "pad": rng.integers(0, 2, (batch, total)).astype(np.int64)}
+
+
+def test_gather_by_a_proven_arange_is_a_view(rng):
+    """Batch 1: the indices are 0..L-1 (the Gather a view of the whole mask, or of its first L
+    where T > L); batch 2: the kernel (the build does not know the row stride T, a value: it
+    decides from shapes alone). Each against the reference."""
+    from netpass.runtime.index_forms import form_of
+    prog = Program.from_model(_gathered_mask_model())
+    g = next(n for n in prog.nodes if n.kind == "Gather" and n.out_dtypes[0] == np.bool_)
+    assert g.runtime_skippable
+    src, k = g.inputs[1]
+    assert form_of(src, k).base == 0 and form_of(src, k).slopes[3] == 1
+    _, launches = _run(_gathered_mask_model(), [
+        _mask_feeds(rng, 1, 4, 4, 4), _mask_feeds(rng, 1, 1, 9, 9), _mask_feeds(rng, 1, 1, 5, 7),
+        _mask_feeds(rng, 2, 3, 6, 6), _mask_feeds(rng, 2, 1, 5, 8)])
+    assert launches == [2, 2, 2, 3, 3]  # Convert, And + Select (and the Gather where it runs)
+
+
+def test_gather_by_an_offset_arange_is_a_slice_view(rng):
+    """Indices 2..L+1 (int32 after the Convert): a view at offset 2 where they fit the mask,
+    the kernel where they do not (never out of range: the reference's own result)."""
+    model = _gathered_mask_model(start=2, idx_type=np.int32)
+    _, launches = _run(model, [_mask_feeds(rng, 1, 1, 5, 7), _mask_feeds(rng, 1, 2, 6, 9)])
+    assert launches == [2, 2]
+
+
+def test_gather_by_a_strided_range_runs_its_kernel(rng):
+    """Indices 0, 2, 4...: a form, but no contiguous piece: the Gather's kernel each time."""
+    model = _gathered_mask_model(step=2)
+    _, launches = _run(model, [_mask_feeds(rng, 1, 1, 4, 8), _mask_feeds(rng, 1, 1, 1, 1)])
+    assert launches == [3, 2]  # (one index: 0, a view)
+
+
+def test_index_forms_of_constants_and_broadcasts():
+    from netpass.runtime.index_forms import Form, _fitted
+    assert _fitted(np.arange(12).reshape(3, 4) * 2 + 5) == Form(5, (8, 2))
+    assert _fitted(np.array([[0, 1], [2, 4]])) is None
+    assert Form(3, (None, 1)).at((1, 7)) == (3, (0, 1))
+    assert Form(3, (None, 1)).at((2, 7)) is None
+    # both sides of an Add may be broadcast along a dynamic axis: the slopes there unknown
+    a = opset.parameter([-1], np.int64, name="a")
+    b = opset.parameter([-1], np.int64, name="b")
+    n = opset.shape_of(a)
+    r = opset.range(_i64(0), opset.squeeze(n, _i64([0])), _i64(1), "i64")
+    s = opset.add(r, b)
+    prog = Program.from_model(Model([opset.result(s, name="y")], [a, b]))
+    from netpass.runtime.index_forms import form_of
+    add = next(n for n in prog.nodes if n.kind == "Add")
+    assert form_of(add) is None  # (b has no form)
