@@ -207,6 +207,36 @@ def test_fully_connected_and_transposed_batched_matmul(emulated, rng):
 
 
 @pocl_only
+@pytest.mark.parametrize("precision", ["tf32", "f32"])
+@pytest.mark.parametrize("norm", [False, True])
+def test_fully_connected_of_unaligned_width_reads_its_weights_as_given(precision, norm,
+                                                                       emulated, rng):
+    """A FullyConnected whose N is not a multiple of 4 (an LM head's 50257) runs on the
+    tensor cores over its weights as given, [N, K] (16-byte fills), not reordered to [K, N]
+    (rows 4 * 23 bytes apart: element fills), with or without a LayerNorm in front (then a
+    row kernel, not folded into reordered weights); equal to the reference within the
+    precision's tolerance."""
+    x = opset.parameter([-1, 40], np.float32, name="x")
+    h = x
+    if norm:
+        h = opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt")
+        h = opset.add(opset.multiply(h, (1 + 0.2 * _f(rng, 40)).astype(np.float32)),
+                      0.2 * _f(rng, 40))
+    w, bias = _f(rng, 23, 40), _f(rng, 23)
+    fc = Model([opset.result(opset.fully_connected(h, w, bias), name="y")], [x])
+    req = compile_program(fc, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": precision}
+                          ).create_infer_request()
+    xv = (3 + _f(rng, 45, 40)).astype(np.float32)
+    want = netpass.reference.infer(fc, {"x": xv})["y"]
+    assert _rel_l2(req.infer({"x": xv})["y"], want) <= TOL[1 if precision == "tf32" else 3] * 2
+    assert _ran_mma(req)
+    assert req.stats["weight_reorders"] == 0
+    assert any(inst.impl.weights_as_given for inst in req.network.insts
+               if inst.impl is not None
+               and any(ln.source.name == "gemm_mma" for ln in inst.impl.launches))
+
+
+@pocl_only
 @pytest.mark.parametrize("batch", [1, 2])
 def test_folded_layernorm(batch, emulated, rng):
     """A LayerNorm folded into the GEMM (norm_gemm): one batch of contiguous rows is
