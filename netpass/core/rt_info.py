@@ -39,6 +39,13 @@ class FusedNames(RuntimeAttribute):
     def __init__(self, names: Iterable[str] = ()) -> None:
         self.names: set[str] = set(names)
 
+    @classmethod
+    def of(cls, name: str) -> FusedNames:
+        """``FusedNames([name])``, built directly (InitNodeInfo makes one per node)."""
+        attr = cls.__new__(cls)
+        attr.names = {name}
+        return attr
+
     def merge(self, others: list[RuntimeAttribute]) -> FusedNames:
         merged = set(self.names)
         for o in others:
