@@ -51,7 +51,10 @@ Ref = Slot | VT
 
 
 def feeds_result(refs: list[Ref]) -> bool:
-    return any(not isinstance(r, VT) and isinstance(r[0], Result) for r in refs)
+    for r in refs:  # noqa: SIM110 (a loop: no generator, once per VT the sweep drops)
+        if not isinstance(r, VT) and isinstance(r[0], Result):
+            return True
+    return False
 
 
 class ShadowGraph:

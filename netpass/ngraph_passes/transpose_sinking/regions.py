@@ -231,15 +231,20 @@ class _Sweep(ShadowGraph):
             # Shaped before the rewiring: the consumers it takes over read the same shapes.
             (shaped if _permute_shapes(new, order, below) else self.infer).append(new)
         out_of = self.out_of
+        # (outputs compared by node and index, not by Output.__eq__: once per input the
+        # sweep changed, tens of thousands at 100k nodes)
         for node, i, value in self.srcs.values():
             node = replaced.get(id(node), node)
             out = out_of(value)
-            if node._inputs[i] != out:
+            now = node._inputs[i]
+            if now.node is not out.node or now.index != out.index:
                 node.input(i).replace_source_output(out)
         for real, vt in self.reals:
             if vt.alive:
-                if real._inputs[0] != out_of(vt.src):
-                    real.input(0).replace_source_output(out_of(vt.src))
+                out = out_of(vt.src)
+                now = real._inputs[0]
+                if now.node is not out.node or now.index != out.index:
+                    real.input(0).replace_source_output(out)
                 if vt.name is not None and vt.name != real.friendly_name:
                     real.friendly_name = vt.name
         for vt in (*self.vts.values(), *self.made):
@@ -265,9 +270,9 @@ class _Sweep(ShadowGraph):
     def out_of(self, value: Value) -> Output:
         """The model's output for ``value``: a VT that stays is built on first use."""
         if not isinstance(value, VT):
-            return self.replaced.get(id(value[0]), value[0]).output(value[1])
+            return Output(self.replaced.get(id(value[0]), value[0]), value[1])
         if value.real is not None:
-            return value.real.output(0)
+            return Output(value.real, 0)
         if value.built is None:
             t = Transpose([self.out_of(value.src), value.const.get()])
             copy_runtime_info(self.replaced.get(id(value.rt), value.rt), t)
@@ -275,7 +280,7 @@ class _Sweep(ShadowGraph):
                 t.friendly_name = value.name
             value.built = t
             self.infer.append(t)
-        return value.built.output(0)
+        return Output(value.built, 0)
 
 
 def _permute_shapes(node: Node, order: list[int], below: list[PartialShape]) -> bool:
