@@ -115,7 +115,7 @@ class OnnxNodeContext:
         self.op_type = f.op_type
         self.name = f.label
         self.num_outputs = len(f.output)
-        self._attrs = {a.name: a for a in f.attribute}
+        self._attrs = {a.name: a for a in f.attribute} if f.attribute else {}
 
     def has_attr(self, name: str) -> bool:
         return name in self._attrs
@@ -441,9 +441,14 @@ def _convert_node(fields: NodeFields, values: Scope, opset: int,
     except Exception as e:
         raise ModelFormatError(f"ONNX node '{label}' ({proto.op_type}): "
                                f"{type(e).__name__}: {e}") from e
-    if isinstance(outs, (Node, Output)):
+    if type(outs) is Output:  # (most rules: one output, already an Output)
         outs = [outs]
-    outs = [o.output(0) if isinstance(o, Node) else o for o in outs]
+    elif isinstance(outs, Node):
+        outs = [outs.output(0)]
+    elif isinstance(outs, Output):
+        outs = [outs]
+    else:
+        outs = [o.output(0) if isinstance(o, Node) else o for o in outs]
     for i, name in enumerate(fields.output):
         if not name:
             continue
