@@ -17,7 +17,9 @@ def shape_values(node: Node, i: int) -> list | None:
     """Elements of the 0/1-D shape-like input ``i``: ints where known, Dimensions where not."""
     v = node.input_constant(i)
     if v is not None:
-        return [int(x) for x in np.asarray(v).reshape(-1)]
+        flat = np.asarray(v).reshape(-1)
+        # (an integer array's elements as Python ints at C level; others one by one)
+        return flat.tolist() if flat.dtype.kind in "iu" else [int(x) for x in flat]
     pv = node.input_partial_value(i)
     return list(pv) if pv is not None else None
 
