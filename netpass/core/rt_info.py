@@ -18,6 +18,9 @@ class RuntimeAttribute:
     """Base of structured rt_info values. Subclasses set ``key`` (``<type>_<version>``)."""
 
     key = "runtime_attribute"
+    # (no instance dict for the attributes netpass makes: a FusedNames per node; a subclass
+    # that declares no __slots__ of its own has one as usual)
+    __slots__ = ()
 
     def is_copyable(self) -> bool:
         return True
@@ -35,9 +38,17 @@ class FusedNames(RuntimeAttribute):
     """Friendly names of the original ops a node stands for (``fused_names_0``)."""
 
     key = "fused_names_0"
+    __slots__ = ("names",)
 
     def __init__(self, names: Iterable[str] = ()) -> None:
         self.names: set[str] = set(names)
+
+    @classmethod
+    def of(cls, name: str) -> FusedNames:
+        """``FusedNames([name])``, built directly (InitNodeInfo makes one per node)."""
+        attr = cls.__new__(cls)
+        attr.names = {name}
+        return attr
 
     def merge(self, others: list[RuntimeAttribute]) -> FusedNames:
         merged = set(self.names)
@@ -64,6 +75,8 @@ class FusedNames(RuntimeAttribute):
 
 class NonCopyable(RuntimeAttribute):
     """A mark that stays on the node it was put on (e.g. ``no_transpose_sinking``)."""
+
+    __slots__ = ("key",)
 
     def __init__(self, key: str) -> None:
         self.key = key

@@ -171,20 +171,27 @@ class PartialShape:
 
     def broadcast_merge(self, other: ShapeLike) -> PartialShape | None:
         """Numpy broadcasting (right-aligned), or None when the shapes cannot broadcast."""
-        o = PartialShape(other)
-        if self._dims is None or o._dims is None:
-            return PartialShape(None)
+        o = other if type(other) is PartialShape else PartialShape(other)
         a, b = self._dims, o._dims
-        n = max(len(a), len(b))
-        a = (Dimension(1),) * (n - len(a)) + a
-        b = (Dimension(1),) * (n - len(b)) + b
+        if a is None or b is None:
+            return PartialShape(None)
+        # (every binary op's inference: the shorter side padded only when it is shorter, a
+        # dim met on both sides taken as it is, which is what broadcasting it with itself
+        # gives, and the result built from its dims without coercing them again)
+        if len(a) != len(b):
+            n = max(len(a), len(b))
+            a = (Dimension(1),) * (n - len(a)) + a
+            b = (Dimension(1),) * (n - len(b)) + b
         out = []
         for x, y in zip(a, b):
+            if x is y:
+                out.append(x)
+                continue
             m = x.broadcast_merge(y)
             if m is None:
                 return None
             out.append(m)
-        return PartialShape(out)
+        return PartialShape.of_dims(tuple(out))
 
     # -- sequence protocol --------------------------------------------------------------
     def __len__(self) -> int:

@@ -78,6 +78,12 @@ class _Schema:
     attributes: dict[str, tuple[int, str, bool]]  # name -> (type, type name, required)
     inputs: tuple[tuple[str, str, int], ...] = ()  # (name, "single" / "optional" /
     # "variadic", least count) per formal input, in order
+    # What the checks of a well-formed node read, made once per schema (they run per node):
+    # the required attributes, the positions of the single inputs, (position, least count)
+    # of the variadic one if any ((-1, 0): one that is not the last input)
+    required: tuple[str, ...] = ()
+    singles: tuple[int, ...] = ()
+    variadic: tuple[int, int] | None = None
 
 
 @functools.cache
@@ -91,10 +97,16 @@ def _schema(op_type: str, opset: int, domain: str = "") -> _Schema | None:
         return None
     option = onnx.defs.OpSchema.FormalParameterOption
     kinds = {option.Single: "single", option.Optional: "optional", option.Variadic: "variadic"}
-    return _Schema(schema.since_version,
-                   {name: (int(a.type), a.type.name, bool(a.required))
-                    for name, a in schema.attributes.items()},
-                   tuple((f.name, kinds[f.option], int(f.min_arity)) for f in schema.inputs))
+    attributes = {name: (int(a.type), a.type.name, bool(a.required))
+                  for name, a in schema.attributes.items()}
+    inputs = tuple((f.name, kinds[f.option], int(f.min_arity)) for f in schema.inputs)
+    # (a variadic input is the last one; were one elsewhere, every node would take the loop)
+    variadic = [(i, least) if i == len(inputs) - 1 else (-1, 0)
+                for i, (_, kind, least) in enumerate(inputs) if kind == "variadic"]
+    return _Schema(schema.since_version, attributes, inputs,
+                   tuple(name for name, (_, _, required) in attributes.items() if required),
+                   tuple(i for i, (_, kind, _) in enumerate(inputs) if kind == "single"),
+                   variadic[0] if variadic else None)
 
 
 def _node_schema(proto: onnx.NodeProto | NodeFields, opset: int,
@@ -118,10 +130,33 @@ def check_inputs(proto: NodeFields, opset: int, domains: Mapping[str, int] | Non
     tensor must be)."""
     if not isinstance(proto.op_type, str):
         return
-    schema = _node_schema(proto, opset, domains)
+    _check_inputs(proto, _node_schema(proto, opset, domains))
+
+
+def _inputs_fit(given: list[str], schema: _Schema) -> bool:
+    """Whether ``_check_inputs`` passes, told from what the schema precomputed (it runs per
+    node; the loop below then runs only to name what is wrong)."""
+    formal = schema.inputs
+    if schema.variadic is None:
+        if len(given) > len(formal):
+            return False
+    else:
+        at, least = schema.variadic
+        if at < 0 or least and sum(1 for n in given[at:] if n) < least:
+            return False
+    n = len(given)
+    for i in schema.singles:  # noqa: SIM110 (a loop: no generator, once per node)
+        if i >= n or not given[i]:
+            return False
+    return True
+
+
+def _check_inputs(proto: NodeFields, schema: _Schema | None) -> None:
     if schema is None or not schema.inputs:
         return
     given = proto.input
+    if _inputs_fit(given, schema):
+        return
     formal = schema.inputs
     variadic = formal[-1][1] == "variadic"
     if not variadic and len(given) > len(formal):
@@ -147,10 +182,17 @@ def check_attributes(proto: onnx.NodeProto | NodeFields, opset: int,
     """A node's attributes against its op's schema at ``opset`` (other domains: at the version
     ``domains`` gives; an op without a schema there is left to its import rule, which refuses
     it)."""
+    _check_op_type(proto)
+    _check_attributes(proto, _node_schema(proto, opset, domains))
+
+
+def _check_op_type(proto: onnx.NodeProto | NodeFields) -> None:
     if not isinstance(proto.op_type, str):  # protobuf hands back bytes that are not UTF-8
         raise InvalidModelError(f"ONNX node '{node_label(proto)!r}': op type "
                                 f"{proto.op_type!r} is not UTF-8 text")
-    schema = _node_schema(proto, opset, domains)
+
+
+def _check_attributes(proto: onnx.NodeProto | NodeFields, schema: _Schema | None) -> None:
     if schema is None:
         return
     attributes = schema.attributes
@@ -158,23 +200,24 @@ def check_attributes(proto: onnx.NodeProto | NodeFields, opset: int,
     for a in proto.attribute:
         if a.ref_attr_name:  # a reference inside a function body, typed by its caller
             continue
-        if a.name in seen:
-            raise InvalidModelError(f"{_where(proto)}: attribute '{a.name}' is given twice",
-                                    node_label(proto), proto.op_type, a.name)
-        seen.add(a.name)
-        declared = attributes.get(a.name)
+        name = a.name
+        if name in seen:
+            raise InvalidModelError(f"{_where(proto)}: attribute '{name}' is given twice",
+                                    node_label(proto), proto.op_type, name)
+        seen.add(name)
+        declared = attributes.get(name)
         if declared is None:
             raise InvalidModelError(
-                f"{_where(proto)}: unknown attribute '{a.name}' ({proto.op_type} at opset "
+                f"{_where(proto)}: unknown attribute '{name}' ({proto.op_type} at opset "
                 f"{schema.since_version} has {sorted(attributes) or 'none'})",
-                node_label(proto), proto.op_type, a.name)
+                node_label(proto), proto.op_type, name)
         if a.type != declared[0]:
             raise InvalidModelError(
-                f"{_where(proto)}: attribute '{a.name}' has type {_attr_type_name(a.type)}, "
+                f"{_where(proto)}: attribute '{name}' has type {_attr_type_name(a.type)}, "
                 f"but {proto.op_type} (opset {schema.since_version}) declares "
-                f"{declared[1]}", node_label(proto), proto.op_type, a.name)
-    for name, (_, _, required) in attributes.items():
-        if required and name not in seen:
+                f"{declared[1]}", node_label(proto), proto.op_type, name)
+    for name in schema.required:
+        if name not in seen:
             raise InvalidModelError(f"{_where(proto)}: required attribute '{name}' is missing",
                                     node_label(proto), proto.op_type, name)
 
@@ -200,6 +243,8 @@ def check_graph(graph: onnx.GraphProto, opset: int, outer: Container[str] = (),
         inputs.add(vi.name)
         defined.setdefault(vi.name, "a graph input")
     nodes = []
+    # each op's schema looked up once per graph (the checks run per node)
+    schemas: dict[tuple[str, str], _Schema | None] = {}
     for node in graph.node:
         proto = NodeFields(node)
         nodes.append(proto)
@@ -211,8 +256,12 @@ def check_graph(graph: onnx.GraphProto, opset: int, outer: Container[str] = (),
                     "which no graph input, initializer or node defines"
                 raise InvalidModelError(f"{_where(proto)} reads '{name}', {why}",
                                         node_label(proto), proto.op_type, name)
-        check_attributes(proto, opset, domains)
-        check_inputs(proto, opset, domains)
+        _check_op_type(proto)
+        key = (proto.op_type, proto.domain)
+        schema = schemas[key] if key in schemas else \
+            schemas.setdefault(key, _node_schema(proto, opset, domains))
+        _check_attributes(proto, schema)
+        _check_inputs(proto, schema)
         for name in proto.output:
             if not name:
                 continue

@@ -115,7 +115,7 @@ class OnnxNodeContext:
         self.op_type = f.op_type
         self.name = f.label
         self.num_outputs = len(f.output)
-        self._attrs = {a.name: a for a in f.attribute}
+        self._attrs = {a.name: a for a in f.attribute} if f.attribute else {}
 
     def has_attr(self, name: str) -> bool:
         return name in self._attrs
@@ -362,14 +362,14 @@ def _convert_body(graph: onnx.GraphProto, nodes: list[NodeFields], opset: int, v
     """Convert initializers, graph inputs (typed by ``inputs`` where given) and ``nodes`` (the
     graph's, as ``check_graph`` read them) into ``values``; returns the Parameters of the
     graph inputs."""
+    known = values.values
     for init in graph.initializer:
         name = init.name
         arr = _tensor_to_array(init, f"initializer '{name}'")
         c = Constant.of(arr, onnx_element_type(init.data_type, name))
         c.friendly_name = name
-        out = c.output(0)
-        out.names.add(name)
-        values[name] = out
+        c._outs[0].names = {name}  # (a new Constant: no names yet)
+        known[name] = Output(c, 0)
     for init in graph.sparse_initializer:
         raise ModelFormatError(f"sparse initializer '{init.values.name}' is not supported")
     params = []
@@ -405,8 +405,11 @@ def _convert_node(fields: NodeFields, values: Scope, opset: int,
     if version is not None:
         key = (fields.op_type, version, domain)
         rule = rules[key] if key in rules else rules.setdefault(key, find_onnx_rule(*key))
-    lookup = values.lookup
-    inputs: list[Output | None] = [lookup(name) if name else None for name in fields.input]
+    known = values.values
+    inputs: list[Output | None] = []
+    for name in fields.input:  # (a plain loop, the graph's own values first: once per input)
+        value = known.get(name) if name else None
+        inputs.append(value if value is not None or not name else values.lookup(name))
     convert: Callable[[OnnxNodeContext], Any]
     if rule is not None:
         convert = rule
@@ -425,7 +428,6 @@ def _convert_node(fields: NodeFields, values: Scope, opset: int,
 
         def convert(ctx: OnnxNodeContext) -> list[Output]:
             return _expand_function(proto, inputs, body, attrs, opset)
-    before = {id(o.node) for o in inputs if o is not None}
     try:
         outs = convert(OnnxNodeContext(proto, inputs, opset, values, fields, version))
     except NetpassError as e:
@@ -439,9 +441,14 @@ def _convert_node(fields: NodeFields, values: Scope, opset: int,
     except Exception as e:
         raise ModelFormatError(f"ONNX node '{label}' ({proto.op_type}): "
                                f"{type(e).__name__}: {e}") from e
-    if isinstance(outs, (Node, Output)):
+    if type(outs) is Output:  # (most rules: one output, already an Output)
         outs = [outs]
-    outs = [o.output(0) if isinstance(o, Node) else o for o in outs]
+    elif isinstance(outs, Node):
+        outs = [outs.output(0)]
+    elif isinstance(outs, Output):
+        outs = [outs]
+    else:
+        outs = [o.output(0) if isinstance(o, Node) else o for o in outs]
     for i, name in enumerate(fields.output):
         if not name:
             continue
@@ -450,14 +457,27 @@ def _convert_node(fields: NodeFields, values: Scope, opset: int,
                                    "is not produced by its import rule")
         out = outs[i]
         node = out.node
-        if id(node) not in before and not isinstance(node, (Parameter, Constant)) or \
-                (isinstance(node, Constant) and node._friendly is None):
-            if node.get_output_size() == 1:
+        if isinstance(node, Constant):
+            named = node._friendly is None
+        elif isinstance(node, Parameter):
+            named = False
+        else:  # a node the rule built (not one of the node's inputs, handed through)
+            named = True
+            for o in inputs:
+                if o is not None and o.node is node:
+                    named = False
+                    break
+        if named:
+            if len(node._outs) == 1:
                 node.friendly_name = fields.name or name
             elif node._friendly is None:
                 node.friendly_name = label
-        out.names.add(name)
-        values[name] = out
+        port = node._outs[out.index]
+        if port.names is None:
+            port.names = {name}
+        else:
+            port.names.add(name)
+        known[name] = out
 
 
 def _expand_function(proto: onnx.NodeProto, inputs: list[Output | None],

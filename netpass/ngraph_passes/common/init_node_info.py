@@ -11,10 +11,11 @@ class InitNodeInfo(ModelPass):
 
     def run_on_model(self, model) -> bool:
         key = FusedNames.key
+        new = FusedNames.of
         for node in model.cached_order():
             rt = node._rt  # (read directly: this looks at every node, twice in the GNA pipeline)
             if rt is None:
-                node._rt = {key: FusedNames([node.friendly_name])}
+                node._rt = {key: new(node.friendly_name)}
             elif key not in rt:
-                rt[key] = FusedNames([node.friendly_name])
+                rt[key] = new(node.friendly_name)
         return False

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ...core.boundary import Constant
 from ...core.graph_util import copy_runtime_info, replace_output_update_name
 from ...core.node import Node, Output
 from ...ops.base import ArithmeticReductionKeepDims, LogicalReductionKeepDims
@@ -311,6 +312,15 @@ class RemoveIdentityGather(MatcherPass):
         super().__init__()
 
         def identity(o: Output) -> bool:
+            # (asked of every Gather each Gather sinking traversal visits) Indices that are
+            # not a 1-D Constant, or whose first one is above 0 with none below, are no
+            # identity whatever ``gather_info`` makes of the rest: told without it.
+            idx = o.node._inputs[1].node
+            if not isinstance(idx, Constant) or idx.value.ndim != 1:
+                return False
+            raw = idx.value.tolist()
+            if raw and raw[0] > 0 and min(raw) >= 0:
+                return False
             info = gather_info(o.node)
             if info is None:
                 return False

@@ -11,6 +11,8 @@ Gathers over the flattened tensor (``flat(transpose(x, order)) == flat(x)[idx]``
 """
 from __future__ import annotations
 
+from itertools import compress, repeat
+
 import numpy as np
 
 from ...core.boundary import Constant
@@ -173,10 +175,30 @@ class GatherSinkingTranspose(ModelPass):
     one), so a model holding none is not traversed (a model with bodies is)."""
 
     def run_on_model(self, model) -> bool:
-        if not any(isinstance(n, MultiSubGraphOp) or isinstance(n, Gather) and
-                   flat_gather(n) is not None for n in model.cached_order()):
+        if not _may_start(model.cached_order()):
             return False
         manager = nested_manager(self.get_pass_config(), "GatherSinkingTranspose")
         manager.register_pass(GatherSinkingTransposeForward())
         manager.register_pass(GatherSinkingTransposeBackward())
         return manager.run_passes(model)
+
+
+def _may_start(ops: list[Node]) -> bool:
+    """``ops`` hold an op with bodies or a flat Gather. (The Gathers picked out at C level,
+    and one whose data has two dims other than 1, or a dynamic one, passed over without
+    ``flat_gather``: this looks at every node of the model, and on the GNA flow at every
+    Gather of its blocks, none of them flat.)"""
+    if any(issubclass(k, MultiSubGraphOp) for k in set(map(type, ops))):
+        return True
+    for g in compress(ops, map(isinstance, ops, repeat(Gather))):
+        data = g._inputs[0]
+        ps = data.node._outs[data.index].ps
+        if not ps.is_static:
+            continue
+        wide = 0
+        for d in ps.to_shape():
+            if d != 1:
+                wide += 1
+        if wide < 2 and flat_gather(g) is not None:
+            return True
+    return False

@@ -38,7 +38,8 @@ class VT:
                  "built")
 
     def __init__(self, order: list[int], const_: Order, src: Value, consumers: list[Ref],
-                 real: Node | None, name: str | None, names: set[str], rt: Node) -> None:
+                 real: Node | None, name: str | None, names: set[str] | frozenset[str],
+                 rt: Node) -> None:
         self.order, self.const, self.src, self.consumers = order, const_, src, consumers
         self.real, self.name, self.names, self.rt = real, name, names, rt
         self.alive = True
@@ -51,7 +52,10 @@ Ref = Slot | VT
 
 
 def feeds_result(refs: list[Ref]) -> bool:
-    return any(not isinstance(r, VT) and isinstance(r[0], Result) for r in refs)
+    for r in refs:  # noqa: SIM110 (a loop: no generator, once per VT the sweep drops)
+        if not isinstance(r, VT) and isinstance(r[0], Result):
+            return True
+    return False
 
 
 class ShadowGraph:
@@ -118,11 +122,11 @@ class ShadowGraph:
                 break
         refs.extend(new)
 
-    def add_names(self, value: Value, names: set[str]) -> None:
+    def add_names(self, value: Value, names: set[str] | frozenset[str]) -> None:
         if not names:
             return
         if isinstance(value, VT):
-            value.names |= names
+            value.names = value.names | names  # (a set of its own: VTs share an empty one)
             return
         node, k = value
         self.names.setdefault((id(node), k), (node, k, set()))[2].update(names)

@@ -31,7 +31,7 @@ from .reduction import TSReductionBackward, _const_axes, _set_values
 from .utils import max_input_rank, order_before_reduction
 
 
-@dataclass
+@dataclass(slots=True)
 class Plan:
     """A backward step on an op: ``order`` goes onto inputs ``indices`` (constants among them
     are transposed at once, unsqueezed to ``rank``); ``rewrite`` changes the op's axes and

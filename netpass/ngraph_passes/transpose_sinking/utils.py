@@ -302,12 +302,14 @@ def _permute_outputs(main: Node, order: list[int]) -> bool:
     (inference computes those). Inference of the moved op was ~15% of forward sinking."""
     outs = main._outs
     shapes = []
+    rev: list[int] = []
     for port in outs:
         dims = port.ps._dims
         if dims is None or len(dims) < len(order) or port.val is not None \
                 or port.pval is not None:
             return False
-        rev = reverse_order(align_order(order, len(dims)))
+        if len(rev) != len(dims):  # (the outputs of a Split share one rank)
+            rev = reverse_order(align_order(order, len(dims)))
         shapes.append(PartialShape.of_dims(tuple([dims[r] for r in rev])))
     main.set_inferred_shapes(shapes)
     return True

@@ -126,7 +126,7 @@ class Slice(Node):
             return None
         n = len(start)
         self.check(len(stop) == n and len(step) == n,
-                   f"start, stop and step lengths differ: {len(start)}, {len(stop)}, {len(step)}")
+                   "start, stop and step lengths differ: {}, {}, {}", n, len(stop), len(step))
         self.check(all(s != 0 for s in step), "step must be non-zero, got {}", step)
         if self.get_input_size() == 5:
             axes = const_ints(self, 4)

@@ -59,6 +59,35 @@ def test_partial_shape_broadcast_merge_numpy_rules():
     assert not PartialShape(None).rank_is_static
 
 
+def test_partial_shape_broadcast_merge_is_the_dimwise_one():
+    """PartialShape.broadcast_merge (the shorter side padded with 1s, a dim met on both sides
+    taken as it is) gives, dim by dim, what Dimension.broadcast_merge gives, symbols and
+    intervals included, on random pairs of shapes that share some dims."""
+    import random
+    rng = random.Random(0)
+    n, m = Symbol("n"), Symbol("m")
+    pool = [Dimension(v) for v in (0, 1, 1, 2, 3, 8)] + [
+        Dimension(), Dimension(1, 4), Dimension(2, 8), Dimension(0, 1), Dimension(symbol=n),
+        Dimension(1, 64, n), Dimension(symbol=m), Dimension(2, -1, m)]
+    for _ in range(3000):
+        a = tuple(rng.choice(pool) for _ in range(rng.randint(0, 4)))
+        b = list(a[-rng.randint(0, len(a)):] if a and rng.random() < 0.5 else ())
+        b = tuple(rng.choice(pool) if rng.random() < 0.4 else d for d in b) + \
+            tuple(rng.choice(pool) for _ in range(rng.randint(0, 2)))
+        b = b[-4:]
+        k = max(len(a), len(b))
+        pa = (Dimension(1),) * (k - len(a)) + a
+        pb = (Dimension(1),) * (k - len(b)) + b
+        dims = [x.broadcast_merge(y) for x, y in zip(pa, pb)]
+        got = PartialShape.of_dims(a).broadcast_merge(PartialShape.of_dims(b))
+        if any(d is None for d in dims):
+            assert got is None, (a, b)
+            continue
+        assert got is not None and len(got) == k, (a, b)
+        for g, d in zip(got, dims):
+            assert (g.min, g.max, g.symbol) == (d.min, d.max, d.symbol), (a, b)
+
+
 def test_partial_shape_compatible_and_static():
     assert PartialShape([1, "?"]).compatible([1, 5])
     assert not PartialShape([1, 2]).compatible([1, 5])

@@ -311,6 +311,22 @@ def test_a_refreshed_node_is_linted_while_in_the_model_only():
     assert dropped.friendly_name not in message
 
 
+def test_the_lint_drops_the_entries_of_freed_consumers_it_passes_over():
+    import gc
+    x = opset.parameter([2, 3], np.float32, name="x")
+    a = opset.relu(x)
+    kept, gone = opset.negative(a), opset.abs(a)
+    model = Model([opset.exp(kept)], [x])
+    with model.track_changes() as log:
+        a.validate_and_infer_types()
+    del gone
+    gc.collect()
+    table = a._outs[0].cons  # (read directly: ``consumers()`` drops dead entries itself)
+    assert [ref() for ref in table.values()] == [kept, None]
+    assert validate_changes("P", model, log) == 0
+    assert [ref() for ref in table.values()] == [kept]
+
+
 def reshape_model():
     x = opset.parameter([4, 8], np.float32, name="x")
     reshaped = opset.reshape(x, np.array([8, 4], np.int64), False)

@@ -162,3 +162,20 @@ def test_absorbing_ops_take_the_gather_shape_as_inference_does(shape, monkeypatc
     blocks = random_blocks(40, 5, channels=shape[1])
     run(netpass.read_model(gna_blocks_onnx(blocks, shape=shape)), GnaTransformationsPipeline())
     assert len(checked) > 20 and all(ok for _, ok in checked)
+
+
+@pytest.mark.parametrize("indices, axis, removed", [
+    ([0, 1, 2, 3, 4, 5, 6, 7], 1, True), ([-8, -7, -6, -5, -4, -3, -2, -1], 1, True),
+    ([-4, 1, -2, 3], 2, True),  # (normalized against the dim, as gather_info does: 0..3)
+    ([0, 1, 2, 3], 2, True), ([1, 0], 2, False), ([4, 1, 2, 3], 2, False),
+    ([[0, 1]], 2, False), ([3, 2, 1, 0], 2, False)])
+def test_identity_gathers_are_told_as_gather_info_tells_them(indices, axis, removed):
+    """RemoveIdentityGather's predicate passes over indices whose first one is above 0 with
+    none below without gather_info: the same verdict as the full test, negative indices
+    (normalized) included."""
+    x = param([1, 8, 4])
+    g = opset.gather(x, opset.constant(np.array(indices, np.int64)),
+                     opset.constant(np.int64(axis)))
+    m = model_of(opset.relu(g), x)
+    run_checked(m, RemoveIdentityGather())
+    assert count(m, "Gather") == (0 if removed else 1)

@@ -117,3 +117,23 @@ def test_no_flat_gather_no_traversal():
     for member in (GatherSinkingTransposeForward, GatherSinkingTransposeBackward):
         assert not member().run_on_model(m)
     assert count(m, "Transpose") == 1 and count(m, "Gather") == 1
+
+
+def test_gate_finds_the_flat_gathers_flat_gather_finds():
+    """GatherSinkingTranspose's gate (Gathers picked at C level, shapes with two dims other
+    than 1 or a dynamic one passed over) answers as ``flat_gather`` over every node does."""
+    from netpass.core.dimension import Dimension
+    from netpass.ngraph_passes.gna.gather_transpose import _may_start
+    from netpass.ngraph_passes.gna.gather_utils import flat_gather
+
+    for shape, axis in (([1, 8], 1), ([8, 1], 0), ([1, 1], 1), ([2, 8], 1), ([1, 8, 4], 1),
+                        ([1, 8], 0), ([Dimension(1, 4), 8], 1), ([8], 0)):
+        x = param(shape)
+        n = [s if isinstance(s, int) else 1 for s in shape][axis]
+        g = opset.gather(x, opset.constant(np.arange(n)[::-1].copy()),
+                         opset.constant(np.int64(axis)))
+        m = model_of(opset.relu(g), x)
+        ops = m.get_ordered_ops()
+        expected = any(flat_gather(op) is not None for op in ops)
+        assert _may_start(ops) == expected, (shape, axis)
+        assert expected == ((shape, axis) in (([1, 8], 1), ([8, 1], 0), ([1, 1], 1), ([8], 0)))
