@@ -286,7 +286,7 @@ class Program:
         value or a side input that broadcasts into ``p``'s output, and it computes in the
         output's dtype (or, after an elementwise head, one ``_retypes`` allows)."""
         if not u.row.fusable or u.num_outputs != 1 or u.in_shape_of_subgraph or u.shape_only \
-                or (u.out_dtypes[0] != p.out_dtypes[0] and not self._retypes(u, p)):
+                or u.pre or (u.out_dtypes[0] != p.out_dtypes[0] and not self._retypes(u, p)):
             return False
         out_ps = p.out_pshapes[0]
         for src, k in u.inputs:

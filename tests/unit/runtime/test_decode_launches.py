@@ -9,7 +9,12 @@ the reference on random data and by the launches it saves.
 - a Concat of small inputs is one launch;
 - a Gather whose computed indices the build proves ``base, base + 1, ...`` in order (a Range
   through Unsqueezes, Converts and affine arithmetic: ``index_forms``) is a view, decided from
-  shapes alone.
+  shapes alone;
+- an elementwise producer read only as side inputs of attentions' score ops (the mask) is
+  computed by their score stages (``inline``), also where read through moves (a Convert
+  through a Reshape), and a Convert read only by one elementwise kernel that grows it is that
+  kernel's input computed on its way in; not where the producer is also read whole, is an op
+  of several inputs behind a move, or would be computed twice.
 """
 from __future__ import annotations
 
@@ -339,3 +344,35 @@ def test_inlined_mask_keeps_the_flash_kernels_dead_key_blocks(splits, monkeypatc
     for name in ("y1", "y2"):
         assert np.isnan(got[name][:, :, 64:]).all()
         np.testing.assert_allclose(got[name][:, :, :64], want[name], rtol=1e-4, atol=1e-5)
+
+
+def _positions_model(readers: int = 1):
+    """A rotary table's first op: positions (int64 [B, L]) unsqueezed, converted to float and
+    multiplied by the inverse frequencies ([16]: the product grows the Convert's [B, L, 1]);
+    ``readers`` such products of the one Convert."""
+    pos = opset.parameter([-1, -1], np.int64, name="pos")
+    f = opset.convert(opset.unsqueeze(pos, _i64([2])), np.float32)
+    inv = (1.0 / 10000 ** (np.arange(16) / 16)).astype(np.float32)
+    outs = [opset.result(opset.multiply(f, inv * (r + 1)), name=f"y{r}") for r in range(readers)]
+    return Model(outs, [pos])
+
+
+def test_convert_is_computed_by_the_kernel_reading_it(rng):
+    """A Convert read (through an Unsqueeze) only by an elementwise kernel that grows its
+    output, whose other input is a constant, is that kernel's input computed on its way in:
+    one launch (two before: no region can hold both, the Multiply's output is larger)."""
+    model = _positions_model()
+    mul = next(n for n in Program.from_model(model).nodes if n.kind == "Multiply")
+    assert [f.row.name for f in mul.pre[0]] == ["Convert"]
+    assert not any(n.kind == "Convert" for n in Program.from_model(model).nodes)
+    feeds = [{"pos": rng.integers(0, 4000, (1, n)).astype(np.int64)} for n in (5, 1, 1)]
+    _, launches = _run(model, feeds)
+    assert launches == [1, 1, 1]
+
+
+def test_convert_read_by_two_kernels_is_launched(rng):
+    """Two readers would compute it twice: the Convert stays a kernel (three launches)."""
+    model = _positions_model(readers=2)
+    assert all(not getattr(n, "pre", None) for n in Program.from_model(model).nodes)
+    _, launches = _run(model, [{"pos": rng.integers(0, 4000, (2, 3)).astype(np.int64)}])
+    assert launches == [3]
