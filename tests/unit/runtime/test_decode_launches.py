@@ -9,11 +9,17 @@ the reference on random data and by the launches it saves.
 - a Concat of small inputs is one launch;
 - a Gather whose computed indices the build proves ``base, base + 1, ...`` in order (a Range
   through Unsqueezes, Converts and affine arithmetic: ``index_forms``) is a view, decided from
-  shapes alone.
+  shapes alone;
+- an elementwise producer read only as side inputs of attentions' score ops (the mask) is
+  computed by their score stages (``inline``), also where read through moves (a Convert
+  through a Reshape), and a Convert read only by one elementwise kernel that grows it is that
+  kernel's input computed on its way in; not where the producer is also read whole, is an op
+  of several inputs behind a move, or would be computed twice.
 """
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import netpass
 from netpass import Model, opset
@@ -218,3 +224,155 @@ def test_index_forms_of_constants_and_broadcasts():
     from netpass.runtime.index_forms import form_of
     add = next(n for n in prog.nodes if n.kind == "Add")
     assert form_of(add) is None  # (b has no form)
+
+
+# -- producers inlined into the attentions that read them ------------------------------------------
+def _two_layer_model(mask_of, h: int = 2, d: int = 16, also_output: bool = False):
+    """Two attentions (scaled q.k, + mask, softmax, @ v; the second's queries the first's
+    output) reading one
+    additive mask, ``mask_of(causal, pad)`` (``causal`` bool [1, 1, S, T], ``pad`` int64
+    [B, T]); ``also_output``: the mask is a model output too."""
+    q = opset.parameter([1, h, -1, d], np.float32, name="q")
+    k = opset.parameter([1, h, -1, d], np.float32, name="k")
+    v = opset.parameter([1, h, -1, d], np.float32, name="v")
+    causal = opset.parameter([1, 1, -1, -1], np.bool_, name="causal")
+    pad = opset.parameter([-1, -1], np.int64, name="pad")
+    mask = mask_of(causal, pad)
+
+    def att(x):
+        s = opset.multiply(opset.matmul(x, k, False, True), np.float32(d ** -0.5))
+        return opset.matmul(opset.softmax(opset.add(s, mask), -1), v, False, False)
+    y1 = att(q)
+    outs = [opset.result(y1, name="y1"), opset.result(att(y1), name="y2")]
+    if also_output:
+        outs.append(opset.result(mask, name="mask"))
+    return Model(outs, [q, k, v, causal, pad])
+
+
+def _padded_mask(causal, pad):
+    """transformers' mask: Select(And(causal, Convert(pad) viewed as [B, 1, 1, T]), 0, -inf)."""
+    padb = opset.reshape(opset.convert(pad, np.bool_), _i64([0, 1, 1, -1]), True)
+    keep = opset.logical_and(causal, padb)
+    return opset.select(keep, np.float32([0.0]), np.float32([-np.inf]))
+
+
+def _transposed_mask(causal, pad):
+    """A mask computed over [1, 1, T, S], then transposed: an op of several inputs read
+    through a move, which its inputs cannot be read through alike."""
+    keep = opset.logical_and(opset.transpose(causal, _i64([0, 1, 3, 2])),
+                             opset.reshape(opset.convert(pad, np.bool_), _i64([0, 1, -1, 1]),
+                                           True))
+    return opset.transpose(opset.select(keep, np.float32([0.0]), np.float32([-1e9])),
+                           _i64([0, 1, 3, 2]))
+
+
+def _att_feeds(rng, s: int, t: int, h: int = 2, d: int = 16):
+    pad = np.ones((1, t), np.int64)
+    pad[0, rng.integers(0, t - 1)] = 0  # (one padded key; the last stays for every row)
+    return {"q": _f(rng, 1, h, s, d), "k": _f(rng, 1, h, t, d), "v": _f(rng, 1, h, t, d),
+            "causal": np.tril(np.ones((s, t), bool), t - s)[None, None], "pad": pad}
+
+
+def _chains(model):
+    return [[f.row.name for f in n.subgraph.chain] for n in Program.from_model(model).nodes
+            if n.kind == "FusedAttention"]
+
+
+def test_mask_is_computed_by_the_attentions_that_read_it(rng):
+    """The mask's Select, And and Convert (read through its Reshape) are score stages of
+    both attentions: no launch of their own (four launches before: Convert, And + Select)."""
+    model = _two_layer_model(_padded_mask)
+    chains = _chains(model)
+    assert len(chains) == 2
+    for chain in chains:
+        assert chain == ["Multiply", "Convert", "LogicalAnd", "Select", "Add"]
+    _, launches = _run(model, [_att_feeds(rng, 1, 7), _att_feeds(rng, 3, 12),
+                               _att_feeds(rng, 1, 13)])
+    assert launches == [2, 2, 2]
+
+
+def test_producer_also_read_whole_is_launched(rng):
+    """A mask that is a model output too is launched as before (Convert, And + Select)."""
+    model = _two_layer_model(_padded_mask, also_output=True)
+    assert all(chain == ["Multiply", "Add"] for chain in _chains(model))
+    _, launches = _run(model, [_att_feeds(rng, 1, 7), _att_feeds(rng, 2, 9)])
+    assert launches == [4, 4]
+
+
+def test_producer_read_through_a_move_of_several_inputs_is_launched(rng):
+    """A Select read through a Transpose is no unary op: it stays a kernel (its inputs,
+    read through the Transpose, would not broadcast as its output does)."""
+    model = _two_layer_model(_transposed_mask)
+    assert all(chain == ["Multiply", "Add"] for chain in _chains(model))
+    _run(model, [_att_feeds(rng, 1, 7), _att_feeds(rng, 3, 12)])
+
+
+@pytest.mark.parametrize("splits", [False, True])
+def test_inlined_mask_keeps_the_flash_kernels_dead_key_blocks(splits, monkeypatch, rng):
+    """A prompt on the flash kernel (PoCL: tensor cores emulated) with the inlined mask: its
+    dead-block scan (and with key splits, the rows' anchors) computes the mask from the
+    inlined stages, so with NaN keys and values past row 64 the first 64 query rows (one
+    work-group) never read them (the reference, which visits every key, gives NaN): they
+    equal the reference over the first 64 keys."""
+    from netpass.runtime.device import Engine, select_device
+    from netpass.runtime.kinds import attention as attention_kind
+    if RUNTIME_DEVICE != "CPU":
+        pytest.skip("emulated tensor cores on PoCL")
+    monkeypatch.setattr(Engine.get(select_device("CPU")), "mma", "emulated")
+    monkeypatch.setattr(attention_kind, "FLASH_MIN_M", 4)
+    monkeypatch.setattr(attention_kind, "FLASH_SKIP_WAVES", 1e9 if splits else 0.0)
+    monkeypatch.setattr(attention_kind, "FLASH_SPLIT_WAVES", 1e9 if splits else 0.0)
+    monkeypatch.setattr(attention_kind, "FLASH_MIN_CHUNK", 1)
+    model = _two_layer_model(_padded_mask)
+    cm = compile_program(model, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": "f32"})
+    req = cm.create_infer_request()
+    feeds = _att_feeds(rng, 100, 100)
+    feeds["pad"][:] = 1
+    feeds["pad"][0, 5] = 0
+    want = netpass.reference.infer(model, feeds)
+    got = req.infer(feeds)
+    for name in ("y1", "y2"):
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-5)
+    assert any("flash_attention(" in key[2] and ("fa_count" in key[2]) == splits
+               for key in req.network.kernel_objects)
+    for x in ("k", "v"):
+        feeds[x][:, :, 64:] = np.nan
+    got = req.infer(feeds)
+    first = {x: feeds[x][:, :, :64] for x in ("q", "k", "v")}
+    first.update(causal=feeds["causal"][..., :64, :64], pad=feeds["pad"][:, :64])
+    want = netpass.reference.infer(model, first)
+    for name in ("y1", "y2"):
+        assert np.isnan(got[name][:, :, 64:]).all()
+        np.testing.assert_allclose(got[name][:, :, :64], want[name], rtol=1e-4, atol=1e-5)
+
+
+def _positions_model(readers: int = 1):
+    """A rotary table's first op: positions (int64 [B, L]) unsqueezed, converted to float and
+    multiplied by the inverse frequencies ([16]: the product grows the Convert's [B, L, 1]);
+    ``readers`` such products of the one Convert."""
+    pos = opset.parameter([-1, -1], np.int64, name="pos")
+    f = opset.convert(opset.unsqueeze(pos, _i64([2])), np.float32)
+    inv = (1.0 / 10000 ** (np.arange(16) / 16)).astype(np.float32)
+    outs = [opset.result(opset.multiply(f, inv * (r + 1)), name=f"y{r}") for r in range(readers)]
+    return Model(outs, [pos])
+
+
+def test_convert_is_computed_by_the_kernel_reading_it(rng):
+    """A Convert read (through an Unsqueeze) only by an elementwise kernel that grows its
+    output, whose other input is a constant, is that kernel's input computed on its way in:
+    one launch (two before: no region can hold both, the Multiply's output is larger)."""
+    model = _positions_model()
+    mul = next(n for n in Program.from_model(model).nodes if n.kind == "Multiply")
+    assert [f.row.name for f in mul.pre[0]] == ["Convert"]
+    assert not any(n.kind == "Convert" for n in Program.from_model(model).nodes)
+    feeds = [{"pos": rng.integers(0, 4000, (1, n)).astype(np.int64)} for n in (5, 1, 1)]
+    _, launches = _run(model, feeds)
+    assert launches == [1, 1, 1]
+
+
+def test_convert_read_by_two_kernels_is_launched(rng):
+    """Two readers would compute it twice: the Convert stays a kernel (three launches)."""
+    model = _positions_model(readers=2)
+    assert all(not getattr(n, "pre", None) for n in Program.from_model(model).nodes)
+    _, launches = _run(model, [{"pos": rng.integers(0, 4000, (2, 3)).astype(np.int64)}])
+    assert launches == [3]
