@@ -1,12 +1,13 @@
 """Fused attention (the primitive :func:`netpass.runtime.attention.fuse_attention` makes of an
-exported ``MatMul -> score ops -> Softmax -> MatMul [-> Transpose]`` chain, or of an ONNX
-``Attention`` op it decomposes: 4-D, no cache, causal mask or soft cap): what it computes
+exported ``MatMul -> score ops -> Softmax -> MatMul [-> Transpose]`` chain): what it computes
 (:class:`AttentionDesc`) and its kernel, one launch of the ``attention`` template (a work-group
-per query row: key blocks per pass, score ops with their side inputs, online softmax, value
-rows per column; q, k, v, masks and the output through strides), or from 16 query rows on
-devices with tensor cores the flash kernel (``kernels.flash``; also the other ONNX Attention
-ops where it can). A shape the kernel cannot take (a side input that broadcasts the scores'
-rows or keys) runs the absorbed nodes' own references on the host."""
+per query row: a block of keys per pass, score ops with their side inputs, online softmax,
+value rows accumulated per column; q, k, v, masks and the output through strides). A shape the
+kernel cannot take (a side input that broadcasts the scores' rows or keys) runs the absorbed
+nodes' own references on the host. From 16 query rows, on devices with tensor cores, the
+flash kernel (``kernels.flash``) runs it instead. An ONNX ``Attention`` op
+(``netpass/ops/attention``) the fusion decomposes (4-D, no cache, causal mask or soft cap) is
+such a primitive; the flash kernel runs the others where it can."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -77,16 +78,19 @@ class AttentionDesc:
         # export scales both by sqrt(scale)); the kernels scale the scores instead
         self.prescaled = prescaled
         self.scale = float(np.prod([c for _, _, c in prescaled])) if prescaled else None
-        self.ta, self.tb = bool(m1.attrs.get("transpose_a")), bool(m1.attrs.get("transpose_b"))
+        self.ta = bool(m1.attrs.get("transpose_a"))
+        self.tb = bool(m1.attrs.get("transpose_b"))
         self.tv = bool(m2.attrs.get("transpose_b"))
         self.group = group
         self.views, self.probs_view = views, probs_view
         self.sides = sum(len(f.others) for f in chain)
         n_views = len(views) + (probs_view is not None)
         self.deps = tuple(range(3 + self.sides, 3 + self.sides + n_views))
-        # inputs after the side inputs: a decode step's new keys and values (kv_append), 0 or 2
+        # inputs after the score ops' side inputs: the new keys and values a decode step
+        # appends to the cache that k and v read (kv_append), 0 or 2
         self.appends = 0
-        # the ONNX Attention node decomposed (fuse_attention): its shape rule and reference
+        # the ONNX Attention node this decomposes (fuse_attention): its shape rule and
+        # reference are the node's (it pads a mask shorter than the keys)
         self.source = source
 
     def key(self) -> tuple:
