@@ -273,41 +273,6 @@ def fused_stages(fused: list[FusedDesc], first_extra: int) -> list[Stage]:
     return stages
 
 
-def value_stages(fused: list[FusedDesc], s: int) -> list[Stage] | None:
-    """The stages computing stage value ``s`` of ``fused`` (0 is the value ``x`` they follow)
-    where it does not read ``x`` (an inlined producer's value: ``inline``), in order and
-    renumbered from 0, their side inputs numbered as :func:`fused_stages` numbers them; None
-    where it reads ``x`` or some op has no expression."""
-    first, j = [], 0
-    for f in fused:
-        first.append(j)
-        j += sum(r is None for r in f.refs)
-    need, stack = set(), [s]
-    while stack:
-        r = stack.pop()
-        if r == 0:
-            return None
-        if r not in need:
-            need.add(r)
-            stack.extend(x for x in fused[r - 1].refs if x is not None)
-    order = sorted(need)
-    at = {r: i for i, r in enumerate(order)}
-    stages = []
-    for r in order:
-        f, side, ops = fused[r - 1], first[r - 1], []
-        for x in f.refs:
-            if x is None:
-                ops.append(("in", side))
-                side += 1
-            else:
-                ops.append(("v", at[x]))
-        expr = f.expr()
-        if expr is None:
-            return None
-        stages.append(Stage(expr, ops, ctype(f.out_dtype)))
-    return stages
-
-
 def evaluate_fused(fused: list[FusedDesc], value, side_value: Callable, evaluate: Callable):
     """Host evaluation of fused ops after ``value``: ``side_value(src, k)`` gives a side
     input's array, ``evaluate(node, arrays)`` runs an op's reference."""

@@ -36,7 +36,6 @@ from .cse import merge_common_subexpressions
 from .gather_sum import fuse_gather_sums
 from .gemm_reshapes import drop_gemm_reshapes
 from .impls import FusedDesc, host_only_reason
-from .inline import inline_producers
 from .input_views import data_users, fold_input_permutes, fold_view_chains
 from .kernels.common import CTYPES
 from .kinds import FusedAttention
@@ -159,7 +158,7 @@ def _broadcasts_into(src: ProgramNode, k: int, p: ProgramNode, out_ps: PartialSh
 NODE_PASSES = (fold_constants, merge_common_subexpressions, fuse_gather_sums, fuse_rms_norms,
                fuse_rotaries, drop_gemm_reshapes, fuse_attention, read_shapes_upstream,
                merge_parallel_gemms, merge_gated_mlps, merge_rotary_pairs, fuse_norm_gemms,
-               bypass_lone_concats, bypass_identities, inline_producers, drop_unread)
+               bypass_lone_concats, bypass_identities, drop_unread)
 
 
 class Program:
@@ -286,7 +285,7 @@ class Program:
         value or a side input that broadcasts into ``p``'s output, and it computes in the
         output's dtype (or, after an elementwise head, one ``_retypes`` allows)."""
         if not u.row.fusable or u.num_outputs != 1 or u.in_shape_of_subgraph or u.shape_only \
-                or u.pre or (u.out_dtypes[0] != p.out_dtypes[0] and not self._retypes(u, p)):
+                or (u.out_dtypes[0] != p.out_dtypes[0] and not self._retypes(u, p)):
             return False
         out_ps = p.out_pshapes[0]
         for src, k in u.inputs:

@@ -183,9 +183,6 @@ class ProgramNode:
         self.fused: list[FusedDesc] = []
         self.fused_inputs: list[tuple[ProgramNode, int]] = []
         self.fused_into: ProgramNode | None = None
-        # an elementwise kernel's inputs computed on their way in (``inline``): input j is
-        # read through these ops of one input, innermost first (a Convert of a position)
-        self.pre: dict[int, list[FusedDesc]] = {}
         # an elementwise region head's own output dtype where its region ends in another (a
         # mask's And, then its Select to float): ``out_dtypes`` holds the region's, which its
         # buffer and its readers take

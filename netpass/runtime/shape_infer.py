@@ -73,12 +73,6 @@ def infer_host(pnode: Any, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Run a node's numpy reference (shape_of sub-graphs, host fallbacks)."""
     if getattr(pnode, "subgraph", None) is not None:
         return pnode.subgraph.evaluate(arrays)
-    pre = getattr(pnode, "pre", None)
-    if pre:  # (inputs an elementwise kernel computes on their way in: ``inline``)
-        arrays = list(arrays)
-        for j, ops in pre.items():
-            for f in ops:
-                arrays[j] = infer_host(f.node, [arrays[j]])[0]
     op = pnode.op
     if op is None:
         ins = [Parameter([], shape=a.shape, element_type=_element_type(a.dtype)) for a in arrays]

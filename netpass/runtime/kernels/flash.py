@@ -85,18 +85,6 @@ def anchor_predicate(dtype) -> str:
     return "({v})" if np.dtype(dtype) == np.bool_ else "(({v}) > -HALF_DEAD)"
 
 
-def _mask_value(stages: list[Stage], m: str, n: str) -> str:
-    """The C expression of an inlined mask's value at query row ``m`` and key ``n``: the
-    expressions of ``stages`` (``impls.value_stages``) nested into one, their side inputs
-    read through their strides."""
-    vals: list[str] = []
-    for st in stages:
-        ops = [vals[j] if kind == "v" else
-               f"in{j}[ob{j} + ({m}) * s_in{j}_2 + ({n}) * s_in{j}_3]" for kind, j in st.operands]
-        vals.append(f"(({st.ctype})({st.expr.format(*ops)}))")
-    return vals[-1]
-
-
 @dataclass(frozen=True)
 class FlashConfig:
     """Warps per work-group (16 query rows each) and keys per block."""
@@ -181,7 +169,7 @@ def _merge_splits(bq: int, dvp: int, no: int) -> str:
 def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, vec: bool,
                     score_ops: list[Stage], side_dtypes: list, causal: bool,
                     empty_rows: str = "nan", hi_round: str = "rn",
-                    skip: tuple[int | list, str] | None = None, fill: bool = False,
+                    skip: tuple[int, str] | None = None, fill: bool = False,
                     kv_split: bool = False) -> Source:
     """The kernel for head size ``d`` and value width ``dv`` (<= MAX_HEAD). ``vec``: K and V
     rows contiguous with row and batch strides multiples of 4 floats and ``d``, ``dv`` too:
@@ -190,9 +178,8 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
     ``in<j>[off + b0 s0 + b1 s1 + m s2 + n s3]``. ``empty_rows``: what a row whose keys are
     all masked gives: "nan" (0 / 0, as a plain softmax), "zero_nan" (any NaN output reads 0:
     torch's ``Where(IsNaN(p), 0, p)`` guard) or "zero" (0 where the row's sum is 0, as ONNX
-    Attention; NaN inputs still give NaN). ``skip``: (side input j, or the stages computing
-    an inlined mask from the side inputs, and a C predicate over its value ``v``) saying that
-    a key is dead for a query: its score went through a final
+    Attention; NaN inputs still give NaN). ``skip``: (side input j, C predicate over its
+    value ``v``) saying that a key is dead for a query: its score went through a final
     stage that leaves it at most ``-DEAD_SCORE`` (an additive mask ``<= -DEAD_SCORE``, a
     boolean mask's false); a key block dead for every query of the work-group is skipped
     (module docstring, "Dead key blocks"). ``fill``: the keys and values are a prompt's new
@@ -339,15 +326,6 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
         if skip is None:
             return ""
         js, pred = skip
-        if not isinstance(js, int):  # (an inlined mask: its stages, one key at a time)
-            return f"""{{ int last_ = -1;
-    const int rows_ = min(BQ, M - m0), lo_ = {lo}, keys_ = max(0, ({hi}) - lo_);
-    for (int i = tid; i < rows_ * keys_; i += NT) {{
-      const int r_ = i / keys_, n_ = i - r_ * keys_;
-      if (!{pred.format(v=_mask_value(js, "m0 + r_", "lo_ + n_"))}) last_ = max(last_, lo_ + n_);
-    }}
-    if (last_ >= 0) atomic_max(&live_end, last_);
-  }}"""
         t_ = ctype(side_dtypes[js])
         live4 = " ".join(f"if (!{pred.format(v='v_.' + c)}) last_ = max(last_, lo_ + c_ + {k});"
                          for k, c in enumerate("xyzw"))
@@ -370,14 +348,12 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
     if (last_ >= 0) atomic_max(&live_end, last_);
   }}"""
 
-    def anchors(js: int | list) -> str:
+    def anchors(js: int) -> str:
         """Whether some row of the work-group has no key that anchors it in mask side input
         ``js`` (``unanchored_``), the key blocks walked from the first until every row has
         one (module docstring, "Key splits")."""
         anchor = anchor_predicate(side_dtypes[js]).format(
-            v=f"in{js}[ob{js} + (m0 + r_) * s_in{js}_2 + n_ * s_in{js}_3]") \
-            if isinstance(js, int) else \
-            anchor_predicate(np.float32).format(v=_mask_value(js, "m0 + r_", "n_"))
+            v=f"in{js}[ob{js} + (m0 + r_) * s_in{js}_2 + n_ * s_in{js}_3]")
         return f"""__local int rowlive_[BQ];
   for (int i = tid; i < BQ; i += NT) rowlive_[i] = m0 + i >= M;
   int unanchored_ = 0;

@@ -32,7 +32,6 @@ from ..impls import (
     evaluate_fused,
     fused_stages,
     size,
-    value_stages,
 )
 from ..kernels import decode, flash, mma_plan
 from ..kernels.attention import attention
@@ -110,18 +109,15 @@ class AttentionDesc:
                 out[j] = s[:-3] + (s[-3] * self.group,) + s[-2:]
         return out
 
-    def dead_mask(self) -> int | list | None:
+    def dead_mask(self) -> int | None:
         """The side input (counted from 0) of a final additive mask stage, ``scores + mask``,
-        whose keys the flash kernel may find dead (``kernels.flash``, "Dead key blocks"), the
-        stages computing the mask where it is inlined (``impls.value_stages``), else None."""
+        whose keys the flash kernel may find dead (``kernels.flash``, "Dead key blocks"),
+        else None."""
         last = self.chain[-1] if self.chain else None
-        if last is None or last.node is None or not last.node.is_a(Add) \
+        if last is None or last.node is None or not last.node.is_a(Add) or len(last.others) != 1 \
                 or any(np.dtype(d) != F32 for d in last.in_dtypes):
             return None
-        if len(last.others) == 1:
-            return self.sides - 1
-        masks = [m for m in (value_stages(self.chain, r) for r in last.refs if r) if m]
-        return masks[0] if len(masks) == 1 and not last.others else None
+        return self.sides - 1
 
     def stages(self) -> list:
         """The kernel's score stages: the absorbed q / k scale, then the score ops."""
@@ -145,7 +141,6 @@ class AttentionDesc:
         sides = iter(shapes[3:3 + self.sides])
         targets = iter(self.deps)
         views = list(self.views)
-        own: dict[int, tuple] = {}  # stages that do not read the scores (inlined producers)
         for i, f in enumerate([*self.chain, None]):
             while views and views[0][0] == i:
                 viewed = view_shape(views.pop(0)[1], layouts[-1], values.get(next(targets)),
@@ -155,15 +150,12 @@ class AttentionDesc:
                 layouts.append(viewed)
             if f is None:
                 break
-            ins = [own.get(r, layouts[-1]) if r is not None else next(sides) for r in f.refs]
+            ins = [layouts[-1] if r is not None else next(sides) for r in f.refs]
             at += [len(layouts) - 1] * sum(r is None for r in f.refs)
             out = f.row.shape(f.attrs, ins, {})
             if out is None:
                 return None
-            if all(r is None or r in own for r in f.refs):
-                own[i + 1] = out[0]
-            else:
-                layouts[-1] = out[0]
+            layouts[-1] = out[0]
         probs: tuple | None = layouts[-1]
         if self.probs_view is not None:
             probs = view_shape(self.probs_view, layouts[-1], values.get(next(targets)), strict)
@@ -426,8 +418,8 @@ def _compute_units(p: Params) -> int:
     return int(getattr(p.engine.device, "max_compute_units", 1)) if p.engine is not None else 1
 
 
-def _skip(p: Params, side: int | list | None, dtype, groups: int,
-          chunk: int) -> tuple[int | list, str] | None:
+def _skip(p: Params, side: int | None, dtype, groups: int,
+          chunk: int) -> tuple[int, str] | None:
     """The flash kernel's dead-block scan (``kernels.flash``) over side input ``side`` where
     there is one, and either ``groups`` work-groups outnumber FLASH_SKIP_WAVES per compute
     unit or the keys are split (``chunk`` > 0: each split scans its own)."""
@@ -503,7 +495,7 @@ def _flash_launch(p: Params, desc: AttentionDesc, batch: list, operands, ost: li
     fill = bool(caches)
 
     def src_of(kv_split: bool):
-        return p.cached(("flash", cfg, D, DV, split, kind, vec, repr(skip), fill, kv_split),
+        return p.cached(("flash", cfg, D, DV, split, kind, vec, skip, fill, kv_split),
                         lambda: flash.flash_attention(cfg, D, DV, split, kind == "ptx", vec,
                                                       stages, side_dtypes, False, empty_rows,
                                                       mma_plan.HI_ROUND, skip, fill, kv_split))

@@ -95,9 +95,6 @@ class OpKind:
       length family (``length_plan``) may compute its launches from forms affine in the length.
     - ``affine``: (node, its inputs' index forms) -> its output's form (``index_forms``: what
       the build proves of integer values, a Gather's indices an arange), or None.
-    - ``moves``: the output is input 0's elements, picked and placed by the other inputs and
-      the attributes (a reshape, a transpose, a gather): an elementwise op of one input
-      commutes with it (``inline``: a Convert read through views is computed by the reader).
     """
 
     cls: type[OpClass]
@@ -117,7 +114,6 @@ class OpKind:
     fake_aligned: bool = False
     uniform: bool = False
     affine: Callable[[Any, list], Any] | None = None
-    moves: bool = False
 
     def __post_init__(self) -> None:
         if self.deps is None:  # (frozen: set once, here)

@@ -180,25 +180,12 @@ def _stages(p: Params) -> list[Stage] | None:
     """The primitive's own expression (in its own dtype, where its fused ops end in another)
     then its fused ops; None when there is no kernel."""
     own = p.out_dtypes[0] if p.node is None or p.node.op_dtype is None else p.node.op_dtype
-    n_in = len(p.in_dtypes)
-    stages: list[Stage] = []
-    ops: list = []
-    in_dts = list(p.in_dtypes)
-    for j in range(n_in):  # (inputs computed on their way in: ``inline``)
-        op: tuple = ("in", j)
-        for f in p.node.pre.get(j, ()) if p.node is not None else ():
-            pre = f.expr()
-            if pre is None:
-                return None
-            stages.append(Stage(pre, [op], ctype(f.out_dtype)))
-            op, in_dts[j] = ("v", len(stages) - 1), f.out_dtype
-        ops.append(op)
-    expr = p.row.expr(p.attrs, in_dts, own)
+    expr = p.row.expr(p.attrs, p.in_dtypes, own)
     if expr is None:
         return None
-    stages.append(Stage(expr, ops, ctype(own)))
-    head = len(stages) - 1
-    return stages + fused_stages([f.shifted(head) for f in p.fused or []], n_in)
+    n_in = len(p.in_dtypes)
+    stages = [Stage(expr, [("in", j) for j in range(n_in)], ctype(own))]
+    return stages + fused_stages(p.fused or [], n_in)
 
 
 def eltwise_impl(p: Params, key: Any, in_shapes: Sequence[tuple] | None = None) -> Impl | None:

@@ -228,7 +228,7 @@ def gather_sum_impl(p: Params, key: Any) -> Impl | None:
 ROWS = table(
     OpKind(Gather, deps=(2,), shape=_gather_shape, impl=gather_impl, copy_only=True, uniform=True,
            skip=Skip(_may_be_view, _gather_view_offset, reads_values=True,
-                     by_shapes=_gather_by_shapes), host=_host_gather, moves=True),
+                     by_shapes=_gather_by_shapes), host=_host_gather),
     OpKind(GatherElements, shape=_gather_elements_shape, impl=gather_elements_impl, copy_only=True),
     OpKind(OneHot, deps=(1,)),
     OpKind(GatherSum, impl=gather_sum_impl, uniform=True),

@@ -502,7 +502,7 @@ def _unsqueeze_form(node: Any, forms: list) -> Form | None:
 
 def _reshape_like(cls: type, shape: Any, affine: Any = None) -> OpKind:
     return OpKind(cls, deps=(1,), shape=shape, impl=index_map_impl, movement=True, always_view=True,
-                  strided=RESHAPE_VIEW, host=_host_reshape, moves=True,
+                  strided=RESHAPE_VIEW, host=_host_reshape,
                   affine=affine or (lambda node, forms: reshaped(node, forms[0])))
 
 
@@ -511,7 +511,7 @@ ROWS = table(
     _reshape_like(Squeeze, _squeeze_shape),
     _reshape_like(Unsqueeze, _unsqueeze_shape, _unsqueeze_form),
     OpKind(Transpose, deps=(1,), shape=_transpose_shape, impl=transpose_impl, copy_only=True,
-           movement=True, uniform=True, moves=True,
+           movement=True, uniform=True,
            skip=Skip(lambda n, same: _copies(n, same) and n.is_dynamic and not (
                len(n.users[0]) == 1 and n.users[0][0][0].is_a(Concat)), _permute_is_noop)),
     OpKind(Concat, shape=_concat_shape, impl=concat_impl, copy_only=True, host=_host_concat,
@@ -521,7 +521,7 @@ ROWS = table(
     OpKind(VariadicSplit, deps=(1, 2), shape=_variadic_split_shape, impl=split_impl, copy_only=True,
            movement=True, strided=StridedView(_split_views)),
     OpKind(Slice, deps=(1, 2, 3, 4), shape=_slice_shape, impl=slice_impl, copy_only=True,
-           movement=True, strided=StridedView(_slice_views, _positive_steps), moves=True,
+           movement=True, strided=StridedView(_slice_views, _positive_steps),
            skip=Skip(_copies, _contiguous_slice_offset)),
     OpKind(StridedSlice, deps=(1, 2, 3), impl=index_map_impl, movement=True,
            skip=Skip(_copies, _unchanged_unit_steps)),

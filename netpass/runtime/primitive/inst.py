@@ -123,7 +123,6 @@ class PrimitiveInst(UpdateShape, UpdateImpl, UpdateWeights, Realloc, Execute):
         self.rec_impl: Impl | None = None
         self.desc_key = (node.op_class, repr(sorted(node.attrs.items(), key=lambda kv: kv[0])),
                          tuple(f.key() for f in node.fused),
-                         tuple((j, tuple(f.key() for f in fs)) for j, fs in node.pre.items()),
                          tuple(sorted(node.permuted_inputs.items())),
                          node.subgraph.key() if node.subgraph is not None else None)
         if node.is_constant:

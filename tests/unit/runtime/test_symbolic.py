@@ -90,9 +90,7 @@ def test_inconsistent_binding_uses_the_full_path(rng):
 def test_a_wrong_substitution_turns_the_symbolic_path_off(rng):
     model = _heads_model()
     cm = compile_program(model, RUNTIME_DEVICE)
-    # (the Relu, read through a Reshape by the Multiply, is computed by the Multiply's kernel
-    # on its way in: runtime.inline)
-    relu = next(n for n in cm.program.nodes if n.kind == "Relu" or n.pre)
+    relu = next(n for n in cm.program.nodes if n.kind == "Relu")
     b, s = (d.symbol for d in cm.program.inputs[0].out_pshapes[0][:2])
     relu.sym_out = [(b, s, 4, 2)]  # what a wrong symbol propagation would claim
     req = cm.create_infer_request()
