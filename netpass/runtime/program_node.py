@@ -50,17 +50,7 @@ def bypass_lone_concats(nodes: list) -> list:
     lone = {id(n): n.inputs[0] for n in nodes
             if n.is_a(Concat) and len(n.inputs) == 1 and not n.is_output
             and n.inputs[0][0].out_dtypes[n.inputs[0][1]] == n.out_dtypes[0]}
-    if not lone:
-        return nodes
-    for n in nodes:
-        if any(id(s) in lone for s, _ in n.inputs):
-            ins = []
-            for s, k in n.inputs:
-                while id(s) in lone:
-                    s, k = lone[id(s)]
-                ins.append((s, k))
-            n.inputs = ins
-    return nodes
+    return _read_through(nodes, lone)
 
 
 def bypass_identities(nodes: list) -> list:
@@ -71,14 +61,20 @@ def bypass_identities(nodes: list) -> list:
     same = {id(n): n.inputs[0] for n in nodes
             if not n.is_output and n.inputs and n.row.skip is not None
             and n.row.skip.always is not None and n.row.skip.always(n)}
-    if not same:
+    return _read_through(nodes, same)
+
+
+def _read_through(nodes: list, through: dict) -> list:
+    """``nodes`` whose inputs from a node in ``through`` (id -> the value it passes on) read
+    that value instead, through chains of such nodes."""
+    if not through:
         return nodes
     for n in nodes:
-        if any(id(s) in same for s, _ in n.inputs):
+        if any(id(s) in through for s, _ in n.inputs):
             ins = []
             for s, k in n.inputs:
-                while id(s) in same:
-                    s, k = same[id(s)]
+                while id(s) in through:
+                    s, k = through[id(s)]
                 ins.append((s, k))
             n.inputs = ins
     return nodes
