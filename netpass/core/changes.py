@@ -157,18 +157,8 @@ class ChangeLog:
     def reinferred(self, node: Node, before: list[Any]) -> None:
         """``node`` was re-inferred in place; ``before`` holds its output ports' states from
         before (see :func:`port_states`). Its consumers are stale if they differ."""
-        # ``refreshed(node)``, inlined (once per op a sinking step crosses)
-        self.edits += 1
+        self.refreshed(node)
         key = id(node)
-        self._stale.pop(key, None)
-        if key not in self._refreshed:
-            self._refreshed[key] = weakref.ref(node)
-        entries = self._stale_consumers
-        if entries:
-            for src in node._inputs:
-                entry = entries.get(id(src.node))
-                if entry is not None:
-                    entry.readers.discard(key)
         outs = node._outs
         if len(before) == len(outs):
             # (a plain loop: a generator in ``all`` cost as much as the comparisons, once per
@@ -178,9 +168,9 @@ class ChangeLog:
                     break
             else:
                 return
-        entry = entries.get(key)
+        entry = self._stale_consumers.get(key)
         if entry is None:
-            entry = entries[key] = _Reinferred(node, before)
+            entry = self._stale_consumers[key] = _Reinferred(node, before)
         entry.add_readers(node)
 
     def refreshed(self, node: Node) -> None:
