@@ -24,6 +24,21 @@ def imap(dtype, pad_value: float | None) -> Source:
     return Source(text, "imap")
 
 
+def _pieces(n: int, access) -> tuple[str, str]:
+    """The axis cut into ``n`` pieces at c_1 .. c_{n-1} (of A), for element (o, a, i) of the
+    [outer, A, inner] view: the bound arguments and the if / else chain running
+    ``access(j, row)`` for the piece j holding a, ``row`` its row (o, a - c_j) in piece j."""
+    bounds = "".join(f", int c{j}" for j in range(1, n))
+    lo = ["0"] + [f"c{j}" for j in range(1, n)]
+    hi = lo[1:] + ["A"]
+    steps = []
+    for j in range(n):
+        row = f"o * {hi[j]} + a" if j == 0 else f"o * ({hi[j]} - {lo[j]}) + a - {lo[j]}"
+        step = access(j, row)
+        steps.append(step if j == n - 1 else f"if (a < {hi[j]}) {step}")
+    return bounds, "\n  else ".join(steps)
+
+
 @memoized
 def split(dtype, n_out: int) -> Source:
     """Split along one axis in one launch: the input seen as [outer, A, inner]; element
@@ -31,15 +46,7 @@ def split(dtype, n_out: int) -> Source:
     (o, a - c_j, i). One work-item per input element, reads contiguous."""
     t = ctype(dtype)
     outs = "".join(f", __global {t}* Y{j}, int y{j}off" for j in range(n_out))
-    bounds = "".join(f", int c{j}" for j in range(1, n_out))
-    lo = ["0"] + [f"c{j}" for j in range(1, n_out)]
-    hi = lo[1:] + ["A"]
-    stores = []
-    for j in range(n_out):
-        row = f"o * {hi[j]} + a" if j == 0 else f"o * ({hi[j]} - {lo[j]}) + a - {lo[j]}"
-        store = f"Y{j}[y{j}off + ({row}) * inner + i] = v;"
-        stores.append(store if j == n_out - 1 else f"if (a < {hi[j]}) {store}")
-    chain = "\n  else ".join(stores)
+    bounds, chain = _pieces(n_out, lambda j, row: f"Y{j}[y{j}off + ({row}) * inner + i] = v;")
     text = header([dtype]) + f"""__kernel void split(__global const {t}* X, int xoff{outs},
                     int n, int A, int inner{bounds})
 {{
@@ -61,15 +68,7 @@ def concat(dtype, n_in: int) -> Source:
     c_{n_in} = A) at (o, a - c_j, i). One work-item per output element, writes contiguous."""
     t = ctype(dtype)
     ins = "".join(f"__global const {t}* X{j}, int x{j}off, " for j in range(n_in))
-    bounds = "".join(f", int c{j}" for j in range(1, n_in))
-    lo = ["0"] + [f"c{j}" for j in range(1, n_in)]
-    hi = lo[1:] + ["A"]
-    loads = []
-    for j in range(n_in):
-        row = f"o * {hi[j]} + a" if j == 0 else f"o * ({hi[j]} - {lo[j]}) + a - {lo[j]}"
-        load = f"v = X{j}[x{j}off + ({row}) * inner + i];"
-        loads.append(load if j == n_in - 1 else f"if (a < {hi[j]}) {load}")
-    chain = "\n  else ".join(loads)
+    bounds, chain = _pieces(n_in, lambda j, row: f"v = X{j}[x{j}off + ({row}) * inner + i];")
     text = header([dtype]) + f"""__kernel void concat({ins}__global {t}* Y, int yoff,
                      int n, int A, int inner{bounds})
 {{
