@@ -5,14 +5,13 @@ torch's ``F.linear`` (cuBLAS through addmm, TF32 allowed or not) in the same run
     python benchmarks/bench_lm_head.py [--rows 1024,4096] [--device GPU] [--quick]
 
 netpass: kernel time per inference from profiling events (mean of 8 after a warm-up); torch:
-CUDA events around ``F.linear(x, w, b)`` (median of 20). Errors: rel. L2 against the reference
-evaluator. ``--quick``: N = 37, 64 rows on the CPU device (a smoke run). Run it in two trees to
-compare them.
+CUDA events around ``F.linear(x, w, b)`` (``bench_kernels.cuda_time``: median of 20 after a
+warm-up). Errors: rel. L2 against the reference evaluator. ``--quick``: N = 37, 64 rows on the
+CPU device (a smoke run). Run it in two trees to compare them.
 """
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
@@ -20,9 +19,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path.cwd()))
 
-import netpass
+import netpass  # (the working directory's tree: run it in two trees to compare them)
 from netpass import opset
 from netpass.core.model import Model
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_kernels import cuda_time, torch_cuda
 
 
 def model(rng, n: int, rows: int, norm: bool) -> Model:
@@ -52,28 +55,14 @@ def netpass_ms(m: Model, device: str, precision: str, xv: np.ndarray) -> tuple[f
 
 
 def torch_ms(n: int, rows: int, tf32: bool) -> float | None:
-    try:
-        import torch
-    except ImportError:
-        return None
-    if not torch.cuda.is_available():
+    torch = torch_cuda()
+    if torch is None:
         return None
     torch.backends.cuda.matmul.allow_tf32 = tf32
     x = torch.randn(rows, 768, device="cuda")
     w = torch.randn(n, 768, device="cuda") * 0.02
     b = torch.randn(n, device="cuda") * 0.02
-    linear = torch.nn.functional.linear
-    for _ in range(3):
-        linear(x, w, b)
-    times = []
-    for _ in range(20):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        linear(x, w, b)
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e))
-    return statistics.median(times)
+    return 1e3 * cuda_time(torch, lambda: torch.nn.functional.linear(x, w, b), 20)
 
 
 def main() -> None:
