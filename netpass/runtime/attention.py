@@ -56,7 +56,8 @@ from ..ops.normalization import Softmax
 from ..ops.shape_ops import ShapeOf
 from .impls import FusedDesc, chained
 from .kinds.attention import MAX_HEAD, AttentionDesc, FusedAttention
-from .program_node import ProgramNode, node_users, same_dim, splice, standing_for
+from .kinds.base import same_dim
+from .program_node import ProgramNode, node_users, splice, standing_for
 
 F32 = np.dtype(np.float32)
 

@@ -32,7 +32,7 @@ import numpy as np
 from ..ops.movement import Transpose
 from ..ops.state import Assign
 from .kinds import FusedAttention
-from .program_node import same_dim
+from .kinds.base import same_dim
 from .state_marks import APPEND
 
 

@@ -39,6 +39,7 @@ from .impls import FusedDesc, host_only_reason
 from .input_views import data_users, fold_input_permutes, fold_view_chains
 from .kernels.common import CTYPES
 from .kinds import FusedAttention
+from .kinds.base import same_dim
 from .kv_append import attach_kv_appends
 from .memory import Lifetime, overlap_sets
 from .norm_gemm import fuse_norm_gemms
@@ -48,7 +49,6 @@ from .program_node import (
     bypass_identities,
     bypass_lone_concats,
     drop_unread,
-    same_dim,
 )
 from .rms_norm import fuse_rms_norms
 from .rotary import fuse_rotaries, merge_rotary_pairs

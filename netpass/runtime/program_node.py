@@ -1,6 +1,6 @@
 """Program nodes: one lowered primitive each, with the flags the program's build passes set,
 and the helpers the passes that rewrite the node list share (:func:`node_users`,
-:func:`splice`, :func:`fuse_matches`, :func:`same_dim`)."""
+:func:`splice`, :func:`fuse_matches`)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
@@ -15,12 +15,6 @@ from ..ops.shape_ops import ShapeOf
 from ..ops.state import Assign, ReadValue
 from .impls import FusedDesc
 from .kinds import op_class, row_of
-
-
-def same_dim(d: Any, o: Any) -> bool:
-    """Whether Dimensions ``d`` and ``o`` are provably equal: the same static size, or the
-    same symbol."""
-    return d.min == d.max == o.min == o.max or (d.symbol is not None and d.symbol is o.symbol)
 
 
 def node_users(nodes: Iterable[ProgramNode]) -> dict[int, list]:

@@ -13,6 +13,7 @@ from ..ops.movement import Broadcast, Concat, Reshape, Squeeze, Tile, Transpose,
 from ..ops.state import Assign, ReadValue
 from .input_views import data_users
 from .kinds import FusedAttention
+from .kinds.base import same_dim
 
 if TYPE_CHECKING:  # pragma: no cover
     from .program import Program, ProgramNode
@@ -22,10 +23,6 @@ RESHAPES = (Reshape, Squeeze, Unsqueeze)
 # Copies whose kernels walk their input through any strides (kinds.movement: transpose_impl,
 # broadcast_impl, tile_impl): the repeat of grouped-query attention's keys is a Broadcast.
 COPY_READERS = (Transpose, Broadcast, Tile)
-
-
-def _same_dim(d: Any, o: Any) -> bool:
-    return d.min == d.max == o.min == o.max or (d.symbol is not None and d.symbol is o.symbol)
 
 
 def _keeps_strided_dims(src: Any, out: Any, axis: int) -> int | None:
@@ -48,7 +45,7 @@ def _keeps_strided_dims(src: Any, out: Any, axis: int) -> int | None:
         d = rest.pop(0)
         if not d.min == d.max == 1:
             kept.append(d)
-    if len(kept) == len(a) and all(_same_dim(x, y) for x, y in zip(a, kept)):
+    if len(kept) == len(a) and all(same_dim(x, y) for x, y in zip(a, kept)):
         return axis + len(out) - len(src)
     return _merged_before_axis(list(src), list(out), axis)
 
@@ -66,7 +63,7 @@ def _merged_before_axis(src: list, out: list, axis: int) -> int | None:
     if after is None:
         return None
     for p, d in enumerate(out):
-        if _same_dim(src[axis], d) and _static_size(out[p + 1:]) == after:
+        if same_dim(src[axis], d) and _static_size(out[p + 1:]) == after:
             return p
     return None
 

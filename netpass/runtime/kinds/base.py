@@ -162,6 +162,12 @@ def ints(v: Any) -> list[int]:
     return [int(x) for x in np.asarray(v).reshape(-1)]
 
 
+def same_dim(d: Any, o: Any) -> bool:
+    """Whether Dimensions ``d`` and ``o`` are provably equal: the same static size, or the
+    same symbol."""
+    return d.min == d.max == o.min == o.max or (d.symbol is not None and d.symbol is o.symbol)
+
+
 def same_shape(attrs: dict, shapes: list, values: dict) -> list[tuple]:
     """The output has input 0's shape (softmax, MVN, cumulative sums, Result...)."""
     return [shapes[0]]

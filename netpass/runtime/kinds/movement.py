@@ -46,7 +46,7 @@ from ..impls import (
 )
 from ..index_forms import Form, reshaped
 from ..kernels.movement import concat, imap, split
-from .base import OpKind, Skip, StridedView, ints, table
+from .base import OpKind, Skip, StridedView, ints, same_dim, table
 
 
 # -- shape rules -----------------------------------------------------------------------------------
@@ -464,8 +464,7 @@ def _keeps_shape(n: Any) -> bool:
     if src.out_dtypes[k] != n.out_dtypes[0] or not ps.rank_is_static or not out.rank_is_static \
             or len(ps) != len(out):
         return False
-    return all(d.min == d.max == o.min == o.max or (d.symbol is not None and d.symbol is o.symbol)
-               for d, o in zip(ps, out))
+    return all(same_dim(d, o) for d, o in zip(ps, out))
 
 
 def _unchanged_unit_steps(inst: Any) -> int | None:
