@@ -54,7 +54,7 @@ from ..ops.matmul import MatMul
 from ..ops.movement import Broadcast, Reshape, Transpose, Unsqueeze
 from ..ops.normalization import Softmax
 from ..ops.shape_ops import ShapeOf
-from .impls import FusedDesc, chained
+from .impls import FusedDesc, chained, scalar_literal
 from .kinds.attention import MAX_HEAD, AttentionDesc, FusedAttention
 from .kinds.base import same_dim
 from .program_node import ProgramNode, node_users, splice, standing_for
@@ -465,7 +465,9 @@ def fuse_attention(nodes: list) -> list:
             others = [(s, k) for i, (s, k) in enumerate(node.inputs) if i != j]
             descs.append(FusedDesc(node.row, node.attrs, chained(len(node.inputs), j, len(descs)),
                                    others, [s.out_dtypes[k] for s, k in node.inputs],
-                                   node.out_dtypes[0], node))
+                                   node.out_dtypes[0], node,
+                                   [None if i == j else scalar_literal(s)
+                                    for i, (s, _) in enumerate(node.inputs)]))
             sides += others
         if pview is not None:
             targets.append(pview.inputs[1])

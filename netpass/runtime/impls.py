@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import RuntimeInvariantError
-from .kernels.common import CTYPES, Source, Stage, ctype
+from .kernels.common import CTYPES, LITERAL_DTYPES, Source, Stage, ctype, literal
 from .kernels.eltwise import copy4, eltwise
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -223,29 +223,53 @@ class FusedDesc:
     ``refs`` has one item per input of the op: an int ``s`` reads stage value ``s`` (0 is the
     producer's own value, ``t + 1`` the value after fused op ``t``), None reads the next of
     ``others``. A chain reads the previous value; a region such as tanh-GELU reads the
-    producer's value several times."""
+    producer's value several times.
 
-    __slots__ = ("row", "attrs", "refs", "others", "out_dtype", "in_dtypes", "node")
+    ``literals`` (per input, None or a Python number): side inputs that are constant scalars,
+    written into the kernel's code as literals (their buffer is still passed, unread): a
+    scalar loaded per element costs a GEMM epilogue a dependent load, and a literal lets the
+    op's row specialize its expression (``OpKind.literal_expr``: GELU's cube as products)."""
+
+    __slots__ = ("row", "attrs", "refs", "others", "out_dtype", "in_dtypes", "node", "literals")
 
     def __init__(self, row: Any, attrs: dict, refs: Sequence[int | None], others: list,
-                 in_dtypes: list,
-                 out_dtype, node=None) -> None:
+                 in_dtypes: list, out_dtype, node=None,
+                 literals: Sequence[float | int | None] = ()) -> None:
         self.row, self.attrs, self.refs, self.others = row, attrs, tuple(refs), others
         self.in_dtypes, self.out_dtype = in_dtypes, out_dtype
         self.node = node  # the fused ProgramNode (host fallbacks evaluate it)
+        self.literals = tuple(literals) or (None,) * len(self.refs)
 
     def key(self) -> tuple:
-        return (self.row.name, tuple(sorted((k, str(v)) for k, v in self.attrs.items())), self.refs)
+        return (self.row.name, tuple(sorted((k, str(v)) for k, v in self.attrs.items())), self.refs,
+                tuple(None if v is None else repr(v) for v in self.literals))
 
     def expr(self) -> str | None:
-        """The op's OpenCL expression for its dtypes."""
+        """The op's OpenCL expression for its dtypes (specialized on its literals where its
+        row has a rule for them)."""
+        known = {i: v for i, v in enumerate(self.literals) if v is not None}
+        if known and self.row.literal_expr is not None \
+                and all(np.dtype(d).kind == "f" for d in (*self.in_dtypes, self.out_dtype)):
+            special = self.row.literal_expr(self.attrs, known)
+            if special is not None:
+                return special
         return self.row.expr(self.attrs, self.in_dtypes, self.out_dtype)
 
     def shifted(self, k: int) -> FusedDesc:
         """This op with its stage references moved ``k`` stages on (``k`` ops put before)."""
         refs = tuple(None if r is None else r + k for r in self.refs)
         return FusedDesc(self.row, self.attrs, refs, self.others, self.in_dtypes, self.out_dtype,
-                         self.node)
+                         self.node, self.literals)
+
+
+def scalar_literal(src: Any) -> float | int | None:
+    """A fused op's input (a program node) as a kernel literal (``FusedDesc.literals``): a
+    constant holding one element of a dtype :func:`~.kernels.common.literal` writes, else
+    None."""
+    v = src.value
+    if not src.is_constant or v is None or v.size != 1 or v.dtype not in LITERAL_DTYPES:
+        return None
+    return v.item()
 
 
 def chained(n_inputs: int, primary: int, stage: int) -> tuple:
@@ -259,9 +283,9 @@ def fused_stages(fused: list[FusedDesc], first_extra: int) -> list[Stage]:
     stages, j = [], first_extra
     for f in fused:
         ops = []
-        for r in f.refs:
+        for pos, (r, lit) in enumerate(zip(f.refs, f.literals)):
             if r is None:
-                ops.append(("in", j))
+                ops.append(("in", j) if lit is None else ("lit", literal(lit, f.in_dtypes[pos])))
                 j += 1
             else:
                 ops.append(("v", r))

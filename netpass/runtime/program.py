@@ -35,7 +35,7 @@ from .const_fold import fold_constants
 from .cse import merge_common_subexpressions
 from .gather_sum import fuse_gather_sums
 from .gemm_reshapes import drop_gemm_reshapes
-from .impls import FusedDesc, host_only_reason
+from .impls import FusedDesc, host_only_reason, scalar_literal
 from .input_views import data_users, fold_input_permutes, fold_view_chains
 from .kernels.common import CTYPES
 from .kinds import FusedAttention
@@ -352,7 +352,8 @@ class Program:
                         refs.append(None)
                         others.append((src, k))
                 in_dts = [s.out_dtypes[k] for s, k in u.inputs]
-                p.fused.append(FusedDesc(u.row, u.attrs, refs, others, in_dts, u.out_dtypes[0], u))
+                p.fused.append(FusedDesc(u.row, u.attrs, refs, others, in_dts, u.out_dtypes[0], u,
+                                         [scalar_literal(s) for s, _ in u.inputs]))
                 p.fused_inputs.extend(others)
                 u.fused_into = p
                 u.optimized = True

@@ -36,6 +36,17 @@ def flit(v: float) -> str:
     return f"{v!r}f"
 
 
+def literal(value: float | int, dtype) -> str:
+    """``value`` as an OpenCL C literal of ``dtype`` (float32 or a 32/64-bit integer)."""
+    dtype = np.dtype(dtype)
+    if dtype == np.float32:
+        return flit(value)
+    return f"{int(value)}L" if dtype.itemsize == 8 else f"{int(value)}"
+
+
+LITERAL_DTYPES = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.int64))
+
+
 def nan_max(a: str, b: str) -> str:
     """C expression of the IEEE maximum of float expressions ``a`` and ``b`` (scalars or
     vectors), NaN when either is NaN, as numpy's and the reference's: OpenCL's ``fmax``
@@ -66,7 +77,8 @@ def header(dtypes) -> str:
 class Stage:
     """One elementwise op of a kernel: ``expr`` formats with operand strings; ``operands``
     gives, per operand, ``("x", None)`` for the previous stage's value, ``("v", s)`` for stage
-    ``s``'s value (stage ``s`` assigns ``x<s>``) or ``("in", j)`` for kernel input ``j``;
+    ``s``'s value (stage ``s`` assigns ``x<s>``), ``("in", j)`` for kernel input ``j`` or
+    ``("lit", text)`` for a C literal;
     ``ctype`` is the C type of the result."""
 
     expr: str
@@ -165,8 +177,8 @@ def stage_code(stages: list[Stage], loads: dict[int, str]) -> str:
     code = []
     prev = None
     for i, st in enumerate(stages):
-        ops = [prev if kind == "x" else f"x{j}" if kind == "v" else loads[j]
-               for kind, j in st.operands]
+        ops = [prev if kind == "x" else f"x{j}" if kind == "v" else j if kind == "lit"
+               else loads[j] for kind, j in st.operands]
         code.append(f"{st.ctype} x{i} = ({st.ctype})({st.expr.format(*ops)});")
         prev = f"x{i}"
     return "\n  ".join(code)

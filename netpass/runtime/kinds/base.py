@@ -95,6 +95,8 @@ class OpKind:
       length family (``length_plan``) may compute its launches from forms affine in the length.
     - ``affine``: (node, its inputs' index forms) -> its output's form (``index_forms``: what
       the build proves of integer values, a Gather's indices an arange), or None.
+    - ``literal_expr``: (attrs, {input: scalar}) -> the float expression where those inputs are
+      constant scalars written as literals (``FusedDesc.literals``), or None for ``expr``.
     """
 
     cls: type[OpClass]
@@ -114,6 +116,7 @@ class OpKind:
     fake_aligned: bool = False
     uniform: bool = False
     affine: Callable[[Any, list], Any] | None = None
+    literal_expr: Callable[[dict, dict], str | None] | None = None
 
     def __post_init__(self) -> None:
         if self.deps is None:  # (frozen: set once, here)

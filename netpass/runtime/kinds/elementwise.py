@@ -245,12 +245,22 @@ def with_bias(p: Params, bias_shape: Sequence[int], bias_dtype: Any,
 
 
 def elementwise(cls: type, expr: ExprRule, fusable: bool = True,
-                affine: Callable[[Any, list], Form | None] | None = None) -> OpKind:
+                affine: Callable[[Any, list], Form | None] | None = None,
+                literal_expr: Callable[[dict, dict], str | None] | None = None) -> OpKind:
     """The row of an elementwise op: numpy-broadcast shapes, the ``eltwise`` kernel (uniform
     over sizes), folded into producers (``fusable``) and taking fused ops after it; ``affine``:
-    its rule of index forms (``index_forms``)."""
+    its rule of index forms (``index_forms``); ``literal_expr``: its expression with constant
+    scalar inputs (``OpKind``)."""
     return OpKind(cls, shape=broadcast_shape, impl=eltwise_impl, expr=expr, fusable=fusable,
-                  epilogue=True, uniform=True, affine=affine)
+                  epilogue=True, uniform=True, affine=affine, literal_expr=literal_expr)
+
+
+def _power_by_literal(attrs: dict, literals: dict) -> str | None:
+    """Squares and cubes as products (tanh-GELU cubes its input): ``pow``'s general path is
+    tens of instructions per element, and the product is as accurate."""
+    exponent = literals.get(1)
+    return {2.0: "({0} * {0})", 3.0: "({0} * {0} * {0})"}.get(exponent) \
+        if exponent is not None else None
 
 
 # -- index forms (``index_forms``): integer arithmetic on affine values ----------------------------
@@ -416,7 +426,7 @@ ROWS = table(
     elementwise(Subtract, binary("({0} - {1})", "({0} - {1})"), affine=_affine_sum(-1)),
     elementwise(Multiply, binary("({0} * {1})", "({0} * {1})"), affine=_affine_product),
     elementwise(Divide, binary("({0} / {1})", _int_divide)),
-    elementwise(Power, binary("pow({0}, {1})")),
+    elementwise(Power, binary("pow({0}, {1})"), literal_expr=_power_by_literal),
     elementwise(Maximum, binary(nan_max("{0}", "{1}"), "max({0}, {1})")),
     elementwise(Minimum, binary(nan_min("{0}", "{1}"), "min({0}, {1})")),
     elementwise(SquaredDifference,

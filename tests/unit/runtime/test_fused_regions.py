@@ -88,3 +88,56 @@ def test_host_fallback_applies_a_region(rng):
     np.testing.assert_allclose(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"],
                                rtol=1e-5, atol=1e-5)
     assert req.stats["host_fallbacks"] == 1 and req.stats["fused"] == 9
+
+
+def _fc_pow_gelu(rng, n_in=16, n_out=32):
+    """tanh-GELU as GPT-2's export writes it: the cube by Pow(x, 3)."""
+    c = np.float32
+    x = opset.parameter([1, -1, n_in], np.float32, name="x")
+    h = opset.add(opset.matmul(x, _f(rng, n_in, n_out), False, False), _f(rng, n_out))
+    inner = opset.multiply(opset.add(h, opset.multiply(opset.power(h, c(3.0)), c(0.044715))),
+                           c(0.7978845608))
+    y = opset.multiply(opset.multiply(h, c(0.5)), opset.add(opset.tanh(inner), c(1.0)))
+    return Model([opset.result(y, name="y")], [x])
+
+
+def _epilogue_sources(req) -> str:
+    return "".join(ln.source.text for inst in req.network.insts
+                   if inst.impl is not None for ln in inst.impl.launches)
+
+
+def test_scalar_constants_of_a_region_are_literals(rng):
+    """The region's one-element constants are written into the kernel (not loaded per
+    element); the cube becomes a product."""
+    prog = Program.from_model(_fc_pow_gelu(rng))
+    mm = next(n for n in prog.nodes if n.kind == "MatMul")
+    literals = [v for f in mm.fused for v in f.literals if v is not None]
+    assert sorted(literals) == sorted(float(np.float32(v)) for v in
+                                      (3.0, 0.044715, 0.7978845608, 0.5, 1.0))
+    req = compile_program(_fc_pow_gelu(rng), RUNTIME_DEVICE).create_infer_request()
+    req.infer({"x": _f(rng, 1, 3, 16)})
+    text = _epilogue_sources(req)
+    assert "pow(" not in text and "0.044714998" in text
+
+
+def test_pow_gelu_with_literals_matches_the_reference(rng):
+    model = _fc_pow_gelu(rng)
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
+    for s in (1, 7):
+        x = 3 * _f(rng, 1, s, 16)
+        np.testing.assert_allclose(req.infer({"x": x})["y"], netpass.reference.infer(model, {"x": x})["y"],
+                                   rtol=1e-5, atol=1e-5)
+
+
+def test_integer_and_special_literals_keep_their_values(rng):
+    """An int64 scalar and a float infinity as literals: the same values as loaded."""
+    x = opset.parameter([4, 8], np.float32, name="x")
+    i = opset.parameter([4, 8], np.int64, name="i")
+    y = opset.minimum(opset.relu(x), np.float32(np.inf))
+    j = opset.add(opset.relu(i), np.int64(2**40))
+    model = Model([opset.result(y, name="y"), opset.result(j, name="j")], [x, i])
+    feeds = {"x": _f(rng, 4, 8), "i": rng.integers(-5, 5, (4, 8))}
+    out = compile_program(model, RUNTIME_DEVICE).create_infer_request().infer(feeds)
+    ref = netpass.reference.infer(model, feeds)
+    np.testing.assert_array_equal(out["y"], ref["y"])
+    np.testing.assert_array_equal(out["j"], ref["j"])
