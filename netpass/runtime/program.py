@@ -48,6 +48,7 @@ from .program_node import (
     ProgramNode,
     bypass_identities,
     bypass_lone_concats,
+    drop_truth_converts,
     drop_unread,
 )
 from .rms_norm import fuse_rms_norms
@@ -158,7 +159,7 @@ def _broadcasts_into(src: ProgramNode, k: int, p: ProgramNode, out_ps: PartialSh
 NODE_PASSES = (fold_constants, merge_common_subexpressions, fuse_gather_sums, fuse_rms_norms,
                fuse_rotaries, drop_gemm_reshapes, fuse_attention, read_shapes_upstream,
                merge_parallel_gemms, merge_gated_mlps, merge_rotary_pairs, fuse_norm_gemms,
-               bypass_lone_concats, bypass_identities, drop_unread)
+               bypass_lone_concats, bypass_identities, drop_truth_converts, drop_unread)
 
 
 class Program:

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..core.boundary import Constant, Parameter, Result
 from ..core.shape import PartialShape
+from ..ops.elementwise import Convert
 from ..ops.movement import Concat
 from ..ops.shape_ops import ShapeOf
 from ..ops.state import Assign, ReadValue
@@ -56,6 +57,45 @@ def bypass_identities(nodes: list) -> list:
             if not n.is_output and n.inputs and n.row.skip is not None
             and n.row.skip.always is not None and n.row.skip.always(n)}
     return _read_through(nodes, same)
+
+
+def drop_truth_converts(nodes: list) -> list:
+    """``nodes`` whose Converts of integers to bool that are read only as truth values (a
+    row's ``truth_inputs``: And, Or, Select's condition), directly or through moves, are
+    read through: those ops treat any nonzero as true already, so the Convert was a launch
+    for nothing (a decoder's int64 padding mask before its And). The moves in between take
+    the integer dtype."""
+    users = node_users(nodes)
+    through: dict[int, tuple] = {}
+    for n in nodes:
+        if not n.is_a(Convert) or n.out_dtypes[0] != np.bool_ or len(n.inputs) != 1:
+            continue
+        src, k = n.inputs[0]
+        moves = _truth_moves(n, users)
+        if np.dtype(src.out_dtypes[k]).kind in "iu" and moves is not None:
+            for m in moves:
+                m.out_dtypes[0] = src.out_dtypes[k]
+            through[id(n)] = (src, k)
+    return _read_through(nodes, through)
+
+
+def _truth_moves(n: ProgramNode, users: dict) -> list | None:
+    """The moves (input 0 of one-output ops that only move elements, no other boolean input)
+    between boolean ``n`` and readers that read it as a truth value; None where some reader
+    reads its data otherwise."""
+    moves: list = []
+    stack = [n]
+    while stack:
+        m = stack.pop()
+        for u, j in users.get(id(m), ()):
+            if not u.reads_data or j in u.row.truth_inputs:
+                continue
+            if j or u.num_outputs != 1 or not (u.row.copy_only or u.row.movement) \
+                    or any(s.out_dtypes[i] == np.bool_ for s, i in u.inputs[1:]):
+                return None
+            moves.append(u)
+            stack.append(u)
+    return moves
 
 
 def _read_through(nodes: list, through: dict) -> list:

@@ -95,6 +95,8 @@ class OpKind:
       length family (``length_plan``) may compute its launches from forms affine in the length.
     - ``affine``: (node, its inputs' index forms) -> its output's form (``index_forms``: what
       the build proves of integer values, a Gather's indices an arange), or None.
+    - ``truth_inputs``: inputs read only as truth values (nonzero is true: C's ``&&``, ``?:``),
+      so a Convert to bool in front of them is redundant (``program_node.drop_truth_converts``).
     """
 
     cls: type[OpClass]
@@ -114,6 +116,7 @@ class OpKind:
     fake_aligned: bool = False
     uniform: bool = False
     affine: Callable[[Any, list], Any] | None = None
+    truth_inputs: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.deps is None:  # (frozen: set once, here)

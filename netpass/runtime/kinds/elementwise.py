@@ -245,12 +245,13 @@ def with_bias(p: Params, bias_shape: Sequence[int], bias_dtype: Any,
 
 
 def elementwise(cls: type, expr: ExprRule, fusable: bool = True,
-                affine: Callable[[Any, list], Form | None] | None = None) -> OpKind:
+                affine: Callable[[Any, list], Form | None] | None = None,
+                truth_inputs: tuple[int, ...] = ()) -> OpKind:
     """The row of an elementwise op: numpy-broadcast shapes, the ``eltwise`` kernel (uniform
     over sizes), folded into producers (``fusable``) and taking fused ops after it; ``affine``:
-    its rule of index forms (``index_forms``)."""
+    its rule of index forms (``index_forms``); ``truth_inputs``: ``OpKind``'s."""
     return OpKind(cls, shape=broadcast_shape, impl=eltwise_impl, expr=expr, fusable=fusable,
-                  epilogue=True, uniform=True, affine=affine)
+                  epilogue=True, uniform=True, affine=affine, truth_inputs=truth_inputs)
 
 
 # -- index forms (``index_forms``): integer arithmetic on affine values ----------------------------
@@ -427,11 +428,11 @@ ROWS = table(
     elementwise(Equal, _compare("==")), elementwise(NotEqual, _compare("!=")),
     elementwise(Less, _compare("<")), elementwise(Greater, _compare(">")),
     elementwise(LessEqual, _compare("<=")), elementwise(GreaterEqual, _compare(">=")),
-    elementwise(LogicalAnd, anytype("({0} && {1})")),
-    elementwise(LogicalOr, anytype("({0} || {1})")),
-    elementwise(LogicalXor, anytype("(({0} != 0) != ({1} != 0))")),
-    elementwise(LogicalNot, anytype("(!{0})")),
-    elementwise(Select, anytype("({0} ? {1} : {2})", 3)),
+    elementwise(LogicalAnd, anytype("({0} && {1})"), truth_inputs=(0, 1)),
+    elementwise(LogicalOr, anytype("({0} || {1})"), truth_inputs=(0, 1)),
+    elementwise(LogicalXor, anytype("(({0} != 0) != ({1} != 0))"), truth_inputs=(0, 1)),
+    elementwise(LogicalNot, anytype("(!{0})"), truth_inputs=(0,)),
+    elementwise(Select, anytype("({0} ? {1} : {2})", 3), truth_inputs=(0,)),
     elementwise(Convert, _convert, affine=_affine_convert),
     # unary math
     elementwise(Abs, unary("fabs({0})", "abs({0})")),

@@ -9,7 +9,9 @@ the reference on random data and by the launches it saves.
 - a Concat of small inputs is one launch;
 - a Gather whose computed indices the build proves ``base, base + 1, ...`` in order (a Range
   through Unsqueezes, Converts and affine arithmetic: ``index_forms``) is a view, decided from
-  shapes alone.
+  shapes alone;
+- a Convert to bool read only as a truth value (an And's operand, a Select's condition) is
+  read through.
 """
 from __future__ import annotations
 
@@ -70,8 +72,6 @@ def _mask_model():
 
 def test_and_then_select_to_float_is_one_region(rng):
     prog = Program.from_model(_mask_model())
-    conv = next(n for n in prog.nodes if n.kind == "Convert")
-    assert [f.row.name for f in conv.fused] == []  # (the And broadcasts its output)
     land = next(n for n in prog.nodes if n.kind == "LogicalAnd")
     assert [f.row.name for f in land.fused] == ["Select"]
     assert land.op_dtype == np.bool_ and land.out_dtypes[0] == np.float32
@@ -80,7 +80,7 @@ def test_and_then_select_to_float_is_one_region(rng):
         feeds.append({"causal": np.tril(np.ones((q, k), bool), k - q)[None, None],
                       "pad": rng.integers(0, 3, (1, 1, 1, k)).astype(np.int64)})
     _, launches = _run(_mask_model(), feeds)
-    assert launches == [2, 2]  # Convert, And + Select (three before)
+    assert launches == [1, 1]  # And + Select reading the int64 (the Convert dropped)
 
 
 def test_region_through_bool_and_int_stages_matches_the_reference(rng):
@@ -111,6 +111,43 @@ def test_region_ending_in_another_dtype_matches_the_reference(rng):
     feeds = [{"x": _f(rng, 4, 8), "i": rng.integers(-50, 50, 6).astype(np.int64)}]
     _, launches = _run(model, feeds)
     assert launches == [2]
+
+
+# -- a Convert to bool read only as a truth value ------------------------------------------------
+def test_convert_to_bool_read_as_truth_is_dropped(rng):
+    """int64 -> bool read through a Reshape by an And and as a Select's condition: the Convert
+    goes (the And and the Select read the int64: C's nonzero is numpy's True), the Reshape
+    takes the int64; the values against the reference, negatives and large values among them."""
+    a = opset.parameter([-1, -1], np.int64, name="a")
+    b = opset.parameter([-1, 1, -1], np.bool_, name="b")
+    x = opset.parameter([-1, 1, -1], np.float32, name="x")
+    t = opset.reshape(opset.convert(a, np.bool_), _i64([0, 1, -1]), True)
+    y = opset.select(opset.logical_and(b, t), x, np.float32(-1.0))
+    z = opset.select(t, np.float32(2.0), x)
+    model = Model([opset.result(y, name="y"), opset.result(z, name="z")], [a, b, x])
+    prog = Program.from_model(model)
+    assert not any(n.kind == "Convert" for n in prog.nodes)
+    assert next(n for n in prog.nodes if n.kind == "Reshape").out_dtypes[0] == np.int64
+    vals = np.array([0, 1, -1, 2, 1 << 40, -(1 << 40), 0, 7], np.int64)
+    feeds = [{"a": rng.choice(vals, (2, 6)), "b": rng.integers(0, 2, (2, 1, 6)).astype(bool),
+              "x": _f(rng, 2, 1, 6)}]
+    _, launches = _run(model, feeds)
+    assert launches == [2]  # And + Select; Select (three with the Convert)
+
+
+def test_convert_to_bool_read_as_data_stays(rng):
+    """A Convert to bool also read as data (a Concat with another mask, a model output) or of
+    a float: kept, and the values its readers see stay booleans."""
+    a = opset.parameter([-1, 4], np.int64, name="a")
+    f = opset.parameter([-1, 4], np.float32, name="f")
+    c = opset.convert(a, np.bool_)
+    m = opset.logical_and(c, opset.convert(f, np.bool_))
+    model = Model([opset.result(m, name="m"), opset.result(c, name="c"),
+                   opset.result(opset.concat([c, m], 0), name="cat")], [a, f])
+    prog = Program.from_model(model)
+    assert sum(n.kind == "Convert" for n in prog.nodes) == 2
+    f_in = np.array([[0.0, np.nan, -0.0, 3.0]] * 2, np.float32)
+    _run(model, [{"a": rng.integers(-2, 3, (2, 4)).astype(np.int64), "f": f_in}])
 
 
 # -- a small Concat in one launch ------------------------------------------------------------------
@@ -177,14 +214,14 @@ def test_gather_by_a_proven_arange_is_a_view(rng):
     decides from shapes alone). Each against the reference."""
     from netpass.runtime.index_forms import form_of
     prog = Program.from_model(_gathered_mask_model())
-    g = next(n for n in prog.nodes if n.kind == "Gather" and n.out_dtypes[0] == np.bool_)
+    g = next(n for n in prog.nodes if n.kind == "Gather" and n.inputs[0][0].kind == "Reshape")
     assert g.runtime_skippable
     src, k = g.inputs[1]
     assert form_of(src, k).base == 0 and form_of(src, k).slopes[3] == 1
     _, launches = _run(_gathered_mask_model(), [
         _mask_feeds(rng, 1, 4, 4, 4), _mask_feeds(rng, 1, 1, 9, 9), _mask_feeds(rng, 1, 1, 5, 7),
         _mask_feeds(rng, 2, 3, 6, 6), _mask_feeds(rng, 2, 1, 5, 8)])
-    assert launches == [2, 2, 2, 3, 3]  # Convert, And + Select (and the Gather where it runs)
+    assert launches == [1, 1, 1, 2, 2]  # And + Select (and the Gather where it runs)
 
 
 def test_gather_by_an_offset_arange_is_a_slice_view(rng):
@@ -192,14 +229,14 @@ def test_gather_by_an_offset_arange_is_a_slice_view(rng):
     the kernel where they do not (never out of range: the reference's own result)."""
     model = _gathered_mask_model(start=2, idx_type=np.int32)
     _, launches = _run(model, [_mask_feeds(rng, 1, 1, 5, 7), _mask_feeds(rng, 1, 2, 6, 9)])
-    assert launches == [2, 2]
+    assert launches == [1, 1]
 
 
 def test_gather_by_a_strided_range_runs_its_kernel(rng):
     """Indices 0, 2, 4...: a form, but no contiguous piece: the Gather's kernel each time."""
     model = _gathered_mask_model(step=2)
     _, launches = _run(model, [_mask_feeds(rng, 1, 1, 4, 8), _mask_feeds(rng, 1, 1, 1, 1)])
-    assert launches == [3, 2]  # (one index: 0, a view)
+    assert launches == [2, 1]  # (one index: 0, a view)
 
 
 def test_index_forms_of_constants_and_broadcasts():
@@ -218,3 +255,4 @@ def test_index_forms_of_constants_and_broadcasts():
     from netpass.runtime.index_forms import form_of
     add = next(n for n in prog.nodes if n.kind == "Add")
     assert form_of(add) is None  # (b has no form)
+
