@@ -56,6 +56,7 @@ from .rotary import fuse_rotaries, merge_rotary_pairs
 from .shape_terms import reshape_keeps_prefix
 from .state_marks import mark_state
 from .symbolic import SymbolicShapes
+from .unaries import merge_unaries
 
 
 def _runtime_shape(op: Any, i: int) -> PartialShape:
@@ -159,7 +160,8 @@ def _broadcasts_into(src: ProgramNode, k: int, p: ProgramNode, out_ps: PartialSh
 NODE_PASSES = (fold_constants, merge_common_subexpressions, fuse_gather_sums, fuse_rms_norms,
                fuse_rotaries, drop_gemm_reshapes, fuse_attention, read_shapes_upstream,
                merge_parallel_gemms, merge_gated_mlps, merge_rotary_pairs, fuse_norm_gemms,
-               bypass_lone_concats, bypass_identities, drop_truth_converts, drop_unread)
+               bypass_lone_concats, bypass_identities, drop_truth_converts, drop_unread,
+               merge_unaries)
 
 
 class Program:

@@ -49,13 +49,15 @@ def bypass_lone_concats(nodes: list) -> list:
 
 
 def bypass_identities(nodes: list) -> list:
-    """``nodes`` whose readers of a node its row's skip rule proves an identity at build time
-    (``Skip.always``: a Broadcast to its input's own shape) read that node's input instead;
-    ``drop_unread`` then takes the node (and the shape math only it read). What an
-    elementwise region needs to reach past it (a mask's And, then its Select)."""
-    same = {id(n): n.inputs[0] for n in nodes
-            if not n.is_output and n.inputs and n.row.skip is not None
-            and n.row.skip.always is not None and n.row.skip.always(n)}
+    """``nodes`` whose readers of a node its row proves an identity at build time
+    (``OpKind.identity``: a Broadcast to its input's own shape, a Multiply by ones) read that
+    input instead; ``drop_unread`` then takes the node (and the shape math only it read).
+    What an elementwise region needs to reach past it (a mask's And, then its Select)."""
+    same = {}
+    for n in nodes:
+        j = n.row.identity(n) if n.row.identity is not None and n.inputs else None
+        if j is not None:
+            same[id(n)] = n.inputs[j]
     return _read_through(nodes, same)
 
 

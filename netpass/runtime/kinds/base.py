@@ -48,15 +48,12 @@ class Skip:
     skipped, ``check(inst)`` per inference whether it is (its output then aliases its input at
     the returned offset). ``reads_values``: the check reads input data, not only shapes and
     shape-infer values, so step plans replay it only where ``by_shapes(inst)`` says that this
-    time the shapes alone decide. ``always(node)``: the build proves the output the input
-    itself (the same dtype, and dims with the same static sizes or symbols), so its readers
-    read the input instead (``program_node.bypass_identities``)."""
+    time the shapes alone decide."""
 
     when: Callable[[Any, bool], bool]
     check: SkipCheck
     reads_values: bool = False
     by_shapes: Callable[[Any], bool] | None = None
-    always: Callable[[Any], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +92,10 @@ class OpKind:
       length family (``length_plan``) may compute its launches from forms affine in the length.
     - ``affine``: (node, its inputs' index forms) -> its output's form (``index_forms``: what
       the build proves of integer values, a Gather's indices an arange), or None.
+    - ``identity``: (node) -> the input the build proves the output to be (the same dtype, and
+      dims with the same static sizes or symbols: a Broadcast to its input's own shape, a
+      Multiply by ones), or None; its readers read that input instead
+      (``program_node.bypass_identities``).
     - ``truth_inputs``: inputs read only as truth values (nonzero is true: C's ``&&``, ``?:``),
       so a Convert to bool in front of them is redundant (``program_node.drop_truth_converts``).
     """
@@ -116,6 +117,7 @@ class OpKind:
     fake_aligned: bool = False
     uniform: bool = False
     affine: Callable[[Any, list], Any] | None = None
+    identity: Callable[[Any], int | None] | None = None
     truth_inputs: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
@@ -169,6 +171,17 @@ def same_dim(d: Any, o: Any) -> bool:
     """Whether Dimensions ``d`` and ``o`` are provably equal: the same static size, or the
     same symbol."""
     return d.min == d.max == o.min == o.max or (d.symbol is not None and d.symbol is o.symbol)
+
+
+def same_as(n: Any, j: int) -> bool:
+    """Whether node ``n``'s output is provably input ``j``'s dtype and shape (each dim the same
+    static size or the same symbol): what ``OpKind.identity`` rules ask."""
+    src, k = n.inputs[j]
+    ps, out = src.out_pshapes[k], n.out_pshapes[0]
+    if src.out_dtypes[k] != n.out_dtypes[0] or not ps.rank_is_static or not out.rank_is_static \
+            or len(ps) != len(out):
+        return False
+    return all(same_dim(d, o) for d, o in zip(ps, out))
 
 
 def same_shape(attrs: dict, shapes: list, values: dict) -> list[tuple]:

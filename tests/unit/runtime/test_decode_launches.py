@@ -11,7 +11,9 @@ the reference on random data and by the launches it saves.
   through Unsqueezes, Converts and affine arithmetic: ``index_forms``) is a view, decided from
   shapes alone;
 - a Convert to bool read only as a truth value (an And's operand, a Select's condition) is
-  read through.
+  read through;
+- a Multiply by ones that broadcasts nothing is bypassed, and one-input ops of one tensor (a
+  rotary table's Cos and Sin) are one launch.
 """
 from __future__ import annotations
 
@@ -256,3 +258,52 @@ def test_index_forms_of_constants_and_broadcasts():
     add = next(n for n in prog.nodes if n.kind == "Add")
     assert form_of(add) is None  # (b has no form)
 
+
+# -- a Multiply by ones; Cos and Sin of one tensor -------------------------------------------------
+def _special(rng, *shape):
+    x = _f(rng, *shape)
+    x.reshape(-1)[:4] = [np.nan, np.inf, -0.0, -np.inf]
+    return x
+
+
+def test_multiply_by_ones_is_bypassed(rng):
+    """``relu(x) * 1`` then Exp: one region of Relu and Exp (NaN, infinities and -0 kept as
+    they were); ones that broadcast ``x`` to a larger shape stay a Multiply."""
+    x = opset.parameter([-1, 4], np.float32, name="x")
+    y = opset.exp(opset.multiply(opset.relu(x), np.ones((1, 4), np.float32)))
+    z = opset.multiply(np.ones((2, 1, 4), np.float32), x)
+    model = Model([opset.result(y, name="y"), opset.result(z, name="z")], [x])
+    prog = Program.from_model(model)
+    assert sum(n.kind == "Multiply" for n in prog.nodes) == 1
+    assert [f.row.name for f in next(n for n in prog.nodes if n.kind == "Relu").fused] == ["Exp"]
+    _, launches = _run(model, [{"x": _special(rng, 3, 4)}])
+    assert launches == [2]
+
+
+def _trig_model(read_by_add: bool = False):
+    """cos and sin of one tensor of angles (a concat, as LLaMA's tables), read through a
+    MatMul and an Unsqueeze, or the cos by an Add."""
+    x = opset.parameter([-1, 3], np.float32, name="x")
+    f = opset.concat([x, x], 1)
+    c, s = opset.cos(f), opset.sin(f)
+    w = np.eye(6, dtype=np.float32)
+    a = opset.add(c, np.float32(1.0)) if read_by_add else opset.matmul(c, w, False, False)
+    s = opset.unsqueeze(s, _i64([0]))
+    return Model([opset.result(a, name="c"), opset.result(s, name="s")], [x])
+
+
+def test_cos_and_sin_of_one_tensor_are_one_launch(rng):
+    prog = Program.from_model(_trig_model())
+    (u,) = [n for n in prog.nodes if n.kind == "Unaries"]
+    assert u.num_outputs == 2 and not any(n.kind in ("Cos", "Sin") for n in prog.nodes)
+    _, launches = _run(_trig_model(), [{"x": _special(rng, 5, 3) * 10}, {"x": _f(rng, 1, 3)}])
+    assert launches == [3, 3]  # Concat, Cos + Sin, MatMul
+
+
+def test_sibling_read_by_an_elementwise_op_keeps_its_region(rng):
+    """Cos read by an Add heads its own region (Cos + Add): not merged with the Sin."""
+    prog = Program.from_model(_trig_model(read_by_add=True))
+    assert not any(n.kind == "Unaries" for n in prog.nodes)
+    cos = next(n for n in prog.nodes if n.kind == "Cos")
+    assert [f.row.name for f in cos.fused] == ["Add"]
+    _run(_trig_model(read_by_add=True), [{"x": _special(rng, 4, 3)}])
