@@ -31,6 +31,7 @@ from ..ops.movement import Concat, Reshape, Slice, Split, VariadicSplit
 from ..ops.shape_ops import ShapeOf
 from ..ops.state import Assign, ReadValue
 from .attention import fuse_attention
+from .concat_pieces import distribute_concats
 from .const_fold import fold_constants
 from .cse import merge_common_subexpressions
 from .gather_sum import fuse_gather_sums
@@ -157,11 +158,11 @@ def _broadcasts_into(src: ProgramNode, k: int, p: ProgramNode, out_ps: PartialSh
 
 
 # the passes over the node list, in order, before the program links its users
-NODE_PASSES = (fold_constants, merge_common_subexpressions, fuse_gather_sums, fuse_rms_norms,
-               fuse_rotaries, drop_gemm_reshapes, fuse_attention, read_shapes_upstream,
-               merge_parallel_gemms, merge_gated_mlps, merge_rotary_pairs, fuse_norm_gemms,
-               bypass_lone_concats, bypass_identities, drop_truth_converts, drop_unread,
-               merge_unaries)
+NODE_PASSES = (fold_constants, merge_common_subexpressions, distribute_concats, fuse_gather_sums,
+               fuse_rms_norms, fuse_rotaries, drop_gemm_reshapes, fuse_attention,
+               read_shapes_upstream, merge_parallel_gemms, merge_gated_mlps, merge_rotary_pairs,
+               fuse_norm_gemms, bypass_lone_concats, bypass_identities, drop_truth_converts,
+               drop_unread, merge_unaries)
 
 
 class Program:
