@@ -157,6 +157,16 @@ def _broadcasts_into(src: ProgramNode, k: int, p: ProgramNode, out_ps: PartialSh
     return src.index < p.index and ps.rank_is_static and may_fit(list(ps), out_ps)
 
 
+def _grows(src: ProgramNode, u: ProgramNode, p: ProgramNode) -> bool:
+    """Whether side input ``src`` of ``u`` is a constant that grows elementwise head ``p``'s
+    region to ``u``'s output (broadcasting into it: a Convert of positions [B, L, 1] then
+    a Multiply by the inverse frequencies [D]); the head's shape rule then broadcasts its
+    output with it (``ProgramNode.grown_by``)."""
+    out = u.out_pshapes[0]
+    return p.row.expr is not None and src.is_constant and src.value is not None \
+        and out.rank_is_static and may_fit([int(d) for d in src.value.shape], out)
+
+
 # the passes over the node list, in order, before the program links its users
 NODE_PASSES = (fold_constants, merge_common_subexpressions, distribute_concats, fuse_gather_sums,
                fuse_rms_norms, fuse_rotaries, drop_gemm_reshapes, fuse_attention,
@@ -295,7 +305,7 @@ class Program:
         for src, k in u.inputs:
             if id(src) in region:
                 continue
-            if not self._side_input_ok(src, k, p, out_ps):
+            if not self._side_input_ok(src, k, p, out_ps) and not _grows(src, u, p):
                 return False
         in_dts = [s.out_dtypes[k] for s, k in u.inputs]
         expr = u.row.expr
@@ -363,6 +373,12 @@ class Program:
                 stage[id(u)] = t + 1
             if region and region[-1].out_dtypes[0] != p.out_dtypes[0]:  # (its buffer's)
                 p.op_dtype, p.out_dtypes[0] = p.out_dtypes[0], region[-1].out_dtypes[0]
+            consts = [s.value.shape for s, _ in p.fused_inputs if s.value is not None]
+            p.grown_by = [tuple(int(d) for d in c) for c in consts
+                          if not may_fit(c, p.out_pshapes[0])]
+            if p.grown_by:
+                p.out_pshapes[0] = region[-1].out_pshapes[0]
+                p.is_dynamic = any(not ps.is_static for ps in p.out_pshapes)
 
     @staticmethod
     def _strided_readers(node: ProgramNode, k: int, prefix: int | None, found: list) -> bool:

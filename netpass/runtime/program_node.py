@@ -219,6 +219,9 @@ class ProgramNode:
         # mask's And, then its Select to float): ``out_dtypes`` holds the region's, which its
         # buffer and its readers take
         self.op_dtype: np.dtype | None = None
+        # the shapes of the constants that grow an elementwise region past its head's shape
+        # (``Program._fuse_elementwise``): the head's output is broadcast with them
+        self.grown_by: list[tuple] = []
         self.index_forms: dict[int, Any] = {}  # output -> index_forms.Form (memo)
         self.inplace_concat = False      # concat whose inputs may write into its buffer
         self.permute_view: tuple | None = None  # Transpose order read through by its MatMul

@@ -13,7 +13,9 @@ the reference on random data and by the launches it saves.
 - a Convert to bool read only as a truth value (an And's operand, a Select's condition) is
   read through;
 - a Multiply by ones that broadcasts nothing is bypassed, and one-input ops of one tensor (a
-  rotary table's Cos and Sin) are one launch.
+  rotary table's Cos and Sin) are one launch;
+- an elementwise region may grow past its head's shape by a constant (positions [B, L, 1]
+  converted to float, then times the inverse frequencies [D]).
 """
 from __future__ import annotations
 
@@ -307,3 +309,37 @@ def test_sibling_read_by_an_elementwise_op_keeps_its_region(rng):
     cos = next(n for n in prog.nodes if n.kind == "Cos")
     assert [f.row.name for f in cos.fused] == ["Add"]
     _run(_trig_model(read_by_add=True), [{"x": _special(rng, 4, 3)}])
+
+
+# -- a region grown by a constant ------------------------------------------------------------------
+def _positions_model(side=None):
+    """positions [B, L] int64 -> [B, L, 1] -> float -> times [8] (a constant, or ``side``) ->
+    Cos."""
+    p = opset.parameter([-1, -1], np.int64, name="p")
+    a = opset.convert(opset.unsqueeze(p, _i64([2])), np.float32)
+    inv = np.float32(1.0 / 10000 ** (np.arange(8) / 8))
+    y = opset.cos(opset.multiply(a, inv if side is None else side))
+    return Model([opset.result(y, name="y")], [p] + ([side] if side is not None else []))
+
+
+def test_region_grown_by_a_constant(rng):
+    """Convert [B, L, 1] -> Multiply [B, L, 8] -> Cos: one kernel over the larger shape, at
+    lengths that come back (step plans, symbolic records) and batch 2."""
+    prog = Program.from_model(_positions_model())
+    conv = next(n for n in prog.nodes if n.kind == "Convert")
+    assert [f.row.name for f in conv.fused] == ["Multiply", "Cos"] and conv.grown_by == [(8,)]
+    feeds = [{"p": rng.integers(0, 500, (b, n)).astype(np.int64)}
+             for b, n in ((1, 6), (1, 1), (1, 1), (2, 3), (1, 6), (1, 1))]
+    req, launches = _run(_positions_model(), feeds)
+    assert launches == [1] * 6
+
+
+def test_region_not_grown_by_a_computed_tensor(rng):
+    """The same chain times a [B, L, 8] input: the Multiply is no stage of the Convert's."""
+    side = opset.parameter([-1, -1, 8], np.float32, name="s")
+    model = _positions_model(side)
+    conv = next(n for n in Program.from_model(model).nodes if n.kind == "Convert")
+    assert conv.fused == [] and conv.grown_by == []
+    _, launches = _run(model, [{"p": rng.integers(0, 9, (1, 4)).astype(np.int64),
+                                "s": _f(rng, 1, 4, 8)}])
+    assert launches == [2]
