@@ -31,6 +31,7 @@ from ..ops.movement import Concat, Reshape, Slice, Split, VariadicSplit
 from ..ops.shape_ops import ShapeOf
 from ..ops.state import Assign, ReadValue
 from .attention import fuse_attention
+from .concat_pieces import distribute_concats
 from .const_fold import fold_constants
 from .cse import merge_common_subexpressions
 from .gather_sum import fuse_gather_sums
@@ -48,6 +49,7 @@ from .program_node import (
     ProgramNode,
     bypass_identities,
     bypass_lone_concats,
+    drop_truth_converts,
     drop_unread,
 )
 from .rms_norm import fuse_rms_norms
@@ -55,6 +57,7 @@ from .rotary import fuse_rotaries, merge_rotary_pairs
 from .shape_terms import reshape_keeps_prefix
 from .state_marks import mark_state
 from .symbolic import SymbolicShapes
+from .unaries import merge_unaries
 
 
 def _runtime_shape(op: Any, i: int) -> PartialShape:
@@ -154,11 +157,22 @@ def _broadcasts_into(src: ProgramNode, k: int, p: ProgramNode, out_ps: PartialSh
     return src.index < p.index and ps.rank_is_static and may_fit(list(ps), out_ps)
 
 
+def _grows(src: ProgramNode, u: ProgramNode, p: ProgramNode) -> bool:
+    """Whether side input ``src`` of ``u`` is a constant that grows elementwise head ``p``'s
+    region to ``u``'s output (broadcasting into it: a Convert of positions [B, L, 1] then
+    a Multiply by the inverse frequencies [D]); the head's shape rule then broadcasts its
+    output with it (``ProgramNode.grown_by``)."""
+    out = u.out_pshapes[0]
+    return p.row.expr is not None and src.is_constant and src.value is not None \
+        and out.rank_is_static and may_fit([int(d) for d in src.value.shape], out)
+
+
 # the passes over the node list, in order, before the program links its users
-NODE_PASSES = (fold_constants, merge_common_subexpressions, fuse_gather_sums, fuse_rms_norms,
-               fuse_rotaries, drop_gemm_reshapes, fuse_attention, read_shapes_upstream,
-               merge_parallel_gemms, merge_gated_mlps, merge_rotary_pairs, fuse_norm_gemms,
-               bypass_lone_concats, bypass_identities, drop_unread)
+NODE_PASSES = (fold_constants, merge_common_subexpressions, distribute_concats, fuse_gather_sums,
+               fuse_rms_norms, fuse_rotaries, drop_gemm_reshapes, fuse_attention,
+               read_shapes_upstream, merge_parallel_gemms, merge_gated_mlps, merge_rotary_pairs,
+               fuse_norm_gemms, bypass_lone_concats, bypass_identities, drop_truth_converts,
+               drop_unread, merge_unaries)
 
 
 class Program:
@@ -291,7 +305,7 @@ class Program:
         for src, k in u.inputs:
             if id(src) in region:
                 continue
-            if not self._side_input_ok(src, k, p, out_ps):
+            if not self._side_input_ok(src, k, p, out_ps) and not _grows(src, u, p):
                 return False
         in_dts = [s.out_dtypes[k] for s, k in u.inputs]
         expr = u.row.expr
@@ -360,6 +374,12 @@ class Program:
                 stage[id(u)] = t + 1
             if region and region[-1].out_dtypes[0] != p.out_dtypes[0]:  # (its buffer's)
                 p.op_dtype, p.out_dtypes[0] = p.out_dtypes[0], region[-1].out_dtypes[0]
+            consts = [s.value.shape for s, _ in p.fused_inputs if s.value is not None]
+            p.grown_by = [tuple(int(d) for d in c) for c in consts
+                          if not may_fit(c, p.out_pshapes[0])]
+            if p.grown_by:
+                p.out_pshapes[0] = region[-1].out_pshapes[0]
+                p.is_dynamic = any(not ps.is_static for ps in p.out_pshapes)
 
     @staticmethod
     def _strided_readers(node: ProgramNode, k: int, prefix: int | None, found: list) -> bool:

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..core.boundary import Constant, Parameter, Result
 from ..core.shape import PartialShape
+from ..ops.elementwise import Convert
 from ..ops.movement import Concat
 from ..ops.shape_ops import ShapeOf
 from ..ops.state import Assign, ReadValue
@@ -48,14 +49,55 @@ def bypass_lone_concats(nodes: list) -> list:
 
 
 def bypass_identities(nodes: list) -> list:
-    """``nodes`` whose readers of a node its row's skip rule proves an identity at build time
-    (``Skip.always``: a Broadcast to its input's own shape) read that node's input instead;
-    ``drop_unread`` then takes the node (and the shape math only it read). What an
-    elementwise region needs to reach past it (a mask's And, then its Select)."""
-    same = {id(n): n.inputs[0] for n in nodes
-            if not n.is_output and n.inputs and n.row.skip is not None
-            and n.row.skip.always is not None and n.row.skip.always(n)}
+    """``nodes`` whose readers of a node its row proves an identity at build time
+    (``OpKind.identity``: a Broadcast to its input's own shape, a Multiply by ones) read that
+    input instead; ``drop_unread`` then takes the node (and the shape math only it read).
+    What an elementwise region needs to reach past it (a mask's And, then its Select)."""
+    same = {}
+    for n in nodes:
+        j = n.row.identity(n) if n.row.identity is not None and n.inputs else None
+        if j is not None:
+            same[id(n)] = n.inputs[j]
     return _read_through(nodes, same)
+
+
+def drop_truth_converts(nodes: list) -> list:
+    """``nodes`` whose Converts of integers to bool that are read only as truth values (a
+    row's ``truth_inputs``: And, Or, Select's condition), directly or through moves, are
+    read through: those ops treat any nonzero as true already, so the Convert was a launch
+    for nothing (a decoder's int64 padding mask before its And). The moves in between take
+    the integer dtype."""
+    users = node_users(nodes)
+    through: dict[int, tuple] = {}
+    for n in nodes:
+        if not n.is_a(Convert) or n.out_dtypes[0] != np.bool_ or len(n.inputs) != 1:
+            continue
+        src, k = n.inputs[0]
+        moves = _truth_moves(n, users)
+        if np.dtype(src.out_dtypes[k]).kind in "iu" and moves is not None:
+            for m in moves:
+                m.out_dtypes[0] = src.out_dtypes[k]
+            through[id(n)] = (src, k)
+    return _read_through(nodes, through)
+
+
+def _truth_moves(n: ProgramNode, users: dict) -> list | None:
+    """The moves (input 0 of one-output ops that only move elements, no other boolean input)
+    between boolean ``n`` and readers that read it as a truth value; None where some reader
+    reads its data otherwise."""
+    moves: list = []
+    stack = [n]
+    while stack:
+        m = stack.pop()
+        for u, j in users.get(id(m), ()):
+            if not u.reads_data or j in u.row.truth_inputs:
+                continue
+            if j or u.num_outputs != 1 or not (u.row.copy_only or u.row.movement) \
+                    or any(s.out_dtypes[i] == np.bool_ for s, i in u.inputs[1:]):
+                return None
+            moves.append(u)
+            stack.append(u)
+    return moves
 
 
 def _read_through(nodes: list, through: dict) -> list:
@@ -177,6 +219,9 @@ class ProgramNode:
         # mask's And, then its Select to float): ``out_dtypes`` holds the region's, which its
         # buffer and its readers take
         self.op_dtype: np.dtype | None = None
+        # the shapes of the constants that grow an elementwise region past its head's shape
+        # (``Program._fuse_elementwise``): the head's output is broadcast with them
+        self.grown_by: list[tuple] = []
         self.index_forms: dict[int, Any] = {}  # output -> index_forms.Form (memo)
         self.inplace_concat = False      # concat whose inputs may write into its buffer
         self.permute_view: tuple | None = None  # Transpose order read through by its MatMul

@@ -25,6 +25,13 @@ class ShapeInfer:
         self._capacity = capacity
 
     def __call__(self, shapes: list[tuple], values: dict[int, np.ndarray]) -> list[tuple]:
+        out = self._infer(shapes, values)
+        grown = self.pnode.grown_by
+        if grown:  # (an elementwise region grown by constants: ``ProgramNode.grown_by``)
+            return [tuple(np.broadcast_shapes(out[0], *grown))] + out[1:]
+        return out
+
+    def _infer(self, shapes: list[tuple], values: dict[int, np.ndarray]) -> list[tuple]:
         p = self.pnode
         if p.subgraph is not None:
             return p.subgraph.infer_shapes(shapes, values)

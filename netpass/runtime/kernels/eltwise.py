@@ -125,6 +125,26 @@ def rotary(rank: int, rank2: int | None = None) -> Source:
 
 
 @memoized
+def unaries(exprs: tuple[str, ...]) -> Source:
+    """Several one-input float32 expressions of one contiguous tensor, one output each
+    (kinds.elementwise.Unaries: a rotary table's cos and sin): each element read once."""
+    outs = [f"__global float* Y{k}, int yoff{k}" for k in range(len(exprs))]
+    stores = "\n  ".join(
+        f"{{ {stage_code([Stage(e, [('in', 0)], 'float')], {0: 'v'})} Y{k}[yoff{k} + gid] = x0; }}"
+        for k, e in enumerate(exprs))
+    text = header([]) + f"""__kernel void unaries(__global const float* X, int off_x,
+                      {', '.join(outs)}, int n)
+{{
+  int gid = get_global_id(0);
+  if (gid >= n) return;
+  const float v = X[off_x + gid];
+  {stores}
+}}
+"""
+    return Source(text, "unaries")
+
+
+@memoized
 def silu_gate() -> Source:
     """A gated MLP's activation: y[r, j] = silu(x[r, j]) * x[r, h + j] over rows of 2h
     (the gate's and the up projection's columns of one GEMM, kinds.elementwise.SiluGate),

@@ -32,13 +32,13 @@ from . import (  # noqa: F401
 )
 from .attention import FusedAttention
 from .base import TABLE, OpClass, OpKind
-from .elementwise import Rotary, SiluGate
+from .elementwise import Rotary, SiluGate, Unaries
 from .indexing import GatherSum
 from .normalization import RmsNorm
 
 # kinds the runtime makes itself (no op class of ``netpass.ops``), by name
 RUNTIME_KINDS: dict[str, type] = {k.type_name: k for k in (FusedAttention, GatherSum, RmsNorm,
-                                                            Rotary, SiluGate)}
+                                                            Rotary, SiluGate, Unaries)}
 _DEFAULT: dict[type, OpKind] = {}  # op classes without a row
 
 
@@ -67,4 +67,4 @@ def row_of(cls: type[OpClass]) -> OpKind:
 
 
 __all__ = ["OpKind", "TABLE", "RUNTIME_KINDS", "FusedAttention", "GatherSum", "RmsNorm", "Rotary",
-           "SiluGate", "op_class", "row_of"]
+           "SiluGate", "Unaries", "op_class", "row_of"]

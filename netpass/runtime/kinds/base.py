@@ -48,15 +48,12 @@ class Skip:
     skipped, ``check(inst)`` per inference whether it is (its output then aliases its input at
     the returned offset). ``reads_values``: the check reads input data, not only shapes and
     shape-infer values, so step plans replay it only where ``by_shapes(inst)`` says that this
-    time the shapes alone decide. ``always(node)``: the build proves the output the input
-    itself (the same dtype, and dims with the same static sizes or symbols), so its readers
-    read the input instead (``program_node.bypass_identities``)."""
+    time the shapes alone decide."""
 
     when: Callable[[Any, bool], bool]
     check: SkipCheck
     reads_values: bool = False
     by_shapes: Callable[[Any], bool] | None = None
-    always: Callable[[Any], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -97,6 +94,12 @@ class OpKind:
       the build proves of integer values, a Gather's indices an arange), or None.
     - ``literal_expr``: (attrs, {input: scalar}) -> the float expression where those inputs are
       constant scalars written as literals (``FusedDesc.literals``), or None for ``expr``.
+    - ``identity``: (node) -> the input the build proves the output to be (the same dtype, and
+      dims with the same static sizes or symbols: a Broadcast to its input's own shape, a
+      Multiply by ones), or None; its readers read that input instead
+      (``program_node.bypass_identities``).
+    - ``truth_inputs``: inputs read only as truth values (nonzero is true: C's ``&&``, ``?:``),
+      so a Convert to bool in front of them is redundant (``program_node.drop_truth_converts``).
     """
 
     cls: type[OpClass]
@@ -117,6 +120,8 @@ class OpKind:
     uniform: bool = False
     affine: Callable[[Any, list], Any] | None = None
     literal_expr: Callable[[dict, dict], str | None] | None = None
+    identity: Callable[[Any], int | None] | None = None
+    truth_inputs: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.deps is None:  # (frozen: set once, here)
@@ -169,6 +174,17 @@ def same_dim(d: Any, o: Any) -> bool:
     """Whether Dimensions ``d`` and ``o`` are provably equal: the same static size, or the
     same symbol."""
     return d.min == d.max == o.min == o.max or (d.symbol is not None and d.symbol is o.symbol)
+
+
+def same_as(n: Any, j: int) -> bool:
+    """Whether node ``n``'s output is provably input ``j``'s dtype and shape (each dim the same
+    static size or the same symbol): what ``OpKind.identity`` rules ask."""
+    src, k = n.inputs[j]
+    ps, out = src.out_pshapes[k], n.out_pshapes[0]
+    if src.out_dtypes[k] != n.out_dtypes[0] or not ps.rank_is_static or not out.rank_is_static \
+            or len(ps) != len(out):
+        return False
+    return all(same_dim(d, o) for d, o in zip(ps, out))
 
 
 def same_shape(attrs: dict, shapes: list, values: dict) -> list[tuple]:

@@ -92,8 +92,9 @@ from ..impls import (
 )
 from ..index_forms import Form, add, aligned, mul
 from ..kernels.common import Stage, ctype, flit, nan_clamp, nan_max, nan_min
-from ..kernels.eltwise import eltwise, eltwise_vec4, rotary, silu_gate
-from .base import ExprRule, OpKind, broadcast_shape, table
+from ..kernels.eltwise import eltwise, eltwise_vec4, rotary, silu_gate, unaries
+from ..shape_infer import infer_host
+from .base import ExprRule, OpKind, broadcast_shape, same_as, table
 
 F32 = np.dtype(np.float32)
 
@@ -246,13 +247,16 @@ def with_bias(p: Params, bias_shape: Sequence[int], bias_dtype: Any,
 
 def elementwise(cls: type, expr: ExprRule, fusable: bool = True,
                 affine: Callable[[Any, list], Form | None] | None = None,
-                literal_expr: Callable[[dict, dict], str | None] | None = None) -> OpKind:
+                literal_expr: Callable[[dict, dict], str | None] | None = None,
+                truth_inputs: tuple[int, ...] = (),
+                identity: Callable[[Any], int | None] | None = None) -> OpKind:
     """The row of an elementwise op: numpy-broadcast shapes, the ``eltwise`` kernel (uniform
     over sizes), folded into producers (``fusable``) and taking fused ops after it; ``affine``:
-    its rule of index forms (``index_forms``); ``literal_expr``: its expression with constant
-    scalar inputs (``OpKind``)."""
+    its rule of index forms (``index_forms``); ``literal_expr``, ``truth_inputs``,
+    ``identity``: ``OpKind``'s."""
     return OpKind(cls, shape=broadcast_shape, impl=eltwise_impl, expr=expr, fusable=fusable,
-                  epilogue=True, uniform=True, affine=affine, literal_expr=literal_expr)
+                  epilogue=True, uniform=True, affine=affine, literal_expr=literal_expr,
+                  truth_inputs=truth_inputs, identity=identity)
 
 
 def _power_by_literal(attrs: dict, literals: dict) -> str | None:
@@ -261,6 +265,17 @@ def _power_by_literal(attrs: dict, literals: dict) -> str | None:
     exponent = literals.get(1)
     return {2.0: "({0} * {0})", 3.0: "({0} * {0} * {0})"}.get(exponent) \
         if exponent is not None else None
+
+
+def _times_ones(n: Any) -> int | None:
+    """The other factor of a Multiply by a constant of ones that it provably equals
+    (``same_as``: the ones broadcast nothing): ``x * 1`` is ``x`` for every float, NaN and
+    -0 included (LLaMA's rotary tables times an ``attention_scaling`` of 1)."""
+    for j, (c, _) in enumerate(n.inputs):
+        if c.is_constant and c.value is not None and c.value.size and np.all(c.value == 1) \
+                and same_as(n, 1 - j):
+            return 1 - j
+    return None
 
 
 # -- index forms (``index_forms``): integer arithmetic on affine values ----------------------------
@@ -413,6 +428,50 @@ def silu_gate_impl(p: Params, key: Any) -> Impl | None:
     return Impl(key, [Launch(silu_gate(), *work_1d(n), [("i", 0), ("o", 0), n, out[-1]])])
 
 
+class Unaries:
+    """The kind of several one-input elementwise ops of one tensor, one output each, made by
+    ``netpass.runtime.unaries``, never an op of a model (a rotary table's Cos and Sin: one
+    launch instead of two); its node's ``subgraph`` is a :class:`UnariesDesc`."""
+
+    type_name: ClassVar[str] = "Unaries"
+
+
+class UnariesDesc:
+    """The ops a Unaries computes (in output order) and their float32 expressions."""
+
+    def __init__(self, nodes: list) -> None:
+        self.nodes = nodes
+        self.exprs = tuple(n.row.expr(n.attrs, [F32], F32) for n in nodes)
+
+    def key(self) -> tuple:
+        return ("unaries",) + self.exprs
+
+    def infer_shapes(self, shapes: Sequence[tuple],
+                     values: Mapping[int, np.ndarray]) -> list[tuple]:
+        return unaries_shapes({"outputs": len(self.nodes)}, list(shapes), {})
+
+    def evaluate(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        return [infer_host(n, arrays)[0] for n in self.nodes]
+
+
+def unaries_shapes(attrs: dict, shapes: list, values: dict) -> list[tuple]:
+    """A Unaries' outputs (``attrs["outputs"]`` of them): its input's shape each."""
+    return [tuple(shapes[0])] * attrs["outputs"]
+
+
+def unaries_impl(p: Params, key: Any) -> Impl | None:
+    """One ``unaries`` launch over a contiguous float32 input."""
+    exprs = p.node.subgraph.exprs
+    if np.dtype(p.in_dtypes[0]) != F32 or (p.in_strides and p.in_strides[0]) \
+            or any(e is None for e in exprs):
+        return None
+    n = size(p.out_shapes[0])
+    if not n:
+        return Impl(key, [])
+    spec: list = [("i", 0)] + [("o", k) for k in range(len(exprs))] + [n]
+    return Impl(key, [Launch(unaries(exprs), *work_1d(n), spec)])
+
+
 def _compare(op: str) -> ExprRule:
     return anytype(f"({{0}} {op} {{1}})", 2)
 
@@ -424,7 +483,8 @@ ROWS = table(
     # arithmetic
     elementwise(Add, binary("({0} + {1})", "({0} + {1})"), affine=_affine_sum(1)),
     elementwise(Subtract, binary("({0} - {1})", "({0} - {1})"), affine=_affine_sum(-1)),
-    elementwise(Multiply, binary("({0} * {1})", "({0} * {1})"), affine=_affine_product),
+    elementwise(Multiply, binary("({0} * {1})", "({0} * {1})"), affine=_affine_product,
+                identity=_times_ones),
     elementwise(Divide, binary("({0} / {1})", _int_divide)),
     elementwise(Power, binary("pow({0}, {1})"), literal_expr=_power_by_literal),
     elementwise(Maximum, binary(nan_max("{0}", "{1}"), "max({0}, {1})")),
@@ -437,11 +497,11 @@ ROWS = table(
     elementwise(Equal, _compare("==")), elementwise(NotEqual, _compare("!=")),
     elementwise(Less, _compare("<")), elementwise(Greater, _compare(">")),
     elementwise(LessEqual, _compare("<=")), elementwise(GreaterEqual, _compare(">=")),
-    elementwise(LogicalAnd, anytype("({0} && {1})")),
-    elementwise(LogicalOr, anytype("({0} || {1})")),
-    elementwise(LogicalXor, anytype("(({0} != 0) != ({1} != 0))")),
-    elementwise(LogicalNot, anytype("(!{0})")),
-    elementwise(Select, anytype("({0} ? {1} : {2})", 3)),
+    elementwise(LogicalAnd, anytype("({0} && {1})"), truth_inputs=(0, 1)),
+    elementwise(LogicalOr, anytype("({0} || {1})"), truth_inputs=(0, 1)),
+    elementwise(LogicalXor, anytype("(({0} != 0) != ({1} != 0))"), truth_inputs=(0, 1)),
+    elementwise(LogicalNot, anytype("(!{0})"), truth_inputs=(0,)),
+    elementwise(Select, anytype("({0} ? {1} : {2})", 3), truth_inputs=(0,)),
     elementwise(Convert, _convert, affine=_affine_convert),
     # unary math
     elementwise(Abs, unary("fabs({0})", "abs({0})")),
@@ -482,5 +542,6 @@ ROWS = table(
     elementwise(FakeQuantize, unary(_fake_quantize)),
     OpKind(Rotary, shape=rotary_shapes, impl=rotary_impl),
     OpKind(SiluGate, shape=silu_gate_shapes, impl=silu_gate_impl),
+    OpKind(Unaries, shape=unaries_shapes, impl=unaries_impl),
 )
 ROW = {row.cls: row for row in ROWS}

@@ -46,7 +46,7 @@ from ..impls import (
 )
 from ..index_forms import Form, reshaped
 from ..kernels.movement import concat, imap, split
-from .base import OpKind, Skip, StridedView, ints, same_dim, table
+from .base import OpKind, Skip, StridedView, ints, same_as, table
 
 
 # -- shape rules -----------------------------------------------------------------------------------
@@ -456,15 +456,10 @@ def _unchanged(inst: Any) -> int | None:
     return 0 if inst.in_shapes[0] == inst.out_shapes[0] else None
 
 
-def _keeps_shape(n: Any) -> bool:
-    """A Broadcast provably to its input's own shape: each output dim the input's (the same
-    static size, or the same symbol; a causal mask expanded to the shape its own And had)."""
-    src, k = n.inputs[0]
-    ps, out = src.out_pshapes[k], n.out_pshapes[0]
-    if src.out_dtypes[k] != n.out_dtypes[0] or not ps.rank_is_static or not out.rank_is_static \
-            or len(ps) != len(out):
-        return False
-    return all(same_dim(d, o) for d, o in zip(ps, out))
+def _keeps_shape(n: Any) -> int | None:
+    """0 for a Broadcast provably to its input's own shape (``same_as``; a causal mask expanded
+    to the shape its own And had)."""
+    return 0 if same_as(n, 0) else None
 
 
 def _unchanged_unit_steps(inst: Any) -> int | None:
@@ -525,8 +520,8 @@ ROWS = table(
     OpKind(StridedSlice, deps=(1, 2, 3), impl=index_map_impl, movement=True,
            skip=Skip(_copies, _unchanged_unit_steps)),
     OpKind(Broadcast, deps=(1, 2), impl=broadcast_impl, movement=True, uniform=True,
-           skip=Skip(lambda n, same: _copies(n, same) and n.is_dynamic, _unchanged,
-                     always=_keeps_shape)),
+           skip=Skip(lambda n, same: _copies(n, same) and n.is_dynamic, _unchanged),
+           identity=_keeps_shape),
     OpKind(Tile, deps=(1,), impl=tile_impl, movement=True),
     OpKind(DepthToSpace, impl=index_map_impl, movement=True),
     OpKind(SpaceToDepth, impl=index_map_impl, movement=True),

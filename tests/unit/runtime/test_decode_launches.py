@@ -9,7 +9,13 @@ the reference on random data and by the launches it saves.
 - a Concat of small inputs is one launch;
 - a Gather whose computed indices the build proves ``base, base + 1, ...`` in order (a Range
   through Unsqueezes, Converts and affine arithmetic: ``index_forms``) is a view, decided from
-  shapes alone.
+  shapes alone;
+- a Convert to bool read only as a truth value (an And's operand, a Select's condition) is
+  read through;
+- a Multiply by ones that broadcasts nothing is bypassed, and one-input ops of one tensor (a
+  rotary table's Cos and Sin) are one launch;
+- an elementwise region may grow past its head's shape by a constant (positions [B, L, 1]
+  converted to float, then times the inverse frequencies [D]).
 """
 from __future__ import annotations
 
@@ -70,8 +76,6 @@ def _mask_model():
 
 def test_and_then_select_to_float_is_one_region(rng):
     prog = Program.from_model(_mask_model())
-    conv = next(n for n in prog.nodes if n.kind == "Convert")
-    assert [f.row.name for f in conv.fused] == []  # (the And broadcasts its output)
     land = next(n for n in prog.nodes if n.kind == "LogicalAnd")
     assert [f.row.name for f in land.fused] == ["Select"]
     assert land.op_dtype == np.bool_ and land.out_dtypes[0] == np.float32
@@ -80,7 +84,7 @@ def test_and_then_select_to_float_is_one_region(rng):
         feeds.append({"causal": np.tril(np.ones((q, k), bool), k - q)[None, None],
                       "pad": rng.integers(0, 3, (1, 1, 1, k)).astype(np.int64)})
     _, launches = _run(_mask_model(), feeds)
-    assert launches == [2, 2]  # Convert, And + Select (three before)
+    assert launches == [1, 1]  # And + Select reading the int64 (the Convert dropped)
 
 
 def test_region_through_bool_and_int_stages_matches_the_reference(rng):
@@ -111,6 +115,43 @@ def test_region_ending_in_another_dtype_matches_the_reference(rng):
     feeds = [{"x": _f(rng, 4, 8), "i": rng.integers(-50, 50, 6).astype(np.int64)}]
     _, launches = _run(model, feeds)
     assert launches == [2]
+
+
+# -- a Convert to bool read only as a truth value ------------------------------------------------
+def test_convert_to_bool_read_as_truth_is_dropped(rng):
+    """int64 -> bool read through a Reshape by an And and as a Select's condition: the Convert
+    goes (the And and the Select read the int64: C's nonzero is numpy's True), the Reshape
+    takes the int64; the values against the reference, negatives and large values among them."""
+    a = opset.parameter([-1, -1], np.int64, name="a")
+    b = opset.parameter([-1, 1, -1], np.bool_, name="b")
+    x = opset.parameter([-1, 1, -1], np.float32, name="x")
+    t = opset.reshape(opset.convert(a, np.bool_), _i64([0, 1, -1]), True)
+    y = opset.select(opset.logical_and(b, t), x, np.float32(-1.0))
+    z = opset.select(t, np.float32(2.0), x)
+    model = Model([opset.result(y, name="y"), opset.result(z, name="z")], [a, b, x])
+    prog = Program.from_model(model)
+    assert not any(n.kind == "Convert" for n in prog.nodes)
+    assert next(n for n in prog.nodes if n.kind == "Reshape").out_dtypes[0] == np.int64
+    vals = np.array([0, 1, -1, 2, 1 << 40, -(1 << 40), 0, 7], np.int64)
+    feeds = [{"a": rng.choice(vals, (2, 6)), "b": rng.integers(0, 2, (2, 1, 6)).astype(bool),
+              "x": _f(rng, 2, 1, 6)}]
+    _, launches = _run(model, feeds)
+    assert launches == [2]  # And + Select; Select (three with the Convert)
+
+
+def test_convert_to_bool_read_as_data_stays(rng):
+    """A Convert to bool also read as data (a Concat with another mask, a model output) or of
+    a float: kept, and the values its readers see stay booleans."""
+    a = opset.parameter([-1, 4], np.int64, name="a")
+    f = opset.parameter([-1, 4], np.float32, name="f")
+    c = opset.convert(a, np.bool_)
+    m = opset.logical_and(c, opset.convert(f, np.bool_))
+    model = Model([opset.result(m, name="m"), opset.result(c, name="c"),
+                   opset.result(opset.concat([c, m], 0), name="cat")], [a, f])
+    prog = Program.from_model(model)
+    assert sum(n.kind == "Convert" for n in prog.nodes) == 2
+    f_in = np.array([[0.0, np.nan, -0.0, 3.0]] * 2, np.float32)
+    _run(model, [{"a": rng.integers(-2, 3, (2, 4)).astype(np.int64), "f": f_in}])
 
 
 # -- a small Concat in one launch ------------------------------------------------------------------
@@ -177,14 +218,14 @@ def test_gather_by_a_proven_arange_is_a_view(rng):
     decides from shapes alone). Each against the reference."""
     from netpass.runtime.index_forms import form_of
     prog = Program.from_model(_gathered_mask_model())
-    g = next(n for n in prog.nodes if n.kind == "Gather" and n.out_dtypes[0] == np.bool_)
+    g = next(n for n in prog.nodes if n.kind == "Gather" and n.inputs[0][0].kind == "Reshape")
     assert g.runtime_skippable
     src, k = g.inputs[1]
     assert form_of(src, k).base == 0 and form_of(src, k).slopes[3] == 1
     _, launches = _run(_gathered_mask_model(), [
         _mask_feeds(rng, 1, 4, 4, 4), _mask_feeds(rng, 1, 1, 9, 9), _mask_feeds(rng, 1, 1, 5, 7),
         _mask_feeds(rng, 2, 3, 6, 6), _mask_feeds(rng, 2, 1, 5, 8)])
-    assert launches == [2, 2, 2, 3, 3]  # Convert, And + Select (and the Gather where it runs)
+    assert launches == [1, 1, 1, 2, 2]  # And + Select (and the Gather where it runs)
 
 
 def test_gather_by_an_offset_arange_is_a_slice_view(rng):
@@ -192,14 +233,14 @@ def test_gather_by_an_offset_arange_is_a_slice_view(rng):
     the kernel where they do not (never out of range: the reference's own result)."""
     model = _gathered_mask_model(start=2, idx_type=np.int32)
     _, launches = _run(model, [_mask_feeds(rng, 1, 1, 5, 7), _mask_feeds(rng, 1, 2, 6, 9)])
-    assert launches == [2, 2]
+    assert launches == [1, 1]
 
 
 def test_gather_by_a_strided_range_runs_its_kernel(rng):
     """Indices 0, 2, 4...: a form, but no contiguous piece: the Gather's kernel each time."""
     model = _gathered_mask_model(step=2)
     _, launches = _run(model, [_mask_feeds(rng, 1, 1, 4, 8), _mask_feeds(rng, 1, 1, 1, 1)])
-    assert launches == [3, 2]  # (one index: 0, a view)
+    assert launches == [2, 1]  # (one index: 0, a view)
 
 
 def test_index_forms_of_constants_and_broadcasts():
@@ -218,3 +259,87 @@ def test_index_forms_of_constants_and_broadcasts():
     from netpass.runtime.index_forms import form_of
     add = next(n for n in prog.nodes if n.kind == "Add")
     assert form_of(add) is None  # (b has no form)
+
+
+# -- a Multiply by ones; Cos and Sin of one tensor -------------------------------------------------
+def _special(rng, *shape):
+    x = _f(rng, *shape)
+    x.reshape(-1)[:4] = [np.nan, np.inf, -0.0, -np.inf]
+    return x
+
+
+def test_multiply_by_ones_is_bypassed(rng):
+    """``relu(x) * 1`` then Exp: one region of Relu and Exp (NaN, infinities and -0 kept as
+    they were); ones that broadcast ``x`` to a larger shape stay a Multiply."""
+    x = opset.parameter([-1, 4], np.float32, name="x")
+    y = opset.exp(opset.multiply(opset.relu(x), np.ones((1, 4), np.float32)))
+    z = opset.multiply(np.ones((2, 1, 4), np.float32), x)
+    model = Model([opset.result(y, name="y"), opset.result(z, name="z")], [x])
+    prog = Program.from_model(model)
+    assert sum(n.kind == "Multiply" for n in prog.nodes) == 1
+    assert [f.row.name for f in next(n for n in prog.nodes if n.kind == "Relu").fused] == ["Exp"]
+    _, launches = _run(model, [{"x": _special(rng, 3, 4)}])
+    assert launches == [2]
+
+
+def _trig_model(read_by_add: bool = False):
+    """cos and sin of one tensor of angles (a concat, as LLaMA's tables), read through a
+    MatMul and an Unsqueeze, or the cos by an Add."""
+    x = opset.parameter([-1, 3], np.float32, name="x")
+    f = opset.concat([x, x], 1)
+    c, s = opset.cos(f), opset.sin(f)
+    w = np.eye(6, dtype=np.float32)
+    a = opset.add(c, np.float32(1.0)) if read_by_add else opset.matmul(c, w, False, False)
+    s = opset.unsqueeze(s, _i64([0]))
+    return Model([opset.result(a, name="c"), opset.result(s, name="s")], [x])
+
+
+def test_cos_and_sin_of_one_tensor_are_one_launch(rng):
+    prog = Program.from_model(_trig_model())
+    (u,) = [n for n in prog.nodes if n.kind == "Unaries"]
+    assert u.num_outputs == 2 and not any(n.kind in ("Cos", "Sin") for n in prog.nodes)
+    _, launches = _run(_trig_model(), [{"x": _special(rng, 5, 3) * 10}, {"x": _f(rng, 1, 3)}])
+    assert launches == [3, 3]  # Concat, Cos + Sin, MatMul
+
+
+def test_sibling_read_by_an_elementwise_op_keeps_its_region(rng):
+    """Cos read by an Add heads its own region (Cos + Add): not merged with the Sin."""
+    prog = Program.from_model(_trig_model(read_by_add=True))
+    assert not any(n.kind == "Unaries" for n in prog.nodes)
+    cos = next(n for n in prog.nodes if n.kind == "Cos")
+    assert [f.row.name for f in cos.fused] == ["Add"]
+    _run(_trig_model(read_by_add=True), [{"x": _special(rng, 4, 3)}])
+
+
+# -- a region grown by a constant ------------------------------------------------------------------
+def _positions_model(side=None):
+    """positions [B, L] int64 -> [B, L, 1] -> float -> times [8] (a constant, or ``side``) ->
+    Cos."""
+    p = opset.parameter([-1, -1], np.int64, name="p")
+    a = opset.convert(opset.unsqueeze(p, _i64([2])), np.float32)
+    inv = np.float32(1.0 / 10000 ** (np.arange(8) / 8))
+    y = opset.cos(opset.multiply(a, inv if side is None else side))
+    return Model([opset.result(y, name="y")], [p] + ([side] if side is not None else []))
+
+
+def test_region_grown_by_a_constant(rng):
+    """Convert [B, L, 1] -> Multiply [B, L, 8] -> Cos: one kernel over the larger shape, at
+    lengths that come back (step plans, symbolic records) and batch 2."""
+    prog = Program.from_model(_positions_model())
+    conv = next(n for n in prog.nodes if n.kind == "Convert")
+    assert [f.row.name for f in conv.fused] == ["Multiply", "Cos"] and conv.grown_by == [(8,)]
+    feeds = [{"p": rng.integers(0, 500, (b, n)).astype(np.int64)}
+             for b, n in ((1, 6), (1, 1), (1, 1), (2, 3), (1, 6), (1, 1))]
+    req, launches = _run(_positions_model(), feeds)
+    assert launches == [1] * 6
+
+
+def test_region_not_grown_by_a_computed_tensor(rng):
+    """The same chain times a [B, L, 8] input: the Multiply is no stage of the Convert's."""
+    side = opset.parameter([-1, -1, 8], np.float32, name="s")
+    model = _positions_model(side)
+    conv = next(n for n in Program.from_model(model).nodes if n.kind == "Convert")
+    assert conv.fused == [] and conv.grown_by == []
+    _, launches = _run(model, [{"p": rng.integers(0, 9, (1, 4)).astype(np.int64),
+                                "s": _f(rng, 1, 4, 8)}])
+    assert launches == [2]
