@@ -95,10 +95,10 @@ from .gather_general import GatherAbsorb, GatherSinkingGeneral
 from .gather_to_slice import ConvertGatherToSlice
 from .gather_transpose import GatherSinkingTranspose, unsupported_transpose
 from .limitations import (
+    at_model_edge,
     either,
     gna_pass_config,
-    interior_layout_ops,
-    is_transpose_node_supported,
+    is_transpose_supported,
     reads_parameter,
 )
 from .misc import (
@@ -194,10 +194,18 @@ def _meets_concat_or_split(transpose: Node) -> bool:
 def stuck_transposes(model) -> list:
     """Transposes of a static shape that GNA cannot run, inside the graph. (GNA compiles
     static models only: a Transpose of a dynamic shape has no GNA verdict to aim at, and
-    moving it cannot make the model one GNA runs.)"""
-    return [n for n in interior_layout_ops(model)
-            if isinstance(n, Transpose) and static_shape(n.input_value(0)) is not None
-            and not is_transpose_node_supported(n)]
+    moving it cannot make the model one GNA runs.)
+
+    ``interior_layout_ops``' Transposes, told cheapest test first: the shape, then the
+    verdict, then the walk to the model's edges (which it also took for every Gather; on the
+    dynamic GNA flow at 100k nodes, 6k Transposes and 6k Gathers of a dynamic shape, 82 ms)."""
+    ops = model.cached_order()
+    stuck = []
+    for n in compress(ops, map(isinstance, ops, repeat(Transpose))):
+        shape = static_shape(n.input_value(0))
+        if shape is not None and not is_transpose_supported(shape) and not at_model_edge(n):
+            stuck.append(n)
+    return stuck
 
 
 class RescueStuckTransposes(ModelPass):
