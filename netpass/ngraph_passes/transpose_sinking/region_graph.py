@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.boundary import Result
-from ...core.node import Node, Output
+from ...core.node import Node, Output, _Port
 from ...core.types import Type
 from ...ops.movement import Transpose
 from ..utils import const, in_graph
@@ -65,10 +65,12 @@ class ShadowGraph:
 
     def __init__(self, ops: list[Node]) -> None:
         self.ops = ops
-        self.cons: dict[tuple[int, int], list[Ref]] = {}
-        self.srcs: dict[tuple[int, int], tuple[Node, int, Value]] = {}
-        self.names: dict[tuple[int, int], tuple[Node, int, set[str]]] = {}
-        self.vts: dict[int, VT] = {}
+        # (keyed by the objects themselves, hashed by identity: a key ``(id(node), k)`` built
+        # a tuple and an int per look-up, hundreds of thousands in a sweep at 100k nodes)
+        self.cons: dict[_Port, list[Ref]] = {}
+        self.srcs: dict[tuple[Node, int], tuple[Node, int, Value]] = {}
+        self.names: dict[_Port, tuple[Node, int, set[str]]] = {}
+        self.vts: dict[Node, VT] = {}
         self.reals: list[tuple[Node, VT]] = []
         for n in ops:
             order = transpose_order(n) if isinstance(n, Transpose) else None
@@ -76,32 +78,32 @@ class ShadowGraph:
                 value = n._inputs[1]
                 vt = VT(order, Order(order, value.element_type, value), (n, 0), [], n,
                         n.friendly_name, set(n._outs[0].names or ()), n)
-                self.vts[id(n)] = vt
+                self.vts[n] = vt
                 self.reals.append((n, vt))
         for n, vt in self.reals:
             vt.src = self.input_value(n, 0)
             vt.consumers = self.consumers((n, 0))
 
     def input_value(self, node: Node, i: int) -> Value:
-        changed = self.srcs.get((id(node), i))
+        changed = self.srcs.get((node, i))
         if changed is not None:
             return changed[2]
         o = node._inputs[i]
-        return self.vts.get(id(o.node)) or (o.node, o.index)
+        return self.vts.get(o.node) or (o.node, o.index)
 
     def consumers(self, value: Value) -> list[Ref]:
         """The consumers of ``value`` in the graph, in the order of its consumer table."""
         if isinstance(value, VT):
             return value.consumers
         node, k = value
-        key = (id(node), k)
-        found = self.cons.get(key)
+        port = node._outs[k]
+        found = self.cons.get(port)
         if found is None:
-            found = self.cons[key] = []
-            for (_, i), ref in node._outs[k].cons.items():
+            found = self.cons[port] = []
+            for (_, i), ref in port.cons.items():
                 c = ref()
                 if c is not None and in_graph(c):
-                    vt = self.vts.get(id(c)) if i == 0 else None
+                    vt = self.vts.get(c) if i == 0 else None
                     found.append(vt if vt is not None else (c, i))
         return found
 
@@ -109,7 +111,7 @@ class ShadowGraph:
         if isinstance(ref, VT):
             ref.src = value
         else:
-            self.srcs[(id(ref[0]), ref[1])] = (ref[0], ref[1], value)
+            self.srcs[ref] = (ref[0], ref[1], value)
 
     def replace_consumer(self, value: Value, old: Ref, new: list[Ref]) -> None:
         """``old`` stops reading ``value`` and ``new`` start, at the end (as a new consumer
@@ -129,7 +131,7 @@ class ShadowGraph:
             value.names = value.names | names  # (a set of its own: VTs share an empty one)
             return
         node, k = value
-        self.names.setdefault((id(node), k), (node, k, set()))[2].update(names)
+        self.names.setdefault(node._outs[k], (node, k, set()))[2].update(names)
 
     def release(self) -> None:
         """Breaks the VTs' reference cycles (a VT reads the one above it, which lists it as a

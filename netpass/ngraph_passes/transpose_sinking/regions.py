@@ -55,7 +55,7 @@ class _Sweep(ShadowGraph):
         self.renames: list[tuple[Node, str]] = []
         self.merges: list[tuple[Value, VT]] = []
         self.rules: dict[type, list[Rule]] = {}
-        self.replaced: dict[int, Node] = {}  # a Slice a step rebuilt, by the old one's id
+        self.replaced: dict[Node, Node] = {}  # a Slice a step rebuilt, by the old one
         self.infer: list[Node] = []  # to infer once rewired: built Transposes, ops with values
 
     def release(self) -> None:
@@ -134,7 +134,7 @@ class _Sweep(ShadowGraph):
         name = feeding = None
         for k, vt in below:
             refs = vt.consumers
-            self.cons[(id(node), k)].extend(refs)
+            self.cons[node._outs[k]].extend(refs)
             for r in refs:
                 self.set_src(r, (node, k))
             self.add_names((node, k), vt.names)
@@ -144,7 +144,7 @@ class _Sweep(ShadowGraph):
                 named, name = True, vt.name
             vt.alive = False
         for k in {k for k, _ in below}:
-            refs = self.cons[(id(node), k)]
+            refs = self.cons[node._outs[k]]
             refs[:] = [r for r in refs if not isinstance(r, VT) or r.alive]
         final = feeding if feeding_set else name
         if final is not None:
@@ -227,7 +227,7 @@ class _Sweep(ShadowGraph):
             below = [port.ps for port in node._outs]
             new = plan.rewrite(node)
             if new is not node:
-                replaced[id(node)] = new
+                replaced[node] = new
             for i in consts:
                 v = new.input_value(i)
                 new.input(i).replace_source_output(
@@ -238,7 +238,7 @@ class _Sweep(ShadowGraph):
         # (outputs compared by node and index, not by Output.__eq__: once per input the
         # sweep changed, tens of thousands at 100k nodes)
         for node, i, value in self.srcs.values():
-            node = replaced.get(id(node), node)
+            node = replaced.get(node, node)
             out = out_of(value)
             now = node._inputs[i]
             if now.node is not out.node or now.index != out.index:
@@ -257,7 +257,7 @@ class _Sweep(ShadowGraph):
         for node, k, names in self.names.values():
             out_of((node, k)).names.update(names)
         for node, name in self.renames:
-            replaced.get(id(node), node).friendly_name = name
+            replaced.get(node, node).friendly_name = name
         for target, c in self.merges:
             x = out_of(target).node
             copy_runtime_info([x, c.real if c.real is not None else c.rt], x)
@@ -274,12 +274,12 @@ class _Sweep(ShadowGraph):
     def out_of(self, value: Value) -> Output:
         """The model's output for ``value``: a VT that stays is built on first use."""
         if not isinstance(value, VT):
-            return Output(self.replaced.get(id(value[0]), value[0]), value[1])
+            return Output(self.replaced.get(value[0], value[0]), value[1])
         if value.real is not None:
             return Output(value.real, 0)
         if value.built is None:
             t = Transpose([self.out_of(value.src), value.const.get()])
-            copy_runtime_info(self.replaced.get(id(value.rt), value.rt), t)
+            copy_runtime_info(self.replaced.get(value.rt, value.rt), t)
             if value.name is not None:
                 t.friendly_name = value.name
             value.built = t

@@ -83,3 +83,32 @@ def test_transpose_rewrites_offer_concats_and_splits_only_when_they_can_start():
         for kind in ("Transpose", "Reshape", "Concat", "VariadicSplit"):
             assert count(m, kind) == count(alone, kind), kind
     assert count(m, "Reshape") == 2  # the compressed Transpose
+
+
+def test_transpose_rewrites_traverse_nothing_without_a_transpose_gna_cannot_run():
+    """No Transpose of a static shape GNA cannot run (here: a dynamic batch): none of the three
+    members can start (GnaTransposeRewrites then traverses nothing), no callback runs, and the
+    model keeps its order and ends as their traversal leaves it."""
+    from netpass.ngraph_passes.gna import TransposeCompress
+    from netpass.ngraph_passes.gna.pipeline import GnaTransposeRewrites
+    from netpass.passes import GraphRewrite
+
+    def dynamic_batch():
+        x, y = param(["N", 3, 5, 7], "x"), param(["N", 3, 5, 7], "y")
+        cat = opset.concat([opset.transpose(x, [0, 2, 3, 1]), opset.transpose(y, [0, 2, 3, 1])], 1)
+        s = opset.split(cat, 3, 3)
+        return model_of([opset.transpose(s.output(0), [0, 3, 1, 2]), s.output(1), s.output(2)],
+                        [x, y])
+
+    m, alone = dynamic_batch(), dynamic_batch()
+    order = m.cached_order()
+    offered = []
+    rewrites = GnaTransposeRewrites()
+    for mp in rewrites.matchers:
+        mp.callback = (lambda cb: lambda match: offered.append(match.match_root) or cb(match))(
+            mp.callback)
+    assert rewrites.run_on_model(m) is False
+    assert not offered and m.cached_order() is order
+    run(alone, GraphRewrite(TransposeCompress(), TSConcatForward(), TSSplitBackward()))
+    for kind in ("Transpose", "Reshape", "Concat", "Split", "Gather"):
+        assert count(m, kind) == count(alone, kind), kind
