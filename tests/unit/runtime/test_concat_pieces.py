@@ -5,11 +5,10 @@ with the launches it takes."""
 from __future__ import annotations
 
 import numpy as np
+from launch_counts import run_counted
 
-import netpass
 from netpass import Model, opset
-from netpass.runtime import Program, compile_program
-from netpass.testing import RUNTIME_DEVICE
+from netpass.runtime import Program
 
 
 def _i64(v):
@@ -18,16 +17,7 @@ def _i64(v):
 
 def _run(model, feeds_list):
     """Kernels per infer after each feeds, outputs checked against the reference."""
-    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
-    launches = []
-    for feeds in feeds_list:
-        k0 = req.stats["kernels_enqueued"]
-        out = req.infer(feeds)
-        launches.append(req.stats["kernels_enqueued"] - k0)
-        for name, want in netpass.reference.infer(model, feeds).items():
-            assert out[name].dtype == want.dtype, name
-            np.testing.assert_allclose(out[name], want, rtol=1e-6, atol=1e-6)
-    return launches
+    return run_counted(model, feeds_list)[1]
 
 
 def _angles_model(c1, c2, axis: int = -1, unsqueeze_at: int = 2):

@@ -20,11 +20,10 @@ the reference on random data and by the launches it saves.
 from __future__ import annotations
 
 import numpy as np
+from launch_counts import run_counted
 
-import netpass
 from netpass import Model, opset
-from netpass.runtime import Program, compile_program
-from netpass.testing import RUNTIME_DEVICE
+from netpass.runtime import Program
 
 
 def _f(rng, *shape):
@@ -33,21 +32,6 @@ def _f(rng, *shape):
 
 def _i64(v):
     return np.array(v, dtype=np.int64)
-
-
-def _run(model, feeds_list):
-    """(request, kernels per infer) after each feeds, outputs checked against the reference."""
-    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
-    launches = []
-    for feeds in feeds_list:
-        k0 = req.stats["kernels_enqueued"]
-        out = req.infer(feeds)
-        launches.append(req.stats["kernels_enqueued"] - k0)
-        ref = netpass.reference.infer(model, feeds)
-        for name, want in ref.items():
-            assert out[name].dtype == want.dtype, name
-            np.testing.assert_allclose(out[name], want, rtol=1e-6, atol=1e-6)
-    return req, launches
 
 
 # -- a Broadcast to its own shape ------------------------------------------------------------------
@@ -59,7 +43,7 @@ def test_broadcast_to_its_own_shape_is_bypassed(rng):
     assert not any(n.kind == "Broadcast" for n in prog.nodes)
     relu = next(n for n in prog.nodes if n.kind == "Relu")
     assert [f.row.name for f in relu.fused] == ["Exp"]
-    _, launches = _run(model, [{"x": _f(rng, 3, 4)}, {"x": _f(rng, 1, 6)}])
+    _, launches = run_counted(model, [{"x": _f(rng, 3, 4)}, {"x": _f(rng, 1, 6)}])
     assert launches == [1, 1]
 
 
@@ -83,7 +67,7 @@ def test_and_then_select_to_float_is_one_region(rng):
     for q, k in ((4, 4), (1, 9)):
         feeds.append({"causal": np.tril(np.ones((q, k), bool), k - q)[None, None],
                       "pad": rng.integers(0, 3, (1, 1, 1, k)).astype(np.int64)})
-    _, launches = _run(_mask_model(), feeds)
+    _, launches = run_counted(_mask_model(), feeds)
     assert launches == [1, 1]  # And + Select reading the int64 (the Convert dropped)
 
 
@@ -97,7 +81,7 @@ def test_region_through_bool_and_int_stages_matches_the_reference(rng):
     model = Model([opset.result(y, name="y")], [x])
     relu = next(n for n in Program.from_model(model).nodes if n.kind == "Relu")
     assert [f.row.name for f in relu.fused] == ["Greater", "Convert", "Multiply", "Convert"]
-    _, launches = _run(model, [{"x": _f(rng, 5, 8)}, {"x": _f(rng, 3, 8)}])
+    _, launches = run_counted(model, [{"x": _f(rng, 5, 8)}, {"x": _f(rng, 3, 8)}])
     assert launches == [1, 1]
 
 
@@ -113,7 +97,7 @@ def test_region_ending_in_another_dtype_matches_the_reference(rng):
     assert [f.row.name for f in next(n for n in nodes if n.kind == "Negative"
                                         and n.out_dtypes[0] == np.bool_).fused] == ["Abs", "Less"]
     feeds = [{"x": _f(rng, 4, 8), "i": rng.integers(-50, 50, 6).astype(np.int64)}]
-    _, launches = _run(model, feeds)
+    _, launches = run_counted(model, feeds)
     assert launches == [2]
 
 
@@ -135,7 +119,7 @@ def test_convert_to_bool_read_as_truth_is_dropped(rng):
     vals = np.array([0, 1, -1, 2, 1 << 40, -(1 << 40), 0, 7], np.int64)
     feeds = [{"a": rng.choice(vals, (2, 6)), "b": rng.integers(0, 2, (2, 1, 6)).astype(bool),
               "x": _f(rng, 2, 1, 6)}]
-    _, launches = _run(model, feeds)
+    _, launches = run_counted(model, feeds)
     assert launches == [2]  # And + Select; Select (three with the Convert)
 
 
@@ -151,7 +135,7 @@ def test_convert_to_bool_read_as_data_stays(rng):
     prog = Program.from_model(model)
     assert sum(n.kind == "Convert" for n in prog.nodes) == 2
     f_in = np.array([[0.0, np.nan, -0.0, 3.0]] * 2, np.float32)
-    _run(model, [{"a": rng.integers(-2, 3, (2, 4)).astype(np.int64), "f": f_in}])
+    run_counted(model, [{"a": rng.integers(-2, 3, (2, 4)).astype(np.int64), "f": f_in}])
 
 
 # -- a small Concat in one launch ------------------------------------------------------------------
@@ -168,11 +152,11 @@ def test_small_concat_is_one_launch(rng):
     for dtype in (np.float32, np.int32):
         def arr(*shape, dtype=dtype):
             return (rng.standard_normal(shape) * 50).astype(dtype)
-        _, launches = _run(_concat_model(dtype, 1), [
+        _, launches = run_counted(_concat_model(dtype, 1), [
             {"a": arr(2, 3, 4), "b": arr(2, 5, 4)}, {"a": arr(1, 1, 4), "b": arr(1, 0, 4)},
             {"a": arr(1, 0, 4), "b": arr(1, 2, 4)}])
         assert launches == [2, 2, 2]
-    _, launches = _run(_concat_model(np.float32, -1), [{"a": _f(rng, 2, 3, 4),
+    _, launches = run_counted(_concat_model(np.float32, -1), [{"a": _f(rng, 2, 3, 4),
                                                         "b": _f(rng, 2, 3, 4)}])
     assert launches == [2]
 
@@ -180,7 +164,7 @@ def test_small_concat_is_one_launch(rng):
 def test_large_concat_copies_each_input(rng):
     from netpass.runtime.kinds.movement import CONCAT_ONE_LAUNCH_MAX
     rows = CONCAT_ONE_LAUNCH_MAX // 8 + 1
-    _, launches = _run(_concat_model(np.float32, 1), [{"a": _f(rng, 1, rows, 4),
+    _, launches = run_counted(_concat_model(np.float32, 1), [{"a": _f(rng, 1, rows, 4),
                                                        "b": _f(rng, 1, rows, 4)}])
     assert launches == [3 + 1]
 
@@ -222,7 +206,7 @@ def test_gather_by_a_proven_arange_is_a_view(rng):
     assert g.runtime_skippable
     src, k = g.inputs[1]
     assert form_of(src, k).base == 0 and form_of(src, k).slopes[3] == 1
-    _, launches = _run(_gathered_mask_model(), [
+    _, launches = run_counted(_gathered_mask_model(), [
         _mask_feeds(rng, 1, 4, 4, 4), _mask_feeds(rng, 1, 1, 9, 9), _mask_feeds(rng, 1, 1, 5, 7),
         _mask_feeds(rng, 2, 3, 6, 6), _mask_feeds(rng, 2, 1, 5, 8)])
     assert launches == [1, 1, 1, 2, 2]  # And + Select (and the Gather where it runs)
@@ -232,14 +216,14 @@ def test_gather_by_an_offset_arange_is_a_slice_view(rng):
     """Indices 2..L+1 (int32 after the Convert): a view at offset 2 where they fit the mask,
     the kernel where they do not (never out of range: the reference's own result)."""
     model = _gathered_mask_model(start=2, idx_type=np.int32)
-    _, launches = _run(model, [_mask_feeds(rng, 1, 1, 5, 7), _mask_feeds(rng, 1, 2, 6, 9)])
+    _, launches = run_counted(model, [_mask_feeds(rng, 1, 1, 5, 7), _mask_feeds(rng, 1, 2, 6, 9)])
     assert launches == [1, 1]
 
 
 def test_gather_by_a_strided_range_runs_its_kernel(rng):
     """Indices 0, 2, 4...: a form, but no contiguous piece: the Gather's kernel each time."""
     model = _gathered_mask_model(step=2)
-    _, launches = _run(model, [_mask_feeds(rng, 1, 1, 4, 8), _mask_feeds(rng, 1, 1, 1, 1)])
+    _, launches = run_counted(model, [_mask_feeds(rng, 1, 1, 4, 8), _mask_feeds(rng, 1, 1, 1, 1)])
     assert launches == [2, 1]  # (one index: 0, a view)
 
 
@@ -278,7 +262,7 @@ def test_multiply_by_ones_is_bypassed(rng):
     prog = Program.from_model(model)
     assert sum(n.kind == "Multiply" for n in prog.nodes) == 1
     assert [f.row.name for f in next(n for n in prog.nodes if n.kind == "Relu").fused] == ["Exp"]
-    _, launches = _run(model, [{"x": _special(rng, 3, 4)}])
+    _, launches = run_counted(model, [{"x": _special(rng, 3, 4)}])
     assert launches == [2]
 
 
@@ -298,7 +282,7 @@ def test_cos_and_sin_of_one_tensor_are_one_launch(rng):
     prog = Program.from_model(_trig_model())
     (u,) = [n for n in prog.nodes if n.kind == "Unaries"]
     assert u.num_outputs == 2 and not any(n.kind in ("Cos", "Sin") for n in prog.nodes)
-    _, launches = _run(_trig_model(), [{"x": _special(rng, 5, 3) * 10}, {"x": _f(rng, 1, 3)}])
+    _, launches = run_counted(_trig_model(), [{"x": _special(rng, 5, 3) * 10}, {"x": _f(rng, 1, 3)}])
     assert launches == [3, 3]  # Concat, Cos + Sin, MatMul
 
 
@@ -308,7 +292,7 @@ def test_sibling_read_by_an_elementwise_op_keeps_its_region(rng):
     assert not any(n.kind == "Unaries" for n in prog.nodes)
     cos = next(n for n in prog.nodes if n.kind == "Cos")
     assert [f.row.name for f in cos.fused] == ["Add"]
-    _run(_trig_model(read_by_add=True), [{"x": _special(rng, 4, 3)}])
+    run_counted(_trig_model(read_by_add=True), [{"x": _special(rng, 4, 3)}])
 
 
 # -- a region grown by a constant ------------------------------------------------------------------
@@ -330,7 +314,7 @@ def test_region_grown_by_a_constant(rng):
     assert [f.row.name for f in conv.fused] == ["Multiply", "Cos"] and conv.grown_by == [(8,)]
     feeds = [{"p": rng.integers(0, 500, (b, n)).astype(np.int64)}
              for b, n in ((1, 6), (1, 1), (1, 1), (2, 3), (1, 6), (1, 1))]
-    req, launches = _run(_positions_model(), feeds)
+    req, launches = run_counted(_positions_model(), feeds)
     assert launches == [1] * 6
 
 
@@ -340,6 +324,6 @@ def test_region_not_grown_by_a_computed_tensor(rng):
     model = _positions_model(side)
     conv = next(n for n in Program.from_model(model).nodes if n.kind == "Convert")
     assert conv.fused == [] and conv.grown_by == []
-    _, launches = _run(model, [{"p": rng.integers(0, 9, (1, 4)).astype(np.int64),
+    _, launches = run_counted(model, [{"p": rng.integers(0, 9, (1, 4)).astype(np.int64),
                                 "s": _f(rng, 1, 4, 8)}])
     assert launches == [2]
