@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.boundary import Result
-from ...core.node import Node, Output, _Port
+from ...core.node import Node, Output
+from ...core.ports import _Port
 from ...core.types import Type
 from ...ops.movement import Transpose
 from ..utils import const, in_graph
