@@ -73,6 +73,13 @@ MIN_CONV_M, MIN_CONV_N = 16, 16  # output channels and pixels from which convolu
 # GEMMs for M = 128..4096)
 CONFIGS = (MmaConfig(128, 128, 64, 64, 16, 3), MmaConfig(64, 64, 32, 32, 16, 4))
 WAVES = 1.4
+# narrower large tiles, for a GEMM the 128x128 ones leave in a part-filled last round (a unit
+# runs as long as its busiest: _rounds_cost). H200, the slab loop, 3xTF32 / TF32: [1024, 768]
+# x [768, 3072] 0.133 / 0.074 ms on 128x128 tiles, 0.105 / 0.064 on 128x96; x [768, 2304] on
+# 64x64 tiles 0.116 / 0.071, on 128x96 0.105 / 0.061; a full last round as fast either way
+# ([4096, 768] x [768, 3072] 0.371 / 0.377); BENCHMARKS.md issue 18, fifteenth round. None:
+# no narrow tiles
+NARROW: MmaConfig | None = MmaConfig(128, 96, 64, 48, 16, 3)
 SHORT_K = 384     # K up to which the small tiles are taken wherever they fill the units
 FILL_RATIO = 0.75  # large tiles in K slices need to fill the output this share as well
 ALIGN = "rings"
@@ -100,7 +107,13 @@ def _fill(c: MmaConfig, M: int, N: int) -> float:
     return M * N / (_cdiv(M, c.bm) * c.bm * _cdiv(N, c.bn) * c.bn)
 
 
-def _pick(M: int, N: int, K_: int, nb: int, cus: int) -> MmaConfig:
+def _rounds_cost(c: MmaConfig, M: int, N: int, nb: int, cus: int) -> int:
+    """Rounds of ``c``'s tiles over the compute units times a tile's area: what the busiest
+    unit computes (large tiles of either width run two to a unit)."""
+    return _cdiv(_cdiv(M, c.bm) * _cdiv(N, c.bn) * nb, cus) * c.bm * c.bn
+
+
+def _pick(M: int, N: int, K_: int, nb: int, cus: int, narrow: bool = False) -> MmaConfig:
     """The tile shape (``choose_config``'s rules, H200 sweep of ResNet-50's, ViT's and GPT-2's
     GEMMs in BENCHMARKS.md): the first of ``CONFIGS`` that gives WAVES work-groups per unit,
     fills at least half its rows and, for the large tiles, has K above SHORT_K (a tile's fixed
@@ -109,12 +122,18 @@ def _pick(M: int, N: int, K_: int, nb: int, cus: int) -> MmaConfig:
     is long (SPLITK_LONG_K) and they fill the output about as well as the smallest (3x3
     convolutions at 28x28 and 14x14, MLP down-projections: 0.10-0.13 ms against 0.13-0.19 on
     unsliced 64x64 tiles) and their slices give the units SPLITK_LARGE_MIN_WAVES work-groups
-    each; else the smallest (in K slices of their own where they leave units idle)."""
-    big, small = CONFIGS[0], CONFIGS[-1]
-    for c in CONFIGS:
+    each; else the smallest (in K slices of their own where they leave units idle). With
+    ``narrow``, NARROW tiles come after the largest: taken where they are the first to give
+    WAVES work-groups per unit, or in the largest's place where their rounds cost less
+    (``_rounds_cost``)."""
+    big, small, mid = CONFIGS[0], CONFIGS[-1], NARROW if narrow else None
+    for c in CONFIGS if mid is None else (big, mid, *CONFIGS[1:]):
         if c is not small and (c.bm >= 2 * M or K_ <= SHORT_K):
             continue
         if _cdiv(M, c.bm) * _cdiv(N, c.bn) * nb >= WAVES * cus:
+            if mid is not None and c is big and \
+                    _rounds_cost(mid, M, N, nb, cus) < _rounds_cost(big, M, N, nb, cus):
+                return mid
             return c
         if c is big and K_ >= SPLITK_LONG_K \
                 and _fill(big, M, N) >= FILL_RATIO * _fill(small, M, N):
@@ -126,13 +145,14 @@ def _pick(M: int, N: int, K_: int, nb: int, cus: int) -> MmaConfig:
 
 
 def choose_config(M: int, N: int, K_: int, nb: int, cus: int, local_limit: int,
-                  norm: bool) -> MmaConfig:
+                  norm: bool, narrow: bool = False) -> MmaConfig:
     """The tile shape for this GEMM (``_pick``, cached per shape class), with stages cut to
-    fit ``local_limit`` bytes."""
-    key = _shape_class(M, N, K_, nb, cus) + (local_limit, norm)
+    fit ``local_limit`` bytes; ``narrow``: NARROW tiles may be taken (the MatMul kernels; the
+    convolutions' tiles were not measured with them)."""
+    key = _shape_class(M, N, K_, nb, cus) + (local_limit, norm, narrow)
     cfg = _choices.get(key)
     if cfg is None:
-        cfg = _pick(M, N, K_, nb, cus)
+        cfg = _pick(M, N, K_, nb, cus, narrow)
         extra = 8 * (cfg.bm + cfg.threads) if norm else 0
         while cfg.stages > 2 and cfg.local_bytes() + extra > local_limit:
             cfg = MmaConfig(cfg.bm, cfg.bn, cfg.wm, cfg.wn, cfg.bk, cfg.stages - 1)
@@ -161,7 +181,7 @@ def plan(engine, precision: str | None, M: int, N: int, K_: int, nb: int, sa: li
         and all(s % 4 == 0 for s in list(sab) + list(sbb))
     local_limit = int(getattr(engine.device, "local_mem_size", 48 << 10))
     cus = int(engine.device.max_compute_units)
-    cfg = choose_config(M, N, K_, nb, cus, local_limit, norm is not None)
+    cfg = choose_config(M, N, K_, nb, cus, local_limit, norm is not None, True)
     if norm is not None and (K_ % cfg.bk or cfg.bm > cfg.threads):
         return None
     if split == 1 and norm is None and vec and (cfg.wm, cfg.wn) == PIPE_WARP \

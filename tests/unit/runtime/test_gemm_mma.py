@@ -70,6 +70,8 @@ def _run_kernel(cfg, split, b_kmajor, copy, m, n, k, batch, rng, aoff=0):
     (mma.MmaConfig(64, 64, 32, 32, 32, 3), 1, False, "plain", (70, 67, 83, 1)),
     (mma.MmaConfig(64, 64, 32, 32, 32, 3), 3, True, "cp_async", (65, 70, 100, 2)),
     (mma.MmaConfig(64, 32, 32, 16, 16, 4), 3, True, "cp_async", (64, 96, 80, 1)),
+    (mma.MmaConfig(128, 96, 64, 48, 16, 3), 3, True, "cp_async", (130, 100, 40, 1)),  # NARROW
+    (mma.MmaConfig(128, 96, 64, 48, 16, 3), 1, False, "plain", (129, 97, 33, 2)),
 ])
 def test_kernel_matches_numpy(cfg, split, b_kmajor, copy, shape, rng):
     got, want = _run_kernel(cfg, split, b_kmajor, copy, *shape, rng)
@@ -156,6 +158,7 @@ def emulated(monkeypatch):
     eng = Engine.get(select_device("CPU"))
     monkeypatch.setattr(eng, "mma", "emulated")
     monkeypatch.setattr(mma_plan, "CONFIGS", (mma.MmaConfig(64, 32, 32, 16, 16, 3), SMALL))
+    monkeypatch.setattr(mma_plan, "NARROW", None)
     monkeypatch.setattr(mma_plan, "_choices", {})
     monkeypatch.setattr(mma_plan, "MIN_M", 16)
     return eng
@@ -292,6 +295,43 @@ def test_selection_by_shape_class():
     assert mma_plan.choose_config(64, 3136, 576, 8, 132, 48 << 10, False).bm == 64  # no half-empty tiles
     normed = mma_plan.choose_config(4096, 4096, 4096, 1, 132, 48 << 10, True)
     assert normed.local_bytes() + 8 * (normed.bm + normed.threads) <= 48 << 10
+
+
+def test_narrow_tiles_where_the_large_ones_leave_a_part_filled_round():
+    """For the MatMul kernels (``narrow``), 128x96 tiles replace 128x128 ones whose last
+    round over the compute units is part-filled (a 1024-token prompt's MLP: 192 tiles on 132
+    units, against 256 of 3/4 the work), and replace the small tiles where they are the first
+    to give the units WAVES work-groups each (its QKV); a full last round keeps 128x128."""
+    def tile(M, N, K, narrow=True):
+        c = mma_plan.choose_config(M, N, K, 1, 132, 48 << 10, False, narrow)
+        return c.bm, c.bn
+    assert tile(1024, 3072, 768) == (128, 96)
+    assert tile(1024, 3072, 768, narrow=False) == (128, 128)
+    assert tile(1024, 2304, 768) == (128, 96)
+    assert tile(1024, 2304, 768, narrow=False) == (64, 64)
+    assert tile(4096, 3072, 768) == (128, 128)
+    assert tile(1576, 2304, 768) == (128, 128)
+    assert tile(1024, 768, 768) == (64, 64)
+
+
+@pocl_only
+@pytest.mark.parametrize("precision", ["tf32", "f32"])
+def test_narrow_tiles_with_a_folded_layernorm_and_gelu(precision, emulated, monkeypatch, rng):
+    """A FullyConnected with its LayerNorm folded into the weights (3xTF32) or a row kernel
+    ahead (TF32), bias and tanh-GELU fused, on 128x96 tiles: rows and columns in tails."""
+    monkeypatch.setattr(mma_plan, "CONFIGS", (mma.MmaConfig(128, 96, 64, 48, 16, 3),))
+    k = 64
+    x = opset.parameter([1, -1, k], np.float32, name="x")
+    h = opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt")
+    h = opset.add(opset.multiply(h, (1 + 0.2 * _f(rng, k)).astype(np.float32)), 0.2 * _f(rng, k))
+    y = opset.gelu(opset.add(opset.matmul(h, _f(rng, k, 100), False, False), _f(rng, 100)), "tanh")
+    model = Model([opset.result(y, name="y")], [x])
+    req = compile_program(model, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": precision}
+                          ).create_infer_request()
+    feeds = {"x": (3 + _f(rng, 1, 133, k)).astype(np.float32)}
+    got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
+    assert _rel_l2(got, want) <= TOL[1 if precision == "tf32" else 3] * 4
+    assert any("#define BN 96" in key[2] for key in req.network.kernel_objects)
 
 
 @pytest.mark.parametrize("mnkb,tile,sliced", [
