@@ -504,6 +504,36 @@ def gpt2_torch(layers: int, d: int, heads: int, vocab: int, attn: str):
     return GPT2LMHeadModel(cfg).eval()
 
 
+def last_logits(model):
+    """``model`` (a transformers causal LM) returning the last position's logits only, from
+    ``(input_ids, attention_mask)``: a prompt's forward as a generation's first step runs it."""
+    import torch
+
+    class LastLogits(torch.nn.Module):
+        def __init__(self, m) -> None:
+            super().__init__()
+            self.m = m
+
+        def forward(self, ids, mask):
+            return self.m(input_ids=ids, attention_mask=mask, use_cache=False, logits_to_keep=1).logits
+    return LastLogits(model)
+
+
+def export_last_logits(model, vocab: int) -> bytes:
+    """:func:`last_logits` of ``model`` exported to ONNX (TorchScript exporter, opset 17, batch
+    and sequence dynamic)."""
+    import torch
+    buf = io.BytesIO()
+    ids = torch.randint(0, vocab, (1, 7))
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(last_logits(model).eval(), (ids, torch.ones_like(ids)), buf, dynamo=False, opset_version=17,
+                          input_names=["input_ids", "attention_mask"], output_names=["logits"],
+                          dynamic_axes={"input_ids": {0: "b", 1: "s"}, "attention_mask": {0: "b", 1: "s"},
+                                        "logits": {0: "b"}})
+    return buf.getvalue()
+
+
 def section_gpt2(eng, torch_cuda_mod, args) -> None:
     import torch
 
@@ -514,30 +544,15 @@ def section_gpt2(eng, torch_cuda_mod, args) -> None:
         print("gpt2: transformers is not installed")
         return
 
-    class LastLogits(torch.nn.Module):
-        def __init__(self, m) -> None:
-            super().__init__()
-            self.m = m
-
-        def forward(self, ids, mask):
-            return self.m(input_ids=ids, attention_mask=mask, use_cache=False, logits_to_keep=1).logits
-
     t0 = time.perf_counter()
-    buf = io.BytesIO()
-    ids = torch.randint(0, vocab, (1, 7))
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(LastLogits(model).eval(), (ids, torch.ones_like(ids)), buf, dynamo=False, opset_version=17,
-                          input_names=["input_ids", "attention_mask"], output_names=["logits"],
-                          dynamic_axes={"input_ids": {0: "b", 1: "s"}, "attention_mask": {0: "b", 1: "s"},
-                                        "logits": {0: "b"}})
+    exported = export_last_logits(model, vocab)
     export_s = time.perf_counter() - t0
-    onnx_model = netpass.read_model(buf.getvalue())
+    onnx_model = netpass.read_model(exported)
     prompt = np.random.default_rng(0).integers(0, vocab, (1, seq))
     feeds = {"input_ids": prompt, "attention_mask": np.ones_like(prompt)}
     r = {"layers": layers, "d": d, "seq": seq, "export_s": export_s}
     dev = "cuda" if torch_cuda_mod else "cpu"
-    tm = LastLogits(model).eval().to(dev)  # (the exporter restores the wrapper's train mode)
+    tm = last_logits(model).eval().to(dev)  # (the exporter restores the wrapper's train mode)
     tids = torch.from_numpy(prompt).to(dev)
     tmask = torch.ones_like(tids)
     with torch.no_grad():
@@ -583,7 +598,7 @@ def section_gpt2(eng, torch_cuda_mod, args) -> None:
     if torch_cuda_mod:
         for label, attn, tf32 in (("torch sdpa fp32", "sdpa", False), ("torch eager-attn fp32", "eager", False),
                                   ("torch sdpa tf32", "sdpa", True)):
-            m = LastLogits(gpt2_torch(layers, d, heads, vocab, attn)).eval().cuda()
+            m = last_logits(gpt2_torch(layers, d, heads, vocab, attn)).eval().cuda()
             torch.backends.cuda.matmul.allow_tf32 = tf32
             with torch.no_grad():
                 ms = 1e3 * cuda_time(torch, lambda: m(tids, tmask), args.reps)

@@ -13,9 +13,7 @@ projection's time follows its work or its rounds of tiles over the compute units
 from __future__ import annotations
 
 import argparse
-import io
 import sys
-import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -27,32 +25,6 @@ import bench_kernels as bk
 import netpass
 from netpass.runtime.device import Engine, resolve_device_name, select_device
 from netpass.runtime.kernels import mma
-
-
-def export_gpt2(layers: int, vocab: int) -> bytes:
-    """transformers' GPT-2 (d = 768, 12 heads, random weights) returning the last logits."""
-    import torch
-    model = bk.gpt2_torch(layers, 768, 12, vocab, "sdpa")
-
-    class LastLogits(torch.nn.Module):
-        def __init__(self, m) -> None:
-            super().__init__()
-            self.m = m
-
-        def forward(self, ids, mask):
-            return self.m(input_ids=ids, attention_mask=mask, use_cache=False,
-                          logits_to_keep=1).logits
-
-    buf = io.BytesIO()
-    ids = torch.randint(0, vocab, (1, 7))
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(LastLogits(model).eval(), (ids, torch.ones_like(ids)), buf,
-                          dynamo=False, opset_version=17,
-                          input_names=["input_ids", "attention_mask"], output_names=["logits"],
-                          dynamic_axes={"input_ids": {0: "b", 1: "s"},
-                                        "attention_mask": {0: "b", 1: "s"}, "logits": {0: "b"}})
-    return buf.getvalue()
 
 
 def profile_nodes(device: str, model, feeds, precision: str, top: int, seen: dict) -> None:
@@ -112,7 +84,8 @@ def main() -> None:
     eng = Engine.get(select_device(resolve_device_name(args.device)), profiling=True)
     print(eng.describe(), flush=True)
     vocab = 50257
-    model = netpass.read_model(export_gpt2(args.layers, vocab))
+    model = netpass.read_model(bk.export_last_logits(bk.gpt2_torch(args.layers, 768, 12, vocab,
+                                                                   "sdpa"), vocab))
     prompt = np.random.default_rng(0).integers(0, vocab, (1, args.seq))
     feeds = {"input_ids": prompt, "attention_mask": np.ones_like(prompt)}
     seen: dict = {}
