@@ -114,6 +114,13 @@ inline float shfl_xor(float v, int m) {
   return r; }
 #define SHFL_XOR(dst, v, m) dst = shfl_xor(v, m);
 """
+_Q_FRAG = r"""
+inline float4 q_frag(__global const float* Qm, int r, int c, int rows, int D, int sqm, int sqd) {
+  __global const float* q = Qm + r * sqm + c * sqd;
+  const int n = r < rows ? clamp(D - c, 0, 4) : 0;
+  return (float4)(n > 0 ? q[0] : 0.0f, n > 1 ? q[sqd] : 0.0f, n > 2 ? q[2 * sqd] : 0.0f,
+                  n > 3 ? q[3 * sqd] : 0.0f); }
+"""
 _SHUFFLE_EMULATED = r"""
 #define SHFL_XOR(dst, v, m) { xch[tid] = (v); barrier(CLK_LOCAL_MEM_FENCE); \
   dst = xch[(tid & ~31) | (lane ^ (m))]; barrier(CLK_LOCAL_MEM_FENCE); }
@@ -158,8 +165,8 @@ def _merge_splits(bq: int, dvp: int, no: int) -> str:
   for (int c_ = 0; c_ < active_; ++c_) {{
     __global const float* pc_ = parts_ + c_ * {psize};
     const float m0_ = sk_load(pc_ + {ml} + 2 * r0_), m1_ = sk_load(pc_ + {ml} + 2 * r1_);
-    const float w0_ = m0_ == -INFINITY ? 0.0f : exp(m0_ - gm0);
-    const float w1_ = m1_ == -INFINITY ? 0.0f : exp(m1_ - gm1);
+    const float w0_ = m0_ == -INFINITY ? 0.0f : native_exp(m0_ - gm0);
+    const float w1_ = m1_ == -INFINITY ? 0.0f : native_exp(m1_ - gm1);
     l0 += w0_ * sk_load(pc_ + {ml} + 2 * r0_ + 1); l1 += w1_ * sk_load(pc_ + {ml} + 2 * r1_ + 1);
     {add}
   }}"""
@@ -189,7 +196,7 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
     last)."""
     W, BKV, BQ, NT = cfg.warps, cfg.bkv, cfg.bq, cfg.threads
     DK, DVP = _ceil(d, 16), _ceil(dv, 8)
-    if BQ > 2 * BKV or DK > MAX_HEAD or DVP > MAX_HEAD or (vec and (d % 4 or dv % 4)):
+    if DK > MAX_HEAD or DVP > MAX_HEAD or (vec and (d % 4 or dv % 4)):
         raise ValueError(f"flash attention: head {d}, value width {dv} do not fit {cfg}")
     VST = DVP + (4 - DVP) % 16  # V row stride: 4 mod 16 floats
     NJ, NO, SL = BKV // 8, DVP // 8, DK // 16
@@ -226,7 +233,6 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
     }}"""
 
     kq_layout = "((c >> 4) * {rows} + r) * 16 + (c & 15)"
-    load_q = copy_block("KS", "Qm", BQ, DK, "M - m0", "D", "sqm", "sqd", kq_layout.format(rows=BQ))
 
     def load_kv(stage: str, n0: str) -> str:
         kl = f"{stage} * {SL * BKV * 16} + " + kq_layout.format(rows=BKV)
@@ -236,12 +242,13 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
                 + copy_block("KS", "Kn", BKV, DK, f"N - ({n0})", "D", "skn", "skd", kl) + "\n    "
                 + copy_block("VS", "Vn", BKV, DVP, f"N - ({n0})", "DV", "svn", "svj", vl) + " }")
 
-    # Q fragments: rows g and g + 8 of the warp, k = 4t..4t+3 of each 16-slab
+    # Q fragments, read once from global memory: rows g and g + 8 of the warp, k = 4t..4t+3
+    # of each 16-slab
     qfrag = []
     for s in range(SL):
         for h, off in (("l", 0), ("h", 8)):
-            qfrag.append(f"const float4 q{s}{h} = "
-                         f"vload4(0, &KS[({s} * BQ + warp * 16 + {off} + g) * 16 + 4 * t]);")
+            qfrag.append(f"const float4 q{s}{h} = q_frag(Qm, warp * 16 + {off} + g, {s * 16} + 4 * t,"
+                         " M - m0, D, sqm, sqd);")
         for step, (c0, c1) in enumerate((("x", "y"), ("z", "w"))):
             for r, (h, c) in enumerate((("l", c0), ("h", c0), ("l", c1), ("h", c1))):
                 qfrag += mma.split_operand(f"qa{s}_{step}_{r}", f"q{s}{h}.{c}", split, hi_round)
@@ -292,13 +299,13 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
                "SHFL_XOR(o_, tm1, 1) tm1 = " + nan_max("tm1", "o_") + ";",
                "SHFL_XOR(o_, tm1, 2) tm1 = " + nan_max("tm1", "o_") + ";",
                f"const float nm0 = {nan_max('mx0', 'tm0')}, nm1 = {nan_max('mx1', 'tm1')};",
-               "const float sc0 = nm0 == -INFINITY ? 1.0f : exp(mx0 - nm0);",
-               "const float sc1 = nm1 == -INFINITY ? 1.0f : exp(mx1 - nm1);",
+               "const float sc0 = nm0 == -INFINITY ? 1.0f : native_exp(mx0 - nm0);",
+               "const float sc1 = nm1 == -INFINITY ? 1.0f : native_exp(mx1 - nm1);",
                "mx0 = nm0; mx1 = nm1;"]
     for j in range(NJ):
         for q in range(4):
             nm = "nm0" if q < 2 else "nm1"
-            softmax.append(f"s{j}_{q} = {nm} == -INFINITY ? 0.0f : exp(s{j}_{q} - {nm});")
+            softmax.append(f"s{j}_{q} = {nm} == -INFINITY ? 0.0f : native_exp(s{j}_{q} - {nm});")
     softmax.append("l0 = l0 * sc0 + " + " + ".join(f"s{j}_0 + s{j}_1" for j in range(NJ)) + ";")
     softmax.append("l1 = l1 * sc1 + " + " + ".join(f"s{j}_2 + s{j}_3" for j in range(NJ)) + ";")
     for o in range(NO):
@@ -411,7 +418,7 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
     fill_code = fill_caches("m0", "BQ", "NT", "tid") if fill else ""
     if fill and kv_split:
         fill_code = f"if (z_ == 0) {{ {fill_code} }}"
-    al16 = ("const int al16 = ((((size_t)Kt) | ((size_t)V) | ((size_t)Qm)) & 15) == 0;" if vec
+    al16 = ("const int al16 = ((((size_t)Kt) | ((size_t)V)) & 15) == 0;" if vec
             else "")
     o_init = " ".join(f"float o{o}_0 = 0.0f, o{o}_1 = 0.0f, o{o}_2 = 0.0f, o{o}_3 = 0.0f;"
                       for o in range(NO))
@@ -420,7 +427,7 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
 #define BKV {BKV}
 #define STAGES 2
 #define HALF_DEAD {DEAD_SCORE / 2:g}f
-{mma.macros(ptx, 0)}{shuffle}{mma.arrival_defs(ptx) if kv_split else ""}
+{mma.macros(ptx, 0)}{shuffle}{_Q_FRAG}{mma.arrival_defs(ptx) if kv_split else ""}
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
 void flash_attention({', '.join(args)})
 {{
@@ -444,11 +451,6 @@ void flash_attention({', '.join(args)})
   {skip_locals}
   {al16}
   const int mr0 = m0 + warp * 16 + g, mr1 = mr0 + 8;
-  /* Q block into the K stages, then its fragments into registers */
-  {load_q}
-  CP_COMMIT();
-  CP_WAIT();
-  barrier(CLK_LOCAL_MEM_FENCE);
   {chr(10).join("  " + x for x in qfrag)}
   {anchors(skip[0]) if kv_split and skip is not None else ""}
   {scan(*scan_range)}
