@@ -24,6 +24,7 @@ from . import (  # noqa: F401
     matmul,
     movement,
     normalization,
+    onnx_attention,
     pad,
     pooling,
     recurrent,

@@ -16,7 +16,6 @@ from typing import ClassVar
 import numpy as np
 
 from ...errors import NetpassError, ShapeInferenceError
-from ...ops.attention import Attention
 from ...ops.elementwise import Add
 from ..impls import (
     FusedDesc,
@@ -36,6 +35,7 @@ from ..impls import (
 from ..kernels import decode, flash, mma_plan
 from ..kernels.attention import attention
 from ..kernels.common import LS, Stage, flit
+from ..mask_bounds import bound_of
 from ..shape_infer import infer_host
 from .attention_views import regrouped, view_shape
 from .base import OpKind, table
@@ -418,17 +418,27 @@ def _compute_units(p: Params) -> int:
     return int(getattr(p.engine.device, "max_compute_units", 1)) if p.engine is not None else 1
 
 
-def _skip(p: Params, side: int | None, dtype, groups: int,
-          chunk: int) -> tuple[int, str] | None:
-    """The flash kernel's dead-block scan (``kernels.flash``) over side input ``side`` where
-    there is one, and either ``groups`` work-groups outnumber FLASH_SKIP_WAVES per compute
-    unit or the keys are split (``chunk`` > 0: each split scans its own)."""
-    if side is None or (not chunk and groups < FLASH_SKIP_WAVES * _compute_units(p)):
+def dead_keys(p: Params, side: int | None, dtype, groups: int, chunk: int,
+          bounded: bool = False) -> tuple[int, str] | None:
+    """The flash kernel's dead keys (``kernels.flash``) of side input ``side`` where there is
+    one, and either the build bounds them (``bounded``), ``groups`` work-groups outnumber
+    FLASH_SKIP_WAVES per compute unit or the keys are split (``chunk`` > 0: each split scans
+    its own)."""
+    if side is None or not (bounded or chunk or groups >= FLASH_SKIP_WAVES * _compute_units(p)):
         return None
     return side, flash.dead_predicate(dtype)
 
 
-def _key_chunk(p: Params, groups: int, blocks: int) -> int:
+def causal_bound(p: Params, k: int, kind: str) -> int | None:
+    """The diagonal past which the build proves input ``k`` (a mask) ``kind`` ("dead",
+    "false") for every key (``runtime.mask_bounds``), as the flash kernel's ``cofs``."""
+    bound = bound_of(*p.node.inputs[k]) if p.node is not None else None
+    if bound is None or bound.kind != kind:
+        return None
+    return max(-(1 << 30), min(1 << 30, bound.offset))
+
+
+def key_chunk(p: Params, groups: int, blocks: int) -> int:
     """Key blocks per split of the flash kernel's rows of ``blocks`` key blocks over
     ``groups`` work-groups (``kernels.flash``, "Key splits"); 0: no split (enough
     work-groups, or rows too short)."""
@@ -439,7 +449,7 @@ def _key_chunk(p: Params, groups: int, blocks: int) -> int:
     return cdiv(blocks, splits) if splits > 1 else 0
 
 
-def _flash_impl(src_of, cfg: flash.FlashConfig, M: int, N: int, DV: int, nb: int,
+def flash_impl(src_of, cfg: flash.FlashConfig, M: int, N: int, DV: int, nb: int,
                 chunk: int, spec: list) -> tuple[list, list]:
     """(launches, impl buffers) of the flash kernel ``src_of(kv_split)`` over ``nb`` batches,
     its rows' keys split in runs of ``chunk`` blocks (0: not split): the splits' partial
@@ -489,108 +499,29 @@ def _flash_launch(p: Params, desc: AttentionDesc, batch: list, operands, ost: li
     side_dtypes = [p.in_dtypes[3 + j] for j in range(n_sides)]
     nb = dims[0] * dims[1]
     groups = cdiv(M, cfg.bq) * max(nb, 1)
-    chunk = _key_chunk(p, groups, cdiv(N, cfg.bkv))
-    skip = _skip(p, desc.dead_mask(), F32, groups, chunk)
+    chunk = key_chunk(p, groups, cdiv(N, cfg.bkv))
+    dead = desc.dead_mask()
+    bound = None if dead is None else causal_bound(p, 3 + dead, "dead")
+    skip = dead_keys(p, dead, F32, groups, chunk, bound is not None)
     empty_rows = "zero_nan" if desc.nan_guard is not None else "nan"
     fill = bool(caches)
 
     def src_of(kv_split: bool):
-        return p.cached(("flash", cfg, D, DV, split, kind, vec, skip, fill, kv_split),
+        return p.cached(("flash", cfg, D, DV, split, kind, vec, skip, fill, kv_split,
+                         bound is not None),
                         lambda: flash.flash_attention(cfg, D, DV, split, kind == "ptx", vec,
                                                       stages, side_dtypes, False, empty_rows,
-                                                      mma_plan.HI_ROUND, skip, fill, kv_split))
+                                                      mma_plan.HI_ROUND, skip, fill, kv_split,
+                                                      bound is not None))
     spec = [("i", kv[0]), ("i", kv[1]), ("i", kv[2]), ("o", 0), M, N, D, DV, dims[1],
-            desc.group, N - M,
+            desc.group, N - M if bound is None else bound,
             q_s[0], q_s[1], sqm, sqd, k_s[0], k_s[1], skn, skd, v_s[0], v_s[1], svn, svj,
             o_s[0], o_s[1], ost[-2], ost[-1]]
     for j in range(n_sides):
         spec += [("i", 3 + j), side_b[j][0], side_b[j][1], side[j][-2], side[j][-1]]
     if fill:
         spec += _fill_spec(caches, coll[4 + n_sides:])
-    return _flash_impl(src_of, cfg, M, N, DV, nb, chunk, spec)
+    return flash_impl(src_of, cfg, M, N, DV, nb, chunk, spec)
 
 
-def _heads_view(shape: Sequence[int], heads: int) -> tuple[tuple, list]:
-    """A 3-D ONNX Attention operand [b, s, heads * size] as [b, heads, s, size]: (shape,
-    strides)."""
-    b, s, hidden = shape
-    width = hidden // heads
-    return (b, heads, s, width), [s * hidden, width, hidden, 1]
-
-
-def onnx_attention_impl(p: Params, key) -> Impl | None:
-    """ONNX Attention (``ops/attention.py``) on the flash kernel where the device has tensor
-    cores: 3-D or 4-D q, k, v, grouped-query heads, a boolean or additive mask as long as the
-    keys (broadcast over batch, heads and queries), ``is_causal``, ``scale`` and ``softcap``;
-    a row whose keys are all masked gives zeros. Past caches, padded lengths, windows, a
-    softmax precision other than float32, and used ``present`` / QK outputs run on the host."""
-    a = p.attrs
-    kind = getattr(p.engine, "mma", "") if p.engine is not None else ""
-    split = 1 if p.precision == "tf32" else mma_plan.F32_SPLIT
-    sp = a.get("softmax_precision")
-    if not kind or split is None or a.get("has_past") or a.get("has_nonpad_kv_seqlen") \
-            or a.get("left_window_size", -1) != -1 or a.get("right_window_size", -1) != -1 \
-            or (sp is not None and np.dtype(getattr(sp, "dtype", sp)) != F32) \
-            or any(np.dtype(d) != F32 for d in p.in_dtypes[:3]) \
-            or (p.node is not None and any(p.node.users[1:])):
-        return None
-    q, k, v = (tuple(s) for s in p.in_shapes[:3])
-    if len(q) == 4:
-        qs, ks, vs = (contiguous_strides(s) for s in (q, k, v))
-    elif len(q) == 3:
-        hq, hkv = int(a.get("q_num_heads", 0)), int(a.get("kv_num_heads", 0))
-        if hq <= 0 or hkv <= 0:
-            return None
-        (q, qs), (k, ks), (v, vs) = _heads_view(q, hq), _heads_view(k, hkv), _heads_view(v, hkv)
-    else:
-        return None
-    B, Hq, M, D = q
-    Hkv, N, DV = k[1], k[2], v[3]
-    if Hkv == 0 or Hq % Hkv or D > flash.MAX_HEAD or DV > flash.MAX_HEAD or (split == 3 and D > 64):
-        return None
-    out = p.out_shapes[0]
-    os_ = contiguous_strides(out)
-    # [b, m, heads * dv] as [b, heads, m, dv]
-    ost = os_ if len(out) == 4 else [os_[0], DV, os_[1], 1]
-    scale = float(a.get("scale") or 0.0) or 1.0 / np.sqrt(D)
-    stages = [Stage(f"({{0}} * {flit(scale)})", [("x", None)], "float")]
-    cap = float(a.get("softcap") or 0.0)
-    if cap > 0:
-        stages.append(Stage(f"({flit(cap)} * tanh({{0}} / {flit(cap)}))", [("x", None)], "float"))
-    spec_mask, side_dtypes = [], []
-    if a.get("has_attn_mask"):
-        ms, mdt = tuple(p.in_shapes[3]), np.dtype(p.in_dtypes[3])
-        if not ms or ms[-1] != N or len(ms) > 4 or mdt not in (F32, np.dtype(np.bool_)):
-            return None
-        expr = "({1} ? {0} : -INFINITY)" if mdt == np.bool_ else "({0} + {1})"
-        stages.append(Stage(expr, [("x", None), ("in", 0)], "float"))
-        side_dtypes = [mdt]
-        mst = (p.in_strides or [None] * 4)[3]
-        st = broadcast_strides(ms, (B, Hq, M, N), mst)
-        spec_mask = [("i", 3)] + list(st)
-    if M == 0 or B * Hq == 0:
-        return Impl(key, [])
-    vec = all(x % 4 == 0 for x in list(qs[:3]) + list(ks[:3]) + list(vs[:3]) + [D, DV])
-    cfg = flash.config_for(D)
-    causal = bool(a.get("is_causal"))
-    groups = cdiv(M, cfg.bq) * B * Hq
-    chunk = _key_chunk(p, groups, cdiv(N, cfg.bkv))
-    skip = _skip(p, 0 if side_dtypes else None, side_dtypes[0] if side_dtypes else F32, groups,
-                 chunk)
-
-    def src_of(kv_split: bool):
-        return p.cached(("flash", cfg, D, DV, split, kind, vec, causal, scale, cap,
-                         tuple(side_dtypes), skip, kv_split),
-                        lambda: flash.flash_attention(cfg, D, DV, split, kind == "ptx", vec,
-                                                      stages, side_dtypes, causal, "zero",
-                                                      mma_plan.HI_ROUND, skip, False, kv_split))
-    spec = [("i", 0), ("i", 1), ("i", 2), ("o", 0), M, N, D, DV, Hq, Hq // Hkv, 0,
-            qs[0], qs[1], qs[2], qs[3], ks[0], ks[1], ks[2], ks[3], vs[0], vs[1], vs[2], vs[3],
-            ost[0], ost[1], ost[2], ost[3]] + spec_mask
-    return Impl(key, *_flash_impl(src_of, cfg, M, N, DV, B * Hq, chunk, spec))
-
-
-ROWS = table(
-    OpKind(FusedAttention, impl=attention_impl, uniform=True),
-    OpKind(Attention, impl=onnx_attention_impl),
-)
+ROWS = table(OpKind(FusedAttention, impl=attention_impl, uniform=True))

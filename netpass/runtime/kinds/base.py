@@ -100,6 +100,8 @@ class OpKind:
       (``program_node.bypass_identities``).
     - ``truth_inputs``: inputs read only as truth values (nonzero is true: C's ``&&``, ``?:``),
       so a Convert to bool in front of them is redundant (``program_node.drop_truth_converts``).
+    - ``mask_bound``: (node, its inputs' bounds) -> its output's bound (``mask_bounds``: where
+      the build proves a mask false, true or dead past a diagonal), or None.
     """
 
     cls: type[OpClass]
@@ -122,6 +124,7 @@ class OpKind:
     literal_expr: Callable[[dict, dict], str | None] | None = None
     identity: Callable[[Any], int | None] | None = None
     truth_inputs: tuple[int, ...] = ()
+    mask_bound: Callable[[Any, list], Any] | None = None
 
     def __post_init__(self) -> None:
         if self.deps is None:  # (frozen: set once, here)

@@ -78,6 +78,7 @@ from ...ops.elementwise import (
 )
 from ...ops.movement import Identity
 from ...ops.quantization import FakeQuantize
+from .. import mask_bounds
 from ..impls import (
     FusedDesc,
     Impl,
@@ -249,14 +250,15 @@ def elementwise(cls: type, expr: ExprRule, fusable: bool = True,
                 affine: Callable[[Any, list], Form | None] | None = None,
                 literal_expr: Callable[[dict, dict], str | None] | None = None,
                 truth_inputs: tuple[int, ...] = (),
-                identity: Callable[[Any], int | None] | None = None) -> OpKind:
+                identity: Callable[[Any], int | None] | None = None,
+                mask_bound: Callable[[Any, list], Any] | None = None) -> OpKind:
     """The row of an elementwise op: numpy-broadcast shapes, the ``eltwise`` kernel (uniform
     over sizes), folded into producers (``fusable``) and taking fused ops after it; ``affine``:
     its rule of index forms (``index_forms``); ``literal_expr``, ``truth_inputs``,
-    ``identity``: ``OpKind``'s."""
+    ``identity``, ``mask_bound``: ``OpKind``'s."""
     return OpKind(cls, shape=broadcast_shape, impl=eltwise_impl, expr=expr, fusable=fusable,
                   epilogue=True, uniform=True, affine=affine, literal_expr=literal_expr,
-                  truth_inputs=truth_inputs, identity=identity)
+                  truth_inputs=truth_inputs, identity=identity, mask_bound=mask_bound)
 
 
 def _power_by_literal(attrs: dict, literals: dict) -> str | None:
@@ -495,13 +497,18 @@ ROWS = table(
     elementwise(Mod, binary("fmod({0}, {1})", "({0} % {1})")),
     # comparisons, logic, selection, conversion
     elementwise(Equal, _compare("==")), elementwise(NotEqual, _compare("!=")),
-    elementwise(Less, _compare("<")), elementwise(Greater, _compare(">")),
-    elementwise(LessEqual, _compare("<=")), elementwise(GreaterEqual, _compare(">=")),
-    elementwise(LogicalAnd, anytype("({0} && {1})"), truth_inputs=(0, 1)),
-    elementwise(LogicalOr, anytype("({0} || {1})"), truth_inputs=(0, 1)),
+    elementwise(Less, _compare("<"), mask_bound=mask_bounds.compare("<")),
+    elementwise(Greater, _compare(">"), mask_bound=mask_bounds.compare(">")),
+    elementwise(LessEqual, _compare("<="), mask_bound=mask_bounds.compare("<=")),
+    elementwise(GreaterEqual, _compare(">="), mask_bound=mask_bounds.compare(">=")),
+    elementwise(LogicalAnd, anytype("({0} && {1})"), truth_inputs=(0, 1),
+                mask_bound=mask_bounds.conjunction),
+    elementwise(LogicalOr, anytype("({0} || {1})"), truth_inputs=(0, 1),
+                mask_bound=mask_bounds.disjunction),
     elementwise(LogicalXor, anytype("(({0} != 0) != ({1} != 0))"), truth_inputs=(0, 1)),
-    elementwise(LogicalNot, anytype("(!{0})"), truth_inputs=(0,)),
-    elementwise(Select, anytype("({0} ? {1} : {2})", 3), truth_inputs=(0,)),
+    elementwise(LogicalNot, anytype("(!{0})"), truth_inputs=(0,), mask_bound=mask_bounds.negation),
+    elementwise(Select, anytype("({0} ? {1} : {2})", 3), truth_inputs=(0,),
+                mask_bound=mask_bounds.selection),
     elementwise(Convert, _convert, affine=_affine_convert),
     # unary math
     elementwise(Abs, unary("fabs({0})", "abs({0})")),

@@ -91,7 +91,7 @@ class PrimitiveInst(UpdateShape, UpdateImpl, UpdateWeights, Realloc, Execute):
         self.computed_extras: list[tuple[PrimitiveInst, int]] = []
         self.shape_of_insts: list[PrimitiveInst] = []
         # FullyConnected itself or feeding one: allocations use fake-aligned sizes
-        self.fc_related = row.fake_aligned or any(
+        self.fc_related: bool = row.fake_aligned or any(
             u.row.fake_aligned for lst in node.users for u, _ in lst)
         self.view_offset: int | None = None
         self.result_names: dict[int, str] = {}  # output -> the network output it is (Network)
@@ -105,7 +105,7 @@ class PrimitiveInst(UpdateShape, UpdateImpl, UpdateWeights, Realloc, Execute):
         self.passive = boundary or node.fused_into is not None
         self.shape_of = node.is_a(ShapeOf)
         self.data_dependent = row.data_dependent  # output shapes from the data: on the host
-        self.state_role = node.state_role  # ReadValue, Assign, in-place append: state_marks.py
+        self.state_role: str | None = node.state_role  # ReadValue, Assign, in-place append: state_marks.py
         self.n_fused = len(node.fused)
         self.single = node.num_outputs == 1 and not self.fc_related  # _realloc_single applies
         self.out_dtype = node.out_dtypes[0] if node.out_dtypes else None

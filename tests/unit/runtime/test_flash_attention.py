@@ -35,10 +35,10 @@ def _rel_l2(got, want) -> float:
 
 
 def _launch(q, k, v, mask, split, causal, vec, skip=False, empty_rows="zero_nan", chunk=0,
-            launches=1):
+            launches=1, bound=None):
     """The kernel over q [heads, m, d], k, v [kv_heads, n, *] and ``scores / 8 + mask``;
     ``chunk``: key blocks per key split (0: none); ``launches``: runs of the same launch (the
-    last one's output)."""
+    last one's output); ``bound``: the mask is dead past key m + bound (``bounded``)."""
     eng = Engine.get(select_device("CPU"))
     cl = eng.cl
     (heads, m, d), (kv_heads, n, dv) = q.shape, v.shape
@@ -46,11 +46,12 @@ def _launch(q, k, v, mask, split, causal, vec, skip=False, empty_rows="zero_nan"
     cfg = flash.config_for(d)
     dead = (0, flash.dead_predicate(np.float32)) if skip else None
     src = flash.flash_attention(cfg, d, dv, split, False, vec, ops, [np.float32], causal, empty_rows,
-                                "rn", dead, False, bool(chunk))
+                                "rn", dead, False, bool(chunk), bound is not None)
     mf = cl.mem_flags
     bufs = [cl.Buffer(eng.context, mf.COPY_HOST_PTR, hostbuf=x) for x in (q, k, v, mask)]
     out = cl.Buffer(eng.context, mf.READ_WRITE, heads * m * dv * 4)
-    ints = [0, 0, 0, 0, m, n, d, dv, heads, heads // kv_heads, n - m, 0, m * d, d, 1, 0, n * d, d, 1,
+    cofs = n - m if bound is None else bound
+    ints = [0, 0, 0, 0, m, n, d, dv, heads, heads // kv_heads, cofs, 0, m * d, d, 1, 0, n * d, d, 1,
             0, n * dv, dv, 1, 0, m * dv, dv, 1, 0, 0, 0, n, 1]
     m_blocks, splits, extra = -(-m // cfg.bq), 1, []
     if chunk:
@@ -208,6 +209,46 @@ def test_key_splits_skip_dead_keys(chunk, rng):
     np.testing.assert_array_equal(got[:, :bq], clean[:, :bq])
 
 
+def _bounded_mask(m, n, bound, rng):
+    """Dead (the float32 minimum) for keys past m + ``bound``, ANDed with padding (the first
+    5 keys of rows from 5 on), live values jittered; row 10 all at the minimum (no anchor: its
+    softmax spreads over every key, past the bound too), row m - 2 all -inf."""
+    mask = np.where(np.arange(n)[None, :] <= np.arange(m)[:, None] + bound, 0.0,
+                    np.finfo(np.float32).min)
+    mask[5:, :5] = np.finfo(np.float32).min
+    mask = np.where(mask == 0.0, 0.1 * rng.standard_normal((m, n)), mask).astype(np.float32)
+    mask[10] = np.finfo(np.float32).min
+    mask[m - 2] = -np.inf
+    return mask
+
+
+@pocl_only
+@pytest.mark.parametrize("m,n,bound,chunk", [(150, 150, 0, 0), (100, 131, 31, 0), (100, 100, 0, 1),
+                                             (100, 140, 40, 2), (90, 90, 7, 1)])
+def test_causal_bound_replaces_the_scan(m, n, bound, chunk, rng):
+    """A mask the build proves dead past key m + bound (``bounded``): the output of visiting
+    every key (the unanchored row 10 included, which must walk past the bound), and NaN in
+    the values past the first query block's bound reach none of its rows once they all have
+    an anchor (their key blocks were not visited)."""
+    d, heads = 32, 2
+    q, k, v = _f(rng, heads, m, d), _f(rng, heads, n, d), _f(rng, heads, n, d)
+    mask = _bounded_mask(m, n, bound, rng)
+    plain = _launch(q, k, v, mask, 3, False, True, empty_rows="nan")
+    got = _launch(q, k, v, mask, 3, False, True, True, "nan", chunk, launches=2, bound=bound)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(plain))
+    ok = ~np.isnan(plain)
+    assert _rel_l2(got[ok], plain[ok]) <= TOL[3]
+    assert _rel_l2(got[:, 10], v.mean(1)) <= TOL[3]
+    cfg = flash.config_for(d)
+    mask[10] = np.where(np.arange(n) <= 10 + bound, 0.0, np.finfo(np.float32).min)
+    clean = _launch(q, k, v, mask, 3, False, True, True, "nan", chunk, bound=bound)
+    poisoned = v.copy()
+    poisoned[:, -(-(cfg.bq + bound) // cfg.bkv) * cfg.bkv:] = np.nan  # past the blocks visited
+    bq = cfg.bq
+    got = _launch(q, k, poisoned, mask, 3, False, True, True, "nan", chunk, bound=bound)
+    np.testing.assert_array_equal(got[:, :bq], clean[:, :bq])
+
+
 @pytest.fixture
 def emulated(monkeypatch):
     eng = Engine.get(select_device("CPU"))
@@ -276,6 +317,48 @@ def test_decoder_prefill_splits_long_rows(emulated, monkeypatch, rng):
             got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
             assert _rel_l2(got, want) <= 2 * TOL[3]
     assert any("fa_count" in key[2] for key in reqs[0].network.kernel_objects)
+
+
+def _padded_decoder(h=2, d=16):
+    """A transformers-style export's mask: Where(kv <= q AND padding, 0, float32 min), the
+    positions two Ranges over the prompt's length, the padding an input."""
+    rng = np.random.default_rng(5)
+    x = opset.parameter([1, -1, h * d], np.float32, name="x")
+    pad = opset.parameter([1, -1], np.bool_, name="pad")
+    qkv = opset.matmul(x, _f(rng, h * d, 3 * h * d), False, False)
+    q, k, v = opset.split(qkv, _i64(-1), 3).outputs()
+    scores = opset.multiply(opset.matmul(_heads(q, h, d), _heads(k, h, d, (0, 2, 3, 1)), False, False),
+                            np.float32(d ** -0.5))
+    seq = opset.squeeze(opset.gather(opset.shape_of(x), _i64([1]), _i64(0)), _i64([0]))
+    pos = opset.range(_i64(0), seq, _i64(1), "i64")
+    causal = opset.less_equal(opset.unsqueeze(pos, _i64([0, 1, 2])), opset.unsqueeze(pos, _i64([0, 1, 3])))
+    keep = opset.logical_and(causal, opset.unsqueeze(pad, _i64([1, 2])))
+    mask = opset.select(keep, np.float32(0.0), np.float32(np.finfo(np.float32).min))
+    att = opset.matmul(opset.softmax(opset.add(scores, mask), -1), _heads(v, h, d), False, False)
+    y = opset.reshape(opset.transpose(att, _i64([0, 2, 1, 3])), _i64([0, 0, -1]), True)
+    return Model([opset.result(y, name="y")], [x, pad])
+
+
+@pocl_only
+@pytest.mark.parametrize("split_keys", [False, True])
+def test_decoder_prefill_with_a_proven_causal_mask(split_keys, emulated, monkeypatch, rng):
+    """The build proves the mask dead past the diagonal (``runtime.mask_bounds``), so the
+    flash kernel is built ``bounded``: the reference's output over prompts of several lengths,
+    left-padded ones included (their first rows have no live key and spread over every key),
+    with and without key splits."""
+    if split_keys:
+        monkeypatch.setattr(attention_kind, "FLASH_SKIP_WAVES", 1e9)
+        monkeypatch.setattr(attention_kind, "FLASH_SPLIT_WAVES", 1e9)
+        monkeypatch.setattr(attention_kind, "FLASH_MIN_CHUNK", 1)
+    model = _padded_decoder()
+    req = compile_program(model, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": "f32"}).create_infer_request()
+    for s, padded in ((70, 0), (37, 3), (100, 0), (70, 5)):
+        pad = np.arange(s)[None] >= padded
+        feeds = {"x": _f(rng, 1, s, 32), "pad": pad}
+        got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
+        assert _rel_l2(got, want) <= 2 * TOL[3], (s, padded)
+    assert any("flash_attention(" in key[2] and "nlive" in key[2]
+               for key in req.network.kernel_objects)
 
 
 @pocl_only

@@ -1,0 +1,117 @@
+"""Causal bounds of attention masks: where the build proves, from the ops that make a mask, that
+it kills every key past a diagonal (a decoder's ``kv_idx <= q_idx`` of two Ranges, ANDed with a
+padding mask, then ``Where(mask, 0, min)``), the flash kernel visits only the key blocks up to
+that diagonal instead of scanning the mask for them (``kernels.flash``, "Causal bounds").
+
+A :class:`Bound` says that a tensor's value is ``kind`` wherever the indices of its last two
+axes, query row ``m`` and key ``n``, have ``n - m > offset``: "false" or "true" for booleans,
+"dead" for floats at most ``-DEAD_SCORE`` (an additive mask's -inf or dtype minimum). A
+comparison of two integer tensors whose index forms (:mod:`.index_forms`) differ by ``n - m``
+plus a constant has one; the logical ops and Select carry them (their rows' ``mask_bound``,
+:class:`~.kinds.base.OpKind`); a constant that is false, true or dead everywhere has one at
+every offset. Like index forms, bounds depend on shapes only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .index_forms import aligned, form_of
+from .kernels.flash import DEAD_SCORE
+
+EVERYWHERE = -(1 << 62)  # the offset of a bound that holds on every element
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The value is ``kind`` ("false", "true", "dead") wherever n - m > ``offset``."""
+
+    kind: str
+    offset: int
+
+
+def bound_of(node: Any, k: int = 0, memo: dict | None = None) -> Bound | None:
+    """The bound of output ``k`` of program node ``node``, or None."""
+    memo = {} if memo is None else memo
+    key = (id(node), k)
+    if key not in memo:
+        memo[key] = None  # (a cycle, never met in a DAG, finds no bound)
+        memo[key] = _bound(node, k, memo)
+    return memo[key]
+
+
+def _bound(node: Any, k: int, memo: dict) -> Bound | None:
+    if node.is_constant:
+        return _constant(node.value)
+    rule = getattr(node.row, "mask_bound", None) if node.row is not None else None
+    if rule is None or k != 0:
+        return None
+    return rule(node, [bound_of(s, j, memo) for s, j in node.inputs])
+
+
+def _constant(value: Any) -> Bound | None:
+    v = np.asarray(value) if value is not None else None
+    if v is None or v.size == 0:
+        return None
+    if v.dtype == np.bool_:
+        return Bound("false", EVERYWHERE) if not v.any() else \
+            Bound("true", EVERYWHERE) if v.all() else None
+    if v.dtype.kind == "f" and bool(np.all(v <= -DEAD_SCORE)):
+        return Bound("dead", EVERYWHERE)
+    return None
+
+
+def compare(op: str):
+    """The rule of ``a op b`` (op one of <, <=, >, >=) over integer index forms:
+    ``a - b = K + w (n - m)`` with ``w`` = +-1 and no other axis, so the comparison is false
+    (or true) past a diagonal."""
+    def rule(node: Any, _bounds: list) -> Bound | None:
+        al = aligned(node, [form_of(s, j) for s, j in node.inputs])
+        if al is None or len(al) != 2 or len(al[0].slopes) < 2:
+            return None
+        a, b = al if op in ("<", "<=") else al[::-1]  # now a < b or a <= b
+        if a.base is None or b.base is None:
+            return None
+        diff = [None if x is None or y is None else x - y for x, y in zip(a.slopes, b.slopes)]
+        if any(d != 0 for d in diff[:-2]) or diff[-1] not in (1, -1) or diff[-2] != -diff[-1]:
+            return None
+        strict, K = int(op in ("<", ">")), a.base - b.base
+        if diff[-1] == 1:  # n - m <= -K (strict: < -K): false past that
+            return Bound("false", -K - strict)
+        return Bound("true", K - 1 + strict)  # n - m >= K (strict: > K)
+    return rule
+
+
+def conjunction(_node: Any, bounds: list) -> Bound | None:
+    """LogicalAnd: false wherever an input is; true where all are."""
+    falses = [b.offset for b in bounds if b is not None and b.kind == "false"]
+    if falses:
+        return Bound("false", min(falses))
+    if bounds and all(b is not None and b.kind == "true" for b in bounds):
+        return Bound("true", max(b.offset for b in bounds))
+    return None
+
+
+def disjunction(_node: Any, bounds: list) -> Bound | None:
+    """LogicalOr: true wherever an input is; false where all are."""
+    flipped = conjunction(_node, [negation(_node, [b]) for b in bounds])
+    return negation(_node, [flipped])
+
+
+def negation(_node: Any, bounds: list) -> Bound | None:
+    """LogicalNot: true and false swapped."""
+    b = bounds[0]
+    if b is None or b.kind == "dead":
+        return None
+    return Bound("true" if b.kind == "false" else "false", b.offset)
+
+
+def selection(_node: Any, bounds: list) -> Bound | None:
+    """Select(cond, a, b): past the condition's diagonal, the bound of the branch it picks."""
+    cond = bounds[0]
+    if cond is None or cond.kind == "dead":
+        return None
+    branch = bounds[1] if cond.kind == "true" else bounds[2]
+    return None if branch is None else Bound(branch.kind, max(cond.offset, branch.offset))
