@@ -160,7 +160,7 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
         tc_plan = mma_plan.plan(p.engine, p.precision, M, N, Ka, nb, sa, sb, sab, sbb, norm)
     # (a tensor-core plan implies an engine: mma_plan.plan)
     splits, slice_k = (mma_plan.k_splits(tc_plan[0], M, N, Ka, nb,
-                                    int(p.engine.device.max_compute_units))
+                                         int(p.engine.device.max_compute_units), True)
                        if tc_plan is not None and p.engine is not None else (1, Ka))
     if splits > 1 and tc_plan is not None:
         launches, more = _split_k_gemm(p, tc_plan, norm, norm_first, a_ref + [("i", b_idx[1])],

@@ -105,7 +105,8 @@ class PrimitiveInst(UpdateShape, UpdateImpl, UpdateWeights, Realloc, Execute):
         self.passive = boundary or node.fused_into is not None
         self.shape_of = node.is_a(ShapeOf)
         self.data_dependent = row.data_dependent  # output shapes from the data: on the host
-        self.state_role: str | None = node.state_role  # ReadValue, Assign, in-place append: state_marks.py
+        # ReadValue, Assign, in-place append: state_marks.py
+        self.state_role: str | None = node.state_role
         self.n_fused = len(node.fused)
         self.single = node.num_outputs == 1 and not self.fc_related  # _realloc_single applies
         self.out_dtype = node.out_dtypes[0] if node.out_dtypes else None

@@ -436,6 +436,11 @@ def test_k_splits_choice():
     assert n > 1 and length % 16 == 0 and length >= mma_plan.SPLITK_MIN_K and (n - 1) * length < 3072 <= n * length
     assert mma_plan.k_splits(cfg, 4096, 4096, 3072, 1, 132) == (1, 3072)
     assert mma_plan.k_splits(cfg, 1024, 768, 768, 1, 132) == (1, 768)  # short K, tiles enough
+    # ... unless (MatMul kernels, ``balance``) they leave a part-filled round: 192 tiles on
+    # 132 units in two slices (384 on 3 rounds, 1.5 tiles' work at most, not 2)
+    assert mma_plan.k_splits(cfg, 1024, 768, 768, 1, 132, True) == (2, 384)
+    assert mma_plan.k_splits(cfg, 1280, 768, 768, 1, 132, True) == (1, 768)  # 240: nearly full
+    assert mma_plan.k_splits(mma_plan.NARROW, 1024, 2304, 768, 1, 132, True) == (1, 768)
     # short K, fewer tiles than units: tiles summed in their own launch split from 128
     assert mma_plan.k_splits(cfg, 128, 768, 768, 1, 132) == (4, 192)
     assert mma_plan.k_splits(cfg, 128, 768, 200, 1, 132) == (1, 200)
