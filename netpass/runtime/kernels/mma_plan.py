@@ -33,33 +33,38 @@ TAIL_MAX_TILE = 64 * 64
 # take the K slices (H200, a 128-row prompt's [128, 3072] x [3072, 768], 3xTF32: 6 large tiles
 # in 8 slices and their reduction launch 0.049 ms, 24 small tiles in 8 slices 0.036)
 SPLITK_LARGE_MIN_WAVES = 0.5
-# MatMul tiles reduced in their own launch are split in two where that cuts the busiest unit's
-# work to this share or less: a part-filled round (H200, GPT-2's 1024-token prompt, [1024, 768]
-# x [768, 768] with bias and residual on 192 tiles of 64x64: 0.063 -> 0.050 ms 3xTF32, 0.040 ->
-# 0.034 TF32; 3 and 4 slices no better)
+# a MatMul's tiles are split in two K slices (the last to arrive adds the other's partial:
+# "tail") where that cuts the busiest unit's work to this share or less: a part-filled round
+# (H200, GPT-2's 1024-token prompt, [1024, 768] x [768, 768] with bias and residual on 192
+# tiles of 64x64: 0.063 -> 0.050 ms 3xTF32, 0.040 -> 0.034 TF32; 3 and 4 slices no better;
+# its QKV on 192 tiles of 128x96: 0.127 -> 0.116 ms 3xTF32, but 0.081 -> 0.102 TF32, whose
+# lighter loop does not pay for the partials' round trip: large tiles split for 3xTF32 only)
 SPLITK_BALANCE = 0.8
 
 
-def split_k_mode(cfg: MmaConfig) -> str:
-    """How a split-K GEMM of tile ``cfg`` reduces its slices: "tail" or "apart"."""
-    return "tail" if cfg.bm * cfg.bn <= TAIL_MAX_TILE else "apart"
+def split_k_mode(cfg: MmaConfig, slices: int = 0) -> str:
+    """How a split-K GEMM of tile ``cfg`` reduces its ``slices`` (0: not known yet): "tail"
+    (small tiles, or two slices: the last adds one other's partial) or "apart"."""
+    return "tail" if cfg.bm * cfg.bn <= TAIL_MAX_TILE or slices == 2 else "apart"
 
 
 def k_splits(cfg: MmaConfig, M: int, N: int, K_: int, nb: int, cus: int,
-             balance: bool = False) -> tuple[int, int]:
+             balance: bool = False, heavy: bool = False) -> tuple[int, int]:
     """(slices, K per slice) of a split-K run of this GEMM: the fewest slices (a power of
     two) that give the compute units SPLITK_WAVES work-groups each, each slice at least
     SPLITK_MIN_K long; (1, K) when the tiles already fill the units, or K is shorter than
     SPLITK_LONG_K and the tiles not fewer than SPLITK_FEW_TILES per unit (tiles reduced in
     their own launch: SPLITK_TAIL_MIN_K and SPLITK_TAIL_FEW_TILES) unless, with ``balance``
-    (the MatMul kernels; convolutions were not measured with it), such tiles leave a
-    part-filled round that two slices even out (SPLITK_BALANCE)."""
+    (the MatMul kernels; convolutions were not measured with it), tiles reduced in their own
+    launch, or any with ``heavy`` (3xTF32's main loop), leave a part-filled round that two
+    slices even out (SPLITK_BALANCE)."""
     tiles = _cdiv(M, cfg.bm) * _cdiv(N, cfg.bn) * max(nb, 1)
     want = SPLITK_WAVES * cus
     tail = split_k_mode(cfg) == "tail"
     few, min_k = (SPLITK_TAIL_FEW_TILES, SPLITK_TAIL_MIN_K) if tail else \
         (SPLITK_FEW_TILES, SPLITK_MIN_K)
-    uneven = balance and tail and _cdiv(2 * tiles, cus) <= 2 * SPLITK_BALANCE * _cdiv(tiles, cus)
+    uneven = balance and (tail or heavy) \
+        and _cdiv(2 * tiles, cus) <= 2 * SPLITK_BALANCE * _cdiv(tiles, cus)
     if tiles >= want or (K_ < SPLITK_LONG_K and tiles >= few * cus and not uneven):
         return 1, K_
     n = 1
@@ -210,9 +215,10 @@ def norm_out_plan(engine, precision: str | None, M: int, N: int, K_: int, sa: li
     if choice is None:
         return None
     cfg, split, b_kmajor, _, _ = choice
-    slices, slice_k = k_splits(cfg, M, N, K_, 1, int(engine.device.max_compute_units), True)
+    slices, slice_k = k_splits(cfg, M, N, K_, 1, int(engine.device.max_compute_units), True,
+                               split == 3)
     if split == 1 or not b_kmajor or K_ % cfg.bk or slice_k % cfg.bk or not norm_out_fits(cfg) \
-            or slices > 1 and split_k_mode(cfg) != "tail":
+            or slices > 1 and split_k_mode(cfg, slices) != "tail":
         return None
     return choice
 

@@ -160,7 +160,8 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
         tc_plan = mma_plan.plan(p.engine, p.precision, M, N, Ka, nb, sa, sb, sab, sbb, norm)
     # (a tensor-core plan implies an engine: mma_plan.plan)
     splits, slice_k = (mma_plan.k_splits(tc_plan[0], M, N, Ka, nb,
-                                         int(p.engine.device.max_compute_units), True)
+                                         int(p.engine.device.max_compute_units), True,
+                                         tc_plan[1] == 3)
                        if tc_plan is not None and p.engine is not None else (1, Ka))
     if splits > 1 and tc_plan is not None:
         launches, more = _split_k_gemm(p, tc_plan, norm, norm_first, a_ref + [("i", b_idx[1])],
@@ -254,7 +255,7 @@ def _split_k_gemm(p: Params, tc_plan: tuple, norm: tuple | None, norm_first: int
     after their partial products."""
     M, N, Ka, nb = mnkb
     stages, n_extra, edt, edims, est = epilogue
-    mode = mma_plan.split_k_mode(tc_plan[0])
+    mode = mma_plan.split_k_mode(tc_plan[0], split[0])
     bmn = gemm_strides(p, out_shape, nb, M, N) if n_extra and mode == "tail" else None
     if bmn is not None:
         edims, est = [nb, M, N], bmn

@@ -427,6 +427,31 @@ def test_split_k_fully_connected_with_folded_layernorm(split_k, rng):
     assert any("sk_count" in key[2] for key in req._runtime_request.network.kernel_objects)
 
 
+@pocl_only
+def test_two_slices_of_large_tiles_even_out_a_round(emulated, monkeypatch, rng):
+    """128x96 tiles, one more than the compute units, 3xTF32: two K slices added in the
+    GEMM's tail (``k_splits``'s ``balance``, ``split_k_mode`` "tail" for two), with the
+    LayerNorm folded into the weights (each slice's row sums added by the last), bias and
+    tanh-GELU fused."""
+    monkeypatch.setattr(mma_plan, "CONFIGS", (mma.MmaConfig(128, 96, 64, 48, 16, 3),))
+    monkeypatch.setattr(mma_plan, "SPLITK_MIN_K", 16)
+    cus = int(emulated.device.max_compute_units)
+    k, n = 512, 96 * (cus + 1) - 10
+    x = opset.parameter([1, -1, k], np.float32, name="x")
+    h = opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt")
+    h = opset.add(opset.multiply(h, (1 + 0.2 * _f(rng, k)).astype(np.float32)), 0.2 * _f(rng, k))
+    y = opset.gelu(opset.add(opset.matmul(h, _f(rng, k, n), False, False), _f(rng, n)), "tanh")
+    model = Model([opset.result(y, name="y")], [x])
+    req = compile_program(model, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": "f32"}
+                          ).create_infer_request()
+    for s in (100, 77):
+        feeds = {"x": (3 + _f(rng, 1, s, k)).astype(np.float32)}
+        got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
+        assert _rel_l2(got, want) <= TOL[3] * 4
+    assert any("#define BN 96" in key[2] and "sk_count" in key[2]
+               for key in req.network.kernel_objects)
+
+
 def test_k_splits_choice():
     """Slices only where the tiles leave compute units idle, each at least SPLITK_MIN_K long
     (SPLITK_TAIL_MIN_K for tiles reduced in their own launch) and a multiple of BK; none for
@@ -437,10 +462,14 @@ def test_k_splits_choice():
     assert mma_plan.k_splits(cfg, 4096, 4096, 3072, 1, 132) == (1, 3072)
     assert mma_plan.k_splits(cfg, 1024, 768, 768, 1, 132) == (1, 768)  # short K, tiles enough
     # ... unless (MatMul kernels, ``balance``) they leave a part-filled round: 192 tiles on
-    # 132 units in two slices (384 on 3 rounds, 1.5 tiles' work at most, not 2)
+    # 132 units in two slices (384 on 3 rounds, 1.5 tiles' work at most, not 2), large ones
+    # too under 3xTF32's heavier loop (their two slices added in the tail)
     assert mma_plan.k_splits(cfg, 1024, 768, 768, 1, 132, True) == (2, 384)
     assert mma_plan.k_splits(cfg, 1280, 768, 768, 1, 132, True) == (1, 768)  # 240: nearly full
-    assert mma_plan.k_splits(mma_plan.NARROW, 1024, 2304, 768, 1, 132, True) == (1, 768)
+    assert mma_plan.k_splits(mma_plan.NARROW, 1024, 2304, 768, 1, 132, True, True) == (2, 384)
+    assert mma_plan.k_splits(mma_plan.NARROW, 1024, 2304, 768, 1, 132, True) == (1, 768)  # TF32
+    assert mma_plan.split_k_mode(mma_plan.NARROW, 2) == "tail"  # (one other partial to add)
+    assert mma_plan.split_k_mode(mma_plan.NARROW, 8) == "apart"
     # short K, fewer tiles than units: tiles summed in their own launch split from 128
     assert mma_plan.k_splits(cfg, 128, 768, 768, 1, 132) == (4, 192)
     assert mma_plan.k_splits(cfg, 128, 768, 200, 1, 132) == (1, 200)
