@@ -419,7 +419,7 @@ def _compute_units(p: Params) -> int:
 
 
 def dead_keys(p: Params, side: int | None, dtype, groups: int, chunk: int,
-          bounded: bool = False) -> tuple[int, str] | None:
+              bounded: bool = False) -> tuple[int, str] | None:
     """The flash kernel's dead keys (``kernels.flash``) of side input ``side`` where there is
     one, and either the build bounds them (``bounded``), ``groups`` work-groups outnumber
     FLASH_SKIP_WAVES per compute unit or the keys are split (``chunk`` > 0: each split scans
@@ -450,7 +450,7 @@ def key_chunk(p: Params, groups: int, blocks: int) -> int:
 
 
 def flash_impl(src_of, cfg: flash.FlashConfig, M: int, N: int, DV: int, nb: int,
-                chunk: int, spec: list) -> tuple[list, list]:
+               chunk: int, spec: list) -> tuple[list, list]:
     """(launches, impl buffers) of the flash kernel ``src_of(kv_split)`` over ``nb`` batches,
     its rows' keys split in runs of ``chunk`` blocks (0: not split): the splits' partial
     rows (a Scratch) and the query blocks' arrival counts (zeros, left as found)."""
