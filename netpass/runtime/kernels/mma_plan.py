@@ -174,6 +174,14 @@ def choose_config(M: int, N: int, K_: int, nb: int, cus: int, local_limit: int,
     return cfg
 
 
+def on_tensor_cores(engine, precision: str | None, M: int) -> bool:
+    """Whether :func:`plan` takes a float32 GEMM of ``M`` rows (and any N, K) to the tensor
+    cores: the device has them (``engine.mma``), M >= MIN_M, and the precision is one they
+    serve (TF32, or 3xTF32 for "f32" unless F32_SPLIT is None)."""
+    kind = getattr(engine, "mma", "") if engine is not None else ""
+    return bool(kind) and M >= MIN_M and (precision == "tf32" or F32_SPLIT is not None)
+
+
 def plan(engine, precision: str | None, M: int, N: int, K_: int, nb: int, sa: list, sb: list,
          sab: list, sbb: list, norm: tuple | None):
     """``(cfg, split, b_kmajor, ptx, copy)`` when the tensor-core kernel takes this float32
@@ -181,14 +189,11 @@ def plan(engine, precision: str | None, M: int, N: int, K_: int, nb: int, sa: li
     else None. Taken on devices with ``engine.mma`` ("ptx", or "emulated" in tests) for
     M >= MIN_M: TF32 with precision "tf32" (the pipelined loop where PIPE_WARP says), 3xTF32
     (F32_SPLIT) with "f32"."""
-    kind = getattr(engine, "mma", "") if engine is not None else ""
-    if not kind or M < MIN_M or not N or not K_:
+    if not on_tensor_cores(engine, precision, M) or not N or not K_:
         return None
     split = 1 if precision == "tf32" else F32_SPLIT
-    if split is None:
-        return None
     b_kmajor = sb[-1] == 1 or sb[-2] != 1
-    ptx = kind == "ptx"
+    ptx = engine.mma == "ptx"
     inner_a, inner_b = sa[-1], (sb[-1] if b_kmajor else sb[-2])
     outer_b = sb[-2] if b_kmajor else sb[-1]
     vec = inner_a == 1 and inner_b == 1 and sa[-2] % 4 == 0 and outer_b % 4 == 0 \
