@@ -16,7 +16,7 @@ from typing import ClassVar
 import numpy as np
 
 from ...errors import NetpassError, ShapeInferenceError
-from ...ops.elementwise import Add
+from ...ops.elementwise import Add, Select
 from ..impls import (
     FusedDesc,
     Impl,
@@ -35,7 +35,7 @@ from ..impls import (
 from ..kernels import decode, flash, mma_plan
 from ..kernels.attention import attention
 from ..kernels.common import LS, Stage, flit
-from ..mask_bounds import bound_of
+from ..mask_bounds import EVERYWHERE, Bound, bound_of
 from ..shape_infer import infer_host
 from .attention_views import regrouped, view_shape
 from .base import OpKind, table
@@ -110,14 +110,21 @@ class AttentionDesc:
         return out
 
     def dead_mask(self) -> int | None:
-        """The side input (counted from 0) of a final additive mask stage, ``scores + mask``,
-        whose keys the flash kernel may find dead (``kernels.flash``, "Dead key blocks"),
-        else None."""
+        """The side input (counted from 0) of a final mask stage whose keys the flash kernel
+        may find dead (``kernels.flash``, "Dead key blocks"): an additive float mask,
+        ``scores + mask``, or a boolean one choosing the scores or a constant dead everywhere
+        (``Select(mask, scores, -inf)``: ONNX Attention's); else None."""
         last = self.chain[-1] if self.chain else None
-        if last is None or last.node is None or not last.node.is_a(Add) or len(last.others) != 1 \
-                or any(np.dtype(d) != F32 for d in last.in_dtypes):
+        if last is None or last.node is None:
             return None
-        return self.sides - 1
+        if last.node.is_a(Add) and len(last.others) == 1 \
+                and all(np.dtype(d) == F32 for d in last.in_dtypes):
+            return self.sides - 1
+        if last.node.is_a(Select) and last.refs == (None, len(self.chain) - 1, None) \
+                and np.dtype(last.in_dtypes[0]) == np.bool_ \
+                and bound_of(*last.others[1]) == Bound("dead", EVERYWHERE):
+            return self.sides - 2
+        return None
 
     def stages(self) -> list:
         """The kernel's score stages: the absorbed q / k scale, then the score ops."""
@@ -501,8 +508,10 @@ def _flash_launch(p: Params, desc: AttentionDesc, batch: list, operands, ost: li
     groups = cdiv(M, cfg.bq) * max(nb, 1)
     chunk = key_chunk(p, groups, cdiv(N, cfg.bkv))
     dead = desc.dead_mask()
-    bound = None if dead is None else causal_bound(p, 3 + dead, "dead")
-    skip = dead_keys(p, dead, F32, groups, chunk, bound is not None)
+    dead_dt = F32 if dead is None else np.dtype(p.in_dtypes[3 + dead])
+    bound = None if dead is None else \
+        causal_bound(p, 3 + dead, "false" if dead_dt == np.bool_ else "dead")
+    skip = dead_keys(p, dead, dead_dt, groups, chunk, bound is not None)
     empty_rows = "zero_nan" if desc.nan_guard is not None else "nan"
     fill = bool(caches)
 

@@ -483,3 +483,31 @@ def test_onnx_attention_op(rank, mask_dtype, attrs, emulated, rng):
         assert got.shape == want.shape
         assert _rel_l2(got, want) <= TOL[1]
     assert _ran_flash(req) and req.stats["host_fallbacks"] == 0
+
+
+@pocl_only
+def test_onnx_attention_with_a_proven_causal_mask(emulated, rng):
+    """ONNX Attention whose boolean mask is ``kv <= q AND keep[kv]`` of two Ranges: the build
+    proves it false past the diagonal (``bounded``); rows whose keys are all masked (the first
+    three, ``keep`` false there) give zeros as the op says."""
+    from netpass.ops.attention import attention
+    q, k, v = (opset.parameter(s, np.float32, name=n) for n, s in
+               (("q", [1, 4, -1, 24]), ("k", [1, 2, -1, 24]), ("v", [1, 2, -1, 20])))
+    keep = opset.parameter([-1], np.bool_, name="keep")
+    seq = opset.squeeze(opset.gather(opset.shape_of(q), _i64([2]), _i64(0)), _i64([0]))
+    pos = opset.range(_i64(0), seq, _i64(1), "i64")
+    mask = opset.logical_and(opset.less_equal(opset.unsqueeze(pos, _i64([0])),
+                                              opset.unsqueeze(pos, _i64([1]))), keep)
+    model = Model([opset.result(attention(q, k, v, attn_mask=mask).output(0), name="y")],
+                  [q, k, v, keep])
+    req = compile_program(model, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": "f32"}).create_infer_request()
+    for s in (40, 77):
+        feeds = {"q": _f(rng, 1, 4, s, 24), "k": _f(rng, 1, 2, s, 24), "v": _f(rng, 1, 2, s, 20),
+                 "keep": np.arange(s) >= 3}
+        with np.errstate(invalid="ignore"):
+            want = netpass.reference.infer(model, feeds)["y"]
+        got = req.infer(feeds)["y"]
+        assert np.all(got[:, :, :3] == 0)
+        assert _rel_l2(got, want) <= 2 * TOL[3]
+    assert any("flash_attention(" in key[2] and "nlive" in key[2]
+               for key in req.network.kernel_objects)
