@@ -486,10 +486,12 @@ def test_onnx_attention_op(rank, mask_dtype, attrs, emulated, rng):
 
 
 @pocl_only
-def test_onnx_attention_with_a_proven_causal_mask(emulated, rng):
-    """ONNX Attention whose boolean mask is ``kv <= q AND keep[kv]`` of two Ranges: the build
-    proves it false past the diagonal (``bounded``); rows whose keys are all masked (the first
-    three, ``keep`` false there) give zeros as the op says."""
+@pytest.mark.parametrize("additive", [False, True])
+def test_onnx_attention_with_a_proven_causal_mask(additive, emulated, rng):
+    """ONNX Attention whose mask is ``kv <= q AND keep[kv]`` of two Ranges, boolean (the op
+    decomposed into a fused attention) or as ``Where(mask, 0, -inf)`` with a soft cap (the
+    op's own kernel): the build proves it dead past the diagonal (``bounded``); rows whose
+    keys are all masked (the first three, ``keep`` false there) give zeros as the op says."""
     from netpass.ops.attention import attention
     q, k, v = (opset.parameter(s, np.float32, name=n) for n, s in
                (("q", [1, 4, -1, 24]), ("k", [1, 2, -1, 24]), ("v", [1, 2, -1, 20])))
@@ -498,7 +500,10 @@ def test_onnx_attention_with_a_proven_causal_mask(emulated, rng):
     pos = opset.range(_i64(0), seq, _i64(1), "i64")
     mask = opset.logical_and(opset.less_equal(opset.unsqueeze(pos, _i64([0])),
                                               opset.unsqueeze(pos, _i64([1]))), keep)
-    model = Model([opset.result(attention(q, k, v, attn_mask=mask).output(0), name="y")],
+    attrs = {}
+    if additive:
+        mask, attrs = opset.select(mask, np.float32(0.0), np.float32(-np.inf)), {"softcap": 2.0}
+    model = Model([opset.result(attention(q, k, v, attn_mask=mask, **attrs).output(0), name="y")],
                   [q, k, v, keep])
     req = compile_program(model, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": "f32"}).create_infer_request()
     for s in (40, 77):
