@@ -48,6 +48,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
+from export_decoder import export_last_logits, last_logits  # noqa: E402
+
 from netpass.ops.matmul import MatMul  # noqa: E402
 from netpass.runtime import kernels  # noqa: E402
 from netpass.runtime.device import Engine, resolve_device_name, select_device  # noqa: E402
@@ -502,36 +504,6 @@ def gpt2_torch(layers: int, d: int, heads: int, vocab: int, attn: str):
                      bos_token_id=0, eos_token_id=0, attn_implementation=attn)
     torch.manual_seed(0)
     return GPT2LMHeadModel(cfg).eval()
-
-
-def last_logits(model):
-    """``model`` (a transformers causal LM) returning the last position's logits only, from
-    ``(input_ids, attention_mask)``: a prompt's forward as a generation's first step runs it."""
-    import torch
-
-    class LastLogits(torch.nn.Module):
-        def __init__(self, m) -> None:
-            super().__init__()
-            self.m = m
-
-        def forward(self, ids, mask):
-            return self.m(input_ids=ids, attention_mask=mask, use_cache=False, logits_to_keep=1).logits
-    return LastLogits(model)
-
-
-def export_last_logits(model, vocab: int) -> bytes:
-    """:func:`last_logits` of ``model`` exported to ONNX (TorchScript exporter, opset 17, batch
-    and sequence dynamic)."""
-    import torch
-    buf = io.BytesIO()
-    ids = torch.randint(0, vocab, (1, 7))
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(last_logits(model).eval(), (ids, torch.ones_like(ids)), buf, dynamo=False, opset_version=17,
-                          input_names=["input_ids", "attention_mask"], output_names=["logits"],
-                          dynamic_axes={"input_ids": {0: "b", 1: "s"}, "attention_mask": {0: "b", 1: "s"},
-                                        "logits": {0: "b"}})
-    return buf.getvalue()
 
 
 def section_gpt2(eng, torch_cuda_mod, args) -> None:

@@ -11,6 +11,7 @@ grown cache flat (``present.N.key`` / ``.value``) after the logits. The other in
 ``input_ids``, ``attention_mask`` (past + new tokens) and ``position_ids``; batch and sequence
 axes are dynamic. The cache layout (``Decoder.past_dims``) is read off a real forward of the
 model, not assumed. ``netpass.generation.stateful_decoder`` makes such an export stateful.
+``export_last_logits``: a prompt's forward without a cache, the last position's logits only.
 
     python tools/export_decoder.py --arch gpt2 -o gpt2.onnx                 # GPT-2 small, random
     python tools/export_decoder.py --arch llama --layers 2 --d 64 --heads 4 --kv-heads 2 \\
@@ -192,6 +193,38 @@ def export_decoder(name: str, model, layers: int, kv_heads: int, head_dim: int,
         else:
             dec.onnx = _dynamo(wrapper, (ids, mask, pos, *past), dec, names)
     return dec
+
+
+def last_logits(model):
+    """``model`` (a transformers causal LM) returning the last position's logits only, from
+    ``(input_ids, attention_mask)``: a prompt's forward as a generation's first step runs it."""
+    import torch
+
+    class LastLogits(torch.nn.Module):
+        def __init__(self, m) -> None:
+            super().__init__()
+            self.m = m
+
+        def forward(self, ids, mask):
+            return self.m(input_ids=ids, attention_mask=mask, use_cache=False,
+                          logits_to_keep=1).logits
+    return LastLogits(model)
+
+
+def export_last_logits(model, vocab: int) -> bytes:
+    """:func:`last_logits` of ``model`` exported to ONNX (TorchScript exporter, opset 17, batch
+    and sequence dynamic): a prompt's forward without a cache."""
+    import torch
+    buf = io.BytesIO()
+    ids = torch.randint(0, vocab, (1, 7))
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(last_logits(model).eval(), (ids, torch.ones_like(ids)), buf,
+                          dynamo=False, opset_version=17,
+                          input_names=["input_ids", "attention_mask"], output_names=["logits"],
+                          dynamic_axes={"input_ids": {0: "b", 1: "s"},
+                                        "attention_mask": {0: "b", 1: "s"}, "logits": {0: "b"}})
+    return buf.getvalue()
 
 
 def _axes(dims, seq: str) -> dict[int, str]:

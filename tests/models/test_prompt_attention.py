@@ -1,0 +1,55 @@
+"""A prompt's attention on the tensor-core flash kernel (emulated on PoCL) for transformers
+causal LMs of several model types, exported without a cache (``export_last_logits``, the
+TorchScript exporter; small configs, random weights): the logits of prompts of several
+lengths, left-padded ones included, against onnxruntime (rel. L2 <= 1e-4), and the causal
+bound the build proves of each export's mask (``runtime.mask_bounds``), which lets the kernel
+visit only the key blocks up to each query block's diagonal. (A sweep of 38 model types on 2026-11-30: all that export matched, the
+bound proven on all but MPT, whose mask is sliced from a constant.)
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hf_decoders import INIT
+
+import netpass
+from netpass.runtime.device import Engine, select_device
+from netpass.runtime.kinds import attention as attention_kind
+from netpass.testing import RUNTIME_DEVICE
+
+pytestmark = pytest.mark.skipif(RUNTIME_DEVICE != "CPU", reason="emulated tensor cores on PoCL")
+RTOL_L2 = 1e-4
+# model type -> whether the build proves its mask's causal bound (mpt slices a constant)
+CASES = {"llama": True, "mistral": True, "gemma2": True, "bloom": True, "falcon": True,
+         "gpt_neo": True, "mpt": False}
+
+
+@pytest.fixture
+def emulated(monkeypatch):
+    eng = Engine.get(select_device("CPU"))
+    monkeypatch.setattr(eng, "mma", "emulated")
+    monkeypatch.setattr(attention_kind, "FLASH_MIN_M", 4)
+    return eng
+
+
+@pytest.mark.parametrize("arch", list(CASES))
+def test_prompt_on_the_flash_kernel_equals_onnxruntime(arch, emulated):
+    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("transformers")
+    from export_decoder import build, export_last_logits
+    model = build(arch, layers=2, d=64, heads=4, kv_heads=2, vocab=223, positions=256,
+                  init=INIT.get(arch, 0.2), ffn=96)[0].eval()
+    exported = export_last_logits(model, 223)
+    req = netpass.compile_model(netpass.read_model(exported), RUNTIME_DEVICE,
+                                {"TRANSFORMATIONS": "NONE"}).create_infer_request()
+    sess = ort.InferenceSession(exported, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(1)
+    for s, padded in ((40, 0), (70, 5), (23, 0)):
+        feeds = {"input_ids": rng.integers(0, 223, (1, s)),
+                 "attention_mask": (np.arange(s)[None] >= padded).astype(np.int64)}
+        got, want = req.infer(feeds)["logits"], sess.run(None, feeds)[0]
+        assert np.linalg.norm(got - want) / np.linalg.norm(want) <= RTOL_L2, (arch, s, padded)
+    flash = [key[2] for key in req._runtime_request.network.kernel_objects
+             if "flash_attention(" in key[2]]
+    assert flash
+    assert any("nlive" in text for text in flash) == CASES[arch]
