@@ -74,3 +74,16 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
             terminalreporter.write_line(
                 f"  {len(new)} passing cases are not in {tool.list_path(target).name}: "
                 "run `python tools/conformance.py --update`")
+
+
+@pytest.fixture
+def emulated_flash(monkeypatch):
+    """The PoCL engine with emulated tensor cores (``kernels.mma``'s MMA and shuffles through
+    local memory) and the flash attention kernel taken from 4 query rows: the tensor-core
+    attention's tests run it on the CPU."""
+    from netpass.runtime.device import Engine, select_device
+    from netpass.runtime.kinds import attention as attention_kind
+    eng = Engine.get(select_device("CPU"))
+    monkeypatch.setattr(eng, "mma", "emulated")
+    monkeypatch.setattr(attention_kind, "FLASH_MIN_M", 4)
+    return eng

@@ -13,8 +13,6 @@ import pytest
 from hf_decoders import INIT
 
 import netpass
-from netpass.runtime.device import Engine, select_device
-from netpass.runtime.kinds import attention as attention_kind
 from netpass.testing import RUNTIME_DEVICE
 
 pytestmark = pytest.mark.skipif(RUNTIME_DEVICE != "CPU", reason="emulated tensor cores on PoCL")
@@ -24,16 +22,8 @@ CASES = {"llama": True, "mistral": True, "gemma2": True, "bloom": True, "falcon"
          "gpt_neo": True, "mpt": False}
 
 
-@pytest.fixture
-def emulated(monkeypatch):
-    eng = Engine.get(select_device("CPU"))
-    monkeypatch.setattr(eng, "mma", "emulated")
-    monkeypatch.setattr(attention_kind, "FLASH_MIN_M", 4)
-    return eng
-
-
 @pytest.mark.parametrize("arch", list(CASES))
-def test_prompt_on_the_flash_kernel_equals_onnxruntime(arch, emulated):
+def test_prompt_on_the_flash_kernel_equals_onnxruntime(arch, emulated_flash):
     ort = pytest.importorskip("onnxruntime")
     pytest.importorskip("transformers")
     from export_decoder import build, export_last_logits

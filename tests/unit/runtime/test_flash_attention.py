@@ -249,14 +249,6 @@ def test_causal_bound_replaces_the_scan(m, n, bound, chunk, rng):
     np.testing.assert_array_equal(got[:, :bq], clean[:, :bq])
 
 
-@pytest.fixture
-def emulated(monkeypatch):
-    eng = Engine.get(select_device("CPU"))
-    monkeypatch.setattr(eng, "mma", "emulated")
-    monkeypatch.setattr(attention_kind, "FLASH_MIN_M", 4)
-    return eng
-
-
 def _i64(v):
     return np.array(v, dtype=np.int64)
 
@@ -288,7 +280,7 @@ def _ran_flash(req) -> bool:
 
 @pocl_only
 @pytest.mark.parametrize("precision", ["tf32", "f32"])
-def test_decoder_prefill(precision, emulated, rng):
+def test_decoder_prefill(precision, emulated_flash, rng):
     model = _decoder()
     cm = compile_program(model, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": precision})
     req = cm.create_infer_request()
@@ -301,7 +293,7 @@ def test_decoder_prefill(precision, emulated, rng):
 
 
 @pocl_only
-def test_decoder_prefill_splits_long_rows(emulated, monkeypatch, rng):
+def test_decoder_prefill_splits_long_rows(emulated_flash, monkeypatch, rng):
     """Few query blocks: each row's keys split into runs of one block over the launch's third
     dimension (kernels.flash, "Key splits"), the runs merged by the last to arrive; two
     requests take turns on one compiled model (each its own arrival counters)."""
@@ -341,7 +333,7 @@ def _padded_decoder(h=2, d=16):
 
 @pocl_only
 @pytest.mark.parametrize("split_keys", [False, True])
-def test_decoder_prefill_with_a_proven_causal_mask(split_keys, emulated, monkeypatch, rng):
+def test_decoder_prefill_with_a_proven_causal_mask(split_keys, emulated_flash, monkeypatch, rng):
     """The build proves the mask dead past the diagonal (``runtime.mask_bounds``), so the
     flash kernel is built ``bounded``: the reference's output over prompts of several lengths,
     left-padded ones included (their first rows have no live key and spread over every key),
@@ -362,7 +354,7 @@ def test_decoder_prefill_with_a_proven_causal_mask(split_keys, emulated, monkeyp
 
 
 @pocl_only
-def test_vision_heads_read_through_reshaped_transposes(emulated, rng):
+def test_vision_heads_read_through_reshaped_transposes(emulated_flash, rng):
     """torchvision's attention layout ([S, B, D] to heads by Reshape, Transpose, Reshape; the
     Transposes read as views through the Reshapes) on the flash kernel, 3xTF32."""
     S, B, D = 37, 3, 32
@@ -374,7 +366,7 @@ def test_vision_heads_read_through_reshaped_transposes(emulated, rng):
 
 
 @pocl_only
-def test_decoder_prefill_skips_dead_key_blocks(emulated, monkeypatch, rng):
+def test_decoder_prefill_skips_dead_key_blocks(emulated_flash, monkeypatch, rng):
     """The causal mask at the float32 minimum (as transformers' exports write it): the flash
     kernel skips the key blocks past each work-group's last query (looked for whatever the
     work-group count), so NaN in the later tokens reach no earlier row (the reference, which
@@ -395,7 +387,7 @@ def test_decoder_prefill_skips_dead_key_blocks(emulated, monkeypatch, rng):
 
 
 @pocl_only
-def test_padding_mask_batch_and_nan_guard(emulated, rng):
+def test_padding_mask_batch_and_nan_guard(emulated_flash, rng):
     """BERT-style (q k^T) / sqrt(d) + mask[b, 1, 1, s] over a batch of 2, torch's
     Where(IsNaN(p), 0, p) guard: a sequence whose keys are all masked gives zeros."""
     b_, h, d = 2, 3, 12
@@ -420,7 +412,7 @@ def test_padding_mask_batch_and_nan_guard(emulated, rng):
 
 
 @pocl_only
-def test_few_queries_keep_the_row_kernel(emulated, rng):
+def test_few_queries_keep_the_row_kernel(emulated_flash, rng):
     model = _decoder()
     req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     feeds = {"x": _f(rng, 1, 3, 32)}
@@ -462,7 +454,7 @@ def _onnx_attention(rank: int, mask_dtype, **attrs):
     (3, np.float32, {"softcap": 2.0}),
     (3, np.bool_, {"is_causal": True}),
 ])
-def test_onnx_attention_op(rank, mask_dtype, attrs, emulated, rng):
+def test_onnx_attention_op(rank, mask_dtype, attrs, emulated_flash, rng):
     """The ONNX Attention op runs on the flash kernel (it has no other kernel): grouped-query
     heads, 3-D inputs, boolean and additive masks (a query row with every key masked gives
     zeros), causal masking, scale and soft cap."""
@@ -487,7 +479,7 @@ def test_onnx_attention_op(rank, mask_dtype, attrs, emulated, rng):
 
 @pocl_only
 @pytest.mark.parametrize("additive", [False, True])
-def test_onnx_attention_with_a_proven_causal_mask(additive, emulated, rng):
+def test_onnx_attention_with_a_proven_causal_mask(additive, emulated_flash, rng):
     """ONNX Attention whose mask is ``kv <= q AND keep[kv]`` of two Ranges, boolean (the op
     decomposed into a fused attention) or as ``Where(mask, 0, -inf)`` with a soft cap (the
     op's own kernel): the build proves it dead past the diagonal (``bounded``); rows whose
