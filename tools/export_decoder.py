@@ -211,19 +211,27 @@ def last_logits(model):
     return LastLogits(model)
 
 
-def export_last_logits(model, vocab: int) -> bytes:
-    """:func:`last_logits` of ``model`` exported to ONNX (TorchScript exporter, opset 17, batch
-    and sequence dynamic): a prompt's forward without a cache."""
+def export_last_logits(model, vocab: int, exporter: str = "torchscript") -> bytes:
+    """:func:`last_logits` of ``model`` exported to ONNX: a prompt's forward without a cache.
+    TorchScript: opset 17, batch and sequence dynamic; dynamo: opset 18, the sequence
+    dynamic."""
     import torch
     buf = io.BytesIO()
     ids = torch.randint(0, vocab, (1, 7))
+    names = {"input_names": ["input_ids", "attention_mask"], "output_names": ["logits"]}
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
+        if exporter == "dynamo":
+            seq = torch.export.Dim("s", min=2, max=4096)
+            program = torch.onnx.export(last_logits(model).eval(), (ids, torch.ones_like(ids)),
+                                        dynamo=True, opset_version=18,
+                                        dynamic_shapes=({1: seq}, {1: seq}), **names)
+            return program.model_proto.SerializeToString()
         torch.onnx.export(last_logits(model).eval(), (ids, torch.ones_like(ids)), buf,
                           dynamo=False, opset_version=17,
-                          input_names=["input_ids", "attention_mask"], output_names=["logits"],
                           dynamic_axes={"input_ids": {0: "b", 1: "s"},
-                                        "attention_mask": {0: "b", 1: "s"}, "logits": {0: "b"}})
+                                        "attention_mask": {0: "b", 1: "s"}, "logits": {0: "b"}},
+                          **names)
     return buf.getvalue()
 
 
