@@ -216,7 +216,6 @@ def export_last_logits(model, vocab: int, exporter: str = "torchscript") -> byte
     TorchScript: opset 17, batch and sequence dynamic; dynamo: opset 18, the sequence
     dynamic."""
     import torch
-    buf = io.BytesIO()
     ids = torch.randint(0, vocab, (1, 7))
     names = {"input_names": ["input_ids", "attention_mask"], "output_names": ["logits"]}
     with warnings.catch_warnings(), torch.no_grad():
@@ -227,6 +226,7 @@ def export_last_logits(model, vocab: int, exporter: str = "torchscript") -> byte
                                         dynamo=True, opset_version=18,
                                         dynamic_shapes=({1: seq}, {1: seq}), **names)
             return program.model_proto.SerializeToString()
+        buf = io.BytesIO()
         torch.onnx.export(last_logits(model).eval(), (ids, torch.ones_like(ids)), buf,
                           dynamo=False, opset_version=17,
                           dynamic_axes={"input_ids": {0: "b", 1: "s"},

@@ -45,7 +45,7 @@ def bound_of(node: Any, k: int = 0, memo: dict | None = None) -> Bound | None:
 def _bound(node: Any, k: int, memo: dict) -> Bound | None:
     if node.is_constant:
         return _constant(node.value)
-    rule = getattr(node.row, "mask_bound", None) if node.row is not None else None
+    rule = node.row.mask_bound
     if rule is None or k != 0:
         return None
     return rule(node, [bound_of(s, j, memo) for s, j in node.inputs])

@@ -436,9 +436,11 @@ def dead_keys(p: Params, side: int | None, dtype, groups: int, chunk: int,
     return side, flash.dead_predicate(dtype)
 
 
-def causal_bound(p: Params, k: int, kind: str) -> int | None:
-    """The diagonal past which the build proves input ``k`` (a mask) ``kind`` ("dead",
-    "false") for every key (``runtime.mask_bounds``), as the flash kernel's ``cofs``."""
+def causal_bound(p: Params, k: int) -> int | None:
+    """The diagonal past which the build proves input ``k`` (a mask) dead for every key
+    (``runtime.mask_bounds``: false for a boolean mask, dead for an additive one), as the
+    flash kernel's ``cofs``."""
+    kind = "false" if np.dtype(p.in_dtypes[k]) == np.bool_ else "dead"
     bound = bound_of(*p.node.inputs[k]) if p.node is not None else None
     if bound is None or bound.kind != kind:
         return None
@@ -508,10 +510,9 @@ def _flash_launch(p: Params, desc: AttentionDesc, batch: list, operands, ost: li
     groups = cdiv(M, cfg.bq) * max(nb, 1)
     chunk = key_chunk(p, groups, cdiv(N, cfg.bkv))
     dead = desc.dead_mask()
-    dead_dt = F32 if dead is None else np.dtype(p.in_dtypes[3 + dead])
-    bound = None if dead is None else \
-        causal_bound(p, 3 + dead, "false" if dead_dt == np.bool_ else "dead")
-    skip = dead_keys(p, dead, dead_dt, groups, chunk, bound is not None)
+    bound = None if dead is None else causal_bound(p, 3 + dead)
+    skip = dead_keys(p, dead, F32 if dead is None else p.in_dtypes[3 + dead], groups, chunk,
+                     bound is not None)
     empty_rows = "zero_nan" if desc.nan_guard is not None else "nan"
     fill = bool(caches)
 
