@@ -117,7 +117,8 @@ class MmaConfig:
 def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, align: str,
              epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int,
              norm: tuple | None = None, hi_round: str = "rn", conv: bool = False,
-             splitk: str = "", bmn: bool = False, norm_out: tuple | None = None) -> Source:
+             splitk: str = "", bmn: bool = False, norm_out: tuple | None = None,
+             norm_ahead: bool = False) -> Source:
     """The tensor-core GEMM kernel (module docstring). ``b_kmajor``: B is read along n (its
     n stride 1 when ``copy == "cp_async"``), else along k. ``split``: 1 (TF32) or 3
     (3xTF32). ``ptx``: real ``mma.sync`` / ``cp.async`` (NVIDIA), else emulated.
@@ -138,13 +139,15 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
     epilogue to C + s * (batches * M * N) for :func:`splitk_reduce`.
     ``bmn``: the epilogue's side inputs are addressed by (batch, m, n) strides (dims and
     strides of rank 3). ``norm_out`` (the parameters ``norm`` would take): the normalization
-    is applied to the product instead (:func:`norm_out_parts`): B holds the folded weights."""
+    is applied to the product instead (:func:`norm_out_parts`): B holds the folded weights;
+    ``norm_ahead``: the rows' statistics come from ``mma_parts.row_moments`` (argument ``NS``,
+    last)."""
     cfg.check()
     if norm_out is not None and (norm is not None or splitk == "apart" or cfg.loop != "slab"
                                  or not b_kmajor or not norm_out_fits(cfg)):
         raise ValueError("a normalized product takes the slab loop, B k-major, K slices "
                          "reduced in the tail and no normalized A")
-    nstats = norm_out_parts(cfg, norm_out, bool(splitk)) if norm_out is not None else \
+    nstats = norm_out_parts(cfg, norm_out, bool(splitk), norm_ahead) if norm_out is not None else \
         ("",) * 5
     NT, BM, BN, BK, S = cfg.threads, cfg.bm, cfg.bn, cfg.bk, cfg.stages
     MI, NI = cfg.wm // 16, cfg.wn // 8
@@ -161,6 +164,8 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
         args += ["int sk_len", "int sk_n"]
     if splitk == "tail":
         args += ["__global float* P", "__global int* sk_count"]
+    if norm_out is not None and norm_ahead:
+        args += ["__global const float* NS"]
 
     # -- stage fills ---------------------------------------------------------------------------
     def fill(stage: str, kt: str, how: str) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .common import nan_max
+from .common import LS, Source, header, memoized, nan_max
 from .gemm import norm_scale
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -191,7 +191,8 @@ def norm_out_fits(cfg: MmaConfig) -> bool:
         and start >= cfg.warps * 16 * (cfg.wn + 4)
 
 
-def norm_out_parts(cfg: MmaConfig, norm: tuple, split: bool = False) -> tuple[str, ...]:
+def norm_out_parts(cfg: MmaConfig, norm: tuple, split: bool = False,
+                   ahead: bool = False) -> tuple[str, ...]:
     """C pieces of a GEMM whose A rows are normalized (LayerNorm / RMSNorm, ``norm`` as
     kernels.norm_prologue's) with the normalization applied to the product: with B the
     folded weights (``norm_gemm.fold_weights``: rows ``gamma[k] * W[k, :]``, then their
@@ -203,10 +204,26 @@ def norm_out_parts(cfg: MmaConfig, norm: tuple, split: bool = False) -> tuple[st
     the free stages, and applied by ``NORM_OUT(mm, nn, v)`` in the store. ``split`` (K
     slices reduced in the launch's tail): each slice stores its rows' sums after the partial
     products (``P`` from ``batches * slices * M * N``, ``2 * M`` per slice) and the last
-    slice of a tile adds them up before its store. (declarations, per stage, after the loop,
-    in the tail, defines)."""
+    slice of a tile adds them up before its store. ``ahead``: :func:`row_moments` took the
+    rows' means and scales (argument ``NS``): the tile reads its rows' from there before its
+    store, and the stages carry nothing more. (declarations, per stage, after the loop, in
+    the tail, defines)."""
     variance, rms = norm[2], norm[5]
     BM, NT = cfg.bm, cfg.threads
+    defines = (f"\n#define NORM_OUT(mm, nn, val) (nst_[{BM} + (mm) - m0] * ((val) - nst_[(mm) - m0]"
+               " * B[(size_t)K * sbk + (nn) * sbn]) + B[(size_t)(K + 1) * sbk + (nn) * sbn])\n")
+    if ahead:
+        start = _norm_out_room(cfg)[1]
+        read = f"""  if (tid < {BM}) {{  /* the rows' statistics (row_moments) */
+    const int r_ = min(m0 + tid, M - 1);
+    nst_[tid] = NS[r_]; nst_[{BM} + tid] = NS[M + r_];
+  }}
+  barrier(CLK_LOCAL_MEM_FENCE);
+"""
+        after = f"""  barrier(CLK_LOCAL_MEM_FENCE);  /* the stages are free */
+  __local float* const nst_ = (__local float*)As + {start};
+"""
+        return "", "", after + ("" if split else read), read if split else "", defines
     tpr = NT // BM
     per = 4 // tpr
     start = _norm_out_room(cfg)[1]  # (gemm_mma checked norm_out_fits)
@@ -267,6 +284,47 @@ def norm_out_parts(cfg: MmaConfig, norm: tuple, split: bool = False) -> tuple[st
   barrier(CLK_LOCAL_MEM_FENCE);
 """
         tail = ""
-    defines = (f"\n#define NORM_OUT(mm, nn, val) (nst_[{BM} + (mm) - m0] * ((val) - nst_[(mm) - m0]"
-               " * B[(size_t)K * sbk + (nn) * sbn]) + B[(size_t)(K + 1) * sbk + (nn) * sbn])\n")
     return decl, stage, after, tail, defines
+
+
+@memoized
+def row_moments(norm: tuple) -> Source:
+    """Each row's mean and normalization scale (``norm`` as norm_out_parts') for a GEMM whose
+    product is normalized (``norm_out_parts``' ``ahead``): one work-group of ``LS`` items per
+    row of ``K`` contiguous floats, sums shifted by the row's first element as the GEMM's own
+    would take them; ``NS[row]`` the mean (0 for RMSNorm), ``NS[rows + row]`` the scale."""
+    variance, rms = norm[2], norm[5]
+    moments = "" if rms else "const float mu_ = s_ / (float)K;\n    " + (
+        f"const float var_ = {nan_max('q_ / (float)K - mu_ * mu_', '0.0f')};\n    "
+        if variance else "")
+    mean = "0.0f" if rms else "sh_ + mu_"
+    text = header([]) + f"""#define LS {LS}
+__kernel __attribute__((reqd_work_group_size(LS, 1, 1)))
+void row_moments(__global const float* A, int aoff, int K, __global float* NS)
+{{
+  const int row = get_group_id(0), lid = get_local_id(0), rows = get_num_groups(0);
+  __global const float* const x_ = A + aoff + (size_t)row * K;
+  const float sh_ = {"0.0f" if rms else "x_[0]"};
+  float s_ = 0.0f, q_ = 0.0f;
+  if ((K & 3) == 0 && (((size_t)x_) & 15) == 0) {{
+    for (int k4 = lid; k4 < K / 4; k4 += LS) {{
+      const float4 d_ = vload4(k4, x_) - sh_;
+      s_ += (d_.x + d_.y) + (d_.z + d_.w); q_ += dot(d_, d_);
+    }}
+  }} else {{
+    for (int k = lid; k < K; k += LS) {{ const float d_ = x_[k] - sh_; s_ += d_; q_ += d_ * d_; }}
+  }}
+  __local float ss_[LS], qs_[LS];
+  ss_[lid] = s_; qs_[lid] = q_;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int h = LS / 2; h > 0; h >>= 1) {{
+    if (lid < h) {{ ss_[lid] += ss_[lid + h]; qs_[lid] += qs_[lid + h]; }}
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }}
+  if (lid == 0) {{
+    s_ = ss_[0]; q_ = qs_[0];
+    {moments}NS[row] = {mean}; NS[rows + row] = {norm_scale(norm, "var_", "q_")};
+  }}
+}}
+"""
+    return Source(text, "row_moments")

@@ -228,12 +228,22 @@ def norm_out_plan(engine, precision: str | None, M: int, N: int, K_: int, sa: li
     return choice
 
 
+def norm_ahead(cfg: MmaConfig) -> bool:
+    """Whether a GEMM with a LayerNorm folded into its weights (:func:`norm_out_plan`) takes
+    its rows' statistics from a row kernel launched ahead of it (``mma_parts.row_moments``)
+    rather than from its A stages: on tiles of as many rows as items, where each item would
+    sum a whole row of every stage (H200, GPT-2's 1024-token prompt on 128x96 tiles, 3xTF32:
+    MLP up 0.133 -> 0.125 ms, QKV 0.116 / 0.113 -> 0.113 / 0.107, the prompt 6.50 -> 6.29 ms;
+    64-row tiles at 128-512 rows: the same or up to 5 us slower with the launch)."""
+    return cfg.bm >= cfg.threads
+
+
 def source(choice, epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int,
            norm: tuple | None, splitk: str = "", bmn: bool = False,
-           norm_out: tuple | None = None) -> Source:
+           norm_out: tuple | None = None, norm_ahead: bool = False) -> Source:
     cfg, split, b_kmajor, ptx, copy = choice
     return gemm_mma(cfg, b_kmajor, split, ptx, copy, ALIGN, epilogue, n_extra, extra_dtypes, erank,
-                    norm, HI_ROUND, False, splitk, bmn, norm_out)
+                    norm, HI_ROUND, False, splitk, bmn, norm_out, norm_ahead)
 
 
 def work_sizes(cfg: MmaConfig, M: int, N: int, nb: int, splits: int = 1) -> tuple[tuple, tuple]:

@@ -27,7 +27,7 @@ from ..impls import (
     size,
     work_1d,
 )
-from ..kernels import decode_gemv, mma, mma_plan
+from ..kernels import decode_gemv, mma, mma_parts, mma_plan
 from ..kernels.common import LS, Stage
 from ..kernels.gemm import (
     GEMM_LARGE,
@@ -147,8 +147,12 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
     a_ref: list = [("i", b_idx[0])]
     tc_plan = None
     norm_out = None
-    if folded is not None:  # (one launch: the rows' statistics taken on the way)
+    ahead: list = []  # (the rows' statistics of a folded norm, taken by a row kernel)
+    if folded is not None:
         tc_plan, norm_out, norm = folded, norm, None
+        if norm_out is not None and mma_plan.norm_ahead(folded[0]):
+            pre, buffers, ahead = [_row_moments(p, norm_out, b_idx[0], M, Ka)], \
+                [Scratch(8 * M)], [("b", 0)]
     elif gemv is None and norm is not None and f32 and nb == 1 and sa[-1] == 1 \
             and sa[-2] == Ka:
         tc_plan = mma_plan.plan(p.engine, p.precision, M, N, Ka, nb, sa, sb, sab, sbb, None)
@@ -169,7 +173,7 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
                                        [dims[1], sab[0], sab[1], sa[-2], sa[-1], sbb[0], sbb[1],
                                         sb[-2], sb[-1]],
                                        extra_refs, (stages, n_extra, edt, edims, est), out_shape,
-                                       len(buffers), norm_out)
+                                       len(buffers), norm_out, ahead)
         return pre + launches, buffers + more
     if gemv is not None:  # few rows: memory-bound GEMVs over B's contiguous columns
         run = decode_gemv.gemv_run(Ka, gemv, gpu)
@@ -183,9 +187,11 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
         bmn = gemm_strides(p, out_shape, nb, M, N) if n_extra else None
         if bmn is not None:
             edims, est = [nb, M, N], bmn
-        src = p.cached(("gemm_mma", tc_plan, len(edims), norm, bmn is not None, norm_out),
+        src = p.cached(("gemm_mma", tc_plan, len(edims), norm, bmn is not None, norm_out,
+                        bool(ahead)),
                        lambda: mma_plan.source(tc_plan, stages, n_extra, edt, len(edims), norm,
-                                               bmn=bmn is not None, norm_out=norm_out))
+                                               bmn=bmn is not None, norm_out=norm_out,
+                                               norm_ahead=bool(ahead)))
         gws, (lx, ly, _) = mma_plan.work_sizes(tc_plan[0], M, N, nb)
     elif tn is not None:
         src = p.cached(("gemm_skinny", len(edims), norm),
@@ -211,7 +217,7 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
     if norm is not None:
         spec += [("i", norm_first + j) for j in range(int(norm[3]) + int(norm[4]))]
     spec += [M, N, Ka, dims[1], sab[0], sab[1], sa[-2], sa[-1], sbb[0], sbb[1], sb[-2], sb[-1]]
-    spec += epilogue_args(n_extra, edims, est, extra_refs)
+    spec += epilogue_args(n_extra, edims, est, extra_refs) + ahead
     return pre + [Launch(src, gws, (lx, ly, 1), spec)], buffers
 
 
@@ -223,6 +229,13 @@ def norm_out_plan(p: Params, M: int, N: int, K_: int) -> tuple | None:
     if p.engine is None:
         return None
     return mma_plan.norm_out_plan(p.engine, p.precision, M, N, K_, [K_, 1], [N, 1])
+
+
+def _row_moments(p: Params, norm: tuple, a_idx: int, rows: int, k: int) -> Launch:
+    """Each of input ``a_idx``'s ``rows`` contiguous rows' mean and scale into impl buffer 0
+    (``mma_parts.row_moments``), read by the GEMM whose weights fold the normalization."""
+    return Launch(p.cached(("row_moments", norm), lambda: mma_parts.row_moments(norm)),
+                  (max(rows, 1) * LS,), (LS,), [("i", a_idx), k, ("b", 0)])
 
 
 def _normalize_rows(p: Params, norm: tuple, norm_first: int, a_idx: int, rows: int,
@@ -248,11 +261,12 @@ def _normalize_rows(p: Params, norm: tuple, norm_first: int, a_idx: int, rows: i
 def _split_k_gemm(p: Params, tc_plan: tuple, norm: tuple | None, norm_first: int, ab_refs: list,
                   mnkb: tuple, split: tuple, strides: list, extra_refs: list | None,
                   epilogue: tuple, out_shape, slot: int = 0,
-                  norm_out: tuple | None = None) -> tuple[list, list]:
+                  norm_out: tuple | None = None, ahead: list | None = None) -> tuple[list, list]:
     """The tensor-core GEMM in ``split = (slices, K per slice)`` K slices (A and B read
     through ``ab_refs``) and their reduction through the epilogue (:func:`split_k`);
     ``norm_out``: B holds folded weights (gemm_launch's ``folded``), the slices' row sums go
-    after their partial products."""
+    after their partial products, or (``ahead``: the reference to their impl buffer) a row
+    kernel took them."""
     M, N, Ka, nb = mnkb
     stages, n_extra, edt, edims, est = epilogue
     mode = mma_plan.split_k_mode(tc_plan[0], split[0])
@@ -261,10 +275,10 @@ def _split_k_gemm(p: Params, tc_plan: tuple, norm: tuple | None, norm_first: int
         edims, est = [nb, M, N], bmn
     tail = mode == "tail"
     src = p.cached(("gemm_mma_splitk", tc_plan, norm, len(edims), bmn is not None, mode,
-                    norm_out),
+                    norm_out, bool(ahead)),
                    lambda: mma_plan.source(tc_plan, stages if tail else [], n_extra if tail else 0,
                                            edt if tail else [], len(edims) if tail else 0, norm,
-                                           mode, bmn is not None, norm_out))
+                                           mode, bmn is not None, norm_out, bool(ahead)))
     gws, lws = mma_plan.work_sizes(tc_plan[0], M, N, nb, split[0])
     head: list = ab_refs + [("o", 0) if tail else ("b", slot)] + ([] if tail else [0])
     if norm is not None:
@@ -272,12 +286,12 @@ def _split_k_gemm(p: Params, tc_plan: tuple, norm: tuple | None, norm_first: int
     head += [M, N, Ka] + strides
     return split_k(p, src, gws, lws, head, [], split, max(nb, 1) * M * N, extra_refs,
                    (stages, n_extra, edt, edims, est), mode, slot,
-                   2 * M if norm_out is not None else 0)
+                   2 * M if norm_out is not None and not ahead else 0, ahead or [])
 
 
 def split_k(p: Params, src, gws: tuple, lws: tuple, head: list, geometry: list, split: tuple,
             total: int, extra_refs: list | None, epilogue: tuple, mode: str,
-            slot: int = 0, stats: int = 0) -> tuple[list, list]:
+            slot: int = 0, stats: int = 0, last: list | None = None) -> tuple[list, list]:
     """(launches, impl buffers) of a split-K tensor-core GEMM (``kernels.mma.gemm_mma``'s
     ``splitk``) whose arguments begin with ``head`` (with "tail": C is the output; with
     "apart": impl buffer ``slot``, a Scratch for the partial products) and go on with the
@@ -286,18 +300,20 @@ def split_k(p: Params, src, gws: tuple, lws: tuple, head: list, geometry: list, 
     counts in ``slot + 1`` (zeros, which every launch leaves as it found them; each request
     uploads its own). "apart": the GEMM, then ``kernels.mma.splitk_reduce`` summing the
     partial products into the output through the epilogue. ``stats``: floats per slice after
-    the partial products (a normalized product's row sums)."""
+    the partial products (a normalized product's row sums); ``last``: the GEMM's arguments
+    after all of these."""
     stages, n_extra, edt, edims, est = epilogue
     splits, slice_k = split
     ext = epilogue_args(n_extra, edims, est, extra_refs)
     scratch = Scratch(4 * splits * (total + stats))
     if mode == "tail":
         tiles = (gws[0] // lws[0]) * gws[1] * (gws[2] // splits)
-        spec = head + ext + geometry + [slice_k, splits, ("b", slot), ("b", slot + 1)]
+        spec = head + ext + geometry + [slice_k, splits, ("b", slot), ("b", slot + 1)] + \
+            (last or [])
         return [Launch(src, gws, lws, spec)], [scratch, np.zeros(tiles, np.int32)]
     red = p.cached(("splitk_reduce", len(edims)),
                    lambda: mma.splitk_reduce(stages, n_extra, edt, len(edims)))
-    gemm = Launch(src, gws, lws, head + geometry + [slice_k, splits])
+    gemm = Launch(src, gws, lws, head + geometry + [slice_k, splits] + (last or []))
     return [gemm, Launch(red, *work_1d(total), [("b", slot), ("o", 0), total, splits] + ext)], \
         [scratch]
 

@@ -8,6 +8,7 @@ import pytest
 import netpass
 from netpass import Model, opset
 from netpass.runtime import Program, compile_program
+from netpass.runtime.kernels import mma_plan
 from netpass.runtime.norm_gemm import NormDesc
 from netpass.testing import RUNTIME_DEVICE
 
@@ -220,14 +221,17 @@ ROWS = (70, 300, 1)
     (_ln_matmul, 1024, 40, 20.0, (70, 100, 1)),  # K slices (PoCL's 2 units): sums in the tail
     (_rms_matmul, 1024, 40, 3.0, (70, 100, 1)),
 ])
+@pytest.mark.parametrize("ahead", [False, True], ids=["stages", "ahead"])
 def test_layernorm_folded_into_the_tensor_core_weights(rng, monkeypatch, make, k, n, offset,
-                                                       rows):
+                                                       rows, ahead):
     """On the tensor-core path (emulated on PoCL) a FullyConnected's LayerNorm or RMSNorm
-    folds into its weights (norm_gemm.fold_weights): one launch per inference, the rows'
-    statistics taken as the A stages pass, the reference's values within 1e-4 of the
-    largest output (rows whose mean is 50 deviations included: the mean cancels in the
-    product, 3xTF32 keeps that near float32's own rounding of the rows)."""
+    folds into its weights (norm_gemm.fold_weights): one launch per inference with the rows'
+    statistics taken as the A stages pass, or two with a row kernel taking them ahead
+    (``mma_plan.norm_ahead``); the reference's values within 1e-4 of the largest output (rows
+    whose mean is 50 deviations included: the mean cancels in the product, 3xTF32 keeps that
+    near float32's own rounding of the rows)."""
     _tensor_cores(monkeypatch)
+    monkeypatch.setattr(mma_plan, "norm_ahead", lambda cfg: ahead)
     model = make(rng, k=k, n=n)
     req = netpass.compile_model(model, RUNTIME_DEVICE,
                                 {"TRANSFORMATIONS": "NONE"}).create_infer_request()
@@ -237,8 +241,11 @@ def test_layernorm_folded_into_the_tensor_core_weights(rng, monkeypatch, make, k
         got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
         assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
         # (a device with many compute units may take these shapes in K slices instead)
-        assert req.stats["kernels_enqueued"] - before == 1 or RUNTIME_DEVICE != "CPU"
+        launches = 1 + (ahead and m > 1)  # (one row: the GEMV, its own statistics)
+        assert req.stats["kernels_enqueued"] - before == launches or RUNTIME_DEVICE != "CPU"
     assert req.stats["weight_reorders"] >= 1
+    assert any("void row_moments(" in key[2]
+               for key in req._runtime_request.network.kernel_objects) == ahead
 
 
 def test_layernorm_over_k_in_no_whole_stages_runs_ahead_of_the_gemm(rng, monkeypatch):
