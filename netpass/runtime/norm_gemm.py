@@ -47,6 +47,8 @@ class NormDesc:
     with input 1, or a FullyConnected with inputs 1 and 2). Keeps the absorbed nodes for the
     host reference."""
 
+    gated = False  # (A as given, normalized: not a gated MLP's halves, parallel_gemms.GatedDesc)
+
     def __init__(self, mvn, ops: list, matmul, gamma: bool, beta: bool) -> None:
         self.mvn, self.ops, self.matmul = mvn, ops, matmul
         self.rms = mvn.is_a(RmsNorm)  # (the root mean square, no mean taken off)

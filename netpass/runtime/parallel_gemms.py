@@ -25,14 +25,19 @@ tensors (GEMMs, attention, rotary, through Reshapes and Transposes:
 A gated MLP's ``silu(gate(x)) * up(x)`` (LLaMA, Mistral, Qwen) has elementwise readers
 instead: :func:`merge_gated_mlps` stacks its two projections into one FullyConnected and reads
 the two halves of each row with one SiluGate kernel (three launches, the norm's among them,
-become two).
+become two). :func:`fold_gated_inputs` then lets the down projection read that GEMM's output
+itself (``GatedDesc``): a decode step's GEMV takes ``silu(g) * u`` as it reads its rows (one
+launch fewer per layer), a prompt's GEMM a SiluGate's rows made in its own impl.
 """
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from ..core.boundary import Constant
 from ..core.shape import PartialShape
+from ..errors import ShapeInferenceError
 from ..ops.elementwise import Add, Multiply, Sigmoid, Swish
 from ..ops.legacy import FullyConnected
 from ..ops.movement import Reshape, VariadicSplit
@@ -40,7 +45,8 @@ from ..ops.normalization import MVN
 from ..ops.shape_ops import ShapeOf
 from .kinds.elementwise import SiluGate, SiluGateDesc
 from .kinds.normalization import RmsNorm
-from .program_node import ProgramNode, node_users, read_once, splice
+from .program_node import ProgramNode, fuse_matches, node_users, read_once, splice
+from .shape_infer import infer_host
 
 F32 = np.dtype(np.float32)
 
@@ -225,3 +231,52 @@ def merge_gated_mlps(nodes: list) -> list:
         replace[id(m)] = stacked + [act]
         dropped.update(id(n) for n in absorbed)
     return splice(nodes, replace, dropped)
+
+
+class GatedDesc:
+    """What a FullyConnected over a gated MLP's activation computes (:func:`fold_gated_inputs`):
+    input 0 holds the gate's and the up projection's columns side by side ``[..., 2K]``, the
+    GEMM reads ``silu(g) * u`` (``SiluGate``'s) against weights ``[N, K]``. Keeps the absorbed
+    SiluGate and the FullyConnected for the host reference."""
+
+    gated = True
+
+    def __init__(self, act, fc) -> None:
+        self.act, self.fc = act, fc
+
+    def key(self) -> tuple:
+        return ("gated",)
+
+    def infer_shapes(self, shapes: Sequence[tuple],
+                     values: Mapping[int, np.ndarray]) -> list[tuple]:
+        x, w = shapes[0], shapes[1]
+        if len(w) != 2 or not x or x[-1] != 2 * w[1]:
+            raise ShapeInferenceError(f"FullyConnected '{self.fc.id}': gated input {list(x)} "
+                                      f"does not fit weights {list(w)}")
+        return [tuple(x[:-1]) + (w[0],)]
+
+    def evaluate(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """The SiluGate's reference, then the FullyConnected's."""
+        x = self.act.subgraph.evaluate([arrays[0]])[0]
+        return infer_host(self.fc, [x, *arrays[1:]])
+
+
+def fold_gated_inputs(nodes: list) -> list:
+    """``nodes`` (topological) with each FullyConnected whose input is a SiluGate's (read by
+    nothing else) reading the SiluGate's input instead, the SiluGate folded in (``GatedDesc``):
+    the down projection of a gated MLP."""
+    return fuse_matches(nodes, _gated_gemm)
+
+
+def _gated_gemm(m, users: dict) -> tuple | None:
+    if not m.is_a(FullyConnected) or m.subgraph is not None or len(m.inputs) != 3 \
+            or m.out_dtypes[0] != F32 or not m.inputs[1][0].is_constant:
+        return None
+    act, k = m.inputs[0]
+    if not act.is_a(SiluGate) or k != 0 or not read_once(act, users):
+        return None
+    node = ProgramNode(m.id, m.kind, m.attrs, [act.inputs[0], *m.inputs[1:]],
+                       out_dtypes=m.out_dtypes, out_pshapes=m.out_pshapes, name=m.name)
+    node.out_pvalues = m.out_pvalues
+    node.subgraph = GatedDesc(act, m)
+    return [node], [act]

@@ -44,7 +44,12 @@ from .kinds.base import same_dim
 from .kv_append import attach_kv_appends
 from .memory import Lifetime, overlap_sets
 from .norm_gemm import fuse_norm_gemms
-from .parallel_gemms import merge_gated_mlps, merge_parallel_gemms, read_shapes_upstream
+from .parallel_gemms import (
+    fold_gated_inputs,
+    merge_gated_mlps,
+    merge_parallel_gemms,
+    read_shapes_upstream,
+)
 from .program_node import (
     ProgramNode,
     bypass_identities,
@@ -170,9 +175,9 @@ def _grows(src: ProgramNode, u: ProgramNode, p: ProgramNode) -> bool:
 # the passes over the node list, in order, before the program links its users
 NODE_PASSES = (fold_constants, merge_common_subexpressions, distribute_concats, fuse_gather_sums,
                fuse_rms_norms, fuse_rotaries, drop_gemm_reshapes, fuse_attention,
-               read_shapes_upstream, merge_parallel_gemms, merge_gated_mlps, merge_rotary_pairs,
-               fuse_norm_gemms, bypass_lone_concats, bypass_identities, drop_truth_converts,
-               drop_unread, merge_unaries)
+               read_shapes_upstream, merge_parallel_gemms, merge_gated_mlps, fold_gated_inputs,
+               merge_rotary_pairs, fuse_norm_gemms, bypass_lone_concats, bypass_identities,
+               drop_truth_converts, drop_unread, merge_unaries)
 
 
 class Program:

@@ -144,6 +144,13 @@ def unaries(exprs: tuple[str, ...]) -> Source:
     return Source(text, "unaries")
 
 
+def silu_gate_expr(g: str, u: str) -> str:
+    """C expression of a gated MLP's activation of gate ``g`` and up projection ``u`` (float
+    or float4): silu(g) * u, silu(g) = g * (1 / (1 + exp(-g))) as the Sigmoid and Multiply it
+    stands for (:func:`silu_gate`; ``decode_gemv.gemv``'s gated A)."""
+    return f"(({g}) * (1.0f / (1.0f + exp(-({g}))))) * ({u})"
+
+
 @memoized
 def silu_gate() -> Source:
     """A gated MLP's activation: y[r, j] = silu(x[r, j]) * x[r, h + j] over rows of 2h
@@ -156,7 +163,7 @@ def silu_gate() -> Source:
   if (gid >= n) return;
   int row = gid / h, j = gid - row * h;
   const float g = X[off_x + row * 2 * h + j], u = X[off_x + row * 2 * h + h + j];
-  Y[yoff + gid] = (g * (1.0f / (1.0f + exp(-g)))) * u;
+  Y[yoff + gid] = """ + silu_gate_expr("g", "u") + """;
 }
 """
     return Source(text, "silu_gate")

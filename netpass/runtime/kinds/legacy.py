@@ -11,9 +11,10 @@ import numpy as np
 
 from ...ops.elementwise import Add, Divide, Maximum, Minimum, Multiply, Subtract
 from ...ops.legacy import CropIE, Eltwise, FullyConnected, PowerIE, ReLUIE, ScaleShiftIE
-from ..impls import Impl, Params, size
+from ..impls import Impl, Launch, Params, size, work_1d
 from ..kernels import decode_gemv, mma_plan
 from ..kernels.common import flit
+from ..kernels.eltwise import silu_gate
 from .base import ExprRule, OpKind, Skip, table
 from .elementwise import ROW, elementwise, per_channel_impl, with_bias
 from .matmul import gemm_launch, norm_out_plan
@@ -25,26 +26,35 @@ def fully_connected_impl(p: Params, key: Any) -> Impl | None:
     if any(np.dtype(d) != np.float32 for d in p.in_dtypes):
         return None
     x = p.in_shapes[0]
-    kdim = x[-1]
+    # a normalized A (norm_gemm.NormDesc) or a gated one (parallel_gemms.GatedDesc: input 0
+    # holds the gate's and the up projection's columns side by side)
+    desc = getattr(p.node, "subgraph", None)
+    gated = desc is not None and desc.gated
+    kdim = x[-1] // 2 if gated else x[-1]
     m = size(x[:-1])
     w = p.in_shapes[1]
     n = w[0]
-    desc = getattr(p.node, "subgraph", None)  # a normalized A (norm_gemm.NormDesc)
     # a few rows run as GEMVs over the weights as they are (each column a contiguous row)
-    as_given = decode_gemv.gemv_width(m, kdim, 1, n) is not None \
-        or _tensor_cores_read_as_given(p, m, n, kdim)
+    gemv = decode_gemv.gemv_width(m, kdim, 1, n) is not None
+    as_given = gemv or _tensor_cores_read_as_given(p, m, n, kdim)
     reordered = p.attrs.get("_weights_reordered", False) and not as_given
     q = with_bias(p, (size(p.in_shapes[2]),), p.in_dtypes[2])
     refs = [("i", 2)] + [("e", j) for j in range(len(p.extra_shapes or []))]
-    # a LayerNorm over constant vectors folds into the reordered weights (one launch)
-    folded = norm_out_plan(q, m, n, kdim) \
-        if desc is not None and reordered and desc.foldable(p.node) else None
+    norm = folded = a_written = None
+    if desc is not None and not gated:
+        norm = desc.kernel_params()
+        if reordered and desc.foldable(p.node):  # (a LayerNorm over constant vectors folds
+            folded = norm_out_plan(q, m, n, kdim)  # into the reordered weights: one launch)
+    elif gated and not gemv:  # (the GEMV takes silu(g) * u as it reads the rows)
+        a_written = Launch(silu_gate(), *work_1d(m * kdim),
+                           [("i", 0), ("b", 0), 0, m * kdim, kdim])
     # the epilogue indexes side inputs over the real output shape (the GEMM's flat index is
     # the same): a residual [b, s, n] broadcasts as it does in the graph
     g = gemm_launch(q, (m, kdim), (kdim, n) if reordered else (n, kdim), False, not reordered,
-                    (0, 1), tuple(p.out_shapes[0]), extra_refs=refs,
-                    norm=desc.kernel_params() if desc is not None else None, norm_first=3,
-                    folded=folded)
+                    (0, 1), tuple(p.out_shapes[0]),
+                    a_strides=(2 * kdim, 1) if gated and gemv else None, extra_refs=refs,
+                    norm=norm, norm_first=3, folded=folded, gated=gated and gemv,
+                    a_written=a_written)
     if g is None:
         return None
     impl = Impl(key, *g)

@@ -10,8 +10,9 @@ import pytest
 import netpass
 from netpass import Model, opset
 from netpass.runtime import program as program_module
+from netpass.runtime.kernels.decode_gemv import GEMV_ROWS
 from netpass.runtime.norm_gemm import NormDesc
-from netpass.runtime.parallel_gemms import merge_gated_mlps, merge_parallel_gemms
+from netpass.runtime.parallel_gemms import GatedDesc, merge_gated_mlps, merge_parallel_gemms
 from netpass.testing import RUNTIME_DEVICE
 
 D, HEADS, KV_HEADS = 32, 4, 2
@@ -123,15 +124,16 @@ def test_merging_saves_launches(rng, monkeypatch):
 
 @pytest.mark.parametrize("silu", ["swish", "sigmoid", "sigmoid_first"])
 def test_gated_mlp_merges_into_one_normalized_gemm(rng, monkeypatch, silu):
-    """gate and up stacked into one FullyConnected with the norm folded in, a SiluGate of its
-    halves: one launch less than norm, gate and up; the reference's results over prompts and
-    single rows."""
+    """gate and up stacked into one FullyConnected with the norm folded in, the down
+    projection reading its halves (GatedDesc: no SiluGate left): two launches where norm,
+    gate, up and down took four; the reference's results over prompts and single rows."""
     model = _gated_mlp_model(rng, silu)
     cm, prog = _compiled(model)
     fcs = [n for n in prog.nodes if n.kind == "FullyConnected"]
     assert len(fcs) == 2 and isinstance(fcs[0].subgraph, NormDesc)
+    assert isinstance(fcs[1].subgraph, GatedDesc) and fcs[1].inputs[0] == (fcs[0], 0)
     assert fcs[0].inputs[1][0].value.shape == (4 * D, D)
-    assert _kinds(prog).count("SiluGate") == 1 and "RmsNorm" not in _kinds(prog)
+    assert "SiluGate" not in _kinds(prog) and "RmsNorm" not in _kinds(prog)
     req = cm.create_infer_request()
     for s in (1, 4, 1):
         feeds = {"x": (3.0 + _f(rng, 1, s, D)).astype(np.float32)}
@@ -145,7 +147,45 @@ def test_gated_mlp_merges_into_one_normalized_gemm(rng, monkeypatch, silu):
     apart = _compiled(model)[0].create_infer_request()
     for s in (1, 4, 1):
         apart.infer({"x": _f(rng, 1, s, D)})
-    assert apart.stats["kernels_enqueued"] - req.stats["kernels_enqueued"] == 3
+    assert req.stats["kernels_enqueued"] == 6
+    assert apart.stats["kernels_enqueued"] - req.stats["kernels_enqueued"] == 6
+
+
+@pytest.mark.parametrize("rows", [1, 3, 20])
+def test_gated_down_projection_over_prompts_and_steps(rng, rows):
+    """The down projection of a gated MLP reads the stacked GEMM's halves: a few rows as GEMVs
+    taking silu(g) * u as they read them (one launch), more as a SiluGate's rows made in the
+    projection's own impl, then the GEMM (two); equal to the reference, odd K too."""
+    k = 2 * D + 3  # (the scalar loads: K not a multiple of 4)
+    x = opset.parameter([1, -1, D], np.float32, name="x")
+    h = _rms(x, rng)
+    gate = opset.matmul(h, _f(rng, D, k), False, False)
+    up = opset.matmul(h, _f(rng, D, k), False, False)
+    y = opset.matmul(opset.multiply(opset.swish(gate), up), _f(rng, k, D), False, False)
+    model = Model([opset.result(y, name="y")], [x])
+    cm, prog = _compiled(model)
+    assert any(isinstance(n.subgraph, GatedDesc) for n in prog.nodes)
+    req = cm.create_infer_request()
+    feeds = {"x": (1.0 + _f(rng, 1, rows, D)).astype(np.float32)}
+    want = netpass.reference.infer(model, feeds)["y"]
+    np.testing.assert_allclose(req.infer(feeds)["y"], want, rtol=1e-4,
+                               atol=1e-6 * float(np.abs(want).max()))
+    if RUNTIME_DEVICE == "CPU":  # (PoCL: no tensor cores; a GPU may take other kernels)
+        assert req.stats["kernels_enqueued"] == (2 if rows <= GEMV_ROWS else 3)
+
+
+def test_gated_down_projection_reference_on_the_host(rng):
+    """GatedDesc's shape rule and host reference: the SiluGate's, then the projection's."""
+    model = _gated_mlp_model(rng)
+    _, prog = _compiled(model)
+    down = next(n for n in prog.nodes if isinstance(n.subgraph, GatedDesc))
+    stacked = _f(rng, 2, 3, 4 * D)
+    w, b = down.inputs[1][0].value, down.inputs[2][0].value
+    assert down.subgraph.infer_shapes([stacked.shape, w.shape, b.shape], {}) == [(2, 3, D)]
+    g, u = stacked[..., :2 * D], stacked[..., 2 * D:]
+    act = g / (1 + np.exp(-g)) * u
+    np.testing.assert_allclose(down.subgraph.evaluate([stacked, w, b])[0],
+                               act @ w.T + b, rtol=1e-5, atol=1e-4)
 
 
 def test_a_gate_read_elsewhere_stays_apart(rng):
