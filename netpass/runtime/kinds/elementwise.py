@@ -387,8 +387,9 @@ def rotary_impl(p: Params, key: Any) -> Impl | None:
 class SiluGate:
     """The kind of ``silu(x[..., :h]) * x[..., h:]`` over the last axis of 2h (a gated MLP's
     activation times its up projection, the two projections' columns side by side in one
-    GEMM), made by ``netpass.runtime.parallel_gemms.merge_gated_mlps``, never an op of a
-    model; its node's ``subgraph`` is a :class:`SiluGateDesc`."""
+    GEMM), made by ``netpass.runtime.parallel_gemms.merge_gated_mlps`` (and folded into a
+    FullyConnected that reads it: ``fold_gated_inputs``), never an op of a model; its node's
+    ``subgraph`` is a :class:`SiluGateDesc`."""
 
     type_name: ClassVar[str] = "SiluGate"
 
