@@ -25,7 +25,8 @@ tensors (GEMMs, attention, rotary, through Reshapes and Transposes:
 A gated MLP's ``silu(gate(x)) * up(x)`` (LLaMA, Mistral, Qwen) has elementwise readers
 instead: :func:`merge_gated_mlps` stacks its two projections into one FullyConnected and reads
 the two halves of each row with one SiluGate kernel (three launches, the norm's among them,
-become two). :func:`fold_gated_inputs` then lets the down projection read that GEMM's output
+become two); Phi-3's one projection to both, chunked, gets the SiluGate of its output.
+:func:`fold_gated_inputs` then lets the down projection read that GEMM's output
 itself (``GatedDesc``): a decode step's GEMV takes ``silu(g) * u`` as it reads its rows (one
 launch fewer per layer), a prompt's GEMM a SiluGate's rows made in its own impl.
 """
@@ -40,7 +41,8 @@ from ..core.shape import PartialShape
 from ..errors import ShapeInferenceError
 from ..ops.elementwise import Add, Multiply, Sigmoid, Swish
 from ..ops.legacy import FullyConnected
-from ..ops.movement import Reshape, VariadicSplit
+from ..ops.movement import Reshape, Slice, Split, VariadicSplit
+from ..ops.movement.slice import slice_bounds
 from ..ops.normalization import MVN
 from ..ops.shape_ops import ShapeOf
 from .kinds.elementwise import SiluGate, SiluGateDesc
@@ -169,19 +171,19 @@ def _stackable(n, src: tuple, k: int) -> bool:
 
 
 def _silu_of(n, users: dict) -> tuple | None:
-    """(g, the nodes of the SiLU besides ``n``) when ``n`` is ``g * Sigmoid(g)`` (either
-    order, the Sigmoid read only by ``n``) or ``Swish(g)`` with beta 1."""
+    """(g as (node, output), the nodes of the SiLU besides ``n``) when ``n`` is ``g *
+    Sigmoid(g)`` (either order, the Sigmoid read only by ``n``) or ``Swish(g)`` with beta 1."""
     if n.is_a(Swish):
         beta = n.inputs[1][0] if len(n.inputs) > 1 else None
         if beta is None or beta.is_constant and beta.value is not None \
                 and np.all(np.asarray(beta.value) == 1):
-            return n.inputs[0][0], []
+            return n.inputs[0], []
         return None
     if not n.is_a(Multiply) or len(n.inputs) != 2:
         return None
     for (g, gk), (sig, _) in (n.inputs, n.inputs[::-1]):
         if sig.is_a(Sigmoid) and sig.inputs[0] == (g, gk) and read_once(sig, users):
-            return g, [sig]
+            return (g, gk), [sig]
     return None
 
 
@@ -195,7 +197,7 @@ def _gated(m, users: dict) -> tuple | None:
         found = _silu_of(silu, users) if read_once(silu, users) else None
         if found is None:
             continue
-        gate, parts = found
+        (gate, _), parts = found
         if not gate.is_a(FullyConnected) or len(gate.inputs) != 3 \
                 or gate.inputs[1][0].value is None:
             return None
@@ -210,25 +212,89 @@ def _gated(m, users: dict) -> tuple | None:
     return None
 
 
+def _half_of(n, k: int) -> tuple | None:
+    """(source (node, output), 0 or 1) when output ``k`` of ``n`` is the first or the second
+    half of its source's last axis (static, even): a Slice (step 1), or a Split in two or a
+    VariadicSplit in two equal lengths (a chunk in two: TorchScript exports Slices, dynamo a
+    Split)."""
+    if not n.is_a(Slice, Split, VariadicSplit) or not n.inputs \
+            or not all(s.is_constant and s.value is not None for s, _ in n.inputs[1:]):
+        return None
+    src = n.inputs[0]
+    ps = src[0].out_pshapes[src[1]]
+    if not ps.rank_is_static or not len(ps):
+        return None
+    last, rank = ps[len(ps) - 1], len(ps)
+    if last.min != last.max or last.min % 2:
+        return None
+    h = last.min // 2
+    consts = [np.asarray(s.value).reshape(-1) for s, _ in n.inputs[1:]]
+    if not n.is_a(Slice):  # (axis, lengths)
+        lengths = [int(v) for v in consts[1]] if n.is_a(VariadicSplit) \
+            else [h] * int(n.attrs.get("num_splits", 0))
+        return (src, k) if len(consts[0]) == 1 and int(consts[0][0]) % rank == rank - 1 \
+            and len(lengths) == 2 and set(lengths) <= {h, -1} else None
+    if len(consts) not in (3, 4):
+        return None
+    start, stop, step, *axes = consts
+    if len(start) != 1 or int(step[0]) != 1 \
+            or (int(axes[0][0]) % rank if axes else 0) != rank - 1:
+        return None
+    begin, end, _ = slice_bounds(2 * h, int(start[0]), int(stop[0]), 1)
+    return (src, 0) if (begin, end) == (0, h) else (src, 1) if (begin, end) == (h, 2 * h) \
+        else None
+
+
+def _gated_halves(m, users: dict) -> tuple | None:
+    """(source, absorbed nodes) when Multiply ``m`` is ``silu(x[..., :h]) * x[..., h:]``
+    (either order) of one tensor's halves along its last axis (Phi-3's gate and up projection
+    in one Linear, chunked), the pieces read only by the product and the SiLU's nodes."""
+    if not m.is_a(Multiply) or len(m.inputs) != 2 or m.out_dtypes[0] != F32:
+        return None
+    for (silu, _), (up, uk) in (m.inputs, m.inputs[::-1]):
+        found = _silu_of(silu, users) if read_once(silu, users) else None
+        if found is None:
+            continue
+        (gate, gk), parts = found
+        g, u = _half_of(gate, gk), _half_of(up, uk)
+        if g is None or u is None or g[0] != u[0] or (g[1], u[1]) != (0, 1):
+            return None
+        pieces = [gate] if gate is up else [gate, up]
+        inside = {id(n) for n in [*parts, silu, m]}
+        if any(p.is_output or any(id(r) not in inside for r, _ in users.get(id(p), ()))
+               for p in pieces):
+            return None
+        return g[0], [*pieces, *parts, silu]
+    return None
+
+
 def merge_gated_mlps(nodes: list) -> list:
     """``nodes`` (topological) with each gated MLP's ``silu(gate(x)) * up(x)`` (LLaMA,
     Mistral, Qwen: two FullyConnected nodes over one normalized input) as one
     FullyConnected over the stacked weights and a SiluGate of its two halves, at the
     product's place: one GEMM and one launch for three, and the norm in front, with one
-    reader left, folds into the GEMM (``norm_gemm``)."""
+    reader left, folds into the GEMM (``norm_gemm``). Where one tensor's halves are the gate
+    and the up projection already (Phi-3), a SiluGate of that tensor."""
     users = node_users(nodes)
     replace: dict[int, list] = {}
     dropped: set[int] = set()
     for m in nodes:
         found = _gated(m, users)
-        if found is None or any(id(n) in dropped for n in found[2]):
+        if found is not None:
+            gate, up, absorbed = found
+            made = _stacked([gate, up])
+            src = (made[-1], 0)
+        else:  # (the two projections already one: their output's halves)
+            halves = _gated_halves(m, users)
+            if halves is None:
+                continue
+            (src, absorbed), made = halves, []
+        if any(id(n) in dropped for n in absorbed):
             continue
-        gate, up, absorbed = found
-        stacked = _stacked([gate, up])
-        act = ProgramNode(m.id, SiluGate.type_name, {}, [(stacked[-1], 0)], out_dtypes=[F32],
+        act = ProgramNode(m.id, SiluGate.type_name, {}, [src], out_dtypes=[F32],
                           out_pshapes=[m.out_pshapes[0]], name=m.name)
         act.subgraph = SiluGateDesc([*absorbed, m])
-        replace[id(m)] = stacked + [act]
+        replace[id(m)] = made + [act]
         dropped.update(id(n) for n in absorbed)
     return splice(nodes, replace, dropped)
 

@@ -207,3 +207,47 @@ def test_shape_reads_move_upstream(rng):
     _, prog = _compiled(_attention_model(rng))
     shape_ofs = [n for n in prog.nodes if n.kind == "ShapeOf"]
     assert shape_ofs and all(n.inputs[0][0].is_parameter for n in shape_ofs)
+
+
+def _chunked_gated_mlp(rng, first=(0, 2 * D), second=(2 * D, 1 << 62), how="slices"):
+    """Phi-3's MLP: one projection to gate and up side by side, chunked in two along the
+    last axis (``how``: Slices ``first`` and ``second`` as TorchScript exports them, a Split
+    in two as dynamo does, a VariadicSplit), ``up * silu(gate)``, then down."""
+    x = opset.parameter([1, -1, D], np.float32, name="x")
+    gate_up = opset.matmul(_rms(x, rng), _f(rng, D, 4 * D), False, False)
+    if how == "slices":
+        gate, up = (opset.slice(gate_up, [b[0]], [b[1]], [1], [-1]) for b in (first, second))
+    else:
+        cut = opset.split(gate_up, -1, 2) if how == "split" else \
+            opset.variadic_split(gate_up, -1, [2 * D, -1])
+        gate, up = cut.output(0), cut.output(1)
+    act = opset.multiply(up, opset.multiply(gate, opset.sigmoid(gate)))
+    y = opset.matmul(act, _f(rng, first[1] - first[0], D), False, False)
+    return Model([opset.result(y, name="y")], [x])
+
+
+@pytest.mark.parametrize("how", ["slices", "split", "variadic"])
+@pytest.mark.parametrize("rows", [1, 20])
+def test_chunked_gate_and_up_read_by_the_down_projection(rng, rows, how):
+    """The halves of one projection (Phi-3) as gate and up: no Slice, Split or SiluGate left,
+    the down projection reads the projection's output (GatedDesc); equal to the reference."""
+    model = _chunked_gated_mlp(rng, how=how)
+    cm, prog = _compiled(model)
+    assert not {"Slice", "Split", "VariadicSplit", "SiluGate"} & set(_kinds(prog))
+    assert sum(isinstance(n.subgraph, GatedDesc) for n in prog.nodes) == 1
+    req = cm.create_infer_request()
+    feeds = {"x": (2.0 + _f(rng, 1, rows, D)).astype(np.float32)}
+    want = netpass.reference.infer(model, feeds)["y"]
+    np.testing.assert_allclose(req.infer(feeds)["y"], want, rtol=1e-4,
+                               atol=1e-6 * float(np.abs(want).max()))
+
+
+def test_slices_that_are_not_halves_stay_apart(rng):
+    """Gate and up cut at another place than the middle are not a SiluGate's halves."""
+    model = _chunked_gated_mlp(rng, first=(0, 2 * D - 4), second=(2 * D - 4, 4 * D - 8))
+    cm, prog = _compiled(model)
+    assert "SiluGate" not in _kinds(prog)
+    feeds = {"x": _f(rng, 1, 3, D)}
+    want = netpass.reference.infer(model, feeds)["y"]
+    np.testing.assert_allclose(cm.create_infer_request().infer(feeds)["y"], want, rtol=1e-4,
+                               atol=1e-6 * float(np.abs(want).max()))
