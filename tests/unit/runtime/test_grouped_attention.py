@@ -40,14 +40,25 @@ def _repeat_kv(x):
     return opset.reshape(expanded, _i64([1, HEADS, -1, D]), False)
 
 
-def _model(causal: bool = True) -> Model:
+def _keys_swapped_through_3d(k):
+    """The repeated keys' last two axes swapped as the dynamo exporter writes it for a batched
+    matmul: to [heads, s, D] (the target read off the keys' shape), Transpose [0, 2, 1], back
+    to [1, heads, D, s]."""
+    seq = opset.gather(opset.shape_of(k), _i64([2]), _i64(0))
+    flat = opset.reshape(k, opset.concat([_i64([HEADS]), seq, _i64([D])], 0), False)
+    return opset.reshape(opset.transpose(flat, _i64([0, 2, 1])), _i64([1, HEADS, D, -1]), False)
+
+
+def _model(causal: bool = True, keys: str = "transposed") -> Model:
+    """``keys``: the repeated keys transposed in 4-D ("transposed") or by way of 3-D ("bmm")."""
     rng = np.random.default_rng(5)
     x = opset.parameter([1, -1, 32], np.float32, name="x")
     q = _heads(opset.matmul(x, _f(rng, 32, HEADS * D), False, False), HEADS)
     k = _repeat_kv(_heads(opset.matmul(x, _f(rng, 32, KV_HEADS * D), False, False), KV_HEADS))
     v = _repeat_kv(_heads(opset.matmul(x, _f(rng, 32, KV_HEADS * D), False, False), KV_HEADS))
-    scores = opset.multiply(opset.matmul(q, opset.transpose(k, _i64([0, 1, 3, 2])), False, False),
-                            np.float32(D ** -0.5))
+    kt = opset.transpose(k, _i64([0, 1, 3, 2])) if keys == "transposed" else \
+        _keys_swapped_through_3d(k)
+    scores = opset.multiply(opset.matmul(q, kt, False, False), np.float32(D ** -0.5))
     if causal:
         seq = opset.gather(opset.shape_of(x), _i64([1]), _i64(0))
         tri = np.triu(np.full((96, 96), -1e9, np.float32), 1)
@@ -63,8 +74,9 @@ def _rel_l2(got, want) -> float:
     return float(np.linalg.norm(got - want) / np.linalg.norm(want))
 
 
-def test_the_repeat_is_read_where_it_is():
-    nodes = Program.from_model(_model()).nodes
+@pytest.mark.parametrize("keys", ["transposed", "bmm"])
+def test_the_repeat_is_read_where_it_is(keys):
+    nodes = Program.from_model(_model(keys=keys)).nodes
     att = [n for n in nodes if n.kind == "FusedAttention"]
     assert len(att) == 1 and att[0].subgraph.group == HEADS // KV_HEADS
     assert not any(n.kind in ("Broadcast", "Unsqueeze") for n in nodes)
@@ -72,9 +84,10 @@ def test_the_repeat_is_read_where_it_is():
     assert all(n.is_output or n.is_parameter or any(n.users) for n in nodes)
 
 
+@pytest.mark.parametrize("keys", ["transposed", "bmm"])
 @pytest.mark.parametrize("causal", [True, False])
-def test_decode_and_row_kernels(causal, rng):
-    model = _model(causal)
+def test_decode_and_row_kernels(causal, keys, rng):
+    model = _model(causal, keys)
     req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     for s in (1, 6, 13, 1):
         feeds = {"x": _f(rng, 1, s, 32)}
