@@ -22,6 +22,7 @@ prefilled, then NEW tokens are decoded one at a time (``GreedyDecoder``), batch 
 
 Time to first token is reported for a request's first generation (its kernels and plans
 made: the cost a new request pays once) and as the median over its later generations.
+``--exporter dynamo`` exports with torch's dynamo exporter instead of TorchScript.
 ``--config KEY=VALUE`` (repeatable) passes compile config keys (``PERSISTENT_STEPS=0`` launches
 a decode step's kernels one by one). ``--quick`` (PoCL): 2 layers, d=128, vocab 1024, prompt 16,
 16 new tokens. Writes ``bench_decode.json`` (``--tag``: ``bench_decode_<tag>.json``) to ``$OUT``
@@ -99,13 +100,14 @@ def hf_model(arch: str, quick: bool):
     return gpt2(positions=1024, **(QUICK["gpt2"] if quick else {}))
 
 
-def load_or_export(path: Path | None, quick: bool, arch: str = "gpt2"):
-    """bench_decode's model (``--quick``: 2 layers, d=128, vocab 1024), exported or read back
-    from ``path``."""
+def load_or_export(path: Path | None, quick: bool, arch: str = "gpt2",
+                   exporter: str = "torchscript"):
+    """bench_decode's model (``--quick``: 2 layers, d=128, vocab 1024), exported (by
+    ``exporter``) or read back from ``path``."""
     made = hf_model(arch, quick)
     if path is not None and path.exists():
         return Decoder(arch, path.read_bytes(), *made[1:])
-    dec = export_decoder(arch, *made)
+    dec = export_decoder(arch, *made, exporter=exporter)
     if path is not None:
         path.write_bytes(dec.onnx)
     return dec
@@ -156,13 +158,14 @@ def main() -> None:
     ap.add_argument("--new", type=int)
     ap.add_argument("--repeats", type=int, default=3, help="measured generations (median)")
     ap.add_argument("--onnx", type=Path, help="read the export from this file (written when absent)")
+    ap.add_argument("--exporter", choices=("torchscript", "dynamo"), default="torchscript")
     ap.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                     help="a compile config key (ints and true/false parsed)")
     ap.add_argument("--tag", default="", help="suffix of the JSON file's name")
     args = ap.parse_args()
     prompt_len = args.prompt or (16 if args.quick else 128)
     new = args.new or (16 if args.quick else 128)
-    dec = load_or_export(args.onnx, args.quick, args.arch)
+    dec = load_or_export(args.onnx, args.quick, args.arch, args.exporter)
     model = stateful_decoder(netpass.read_model(dec.onnx), last_logits=True)
     t0 = time.perf_counter()
     config = {"TRANSFORMATIONS": args.transformations, **_config(args.config)}
@@ -226,7 +229,8 @@ def main() -> None:
               f"{st['state_allocations']} allocations for the {variables} variables, "
               f"{st['allocations']} in all")
     report = {
-        "device": device, "torch": peer["device"], "arch": args.arch, "layers": dec.layers,
+        "device": device, "torch": peer["device"], "arch": args.arch, "exporter": args.exporter,
+        "layers": dec.layers,
         "vocab": dec.vocab,
         "prompt": prompt_len, "new_tokens": new, "weight_bytes": wbytes,
         "config": dict(config),
