@@ -16,8 +16,8 @@ Grouped-query attention (LLaMA 2/3, Mistral, Qwen) repeats each key and value he
 group of query heads first (transformers' ``repeat_kv``: ``Unsqueeze -> Broadcast ->
 Reshape``): a copy of the whole key/value cache per layer and decode step, ``group`` times its
 size. The fused node reads the heads where they are instead (``AttentionDesc.group``; the
-kernels read key head ``b1 / group`` for query head ``b1``), also where the keys' last two
-axes are swapped by way of 3-D and the repeat's shape is read (the dynamo exporter's bmm).
+kernels read key head ``b1 / group`` for query head ``b1``), also where a ShapeOf reads the
+repeat's shape (the dynamo exporter's, whose keys' transpose ``swap_views`` made one).
 
 Exports that multiply per-head matrices (Bloom, DeBERTa, bmm-style attention) reshape the
 scores from ``[b * h, m, n]`` to ``[b, h, m, n]`` for the mask and the probabilities back
@@ -311,68 +311,34 @@ def _kv_repeat(node, users: dict) -> tuple | None:
     return (src, k), group
 
 
-def _swapped_through_3d(node, users: dict) -> tuple | None:
-    """(the rank-4 source (node, output), the nodes between) when ``node`` is a Reshape back to
-    [b, h, d, s] of a Transpose [0, 2, 1] of a Reshape of a [b, h, s, d] source to [b * h, s,
-    d] (dynamo's keys for a batched matmul): the source with its last two axes swapped, each
-    node read only by the next (and by ShapeOfs)."""
-    if not node.is_a(Reshape):
-        return None
-    t = node.inputs[0][0]
-    if not t.is_a(Transpose) or not t.inputs[1][0].is_constant \
-            or [int(a) for a in np.asarray(t.inputs[1][0].value).reshape(-1)] != [0, 2, 1]:
-        return None
-    r3 = t.inputs[0][0]
-    if not r3.is_a(Reshape) or any(len(_data_users(n, users)) != 1 for n in (node, t, r3)):
-        return None
-    src, k = r3.inputs[0]
-    sp, mid, out = src.out_pshapes[k], r3.out_pshapes[0], node.out_pshapes[0]
-    if not (sp.rank_is_static and mid.rank_is_static and out.rank_is_static) \
-            or (len(sp), len(mid), len(out)) != (4, 3, 4) \
-            or not all(same_dim(a, b) for a, b in ((out[0], sp[0]), (out[1], sp[1]),
-                                                   (out[2], sp[3]), (out[3], sp[2]),
-                                                   (mid[1], sp[2]), (mid[2], sp[3]))):
-        return None
-    return (src, k), [node, t, r3]
-
-
 def _grouped_kv(k_in, v_in, users: dict) -> tuple | None:
     """(k input, v input, group, replaced nodes, new nodes) when both the keys and the values
     reach the attention through ``_kv_repeat`` with the same group: the attention reads the
     heads it repeats (``AttentionDesc.group``). A Transpose of the keys that keeps the batch
-    and head axes (or a swap of the last two by way of 3-D: :func:`_swapped_through_3d`)
-    moves in front of the repeat."""
-    t, perm, between = None, [], []
+    and head axes moves in front of the repeat."""
+    t, perm = None, []
     k_node = k_in[0]
-    swapped = _swapped_through_3d(k_node, users)
-    if swapped is not None:
-        (k_node, _), between = swapped
-        t, perm = k_in[0], [0, 1, 3, 2]
-    elif k_node.is_a(Transpose) and k_node.inputs[1][0].is_constant \
+    if k_node.is_a(Transpose) and k_node.inputs[1][0].is_constant \
             and len(users.get(id(k_node), ())) == 1:
         perm = [int(a) for a in np.asarray(k_node.inputs[1][0].value).reshape(-1)]
         if perm[:2] != [0, 1]:
             return None
-        t, k_node, between = k_in[0], k_node.inputs[0][0], [k_node]
+        t, k_node = k_in[0], k_node.inputs[0][0]
     kr, vr = _kv_repeat(k_node, users), _kv_repeat(v_in[0], users)
     if kr is None or vr is None or kr[1] != vr[1]:
         return None
-    dropped = list(between)
+    dropped = []
     for node in (k_node, v_in[0]):
         bc = node.inputs[0][0]
         dropped += [node, bc, bc.inputs[0][0]]
     k_src, made = kr[0], []
     if t is not None:
         ps = k_src[0].out_pshapes[k_src[1]]
-        order = t.inputs[1]
-        if swapped is not None:  # (no Transpose of the keys to rebuild: one of their own)
-            made.append(ProgramNode(f"{t.id}/order", Constant.type_name,
-                                    value=np.array(perm, np.int64)))
-            order = (made[-1], 0)
-        made.append(ProgramNode(t.id, Transpose.type_name, {}, [k_src, order],
+        made.append(ProgramNode(t.id, t.kind, dict(t.attrs), [k_src, t.inputs[1]],
                                 out_dtypes=t.out_dtypes,
                                 out_pshapes=[PartialShape([ps[i] for i in perm])], name=t.name))
         k_src = (made[-1], 0)
+        dropped.append(t)
     return k_src, vr[0], kr[1], dropped, made
 
 
