@@ -14,9 +14,10 @@ Conditions (:func:`drop_gemm_reshapes`): a FullyConnected (or a MatMul by a 2-D 
 (statically, or because its target's last element is ``x``'s last dim), and whose only user
 (after single-user elementwise ops by per-column constants, a MatMul's bias) is a Reshape
 whose target is, element by element, ``x``'s leading dims then N (traced through
-the ShapeOf sub-graph, ``shape_terms``). Row-major order makes the two equal: row ``i`` of
-the flattened ``x`` is leading index ``i`` of ``x``. What the removed reshapes leave unused
-(their ShapeOf sub-graphs) goes too.
+the ShapeOf sub-graph, ``shape_terms``; a dim read off another tensor counts where it is the
+same symbol: the dynamo exporter reads the batch and sequence off the model's input).
+Row-major order makes the two equal: row ``i`` of the flattened ``x`` is leading index ``i``
+of ``x``. What the removed reshapes leave unused (their ShapeOf sub-graphs) goes too.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ import numpy as np
 from ..ops.legacy import FullyConnected
 from ..ops.matmul import MatMul
 from ..ops.movement import Reshape
+from .kinds.base import same_dim
 from .program_node import node_users
 from .shape_terms import dims_terms, shape_terms, without_unused_shape_nodes
 
@@ -70,16 +72,28 @@ def _flatten_source(r: Any) -> tuple | None:
     return None
 
 
-def _restores(r2: Any, x: Any, xk: int, n: int) -> bool:
-    """Whether Reshape ``r2``'s target is ``x``'s leading dims, then ``n``."""
+def _restores(r2: Any, x: Any, xk: int, n: int, by_id: dict) -> bool:
+    """Whether Reshape ``r2``'s target is ``x``'s leading dims, then ``n``: term by term the
+    same, or dims of other tensors that are provably the same (one symbol: the dynamo
+    exporter reads the batch and sequence off the model's input, not off ``x``)."""
     if not r2.is_a(Reshape) or len(r2.inputs) < 2:
         return False
     want = dims_terms(x, xk)
     target = shape_terms(*r2.inputs[1])
-    if want is None or target is None:
+    if want is None or target is None or len(want) != len(target):
         return False
     want = want[:-1] + [n]
-    return target == want and all(t != 0 for t in target if isinstance(t, int))
+    return all(t == w or _same_dim_terms(t, w, by_id) for t, w in zip(target, want)) \
+        and all(t != 0 for t in target if isinstance(t, int))
+
+
+def _same_dim_terms(a: Any, b: Any, by_id: dict) -> bool:
+    """Whether ``a`` and ``b`` are ``dims_terms`` items of dims with one symbol."""
+    if not (isinstance(a, tuple) and isinstance(b, tuple)) or a[1] not in by_id \
+            or b[1] not in by_id:
+        return False
+    da, db = (by_id[t[1]].out_pshapes[t[2]][t[3]] for t in (a, b))
+    return same_dim(da, db)
 
 
 def _per_column(u: Any, j: int, n: int) -> bool:
@@ -122,6 +136,7 @@ def drop_gemm_reshapes(nodes: list) -> list:
     """``nodes`` (topological, users not linked yet) with the flatten/unflatten Reshape pairs
     around GEMMs removed (module docstring), and the shape sub-graphs only they used."""
     users = node_users(nodes)
+    by_id = {id(m): m for m in nodes}
     redirect: dict[int, Any] = {}  # id(unflatten reshape) -> the node now producing its value
     for g in nodes:
         if not _gemm(g) or g.num_outputs != 1:
@@ -131,7 +146,7 @@ def drop_gemm_reshapes(nodes: list) -> list:
         if src is None or n is None:
             continue
         found = _unflatten(g, users, n)
-        if found is None or not _restores(found[0], src[0], src[1], n):
+        if found is None or not _restores(found[0], src[0], src[1], n, by_id):
             continue
         r2, chain = found
         g.inputs[0] = src

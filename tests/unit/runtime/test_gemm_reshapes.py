@@ -29,25 +29,28 @@ def _dims(x, *axes):
     return [opset.unsqueeze(opset.gather(shape, _i64(a), _i64(0)), _i64([0])) for a in axes]
 
 
-def _linear(rng, x, k: int, n: int, exact: bool = True):
+def _linear(rng, x, k: int, n: int, exact: bool = True, lead_of=None):
     """x [b, s, k] -> flatten -> MatMul + bias -> unflatten to x's leading dims then n (with
-    ``exact`` False, to [b, -1, n]: the same, but not provably)."""
+    ``exact`` False, to [b, -1, n]: the same, but not provably; ``lead_of``: the leading dims
+    read off that tensor instead, as the dynamo exporter reads them off the model's input)."""
     last = opset.slice(opset.shape_of(x), _i64([-1]), _i64([np.iinfo(np.int64).max]), _i64([1]))
     flat = opset.reshape(x, opset.concat([_i64([-1]), last], 0), True)
     y = opset.add(opset.matmul(flat, _f(rng, k, n), False, False), _f(rng, n))
-    lead = _dims(x, 0, 1) if exact else [*_dims(x, 0), _i64([-1])]
+    src = x if lead_of is None else lead_of
+    lead = _dims(src, 0, 1) if exact else [*_dims(src, 0), _i64([-1])]
     return opset.reshape(y, opset.concat([*lead, _i64([n])], 0), True)
 
 
-def _block(rng, k=24, n=40, exact=True):
+def _block(rng, k=24, n=40, exact=True, lead_of_input=False):
     """LayerNorm -> Linear -> tanh-GELU -> Linear back to k -> residual Add."""
     x = opset.parameter([-1, -1, k], np.float32, name="x")
+    lead_of = x if lead_of_input else None
     h = opset.mvn(x, _i64([-1]), True, 1e-5, "inside_sqrt")
     h = opset.add(opset.multiply(h, (1 + 0.2 * _f(rng, k)).astype(np.float32)), 0.1 * _f(rng, k))
-    u = _linear(rng, h, k, n, exact)
+    u = _linear(rng, h, k, n, exact, lead_of)
     g = opset.multiply(opset.multiply(u, opset.add(opset.tanh(opset.multiply(u, np.float32(0.79))),
                                                    np.float32(1.0))), np.float32(0.5))
-    y = opset.add(_linear(rng, g, n, k), x)
+    y = opset.add(_linear(rng, g, n, k, lead_of=lead_of), x)
     return Model([opset.result(y, name="y")], [x])
 
 
@@ -98,6 +101,20 @@ def test_program_structure(rng):
     assert [f.row.name for f in first.fused] == ["Multiply", "Tanh", "Add", "Multiply", "Multiply"]
     assert [f.row.name for f in second.fused] == ["Add"]  # the residual
     assert not [n for n in prog.nodes if n.kind in ("Reshape", "ShapeOf", "MVN")]
+
+
+def test_unflatten_to_the_model_inputs_dims(rng):
+    """The unflattens' leading dims read off the model's input (the dynamo exporter's way),
+    the same symbols as the GEMMs' own rows: the reshapes go, the GELU and the residual fuse;
+    the results are the graph's."""
+    model = _block(rng, lead_of_input=True)
+    cm = _via_legacy(model)
+    prog = cm.runtime.program
+    first, second = [n for n in prog.nodes if n.kind == "FullyConnected"]
+    assert [f.row.name for f in first.fused] == ["Multiply", "Tanh", "Add", "Multiply", "Multiply"]
+    assert [f.row.name for f in second.fused] == ["Add"]
+    assert not [n for n in prog.nodes if n.kind == "Reshape"]
+    _check(model, cm, SHAPES[:3], rng)
 
 
 def test_unprovable_unflatten_keeps_the_reshapes(rng):
