@@ -106,6 +106,35 @@ def gather(dtype, idx_dtype) -> Source:
 
 
 @memoized
+def gather_nd(dtype, idx_dtype, m: int) -> Source:
+    """GatherND with ``m`` index components: y[p, s] = x[batch(p), idx[p, 0..m-1], s], one
+    work-item per output element. The output is seen as [P, S] (P index tuples, S elements a
+    slice), the data as [batches, dims, S]: tuple p belongs to batch p / per_batch (its
+    ``batch_dims`` leading dims), component t indexes a dim of ``d<t>`` elements (a negative
+    one counts from the end) with stride ``st<t>``; a tuple outside the data reads 0 (as
+    ``gather``)."""
+    t, it = ctype(dtype), ctype(idx_dtype)
+    dims = "".join(f", int d{c}, int st{c}" for c in range(m))
+    comps = "\n  ".join(
+        f"{{ long k = (long)I[ioff + p * {m} + {c}]; if (k < 0) k += d{c}; "
+        f"ok = ok && k >= 0 && k < d{c}; at += k * st{c}; }}" for c in range(m))
+    text = header([dtype]) + f"""__kernel void gather_nd(__global const {t}* X, int xoff,
+                        __global const {it}* I, int ioff, __global {t}* Y, int yoff,
+                        int n, int S, int per_batch, int batch_stride{dims})
+{{
+  int gid = get_global_id(0);
+  if (gid >= n) return;
+  const int p = gid / S, s = gid - p * S;
+  long at = (long)(p / per_batch) * batch_stride + s;
+  int ok = 1;
+  {comps}
+  Y[yoff + gid] = ok ? X[xoff + at] : ({t})0;
+}}
+"""
+    return Source(text, "gather_nd")
+
+
+@memoized
 def gather_elements(dtype, idx_dtype) -> Source:
     """GatherElements: y[o, a, i] = x[o, idx[o, a, i], i], one work-item per output element.
     The output and the indices (one shape) are seen as [outer, A, inner] around the axis, the

@@ -2,8 +2,9 @@
 where its indices are the identity or one constant index picking a contiguous piece (q, k or v
 of torch's MultiheadAttention export: ``proj[0]`` of a [3, S, B, D] tensor); GatherElements
 on ``gather_elements``; a sum of row gathers (:class:`GatherSum`, made by
-``netpass.runtime.gather_sum``) on ``gather_sum``; the scatters, GatherND and OneHot run on
-the host."""
+``netpass.runtime.gather_sum``) on ``gather_sum``; GatherND on ``gather_nd`` (the dynamo
+exporter's padding-mask lookup of a decoder: on the host, a wait per decode step); the scatters
+and OneHot run on the host."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -12,10 +13,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ...errors import ShapeInferenceError
-from ...ops.indexing import Gather, GatherElements, OneHot
+from ...ops.indexing import Gather, GatherElements, GatherND, OneHot
 from ..impls import Impl, Launch, Params, bits_dtype, broadcast_strides, collapse, size, work_1d
 from ..index_forms import Form, form_of
-from ..kernels.movement import gather, gather_elements, gather_sum
+from ..kernels.movement import gather, gather_elements, gather_nd, gather_sum
 from ..shape_infer import infer_host
 from .base import OpKind, Skip, broadcast, ints, table
 
@@ -225,11 +226,38 @@ def gather_sum_impl(p: Params, key: Any) -> Impl | None:
     return Impl(key, [Launch(src, *work_1d(n), spec)])
 
 
+def _gather_nd_shape(attrs: dict, shapes: list, values: dict) -> list[tuple] | None:
+    data, idx = shapes[0], shapes[1]
+    b = int(attrs.get("batch_dims", 0))
+    if not idx or b + idx[-1] > len(data) or b >= len(idx) or tuple(data[:b]) != tuple(idx[:b]):
+        return None  # (the op's own inference names what does not fit)
+    return [tuple(idx[:-1]) + tuple(data[b + idx[-1]:])]
+
+
+def gather_nd_impl(p: Params, key: Any) -> Impl | None:
+    """One ``gather_nd`` launch over the output (contiguous data and indices)."""
+    data, idx = p.in_shapes[0], p.in_shapes[1]
+    if p.in_strides and any(p.in_strides):
+        return None
+    b, m = int(p.attrs.get("batch_dims", 0)), idx[-1]
+    n = size(p.out_shapes[0])
+    if not n:
+        return Impl(key, [])
+    strides = [size(data[i + 1:]) for i in range(len(data))]
+    spec: list = [("i", 0), ("i", 1), ("o", 0), n, size(data[b + m:]),
+                  max(size(idx[b:-1]), 1), size(data[b:])]
+    for c in range(m):
+        spec += [data[b + c], strides[b + c]]
+    src = gather_nd(bits_dtype(p.in_dtypes[0]), p.in_dtypes[1], m)
+    return Impl(key, [Launch(src, *work_1d(n), spec)])
+
+
 ROWS = table(
     OpKind(Gather, deps=(2,), shape=_gather_shape, impl=gather_impl, copy_only=True, uniform=True,
            skip=Skip(_may_be_view, _gather_view_offset, reads_values=True,
                      by_shapes=_gather_by_shapes), host=_host_gather),
     OpKind(GatherElements, shape=_gather_elements_shape, impl=gather_elements_impl, copy_only=True),
+    OpKind(GatherND, shape=_gather_nd_shape, impl=gather_nd_impl, copy_only=True),
     OpKind(OneHot, deps=(1,)),
     OpKind(GatherSum, impl=gather_sum_impl, uniform=True),
 )
