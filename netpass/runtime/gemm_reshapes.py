@@ -17,7 +17,9 @@ whose target is, element by element, ``x``'s leading dims then N (traced through
 the ShapeOf sub-graph, ``shape_terms``; a dim read off another tensor counts where it is the
 same symbol: the dynamo exporter reads the batch and sequence off the model's input).
 Row-major order makes the two equal: row ``i`` of the flattened ``x`` is leading index ``i``
-of ``x``. What the removed reshapes leave unused (their ShapeOf sub-graphs) goes too.
+of ``x``. A flatten that merges x's last static dims into K (an attention's heads, as the
+dynamo exporter writes its output projection) leaves a view of ``x`` keeping the other dims
+in its place. What the removed reshapes leave unused (their ShapeOf sub-graphs) goes too.
 """
 from __future__ import annotations
 
@@ -25,11 +27,14 @@ from typing import Any
 
 import numpy as np
 
+from ..core.boundary import Constant
+from ..core.dimension import Dimension
+from ..core.shape import PartialShape
 from ..ops.legacy import FullyConnected
 from ..ops.matmul import MatMul
 from ..ops.movement import Reshape
 from .kinds.base import same_dim
-from .program_node import node_users
+from .program_node import ProgramNode, node_users
 from .shape_terms import dims_terms, shape_terms, without_unused_shape_nodes
 
 CHAIN_LIMIT = 4  # per-column ops (a bias) a MatMul's value may pass before its unflatten
@@ -55,7 +60,9 @@ def _gemm(g: Any) -> bool:
 
 
 def _flatten_source(r: Any) -> tuple | None:
-    """(x, output) when Reshape ``r`` flattens ``x`` to [rows, x's last dim]."""
+    """(x, output, merged) when Reshape ``r`` flattens ``x`` to [rows, K]: K is x's last dim
+    (``merged`` 1), or the product of its last ``merged`` static dims with a leading dim
+    left (an attention's output [b, s, heads, d], as the dynamo exporter flattens it)."""
     if not r.is_a(Reshape) or len(r.inputs) < 2:
         return None
     x, xk = r.inputs[0]
@@ -64,25 +71,34 @@ def _flatten_source(r: Any) -> tuple | None:
         return None
     last = rps[1]
     if isinstance(xd[-1], int) and last.min == last.max == xd[-1] and xd[-1] > 0:
-        return x, xk
+        return x, xk, 1
     target = shape_terms(*r.inputs[1])
     if target is not None and len(target) == 2 and target[1] == xd[-1] \
             and not isinstance(xd[-1], int):
-        return x, xk
+        return x, xk, 1
+    k = 1
+    for merged in range(1, len(xd)):
+        d = xd[-merged]
+        if not isinstance(d, int) or d <= 0:
+            break
+        k *= d
+        if merged > 1 and last.min == last.max == k:
+            return x, xk, merged
     return None
 
 
-def _restores(r2: Any, x: Any, xk: int, n: int, by_id: dict) -> bool:
-    """Whether Reshape ``r2``'s target is ``x``'s leading dims, then ``n``: term by term the
-    same, or dims of other tensors that are provably the same (one symbol: the dynamo
-    exporter reads the batch and sequence off the model's input, not off ``x``)."""
+def _restores(r2: Any, x: Any, xk: int, n: int, by_id: dict, merged: int = 1) -> bool:
+    """Whether Reshape ``r2``'s target is ``x``'s leading dims (but its last ``merged``),
+    then ``n``: term by term the same, or dims of other tensors that are provably the same
+    (one symbol: the dynamo exporter reads the batch and sequence off the model's input, not
+    off ``x``)."""
     if not r2.is_a(Reshape) or len(r2.inputs) < 2:
         return False
     want = dims_terms(x, xk)
     target = shape_terms(*r2.inputs[1])
-    if want is None or target is None or len(want) != len(target):
+    if want is None or target is None or len(want) - merged + 1 != len(target):
         return False
-    want = want[:-1] + [n]
+    want = want[:-merged] + [n]
     return all(t == w or _same_dim_terms(t, w, by_id) for t, w in zip(target, want)) \
         and all(t != 0 for t in target if isinstance(t, int))
 
@@ -138,6 +154,7 @@ def drop_gemm_reshapes(nodes: list) -> list:
     users = node_users(nodes)
     by_id = {id(m): m for m in nodes}
     redirect: dict[int, Any] = {}  # id(unflatten reshape) -> the node now producing its value
+    views: dict[int, list] = {}  # id(GEMM) -> the view of x it now reads, and its target
     for g in nodes:
         if not _gemm(g) or g.num_outputs != 1:
             continue
@@ -145,11 +162,15 @@ def drop_gemm_reshapes(nodes: list) -> list:
         n = _n_of(g)
         if src is None or n is None:
             continue
+        x, xk, merged = src
         found = _unflatten(g, users, n)
-        if found is None or not _restores(found[0], src[0], src[1], n, by_id):
+        if found is None or not _restores(found[0], x, xk, n, by_id, merged):
             continue
         r2, chain = found
-        g.inputs[0] = src
+        g.inputs[0] = (x, xk)
+        if merged > 1:  # (x's merged dims as one: a view keeping its leading dims)
+            views[id(g)] = _merged_view(g, x, xk, merged)
+            g.inputs[0] = (views[id(g)][-1], 0)
         for m in [g, *chain]:  # each now computes on x's leading dims
             m.out_pshapes = list(r2.out_pshapes)
             m.is_dynamic = r2.is_dynamic
@@ -158,4 +179,19 @@ def drop_gemm_reshapes(nodes: list) -> list:
         return nodes
     for m in nodes:
         m.inputs = [((redirect[id(s)], 0) if id(s) in redirect else (s, k)) for s, k in m.inputs]
+    if views:
+        nodes = [v for m in nodes for v in views.get(id(m), []) + [m]]
     return without_unused_shape_nodes(nodes, set(redirect))
+
+
+def _merged_view(g: Any, x: Any, xk: int, merged: int) -> list:
+    """A Reshape of ``x`` keeping its leading dims (``special_zero``) and merging its last
+    ``merged`` static dims, and its target: what GEMM ``g`` reads instead of the flatten."""
+    ps = x.out_pshapes[xk]
+    lead, k = len(ps) - merged, int(np.prod([d.min for d in list(ps)[-merged:]]))
+    target = ProgramNode(f"{g.id}/rows", Constant.type_name,
+                         value=np.array([0] * lead + [k], np.int64))
+    view = ProgramNode(f"{g.id}/rows_view", Reshape.type_name, {"special_zero": True},
+                       [(x, xk), (target, 0)], out_dtypes=[x.out_dtypes[xk]],
+                       out_pshapes=[PartialShape(list(ps)[:lead] + [Dimension(k)])])
+    return [target, view]

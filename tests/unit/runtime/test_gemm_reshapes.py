@@ -177,3 +177,26 @@ def test_split_pieces_share_the_split_tensor_dims():
     split = next(n for n in prog.nodes if n.kind == "VariadicSplit")
     want = [("dim", id(px), 0, 0), ("dim", id(px), 0, 1), 4]
     assert [dims_terms(split, k) for k in range(3)] == [want] * 3
+
+
+def test_flatten_merging_the_heads(rng):
+    """An attention's output [b, s, heads, d] flattened to [b * s, heads * d] for the output
+    projection at once (the dynamo exporter's way), unflattened to [b, s]: the GEMM reads a
+    view of [b, s, heads * d] and its residual Add fuses; the reference's results."""
+    x = opset.parameter([-1, -1, 4, 6], np.float32, name="x")
+    r = opset.parameter([-1, -1, 40], np.float32, name="r")
+    flat = opset.reshape(x, _i64([-1, 24]), True)
+    y = opset.add(opset.matmul(flat, _f(rng, 24, 40), False, False), _f(rng, 40))
+    y = opset.reshape(y, opset.concat([*_dims(x, 0, 1), _i64([40])], 0), True)
+    model = Model([opset.result(opset.add(y, r), name="y")], [x, r])
+    cm = _via_legacy(model)
+    prog = cm.runtime.program
+    fc = next(n for n in prog.nodes if n.kind == "FullyConnected")
+    assert [f.row.name for f in fc.fused] == ["Add"]
+    assert fc.inputs[0][0].kind == "Reshape" and len(fc.inputs[0][0].out_pshapes[0]) == 3
+    req = cm.create_infer_request()
+    for b, s in ((2, 5), (1, 1), (3, 9)):
+        feeds = {"x": _f(rng, b, s, 4, 6), "r": _f(rng, b, s, 40)}
+        np.testing.assert_allclose(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"],
+                                   rtol=1e-4, atol=1e-4)
+    assert req.stats["kernels_enqueued"] == 3
