@@ -187,29 +187,37 @@ def _silu_of(n, users: dict) -> tuple | None:
     return None
 
 
+def _silu_product(m, users: dict) -> tuple | None:
+    """(g as (node, output), the other factor as (node, output), the SiLU's node read only by
+    ``m``, its other nodes) when float32 Multiply ``m`` is ``silu(g) * other`` (either
+    order)."""
+    if not m.is_a(Multiply) or len(m.inputs) != 2 or m.out_dtypes[0] != F32:
+        return None
+    for (silu, _), other in (m.inputs, m.inputs[::-1]):
+        found = _silu_of(silu, users) if read_once(silu, users) else None
+        if found is not None:
+            return found[0], other, silu, found[1]
+    return None
+
+
 def _gated(m, users: dict) -> tuple | None:
     """(gate, up, absorbed nodes) when Multiply ``m`` is ``silu(gate(x)) * up(x)`` (either
     order) of two FullyConnected nodes over one input that only the product reads (the
     gate only by its SiLU's nodes)."""
-    if not m.is_a(Multiply) or len(m.inputs) != 2 or m.out_dtypes[0] != F32:
+    found = _silu_product(m, users)
+    if found is None:
         return None
-    for (silu, _), (up, _) in (m.inputs, m.inputs[::-1]):
-        found = _silu_of(silu, users) if read_once(silu, users) else None
-        if found is None:
-            continue
-        (gate, _), parts = found
-        if not gate.is_a(FullyConnected) or len(gate.inputs) != 3 \
-                or gate.inputs[1][0].value is None:
-            return None
-        k = gate.inputs[1][0].value.shape[-1]
-        readers = {id(u) for u, _ in users.get(id(gate), ())}
-        if not (_stackable(gate, gate.inputs[0], k) and _stackable(up, gate.inputs[0], k)
-                and read_once(up, users) and gate is not up and not gate.is_output
-                and readers == {id(n) for n in parts + [silu]}
-                and gate.out_pshapes[0] == up.out_pshapes[0]):
-            return None
-        return gate, up, [gate, up, *parts, silu]
-    return None
+    (gate, _), (up, _), silu, parts = found
+    if not gate.is_a(FullyConnected) or len(gate.inputs) != 3 or gate.inputs[1][0].value is None:
+        return None
+    k = gate.inputs[1][0].value.shape[-1]
+    readers = {id(u) for u, _ in users.get(id(gate), ())}
+    if not (_stackable(gate, gate.inputs[0], k) and _stackable(up, gate.inputs[0], k)
+            and read_once(up, users) and gate is not up and not gate.is_output
+            and readers == {id(n) for n in parts + [silu]}
+            and gate.out_pshapes[0] == up.out_pshapes[0]):
+        return None
+    return gate, up, [gate, up, *parts, silu]
 
 
 def _half_of(n, k: int) -> tuple | None:
@@ -249,23 +257,19 @@ def _gated_halves(m, users: dict) -> tuple | None:
     """(source, absorbed nodes) when Multiply ``m`` is ``silu(x[..., :h]) * x[..., h:]``
     (either order) of one tensor's halves along its last axis (Phi-3's gate and up projection
     in one Linear, chunked), the pieces read only by the product and the SiLU's nodes."""
-    if not m.is_a(Multiply) or len(m.inputs) != 2 or m.out_dtypes[0] != F32:
+    found = _silu_product(m, users)
+    if found is None:
         return None
-    for (silu, _), (up, uk) in (m.inputs, m.inputs[::-1]):
-        found = _silu_of(silu, users) if read_once(silu, users) else None
-        if found is None:
-            continue
-        (gate, gk), parts = found
-        g, u = _half_of(gate, gk), _half_of(up, uk)
-        if g is None or u is None or g[0] != u[0] or (g[1], u[1]) != (0, 1):
-            return None
-        pieces = [gate] if gate is up else [gate, up]
-        inside = {id(n) for n in [*parts, silu, m]}
-        if any(p.is_output or any(id(r) not in inside for r, _ in users.get(id(p), ()))
-               for p in pieces):
-            return None
-        return g[0], [*pieces, *parts, silu]
-    return None
+    (gate, gk), (up, uk), silu, parts = found
+    g, u = _half_of(gate, gk), _half_of(up, uk)
+    if g is None or u is None or g[0] != u[0] or (g[1], u[1]) != (0, 1):
+        return None
+    pieces = [gate] if gate is up else [gate, up]
+    inside = {id(n) for n in [*parts, silu, m]}
+    if any(p.is_output or any(id(r) not in inside for r, _ in users.get(id(p), ()))
+           for p in pieces):
+        return None
+    return g[0], [*pieces, *parts, silu]
 
 
 def merge_gated_mlps(nodes: list) -> list:

@@ -208,7 +208,7 @@ def norm_out_parts(cfg: MmaConfig, norm: tuple, split: bool = False,
     rows' means and scales (argument ``NS``): the tile reads its rows' from there before its
     store, and the stages carry nothing more. (declarations, per stage, after the loop, in
     the tail, defines)."""
-    variance, rms = norm[2], norm[5]
+    rms = norm[5]
     BM, NT = cfg.bm, cfg.threads
     defines = (f"\n#define NORM_OUT(mm, nn, val) (nst_[{BM} + (mm) - m0] * ((val) - nst_[(mm) - m0]"
                " * B[(size_t)K * sbk + (nn) * sbn]) + B[(size_t)(K + 1) * sbk + (nn) * sbn])\n")
@@ -239,15 +239,8 @@ def norm_out_parts(cfg: MmaConfig, norm: tuple, split: bool = False,
     stage = f"""#pragma unroll
     for (int sl_ = 0; sl_ < BK / 16; ++sl_) {{{loads}
     }}"""
-    fl = "(float)K"
-    rs = norm_scale(norm, "var_", "q_")
-
-    moments = "" if rms else f"const float mu_ = s_ / {fl};\n    " + (
-        f"const float var_ = {nan_max(f'q_ / {fl} - mu_ * mu_', '0.0f')};\n    " if variance
-        else "")
-
     def finish(row: str, sh: str) -> str:  # (row ``row``'s mean and scale from s_, q_)
-        mean = "0.0f" if rms else f"{sh} + mu_"
+        moments, mean, rs = _moments(norm, sh)
         return f"{moments}nst_[{row}] = {mean}; nst_[{BM} + {row}] = {rs};"
 
     after = f"""  barrier(CLK_LOCAL_MEM_FENCE);  /* the stages are free: the rows' statistics */
@@ -287,17 +280,26 @@ def norm_out_parts(cfg: MmaConfig, norm: tuple, split: bool = False,
     return decl, stage, after, tail, defines
 
 
+def _moments(norm: tuple, sh: str) -> tuple[str, str, str]:
+    """(C statements, the mean, the scale) of a row from its sums ``s_`` and squares ``q_``
+    over ``K`` elements shifted by ``sh`` (``norm`` as norm_out_parts'; RMSNorm: no mean)."""
+    variance, rms = norm[2], norm[5]
+    if rms:
+        return "", "0.0f", norm_scale(norm, "var_", "q_")
+    var = f"const float var_ = {nan_max('q_ / (float)K - mu_ * mu_', '0.0f')};\n    " \
+        if variance else ""
+    return ("const float mu_ = s_ / (float)K;\n    " + var, f"{sh} + mu_",
+            norm_scale(norm, "var_", "q_"))
+
+
 @memoized
 def row_moments(norm: tuple) -> Source:
     """Each row's mean and normalization scale (``norm`` as norm_out_parts') for a GEMM whose
     product is normalized (``norm_out_parts``' ``ahead``): one work-group of ``LS`` items per
     row of ``K`` contiguous floats, sums shifted by the row's first element as the GEMM's own
     would take them; ``NS[row]`` the mean (0 for RMSNorm), ``NS[rows + row]`` the scale."""
-    variance, rms = norm[2], norm[5]
-    moments = "" if rms else "const float mu_ = s_ / (float)K;\n    " + (
-        f"const float var_ = {nan_max('q_ / (float)K - mu_ * mu_', '0.0f')};\n    "
-        if variance else "")
-    mean = "0.0f" if rms else "sh_ + mu_"
+    rms = norm[5]
+    moments, mean, scale = _moments(norm, "sh_")
     text = header([]) + f"""#define LS {LS}
 __kernel __attribute__((reqd_work_group_size(LS, 1, 1)))
 void row_moments(__global const float* A, int aoff, int K, __global float* NS)
@@ -323,7 +325,7 @@ void row_moments(__global const float* A, int aoff, int K, __global float* NS)
   }}
   if (lid == 0) {{
     s_ = ss_[0]; q_ = qs_[0];
-    {moments}NS[row] = {mean}; NS[rows + row] = {norm_scale(norm, "var_", "q_")};
+    {moments}NS[row] = {mean}; NS[rows + row] = {scale};
   }}
 }}
 """
