@@ -42,6 +42,7 @@ DEFAULT_IMPLS_CACHE_CAPACITY = 300
 FREE_KERNELS_PER_KEY = 4  # kernel objects of closed requests kept per (node, launch, source)
 
 PRECISIONS = ("f32", "tf32")
+MLP_FUSIONS = ("gated", "all", "none")
 
 
 def inference_precision(cfg: Mapping[str, Any]) -> str:
@@ -51,6 +52,18 @@ def inference_precision(cfg: Mapping[str, Any]) -> str:
     if value not in PRECISIONS:
         raise NetpassError(f"config INFERENCE_PRECISION_HINT '{cfg['INFERENCE_PRECISION_HINT']}': "
                            f"expected one of {', '.join(PRECISIONS)}")
+    return value
+
+
+def mlp_fusion(cfg: Mapping[str, Any]) -> str:
+    """Config ``DECODE_MLP_FUSION``: the MLPs whose two projections a single-row step runs in
+    one launch (:mod:`~netpass.runtime.fused_mlp`): ``"gated"`` (default: LLaMA-style gated
+    MLPs), ``"all"`` (GPT-2-style ones too: one launch fewer a layer, but on the H200 a GPT-2
+    step took 3% more device time than with the two GEMVs), or ``"none"``."""
+    value = str(cfg.get("DECODE_MLP_FUSION", "gated")).lower()
+    if value not in MLP_FUSIONS:
+        raise NetpassError(f"config DECODE_MLP_FUSION '{cfg['DECODE_MLP_FUSION']}': expected one "
+                           f"of {', '.join(MLP_FUSIONS)}")
     return value
 
 
@@ -367,9 +380,11 @@ def compile_program(model_or_program: Any, device: str = "AUTO",
     ``INFERENCE_PRECISION_HINT`` (``"f32"``, default, or ``"tf32"``: float32 GEMMs and attention
     on TF32 tensor cores where the device has them, :mod:`netpass.runtime.kernels.mma`),
     ``PERSISTENT_STEPS`` (bool, default False: a decode step's kernels gathered into persistent
-    kernels, :mod:`netpass.runtime.persistent`)."""
+    kernels, :mod:`netpass.runtime.persistent`), ``DECODE_MLP_FUSION`` (``"gated"``, default,
+    ``"all"`` or ``"none"``: :func:`mlp_fusion`)."""
     cfg = dict(config or {})
     inference_precision(cfg)
+    mlps = mlp_fusion(cfg)
     name = resolve_device_name(device)
     model = None
     if not isinstance(model_or_program, Program) \
@@ -383,7 +398,7 @@ def compile_program(model_or_program: Any, device: str = "AUTO",
             program = model_or_program
         else:
             model = model_or_program
-            program = Program.from_model(model, fuse=bool(cfg.get("FUSION", True)))
+            program = Program.from_model(model, fuse=bool(cfg.get("FUSION", True)), mlps=mlps)
         if name == "REFERENCE":
             return RuntimeCompiledModel(program, None, cfg, model)
         dev = select_device(name)

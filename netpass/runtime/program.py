@@ -34,6 +34,7 @@ from .attention import fuse_attention
 from .concat_pieces import distribute_concats
 from .const_fold import fold_constants
 from .cse import merge_common_subexpressions
+from .fused_mlp import fold_decode_mlps
 from .gather_sum import fuse_gather_sums
 from .gemm_reshapes import drop_gemm_reshapes
 from .impls import FusedDesc, host_only_reason, scalar_literal
@@ -182,9 +183,11 @@ NODE_PASSES = (fold_constants, merge_common_subexpressions, distribute_concats, 
 
 
 class Program:
-    """Primitives plus compile-time decisions; shared by every infer request of a model."""
+    """Primitives plus compile-time decisions; shared by every infer request of a model.
+    ``mlps``: the MLPs a single-row step runs in one launch (compiled.mlp_fusion)."""
 
-    def __init__(self, nodes: Iterable[ProgramNode], fuse: bool = True) -> None:
+    def __init__(self, nodes: Iterable[ProgramNode], fuse: bool = True,
+                 mlps: str = "gated") -> None:
         self.nodes = list(nodes)
         if fuse:
             for node_pass in NODE_PASSES:
@@ -202,6 +205,7 @@ class Program:
             fold_input_permutes(self.nodes)
             fold_view_chains(self.nodes)
             self._mark_strided_views()
+            fold_decode_mlps(self.nodes, mlps)
         mark_state(self)
         if fuse and attach_kv_appends(self):
             self._mark_strided_views()  # (the projection's pieces: now all read as views)
@@ -215,7 +219,7 @@ class Program:
 
     # -- construction from a Model ---------------------------------------------------------------
     @classmethod
-    def from_model(cls, model: Any, fuse: bool = True) -> Program:
+    def from_model(cls, model: Any, fuse: bool = True, mlps: str = "gated") -> Program:
         """Lower every op of ``model`` to a program node (kind = the op's type name)."""
         model = _with_input_symbols(model)
         nodes: list[ProgramNode] = []
@@ -239,7 +243,7 @@ class Program:
                 pn.out_pvalues = [op.output(i).partial_value for i in range(n_out)]
             by_op[id(op)] = pn
             nodes.append(pn)
-        return cls(nodes, fuse=fuse)
+        return cls(nodes, fuse=fuse, mlps=mlps)
 
     # -- passes ----------------------------------------------------------------------------------
     def _link_users(self) -> None:

@@ -249,6 +249,8 @@ class ProgramNode:
         # an in-place append whose new rows the attention reading the cache writes on decode
         # steps (kv_append)
         self.append_by: ProgramNode | None = None
+        # an MLP's up projection whose down projection computes both at one row (fused_mlp)
+        self.mlp_fold: Any = None
 
     @property
     def num_outputs(self) -> int:

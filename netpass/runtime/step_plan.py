@@ -249,8 +249,9 @@ def _entry(inst: PrimitiveInst, valid: set, replayed: set, shaped_by_data: set, 
         replayed.add(node.index)
         return ViewEntry(inst)
     impl = inst.impl
-    if node.has_kernel and impl is not None and not impl.host and inst.kernels \
-            and inst.out_shapes is not None:
+    # (an impl of no launches: an MLP's up projection its down projection runs, fused_mlp)
+    if node.has_kernel and impl is not None and not impl.host \
+            and (inst.kernels or not impl.launches) and inst.out_shapes is not None:
         entry = KernelEntry(inst, valid)
         valid.add(node.index)
         replayed.add(node.index)

@@ -8,11 +8,11 @@ from .common import (
     LS,
     Source,
     Stage,
-    ctype,
     header,
     memoized,
     nan_max,
     offsets,
+    side_params,
     stage_code,
 )
 
@@ -79,12 +79,7 @@ def attention(score_ops: list[Stage], side_dtypes: list, erank: int, jt: int, dm
             "int M", "int N", "int D", "int DV", "int B1", "int G",
             "int sq0", "int sq1", "int sqm", "int sqd", "int sk0", "int sk1", "int skn", "int skd",
             "int sv0", "int sv1", "int svn", "int svj", "int so0", "int so1", "int som", "int soj"]
-    for j, dt in enumerate(side_dtypes):
-        args += [f"__global const {ctype(dt)}* in{j}", f"int off_in{j}"]
-    if n_side:
-        args += [f"int d{k}" for k in range(erank)]
-        for j in range(n_side):
-            args += [f"int s_in{j}_{k}" for k in range(erank)]
+    args += side_params(side_dtypes, erank)
     if fill:
         args += FILL_ARGS
     code = stage_code([Stage("dot", [], "float")] + list(score_ops),

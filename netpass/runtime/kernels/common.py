@@ -173,6 +173,20 @@ def offsets(rank: int, tensors: list[str], flat: str = "gid", dims: str = "d") -
     return "\n  ".join(lines)
 
 
+def side_params(dtypes, erank: int) -> list[str]:
+    """The parameters of a fused epilogue's side inputs ``in<j>`` (``dtypes``), after a
+    kernel's own: each input and its offset, then, if there are any, the ``erank`` dims they
+    are indexed over and each input's strides (``impls.epilogue_args`` passes them)."""
+    args: list[str] = []
+    for j, dt in enumerate(dtypes):
+        args += [f"__global const {ctype(dt)}* in{j}", f"int off_in{j}"]
+    if len(dtypes):
+        args += [f"int d{k}" for k in range(erank)]
+        for j in range(len(dtypes)):
+            args += [f"int s_in{j}_{k}" for k in range(erank)]
+    return args
+
+
 def stage_code(stages: list[Stage], loads: dict[int, str]) -> str:
     code = []
     prev = None

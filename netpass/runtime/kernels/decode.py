@@ -30,7 +30,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import Source, Stage, ctype, header, memoized, nan_max, offsets, stage_code
+from .common import (
+    Source,
+    Stage,
+    header,
+    memoized,
+    nan_max,
+    offsets,
+    side_params,
+    stage_code,
+)
 from .mma import arrival_defs, last_to_arrive
 
 DLS = 256          # work-items of a decode attention work-group
@@ -70,12 +79,7 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
     if append:
         args += ["int S", "int sxk0", "int sxk1", "int sxkn", "int sxkd", "int sxv0", "int sxv1",
                  "int sxvn", "int sxvj"]
-    for j, dt in enumerate(side_dtypes):
-        args += [f"__global const {ctype(dt)}* in{j}", f"int off_in{j}"]
-    if n_side:
-        args += [f"int d{k}" for k in range(erank)]
-        for j in range(n_side):
-            args += [f"int s_in{j}_{k}" for k in range(erank)]
+    args += side_params(side_dtypes, erank)
     split = split and dv % 4 == 0 and dv // 4 <= DLS
     if split:
         args += ["__global float* DP", "__global int* da_count"]

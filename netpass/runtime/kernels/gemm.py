@@ -16,6 +16,7 @@ from .common import (
     memoized,
     nan_max,
     offsets,
+    side_params,
     stage_code,
 )
 
@@ -53,12 +54,7 @@ def gemm_args(t: str, n_extra: int, extra_dtypes: list, erank: int,
         args += ["__global const float* Bt", "int btoff"] if norm[4] else []
     args += ["int M", "int N", "int K", "int B1",
              "int sa0", "int sa1", "int sam", "int sak", "int sb0", "int sb1", "int sbk", "int sbn"]
-    for j in range(n_extra):
-        args += [f"__global const {ctype(extra_dtypes[j])}* in{j}", f"int off_in{j}"]
-    if n_extra:
-        args += [f"int d{k}" for k in range(erank)]
-        for j in range(n_extra):
-            args += [f"int s_in{j}_{k}" for k in range(erank)]
+    args += side_params(extra_dtypes[:n_extra], erank)
     return args
 
 

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import mma_pipe
-from .common import Source, Stage, ctype, header, memoized, offsets, stage_code
+from .common import Source, Stage, header, memoized, offsets, side_params, stage_code
 from .gemm import gemm_args, norm_prologue, norm_value
 from .mma_parts import (
     CONV_ARGS,
@@ -345,12 +345,7 @@ def splitk_reduce(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank
     C's layout); one work-item per element, the epilogue's side inputs read through ``d*`` /
     ``s_in*_*`` as in every GEMM."""
     args = ["__global const float* W", "__global float* C", "int coff", "int total", "int ns"]
-    for j in range(n_extra):
-        args += [f"__global const {ctype(extra_dtypes[j])}* in{j}", f"int off_in{j}"]
-    if n_extra:
-        args += [f"int d{k}" for k in range(erank)]
-        for j in range(n_extra):
-            args += [f"int s_in{j}_{k}" for k in range(erank)]
+    args += side_params(extra_dtypes[:n_extra], erank)
     code = stage_code([Stage("v", [], "float")] + epilogue,
                       {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
     offs = offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import Source, Stage, ctype, header, memoized, nan_max, offsets, stage_code
+from .common import (
+    Source,
+    Stage,
+    ctype,
+    header,
+    memoized,
+    nan_max,
+    offsets,
+    side_params,
+    stage_code,
+)
 
 
 @memoized
@@ -19,12 +29,7 @@ def conv(dtype, epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: 
             "int xsn", "int xsc", "int xsh", "int xsw", "int ysn", "int ysc", "int ysh", "int ysw",
             "int O",
             "int wso", "int wsc", "int wsh", "int wsw"]
-    for j in range(n_extra):
-        args += [f"__global const {ctype(extra_dtypes[j])}* in{j}", f"int off_in{j}"]
-    if n_extra:
-        args += [f"int d{k}" for k in range(erank)]
-        for j in range(n_extra):
-            args += [f"int s_in{j}_{k}" for k in range(erank)]
+    args += side_params(extra_dtypes[:n_extra], erank)
     code = stage_code([Stage("acc", [], "float")] + epilogue,
                       {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
     offs = offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
@@ -139,12 +144,7 @@ def depthwise_conv(shape: tuple[int, int, int], epilogue: list[Stage], n_extra: 
             "int OW", "int KH", "int KW", "int sh", "int sw", "int dh", "int dw", "int ph",
             "int pw", "int xsn", "int xsc", "int xsh", "int xsw", "int ysn", "int ysc", "int ysh",
             "int ysw", "int wso", "int wsh", "int wsw", "int rows", "int cols"]
-    for j in range(n_extra):
-        args += [f"__global const {ctype(extra_dtypes[j])}* in{j}", f"int off_in{j}"]
-    if n_extra:
-        args += [f"int d{k}" for k in range(erank)]
-        for j in range(n_extra):
-            args += [f"int s_in{j}_{k}" for k in range(erank)]
+    args += side_params(extra_dtypes[:n_extra], erank)
     loads = {j: f"in{j}[o_in{j}]" for j in range(n_extra)}
     code = stage_code([Stage("acc[o]", [], "float")] + epilogue, loads)
     offs = offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""

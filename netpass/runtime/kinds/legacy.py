@@ -11,10 +11,21 @@ import numpy as np
 
 from ...ops.elementwise import Add, Divide, Maximum, Minimum, Multiply, Subtract
 from ...ops.legacy import CropIE, Eltwise, FullyConnected, PowerIE, ReLUIE, ScaleShiftIE
-from ..impls import Impl, Launch, Params, size, work_1d
+from ..impls import (
+    Impl,
+    Launch,
+    Params,
+    Scratch,
+    epilogue,
+    epilogue_args,
+    fused_stages,
+    size,
+    work_1d,
+)
 from ..kernels import decode_gemv, mma_plan
-from ..kernels.common import flit
-from ..kernels.eltwise import silu_gate
+from ..kernels.common import Stage, flit, offsets, side_params, stage_code
+from ..kernels.decode_mlp import MLP_WG, decode_mlp, mlp_partials
+from ..kernels.eltwise import silu_gate, silu_gate_expr
 from .base import ExprRule, OpKind, Skip, table
 from .elementwise import ROW, elementwise, per_channel_impl, with_bias
 from .matmul import gemm_launch, norm_out_plan
@@ -29,9 +40,21 @@ def fully_connected_impl(p: Params, key: Any) -> Impl | None:
     # a normalized A (norm_gemm.NormDesc) or a gated one (parallel_gemms.GatedDesc: input 0
     # holds the gate's and the up projection's columns side by side)
     desc = getattr(p.node, "subgraph", None)
+    m = size(x[:-1])
+    # (an MLP's up projection: the down projection's kernel runs it)
+    up_of = getattr(p.node, "mlp_fold", None)
+    if up_of is not None and up_of.chunk(p.engine, m):
+        impl = Impl(key)
+        impl.weights_as_given = True
+        return impl
+    fold = getattr(desc, "fold", None)  # (a down projection: fused_mlp.MlpDesc)
+    if fold is not None:
+        hc = fold.chunk(p.engine, m)
+        if hc:
+            return _decode_mlp_impl(p, key, fold, hc)
+        desc = desc.inner  # type: ignore[union-attr]
     gated = desc is not None and desc.gated
     kdim = x[-1] // 2 if gated else x[-1]
-    m = size(x[:-1])
     w = p.in_shapes[1]
     n = w[0]
     # a few rows run as GEMVs over the weights as they are (each column a contiguous row)
@@ -59,6 +82,39 @@ def fully_connected_impl(p: Params, key: Any) -> Impl | None:
         return None
     impl = Impl(key, *g)
     impl.weights_as_given, impl.weights_folded = as_given, folded is not None
+    return impl
+
+
+def _decode_mlp_impl(p: Params, key: Any, fold, hc: int) -> Impl:
+    """Down projection ``p`` and its up projection (``fold``: fused_mlp) at one row, in one
+    launch (kernels.decode_mlp): inputs 3 on are the up projection's (x, weights, bias, its
+    norm's vectors); the down projection's bias and fused ops make the epilogue."""
+    up = fold.up
+    norm = up.subgraph.kernel_params() if up.subgraph is not None else None
+    if fold.gated:
+        act = f"v = {silu_gate_expr('g', 'u')};"
+    else:
+        stages = fused_stages(up.fused, 0)
+        act = stage_code([Stage("v", [], "float")] + stages, {}) + f"\n    v = x{len(stages)};"
+    q = with_bias(p, (fold.n,), p.in_dtypes[2])
+    stages, n_extra, edt, edims, est = epilogue(q, tuple(p.out_shapes[0]))
+    names = [f"in{j}" for j in range(n_extra)]
+    code = (offsets(len(edims), names, "flat") if n_extra else "") + "\n    " + \
+        stage_code([Stage("v", [], "float")] + stages, {j: f"{t}[o_{t}]" for j, t in
+                                                         enumerate(names)}) + \
+        f"\n    v = x{len(stages)};"
+    ptx = getattr(p.engine, "mma", "") == "ptx"  # (NVIDIA: inline PTX)
+    src = p.cached(("decode_mlp", hc, len(edims)), lambda: decode_mlp(
+        fold.k, fold.h, fold.n, hc, norm, act, code, side_params(edt, len(edims)), fold.gated,
+        ptx))
+    vectors = [("i", 6 + j) for j in range(len(up.inputs) - 3)]
+    spec = [("i", 3), ("i", 4), ("i", 5), ("i", 1)] + vectors + [("o", 0), ("b", 0), ("b", 1)]
+    spec += epilogue_args(n_extra, edims, est, [("i", 2)] + [("e", j) for j in
+                                                           range(len(p.extra_shapes or []))])
+    rows, counts = mlp_partials(fold.h, fold.n, hc)
+    impl = Impl(key, [Launch(src, (fold.h // hc * MLP_WG, 1, 1), (MLP_WG, 1, 1), spec)],
+                [Scratch(4 * rows), np.zeros(counts, np.int32)])
+    impl.weights_as_given = True
     return impl
 
 

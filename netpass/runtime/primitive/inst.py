@@ -125,7 +125,8 @@ class PrimitiveInst(UpdateShape, UpdateImpl, UpdateWeights, Realloc, Execute):
         self.desc_key = (node.op_class, repr(sorted(node.attrs.items(), key=lambda kv: kv[0])),
                          tuple(f.key() for f in node.fused),
                          tuple(sorted(node.permuted_inputs.items())),
-                         node.subgraph.key() if node.subgraph is not None else None)
+                         node.subgraph.key() if node.subgraph is not None else None,
+                         node.mlp_fold is not None)
         if node.is_constant:
             self.out_shapes = [tuple(node.value.shape)]
             self.host[0] = node.value

@@ -1,0 +1,211 @@
+"""A decode step's MLP in one launch: ``y = epilogue(W2 act(W1 norm(x) + b1))`` for one row
+x, where a GEMV per projection takes two launches, each with its own ramp of loads.
+
+Each work-group owns a chunk of ``hc`` hidden units: it issues the loads of its rows of W1 and
+of its columns of W2 at once (the whole launch's weights in flight from the start), stages x
+normalized in local memory, takes its hidden units (W1's rows against x, the bias, the
+activation), then its share of every output, ``W2[:, chunk] @ h[chunk]``, which it stores as
+its partial row. The partials are summed in a fixed order whatever order the work-groups end
+in (bit-for-bit the same results run after run, as split-K's tail): the last of each block of
+MLP_BLOCK work-groups to arrive sums the block's rows, and the last block to arrive sums the
+blocks' rows and runs the epilogue (two counts of arrivals, each set back to zero by the last).
+
+H200, weights from HBM (BENCHMARKS.md, stateful decoding, thirtieth round): a LLaMA-style
+gated MLP (768 -> 2 x 1152 -> 768) 13.7-14.1 us against 16.4-17.2 for the two GEMVs; GPT-2's
+(768 -> 3072 -> 768) 16.7-17.3 against 17.3-17.6, and in the model's step no faster
+(fused_mlp folds gated MLPs by default).
+"""
+from __future__ import annotations
+
+from .common import Source, memoized, nan_max
+from .gemm import norm_scale
+from .mma import arrival_defs, last_to_arrive
+
+MLP_WG = 256        # work-items of a work-group
+MLP_REGS = 48       # float4 weights an item may hold in flight (W1's and W2's)
+MLP_BLOCK = 8       # work-groups whose partial rows one of them sums
+MLP_GROUPS = 256    # work-groups at most (the last one sums a row per block: 32 at most)
+
+
+def mlp_partials(h: int, n: int, hc: int) -> tuple[int, int]:
+    """(floats of the partial rows, int32 arrival counts) :func:`decode_mlp` needs for widths
+    ``h`` -> ``n`` in chunks of ``hc``: a row per work-group and per block, a count per block
+    and one for the blocks."""
+    groups = h // hc
+    blocks = -(-groups // MLP_BLOCK)
+    return (groups + blocks) * n, blocks + 1
+
+
+def _loads(k: int, n: int, hc: int, gated: bool) -> int:
+    """Float4 weights an item of :func:`decode_mlp` holds for chunks of ``hc`` units."""
+    rows1 = 2 * hc if gated else hc
+    return -(-(k // 4) // (MLP_WG // rows1)) + -(-n // MLP_WG) * (hc // 4)
+
+
+def mlp_chunk(k: int, h: int, n: int, gated: bool, units: int) -> int:
+    """Hidden units per work-group of the fused MLP for widths ``k`` -> ``h`` -> ``n`` on a
+    device of ``units`` compute units, or 0 where it does not apply (``k`` or ``h`` not a
+    multiple of 4, weights an item would hold past MLP_REGS, more than MLP_GROUPS
+    work-groups). The largest chunk (of 32, 16, 8, 4) dividing ``h`` that leaves at least
+    ``units / 2`` work-groups and fits: on the H200 (132 units; a first version of the kernel,
+    its partials added by atomics), GPT-2's 3072 units ran best in 96 work-groups of 32 (14.1
+    us; 17.9 in 192 of 16, 15.7 in 384 of 8), LLaMA's 1152 gated ones in 72 of 16 (11.8 us;
+    14.9 in 144 of 8, 15.7 in 36 of 32; BENCHMARKS.md, stateful decoding, thirtieth round)."""
+    if k % 4 or h % 4 or not k or not h or not n:
+        return 0
+    fits = [hc for hc in (32, 16, 8, 4) if h % hc == 0 and h // hc <= MLP_GROUPS
+            and _loads(k, n, hc, gated) <= MLP_REGS]
+    wide = [hc for hc in fits if 2 * (h // hc) >= units]
+    return wide[0] if wide else fits[-1] if fits else 0
+
+
+@memoized
+def decode_mlp(k: int, h: int, n: int, hc: int, norm: tuple | None, act: str, epilogue: str,
+               epilogue_args: list[str], gated: bool, ptx: bool) -> Source:
+    """The fused MLP (module docstring) for one row x [k] and compile-time widths: W1 [h, k]
+    (gated: [2h, k], the gate's rows then the up projection's), b1, W2 [n, h], y [n].
+    ``norm``: kernels.gemm.norm_prologue's tuple (gamma ``G`` and beta ``Bt`` as it says), or
+    None. ``act``: C statements turning ``v`` (hidden unit ``j``) into its activation (gated:
+    from ``g`` and ``u``); ``epilogue``: C statements turning ``v`` (output ``o``) into the
+    stored value, over the arguments ``epilogue_args`` (after the others)."""
+    k4, hc4 = k // 4, hc // 4
+    rows1 = 2 * hc if gated else hc             # W1 rows a work-group reads
+    tpr = MLP_WG // rows1                       # items per W1 row
+    l1 = -(-k4 // tpr)                          # float4 loads of W1 an item
+    l2 = -(-n // MLP_WG)                        # W2 rows an item (hc / 4 float4 each)
+    args = ["__global const float* X", "int xoff", "__global const float* W1", "int w1off",
+            "__global const float* B1", "int b1off", "__global const float* W2", "int w2off"]
+    if norm is not None:
+        args += ["__global const float* G", "int goff"] if norm[3] else []
+        args += ["__global const float* Bt", "int btoff"] if norm[4] else []
+    args += ["__global float* Y", "int yoff", "__global float* P", "__global int* count"]
+    args += epilogue_args
+    w1row = f"(row < {hc} ? c0 + row : {h} + c0 + row - {hc})" if gated else "c0 + row"
+    unit = f"""const float g = hs[j], u = hs[{hc} + j];
+    float v;
+    {act}""" if gated else f"""float v = hs[j];
+    {act}"""
+    groups = h // hc
+    blocks = -(-groups // MLP_BLOCK)
+    in_block = f"min({MLP_BLOCK}, {groups} - blk * {MLP_BLOCK})"
+    store = f"""const int flat = o;
+      {epilogue}
+      Y[yoff + o] = v;"""
+    tail = "\n  ".join([
+        last_to_arrive("block_last", "count[blk]", in_block),
+        _sum_rows(f"blk * {MLP_BLOCK}", in_block, MLP_BLOCK, n, l2,
+                  f"P[({groups} + blk) * {n} + o] = v;"),
+        last_to_arrive("all_last", f"count[{blocks}]", str(blocks)),
+        _sum_rows(str(groups), str(blocks), blocks, n, l2, store)])
+    text = arrival_defs(ptx) + f"""#define WG {MLP_WG}
+#define K4 {k4}
+#define TPR {tpr}
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void decode_mlp({', '.join(args)})
+{{
+  const int lid = get_local_id(0), tid = lid;
+  const int c0 = get_group_id(0) * {hc};    // the work-group's first hidden unit
+  const int row = lid / TPR, lane = lid - row * TPR;
+  const int w1row = {w1row};
+  __global const float4* w1 = (__global const float4*)(W1 + w1off + (size_t)w1row * {k});
+  float4 a[{l1}];
+  #pragma unroll
+  for (int i = 0; i < {l1}; ++i) a[i] = lane + i * TPR < K4 ? w1[lane + i * TPR] : (float4)(0.0f);
+  float4 b[{l2}][{hc4}];
+  #pragma unroll
+  for (int r = 0; r < {l2}; ++r) {{
+    __global const float4* w2 =
+        (__global const float4*)(W2 + w2off + (size_t)min(lid + r * WG, {n - 1}) * {h} + c0);
+    #pragma unroll
+    for (int q = 0; q < {hc4}; ++q) b[r][q] = w2[q];
+  }}
+  const float bias1 = lane == 0 ? B1[b1off + w1row] : 0.0f;
+  __local float4 xn4[K4];
+  __local float red[WG], red2[WG], hs[{rows1}];
+  {_normalized(norm)}
+  barrier(CLK_LOCAL_MEM_FENCE);
+  float s = 0.0f;
+  #pragma unroll
+  for (int i = 0; i < {l1}; ++i)
+    if (lane + i * TPR < K4) s += dot(a[i], xn4[lane + i * TPR]);
+  red[lid] = s;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lane == 0) {{
+    float t = bias1;
+    for (int e = 0; e < TPR; ++e) t += red[lid + e];
+    hs[row] = t;
+  }}
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lid < {hc}) {{
+    const int j = lid;
+    {unit}
+    red2[lid] = v;
+  }}
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const int grp = get_group_id(0), blk = grp / {MLP_BLOCK};
+  #pragma unroll
+  for (int r = 0; r < {l2}; ++r) {{
+    const int o = lid + r * WG;
+    if (o < {n}) {{
+      float t = 0.0f;
+      #pragma unroll
+      for (int q = 0; q < {hc4}; ++q) t += dot(b[r][q], vload4(q, red2));
+      P[grp * {n} + o] = t;
+    }}
+  }}
+  {tail}
+}}
+"""
+    return Source(text, "decode_mlp")
+
+
+def _sum_rows(first: str, count: str, most: int, n: int, l2: int, then: str) -> str:
+    """Each item's outputs summed over partial rows ``first`` .. ``first + count - 1`` of
+    ``P`` (at most ``most``), in row order, every load issued before the adds (L1 bypassed:
+    other work-groups stored them), then ``then`` with the sum in ``v``."""
+    loads = "\n      ".join(f"const float p{i} = {i} < {count} ? "
+                            f"sk_load(P + ({first} + {i}) * {n} + o) : 0.0f;"
+                            for i in range(most))
+    adds = " ".join(f"if ({i} < {count}) v += p{i};" for i in range(1, most))
+    return f"""#pragma unroll
+  for (int r = 0; r < {l2}; ++r) {{
+    const int o = lid + r * WG;
+    if (o < {n}) {{
+      {loads}
+      float v = p0;
+      {adds}
+      {then}
+    }}
+  }}"""
+
+
+def _normalized(norm: tuple | None) -> str:
+    """x into ``xn4``, normalized where ``norm`` says (the sums of x shifted by its first
+    element, and of their squares, over the work-group, then every element scaled)."""
+    load = "X[xoff + 4 * i + {e}]"
+    x4 = "(float4)(" + ", ".join(load.format(e=e) for e in range(4)) + ")"
+    if norm is None:
+        return f"for (int i = lid; i < K4; i += WG) xn4[i] = {x4};"
+    rms, gamma, beta = norm[5], norm[3], norm[4]
+    shift = "0.0f" if rms else "X[xoff]"
+    mean = "0.0f" if rms else "red[0] / K"
+    scaled = "(xn4[i] - (float4)(mean)) * r" + (" * vload4(i, G + goff)" if gamma else "") \
+        + (" + vload4(i, Bt + btoff)" if beta else "")
+    return f"""const float sh = {shift};
+  float s0 = 0.0f, sq = 0.0f;
+  for (int i = lid; i < K4; i += WG) {{
+    const float4 d = {x4} - (float4)(sh);
+    xn4[i] = d;
+    s0 += (d.x + d.y) + (d.z + d.w); sq += dot(d, d);
+  }}
+  red[lid] = s0; red2[lid] = sq;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int t = WG / 2; t > 0; t >>= 1) {{
+    if (lid < t) {{ red[lid] += red[lid + t]; red2[lid] += red2[lid + t]; }}
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }}
+  const float K = (float)(4 * K4);
+  const float mean = {mean};
+  const float var = {nan_max("red2[0] / K - mean * mean", "0.0f")};
+  const float r = {norm_scale(norm, "var", "red2[0]")};
+  for (int i = lid; i < K4; i += WG) xn4[i] = {scaled};"""
