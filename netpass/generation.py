@@ -59,21 +59,26 @@ def slice_before_lm_head(model: Model, output: str = "logits") -> bool:
     GenAI does before generating (``apply_slice_before_matmul_transformation``): a prompt's
     step then computes and returns one row of logits instead of ``seq``, all a greedy or
     sampling step reads. Changes ``model`` in place; whether it found the LM head (a MatMul
-    by a constant of rank 2 whose input has a static rank of 3 or more)."""
-    from .core.boundary import Constant
+    by weights of rank 2 computed from constants alone, whose input has a static rank of 3 or
+    more: the dynamo exporter's tied head reads ``Transpose(embeddings)``), reached from the
+    output through elementwise ops by constants of one row at most (a bias, GPT-J's and
+    Phi's; a scale, Granite's; Gemma 2's soft cap), each value on the way read once (so
+    nothing else sees one row instead of all)."""
     from .ops.matmul import MatMul
     from .ops.movement import slice as slice_op
     results = [r for r in model.results if output in r.output(0).names] or \
         [r for n, r in zip(model.output_names, model.results) if n == output]
     if not results:
         return False
-    head = results[0].input_value(0).node
-    if not isinstance(head, MatMul) or head.get_attributes().get("transpose_a"):
+    head = _row_wise_source(results[0].input_value(0).node)
+    if not isinstance(head, MatMul) or head.get_attributes().get("transpose_a") \
+            or len(head.output(0).consumers()) != 1:
         return False
     x = head.input_value(0)
-    w = head.input_value(1).node
+    w = head.input_value(1)
     ps = x.partial_shape
-    if not isinstance(w, Constant) or w.value.ndim != 2 or not ps.rank_is_static or len(ps) < 3:
+    if not _from_constants(w.node) or not w.partial_shape.rank_is_static \
+            or len(w.partial_shape) != 2 or not ps.rank_is_static or len(ps) < 3:
         return False
     axis = np.array([len(ps) - 2], np.int64)
     last = slice_op(x, np.array([-1], np.int64), np.array([np.iinfo(np.int64).max], np.int64),
@@ -81,6 +86,35 @@ def slice_before_lm_head(model: Model, output: str = "logits") -> bool:
     head.input(0).replace_source_output(last.output(0))
     model.validate_nodes_and_infer_types()
     return True
+
+
+def _row_wise_source(node, depth: int = 8):
+    """The first node up from ``node`` that is not an elementwise op of one computed input and
+    constants of at most one row (rank 1, or leading dims of 1: the same for every position,
+    so that it commutes with slicing the positions), ``depth`` ops up at most."""
+    from .core.boundary import Constant
+    from .ops.base import BinaryElementwiseArithmetic, UnaryElementwiseArithmetic
+    from .ops.elementwise import Convert
+    while depth and isinstance(node, (UnaryElementwiseArithmetic, BinaryElementwiseArithmetic,
+                                      Convert)):
+        computed = [v for v in node.input_values() if not isinstance(v.node, Constant)]
+        consts = [v.node.value for v in node.input_values() if isinstance(v.node, Constant)]
+        if len(computed) != 1 or any(np.ndim(c) > 1 and any(d != 1 for d in np.shape(c)[:-1])
+                                     for c in consts) or len(computed[0].consumers()) != 1:
+            return node
+        node, depth = computed[0].node, depth - 1
+    return node
+
+
+def _from_constants(node, depth: int = 8) -> bool:
+    """Whether ``node`` is a Constant or an op of Constants alone (``depth`` ops deep at most:
+    weights transposed or converted on the way to a MatMul)."""
+    from .core.boundary import Constant, Parameter
+    if isinstance(node, Constant):
+        return True
+    if isinstance(node, Parameter) or depth == 0 or not node.input_values():
+        return False
+    return all(_from_constants(v.node, depth - 1) for v in node.input_values())
 
 
 @dataclass

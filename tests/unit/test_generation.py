@@ -96,3 +96,61 @@ def test_slice_before_lm_head_needs_a_matmul_by_constant_weights():
     model = Model([opset.result(opset.matmul(x, w, False, False), name="logits")], [x, w])
     assert not slice_before_lm_head(model)
     assert not slice_before_lm_head(_tiny_lm(), output="nothing")
+
+
+def test_slice_before_lm_head_takes_weights_transposed_from_constants():
+    """The dynamo exporter's tied LM head reads ``Transpose(embeddings)``: weights computed
+    from constants alone are the head's; the last row's logits equal the full model's."""
+    from netpass.generation import slice_before_lm_head
+    x = opset.parameter([1, -1, D], np.float32, name="x")
+    table = RNG.standard_normal((VOCAB, D)).astype(np.float32)
+    w = opset.transpose(table, np.array([1, 0], np.int64))
+    model = Model([opset.result(opset.matmul(x, w, False, False), name="logits")], [x])
+    feeds = {"x": RNG.standard_normal((1, 4, D)).astype(np.float32)}
+    want = netpass.reference.infer(model, feeds)["logits"]
+    assert slice_before_lm_head(model)
+    got = netpass.reference.infer(model, feeds)["logits"]
+    assert got.shape == (1, 1, VOCAB)
+    np.testing.assert_allclose(got[:, 0], want[:, -1], rtol=1e-6)
+    y = opset.parameter([D, VOCAB], np.float32, name="y")  # a parameter on the way: not one
+    x2 = opset.parameter([1, -1, D], np.float32, name="x")
+    mixed = opset.add(w, y)
+    other = Model([opset.result(opset.matmul(x2, mixed, False, False), name="logits")], [x2, y])
+    assert not slice_before_lm_head(other)
+
+
+def _head_model(after):
+    """logits = after(x @ W) over a [1, s, D] input (the ops an export puts after its head)."""
+    x = opset.parameter([1, -1, D], np.float32, name="x")
+    w = RNG.standard_normal((D, VOCAB)).astype(np.float32)
+    y = after(opset.matmul(x, w, False, False))
+    outs = y if isinstance(y, list) else [y]
+    return Model([opset.result(o, name=n) for o, n in zip(outs, ("logits", "other"))], [x])
+
+
+BIAS = RNG.standard_normal(VOCAB).astype(np.float32)
+
+
+@pytest.mark.parametrize("after", [
+    lambda h: opset.add(h, BIAS),                                        # GPT-J's, Phi's bias
+    lambda h: opset.divide(h, np.float32(4.0)),                          # Granite's scale
+    lambda h: opset.multiply(opset.tanh(opset.divide(h, np.float32(30.0))),
+                             np.float32(30.0)),                          # Gemma 2's soft cap
+], ids=["bias", "scale", "softcap"])
+def test_slice_before_lm_head_looks_through_row_wise_ops(after):
+    from netpass.generation import slice_before_lm_head
+    model = _head_model(after)
+    feeds = {"x": RNG.standard_normal((1, 5, D)).astype(np.float32)}
+    want = netpass.reference.infer(model, feeds)["logits"]
+    assert slice_before_lm_head(model)
+    got = netpass.reference.infer(model, feeds)["logits"]
+    np.testing.assert_allclose(got[:, 0], want[:, -1], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("after", [
+    lambda h: opset.add(h, RNG.standard_normal((1, 5, VOCAB)).astype(np.float32)),  # per position
+    lambda h: [opset.add(h, BIAS), opset.relu(h)],               # the head read by another output
+], ids=["per_position", "read_elsewhere"])
+def test_slice_before_lm_head_leaves_what_is_not_row_wise(after):
+    from netpass.generation import slice_before_lm_head
+    assert not slice_before_lm_head(_head_model(after))
