@@ -35,6 +35,7 @@ from .concat_pieces import distribute_concats
 from .const_fold import fold_constants
 from .cse import merge_common_subexpressions
 from .fused_mlp import fold_decode_mlps
+from .gather_grid import slice_grid_gathers
 from .gather_sum import fuse_gather_sums
 from .gemm_reshapes import drop_gemm_reshapes
 from .impls import FusedDesc, host_only_reason, scalar_literal
@@ -175,7 +176,8 @@ def _grows(src: ProgramNode, u: ProgramNode, p: ProgramNode) -> bool:
 
 
 # the passes over the node list, in order, before the program links its users
-NODE_PASSES = (fold_constants, merge_common_subexpressions, distribute_concats, fuse_gather_sums,
+NODE_PASSES = (fold_constants, merge_common_subexpressions, slice_grid_gathers, distribute_concats,
+               fuse_gather_sums,
                fuse_rms_norms, fuse_rotaries, drop_gemm_reshapes, fold_3d_swaps, fuse_attention,
                read_shapes_upstream, merge_parallel_gemms, merge_gated_mlps, fold_gated_inputs,
                merge_rotary_pairs, fuse_norm_gemms, bypass_lone_concats, bypass_identities,

@@ -257,7 +257,7 @@ ROWS = table(
            skip=Skip(_may_be_view, _gather_view_offset, reads_values=True,
                      by_shapes=_gather_by_shapes), host=_host_gather),
     OpKind(GatherElements, shape=_gather_elements_shape, impl=gather_elements_impl, copy_only=True),
-    OpKind(GatherND, shape=_gather_nd_shape, impl=gather_nd_impl, copy_only=True),
+    OpKind(GatherND, shape=_gather_nd_shape, impl=gather_nd_impl, copy_only=True, uniform=True),
     OpKind(OneHot, deps=(1,)),
     OpKind(GatherSum, impl=gather_sum_impl, uniform=True),
 )

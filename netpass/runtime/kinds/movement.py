@@ -46,7 +46,7 @@ from ..impls import (
 )
 from ..index_forms import Form, reshaped
 from ..kernels.movement import concat, imap, split
-from .base import OpKind, Skip, StridedView, ints, same_as, table
+from .base import OpKind, Skip, StridedView, ints, same_as, same_dim, table
 
 
 # -- shape rules -----------------------------------------------------------------------------------
@@ -480,6 +480,22 @@ def _host_concat(attrs: dict, arrays: list, out_shapes: list) -> list[np.ndarray
 RESHAPE_VIEW = StridedView(reshape_views)
 
 
+def _broadcast_form(node: Any, forms: list) -> Form | None:
+    """A numpy or bidirectional Broadcast's values: its input's at the index aligned to the
+    right (leading axes slope 0). Along an axis the input may stretch (a size not proven the
+    output's, not a static 1) only a proven slope 0 holds."""
+    src, k = node.inputs[0]
+    ps, out, f = src.out_pshapes[k], node.out_pshapes[0], forms[0]
+    if f is None or str(node.attrs.get("mode", "numpy")).lower() not in ("numpy", "bidirectional") \
+            or not ps.rank_is_static or not out.rank_is_static or len(ps) > len(out):
+        return None
+    pad = len(out) - len(ps)
+    slopes: list[int | None] = [0] * pad
+    for d, o, s in zip(ps, list(out)[pad:], f.slopes):
+        slopes.append(0 if d.min == d.max == 1 else s if s == 0 or same_dim(d, o) else None)
+    return Form(f.base, tuple(slopes))
+
+
 def _unsqueeze_form(node: Any, forms: list) -> Form | None:
     """Index forms through an Unsqueeze of constant axes: slope 0 along each new axis."""
     axes_src = node.inputs[1][0] if len(node.inputs) > 1 else None
@@ -521,7 +537,7 @@ ROWS = table(
            skip=Skip(_copies, _unchanged_unit_steps)),
     OpKind(Broadcast, deps=(1, 2), impl=broadcast_impl, movement=True, uniform=True,
            skip=Skip(lambda n, same: _copies(n, same) and n.is_dynamic, _unchanged),
-           identity=_keeps_shape),
+           identity=_keeps_shape, affine=_broadcast_form),
     OpKind(Tile, deps=(1,), impl=tile_impl, movement=True),
     OpKind(DepthToSpace, impl=index_map_impl, movement=True),
     OpKind(SpaceToDepth, impl=index_map_impl, movement=True),

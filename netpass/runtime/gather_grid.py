@@ -1,0 +1,109 @@
+"""GatherND over a grid of aranges as a Slice and a Reshape (views of its data).
+
+The dynamo exporter writes a decoder's padding mask as ``GatherND(mask [B, N], indices)``
+whose indices stack ``arange(B)`` along the output's first axis and ``arange(L)`` along its
+last (``[B, 1, 1, L, 2]``): the mask's first L columns seen as ``[B, 1, 1, L]``. Run as
+written, the host makes the grid of index pairs every step (a value growing with the length
+in no form the length tape fits: every decode step left its fast path) and a kernel gathers
+it. The index forms (``index_forms``) prove what it is: :func:`slice_grid_gathers` replaces
+the GatherND by ``Reshape(Slice(data, 0, ends), shape)``, the ends and the shape read off the
+indices' shape (their values are then never made).
+
+Conditions: ``batch_dims`` 0; the indices a Concat along their last axis of one piece per
+data axis (a gather of elements), each with a last dim of 1 and the form ``i[a_c]`` (base 0,
+slope 1 along one output axis ``a_c``, 0 along the others, or unknown along a static 1), the
+``a_c`` increasing (the data's order), every other output axis a static 1. Where an index
+would pass the data's end (a model outside the exporter's contract) the Reshape raises
+instead of the kernel reading zeros.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.boundary import Constant
+from ..core.dimension import Dimension
+from ..core.shape import PartialShape
+from ..ops.indexing import Gather, GatherND
+from ..ops.movement import Concat, Reshape, Slice
+from ..ops.shape_ops import ShapeOf
+from .index_forms import form_of
+from .program_node import ProgramNode, splice
+
+I64 = np.dtype(np.int64)
+
+
+def _static_one(d) -> bool:
+    return d.min == d.max == 1
+
+
+def _grid_axes(g: ProgramNode) -> list[int] | None:
+    """The output axis each index component of GatherND ``g`` runs along (module docstring),
+    or None where the indices are not such a grid."""
+    if g.attrs.get("batch_dims", 0) or len(g.inputs) != 2:
+        return None
+    (data, dk), (idx, ik) = g.inputs
+    dps, ips = data.out_pshapes[dk], idx.out_pshapes[ik]
+    if not dps.rank_is_static or not ips.rank_is_static or not idx.is_a(Concat) \
+            or len(idx.inputs) != len(dps) \
+            or int(idx.attrs.get("axis", 0)) % len(ips) != len(ips) - 1:
+        return None
+    rank = len(ips) - 1
+    axes = []
+    for piece, k in idx.inputs:
+        ps, form = piece.out_pshapes[k], form_of(piece, k)
+        if form is None or form.base != 0 or not ps.rank_is_static or len(ps) != rank + 1 \
+                or not _static_one(ps[rank]):
+            return None
+        ones = [a for a in range(rank) if form.slopes[a] == 1]
+        rest = [a for a in range(rank) if a not in ones]
+        if len(ones) != 1 or not all(form.slopes[a] == 0 or _static_one(ps[a]) for a in rest):
+            return None
+        axes.append(ones[0])
+    others = [a for a in range(rank) if a not in axes]
+    if axes != sorted(set(axes)) or not all(_static_one(ips[a]) for a in others):
+        return None
+    return axes
+
+
+def _constant(name: str, value) -> ProgramNode:
+    return ProgramNode(name, Constant.type_name, value=np.array(value, I64))
+
+
+def _as_slice(g: ProgramNode, axes: list[int]) -> list:
+    """The nodes standing for GatherND ``g``: the indices' shape, the slice's ends and the
+    output's shape picked from it, the Slice of the data, the Reshape (last)."""
+    (data, dk), (idx, ik) = g.inputs
+    rank, n = len(idx.out_pshapes[ik]) - 1, len(axes)
+    shape = ProgramNode(f"{g.id}/grid_shape", ShapeOf.type_name, {}, [(idx, ik)],
+                        out_dtypes=[I64], out_pshapes=[PartialShape([Dimension(rank + 1)])])
+    consts = [_constant(f"{g.id}/{what}", v) for what, v in (
+        ("axes", axes), ("axis", 0), ("zeros", [0] * n), ("ones", [1] * n),
+        ("data_axes", list(range(n))), ("first", [0]), ("last", [rank]), ("step", [1]))]
+    picked, axis, zeros, ones, data_axes, first, last, step = [(c, 0) for c in consts]
+    ends = ProgramNode(f"{g.id}/grid_ends", Gather.type_name, {}, [(shape, 0), picked, axis],
+                       out_dtypes=[I64], out_pshapes=[PartialShape([Dimension(n)])])
+    out_shape = ProgramNode(f"{g.id}/grid_out", Slice.type_name, {},
+                            [(shape, 0), first, last, step], out_dtypes=[I64],
+                            out_pshapes=[PartialShape([Dimension(rank)])])
+    out_ps = g.out_pshapes[0]
+    sliced = ProgramNode(f"{g.id}/columns", Slice.type_name, {},
+                         [(data, dk), zeros, (ends, 0), ones, data_axes],
+                         out_dtypes=[data.out_dtypes[dk]],
+                         out_pshapes=[PartialShape([out_ps[a] for a in axes])
+                                      if out_ps.rank_is_static else PartialShape(None)])
+    view = ProgramNode(g.id, Reshape.type_name, {"special_zero": False},
+                       [(sliced, 0), (out_shape, 0)], out_dtypes=g.out_dtypes,
+                       out_pshapes=g.out_pshapes, name=g.name)
+    return consts + [shape, ends, out_shape, sliced, view]
+
+
+def slice_grid_gathers(nodes: list) -> list:
+    """``nodes`` (topological) with each GatherND over a grid of aranges (module docstring)
+    replaced by a Slice of its data and a Reshape."""
+    replace = {}
+    for g in nodes:
+        if g.is_a(GatherND):
+            axes = _grid_axes(g)
+            if axes is not None:
+                replace[id(g)] = _as_slice(g, axes)
+    return splice(nodes, replace, set())
