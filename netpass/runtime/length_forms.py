@@ -297,8 +297,10 @@ class GrowForm:
 
     @staticmethod
     def fit(ha: tuple, hb: tuple, ta: int, tb: int) -> GrowForm | None:
+        if len(ha[1]) != 1 or len(hb[1]) != 1:
+            return None
         (sa, (va,)), (sb, (vb,)) = ha, hb
-        if len(ha[1]) != 1 or len(hb[1]) != 1 or va.dtype != vb.dtype or va.dtype.kind not in "iub":
+        if va.dtype != vb.dtype or va.dtype.kind not in "iub":
             return None
         shapes = Form.fit(sa, sb, ta, tb)
         if shapes is None or va.ndim != vb.ndim or va.size < 2 or \

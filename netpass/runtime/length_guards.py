@@ -12,8 +12,8 @@ forms at other lengths and finds how far from the samples its own form still giv
 value: doubling the distance, then bisecting. A threshold on affine values flips each element
 once at most, so the lengths where a form holds are an interval; the family's range is the
 intersection. The per-primitive path runs a step outside it (and samples a family of that
-range); ShapeOf values, taken from the binding, and values of the per-primitive path or of
-kernels need no check.
+range); ShapeOf values, taken from the binding, values of the per-primitive path or of
+kernels, and nodes only ShapeOfs read (shapes alone) need no check.
 """
 from __future__ import annotations
 
@@ -87,13 +87,13 @@ def valid_range(nodes: list, entries: list, t0: int) -> tuple[int, int]:
     lo, hi = 0, t0 + REACH
     for index, e in by_index.items():
         node = nodes[index]
-        if node.is_a(ShapeOf) or not node.inputs:
+        if node.is_a(ShapeOf) or not node.inputs or node.shape_only:
             continue
         inputs: list = []
         for src, k in node.inputs:
             if src.is_constant:
                 inputs.append((np.asarray(src.value), 0))
-            elif src.index in by_index:
+            elif src.index in by_index and not src.shape_only:
                 inputs.append((by_index[src.index], k))
             else:
                 break  # (an input the family does not set: nothing to check it against)

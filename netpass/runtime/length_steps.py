@@ -149,7 +149,7 @@ def host_stepper(inst: Any, e: LinHost) -> Callable[[int], None]:
     every decode step): a one-output node's value set without the loop, from the form's
     generated function where it has one."""
     form = e.form
-    if len(inst.host) != 1:
+    if len(inst.host) != 1 or inst.node.shape_only:  # (shapes alone: no values made)
         return lambda t: host_step(inst, e, t)
     at = form.fn if type(form) is Form and form.fn is not None else form.at
 

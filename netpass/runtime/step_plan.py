@@ -130,7 +130,8 @@ class ViewEntry:
 
 class ShapeEntry:
     """A shape_of sub-graph node: its recorded shapes, values and host outputs (read-only
-    arrays, shared by the requests replaying the plan)."""
+    arrays, shared by the requests replaying the plan); none for a node only ShapeOfs read
+    (``shape_only``: its values are never made)."""
 
     __slots__ = ("index", "in_shapes", "out", "values", "host")
 
@@ -138,6 +139,8 @@ class ShapeEntry:
         self.index = inst.node.index
         self.in_shapes, self.out, self.values = inst.in_shapes, inst.out_shapes, inst.values
         self.host = []
+        if inst.node.shape_only:
+            return
         for a in inst.host:
             a = a.copy()
             a.flags.writeable = False
@@ -210,10 +213,13 @@ def _shape_entry(inst: PrimitiveInst, shaped_by_data: set) -> bool:
     recorded infer, from the shapes of tensors that no data decides (``data_shaped``): its
     value is then a function of the binding. (A causal mask built from a Range over the
     sequence is such a value: [S, S] elements evaluated with numpy once per binding, not
-    per infer.)"""
+    per infer. A node only ShapeOfs read replays its shapes alone: the dynamo exporter's mask
+    indices, whose shape gives the slice that stands for their GatherND, runtime.gather_grid.)"""
     node = inst.node
-    if inst.skip or inst.data_dependent or inst.out_shapes is None \
-            or not all(inst.host_valid) or any(a is None for a in inst.host):
+    if inst.data_dependent or inst.out_shapes is None:
+        return False
+    if not node.shape_only and (inst.skip or not all(inst.host_valid)
+                                or any(a is None for a in inst.host)):
         return False
     return not any(so.inputs[0][0].index in shaped_by_data for so in node.dependant_shape_ofs)
 

@@ -158,3 +158,28 @@ def test_steady_steps_gather_into_persistent_kernels(decoders, monkeypatch):
         np.testing.assert_array_equal(a, b)
     for key in COUNTERS:
         assert stats[key] == plain[key], key
+
+
+def test_a_dynamo_export_takes_steady_steps(hf_arch_decoder, monkeypatch):
+    """The dynamo exporter's GPT-2: its padding mask a GatherND over a grid of aranges, which
+    runs as views of the mask (runtime.gather_grid) whose grid, read for its shape alone, a
+    step plan replays as shapes; steady steps then give the tape's logits bit for bit. (Its
+    logits come from a MatMul, which PoCL would write in place into the output's host array:
+    steady steps read outputs from device buffers, so the test gives the device its own
+    memory, as a GPU's.)"""
+    from netpass.runtime.device import Engine, select_device
+    if RUNTIME_DEVICE == "CPU":
+        monkeypatch.setattr(Engine.get(select_device("CPU")), "host_memory", False)
+    dec = hf_arch_decoder("gpt2", "dynamo")
+    model = stateful_decoder(netpass.read_model(dec.onnx), last_logits=True)
+    prompt = np.random.default_rng(5).integers(1, dec.vocab, (1, 6))
+    cm = netpass.compile_model(model, RUNTIME_DEVICE, FAST_PATHS)
+    assert not any(n.kind == "GatherND" for n in cm.runtime.program.nodes)
+    got, stats = _script(cm, prompt, dec)
+    assert stats["steady_steps"] > 100, stats["steady_steps"]
+    _no_steady(monkeypatch)
+    want, plain = _script(netpass.compile_model(model, RUNTIME_DEVICE, FAST_PATHS), prompt, dec)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    for key in COUNTERS:
+        assert stats[key] == plain[key], key
