@@ -11,6 +11,11 @@ other half once.
 A layer rotates its queries and its keys by the same ``cos`` and ``sin``:
 :func:`merge_rotary_pairs` makes the two Rotary nodes one, two tensors in one launch.
 
+Partial rotary (GPT-NeoX, Phi, StableLM: ``rotary_pct`` < 1) rotates the first ``r`` elements
+of the last axis and passes the rest: ``cat(rotate(x[..., :r]), x[..., r:])``, two slice
+copies and a Concat around the rotation. :func:`absorb_partial_rotaries` makes that one Rotary
+of ``x`` whose kernel copies the elements past ``r`` (``RotaryDesc.rotated``).
+
 Conditions (:func:`fuse_rotaries`): float32; ``Add(Multiply(x, cos), Multiply(Concat(
 Negative(Slice(x, d/2:)), Slice(x, :d/2)), sin))`` (either operand order) along the last axis,
 whose size ``d`` is static and even; the Slices by constant bounds with step 1; every op but
@@ -123,6 +128,45 @@ def fuse_rotaries(nodes: list) -> list:
     return fuse_matches(nodes, _rotary)
 
 
+def _partial(c, users: dict) -> tuple | None:
+    """(x, its output, r, the Rotary, the two Slices) when Concat ``c`` is ``cat(Rotary(
+    x[..., :r]), x[..., r:])`` along the last axis of an ``x`` whose last dim is static
+    (``0 < r`` even, below it), the pieces read only by it."""
+    if not c.is_a(Concat) or len(c.inputs) != 2 or c.out_dtypes[0] != F32:
+        return None
+    (rot, rk), (rest, _) = c.inputs
+    if not rot.is_a(Rotary) or rk or len(rot.inputs) != 3 or not read_once(rot, users) \
+            or rot.subgraph.rotated is not None:
+        return None
+    head, tail = _last_axis_slice(rot.inputs[0][0], users), _last_axis_slice(rest, users)
+    if head is None or tail is None or head[:2] != tail[:2]:
+        return None
+    x, k = head[:2]
+    ps = x.out_pshapes[k]
+    rank, d = len(ps), ps[len(ps) - 1]
+    if int(c.attrs.get("axis", 0)) % rank != rank - 1 or not d.is_static:
+        return None
+    r = min(head[3], d.min)
+    if head[2] != 0 or r % 2 or not 0 < r < d.min or (tail[2], min(tail[3], d.min)) != (r, d.min):
+        return None
+    return x, k, r, rot, [rot.inputs[0][0], rot, rest]
+
+
+def _partial_rotary(c, users: dict) -> tuple | None:
+    found = _partial(c, users)
+    if found is None:
+        return None
+    x, k, r, rot, absorbed = found
+    desc = RotaryDesc(rot.subgraph.nodes + absorbed + [c], rotated=r)
+    return [standing_for(c, Rotary.type_name, [(x, k), *rot.inputs[1:]], desc)], absorbed
+
+
+def absorb_partial_rotaries(nodes: list) -> list:
+    """``nodes`` (topological) with every partial rotary's Concat of a Rotary and the rest of
+    its axis replaced by one Rotary of the whole tensor (module docstring)."""
+    return fuse_matches(nodes, _partial_rotary)
+
+
 _VIEWS = (Reshape, Transpose, Split, VariadicSplit, Slice, Squeeze, Unsqueeze)
 
 
@@ -151,7 +195,7 @@ def merge_rotary_pairs(nodes: list) -> list:
         if not n.is_a(Rotary) or len(n.inputs) != 3:
             continue
         (c, ck), (s, sk) = n.inputs[1], n.inputs[2]
-        key = (id(c), ck, id(s), sk, id(_origin(n.inputs[0][0])))
+        key = (id(c), ck, id(s), sk, id(_origin(n.inputs[0][0])), n.subgraph.rotated)
         first = waiting.pop(key, None)
         if first is None:
             waiting[key] = n
@@ -161,7 +205,8 @@ def merge_rotary_pairs(nodes: list) -> list:
         merged = ProgramNode(n.id, Rotary.type_name, {}, list(n.inputs) + [first.inputs[0]],
                              out_dtypes=[n.out_dtypes[0], first.out_dtypes[0]],
                              out_pshapes=[n.out_pshapes[0], first.out_pshapes[0]], name=n.name)
-        merged.subgraph = RotaryDesc(n.subgraph.nodes + first.subgraph.nodes)
+        merged.subgraph = RotaryDesc(n.subgraph.nodes + first.subgraph.nodes,
+                                     n.subgraph.rotated)
         replace[id(n)] = [merged]
         moved[id(first)] = (merged, 1)
     out = splice(nodes, replace, set(moved), moved)

@@ -323,13 +323,15 @@ class Rotary:
 
 
 class RotaryDesc:
-    """What a Rotary computes, and the nodes it replaced (for messages)."""
+    """What a Rotary computes, and the nodes it replaced (for messages). ``rotated``: the
+    width of the last axis's leading part it rotates, the rest passing as it is (partial
+    rotary: GPT-NeoX, Phi, StableLM), or None for the whole axis."""
 
-    def __init__(self, nodes: list) -> None:
-        self.nodes = nodes
+    def __init__(self, nodes: list, rotated: int | None = None) -> None:
+        self.nodes, self.rotated = nodes, rotated
 
     def key(self) -> tuple:
-        return ("rotary",)
+        return ("rotary", self.rotated)
 
     def infer_shapes(self, shapes: Sequence[tuple],
                      values: Mapping[int, np.ndarray]) -> list[tuple]:
@@ -339,9 +341,12 @@ class RotaryDesc:
         cos, sin = np.asarray(arrays[1]), np.asarray(arrays[2])
         out = []
         for x in [np.asarray(arrays[0])] + [np.asarray(a) for a in arrays[3:]]:
-            h = x.shape[-1] // 2
-            rot = np.concatenate([-x[..., h:], x[..., :h]], axis=-1)
-            out.append((x * cos + rot * sin).astype(x.dtype))
+            w = self.rotated or x.shape[-1]
+            part, h = x[..., :w], w // 2
+            rot = np.concatenate([-part[..., h:], part[..., :h]], axis=-1)
+            y = np.array(x, copy=True)
+            y[..., :w] = part * cos + rot * sin
+            out.append(y.astype(x.dtype))
         return out
 
 
@@ -350,19 +355,23 @@ def rotary_shapes(attrs: dict, shapes: list, values: dict) -> list[tuple]:
     return [tuple(shapes[0])] + [tuple(s) for s in shapes[3:]]
 
 
-def _rotary_args(p: Params, j: int, out: tuple, k: int) -> tuple[list, int] | None:
+def _rotary_args(p: Params, j: int, out: tuple, k: int,
+                 rotated: int | None) -> tuple[list, int] | None:
     """(spec, rank) of rotated input ``j`` into output ``k`` (module docstring of
     kernels.eltwise.rotary): ``x`` through its strides where it is a view, ``cos`` and
-    ``sin`` broadcast; the last axis kept apart (an element's partner is half of it away)."""
-    if not out or out[-1] % 2:
+    ``sin`` broadcast into the rotated part (``rotated`` wide, or the whole last axis); the
+    last axis kept apart (an element's partner is half the rotated part away)."""
+    w = rotated or (out[-1] if out else 0)
+    if not out or w % 2 or w > out[-1]:
         return None
     x_st = p.in_strides[j] if p.in_strides else None
-    shapes = [p.in_shapes[j], p.in_shapes[1], p.in_shapes[2]]
-    strides = [broadcast_strides(s, out, x_st if i == 0 else None) for i, s in enumerate(shapes)]
+    part = tuple(out[:-1]) + (w,)
+    strides = [broadcast_strides(p.in_shapes[j], out, x_st)] + \
+        [broadcast_strides(p.in_shapes[i], part) for i in (1, 2)]
     dims, lead = collapse(list(out[:-1]), [st[:-1] for st in strides])
     dims = dims + [out[-1]]
     strides = [ls + [st[-1]] for ls, st in zip(lead, strides)]
-    spec: list = [("i", j), ("i", 1), ("i", 2), ("o", k), size(out), out[-1] // 2] + dims
+    spec: list = [("i", j), ("i", 1), ("i", 2), ("o", k), size(out), w // 2] + dims
     return spec + [s for st in strides for s in st], len(dims)
 
 
@@ -371,8 +380,9 @@ def rotary_impl(p: Params, key: Any) -> Impl | None:
     if any(np.dtype(d) != F32 for d in p.in_dtypes):
         return None
     parts = []
+    rotated = getattr(getattr(p.node, "subgraph", None), "rotated", None)
     for k, (j, out) in enumerate(zip([0, 3], p.out_shapes)):
-        part = _rotary_args(p, j, tuple(out), k)
+        part = _rotary_args(p, j, tuple(out), k, rotated)
         if part is None:
             return None
         parts.append(part)

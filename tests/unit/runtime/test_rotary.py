@@ -181,3 +181,81 @@ def test_rotations_of_two_projections_stay_apart(rng):
     feeds = {"a": _f(rng, 1, 3, 5, d), "cos": _f(rng, 1, 1, 5, d), "sin": _f(rng, 1, 1, 5, d)}
     got = compile_program(model, RUNTIME_DEVICE).create_infer_request().infer(feeds)["y"]
     assert _rel_l2(got, netpass.reference.infer(model, feeds)["y"]) <= 1e-6
+
+
+def _partial_rotate(x, cos, sin, r, d):
+    """GPT-NeoX's partial rotary: cat(rotate(x[..., :r]), x[..., r:])."""
+    return opset.concat([_rotate(_half(x, 0, r), cos, sin, r), _half(x, r, BIG)], -1)
+
+
+def _partial_model(r=8, d=20, transposed=False):
+    """x [1, 3, S, d] (or [1, S, 3, d] seen per head), cos and sin [1, 1, S, r]."""
+    x = opset.parameter([1, -1, 3, d] if transposed else [1, 3, -1, d], np.float32, name="x")
+    cos = opset.parameter([1, 1, -1, r], np.float32, name="cos")
+    sin = opset.parameter([1, 1, -1, r], np.float32, name="sin")
+    xs = opset.transpose(x, np.array([0, 2, 1, 3], np.int64)) if transposed else x
+    return Model([opset.result(_partial_rotate(xs, cos, sin, r, d), name="y")], [x, cos, sin])
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("r, d", [(8, 20), (4, 16), (2, 6)])
+def test_a_partial_rotation_is_one_launch(rng, r, d, transposed):
+    """cat(rotate(x[..., :r]), x[..., r:]): one Rotary of x rotating its first r elements and
+    copying the rest (no Slice or Concat left), through a per-head Transpose too."""
+    model = _partial_model(r, d, transposed)
+    prog = Program.from_model(model)
+    rot = [n for n in prog.nodes if n.kind == "Rotary"]
+    assert len(rot) == 1 and rot[0].subgraph.rotated == r
+    assert not {"Slice", "Concat"} & {n.kind for n in prog.nodes}
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
+    for s in (1, 5):
+        feeds = {"x": _f(rng, *((1, s, 3, d) if transposed else (1, 3, s, d))),
+                 "cos": _f(rng, 1, 1, s, r), "sin": _f(rng, 1, 1, s, r)}
+        want = netpass.reference.infer(model, feeds)["y"]
+        got = req.infer(feeds)["y"]
+        assert _rel_l2(got, want) <= 1e-6
+        np.testing.assert_array_equal(got[..., r:], want[..., r:])  # (copied as they are)
+    assert req.stats["kernels_enqueued"] == 2
+
+
+def test_partial_rotations_of_queries_and_keys_merge(rng):
+    """A layer's queries and keys rotated partially by the same tables: one launch."""
+    d, r = 16, 8
+    x = opset.parameter([1, -1, 6 * d], np.float32, name="x")
+    cos = opset.parameter([1, 1, -1, r], np.float32, name="cos")
+    sin = opset.parameter([1, 1, -1, r], np.float32, name="sin")
+    proj = opset.matmul(x, _f(rng, 6 * d, 6 * d), False, False)
+    q, k = (opset.transpose(opset.reshape(p, np.array([0, 0, 3, d], np.int64), True),
+                            np.array([0, 2, 1, 3], np.int64))
+            for p in opset.split(proj, np.array(-1, np.int64), 2).outputs())
+    y = opset.matmul(_partial_rotate(q, cos, sin, r, d), _partial_rotate(k, cos, sin, r, d),
+                     False, True)
+    model = Model([opset.result(y, name="y")], [x, cos, sin])
+    rot = [n for n in Program.from_model(model).nodes if n.kind == "Rotary"]
+    assert len(rot) == 1 and rot[0].num_outputs == 2 and rot[0].subgraph.rotated == r
+    feeds = {"x": _f(rng, 1, 4, 6 * d), "cos": _f(rng, 1, 1, 4, r), "sin": _f(rng, 1, 1, 4, r)}
+    got = compile_program(model, RUNTIME_DEVICE).create_infer_request().infer(feeds)["y"]
+    assert _rel_l2(got, netpass.reference.infer(model, feeds)["y"]) <= 1e-6
+
+
+@pytest.mark.parametrize("how", ["gap", "other_tensor", "pass_first"])
+def test_what_is_not_a_partial_rotation_stays(rng, how):
+    """The pass-through not starting where the rotation ends, cut from another tensor, or
+    first in the Concat: the Concat stays (the rotation itself still fuses)."""
+    d, r = 16, 8
+    x = opset.parameter([1, 3, -1, d], np.float32, name="x")
+    other = opset.parameter([1, 3, -1, d], np.float32, name="other")
+    cos = opset.parameter([1, 1, -1, r], np.float32, name="cos")
+    sin = opset.parameter([1, 1, -1, r], np.float32, name="sin")
+    rot = _rotate(_half(x, 0, r), cos, sin, r)
+    rest = {"gap": _half(x, r + 2, BIG), "other_tensor": _half(other, r, BIG),
+            "pass_first": _half(x, r, BIG)}[how]
+    y = opset.concat([rest, rot] if how == "pass_first" else [rot, rest], -1)
+    model = Model([opset.result(y, name="y")], [x, other, cos, sin])
+    prog = Program.from_model(model)
+    assert "Concat" in {n.kind for n in prog.nodes}
+    assert all(n.subgraph.rotated is None for n in prog.nodes if n.kind == "Rotary")
+    feeds = {"x": _f(rng, 1, 3, 5, d), "other": _f(rng, 1, 3, 5, d),
+             "cos": _f(rng, 1, 1, 5, r), "sin": _f(rng, 1, 1, 5, r)}
+    got = compile_program(model, RUNTIME_DEVICE).create_infer_request().infer(feeds)["y"]
+    assert _rel_l2(got, netpass.reference.infer(model, feeds)["y"]) <= 1e-6
