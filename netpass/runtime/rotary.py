@@ -38,6 +38,7 @@ from ..ops.movement import (
     VariadicSplit,
 )
 from .kinds.elementwise import Rotary, RotaryDesc
+from .kinds.normalization import RmsNorm
 from .program_node import ProgramNode, fuse_matches, node_users, read_once, splice, standing_for
 
 F32 = np.dtype(np.float32)
@@ -171,10 +172,17 @@ _VIEWS = (Reshape, Transpose, Split, VariadicSplit, Slice, Squeeze, Unsqueeze)
 
 
 def _origin(node: ProgramNode) -> ProgramNode:
-    """The node a rotated tensor is cut, reshaped or transposed from (up its chain of views:
-    a layer's queries and keys reach their QKV projection)."""
-    while node.is_a(*_VIEWS) and node.inputs:
-        node = node.inputs[0][0]
+    """The node a rotated tensor is cut, reshaped or transposed from (up its chain of views
+    and of per-row norms, an RmsNorm and its scale by a constant: a layer's queries and keys
+    reach their QKV projection, through their own norms in Qwen3 and OLMo2)."""
+    while node.inputs:
+        if node.is_a(*_VIEWS, RmsNorm):
+            node = node.inputs[0][0]
+            continue
+        computed = [s for s, _ in node.inputs if not s.is_constant]
+        if not node.is_a(Multiply) or len(node.inputs) != 2 or len(computed) != 1:
+            break
+        node = computed[0]
     return node
 
 

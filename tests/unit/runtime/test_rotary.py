@@ -259,3 +259,31 @@ def test_what_is_not_a_partial_rotation_stays(rng, how):
              "cos": _f(rng, 1, 1, 5, r), "sin": _f(rng, 1, 1, 5, r)}
     got = compile_program(model, RUNTIME_DEVICE).create_infer_request().infer(feeds)["y"]
     assert _rel_l2(got, netpass.reference.infer(model, feeds)["y"]) <= 1e-6
+
+
+def _rms(x, scale):
+    """An RMSNorm over the last axis as exports write it, then its scale."""
+    ms = opset.reduce_mean(opset.power(x, np.float32(2.0)), np.array([-1], np.int64), True)
+    inv = opset.divide(np.float32(1.0), opset.sqrt(opset.add(ms, np.float32(1e-6))))
+    return opset.multiply(opset.multiply(x, inv), scale)
+
+
+def test_queries_and_keys_through_their_own_norms_rotate_in_one_launch(rng):
+    """Qwen3's per-head q and k norms between the projection's pieces and the rotation: the
+    pieces still come from one node, so the two rotations merge."""
+    d = 16
+    x = opset.parameter([1, -1, 6 * d], np.float32, name="x")
+    cos = opset.parameter([1, 1, -1, d], np.float32, name="cos")
+    sin = opset.parameter([1, 1, -1, d], np.float32, name="sin")
+    proj = opset.matmul(x, _f(rng, 6 * d, 6 * d), False, False)
+    heads = [opset.transpose(_rms(opset.reshape(p, np.array([0, 0, 3, d], np.int64), True),
+                                  (1 + 0.1 * _f(rng, d)).astype(np.float32)),
+                             np.array([0, 2, 1, 3], np.int64))
+             for p in opset.split(proj, np.array(-1, np.int64), 2).outputs()]
+    y = opset.matmul(_rotate(heads[0], cos, sin, d), _rotate(heads[1], cos, sin, d), False, True)
+    model = Model([opset.result(y, name="y")], [x, cos, sin])
+    rot = [n for n in Program.from_model(model).nodes if n.kind == "Rotary"]
+    assert len(rot) == 1 and rot[0].num_outputs == 2
+    feeds = {"x": _f(rng, 1, 5, 6 * d), "cos": _f(rng, 1, 1, 5, d), "sin": _f(rng, 1, 1, 5, d)}
+    got = compile_program(model, RUNTIME_DEVICE).create_infer_request().infer(feeds)["y"]
+    assert _rel_l2(got, netpass.reference.infer(model, feeds)["y"]) <= 1e-5
