@@ -9,6 +9,10 @@ it. The index forms (``index_forms``) prove what it is: :func:`slice_grid_gather
 the GatherND by ``Reshape(Slice(data, 0, ends), shape)``, the ends and the shape read off the
 indices' shape (their values are then never made).
 
+A GatherND of constant indices holding one index tuple (Falcon's dynamo export picks each of
+its queries, keys and values out of the fused projection so) is a Slice of one element along
+each axis the tuple indexes, and a Squeeze where the indices' leading dims are fewer.
+
 Conditions: ``batch_dims`` 0; the indices a Concat along their last axis of one piece per
 data axis (a gather of elements), each with a last dim of 1 and the form ``i[a_c]`` (base 0,
 slope 1 along one output axis ``a_c``, 0 along the others, or unknown along a static 1), the
@@ -24,7 +28,7 @@ from ..core.boundary import Constant
 from ..core.dimension import Dimension
 from ..core.shape import PartialShape
 from ..ops.indexing import Gather, GatherND
-from ..ops.movement import Concat, Reshape, Slice
+from ..ops.movement import Concat, Reshape, Slice, Squeeze
 from ..ops.shape_ops import ShapeOf
 from .index_forms import form_of
 from .program_node import ProgramNode, splice
@@ -97,13 +101,59 @@ def _as_slice(g: ProgramNode, axes: list[int]) -> list:
     return consts + [shape, ends, out_shape, sliced, view]
 
 
+def _one_tuple(g: ProgramNode) -> list[int] | None:
+    """The index tuple of GatherND ``g`` whose constant indices hold one (Falcon's dynamo
+    export picks its queries, keys and values out of the fused projection so: ``x[-2]``),
+    where each component is in range of a static dim and the indices' leading dims are no
+    more than its components; else None."""
+    (data, dk), (idx, _) = g.inputs
+    v, ps = idx.value, data.out_pshapes[dk]
+    if g.attrs.get("batch_dims", 0) or v is None or not idx.is_constant or not v.ndim \
+            or v.size != v.shape[-1] or not ps.rank_is_static or v.shape[-1] > len(ps) \
+            or v.ndim - 1 > v.shape[-1]:
+        return None
+    comps = [int(c) for c in v.reshape(-1)]
+    if not all(ps[a].is_static and -ps[a].min <= c < ps[a].min for a, c in enumerate(comps)):
+        return None
+    return comps
+
+
+def _as_row_slice(g: ProgramNode, comps: list[int]) -> list:
+    """The nodes standing for GatherND ``g`` of the one index tuple ``comps``: a Slice of the
+    data's first ``len(comps)`` axes to one element each, then (where the indices' leading
+    dims are fewer) a Squeeze of the extra ones (last)."""
+    (data, dk), (idx, _) = g.inputs
+    m, lead = len(comps), len(idx.out_pshapes[0]) - 1
+    stops = [c + 1 if c != -1 else np.iinfo(np.int64).max for c in comps]
+    consts = [_constant(f"{g.id}/{what}", v) for what, v in (
+        ("starts", comps), ("stops", stops), ("steps", [1] * m), ("axes", list(range(m))))]
+    ps = data.out_pshapes[dk]
+    sliced_ps = PartialShape([Dimension(1)] * m + list(ps)[m:])
+    sliced = ProgramNode(f"{g.id}/row" if m != lead else g.id, Slice.type_name, {},
+                         [(data, dk)] + [(c, 0) for c in consts], out_dtypes=g.out_dtypes,
+                         out_pshapes=[sliced_ps if m != lead else g.out_pshapes[0]],
+                         name=None if m != lead else g.name)
+    if m == lead:
+        return consts + [sliced]
+    axes = _constant(f"{g.id}/squeezed", list(range(m - lead)))
+    squeezed = ProgramNode(g.id, Squeeze.type_name, {}, [(sliced, 0), (axes, 0)],
+                           out_dtypes=g.out_dtypes, out_pshapes=g.out_pshapes, name=g.name)
+    return consts + [sliced, axes, squeezed]
+
+
 def slice_grid_gathers(nodes: list) -> list:
     """``nodes`` (topological) with each GatherND over a grid of aranges (module docstring)
-    replaced by a Slice of its data and a Reshape."""
+    replaced by a Slice of its data and a Reshape, and each of one constant index tuple by a
+    Slice (views)."""
     replace = {}
     for g in nodes:
-        if g.is_a(GatherND):
+        if not g.is_a(GatherND) or len(g.inputs) != 2:
+            continue
+        comps = _one_tuple(g)
+        made = _as_row_slice(g, comps) if comps is not None else None
+        if made is None:
             axes = _grid_axes(g)
-            if axes is not None:
-                replace[id(g)] = _as_slice(g, axes)
+            made = _as_slice(g, axes) if axes is not None else None
+        if made is not None:
+            replace[id(g)] = made
     return splice(nodes, replace, set())

@@ -99,3 +99,32 @@ def test_broadcast_keeps_a_slope_where_the_dims_are_the_same():
             for name in ("a", "b"))
     assert form_of(a).base == 0 and form_of(a).slopes == (0, 1)
     assert form_of(b).slopes[1] is None
+
+
+@pytest.mark.parametrize("index", [[[-2]], [[0]], [[5]], [[-1]], [2], [-6]])
+def test_one_constant_index_tuple_is_a_slice(rng, index):
+    """GatherND of constant indices holding one tuple (Falcon's dynamo export, ``x[-2]`` of the
+    fused projection): a Slice (and a Squeeze where the indices have fewer leading dims than
+    components), no GatherND; the reference's values."""
+    x = opset.parameter([6, -1, 4], np.float32, name="x")
+    y = opset.gather_nd(x, np.array(index, I64), 0)
+    model = Model([opset.result(opset.multiply(y, np.float32(2.0)), name="y")], [x])
+    cm = compile_program(model, RUNTIME_DEVICE)
+    assert "GatherND" not in _kinds(cm)
+    feeds = {"x": rng.standard_normal((6, 3, 4)).astype(np.float32)}
+    np.testing.assert_array_equal(cm.create_infer_request().infer(feeds)["y"],
+                                  netpass.reference.infer(model, feeds)["y"])
+
+
+@pytest.mark.parametrize("index", [[[6]], [[0], [1]], [[[0]], [[1]]], [1, 2], [[[3]]]])
+def test_indices_out_of_range_or_several_stay_gathers(rng, index):
+    """An index past the static dim, several tuples, a component along a dynamic dim (its
+    range unknown), more leading dims than components: left to GatherND."""
+    x = opset.parameter([6, -1, 4], np.float32, name="x")
+    model = Model([opset.result(opset.gather_nd(x, np.array(index, I64), 0), name="y")], [x])
+    cm = compile_program(model, RUNTIME_DEVICE)
+    assert "GatherND" in _kinds(cm)
+    if index != [[6]]:
+        feeds = {"x": rng.standard_normal((6, 3, 4)).astype(np.float32)}
+        np.testing.assert_array_equal(cm.create_infer_request().infer(feeds)["y"],
+                                      netpass.reference.infer(model, feeds)["y"])
