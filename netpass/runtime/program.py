@@ -41,7 +41,7 @@ from .gemm_reshapes import drop_gemm_reshapes
 from .impls import FusedDesc, host_only_reason, scalar_literal
 from .input_views import data_users, fold_input_permutes, fold_view_chains
 from .kernels.common import CTYPES
-from .kinds import FusedAttention
+from .kinds import FusedAttention, Rotary
 from .kinds.base import same_dim
 from .kv_append import attach_kv_appends
 from .memory import Lifetime, overlap_sets
@@ -395,8 +395,9 @@ class Program:
 
     @staticmethod
     def _strided_readers(node: ProgramNode, k: int, prefix: int | None, found: list) -> bool:
-        """Whether every reader of output ``k`` of ``node`` takes a strided tensor: a GEMM or a
-        fused attention input, a permuted view read by one, or, for a split piece (``prefix``:
+        """Whether every reader of output ``k`` of ``node`` takes a strided tensor: a GEMM, a
+        fused attention or a Rotary input (GPT-NeoX rotates slices of its fused projection's
+        heads), a permuted view read by one, or, for a split piece (``prefix``:
         its first ``prefix`` dims and its other dims are each contiguous, not together), a
         Reshape keeping those first dims, whose readers must be such readers in turn (walked
         with a stack: a chain of Reshapes is as deep as the model). ShapeOf users read only the
@@ -413,7 +414,8 @@ class Program:
                     continue
                 if u.fused_into is not None:
                     return False
-                if (u.is_a(MatMul) and j < 2) or u.is_a(FusedAttention):
+                if (u.is_a(MatMul) and j < 2) or u.is_a(FusedAttention) \
+                        or (u.is_a(Rotary) and j in (0, 3)):
                     found.append((u, j))
                 elif u.permute_view is not None:
                     found.append(data_users(u)[0])

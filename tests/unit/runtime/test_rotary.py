@@ -287,3 +287,20 @@ def test_queries_and_keys_through_their_own_norms_rotate_in_one_launch(rng):
     feeds = {"x": _f(rng, 1, 5, 6 * d), "cos": _f(rng, 1, 1, 5, d), "sin": _f(rng, 1, 1, 5, d)}
     got = compile_program(model, RUNTIME_DEVICE).create_infer_request().infer(feeds)["y"]
     assert _rel_l2(got, netpass.reference.infer(model, feeds)["y"]) <= 1e-5
+
+
+def test_slices_of_one_tensor_are_rotated_as_views(rng):
+    """GPT-NeoX's heads hold q, k and v side by side ([..., 3 d]): the rotations read the q and
+    k slices through their strides (no copy of either), in one launch, then the product."""
+    d = 16
+    x = opset.parameter([1, 3, -1, 3 * d], np.float32, name="x")
+    cos = opset.parameter([1, 1, -1, d], np.float32, name="cos")
+    sin = opset.parameter([1, 1, -1, d], np.float32, name="sin")
+    q, k = (_rotate(_half(x, a * d, (a + 1) * d), cos, sin, d) for a in (0, 1))
+    model = Model([opset.result(opset.matmul(q, k, False, True), name="y")], [x, cos, sin])
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
+    for s in (1, 5):
+        feeds = {"x": _f(rng, 1, 3, s, 3 * d), "cos": _f(rng, 1, 1, s, d),
+                 "sin": _f(rng, 1, 1, s, d)}
+        assert _rel_l2(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-6
+    assert req.stats["kernels_enqueued"] == 4  # (a Rotary of both and the product, twice)
