@@ -174,7 +174,7 @@ _VIEWS = (Reshape, Transpose, Split, VariadicSplit, Slice, Squeeze, Unsqueeze)
 def _origin(node: ProgramNode) -> ProgramNode:
     """The node a rotated tensor is cut, reshaped or transposed from (up its chain of views
     and of per-row norms, an RmsNorm and its scale by a constant: a layer's queries and keys
-    reach their QKV projection, through their own norms in Qwen3 and OLMo2)."""
+    reach their QKV projection, through their own norms in Qwen3)."""
     while node.inputs:
         if node.is_a(*_VIEWS, RmsNorm):
             node = node.inputs[0][0]
