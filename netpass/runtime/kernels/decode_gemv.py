@@ -269,14 +269,15 @@ def _gemv_gated_parts() -> dict[str, str]:
     return out
 
 
-def _gemv_staged_parts(norm: tuple, kl: int) -> dict[str, str]:
-    """:func:`gemv`'s fragments for a normalized A staged in local memory (``xn4``, ``kl`` / 4
-    float4 a row): the prologue (per row: the shifted values stored four at a time and summed
-    with their squares, a work-group tree, then each element normalized in place; A's loads
-    issued while the first run of weights is in flight) and the loop's reads of ``xn4``.
-    Launched on its own in a persistent step (NO_PHASE): as a phase it stopped the H200's
-    persistent GPT-2 step (its work-groups waiting at a grid barrier) while PoCL ran it."""
-    out = dict.fromkeys(_PARTS, "")
+def staged_rows(norm: tuple) -> str:
+    """C statements normalizing rows 0 .. M - 1 of ``A`` (row m at ``A + m * sam``, element k
+    ``k * sak`` further, K of them) into local memory: per row the shifted values stored four
+    at a time into ``xn4`` (``KL / 4`` float4 a row, MR rows) and summed with their squares,
+    a tree over the work-group's ``WG`` items (``lid``) in ``rs`` and ``rq``, then each element
+    normalized in place (gamma ``G + goff`` and beta ``Bt + btoff`` where ``norm`` has them:
+    kernels.gemm.norm_prologue's tuple). Declares ``xn4``, ``rs`` and ``rq`` [WG]; ends with a
+    barrier, ``rs`` and ``rq`` free for other use. (decode_gemv's staged GEMV,
+    decode_mlp's fused MLP.)"""
     rms, gamma, beta = norm[5], norm[3], norm[4]
     shift = "0.0f" if rms else "A[m * sam]"
     mean = "0.0f" if rms else "rs[0] / (float)K"
@@ -287,9 +288,7 @@ def _gemv_staged_parts(norm: tuple, kl: int) -> dict[str, str]:
         (f" + {four('(Bt + btoff)')}" if beta else "")
     loads = "\n      ".join(f"if (k + {e} < K) d.s{e} = A[m * sam + (k + {e}) * sak] - sh;"
                             for e in range(4))
-    out["prologue"] = f"""
-  {NO_PHASE}
-  __local float4 xn4[MR * KL / 4];
+    return f"""__local float4 xn4[MR * KL / 4];
   __local float rs[WG], rq[WG];
   for (int m = 0; m < M; ++m) {{
     const float sh = {shift};
@@ -316,6 +315,18 @@ def _gemv_staged_parts(norm: tuple, kl: int) -> dict[str, str]:
     }}
     barrier(CLK_LOCAL_MEM_FENCE);  // (xn4 whole; rs and rq free for the next row)
   }}"""
+
+
+def _gemv_staged_parts(norm: tuple, kl: int) -> dict[str, str]:
+    """:func:`gemv`'s fragments for a normalized A staged in local memory (``xn4``, ``kl`` / 4
+    float4 a row): the prologue (:func:`staged_rows`; A's loads issued while the first run of
+    weights is in flight) and the loop's reads of ``xn4``. Launched on its own in a persistent
+    step (NO_PHASE): as a phase it stopped the H200's persistent GPT-2 step (its work-groups
+    waiting at a grid barrier) while PoCL ran it."""
+    out = dict.fromkeys(_PARTS, "")
+    out["prologue"] = f"""
+  {NO_PHASE}
+  {staged_rows(norm)}"""
     out["dot4"] = "part += dot(w[j], xn4[m * (KL / 4) + q]);"
     out["dot1"] = """{
             const float4 t = xn4[m * (KL / 4) + (k >> 2)];

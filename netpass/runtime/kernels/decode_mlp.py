@@ -17,8 +17,9 @@ gated MLP (768 -> 2 x 1152 -> 768) 13.7-14.1 us against 16.4-17.2 for the two GE
 """
 from __future__ import annotations
 
-from .common import Source, memoized, nan_max
-from .gemm import norm_scale
+from .common import Source, Stage, memoized, offsets, side_params, stage_code
+from .decode_gemv import staged_rows
+from .eltwise import silu_gate_expr
 from .mma import arrival_defs, last_to_arrive
 
 MLP_WG = 256        # work-items of a work-group
@@ -60,14 +61,17 @@ def mlp_chunk(k: int, h: int, n: int, gated: bool, units: int) -> int:
 
 
 @memoized
-def decode_mlp(k: int, h: int, n: int, hc: int, norm: tuple | None, act: str, epilogue: str,
-               epilogue_args: list[str], gated: bool, ptx: bool) -> Source:
+def decode_mlp(k: int, h: int, n: int, hc: int, norm: tuple | None, act: list[Stage],
+               epilogue: list[Stage], extra_dtypes: list, erank: int, gated: bool,
+               ptx: bool) -> Source:
     """The fused MLP (module docstring) for one row x [k] and compile-time widths: W1 [h, k]
     (gated: [2h, k], the gate's rows then the up projection's), b1, W2 [n, h], y [n].
-    ``norm``: kernels.gemm.norm_prologue's tuple (gamma ``G`` and beta ``Bt`` as it says), or
-    None. ``act``: C statements turning ``v`` (hidden unit ``j``) into its activation (gated:
-    from ``g`` and ``u``); ``epilogue``: C statements turning ``v`` (output ``o``) into the
-    stored value, over the arguments ``epilogue_args`` (after the others)."""
+    ``norm``: kernels.gemm.norm_prologue's tuple (gamma ``G`` and beta ``Bt`` as it says; x
+    staged by decode_gemv.staged_rows), or None. ``act``: the stages after a hidden unit's
+    value (the up projection's fused ops, literals their only side inputs; a gated MLP's
+    ``silu(g) * u`` instead); ``epilogue``: the down projection's (its bias, its fused ops),
+    over side inputs of ``extra_dtypes`` indexed over ``erank`` dims (kernels.gemm.gemm_args'
+    tail)."""
     k4, hc4 = k // 4, hc // 4
     rows1 = 2 * hc if gated else hc             # W1 rows a work-group reads
     tpr = MLP_WG // rows1                       # items per W1 row
@@ -79,18 +83,20 @@ def decode_mlp(k: int, h: int, n: int, hc: int, norm: tuple | None, act: str, ep
         args += ["__global const float* G", "int goff"] if norm[3] else []
         args += ["__global const float* Bt", "int btoff"] if norm[4] else []
     args += ["__global float* Y", "int yoff", "__global float* P", "__global int* count"]
-    args += epilogue_args
+    args += side_params(extra_dtypes, erank)
     w1row = f"(row < {hc} ? c0 + row : {h} + c0 + row - {hc})" if gated else "c0 + row"
     unit = f"""const float g = hs[j], u = hs[{hc} + j];
-    float v;
-    {act}""" if gated else f"""float v = hs[j];
-    {act}"""
+    const float v = {silu_gate_expr("g", "u")};""" if gated else f"""const float v = hs[j];
+    {stage_code([Stage("v", [], "float")] + act, {})}"""
+    names = [f"in{j}" for j in range(len(extra_dtypes))]
     groups = h // hc
     blocks = -(-groups // MLP_BLOCK)
     in_block = f"min({MLP_BLOCK}, {groups} - blk * {MLP_BLOCK})"
+    loads = {j: f"{t}[o_{t}]" for j, t in enumerate(names)}
     store = f"""const int flat = o;
-      {epilogue}
-      Y[yoff + o] = v;"""
+      {offsets(erank, names, "flat") if names else ""}
+      {stage_code([Stage("v", [], "float")] + epilogue, loads)}
+      Y[yoff + o] = x{len(epilogue)};"""
     tail = "\n  ".join([
         last_to_arrive("block_last", "count[blk]", in_block),
         _sum_rows(f"blk * {MLP_BLOCK}", in_block, MLP_BLOCK, n, l2,
@@ -100,6 +106,8 @@ def decode_mlp(k: int, h: int, n: int, hc: int, norm: tuple | None, act: str, ep
     text = arrival_defs(ptx) + f"""#define WG {MLP_WG}
 #define K4 {k4}
 #define TPR {tpr}
+#define MR 1
+#define KL {4 * k4}
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void decode_mlp({', '.join(args)})
 {{
@@ -120,26 +128,27 @@ void decode_mlp({', '.join(args)})
     for (int q = 0; q < {hc4}; ++q) b[r][q] = w2[q];
   }}
   const float bias1 = lane == 0 ? B1[b1off + w1row] : 0.0f;
-  __local float4 xn4[K4];
-  __local float red[WG], red2[WG], hs[{rows1}];
-  {_normalized(norm)}
+  __global const float* A = X + xoff;
+  const int sam = 0, sak = 1, M = 1, K = {k};
+  __local float hs[{rows1}];
+  {staged_rows(norm) if norm is not None else _as_given()}
   barrier(CLK_LOCAL_MEM_FENCE);
   float s = 0.0f;
   #pragma unroll
   for (int i = 0; i < {l1}; ++i)
     if (lane + i * TPR < K4) s += dot(a[i], xn4[lane + i * TPR]);
-  red[lid] = s;
+  rs[lid] = s;
   barrier(CLK_LOCAL_MEM_FENCE);
   if (lane == 0) {{
     float t = bias1;
-    for (int e = 0; e < TPR; ++e) t += red[lid + e];
+    for (int e = 0; e < TPR; ++e) t += rs[lid + e];
     hs[row] = t;
   }}
   barrier(CLK_LOCAL_MEM_FENCE);
   if (lid < {hc}) {{
     const int j = lid;
     {unit}
-    red2[lid] = v;
+    rq[lid] = {"v" if gated else "x" + str(len(act))};
   }}
   barrier(CLK_LOCAL_MEM_FENCE);
   const int grp = get_group_id(0), blk = grp / {MLP_BLOCK};
@@ -149,7 +158,7 @@ void decode_mlp({', '.join(args)})
     if (o < {n}) {{
       float t = 0.0f;
       #pragma unroll
-      for (int q = 0; q < {hc4}; ++q) t += dot(b[r][q], vload4(q, red2));
+      for (int q = 0; q < {hc4}; ++q) t += dot(b[r][q], vload4(q, rq));
       P[grp * {n} + o] = t;
     }}
   }}
@@ -179,33 +188,11 @@ def _sum_rows(first: str, count: str, most: int, n: int, l2: int, then: str) -> 
   }}"""
 
 
-def _normalized(norm: tuple | None) -> str:
-    """x into ``xn4``, normalized where ``norm`` says (the sums of x shifted by its first
-    element, and of their squares, over the work-group, then every element scaled)."""
-    load = "X[xoff + 4 * i + {e}]"
+def _as_given() -> str:
+    """x into ``xn4`` as it is (no norm), and the work-group's ``rs`` and ``rq`` that
+    decode_gemv.staged_rows would declare."""
+    load = "A[4 * i + {e}]"
     x4 = "(float4)(" + ", ".join(load.format(e=e) for e in range(4)) + ")"
-    if norm is None:
-        return f"for (int i = lid; i < K4; i += WG) xn4[i] = {x4};"
-    rms, gamma, beta = norm[5], norm[3], norm[4]
-    shift = "0.0f" if rms else "X[xoff]"
-    mean = "0.0f" if rms else "red[0] / K"
-    scaled = "(xn4[i] - (float4)(mean)) * r" + (" * vload4(i, G + goff)" if gamma else "") \
-        + (" + vload4(i, Bt + btoff)" if beta else "")
-    return f"""const float sh = {shift};
-  float s0 = 0.0f, sq = 0.0f;
-  for (int i = lid; i < K4; i += WG) {{
-    const float4 d = {x4} - (float4)(sh);
-    xn4[i] = d;
-    s0 += (d.x + d.y) + (d.z + d.w); sq += dot(d, d);
-  }}
-  red[lid] = s0; red2[lid] = sq;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int t = WG / 2; t > 0; t >>= 1) {{
-    if (lid < t) {{ red[lid] += red[lid + t]; red2[lid] += red2[lid + t]; }}
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }}
-  const float K = (float)(4 * K4);
-  const float mean = {mean};
-  const float var = {nan_max("red2[0] / K - mean * mean", "0.0f")};
-  const float r = {norm_scale(norm, "var", "red2[0]")};
-  for (int i = lid; i < K4; i += WG) xn4[i] = {scaled};"""
+    return f"""__local float4 xn4[K4];
+  __local float rs[WG], rq[WG];
+  for (int i = lid; i < K4; i += WG) xn4[i] = {x4};"""

@@ -23,9 +23,9 @@ from ..impls import (
     work_1d,
 )
 from ..kernels import decode_gemv, mma_plan
-from ..kernels.common import Stage, flit, offsets, side_params, stage_code
+from ..kernels.common import flit
 from ..kernels.decode_mlp import MLP_WG, decode_mlp, mlp_partials
-from ..kernels.eltwise import silu_gate, silu_gate_expr
+from ..kernels.eltwise import silu_gate
 from .base import ExprRule, OpKind, Skip, table
 from .elementwise import ROW, elementwise, per_channel_impl, with_bias
 from .matmul import gemm_launch, norm_out_plan
@@ -91,22 +91,12 @@ def _decode_mlp_impl(p: Params, key: Any, fold, hc: int) -> Impl:
     norm's vectors); the down projection's bias and fused ops make the epilogue."""
     up = fold.up
     norm = up.subgraph.kernel_params() if up.subgraph is not None else None
-    if fold.gated:
-        act = f"v = {silu_gate_expr('g', 'u')};"
-    else:
-        stages = fused_stages(up.fused, 0)
-        act = stage_code([Stage("v", [], "float")] + stages, {}) + f"\n    v = x{len(stages)};"
+    act = [] if fold.gated else fused_stages(up.fused, 0)
     q = with_bias(p, (fold.n,), p.in_dtypes[2])
     stages, n_extra, edt, edims, est = epilogue(q, tuple(p.out_shapes[0]))
-    names = [f"in{j}" for j in range(n_extra)]
-    code = (offsets(len(edims), names, "flat") if n_extra else "") + "\n    " + \
-        stage_code([Stage("v", [], "float")] + stages, {j: f"{t}[o_{t}]" for j, t in
-                                                         enumerate(names)}) + \
-        f"\n    v = x{len(stages)};"
     ptx = getattr(p.engine, "mma", "") == "ptx"  # (NVIDIA: inline PTX)
     src = p.cached(("decode_mlp", hc, len(edims)), lambda: decode_mlp(
-        fold.k, fold.h, fold.n, hc, norm, act, code, side_params(edt, len(edims)), fold.gated,
-        ptx))
+        fold.k, fold.h, fold.n, hc, norm, act, stages, edt, len(edims), fold.gated, ptx))
     vectors = [("i", 6 + j) for j in range(len(up.inputs) - 3)]
     spec = [("i", 3), ("i", 4), ("i", 5), ("i", 1)] + vectors + [("o", 0), ("b", 0), ("b", 1)]
     spec += epilogue_args(n_extra, edims, est, [("i", 2)] + [("e", j) for j in

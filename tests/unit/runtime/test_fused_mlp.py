@@ -104,6 +104,14 @@ def test_one_row_runs_the_mlp_in_one_launch(rng, act, hidden):
     assert launches[1] == 2
 
 
+def test_an_mlp_without_a_norm_runs_in_one_launch(rng):
+    """x read as it is (no norm staged in front of the up projection)."""
+    model = _mlp_model(rng, norm=False)
+    cm, prog = _compiled(model)
+    assert len(_down(prog)) == 1
+    assert _check(cm.create_infer_request(), model, rng, [1, 4, 1]) == [1, 2, 1]
+
+
 @pytest.mark.parametrize("hidden", [3 * D // 2, 32 * 9])
 def test_a_gated_mlp_runs_in_one_launch(rng, hidden):
     """LLaMA's block (RMSNorm, stacked gate and up projection, SiLU product, down projection):
