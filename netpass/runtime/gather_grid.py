@@ -30,14 +30,10 @@ from ..core.shape import PartialShape
 from ..ops.indexing import Gather, GatherND
 from ..ops.movement import Concat, Reshape, Slice, Squeeze
 from ..ops.shape_ops import ShapeOf
-from .index_forms import form_of
+from .index_forms import form_of, static_one
 from .program_node import ProgramNode, splice
 
 I64 = np.dtype(np.int64)
-
-
-def _static_one(d) -> bool:
-    return d.min == d.max == 1
 
 
 def _grid_axes(g: ProgramNode) -> list[int] | None:
@@ -56,15 +52,15 @@ def _grid_axes(g: ProgramNode) -> list[int] | None:
     for piece, k in idx.inputs:
         ps, form = piece.out_pshapes[k], form_of(piece, k)
         if form is None or form.base != 0 or not ps.rank_is_static or len(ps) != rank + 1 \
-                or not _static_one(ps[rank]):
+                or not static_one(ps[rank]):
             return None
         ones = [a for a in range(rank) if form.slopes[a] == 1]
         rest = [a for a in range(rank) if a not in ones]
-        if len(ones) != 1 or not all(form.slopes[a] == 0 or _static_one(ps[a]) for a in rest):
+        if len(ones) != 1 or not all(form.slopes[a] == 0 or static_one(ps[a]) for a in rest):
             return None
         axes.append(ones[0])
     others = [a for a in range(rank) if a not in axes]
-    if axes != sorted(set(axes)) or not all(_static_one(ips[a]) for a in others):
+    if axes != sorted(set(axes)) or not all(static_one(ips[a]) for a in others):
         return None
     return axes
 

@@ -53,7 +53,8 @@ def mul(a: int | None, b: int | None) -> int | None:
     return None if a is None or b is None else a * b
 
 
-def _static_one(d: Any) -> bool:
+def static_one(d: Any) -> bool:
+    """Whether Dimension ``d`` is statically 1."""
     return d.min == d.max == 1
 
 
@@ -96,7 +97,7 @@ def _form(node: Any, k: int) -> Form | None:
         form = rule(node, [form_of(s, j) for s, j in node.inputs])
         if form is not None and len(form.slopes) == len(ps):
             return form
-    if all(_static_one(d) for d in ps):
+    if all(static_one(d) for d in ps):
         return Form(None, (0,) * len(ps))
     return None
 
@@ -115,7 +116,7 @@ def aligned(node: Any, forms: list) -> list[Form] | None:
     slopes = [[0] * p + list(f.slopes) for p, f in zip(pads, forms)]
     for a in range(rank):
         wide = [j for j, (s, _) in enumerate(node.inputs)
-                if a >= pads[j] and not _static_one(s.out_pshapes[node.inputs[j][1]][a - pads[j]])]
+                if a >= pads[j] and not static_one(s.out_pshapes[node.inputs[j][1]][a - pads[j]])]
         if len(wide) > 1:
             for j in wide:
                 if slopes[j][a] != 0:
@@ -133,8 +134,8 @@ def reshaped(node: Any, form: Form | None) -> Form | None:
     if all(s == 0 for s in form.slopes):
         return Form(form.base, (0,) * len(out))
     src, k = node.inputs[0]
-    wide_in = [a for a, d in enumerate(src.out_pshapes[k]) if not _static_one(d)]
-    wide_out = [a for a, d in enumerate(out) if not _static_one(d)]
+    wide_in = [a for a, d in enumerate(src.out_pshapes[k]) if not static_one(d)]
+    wide_out = [a for a, d in enumerate(out) if not static_one(d)]
     if len(wide_in) != 1 or len(wide_out) > 1:
         return None
     slopes: list[int | None] = [0] * len(out)

@@ -44,7 +44,7 @@ from ..impls import (
     strided_copy,
     work_1d,
 )
-from ..index_forms import Form, reshaped
+from ..index_forms import Form, reshaped, static_one
 from ..kernels.movement import concat, imap, split
 from .base import OpKind, Skip, StridedView, ints, same_as, same_dim, table
 
@@ -492,7 +492,7 @@ def _broadcast_form(node: Any, forms: list) -> Form | None:
     pad = len(out) - len(ps)
     slopes: list[int | None] = [0] * pad
     for d, o, s in zip(ps, list(out)[pad:], f.slopes):
-        slopes.append(0 if d.min == d.max == 1 else s if s == 0 or same_dim(d, o) else None)
+        slopes.append(0 if static_one(d) else s if s == 0 or same_dim(d, o) else None)
     return Form(f.base, tuple(slopes))
 
 
