@@ -54,11 +54,17 @@ from ..ops.elementwise import Add, Divide, IsNaN, Multiply, Select
 from ..ops.matmul import MatMul
 from ..ops.movement import Broadcast, Reshape, Transpose, Unsqueeze
 from ..ops.normalization import Softmax
-from ..ops.shape_ops import ShapeOf
 from .impls import FusedDesc, chained, scalar_literal
 from .kinds.attention import MAX_HEAD, AttentionDesc, FusedAttention
 from .kinds.base import same_dim
-from .program_node import ProgramNode, node_users, splice, standing_for
+from .program_node import (
+    ProgramNode,
+    data_users,
+    kept_for_shapes,
+    node_users,
+    splice,
+    standing_for,
+)
 
 F32 = np.dtype(np.float32)
 
@@ -76,11 +82,6 @@ def _side_ok(src, k: int, scores_ps) -> bool:
     the shapes where it does, the host reference the others (``attention_impl``)."""
     ps = src.out_pshapes[k]
     return ps.rank_is_static and len(ps) <= len(scores_ps)
-
-
-def _data_users(node, users: dict) -> list:
-    """The readers of ``node``'s data (a ShapeOf reads only its shape: :func:`_kept_for_shapes`)."""
-    return [(u, j) for u, j in users.get(id(node), ()) if u.reads_data]
 
 
 def _batch_view(node) -> bool:
@@ -101,7 +102,7 @@ def _batch_view(node) -> bool:
 def _score_source(src, users: dict, depth: int = 0):
     """The MatMul whose scores ``src`` carries, following single-reader score ops (and batch
     views) back, else None."""
-    if src.is_constant or src.num_outputs != 1 or len(_data_users(src, users)) != 1 \
+    if src.is_constant or src.num_outputs != 1 or len(data_users(src, users)) != 1 \
             or src.out_dtypes[0] != F32 or depth > 16:
         return None
     if src.is_a(MatMul):
@@ -138,16 +139,16 @@ def _match(sm, users: dict):
     if not ps.rank_is_static or len(ps) < 2 \
             or int(sm.attrs.get("axis", 1)) % len(ps) != len(ps) - 1:
         return None
-    su = _data_users(sm, users)
+    su = data_users(sm, users)
     guard = _nan_guard(sm, su, users)
     if guard is not None:
-        su = _data_users(guard[1], users)
+        su = data_users(guard[1], users)
     if len(su) != 1:
         return None
     m2, j = su[0]
     pview = None
     if m2.is_a(Reshape) and j == 0 and _batch_view(m2):
-        pview, su = m2, _data_users(m2, users)
+        pview, su = m2, data_users(m2, users)
         if len(su) != 1:
             return None
         m2, j = su[0]
@@ -157,7 +158,7 @@ def _match(sm, users: dict):
     cur = sm.inputs[0][0]
     while not cur.is_a(MatMul):
         if cur.num_outputs != 1 or cur.is_output or cur.out_dtypes[0] != F32 or len(chain) > 16 \
-                or len(_data_users(cur, users)) != 1:  # (nothing else reads the scores)
+                or len(data_users(cur, users)) != 1:  # (nothing else reads the scores)
             return None
         if _batch_view(cur):
             chain.insert(0, (cur, 0))
@@ -169,7 +170,7 @@ def _match(sm, users: dict):
         chain.insert(0, (cur, j))
         cur = cur.inputs[j][0]
     m1 = cur
-    if m1.is_output or len(_data_users(m1, users)) != 1 or m1.out_dtypes[0] != F32 \
+    if m1.is_output or len(data_users(m1, users)) != 1 or m1.out_dtypes[0] != F32 \
             or any(s.out_dtypes[k] != F32 for s, k in m1.inputs + m2.inputs[1:]):
         return None
     scores_ps = m1.out_pshapes[0]
@@ -196,7 +197,7 @@ def _match(sm, users: dict):
             return None
     t, oview = _out_transpose(m2, users), None
     if t is None:
-        mu = _data_users(m2, users)
+        mu = data_users(m2, users)
         if not m2.is_output and len(mu) == 1 and _out_view(mu[0][0], m2) and mu[0][1] == 0:
             oview = mu[0][0]
             t = _out_transpose(oview, users, data_only=True)
@@ -208,7 +209,7 @@ def _match(sm, users: dict):
 def _out_transpose(node, users: dict, data_only: bool = False):
     """The Transpose (constant order) that is ``node``'s only reader (with ``data_only``: of
     its data), else None."""
-    mu = _data_users(node, users) if data_only else users.get(id(node), [])
+    mu = data_users(node, users) if data_only else users.get(id(node), [])
     if not node.is_output and len(mu) == 1 and mu[0][0].is_a(Transpose) \
             and mu[0][0].inputs[1][0].is_constant and mu[0][0].out_dtypes[0] == F32:
         return mu[0][0]
@@ -268,7 +269,7 @@ def _scale_stage(src, users: dict) -> tuple | None:
     MatMul: DeBERTa divides k by ``sqrt(head size)`` computed from k's shape. A scalar factor
     commutes with the product, so it becomes the first score op."""
     if not src.is_a(Multiply, Divide) or src.num_outputs != 1 or src.is_output \
-            or src.out_dtypes[0] != F32 or len(_data_users(src, users)) != 1 \
+            or src.out_dtypes[0] != F32 or len(data_users(src, users)) != 1 \
             or len(src.inputs) != 2:
         return None
     for j in (0, 1) if src.is_a(Multiply) else (0,):
@@ -286,14 +287,14 @@ def _kv_repeat(node, users: dict) -> tuple | None:
     """((src, k), group) when ``node`` repeats each head of a rank-4 ``src`` ``group`` times
     (transformers' ``repeat_kv`` for grouped-query attention: ``Reshape(Broadcast(
     Unsqueeze(src, 2)))`` to [b, heads * group, s, d]), each read only by the next (and by
-    ShapeOfs: :func:`_kept_for_shapes`)."""
-    if not node.is_a(Reshape) or len(_data_users(node, users)) != 1:
+    ShapeOfs: :func:`~netpass.runtime.program_node.kept_for_shapes`)."""
+    if not node.is_a(Reshape) or len(data_users(node, users)) != 1:
         return None
     bc = node.inputs[0][0]
-    if not bc.is_a(Broadcast) or len(_data_users(bc, users)) != 1:
+    if not bc.is_a(Broadcast) or len(data_users(bc, users)) != 1:
         return None
     un = bc.inputs[0][0]
-    if not un.is_a(Unsqueeze) or len(_data_users(un, users)) != 1 \
+    if not un.is_a(Unsqueeze) or len(data_users(un, users)) != 1 \
             or not un.inputs[1][0].is_constant \
             or [int(a) for a in np.asarray(un.inputs[1][0].value).reshape(-1)] != [2]:
         return None
@@ -340,22 +341,6 @@ def _grouped_kv(k_in, v_in, users: dict) -> tuple | None:
         k_src = (made[-1], 0)
         dropped.append(t)
     return k_src, vr[0], kr[1], dropped, made
-
-
-def _kept_for_shapes(absorbed: list, last, users: dict) -> list:
-    """The absorbed nodes a ShapeOf still reads (torch's exporter reads the scores' and the
-    probabilities' shapes for the batch views' targets), and the absorbed nodes they read:
-    they stay in the program, never run (``shape_only``), so that those shapes are known."""
-    ids = {id(n) for n in absorbed}
-    stack = [n for n in absorbed if n is not last
-             and any(u.is_a(ShapeOf) for u, _ in users.get(id(n), ()))]
-    kept: dict[int, object] = {}
-    while stack:
-        n = stack.pop()
-        if id(n) not in kept:
-            kept[id(n)] = n
-            stack += [s for s, _ in n.inputs if id(s) in ids and s is not last]
-    return list(kept.values())
 
 
 def _onnx_attention(a, users: dict) -> list | None:
@@ -495,7 +480,7 @@ def fuse_attention(nodes: list) -> list:
                              tuple(views), pview)
         node = standing_for(last, FusedAttention.type_name, qk + [v_in] + sides + targets, desc)
         replace[id(last)] = made + [node]
-        kept = _kept_for_shapes(absorbed + repeats, last, users)
+        kept = kept_for_shapes(absorbed + repeats, last, users)
         for n in kept:
             n.shape_only = n.optimized = True  # (what Program marks for a node read by ShapeOfs)
         kept_ids = {id(n) for n in kept}

@@ -134,6 +134,29 @@ def read_once(n: ProgramNode, users: dict[int, list]) -> bool:
     return not n.is_output and n.num_outputs == 1 and len(users.get(id(n), ())) == 1
 
 
+def data_users(node: ProgramNode, users: dict[int, list]) -> list:
+    """The readers of ``node``'s data in ``users`` (:func:`node_users`): a ShapeOf reads only
+    its shape (:func:`kept_for_shapes`)."""
+    return [(u, j) for u, j in users.get(id(node), ()) if u.reads_data]
+
+
+def kept_for_shapes(absorbed: list, last: ProgramNode | None, users: dict[int, list]) -> list:
+    """The ``absorbed`` nodes (but ``last``) a ShapeOf still reads (torch's exporter computes
+    view targets from the shapes of the scores, the probabilities, a stacked rotation), and
+    the absorbed nodes they read: they stay in the program, never run (``shape_only``), so
+    that those shapes are known."""
+    ids = {id(n) for n in absorbed}
+    stack = [n for n in absorbed if n is not last
+             and any(u.is_a(ShapeOf) for u, _ in users.get(id(n), ()))]
+    kept: dict[int, ProgramNode] = {}
+    while stack:
+        n = stack.pop()
+        if id(n) not in kept:
+            kept[id(n)] = n
+            stack += [s for s, _ in n.inputs if id(s) in ids and s is not last]
+    return list(kept.values())
+
+
 def fuse_matches(nodes: list, rewrite: Callable[[Any, dict], tuple | None]) -> list:
     """``nodes`` (topological) with each node ``n`` for which ``rewrite(n, users)`` gives
     ``(new nodes, absorbed nodes)`` swapped for the new nodes (the last one takes its place

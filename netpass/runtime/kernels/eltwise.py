@@ -82,11 +82,12 @@ def eltwise_vec4(n_in: int, stages: list[Stage]) -> Source:
 
 
 @memoized
-def rotary(rank: int, rank2: int | None = None) -> Source:
+def rotary(rank: int, rank2: int | None = None, interleaved: bool = False) -> Source:
     """Rotary embeddings: y = x * c + r * s over the last axis's first 2h elements, r the
-    partner of x h away (``-x[j + h]`` for j < h, else ``x[j - h]``), y = x past them (a
-    partial rotary's pass-through part); x, c and s read through strides over the output's
-    dims ``d*`` (the last one the rotated axis), one work-item per output element.
+    partner of x h away (``-x[j + h]`` for j < h, else ``x[j - h]``), or next to it where
+    ``interleaved`` (``-x[j + 1]`` at even j, else ``x[j - 1]``), y = x past them (a partial
+    rotary's pass-through part); x, c and s read through strides over the output's dims
+    ``d*`` (the last one the rotated axis), one work-item per output element.
     ``rank2``: a second tensor rotated by the same launch (a layer's queries
     and keys, :func:`netpass.runtime.rotary.merge_rotary_pairs`), its own arguments after the
     first's (suffix ``2``, dims ``e*``), its items after the first's ``n``."""
@@ -96,13 +97,18 @@ def rotary(rank: int, rank2: int | None = None) -> Source:
         args = [f"__global const float* X{t}", f"int off_x{t}", f"__global const float* C{t}",
                 f"int off_c{t}", f"__global const float* S{t}", f"int off_s{t}",
                 f"__global float* Y{t}", f"int yoff{t}"] + ints
+        if interleaved:
+            partner = f"""int step = s_x{t}_{r - 1};
+      float r = (j & 1) ? X{t}[o_x{t} - step] : -X{t}[o_x{t} + step];"""
+        else:
+            partner = f"""int step = h{t} * s_x{t}_{r - 1};
+      float r = j < h{t} ? -X{t}[o_x{t} + step] : X{t}[o_x{t} - step];"""
         body = f"""{offsets(r, [f"x{t}", f"c{t}", f"s{t}"], "gid", dims)}
     int j = gid % {dims}{r - 1};
     if (j >= 2 * h{t}) {{
       Y{t}[yoff{t} + gid] = X{t}[o_x{t}];
     }} else {{
-      int step = h{t} * s_x{t}_{r - 1};
-      float r = j < h{t} ? -X{t}[o_x{t} + step] : X{t}[o_x{t} - step];
+      {partner}
       Y{t}[yoff{t} + gid] = X{t}[o_x{t}] * C{t}[o_c{t}] + r * S{t}[o_s{t}];
     }}"""
         return args, body

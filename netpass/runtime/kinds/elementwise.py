@@ -313,7 +313,7 @@ def _affine_convert(node: Any, forms: list) -> Form | None:
 
 
 class Rotary:
-    """The kind of ``x * cos + rotate_half(x) * sin`` over the last axis (rotary position
+    """The kind of ``x * cos + rotate(x) * sin`` over the last axis (rotary position
     embeddings), made by ``netpass.runtime.rotary``, never an op of a model; inputs ``x``,
     ``cos``, ``sin`` (the latter two broadcast into ``x``), and optionally a second tensor
     rotated alike as input 3, its result output 1 (a layer's queries and keys in one launch);
@@ -325,13 +325,16 @@ class Rotary:
 class RotaryDesc:
     """What a Rotary computes, and the nodes it replaced (for messages). ``rotated``: the
     width of the last axis's leading part it rotates, the rest passing as it is (partial
-    rotary: GPT-NeoX, Phi, StableLM), or None for the whole axis."""
+    rotary: GPT-NeoX, Phi, StableLM), or None for the whole axis. ``interleaved``: an
+    element's partner is its neighbour (GPT-J's ``rotate_every_two``: ``-x[j + 1]`` at even
+    ``j``, ``x[j - 1]`` at odd), else half the rotated part away (``rotate_half``)."""
 
-    def __init__(self, nodes: list, rotated: int | None = None) -> None:
-        self.nodes, self.rotated = nodes, rotated
+    def __init__(self, nodes: list, rotated: int | None = None,
+                 interleaved: bool = False) -> None:
+        self.nodes, self.rotated, self.interleaved = nodes, rotated, interleaved
 
     def key(self) -> tuple:
-        return ("rotary", self.rotated)
+        return ("rotary", self.rotated, self.interleaved)
 
     def infer_shapes(self, shapes: Sequence[tuple],
                      values: Mapping[int, np.ndarray]) -> list[tuple]:
@@ -343,7 +346,10 @@ class RotaryDesc:
         for x in [np.asarray(arrays[0])] + [np.asarray(a) for a in arrays[3:]]:
             w = self.rotated or x.shape[-1]
             part, h = x[..., :w], w // 2
-            rot = np.concatenate([-part[..., h:], part[..., :h]], axis=-1)
+            if self.interleaved:
+                rot = np.stack([-part[..., 1::2], part[..., ::2]], axis=-1).reshape(part.shape)
+            else:
+                rot = np.concatenate([-part[..., h:], part[..., :h]], axis=-1)
             y = np.array(x, copy=True)
             y[..., :w] = part * cos + rot * sin
             out.append(y.astype(x.dtype))
@@ -380,7 +386,8 @@ def rotary_impl(p: Params, key: Any) -> Impl | None:
     if any(np.dtype(d) != F32 for d in p.in_dtypes):
         return None
     parts = []
-    rotated = getattr(getattr(p.node, "subgraph", None), "rotated", None)
+    desc = getattr(p.node, "subgraph", None)
+    rotated = getattr(desc, "rotated", None)
     for k, (j, out) in enumerate(zip([0, 3], p.out_shapes)):
         part = _rotary_args(p, j, tuple(out), k, rotated)
         if part is None:
@@ -390,7 +397,9 @@ def rotary_impl(p: Params, key: Any) -> Impl | None:
     if not n:
         return Impl(key, [])
     spec = [x for part in parts for x in part[0]]
-    src = rotary(*[part[1] for part in parts])
+    interleaved = getattr(desc, "interleaved", False)
+    ranks = [part[1] for part in parts] + [None] * (2 - len(parts))
+    src = rotary(*ranks, interleaved)
     return Impl(key, [Launch(src, *work_1d(n), spec)])
 
 
