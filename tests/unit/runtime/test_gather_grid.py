@@ -44,6 +44,12 @@ def _model(swapped=False):
     return Model([opset.result(y, name="y")], [mask, scores])
 
 
+def _same(got, want):
+    """The reference's values up to the rounding of ``scores + 1000 * mask`` (a GPU contracts
+    it to one fused multiply-add: 1 ulp)."""
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)
+
+
 def _kinds(cm):
     return {n.kind for n in cm.program.nodes}
 
@@ -57,8 +63,7 @@ def test_the_mask_gather_runs_as_views(rng, b, n, length):
     assert "GatherND" not in _kinds(cm)
     feeds = {"mask": rng.standard_normal((b, n)).astype(np.float32),
              "scores": rng.standard_normal((b, 1, 1, length)).astype(np.float32)}
-    np.testing.assert_array_equal(cm.create_infer_request().infer(feeds)["y"],
-                                  netpass.reference.infer(model, feeds)["y"])
+    _same(cm.create_infer_request().infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"])
 
 
 def test_one_request_over_growing_lengths(rng):
@@ -68,8 +73,7 @@ def test_one_request_over_growing_lengths(rng):
     for length in (4, 5, 6, 7, 8, 9):
         feeds = {"mask": rng.standard_normal((1, length)).astype(np.float32),
                  "scores": rng.standard_normal((1, 1, 1, length)).astype(np.float32)}
-        np.testing.assert_array_equal(req.infer(feeds)["y"],
-                                      netpass.reference.infer(model, feeds)["y"])
+        _same(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"])
 
 
 def test_a_transposed_grid_stays_a_gather(rng):
