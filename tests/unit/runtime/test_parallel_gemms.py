@@ -1,6 +1,6 @@
 """Parallel GEMMs merged (netpass.runtime.parallel_gemms): q, k and v projections of one input
 become one FullyConnected whose split pieces the heads read, a gated MLP's gate and up one
-FullyConnected read by a SiluGate, the norm in front folds into it, and the results are the
+FullyConnected read by a GatedActivation, the norm in front folds into it, and the results are the
 reference's."""
 from __future__ import annotations
 
@@ -132,7 +132,7 @@ def test_merging_saves_launches(rng, monkeypatch):
 @pytest.mark.parametrize("silu", ["swish", "sigmoid", "sigmoid_first"])
 def test_gated_mlp_merges_into_one_normalized_gemm(rng, monkeypatch, silu):
     """gate and up stacked into one FullyConnected with the norm folded in, the down
-    projection reading its halves (GatedDesc: no SiluGate left): two launches where norm,
+    projection reading its halves (GatedDesc: no GatedActivation left): two launches where norm,
     gate, up and down took four; the reference's results over prompts and single rows."""
     model = _gated_mlp_model(rng, silu)
     cm, prog = _compiled(model)
@@ -140,7 +140,7 @@ def test_gated_mlp_merges_into_one_normalized_gemm(rng, monkeypatch, silu):
     assert len(fcs) == 2 and isinstance(fcs[0].subgraph, NormDesc)
     assert _gated(fcs[1]) and fcs[1].inputs[0] == (fcs[0], 0)
     assert fcs[0].inputs[1][0].value.shape == (4 * D, D)
-    assert "SiluGate" not in _kinds(prog) and "RmsNorm" not in _kinds(prog)
+    assert "GatedActivation" not in _kinds(prog) and "RmsNorm" not in _kinds(prog)
     req = cm.create_infer_request()
     for s in (1, 4, 1):
         feeds = {"x": (3.0 + _f(rng, 1, s, D)).astype(np.float32)}
@@ -162,7 +162,7 @@ def test_gated_mlp_merges_into_one_normalized_gemm(rng, monkeypatch, silu):
 @pytest.mark.parametrize("rows", [1, 3, 20])
 def test_gated_down_projection_over_prompts_and_steps(rng, rows):
     """The down projection of a gated MLP reads the stacked GEMM's halves: a few rows as GEMVs
-    taking silu(g) * u as they read them (one launch), more as a SiluGate's rows made in the
+    taking act(g) * u as they read them (one launch), more as a GatedActivation's rows made in the
     projection's own impl, then the GEMM (two); equal to the reference, odd K too."""
     k = 2 * D + 3  # (the scalar loads: K not a multiple of 4)
     x = opset.parameter([1, -1, D], np.float32, name="x")
@@ -183,7 +183,7 @@ def test_gated_down_projection_over_prompts_and_steps(rng, rows):
 
 
 def test_gated_down_projection_reference_on_the_host(rng):
-    """GatedDesc's shape rule and host reference: the SiluGate's, then the projection's."""
+    """GatedDesc's shape rule and host reference: the GatedActivation's, then the projection's."""
     model = _gated_mlp_model(rng)
     _, prog = _compiled(model)
     down = next(n for n in prog.nodes if _gated(n))
@@ -204,7 +204,7 @@ def test_a_gate_read_elsewhere_stays_apart(rng):
     model = Model([opset.result(opset.multiply(opset.swish(gate), up), name="y"),
                    opset.result(gate, name="g")], [x])
     cm, prog = _compiled(model)
-    assert "SiluGate" not in _kinds(prog)
+    assert "GatedActivation" not in _kinds(prog)
     feeds = {"x": _f(rng, 1, 3, D)}
     got, want = cm.create_infer_request().infer(feeds), netpass.reference.infer(model, feeds)
     np.testing.assert_allclose(got["y"], want["y"], rtol=1e-4, atol=1e-5)
@@ -237,11 +237,11 @@ def _chunked_gated_mlp(rng, first=(0, 2 * D), second=(2 * D, 1 << 62), how="slic
 @pytest.mark.parametrize("how", ["slices", "split", "variadic"])
 @pytest.mark.parametrize("rows", [1, 20])
 def test_chunked_gate_and_up_read_by_the_down_projection(rng, rows, how):
-    """The halves of one projection (Phi-3) as gate and up: no Slice, Split or SiluGate left,
+    """The halves of one projection (Phi-3) as gate and up: no Slice, Split or GatedActivation left,
     the down projection reads the projection's output (GatedDesc); equal to the reference."""
     model = _chunked_gated_mlp(rng, how=how)
     cm, prog = _compiled(model)
-    assert not {"Slice", "Split", "VariadicSplit", "SiluGate"} & set(_kinds(prog))
+    assert not {"Slice", "Split", "VariadicSplit", "GatedActivation"} & set(_kinds(prog))
     assert sum(_gated(n) for n in prog.nodes) == 1
     req = cm.create_infer_request()
     feeds = {"x": (2.0 + _f(rng, 1, rows, D)).astype(np.float32)}
@@ -251,10 +251,10 @@ def test_chunked_gate_and_up_read_by_the_down_projection(rng, rows, how):
 
 
 def test_slices_that_are_not_halves_stay_apart(rng):
-    """Gate and up cut at another place than the middle are not a SiluGate's halves."""
+    """Gate and up cut at another place than the middle are not a GatedActivation's halves."""
     model = _chunked_gated_mlp(rng, first=(0, 2 * D - 4), second=(2 * D - 4, 4 * D - 8))
     cm, prog = _compiled(model)
-    assert "SiluGate" not in _kinds(prog)
+    assert "GatedActivation" not in _kinds(prog)
     feeds = {"x": _f(rng, 1, 3, D)}
     want = netpass.reference.infer(model, feeds)["y"]
     np.testing.assert_allclose(cm.create_infer_request().infer(feeds)["y"], want, rtol=1e-4,
