@@ -189,8 +189,8 @@ def _activation(top: tuple, m, users: dict, order: dict) -> tuple | None:
     """(x as (node, output), the activation's ops in order) when output ``top`` is an
     elementwise function of one tensor x, read only by product ``m``: ops (:func:`_elementwise`)
     of x and of each other, their other inputs scalar constants (kernel literals), none read
-    outside them but ``top`` by ``m``; one op at least (tanh-GELU, erf-GELU, SiLU as a Swish
-    op or ``g * sigmoid(g)``, ReLU...: whatever the graph holds)."""
+    outside them but ``top`` by ``m``, each of x's rank; one op at least (tanh-GELU, erf-GELU,
+    SiLU as a Swish op or ``g * sigmoid(g)``, ReLU...: whatever the graph holds)."""
     ops: dict[int, ProgramNode] = {}
     leaves: dict[tuple, tuple] = {}
     stack = [top]
@@ -211,13 +211,18 @@ def _activation(top: tuple, m, users: dict, order: dict) -> tuple | None:
                 return None
     if not ops or len(leaves) != 1:
         return None
+    (x, xk), = leaves.values()
+    rank = len(x.out_pshapes[xk]) if x.out_pshapes[xk].rank_is_static else None
+    if rank is None or any(not n.out_pshapes[0].rank_is_static or len(n.out_pshapes[0]) != rank
+                           for n in ops.values()):  # (a scalar of more dims grows the rank)
+        return None
     inside = set(ops) | {id(m)}
     if any(n.is_output or any(id(u) not in inside for u, _ in users.get(id(n), ()))
            for n in ops.values()):
         return None
     if [u for u, _ in users.get(id(top[0]), ())] != [m]:
         return None
-    return next(iter(leaves.values())), sorted(ops.values(), key=lambda n: order[id(n)])
+    return (x, xk), sorted(ops.values(), key=lambda n: order[id(n)])
 
 
 def _fused(ops: list, x: tuple) -> list[FusedDesc]:

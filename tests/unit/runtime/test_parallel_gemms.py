@@ -382,13 +382,16 @@ def _look_alike(rng, how):
         act = opset.multiply(opset.gelu(opset.softmax(gate, -1), "erf"), up)
     elif how == "vector":  # (a per-channel constant: no literal)
         act = opset.multiply(opset.multiply(opset.relu(gate), _f(rng, 2 * D)), up)
+    elif how == "rank":  # (a scalar of more dims: the activation grows the gate's rank)
+        act = opset.multiply(opset.multiply(opset.relu(gate), _f(rng, 1, 1, 1, 1)), up)
     else:  # "other_tensor": (the activation reads another tensor than the gate)
         act = opset.multiply(opset.relu(opset.add(gate, opset.concat([x, x], -1))), up)
     y = opset.matmul(act, _f(rng, 2 * D, D), False, False)
     return Model([opset.result(y, name="y")], [x])
 
 
-@pytest.mark.parametrize("how", ["after_product", "both", "softmax", "vector", "other_tensor"])
+@pytest.mark.parametrize("how", ["after_product", "both", "softmax", "vector", "rank",
+                                 "other_tensor"])
 def test_look_alikes_stay_unmerged(rng, how):
     """Products of two projections whose gate is not an elementwise function of the gate's
     output alone (or with no activation at all) keep their three projections."""
