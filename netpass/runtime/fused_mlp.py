@@ -2,7 +2,7 @@
 
 A transformer's MLP is two FullyConnected nodes: the up projection (its norm folded in:
 norm_gemm; its activation fused after it: GPT-2's GELU, or a gated MLP's stacked gate and up
-projection whose SiLU product the down projection reads: parallel_gemms.GatedDesc) and the
+projection whose gated product the down projection reads: parallel_gemms.GatedDesc) and the
 down projection (the residual Add fused after it). A decode step runs them as two GEMVs; at
 one row :func:`kernels.decode_mlp.decode_mlp` runs both in one launch (one NVIDIA enqueue
 fewer a layer, and the two projections' weights in flight together).

@@ -22,13 +22,15 @@ of q, k, v) and ShapeOfs. The split's pieces stay views only for readers that ta
 tensors (GEMMs, attention, rotary, through Reshapes and Transposes:
 ``Program._mark_strided_views``).
 
-A gated MLP's ``silu(gate(x)) * up(x)`` (LLaMA, Mistral, Qwen) has elementwise readers
+A gated MLP's ``act(gate(x)) * up(x)`` (LLaMA, Mistral, Qwen: SiLU; Gemma: tanh-GELU; any
+elementwise activation the graph writes out, as ops or as one) has elementwise readers
 instead: :func:`merge_gated_mlps` stacks its two projections into one FullyConnected and reads
-the two halves of each row with one SiluGate kernel (three launches, the norm's among them,
-become two); Phi-3's one projection to both, chunked, gets the SiluGate of its output.
-:func:`fold_gated_inputs` then lets the down projection read that GEMM's output
-itself (``GatedDesc``): a decode step's GEMV takes ``silu(g) * u`` as it reads its rows (one
-launch fewer per layer), a prompt's GEMM a SiluGate's rows made in its own impl.
+the two halves of each row with one GatedActivation kernel, the activation's ops its fused ops
+(three launches, the norm's among them, become two); Phi-3's one projection to both, chunked,
+gets the GatedActivation of its output. :func:`fold_gated_inputs` then lets the down
+projection read that GEMM's output itself (``GatedDesc``): a decode step's GEMV takes
+``act(g) * u`` as it reads its rows (one launch fewer per layer), a prompt's GEMM a
+GatedActivation's rows made in its own impl.
 """
 from __future__ import annotations
 
@@ -39,13 +41,14 @@ import numpy as np
 from ..core.boundary import Constant
 from ..core.shape import PartialShape
 from ..errors import ShapeInferenceError
-from ..ops.elementwise import Add, Multiply, Sigmoid, Swish
+from ..ops.elementwise import Add, Multiply
 from ..ops.legacy import FullyConnected
 from ..ops.movement import Reshape, Slice, Split, VariadicSplit
 from ..ops.movement.slice import slice_bounds
 from ..ops.normalization import MVN
 from ..ops.shape_ops import ShapeOf
-from .kinds.elementwise import SiluGate, SiluGateDesc
+from .impls import FusedDesc, scalar_literal
+from .kinds.elementwise import GatedActivation, GatedActivationDesc
 from .kinds.normalization import RmsNorm
 from .program_node import ProgramNode, fuse_matches, node_users, read_once, splice
 from .shape_infer import infer_host
@@ -170,54 +173,111 @@ def _stackable(n, src: tuple, k: int) -> bool:
         and np.size(b.value) == w.value.shape[0]
 
 
-def _silu_of(n, users: dict) -> tuple | None:
-    """(g as (node, output), the nodes of the SiLU besides ``n``) when ``n`` is ``g *
-    Sigmoid(g)`` (either order, the Sigmoid read only by ``n``) or ``Swish(g)`` with beta 1."""
-    if n.is_a(Swish):
-        beta = n.inputs[1][0] if len(n.inputs) > 1 else None
-        if beta is None or beta.is_constant and beta.value is not None \
-                and np.all(np.asarray(beta.value) == 1):
-            return n.inputs[0], []
-        return None
-    if not n.is_a(Multiply) or len(n.inputs) != 2:
-        return None
-    for (g, gk), (sig, _) in (n.inputs, n.inputs[::-1]):
-        if sig.is_a(Sigmoid) and sig.inputs[0] == (g, gk) and read_once(sig, users):
-            return (g, gk), [sig]
-    return None
+ACTIVATION_LIMIT = 32  # ops a gate's activation may hold (tanh-GELU written out: 8 or 9)
 
 
-def _silu_product(m, users: dict) -> tuple | None:
-    """(g as (node, output), the other factor as (node, output), the SiLU's node read only by
-    ``m``, its other nodes) when float32 Multiply ``m`` is ``silu(g) * other`` (either
-    order)."""
+def _elementwise(n) -> bool:
+    """Whether ``n`` may be an op of a gate's activation: a float32 elementwise op of float32
+    inputs whose row has an expression for them (what a fused region takes)."""
+    if not n.row.fusable or n.row.expr is None or n.is_constant or n.num_outputs != 1 \
+            or n.out_dtypes[0] != F32 or any(s.out_dtypes[k] != F32 for s, k in n.inputs):
+        return False
+    return n.row.expr(n.attrs, [F32] * len(n.inputs), F32) is not None
+
+
+def _activation(top: tuple, m, users: dict, order: dict) -> tuple | None:
+    """(x as (node, output), the activation's ops in order) when output ``top`` is an
+    elementwise function of one tensor x, read only by product ``m``: ops (:func:`_elementwise`)
+    of x and of each other, their other inputs scalar constants (kernel literals), none read
+    outside them but ``top`` by ``m``, each of x's rank; one op at least (tanh-GELU, erf-GELU,
+    SiLU as a Swish op or ``g * sigmoid(g)``, ReLU...: whatever the graph holds)."""
+    ops: dict[int, ProgramNode] = {}
+    leaves: dict[tuple, tuple] = {}
+    stack = [top]
+    while stack:
+        n, k = stack.pop()
+        if id(n) in ops:
+            continue
+        if not _elementwise(n):
+            leaves[(id(n), k)] = (n, k)
+            continue
+        ops[id(n)] = n
+        if len(ops) > ACTIVATION_LIMIT:
+            return None
+        for src, sk in n.inputs:
+            if not src.is_constant:
+                stack.append((src, sk))
+            elif scalar_literal(src) is None:
+                return None
+    if not ops or len(leaves) != 1:
+        return None
+    (x, xk), = leaves.values()
+    rank = len(x.out_pshapes[xk]) if x.out_pshapes[xk].rank_is_static else None
+    if rank is None or any(not n.out_pshapes[0].rank_is_static or len(n.out_pshapes[0]) != rank
+                           for n in ops.values()):  # (a scalar of more dims grows the rank)
+        return None
+    inside = set(ops) | {id(m)}
+    if any(n.is_output or any(id(u) not in inside for u, _ in users.get(id(n), ()))
+           for n in ops.values()):
+        return None
+    if [u for u, _ in users.get(id(top[0]), ())] != [m]:
+        return None
+    return (x, xk), sorted(ops.values(), key=lambda n: order[id(n)])
+
+
+def _fused(ops: list, x: tuple) -> list[FusedDesc]:
+    """The activation's ops as fused ops over ``x`` (stage 0), the scalar constants among
+    their inputs literals (as ``Program._fuse_elementwise`` makes a region's)."""
+    stage = {(id(x[0]), x[1]): 0}
+    out = []
+    for t, u in enumerate(ops):
+        refs = [stage.get((id(src), k)) for src, k in u.inputs]
+        others = [(src, k) for (src, k), r in zip(u.inputs, refs) if r is None]
+        literals = [scalar_literal(src) if r is None else None
+                    for (src, _), r in zip(u.inputs, refs)]
+        out.append(FusedDesc(u.row, u.attrs, refs, others, [F32] * len(u.inputs), F32, u,
+                             literals))
+        stage[(id(u), 0)] = t + 1
+    return out
+
+
+def _gated_product(m, users: dict, order: dict) -> tuple | None:
+    """(gate as (node, output), up as (node, output), the activation's ops, the product's
+    GatedActivationDesc) when float32 Multiply ``m`` is ``act(gate) * up`` (either order;
+    :func:`_activation`)."""
     if not m.is_a(Multiply) or len(m.inputs) != 2 or m.out_dtypes[0] != F32:
         return None
-    for (silu, _), other in (m.inputs, m.inputs[::-1]):
-        found = _silu_of(silu, users) if read_once(silu, users) else None
-        if found is not None:
-            return found[0], other, silu, found[1]
+    for pos, (top, other) in enumerate(((m.inputs[0], m.inputs[1]),
+                                        (m.inputs[1], m.inputs[0]))):
+        found = _activation(top, m, users, order)
+        if found is None:
+            continue
+        x, ops = found
+        act = _fused(ops, x)
+        refs = (len(act), None) if pos == 0 else (None, len(act))
+        product = FusedDesc(m.row, m.attrs, refs, [other], [F32, F32], F32, m)
+        return x, other, ops, GatedActivationDesc(act, product, [*ops, m])
     return None
 
 
-def _gated(m, users: dict) -> tuple | None:
-    """(gate, up, absorbed nodes) when Multiply ``m`` is ``silu(gate(x)) * up(x)`` (either
-    order) of two FullyConnected nodes over one input that only the product reads (the
-    gate only by its SiLU's nodes)."""
-    found = _silu_product(m, users)
+def _gated(m, users: dict, order: dict) -> tuple | None:
+    """(gate, up, absorbed nodes, desc) when Multiply ``m`` is ``act(gate(x)) * up(x)``
+    (either order) of two FullyConnected nodes over one input that only the product reads
+    (the gate only by its activation's ops)."""
+    found = _gated_product(m, users, order)
     if found is None:
         return None
-    (gate, _), (up, _), silu, parts = found
+    (gate, _), (up, _), ops, desc = found
     if not gate.is_a(FullyConnected) or len(gate.inputs) != 3 or gate.inputs[1][0].value is None:
         return None
     k = gate.inputs[1][0].value.shape[-1]
     readers = {id(u) for u, _ in users.get(id(gate), ())}
     if not (_stackable(gate, gate.inputs[0], k) and _stackable(up, gate.inputs[0], k)
             and read_once(up, users) and gate is not up and not gate.is_output
-            and readers == {id(n) for n in parts + [silu]}
+            and readers <= {id(n) for n in ops}
             and gate.out_pshapes[0] == up.out_pshapes[0]):
         return None
-    return gate, up, [gate, up, *parts, silu]
+    return gate, up, [gate, up, *ops], desc
 
 
 def _half_of(n, k: int) -> tuple | None:
@@ -253,51 +313,52 @@ def _half_of(n, k: int) -> tuple | None:
         else None
 
 
-def _gated_halves(m, users: dict) -> tuple | None:
-    """(source, absorbed nodes) when Multiply ``m`` is ``silu(x[..., :h]) * x[..., h:]``
+def _gated_halves(m, users: dict, order: dict) -> tuple | None:
+    """(source, absorbed nodes, desc) when Multiply ``m`` is ``act(x[..., :h]) * x[..., h:]``
     (either order) of one tensor's halves along its last axis (Phi-3's gate and up projection
-    in one Linear, chunked), the pieces read only by the product and the SiLU's nodes."""
-    found = _silu_product(m, users)
+    in one Linear, chunked), the pieces read only by the product and the activation's ops."""
+    found = _gated_product(m, users, order)
     if found is None:
         return None
-    (gate, gk), (up, uk), silu, parts = found
+    (gate, gk), (up, uk), ops, desc = found
     g, u = _half_of(gate, gk), _half_of(up, uk)
     if g is None or u is None or g[0] != u[0] or (g[1], u[1]) != (0, 1):
         return None
     pieces = [gate] if gate is up else [gate, up]
-    inside = {id(n) for n in [*parts, silu, m]}
+    inside = {id(n) for n in [*ops, m]}
     if any(p.is_output or any(id(r) not in inside for r, _ in users.get(id(p), ()))
            for p in pieces):
         return None
-    return g[0], [*pieces, *parts, silu]
+    return g[0], [*pieces, *ops], desc
 
 
 def merge_gated_mlps(nodes: list) -> list:
-    """``nodes`` (topological) with each gated MLP's ``silu(gate(x)) * up(x)`` (LLaMA,
-    Mistral, Qwen: two FullyConnected nodes over one normalized input) as one
-    FullyConnected over the stacked weights and a SiluGate of its two halves, at the
+    """``nodes`` (topological) with each gated MLP's ``act(gate(x)) * up(x)`` (LLaMA, Mistral,
+    Qwen: SiLU; Gemma: tanh-GELU; two FullyConnected nodes over one normalized input) as one
+    FullyConnected over the stacked weights and a GatedActivation of its two halves, at the
     product's place: one GEMM and one launch for three, and the norm in front, with one
     reader left, folds into the GEMM (``norm_gemm``). Where one tensor's halves are the gate
-    and the up projection already (Phi-3), a SiluGate of that tensor."""
+    and the up projection already (Phi-3), a GatedActivation of that tensor."""
     users = node_users(nodes)
+    order = {id(n): i for i, n in enumerate(nodes)}
     replace: dict[int, list] = {}
     dropped: set[int] = set()
     for m in nodes:
-        found = _gated(m, users)
+        found = _gated(m, users, order)
         if found is not None:
-            gate, up, absorbed = found
+            gate, up, absorbed, desc = found
             made = _stacked([gate, up])
             src = (made[-1], 0)
         else:  # (the two projections already one: their output's halves)
-            halves = _gated_halves(m, users)
+            halves = _gated_halves(m, users, order)
             if halves is None:
                 continue
-            (src, absorbed), made = halves, []
+            (src, absorbed, desc), made = halves, []
         if any(id(n) in dropped for n in absorbed):
             continue
-        act = ProgramNode(m.id, SiluGate.type_name, {}, [src], out_dtypes=[F32],
+        act = ProgramNode(m.id, GatedActivation.type_name, {}, [src], out_dtypes=[F32],
                           out_pshapes=[m.out_pshapes[0]], name=m.name)
-        act.subgraph = SiluGateDesc([*absorbed, m])
+        act.subgraph = desc
         replace[id(m)] = made + [act]
         dropped.update(id(n) for n in absorbed)
     return splice(nodes, replace, dropped)
@@ -306,16 +367,18 @@ def merge_gated_mlps(nodes: list) -> list:
 class GatedDesc:
     """What a FullyConnected over a gated MLP's activation computes (:func:`fold_gated_inputs`):
     input 0 holds the gate's and the up projection's columns side by side ``[..., 2K]``, the
-    GEMM reads ``silu(g) * u`` (``SiluGate``'s) against weights ``[N, K]``. Keeps the absorbed
-    SiluGate and the FullyConnected for the host reference."""
+    GEMM reads ``act(g) * u`` (the GatedActivation's, ``gate``: its desc) against weights
+    ``[N, K]``. Keeps the absorbed GatedActivation and the FullyConnected for the host
+    reference."""
 
     gated = True
 
     def __init__(self, act, fc) -> None:
         self.act, self.fc = act, fc
+        self.gate: GatedActivationDesc = act.subgraph
 
     def key(self) -> tuple:
-        return ("gated",)
+        return ("gated", self.gate.key())
 
     def infer_shapes(self, shapes: Sequence[tuple],
                      values: Mapping[int, np.ndarray]) -> list[tuple]:
@@ -326,15 +389,15 @@ class GatedDesc:
         return [tuple(x[:-1]) + (w[0],)]
 
     def evaluate(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
-        """The SiluGate's reference, then the FullyConnected's."""
-        x = self.act.subgraph.evaluate([arrays[0]])[0]
+        """The GatedActivation's reference, then the FullyConnected's."""
+        x = self.gate.evaluate([arrays[0]])[0]
         return infer_host(self.fc, [x, *arrays[1:]])
 
 
 def fold_gated_inputs(nodes: list) -> list:
-    """``nodes`` (topological) with each FullyConnected whose input is a SiluGate's (read by
-    nothing else) reading the SiluGate's input instead, the SiluGate folded in (``GatedDesc``):
-    the down projection of a gated MLP."""
+    """``nodes`` (topological) with each FullyConnected whose input is a GatedActivation's
+    (read by nothing else) reading the GatedActivation's input instead, the GatedActivation
+    folded in (``GatedDesc``): the down projection of a gated MLP."""
     return fuse_matches(nodes, _gated_gemm)
 
 
@@ -343,7 +406,7 @@ def _gated_gemm(m, users: dict) -> tuple | None:
             or m.out_dtypes[0] != F32 or not m.inputs[1][0].is_constant:
         return None
     act, k = m.inputs[0]
-    if not act.is_a(SiluGate) or k != 0 or not read_once(act, users):
+    if not act.is_a(GatedActivation) or k != 0 or not read_once(act, users):
         return None
     node = ProgramNode(m.id, m.kind, m.attrs, [act.inputs[0], *m.inputs[1:]],
                        out_dtypes=m.out_dtypes, out_pshapes=m.out_pshapes, name=m.name)

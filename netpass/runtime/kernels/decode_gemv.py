@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .common import Source, Stage, header, memoized, nan_max, offsets, stage_code
-from .eltwise import silu_gate_expr
+from .eltwise import gated_code
 from .gemm import gemm_args, norm_scale
 from .phase import NO_PHASE
 
@@ -57,7 +57,7 @@ def gemv_staged(m: int, k: int) -> int:
 @memoized
 def gemv(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int, tpr: int,
          norm: tuple | None = None, run: int = GEMV_RUN, rows: int = GEMV_ROWS,
-         staged: int = 0, gated: bool = False) -> Source:
+         staged: int = 0, gate: list[Stage] | None = None) -> Source:
     """C[b] = A[b] @ B[b] (+ epilogue) for A of at most GEMV_ROWS rows, B(k, n) contiguous
     along k (a FullyConnected's weights [N, K] as they are: no reorder), float32; the arguments
     of every GEMM kernel (kernels.gemm.gemm_args). Each output column gets ``tpr`` items; an
@@ -84,18 +84,19 @@ def gemv(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int, tp
     first way takes 8.5, the second 10.6; the prologue before both, which summed each row's
     partial statistics on one item and normalized every element in the loop, 12.1.)
 
-    ``gated`` (no ``norm``): A's row m is a gated MLP's activation ``silu(g) * u`` of the
+    ``gate`` (no ``norm``): A's row m is a gated MLP's activation ``act(g) * u`` of the
     gate's columns ``g`` (from ``A + m * sam``) and the up projection's ``u`` (``K`` further
-    on), taken as the loop reads them (``parallel_gemms.fold_gated_inputs``): the down
-    projection reads its stacked input, no SiluGate launch before it."""
-    if gated and norm is not None:
+    on), taken as the loop reads them (``parallel_gemms.fold_gated_inputs``; ``gate``: its
+    stages, as ``eltwise.gated_code`` takes them): the down projection reads its stacked
+    input, no GatedActivation launch before it."""
+    if gate is not None and norm is not None:
         raise ValueError("a gated A takes no normalization")
     args = gemm_args("float", n_extra, extra_dtypes, erank, norm)
     code = stage_code([Stage("v", [], "float")] + list(epilogue),
                        {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
     offs = offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
     p = _gemv_staged_parts(norm, staged) if staged and norm is not None else \
-        _gemv_gated_parts() if gated else _gemv_norm_parts(norm)
+        _gemv_gated_parts(gate) if gate is not None else _gemv_norm_parts(norm)
     text = header([np.float32] + list(extra_dtypes)) + f"""#define WG {GEMV_WG}
 #define TPR {tpr}
 #define COLS (WG / TPR)
@@ -258,14 +259,21 @@ def _gemv_norm_parts(norm: tuple | None) -> dict[str, str]:
     }
 
 
-def _gemv_gated_parts() -> dict[str, str]:
+def _gemv_gated_parts(gate: list[Stage]) -> dict[str, str]:
     """:func:`gemv`'s fragments for a gated A: the loop's reads of A take the gate's value
-    and the up projection's, ``K`` further on, and their ``silu_gate_expr``."""
+    and the up projection's, ``K`` further on, and their activation (``gate``'s stages)."""
     out = dict.fromkeys(_PARTS, "")
     a4 = "((__global const float4*)(A + m * sam{}))[q]"
-    out["dot4"] = f"part += dot(w[j], {silu_gate_expr(a4.format(''), a4.format(' + K'))});"
-    out["dot1"] = "acc[m] = mad(" + silu_gate_expr("A[m * sam + k * sak]",
-                                                   "A[m * sam + (K + k) * sak]") + ", wk, acc[m]);"
+    code4, y4 = gated_code(gate, a4.format(""), a4.format(" + K"), vector=True)
+    out["dot4"] = f"""{{
+              {code4}
+              part += dot(w[j], {y4});
+            }}"""
+    code1, y1 = gated_code(gate, "A[m * sam + k * sak]", "A[m * sam + (K + k) * sak]")
+    out["dot1"] = f"""{{
+            {code1}
+            acc[m] = mad({y1}, wk, acc[m]);
+          }}"""
     return out
 
 

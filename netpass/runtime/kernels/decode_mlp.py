@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from .common import Source, Stage, memoized, offsets, side_params, stage_code
 from .decode_gemv import staged_rows
-from .eltwise import silu_gate_expr
+from .eltwise import gated_code
 from .mma import arrival_defs, last_to_arrive
 
 MLP_WG = 256        # work-items of a work-group
@@ -68,10 +68,10 @@ def decode_mlp(k: int, h: int, n: int, hc: int, norm: tuple | None, act: list[St
     (gated: [2h, k], the gate's rows then the up projection's), b1, W2 [n, h], y [n].
     ``norm``: kernels.gemm.norm_prologue's tuple (gamma ``G`` and beta ``Bt`` as it says; x
     staged by decode_gemv.staged_rows), or None. ``act``: the stages after a hidden unit's
-    value (the up projection's fused ops, literals their only side inputs; a gated MLP's
-    ``silu(g) * u`` instead); ``epilogue``: the down projection's (its bias, its fused ops),
-    over side inputs of ``extra_dtypes`` indexed over ``erank`` dims (kernels.gemm.gemm_args'
-    tail)."""
+    value (the up projection's fused ops, literals their only side inputs; ``gated``: a gated
+    MLP's ``act(g) * u`` over loads 0 and 1 instead, as ``eltwise.gated_code`` takes them);
+    ``epilogue``: the down projection's (its bias, its fused ops), over side inputs of
+    ``extra_dtypes`` indexed over ``erank`` dims (kernels.gemm.gemm_args' tail)."""
     k4, hc4 = k // 4, hc // 4
     rows1 = 2 * hc if gated else hc             # W1 rows a work-group reads
     tpr = MLP_WG // rows1                       # items per W1 row
@@ -85,8 +85,12 @@ def decode_mlp(k: int, h: int, n: int, hc: int, norm: tuple | None, act: list[St
     args += ["__global float* Y", "int yoff", "__global float* P", "__global int* count"]
     args += side_params(extra_dtypes, erank)
     w1row = f"(row < {hc} ? c0 + row : {h} + c0 + row - {hc})" if gated else "c0 + row"
-    unit = f"""const float g = hs[j], u = hs[{hc} + j];
-    const float v = {silu_gate_expr("g", "u")};""" if gated else f"""const float v = hs[j];
+    if gated:
+        code, y = gated_code(act, "hs[j]", f"hs[{hc} + j]")
+        unit = f"""{code}
+    const float v = {y};"""
+    else:
+        unit = f"""const float v = hs[j];
     {stage_code([Stage("v", [], "float")] + act, {})}"""
     names = [f"in{j}" for j in range(len(extra_dtypes))]
     groups = h // hc

@@ -155,26 +155,31 @@ def unaries(exprs: tuple[str, ...]) -> Source:
     return Source(text, "unaries")
 
 
-def silu_gate_expr(g: str, u: str) -> str:
-    """C expression of a gated MLP's activation of gate ``g`` and up projection ``u`` (float
-    or float4): silu(g) * u, silu(g) = g * (1 / (1 + exp(-g))) as the Sigmoid and Multiply it
-    stands for (:func:`silu_gate`; ``decode_gemv.gemv``'s gated A)."""
-    return f"(({g}) * (1.0f / (1.0f + exp(-({g}))))) * ({u})"
+def gated_code(stages: list[Stage], g: str, u: str, vector: bool = False) -> tuple[str, str]:
+    """(C statements, the variable they leave it in) of a gated MLP's activation of gate ``g``
+    and up projection ``u``, C expressions of floats (``vector``: float4): ``stages`` over
+    loads 0 and 1, the activation's ops then the product (their expressions their rows':
+    kinds.elementwise.GatedActivationDesc.stages). :func:`gated_activation`, the GEMV's gated
+    A (``decode_gemv.gemv``), the fused MLP (``decode_mlp``)."""
+    if vector:
+        stages = [Stage(st.expr, st.operands, "float4") for st in stages]
+    return stage_code(stages, {0: g, 1: u}), f"x{len(stages) - 1}"
 
 
 @memoized
-def silu_gate() -> Source:
-    """A gated MLP's activation: y[r, j] = silu(x[r, j]) * x[r, h + j] over rows of 2h
-    (the gate's and the up projection's columns of one GEMM, kinds.elementwise.SiluGate),
-    silu(g) = g * (1 / (1 + exp(-g))) as the Sigmoid and Multiply it stands for."""
-    text = header([]) + """__kernel void silu_gate(__global const float* X, int off_x,
-                        __global float* Y, int yoff, int n, int h)
-{
+def gated_activation(stages: list[Stage]) -> Source:
+    """A gated MLP's activation: y[r, j] = act(x[r, j]) * x[r, h + j] over rows of 2h (the
+    gate's and the up projection's columns of one GEMM, kinds.elementwise.GatedActivation),
+    ``stages`` as :func:`gated_code` takes them."""
+    code, y = gated_code(stages, "X[off_x + row * 2 * h + j]", "X[off_x + row * 2 * h + h + j]")
+    text = header([]) + f"""__kernel void gated_activation(__global const float* X, int off_x,
+                               __global float* Y, int yoff, int n, int h)
+{{
   int gid = get_global_id(0);
   if (gid >= n) return;
   int row = gid / h, j = gid - row * h;
-  const float g = X[off_x + row * 2 * h + j], u = X[off_x + row * 2 * h + h + j];
-  Y[yoff + gid] = """ + silu_gate_expr("g", "u") + """;
-}
+  {code}
+  Y[yoff + gid] = {y};
+}}
 """
-    return Source(text, "silu_gate")
+    return Source(text, "gated_activation")

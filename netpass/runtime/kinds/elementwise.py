@@ -87,13 +87,14 @@ from ..impls import (
     broadcast_strides,
     collapse,
     contiguous_strides,
+    evaluate_fused,
     fused_stages,
     size,
     work_1d,
 )
 from ..index_forms import Form, add, aligned, mul
 from ..kernels.common import Stage, ctype, flit, nan_clamp, nan_max, nan_min
-from ..kernels.eltwise import eltwise, eltwise_vec4, rotary, silu_gate, unaries
+from ..kernels.eltwise import eltwise, eltwise_vec4, gated_activation, rotary, unaries
 from ..shape_infer import infer_host
 from .base import ExprRule, OpKind, broadcast_shape, same_as, table
 
@@ -403,51 +404,62 @@ def rotary_impl(p: Params, key: Any) -> Impl | None:
     return Impl(key, [Launch(src, *work_1d(n), spec)])
 
 
-class SiluGate:
-    """The kind of ``silu(x[..., :h]) * x[..., h:]`` over the last axis of 2h (a gated MLP's
-    activation times its up projection, the two projections' columns side by side in one
-    GEMM), made by ``netpass.runtime.parallel_gemms.merge_gated_mlps`` (and folded into a
-    FullyConnected that reads it: ``fold_gated_inputs``), never an op of a model; its node's
-    ``subgraph`` is a :class:`SiluGateDesc`."""
+class GatedActivation:
+    """The kind of ``act(x[..., :h]) * x[..., h:]`` over the last axis of 2h (a gated MLP's
+    activation of its gate times its up projection, the two projections' columns side by side
+    in one GEMM; ``act`` any elementwise function of one tensor: SiLU, GELU, ReLU...), made by
+    ``netpass.runtime.parallel_gemms.merge_gated_mlps`` (and folded into a FullyConnected that
+    reads it: ``fold_gated_inputs``), never an op of a model; its node's ``subgraph`` is a
+    :class:`GatedActivationDesc`."""
 
-    type_name: ClassVar[str] = "SiluGate"
+    type_name: ClassVar[str] = "GatedActivation"
 
 
-class SiluGateDesc:
-    """What a SiluGate computes, and the nodes it replaced (for messages)."""
+class GatedActivationDesc:
+    """What a GatedActivation computes: ``act``, the activation's ops as the graph holds them
+    (fused ops over the gate's value, stage 0, their other inputs literals), and ``product``,
+    the Multiply of its value by the up projection's (its one side input); ``nodes``: the
+    nodes it replaced (for messages). ``stages``: the kernels' code of both over loads 0 (the
+    gate's value) and 1 (the up projection's), the product last (each op's expression its
+    row's, as a fused region's)."""
 
-    def __init__(self, nodes: list) -> None:
-        self.nodes = nodes
+    def __init__(self, act: Sequence[FusedDesc], product: FusedDesc, nodes: list) -> None:
+        self.act, self.product, self.nodes = tuple(act), product, nodes
+        self.stages = [Stage("{0}", [("in", 0)], "float")] + fused_stages(list(self.act), 2) \
+            + fused_stages([product], 1)
 
     def key(self) -> tuple:
-        return ("silu_gate",)
+        return ("gated_activation", tuple(f.key() for f in self.act), self.product.key())
 
     def infer_shapes(self, shapes: Sequence[tuple],
                      values: Mapping[int, np.ndarray]) -> list[tuple]:
-        return silu_gate_shapes({}, list(shapes), {})
+        return gated_activation_shapes({}, list(shapes), {})
 
     def evaluate(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """The replaced ops' references: the activation's of the gate's half, then the
+        product's with the up projection's half."""
         x = np.asarray(arrays[0])
         h = x.shape[-1] // 2
-        g = x[..., :h]
-        sig = (np.float32(1) / (np.float32(1) + np.exp(-g))).astype(x.dtype)
-        return [((g * sig) * x[..., h:]).astype(x.dtype)]
+        a = evaluate_fused(list(self.act), x[..., :h], lambda src, k: src.value, infer_host)
+        ins = [a if r is not None else x[..., h:] for r in self.product.refs]
+        return [np.asarray(infer_host(self.product.node, ins)[0]).astype(x.dtype)]
 
 
-def silu_gate_shapes(attrs: dict, shapes: list, values: dict) -> list[tuple]:
-    """A SiluGate's output: its input with the last axis halved."""
+def gated_activation_shapes(attrs: dict, shapes: list, values: dict) -> list[tuple]:
+    """A GatedActivation's output: its input with the last axis halved."""
     return [tuple(shapes[0][:-1]) + (shapes[0][-1] // 2,)]
 
 
-def silu_gate_impl(p: Params, key: Any) -> Impl | None:
-    """One ``silu_gate`` launch over the output (float32, contiguous rows of 2h)."""
+def gated_activation_impl(p: Params, key: Any) -> Impl | None:
+    """One ``gated_activation`` launch over the output (float32, contiguous rows of 2h)."""
     out = tuple(p.out_shapes[0])
     if np.dtype(p.in_dtypes[0]) != F32 or not out or (p.in_strides and p.in_strides[0]):
         return None
     n = size(out)
     if not n:
         return Impl(key, [])
-    return Impl(key, [Launch(silu_gate(), *work_1d(n), [("i", 0), ("o", 0), n, out[-1]])])
+    src = gated_activation(p.node.subgraph.stages)
+    return Impl(key, [Launch(src, *work_1d(n), [("i", 0), ("o", 0), n, out[-1]])])
 
 
 class Unaries:
@@ -568,7 +580,7 @@ ROWS = table(
     # quantization
     elementwise(FakeQuantize, unary(_fake_quantize)),
     OpKind(Rotary, shape=rotary_shapes, impl=rotary_impl),
-    OpKind(SiluGate, shape=silu_gate_shapes, impl=silu_gate_impl),
+    OpKind(GatedActivation, shape=gated_activation_shapes, impl=gated_activation_impl),
     OpKind(Unaries, shape=unaries_shapes, impl=unaries_impl),
 )
 ROW = {row.cls: row for row in ROWS}

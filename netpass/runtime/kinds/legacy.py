@@ -25,7 +25,7 @@ from ..impls import (
 from ..kernels import decode_gemv, mma_plan
 from ..kernels.common import flit
 from ..kernels.decode_mlp import MLP_WG, decode_mlp, mlp_partials
-from ..kernels.eltwise import silu_gate
+from ..kernels.eltwise import gated_activation
 from .base import ExprRule, OpKind, Skip, table
 from .elementwise import ROW, elementwise, per_channel_impl, with_bias
 from .matmul import gemm_launch, norm_out_plan
@@ -51,9 +51,11 @@ def fully_connected_impl(p: Params, key: Any) -> Impl | None:
     if fold is not None:
         hc = fold.chunk(p.engine, m)
         if hc:
-            return _decode_mlp_impl(p, key, fold, hc)
+            return _decode_mlp_impl(p, key, desc, hc)
         desc = desc.inner  # type: ignore[union-attr]
     gated = desc is not None and desc.gated
+    # (its activation's stages: parallel_gemms.GatedDesc.gate, a GatedActivationDesc)
+    gate = desc.gate.stages if desc is not None and gated else None
     kdim = x[-1] // 2 if gated else x[-1]
     w = p.in_shapes[1]
     n = w[0]
@@ -68,15 +70,15 @@ def fully_connected_impl(p: Params, key: Any) -> Impl | None:
         norm = desc.kernel_params()
         if reordered and desc.foldable(p.node):  # (a LayerNorm over constant vectors folds
             folded = norm_out_plan(q, m, n, kdim)  # into the reordered weights: one launch)
-    elif gated and not gemv:  # (the GEMV takes silu(g) * u as it reads the rows)
-        a_written = Launch(silu_gate(), *work_1d(m * kdim),
+    elif gated and not gemv:  # (the GEMV takes act(g) * u as it reads the rows)
+        a_written = Launch(gated_activation(gate), *work_1d(m * kdim),
                            [("i", 0), ("b", 0), 0, m * kdim, kdim])
     # the epilogue indexes side inputs over the real output shape (the GEMM's flat index is
     # the same): a residual [b, s, n] broadcasts as it does in the graph
     g = gemm_launch(q, (m, kdim), (kdim, n) if reordered else (n, kdim), False, not reordered,
                     (0, 1), tuple(p.out_shapes[0]),
                     a_strides=(2 * kdim, 1) if gated and gemv else None, extra_refs=refs,
-                    norm=norm, norm_first=3, folded=folded, gated=gated and gemv,
+                    norm=norm, norm_first=3, folded=folded, gate=gate if gemv else None,
                     a_written=a_written)
     if g is None:
         return None
@@ -85,13 +87,16 @@ def fully_connected_impl(p: Params, key: Any) -> Impl | None:
     return impl
 
 
-def _decode_mlp_impl(p: Params, key: Any, fold, hc: int) -> Impl:
-    """Down projection ``p`` and its up projection (``fold``: fused_mlp) at one row, in one
-    launch (kernels.decode_mlp): inputs 3 on are the up projection's (x, weights, bias, its
+def _decode_mlp_impl(p: Params, key: Any, desc, hc: int) -> Impl:
+    """Down projection ``p`` and its up projection (``desc``: fused_mlp.MlpDesc) at one row, in
+    one launch (kernels.decode_mlp): inputs 3 on are the up projection's (x, weights, bias, its
     norm's vectors); the down projection's bias and fused ops make the epilogue."""
+    fold = desc.fold
     up = fold.up
     norm = up.subgraph.kernel_params() if up.subgraph is not None else None
-    act = [] if fold.gated else fused_stages(up.fused, 0)
+    # (a gated MLP's activation and product: GatedActivationDesc.stages; else the up
+    # projection's fused ops)
+    act = desc.inner.gate.stages if fold.gated else fused_stages(up.fused, 0)
     q = with_bias(p, (fold.n,), p.in_dtypes[2])
     stages, n_extra, edt, edims, est = epilogue(q, tuple(p.out_shapes[0]))
     ptx = getattr(p.engine, "mma", "") == "ptx"  # (NVIDIA: inline PTX)

@@ -91,7 +91,7 @@ def skinny_width(engine, M: int, N: int, batch: int, tiled_groups: int) -> int |
 def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, out_shape,
                 a_strides=None, b_strides=None, extra_refs: list | None = None,
                 norm: tuple | None = None, norm_first: int = 2,
-                folded: tuple | None = None, gated: bool = False,
+                folded: tuple | None = None, gate: list | None = None,
                 a_written: Launch | None = None) -> tuple[list, list] | None:
     """(launches, impl buffers) for out = op(A) @ op(B) with numpy-style batch broadcasting:
     one GEMM launch, or a split-K GEMM into a scratch buffer and its reduction
@@ -99,10 +99,11 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
     (norm_gemm; gamma and beta are the inputs from ``norm_first`` on, in order). ``folded``
     (with ``norm``: :func:`norm_out_plan`'s plan for these shapes): B is the weights with the
     normalization folded in (``norm_gemm.fold_weights``), and the tensor-core kernel
-    normalizes the product (no gamma or beta inputs read). ``gated`` (the GEMV only: None
-    where another kernel would run): A's rows are a gated MLP's ``silu(g) * u``, ``g`` as
-    ``a_shape`` and ``a_strides`` give it, ``u`` the K columns after it. ``a_written``: a
-    launch writing A, contiguous, into impl buffer 0 ahead of the GEMM, which reads it there."""
+    normalizes the product (no gamma or beta inputs read). ``gate`` (the GEMV only: None
+    where another kernel would run): A's rows are a gated MLP's ``act(g) * u``, ``g`` as
+    ``a_shape`` and ``a_strides`` give it, ``u`` the K columns after it, ``gate`` the stages
+    of its activation (kernels.eltwise.gated_code). ``a_written``: a launch writing A,
+    contiguous, into impl buffer 0 ahead of the GEMM, which reads it there."""
     a, b = list(a_shape), list(b_shape)
     sa = list(a_strides) if a_strides is not None else contiguous_strides(a)
     sb = list(b_strides) if b_strides is not None else contiguous_strides(b)
@@ -146,7 +147,7 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
     tn = skinny_width(p.engine, M, N, nb, tiled_groups)
     f32 = np.dtype(p.out_dtypes[0]) == np.float32
     gemv = decode_gemv.gemv_width(M, Ka, sb[-2], N, gpu, norm is not None) if f32 else None
-    if gated and (gemv is None or norm is not None):
+    if gate is not None and (gemv is None or norm is not None):
         return None
     pre: list[Launch] = []  # (A, or its statistics, made ahead of the GEMM)
     buffers: list = []
@@ -186,9 +187,10 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
     if gemv is not None:  # few rows: memory-bound GEMVs over B's contiguous columns
         run = decode_gemv.gemv_run(Ka, gemv, gpu)
         staged = decode_gemv.gemv_staged(M, Ka) if norm is not None else 0
+        gated = gate is not None
         src = p.cached(("gemv", gemv, len(edims), norm, run, M, staged, gated),
                        lambda: decode_gemv.gemv(stages, n_extra, edt, len(edims), gemv, norm,
-                                                run, M, staged, gated))
+                                                run, M, staged, gate))
         lx, ly = decode_gemv.GEMV_WG, 1
         gws = (cdiv(N, decode_gemv.GEMV_WG // gemv) * decode_gemv.GEMV_WG, 1, max(nb, 1))
     elif tc_plan is not None:  # tensor cores (TF32, or 3xTF32 for float32)
