@@ -34,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ops.elementwise import Add, Multiply, Negative
+from ..ops.indexing import Gather
 from ..ops.movement import (
     Concat,
     Reshape,
@@ -272,11 +273,12 @@ _VIEWS = (Reshape, Transpose, Split, VariadicSplit, Slice, Squeeze, Unsqueeze)
 
 
 def _origin(node: ProgramNode) -> ProgramNode:
-    """The node a rotated tensor is cut, reshaped or transposed from (up its chain of views
-    and of per-row norms, an RmsNorm and its scale by a constant: a layer's queries and keys
-    reach their QKV projection, through their own norms in Qwen3)."""
+    """The node a rotated tensor is cut, picked, reshaped or transposed from (up its chain of
+    views, of Gathers by constant indices, and of per-row norms, an RmsNorm and its scale by
+    a constant: a layer's queries and keys reach their QKV projection, through their own
+    norms in Qwen3, by Falcon's pick of its key head in TorchScript)."""
     while node.inputs:
-        if node.is_a(*_VIEWS, RmsNorm):
+        if node.is_a(*_VIEWS, RmsNorm) or node.is_a(Gather) and node.inputs[1][0].is_constant:
             node = node.inputs[0][0]
             continue
         computed = [s for s, _ in node.inputs if not s.is_constant]

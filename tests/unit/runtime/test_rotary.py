@@ -167,6 +167,30 @@ def test_queries_and_keys_rotate_in_one_launch(rng, keys_first):
         assert _rel_l2(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-6
 
 
+def test_a_key_head_picked_by_a_gather_merges_with_the_queries(rng):
+    """Falcon's TorchScript export: the fused projection's heads [B, S, 6, d], the queries a
+    Slice of the first four, the key head picked by a Gather of index [-2]: both rotations
+    reach the projection, so they merge."""
+    d = 16
+    x = opset.parameter([1, -1, 24], np.float32, name="x")
+    cos = opset.parameter([1, -1, 1, d], np.float32, name="cos")
+    sin = opset.parameter([1, -1, 1, d], np.float32, name="sin")
+    heads = opset.reshape(opset.matmul(x, _f(rng, 24, 6 * d), False, False),
+                          np.array([0, 0, 6, d], np.int64), True)
+    q = opset.slice(heads, np.array([0], np.int64), np.array([4], np.int64),
+                    np.array([1], np.int64), np.array([2], np.int64))
+    k = opset.gather(heads, np.array([-2], np.int64), np.array(2, np.int64))
+    y = opset.matmul(opset.transpose(_rotate(q, cos, sin, d), np.array([0, 2, 1, 3], np.int64)),
+                     opset.transpose(_rotate(k, cos, sin, d), np.array([0, 2, 3, 1], np.int64)),
+                     False, False)
+    model = Model([opset.result(y, name="y")], [x, cos, sin])
+    rot = [n for n in Program.from_model(model).nodes if n.kind == "Rotary"]
+    assert len(rot) == 1 and rot[0].num_outputs == 2
+    feeds = {"x": _f(rng, 1, 5, 24), "cos": _f(rng, 1, 5, 1, d), "sin": _f(rng, 1, 5, 1, d)}
+    got = compile_program(model, RUNTIME_DEVICE).create_infer_request().infer(feeds)["y"]
+    assert _rel_l2(got, netpass.reference.infer(model, feeds)["y"]) <= 1e-5
+
+
 def test_rotations_of_two_projections_stay_apart(rng):
     """Queries and keys of two separate inputs may depend on each other: no merge."""
     d = 16
