@@ -1,9 +1,10 @@
-"""Stateful greedy decoding of a transformers GPT-2 or LLaMA on netpass, beside torch eager in
-the same run.
+"""Stateful greedy decoding of a transformers decoder (GPT-2, LLaMA, any causal LM type) on
+netpass, beside torch eager in the same run.
 
 The model (default: GPT-2 small's config, 12 layers, d=768, 12 heads, vocab 50257, random fp32
 weights; ``--arch llama``: a LLaMA of the same width and depth with 4 key/value heads, vocab
-32000; ``tools/export_decoder.py``) is exported with its key/value cache, made stateful
+32000, ffn 2048; any other transformers model type at those sizes: ``--arch gptj``;
+``tools/export_decoder.py``) is exported with its key/value cache, made stateful
 (``netpass.generation.stateful_decoder``: the cache lives in the infer request's device memory
 and grows in place; the LM head computes the last position's logits only, as OpenVINO GenAI
 slices them) and compiled with ``compile_model``. A prompt of PROMPT tokens is
@@ -47,7 +48,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_runtime import bench_add  # noqa: E402
-from export_decoder import Decoder, export_decoder, gpt2, llama  # noqa: E402
+from export_decoder import Decoder, build, export_decoder  # noqa: E402
 
 import netpass  # noqa: E402
 from netpass.generation import GreedyDecoder, stateful_decoder  # noqa: E402
@@ -85,8 +86,9 @@ def torch_generate(model, prompt: np.ndarray, new_tokens: int, device: str) -> d
             "step_s": step_s, "tokens": tokens}
 
 
-# ``--arch llama``: a LLaMA of GPT-2 small's width and depth with grouped-query attention (4
-# key/value heads for 12 query heads), rotary embeddings, RMSNorm and a SiLU MLP
+# ``--arch llama`` (and any other transformers model type but gpt2): GPT-2 small's width and
+# depth with grouped-query attention (4 key/value heads for 12 query heads), the model type's
+# own norms, position embeddings and MLP (LLaMA: rotary, RMSNorm, a SiLU-gated MLP)
 LLAMA = dict(layers=12, d=768, heads=12, kv_heads=4, vocab=32000, ffn=2048)
 QUICK = {"gpt2": dict(layers=2, d=128, heads=4, vocab=1024),
          "llama": dict(layers=2, d=128, heads=4, kv_heads=2, vocab=1024, ffn=256)}
@@ -95,9 +97,9 @@ QUICK = {"gpt2": dict(layers=2, d=128, heads=4, vocab=1024),
 def hf_model(arch: str, quick: bool):
     """The transformers model of the benchmark (random weights, seeded: the same every call):
     (model, layers, kv heads, head size, vocab)."""
-    if arch == "llama":
-        return llama(positions=1024, **(QUICK["llama"] if quick else LLAMA))
-    return gpt2(positions=1024, **(QUICK["gpt2"] if quick else {}))
+    if arch == "gpt2":
+        return build("gpt2", positions=1024, **(QUICK["gpt2"] if quick else {}))
+    return build(arch, positions=1024, **(QUICK["llama"] if quick else LLAMA))
 
 
 def load_or_export(path: Path | None, quick: bool, arch: str = "gpt2",
@@ -151,7 +153,8 @@ def _config(items: list[str]) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a small model for PoCL")
-    ap.add_argument("--arch", choices=("gpt2", "llama"), default="gpt2")
+    ap.add_argument("--arch", default="gpt2",
+                    help="transformers model type (gpt2, llama, gptj, gemma, qwen2, ...)")
     ap.add_argument("--device", default="AUTO")
     ap.add_argument("--transformations", default="NONE", help="NONE, COMMON or GNA")
     ap.add_argument("--prompt", type=int)
