@@ -130,9 +130,9 @@ def _chain_input(node, users: dict) -> int | None:
 
 
 def _match(sm, users: dict):
-    """(m1, chain, m2, transpose or None, NaN guard or None, probabilities' batch view or
-    None) when ``sm`` closes an attention, else None. The chain holds (score op, the input
-    that carries the scores) and (batch view, 0), m1's side first."""
+    """(m1, chain, m2, transpose or None, NaN guard or None, the probabilities' batch views)
+    when ``sm`` closes an attention, else None. The chain holds (score op, the input that
+    carries the scores) and (batch view, 0), m1's side first."""
     if not sm.is_a(Softmax) or sm.num_outputs != 1 or sm.out_dtypes[0] != F32 or sm.is_output:
         return None
     ps = sm.out_pshapes[0]
@@ -146,10 +146,11 @@ def _match(sm, users: dict):
     if len(su) != 1:
         return None
     m2, j = su[0]
-    pview = None
-    if m2.is_a(Reshape) and j == 0 and _batch_view(m2):
-        pview, su = m2, data_users(m2, users)
-        if len(su) != 1:
+    pviews: list = []
+    while m2.is_a(Reshape) and j == 0 and _batch_view(m2) and len(pviews) < 4:
+        pviews.append(m2)
+        su = data_users(m2, users)
+        if len(su) != 1 or m2.is_output:
             return None
         m2, j = su[0]
     if not m2.is_a(MatMul) or j != 0 or m2.attrs.get("transpose_a") or m2.out_dtypes[0] != F32:
@@ -203,7 +204,7 @@ def _match(sm, users: dict):
             t = _out_transpose(oview, users, data_only=True)
             if t is None:
                 oview = None
-    return m1, chain, m2, t, guard, pview, oview
+    return m1, chain, m2, t, guard, pviews, oview
 
 
 def _out_transpose(node, users: dict, data_only: bool = False):
@@ -430,7 +431,7 @@ def fuse_attention(nodes: list) -> list:
         found = _match(sm, users)
         if found is None:
             continue
-        m1, chain, m2, t, guard, pview, oview = found
+        m1, chain, m2, t, guard, pviews, oview = found
         qk, prescaled, lead = [m1.inputs[0], m1.inputs[1]], [], []
         for j in (0, 1):
             scaled = _scalar_scale(qk[j][0], users)
@@ -456,8 +457,7 @@ def fuse_attention(nodes: list) -> list:
                                    [None if i == j else scalar_literal(s)
                                     for i, (s, _) in enumerate(node.inputs)]))
             sides += others
-        if pview is not None:
-            targets.append(pview.inputs[1])
+        targets += [r.inputs[1] for r in pviews]
         perm = None
         if t is not None:
             perm = tuple(int(x) for x in np.asarray(t.inputs[1][0].value).reshape(-1))
@@ -467,7 +467,7 @@ def fuse_attention(nodes: list) -> list:
         last = t if t is not None else m2
         absorbed = [m1, sm, m2] + [c for c, _ in lead + chain] + list(guard or ()) \
             + ([t] if t is not None else []) + [mul for _, mul, _ in prescaled] \
-            + [n for n in (pview, oview) if n is not None]
+            + pviews + ([oview] if oview is not None else [])
         v_in, group, made = m2.inputs[1], 1, []
         grouped = _grouped_kv(qk[1], v_in, users) if not targets else None
         repeats = grouped[3] if grouped is not None else []
@@ -477,7 +477,7 @@ def fuse_attention(nodes: list) -> list:
         if grouped is not None:
             qk[1], v_in, group, _, made = grouped
         desc = AttentionDesc(m1, sm, m2, descs, perm, guard, tuple(prescaled), group,
-                             tuple(views), pview)
+                             tuple(views), tuple(pviews))
         node = standing_for(last, FusedAttention.type_name, qk + [v_in] + sides + targets, desc)
         replace[id(last)] = made + [node]
         kept = kept_for_shapes(absorbed + repeats, last, users)

@@ -61,14 +61,15 @@ class AttentionDesc:
     read repeated.
 
     ``views``: (i, Reshape) for a batch view of the scores after ``chain[:i]``, and
-    ``probs_view`` one of the probabilities (``[b * h, m, n]`` to ``[b, h, m, n]`` and back);
+    ``probs_views`` those of the probabilities, in turn (``[b * h, m, n]`` to ``[b, h, m, n]``
+    and back: XGLM's export does both between the softmax and ``@ v``);
     their target shapes are the node's inputs after the side inputs (``deps``: read on the
     host). The kernels run where each keeps the last two dims (:meth:`walk`), over a batch
     layout that every other one splits into (``attention_views``)."""
 
     def __init__(self, m1, softmax, m2, chain: list[FusedDesc], out_perm: tuple | None,
                  nan_guard: tuple | None = None, prescaled: tuple = (), group: int = 1,
-                 views: tuple = (), probs_view=None, source=None) -> None:
+                 views: tuple = (), probs_views: tuple = (), source=None) -> None:
         self.m1, self.softmax, self.m2 = m1, softmax, m2
         self.chain = chain
         self.out_perm = out_perm
@@ -81,9 +82,9 @@ class AttentionDesc:
         self.tb = bool(m1.attrs.get("transpose_b"))
         self.tv = bool(m2.attrs.get("transpose_b"))
         self.group = group
-        self.views, self.probs_view = views, probs_view
+        self.views, self.probs_views = views, probs_views
         self.sides = sum(len(f.others) for f in chain)
-        n_views = len(views) + (probs_view is not None)
+        n_views = len(views) + len(probs_views)
         self.deps = tuple(range(3 + self.sides, 3 + self.sides + n_views))
         # inputs after the score ops' side inputs: the new keys and values a decode step
         # appends to the cache that k and v read (kv_append), 0 or 2
@@ -94,10 +95,10 @@ class AttentionDesc:
 
     def key(self) -> tuple:
         views = tuple((i, bool(r.attrs.get("special_zero"))) for i, r in self.views)
-        pview = self.probs_view is not None and bool(self.probs_view.attrs.get("special_zero"))
+        pviews = tuple(bool(r.attrs.get("special_zero")) for r in self.probs_views)
         return (self.ta, self.tb, self.tv, tuple(f.key() for f in self.chain), self.out_perm,
                 self.nan_guard is not None, self.scale, self.appends, self.group, views,
-                self.probs_view is not None, pview)
+                pviews)
 
     def logical(self, shapes: Sequence[tuple]) -> list[tuple]:
         """``shapes`` with k's and v's heads (axis -3) repeated ``group`` times, as m1 and m2
@@ -164,8 +165,9 @@ class AttentionDesc:
                 return None
             layouts[-1] = out[0]
         probs: tuple | None = layouts[-1]
-        if self.probs_view is not None:
-            probs = view_shape(self.probs_view, layouts[-1], values.get(next(targets)), strict)
+        for r in self.probs_views:
+            probs = view_shape(r, probs, values.get(next(targets)), strict) \
+                if probs is not None else None
         return (layouts, at, probs) if probs is not None else None
 
     def infer_shapes(self, shapes: Sequence[tuple],
@@ -207,8 +209,8 @@ class AttentionDesc:
         if self.nan_guard is not None:
             isn, sel = self.nan_guard
             probs = infer_host(sel, [infer_host(isn, [probs])[0], sel.inputs[1][0].value, probs])[0]
-        if self.probs_view is not None:
-            probs = infer_host(self.probs_view, [probs, next(targets)])[0]
+        for r in self.probs_views:
+            probs = infer_host(r, [probs, next(targets)])[0]
         out = infer_host(self.m2, [probs, arrays[2]])[0]
         return [np.transpose(out, self.out_perm) if self.out_perm is not None else out]
 

@@ -62,6 +62,30 @@ def _bloom() -> Model:
     return Model([opset.result(y, name="y")], [x, bias, mask])
 
 
+def _xglm() -> Model:
+    """XGLM's attention (TorchScript): bmm-style scores [b*h, s, s] viewed as [b, h, s, s]
+    for the mask, clamped at the float's lowest by a Maximum, viewed back for the softmax,
+    the probabilities viewed as [b, h, s, s] and back again before the product with v."""
+    rng = np.random.default_rng(1)
+    x = opset.parameter([-1, -1, H * D], np.float32, name="x")
+    mask = opset.parameter([-1, 1, 1, -1], np.float32, name="mask")
+    seq = _dim(x, 1)
+    per_head = opset.concat([_i64([-1, H]), seq, seq], 0)
+    rows = opset.concat([_i64([-1]), seq, seq], 0)
+
+    def heads():
+        y = opset.matmul(x, _f(rng, H * D, H * D), False, False)
+        y = opset.transpose(opset.reshape(y, _i64([0, 0, H, D]), True), _i64([0, 2, 1, 3]))
+        return opset.reshape(y, opset.concat([_i64([-1]), seq, _i64([D])], 0), False)
+    q, k, v = heads(), heads(), heads()
+    scores = opset.add(opset.reshape(opset.matmul(q, k, False, True), per_head, False), mask)
+    scores = opset.maximum(scores, np.float32(np.finfo(np.float32).min))
+    p = opset.softmax(opset.reshape(scores, rows, False), -1)
+    p = opset.reshape(opset.reshape(p, per_head, False), rows, False)
+    y = opset.matmul(p, v, False, False)
+    return Model([opset.result(y, name="y")], [x, mask])
+
+
 def _bloom_feeds(rng, b: int, s: int) -> dict:
     return {"x": _f(rng, b, s, H * D), "bias": _f(rng, b * H, 1, s),
             "mask": np.where(rng.random((b, 1, 1, s)) < 0.3, -1e4, 0).astype(np.float32)}
@@ -120,6 +144,19 @@ def test_bloom_views_are_one_attention(rng):
     assert kinds.count("MatMul") == 3  # (the projections)
     # one query row (the decode kernel), more than one block of keys (the row kernel)
     _check(model, [_bloom_feeds(rng, b, s) for b, s in ((2, 5), (1, 1), (3, 70), (2, 5))])
+
+
+def test_probabilities_viewed_twice_are_one_attention(rng):
+    """XGLM: two views of the probabilities between the softmax and the product with v."""
+    model = _xglm()
+    kinds = _running(model)
+    assert kinds.count("FusedAttention") == 1
+    assert not {"Softmax", "Maximum", "Add"} & set(kinds) and kinds.count("MatMul") == 3
+    feeds = []
+    for b, s in ((2, 5), (1, 1), (3, 70)):
+        f = _bloom_feeds(rng, b, s)
+        feeds.append({"x": f["x"], "mask": f["mask"]})
+    _check(model, feeds)
 
 
 @pytest.mark.parametrize("scaled", ["k", "q"])
