@@ -38,6 +38,7 @@ from .fused_mlp import fold_decode_mlps
 from .gather_grid import slice_grid_gathers
 from .gather_sum import fuse_gather_sums
 from .gemm_reshapes import drop_gemm_reshapes
+from .gemm_scales import fold_gemm_scales
 from .impls import FusedDesc, host_only_reason, scalar_literal
 from .input_views import data_users, fold_input_permutes, fold_view_chains
 from .kernels.common import CTYPES
@@ -179,9 +180,9 @@ def _grows(src: ProgramNode, u: ProgramNode, p: ProgramNode) -> bool:
 NODE_PASSES = (fold_constants, merge_common_subexpressions, slice_grid_gathers, distribute_concats,
                fuse_gather_sums, fuse_rms_norms, fuse_rotaries, absorb_partial_rotaries,
                drop_gemm_reshapes, fold_3d_swaps, fuse_attention, read_shapes_upstream,
-               merge_parallel_gemms, merge_gated_mlps, fold_gated_inputs, merge_rotary_pairs,
-               fuse_norm_gemms, bypass_lone_concats, bypass_identities, drop_truth_converts,
-               drop_unread, merge_unaries)
+               fold_gemm_scales, merge_parallel_gemms, merge_gated_mlps, fold_gated_inputs,
+               merge_rotary_pairs, fuse_norm_gemms, bypass_lone_concats, bypass_identities,
+               drop_truth_converts, drop_unread, merge_unaries)
 
 
 class Program:
