@@ -1,7 +1,7 @@
 """Reductions (``netpass/ops/reduction.py``): the ``rowop`` template, one work-group per output
-element, where the reduced axes are one contiguous block (ignoring size-1 dims); TopK and
-CumSum run on the host. :func:`axes_block` and :func:`rowop_fused` also serve the
-normalizations."""
+element, where the reduced axes are one contiguous block (ignoring size-1 dims); CumSum by
+``kernels.scan``, a work-item per row; TopK runs on the host. :func:`axes_block` and
+:func:`rowop_fused` also serve the normalizations."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -22,9 +22,10 @@ from ...ops.reduction import (
     ReduceSum,
     TopK,
 )
-from ..impls import Impl, Launch, Params, epilogue, epilogue_args, size
+from ..impls import Impl, Launch, Params, epilogue, epilogue_args, size, work_1d
 from ..kernels.common import LS, Source
 from ..kernels.rowop import rowop
+from ..kernels.scan import cumsum
 from .base import ImplFactory, OpKind, ints, same_shape, table
 
 
@@ -72,6 +73,25 @@ def reduce_impl(op: str) -> ImplFactory:
     return impl
 
 
+SCAN_DTYPES = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.int64))
+
+
+def cumsum_impl(p: Params, key: Any) -> Impl | None:
+    """One ``cumsum`` launch, a work-item per row along the axis (input 1's value, else 0)."""
+    shape, dt = p.in_shapes[0], np.dtype(p.in_dtypes[0])
+    if dt not in SCAN_DTYPES or (p.in_strides and p.in_strides[0]):
+        return None
+    if not shape:
+        return None  # (a scalar: the host copies it)
+    axis = ints(p.values[1])[0] % len(shape) if 1 in p.values else 0
+    outer, R, inner = size(shape[:axis]), shape[axis], size(shape[axis + 1:])
+    rows = outer * inner
+    if not rows * R:
+        return Impl(key, [])
+    src = cumsum(dt, bool(p.attrs.get("exclusive")), bool(p.attrs.get("reverse")))
+    return Impl(key, [Launch(src, *work_1d(rows), [("i", 0), ("o", 0), rows, R, inner])])
+
+
 def _reduction(cls: type, op: str) -> OpKind:
     return OpKind(cls, deps=(1,), impl=reduce_impl(op))
 
@@ -82,5 +102,5 @@ ROWS = table(
     _reduction(ReduceL2, "l2"), _reduction(ReduceLogicalAnd, "and"),
     _reduction(ReduceLogicalOr, "or"),
     OpKind(TopK, deps=(1,)),
-    OpKind(CumSum, shape=same_shape),
+    OpKind(CumSum, deps=(1,), shape=same_shape, impl=cumsum_impl),
 )
