@@ -115,11 +115,13 @@ def load_or_export(path: Path | None, quick: bool, arch: str = "gpt2",
     return dec
 
 
-def step_feeds(ids: np.ndarray, past: int) -> dict:
-    """The inputs of a batch-1 step over ``ids`` after ``past`` tokens (no padding)."""
+def step_feeds(ids: np.ndarray, past: int, names: set | None = None) -> dict:
+    """The inputs of a batch-1 step over ``ids`` after ``past`` tokens (no padding); those
+    among ``names`` where given (Bloom's export takes no positions)."""
     n = ids.shape[1]
-    return {"input_ids": ids, "attention_mask": np.ones((1, past + n), np.int64),
-            "position_ids": np.arange(past, past + n)[None]}
+    feeds = {"input_ids": ids, "attention_mask": np.ones((1, past + n), np.int64),
+             "position_ids": np.arange(past, past + n)[None]}
+    return feeds if names is None else {k: v for k, v in feeds.items() if k in names}
 
 
 def weight_bytes(model) -> int:

@@ -62,7 +62,9 @@ def census(arch: str, exporter: str, device: str, counts: collections.Counter) -
         dec = export_arch(arch, exporter)
     model = stateful_decoder(netpass.read_model(dec.onnx))
     req = netpass.compile_model(model, device, {"TRANSFORMATIONS": "NONE"}).create_infer_request()
-    names = [i.any_name for i in model.inputs]
+    # (an input may carry a name of what it stands for too: Bloom's attention mask that of
+    # the Cast the reader dropped; its own is among its names)
+    names = [n for i in model.inputs for n in i.get_names()]
     req.infer(_feeds(names, np.arange(1, 9, dtype=np.int64)[None], 0))
     req.infer(_feeds(names, np.array([[3]], np.int64), 8))
     before = dict(req.stats)

@@ -64,14 +64,14 @@ def _cprofile(run, n: int, what: str) -> list:
     return rows[:60]
 
 
-def _host_profile(req, prompt: np.ndarray, steps: int) -> list:
+def _host_profile(req, prompt: np.ndarray, steps: int, names: set) -> list:
     """cProfile of ``steps`` decode steps after a prompt (:func:`_cprofile`)."""
     req.reset_state()
-    out = req.infer(step_feeds(prompt, 0))
+    out = req.infer(step_feeds(prompt, 0, names))
     state = [prompt.shape[1], out["logits"][:, -1].argmax(-1)[:, None]]
 
     def step(prof) -> None:
-        feeds = step_feeds(state[1], state[0])
+        feeds = step_feeds(state[1], state[0], names)
         prof.enable()
         out = req.infer(feeds)
         prof.disable()
@@ -80,14 +80,14 @@ def _host_profile(req, prompt: np.ndarray, steps: int) -> list:
     return _cprofile(step, steps, "a decode step")
 
 
-def _prefill_profile(req, prompt: np.ndarray, n: int) -> tuple[float, list]:
+def _prefill_profile(req, prompt: np.ndarray, n: int, names: set) -> tuple[float, list]:
     """Time to first token as a generation sees it (``reset_state`` then the prompt, outputs
     read): the median wall of ``n`` and cProfile of ``n`` more (:func:`_cprofile`)."""
     walls = []
     for _ in range(n):
         t0 = time.perf_counter()
         req.reset_state()
-        req.infer(step_feeds(prompt, 0))
+        req.infer(step_feeds(prompt, 0, names))
         walls.append(time.perf_counter() - t0)
     wall = statistics.median(walls)
     print(f"prefill {prompt.shape[1]} tokens after reset_state: wall {1e3 * wall:.3f} ms (median "
@@ -96,7 +96,7 @@ def _prefill_profile(req, prompt: np.ndarray, n: int) -> tuple[float, list]:
     def prefill(prof) -> None:
         prof.enable()
         req.reset_state()
-        req.infer(step_feeds(prompt, 0))
+        req.infer(step_feeds(prompt, 0, names))
         prof.disable()
     return wall, _cprofile(prefill, n, "a prefill")
 
@@ -121,6 +121,7 @@ def main() -> None:
     dec = load_or_export(args.onnx, args.quick, args.arch)
     t0 = time.perf_counter()
     model = stateful_decoder(netpass.read_model(dec.onnx), last_logits=True)
+    names = {n for i in model.inputs for n in i.get_names()}
     print(f"read and made stateful in {time.perf_counter() - t0:.1f} s")
     report: dict = {}
     prompt = np.random.default_rng(0).integers(0, dec.vocab, (1, prompt_len))
@@ -139,14 +140,14 @@ def main() -> None:
     for _ in range(2):  # the second pass runs with kernels built and plans made
         req = cm.create_infer_request()
         before = _times(req)
-        out = req.infer(step_feeds(prompt, 0))
+        out = req.infer(step_feeds(prompt, 0, names))
         prefill = _delta(_times(req), before)
         past, ids = prompt_len, out["logits"][:, -1].argmax(-1)[:, None]
         steps = []
         for _ in range(args.steps):
             before = _times(req)
             k0 = req.stats["kernels_enqueued"]
-            out = req.infer(step_feeds(ids, past))
+            out = req.infer(step_feeds(ids, past, names))
             steps.append((_delta(_times(req), before), req.stats["kernels_enqueued"] - k0))
             past += 1
             ids = out["logits"][:, -1].argmax(-1)[:, None]
@@ -179,10 +180,10 @@ def main() -> None:
     walls, hosts = [], []
     for _ in range(2):
         req.reset_state()
-        out = req.infer(step_feeds(prompt, 0))
+        out = req.infer(step_feeds(prompt, 0, names))
         past, ids = prompt_len, out["logits"][:, -1].argmax(-1)[:, None]
         for _ in range(args.steps):
-            feeds = step_feeds(ids, past)
+            feeds = step_feeds(ids, past, names)
             w0 = req.stats["host_wait_s"]
             t0 = time.perf_counter()
             out = req.infer(feeds)
@@ -198,8 +199,8 @@ def main() -> None:
     report["decode_host_ms"] = 1e3 * host
     report["stats"] = {k: v for k, v in req.stats.items() if isinstance(v, (int, float))}
     if args.cprofile:
-        report["decode_host_functions"] = _host_profile(req, prompt, args.cprofile)
-        wall, rows = _prefill_profile(req, prompt, max(3, args.cprofile // 4))
+        report["decode_host_functions"] = _host_profile(req, prompt, args.cprofile, names)
+        wall, rows = _prefill_profile(req, prompt, max(3, args.cprofile // 4), names)
         report["prefill_wall_ms"] = 1e3 * wall
         report["prefill_host_functions"] = rows
     out_dir = os.environ.get("OUT")
