@@ -325,6 +325,7 @@ def convert_graph(graph: onnx.GraphProto, opset: int, name: str = "Model",
     values = Scope()
     values.domains.update(domains or {})
     params = _convert_body(graph, nodes, opset, values, {}, [])
+    _keep_input_names(params, {vo.name for vo in graph.output})
     results: list[Result] = []
     for vo in graph.output:
         if any(r.friendly_name == vo.name for r in results):
@@ -333,6 +334,16 @@ def convert_graph(graph: onnx.GraphProto, opset: int, name: str = "Model",
         r.friendly_name = vo.name
         results.append(r)
     return Model(results, params, name)
+
+
+def _keep_input_names(params: list[Parameter], outputs: set[str]) -> None:
+    """Each input's tensor names back to its own, and graph outputs it is: an op handed
+    through (a Cast to the input's own type) left its output's name on the input (Bloom's
+    attention mask would be named by its Cast), which OpenVINO's reader does not do."""
+    for p in params:
+        port = p._outs[0]
+        if port.names is not None and len(port.names) > 1:
+            port.names = {n for n in port.names if n == p.friendly_name or n in outputs}
 
 
 def convert_subgraph(graph: onnx.GraphProto, opset: int, parent: Scope,

@@ -63,6 +63,25 @@ def test_graph_input_and_output_names_are_kept():
     assert model.output_names == ["feat"]
 
 
+def test_an_input_keeps_its_own_name_through_an_op_handed_through():
+    """A Cast of an input to its own type is the input: its output's name stays off the
+    input's tensor (Bloom's attention mask kept the Cast's, which sorts first: its any_name),
+    as in OpenVINO's reader; a graph output it is stays among its names."""
+    nodes = [helper.make_node("Cast", ["mask"], ["/m/Cast_output_0"], to=TensorProto.INT64),
+             helper.make_node("Add", ["/m/Cast_output_0", "/m/Cast_output_0"], ["y"]),
+             helper.make_node("Identity", ["mask"], ["same"])]
+    model = netpass.read_model(_model(nodes, [_vi("mask", ["b", 4], TensorProto.INT64)],
+                                      [_vi("y", ["b", 4], TensorProto.INT64),
+                                       _vi("same", ["b", 4], TensorProto.INT64)]))
+    mask = model.inputs[0]
+    assert mask.any_name == "mask" and mask.get_names() == {"mask", "same"}
+    assert model.output_names == ["y", "same"]
+    x = np.arange(8, dtype=np.int64).reshape(2, 4)
+    got = netpass.reference.infer(model, {"mask": x})
+    np.testing.assert_array_equal(got["y"], 2 * x)
+    np.testing.assert_array_equal(got["same"], x)
+
+
 def test_dim_param_becomes_a_symbol_shared_by_inputs():
     proto = _model([helper.make_node("Identity", ["a"], ["ya"]),
                     helper.make_node("Identity", ["b"], ["yb"])],
