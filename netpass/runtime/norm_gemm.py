@@ -13,11 +13,24 @@ kernels do not take runs the absorbed ops' own references on the host
 
 Conditions (:func:`fuse_norm_gemms`): an MVN over the last axis (a constant ``axes`` input),
 float32, its last dim static; an optional Multiply and then an optional Add by constants that
-vary only along that axis; each used once; feeding a MatMul's first input without
-``transpose_a``, or a FullyConnected's (whose bias stays input 2: gamma and beta follow it),
-directly or through row views: a Reshape keeping the last dim, then a Slice of leading axes
-(``slice_before_lm_head``'s last row before the LM head). Both pick whole rows and the
-normalization is per row, so they move in front of it and read the raw rows.
+vary only along that axis; each but the last read (for its data) once; the last, no model
+output, read only by GEMMs that each take it (below) and by ShapeOfs, which read its shape
+alone: the absorbed nodes they read stay, never run (``program_node.kept_for_shapes``). All
+of its readers fold it or none does (a norm also read by an elementwise op stays a launch).
+Each GEMM reads it as a MatMul's first input without ``transpose_a``, or a FullyConnected's
+(whose bias stays input 2: gamma and beta follow it), directly or through row views of its
+own: a Reshape keeping the last dim, then a Slice of leading axes (``slice_before_lm_head``'s
+last row before the LM head). Both pick whole rows and the normalization is per row, so they
+move in front of it and read the raw rows.
+
+Several readers: parallel-residual decoders (GPT-J, CodeGen, Phi, Cohere, Falcon) feed one
+normalized tensor to the attention's projection and to the MLP's up projection, which
+``parallel_gemms`` cannot merge (the MLP's is read by its activation). Each GEMM then gets its
+normalized node of its own (its own gamma and beta constants, or folded weights) and takes
+the rows' statistics itself: each extra reader reads the rows once more for them, where the
+norm's own launch wrote a normalized copy that every reader read back. (A MatMul's norm on
+the tensor-core path runs as a row kernel ahead of it, ``kinds.matmul.gemm_launch``: there one
+per reader; a FullyConnected's folds into its weights.)
 """
 from __future__ import annotations
 
@@ -34,7 +47,7 @@ from ..ops.movement import Reshape, Slice
 from ..ops.normalization import MVN
 from .kinds.matmul import matmul_shape
 from .kinds.normalization import RmsNorm
-from .program_node import ProgramNode, fuse_matches, read_once
+from .program_node import ProgramNode, data_users, kept_for_shapes, node_users, read_once, splice
 from .shape_infer import infer_host
 
 F32 = np.dtype(np.float32)
@@ -168,7 +181,8 @@ def _row_views(m, users: dict) -> list:
 
 def _match(m, users: dict):
     """(mvn, [ops], gamma or None, beta or None, [row views]) when ``m``'s first input is a
-    LayerNorm (through row views: :func:`_row_views`)."""
+    LayerNorm (through row views: :func:`_row_views`). The chain's last node may have other
+    readers: :func:`_readers` asks that each of them fold it too."""
     if not m.is_a(MatMul, FullyConnected) or m.attrs.get("transpose_a") \
             or m.out_dtypes[0] != F32 or m.subgraph is not None:
         return None
@@ -186,7 +200,8 @@ def _match(m, users: dict):
     if not rms and (not mvn.is_a(MVN) or len(mvn.inputs) != 2
                     or not mvn.inputs[1][0].is_constant):
         return None
-    if any(not read_once(n, users) or n.out_dtypes[0] != F32 for n in nodes):
+    if any(n.is_output or n.num_outputs != 1 or n.out_dtypes[0] != F32 for n in nodes) \
+            or any(len(data_users(n, users)) != 1 for n in nodes[:-1]):
         return None
     ps = mvn.out_pshapes[0]
     x, k = mvn.inputs[0]
@@ -209,17 +224,62 @@ def _match(m, users: dict):
     return mvn, chain, vectors.get(Multiply), vectors.get(Add), views
 
 
-def fuse_norm_gemms(nodes: list) -> list:
-    """``nodes`` (topological) with every LayerNorm-fed GEMM replaced by a normalized one:
-    inputs ``[x, weights, (FullyConnected: bias), gamma?, beta?]`` (the vectors as new Constant
-    nodes)."""
-    return fuse_matches(nodes, _normalized_gemm)
+def _gemm_of(u, j: int, users: dict):
+    """The GEMM that reader ``u`` (input ``j``) of a norm leads to: ``u`` itself, or the one
+    its row views (a Reshape, a Slice, each read once) end in; None where it reads anything
+    but input 0 on the way. :func:`_match` then checks that those views are row views."""
+    for _ in range(2):
+        if j or not u.is_a(Reshape, Slice):
+            break
+        if not read_once(u, users):
+            return None
+        u, j = users[id(u)][0]
+    return u if j == 0 else None
 
 
-def _normalized_gemm(m, users: dict) -> tuple | None:
-    found = _match(m, users)
-    if found is None:
+def _readers(last, users: dict) -> list | None:
+    """[(GEMM, its :func:`_match`)] for every data reader of ``last`` when each is a GEMM
+    whose normalization chain ends in ``last`` (``last`` the chain's last node: the MVN or
+    RmsNorm, its Multiply, or its Add); None where any other reads it."""
+    if not last.is_a(MVN, RmsNorm, Multiply, Add):
         return None
+    found = []
+    for u, j in data_users(last, users):
+        m = _gemm_of(u, j, users)
+        match = _match(m, users) if m is not None else None
+        if match is None or (match[1] or [match[0]])[-1] is not last:
+            return None
+        found.append((m, match))
+    return found or None
+
+
+def fuse_norm_gemms(nodes: list) -> list:
+    """``nodes`` (topological) with every LayerNorm (or RMSNorm) read only by GEMMs (and
+    ShapeOfs) folded into each of those GEMMs, each replaced by a normalized one: inputs
+    ``[x, weights, (FullyConnected: bias), gamma?, beta?]`` (the vectors as new Constant
+    nodes, each GEMM its own). The norm's nodes are dropped, but for those a ShapeOf reads
+    (and what they read of the chain), which stay as ``shape_only`` nodes."""
+    users = node_users(nodes)
+    replace: dict[int, list] = {}
+    dropped: set[int] = set()
+    for n in nodes:
+        found = _readers(n, users)
+        if found is None:
+            continue
+        mvn, chain = found[0][1][:2]
+        for m, match in found:
+            replace[id(m)] = _normalized_gemm(m, match)
+        kept = kept_for_shapes([mvn] + chain, None, users)
+        for k in kept:
+            k.shape_only = k.optimized = True  # (what Program marks for a node read by ShapeOfs)
+        kept_ids = {id(k) for k in kept}
+        dropped.update(id(c) for c in [mvn] + chain if id(c) not in kept_ids)
+    return splice(nodes, replace, dropped)
+
+
+def _normalized_gemm(m, found: tuple) -> list:
+    """The nodes standing for GEMM ``m`` with ``found`` (its :func:`_match`) folded in: the
+    gamma and beta constants, then the normalized GEMM (``m``'s id, reading the raw rows)."""
     mvn, chain, gamma, beta, views = found
     consts = [ProgramNode(f"{m.id}/{name}", Constant.type_name, value=v)
               for name, v in (("gamma", gamma), ("beta", beta)) if v is not None]
@@ -230,4 +290,4 @@ def _normalized_gemm(m, users: dict) -> tuple | None:
                        out_dtypes=m.out_dtypes, out_pshapes=m.out_pshapes, name=m.name)
     node.out_pvalues = m.out_pvalues
     node.subgraph = NormDesc(mvn, chain, m, gamma is not None, beta is not None)
-    return consts + [node], [mvn] + chain
+    return consts + [node]

@@ -5,11 +5,11 @@ views: no copy). OpenVINO's GPU plugin does the same (``FullyConnectedHorizontal
 
 Why: LLaMA-style exports (LLaMA, Mistral, Qwen; transformers' BERT) project q, k and v in
 Linears of their own over one normalized input. A decode step then launches three GEMVs where
-one would do, and the norm in front of them, having several readers, folds into none of them
-(``norm_gemm``): 13 launches per LLaMA layer against 5.5 for GPT-2, whose export holds one QKV
-projection. Merged, the norm has one reader again and folds into the merged GEMM; a prompt's
-GEMM gets an N wide enough to fill the device. The merged weights are new constants: the
-program uploads them instead of the separate ones.
+one would do (13 launches per LLaMA layer against 5.5 for GPT-2, whose export holds one QKV
+projection, when the norm in front folded into none of them), and each GEMM that folds the
+norm (``norm_gemm``) takes the rows' statistics again. Merged, the norm folds into the one
+merged GEMM; a prompt's GEMM gets an N wide enough to fill the device. The merged weights are
+new constants: the program uploads them instead of the separate ones.
 
 The norm's output is often read by a ShapeOf as well (the q/k/v Reshapes' target shape).
 :func:`read_shapes_upstream` moves such ShapeOfs onto the input of the shape-preserving ops
@@ -26,11 +26,11 @@ A gated MLP's ``act(gate(x)) * up(x)`` (LLaMA, Mistral, Qwen: SiLU; Gemma: tanh-
 elementwise activation the graph writes out, as ops or as one) has elementwise readers
 instead: :func:`merge_gated_mlps` stacks its two projections into one FullyConnected and reads
 the two halves of each row with one GatedActivation kernel, the activation's ops its fused ops
-(three launches, the norm's among them, become two); Phi-3's one projection to both, chunked,
-gets the GatedActivation of its output. :func:`fold_gated_inputs` then lets the down
-projection read that GEMM's output itself (``GatedDesc``): a decode step's GEMV takes
-``act(g) * u`` as it reads its rows (one launch fewer per layer), a prompt's GEMM a
-GatedActivation's rows made in its own impl.
+(the norm in front folds into the one GEMM, its rows' statistics taken once); Phi-3's one
+projection to both, chunked, gets the GatedActivation of its output. :func:`fold_gated_inputs`
+then lets the down projection read that GEMM's output itself (``GatedDesc``): a decode
+step's GEMV takes ``act(g) * u`` as it reads its rows (one launch fewer per layer), a prompt's
+GEMM a GatedActivation's rows made in its own impl.
 """
 from __future__ import annotations
 
@@ -336,9 +336,9 @@ def merge_gated_mlps(nodes: list) -> list:
     """``nodes`` (topological) with each gated MLP's ``act(gate(x)) * up(x)`` (LLaMA, Mistral,
     Qwen: SiLU; Gemma: tanh-GELU; two FullyConnected nodes over one normalized input) as one
     FullyConnected over the stacked weights and a GatedActivation of its two halves, at the
-    product's place: one GEMM and one launch for three, and the norm in front, with one
-    reader left, folds into the GEMM (``norm_gemm``). Where one tensor's halves are the gate
-    and the up projection already (Phi-3), a GatedActivation of that tensor."""
+    product's place: one GEMM for two, and the norm in front folds into that one GEMM
+    (``norm_gemm``). Where one tensor's halves are the gate and the up projection already
+    (Phi-3), a GatedActivation of that tensor."""
     users = node_users(nodes)
     order = {id(n): i for i, n in enumerate(nodes)}
     replace: dict[int, list] = {}
