@@ -105,16 +105,17 @@ def test_a_device_allocation_failure_names_what_was_allocated(monkeypatch, rng):
 def test_running_out_of_host_memory_in_a_primitive_is_an_allocation_error(monkeypatch, rng):
     """A host evaluation (here a host fallback made to fail) that runs out of memory."""
     from netpass.runtime.primitive import execute
-    x = opset.parameter([-1, 4], np.float32, name="x")
-    model = Model([opset.result(opset.cumsum(x, np.int64(1)), name="y")], [x])
+    x = opset.parameter([-1, 4], np.int64, name="x")
+    y = opset.one_hot(x, np.int64(5), np.float32(1), np.float32(0), -1)
+    model = Model([opset.result(y, name="y")], [x])
     req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
 
     def no_memory(node, arrays):
         raise MemoryError()
 
     monkeypatch.setattr(execute, "infer_host", no_memory)
-    with pytest.raises(AllocationError, match="CumSum '.*' ran out of memory at runtime with input shapes"):
-        req.infer({"x": rng.standard_normal((3, 4)).astype(np.float32)})
+    with pytest.raises(AllocationError, match="OneHot '.*' ran out of memory at runtime with input shapes"):
+        req.infer({"x": rng.integers(0, 5, (3, 4))})
 
 
 @pytest.mark.parametrize("raised,expected", [(MemoryError(), ResourceLimitError),
