@@ -191,8 +191,11 @@ class TopK(Node):
         k = int(np.asarray(k).reshape(()))
         axis = self.axis % x.ndim
         xm = np.moveaxis(x, axis, -1)
-        keys = xm.astype(np.float64) if xm.dtype.kind in "ub" else xm
-        order = np.argsort(-keys if self.mode == "max" else keys, axis=-1, kind="stable")
+        if self.mode == "max":  # keys in reverse order: ~x for integers (-x wraps at the minimum)
+            keys = ~xm if xm.dtype.kind in "biu" else -xm
+        else:
+            keys = xm
+        order = np.argsort(keys, axis=-1, kind="stable")
         idx = order[..., :k]
         if self.sort == "index":
             idx = np.sort(idx, axis=-1)

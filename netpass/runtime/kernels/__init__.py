@@ -7,7 +7,8 @@ per family:
 - ``gemm``: register-tiled batched GEMM with generic strides (MatMul, FullyConnected) and a
   fused elementwise epilogue; ``gemm_skinny`` (same arguments) for few output tiles (small M);
   ``gemm_aligned`` and ``gemm_pipelined`` (cp.async on NVIDIA) for aligned shapes on GPUs;
-- ``rowop``: one work-group per row for reductions, softmax/log-softmax and MVN;
+- ``rowop``: one work-group per row for reductions, softmax/log-softmax and MVN; ``topk``: one
+  work-group per row, k selection rounds (values and indices, ties by index, NaN last);
 - ``movement``: ``imap`` (copy through an index map: any pure data-movement op, the map from
   its numpy reference), ``split`` (every output of a Split in one launch), ``gather``;
 - ``window``: ``conv`` (direct), ``depthwise_conv`` (tiles in local memory) and ``pool``;
@@ -57,11 +58,12 @@ from .gemm import (
 from .movement import gather, imap, split
 from .recurrent import RNN_ACTIVATIONS, RNN_LS, recurrent
 from .rowop import rowop
+from .topk import topk
 from .window import conv, pool
 
 __all__ = ["CTYPES", "LS", "Source", "Stage", "ctype", "flit", "memoized", "pack_scalars",
            "nan_max", "nan_min", "nan_clamp", "eltwise", "eltwise_vec4", "GemmConfig",
            "GEMM_SMALL", "GEMM_MEDIUM", "GEMM_LARGE", "SKINNY_RM", "SKINNY_WG", "gemm",
            "gemm_skinny", "gemm_aligned", "gemm_pipelined", "norm_prologue", "norm_value", "rowop",
-           "imap", "split", "gather", "conv", "pool", "RNN_LS", "RNN_ACTIVATIONS", "recurrent",
-           "attention"]
+           "topk", "imap", "split", "gather", "conv", "pool", "RNN_LS", "RNN_ACTIVATIONS",
+           "recurrent", "attention"]

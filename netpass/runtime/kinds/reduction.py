@@ -1,6 +1,7 @@
 """Reductions (``netpass/ops/reduction.py``): the ``rowop`` template, one work-group per output
-element, where the reduced axes are one contiguous block (ignoring size-1 dims); CumSum by
-``kernels.scan``, a work-item per row; TopK runs on the host. :func:`axes_block` and
+element, where the reduced axes are one contiguous block (ignoring size-1 dims); TopK: the
+``topk`` template, one work-group per row along its axis (float32, int32, int64 data; others
+on the host); CumSum: ``kernels.scan``, a work-item per row. :func:`axes_block` and
 :func:`rowop_fused` also serve the normalizations."""
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from ..impls import Impl, Launch, Params, epilogue, epilogue_args, size, work_1d
 from ..kernels.common import LS, Source
 from ..kernels.rowop import rowop
 from ..kernels.scan import cumsum
+from ..kernels.topk import TOPK_DTYPES, topk
 from .base import ImplFactory, OpKind, ints, same_shape, table
 
 
@@ -92,6 +94,23 @@ def cumsum_impl(p: Params, key: Any) -> Impl | None:
     return Impl(key, [Launch(src, *work_1d(rows), [("i", 0), ("o", 0), rows, R, inner])])
 
 
+def topk_impl(p: Params, key: Any) -> Impl | None:
+    """TopK over its axis, k from the host value (the output's size along the axis: at most
+    the axis' size): one work-group per row, writing values and indices in the op's layout."""
+    if np.dtype(p.in_dtypes[0]) not in TOPK_DTYPES:
+        return None
+    shape = p.in_shapes[0]
+    axis = p.attrs["axis"] % len(shape)
+    blk = axes_block(shape, [axis])
+    if blk is None:  # (one axis is always one block)
+        return None
+    outer, N, inner = blk
+    K = p.out_shapes[0][axis]  # (axis of size 1: axes_block gives rows of one element, K <= 1)
+    src = topk(p.in_dtypes[0], p.out_dtypes[1], p.attrs["mode"], p.attrs["sort"])
+    spec = [("i", 0), ("o", 0), ("o", 1), N, inner, K]
+    return Impl(key, [Launch(src, (max(outer * inner, 1) * LS,), (LS,), spec)])
+
+
 def _reduction(cls: type, op: str) -> OpKind:
     return OpKind(cls, deps=(1,), impl=reduce_impl(op))
 
@@ -101,6 +120,6 @@ ROWS = table(
     _reduction(ReduceMin, "min"), _reduction(ReduceProd, "prod"), _reduction(ReduceL1, "l1"),
     _reduction(ReduceL2, "l2"), _reduction(ReduceLogicalAnd, "and"),
     _reduction(ReduceLogicalOr, "or"),
-    OpKind(TopK, deps=(1,)),
+    OpKind(TopK, deps=(1,), impl=topk_impl),
     OpKind(CumSum, deps=(1,), shape=same_shape, impl=cumsum_impl),
 )

@@ -259,6 +259,23 @@ def test_topk_sort_by_index_and_i32_indices():
     assert indices.dtype == np.int32
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8, np.uint64, np.bool_])
+def test_topk_max_of_integers_at_their_limits(dtype):
+    """The reference orders integers exactly: the minimum is the smallest (its negation wraps
+    to itself), and uint64 beyond 2**53 keeps its order (no float64 keys)."""
+    if dtype is np.bool_:
+        data, top = np.array([0, 1, 0, 1, 0], dtype), [1, 3, 0]
+    else:
+        lo, hi = np.iinfo(dtype).min, np.iinfo(dtype).max
+        data, top = np.array([lo, hi - 1, lo, hi, lo], dtype), [3, 1, 0]
+    x = opset.parameter([5], dtype, name="x")
+    for mode, want in (("max", top), ("min", [0, 2, 4])):
+        node = opset.topk(x, 3, 0, mode, "value", "i32")
+        _, idx = netpass.reference.infer(Model([node.output(0), node.output(1)], [x]),
+                                         {"x": data}).values()
+        np.testing.assert_array_equal(idx, want, err_msg=f"{mode}")
+
+
 def test_topk_shape_with_unknown_k_and_dynamic_dims():
     n = Symbol("N")
     x = opset.parameter(PartialShape([Dimension(symbol=n), Dimension(1, 10)]), np.float32)

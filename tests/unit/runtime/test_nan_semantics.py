@@ -105,10 +105,10 @@ def test_mvn(rng):
     _one(lambda x: opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt"), (4, 16), rng=rng)
 
 
-def test_topk_max(rng):
-    """ArgMax / TopK (a host fallback: the reference's own semantics)."""
-    _one(lambda x: opset.topk(x, np.int64(3), -1, "max", "value").output(0), (4, 9), rng=rng,
-         kernels_only=False)
+@pytest.mark.parametrize("mode", ["max", "min"])
+def test_topk(rng, mode):
+    """ArgMax / TopK (the topk kernel: NaN the worst element, as the reference's argsort)."""
+    _one(lambda x: opset.topk(x, np.int64(3), -1, mode, "value").output(0), (4, 9), rng=rng)
 
 
 # -- recurrent and attention ---------------------------------------------------------------------
