@@ -109,6 +109,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--arch", default="gpt2", help="transformers model type (as bench_decode)")
+    ap.add_argument("--exporter", choices=("torchscript", "dynamo"), default="torchscript")
     ap.add_argument("--device", default="AUTO")
     ap.add_argument("--transformations", default="NONE")
     ap.add_argument("--prompt", type=int)
@@ -118,7 +119,7 @@ def main() -> None:
                     help="decode steps whose host time cProfile breaks down by function (0: none)")
     args = ap.parse_args()
     prompt_len = args.prompt or (16 if args.quick else 128)
-    dec = load_or_export(args.onnx, args.quick, args.arch)
+    dec = load_or_export(args.onnx, args.quick, args.arch, args.exporter)
     t0 = time.perf_counter()
     model = stateful_decoder(netpass.read_model(dec.onnx), last_logits=True)
     names = {n for i in model.inputs for n in i.get_names()}

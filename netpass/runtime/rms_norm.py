@@ -7,9 +7,9 @@ Exports write RMSNorm (LLaMA, Mistral, Qwen, T5) as ops: ``x * 1 / sqrt(mean(x^2
 Multiply by a constant) fuses into it as the epilogue, as a LayerNorm's does into MVN.
 
 Conditions (:func:`fuse_rms_norms`): float32; the square is ``Power(x, 2)`` or ``x * x``; the
-mean a ReduceMean over the last axis keeping it; ``eps`` a constant scalar added to it; the
-reciprocal square root ``1 / Sqrt``, ``Power(., -0.5)`` or ``Power(Sqrt, -1)``, multiplied by
-``x`` (or ``x`` divided by the Sqrt); each op read only by the next one.
+mean a ReduceMean over the last axis keeping it; ``eps`` a constant scalar added to it (or
+none: eps 0); the reciprocal square root ``1 / Sqrt``, ``Power(., -0.5)`` or ``Power(Sqrt,
+-1)``, multiplied by ``x`` (or ``x`` divided by the Sqrt); each op read only by the next one.
 """
 from __future__ import annotations
 
@@ -56,7 +56,11 @@ def _mean_square(m, users: dict) -> tuple | None:
 
 
 def _root_sqrt(t, users: dict) -> tuple | None:
-    """(x, k, eps, [square, mean, add]) when ``t`` is mean(x^2) + eps."""
+    """(x, k, eps, [square, mean, add]) when ``t`` is mean(x^2) + eps, or (x, k, 0, [square,
+    mean]) when it is mean(x^2) (Helium's dynamo export adds no eps)."""
+    found = _mean_square(t, users)
+    if found is not None:
+        return found[0], found[1], 0.0, found[2]
     if not t.is_a(Add) or not read_once(t, users):
         return None
     for (m, _), (c, kc) in (t.inputs, t.inputs[::-1]):
