@@ -19,13 +19,7 @@ from ..ops.matmul import MatMul
 from ..ops.movement import Reshape, Slice, Split, Transpose, VariadicSplit
 from .impls import contiguous_strides, reshape_strides
 from .kinds import FusedAttention, Rotary
-from .program_node import ProgramNode
-
-
-def data_users(node: ProgramNode) -> list:
-    """The users of ``node``'s first output that read its data (not a ShapeOf, which reads
-    only the shape: a view keeps it)."""
-    return [(u, j) for u, j in node.users[0] if u.reads_data]
+from .program_node import ProgramNode, data_users
 
 
 def _permute_order(t: ProgramNode) -> tuple | None:

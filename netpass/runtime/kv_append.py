@@ -33,11 +33,8 @@ from ..ops.movement import Transpose
 from ..ops.state import Assign
 from .kinds import FusedAttention
 from .kinds.base import same_dim
+from .program_node import data_users
 from .state_marks import APPEND
-
-
-def _data_users(node: Any, k: int = 0) -> list:
-    return [u for u, _ in node.users[k] if u.reads_data]
 
 
 def _append_of(node: Any) -> bool:
@@ -87,9 +84,9 @@ def attach_kv_appends(program: Any) -> bool:
         if desc.tv or ck is cv or not (_append_of(ck) and _append_of(cv)):
             continue
         k_readers = {id(a)} if ck is ks else {id(ks)}
-        if any(id(u) not in k_readers and not u.is_a(Assign) for u in _data_users(ck)) or \
-                any(u is not a and not u.is_a(Assign) for u in _data_users(cv)) or \
-                (ck is not ks and any(u is not a for u in _data_users(ks))):
+        if any(id(u) not in k_readers and not u.is_a(Assign) for u, _ in data_users(ck)) or \
+                any(u is not a and not u.is_a(Assign) for u, _ in data_users(cv)) or \
+                (ck is not ks and any(u is not a for u, _ in data_users(ks))):
             continue
         xk, xv = ck.inputs[1], cv.inputs[1]
         q_ps = a.inputs[0][0].out_pshapes[a.inputs[0][1]]

@@ -40,7 +40,7 @@ from .gather_sum import fuse_gather_sums
 from .gemm_reshapes import drop_gemm_reshapes
 from .gemm_scales import fold_gemm_scales
 from .impls import FusedDesc, host_only_reason, scalar_literal
-from .input_views import data_users, fold_input_permutes, fold_view_chains
+from .input_views import fold_input_permutes, fold_view_chains
 from .kernels.common import CTYPES
 from .kinds import FusedAttention, Rotary
 from .kinds.base import same_dim
@@ -57,6 +57,7 @@ from .program_node import (
     ProgramNode,
     bypass_identities,
     bypass_lone_concats,
+    data_users,
     drop_truth_converts,
     drop_unread,
 )

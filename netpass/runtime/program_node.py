@@ -134,10 +134,12 @@ def read_once(n: ProgramNode, users: dict[int, list]) -> bool:
     return not n.is_output and n.num_outputs == 1 and len(users.get(id(n), ())) == 1
 
 
-def data_users(node: ProgramNode, users: dict[int, list]) -> list:
-    """The readers of ``node``'s data in ``users`` (:func:`node_users`): a ShapeOf reads only
-    its shape (:func:`kept_for_shapes`)."""
-    return [(u, j) for u, j in users.get(id(node), ()) if u.reads_data]
+def data_users(node: ProgramNode, users: dict[int, list] | None = None, k: int = 0) -> list:
+    """The (reader, input index) pairs that read ``node``'s data: in ``users`` (a node-list
+    pass's :func:`node_users`, every output), else of output ``k`` as the program linked them.
+    A ShapeOf reads only the shape (which a view keeps: :func:`kept_for_shapes`)."""
+    pairs = users.get(id(node), ()) if users is not None else node.users[k]
+    return [(u, j) for u, j in pairs if u.reads_data]
 
 
 def kept_for_shapes(absorbed: list, last: ProgramNode | None, users: dict[int, list]) -> list:

@@ -11,9 +11,9 @@ import numpy as np
 from ..ops.matmul import MatMul
 from ..ops.movement import Broadcast, Concat, Reshape, Squeeze, Tile, Transpose, Unsqueeze
 from ..ops.state import Assign, ReadValue
-from .input_views import data_users
 from .kinds import FusedAttention
 from .kinds.base import same_dim
+from .program_node import data_users
 
 if TYPE_CHECKING:  # pragma: no cover
     from .program import Program, ProgramNode
