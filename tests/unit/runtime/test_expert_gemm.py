@@ -8,7 +8,7 @@ import pytest
 
 import netpass
 from netpass import Model, opset
-from netpass.runtime import Program, compile_program
+from netpass.runtime import Program, compile_program, expert_gemm, program
 from netpass.testing import RUNTIME_DEVICE
 
 TOL = 1e-5
@@ -74,13 +74,19 @@ def _run(model, feeds_list, want=None):
 
 @pytest.mark.parametrize("nd", [False, True], ids=["gather", "gather_nd"])
 @pytest.mark.parametrize("k", [1, 2])
-def test_routed_experts_read_in_place(rng, k, nd):
+def test_routed_experts_read_in_place(rng, monkeypatch, k, nd):
     """One token (a decode step), then several, then one again, in one request: the gathered
-    copy is gone (no Gather, no MatMul), and each step is router + one expert launch."""
+    copy is gone (no Gather, no MatMul): a step takes one launch fewer than without the pass
+    (router MatMul, Softmax, TopK, the rows' Tile, the ExpertMatMul)."""
     model = _moe(rng, k, nd)
     assert _kinds(model) == ["MatMul", "ExpertMatMul"]
-    launches = _run(model, [{"x": _f(rng, t, K)} for t in (1, 7, 1, 3, 1)])
-    assert launches[0] == launches[2] == launches[4]
+    feeds = [{"x": _f(rng, t, K)} for t in (1, 7, 1, 3, 1)]
+    launches = _run(model, feeds)
+    assert launches[0] == launches[2] == launches[4] == 5
+    monkeypatch.setattr(program, "NODE_PASSES", tuple(
+        p for p in program.NODE_PASSES if p is not expert_gemm.fuse_expert_gemms))
+    assert _kinds(model) == ["MatMul", "GatherND" if nd else "Gather", "MatMul"]
+    assert _run(model, feeds[:1]) == [6]
 
 
 def test_negative_indices_count_from_the_end(rng):
