@@ -34,6 +34,7 @@ from .attention import fuse_attention
 from .concat_pieces import distribute_concats
 from .const_fold import fold_constants
 from .cse import merge_common_subexpressions
+from .expert_gemm import fuse_expert_gemms
 from .fused_mlp import fold_decode_mlps
 from .gather_grid import slice_grid_gathers
 from .gather_sum import fuse_gather_sums
@@ -179,11 +180,11 @@ def _grows(src: ProgramNode, u: ProgramNode, p: ProgramNode) -> bool:
 
 # the passes over the node list, in order, before the program links its users
 NODE_PASSES = (fold_constants, merge_common_subexpressions, slice_grid_gathers, distribute_concats,
-               fuse_gather_sums, fuse_rms_norms, fuse_rotaries, absorb_partial_rotaries,
-               drop_gemm_reshapes, fold_3d_swaps, fuse_attention, read_shapes_upstream,
-               fold_gemm_scales, merge_parallel_gemms, merge_gated_mlps, fold_gated_inputs,
-               merge_rotary_pairs, fuse_norm_gemms, bypass_lone_concats, bypass_identities,
-               drop_truth_converts, drop_unread, merge_unaries)
+               fuse_gather_sums, fuse_expert_gemms, fuse_rms_norms, fuse_rotaries,
+               absorb_partial_rotaries, drop_gemm_reshapes, fold_3d_swaps, fuse_attention,
+               read_shapes_upstream, fold_gemm_scales, merge_parallel_gemms, merge_gated_mlps,
+               fold_gated_inputs, merge_rotary_pairs, fuse_norm_gemms, bypass_lone_concats,
+               bypass_identities, drop_truth_converts, drop_unread, merge_unaries)
 
 
 class Program:

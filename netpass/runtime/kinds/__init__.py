@@ -35,11 +35,13 @@ from .attention import FusedAttention
 from .base import TABLE, OpClass, OpKind
 from .elementwise import GatedActivation, Rotary, Unaries
 from .indexing import GatherSum
+from .matmul import ExpertMatMul
 from .normalization import RmsNorm
 
 # kinds the runtime makes itself (no op class of ``netpass.ops``), by name
-RUNTIME_KINDS: dict[str, type] = {k.type_name: k for k in (FusedAttention, GatedActivation,
-                                                            GatherSum, RmsNorm, Rotary, Unaries)}
+RUNTIME_KINDS: dict[str, type] = {k.type_name: k for k in (ExpertMatMul, FusedAttention,
+                                                            GatedActivation, GatherSum, RmsNorm,
+                                                            Rotary, Unaries)}
 _DEFAULT: dict[type, OpKind] = {}  # op classes without a row
 
 
@@ -67,5 +69,5 @@ def row_of(cls: type[OpClass]) -> OpKind:
     return row
 
 
-__all__ = ["OpKind", "TABLE", "RUNTIME_KINDS", "FusedAttention", "GatedActivation", "GatherSum",
-           "RmsNorm", "Rotary", "Unaries", "op_class", "row_of"]
+__all__ = ["OpKind", "TABLE", "RUNTIME_KINDS", "ExpertMatMul", "FusedAttention", "GatedActivation",
+           "GatherSum", "RmsNorm", "Rotary", "Unaries", "op_class", "row_of"]

@@ -7,11 +7,19 @@ items; ``gemm_skinny`` takes few output tiles (small M: decoders, :func:`skinny_
 of 128 and K of 16 on a GPU; ``kernels.mma``'s tensor-core GEMM takes float32 products before
 them all where the device has tensor cores, in K slices where its tiles leave compute units idle
 (docs/runtime.md, "Kernels").
+
+A mixture-of-experts' MatMul of an expert's weights gathered by the router's indices
+(:class:`ExpertMatMul`, made by ``netpass.runtime.expert_gemm``) reads each batch's weight
+matrix where it lies in the stacked weights (``kernels/expert``): no gathered copy.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
 import numpy as np
 
+from ...errors import ShapeInferenceError
 from ...ops.matmul import MatMul
 from ..impls import (
     Impl,
@@ -27,7 +35,7 @@ from ..impls import (
     size,
     work_1d,
 )
-from ..kernels import decode_gemv, mma, mma_parts, mma_plan
+from ..kernels import decode_gemv, expert, mma, mma_parts, mma_plan
 from ..kernels.common import LS, Stage
 from ..kernels.gemm import (
     GEMM_LARGE,
@@ -42,6 +50,7 @@ from ..kernels.gemm import (
     gemm_skinny,
 )
 from ..kernels.rowop import rowop
+from ..shape_infer import infer_host
 from .base import OpKind, broadcast, table
 
 
@@ -363,6 +372,88 @@ def matmul_shape(attrs: dict, shapes: list, values: dict) -> list[tuple] | None:
     return [batch[0] + (a[-2], b[-1])]
 
 
+class ExpertMatMul:
+    """The kind of a MatMul whose operand ``side`` is an expert's weight matrix gathered from
+    constant stacked weights ``W [E, R, C]`` along axis 0 by computed indices (a Gather of
+    indices [B], or a GatherND of [B, 1]), made by ``netpass.runtime.expert_gemm``, never an
+    op of a model; its inputs are ``W, indices, X`` (X: the MatMul's other operand), its
+    node's ``subgraph`` an :class:`ExpertMatMulDesc`."""
+
+    type_name: ClassVar[str] = "ExpertMatMul"
+
+
+class ExpertMatMulDesc:
+    """What an ExpertMatMul computes: the absorbed ``gather`` (a Gather or GatherND node) and
+    ``matmul`` (their nodes: the shape rule and the host reference), the gathered weights
+    being the MatMul's input ``side``."""
+
+    def __init__(self, gather: Any, matmul: Any, side: int, nd: bool) -> None:
+        self.gather, self.matmul, self.side, self.nd = gather, matmul, side, nd
+
+    def key(self) -> tuple:
+        return ("expert_matmul", self.side, self.nd)
+
+    def _operands(self, w: Any, x: Any) -> list:
+        return [w, x] if self.side == 0 else [x, w]
+
+    def infer_shapes(self, shapes: Sequence[tuple],
+                     values: Mapping[int, np.ndarray]) -> list[tuple]:
+        w, idx, x = (tuple(s) for s in shapes)
+        rows = idx[:-1] if self.nd and idx and idx[-1] == 1 else None if self.nd else idx
+        out = None
+        if rows is not None and len(w) == 3 and len(rows) == 1 and len(x) in (2, 3):
+            out = matmul_shape(self.matmul.attrs, self._operands(rows + w[1:], x), {})
+        if out is None:
+            raise ShapeInferenceError(f"ExpertMatMul '{self.matmul.id}': weights {list(w)} "
+                                      f"gathered by indices {list(idx)} do not multiply "
+                                      f"{list(x)}")
+        return out
+
+    def evaluate(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """The Gather's own reference, then the MatMul's."""
+        w, idx, x = arrays
+        g_ins = [w, idx] if self.nd else [w, idx, self.gather.inputs[2][0].value]
+        g = infer_host(self.gather, g_ins)[0]
+        return infer_host(self.matmul, self._operands(g, x))
+
+
+def expert_matmul_impl(p: Params, key: Any) -> Impl | None:
+    """One launch: ``kernels.expert.expert_gemv`` where each batch is one row against the
+    expert's rows (contiguous along their K), else ``expert_gemm``. float32 only."""
+    if any(np.dtype(d) != np.float32 for d in (p.in_dtypes[0], p.in_dtypes[2], p.out_dtypes[0])):
+        return None
+    desc: ExpertMatMulDesc = p.node.subgraph
+    (e, r, c), idx, x, out = p.in_shapes[0], p.in_shapes[1], p.in_shapes[2], p.out_shapes[0]
+    if size(out) == 0:
+        return Impl(key, [])
+    nb, m, n = size(out[:-2]), out[-2], out[-1]
+    sib = 0 if size(idx) == 1 else 1
+    sxb = 0 if size(x[:-2]) == 1 else x[-2] * x[-1]
+    ta, tb = bool(desc.matmul.attrs.get("transpose_a")), bool(desc.matmul.attrs.get("transpose_b"))
+    head = [("i", 0), ("i", 1), ("i", 2), ("o", 0)]
+    if (desc.side == 0 and not ta and n == 1) or (desc.side == 1 and tb and m == 1):
+        gpu = p.engine is not None and p.engine.is_gpu
+        tpr = decode_gemv.gemv_width(1, c, 1, r, gpu) or 16
+        run = decode_gemv.gemv_run(c, tpr, gpu)
+        src = expert.expert_gemv(p.in_dtypes[1], tpr, run)
+        wg = expert.EXPERT_WG
+        gws = (cdiv(r, wg // tpr) * wg, 1, nb)
+        return Impl(key, [Launch(src, gws, (wg, 1, 1), head + [r, c, e, sib, sxb])])
+    k = (r if ta else c) if desc.side == 0 else (c if tb else r)
+    if desc.side == 0:
+        a_st = (1, c) if ta else (c, 1)
+        b_st = (1, x[-1]) if tb else (x[-1], 1)
+    else:
+        a_st = (1, x[-1]) if ta else (x[-1], 1)
+        b_st = (1, c) if tb else (c, 1)
+    t = expert.TILE
+    src = expert.expert_gemm(p.in_dtypes[1], desc.side)
+    gws = (cdiv(n, t) * t, cdiv(m, t) * t, nb)
+    return Impl(key, [Launch(src, gws, (t, t, 1),
+                             head + [m, n, k, e, r * c, sib, sxb, *a_st, *b_st])])
+
+
 ROWS = table(
     OpKind(MatMul, shape=matmul_shape, impl=matmul_impl, epilogue=True),
+    OpKind(ExpertMatMul, impl=expert_matmul_impl),
 )
