@@ -44,6 +44,7 @@ from .input_views import data_users, fold_input_permutes, fold_view_chains
 from .kernels.common import CTYPES
 from .kinds import FusedAttention, Rotary
 from .kinds.base import same_dim
+from .kinds.normalization import RmsNorm
 from .kv_append import attach_kv_appends
 from .memory import Lifetime, overlap_sets
 from .norm_gemm import fuse_norm_gemms
@@ -398,7 +399,9 @@ class Program:
     def _strided_readers(node: ProgramNode, k: int, prefix: int | None, found: list) -> bool:
         """Whether every reader of output ``k`` of ``node`` takes a strided tensor: a GEMM, a
         fused attention or a Rotary input (GPT-NeoX rotates slices of its fused projection's
-        heads), a permuted view read by one, or, for a split piece (``prefix``:
+        heads), a permuted view read by one, an RmsNorm of a piece split along its last axis
+        (its rows one stride apart: OLMo2 normalizes its whole q and k projections), or, for a
+        split piece (``prefix``:
         its first ``prefix`` dims and its other dims are each contiguous, not together), a
         Reshape keeping those first dims, whose readers must be such readers in turn (walked
         with a stack: a chain of Reshapes is as deep as the model). ShapeOf users read only the
@@ -416,7 +419,10 @@ class Program:
                 if u.fused_into is not None:
                     return False
                 if (u.is_a(MatMul) and j < 2) or u.is_a(FusedAttention) \
-                        or (u.is_a(Rotary) and j in (0, 3)):
+                        or (u.is_a(Rotary) and j in (0, 3)) \
+                        or (u.is_a(RmsNorm) and prefix is not None
+                            and n.out_pshapes[kk].rank_is_static
+                            and prefix == len(n.out_pshapes[kk]) - 1):
                     found.append((u, j))
                 elif u.permute_view is not None:
                     found.append(data_users(u)[0])
