@@ -61,7 +61,7 @@ from .program_node import (
     drop_truth_converts,
     drop_unread,
 )
-from .rms_norm import fuse_rms_norms
+from .rms_norm import center_rms_norms, fuse_rms_norms
 from .rotary import absorb_partial_rotaries, fuse_rotaries, merge_rotary_pairs
 from .shape_terms import reshape_keeps_prefix
 from .state_marks import mark_state
@@ -179,11 +179,11 @@ def _grows(src: ProgramNode, u: ProgramNode, p: ProgramNode) -> bool:
 
 # the passes over the node list, in order, before the program links its users
 NODE_PASSES = (fold_constants, merge_common_subexpressions, slice_grid_gathers, distribute_concats,
-               fuse_gather_sums, fuse_rms_norms, fuse_rotaries, absorb_partial_rotaries,
-               drop_gemm_reshapes, fold_3d_swaps, fuse_attention, read_shapes_upstream,
-               fold_gemm_scales, merge_parallel_gemms, merge_gated_mlps, fold_gated_inputs,
-               merge_rotary_pairs, fuse_norm_gemms, bypass_lone_concats, bypass_identities,
-               drop_truth_converts, drop_unread, merge_unaries)
+               fuse_gather_sums, fuse_rms_norms, center_rms_norms, fuse_rotaries,
+               absorb_partial_rotaries, drop_gemm_reshapes, fold_3d_swaps, fuse_attention,
+               read_shapes_upstream, fold_gemm_scales, merge_parallel_gemms, merge_gated_mlps,
+               fold_gated_inputs, merge_rotary_pairs, fuse_norm_gemms, bypass_lone_concats,
+               bypass_identities, drop_truth_converts, drop_unread, merge_unaries)
 
 
 class Program:
