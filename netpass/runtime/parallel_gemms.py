@@ -18,9 +18,12 @@ in front of them, so that the norm's one remaining reader is the GEMM.
 Conditions (:func:`merge_parallel_gemms`): two or more FullyConnected nodes of float32 reading
 the same output as input 0, each with constant 2-D float32 weights of one K and a constant
 bias of N_i values, not yet fused with anything, and read only by Reshapes (the heads' split
-of q, k, v) and ShapeOfs. The split's pieces stay views only for readers that take strided
-tensors (GEMMs, attention, rotary, through Reshapes and Transposes:
-``Program._mark_strided_views``).
+of q, k, v), RmsNorms (OLMo2 and OLMoE normalize the whole q and k projections before the
+heads' split: ``q_norm(q_proj(x))``) and ShapeOfs. The split's pieces stay views only for
+readers that take strided tensors (GEMMs, attention, rotary, through Reshapes and Transposes;
+an RmsNorm reads its rows one stride apart: ``Program._mark_strided_views``), so the merge
+costs no copy; merged, the q and k rotations find their common origin through the norms and
+run as one launch too (``rotary.merge_rotary_pairs``).
 
 A gated MLP's ``act(gate(x)) * up(x)`` (LLaMA, Mistral, Qwen: SiLU; Gemma: tanh-GELU; any
 elementwise activation the graph writes out, as ops or as one) has elementwise readers
@@ -93,13 +96,13 @@ def read_shapes_upstream(nodes: list) -> list:
 
 def _mergeable(n, users: dict) -> bool:
     """A FullyConnected :func:`merge_parallel_gemms` may merge (module docstring); read
-    only by Reshapes and ShapeOfs, it is no model output."""
+    only by Reshapes, RmsNorms and ShapeOfs, it is no model output."""
     if not n.is_a(FullyConnected) or len(n.inputs) != 3 or n.inputs[1][0].value is None \
             or np.ndim(n.inputs[1][0].value) != 2 \
             or not _stackable(n, n.inputs[0], n.inputs[1][0].value.shape[1]):
         return False
     readers = users.get(id(n), ())
-    return bool(readers) and all(u.is_a(Reshape) and j == 0 or not u.reads_data
+    return bool(readers) and all(u.is_a(Reshape, RmsNorm) and j == 0 or not u.reads_data
                                  for u, j in readers)
 
 

@@ -45,6 +45,7 @@ from .input_views import fold_input_permutes, fold_view_chains
 from .kernels.common import CTYPES
 from .kinds import FusedAttention, Rotary
 from .kinds.base import same_dim
+from .kinds.normalization import RmsNorm
 from .kv_append import attach_kv_appends
 from .memory import Lifetime, overlap_sets
 from .norm_gemm import fuse_norm_gemms
@@ -62,7 +63,7 @@ from .program_node import (
     drop_truth_converts,
     drop_unread,
 )
-from .rms_norm import fuse_rms_norms
+from .rms_norm import center_rms_norms, fuse_rms_norms
 from .rotary import absorb_partial_rotaries, fuse_rotaries, merge_rotary_pairs
 from .shape_terms import reshape_keeps_prefix
 from .state_marks import mark_state
@@ -180,11 +181,12 @@ def _grows(src: ProgramNode, u: ProgramNode, p: ProgramNode) -> bool:
 
 # the passes over the node list, in order, before the program links its users
 NODE_PASSES = (fold_constants, merge_common_subexpressions, slice_grid_gathers, distribute_concats,
-               fuse_gather_sums, fuse_expert_gemms, fuse_rms_norms, fuse_rotaries,
-               absorb_partial_rotaries, drop_gemm_reshapes, fold_3d_swaps, fuse_attention,
-               read_shapes_upstream, fold_gemm_scales, merge_parallel_gemms, merge_gated_mlps,
-               fold_gated_inputs, merge_rotary_pairs, fuse_norm_gemms, bypass_lone_concats,
-               bypass_identities, drop_truth_converts, drop_unread, merge_unaries)
+               fuse_gather_sums, fuse_expert_gemms, fuse_rms_norms, center_rms_norms,
+               fuse_rotaries, absorb_partial_rotaries, drop_gemm_reshapes, fold_3d_swaps,
+               fuse_attention, read_shapes_upstream, fold_gemm_scales, merge_parallel_gemms,
+               merge_gated_mlps, fold_gated_inputs, merge_rotary_pairs, fuse_norm_gemms,
+               bypass_lone_concats, bypass_identities, drop_truth_converts, drop_unread,
+               merge_unaries)
 
 
 class Program:
@@ -400,7 +402,9 @@ class Program:
     def _strided_readers(node: ProgramNode, k: int, prefix: int | None, found: list) -> bool:
         """Whether every reader of output ``k`` of ``node`` takes a strided tensor: a GEMM, a
         fused attention or a Rotary input (GPT-NeoX rotates slices of its fused projection's
-        heads), a permuted view read by one, or, for a split piece (``prefix``:
+        heads), a permuted view read by one, an RmsNorm of a piece split along its last axis
+        (its rows one stride apart: OLMo2 normalizes its whole q and k projections), or, for a
+        split piece (``prefix``:
         its first ``prefix`` dims and its other dims are each contiguous, not together), a
         Reshape keeping those first dims, whose readers must be such readers in turn (walked
         with a stack: a chain of Reshapes is as deep as the model). ShapeOf users read only the
@@ -418,7 +422,10 @@ class Program:
                 if u.fused_into is not None:
                     return False
                 if (u.is_a(MatMul) and j < 2) or u.is_a(FusedAttention) \
-                        or (u.is_a(Rotary) and j in (0, 3)):
+                        or (u.is_a(Rotary) and j in (0, 3)) \
+                        or (u.is_a(RmsNorm) and prefix is not None
+                            and n.out_pshapes[kk].rank_is_static
+                            and prefix == len(n.out_pshapes[kk]) - 1):
                     found.append((u, j))
                 elif u.permute_view is not None:
                     found.append(data_users(u)[0])

@@ -52,7 +52,9 @@ def rowop(kind: str, in_dtype, out_dtype, params: dict, epilogue: Sequence[Stage
           extra_dtypes: Sequence = (), erank: int = 0) -> Source:
     """One work-group of ``LS`` items per row; row r = (o, i) covers x[o*R*inner + j*inner + i].
     Softmax / log-softmax / MVN outputs go through the fused ``epilogue`` stages (their extra
-    inputs indexed by the output's flat position)."""
+    inputs indexed by the output's flat position). ``params["xrs"]`` (rows of one axis,
+    ``inner`` 1): the kernel takes an ``xrs`` argument after ``inner``, and row r of x starts
+    at x[r*xrs] (a split piece's rows, read where the projection wrote them); y stays dense."""
     it, ot = ctype(in_dtype), ctype(out_dtype)
     n_extra = len(extra_dtypes)
     extra_args = "".join(f", __global const {ctype(d)}* in{j}, int off_in{j}"
@@ -71,14 +73,17 @@ def rowop(kind: str, in_dtype, out_dtype, params: dict, epilogue: Sequence[Stage
         return (f"{{ float ev = (float)({value}); int flat = (o * R + j) * inner + i;\n  {offs}\n"
                 f"  {code}\n  y[j * inner] = ({ot})(x{len(epilogue)}); }}")
 
+    strided = bool(params.get("xrs"))
+    xrs_arg = ", int xrs" if strided else ""
+    x_at = "row * xrs" if strided else "o * R * inner + i"
     head = f"""#define LS {LS}
 __kernel __attribute__((reqd_work_group_size(LS, 1, 1)))
 void rowop(__global const {it}* X, int xoff, __global {ot}* Y, int yoff, int R,
-           int inner{extra_args})
+           int inner{xrs_arg}{extra_args})
 {{
   const int row = get_group_id(0), lid = get_local_id(0);
   const int o = row / inner, i = row - (row / inner) * inner;
-  __global const {it}* x = X + xoff + o * R * inner + i;
+  __global const {it}* x = X + xoff + {x_at};
   __global {ot}* y = Y + yoff + o * R * inner + i;
   __local float sh[LS];
 """

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ...ops.normalization import MVN, BatchNormInference, LogSoftmax, NormalizeL2, Softmax
-from ..impls import Impl, Params, size
+from ..impls import Impl, Params, collapse, size
 from ..kernels.common import flit
 from .base import ImplFactory, OpKind, ints, same_shape, table
 from .elementwise import per_channel_impl
@@ -84,13 +84,31 @@ class RmsNormDesc:
         return [(x * (np.float32(1) / np.sqrt(ms + np.float32(self.eps)))).astype(x.dtype)]
 
 
+def row_stride(shape: Sequence[int], strides: Sequence[int] | None) -> int | None | bool:
+    """How far apart the rows of the last axis of a tensor of ``strides`` (elements; None:
+    dense) lie: None where they are dense, the distance where the last axis is contiguous and
+    the leading dims walk as one (a split piece of a projection: ``Program._mark_strided_views``
+    leaves it a view for an RmsNorm), else False (not one row stride)."""
+    if strides is None or not shape:
+        return None
+    dims, (st,) = collapse(list(shape[:-1]), [list(strides[:-1])])
+    if shape[-1] != 1 and strides[-1] != 1 or len(dims) > 1:
+        return False
+    rs = st[0] if dims else shape[-1]
+    return None if rs == shape[-1] else rs
+
+
 def rms_impl(p: Params, key: Any) -> Impl | None:
-    """One ``rowop`` "rms" launch over the rows of the last axis (float32)."""
+    """One ``rowop`` "rms" launch over the rows of the last axis (float32), read through the
+    input's row stride where it is a strided view (:func:`row_stride`)."""
     shape = p.in_shapes[0]
     if np.dtype(p.in_dtypes[0]) != np.float32 or not shape:
         return None
+    rs = row_stride(shape, p.in_strides[0] if p.in_strides else None)
+    if rs is False:
+        return None
     return rowop_fused(p, key, "rms", {"eps": p.node.subgraph.eps}, size(shape[:-1]),
-                       shape[-1], 1)
+                       shape[-1], 1, rs)
 
 
 def _batch_norm(attrs: dict, in_dtypes: Sequence[Any], out_dtype: Any) -> str | None:
