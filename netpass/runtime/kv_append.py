@@ -19,9 +19,14 @@ permuted views (the copy and the kernel read through their strides), and so the 
 Split becomes strided views too (``Program._mark_strided_views``).
 
 Conditions: float32; both caches append along their second-to-last axis (``[..., rows,
-head]``) and are read by nothing but this attention (and its k view), their Assigns and
-ShapeOf; the new rows are the attention's query rows (the same dim); k's view only swaps the
-last two axes.
+head]``) and are read by nothing but this attention (through its views of them), their
+Assigns and ShapeOf; the new rows are the attention's query rows (the same dim). The views:
+k's swap of the last two axes (unless m1 transposes b), and for either cache batch-view
+Reshapes that keep the last two dims and regroup those before (bmm exports, Bloom's and
+XGLM's: the cache ``[b, h, n, d]`` read as ``[b * h, n, d]``; the attention may have batch
+views of its scores too). The kernels lay the new rows ``[b, h, rows, d]`` over the batch
+layout they walk (``attention_views.regrouped``), so they land at the cache's strided places;
+grouped-query heads take no Reshapes (the kernels keep them a batch dim of their own).
 """
 from __future__ import annotations
 
@@ -116,10 +121,11 @@ def attach_kv_appends(program: Any) -> bool:
         desc = a.subgraph
         if not a.is_a(FusedAttention) or desc is None or desc.appends or desc.ta or desc.tv:
             continue
-        found = _cache_of(a.inputs[1][0], 0 if desc.tb else 1), _cache_of(a.inputs[2][0], 0)
-        if found[0] is None or found[1] is None:
+        found_k = _cache_of(a.inputs[1][0], 0 if desc.tb else 1)
+        found_v = _cache_of(a.inputs[2][0], 0)
+        if found_k is None or found_v is None:
             continue
-        (ck, k_chain), (cv, v_chain) = found
+        (ck, k_chain), (cv, v_chain) = found_k, found_v
         if desc.group > 1 and any(n.is_a(Reshape) for n in k_chain + v_chain):
             continue  # (the kernels' grouped heads are k's and v's own batch dim)
         if ck is cv or not (_append_of(ck) and _append_of(cv)) or \
