@@ -105,6 +105,7 @@ def test_bmm_attention_appends_decode_steps_to_the_cache(rng, batch):
             # (the appends' copies and the new rows' Transposes were 4 more); over 3 rows
             # q's [b, h, 3, d] heads, laid out [b, 3, h, d], do not merge b and h: a copy
             assert launches == (6 if s == 1 else 7), (s, launches)
+    assert req.stats["state_allocations"] == 2  # (each cache's buffer once: never copied)
     for state in req.query_state():
         np.testing.assert_allclose(state.state, ref_vars[state.name], rtol=1e-4, atol=1e-5)
 
