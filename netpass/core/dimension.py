@@ -337,7 +337,12 @@ class Dimension:
     def __floordiv__(self, other: int) -> Dimension:
         if self.is_static:
             return Dimension(self.min // other)
-        return Dimension(self.min // other, -1 if self.max == INF else self.max // other)
+        out = Dimension(self.min // other, -1 if self.max == INF else self.max // other)
+        # (a symbol every term of which ``other`` divides is divided exactly: the heads
+        # split back out of ``4 * batch`` by a bmm export's ``size(0) // 4`` keep ``batch``)
+        if self.symbol is not None and other > 0:
+            out.symbol = symbolic_quotient(self, Dimension(other))
+        return out
 
     # -- comparison and printing --------------------------------------------------------
     def __eq__(self, other: object) -> bool:

@@ -19,9 +19,14 @@ permuted views (the copy and the kernel read through their strides), and so the 
 Split becomes strided views too (``Program._mark_strided_views``).
 
 Conditions: float32; both caches append along their second-to-last axis (``[..., rows,
-head]``) and are read by nothing but this attention (and its k view), their Assigns and
-ShapeOf; the new rows are the attention's query rows (the same dim); k's view only swaps the
-last two axes.
+head]``) and are read by nothing but this attention (through its views of them), their
+Assigns and ShapeOf; the new rows are the attention's query rows (the same dim). The views:
+k's swap of the last two axes (unless m1 transposes b), and for either cache batch-view
+Reshapes that keep the last two dims and regroup those before (bmm exports, Bloom's and
+XGLM's: the cache ``[b, h, n, d]`` read as ``[b * h, n, d]``; the attention may have batch
+views of its scores too). The kernels lay the new rows ``[b, h, rows, d]`` over the batch
+layout they walk (``attention_views.regrouped``), so they land at the cache's strided places;
+grouped-query heads take no Reshapes (the kernels keep them a batch dim of their own).
 """
 from __future__ import annotations
 
@@ -29,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ..ops.movement import Transpose
+from ..ops.movement import Reshape, Transpose
 from ..ops.state import Assign
 from .kinds import FusedAttention
 from .kinds.base import same_dim
@@ -65,28 +70,66 @@ def _permute(x: Any, reader: Any, j: int) -> None:
     reader.permuted_inputs[j] = order
 
 
+def _batch_view(node: Any) -> bool:
+    """``node`` is a Reshape that keeps the last two dims (rows and head) of its data input
+    and regroups only the dims before them (a bmm export's ``[b, h, n, d] -> [b * h, n, d]``
+    and back): a view of a capacity layout (``state_marks``), row for row."""
+    if not node.is_a(Reshape) or node.is_output or node.fused or node.fused_into is not None \
+            or node.in_shape_of_subgraph:
+        return False
+    src, k = node.inputs[0]
+    ps, out = src.out_pshapes[k], node.out_pshapes[0]
+    return ps.rank_is_static and out.rank_is_static and len(ps) >= 2 and len(out) >= 2 \
+        and src.out_dtypes[k] == node.out_dtypes[0] \
+        and all(same_dim(ps[len(ps) - i], out[len(out) - i]) for i in (1, 2))
+
+
+def _cache_of(x: Any, swaps: int) -> tuple[Any, list] | None:
+    """The node an attention input ``x`` reads through batch-view Reshapes (:func:`_batch_view`)
+    and exactly ``swaps`` permuted views swapping the last two axes, with the nodes between
+    (``x`` first); None where it reads through anything else."""
+    chain: list = []
+    while True:
+        if x.permute_view is not None and _swaps_last_two(x.permute_view) and swaps:
+            swaps -= 1
+        elif _batch_view(x):
+            pass
+        else:
+            break
+        chain.append(x)
+        x = x.inputs[0][0]
+    return (x, chain) if not swaps else None
+
+
+def _read_only_along(cache: Any, chain: list, a: Any) -> bool:
+    """Whether ``cache`` (an append) is read by nothing but its Assigns and ``chain`` (the
+    views from the attention ``a`` back to it, nearest ``a`` first) and each view only by the
+    next one (ShapeOf aside)."""
+    readers = [a] + chain
+    for node, reader in zip([*chain, cache], readers):
+        ok = (Assign,) if node is cache else ()
+        if any(u is not reader and not (ok and u.is_a(*ok)) for u, _ in data_users(node)):
+            return False
+    return True
+
+
 def attach_kv_appends(program: Any) -> bool:
     """Attach the appends to the fused attentions that take them (module docstring); whether
     any did."""
     changed = False
     for a in program.nodes:
         desc = a.subgraph
-        if not a.is_a(FusedAttention) or desc is None or desc.appends or desc.ta or desc.deps:
+        if not a.is_a(FusedAttention) or desc is None or desc.appends or desc.ta or desc.tv:
             continue
-        ks, vs = a.inputs[1][0], a.inputs[2][0]
-        if desc.tb:
-            ck = ks
-        elif ks.permute_view is not None and _swaps_last_two(ks.permute_view):
-            ck = ks.inputs[0][0]
-        else:
+        found_k = _cache_of(a.inputs[1][0], 0 if desc.tb else 1)
+        found_v = _cache_of(a.inputs[2][0], 0)
+        if found_k is None or found_v is None:
             continue
-        cv = vs
-        if desc.tv or ck is cv or not (_append_of(ck) and _append_of(cv)):
-            continue
-        k_readers = {id(a)} if ck is ks else {id(ks)}
-        if any(id(u) not in k_readers and not u.is_a(Assign) for u, _ in data_users(ck)) or \
-                any(u is not a and not u.is_a(Assign) for u, _ in data_users(cv)) or \
-                (ck is not ks and any(u is not a for u, _ in data_users(ks))):
+        (ck, k_chain), (cv, v_chain) = found_k, found_v
+        if desc.group > 1 and any(n.is_a(Reshape) for n in k_chain + v_chain):
+            continue  # (the kernels' grouped heads are k's and v's own batch dim)
+        if ck is cv or not (_append_of(ck) and _append_of(cv)) or \
+                not _read_only_along(ck, k_chain, a) or not _read_only_along(cv, v_chain, a):
             continue
         xk, xv = ck.inputs[1], cv.inputs[1]
         q_ps = a.inputs[0][0].out_pshapes[a.inputs[0][1]]

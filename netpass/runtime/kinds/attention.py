@@ -250,11 +250,22 @@ def attention_impl(p: Params, key) -> Impl | None:
     operands = ((qb, qbs, sqm, sqd), (kb, kbs, skn, skd), (vb, vbs, svn, svj))
     n_sides = desc.sides
     sides = [(shapes[3 + j], strides[3 + j]) for j in range(n_sides)]
+    # the new keys and values (appended: laid out as k and v) walk the same batch dims
+    xs = _append_operands(shapes, strides, len(shapes) - desc.appends, G) if desc.appends \
+        else []
+    decoding = M <= decode.DECODE_ROWS
+    if not (decoding or N == M):
+        xs = []  # (a chunk of a prompt over a past: the appends copy, the kernels read k, v)
     if desc.deps:
-        viewed = regrouped(walked, operands, sides, _out_strides(desc, p, walked[2][:-2], M, DV))
+        viewed = regrouped(walked, operands, sides, _out_strides(desc, p, walked[2][:-2], M, DV),
+                           xs)
         if viewed is None:
+            if xs:
+                raise NetpassError(f"{FusedAttention.type_name} '{p.node.name}': the batch of "
+                                   f"its cache appends {[list(s) for s in shapes[-2:]]} is not "
+                                   "one its batch views split into")
             return None
-        batch, operands, side_strides, ost = viewed
+        batch, operands, side_strides, ost, xs = viewed
         (qb, qbs, _, _), (kb, kbs, _, _), (vb, vbs, _, _) = operands
         scores_shape = tuple(batch) + (M, N)
     else:
@@ -264,15 +275,11 @@ def attention_impl(p: Params, key) -> Impl | None:
         side_strides = [broadcast_strides(sh, scores_shape, st) for sh, st in sides]
         ost = _out_strides(desc, p, batch, M, DV)
     rank = len(batch)
-    decoding = M <= decode.DECODE_ROWS
     if desc.appends and decoding != (_new_rows(desc, shapes) <= decode.DECODE_ROWS):
         raise NetpassError(f"{FusedAttention.type_name} '{p.node.name}': {M} query rows for "
                            f"{_new_rows(desc, shapes)} new keys (the cache appends need both "
                            f"up to {decode.DECODE_ROWS} or both above)")
     append = bool(desc.appends) and decoding
-    # the new keys and values (appended: laid out as k and v) walk the same batch dims
-    xs = _append_operands(shapes, strides, len(shapes) - desc.appends, G) if desc.appends \
-        else []
     # a prompt over empty caches (no past: N == M) reads its new keys and values where they
     # are, and its work-groups write them into the caches (kernels.attention.fill_caches)
     fill = bool(desc.appends) and not decoding and N == M

@@ -43,18 +43,21 @@ def refinement(batches: list[list[int]]) -> list[int] | None:
     return out
 
 
-def regrouped(walked: tuple, operands: tuple, sides: list,
-              ost: list[int]) -> tuple[list, tuple, list, list] | None:
-    """(batch, operands, side input strides over the scores, output strides) of an attention
-    with batch views (``AttentionDesc.walk``), every tensor read over the one batch layout
-    that each view's splits into (:func:`refinement`); None where there is none, or where v
-    broadcasts the probabilities."""
+def regrouped(walked: tuple, operands: tuple, sides: list, ost: list[int],
+              appends: Sequence[tuple] = ()) -> tuple[list, tuple, list, list, list] | None:
+    """(batch, operands, side input strides over the scores, output strides, ``appends``) of
+    an attention with batch views (``AttentionDesc.walk``), every tensor read over the one
+    batch layout that each view's splits into (:func:`refinement`); None where there is none,
+    or where v broadcasts the probabilities. ``appends``: the new keys and values of cache
+    appends (kv_append: operands as q's, laid out as the caches, ``[b, h, rows, head]`` where
+    k may be ``[b * h, n, head]``), their batch in the layout too."""
     layouts, at, probs = walked
     pb = list(probs[:-2])
     (qb, qbs, sqm, sqd), (kb, kbs, skn, skd), (vb, vbs, svn, svj) = operands
     if list(np.broadcast_shapes(tuple(vb), tuple(pb))) != pb:
         return None
-    batch = refinement([list(s[:-2]) for s in layouts] + [pb])
+    batch = refinement([list(s[:-2]) for s in layouts] + [pb]
+                       + [list(x[0]) for x in appends if x[0]])
     if batch is None:
         return None
 
@@ -72,7 +75,9 @@ def regrouped(walked: tuple, operands: tuple, sides: list,
         if b_st is None:
             return None
         side_st.append(b_st + full[-2:])
-    if q_s is None or k_s is None or v_s is None or o_s is None:
+    xs = [(b, split(b, bs, b), rs, cs) for b, bs, rs, cs in appends]
+    if q_s is None or k_s is None or v_s is None or o_s is None or \
+            any(x[1] is None for x in xs):
         return None
     return batch, ((batch, q_s, sqm, sqd), (batch, k_s, skn, skd), (batch, v_s, svn, svj)), \
-        side_st, o_s + list(ost[-2:])
+        side_st, o_s + list(ost[-2:]), [(batch, st, rs, cs) for _, st, rs, cs in xs]

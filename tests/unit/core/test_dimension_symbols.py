@@ -64,6 +64,25 @@ def test_symbolic_quotient_divides_exact_monomials_only():
     assert symbolic_quotient(b + 1, b) is None
 
 
+def test_floor_division_keeps_an_exact_quotient():
+    """``(4 * batch) // 4`` is ``batch`` (a bmm export splits its heads back out of the scores'
+    ``size(0)``); a division that is not exact has no symbol."""
+    (b,) = _dims("b")
+    assert ((b * 4) // 4).symbol is b.symbol
+    assert ((b * 6 + 2) // 2).symbol is (b * 3 + 1).symbol
+    assert ((b * 4) // 3).symbol is None
+    assert (b // 2).symbol is None
+
+
+def test_a_shape_divided_by_the_heads_keeps_the_batch():
+    (b,) = _dims("b")
+    x = opset.parameter(PartialShape([b * 4, 7, 16]), np.float32)
+    n = opset.divide(opset.gather(opset.shape_of(x), np.int64(0), np.int64(0)), np.int64(4))
+    target = opset.concat([opset.unsqueeze(n, np.int64(0)), np.int64([4, 7, 16])], 0)
+    out = opset.reshape(x, target, False).output(0).partial_shape
+    assert out[0].symbol is b.symbol
+
+
 def test_concat_of_a_cache_and_new_keys_carries_past_plus_seq():
     past, seq = _dims("past", "seq")
     cache = opset.parameter(PartialShape([1, 4, past, 32]), np.float32)
