@@ -107,6 +107,28 @@ def test_concat_inputs_write_in_place(run_shapes, rng):
     assert req.stats["kernels_enqueued"] == 6
 
 
+def test_concat_in_place_buffer_is_not_one_its_inputs_still_read(rng):
+    """An in-place concat's buffer is written from its first input's kernel on: the pool must
+    not hand it a buffer whose tensor a later input still reads (here the halves of ``x @ w``,
+    which dies at the second input's GEMM, before the concat's own place: a mixture of
+    experts' tokens split by expert, each half through its expert, concatenated)."""
+    x = opset.parameter([-1, 64], np.float32, name="x")
+    w, v, u = (_f(rng, 64, 64) for _ in range(3))
+    halves = opset.split(opset.matmul(x, w, False, False), _i64(0), 2)
+    # (the second half's GEMM first: it writes the rows the first half's GEMM then reads)
+    second = opset.matmul(halves.output(1), u, False, False)
+    c = opset.concat([second, opset.matmul(halves.output(0), v, False, False)], 0)
+    model = _one_output(opset.relu(c), x)
+    prog = Program.from_model(model)
+    assert next(n for n in prog.nodes if n.kind == "Concat").inplace_concat
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
+    for n in (6, 10, 6):
+        xv = _f(rng, n, 64)
+        s = xv @ w
+        want = np.maximum(np.concatenate([s[n // 2:] @ u, s[:n // 2] @ v]), 0)
+        np.testing.assert_allclose(req.infer({"x": xv})["y"], want, rtol=1e-4, atol=1e-4)
+
+
 def test_concat_not_in_place_when_inputs_are_not_contiguous_chunks(run_shapes, rng):
     a = opset.parameter([-1, -1], np.float32, name="a")
     model = _one_output(opset.concat([opset.relu(a), opset.exp(a)], 1), a)
