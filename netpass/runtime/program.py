@@ -517,8 +517,8 @@ class Program:
 
     def _memory_dependencies(self) -> None:
         """Each node's output lifetime in exec order: from its position (an in-place concat's:
-        its first input's) to the last position of a user, following buffers through aliasing users (skipped, fused, in-place, results)
-        to where those end; network outputs live to the end. ``restrictions(n)`` tells which
+        its first input's) to the last position of a user, following buffers through
+        aliasing users (skipped, fused, in-place, results) to where those end; network outputs live to the end. ``restrictions(n)`` tells which
         other nodes' lifetimes overlap n's (the pool never hands a record to a node that
         conflicts with one of the record's users). O(nodes + edges), without recursion: an
         explicit-stack post-order over the aliasing users; then the overlapping nodes as a set
