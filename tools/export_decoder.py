@@ -38,7 +38,20 @@ EXPORTERS = ("torchscript", "dynamo")
 UNEXPORTABLE = {
     ("mpt", "dynamo"): "torch.export finds the sizes of MPT's ALiBi bias slice inconsistent",
     **{(arch, "torchscript"): f"the TorchScript exporter fails on {arch}'s interleaved rotary "
-       f"('All tensors must have the same rank')" for arch in ("cohere", "glm", "helium")},
+       f"('All tensors must have the same rank')"
+       for arch in ("cohere", "glm", "helium", "glm4", "cohere2", "ernie4_5", "ernie4_5_moe")},
+    **{(arch, exporter): f"{arch}'s rotary embedding is complex (torch.polar): the TorchScript "
+       f"exporter has no aten::polar, the dynamo one no complex unsqueeze"
+       for arch in ("llama4_text", "deepseek_v2") for exporter in EXPORTERS},
+    ("apertus", "torchscript"): "the TorchScript exporter has no aten::expm1 (xIELU)",
+    ("diffllama", "torchscript"): "the TorchScript exporter has no aten::rms_norm",
+    ("jetmoe", "torchscript"): "the TorchScript trace fixes the tokens per expert of its "
+                               "example (a Split of constant sizes: onnxruntime fails too)",
+    ("dbrx", "torchscript"): "DBRX loops over the experts its input routes to: the TorchScript "
+                             "trace fixes the example's (a Split of constant sizes: onnxruntime "
+                             "fails too)",
+    ("dbrx", "dynamo"): "DBRX loops over the experts its input routes to: torch.export cannot "
+                        "guard on their count (GuardOnDataDependentSymNode)",
 }
 
 # A logical size -> the config attributes it goes by; the first one the config takes wins.
@@ -303,9 +316,16 @@ def _arch_extras(arch: str, layers: int, d: int, heads: int, ffn: int) -> dict:
               "qk_rope_head_dim": head // 2, "qk_nope_head_dim": head // 2, "v_head_dim": head,
               "kv_lora_rank": d // 2, "q_lora_rank": d // 2, "n_routed_experts": 4,
               "n_shared_experts": 1, "n_group": 1, "topk_group": 1, "first_k_dense_replace": 1,
-              "moe_num_experts": 4, "moe_k": 2}
+              "moe_num_experts": 4, "moe_k": 2,
+              # (Gemma 3n's last layers read earlier layers' caches: none at 2 layers)
+              "num_kv_shared_layers": 0}
     if arch.startswith("deepseek"):  # (its rotary embedding is sized by head_dim)
         extras["head_dim"] = head // 2
+    if arch == "dbrx":  # (transformers 5.24's DBRX reads rope_theta off its attention config
+        # and clamps by clip_qkv unguarded: both given)
+        extras["attn_config"] = {"kv_n_heads": max(heads // 2, 1), "rope_theta": 10000.0,
+                                 "clip_qkv": 8.0}
+        extras["ffn_config"] = {"ffn_hidden_size": ffn, "moe_num_experts": 4, "moe_top_k": 2}
     if arch == "gpt_neo":
         extras["attention_types"] = [[["global", "local"], max(layers // 2, 1)]]
         extras["window_size"] = 16
