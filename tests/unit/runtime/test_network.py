@@ -7,7 +7,7 @@ import pytest
 
 import netpass
 from netpass import Model, opset
-from netpass.errors import DeviceError, InputError
+from netpass.errors import DeviceError, InputError, ShapeInferenceError
 from netpass.runtime import Program, compile_program, devices, resolve_device_name
 from netpass.testing import RUNTIME_DEVICE
 
@@ -323,3 +323,17 @@ def test_impl_buffers_are_never_those_of_another_impl_with_its_id(rng):
     assert net.impl_buffers(new_impl) is not old_bufs
     got = req.infer({"x": large})["y"]
     np.testing.assert_array_equal(got, np.pad(large, ((0, 0), (1, 2)), mode="reflect"))
+
+
+def test_split_lengths_that_miss_the_input_raise(rng):
+    """Constant split lengths that do not add up to the run-time dim (a TorchScript trace of a
+    mixture of experts fixes its example's tokens per expert) raise the op's shape error, and
+    no kernel reads or writes past the input (the split kernel once corrupted the heap)."""
+    x = opset.parameter([-1, 8], np.float32, name="x")
+    pieces = opset.variadic_split(x, np.int64(0), _i64([1, 2, 3]))
+    model = Model([opset.result(opset.relu(pieces.output(i)), name=f"y{i}") for i in range(3)],
+                  [x])
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
+    req.infer({"x": _f(rng, 6, 8)})
+    with pytest.raises(ShapeInferenceError, match="do not add up"):
+        req.infer({"x": _f(rng, 16, 8)})
