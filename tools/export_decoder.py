@@ -38,7 +38,20 @@ EXPORTERS = ("torchscript", "dynamo")
 UNEXPORTABLE = {
     ("mpt", "dynamo"): "torch.export finds the sizes of MPT's ALiBi bias slice inconsistent",
     **{(arch, "torchscript"): f"the TorchScript exporter fails on {arch}'s interleaved rotary "
-       f"('All tensors must have the same rank')" for arch in ("cohere", "glm", "helium")},
+       f"('All tensors must have the same rank')"
+       for arch in ("cohere", "glm", "helium", "glm4", "cohere2", "ernie4_5", "ernie4_5_moe")},
+    **{(arch, exporter): f"{arch}'s rotary embedding is complex (torch.polar): the TorchScript "
+       f"exporter has no aten::polar, the dynamo one no complex unsqueeze"
+       for arch in ("llama4_text", "deepseek_v2") for exporter in EXPORTERS},
+    ("apertus", "torchscript"): "the TorchScript exporter has no aten::expm1 (xIELU)",
+    ("diffllama", "torchscript"): "the TorchScript exporter has no aten::rms_norm",
+    ("jetmoe", "torchscript"): "the TorchScript trace fixes the tokens per expert of its "
+                               "example (a Split of constant sizes: onnxruntime fails too)",
+    ("dbrx", "torchscript"): "DBRX loops over the experts its input routes to: the TorchScript "
+                             "trace fixes the example's (a Split of constant sizes: onnxruntime "
+                             "fails too)",
+    ("dbrx", "dynamo"): "DBRX loops over the experts its input routes to: torch.export cannot "
+                        "guard on their count (GuardOnDataDependentSymNode)",
 }
 
 # A logical size -> the config attributes it goes by; the first one the config takes wins.
@@ -297,7 +310,22 @@ def _arch_extras(arch: str, layers: int, d: int, heads: int, ffn: int) -> dict:
               "moe_intermediate_size": ffn, "shared_expert_intermediate_size": ffn,
               "num_experts": 4, "num_local_experts": 4, "num_experts_per_tok": 2,
               "pad_token_id": 0, "bos_token_id": 0, "eos_token_id": 0,
-              "decoder_start_token_id": 0}
+              "decoder_start_token_id": 0,
+              # multi-head latent attention (DeepSeek-V2/V3, MiniCPM3): small latent ranks;
+              # routed experts in one group, the first layer dense
+              "qk_rope_head_dim": head // 2, "qk_nope_head_dim": head // 2, "v_head_dim": head,
+              "kv_lora_rank": d // 2, "q_lora_rank": d // 2, "n_routed_experts": 4,
+              "n_shared_experts": 1, "n_group": 1, "topk_group": 1, "first_k_dense_replace": 1,
+              "moe_num_experts": 4, "moe_k": 2,
+              # (Gemma 3n's last layers read earlier layers' caches: none at 2 layers)
+              "num_kv_shared_layers": 0}
+    if arch.startswith("deepseek"):  # (its rotary embedding is sized by head_dim)
+        extras["head_dim"] = head // 2
+    if arch == "dbrx":  # (transformers 5.24's DBRX reads rope_theta off its attention config
+        # and clamps by clip_qkv unguarded: both given)
+        extras["attn_config"] = {"kv_n_heads": max(heads // 2, 1), "rope_theta": 10000.0,
+                                 "clip_qkv": 8.0}
+        extras["ffn_config"] = {"ffn_hidden_size": ffn, "moe_num_experts": 4, "moe_top_k": 2}
     if arch == "gpt_neo":
         extras["attention_types"] = [[["global", "local"], max(layers // 2, 1)]]
         extras["window_size"] = 16
@@ -317,6 +345,8 @@ def causal_lm(arch: str, layers: int = 2, d: int = 64, heads: int = 4,
     cls = CONFIG_MAPPING[arch]
     takes = set(inspect.signature(cls.__init__).parameters)
     ffn = ffn or 2 * d
+    # (multi-head latent attention expands its latent to every head: no key/value groups)
+    kv_heads = heads if "kv_lora_rank" in takes else kv_heads
     sizes = {"layers": layers, "d": d, "heads": heads, "kv_heads": kv_heads or heads // 2,
              "ffn": ffn, "vocab": vocab, "positions": positions, "init": init}
     kw = {}
@@ -330,8 +360,9 @@ def causal_lm(arch: str, layers: int = 2, d: int = 64, heads: int = 4,
     cfg = AutoConfig.for_model(arch, **kw)
     # mixture of experts: gather each token's experts' weights ("batched_mm"), which traces
     # (the default "grouped_mm" counts tokens per expert with histc, which TorchScript lacks,
-    # and "eager" loops over the experts the example input routed to)
-    moe = {"experts_implementation": "batched_mm"} if "num_experts_per_tok" in takes else {}
+    # and "eager" loops over the experts the example input routed to); set for every model
+    # type (dense ones ignore it): the top-k field goes by several names (moe_k, ...)
+    moe = {"experts_implementation": "batched_mm"}
     torch.manual_seed(seed)
     try:
         model = AutoModelForCausalLM.from_config(cfg, **moe)

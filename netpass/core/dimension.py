@@ -295,7 +295,14 @@ class Dimension:
         if self.symbol is not None and self.symbol is o.symbol:
             return self
         if self.min > 1 or o.min > 1:
-            return self.merge(o)
+            merged = self.merge(o)
+            if merged is None:
+                # (no common value: the side that may be 1 is 1, e.g. a 0..1 length of a
+                # slice of one row broadcast against 6 rows)
+                big, small = (self, o) if self.min > 1 else (o, self)
+                if small.min <= 1 <= small.max:
+                    return big
+            return merged
         # Either side may be 1 at run time: the result covers both.
         lo = max(self.min, o.min)
         return Dimension(lo, max(self.max, o.max))

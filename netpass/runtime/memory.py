@@ -103,7 +103,8 @@ def overlap_sets(order: list, spans: dict[int, tuple[int, int]], limit: int) -> 
     live: dict[int, None] = {}
     ends: list[tuple[int, int]] = []
     pairs = 0
-    for n in order:
+    # (by start: an in-place concat's span starts at its first input, before its own place)
+    for n in sorted(order, key=lambda n: spans[id(n)][0]):
         key = id(n)
         first, last = spans[key]
         while ends and ends[0][0] < first:

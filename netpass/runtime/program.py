@@ -516,13 +516,13 @@ class Program:
         return order
 
     def _memory_dependencies(self) -> None:
-        """Each node's output lifetime in exec order: from its position to the last position
-        of a user, following buffers through aliasing users (skipped, fused, in-place, results)
-        to where those end; network outputs live to the end. ``restrictions(n)`` tells which
-        other nodes' lifetimes overlap n's (the pool never hands a record to a node that
-        conflicts with one of the record's users). O(nodes + edges), without recursion: an
-        explicit-stack post-order over the aliasing users; then the overlapping nodes as a set
-        per node (the pool tests them at C speed) when they are at most
+        """Each node's output lifetime in exec order: from its position (an in-place concat's: its
+        first input's) to the last position of a user, following buffers through aliasing users
+        (skipped, fused, in-place, results) to where those end; network outputs live to the end.
+        ``restrictions(n)`` tells which other nodes' lifetimes overlap n's (the pool never hands a
+        record to a node that conflicts with one of the record's users). O(nodes + edges), without
+        recursion: an explicit-stack post-order over the aliasing users; then the overlapping nodes
+        as a set per node (the pool tests them at C speed) when they are at most
         RESTRICTION_PAIRS_PER_NODE per node on average, else an O(1) overlap test per question
         (``memory.Lifetime``: long-lived values make the sets quadratic)."""
         order = self.exec_order
@@ -548,7 +548,11 @@ class Program:
                 for u in users:
                     e = max(e, pos[id(u)], end[id(u)] if aliases(u) else 0)
                 end[id(n)] = e
-        spans = self.lifetimes = {id(n): (pos[id(n)], end[id(n)]) for n in order}
+        # (an in-place concat's buffer is written from its first input's position on: its
+        # inputs' kernels write their outputs into it)
+        spans = self.lifetimes = {
+            id(n): (min([pos[id(n)]] + [pos[id(s)] for s, _ in n.inputs if id(s) in pos])
+                    if n.inplace_concat else pos[id(n)], end[id(n)]) for n in order}
         sets = overlap_sets(order, spans, RESTRICTION_PAIRS_PER_NODE * len(order))
         for n in order:
             n.restrictions = frozenset(sets[id(n)]) if sets is not None else Lifetime(id(n), spans)

@@ -181,11 +181,20 @@ def data_shaped(program) -> set[int]:
     return out
 
 
+def _shape_from_data(n) -> bool:
+    """Whether a shape-infer input of ``n`` is data: neither a constant nor a shape_of value
+    (a VariadicSplit by lengths a routing counted: a mixture of experts' tokens per expert)."""
+    deps = n.get_shape_infer_dependencies()
+    return any(j in deps and not src.is_constant and not src.in_shape_of_subgraph
+               for j, (src, _) in enumerate(n.inputs))
+
+
 def data_fed(program) -> set[int]:
     """Indices of the nodes whose input shapes may differ between two infers with one
-    binding: the readers of a data-dependent op's outputs (NonZero's index count), and their
-    readers in turn, up to nodes whose output shapes the binding decides (all static or bound:
-    ``sym_out``; a ScatterElements back into a tensor of the input's shape)."""
+    binding: the readers of a data-dependent op's outputs (NonZero's index count) or of an
+    op shaped by data (a split by computed lengths), and their readers in turn, up to nodes
+    whose output shapes the binding decides (all static or bound: ``sym_out``; a
+    ScatterElements back into a tensor of the input's shape)."""
     fed: set[int] = set()
     shaped: set[int] = set()  # nodes whose output shapes data may decide
     for n in program.nodes:
@@ -193,7 +202,8 @@ def data_fed(program) -> set[int]:
             continue
         if any(src.index in shaped for src, _ in n.inputs):
             fed.add(n.index)
-        if n.row.data_dependent or (n.index in fed and n.sym_out is None):
+        if n.row.data_dependent or ((n.index in fed or _shape_from_data(n))
+                                    and n.sym_out is None):
             shaped.add(n.index)
     return fed
 
@@ -234,7 +244,9 @@ def _entry(inst: PrimitiveInst, valid: set, replayed: set, shaped_by_data: set, 
             replayed.add(node.index)
             return ShapeEntry(inst)
         return GeneralEntry(inst)
-    if node.index in fed:
+    # (a split by lengths the data gives, e.g. tokens per expert: its pieces move between two
+    # infers of one binding)
+    if node.index in fed or _shape_from_data(node):
         return GeneralEntry(inst)
     # shape-infer inputs read from the device or host are the recorded values when their
     # producers are replayed

@@ -40,12 +40,17 @@ ARCHS = ("gpt2", "llama", "qwen2", "qwen3", "mistral", "ministral", "phi3", "phi
          "opt", "gemma", "gemma2", "gemma3_text", "falcon", "bloom", "gptj", "codegen",
          "gpt_neo", "gpt_bigcode", "starcoder2", "stablelm", "persimmon", "olmo", "olmo2",
          "granite", "nemotron", "smollm3", "exaone4", "xglm", "biogpt", "mixtral", "qwen2_moe",
-         "qwen3_moe", "olmoe", "mpt", "cohere", "glm", "helium")
+         "qwen3_moe", "olmoe", "mpt", "cohere", "glm", "helium", "llama4_text", "gpt_oss",
+         "deepseek_v3", "deepseek_v2", "glm4", "glm4_moe", "cohere2", "granitemoe",
+         "granitemoeshared", "phimoe", "dbrx", "ernie4_5", "ernie4_5_moe", "seed_oss",
+         "hunyuan_v1_dense", "arcee", "apertus", "internlm3", "minicpm3", "exaone", "jetmoe",
+         "olmo3", "vaultgemma", "bitnet", "doge", "diffllama", "nanochat", "lfm2", "ministral3",
+         "gemma3n_text")
 
 # Initializer ranges other than 0.2 where that one makes a random model of the type repeat a
 # token (logit soft-capping saturates, ALiBi or scaled embeddings flatten the scores).
 INIT = {"gemma": 0.5, "gemma2": 0.02, "gemma3_text": 0.02, "bloom": 2.0, "biogpt": 1.0,
-        "xglm": 0.5, "mpt": 0.1}
+        "xglm": 0.5, "mpt": 0.1, "vaultgemma": 0.5, "minicpm3": 0.5}
 
 
 def export_arch(arch: str, exporter: str) -> Decoder:

@@ -3,8 +3,11 @@ where its indices are the identity or one constant index picking a contiguous pi
 of torch's MultiheadAttention export: ``proj[0]`` of a [3, S, B, D] tensor); GatherElements
 on ``gather_elements``; a sum of row gathers (:class:`GatherSum`, made by
 ``netpass.runtime.gather_sum``) on ``gather_sum``; GatherND on ``gather_nd`` (the dynamo
-exporter's padding-mask lookup of a decoder: on the host, a wait per decode step); the scatters
-and OneHot run on the host."""
+exporter's padding-mask lookup of a decoder: on the host, a wait per decode step);
+ScatterNDUpdate and ScatterElementsUpdate of reduction none (DeepSeek-V3's and MiniCPM3's key
+heads put together with slice assignments, a router's top-k mask) as a copy of the data and
+the ``scatter_nd`` / ``scatter_elements`` kernels; other scatters and OneHot run on the
+host."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -13,10 +16,18 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ...errors import ShapeInferenceError
-from ...ops.indexing import Gather, GatherElements, GatherND, OneHot
+from ...ops.indexing import (
+    Gather,
+    GatherElements,
+    GatherND,
+    OneHot,
+    ScatterElementsUpdate,
+    ScatterNDUpdate,
+)
 from ..impls import Impl, Launch, Params, bits_dtype, broadcast_strides, collapse, size, work_1d
 from ..index_forms import Form, form_of
 from ..kernels.movement import gather, gather_elements, gather_nd, gather_sum
+from ..kernels.scatter import copy, scatter_elements, scatter_nd
 from ..shape_infer import infer_host
 from .base import OpKind, Skip, broadcast, ints, table
 
@@ -252,6 +263,47 @@ def gather_nd_impl(p: Params, key: Any) -> Impl | None:
     return Impl(key, [Launch(src, *work_1d(n), spec)])
 
 
+def _scatter_launches(p: Params, key: Any, launch: Launch | None) -> Impl:
+    """The copy of the data into the output, then ``launch`` (None: no updates)."""
+    n = size(p.out_shapes[0])
+    if not n:
+        return Impl(key, [])
+    launches = [Launch(copy(bits_dtype(p.in_dtypes[0])), *work_1d(n), [("i", 0), ("o", 0), n])]
+    return Impl(key, launches + ([launch] if launch is not None else []))
+
+
+def scatter_nd_impl(p: Params, key: Any) -> Impl | None:
+    """Reduction none, contiguous inputs: the data copied, then one ``scatter_nd`` launch over
+    the updates."""
+    if p.attrs.get("reduction", "none") != "none" or (p.in_strides and any(p.in_strides)):
+        return None
+    data, idx = p.in_shapes[0], p.in_shapes[1]
+    m = idx[-1]
+    n = size(p.in_shapes[2])
+    strides = [size(data[i + 1:]) for i in range(len(data))]
+    spec: list = [("i", 1), ("i", 2), ("o", 0), n, size(data[m:])]
+    for c in range(m):
+        spec += [data[c], strides[c]]
+    src = scatter_nd(bits_dtype(p.in_dtypes[0]), p.in_dtypes[1], m)
+    return _scatter_launches(p, key, Launch(src, *work_1d(n), spec) if n else None)
+
+
+def scatter_elements_impl(p: Params, key: Any) -> Impl | None:
+    """Reduction none, contiguous inputs, indices of the data's dims off the axis: the data
+    copied, then one ``scatter_elements`` launch over the updates."""
+    data, idx = p.in_shapes[0], p.in_shapes[1]
+    if p.attrs.get("reduction", "none") != "none" or (p.in_strides and any(p.in_strides)) \
+            or p.values.get(3) is None or len(data) != len(idx) or not data:
+        return None
+    axis = ints(p.values[3])[0] % len(data)
+    if any(d != i for k, (d, i) in enumerate(zip(data, idx)) if k != axis):
+        return None
+    n = size(idx)
+    src = scatter_elements(bits_dtype(p.in_dtypes[0]), p.in_dtypes[1])
+    spec = [("i", 1), ("i", 2), ("o", 0), n, idx[axis], data[axis], size(idx[axis + 1:])]
+    return _scatter_launches(p, key, Launch(src, *work_1d(n), spec) if n else None)
+
+
 ROWS = table(
     OpKind(Gather, deps=(2,), shape=_gather_shape, impl=gather_impl, copy_only=True, uniform=True,
            skip=Skip(_may_be_view, _gather_view_offset, reads_values=True,
@@ -259,5 +311,9 @@ ROWS = table(
     OpKind(GatherElements, shape=_gather_elements_shape, impl=gather_elements_impl, copy_only=True),
     OpKind(GatherND, shape=_gather_nd_shape, impl=gather_nd_impl, copy_only=True, uniform=True),
     OpKind(OneHot, deps=(1,)),
+    OpKind(ScatterNDUpdate, shape=lambda attrs, shapes, values: [tuple(shapes[0])],
+           impl=scatter_nd_impl, copy_only=True),
+    OpKind(ScatterElementsUpdate, deps=(3,), shape=lambda attrs, shapes, values: [tuple(shapes[0])],
+           impl=scatter_elements_impl, copy_only=True),
     OpKind(GatherSum, impl=gather_sum_impl, uniform=True),
 )

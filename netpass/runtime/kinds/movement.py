@@ -108,6 +108,8 @@ def _split_shape(attrs: dict, shapes: list, values: dict) -> list[tuple] | None:
     s = shapes[0]
     axis = ints(values[1])[0] % len(s)
     n = int(attrs.get("num_splits", 1))
+    if s[axis] % n:
+        return None  # (the op's own inference names it)
     return [s[:axis] + (s[axis] // n,) + s[axis + 1:]] * n
 
 
@@ -119,6 +121,8 @@ def _variadic_split_shape(attrs: dict, shapes: list, values: dict) -> list[tuple
     lengths = ints(values[2])
     if lengths.count(-1) == 1:
         lengths[lengths.index(-1)] = s[axis] - (sum(lengths) + 1)
+    if sum(lengths) != s[axis] or min(lengths, default=0) < 0:
+        return None  # (the op's own inference names the mismatch: no kernel past the input)
     return [s[:axis] + (n,) + s[axis + 1:] for n in lengths]
 
 

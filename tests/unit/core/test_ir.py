@@ -41,6 +41,10 @@ def test_dimension_interval_merge_and_broadcast():
     assert Dimension(3).merge(Dimension(4)) is None
     assert Dimension(1).broadcast_merge(Dimension(7)) == Dimension(7)
     assert Dimension(5).broadcast_merge(Dimension(3)) is None
+    # (a side that may be 1 and shares no value with the other is 1)
+    assert Dimension(6).broadcast_merge(Dimension(0, 1)) == Dimension(6)
+    assert Dimension(0, 1).broadcast_merge(Dimension(2, 8)) == Dimension(2, 8)
+    assert Dimension(6).broadcast_merge(Dimension(0, 3)) == Dimension(6)
     assert str(Dimension()) == "?" and str(Dimension(1, 10)) == "1..10"
 
 

@@ -406,6 +406,24 @@ def test_strided_slice_partial_value_of_shape():
 
 
 # -- Expand / Broadcast / Tile --------------------------------------------------------------
+
+
+def test_expand_to_the_shape_of_a_one_row_slice():
+    """Expand of 6 rows to the shape of a slice of a dynamic tensor's first row (its length
+    0..1: 1 at run time, as broadcasting needs; JetMoE's attention) reads and runs."""
+    nodes = [helper.make_node("Slice", ["y", "zero", "one", "zero"], ["row"]),
+             helper.make_node("Shape", ["row"], ["s"]),
+             helper.make_node("Expand", ["x", "s"], ["out"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [6, 8]),
+                     helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["n", 8])],
+        [helper.make_empty_tensor_value_info("out")],
+        [numpy_helper.from_array(i64([0]), "zero"), numpy_helper.from_array(i64([1]), "one")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    m = check_exact(model, {"x": rand([6, 8]), "y": rand([3, 8], seed=1)})
+    assert m.results[0].output(0).partial_shape == PartialShape([6, 8])
+
+
 @pytest.mark.parametrize("shape,target", [([3, 1], [2, 3, 4]), ([1], [5]), ([2, 1, 4], [3, 1]),
                                           ([4], [1, 1]), ([2, 3], [2, 3])])
 def test_expand_matches_onnxruntime(shape, target):

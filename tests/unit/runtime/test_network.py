@@ -7,7 +7,7 @@ import pytest
 
 import netpass
 from netpass import Model, opset
-from netpass.errors import DeviceError, InputError
+from netpass.errors import DeviceError, InputError, ShapeInferenceError
 from netpass.runtime import Program, compile_program, devices, resolve_device_name
 from netpass.testing import RUNTIME_DEVICE
 
@@ -105,6 +105,28 @@ def test_concat_inputs_write_in_place(run_shapes, rng):
                              {"a": _f(rng, 1, 4, 16), "b": _f(rng, 1, 2, 16)}])
     assert req.stats["skipped"] == 2
     assert req.stats["kernels_enqueued"] == 6
+
+
+def test_concat_in_place_buffer_is_not_one_its_inputs_still_read(rng):
+    """An in-place concat's buffer is written from its first input's kernel on: the pool must
+    not hand it a buffer whose tensor a later input still reads (here the halves of ``x @ w``,
+    which dies at the second input's GEMM, before the concat's own place: a mixture of
+    experts' tokens split by expert, each half through its expert, concatenated)."""
+    x = opset.parameter([-1, 64], np.float32, name="x")
+    w, v, u = (_f(rng, 64, 64) for _ in range(3))
+    halves = opset.split(opset.matmul(x, w, False, False), _i64(0), 2)
+    # (the second half's GEMM first: it writes the rows the first half's GEMM then reads)
+    second = opset.matmul(halves.output(1), u, False, False)
+    c = opset.concat([second, opset.matmul(halves.output(0), v, False, False)], 0)
+    model = _one_output(opset.relu(c), x)
+    prog = Program.from_model(model)
+    assert next(n for n in prog.nodes if n.kind == "Concat").inplace_concat
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
+    for n in (6, 10, 6):
+        xv = _f(rng, n, 64)
+        s = xv @ w
+        want = np.maximum(np.concatenate([s[n // 2:] @ u, s[:n // 2] @ v]), 0)
+        np.testing.assert_allclose(req.infer({"x": xv})["y"], want, rtol=1e-4, atol=1e-4)
 
 
 def test_concat_not_in_place_when_inputs_are_not_contiguous_chunks(run_shapes, rng):
@@ -301,3 +323,17 @@ def test_impl_buffers_are_never_those_of_another_impl_with_its_id(rng):
     assert net.impl_buffers(new_impl) is not old_bufs
     got = req.infer({"x": large})["y"]
     np.testing.assert_array_equal(got, np.pad(large, ((0, 0), (1, 2)), mode="reflect"))
+
+
+def test_split_lengths_that_miss_the_input_raise(rng):
+    """Constant split lengths that do not add up to the run-time dim (a TorchScript trace of a
+    mixture of experts fixes its example's tokens per expert) raise the op's shape error, and
+    no kernel reads or writes past the input (the split kernel once corrupted the heap)."""
+    x = opset.parameter([-1, 8], np.float32, name="x")
+    pieces = opset.variadic_split(x, np.int64(0), _i64([1, 2, 3]))
+    model = Model([opset.result(opset.relu(pieces.output(i)), name=f"y{i}") for i in range(3)],
+                  [x])
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
+    req.infer({"x": _f(rng, 6, 8)})
+    with pytest.raises(ShapeInferenceError, match="do not add up"):
+        req.infer({"x": _f(rng, 16, 8)})

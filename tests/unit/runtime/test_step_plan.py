@@ -213,3 +213,38 @@ def test_shape_values_of_data_dependent_shapes_are_recomputed(rng):
         got = req.infer({"x": v})["y"]
         np.testing.assert_array_equal(got, np.arange(positives, dtype=np.float32))
     assert _plans(cm)  # (one binding throughout: its plan replays)
+
+
+
+def test_a_split_by_lengths_the_data_gives_is_not_replayed(rng):
+    """A Split whose lengths are data (a mixture of experts' tokens per expert, JetMoE's
+    experts: each piece through its expert's weights, gathered from the stacked ones) cuts
+    other pieces at each infer of one binding (x's shape): the plan built once the binding
+    comes back must not replay the recorded pieces."""
+    from onnx import TensorProto, helper, numpy_helper
+    w = rng.standard_normal((4, 8, 16)).astype(np.float32)
+    nodes = [helper.make_node("Split", ["x", "lengths"], [f"s{i}" for i in range(4)], axis=0)]
+    for i in range(4):
+        nodes += [helper.make_node("Gather", ["w", f"i{i}"], [f"g{i}"], axis=0),
+                  helper.make_node("Transpose", [f"g{i}"], [f"t{i}"], perm=[1, 0]),
+                  helper.make_node("MatMul", [f"s{i}", f"t{i}"], [f"m{i}"])]
+    nodes.append(helper.make_node("Concat", [f"m{i}" for i in range(4)], ["y"], axis=0))
+    graph = helper.make_graph(
+        nodes, "experts", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 16]),
+                           helper.make_tensor_value_info("lengths", TensorProto.INT64, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w, "w")]
+        + [numpy_helper.from_array(np.array(i, np.int64), f"i{i}") for i in range(4)])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    cm = netpass.compile_model(netpass.read_model(proto), RUNTIME_DEVICE,
+                               {"TRANSFORMATIONS": "NONE"})
+    req = cm.create_infer_request()
+    for seed in range(8):
+        sizes = np.random.default_rng(seed).multinomial(12, [0.25] * 4)
+        xv = rng.standard_normal((12, 16)).astype(np.float32)
+        bounds = np.cumsum([0, *sizes])
+        want = np.concatenate([xv[a:b] @ w[i].T for i, (a, b) in
+                               enumerate(zip(bounds, bounds[1:]))])
+        got = req.infer({"x": xv, "lengths": sizes.astype(np.int64)})["y"]
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=str(sizes))
+    assert _plans(cm.runtime)
