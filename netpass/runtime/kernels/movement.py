@@ -105,6 +105,18 @@ def gather(dtype, idx_dtype) -> Source:
     return Source(text, "gather")
 
 
+def index_tuple_code(m: int) -> tuple[str, str]:
+    """(int parameters, C statements) of an index tuple of ``m`` components read from
+    ``I[ioff + p * m + c]``: component c indexes a dim of ``d<c>`` elements (a negative one
+    counts from the end) with stride ``st<c>``, adding to ``at`` and clearing ``ok`` when out
+    of range (GatherND's and ScatterND's tuples)."""
+    dims = "".join(f", int d{c}, int st{c}" for c in range(m))
+    comps = "\n  ".join(
+        f"{{ long k = (long)I[ioff + p * {m} + {c}]; if (k < 0) k += d{c}; "
+        f"ok = ok && k >= 0 && k < d{c}; at += k * st{c}; }}" for c in range(m))
+    return dims, comps
+
+
 @memoized
 def gather_nd(dtype, idx_dtype, m: int) -> Source:
     """GatherND with ``m`` index components: y[p, s] = x[batch(p), idx[p, 0..m-1], s], one
@@ -114,10 +126,7 @@ def gather_nd(dtype, idx_dtype, m: int) -> Source:
     one counts from the end) with stride ``st<t>``; a tuple outside the data reads 0 (as
     ``gather``)."""
     t, it = ctype(dtype), ctype(idx_dtype)
-    dims = "".join(f", int d{c}, int st{c}" for c in range(m))
-    comps = "\n  ".join(
-        f"{{ long k = (long)I[ioff + p * {m} + {c}]; if (k < 0) k += d{c}; "
-        f"ok = ok && k >= 0 && k < d{c}; at += k * st{c}; }}" for c in range(m))
+    dims, comps = index_tuple_code(m)
     text = header([dtype]) + f"""__kernel void gather_nd(__global const {t}* X, int xoff,
                         __global const {it}* I, int ioff, __global {t}* Y, int yoff,
                         int n, int S, int per_batch, int batch_stride{dims})

@@ -4,6 +4,7 @@ Repeated indices leave one of their updates (the ONNX ops leave that undefined).
 from __future__ import annotations
 
 from .common import Source, ctype, header, memoized
+from .movement import index_tuple_code
 
 
 @memoized
@@ -28,10 +29,7 @@ def scatter_nd(dtype, idx_dtype, m: int) -> Source:
     elements (a negative one counts from the end) with stride ``st<c>``; a tuple outside the
     data writes nothing."""
     t, it = ctype(dtype), ctype(idx_dtype)
-    dims = "".join(f", int d{c}, int st{c}" for c in range(m))
-    comps = "\n  ".join(
-        f"{{ long k = (long)I[ioff + p * {m} + {c}]; if (k < 0) k += d{c}; "
-        f"ok = ok && k >= 0 && k < d{c}; at += k * st{c}; }}" for c in range(m))
+    dims, comps = index_tuple_code(m)
     text = header([dtype]) + f"""__kernel void scatter_nd(__global const {it}* I, int ioff,
                          __global const {t}* U, int uoff, __global {t}* Y, int yoff,
                          int n, int S{dims})
