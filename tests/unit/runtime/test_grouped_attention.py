@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_blocks import repeat_kv
 
 import netpass
 from netpass import Model, opset
@@ -31,15 +32,6 @@ def _heads(x, h):
     return opset.transpose(opset.reshape(x, _i64([0, 0, h, D]), True), _i64([0, 2, 1, 3]))
 
 
-def _repeat_kv(x):
-    """transformers' repeat_kv: [1, kv, s, D] -> [1, kv * group, s, D]."""
-    group = HEADS // KV_HEADS
-    seq = opset.gather(opset.shape_of(x), _i64([2]), _i64(0))
-    target = opset.concat([_i64([1, KV_HEADS, group]), seq, _i64([D])], 0)
-    expanded = opset.broadcast(opset.unsqueeze(x, _i64([2])), target, "bidirectional")
-    return opset.reshape(expanded, _i64([1, HEADS, -1, D]), False)
-
-
 def _keys_swapped_through_3d(k):
     """The repeated keys' last two axes swapped as the dynamo exporter writes it for a batched
     matmul: to [heads, s, D] (the target read off the keys' shape), Transpose [0, 2, 1], back
@@ -54,8 +46,10 @@ def _model(causal: bool = True, keys: str = "transposed") -> Model:
     rng = np.random.default_rng(5)
     x = opset.parameter([1, -1, 32], np.float32, name="x")
     q = _heads(opset.matmul(x, _f(rng, 32, HEADS * D), False, False), HEADS)
-    k = _repeat_kv(_heads(opset.matmul(x, _f(rng, 32, KV_HEADS * D), False, False), KV_HEADS))
-    v = _repeat_kv(_heads(opset.matmul(x, _f(rng, 32, KV_HEADS * D), False, False), KV_HEADS))
+    k = repeat_kv(_heads(opset.matmul(x, _f(rng, 32, KV_HEADS * D), False, False), KV_HEADS),
+                  KV_HEADS, HEADS // KV_HEADS, D)
+    v = repeat_kv(_heads(opset.matmul(x, _f(rng, 32, KV_HEADS * D), False, False), KV_HEADS),
+                  KV_HEADS, HEADS // KV_HEADS, D)
     kt = opset.transpose(k, _i64([0, 1, 3, 2])) if keys == "transposed" else \
         _keys_swapped_through_3d(k)
     scores = opset.multiply(opset.matmul(q, kt, False, False), np.float32(D ** -0.5))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_blocks import repeat_kv
 
 import netpass
 from netpass import Model, opset
@@ -58,17 +59,6 @@ def _rotate(x, cos, sin):
     return opset.add(opset.multiply(x, cos), opset.multiply(rot, sin))
 
 
-def _repeat_kv(x):
-    """[1, KV_HEADS, s, HD] -> [1, HEADS, s, HD], each head repeated."""
-    group = HEADS // KV_HEADS
-    seq = opset.gather(opset.shape_of(x), np.array([2], np.int64), np.int64(0))
-    target = opset.concat([np.array([1, KV_HEADS, group], np.int64), seq,
-                           np.array([HD], np.int64)], 0)
-    expanded = opset.broadcast(opset.unsqueeze(x, np.array([2], np.int64)), target,
-                               "bidirectional")
-    return opset.reshape(expanded, np.array([1, HEADS, -1, HD], np.int64), False)
-
-
 def _model(rng, norm=_rms):
     """OLMo2's attention: q and k projections normalized whole (``norm``), v not; the heads'
     split, rotary on q and k, attention over the heads."""
@@ -79,8 +69,9 @@ def _model(rng, norm=_rms):
     k = _rotate(_heads(norm(_proj(x, KV_HEADS * HD, rng), KV_HEADS * HD, rng), KV_HEADS),
                 cos, sin)
     v = _heads(_proj(x, KV_HEADS * HD, rng), KV_HEADS)
-    s = opset.multiply(opset.matmul(q, _repeat_kv(k), False, True), np.float32(HD ** -0.5))
-    y = opset.matmul(opset.softmax(s, -1), _repeat_kv(v), False, False)
+    k, v = (repeat_kv(t, KV_HEADS, HEADS // KV_HEADS, HD) for t in (k, v))
+    s = opset.multiply(opset.matmul(q, k, False, True), np.float32(HD ** -0.5))
+    y = opset.matmul(opset.softmax(s, -1), v, False, False)
     return Model([opset.result(y, name="y")], [x, cos, sin])
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_blocks import repeat_kv
 
 import netpass
 from netpass import Model, opset
@@ -37,25 +38,14 @@ def _heads(y, shape_src, heads):
     return opset.transpose(opset.reshape(y, target, False), np.array([0, 2, 1, 3], np.int64))
 
 
-def _repeat_kv(x):
-    """transformers' repeat_kv: [1, kv, s, HD] -> [1, kv * group, s, HD]."""
-    group = HEADS // KV_HEADS
-    seq = opset.gather(opset.shape_of(x), np.array([2], np.int64), np.int64(0))
-    target = opset.concat([np.array([1, KV_HEADS, group], np.int64), seq,
-                           np.array([HD], np.int64)], 0)
-    expanded = opset.broadcast(opset.unsqueeze(x, np.array([2], np.int64)), target,
-                               "bidirectional")
-    return opset.reshape(expanded, np.array([1, HEADS, -1, HD], np.int64), False)
-
-
 def _attention_model(rng):
     """A LLaMA-style attention block: RMSNorm, separate q / k / v Linears (grouped k and v),
     the heads' reshapes (their target from the norm's shape), attention over the heads."""
     x = opset.parameter([1, -1, D], np.float32, name="x")
     h = _rms(x, rng)
     q = _heads(opset.matmul(h, _f(rng, D, HEADS * HD), False, False), h, HEADS)
-    k, v = (_repeat_kv(_heads(opset.matmul(h, _f(rng, D, KV_HEADS * HD), False, False), h,
-                              KV_HEADS)) for _ in range(2))
+    k, v = (repeat_kv(_heads(opset.matmul(h, _f(rng, D, KV_HEADS * HD), False, False), h,
+                             KV_HEADS), KV_HEADS, HEADS // KV_HEADS, HD) for _ in range(2))
     s = opset.multiply(opset.matmul(q, k, False, True), np.float32(HD ** -0.5))
     y = opset.matmul(opset.softmax(s, -1), v, False, False)
     return Model([opset.result(y, name="y")], [x])
