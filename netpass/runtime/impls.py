@@ -272,6 +272,25 @@ def scalar_literal(src: Any) -> float | int | None:
     return v.item()
 
 
+def fused_chain(ops: Sequence[Any], head: tuple) -> list[FusedDesc]:
+    """``ops`` (program nodes in order, each reading ``head`` (node, output), the ops before
+    it, or side inputs) as fused ops: ``head`` is stage 0, op t stage t + 1, the scalar
+    constants among the side inputs kernel literals. What a fused region of a kernel's
+    epilogue holds (``Program._fuse_elementwise``), and a gated MLP's activation
+    (``parallel_gemms``)."""
+    stage = {(id(head[0]), head[1]): 0}
+    out = []
+    for t, u in enumerate(ops):
+        refs = [stage.get((id(src), k)) for src, k in u.inputs]
+        others = [(src, k) for (src, k), r in zip(u.inputs, refs) if r is None]
+        out.append(FusedDesc(u.row, u.attrs, refs, others,
+                             [src.out_dtypes[k] for src, k in u.inputs], u.out_dtypes[0], u,
+                             [scalar_literal(src) if r is None else None
+                              for (src, _), r in zip(u.inputs, refs)]))
+        stage[(id(u), 0)] = t + 1
+    return out
+
+
 def chained(n_inputs: int, primary: int, stage: int) -> tuple:
     """``refs`` of an op reading stage ``stage`` at input ``primary``, side inputs elsewhere."""
     return tuple(stage if pos == primary else None for pos in range(n_inputs))

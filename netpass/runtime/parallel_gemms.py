@@ -50,7 +50,7 @@ from ..ops.movement import Reshape, Slice, Split, VariadicSplit
 from ..ops.movement.slice import slice_bounds
 from ..ops.normalization import MVN
 from ..ops.shape_ops import ShapeOf
-from .impls import FusedDesc, scalar_literal
+from .impls import FusedDesc, fused_chain, scalar_literal
 from .kinds.elementwise import GatedActivation, GatedActivationDesc
 from .kinds.normalization import RmsNorm
 from .program_node import ProgramNode, fuse_matches, node_users, read_once, splice
@@ -228,22 +228,6 @@ def _activation(top: tuple, m, users: dict, order: dict) -> tuple | None:
     return (x, xk), sorted(ops.values(), key=lambda n: order[id(n)])
 
 
-def _fused(ops: list, x: tuple) -> list[FusedDesc]:
-    """The activation's ops as fused ops over ``x`` (stage 0), the scalar constants among
-    their inputs literals (as ``Program._fuse_elementwise`` makes a region's)."""
-    stage = {(id(x[0]), x[1]): 0}
-    out = []
-    for t, u in enumerate(ops):
-        refs = [stage.get((id(src), k)) for src, k in u.inputs]
-        others = [(src, k) for (src, k), r in zip(u.inputs, refs) if r is None]
-        literals = [scalar_literal(src) if r is None else None
-                    for (src, _), r in zip(u.inputs, refs)]
-        out.append(FusedDesc(u.row, u.attrs, refs, others, [F32] * len(u.inputs), F32, u,
-                             literals))
-        stage[(id(u), 0)] = t + 1
-    return out
-
-
 def _gated_product(m, users: dict, order: dict) -> tuple | None:
     """(gate as (node, output), up as (node, output), the activation's ops, the product's
     GatedActivationDesc) when float32 Multiply ``m`` is ``act(gate) * up`` (either order;
@@ -256,7 +240,7 @@ def _gated_product(m, users: dict, order: dict) -> tuple | None:
         if found is None:
             continue
         x, ops = found
-        act = _fused(ops, x)
+        act = fused_chain(ops, x)
         refs = (len(act), None) if pos == 0 else (None, len(act))
         product = FusedDesc(m.row, m.attrs, refs, [other], [F32, F32], F32, m)
         return x, other, ops, GatedActivationDesc(act, product, [*ops, m])

@@ -40,7 +40,7 @@ from .gather_grid import slice_grid_gathers
 from .gather_sum import fuse_gather_sums
 from .gemm_reshapes import drop_gemm_reshapes
 from .gemm_scales import fold_gemm_scales
-from .impls import FusedDesc, host_only_reason, scalar_literal
+from .impls import fused_chain, host_only_reason
 from .input_views import fold_input_permutes, fold_view_chains
 from .kernels.common import CTYPES
 from .kinds import FusedAttention, Rotary
@@ -372,23 +372,11 @@ class Program:
             if p.row.expr is not None and any(np.dtype(d) == np.float16 for d in p.out_dtypes):
                 continue
             region = self._fused_region(p)
-            stage = {id(p): 0}
-            for t, u in enumerate(region):
-                refs: list[int | None] = []
-                others: list = []
-                for src, k in u.inputs:
-                    if id(src) in stage:
-                        refs.append(stage[id(src)])
-                    else:
-                        refs.append(None)
-                        others.append((src, k))
-                in_dts = [s.out_dtypes[k] for s, k in u.inputs]
-                p.fused.append(FusedDesc(u.row, u.attrs, refs, others, in_dts, u.out_dtypes[0], u,
-                                         [scalar_literal(s) for s, _ in u.inputs]))
-                p.fused_inputs.extend(others)
+            for u, f in zip(region, fused_chain(region, (p, 0))):
+                p.fused.append(f)
+                p.fused_inputs.extend(f.others)
                 u.fused_into = p
                 u.optimized = True
-                stage[id(u)] = t + 1
             if region and region[-1].out_dtypes[0] != p.out_dtypes[0]:  # (its buffer's)
                 p.op_dtype, p.out_dtypes[0] = p.out_dtypes[0], region[-1].out_dtypes[0]
             consts = [s.value.shape for s, _ in p.fused_inputs if s.value is not None]
