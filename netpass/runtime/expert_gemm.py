@@ -24,7 +24,7 @@ import numpy as np
 from ..ops.indexing import Gather, GatherND
 from ..ops.matmul import MatMul
 from .kinds.matmul import ExpertMatMul, ExpertMatMulDesc
-from .program_node import data_users, node_users, splice, standing_for
+from .program_node import data_users, fuse_matches, standing_for
 
 F32 = np.dtype(np.float32)
 
@@ -56,7 +56,8 @@ def _expert_gather(g, users: dict) -> bool | None:
 
 
 def _rewrite(m, users: dict) -> tuple | None:
-    """The ExpertMatMul standing for MatMul ``m`` and the Gather it absorbs, or None."""
+    """([the ExpertMatMul standing for MatMul ``m``], [the Gather, where nothing else (a
+    ShapeOf) reads it]), or None."""
     if not m.is_a(MatMul) or m.subgraph is not None or m.out_dtypes[0] != F32 \
             or len(m.inputs) != 2:
         return None
@@ -70,8 +71,8 @@ def _rewrite(m, users: dict) -> tuple | None:
         if nd is None:
             continue
         ins = [g.inputs[0], g.inputs[1], (x, xk)]
-        return standing_for(m, ExpertMatMul.type_name, ins,
-                            ExpertMatMulDesc(g, m, side, nd)), g
+        node = standing_for(m, ExpertMatMul.type_name, ins, ExpertMatMulDesc(g, m, side, nd))
+        return [node], [g] if len(users[id(g)]) == 1 else []
     return None
 
 
@@ -79,14 +80,4 @@ def fuse_expert_gemms(nodes: list) -> list:
     """``nodes`` (topological) with every MatMul of gathered expert weights replaced by an
     ExpertMatMul node (inputs ``[W, indices, X]``); the Gather is dropped where nothing else
     (a ShapeOf) reads it."""
-    users = node_users(nodes)
-    replace: dict[int, list] = {}
-    dropped: set[int] = set()
-    for m in nodes:
-        found = _rewrite(m, users)
-        if found is not None:
-            new, g = found
-            replace[id(m)] = [new]
-            if len(users[id(g)]) == 1:
-                dropped.add(id(g))
-    return splice(nodes, replace, dropped)
+    return fuse_matches(nodes, _rewrite)
