@@ -105,6 +105,15 @@ def gather(dtype, idx_dtype) -> Source:
     return Source(text, "gather")
 
 
+# C statements of GatherElements' and ScatterElements' work-item ``gid`` over [outer, A,
+# inner]: its ``i`` and ``o``, and ``k``, its index along the axis of D (a negative one counts
+# from the end)
+ELEMENT_INDEX = """int i = gid % inner;
+  int o = gid / inner / A;
+  long k = (long)I[ioff + gid];
+  if (k < 0) k += D;"""
+
+
 def index_tuple_code(m: int) -> tuple[str, str]:
     """(int parameters, C statements) of an index tuple of ``m`` components read from
     ``I[ioff + p * m + c]``: component c indexes a dim of ``d<c>`` elements (a negative one
@@ -156,10 +165,7 @@ def gather_elements(dtype, idx_dtype) -> Source:
 {{
   int gid = get_global_id(0);
   if (gid >= n) return;
-  int i = gid % inner;
-  int o = gid / inner / A;
-  long k = (long)I[ioff + gid];
-  if (k < 0) k += D;
+  {ELEMENT_INDEX}
   Y[yoff + gid] = (k >= 0 && k < D) ? X[xoff + ((long)o * D + k) * inner + i] : ({t})0;
 }}
 """

@@ -4,7 +4,7 @@ Repeated indices leave one of their updates (the ONNX ops leave that undefined).
 from __future__ import annotations
 
 from .common import Source, ctype, header, memoized
-from .movement import index_tuple_code
+from .movement import ELEMENT_INDEX, index_tuple_code
 
 
 @memoized
@@ -58,10 +58,7 @@ def scatter_elements(dtype, idx_dtype) -> Source:
 {{
   int gid = get_global_id(0);
   if (gid >= n) return;
-  int i = gid % inner;
-  int o = gid / inner / A;
-  long k = (long)I[ioff + gid];
-  if (k < 0) k += D;
+  {ELEMENT_INDEX}
   if (k >= 0 && k < D) Y[yoff + ((long)o * D + k) * inner + i] = U[uoff + gid];
 }}
 """
