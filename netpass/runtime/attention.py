@@ -60,7 +60,7 @@ from .kinds.base import same_dim
 from .program_node import (
     ProgramNode,
     data_users,
-    kept_for_shapes,
+    droppable,
     node_users,
     splice,
     standing_for,
@@ -288,7 +288,7 @@ def _kv_repeat(node, users: dict) -> tuple | None:
     """((src, k), group) when ``node`` repeats each head of a rank-4 ``src`` ``group`` times
     (transformers' ``repeat_kv`` for grouped-query attention: ``Reshape(Broadcast(
     Unsqueeze(src, 2)))`` to [b, heads * group, s, d]), each read only by the next (and by
-    ShapeOfs: :func:`~netpass.runtime.program_node.kept_for_shapes`)."""
+    ShapeOfs: :func:`~netpass.runtime.program_node.droppable`)."""
     if not node.is_a(Reshape) or len(data_users(node, users)) != 1:
         return None
     bc = node.inputs[0][0]
@@ -480,10 +480,5 @@ def fuse_attention(nodes: list) -> list:
                              tuple(views), tuple(pviews))
         node = standing_for(last, FusedAttention.type_name, qk + [v_in] + sides + targets, desc)
         replace[id(last)] = made + [node]
-        kept = kept_for_shapes(absorbed + repeats, last, users)
-        for n in kept:
-            n.shape_only = n.optimized = True  # (what Program marks for a node read by ShapeOfs)
-        kept_ids = {id(n) for n in kept}
-        dropped.update(id(n) for n in absorbed + repeats
-                       if n is not last and id(n) not in kept_ids)
+        dropped.update(id(n) for n in droppable(absorbed + repeats, last, users))
     return splice(nodes, replace, dropped)

@@ -15,7 +15,7 @@ Conditions (:func:`fuse_norm_gemms`): an MVN over the last axis (a constant ``ax
 float32, its last dim static; an optional Multiply and then an optional Add by constants that
 vary only along that axis; each but the last read (for its data) once; the last, no model
 output, read only by GEMMs that each take it (below) and by ShapeOfs, which read its shape
-alone: the absorbed nodes they read stay, never run (``program_node.kept_for_shapes``). All
+alone: the absorbed nodes they read stay, never run (``program_node.droppable``). All
 of its readers fold it or none does (a norm also read by an elementwise op stays a launch).
 Each GEMM reads it as a MatMul's first input without ``transpose_a``, or a FullyConnected's
 (whose bias stays input 2: gamma and beta follow it), directly or through row views of its
@@ -47,7 +47,7 @@ from ..ops.movement import Reshape, Slice
 from ..ops.normalization import MVN
 from .kinds.matmul import matmul_shape
 from .kinds.normalization import RmsNorm
-from .program_node import ProgramNode, data_users, kept_for_shapes, node_users, read_once, splice
+from .program_node import ProgramNode, data_users, droppable, node_users, read_once, splice
 from .shape_infer import infer_host
 
 F32 = np.dtype(np.float32)
@@ -269,11 +269,7 @@ def fuse_norm_gemms(nodes: list) -> list:
         mvn, chain = found[0][1][:2]
         for m, match in found:
             replace[id(m)] = _normalized_gemm(m, match)
-        kept = kept_for_shapes([mvn] + chain, None, users)
-        for k in kept:
-            k.shape_only = k.optimized = True  # (what Program marks for a node read by ShapeOfs)
-        kept_ids = {id(k) for k in kept}
-        dropped.update(id(c) for c in [mvn] + chain if id(c) not in kept_ids)
+        dropped.update(id(c) for c in droppable([mvn] + chain, None, users))
     return splice(nodes, replace, dropped)
 
 

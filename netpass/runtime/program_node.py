@@ -137,16 +137,16 @@ def read_once(n: ProgramNode, users: dict[int, list]) -> bool:
 def data_users(node: ProgramNode, users: dict[int, list] | None = None, k: int = 0) -> list:
     """The (reader, input index) pairs that read ``node``'s data: in ``users`` (a node-list
     pass's :func:`node_users`, every output), else of output ``k`` as the program linked them.
-    A ShapeOf reads only the shape (which a view keeps: :func:`kept_for_shapes`)."""
+    A ShapeOf reads only the shape (which a view keeps: :func:`droppable`)."""
     pairs = users.get(id(node), ()) if users is not None else node.users[k]
     return [(u, j) for u, j in pairs if u.reads_data]
 
 
-def kept_for_shapes(absorbed: list, last: ProgramNode | None, users: dict[int, list]) -> list:
-    """The ``absorbed`` nodes (but ``last``) a ShapeOf still reads (torch's exporter computes
-    view targets from the shapes of the scores, the probabilities, a stacked rotation), and
-    the absorbed nodes they read: they stay in the program, never run (``shape_only``), so
-    that those shapes are known."""
+def droppable(absorbed: list, last: ProgramNode | None, users: dict[int, list]) -> list:
+    """The ``absorbed`` nodes (but ``last``) a fusion drops. Those a ShapeOf still reads
+    (torch's exporter computes view targets from the shapes of the scores, the
+    probabilities, a stacked rotation), and the absorbed nodes they read, stay in the
+    program, marked never to run (``shape_only``), so that those shapes are known."""
     ids = {id(n) for n in absorbed}
     stack = [n for n in absorbed if n is not last
              and any(u.is_a(ShapeOf) for u, _ in users.get(id(n), ()))]
@@ -155,8 +155,9 @@ def kept_for_shapes(absorbed: list, last: ProgramNode | None, users: dict[int, l
         n = stack.pop()
         if id(n) not in kept:
             kept[id(n)] = n
+            n.shape_only = n.optimized = True  # (what Program marks for a node read by ShapeOfs)
             stack += [s for s, _ in n.inputs if id(s) in ids and s is not last]
-    return list(kept.values())
+    return [n for n in absorbed if n is not last and id(n) not in kept]
 
 
 def fuse_matches(nodes: list, rewrite: Callable[[Any, dict], tuple | None]) -> list:

@@ -51,8 +51,8 @@ from .kinds.normalization import RmsNorm
 from .program_node import (
     ProgramNode,
     data_users,
+    droppable,
     fuse_matches,
-    kept_for_shapes,
     node_users,
     read_once,
     splice,
@@ -201,23 +201,13 @@ def _match(n, users: dict) -> tuple | None:
     return None
 
 
-def _absorbed(nodes: list, users: dict) -> list:
-    """``nodes`` but those a ShapeOf still reads (:func:`kept_for_shapes`: marked to stay,
-    never run)."""
-    kept = kept_for_shapes(nodes, None, users)
-    for n in kept:
-        n.shape_only = n.optimized = True
-    kept_ids = {id(n) for n in kept}
-    return [n for n in nodes if id(n) not in kept_ids]
-
-
 def _rotary(n, users: dict) -> tuple | None:
     found = _match(n, users)
     if found is None:
         return None
     x, cos, sin, chain, interleaved = found
     desc = RotaryDesc(chain, interleaved=interleaved)
-    return [standing_for(n, Rotary.type_name, [x, cos, sin], desc)], _absorbed(chain, users)
+    return [standing_for(n, Rotary.type_name, [x, cos, sin], desc)], droppable(chain, None, users)
 
 
 def fuse_rotaries(nodes: list) -> list:
@@ -260,7 +250,7 @@ def _partial_rotary(c, users: dict) -> tuple | None:
     rotated = r if r < ps[len(ps) - 1].min else None
     desc = RotaryDesc(rot.subgraph.nodes + absorbed + [c], rotated, rot.subgraph.interleaved)
     return [standing_for(c, Rotary.type_name, [(x, k), *rot.inputs[1:]], desc)], \
-        _absorbed(absorbed, users)
+        droppable(absorbed, None, users)
 
 
 def absorb_partial_rotaries(nodes: list) -> list:
