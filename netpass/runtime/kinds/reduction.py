@@ -92,7 +92,10 @@ def cumsum_impl(p: Params, key: Any) -> Impl | None:
     if not shape:
         return None  # (a scalar: the host copies it)
     axis = ints(p.values[1])[0] % len(shape) if 1 in p.values else 0
-    outer, R, inner = size(shape[:axis]), shape[axis], size(shape[axis + 1:])
+    blk = axes_block(shape, [axis])
+    if blk is None:  # (one axis is always one block)
+        return None
+    outer, R, inner = blk
     rows = outer * inner
     if not rows * R:
         return Impl(key, [])
