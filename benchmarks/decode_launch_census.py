@@ -25,6 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT / "tests" / "models"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_decode import step_feeds  # noqa: E402
 
 import netpass  # noqa: E402
 from netpass.generation import stateful_decoder  # noqa: E402
@@ -48,13 +51,6 @@ def _count_launches(counts: collections.Counter) -> None:
             setattr(cls, name, counted)
 
 
-def _feeds(names: list[str], ids: np.ndarray, past: int) -> dict:
-    n = ids.shape[1]
-    all_feeds = {"input_ids": ids, "attention_mask": np.ones((1, past + n), np.int64),
-                 "position_ids": np.arange(past, past + n)[None]}
-    return {k: v for k, v in all_feeds.items() if k in names}
-
-
 def census(arch: str, exporter: str, device: str, counts: collections.Counter) -> dict:
     """One decode step's launches (total and by kernel), host waits and fallbacks."""
     from hf_decoders import export_arch
@@ -62,14 +58,12 @@ def census(arch: str, exporter: str, device: str, counts: collections.Counter) -
         dec = export_arch(arch, exporter)
     model = stateful_decoder(netpass.read_model(dec.onnx))
     req = netpass.compile_model(model, device, {"TRANSFORMATIONS": "NONE"}).create_infer_request()
-    # (an input may carry a name of what it stands for too: Bloom's attention mask that of
-    # the Cast the reader dropped; its own is among its names)
-    names = [n for i in model.inputs for n in i.get_names()]
-    req.infer(_feeds(names, np.arange(1, 9, dtype=np.int64)[None], 0))
-    req.infer(_feeds(names, np.array([[3]], np.int64), 8))
+    names = {n for i in model.inputs for n in i.get_names()}
+    req.infer(step_feeds(np.arange(1, 9, dtype=np.int64)[None], 0, names))
+    req.infer(step_feeds(np.array([[3]], np.int64), 8, names))
     before = dict(req.stats)
     counts.clear()
-    req.infer(_feeds(names, np.array([[4]], np.int64), 9))
+    req.infer(step_feeds(np.array([[4]], np.int64), 9, names))
     return {"launches": req.stats["kernels_enqueued"] - before["kernels_enqueued"],
             "host_waits": req.stats["host_waits"] - before["host_waits"],
             "host_fallbacks": req.stats["host_fallbacks"] - before["host_fallbacks"],
