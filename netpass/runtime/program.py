@@ -27,7 +27,7 @@ from ..core.model import parameter_name, result_name
 from ..core.shape import PartialShape
 from ..errors import NetpassError, UnsupportedTypeError
 from ..ops.matmul import MatMul
-from ..ops.movement import Concat, Reshape, Slice, Split, VariadicSplit
+from ..ops.movement import Concat, Reshape, Split, VariadicSplit
 from ..ops.shape_ops import ShapeOf
 from ..ops.state import Assign, ReadValue
 from .attention import fuse_attention
@@ -426,9 +426,10 @@ class Program:
         return True
 
     def _mark_strided_views(self) -> None:
-        """Split pieces and Slices that only stride-reading kernels read become views of their
-        input (a QKV projection's q, k, v; an attention mask cut from a larger constant): no
-        launch, no buffer. The readers' impls are keyed by the strides they get."""
+        """Split pieces, Slices and one-index Gathers (``StridedView.one_piece``) that only
+        stride-reading kernels read become views of their input (a QKV projection's q, k, v;
+        an attention mask cut from a larger constant): no launch, no buffer. The readers'
+        impls are keyed by the strides they get."""
         for n in self.nodes:
             if n.fused or n.is_output or n.in_shape_of_subgraph or n.fused_into is not None:
                 continue
@@ -442,7 +443,9 @@ class Program:
                 axis = int(np.asarray(n.inputs[1][0].value).reshape(-1)[0]) % len(ps)
                 if all(self._strided_readers(n, k, axis, found) for k in range(n.num_outputs)):
                     n.strided_view = True
-            elif n.is_a(Slice) and same_dt and self._strided_readers(n, 0, None, found):
+            elif n.num_outputs == 1 and same_dt and n.row.strided is not None \
+                    and n.row.strided.one_piece is not None and n.row.strided.one_piece(n) \
+                    and self._strided_readers(n, 0, None, found):
                 n.strided_view = True
             if n.strided_view:
                 for u, j in found:

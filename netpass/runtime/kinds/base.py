@@ -60,10 +60,13 @@ class Skip:
 class StridedView:
     """How the outputs are strided views of input 0 (split pieces, a stepped slice, a reshape of
     a strided tensor): ``views``; ``applies(inst)`` where it holds only for some values (a Slice
-    with a negative step runs its kernel), None where it always does."""
+    with a negative step runs its kernel), None where it always does. ``one_piece(node)``: a
+    node of one output that becomes such a view where only stride-reading kernels read it
+    (``Program._mark_strided_views``; None: not chosen that way)."""
 
     views: ViewRule
     applies: Callable[[Any], bool] | None = None
+    one_piece: Callable[[Any], bool] | None = None
 
 
 @dataclass(frozen=True, eq=False)

@@ -29,7 +29,7 @@ from ..index_forms import Form, form_of
 from ..kernels.movement import gather, gather_elements, gather_nd, gather_sum
 from ..kernels.scatter import copy, scatter_elements, scatter_nd
 from ..shape_infer import infer_host
-from .base import OpKind, Skip, broadcast, ints, table
+from .base import OpKind, Skip, StridedView, broadcast, ints, table
 
 GATHER_MAX_INDICES = 10 * 1024  # identity checks read back at most this many indices
 
@@ -65,6 +65,32 @@ def _one_constant_index(n: Any) -> bool:
     src, _ = n.inputs[1]
     value = np.asarray(src.value) if src.is_constant else None
     return value is not None and value.size == 1 and value.dtype.kind in "iu"
+
+
+def _picks_one(n: Any) -> bool:
+    """One constant index, in range of a static axis of a constant position (no batch dims):
+    the output is a strided view of the data (the index's dims of size 1)."""
+    if not _one_constant_index(n) or n.attrs.get("batch_dims", 0) or not n.inputs[2][0].is_constant:
+        return False
+    src, k = n.inputs[0]
+    ps = src.out_pshapes[k]
+    if not ps.rank_is_static or not len(ps):
+        return False
+    dim = ps[ints(n.inputs[2][0].value)[0] % len(ps)]
+    i = int(np.asarray(n.inputs[1][0].value).reshape(-1)[0])
+    return dim.is_static and -dim.get_length() <= i < dim.get_length()
+
+
+def _pick_views(inst: Any, shape: Sequence[int],
+                strides: Sequence[int]) -> list[tuple[int, tuple]]:
+    """The element :func:`_picks_one` takes: its offset along the axis, the axis dropped (a
+    scalar index) or kept at size 1 per index dim."""
+    node = inst.node
+    axis = ints(node.inputs[2][0].value)[0] % len(shape)
+    index = np.asarray(node.inputs[1][0].value)
+    at = int(index.reshape(-1)[0]) % shape[axis]
+    kept = [strides[axis]] * index.ndim
+    return [(at * strides[axis], tuple(strides[:axis]) + tuple(kept) + tuple(strides[axis + 1:]))]
 
 
 def _index_form(n: Any) -> Form | None:
@@ -307,7 +333,8 @@ def scatter_elements_impl(p: Params, key: Any) -> Impl | None:
 ROWS = table(
     OpKind(Gather, deps=(2,), shape=_gather_shape, impl=gather_impl, copy_only=True, uniform=True,
            skip=Skip(_may_be_view, _gather_view_offset, reads_values=True,
-                     by_shapes=_gather_by_shapes), host=_host_gather),
+                     by_shapes=_gather_by_shapes), host=_host_gather,
+           strided=StridedView(_pick_views, None, _picks_one)),
     OpKind(GatherElements, shape=_gather_elements_shape, impl=gather_elements_impl, copy_only=True),
     OpKind(GatherND, shape=_gather_nd_shape, impl=gather_nd_impl, copy_only=True, uniform=True),
     OpKind(OneHot, deps=(1,)),

@@ -535,7 +535,7 @@ ROWS = table(
     OpKind(VariadicSplit, deps=(1, 2), shape=_variadic_split_shape, impl=split_impl, copy_only=True,
            movement=True, strided=StridedView(_split_views)),
     OpKind(Slice, deps=(1, 2, 3, 4), shape=_slice_shape, impl=slice_impl, copy_only=True,
-           movement=True, strided=StridedView(_slice_views, _positive_steps),
+           movement=True, strided=StridedView(_slice_views, _positive_steps, lambda n: True),
            skip=Skip(_copies, _contiguous_slice_offset)),
     OpKind(StridedSlice, deps=(1, 2, 3), impl=index_map_impl, movement=True,
            skip=Skip(_copies, _unchanged_unit_steps)),
