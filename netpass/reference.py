@@ -17,6 +17,7 @@ from .core.containers import api_value, feed_value, is_container
 from .core.feeds import FeedSpec, check_feeds, is_device_array
 from .core.model import Model
 from .errors import InputError, NetpassError, OutOfMemoryError, StateError
+from .ops.indexing.gather import strict_index_bound
 from .ops.state import Assign, ReadValue, VariableInfo, model_variables
 
 
@@ -31,7 +32,8 @@ def input_specs(model: Model) -> tuple[list[FeedSpec], list[tuple[str, Any, Any]
         if is_container(et):
             boxed.append((name, et, out.partial_shape))
         else:
-            specs.append(FeedSpec(name, et.dtype, out.partial_shape, str(et)))
+            bound = strict_index_bound(out) if et.is_integral else None
+            specs.append(FeedSpec(name, et.dtype, out.partial_shape, str(et), bound))
     return specs, boxed
 
 

@@ -16,12 +16,15 @@ from .shape import PartialShape
 
 class FeedSpec(NamedTuple):
     """What one model input accepts: its name, numpy dtype (None: any) and partial shape;
-    ``type_name`` (the element type's name, e.g. ``f32``) is added to a dtype error."""
+    ``type_name`` (the element type's name, e.g. ``f32``) is added to a dtype error;
+    ``index_bound`` ``(n, node)``: its values index a table of ``n`` rows (node ``node``),
+    so each must lie in ``[-n, n)`` (a token id past the vocabulary)."""
 
     name: str
     dtype: np.dtype | None
     shape: PartialShape
     type_name: str | None = None
+    index_bound: tuple[int, str] | None = None
 
 
 def is_device_array(value: Any) -> bool:
@@ -42,7 +45,7 @@ def check_feeds(inputs: Mapping[str, Any], specs: Sequence[FeedSpec],
     if len(inputs) != len(specs):
         _refuse_unknown(inputs, specs)
     out: dict[str, np.ndarray] = {}
-    for name, dtype, ps, type_name in specs:
+    for name, dtype, ps, type_name, bound in specs:
         if name not in inputs:
             _refuse_unknown(inputs, specs)  # (as many names: one of them is unknown)
             raise InputError(name, "missing")
@@ -63,6 +66,8 @@ def check_feeds(inputs: Mapping[str, Any], specs: Sequence[FeedSpec],
                 d = dims[axis]
                 if not (d.min <= n <= d.max):
                     raise InputError(name, f"dim {axis} is {n}, expected {d} (shape {ps})")
+        if bound is not None and not is_device_array(arr) and arr.size:
+            _check_bound(name, arr, bound)
         out[name] = arr
     return out
 
@@ -73,3 +78,13 @@ def _refuse_unknown(inputs: Mapping[str, Any], specs: Sequence[FeedSpec]) -> Non
     unknown = sorted(set(inputs) - set(names))
     if unknown:
         raise InputError(unknown[0], f"not an input of the model; inputs are {names}")
+
+
+def _check_bound(name: str, arr: np.ndarray, bound: tuple[int, str]) -> None:
+    """Refuse ``arr`` when a value lies outside ``[-n, n)`` (``bound``: ``(n, node)``)."""
+    n, node = bound
+    low, high = int(arr.min()), int(arr.max())
+    if low < -n or high >= n:
+        bad = low if low < -n else high
+        raise InputError(name, f"value {bad} (shape {list(arr.shape)}) is outside [{-n}, {n}): "
+                               f"it indexes the {n} rows of Gather '{node}'")

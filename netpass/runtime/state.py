@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import NetpassError
+from ..errors import NetpassError, ShapeInferenceError, StateError
 from . import impls
 from .kernels.decode import DECODE_ROWS
 from .launcher import KernelHandle, make_kernel
@@ -215,7 +215,11 @@ class VariableStore:
         node = inst.node
         role = node.state_role
         if role == APPEND:
-            inst.update_shape()
+            try:
+                inst.update_shape()
+            except ShapeInferenceError as e:  # (a batch of another size than the state's)
+                raise StateError(node.state_var, f"its value does not take this inference's "
+                                                 f"new part: {e}") from e
             return
         if role == READ:
             v = self.vars[node.state_var]

@@ -56,3 +56,22 @@ def hf_arch_decoder() -> Callable:
         return cache[arch, exporter]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def hf_arch_decoder_sized() -> Callable:
+    """``hf_arch_decoder_sized(arch, exporter="torchscript", **sizes)`` ->
+    ``export_decoder.Decoder`` of ``arch`` at 2 layers with ``sizes`` (``hf_decoders.
+    export_sized``), exported on first use (skips without torch or transformers)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    import hf_decoders
+    cache: dict = {}
+
+    def get(arch: str, exporter: str = "torchscript", **sizes):
+        key = (arch, exporter, tuple(sorted(sizes.items())))
+        if key not in cache:
+            cache[key] = hf_decoders.export_sized(arch, exporter, **sizes)
+        return cache[key]
+
+    return get

@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 from export_decoder import UNEXPORTABLE, Decoder, causal_lm, export_decoder, gpt2, llama
 
-__all__ = ["ARCHS", "Decoder", "EXPORTERS", "UNEXPORTABLE", "export_arch"]
+__all__ = ["ARCHS", "Decoder", "EXPORTERS", "UNEXPORTABLE", "export_arch", "export_sized"]
 
 
 def export_gpt2() -> Decoder:
@@ -64,3 +64,11 @@ def export_arch(arch: str, exporter: str) -> Decoder:
         built = causal_lm(arch, layers=2, d=64, heads=4, kv_heads=2, vocab=223, positions=256,
                           init=INIT.get(arch, 0.2), ffn=96)
     return export_decoder(arch, *built, exporter=exporter)
+
+
+def export_sized(arch: str, exporter: str = "torchscript", **sizes) -> Decoder:
+    """``arch`` at 2 layers with the given ``sizes`` (``d``, ``heads``, ``kv_heads``, ...: the
+    ``causal_lm`` arguments) over the defaults of :func:`export_arch`."""
+    kw = {"layers": 2, "d": 64, "heads": 4, "kv_heads": 2, "vocab": 223, "positions": 256,
+          "init": INIT.get(arch, 0.2), "ffn": 96, **sizes}
+    return export_decoder(arch, *causal_lm(arch, **kw), exporter=exporter)

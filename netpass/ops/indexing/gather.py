@@ -15,7 +15,7 @@ from ..registry import export_error, onnx_export, onnx_rule
 from ..shape_inputs import i64_operand
 from .common import _check_indices, _const_axis, _scalar_axis
 
-__all__ = ["gather", "gather_elements", "gather_nd"]
+__all__ = ["STRICT_INDICES", "gather", "gather_elements", "gather_nd", "strict_index_bound"]
 
 
 class Gather(Node):
@@ -254,9 +254,45 @@ def gather_nd(data: Any, indices: Any, batch_dims: int = 0, name: str | None = N
                     name)
 
 
+# rt_info key of a Gather whose indices must lie in [-n, n): ONNX's Gather (onnxruntime refuses
+# an index outside), where Gather-8 gives zeros.
+STRICT_INDICES = "strict_indices"
+
+
 @onnx_rule("Gather")
 def _import_gather(ctx):
-    return Gather([ctx.inputs[0], ctx.inputs[1], i64_operand(ctx.attr("axis", 0))]).output(0)
+    node = Gather([ctx.inputs[0], ctx.inputs[1], i64_operand(ctx.attr("axis", 0))])
+    node.rt_info[STRICT_INDICES] = True
+    return node.output(0)
+
+
+def strict_index_bound(value: Output) -> tuple[int, str] | None:
+    """``(n, name)`` where ``value`` (a model input's) reaches the indices of strict Gathers
+    (``STRICT_INDICES``) through integer Converts and reshapes: the smallest of their data
+    dims ``n`` along the gathered axis, and that Gather's name; else None. Lets a caller's
+    token or position ids outside an embedding table be refused by name before an inference
+    (the runtime's Gather reads zeros there: a wrong answer, not an error)."""
+    from ..elementwise import Convert
+    from ..movement import Reshape, Squeeze, Unsqueeze
+    best: tuple[int, str] | None = None
+    todo, seen = [value], set()
+    while todo:
+        out = todo.pop()
+        for port in out.consumers():
+            node = port.node
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if isinstance(node, Gather) and port.index == 1 and node.rt_info.get(STRICT_INDICES):
+                data, axis = node.get_input_partial_shape(0), node.axis()
+                if axis is not None and data.rank_is_static and data[axis].is_static:
+                    n = data[axis].min
+                    if best is None or n < best[0]:
+                        best = (n, node.friendly_name)
+            elif isinstance(node, (Reshape, Squeeze, Unsqueeze)) and port.index == 0 or \
+                    isinstance(node, Convert) and node.output(0).element_type.is_integral:
+                todo.append(node.output(0))
+    return best
 
 
 @onnx_rule("GatherElements", since=11)

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ...errors import ShapeInferenceError
 from ...ops.elementwise import (
     Abs,
     Acos,
@@ -339,6 +340,18 @@ class RotaryDesc:
 
     def infer_shapes(self, shapes: Sequence[tuple],
                      values: Mapping[int, np.ndarray]) -> list[tuple]:
+        # (the kernel reads cos and sin through broadcast strides: one that does not broadcast
+        # into a rotated part would be read past its buffer; position_ids of another length)
+        for x in [shapes[0], *shapes[3:]]:
+            part = tuple(x[:-1]) + (self.rotated or (x[-1] if x else 0),)
+            for j in (1, 2):
+                if len(shapes[j]) > len(part) or any(
+                        c not in (1, p) for c, p in zip(shapes[j][::-1], part[::-1])):
+                    names = ", ".join(f"'{n.name}'" for n in self.nodes[-2:])
+                    raise ShapeInferenceError(
+                        f"rotary embedding (the nodes {names}): cos and sin of shapes "
+                        f"{list(shapes[1])} and {list(shapes[2])} do not broadcast into the "
+                        f"rotated part {list(part)} of {list(x)}")
         return rotary_shapes({}, list(shapes), {})
 
     def evaluate(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:

@@ -94,10 +94,14 @@ def _transpose_shape(attrs: dict, shapes: list, values: dict) -> list[tuple] | N
     return [tuple(shapes[0][o] for o in order)]
 
 
-def _concat_shape(attrs: dict, shapes: list, values: dict) -> list[tuple]:
+def _concat_shape(attrs: dict, shapes: list, values: dict) -> list[tuple] | None:
     axis = attrs.get("axis", 0)
     axis = axis + len(shapes[0]) if axis < 0 else axis
-    out = list(shapes[0])
+    first = shapes[0]
+    for s in shapes[1:]:
+        if len(s) != len(first) or s[:axis] != first[:axis] or s[axis + 1:] != first[axis + 1:]:
+            return None  # (the op's own inference names the mismatch: no copy past the output)
+    out = list(first)
     out[axis] = sum(s[axis] for s in shapes)
     return [tuple(out)]
 
