@@ -17,7 +17,14 @@ from ...passes import PassConfig
 from ..transpose_sinking import attr
 from ..transpose_sinking import concat_split as ts
 from ..transpose_sinking.utils import consumer_transposes_order, first_transpose_input
-from ..utils import const_value, first_valuable, reverse_order, static_shape, transpose_shape
+from ..utils import (
+    const_value,
+    first_valuable,
+    graph_consumers,
+    reverse_order,
+    static_shape,
+    transpose_shape,
+)
 
 NO_OF_INPUTS_DIVISOR = 8
 TRANSPOSE_MAX_SIZE = 65528
@@ -139,11 +146,14 @@ _RESHAPES = (Reshape, Squeeze, Unsqueeze)
 
 
 def reads_parameter(node: Node) -> bool:
-    """The node's input 0 is a Parameter, possibly behind single-consumer Reshapes."""
+    """The node's input 0 is a Parameter, possibly behind Reshapes, and the node is the
+    Parameter's only reader on that path (what ``split_pre_post_processing`` can cut: a
+    Parameter read by anything else too keeps the node in the main model)."""
     src = node.input_value(0)
-    while isinstance(src.node, _RESHAPES) and len(src.consumers()) == 1:
+    while len(graph_consumers(src)) == 1 and isinstance(src.node, _RESHAPES):
         src = src.node.input_value(0)
-    return isinstance(src.node, Parameter)
+    # (graph_consumers: a node a rewrite replaced may still be listed among the readers)
+    return isinstance(src.node, Parameter) and len(graph_consumers(src)) == 1
 
 
 def _reaches_result(node: Node) -> bool:

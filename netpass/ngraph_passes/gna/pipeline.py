@@ -20,10 +20,10 @@
    shape that GNA cannot run and that are stuck inside the graph: first backward sinking
    without the GNA axis callbacks (reaching the inputs wins over the Concat/Split axis, which
    GNA's concat/split alignment then handles; fused Transposes are not marked, so they move
-   on; reductions that drop their axes read a sibling Transpose, TSReductionAlign), then, for
-   those still stuck, forward sinking of the Transposes that do not read a
-   Parameter (down to a Reshape, where they become Gathers, or to a Result), with TSFuseShared
-   fusing the Transpose pairs it leaves.
+   on; reductions that drop their axes read a sibling Transpose, TSReductionAlign; equal
+   Transposes of one value merged), then, for those still stuck, forward sinking of the
+   Transposes that do not wait at an input (down to a Reshape, where they become Gathers, or
+   to a Result), with TSFuseShared fusing the Transpose pairs it leaves.
 3. The Slice workaround: SliceToStridedSlice then ConvertStridedSliceToCrop (always; any
    StridedSlice is a crop for GNA), in one traversal with ConvertSliceToCrop, which makes the
    same CropIE of a Slice at once where the two would.
@@ -88,7 +88,7 @@ from ..transpose_sinking import (
 from ..transpose_sinking.general import BACKWARD, FORWARD
 from ..transpose_sinking.reduction import REDUCTION_TYPES
 from ..transpose_sinking.regions import TSBackwardRegions
-from ..transpose_sinking.utils import first_transpose_input
+from ..transpose_sinking.utils import is_const_transpose
 from ..utils import nested_manager, static_shape
 from .decompose_mvn import DecomposeMVN
 from .gather_general import GatherAbsorb, GatherSinkingGeneral
@@ -235,6 +235,10 @@ class RescueStuckTransposes(ModelPass):
     After the backward stage, TSReductionAlign rounds (each then backward sinking again):
     ``x + Unsqueeze(ReduceMean(x, keepdims=0))`` reached ``x`` as a Transpose on one branch and
     the reduction reading ``x`` in another order on the other, which no sinking step joins.
+    Then MergeSharedLayoutOps: branches of one input each bring a Transpose up to it, and an
+    input with two readers cannot be cut out (``reads_parameter``), equal ones become one. The
+    forward stage leaves a node alone only when every Transpose it reads waits at an input
+    (``x1 + x`` with ``x`` also read elsewhere sinks both down).
 
     The forward stage also runs TSFuseShared on the Transpose pairs it leaves whose first
     Transpose has other consumers (TSFuse refuses those; in OpenVINO's TSGeneral the backward
@@ -264,12 +268,19 @@ class RescueStuckTransposes(ModelPass):
                                      "RescueAlign"):
                     break
                 run_then_fold(model, user.copy(), backward(), "RescueBackward")
+        # (branches of one input each bring their own Transpose up to it: equal ones become
+        # one, which the input's pre-processing takes, before they count as stuck)
+        merge = nested_manager(user.copy(), "RescueMerge")
+        merge.register_pass(GraphRewrite(MergeSharedLayoutOps()))
+        merge.run_passes(model)
         if not stuck_transposes(model):
             return False
 
         def at_input(node) -> bool:
-            info = first_transpose_input(node)
-            return info is not None and reads_parameter(info.transpose)
+            # (refused only when every Transpose it reads waits at an input: one that is
+            # stuck, say on an input read twice, sinks on along with the others)
+            transposes = [v.node for v in node.input_values() if is_const_transpose(v.node)]
+            return bool(transposes) and all(map(reads_parameter, transposes))
         forward_config = user.copy()
         for pass_type in FORWARD:
             if pass_type is not TSFuse:
