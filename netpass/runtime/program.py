@@ -390,8 +390,9 @@ class Program:
     def _strided_readers(node: ProgramNode, k: int, prefix: int | None, found: list) -> bool:
         """Whether every reader of output ``k`` of ``node`` takes a strided tensor: a GEMM, a
         fused attention or a Rotary input (GPT-NeoX rotates slices of its fused projection's
-        heads), a permuted view read by one, an RmsNorm of a piece split along its last axis
-        (its rows one stride apart: OLMo2 normalizes its whole q and k projections), or, for a
+        heads), a permuted view read by one, an RmsNorm of a split piece (its rows one stride
+        apart: OLMo2 normalizes its whole q and k projections; or per head of each token, the
+        piece reshaped to heads: Qwen3's and Gemma 3's q and k norms), or, for a
         split piece (``prefix``:
         its first ``prefix`` dims and its other dims are each contiguous, not together), a
         Reshape keeping those first dims, whose readers must be such readers in turn (walked
@@ -413,7 +414,7 @@ class Program:
                         or (u.is_a(Rotary) and j in (0, 3)) \
                         or (u.is_a(RmsNorm) and prefix is not None
                             and n.out_pshapes[kk].rank_is_static
-                            and prefix == len(n.out_pshapes[kk]) - 1):
+                            and prefix < len(n.out_pshapes[kk])):
                     found.append((u, j))
                 elif u.permute_view is not None:
                     found.append(data_users(u)[0])

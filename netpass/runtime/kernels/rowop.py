@@ -53,8 +53,9 @@ def rowop(kind: str, in_dtype, out_dtype, params: dict, epilogue: Sequence[Stage
     """One work-group of ``LS`` items per row; row r = (o, i) covers x[o*R*inner + j*inner + i].
     Softmax / log-softmax / MVN outputs go through the fused ``epilogue`` stages (their extra
     inputs indexed by the output's flat position). ``params["xrs"]`` (rows of one axis,
-    ``inner`` 1): the kernel takes an ``xrs`` argument after ``inner``, and row r of x starts
-    at x[r*xrs] (a split piece's rows, read where the projection wrote them); y stays dense."""
+    ``inner`` 1): the kernel takes ``xrh, xro, xri`` after ``inner``, and row r of x starts at
+    x[(r / xrh) * xro + (r % xrh) * xri] (a split piece's rows, read where the projection wrote
+    them: per token, or per head of each token); y stays dense."""
     it, ot = ctype(in_dtype), ctype(out_dtype)
     n_extra = len(extra_dtypes)
     extra_args = "".join(f", __global const {ctype(d)}* in{j}, int off_in{j}"
@@ -74,8 +75,8 @@ def rowop(kind: str, in_dtype, out_dtype, params: dict, epilogue: Sequence[Stage
                 f"  {code}\n  y[j * inner] = ({ot})(x{len(epilogue)}); }}")
 
     strided = bool(params.get("xrs"))
-    xrs_arg = ", int xrs" if strided else ""
-    x_at = "row * xrs" if strided else "o * R * inner + i"
+    xrs_arg = ", int xrh, int xro, int xri" if strided else ""
+    x_at = "(row / xrh) * xro + (row % xrh) * xri" if strided else "o * R * inner + i"
     head = f"""#define LS {LS}
 __kernel __attribute__((reqd_work_group_size(LS, 1, 1)))
 void rowop(__global const {it}* X, int xoff, __global {ot}* Y, int yoff, int R,

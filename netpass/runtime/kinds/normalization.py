@@ -84,18 +84,22 @@ class RmsNormDesc:
         return [(x * (np.float32(1) / np.sqrt(ms + np.float32(self.eps)))).astype(x.dtype)]
 
 
-def row_stride(shape: Sequence[int], strides: Sequence[int] | None) -> int | None | bool:
-    """How far apart the rows of the last axis of a tensor of ``strides`` (elements; None:
-    dense) lie: None where they are dense, the distance where the last axis is contiguous and
-    the leading dims walk as one (a split piece of a projection: ``Program._mark_strided_views``
-    leaves it a view for an RmsNorm), else False (not one row stride)."""
+def row_stride(shape: Sequence[int],
+               strides: Sequence[int] | None) -> tuple[int, int, int] | None | bool:
+    """Where the rows of the last axis of a tensor of ``strides`` (elements; None: dense)
+    start: None where they are dense; ``(h, outer, inner)`` (row r at ``(r // h) * outer +
+    (r % h) * inner``) where the last axis is contiguous and the leading dims walk as at most
+    two (a split piece of a projection, per token, or per head of each token reshaped from
+    it: ``Program._mark_strided_views`` leaves it a view for an RmsNorm); else False."""
     if strides is None or not shape:
         return None
     dims, (st,) = collapse(list(shape[:-1]), [list(strides[:-1])])
-    if shape[-1] != 1 and strides[-1] != 1 or len(dims) > 1:
+    if shape[-1] != 1 and strides[-1] != 1 or len(dims) > 2:
         return False
+    if len(dims) == 2:
+        return dims[1], st[0], st[1]
     rs = st[0] if dims else shape[-1]
-    return None if rs == shape[-1] else rs
+    return None if rs == shape[-1] else (1, rs, 0)
 
 
 def rms_impl(p: Params, key: Any) -> Impl | None:
@@ -105,7 +109,7 @@ def rms_impl(p: Params, key: Any) -> Impl | None:
     if np.dtype(p.in_dtypes[0]) != np.float32 or not shape:
         return None
     rs = row_stride(shape, p.in_strides[0] if p.in_strides else None)
-    if rs is False:
+    if rs is not None and not isinstance(rs, tuple):
         return None
     return rowop_fused(p, key, "rms", {"eps": p.node.subgraph.eps}, size(shape[:-1]),
                        shape[-1], 1, rs)

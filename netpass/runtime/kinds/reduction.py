@@ -45,18 +45,18 @@ def axes_block(shape: Sequence[int], axes: Sequence[int]) -> tuple[int, int, int
 
 def row_launch(src: Source, rows: int, R: int, inner: int, n_extra: int = 0,
                edims: Sequence[int] = (), est: Sequence[Sequence[int]] = (),
-               row_stride: int | None = None) -> Launch:
-    """One work-group of LS items per row of R elements ``inner`` apart (``row_stride``: the
-    input's rows that far apart, for a kernel made with ``xrs``)."""
-    spec = [("i", 0), ("o", 0), R, inner] + ([] if row_stride is None else [row_stride]) \
+               row_stride: tuple[int, int, int] | None = None) -> Launch:
+    """One work-group of LS items per row of R elements ``inner`` apart (``row_stride``: where
+    the input's rows start, ``(h, outer, inner)`` as ``kernels.rowop``'s ``xrs``)."""
+    spec = [("i", 0), ("o", 0), R, inner] + ([] if row_stride is None else list(row_stride)) \
         + epilogue_args(n_extra, edims, est)
     return Launch(src, (max(rows, 1) * LS,), (LS,), spec)
 
 
 def rowop_fused(p: Params, key: Any, kind: str, params: dict, rows: int, R: int,
-                inner: int, row_stride: int | None = None) -> Impl:
+                inner: int, row_stride: tuple[int, int, int] | None = None) -> Impl:
     """A softmax / MVN rowop with the node's fused elementwise ops as its epilogue;
-    ``row_stride`` (``inner`` 1): the input's rows that far apart (a strided view)."""
+    ``row_stride`` (``inner`` 1): where the input's rows start (a strided view; row_launch)."""
     stages, n_extra, edt, edims, est = epilogue(p, p.out_shapes[0])
     if row_stride is not None:
         params = dict(params, xrs=True)

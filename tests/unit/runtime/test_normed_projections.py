@@ -138,3 +138,38 @@ def test_a_projection_read_by_a_layer_norm_stays_apart(rng):
     for s in (1, 4):
         feeds = _feeds(rng, s)
         assert _rel_l2(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-5
+
+
+def _per_head_model(rng, batch):
+    """Qwen3's attention: q and k normalized per head (``q_norm(q_proj(x).view(b, s, h, d))``,
+    before the heads' transpose), v not; rotary on q and k, attention over the heads (as
+    many key heads as query heads: ``repeat_kv`` is batch 1)."""
+    x = opset.parameter([batch, -1, D], np.float32, name="x")
+    cos = opset.parameter([batch, 1, -1, HD], np.float32, name="cos")
+    sin = opset.parameter([batch, 1, -1, HD], np.float32, name="sin")
+
+    def heads(y, n, norm):
+        r = opset.reshape(y, np.array([batch, -1, n, HD], np.int64), False)
+        return opset.transpose(_rms(r, HD, rng) if norm else r, np.array([0, 2, 1, 3], np.int64))
+    q = _rotate(heads(_proj(x, HEADS * HD, rng), HEADS, True), cos, sin)
+    k = _rotate(heads(_proj(x, HEADS * HD, rng), HEADS, True), cos, sin)
+    v = heads(_proj(x, HEADS * HD, rng), HEADS, False)
+    s = opset.multiply(opset.matmul(q, k, False, True), np.float32(HD ** -0.5))
+    y = opset.matmul(opset.softmax(s, -1), v, False, False)
+    return Model([opset.result(y, name="y")], [x, cos, sin])
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_norms_per_head_read_the_merged_projection_in_place(rng, batch):
+    """The norms' rows are a head's HD values: per token, the heads HD apart and the tokens a
+    whole projection apart (two strides, ``rowop``'s ``xrs``); the split stays a view. Prompts
+    and single-token steps through one request against the reference."""
+    model = _per_head_model(rng, batch)
+    cm = _compiled(model)
+    split = next(n for n in cm.runtime.program.nodes if n.kind == "VariadicSplit")
+    assert split.strided_view
+    req = cm.create_infer_request()
+    for s in (1, 5, 1, 2):
+        feeds = {"x": 5.0 + _f(rng, batch, s, D), "cos": _f(rng, batch, 1, s, HD),
+                 "sin": _f(rng, batch, 1, s, HD)}
+        assert _rel_l2(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-5
