@@ -23,7 +23,9 @@
    on; reductions that drop their axes read a sibling Transpose, TSReductionAlign; equal
    Transposes of one value merged), then, for those still stuck, forward sinking of the
    Transposes that do not wait at an input (down to a Reshape, where they become Gathers, or
-   to a Result), with TSFuseShared fusing the Transpose pairs it leaves.
+   to a Result), with TSFuseShared fusing the Transpose pairs it leaves. When that forward
+   stage ran, the pipeline warns at its end of each Transpose left inside that an Add joins with
+   the same value in another layout (``layout_conflict``: no sinking can remove those).
 3. The Slice workaround: SliceToStridedSlice then ConvertStridedSliceToCrop (always; any
    StridedSlice is a crop for GNA), in one traversal with ConvertSliceToCrop, which makes the
    same CropIE of a Slice at once where the two would.
@@ -94,6 +96,7 @@ from .decompose_mvn import DecomposeMVN
 from .gather_general import GatherAbsorb, GatherSinkingGeneral
 from .gather_to_slice import ConvertGatherToSlice
 from .gather_transpose import GatherSinkingTranspose, unsupported_transpose
+from .layout_conflict import warn_layout_conflicts
 from .limitations import (
     at_model_edge,
     either,
@@ -249,6 +252,9 @@ class RescueStuckTransposes(ModelPass):
     def __init__(self, user_config: PassConfig | None = None) -> None:
         super().__init__()
         self.user_config = user_config
+        # Whether the forward stage ran (some were still stuck): the pipeline then looks for
+        # layout conflicts once it is done.
+        self.forwarded = False
 
     def run_on_model(self, model) -> bool:
         user = self.user_config if self.user_config is not None else self.get_pass_config()
@@ -289,6 +295,7 @@ class RescueStuckTransposes(ModelPass):
         forward = TSGeneralForward()
         forward.add_matcher(TSFuseShared())
         run_then_fold(model, forward_config, forward, "RescueForward")
+        self.forwarded = True
         return False
 
 
@@ -397,6 +404,9 @@ class GnaTransformationsPipeline(ModelPass):
             self._register_inserted(manager, "after", stage)
         main.run_passes(model)
         tail.run_passes(model)
+        rescue = members.get("RescueStuckTransposes")
+        if rescue and rescue[0].forwarded:
+            warn_layout_conflicts(stuck_transposes(model))
 
     def _register_inserted(self, manager: Manager, where: str, stage: str) -> None:
         for p in self._inserted.get((where, stage), ()):

@@ -23,6 +23,7 @@ from ..utils import (
     make,
     reverse_order,
     static_rank,
+    static_shape,
 )
 from .attr import NO_SINKING, mark_as_no_sinking
 
@@ -70,13 +71,66 @@ def is_const_transpose(node: Node) -> bool:
 
 def first_transpose_input(node: Node,
                           indices: Iterable[int] | None = None) -> TransposeInput | None:
+    """The input of ``indices`` fed by a Transpose with a constant order that a forward step
+    sinks: the first, unless another input's Transpose has another order. Then the one whose
+    step leaves the fewest Transposes of real axes on the other inputs (``_left_behind``):
+    taking the first, ``Unsqueeze(ReduceMean(x)) + T(x)`` with the reduction's Transpose in an
+    order of its own (or an identity) put the inverse of that order on ``T(x)``, which stayed
+    above the op while the other one walked to the output."""
     ins = node._inputs
-    for i in (range(len(ins)) if indices is None else indices):
+    positions = range(len(ins)) if indices is None else indices
+    first: TransposeInput | None = None
+    orders: dict[tuple[int, ...], TransposeInput] = {}
+    for i in positions:
         src = ins[i].node
-        if is_const_transpose(src):
-            order_value = src._inputs[1]
-            return TransposeInput(src, transpose_order(src), order_value.element_type, i)
-    return None
+        if not is_const_transpose(src):
+            continue
+        if first is None:
+            first = TransposeInput(src, transpose_order(src), src._inputs[1].element_type, i)
+            orders[tuple(first.order)] = first
+        elif src._inputs[1].node is not first.transpose._inputs[1].node:  # (shared: same order)
+            order = transpose_order(src)
+            if tuple(order) not in orders:
+                orders[tuple(order)] = TransposeInput(src, order, src._inputs[1].element_type, i)
+    if len(orders) < 2:
+        return first
+    rank = max_input_rank(node, positions)
+    if rank is None:
+        return first
+    return min(orders.values(), key=lambda info: (
+        _left_behind(node, info.order, rank, positions), _is_identity(info.order), info.index))
+
+
+def _is_identity(order: Sequence[int]) -> bool:
+    return all(a == k for k, a in enumerate(order))
+
+
+def _moves_real_axes(shape: Sequence[int] | None, order: Sequence[int]) -> bool:
+    """``Transpose(order)`` of a value of ``shape`` (None: dynamic) is no reshape: it changes
+    the relative order of two axes larger than 1."""
+    if shape is None:
+        return True
+    real = [a for a in order if shape[a] != 1]
+    return any(x > y for x, y in zip(real, real[1:]))
+
+
+def _left_behind(node: Node, order: list[int], rank: int, positions: Iterable[int]) -> int:
+    """How many inputs of ``positions`` that are not Constants a forward step of ``order``
+    leaves transposed in a way that moves real axes (what a Transpose already there composes
+    with the inverse the step puts on top of it, on values unsqueezed to ``rank``)."""
+    rev = reverse_order(align_order(order, rank))
+    count = 0
+    for i in positions:
+        src = node._inputs[i]
+        if isinstance(src.node, Constant):
+            continue
+        below = transpose_order(src.node)
+        value = src.node._inputs[0] if below is not None else src
+        dims = static_shape(value)
+        shape = None if dims is None else [1] * (rank - len(dims)) + list(dims)
+        composed = rev if below is None else [align_order(below, rank)[r] for r in rev]
+        count += _moves_real_axes(shape, composed)
+    return count
 
 
 def has_transpose_input(indices: Sequence[int] | None = None):

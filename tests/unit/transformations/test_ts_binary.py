@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from tr_helpers import count, model_of, param, rand, run, run_checked
 
 from netpass import opset
@@ -69,3 +70,18 @@ def test_comparison_and_prelu_scalar_slope():
                   opset.convert(opset.greater(t, opset.constant(np.float32(0.0))), np.float32)], x)
     run_checked(m, TSBinaryForward())
     assert all(r.input_value(0).node.type_name in ("Transpose", "Convert") for r in m.results)
+
+
+@pytest.mark.parametrize("b_shape,b_order", [([1, 4, 3, 1], [0, 1, 2, 3]),
+                                             ([1, 1, 12, 3], [0, 1, 3, 2])])
+def test_the_transpose_of_real_axes_goes_below(b_shape, b_order):
+    """``T'(b) + T(x)`` with ``b`` a broadcast operand (a reduction's result, unsqueezed): the
+    step sinks ``T`` (its inverse on ``b``'s side only moves 1s), not ``T'`` first, which put
+    the inverse of ``T'`` on ``T(x)`` and left a Transpose of real axes above the Add."""
+    x, b = param([1, 12, 4, 3], "x"), param(b_shape, "b")
+    add = opset.add(opset.transpose(b, b_order), opset.transpose(x, [0, 2, 3, 1]))
+    m = model_of(add, [x, b])
+    run_checked(m, TSBinaryForward())
+    below = m.results[0].input_value(0).node
+    assert below.type_name == "Transpose"
+    assert below.input_value(0).node.input_value(1).node.friendly_name == "x"
