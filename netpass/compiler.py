@@ -18,6 +18,7 @@ from .core.containers import api_value, is_container
 from .core.gc_pause import gc_paused
 from .core.model import Model
 from .core.shape import PartialShape
+from .core.state_lengths import StateLength, check_rules, check_state_lengths, read_state_lengths
 from .core.types import Type, convert_values
 from .errors import (
     SYSTEM_ERRORS,
@@ -78,6 +79,7 @@ class CompiledModel:
         self.inputs = [Port(n, p.output(0).partial_shape, p.output(0).element_type)
                        for n, p in zip(original.input_names, original.parameters)]
         self.input_specs = input_specs(original)  # (checked on every infer)
+        self.state_lengths = _state_lengths(original, executable)  # (checked on every infer)
         self.outputs = [Port(n, r.input_value(0).partial_shape, r.input_value(0).element_type)
                         for n, r in zip(original.output_names, original.results)]
         # Inputs whose element type a transformation changed (the GNA pipeline's
@@ -143,6 +145,8 @@ class InferRequest(AsyncInferRequest):
         cm = self.compiled
         try:  # (as system_errors_as_netpass, without a context manager per infer)
             feeds = check_inputs(cm.original, inputs, cm.input_specs)
+            if cm.state_lengths:
+                check_state_lengths(cm.state_lengths, feeds, self._state_length)
             for name, dtype in cm.feed_types.items():
                 feeds[name] = np.asarray(feeds[name]).astype(dtype)
             t0 = time.perf_counter()
@@ -167,6 +171,13 @@ class InferRequest(AsyncInferRequest):
         return {port.name: _as_dtype(outs[port.name], port.element_type)
                 for port in cm.outputs}
 
+    def _state_length(self, variable_id: str, axis: int) -> int | None:
+        """A variable's length along ``axis`` (None: never set), as the request holding it
+        knows it on the host (called during an inference, so not through _state_owner)."""
+        owner = self._reference_request if self._reference_request is not None \
+            else self._runtime_request
+        return owner.state_length(variable_id, axis) if owner is not None else None
+
     def reset_state(self) -> None:
         """Every variable of the model back to its initial value."""
         self._state_owner().reset_state()
@@ -188,6 +199,19 @@ class InferRequest(AsyncInferRequest):
         base = dict(self._runtime_request.stats) if self._runtime_request is not None else {}
         base.update(self._host)
         return base
+
+
+def _state_lengths(original: Model, executable: Model) -> tuple[StateLength, ...]:
+    """The rules of the model compiled (:mod:`netpass.core.state_lengths`): its inputs are
+    the original's, the variables its requests hold the executable's (the same ids and
+    shapes: no stage changes a variable)."""
+    from .ops.state import model_variables
+    rules = read_state_lengths(original.rt_info)
+    if rules:
+        check_rules(rules, {n: p.output(0).partial_shape
+                            for n, p in zip(original.input_names, original.parameters)},
+                    {v: info.data_shape for v, info in model_variables(executable).items()})
+    return rules
 
 
 def _as_dtype(value: Any, et: Type) -> Any:

@@ -21,7 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from .core.dimension import Symbol
 from .core.model import Model
+from .core.shape import PartialShape
+from .core.state_lengths import RT_INFO_KEY, StateLength, to_rt_info
 from .errors import NetpassError
 
 # Inputs a decoder may take besides its cache, filled by GreedyDecoder.
@@ -35,7 +38,9 @@ def stateful_decoder(model: Model, batch_input: str = "input_ids",
     (:class:`~netpass.ngraph_passes.common.MakeStateful`); where the cache has a dynamic
     batch, its initial value takes the batch of ``batch_input``
     (:class:`~netpass.ngraph_passes.common.BuildStateInitializer`). ``last_logits``: the
-    logits of the last position only (:func:`slice_before_lm_head`)."""
+    logits of the last position only (:func:`slice_before_lm_head`). The inputs whose length
+    must cover the past and the new tokens (:func:`find_state_lengths`: the attention mask)
+    are recorded in its rt_info, so that its requests refuse a shorter one."""
     from .ngraph_passes.common import BuildStateInitializer, MakeStateful, find_kv_cache_pairs
     from .passes import Manager
     pairs = find_kv_cache_pairs(model)
@@ -48,9 +53,117 @@ def stateful_decoder(model: Model, batch_input: str = "input_ids",
     if batch_input in stateful.input_names:
         manager.register_pass(BuildStateInitializer(batch_input))
     manager.run_passes(stateful)
+    rules = find_state_lengths(stateful)
+    if rules:  # (checked by the requests before each inference: core.state_lengths)
+        stateful.rt_info[RT_INFO_KEY] = to_rt_info(rules)
     if last_logits:
         slice_before_lm_head(stateful)
     return stateful
+
+
+def find_state_lengths(model: Model) -> list[StateLength]:
+    """The inputs of the stateful ``model`` whose length must cover the past and the new
+    tokens (:mod:`netpass.core.state_lengths`), read off the graph: an input whose values
+    reach the table of a Gather, GatherND or GatherElements (through reshapes and converts)
+    whose indices have a dim of ``past + new``, a variable's length plus an input's, as shape
+    inference proves it (the derived symbol ``seq + past`` of the ``arange(past + new)`` a
+    transformers export indexes its mask with, per batch row or flattened). That Gather reads
+    the input at one position per past and new token, so the input's one dynamic axis past
+    the batch (axis 0) must have as many. One rule per input; none where no Gather is read so
+    (nothing is checked then).
+
+    Why from the graph and not by the name ``attention_mask``: the graph says which variable
+    and which input count the tokens, along which axes, and that the export reads the mask by
+    position at all (an export that only sums or broadcasts it needs no rule), whatever the
+    inputs are called. Why at least and not equal: the export's own indexing cuts a longer
+    mask, as onnxruntime does."""
+    from .ops.state import ReadValue
+    variables: dict[Symbol, tuple[str, int, int]] = {}  # symbol -> (variable, axis, initial)
+    for op in model.get_ordered_ops():
+        if isinstance(op, ReadValue):
+            for axis, sym in _named_dims(op.output(0).partial_shape):
+                initial = _initial_length(op, axis)
+                if initial is not None:
+                    variables.setdefault(sym, (op.variable_id, axis, initial))
+    inputs: dict[Symbol, tuple[str, int]] = {}  # symbol -> (input, axis), first input first
+    for name, param in zip(model.input_names, model.parameters):
+        for axis, sym in _named_dims(param.output(0).partial_shape):
+            inputs.setdefault(sym, (name, axis))
+    rules = []
+    for name, param in zip(model.input_names, model.parameters):
+        ps = param.output(0).partial_shape
+        axes = [a for a, d in enumerate(ps) if a > 0 and d.is_dynamic] \
+            if ps.rank_is_static else []
+        if len(axes) != 1:
+            continue
+        for gather in _tables_of(param):
+            found = _past_plus_new(gather.input_value(1).partial_shape, variables, inputs)
+            if found is not None and found[1][0] != name:
+                (variable, v_axis, initial), (tokens, t_axis) = found
+                rules.append(StateLength(name, axes[0], tokens, t_axis, variable, v_axis,
+                                         initial))
+                break
+    return rules
+
+
+def _named_dims(ps: PartialShape) -> list[tuple[int, Symbol]]:
+    """(axis, symbol) of the dims of ``ps`` that carry a named (not derived) symbol."""
+    if not ps.rank_is_static:
+        return []
+    return [(a, d.symbol) for a, d in enumerate(ps)
+            if d.symbol is not None and not d.symbol.is_derived]
+
+
+def _initial_length(read: Any, axis: int) -> int | None:
+    """The length along ``axis`` of ReadValue ``read``'s variable never set: its init value's
+    where that is static, the lower bound of its dim without one; None when unknown."""
+    if read.get_input_size():
+        ps = read.input_value(0).partial_shape
+        return ps[axis].min if ps.rank_is_static and ps[axis].is_static else None
+    return read.output(0).partial_shape[axis].min
+
+
+def _tables_of(param: Any, depth: int = 8) -> list[Any]:
+    """The Gather-family nodes whose table (input 0) is ``param``'s value, reshaped or
+    converted on the way (``depth`` ops at most: the exports flatten the mask, cast it to
+    bool)."""
+    from .ops.elementwise import Convert
+    from .ops.indexing.gather import Gather, GatherElements, GatherND
+    from .ops.movement.reshape import Reshape, Squeeze, Unsqueeze
+    found, frontier = [], [param]
+    for _ in range(depth):
+        nxt = []
+        for node in frontier:
+            for inp in node.output(0).consumers():
+                user = inp.get_node()
+                if inp.get_index() != 0:
+                    continue
+                if isinstance(user, (Gather, GatherElements, GatherND)):
+                    found.append(user)
+                elif isinstance(user, (Reshape, Squeeze, Unsqueeze, Convert)):
+                    nxt.append(user)
+        frontier = nxt
+    return found
+
+
+def _past_plus_new(ps: PartialShape, variables: Mapping[Symbol, tuple[str, int, int]],
+                   inputs: Mapping[Symbol, tuple[str, int]]
+                   ) -> tuple[tuple[str, int, int], tuple[str, int]] | None:
+    """((variable, axis, initial), (input, axis)) of the first dim of ``ps`` whose symbol is
+    a variable's length plus an input's (``past + seq``), or None."""
+    if not ps.rank_is_static:
+        return None
+    for d in ps:
+        if d.symbol is None or not d.symbol.is_derived:
+            continue
+        terms, const = d.symbol.form()
+        if const or len(terms) != 2 or any(c != 1 or len(m) != 1 for m, c in terms.items()):
+            continue
+        a, b = (m[0] for m in terms)
+        for past, new in ((a, b), (b, a)):
+            if past in variables and new in inputs:
+                return variables[past], inputs[new]
+    return None
 
 
 def slice_before_lm_head(model: Model, output: str = "logits") -> bool:
@@ -233,5 +346,5 @@ def _counters(request: Any) -> dict[str, int]:
     return {k: v for k, v in stats.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
-__all__ = ["Generation", "GreedyDecoder", "slice_before_lm_head", "stateful_decoder",
-           "TOKEN_INPUTS"]
+__all__ = ["Generation", "GreedyDecoder", "find_state_lengths", "slice_before_lm_head",
+           "stateful_decoder", "TOKEN_INPUTS"]

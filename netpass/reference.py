@@ -16,6 +16,7 @@ from .core.boundary import Parameter
 from .core.containers import api_value, feed_value, is_container
 from .core.feeds import FeedSpec, check_feeds, is_device_array
 from .core.model import Model
+from .core.state_lengths import StateLength, check_rules, check_state_lengths, read_state_lengths
 from .errors import InputError, NetpassError, OutOfMemoryError, StateError
 from .ops.indexing.gather import strict_index_bound
 from .ops.state import Assign, ReadValue, VariableInfo, model_variables
@@ -63,9 +64,36 @@ def infer(model: Model, inputs: Mapping[str, Any],
     its variable from there (an id missing reads the initial value), and what the Assigns
     write is stored there once the whole inference has run, so every ReadValue reads the
     value from before it. Without ``variables`` every variable reads its initial value and
-    what the Assigns write is dropped.
+    what the Assigns write is dropped. An input shorter than the past plus the new tokens
+    (``model.rt_info``'s rules, :mod:`netpass.core.state_lengths`) is refused.
     """
     feeds = check_inputs(model, inputs)
+    check_state_lengths(state_length_rules(model), feeds, _lengths_in(variables))
+    return _run(model, feeds, variables)
+
+
+def state_length_rules(model: Model) -> tuple[StateLength, ...]:
+    """The rules of ``model``'s rt_info (:mod:`netpass.core.state_lengths`), checked against
+    its inputs and variables."""
+    rules = read_state_lengths(model.rt_info)
+    if rules:
+        check_rules(rules, {n: p.output(0).partial_shape
+                            for n, p in zip(model.input_names, model.parameters)},
+                    {v: info.data_shape for v, info in model_variables(model).items()})
+    return rules
+
+
+def _lengths_in(variables: Mapping[str, np.ndarray] | None) -> Callable[[str, int], int | None]:
+    """``length(variable, axis)`` of the values in ``variables`` (None: never set)."""
+    def length(vid: str, axis: int) -> int | None:
+        value = variables.get(vid) if variables is not None else None
+        return None if value is None else value.shape[axis]
+    return length
+
+
+def _run(model: Model, feeds: Mapping[str, Any],
+         variables: MutableMapping[str, np.ndarray] | None) -> dict[str, np.ndarray]:
+    """:func:`infer` on ``feeds`` already checked."""
     written: dict[str, np.ndarray] = {}
     by_param = {id(p): np.asarray(feeds[n]) if is_device_array(feeds[n]) else feeds[n]
                 for n, p in zip(model.input_names, model.parameters)}
@@ -175,9 +203,17 @@ class ReferenceInferRequest:
         self.model = model
         self.variables = model_variables(model)
         self._values: dict[str, np.ndarray] = {}
+        self._rules = state_length_rules(model)  # (read once: checked on every infer)
+        self._lengths = _lengths_in(self._values)
 
     def infer(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        return infer(self.model, inputs, self._values)
+        feeds = check_inputs(self.model, inputs)
+        check_state_lengths(self._rules, feeds, self._lengths)
+        return _run(self.model, feeds, self._values)
+
+    def state_length(self, variable_id: str, axis: int) -> int | None:
+        """The length of a variable's state along ``axis`` (None: never set), on the host."""
+        return self._lengths(variable_id, axis)
 
     def reset_state(self) -> None:
         """Every variable back to its initial value."""
@@ -200,4 +236,4 @@ def create_infer_request(model: Model) -> ReferenceInferRequest:
 
 
 __all__ = ["infer", "check_inputs", "check_state", "create_infer_request",
-           "ReferenceInferRequest", "VariableState"]
+           "ReferenceInferRequest", "VariableState", "state_length_rules"]

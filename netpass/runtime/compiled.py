@@ -9,6 +9,7 @@ import numpy as np
 
 from ..core.feeds import FeedSpec, check_feeds
 from ..core.gc_pause import gc_paused
+from ..core.state_lengths import StateLength, check_rules, check_state_lengths, read_state_lengths
 from ..core.types import Type
 from ..errors import (
     SYSTEM_ERRORS,
@@ -124,6 +125,18 @@ class RuntimeCompiledModel:
                            for n in program.inputs]
         self.outputs = [n.name for n in program.outputs]
         self.device = engine.describe() if engine is not None else "REFERENCE (numpy)"
+        self.state_lengths = self._state_lengths(model)
+
+    def _state_lengths(self, model: Any) -> tuple[StateLength, ...]:
+        """The rules of a stateful ``model``'s rt_info (:mod:`netpass.core.state_lengths`),
+        checked against the program's inputs and variables; a Program carries none (so
+        ``compile_model``'s runtime, which the compiled model's requests check, has none)."""
+        rules = read_state_lengths(model.rt_info) if model is not None else ()
+        if rules:
+            check_rules(rules, {n.name: n.out_pshapes[0] for n in self.program.inputs},
+                        {r.state_var: r.out_pshapes[0] for r in self.program.reads
+                         if r.is_a(ReadValue) and r.state_var is not None})
+        return rules
 
     def _weights_cache_capacity(self) -> int:
         """min(device memory / constant bytes, 3), at least 1 (the reference's rule)."""
@@ -291,6 +304,8 @@ class RuntimeInferRequest(AsyncInferRequest):
     def _infer(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         try:  # (as system_errors_as_netpass, without a context manager per infer)
             feeds = check_feeds(inputs, self.compiled.feed_specs, contiguous=True)
+            if self.compiled.state_lengths:
+                check_state_lengths(self.compiled.state_lengths, feeds, self.state_length)
             if self.network is None:
                 return self._infer_reference({k: np.asarray(v) for k, v in feeds.items()})
             return self.network.execute(feeds)
@@ -319,6 +334,15 @@ class RuntimeInferRequest(AsyncInferRequest):
         return {r.name: values[r.index][0] for r in prog.outputs}
 
     # -- state ------------------------------------------------------------------------------------
+    def state_length(self, variable_id: str, axis: int) -> int | None:
+        """The length of a variable's state along ``axis`` (None: never set), from its shape
+        on the host: no device read."""
+        if self.network is None:
+            value = self._ref_vars.get(variable_id)
+            return None if value is None else value.shape[axis]
+        shape = self.network.state.vars[variable_id].shape
+        return None if shape is None else shape[axis]
+
     def _idle(self) -> None:
         if self._busy.locked():
             raise RequestBusyError("the infer request's variables are in use by an inference")

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from decoder_twin import Twin, left_padded
 
 import netpass
 from netpass.errors import InputError, NetpassError, StateError
 from netpass.generation import stateful_decoder
 from netpass.testing import RUNTIME_DEVICE
 
-RTOL_L2 = 1e-4
 DEVICES = ["REFERENCE", RUNTIME_DEVICE]
 
 
@@ -98,44 +98,6 @@ def test_setting_a_state_of_the_wrong_shape_or_type_is_refused(llama, device):
     np.testing.assert_array_equal(state.state.shape, shape)  # (left as it was)
 
 
-def _left_padded(rng: np.random.Generator, vocab: int, lengths: list[int]):
-    width = max(lengths)
-    ids = np.zeros((len(lengths), width), np.int64)
-    mask = np.zeros_like(ids)
-    for row, n in enumerate(lengths):
-        ids[row, width - n:] = rng.integers(1, vocab, n)
-        mask[row, width - n:] = 1
-    return ids, mask
-
-
-class _Twin:
-    """A stateful request and onnxruntime on the plain export with its cache on the host:
-    each step's logits compared (rows of real tokens), positions from the mask (HF's left
-    padding convention)."""
-
-    def __init__(self, req, session, dec, batch: int) -> None:
-        self.req, self.session, self.dec = req, session, dec
-        self.cache = {n: np.zeros(dec.past_shape(n, batch, 0), np.float32)
-                      for n in dec.past_names}
-        self.mask = np.zeros((batch, 0), np.int64)
-
-    def step(self, ids: np.ndarray, new_mask: np.ndarray | None = None) -> np.ndarray:
-        new_mask = np.ones_like(ids) if new_mask is None else new_mask
-        mask = np.concatenate([self.mask, new_mask], 1)
-        pos = (np.cumsum(mask, 1) - 1).clip(min=0)[:, -ids.shape[1]:]
-        feeds = {"input_ids": ids, "attention_mask": mask, "position_ids": pos}
-        names = [o.name for o in self.session.get_outputs()]
-        want = dict(zip(names, self.session.run(None, {**feeds, **self.cache})))
-        got = self.req.infer(feeds)["logits"]
-        keep = new_mask.astype(bool)
-        err = np.linalg.norm(got[keep] - want["logits"][keep]) / \
-            np.linalg.norm(want["logits"][keep])
-        assert err <= RTOL_L2, f"{ids.shape[1]} tokens over {self.mask.shape[1]}: {err:.2e}"
-        self.cache = {p: want[r] for p, r in zip(self.dec.past_names, self.dec.present_names)}
-        self.mask = mask
-        return want["logits"][:, -1].argmax(-1)[:, None]
-
-
 def test_left_padded_batch_and_multi_token_steps_on_grouped_heads(hf_arch_decoder_sized):
     """Qwen2 with 6 query heads over 2 key/value heads (ratio 3): a batch of 2 prompts of 6
     and 2 tokens, left-padded; single tokens, then steps of 3 and 2 tokens (as speculative
@@ -147,17 +109,14 @@ def test_left_padded_batch_and_multi_token_steps_on_grouped_heads(hf_arch_decode
     cm = netpass.compile_model(stateful_decoder(netpass.read_model(dec.onnx)), RUNTIME_DEVICE,
                                {"TRANSFORMATIONS": "NONE"})
     rng = np.random.default_rng(3)
-    first = _Twin(cm.create_infer_request(), session, dec, 2)
-    nxt = first.step(*_left_padded(rng, dec.vocab, [6, 2]))
+    first = Twin(cm.create_infer_request(), session, dec, 2)
+    nxt = first.step(*left_padded(rng, dec.vocab, [6, 2]))
     for width in (1, 1, 3, 2, 1):
         extra = rng.integers(1, dec.vocab, (2, width - 1))
         nxt = first.step(np.concatenate([nxt, extra], 1))
-    second = _Twin(cm.create_infer_request(), session, dec, 2)
+    second = Twin(cm.create_infer_request(), session, dec, 2)
     second.step(rng.integers(1, dec.vocab, (2, 3)))  # (a state of its own, overwritten)
-    states = {s.name: s.state for s in first.req.query_state()}
-    for s in second.req.query_state():
-        s.state = states[s.name]
-    second.cache, second.mask = dict(first.cache), first.mask.copy()
+    first.copy_into(second)
     a = b = nxt
     for _ in range(4):
         a, b = first.step(a), second.step(b)
