@@ -245,14 +245,17 @@ class RuntimeCompiledModel:
 
     def give_back_kernels(self, kernels: Mapping[Hashable, Any]) -> None:
         """A closing request's kernel objects, for the next requests (at most
-        FREE_KERNELS_PER_KEY kept per key). Their arguments are forgotten: the buffers they
-        name belong to the request that is going."""
+        FREE_KERNELS_PER_KEY kept per key), in new handles: their arguments are forgotten (the
+        buffers they name belong to the request that is going). Never the request's own
+        handles: a request in a reference cycle closes inside a cyclic garbage collection,
+        which may have run its kernels' finalizers already (``KernelHandle.handed_on``)."""
         with self.lock:
             for key, h in kernels.items():
                 free = self._free_kernels.setdefault(key, [])
                 if len(free) < FREE_KERNELS_PER_KEY:
-                    h.bufs = h.ints = None
-                    free.append(h)
+                    handed = h.handed_on()
+                    if handed is not None:
+                        free.append(handed)
 
     def symbolic_check_passed(self, binding_key: tuple) -> None:
         with self.lock:

@@ -69,12 +69,16 @@ class RawKernel:
 
     __slots__ = ("int_ptr", "function_name", "program", "_lib", "_cl", "_pyopencl")
 
-    def __init__(self, lib: ctypes.CDLL, cl: Any, program: Any, name: str) -> None:
-        err = ctypes.c_int32()
-        ptr = lib.clCreateKernel(ctypes.c_void_p(program.int_ptr), name.encode(),
-                                 ctypes.byref(err))
-        if err.value or not ptr:
-            raise DeviceError(f"clCreateKernel({name}) failed with error {err.value}")
+    def __init__(self, lib: ctypes.CDLL, cl: Any, program: Any, name: str,
+                 ptr: int | None = None) -> None:
+        """Kernel ``name`` of ``program``: a new kernel object, or the one at ``ptr`` whose
+        reference the caller hands over."""
+        if ptr is None:
+            err = ctypes.c_int32()
+            ptr = lib.clCreateKernel(ctypes.c_void_p(program.int_ptr), name.encode(),
+                                     ctypes.byref(err))
+            if err.value or not ptr:
+                raise DeviceError(f"clCreateKernel({name}) failed with error {err.value}")
         self.int_ptr, self.function_name, self.program = int(ptr), name, program
         self._lib, self._cl, self._pyopencl = lib, cl, None
 
@@ -103,9 +107,22 @@ class RawKernel:
             self._pyopencl = self._cl.Kernel.from_int_ptr(self.int_ptr, retain=True)
         return self._pyopencl
 
+    def handed_on(self) -> RawKernel | None:
+        """A new RawKernel holding this one's reference to the kernel object, this one left
+        holding none; None where this one has released it already. A finalizer that passes
+        kernels on to live owners must move them this way: inside a cyclic garbage collection
+        the collector runs the finalizers of everything it found unreachable, this one's
+        (which releases the kernel) included, even of objects a finalizer then brings back."""
+        ptr, self.int_ptr = self.int_ptr, 0
+        if not ptr:
+            return None
+        return RawKernel(self._lib, self._cl, self.program, self.function_name, ptr)
+
     def __del__(self) -> None:
-        with contextlib.suppress(Exception):  # (interpreter shutdown: the library may be gone)
-            self._lib.clReleaseKernel(ctypes.c_void_p(self.int_ptr))
+        ptr, self.int_ptr = self.int_ptr, 0
+        if ptr:
+            with contextlib.suppress(Exception):  # (interpreter shutdown: the library may be gone)
+                self._lib.clReleaseKernel(ctypes.c_void_p(ptr))
 
 
 def make_kernel(cl: Any, program: Any, name: str) -> Any:
@@ -139,6 +156,13 @@ class KernelHandle:
         self.ints: list | None = None
         # the ints as a C array (DirectLauncher)
         self.cints: ctypes.Array[ctypes.c_int32] | None = None
+
+    def handed_on(self) -> KernelHandle | None:
+        """A new handle of this one's kernel, no argument known set, for another request
+        (``RawKernel.handed_on``: this handle is left without its kernel); None where the
+        kernel has been released."""
+        kernel = self.kernel.handed_on() if type(self.kernel) is RawKernel else self.kernel
+        return None if kernel is None else KernelHandle(kernel, self.source)
 
 
 class Launcher:

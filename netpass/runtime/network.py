@@ -423,6 +423,9 @@ class Network:
         plan = plans.get(self.binding_key) if use_plans else None
         if use_plans and not self.decoding and (plan is None or plan is SEEN):
             plan = self._new_request_plan(plans) or plan  # (a new request's holds no state)
+        if type(plan) is StepPlan and None in self.layout \
+                and not self.state.take_layout(plan.layout):
+            plan = None  # (this request's caches cannot have the strides the plan reads)
         family, t = self._length_family() if use_plans else (None, 0)
         replay = plan if plan is not None and plan is not SEEN else \
             family if family is not None and family.ready else None

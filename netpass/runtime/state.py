@@ -200,9 +200,30 @@ class VariableStore:
         """The variables' buffer layouts: readers' implementations depend on their strides,
         and an attention filling empty caches (a prompt after ``reset_state``, whose buffers
         are kept) writes through them. None: a variable with no state, or no buffer yet (a
-        new request's: the buffer it gets depends on the shapes alone)."""
+        new request's: it takes the layout of the plan it replays, :meth:`take_layout`)."""
         return tuple([v.capacity if v.shape is not None or v.axis is not None else None
                       for v in self.vars.values()])
+
+    def take_layout(self, layout: tuple) -> bool:
+        """Before a step plan's replay: give the appended variables without a buffer (a new
+        request's) buffers laid out as ``layout`` (the plan's, ``layout_key`` order), where
+        the predictor lets them be preallocated; whether every appended variable is now laid
+        out so. The plan was made by another new request's first inference and its kernels
+        read the caches through those strides, but the buffers this request would size
+        itself can differ (the exact size where the preallocation does not fit, another
+        PREALLOC_STEPS)."""
+        pred = self.net.predictor
+        for v, cap in zip(self.vars.values(), layout):
+            if v.axis is None:
+                continue  # (read contiguous: the shapes say its layout)
+            if v.capacity is None and cap is not None:
+                nbytes = impls.size(cap) * v.dtype.itemsize
+                if not pred.can_preallocate(nbytes):
+                    return False
+                v.alloc, v.capacity = self._allocate(nbytes), cap
+            elif v.capacity != cap:
+                return False
+        return True
 
     def layout_moved(self, before: tuple) -> bool:
         """Whether a variable that had a buffer before this inference (``before``: its

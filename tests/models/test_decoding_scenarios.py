@@ -119,8 +119,8 @@ def test_a_state_copy_continues_identically(twins, arch, exporter):
 @pytest.mark.parametrize(("arch", "exporter"), CASES)
 def test_a_long_run_across_buffer_growths(twins, arch, exporter, monkeypatch):
     """5 prompt tokens then 150: with room for 32 steps per growth (not 128), the cache's
-    buffers grow at least 4 times. (A compiled model of its own: its step plans assume that
-    a new request's buffers follow from the shapes, as they do while PREALLOC_STEPS stays.)"""
+    buffers grow at least 4 times. (A compiled model of its own: a new request of a model
+    whose step plans were made with 128 steps of room takes their buffers' layout.)"""
     monkeypatch.setattr("netpass.runtime.state.PREALLOC_STEPS", 32)
     (twin,) = twins(arch, exporter, fresh=True)
     rng = np.random.default_rng(6)

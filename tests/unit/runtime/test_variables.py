@@ -12,6 +12,7 @@ from netpass import Model, opset
 from netpass.errors import StateError
 from netpass.runtime import compile_program
 from netpass.runtime import state as runtime_state
+from netpass.runtime.shape_predictor import ShapePredictor
 from netpass.runtime.step_plan import StepPlan
 from netpass.testing import RUNTIME_DEVICE
 
@@ -146,6 +147,35 @@ def test_a_sequence_met_again_replays_its_step_plan():
             np.testing.assert_array_equal(got, want)
     assert req.stats["state_allocations"] == 1  # the buffer outlives the resets
 
+
+
+@pytest.mark.parametrize("squeeze", ["prealloc_steps", "no_room"])
+def test_a_new_request_replays_a_plan_only_on_caches_laid_out_as_its(monkeypatch, squeeze):
+    """A step plan made by a new request's first prompt serves the prompts of the next new
+    requests (their variables have no buffer: layout None) and reads the cache through the
+    strides of the buffer that first request got. A new request that would size its buffer
+    otherwise (another PREALLOC_STEPS; no room to preallocate: the exact size) takes the
+    plan's layout where it may, else runs without the plan: before, its prompt read and wrote
+    a cache of 3 + 5 rows as one of 3 + 128 (wrong outputs, writes past the buffer)."""
+    model = _attention_with_cache("transpose")
+    cm = compile_program(model, RUNTIME_DEVICE)
+
+    def sequence() -> int:
+        req, ref = cm.create_infer_request(), netpass.reference.create_infer_request(model)
+        for n in (3, 1, 1, 2, 1):
+            x = RNG.standard_normal((1, n, D)).astype(np.float32)
+            got, want = req.infer({"x": x})["y"], ref.infer({"x": x})["y"]
+            assert np.linalg.norm(got - want) <= 1e-5 * np.linalg.norm(want)
+        return req.network.state.vars["kv"].capacity[2]
+
+    assert sequence() == sequence() == 3 + runtime_state.PREALLOC_STEPS
+    assert any(isinstance(p, StepPlan) for p in cm.step_plans.values())
+    if squeeze == "prealloc_steps":
+        monkeypatch.setattr(runtime_state, "PREALLOC_STEPS", 5)
+    else:
+        monkeypatch.setattr(ShapePredictor, "can_preallocate", lambda self, nbytes: False)
+    rows = 3 + 128 if squeeze == "prealloc_steps" else 3 + 1 + 1 + 2 + 1
+    assert sequence() == sequence() == rows  # (the plan's layout; else exact sizes)
 
 @pytest.mark.parametrize("config", [{"SYMBOLIC_SHAPES": False}, {"FUSION": False},
                                     {"STEP_PLANS": False}])
