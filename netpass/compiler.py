@@ -18,7 +18,7 @@ from .core.containers import api_value, is_container
 from .core.gc_pause import gc_paused
 from .core.model import Model
 from .core.shape import PartialShape
-from .core.state_lengths import StateLength, check_rules, check_state_lengths, read_state_lengths
+from .core.state_lengths import check_state_lengths
 from .core.types import Type, convert_values
 from .errors import (
     SYSTEM_ERRORS,
@@ -28,7 +28,7 @@ from .errors import (
     system_errors_as_netpass,
 )
 from .frontend import read_model
-from .reference import check_inputs, input_specs
+from .reference import check_inputs, input_specs, state_length_rules
 from .runtime.async_queue import AsyncInferRequest, RequestBusyError
 
 TRANSFORMATIONS = ("GNA", "COMMON", "NONE")
@@ -79,7 +79,7 @@ class CompiledModel:
         self.inputs = [Port(n, p.output(0).partial_shape, p.output(0).element_type)
                        for n, p in zip(original.input_names, original.parameters)]
         self.input_specs = input_specs(original)  # (checked on every infer)
-        self.state_lengths = _state_lengths(original, executable)  # (checked on every infer)
+        self.state_lengths = state_length_rules(original, executable)  # (checked on every infer)
         self.outputs = [Port(n, r.input_value(0).partial_shape, r.input_value(0).element_type)
                         for n, r in zip(original.output_names, original.results)]
         # Inputs whose element type a transformation changed (the GNA pipeline's
@@ -199,19 +199,6 @@ class InferRequest(AsyncInferRequest):
         base = dict(self._runtime_request.stats) if self._runtime_request is not None else {}
         base.update(self._host)
         return base
-
-
-def _state_lengths(original: Model, executable: Model) -> tuple[StateLength, ...]:
-    """The rules of the model compiled (:mod:`netpass.core.state_lengths`): its inputs are
-    the original's, the variables its requests hold the executable's (the same ids and
-    shapes: no stage changes a variable)."""
-    from .ops.state import model_variables
-    rules = read_state_lengths(original.rt_info)
-    if rules:
-        check_rules(rules, {n: p.output(0).partial_shape
-                            for n, p in zip(original.input_names, original.parameters)},
-                    {v: info.data_shape for v, info in model_variables(executable).items()})
-    return rules
 
 
 def _as_dtype(value: Any, et: Type) -> Any:

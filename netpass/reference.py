@@ -72,14 +72,16 @@ def infer(model: Model, inputs: Mapping[str, Any],
     return _run(model, feeds, variables)
 
 
-def state_length_rules(model: Model) -> tuple[StateLength, ...]:
+def state_length_rules(model: Model, holder: Model | None = None) -> tuple[StateLength, ...]:
     """The rules of ``model``'s rt_info (:mod:`netpass.core.state_lengths`), checked against
-    its inputs and variables."""
+    its inputs and the variables of ``holder`` (default ``model``: a compiled model's requests
+    hold the executable's variables, the same ids and shapes, no stage changes one)."""
     rules = read_state_lengths(model.rt_info)
     if rules:
+        held = holder if holder is not None else model
         check_rules(rules, {n: p.output(0).partial_shape
                             for n, p in zip(model.input_names, model.parameters)},
-                    {v: info.data_shape for v, info in model_variables(model).items()})
+                    {v: info.data_shape for v, info in model_variables(held).items()})
     return rules
 
 

@@ -12,31 +12,16 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+from gna_graphs import OnnxGraph, check_gna_flow
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from onnx import TensorProto, helper, numpy_helper
-from test_gna_blocks_property import check_pipeline_on
+from onnx import TensorProto, helper
 
 SHAPES = [(1, 8, 8, 8), (1, 4, 8, 8), (1, 16, 4, 4), (1, 6, 5, 7), (1, 12, 6, 6)]
 
 
-class _Graph:
-    def __init__(self, rng: np.random.Generator, opset: int) -> None:
-        self.rng, self.opset, self.nodes, self.inits, self.n = rng, opset, [], [], 0
-
-    def name(self, stem: str) -> str:
-        self.n += 1
-        return f"{stem}{self.n}"
-
-    def const(self, value) -> str:
-        name = self.name("k")
-        self.inits.append(numpy_helper.from_array(np.asarray(value), name))
-        return name
-
-    def op(self, op_type: str, inputs: list, n_out: int = 1, **attrs):
-        outs = [self.name(op_type.lower()) for _ in range(n_out)]
-        self.nodes.append(helper.make_node(op_type, inputs, outs, name=self.name(op_type), **attrs))
-        return outs if n_out > 1 else outs[0]
+class _Graph(OnnxGraph):
+    """The generator's graph: its blocks' random forms."""
 
     def either(self, op_type: str, a: str, b: str) -> str:
         return self.op(op_type, [a, b] if self.rng.random() < 0.5 else [b, a])
@@ -135,4 +120,4 @@ def block_forms_onnx(seed: int, count: int, shape: tuple) -> bytes:
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(shape=st.sampled_from(SHAPES), count=st.integers(1, 24), seed=st.integers(0, 2 ** 31 - 1))
 def test_block_forms_leave_no_layout_op_inside(shape, count, seed):
-    check_pipeline_on(block_forms_onnx(seed, count, shape))
+    check_gna_flow(block_forms_onnx(seed, count, shape))

@@ -8,18 +8,12 @@ post-model chain computes what onnxruntime computes on the original ONNX model (
 inputs, relative L2 error <= 1e-5)."""
 from __future__ import annotations
 
-import numpy as np
-import onnxruntime as ort
 import pytest
+from gna_graphs import check_gna_flow
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import netpass
-from netpass.ngraph_passes.gna import GnaTransformationsPipeline, is_transpose_supported
-from netpass.passes import Manager
-from netpass.prepost import split_pre_post_processing
 from netpass.synthetic import ALL_BLOCK_KINDS, gna_blocks_onnx, random_blocks
-from netpass.testing import random_inputs
 
 SHAPES = [(1, 8, 8, 8), (1, 4, 8, 8), (1, 16, 4, 4), (1, 8, 4, 16), (1, 6, 5, 7), (2, 8, 8, 8)]
 
@@ -43,27 +37,5 @@ def test_a_reduction_that_drops_its_axis_leaves_no_transpose_inside(count, seed)
 
 
 def _check_blocks(shape, kinds, count, seed):
-    check_pipeline_on(gna_blocks_onnx(random_blocks(count, seed, channels=shape[1], kinds=kinds),
+    check_gna_flow(gna_blocks_onnx(random_blocks(count, seed, channels=shape[1], kinds=kinds),
                                       shape=shape, seed=seed))
-
-
-def check_pipeline_on(data: bytes) -> None:
-    """The pipeline + split of ONNX ``data`` (input ``x``, output ``y``) leave no Gather and
-    no Transpose GNA cannot run inside, and compute what onnxruntime computes."""
-    model = netpass.read_model(data)
-    original = model.clone()
-    manager = Manager()
-    manager.register_pass(GnaTransformationsPipeline())
-    manager.run_passes(model)
-    prepost = split_pre_post_processing(model)
-
-    ops = model.get_ordered_ops()
-    assert [n.friendly_name for n in ops if n.type_name == "Gather"] == []
-    assert [n.friendly_name for n in ops if n.type_name == "Transpose"
-            and not is_transpose_supported(n.input_value(0).partial_shape.to_shape())] == []
-
-    feeds = random_inputs(original, seed=7)
-    want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
-    got = prepost.postprocess(netpass.reference.infer(model, prepost.preprocess(feeds)))["y"]
-    assert got.shape == want.shape
-    assert np.linalg.norm(got - want) <= 1e-5 * np.linalg.norm(want)
