@@ -166,7 +166,6 @@ def gemm_graphs(draw):
     return g.model(y), [g.feeds(s) for s in sizes]
 
 
-@pytest.mark.skipif(RUNTIME_DEVICE != "CPU", reason="sized for PoCL")
 @FUZZ
 @given(gemm_graphs(), st.sampled_from(["NONE", "GNA"]))
 def test_gemm_and_epilogue_follow_onnxruntime(graph, transformations):
@@ -266,7 +265,6 @@ def attention_graphs(draw):
     return g.model(out), [g.feeds(s) for s in sizes]
 
 
-@pytest.mark.skipif(RUNTIME_DEVICE != "CPU", reason="sized for PoCL")
 @FUZZ
 @given(attention_graphs(), st.sampled_from(["NONE", "GNA"]))
 def test_attention_subgraphs_fuse_and_follow_onnxruntime(graph, transformations):
