@@ -11,6 +11,7 @@ model input one pre-processing model, so an input cannot be fed in two layouts e
 from __future__ import annotations
 
 import logging
+from collections import deque
 
 from ...core.boundary import Constant
 from ...core.node import Node
@@ -36,9 +37,9 @@ def _ancestors(node: Node) -> set[Node]:
 def _nearest_common(node: Node, ancestors: set[Node]) -> Node | None:
     """The first op of ``ancestors`` met walking up from ``node`` (breadth first)."""
     seen: set[Node] = set()
-    queue = [node]
+    queue = deque([node])
     while queue:
-        n = queue.pop(0)
+        n = queue.popleft()
         if n in seen or isinstance(n, Constant):
             continue
         if n in ancestors:
