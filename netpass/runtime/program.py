@@ -65,6 +65,7 @@ from .program_node import (
 )
 from .rms_norm import center_rms_norms, fuse_rms_norms
 from .rotary import absorb_partial_rotaries, fuse_rotaries, merge_rotary_pairs
+from .rotary_fold import fold_decode_rotaries
 from .shape_terms import reshape_keeps_prefix
 from .state_marks import mark_state
 from .swap_views import fold_3d_swaps
@@ -216,6 +217,7 @@ class Program:
         mark_state(self)
         if fuse and attach_kv_appends(self):
             self._mark_strided_views()  # (the projection's pieces: now all read as views)
+            fold_decode_rotaries(self.nodes)
         self._mark_runtime_skippable_nodes()
         self._mark_inplace_concats()
         self.exec_order = self._build_exec_order()

@@ -277,6 +277,8 @@ class ProgramNode:
         self.append_by: ProgramNode | None = None
         # an MLP's up projection whose down projection computes both at one row (fused_mlp)
         self.mlp_fold: Any = None
+        # a Rotary whose attention rotates its queries and keys on decode steps (rotary_fold)
+        self.rotary_fold: Any = None
 
     @property
     def num_outputs(self) -> int:

@@ -52,7 +52,7 @@ MAX_SPLITS = 8     # runs a row's keys may be split into (key splits)
 @memoized
 def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: int, dv: int,
                      nan_to_zero: bool, append: bool, split: bool = False,
-                     ptx: bool = False) -> Source:
+                     ptx: bool = False, rot: tuple | None = None) -> Source:
     """The decode attention kernel (module docstring) for head size ``d`` and value width
     ``dv`` (compile-time: the loops over them unroll): out[b, m, :] = softmax_n(ops(q[b, m, :]
     . k[b, n, :])) @ v[b, n, :] for a work-group (query row m, batch b = b0 * B1 + b1), the
@@ -65,7 +65,13 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
 
     ``split`` (``dv`` % 4 == 0 only): the launch's first dimension splits each row's keys
     into get_num_groups(0) <= MAX_SPLITS runs of equal length ("Key splits" in the module
-    docstring); ``ptx``: the merge reads the partials with NVIDIA's L1-bypassing loads."""
+    docstring); ``ptx``: the merge reads the partials with NVIDIA's L1-bypassing loads.
+
+    ``rot`` (``append`` only): (rotated width, interleaved) of a rotary embedding folded in
+    (:mod:`netpass.runtime.rotary_fold`): Q and XK are the queries and new keys before their
+    rotation, and the kernel rotates each element as it loads it, by ``cos`` (``RC``) and
+    ``sin`` (``RS``) read through their batch, row and column strides (the same for every
+    head), so that the keys it writes into the cache are the rotated ones."""
     n_side = len(side_dtypes)
     kq = "" if append else "const "
     args = ["__global const float* Q", "int qoff", f"__global {kq}float* Kt", "int koff",
@@ -80,6 +86,9 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
         args += ["int S", "int sxk0", "int sxk1", "int sxkn", "int sxkd", "int sxv0", "int sxv1",
                  "int sxvn", "int sxvj"]
     args += side_params(side_dtypes, erank)
+    if rot is not None:
+        args += ["__global const float* RC", "int rcoff", "int sc0", "int scm", "int scd",
+                 "__global const float* RS", "int rsoff", "int ss0", "int ssm", "int ssd"]
     split = split and dv % 4 == 0 and dv // 4 <= DLS
     if split:
         args += ["__global float* DP", "__global int* da_count"]
@@ -111,7 +120,7 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
           __global float* kw = Kt + n * skn;
           #pragma unroll 8
           for (int c = 0; c < {d}; ++c) {{
-            const float kv = xr[c * sxkd];
+            const float kv = {_elem("xr", "sxkd", "(n - past)") if rot else "xr[c * sxkd]"};
             dot = mad(qs[c], kv, dot);
             if (wk) kw[c * skd] = kv;
           }}
@@ -241,21 +250,23 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
   const int wv = m == 0 && (sv0 != 0 || b0 == 0) && (sv1 != 0 ? b1 % G == 0 : b1 == 0);"""
     else:
         setup = ""
+    def qv(c: str) -> str:  # query element c, rotated where a rotary embedding is folded in
+        return _elem("Q", "sqd", "m", c) if rot else f"Q[({c}) * sqd]"
     q4 = f"""__local float4 q4[{max(d // 4, 1)}];
   const int kvec = skd == 1 && (skn & 3) == 0 && (koff & 3) == 0 &&
       ((b0 * sk0 + kb1 * sk1) & 3) == 0;
   const int vvec = svj == 1 && (svn & 3) == 0 && (voff & 3) == 0 &&
       ((b0 * sv0 + kb1 * sv1) & 3) == 0;
-  for (int c = lid; c < {d // 4}; c += DLS)
-    q4[c] = (float4)(Q[(4 * c) * sqd], Q[(4 * c + 1) * sqd], Q[(4 * c + 2) * sqd],
-                     Q[(4 * c + 3) * sqd]);""" \
-        if d % 4 == 0 else "const int kvec = 0, vvec = 0;"
+  for (int c4 = lid; c4 < {d // 4}; c4 += DLS) {{
+    const int c = 4 * c4;
+    q4[c4] = (float4)({qv("c")}, {qv("c + 1")}, {qv("c + 2")}, {qv("c + 3")});
+  }}""" if d % 4 == 0 else "const int kvec = 0, vvec = 0;"
     tree = """for (int s = DLS / 2; s > 0; s >>= 1) {{
       if (lid < s) red[lid] = {op};
       barrier(CLK_LOCAL_MEM_FENCE);
     }}"""
     text = header([np.float32] + list(side_dtypes)) + (arrival_defs(ptx) if split else "") + \
-        f"""#define DLS {DLS}
+        (_rot_defs(*rot) if rot else "") + f"""#define DLS {DLS}
 #define CHUNK {CHUNK}
 #define JT {jt}
 __kernel __attribute__((reqd_work_group_size(DLS, 1, 1)))
@@ -268,10 +279,11 @@ void attention_decode({', '.join(args)})
   V += voff + b0 * sv0 + kb1 * sv1;
   O += ooff + b0 * so0 + b1 * so1 + m * som;
   {setup}
+  {"RC += rcoff + b0 * sc0; RS += rsoff + b0 * ss0;" if rot else ""}
   __local float qs[{d}];
   __local float ps[CHUNK];
   __local float red[DLS];
-  for (int c = lid; c < {d}; c += DLS) qs[c] = Q[c * sqd];
+  for (int c = lid; c < {d}; c += DLS) qs[c] = {qv("c")};
   {q4}
   {acc_decl}
   float mx = -INFINITY, sum = 0.0f;
@@ -311,6 +323,28 @@ void attention_decode({', '.join(args)})
 }}
 """
     return Source(text, "attention_decode")
+
+
+def _rot_defs(width: int, interleaved: bool) -> str:
+    """``rot_elem``: element ``c`` of a row ``x`` (element stride ``xs``) rotated by the
+    ``cos`` and ``sin`` rows ``cr`` and ``sr`` (strides ``cs`` and ``ss``) over its first
+    ``width`` elements, as kernels.eltwise.rotary: the partner half the width away
+    (``rotate_half``) or the neighbour (``interleaved``), negated in the first half or at
+    even places; the rest as it is."""
+    partner = "(c & 1) ? x[(c - 1) * xs] : -x[(c + 1) * xs]" if interleaved else \
+        f"c < {width // 2} ? -x[(c + {width // 2}) * xs] : x[(c - {width // 2}) * xs]"
+    return f"""inline float rot_elem(__global const float* x, int xs, int c,
+                       __global const float* cr, int cs, __global const float* sr, int ss) {{
+  if (c >= {width}) return x[c * xs];
+  const float p = {partner};
+  return mad(x[c * xs], cr[c * cs], p * sr[c * ss]);
+}}
+"""
+
+
+def _elem(x: str, xs: str, row: str, c: str = "c") -> str:
+    """``rot_elem`` of element ``c`` of row ``x`` (stride ``xs``) at position row ``row``."""
+    return f"rot_elem({x}, {xs}, {c}, RC + ({row}) * scm, scd, RS + ({row}) * ssm, ssd)"
 
 
 def _merge_splits(w4: int, slices: int, store: str) -> str:

@@ -11,7 +11,7 @@ such a primitive; the flash kernel runs the others where it can."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -92,13 +92,16 @@ class AttentionDesc:
         # the ONNX Attention node this decomposes (fuse_attention): its shape rule and
         # reference are the node's (it pads a mask shorter than the keys)
         self.source = source
+        # a decode step's rotary embedding of q and the new keys, read from inputs after the
+        # appends (rotary_fold.RotaryFold)
+        self.rotary: Any = None
 
     def key(self) -> tuple:
         views = tuple((i, bool(r.attrs.get("special_zero"))) for i, r in self.views)
         pviews = tuple(bool(r.attrs.get("special_zero")) for r in self.probs_views)
         return (self.ta, self.tb, self.tv, tuple(f.key() for f in self.chain), self.out_perm,
                 self.nan_guard is not None, self.scale, self.appends, self.group, views,
-                pviews)
+                pviews, self.rotary.key() if self.rotary is not None else None)
 
     def logical(self, shapes: Sequence[tuple]) -> list[tuple]:
         """``shapes`` with k's and v's heads (axis -3) repeated ``group`` times, as m1 and m2
@@ -231,6 +234,12 @@ def attention_impl(p: Params, key) -> Impl | None:
     if any(np.dtype(d) != F32 for d in p.in_dtypes[:3] + p.out_dtypes):
         return None
     shapes, strides = p.in_shapes, p.in_strides or [None] * len(p.in_shapes)
+    rot, folded = desc.rotary, False
+    if rot is not None:  # (rotary_fold: the queries and new keys before their rotation last)
+        folded, every = rot.applies(shapes[0]), strides
+        shapes, strides = list(shapes[:rot.q]), list(strides[:rot.q])
+        if folded:
+            strides[0], strides[-2] = every[rot.q], every[rot.k]
     qb, qbs, sqm, sqd = _operand(shapes[0], strides[0], desc.ta)
     kb, kbs, skd, skn = _operand(shapes[1], strides[1], desc.tb)  # k as [d, n]
     vb, vbs, svn, svj = _operand(shapes[2], strides[2], desc.tv)
@@ -246,6 +255,10 @@ def attention_impl(p: Params, key) -> Impl | None:
         return None
     walked = desc.walk(shapes, p.values or {})
     if walked is None or tuple(walked[0][-1][-2:]) != (M, N):
+        if folded:  # (the host would read queries and keys the Rotary did not write)
+            raise NetpassError(f"{FusedAttention.type_name} '{p.node.name}': its score inputs "
+                               f"{[list(s) for s in shapes[3:]]} do not fit the decode kernel "
+                               "that rotates its queries and keys")
         return None  # a score op broadcasts the rows or keys: the host runs it
     operands = ((qb, qbs, sqm, sqd), (kb, kbs, skn, skd), (vb, vbs, svn, svj))
     n_sides = desc.sides
@@ -298,7 +311,9 @@ def attention_impl(p: Params, key) -> Impl | None:
             for b, s in ((qb, qbs), (kb, kbs), (vb, vbs))]
     xb = [broadcast_strides(x[0], batch, x[1]) if x[0] else [0] * rank
           for x in (xs if append else caches)]
-    dims, coll = collapse(batch, bstr + [list(ost[:rank])] + xb)
+    rots = [broadcast_strides(p.in_shapes[i], tuple(batch) + (M, rot.width), every[i])
+            for i in (rot.cos, rot.sin)] if folded else []
+    dims, coll = collapse(batch, bstr + [list(ost[:rank])] + xb + [r[:rank] for r in rots])
     if len(dims) > 2:
         if append or fill:
             raise NetpassError(f"{FusedAttention.type_name} '{p.node.name}': the batch of q, "
@@ -325,12 +340,15 @@ def attention_impl(p: Params, key) -> Impl | None:
     if decoding:  # the decode kernel, which appends the new keys and values where asked
         splits = _decode_splits(p, M * nb, DV)
         ptx = getattr(p.engine, "mma", "") == "ptx"
-        src = p.cached(("attention_decode", len(edims), D, DV, guard, append, splits > 1, ptx),
-                       lambda: decode.attention_decode(stages, side_dts, len(edims), D, DV, guard,
-                                                       append, splits > 1, ptx))
+        rw = (rot.width, rot.interleaved) if folded else None
+        src = p.cached(("attention_decode", len(edims), D, DV, guard, append, splits > 1, ptx,
+                        rw), lambda: decode.attention_decode(stages, side_dts, len(edims), D, DV,
+                                                              guard, append, splits > 1, ptx, rw))
         if append:
             first = len(shapes) - desc.appends
-            spec[4:4] = [("i", first), ("i", first + 1)]
+            spec[4:4] = [("i", rot.k if folded else first), ("i", first + 1)]
+            if folded:
+                spec[0] = ("i", rot.q)
             spec += [_new_rows(desc, shapes)]
             for x, st in zip(xs, coll[4:]):
                 spec += [st[0], st[1], x[2], x[3]]
@@ -342,6 +360,11 @@ def attention_impl(p: Params, key) -> Impl | None:
                        lambda: attention(stages, side_dts, len(edims), jt, dmax, guard, fill))
         local = LS
     spec += epilogue_args(n_sides, edims, est, [("i", 3 + j) for j in range(n_sides)])
+    for i, r, (c0, c1) in zip((rot.cos, rot.sin), rots, coll[4 + len(xb):]) if folded else ():
+        if c1:
+            raise NetpassError(f"{FusedAttention.type_name} '{p.node.name}': its rotary "
+                               "embedding's cos and sin differ between heads")
+        spec += [("i", i), c0, r[-2], r[-1]]
     if fill:
         spec += _fill_spec(caches, coll[4:])
     if M == 0 or nb == 0:

@@ -148,6 +148,7 @@ class Execute:
         node = self.node
         self._count_host_fallback()
         if getattr(node.subgraph, "appends", 0):  # (a fused attention's kernel writes the rows)
+            self._rotate_on_host()
             net.state.write_rows_left_to(self)
         arrays = net.host_values([self.src(j) for j in range(len(node.inputs))])
         outs = infer_host(node, arrays)
@@ -161,6 +162,17 @@ class Execute:
         if self.concat_user is not None and net.insts[self.concat_user.index].inplace_now:
             self._refresh_inplace_view()
             net.upload(self, 0, into=self.outputs[0])
+
+    def _rotate_on_host(self) -> None:
+        """The Rotary folded into this attention (rotary_fold), which launched nothing where
+        the attention's kernel would rotate, run on the host: the rows the appends left and
+        the attention's reference read its outputs."""
+        fold = getattr(self.node.subgraph, "rotary", None)
+        if fold is None or self.in_shapes is None or not fold.applies(self.in_shapes[0]):
+            return
+        net, rot = self.net, self.net.insts[fold.rotary.index]
+        arrays = net.host_values([rot.src(j) for j in range(len(fold.rotary.inputs))])
+        rot._set_host(infer_host(fold.rotary, arrays))
 
     def _set_host(self, arrays: list[np.ndarray]) -> None:
         for i, a in enumerate(arrays):
