@@ -8,6 +8,12 @@ from ...ops.movement import Reshape, Transpose
 from ...passes import BackwardGraphRewrite, GraphRewrite
 from ...passes.base import ModelPass
 from ..common.constant_folding import run_then_fold
+from .gather_conv import (
+    GatherSinkingConvolutionBackward,
+    GatherSinkingConvolutionForward,
+    GatherSinkingPoolBackward,
+    GatherSinkingPoolForward,
+)
 from .gather_movement import (
     GatherConcatAbsorbBackward,
     GatherConcatAbsorbForward,
@@ -53,7 +59,8 @@ class GatherSinkingGeneralForward(GraphRewrite):
                   GatherSinkingReshapeForward, GatherSinkingSplitForward, GatherSplitAbsorb,
                   GatherConcatAbsorbForward, GatherSinkingConcatForward,
                   GatherSinkingTransposeAxisForward, GatherSinkingReduceForward,
-                  GatherSinkingReshapedForward, GatherSinkingFuse):
+                  GatherSinkingReshapedForward, GatherSinkingConvolutionForward,
+                  GatherSinkingPoolForward, GatherSinkingFuse):
             self.add_matcher(p())
 
 
@@ -67,7 +74,8 @@ class GatherSinkingGeneralBackward(BackwardGraphRewrite):
                   GatherSinkingMatmulBackward, GatherSinkingSplitBackward,
                   GatherConcatAbsorbBackward, GatherSinkingConcatBackward,
                   GatherSinkingTransposeAxisBackward,
-                  GatherSinkingReduceBackward, GatherSinkingFuse):
+                  GatherSinkingReduceBackward, GatherSinkingConvolutionBackward,
+                  GatherSinkingPoolBackward, GatherSinkingFuse):
             self.add_matcher(p())
 
 

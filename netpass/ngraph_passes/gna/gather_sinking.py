@@ -15,6 +15,7 @@ import numpy as np
 from ...core.graph_util import copy_runtime_info, replace_output_update_name
 from ...core.node import Node
 from ...ops.elementwise import PRelu
+from ...ops.gna import GNAConvolution, GNAMaxPool
 from ...ops.indexing import Gather
 from ...ops.matmul import MatMul
 from ...ops.movement import Reshape, Split, Squeeze, Transpose, Unsqueeze, VariadicSplit
@@ -33,7 +34,8 @@ from .gather_utils import (
     mark_no_gather_sinking,
 )
 
-_FORWARD_OK = (Gather, Reshape, Squeeze, Unsqueeze, MatMul, Split, VariadicSplit, Transpose)
+_FORWARD_OK = (Gather, Reshape, Squeeze, Unsqueeze, MatMul, Split, VariadicSplit, Transpose,
+               GNAConvolution, GNAMaxPool)
 
 
 def _after_forward(g: Node) -> Node:
@@ -205,13 +207,33 @@ def _split_axis(reshape: Node, info: GatherInfo) -> tuple[int, np.ndarray] | Non
     return None if found is None else (a + found[0], found[1])
 
 
+def _merged_axis(reshape: Node, info: GatherInfo) -> tuple[int, np.ndarray] | None:
+    """(axis, indices) of the Gather after ``reshape`` when the Reshape keeps the axes before
+    and after a run of axes holding the gathered one and merges that run into one axis (a
+    conv net's ``Flatten`` before its FullyConnected head): the permutation of one axis of the
+    run is a permutation of the merged axis, by blocks of the axes after it in the run."""
+    src, dst = static_shape(reshape.input_value(0)), static_shape(reshape.output(0))
+    if src is None or dst is None or len(dst) >= len(src):
+        return None
+    a, merged = info.axis, len(src) - len(dst) + 1
+    for lo in range(max(0, a - merged + 1), a + 1):
+        hi = lo + merged
+        if hi <= len(src) and tuple(dst[:lo]) == tuple(src[:lo]) and \
+                tuple(dst[lo + 1:]) == tuple(src[hi:]):
+            run = tuple(src[lo:hi])
+            flat = np.arange(int(np.prod(run)), dtype=np.int64).reshape(run)
+            return lo, np.take(flat, info.indices, axis=a - lo).reshape(-1)
+    return None
+
+
 class GatherSinkingReshapeForward(_Forward):
     """Moves a Gather below a Reshape that keeps its axis.
 
     A Gather over the only non-1 axis moves through a Reshape that keeps that axis alone
     (adds or drops 1s), or, for a permutation, through a Reshape that keeps the other axes and
     splits the gathered one into axes of which the permutation reorders one (``block_axis``):
-    the Gather then acts on that axis."""
+    the Gather then acts on that axis; or through one that merges a run of axes holding the
+    gathered one into one axis (``_merged_axis``), where it becomes a permutation of blocks."""
 
     TYPES = (Reshape, Squeeze, Unsqueeze)
 
@@ -222,8 +244,8 @@ class GatherSinkingReshapeForward(_Forward):
         if ones_axis is not None and (not isinstance(main, Reshape) or info.is_permutation()):
             axis, indices = ones_axis, info.indices
         else:
-            found = (_split_axis(main, info) if isinstance(main, Reshape) and info.is_permutation()
-                     else None)
+            found = ((_split_axis(main, info) or _merged_axis(main, info))
+                     if isinstance(main, Reshape) and info.is_permutation() else None)
             if found is None:
                 return None
             axis, indices = found

@@ -67,9 +67,10 @@ def layout_conflict(transpose: Node) -> tuple[Node, Node] | None:
     return None
 
 
-def warn_layout_conflicts(transposes: list[Node]) -> None:
+def warn_layout_conflicts(transposes: list[Node]) -> set[Node]:
     """Log a warning for each Transpose of ``transposes`` (left inside, GNA cannot run them)
-    that a layout conflict keeps there."""
+    that a layout conflict keeps there; returns those Transposes."""
+    warned: set[Node] = set()
     for t in transposes:
         if is_transpose_node_supported(t):
             continue
@@ -83,3 +84,26 @@ def warn_layout_conflicts(transposes: list[Node]) -> None:
             "only a data movement lines the two up (docs/transformations.md, 'One value in two "
             "layouts')", t.friendly_name, list(t.input_value(0).partial_shape.to_shape()),
             op.type_name, op.friendly_name, source.friendly_name)
+        warned.add(t)
+    return warned
+
+
+def warn_interior_layout_ops(ops: list[Node], warned: set[Node]) -> None:
+    """Log a warning for each layout op of ``ops`` (Transposes GNA cannot run and Gathers left
+    inside a static graph) that ``warn_layout_conflicts`` did not explain: no sinking rule took
+    it to the model's edge or into weights (a real data reorder between two layers, as a
+    2-D conv's NHWC map reshaped to a 1-D conv's channels), so the model is not one GNA runs
+    whole; its outputs are still exact."""
+    for n in ops:
+        shape = n.input_value(0).partial_shape
+        if n in warned or not shape.is_static:
+            continue
+        readers = ", ".join(f"{c.node.type_name} '{c.node.friendly_name}'"
+                            for c in n.output(0).consumers())
+        source = n.input_value(0).node
+        log.warning(
+            "GNA pipeline: %s '%s' of %s stays inside the graph, between %s '%s' and %s: no "
+            "transpose or gather sinking rule moves it to the model's edge or into weights, and "
+            "GNA cannot run it (netpass check --target gna lists what is left)",
+            n.type_name, n.friendly_name, list(shape.to_shape()), source.type_name,
+            source.friendly_name, readers or "nothing")

@@ -58,7 +58,7 @@ from ...ops.indexing import Gather
 from ...ops.matmul import MatMul
 from ...ops.movement import Concat, Slice, Split, Transpose, VariadicSplit
 from ...ops.normalization import MVN
-from ...ops.pooling import MaxPool
+from ...ops.pooling import AvgPool, MaxPool
 from ...ops.recurrent import GRUCell, GRUSequence, LSTMCell, LSTMSequence
 from ...passes import BackwardGraphRewrite, GraphRewrite, Manager, MatcherPass, PassConfig
 from ...passes.base import ModelPass
@@ -86,6 +86,7 @@ from ..transpose_sinking import (
     TSGeneral,
     TSGeneralForward,
     TSReductionAlign,
+    TSResetNoSinkingAttribute,
 )
 from ..transpose_sinking.general import BACKWARD, FORWARD
 from ..transpose_sinking.reduction import REDUCTION_TYPES
@@ -96,11 +97,12 @@ from .decompose_mvn import DecomposeMVN
 from .gather_general import GatherAbsorb, GatherSinkingGeneral
 from .gather_to_slice import ConvertGatherToSlice
 from .gather_transpose import GatherSinkingTranspose, unsupported_transpose
-from .layout_conflict import warn_layout_conflicts
+from .layout_conflict import warn_interior_layout_ops, warn_layout_conflicts
 from .limitations import (
     at_model_edge,
     either,
     gna_pass_config,
+    interior_layout_ops,
     is_transpose_supported,
     reads_parameter,
 )
@@ -121,8 +123,8 @@ from .ts_concat_split import TSConcatForward, TSSplitBackward
 
 # Op classes that make the layout stages run (classes are compared exactly: the op types a
 # model holds are the classes of its nodes).
-LAYOUT_TRIGGERS = frozenset({Convolution, GroupConvolution, MaxPool, MVN, MatMul, Transpose,
-                             Gather})
+LAYOUT_TRIGGERS = frozenset({Convolution, GroupConvolution, MaxPool, AvgPool, MVN, MatMul,
+                             Transpose, Gather})
 
 # Single-traversal members of stage 1, with the op types they start from.
 PREPARATION: tuple[tuple[type[MatcherPass], set[type[Node]]], ...] = (
@@ -299,6 +301,32 @@ class RescueStuckTransposes(ModelPass):
         return False
 
 
+class RescueAfterGatherSinking(ModelPass):
+    """Another RescueStuckTransposes, GnaTransposeRewrites and GatherSinkingGeneral round,
+    only when Gather sinking left a Transpose GNA cannot run inside the graph.
+
+    TSGeneral has no Gather rule: a channel permutation ``Gather`` next to a model input (or
+    between two ops) stops the NHWC Transposes that backward sinking carries up to it. Gather
+    sinking runs after transpose sinking (the GNA plugin's order) and may take that Gather away
+    (into a convolution's filters or a MatMul's weights), after which the Transpose it stopped
+    reaches the input on a second round, the no-sinking marks of the first cleared."""
+
+    def __init__(self, user_config: PassConfig | None = None) -> None:
+        super().__init__()
+        self.rescue = RescueStuckTransposes(user_config)
+
+    def run_on_model(self, model) -> bool:
+        if not stuck_transposes(model):
+            return False
+        manager = nested_manager(self.get_pass_config(), "RescueAfterGatherSinking")
+        # (the marks forward sinking left say where it stopped before the Gathers went)
+        for p in (TSResetNoSinkingAttribute(), self.rescue, GnaTransposeRewrites(),
+                  GatherSinkingGeneral()):
+            manager.register_pass(p)
+        manager.run_passes(model)
+        return False
+
+
 # Stage names in run order (what runs there is named in the module docstring). The last two
 # run in a second Manager, after the Slice workaround lets SliceToStridedSlice run again.
 STAGES = ("InitNodeInfo", "DecomposeMVN", "CommonOptimizations", "Preparation",
@@ -368,7 +396,7 @@ class GnaTransformationsPipeline(ModelPass):
         if prep:
             members["Preparation"] = [GraphRewrite(*prep), ConstantFolding()]
         if layout:
-            if types & {Convolution, GroupConvolution, MaxPool}:
+            if types & {Convolution, GroupConvolution, MaxPool, AvgPool}:
                 members["ReplaceGnaNHWCLayers"] = [ReplaceGnaNHWCLayers()]
             if Gather in types:
                 members["GatherSinkingTranspose"] = [GatherSinkingTranspose(), GatherAbsorb()]
@@ -377,7 +405,8 @@ class GnaTransformationsPipeline(ModelPass):
             members["TSGeneral"] = [TSGeneral()]
             members["RescueStuckTransposes"] = [RescueStuckTransposes(user)]
             members["GnaTransposeRewrites"] = [GnaTransposeRewrites()]
-            members["GatherSinkingGeneral"] = [GatherSinkingGeneral()]
+            members["GatherSinkingGeneral"] = [GatherSinkingGeneral(),
+                                               RescueAfterGatherSinking(user)]
             members["LayoutCleanup"] = [GnaLayoutCleanup()]
         return members
 
@@ -404,9 +433,13 @@ class GnaTransformationsPipeline(ModelPass):
             self._register_inserted(manager, "after", stage)
         main.run_passes(model)
         tail.run_passes(model)
-        rescue = members.get("RescueStuckTransposes")
-        if rescue and rescue[0].forwarded:
-            warn_layout_conflicts(stuck_transposes(model))
+        rescues = members.get("RescueStuckTransposes", []) + \
+            [p.rescue for p in members.get("GatherSinkingGeneral", [])
+             if isinstance(p, RescueAfterGatherSinking)]
+        if layout:
+            warned = warn_layout_conflicts(stuck_transposes(model)) \
+                if any(r.forwarded for r in rescues) else set()
+            warn_interior_layout_ops(interior_layout_ops(model), warned)
 
     def _register_inserted(self, manager: Manager, where: str, stage: str) -> None:
         for p in self._inserted.get((where, stage), ()):

@@ -3,6 +3,11 @@ GNAMaxPool (NHWC) -> Transpose, for 3-D and 4-D data. The order constants are i3
 by the data and the filters (OIHW -> OHWI) as in OpenVINO; the Transpose after the op takes its
 friendly name when it feeds a Result.
 
+An AvgPool becomes a GNAConvolution that sums each channel's window (block-diagonal ones),
+times a constant map of each output position's divisor (``SubstituteGNAAvgPool``): GNA has no
+average pooling layer, and a sum plus a scale computes it for any padding, ``exclude-pad`` and
+rounding.
+
 A GroupConvolution with constant filters becomes a GNAConvolution too, with dense
 block-diagonal filters (zeros outside each group): GNA has no grouped convolution, and a dense
 one keeps the whole layer in one channels-last op that transpose sinking can cross. Filters
@@ -14,13 +19,14 @@ import numpy as np
 from ...core.graph_util import copy_runtime_info, replace_output_update_name
 from ...core.node import Node, Output
 from ...ops.convolution import Convolution, GroupConvolution
+from ...ops.elementwise import Multiply
 from ...ops.gna import GNAConvolution, GNAMaxPool
 from ...ops.movement import Transpose
-from ...ops.pooling import MaxPool
+from ...ops.pooling import AvgPool, MaxPool
 from ...passes import MatcherPass
 from ...passes.base import ModelPass
 from ...pattern import Matcher, wrap_type
-from ..utils import const, const_value, make, nested_manager, static_rank
+from ..utils import const, const_value, make, nested_manager, static_rank, static_shape
 
 
 def _orders(rank: int) -> tuple[list[int], list[int]]:
@@ -134,13 +140,84 @@ class SubstituteGNAMaxPool(MatcherPass):
         self.register_matcher(Matcher(pattern, "SubstituteGNAMaxPool"), callback)
 
 
+def _window_counts(size: int, out: int, k: int, s: int, pb: int) -> np.ndarray:
+    """Per output position along one axis: how many input elements its window covers."""
+    start = np.arange(out) * s - pb
+    return np.clip(start + k, 0, size) - np.clip(start, 0, size)
+
+
+def avg_pool_as_sum(pool: Node) -> tuple[dict, np.ndarray] | None:
+    """(GNAConvolution attributes, divisor-reciprocal map ``[1, 1, *out]``) that compute
+    ``pool`` as a window sum times a constant; None when its shapes are not static, it is
+    not 1-D/2-D, or a window covers no input element."""
+    shape, out = static_shape(pool.input_value(0)), static_shape(pool.output(0))
+    if shape is None or out is None or len(shape) not in (3, 4) or \
+            str(pool.auto_pad).lower() not in ("explicit", "notset", "valid"):
+        return None
+    explicit = str(pool.auto_pad).lower() != "valid"
+    spatial, out_sp = shape[2:], out[2:]
+    pb = list(pool.pads_begin) if explicit else [0] * len(spatial)
+    counts = np.ones([1, 1], np.float64)
+    pads_end = []
+    for size, o, k, s, b in zip(spatial, out_sp, pool.kernel, pool.strides, pb):
+        # (the sum's end padding reaches the last window, ceil rounding's overhang included)
+        pads_end.append(max(0, (o - 1) * s + k - size - b))
+        if (size + b + pads_end[-1] - k) // s + 1 != o:
+            return None
+        counts = counts[..., None] * _window_counts(size, o, k, s, b)
+    if (counts == 0).any():
+        return None
+    means = pool.evaluate([np.ones([1, 1, *spatial], np.float64)])[0]
+    attrs = {"strides": list(pool.strides), "dilations": [1] * len(spatial), "pads_begin": pb,
+             "pads_end": pads_end, "auto_pad": "explicit"}
+    return attrs, (means / counts).astype(np.float32)
+
+
+class SubstituteGNAAvgPool(MatcherPass):
+    """AvgPool -> Transpose -> GNAConvolution (window sums) -> Transpose -> Multiply by the
+    reciprocal divisors (one per output position; a scalar when they are all one)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        pattern = wrap_type(AvgPool)
+
+        def callback(m: Matcher) -> bool:
+            pool = m.match_root
+            if self.transformation_callback(pool):
+                return False
+            found = avg_pool_as_sum(pool)
+            channels = static_shape(pool.input_value(0))
+            if found is None or channels is None:
+                return False
+            attrs, scale = found
+            c = channels[1]
+            if c * c * int(np.prod(pool.kernel)) > MAX_DENSE_FILTER_ELEMENTS:
+                return False
+            ones = np.ones([1, 1, *pool.kernel], np.float32)
+            filters = const(dense_group_filters(np.broadcast_to(ones, [c, 1, 1, *pool.kernel])))
+            rank = len(channels)
+            to_last, to_first = _orders(rank)
+            order = const(np.array(to_last, np.int32))
+            data = make(Transpose, [pool.input_value(0), order])
+            gna = make(GNAConvolution, [data, make(Transpose, [filters, order])], **attrs)
+            back = make(Transpose, [gna, const(np.array(to_first, np.int32))])
+            factor = scale.reshape(-1)[:1] if (scale == scale.flat[0]).all() else scale
+            mul = make(Multiply, [back, const(factor.astype(np.float32))])
+            copy_runtime_info(pool, [data, gna, back, mul, filters.node])
+            replace_output_update_name(pool.output(0), mul.output(0))
+            return True
+
+        self.register_matcher(Matcher(pattern, "SubstituteGNAAvgPool"), callback)
+
+
 class ReplaceGnaNHWCLayers(ModelPass):
-    """Convolutions and MaxPools -> NHWC GNA ops in Transposes."""
+    """Convolutions and pooling -> NHWC GNA ops in Transposes."""
 
     def run_on_model(self, model) -> bool:
         manager = nested_manager(self.get_pass_config(), "ReplaceGnaNHWCLayers")
         manager.register_pass(SubstituteGNAConvolution())
         manager.register_pass(SubstituteGNAGroupConvolution())
         manager.register_pass(SubstituteGNAMaxPool())
+        manager.register_pass(SubstituteGNAAvgPool())
         manager.run_passes(model)
         return False

@@ -87,6 +87,11 @@ def _with_ones(shape: Sequence[int], axes: Sequence[int]) -> list[int]:
 
 
 def _reshape_target(main: Node) -> list[int] | None:
+    """The shape a Reshape makes: its static output shape (an ONNX export's target holds 0s
+    and -1s, ``[0, -1, T]``), else its constant target."""
+    shape = static_shape(main.output(0))
+    if shape is not None:
+        return [int(d) for d in shape]
     v = const_value(main.input_value(1))
     return None if v is None else [int(d) for d in v.reshape(-1)]
 

@@ -1,0 +1,285 @@
+"""Property: the conv nets GNA users bring (``gna_conv_nets``: KWS CNNs and TDNNs with
+Conv1d/Conv2d of any kernel, stride, padding, dilation and groups, BatchNorm, pooling, residual
+Adds, channel Concats, time/channel Transposes, Squeeze/Unsqueeze, Gather permutations,
+MatMul/Gemm heads; some exported by torch). After GnaTransformationsPipeline +
+split_pre_post_processing: no Gather and no Transpose GNA cannot run in the main model, pre ->
+main -> post computes what onnxruntime computes on the original (relative L2 <= 1e-5), the GNA
+support check's verdicts agree with its own rules, and neither the user's model nor the
+Manager's PassConfig changes; compile_model (TRANSFORMATIONS "GNA", the test runtime device)
+computes the same outputs (relative L2 <= 1e-4) and leaves the model it is given alone."""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from gna_conv_nets import conv_net_onnx, torch_conv_net_onnx
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper, numpy_helper
+
+import netpass
+from netpass.core.boundary import Constant
+from netpass.ngraph_passes.gna import (
+    GnaTransformationsPipeline,
+    check_support,
+    is_transpose_supported,
+)
+from netpass.passes import Manager
+from netpass.prepost import split_pre_post_processing
+from netpass.testing import RUNTIME_DEVICE, random_inputs
+
+# Ops the support check must refuse whatever their attributes (GNA has no such layer, or
+# only in the NHWC form the pipeline makes).
+NEVER_RUN = {"Gather", "Convolution", "GroupConvolution", "MaxPool", "AvgPool", "ReduceMean",
+             "Pad", "Softmax", "Convert", "ShapeOf"}
+
+
+def model_signature(model) -> list:
+    """What a user can see of ``model``: every op's type, names, inputs, output types and
+    shapes, attributes, constant values and rt_info keys (a mutation changes it)."""
+    sig: list = [list(model.input_names), list(model.output_names)]
+    for node in model.get_ordered_ops():
+        entry = [node.type_name, node.friendly_name, sorted(node.rt_info),
+                 [(v.node.name, v.index) for v in node.input_values()],
+                 [(str(o.partial_shape), o.element_type.name, sorted(o.names))
+                  for o in node.outputs()],
+                 repr(sorted((k, repr(v)) for k, v in vars(node).items()
+                             if not k.startswith("_")))]
+        if isinstance(node, Constant):
+            entry.append(np.asarray(node.value).tobytes())
+        sig.append(entry)
+    return sig
+
+
+def _config_state(config) -> tuple:
+    return (config.disabled, frozenset(config._enabled), dict(config._callbacks),
+            config._global)
+
+
+def _rel_err(got: np.ndarray, want: np.ndarray) -> float:
+    return float(np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30))
+
+
+def _check_support_verdicts(model) -> None:
+    """The support check runs, names every op once, and agrees with its own rules."""
+    report = check_support(model)
+    ops = model.get_ordered_ops()
+    assert [r.name for r in report] == [n.friendly_name for n in ops]
+    for node, verdict in zip(ops, report):
+        assert verdict.supported == (not verdict.rule), verdict
+        if node.type_name in NEVER_RUN:
+            assert not verdict.supported, verdict
+        if node.type_name == "Transpose":
+            shape = node.input_value(0).partial_shape.to_shape()
+            assert verdict.supported == is_transpose_supported(shape), verdict
+        if node.type_name == "GNAConvolution" and (
+                any(d != 1 for d in node.dilations) or
+                node.input_value(0).partial_shape.to_shape()[0] != 1):
+            assert not verdict.supported, verdict
+    check_support(model, "3.5")
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def check_conv_net(data: bytes, runtime: bool = True, strict: bool = False) -> None:
+    """The checks of the module docstring on ONNX ``data``. A layout op GNA cannot run left
+    inside must be named in a warning of the pipeline; ``strict``: none may be left."""
+    model = netpass.read_model(data)
+    pristine = model_signature(model)
+    feeds = random_inputs(model, seed=7)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    want = dict(zip(names, session.run(None, feeds)))
+
+    if runtime:
+        compiled = netpass.compile_model(model, device=RUNTIME_DEVICE,
+                                         config={"TRANSFORMATIONS": "GNA"})
+        assert model_signature(model) == pristine, "compile_model changed the user's model"
+        got = compiled.create_infer_request().infer(feeds)
+        for name in names:
+            assert got[name].shape == want[name].shape, name
+            assert _rel_err(got[name], want[name]) <= 1e-4, (name, _rel_err(got[name],
+                                                                             want[name]))
+
+    manager = Manager()
+    config = manager.get_pass_config()
+    before = _config_state(config)
+    manager.register_pass(GnaTransformationsPipeline())
+    records, logger = _Records(), logging.getLogger("netpass.gna")
+    logger.addHandler(records)
+    try:
+        manager.run_passes(model)
+    finally:
+        logger.removeHandler(records)
+    assert _config_state(config) == before, "the pipeline changed the Manager's PassConfig"
+    prepost = split_pre_post_processing(model)
+
+    ops = model.get_ordered_ops()
+    left = [f"{n.type_name} {n.friendly_name} of {n.input_value(0).partial_shape}"
+            for n in ops if n.type_name == "Gather" or n.type_name == "Transpose"
+            and not is_transpose_supported(n.input_value(0).partial_shape.to_shape())]
+    assert not (strict and left), f"layout ops GNA cannot run left inside: {left}"
+    # (split_pre_post_processing may rename what it leaves: a warning names the op type and
+    # the shape)
+    for n in ops:
+        if n.type_name == "Gather" or n.type_name == "Transpose" and \
+                not is_transpose_supported(n.input_value(0).partial_shape.to_shape()):
+            what = f"{n.type_name} '"
+            shape = f"of {list(n.input_value(0).partial_shape.to_shape())} stays inside"
+            assert any(what in m and shape in m for m in records.messages), \
+                f"left inside without a warning: {n.type_name} {n.friendly_name}"
+    got = prepost.postprocess(netpass.reference.infer(model, prepost.preprocess(feeds)))
+    for name in names:
+        assert got[name].shape == want[name].shape, name
+        assert _rel_err(got[name], want[name]) <= 1e-5, (name, _rel_err(got[name], want[name]))
+    _check_support_verdicts(model)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(seed=st.integers(0, 2 ** 31 - 1))
+def test_conv_nets(seed):
+    check_conv_net(conv_net_onnx(seed), runtime=seed % 4 == 0)
+
+
+@pytest.mark.slow
+@settings(max_examples=400, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(seed=st.integers(0, 2 ** 31 - 1))
+def test_conv_nets_slow(seed):
+    check_conv_net(conv_net_onnx(seed))
+
+
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(seed=st.integers(0, 2 ** 31 - 1))
+def test_torch_conv_nets_slow(seed):
+    check_conv_net(torch_conv_net_onnx(seed))
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_torch_conv_nets(seed):
+    check_conv_net(torch_conv_net_onnx(seed), runtime=False)
+
+
+# -- shrunk failures of the generator, one per bug -----------------------------------------------
+def _onnx(nodes, x_shape, inits, outputs=("y",)) -> bytes:
+    graph = helper.make_graph(
+        nodes, "case", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                             ir_version=8).SerializeToString()
+
+
+def _w(*shape: int) -> np.ndarray:
+    return np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32) * 0.3
+
+
+def test_channel_gather_before_a_conv_goes_into_its_filters():
+    """A channel permutation (Gather) on the input of a 2-D conv net stopped the NHWC
+    Transpose's backward sinking, then sank onto the GNAConvolution, where no rule crossed it:
+    a Gather and a Transpose were left inside. The Gather now goes into the filters, and a
+    second rescue round takes the Transpose to the input."""
+    check_conv_net(_onnx([
+        helper.make_node("Gather", ["x", "p"], ["g"], axis=1),
+        helper.make_node("Relu", ["g"], ["r"]),
+        helper.make_node("Conv", ["r", "w"], ["c"], kernel_shape=[1, 6], pads=[0, 2, 0, 0],
+                         strides=[1, 3]),
+        helper.make_node("Relu", ["c"], ["a"]),
+        helper.make_node("Flatten", ["a"], ["f"], axis=1),
+        helper.make_node("Gemm", ["f", "m"], ["y"])],
+        [1, 4, 9, 9], {"p": np.array([2, 0, 3, 1]), "w": _w(5, 4, 1, 6), "m": _w(5 * 9 * 2, 6)}),
+        runtime=False, strict=True)
+
+
+def test_channel_gather_after_a_conv_goes_into_its_filters():
+    """A Gather of a conv's output channels (with bias) before a second conv."""
+    check_conv_net(_onnx([
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[3], pads=[1, 1]),
+        helper.make_node("Gather", ["c", "p"], ["g"], axis=1),
+        helper.make_node("MaxPool", ["g"], ["q"], kernel_shape=[2]),
+        helper.make_node("Conv", ["q", "v"], ["y"], kernel_shape=[3])],
+        [1, 3, 11], {"w": _w(5, 3, 3), "b": _w(5), "p": np.array([4, 1, 0, 3, 2]),
+                     "v": _w(4, 5, 3)}), runtime=False, strict=True)
+
+
+def test_channel_gather_before_a_flatten_goes_into_the_head():
+    """A channel Gather before ``Reshape [1, -1]`` (merging the channel axis with the others)
+    stayed before the head's MatMul: no Gather sinking rule crossed a merging Reshape."""
+    check_conv_net(_onnx([
+        helper.make_node("Gather", ["x", "p"], ["g"], axis=1),
+        helper.make_node("Relu", ["g"], ["r"]),
+        helper.make_node("Unsqueeze", ["r", "one"], ["u"]),
+        helper.make_node("Reshape", ["u", "flat"], ["f"]),
+        helper.make_node("MatMul", ["f", "m"], ["y"])],
+        [1, 11, 17], {"p": np.random.default_rng(0).permutation(11), "one": np.array([2]),
+                      "flat": np.array([1, -1]), "m": _w(187, 10)}), runtime=False, strict=True)
+
+
+def test_transposes_cross_a_reshape_with_special_zero():
+    """``Reshape [0, -1, T]`` (an export's 1s-dropping Reshape) read by a conv and by a
+    residual Add: TSSqueezeBackward read the literal target and did not see that it only drops
+    a 1, so the two NTC Transposes stayed under it and became Gathers."""
+    check_conv_net(_onnx([
+        helper.make_node("Reshape", ["x", "s"], ["r"]),
+        helper.make_node("Conv", ["r", "w"], ["c"], kernel_shape=[3], pads=[1, 1]),
+        helper.make_node("Add", ["c", "r"], ["y"])],
+        [1, 1, 13, 5], {"s": np.array([0, -1, 5]), "w": _w(13, 13, 3)}), runtime=False, strict=True)
+
+
+@pytest.mark.parametrize("attrs", [
+    {"kernel_shape": [4, 3], "strides": [5, 3], "pads": [0, 0, 0, 2], "count_include_pad": 0},
+    {"kernel_shape": [3, 2], "strides": [2, 2], "pads": [1, 0, 1, 1], "count_include_pad": 1,
+     "ceil_mode": 1},
+    {"kernel_shape": [3], "strides": [2], "pads": [1, 2], "ceil_mode": 1},
+    {"kernel_shape": [2, 2], "strides": [2, 2]}])
+def test_average_pooling_between_convs_is_a_gna_convolution(attrs):
+    """An AvgPool between NHWC GNA layers kept a Transpose on each side (GNA has no average
+    pooling and no rule crossed it): it is now a window-sum GNAConvolution times the
+    reciprocal divisors, for any padding, ``count_include_pad`` and rounding."""
+    rank = len(attrs["kernel_shape"])
+    shape = [1, 3, 11, 9][:2 + rank]
+    w = _w(4, 3, *[3] * rank)
+    check_conv_net(_onnx([
+        helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[3] * rank,
+                         pads=[1] * 2 * rank),
+        helper.make_node("AveragePool", ["c"], ["a"], **attrs),
+        helper.make_node("Conv", ["a", "v"], ["y"], kernel_shape=[1] * rank)],
+        shape, {"w": w, "v": _w(2, 4, *[1] * rank)}), strict=True)
+
+
+def test_a_reorder_no_sinking_removes_is_named_in_a_warning(caplog):
+    """A 2-D conv's NHWC map reshaped into a 1-D conv's channels (``[1, C, H, W] ->
+    [1, C*H, W]``) needs a real data reorder between the two layers: it stays inside (exact),
+    and the pipeline now says so instead of leaving it to be found."""
+    data = _onnx([
+        helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[1, 1]),
+        helper.make_node("Reshape", ["c", "s"], ["r"]),
+        helper.make_node("Conv", ["r", "v"], ["y"], kernel_shape=[3])],
+        [1, 4, 9, 17], {"w": _w(4, 4, 1, 1), "s": np.array([0, -1, 17]), "v": _w(5, 36, 3)})
+    model = netpass.read_model(data)
+    manager = Manager()
+    manager.register_pass(GnaTransformationsPipeline())
+    with caplog.at_level(logging.WARNING, logger="netpass.gna"):
+        manager.run_passes(model)
+    split_pre_post_processing(model)
+    inside = [n.friendly_name for n in model.get_ordered_ops()
+              if n.type_name == "Gather" or n.type_name == "Transpose"
+              and not is_transpose_supported(n.input_value(0).partial_shape.to_shape())]
+    assert inside
+    for name in inside:
+        assert any(name in r.getMessage() and "stays inside the graph" in r.getMessage()
+                   for r in caplog.records), name
