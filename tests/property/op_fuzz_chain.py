@@ -59,8 +59,8 @@ def with_views(draw, inner):
                 inits.append(numpy_helper.from_array(np.array(v, np.int64), nm))
             nodes.insert(0, helper.make_node("Slice", ["raw", "v_s", "v_e", "v_a"], ["x"]))
         else:
-            if len({x.shape[-1] for x in xs}) > 1:
-                return case
+            if len({x.shape[-1] for x in xs}) > 1 or any(x.size == 0 for x in xs):
+                return case  # (-1 in a Reshape of an empty tensor is ambiguous)
             last = xs[0].shape[-1]
             raws = [x.reshape(*x.shape[:-2], -1) if rank >= 2 else x for x in xs]
             target = [0] * (rank - 2) + [-1, last] if rank >= 2 else [-1]

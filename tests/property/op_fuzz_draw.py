@@ -36,11 +36,15 @@ class Draw:
         self.inits: list = []
         self.nodes: list = []
 
-    def size(self, lo: int, hi: int) -> tuple[int, ...]:
-        """``k`` sizes in [lo, hi]: one size for all steps, or (not static) one per step."""
+    def size(self, lo: int, hi: int, zero: bool = False) -> tuple[int, ...]:
+        """``k`` sizes in [lo, hi]: one size for all steps, or (not static) one per step;
+        with ``zero``, sometimes 0 (an empty tensor) at a step."""
+        one = st.integers(lo, hi)
+        if zero:
+            one = st.one_of(st.just(0), one, one, one, one, one)
         if self.decl == "static" or self.draw(st.booleans()):
-            return (self.draw(st.integers(lo, hi)),) * self.k
-        return tuple(self.draw(st.integers(lo, hi)) for _ in range(self.k))
+            return (self.draw(one),) * self.k
+        return tuple(self.draw(one) for _ in range(self.k))
 
     def pick(self, options):
         return self.draw(st.sampled_from(list(options)))

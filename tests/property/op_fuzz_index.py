@@ -10,10 +10,11 @@ from op_fuzz_draw import Draw, per_step
 BIG = 2**63 - 1
 
 
-def _data(d: Draw, rank: int, lo: int = 1, hi: int = 5, name: str = "x", dtype=np.float32):
-    """An input of ``rank`` dims whose sizes may change per step; returns (name, per-axis
-    sizes, per-step shapes)."""
-    dims = [d.size(lo, hi) for _ in range(rank)]
+def _data(d: Draw, rank: int, lo: int = 1, hi: int = 5, name: str = "x", dtype=np.float32,
+          zero: bool = False):
+    """An input of ``rank`` dims whose sizes may change per step (``zero``: sometimes 0);
+    returns (name, per-axis sizes, per-step shapes)."""
+    dims = [d.size(lo, hi, zero) for _ in range(rank)]
     shapes = per_step(d, dims)
     d.input(name, shapes, dtype)
     return name, dims, shapes
@@ -34,7 +35,7 @@ def slice_(draw):
     (negative too) or omitted, operands as initializers or per-step inputs."""
     d = Draw(draw)
     rank = d.draw(st.integers(1, 4))
-    x, dims, shapes = _data(d, rank, 1, 6)
+    x, dims, shapes = _data(d, rank, 1, 6, zero=True)
     n = d.draw(st.integers(1, rank))
     axes = d.draw(st.permutations(range(rank)))[:n] if d.flag() else list(range(n))
     bound = st.one_of(st.integers(-8, 8), st.sampled_from([BIG, -BIG - 1, 1000, -1000]))
@@ -82,11 +83,18 @@ def gather(draw):
     elif op == "GatherElements":
         axis = d.draw(st.integers(-rank, rank - 1))
         attrs["axis"] = axis
-        small = [min(s[a] for s in shapes) for a in range(rank)]
-        ishape = [d.draw(st.integers(1, 4)) if a == axis % rank else
-                  d.draw(st.integers(1, small[a])) for a in range(rank)]
-        arrays = [_index_values(d, ishape, s[axis] if as_input else min(t[axis] for t in shapes),
-                                neg, itype) for s in shapes]
+        n_ax = d.draw(st.integers(1, 4))
+        if d.flag():  # indices as long as the data off the axis, at every step
+            ishapes = [tuple(n_ax if a == axis % rank else s[a] for a in range(rank))
+                       for s in shapes]
+            as_input = as_input or len(set(ishapes)) > 1
+        else:  # static indices shorter than the data there (torch.gather's exports)
+            small = [min(s[a] for s in shapes) for a in range(rank)]
+            ishapes = [tuple(n_ax if a == axis % rank else d.draw(st.integers(1, small[a]))
+                             for a in range(rank))] * d.k
+            as_input = False
+        bound = [s[axis] if as_input else min(t[axis] for t in shapes) for s in shapes]
+        arrays = [_index_values(d, ish, b, neg, itype) for ish, b in zip(ishapes, bound)]
     else:
         b = d.draw(st.integers(0, rank - 1)) if d.flag() else 0
         if b:
@@ -219,7 +227,7 @@ def movement(draw):
         d.node("Expand", ["x", _ints(d, "s", arrays, d.flag())], ["y"])
     elif op == "Tile":
         rank = d.draw(st.integers(1, 4))
-        _data(d, rank, 1, 4)
+        _data(d, rank, 1, 4, zero=True)
         reps = [np.array([d.draw(st.integers(1, 3)) for _ in range(rank)], np.int64)] * d.k
         d.node("Tile", ["x", _ints(d, "r", reps, d.flag())], ["y"])
     elif op == "Concat":

@@ -104,6 +104,18 @@ def _shape_slice_case() -> Case:
                 "NONE")
 
 
+def _gather_elements_case(dims_x, dims_i) -> Case:
+    """``GatherElements(x [3, 4], i [2, 2], axis 0)`` and a second step of other sizes: the
+    indices are shorter than the data off the axis (torch.gather's exports)."""
+    x = np.arange(12, dtype=np.float32).reshape(3, 4) + 1
+    steps = [{"x": x, "i": np.array([[2, 0], [1, -1]], np.int64)},
+             {"x": x[:2, :3], "i": np.array([[1, 0], [0, -2]], np.int64)}]
+    if all(isinstance(d, int) for d in dims_x):
+        steps = steps[:1]
+    return Case([helper.make_node("GatherElements", ["x", "i"], ["y"], axis=0)],
+                [("x", F, dims_x), ("i", TensorProto.INT64, dims_i)], ["y"], steps, 13)
+
+
 REGRESSIONS = {
     # Slice with a negative step and a start below -dim reads element 0 (the spec clamps the
     # start to [0, dim - 1]); the runtime sized and placed it with Python's slice.indices,
@@ -113,6 +125,11 @@ REGRESSIONS = {
     "slice_negative_step_start_below_minus_dim_2": _slice_case(
         (2, 5, 1), [-1000, -1000], [-3, -3], [-1, -1], [-3, 1]),
     "slice_of_a_shape_vector_negative_step": _shape_slice_case(),
+    # GatherElements with static indices shorter than the data off the axis (onnxruntime and
+    # torch.gather allow it) was refused by the op's inference (at compile time, or at run
+    # time where the data's dims were symbolic): the ONNX rule now cuts the data to them
+    "gather_elements_short_indices_static": _gather_elements_case([3, 4], [2, 2]),
+    "gather_elements_short_indices_dynamic_data": _gather_elements_case(["a", "b"], [2, 2]),
 }
 
 
