@@ -116,6 +116,21 @@ def _gather_elements_case(dims_x, dims_i) -> Case:
                 [("x", F, dims_x), ("i", TensorProto.INT64, dims_i)], ["y"], steps, 13)
 
 
+def _empty_grown_case() -> Case:
+    """``-(relu(c) + a)`` with ``c [1, 0]`` and ``a [2, 0]`` after a step of non-empty
+    sizes, and ``Gemm(a, b [2, 0], c [1, 0], beta 0.5)`` (hypothesis' shrink)."""
+    f = np.float32
+    relu = [helper.make_node("Relu", ["c"], ["r"]), helper.make_node("Add", ["r", "a"], ["t"]),
+            helper.make_node("Neg", ["t"], ["y"])]
+    gemm = [helper.make_node("Gemm", ["a", "b", "c"], ["z"], beta=0.5)]
+    steps = [{"a": np.ones((2, 3), f), "c": np.full((1, 3), 2, f)},
+             {"a": np.ones((2, 0), f), "c": np.ones((1, 0), f)}]
+    return Case(relu, [("a", F, ["m", "n"]), ("c", F, ["p", "q"])], ["y"], steps, 13, [],
+                "NONE"), Case(gemm, [("a", F, ["m", "k"]), ("c", F, ["p", "q"])], ["z"],
+                              [{"a": np.ones((2, 2), f), "c": np.ones((1, 0), f)}], 17,
+                              [numpy_helper.from_array(np.ones((2, 0), f), "b")], "NONE")
+
+
 REGRESSIONS = {
     # Slice with a negative step and a start below -dim reads element 0 (the spec clamps the
     # start to [0, dim - 1]); the runtime sized and placed it with Python's slice.indices,
@@ -130,6 +145,11 @@ REGRESSIONS = {
     # time where the data's dims were symbolic): the ONNX rule now cuts the data to them
     "gather_elements_short_indices_static": _gather_elements_case([3, 4], [2, 2]),
     "gather_elements_short_indices_dynamic_data": _gather_elements_case(["a", "b"], [2, 2]),
+    # an elementwise op fused into its producer with a side input that grows the output: when
+    # the output was empty the primitive skipped with the producer's shape ([1, 0], not
+    # [2, 0]); it now takes the host path, which broadcasts
+    "fused_side_input_grows_an_empty_output": _empty_grown_case()[0],
+    "gemm_beta_empty_columns": _empty_grown_case()[1],
 }
 
 
