@@ -131,6 +131,16 @@ def _empty_grown_case() -> Case:
                               [numpy_helper.from_array(np.ones((2, 0), f), "b")], "NONE")
 
 
+def _unranked_case() -> Case:
+    """``GatherElements(x, i, axis -1)`` with ``x`` of dynamic rank and ``i [n]`` always of
+    one element: the binding (n = 1) is the same at every step while x's length changes."""
+    xs = [np.arange(1, n + 1, dtype=np.float32) for n in (3, 2, 2, 3)]
+    idx = [np.array([v], np.int64) for v in (0, 0, 1, 2)]
+    return Case([helper.make_node("GatherElements", ["x", "i"], ["y"], axis=-1)],
+                [("x", F, None), ("i", TensorProto.INT64, ["n"])], ["y"],
+                [{"x": x, "i": i} for x, i in zip(xs, idx)], 17, [], "NONE")
+
+
 REGRESSIONS = {
     # Slice with a negative step and a start below -dim reads element 0 (the spec clamps the
     # start to [0, dim - 1]); the runtime sized and placed it with Python's slice.indices,
@@ -150,6 +160,10 @@ REGRESSIONS = {
     # [2, 0]); it now takes the host path, which broadcasts
     "fused_side_input_grows_an_empty_output": _empty_grown_case()[0],
     "gemm_beta_empty_columns": _empty_grown_case()[1],
+    # an input of dynamic rank binds no symbol: the symbolic mode's records and step plans,
+    # keyed by the binding, replayed step 2's GatherElements (data length 2) at step 3
+    # (length 3): index 2 read as out of range, 0 instead of 3
+    "dynamic_rank_input_changes_under_one_binding": _unranked_case(),
 }
 
 
