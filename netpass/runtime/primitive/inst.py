@@ -160,8 +160,9 @@ class PrimitiveInst(UpdateShape, UpdateImpl, UpdateWeights, Realloc, Execute):
             self._empty = all(size(s) == 0 for s in self.out_shapes)
         # an empty output that a fused side input grows (relu(c[1, 0]) + a[2, 0]) is the host
         # path's to size (update_impl): skipped, it kept the producer's shape
-        grows = self._empty and bool(self.computed_extras) and not extras_fit(
-            [i.out_shapes[k] for i, k in self.extra_insts], self.out_shapes[0])
+        out = self.out_shapes
+        grows = self._empty and bool(self.computed_extras) and out is not None and not \
+            extras_fit([i.out_shapes[k] for i, k in self.extra_insts if i.out_shapes], out[0])
         if self._empty and not grows or node.shape_only:
             self.skip = True
         elif node.in_shape_of_subgraph and self.executed_once and net.binding is None and \
