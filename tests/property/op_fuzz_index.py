@@ -93,8 +93,13 @@ def gather(draw):
             ishapes = [tuple(n_ax if a == axis % rank else d.draw(st.integers(1, small[a]))
                              for a in range(rank))] * d.k
             as_input = False
+            # (the import cuts the data to them where its rank is known: not of dynamic rank)
+            if d.inputs[0][2] is None:
+                d.inputs[0] = ("x", d.inputs[0][1], [f"x_{a}" for a in range(rank)])
         bound = [s[axis] if as_input else min(t[axis] for t in shapes) for s in shapes]
         arrays = [_index_values(d, ish, b, neg, itype) for ish, b in zip(ishapes, bound)]
+        if not as_input:  # one initializer for every step
+            arrays = [arrays[0]] * d.k
     else:
         b = d.draw(st.integers(0, rank - 1)) if d.flag() else 0
         if b:

@@ -10,7 +10,7 @@ device, against onnxruntime: relative L2 <= 1e-4 for floats, exact for integers 
 draw; where onnxruntime departs from the ONNX spec (and onnx.reference and netpass agree on
 the spec), the family does not draw that corner and says so.
 
-Derandomized: 8 draws a family in CI; ``-m slow`` draws 150. A draw onnxruntime refuses, or
+Derandomized: 15 draws a family in CI; ``-m slow`` draws 150. A draw onnxruntime refuses, or
 that netpass refuses with a clear ``netpass.errors`` exception, is discarded. Failures found
 are kept in ``REGRESSIONS`` (the shrunk case, with what was wrong).
 """
@@ -45,6 +45,7 @@ DEVICES = (RUNTIME_DEVICE, "REFERENCE")
 FAMILIES = {f.__name__.rstrip("_"): f for f in (
     conv, pool, resize, depth_space, slice_, gather, scatter, pad, movement, reduce, einsum,
     matmul, softmax, norm, binary, unary, cast, scan_search, generate)}
+CI_EXAMPLES, SLOW_EXAMPLES = 15, 150
 HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
 
 
@@ -57,7 +58,7 @@ def _run(case: Case) -> None:
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_op_fuzz(family):
-    @settings(max_examples=8, derandomize=True, deadline=None, database=None,
+    @settings(max_examples=CI_EXAMPLES, derandomize=True, deadline=None, database=None,
               suppress_health_check=HEALTH)
     @given(with_views(FAMILIES[family]()))
     def run(case):
@@ -69,7 +70,7 @@ def test_op_fuzz(family):
 @pytest.mark.slow
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_op_fuzz_slow(family):
-    @settings(max_examples=150, derandomize=True, deadline=None, database=None,
+    @settings(max_examples=SLOW_EXAMPLES, derandomize=True, deadline=None, database=None,
               suppress_health_check=HEALTH)
     @given(with_views(FAMILIES[family]()))
     def run(case):
