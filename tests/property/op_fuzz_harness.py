@@ -71,7 +71,7 @@ def rel_l2(got: np.ndarray, want: np.ndarray) -> float:
     """||got - want|| / ||want|| over finite positions (0 when both are all zero)."""
     g, w = got.astype(np.float64), want.astype(np.float64)
     finite = np.isfinite(w)
-    diff = np.linalg.norm((g - w)[finite])
+    diff = np.linalg.norm(g[finite] - w[finite])
     scale = np.linalg.norm(w[finite])
     return float(diff / scale) if scale > 0 else float(diff)
 
