@@ -17,6 +17,7 @@ from ..core.boundary import Constant
 from ..ops.elementwise import Convert
 from ..ops.indexing import Gather
 from ..ops.movement import Concat, Reshape, Slice, Split, Squeeze, Unsqueeze, VariadicSplit
+from ..ops.movement.slice import slice_range
 from ..ops.shape_ops import ShapeOf
 from .kinds.base import ints
 
@@ -82,7 +83,7 @@ def shape_terms(node: Any, k: int = 0, depth: int = 0) -> list | None:
             (len(consts) == 4 and ints(consts[3]) != [0]):
         return None
     start, stop, step = (ints(c)[0] for c in consts[:3])
-    return data[slice(start, stop, step)] if step else None
+    return [data[i] for i in slice_range(len(data), start, stop, step)] if step else None
 
 
 def reshape_keeps_prefix(reshape: Any, prefix: int) -> bool:

@@ -55,9 +55,13 @@ class SymbolicShapes:
         # (symbol, position, axis): positions index the inputs, then the ReadValues (whose
         # shapes, the variables', are known when an inference starts)
         self.bindings: list[tuple[Any, int, int]] = []
+        # an input of dynamic rank binds nothing, so a binding would not tell its shapes apart:
+        # records and step plans keyed by it replayed one shape's kernels for another
+        unranked = False
         for pos, p in enumerate([*program.inputs, *program.reads]):
             ps = p.out_pshapes[0]
             if not ps.rank_is_static:
+                unranked = True
                 continue
             for axis, d in enumerate(ps):
                 if d.min != d.max and d.symbol is not None:
@@ -89,8 +93,8 @@ class SymbolicShapes:
             d for n in program.nodes
             for expr in [*(n.sym_out or ()), *(e for e, _, _ in n.sym_deps.values())]
             for d in expr if type(d) is not int and d.is_derived))
-        self.active = any_expr
-        self.order = self._live_order(program) if any_expr else list(program.exec_order)
+        self.active = any_expr and not unranked
+        self.order = self._live_order(program) if self.active else list(program.exec_order)
 
     @staticmethod
     def _live_order(program: Any) -> list:

@@ -295,9 +295,32 @@ def strict_index_bound(value: Output) -> tuple[int, str] | None:
     return best
 
 
+def _cut_to_indices(data: Output, indices: Output, axis: int) -> Output:
+    """``data`` cut to the extent of ``indices`` off the axis. ONNX's GatherElements (as
+    torch.gather, which exports to it, and onnxruntime) lets indices be shorter than the data
+    there, reading from the front; the op (OpenVINO's) wants them equal. Nothing is added
+    where the dims are provably equal, or where the indices' dim is not static (a ShapeOf
+    here would be an import cycle: such indices stay an error of the op, at run time where
+    they differ, as indices longer than the data do)."""
+    from ..movement import Slice
+
+    ds, ids = data.partial_shape, indices.partial_shape
+    if not (ds.rank_is_static and ids.rank_is_static) or len(ds) != len(ids) or not len(ds):
+        return data
+    axis %= len(ds)
+    cut = [k for k in range(len(ds)) if k != axis and ids[k].is_static
+           and not (ds[k].is_static and ds[k].min == ids[k].min)]
+    if not cut:
+        return data
+    return Slice([data, i64_operand([0] * len(cut)), i64_operand([ids[k].min for k in cut]),
+                  i64_operand([1] * len(cut)), i64_operand(cut)]).output(0)
+
+
 @onnx_rule("GatherElements", since=11)
 def _import_gather_elements(ctx):
-    return GatherElements([ctx.inputs[0], ctx.inputs[1]], axis=ctx.attr("axis", 0)).output(0)
+    axis = ctx.attr("axis", 0)
+    data = _cut_to_indices(ctx.inputs[0], ctx.inputs[1], axis)
+    return GatherElements([data, ctx.inputs[1]], axis=axis).output(0)
 
 
 @onnx_rule("GatherND", since=11)

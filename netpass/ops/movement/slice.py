@@ -53,6 +53,14 @@ def slice_bounds(dim: int, start: int, stop: int, step: int) -> tuple[int, int, 
     return start, stop, length
 
 
+def slice_range(dim: int, start: int, stop: int, step: int) -> range:
+    """The indices a Slice-8 of an axis of ``dim`` reads, in order (:func:`slice_bounds`'s
+    clamping: a start below ``-dim`` with a negative step still reads element 0, where
+    Python's ``slice.indices`` reads nothing)."""
+    b, e, _ = slice_bounds(dim, start, stop, step)
+    return range(b, e, step)
+
+
 def dynamic_length(d: Dimension, length_of) -> Dimension:
     """The dimension a slice of dim ``d`` gives, where ``length_of(n)`` is the length for a
     static ``n``. The length is monotonic between breakpoints near the slice's parameters, so

@@ -33,6 +33,7 @@ from ...ops.movement import (
     Unsqueeze,
     VariadicSplit,
 )
+from ...ops.movement.slice import slice_range
 from ..impls import (
     Impl,
     Launch,
@@ -139,7 +140,7 @@ def _slice_shape(attrs: dict, shapes: list, values: dict) -> list[tuple] | None:
     out = list(s)
     for a, b, e, st in zip(axes, starts, stops, steps):
         a %= len(s)
-        out[a] = len(range(*slice(b, e, st).indices(s[a])))
+        out[a] = len(slice_range(s[a], b, e, st))
     return [tuple(out)]
 
 
@@ -218,7 +219,7 @@ def slice_view(shape: Sequence[int], strides: Sequence[int], values: dict) -> tu
     out, off = list(strides), 0
     for a, b, e, st in zip(axes, starts, stops, steps):
         a %= len(shape)
-        off += slice(b, e, st).indices(shape[a])[0] * strides[a]
+        off += slice_range(shape[a], b, e, st).start * strides[a]
         out[a] = strides[a] * st
     return off, out
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from ...errors import AllocationError, FileAccessError, NetpassError
 from ...ops.shape_ops import ShapeOf
-from ..impls import Impl, size
+from ..impls import Impl, extras_fit, size
 from ..lru import LruCache
 from ..memory import Tensor
 from ..program_node import ProgramNode
@@ -158,7 +158,12 @@ class PrimitiveInst(UpdateShape, UpdateImpl, UpdateWeights, Realloc, Execute):
         if self.out_shapes is not self._empty_for:  # other outputs may still need values
             self._empty_for = self.out_shapes
             self._empty = all(size(s) == 0 for s in self.out_shapes)
-        if self._empty or node.shape_only:
+        # an empty output that a fused side input grows (relu(c[1, 0]) + a[2, 0]) is the host
+        # path's to size (update_impl): skipped, it kept the producer's shape
+        out = self.out_shapes
+        grows = self._empty and bool(self.computed_extras) and out is not None and not \
+            extras_fit([i.out_shapes[k] for i, k in self.extra_insts if i.out_shapes], out[0])
+        if self._empty and not grows or node.shape_only:
             self.skip = True
         elif node.in_shape_of_subgraph and self.executed_once and net.binding is None and \
                 not any(so.shape_changed for so in self.shape_of_insts):
