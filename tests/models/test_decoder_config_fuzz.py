@@ -29,8 +29,8 @@ pytest.importorskip("transformers")
 pytest.importorskip("onnxruntime")
 
 CI_DECODERS = ("llama", "qwen2", "gpt2")
-NEW_DECODERS = ("dots1", "cwm", "jais2", "flex_olmo", "hunyuan_v1_moe", "solar_open",
-                "gpt_neox_japanese")
+NEW_DECODERS = ("dots1", "cwm", "jais2", "flex_olmo", "hunyuan_v1_moe", "exaone_moe",
+                "solar_open", "granite_swa", "gpt_neox_japanese", "ctrl")
 SLOW_SEEDS = (0, 1)
 
 
