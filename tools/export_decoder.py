@@ -27,8 +27,10 @@ import argparse
 import inspect
 import io
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 OPSET = 17          # the TorchScript exporter's
 DYNAMO_OPSET = 18   # the dynamo exporter's lowest
@@ -334,10 +336,12 @@ def _arch_extras(arch: str, layers: int, d: int, heads: int, ffn: int) -> dict:
 
 def causal_lm(arch: str, layers: int = 2, d: int = 64, heads: int = 4,
               kv_heads: int | None = None, vocab: int = 223, positions: int = 256,
-              init: float = 0.02, seed: int = 0, ffn: int | None = None):
+              init: float = 0.02, seed: int = 0, ffn: int | None = None,
+              config: Mapping[str, Any] | None = None):
     """A transformers causal LM of model type ``arch`` (any ``AutoModelForCausalLM`` takes)
     with random weights: the sizes go under the names its config takes them by (``FIELDS``);
-    ``kv_heads`` (default ``heads // 2``) where it has grouped-query attention."""
+    ``kv_heads`` (default ``heads // 2``) where it has grouped-query attention. ``config``:
+    more config fields (activation, norm epsilon, rotary parameters, ...), over all those."""
     import torch
     from transformers import CONFIG_MAPPING, AutoConfig, AutoModelForCausalLM
     if arch not in CONFIG_MAPPING:
@@ -357,6 +361,7 @@ def causal_lm(arch: str, layers: int = 2, d: int = 64, heads: int = 4,
     for name, value in _arch_extras(arch, layers, d, heads, ffn).items():
         if name in takes:
             kw[name] = positions if name == "n_ctx" else value
+    kw.update(config or {})
     cfg = AutoConfig.for_model(arch, **kw)
     # mixture of experts: gather each token's experts' weights ("batched_mm"), which traces
     # (the default "grouped_mm" counts tokens per expert with histc, which TorchScript lacks,
