@@ -407,8 +407,9 @@ def compile_program(model_or_program: Any, device: str = "AUTO",
     ``INFERENCE_PRECISION_HINT`` (``"f32"``, default, or ``"tf32"``: float32 GEMMs and attention
     on TF32 tensor cores where the device has them, :mod:`netpass.runtime.kernels.mma`),
     ``PERSISTENT_STEPS`` (bool, default False: a decode step's kernels gathered into persistent
-    kernels, :mod:`netpass.runtime.persistent`), ``DECODE_MLP_FUSION`` (``"gated"``, default,
-    ``"all"`` or ``"none"``: :func:`mlp_fusion`)."""
+    kernels, :mod:`netpass.runtime.persistent`; a decode attention and its output projection
+    then stay two launches, :mod:`netpass.runtime.attention_proj`), ``DECODE_MLP_FUSION``
+    (``"gated"``, default, ``"all"`` or ``"none"``: :func:`mlp_fusion`)."""
     cfg = dict(config or {})
     inference_precision(cfg)
     mlps = mlp_fusion(cfg)
@@ -425,7 +426,8 @@ def compile_program(model_or_program: Any, device: str = "AUTO",
             program = model_or_program
         else:
             model = model_or_program
-            program = Program.from_model(model, fuse=bool(cfg.get("FUSION", True)), mlps=mlps)
+            program = Program.from_model(model, fuse=bool(cfg.get("FUSION", True)), mlps=mlps,
+                                         projections=not persistent_steps(cfg))
         if name == "REFERENCE":
             return RuntimeCompiledModel(program, None, cfg, model)
         dev = select_device(name)

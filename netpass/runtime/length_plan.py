@@ -143,8 +143,13 @@ def _combine(net: Network, a, b, ta: int, tb: int):
     if type(a) is KernelEntry:
         if _same_kernel(a, b):
             return b
-        if net.program.nodes[a.index].row.uniform and a.impl is not None and b.impl is not None \
-                and a.impl.sources == b.impl.sources and not a.weights \
+        node = net.program.nodes[a.index]
+        # (an attention's output projection runs the attention's kernel: attention_proj; its
+        # weights read as given, the same tensor every step)
+        uniform = node.row.uniform or getattr(node.subgraph, "uniform", False)
+        if uniform and a.impl is not None and b.impl is not None \
+                and a.impl.sources == b.impl.sources \
+                and (not a.weights or a.impl.weights_as_given and b.impl.weights_as_given) \
                 and _same_impl_buffers(a.impl.buffers, b.impl.buffers):
             lin = LinKernel.fit(a, b, ta, tb)
             if lin is not None:

@@ -199,8 +199,9 @@ class Tape:
     def _moving(net: Network, e: LinKernel) -> list | None:
         """A moving kernel's launches with their argument slots resolved to the source
         primitives (and the offsets' forms as (base, slope)), its impl buffers (the
-        request's, alike over the steps: length_plan) in place; None where the entry needs
-        the general replay (fed values or weights)."""
+        request's, alike over the steps: length_plan) and its weights (an attention's output
+        projection: attention_proj) in place; None where the entry needs the general replay
+        (fed values, weights at offsets that move)."""
         if e.feeds:
             return None
         insts = net.insts
@@ -211,6 +212,11 @@ class Tape:
                 if si == IMPL_BUFFER:
                     buffers = buffers.copy()
                     buffers[b] = net.impl_buffers(e.impl)[k].buffer
+                    continue
+                weights = insts[e.index].weights_tensor if si == WEIGHTS else None
+                if weights is not None and off.const is not None:  # (its offset: in iform)
+                    buffers = buffers.copy()
+                    buffers[b] = weights.alloc.buffer
                     continue
                 if si == WEIGHTS or off.const is None and off.fn is None:
                     return None

@@ -31,6 +31,7 @@ from ..ops.movement import Concat, Reshape, Split, VariadicSplit
 from ..ops.shape_ops import ShapeOf
 from ..ops.state import Assign, ReadValue
 from .attention import fuse_attention
+from .attention_proj import fold_decode_projections
 from .concat_pieces import distribute_concats
 from .const_fold import fold_constants
 from .cse import merge_common_subexpressions
@@ -192,10 +193,12 @@ NODE_PASSES = (fold_constants, merge_common_subexpressions, slice_grid_gathers, 
 
 class Program:
     """Primitives plus compile-time decisions; shared by every infer request of a model.
-    ``mlps``: the MLPs a single-row step runs in one launch (compiled.mlp_fusion)."""
+    ``mlps``: the MLPs a single-row step runs in one launch (compiled.mlp_fusion);
+    ``projections``: whether decode attentions fold into their output projections
+    (attention_proj; not with persistent steps, whose phases the folded kernel cannot be)."""
 
     def __init__(self, nodes: Iterable[ProgramNode], fuse: bool = True,
-                 mlps: str = "gated") -> None:
+                 mlps: str = "gated", projections: bool = True) -> None:
         self.nodes = list(nodes)
         if fuse:
             for node_pass in NODE_PASSES:
@@ -218,6 +221,8 @@ class Program:
         if fuse and attach_kv_appends(self):
             self._mark_strided_views()  # (the projection's pieces: now all read as views)
             fold_decode_rotaries(self.nodes)
+            if projections:
+                fold_decode_projections(self.nodes)
         self._mark_runtime_skippable_nodes()
         self._mark_inplace_concats()
         self.exec_order = self._build_exec_order()
@@ -228,7 +233,8 @@ class Program:
 
     # -- construction from a Model ---------------------------------------------------------------
     @classmethod
-    def from_model(cls, model: Any, fuse: bool = True, mlps: str = "gated") -> Program:
+    def from_model(cls, model: Any, fuse: bool = True, mlps: str = "gated",
+                   projections: bool = True) -> Program:
         """Lower every op of ``model`` to a program node (kind = the op's type name)."""
         model = _with_input_symbols(model)
         nodes: list[ProgramNode] = []
@@ -252,7 +258,7 @@ class Program:
                 pn.out_pvalues = [op.output(i).partial_value for i in range(n_out)]
             by_op[id(op)] = pn
             nodes.append(pn)
-        return cls(nodes, fuse=fuse, mlps=mlps)
+        return cls(nodes, fuse=fuse, mlps=mlps, projections=projections)
 
     # -- passes ----------------------------------------------------------------------------------
     def _link_users(self) -> None:

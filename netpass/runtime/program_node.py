@@ -279,6 +279,9 @@ class ProgramNode:
         self.mlp_fold: Any = None
         # a Rotary whose attention rotates its queries and keys on decode steps (rotary_fold)
         self.rotary_fold: Any = None
+        # an attention whose output projection's kernel computes it on decode steps
+        # (attention_proj)
+        self.proj_fold: Any = None
 
     @property
     def num_outputs(self) -> int:

@@ -33,6 +33,7 @@ import numpy as np
 from .common import (
     Source,
     Stage,
+    ctype,
     header,
     memoized,
     nan_max,
@@ -41,6 +42,7 @@ from .common import (
     stage_code,
 )
 from .mma import arrival_defs, last_to_arrive
+from .phase import NO_PHASE
 
 DLS = 256          # work-items of a decode attention work-group
 CHUNK = 2 * DLS    # keys scored per pass (their probabilities sit in local memory)
@@ -52,7 +54,8 @@ MAX_SPLITS = 8     # runs a row's keys may be split into (key splits)
 @memoized
 def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: int, dv: int,
                      nan_to_zero: bool, append: bool, split: bool = False,
-                     ptx: bool = False, rot: tuple | None = None) -> Source:
+                     ptx: bool = False, rot: tuple | None = None,
+                     proj: tuple | None = None) -> Source:
     """The decode attention kernel (module docstring) for head size ``d`` and value width
     ``dv`` (compile-time: the loops over them unroll): out[b, m, :] = softmax_n(ops(q[b, m, :]
     . k[b, n, :])) @ v[b, n, :] for a work-group (query row m, batch b = b0 * B1 + b1), the
@@ -71,7 +74,15 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
     (:mod:`netpass.runtime.rotary_fold`): Q and XK are the queries and new keys before their
     rotation, and the kernel rotates each element as it loads it, by ``cos`` (``RC``) and
     ``sin`` (``RS``) read through their batch, row and column strides (the same for every
-    head), so that the keys it writes into the cache are the rotated ones."""
+    head), so that the keys it writes into the cache are the rotated ones.
+
+    ``proj`` (``dv`` % 4 == 0 only): (epilogue stages, their side inputs' dtypes, rank) of the
+    output projection folded in (:mod:`netpass.runtime.attention_proj`): the row's output
+    is not stored but multiplied by its head's columns of the projection's weights ``W``
+    ``[NP, KP]`` (the output row, heads side by side, is a row of KP of the projection's
+    input); each head's product goes to its slot of ``PP``, and the last head of a row to
+    arrive (``hp_count``) sums them in head order and stores ``C`` through the epilogue
+    (:func:`_project`)."""
     n_side = len(side_dtypes)
     kq = "" if append else "const "
     args = ["__global const float* Q", "int qoff", f"__global {kq}float* Kt", "int koff",
@@ -92,6 +103,10 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
     split = split and dv % 4 == 0 and dv // 4 <= DLS
     if split:
         args += ["__global float* DP", "__global int* da_count"]
+    if proj is not None:
+        args += ["__global const float* W", "int woff", "__global float* C", "int coff",
+                 "int NP", "int KP", "__global float* PP", "__global int* hp_count"]
+        args += _epilogue_params(proj[1], proj[2])
     code = stage_code([Stage("dot", [], "float")] + list(score_ops),
                        {j: f"in{j}[o_in{j}]" for j in range(n_side)})
     offs = offsets(erank, [f"in{j}" for j in range(n_side)], "flat") if n_side else ""
@@ -195,7 +210,9 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
     }}"""
         store = f"""{"o = select(o, (float4)(0.0f), isnan(o));" if nan_to_zero else ""}
     __global float* op = O + (lid * 4) * soj;
-    op[0] = o.x; op[soj] = o.y; op[2 * soj] = o.z; op[3 * soj] = o.w;"""
+    op[0] = o.x; op[soj] = o.y; op[2 * soj] = o.z; op[3 * soj] = o.w;""" if proj is None else \
+            f"""{"o = select(o, (float4)(0.0f), isnan(o));" if nan_to_zero else ""}
+    ol4[lid] = o;"""
         whole = f"""if (lid < {w4}) {{
     float4 a = (float4)(0.0f);
     for (int r = 0; r < {slices}; ++r) a += part[r * {w4} + lid];
@@ -205,7 +222,9 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
         finish = f"""__local float4 part[DLS];
   part[lid] = acc4;
   barrier(CLK_LOCAL_MEM_FENCE);
-  {_merge_splits(w4, slices, store) if split else whole}"""
+  {_merge_splits(w4, slices, store, _project(w4, proj, "da_last[0]")) if split and proj else
+   _merge_splits(w4, slices, store) if split else whole}
+  {_project(w4, proj) if proj is not None and not split else ""}"""
         acc_decl = "float4 acc4 = (float4)(0.0f);"
     else:
         if append:
@@ -265,7 +284,8 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
       if (lid < s) red[lid] = {op};
       barrier(CLK_LOCAL_MEM_FENCE);
     }}"""
-    text = header([np.float32] + list(side_dtypes)) + (arrival_defs(ptx) if split else "") + \
+    text = header([np.float32] + list(side_dtypes) + (list(proj[1]) if proj else [])) + \
+        (arrival_defs(ptx) if split or proj is not None else "") + \
         (_rot_defs(*rot) if rot else "") + f"""#define DLS {DLS}
 #define CHUNK {CHUNK}
 #define JT {jt}
@@ -283,6 +303,8 @@ void attention_decode({', '.join(args)})
   __local float qs[{d}];
   __local float ps[CHUNK];
   __local float red[DLS];
+  {f"__local float4 ol4[{max(w4, 1)}]; __local int hp_last[1], da_last[1];"
+     if proj is not None else ""}
   for (int c = lid; c < {d}; c += DLS) qs[c] = {qv("c")};
   {q4}
   {acc_decl}
@@ -325,6 +347,82 @@ void attention_decode({', '.join(args)})
     return Source(text, "attention_decode")
 
 
+def _arrival_block() -> str:
+    """:func:`netpass.runtime.kernels.mma.last_to_arrive` for a key split whose last one
+    goes on inside a block (``da_last`` declared at the top, the block closed by the
+    caller)."""
+    return """SK_FENCE();
+  barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+  if (tid == 0) da_last[0] = atomic_inc(&da_count[row_]) == ns_ - 1;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (da_last[0] && tid == 0) atomic_xchg(&da_count[row_], 0);
+  SK_FENCE();
+  if (da_last[0]) {"""
+
+
+def _epilogue_params(dtypes, erank: int) -> list[str]:
+    """:func:`netpass.runtime.kernels.common.side_params` for a folded projection's epilogue,
+    named apart from the score ops' (``ep<j>``, dims ``ed<k>``)."""
+    args: list[str] = []
+    for j, dt in enumerate(dtypes):
+        args += [f"__global const {ctype(dt)}* ep{j}", f"int off_ep{j}"]
+    if len(dtypes):
+        args += [f"int ed{k}" for k in range(erank)]
+        for j in range(len(dtypes)):
+            args += [f"int s_ep{j}_{k}" for k in range(erank)]
+    return args
+
+
+def _project(w4: int, proj: tuple, last: str = "1") -> str:
+    """C statements (kernel top level) of a folded output projection (``attention_decode``'s
+    ``proj``), after the row's output went to ``ol4``: this head's product with its ``4 *
+    w4`` columns of ``W`` into its slot of ``PP`` (each item a few output columns, all their
+    loads in flight), then the last head of the projection's row to arrive sums the row's
+    slots in head order and stores ``C`` through the epilogue ``stages`` (``proj``: stages,
+    their side inputs' dtypes, rank). ``last``: whether this work-group holds the row (a key
+    split's: the last to arrive); every work-group meets the barriers, none returns early
+    (PoCL's work-group functions took barriers after an early return, or inside a branch,
+    wrong). Launched on its own in a persistent step (NO_PHASE: two arrivals)."""
+    stages, dtypes, erank = proj
+    n = len(dtypes)
+    code = stage_code([Stage("v", [], "float")] + list(stages),
+                      {j: f"ep{j}[o_ep{j}]" for j in range(n)})
+    offs = offsets(erank, [f"ep{j}" for j in range(n)], "flat", dims="ed") if n else ""
+    return f"""{NO_PHASE}
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const int fo_p = b0 * so0 + b1 * so1 + m * som;
+  const int hpr_p = KP / {4 * w4}, pr_p = fo_p / KP;
+  const int ph_p = (fo_p - pr_p * KP) / {4 * w4};
+  if ({last}) {{
+    __global const float* wh = W + woff + ph_p * {4 * w4};
+    __global float* pp = PP + (pr_p * hpr_p + ph_p) * NP;
+    for (int n = lid; n < NP; n += DLS) {{
+      const __global float4* wr = (const __global float4*)(wh + n * KP);
+      float4 a = (float4)(0.0f);
+      #pragma unroll
+      for (int c = 0; c < {w4}; ++c) a = mad(wr[c], ol4[c], a);
+      pp[n] = (a.x + a.y) + (a.z + a.w);
+    }}
+  }}
+  SK_FENCE();
+  barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+  if (lid == 0) hp_last[0] = {last} && atomic_inc(&hp_count[pr_p]) == hpr_p - 1;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (hp_last[0]) {{
+    if (lid == 0) atomic_xchg(&hp_count[pr_p], 0);
+    SK_FENCE();
+    for (int n = lid; n < NP; n += DLS) {{
+      __global const float* pc = PP + pr_p * hpr_p * NP + n;
+      float v = 0.0f;
+      for (int h = 0; h < hpr_p; ++h) v += sk_load(pc + h * NP);
+      const int flat = pr_p * NP + n;
+      {offs}
+      {code}
+      C[coff + flat] = x{len(stages)};
+    }}
+  }}"""
+
+
 def _rot_defs(width: int, interleaved: bool) -> str:
     """``rot_elem``: element ``c`` of a row ``x`` (element stride ``xs``) rotated by the
     ``cos`` and ``sin`` rows ``cr`` and ``sr`` (strides ``cs`` and ``ss``) over its first
@@ -347,14 +445,17 @@ def _elem(x: str, xs: str, row: str, c: str = "c") -> str:
     return f"rot_elem({x}, {xs}, {c}, RC + ({row}) * scm, scd, RS + ({row}) * ssm, ssd)"
 
 
-def _merge_splits(w4: int, slices: int, store: str) -> str:
+def _merge_splits(w4: int, slices: int, store: str, then: str = "") -> str:
     """C statements ending a key split: it stores its unnormalized output row, running
     maximum and sum in its slot of ``DP`` (``w4`` float4 columns, summed over ``slices``
     groups of items); the last of the row's splits to arrive (counted on the row's word of
     ``da_count``, set back to 0 for the next launch) loads every split's (all in flight, up
     to MAX_SPLITS) and merges them in split order: o = sum_c exp(m_c - m) o_c / sum_c
     exp(m_c - m) l_c; ``store`` writes ``o``. The arrival and the loads past the L1 are the
-    split-K GEMM's (:func:`netpass.runtime.kernels.mma.last_to_arrive`, ``arrival_defs``)."""
+    split-K GEMM's (:func:`netpass.runtime.kernels.mma.last_to_arrive`, ``arrival_defs``).
+    ``then``: what every split does after, the last one marked by ``da_last[0]`` (an output
+    projection's barriers and second arrival: no early return before them, and no barrier
+    inside a branch, which PoCL's work-group functions took wrong)."""
     ps = 4 * w4 + 4
     loads, weights, sums = [], [], []
     for u in range(MAX_SPLITS):
@@ -381,7 +482,7 @@ def _merge_splits(w4: int, slices: int, store: str) -> str:
     pc_[get_group_id(0) * {ps} + {4 * w4 + 1}] = sum;
   }}
   const int tid = lid;
-  {last_to_arrive("da_last", "da_count[row_]", "ns_")}
+  {last_to_arrive("da_last", "da_count[row_]", "ns_") if not then else _arrival_block()}
   if (lid < {w4}) {{
     {nl.join(loads)}
     float gm_ = -INFINITY, l_ = 0.0f;
@@ -390,4 +491,4 @@ def _merge_splits(w4: int, slices: int, store: str) -> str:
     {nl.join(sums)}
     o = o / l_;
     {store}
-  }}"""
+  }}{"}" if then else ""}{then}"""

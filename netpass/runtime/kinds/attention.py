@@ -229,10 +229,15 @@ def _operand(shape: Sequence[int], strides: Sequence[int] | None,
     return list(shape[:-2]), st[:-2], rs, cs
 
 
-def attention_impl(p: Params, key) -> Impl | None:
+def attention_impl(p: Params, key, proj: tuple | None = None) -> Impl | None:
+    """The fused attention's kernels for ``p``'s shapes (None: the host runs it). ``proj``:
+    the decode kernel with an output projection folded in (``kernels.decode``'s ``proj``:
+    attention_proj builds the rest of its launch)."""
     desc: AttentionDesc = p.node.subgraph
     if any(np.dtype(d) != F32 for d in p.in_dtypes[:3] + p.out_dtypes):
         return None
+    if proj is None and p.node.proj_fold is not None and p.node.proj_fold.applies(p.in_shapes[0]):
+        return Impl(key, [])  # (its output projection's kernel computes it: attention_proj)
     shapes, strides = p.in_shapes, p.in_strides or [None] * len(p.in_shapes)
     rot, folded = desc.rotary, False
     if rot is not None:  # (rotary_fold: the queries and new keys before their rotation last)
@@ -341,9 +346,11 @@ def attention_impl(p: Params, key) -> Impl | None:
         splits = _decode_splits(p, M * nb, DV)
         ptx = getattr(p.engine, "mma", "") == "ptx"
         rw = (rot.width, rot.interleaved) if folded else None
+        # (a primitive's projection is one: its epilogue's ops are fixed, not their rank)
         src = p.cached(("attention_decode", len(edims), D, DV, guard, append, splits > 1, ptx,
-                        rw), lambda: decode.attention_decode(stages, side_dts, len(edims), D, DV,
-                                                              guard, append, splits > 1, ptx, rw))
+                        rw, proj[2] if proj else None), lambda: decode.attention_decode(
+                            stages, side_dts, len(edims), D, DV, guard, append, splits > 1, ptx,
+                            rw, proj))
         if append:
             first = len(shapes) - desc.appends
             spec[4:4] = [("i", rot.k if folded else first), ("i", first + 1)]

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import NetpassError
 from ...ops.elementwise import Add, Divide, Maximum, Minimum, Multiply, Subtract
 from ...ops.legacy import CropIE, Eltwise, FullyConnected, PowerIE, ReLUIE, ScaleShiftIE
 from ..impls import (
@@ -26,6 +27,7 @@ from ..kernels import decode_gemv, mma_plan
 from ..kernels.common import flit
 from ..kernels.decode_mlp import MLP_WG, decode_mlp, mlp_partials
 from ..kernels.eltwise import gated_activation
+from .attention import attention_impl
 from .base import ExprRule, OpKind, Skip, table
 from .elementwise import ROW, elementwise, per_channel_impl, with_bias
 from .matmul import gemm_launch, norm_out_plan
@@ -47,7 +49,13 @@ def fully_connected_impl(p: Params, key: Any) -> Impl | None:
         impl = Impl(key)
         impl.weights_as_given = True
         return impl
-    fold = getattr(desc, "fold", None)  # (a down projection: fused_mlp.MlpDesc)
+    # (a down projection: fused_mlp.MlpDesc; an attention's output projection:
+    # attention_proj.ProjDesc, whose fold has the attention)
+    fold: Any = getattr(desc, "fold", None)
+    if fold is not None and getattr(fold, "attention", None) is not None:
+        if fold.applies(p.in_shapes[fold.first]):
+            return _attention_proj_impl(p, key, fold)
+        desc = fold = None
     if fold is not None:
         hc = fold.chunk(p.engine, m)
         if hc:
@@ -111,6 +119,40 @@ def _decode_mlp_impl(p: Params, key: Any, desc, hc: int) -> Impl:
                 [Scratch(4 * rows), np.zeros(counts, np.int32)])
     impl.weights_as_given = True
     return impl
+
+
+def _attention_proj_impl(p: Params, key: Any, fold: Any) -> Impl:
+    """Output projection ``p`` and the attention it reads (``fold``: attention_proj.ProjFold;
+    its inputs are ``p``'s from ``fold.first`` on) in one launch: the decode attention kernel
+    with the projection folded in (``kernels.decode.attention_decode``'s ``proj``), its own
+    arguments as the attention's impl makes them, then the weights, the output, the widths,
+    the partial rows' and arrival counts' buffers and the epilogue (bias, fused ops)."""
+    a, first = fold.attention, fold.first
+    shapes = list(p.in_shapes[first:])
+    values = {j - first: v for j, v in (p.values or {}).items() if j >= first}
+    ap = Params(row=p.row, attrs=a.attrs, in_shapes=shapes, in_dtypes=list(p.in_dtypes[first:]),
+                out_shapes=a.subgraph.infer_shapes(shapes, values), out_dtypes=list(a.out_dtypes),
+                values=values, fused=[], extra_shapes=[], extra_dtypes=[], node=a,
+                engine=p.engine, memo=p.memo, precision=p.precision,
+                in_strides=list(p.in_strides[first:]) if p.in_strides else None)
+    n, k = p.in_shapes[1]
+    q = with_bias(p, (n,), p.in_dtypes[2])
+    stages, n_extra, edt, edims, est = epilogue(q, tuple(p.out_shapes[0]))
+    impl = attention_impl(ap, key, (stages, edt, len(edims)))
+    if impl is None or len(impl.launches) != 1 or k % 4:
+        raise NetpassError(f"FullyConnected '{p.node.name}': the attention '{a.name}' folded "
+                           f"into it has no decode kernel for q, k, v {shapes[:3]}")
+    ln = impl.launches[0]
+    spec = [("i", it[1] + first, *it[2:]) if type(it) is tuple and it[0] == "i" else it
+            for it in ln.spec]
+    rows, nbuf = ln.gws[1] * ln.gws[2], len(impl.buffers)
+    spec += [("i", 1), ("o", 0), n, k, ("b", nbuf), ("b", nbuf + 1)]
+    spec += epilogue_args(n_extra, edims, est, [("i", 2)] + [("e", j) for j in
+                                                           range(len(p.extra_shapes or []))])
+    out = Impl(key, [Launch(ln.source, ln.gws, ln.lws, spec)],
+               list(impl.buffers) + [Scratch(4 * rows * n), np.zeros(rows, np.int32)])
+    out.weights_as_given = True
+    return out
 
 
 def _tensor_cores_read_as_given(p: Params, m: int, n: int, kdim: int) -> bool:

@@ -136,7 +136,7 @@ def test_system_errors_in_a_kernel_build_are_netpass_errors(monkeypatch, raised,
 def test_running_out_of_memory_while_compiling_names_it(monkeypatch):
     from netpass.runtime import Program
 
-    def no_memory(cls, model, fuse=True, mlps="gated"):
+    def no_memory(cls, model, **options):
         raise MemoryError()
 
     monkeypatch.setattr(Program, "from_model", classmethod(no_memory))

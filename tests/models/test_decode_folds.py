@@ -1,13 +1,17 @@
-"""A decode step's rotary embedding inside its attention kernel (``runtime.rotary_fold``).
+"""Launches a decode step folds into its attention kernel (``runtime.rotary_fold``,
+``runtime.attention_proj``).
 
-Rotary decoders exported by transformers (LLaMA with grouped-query heads, GPT-NeoX and Phi
-with partial rotary, Qwen3 with per-head norms before it; TorchScript and dynamo): on steps of
-up to ``DECODE_ROWS`` rows the Rotary launches nothing and the attention rotates the queries
-and new keys as it loads them. Shown here: one launch fewer per layer and step than without
-the fold, and every step's logits within rel. L2 1e-4 of onnxruntime on the plain export fed
-its own cache, for prompts the decode kernel takes (1 to 8 rows, rotated in the attention),
-longer ones (rotated by the Rotary, decoded after with the fold), multi-row steps after a
-past, and batch 2 left-padded.
+Decoders exported by transformers (TorchScript and dynamo): on steps of up to
+``DECODE_ROWS`` rows a rotary embedding's Rotary launches nothing (LLaMA with grouped-query
+heads, GPT-NeoX and Phi with partial rotary, Qwen3 with per-head norms before it: the attention
+rotates the queries and new keys as it loads them), and neither does the attention (GPT-2,
+OPT, Falcon and the rotary ones: the output projection's launch runs the attention kernel,
+each head's output multiplied by its columns of the weights, the last head of a row summing
+them and adding the bias and the residual). Shown here: one launch fewer per layer and step
+for each fold than without it, and every step's logits within rel. L2 1e-4 of onnxruntime on
+the plain export fed its own cache, for prompts the decode kernel takes (1 to 8 rows), longer
+ones (run apart, decoded after with the folds), multi-row steps after a past, and batch 2
+left-padded.
 """
 from __future__ import annotations
 
@@ -18,10 +22,13 @@ from decoder_twin import Twin, left_padded
 import netpass
 import netpass.runtime.program as program
 from netpass.generation import stateful_decoder
+from netpass.runtime.attention_proj import ProjDesc
 from netpass.testing import RUNTIME_DEVICE
 
 CASES = [("llama", "torchscript"), ("llama", "dynamo"), ("gpt_neox", "torchscript"),
-         ("phi", "dynamo"), ("qwen3", "torchscript")]
+         ("phi", "dynamo"), ("qwen3", "torchscript")]  # (rotary)
+PROJECTED = CASES + [("gpt2", "torchscript"), ("gpt2", "dynamo"), ("opt", "torchscript"),
+                     ("falcon", "dynamo")]
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +74,19 @@ def test_a_decode_step_launches_no_rotary(exports, monkeypatch, arch, exporter):
     assert _step_launches(stateful) - folded == len(rotaries) == dec.layers
 
 
-@pytest.mark.parametrize(("arch", "exporter"), CASES)
+@pytest.mark.parametrize(("arch", "exporter"), PROJECTED)
+def test_a_decode_step_launches_no_attention_apart(exports, monkeypatch, arch, exporter):
+    dec, stateful = exports(arch, exporter)
+    folded = _step_launches(stateful)
+    cm, _ = _request(stateful)
+    nodes = cm.runtime.program.nodes
+    projections = [n for n in nodes if isinstance(n.subgraph, ProjDesc)]
+    assert all(n.proj_fold is not None for n in nodes if n.kind == "FusedAttention")
+    monkeypatch.setattr(program, "fold_decode_projections", lambda nodes: None)
+    assert _step_launches(stateful) - folded == len(projections) == dec.layers
+
+
+@pytest.mark.parametrize(("arch", "exporter"), PROJECTED)
 def test_folded_steps_equal_onnxruntime(exports, arch, exporter):
     import onnxruntime as ort
     dec, stateful = exports(arch, exporter)
@@ -82,7 +101,7 @@ def test_folded_steps_equal_onnxruntime(exports, arch, exporter):
         twin.decode(nxt, 2)
 
 
-@pytest.mark.parametrize(("arch", "exporter"), CASES[:3])
+@pytest.mark.parametrize(("arch", "exporter"), CASES[:3] + PROJECTED[-4:-1])
 def test_folded_steps_of_a_left_padded_batch_equal_onnxruntime(exports, arch, exporter):
     import onnxruntime as ort
     dec, stateful = exports(arch, exporter)
