@@ -21,7 +21,7 @@ from decoder_twin import Twin, left_padded
 
 import netpass
 import netpass.runtime.program as program
-from netpass.generation import stateful_decoder
+from netpass.generation import GreedyDecoder, stateful_decoder
 from netpass.runtime.attention_proj import ProjDesc
 from netpass.testing import RUNTIME_DEVICE
 
@@ -109,3 +109,20 @@ def test_folded_steps_of_a_left_padded_batch_equal_onnxruntime(exports, arch, ex
     twin = Twin(req, ort.InferenceSession(dec.onnx, providers=["CPUExecutionProvider"]), dec, 2)
     ids, mask = left_padded(np.random.default_rng(5), dec.vocab, [3, 7])
     twin.decode(twin.step(ids, mask), 4)
+
+
+def test_a_long_decode_replays_the_folded_projection(exports, monkeypatch):
+    """128 prompt tokens, then 32 single-token steps: the length family replays the folded
+    projection as a moving kernel (it read the unset input shapes of a FullyConnected when
+    its output was placed again: a TypeError at the sixth step)."""
+    dec, stateful = exports("gpt2", "torchscript")
+    prompt = np.random.default_rng(9).integers(1, dec.vocab, (1, 128))
+    cm, req = _request(stateful)
+    got = GreedyDecoder(cm).generate(prompt, 32, req)
+    assert req.stats["steady_steps"] > 0
+    monkeypatch.setattr(program, "fold_decode_projections", lambda nodes: None)
+    cm, req = _request(stateful)
+    want = GreedyDecoder(cm).generate(prompt, 32, req)
+    np.testing.assert_array_equal(got.tokens, want.tokens)
+    for a, b in zip(got.logits, want.logits):
+        assert np.linalg.norm(a - b) <= 1e-4 * np.linalg.norm(b)

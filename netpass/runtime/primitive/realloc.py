@@ -62,7 +62,10 @@ class Realloc:
         shape = self.out_shapes[i]
         n = size(shape)
         if node.row.fake_aligned and len(shape) >= 2:
-            n = max(n, size(fake_aligned_shapes(self.in_shapes[0], shape[-1],
+            # (a length family's moving kernel leaves in_shapes unset: attention_proj)
+            src, k = self.src_insts[0]
+            x = self.in_shapes[0] if self.in_shapes is not None else src.out_shapes[k]
+            n = max(n, size(fake_aligned_shapes(x, shape[-1],
                                                  integrated=net.engine.integrated)[1]))
         for u, j in node.users[i]:
             if u.row.fake_aligned and j == 0 and len(shape) >= 2:
