@@ -68,6 +68,16 @@ def mlp_fusion(cfg: Mapping[str, Any]) -> str:
     return value
 
 
+def projection_fusion(cfg: Mapping[str, Any]) -> bool:
+    """Config ``DECODE_PROJECTION_FUSION``: whether a decode step's attention runs inside its
+    output projection's launch (:mod:`~netpass.runtime.attention_proj`: one launch fewer a
+    layer). Off by default: on the H200 the folded kernel's projection, one work-group per
+    head reading its columns of the weights, made GPT-2 and LLaMA steps slower than two
+    launches (BENCHMARKS.md, stateful decoding, thirty-fourth round). Never with
+    ``PERSISTENT_STEPS`` (the folded kernel has no phase form)."""
+    return bool(cfg.get("DECODE_PROJECTION_FUSION", False)) and not persistent_steps(cfg)
+
+
 class RuntimeCompiledModel:
     """A program on one device. ``inputs``/``outputs`` are the model's input and output
     names; ``create_infer_request()`` makes an independent request.
@@ -407,9 +417,9 @@ def compile_program(model_or_program: Any, device: str = "AUTO",
     ``INFERENCE_PRECISION_HINT`` (``"f32"``, default, or ``"tf32"``: float32 GEMMs and attention
     on TF32 tensor cores where the device has them, :mod:`netpass.runtime.kernels.mma`),
     ``PERSISTENT_STEPS`` (bool, default False: a decode step's kernels gathered into persistent
-    kernels, :mod:`netpass.runtime.persistent`; a decode attention and its output projection
-    then stay two launches, :mod:`netpass.runtime.attention_proj`), ``DECODE_MLP_FUSION``
-    (``"gated"``, default, ``"all"`` or ``"none"``: :func:`mlp_fusion`)."""
+    kernels, :mod:`netpass.runtime.persistent`), ``DECODE_MLP_FUSION`` (``"gated"``, default,
+    ``"all"`` or ``"none"``: :func:`mlp_fusion`), ``DECODE_PROJECTION_FUSION`` (bool, default
+    False: :func:`projection_fusion`)."""
     cfg = dict(config or {})
     inference_precision(cfg)
     mlps = mlp_fusion(cfg)
@@ -427,7 +437,7 @@ def compile_program(model_or_program: Any, device: str = "AUTO",
         else:
             model = model_or_program
             program = Program.from_model(model, fuse=bool(cfg.get("FUSION", True)), mlps=mlps,
-                                         projections=not persistent_steps(cfg))
+                                         projections=projection_fusion(cfg))
         if name == "REFERENCE":
             return RuntimeCompiledModel(program, None, cfg, model)
         dev = select_device(name)

@@ -195,10 +195,10 @@ class Program:
     """Primitives plus compile-time decisions; shared by every infer request of a model.
     ``mlps``: the MLPs a single-row step runs in one launch (compiled.mlp_fusion);
     ``projections``: whether decode attentions fold into their output projections
-    (attention_proj; not with persistent steps, whose phases the folded kernel cannot be)."""
+    (attention_proj; compiled.projection_fusion)."""
 
     def __init__(self, nodes: Iterable[ProgramNode], fuse: bool = True,
-                 mlps: str = "gated", projections: bool = True) -> None:
+                 mlps: str = "gated", projections: bool = False) -> None:
         self.nodes = list(nodes)
         if fuse:
             for node_pass in NODE_PASSES:
@@ -234,7 +234,7 @@ class Program:
     # -- construction from a Model ---------------------------------------------------------------
     @classmethod
     def from_model(cls, model: Any, fuse: bool = True, mlps: str = "gated",
-                   projections: bool = True) -> Program:
+                   projections: bool = False) -> Program:
         """Lower every op of ``model`` to a program node (kind = the op's type name)."""
         model = _with_input_symbols(model)
         nodes: list[ProgramNode] = []

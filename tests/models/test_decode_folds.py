@@ -1,5 +1,5 @@
-"""Launches a decode step folds into its attention kernel (``runtime.rotary_fold``,
-``runtime.attention_proj``).
+"""Launches a decode step folds into its attention kernel (``runtime.rotary_fold``, and
+``runtime.attention_proj`` under config ``DECODE_PROJECTION_FUSION``).
 
 Decoders exported by transformers (TorchScript and dynamo): on steps of up to
 ``DECODE_ROWS`` rows a rotary embedding's Rotary launches nothing (LLaMA with grouped-query
@@ -44,14 +44,18 @@ def exports(hf_arch_decoder):
     return get
 
 
-def _request(stateful):
-    cm = netpass.compile_model(stateful, RUNTIME_DEVICE, {"TRANSFORMATIONS": "NONE"})
+# (the output projection's fold is off by default: compiled.projection_fusion)
+FOLDS = {"TRANSFORMATIONS": "NONE", "DECODE_PROJECTION_FUSION": True}
+
+
+def _request(stateful, config: dict = FOLDS):
+    cm = netpass.compile_model(stateful, RUNTIME_DEVICE, config)
     return cm, cm.create_infer_request()
 
 
-def _step_launches(stateful) -> int:
+def _step_launches(stateful, config: dict = FOLDS) -> int:
     """Kernels one single-token step after a prompt of 5 enqueues."""
-    _, req = _request(stateful)
+    _, req = _request(stateful, config)
     feeds = {"input_ids": np.array([[3, 1, 4, 1, 5]]), "attention_mask": np.ones((1, 5), np.int64),
              "position_ids": np.arange(5)[None]}
     names = {i.get_any_name() for i in stateful.inputs}
@@ -75,15 +79,15 @@ def test_a_decode_step_launches_no_rotary(exports, monkeypatch, arch, exporter):
 
 
 @pytest.mark.parametrize(("arch", "exporter"), PROJECTED)
-def test_a_decode_step_launches_no_attention_apart(exports, monkeypatch, arch, exporter):
+def test_a_decode_step_launches_no_attention_apart(exports, arch, exporter):
     dec, stateful = exports(arch, exporter)
     folded = _step_launches(stateful)
     cm, _ = _request(stateful)
     nodes = cm.runtime.program.nodes
     projections = [n for n in nodes if isinstance(n.subgraph, ProjDesc)]
     assert all(n.proj_fold is not None for n in nodes if n.kind == "FusedAttention")
-    monkeypatch.setattr(program, "fold_decode_projections", lambda nodes: None)
-    assert _step_launches(stateful) - folded == len(projections) == dec.layers
+    assert _step_launches(stateful, {"TRANSFORMATIONS": "NONE"}) - folded \
+        == len(projections) == dec.layers
 
 
 @pytest.mark.parametrize(("arch", "exporter"), PROJECTED)
@@ -111,7 +115,7 @@ def test_folded_steps_of_a_left_padded_batch_equal_onnxruntime(exports, arch, ex
     twin.decode(twin.step(ids, mask), 4)
 
 
-def test_a_long_decode_replays_the_folded_projection(exports, monkeypatch):
+def test_a_long_decode_replays_the_folded_projection(exports):
     """128 prompt tokens, then 32 single-token steps: the length family replays the folded
     projection as a moving kernel (it read the unset input shapes of a FullyConnected when
     its output was placed again: a TypeError at the sixth step)."""
@@ -120,9 +124,16 @@ def test_a_long_decode_replays_the_folded_projection(exports, monkeypatch):
     cm, req = _request(stateful)
     got = GreedyDecoder(cm).generate(prompt, 32, req)
     assert req.stats["steady_steps"] > 0
-    monkeypatch.setattr(program, "fold_decode_projections", lambda nodes: None)
-    cm, req = _request(stateful)
+    cm, req = _request(stateful, {"TRANSFORMATIONS": "NONE"})
     want = GreedyDecoder(cm).generate(prompt, 32, req)
     np.testing.assert_array_equal(got.tokens, want.tokens)
     for a, b in zip(got.logits, want.logits):
         assert np.linalg.norm(a - b) <= 1e-4 * np.linalg.norm(b)
+
+
+def test_the_projection_fold_is_off_by_default_and_with_persistent_steps(exports):
+    _, stateful = exports("gpt2", "torchscript")
+    for config in ({"TRANSFORMATIONS": "NONE"},
+                   {**FOLDS, "PERSISTENT_STEPS": True}):
+        cm, _ = _request(stateful, config)
+        assert not any(isinstance(n.subgraph, ProjDesc) for n in cm.runtime.program.nodes)

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 import netpass
-import netpass.runtime.program as program
 from netpass.errors import DeviceError
 from netpass.generation import GreedyDecoder, stateful_decoder
 from netpass.testing import RUNTIME_DEVICE
@@ -55,13 +54,10 @@ def _same(got, want) -> None:
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama"])
-def test_persistent_steps_generate_what_single_launches_generate(decoders, name, monkeypatch):
+def test_persistent_steps_generate_what_single_launches_generate(decoders, name):
     dec, model = decoders[name]
     prompt = _prompt(dec)
-    cm = _compiled(model, True)
-    # (the same kernels one at a time: persistent steps keep the output projections apart)
-    monkeypatch.setattr(program, "fold_decode_projections", lambda nodes: None)
-    plain_cm = _compiled(model, False)
+    plain_cm, cm = _compiled(model, False), _compiled(model, True)
     plain_req, req = plain_cm.create_infer_request(), cm.create_infer_request()
     plain = GreedyDecoder(plain_cm).generate(prompt, NEW_TOKENS, plain_req)
     gathered = GreedyDecoder(cm).generate(prompt, NEW_TOKENS, req)
