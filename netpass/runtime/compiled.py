@@ -75,7 +75,7 @@ def projection_fusion(cfg: Mapping[str, Any]) -> bool:
     head reading its columns of the weights, made GPT-2 and LLaMA steps slower than two
     launches (BENCHMARKS.md, stateful decoding, thirty-fourth round). Never with
     ``PERSISTENT_STEPS`` (the folded kernel has no phase form)."""
-    return bool(cfg.get("DECODE_PROJECTION_FUSION", False)) and not persistent_steps(cfg)
+    return bool(cfg.get("DECODE_PROJECTION_FUSION", False)) and not persistent_steps(dict(cfg))
 
 
 class RuntimeCompiledModel:
