@@ -1,13 +1,16 @@
 """A decode step's rotary embedding inside its attention kernel (``runtime.rotary_fold``).
 
 Rotary decoders exported by transformers (LLaMA with grouped-query heads, GPT-NeoX and Phi
-with partial rotary, Qwen3 with per-head norms before it; TorchScript and dynamo): on steps of
-up to ``DECODE_ROWS`` rows the Rotary launches nothing and the attention rotates the queries
-and new keys as it loads them. Shown here: one launch fewer per layer and step than without
-the fold, and every step's logits within rel. L2 1e-4 of onnxruntime on the plain export fed
-its own cache, for prompts the decode kernel takes (1 to 8 rows, rotated in the attention),
-longer ones (rotated by the Rotary, decoded after with the fold), multi-row steps after a
-past, and batch 2 left-padded.
+with partial rotary, Qwen3 and Gemma 3 with per-head norms before it, GPT-J and CodeGen
+rotating before the heads' transpose; TorchScript and dynamo): on steps of up to
+``DECODE_ROWS`` rows the Rotary and the norms launch nothing and the attention normalizes and
+rotates the queries and new keys as it loads them. Shown here: one launch fewer per layer and
+step than without the fold, three with the norms, and every step's logits within rel. L2 1e-4
+of onnxruntime on the plain export fed its own cache, for prompts the decode kernel takes (1
+to 8 rows, rotated in the attention), longer ones (rotated by the Rotary, decoded after with
+the fold), multi-row steps after a past, and batch 2 left-padded; the norms with scales of
+their own (the zoo's are ones, which the exports drop); and an attention on the host (a
+fallback) running the folded nodes first.
 """
 from __future__ import annotations
 
@@ -21,17 +24,41 @@ from netpass.generation import stateful_decoder
 from netpass.testing import RUNTIME_DEVICE
 
 CASES = [("llama", "torchscript"), ("llama", "dynamo"), ("gpt_neox", "torchscript"),
-         ("phi", "dynamo"), ("qwen3", "torchscript")]
+         ("phi", "dynamo"), ("qwen3", "torchscript"), ("qwen3", "dynamo"),
+         ("gptj", "torchscript"), ("gptj", "dynamo"), ("codegen", "dynamo"),
+         ("gemma3_text", "torchscript")]
+# launches a layer's fold saves: the Rotary, and the queries' and keys' norms where folded
+FOLDED = {"qwen3": 3, "gemma3_text": 3}
+# per-head norms given scales of their own ("scaled": qwen3 and gemma3_text below)
+SCALED = [("qwen3", "torchscript"), ("qwen3", "dynamo"), ("gemma3_text", "dynamo")]
+
+
+def _scaled_norms(arch: str, exporter: str):
+    """``arch`` at the zoo's sizes with random scales in its queries' and keys' norms (around
+    1; Gemma's ``1 + weight`` too), exported by ``exporter``."""
+    import torch
+    from export_decoder import causal_lm, export_decoder
+    from hf_decoders import INIT
+    model, *rest = causal_lm(arch, layers=2, d=64, heads=4, kv_heads=2, vocab=223,
+                             positions=256, init=INIT.get(arch, 0.2), ffn=96)
+    gen = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for name, w in model.named_parameters():
+            if name.endswith(("q_norm.weight", "k_norm.weight")):
+                w.copy_(w + 0.5 * torch.rand(w.shape, generator=gen) - 0.25)
+    return export_decoder(arch, model, *rest, exporter=exporter)
 
 
 @pytest.fixture(scope="module")
 def exports(hf_arch_decoder):
-    """(arch, exporter) -> (decoder export, stateful Model), made once."""
+    """(arch, exporter) -> (decoder export, stateful Model), made once; arch "scaled:ARCH":
+    :func:`_scaled_norms`."""
     cache: dict = {}
 
     def get(arch: str, exporter: str):
         if (arch, exporter) not in cache:
-            dec = hf_arch_decoder(arch, exporter)
+            scaled = arch.startswith("scaled:")
+            dec = _scaled_norms(arch[7:], exporter) if scaled else hf_arch_decoder(arch, exporter)
             cache[arch, exporter] = dec, stateful_decoder(netpass.read_model(dec.onnx))
         return cache[arch, exporter]
     return get
@@ -56,18 +83,28 @@ def _step_launches(stateful) -> int:
     return req.stats["kernels_enqueued"] - before
 
 
-@pytest.mark.parametrize(("arch", "exporter"), CASES)
+def _folds(cm) -> list:
+    return [n.rotary_fold for n in cm.runtime.program.nodes if n.kind == "Rotary"]
+
+
+@pytest.mark.parametrize(("arch", "exporter"),
+                         CASES + [(f"scaled:{a}", e) for a, e in SCALED])
 def test_a_decode_step_launches_no_rotary(exports, monkeypatch, arch, exporter):
     dec, stateful = exports(arch, exporter)
     folded = _step_launches(stateful)
     cm, _ = _request(stateful)
-    rotaries = [n for n in cm.runtime.program.nodes if n.kind == "Rotary"]
-    assert rotaries and all(n.rotary_fold is not None for n in rotaries)
+    folds = _folds(cm)
+    assert len(folds) == dec.layers and None not in folds
+    per_layer = FOLDED.get(arch.removeprefix("scaled:"), 1)
+    assert all(len(f.host_nodes()) == per_layer for f in folds)
+    if arch.startswith("scaled:"):  # (each norm's scale a fused Multiply, applied in the kernel)
+        assert all(nf.gamma is not None for f in folds for nf in f.norms)
     monkeypatch.setattr(program, "fold_decode_rotaries", lambda nodes: None)
-    assert _step_launches(stateful) - folded == len(rotaries) == dec.layers
+    assert _step_launches(stateful) - folded == per_layer * dec.layers
 
 
-@pytest.mark.parametrize(("arch", "exporter"), CASES)
+@pytest.mark.parametrize(("arch", "exporter"),
+                         CASES + [(f"scaled:{a}", e) for a, e in SCALED])
 def test_folded_steps_equal_onnxruntime(exports, arch, exporter):
     import onnxruntime as ort
     dec, stateful = exports(arch, exporter)
@@ -82,7 +119,8 @@ def test_folded_steps_equal_onnxruntime(exports, arch, exporter):
         twin.decode(nxt, 2)
 
 
-@pytest.mark.parametrize(("arch", "exporter"), CASES[:3])
+@pytest.mark.parametrize(("arch", "exporter"),
+                         CASES[:3] + [("scaled:qwen3", "dynamo"), ("gptj", "torchscript")])
 def test_folded_steps_of_a_left_padded_batch_equal_onnxruntime(exports, arch, exporter):
     import onnxruntime as ort
     dec, stateful = exports(arch, exporter)
@@ -90,3 +128,31 @@ def test_folded_steps_of_a_left_padded_batch_equal_onnxruntime(exports, arch, ex
     twin = Twin(req, ort.InferenceSession(dec.onnx, providers=["CPUExecutionProvider"]), dec, 2)
     ids, mask = left_padded(np.random.default_rng(5), dec.vocab, [3, 7])
     twin.decode(twin.step(ids, mask), 4)
+
+
+@pytest.mark.parametrize(("arch", "exporter"),
+                         [("scaled:qwen3", "torchscript"), ("gptj", "dynamo")])
+def test_an_attention_on_the_host_runs_its_folded_nodes_first(exports, arch, exporter):
+    """An attention whose kernels take no shape (a host fallback) after its Rotary and norms
+    launched nothing: the host runs them (the norms' scales too), writes them where views
+    read them, and every step's logits stay onnxruntime's."""
+    import onnxruntime as ort
+
+    from netpass.runtime.kinds import FusedAttention, row_of
+    dec, stateful = exports(arch, exporter)
+    row = row_of(FusedAttention)
+    kernel_impl = row.impl
+    object.__setattr__(row, "impl", lambda p, key: None)  # (every shape to the host)
+    try:
+        cm, req = _request(stateful)
+        assert None not in _folds(cm)
+        twin = Twin(req, ort.InferenceSession(dec.onnx, providers=["CPUExecutionProvider"]),
+                    dec, 1)
+        rng = np.random.default_rng(11)
+        for prompt in (5, 11):
+            twin.start(1)
+            nxt = twin.decode(twin.step(rng.integers(1, dec.vocab, (1, prompt))), 2)
+            twin.step(np.concatenate([nxt, rng.integers(1, dec.vocab, (1, 2))], 1))
+        assert req.stats["host_fallback_kinds"].get("FusedAttention", 0) > 0
+    finally:
+        object.__setattr__(row, "impl", kernel_impl)
