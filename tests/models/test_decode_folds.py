@@ -3,8 +3,11 @@
 
 Decoders exported by transformers (TorchScript and dynamo): on steps of up to
 ``DECODE_ROWS`` rows a rotary embedding's Rotary launches nothing (LLaMA with grouped-query
-heads, GPT-NeoX and Phi with partial rotary, Qwen3 with per-head norms before it: the attention
-rotates the queries and new keys as it loads them), and neither does the attention (GPT-2,
+heads, GPT-NeoX and Phi with partial rotary, GPT-J and CodeGen rotating before the heads'
+transpose: the attention rotates the queries and new keys as it loads them), nor do the
+queries' and keys' per-head norms before it (Qwen3, Gemma 3: normalized in the attention too;
+also with scales of their own, the zoo's being ones, which the exports drop), and neither does
+the attention (GPT-2,
 OPT, Falcon and the rotary ones: the output projection's launch runs the attention kernel,
 each head's output multiplied by its columns of the weights, the last head of a row summing
 them and adding the bias and the residual). Shown here: one launch fewer per layer and step
@@ -26,19 +29,43 @@ from netpass.runtime.attention_proj import ProjDesc
 from netpass.testing import RUNTIME_DEVICE
 
 CASES = [("llama", "torchscript"), ("llama", "dynamo"), ("gpt_neox", "torchscript"),
-         ("phi", "dynamo"), ("qwen3", "torchscript")]  # (rotary)
-PROJECTED = CASES + [("gpt2", "torchscript"), ("gpt2", "dynamo"), ("opt", "torchscript"),
-                     ("falcon", "dynamo")]
+         ("phi", "dynamo"), ("qwen3", "torchscript"), ("qwen3", "dynamo"),
+         ("gptj", "torchscript"), ("gptj", "dynamo"), ("codegen", "dynamo"),
+         ("gemma3_text", "torchscript")]  # (rotary)
+# launches a layer's rotary fold saves: the Rotary, and the queries' and keys' norms where folded
+FOLDED = {"qwen3": 3, "gemma3_text": 3}
+# per-head norms given scales of their own ("scaled": qwen3 and gemma3_text below)
+SCALED = [("qwen3", "torchscript"), ("qwen3", "dynamo"), ("gemma3_text", "dynamo")]
+PROJECTED = CASES[:5] + [("gpt2", "torchscript"), ("gpt2", "dynamo"), ("opt", "torchscript"),
+                         ("falcon", "dynamo")]
+
+
+def _scaled_norms(arch: str, exporter: str):
+    """``arch`` at the zoo's sizes with random scales in its queries' and keys' norms (around
+    1; Gemma's ``1 + weight`` too), exported by ``exporter``."""
+    import torch
+    from export_decoder import causal_lm, export_decoder
+    from hf_decoders import INIT
+    model, *rest = causal_lm(arch, layers=2, d=64, heads=4, kv_heads=2, vocab=223,
+                             positions=256, init=INIT.get(arch, 0.2), ffn=96)
+    gen = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for name, w in model.named_parameters():
+            if name.endswith(("q_norm.weight", "k_norm.weight")):
+                w.copy_(w + 0.5 * torch.rand(w.shape, generator=gen) - 0.25)
+    return export_decoder(arch, model, *rest, exporter=exporter)
 
 
 @pytest.fixture(scope="module")
 def exports(hf_arch_decoder):
-    """(arch, exporter) -> (decoder export, stateful Model), made once."""
+    """(arch, exporter) -> (decoder export, stateful Model), made once; arch "scaled:ARCH":
+    :func:`_scaled_norms`."""
     cache: dict = {}
 
     def get(arch: str, exporter: str):
         if (arch, exporter) not in cache:
-            dec = hf_arch_decoder(arch, exporter)
+            scaled = arch.startswith("scaled:")
+            dec = _scaled_norms(arch[7:], exporter) if scaled else hf_arch_decoder(arch, exporter)
             cache[arch, exporter] = dec, stateful_decoder(netpass.read_model(dec.onnx))
         return cache[arch, exporter]
     return get
@@ -67,15 +94,24 @@ def _step_launches(stateful, config: dict = FOLDS) -> int:
     return req.stats["kernels_enqueued"] - before
 
 
-@pytest.mark.parametrize(("arch", "exporter"), CASES)
+def _folds(cm) -> list:
+    return [n.rotary_fold for n in cm.runtime.program.nodes if n.kind == "Rotary"]
+
+
+@pytest.mark.parametrize(("arch", "exporter"),
+                         CASES + [(f"scaled:{a}", e) for a, e in SCALED])
 def test_a_decode_step_launches_no_rotary(exports, monkeypatch, arch, exporter):
     dec, stateful = exports(arch, exporter)
     folded = _step_launches(stateful)
     cm, _ = _request(stateful)
-    rotaries = [n for n in cm.runtime.program.nodes if n.kind == "Rotary"]
-    assert rotaries and all(n.rotary_fold is not None for n in rotaries)
+    folds = _folds(cm)
+    assert len(folds) == dec.layers and None not in folds
+    per_layer = FOLDED.get(arch.removeprefix("scaled:"), 1)
+    assert all(len(f.host_nodes()) == per_layer for f in folds)
+    if arch.startswith("scaled:"):  # (each norm's scale a fused Multiply, applied in the kernel)
+        assert all(nf.gamma is not None for f in folds for nf in f.norms)
     monkeypatch.setattr(program, "fold_decode_rotaries", lambda nodes: None)
-    assert _step_launches(stateful) - folded == len(rotaries) == dec.layers
+    assert _step_launches(stateful) - folded == per_layer * dec.layers
 
 
 @pytest.mark.parametrize(("arch", "exporter"), PROJECTED)
@@ -90,7 +126,8 @@ def test_a_decode_step_launches_no_attention_apart(exports, arch, exporter):
         == len(projections) == dec.layers
 
 
-@pytest.mark.parametrize(("arch", "exporter"), PROJECTED)
+@pytest.mark.parametrize(("arch", "exporter"),
+                         CASES + PROJECTED[5:] + [(f"scaled:{a}", e) for a, e in SCALED])
 def test_folded_steps_equal_onnxruntime(exports, arch, exporter):
     import onnxruntime as ort
     dec, stateful = exports(arch, exporter)
@@ -105,7 +142,9 @@ def test_folded_steps_equal_onnxruntime(exports, arch, exporter):
         twin.decode(nxt, 2)
 
 
-@pytest.mark.parametrize(("arch", "exporter"), CASES[:3] + PROJECTED[-4:-1])
+@pytest.mark.parametrize(("arch", "exporter"),
+                         CASES[:3] + [("scaled:qwen3", "dynamo"), ("gptj", "torchscript")]
+                         + PROJECTED[-4:-1])
 def test_folded_steps_of_a_left_padded_batch_equal_onnxruntime(exports, arch, exporter):
     import onnxruntime as ort
     dec, stateful = exports(arch, exporter)
@@ -137,3 +176,31 @@ def test_the_projection_fold_is_off_by_default_and_with_persistent_steps(exports
                    {**FOLDS, "PERSISTENT_STEPS": True}):
         cm, _ = _request(stateful, config)
         assert not any(isinstance(n.subgraph, ProjDesc) for n in cm.runtime.program.nodes)
+
+
+@pytest.mark.parametrize(("arch", "exporter"),
+                         [("scaled:qwen3", "torchscript"), ("gptj", "dynamo")])
+def test_an_attention_on_the_host_runs_its_folded_nodes_first(exports, arch, exporter):
+    """An attention whose kernels take no shape (a host fallback) after its Rotary and norms
+    launched nothing: the host runs them (the norms' scales too), writes them where views
+    read them, and every step's logits stay onnxruntime's."""
+    import onnxruntime as ort
+
+    from netpass.runtime.kinds import FusedAttention, row_of
+    dec, stateful = exports(arch, exporter)
+    row = row_of(FusedAttention)
+    kernel_impl = row.impl
+    object.__setattr__(row, "impl", lambda p, key: None)  # (every shape to the host)
+    try:
+        cm, req = _request(stateful, {"TRANSFORMATIONS": "NONE"})
+        assert None not in _folds(cm)
+        twin = Twin(req, ort.InferenceSession(dec.onnx, providers=["CPUExecutionProvider"]),
+                    dec, 1)
+        rng = np.random.default_rng(11)
+        for prompt in (5, 11):
+            twin.start(1)
+            nxt = twin.decode(twin.step(rng.integers(1, dec.vocab, (1, prompt))), 2)
+            twin.step(np.concatenate([nxt, rng.integers(1, dec.vocab, (1, 2))], 1))
+        assert req.stats["host_fallback_kinds"].get("FusedAttention", 0) > 0
+    finally:
+        object.__setattr__(row, "impl", kernel_impl)

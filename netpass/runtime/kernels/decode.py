@@ -34,6 +34,7 @@ from .common import (
     Source,
     Stage,
     ctype,
+    flit,
     header,
     memoized,
     nan_max,
@@ -70,11 +71,15 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
     into get_num_groups(0) <= MAX_SPLITS runs of equal length ("Key splits" in the module
     docstring); ``ptx``: the merge reads the partials with NVIDIA's L1-bypassing loads.
 
-    ``rot`` (``append`` only): (rotated width, interleaved) of a rotary embedding folded in
-    (:mod:`netpass.runtime.rotary_fold`): Q and XK are the queries and new keys before their
-    rotation, and the kernel rotates each element as it loads it, by ``cos`` (``RC``) and
-    ``sin`` (``RS``) read through their batch, row and column strides (the same for every
-    head), so that the keys it writes into the cache are the rotated ones.
+    ``rot`` (``append`` only): (rotated width, interleaved, norms) of a rotary embedding
+    folded in (:mod:`netpass.runtime.rotary_fold`): Q and XK are the queries and new keys
+    before their rotation, and the kernel rotates each element as it loads it, by ``cos``
+    (``RC``) and ``sin`` (``RS``) read through their batch, row and column strides (the same
+    for every head), so that the keys it writes into the cache are the rotated ones.
+    ``norms``: None, or ((eps, scaled) of the queries' norm, the same of the keys'): each row
+    of Q and XK is first normalized, x * (1 / sqrt(mean(x^2) + eps)) (times ``GQ`` / ``GK``,
+    read at stride ``gqs`` / ``gks``, where ``scaled``): the work-group sums a query row's
+    squares in ``red``, the item of a new key its row's in a first loop.
 
     ``proj`` (``dv`` % 4 == 0 only): (epilogue stages, their side inputs' dtypes, rank) of the
     output projection folded in (:mod:`netpass.runtime.attention_proj`): the row's output
@@ -97,9 +102,13 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
         args += ["int S", "int sxk0", "int sxk1", "int sxkn", "int sxkd", "int sxv0", "int sxv1",
                  "int sxvn", "int sxvj"]
     args += side_params(side_dtypes, erank)
+    norms = rot[2] if rot is not None and len(rot) > 2 else None
     if rot is not None:
         args += ["__global const float* RC", "int rcoff", "int sc0", "int scm", "int scd",
                  "__global const float* RS", "int rsoff", "int ss0", "int ssm", "int ssd"]
+        for g, (_, scaled) in zip("QK", norms or ()):
+            args += [f"__global const float* G{g}", f"int g{g.lower()}off",
+                     f"int g{g.lower()}s"] if scaled else []
     split = split and dv % 4 == 0 and dv // 4 <= DLS
     if split:
         args += ["__global float* DP", "__global int* da_count"]
@@ -133,9 +142,11 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
     newdot = f"""{{
           __global const float* xr = XK + (n - past) * sxkn;
           __global float* kw = Kt + n * skn;
+          {_row_scale("rk", "xr[c * sxkd]", d, norms[1][0]) if norms else ""}
           #pragma unroll 8
           for (int c = 0; c < {d}; ++c) {{
-            const float kv = {_elem("xr", "sxkd", "(n - past)") if rot else "xr[c * sxkd]"};
+            const float kv = {_elem("xr", "sxkd", "(n - past)", "c", "k", norms) if rot
+                              else "xr[c * sxkd]"};
             dot = mad(qs[c], kv, dot);
             if (wk) kw[c * skd] = kv;
           }}
@@ -270,7 +281,7 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
     else:
         setup = ""
     def qv(c: str) -> str:  # query element c, rotated where a rotary embedding is folded in
-        return _elem("Q", "sqd", "m", c) if rot else f"Q[({c}) * sqd]"
+        return _elem("Q", "sqd", "m", c, "q", norms) if rot else f"Q[({c}) * sqd]"
     q4 = f"""__local float4 q4[{max(d // 4, 1)}];
   const int kvec = skd == 1 && (skn & 3) == 0 && (koff & 3) == 0 &&
       ((b0 * sk0 + kb1 * sk1) & 3) == 0;
@@ -300,11 +311,13 @@ void attention_decode({', '.join(args)})
   O += ooff + b0 * so0 + b1 * so1 + m * som;
   {setup}
   {"RC += rcoff + b0 * sc0; RS += rsoff + b0 * ss0;" if rot else ""}
+  {" ".join(f"G{g} += g{g.lower()}off;" for g, (_, s) in zip("QK", norms or ()) if s)}
   __local float qs[{d}];
   __local float ps[CHUNK];
   __local float red[DLS];
   {f"__local float4 ol4[{max(w4, 1)}]; __local int hp_last[1], da_last[1];"
      if proj is not None else ""}
+  {_query_scale(d, norms[0][0], tree) if norms else ""}
   for (int c = lid; c < {d}; c += DLS) qs[c] = {qv("c")};
   {q4}
   {acc_decl}
@@ -423,26 +436,66 @@ def _project(w4: int, proj: tuple, last: str = "1") -> str:
   }}"""
 
 
-def _rot_defs(width: int, interleaved: bool) -> str:
+def _rot_defs(width: int, interleaved: bool, norms: tuple | None = None) -> str:
     """``rot_elem``: element ``c`` of a row ``x`` (element stride ``xs``) rotated by the
     ``cos`` and ``sin`` rows ``cr`` and ``sr`` (strides ``cs`` and ``ss``) over its first
     ``width`` elements, as kernels.eltwise.rotary: the partner half the width away
     (``rotate_half``) or the neighbour (``interleaved``), negated in the first half or at
-    even places; the rest as it is."""
-    partner = "(c & 1) ? x[(c - 1) * xs] : -x[(c + 1) * xs]" if interleaved else \
-        f"c < {width // 2} ? -x[(c + {width // 2}) * xs] : x[(c - {width // 2}) * xs]"
-    return f"""inline float rot_elem(__global const float* x, int xs, int c,
-                       __global const float* cr, int cs, __global const float* sr, int ss) {{
-  if (c >= {width}) return x[c * xs];
+    even places; the rest as it is. With ``norms`` (``attention_decode``'s): ``rot_q`` and
+    ``rot_k`` instead, of the row normalized first (its elements times the row's ``r``, then
+    times the scale ``g`` at stride ``gs`` where the norm has one), as the RmsNorm's kernel
+    and its fused scale compute it."""
+    out = ""
+    for name, norm in [("elem", None)] if norms is None else zip("qk", norms):
+        def at(j: str, norm=norm) -> str:
+            if norm is None:
+                return f"x[{j} * xs]"
+            return f"(x[{j} * xs] * r * g[{j} * gs])" if norm[1] else f"(x[{j} * xs] * r)"
+        params = "" if norm is None else \
+            ", float r, __global const float* g, int gs" if norm[1] else ", float r"
+        partner = f"(c & 1) ? {at('(c - 1)')} : -{at('(c + 1)')}" if interleaved else \
+            f"c < {width // 2} ? -{at(f'(c + {width // 2})')} : {at(f'(c - {width // 2})')}"
+        out += f"""inline float rot_{name}(__global const float* x, int xs, int c,
+                       __global const float* cr, int cs, __global const float* sr,
+                       int ss{params}) {{
+  if (c >= {width}) return {at("c")};
   const float p = {partner};
-  return mad(x[c * xs], cr[c * cs], p * sr[c * ss]);
+  return mad({at("c")}, cr[c * cs], p * sr[c * ss]);
 }}
 """
+    return out
 
 
-def _elem(x: str, xs: str, row: str, c: str = "c") -> str:
-    """``rot_elem`` of element ``c`` of row ``x`` (stride ``xs``) at position row ``row``."""
-    return f"rot_elem({x}, {xs}, {c}, RC + ({row}) * scm, scd, RS + ({row}) * ssm, ssd)"
+def _elem(x: str, xs: str, row: str, c: str = "c", side: str = "q",
+          norms: tuple | None = None) -> str:
+    """The rotated element ``c`` of row ``x`` (stride ``xs``) at position row ``row``:
+    ``rot_elem``, or with ``norms`` ``rot_q`` / ``rot_k`` (``side``) of the normalized row
+    (its scale ``r`` + ``side``, the norm's ``G`` + ``side`` where it has one)."""
+    tables = f"RC + ({row}) * scm, scd, RS + ({row}) * ssm, ssd"
+    if norms is None:
+        return f"rot_elem({x}, {xs}, {c}, {tables})"
+    g = side.upper()
+    scale = f", G{g}, g{side}s" if norms["qk".index(side)][1] else ""
+    return f"rot_{side}({x}, {xs}, {c}, {tables}, r{side}{scale})"
+
+
+def _row_scale(r: str, elem: str, d: int, eps: float) -> str:
+    """C statements of one item: ``r``, the RmsNorm scale 1 / sqrt(mean(x^2) + eps) of a row
+    of ``d`` elements ``elem`` (of ``c``)."""
+    return f"""float {r}_ = 0.0f;
+          for (int c = 0; c < {d}; ++c) {{ const float v_ = {elem}; {r}_ += v_ * v_; }}
+          const float {r} = 1.0f / sqrt({r}_ / (float){d} + {flit(eps)});"""
+
+
+def _query_scale(d: int, eps: float, tree: str) -> str:
+    """C statements of the work-group: ``rq``, the RmsNorm scale of its query row (Q), its
+    squares summed over ``red`` (read before the barrier that follows the query loads)."""
+    return f"""float rq_ = 0.0f;
+  for (int c = lid; c < {d}; c += DLS) {{ const float v_ = Q[c * sqd]; rq_ += v_ * v_; }}
+  red[lid] = rq_;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  {tree.format(op="red[lid] + red[lid + s]")}
+  const float rq = 1.0f / sqrt(red[0] / (float){d} + {flit(eps)});"""
 
 
 def _merge_splits(w4: int, slices: int, store: str, then: str = "") -> str:

@@ -244,7 +244,7 @@ def attention_impl(p: Params, key, proj: tuple | None = None) -> Impl | None:
         folded, every = rot.applies(shapes[0]), strides
         shapes, strides = list(shapes[:rot.q]), list(strides[:rot.q])
         if folded:
-            strides[0], strides[-2] = every[rot.q], every[rot.k]
+            strides[0], strides[-2] = rot.read_strides(p.in_shapes, every)
     qb, qbs, sqm, sqd = _operand(shapes[0], strides[0], desc.ta)
     kb, kbs, skd, skn = _operand(shapes[1], strides[1], desc.tb)  # k as [d, n]
     vb, vbs, svn, svj = _operand(shapes[2], strides[2], desc.tv)
@@ -316,7 +316,7 @@ def attention_impl(p: Params, key, proj: tuple | None = None) -> Impl | None:
             for b, s in ((qb, qbs), (kb, kbs), (vb, vbs))]
     xb = [broadcast_strides(x[0], batch, x[1]) if x[0] else [0] * rank
           for x in (xs if append else caches)]
-    rots = [broadcast_strides(p.in_shapes[i], tuple(batch) + (M, rot.width), every[i])
+    rots = [rot.table_strides(i, p.in_shapes, every, tuple(batch) + (M, rot.width))
             for i in (rot.cos, rot.sin)] if folded else []
     dims, coll = collapse(batch, bstr + [list(ost[:rank])] + xb + [r[:rank] for r in rots])
     if len(dims) > 2:
@@ -345,7 +345,7 @@ def attention_impl(p: Params, key, proj: tuple | None = None) -> Impl | None:
     if decoding:  # the decode kernel, which appends the new keys and values where asked
         splits = _decode_splits(p, M * nb, DV)
         ptx = getattr(p.engine, "mma", "") == "ptx"
-        rw = (rot.width, rot.interleaved) if folded else None
+        rw = rot.kernel() if folded else None
         # (a primitive's projection is one: its epilogue's ops are fixed, not their rank)
         src = p.cached(("attention_decode", len(edims), D, DV, guard, append, splits > 1, ptx,
                         rw, proj[2] if proj else None), lambda: decode.attention_decode(
@@ -372,6 +372,9 @@ def attention_impl(p: Params, key, proj: tuple | None = None) -> Impl | None:
             raise NetpassError(f"{FusedAttention.type_name} '{p.node.name}': its rotary "
                                "embedding's cos and sin differ between heads")
         spec += [("i", i), c0, r[-2], r[-1]]
+    for g, nf in zip((rot.gq, rot.gk), rot.norms or ()) if folded else ():
+        if g is not None:  # (the norms' scales: kernels.decode's GQ, GK)
+            spec += [("i", g), nf.stride]
     if fill:
         spec += _fill_spec(caches, coll[4:])
     if M == 0 or nb == 0:

@@ -400,7 +400,7 @@ def rotary_impl(p: Params, key: Any) -> Impl | None:
     if any(np.dtype(d) != F32 for d in p.in_dtypes):
         return None
     fold = p.node.rotary_fold
-    if fold is not None and fold.applies(p.out_shapes[0]):
+    if fold is not None and fold.skips(p.node, p.out_shapes[0]):
         return Impl(key, [])  # (its attention's decode kernel rotates: rotary_fold)
     parts = []
     desc = getattr(p.node, "subgraph", None)

@@ -104,10 +104,14 @@ def row_stride(shape: Sequence[int],
 
 def rms_impl(p: Params, key: Any) -> Impl | None:
     """One ``rowop`` "rms" launch over the rows of the last axis (float32), read through the
-    input's row stride where it is a strided view (:func:`row_stride`)."""
+    input's row stride where it is a strided view (:func:`row_stride`); none where the decode
+    attention that reads it normalizes its rows (``runtime.rotary_fold``)."""
     shape = p.in_shapes[0]
     if np.dtype(p.in_dtypes[0]) != np.float32 or not shape:
         return None
+    fold = p.node.rotary_fold
+    if fold is not None and fold.skips(p.node, tuple(p.out_shapes[0])):
+        return Impl(key, [])
     rs = row_stride(shape, p.in_strides[0] if p.in_strides else None)
     if rs is not None and not isinstance(rs, tuple):
         return None

@@ -151,28 +151,42 @@ class Execute:
             self._rotate_on_host()
             net.state.write_rows_left_to(self)
         arrays = net.host_values([self.src(j) for j in range(len(node.inputs))])
-        outs = infer_host(node, arrays)
-        if node.fused:  # the kernel would have applied them
-            def side(s, k):
-                return s.value if s.value is not None else \
-                    net.host_values([net.resolve(net.insts[s.index], k)])[0]
-            outs = [evaluate_fused(node.fused, outs[0], side, infer_host)] + outs[1:]
+        outs = self._reference(arrays)
+        if node.fused:
             net.stats["fused"] += len(node.fused)
         self._set_host(outs)
         if self.concat_user is not None and net.insts[self.concat_user.index].inplace_now:
             self._refresh_inplace_view()
             net.upload(self, 0, into=self.outputs[0])
 
+    def _reference(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        """The node's numpy reference on ``arrays``, then its fused ops (the kernel would
+        have applied them)."""
+        net, node = self.net, self.node
+        outs = infer_host(node, arrays)
+        if node.fused:
+            def side(s, k):
+                return s.value if s.value is not None else \
+                    net.host_values([net.resolve(net.insts[s.index], k)])[0]
+            outs = [evaluate_fused(node.fused, outs[0], side, infer_host)] + outs[1:]
+        return outs
+
     def _rotate_on_host(self) -> None:
-        """The Rotary folded into this attention (rotary_fold), which launched nothing where
-        the attention's kernel would rotate, run on the host: the rows the appends left and
-        the attention's reference read its outputs."""
+        """The Rotary folded into this attention (rotary_fold) and the norms before it, which
+        launched nothing where the attention's kernel would normalize and rotate, run on the
+        host, in turn: the rows the appends left and the attention's reference read their
+        outputs, also through views of their device buffers (written too)."""
         fold = getattr(self.node.subgraph, "rotary", None)
         if fold is None or self.in_shapes is None or not fold.applies(self.in_shapes[0]):
             return
-        net, rot = self.net, self.net.insts[fold.rotary.index]
-        arrays = net.host_values([rot.src(j) for j in range(len(fold.rotary.inputs))])
-        rot._set_host(infer_host(fold.rotary, arrays))
+        net = self.net
+        for node in fold.host_nodes():
+            inst = net.insts[node.index]
+            inst._set_host(inst._reference(
+                net.host_values([inst.src(j) for j in range(len(node.inputs))])))
+            for k, t in enumerate(inst.outputs):
+                if t is not None and t.strides is None and tuple(t.shape) == inst.host[k].shape:
+                    net.upload(inst, k, into=t)
 
     def _set_host(self, arrays: list[np.ndarray]) -> None:
         for i, a in enumerate(arrays):
