@@ -29,7 +29,7 @@ from .errors import (
 )
 from .frontend import read_model
 from .reference import check_inputs, input_specs, state_length_rules
-from .runtime.async_queue import AsyncInferRequest, RequestBusyError
+from .runtime.async_queue import AsyncInferRequest
 
 TRANSFORMATIONS = ("GNA", "COMMON", "NONE")
 
@@ -180,17 +180,22 @@ class InferRequest(AsyncInferRequest):
 
     def reset_state(self) -> None:
         """Every variable of the model back to its initial value."""
-        self._state_owner().reset_state()
+        with self._exclusive("reset_state"):
+            self._state_owner().reset_state()
 
     def query_state(self) -> list:
-        """One ``VariableState`` (``.name``, ``.state``, ``.reset()``) per variable."""
-        return self._state_owner().query_state()
+        """One ``VariableState`` (``.name``, ``.state``, ``.reset()``) per variable; each read,
+        write or reset holds the request (RequestBusyError while an inference of it runs)."""
+        self._exclusive_check("query_state")
+        states = self._state_owner().query_state()
+
+        def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
+            return self._guarded(fn, "a variable's read or write")
+        return [s.guarded(guard) for s in states]
 
     def _state_owner(self) -> Any:
         """The request holding the variables (the reference evaluator's, or the runtime's in
-        device memory); they are not touched while an inference of this request runs."""
-        if self._busy.locked():
-            raise RequestBusyError("the infer request's variables are in use by an inference")
+        device memory)."""
         return self._reference_request if self._reference_request is not None \
             else self._runtime_request
 

@@ -193,6 +193,12 @@ class VariableState:
     def reset(self) -> None:
         self._reset()
 
+    def guarded(self, guard: Callable[[Callable[..., Any]], Callable[..., Any]]
+                ) -> VariableState:
+        """The same variable with its read, write and reset each wrapped by ``guard`` (an
+        infer request's: refused while an inference of the request runs on another thread)."""
+        return VariableState(self.info, guard(self._get), guard(self._set), guard(self._reset))
+
     def __repr__(self) -> str:
         return f"<VariableState '{self.name}' {list(self.state.shape)}>"
 

