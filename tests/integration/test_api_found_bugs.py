@@ -113,3 +113,21 @@ def test_threads_sharing_a_stateful_request_serialize_or_are_refused(way, device
     for i, x in enumerate(feeds):
         want = np.concatenate(feeds[:i + 1], 1).sum(1)
         np.testing.assert_allclose(req.infer({"x": x})["y"], want, rtol=1e-5, atol=1e-6)
+
+
+# -- zero-size inputs ----------------------------------------------------------------------------
+@pytest.mark.parametrize("shape", [(0, 5, 64), (2, 0, 64)])
+def test_a_zero_size_input_on_a_new_request_after_other_lengths(shape):
+    """Requests of lengths 3 and 5 first, then a new request fed a zero-size input: the GNA
+    pipeline's attention reads a strided view whose empty producer has no tensor in the new
+    request (its strides were read from None: an AttributeError)."""
+    ort = pytest.importorskip("onnxruntime")
+    sess = ort.InferenceSession(TRANSFORMER, providers=["CPUExecutionProvider"])
+    cm = netpass.compile_model(TRANSFORMER, RUNTIME_DEVICE)
+    for n in (3, 5):
+        cm.create_infer_request().infer({"x": RNG.standard_normal((1, n, 64), np.float32)})
+    req = cm.create_infer_request()
+    assert req.infer({"x": np.zeros(shape, np.float32)})["y"].shape == shape
+    x = RNG.standard_normal((2, 5, 64), np.float32)  # and it computes after that
+    np.testing.assert_allclose(req.infer({"x": x})["y"], sess.run(None, {"x": x})[0],
+                               rtol=1e-4, atol=1e-4)
