@@ -39,6 +39,21 @@ def _as_netpass_error(e: BaseException, what: str) -> NetpassError:
     return err
 
 
+def _copied(inputs: Any) -> Any:
+    """A copy of each host array of ``inputs``, so that the caller may reuse its arrays;
+    what cannot be copied (not a mapping, a ragged list, a view too large to copy) is kept
+    as given, for the inference's input check to refuse by name at ``wait()``."""
+    if not isinstance(inputs, Mapping):
+        return inputs
+    feeds = {}
+    for k, v in inputs.items():
+        try:
+            feeds[k] = v if is_device_array(v) else np.array(v)
+        except (ValueError, TypeError, MemoryError):
+            feeds[k] = v
+    return feeds
+
+
 class AsyncInferRequest:
     """``infer``, ``start_async``, ``wait``, ``wait_for``, ``set_callback``, ``results`` and
     ``get_output`` over a subclass's ``_infer(inputs) -> {name: array}``."""
@@ -103,7 +118,7 @@ class AsyncInferRequest:
             raise RequestBusyError("an inference refused: the infer request is busy with "
                                    "an inference")
         try:
-            feeds = {k: v if is_device_array(v) else np.array(v) for k, v in inputs.items()}
+            feeds = _copied(inputs)
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(1, thread_name_prefix="netpass-request")
             self._running = True

@@ -7,6 +7,7 @@ corrupted request or a crash.
 """
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 
 import netpass
 from netpass import Model, opset
+from netpass.errors import InputError, OutOfMemoryError
 from netpass.runtime import RequestBusyError, compile_program
 from netpass.testing import RUNTIME_DEVICE
 
@@ -131,3 +133,71 @@ def test_a_zero_size_input_on_a_new_request_after_other_lengths(shape):
     x = RNG.standard_normal((2, 5, 64), np.float32)  # and it computes after that
     np.testing.assert_allclose(req.infer({"x": x})["y"], sess.run(None, {"x": x})[0],
                                rtol=1e-4, atol=1e-4)
+
+
+# -- feeds that are not arrays -------------------------------------------------------------------
+def _mlp() -> Model:
+    x = opset.parameter([-1, 8], np.float32, name="x")
+    w = np.random.default_rng(3).standard_normal((8, 5)).astype(np.float32)
+    return Model([opset.result(opset.relu(opset.matmul(x, w, False, False)), name="y")], [x],
+                 "mlp")
+
+
+BAD_FEEDS = [
+    ([np.ones((2, 8), np.float32)], InputError,
+     r"input 'x': the inputs must be a mapping of input name -> array, got a list"),
+    ((("x", np.ones((2, 8), np.float32)),), InputError, r"must be a mapping .* got a tuple"),
+    ({"x": [[1.0], [1.0, 2.0]]}, InputError, r"input 'x': cannot be made an array from a list"),
+    ({"x": np.ones((2, 8), np.float32), 0: 1, "z": 2}, InputError,
+     r"input '0': not an input of the model"),
+    ({"x": np.broadcast_to(np.float32(1), (10**12, 8))}, OutOfMemoryError,
+     r"input 'x': out of memory making an array of shape \[1000000000000, 8\]"),
+]
+
+
+@pytest.mark.parametrize("way,device", WAYS, ids=[f"{w}-{d}" for w, d in WAYS])
+@pytest.mark.parametrize("feeds,error,match", BAD_FEEDS,
+                         ids=["list", "pairs", "ragged", "int-key", "huge-view"])
+def test_feeds_that_are_not_arrays_are_input_errors(way, device, feeds, error, match):
+    """(They were a raw ValueError, TypeError or AttributeError: numpy's, from the feeds.)"""
+    req = COMPILERS[way](_mlp(), device).create_infer_request()
+    if error is OutOfMemoryError and device == "REFERENCE" and way == "compile_model":
+        pytest.skip("the reference evaluator reads a view as it is: no copy to run out of")
+    with pytest.raises(error, match=match):
+        req.infer(feeds)
+    req.start_async(feeds)  # the same at wait(), and the request still works
+    with pytest.raises(error, match=match):
+        req.wait()
+    x = np.ones((2, 8), np.float32)
+    np.testing.assert_allclose(req.infer({"x": x})["y"], netpass.reference.infer(
+        _mlp(), {"x": x})["y"], rtol=1e-5)
+
+
+def test_reference_infer_refuses_feeds_that_are_not_a_mapping():
+    with pytest.raises(InputError, match=r"must be a mapping .* got a list"):
+        netpass.reference.infer(_mlp(), [np.ones((2, 8), np.float32)])
+
+
+# -- device tensors ------------------------------------------------------------------------------
+@pytest.mark.parametrize("array", [np.array(["1", "22"], dtype=object), np.array(["ab"]),
+                                   np.zeros(2, complex), np.zeros(2, "M8[s]")],
+                         ids=["object", "str", "complex", "datetime"])
+def test_a_device_tensor_holds_only_element_types(array):
+    """An object array's bytes are pointers: copied to the device and read back into an
+    object array they were objects of freed memory (a segfault once touched)."""
+    cm = netpass.compile_model(_mlp(), RUNTIME_DEVICE)
+    with pytest.raises(InputError, match=re.escape(f"dtype {array.dtype} cannot be held in "
+                                                   f"device memory")):
+        cm.create_device_tensor(array)
+
+
+def test_a_device_tensor_of_a_ragged_list_or_a_0d_array():
+    cm = netpass.compile_model(_mlp(), RUNTIME_DEVICE)
+    with pytest.raises(InputError, match="cannot be made an array from a list"):
+        cm.create_device_tensor([[1.0], [1.0, 2.0]])
+    scalar = cm.create_device_tensor(np.float32(2.5))
+    assert scalar.shape == () and scalar.numpy() == np.float32(2.5)  # (it was made [1])
+    scalar.write(np.float32(4.0))
+    assert scalar.numpy() == np.float32(4.0)
+    with pytest.raises(InputError, match="cannot be made an array"):
+        scalar.write([[1.0], [1.0, 2.0]])
