@@ -16,7 +16,8 @@ import pytest
 
 import netpass
 from netpass import Model, opset
-from netpass.errors import InputError, OutOfMemoryError
+from netpass.core.graph_util import lint_problems
+from netpass.errors import InputError, ModelFormatError, OutOfMemoryError
 from netpass.runtime import RequestBusyError, compile_program
 from netpass.testing import RUNTIME_DEVICE
 
@@ -201,3 +202,57 @@ def test_a_device_tensor_of_a_ragged_list_or_a_0d_array():
     assert scalar.numpy() == np.float32(4.0)
     with pytest.raises(InputError, match="cannot be made an array"):
         scalar.write([[1.0], [1.0, 2.0]])
+
+
+# -- malformed IR files -------------------------------------------------------------------------
+@pytest.fixture
+def kws_ir(tmp_path) -> Path:
+    netpass.save_model(netpass.read_model(ROOT / "examples" / "kws_cnn.onnx"),
+                       tmp_path / "m.xml")
+    return tmp_path / "m.xml"
+
+
+CONST = 'element_type="f32" shape="8, 1, 3, 3" offset="0" size="288"'
+
+
+@pytest.mark.parametrize("data,match", [
+    ('element_type="1..3" shape="8, 1, 3, 3" offset="0" size="288"',
+     r"bad Const data .*unknown element type '1\.\.3'"),
+    ('element_type="-5,3" shape="8, 1, 3, 3" offset="0" size="288"',
+     r"bad Const data .*unknown element type '-5,3'"),
+    ('element_type="f32" shape="18446744073709551616" offset="0" size="4"',
+     r"size 4 does not match shape \[18446744073709551616\]"),
+    ('element_type="f32" shape="4294967296, 4294967296" offset="0" size="0"',
+     r"size 0 does not match shape \[4294967296, 4294967296\]"),
+    ('element_type="f32" shape="0, 1180591620717411303424" offset="0" size="0"',
+     r"shape \[0, 1180591620717411303424\]"),
+], ids=["interval-type", "record-type", "dim-2^64", "product-wraps-to-0", "zero-by-huge"])
+def test_const_layers_with_impossible_data_are_model_format_errors(kws_ir, data, match):
+    """(A TypeError from the element type read before the checked path, a ValueError from
+    numpy's record syntax, an OverflowError from an int64 product, and an int64 product that
+    wrapped to 0 elements.)"""
+    text = kws_ir.read_text()
+    assert CONST in text
+    kws_ir.write_text(text.replace(CONST, data, 1))
+    with pytest.raises(ModelFormatError, match=match):
+        netpass.read_model(kws_ir)
+
+
+def test_a_layer_reading_a_result_is_a_model_format_error(kws_ir):
+    """A Result in the middle of the edges (a MaxPool layer retyped): it read, and inference
+    failed in the post-processing with numpy's reshape error."""
+    text = kws_ir.read_text()
+    layer = 'type="MaxPool" version="opset8"'
+    assert layer in text
+    kws_ir.write_text(text.replace(layer, 'type="Result" version="opset1"', 1))
+    with pytest.raises(ModelFormatError, match=r"reads layer \d+ .*\(Result, opset1\), a Result: "
+                                               r"a Result has no outputs"):
+        netpass.read_model(kws_ir)
+
+
+def test_lint_reports_a_result_with_consumers():
+    x = opset.parameter([2], np.float32, name="x")
+    inner = opset.result(opset.relu(x), name="inner")
+    model = Model([opset.result(opset.negative(inner.output(0)), name="y"), inner], [x], "m")
+    assert any("Result 'inner' feeds other nodes" in p
+               for p in lint_problems(model))
