@@ -12,6 +12,7 @@ Errors of an asynchronous inference (and of its callback) surface at ``wait`` as
 """
 from __future__ import annotations
 
+import numbers
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -66,6 +67,7 @@ class AsyncInferRequest:
         self._callback_userdata: Any = None
         self._results: dict[str, np.ndarray] | None = None
         self._running = False  # an asynchronous inference has started and not returned yet
+        self._worker: int | None = None  # the worker thread's ident while it runs a job
 
     def _infer(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:  # pragma: no cover
         raise NotImplementedError
@@ -129,6 +131,7 @@ class AsyncInferRequest:
             raise
 
     def _job(self, feeds: dict, userdata: Any) -> None:
+        self._worker = threading.get_ident()
         try:
             try:
                 self._results = self._infer(feeds)
@@ -141,11 +144,20 @@ class AsyncInferRequest:
                 except Exception as e:
                     raise _as_netpass_error(e, "the infer request's callback raised") from e
         finally:
+            self._worker = None
             self._busy.release()
+
+    def _refuse_waiting_on_itself(self, what: str) -> None:
+        """A NetpassError for ``what`` (``wait``) called by the request's own callback: the
+        job it waits for ends only when that callback returns (it hung for good)."""
+        if self._worker == threading.get_ident():
+            raise NetpassError(f"{what}() called inside the infer request's own callback: it "
+                               f"would wait for the callback itself")
 
     def wait(self) -> None:
         """Block until the asynchronous inference (and its callback) is done; its error, if
         any, is raised here as a NetpassError."""
+        self._refuse_waiting_on_itself("wait")
         future, self._future = self._future, None
         if future is None:
             return
@@ -155,6 +167,7 @@ class AsyncInferRequest:
 
     def wait_for(self, timeout: float) -> bool:
         """``wait()`` for at most ``timeout`` seconds; whether the inference is done."""
+        self._refuse_waiting_on_itself("wait_for")
         future = self._future
         if future is None:
             return True
@@ -204,22 +217,29 @@ class AsyncInferQueue:
     ``wait_all()`` waits for all and raises the first error among them."""
 
     def __init__(self, compiled_model: Any, jobs: int = 0) -> None:
+        if isinstance(jobs, bool) or not isinstance(jobs, numbers.Integral) or jobs < 0:
+            raise NetpassError(f"AsyncInferQueue: jobs must be an integer >= 0, got {jobs!r}")
         n = int(jobs) or default_jobs()
-        if n < 0:
-            raise NetpassError(f"AsyncInferQueue: jobs must be >= 0, got {jobs}")
         self._requests = [compiled_model.create_infer_request() for _ in range(n)]
         self._userdata: list[Any] = [None] * n
         self._idle = list(range(n))
         self._cond = threading.Condition()
         self._errors: list[NetpassError] = []
         self._callback: Callable[[Any, Any], None] | None = None
+        self._in_callback: dict[int, int] = {}  # thread ident -> request whose callback it runs
+        self._blocked: set[int] = set()  # requests whose callbacks wait in start_async
         for i, req in enumerate(self._requests):
             req.set_callback(self._make_callback(i))
 
     def _make_callback(self, i: int) -> Callable[[Any], None]:
         def call(userdata: Any) -> None:
             if self._callback is not None:
-                self._callback(self._requests[i], userdata)
+                me = threading.get_ident()
+                self._in_callback[me] = i
+                try:
+                    self._callback(self._requests[i], userdata)
+                finally:
+                    del self._in_callback[me]
         return call
 
     def __len__(self) -> int:
@@ -248,13 +268,33 @@ class AsyncInferQueue:
     def get_idle_request_id(self) -> int:
         """The id of an idle request, waiting for one."""
         with self._cond:
-            self._cond.wait_for(lambda: bool(self._idle))
+            self._wait_idle("get_idle_request_id")
             return self._idle[0]
 
+    def _wait_idle(self, what: str) -> None:
+        """Wait (holding ``_cond``) until a request is idle. From a callback too, unless every
+        request is busy in a callback that waits here: none could become idle (a NetpassError
+        naming ``what``, where it hung for good)."""
+        me = self._in_callback.get(threading.get_ident())
+        if me is not None:
+            self._blocked.add(me)
+            self._cond.notify_all()  # (the others re-check whether all are stuck)
+        try:
+            self._cond.wait_for(lambda: bool(self._idle)
+                                or len(self._blocked) == len(self._requests))
+        finally:
+            if me is not None:
+                self._blocked.discard(me)
+        if not self._idle:
+            raise NetpassError(f"AsyncInferQueue.{what}() in a callback: all "
+                               f"{len(self._requests)} requests are busy in callbacks that "
+                               f"wait for an idle one")
+
     def start_async(self, inputs: Mapping[str, Any], userdata: Any = None) -> None:
-        """Run ``inputs`` on the next idle request (waiting for one)."""
+        """Run ``inputs`` on the next idle request (waiting for one; from a callback, see
+        :meth:`_wait_idle`)."""
         with self._cond:
-            self._cond.wait_for(lambda: bool(self._idle))
+            self._wait_idle("start_async")
             i = self._idle.pop(0)
         self._userdata[i] = userdata
         req = self._requests[i]
@@ -278,7 +318,11 @@ class AsyncInferQueue:
 
     def wait_all(self) -> None:
         """Wait until every job is done; the first error of the jobs since the last
-        ``wait_all`` is raised (as a NetpassError), the others are dropped."""
+        ``wait_all`` is raised (as a NetpassError), the others are dropped. Not from a
+        callback: its own request is busy until it returns (a NetpassError)."""
+        if threading.get_ident() in self._in_callback:
+            raise NetpassError("AsyncInferQueue.wait_all() called inside a callback: it would "
+                               "wait for the callback's own request")
         with self._cond:
             self._cond.wait_for(lambda: len(self._idle) == len(self._requests))
             errors, self._errors = self._errors, []
