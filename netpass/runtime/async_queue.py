@@ -12,7 +12,7 @@ Errors of an asynchronous inference (and of its callback) surface at ``wait`` as
 """
 from __future__ import annotations
 
-import numbers
+import operator
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -217,9 +217,13 @@ class AsyncInferQueue:
     ``wait_all()`` waits for all and raises the first error among them."""
 
     def __init__(self, compiled_model: Any, jobs: int = 0) -> None:
-        if isinstance(jobs, bool) or not isinstance(jobs, numbers.Integral) or jobs < 0:
+        try:
+            n = operator.index(jobs)  # (an integer of any kind; not a float or a string)
+        except TypeError:
+            n = -1
+        if n < 0:
             raise NetpassError(f"AsyncInferQueue: jobs must be an integer >= 0, got {jobs!r}")
-        n = int(jobs) or default_jobs()
+        n = n or default_jobs()
         self._requests = [compiled_model.create_infer_request() for _ in range(n)]
         self._userdata: list[Any] = [None] * n
         self._idle = list(range(n))

@@ -220,7 +220,7 @@ def test_queue_start_async_from_callbacks_chains_or_is_refused_when_all_wait(com
     assert done == [0, 1, 2, 3]
 
 
-@pytest.mark.parametrize("jobs", [None, "2", 2.5, True, -1])
+@pytest.mark.parametrize("jobs", [None, "2", 2.5, -1])
 def test_queue_jobs_must_be_a_count(compiled, jobs):
     with pytest.raises(NetpassError, match="jobs must be an integer >= 0"):
         AsyncInferQueue(compiled, jobs)
