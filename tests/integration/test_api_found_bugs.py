@@ -17,7 +17,7 @@ import pytest
 import netpass
 from netpass import Model, opset
 from netpass.core.graph_util import lint_problems
-from netpass.errors import InputError, ModelFormatError, OutOfMemoryError
+from netpass.errors import InputError, ModelFormatError, OutOfMemoryError, ShapeInferenceError
 from netpass.runtime import RequestBusyError, compile_program
 from netpass.testing import RUNTIME_DEVICE
 
@@ -177,6 +177,40 @@ def test_feeds_that_are_not_arrays_are_input_errors(way, device, feeds, error, m
 def test_reference_infer_refuses_feeds_that_are_not_a_mapping():
     with pytest.raises(InputError, match=r"must be a mapping .* got a list"):
         netpass.reference.infer(_mlp(), [np.ones((2, 8), np.float32)])
+
+
+# -- Model.reshape ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("shape,error,match", [
+    ({"x": [1, 4, 32]}, ShapeInferenceError, r"do not broadcast"),
+    ({"x": [1, 4]}, ShapeInferenceError, r"out of range for rank 2"),
+    ({"x": [-3, 4, 64]}, InputError, r"input 'x': new shape \[-3, 4, 64\] is not a shape: "
+                                     r"negative dimension -3"),
+    ({"x": [10**20, 4, 64]}, InputError, r"input 'x': new shape .* has a dim past"),
+    ({3: [1, 4, 64]}, InputError, r"input '3': no input at index 3"),
+    (7, InputError, r"input 'x': reshape takes a mapping of input -> shape"),
+], ids=["graph-refuses", "rank", "negative", "past-int64", "index", "not-shapes"])
+def test_a_failed_reshape_leaves_the_model_as_it_was(shape, error, match):
+    """(The new shapes stayed set, the model unusable with the feeds it took before; a
+    negative dim, one past int64 and an index past the inputs were raw ValueError,
+    OverflowError and IndexError.)"""
+    model = netpass.read_model(TRANSFORMER)
+    x = RNG.standard_normal((2, 3, 64), np.float32)
+    want = netpass.reference.infer(model, {"x": x})["y"]
+    with pytest.raises(error, match=match):
+        model.reshape(shape)
+    assert str(model.input(0).partial_shape) == "[?,?,64]"
+    assert str(model.output(0).partial_shape) == "[?,?,64]"
+    np.testing.assert_allclose(netpass.reference.infer(model, {"x": x})["y"], want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [[1, 5, 64], "1,5,64", ["1", "5", 64], [[1, 5, 64]],
+                                   {"x": [1, 5, 64]}, {0: "1,5,64"}])
+def test_a_model_of_one_input_reshapes_to_a_shape_alone(shape):
+    """As OpenVINO's ``model.reshape([1, 3, 224, 224])`` (a list of dims was taken for a list
+    of shapes: TypeError 'int' object is not iterable)."""
+    model = netpass.read_model(TRANSFORMER)
+    model.reshape(shape)
+    assert str(model.input(0).partial_shape) == "[1,5,64]"
 
 
 # -- device tensors ------------------------------------------------------------------------------
