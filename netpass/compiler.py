@@ -246,10 +246,9 @@ def compile_model(model: Any, device: str = "AUTO", config: Mapping[str, Any] | 
     progress line on long compiles: a callable ``progress(stage, step, total)`` or a
     ``logging.Logger`` (INFO lines).
     """
-    import os
-
     from .legacy_passes import convert_to_legacy, run_legacy_passes
     from .prepost import split_pre_post_processing
+    from .runtime.device import resolve_device_name
     from .runtime.graph_compiler import legacy_to_model
     report = _progress_reporter(progress)
     cfg = dict(config or {})
@@ -257,6 +256,7 @@ def compile_model(model: Any, device: str = "AUTO", config: Mapping[str, Any] | 
     if which not in TRANSFORMATIONS:
         raise NetpassError(f"unknown TRANSFORMATIONS '{which}'; use one of {TRANSFORMATIONS}")
     dump_dir = cfg.pop("LEGACY_DUMP_DIR", None)
+    device = resolve_device_name(device)  # (before the work: a bad name fails at once)
     report("reading")
     original = read_model(model) if not isinstance(model, Model) else model
     # (the collector paused: it would rescan the growing graphs, see core.gc_pause)
@@ -274,9 +274,6 @@ def compile_model(model: Any, device: str = "AUTO", config: Mapping[str, Any] | 
         legacy_log = run_legacy_passes(network, dump_dir=dump_dir)
         report("legacy to model")
         executable = legacy_to_model(network)
-    device = device.upper()
-    if device == "AUTO":
-        device = os.environ.get("NETPASS_DEVICE", "AUTO").upper()
     runtime = None
     report("runtime program")
     if device != "REFERENCE":

@@ -17,7 +17,13 @@ import pytest
 import netpass
 from netpass import Model, opset
 from netpass.core.graph_util import lint_problems
-from netpass.errors import InputError, ModelFormatError, OutOfMemoryError, ShapeInferenceError
+from netpass.errors import (
+    DeviceError,
+    InputError,
+    ModelFormatError,
+    OutOfMemoryError,
+    ShapeInferenceError,
+)
 from netpass.runtime import RequestBusyError, compile_program
 from netpass.testing import RUNTIME_DEVICE
 
@@ -211,6 +217,15 @@ def test_a_model_of_one_input_reshapes_to_a_shape_alone(shape):
     model = netpass.read_model(TRANSFORMER)
     model.reshape(shape)
     assert str(model.input(0).partial_shape) == "[1,5,64]"
+
+
+# -- devices -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("device", [3, ["CPU"], b"CPU"])
+def test_a_device_that_is_not_a_name_is_a_device_error(device):
+    """(compile_model called .upper() on it: AttributeError.)"""
+    with pytest.raises(DeviceError, match=r"the device must be a name, one of AUTO, GPU, CPU, "
+                                          r"REFERENCE; got"):
+        netpass.compile_model(_mlp(), device)
 
 
 # -- device tensors ------------------------------------------------------------------------------
