@@ -149,7 +149,14 @@ def _run(model: Model, feeds: Mapping[str, Any],
 def check_state(info: VariableInfo, value: Any) -> np.ndarray:
     """``value`` as a state of the variable ``info``: its element type, a shape the variable's
     partial shape admits (a copy, so the caller's array stays theirs)."""
-    arr = np.array(value, copy=True)
+    try:
+        arr = np.array(value, copy=True)
+    except MemoryError as e:
+        raise OutOfMemoryError(f"variable '{info.variable_id}': out of memory copying a state "
+                               f"of shape {list(getattr(value, 'shape', ()))} ({e})") from e
+    except (ValueError, TypeError) as e:  # (a ragged list)
+        raise StateError(info.variable_id, f"cannot be made an array from a "
+                                           f"{type(value).__name__}: {e}") from e
     dtype = info.data_type.dtype
     if dtype is not None and arr.dtype != dtype:
         raise StateError(info.variable_id, f"dtype {arr.dtype}, expected {dtype} "
@@ -188,7 +195,12 @@ class VariableState:
 
     @state.setter
     def state(self, value: Any) -> None:
-        self._set(check_state(self.info, value))
+        arr = check_state(self.info, value)
+        try:
+            self._set(arr)
+        except MemoryError as e:  # (the device's copy, with room to grow)
+            raise OutOfMemoryError(f"variable '{self.name}': out of memory setting a state of "
+                                   f"shape {list(arr.shape)} ({e})") from e
 
     def reset(self) -> None:
         self._reset()

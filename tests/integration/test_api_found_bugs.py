@@ -23,6 +23,7 @@ from netpass.errors import (
     ModelFormatError,
     OutOfMemoryError,
     ShapeInferenceError,
+    StateError,
 )
 from netpass.runtime import RequestBusyError, compile_program
 from netpass.testing import RUNTIME_DEVICE
@@ -122,6 +123,19 @@ def test_threads_sharing_a_stateful_request_serialize_or_are_refused(way, device
     for i, x in enumerate(feeds):
         want = np.concatenate(feeds[:i + 1], 1).sum(1)
         np.testing.assert_allclose(req.infer({"x": x})["y"], want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("way,device", WAYS, ids=[f"{w}-{d}" for w, d in WAYS])
+def test_a_state_that_is_not_an_array_is_a_state_error(way, device):
+    """(A ragged list was numpy's ValueError, a view too large to copy a bare MemoryError.)"""
+    state = COMPILERS[way](_history(), device).create_infer_request().query_state()[0]
+    with pytest.raises(StateError, match=r"variable 'hist': cannot be made an array from a "
+                                         r"list"):
+        state.state = [[1.0], [1.0, 2.0]]
+    with pytest.raises(OutOfMemoryError, match=r"variable 'hist': out of memory copying a "
+                                               r"state of shape \[1, 100000000000, 4\]"):
+        state.state = np.broadcast_to(np.float32(1), (1, 10**11, 4))
+    assert state.state.shape == (1, 0, 4)  # (still the initial value)
 
 
 # -- zero-size inputs ----------------------------------------------------------------------------
