@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from .core.boundary import Parameter
+from .core.boundary import Constant, Parameter
 from .core.containers import api_value, feed_value, is_container
-from .core.feeds import FeedSpec, check_feeds, is_device_array
+from .core.feeds import FeedSpec, check_feeds, is_device_array, owned_outputs
 from .core.model import Model
 from .core.state_lengths import StateLength, check_rules, check_state_lengths, read_state_lengths
 from .errors import InputError, NetpassError, OutOfMemoryError, StateError
@@ -140,6 +140,9 @@ def _run(model: Model, feeds: Mapping[str, Any],
     for name, r in zip(model.output_names, model.results):
         value = values[id(r)][0] if id(r) in values else None
         result[name] = api_value(value, r.get_output_element_type(0))
+    kept = [*by_param.values(), *(variables.values() if variables is not None else ()),
+            *(n.value for n in ops if isinstance(n, Constant))]
+    result = owned_outputs(result, kept)
     if variables is not None:
         # copies: an Assign's value may also be an output the caller changes
         variables.update({k: np.array(v, copy=True) for k, v in written.items()})

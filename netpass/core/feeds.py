@@ -1,11 +1,12 @@
-"""Checking the arrays a caller feeds a model: by input name, element type, rank and dims.
+"""Checking the arrays a caller feeds a model: by input name, element type, rank and dims;
+and handing back outputs the caller owns.
 
 One check for every way of running a model (the reference evaluator, the compiled runtime), so
 that a wrong feed is refused with the same ``InputError`` whichever runs it.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -104,3 +105,31 @@ def _check_bound(name: str, arr: np.ndarray, bound: tuple[int, str]) -> None:
         bad = low if low < -n else high
         raise InputError(name, f"value {bad} (shape {list(arr.shape)}) is outside [{-n}, {n}): "
                                f"it indexes the {n} rows of Gather '{node}'")
+
+
+def _buffer_key(arr: np.ndarray) -> int:
+    """The id of the memory ``arr`` views: its first base that is not an array (a bytes
+    object, a memory map) or the array at the end of its chain of bases."""
+    while isinstance(arr.base, np.ndarray):
+        arr = arr.base
+    return id(arr.base) if arr.base is not None else id(arr)
+
+
+def owned_outputs(outputs: Mapping[str, Any], kept: Iterable[Any]) -> dict[str, Any]:
+    """``outputs`` with a copy of each array that views the memory of one of ``kept`` (the
+    feeds, the model's constants, the request's variables) or of an output before it, so that
+    a caller writing into an output changes neither its inputs, the model, the request nor
+    another output (an output that was a feed, a Constant's value or a view of either was
+    handed out as it was: writing into it changed the caller's input, or the constant for
+    every later inference)."""
+    taken = {_buffer_key(a) for a in kept if isinstance(a, np.ndarray)}
+    out: dict[str, Any] = {}
+    for name, value in outputs.items():
+        if isinstance(value, np.ndarray):
+            key = _buffer_key(value)
+            if key in taken:
+                value = value.copy()
+            else:
+                taken.add(key)
+        out[name] = value
+    return out

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.feeds import FeedSpec, check_feeds
+from ..core.feeds import FeedSpec, check_feeds, owned_outputs
 from ..core.gc_pause import gc_paused
 from ..core.state_lengths import StateLength, check_rules, check_state_lengths, read_state_lengths
 from ..core.types import Type
@@ -332,9 +332,11 @@ class RuntimeInferRequest(AsyncInferRequest):
                 values[n.index] = infer_host(n, [values[s.index][k] for s, k in n.inputs])
                 if n.is_a(Assign) and n.state_var is not None:
                     written[n.state_var] = np.array(values[n.index][0], copy=True)
+        kept = [*feeds.values(), *self._ref_vars.values(),
+                *(n.value for n in prog.nodes if n.is_constant and n.value is not None)]
         self._ref_vars.update(written)
         self._ref_stats["infers"] += 1
-        return {r.name: values[r.index][0] for r in prog.outputs}
+        return owned_outputs({r.name: values[r.index][0] for r in prog.outputs}, kept)
 
     # -- state ------------------------------------------------------------------------------------
     def state_length(self, variable_id: str, axis: int) -> int | None:

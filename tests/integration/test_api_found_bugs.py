@@ -199,6 +199,47 @@ def test_reference_infer_refuses_feeds_that_are_not_a_mapping():
         netpass.reference.infer(_mlp(), [np.ones((2, 8), np.float32)])
 
 
+# -- outputs the caller owns --------------------------------------------------------------------
+def _passthrough(kind: str) -> Model:
+    """Outputs that are (views of) an input or a constant, or one value returned twice."""
+    x = opset.parameter([2, 3], np.float32, name="x")
+    c = opset.constant(np.arange(6, dtype=np.float32).reshape(2, 3))
+    shape = opset.constant(np.array([3, 2]))
+    outs = {"input": [x], "input-view": [opset.reshape(x, shape, False)],
+            "constant": [c, opset.relu(x)], "constant-view": [opset.reshape(c, shape, False), x],
+            "twice": [x, x]}[kind]
+    return Model([opset.result(o, name=f"y{i}") for i, o in enumerate(outs)], [x], kind)
+
+
+RUNS = {"reference.infer": lambda m, d: (lambda f: netpass.reference.infer(m, f)),
+        "compile_model": lambda m, d: netpass.compile_model(m, d).create_infer_request().infer,
+        "runtime": lambda m, d: compile_program(m, d).create_infer_request().infer}
+RUN_CASES = [("reference.infer", "REFERENCE")] + [(w, d) for w in ("compile_model", "runtime")
+                                                   for d in ("REFERENCE", RUNTIME_DEVICE)]
+
+
+@pytest.mark.parametrize("run,device", RUN_CASES, ids=[f"{r}-{d}" for r, d in RUN_CASES])
+@pytest.mark.parametrize("kind", ["input", "input-view", "constant", "constant-view", "twice"])
+def test_writing_into_an_output_changes_no_input_model_or_other_output(run, device, kind):
+    """(An output that was the caller's array or a view of it was handed out as it was, so
+    writing into it changed the caller's input; one that was a Constant's value changed the
+    model's constant for every later inference; one value returned twice was one array.)"""
+    model = _passthrough(kind)
+    infer = RUNS[run](model, device)
+    x = np.ones((2, 3), np.float32)
+    want = {k: v.copy() for k, v in infer({"x": x.copy()}).items()}
+    outs = infer({"x": x})
+    for v in outs.values():
+        v[...] = 7
+    np.testing.assert_array_equal(x, np.ones((2, 3), np.float32))
+    again = infer({"x": np.ones((2, 3), np.float32)})
+    for k, v in again.items():
+        np.testing.assert_array_equal(v, want[k])
+    for a in again:
+        for b in again:
+            assert a == b or not np.shares_memory(again[a], again[b]), (a, b)
+
+
 # -- Model.reshape ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("shape,error,match", [
     ({"x": [1, 4, 32]}, ShapeInferenceError, r"do not broadcast"),
