@@ -62,6 +62,9 @@ def contained_path(folder: Path, name: str, what: str, model: str) -> Path:
     """
     if not name:
         raise ModelFileError(f"{what} has an empty file name", name, model)
+    if "\0" in name:  # (no OS takes one: os.stat raised a bare ValueError)
+        raise ModelFileError(f"{what} {name!r} has a NUL character in its file name", name,
+                             model)
     if PurePosixPath(name).is_absolute() or PureWindowsPath(name).is_absolute() \
             or PureWindowsPath(name).drive:
         raise ModelFileError(f"{what} '{name}' is an absolute path, which leaves the model "
