@@ -109,6 +109,8 @@ class RegularFile:
             raise ModelFileError(f"{what} not found: {self.label}", str(path), model) from None
         except OSError as e:
             raise self.error(f"cannot be read: {e.strerror or e}") from None
+        except ValueError as e:  # a NUL character in the name, which no OS takes
+            raise self.error(f"cannot be read: {e}") from None
         if not stat.S_ISREG(mode):
             raise self.error(f"is {_kind(mode)}, not a regular file")
         flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) \
