@@ -33,7 +33,13 @@ from .version import __version__  # noqa: F401  (netpass.__version__)
 def save_model(model: Model, path: Any, weights: Any = None) -> None:
     """Write ``model`` as ONNX (``.onnx``) or IR v11 (``.xml`` + ``.bin``). A file that cannot
     be written raises FileAccessError (a NetpassError and an OSError)."""
+    if not isinstance(model, Model):
+        raise errors.NetpassError(f"save_model expects a Model, got {type(model).__name__}")
     p = str(path)
+    for name in (p, weights):
+        if name is not None and "\0" in str(name):  # (no OS takes one: a bare ValueError)
+            raise errors.FileAccessError(f"saving {name!r}: a file name cannot hold a NUL "
+                                         f"character")
     if p.endswith(".onnx"):
         from .frontend.onnx_writer import write_onnx
         with errors.system_errors_as_netpass(f"saving {p}"):

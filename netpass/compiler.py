@@ -29,7 +29,7 @@ from .errors import (
 )
 from .frontend import read_model
 from .reference import check_inputs, input_specs, state_length_rules
-from .runtime.async_queue import AsyncInferRequest, RequestBusyError
+from .runtime.async_queue import AsyncInferRequest
 
 TRANSFORMATIONS = ("GNA", "COMMON", "NONE")
 
@@ -180,17 +180,22 @@ class InferRequest(AsyncInferRequest):
 
     def reset_state(self) -> None:
         """Every variable of the model back to its initial value."""
-        self._state_owner().reset_state()
+        with self._exclusive("reset_state"):
+            self._state_owner().reset_state()
 
     def query_state(self) -> list:
-        """One ``VariableState`` (``.name``, ``.state``, ``.reset()``) per variable."""
-        return self._state_owner().query_state()
+        """One ``VariableState`` (``.name``, ``.state``, ``.reset()``) per variable; each read,
+        write or reset holds the request (RequestBusyError while an inference of it runs)."""
+        self._exclusive_check("query_state")
+        states = self._state_owner().query_state()
+
+        def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
+            return self._guarded(fn, "a variable's read or write")
+        return [s.guarded(guard) for s in states]
 
     def _state_owner(self) -> Any:
         """The request holding the variables (the reference evaluator's, or the runtime's in
-        device memory); they are not touched while an inference of this request runs."""
-        if self._busy.locked():
-            raise RequestBusyError("the infer request's variables are in use by an inference")
+        device memory)."""
         return self._reference_request if self._reference_request is not None \
             else self._runtime_request
 
@@ -241,10 +246,9 @@ def compile_model(model: Any, device: str = "AUTO", config: Mapping[str, Any] | 
     progress line on long compiles: a callable ``progress(stage, step, total)`` or a
     ``logging.Logger`` (INFO lines).
     """
-    import os
-
     from .legacy_passes import convert_to_legacy, run_legacy_passes
     from .prepost import split_pre_post_processing
+    from .runtime.device import resolve_device_name
     from .runtime.graph_compiler import legacy_to_model
     report = _progress_reporter(progress)
     cfg = dict(config or {})
@@ -252,6 +256,7 @@ def compile_model(model: Any, device: str = "AUTO", config: Mapping[str, Any] | 
     if which not in TRANSFORMATIONS:
         raise NetpassError(f"unknown TRANSFORMATIONS '{which}'; use one of {TRANSFORMATIONS}")
     dump_dir = cfg.pop("LEGACY_DUMP_DIR", None)
+    device = resolve_device_name(device)  # (before the work: a bad name fails at once)
     report("reading")
     original = read_model(model) if not isinstance(model, Model) else model
     # (the collector paused: it would rescan the growing graphs, see core.gc_pause)
@@ -269,9 +274,6 @@ def compile_model(model: Any, device: str = "AUTO", config: Mapping[str, Any] | 
         legacy_log = run_legacy_passes(network, dump_dir=dump_dir)
         report("legacy to model")
         executable = legacy_to_model(network)
-    device = device.upper()
-    if device == "AUTO":
-        device = os.environ.get("NETPASS_DEVICE", "AUTO").upper()
     runtime = None
     report("runtime program")
     if device != "REFERENCE":

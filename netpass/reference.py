@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from .core.boundary import Parameter
+from .core.boundary import Constant, Parameter
 from .core.containers import api_value, feed_value, is_container
-from .core.feeds import FeedSpec, check_feeds, is_device_array
+from .core.feeds import FeedSpec, check_feeds, is_device_array, owned_outputs
 from .core.model import Model
 from .core.state_lengths import StateLength, check_rules, check_state_lengths, read_state_lengths
 from .errors import InputError, NetpassError, OutOfMemoryError, StateError
@@ -140,6 +140,9 @@ def _run(model: Model, feeds: Mapping[str, Any],
     for name, r in zip(model.output_names, model.results):
         value = values[id(r)][0] if id(r) in values else None
         result[name] = api_value(value, r.get_output_element_type(0))
+    kept = [*by_param.values(), *(variables.values() if variables is not None else ()),
+            *(n.value for n in ops if isinstance(n, Constant))]
+    result = owned_outputs(result, kept)
     if variables is not None:
         # copies: an Assign's value may also be an output the caller changes
         variables.update({k: np.array(v, copy=True) for k, v in written.items()})
@@ -149,7 +152,14 @@ def _run(model: Model, feeds: Mapping[str, Any],
 def check_state(info: VariableInfo, value: Any) -> np.ndarray:
     """``value`` as a state of the variable ``info``: its element type, a shape the variable's
     partial shape admits (a copy, so the caller's array stays theirs)."""
-    arr = np.array(value, copy=True)
+    try:
+        arr = np.array(value, copy=True)
+    except MemoryError as e:
+        raise OutOfMemoryError(f"variable '{info.variable_id}': out of memory copying a state "
+                               f"of shape {list(getattr(value, 'shape', ()))} ({e})") from e
+    except (ValueError, TypeError) as e:  # (a ragged list)
+        raise StateError(info.variable_id, f"cannot be made an array from a "
+                                           f"{type(value).__name__}: {e}") from e
     dtype = info.data_type.dtype
     if dtype is not None and arr.dtype != dtype:
         raise StateError(info.variable_id, f"dtype {arr.dtype}, expected {dtype} "
@@ -188,10 +198,21 @@ class VariableState:
 
     @state.setter
     def state(self, value: Any) -> None:
-        self._set(check_state(self.info, value))
+        arr = check_state(self.info, value)
+        try:
+            self._set(arr)
+        except MemoryError as e:  # (the device's copy, with room to grow)
+            raise OutOfMemoryError(f"variable '{self.name}': out of memory setting a state of "
+                                   f"shape {list(arr.shape)} ({e})") from e
 
     def reset(self) -> None:
         self._reset()
+
+    def guarded(self, guard: Callable[[Callable[..., Any]], Callable[..., Any]]
+                ) -> VariableState:
+        """The same variable with its read, write and reset each wrapped by ``guard`` (an
+        infer request's: refused while an inference of the request runs on another thread)."""
+        return VariableState(self.info, guard(self._get), guard(self._set), guard(self._reset))
 
     def __repr__(self) -> str:
         return f"<VariableState '{self.name}' {list(self.state.shape)}>"

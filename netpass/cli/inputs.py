@@ -85,9 +85,14 @@ def make_inputs(model, shapes: dict[str, str], files: dict[str, str]) -> dict[st
         if name in file_of:
             path = Path(file_of[name])
             try:
-                feeds[name] = np.load(path, allow_pickle=False)
+                loaded = np.load(path, allow_pickle=False)
             except (OSError, ValueError, MemoryError) as e:
                 raise InputError(name, f"cannot load {path}: {type(e).__name__}: {e}") from None
+            if not isinstance(loaded, np.ndarray):  # (an .npz archive: an internal error)
+                loaded.close()
+                raise InputError(name, f"{path} is an .npz archive, not one array: give a .npy "
+                                       f"file (np.save)")
+            feeds[name] = loaded
     given = {n: list(a.shape) for n, a in feeds.items()}
     given.update({n: _parse_shape(n, text) for n, text in shape_of.items() if n not in feeds})
     # A dynamic dim shared by several inputs (one symbol, e.g. "batch") takes the size given

@@ -1,16 +1,17 @@
-"""Checking the arrays a caller feeds a model: by input name, element type, rank and dims.
+"""Checking the arrays a caller feeds a model: by input name, element type, rank and dims;
+and handing back outputs the caller owns.
 
 One check for every way of running a model (the reference evaluator, the compiled runtime), so
 that a wrong feed is refused with the same ``InputError`` whichever runs it.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, OutOfMemoryError
 from .shape import PartialShape
 
 
@@ -42,6 +43,10 @@ def check_feeds(inputs: Mapping[str, Any], specs: Sequence[FeedSpec],
     (``is_device_array``) is checked the same way and kept as it is. (Run on every
     inference, twice for a compiled model's: the names are compared in full only when their
     counts differ or one is missing.)"""
+    if not isinstance(inputs, Mapping):
+        raise InputError(", ".join(s.name for s in specs),
+                         f"the inputs must be a mapping of input name -> array, got a "
+                         f"{type(inputs).__name__}")
     if len(inputs) != len(specs):
         _refuse_unknown(inputs, specs)
     out: dict[str, np.ndarray] = {}
@@ -50,10 +55,7 @@ def check_feeds(inputs: Mapping[str, Any], specs: Sequence[FeedSpec],
             _refuse_unknown(inputs, specs)  # (as many names: one of them is unknown)
             raise InputError(name, "missing")
         value = inputs[name]
-        if is_device_array(value):
-            arr = value
-        else:
-            arr = np.asarray(value, order="C") if contiguous else np.asarray(value)
+        arr = value if is_device_array(value) else _as_array(name, value, contiguous)
         if dtype is not None and arr.dtype != dtype:
             label = f" ({type_name})" if type_name else ""
             raise InputError(name, f"dtype {arr.dtype}, expected {dtype}{label}")
@@ -72,12 +74,27 @@ def check_feeds(inputs: Mapping[str, Any], specs: Sequence[FeedSpec],
     return out
 
 
+def _as_array(name: str, value: Any, contiguous: bool) -> np.ndarray:
+    """``value`` as an array (C-contiguous with ``contiguous``); what numpy cannot make one of
+    (a ragged list) or has no memory for (a broadcast view too large to copy) is an error
+    naming the input."""
+    try:
+        return np.asarray(value, order="C") if contiguous else np.asarray(value)
+    except MemoryError as e:
+        shape = list(getattr(value, "shape", ()))
+        raise OutOfMemoryError(f"input '{name}': out of memory making an array of shape "
+                               f"{shape} ({e})") from e
+    except (ValueError, TypeError) as e:
+        raise InputError(name, f"cannot be made an array from a {type(value).__name__}: "
+                               f"{e}") from e
+
+
 def _refuse_unknown(inputs: Mapping[str, Any], specs: Sequence[FeedSpec]) -> None:
     """Raise an InputError for the first (sorted) fed name that is not an input."""
     names = [s.name for s in specs]
-    unknown = sorted(set(inputs) - set(names))
+    unknown = sorted(set(inputs) - set(names), key=str)  # (keys need not all be strings)
     if unknown:
-        raise InputError(unknown[0], f"not an input of the model; inputs are {names}")
+        raise InputError(str(unknown[0]), f"not an input of the model; inputs are {names}")
 
 
 def _check_bound(name: str, arr: np.ndarray, bound: tuple[int, str]) -> None:
@@ -88,3 +105,31 @@ def _check_bound(name: str, arr: np.ndarray, bound: tuple[int, str]) -> None:
         bad = low if low < -n else high
         raise InputError(name, f"value {bad} (shape {list(arr.shape)}) is outside [{-n}, {n}): "
                                f"it indexes the {n} rows of Gather '{node}'")
+
+
+def _buffer_key(arr: np.ndarray) -> int:
+    """The id of the memory ``arr`` views: its first base that is not an array (a bytes
+    object, a memory map) or the array at the end of its chain of bases."""
+    while isinstance(arr.base, np.ndarray):
+        arr = arr.base
+    return id(arr.base) if arr.base is not None else id(arr)
+
+
+def owned_outputs(outputs: Mapping[str, Any], kept: Iterable[Any]) -> dict[str, Any]:
+    """``outputs`` with a copy of each array that views the memory of one of ``kept`` (the
+    feeds, the model's constants, the request's variables) or of an output before it, so that
+    a caller writing into an output changes neither its inputs, the model, the request nor
+    another output (an output that was a feed, a Constant's value or a view of either was
+    handed out as it was: writing into it changed the caller's input, or the constant for
+    every later inference)."""
+    taken = {_buffer_key(a) for a in kept if isinstance(a, np.ndarray)}
+    out: dict[str, Any] = {}
+    for name, value in outputs.items():
+        if isinstance(value, np.ndarray):
+            key = _buffer_key(value)
+            if key in taken:
+                value = value.copy()
+            else:
+                taken.add(key)
+        out[name] = value
+    return out

@@ -164,6 +164,8 @@ def lint_problems(model: Model) -> list[str]:
             if ref is None or ref() is not node:
                 problems.append(f"{node.type_name} '{node.friendly_name}' input {i} is not listed "
                                 f"among the consumers of '{src.node.friendly_name}'")
+        if isinstance(node, Result) and node.has_consumers():
+            problems.append(f"Result '{node.friendly_name}' feeds other nodes")
         for o in node.outputs():
             for c in o.consumers():
                 if c.node.input_value(c.index) != o:

@@ -6,9 +6,12 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from ..errors import InputError, NetpassError
 from .boundary import Parameter, Result
 from .changes import ChangeLog, tracking
+from .dimension import INF, Dimension
 from .node import Node, Output, _Topology, as_output, topology_changed
 from .shape import PartialShape
 
@@ -139,6 +142,9 @@ class Model:
 
     def input(self, key: int | str = 0) -> Output:
         if isinstance(key, int):
+            if not -len(self._parameters) <= key < len(self._parameters):
+                raise InputError(str(key), f"no input at index {key}; inputs are "
+                                           f"{self.input_names}")
             return self._parameters[key].output(0)
         for p in self._parameters:
             if p.friendly_name == key or key in p.output(0).names:
@@ -278,17 +284,33 @@ class Model:
         m.rt_info = copy.deepcopy(self.rt_info)
         return m
 
-    def reshape(self, shapes: Mapping[Any, Any] | Sequence[Any]) -> None:
-        """Set new input shapes (by input name, index or Output) and re-infer, as OpenVINO's."""
-        if not isinstance(shapes, Mapping):
+    def reshape(self, shapes: Mapping[Any, Any] | Sequence[Any] | str | PartialShape) -> None:
+        """Set new input shapes (by input name, index or Output; a model of one input also
+        takes its shape alone: a list of dims, a string, a PartialShape) and re-infer, as
+        OpenVINO's. A shape that is no shape, or that the graph refuses, raises with the
+        model as it was: its inputs' shapes are restored (they stayed changed, the model
+        unusable with the feeds it took before)."""
+        if len(self._parameters) == 1 and _one_shape(shapes):
+            shapes = {0: shapes}
+        elif not isinstance(shapes, Mapping):
+            if not isinstance(shapes, Iterable):
+                raise InputError(", ".join(self.input_names), f"reshape takes a mapping of "
+                                 f"input -> shape or a list of shapes, got {shapes!r}")
             shapes = dict(enumerate(shapes))
+        new = []
         for key, shape in shapes.items():
-            if isinstance(key, Output):
-                param = key.node
-            else:
-                param = self.input(key).node
-            param.shape = PartialShape(shape)
-        self.validate_nodes_and_infer_types()
+            param = key.node if isinstance(key, Output) else self.input(key).node
+            new.append((param, _input_shape(parameter_name(param), shape)))
+        old = [(param, param.shape) for param, _ in new]
+        try:
+            for param, ps in new:
+                param.shape = ps
+            self.validate_nodes_and_infer_types()
+        except BaseException:
+            for param, ps in old:
+                param.shape = ps
+            self.validate_nodes_and_infer_types()
+            raise
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{n}{p.output(0).partial_shape}"
@@ -296,6 +318,30 @@ class Model:
         outs = ", ".join(f"{n}{r.input_value(0).partial_shape}"
                          for n, r in zip(self.output_names, self._results))
         return f"<Model '{self.friendly_name}': ({ins}) -> ({outs})>"
+
+
+def _one_shape(value: Any) -> bool:
+    """Whether ``value`` is one shape, not a list or mapping of shapes: a string, a
+    PartialShape, or a sequence of dims (ints, Dimensions, strings such as ``"1..4"``; as
+    a list of shapes for one input, a one-item list of a string is the same shape)."""
+    if isinstance(value, (str, PartialShape)):
+        return True
+    if isinstance(value, Mapping) or not isinstance(value, Iterable):
+        return False
+    return all(isinstance(d, (int, np.integer, Dimension, str)) and not isinstance(d, bool)
+               for d in value)
+
+
+def _input_shape(name: str, shape: Any) -> PartialShape:
+    """``shape`` as the PartialShape of input ``name``; an InputError naming it when it is no
+    shape (a negative dim, a dim past 2^63-1, not a sequence)."""
+    try:
+        ps = PartialShape(shape)
+    except (ValueError, TypeError, OverflowError) as e:
+        raise InputError(name, f"new shape {shape!r} is not a shape: {e}") from e
+    if ps.rank_is_static and any(d.min > INF for d in ps.dims):
+        raise InputError(name, f"new shape {shape!r} has a dim past {INF}")
+    return ps
 
 
 def parameter_name(param: Node) -> str:

@@ -85,7 +85,7 @@ class Type:
                 return sequence_of(inner) if value[0] == "s" else optional_of(inner)
         try:
             dt = np.dtype(value)
-        except TypeError:
+        except (TypeError, ValueError):  # (ValueError: a string numpy reads as a record)
             raise TypeError(f"unknown element type {value!r}") from None
         t = Type._by_dtype.get(dt)
         if t is None:

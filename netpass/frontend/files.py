@@ -62,6 +62,9 @@ def contained_path(folder: Path, name: str, what: str, model: str) -> Path:
     """
     if not name:
         raise ModelFileError(f"{what} has an empty file name", name, model)
+    if "\0" in name:  # (no OS takes one: os.stat raised a bare ValueError)
+        raise ModelFileError(f"{what} {name!r} has a NUL character in its file name", name,
+                             model)
     if PurePosixPath(name).is_absolute() or PureWindowsPath(name).is_absolute() \
             or PureWindowsPath(name).drive:
         raise ModelFileError(f"{what} '{name}' is an absolute path, which leaves the model "
@@ -106,6 +109,8 @@ class RegularFile:
             raise ModelFileError(f"{what} not found: {self.label}", str(path), model) from None
         except OSError as e:
             raise self.error(f"cannot be read: {e.strerror or e}") from None
+        except ValueError as e:  # a NUL character in the name, which no OS takes
+            raise self.error(f"cannot be read: {e}") from None
         if not stat.S_ISREG(mode):
             raise self.error(f"is {_kind(mode)}, not a regular file")
         flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) \

@@ -9,6 +9,7 @@ TensorIterator are read like the model, their port maps become the op's descript
 """
 from __future__ import annotations
 
+import math
 import os
 from contextlib import ExitStack
 from pathlib import Path
@@ -146,7 +147,8 @@ class _Reader:
         self.weights = weights
         self.classes: dict[tuple[str, str], type | None] = {}
 
-    def blob(self, layer: _Layer, data: dict[str, str]) -> np.ndarray:
+    def blob(self, layer: _Layer, data: dict[str, str]) -> tuple[np.ndarray, Type]:
+        """A Const layer's value and element type, read from the weights."""
         try:
             et = Type.of(data["element_type"])
             shape = PartialShape.parse(data.get("shape", "")).to_shape()
@@ -155,7 +157,7 @@ class _Reader:
             raise ModelFormatError(f"{layer.where()}: bad Const data {data}: {e}") from e
         if et.dtype is None or et is string:
             raise ModelFormatError(f"{layer.where()}: element type {et} is not supported")
-        count = int(np.prod(shape, dtype=np.int64))
+        count = math.prod(shape)  # (Python ints: an int64 product of huge dims wraps, to 0)
         # Empty constants carry a placeholder byte (OpenVINO writes size 1 for them).
         if size != packed_size(et, count) and not (count == 0 and size <= 1):
             raise ModelFormatError(f"{layer.where()}: size {size} does not match shape "
@@ -163,7 +165,10 @@ class _Reader:
         if self.weights is None:
             raise ModelFormatError(f"{layer.where()}: needs a weights file (.bin), none given")
         if count == 0:
-            return np.zeros(shape, et.dtype)
+            try:
+                return np.zeros(shape, et.dtype), et
+            except ValueError as e:  # a dim past numpy's largest beside the zero one
+                raise ModelFormatError(f"{layer.where()}: shape {list(shape)}: {e}") from e
         if isinstance(self.weights, RegularFile):
             data = self.weights.read_range(offset, size, layer.where())
         elif offset < 0 or offset + size > len(self.weights):
@@ -172,7 +177,7 @@ class _Reader:
                                    "(truncated?)")
         else:
             data = self.weights[offset:offset + size]
-        return unpack_elements(data, et, count).reshape(shape)
+        return unpack_elements(data, et, count).reshape(shape), et
 
     def build(self, layer: _Layer, inputs: list) -> Node:
         type_name = TYPE_NAMES_FROM_IR.get(layer.type, layer.type)
@@ -187,8 +192,8 @@ class _Reader:
         data = dict(data_el.attrib) if data_el is not None else {}
         structure = self.bodies(layer, cls) if issubclass(cls, MultiSubGraphOp) else {}
         if type_name == "Constant":
-            et = Type.of(data.get("element_type", "f32"))
-            attrs: dict[str, Any] = {"value": self.blob(layer, data), "element_type": et}
+            value, et = self.blob(layer, data)
+            attrs: dict[str, Any] = {"value": value, "element_type": et}
         else:
             attrs = {}
             for ir_key, text in data.items():
@@ -272,6 +277,9 @@ class _Reader:
                                            f"{src_layer.where()}, which has no such output")
                 index = out_ids.index(src[1])
                 producer = nodes[src_layer.id]
+                if isinstance(producer, Result):  # (its value would be read as no tensor)
+                    raise ModelFormatError(f"{layer.where()}: reads {src_layer.where()}, a "
+                                           f"Result: a Result has no outputs to read")
                 if index >= producer.get_output_size():
                     raise ModelFormatError(f"{layer.where()}: reads output {index} of "
                                            f"{src_layer.where()}, which produces "

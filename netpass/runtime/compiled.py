@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 import numpy as np
 
-from ..core.feeds import FeedSpec, check_feeds
+from ..core.feeds import FeedSpec, check_feeds, owned_outputs
 from ..core.gc_pause import gc_paused
 from ..core.state_lengths import StateLength, check_rules, check_state_lengths, read_state_lengths
 from ..core.types import Type
@@ -23,7 +23,7 @@ from ..errors import (
 from ..ops.state import Assign, ReadValue, VariableInfo
 from ..reference import VariableState
 from . import impls
-from .async_queue import AsyncInferRequest, RequestBusyError
+from .async_queue import AsyncInferRequest
 from .device import Engine, resolve_device_name, select_device
 from .device_tensor import DeviceTensor
 from .invariants import debug_checks
@@ -342,9 +342,11 @@ class RuntimeInferRequest(AsyncInferRequest):
                 values[n.index] = infer_host(n, [values[s.index][k] for s, k in n.inputs])
                 if n.is_a(Assign) and n.state_var is not None:
                     written[n.state_var] = np.array(values[n.index][0], copy=True)
+        kept = [*feeds.values(), *self._ref_vars.values(),
+                *(n.value for n in prog.nodes if n.is_constant and n.value is not None)]
         self._ref_vars.update(written)
         self._ref_stats["infers"] += 1
-        return {r.name: values[r.index][0] for r in prog.outputs}
+        return owned_outputs({r.name: values[r.index][0] for r in prog.outputs}, kept)
 
     # -- state ------------------------------------------------------------------------------------
     def state_length(self, variable_id: str, axis: int) -> int | None:
@@ -356,22 +358,19 @@ class RuntimeInferRequest(AsyncInferRequest):
         shape = self.network.state.vars[variable_id].shape
         return None if shape is None else shape[axis]
 
-    def _idle(self) -> None:
-        if self._busy.locked():
-            raise RequestBusyError("the infer request's variables are in use by an inference")
-
     def reset_state(self) -> None:
         """Every variable back to its initial value (device buffers are kept for reuse)."""
-        self._idle()
-        if self.network is None:
-            self._ref_vars.clear()
-        else:
-            self.network.state.reset()
+        with self._exclusive("reset_state"):
+            if self.network is None:
+                self._ref_vars.clear()
+            else:
+                self.network.state.reset()
 
     def query_state(self) -> list[VariableState]:
         """One ``VariableState`` per variable (``.name``, ``.state`` read from the device,
-        assignable, ``.reset()``), in the order of the model's ReadValues."""
-        self._idle()
+        assignable, ``.reset()``), in the order of the model's ReadValues. Each read, write
+        or reset holds the request: RequestBusyError while an inference of it runs."""
+        self._exclusive_check("query_state")
         if self.network is None:
             ref = self._ref_vars
             get, put, reset = (lambda v: ref[v].copy() if v in ref else None,
@@ -379,9 +378,13 @@ class RuntimeInferRequest(AsyncInferRequest):
         else:
             store = self.network.state
             get, put, reset = store.get, store.set, store.reset
+
+        def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
+            return self._guarded(fn, "a variable's read or write")
+
         def state(vid: str, info: VariableInfo) -> VariableState:
             return VariableState(info, lambda: get(vid), lambda arr: put(vid, arr),
-                                 lambda: reset(vid))
+                                 lambda: reset(vid)).guarded(guard)
         states: list[VariableState] = []
         seen: set[str] = set()
         for r in self.compiled.program.reads:

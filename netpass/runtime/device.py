@@ -70,6 +70,11 @@ def _is_gpu(d) -> bool:
 
 
 def resolve_device_name(device: str | None) -> str:
+    """``device`` (any case; None or empty: AUTO, which ``NETPASS_DEVICE`` overrides) as one of
+    DEVICE_NAMES; a DeviceError for anything else."""
+    if device is not None and not isinstance(device, str):
+        raise DeviceError(f"the device must be a name, one of {', '.join(DEVICE_NAMES)}; got "
+                          f"{device!r}")
     name = (device or "AUTO").upper()
     if name == "AUTO":
         name = (os.environ.get("NETPASS_DEVICE") or "AUTO").upper()

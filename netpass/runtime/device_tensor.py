@@ -17,8 +17,32 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError
+from ..core.types import Type
+from ..errors import InputError, OutOfMemoryError
 from .memory import Allocation
+
+
+def device_array(array: Any) -> np.ndarray:
+    """``array`` as a C-contiguous host array whose bytes may go to a device: of one of the
+    element types (f32, i64, bool, ...). Anything else is an InputError: an object array's
+    bytes are pointers to Python objects, and reading them back into an object array made
+    objects of freed memory (a segfault); a str array is no model's input."""
+    try:
+        arr = np.asarray(array, order="C")  # (ascontiguousarray makes a 0-d array 1-d)
+    except MemoryError as e:
+        raise OutOfMemoryError(f"device tensor: out of memory copying an array of shape "
+                               f"{list(getattr(array, 'shape', ()))} ({e})") from e
+    except (ValueError, TypeError) as e:
+        raise InputError("device tensor", f"cannot be made an array from a "
+                                          f"{type(array).__name__}: {e}") from e
+    try:
+        et = Type.of(arr.dtype)
+    except TypeError:
+        et = None
+    if et is None or et.dtype is None or et.dtype.hasobject:
+        raise InputError("device tensor", f"dtype {arr.dtype} cannot be held in device memory; "
+                                          f"use a numeric or boolean array")
+    return arr
 
 
 class DeviceTensor:
@@ -39,8 +63,8 @@ class DeviceTensor:
 
     @classmethod
     def from_array(cls, engine: Any, array: Any) -> DeviceTensor:
-        """A new tensor holding a copy of ``array``."""
-        arr = np.ascontiguousarray(array)
+        """A new tensor holding a copy of ``array`` (of a numeric or boolean element type)."""
+        arr = device_array(array)
         tensor = cls(engine, arr.shape, arr.dtype)
         tensor.write(arr)
         return tensor
@@ -55,7 +79,7 @@ class DeviceTensor:
 
     def write(self, array: Any) -> None:
         """Copy ``array`` (same shape and dtype) into the tensor; returns once it is there."""
-        arr = np.ascontiguousarray(array)
+        arr = device_array(array)
         if arr.shape != self.shape or arr.dtype != self.dtype:
             raise InputError("device tensor", f"writing {arr.dtype} {list(arr.shape)} into a "
                                               f"{self.dtype} {list(self.shape)} tensor")

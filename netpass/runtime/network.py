@@ -557,9 +557,9 @@ class Network:
 
     def _finish(self) -> dict[str, np.ndarray]:
         """Commit the variables, read the outputs (one host wait), collect profiling times,
-        count the infer. Arrays the request keeps (constants, shape_of values it reuses) or
-        returns twice are copied; an array written in place is handed over (its primitive
-        gets a new one next time)."""
+        count the infer. Arrays the request keeps (constants, shape_of values it reuses), the
+        caller's (an input returned as an output) or returned twice are copied; an array
+        written in place is handed over (its primitive gets a new one next time)."""
         self.state.commit()
         results = {}
         refs = self.output_refs
@@ -572,7 +572,8 @@ class Network:
             persistent.after_wait()
         given: set[int] = set()
         for r, (inst, k), a in zip(self.program.outputs, refs, arrays):
-            if id(a) in given or inst.node.is_constant or inst.node.in_shape_of_subgraph:
+            if id(a) in given or inst.node.is_constant or inst.node.in_shape_of_subgraph \
+                    or inst.node.is_parameter:  # (the caller's own array)
                 a = a.copy()
             elif inst.zero_copy[k] and inst.own[k] is not None and inst.own[k].host is a:
                 inst._release_own(k)

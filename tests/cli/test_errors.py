@@ -59,6 +59,13 @@ def test_npy_of_the_wrong_shape(tmp_path):
     assert line.startswith("error: input 'input': dim 2 is 48, expected 49")
 
 
+def test_npz_archive_as_an_input(tmp_path):
+    """(np.load gives an NpzFile for it: an internal error, 'NpzFile' has no 'shape'.)"""
+    np.savez(tmp_path / "x.npz", input=np.ones((1, 1, 49, 10), np.float32))
+    line = _one_error_line(netpass_cli("run", KWS, "--input", f"input={tmp_path / 'x.npz'}"))
+    assert line.startswith("error: input 'input': ") and "is an .npz archive" in line
+
+
 def test_unknown_input_name():
     line = _one_error_line(netpass_cli("run", KWS, "--shape", "nope=1,2"))
     assert line.startswith("error: input 'nope'")

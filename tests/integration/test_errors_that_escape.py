@@ -21,6 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 import netpass
 from netpass.errors import (
     FileAccessError,
+    ModelFileError,
     ModelFormatError,
     NetpassError,
     OutOfMemoryError,
@@ -212,3 +213,24 @@ def test_cli_reports_these_as_errors_not_internal_errors(tmp_path):
                    tmp_path / "plain" / "out.xml")
     assert convert.returncode == 1 and "internal error" not in convert.stderr
     assert convert.stderr.startswith("error: ") and "plain" in convert.stderr
+
+
+# -- file names no OS takes ------------------------------------------------------------------
+def test_file_names_with_a_nul_character_are_netpass_errors(tmp_path):
+    """(os.stat and open raised a bare ValueError: embedded null byte.)"""
+    x = netpass.opset.parameter([2], np.float32, name="x")
+    model = netpass.Model([netpass.opset.relu(x)], [x], "m")
+    netpass.save_model(model, tmp_path / "m.xml")
+    with pytest.raises(FileAccessError, match="NUL character"):
+        netpass.save_model(model, str(tmp_path / "a\0b.xml"))
+    with pytest.raises(FileAccessError, match="NUL character"):
+        netpass.save_model(model, tmp_path / "m.xml", str(tmp_path / "w\0.bin"))
+    with pytest.raises(ModelFileError, match="embedded null byte"):
+        netpass.read_model(str(tmp_path / "a\0b.onnx"))
+    with pytest.raises(ModelFileError, match="embedded null byte"):
+        netpass.read_model(tmp_path / "m.xml", str(tmp_path / "w\0.bin"))
+
+
+def test_save_model_of_something_not_a_model():
+    with pytest.raises(NetpassError, match="save_model expects a Model, got str"):
+        netpass.save_model("m.onnx", "out.onnx")

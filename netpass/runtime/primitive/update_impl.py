@@ -58,8 +58,7 @@ class UpdateImpl:
                tuple([i.out_shapes[k] for i, k in self.computed_extras])
                if self.computed_extras else (),
                # strided views are read through their strides
-               tuple([self.src_insts[j][0].outputs[self.src_insts[j][1]].strides
-                      for j in self.strided_order]) if self.strided_order else ())
+               self.strided_inputs_key() if self.strided_order else ())
         impl = net.compiled.cached_impl(key)
         if impl is not None:
             net.stats["impl_cache_hits"] += 1

@@ -179,9 +179,18 @@ class UpdateShape:
         and the second wrote past its buffers)."""
         if not self.strided_order:
             return (self.net.binding_values, in_shapes)
+        return (self.net.binding_values, in_shapes, self.strided_inputs_key())
+
+    def strided_inputs_key(self) -> tuple:
+        """The strides of the inputs that may be strided views (None for one whose producer
+        has no tensor: an empty output is never allocated, so a new request that meets a
+        zero-size input first has none; reading its strides failed with an AttributeError)."""
         srcs = self.src_insts
-        return (self.net.binding_values, in_shapes,
-                tuple([srcs[j][0].outputs[srcs[j][1]].strides for j in self.strided_order]))
+        key = []
+        for j in self.strided_order:
+            t = srcs[j][0].outputs[srcs[j][1]]
+            key.append(None if t is None else t.strides)
+        return tuple(key)
 
     def _record(self, impl: Impl | None) -> None:
         """Keep this binding's shapes, values and implementation (see above)."""

@@ -330,3 +330,10 @@ def test_onnx_locations_outside_the_folder_in_any_spelling_are_refused(folder, n
     model, _ = folder.write("onnx", lambda f, w: name)
     with pytest.raises(ModelFileError, match="leaves the model directory|empty file name"):
         netpass.read_model(model)
+
+
+def test_an_onnx_location_with_a_nul_character_is_refused(folder):
+    """(os.stat raised a bare ValueError: embedded null byte.)"""
+    model, _ = folder.write("onnx", lambda f, w: "w.bin\0../outside/canary.bin")
+    with pytest.raises(ModelFileError, match="has a NUL character in its file name"):
+        netpass.read_model(model)

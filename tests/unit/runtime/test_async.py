@@ -167,3 +167,60 @@ def test_queue_is_exported_where_users_reach_it():
     assert netpass.AsyncInferQueue is AsyncInferQueue
     from netpass.runtime import AsyncInferQueue as from_runtime
     assert from_runtime is AsyncInferQueue
+
+
+# -- waiting from inside a callback (each of these hung for good) ----------------------------
+def test_wait_inside_the_requests_own_callback_is_an_error(compiled, rng):
+    req = compiled.create_infer_request()
+    seen: list = []
+
+    def callback(_):
+        for wait in (req.wait, lambda: req.wait_for(1.0)):
+            try:
+                wait()
+            except NetpassError as e:
+                seen.append(str(e))
+    req.set_callback(callback)
+    req.start_async(_feeds(rng, 2))
+    req.wait()
+    assert len(seen) == 2 and all("inside the infer request's own callback" in s for s in seen)
+
+
+def test_queue_wait_all_inside_a_callback_is_an_error(compiled, rng):
+    queue = AsyncInferQueue(compiled, 2)
+    queue.set_callback(lambda req, ud: queue.wait_all())
+    queue.start_async(_feeds(rng, 2), userdata="job")
+    with pytest.raises(NetpassError, match=r"wait_all\(\) called inside a callback"):
+        queue.wait_all()
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_queue_start_async_from_callbacks_chains_or_is_refused_when_all_wait(compiled, rng,
+                                                                             jobs):
+    """Each callback starts the next job: with a request idle it runs (a chain of 4), and
+    once every request is busy in a callback waiting for an idle one, the last to wait gets
+    a NetpassError (jobs=1: the first callback already; it hung)."""
+    queue = AsyncInferQueue(compiled, jobs)
+    done: list = []
+    feeds = _feeds(rng, 3)
+
+    def chain(req, userdata):
+        done.append(userdata)
+        if userdata < 3:
+            queue.start_async(feeds, userdata + 1)
+    queue.set_callback(chain)
+    if jobs == 1:
+        queue.start_async(feeds, 0)
+        with pytest.raises(NetpassError, match=r"start_async\(\) in a callback: all 1 requests"):
+            queue.wait_all()
+        assert done == [0]
+        return
+    queue.start_async(feeds, 0)
+    queue.wait_all()  # (each callback starts the next job before its request is idle)
+    assert done == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("jobs", [None, "2", 2.5, -1])
+def test_queue_jobs_must_be_a_count(compiled, jobs):
+    with pytest.raises(NetpassError, match="jobs must be an integer >= 0"):
+        AsyncInferQueue(compiled, jobs)
