@@ -93,11 +93,14 @@ def warn_interior_layout_ops(ops: list[Node], warned: set[Node]) -> None:
     inside a static graph) that ``warn_layout_conflicts`` did not explain: no sinking rule took
     it to the model's edge or into weights (a real data reorder between two layers, as a
     2-D conv's NHWC map reshaped to a 1-D conv's channels), so the model is not one GNA runs
-    whole; its outputs are still exact."""
+    whole; its outputs are still exact. Integer data (shape arithmetic: ShapeOf, Gather,
+    Concat into a Reshape's target, which constant folding or the host computes) is not GNA's
+    to run: no warning."""
     for n in ops:
-        shape = n.input_value(0).partial_shape
-        if n in warned or not shape.is_static:
+        data = n.input_value(0)
+        if n in warned or not data.partial_shape.is_static or not data.element_type.is_real:
             continue
+        shape = data.partial_shape
         readers = ", ".join(f"{c.node.type_name} '{c.node.friendly_name}'"
                             for c in n.output(0).consumers())
         source = n.input_value(0).node
