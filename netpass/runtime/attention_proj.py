@@ -26,13 +26,12 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..errors import ShapeInferenceError
 from ..ops.legacy import FullyConnected
 from ..ops.movement import Reshape
 from .kernels.decode import DECODE_ROWS, DLS
 from .kinds.attention import FusedAttention
 from .program_node import ProgramNode, data_users
-from .shape_infer import infer_host
+from .shape_infer import fully_connected_shapes, infer_host
 
 F32 = np.dtype(np.float32)
 
@@ -66,11 +65,7 @@ class ProjDesc:
 
     def infer_shapes(self, shapes: Sequence[tuple],
                      values: Mapping[int, np.ndarray]) -> list[tuple]:
-        x, w = shapes[0], shapes[1]
-        if len(w) != 2 or not x or x[-1] != w[1]:
-            raise ShapeInferenceError(f"FullyConnected '{self.plain.id}': input {list(x)} does "
-                                      f"not fit weights {list(w)}")
-        return [tuple(x[:-1]) + (w[0],)]
+        return fully_connected_shapes(self.plain.id, shapes)
 
     def evaluate(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         return infer_host(self.plain, arrays[:3])

@@ -21,11 +21,10 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..errors import ShapeInferenceError
 from ..ops.legacy import FullyConnected
 from .kernels.decode_mlp import mlp_chunk
 from .program_node import ProgramNode
-from .shape_infer import infer_host
+from .shape_infer import fully_connected_shapes, infer_host
 
 F32 = np.dtype(np.float32)
 
@@ -65,11 +64,7 @@ class MlpDesc:
                      values: Mapping[int, np.ndarray]) -> list[tuple]:
         if self.inner is not None:
             return self.inner.infer_shapes(shapes[:3], values)
-        x, w = shapes[0], shapes[1]
-        if len(w) != 2 or not x or x[-1] != w[1]:
-            raise ShapeInferenceError(f"FullyConnected '{self.plain.id}': input {list(x)} does "
-                                      f"not fit weights {list(w)}")
-        return [tuple(x[:-1]) + (w[0],)]
+        return fully_connected_shapes(self.plain.id, shapes)
 
     def evaluate(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         """The projection's own reference over its own inputs."""

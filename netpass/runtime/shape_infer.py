@@ -85,3 +85,13 @@ def infer_host(pnode: Any, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         ins = [Parameter([], shape=a.shape, element_type=_element_type(a.dtype)) for a in arrays]
         op = pnode.op_class(ins, **pnode.attrs)
     return [np.asarray(o) for o in op.evaluate(list(arrays))]
+
+
+def fully_connected_shapes(node_id: str, shapes: Sequence[tuple]) -> list[tuple]:
+    """A plain FullyConnected's output shape from its input's and weights' [N, K] (the shape
+    rule of a projection whose node carries a fold's inputs after its own three)."""
+    x, w = shapes[0], shapes[1]
+    if len(w) != 2 or not x or x[-1] != w[1]:
+        raise ShapeInferenceError(f"FullyConnected '{node_id}': input {list(x)} does not fit "
+                                  f"weights {list(w)}")
+    return [tuple(x[:-1]) + (w[0],)]

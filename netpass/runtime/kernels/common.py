@@ -173,17 +173,18 @@ def offsets(rank: int, tensors: list[str], flat: str = "gid", dims: str = "d") -
     return "\n  ".join(lines)
 
 
-def side_params(dtypes, erank: int) -> list[str]:
-    """The parameters of a fused epilogue's side inputs ``in<j>`` (``dtypes``), after a
-    kernel's own: each input and its offset, then, if there are any, the ``erank`` dims they
-    are indexed over and each input's strides (``impls.epilogue_args`` passes them)."""
+def side_params(dtypes, erank: int, name: str = "in", dims: str = "d") -> list[str]:
+    """The parameters of a fused epilogue's side inputs ``<name><j>`` (``dtypes``), after a
+    kernel's own: each input and its offset, then, if there are any, the ``erank`` dims
+    ``<dims><k>`` they are indexed over and each input's strides (``impls.epilogue_args``
+    passes them; another ``name`` and ``dims`` for a kernel with a second epilogue)."""
     args: list[str] = []
     for j, dt in enumerate(dtypes):
-        args += [f"__global const {ctype(dt)}* in{j}", f"int off_in{j}"]
+        args += [f"__global const {ctype(dt)}* {name}{j}", f"int off_{name}{j}"]
     if len(dtypes):
-        args += [f"int d{k}" for k in range(erank)]
+        args += [f"int {dims}{k}" for k in range(erank)]
         for j in range(len(dtypes)):
-            args += [f"int s_in{j}_{k}" for k in range(erank)]
+            args += [f"int s_{name}{j}_{k}" for k in range(erank)]
     return args
 
 

@@ -33,7 +33,6 @@ import numpy as np
 from .common import (
     Source,
     Stage,
-    ctype,
     flit,
     header,
     memoized,
@@ -115,7 +114,7 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
     if proj is not None:
         args += ["__global const float* W", "int woff", "__global float* C", "int coff",
                  "int NP", "int KP", "__global float* PP", "__global int* hp_count"]
-        args += _epilogue_params(proj[1], proj[2])
+        args += side_params(proj[1], proj[2], "ep", "ed")  # (the projection's)
     code = stage_code([Stage("dot", [], "float")] + list(score_ops),
                        {j: f"in{j}[o_in{j}]" for j in range(n_side)})
     offs = offsets(erank, [f"in{j}" for j in range(n_side)], "flat") if n_side else ""
@@ -371,19 +370,6 @@ def _arrival_block() -> str:
   if (da_last[0] && tid == 0) atomic_xchg(&da_count[row_], 0);
   SK_FENCE();
   if (da_last[0]) {"""
-
-
-def _epilogue_params(dtypes, erank: int) -> list[str]:
-    """:func:`netpass.runtime.kernels.common.side_params` for a folded projection's epilogue,
-    named apart from the score ops' (``ep<j>``, dims ``ed<k>``)."""
-    args: list[str] = []
-    for j, dt in enumerate(dtypes):
-        args += [f"__global const {ctype(dt)}* ep{j}", f"int off_ep{j}"]
-    if len(dtypes):
-        args += [f"int ed{k}" for k in range(erank)]
-        for j in range(len(dtypes)):
-            args += [f"int s_ep{j}_{k}" for k in range(erank)]
-    return args
 
 
 def _project(w4: int, proj: tuple, last: str = "1") -> str:
