@@ -399,12 +399,10 @@ def rotary_impl(p: Params, key: Any) -> Impl | None:
     """One ``rotary`` launch over the output(s) (:func:`_rotary_args` per rotated tensor)."""
     if any(np.dtype(d) != F32 for d in p.in_dtypes):
         return None
-    fold = p.node.rotary_fold
+    fold, desc = p.node.rotary_fold, getattr(p.node, "subgraph", None)
     if fold is not None and fold.skips(p.node, p.out_shapes[0]):
         return Impl(key, [])  # (its attention's decode kernel rotates: rotary_fold)
-    parts = []
-    desc = getattr(p.node, "subgraph", None)
-    rotated = getattr(desc, "rotated", None)
+    parts, rotated = [], getattr(desc, "rotated", None)
     for k, (j, out) in enumerate(zip([0, 3], p.out_shapes)):
         part = _rotary_args(p, j, tuple(out), k, rotated)
         if part is None:
