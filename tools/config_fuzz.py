@@ -35,7 +35,7 @@ from typing import Any
 import export_zoo
 import numpy as np
 import zoo_archs
-from export_decoder import UNEXPORTABLE
+from export_decoder import UNEXPORTABLE, ort_generate, tie_step
 from export_zoo import ZooSpec
 
 REL_L2 = 1e-4
@@ -280,38 +280,6 @@ def decoder_draw(arch: str, seed: int) -> dict:
     return sizes | {"config": config}
 
 
-def ort_generate(dec: Any, prompt: np.ndarray, new_tokens: int) -> list[np.ndarray]:
-    """onnxruntime on the plain export, greedy: the last position's logits of each step."""
-    import onnxruntime as ort
-    sess = ort.InferenceSession(dec.onnx, providers=["CPUExecutionProvider"])
-    takes = {i.name for i in sess.get_inputs()}
-    names = [o.name for o in sess.get_outputs()]
-    batch = prompt.shape[0]
-    cache = {n: np.zeros(dec.past_shape(n, batch, 0), np.float32) for n in dec.past_names}
-    ids, past, logits = prompt, 0, []
-    while True:
-        n = ids.shape[1]
-        feeds = {"input_ids": ids, "attention_mask": np.ones((batch, past + n), np.int64),
-                 "position_ids": np.broadcast_to(np.arange(past, past + n), (batch, n)).copy(),
-                 **cache}
-        out = dict(zip(names, sess.run(None, {k: v for k, v in feeds.items() if k in takes})))
-        logits.append(out["logits"][:, -1])
-        if len(logits) == new_tokens:
-            return logits
-        cache = {p: out[p.replace("past_key_values", "present")] for p in dec.past_names}
-        past += n
-        ids = logits[-1].argmax(-1)[:, None]
-
-
-def tie_step(logits: list[np.ndarray]) -> int:
-    """The first step whose two best logits are within the tolerance (len: none)."""
-    for k, step in enumerate(logits):
-        top = np.sort(step, axis=-1)[:, -2:]
-        if np.any(top[:, 1] - top[:, 0] <= REL_L2 * np.linalg.norm(step, axis=-1)):
-            return k
-    return len(logits)
-
-
 def check_decoder(dec: Any, seed: int, new_tokens: int = 10,
                   transformations: str = "COMMON") -> list[str]:
     """``dec`` (an ``export_decoder.Decoder``) made stateful, compiled, and two greedy
@@ -335,7 +303,7 @@ def check_decoder(dec: Any, seed: int, new_tokens: int = 10,
     for run, (prompt, want) in enumerate(zip(prompts, wants)):
         got = GreedyDecoder(compiled).generate(prompt, new_tokens, request=req)
         tokens = np.stack([w.argmax(-1) for w in want], axis=1)
-        tie = tie_step(want)
+        tie = tie_step(want, REL_L2)
         what = f"generation {run}, prompt {prompt.shape}"
         if not np.array_equal(got.tokens[:, :tie], tokens[:, :tie]):
             errors.append(f"{what}: tokens {got.tokens.tolist()} != {tokens.tolist()}")

@@ -210,6 +210,43 @@ def export_decoder(name: str, model, layers: int, kv_heads: int, head_dim: int,
     return dec
 
 
+def ort_generate(dec: Decoder, prompt, new_tokens: int) -> list:
+    """onnxruntime on ``dec``'s plain export, greedy from ``prompt`` (``[batch, length]``
+    ints), its cache fed back: the last position's logits of each of ``new_tokens`` steps
+    (the reference a stateful run is checked against)."""
+    import numpy as np
+    import onnxruntime as ort
+    sess = ort.InferenceSession(dec.onnx, providers=["CPUExecutionProvider"])
+    takes = {i.name for i in sess.get_inputs()}
+    names = [o.name for o in sess.get_outputs()]
+    batch = prompt.shape[0]
+    cache = {n: np.zeros(dec.past_shape(n, batch, 0), np.float32) for n in dec.past_names}
+    ids, past, logits = prompt, 0, []
+    while True:
+        n = ids.shape[1]
+        feeds = {"input_ids": ids, "attention_mask": np.ones((batch, past + n), np.int64),
+                 "position_ids": np.broadcast_to(np.arange(past, past + n), (batch, n)).copy(),
+                 **cache}
+        out = dict(zip(names, sess.run(None, {k: v for k, v in feeds.items() if k in takes})))
+        logits.append(out["logits"][:, -1])
+        if len(logits) == new_tokens:
+            return logits
+        cache = {p: out[p.replace("past_key_values", "present")] for p in dec.past_names}
+        past += n
+        ids = logits[-1].argmax(-1)[:, None]
+
+
+def tie_step(logits: list, tolerance: float) -> int:
+    """The first step of ``logits`` whose two best are within ``tolerance`` of the step's
+    norm (greedy choices past it may differ by rounding alone), or ``len(logits)``."""
+    import numpy as np
+    for k, step in enumerate(logits):
+        top = np.sort(step, axis=-1)[:, -2:]
+        if np.any(top[:, 1] - top[:, 0] <= tolerance * np.linalg.norm(step, axis=-1)):
+            return k
+    return len(logits)
+
+
 def last_logits(model):
     """``model`` (a transformers causal LM) returning the last position's logits only, from
     ``(input_ids, attention_mask)``: a prompt's forward as a generation's first step runs it."""

@@ -16,9 +16,19 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
-from export_decoder import UNEXPORTABLE, Decoder, causal_lm, export_decoder, gpt2, llama
+from export_decoder import (
+    UNEXPORTABLE,
+    Decoder,
+    causal_lm,
+    export_decoder,
+    gpt2,
+    llama,
+    ort_generate,
+    tie_step,
+)
 
-__all__ = ["ARCHS", "Decoder", "EXPORTERS", "UNEXPORTABLE", "export_arch", "export_sized"]
+__all__ = ["ARCHS", "Decoder", "EXPORTERS", "UNEXPORTABLE", "export_arch", "export_sized",
+           "ort_generate", "tie_step"]
 
 
 def export_gpt2() -> Decoder:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hf_decoders import ARCHS, UNEXPORTABLE
+from hf_decoders import ARCHS, UNEXPORTABLE, ort_generate, tie_step
 
 import netpass
 from netpass.generation import GreedyDecoder, stateful_decoder
@@ -42,38 +42,6 @@ def _rel_l2(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.linalg.norm(a - b) / np.linalg.norm(b))
 
 
-def _ort_generate(dec, prompt: np.ndarray, new_tokens: int) -> list[np.ndarray]:
-    """onnxruntime on the plain export, greedy: the last position's logits of each step."""
-    import onnxruntime as ort
-    sess = ort.InferenceSession(dec.onnx, providers=["CPUExecutionProvider"])
-    takes = {i.name for i in sess.get_inputs()}
-    names = [o.name for o in sess.get_outputs()]
-    batch = prompt.shape[0]
-    cache = {n: np.zeros(dec.past_shape(n, batch, 0), np.float32) for n in dec.past_names}
-    ids, past, logits = prompt, 0, []
-    while True:
-        n = ids.shape[1]
-        feeds = {"input_ids": ids, "attention_mask": np.ones((batch, past + n), np.int64),
-                 "position_ids": np.broadcast_to(np.arange(past, past + n), (batch, n)).copy(),
-                 **cache}
-        out = dict(zip(names, sess.run(None, {k: v for k, v in feeds.items() if k in takes})))
-        logits.append(out["logits"][:, -1])
-        if len(logits) == new_tokens:
-            return logits
-        cache = {p: out[p.replace("past_key_values", "present")] for p in dec.past_names}
-        past += n
-        ids = logits[-1].argmax(-1)[:, None]
-
-
-def _tie_step(logits: list[np.ndarray]) -> int:
-    """The first step whose two best logits are within the tolerance (len: none)."""
-    for k, step in enumerate(logits):
-        top = np.sort(step, axis=-1)[:, -2:]
-        if np.any(top[:, 1] - top[:, 0] <= RTOL_L2 * np.linalg.norm(step, axis=-1)):
-            return k
-    return len(logits)
-
-
 @pytest.mark.parametrize(("arch", "exporter"), CASES)
 def test_stateful_decoding_equals_onnxruntime(hf_arch_decoder, arch, exporter):
     dec = hf_arch_decoder(arch, exporter)
@@ -89,9 +57,9 @@ def test_stateful_decoding_equals_onnxruntime(hf_arch_decoder, arch, exporter):
     cm = netpass.compile_model(stateful, RUNTIME_DEVICE, {"TRANSFORMATIONS": "COMMON"})
     prompt = np.random.default_rng(7).integers(1, dec.vocab, (1, 6))
     got = GreedyDecoder(cm).generate(prompt, NEW_TOKENS)
-    want = _ort_generate(dec, prompt, NEW_TOKENS)
+    want = ort_generate(dec, prompt, NEW_TOKENS)
     tokens = np.stack([w.argmax(-1) for w in want], axis=1)
-    tie = _tie_step(want)
+    tie = tie_step(want, RTOL_L2)
     assert len(set(tokens[0, :tie].tolist())) > 2, f"degenerate test: {tokens}"
     np.testing.assert_array_equal(got.tokens[:, :tie], tokens[:, :tie], err_msg=arch)
     worst = max((_rel_l2(g, w), k) for k, (g, w) in enumerate(zip(got.logits, want))
