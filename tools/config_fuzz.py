@@ -363,6 +363,13 @@ def run_case(name: str, exporter: str, seed: int, out_dir: Any) -> Case:
     return case
 
 
+def case_errors(name: str, exporter: str, seed: int, out_dir: Any) -> list[str] | None:
+    """:func:`run_case`'s failures, or None where torch, the exporter or onnxruntime refuses
+    the draw (what the CI tests assert on)."""
+    case = run_case(name, exporter, seed, out_dir)
+    return None if case.skipped else case.errors
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The sweep: each model x seed x exporter, a line per case (ok, skip: torch, the exporter
     or onnxruntime refuses the draw, FAIL: netpass differs or raises); 1 if any failed."""

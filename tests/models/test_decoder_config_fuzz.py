@@ -34,18 +34,12 @@ NEW_DECODERS = ("dots1", "cwm", "jais2", "flex_olmo", "hunyuan_v1_moe", "exaone_
 SLOW_SEEDS = (0, 1)
 
 
-def _decoder_case(arch: str, exporter: str, seed: int, out_dir) -> list[str] | None:
-    """The failures of ``arch``'s draw ``seed`` exported by ``exporter``; None where torch,
-    the exporter or onnxruntime refuses the draw."""
-    case = config_fuzz.run_case(f"decoder:{arch}", exporter, seed, out_dir)
-    return None if case.skipped else case.errors
-
-
 @settings(max_examples=2, derandomize=True, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(arch=st.sampled_from(CI_DECODERS), seed=st.integers(0, 2**16))
 def test_drawn_decoders_generate_as_onnxruntime(tmp_path_factory, arch, seed):
-    errors = _decoder_case(arch, "torchscript", seed, tmp_path_factory.mktemp("cfg"))
+    errors = config_fuzz.case_errors(f"decoder:{arch}", "torchscript", seed,
+                                     tmp_path_factory.mktemp("cfg"))
     if errors is None:
         reject()
     assert not errors, f"{arch} seed {seed}: {config_fuzz.decoder_draw(arch, seed)}: {errors}"
@@ -59,7 +53,8 @@ def _slow(cases):
     (a, e, s) for a in (*ARCHS, *NEW_DECODERS) for e in config_fuzz.export_zoo.EXPORTERS
     for s in SLOW_SEEDS if (a, e) not in config_fuzz.UNEXPORTABLE))
 def test_sweep_decoders(tmp_path_factory, arch, exporter, seed):
-    errors = _decoder_case(arch, exporter, seed, tmp_path_factory.mktemp("cfg"))
+    errors = config_fuzz.case_errors(f"decoder:{arch}", exporter, seed,
+                                     tmp_path_factory.mktemp("cfg"))
     if errors is None:
         pytest.skip("torch, the exporter or onnxruntime refuses this draw")
     assert not errors

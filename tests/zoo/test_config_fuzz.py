@@ -28,17 +28,11 @@ _SETTINGS = dict(derandomize=True, deadline=None, database=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
-def _spec_case(name: str, exporter: str, seed: int, out_dir) -> list[str] | None:
-    """The failures of ``name``'s draw ``seed`` exported by ``exporter``; None where torch,
-    the exporter or onnxruntime refuses the draw."""
-    case = config_fuzz.run_case(name, exporter, seed, out_dir)
-    return None if case.skipped else case.errors
-
-
 @settings(max_examples=4, **_SETTINGS)
 @given(name=st.sampled_from(CI_SPECS), seed=st.integers(0, 2**16))
 def test_drawn_configs_follow_onnxruntime(tmp_path_factory, name, seed):
-    errors = _spec_case(name, "torchscript", seed, tmp_path_factory.mktemp("cfg"))
+    errors = config_fuzz.case_errors(name, "torchscript", seed,
+                                     tmp_path_factory.mktemp("cfg"))
     if errors is None:
         reject()
     assert not errors, f"{name} seed {seed}: {errors}"
@@ -54,7 +48,8 @@ def _slow(cases):
     if (n, e) not in config_fuzz.FAILURES and not n.endswith("_past")
     and n not in ("whisper_encoder", "depth_anything")))   # (not built from a config dict)
 def test_sweep_specs(tmp_path_factory, name, exporter, seed):
-    errors = _spec_case(name, exporter, seed, tmp_path_factory.mktemp("cfg"))
+    errors = config_fuzz.case_errors(name, exporter, seed,
+                                     tmp_path_factory.mktemp("cfg"))
     if errors is None:
         pytest.skip("torch, the exporter or onnxruntime refuses this draw")
     assert not errors
