@@ -50,11 +50,11 @@ def dense_group_filters(filters: np.ndarray) -> np.ndarray:
     return dense
 
 
-def _substitute(node: Node, gna_type: type[Node], attrs: dict, filters: Output | None) -> bool:
-    """``filters``: the OIHW filters of a convolution (None for pooling)."""
-    rank = static_rank(node.input_value(0))
-    if rank not in (3, 4):
-        return False
+def _in_nhwc(node: Node, rank: int, gna_type: type[Node], attrs: dict,
+             filters: Output | None) -> tuple[list[Node], Node]:
+    """A ``gna_type`` op of ``node``'s data (of ``rank`` 3 or 4) between Transposes to and from
+    channels last: (the nodes made, the last Transpose). ``filters``: OIHW, transposed to
+    OHWI too (None for pooling)."""
     to_last, to_first = _orders(rank)
     order = const(np.array(to_last, np.int32))
     ins = [make(Transpose, [node.input_value(0), order])]
@@ -62,7 +62,16 @@ def _substitute(node: Node, gna_type: type[Node], attrs: dict, filters: Output |
         ins.append(make(Transpose, [filters, order]))
     gna = make(gna_type, ins, **attrs)
     after = make(Transpose, [gna, const(np.array(to_first, np.int32))])
-    copy_runtime_info(node, [*ins, gna, after])
+    return [*ins, gna, after], after
+
+
+def _substitute(node: Node, gna_type: type[Node], attrs: dict, filters: Output | None) -> bool:
+    """``filters``: the OIHW filters of a convolution (None for pooling)."""
+    rank = static_rank(node.input_value(0))
+    if rank not in (3, 4):
+        return False
+    made, after = _in_nhwc(node, rank, gna_type, attrs, filters)
+    copy_runtime_info(node, made)
     if not replace_output_update_name(node.output(0), after.output(0)):
         # MaxPool-8 has a second (unused) output, which the helper refuses to rename for.
         after.friendly_name = node.friendly_name
@@ -195,15 +204,10 @@ class SubstituteGNAAvgPool(MatcherPass):
                 return False
             ones = np.ones([1, 1, *pool.kernel], np.float32)
             filters = const(dense_group_filters(np.broadcast_to(ones, [c, 1, 1, *pool.kernel])))
-            rank = len(channels)
-            to_last, to_first = _orders(rank)
-            order = const(np.array(to_last, np.int32))
-            data = make(Transpose, [pool.input_value(0), order])
-            gna = make(GNAConvolution, [data, make(Transpose, [filters, order])], **attrs)
-            back = make(Transpose, [gna, const(np.array(to_first, np.int32))])
+            made, back = _in_nhwc(pool, len(channels), GNAConvolution, attrs, filters)
             factor = scale.reshape(-1)[:1] if (scale == scale.flat[0]).all() else scale
             mul = make(Multiply, [back, const(factor.astype(np.float32))])
-            copy_runtime_info(pool, [data, gna, back, mul, filters.node])
+            copy_runtime_info(pool, [*made, mul, filters.node])
             replace_output_update_name(pool.output(0), mul.output(0))
             return True
 
