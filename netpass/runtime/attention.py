@@ -56,7 +56,7 @@ from ..ops.movement import Broadcast, Reshape, Transpose, Unsqueeze
 from ..ops.normalization import Softmax
 from .impls import FusedDesc, chained, scalar_literal
 from .kinds.attention import MAX_HEAD, AttentionDesc, FusedAttention
-from .kinds.base import same_dim
+from .kinds.base import same_dim, static_dim
 from .program_node import (
     ProgramNode,
     data_users,
@@ -67,13 +67,6 @@ from .program_node import (
 )
 
 F32 = np.dtype(np.float32)
-
-
-def _static_dim(ps, i: int) -> int | None:
-    if not ps.rank_is_static or len(ps) < 2:
-        return None
-    d = ps[i]
-    return d.min if d.min == d.max else None
 
 
 def _side_ok(src, k: int, scores_ps) -> bool:
@@ -304,9 +297,9 @@ def _kv_repeat(node, users: dict) -> tuple | None:
     if not (sp.rank_is_static and bp.rank_is_static and rp.rank_is_static) \
             or (len(sp), len(bp), len(rp)) != (4, 5, 4):
         return None
-    heads, group = _static_dim(sp, 1), _static_dim(bp, 2)
-    if heads is None or group is None or group < 2 or _static_dim(bp, 1) != heads \
-            or _static_dim(rp, 1) != heads * group \
+    heads, group = static_dim(sp, 1), static_dim(bp, 2)
+    if heads is None or group is None or group < 2 or static_dim(bp, 1) != heads \
+            or static_dim(rp, 1) != heads * group \
             or any(rp[i] != sp[i] for i in (0, 2, 3)) or any(bp[i + 1] != sp[i] for i in (2, 3)) \
             or bp[0] != sp[0]:
         return None
@@ -366,7 +359,7 @@ def _onnx_attention(a, users: dict) -> list | None:
         return None
     # (heads left dynamic: no group; the kernels then take only as many key heads as query
     # heads, or one, and the host runs the rest)
-    heads, kv_heads = _static_dim(q_ps, 1), _static_dim(k_ps, 1)
+    heads, kv_heads = static_dim(q_ps, 1), static_dim(k_ps, 1)
     group = heads // kv_heads if heads and kv_heads and heads % kv_heads == 0 else 1
     scale = float(at.get("scale") or 0.0) or (
         1.0 / np.sqrt(q_ps[3].min) if q_ps[3].min == q_ps[3].max else 0.0)

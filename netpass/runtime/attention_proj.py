@@ -30,6 +30,7 @@ from ..ops.legacy import FullyConnected
 from ..ops.movement import Reshape
 from .kernels.decode import DECODE_ROWS, DLS
 from .kinds.attention import FusedAttention
+from .kinds.base import static_dim
 from .program_node import ProgramNode, data_users
 from .shape_infer import fully_connected_shapes, infer_host
 
@@ -71,11 +72,6 @@ class ProjDesc:
         return infer_host(self.plain, arrays[:3])
 
 
-def _static(ps, i: int) -> int | None:
-    d = ps[i]
-    return d.min if d.min == d.max else None
-
-
 def _foldable(d: ProgramNode) -> ProjFold | None:
     """The fold of projection ``d``'s attention (module docstring), or None."""
     if not d.is_a(FullyConnected) or len(d.inputs) != 3 or d.num_outputs != 1 \
@@ -95,7 +91,7 @@ def _foldable(d: ProgramNode) -> ProjFold | None:
             or a.subgraph.source is not None:
         return None
     ps = a.out_pshapes[0]
-    h, dv = (_static(ps, -2), _static(ps, -1)) if ps.rank_is_static and len(ps) == 4 \
+    h, dv = (static_dim(ps, -2), static_dim(ps, -1)) if ps.rank_is_static and len(ps) == 4 \
         else (None, None)
     if h is None or dv is None or dv % 4 or dv // 4 > DLS or h * dv != w.shape[1]:
         return None

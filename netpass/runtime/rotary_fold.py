@@ -46,6 +46,7 @@ from ..ops.elementwise import Multiply
 from .impls import broadcast_strides, contiguous_strides
 from .kernels.decode import DECODE_ROWS
 from .kinds.attention import MAX_HEAD, FusedAttention
+from .kinds.base import static_dim
 from .kinds.elementwise import Rotary
 from .kinds.normalization import RmsNorm
 from .program_node import ProgramNode, data_users
@@ -140,18 +141,13 @@ class RotaryFold:
         return [nf.node for nf in self.norms or ()] + [self.rotary]
 
 
-def _static(ps, i: int) -> int | None:
-    d = ps[i]
-    return d.min if d.min == d.max else None
-
-
 def _per_position(src: tuple, width: int, head: int) -> bool:
     """``cos`` or ``sin`` the same for every head: rank 2 to 4, the head axis (``head`` of
     the Rotary's 4-D layout) 1 where there is one, the last axis ``width``."""
     ps = src[0].out_pshapes[src[1]]
     at = head - 4
     return src[0].out_dtypes[src[1]] == F32 and ps.rank_is_static and 2 <= len(ps) <= 4 \
-        and _static(ps, -1) == width and (len(ps) < -at or _static(ps, at) == 1)
+        and static_dim(ps, -1) == width and (len(ps) < -at or static_dim(ps, at) == 1)
 
 
 def _read_only_by(node: ProgramNode, k: int, reader: tuple, a: ProgramNode) -> bool:
@@ -244,7 +240,7 @@ def _foldable(a: ProgramNode) -> RotaryFold | None:
             or not _read_only_by(r, kq, q_reader, a) or not _read_only_by(r, kk, k_reader, a):
         return None
     ps = r.out_pshapes[kq]
-    d = _static(ps, -1) if ps.rank_is_static and len(ps) == 4 else None
+    d = static_dim(ps, -1) if ps.rank_is_static and len(ps) == 4 else None
     width = r.subgraph.rotated or d
     head = outer[1] if outer else 1
     if d is None or d > MAX_HEAD or not width or width % 2 \

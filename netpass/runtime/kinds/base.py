@@ -182,6 +182,15 @@ def same_dim(d: Any, o: Any) -> bool:
     return d.min == d.max == o.min == o.max or (d.symbol is not None and d.symbol is o.symbol)
 
 
+def static_dim(ps: Any, i: int) -> int | None:
+    """Dim ``i`` of partial shape ``ps`` where it is static, else None (a dynamic rank or
+    dim, or ``i`` past the rank)."""
+    if not ps.rank_is_static or not -len(ps) <= i < len(ps):
+        return None
+    d = ps[i]
+    return d.min if d.min == d.max else None
+
+
 def same_as(n: Any, j: int) -> bool:
     """Whether node ``n``'s output is provably input ``j``'s dtype and shape (each dim the same
     static size or the same symbol): what ``OpKind.identity`` rules ask."""
