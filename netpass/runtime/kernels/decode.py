@@ -359,29 +359,16 @@ void attention_decode({', '.join(args)})
     return Source(text, "attention_decode")
 
 
-def _arrival_block() -> str:
-    """:func:`netpass.runtime.kernels.mma.last_to_arrive` for a key split whose last one
-    goes on inside a block (``da_last`` declared at the top, the block closed by the
-    caller)."""
-    return """SK_FENCE();
-  barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
-  if (tid == 0) da_last[0] = atomic_inc(&da_count[row_]) == ns_ - 1;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (da_last[0] && tid == 0) atomic_xchg(&da_count[row_], 0);
-  SK_FENCE();
-  if (da_last[0]) {"""
-
-
-def _project(w4: int, proj: tuple, last: str = "1") -> str:
+def _project(w4: int, proj: tuple, last: str = "") -> str:
     """C statements (kernel top level) of a folded output projection (``attention_decode``'s
     ``proj``), after the row's output went to ``ol4``: this head's product with its ``4 *
     w4`` columns of ``W`` into its slot of ``PP`` (each item a few output columns, all their
     loads in flight), then the last head of the projection's row to arrive sums the row's
     slots in head order and stores ``C`` through the epilogue ``stages`` (``proj``: stages,
-    their side inputs' dtypes, rank). ``last``: whether this work-group holds the row (a key
-    split's: the last to arrive); every work-group meets the barriers, none returns early
-    (PoCL's work-group functions took barriers after an early return, or inside a branch,
-    wrong). Launched on its own in a persistent step (NO_PHASE: two arrivals)."""
+    their side inputs' dtypes, rank). ``last``: the condition that this work-group holds the
+    row (a key split's: it arrived last; empty: every work-group); every work-group meets
+    the barriers, none returns early (mma.last_to_arrive's ``returns`` False). Launched on
+    its own in a persistent step (NO_PHASE: two arrivals)."""
     stages, dtypes, erank = proj
     n = len(dtypes)
     code = stage_code([Stage("v", [], "float")] + list(stages),
@@ -392,7 +379,7 @@ def _project(w4: int, proj: tuple, last: str = "1") -> str:
   const int fo_p = b0 * so0 + b1 * so1 + m * som;
   const int hpr_p = KP / {4 * w4}, pr_p = fo_p / KP;
   const int ph_p = (fo_p - pr_p * KP) / {4 * w4};
-  if ({last}) {{
+  if ({last or "1"}) {{
     __global const float* wh = W + woff + ph_p * {4 * w4};
     __global float* pp = PP + (pr_p * hpr_p + ph_p) * NP;
     for (int n = lid; n < NP; n += DLS) {{
@@ -403,13 +390,8 @@ def _project(w4: int, proj: tuple, last: str = "1") -> str:
       pp[n] = (a.x + a.y) + (a.z + a.w);
     }}
   }}
-  SK_FENCE();
-  barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
-  if (lid == 0) hp_last[0] = {last} && atomic_inc(&hp_count[pr_p]) == hpr_p - 1;
-  barrier(CLK_LOCAL_MEM_FENCE);
+  {last_to_arrive("hp_last", "hp_count[pr_p]", "hpr_p", False, last, "lid")}
   if (hp_last[0]) {{
-    if (lid == 0) atomic_xchg(&hp_count[pr_p], 0);
-    SK_FENCE();
     for (int n = lid; n < NP; n += DLS) {{
       __global const float* pc = PP + pr_p * hpr_p * NP + n;
       float v = 0.0f;
@@ -509,6 +491,9 @@ def _merge_splits(w4: int, slices: int, store: str, then: str = "") -> str:
                     f"l_ += w_ * l{u}_; o = mad((float4)(w_), (float4)(a{u}x_, a{u}y_, a{u}z_, "
                     f"a{u}w_), o); }}")
     nl = "\n    "
+    arrival = last_to_arrive("da_last", "da_count[row_]", "ns_", not then)
+    if then:  # (the last split goes on in a block: no early return)
+        arrival += "\n  if (da_last[0]) {"
     return f"""const int row_ = b * M + m;
   __global float* pc_ = DP + row_ * ns_ * {ps};
   if (lid < {w4}) {{
@@ -521,7 +506,7 @@ def _merge_splits(w4: int, slices: int, store: str, then: str = "") -> str:
     pc_[get_group_id(0) * {ps} + {4 * w4 + 1}] = sum;
   }}
   const int tid = lid;
-  {last_to_arrive("da_last", "da_count[row_]", "ns_") if not then else _arrival_block()}
+  {arrival}
   if (lid < {w4}) {{
     {nl.join(loads)}
     float gm_ = -INFINITY, l_ = 0.0f;

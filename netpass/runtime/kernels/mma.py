@@ -381,7 +381,8 @@ def arrival_defs(ptx: bool) -> str:
             'asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(a) : "l"(p)); return a; }\n')
 
 
-def last_to_arrive(flag: str, counter: str, arrivals: str) -> str:
+def last_to_arrive(flag: str, counter: str, arrivals: str, returns: bool = True,
+                   joins: str = "", item: str = "tid") -> str:
     """C statements (at the kernel's top level: they declare the ``__local int[1]`` ``flag``,
     an array so that a phase form can carve it: kernels.phase)
     after a work-group stored its share of a result: it counts its arrival on ``counter`` (an
@@ -389,7 +390,20 @@ def last_to_arrive(flag: str, counter: str, arrivals: str) -> str:
     for the next launch; every other work-group returns, and the last one goes on to read the
     others' shares. The fences (:func:`arrival_defs`) order the shares' stores before the
     count and the count before the loads. The last one resets the counter after the flag's
-    barrier: reset where the flag is set, PoCL read the flag back as 0 in a phase function."""
+    barrier: reset where the flag is set, PoCL read the flag back as 0 in a phase function.
+
+    ``returns`` False: no work-group returns and ``flag[0]`` marks the last one, the flag
+    declared by the caller at the kernel's top (barriers after an early return, or inside a
+    branch, PoCL's work-group functions took wrong); ``joins``: a condition a work-group
+    counts under (else it only meets the barriers); ``item``: the work-item id's name."""
+    if not returns:
+        counts = f"{joins} && " if joins else ""
+        return f"""SK_FENCE();
+  barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+  if ({item} == 0) {flag}[0] = {counts}atomic_inc(&{counter}) == {arrivals} - 1;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if ({flag}[0] && {item} == 0) atomic_xchg(&{counter}, 0);
+  SK_FENCE();"""
     return f"""SK_FENCE();
   barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
   __local int {flag}[1];
