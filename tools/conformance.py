@@ -1,6 +1,7 @@
-"""ONNX backend node conformance of netpass: every case of onnx's backend node suite
-(``onnx.backend.test.case.node.collect_testcases()``, 1884 cases with onnx 1.23.2) through the
-reference evaluator and through the OpenCL runtime, with the suite's tolerance (rtol 1e-3,
+"""ONNX backend conformance of netpass: every case of onnx's backend node suite
+(``onnx.backend.test.case.node.collect_testcases()``, 1884 cases with onnx 1.23.2), and of its
+model suites shipped with the package (MODEL_KINDS: 140 cases named ``<kind>/<case>``), through
+the reference evaluator and through the OpenCL runtime, with the suite's tolerance (rtol 1e-3,
 atol 1e-7 for floats, exact otherwise).
 
 Outputs that depend on a random draw (a node whose ONNX schema declares it non-deterministic:
@@ -67,13 +68,53 @@ class Outcome:
         return self.status == "pass"
 
 
+# onnx's backend *model* suites shipped with the package (``onnx/backend/test/data``): small
+# models converted from PyTorch (modules and single operators, many at opset 6) and hand-built
+# ones, each a model.onnx beside test_data_set_N folders. ("real" downloads its models, "light"
+# ships no inputs: neither runs here.)
+MODEL_KINDS = ("pytorch-converted", "pytorch-operator", "simple")
+
+
+@dataclass(frozen=True)
+class ModelCase:
+    """A backend model case, shaped as this tool reads a node case: the ``model`` proto, its
+    ``data_sets`` ((inputs, outputs) in graph order), the suite (``kind``); named
+    ``<kind>/<case>`` so that no name meets a node case's."""
+
+    name: str
+    model: Any
+    data_sets: list
+    kind: str
+
+
+def _data_set(folder: Path) -> tuple[list, list]:
+    def tensors(prefix: str) -> list:
+        files = sorted(folder.glob(f"{prefix}_*.pb"), key=lambda f: int(f.stem.split("_")[-1]))
+        return [onnx.load_tensor(str(f)) for f in files]
+    return tensors("input"), tensors("output")
+
+
+def collect_model_cases() -> list:
+    """Every case of the MODEL_KINDS suites, sorted by name."""
+    from onnx.backend.test.loader import load_model_tests
+    cases = []
+    for kind in MODEL_KINDS:
+        for c in load_model_tests(kind=kind):
+            folder = Path(c.model_dir)
+            sets = [_data_set(d) for d in sorted(folder.glob("test_data_set_*"))]
+            cases.append(ModelCase(f"{kind}/{c.name}", onnx.load(str(folder / "model.onnx")),
+                                   sets, kind))
+    return sorted(cases, key=lambda c: c.name)
+
+
 def collect_cases() -> list:
-    """Every backend *node* case, sorted by name."""
+    """Every backend *node* case, sorted by name, then every case of the model suites."""
     from onnx.backend.test.case.node import collect_testcases
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cases = collect_testcases(None)
-    return sorted((c for c in cases if c.kind == "node"), key=lambda c: c.name)
+    nodes = sorted((c for c in cases if c.kind == "node"), key=lambda c: c.name)
+    return nodes + collect_model_cases()
 
 
 def case_ops(case: Any) -> tuple[str, ...]:
@@ -96,10 +137,16 @@ def to_array(value: Any) -> Any:
 
 
 def case_data(case: Any) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-    """``(feeds, expected)`` per data set, keyed by the ONNX graph input / output names."""
-    in_names = [vi.name for vi in case.model.graph.input]
-    out_names = [vo.name for vo in case.model.graph.output]
+    """``(feeds, expected)`` per data set, keyed by the ONNX graph input / output names (a
+    data set with fewer inputs than the graph feeds those without an initializer: IR < 4 lists
+    the weights as inputs too)."""
+    graph = case.model.graph
+    names = [vi.name for vi in graph.input]
+    initialized = {t.name for t in graph.initializer}
+    out_names = [vo.name for vo in graph.output]
     for inputs, expected in case.data_sets:
+        in_names = names if len(inputs) == len(names) else \
+            [n for n in names if n not in initialized]
         yield ({n: to_array(v) for n, v in zip(in_names, inputs)},
                {n: to_array(v) for n, v in zip(out_names, expected)})
 
@@ -322,7 +369,7 @@ def read_notes(path: Path) -> dict[str, str]:
 
 def write_list(path: Path, outcomes: dict[str, Outcome], target: str) -> None:
     passing = sorted(n for n, o in outcomes.items() if o.passed)
-    header = (f"# ONNX backend node cases that pass through the {target} "
+    header = (f"# ONNX backend cases (node, then model suites) that pass through the {target} "
               f"({len(passing)} of {len(outcomes)}, onnx {onnx.__version__}).\n"
               "# Written by `python tools/conformance.py --update`; the conformance tests fail "
               "when one stops passing.\n")

@@ -21,11 +21,24 @@ def test_help_runs_from_the_command_line():
     assert "--update" in done.stdout and "--target" in done.stdout
 
 
-def test_collects_every_backend_node_case():
+def test_collects_every_backend_node_case_then_the_model_suites():
     from onnx.backend.test.case.node import collect_testcases
-    expected = {c.name for c in collect_testcases(None) if c.kind == "node"}
-    assert {c.name for c in CASES} == expected
-    assert [c.name for c in CASES] == sorted(expected)
+    from onnx.backend.test.loader import load_model_tests
+    nodes = sorted(c.name for c in collect_testcases(None) if c.kind == "node")
+    models = sorted(f"{kind}/{c.name}" for kind in tool.MODEL_KINDS
+                    for c in load_model_tests(kind=kind))
+    assert len(models) >= 100
+    assert [c.name for c in CASES] == nodes + models
+
+
+def test_a_model_case_feeds_its_inputs_without_the_weights_listed_as_inputs():
+    """pytorch-converted cases are IR 3: their weights are graph inputs too, and the data sets
+    hold the real inputs only."""
+    case = next(c for c in CASES if c.name == "pytorch-converted/test_Conv2d")
+    initialized = {t.name for t in case.model.graph.initializer}
+    feeds, expected = next(tool.case_data(case))
+    assert feeds and not initialized.intersection(feeds)
+    assert tool.run_reference(case).passed
 
 
 def test_counts_by_status_and_reason(capsys, tmp_path):

@@ -184,6 +184,12 @@ class PRelu(Node):
     type_name = "PRelu"
 
     @staticmethod
+    def per_channel(data: tuple, slope: tuple) -> bool:
+        """Whether a slope of shape ``slope`` applies per channel to data of shape ``data``
+        (concrete shapes; the runtime's rule too)."""
+        return len(slope) == 1 and len(data) >= 2 and slope[0] == data[1] and slope[0] != 1
+
+    @staticmethod
     def _per_channel(data: PartialShape, slope: PartialShape) -> bool:
         if not (data.rank_is_static and slope.rank_is_static) or len(slope) != 1 or len(data) < 2:
             return False
@@ -206,7 +212,7 @@ class PRelu(Node):
 
     def evaluate(self, inputs):
         x, slope = inputs
-        if slope.ndim == 1 and x.ndim >= 2 and slope.shape[0] == x.shape[1] and slope.shape[0] != 1:
+        if self.per_channel(x.shape, slope.shape):
             slope = slope.reshape((-1,) + (1,) * (x.ndim - 2))
         return [np.where(x >= 0, x, slope * x).astype(x.dtype, copy=False)]
 
@@ -280,6 +286,9 @@ def _import_mish(ctx):
 @onnx_rule("PRelu")
 def _import_prelu(ctx):
     x, slope = ctx.inputs[0], ctx.inputs[1]
+    if ctx.opset < 7:
+        # PRelu-1 and -6 apply a 1-D slope per channel (dim 1), as netpass's PRelu does.
+        return PRelu([x, slope])
     xs, ss = x.partial_shape, slope.partial_shape
     if ss.rank_is_static and len(ss) == 1 and not (ss[0].is_static and ss[0].min == 1):
         # ONNX aligns a 1-D slope with the last axis; OpenVINO's PRelu would read a slope as long

@@ -17,7 +17,7 @@ from ..base import BinaryElementwiseArithmetic, set_name, to_output
 from ..registry import onnx_export, onnx_rule
 from .common import (
     _binary_factory,
-    _check_legacy_broadcast,
+    _binary_operands,
     _export_simple,
     _is_int,
     _quiet,
@@ -240,15 +240,14 @@ for _op, _cls in (("Add", Add), ("Sub", Subtract), ("Mul", Multiply)):
 
 @onnx_rule("Div")
 def _import_div(ctx):
-    _check_legacy_broadcast(ctx)
-    return Divide([ctx.inputs[0], ctx.inputs[1]], m_pythondiv=False)
+    return Divide(list(_binary_operands(ctx)), m_pythondiv=False)
 
 
 @onnx_rule("Pow")
 def _import_pow(ctx):
     # ONNX lets the exponent's type differ; OpenVINO's Power wants one type. An integer base
     # with a real exponent is raised in the exponent's type and truncated back (C's cast).
-    base, exponent = ctx.inputs[0], ctx.inputs[1]
+    base, exponent = _binary_operands(ctx)
     bt, et = base.element_type, exponent.element_type
     if et is bt:
         return Power([base, exponent])

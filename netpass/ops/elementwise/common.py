@@ -10,6 +10,7 @@ import numpy as np
 
 from ...core.node import Node, Output
 from ..base import UnaryElementwiseArithmetic, set_name, to_output
+from ..movement import unsqueeze
 from ..registry import onnx_rule
 
 
@@ -87,18 +88,30 @@ def _like(value: Any, data: Output) -> Output:
     return to_output(value) if isinstance(value, (Node, Output)) else const_like(value, data)
 
 
-def _check_legacy_broadcast(ctx: Any) -> None:
-    # Before opset 7, broadcast=1 with an explicit axis aligned the right operand elsewhere
-    # than numpy does; without axis it is suffix matching, which numpy rules cover.
-    if ctx.opset < 7 and ctx.attr("broadcast", 0) and ctx.has_attr("axis"):
-        ctx.error("legacy broadcast with an explicit axis is not supported")
+def _binary_operands(ctx: Any) -> tuple[Output, Output]:
+    """A binary node's two inputs. Before opset 7, ``broadcast=1`` with an explicit ``axis``
+    aligns the right operand's dims with the left's from ``axis`` on (not from the end, as numpy
+    does): the right operand gets trailing dims of 1 so that numpy broadcasting agrees.
+    Without ``axis`` it is suffix matching, which numpy rules cover."""
+    a, b = ctx.inputs[0], ctx.inputs[1]
+    if not (ctx.opset < 7 and ctx.attr("broadcast", 0) and ctx.has_attr("axis")):
+        return a, b
+    ash, bsh = a.partial_shape, b.partial_shape
+    if not (ash.rank_is_static and bsh.rank_is_static):
+        ctx.error("legacy broadcast with an explicit axis needs inputs of known rank")
+    axis = ctx.attr("axis")
+    axis = axis + len(ash) if axis < 0 else axis
+    trailing = len(ash) - axis - len(bsh)
+    if axis < 0 or trailing < 0:
+        ctx.error(f"legacy broadcast: axis {ctx.attr('axis')} does not place a rank-{len(bsh)} "
+                  f"right operand inside the left operand's rank {len(ash)}")
+    if trailing and len(bsh):
+        b = unsqueeze(b, list(range(len(bsh), len(bsh) + trailing))).output(0)
+    return a, b
 
 
 def _register_binary(onnx_op: str, cls: type[Node]) -> None:
-    def rule(ctx):
-        _check_legacy_broadcast(ctx)
-        return cls([ctx.inputs[0], ctx.inputs[1]])
-    onnx_rule(onnx_op)(rule)
+    onnx_rule(onnx_op)(lambda ctx: cls(list(_binary_operands(ctx))))
 
 
 def _register_unary(onnx_op: str, cls: type[Node]) -> None:

@@ -234,6 +234,21 @@ def per_channel_impl(p: Params, key: Any) -> Impl | None:
     return eltwise_impl(p, key, shapes)
 
 
+def _prelu_shape(attrs: dict, shapes: list, values: dict) -> list[tuple] | None:
+    """PRelu: data's shape under a per-channel slope (``PRelu.per_channel``), else numpy
+    broadcasting."""
+    if PRelu.per_channel(tuple(shapes[0]), tuple(shapes[1])):
+        return [tuple(shapes[0])]
+    return broadcast_shape(attrs, shapes, values)
+
+
+def _prelu_impl(p: Params, key: Any) -> Impl | None:
+    """PRelu: a per-channel slope along axis 1, else ``eltwise`` as every binary op."""
+    if PRelu.per_channel(tuple(p.in_shapes[0]), tuple(p.in_shapes[1])):
+        return per_channel_impl(p, key)
+    return eltwise_impl(p, key)
+
+
 def with_bias(p: Params, bias_shape: Sequence[int], bias_dtype: Any,
               activation: type | None = None) -> Params:
     """``p`` with a bias add (reading input 2) and an optional activation (an op class of
@@ -590,7 +605,9 @@ ROWS = table(
                              else "({0} / (1.0f + exp(-{0})))")),
     elementwise(HardSigmoid, unary(nan_clamp("({1} * {0} + {2})", "0.0f", "1.0f"))),
     elementwise(Selu, unary("({2} * ({0} > 0.0f ? {0} : {1} * (exp({0}) - 1.0f)))")),
-    elementwise(PRelu, binary("({0} < 0 ? {0} * {1} : {0})")),
+    # (not folded into producers: a per-channel slope does not broadcast numpy-style)
+    OpKind(PRelu, shape=_prelu_shape, impl=_prelu_impl, expr=binary("({0} < 0 ? {0} * {1} : {0})"),
+           epilogue=True),
     # quantization
     elementwise(FakeQuantize, unary(_fake_quantize)),
     OpKind(Rotary, shape=rotary_shapes, impl=rotary_impl),

@@ -19,7 +19,7 @@ from netpass.core.dimension import Dimension, Symbol
 from netpass.core.node import Node
 from netpass.core.shape import PartialShape
 from netpass.core.types import i64
-from netpass.errors import ShapeInferenceError
+from netpass.errors import NetpassError, ShapeInferenceError
 from netpass.frontend.onnx_writer import to_onnx
 from netpass.passes.serialize import Serialize
 
@@ -748,3 +748,54 @@ def test_equal_of_unknown_dims_is_unknown_and_select_keeps_agreeing_branches():
     cond = opset.parameter([3], "boolean")
     pv = opset.select(cond, a, _Dims([], dims=(batch, 4, 3))).output(0).partial_value
     assert pv[0].symbol is batch.symbol and not isinstance(pv[1], int) and pv[2] == 3
+
+
+# -- opset 6 and before --------------------------------------------------------------------------
+
+def _opset6_node(op: str, feeds: dict, initializers: dict | None = None,
+                 **attrs) -> onnx.ModelProto:
+    """``op`` at opset 6 (onnx's own shape inference of the legacy broadcast refuses an axis
+    alignment: no inference here, the output typed float32)."""
+    initializers = initializers or {}
+    inputs = [helper.make_tensor_value_info(k, ONNX_TYPE[v.dtype], v.shape)
+              for k, v in feeds.items()]
+    out = helper.make_tensor_value_info("y0", TensorProto.FLOAT, None)
+    node = helper.make_node(op, list(feeds) + list(initializers), ["y0"], **attrs)
+    graph = helper.make_graph([node], "g", inputs, [out],
+                              [onnx.numpy_helper.from_array(v, k) for k, v in initializers.items()])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 6)])
+    proto.ir_version = 3
+    return proto
+
+
+@pytest.mark.parametrize("op,fn", [("Add", np.add), ("Sub", np.subtract), ("Mul", np.multiply),
+                                   ("Div", np.divide), ("Pow", np.power)],
+                         ids=["Add", "Sub", "Mul", "Div", "Pow"])
+@pytest.mark.parametrize("bshape,axis", [((3,), 1), ((3, 4), 1), ((2,), 0), ((4,), -1),
+                                         ((1,), 1), ((), 0)], ids=str)
+def test_legacy_broadcast_aligns_the_right_operand_at_axis(op, fn, bshape, axis):
+    """Opset < 7: ``broadcast=1, axis=k`` matches B's dims with A's from k on (onnxruntime
+    runs opset 7 and later only: the expected values are numpy's on B given trailing ones)."""
+    rng = np.random.default_rng(31)
+    a, b = rand(rng, (2, 3, 4), 0.5, 2.0), rand(rng, bshape, 0.5, 2.0)
+    model = netpass.read_model(_opset6_node(op, {"a": a, "b": b}, broadcast=1, axis=axis))
+    out = next(iter(netpass.reference.infer(model, {"a": a, "b": b}).values()))
+    start = axis % 3 if bshape else 3
+    expected = fn(a, b.reshape(bshape + (1,) * (3 - start - len(bshape))))
+    np.testing.assert_allclose(out, expected, rtol=RTOL, atol=ATOL)
+
+
+def test_legacy_broadcast_outside_the_rank_is_refused_naming_the_node():
+    a, b = np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)
+    with pytest.raises(NetpassError, match="axis 1 does not place a rank-2"):
+        netpass.read_model(_opset6_node("Add", {"a": a, "b": b}, broadcast=1, axis=1))
+
+
+def test_prelu_opset6_slope_is_per_channel():
+    """PRelu-6's 1-D slope applies along dim 1 (pytorch-converted's PReLU cases); opset 7
+    broadcasts it numpy-style instead (test_prelu_onnx_slope_broadcasting)."""
+    rng = np.random.default_rng(32)
+    x, s = rand(rng, (2, 3, 4)), rand(rng, (3,), 0.1, 1.0)
+    model = netpass.read_model(_opset6_node("PRelu", {"x": x}, {"s": s}))
+    out = next(iter(netpass.reference.infer(model, {"x": x}).values()))
+    np.testing.assert_allclose(out, np.where(x >= 0, x, x * s[:, None]), rtol=RTOL, atol=ATOL)

@@ -157,3 +157,26 @@ def test_float16_convolution_falls_back_without_fp16(rng):
     ref = netpass.reference.infer(model, {"x": a})["y"]
     np.testing.assert_allclose(y.astype(np.float32), ref.astype(np.float32), rtol=2e-3, atol=2e-3)
     assert req.stats["host_fallback_kinds"].get("Convolution", 0) == 1
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4), (2, 3, 3), (1, 3, 5, 5), (2, 3)], ids=str)
+def test_a_per_channel_prelu_slope_runs_per_channel(shape, rng):
+    """A 1-D PRelu slope as long as dim 1 applies per channel (the op's rule, OpenVINO's and
+    ONNX opset 6's): the runtime broadcast it numpy-style, along the last axis, silently wrong
+    where that axis is as long (2, 3, 3) and reading past it elsewhere. It stays per channel
+    behind a convolution too (a PRelu is not folded into a producer's epilogue)."""
+    x = opset.parameter(list(shape), np.float32, name="x")
+    slope = np.array([0.1, 0.5, 0.9], np.float32)
+    head = x
+    if len(shape) == 4:
+        w = rng.standard_normal((3, 3, 1, 1)).astype(np.float32)
+        head = opset.convolution(x, w, [1, 1], [0, 0], [0, 0], [1, 1])
+    model = _model(opset.multiply(opset.prelu(head, slope), np.float32(2.0)), x)
+    a = rng.standard_normal(shape).astype(np.float32)
+    y, req = _infer(model, {"x": a})
+    expected = netpass.reference.infer(model, {"x": a})["y"]
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-6)
+    if head is x:
+        per_channel = slope.reshape((3,) + (1,) * (len(shape) - 2))
+        np.testing.assert_allclose(y, 2 * np.where(a >= 0, a, a * per_channel), rtol=1e-6)
+    assert req.stats["host_fallbacks"] == 0
