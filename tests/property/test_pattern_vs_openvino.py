@@ -33,7 +33,7 @@ def check_matching(seed: int) -> None:
     rng = random.Random(seed)
     graph = draw_graph(rng, rng.randint(3, 10))
     anchors = [(i, k) for i, g in enumerate(graph) for k in range(n_outputs(g))
-               if g.kind != "Parameter"]
+               if g.kind != "Parameter"] or [(0, 0)]  # (every op drawn was skipped)
     root = draw_pattern(rng, graph, rng.choice(anchors), rng.randint(2, 6))
     diffs = compare(graph, root)
     assert not diffs, f"seed {seed}, pattern {describe(root)}:\n" + "\n".join(diffs)
