@@ -104,7 +104,8 @@ def _join_types(types: Sequence[type]) -> str:
 class WrapType(Pattern):
     """Matches a node that is an instance of one of ``types`` (base classes allowed), whose
     value satisfies ``predicate``, and, when ``inputs`` is given, whose inputs match them
-    pairwise (both orders for commutative ops). Without ``inputs`` the inputs are not checked.
+    pairwise (both orders for commutative ops). Without ``inputs`` (None or empty, as in
+    OpenVINO, whose ``wrap_type<T>({})`` is ``wrap_type<T>()``) the inputs are not checked.
 
     A WrapType stands for one graph node within one match: met again, it must meet the same
     node. It matches any output of that node unless pinned with :meth:`output`.
@@ -116,7 +117,7 @@ class WrapType(Pattern):
                  predicate: Any = None, name: str | None = None) -> None:
         super().__init__(name)
         self.types = _types_tuple(types)
-        self.inputs = None if inputs is None else tuple(as_pattern(p) for p in inputs)
+        self.inputs = (None if inputs is None else tuple(as_pattern(p) for p in inputs)) or None
         self._n_in = 0 if self.inputs is None else len(self.inputs)
         self.predicate = None if predicate is None else as_predicate(predicate)
         self._pred = None if self.predicate is None else self.predicate.fn

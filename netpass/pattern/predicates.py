@@ -226,23 +226,43 @@ def attrs_match(attrs: Mapping[str, Any]) -> Predicate:
 
 # -- shape_matches ---------------------------------------------------------------------------
 _ANY, _ELLIPSIS = object(), object()
+_SCALAR, _DYNAMIC_RANK = object(), object()  # whole-notation forms: "[]" and "?" / "..."
 
 
-def _parse_shape_pattern(text: str) -> list[Any]:
-    t = text.strip()
-    if not (t.startswith("[") and t.endswith("]")):
-        raise ValueError(f"shape_matches: expected '[d0,d1,...]', got {text!r}")
-    t = t[1:-1].strip()
-    if not t:
-        return []
+class _Group:
+    """A named ellipsis ``Name...``: the dimensions it spans bind ``Name`` as one tuple."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def _parse_shape_pattern(text: str) -> Any:
+    """OpenVINO's shape notation: the dimension items, or ``_SCALAR`` / ``_DYNAMIC_RANK``.
+
+    Brackets ``[]`` or ``()`` are optional and spaces do not count; ``[]`` is a scalar, a bare
+    ``?`` or ``...`` a dynamic rank."""
+    t = "".join(text.split())
+    if t in ("", "[]", "()"):
+        return _SCALAR
+    if t in ("?", "..."):
+        return _DYNAMIC_RANK
+    if t[:1] + t[-1:] in ("[]", "()"):
+        t = t[1:-1]
+    if any(c in t for c in "[]()"):
+        raise ValueError(f"shape_matches: unbalanced brackets in {text!r}")
     items: list[Any] = []
-    for tok in (p.strip() for p in t.split(",")):
+    for tok in t.split(","):
         if tok in ("?", "-1"):
             items.append(_ANY)
-        elif tok == "...":
-            if _ELLIPSIS in items:
+        elif tok.endswith("..."):
+            if any(i is _ELLIPSIS or isinstance(i, _Group) for i in items):
                 raise ValueError(f"shape_matches: more than one '...' in {text!r}")
-            items.append(_ELLIPSIS)
+            name = tok[:-3]
+            if name and not name.isidentifier():
+                raise ValueError(f"shape_matches: bad group name {name!r} in {text!r}")
+            items.append(_Group(name) if name else _ELLIPSIS)
         elif tok.lstrip("-").isdigit():
             items.append(int(tok))
         elif tok.isidentifier():
@@ -253,95 +273,114 @@ def _parse_shape_pattern(text: str) -> list[Any]:
 
 
 def _dim_key(d: Dimension) -> Any:
-    # What a named symbol binds to: the length when static, else the dimension's Symbol,
-    # else the Dimension object itself (two unknown dims are equal only when proven so).
+    """What a name binds a dimension to: its length when static, else its Symbol; None for
+    an unknown dimension without a symbol, which no name can bind (as in OpenVINO: nothing
+    proves it equal to anything)."""
     if d.min == d.max:
         return d.min
-    return d.symbol if d.symbol is not None else d
+    return d.symbol
 
 
 def _binding_text(key: Any) -> str:
-    if isinstance(key, Dimension):
-        return f"{key} (no symbol)"
+    if isinstance(key, tuple):
+        return "(" + ", ".join(map(str, key)) + ")"
     return str(key)
 
 
+def _same(bound: Any, key: Any) -> bool:
+    if type(bound) is tuple or type(key) is tuple:
+        return type(bound) is type(key) and len(bound) == len(key) and \
+            all(_same(b, k) for b, k in zip(bound, key))
+    return bound is key or (type(bound) is int and bound == key)
+
+
 def shape_matches(text: str) -> Predicate:
-    """Shape pattern ``"[N,?,C]"``: ints must equal, ``?`` is any dim, ``...`` any number of
-    dims, a name binds the dim and must bind the same dim everywhere in one match (across all
-    predicates of the pattern; a static length binds its value, a dynamic dim its Symbol).
-    A failure says which dimension did not fit and what the names were bound to."""
-    items = _parse_shape_pattern(text)
-    has_ellipsis = _ELLIPSIS in items
-    head = items[:items.index(_ELLIPSIS)] if has_ellipsis else items
-    tail = items[items.index(_ELLIPSIS) + 1:] if has_ellipsis else []
+    """OpenVINO's ``shape_matches("[N,?,C]")``: ints must equal, ``?`` is any dim, ``...`` any
+    number of dims (once; ``Name...`` also binds them as a group), a name binds the dim and
+    must bind the same dim everywhere in one match (across all predicates of the pattern; a
+    static length binds its value, a dynamic dim its Symbol; an unknown dim without a Symbol
+    matches no name). ``[]`` is a scalar, a bare ``?`` or ``...`` a dynamic rank. A failure
+    says which dimension did not fit and what the names were bound to."""
+    parsed = _parse_shape_pattern(text)
+    items: list[Any] = parsed if isinstance(parsed, list) else []
+    spread = [i for i, w in enumerate(items) if w is _ELLIPSIS or isinstance(w, _Group)]
+    head = items[:spread[0]] if spread else items
+    tail = items[spread[0] + 1:] if spread else []
+    group = items[spread[0]] if spread and isinstance(items[spread[0]], _Group) else None
 
     def pairs_of(ps: Any) -> list[Any] | None:
-        """(wanted, dim index, Dimension) for the dims the pattern constrains; None when the
-        rank does not fit."""
-        if not ps.rank_is_static:
+        """(wanted, dim index, key) for the dims the pattern constrains (the group: its
+        name, the index of its first dim, the tuple of keys); None when the rank does not
+        fit."""
+        if parsed is _DYNAMIC_RANK or not ps.rank_is_static:
             return None
         dims = ps.dims
-        if has_ellipsis:
-            if len(dims) < len(head) + len(tail):
-                return None
-            start = len(dims) - len(tail)
-            return [(w, i, dims[i]) for i, w in enumerate(head)] + \
-                [(w, start + j, dims[start + j]) for j, w in enumerate(tail)]
-        if len(dims) != len(items):
+        if parsed is _SCALAR:
+            return [] if not dims else None
+        if not spread:
+            return None if len(dims) != len(items) else \
+                [(w, i, _dim_key(d)) for i, (w, d) in enumerate(zip(items, dims))]
+        if len(dims) < len(head) + len(tail):
             return None
-        return [(w, i, d) for i, (w, d) in enumerate(zip(items, dims))]
+        start = len(dims) - len(tail)
+        pairs = [(w, i, _dim_key(dims[i])) for i, w in enumerate(head)]
+        if group is not None:
+            pairs.append((group, len(head), tuple(_dim_key(d) for d in dims[len(head):start])))
+        return pairs + [(w, start + j, _dim_key(dims[start + j])) for j, w in enumerate(tail)]
+
+    def misfit(want: Any, key: Any, symbols: dict[str, Any], new: list[str]) -> str | None:
+        """Why the dim (or group) with ``key`` does not fit ``want``; None when it does (a
+        name met first is bound in ``symbols`` and listed in ``new``)."""
+        if want is _ANY:
+            return None
+        if isinstance(want, int):
+            return None if key == want and type(key) is int else f"expected {want}"
+        name = want.name if isinstance(want, _Group) else want
+        if key is None or (type(key) is tuple and None in key):
+            return f"an unknown dimension without a symbol cannot bind {name}"
+        bound = symbols.get(name, _ANY)
+        if bound is _ANY:
+            symbols[name] = key
+            new.append(name)
+            return None
+        if _same(bound, key):
+            return None
+        return f"but {name} is bound to {_binding_text(bound)}"
 
     def fn(o: Output, m: Any) -> bool:
-        pairs = pairs_of(o.node._outs[o.index].ps)
+        ps = o.node._outs[o.index].ps
+        if parsed is _DYNAMIC_RANK:
+            return not ps.rank_is_static
+        pairs = pairs_of(ps)
         if pairs is None:
             return False
         symbols = m._symbols if m is not None else {}
         new: list[str] = []  # bound by this call; dropped again if the shape does not match
-        for want, _, d in pairs:
-            if want is _ANY:
-                continue
-            if isinstance(want, int):
-                if not (d.min == d.max == want):
-                    break
-                continue
-            key = _dim_key(d)
-            bound = symbols.get(want, _ANY)
-            if bound is _ANY:
-                symbols[want] = key
-                new.append(want)
-            elif bound is not key and not (type(bound) is int and bound == key):
-                break
-        else:
-            return True
-        for name in new:
-            del symbols[name]
-        return False
+        for want, _, key in pairs:
+            if misfit(want, key, symbols, new) is not None:
+                for name in new:
+                    del symbols[name]
+                return False
+        return True
 
     def why(o: Output, m: Any) -> str:
         ps = o.node._outs[o.index].ps
         symbols = dict(m._symbols) if m is not None else {}
         bound = (" (bound: " + ", ".join(f"{k}={_binding_text(v)}" for k, v in symbols.items())
                  + ")") if symbols else ""
+        if parsed is _DYNAMIC_RANK:
+            return f"shape {ps} has a static rank, expected a dynamic one"
         pairs = pairs_of(ps)
         if pairs is None:
             if not ps.rank_is_static:
                 return f"shape {ps} has a dynamic rank"
-            want = f"at least {len(head) + len(tail)}" if has_ellipsis else str(len(items))
+            want = f"at least {len(head) + len(tail)}" if spread else str(len(items))
             return f"shape {ps} has rank {len(ps.dims)}, expected {want}"
-        for want, i, d in pairs:
-            if want is _ANY:
-                continue
-            if isinstance(want, int):
-                if not (d.min == d.max == want):
-                    return f"shape {ps}: dimension {i} is {d}, expected {want}{bound}"
-                continue
-            key = _dim_key(d)
-            have = symbols.get(want, _ANY)
-            if have is _ANY:
-                symbols[want] = key
-            elif have is not key and not (type(have) is int and have == key):
-                return (f"shape {ps}: dimension {i} is {_binding_text(key)}, but {want} is "
-                        f"bound to {_binding_text(have)}{bound}")
+        for want, i, key in pairs:
+            reason = misfit(want, key, symbols, [])
+            if reason is not None:
+                what = "dimensions" if isinstance(want, _Group) else "dimension"
+                shown = ps.dims[i] if key is None else _binding_text(key)
+                return f"shape {ps}: {what} {i} is {shown}, {reason}{bound}"
         return f"shape {ps}"
     return Predicate(fn, f"shape_matches({text!r})", why)

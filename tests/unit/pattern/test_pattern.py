@@ -57,6 +57,16 @@ def test_wrap_type_with_inputs_checks_them():
     assert not Matcher(wrap_type(ops.Add, [wrap_type(ops.Tanh), wrap_type(ops.Constant)])).match(add)
 
 
+def test_wrap_type_with_empty_inputs_checks_no_inputs():
+    # OpenVINO's wrap_type<T>({}) is wrap_type<T>(): an empty input list checks nothing (found
+    # by tests/property/test_pattern_vs_openvino.py: netpass wanted a node without inputs)
+    r = opset.relu(opset.parameter([2], np.float32, name="x"))
+    assert Matcher(wrap_type(ops.Relu, [])).match(r)
+    assert wrap_type(ops.Relu, []).inputs is None
+    assert Matcher(wrap_type(ops.Add, [wrap_type(ops.Relu, []), any_input()])).match(
+        opset.add(r, r))
+
+
 def test_input_count_must_equal():
     add = opset.add(param(), const())
     assert not Matcher(wrap_type(ops.Add, [any_input()])).match(add)

@@ -125,10 +125,48 @@ def test_shape_matches_dynamic_dims_equal_only_when_same_symbol():
 
 
 def test_shape_matches_rejects_bad_syntax():
-    with pytest.raises(ValueError):
-        shape_matches("2,3")
-    with pytest.raises(ValueError):
-        shape_matches("[...,...]")
+    for bad in ("[...,...]", "[A...,B...]", "[2,,3]", "[2,(3)]", "[N-1]", "[1a...]"):
+        with pytest.raises(ValueError):
+            shape_matches(bad)
+
+
+def test_shape_matches_unknown_dim_without_symbol_binds_no_name():
+    # OpenVINO: a name can bind a static length or a symbol, never an unknown dimension without
+    # one (found by tests/property/test_pattern_vs_openvino.py: netpass bound the Dimension)
+    y = opset.parameter("[?,3]", np.float32, name="y").output(0)
+    assert not shape_matches("[N,?]")(y)
+    assert not shape_matches("[N,C]")(y)
+    assert shape_matches("[?,C]")(y) and shape_matches("[?,3]")(y)
+    assert "without a symbol cannot bind N" in shape_matches("[N,C]").failure(y)
+    m = Matcher(any_input(shape_matches("[N,C]")))
+    assert not m.match(y) and m.symbols == {}
+
+
+def test_shape_matches_openvino_notation():
+    out = param((2, 3, 4)).output(0)
+    assert shape_matches("2,3,4")(out) and shape_matches("(2, 3, 4)")(out)
+    assert shape_matches(" [ 2 , ? , 4 ] ")(out)
+    scalar = opset.parameter([], np.float32, name="s").output(0)
+    assert shape_matches("[]")(scalar) and shape_matches("()")(scalar) and shape_matches("")(scalar)
+    assert not shape_matches("[]")(out)
+    dyn = opset.parameter(None, np.float32, name="d").output(0)
+    for text in ("?", "..."):
+        assert shape_matches(text)(dyn) and not shape_matches(text)(out)
+    assert not shape_matches("[...]")(dyn) and shape_matches("[...]")(out)
+
+
+def test_shape_matches_named_group_binds_the_dims_it_spans():
+    a = any_input(shape_matches("[Batch...,C]"))
+    b = any_input(shape_matches("[Batch...,?]"))
+    m = Matcher(wrap_type(ops.MatMul, [a, b]))
+    assert m.match(opset.matmul(param((5, 2, 3)), param((5, 2, 3), "y"), False, True))
+    assert m.symbols == {"Batch": (5, 2), "C": 3}
+    m = Matcher(wrap_type(ops.Add, [a, b]))
+    assert not m.match(opset.add(param((5, 2, 3)), param((1, 2, 3), "y")))
+    assert shape_matches("[B...]")(param(()).output(0))  # a group may span no dims
+    c = any_input(shape_matches("[Batch...,C]"))
+    m = Matcher(wrap_type(ops.Add, [c, any_input(shape_matches("[Batch,C]"))]), explain=True)
+    assert not m.match(opset.add(param((2, 3)), param((2, 3), "y")))  # group vs single: no
 
 
 # -- why a predicate is false -----------------------------------------------------------------
