@@ -70,8 +70,8 @@ class Outcome:
 
 # onnx's backend *model* suites shipped with the package (``onnx/backend/test/data``): small
 # models converted from PyTorch (modules and single operators, many at opset 6) and hand-built
-# ones, each a model.onnx beside test_data_set_N folders. ("real" downloads its models, "light"
-# ships no inputs: neither runs here.)
+# ones, each a model.onnx beside test_data_set_N folders. ("real" downloads its models;
+# "light"'s placeholder weights give mostly uniform outputs: docs/onnx-coverage.md.)
 MODEL_KINDS = ("pytorch-converted", "pytorch-operator", "simple")
 
 
