@@ -112,3 +112,11 @@ def test_dynamic_dim_keeps_the_other_dims():
         ps = r.output(0).partial_shape
         assert ps[0].min == ps[0].max == 2 and ps[2].min == ps[2].max == 3
 
+
+@pytest.mark.parametrize("sizes", [(1, 1, 4), (0, 1, 1), (1, 1, 0)])
+def test_a_refused_size_leaves_the_request_as_it_was(sizes):
+    """Shrunk by the fuzz: a request whose infer failed at the split (size 1 in 3) remembered
+    the shapes and values of the primitives before it, and the next infer skipped them as
+    unchanged: the failed size's lengths for size 4 (wrong outputs), size 0's for size 1 (no
+    error)."""
+    _check_sequence(3, sizes, 1, "NONE")
