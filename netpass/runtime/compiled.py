@@ -342,7 +342,15 @@ class RuntimeInferRequest(AsyncInferRequest):
             elif n.is_a(ReadValue) and n.state_var in self._ref_vars:
                 values[n.index] = [self._ref_vars[n.state_var]]
             else:
-                values[n.index] = infer_host(n, [values[s.index][k] for s, k in n.inputs])
+                args = [values[s.index][k] for s, k in n.inputs]
+                try:
+                    values[n.index] = infer_host(n, args)
+                except (NetpassError, *SYSTEM_ERRORS):
+                    raise  # (_infer names a system error)
+                except Exception as e:  # (an op's numpy evaluate refusing its inputs)
+                    raise NetpassError(f"{n.kind} '{n.name}' failed with input shapes "
+                                       f"{[list(a.shape) for a in args]}: "
+                                       f"{type(e).__name__}: {e}") from e
                 if n.is_a(Assign) and n.state_var is not None:
                     written[n.state_var] = np.array(values[n.index][0], copy=True)
         kept = [*feeds.values(), *self._ref_vars.values(),
