@@ -28,7 +28,8 @@ from .errors import (
     system_errors_as_netpass,
 )
 from .frontend import read_model
-from .reference import check_inputs, input_specs, state_length_rules
+from .ops.state import variable_order
+from .reference import check_inputs, in_variable_order, input_specs, state_length_rules
 from .runtime.async_queue import AsyncInferRequest
 
 TRANSFORMATIONS = ("GNA", "COMMON", "NONE")
@@ -80,6 +81,7 @@ class CompiledModel:
                        for n, p in zip(original.input_names, original.parameters)]
         self.input_specs = input_specs(original)  # (checked on every infer)
         self.state_lengths = state_length_rules(original, executable)  # (checked on every infer)
+        self.variable_order = variable_order(original)  # (query_state's, whatever the device)
         self.outputs = [Port(n, r.input_value(0).partial_shape, r.input_value(0).element_type)
                         for n, r in zip(original.output_names, original.results)]
         # Inputs whose element type a transformation changed (the GNA pipeline's
@@ -184,10 +186,12 @@ class InferRequest(AsyncInferRequest):
             self._state_owner().reset_state()
 
     def query_state(self) -> list:
-        """One ``VariableState`` (``.name``, ``.state``, ``.reset()``) per variable; each read,
-        write or reset holds the request (RequestBusyError while an inference of it runs)."""
+        """One ``VariableState`` (``.name``, ``.state``, ``.reset()``) per variable, in the order
+        of the compiled model's ReadValues on every device; each read, write or reset holds
+        the request (RequestBusyError while an inference of it runs)."""
         self._exclusive_check("query_state")
-        states = self._state_owner().query_state()
+        states = in_variable_order(self._state_owner().query_state(),
+                                   self.compiled.variable_order)
 
         def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
             return self._guarded(fn, "a variable's read or write")

@@ -7,7 +7,7 @@ OpenVINO's infer requests.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -218,6 +218,14 @@ class VariableState:
         return f"<VariableState '{self.name}' {list(self.state.shape)}>"
 
 
+def in_variable_order(states: list[VariableState], order: Sequence[str]) -> list[VariableState]:
+    """``states`` in ``order`` (variable ids, :func:`~netpass.ops.state.variable_order` of the
+    user's model), any other after them as they came: a compiled model's requests list the
+    variables in the order of the model compiled, not of the graph its passes made."""
+    rank = {vid: i for i, vid in enumerate(order)}
+    return sorted(states, key=lambda st: rank.get(st.name, len(rank)))
+
+
 class ReferenceInferRequest:
     """Runs ``model`` with the reference evaluator and keeps its variables between
     inferences (one set per request)."""
@@ -243,7 +251,8 @@ class ReferenceInferRequest:
         self._values.clear()
 
     def query_state(self) -> list[VariableState]:
-        """One :class:`VariableState` per variable, in the model's order."""
+        """One :class:`VariableState` per variable, in the order of the model's ReadValues
+        (:func:`~netpass.ops.state.variable_order`)."""
         values = self._values
 
         def state(vid: str, info: VariableInfo) -> VariableState:
@@ -259,4 +268,4 @@ def create_infer_request(model: Model) -> ReferenceInferRequest:
 
 
 __all__ = ["infer", "check_inputs", "check_state", "create_infer_request",
-           "ReferenceInferRequest", "VariableState", "state_length_rules"]
+           "ReferenceInferRequest", "VariableState", "state_length_rules", "in_variable_order"]

@@ -19,9 +19,9 @@ from ..core.node import Node, Output
 from ..core.types import Type, i32, i64
 from ..errors import UnsupportedOpError
 from .base import set_name, to_output
-from .elementwise import equal, greater_equal, less_equal, select, subtract
+from .elementwise import add, divide, equal, greater_equal, less_equal, select, subtract
 from .indexing import Gather
-from .movement import Broadcast, Concat, Reshape, Slice, Unsqueeze
+from .movement import Broadcast, Concat, Reshape, Slice, Split, Unsqueeze, VariadicSplit
 from .onnx_types import onnx_element_type
 from .reduction import reduce_prod
 from .registry import onnx_export, onnx_rule
@@ -180,6 +180,47 @@ def _import_flatten(ctx):
         return Reshape([x, Concat([to_output(first), i64_operand([-1])], axis=0).output(0)],
                        special_zero=False).output(0)
     return Reshape([x, i64_operand(pattern)], special_zero=False).output(0)
+
+
+@onnx_rule("Split")
+def _import_split(ctx):
+    """ONNX Split. Given lengths (the ``split`` input, an attribute before opset 13) make a
+    VariadicSplit. Otherwise ``num_outputs`` (opset 18; else the number of outputs) parts:
+    equal ones (Split) where the axis dim divides, else ONNX 18's chunks of ceil(d / n) with a
+    smaller last one, empty where d = (n - 1) * chunk and refused where d is smaller (as
+    onnxruntime does): a VariadicSplit of lengths [ceil(d / n)] * (n - 1) + [-1], computed
+    from the input's ShapeOf when d is dynamic (hence this rule's place: Split's family is
+    below the ShapeOf and arithmetic it builds)."""
+    x = ctx.inputs[0]
+    axis = ctx.attr("axis", 0)
+    n = ctx.num_outputs
+    if ctx.opset >= 13:
+        lengths = ctx.input(1)
+    else:
+        lengths = ctx.input(1) if ctx.opset < 2 and ctx.input(1) is not None else (
+            i64_operand(ctx.attr("split")) if ctx.has_attr("split") else None)
+    if lengths is not None:
+        return VariadicSplit([x, i64_operand(axis), lengths]).outputs()
+    chunks = ctx.opset >= 18 and ctx.has_attr("num_outputs")
+    if chunks:
+        n = ctx.attr("num_outputs", 0)
+        if n < 1 or n != ctx.num_outputs:
+            ctx.error(f"num_outputs {n} does not match the node's {ctx.num_outputs} outputs")
+    ps = x.partial_shape
+    d = ps[axis] if ps.rank_is_static and -len(ps) <= axis < len(ps) else None
+    if not chunks or n == 1 or (d is not None and d.is_static and d.min % n == 0):
+        return Split([x, i64_operand(axis)], num_splits=n).outputs()
+    if d is not None and d.is_static:
+        chunk = -(-d.min // n)
+        if d.min < (n - 1) * chunk:
+            ctx.error(f"dimension {d.min} on axis {axis} cannot be split into {n} chunks of "
+                      f"ceil({d.min} / {n}) = {chunk}: the last would be negative")
+        sizes: Any = i64_operand([chunk] * (n - 1) + [d.min - (n - 1) * chunk])
+    else:
+        dim = Gather([ShapeOf([x]).output(0), i64_operand([axis]), i64_operand(0)]).output(0)
+        chunk = to_output(divide(add(dim, i64_operand([n - 1])), i64_operand([n])))
+        sizes = Concat([chunk] * (n - 1) + [i64_operand([-1])], axis=0).output(0)
+    return VariadicSplit([x, i64_operand(axis), sizes]).outputs()
 
 
 @onnx_rule("ConstantOfShape", since=9)

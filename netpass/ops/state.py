@@ -124,11 +124,19 @@ class Assign(Sink):
         return [inputs[0]]
 
 
+def variable_order(model: Any) -> list[str]:
+    """The ids of ``model``'s variables in the order of their first ReadValues in
+    ``get_ordered_ops()`` (OpenVINO's order of a model's variables): the order in which every
+    request's ``query_state()`` lists them, whatever the device."""
+    order = dict.fromkeys(n.variable_info.variable_id for n in model.get_ordered_ops()
+                          if isinstance(n, ReadValue))
+    return list(order)
+
+
 def model_variables(model: Any) -> dict[str, VariableInfo]:
-    """The variables of ``model`` by id, from its ReadValues, in the order of the Assigns in
-    ``model.sinks`` (MakeStateful's pair order), then of the ReadValues of variables no Assign
-    writes. Checked: every Assign writes a variable some ReadValue reads, with a compatible
-    type and shape, and at most one Assign writes each variable."""
+    """The variables of ``model`` by id, from its ReadValues, in :func:`variable_order`.
+    Checked: every Assign writes a variable some ReadValue reads, with a compatible type and
+    shape, and at most one Assign writes each variable."""
     infos: dict[str, VariableInfo] = {}
     assigns: dict[str, Assign] = {}
     ops = model.get_ordered_ops()
@@ -159,9 +167,7 @@ def model_variables(model: Any) -> dict[str, VariableInfo]:
         if not (read.data_type.compatible(et) and read.data_shape.compatible(ps)):
             raise NetpassError(f"Assign '{node.friendly_name}' writes {et}{ps} into variable "
                                f"'{vid}' of {read.data_type}{read.data_shape}")
-    order = [s.variable_id for s in model.sinks if isinstance(s, Assign)]
-    order += [vid for vid in infos if vid not in assigns]
-    return {vid: infos[vid] for vid in order}
+    return infos
 
 
 def read_value(init_value: Any = None, variable_id: str | None = None,

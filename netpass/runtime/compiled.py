@@ -20,8 +20,8 @@ from ..errors import (
     system_error_as_netpass,
     system_errors_as_netpass,
 )
-from ..ops.state import Assign, ReadValue, VariableInfo
-from ..reference import VariableState
+from ..ops.state import Assign, ReadValue, VariableInfo, variable_order
+from ..reference import VariableState, in_variable_order
 from . import impls
 from .async_queue import AsyncInferRequest
 from .device import Engine, resolve_device_name, select_device
@@ -97,6 +97,9 @@ class RuntimeCompiledModel:
         self.program = program
         self.engine = engine
         self.model = model
+        # query_state()'s order: the model's variables (variable_order), else the program's
+        self.variable_order = variable_order(model) if model is not None else \
+            list(dict.fromkeys(r.state_var for r in program.reads if r.state_var is not None))
         self.profiling = bool(cfg.get("PROFILING", False))
         self.precision = inference_precision(cfg)
         # HOST_FALLBACK False: ops without a device kernel refuse to compile (or to run, where
@@ -339,7 +342,15 @@ class RuntimeInferRequest(AsyncInferRequest):
             elif n.is_a(ReadValue) and n.state_var in self._ref_vars:
                 values[n.index] = [self._ref_vars[n.state_var]]
             else:
-                values[n.index] = infer_host(n, [values[s.index][k] for s, k in n.inputs])
+                args = [values[s.index][k] for s, k in n.inputs]
+                try:
+                    values[n.index] = infer_host(n, args)
+                except (NetpassError, *SYSTEM_ERRORS):
+                    raise  # (_infer names a system error)
+                except Exception as e:  # (an op's numpy evaluate refusing its inputs)
+                    raise NetpassError(f"{n.kind} '{n.name}' failed with input shapes "
+                                       f"{[list(a.shape) for a in args]}: "
+                                       f"{type(e).__name__}: {e}") from e
                 if n.is_a(Assign) and n.state_var is not None:
                     written[n.state_var] = np.array(values[n.index][0], copy=True)
         kept = [*feeds.values(), *self._ref_vars.values(),
@@ -368,7 +379,8 @@ class RuntimeInferRequest(AsyncInferRequest):
 
     def query_state(self) -> list[VariableState]:
         """One ``VariableState`` per variable (``.name``, ``.state`` read from the device,
-        assignable, ``.reset()``), in the order of the model's ReadValues. Each read, write
+        assignable, ``.reset()``), in the order of the model's ReadValues (of the program's
+        when compiled from a Program). Each read, write
         or reset holds the request: RequestBusyError while an inference of it runs."""
         self._exclusive_check("query_state")
         if self.network is None:
@@ -393,7 +405,7 @@ class RuntimeInferRequest(AsyncInferRequest):
                 seen.add(vid)
                 states.append(state(vid, VariableInfo(vid, Type.of(r.out_dtypes[0]),
                                                       r.out_pshapes[0])))
-        return states
+        return in_variable_order(states, self.compiled.variable_order)
 
     def get_profiling_info(self) -> dict[str, float]:
         """Microseconds per primitive id (cumulative), when compiled with PROFILING."""

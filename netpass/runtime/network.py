@@ -400,10 +400,23 @@ class Network:
         gc.disable()
         try:
             return self._execute(feeds)
+        except BaseException:
+            self._forget_failed_inference()
+            raise
         finally:
             if was_enabled:
                 promote_to_old_generation()
                 gc.enable()
+
+    def _forget_failed_inference(self) -> None:
+        """An inference stopped part way (a shape an op refuses, out of memory): the primitives
+        before the failure remember the new shapes and values, those after it the old ones,
+        and none had its flags reset. Left so, the next inference skips what looks unchanged
+        and reads stale shape values (the lengths of a split computed from the failed size),
+        so everything remembered is forgotten and the next one recomputes it."""
+        self._reset_shape_state(self.was_symbolic)
+        for inst in self.insts:
+            inst.reset_flags()
 
     def _execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         self.epoch += 1

@@ -125,6 +125,50 @@ def test_threads_sharing_a_stateful_request_serialize_or_are_refused(way, device
         np.testing.assert_allclose(req.infer({"x": x})["y"], want, rtol=1e-5, atol=1e-6)
 
 
+def _four_variables() -> Model:
+    """Variables read in the order zeta, alpha, mid, beta (a chain: each adds its variable to
+    the last sum), written by Assigns listed beta, alpha, zeta, mid: neither sorted names nor
+    the sinks' order is the model's."""
+    x = opset.parameter([1, 4], np.float32, name="x")
+    h, assigns = x, {}
+    for vid in ("zeta", "alpha", "mid", "beta"):
+        h = opset.add(opset.relu(h), opset.read_value(vid, "f32", [1, 4]))
+        assigns[vid] = opset.assign(h, vid)
+    return Model([opset.result(h, name="y")], [x], "four",
+                 [assigns[v] for v in ("beta", "alpha", "zeta", "mid")])
+
+
+ORDER_WAYS = [("reference", None, "NONE")] + [
+    (way, dev, tr) for dev in ("REFERENCE", RUNTIME_DEVICE)
+    for way, trs in (("runtime", ("NONE",)), ("compile_model", ("NONE", "COMMON", "GNA")))
+    for tr in trs]
+
+
+@pytest.mark.parametrize("way,device,transformations", ORDER_WAYS,
+                         ids=["-".join(map(str, w)) for w in ORDER_WAYS])
+def test_query_state_lists_the_variables_in_the_models_order(way, device, transformations):
+    """(The reference evaluator and compile_model on REFERENCE listed them in the sinks' order,
+    beta, alpha, zeta, mid; the runtime in its program's ReadValues' order.)"""
+    model = _four_variables()
+    if way == "reference":
+        req = netpass.reference.create_infer_request(model)
+    elif way == "runtime":
+        req = compile_program(model, device).create_infer_request()
+    else:
+        req = netpass.compile_model(model, device, {"TRANSFORMATIONS": transformations}
+                                    ).create_infer_request()
+    ref = netpass.reference.create_infer_request(model)
+    for _ in range(2):
+        x = _x(1)[:, 0]
+        req.infer({"x": x})
+        ref.infer({"x": x})
+    states = req.query_state()
+    assert [s.name for s in states] == ["zeta", "alpha", "mid", "beta"]
+    want = {s.name: s.state for s in ref.query_state()}
+    for s in states:
+        np.testing.assert_allclose(s.state, want[s.name], rtol=1e-5, atol=1e-6, err_msg=s.name)
+
+
 @pytest.mark.parametrize("way,device", WAYS, ids=[f"{w}-{d}" for w, d in WAYS])
 def test_a_state_that_is_not_an_array_is_a_state_error(way, device):
     """(A ragged list was numpy's ValueError, a view too large to copy a bare MemoryError.)"""

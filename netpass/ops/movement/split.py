@@ -1,4 +1,5 @@
-"""Split (equal parts) and VariadicSplit (given lengths) along an axis."""
+"""Split (equal parts) and VariadicSplit (given lengths) along an axis (their ONNX import rule
+is in :mod:`netpass.ops.shape_ops`: ONNX 18's uneven chunks of a dynamic dim take ShapeOf math)."""
 from __future__ import annotations
 
 import weakref
@@ -12,7 +13,7 @@ from ...core.node import Node
 from ...core.ports import Output, _connect, _Port
 from ...core.shape import PartialShape
 from ..base import normalize_axis, set_name, to_output
-from ..registry import onnx_export, onnx_rule
+from ..registry import onnx_export
 from ..shape_inputs import (
     check_shape_input,
     const_ints,
@@ -47,6 +48,16 @@ def _split_partial_values(node: Node, lengths: Sequence[int]) -> None:
     for i, n in enumerate(lengths):
         node.set_output_partial_value(i, pv[start:start + n])
         start += n
+
+
+def _runtime_lengths(node: Node, n: int) -> list[Dimension]:
+    """The axis dims of a VariadicSplit's ``n`` outputs when its lengths are not constant: each
+    length's partial value where known (a ShapeOf's dim divided, ...), else dynamic."""
+    pv = node.input_partial_value(2)
+    if pv is None or len(pv) != n:
+        return [Dimension()] * n
+    return [v if isinstance(v, Dimension) else Dimension(v) if v >= 0 else Dimension()
+            for v in pv]
 
 
 class Split(Node):
@@ -151,8 +162,12 @@ class VariadicSplit(Node):
                 self.fail("the number of outputs is unknown: split_lengths must have a static "
                           "shape")
             self.set_output_size(n)
-            for i in range(n):
-                self.set_output_type(i, et, _same_rank(data))
+            for i, length in enumerate(_runtime_lengths(self, n)):
+                if axis is None:
+                    self.set_output_type(i, et, _same_rank(data))
+                else:  # (only the axis dim is unknown: lengths computed from a ShapeOf)
+                    self.set_output_type(i, et, PartialShape(
+                        [length if k == axis else x for k, x in enumerate(data)]))
             return
         self.check(raw.count(-1) <= 1, "split_lengths {} has more than one -1", raw)
         self.check(all(v >= -1 for v in raw), "invalid split_lengths {}", raw)
@@ -190,8 +205,15 @@ class VariadicSplit(Node):
         x, axis, lengths = inputs
         axis = int(np.asarray(axis).reshape(-1)[0]) % x.ndim
         lengths = [int(v) for v in np.asarray(lengths).reshape(-1)]
+        # (lengths computed at run time get the checks inference gives constant ones)
+        self.check(lengths.count(-1) <= 1 and min(lengths, default=0) >= -1,
+                   "invalid split_lengths {}", lengths)
+        known = sum(v for v in lengths if v != -1)
+        d = x.shape[axis]
+        self.check(known <= d if -1 in lengths else known == d,
+                   "split_lengths {} do not add up to dimension {} on axis {}", lengths, d, axis)
         if -1 in lengths:
-            lengths[lengths.index(-1)] = x.shape[axis] - sum(v for v in lengths if v != -1)
+            lengths[lengths.index(-1)] = d - known
         bounds = np.cumsum(lengths)[:-1]
         return list(np.split(x, bounds, axis=axis))
 
@@ -206,33 +228,6 @@ def variadic_split(data: Any, axis: Any, split_lengths: Any, name: str | None = 
     may be -1: what is left); one output per part."""
     return set_name(VariadicSplit([to_output(data), i64_operand(axis), i64_operand(split_lengths)]),
                     name)
-
-
-@onnx_rule("Split")
-def _import_split(ctx):
-    x = ctx.inputs[0]
-    axis = ctx.attr("axis", 0)
-    n = ctx.num_outputs
-    if ctx.opset >= 13:
-        lengths = ctx.input(1)
-    else:
-        lengths = ctx.input(1) if ctx.opset < 2 and ctx.input(1) is not None else (
-            i64_operand(ctx.attr("split")) if ctx.has_attr("split") else None)
-    if lengths is not None:
-        return VariadicSplit([x, i64_operand(axis), lengths]).outputs()
-    if ctx.opset >= 18 and ctx.has_attr("num_outputs"):
-        n = ctx.attr("num_outputs", 0)
-    ps = x.partial_shape
-    if ps.rank_is_static:
-        d = ps[axis]
-        if d.is_static and d.min % n:
-            # ONNX 18: the last chunk is smaller when the dim does not divide evenly.
-            chunk = -(-d.min // n)
-            sizes = [chunk] * (d.min // chunk) + ([d.min % chunk] if d.min % chunk else [])
-            if len(sizes) != n:
-                ctx.error(f"dimension {d.min} cannot be split into {n} chunks")
-            return VariadicSplit([x, i64_operand(axis), i64_operand(sizes)]).outputs()
-    return Split([x, i64_operand(axis)], num_splits=n).outputs()
 
 
 @onnx_export(Split, VariadicSplit)

@@ -63,6 +63,8 @@ def _reshape_shape(attrs: dict, shapes: list, values: dict) -> list[tuple] | Non
             if d != -1:
                 known *= d
         out[out.index(-1)] = size(src) // known if known else 0
+    if size(out) != size(src) or min(out, default=0) < 0:
+        return None  # (the op's own inference names the mismatch)
     return [tuple(out)]
 
 

@@ -4,16 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_blocks import rel_l2
 
 import netpass
 from netpass.runtime import compile_program
 from netpass.testing import RUNTIME_DEVICE
-
-
-def _rel_l2(a: np.ndarray, b: np.ndarray) -> float:
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-12))
 
 
 def _run_shapes(model, feeds_list, device: str = RUNTIME_DEVICE, config=None, tol: float = 1e-4):
@@ -28,7 +23,7 @@ def _run_shapes(model, feeds_list, device: str = RUNTIME_DEVICE, config=None, to
             if ref[k].dtype.kind in "biu":
                 np.testing.assert_array_equal(out[k], ref[k])
             else:
-                assert _rel_l2(out[k], ref[k]) <= tol, (k, _rel_l2(out[k], ref[k]))
+                assert rel_l2(out[k], ref[k]) <= tol, (k, rel_l2(out[k], ref[k]))
     return req
 
 

@@ -1,4 +1,6 @@
-"""Graph pieces the runtime's tests build the way exporters write them."""
+"""What the runtime's tests share: graph pieces built the way exporters write them, and the
+one-line array helpers (random float32 data, int64 arrays, relative L2 error) every file used
+to define again."""
 from __future__ import annotations
 
 import numpy as np
@@ -17,3 +19,27 @@ def repeat_kv(x, kv_heads: int, group: int, head_size: int):
                                "bidirectional")
     return opset.reshape(expanded, np.array([1, kv_heads * group, -1, head_size], np.int64),
                          False)
+
+
+def randn_f32(rng: np.random.Generator, *shape: int, scale: float = 1.0) -> np.ndarray:
+    """Standard normal float32 data of ``shape`` (times ``scale``) drawn from ``rng``."""
+    return (scale * rng.standard_normal(shape)).astype(np.float32)
+
+
+def ints64(v) -> np.ndarray:
+    """``v`` as an int64 array (shape, axes and index operands)."""
+    return np.array(v, dtype=np.int64)
+
+
+def rel_l2(got, want) -> float:
+    """Relative L2 error ``|got - want| / |want|`` in float64; a reference of zeros counts as
+    1e-12 (zeros against zeros: 0)."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    return float(np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-12))
+
+
+def rel_l2_unfloored(got, want) -> float:
+    """:func:`rel_l2` without the floor: NaN or inf where ``want`` is all zeros, so that a
+    reference of zeros never passes a tolerance."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    return float(np.linalg.norm(got - want) / np.linalg.norm(want))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_blocks import ints64, randn_f32, rel_l2
 from torchvision_heads import torchvision_attention
 
 import netpass
@@ -12,22 +13,9 @@ from netpass.runtime import Program, compile_program
 from netpass.testing import RUNTIME_DEVICE
 
 
-def _f(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
-def _i64(v):
-    return np.array(v, dtype=np.int64)
-
-
 def _heads(x, h, d, order=(0, 2, 1, 3)):
     """[b, s, h*d] -> [b, h, s, d] (or another order) as exports write it."""
-    return opset.transpose(opset.reshape(x, _i64([0, 0, h, d]), True), _i64(list(order)))
-
-
-def _rel_l2(a, b) -> float:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-12))
+    return opset.transpose(opset.reshape(x, ints64([0, 0, h, d]), True), ints64(list(order)))
 
 
 def _check(model, feeds_list, n_attention=1, fallbacks=0):
@@ -39,7 +27,7 @@ def _check(model, feeds_list, n_attention=1, fallbacks=0):
         ref = netpass.reference.infer(model, feeds)
         for k, r in ref.items():
             assert out[k].shape == r.shape
-            assert _rel_l2(out[k], r) <= 1e-5, (k, {n: a.shape for n, a in feeds.items()})
+            assert rel_l2(out[k], r) <= 1e-5, (k, {n: a.shape for n, a in feeds.items()})
     assert req.stats["host_fallbacks"] == fallbacks
     return req
 
@@ -49,15 +37,15 @@ def _decoder_attention(h=2, d=8, max_seq=96):
     causal mask sliced from a constant, softmax, @ v, heads transposed back and merged."""
     rng = np.random.default_rng(3)
     x = opset.parameter([1, -1, h * d], np.float32, name="x")
-    qkv = opset.matmul(x, _f(rng, h * d, 3 * h * d), False, False)
-    q, k, v = opset.split(qkv, _i64(-1), 3).outputs()
+    qkv = opset.matmul(x, randn_f32(rng, h * d, 3 * h * d), False, False)
+    q, k, v = opset.split(qkv, ints64(-1), 3).outputs()
     scores = opset.multiply(opset.matmul(_heads(q, h, d), _heads(k, h, d, (0, 2, 3, 1)), False, False),
                             np.float32(d ** -0.5))
-    seq = opset.gather(opset.shape_of(x), _i64([1]), _i64(0))
+    seq = opset.gather(opset.shape_of(x), ints64([1]), ints64(0))
     tri = np.triu(np.full((max_seq, max_seq), -1e9, np.float32), 1)
-    mask = opset.slice(tri, _i64([0, 0]), opset.concat([seq, seq], 0), _i64([1, 1]), _i64([0, 1]))
+    mask = opset.slice(tri, ints64([0, 0]), opset.concat([seq, seq], 0), ints64([1, 1]), ints64([0, 1]))
     att = opset.matmul(opset.softmax(opset.add(scores, mask), -1), _heads(v, h, d), False, False)
-    y = opset.reshape(opset.transpose(att, _i64([0, 2, 1, 3])), _i64([0, 0, -1]), True)
+    y = opset.reshape(opset.transpose(att, ints64([0, 2, 1, 3])), ints64([0, 0, -1]), True)
     return Model([opset.result(y, name="y")], [x])
 
 
@@ -69,7 +57,7 @@ def test_decoder_attention_with_sliced_mask_and_transposed_output(rng):
     assert [f.row.name for f in att.subgraph.chain] == ["Multiply", "Add"]
     assert [n.kind for n in prog.nodes if n.kind in ("Softmax", "MatMul")] == ["MatMul"]  # the projection
     # more than one block of 64 keys
-    _check(model, [{"x": _f(rng, 1, s, 16)} for s in (5, 70, 1, 96, 70)])
+    _check(model, [{"x": randn_f32(rng, 1, s, 16)} for s in (5, 70, 1, 96, 70)])
 
 
 def test_bert_style_scale_division_and_padding_mask(rng):
@@ -83,7 +71,7 @@ def test_bert_style_scale_division_and_padding_mask(rng):
 
     def feeds(s):
         m = np.where(rng.random((b_, 1, 1, s)) < 0.3, -10000.0, 0.0).astype(np.float32)
-        return {"q": _f(rng, b_, h, s, d), "k": _f(rng, b_, h, s, d), "v": _f(rng, b_, h, s, d), "mask": m}
+        return {"q": randn_f32(rng, b_, h, s, d), "k": randn_f32(rng, b_, h, s, d), "v": randn_f32(rng, b_, h, s, d), "mask": m}
     _check(model, [feeds(s) for s in (7, 130, 3)])
 
 
@@ -100,7 +88,7 @@ def test_where_causal_mask_and_wide_values(rng):
                   [q, k, v, causal])
 
     def feeds(s):
-        return {"q": _f(rng, 1, h, s, d), "k": _f(rng, 1, h, s, d), "v": _f(rng, 1, h, s, dv),
+        return {"q": randn_f32(rng, 1, h, s, d), "k": randn_f32(rng, 1, h, s, d), "v": randn_f32(rng, 1, h, s, dv),
                 "causal": np.tril(np.ones((s, s), bool))[None, None]}
     _check(model, [feeds(s) for s in (4, 66, 1)])
 
@@ -114,7 +102,7 @@ def test_one_query_against_a_long_past(rng):
     y = opset.matmul(opset.softmax(opset.multiply(opset.matmul(q, k, False, True), np.float32(0.25)), -1),
                      v, False, False)
     model = Model([opset.result(y, name="y")], [q, k, v])
-    _check(model, [{"q": _f(rng, 1, h, 1, d), "k": _f(rng, 1, h, n, d), "v": _f(rng, 1, h, n, d)}
+    _check(model, [{"q": randn_f32(rng, 1, h, 1, d), "k": randn_f32(rng, 1, h, n, d), "v": randn_f32(rng, 1, h, n, d)}
                    for n in (1, 63, 64, 65, 200)])
 
 
@@ -130,7 +118,7 @@ def test_nan_guard_gives_zeros_for_fully_masked_rows(rng):
     m = np.zeros((1, 1, s, s), np.float32)
     m[0, 0, 2, :] = -np.inf  # row 2 sees no key
     m[0, 0, 4, :3] = -np.inf
-    feeds = {"q": _f(rng, 1, 2, s, 8), "k": _f(rng, 1, 2, s, 8), "v": _f(rng, 1, 2, s, 8), "mask": m}
+    feeds = {"q": randn_f32(rng, 1, 2, s, 8), "k": randn_f32(rng, 1, 2, s, 8), "v": randn_f32(rng, 1, 2, s, 8), "mask": m}
     req = _check(model, [feeds])
     out = req.infer(feeds)["y"]
     assert np.all(out[0, :, 2] == 0) and np.all(np.isfinite(out))
@@ -144,8 +132,8 @@ def test_score_op_that_broadcasts_rows_runs_on_the_host(rng):
     bias = opset.parameter([1, 1, 3, -1], np.float32, name="bias")
     y = opset.matmul(opset.softmax(opset.add(opset.matmul(q, k, False, True), bias), -1), v, False, False)
     model = Model([opset.result(y, name="y")], [q, k, v, bias])
-    feeds = {"q": _f(rng, 1, 2, 1, 8), "k": _f(rng, 1, 2, 5, 8), "v": _f(rng, 1, 2, 5, 8),
-             "bias": _f(rng, 1, 1, 3, 5)}
+    feeds = {"q": randn_f32(rng, 1, 2, 1, 8), "k": randn_f32(rng, 1, 2, 5, 8), "v": randn_f32(rng, 1, 2, 5, 8),
+             "bias": randn_f32(rng, 1, 1, 3, 5)}
     _check(model, [feeds], fallbacks=1)
 
 
@@ -167,7 +155,7 @@ def test_a_score_op_read_elsewhere_is_not_fused(rng):
     y = opset.matmul(opset.softmax(scores, -1), v, False, False)
     model = Model([opset.result(y, name="y"), opset.result(opset.relu(scores), name="r")],
                   [q, k, v])
-    _check(model, [{n: _f(rng, 1, 2, 4, 8) for n in "qkv"}], n_attention=0)
+    _check(model, [{n: randn_f32(rng, 1, 2, 4, 8) for n in "qkv"}], n_attention=0)
 
 
 def test_an_attention_output_read_as_the_next_chain_s_scores_stays_one_fusion(rng):
@@ -176,14 +164,14 @@ def test_an_attention_output_read_as_the_next_chain_s_scores_stays_one_fusion(rn
     dropped the first and read a removed node)."""
     x = opset.parameter([1, "s", 8], np.float32, name="x")
     first = opset.matmul(opset.softmax(opset.matmul(x, x, False, True), -1), x, False, False)
-    probs = opset.softmax(opset.add(first, _f(rng, 1, 1, 8)), -1)
-    model = Model([opset.result(opset.matmul(probs, _f(rng, 8, 8), False, False), name="y")], [x])
-    _check(model, [{"x": _f(rng, 1, s, 8)} for s in (1, 3, 3, 1)])
+    probs = opset.softmax(opset.add(first, randn_f32(rng, 1, 1, 8)), -1)
+    model = Model([opset.result(opset.matmul(probs, randn_f32(rng, 8, 8), False, False), name="y")], [x])
+    _check(model, [{"x": randn_f32(rng, 1, s, 8)} for s in (1, 3, 3, 1)])
 
 
 def test_reference_device_evaluates_the_fused_node(rng):
     model = _decoder_attention()
-    feeds = {"x": _f(rng, 1, 9, 16)}
+    feeds = {"x": randn_f32(rng, 1, 9, 16)}
     out = compile_program(model, "REFERENCE").create_infer_request().infer(feeds)
     np.testing.assert_allclose(out["y"], netpass.reference.infer(model, feeds)["y"], rtol=1e-5, atol=1e-6)
 
@@ -206,7 +194,7 @@ def test_split_pieces_and_mask_slice_are_strided_views(rng):
     att = next(n for n in prog.nodes if n.kind == "FusedAttention")
     assert split.strided_view and mask.strided_view
     assert att.strided_inputs == {0, 1, 2, 4}  # q, k, v and the mask (3 is the scale)
-    req = _check(model, [{"x": _f(rng, 1, s, 16)} for s in (3, 7, 7)])
+    req = _check(model, [{"x": randn_f32(rng, 1, s, 16)} for s in (3, 7, 7)])
     assert req.stats["kernels_enqueued"] == 2 * 3
 
 
@@ -217,19 +205,19 @@ def test_host_fallback_reads_strided_views(rng):
     x = opset.parameter([1, 1, 3 * h * d], np.float32, name="x")
     kv = opset.parameter([1, h, -1, d], np.float32, name="kv")
     bias = opset.parameter([1, 1, 3, -1], np.float32, name="bias")
-    q, _, _ = opset.split(x, _i64(-1), 3).outputs()
+    q, _, _ = opset.split(x, ints64(-1), 3).outputs()
     scores = opset.add(opset.matmul(_heads(q, h, d), kv, False, True), bias)
     y = opset.matmul(opset.softmax(scores, -1), kv, False, False)
     model = Model([opset.result(y, name="y")], [x, kv, bias])
-    feeds = {"x": _f(rng, 1, 1, 3 * h * d), "kv": _f(rng, 1, h, 5, d), "bias": _f(rng, 1, 1, 3, 5)}
+    feeds = {"x": randn_f32(rng, 1, 1, 3 * h * d), "kv": randn_f32(rng, 1, h, 5, d), "bias": randn_f32(rng, 1, 1, 3, 5)}
     _check(model, [feeds], fallbacks=1)
 
 
 def test_split_read_by_another_kernel_is_not_a_view():
     x = opset.parameter([1, -1, 24], np.float32, name="x")
-    a, b, c = opset.split(x, _i64(-1), 3).outputs()
+    a, b, c = opset.split(x, ints64(-1), 3).outputs()
     model = Model([opset.result(opset.relu(a), name="y"),
-                   opset.result(opset.matmul(b, opset.transpose(c, _i64([0, 2, 1])), False, False), name="z")],
+                   opset.result(opset.matmul(b, opset.transpose(c, ints64([0, 2, 1])), False, False), name="z")],
                   [x])
     split = next(n for n in Program.from_model(model).nodes if n.kind == "Split")
     assert not split.strided_view
@@ -239,9 +227,9 @@ def test_reshape_across_the_split_boundary_is_not_a_view():
     """[1, s, 8] pieces reshaped to [1, s * 8]: the seq and feature dims of a piece are not
     contiguous together."""
     x = opset.parameter([1, 4, 24], np.float32, name="x")
-    a, b, _ = opset.split(x, _i64(-1), 3).outputs()
-    flat_a = opset.reshape(a, _i64([1, 32]), False)
-    flat_b = opset.reshape(b, _i64([1, 32]), False)
+    a, b, _ = opset.split(x, ints64(-1), 3).outputs()
+    flat_a = opset.reshape(a, ints64([1, 32]), False)
+    flat_b = opset.reshape(b, ints64([1, 32]), False)
     model = Model([opset.result(opset.matmul(flat_a, flat_b, False, True), name="y")], [x])
     split = next(n for n in Program.from_model(model).nodes if n.kind == "Split")
     assert not split.strided_view
@@ -254,15 +242,15 @@ def test_prescaled_q_and_k_with_shape_readers(rng):
     the shape), so the projection's output is read in place."""
     h, d = 2, 8
     x = opset.parameter([1, -1, h * d], np.float32, name="x")
-    q, k, v = opset.split(opset.matmul(x, _f(rng, h * d, 3 * h * d), False, False), _i64(-1), 3).outputs()
+    q, k, v = opset.split(opset.matmul(x, randn_f32(rng, h * d, 3 * h * d), False, False), ints64(-1), 3).outputs()
     qh, kh, vh = _heads(q, h, d), _heads(k, h, d, (0, 2, 3, 1)), _heads(v, h, d)
     s = np.float32(d ** -0.25)
     scores = opset.matmul(opset.multiply(qh, s), opset.multiply(kh, s), False, False)
     att = opset.matmul(opset.softmax(scores, -1), vh, False, False)
     shape = opset.shape_of(qh)
-    target = opset.concat([opset.gather(shape, _i64([0]), _i64(0)), opset.gather(shape, _i64([2]), _i64(0)),
-                           _i64([h * d])], 0)
-    y = opset.reshape(opset.transpose(att, _i64([0, 2, 1, 3])), target, False)
+    target = opset.concat([opset.gather(shape, ints64([0]), ints64(0)), opset.gather(shape, ints64([2]), ints64(0)),
+                           ints64([h * d])], 0)
+    y = opset.reshape(opset.transpose(att, ints64([0, 2, 1, 3])), target, False)
     model = Model([opset.result(y, name="y")], [x])
     prog = Program.from_model(model)
     att_node = next(n for n in prog.nodes if n.kind == "FusedAttention")
@@ -271,7 +259,7 @@ def test_prescaled_q_and_k_with_shape_readers(rng):
     assert next(n for n in prog.nodes if n.kind == "Split").strided_view
     assert all(n.permute_view is not None for n in prog.nodes if n.kind == "Transpose" and n.users[0]
                and n.users[0][0][0] is att_node)
-    req = _check(model, [{"x": _f(rng, 1, s_, h * d)} for s_ in (5, 70)])
+    req = _check(model, [{"x": randn_f32(rng, 1, s_, h * d)} for s_ in (5, 70)])
     assert req.stats["kernels_enqueued"] == 2 * 2  # the projection and the attention (writing the merged heads)
 
 
@@ -282,17 +270,17 @@ def _sdpa_export(rng, rows_from_q=True, h=2, d=8):
     rows come from the shape of a second input ``r``, as many rows, but not provably."""
     x = opset.parameter([1, -1, h * d], np.float32, name="x")
     r = opset.parameter([-1], np.float32, name="r")
-    q, k, v = opset.split(opset.matmul(x, _f(rng, h * d, 3 * h * d), False, False), _i64(-1), 3).outputs()
+    q, k, v = opset.split(opset.matmul(x, randn_f32(rng, h * d, 3 * h * d), False, False), ints64(-1), 3).outputs()
     qh, kh, vh = _heads(q, h, d), _heads(k, h, d, (0, 2, 3, 1)), _heads(v, h, d)
     att = opset.matmul(opset.softmax(opset.multiply(opset.matmul(qh, kh, False, False),
                                                     np.float32(d ** -0.5)), -1), vh, False, False)
 
     def dim(t, i):
-        return opset.gather(opset.shape_of(t), _i64([i]), _i64(0))
+        return opset.gather(opset.shape_of(t), ints64([i]), ints64(0))
     rows = dim(qh, 2) if rows_from_q else dim(r, 0)
-    target = opset.concat([dim(att, 0), _i64([-1]), rows, dim(vh, 3)], 0)
-    y = opset.reshape(opset.transpose(opset.reshape(att, target, False), _i64([0, 2, 1, 3])),
-                      _i64([0, 0, -1]), True)
+    target = opset.concat([dim(att, 0), ints64([-1]), rows, dim(vh, 3)], 0)
+    y = opset.reshape(opset.transpose(opset.reshape(att, target, False), ints64([0, 2, 1, 3])),
+                      ints64([0, 0, -1]), True)
     return Model([opset.result(y, name="y")], [x, r])
 
 
@@ -300,7 +288,7 @@ def test_a_reshape_to_the_same_shape_before_the_output_transpose_is_absorbed(rng
     model = _sdpa_export(rng)
     att = next(n for n in Program.from_model(model).nodes if n.kind == "FusedAttention")
     assert att.subgraph.out_perm == (0, 2, 1, 3)
-    req = _check(model, [{"x": _f(rng, 1, s, 16), "r": _f(rng, s)} for s in (5, 70, 1, 70)])
+    req = _check(model, [{"x": randn_f32(rng, 1, s, 16), "r": randn_f32(rng, s)} for s in (5, 70, 1, 70)])
     assert req.stats["kernels_enqueued"] == 4 * 2  # the projection and the attention
 
 
@@ -310,7 +298,7 @@ def test_a_reshape_not_known_to_keep_the_shape_stays(rng):
     model = _sdpa_export(rng, rows_from_q=False)
     att = next(n for n in Program.from_model(model).nodes if n.kind == "FusedAttention")
     assert att.subgraph.out_perm is None
-    _check(model, [{"x": _f(rng, 1, s, 16), "r": _f(rng, s)} for s in (5, 70)])
+    _check(model, [{"x": randn_f32(rng, 1, s, 16), "r": randn_f32(rng, s)} for s in (5, 70)])
 
 
 @pytest.mark.parametrize("with_gemms", [False, True])
@@ -326,6 +314,6 @@ def test_per_head_transposes_behind_reshapes_are_views(with_gemms, rng):
     assert all(n.permute_view is not None for n in prog.nodes if n.kind == "Transpose"
                and n is not att_node)
     assert att_node.strided_inputs == {0, 1, 2}
-    req = _check(model, [{"x": _f(rng, S, B, D)}] * 2)
+    req = _check(model, [{"x": randn_f32(rng, S, B, D)}] * 2)
     launches = 3 + 1  # (q, k and v's producers, the attention)
     assert req.stats["kernels_enqueued"] == 2 * launches

@@ -8,21 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_blocks import randn_f32, rel_l2_unfloored
 
 import netpass
 from netpass import Model, opset
 from netpass.ops.attention import attention
 from netpass.runtime import Program, compile_program
 from netpass.testing import RUNTIME_DEVICE
-
-
-def _f(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
-def _rel_l2(got, want) -> float:
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    return float(np.linalg.norm(got - want) / np.linalg.norm(want))
 
 
 def _model(mask_dtype=None, heads=(4, 2), mask_shape=(-1, 1, -1, -1), **attrs) -> Model:
@@ -41,7 +33,7 @@ def _model(mask_dtype=None, heads=(4, 2), mask_shape=(-1, 1, -1, -1), **attrs) -
 
 def _feeds(rng, s: int, mask_dtype=None, keys=None, q_heads=4) -> dict:
     n = keys or s
-    feeds = {"q": _f(rng, 2, q_heads, s, 16), "k": _f(rng, 2, 2, n, 16), "v": _f(rng, 2, 2, n, 12)}
+    feeds = {"q": randn_f32(rng, 2, q_heads, s, 16), "k": randn_f32(rng, 2, 2, n, 16), "v": randn_f32(rng, 2, 2, n, 12)}
     if mask_dtype is np.bool_:
         m = rng.random((2, 1, s, n)) < 0.7
         m[0] = True
@@ -49,7 +41,7 @@ def _feeds(rng, s: int, mask_dtype=None, keys=None, q_heads=4) -> dict:
         feeds["mask"] = m
     elif mask_dtype is not None:
         feeds["mask"] = np.where(rng.random((2, 1, s, n)) < 0.3, -np.inf,
-                                 _f(rng, 2, 1, s, n)).astype(np.float32)
+                                 randn_f32(rng, 2, 1, s, n)).astype(np.float32)
     return feeds
 
 
@@ -60,7 +52,7 @@ def _check(model, feeds_list, fallbacks=0):
             want = netpass.reference.infer(model, feeds)["y"]
         got = req.infer(feeds)["y"]
         assert got.shape == want.shape and np.all(np.isfinite(got))
-        assert _rel_l2(got, want) <= 1e-5, {n: a.shape for n, a in feeds.items()}
+        assert rel_l2_unfloored(got, want) <= 1e-5, {n: a.shape for n, a in feeds.items()}
     assert req.stats["host_fallbacks"] == fallbacks
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_blocks import ints64, randn_f32, rel_l2_unfloored
 
 import netpass
 from netpass import Model, opset
@@ -19,21 +20,8 @@ from netpass.testing import RUNTIME_DEVICE
 H, D = 2, 8
 
 
-def _i64(v):
-    return np.array(v, dtype=np.int64)
-
-
-def _f(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
-def _rel_l2(got, want) -> float:
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    return float(np.linalg.norm(got - want) / np.linalg.norm(want))
-
-
 def _dim(x, i: int):
-    return opset.gather(opset.shape_of(x), _i64([i]), _i64(0))
+    return opset.gather(opset.shape_of(x), ints64([i]), ints64(0))
 
 
 def _bloom() -> Model:
@@ -47,18 +35,18 @@ def _bloom() -> Model:
     seq = _dim(x, 1)
 
     def heads():
-        y = opset.matmul(x, _f(rng, H * D, H * D), False, False)
-        y = opset.transpose(opset.reshape(y, _i64([0, 0, H, D]), True), _i64([0, 2, 1, 3]))
-        return opset.reshape(y, opset.concat([_i64([-1]), seq, _i64([D])], 0), False)
+        y = opset.matmul(x, randn_f32(rng, H * D, H * D), False, False)
+        y = opset.transpose(opset.reshape(y, ints64([0, 0, H, D]), True), ints64([0, 2, 1, 3]))
+        return opset.reshape(y, opset.concat([ints64([-1]), seq, ints64([D])], 0), False)
     q, k, v = heads(), heads(), heads()
     scores = opset.add(opset.multiply(opset.matmul(q, k, False, True), np.float32(D ** -0.5)),
                        bias)
-    scores = opset.reshape(scores, opset.concat([_i64([-1, H]), seq, seq], 0), False)
+    scores = opset.reshape(scores, opset.concat([ints64([-1, H]), seq, seq], 0), False)
     p = opset.softmax(opset.add(scores, mask), -1)
-    p = opset.reshape(p, opset.concat([_i64([-1]), seq, seq], 0), False)
+    p = opset.reshape(p, opset.concat([ints64([-1]), seq, seq], 0), False)
     o = opset.reshape(opset.matmul(p, v, False, False),
-                      opset.concat([_i64([-1, H]), seq, _i64([D])], 0), False)
-    y = opset.reshape(opset.transpose(o, _i64([0, 2, 1, 3])), _i64([0, 0, H * D]), True)
+                      opset.concat([ints64([-1, H]), seq, ints64([D])], 0), False)
+    y = opset.reshape(opset.transpose(o, ints64([0, 2, 1, 3])), ints64([0, 0, H * D]), True)
     return Model([opset.result(y, name="y")], [x, bias, mask])
 
 
@@ -70,13 +58,13 @@ def _xglm() -> Model:
     x = opset.parameter([-1, -1, H * D], np.float32, name="x")
     mask = opset.parameter([-1, 1, 1, -1], np.float32, name="mask")
     seq = _dim(x, 1)
-    per_head = opset.concat([_i64([-1, H]), seq, seq], 0)
-    rows = opset.concat([_i64([-1]), seq, seq], 0)
+    per_head = opset.concat([ints64([-1, H]), seq, seq], 0)
+    rows = opset.concat([ints64([-1]), seq, seq], 0)
 
     def heads():
-        y = opset.matmul(x, _f(rng, H * D, H * D), False, False)
-        y = opset.transpose(opset.reshape(y, _i64([0, 0, H, D]), True), _i64([0, 2, 1, 3]))
-        return opset.reshape(y, opset.concat([_i64([-1]), seq, _i64([D])], 0), False)
+        y = opset.matmul(x, randn_f32(rng, H * D, H * D), False, False)
+        y = opset.transpose(opset.reshape(y, ints64([0, 0, H, D]), True), ints64([0, 2, 1, 3]))
+        return opset.reshape(y, opset.concat([ints64([-1]), seq, ints64([D])], 0), False)
     q, k, v = heads(), heads(), heads()
     scores = opset.add(opset.reshape(opset.matmul(q, k, False, True), per_head, False), mask)
     scores = opset.maximum(scores, np.float32(np.finfo(np.float32).min))
@@ -87,7 +75,7 @@ def _xglm() -> Model:
 
 
 def _bloom_feeds(rng, b: int, s: int) -> dict:
-    return {"x": _f(rng, b, s, H * D), "bias": _f(rng, b * H, 1, s),
+    return {"x": randn_f32(rng, b, s, H * D), "bias": randn_f32(rng, b * H, 1, s),
             "mask": np.where(rng.random((b, 1, 1, s)) < 0.3, -1e4, 0).astype(np.float32)}
 
 
@@ -99,16 +87,16 @@ def _deberta(scaled: str) -> Model:
     params = [opset.parameter([-1, -1, -1], np.float32, name=n) for n in ("q", "k", "v", "rel")]
     mask = opset.parameter([-1, 1, 1, -1], np.bool_, name="mask")
     q, k, v, rel = params
-    root = opset.sqrt(opset.convert(opset.squeeze(_dim(q, 2), _i64([0])), np.float32))
+    root = opset.sqrt(opset.convert(opset.squeeze(_dim(q, 2), ints64([0])), np.float32))
     if scaled == "k":
         k = opset.divide(k, root)
     else:
         q = opset.multiply(opset.divide(np.float32(1.0), root), q)
     scores = opset.add(opset.matmul(q, k, False, True), rel)
-    target = opset.concat([_i64([-1, H]), _dim(scores, 1), _dim(scores, 2)], 0)
+    target = opset.concat([ints64([-1, H]), _dim(scores, 1), _dim(scores, 2)], 0)
     scores = opset.reshape(scores, target, False)
     p = opset.softmax(opset.select(mask, scores, np.float32(-3.4e38)), -1)
-    p = opset.reshape(p, opset.concat([_i64([-1]), _dim(p, 2), _dim(p, 3)], 0), False)
+    p = opset.reshape(p, opset.concat([ints64([-1]), _dim(p, 2), _dim(p, 3)], 0), False)
     y = opset.matmul(p, v, False, False)
     return Model([opset.result(y, name="y")], [*params, mask])
 
@@ -116,8 +104,8 @@ def _deberta(scaled: str) -> Model:
 def _deberta_feeds(rng, b: int, s: int) -> dict:
     mask = np.ones((b, 1, 1, s), bool)
     mask[1:, ..., s // 2 + 1:] = False
-    return {"q": _f(rng, b * H, s, D), "k": _f(rng, b * H, s, D), "v": _f(rng, b * H, s, D),
-            "rel": _f(rng, b * H, s, s), "mask": mask}
+    return {"q": randn_f32(rng, b * H, s, D), "k": randn_f32(rng, b * H, s, D), "v": randn_f32(rng, b * H, s, D),
+            "rel": randn_f32(rng, b * H, s, s), "mask": mask}
 
 
 def _check(model, feeds_list, config=None, tol=1e-5, fallbacks=0):
@@ -126,7 +114,7 @@ def _check(model, feeds_list, config=None, tol=1e-5, fallbacks=0):
         got = req.infer(feeds)["y"]
         want = netpass.reference.infer(model, feeds)["y"]
         assert got.shape == want.shape
-        assert _rel_l2(got, want) <= tol, {n: a.shape for n, a in feeds.items()}
+        assert rel_l2_unfloored(got, want) <= tol, {n: a.shape for n, a in feeds.items()}
     assert req.stats["host_fallbacks"] == fallbacks
     return req
 
@@ -188,13 +176,13 @@ def test_a_view_the_kernels_cannot_take_runs_on_the_host(order, rng):
     q, k, v = (opset.parameter([2, 3, -1, D], np.float32, name=n) for n in "qkv")
     scores = opset.matmul(q, k, False, True)
     seq = _dim(q, 2)
-    target = opset.concat([_i64([3, 2]), seq, seq], 0) if order == "heads" \
-        else opset.concat([_i64([2, 3, 1]), opset.multiply(seq, seq)], 0)
+    target = opset.concat([ints64([3, 2]), seq, seq], 0) if order == "heads" \
+        else opset.concat([ints64([2, 3, 1]), opset.multiply(seq, seq)], 0)
     p = opset.softmax(opset.reshape(scores, target, False), -1)
-    p = opset.reshape(p, opset.concat([_i64([2, 3]), seq, seq], 0), False)
+    p = opset.reshape(p, opset.concat([ints64([2, 3]), seq, seq], 0), False)
     model = Model([opset.result(opset.matmul(p, v, False, False), name="y")], [q, k, v])
     assert _running(model).count("FusedAttention") == 1
-    _check(model, [{n: _f(rng, 2, 3, s, D) for n in "qkv"} for s in (4, 6)], fallbacks=2)
+    _check(model, [{n: randn_f32(rng, 2, 3, s, D) for n in "qkv"} for s in (4, 6)], fallbacks=2)
 
 
 def test_a_softmax_over_flattened_rows_stays_unfused(rng):
@@ -202,8 +190,8 @@ def test_a_softmax_over_flattened_rows_stays_unfused(rng):
     view (the rows are not a batch dim), so the ops run as they are."""
     q, k, v = (opset.parameter([2, H, -1, D], np.float32, name=n) for n in "qkv")
     scores = opset.matmul(q, k, False, True)
-    p = opset.softmax(opset.reshape(scores, opset.concat([_i64([-1]), _dim(q, 2)], 0), False), -1)
+    p = opset.softmax(opset.reshape(scores, opset.concat([ints64([-1]), _dim(q, 2)], 0), False), -1)
     p = opset.reshape(p, opset.shape_of(scores), False)
     model = Model([opset.result(opset.matmul(p, v, False, False), name="y")], [q, k, v])
     assert "FusedAttention" not in _running(model)
-    _check(model, [{n: _f(rng, 2, H, s, D) for n in "qkv"} for s in (3, 5)])
+    _check(model, [{n: randn_f32(rng, 2, H, s, D) for n in "qkv"} for s in (3, 5)])

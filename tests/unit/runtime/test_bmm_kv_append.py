@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_blocks import ints64, randn_f32
 
 import netpass
 from netpass import Model, opset
@@ -19,20 +20,12 @@ from netpass.testing import RUNTIME_DEVICE
 H, D, E = 3, 8, 20
 
 
-def _f(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
-def _i64(v):
-    return np.array(v, dtype=np.int64)
-
-
 def _rel_l2(a, b) -> float:
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
 
 
 def _dim(x, i: int):
-    return opset.unsqueeze(opset.gather(opset.shape_of(x), _i64(i), _i64(0)), _i64(0))
+    return opset.unsqueeze(opset.gather(opset.shape_of(x), ints64(i), ints64(0)), ints64(0))
 
 
 def _bmm_layer():
@@ -44,10 +37,10 @@ def _bmm_layer():
     batch, seq = Dimension.dynamic(Symbol("batch")), Dimension.dynamic(Symbol("seq"))
     x = opset.parameter([batch, seq, E], np.float32, name="x")
     mask = opset.parameter([batch, 1, seq, "total"], np.float32, name="mask")
-    qkv = opset.reshape(opset.matmul(x, _f(rng, E, 3 * H * D), False, False),
-                        _i64([0, 0, H, 3, D]), True)
-    bh = opset.multiply(_dim(x, 0), _i64([H]))
-    heads = [opset.transpose(opset.gather(qkv, _i64(i), _i64(3)), _i64([0, 2, 1, 3]))
+    qkv = opset.reshape(opset.matmul(x, randn_f32(rng, E, 3 * H * D), False, False),
+                        ints64([0, 0, H, 3, D]), True)
+    bh = opset.multiply(_dim(x, 0), ints64([H]))
+    heads = [opset.transpose(opset.gather(qkv, ints64(i), ints64(3)), ints64([0, 2, 1, 3]))
              for i in range(3)]
     caches, pasts, presents = [], [], []
     for name, new in (("key", heads[1]), ("value", heads[2])):
@@ -56,19 +49,19 @@ def _bmm_layer():
         pasts.append(past)
         caches.append(grown)
         presents.append(opset.result(grown, name=f"present.0.{name}"))
-    flat = opset.concat([bh, _i64([-1]), _i64([D])], 0)
+    flat = opset.concat([bh, ints64([-1]), ints64([D])], 0)
     q = opset.reshape(heads[0], flat, False)
-    kt = opset.transpose(opset.reshape(caches[0], flat, False), _i64([0, 2, 1]))
+    kt = opset.transpose(opset.reshape(caches[0], flat, False), ints64([0, 2, 1]))
     v = opset.reshape(caches[1], flat, False)
     scores = opset.multiply(opset.matmul(q, kt, False, False), np.float32(D ** -0.5))
-    b = opset.divide(_dim(scores, 0), _i64([H]))
-    viewed = opset.reshape(scores, opset.concat([b, _i64([H]), _dim(scores, 1), _i64([-1])], 0),
+    b = opset.divide(_dim(scores, 0), ints64([H]))
+    viewed = opset.reshape(scores, opset.concat([b, ints64([H]), _dim(scores, 1), ints64([-1])], 0),
                            False)
     masked = opset.add(viewed, mask)
-    back = opset.reshape(masked, opset.concat([bh, _dim(scores, 1), _i64([-1])], 0), False)
+    back = opset.reshape(masked, opset.concat([bh, _dim(scores, 1), ints64([-1])], 0), False)
     att = opset.matmul(opset.softmax(back, -1), v, False, False)
-    out = opset.reshape(att, opset.concat([b, _i64([H]), _i64([-1]), _i64([D])], 0), False)
-    y = opset.transpose(out, _i64([0, 2, 1, 3]))
+    out = opset.reshape(att, opset.concat([b, ints64([H]), ints64([-1]), ints64([D])], 0), False)
+    y = opset.transpose(out, ints64([0, 2, 1, 3]))
     model = Model([opset.result(y, name="y")] + presents, [x, mask] + pasts, "bmm_layer")
     return stateful_decoder(model, batch_input="x")  # (the caches' init: x's batch rows)
 
@@ -94,7 +87,7 @@ def test_bmm_attention_appends_decode_steps_to_the_cache(rng, batch):
     steps = [9] + [1] * 5 + [3] + [1] * 3  # a prompt (its kernel fills the caches), then steps
     for s in steps:
         total += s
-        feeds = {"x": _f(rng, batch, s, E), "mask": _causal(batch, s, total)}
+        feeds = {"x": randn_f32(rng, batch, s, E), "mask": _causal(batch, s, total)}
         before = dict(req.stats)
         got = req.infer(feeds)["y"]
         want = netpass.reference.infer(model, feeds, variables=ref_vars)["y"]
@@ -116,7 +109,7 @@ def test_bmm_attention_appends_past_a_set_cache_and_into_a_regrown_buffer(rng):
     (the past copied once, the new rows still written by the decode kernel)."""
     model = _bmm_layer()
     req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
-    start = [_f(rng, 2, H, 40, D), _f(rng, 2, H, 40, D)]
+    start = [randn_f32(rng, 2, H, 40, D), randn_f32(rng, 2, H, 40, D)]
     ref_vars = {}
     for state, value in zip(req.query_state(), start):
         state.state = value
@@ -124,7 +117,7 @@ def test_bmm_attention_appends_past_a_set_cache_and_into_a_regrown_buffer(rng):
     total = 40
     for _ in range(130):  # (PREALLOC_STEPS of room: the last steps reallocate)
         total += 1
-        feeds = {"x": _f(rng, 2, 1, E), "mask": _causal(2, 1, total)}
+        feeds = {"x": randn_f32(rng, 2, 1, E), "mask": _causal(2, 1, total)}
         got = req.infer(feeds)["y"]
         want = netpass.reference.infer(model, feeds, variables=ref_vars)["y"]
         assert _rel_l2(got, want) <= 1e-5, total

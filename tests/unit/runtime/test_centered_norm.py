@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_blocks import randn_f32, rel_l2_unfloored
 
 import netpass
 from netpass import Model, opset
@@ -16,10 +17,6 @@ from netpass.testing import RUNTIME_DEVICE
 
 K = 37
 LAST = np.array([-1], np.int64)
-
-
-def _f(rng, *shape, scale=1.0):
-    return (scale * rng.standard_normal(shape)).astype(np.float32)
 
 
 def _centered_rms(x, eps=1e-5, mean_of=None, axis=LAST, form="rsqrt"):
@@ -36,11 +33,6 @@ def _centered_rms(x, eps=1e-5, mean_of=None, axis=LAST, form="rsqrt"):
     return opset.multiply(opset.subtract(x, mean), r)
 
 
-def _rel_l2(a, b) -> float:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
-
-
 def _kinds(model) -> list[str]:
     return [n.kind for n in Program.from_model(model).nodes
             if not (n.is_constant or n.shape_only or n.in_shape_of_subgraph
@@ -51,15 +43,15 @@ def _check(model, rng, rows=(1, 5, 1, 3), mean=40.0) -> dict:
     """Rows far from zero mean, one and several rows through one request."""
     req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     for s in rows:
-        feeds = {"x": (mean + _f(rng, 1, s, K, scale=2.0)).astype(np.float32)}
-        assert _rel_l2(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-5
+        feeds = {"x": (mean + randn_f32(rng, 1, s, K, scale=2.0)).astype(np.float32)}
+        assert rel_l2_unfloored(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-5
     return req.stats
 
 
 @pytest.mark.parametrize("eps,form", [(1e-5, "rsqrt"), (1e-6, "pow_half"), (None, "rsqrt")])
 def test_centered_rms_norm_is_one_mvn_launch(rng, eps, form):
     x = opset.parameter([1, -1, K], np.float32, name="x")
-    y = opset.multiply(_centered_rms(x, eps, form=form), 1.0 + _f(rng, K, scale=0.2))
+    y = opset.multiply(_centered_rms(x, eps, form=form), 1.0 + randn_f32(rng, K, scale=0.2))
     model = Model([opset.result(y, name="y")], [x])
     kinds = _kinds(model)
     assert kinds.count("MVN") == 1
@@ -71,8 +63,8 @@ def test_centered_rms_norm_is_one_mvn_launch(rng, eps, form):
 def test_centered_rms_norm_folds_into_its_gemm(rng):
     """Cohere's norm in front of a projection: no launch of its own."""
     x = opset.parameter([1, -1, K], np.float32, name="x")
-    h = opset.multiply(_centered_rms(x), 1.0 + _f(rng, K, scale=0.2))
-    y = opset.matmul(h, _f(rng, K, 24), False, False)
+    h = opset.multiply(_centered_rms(x), 1.0 + randn_f32(rng, K, scale=0.2))
+    y = opset.matmul(h, randn_f32(rng, K, 24), False, False)
     model = Model([opset.result(y, name="y")], [x])
     gemms = [n for n in Program.from_model(model).nodes if n.kind in ("MatMul", "FullyConnected")]
     assert len(gemms) == 1 and isinstance(gemms[0].subgraph, NormDesc)

@@ -5,14 +5,11 @@ with the launches it takes."""
 from __future__ import annotations
 
 import numpy as np
+from graph_blocks import ints64
 from launch_counts import run_counted
 
 from netpass import Model, opset
 from netpass.runtime import Program
-
-
-def _i64(v):
-    return np.array(v, dtype=np.int64)
 
 
 def _run(model, feeds_list):
@@ -23,7 +20,7 @@ def _run(model, feeds_list):
 def _angles_model(c1, c2, axis: int = -1, unsqueeze_at: int = 2):
     """positions [B, L], one axis inserted -> times c1 and c2 -> Concat -> Exp."""
     p = opset.parameter([-1, -1], np.float32, name="p")
-    a = opset.unsqueeze(p, _i64([unsqueeze_at]))
+    a = opset.unsqueeze(p, ints64([unsqueeze_at]))
     m1 = opset.multiply(a, c1)
     m2 = m1 if c2 is c1 else opset.multiply(a, c2)
     y = opset.exp(opset.concat([m1, m2], axis))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_blocks import randn_f32
 
 import netpass
 from netpass import Model, opset
@@ -16,18 +17,14 @@ from netpass.runtime.kernels import mma, mma_plan
 from netpass.testing import RUNTIME_DEVICE
 
 
-def _f(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
 def _rel_l2(got, want) -> float:
     return float(np.linalg.norm(np.asarray(got, np.float64) - want) / np.linalg.norm(want))
 
 
 def _conv(rng, c, o, k, stride=1, pad=0):
     x = opset.parameter([-1, c, -1, -1], np.float32, name="x")
-    y = opset.convolution(x, _f(rng, o, c, k, k), [stride] * 2, [pad] * 2, [pad] * 2, [1, 1])
-    y = opset.relu(opset.add(y, _f(rng, 1, o, 1, 1)))
+    y = opset.convolution(x, randn_f32(rng, o, c, k, k), [stride] * 2, [pad] * 2, [pad] * 2, [1, 1])
+    y = opset.relu(opset.add(y, randn_f32(rng, 1, o, 1, 1)))
     return Model([opset.result(y, name="y")], [x])
 
 
@@ -39,7 +36,7 @@ def test_pointwise_convolution_runs_as_gemm(rng):
     model = _conv(rng, 24, 40, 1)
     req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     for shape in ((2, 24, 7, 9), (1, 24, 16, 16)):
-        feeds = {"x": _f(rng, *shape)}
+        feeds = {"x": randn_f32(rng, *shape)}
         got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
         assert _rel_l2(got, want) <= 1e-5
     assert not _ran_direct_conv(req)
@@ -51,7 +48,7 @@ def test_strided_and_padded_convolutions_keep_the_direct_kernel(rng):
     for k, stride, pad in ((1, 2, 0), (3, 1, 1)):
         model = _conv(rng, 8, 12, k, stride, pad)
         req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
-        feeds = {"x": _f(rng, 2, 8, 9, 9)}
+        feeds = {"x": randn_f32(rng, 2, 8, 9, 9)}
         assert _rel_l2(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-5
         assert _ran_direct_conv(req)
 
@@ -80,11 +77,11 @@ def test_convolution_as_implicit_gemm(c, o, k, stride, pad, dil, precision, emul
     """Dense convolutions on the tensor-core GEMM with B gathered from the image (padding,
     strides, dilation, batch), the bias and Relu as its epilogue."""
     x = opset.parameter([-1, c, -1, -1], np.float32, name="x")
-    y = opset.convolution(x, _f(rng, o, c, k, k), [stride] * 2, [pad] * 2, [pad] * 2, [dil] * 2)
-    model = Model([opset.result(opset.relu(opset.add(y, _f(rng, 1, o, 1, 1))), name="y")], [x])
+    y = opset.convolution(x, randn_f32(rng, o, c, k, k), [stride] * 2, [pad] * 2, [pad] * 2, [dil] * 2)
+    model = Model([opset.result(opset.relu(opset.add(y, randn_f32(rng, 1, o, 1, 1))), name="y")], [x])
     req = compile_program(model, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": precision}).create_infer_request()
     for shape in ((2, c, 21, 19), (1, c, 20, 20)):
-        feeds = {"x": _f(rng, *shape)}
+        feeds = {"x": randn_f32(rng, *shape)}
         got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
         assert _rel_l2(got, want) <= (2e-3 if precision == "tf32" else 4e-6)
     assert _ran_mma(req) and not _ran_direct_conv(req)
@@ -104,13 +101,13 @@ def test_convolution_in_k_slices(pad, precision, mode, emulated, monkeypatch, rn
     c, o = 16, 24
     x = opset.parameter([-1, c, -1, -1], np.float32, name="x")
     r = opset.parameter([-1, o, -1, -1], np.float32, name="r")
-    y = opset.convolution(x, _f(rng, o, c, 3, 3), [1, 1], [pad] * 2, [pad] * 2, [1, 1])
-    y = opset.relu(opset.add(opset.add(y, _f(rng, 1, o, 1, 1)), r))
+    y = opset.convolution(x, randn_f32(rng, o, c, 3, 3), [1, 1], [pad] * 2, [pad] * 2, [1, 1])
+    y = opset.relu(opset.add(opset.add(y, randn_f32(rng, 1, o, 1, 1)), r))
     model = Model([opset.result(y, name="y")], [x, r])
     req = compile_program(model, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": precision}).create_infer_request()
     for h, w in ((13, 11), (9, 17)):
         oh, ow = h + 2 * pad - 2, w + 2 * pad - 2
-        feeds = {"x": _f(rng, 2, c, h, w), "r": _f(rng, 2, o, oh, ow)}
+        feeds = {"x": randn_f32(rng, 2, c, h, w), "r": randn_f32(rng, 2, o, oh, ow)}
         got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
         assert _rel_l2(got, want) <= (2e-3 if precision == "tf32" else 4e-6)
     mark = "sk_count" if mode == "tail" else "void splitk_reduce("
@@ -127,12 +124,12 @@ def test_residual_epilogue_by_row_and_column(k, pad, emulated, rng):
     c, o = 16, 72
     x = opset.parameter([-1, c, -1, -1], np.float32, name="x")
     r = opset.parameter([-1, o, -1, -1], np.float32, name="r")
-    y = opset.convolution(x, _f(rng, o, c, k, k), [1, 1], [pad] * 2, [pad] * 2, [1, 1])
-    y = opset.relu(opset.add(opset.add(y, _f(rng, 1, o, 1, 1)), r))
+    y = opset.convolution(x, randn_f32(rng, o, c, k, k), [1, 1], [pad] * 2, [pad] * 2, [1, 1])
+    y = opset.relu(opset.add(opset.add(y, randn_f32(rng, 1, o, 1, 1)), r))
     model = Model([opset.result(y, name="y")], [x, r])
     req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     for h, w in ((13, 11), (9, 17)):
-        feeds = {"x": _f(rng, 3, c, h, w), "r": _f(rng, 3, o, h, w)}
+        feeds = {"x": randn_f32(rng, 3, c, h, w), "r": randn_f32(rng, 3, o, h, w)}
         got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
         assert _rel_l2(got, want) <= 4e-6
     assert any("+ b * s_in1_0" in key[2] for key in req.network.kernel_objects)

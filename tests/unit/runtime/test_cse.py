@@ -3,13 +3,10 @@ layer turning one boolean mask into an additive one) runs once."""
 from __future__ import annotations
 
 import numpy as np
+from graph_blocks import randn_f32
 
 from netpass import Model, opset
 from netpass.runtime import Program
-
-
-def _f(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
 
 
 def _layers(rng, n=3, output_mask=False):
@@ -30,10 +27,10 @@ def test_repeated_mask_runs_once(run_shapes, rng):
     prog = Program.from_model(model)
     assert sum(n.kind == "Select" for n in prog.nodes) == 1
     m = rng.random((4, 6)) > 0.3
-    run_shapes(model, [{"x": _f(rng, 4, 6), "m": m}, {"x": _f(rng, 2, 6), "m": m[:2]}])
+    run_shapes(model, [{"x": randn_f32(rng, 4, 6), "m": m}, {"x": randn_f32(rng, 2, 6), "m": m[:2]}])
 
 
 def test_values_read_by_results_stay_apart(run_shapes, rng):
     model = _layers(rng, output_mask=True)
     assert sum(n.kind == "Select" for n in Program.from_model(model).nodes) == 3
-    run_shapes(model, [{"x": _f(rng, 3, 6), "m": rng.random((3, 6)) > 0.5}])
+    run_shapes(model, [{"x": randn_f32(rng, 3, 6), "m": rng.random((3, 6)) > 0.5}])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_blocks import ints64, randn_f32, rel_l2
 
 import netpass
 from netpass import Model, opset
@@ -14,19 +15,6 @@ from netpass.core.shape import PartialShape
 from netpass.runtime import Program, compile_program
 from netpass.runtime.kernels.decode import CHUNK, DECODE_ROWS
 from netpass.testing import RUNTIME_DEVICE
-
-
-def _f(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
-def _i64(v):
-    return np.array(v, dtype=np.int64)
-
-
-def _rel_l2(a, b) -> float:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-12))
 
 
 def _attention_model(d: int, dv: int, masked: bool, guard: bool):
@@ -45,7 +33,7 @@ def _attention_model(d: int, dv: int, masked: bool, guard: bool):
     p = opset.softmax(scores, -1)
     if guard:
         p = opset.select(opset.is_nan(p), np.float32(0.0), p)
-    y = opset.transpose(opset.matmul(p, v, False, False), _i64([0, 2, 1, 3]))
+    y = opset.transpose(opset.matmul(p, v, False, False), ints64([0, 2, 1, 3]))
     return Model([opset.result(y, name="y")], params)
 
 
@@ -61,23 +49,23 @@ def test_decode_kernel_matches_the_reference(rng, b, h, m, n, d, dv, masked):
     prog = Program.from_model(model)
     assert sum(x.kind == "FusedAttention" for x in prog.nodes) == 1
     assert n > CHUNK or n < 200  # (both sides of the chunk size are covered)
-    feeds = {"q": _f(rng, b, h, m, d), "k": _f(rng, b, h, n, d), "v": _f(rng, b, h, n, dv)}
+    feeds = {"q": randn_f32(rng, b, h, m, d), "k": randn_f32(rng, b, h, n, d), "v": randn_f32(rng, b, h, n, dv)}
     if masked:
         feeds["mask"] = np.where(rng.random((b, 1, m, n)) < 0.3, -1e4, 0).astype(np.float32)
     got = compile_program(model, RUNTIME_DEVICE).create_infer_request().infer(feeds)["y"]
     want = netpass.reference.infer(model, feeds)["y"]
-    assert got.shape == want.shape and _rel_l2(got, want) <= 1e-5
+    assert got.shape == want.shape and rel_l2(got, want) <= 1e-5
 
 
 def test_fully_masked_rows_give_zeros_with_the_guard(rng):
     model = _attention_model(16, 16, True, True)
-    feeds = {"q": _f(rng, 1, 2, 2, 16), "k": _f(rng, 1, 2, 9, 16), "v": _f(rng, 1, 2, 9, 16),
+    feeds = {"q": randn_f32(rng, 1, 2, 2, 16), "k": randn_f32(rng, 1, 2, 9, 16), "v": randn_f32(rng, 1, 2, 9, 16),
              "mask": np.zeros((1, 1, 2, 9), np.float32)}
     feeds["mask"][:, :, 1] = -np.inf
     got = compile_program(model, RUNTIME_DEVICE).create_infer_request().infer(feeds)["y"]
     want = netpass.reference.infer(model, feeds)["y"]
     np.testing.assert_array_equal(got[:, 1], 0.0)
-    assert _rel_l2(got, want) <= 1e-5
+    assert rel_l2(got, want) <= 1e-5
 
 
 def _cache_layer(h: int = 3, d: int = 12, e: int = 24):
@@ -89,9 +77,9 @@ def _cache_layer(h: int = 3, d: int = 12, e: int = 24):
     rng = np.random.default_rng(11)
     x = opset.parameter([1, "seq", e], np.float32, name="x")
     mask = opset.parameter([1, 1, "seq", "total"], np.float32, name="mask")
-    qkv = opset.matmul(x, _f(rng, e, 3 * h * d), False, False)
-    heads = [opset.transpose(opset.reshape(piece, _i64([0, 0, h, d]), True), _i64([0, 2, 1, 3]))
-             for piece in opset.split(qkv, _i64(-1), 3).outputs()]
+    qkv = opset.matmul(x, randn_f32(rng, e, 3 * h * d), False, False)
+    heads = [opset.transpose(opset.reshape(piece, ints64([0, 0, h, d]), True), ints64([0, 2, 1, 3]))
+             for piece in opset.split(qkv, ints64(-1), 3).outputs()]
     q, k, v = heads
     caches, sinks = [], []
     for name, new in (("k", k), ("v", v)):
@@ -99,11 +87,11 @@ def _cache_layer(h: int = 3, d: int = 12, e: int = 24):
         grown = opset.concat([past, new], 2)
         caches.append(grown)
         sinks.append(opset.assign(grown, name))
-    kt = opset.transpose(caches[0], _i64([0, 1, 3, 2]))
+    kt = opset.transpose(caches[0], ints64([0, 1, 3, 2]))
     scores = opset.add(opset.multiply(opset.matmul(q, kt, False, False), np.float32(d ** -0.5)),
                        mask)
     att = opset.matmul(opset.softmax(scores, -1), caches[1], False, False)
-    y = opset.transpose(att, _i64([0, 2, 1, 3]))
+    y = opset.transpose(att, ints64([0, 2, 1, 3]))
     return Model([opset.result(y, name="y")], [x, mask], "cache_layer", sinks=sinks)
 
 
@@ -126,11 +114,11 @@ def test_the_attention_appends_decode_steps_to_the_cache(rng):
     steps = [13] + [1] * 6 + [3] + [1] * 4  # a prompt (copied), then appended steps
     for s in steps:
         total += s
-        feeds = {"x": _f(rng, 1, s, 24), "mask": _causal(s, total)}
+        feeds = {"x": randn_f32(rng, 1, s, 24), "mask": _causal(s, total)}
         before = dict(req.stats)
         got = req.infer(feeds)["y"]
         want = netpass.reference.infer(model, feeds, variables=ref_vars)["y"]
-        assert _rel_l2(got, want) <= 1e-5, (s, total)
+        assert rel_l2(got, want) <= 1e-5, (s, total)
         launches = req.stats["kernels_enqueued"] - before["kernels_enqueued"]
         if s <= DECODE_ROWS:
             assert launches == 2  # the projection and the attention: no copies
@@ -145,17 +133,17 @@ def test_appending_past_a_chunk_of_keys_and_into_a_regrown_buffer(rng):
     model = _cache_layer()
     cm = compile_program(model, RUNTIME_DEVICE)
     req = cm.create_infer_request()
-    start = {"k": _f(rng, 1, 3, CHUNK + 70, 12), "v": _f(rng, 1, 3, CHUNK + 70, 12)}
+    start = {"k": randn_f32(rng, 1, 3, CHUNK + 70, 12), "v": randn_f32(rng, 1, 3, CHUNK + 70, 12)}
     for state in req.query_state():
         state.state = start[state.name]
     ref_vars = dict(start)
     total = CHUNK + 70
     for _ in range(130):  # (PREALLOC_STEPS of room: the last steps reallocate)
         total += 1
-        feeds = {"x": _f(rng, 1, 1, 24), "mask": _causal(1, total)}
+        feeds = {"x": randn_f32(rng, 1, 1, 24), "mask": _causal(1, total)}
         got = req.infer(feeds)["y"]
         want = netpass.reference.infer(model, feeds, variables=ref_vars)["y"]
-        assert _rel_l2(got, want) <= 1e-5, total
+        assert rel_l2(got, want) <= 1e-5, total
     assert req.stats["state_allocations"] > 2
 
 
@@ -166,15 +154,15 @@ def test_unaligned_key_and_value_rows_take_the_scalar_loads(rng):
     q = opset.parameter([1, 2, -1, d], np.float32, name="q")
     kw = opset.parameter([1, 2, -1, d + 1], np.float32, name="kw")
     vw = opset.parameter([1, 2, -1, d + 1], np.float32, name="vw")
-    cut = [opset.slice(t, _i64([1]), _i64([d + 1]), _i64([1]), _i64([3])) for t in (kw, vw)]
+    cut = [opset.slice(t, ints64([1]), ints64([d + 1]), ints64([1]), ints64([3])) for t in (kw, vw)]
     p = opset.softmax(opset.matmul(q, cut[0], False, True), -1)
     model = Model([opset.result(opset.matmul(p, cut[1], False, False), name="y")], [q, kw, vw])
     prog = Program.from_model(model)
     assert all(n.strided_view for n in prog.nodes if n.kind == "Slice")
-    feeds = {"q": _f(rng, 1, 2, 3, d), "kw": _f(rng, 1, 2, 41, d + 1),
-             "vw": _f(rng, 1, 2, 41, d + 1)}
+    feeds = {"q": randn_f32(rng, 1, 2, 3, d), "kw": randn_f32(rng, 1, 2, 41, d + 1),
+             "vw": randn_f32(rng, 1, 2, 41, d + 1)}
     got = compile_program(model, RUNTIME_DEVICE).create_infer_request().infer(feeds)["y"]
-    assert _rel_l2(got, netpass.reference.infer(model, feeds)["y"]) <= 1e-5
+    assert rel_l2(got, netpass.reference.infer(model, feeds)["y"]) <= 1e-5
 
 
 @pytest.fixture
@@ -199,7 +187,7 @@ def _ran_splits(req) -> bool:
 @pytest.mark.parametrize("masked", [False, True])
 def test_key_splits_match_the_reference(rng, key_splits, b, h, m, n, d, dv, masked):
     model = _attention_model(d, dv, masked, False)
-    feeds = {"q": _f(rng, b, h, m, d), "k": _f(rng, b, h, n, d), "v": _f(rng, b, h, n, dv)}
+    feeds = {"q": randn_f32(rng, b, h, m, d), "k": randn_f32(rng, b, h, n, d), "v": randn_f32(rng, b, h, n, dv)}
     if masked:  # (whole runs masked out as well)
         feeds["mask"] = np.where(rng.random((b, 1, m, n)) < 0.3, -1e4, 0).astype(np.float32)
         feeds["mask"][..., : n // 2] = -np.inf
@@ -207,19 +195,19 @@ def test_key_splits_match_the_reference(rng, key_splits, b, h, m, n, d, dv, mask
     for _ in range(2):  # (the second launch finds the arrival counts set back to 0)
         got = req.infer(feeds)["y"]
         want = netpass.reference.infer(model, feeds)["y"]
-        assert got.shape == want.shape and _rel_l2(got, want) <= 1e-5
+        assert got.shape == want.shape and rel_l2(got, want) <= 1e-5
     assert _ran_splits(req)
 
 
 def test_key_splits_of_fully_masked_rows_give_zeros_with_the_guard(rng, key_splits):
     model = _attention_model(16, 16, True, True)
-    feeds = {"q": _f(rng, 1, 2, 2, 16), "k": _f(rng, 1, 2, 40, 16), "v": _f(rng, 1, 2, 40, 16),
+    feeds = {"q": randn_f32(rng, 1, 2, 2, 16), "k": randn_f32(rng, 1, 2, 40, 16), "v": randn_f32(rng, 1, 2, 40, 16),
              "mask": np.zeros((1, 1, 2, 40), np.float32)}
     feeds["mask"][:, :, 1] = -np.inf
     req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     got = req.infer(feeds)["y"]
     np.testing.assert_array_equal(got[:, 1], 0.0)
-    assert _rel_l2(got, netpass.reference.infer(model, feeds)["y"]) <= 1e-5 and _ran_splits(req)
+    assert rel_l2(got, netpass.reference.infer(model, feeds)["y"]) <= 1e-5 and _ran_splits(req)
 
 
 def test_key_splits_append_decode_steps_into_a_regrown_cache(rng, key_splits):
@@ -233,10 +221,10 @@ def test_key_splits_append_decode_steps_into_a_regrown_cache(rng, key_splits):
     total = 0
     for s in [13] + [1] * 60 + [3] + [1] * 80:
         total += s
-        feeds = {"x": _f(rng, 1, s, 24), "mask": _causal(s, total)}
+        feeds = {"x": randn_f32(rng, 1, s, 24), "mask": _causal(s, total)}
         got = req.infer(feeds)["y"]
         want = netpass.reference.infer(model, feeds, variables=ref_vars)["y"]
-        assert _rel_l2(got, want) <= 1e-5, (s, total)
+        assert rel_l2(got, want) <= 1e-5, (s, total)
     for state in req.query_state():
         np.testing.assert_allclose(state.state, ref_vars[state.name], rtol=1e-4, atol=1e-5)
     assert _ran_splits(req) and req.stats["state_allocations"] > 2
@@ -256,7 +244,7 @@ def test_an_attention_left_to_the_per_primitive_path_reads_current_views(rng, mo
     total = 0
     for s in [13] + [1] * 12:
         total += s
-        feeds = {"x": _f(rng, 1, s, 24), "mask": _causal(s, total)}
+        feeds = {"x": randn_f32(rng, 1, s, 24), "mask": _causal(s, total)}
         got = req.infer(feeds)["y"]
         want = netpass.reference.infer(model, feeds, variables=ref_vars)["y"]
-        assert _rel_l2(got, want) <= 1e-5, total
+        assert rel_l2(got, want) <= 1e-5, total

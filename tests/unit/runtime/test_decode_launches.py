@@ -20,18 +20,11 @@ the reference on random data and by the launches it saves.
 from __future__ import annotations
 
 import numpy as np
+from graph_blocks import ints64, randn_f32
 from launch_counts import run_counted
 
 from netpass import Model, opset
 from netpass.runtime import Program
-
-
-def _f(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
-def _i64(v):
-    return np.array(v, dtype=np.int64)
 
 
 # -- a Broadcast to its own shape ------------------------------------------------------------------
@@ -43,7 +36,7 @@ def test_broadcast_to_its_own_shape_is_bypassed(rng):
     assert not any(n.kind == "Broadcast" for n in prog.nodes)
     relu = next(n for n in prog.nodes if n.kind == "Relu")
     assert [f.row.name for f in relu.fused] == ["Exp"]
-    _, launches = run_counted(model, [{"x": _f(rng, 3, 4)}, {"x": _f(rng, 1, 6)}])
+    _, launches = run_counted(model, [{"x": randn_f32(rng, 3, 4)}, {"x": randn_f32(rng, 1, 6)}])
     assert launches == [1, 1]
 
 
@@ -81,7 +74,7 @@ def test_region_through_bool_and_int_stages_matches_the_reference(rng):
     model = Model([opset.result(y, name="y")], [x])
     relu = next(n for n in Program.from_model(model).nodes if n.kind == "Relu")
     assert [f.row.name for f in relu.fused] == ["Greater", "Convert", "Multiply", "Convert"]
-    _, launches = run_counted(model, [{"x": _f(rng, 5, 8)}, {"x": _f(rng, 3, 8)}])
+    _, launches = run_counted(model, [{"x": randn_f32(rng, 5, 8)}, {"x": randn_f32(rng, 3, 8)}])
     assert launches == [1, 1]
 
 
@@ -96,7 +89,7 @@ def test_region_ending_in_another_dtype_matches_the_reference(rng):
     nodes = Program.from_model(model).nodes
     assert [f.row.name for f in next(n for n in nodes if n.kind == "Negative"
                                         and n.out_dtypes[0] == np.bool_).fused] == ["Abs", "Less"]
-    feeds = [{"x": _f(rng, 4, 8), "i": rng.integers(-50, 50, 6).astype(np.int64)}]
+    feeds = [{"x": randn_f32(rng, 4, 8), "i": rng.integers(-50, 50, 6).astype(np.int64)}]
     _, launches = run_counted(model, feeds)
     assert launches == [2]
 
@@ -109,7 +102,7 @@ def test_convert_to_bool_read_as_truth_is_dropped(rng):
     a = opset.parameter([-1, -1], np.int64, name="a")
     b = opset.parameter([-1, 1, -1], np.bool_, name="b")
     x = opset.parameter([-1, 1, -1], np.float32, name="x")
-    t = opset.reshape(opset.convert(a, np.bool_), _i64([0, 1, -1]), True)
+    t = opset.reshape(opset.convert(a, np.bool_), ints64([0, 1, -1]), True)
     y = opset.select(opset.logical_and(b, t), x, np.float32(-1.0))
     z = opset.select(t, np.float32(2.0), x)
     model = Model([opset.result(y, name="y"), opset.result(z, name="z")], [a, b, x])
@@ -118,7 +111,7 @@ def test_convert_to_bool_read_as_truth_is_dropped(rng):
     assert next(n for n in prog.nodes if n.kind == "Reshape").out_dtypes[0] == np.int64
     vals = np.array([0, 1, -1, 2, 1 << 40, -(1 << 40), 0, 7], np.int64)
     feeds = [{"a": rng.choice(vals, (2, 6)), "b": rng.integers(0, 2, (2, 1, 6)).astype(bool),
-              "x": _f(rng, 2, 1, 6)}]
+              "x": randn_f32(rng, 2, 1, 6)}]
     _, launches = run_counted(model, feeds)
     assert launches == [2]  # And + Select; Select (three with the Convert)
 
@@ -156,16 +149,16 @@ def test_small_concat_is_one_launch(rng):
             {"a": arr(2, 3, 4), "b": arr(2, 5, 4)}, {"a": arr(1, 1, 4), "b": arr(1, 0, 4)},
             {"a": arr(1, 0, 4), "b": arr(1, 2, 4)}])
         assert launches == [2, 2, 2]
-    _, launches = run_counted(_concat_model(np.float32, -1), [{"a": _f(rng, 2, 3, 4),
-                                                        "b": _f(rng, 2, 3, 4)}])
+    _, launches = run_counted(_concat_model(np.float32, -1), [{"a": randn_f32(rng, 2, 3, 4),
+                                                        "b": randn_f32(rng, 2, 3, 4)}])
     assert launches == [2]
 
 
 def test_large_concat_copies_each_input(rng):
     from netpass.runtime.kinds.movement import CONCAT_ONE_LAUNCH_MAX
     rows = CONCAT_ONE_LAUNCH_MAX // 8 + 1
-    _, launches = run_counted(_concat_model(np.float32, 1), [{"a": _f(rng, 1, rows, 4),
-                                                       "b": _f(rng, 1, rows, 4)}])
+    _, launches = run_counted(_concat_model(np.float32, 1), [{"a": randn_f32(rng, 1, rows, 4),
+                                                       "b": randn_f32(rng, 1, rows, 4)}])
     assert launches == [3 + 1]
 
 
@@ -177,16 +170,16 @@ def _gathered_mask_model(start: int = 0, step: int = 1, idx_type=np.int64):
     causal = opset.parameter([-1, 1, -1, -1], np.bool_, name="causal")
     pad = opset.parameter([-1, -1], np.int64, name="pad")
     cs, ps = opset.shape_of(causal), opset.shape_of(pad)
-    length = opset.gather(cs, _i64(3), _i64(0))
-    batch = opset.gather(ps, _i64(0), _i64(0))
-    total = opset.gather(ps, _i64([1]), _i64(0))
-    j = opset.range(_i64(start), opset.add(length, _i64(start)) if step == 1 else
-                    opset.add(opset.multiply(length, _i64(step)), _i64(start)), _i64(step), "i64")
-    j = opset.unsqueeze(opset.unsqueeze(j, _i64([0])), _i64([0, 1]))
-    b = opset.unsqueeze(opset.range(_i64(0), batch, _i64(1), "i64"), _i64([1, 2, 3]))
+    length = opset.gather(cs, ints64(3), ints64(0))
+    batch = opset.gather(ps, ints64(0), ints64(0))
+    total = opset.gather(ps, ints64([1]), ints64(0))
+    j = opset.range(ints64(start), opset.add(length, ints64(start)) if step == 1 else
+                    opset.add(opset.multiply(length, ints64(step)), ints64(start)), ints64(step), "i64")
+    j = opset.unsqueeze(opset.unsqueeze(j, ints64([0])), ints64([0, 1]))
+    b = opset.unsqueeze(opset.range(ints64(0), batch, ints64(1), "i64"), ints64([1, 2, 3]))
     idx = opset.convert(opset.add(j, opset.multiply(b, total)), idx_type)
-    flat = opset.reshape(opset.convert(pad, np.bool_), _i64([-1, 1]), False)
-    m = opset.squeeze(opset.gather(flat, idx, _i64(0)), _i64([4]))
+    flat = opset.reshape(opset.convert(pad, np.bool_), ints64([-1, 1]), False)
+    m = opset.squeeze(opset.gather(flat, idx, ints64(0)), ints64([4]))
     y = opset.select(opset.logical_and(causal, m), np.float32([0.0]), np.float32([-np.inf]))
     return Model([opset.result(y, name="y")], [causal, pad])
 
@@ -237,7 +230,7 @@ def test_index_forms_of_constants_and_broadcasts():
     a = opset.parameter([-1], np.int64, name="a")
     b = opset.parameter([-1], np.int64, name="b")
     n = opset.shape_of(a)
-    r = opset.range(_i64(0), opset.squeeze(n, _i64([0])), _i64(1), "i64")
+    r = opset.range(ints64(0), opset.squeeze(n, ints64([0])), ints64(1), "i64")
     s = opset.add(r, b)
     prog = Program.from_model(Model([opset.result(s, name="y")], [a, b]))
     from netpass.runtime.index_forms import form_of
@@ -247,7 +240,7 @@ def test_index_forms_of_constants_and_broadcasts():
 
 # -- a Multiply by ones; Cos and Sin of one tensor -------------------------------------------------
 def _special(rng, *shape):
-    x = _f(rng, *shape)
+    x = randn_f32(rng, *shape)
     x.reshape(-1)[:4] = [np.nan, np.inf, -0.0, -np.inf]
     return x
 
@@ -274,7 +267,7 @@ def _trig_model(read_by_add: bool = False):
     c, s = opset.cos(f), opset.sin(f)
     w = np.eye(6, dtype=np.float32)
     a = opset.add(c, np.float32(1.0)) if read_by_add else opset.matmul(c, w, False, False)
-    s = opset.unsqueeze(s, _i64([0]))
+    s = opset.unsqueeze(s, ints64([0]))
     return Model([opset.result(a, name="c"), opset.result(s, name="s")], [x])
 
 
@@ -282,7 +275,7 @@ def test_cos_and_sin_of_one_tensor_are_one_launch(rng):
     prog = Program.from_model(_trig_model())
     (u,) = [n for n in prog.nodes if n.kind == "Unaries"]
     assert u.num_outputs == 2 and not any(n.kind in ("Cos", "Sin") for n in prog.nodes)
-    _, launches = run_counted(_trig_model(), [{"x": _special(rng, 5, 3) * 10}, {"x": _f(rng, 1, 3)}])
+    _, launches = run_counted(_trig_model(), [{"x": _special(rng, 5, 3) * 10}, {"x": randn_f32(rng, 1, 3)}])
     assert launches == [3, 3]  # Concat, Cos + Sin, MatMul
 
 
@@ -300,7 +293,7 @@ def _positions_model(side=None):
     """positions [B, L] int64 -> [B, L, 1] -> float -> times [8] (a constant, or ``side``) ->
     Cos."""
     p = opset.parameter([-1, -1], np.int64, name="p")
-    a = opset.convert(opset.unsqueeze(p, _i64([2])), np.float32)
+    a = opset.convert(opset.unsqueeze(p, ints64([2])), np.float32)
     inv = np.float32(1.0 / 10000 ** (np.arange(8) / 8))
     y = opset.cos(opset.multiply(a, inv if side is None else side))
     return Model([opset.result(y, name="y")], [p] + ([side] if side is not None else []))
@@ -325,5 +318,5 @@ def test_region_not_grown_by_a_computed_tensor(rng):
     conv = next(n for n in Program.from_model(model).nodes if n.kind == "Convert")
     assert conv.fused == [] and conv.grown_by == []
     _, launches = run_counted(model, [{"p": rng.integers(0, 9, (1, 4)).astype(np.int64),
-                                "s": _f(rng, 1, 4, 8)}])
+                                "s": randn_f32(rng, 1, 4, 8)}])
     assert launches == [2]

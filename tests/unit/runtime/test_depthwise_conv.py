@@ -10,16 +10,12 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from graph_blocks import rel_l2_unfloored
 from onnx import TensorProto, helper, numpy_helper
 
 import netpass
 from netpass.runtime.kernels.window import DW_LOCAL, depthwise_shape, depthwise_tile
 from netpass.testing import RUNTIME_DEVICE
-
-
-def _rel_l2(got, want) -> float:
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    return float(np.linalg.norm(got - want) / np.linalg.norm(want))
 
 
 def _depthwise_model(rng, c: int, k: tuple, mult: int = 1, relu6: bool = False, **attrs) -> bytes:
@@ -54,7 +50,7 @@ def _check(blob: bytes, shapes: list[tuple], rng, kernel: str = "depthwise_conv"
         want = sess.run(None, {"x": x})[0]
         got = req.infer({"x": x})[out]
         assert got.shape == want.shape
-        assert _rel_l2(got, want) <= 1e-5
+        assert rel_l2_unfloored(got, want) <= 1e-5
     rreq = req._runtime_request
     assert any(f"void {kernel}(" in key[2] for key in rreq.network.kernel_objects)
     assert rreq.stats["host_fallbacks"] == 0

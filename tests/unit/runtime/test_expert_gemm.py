@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_blocks import randn_f32, rel_l2
 
 import netpass
 from netpass import Model, opset
@@ -15,17 +16,8 @@ TOL = 1e-5
 E, N, K = 6, 40, 24
 
 
-def _f(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
 def _i64(*v):
     return np.array(v, np.int64)
-
-
-def _rel_l2(a, b) -> float:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-12))
 
 
 def _gathered(w, idx, nd: bool):
@@ -40,14 +32,14 @@ def _moe(rng, k: int, nd: bool = False, shift: int = 0):
     W [E, N, K]; each (token, expert) pair's row times its expert's matrix: y [T * k, N, 1].
     ``shift``: added to the TopK indices (-E: the same experts as negative indices)."""
     x = opset.parameter([-1, K], np.float32, name="x")
-    probs = opset.softmax(opset.matmul(x, _f(rng, K, E), False, False), 1)
+    probs = opset.softmax(opset.matmul(x, randn_f32(rng, K, E), False, False), 1)
     top = opset.topk(probs, _i64(k), 1, "max", "value", index_element_type=np.int64)
     idx = opset.reshape(top.output(1), _i64(-1), False)
     if shift:
         idx = opset.add(idx, _i64(shift))
     rows = opset.reshape(opset.tile(opset.unsqueeze(x, _i64(1)), _i64(1, k, 1)), _i64(-1, K),
                          False)
-    y = opset.matmul(_gathered(_f(rng, E, N, K), idx, nd), opset.unsqueeze(rows, _i64(-1)),
+    y = opset.matmul(_gathered(randn_f32(rng, E, N, K), idx, nd), opset.unsqueeze(rows, _i64(-1)),
                      False, False)
     return Model([opset.result(y, name="y")], [x])
 
@@ -68,7 +60,7 @@ def _run(model, feeds_list, want=None):
         launches.append(req.stats["kernels_enqueued"] - k0)
         ref = netpass.reference.infer(model, feeds)["y"] if want is None else want[j]
         assert got.shape == ref.shape
-        assert _rel_l2(got, ref) <= TOL, (j, _rel_l2(got, ref))
+        assert rel_l2(got, ref) <= TOL, (j, rel_l2(got, ref))
     return launches
 
 
@@ -80,7 +72,7 @@ def test_routed_experts_read_in_place(rng, monkeypatch, k, nd):
     (router MatMul, Softmax, TopK, the rows' Tile, the ExpertMatMul)."""
     model = _moe(rng, k, nd)
     assert _kinds(model) == ["MatMul", "ExpertMatMul"]
-    feeds = [{"x": _f(rng, t, K)} for t in (1, 7, 1, 3, 1)]
+    feeds = [{"x": randn_f32(rng, t, K)} for t in (1, 7, 1, 3, 1)]
     launches = _run(model, feeds)
     assert launches[0] == launches[2] == launches[4] == 5
     monkeypatch.setattr(program, "NODE_PASSES", tuple(
@@ -92,7 +84,7 @@ def test_routed_experts_read_in_place(rng, monkeypatch, k, nd):
 def test_negative_indices_count_from_the_end(rng):
     model = _moe(rng, 2, shift=-E)
     assert "Gather" not in _kinds(model)
-    _run(model, [{"x": _f(rng, t, K)} for t in (1, 4)])
+    _run(model, [{"x": randn_f32(rng, t, K)} for t in (1, 4)])
 
 
 def _indexed(rng, w, idx_len, x_shape, ta=False, tb=False, side=0, nd=False):
@@ -110,7 +102,7 @@ def test_operand_layouts(rng, case):
     """The gathered weights as A or B, transposed or not, one or several columns a batch, X
     shared by every batch: the GEMV where each batch is one row against the expert's rows,
     the tiled kernel otherwise; indices in [-E, E)."""
-    w = _f(rng, E, N, K)
+    w = randn_f32(rng, E, N, K)
     b = 5
     side, ta, tb, xs = {
         "column": (0, False, False, (b, K, 1)),
@@ -122,14 +114,14 @@ def test_operand_layouts(rng, case):
     }[case]
     model = _indexed(rng, w, b, xs, ta, tb, side)
     assert _kinds(model) == ["ExpertMatMul"]
-    _run(model, [{"i": rng.integers(-E, E, b), "x": _f(rng, *xs)} for _ in range(2)])
+    _run(model, [{"i": rng.integers(-E, E, b), "x": randn_f32(rng, *xs)} for _ in range(2)])
 
 
 def test_indices_outside_read_zeros(rng):
     """An index outside [-E, E) reads zeros, as the runtime's Gather does, never outside W."""
-    w = _f(rng, E, N, K)
+    w = randn_f32(rng, E, N, K)
     model = _indexed(rng, w, 4, (4, K, 1))
-    i, x = _i64(1, E, -E - 1, 1 << 40), _f(rng, 4, K, 1)
+    i, x = _i64(1, E, -E - 1, 1 << 40), randn_f32(rng, 4, K, 1)
     want = np.zeros((4, N, 1), np.float32)
     want[0] = w[1] @ x[0]
     _run(model, [{"i": i, "x": x}], want=[want])
@@ -137,17 +129,17 @@ def test_indices_outside_read_zeros(rng):
 
 def test_look_alikes_stay(rng):
     """The gathered weights read by something else too, and a Gather along axis 1, stay."""
-    w = _f(rng, E, N, K)
+    w = randn_f32(rng, E, N, K)
     i = opset.parameter([3], np.int64, name="i")
     x = opset.parameter([3, K, 1], np.float32, name="x")
     g = opset.gather(w, i, _i64(0))
     shared = Model([opset.result(opset.matmul(g, x, False, False), name="y"),
                     opset.result(opset.reduce_sum(g, _i64(2), False), name="s")], [i, x])
     assert _kinds(shared) == ["Gather", "MatMul"]
-    wt = _f(rng, N, E, K)
+    wt = randn_f32(rng, N, E, K)
     g1 = opset.gather(wt, i, _i64(1))  # [N, 3, K]
     x1 = opset.parameter([K, 1], np.float32, name="x")
     axis1 = Model([opset.result(opset.matmul(g1, x1, False, False), name="y")], [i, x1])
     assert _kinds(axis1) == ["Gather", "MatMul"]
-    feeds = {"i": rng.integers(0, E, 3), "x": _f(rng, K, 1)}
+    feeds = {"i": rng.integers(0, E, 3), "x": randn_f32(rng, K, 1)}
     _run(axis1, [feeds])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_blocks import randn_f32
 
 import netpass
 from netpass import Model, opset
@@ -16,19 +17,15 @@ from netpass.testing import RUNTIME_DEVICE
 D = 64
 
 
-def _f(rng, *shape, scale=1.0):
-    return (scale * rng.standard_normal(shape)).astype(np.float32)
-
-
 def _layer_norm(x, rng, d=D):
     mvn = opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt")
-    return opset.add(opset.multiply(mvn, 1.0 + _f(rng, d, scale=0.1)), _f(rng, d, scale=0.1))
+    return opset.add(opset.multiply(mvn, 1.0 + randn_f32(rng, d, scale=0.1)), randn_f32(rng, d, scale=0.1))
 
 
 def _rms(x, rng, d=D):
     ms = opset.reduce_mean(opset.power(x, np.float32(2.0)), np.array([-1], np.int64), True)
     h = opset.multiply(x, opset.divide(np.float32(1.0), opset.sqrt(opset.add(ms, np.float32(1e-6)))))
-    return opset.multiply(h, (1.0 + _f(rng, d, scale=0.2)))
+    return opset.multiply(h, (1.0 + randn_f32(rng, d, scale=0.2)))
 
 
 def _gelu_tanh(h):
@@ -46,10 +43,10 @@ def _mlp_model(rng, act="gelu_tanh", d=D, hidden=4 * D, norm=True):
     """x + down(act(up(LayerNorm(x)) + b1)) + b2: GPT-2's MLP block."""
     x = opset.parameter([1, -1, d], np.float32, name="x")
     h = _layer_norm(x, rng, d) if norm else x
-    up = opset.add(opset.matmul(h, _f(rng, d, hidden, scale=0.2), False, False),
-                   _f(rng, hidden, scale=0.1))
-    down = opset.add(opset.matmul(ACTIVATIONS[act](up), _f(rng, hidden, d, scale=0.1), False,
-                                  False), _f(rng, d, scale=0.1))
+    up = opset.add(opset.matmul(h, randn_f32(rng, d, hidden, scale=0.2), False, False),
+                   randn_f32(rng, hidden, scale=0.1))
+    down = opset.add(opset.matmul(ACTIVATIONS[act](up), randn_f32(rng, hidden, d, scale=0.1), False,
+                                  False), randn_f32(rng, d, scale=0.1))
     return Model([opset.result(opset.add(x, down), name="y")], [x])
 
 
@@ -62,9 +59,9 @@ def _gated_model(rng, d=D, hidden=3 * D // 2, act="silu"):
     (tanh-GELU)."""
     x = opset.parameter([1, -1, d], np.float32, name="x")
     h = _rms(x, rng, d)
-    gate = opset.matmul(h, _f(rng, d, hidden, scale=0.2), False, False)
-    up = opset.matmul(h, _f(rng, d, hidden, scale=0.2), False, False)
-    y = opset.matmul(opset.multiply(GATES[act](gate), up), _f(rng, hidden, d, scale=0.1), False,
+    gate = opset.matmul(h, randn_f32(rng, d, hidden, scale=0.2), False, False)
+    up = opset.matmul(h, randn_f32(rng, d, hidden, scale=0.2), False, False)
+    y = opset.matmul(opset.multiply(GATES[act](gate), up), randn_f32(rng, hidden, d, scale=0.1), False,
                      False)
     return Model([opset.result(opset.add(x, y), name="y")], [x])
 
@@ -84,7 +81,7 @@ def _check(req, model, rng, rows, offset=2.0, rel_l2=None):
     relative L2 error at most that too); launches a step."""
     launches = []
     for s in rows:
-        feeds = {"x": (offset + _f(rng, 1, s, model.inputs[0].get_partial_shape()[2].get_length()))}
+        feeds = {"x": (offset + randn_f32(rng, 1, s, model.inputs[0].get_partial_shape()[2].get_length()))}
         k0 = req.stats["kernels_enqueued"]
         got = req.infer(feeds)["y"]
         launches.append(req.stats["kernels_enqueued"] - k0)
@@ -144,7 +141,7 @@ def test_a_gated_mlp_runs_in_one_launch(rng, act, hidden):
 def test_the_fold_saves_a_launch_and_gives_the_same_values(rng):
     """Without the fold, one row takes two launches; the outputs agree within float32 sums."""
     model = _mlp_model(rng)
-    feeds = {"x": 1.0 + _f(rng, 1, 1, D)}
+    feeds = {"x": 1.0 + randn_f32(rng, 1, 1, D)}
     folded = _compiled(model)[0].create_infer_request()
     got = folded.infer(feeds)["y"]
     apart = _compiled(model, "none")[0].create_infer_request()
@@ -189,7 +186,7 @@ def test_the_sums_are_the_same_bits_every_run(rng):
     the same input gives the same bits, step after step and request after request."""
     model = _mlp_model(rng, hidden=32 * 11)
     cm, _ = _compiled(model)
-    feeds = {"x": 1.0 + _f(rng, 1, 1, D)}
+    feeds = {"x": 1.0 + randn_f32(rng, 1, 1, D)}
     runs = [cm.create_infer_request().infer(feeds)["y"] for _ in range(2)]
     req = cm.create_infer_request()
     runs += [req.infer(feeds)["y"] for _ in range(4)]
@@ -208,8 +205,8 @@ def test_widths_the_kernel_does_not_take_run_apart(rng):
 def test_an_up_projection_read_elsewhere_is_not_folded(rng):
     """The up projection's activation is also a model output: nothing folds."""
     x = opset.parameter([1, -1, D], np.float32, name="x")
-    act = _gelu_tanh(opset.matmul(_layer_norm(x, rng), _f(rng, D, 4 * D), False, False))
-    y = opset.matmul(act, _f(rng, 4 * D, D), False, False)
+    act = _gelu_tanh(opset.matmul(_layer_norm(x, rng), randn_f32(rng, D, 4 * D), False, False))
+    y = opset.matmul(act, randn_f32(rng, 4 * D, D), False, False)
     model = Model([opset.result(y, name="y"), opset.result(act, name="h")], [x])
     _, prog = _compiled(model)
     assert not _down(prog)
@@ -219,7 +216,7 @@ def test_an_up_projection_read_elsewhere_is_not_folded(rng):
 def test_a_projection_without_an_mlp_before_it_is_not_folded(rng):
     """A FullyConnected reading a model input or a non-projection keeps its own desc."""
     x = opset.parameter([1, -1, D], np.float32, name="x")
-    y = opset.matmul(opset.relu(x), _f(rng, D, D), False, False)
+    y = opset.matmul(opset.relu(x), randn_f32(rng, D, D), False, False)
     _, prog = _compiled(Model([opset.result(y, name="y")], [x]))
     assert not _down(prog)
 
@@ -230,7 +227,7 @@ def test_desc_reference_and_shape_rule(rng):
     _, prog = _compiled(model)
     (down,) = _down(prog)
     w, b = down.inputs[1][0].value, down.inputs[2][0].value
-    h = _f(rng, 2, 3, w.shape[1])
+    h = randn_f32(rng, 2, 3, w.shape[1])
     extra = [np.zeros(1, np.float32)] * (len(down.inputs) - 3)
     assert down.subgraph.infer_shapes([h.shape, w.shape, b.shape, *(e.shape for e in extra)],
                                       {}) == [(2, 3, D)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_blocks import randn_f32
 
 import netpass
 from netpass import Model, opset
@@ -13,14 +14,10 @@ from netpass.testing import RUNTIME_DEVICE
 TOL = 1e-6  # a sum of two or three float32 rows, in the reference's order
 
 
-def _f(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
 def _embeddings(rng, tables, idx_shapes, row=(37,), nested_right=False):
     """sum_j Gather(T_j [rows_j, *row], I_j, 0) with I_j parameters of ``idx_shapes``."""
     params = [opset.parameter(list(s), np.int64, name=f"i{j}") for j, s in enumerate(idx_shapes)]
-    gathered = [opset.gather(_f(rng, n, *row), p, np.array(0, np.int64))
+    gathered = [opset.gather(randn_f32(rng, n, *row), p, np.array(0, np.int64))
                 for n, p in zip(tables, params)]
     if nested_right:  # a + (b + c)
         y = opset.add(gathered[0], opset.add(gathered[1], gathered[2]))
@@ -68,7 +65,7 @@ def test_matches_onnxruntime(rng):
     ort = pytest.importorskip("onnxruntime")
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
-    t0, t1 = _f(rng, 61, 29), _f(rng, 23, 29)
+    t0, t1 = randn_f32(rng, 61, 29), randn_f32(rng, 23, 29)
     graph = helper.make_graph(
         [helper.make_node("Gather", ["t0", "i0"], ["g0"], axis=0),
          helper.make_node("Gather", ["t1", "i1"], ["g1"], axis=0),
@@ -89,12 +86,12 @@ def test_matches_onnxruntime(rng):
 
 def test_gathered_rows_read_elsewhere_or_other_axes_are_not_fused(rng):
     i = opset.parameter([-1], np.int64, name="i0")
-    g0 = opset.gather(_f(rng, 9, 4), i, np.array(0, np.int64))
-    g1 = opset.gather(_f(rng, 9, 4), i, np.array(0, np.int64))
+    g0 = opset.gather(randn_f32(rng, 9, 4), i, np.array(0, np.int64))
+    g1 = opset.gather(randn_f32(rng, 9, 4), i, np.array(0, np.int64))
     model = Model([opset.result(opset.add(g0, g1), name="y"), opset.result(g1, name="z")], [i])
     assert "GatherSum" not in _kinds(model)
-    g2 = opset.gather(_f(rng, 4, 9), i, np.array(1, np.int64))
-    g3 = opset.gather(_f(rng, 4, 9), i, np.array(1, np.int64))
+    g2 = opset.gather(randn_f32(rng, 4, 9), i, np.array(1, np.int64))
+    g3 = opset.gather(randn_f32(rng, 4, 9), i, np.array(1, np.int64))
     model = Model([opset.result(opset.add(g2, g3), name="y")], [i])
     assert "GatherSum" not in _kinds(model)
 

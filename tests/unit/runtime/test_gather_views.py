@@ -5,24 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_blocks import ints64, randn_f32, rel_l2
 
 import netpass
 from netpass import Model, opset
 from netpass.runtime import Program, compile_program
 from netpass.testing import RUNTIME_DEVICE
-
-
-def _f(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
-def _i64(v):
-    return np.array(v, dtype=np.int64)
-
-
-def _rel_l2(a, b) -> float:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-12))
 
 
 def _run(model, feeds_list):
@@ -32,7 +20,7 @@ def _run(model, feeds_list):
         out = req.infer(feeds)
         for k, r in netpass.reference.infer(model, feeds).items():
             assert out[k].shape == r.shape
-            assert _rel_l2(out[k], r) <= 1e-5, k
+            assert rel_l2(out[k], r) <= 1e-5, k
     return req
 
 
@@ -45,15 +33,15 @@ def _bloom_attention(h=2, d=8):
     softmax, @ v, heads merged back."""
     rng = np.random.default_rng(5)
     x = opset.parameter([1, -1, 3 * h * d], np.float32, name="x")
-    fused = opset.reshape(opset.matmul(x, _f(rng, 3 * h * d, 3 * h * d), False, False),
-                          _i64([0, 0, h, 3, d]), True)
-    q, k, v = (opset.gather(fused, np.int64(i), _i64(3)) for i in range(3))
-    heads = _i64([0, 2, 1, 3])
+    fused = opset.reshape(opset.matmul(x, randn_f32(rng, 3 * h * d, 3 * h * d), False, False),
+                          ints64([0, 0, h, 3, d]), True)
+    q, k, v = (opset.gather(fused, np.int64(i), ints64(3)) for i in range(3))
+    heads = ints64([0, 2, 1, 3])
     scores = opset.multiply(opset.matmul(opset.transpose(q, heads),
-                                         opset.transpose(k, _i64([0, 2, 3, 1])), False, False),
+                                         opset.transpose(k, ints64([0, 2, 3, 1])), False, False),
                             np.float32(d ** -0.5))
     att = opset.matmul(opset.softmax(scores, -1), opset.transpose(v, heads), False, False)
-    y = opset.reshape(opset.transpose(att, heads), _i64([0, 0, -1]), True)
+    y = opset.reshape(opset.transpose(att, heads), ints64([0, 0, -1]), True)
     return Model([opset.result(y, name="y")], [x])
 
 
@@ -61,32 +49,32 @@ def test_picked_heads_read_by_the_attention_are_views(rng):
     model = _bloom_attention()
     picks = _picks(model)
     assert len(picks) == 3 and sum(n.strided_view for n in picks) >= 2
-    _run(model, [{"x": _f(rng, 1, s, 48)} for s in (1, 5, 5, 2)])
+    _run(model, [{"x": randn_f32(rng, 1, s, 48)} for s in (1, 5, 5, 2)])
 
 
-@pytest.mark.parametrize("index,axis", [(np.int64(-1), 1), (np.int64(0), 2), (_i64([2]), 1)])
+@pytest.mark.parametrize("index,axis", [(np.int64(-1), 1), (np.int64(0), 2), (ints64([2]), 1)])
 def test_a_pick_read_by_a_matmul_is_a_view(rng, index, axis):
     """A scalar index drops the axis, a one-element index keeps it at size 1: either way the
     MatMul reads the picked rows through strides and only the MatMul launches."""
     x = opset.parameter([4, 3, 5, 6], np.float32, name="x")
-    y = opset.matmul(opset.gather(x, index, _i64(axis)), _f(rng, 6, 7), False, False)
+    y = opset.matmul(opset.gather(x, index, ints64(axis)), randn_f32(rng, 6, 7), False, False)
     model = Model([opset.result(y, name="y")], [x])
     assert all(n.strided_view for n in _picks(model))
-    req = _run(model, [{"x": _f(rng, 4, 3, 5, 6)}])
+    req = _run(model, [{"x": randn_f32(rng, 4, 3, 5, 6)}])
     assert req.stats["kernels_enqueued"] == 1
 
 
 def test_a_pick_read_by_an_elementwise_kernel_is_not_a_view(rng):
     x = opset.parameter([2, 3, 4], np.float32, name="x")
-    model = Model([opset.result(opset.relu(opset.gather(x, np.int64(1), _i64(1))), name="y")], [x])
+    model = Model([opset.result(opset.relu(opset.gather(x, np.int64(1), ints64(1))), name="y")], [x])
     assert not any(n.strided_view for n in _picks(model))
-    _run(model, [{"x": _f(rng, 2, 3, 4)}])
+    _run(model, [{"x": randn_f32(rng, 2, 3, 4)}])
 
 
 def test_a_computed_index_is_not_a_pick(rng):
     x = opset.parameter([3, 5, 6], np.float32, name="x")
     i = opset.parameter([], np.int64, name="i")
-    y = opset.matmul(opset.gather(x, i, _i64(1)), _f(rng, 6, 2), False, False)
+    y = opset.matmul(opset.gather(x, i, ints64(1)), randn_f32(rng, 6, 2), False, False)
     model = Model([opset.result(y, name="y")], [x, i])
     assert not any(n.strided_view for n in _picks(model))
-    _run(model, [{"x": _f(rng, 3, 5, 6), "i": np.array(4, np.int64)}])
+    _run(model, [{"x": randn_f32(rng, 3, 5, 6), "i": np.array(4, np.int64)}])

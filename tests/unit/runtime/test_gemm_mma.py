@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from graph_blocks import randn_f32
 
 import netpass
 from netpass import Model, opset
@@ -29,10 +30,6 @@ TOL = {1: 2e-3, 3: 2e-6}
 SMALL = mma.MmaConfig(32, 32, 16, 16, 16, 2)
 
 
-def _f(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
 def _rel_l2(got, want) -> float:
     return float(np.linalg.norm(got - want) / np.linalg.norm(want))
 
@@ -41,8 +38,8 @@ def _run_kernel(cfg, split, b_kmajor, copy, m, n, k, batch, rng, aoff=0):
     """C = A @ B through the generated kernel on the CPU device; (C, float64 reference)."""
     eng = Engine.get(select_device("CPU"))
     cl = eng.cl
-    a = _f(rng, batch, m, k)
-    b = _f(rng, batch, k, n) if b_kmajor else _f(rng, batch, n, k)
+    a = randn_f32(rng, batch, m, k)
+    b = randn_f32(rng, batch, k, n) if b_kmajor else randn_f32(rng, batch, n, k)
     src = mma.gemm_mma(cfg, b_kmajor, split, False, copy, "rings", [], 0, [], 0)
     prg = eng.build(src.text)
     mf = cl.mem_flags
@@ -125,11 +122,11 @@ def test_pipelined_loop_with_an_epilogue(emulated, monkeypatch, rng):
     monkeypatch.setattr(mma_plan, "PIPE_WARP", (16, 32))
     x = opset.parameter([1, -1, 48], np.float32, name="x")
     r = opset.parameter([1, -1, 40], np.float32, name="r")
-    w, bias = _f(rng, 48, 40), _f(rng, 40)
+    w, bias = randn_f32(rng, 48, 40), randn_f32(rng, 40)
     y = opset.add(opset.gelu(opset.add(opset.matmul(x, w, False, False), bias), "tanh"), r)
     model = Model([opset.result(y, name="y")], [x, r])
     req = compile_program(model, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": "tf32"}).create_infer_request()
-    feeds = {"x": _f(rng, 1, 37, 48), "r": _f(rng, 1, 37, 40)}
+    feeds = {"x": randn_f32(rng, 1, 37, 48), "r": randn_f32(rng, 1, 37, 40)}
     got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
     assert _rel_l2(got, want) <= TOL[1] * 2
     assert any("gemm_mma(" in key[2] and "fa0" in key[2] for key in req.network.kernel_objects)
@@ -175,12 +172,12 @@ def test_matmul_bias_gelu_residual(precision, emulated, rng):
     rows take the 64 x 32 tiles, whose epilogue runs from local memory)."""
     x = opset.parameter([1, -1, 48], np.float32, name="x")
     r = opset.parameter([1, -1, 40], np.float32, name="r")
-    w, bias = _f(rng, 48, 40), _f(rng, 40)
+    w, bias = randn_f32(rng, 48, 40), randn_f32(rng, 40)
     y = opset.add(opset.gelu(opset.add(opset.matmul(x, w, False, False), bias), "tanh"), r)
     model = Model([opset.result(y, name="y")], [x, r])
     req = compile_program(model, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": precision}).create_infer_request()
     for s in (17, 50, 33, 130):
-        feeds = {"x": _f(rng, 1, s, 48), "r": _f(rng, 1, s, 40)}
+        feeds = {"x": randn_f32(rng, 1, s, 48), "r": randn_f32(rng, 1, s, 40)}
         got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
         assert _rel_l2(got, want) <= TOL[1 if precision == "tf32" else 3] * 2
     assert _ran_mma(req)
@@ -191,10 +188,10 @@ def test_fully_connected_and_transposed_batched_matmul(emulated, rng):
     """FullyConnected (reordered weights, bias) and a batched MatMul with transposed B (B
     read along k) and a broadcast batch, on TF32."""
     x = opset.parameter([-1, 40], np.float32, name="x")
-    w, bias = _f(rng, 24, 40), _f(rng, 24)
+    w, bias = randn_f32(rng, 24, 40), randn_f32(rng, 24)
     fc = Model([opset.result(opset.relu(opset.fully_connected(x, w, bias)), name="y")], [x])
     req = compile_program(fc, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": "tf32"}).create_infer_request()
-    xv = _f(rng, 45, 40)
+    xv = randn_f32(rng, 45, 40)
     want = np.maximum(xv.astype(np.float64) @ w.T.astype(np.float64) + bias, 0.0)
     assert _rel_l2(req.infer({"x": xv})["y"], want) <= TOL[1]
     assert _ran_mma(req)
@@ -203,7 +200,7 @@ def test_fully_connected_and_transposed_batched_matmul(emulated, rng):
     b = opset.parameter([-1, -1, 20], np.float32, name="b")
     mm = Model([opset.result(opset.matmul(a, b, False, True), name="y")], [a, b])
     req = compile_program(mm, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": "tf32"}).create_infer_request()
-    av, bv = _f(rng, 2, 3, 33, 20), _f(rng, 3, 19, 20)
+    av, bv = randn_f32(rng, 2, 3, 33, 20), randn_f32(rng, 3, 19, 20)
     want = av.astype(np.float64) @ np.swapaxes(bv, -1, -2).astype(np.float64)
     assert _rel_l2(req.infer({"a": av, "b": bv})["y"], want) <= TOL[1]
     assert _ran_mma(req)
@@ -223,13 +220,13 @@ def test_fully_connected_of_unaligned_width_reads_its_weights_as_given(precision
     h = x
     if norm:
         h = opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt")
-        h = opset.add(opset.multiply(h, (1 + 0.2 * _f(rng, 40)).astype(np.float32)),
-                      0.2 * _f(rng, 40))
-    w, bias = _f(rng, 23, 40), _f(rng, 23)
+        h = opset.add(opset.multiply(h, (1 + 0.2 * randn_f32(rng, 40)).astype(np.float32)),
+                      0.2 * randn_f32(rng, 40))
+    w, bias = randn_f32(rng, 23, 40), randn_f32(rng, 23)
     fc = Model([opset.result(opset.fully_connected(h, w, bias), name="y")], [x])
     req = compile_program(fc, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": precision}
                           ).create_infer_request()
-    xv = (3 + _f(rng, 45, 40)).astype(np.float32)
+    xv = (3 + randn_f32(rng, 45, 40)).astype(np.float32)
     want = netpass.reference.infer(fc, {"x": xv})["y"]
     assert _rel_l2(req.infer({"x": xv})["y"], want) <= TOL[1 if precision == "tf32" else 3] * 2
     assert _ran_mma(req)
@@ -249,10 +246,10 @@ def test_folded_layernorm(batch, emulated, rng):
     k = 64
     x = opset.parameter([batch, -1, k], np.float32, name="x")
     h = opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt")
-    h = opset.add(opset.multiply(h, (1 + 0.2 * _f(rng, k)).astype(np.float32)), 0.2 * _f(rng, k))
-    model = Model([opset.result(opset.matmul(h, _f(rng, batch, k, 40), False, False), name="y")], [x])
+    h = opset.add(opset.multiply(h, (1 + 0.2 * randn_f32(rng, k)).astype(np.float32)), 0.2 * randn_f32(rng, k))
+    model = Model([opset.result(opset.matmul(h, randn_f32(rng, batch, k, 40), False, False), name="y")], [x])
     req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
-    feeds = {"x": (30 + _f(rng, batch, 37, k)).astype(np.float32)}
+    feeds = {"x": (30 + randn_f32(rng, batch, 37, k)).astype(np.float32)}
     assert _rel_l2(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 2e-5
     assert _ran_mma(req)
     assert any("void rowop(" in key[2] for key in req.network.kernel_objects) == (batch == 1)
@@ -264,11 +261,11 @@ def test_shared_weights_run_the_batch_as_rows(emulated, rng):
     as one GEMM of 3 s rows (one launch over one batch), equal to the reference."""
     x = opset.parameter([3, -1, 48], np.float32, name="x")
     r = opset.parameter([3, -1, 72], np.float32, name="r")
-    y = opset.add(opset.add(opset.matmul(x, _f(rng, 48, 72), False, False), _f(rng, 72)), r)
+    y = opset.add(opset.add(opset.matmul(x, randn_f32(rng, 48, 72), False, False), randn_f32(rng, 72)), r)
     model = Model([opset.result(y, name="y")], [x, r])
     req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     for s in (37, 22):
-        feeds = {"x": _f(rng, 3, s, 48), "r": _f(rng, 3, s, 72)}
+        feeds = {"x": randn_f32(rng, 3, s, 48), "r": randn_f32(rng, 3, s, 72)}
         got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
         assert _rel_l2(got, want) <= 4e-6
     gemms = [ln for inst in req.network.insts if inst.impl is not None
@@ -323,12 +320,12 @@ def test_narrow_tiles_with_a_folded_layernorm_and_gelu(precision, emulated, monk
     k = 64
     x = opset.parameter([1, -1, k], np.float32, name="x")
     h = opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt")
-    h = opset.add(opset.multiply(h, (1 + 0.2 * _f(rng, k)).astype(np.float32)), 0.2 * _f(rng, k))
-    y = opset.gelu(opset.add(opset.matmul(h, _f(rng, k, 100), False, False), _f(rng, 100)), "tanh")
+    h = opset.add(opset.multiply(h, (1 + 0.2 * randn_f32(rng, k)).astype(np.float32)), 0.2 * randn_f32(rng, k))
+    y = opset.gelu(opset.add(opset.matmul(h, randn_f32(rng, k, 100), False, False), randn_f32(rng, 100)), "tanh")
     model = Model([opset.result(y, name="y")], [x])
     req = compile_program(model, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": precision}
                           ).create_infer_request()
-    feeds = {"x": (3 + _f(rng, 1, 133, k)).astype(np.float32)}
+    feeds = {"x": (3 + randn_f32(rng, 1, 133, k)).astype(np.float32)}
     got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
     assert _rel_l2(got, want) <= TOL[1 if precision == "tf32" else 3] * 4
     assert any("#define BN 96" in key[2] for key in req.network.kernel_objects)
@@ -376,12 +373,12 @@ def test_split_k_with_bias_gelu_residual(precision, mode, split_k, rng, monkeypa
     monkeypatch.setattr(mma_plan, "TAIL_MAX_TILE", 1 << 20 if mode == "tail" else 0)
     x = opset.parameter([2, -1, 83], np.float32, name="x")
     r = opset.parameter([2, -1, 40], np.float32, name="r")
-    w, bias = _f(rng, 83, 40), _f(rng, 40)
+    w, bias = randn_f32(rng, 83, 40), randn_f32(rng, 40)
     y = opset.add(opset.gelu(opset.add(opset.matmul(x, w, False, False), bias), "tanh"), r)
     model = Model([opset.result(y, name="y")], [x, r])
     req = compile_program(model, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": precision}).create_infer_request()
     for s in (17, 50, 17):
-        feeds = {"x": _f(rng, 2, s, 83), "r": _f(rng, 2, s, 40)}
+        feeds = {"x": randn_f32(rng, 2, s, 83), "r": randn_f32(rng, 2, s, 40)}
         got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
         assert _rel_l2(got, want) <= TOL[1 if precision == "tf32" else 3] * 2
     assert _ran_split_k(req, mode)
@@ -395,14 +392,14 @@ def test_split_k_slices_past_the_unrolled_loads(split_k, monkeypatch, rng):
     not (one); a second request keeps its own tile counters."""
     monkeypatch.setattr(mma, "UNROLLED_SLICES", 2)
     x = opset.parameter([-1, 150], np.float32, name="x")
-    ys = [opset.result(opset.matmul(x, _f(rng, 150, n), False, False), name=f"y{n}")
+    ys = [opset.result(opset.matmul(x, randn_f32(rng, 150, n), False, False), name=f"y{n}")
           for n in (40, 37)]
     model = Model(ys, [x])
     cm = compile_program(model, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": "f32"})
     reqs = [cm.create_infer_request(), cm.create_infer_request()]
     for s in (33, 9, 33):
         for req in reqs:
-            feeds = {"x": _f(rng, s, 150)}
+            feeds = {"x": randn_f32(rng, s, 150)}
             got, want = req.infer(feeds), netpass.reference.infer(model, feeds)
             for n in (40, 37):
                 assert _rel_l2(got[f"y{n}"], want[f"y{n}"]) <= TOL[3] * 2
@@ -416,13 +413,13 @@ def test_split_k_fully_connected_with_folded_layernorm(split_k, rng):
     k = 96
     x = opset.parameter([1, -1, k], np.float32, name="x")
     h = opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt")
-    h = opset.add(opset.multiply(h, (1 + 0.2 * _f(rng, k)).astype(np.float32)), 0.2 * _f(rng, k))
-    y = opset.add(opset.matmul(h, _f(rng, k, 40), False, False), _f(rng, 40))
+    h = opset.add(opset.multiply(h, (1 + 0.2 * randn_f32(rng, k)).astype(np.float32)), 0.2 * randn_f32(rng, k))
+    y = opset.add(opset.matmul(h, randn_f32(rng, k, 40), False, False), randn_f32(rng, 40))
     model = Model([opset.result(y, name="y")], [x])
     cm = netpass.compile_model(model, RUNTIME_DEVICE, {"TRANSFORMATIONS": "NONE"})
     req = cm.create_infer_request()
     for s in (37, 20):
-        feeds = {"x": (30 + _f(rng, 1, s, k)).astype(np.float32)}
+        feeds = {"x": (30 + randn_f32(rng, 1, s, k)).astype(np.float32)}
         assert _rel_l2(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 2e-5
     assert any("sk_count" in key[2] for key in req._runtime_request.network.kernel_objects)
 
@@ -439,14 +436,14 @@ def test_two_slices_of_large_tiles_even_out_a_round(emulated, monkeypatch, rng):
     k, n = 512, 96 * (cus + 1) - 12  # (N a multiple of 4: the weights reordered, the norm folded)
     x = opset.parameter([1, -1, k], np.float32, name="x")
     h = opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt")
-    h = opset.add(opset.multiply(h, (1 + 0.2 * _f(rng, k)).astype(np.float32)), 0.2 * _f(rng, k))
-    y = opset.gelu(opset.add(opset.matmul(h, _f(rng, k, n), False, False), _f(rng, n)), "tanh")
+    h = opset.add(opset.multiply(h, (1 + 0.2 * randn_f32(rng, k)).astype(np.float32)), 0.2 * randn_f32(rng, k))
+    y = opset.gelu(opset.add(opset.matmul(h, randn_f32(rng, k, n), False, False), randn_f32(rng, n)), "tanh")
     model = Model([opset.result(y, name="y")], [x])
     req = netpass.compile_model(model, RUNTIME_DEVICE, {"TRANSFORMATIONS": "NONE",
                                                         "INFERENCE_PRECISION_HINT": "f32"}
                                 ).create_infer_request()
     for s in (100, 77):
-        feeds = {"x": (3 + _f(rng, 1, s, k)).astype(np.float32)}
+        feeds = {"x": (3 + randn_f32(rng, 1, s, k)).astype(np.float32)}
         got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
         assert _rel_l2(got, want) <= TOL[3] * 4
     network = req._runtime_request.network

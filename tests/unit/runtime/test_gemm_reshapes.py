@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_blocks import ints64, randn_f32
 
 import netpass
 from netpass import Model, opset
@@ -15,38 +16,30 @@ from netpass.runtime.shape_terms import dims_terms, reshape_keeps_prefix, shape_
 from netpass.testing import RUNTIME_DEVICE
 
 
-def _f(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
-def _i64(v):
-    return np.array(v, dtype=np.int64)
-
-
 def _dims(x, *axes):
     """ShapeOf(x) gathered at ``axes``, each as a 1-element vector (as torch exports it)."""
     shape = opset.shape_of(x)
-    return [opset.unsqueeze(opset.gather(shape, _i64(a), _i64(0)), _i64([0])) for a in axes]
+    return [opset.unsqueeze(opset.gather(shape, ints64(a), ints64(0)), ints64([0])) for a in axes]
 
 
 def _linear(rng, x, k: int, n: int, exact: bool = True, lead_of=None):
     """x [b, s, k] -> flatten -> MatMul + bias -> unflatten to x's leading dims then n (with
     ``exact`` False, to [b, -1, n]: the same, but not provably; ``lead_of``: the leading dims
     read off that tensor instead, as the dynamo exporter reads them off the model's input)."""
-    last = opset.slice(opset.shape_of(x), _i64([-1]), _i64([np.iinfo(np.int64).max]), _i64([1]))
-    flat = opset.reshape(x, opset.concat([_i64([-1]), last], 0), True)
-    y = opset.add(opset.matmul(flat, _f(rng, k, n), False, False), _f(rng, n))
+    last = opset.slice(opset.shape_of(x), ints64([-1]), ints64([np.iinfo(np.int64).max]), ints64([1]))
+    flat = opset.reshape(x, opset.concat([ints64([-1]), last], 0), True)
+    y = opset.add(opset.matmul(flat, randn_f32(rng, k, n), False, False), randn_f32(rng, n))
     src = x if lead_of is None else lead_of
-    lead = _dims(src, 0, 1) if exact else [*_dims(src, 0), _i64([-1])]
-    return opset.reshape(y, opset.concat([*lead, _i64([n])], 0), True)
+    lead = _dims(src, 0, 1) if exact else [*_dims(src, 0), ints64([-1])]
+    return opset.reshape(y, opset.concat([*lead, ints64([n])], 0), True)
 
 
 def _block(rng, k=24, n=40, exact=True, lead_of_input=False):
     """LayerNorm -> Linear -> tanh-GELU -> Linear back to k -> residual Add."""
     x = opset.parameter([-1, -1, k], np.float32, name="x")
     lead_of = x if lead_of_input else None
-    h = opset.mvn(x, _i64([-1]), True, 1e-5, "inside_sqrt")
-    h = opset.add(opset.multiply(h, (1 + 0.2 * _f(rng, k)).astype(np.float32)), 0.1 * _f(rng, k))
+    h = opset.mvn(x, ints64([-1]), True, 1e-5, "inside_sqrt")
+    h = opset.add(opset.multiply(h, (1 + 0.2 * randn_f32(rng, k)).astype(np.float32)), 0.1 * randn_f32(rng, k))
     u = _linear(rng, h, k, n, exact, lead_of)
     g = opset.multiply(opset.multiply(u, opset.add(opset.tanh(opset.multiply(u, np.float32(0.79))),
                                                    np.float32(1.0))), np.float32(0.5))
@@ -58,7 +51,7 @@ def _check(model, compiled, shapes, rng, tol=2e-4):
     """Infer each shape on a request of ``compiled`` (from ``model``) against the reference."""
     req = compiled.create_infer_request()
     for shape in shapes:
-        feeds = {"x": (1.5 + _f(rng, *shape)).astype(np.float32)}
+        feeds = {"x": (1.5 + randn_f32(rng, *shape)).astype(np.float32)}
         got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
@@ -138,7 +131,7 @@ def test_gemm_output_shape_read_keeps_the_reshapes(rng):
     prog = Program.from_model(model)
     gemm = next(n for n in prog.nodes if n.kind == "MatMul")
     assert gemm.inputs[0][0].kind == "Reshape"
-    feeds = {"x": _f(rng, 2, 3, 8)}
+    feeds = {"x": randn_f32(rng, 2, 3, 8)}
     out = _via_program(model).create_infer_request().infer(feeds)
     np.testing.assert_array_equal(out["rows"], [6, 6])
     np.testing.assert_allclose(out["y"], netpass.reference.infer(model, feeds)["y"], rtol=1e-5, atol=1e-5)
@@ -147,10 +140,10 @@ def test_gemm_output_shape_read_keeps_the_reshapes(rng):
 def test_shape_terms_trace_shape_sub_graphs():
     x = opset.parameter([-1, -1, 8], np.float32, name="x")
     shape = opset.shape_of(x)
-    head = opset.slice(shape, _i64([0]), _i64([-1]), _i64([1]))
-    target = opset.concat([head, _i64([2, 4])], 0)
+    head = opset.slice(shape, ints64([0]), ints64([-1]), ints64([1]))
+    target = opset.concat([head, ints64([2, 4])], 0)
     y = opset.reshape(x, target, False)
-    z = opset.reshape(x, opset.concat([*_dims(x, 1, 0), _i64([8])], 0), False)
+    z = opset.reshape(x, opset.concat([*_dims(x, 1, 0), ints64([8])], 0), False)
     prog = Program.from_model(Model([opset.result(y, name="y"), opset.result(z, name="z")], [x]),
                               fuse=False)
     px = next(n for n in prog.nodes if n.kind == "Parameter")
@@ -161,7 +154,7 @@ def test_shape_terms_trace_shape_sub_graphs():
     assert shape_terms(*ry.inputs[1]) == xd[:2] + [2, 4]
     assert shape_terms(*rz.inputs[1]) == [xd[1], xd[0], 8]
     assert reshape_keeps_prefix(ry, 2) and not reshape_keeps_prefix(rz, 1)
-    mul = opset.multiply(shape, _i64(2))  # arithmetic is not traced
+    mul = opset.multiply(shape, ints64(2))  # arithmetic is not traced
     prog2 = Program.from_model(Model([opset.result(opset.reshape(x, mul, False), name="y")], [x]), fuse=False)
     r = next(n for n in prog2.nodes if n.kind == "Reshape")
     assert shape_terms(*r.inputs[1]) is None
@@ -170,7 +163,7 @@ def test_shape_terms_trace_shape_sub_graphs():
 def test_split_pieces_share_the_split_tensor_dims():
     """q, k, v of one projection: the non-split dims of each piece name the split tensor's."""
     x = opset.parameter([-1, -1, 12], np.float32, name="x")
-    parts = opset.variadic_split(x, _i64(2), _i64([4, 4, 4]))
+    parts = opset.variadic_split(x, ints64(2), ints64([4, 4, 4]))
     model = Model([opset.result(parts.output(i), name=f"p{i}") for i in range(3)], [x])
     prog = Program.from_model(model, fuse=False)
     px = next(n for n in prog.nodes if n.kind == "Parameter")
@@ -185,9 +178,9 @@ def test_flatten_merging_the_heads(rng):
     view of [b, s, heads * d] and its residual Add fuses; the reference's results."""
     x = opset.parameter([-1, -1, 4, 6], np.float32, name="x")
     r = opset.parameter([-1, -1, 40], np.float32, name="r")
-    flat = opset.reshape(x, _i64([-1, 24]), True)
-    y = opset.add(opset.matmul(flat, _f(rng, 24, 40), False, False), _f(rng, 40))
-    y = opset.reshape(y, opset.concat([*_dims(x, 0, 1), _i64([40])], 0), True)
+    flat = opset.reshape(x, ints64([-1, 24]), True)
+    y = opset.add(opset.matmul(flat, randn_f32(rng, 24, 40), False, False), randn_f32(rng, 40))
+    y = opset.reshape(y, opset.concat([*_dims(x, 0, 1), ints64([40])], 0), True)
     model = Model([opset.result(opset.add(y, r), name="y")], [x, r])
     cm = _via_legacy(model)
     prog = cm.runtime.program
@@ -196,7 +189,7 @@ def test_flatten_merging_the_heads(rng):
     assert fc.inputs[0][0].kind == "Reshape" and len(fc.inputs[0][0].out_pshapes[0]) == 3
     req = cm.create_infer_request()
     for b, s in ((2, 5), (1, 1), (3, 9)):
-        feeds = {"x": _f(rng, b, s, 4, 6), "r": _f(rng, b, s, 40)}
+        feeds = {"x": randn_f32(rng, b, s, 4, 6), "r": randn_f32(rng, b, s, 40)}
         np.testing.assert_allclose(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"],
                                    rtol=1e-4, atol=1e-4)
     assert req.stats["kernels_enqueued"] == 3

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_blocks import randn_f32
 
 import netpass
 from netpass import Model, opset
@@ -15,12 +16,8 @@ D, HEADS = 32, 4
 HD = D // HEADS
 
 
-def _f(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
 def _proj(x, rng):
-    return opset.add(opset.matmul(x, _f(rng, D, D), False, True), _f(rng, D))
+    return opset.add(opset.matmul(x, randn_f32(rng, D, D), False, True), randn_f32(rng, D))
 
 
 def _heads(y):
@@ -43,7 +40,7 @@ def _run(model, rng):
     cm = netpass.compile_model(model, RUNTIME_DEVICE, {"TRANSFORMATIONS": "NONE"})
     req = cm.create_infer_request()
     for s in (1, 6):
-        feeds = {"x": _f(rng, 1, s, D)}
+        feeds = {"x": randn_f32(rng, 1, s, D)}
         np.testing.assert_allclose(req.infer(feeds)["y"],
                                    netpass.reference.infer(model, feeds)["y"],
                                    rtol=1e-4, atol=1e-5)
@@ -67,7 +64,7 @@ def test_a_scale_that_grows_the_rank_stays(rng):
     y = opset.multiply(_proj(x, rng), np.ones((1, 1, 1, 1), np.float32) * 0.5)
     model = Model([opset.result(y, name="y")], [x])
     cm = netpass.compile_model(model, RUNTIME_DEVICE, {"TRANSFORMATIONS": "NONE"})
-    feeds = {"x": _f(rng, 1, 3, D)}
+    feeds = {"x": randn_f32(rng, 1, 3, D)}
     got = cm.create_infer_request().infer(feeds)["y"]
     want = netpass.reference.infer(model, feeds)["y"]
     assert got.shape == want.shape == (1, 1, 3, D)

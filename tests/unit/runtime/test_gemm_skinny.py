@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from graph_blocks import randn_f32
 
 from netpass import Model, opset
 from netpass.ops import FullyConnected, MatMul
@@ -20,10 +21,6 @@ from netpass.testing import RUNTIME_DEVICE
 F32 = np.dtype(np.float32)
 
 pocl_only = pytest.mark.skipif(RUNTIME_DEVICE != "CPU", reason="checks the kernel choices on PoCL")
-
-
-def _f(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
 
 
 def _check(got, a, b, k: int) -> None:
@@ -50,7 +47,7 @@ def test_matmul_shapes_match_numpy(rng):
     cm = compile_program(_matmul_model(), RUNTIME_DEVICE)
     req = cm.create_infer_request()
     for m, k, n in SHAPES:
-        a, b = _f(rng, m, k), _f(rng, k, n)
+        a, b = randn_f32(rng, m, k), randn_f32(rng, k, n)
         _check(req.infer({"a": a, "b": b})["y"], a, b, k)
     assert _ran_skinny(req)
     assert req.stats["host_fallbacks"] == 0
@@ -60,7 +57,7 @@ def test_transposed_b_matches_numpy(rng):
     cm = compile_program(_matmul_model(tb=True), RUNTIME_DEVICE)
     req = cm.create_infer_request()
     for m, k, n in [(3, 7, 5), (17, 1024, 256), (64, 256, 1)]:
-        a, bt = _f(rng, m, k), _f(rng, n, k)
+        a, bt = randn_f32(rng, m, k), randn_f32(rng, n, k)
         _check(req.infer({"a": a, "b": bt})["y"], a, bt.T, k)
     assert _ran_skinny(req)
 
@@ -70,7 +67,7 @@ def test_transposed_a_matches_numpy(rng):
     cm = compile_program(_matmul_model(ta=True), RUNTIME_DEVICE)
     req = cm.create_infer_request()
     for m, k, n in [(1, 256, 5), (17, 1024, 256)]:
-        at, b = _f(rng, k, m), _f(rng, k, n)
+        at, b = randn_f32(rng, k, m), randn_f32(rng, k, n)
         _check(req.infer({"a": at, "b": b})["y"], at.T, b, k)
     assert _ran_skinny(req)
 
@@ -79,7 +76,7 @@ def test_batch_broadcast_matches_numpy(rng):
     cm = compile_program(_matmul_model(ranks=(4, 3)), RUNTIME_DEVICE)
     req = cm.create_infer_request()
     for ashape, bshape in [((2, 3, 17, 7), (3, 7, 5)), ((1, 4, 3, 256), (1, 256, 64))]:
-        a, b = _f(rng, *ashape), _f(rng, *bshape)
+        a, b = randn_f32(rng, *ashape), randn_f32(rng, *bshape)
         _check(req.infer({"a": a, "b": b})["y"], a, b, ashape[-1])
     assert _ran_skinny(req)
 
@@ -88,12 +85,12 @@ def test_fully_connected_bias_relu(rng):
     """FullyConnected (weights reordered to [K, N]: B read along n) with its bias and a fused
     Relu as the epilogue."""
     x = opset.parameter([-1, 256], np.float32, name="x")
-    w, bias = _f(rng, 768, 256), _f(rng, 768)
+    w, bias = randn_f32(rng, 768, 256), randn_f32(rng, 768)
     model = Model([opset.result(opset.relu(opset.fully_connected(x, w, bias)), name="y")], [x])
     cm = compile_program(model, RUNTIME_DEVICE)
     req = cm.create_infer_request()
     for m in (1, 17, 64):
-        xv = _f(rng, m, 256)
+        xv = randn_f32(rng, m, 256)
         got = req.infer({"x": xv})["y"]
         want = np.maximum(xv.astype(np.float64) @ w.T.astype(np.float64) + bias, 0.0)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(256))
@@ -104,12 +101,12 @@ def test_fully_connected_bias_relu(rng):
 def test_matmul_fused_add_multiply(rng):
     """MatMul with constant weights, a broadcast Add and a Multiply folded into the kernel."""
     x = opset.parameter([-1, -1, 1024], np.float32, name="x")
-    w, c, s = _f(rng, 1024, 256), _f(rng, 256), _f(rng, 256)
+    w, c, s = randn_f32(rng, 1024, 256), randn_f32(rng, 256), randn_f32(rng, 256)
     y = opset.multiply(opset.add(opset.matmul(x, w, False, False), c), s)
     cm = compile_program(Model([opset.result(y, name="y")], [x]), RUNTIME_DEVICE)
     req = cm.create_infer_request()
     for shape in ((1, 1, 1024), (2, 3, 1024), (1, 64, 1024)):
-        xv = _f(rng, *shape)
+        xv = randn_f32(rng, *shape)
         got = req.infer({"x": xv})["y"]
         want = (xv.astype(np.float64) @ w.astype(np.float64) + c) * s
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(1024) * np.abs(s).max())
@@ -127,7 +124,7 @@ def test_gpu_widths_on_pocl(rng, monkeypatch):
     req = cm.create_infer_request()
     for (m, n), tn in widths.items():
         assert matmul.skinny_width(cm.engine, m, n, 1, 1) == tn
-        a, b = _f(rng, m, 300), _f(rng, 300, n)
+        a, b = randn_f32(rng, m, 300), randn_f32(rng, 300, n)
         _check(req.infer({"a": a, "b": b})["y"], a, b, 300)
     assert _ran_skinny(req)
 
@@ -137,7 +134,7 @@ def test_tall_matmul_runs_tiled_kernel(rng):
     one, or the tensor-core one where the device has it (kernels.mma)."""
     cm = compile_program(_matmul_model(), RUNTIME_DEVICE)
     req = cm.create_infer_request()
-    a, b = _f(rng, 300, 20), _f(rng, 20, 70)
+    a, b = randn_f32(rng, 300, 20), randn_f32(rng, 20, 70)
     _check(req.infer({"a": a, "b": b})["y"], a, b, 20)
     assert not _ran_skinny(req)
     assert any(" gemm(" in key[2] or " gemm_mma(" in key[2] for key in req.network.kernel_objects)

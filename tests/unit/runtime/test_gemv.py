@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_blocks import randn_f32
 
 import netpass
 from netpass import Model, opset
@@ -39,10 +40,6 @@ def widths(request, monkeypatch) -> list[int]:
     return chosen
 
 
-def _f(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
 def _ran_gemv(req, gpu_widths: list[int] | None = None) -> bool:
     """Whether ``req`` ran a GEMV (at the last of the GPU widths chosen, where given)."""
     net = req.network if hasattr(req, "network") else req._runtime_request.network
@@ -52,7 +49,7 @@ def _ran_gemv(req, gpu_widths: list[int] | None = None) -> bool:
 
 def _fc_model(rng, k: int, n: int, residual: bool):
     x = opset.parameter([-1, -1, k], np.float32, name="x")
-    w, bias = _f(rng, n, k), _f(rng, n)
+    w, bias = randn_f32(rng, n, k), randn_f32(rng, n)
     y = opset.relu(opset.fully_connected(x, w, bias))
     params = [x]
     if residual:
@@ -71,7 +68,7 @@ def test_fully_connected_rows_match_numpy(rng, k, n, widths):
     model, w, bias = _fc_model(rng, k, n, residual=True)
     req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     for rows in (1, 3, GEMV_ROWS):
-        x, r = _f(rng, 1, rows, k), _f(rng, 1, rows, n)
+        x, r = randn_f32(rng, 1, rows, k), randn_f32(rng, 1, rows, n)
         got = req.infer({"x": x, "r": r})["y"]
         want = np.maximum(x.astype(np.float64) @ w.T.astype(np.float64) + bias, 0.0) + r
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
@@ -83,7 +80,7 @@ def test_more_rows_reorder_the_weights_for_the_other_kernels(rng):
     model, w, bias = _fc_model(rng, 64, 40, residual=False)
     req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     for rows in (1, GEMV_ROWS + 1, 1):
-        x = _f(rng, 1, rows, 64)
+        x = randn_f32(rng, 1, rows, 64)
         want = np.maximum(x.astype(np.float64) @ w.T.astype(np.float64) + bias, 0.0)
         np.testing.assert_allclose(req.infer({"x": x})["y"], want, rtol=1e-4, atol=1e-3)
     assert _ran_gemv(req) and req.stats["weight_reorders"] == 1
@@ -95,7 +92,7 @@ def test_matmul_by_a_transposed_b_with_batch_broadcast(rng):
     model = Model([opset.result(opset.matmul(a, b, False, True), name="y")], [a, b])
     req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     for ashape, bshape in [((2, 3, 1, 33), (3, 37, 33)), ((1, 2, 5, 128), (2, 9, 128))]:
-        av, bv = _f(rng, *ashape), _f(rng, *bshape)
+        av, bv = randn_f32(rng, *ashape), randn_f32(rng, *bshape)
         want = np.matmul(av.astype(np.float64), np.swapaxes(bv, -1, -2).astype(np.float64))
         np.testing.assert_allclose(req.infer({"a": av, "b": bv})["y"], want, rtol=1e-4,
                                    atol=1e-4 * np.sqrt(ashape[-1]))
@@ -111,14 +108,14 @@ def test_layernorm_folded_into_the_gemv(rng, k, widths):
     n = 29
     x = opset.parameter([1, -1, k], np.float32, name="x")
     h = opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt")
-    h = opset.add(opset.multiply(h, (1.0 + 0.2 * _f(rng, k)).astype(np.float32)),
-                  (0.2 * _f(rng, k)).astype(np.float32))
-    y = opset.add(opset.matmul(h, _f(rng, k, n), False, False), _f(rng, n))
+    h = opset.add(opset.multiply(h, (1.0 + 0.2 * randn_f32(rng, k)).astype(np.float32)),
+                  (0.2 * randn_f32(rng, k)).astype(np.float32))
+    y = opset.add(opset.matmul(h, randn_f32(rng, k, n), False, False), randn_f32(rng, n))
     model = Model([opset.result(y, name="y")], [x])
     cm = netpass.compile_model(model, RUNTIME_DEVICE, {"TRANSFORMATIONS": "NONE"})
     req = cm.create_infer_request()
     for rows in (1, 2, 5):
-        feeds = {"x": (30.0 + _f(rng, 1, rows, k)).astype(np.float32)}
+        feeds = {"x": (30.0 + randn_f32(rng, 1, rows, k)).astype(np.float32)}
         np.testing.assert_allclose(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"],
                                    rtol=2e-4, atol=2e-4)
     assert _ran_gemv(req, widths) and not any(n.kind == "MVN" for n in cm.runtime.program.nodes)
@@ -155,7 +152,7 @@ def test_a_read_with_a_stride(rng):
     b = opset.parameter([-1, -1], np.float32, name="b")
     model = Model([opset.result(opset.matmul(a, b, True, True), name="y")], [a, b])
     req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
-    at, bt = _f(rng, 64, 3), _f(rng, 29, 64)
+    at, bt = randn_f32(rng, 64, 3), randn_f32(rng, 29, 64)
     want = at.T.astype(np.float64) @ bt.T.astype(np.float64)
     np.testing.assert_allclose(req.infer({"a": at, "b": bt})["y"], want, rtol=1e-4, atol=1e-3)
     assert _ran_gemv(req)
@@ -195,14 +192,14 @@ def test_the_kernel_normalizes_the_rows(rng, norm, k, tpr, sak, staged):
     engine = Engine.get(select_device(RUNTIME_DEVICE))
     cl, ctx, q = engine.cl, engine.context, engine.queue
     n, spec = 37, NORMS[norm]
-    w, g, bt = _f(rng, n, k), 1.0 + 0.2 * _f(rng, k), 0.2 * _f(rng, k)
+    w, g, bt = randn_f32(rng, n, k), 1.0 + 0.2 * randn_f32(rng, k), 0.2 * randn_f32(rng, k)
     mf = cl.mem_flags
     for rows in (1, 3, GEMV_ROWS):
         kl = -(-k // 4) * 4 if staged else 0  # (staged whatever the size: a test)
         src = decode_gemv.gemv([], 0, [], 0, tpr, spec, decode_gemv.gemv_run(k, tpr, True), rows,
                                kl)
         prog = cl.Program(ctx, src.text).build()
-        x = 30.0 + _f(rng, rows, k)
+        x = 30.0 + randn_f32(rng, rows, k)
         x[:, 1] += 40.0  # (an outlier next to the shift)
         a = np.zeros((rows, k, sak), np.float32)
         a[:, :, 0] = x

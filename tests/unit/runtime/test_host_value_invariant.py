@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_blocks import ints64
 
 import netpass
 from netpass import Model, opset
@@ -20,18 +21,14 @@ from netpass.runtime.network import SYMBOLIC_CHECKS
 from netpass.testing import RUNTIME_DEVICE
 
 
-def _i64(v):
-    return np.array(v, dtype=np.int64)
-
-
 def _range_reshape_model() -> Model:
     """y = x + Convert(Reshape(Range(0, s), Concat([1], Unsqueeze(s)))) with s = x.shape[1]:
     the Reshape runs on the host (shape_of sub-graph) and feeds real data; its target's
     producers are dead in symbolic mode."""
     x = opset.parameter([1, -1], np.float32, name="x")
-    s = opset.gather(opset.shape_of(x), _i64(1), _i64(0))
-    row = opset.range(_i64(0), s, _i64(1), "i64")
-    target = opset.concat([_i64([1]), opset.unsqueeze(s, _i64([0]))], 0)
+    s = opset.gather(opset.shape_of(x), ints64(1), ints64(0))
+    row = opset.range(ints64(0), s, ints64(1), "i64")
+    target = opset.concat([ints64([1]), opset.unsqueeze(s, ints64([0]))], 0)
     y = opset.add(x, opset.convert(opset.reshape(row, target, False), "f32"))
     return Model([opset.result(y, name="y")], [x], "range_reshape")
 

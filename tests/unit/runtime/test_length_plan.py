@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_blocks import ints64
 
 import netpass
 from netpass import Model, opset
@@ -16,10 +17,6 @@ from netpass.runtime.length_forms import Form, GrowForm, fit_work, work_at, work
 from netpass.runtime.length_guards import work_range
 from netpass.runtime.length_steps import LinHost, LinKernel
 from netpass.testing import RUNTIME_DEVICE
-
-
-def _i64(v):
-    return np.array(v, dtype=np.int64)
 
 
 def _cache_model(d: int = 8):
@@ -35,9 +32,9 @@ def _cache_model(d: int = 8):
     scores = opset.matmul(x, keys, False, True)  # [1, seq, total]
     add_mask = opset.multiply(opset.subtract(opset.convert(mask, "f32"), np.float32(1.0)),
                               np.float32(1e4))
-    n = opset.gather(opset.shape_of(keys), _i64(1), _i64(0))
-    pos = opset.convert(opset.range(_i64(0), n, _i64(1), "i64"), "f32")  # [total]
-    scores = opset.add(opset.add(scores, opset.unsqueeze(add_mask, _i64([1]))),
+    n = opset.gather(opset.shape_of(keys), ints64(1), ints64(0))
+    pos = opset.convert(opset.range(ints64(0), n, ints64(1), "i64"), "f32")  # [total]
+    scores = opset.add(opset.add(scores, opset.unsqueeze(add_mask, ints64([1]))),
                        opset.multiply(pos, np.float32(1e-3)))
     probs = opset.softmax(scores, -1)
     y = opset.matmul(probs, keys, False, False)
@@ -65,7 +62,7 @@ def test_form_fits_nested_ints_and_refuses_what_is_not_affine():
     assert not f.agrees(((1, 4, 30, 8), [3, 28]), 30)
     assert Form.fit((1, 3), (1, 4), 10, 12) is None           # slope 1/2
     assert Form.fit((1, 3), (1, 3, 4), 10, 12) is None        # another structure
-    values = Form.fit({1: _i64([1, 10])}, {1: _i64([1, 11])}, 10, 11)
+    values = Form.fit({1: ints64([1, 10])}, {1: ints64([1, 11])}, 10, 11)
     np.testing.assert_array_equal(values.at(40)[1], [1, 40])
     assert Form.fit((5, 6), (5, 6), 1, 2).const == (5, 6)
 
@@ -324,8 +321,8 @@ def test_a_host_op_reads_a_fixed_view_of_this_steps_kernel(rng):
     past = opset.read_value("cache", np.float32, PartialShape([1, -1, d]))
     keys = opset.concat([past, x], 1)
     scores = opset.matmul(x, keys, False, True)
-    heads = opset.reshape(opset.relu(x), _i64([1, -1, 2, d // 2]), False)
-    picked = opset.gather_nd(heads, _i64([[0]]))  # [seq, 2, d / 2]
+    heads = opset.reshape(opset.relu(x), ints64([1, -1, 2, d // 2]), False)
+    picked = opset.gather_nd(heads, ints64([[0]]))  # [seq, 2, d / 2]
     model = Model([opset.result(scores, name="s"),
                    opset.result(opset.multiply(picked, np.float32(2.0)), name="y")],
                   [x, mask], "host_reads_a_view", sinks=[opset.assign(keys, "cache")])
@@ -345,13 +342,13 @@ def test_a_moving_kernel_reads_a_table_sliced_to_the_grown_length(rng):
     h, d, width = 4, 16, 256
     x = opset.parameter([1, "seq", h * d], np.float32, name="x")
     mask = opset.parameter([1, "total"], np.int64, name="mask")
-    new = opset.transpose(opset.reshape(x, _i64([0, 0, h, d]), True), _i64([0, 2, 1, 3]))
+    new = opset.transpose(opset.reshape(x, ints64([0, 0, h, d]), True), ints64([0, 2, 1, 3]))
     past = opset.read_value("cache", np.float32, PartialShape([1, h, -1, d]))
     keys = opset.concat([past, new], 2)
-    total = opset.gather(opset.shape_of(keys), _i64([2]), _i64(0))
+    total = opset.gather(opset.shape_of(keys), ints64([2]), ints64(0))
     table = rng.standard_normal((h, 1, width)).astype(np.float32)
-    bias = opset.slice(table, opset.subtract(_i64([width]), total), _i64([width]), _i64([1]),
-                       _i64([2]))  # [h, 1, total]
+    bias = opset.slice(table, opset.subtract(ints64([width]), total), ints64([width]), ints64([1]),
+                       ints64([2]))  # [h, 1, total]
     scores = opset.add(opset.multiply(opset.matmul(new, keys, False, True),
                                       np.float32(d ** -0.5)), bias)
     values = opset.concat([opset.read_value("values", np.float32, PartialShape([1, h, -1, d])),
@@ -381,9 +378,9 @@ def test_a_sliding_window_mask_is_replayed_only_where_its_form_holds(rng, prompt
     mask = opset.parameter([1, "total"], np.int64, name="mask")
     past = opset.read_value("cache", np.float32, PartialShape([1, -1, d]))
     keys = opset.concat([past, x], 1)
-    total = opset.gather(opset.shape_of(keys), _i64(1), _i64(0))
-    positions = opset.range(_i64(0), total, _i64(1), "i64")
-    inside = opset.greater(positions, opset.subtract(total, _i64(window + 1)))
+    total = opset.gather(opset.shape_of(keys), ints64(1), ints64(0))
+    positions = opset.range(ints64(0), total, ints64(1), "i64")
+    inside = opset.greater(positions, opset.subtract(total, ints64(window + 1)))
     scores = opset.select(inside, opset.matmul(x, keys, False, True), np.float32(-1e4))
     y = opset.matmul(opset.softmax(scores, -1), keys, False, False)
     model = Model([opset.result(y, name="y")], [x, mask], "sliding_window",

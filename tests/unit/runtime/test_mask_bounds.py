@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_blocks import ints64
 
 import netpass
 from netpass import Model, opset
@@ -15,14 +16,10 @@ from netpass.testing import RUNTIME_DEVICE
 MIN = np.finfo(np.float32).min
 
 
-def _i64(v):
-    return np.array(v, dtype=np.int64)
-
-
 def _positions(s, start: int, axis: int):
     """arange(start, start + s) as [1, 1, s, 1] (axis -2, queries) or [1, 1, 1, s] (-1, keys)."""
-    r = opset.range(_i64(start), opset.add(s, _i64(start)), _i64(1), "i64")
-    return opset.unsqueeze(r, _i64([0, 1, 3] if axis == -2 else [0, 1, 2]))
+    r = opset.range(ints64(start), opset.add(s, ints64(start)), ints64(1), "i64")
+    return opset.unsqueeze(r, ints64([0, 1, 3] if axis == -2 else [0, 1, 2]))
 
 
 def _bound(build) -> tuple[Bound | None, np.ndarray]:
@@ -30,7 +27,7 @@ def _bound(build) -> tuple[Bound | None, np.ndarray]:
     input [1, 1, 1, s]) and its values for 9 tokens."""
     x = opset.parameter([1, -1, 4], np.float32, name="x")
     pad = opset.parameter([1, 1, 1, -1], np.bool_, name="pad")
-    s = opset.squeeze(opset.gather(opset.shape_of(x), _i64([1]), _i64(0)), _i64([0]))
+    s = opset.squeeze(opset.gather(opset.shape_of(x), ints64([1]), ints64(0)), ints64([0]))
     out = build(lambda start=0: _positions(s, start, -2), lambda start=0: _positions(s, start, -1),
                 pad)
     model = Model([opset.result(out, name="mask")], [x, pad])
@@ -56,7 +53,7 @@ def _causal(q, kv, pad):
 
 @pytest.mark.parametrize("build,want", [
     (_causal, Bound("false", 0)),
-    (lambda q, kv, pad: opset.less(kv(), opset.add(q(), _i64(1))), Bound("false", 0)),
+    (lambda q, kv, pad: opset.less(kv(), opset.add(q(), ints64(1))), Bound("false", 0)),
     (lambda q, kv, pad: opset.greater_equal(q(), kv()), Bound("false", 0)),
     (lambda q, kv, pad: opset.less_equal(kv(), q(2)), Bound("false", 2)),
     (lambda q, kv, pad: opset.less(kv(3), q()), Bound("false", -4)),
@@ -85,7 +82,7 @@ def test_masked_positions_select_minus_infinity():
 
 def test_sliding_window_keeps_the_causal_edge():
     bound, values = _bound(lambda q, kv, pad: opset.logical_and(
-        _causal(q, kv, pad), opset.greater(kv(), opset.subtract(q(), _i64(4)))))
+        _causal(q, kv, pad), opset.greater(kv(), opset.subtract(q(), ints64(4)))))
     assert bound == Bound("false", 0) and _holds(bound, values)
 
 
@@ -100,7 +97,7 @@ def test_or_needs_every_input_bounded():
 @pytest.mark.parametrize("build", [
     lambda q, kv, pad: opset.select(_causal(q, kv, pad), np.float32(0.0), np.float32(-1e4)),
     lambda q, kv, pad: opset.select(opset.less_equal(q(), kv()), np.float32(0.0), np.float32(MIN)),
-    lambda q, kv, pad: opset.less_equal(kv(), opset.multiply(q(), _i64(2))),
+    lambda q, kv, pad: opset.less_equal(kv(), opset.multiply(q(), ints64(2))),
     lambda q, kv, pad: opset.select(pad, np.float32(0.0), np.float32(MIN)),
 ])
 def test_no_bound(build):

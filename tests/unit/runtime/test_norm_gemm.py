@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_blocks import randn_f32
 
 import netpass
 from netpass import Model, opset
@@ -15,10 +16,6 @@ from netpass.testing import RUNTIME_DEVICE
 pocl_only = pytest.mark.skipif(RUNTIME_DEVICE != "CPU", reason="checks the kernel choices on PoCL")
 
 
-def _f(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
 def _ln_matmul(rng, k=32, n=24, gamma=True, beta=True, eps_mode="inside_sqrt", variance=True,
                rows=-1):
     x = opset.parameter([1, rows, k], np.float32, name="x")
@@ -27,14 +24,14 @@ def _ln_matmul(rng, k=32, n=24, gamma=True, beta=True, eps_mode="inside_sqrt", v
         h = opset.multiply(h, (1.0 + 0.2 * rng.standard_normal(k)).astype(np.float32))
     if beta:
         h = opset.add(h, (0.2 * rng.standard_normal(k)).astype(np.float32))
-    y = opset.add(opset.matmul(h, _f(rng, k, n), False, False), _f(rng, n))
+    y = opset.add(opset.matmul(h, randn_f32(rng, k, n), False, False), randn_f32(rng, n))
     return Model([opset.result(y, name="y")], [x])
 
 
 def _check(model, shapes, rng, offset=0.0, tol=1e-5):
     req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     for shape in shapes:
-        feeds = {"x": (offset + _f(rng, *shape)).astype(np.float32)}
+        feeds = {"x": (offset + randn_f32(rng, *shape)).astype(np.float32)}
         got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
     return req
@@ -69,7 +66,7 @@ def test_aligned_gemm_prologue(rng, monkeypatch):
     cm = compile_program(model, "CPU")
     monkeypatch.setattr(cm.engine, "is_gpu", True)
     req = cm.create_infer_request()
-    feeds = {"x": (3.0 + _f(rng, 1, 256, 64)).astype(np.float32)}
+    feeds = {"x": (3.0 + randn_f32(rng, 1, 256, 64)).astype(np.float32)}
     np.testing.assert_allclose(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"],
                                rtol=1e-4, atol=1e-4)
     impl = req.network.insts[next(n.index for n in cm.program.nodes if n.kind == "MatMul")].impl
@@ -78,7 +75,7 @@ def test_aligned_gemm_prologue(rng, monkeypatch):
 
 def test_reference_device_runs_the_absorbed_ops(rng):
     model = _ln_matmul(rng)
-    feeds = {"x": _f(rng, 1, 4, 32)}
+    feeds = {"x": randn_f32(rng, 1, 4, 32)}
     out = compile_program(model, "REFERENCE").create_infer_request().infer(feeds)["y"]
     np.testing.assert_allclose(out, netpass.reference.infer(model, feeds)["y"], rtol=1e-6, atol=1e-6)
 
@@ -86,7 +83,7 @@ def test_reference_device_runs_the_absorbed_ops(rng):
 def test_layernorm_read_elsewhere_is_not_folded(rng):
     x = opset.parameter([1, -1, 16], np.float32, name="x")
     h = opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt")
-    model = Model([opset.result(opset.matmul(h, _f(rng, 16, 8), False, False), name="y"),
+    model = Model([opset.result(opset.matmul(h, randn_f32(rng, 16, 8), False, False), name="y"),
                    opset.result(opset.relu(h), name="z")], [x])
     assert any(n.kind == "MVN" for n in Program.from_model(model).nodes)
 
@@ -94,14 +91,14 @@ def test_layernorm_read_elsewhere_is_not_folded(rng):
 def test_mvn_over_another_axis_is_not_folded(rng):
     x = opset.parameter([1, 6, 16], np.float32, name="x")
     h = opset.mvn(x, np.array([1], np.int64), True, 1e-5, "inside_sqrt")
-    model = Model([opset.result(opset.matmul(h, _f(rng, 16, 8), False, False), name="y")], [x])
+    model = Model([opset.result(opset.matmul(h, randn_f32(rng, 16, 8), False, False), name="y")], [x])
     assert any(n.kind == "MVN" for n in Program.from_model(model).nodes)
 
 
 def test_scale_that_varies_along_rows_is_not_folded(rng):
     x = opset.parameter([1, 6, 16], np.float32, name="x")
-    h = opset.multiply(opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt"), _f(rng, 6, 1))
-    model = Model([opset.result(opset.matmul(h, _f(rng, 16, 8), False, False), name="y")], [x])
+    h = opset.multiply(opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt"), randn_f32(rng, 6, 1))
+    model = Model([opset.result(opset.matmul(h, randn_f32(rng, 16, 8), False, False), name="y")], [x])
     assert any(n.kind == "MVN" for n in Program.from_model(model).nodes)
 
 
@@ -122,7 +119,7 @@ def test_layernorm_folds_into_a_fully_connected(rng, monkeypatch, on_host):
     assert isinstance(fc.subgraph, NormDesc) and fc.subgraph.first == 3 and len(fc.inputs) == 5
     req = cm.create_infer_request()
     for rows in (1, 9, 70):
-        feeds = {"x": (20.0 + _f(rng, 1, rows, 24)).astype(np.float32)}
+        feeds = {"x": (20.0 + randn_f32(rng, 1, rows, 24)).astype(np.float32)}
         np.testing.assert_allclose(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"],
                                    rtol=2e-4, atol=2e-4)
     assert req.stats["host_fallbacks"] == (3 if on_host else 0)
@@ -133,7 +130,7 @@ def _ln_rows_matmul(rng, k, n, axes):
     input, the leading ones), then a MatMul: the LM head after ``slice_before_lm_head``."""
     x = opset.parameter([-1, -1, k], np.float32, name="x")
     h = opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt")
-    h = opset.add(opset.multiply(h, _f(rng, k)), _f(rng, k))
+    h = opset.add(opset.multiply(h, randn_f32(rng, k)), randn_f32(rng, k))
     h = opset.reshape(h, opset.shape_of(x), False)
     big = np.array([np.iinfo(np.int64).max], np.int64)
     if axes is None:
@@ -142,7 +139,7 @@ def _ln_rows_matmul(rng, k, n, axes):
     else:
         h = opset.slice(h, np.array([-1], np.int64), big, np.array([1], np.int64),
                         np.array(axes, np.int64))
-    return Model([opset.result(opset.matmul(h, _f(rng, k, n), False, False), name="y")], [x])
+    return Model([opset.result(opset.matmul(h, randn_f32(rng, k, n), False, False), name="y")], [x])
 
 
 @pytest.mark.parametrize("axes", [[1], [-2], None])
@@ -161,7 +158,7 @@ def test_slice_of_the_normalized_axis_is_not_folded(rng):
     h = opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt")
     h = opset.slice(h, np.array([0], np.int64), np.array([8], np.int64), np.array([1], np.int64),
                     np.array([2], np.int64))
-    model = Model([opset.result(opset.matmul(h, _f(rng, 8, 4), False, False), name="y")], [x])
+    model = Model([opset.result(opset.matmul(h, randn_f32(rng, 8, 4), False, False), name="y")], [x])
     assert any(n.kind == "MVN" for n in Program.from_model(model).nodes)
 
 
@@ -171,7 +168,7 @@ def _rms_matmul(rng, k=32, n=24, rows=-1):
     ms = opset.reduce_mean(opset.power(x, np.float32(2)), np.array([-1], np.int64), True)
     h = opset.multiply(x, opset.divide(np.float32(1), opset.sqrt(opset.add(ms, np.float32(1e-6)))))
     h = opset.multiply(h, (1.0 + 0.2 * rng.standard_normal(k)).astype(np.float32))
-    y = opset.matmul(h, _f(rng, k, n), False, False)
+    y = opset.matmul(h, randn_f32(rng, k, n), False, False)
     return Model([opset.result(y, name="y")], [x])
 
 
@@ -236,7 +233,7 @@ def test_layernorm_folded_into_the_tensor_core_weights(rng, monkeypatch, make, k
     req = netpass.compile_model(model, RUNTIME_DEVICE,
                                 {"TRANSFORMATIONS": "NONE"}).create_infer_request()
     for m in rows:
-        feeds = {"x": (offset + _f(rng, 1, m, k)).astype(np.float32)}
+        feeds = {"x": (offset + randn_f32(rng, 1, m, k)).astype(np.float32)}
         before = req.stats["kernels_enqueued"]
         got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
         assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
@@ -254,7 +251,7 @@ def test_layernorm_over_k_in_no_whole_stages_runs_ahead_of_the_gemm(rng, monkeyp
     model = _ln_matmul(rng, k=40, n=24)
     req = netpass.compile_model(model, RUNTIME_DEVICE,
                                 {"TRANSFORMATIONS": "NONE"}).create_infer_request()
-    feeds = {"x": (2.0 + _f(rng, 1, 300, 40)).astype(np.float32)}
+    feeds = {"x": (2.0 + randn_f32(rng, 1, 300, 40)).astype(np.float32)}
     np.testing.assert_allclose(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"],
                                rtol=2e-4, atol=2e-4)
     assert req.stats["kernels_enqueued"] == 2
@@ -264,7 +261,7 @@ def test_folded_weights_are_the_normalization_over_the_product(rng):
     """fold_weights: (x - mean) * rstd * gamma @ W^T + beta @ W^T equals
     rstd * (x @ B[:K] - mean * B[K]) + B[K + 1], in float64."""
     from netpass.runtime.norm_gemm import fold_weights
-    w, gamma, beta = _f(rng, 5, 7), _f(rng, 7), _f(rng, 7)
+    w, gamma, beta = randn_f32(rng, 5, 7), randn_f32(rng, 7), randn_f32(rng, 7)
     x = 3.0 + rng.standard_normal((4, 7))
     mean, rstd = x.mean(-1, keepdims=True), 1.0 / x.std(-1, keepdims=True)
     want = ((x - mean) * rstd * gamma) @ w.T.astype(np.float64) + beta @ w.T.astype(np.float64)

@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 import pytest
+from graph_blocks import randn_f32, rel_l2
 
 import netpass
 from netpass import Model, opset
@@ -24,25 +25,16 @@ ROWS = (1, 300, 9, 1)  # one row: the decode GEMV; more: the prompt's GEMMs
 NORM_KINDS = ("MVN", "RmsNorm", "Multiply", "Add")
 
 
-def _f(rng, *shape, scale=1.0):
-    return (scale * rng.standard_normal(shape)).astype(np.float32)
-
-
-def _rel_l2(a, b) -> float:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-12))
-
-
 def _norm(x, rng, kind: str):
     """A LayerNorm (MVN, then gamma and beta) or transformers' RMSNorm as exports write it
     (``fuse_rms_norms`` makes it one RmsNorm node), then its scale."""
     if kind == "layernorm":
         h = opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt")
-        h = opset.multiply(h, 1.0 + _f(rng, K, scale=0.2))
-        return opset.add(h, _f(rng, K, scale=0.2))
+        h = opset.multiply(h, 1.0 + randn_f32(rng, K, scale=0.2))
+        return opset.add(h, randn_f32(rng, K, scale=0.2))
     ms = opset.reduce_mean(opset.power(x, np.float32(2)), np.array([-1], np.int64), True)
     h = opset.multiply(x, opset.divide(np.float32(1), opset.sqrt(opset.add(ms, np.float32(1e-6)))))
-    return opset.multiply(h, 1.0 + _f(rng, K, scale=0.2))
+    return opset.multiply(h, 1.0 + randn_f32(rng, K, scale=0.2))
 
 
 def _const(value):
@@ -53,13 +45,13 @@ def _reader(h, rng, how: str):
     """One GEMM over ``h``: a MatMul and its bias, a FullyConnected, or a FullyConnected
     through row views (a Reshape keeping the last dim, a Slice of the last row)."""
     if how == "matmul":
-        return opset.add(opset.matmul(h, _f(rng, K, N), False, False), _f(rng, N))
+        return opset.add(opset.matmul(h, randn_f32(rng, K, N), False, False), randn_f32(rng, N))
     if how == "rows":
         h = opset.reshape(h, np.array([-1, K], np.int64), False)
         big = np.iinfo(np.int64).max
         h = opset.slice(h, np.array([-1], np.int64), np.array([big], np.int64),
                         np.array([1], np.int64), np.array([0], np.int64))
-    return FullyConnected([h.output(0), _const(_f(rng, N, K)), _const(_f(rng, N))], out_size=N)
+    return FullyConnected([h.output(0), _const(randn_f32(rng, N, K)), _const(randn_f32(rng, N))], out_size=N)
 
 
 def _model(rng, kind: str, readers: tuple, other: str | None = None):
@@ -72,7 +64,7 @@ def _model(rng, kind: str, readers: tuple, other: str | None = None):
         outs.append(opset.result(opset.relu(h), name="z"))
     elif other == "view":
         view = opset.reshape(h, np.array([-1, K], np.int64), False)
-        outs.append(opset.result(opset.matmul(view, _f(rng, K, N), False, False), name="v"))
+        outs.append(opset.result(opset.matmul(view, randn_f32(rng, K, N), False, False), name="v"))
         outs.append(opset.result(opset.relu(view), name="z"))
     return Model(outs, [x])
 
@@ -83,13 +75,13 @@ def _run(model, rng, rows=ROWS, offset=20.0):
     req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     launches = []
     for m in rows:
-        feeds = {"x": (offset + _f(rng, 1, m, K)).astype(np.float32)}
+        feeds = {"x": (offset + randn_f32(rng, 1, m, K)).astype(np.float32)}
         before = req.stats["kernels_enqueued"]
         got, want = req.infer(feeds), netpass.reference.infer(model, feeds)
         launches.append(req.stats["kernels_enqueued"] - before)
         for name, ref in want.items():
             assert got[name].shape == ref.shape
-            assert _rel_l2(got[name], ref) <= 1e-5, (name, m, _rel_l2(got[name], ref))
+            assert rel_l2(got[name], ref) <= 1e-5, (name, m, rel_l2(got[name], ref))
     return req, launches
 
 
@@ -202,11 +194,11 @@ def test_norm_folds_into_each_tensor_core_gemm(rng, monkeypatch, kind, ahead):
     req = netpass.compile_model(model, RUNTIME_DEVICE,
                                 {"TRANSFORMATIONS": "NONE"}).create_infer_request()
     for m in (300, 1):
-        feeds = {"x": (20.0 + _f(rng, 1, m, K)).astype(np.float32)}
+        feeds = {"x": (20.0 + randn_f32(rng, 1, m, K)).astype(np.float32)}
         before = req.stats["kernels_enqueued"]
         got, want = req.infer(feeds), netpass.reference.infer(model, feeds)
         for name, ref in want.items():
-            assert _rel_l2(got[name], ref) <= 1e-5, (name, m, _rel_l2(got[name], ref))
+            assert rel_l2(got[name], ref) <= 1e-5, (name, m, rel_l2(got[name], ref))
         if RUNTIME_DEVICE == "CPU":
             assert req.stats["kernels_enqueued"] - before == 3 + 2 * (ahead and m > 1)
     kernels = {key[2] for key in req._runtime_request.network.kernel_objects}

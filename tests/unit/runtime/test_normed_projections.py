@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from graph_blocks import repeat_kv
+from graph_blocks import randn_f32, rel_l2_unfloored, repeat_kv
 
 import netpass
 from netpass import Model, opset
@@ -21,27 +21,23 @@ D, HEADS, KV_HEADS, HD = 32, 4, 2, 8
 BIG = np.iinfo(np.int64).max
 
 
-def _f(rng, *shape, scale=1.0):
-    return (scale * rng.standard_normal(shape)).astype(np.float32)
-
-
 def _rms(x, width, rng):
     """transformers' RMSNorm over the last axis (``width``) as an export writes it, scaled."""
     ms = opset.reduce_mean(opset.power(x, np.float32(2.0)), np.array([-1], np.int64), True)
     h = opset.multiply(x, opset.divide(np.float32(1.0), opset.sqrt(opset.add(ms, np.float32(1e-6)))))
-    return opset.multiply(h, 1.0 + _f(rng, width, scale=0.2))
+    return opset.multiply(h, 1.0 + randn_f32(rng, width, scale=0.2))
 
 
 def _layer_norm(x, width, rng):
     """A LayerNorm (MVN and its scale) over the last axis: the look-alike."""
     mvn = opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt")
-    return opset.multiply(mvn, 1.0 + _f(rng, width, scale=0.2))
+    return opset.multiply(mvn, 1.0 + randn_f32(rng, width, scale=0.2))
 
 
 def _proj(x, width, rng):
     """A Linear with a bias far from zero (the rows' mean is far from zero)."""
-    return opset.add(opset.matmul(x, _f(rng, D, width, scale=0.3), False, False),
-                     3.0 + _f(rng, width, scale=0.1))
+    return opset.add(opset.matmul(x, randn_f32(rng, D, width, scale=0.3), False, False),
+                     3.0 + randn_f32(rng, width, scale=0.1))
 
 
 def _heads(y, heads):
@@ -76,13 +72,8 @@ def _model(rng, norm=_rms):
 
 
 def _feeds(rng, s):
-    return {"x": 5.0 + _f(rng, 1, s, D), "cos": _f(rng, 1, 1, s, HD),
-            "sin": _f(rng, 1, 1, s, HD)}
-
-
-def _rel_l2(a, b) -> float:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+    return {"x": 5.0 + randn_f32(rng, 1, s, D), "cos": randn_f32(rng, 1, 1, s, HD),
+            "sin": randn_f32(rng, 1, 1, s, HD)}
 
 
 def _compiled(model):
@@ -112,7 +103,7 @@ def test_normed_projections_match_the_reference(rng, rows):
     req = _compiled(model).create_infer_request()
     for s in rows:
         feeds = _feeds(rng, s)
-        assert _rel_l2(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-5
+        assert rel_l2_unfloored(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-5
 
 
 def test_merging_saves_launches(rng, monkeypatch):
@@ -137,7 +128,7 @@ def test_a_projection_read_by_a_layer_norm_stays_apart(rng):
     req = _compiled(model).create_infer_request()
     for s in (1, 4):
         feeds = _feeds(rng, s)
-        assert _rel_l2(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-5
+        assert rel_l2_unfloored(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-5
 
 
 def _per_head_model(rng, batch):
@@ -170,6 +161,6 @@ def test_norms_per_head_read_the_merged_projection_in_place(rng, batch):
     assert split.strided_view
     req = cm.create_infer_request()
     for s in (1, 5, 1, 2):
-        feeds = {"x": 5.0 + _f(rng, batch, s, D), "cos": _f(rng, batch, 1, s, HD),
-                 "sin": _f(rng, batch, 1, s, HD)}
-        assert _rel_l2(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-5
+        feeds = {"x": 5.0 + randn_f32(rng, batch, s, D), "cos": randn_f32(rng, batch, 1, s, HD),
+                 "sin": randn_f32(rng, batch, 1, s, HD)}
+        assert rel_l2_unfloored(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-5

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from graph_blocks import repeat_kv
+from graph_blocks import randn_f32, repeat_kv
 
 import netpass
 from netpass import Model, opset
@@ -20,15 +20,11 @@ D, HEADS, KV_HEADS = 32, 4, 2
 HD = D // HEADS
 
 
-def _f(rng, *shape, scale=1.0):
-    return (scale * rng.standard_normal(shape)).astype(np.float32)
-
-
 def _rms(x, rng):
     """transformers' RMSNorm as an export writes it, then its scale."""
     ms = opset.reduce_mean(opset.power(x, np.float32(2.0)), np.array([-1], np.int64), True)
     h = opset.multiply(x, opset.divide(np.float32(1.0), opset.sqrt(opset.add(ms, np.float32(1e-6)))))
-    return opset.multiply(h, (1.0 + _f(rng, D, scale=0.2)))
+    return opset.multiply(h, (1.0 + randn_f32(rng, D, scale=0.2)))
 
 
 def _heads(y, shape_src, heads):
@@ -43,8 +39,8 @@ def _attention_model(rng):
     the heads' reshapes (their target from the norm's shape), attention over the heads."""
     x = opset.parameter([1, -1, D], np.float32, name="x")
     h = _rms(x, rng)
-    q = _heads(opset.matmul(h, _f(rng, D, HEADS * HD), False, False), h, HEADS)
-    k, v = (repeat_kv(_heads(opset.matmul(h, _f(rng, D, KV_HEADS * HD), False, False), h,
+    q = _heads(opset.matmul(h, randn_f32(rng, D, HEADS * HD), False, False), h, HEADS)
+    k, v = (repeat_kv(_heads(opset.matmul(h, randn_f32(rng, D, KV_HEADS * HD), False, False), h,
                              KV_HEADS), KV_HEADS, HEADS // KV_HEADS, HD) for _ in range(2))
     s = opset.multiply(opset.matmul(q, k, False, True), np.float32(HD ** -0.5))
     y = opset.matmul(opset.softmax(s, -1), v, False, False)
@@ -56,15 +52,15 @@ def _gated_mlp_model(rng, silu="swish"):
     ``g * sigmoid(g)`` (``"sigmoid"``; ``"sigmoid_first"``: the operands the other way)."""
     x = opset.parameter([1, -1, D], np.float32, name="x")
     h = _rms(x, rng)
-    gate = opset.matmul(h, _f(rng, D, 2 * D), False, False)
-    up = opset.matmul(h, _f(rng, D, 2 * D), False, False)
+    gate = opset.matmul(h, randn_f32(rng, D, 2 * D), False, False)
+    up = opset.matmul(h, randn_f32(rng, D, 2 * D), False, False)
     if silu == "swish":
         act = opset.swish(gate)
     elif silu == "sigmoid":
         act = opset.multiply(gate, opset.sigmoid(gate))
     else:
         act = opset.multiply(opset.sigmoid(gate), gate)
-    y = opset.matmul(opset.multiply(up, act), _f(rng, 2 * D, D), False, False)
+    y = opset.matmul(opset.multiply(up, act), randn_f32(rng, 2 * D, D), False, False)
     return Model([opset.result(y, name="y")], [x])
 
 
@@ -100,7 +96,7 @@ def test_merged_gemm_matches_the_reference(rng, rows):
     cm, _ = _compiled(model)
     req = cm.create_infer_request()
     for s in rows:
-        feeds = {"x": (5.0 + _f(rng, 1, s, D)).astype(np.float32)}
+        feeds = {"x": (5.0 + randn_f32(rng, 1, s, D)).astype(np.float32)}
         np.testing.assert_allclose(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"],
                                    rtol=1e-4, atol=1e-5)
 
@@ -109,7 +105,7 @@ def test_merging_saves_launches(rng, monkeypatch):
     """One launch for the three projections' three; the split pieces are views. (Apart, each
     projection folds the norm itself: norm_gemm folds a norm into all the GEMMs reading it.)"""
     model = _attention_model(rng)
-    feeds = {"x": _f(rng, 1, 3, D)}
+    feeds = {"x": randn_f32(rng, 1, 3, D)}
     merged = _compiled(model)[0].create_infer_request()
     merged.infer(feeds)
     passes = tuple(p for p in program_module.NODE_PASSES if p is not merge_parallel_gemms)
@@ -134,7 +130,7 @@ def test_gated_mlp_merges_into_one_normalized_gemm(rng, monkeypatch, silu):
     assert "GatedActivation" not in _kinds(prog) and "RmsNorm" not in _kinds(prog)
     req = cm.create_infer_request()
     for s in (1, 4, 1):
-        feeds = {"x": (3.0 + _f(rng, 1, s, D)).astype(np.float32)}
+        feeds = {"x": (3.0 + randn_f32(rng, 1, s, D)).astype(np.float32)}
         want = netpass.reference.infer(model, feeds)["y"]
         # (outputs up to ~1e3 with some near 0: float32 sums of that scale differ by ~1e-4
         # absolute with the device's FMA contraction, so atol follows the outputs' scale)
@@ -144,7 +140,7 @@ def test_gated_mlp_merges_into_one_normalized_gemm(rng, monkeypatch, silu):
     monkeypatch.setattr(program_module, "NODE_PASSES", passes)
     apart = _compiled(model)[0].create_infer_request()
     for s in (1, 4, 1):
-        apart.infer({"x": _f(rng, 1, s, D)})
+        apart.infer({"x": randn_f32(rng, 1, s, D)})
     # (one row: one launch, the up projection folded into the down one: fused_mlp)
     assert req.stats["kernels_enqueued"] == 4
     # (apart: gate and up each fold the norm, norm_gemm, the up one's epilogue the product;
@@ -160,14 +156,14 @@ def test_gated_down_projection_over_prompts_and_steps(rng, rows):
     k = 2 * D + 3  # (the scalar loads: K not a multiple of 4)
     x = opset.parameter([1, -1, D], np.float32, name="x")
     h = _rms(x, rng)
-    gate = opset.matmul(h, _f(rng, D, k), False, False)
-    up = opset.matmul(h, _f(rng, D, k), False, False)
-    y = opset.matmul(opset.multiply(opset.swish(gate), up), _f(rng, k, D), False, False)
+    gate = opset.matmul(h, randn_f32(rng, D, k), False, False)
+    up = opset.matmul(h, randn_f32(rng, D, k), False, False)
+    y = opset.matmul(opset.multiply(opset.swish(gate), up), randn_f32(rng, k, D), False, False)
     model = Model([opset.result(y, name="y")], [x])
     cm, prog = _compiled(model)
     assert any(_gated(n) for n in prog.nodes)
     req = cm.create_infer_request()
-    feeds = {"x": (1.0 + _f(rng, 1, rows, D)).astype(np.float32)}
+    feeds = {"x": (1.0 + randn_f32(rng, 1, rows, D)).astype(np.float32)}
     want = netpass.reference.infer(model, feeds)["y"]
     np.testing.assert_allclose(req.infer(feeds)["y"], want, rtol=1e-4,
                                atol=1e-6 * float(np.abs(want).max()))
@@ -180,7 +176,7 @@ def test_gated_down_projection_reference_on_the_host(rng):
     model = _gated_mlp_model(rng)
     _, prog = _compiled(model)
     down = next(n for n in prog.nodes if _gated(n))
-    stacked = _f(rng, 2, 3, 4 * D)
+    stacked = randn_f32(rng, 2, 3, 4 * D)
     w, b = down.inputs[1][0].value, down.inputs[2][0].value
     assert down.subgraph.infer_shapes([stacked.shape, w.shape, b.shape], {}) == [(2, 3, D)]
     g, u = stacked[..., :2 * D], stacked[..., 2 * D:]
@@ -192,13 +188,13 @@ def test_gated_down_projection_reference_on_the_host(rng):
 def test_a_gate_read_elsewhere_stays_apart(rng):
     """A gate projection with another reader (its output a model output too) is not merged."""
     x = opset.parameter([1, -1, D], np.float32, name="x")
-    gate = opset.matmul(x, _f(rng, D, 2 * D), False, False)
-    up = opset.matmul(x, _f(rng, D, 2 * D), False, False)
+    gate = opset.matmul(x, randn_f32(rng, D, 2 * D), False, False)
+    up = opset.matmul(x, randn_f32(rng, D, 2 * D), False, False)
     model = Model([opset.result(opset.multiply(opset.swish(gate), up), name="y"),
                    opset.result(gate, name="g")], [x])
     cm, prog = _compiled(model)
     assert "GatedActivation" not in _kinds(prog)
-    feeds = {"x": _f(rng, 1, 3, D)}
+    feeds = {"x": randn_f32(rng, 1, 3, D)}
     got, want = cm.create_infer_request().infer(feeds), netpass.reference.infer(model, feeds)
     np.testing.assert_allclose(got["y"], want["y"], rtol=1e-4, atol=1e-5)
 
@@ -215,7 +211,7 @@ def _chunked_gated_mlp(rng, first=(0, 2 * D), second=(2 * D, 1 << 62), how="slic
     last axis (``how``: Slices ``first`` and ``second`` as TorchScript exports them, a Split
     in two as dynamo does, a VariadicSplit), ``up * silu(gate)``, then down."""
     x = opset.parameter([1, -1, D], np.float32, name="x")
-    gate_up = opset.matmul(_rms(x, rng), _f(rng, D, 4 * D), False, False)
+    gate_up = opset.matmul(_rms(x, rng), randn_f32(rng, D, 4 * D), False, False)
     if how == "slices":
         gate, up = (opset.slice(gate_up, [b[0]], [b[1]], [1], [-1]) for b in (first, second))
     else:
@@ -223,7 +219,7 @@ def _chunked_gated_mlp(rng, first=(0, 2 * D), second=(2 * D, 1 << 62), how="slic
             opset.variadic_split(gate_up, -1, [2 * D, -1])
         gate, up = cut.output(0), cut.output(1)
     act = opset.multiply(up, opset.multiply(gate, opset.sigmoid(gate)))
-    y = opset.matmul(act, _f(rng, first[1] - first[0], D), False, False)
+    y = opset.matmul(act, randn_f32(rng, first[1] - first[0], D), False, False)
     return Model([opset.result(y, name="y")], [x])
 
 
@@ -237,7 +233,7 @@ def test_chunked_gate_and_up_read_by_the_down_projection(rng, rows, how):
     assert not {"Slice", "Split", "VariadicSplit", "GatedActivation"} & set(_kinds(prog))
     assert sum(_gated(n) for n in prog.nodes) == 1
     req = cm.create_infer_request()
-    feeds = {"x": (2.0 + _f(rng, 1, rows, D)).astype(np.float32)}
+    feeds = {"x": (2.0 + randn_f32(rng, 1, rows, D)).astype(np.float32)}
     want = netpass.reference.infer(model, feeds)["y"]
     np.testing.assert_allclose(req.infer(feeds)["y"], want, rtol=1e-4,
                                atol=1e-6 * float(np.abs(want).max()))
@@ -248,7 +244,7 @@ def test_slices_that_are_not_halves_stay_apart(rng):
     model = _chunked_gated_mlp(rng, first=(0, 2 * D - 4), second=(2 * D - 4, 4 * D - 8))
     cm, prog = _compiled(model)
     assert "GatedActivation" not in _kinds(prog)
-    feeds = {"x": _f(rng, 1, 3, D)}
+    feeds = {"x": randn_f32(rng, 1, 3, D)}
     want = netpass.reference.infer(model, feeds)["y"]
     np.testing.assert_allclose(cm.create_infer_request().infer(feeds)["y"], want, rtol=1e-4,
                                atol=1e-6 * float(np.abs(want).max()))
@@ -281,11 +277,11 @@ def _gate_model(rng, gate_act, k=2 * D, up_first=False):
     other way)."""
     x = opset.parameter([1, -1, D], np.float32, name="x")
     h = _rms(x, rng)
-    gate = opset.matmul(h, _f(rng, D, k, scale=0.5), False, False)
-    up = opset.matmul(h, _f(rng, D, k, scale=0.5), False, False)
+    gate = opset.matmul(h, randn_f32(rng, D, k, scale=0.5), False, False)
+    up = opset.matmul(h, randn_f32(rng, D, k, scale=0.5), False, False)
     act = GATES[gate_act](gate)
     prod = opset.multiply(up, act) if up_first else opset.multiply(act, up)
-    y = opset.matmul(prod, _f(rng, k, D), False, False)
+    y = opset.matmul(prod, randn_f32(rng, k, D), False, False)
     return Model([opset.result(y, name="y")], [x])
 
 
@@ -314,7 +310,7 @@ def test_a_gate_of_any_elementwise_activation_merges(rng, gate_act):
     assert gated.key() == ("gated", gate.key())  # (impls of other gates are not shared)
     req = cm.create_infer_request()
     for s in (1, 4, 1, 11):
-        feeds = {"x": (1.0 + _f(rng, 1, s, D)).astype(np.float32)}
+        feeds = {"x": (1.0 + randn_f32(rng, 1, s, D)).astype(np.float32)}
         assert _rel_l2(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-5
 
 
@@ -336,7 +332,7 @@ def test_a_gelu_gated_down_projection_over_prompts_and_steps(rng, gate_act, rows
     model = _gate_model(rng, gate_act, k=2 * D + 3)
     cm, prog = _compiled(model)
     assert any(_gated(n) for n in prog.nodes)
-    feeds = {"x": (1.0 + _f(rng, 1, rows, D)).astype(np.float32)}
+    feeds = {"x": (1.0 + randn_f32(rng, 1, rows, D)).astype(np.float32)}
     req = cm.create_infer_request()
     assert _rel_l2(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-5
     if RUNTIME_DEVICE == "CPU":  # (PoCL: no tensor cores; a GPU may take other kernels)
@@ -348,12 +344,12 @@ def test_a_gated_activation_read_by_no_projection_runs_its_own_kernel(rng, gate_
     """A gated product that is the model's output: the GatedActivation's own launch after the
     stacked GEMM; equal to the reference, its host reference too."""
     x = opset.parameter([1, -1, D], np.float32, name="x")
-    wg, wu = _f(rng, D, 2 * D, scale=0.5), _f(rng, D, 2 * D, scale=0.5)
+    wg, wu = randn_f32(rng, D, 2 * D, scale=0.5), randn_f32(rng, D, 2 * D, scale=0.5)
     gate, up = opset.matmul(x, wg, False, False), opset.matmul(x, wu, False, False)
     model = Model([opset.result(opset.multiply(GATES[gate_act](gate), up), name="y")], [x])
     cm, prog = _compiled(model)
     (act,) = [n for n in prog.nodes if n.kind == "GatedActivation"]
-    feeds = {"x": _f(rng, 1, 5, D)}
+    feeds = {"x": randn_f32(rng, 1, 5, D)}
     want = netpass.reference.infer(model, feeds)["y"]
     req = cm.create_infer_request()
     assert _rel_l2(req.infer(feeds)["y"], want) <= 1e-5
@@ -365,8 +361,8 @@ def test_a_gated_activation_read_by_no_projection_runs_its_own_kernel(rng, gate_
 def _look_alike(rng, how):
     """Products of two projections that are no gated MLP the kernels take."""
     x = opset.parameter([1, -1, D], np.float32, name="x")
-    gate = opset.matmul(x, _f(rng, D, 2 * D, scale=0.5), False, False)
-    up = opset.matmul(x, _f(rng, D, 2 * D, scale=0.5), False, False)
+    gate = opset.matmul(x, randn_f32(rng, D, 2 * D, scale=0.5), False, False)
+    up = opset.matmul(x, randn_f32(rng, D, 2 * D, scale=0.5), False, False)
     if how == "after_product":  # (the activation of the product: nothing gates)
         act = opset.gelu(opset.multiply(gate, up), "tanh")
     elif how == "both":  # (an activation of the up projection as well)
@@ -374,12 +370,12 @@ def _look_alike(rng, how):
     elif how == "softmax":  # (a non-elementwise op between the gate and its activation)
         act = opset.multiply(opset.gelu(opset.softmax(gate, -1), "erf"), up)
     elif how == "vector":  # (a per-channel constant: no literal)
-        act = opset.multiply(opset.multiply(opset.relu(gate), _f(rng, 2 * D)), up)
+        act = opset.multiply(opset.multiply(opset.relu(gate), randn_f32(rng, 2 * D)), up)
     elif how == "rank":  # (a scalar of more dims: the activation grows the gate's rank)
-        act = opset.multiply(opset.multiply(opset.relu(gate), _f(rng, 1, 1, 1, 1)), up)
+        act = opset.multiply(opset.multiply(opset.relu(gate), randn_f32(rng, 1, 1, 1, 1)), up)
     else:  # "other_tensor": (the activation reads another tensor than the gate)
         act = opset.multiply(opset.relu(opset.add(gate, opset.concat([x, x], -1))), up)
-    y = opset.matmul(act, _f(rng, 2 * D, D), False, False)
+    y = opset.matmul(act, randn_f32(rng, 2 * D, D), False, False)
     return Model([opset.result(y, name="y")], [x])
 
 
@@ -392,6 +388,6 @@ def test_look_alikes_stay_unmerged(rng, how):
     cm, prog = _compiled(model)
     assert "GatedActivation" not in _kinds(prog) and not any(_gated(n) for n in prog.nodes)
     assert sum(n.kind == "FullyConnected" for n in prog.nodes) == 3
-    feeds = {"x": _f(rng, 1, 3, D)}
+    feeds = {"x": randn_f32(rng, 1, 3, D)}
     want = netpass.reference.infer(model, feeds)["y"]
     assert _rel_l2(cm.create_infer_request().infer(feeds)["y"], want) <= 1e-5

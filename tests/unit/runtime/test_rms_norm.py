@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_blocks import randn_f32, rel_l2_unfloored
 
 import netpass
 from netpass import Model, opset
 from netpass.runtime import Program, compile_program
 from netpass.testing import RUNTIME_DEVICE
-
-
-def _f(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
 
 
 def _mean_square(x, square):
@@ -38,11 +35,6 @@ def _rms(x, square="pow", form="div_one", eps=1e-6):
     return opset.multiply(x, r)
 
 
-def _rel_l2(a, b) -> float:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
-
-
 @pytest.mark.parametrize("square,form,eps", [
     ("pow", "div_one", 1e-6), ("mul", "div_one", 1e-6), ("pow", "pow_half", 1e-6),
     ("mul", "pow_minus_one", 1e-6), ("pow", "divide_x", 1e-6), ("pow", "div_one", None),
@@ -50,14 +42,14 @@ def _rel_l2(a, b) -> float:
 def test_spellings_fuse_with_their_scale(square, form, eps, rng):
     k = 37
     x = opset.parameter([2, -1, k], np.float32, name="x")
-    y = opset.multiply(_rms(x, square, form, eps), _f(rng, k))
+    y = opset.multiply(_rms(x, square, form, eps), randn_f32(rng, k))
     model = Model([opset.result(y, name="y")], [x])
     kinds = [n.kind for n in Program.from_model(model).nodes if not n.is_constant]
     assert kinds.count("RmsNorm") == 1 and not {"ReduceMean", "Sqrt", "Power", "Divide"} & set(kinds)
     req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     for s in (3, 11):
-        feeds = {"x": (3 * _f(rng, 2, s, k)).astype(np.float32)}
-        assert _rel_l2(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-6
+        feeds = {"x": (3 * randn_f32(rng, 2, s, k)).astype(np.float32)}
+        assert rel_l2_unfloored(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-6
     assert req.stats["kernels_enqueued"] == 2  # one launch per infer: the scale is its epilogue
 
 
@@ -65,10 +57,10 @@ def _stays(y, inputs, outs, rng):
     """The model keeps its ops (no RmsNorm) and computes what the reference does."""
     model = Model([opset.result(y, name="y")] + outs, inputs)
     assert not any(n.kind == "RmsNorm" for n in Program.from_model(model).nodes)
-    feeds = {p.get_friendly_name(): np.abs(_f(rng, *p.get_output_partial_shape(0).to_shape()))
+    feeds = {p.get_friendly_name(): np.abs(randn_f32(rng, *p.get_output_partial_shape(0).to_shape()))
              for p in inputs}
     got = compile_program(model, RUNTIME_DEVICE).create_infer_request().infer(feeds)
-    assert _rel_l2(got["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-6
+    assert rel_l2_unfloored(got["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-6
 
 
 EPS = np.float32(1e-6)

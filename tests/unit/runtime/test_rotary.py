@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_blocks import randn_f32, rel_l2_unfloored
 
 import netpass
 from netpass import Model, opset
@@ -13,10 +14,6 @@ from netpass.runtime import Program, compile_program
 from netpass.testing import RUNTIME_DEVICE
 
 BIG = np.iinfo(np.int64).max  # (torch's export of x[..., h:])
-
-
-def _f(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
 
 
 def _half(x, start, stop):
@@ -46,13 +43,8 @@ def _model(d=16, swap=False, transposed=False):
 
 
 def _feeds(rng, s, d=16, transposed=False):
-    return {"x": _f(rng, *((1, s, 3, d) if transposed else (1, 3, s, d))),
-            "cos": _f(rng, 1, 1, s, d), "sin": _f(rng, 1, 1, s, d)}
-
-
-def _rel_l2(a, b) -> float:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+    return {"x": randn_f32(rng, *((1, s, 3, d) if transposed else (1, 3, s, d))),
+            "cos": randn_f32(rng, 1, 1, s, d), "sin": randn_f32(rng, 1, 1, s, d)}
 
 
 def _kinds(model) -> list[str]:
@@ -68,7 +60,7 @@ def test_rotation_is_one_launch(swap, rng):
     req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     for s in (1, 5, 9):
         feeds = _feeds(rng, s)
-        assert _rel_l2(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-6
+        assert rel_l2_unfloored(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-6
     assert req.stats["kernels_enqueued"] == 3
 
 
@@ -77,7 +69,7 @@ def test_a_per_head_transpose_is_read_as_a_view(rng):
     req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     for s in (4, 7):
         feeds = _feeds(rng, s, transposed=True)
-        assert _rel_l2(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-6
+        assert rel_l2_unfloored(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-6
     assert req.stats["kernels_enqueued"] == 2  # the Transpose is no launch
 
 
@@ -86,7 +78,7 @@ def _stays(y, inputs, rng, s=5, d=16):
     assert "Rotary" not in _kinds(model)
     feeds = _feeds(rng, s, d)
     got = compile_program(model, RUNTIME_DEVICE).create_infer_request().infer(feeds)
-    assert _rel_l2(got["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-6
+    assert rel_l2_unfloored(got["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-6
 
 
 def _inputs(d=16):
@@ -123,7 +115,7 @@ def test_a_rotation_read_elsewhere_stays(rng):
     feeds = _feeds(rng, 5)
     got = compile_program(model, RUNTIME_DEVICE).create_infer_request().infer(feeds)
     want = netpass.reference.infer(model, feeds)
-    assert all(_rel_l2(got[k], want[k]) <= 1e-6 for k in ("y", "rot"))
+    assert all(rel_l2_unfloored(got[k], want[k]) <= 1e-6 for k in ("y", "rot"))
 
 
 
@@ -135,7 +127,7 @@ def _qk_model(keys_first: bool, d=16, hq=4, hk=2):
     x = opset.parameter([1, -1, 24], np.float32, name="x")
     cos = opset.parameter([1, 1, -1, d], np.float32, name="cos")
     sin = opset.parameter([1, 1, -1, d], np.float32, name="sin")
-    proj = opset.matmul(x, _f(rng, 24, (hq + hk) * d), False, False)
+    proj = opset.matmul(x, randn_f32(rng, 24, (hq + hk) * d), False, False)
     pieces = opset.variadic_split(proj, np.array(-1, np.int64),
                                   np.array([hq * d, hk * d], np.int64)).outputs()
     heads = [opset.transpose(opset.reshape(p, np.array([0, 0, h, d], np.int64), True),
@@ -163,8 +155,8 @@ def test_queries_and_keys_rotate_in_one_launch(rng, keys_first):
     assert all(u.index > rot[0].index for us in rot[0].users for u, _ in us)
     req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     for s in (1, 6):
-        feeds = {"x": _f(rng, 1, s, 24), "cos": _f(rng, 1, 1, s, 16), "sin": _f(rng, 1, 1, s, 16)}
-        assert _rel_l2(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-6
+        feeds = {"x": randn_f32(rng, 1, s, 24), "cos": randn_f32(rng, 1, 1, s, 16), "sin": randn_f32(rng, 1, 1, s, 16)}
+        assert rel_l2_unfloored(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-6
 
 
 def test_a_key_head_picked_by_a_gather_merges_with_the_queries(rng):
@@ -175,7 +167,7 @@ def test_a_key_head_picked_by_a_gather_merges_with_the_queries(rng):
     x = opset.parameter([1, -1, 24], np.float32, name="x")
     cos = opset.parameter([1, -1, 1, d], np.float32, name="cos")
     sin = opset.parameter([1, -1, 1, d], np.float32, name="sin")
-    heads = opset.reshape(opset.matmul(x, _f(rng, 24, 6 * d), False, False),
+    heads = opset.reshape(opset.matmul(x, randn_f32(rng, 24, 6 * d), False, False),
                           np.array([0, 0, 6, d], np.int64), True)
     q = opset.slice(heads, np.array([0], np.int64), np.array([4], np.int64),
                     np.array([1], np.int64), np.array([2], np.int64))
@@ -186,9 +178,9 @@ def test_a_key_head_picked_by_a_gather_merges_with_the_queries(rng):
     model = Model([opset.result(y, name="y")], [x, cos, sin])
     rot = [n for n in Program.from_model(model).nodes if n.kind == "Rotary"]
     assert len(rot) == 1 and rot[0].num_outputs == 2
-    feeds = {"x": _f(rng, 1, 5, 24), "cos": _f(rng, 1, 5, 1, d), "sin": _f(rng, 1, 5, 1, d)}
+    feeds = {"x": randn_f32(rng, 1, 5, 24), "cos": randn_f32(rng, 1, 5, 1, d), "sin": randn_f32(rng, 1, 5, 1, d)}
     got = compile_program(model, RUNTIME_DEVICE).create_infer_request().infer(feeds)["y"]
-    assert _rel_l2(got, netpass.reference.infer(model, feeds)["y"]) <= 1e-5
+    assert rel_l2_unfloored(got, netpass.reference.infer(model, feeds)["y"]) <= 1e-5
 
 
 def test_rotations_of_two_projections_stay_apart(rng):
@@ -202,9 +194,9 @@ def test_rotations_of_two_projections_stay_apart(rng):
     model = Model([opset.result(second, name="y")], [a, cos, sin])
     rot = [n for n in Program.from_model(model).nodes if n.kind == "Rotary"]
     assert len(rot) == 2 and all(n.num_outputs == 1 for n in rot)
-    feeds = {"a": _f(rng, 1, 3, 5, d), "cos": _f(rng, 1, 1, 5, d), "sin": _f(rng, 1, 1, 5, d)}
+    feeds = {"a": randn_f32(rng, 1, 3, 5, d), "cos": randn_f32(rng, 1, 1, 5, d), "sin": randn_f32(rng, 1, 1, 5, d)}
     got = compile_program(model, RUNTIME_DEVICE).create_infer_request().infer(feeds)["y"]
-    assert _rel_l2(got, netpass.reference.infer(model, feeds)["y"]) <= 1e-6
+    assert rel_l2_unfloored(got, netpass.reference.infer(model, feeds)["y"]) <= 1e-6
 
 
 def _partial_rotate(x, cos, sin, r, d):
@@ -233,11 +225,11 @@ def test_a_partial_rotation_is_one_launch(rng, r, d, transposed):
     assert not {"Slice", "Concat"} & {n.kind for n in prog.nodes}
     req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     for s in (1, 5):
-        feeds = {"x": _f(rng, *((1, s, 3, d) if transposed else (1, 3, s, d))),
-                 "cos": _f(rng, 1, 1, s, r), "sin": _f(rng, 1, 1, s, r)}
+        feeds = {"x": randn_f32(rng, *((1, s, 3, d) if transposed else (1, 3, s, d))),
+                 "cos": randn_f32(rng, 1, 1, s, r), "sin": randn_f32(rng, 1, 1, s, r)}
         want = netpass.reference.infer(model, feeds)["y"]
         got = req.infer(feeds)["y"]
-        assert _rel_l2(got, want) <= 1e-6
+        assert rel_l2_unfloored(got, want) <= 1e-6
         np.testing.assert_array_equal(got[..., r:], want[..., r:])  # (copied as they are)
     assert req.stats["kernels_enqueued"] == 2
 
@@ -248,7 +240,7 @@ def test_partial_rotations_of_queries_and_keys_merge(rng):
     x = opset.parameter([1, -1, 6 * d], np.float32, name="x")
     cos = opset.parameter([1, 1, -1, r], np.float32, name="cos")
     sin = opset.parameter([1, 1, -1, r], np.float32, name="sin")
-    proj = opset.matmul(x, _f(rng, 6 * d, 6 * d), False, False)
+    proj = opset.matmul(x, randn_f32(rng, 6 * d, 6 * d), False, False)
     q, k = (opset.transpose(opset.reshape(p, np.array([0, 0, 3, d], np.int64), True),
                             np.array([0, 2, 1, 3], np.int64))
             for p in opset.split(proj, np.array(-1, np.int64), 2).outputs())
@@ -257,9 +249,9 @@ def test_partial_rotations_of_queries_and_keys_merge(rng):
     model = Model([opset.result(y, name="y")], [x, cos, sin])
     rot = [n for n in Program.from_model(model).nodes if n.kind == "Rotary"]
     assert len(rot) == 1 and rot[0].num_outputs == 2 and rot[0].subgraph.rotated == r
-    feeds = {"x": _f(rng, 1, 4, 6 * d), "cos": _f(rng, 1, 1, 4, r), "sin": _f(rng, 1, 1, 4, r)}
+    feeds = {"x": randn_f32(rng, 1, 4, 6 * d), "cos": randn_f32(rng, 1, 1, 4, r), "sin": randn_f32(rng, 1, 1, 4, r)}
     got = compile_program(model, RUNTIME_DEVICE).create_infer_request().infer(feeds)["y"]
-    assert _rel_l2(got, netpass.reference.infer(model, feeds)["y"]) <= 1e-6
+    assert rel_l2_unfloored(got, netpass.reference.infer(model, feeds)["y"]) <= 1e-6
 
 
 @pytest.mark.parametrize("how", ["gap", "other_tensor", "pass_first"])
@@ -279,10 +271,10 @@ def test_what_is_not_a_partial_rotation_stays(rng, how):
     prog = Program.from_model(model)
     assert "Concat" in {n.kind for n in prog.nodes}
     assert all(n.subgraph.rotated is None for n in prog.nodes if n.kind == "Rotary")
-    feeds = {"x": _f(rng, 1, 3, 5, d), "other": _f(rng, 1, 3, 5, d),
-             "cos": _f(rng, 1, 1, 5, r), "sin": _f(rng, 1, 1, 5, r)}
+    feeds = {"x": randn_f32(rng, 1, 3, 5, d), "other": randn_f32(rng, 1, 3, 5, d),
+             "cos": randn_f32(rng, 1, 1, 5, r), "sin": randn_f32(rng, 1, 1, 5, r)}
     got = compile_program(model, RUNTIME_DEVICE).create_infer_request().infer(feeds)["y"]
-    assert _rel_l2(got, netpass.reference.infer(model, feeds)["y"]) <= 1e-6
+    assert rel_l2_unfloored(got, netpass.reference.infer(model, feeds)["y"]) <= 1e-6
 
 
 def _rms(x, scale):
@@ -299,18 +291,18 @@ def test_queries_and_keys_through_their_own_norms_rotate_in_one_launch(rng):
     x = opset.parameter([1, -1, 6 * d], np.float32, name="x")
     cos = opset.parameter([1, 1, -1, d], np.float32, name="cos")
     sin = opset.parameter([1, 1, -1, d], np.float32, name="sin")
-    proj = opset.matmul(x, _f(rng, 6 * d, 6 * d), False, False)
+    proj = opset.matmul(x, randn_f32(rng, 6 * d, 6 * d), False, False)
     heads = [opset.transpose(_rms(opset.reshape(p, np.array([0, 0, 3, d], np.int64), True),
-                                  (1 + 0.1 * _f(rng, d)).astype(np.float32)),
+                                  (1 + 0.1 * randn_f32(rng, d)).astype(np.float32)),
                              np.array([0, 2, 1, 3], np.int64))
              for p in opset.split(proj, np.array(-1, np.int64), 2).outputs()]
     y = opset.matmul(_rotate(heads[0], cos, sin, d), _rotate(heads[1], cos, sin, d), False, True)
     model = Model([opset.result(y, name="y")], [x, cos, sin])
     rot = [n for n in Program.from_model(model).nodes if n.kind == "Rotary"]
     assert len(rot) == 1 and rot[0].num_outputs == 2
-    feeds = {"x": _f(rng, 1, 5, 6 * d), "cos": _f(rng, 1, 1, 5, d), "sin": _f(rng, 1, 1, 5, d)}
+    feeds = {"x": randn_f32(rng, 1, 5, 6 * d), "cos": randn_f32(rng, 1, 1, 5, d), "sin": randn_f32(rng, 1, 1, 5, d)}
     got = compile_program(model, RUNTIME_DEVICE).create_infer_request().infer(feeds)["y"]
-    assert _rel_l2(got, netpass.reference.infer(model, feeds)["y"]) <= 1e-5
+    assert rel_l2_unfloored(got, netpass.reference.infer(model, feeds)["y"]) <= 1e-5
 
 
 def test_slices_of_one_tensor_are_rotated_as_views(rng):
@@ -324,7 +316,7 @@ def test_slices_of_one_tensor_are_rotated_as_views(rng):
     model = Model([opset.result(opset.matmul(q, k, False, True), name="y")], [x, cos, sin])
     req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     for s in (1, 5):
-        feeds = {"x": _f(rng, 1, 3, s, 3 * d), "cos": _f(rng, 1, 1, s, d),
-                 "sin": _f(rng, 1, 1, s, d)}
-        assert _rel_l2(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-6
+        feeds = {"x": randn_f32(rng, 1, 3, s, 3 * d), "cos": randn_f32(rng, 1, 1, s, d),
+                 "sin": randn_f32(rng, 1, 1, s, d)}
+        assert rel_l2_unfloored(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-6
     assert req.stats["kernels_enqueued"] == 4  # (a Rotary of both and the product, twice)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_blocks import randn_f32, rel_l2_unfloored
 
 import netpass
 from netpass import Model, opset
@@ -13,10 +14,6 @@ from netpass.runtime import Program, compile_program
 from netpass.testing import RUNTIME_DEVICE
 
 BIG = np.iinfo(np.int64).max  # (torch's export of x[..., 1::2])
-
-
-def _f(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
 
 
 def _cut(x, start, stop, step=1):
@@ -55,12 +52,7 @@ def _inputs(d=16, r=None):
 
 def _feeds(rng, s, d=16, r=None):
     r = r or d
-    return {"x": _f(rng, 1, 3, s, d), "cos": _f(rng, 1, 1, s, r), "sin": _f(rng, 1, 1, s, r)}
-
-
-def _rel_l2(a, b) -> float:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+    return {"x": randn_f32(rng, 1, 3, s, d), "cos": randn_f32(rng, 1, 1, s, r), "sin": randn_f32(rng, 1, 1, s, r)}
 
 
 def _rotaries(model) -> list:
@@ -71,7 +63,7 @@ def _check(model, rng, d=16, r=None, sizes=(1, 5, 9)) -> dict:
     req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
     for s in sizes:
         feeds = _feeds(rng, s, d, r)
-        assert _rel_l2(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-6
+        assert rel_l2_unfloored(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 1e-6
     return req.stats
 
 
@@ -109,7 +101,7 @@ def test_a_partial_pair_rotation_is_one_launch(rng, r, d):
     for s in (1, 5):
         feeds = _feeds(rng, s, d, r)
         want, got = netpass.reference.infer(model, feeds)["y"], req.infer(feeds)["y"]
-        assert _rel_l2(got, want) <= 1e-6
+        assert rel_l2_unfloored(got, want) <= 1e-6
         np.testing.assert_array_equal(got[..., r:], want[..., r:])
     assert req.stats["kernels_enqueued"] == 2
 
@@ -120,7 +112,7 @@ def test_queries_and_keys_rotate_in_one_launch(rng):
     x = opset.parameter([1, -1, 6 * d], np.float32, name="x")
     cos = opset.parameter([1, -1, 1, d], np.float32, name="cos")
     sin = opset.parameter([1, -1, 1, d], np.float32, name="sin")
-    proj = opset.matmul(x, _f(rng, 6 * d, 6 * d), False, False)
+    proj = opset.matmul(x, randn_f32(rng, 6 * d, 6 * d), False, False)
     q, k = (_rotate(opset.reshape(p, np.array([0, 0, 3, d], np.int64), True), cos, sin)
             for p in opset.split(proj, np.array(-1, np.int64), 2).outputs())
     y = opset.matmul(opset.transpose(q, np.array([0, 2, 1, 3], np.int64)),
@@ -128,9 +120,9 @@ def test_queries_and_keys_rotate_in_one_launch(rng):
     model = Model([opset.result(y, name="y")], [x, cos, sin])
     rot = _rotaries(model)
     assert len(rot) == 1 and rot[0].num_outputs == 2 and rot[0].subgraph.interleaved
-    feeds = {"x": _f(rng, 1, 5, 6 * d), "cos": _f(rng, 1, 5, 1, d), "sin": _f(rng, 1, 5, 1, d)}
+    feeds = {"x": randn_f32(rng, 1, 5, 6 * d), "cos": randn_f32(rng, 1, 5, 1, d), "sin": randn_f32(rng, 1, 5, 1, d)}
     got = compile_program(model, RUNTIME_DEVICE).create_infer_request().infer(feeds)["y"]
-    assert _rel_l2(got, netpass.reference.infer(model, feeds)["y"]) <= 1e-5
+    assert rel_l2_unfloored(got, netpass.reference.infer(model, feeds)["y"]) <= 1e-5
 
 
 def _stays(y, inputs, rng):
@@ -154,11 +146,11 @@ def test_a_flattening_that_swaps_dims_stays(rng):
                           np.array(0, np.int64))
     model = Model([opset.result(_rotate(x, cos, sin, target=target), name="y")], [x, cos, sin])
     assert not _rotaries(model)
-    feeds = {"x": _f(rng, 1, 1, 4, 16), "cos": _f(rng, 1, 1, 1, 16),
-             "sin": _f(rng, 1, 1, 1, 16)}
+    feeds = {"x": randn_f32(rng, 1, 1, 4, 16), "cos": randn_f32(rng, 1, 1, 1, 16),
+             "sin": randn_f32(rng, 1, 1, 1, 16)}
     got = compile_program(model, RUNTIME_DEVICE).create_infer_request().infer(feeds)["y"]
     want = netpass.reference.infer(model, feeds)["y"]
-    assert got.shape == want.shape == (1, 4, 4, 16) and _rel_l2(got, want) <= 1e-6
+    assert got.shape == want.shape == (1, 4, 4, 16) and rel_l2_unfloored(got, want) <= 1e-6
 
 
 def test_a_stacked_pair_read_elsewhere_stays(rng):
@@ -173,4 +165,4 @@ def test_a_stacked_pair_read_elsewhere_stays(rng):
     feeds = _feeds(rng, 5)
     got = compile_program(model, RUNTIME_DEVICE).create_infer_request().infer(feeds)
     want = netpass.reference.infer(model, feeds)
-    assert _rel_l2(got["y"], want["y"]) <= 1e-6 and _rel_l2(got["extra"], want["extra"]) <= 1e-6
+    assert rel_l2_unfloored(got["y"], want["y"]) <= 1e-6 and rel_l2_unfloored(got["extra"], want["extra"]) <= 1e-6

@@ -3,29 +3,25 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_blocks import ints64
 
 from netpass import Model, opset
 from netpass.runtime import Program
 from netpass.runtime.kinds.base import broadcast
 from netpass.runtime.shape_infer import ShapeInfer
 
-
-def _i64(v):
-    return np.array(v, dtype=np.int64)
-
-
 CASES = [
-    (lambda x: opset.unsqueeze(x, _i64([0, -1])), (3, 4)),
-    (lambda x: opset.squeeze(x, _i64([1])), (3, 1, 4)),
-    (lambda x: opset.slice(x, _i64([1, -5]), _i64([100, -1]), _i64([2, 1]), _i64([0, 1])), (7, 9)),
-    (lambda x: opset.slice(x, _i64([-1]), _i64([-100]), _i64([-2])), (9, 2)),
-    (lambda x: opset.variadic_split(x, _i64(-1), _i64([2, -1, 3])), (4, 10)),
-    (lambda x: opset.split(x, _i64(0), 3), (6, 5)),
-    (lambda x: opset.reshape(x, _i64([0, -1, 2]), True), (3, 4, 6)),
-    (lambda x: opset.transpose(x, _i64([2, 0, 1])), (3, 4, 6)),
-    (lambda x: opset.gather(x, _i64([[0, 2], [1, 1]]), _i64(1)), (3, 4, 6)),
+    (lambda x: opset.unsqueeze(x, ints64([0, -1])), (3, 4)),
+    (lambda x: opset.squeeze(x, ints64([1])), (3, 1, 4)),
+    (lambda x: opset.slice(x, ints64([1, -5]), ints64([100, -1]), ints64([2, 1]), ints64([0, 1])), (7, 9)),
+    (lambda x: opset.slice(x, ints64([-1]), ints64([-100]), ints64([-2])), (9, 2)),
+    (lambda x: opset.variadic_split(x, ints64(-1), ints64([2, -1, 3])), (4, 10)),
+    (lambda x: opset.split(x, ints64(0), 3), (6, 5)),
+    (lambda x: opset.reshape(x, ints64([0, -1, 2]), True), (3, 4, 6)),
+    (lambda x: opset.transpose(x, ints64([2, 0, 1])), (3, 4, 6)),
+    (lambda x: opset.gather(x, ints64([[0, 2], [1, 1]]), ints64(1)), (3, 4, 6)),
     (lambda x: opset.matmul(x, np.ones((2, 6, 5), np.float32), False, False), (4, 1, 3, 6)),
-    (lambda x: opset.mvn(x, _i64([-1]), True, 1e-5, "inside_sqrt"), (2, 3)),
+    (lambda x: opset.mvn(x, ints64([-1]), True, 1e-5, "inside_sqrt"), (2, 3)),
 ]
 
 

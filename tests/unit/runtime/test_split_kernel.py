@@ -3,6 +3,7 @@ against the numpy reference, with the axis sizes as scalar arguments."""
 from __future__ import annotations
 
 import numpy as np
+from graph_blocks import randn_f32
 
 from netpass import Model, opset
 from netpass.ops import VariadicSplit
@@ -12,10 +13,6 @@ from netpass.runtime.kinds import TABLE, movement
 from netpass.testing import RUNTIME_DEVICE
 
 F32 = np.dtype(np.float32)
-
-
-def _f(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
 
 
 def _split_launches(in_shape, axis: int, sizes) -> list:
@@ -48,8 +45,8 @@ def test_variadic_split_matches_reference(run_shapes, rng):
     results = [opset.result(qkv.output(j), name=f"q{j}") for j in range(3)]
     results += [opset.result(parts.output(j), name=f"p{j}") for j in (0, 2)]
     model = Model(results, [x, y])
-    req = run_shapes(model, [{"x": _f(rng, 1, 1, 12), "y": _f(rng, 2, 3, 3)},
-                             {"x": _f(rng, 1, 7, 12), "y": _f(rng, 2, 6, 3)}])
+    req = run_shapes(model, [{"x": randn_f32(rng, 1, 1, 12), "y": randn_f32(rng, 2, 3, 3)},
+                             {"x": randn_f32(rng, 1, 7, 12), "y": randn_f32(rng, 2, 6, 3)}])
     assert req.stats["host_fallbacks"] == 0
 
 
@@ -60,7 +57,7 @@ def test_split_runs_one_kernel_per_call(rng):
     cm = compile_program(model, RUNTIME_DEVICE)
     req = cm.create_infer_request()
     for s in (1, 4):
-        xv = _f(rng, 1, s, 768)
+        xv = randn_f32(rng, 1, s, 768)
         out = req.infer({"x": xv})
         for j in range(3):
             np.testing.assert_array_equal(out[f"o{j}"], np.maximum(xv[..., 256 * j:256 * (j + 1)], 0) + j)

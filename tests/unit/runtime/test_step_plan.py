@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_blocks import rel_l2
 
 import netpass
 from netpass import Model, opset
@@ -15,11 +16,6 @@ from netpass.testing import RUNTIME_DEVICE
 
 def _ids(rng, lengths, vocab=64):
     return [{"ids": rng.integers(0, vocab, (1, s)).astype(np.int64)} for s in lengths]
-
-
-def _rel_l2(a, b) -> float:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-12))
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +67,7 @@ def test_replayed_outputs_match_the_reference(decoder, rng):
     feeds = _ids(rng, [3, 5, 8, 5, 3, 8])
     _, _, outs = _third_request(decoder, feeds, True)
     for f, out in zip(feeds, outs):
-        assert _rel_l2(out, netpass.reference.infer(decoder, f)["logits"]) <= 1e-4
+        assert rel_l2(out, netpass.reference.infer(decoder, f)["logits"]) <= 1e-4
 
 
 def test_plans_and_per_primitive_steps_interleave(decoder, rng):
@@ -84,7 +80,7 @@ def test_plans_and_per_primitive_steps_interleave(decoder, rng):
     plans_before = len(_plans(cm))
     for f in _ids(rng, [4, 6, 40, 1, 3, 12, 4, 2, 6]):
         out = req.infer(f)["logits"]
-        assert _rel_l2(out, netpass.reference.infer(decoder, f)["logits"]) <= 1e-4
+        assert rel_l2(out, netpass.reference.infer(decoder, f)["logits"]) <= 1e-4
     assert len(_plans(cm)) > plans_before
 
 
@@ -154,7 +150,7 @@ def test_replay_rebuilds_ints_when_an_offset_differs(decoder, rng):
     i = next(i for _, i, _, _, _ in slots if i >= 0)
     ints[i] += 1  # what the replay compares the live offset with
     out = cm.create_infer_request().infer(feeds[2])["logits"]
-    assert _rel_l2(out, netpass.reference.infer(decoder, feeds[2])["logits"]) <= 1e-4
+    assert rel_l2(out, netpass.reference.infer(decoder, feeds[2])["logits"]) <= 1e-4
 
 
 def _live_shape_of_model():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_blocks import ints64
 
 from netpass import Model, opset
 from netpass.runtime import Program
@@ -13,17 +14,13 @@ def _f(rng, *shape, dtype=np.float32):
     return rng.standard_normal(shape).astype(dtype)
 
 
-def _i64(v):
-    return np.array(v, dtype=np.int64)
-
-
 def _attention(dtype=np.float32, probs_out: bool = False):
     """q, k, v [b, s, 2, 8] -> per-head layouts by Transposes -> softmax(q k^T) v; with
     ``probs_out`` the probabilities are an output too (no fused attention then)."""
     q, k, v = (opset.parameter(["b", "s", 2, 8], dtype, name=n) for n in "qkv")
-    qh = opset.transpose(q, _i64([0, 2, 1, 3]))
-    kt = opset.transpose(k, _i64([0, 2, 3, 1]))
-    vh = opset.transpose(v, _i64([0, 2, 1, 3]))
+    qh = opset.transpose(q, ints64([0, 2, 1, 3]))
+    kt = opset.transpose(k, ints64([0, 2, 3, 1]))
+    vh = opset.transpose(v, ints64([0, 2, 1, 3]))
     att = opset.softmax(opset.matmul(qh, kt, False, False), -1)
     results = [opset.result(opset.matmul(att, vh, False, False), name="y")]
     if probs_out:
@@ -64,7 +61,7 @@ def test_permuted_view_read_back_by_a_host_fallback(run_shapes, rng):
 def test_transposed_weights_side(run_shapes, rng, order):
     a = opset.parameter([3, -1] if len(order) == 2 else [2, 3, -1], np.float32, name="a")
     w = opset.parameter([5, -1] if len(order) == 2 else [2, 5, -1], np.float32, name="w")
-    y = opset.matmul(a, opset.transpose(w, _i64(list(order))), False, False)
+    y = opset.matmul(a, opset.transpose(w, ints64(list(order))), False, False)
     model = Model([opset.result(y, name="y")], [a, w])
     n = [7, 4]
     feeds = [{"a": _f(rng, *(([3] if len(order) == 2 else [2, 3]) + [k])),
@@ -110,19 +107,19 @@ def test_output_dim_of_one_against_an_unknown_dim_is_not_fused():
 def _slice_model(axis: int):
     x = opset.parameter([-1, 6], np.float32, name="x")
     n = opset.parameter([1], np.int64, name="n")
-    s = opset.slice(x, _i64([1]), opset.add(n, _i64([1])), _i64([1]), _i64([axis]))
+    s = opset.slice(x, ints64([1]), opset.add(n, ints64([1])), ints64([1]), ints64([axis]))
     return Model([opset.result(opset.relu(s), name="y")], [x, n])
 
 
 def test_contiguous_slice_is_a_view_at_its_offset(run_shapes, rng):
-    feeds = [{"x": _f(rng, r, 6), "n": _i64([k])} for r, k in ((5, 3), (7, 2), (4, 4))]
+    feeds = [{"x": _f(rng, r, 6), "n": ints64([k])} for r, k in ((5, 3), (7, 2), (4, 4))]
     req = run_shapes(_slice_model(0), feeds)  # rows 1..k: one contiguous piece
     assert req.stats["skipped"] == 3
     assert req.stats["kernels_enqueued"] == 3 * 2  # the end's Add and the Relu
 
 
 def test_strided_slice_of_columns_runs_a_kernel(run_shapes, rng):
-    feeds = [{"x": _f(rng, r, 6), "n": _i64([k])} for r, k in ((5, 3), (7, 2))]
+    feeds = [{"x": _f(rng, r, 6), "n": ints64([k])} for r, k in ((5, 3), (7, 2))]
     req = run_shapes(_slice_model(1), feeds)  # columns 1..k of every row
     assert req.stats["skipped"] == 0
     assert req.stats["kernels_enqueued"] == 2 * 3  # the end's Add, the Slice and the Relu
@@ -133,7 +130,7 @@ def test_same_kernel_with_differently_shaped_side_inputs(run_shapes, rng):
     x = opset.parameter([4, 6], np.float32, name="x")
     r = opset.parameter([6], np.float32, name="r")
     y1 = opset.add(opset.relu(x), r)
-    again = opset.reshape(y1, _i64([4, 6]), False)  # a view: the second Relu comes after y1
+    again = opset.reshape(y1, ints64([4, 6]), False)  # a view: the second Relu comes after y1
     model = Model([opset.result(opset.add(opset.relu(again), y1), name="y")], [x, r])
     prog = Program.from_model(model)
     assert sum(1 for n in prog.nodes if n.kind == "Relu" and n.fused) == 2
