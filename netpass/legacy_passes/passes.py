@@ -22,6 +22,8 @@ MONOTONIC_LAYER_TYPES = frozenset(legacy_type(c) for c in MONOTONIC_ACTIVATIONS)
 PRODUCERS_OF_POOLING = {"Convolution", "GNAConvolution", "FullyConnected", "Eltwise", "ScaleShift"}
 # A crop whose first element sits at a multiple of this many bytes becomes a zero-copy view.
 CROP_ALIGN_BYTES = 64
+# Largest selection matrix (elements) an unaligned crop may become as an affine layer.
+MAX_AFFINE_ELEMENTS = 1 << 22
 
 
 def _single_consumer(net: LegacyNetwork, name: str) -> str | None:
@@ -225,13 +227,11 @@ def crop_geometry(layer: Layer, in_shape: tuple[int, ...]) -> tuple[int, int, in
 
 
 class HandleCropAlignmentPass(LegacyPass):
-    """Aligned crops become views; the others copies.
+    """Aligned crops become views; the others affine layers.
 
     Crop lowering rule: an aligned contiguous crop is a zero-copy view (``params["view"]``);
-    any other crop is a copy of the kept elements. (GNA's graph compiler makes an unaligned
-    crop an affine layer whose 0/1 weights select the kept elements; a product reads every
-    element, so an inf or NaN anywhere in the row, the dropped margin included, made NaN of
-    all its outputs: inf * 0. A copy reads the kept elements only, as the crop does.)"""
+    an unaligned one-axis crop becomes an ``Affine`` layer (a FullyConnected whose weights
+    select the kept elements, as GNA's graph compiler does); anything else stays a copy."""
 
     def __init__(self, align_bytes: int = CROP_ALIGN_BYTES) -> None:
         self.align_bytes = align_bytes
@@ -260,7 +260,17 @@ class HandleCropAlignmentPass(LegacyPass):
                 layer.params["offset_elements"] = off * inner
                 changed = True
                 continue
-            layer.params["view"] = False
+            k, m = in_shape[axis] * inner, length * inner
+            if k * m <= MAX_AFFINE_ELEMENTS and layer.out_types[0].is_real:
+                sel = np.zeros((m, k), dtype=layer.out_types[0].dtype)
+                sel[np.arange(m), off * inner + np.arange(m)] = 1.0
+                layer.type, layer.op_type = "Affine", "Affine"
+                layer.blobs = {"weights": sel}
+                layer.inputs = [src, ("blob", "weights")]
+                layer.params = {"rows": int(np.prod(in_shape[:axis])), "in_size": k,
+                                "out_shape": list(layer.out_shapes[0].to_shape())}
+            else:
+                layer.params["view"] = False
             changed = True
         return changed
 

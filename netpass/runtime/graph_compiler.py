@@ -1,9 +1,13 @@
 """Graph compiler: LegacyNetwork -> the executable op graph the runtime builds its program from.
 
 Each layer becomes the primitive it stands for (layers remember the op they were made from);
-blobs become constant inputs again. A ``Crop`` marked as a view by the alignment pass becomes
-a ``CropIE`` whose rt_info holds ``crop_view`` (the element offset): the runtime aliases the
-input buffer at that offset instead of copying.
+blobs become constant inputs again. Two legacy layer kinds get their own lowering:
+
+- ``Crop`` marked as a view by the alignment pass becomes a ``CropIE`` whose rt_info holds
+  ``crop_view`` (the element offset): the runtime aliases the input buffer at that offset
+  instead of copying;
+- ``Affine`` (an unaligned crop) becomes ``Reshape -> FullyConnected -> Reshape`` with the
+  layer's selection weights.
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from ..core.node import OP_TYPES, Node, Output
 from ..errors import UnsupportedOpError
 from ..legacy_passes.layer_graph import Layer, LegacyNetwork
 from ..ops.elementwise import Convert
+from ..ops.legacy import FullyConnected
 from ..ops.movement import Reshape
 
 
@@ -27,6 +32,12 @@ def _reshape(x: Output, shape: list[int]) -> Output:
 
 
 def _lower_layer(layer: Layer, args: list[Output]) -> Node:
+    if layer.type == "Affine":
+        w = layer.blobs["weights"]
+        flat = _reshape(args[0], [layer.params["rows"], layer.params["in_size"]])
+        fc = FullyConnected([flat, _const(w), _const(np.zeros(w.shape[0], w.dtype))],
+                                        out_size=int(w.shape[0]))
+        return _reshape(fc.output(0), layer.params["out_shape"]).node
     if layer.type == "Reshape" and "dims" in layer.params:
         return _reshape(args[0], layer.params["dims"]).node
     if layer.type == "Identity":
