@@ -209,12 +209,12 @@ class _Reader:
         try:
             node = cls(inputs, **attrs)
         except NetpassError as e:
-            raise ModelFormatError(f"{layer.where()}: {e}") from e
+            raise ModelFormatError(f"{layer.where()}: {e}{_other_version(cls, layer)}") from e
         except MemoryError as e:  # the model may be valid, only too large to build here
             raise OutOfMemoryError(f"{layer.where()}: out of memory while building it") from e
         except Exception as e:
             raise ModelFormatError(f"{layer.where()}: cannot build the op: "
-                                   f"{type(e).__name__}: {e}") from e
+                                   f"{type(e).__name__}: {e}{_other_version(cls, layer)}") from e
         node.friendly_name = layer.name
         self.restore_names_and_rt(layer, node)
         return node
@@ -358,6 +358,16 @@ class _Reader:
                         stack.append((dep, False))
         return order
 
+
+
+def _other_version(cls: type, layer: _Layer) -> str:
+    """A note for a layer read by the op class of another opset (netpass has no class of the
+    layer's own version), whose inputs or attributes may mean something else there."""
+    version = getattr(cls, "version", "")
+    if not layer.version or version == layer.version:
+        return ""
+    return (f" (netpass implements {layer.type} of {version}, not of {layer.version}, and read "
+            "the layer as that version)")
 
 def _port_entry(layer: _Layer, tag: str, entry: Element, params: dict[str, int],
                 results: dict[str, int], back: dict[str, str], n_in: int) -> Any:

@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 
 from ..core.dimension import INF, Dimension
-from ..core.node import Node, Output
+from ..core.node import OP_TYPES, Node, Output
 from ..core.types import Type, i32, i64
 from ..errors import UnsupportedOpError
 from .base import set_name, to_output
@@ -118,6 +118,27 @@ class Range(Node):
         src = np.result_type(start, stop, step)
         return [(start + step * np.arange(n, dtype=src)).astype(dt)]
 
+
+
+class Range1(Range):
+    """Range v1: as Range v4, its output of the inputs' own element type (v1 has no
+    ``output_type``; OpenVINO requires the three inputs to share that type)."""
+
+    type_name = "Range"
+    version = "opset1"
+    ATTRS = dict[str, Any]()
+
+    def infer_types(self) -> None:
+        types = {self.get_input_element_type(i) for i in builtins.range(self.get_input_size())}
+        self.check(len(types) == 1, "start, stop and step must have one element type, got {}",
+                   sorted(map(str, types)))
+        self.output_type = types.pop()
+        super().infer_types()
+
+
+# The newer version stays the class ``netpass.ops.Range`` names; IR reading picks the exact
+# version by (type, opset).
+OP_TYPES["Range"] = Range
 
 # -- factories ------------------------------------------------------------------------------
 def shape_of(data: Any, output_type: Any = "i64", name: str | None = None) -> Node:

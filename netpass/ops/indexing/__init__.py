@@ -7,7 +7,15 @@ propagates partial values: picked dims keep their symbols.
 from __future__ import annotations
 
 # Classes and factories; ``__all__`` lists the factories (``netpass.opset`` takes them).
-from .gather import Gather, GatherElements, GatherND, gather, gather_elements, gather_nd  # noqa: F401
+from .gather import (  # noqa: F401
+    Gather,
+    GatherElements,
+    GatherND,
+    GatherND5,
+    gather,
+    gather_elements,
+    gather_nd,
+)
 from .one_hot import OneHot, OneHot16, one_hot  # noqa: F401
 from .scatter import (  # noqa: F401
     ScatterElementsUpdate,

@@ -1,13 +1,14 @@
 """Gather, GatherElements and GatherND: read elements at given indices."""
 from __future__ import annotations
 
+import math
 import weakref
 from typing import Any
 
 import numpy as np
 
 from ...core.dimension import Dimension
-from ...core.node import Node
+from ...core.node import OP_TYPES, Node
 from ...core.ports import Output, _connect, _Port
 from ...core.shape import PartialShape
 from ..base import normalize_axis, set_name, to_output
@@ -231,6 +232,36 @@ class GatherND(Node):
             return [np.zeros(out_shape, dtype=data.dtype)]
         return [np.stack(outs).reshape(out_shape)]
 
+
+
+class GatherND5(GatherND):
+    """GatherND v5: as v8, but the ``batch_dims`` leading dims of the output are flattened
+    into one (their product), as OpenVINO's opset5 defines it; the elements and their order
+    are v8's."""
+
+    type_name = "GatherND"
+    version = "opset5"
+
+    def infer_types(self) -> None:
+        super().infer_types()
+        b = int(self.batch_dims)
+        out = self.get_output_partial_shape(0)
+        if b > 0 and out.rank_is_static:
+            batch = Dimension(1)
+            for d in out.dims[:b]:
+                batch = batch * d
+            self.set_output_type(0, self.get_output_element_type(0),
+                                 PartialShape([batch] + list(out.dims[b:])))
+
+    def evaluate(self, inputs):
+        out = super().evaluate(inputs)[0]
+        b = int(self.batch_dims)
+        return [out.reshape((math.prod(out.shape[:b]),) + out.shape[b:]) if b > 0 else out]
+
+
+# The newer version stays the class ``netpass.ops.GatherND`` names; IR reading picks the exact
+# version by (type, opset).
+OP_TYPES["GatherND"] = GatherND
 
 def gather(data: Any, indices: Any, axis: Any, batch_dims: int = 0,
            name: str | None = None) -> Node:

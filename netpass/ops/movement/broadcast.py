@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 
 from ...core.dimension import Dimension
-from ...core.node import VALUE_PROPAGATION_LIMIT, Node
+from ...core.node import OP_TYPES, VALUE_PROPAGATION_LIMIT, Node
 from ...core.shape import PartialShape
 from ..base import set_name, to_output
 from ..registry import onnx_export, onnx_rule
@@ -32,13 +32,15 @@ class Broadcast(Node):
     type_name = "Broadcast"
     version = "opset3"
     ATTRS = {"mode": "numpy"}
+    NON_EXPLICIT_INPUTS: tuple[int, ...] = (2,)  # input counts of the other modes
+    mode: Any
 
     def infer_types(self) -> None:
         mode = self.mode
         self.check(mode in ("numpy", "bidirectional", "explicit"),
                    "unsupported broadcast mode '{}'", mode)
         n_in = self.get_input_size()
-        self.check(n_in == (3 if mode == "explicit" else 2),
+        self.check(n_in == 3 if mode == "explicit" else n_in in self.NON_EXPLICIT_INPUTS,
                    "expects inputs (data, target_shape" + (", axes_mapping)" if mode == "explicit"
                                                            else ")"))
         check_shape_input(self, 1, "target_shape")
@@ -110,6 +112,29 @@ class Broadcast(Node):
             x = x.reshape(shape)
         return [np.array(np.broadcast_to(x, tuple(target)))]
 
+
+
+class Broadcast1(Broadcast):
+    """Broadcast v1: as v3 without ``bidirectional``; OpenVINO spells its explicit mode "none"
+    and gives the op an ``axes_mapping`` input in every mode (unused outside explicit)."""
+
+    type_name = "Broadcast"
+    version = "opset1"
+    NON_EXPLICIT_INPUTS = (2, 3)
+
+    def infer_types(self) -> None:
+        if self.mode == "none":
+            self.mode = "explicit"
+        self.check(self.mode != "bidirectional", "Broadcast-1 has no bidirectional mode")
+        super().infer_types()
+
+    def evaluate(self, inputs):
+        return super().evaluate(inputs if self.mode == "explicit" else inputs[:2])
+
+
+# The newer version stays the class ``netpass.ops.Broadcast`` names; IR reading picks the exact
+# version by (type, opset).
+OP_TYPES["Broadcast"] = Broadcast
 
 class Tile(Node):
     """Tile v0: repeat ``data`` ``repeats[i]`` times along axis i (shorter side padded with 1s

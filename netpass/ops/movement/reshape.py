@@ -139,8 +139,10 @@ class Reshape(Node):
 
 
 class Squeeze(Node):
-    """Squeeze v0: remove the given axes (each of size 1), or, without axes or with an empty
-    list, every dim of size 1."""
+    """Squeeze v0: remove the given axes that are (or may be) of size 1, or, without axes or
+    with an empty list, every dim of size 1. A listed axis of another size is kept as is: the
+    spec since OpenVINO 2024.3, which its torch frontend relies on for ``x.squeeze(d)`` (a no-op
+    in torch where dim ``d`` is not 1)."""
 
     type_name = "Squeeze"
     version = "opset1"
@@ -167,10 +169,8 @@ class Squeeze(Node):
             self.set_output_type(0, et, PartialShape(None))
             return
         norm = {normalize_axis(self, a, rank) for a in axes}
-        for a in sorted(norm):
-            self.check(data[a].compatible(1),
-                       "axis {} has dimension {}; only axes of size 1 may be removed", a, data[a])
-        self.set_output_type(0, et, PartialShape([d for i, d in enumerate(data) if i not in norm]))
+        self.set_output_type(0, et, PartialShape(
+            [d for i, d in enumerate(data) if i not in norm or not d.compatible(1)]))
 
     def infer_values(self) -> None:
         pass_partial_value(self)
@@ -181,7 +181,7 @@ class Squeeze(Node):
             if len(inputs) == 2 else ()
         if not axes:
             return [np.squeeze(x)] if x.ndim else [x]
-        return [np.squeeze(x, axis=axes)]
+        return [np.squeeze(x, axis=tuple(a for a in axes if x.shape[a] == 1))]
 
 
 class Unsqueeze(Node):
@@ -261,7 +261,15 @@ def _import_reshape(ctx):
 @onnx_rule("Squeeze", since=1)
 def _import_squeeze_v1(ctx):
     axes = _input_or_attr(ctx, 1, "axes")
-    return Squeeze([ctx.inputs[0]] + ([axes] if axes is not None else [])).output(0)
+    node = Squeeze([ctx.inputs[0]] + ([axes] if axes is not None else []))
+    data = ctx.inputs[0].partial_shape
+    listed = const_ints(node, 1) if axes is not None else None
+    if listed and data.rank_is_static:  # (ONNX, unlike OpenVINO, refuses a dim other than 1)
+        for a in listed:
+            dim = data[a % max(len(data), 1)]
+            node.check(dim.compatible(1), "axis {} has dimension {}; ONNX Squeeze removes only "
+                       "axes of size 1", a, dim)
+    return node.output(0)
 
 
 @onnx_rule("Unsqueeze", since=1)

@@ -20,6 +20,7 @@ from ...ops.indexing import (
     Gather,
     GatherElements,
     GatherND,
+    GatherND5,
     OneHot,
     ScatterElementsUpdate,
     ScatterNDUpdate,
@@ -271,6 +272,15 @@ def _gather_nd_shape(attrs: dict, shapes: list, values: dict) -> list[tuple] | N
     return [tuple(idx[:-1]) + tuple(data[b + idx[-1]:])]
 
 
+def _gather_nd5_shape(attrs: dict, shapes: list, values: dict) -> list[tuple] | None:
+    """v8's shape with the batch dims flattened into one (the same elements in order)."""
+    v8 = _gather_nd_shape(attrs, shapes, values)
+    b = int(attrs.get("batch_dims", 0))
+    if v8 is None or not b:
+        return v8
+    return [(size(v8[0][:b]),) + tuple(v8[0][b:])]
+
+
 def gather_nd_impl(p: Params, key: Any) -> Impl | None:
     """One ``gather_nd`` launch over the output (contiguous data and indices)."""
     data, idx = p.in_shapes[0], p.in_shapes[1]
@@ -337,6 +347,7 @@ ROWS = table(
            strided=StridedView(_pick_views, None, _picks_one)),
     OpKind(GatherElements, shape=_gather_elements_shape, impl=gather_elements_impl, copy_only=True),
     OpKind(GatherND, shape=_gather_nd_shape, impl=gather_nd_impl, copy_only=True, uniform=True),
+    OpKind(GatherND5, shape=_gather_nd5_shape, impl=gather_nd_impl, copy_only=True, uniform=True),
     OpKind(OneHot, deps=(1,)),
     OpKind(ScatterNDUpdate, shape=lambda attrs, shapes, values: [tuple(shapes[0])],
            impl=scatter_nd_impl, copy_only=True),

@@ -13,7 +13,7 @@ from onnx import helper, numpy_helper
 
 import netpass
 from netpass import Dimension, Model, PartialShape, Symbol, opset
-from netpass.errors import ShapeInferenceError, UnsupportedOpError
+from netpass.errors import NetpassError, ShapeInferenceError, UnsupportedOpError
 from netpass.frontend.onnx_writer import to_onnx
 
 SETTINGS = settings(max_examples=40, deadline=None,
@@ -165,9 +165,19 @@ def test_squeeze_with_empty_axes_removes_every_one():
     assert node.evaluate([rand([1, 3, 1]), np.zeros(0, np.int64)])[0].shape == (3,)
 
 
-def test_squeeze_of_non_one_dim_is_an_error():
-    with pytest.raises(ShapeInferenceError, match="only axes of size 1"):
-        opset.squeeze(opset.parameter([2, 3], np.float32), [0])
+def test_squeeze_keeps_a_listed_axis_not_of_size_one():
+    """OpenVINO's Squeeze-1 (since 2024.3; its torch frontend writes ``x.squeeze(0)`` so): a
+    listed axis of a static size other than 1 is kept, a dynamic one that may be 1 removed."""
+    node = opset.squeeze(opset.parameter([2, -1, 1], np.float32), [0, 1, 2])
+    assert node.output(0).partial_shape == PartialShape([2])
+    assert node.evaluate([rand([2, 1, 1]), np.array([0, 1, 2])])[0].shape == (2,)
+
+
+def test_onnx_squeeze_of_non_one_dim_is_an_error():
+    """ONNX, unlike OpenVINO, makes a listed axis of another size an error."""
+    model, _ = make("Squeeze", [("x", rand([2, 3]), "in"), ("a", i64([0]), "init")], None, 13)
+    with pytest.raises(NetpassError, match="removes only axes of size 1"):
+        netpass.read_model(model)
 
 
 @pytest.mark.parametrize("opset_version", [11, 13])
