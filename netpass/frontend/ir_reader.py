@@ -328,7 +328,6 @@ class _Reader:
             attrs["special_body_ports"] = special
         return attrs
 
-
     @staticmethod
     def topological(layers: list[_Layer], by_id: dict[str, _Layer],
                     sources: dict[tuple[str, str], tuple[str, str]]) -> list[_Layer]:
@@ -359,7 +358,6 @@ class _Reader:
         return order
 
 
-
 def _other_version(cls: type, layer: _Layer) -> str:
     """A note for a layer read by the op class of another opset (netpass has no class of the
     layer's own version), whose inputs or attributes may mean something else there."""
@@ -368,6 +366,7 @@ def _other_version(cls: type, layer: _Layer) -> str:
         return ""
     return (f" (netpass implements {layer.type} of {version}, not of {layer.version}, and read "
             "the layer as that version)")
+
 
 def _port_entry(layer: _Layer, tag: str, entry: Element, params: dict[str, int],
                 results: dict[str, int], back: dict[str, str], n_in: int) -> Any:

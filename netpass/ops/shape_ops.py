@@ -119,7 +119,6 @@ class Range(Node):
         return [(start + step * np.arange(n, dtype=src)).astype(dt)]
 
 
-
 class Range1(Range):
     """Range v1: as Range v4, its output of the inputs' own element type (v1 has no
     ``output_type``; OpenVINO requires the three inputs to share that type)."""
@@ -139,6 +138,7 @@ class Range1(Range):
 # The newer version stays the class ``netpass.ops.Range`` names; IR reading picks the exact
 # version by (type, opset).
 OP_TYPES["Range"] = Range
+
 
 # -- factories ------------------------------------------------------------------------------
 def shape_of(data: Any, output_type: Any = "i64", name: str | None = None) -> Node:

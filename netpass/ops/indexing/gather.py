@@ -233,7 +233,6 @@ class GatherND(Node):
         return [np.stack(outs).reshape(out_shape)]
 
 
-
 class GatherND5(GatherND):
     """GatherND v5: as v8, but the ``batch_dims`` leading dims of the output are flattened
     into one (their product), as OpenVINO's opset5 defines it; the elements and their order
@@ -262,6 +261,7 @@ class GatherND5(GatherND):
 # The newer version stays the class ``netpass.ops.GatherND`` names; IR reading picks the exact
 # version by (type, opset).
 OP_TYPES["GatherND"] = GatherND
+
 
 def gather(data: Any, indices: Any, axis: Any, batch_dims: int = 0,
            name: str | None = None) -> Node:

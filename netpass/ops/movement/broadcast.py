@@ -113,7 +113,6 @@ class Broadcast(Node):
         return [np.array(np.broadcast_to(x, tuple(target)))]
 
 
-
 class Broadcast1(Broadcast):
     """Broadcast v1: as v3 without ``bidirectional``; OpenVINO spells its explicit mode "none"
     and gives the op an ``axes_mapping`` input in every mode (unused outside explicit)."""
@@ -135,6 +134,7 @@ class Broadcast1(Broadcast):
 # The newer version stays the class ``netpass.ops.Broadcast`` names; IR reading picks the exact
 # version by (type, opset).
 OP_TYPES["Broadcast"] = Broadcast
+
 
 class Tile(Node):
     """Tile v0: repeat ``data`` ``repeats[i]`` times along axis i (shorter side padded with 1s
