@@ -51,7 +51,7 @@ from ..ops.movement.slice import slice_bounds
 from ..ops.normalization import MVN
 from ..ops.shape_ops import ShapeOf
 from .impls import FusedDesc, fused_chain, scalar_literal
-from .kinds.elementwise import GatedActivation, GatedActivationDesc
+from .kinds.fused_elementwise import GatedActivation, GatedActivationDesc
 from .kinds.normalization import RmsNorm
 from .program_node import ProgramNode, fuse_matches, node_users, read_once, splice
 from .shape_infer import infer_host

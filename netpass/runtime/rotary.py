@@ -1,4 +1,4 @@
-"""Rotary position embeddings as one :class:`~netpass.runtime.kinds.elementwise.Rotary` node,
+"""Rotary position embeddings as one :class:`~netpass.runtime.kinds.fused_elementwise.Rotary` node,
 one launch.
 
 LLaMA, Mistral, Qwen and GPT-NeoX rotate queries and keys with transformers'
@@ -46,7 +46,7 @@ from ..ops.movement import (
     VariadicSplit,
 )
 from .kinds.base import same_dim
-from .kinds.elementwise import Rotary, RotaryDesc
+from .kinds.fused_elementwise import Rotary, RotaryDesc
 from .kinds.normalization import RmsNorm
 from .program_node import (
     ProgramNode,

@@ -1,7 +1,7 @@
 """A decode step's rotary embedding inside its attention kernel.
 
 LLaMA, Mistral, Qwen, Phi-3, GPT-NeoX, GPT-J and the other rotary decoders rotate a layer's
-queries and new keys (one :class:`~netpass.runtime.kinds.elementwise.Rotary` launch for both:
+queries and new keys (one :class:`~netpass.runtime.kinds.fused_elementwise.Rotary` launch for both:
 ``rotary.merge_rotary_pairs``), and the decode attention kernel then reads the rotated
 queries and appends the rotated keys to the cache (``kv_append``). At a few rows the rotation
 is a launch of its own for a few hundred elements: an NVIDIA enqueue (~8 us of host) and a
@@ -47,7 +47,7 @@ from .impls import broadcast_strides, contiguous_strides
 from .kernels.decode import DECODE_ROWS
 from .kinds.attention import MAX_HEAD, FusedAttention
 from .kinds.base import static_dim
-from .kinds.elementwise import Rotary
+from .kinds.fused_elementwise import Rotary
 from .kinds.normalization import RmsNorm
 from .program_node import ProgramNode, data_users
 

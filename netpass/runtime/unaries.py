@@ -1,4 +1,4 @@
-"""One-input elementwise ops of one tensor as one :class:`~netpass.runtime.kinds.elementwise.
+"""One-input elementwise ops of one tensor as one :class:`~netpass.runtime.kinds.fused_elementwise.
 Unaries` node, one launch.
 
 A rotary embedding's tables are ``cos(f)`` and ``sin(f)`` of one tensor of angles, once per
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kinds.elementwise import Unaries, UnariesDesc
+from .kinds.fused_elementwise import Unaries, UnariesDesc
 from .program_node import ProgramNode, node_users, splice
 
 F32 = np.dtype(np.float32)

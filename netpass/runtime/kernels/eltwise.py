@@ -138,7 +138,7 @@ def rotary(rank: int, rank2: int | None = None, interleaved: bool = False) -> So
 @memoized
 def unaries(exprs: tuple[str, ...]) -> Source:
     """Several one-input float32 expressions of one contiguous tensor, one output each
-    (kinds.elementwise.Unaries: a rotary table's cos and sin): each element read once."""
+    (kinds.fused_elementwise.Unaries: a rotary table's cos and sin): each element read once."""
     outs = [f"__global float* Y{k}, int yoff{k}" for k in range(len(exprs))]
     stores = "\n  ".join(
         f"{{ {stage_code([Stage(e, [('in', 0)], 'float')], {0: 'v'})} Y{k}[yoff{k} + gid] = x0; }}"
@@ -159,7 +159,7 @@ def gated_code(stages: list[Stage], g: str, u: str, vector: bool = False) -> tup
     """(C statements, the variable they leave it in) of a gated MLP's activation of gate ``g``
     and up projection ``u``, C expressions of floats (``vector``: float4): ``stages`` over
     loads 0 and 1, the activation's ops then the product (their expressions their rows':
-    kinds.elementwise.GatedActivationDesc.stages). :func:`gated_activation`, the GEMV's gated
+    kinds.fused_elementwise.GatedActivationDesc.stages). :func:`gated_activation`, the GEMV's gated
     A (``decode_gemv.gemv``), the fused MLP (``decode_mlp``)."""
     if vector:
         stages = [Stage(st.expr, st.operands, "float4") for st in stages]
@@ -169,7 +169,7 @@ def gated_code(stages: list[Stage], g: str, u: str, vector: bool = False) -> tup
 @memoized
 def gated_activation(stages: list[Stage]) -> Source:
     """A gated MLP's activation: y[r, j] = act(x[r, j]) * x[r, h + j] over rows of 2h (the
-    gate's and the up projection's columns of one GEMM, kinds.elementwise.GatedActivation),
+    gate's and the up projection's columns of one GEMM, kinds.fused_elementwise.GatedActivation),
     ``stages`` as :func:`gated_code` takes them."""
     code, y = gated_code(stages, "X[off_x + row * 2 * h + j]", "X[off_x + row * 2 * h + h + j]")
     text = header([]) + f"""__kernel void gated_activation(__global const float* X, int off_x,

@@ -16,6 +16,7 @@ from . import (  # noqa: F401
     attention,
     convolution,
     elementwise,
+    fused_elementwise,
     gna,
     indexing,
     interpolate,
@@ -33,7 +34,7 @@ from . import (  # noqa: F401
 )
 from .attention import FusedAttention
 from .base import TABLE, OpClass, OpKind
-from .elementwise import GatedActivation, Rotary, Unaries
+from .fused_elementwise import GatedActivation, Rotary, Unaries
 from .indexing import GatherSum
 from .matmul import ExpertMatMul
 from .normalization import RmsNorm
