@@ -1,0 +1,54 @@
+"""Running a ported OpenVINO case both ways: structurally (``ov_port.check``) and by value.
+
+OpenVINO's ``TransformationTestsF`` compares graphs only; a port also runs the model before
+and after the passes with netpass's reference evaluator on the same random non-zero data, for
+rewrites that keep values (every common optimization does).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from ov_port import check
+
+from netpass import Model
+from netpass.testing import check_accuracy, init_unique_names, random_inputs
+
+
+def same_values(model: Model, original: Model, inputs: Mapping[str, Any] | None = None,
+                rtol: float = 1e-5, atol: float = 1e-6) -> None:
+    """``model`` computes what ``original`` computed, on ``inputs`` (random by default)."""
+    feeds = dict(inputs) if inputs is not None else random_inputs(original, seed=7)
+    acc = check_accuracy(model, original, feeds, rtol=rtol, atol=atol)
+    assert acc.valid, acc.message
+
+
+def port(model: Model, model_ref: Model | None, *passes: Any,
+         inputs: Mapping[str, Any] | None = None, numeric: bool = True,
+         rtol: float = 1e-5, atol: float = 1e-6, **check_kw: Any) -> Model:
+    """``check(model, model_ref, *passes)`` then, with ``numeric``, compare the values of the
+    transformed model with those of the original one; returns the transformed model."""
+    init_unique_names(model)  # (as check does first: both models then name inputs alike)
+    original = model.clone()
+    check(model, model_ref, *passes, **check_kw)
+    if numeric:
+        same_values(model, original, inputs, rtol, atol)
+    return model
+
+
+def feeds(model: Model, shapes: Mapping[str, Any], seed: int = 7) -> dict[str, np.ndarray]:
+    """Random non-zero inputs with the given concrete shapes (for dynamic Parameters),
+    keyed by input name; ``shapes`` maps an input name to its shape."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, p in zip(model.input_names, model.parameters):
+        shape = shapes.get(name, p.output(0).partial_shape.to_shape()
+                           if p.output(0).partial_shape.is_static else None)
+        dtype = p.output(0).element_type.dtype
+        if np.issubdtype(dtype, np.floating):
+            v = rng.uniform(0.1, 1.0, shape) * np.where(rng.integers(0, 2, shape) == 0, -1, 1)
+        else:
+            v = rng.integers(1, 4, shape)
+        out[name] = np.asarray(v).astype(dtype)
+    return out
