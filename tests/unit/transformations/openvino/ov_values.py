@@ -13,6 +13,7 @@ import numpy as np
 from ov_port import check
 
 from netpass import Model
+from netpass.passes import Manager
 from netpass.testing import check_accuracy, init_unique_names, random_inputs
 
 
@@ -22,6 +23,15 @@ def same_values(model: Model, original: Model, inputs: Mapping[str, Any] | None 
     feeds = dict(inputs) if inputs is not None else random_inputs(original, seed=7)
     acc = check_accuracy(model, original, feeds, rtol=rtol, atol=atol)
     assert acc.valid, acc.message
+
+
+def run(model: Model, *passes: Any) -> Model:
+    """Run ``passes`` on ``model`` in one Manager (validated, as every netpass Manager)."""
+    manager = Manager()
+    for p in passes:
+        manager.register_pass(p)
+    manager.run_passes(model)
+    return model
 
 
 def port(model: Model, model_ref: Model | None, *passes: Any,
@@ -39,12 +49,14 @@ def port(model: Model, model_ref: Model | None, *passes: Any,
 
 def feeds(model: Model, shapes: Mapping[str, Any], seed: int = 7) -> dict[str, np.ndarray]:
     """Random non-zero inputs with the given concrete shapes (for dynamic Parameters),
-    keyed by input name; ``shapes`` maps an input name to its shape."""
+    keyed by input name; ``shapes`` maps an input name (or index) to its shape."""
+    init_unique_names(model)  # (the names port's check gives the inputs)
     rng = np.random.default_rng(seed)
     out = {}
-    for name, p in zip(model.input_names, model.parameters):
-        shape = shapes.get(name, p.output(0).partial_shape.to_shape()
-                           if p.output(0).partial_shape.is_static else None)
+    for i, (name, p) in enumerate(zip(model.input_names, model.parameters)):
+        ps = p.output(0).partial_shape
+        shape = shapes[i] if i in shapes else shapes.get(name, ps.to_shape() if ps.is_static
+                                                         else None)
         dtype = p.output(0).element_type.dtype
         if np.issubdtype(dtype, np.floating):
             v = rng.uniform(0.1, 1.0, shape) * np.where(rng.integers(0, 2, shape) == 0, -1, 1)
