@@ -19,9 +19,15 @@ from netpass.testing import check_accuracy, init_unique_names, random_inputs
 
 def same_values(model: Model, original: Model, inputs: Mapping[str, Any] | None = None,
                 rtol: float = 1e-5, atol: float = 1e-6) -> None:
-    """``model`` computes what ``original`` computed, on ``inputs`` (random by default)."""
+    """``model`` computes what ``original`` computed, on ``inputs`` (random by default). The
+    inputs are matched by position, so ``original`` may be a separately built model whose
+    inputs have other names."""
     feeds = dict(inputs) if inputs is not None else random_inputs(original, seed=7)
-    acc = check_accuracy(model, original, feeds, rtol=rtol, atol=atol)
+    by_position = [feeds[n] for n in (model.input_names if inputs is not None
+                                      else original.input_names)]
+    both = dict(zip(model.input_names, by_position)) | dict(zip(original.input_names,
+                                                                by_position))
+    acc = check_accuracy(model, original, both, rtol=rtol, atol=atol)
     assert acc.valid, acc.message
 
 
