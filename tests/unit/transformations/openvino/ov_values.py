@@ -14,7 +14,14 @@ from ov_port import check
 
 from netpass import Model
 from netpass.passes import Manager
-from netpass.testing import check_accuracy, init_unique_names, random_inputs
+from netpass.testing import (
+    check_accuracy,
+    check_rt_info,
+    check_unique_names,
+    init_node_info,
+    init_unique_names,
+    random_inputs,
+)
 
 
 def same_values(model: Model, original: Model, inputs: Mapping[str, Any] | None = None,
@@ -70,3 +77,22 @@ def feeds(model: Model, shapes: Mapping[str, Any], seed: int = 7) -> dict[str, n
             v = rng.integers(1, 4, shape)
         out[name] = np.asarray(v).astype(dtype)
     return out
+
+
+def port_by_value(model: Model, *passes: Any, gone: tuple[str, ...] = (),
+                  inputs: Mapping[str, Any] | None = None, rtol: float = 1e-5,
+                  atol: float = 1e-6) -> Model:
+    """For a case whose expected graph netpass builds differently (documented per test file):
+    run ``passes`` after InitNodeInfo, check that no op of the types ``gone`` is left, that
+    every op carries ``fused_names`` and names stay unique (OpenVINO's TransformationTestsF
+    checks), and that the values equal the original model's."""
+    init_unique_names(model)
+    original = model.clone()
+    init_node_info(model)
+    run(model, *passes)
+    problems = check_unique_names(model) + check_rt_info(model)
+    assert not problems, "\n".join(problems)
+    left = [n.type_name for n in model.get_ordered_ops() if n.type_name in gone]
+    assert not left, f"left in the model: {left}"
+    same_values(model, original, inputs, rtol, atol)
+    return model
