@@ -326,12 +326,16 @@ def check_accuracy(model: Model, model_ref: Model, inputs: Mapping[str, Any] | N
         o64, r64 = out.astype(np.float64), ref.astype(np.float64)
         nan_o, nan_r = np.isnan(o64), np.isnan(r64)
         both_nan = nan_o & nan_r
-        diff = np.where(both_nan, 0.0, np.abs(o64 - r64))
-        mag = np.abs(np.where(nan_r, 0.0, r64))
-        result.max_abs_error[name] = float(np.nanmax(diff, initial=0.0))
-        result.max_rel_error[name] = float(np.nanmax(diff / np.maximum(mag, 1e-12), initial=0.0))
-        # A NaN on one side only is an error; NaN compares false with any tolerance.
-        bad = (diff > atol + rtol * mag) | (nan_o != nan_r)
+        with np.errstate(invalid="ignore"):  # inf - inf: NaN, judged by the rule below
+            diff = np.where(both_nan, 0.0, np.abs(o64 - r64))
+            mag = np.abs(np.where(nan_r, 0.0, r64))
+            result.max_abs_error[name] = float(np.nanmax(diff, initial=0.0))
+            result.max_rel_error[name] = float(np.nanmax(diff / np.maximum(mag, 1e-12),
+                                                         initial=0.0))
+        # A NaN on one side only is an error; NaN compares false with any tolerance. An
+        # infinity must be matched exactly: ``rtol * inf`` would accept any value.
+        inf = np.isinf(o64) | np.isinf(r64)
+        bad = (diff > atol + rtol * mag) | (nan_o != nan_r) | (inf & (o64 != r64))
         if bad.any():
             at = tuple(int(i) for i in np.argwhere(bad)[0])
             problems.append(f"output '{name}': {int(bad.sum())} of {bad.size} elements off, "

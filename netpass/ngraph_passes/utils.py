@@ -57,6 +57,25 @@ def make(cls: type[Node], inputs: Sequence[Any], **attrs: Any) -> Node:
     return cls(ins, **attrs)
 
 
+def built_nodes(outputs: Sequence[Node | Output], replaced: Node) -> list[Node]:
+    """The nodes a decomposition of ``replaced`` built for ``outputs``: every node reachable
+    from them through inputs without reaching ``replaced``'s inputs' producers. Each of them
+    takes ``replaced``'s rt_info (fused names): OpenVINO's rt_info check rejects a new op
+    without it."""
+    stop = {id(v.node) for v in replaced.input_values()}
+    seen: set[int] = set()
+    found: list[Node] = []
+    todo = [o.node if isinstance(o, Output) else o for o in outputs]
+    while todo:
+        node = todo.pop()
+        if id(node) in seen or id(node) in stop:
+            continue
+        seen.add(id(node))
+        found.append(node)
+        todo.extend(v.node for v in node.input_values())
+    return found
+
+
 _TERMINAL = (Result, Assign)
 
 # Elementwise op families layout sinking moves a Transpose or Gather through (unary: input 0;

@@ -315,3 +315,20 @@ def test_check_runs_as_part_of_the_test_not_its_teardown(pytester):
     assert "model differs from model_ref" in out
     assert "FAILED test_inner.py::TestInner::test_body_failure_is_reported_alone" in out
     assert "the test's own assertion" in out and "ERROR" not in out
+
+
+def test_check_accuracy_requires_infinities_to_match():
+    """``rtol * |inf|`` is infinite: an infinite reference accepted any value (a Relu moved
+    past a MaxPool gave 0 where the model gave -inf, and the check passed)."""
+    import numpy as np
+
+    from netpass import Model, opset
+    from netpass.testing import check_accuracy
+    x = opset.parameter([3], np.float32, "x")
+    inf = Model([opset.result(opset.add(x, opset.constant(
+        np.array([-np.inf, 1, np.inf], np.float32))).output(0))], [x])
+    finite = Model([opset.result(opset.add(x, opset.constant(
+        np.array([0, 1, np.inf], np.float32))).output(0))], [x])
+    feeds = {"x": np.ones(3, np.float32)}
+    assert not check_accuracy(finite, inf, feeds).valid
+    assert check_accuracy(inf.clone(), inf, feeds).valid

@@ -33,13 +33,19 @@ class BatchNormDecomposition(MatcherPass):
                 return False
             dt = x.element_type.dtype
             shape = const(np.array([-1] + [1] * (rank - 2), np.int64))
-            per_channel = lambda v: make(Reshape, [v, shape], special_zero=False)  # noqa: E731
-            inv = make(Divide,
-                       [gamma, make(Sqrt, [make(Add, [var, const(np.array(bn.epsilon, dt))])])])
-            shift = make(Subtract, [beta, make(Multiply, [mean, inv])])
-            out = make(Add, [make(Multiply, [x, per_channel(inv)]), per_channel(shift)])
+            new: list = []  # every op built, for rt_info (each carries the BN's fused names)
+
+            def op(cls, inputs, **attrs):
+                node = make(cls, inputs, **attrs)
+                new.append(node)
+                return node
+
+            inv = op(Divide, [gamma, op(Sqrt, [op(Add, [var, const(np.array(bn.epsilon, dt))])])])
+            shift = op(Subtract, [beta, op(Multiply, [mean, inv])])
+            out = op(Add, [op(Multiply, [x, op(Reshape, [inv, shape], special_zero=False)]),
+                           op(Reshape, [shift, shape], special_zero=False)])
             out.friendly_name = bn.friendly_name
-            copy_runtime_info(bn, [inv, shift, out])
+            copy_runtime_info(bn, new)
             replace_node(bn, out)
             return True
 

@@ -35,6 +35,23 @@ def _same_static_shape(node: Node) -> bool:
     return a.is_static and b.is_static and a.to_shape() == b.to_shape()
 
 
+def _same_shape(node: Node) -> bool:
+    """Same shape for an op that keeps the element count (Reshape, Squeeze, Unsqueeze): the
+    same static shape, or the same rank and dims with one dynamic dim at the same place (the
+    element count fixes it), or 1-D to 1-D."""
+    a, b = node.get_input_partial_shape(0), node.get_output_partial_shape(0)
+    if not (a.rank_is_static and b.rank_is_static) or len(a) != len(b):
+        return False
+    if len(a) == 1:
+        return True
+    dynamic = 0
+    for x, y in zip(a, b):
+        if x.is_static != y.is_static or (x.is_static and x.get_length() != y.get_length()):
+            return False
+        dynamic += x.is_dynamic
+    return dynamic <= 1
+
+
 def _identity_order(node: Node) -> bool:
     order = const_value(node.input_value(1))
     if order is None:
@@ -69,9 +86,9 @@ def _full_slice(step_input: int) -> Callable[[Node], bool]:
 
 
 NOP_RULES: dict[type[Node], Callable[[Node], bool]] = {
-    Reshape: _same_static_shape,
-    Squeeze: _same_static_shape,
-    Unsqueeze: _same_static_shape,
+    Reshape: _same_shape,
+    Squeeze: _same_shape,
+    Unsqueeze: _same_shape,
     Broadcast: _same_static_shape,
     Tile: _all_ones(1),
     Transpose: _identity_order,

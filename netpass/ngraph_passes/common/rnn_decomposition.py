@@ -40,7 +40,10 @@ class _Builder:
         return self(_ACTIVATIONS[name], [x]).output(0)
 
     def clip(self, x: Output, clip: float) -> Output:
-        return self(Clamp, [x], min=-clip, max=clip).output(0) if clip > 0 else x
+        """``Clamp(x, -clip, clip)`` for a clip that asks for clipping: 0 and +inf mean none
+        (the cell specs), a negative or NaN clip bounds nothing (as OpenVINO's)."""
+        return self(Clamp, [x], min=-clip, max=clip).output(0) \
+            if 0 < clip < float("inf") else x
 
     def split(self, x: Output, axis: int, parts: int) -> list[Output]:
         return self(Split, [x, const(np.int64(axis))], num_splits=parts).outputs()

@@ -20,7 +20,7 @@ from ...ops.normalization import Softmax
 from ...ops.shape_ops import Range, ShapeOf
 from ...passes import MatcherPass
 from ...pattern import Matcher, wrap_type
-from ..utils import const, make
+from ..utils import built_nodes, const, make
 
 
 def _dim(x: Output, index: int) -> Node:
@@ -75,18 +75,15 @@ class ScaledDotProductAttentionDecomposition(MatcherPass):
                 return False
             dtype = q.element_type.dtype
             scores = make(Multiply, [make(MatMul, [q, k], transpose_b=True), _scale(sdpa, q)])
-            new = [scores]
             if sdpa.causal:
                 scores = make(Select, [_causal_masked(q, k), const(np.array(-np.inf, dtype)),
                                        scores])
-                new.append(scores)
             elif sdpa.get_input_size() > 3 and not _is_zero(mask := sdpa.input_value(3)):
                 scores = make(Select, [mask, scores, const(np.array(-np.inf, dtype))]) \
                     if mask.element_type is boolean else make(Add, [scores, mask])
-                new.append(scores)
             out = make(MatMul, [make(Softmax, [scores], axis=-1), v])
             out.friendly_name = sdpa.friendly_name
-            copy_runtime_info(sdpa, new + [out])
+            copy_runtime_info(sdpa, built_nodes([out], sdpa))
             replace_node(sdpa, out)
             return True
 

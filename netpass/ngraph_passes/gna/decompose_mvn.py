@@ -10,7 +10,7 @@ from ...ops.normalization import MVN
 from ...ops.reduction import ReduceMean
 from ...passes import MatcherPass
 from ...pattern import Matcher, wrap_type
-from ..utils import const, make
+from ..utils import built_nodes, const, make
 
 
 class DecomposeMVN(MatcherPass):
@@ -39,7 +39,7 @@ class DecomposeMVN(MatcherPass):
                 made += [var, den, make(Divide, [d, den])]
             out = made[-1]
             out.friendly_name = mvn.friendly_name
-            copy_runtime_info(mvn, made)
+            copy_runtime_info(mvn, built_nodes([out], mvn))
             replace_node(mvn, out)
             return True
 

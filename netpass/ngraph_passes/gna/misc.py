@@ -63,26 +63,52 @@ class RemoveOutputConvert(MatcherPass):
             conv = m.pattern_value_map[convert].node
             if self.transformation_callback(conv) or len(conv.output(0).consumers()) != 1:
                 return False
-            res = m.match_root
-            res.input(0).replace_source_output(conv.input_value(0))
-            res.validate_and_infer_types()
+            # The Convert's producer takes its friendly and tensor names, so the model output
+            # keeps its name (OpenVINO's replace_output_update_name; False when the producer
+            # cannot: a Parameter, or one with several outputs).
+            if not replace_output_update_name(conv.output(0), conv.input_value(0)):
+                return False
+            m.match_root.validate_and_infer_types()
             return True
 
         self.register_matcher(Matcher(result, "RemoveOutputConvert"), callback)
+
+
+def _windows_see_data(out) -> bool:
+    """Whether every window of the MaxPool covers at least one input element. A window of
+    padding only gives -inf, which the activation would turn into ``act(-inf)`` after the
+    reordering (a Relu: 0): such a pool keeps its order. Checked on the static spatial dims
+    (first window ends at or after element 0, last one starts before the end)."""
+    pool = out.node
+    if pool.auto_pad in ("valid", "same_upper", "same_lower") or \
+            not (any(pool.pads_begin) or any(pool.pads_end)):
+        return True  # (automatic pads are smaller than the window)
+    ins, outs = pool.get_input_partial_shape(0), pool.get_output_partial_shape(0)
+    if not (ins.is_static and outs.is_static):
+        return False
+    rank = len(pool.kernel)
+    for i, (k, s, d, pb) in enumerate(zip(pool.kernel, pool.strides, pool.dilations,
+                                         pool.pads_begin)):
+        size, count = ins.to_shape()[-rank + i], outs.to_shape()[-rank + i]
+        if pb > (k - 1) * d or (count - 1) * s - pb > size - 1:
+            return False
+    return True
 
 
 class ReorderActivationAndPooling(MatcherPass):
     """Conv -> activation -> MaxPool => MaxPool -> activation.
 
     ``Convolution [-> Add] -> activation -> MaxPool`` => ``... -> MaxPool -> activation``, so
-    the activation runs on the smaller pooled tensor (GNA fuses it after pooling)."""
+    the activation runs on the smaller pooled tensor (GNA fuses it after pooling); not when a
+    pool window covers only padding (see ``_windows_see_data``)."""
 
     def __init__(self) -> None:
         super().__init__()
         act = wrap_type(MONOTONIC_ACTIVATIONS, [wrap_type((Convolution, Add))],
                         lambda o: len(o.consumers()) == 1)
-        pool = wrap_type(MaxPool, [act], lambda o: o.node.get_output_size() == 1
-                         or not o.node.output(1).consumers())
+        pool = wrap_type(MaxPool, [act], lambda o: (o.node.get_output_size() == 1
+                                                    or not o.node.output(1).consumers())
+                         and _windows_see_data(o))
 
         def callback(m: Matcher) -> bool:
             p, a = m.match_root, m.pattern_value_map[act].node

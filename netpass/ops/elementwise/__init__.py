@@ -150,7 +150,8 @@ from .unary import (  # noqa: F401
 
 # Non-decreasing activations: ``max(f(x)) == f(max(x))``, so max-pooling commutes with them
 # (the GNA and legacy pool/activation reorderings read this one list).
-MONOTONIC_ACTIVATIONS: tuple[type, ...] = (Relu, Sigmoid, Tanh, Clamp, Elu, SoftPlus, Exp, Erf)
+MONOTONIC_ACTIVATIONS: tuple[type, ...] = (Relu, Sigmoid, Tanh, Clamp, Elu, SoftPlus, Exp, Erf,
+                                           Sign)
 
 __all__ = ["add", "subtract", "multiply", "divide", "power", "maximum", "minimum",
            "squared_difference", "floor_mod", "mod", "equal", "not_equal", "less", "greater",
