@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .core.containers import api_value, is_container
+from .core.feeds import Outputs
 from .core.gc_pause import gc_paused
 from .core.model import Model
 from .core.shape import PartialShape
@@ -29,7 +30,13 @@ from .errors import (
 )
 from .frontend import read_model
 from .ops.state import variable_order
-from .reference import check_inputs, in_variable_order, input_specs, state_length_rules
+from .reference import (
+    check_inputs,
+    in_variable_order,
+    input_specs,
+    output_aliases,
+    state_length_rules,
+)
 from .runtime.async_queue import AsyncInferRequest
 
 TRANSFORMATIONS = ("GNA", "COMMON", "NONE")
@@ -84,6 +91,7 @@ class CompiledModel:
         self.variable_order = variable_order(original)  # (query_state's, whatever the device)
         self.outputs = [Port(n, r.input_value(0).partial_shape, r.input_value(0).element_type)
                         for n, r in zip(original.output_names, original.results)]
+        self.output_aliases = output_aliases(original)  # (an output's other tensor names)
         # Inputs whose element type a transformation changed (the GNA pipeline's
         # RemoveInputConvert takes a float Convert into the Parameter): converted on the host.
         self.feed_types = {n: t.dtype for n, t in (input_types or {}).items()
@@ -170,8 +178,8 @@ class InferRequest(AsyncInferRequest):
         self._host["infers"] += 1
         # An output keeps the original model's element type where a transformation dropped a
         # final Convert (RemoveOutputConvert) or the device computes in another precision.
-        return {port.name: _as_dtype(outs[port.name], port.element_type)
-                for port in cm.outputs}
+        return Outputs({port.name: _as_dtype(outs[port.name], port.element_type)
+                        for port in cm.outputs}, cm.output_aliases)
 
     def _state_length(self, variable_id: str, axis: int) -> int | None:
         """A variable's length along ``axis`` (None: never set), as the request holding it

@@ -14,7 +14,14 @@ import numpy as np
 
 from .core.boundary import Constant, Parameter
 from .core.containers import api_value, feed_value, is_container
-from .core.feeds import FeedSpec, check_feeds, is_device_array, owned_outputs
+from .core.feeds import (
+    FeedSpec,
+    Outputs,
+    check_feeds,
+    is_device_array,
+    owned_outputs,
+    tensor_aliases,
+)
 from .core.model import Model
 from .core.state_lengths import StateLength, check_rules, check_state_lengths, read_state_lengths
 from .errors import InputError, NetpassError, OutOfMemoryError, StateError
@@ -27,15 +34,25 @@ def input_specs(model: Model) -> tuple[list[FeedSpec], list[tuple[str, Any, Any]
     (name, element type, partial shape) of the container inputs (a sequence, an optional).
     A compiled model keeps them: its inputs do not change."""
     specs, boxed = [], []
-    for name, param in zip(model.input_names, model.parameters):
+    named = list(zip(model.input_names, model.parameters))
+    aliases = tensor_aliases((name, p.output(0).names) for name, p in named)
+    for name, param in named:
         out = param.output(0)
         et = out.element_type
         if is_container(et):
             boxed.append((name, et, out.partial_shape))
         else:
             bound = strict_index_bound(out) if et.is_integral else None
-            specs.append(FeedSpec(name, et.dtype, out.partial_shape, str(et), bound))
+            specs.append(FeedSpec(name, et.dtype, out.partial_shape, str(et), bound,
+                                  tuple(a for a, n in aliases.items() if n == name)))
     return specs, boxed
+
+
+def output_aliases(model: Model) -> dict[str, str]:
+    """``{tensor name: output name}`` for every other tensor name of the model's outputs' ports
+    (an :class:`~netpass.core.feeds.Outputs` finds an output by them)."""
+    return tensor_aliases((name, r.input_value(0).names)
+                          for name, r in zip(model.output_names, model.results))
 
 
 def check_inputs(model: Model, inputs: Mapping[str, Any],
@@ -58,7 +75,9 @@ def check_inputs(model: Model, inputs: Mapping[str, Any],
 
 def infer(model: Model, inputs: Mapping[str, Any],
           variables: MutableMapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
-    """Run ``model`` on numpy inputs; returns ``{output name: array}``.
+    """Run ``model`` on numpy inputs (by input name, or any other tensor name of the input);
+    returns ``{output name: array}`` (an :class:`~netpass.core.feeds.Outputs`: also indexable
+    by every other tensor name of an output).
 
     ``variables`` holds the values of a stateful model's variables by id: a ReadValue reads
     its variable from there (an id missing reads the initial value), and what the Assigns
@@ -142,7 +161,7 @@ def _run(model: Model, feeds: Mapping[str, Any],
         result[name] = api_value(value, r.get_output_element_type(0))
     kept = [*by_param.values(), *(variables.values() if variables is not None else ()),
             *(n.value for n in ops if isinstance(n, Constant))]
-    result = owned_outputs(result, kept)
+    result = Outputs(owned_outputs(result, kept), output_aliases(model))
     if variables is not None:
         # copies: an Assign's value may also be an output the caller changes
         variables.update({k: np.array(v, copy=True) for k, v in written.items()})

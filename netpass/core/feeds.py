@@ -19,13 +19,16 @@ class FeedSpec(NamedTuple):
     """What one model input accepts: its name, numpy dtype (None: any) and partial shape;
     ``type_name`` (the element type's name, e.g. ``f32``) is added to a dtype error;
     ``index_bound`` ``(n, node)``: its values index a table of ``n`` rows (node ``node``),
-    so each must lie in ``[-n, n)`` (a token id past the vocabulary)."""
+    so each must lie in ``[-n, n)`` (a token id past the vocabulary); ``aliases``: the other
+    tensor names of the input's port, by which it may be fed instead (OpenVINO's
+    ``get_names()``)."""
 
     name: str
     dtype: np.dtype | None
     shape: PartialShape
     type_name: str | None = None
     index_bound: tuple[int, str] | None = None
+    aliases: tuple[str, ...] = ()
 
 
 def is_device_array(value: Any) -> bool:
@@ -50,11 +53,11 @@ def check_feeds(inputs: Mapping[str, Any], specs: Sequence[FeedSpec],
     if len(inputs) != len(specs):
         _refuse_unknown(inputs, specs)
     out: dict[str, np.ndarray] = {}
-    for name, dtype, ps, type_name, bound in specs:
-        if name not in inputs:
-            _refuse_unknown(inputs, specs)  # (as many names: one of them is unknown)
-            raise InputError(name, "missing")
-        value = inputs[name]
+    for name, dtype, ps, type_name, bound, aliases in specs:
+        if name in inputs:
+            value = inputs[name]
+        else:
+            value = _fed_by_alias(inputs, specs, name, aliases)
         arr = value if is_device_array(value) else _as_array(name, value, contiguous)
         if dtype is not None and arr.dtype != dtype:
             label = f" ({type_name})" if type_name else ""
@@ -74,6 +77,19 @@ def check_feeds(inputs: Mapping[str, Any], specs: Sequence[FeedSpec],
     return out
 
 
+def _fed_by_alias(inputs: Mapping[str, Any], specs: Sequence[FeedSpec], name: str,
+                  aliases: tuple[str, ...]) -> Any:
+    """The value of input ``name`` fed under one of its other tensor names; an unknown name
+    fed, the input fed twice, or not at all is an InputError."""
+    fed = [a for a in aliases if a in inputs]
+    if len(fed) > 1:
+        raise InputError(name, f"fed twice, as {fed[0]!r} and {fed[1]!r} (names of one input)")
+    if not fed:
+        _refuse_unknown(inputs, specs)  # (as many names: one of them is unknown)
+        raise InputError(name, "missing")
+    return inputs[fed[0]]
+
+
 def _as_array(name: str, value: Any, contiguous: bool) -> np.ndarray:
     """``value`` as an array (C-contiguous with ``contiguous``); what numpy cannot make one of
     (a ragged list) or has no memory for (a broadcast view too large to copy) is an error
@@ -90,11 +106,18 @@ def _as_array(name: str, value: Any, contiguous: bool) -> np.ndarray:
 
 
 def _refuse_unknown(inputs: Mapping[str, Any], specs: Sequence[FeedSpec]) -> None:
-    """Raise an InputError for the first (sorted) fed name that is not an input."""
+    """Raise an InputError for the first (sorted) fed name that is not an input (by any of its
+    names), or for an input fed under two of its names."""
     names = [s.name for s in specs]
-    unknown = sorted(set(inputs) - set(names), key=str)  # (keys need not all be strings)
+    known = set(names).union(*(s.aliases for s in specs))
+    unknown = sorted(set(inputs) - known, key=str)  # (keys need not all be strings)
     if unknown:
         raise InputError(str(unknown[0]), f"not an input of the model; inputs are {names}")
+    for s in specs:
+        fed = [n for n in (s.name, *s.aliases) if n in inputs]
+        if len(fed) > 1:
+            raise InputError(s.name, f"fed twice, as {fed[0]!r} and {fed[1]!r} (names of one "
+                                     "input)")
 
 
 def _check_bound(name: str, arr: np.ndarray, bound: tuple[int, str]) -> None:
@@ -113,6 +136,46 @@ def _buffer_key(arr: np.ndarray) -> int:
     while isinstance(arr.base, np.ndarray):
         arr = arr.base
     return id(arr.base) if arr.base is not None else id(arr)
+
+
+class Outputs(dict[str, Any]):
+    """An inference's outputs by output name (the model's ``output_names``, in order), also
+    found by every other tensor name of an output's port (``aliases``: name -> output name),
+    as OpenVINO's users address outputs: IR that OpenVINO writes names an output after its
+    Result layer (``y/sink_port_0``) and its tensor ``y``. Iteration, ``keys()`` and ``len``
+    see the output names only."""
+
+    __slots__ = ("aliases",)
+
+    def __init__(self, items: Any = (), aliases: Mapping[str, str] | None = None) -> None:
+        super().__init__(items)
+        self.aliases = dict(aliases or {})
+
+    def _key(self, key: Any) -> Any:
+        return key if dict.__contains__(self, key) else self.aliases.get(key, key)
+
+    def __getitem__(self, key: Any) -> Any:
+        return dict.__getitem__(self, self._key(key))
+
+    def __contains__(self, key: object) -> bool:
+        return dict.__contains__(self, key) or key in self.aliases
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return dict.get(self, self._key(key), default)
+
+
+def tensor_aliases(named: Iterable[tuple[str, Iterable[str]]]) -> dict[str, str]:
+    """``{other tensor name: primary name}`` for ports given as (primary name, tensor names);
+    a name that is some port's primary name, or already taken by an earlier port, stays
+    theirs."""
+    named = [(name, list(names)) for name, names in named]
+    primary = {name for name, _ in named}
+    out: dict[str, str] = {}
+    for name, names in named:
+        for alias in sorted(names):
+            if alias not in primary:
+                out.setdefault(alias, name)
+    return out
 
 
 def owned_outputs(outputs: Mapping[str, Any], kept: Iterable[Any]) -> dict[str, Any]:

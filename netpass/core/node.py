@@ -59,6 +59,11 @@ class Node:
 
     type_name: ClassVar[str] = "Node"
     version: ClassVar[str] = "opset1"
+    # The IR versions (opset names) whose layers of ``type_name`` this class reads with its own
+    # semantics; empty means ``version`` alone (see :meth:`ir_versions`). An opset that kept
+    # the op unchanged still names the version it was defined in, so this lists only versions
+    # that another OpenVINO op class defines with the same meaning for every valid input.
+    IR_VERSIONS: ClassVar[tuple[str, ...]] = ()
     commutative: ClassVar[bool] = False
     ATTRS: ClassVar[dict[str, Any]] = {}
     # Ops whose outputs may be computed at compile time when all inputs are known.
@@ -69,6 +74,12 @@ class Node:
     # Inputs whose values (not only shapes) decide the output shapes (a target shape, an axis
     # given as a tensor): the runtime reads them before it infers shapes.
     SHAPE_INFER_INPUTS: ClassVar[tuple[int, ...]] = ()
+
+    @classmethod
+    def ir_versions(cls) -> tuple[str, ...]:
+        """The IR versions this class reads: its own ``IR_VERSIONS`` (not a base class's: a
+        version subclass reads only what it declares), else its ``version``."""
+        return cls.__dict__.get("IR_VERSIONS") or (cls.version,)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

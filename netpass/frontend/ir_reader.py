@@ -2,7 +2,9 @@
 
 The xml is parsed with defusedxml: a DTD or an entity declaration is refused, so a hostile
 file cannot expand entities or reach outside files. Layers become op classes by their type
-name (IR spellings such as ``Const`` translated back), attributes are converted to python
+name (IR spellings such as ``Const`` translated back) and version: the class that declares
+that opset in its ``ir_versions()``, never one of another version (whose rules could misread
+the layer); a version no class declares is refused. Attributes are converted to python
 values using each op class's ``ATTRS`` defaults as the type guide, constants are read from the
 weights with their offsets and sizes checked against the file. The bodies of If, Loop and
 TensorIterator are read like the model, their port maps become the op's descriptions.
@@ -20,7 +22,7 @@ import numpy as np
 
 from ..core.boundary import Parameter, Result, Sink
 from ..core.model import Model
-from ..core.node import OP_TYPES, Node
+from ..core.node import Node
 from ..core.rt_info import FusedNames
 from ..core.shape import PartialShape
 from ..core.subgraph import (
@@ -65,12 +67,20 @@ def _all_subclasses(cls: type) -> list[type]:
     return out
 
 
+def op_classes(type_name: str) -> list[type]:
+    """Every op class of an IR type (each declares the IR versions it reads)."""
+    return [cls for cls in _all_subclasses(Node) if cls.__dict__.get("type_name") == type_name]
+
+
 def op_class(type_name: str, version: str) -> type | None:
-    """The op class for an IR type and opset: an exact version match, else the registered one."""
-    for cls in _all_subclasses(Node):
-        if cls.__dict__.get("type_name") == type_name and getattr(cls, "version", None) == version:
+    """The op class that reads IR layers of ``type_name`` of opset ``version`` with that
+    version's semantics (it lists the version in ``ir_versions()``); None when there is none.
+    There is no fallback to a class of another version: its rules could read the layer's inputs
+    and attributes with another meaning (GatherND-5 as v8 gave another shape)."""
+    for cls in op_classes(type_name):
+        if version in cls.ir_versions():
             return cls
-    return OP_TYPES.get(type_name)
+    return None
 
 
 def _scalar(text: str) -> Any:
@@ -186,8 +196,11 @@ class _Reader:
             self.classes[key] = op_class(type_name, layer.version)
         cls = self.classes[key]
         if cls is None:
-            raise UnsupportedOpError(layer.type, node_name=layer.name,
-                                     reason=f"no netpass op for IR {layer.where()}")
+            known = sorted({v for c in op_classes(type_name) for v in c.ir_versions()})
+            reason = (f"netpass reads {layer.type} of {', '.join(known)}, not of "
+                      f"{layer.version or 'no version'} (IR {layer.where()})" if known
+                      else f"no netpass op for IR {layer.where()}")
+            raise UnsupportedOpError(layer.type, node_name=layer.name, reason=reason)
         data_el = layer.el.find("data")
         data = dict(data_el.attrib) if data_el is not None else {}
         structure = self.bodies(layer, cls) if issubclass(cls, MultiSubGraphOp) else {}
@@ -209,12 +222,12 @@ class _Reader:
         try:
             node = cls(inputs, **attrs)
         except NetpassError as e:
-            raise ModelFormatError(f"{layer.where()}: {e}{_other_version(cls, layer)}") from e
+            raise ModelFormatError(f"{layer.where()}: {e}") from e
         except MemoryError as e:  # the model may be valid, only too large to build here
             raise OutOfMemoryError(f"{layer.where()}: out of memory while building it") from e
         except Exception as e:
             raise ModelFormatError(f"{layer.where()}: cannot build the op: "
-                                   f"{type(e).__name__}: {e}{_other_version(cls, layer)}") from e
+                                   f"{type(e).__name__}: {e}") from e
         node.friendly_name = layer.name
         self.restore_names_and_rt(layer, node)
         return node
@@ -358,16 +371,6 @@ class _Reader:
         return order
 
 
-def _other_version(cls: type, layer: _Layer) -> str:
-    """A note for a layer read by the op class of another opset (netpass has no class of the
-    layer's own version), whose inputs or attributes may mean something else there."""
-    version = getattr(cls, "version", "")
-    if not layer.version or version == layer.version:
-        return ""
-    return (f" (netpass implements {layer.type} of {version}, not of {layer.version}, and read "
-            "the layer as that version)")
-
-
 def _port_entry(layer: _Layer, tag: str, entry: Element, params: dict[str, int],
                 results: dict[str, int], back: dict[str, str], n_in: int) -> Any:
     """One ``<input>`` / ``<output>`` of a port map as a description (a special port: the
@@ -465,4 +468,4 @@ def read_ir(source: Any, weights: Any = None) -> Model:
         return _Reader(_parse(xml), blob).read()
 
 
-__all__ = ["read_ir", "op_class", "convert_attr"]
+__all__ = ["read_ir", "op_class", "op_classes", "convert_attr"]

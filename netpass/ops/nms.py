@@ -31,6 +31,10 @@ __all__ = ["non_max_suppression"]
 class NonMaxSuppression(Node):
     type_name = "NonMaxSuppression"
     version = "opset9"
+    # v1, v3, v4: one output (selected_indices; v1 i64, no output_type) and no
+    # soft_nms_sigma; OpenVINO's CPU plugin gives their selected rows as v5 and v9 do (only the
+    # rows selected, not padded with -1 to a static bound), and so does this class
+    IR_VERSIONS = ("opset1", "opset3", "opset4", "opset5", "opset9")
     ATTRS = {"box_encoding": "corner", "sort_result_descending": True, "output_type": i64}
     output_type: Type
     DATA_DEPENDENT_SHAPE = True

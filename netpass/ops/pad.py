@@ -54,6 +54,7 @@ class Pad(Node):
 
     type_name = "Pad"
     version = "opset12"
+    IR_VERSIONS = ("opset1", "opset12")  # v1: pads >= 0, a subset of v12's
     ATTRS = {"pad_mode": "constant"}
 
     def infer_types(self) -> None:

@@ -154,6 +154,9 @@ class MaxPool(_PoolBase):
 
     type_name = "MaxPool"
     version = "opset8"
+    # v1: no dilations (1) and no indices output (the values are output 0); v14 adds
+    # rounding_type ceil_torch, which this class implements (Serialize writes it as v14)
+    IR_VERSIONS = ("opset1", "opset8", "opset14")
     ATTRS = {"strides": [], "dilations": [], "pads_begin": [], "pads_end": [], "kernel": [],
              "rounding_type": "floor", "auto_pad": "explicit", "index_element_type": "i64",
              "axis": 0}
@@ -189,6 +192,9 @@ class AvgPool(_PoolBase):
 
     type_name = "AvgPool"
     version = "opset1"
+    # v14 adds rounding_type ceil_torch, which this class implements (Serialize writes it as
+    # v14); v16's dilations are not read here
+    IR_VERSIONS = ("opset1", "opset14")
     ATTRS = {"strides": [], "pads_begin": [], "pads_end": [], "kernel": [],
              "exclude-pad": False, "rounding_type": "floor", "auto_pad": "explicit"}
 

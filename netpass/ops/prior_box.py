@@ -112,6 +112,7 @@ class PriorBox(Node):
 
     type_name = "PriorBox"
     version = "opset8"
+    IR_VERSIONS = ("opset1", "opset8")  # v1: no min_max_aspect_ratios_order (true, v8's default)
     ATTRS = {"min_size": [], "max_size": [], "aspect_ratio": [], "density": [],
              "fixed_ratio": [], "fixed_size": [], "clip": False, "flip": False, "step": 0.0,
              "offset": 0.0, "variance": [], "scale_all_sizes": True,

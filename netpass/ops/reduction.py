@@ -154,6 +154,8 @@ class TopK(Node):
 
     type_name = "TopK"
     version = "opset11"
+    # v1, v3: no ``stable`` attribute (v11's default, false); v3 only widens k's types
+    IR_VERSIONS = ("opset1", "opset3", "opset11")
     ATTRS = {"axis": -1, "mode": "max", "sort": "value", "index_element_type": i32,
              "stable": False}
     index_element_type: Any

@@ -37,6 +37,7 @@ ALIGNED_MODES = ("asymmetric", "onnx_half_pixel")
 class ROIAlign(Node):
     type_name = "ROIAlign"
     version = "opset9"
+    IR_VERSIONS = ("opset3", "opset9")  # v3: no aligned_mode (asymmetric, v9's default)
     ATTRS = {"pooled_h": 1, "pooled_w": 1, "sampling_ratio": 0, "spatial_scale": 1.0,
              "mode": "avg", "aligned_mode": "asymmetric"}
 

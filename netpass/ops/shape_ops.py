@@ -35,6 +35,7 @@ class ShapeOf(Node):
 
     type_name = "ShapeOf"
     version = "opset3"
+    IR_VERSIONS = ("opset1", "opset3")  # v1: no output_type, i64 (v3's default)
     ATTRS = {"output_type": i64}
     output_type: Any
 

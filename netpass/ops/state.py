@@ -64,6 +64,8 @@ class ReadValue(Node):
 
     type_name = "ReadValue"
     version = "opset6"
+    # v3: no variable_type / variable_shape (the initial value's, as v6 without them)
+    IR_VERSIONS = ("opset3", "opset6")
     ATTRS = {"variable_id": "", "variable_type": dynamic,
              "variable_shape": PartialShape(None)}
     variable_shape: Any
@@ -112,6 +114,7 @@ class Assign(Sink):
 
     type_name = "Assign"
     version = "opset6"
+    IR_VERSIONS = ("opset3", "opset6")  # v3: the variable of a ReadValue-3 (no type attributes)
     ATTRS = {"variable_id": ""}
     FOLDABLE = False
 

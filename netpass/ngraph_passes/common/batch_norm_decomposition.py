@@ -27,7 +27,8 @@ class BatchNormDecomposition(MatcherPass):
             bn = m.match_root
             if self.transformation_callback(bn):
                 return False
-            x, gamma, beta, mean, var = bn.input_values()
+            # (the inputs' order is the version's: BatchNormInference-1 has data third)
+            x, gamma, beta, mean, var = (bn.input_value(i) for i in bn.ORDER)
             rank = static_rank(x)  # (static: the pattern's predicate)
             if rank is None:
                 return False

@@ -33,6 +33,8 @@ class DeformableConvolution(_ConvBase):
 
     type_name = "DeformableConvolution"
     version = "opset8"
+    # v1: no mask input and no bilinear_interpolation_pad (v8's default, false)
+    IR_VERSIONS = ("opset1", "opset8")
     ATTRS = {**_ConvBase.ATTRS, "group": 1, "deformable_group": 1,
              "bilinear_interpolation_pad": False}
 

@@ -57,6 +57,7 @@ class Gelu(UnaryElementwiseArithmetic):
 
     type_name = "Gelu"
     version = "opset7"
+    IR_VERSIONS = ("opset2", "opset7")  # v2: no attribute, the erf form (v7's default)
     ATTRS = {"approximation_mode": "ERF"}
     approximation_mode: Any
 

@@ -111,6 +111,7 @@ class LogicalXor(_Logical):
 
     type_name = "LogicalXor"
     commutative = True
+    IR_VERSIONS = ("opset1", "opset2")  # (OpenVINO names its LogicalXor-1 opset2)
     fn = staticmethod(np.logical_xor)
 
 

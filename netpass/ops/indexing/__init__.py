@@ -9,6 +9,7 @@ from __future__ import annotations
 # Classes and factories; ``__all__`` lists the factories (``netpass.opset`` takes them).
 from .gather import (  # noqa: F401
     Gather,
+    Gather7,
     GatherElements,
     GatherND,
     GatherND5,

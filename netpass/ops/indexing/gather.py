@@ -233,6 +233,26 @@ class GatherND(Node):
         return [np.stack(outs).reshape(out_shape)]
 
 
+class Gather7(Gather):
+    """Gather v7 (and v1, which is v7 without ``batch_dims``): v8 without negative indices. A
+    negative index is out of range there and gives zeros, as any other out-of-range index
+    (OpenVINO's CPU plugin; v8 counts it from the end)."""
+
+    type_name = "Gather"
+    version = "opset7"
+    IR_VERSIONS = ("opset1", "opset7")
+
+    def evaluate(self, inputs):
+        data, indices, axis = inputs
+        idx = np.asarray(indices).astype(np.int64)
+        return super().evaluate([data, np.where(idx < 0, np.iinfo(np.int64).max, idx), axis])
+
+
+# The newer version stays the class ``netpass.ops.Gather`` names; IR reading picks the exact
+# version by (type, opset).
+OP_TYPES["Gather"] = Gather
+
+
 class GatherND5(GatherND):
     """GatherND v5: as v8, but the ``batch_dims`` leading dims of the output are flattened
     into one (their product), as OpenVINO's opset5 defines it; the elements and their order

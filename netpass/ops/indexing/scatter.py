@@ -57,6 +57,7 @@ class ScatterElementsUpdate(Node):
 
     type_name = "ScatterElementsUpdate"
     version = "opset12"
+    IR_VERSIONS = ("opset3", "opset12")  # v3: no reduction (v12's default, none)
     ATTRS = {"reduction": "none", "use_init_val": True}
 
     def infer_types(self) -> None:

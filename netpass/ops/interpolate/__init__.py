@@ -1,5 +1,6 @@
-"""Interpolate (OpenVINO opset11, :mod:`.op`) with the ONNX Resize (10, 11, 13, 18, 19) and
-Upsample (7, 9) import rules and a Resize (opset 17) export rule.
+"""Interpolate (OpenVINO opset11, :mod:`.op`; versions 1 and 4 in :mod:`.versions`) with the
+ONNX Resize (10, 11, 13, 18, 19) and Upsample (7, 9) import rules and a Resize (opset 17)
+export rule.
 
 Resampling is separable: every interpolated axis becomes a set of taps (source indices and
 weights per output position, :func:`.resampling.axis_taps`), applied with one ``take`` per
@@ -18,5 +19,6 @@ from __future__ import annotations
 # Classes and factories; ``__all__`` lists the factories (``netpass.opset`` takes them).
 from .onnx_resize import Resize  # noqa: F401
 from .op import Interpolate, interpolate  # noqa: F401
+from .versions import Interpolate1, Interpolate4  # noqa: F401
 
 __all__ = ["interpolate"]

@@ -46,6 +46,34 @@ class Interpolate(Node):
              "pads_end": [], "cube_coeff": -0.75}
     antialias: Any
     cube_coeff: Any
+    # The physical inputs of (scales_or_sizes, axes) and the input count(s) (Interpolate-4 picks
+    # sizes or scales among its inputs; Interpolate-1 has its axes as an attribute).
+    INPUTS_TEXT = "(data, scales_or_sizes[, axes])"
+
+    def _value_input(self) -> int:
+        return 1
+
+    def _axes_input(self) -> int | None:
+        return 2 if self.get_input_size() > 2 else None
+
+    def _input_count_ok(self) -> bool:
+        return self.get_input_size() in (2, 3)
+
+    def _shape_mode(self) -> str:
+        return self.shape_calculation_mode
+
+    def _resampling(self) -> tuple[str, str, str, float, bool]:
+        """(mode, coordinate_transformation_mode, nearest_mode, cube_coeff, antialias)."""
+        return (self.mode, self.coordinate_transformation_mode, self.nearest_mode,
+                self.cube_coeff, self.antialias)
+
+    def _has_axes(self) -> bool:
+        return self._axes_input() is not None
+
+    def _const_axes(self) -> Any:
+        """The axes as given (input or attribute), None where not known yet."""
+        ai = self._axes_input()
+        return None if ai is None else self.input_constant(ai)
 
     def _check_attrs(self) -> None:
         for key, allowed in (("mode", MODES), ("shape_calculation_mode", SHAPE_MODES),
@@ -70,12 +98,12 @@ class Interpolate(Node):
         return out[0], out[1]
 
     def _axes(self, rank: int, count: int | None) -> list[int] | None:
-        if self.get_input_size() < 3:
+        if not self._has_axes():
             self.check(count is None or count == rank,
                        "scales_or_sizes has {} elements but data rank is {} (and no axes)",
                        count, rank)
             return list(range(rank))
-        axes = self.input_constant(2)
+        axes = self._const_axes()
         if axes is None:
             return None
         axes = [int(a) for a in np.asarray(axes).reshape(-1)]
@@ -88,14 +116,14 @@ class Interpolate(Node):
         return axes
 
     def infer_types(self) -> None:
-        self.check(self.get_input_size() in (2, 3),
-                   "expects inputs (data, scales_or_sizes[, axes])")
+        self.check(self._input_count_ok(), "expects inputs {}", self.INPUTS_TEXT)
         self._check_attrs()
-        et1 = self.get_input_element_type(1)
+        vi = self._value_input()
+        et1 = self.get_input_element_type(vi)
         if not et1.is_dynamic:
-            want_int = self.shape_calculation_mode == "sizes"
-            self.check(et1.is_integral == want_int, "scales_or_sizes of type {} does not fit "
-                       "shape_calculation_mode '{}'", et1, self.shape_calculation_mode)
+            want_int = self._shape_mode() == "sizes"
+            self.check(et1.is_integral == want_int, "{} of type {} does not fit "
+                       "shape_calculation_mode '{}'", "scales_or_sizes", et1, self._shape_mode())
         data = self.get_input_partial_shape(0)
         et = self.get_input_element_type(0)
         if not data.rank_is_static:
@@ -103,7 +131,7 @@ class Interpolate(Node):
             return
         rank = len(data)
         pb, pe = self._pads(rank)
-        ss = self.get_input_partial_shape(1)
+        ss = self.get_input_partial_shape(vi)
         self.check(not ss.rank_is_static or len(ss) == 1,
                    "scales_or_sizes must be 1-D, got shape {}", ss)
         count = ss[0].min if ss.rank_is_static and ss[0].is_static else None
@@ -112,12 +140,12 @@ class Interpolate(Node):
         if axes is None:
             self.set_output_type(0, et, PartialShape.dynamic(rank))
             return
-        if self.shape_calculation_mode == "sizes":
-            values = self.input_partial_value(1)
+        if self._shape_mode() == "sizes":
+            values = self.input_partial_value(vi)
             for i, axis in enumerate(axes):
                 dims[axis] = Dimension.of(values[i]) if values is not None else Dimension()
         else:
-            scales = self.input_constant(1)
+            scales = self.input_constant(vi)
             for i, axis in enumerate(axes):
                 dims[axis] = Dimension() if scales is None else \
                     _scaled_dim(dims[axis], float(np.asarray(scales).reshape(-1)[i]))
@@ -129,20 +157,23 @@ class Interpolate(Node):
         pb, pe = self._pads(rank)
         if any(pb) or any(pe):
             x = np.pad(x, list(zip(pb, pe)))
-        values = np.asarray(inputs[1]).reshape(-1)
-        axes = list(range(rank)) if len(inputs) < 3 else \
-            [int(a) % rank for a in np.asarray(inputs[2]).reshape(-1)]
+        values = np.asarray(inputs[self._value_input()]).reshape(-1)
+        ai = self._axes_input()
+        given = None if not self._has_axes() else \
+            self._const_axes() if ai is None else inputs[ai]
+        axes = list(range(rank)) if given is None else \
+            [int(a) % rank for a in np.asarray(given).reshape(-1)]
+        mode, transform, nearest, cube, antialias = self._resampling()
         y = x
         for axis, v in zip(axes, values):
             n = x.shape[axis]
-            if self.shape_calculation_mode == "sizes":
+            if self._shape_mode() == "sizes":
                 out = int(v)
                 scale = float(np.float32(out) / np.float32(n))
             else:
                 scale = float(np.float32(v))
                 out = scaled_length(n, scale)
-            idx, w, _ = axis_taps(self.mode, n, out, scale, self.coordinate_transformation_mode,
-                                  self.nearest_mode, self.cube_coeff, self.antialias)
+            idx, w, _ = axis_taps(mode, n, out, scale, transform, nearest, cube, antialias)
             y = apply_taps(y, axis, idx, w)
         return [_cast_like(y, x.dtype)]
 

@@ -19,7 +19,15 @@ from .center_crop_pad import CenterCropPad, center_crop_pad  # noqa: F401
 from .concat import Concat, concat  # noqa: F401
 from .depth_space import DepthToSpace, SpaceToDepth, depth_to_space, space_to_depth  # noqa: F401
 from .identity import Identity, identity  # noqa: F401
-from .reshape import Reshape, Squeeze, Unsqueeze, reshape, squeeze, unsqueeze  # noqa: F401
+from .reshape import (  # noqa: F401
+    Reshape,
+    Squeeze,
+    Squeeze15,
+    Unsqueeze,
+    reshape,
+    squeeze,
+    unsqueeze,
+)
 from .reverse import Reverse, reverse  # noqa: F401
 from .reverse_sequence import ReverseSequence, reverse_sequence  # noqa: F401
 from .roll import Roll, roll  # noqa: F401

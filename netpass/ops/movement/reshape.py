@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ...core.dimension import INF, Dimension, symbolic_quotient
-from ...core.node import Node, Output
+from ...core.node import OP_TYPES, Node, Output
 from ...core.shape import PartialShape
 from ..base import normalize_axis, set_name, to_output
 from ..registry import onnx_export, onnx_rule
@@ -182,6 +182,30 @@ class Squeeze(Node):
         if not axes:
             return [np.squeeze(x)] if x.ndim else [x]
         return [np.squeeze(x, axis=tuple(a for a in axes if x.shape[a] == 1))]
+
+
+class Squeeze15(Squeeze):
+    """Squeeze v15: v1 with ``allow_axis_skip``: where true, a listed axis of unknown size may
+    be kept, so the output rank is unknown until its size is (v1, and v15 without it, take
+    such an axis for a 1). The values are v1's."""
+
+    type_name = "Squeeze"
+    version = "opset15"
+    ATTRS = {"allow_axis_skip": False}
+
+    def infer_types(self) -> None:
+        super().infer_types()
+        data = self.get_input_partial_shape(0)
+        if not self.allow_axis_skip or self.get_input_size() < 2 or not data.rank_is_static:
+            return
+        axes = const_ints(self, 1) or []
+        if any(data[normalize_axis(self, a, len(data))].is_dynamic for a in axes):
+            self.set_output_type(0, self.get_input_element_type(0), PartialShape(None))
+
+
+# The first version stays the class ``netpass.ops.Squeeze`` names; IR reading picks the exact
+# version by (type, opset).
+OP_TYPES["Squeeze"] = Squeeze
 
 
 class Unsqueeze(Node):

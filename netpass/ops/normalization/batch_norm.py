@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ...core.node import Node, Output
+from ...core.node import OP_TYPES, Node, Output
 from ...core.shape import PartialShape
 from ...errors import UnsupportedOpError
 from ..base import merged_input_type, set_name, to_output
@@ -23,17 +23,21 @@ class BatchNormInference(Node):
     type_name = "BatchNormInference"
     version = "opset5"
     ATTRS = {"epsilon": 1e-5}
+    # The inputs (data, gamma, beta, mean, variance) are at these positions.
+    ORDER = (0, 1, 2, 3, 4)
+    INPUTS_TEXT = "(data, gamma, beta, mean, variance)"
 
     def infer_types(self) -> None:
-        self.check(self.get_input_size() == 5, "expects inputs (data, gamma, beta, mean, variance)")
+        self.check(self.get_input_size() == 5, "expects inputs {}", self.INPUTS_TEXT)
         self.check(self.epsilon >= 0, "epsilon must be non-negative, got {}", self.epsilon)
         et = merged_input_type(self)
-        data = self.get_input_partial_shape(0)
+        d, g, b, m, v = self.ORDER
+        data = self.get_input_partial_shape(d)
         channels = data[1] if data.rank_is_static and len(data) >= 2 else None
         self.check(not data.rank_is_static or len(data) >= 2,
                    "data must have rank >= 2, got {}", data)
-        channels = merged_channels(self, channels, ((1, "gamma"), (2, "beta"), (3, "mean"),
-                                                    (4, "variance")))
+        channels = merged_channels(self, channels, ((g, "gamma"), (b, "beta"), (m, "mean"),
+                                                    (v, "variance")))
         if channels is not None:
             dims = list(data)
             dims[1] = channels
@@ -41,11 +45,26 @@ class BatchNormInference(Node):
         self.set_output_type(0, et, data)
 
     def evaluate(self, inputs):
-        x, gamma, beta, mean, var = inputs
+        x, gamma, beta, mean, var = (inputs[i] for i in self.ORDER)
         shape = (-1,) + (1,) * (x.ndim - 2)
         c = lambda v: np.asarray(v, np.float64).reshape(shape)  # noqa: E731
         y = c(gamma) * (x - c(mean)) / np.sqrt(c(var) + self.epsilon) + c(beta)
         return [y.astype(x.dtype)]
+
+
+class BatchNormInference1(BatchNormInference):
+    """BatchNormInference v0 (opset1): v5's computation with the inputs in the order gamma,
+    beta, data, mean, variance."""
+
+    type_name = "BatchNormInference"
+    version = "opset1"
+    ORDER = (2, 0, 1, 3, 4)
+    INPUTS_TEXT = "(gamma, beta, data, mean, variance)"
+
+
+# The newer version stays the class ``netpass.ops.BatchNormInference`` names; IR reading picks
+# the exact version by (type, opset).
+OP_TYPES["BatchNormInference"] = BatchNormInference
 
 
 class GroupNormalization(Node):

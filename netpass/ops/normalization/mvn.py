@@ -1,4 +1,4 @@
-"""MVN (OpenVINO opset6), and the ONNX normalizations imported as MVN compositions:
+"""MVN (OpenVINO opset6; MVN2, opset2's), and the ONNX normalizations imported as MVN compositions:
 MeanVarianceNormalization, InstanceNormalization, LayerNormalization, RMSNormalization."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from ...core.node import Node
-from ..base import set_name, to_output
+from ...core.node import OP_TYPES, Node
+from ..base import normalize_axis, set_name, to_output
 from ..elementwise import Add, Convert, Divide, Multiply, Sqrt, Subtract, const_like
 from ..onnx_types import attribute_element_type
 from ..reduction import ReduceMean
@@ -54,6 +54,40 @@ class MVN(Node):
                 else:
                     d = d / (np.sqrt(var) + self.eps)
         return [d.astype(x.dtype)]
+
+class MVN2(MVN):
+    """MVN of opset2 (OpenVINO's MVN-0): one input; the axes are ``reduction_axes`` where
+    given, else 1 (``across_channels``) or 2 up to the last; eps is added to the variance
+    (v6's ``INSIDE_SQRT``, as OpenVINO's CPU plugin computes it)."""
+
+    type_name = "MVN"
+    version = "opset2"
+    ATTRS = {"across_channels": False, "normalize_variance": True, "eps": 1e-9,
+             "reduction_axes": []}
+    eps_mode = "INSIDE_SQRT"
+
+    def axes(self, rank: int) -> list[int]:
+        """The normalized axes for data of rank ``rank``."""
+        if self.reduction_axes:
+            return sorted({normalize_axis(self, int(a), rank) for a in self.reduction_axes})
+        return list(range(1 if self.across_channels else 2, rank))
+
+    def infer_types(self) -> None:
+        self.check(self.get_input_size() == 1, "expects one input (data)")
+        data = self.get_input_partial_shape(0)
+        if data.rank_is_static:
+            self.axes(len(data))
+        self.set_output_type(0, self.get_input_element_type(0), data)
+
+    def evaluate(self, inputs):
+        x = np.asarray(inputs[0])
+        return super().evaluate([x, np.array(self.axes(x.ndim), np.int64)])
+
+
+# The newer version stays the class ``netpass.ops.MVN`` names; IR reading picks the exact
+# version by (type, opset).
+OP_TYPES["MVN"] = MVN
+
 
 def mvn(data: Any, axes: Any, normalize_variance: bool, eps: float, eps_mode: str,
         name: str | None = None) -> Node:

@@ -39,6 +39,7 @@ class Softmax(_AxisOp):
 
     type_name = "Softmax"
     version = "opset8"
+    IR_VERSIONS = ("opset1", "opset8")  # v1: axis >= 0, a subset of v8's
 
     def evaluate(self, inputs):
         x = inputs[0]

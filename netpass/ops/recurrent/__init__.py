@@ -10,7 +10,7 @@ from __future__ import annotations
 
 # Classes and factories; ``__all__`` lists the factories (``netpass.opset`` takes them).
 from .gru import GRUCell, GRUSequence, gru_cell, gru_sequence  # noqa: F401
-from .lstm import LSTMCell, LSTMSequence, lstm_cell, lstm_sequence  # noqa: F401
+from .lstm import LSTMCell, LSTMCell1, LSTMSequence, lstm_cell, lstm_sequence  # noqa: F401
 from .rnn import RNNCell, RNNSequence, rnn_cell, rnn_sequence  # noqa: F401
 
 __all__ = ["lstm_cell", "lstm_sequence", "gru_cell", "gru_sequence", "rnn_cell", "rnn_sequence"]

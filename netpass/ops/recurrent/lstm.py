@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ...core.node import OP_TYPES
 from ..base import set_name, to_output
 from ..registry import onnx_export, onnx_rule
 from .common import _COMMON_ATTRS, _attrs, _Cell, _Sequence
@@ -50,6 +51,27 @@ class LSTMCell(_LSTMStep, _Cell):
     type_name = "LSTMCell"
     version = "opset4"
     ATTRS = dict(_COMMON_ATTRS)
+
+
+class LSTMCell1(LSTMCell):
+    """LSTMCell v0 (opset1): v4's step with the optional peepholes P (input 6) and the
+    attributes ``input_forget`` (only false: coupled input and forget gates are not
+    implemented) and ``weights_format`` (only OpenVINO's "fico", v4's gate order)."""
+
+    type_name = "LSTMCell"
+    version = "opset1"
+    ATTRS = {**_COMMON_ATTRS, "input_forget": False, "weights_format": "fico"}
+
+    def infer_types(self) -> None:
+        self.check(not self.input_forget, "input_forget=true is not implemented")
+        self.check(str(self.weights_format).lower() == "fico",
+                   "weights_format '{}' is not implemented (only fico)", self.weights_format)
+        super().infer_types()
+
+
+# The newer version stays the class ``netpass.ops.LSTMCell`` names; IR reading picks the exact
+# version by (type, opset).
+OP_TYPES["LSTMCell"] = LSTMCell
 
 
 class LSTMSequence(_LSTMStep, _Sequence):

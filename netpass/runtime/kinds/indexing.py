@@ -18,6 +18,7 @@ import numpy as np
 from ...errors import ShapeInferenceError
 from ...ops.indexing import (
     Gather,
+    Gather7,
     GatherElements,
     GatherND,
     GatherND5,
@@ -53,6 +54,15 @@ def gather_impl(p: Params, key: Any) -> Impl | None:
     src = gather(bits_dtype(p.in_dtypes[0]), p.in_dtypes[1])
     return Impl(key, [Launch(src, *work_1d(n), [("i", 0), ("i", 1), ("o", 0), n, nidx, shape[axis],
                                                 size(shape[axis + 1:])])])
+
+
+def gather7_impl(p: Params, key: Any) -> Impl | None:
+    """Gather-1/7: v8's kernel where the indices are a constant without negative values (a
+    negative index gives zeros in v7, in v8 it counts from the end); else the host."""
+    src = p.node.inputs[1][0] if p.node is not None else None
+    if src is None or not src.is_constant or (np.asarray(src.value) < 0).any():
+        return None
+    return gather_impl(p, key)
 
 
 def _may_be_identity(n: Any, same_dtype: bool) -> bool:
@@ -345,6 +355,7 @@ ROWS = table(
            skip=Skip(_may_be_view, _gather_view_offset, reads_values=True,
                      by_shapes=_gather_by_shapes), host=_host_gather,
            strided=StridedView(_pick_views, None, _picks_one)),
+    OpKind(Gather7, deps=(2,), shape=_gather_shape, impl=gather7_impl, copy_only=True),
     OpKind(GatherElements, shape=_gather_elements_shape, impl=gather_elements_impl, copy_only=True),
     OpKind(GatherND, shape=_gather_nd_shape, impl=gather_nd_impl, copy_only=True, uniform=True),
     OpKind(GatherND5, shape=_gather_nd5_shape, impl=gather_nd_impl, copy_only=True, uniform=True),

@@ -10,7 +10,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ...ops.normalization import MVN, BatchNormInference, LogSoftmax, NormalizeL2, Softmax
+from ...ops.normalization import (
+    MVN,
+    MVN2,
+    BatchNormInference,
+    BatchNormInference1,
+    LogSoftmax,
+    NormalizeL2,
+    Softmax,
+)
 from ..impls import Impl, Params, collapse, size
 from ..kernels.common import flit
 from .base import ImplFactory, OpKind, ints, same_shape, table
@@ -46,7 +54,7 @@ def mvn_impl(p: Params, key: Any) -> Impl | None:
         axes = list(range(start, rank))
         if p.attrs.get("reduction_axes"):
             axes = [int(a) % rank for a in p.attrs["reduction_axes"]]
-        inside = False
+        inside = True
     blk = axes_block(shape, axes)
     if blk is None or blk[2] != 1:
         return None
@@ -130,7 +138,9 @@ ROWS = table(
     OpKind(Softmax, shape=same_shape, impl=softmax_impl("softmax"), epilogue=True),
     OpKind(LogSoftmax, shape=same_shape, impl=softmax_impl("logsoftmax"), epilogue=True),
     OpKind(MVN, deps=(1,), shape=same_shape, impl=mvn_impl, epilogue=True),
+    OpKind(MVN2, shape=same_shape, impl=mvn_impl, epilogue=True),
     OpKind(NormalizeL2, deps=(1,), shape=same_shape),
     OpKind(BatchNormInference, impl=per_channel_impl, expr=_batch_norm, epilogue=True),
+    OpKind(BatchNormInference1, shape=lambda attrs, shapes, values: [tuple(shapes[2])]),
     OpKind(RmsNorm, shape=same_shape, impl=rms_impl, epilogue=True),
 )
