@@ -27,7 +27,10 @@ def _is_inverse(x: Output, reciprocal: Output, div_out: Output) -> bool:
 
 
 class ConvertDivide(MatcherPass):
-    """Float x / y -> x * Power(y, -1) (1 / y -> Power(y, -1)); integer Divide stays."""
+    """Float x / y -> x * Power(y, -1); integer Divide stays.
+
+    ``1 / y`` becomes ``Power(y, -1)`` alone where the ones broadcast nothing (OpenVINO's
+    ``can_eliminate_eltwise_node``)."""
 
     def __init__(self) -> None:
         super().__init__()

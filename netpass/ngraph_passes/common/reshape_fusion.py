@@ -137,7 +137,7 @@ def _moves_only_ones(out) -> bool:
 
 
 class TransposeToReshape(MatcherPass):
-    """A Transpose that only moves size-1 axes -> a Reshape (or nothing).
+    """A Transpose moving only size-1 axes -> a Reshape (or nothing).
 
     As OpenVINO's: a Transpose that moves only static 1s (or nothing) is bypassed; else it
     becomes a Reshape to its output shape when that is static, to a constant pattern with
