@@ -11,7 +11,7 @@ from ..core.model import Model, parameter_name, result_name
 from ..core.node import Node, Output
 from ..ops.indexing import Gather
 from ..ops.io import Constant, Parameter, Result
-from ..ops.movement import Reshape, Transpose
+from ..ops.movement import Reshape, Squeeze, Transpose, Unsqueeze
 from ..passes.validation import validate_changes
 
 
@@ -65,7 +65,9 @@ def _run_flat(model: Model, arr: np.ndarray) -> np.ndarray:
 
 
 def _is_reshape(node: Node) -> bool:
-    return isinstance(node, Reshape)
+    """A node that only renames the shape (the layout pipeline's ``at_model_edge`` looks through
+    the same three: a Transpose it leaves behind an Unsqueeze before a Result is an edge one)."""
+    return isinstance(node, (Reshape, Squeeze, Unsqueeze))
 
 
 def _cuttable(node: Node) -> bool:
@@ -138,9 +140,9 @@ def _output_edge(result: Result) -> Node | None:
 def split_pre_post_processing(model: Model) -> PrePostProcessModels:
     """Move edge Gathers and unsupported Transposes into :class:`PrePostProcessModels`.
 
-    Looks through single-consumer Reshapes from every Parameter forward and from every Result
-    backward; an input with several consumers is left as is. The main model is changed in
-    place and re-validated.
+    Looks through single-consumer Reshapes, Squeezes and Unsqueezes from every Parameter
+    forward and from every Result backward; an input with several consumers is left as is. The
+    main model is changed in place and re-validated.
     """
     models = PrePostProcessModels()
     # Only what the cuts changed is re-inferred (a whole-model pass took as long as the cuts

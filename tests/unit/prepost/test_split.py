@@ -48,6 +48,20 @@ def test_output_transpose_behind_reshape_is_cut():
     assert cut.output(0).partial_shape.to_shape() == (1, 96)
 
 
+def test_edge_transposes_behind_squeeze_and_unsqueeze_are_cut():
+    """Squeeze and Unsqueeze only rename the shape, as Reshape does, and the GNA pipeline's
+    ``at_model_edge`` looks through them: a Transpose it left before an output Unsqueeze (a 2-D
+    conv net squeezed to a 1-D pooling, unsqueezed back; conv_net_onnx seed 181) stayed in the
+    main model, neither cut nor warned."""
+    x = opset.parameter([1, 4, 1, 7], f32, "x")
+    s = opset.squeeze(x, [2])
+    t = opset.transpose(opset.relu(opset.transpose(s, [0, 2, 1])), [0, 2, 1])
+    m = Model([opset.result(opset.unsqueeze(t, [2]), name="y")], [x])
+    cut, pp = _check_equal(m, {"x": _rand(1, 4, 1, 7)})
+    assert "Transpose" not in _types(cut) and list(pp.inputs) == ["x"]
+    assert list(pp.outputs) == ["y"] and cut.output(0).partial_shape.to_shape() == (1, 4, 1, 7)
+
+
 def test_supported_transpose_stays():
     x = opset.parameter([1, 8, 16], f32, "x")  # squeezed [8, 16]: min 8 <= 8, 16 % 8 == 0
     m = Model([opset.relu(opset.transpose(x, [0, 2, 1]))], [x])
