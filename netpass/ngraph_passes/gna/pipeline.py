@@ -114,6 +114,7 @@ from .misc import (
     ReorderActivationAndPooling,
 )
 from .replace_nhwc import ReplaceGnaNHWCLayers
+from .result_layout import ResultsTakeInverseTranspose, yields_to_results
 from .slice_to_crop import ConvertSliceToCrop
 from .stepped_slice_to_matmul import ConvertSteppedSliceToMatMul
 from .strided_slice_to_crop import ConvertStridedSliceToCrop
@@ -278,11 +279,28 @@ class RescueStuckTransposes(ModelPass):
                 run_then_fold(model, user.copy(), backward(), "RescueBackward")
         # (branches of one input each bring their own Transpose up to it: equal ones become
         # one, which the input's pre-processing takes, before they count as stuck)
-        merge = nested_manager(user.copy(), "RescueMerge")
-        merge.register_pass(GraphRewrite(MergeSharedLayoutOps()))
-        merge.run_passes(model)
-        if not stuck_transposes(model):
+        def merge(model) -> None:
+            manager = nested_manager(user.copy(), "RescueMerge")
+            manager.register_pass(GraphRewrite(MergeSharedLayoutOps()))
+            manager.run_passes(model)
+        merge(model)
+        stuck = stuck_transposes(model)
+        if not stuck:
             return False
+        # (a model output reading a value beside a stuck Transpose stops it: the output takes
+        # the inverse, the Transpose sinks on; kept where fewer stay stuck, tried on a copy)
+        if any(map(yields_to_results, stuck)):
+            def results_yield(model) -> None:
+                if run_then_fold(model, user.copy(), GraphRewrite(ResultsTakeInverseTranspose()),
+                                 "RescueResults"):
+                    run_then_fold(model, user.copy(), backward(), "RescueBackward")
+                    merge(model)
+            trial = model.clone()
+            results_yield(trial)
+            if len(stuck_transposes(trial)) < len(stuck):
+                results_yield(model)
+                if not stuck_transposes(model):
+                    return False
 
         def at_input(node) -> bool:
             # (refused only when every Transpose it reads waits at an input: one that is
