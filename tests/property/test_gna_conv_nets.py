@@ -306,3 +306,22 @@ def test_an_output_reading_an_inner_value_takes_the_inverse_transpose(unsqueeze)
                  "flat": np.array([1, -1]), "m": _w(12, 5)}
     check_conv_net(_onnx(nodes, [1, 4, 11] if unsqueeze else [1, 22, 9], inits,
                          outputs=("y", "z")), strict=True)
+
+
+def test_a_residual_on_the_input_of_a_conv_keeps_one_input_transpose():
+    """``x + tanh(conv(x))`` (a residual on the model input): the conv and the Add each read x
+    through an equal NTC Transpose, stuck only for each other; the rescue's backward stage
+    moved the Add back to x's layout (a Transpose after the Tanh and one at x, both inside).
+    Equal Transposes of one input are now merged first: one Transpose, cut to the host."""
+    check_conv_net(_onnx([
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[3], pads=[1, 1]),
+        helper.make_node("Tanh", ["c"], ["t"]),
+        helper.make_node("Add", ["t", "x"], ["a"]),
+        helper.make_node("Transpose", ["a"], ["u"], perm=[0, 2, 1]),
+        helper.make_node("Clip", ["u", "lo", "hi"], ["k"]),
+        helper.make_node("Transpose", ["k"], ["v"], perm=[0, 2, 1]),
+        helper.make_node("GlobalAveragePool", ["v"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"], axis=1),
+        helper.make_node("Gemm", ["f", "m"], ["y"], transB=1)],
+        [1, 3, 25], {"w": _w(3, 3, 3), "b": _w(3), "lo": np.float32(-0.5),
+                     "hi": np.float32(0.9), "m": _w(12, 3)}), strict=True)

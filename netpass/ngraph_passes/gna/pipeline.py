@@ -112,6 +112,7 @@ from .misc import (
     RemoveOutputConvert,
     RemoveSingleInputConcat,
     ReorderActivationAndPooling,
+    has_twin,
 )
 from .replace_nhwc import ReplaceGnaNHWCLayers
 from .result_layout import ResultsTakeInverseTranspose, yields_to_results
@@ -261,8 +262,22 @@ class RescueStuckTransposes(ModelPass):
 
     def run_on_model(self, model) -> bool:
         user = self.user_config if self.user_config is not None else self.get_pass_config()
-        if not stuck_transposes(model):
+        stuck = stuck_transposes(model)
+        if not stuck:
             return False
+
+        def merge(model) -> None:
+            manager = nested_manager(user.copy(), "RescueMerge")
+            manager.register_pass(GraphRewrite(MergeSharedLayoutOps()))
+            manager.run_passes(model)
+        # (equal Transposes of one input, each stuck only for the other, are one Transpose at
+        # the input: merged first, or the backward stage moves them apart, as in
+        # ``x + tanh(conv(x))`` whose Add it took back to x's layout)
+        if any(map(has_twin, stuck)):
+            merge(model)
+            if not stuck_transposes(model):
+                return False
+
         def backward() -> BackwardGraphRewrite:
             return BackwardGraphRewrite(*(TSFuse(mark_fused=False) if p is TSFuse else p()
                                           for p in BACKWARD))
@@ -279,10 +294,6 @@ class RescueStuckTransposes(ModelPass):
                 run_then_fold(model, user.copy(), backward(), "RescueBackward")
         # (branches of one input each bring their own Transpose up to it: equal ones become
         # one, which the input's pre-processing takes, before they count as stuck)
-        def merge(model) -> None:
-            manager = nested_manager(user.copy(), "RescueMerge")
-            manager.register_pass(GraphRewrite(MergeSharedLayoutOps()))
-            manager.run_passes(model)
         merge(model)
         stuck = stuck_transposes(model)
         if not stuck:
