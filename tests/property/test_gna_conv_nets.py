@@ -325,3 +325,12 @@ def test_a_residual_on_the_input_of_a_conv_keeps_one_input_transpose():
         helper.make_node("Gemm", ["f", "m"], ["y"], transB=1)],
         [1, 3, 25], {"w": _w(3, 3, 3), "b": _w(3), "lo": np.float32(-0.5),
                      "hi": np.float32(0.9), "m": _w(12, 3)}), strict=True)
+
+
+def test_a_lone_conv_leaves_no_filter_transpose():
+    """A model of one Conv: ReplaceGnaNHWCLayers transposes the filters to OHWI with a
+    Transpose of the Constant, which only the folding after a later stage's change removed; on
+    a model no later stage changes it stayed inside (conv_net_onnx seed 956)."""
+    check_conv_net(_onnx([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3],
+                                           pads=[0, 1])],
+                         [1, 4, 25], {"w": _w(6, 4, 3)}), strict=True)

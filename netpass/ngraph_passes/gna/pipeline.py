@@ -435,7 +435,9 @@ class GnaTransformationsPipeline(ModelPass):
             members["Preparation"] = [GraphRewrite(*prep), ConstantFolding()]
         if layout:
             if types & {Convolution, GroupConvolution, MaxPool, AvgPool}:
-                members["ReplaceGnaNHWCLayers"] = [ReplaceGnaNHWCLayers()]
+                # (the filters' OIHW -> OHWI Transposes folded at once: on a model that no
+                # later stage changes, nothing folded them, and they stayed inside)
+                members["ReplaceGnaNHWCLayers"] = [ReplaceGnaNHWCLayers(), ConstantFolding()]
             if Gather in types:
                 members["GatherSinkingTranspose"] = [GatherSinkingTranspose(), GatherAbsorb()]
             if {MatMul, Transpose} <= types:
