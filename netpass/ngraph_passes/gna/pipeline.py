@@ -299,7 +299,9 @@ class RescueStuckTransposes(ModelPass):
         if not stuck:
             return False
         # (a model output reading a value beside a stuck Transpose stops it: the output takes
-        # the inverse, the Transpose sinks on; kept where fewer stay stuck, tried on a copy)
+        # the inverse, the Transpose sinks on; kept only where none is left stuck, tried on a
+        # copy: where some stay, the forward stage makes Gathers of them, and GPT-2's key cache
+        # traded two Transposes for four Gathers)
         if any(map(yields_to_results, stuck)):
             def results_yield(model) -> None:
                 if run_then_fold(model, user.copy(), GraphRewrite(ResultsTakeInverseTranspose()),
@@ -308,10 +310,9 @@ class RescueStuckTransposes(ModelPass):
                     merge(model)
             trial = model.clone()
             results_yield(trial)
-            if len(stuck_transposes(trial)) < len(stuck):
+            if not stuck_transposes(trial):
                 results_yield(model)
-                if not stuck_transposes(model):
-                    return False
+                return False
 
         def at_input(node) -> bool:
             # (refused only when every Transpose it reads waits at an input: one that is
