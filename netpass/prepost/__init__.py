@@ -1,8 +1,9 @@
 """Pre/post-processing split: edge Transposes and Gathers run on the host.
 
 After the GNA layout pipeline, the Transposes and Gathers the target cannot run sit next to
-the model's inputs and outputs. ``split_pre_post_processing`` cuts each one out into a small
-Model of its own (keyed by the input or output name) and leaves the main model without it;
+the model's inputs and outputs. ``split_pre_post_processing`` cuts them out into a small
+Model per input or output (keyed by its name; several ops in a row, as a Gather then a
+Transpose, make one chain) and leaves the main model without them;
 at inference the small models run on the CPU with the reference evaluator, around the device
 graph. Semantics follow OpenVINO's GNA ``RemoveInputsProcessing``/``RemoveOutputsProcessing``.
 

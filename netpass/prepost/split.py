@@ -9,9 +9,10 @@ from .. import reference
 from ..core.graph_util import replace_output_update_name
 from ..core.model import Model, parameter_name, result_name
 from ..core.node import Node, Output
+from ..ngraph_passes.utils import graph_consumers
 from ..ops.indexing import Gather
 from ..ops.io import Constant, Parameter, Result
-from ..ops.movement import Reshape, Transpose
+from ..ops.movement import Reshape, Squeeze, Transpose, Unsqueeze
 from ..passes.validation import validate_changes
 
 
@@ -65,7 +66,9 @@ def _run_flat(model: Model, arr: np.ndarray) -> np.ndarray:
 
 
 def _is_reshape(node: Node) -> bool:
-    return isinstance(node, Reshape)
+    """A node that only renames the shape (the layout pipeline's ``at_model_edge`` looks through
+    the same three: a Transpose it leaves behind an Unsqueeze before a Result is an edge one)."""
+    return isinstance(node, (Reshape, Squeeze, Unsqueeze))
 
 
 def _cuttable(node: Node) -> bool:
@@ -87,20 +90,29 @@ def _cuttable(node: Node) -> bool:
     return False
 
 
-def _single_op_model(node: Node, name: str) -> Model:
-    src = node.input_value(0)
+def _chain_model(nodes: list[Node], name: str) -> Model:
+    """A model of ``nodes`` (cut ops in data-flow order) applied one after another, each to
+    its predecessor's output reshaped to its own input shape (what the Reshapes between them in
+    the main model did)."""
+    src = nodes[0].input_value(0)
     p = Parameter([], shape=src.partial_shape, element_type=src.element_type)
     p.friendly_name = name
-    clone = node.clone_with_new_inputs([p.output(0), *node.input_values()[1:]])
-    clone.friendly_name = node.friendly_name
-    r = Result([clone.output(0)])
+    value = p.output(0)
+    for node in nodes:
+        want = node.input_value(0).partial_shape
+        if value.partial_shape != want:
+            target = Constant([], value=np.array(want.to_shape(), dtype=np.int64))
+            value = Reshape([value, target.output(0)], special_zero=False).output(0)
+        clone = node.clone_with_new_inputs([value, *node.input_values()[1:]])
+        clone.friendly_name = node.friendly_name
+        value = clone.output(0)
+    r = Result([value])
     r.friendly_name = name
     return Model([r], [p], f"{name}_processing")
 
 
 def _remove_single_input_node(node: Node) -> None:
     """Bypass ``node``; a Reshape to its output shape stands in when the shapes differ."""
-    from ..ops.movement import Reshape
     src, out = node.input_value(0), node.output(0)
     if src.partial_shape == out.partial_shape:
         repl: Output = src
@@ -116,7 +128,7 @@ def _remove_single_input_node(node: Node) -> None:
 def _input_edge(param: Parameter) -> Node | None:
     cur = param.output(0)
     while True:
-        cons = cur.consumers()
+        cons = graph_consumers(cur)  # (not an op cut before, which still reads it)
         if len(cons) != 1 or cons[0].index != 0:
             return None
         node = cons[0].node
@@ -128,9 +140,9 @@ def _input_edge(param: Parameter) -> Node | None:
 
 def _output_edge(result: Result) -> Node | None:
     cur = result.input_value(0)
-    while _is_reshape(cur.node) and len(cur.consumers()) == 1:
+    while _is_reshape(cur.node) and len(graph_consumers(cur)) == 1:
         cur = cur.node.input_value(0)
-    if len(cur.consumers()) != 1 or cur.node.get_output_size() != 1:
+    if len(graph_consumers(cur)) != 1 or cur.node.get_output_size() != 1:
         return None
     return cur.node
 
@@ -138,9 +150,9 @@ def _output_edge(result: Result) -> Node | None:
 def split_pre_post_processing(model: Model) -> PrePostProcessModels:
     """Move edge Gathers and unsupported Transposes into :class:`PrePostProcessModels`.
 
-    Looks through single-consumer Reshapes from every Parameter forward and from every Result
-    backward; an input with several consumers is left as is. The main model is changed in
-    place and re-validated.
+    Looks through single-consumer Reshapes, Squeezes and Unsqueezes from every Parameter
+    forward and from every Result backward; an input with several consumers is left as is. The
+    main model is changed in place and re-validated.
     """
     models = PrePostProcessModels()
     # Only what the cuts changed is re-inferred (a whole-model pass took as long as the cuts
@@ -153,16 +165,24 @@ def split_pre_post_processing(model: Model) -> PrePostProcessModels:
 
 
 def _cut_edges(model: Model, models: PrePostProcessModels) -> None:
+    """Cut edge ops one after another from each input (output) while the next one met is
+    cuttable too (a Gather then a Transpose), so that none is left inside for lack of a second
+    cut; each edge's cut ops become one model."""
     for param in model.parameters:
-        node = _input_edge(param)
-        if node is not None and _cuttable(node):
+        cut: list[Node] = []
+        while (node := _input_edge(param)) is not None and _cuttable(node):
+            cut.append(node)
+            _remove_single_input_node(node)
+        if cut:
             name = parameter_name(param)
-            models.inputs[name] = _single_op_model(node, name)
-            _remove_single_input_node(node)
+            models.inputs[name] = _chain_model(cut, name)
     for res in model.results:
-        node = _output_edge(res)
-        if node is not None and not isinstance(node, Parameter) and _cuttable(node):
-            name = result_name(res)
-            models.outputs[name] = _single_op_model(node, name)
+        cut = []
+        name = result_name(res)
+        while (node := _output_edge(res)) is not None and not isinstance(node, Parameter) \
+                and _cuttable(node):
+            cut.append(node)
+            _remove_single_input_node(node)  # (keeps the Result's shape)
+        if cut:
+            models.outputs[name] = _chain_model(cut[::-1], name)
             models._output_shapes[name] = res.input_value(0).shape
-            _remove_single_input_node(node)

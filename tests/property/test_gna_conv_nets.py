@@ -283,3 +283,54 @@ def test_a_reorder_no_sinking_removes_is_named_in_a_warning(caplog):
     for name in inside:
         assert any(name in r.getMessage() and "stays inside the graph" in r.getMessage()
                    for r in caplog.records), name
+
+
+@pytest.mark.parametrize("unsqueeze", [False, True])
+def test_an_output_reading_an_inner_value_takes_the_inverse_transpose(unsqueeze):
+    """An inner tensor that is also a model output (``z``) read beside a Transpose GNA cannot
+    run stopped its backward sinking there (every reader must be a Transpose of that order):
+    it stayed inside. The output now reads the Transpose's inverse, the Transpose sinks to the
+    input, and both go to the host (conv_net_onnx seeds 38, 96)."""
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 1]),
+             helper.make_node("Relu", ["t"], ["z"]),
+             helper.make_node("Transpose", ["z"], ["u"], perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["u", "m"], ["y"])]
+    inits = {"m": _w(9, 4)}
+    if unsqueeze:  # z = Unsqueeze(x'), a 1xK conv net's input, the main path pooled in NHWC
+        nodes = [helper.make_node("Unsqueeze", ["x", "two"], ["z"]),
+                 helper.make_node("Clip", ["z", "lo", "hi"], ["c"]),
+                 helper.make_node("MaxPool", ["c"], ["p"], kernel_shape=[1, 4], strides=[1, 3]),
+                 helper.make_node("Reshape", ["p", "flat"], ["f"]),
+                 helper.make_node("MatMul", ["f", "m"], ["y"])]
+        inits = {"two": np.array([2]), "lo": np.float32(-0.5), "hi": np.float32(0.8),
+                 "flat": np.array([1, -1]), "m": _w(12, 5)}
+    check_conv_net(_onnx(nodes, [1, 4, 11] if unsqueeze else [1, 22, 9], inits,
+                         outputs=("y", "z")), strict=True)
+
+
+def test_a_residual_on_the_input_of_a_conv_keeps_one_input_transpose():
+    """``x + tanh(conv(x))`` (a residual on the model input): the conv and the Add each read x
+    through an equal NTC Transpose, stuck only for each other; the rescue's backward stage
+    moved the Add back to x's layout (a Transpose after the Tanh and one at x, both inside).
+    Equal Transposes of one input are now merged first: one Transpose, cut to the host."""
+    check_conv_net(_onnx([
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[3], pads=[1, 1]),
+        helper.make_node("Tanh", ["c"], ["t"]),
+        helper.make_node("Add", ["t", "x"], ["a"]),
+        helper.make_node("Transpose", ["a"], ["u"], perm=[0, 2, 1]),
+        helper.make_node("Clip", ["u", "lo", "hi"], ["k"]),
+        helper.make_node("Transpose", ["k"], ["v"], perm=[0, 2, 1]),
+        helper.make_node("GlobalAveragePool", ["v"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"], axis=1),
+        helper.make_node("Gemm", ["f", "m"], ["y"], transB=1)],
+        [1, 3, 25], {"w": _w(3, 3, 3), "b": _w(3), "lo": np.float32(-0.5),
+                     "hi": np.float32(0.9), "m": _w(12, 3)}), strict=True)
+
+
+def test_a_lone_conv_leaves_no_filter_transpose():
+    """A model of one Conv: ReplaceGnaNHWCLayers transposes the filters to OHWI with a
+    Transpose of the Constant, which only the folding after a later stage's change removed; on
+    a model no later stage changes it stayed inside (conv_net_onnx seed 956)."""
+    check_conv_net(_onnx([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3],
+                                           pads=[0, 1])],
+                         [1, 4, 25], {"w": _w(6, 4, 3)}), strict=True)

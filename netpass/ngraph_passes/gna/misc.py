@@ -156,6 +156,12 @@ def _same_layout_op(a, b) -> bool:
     return getattr(a, "batch_dims", 0) == getattr(b, "batch_dims", 0)
 
 
+def has_twin(node) -> bool:
+    """Another op reads ``node``'s input as ``node`` does (``_same_layout_op``)."""
+    return any(c.node is not node and c.index == 0 and _same_layout_op(node, c.node)
+               for c in graph_consumers(node.input_value(0)))
+
+
 class MergeSharedLayoutOps(MatcherPass):
     """Equal Transposes or Gathers of one value become one.
 

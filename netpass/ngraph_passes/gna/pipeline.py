@@ -112,8 +112,10 @@ from .misc import (
     RemoveOutputConvert,
     RemoveSingleInputConcat,
     ReorderActivationAndPooling,
+    has_twin,
 )
 from .replace_nhwc import ReplaceGnaNHWCLayers
+from .result_layout import ResultsTakeInverseTranspose, yields_to_results
 from .slice_to_crop import ConvertSliceToCrop
 from .stepped_slice_to_matmul import ConvertSteppedSliceToMatMul
 from .strided_slice_to_crop import ConvertStridedSliceToCrop
@@ -260,8 +262,22 @@ class RescueStuckTransposes(ModelPass):
 
     def run_on_model(self, model) -> bool:
         user = self.user_config if self.user_config is not None else self.get_pass_config()
-        if not stuck_transposes(model):
+        stuck = stuck_transposes(model)
+        if not stuck:
             return False
+
+        def merge(model) -> None:
+            manager = nested_manager(user.copy(), "RescueMerge")
+            manager.register_pass(GraphRewrite(MergeSharedLayoutOps()))
+            manager.run_passes(model)
+        # (equal Transposes of one input, each stuck only for the other, are one Transpose at
+        # the input: merged first, or the backward stage moves them apart, as in
+        # ``x + tanh(conv(x))`` whose Add it took back to x's layout)
+        if any(map(has_twin, stuck)):
+            merge(model)
+            if not stuck_transposes(model):
+                return False
+
         def backward() -> BackwardGraphRewrite:
             return BackwardGraphRewrite(*(TSFuse(mark_fused=False) if p is TSFuse else p()
                                           for p in BACKWARD))
@@ -278,11 +294,25 @@ class RescueStuckTransposes(ModelPass):
                 run_then_fold(model, user.copy(), backward(), "RescueBackward")
         # (branches of one input each bring their own Transpose up to it: equal ones become
         # one, which the input's pre-processing takes, before they count as stuck)
-        merge = nested_manager(user.copy(), "RescueMerge")
-        merge.register_pass(GraphRewrite(MergeSharedLayoutOps()))
-        merge.run_passes(model)
-        if not stuck_transposes(model):
+        merge(model)
+        stuck = stuck_transposes(model)
+        if not stuck:
             return False
+        # (a model output reading a value beside a stuck Transpose stops it: the output takes
+        # the inverse, the Transpose sinks on; kept only where none is left stuck, tried on a
+        # copy: where some stay, the forward stage makes Gathers of them, and GPT-2's key cache
+        # traded two Transposes for four Gathers)
+        if any(map(yields_to_results, stuck)):
+            def results_yield(model) -> None:
+                if run_then_fold(model, user.copy(), GraphRewrite(ResultsTakeInverseTranspose()),
+                                 "RescueResults"):
+                    run_then_fold(model, user.copy(), backward(), "RescueBackward")
+                    merge(model)
+            trial = model.clone()
+            results_yield(trial)
+            if not stuck_transposes(trial):
+                results_yield(model)
+                return False
 
         def at_input(node) -> bool:
             # (refused only when every Transpose it reads waits at an input: one that is
@@ -406,7 +436,9 @@ class GnaTransformationsPipeline(ModelPass):
             members["Preparation"] = [GraphRewrite(*prep), ConstantFolding()]
         if layout:
             if types & {Convolution, GroupConvolution, MaxPool, AvgPool}:
-                members["ReplaceGnaNHWCLayers"] = [ReplaceGnaNHWCLayers()]
+                # (the filters' OIHW -> OHWI Transposes folded at once: on a model that no
+                # later stage changes, nothing folded them, and they stayed inside)
+                members["ReplaceGnaNHWCLayers"] = [ReplaceGnaNHWCLayers(), ConstantFolding()]
             if Gather in types:
                 members["GatherSinkingTranspose"] = [GatherSinkingTranspose(), GatherAbsorb()]
             if {MatMul, Transpose} <= types:

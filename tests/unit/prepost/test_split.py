@@ -48,6 +48,40 @@ def test_output_transpose_behind_reshape_is_cut():
     assert cut.output(0).partial_shape.to_shape() == (1, 96)
 
 
+def test_edge_transposes_behind_squeeze_and_unsqueeze_are_cut():
+    """Squeeze and Unsqueeze only rename the shape, as Reshape does, and the GNA pipeline's
+    ``at_model_edge`` looks through them: a Transpose it left before an output Unsqueeze (a 2-D
+    conv net squeezed to a 1-D pooling, unsqueezed back; conv_net_onnx seed 181) stayed in the
+    main model, neither cut nor warned."""
+    x = opset.parameter([1, 4, 1, 7], f32, "x")
+    s = opset.squeeze(x, [2])
+    t = opset.transpose(opset.relu(opset.transpose(s, [0, 2, 1])), [0, 2, 1])
+    m = Model([opset.result(opset.unsqueeze(t, [2]), name="y")], [x])
+    cut, pp = _check_equal(m, {"x": _rand(1, 4, 1, 7)})
+    assert "Transpose" not in _types(cut) and list(pp.inputs) == ["x"]
+    assert list(pp.outputs) == ["y"] and cut.output(0).partial_shape.to_shape() == (1, 4, 1, 7)
+
+
+def test_a_chain_of_edge_ops_is_cut_whole():
+    """A Gather then a Transpose at an input (and a Transpose then a Gather at an output,
+    behind Reshapes): only the op next to the edge was cut, the other stayed in the main model
+    although nothing else read it (conv_net_onnx seeds 24, 240: a channel Gather beside the
+    NHWC Transposes)."""
+    x = opset.parameter([1, 6, 3, 5], f32, "x")
+    g = opset.gather(x, RNG.permutation(6).astype(np.int64), 1)
+    t = opset.transpose(opset.reshape(g, [1, 6, 15], False), [0, 2, 1])
+    r = opset.relu(opset.reshape(t, [1, 15, 3, 2], False))
+    u = opset.transpose(r, [0, 3, 2, 1])
+    y = opset.reshape(opset.gather(opset.reshape(u, [1, 2, 45], False),
+                                   RNG.permutation(45).astype(np.int64), 2), [90], False)
+    m = Model([opset.result(y, name="y")], [x])
+    cut, pp = _check_equal(m, {"x": _rand(1, 6, 3, 5)})
+    assert "Transpose" not in _types(cut) and "Gather" not in _types(cut)
+    assert _types(pp["x"]).count("Transpose") == _types(pp["x"]).count("Gather") == 1
+    assert _types(pp["y"]).count("Transpose") == _types(pp["y"]).count("Gather") == 1
+    assert cut.output(0).partial_shape.to_shape() == (90,)
+
+
 def test_supported_transpose_stays():
     x = opset.parameter([1, 8, 16], f32, "x")  # squeezed [8, 16]: min 8 <= 8, 16 % 8 == 0
     m = Model([opset.relu(opset.transpose(x, [0, 2, 1]))], [x])
