@@ -7,8 +7,8 @@ Transpose of that order. A model output (``z = f(x)``, an inner tensor a user al
 the graph. Read as ``T^-1(T(f(x)))``, the output is the same and the Transpose is the value's
 only reader: it sinks on to the model's inputs, and the inverse is at an output, where
 split_pre_post_processing takes both to the host. (Whether the Transpose then gets out is
-decided by the sinking after this: RescueStuckTransposes keeps the rewrite only where fewer
-Transposes stay stuck.)"""
+decided by the sinking after this: RescueStuckTransposes keeps the rewrite only where no
+Transpose stays stuck.)"""
 from __future__ import annotations
 
 from ...core.boundary import Result
