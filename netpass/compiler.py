@@ -275,6 +275,10 @@ def compile_model(model: Any, device: str = "AUTO", config: Mapping[str, Any] | 
     with system_errors_as_netpass(f"compiling model '{original.friendly_name}'"), gc_paused():
         report("transformations")
         transformed = original.clone()
+        # (an output's name, where the user's model does not set it, follows its producer:
+        # pinned here, or a pass replacing the producer renames the output the user asks for)
+        for result, name in zip(transformed.results, original.output_names):
+            result.friendly_name = name
         apply_transformations(transformed, which)
         input_types = {n: p.output(0).element_type
                        for n, p in zip(transformed.input_names, transformed.parameters)}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.shape import PartialShape
+from ..ngraph_passes.gna.misc import pool_windows_see_data
 from ..ops.elementwise import MONOTONIC_ACTIVATIONS
 from .convert import legacy_type
 from .layer_graph import Layer, LegacyNetwork
@@ -158,9 +159,27 @@ class ReorderActivationAndPoolingPass(LegacyPass):
                 continue
             if any(net.consumers(pool.name, port) for port in range(1, len(pool.out_shapes))):
                 continue  # the indices output: an activation cannot produce it
+            if not self._windows_see_data(pool, net.layer(producer).out_shapes[data[0][2]]):
+                continue  # (a window of padding only: -inf, which act(-inf) would replace)
             self._swap(net, layer, pool, producer)
             changed = True
         return changed
+
+    @staticmethod
+    def _windows_see_data(pool: Layer, in_shape: PartialShape) -> bool:
+        """Every window of ``pool`` (NCHW ``Pooling``, NHWC ``GNAPooling``) covers data."""
+        p = pool.params
+        kernel = [int(k) for k in p.get("kernel", [])]
+        rank = len(kernel)
+        out_shape = pool.out_shapes[0]
+        if not rank or not (in_shape.is_static and out_shape.is_static):
+            return False
+        first = 1 if pool.type == "GNAPooling" else len(in_shape) - rank
+        return pool_windows_see_data(kernel, p.get("strides", [1] * rank), p.get("dilations"),
+                                     p.get("pads_begin", [0] * rank), p.get("pads_end", [0] * rank),
+                                     p.get("auto_pad", "explicit"),
+                                     in_shape.to_shape()[first:first + rank],
+                                     out_shape.to_shape()[first:first + rank])
 
     @staticmethod
     def _swap(net: LegacyNetwork, act: Layer, pool: Layer, producer: str) -> None:

@@ -404,3 +404,25 @@ def test_lint_reports_a_result_with_consumers():
     model = Model([opset.result(opset.negative(inner.output(0)), name="y"), inner], [x], "m")
     assert any("Result 'inner' feeds other nodes" in p
                for p in lint_problems(model))
+
+
+@pytest.mark.parametrize("transformations", ["NONE", "COMMON", "GNA"])
+def test_an_output_named_after_a_producer_the_pipeline_replaces_keeps_its_name(transformations):
+    """An output whose name the model does not set is named after its producer (a MaxPool's
+    values: ``MaxPool_N.0``); the GNA pipeline replaces the MaxPool, and compile_model's request
+    looked the output up by the new producer's name: a bare KeyError. compile_model pins the
+    names on its copy; the user's model keeps its own Results as they were."""
+    rng = np.random.default_rng(5)
+    x = opset.parameter([1, 2, 4, 4], np.float32, name="x")
+    w = rng.standard_normal((3, 2, 1, 1)).astype(np.float32)
+    conv = opset.convolution(x, w, [1, 1], [0, 0], [0, 0], [1, 1])
+    pool = opset.max_pool(conv, [1, 1], [1, 1], [0, 0], [0, 0], [2, 2])
+    model = Model([pool.output(0)], [x])
+    names, result_names = model.output_names, [r.friendly_name for r in model.results]
+    feeds = {"x": rng.standard_normal((1, 2, 4, 4)).astype(np.float32)}
+    out = netpass.compile_model(model, RUNTIME_DEVICE, {"TRANSFORMATIONS": transformations}) \
+        .create_infer_request().infer(feeds)
+    assert list(out) == names
+    np.testing.assert_allclose(out[names[0]], netpass.reference.infer(model, feeds)[names[0]],
+                               rtol=1e-5, atol=1e-6)
+    assert model.output_names == names and [r.friendly_name for r in model.results] == result_names

@@ -74,25 +74,36 @@ class RemoveOutputConvert(MatcherPass):
         self.register_matcher(Matcher(result, "RemoveOutputConvert"), callback)
 
 
+def pool_windows_see_data(kernel, strides, dilations, pads_begin, pads_end, auto_pad: str,
+                          sizes, counts) -> bool:
+    """Whether every window of a max pooling covers at least one input element (``sizes``: the
+    input's spatial dims, ``counts``: the output's). A window of padding only gives -inf, which
+    an activation moved after the pooling would turn into ``act(-inf)`` (a Relu: 0): such a
+    pool keeps its order (first window ends at or after element 0, last one starts before the
+    end). This pass's rule and the legacy stage's ReorderActivationAndPoolingPass's."""
+    if auto_pad in ("valid", "same_upper", "same_lower") or \
+            not (any(pads_begin) or any(pads_end)):
+        return True  # (automatic pads are smaller than the window)
+    for k, s, d, pb, size, count in zip(kernel, strides, dilations or [1] * len(kernel),
+                                        pads_begin, sizes, counts):
+        if pb > (k - 1) * d or (count - 1) * s - pb > size - 1:
+            return False
+    return True
+
+
 def _windows_see_data(out) -> bool:
-    """Whether every window of the MaxPool covers at least one input element. A window of
-    padding only gives -inf, which the activation would turn into ``act(-inf)`` after the
-    reordering (a Relu: 0): such a pool keeps its order. Checked on the static spatial dims
-    (first window ends at or after element 0, last one starts before the end)."""
+    """:func:`pool_windows_see_data` of the MaxPool of ``out`` (static spatial dims only)."""
     pool = out.node
     if pool.auto_pad in ("valid", "same_upper", "same_lower") or \
             not (any(pool.pads_begin) or any(pool.pads_end)):
-        return True  # (automatic pads are smaller than the window)
+        return True
     ins, outs = pool.get_input_partial_shape(0), pool.get_output_partial_shape(0)
     if not (ins.is_static and outs.is_static):
         return False
     rank = len(pool.kernel)
-    for i, (k, s, d, pb) in enumerate(zip(pool.kernel, pool.strides, pool.dilations,
-                                         pool.pads_begin)):
-        size, count = ins.to_shape()[-rank + i], outs.to_shape()[-rank + i]
-        if pb > (k - 1) * d or (count - 1) * s - pb > size - 1:
-            return False
-    return True
+    return pool_windows_see_data(pool.kernel, pool.strides, pool.dilations, pool.pads_begin,
+                                 pool.pads_end, pool.auto_pad, ins.to_shape()[-rank:],
+                                 outs.to_shape()[-rank:])
 
 
 class ReorderActivationAndPooling(MatcherPass):

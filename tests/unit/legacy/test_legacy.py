@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import netpass
 from netpass import Model, opset
 from netpass.core.types import f16, f32
 from netpass.errors import NetpassError
@@ -90,6 +91,27 @@ def test_reorder_moves_exactly_the_monotonic_activations(make, moves):
         return
     assert net.consumers("conv") == [("pool", 0)] and net.consumers("pool") == [("act", 0)]
     assert net.layer("act").out_shapes[0].to_shape() == (1, 4, 4, 4)
+
+
+@pytest.mark.parametrize("kernel, pads, moves", [([1, 1], [1, 1], False),
+                                                  ([3, 3], [1, 1], True),
+                                                  ([2, 2], [0, 0], True)], ids=str)
+def test_reorder_keeps_the_order_where_a_pool_window_covers_padding_only(kernel, pads, moves):
+    """A max-pool window of padding only gives -inf; the activation after the pooling would
+    make it act(-inf) (a Relu: 0), so such a pool keeps its order (as the GNA pipeline's
+    ReorderActivationAndPooling does): a 1x1 window padded by 1 on every side."""
+    x = opset.parameter([1, 3, 6, 6], f32, "x")
+    conv = opset.convolution(x, _w(4, 3, 1, 1), [1, 1], [0, 0], [0, 0], [1, 1])
+    conv.friendly_name = "conv"
+    pool = opset.max_pool(opset.relu(conv), [1, 1], [1, 1], pads, pads, kernel)
+    model = Model([opset.result(pool.output(0), name="y")], [x])
+    net = convert_to_legacy(model)
+    assert ReorderActivationAndPoolingPass().run(net) is moves
+    feeds = {"x": RNG.standard_normal((1, 3, 6, 6)).astype(np.float32)}
+    expected = netpass.reference.infer(model, feeds)["y"]
+    got = netpass.compile_model(model, "REFERENCE", {"TRANSFORMATIONS": "NONE"}) \
+        .create_infer_request().infer(feeds)["y"]
+    np.testing.assert_array_equal(got, expected)
 
 
 def test_reorder_keeps_avg_pool_order():
