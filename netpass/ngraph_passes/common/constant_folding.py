@@ -5,6 +5,7 @@ from ...core.boundary import Constant
 from ...core.graph_util import copy_runtime_info
 from ...core.node import Node
 from ...core.subgraph import rewrite_bodies
+from ...ops.shape_ops import ShapeOf
 from ...passes.base import ModelPass
 
 # rt_info key that keeps a node from being folded (OpenVINO's DisableConstantFolding).
@@ -96,9 +97,10 @@ class ConstantFolding(ModelPass):
     Folds every foldable node whose inputs are Constants (producers first, so whole constant
     sub-graphs collapse in one run), except one that would create a large tensor (see
     FOLD_MAX_BYTES), which runs at run time. The Constant takes the node's friendly name
-    (``<name>.<i>`` for a multi-output node), tensor names and rt_info, so Results keep their
-    names. The bodies of If, Loop and TensorIterator are folded too (as OpenVINO's
-    ConstantFolding does), and a whole op with bodies folds when its inputs are constants and
+    (``<name>.<i>`` for a multi-output node) and tensor names, so Results keep their names, and
+    its rt_info merged with its inputs' (its fused names list the sub-graph it replaced). The
+    bodies of If, Loop and TensorIterator are folded too (as OpenVINO's ConstantFolding
+    does), and a whole op with bodies folds when its inputs are constants and
     its bodies deterministic (a Loop: with a bounded trip count)."""
 
     def run_on_model(self, model) -> bool:
@@ -137,13 +139,17 @@ class ConstantFolding(ModelPass):
             if values is None:
                 continue
             multi = node.get_output_size() > 1
+            # The Constant stands for the node and for what it folded: its inputs' rt_info
+            # (fused names) merges in, as OpenVINO's copy_runtime_info_from_input_values does;
+            # not a ShapeOf's, whose input only lends its shape.
+            sources = [node] if isinstance(node, ShapeOf) else [node, *(s.node for s in ins)]
             for out, value in zip(node.outputs(), values):
                 if not out.consumers():
                     continue
                 c = constant([], value=value, element_type=out.element_type)
                 c.friendly_name = (f"{node.friendly_name}.{out.index}" if multi
                                    else node.friendly_name)
-                copy_runtime_info(node, c)
+                copy_runtime_info(sources, c)
                 out.replace(c.output(0))
                 changed = True
         return changed
