@@ -42,12 +42,20 @@ def _find_parameter(model: Model, name: str) -> Parameter:
                        f"{model.input_names}")
 
 
-def _find_result(model: Model, name: str) -> Result:
-    for r in model.results:
-        if result_name(r) == name or name in r.input_value(0).names:
+def _find_result(model: Model, name: str, taken: set[int]) -> Result:
+    """The output named ``name``: the Result of that name, else one returning a tensor of
+    that name. Several Results may return one tensor: the first not ``taken`` by an earlier
+    pair is used (OpenVINO's MakeStateful: "the order is not important, data is the same")."""
+    named = [r for r in model.results if result_name(r) == name] or \
+        [r for r in model.results if name in r.input_value(0).names]
+    if not named:
+        raise NetpassError(f"MakeStateful: '{name}' is not the name of a model output; "
+                           f"outputs are {model.output_names}")
+    for r in named:
+        if id(r) not in taken:
+            taken.add(id(r))
             return r
-    raise NetpassError(f"MakeStateful: '{name}' is not the name of a model output; outputs "
-                       f"are {model.output_names}")
+    raise NetpassError(f"MakeStateful: every output named '{name}' is already in a pair")
 
 
 class MakeStateful(ModelPass):
@@ -58,8 +66,8 @@ class MakeStateful(ModelPass):
     ``MakeStateful``. The variable id is the two names joined (the nodes' friendly names for
     node pairs); its type and partial shape are the Parameter's. The Parameter's consumers
     read a ``ReadValue`` without an initial value (a new request reads zeros whose dynamic
-    dimensions are 0: an empty past); the Result's value feeds an ``Assign``, added to the
-    model's sinks; the Parameter and the Result leave the model."""
+    dimensions are 0: an empty past); the Result's value feeds an ``Assign`` (with the
+    Result's rt_info), added to the model's sinks; the Parameter and the Result leave the model."""
 
     changes_model_io = True  # the pairs leave the model's inputs and outputs
 
@@ -69,8 +77,9 @@ class MakeStateful(ModelPass):
 
     def _resolve(self, model: Model) -> list[tuple[Parameter, Result, str]]:
         if isinstance(self.pairs, dict):
-            found = [(_find_parameter(model, p), _find_result(model, r), variable_name(p, r))
-                     for p, r in self.pairs.items()]
+            taken: set[int] = set()
+            found = [(_find_parameter(model, p), _find_result(model, r, taken),
+                      variable_name(p, r)) for p, r in self.pairs.items()]
         else:
             found = []
             for p, r in self.pairs:
@@ -103,7 +112,9 @@ class MakeStateful(ModelPass):
                              variable_shape=out.partial_shape)
             copy_runtime_info(param, read)
             out.replace(read.output(0))
-            sinks.append(Assign([value], variable_id=var_id))
+            assign = Assign([value], variable_id=var_id)
+            copy_runtime_info(res, assign)  # (fused names: the Assign stands for the Result)
+            sinks.append(assign)
             model.remove_parameter(param)
             model.remove_result(res)
         model.add_sinks(sinks)
