@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from ...core.graph_util import replace_output_update_name
 from ...core.node import Node
 from ...ops.elementwise import Convert
+from ...ops.indexing import Gather
 from ...ops.movement import (
     Broadcast,
     Concat,
@@ -62,11 +65,30 @@ def _identity_order(node: Node) -> bool:
     return order.reshape(-1).tolist() == list(range(order.size))
 
 
-def _all_ones(index: int) -> Callable[[Node], bool]:
-    def check(node: Node) -> bool:
-        v = const_value(node.input_value(index))
-        return v is not None and bool((v == 1).all()) and _same_static_shape(node)
-    return check
+def _tile_by_ones(node: Node) -> bool:
+    """Repeats all 1 and no more of them than the data's rank (more would add leading axes):
+    the data comes out unchanged whatever its (dynamic) shape (OpenVINO's NopTile)."""
+    v = const_value(node.input_value(1))
+    ps = node.get_input_partial_shape(0)
+    return v is not None and bool((v == 1).all()) and ps.rank_is_static and v.size <= len(ps)
+
+
+def _whole_gather(node: Node) -> bool:
+    """Indices ``0..n-1`` (a 1-D constant) along an axis of static length n, no batch dims:
+    every slice in order (OpenVINO's gather elimination; netpass gives zeros for an
+    out-of-range index, so only these indices are a no-op)."""
+    if node.batch_dims != 0:
+        return False
+    idx, axis = const_value(node.input_value(1)), const_value(node.input_value(2))
+    ps = node.get_input_partial_shape(0)
+    if idx is None or axis is None or idx.ndim != 1 or axis.size != 1 or not ps.rank_is_static:
+        return False
+    a = int(axis.reshape(-1)[0])
+    a = a + len(ps) if a < 0 else a
+    if not 0 <= a < len(ps) or not ps[a].is_static:
+        return False
+    n = ps[a].get_length()
+    return idx.size == n and (np.where(idx < 0, idx + n, idx) == np.arange(n)).all()
 
 
 def _zero_pads(node: Node) -> bool:
@@ -77,12 +99,40 @@ def _zero_pads(node: Node) -> bool:
     return True
 
 
-def _full_slice(step_input: int) -> Callable[[Node], bool]:
-    """Same static shape and positive steps: the slice covers every element in order."""
-    def check(node: Node) -> bool:
-        steps = const_value(node.input_value(step_input))
-        return steps is not None and bool((steps > 0).all()) and _same_static_shape(node)
-    return check
+# A stop at least this large covers any dim (OpenVINO's EliminateStridedSlice / EliminateSlice
+# take INT32_MAX as "to the end").
+_TO_THE_END = 2**31 - 1
+
+
+def _full_slice(node: Node) -> bool:
+    """Positive steps and the same static shape, or steps 1 with every start 0 and every
+    stop "to the end" (any shape): the slice covers every element in order."""
+    steps = const_value(node.input_value(3))
+    if steps is None or not (steps > 0).all():
+        return False
+    if _same_static_shape(node):
+        return True
+    start, stop = const_value(node.input_value(1)), const_value(node.input_value(2))
+    return start is not None and stop is not None and bool(
+        (steps == 1).all() and (start == 0).all() and (stop >= _TO_THE_END).all())
+
+
+def _full_strided_slice(node: Node) -> bool:
+    """As ``_full_slice``, a masked begin or end counting as 0 or "to the end", with no new,
+    shrunk or ellipsis axes."""
+    if any(node.new_axis_mask) or any(node.shrink_axis_mask) or any(node.ellipsis_mask):
+        return False
+    steps = const_value(node.input_value(3)) if node.get_input_size() > 3 else None
+    if steps is None or not (steps > 0).all():
+        return False
+    if _same_static_shape(node):
+        return True
+    begin, end = const_value(node.input_value(1)), const_value(node.input_value(2))
+    if begin is None or end is None or not (steps == 1).all():
+        return False
+    bm, em = node.begin_mask, node.end_mask
+    return all((i < len(bm) and bm[i]) or b == 0 for i, b in enumerate(begin.reshape(-1))) \
+        and all((i < len(em) and em[i]) or e >= _TO_THE_END for i, e in enumerate(end.reshape(-1)))
 
 
 NOP_RULES: dict[type[Node], Callable[[Node], bool]] = {
@@ -90,13 +140,14 @@ NOP_RULES: dict[type[Node], Callable[[Node], bool]] = {
     Squeeze: _same_shape,
     Unsqueeze: _same_shape,
     Broadcast: _same_static_shape,
-    Tile: _all_ones(1),
+    Tile: _tile_by_ones,
+    Gather: _whole_gather,
     Transpose: _identity_order,
     Convert: lambda n: n.get_input_element_type(0) == n.get_output_element_type(0),
     Concat: lambda n: n.get_input_size() == 1,
     Pad: _zero_pads,
-    Slice: _full_slice(3),
-    StridedSlice: _full_slice(3),
+    Slice: _full_slice,
+    StridedSlice: _full_strided_slice,
 }
 
 
