@@ -21,6 +21,11 @@ NOT_PORTED = {
         "start, stop or step given by a Parameter: OpenVINO builds the StridedSlice's begin/end/"
         "strides with ScatterUpdate; netpass converts only Slices whose start/stop/step/axes "
         "are constants (docs/transformations.md)",
+    "OptimizeSS_* / UselessSlice / NegativeUselessSliceWithNegativeStrides / "
+    "OptimizeSS_Shared / Groupped / NotShared": "StridedSliceOptimization (shared-slice "
+    "merging, grouping into a VariadicSplit) is not in netpass; a useless Slice/StridedSlice "
+    "(whole static shape, positive steps, or 0 to the end) is NopElimination's "
+    "(test_ov_nop_elimination.py), and one with a negative step stays there as here",
 }
 
 
