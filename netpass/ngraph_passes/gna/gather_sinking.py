@@ -26,6 +26,7 @@ from ..utils import static_rank, static_shape
 from .gather_utils import (
     GatherInfo,
     aligned_axis,
+    feeds_outputs,
     first_gather_input,
     gather_info,
     gather_sinking_disabled,
@@ -39,9 +40,12 @@ _FORWARD_OK = (Gather, Reshape, Squeeze, Unsqueeze, MatMul, Split, VariadicSplit
 
 
 def _after_forward(g: Node) -> Node:
-    """Mark a Gather forward sinking cannot move further, so the backward group leaves it."""
+    """Mark a Gather forward sinking cannot move further, or that it brought to the model's
+    outputs (``feeds_outputs``: post-processing takes it there), so the backward group leaves
+    it: unmarked, a Gather sunk below a Clamp to an output's Reshape went back above the
+    Clamp, inside."""
     fwd = (*UNARY_TYPES, *BINARY_TYPES, *_FORWARD_OK)
-    if not all(isinstance(c.node, fwd) for c in g.output(0).consumers()):
+    if not all(isinstance(c.node, fwd) for c in g.output(0).consumers()) or feeds_outputs(g):
         mark_no_gather_sinking(g)
     return g
 
