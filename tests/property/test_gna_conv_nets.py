@@ -373,3 +373,21 @@ def test_a_gather_sunk_to_an_output_stays_there(op):
         helper.make_node("Mul", ["u", "k"], ["y"])
     inits = {"lo": np.float32(-0.4), "hi": np.float32(0.7)} if op == "Clip" else {"k": _w(1, 7)}
     check_conv_net(_crnn([after], inits), strict=True)
+
+
+def test_a_channel_gather_read_by_a_residual_goes_into_a_per_frame_matmul():
+    """``g = Gather(x)`` (channels), ``g + relu(conv(g))``, then a per-frame MatMul (TDNN
+    head): the conv's filters took the Gather in, the residual Add kept reading ``x`` through
+    it, so ``x`` had two readers and the Gather stayed inside (conv_net_onnx seeds 45, 202,
+    298, 472, 721). Forward sinking carried it through the Add to the MatMul, whose weights
+    took it only for 2-D inputs; a Gather on the contracted axis now goes into the other
+    input whatever the ranks."""
+    check_conv_net(_onnx([
+        helper.make_node("Gather", ["x", "p"], ["g"], axis=1),
+        helper.make_node("Conv", ["g", "w"], ["c"], kernel_shape=[3], pads=[1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("Add", ["g", "r"], ["a"]),
+        helper.make_node("Transpose", ["a"], ["t"], perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["t", "m"], ["y"])],
+        [1, 7, 20], {"p": np.array([3, 6, 0, 2, 5, 1, 4]), "w": _w(7, 7, 3), "m": _w(7, 10)}),
+        strict=True)

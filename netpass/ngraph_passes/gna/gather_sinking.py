@@ -131,21 +131,22 @@ class GatherSinkingMatmulForward(_Forward):
     """Moves a Gather on a MatMul input after it or into weights.
 
     A Gather on the contracted axis moves to the other input as its inverse (absorbed when
-    that input is a Constant); on the free axis of a 2-D input it moves after the MatMul."""
+    that input is a Constant), whatever the ranks (a per-frame MatMul of a [1, T, C] map);
+    on the free axis of a 2-D input it moves after the MatMul."""
 
     TYPES = (MatMul,)
 
     def sink(self, main, index, info):
         ranks = [static_rank(v) for v in main.input_values()]
-        if None in ranks or ranks != [2, 2]:
+        if None in ranks or min(ranks) < 2:
             return None
-        k, _ = _matmul_axes(main, index, 2)
-        if info.axis == k and not info.is_permutation():
+        k, _ = _matmul_axes(main, index, ranks[index])
+        if (info.axis == k and not info.is_permutation()) or (info.axis != k and ranks != [2, 2]):
             return None
         main.input(index).replace_source_output(info.gather.input_value(0))
         if info.axis == k:
             other = 1 - index
-            ok, _ = _matmul_axes(main, other, 2)
+            ok, _ = _matmul_axes(main, other, ranks[other])
             main.input(other).replace_source_output(gathered(main.input_value(other),
                                                              info.inverse(), ok, main))
             main.validate_and_infer_types()
