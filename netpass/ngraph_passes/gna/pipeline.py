@@ -15,7 +15,8 @@
    TransposeMatMulForward, TSGeneral (GNA callbacks on the Concat/Split members),
    TransposeCompress, GNA TSConcatForward, GNA TSSplitBackward,
    GatherSinkingGeneral, ReshapeElementwiseReorder, ReshapeSequenceFusion, TransposeToReshape,
-   TSFuse, NopElimination, MergeSharedLayoutOps.
+   TSFuse, NopElimination, MergeSharedLayoutOps, then GatherSinkingAfterCleanup (Gather
+   sinking and that cleanup again where a static Gather is left inside).
    Between TSGeneral and TransposeCompress, RescueStuckTransposes moves Transposes of a static
    shape that GNA cannot run and that are stuck inside the graph: first backward sinking
    without the GNA axis callbacks (reaching the inputs wins over the Concat/Split axis, which
@@ -37,7 +38,7 @@ Stages (``GnaTransformationsPipeline().stages()``), where ``insert_before`` /
 TransposeMatMulForward, TSGeneral, RescueStuckTransposes, GnaTransposeRewrites
 (TransposeCompress, TSConcatForward, TSSplitBackward), GatherSinkingGeneral, LayoutCleanup
 (ReshapeElementwiseReorder, ReshapeSequenceFusion, TransposeToReshape, TSFuse, NopElimination,
-MergeSharedLayoutOps), SliceToCrop (step 3) and FinalNodeInfo.
+MergeSharedLayoutOps; GatherSinkingAfterCleanup), SliceToCrop (step 3) and FinalNodeInfo.
 
 Passes whose root op type the model lacks are not registered, and single-traversal members
 share GraphRewrites, so a large model is walked as few times as possible.
