@@ -334,3 +334,60 @@ def test_a_lone_conv_leaves_no_filter_transpose():
     check_conv_net(_onnx([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3],
                                            pads=[0, 1])],
                          [1, 4, 25], {"w": _w(6, 4, 3)}), strict=True)
+
+
+
+def _crnn(after: list, inits: dict) -> bytes:
+    """Conv2d -> Relu, then CRNN style ``Transpose [0, 3, 1, 2] -> Reshape [1, W, C*H] ->
+    Transpose [0, 2, 1]`` (``u``: [1, C*H, W] = [1, 15, 7]), then ``after``."""
+    return _onnx([helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[1, 1]),
+                  helper.make_node("Relu", ["c"], ["a"]),
+                  helper.make_node("Transpose", ["a"], ["t"], perm=[0, 3, 1, 2]),
+                  helper.make_node("Reshape", ["t", "crnn"], ["r"]),
+                  helper.make_node("Transpose", ["r"], ["u"], perm=[0, 2, 1]), *after],
+                 [1, 2, 5, 7], {"w": _w(3, 2, 1, 1), "crnn": np.array([1, 7, 15]), **inits})
+
+
+def test_a_flat_gather_before_reshapes_goes_into_the_head():
+    """CRNN features, a channel Gather, a Flatten into a Gemm head: the Transposes and the
+    Gather became one flat Gather that stopped at ``Reshape [1, 15, 7] -> Reshape [1, 105]``,
+    which no Gather rule crosses; only the layout cleanup after Gather sinking made the pair
+    one Reshape, with the Gather then right before the MatMul (conv_net_onnx seeds 132, 733,
+    741). Gather sinking runs again after the cleanup where a Gather is left inside: it goes
+    into the weights."""
+    check_conv_net(_crnn([helper.make_node("Gather", ["u", "p"], ["g"], axis=1),
+                          helper.make_node("Flatten", ["g"], ["f"], axis=1),
+                          helper.make_node("Gemm", ["f", "m"], ["y"])],
+                         {"p": np.random.default_rng(1).permutation(15), "m": _w(105, 4)}),
+                   strict=True)
+
+
+@pytest.mark.parametrize("op", ["Clip", "Mul"])
+def test_a_gather_sunk_to_an_output_stays_there(op):
+    """CRNN features, an elementwise op, the output: forward Gather sinking took the flat
+    Gather below the op to the output's Reshape, backward sinking took it back above the op,
+    inside (conv_net_onnx seeds 927, 970). Forward sinking now marks a Gather it brings to
+    the outputs (feeding only Results through reshapes, Gathers and Transposes: what
+    post-processing cuts), and backward sinking leaves it there."""
+    after = helper.make_node("Clip", ["u", "lo", "hi"], ["y"]) if op == "Clip" else \
+        helper.make_node("Mul", ["u", "k"], ["y"])
+    inits = {"lo": np.float32(-0.4), "hi": np.float32(0.7)} if op == "Clip" else {"k": _w(1, 7)}
+    check_conv_net(_crnn([after], inits), strict=True)
+
+
+def test_a_channel_gather_read_by_a_residual_goes_into_a_per_frame_matmul():
+    """``g = Gather(x)`` (channels), ``g + relu(conv(g))``, then a per-frame MatMul (TDNN
+    head): the conv's filters took the Gather in, the residual Add kept reading ``x`` through
+    it, so ``x`` had two readers and the Gather stayed inside (conv_net_onnx seeds 45, 202,
+    298, 472, 721). Forward sinking carried it through the Add to the MatMul, whose weights
+    took it only for 2-D inputs; a Gather on the contracted axis now goes into the other
+    input whatever the ranks."""
+    check_conv_net(_onnx([
+        helper.make_node("Gather", ["x", "p"], ["g"], axis=1),
+        helper.make_node("Conv", ["g", "w"], ["c"], kernel_shape=[3], pads=[1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("Add", ["g", "r"], ["a"]),
+        helper.make_node("Transpose", ["a"], ["t"], perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["t", "m"], ["y"])],
+        [1, 7, 20], {"p": np.array([3, 6, 0, 2, 5, 1, 4]), "w": _w(7, 7, 3), "m": _w(7, 10)}),
+        strict=True)

@@ -26,6 +26,7 @@ from ..utils import static_rank, static_shape
 from .gather_utils import (
     GatherInfo,
     aligned_axis,
+    feeds_outputs,
     first_gather_input,
     gather_info,
     gather_sinking_disabled,
@@ -39,9 +40,12 @@ _FORWARD_OK = (Gather, Reshape, Squeeze, Unsqueeze, MatMul, Split, VariadicSplit
 
 
 def _after_forward(g: Node) -> Node:
-    """Mark a Gather forward sinking cannot move further, so the backward group leaves it."""
+    """Mark a Gather forward sinking cannot move further, or that it brought to the model's
+    outputs (``feeds_outputs``: post-processing takes it there), so the backward group leaves
+    it: unmarked, a Gather sunk below a Clamp to an output's Reshape went back above the
+    Clamp, inside."""
     fwd = (*UNARY_TYPES, *BINARY_TYPES, *_FORWARD_OK)
-    if not all(isinstance(c.node, fwd) for c in g.output(0).consumers()):
+    if not all(isinstance(c.node, fwd) for c in g.output(0).consumers()) or feeds_outputs(g):
         mark_no_gather_sinking(g)
     return g
 
@@ -127,21 +131,22 @@ class GatherSinkingMatmulForward(_Forward):
     """Moves a Gather on a MatMul input after it or into weights.
 
     A Gather on the contracted axis moves to the other input as its inverse (absorbed when
-    that input is a Constant); on the free axis of a 2-D input it moves after the MatMul."""
+    that input is a Constant), whatever the ranks (a per-frame MatMul of a [1, T, C] map);
+    on the free axis of a 2-D input it moves after the MatMul."""
 
     TYPES = (MatMul,)
 
     def sink(self, main, index, info):
         ranks = [static_rank(v) for v in main.input_values()]
-        if None in ranks or ranks != [2, 2]:
+        if None in ranks or min(ranks) < 2:
             return None
-        k, _ = _matmul_axes(main, index, 2)
-        if info.axis == k and not info.is_permutation():
+        k, _ = _matmul_axes(main, index, ranks[index])
+        if (info.axis == k and not info.is_permutation()) or (info.axis != k and ranks != [2, 2]):
             return None
         main.input(index).replace_source_output(info.gather.input_value(0))
         if info.axis == k:
             other = 1 - index
-            ok, _ = _matmul_axes(main, other, 2)
+            ok, _ = _matmul_axes(main, other, ranks[other])
             main.input(other).replace_source_output(gathered(main.input_value(other),
                                                              info.inverse(), ok, main))
             main.validate_and_infer_types()

@@ -11,7 +11,8 @@ from ...core.graph_util import copy_runtime_info
 from ...core.node import Node, Output
 from ...core.rt_info import NonCopyable
 from ...ops.indexing import Gather
-from ..utils import const, const_value, static_shape
+from ...ops.movement import Reshape, Squeeze, Transpose, Unsqueeze
+from ..utils import const, const_value, graph_consumers, static_shape
 
 NO_GATHER_SINKING = "no_gather_sinking"
 
@@ -124,6 +125,19 @@ def consumers_gather(node: Node) -> GatherInfo | None:
             return None
         found = found or info
     return found
+
+
+# Ops post-processing cuts in a chain before an output.
+_EDGE_CHAIN = (Reshape, Squeeze, Unsqueeze, Gather, Transpose)
+
+
+def feeds_outputs(node: Node) -> bool:
+    """``node`` feeds only Results, through single-consumer reshapes, Gathers and Transposes
+    (a chain post-processing cuts out whole)."""
+    cons = graph_consumers(node.output(0))
+    while len(cons) == 1 and isinstance(cons[0].node, _EDGE_CHAIN):
+        cons = graph_consumers(cons[0].node.output(0))
+    return bool(cons) and all(isinstance(c.node, Result) for c in cons)
 
 
 def remove_gather_consumers(main: Node) -> None:

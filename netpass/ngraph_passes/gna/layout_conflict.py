@@ -16,6 +16,7 @@ from collections import deque
 from ...core.boundary import Constant
 from ...core.node import Node
 from ...ops.base import BinaryElementwiseArithmetic
+from ..utils import graph_consumers
 from .limitations import is_transpose_node_supported
 
 log = logging.getLogger("netpass.gna")
@@ -101,8 +102,9 @@ def warn_interior_layout_ops(ops: list[Node], warned: set[Node]) -> None:
         if n in warned or not data.partial_shape.is_static or not data.element_type.is_real:
             continue
         shape = data.partial_shape
+        # (graph_consumers: a node a rewrite replaced may still be listed among the readers)
         readers = ", ".join(f"{c.node.type_name} '{c.node.friendly_name}'"
-                            for c in n.output(0).consumers())
+                            for c in graph_consumers(n.output(0)))
         source = n.input_value(0).node
         log.warning(
             "GNA pipeline: %s '%s' of %s stays inside the graph, between %s '%s' and %s: no "

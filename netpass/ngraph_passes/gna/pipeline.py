@@ -15,7 +15,8 @@
    TransposeMatMulForward, TSGeneral (GNA callbacks on the Concat/Split members),
    TransposeCompress, GNA TSConcatForward, GNA TSSplitBackward,
    GatherSinkingGeneral, ReshapeElementwiseReorder, ReshapeSequenceFusion, TransposeToReshape,
-   TSFuse, NopElimination, MergeSharedLayoutOps.
+   TSFuse, NopElimination, MergeSharedLayoutOps, then GatherSinkingAfterCleanup (Gather
+   sinking and that cleanup again where a static Gather is left inside).
    Between TSGeneral and TransposeCompress, RescueStuckTransposes moves Transposes of a static
    shape that GNA cannot run and that are stuck inside the graph: first backward sinking
    without the GNA axis callbacks (reaching the inputs wins over the Concat/Split axis, which
@@ -37,7 +38,7 @@ Stages (``GnaTransformationsPipeline().stages()``), where ``insert_before`` /
 TransposeMatMulForward, TSGeneral, RescueStuckTransposes, GnaTransposeRewrites
 (TransposeCompress, TSConcatForward, TSSplitBackward), GatherSinkingGeneral, LayoutCleanup
 (ReshapeElementwiseReorder, ReshapeSequenceFusion, TransposeToReshape, TSFuse, NopElimination,
-MergeSharedLayoutOps), SliceToCrop (step 3) and FinalNodeInfo.
+MergeSharedLayoutOps; GatherSinkingAfterCleanup), SliceToCrop (step 3) and FinalNodeInfo.
 
 Passes whose root op type the model lacks are not registered, and single-traversal members
 share GraphRewrites, so a large model is walked as few times as possible.
@@ -366,6 +367,37 @@ class RescueAfterGatherSinking(ModelPass):
         manager.run_passes(model)
 
 
+class GatherSinkingAfterCleanup(ModelPass):
+    """Gather sinking and the layout cleanup once more, only when a Gather is left inside the
+    graph after the cleanup.
+
+    The cleanup fuses what Gather sinking could not cross: a flat Gather stopped at a
+    ``Reshape [1, T, C] -> Reshape [1, N]`` pair (a Transpose before a Flatten, merged with
+    the one the NHWC layout left) is right before the head's MatMul once the pair is one
+    Reshape, and a Gather that two Transposes around a Clamp became, after backward sinking
+    joined them above the Clamp, reaches the output's Reshape on a forward stage. Tried on a
+    copy, kept where it leaves fewer layout ops inside."""
+
+    def run_on_model(self, model) -> bool:
+        inside = interior_layout_ops(model)
+        # (static data only: GNA compiles static models, and the dynamic flow's Gathers of
+        # shape arithmetic are no layout ops to move)
+        if not any(isinstance(n, Gather) and n.input_value(0).partial_shape.is_static
+                   for n in inside):
+            return False
+        trial = model.clone()
+        self._round(trial)
+        if len(interior_layout_ops(trial)) < len(inside):
+            self._round(model)
+        return False
+
+    def _round(self, model) -> None:
+        manager = nested_manager(self.get_pass_config(), "GatherSinkingAfterCleanup")
+        manager.register_pass(GatherSinkingGeneral())
+        manager.register_pass(GnaLayoutCleanup())
+        manager.run_passes(model)
+
+
 # Stage names in run order (what runs there is named in the module docstring). The last two
 # run in a second Manager, after the Slice workaround lets SliceToStridedSlice run again.
 STAGES = ("InitNodeInfo", "DecomposeMVN", "CommonOptimizations", "Preparation",
@@ -448,7 +480,7 @@ class GnaTransformationsPipeline(ModelPass):
             members["GnaTransposeRewrites"] = [GnaTransposeRewrites()]
             members["GatherSinkingGeneral"] = [GatherSinkingGeneral(),
                                                RescueAfterGatherSinking(user)]
-            members["LayoutCleanup"] = [GnaLayoutCleanup()]
+            members["LayoutCleanup"] = [GnaLayoutCleanup(), GatherSinkingAfterCleanup()]
         return members
 
     def _run(self, model) -> None:
