@@ -17,6 +17,7 @@ import numpy as np
 from .core.containers import api_value, is_container
 from .core.feeds import Outputs
 from .core.gc_pause import gc_paused
+from .core.graph_util import check_unique_names
 from .core.model import Model
 from .core.shape import PartialShape
 from .core.state_lengths import check_state_lengths
@@ -271,6 +272,7 @@ def compile_model(model: Any, device: str = "AUTO", config: Mapping[str, Any] | 
     device = resolve_device_name(device)  # (before the work: a bad name fails at once)
     report("reading")
     original = read_model(model) if not isinstance(model, Model) else model
+    check_unique_names(original)  # (the user's names: found by name, a clash loses one)
     # (the collector paused: it would rescan the growing graphs, see core.gc_pause)
     with system_errors_as_netpass(f"compiling model '{original.friendly_name}'"), gc_paused():
         report("transformations")

@@ -22,6 +22,7 @@ from .core.feeds import (
     owned_outputs,
     tensor_aliases,
 )
+from .core.graph_util import check_unique_names
 from .core.model import Model
 from .core.state_lengths import StateLength, check_rules, check_state_lengths, read_state_lengths
 from .errors import InputError, NetpassError, OutOfMemoryError, StateError
@@ -86,6 +87,7 @@ def infer(model: Model, inputs: Mapping[str, Any],
     what the Assigns write is dropped. An input shorter than the past plus the new tokens
     (``model.rt_info``'s rules, :mod:`netpass.core.state_lengths`) is refused.
     """
+    check_unique_names(model)  # (else one output of a shared name is silently dropped)
     feeds = check_inputs(model, inputs)
     check_state_lengths(state_length_rules(model), feeds, _lengths_in(variables))
     return _run(model, feeds, variables)
@@ -250,6 +252,7 @@ class ReferenceInferRequest:
     inferences (one set per request)."""
 
     def __init__(self, model: Model) -> None:
+        check_unique_names(model)
         self.model = model
         self.variables = model_variables(model)
         self._values: dict[str, np.ndarray] = {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from ..errors import LintError, NetpassError, ShapeInferenceError
+from ..errors import LintError, NetpassError, ShapeInferenceError, describe_node
 from .boundary import Constant, Parameter, Result
 from .node import Node, Output, as_output
 from .rt_info import RuntimeAttribute
@@ -131,6 +131,31 @@ def copy_runtime_info(sources: Node | Iterable[Node], targets: Node | Iterable[N
             rt.update(merged)
 
 
+def name_clash_problems(model: Model) -> list[str]:
+    """Inputs (outputs) of ``model`` that share a name, each clash naming both nodes: feeds
+    and results are matched by name, so one of the two could not be fed (its result would
+    be dropped)."""
+    problems = []
+    for kind, names, nodes in (("input", model.input_names, model.parameters),
+                               ("output", model.output_names, model.results)):
+        seen: dict[str, int] = {}
+        for i, (name, node) in enumerate(zip(names, nodes)):
+            if name in seen:
+                j = seen[name]
+                problems.append(f"model {kind}s {j} and {i} share the name '{name}' "
+                                f"({describe_node(nodes[j])} and {describe_node(node)})")
+            seen.setdefault(name, i)
+    return problems
+
+
+def check_unique_names(model: Model) -> None:
+    """Raise LintError where two inputs or two outputs of ``model`` share a name (what
+    :func:`name_clash_problems` lists)."""
+    problems = name_clash_problems(model)
+    if problems:
+        raise LintError(problems)
+
+
 def lint_problems(model: Model) -> list[str]:
     """Invariant violations of ``model``; empty when the graph is well formed."""
     problems: list[str] = []
@@ -178,12 +203,7 @@ def lint_problems(model: Model) -> list[str]:
                 and node not in model.sinks:
             problems.append(f"{node.type_name} '{node.friendly_name}' is in the graph but has no "
                             "consumers")
-    out_names = model.output_names
-    if len(set(out_names)) != len(out_names):
-        problems.append(f"model output names are not unique: {out_names}")
-    in_names = model.input_names
-    if len(set(in_names)) != len(in_names):
-        problems.append(f"model input names are not unique: {in_names}")
+    problems += name_clash_problems(model)
     del in_graph
     problems += _body_problems(ops)
     return problems

@@ -9,8 +9,10 @@ inv_freq``: the Multiply then the Concat, each a launch per decode step. As one 
 Conditions (:func:`distribute_concats`): the pieces output 0 of nodes of one elementwise row
 with the same attrs (numpy broadcasting), read by the Concat alone; at each input position
 either one tensor for all pieces, whose dim along the axis is statically 1 (or absent), or a
-constant in each piece whose size along the axis is static; at least one tensor; the
-concatenated constants at most ``MAX_ELEMENTS``.
+constant in each piece whose size along the axis is static; at least one tensor and at least
+one constant (the concatenated constant gives the output its size along the axis: Relu of a
+tensor 1 there is 1 there, whatever the pieces); the concatenated constants at most
+``MAX_ELEMENTS``.
 """
 from __future__ import annotations
 
@@ -85,8 +87,8 @@ def _distributed(c: ProgramNode, users: dict, made: list) -> ProgramNode | None:
         const = ProgramNode(f"{c.id}/{j}", Constant.type_name, value=value)
         made.append(const)
         inputs.append((const, 0))
-    if all(s.is_constant for s, _ in inputs):
-        return None
+    if len({s.is_constant for s, _ in inputs}) < 2:
+        return None  # (with no constant, nothing carries the pieces' sizes along the axis)
     return ProgramNode(c.id, m0.kind, m0.attrs, inputs, out_dtypes=c.out_dtypes,
                        out_pshapes=c.out_pshapes, name=c.name)
 

@@ -20,6 +20,7 @@ from netpass.core.graph_util import lint_problems
 from netpass.errors import (
     DeviceError,
     InputError,
+    LintError,
     ModelFormatError,
     OutOfMemoryError,
     ShapeInferenceError,
@@ -426,3 +427,22 @@ def test_an_output_named_after_a_producer_the_pipeline_replaces_keeps_its_name(t
     np.testing.assert_allclose(out[names[0]], netpass.reference.infer(model, feeds)[names[0]],
                                rtol=1e-5, atol=1e-6)
     assert model.output_names == names and [r.friendly_name for r in model.results] == result_names
+
+
+@pytest.mark.parametrize("which", ["output", "input"])
+def test_two_outputs_or_inputs_of_one_name_are_refused(which):
+    """Two Results named 'y': the reference evaluator returned one of them and dropped the
+    other, and compile_model failed inside its pre/post split, blaming that stage; two
+    Parameters named 'x' were accepted (one could never be fed). Both refuse the model with a
+    LintError naming the positions and nodes (found probing the names compile_model keeps)."""
+    x = opset.parameter([2, 3], np.float32, name="x")
+    x2 = opset.parameter([2, 3], np.float32, name="x" if which == "input" else "x2")
+    ys = [opset.result(opset.relu(x), name="y"),
+          opset.result(opset.abs(x2), name="y" if which == "output" else "y2")]
+    model = Model(ys, [x, x2])
+    feeds = {n: np.ones((2, 3), np.float32) for n in model.input_names}
+    expected = f"model {which}s 0 and 1 share the name '{'y' if which == 'output' else 'x'}'"
+    with pytest.raises(LintError, match=expected):
+        netpass.reference.infer(model, feeds)
+    with pytest.raises(LintError, match=expected):
+        netpass.compile_model(model, RUNTIME_DEVICE)

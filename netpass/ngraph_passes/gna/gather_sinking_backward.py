@@ -110,7 +110,9 @@ class GatherSinkingUnaryBackward(_Backward):
 
 
 class GatherSinkingBinaryBackward(_Backward):
-    """Moves a Gather above a binary op, onto every input."""
+    """Moves a Gather above a binary op, onto every input that has its axis (an input 1
+    there broadcasts); not when no input has it and the Gather changes the axis's size
+    (indices [0, 0] of a 1-long axis): nothing would carry the new size."""
 
     TYPES = BINARY_TYPES
 
@@ -120,7 +122,10 @@ class GatherSinkingBinaryBackward(_Backward):
                                                             for v in main.input_values()):
             return None
         plan = {i: aligned_axis(v, info.axis, rank) for i, v in enumerate(main.input_values())}
-        return _gather_inputs(main, {i: a for i, a in plan.items() if a is not None}, info)
+        plan = {i: a for i, a in plan.items() if a is not None}
+        if not plan and static_shape(info.gather.output(0)) != static_shape(main.output(0)):
+            return None  # (every input broadcasts along the axis: none carries the new size)
+        return _gather_inputs(main, plan, info)
 
 
 class GatherSinkingMatmulBackward(_Backward):

@@ -10,6 +10,7 @@ import numpy as np
 from ...core.boundary import Parameter, Result
 from ...core.graph_util import replace_output_update_name
 from ...ops.convolution import Convolution
+from ...ops.convolution.window import resolve_pads
 from ...ops.elementwise import MONOTONIC_ACTIVATIONS, Add, Convert
 from ...ops.indexing import Gather
 from ...ops.movement import Concat, Transpose
@@ -79,23 +80,33 @@ def pool_windows_see_data(kernel, strides, dilations, pads_begin, pads_end, auto
     """Whether every window of a max pooling covers at least one input element (``sizes``: the
     input's spatial dims, ``counts``: the output's). A window of padding only gives -inf, which
     an activation moved after the pooling would turn into ``act(-inf)`` (a Relu: 0): such a
-    pool keeps its order (first window ends at or after element 0, last one starts before the
-    end). This pass's rule and the legacy stage's ReorderActivationAndPoolingPass's."""
-    if auto_pad in ("valid", "same_upper", "same_lower") or \
-            not (any(pads_begin) or any(pads_end)):
-        return True  # (automatic pads are smaller than the window)
-    for k, s, d, pb, size, count in zip(kernel, strides, dilations or [1] * len(kernel),
-                                        pads_begin, sizes, counts):
-        if pb > (k - 1) * d or (count - 1) * s - pb > size - 1:
+    pool keeps its order. Each window's taps are looked at (a dilated window can span the data
+    and step over all of it), under the pads ``auto_pad`` resolves to (same_upper/same_lower
+    pads can exceed a dilated window's taps too). This pass's rule and the legacy stage's
+    ReorderActivationAndPoolingPass's."""
+    if _no_padding(auto_pad, pads_begin, pads_end):
+        return True
+    dilations = list(dilations or [1] * len(kernel))
+    extents = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+    begins, _ = resolve_pads(auto_pad, sizes, extents, strides, pads_begin, pads_end)
+    for k, s, d, pb, size, count in zip(kernel, strides, dilations, begins, sizes, counts):
+        taps = np.arange(count)[:, None] * s - pb + np.arange(k)[None, :] * d
+        if not ((taps >= 0) & (taps < size)).any(axis=1).all():
             return False
     return True
+
+
+def _no_padding(auto_pad: str, pads_begin, pads_end) -> bool:
+    """No pads at all: every window starts inside the input (ceil rounding included, which
+    drops a last window starting past it), so it sees data whatever its shapes."""
+    return auto_pad == "valid" or (auto_pad == "explicit" and not any(pads_begin)
+                                   and not any(pads_end))
 
 
 def _windows_see_data(out) -> bool:
     """:func:`pool_windows_see_data` of the MaxPool of ``out`` (static spatial dims only)."""
     pool = out.node
-    if pool.auto_pad in ("valid", "same_upper", "same_lower") or \
-            not (any(pool.pads_begin) or any(pool.pads_end)):
+    if _no_padding(pool.auto_pad, pool.pads_begin, pool.pads_end):
         return True
     ins, outs = pool.get_input_partial_shape(0), pool.get_output_partial_shape(0)
     if not (ins.is_static and outs.is_static):

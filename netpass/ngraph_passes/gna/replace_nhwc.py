@@ -200,13 +200,14 @@ class SubstituteGNAAvgPool(MatcherPass):
                 return False
             attrs, scale = found
             c = channels[1]
-            if c * c * int(np.prod(pool.kernel)) > MAX_DENSE_FILTER_ELEMENTS:
+            dtype = pool.get_output_element_type(0).dtype  # (the filters take the data's type)
+            if c * c * int(np.prod(pool.kernel)) > MAX_DENSE_FILTER_ELEMENTS or dtype is None:
                 return False
-            ones = np.ones([1, 1, *pool.kernel], np.float32)
+            ones = np.ones([1, 1, *pool.kernel], dtype)
             filters = const(dense_group_filters(np.broadcast_to(ones, [c, 1, 1, *pool.kernel])))
             made, back = _in_nhwc(pool, len(channels), GNAConvolution, attrs, filters)
             factor = scale.reshape(-1)[:1] if (scale == scale.flat[0]).all() else scale
-            mul = make(Multiply, [back, const(factor.astype(np.float32))])
+            mul = make(Multiply, [back, const(factor.astype(dtype))])
             copy_runtime_info(pool, [*made, mul, filters.node])
             replace_output_update_name(pool.output(0), mul.output(0))
             return True

@@ -114,6 +114,37 @@ def test_reorder_keeps_the_order_where_a_pool_window_covers_padding_only(kernel,
     np.testing.assert_array_equal(got, expected)
 
 
+# (kernel, dilation, pads, auto_pad, input size): one window whose taps straddle the data (a
+# dilated window over padding on both sides of a 1-wide axis), a same_upper pooling whose
+# automatic pads do the same, and a dilated window whose taps all land in the data.
+DILATED_POOLS = [([1, 2], [1, 2], [0, 1], "explicit", 1, False),
+                 ([1, 2], [1, 2], [0, 0], "same_upper", 1, False),
+                 ([1, 2], [1, 2], [0, 1], "explicit", 3, True)]
+
+
+@pytest.mark.parametrize("kernel, dilations, pads, auto_pad, width, moves", DILATED_POOLS,
+                         ids=str)
+def test_reorder_keeps_the_order_where_dilated_taps_see_padding_only(kernel, dilations, pads,
+                                                                    auto_pad, width, moves):
+    """A dilated max-pool window whose taps all fall into padding (it spans the data, its taps
+    step over it) gives -inf: the rule looked only at where the first and last windows start
+    and end, and at no pads when auto_pad chose them, so the Relu moved after it made 0 (found
+    by tests/property/test_legacy_fuzz.py)."""
+    x = opset.parameter([1, 2, 1, width], f32, "x")
+    conv = opset.convolution(x, _w(3, 2, 1, 1), [1, 1], [0, 0], [0, 0], [1, 1])
+    pool = opset.max_pool(opset.relu(conv), [1, 1], dilations, pads, pads, kernel,
+                          auto_pad=auto_pad)
+    model = Model([opset.result(pool.output(0), name="y")], [x])
+    net = convert_to_legacy(model)
+    assert ReorderActivationAndPoolingPass().run(net) is moves
+    feeds = {"x": RNG.standard_normal((1, 2, 1, width)).astype(np.float32)}
+    expected = netpass.reference.infer(model, feeds)["y"]
+    for transformations in ("NONE", "GNA"):
+        got = netpass.compile_model(model, "REFERENCE", {"TRANSFORMATIONS": transformations}) \
+            .create_infer_request().infer(feeds)["y"]
+        np.testing.assert_array_equal(got, expected)
+
+
 def test_reorder_keeps_avg_pool_order():
     x = opset.parameter([1, 3, 8, 8], f32, "x")
     conv = opset.convolution(x, _w(4, 3, 3, 3), [1, 1], [1, 1], [1, 1], [1, 1])

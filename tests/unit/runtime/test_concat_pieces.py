@@ -57,3 +57,16 @@ def test_concat_where_the_tensor_is_not_one_along_the_axis_stays(rng):
     model = _angles_model(inv, inv, axis=2, unsqueeze_at=1)
     assert any(n.kind == "Concat" for n in Program.from_model(model).nodes)
     _run(model, [_feeds(rng, 1, 4)])
+
+
+def test_concat_of_one_unary_op_of_a_tensor_one_along_the_axis_stays(rng):
+    """``cat((relu(x), relu(x)), 0)`` with x [1, 2, 3]: no constant carries the pieces' sizes
+    along the axis, and Relu over x alone is 1 there, not 2: the runtime gave [1, 2, 3]
+    (found by tests/property/test_legacy_fuzz.py). A Concat with no constant input position
+    is left alone."""
+    x = opset.parameter([1, 2, 3], np.float32, name="x")
+    r = opset.relu(x)
+    y = opset.abs(opset.concat([r, r, r], 0))
+    model = Model([opset.result(y, name="y")], [x])
+    assert any(n.kind == "Concat" for n in Program.from_model(model).nodes)
+    _run(model, [{"x": rng.standard_normal((1, 2, 3)).astype(np.float32)}])

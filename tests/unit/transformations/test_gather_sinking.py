@@ -51,6 +51,17 @@ def test_binary_backward_broadcast_input_untouched():
     assert m.results[0].input_value(0).node.type_name == "Multiply" and count(m, "Gather") == 1
 
 
+def test_binary_backward_keeps_a_gather_that_grows_an_axis_every_input_broadcasts():
+    """Gather [0, 0] on axis 0 of Add(x, x), x [1, 2]: the Gather makes the axis 2 long,
+    and every input is 1 there (nothing to gather), so moving the Gather above the Add left
+    the output [1, 2] and the pipeline's interface check refused the pass (found by the
+    legacy-stage fuzz, tests/property/test_legacy_fuzz.py). The Gather stays."""
+    x = param([1, 2])
+    m = model_of(g(opset.add(x, x), [0, 0], 0), x)
+    run_checked(m, GatherSinkingBinaryBackward())
+    assert m.results[0].input_value(0).node.type_name == "Gather"
+
+
 def test_matmul_forward_absorbs_gather_on_contracted_axis():
     x = param([2, 12])
     m = model_of(opset.matmul(g(x), opset.constant(rand(12, 5)), False, False), x)

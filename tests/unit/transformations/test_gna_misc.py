@@ -66,6 +66,22 @@ def test_non_monotonic_activation_stays_before_pooling():
     assert m.results[0].input_value(0).node.type_name == "MaxPool"
 
 
+@pytest.mark.parametrize("dilations, pads, auto_pad", [([1, 2], [0, 1], "explicit"),
+                                                    ([1, 2], [0, 0], "same_upper")], ids=str)
+def test_pooling_whose_dilated_taps_see_padding_only_stays_after_the_activation(dilations, pads,
+                                                                                auto_pad):
+    """A dilated window over a 1-wide axis, padded on both sides (explicitly or by same_upper),
+    has both taps in the padding: -inf, which Relu after the pooling made 0. The rule looked
+    at window extents, not taps, and took automatic pads for small ones."""
+    x = param([1, 2, 1, 1])
+    conv = opset.convolution(x, opset.constant(rand(3, 2, 1, 1)), [1, 1], [0, 0], [0, 0], [1, 1])
+    pool = opset.max_pool(opset.relu(conv), [1, 1], dilations, pads, pads, [1, 2],
+                          auto_pad=auto_pad, name="pool")
+    m = model_of(pool.output(0), x)
+    run(m, ReorderActivationAndPooling())
+    assert m.results[0].input_value(0).node.type_name == "MaxPool"
+
+
 def test_single_input_concat_removed():
     x = param([2, 3])
     m = model_of(opset.relu(opset.concat([opset.relu(x)], 0)), x)

@@ -136,3 +136,15 @@ def test_group_convolution_lowered_by_the_pipeline():
     run_checked(m, GnaTransformationsPipeline(), rtol=1e-4, atol=1e-5)
     assert count(m, "GroupConvolution", "Convolution") == 0 and count(m, "GNAConvolution") == 3
     assert not interior_layout_ops(m)
+
+
+def test_f16_avg_pool_becomes_an_f16_window_sum():
+    """An f16 AvgPool: the window-sum filters and the divisor map were f32, and the
+    GNAConvolution's shape inference refused f16 data with f32 filters, so compile_model
+    (GNA, the default) failed on any f16 model with an AvgPool (found by the legacy-stage
+    fuzz, tests/property/test_legacy_fuzz.py, drawing f16 models)."""
+    x = opset.parameter([1, 3, 6, 7], np.float16, "x")
+    m = model_of(opset.avg_pool(x, [2, 2], [1, 0], [1, 1], [3, 3], False), x)
+    run_checked(m, ReplaceGnaNHWCLayers(), rtol=1e-2, atol=1e-3)
+    assert count(m, "AvgPool") == 0 and count(m, "GNAConvolution") == 1
+    assert m.results[0].get_output_element_type(0).name == "f16"
