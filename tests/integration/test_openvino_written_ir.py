@@ -36,26 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "property"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ov_torch_modules  # noqa: E402
 import ov_written_ir as h  # noqa: E402
+from op_fuzz_families import FAMILIES  # noqa: E402
 from op_fuzz_harness import Invalid as OrtInvalid  # noqa: E402
 from op_fuzz_harness import expected as ort_expected  # noqa: E402
-from op_fuzz_index import gather, movement, pad, scatter, slice_  # noqa: E402
-from op_fuzz_math import (  # noqa: E402
-    binary,
-    cast,
-    einsum,
-    generate,
-    matmul,
-    norm,
-    reduce,
-    scan_search,
-    softmax,
-    unary,
-)
-from op_fuzz_spatial import conv, depth_space, pool, resize  # noqa: E402
 
-FAMILIES = {f.__name__.rstrip("_"): f for f in (
-    conv, pool, resize, depth_space, slice_, gather, scatter, pad, movement, reduce, einsum,
-    matmul, softmax, norm, binary, unary, cast, scan_search, generate)}
 CI_EXAMPLES, SLOW_EXAMPLES = 2, 40
 HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
 CI_TORCH = ("attention", "shapes", "recurrent", "misc")

@@ -21,30 +21,14 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from onnx import TensorProto, helper, numpy_helper
 from op_fuzz_chain import with_views
+from op_fuzz_families import FAMILIES
 from op_fuzz_harness import Case, Invalid, Refused, check
-from op_fuzz_index import gather, movement, pad, scatter, slice_
-from op_fuzz_math import (
-    binary,
-    cast,
-    einsum,
-    generate,
-    matmul,
-    norm,
-    reduce,
-    scan_search,
-    softmax,
-    unary,
-)
-from op_fuzz_spatial import conv, depth_space, pool, resize
 
 from netpass.testing import RUNTIME_DEVICE
 
 pytest.importorskip("onnxruntime")
 
 DEVICES = (RUNTIME_DEVICE, "REFERENCE")
-FAMILIES = {f.__name__.rstrip("_"): f for f in (
-    conv, pool, resize, depth_space, slice_, gather, scatter, pad, movement, reduce, einsum,
-    matmul, softmax, norm, binary, unary, cast, scan_search, generate)}
 CI_EXAMPLES, SLOW_EXAMPLES = 15, 150
 HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
 
