@@ -110,9 +110,11 @@ class GatherSinkingUnaryBackward(_Backward):
 
 
 class GatherSinkingBinaryBackward(_Backward):
-    """Moves a Gather above a binary op, onto every input that has its axis (an input 1
-    there broadcasts); not when no input has it and the Gather changes the axis's size
-    (indices [0, 0] of a 1-long axis): nothing would carry the new size."""
+    """Moves a Gather above a binary op, onto the inputs with its axis.
+
+    An input 1 along the axis broadcasts and takes no Gather; when no input has the axis and
+    the Gather changes its size (indices [0, 0] of a 1-long axis), the Gather stays: nothing
+    would carry the new size."""
 
     TYPES = BINARY_TYPES
 
