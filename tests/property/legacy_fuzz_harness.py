@@ -19,6 +19,9 @@ from netpass.testing import random_inputs
 # rel. L2 bound per float type: f16's rounding differs between the reference (numpy) and a
 # device, and a fused bias rounds once instead of twice
 RTOL_L2 = {"float32": 1e-5, "float16": 1e-2}
+# on an OpenCL device, f32 as every runtime differential test here: kernels sum in other orders
+# (a lone output of a cancelling reduction moved by 2.5e-5 on PoCL)
+DEVICE_RTOL_L2 = {"float32": 1e-4, "float16": 1e-2}
 
 
 def fingerprint(model: Model) -> list:
@@ -51,9 +54,9 @@ def feeds_for(model: Model, seed: int, special: bool) -> dict[str, np.ndarray]:
 
 
 def assert_close(got: Mapping[str, np.ndarray], want: Mapping[str, np.ndarray],
-                 where: str) -> None:
+                 where: str, rtol: Mapping[str, float] = RTOL_L2) -> None:
     """Same names, shapes and dtypes; ints exact; floats: NaN and inf where the reference has
-    them, rel. L2 of the finite rest <= RTOL_L2 of the type."""
+    them, rel. L2 of the finite rest <= ``rtol`` of the type."""
     assert list(got) == list(want), f"{where}: output names {list(got)} != {list(want)}"
     for name, w in want.items():
         g, w = np.asarray(got[name]), np.asarray(w)
@@ -70,7 +73,7 @@ def assert_close(got: Mapping[str, np.ndarray], want: Mapping[str, np.ndarray],
             not np.isinf(g64[fin]).any(), f"{where}: '{name}' inf at other places:\n{g}\nvs\n{w}"
         err = np.linalg.norm(g64[fin] - w64[fin])
         ref = np.linalg.norm(w64[fin])
-        assert err <= RTOL_L2[w.dtype.name] * ref + 1e-30, \
+        assert err <= rtol[w.dtype.name] * ref + 1e-30, \
             f"{where}: '{name}' rel. L2 {err / max(ref, 1e-30):.3g}:\n{g}\nvs\n{w}"
 
 
@@ -106,7 +109,8 @@ def check_compile(model: Model, which: str, device: str, feeds, want) -> None:
     assert [p.name for p in cm.outputs] == model.output_names
     got = cm.create_infer_request().infer(feeds)
     assert fingerprint(model) == before, f"compile_model({which}) changed the user's model"
-    assert_close(dict(got), want, f"{which} on {device}")
+    assert_close(dict(got), want, f"{which} on {device}",
+                 RTOL_L2 if device == "REFERENCE" else DEVICE_RTOL_L2)
 
 
 def check_split(model: Model, which: str, feeds, want) -> None:
