@@ -370,26 +370,11 @@ class Network:
         self.binding_key = self.binding_values + self.layout if symbolic else None
         if not symbolic:
             self.last_named = None
-        if symbolic != self.was_symbolic:
-            self._reset_shape_state(symbolic)
+        if symbolic != self.was_symbolic:  # (nodes that did not run in the other mode)
+            for inst in self.insts:
+                inst.forget_shapes(symbolic)
             self.was_symbolic = symbolic
         return self.sym_order if symbolic else self.order
-
-    def _reset_shape_state(self, entering_symbolic: bool) -> None:
-        """Forget remembered shapes and values: nodes that did not run in the other mode
-        hold stale ones."""
-        for inst in self.insts:
-            if inst.node.is_constant:
-                continue
-            inst.in_shapes = None
-            inst.values = {}
-            inst.rec_key = inst.rec_impl = None  # (a symbolic record is for its binding only)
-            if inst.node.in_shape_of_subgraph:
-                inst.out_shapes = None
-                inst.executed_once = False
-                inst.host_valid = [False] * inst.node.num_outputs
-            if entering_symbolic and inst.node_static_shapes is not None:
-                inst.out_shapes = inst.node_static_shapes  # producers that will not run
 
     def execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """One inference. The cyclic garbage collector is paused meanwhile (``gc_paused``,
@@ -414,8 +399,8 @@ class Network:
         and none had its flags reset. Left so, the next inference skips what looks unchanged
         and reads stale shape values (the lengths of a split computed from the failed size),
         so everything remembered is forgotten and the next one recomputes it."""
-        self._reset_shape_state(self.was_symbolic)
         for inst in self.insts:
+            inst.forget_shapes(self.was_symbolic)
             inst.reset_flags()
 
     def _execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

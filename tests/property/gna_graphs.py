@@ -38,6 +38,17 @@ class OnnxGraph:
         return outs if n_out > 1 else outs[0]
 
 
+def ort_outputs(data: bytes, feeds: dict) -> dict:
+    """onnxruntime's outputs of ONNX ``data`` by name, graph optimizations off (its
+    common-subexpression elimination takes two Splits of one tensor into different piece
+    counts for one: its optimized graph computes a wrong result)."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(None, feeds)))
+
+
 def check_gna_flow(data: bytes) -> None:
     """The pipeline + split of ONNX ``data`` leave no Gather and no Transpose GNA cannot run
     inside, and every output is what onnxruntime computes (relative L2 error <= 1e-5)."""
@@ -54,13 +65,8 @@ def check_gna_flow(data: bytes) -> None:
             and not is_transpose_supported(n.input_value(0).partial_shape.to_shape())] == []
 
     feeds = random_inputs(original, seed=7)
-    options = ort.SessionOptions()
-    # (onnxruntime's common-subexpression elimination takes two Splits of one tensor into
-    # different piece counts for one: its optimized graph computes a wrong result)
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
-    names = [o.name for o in session.get_outputs()]
-    want = dict(zip(names, session.run(None, feeds)))
+    want = ort_outputs(data, feeds)
+    names = list(want)
     got = prepost.postprocess(netpass.reference.infer(model, prepost.preprocess(feeds)))
     for name in names:
         assert got[name].shape == want[name].shape, name

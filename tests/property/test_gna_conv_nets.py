@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from gna_conv_nets import conv_net_onnx, torch_conv_net_onnx
+from gna_graphs import ort_outputs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
@@ -96,11 +96,8 @@ def check_conv_net(data: bytes, runtime: bool = True, strict: bool = False) -> N
     model = netpass.read_model(data)
     pristine = model_signature(model)
     feeds = random_inputs(model, seed=7)
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
-    names = [o.name for o in session.get_outputs()]
-    want = dict(zip(names, session.run(None, feeds)))
+    want = ort_outputs(data, feeds)
+    names = list(want)
 
     if runtime:
         compiled = netpass.compile_model(model, device=RUNTIME_DEVICE,
@@ -125,20 +122,18 @@ def check_conv_net(data: bytes, runtime: bool = True, strict: bool = False) -> N
     assert _config_state(config) == before, "the pipeline changed the Manager's PassConfig"
     prepost = split_pre_post_processing(model)
 
-    ops = model.get_ordered_ops()
-    left = [f"{n.type_name} {n.friendly_name} of {n.input_value(0).partial_shape}"
-            for n in ops if n.type_name == "Gather" or n.type_name == "Transpose"
+    left = [n for n in model.get_ordered_ops() if n.type_name == "Gather"
+            or n.type_name == "Transpose"
             and not is_transpose_supported(n.input_value(0).partial_shape.to_shape())]
-    assert not (strict and left), f"layout ops GNA cannot run left inside: {left}"
+    assert not (strict and left), "layout ops GNA cannot run left inside: " + str(
+        [f"{n.type_name} {n.friendly_name} of {n.input_value(0).partial_shape}" for n in left])
     # (split_pre_post_processing may rename what it leaves: a warning names the op type and
     # the shape)
-    for n in ops:
-        if n.type_name == "Gather" or n.type_name == "Transpose" and \
-                not is_transpose_supported(n.input_value(0).partial_shape.to_shape()):
-            what = f"{n.type_name} '"
-            shape = f"of {list(n.input_value(0).partial_shape.to_shape())} stays inside"
-            assert any(what in m and shape in m for m in records.messages), \
-                f"left inside without a warning: {n.type_name} {n.friendly_name}"
+    for n in left:
+        what = f"{n.type_name} '"
+        shape = f"of {list(n.input_value(0).partial_shape.to_shape())} stays inside"
+        assert any(what in m and shape in m for m in records.messages), \
+            f"left inside without a warning: {n.type_name} {n.friendly_name}"
     got = prepost.postprocess(netpass.reference.infer(model, prepost.preprocess(feeds)))
     for name in names:
         assert got[name].shape == want[name].shape, name

@@ -141,6 +141,22 @@ class PrimitiveInst(UpdateShape, UpdateImpl, UpdateWeights, Realloc, Execute):
         self.shape_changed = self.impl_changed = self.skip = False
         self.done_by_other = self.allocation_done_by_other = self.concat_decided = False
 
+    def forget_shapes(self, entering_symbolic: bool) -> None:
+        """Forget the shapes and values this primitive remembers (a mode switch, a failed
+        inference): held over, they are stale. ``entering_symbolic``: a producer that will not
+        run in symbolic mode takes its node's static shapes."""
+        if self.node.is_constant:
+            return
+        self.in_shapes = None
+        self.values = {}
+        self.rec_key = self.rec_impl = None  # (a symbolic record is for its binding only)
+        if self.node.in_shape_of_subgraph:
+            self.out_shapes = None
+            self.executed_once = False
+            self.host_valid = [False] * self.node.num_outputs
+        if entering_symbolic and self.node_static_shapes is not None:
+            self.out_shapes = self.node_static_shapes
+
     # -- the per-primitive sequence ---------------------------------------------------------------
     def prepare(self) -> None:
         """Every step before the launch: in-place concat, update_shape, the skips,
