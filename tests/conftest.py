@@ -1,6 +1,6 @@
-"""Suite-wide pytest settings: xdist's worker count, and the ONNX backend conformance counts
+"""Suite-wide pytest settings: xdist's worker count, the ONNX backend conformance counts
 printed after a run that ran conformance cases (tests/conformance), also when xdist workers
-ran them."""
+ran them, and onnxruntime sessions for models of an IR version newer than it reads."""
 from __future__ import annotations
 
 import importlib.util
@@ -13,6 +13,59 @@ import pytest
 # pyproject's addopts run the suite on `-n auto` xdist workers, whole files per worker
 # (`--dist loadfile`): a session fixture (the zoo's exports) is made at most once per worker.
 MAX_WORKERS = 4  # each worker holds torch, onnxruntime and its own compiled models
+
+def _newest_ir_version(ort, onnx) -> int:
+    """The newest IR version the installed onnxruntime loads (onnx's own, or lower)."""
+    from onnx import TensorProto, helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", [x],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    for version in range(onnx.IR_VERSION, 7, -1):
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                                  ir_version=version)
+        try:
+            ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        except Exception:
+            continue
+        return version
+    return onnx.IR_VERSION
+
+
+def _onnxruntime_reads_our_models() -> None:
+    """``onnx.helper.make_model`` writes onnx's IR version, and an onnxruntime older than the
+    installed onnx refuses it ("Unsupported model IR version") although the tests' models use
+    nothing of the newer IR (the GPU machine's onnxruntime reads IR 13, its onnx writes 14). A
+    session there gets its model at the newest version that onnxruntime reads."""
+    try:
+        import onnx
+        import onnxruntime as ort
+    except ImportError:
+        return
+    newest = _newest_ir_version(ort, onnx)
+    if newest >= onnx.IR_VERSION:
+        return
+    init = ort.InferenceSession.__init__
+
+    def readable(model):
+        if isinstance(model, (str, os.PathLike)):
+            proto = onnx.load(os.fspath(model))
+        elif isinstance(model, (bytes, bytearray)):
+            proto = onnx.load_from_string(bytes(model))
+        else:
+            return model
+        if proto.ir_version <= newest:
+            return model
+        proto.ir_version = newest
+        return proto.SerializeToString()
+
+    def session_init(self, path_or_bytes, *args, **kwargs):
+        init(self, readable(path_or_bytes), *args, **kwargs)
+
+    ort.InferenceSession.__init__ = session_init
+
+
+_onnxruntime_reads_our_models()
+
 
 # what xdist workers sent of their conformance outcomes: target -> case -> (status, reason)
 _from_workers: dict[str, dict[str, tuple[str, str]]] = {}

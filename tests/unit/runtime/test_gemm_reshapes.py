@@ -34,8 +34,10 @@ def _linear(rng, x, k: int, n: int, exact: bool = True, lead_of=None):
     return opset.reshape(y, opset.concat([*lead, ints64([n])], 0), True)
 
 
-def _block(rng, k=24, n=40, exact=True, lead_of_input=False):
-    """LayerNorm -> Linear -> tanh-GELU -> Linear back to k -> residual Add."""
+def _block(rng, k=32, n=40, exact=True, lead_of_input=False):
+    """LayerNorm -> Linear -> tanh-GELU -> Linear back to k -> residual Add. (k whole stages of
+    the tensor-core GEMM, which folds a LayerNorm only then: on a GPU with k = 24 the LayerNorm
+    of 99 or 130 rows ran as a kernel of its own.)"""
     x = opset.parameter([-1, -1, k], np.float32, name="x")
     lead_of = x if lead_of_input else None
     h = opset.mvn(x, ints64([-1]), True, 1e-5, "inside_sqrt")
@@ -69,7 +71,7 @@ def _via_program(model):
     return compile_program(model, RUNTIME_DEVICE)
 
 
-SHAPES = [(2, 7, 24), (1, 1, 24), (3, 33, 24), (2, 7, 24), (2, 7, 24), (2, 7, 24), (1, 130, 24)]
+SHAPES = [(2, 7, 32), (1, 1, 32), (3, 33, 32), (2, 7, 32), (2, 7, 32), (2, 7, 32), (1, 130, 32)]
 
 
 @pytest.mark.parametrize("compile_fn", [_via_legacy, _via_program], ids=["fully_connected", "matmul"])
@@ -118,7 +120,7 @@ def test_unprovable_unflatten_keeps_the_reshapes(rng):
     cm = _via_legacy(model)
     first = next(n for n in cm.runtime.program.nodes if n.kind == "FullyConnected")
     assert first.inputs[0][0].kind == "Reshape" and isinstance(first.subgraph, NormDesc)
-    _check(model, cm, [(2, 5, 24), (3, 4, 24), (1, 6, 24)], rng)
+    _check(model, cm, [(2, 5, 32), (3, 4, 32), (1, 6, 32)], rng)
 
 
 def test_gemm_output_shape_read_keeps_the_reshapes(rng):
