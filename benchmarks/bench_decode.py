@@ -24,6 +24,11 @@ prefilled, then NEW tokens are decoded one at a time (``GreedyDecoder``), batch 
 Time to first token is reported for a request's first generation (its kernels and plans
 made: the cost a new request pays once) and as the median over its later generations.
 ``--exporter dynamo`` exports with torch's dynamo exporter instead of TorchScript.
+``--on-device-tokens`` also runs, in the same run and on the same prompt, the loop whose tokens
+are chosen and fed back on the device (``with_next_token``, ``GreedyDecoder.generate(...,
+on_device=True)``: up to ``--in-flight`` steps enqueued ahead, only the token read per step)
+and reports both: per-token interval (wall time between successive tokens, median), tokens/s,
+launches and host waits per token, and its tokens against the synchronous loop's and torch's.
 ``--config KEY=VALUE`` (repeatable) passes compile config keys (``PERSISTENT_STEPS=0`` launches
 a decode step's kernels one by one). ``--quick`` (PoCL): 2 layers, d=128, vocab 1024, prompt 16,
 16 new tokens. Writes ``bench_decode.json`` (``--tag``: ``bench_decode_<tag>.json``) to ``$OUT``
@@ -51,7 +56,7 @@ from bench_runtime import bench_add  # noqa: E402
 from export_decoder import Decoder, build, export_decoder  # noqa: E402
 
 import netpass  # noqa: E402
-from netpass.generation import GreedyDecoder, stateful_decoder  # noqa: E402
+from netpass.generation import GreedyDecoder, stateful_decoder, with_next_token  # noqa: E402
 
 
 def torch_generate(model, prompt: np.ndarray, new_tokens: int, device: str) -> dict:
@@ -152,6 +157,31 @@ def _config(items: list[str]) -> dict:
     return config
 
 
+def on_device_loop(model, args, config: dict, prompt: np.ndarray, new: int) -> dict:
+    """The loop with tokens chosen and fed back on the device (``--on-device-tokens``), as
+    the synchronous one is measured: a warm-up generation, one on the measured request, then
+    ``--repeats``."""
+    cm = netpass.compile_model(with_next_token(model), args.device, config)
+    decoder = GreedyDecoder(cm)
+
+    def run(req=None):
+        return decoder.generate(prompt, new, req, on_device=True, in_flight=args.in_flight)
+    run()
+    req = cm.create_infer_request()
+    run(req)
+    runs = [run(req) for _ in range(args.repeats)]
+    best = min(runs, key=lambda g: sum(g.token_latencies_s))
+    steps = len(best.token_latencies_s)
+    st = best.decode_stats
+    return {"per_token_ms": 1e3 * statistics.median(t for g in runs for t in g.token_latencies_s),
+            "tokens_per_s": steps / sum(best.token_latencies_s),
+            "ttft_ms": 1e3 * statistics.median(g.time_to_first_token_s for g in runs),
+            "step_ms": [1e3 * t for t in best.token_latencies_s],
+            "launches_per_token": st.get("kernels_enqueued", 0) / steps,
+            "host_waits_per_token": st.get("host_waits", 0) / steps,
+            "in_flight": args.in_flight, "decode_stats": st, "tokens": best.tokens[0]}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a small model for PoCL")
@@ -167,6 +197,10 @@ def main() -> None:
     ap.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                     help="a compile config key (ints and true/false parsed)")
     ap.add_argument("--tag", default="", help="suffix of the JSON file's name")
+    ap.add_argument("--on-device-tokens", action="store_true",
+                    help="also the loop with tokens chosen and fed back on the device")
+    ap.add_argument("--in-flight", type=int, default=2,
+                    help="decode steps enqueued ahead by --on-device-tokens' loop")
     args = ap.parse_args()
     prompt_len = args.prompt or (16 if args.quick else 128)
     new = args.new or (16 if args.quick else 128)
@@ -188,6 +222,7 @@ def main() -> None:
     ttft = statistics.median(g.time_to_first_token_s for g in runs)
     st = best.decode_stats
     variables = len(req.query_state())
+    dev = on_device_loop(model, args, config, prompt, new) if args.on_device_tokens else None
 
     import torch
     tdev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -233,6 +268,19 @@ def main() -> None:
               f"{st['host_waits'] / steps:.2f} host waits; over {steps} decode steps: "
               f"{st['state_allocations']} allocations for the {variables} variables, "
               f"{st['allocations']} in all")
+    if dev is not None:
+        same = int((dev["tokens"] == best.tokens[0]).sum())
+        dagree = sum(a == b for a, b in zip(dev["tokens"].tolist(), peer["tokens"]))
+        print(f"  tokens chosen on the device, {args.in_flight} steps in flight:")
+        print(f"  {'per-token interval, median (ms)':<44}{dev['per_token_ms']:>12.3f}"
+              f"   (synchronous: {1e3 * per_token:.3f})")
+        print(f"  {'tokens/s (decode)':<44}{dev['tokens_per_s']:>12.1f}")
+        print(f"  {'time to first token (ms)':<44}{dev['ttft_ms']:>12.3f}")
+        print(f"  per token: {dev['launches_per_token']:.1f} launches, "
+              f"{dev['host_waits_per_token']:.2f} host waits; tokens equal to the synchronous "
+              f"loop's: {same} of {new}, to torch's: {dagree} of {new}")
+        dev = {k: v for k, v in dev.items() if k != "tokens"} | \
+            {"tokens_equal_sync": same, "tokens_equal_torch": dagree}
     report = {
         "device": device, "torch": peer["device"], "arch": args.arch, "exporter": args.exporter,
         "layers": dec.layers,
@@ -248,6 +296,7 @@ def main() -> None:
         "torch_eager": {"ttft_ms": 1e3 * peer["ttft_s"], "per_token_ms": 1e3 * tstep,
                         "step_ms": [1e3 * t for t in peer["step_s"]]},
         "tokens_equal": agree, "copy_tb_per_s": add["tb_per_s"], "floor_ms": 1e3 * floor_s,
+        "netpass_on_device_tokens": dev,
     }
     out = os.environ.get("OUT")
     if out:

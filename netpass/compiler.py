@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,8 @@ from .reference import (
     output_aliases,
     state_length_rules,
 )
-from .runtime.async_queue import AsyncInferRequest
+from .runtime.async_queue import AsyncInferRequest, RequestBusyError
+from .runtime.pending import PendingInference
 
 TRANSFORMATIONS = ("GNA", "COMMON", "NONE")
 
@@ -153,6 +154,30 @@ class InferRequest(AsyncInferRequest):
         self._init_async()
 
     def _infer(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        return self._run(inputs, None)
+
+    def enqueue(self, inputs: Mapping[str, Any], read: Collection[str] | None = None,
+                device_outputs: Mapping[str, Any] | None = None) -> Any:
+        """Enqueue one inference and return a ``PendingInference`` without waiting for the
+        device (:mod:`netpass.runtime.pending`: ``result()`` holds the outputs named in
+        ``read``, default all; ``device_outputs`` are copied into device tensors on the
+        device); the reference device runs it at once. While it is pending, the request's
+        other calls run after it (nothing waits)."""
+        if not self._busy.acquire(blocking=False):
+            raise RequestBusyError("an inference refused: the infer request is busy with "
+                                   "an inference")
+        try:
+            hosted = [n for n in device_outputs or {} if n in self.compiled.prepost.outputs]
+            if hosted:
+                raise NetpassError(f"enqueue: outputs {hosted} are post-processed on the host: "
+                                   "they cannot stay on the device (device_outputs)")
+            return self._run(inputs, (read, device_outputs))
+        finally:
+            self._busy.release()
+
+    def _run(self, inputs: Mapping[str, Any], enqueue: tuple | None) -> Any:
+        """One inference (``enqueue``: None, or the (read, device_outputs) of a pending one,
+        returned as a PendingInference whose result is post-processed when taken)."""
         cm = self.compiled
         try:  # (as system_errors_as_netpass, without a context manager per infer)
             feeds = check_inputs(cm.original, inputs, cm.input_specs)
@@ -163,24 +188,41 @@ class InferRequest(AsyncInferRequest):
             t0 = time.perf_counter()
             feeds = cm.prepost.preprocess(feeds)
             t1 = time.perf_counter()
+            self._host["host_preprocess_s"] += t1 - t0
+            if enqueue is not None:
+                if self._runtime_request is not None:
+                    pending = self._runtime_request.enqueue(feeds, *enqueue)
+                else:
+                    assert self._reference_request is not None  # (__init__ makes one)
+                    if enqueue[1]:
+                        raise DeviceError(f"{cm.device} has no device memory for "
+                                          "device_outputs")
+                    outs = self._reference_request.infer(feeds)
+                    pending = PendingInference.completed(
+                        {k: v for k, v in outs.items() if enqueue[0] is None or k in enqueue[0]})
+                self._host["infers"] += 1
+                return pending.then(self._post)
             if self._reference_request is not None:
                 outs = self._reference_request.infer(feeds)
             elif self._runtime_request is not None:  # (__init__ makes exactly one of the two)
                 outs = self._runtime_request.infer(feeds)
-            t2 = time.perf_counter()
-            outs = cm.prepost.postprocess(outs)
-            t3 = time.perf_counter()
         except NetpassError:
             raise
         except SYSTEM_ERRORS as e:
             raise system_error_as_netpass(e, f"inferring on {cm.device}") from e
-        self._host["host_preprocess_s"] += t1 - t0
-        self._host["host_postprocess_s"] += t3 - t2
         self._host["infers"] += 1
-        # An output keeps the original model's element type where a transformation dropped a
-        # final Convert (RemoveOutputConvert) or the device computes in another precision.
+        return self._post(outs)
+
+    def _post(self, outs: Mapping[str, Any]) -> Outputs:
+        """The device's outputs post-processed on the host. An output keeps the original
+        model's element type where a transformation dropped a final Convert
+        (RemoveOutputConvert) or the device computes in another precision."""
+        cm = self.compiled
+        t0 = time.perf_counter()
+        outs = cm.prepost.postprocess(outs)
+        self._host["host_postprocess_s"] += time.perf_counter() - t0
         return Outputs({port.name: _as_dtype(outs[port.name], port.element_type)
-                        for port in cm.outputs}, cm.output_aliases)
+                        for port in cm.outputs if port.name in outs}, cm.output_aliases)
 
     def _state_length(self, variable_id: str, axis: int) -> int | None:
         """A variable's length along ``axis`` (None: never set), as the request holding it

@@ -29,6 +29,7 @@ from .errors import NetpassError
 
 # Inputs a decoder may take besides its cache, filled by GreedyDecoder.
 TOKEN_INPUTS = ("input_ids", "attention_mask", "position_ids", "beam_idx")
+NEXT_TOKEN = "next_token"  # the output with_next_token adds
 
 
 def stateful_decoder(model: Model, batch_input: str = "input_ids",
@@ -230,14 +231,61 @@ def _from_constants(node, depth: int = 8) -> bool:
     return all(_from_constants(v.node, depth - 1) for v in node.input_values())
 
 
+def with_next_token(model: Model, logits: str = "logits", input_ids: str = "input_ids") -> Model:
+    """A copy of decoder ``model`` (which is not changed) with one more output, ``next_token``
+    (NEXT_TOKEN): the greedy choice from output ``logits`` (``[batch, seq, vocab]``) at the
+    last position, ``TopK(k=1)``'s index (ties: the lowest index, as ``numpy.argmax``) as
+    ``input_ids``' element type, ``[batch, 1]``: what the next step takes as its
+    ``input_ids``. The token is chosen on the device, so a decoding loop need not read the
+    logits back, and it can stay there for the next step (``GreedyDecoder.generate``'s
+    ``on_device``: the request's ``device_outputs``).
+
+    Why an output and not a variable read back as ``input_ids`` (``ReadValue(input_ids)``,
+    ``Assign(token)``): a copied variable's two buffers swap at each step, so the step's
+    kernels that read it take other arguments each time, which the runtime's steady decode
+    steps (:mod:`~netpass.runtime.length_steady`) do not replay; a device tensor the request
+    copies the output into, fed as the next step's input, keeps every buffer in place."""
+    from .core.types import i64
+    from .ops.elementwise import convert
+    from .ops.io import result
+    from .ops.movement import slice as slice_op
+    from .ops.movement.reshape import squeeze
+    from .ops.reduction import topk
+    if NEXT_TOKEN in model.output_names:
+        raise NetpassError(f"with_next_token: the model already has an output '{NEXT_TOKEN}'")
+    if logits not in model.output_names or input_ids not in model.input_names:
+        raise NetpassError(f"with_next_token: need output '{logits}' and input '{input_ids}'; "
+                           f"the model has inputs {model.input_names}, outputs "
+                           f"{model.output_names}")
+    out = model.clone()
+    scores = out.results[out.output_names.index(logits)].input_value(0)
+    ids = out.parameters[out.input_names.index(input_ids)].output(0)
+    ps = scores.partial_shape
+    if not ps.rank_is_static or len(ps) != 3 or not ids.element_type.is_integral:
+        raise NetpassError(f"with_next_token: output '{logits}' must be [batch, seq, vocab] and "
+                           f"input '{input_ids}' integers; got {ps} and {ids.element_type}")
+    last = squeeze(slice_op(scores, np.array([-1], np.int64),
+                            np.array([np.iinfo(np.int64).max], np.int64),
+                            np.array([1], np.int64), np.array([1], np.int64)),
+                   np.array([1], np.int64))
+    best = topk(last, np.array(1, np.int64), -1, "max", "none", index_element_type=i64)
+    token = best.output(1) if ids.element_type == i64 else \
+        convert(best.output(1), ids.element_type).output(0)
+    out.add_results([result(token, name=NEXT_TOKEN)])
+    out.validate_nodes_and_infer_types()
+    return out
+
+
 @dataclass
 class Generation:
     """What :meth:`GreedyDecoder.generate` produced and how long it took."""
 
     tokens: np.ndarray                    # [batch, new tokens]
-    logits: list[np.ndarray]              # per new token: the logits it was chosen from
+    # per new token: the logits it was chosen from (on_device: only when asked, else none)
+    logits: list[np.ndarray]
     time_to_first_token_s: float          # the prefill inference (prompt -> first token)
-    token_latencies_s: list[float] = field(default_factory=list)  # each decode inference
+    # each decode inference (on_device: the wall time between successive tokens)
+    token_latencies_s: list[float] = field(default_factory=list)
     # what the decode inferences added to the request's integer counters (``req.stats``:
     # launches, allocations, host waits...), where the request keeps them
     decode_stats: dict[str, int] = field(default_factory=dict)
@@ -300,16 +348,24 @@ class GreedyDecoder:
         feeds.update(cache)
         return feeds
 
-    def generate(self, prompt_ids: Any, new_tokens: int, request: Any = None) -> Generation:
+    def generate(self, prompt_ids: Any, new_tokens: int, request: Any = None,
+                 on_device: bool = False, in_flight: int = 2,
+                 with_logits: bool = False) -> Generation:
         """Prefill ``prompt_ids`` (``[batch, length]`` ints), then decode until ``new_tokens``
         tokens are chosen (the first from the prefill). ``request`` (default: a new one of
-        the compiled model) is reset first when the model is stateful."""
-        prompt = np.asarray(prompt_ids)
-        if prompt.ndim != 2 or prompt.shape[1] == 0:
-            raise NetpassError(f"GreedyDecoder: prompt_ids must be [batch, length>0], got "
-                               f"shape {list(prompt.shape)}")
-        if new_tokens < 1:
-            raise NetpassError(f"GreedyDecoder: new_tokens must be >= 1, got {new_tokens}")
+        the compiled model) is reset first when the model is stateful.
+
+        ``on_device`` (a stateful model with the output :func:`with_next_token` adds, on the
+        runtime): each step's token is chosen and fed to the next step on the device, and
+        steps are enqueued without waiting (the request's ``enqueue``), at most
+        ``in_flight`` at once, so the host enqueues the next step while the device runs
+        this one; each token is read (a few bytes) as its step completes, the logits only
+        with ``with_logits``. On a device without device memory (REFERENCE) the tokens go
+        through the host, one step at a time."""
+        if on_device:
+            return self._generate_on_device(prompt_ids, new_tokens, request, in_flight,
+                                            with_logits)
+        prompt = self._check(prompt_ids, new_tokens)
         req = request if request is not None else self.compiled.create_infer_request()
         if hasattr(req, "reset_state"):
             req.reset_state()
@@ -340,11 +396,66 @@ class GreedyDecoder:
         return Generation(np.stack(chosen, axis=1), logits, times[0], times[1:], decode)
 
 
+    def _check(self, prompt_ids: Any, new_tokens: int) -> np.ndarray:
+        prompt = np.asarray(prompt_ids)
+        if prompt.ndim != 2 or prompt.shape[1] == 0:
+            raise NetpassError(f"GreedyDecoder: prompt_ids must be [batch, length>0], got "
+                               f"shape {list(prompt.shape)}")
+        if new_tokens < 1:
+            raise NetpassError(f"GreedyDecoder: new_tokens must be >= 1, got {new_tokens}")
+        return prompt
+
+    def _generate_on_device(self, prompt_ids: Any, new_tokens: int, request: Any,
+                            in_flight: int, with_logits: bool) -> Generation:
+        """:meth:`generate` with ``on_device`` (its docstring)."""
+        from collections import deque
+
+        from .errors import DeviceError
+        prompt = self._check(prompt_ids, new_tokens)
+        if self.cache_pairs or NEXT_TOKEN not in [p.name for p in self.compiled.outputs]:
+            raise NetpassError(f"GreedyDecoder(on_device): needs a stateful model (no "
+                               f"cache_pairs) with output '{NEXT_TOKEN}' (with_next_token)")
+        if in_flight < 1:
+            raise NetpassError(f"GreedyDecoder: in_flight must be >= 1, got {in_flight}")
+        req = request if request is not None else self.compiled.create_infer_request()
+        batch = prompt.shape[0]
+        try:  # (where the next step's input_ids is read from)
+            tok = self.compiled.create_device_tensor(np.zeros((batch, 1),
+                                                              self._dtype("input_ids")))
+        except DeviceError:
+            tok, in_flight = None, 1  # (no device memory: each token through the host)
+        read = (NEXT_TOKEN, self.logits_name) if with_logits else (NEXT_TOKEN,)
+        into = {NEXT_TOKEN: tok} if tok is not None else None
+        req.reset_state()
+        start = time.perf_counter()
+        first = req.enqueue(self._feeds(prompt, 0, {}), read, into).result()
+        stamps = [time.perf_counter()]
+        after_prefill = _counters(req)
+        outs = [first]
+        pending: deque = deque()
+        past, enqueued = prompt.shape[1], 1
+        while len(outs) < new_tokens:
+            while len(pending) < in_flight and enqueued < new_tokens:
+                ids = tok if tok is not None else outs[-1][NEXT_TOKEN]
+                feeds = self._feeds(np.zeros((batch, 1), np.int64), past, {})
+                feeds["input_ids"] = ids
+                pending.append(req.enqueue(feeds, read, into))
+                past, enqueued = past + 1, enqueued + 1
+            outs.append(pending.popleft().result())
+            stamps.append(time.perf_counter())
+        end = _counters(req)
+        decode = {k: v - after_prefill[k] for k, v in end.items() if k in after_prefill}
+        tokens = np.stack([np.asarray(o[NEXT_TOKEN]).reshape(batch) for o in outs], axis=1)
+        logits = [np.asarray(o[self.logits_name])[:, -1] for o in outs] if with_logits else []
+        return Generation(tokens, logits, stamps[0] - start,
+                          [b - a for a, b in zip(stamps, stamps[1:])], decode)
+
+
 def _counters(request: Any) -> dict[str, int]:
     """The integer counters of ``request.stats`` (none where it keeps no stats)."""
     stats = getattr(request, "stats", None) or {}
     return {k: v for k, v in stats.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
-__all__ = ["Generation", "GreedyDecoder", "find_state_lengths", "slice_before_lm_head",
-           "stateful_decoder", "TOKEN_INPUTS"]
+__all__ = ["Generation", "GreedyDecoder", "NEXT_TOKEN", "find_state_lengths",
+           "slice_before_lm_head", "stateful_decoder", "with_next_token", "TOKEN_INPUTS"]

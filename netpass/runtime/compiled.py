@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Collection, Hashable, Mapping
 from typing import Any
 
 import numpy as np
@@ -23,7 +23,7 @@ from ..errors import (
 from ..ops.state import Assign, ReadValue, VariableInfo, variable_order
 from ..reference import VariableState, in_variable_order
 from . import impls
-from .async_queue import AsyncInferRequest
+from .async_queue import AsyncInferRequest, RequestBusyError
 from .device import Engine, resolve_device_name, select_device
 from .device_tensor import DeviceTensor
 from .invariants import debug_checks
@@ -33,6 +33,7 @@ from .lru import LruCache
 from .memory import Tensor
 from .network import STAT_KEYS, Network
 from .outputs import max_output_bytes
+from .pending import Deferred, PendingInference
 from .persistent import persistent_steps
 from .program import Program
 from .program_node import ProgramNode
@@ -329,6 +330,42 @@ class RuntimeInferRequest(AsyncInferRequest):
             raise
         except SYSTEM_ERRORS as e:
             raise system_error_as_netpass(e, f"inferring on {self.compiled.device}") from e
+
+    def enqueue(self, inputs: Mapping[str, Any], read: Collection[str] | None = None,
+                device_outputs: Mapping[str, DeviceTensor] | None = None) -> PendingInference:
+        """Enqueue one inference on ``inputs`` and return without waiting for the device
+        (:mod:`~netpass.runtime.pending`): its ``result()`` holds the outputs named in
+        ``read`` (default: all); ``device_outputs`` (``{output name: DeviceTensor}``) are
+        copied into those tensors on the device, in order with the request's later
+        inferences (one of which may take a tensor as an input). Errors found while
+        enqueueing are raised here (the request stays usable), the device's at ``result()``.
+        On the reference device it runs at once (no ``device_outputs`` there)."""
+        if not self._busy.acquire(blocking=False):
+            raise RequestBusyError("an inference refused: the infer request is busy with "
+                                   "an inference")
+        try:
+            Deferred.check(self.compiled.outputs, read, device_outputs)
+            if self.network is None:
+                if device_outputs:
+                    raise DeviceError(f"{self.compiled.device} has no device memory for "
+                                      "device_outputs")
+                outs = self._infer(inputs)
+                return PendingInference.completed(
+                    {k: v for k, v in outs.items() if read is None or k in read})
+            net = self.network
+            kept: list = [inputs]
+            later = Deferred(read, device_outputs or {}, kept)
+            net.later, net.launcher.keep = later, kept
+            try:
+                self._infer(inputs)
+            finally:
+                net.later = net.launcher.keep = None
+                if later.pending is None:  # (failed: the device may still read ``kept``)
+                    net.queue.finish()
+            assert later.pending is not None  # (Network._finish made it)
+            return later.pending
+        finally:
+            self._busy.release()
 
     def _infer_reference(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         values: dict[int, list[np.ndarray]] = {}

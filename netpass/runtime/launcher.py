@@ -166,10 +166,13 @@ class KernelHandle:
 
 
 class Launcher:
-    """pyopencl's calls on one queue (``queue``, else the engine's own)."""
+    """pyopencl's calls on one queue (``queue``, else the engine's own). ``keep``: None, or
+    a list every array given to ``write`` is appended to (an inference that returns before
+    the device has run its copies holds them: :mod:`~netpass.runtime.pending`)."""
 
     def __init__(self, engine, queue=None) -> None:
         self.queue = queue if queue is not None else engine.queue
+        self.keep: list | None = None
         self._cl = engine.cl
         self._enqueue = engine.cl.enqueue_nd_range_kernel
 
@@ -228,11 +231,14 @@ class Launcher:
     def write(self, buffer, offset: int, array: np.ndarray) -> None:
         """Enqueue a copy of ``array`` (C-contiguous) to ``buffer`` at byte ``offset`` without
         waiting; the caller keeps ``array`` alive and unchanged until the queue has run it."""
+        if self.keep is not None:
+            self.keep.append(array)
         self._cl.enqueue_copy(self.queue, buffer, array, dst_offset=offset, is_blocking=False)
 
-    def copy(self, dst, src, nbytes: int) -> None:
-        """Enqueue a device-to-device copy of ``nbytes`` from buffer ``src`` to ``dst``."""
-        self._cl.enqueue_copy(self.queue, dst, src, byte_count=nbytes)
+    def copy(self, dst, src, nbytes: int, src_offset: int = 0) -> None:
+        """Enqueue a device-to-device copy of ``nbytes`` from buffer ``src`` (from byte
+        ``src_offset``) to ``dst``."""
+        self._cl.enqueue_copy(self.queue, dst, src, byte_count=nbytes, src_offset=src_offset)
 
     def read(self, array: np.ndarray, buffer, offset: int) -> None:
         """Enqueue a copy from ``buffer`` at byte ``offset`` into ``array`` without waiting (the
@@ -284,6 +290,8 @@ class DirectLauncher(Launcher):
                               f"{err}")
 
     def write(self, buffer, offset: int, array: np.ndarray) -> None:
+        if self.keep is not None:
+            self.keep.append(array)
         err = self._write(self._queue, ctypes.c_void_p(buffer.int_ptr), 0, ctypes.c_size_t(offset),
                           ctypes.c_size_t(array.nbytes), ctypes.c_void_p(_address(array)), 0,
                           None, None)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..core.feeds import is_device_array
 from .length_forms import GrowForm, Work
 from .length_tape import (
     FIRST_FLUSH,
@@ -72,7 +73,8 @@ class Steady:
         self.moving, self.offsets = key[0], key[1]
         self.epoch = self.mem_epoch = -1
         self.pivot: tuple = ()
-        self.inputs: list = []     # (primitive, name, shape at t0, slopes, dtype, predictor key)
+        # (primitive, name, shape at t0, slopes, dtype, predictor key, array type: _take_inputs)
+        self.inputs: list = []
         self.uploads: list = []    # (primitive, its host stepper, its buffer, predictor key)
         # host values written ahead: (predictor key, shape at t0, axis, slope, (their buffer,
         # the values written))
@@ -142,7 +144,10 @@ class Steady:
         chunks.append(ops + [(run, None)] if run else ops)
         s = Steady(family, t, key, chunks, tmax, appends)
         for inst, k in net.output_refs:
-            if inst.node.index not in fixed or inst.zero_copy[k]:
+            own = inst.own[k]
+            # (an output written in place over a new host array per step, not one below
+            # zero copy's size: a token)
+            if inst.node.index not in fixed or own is not None and own.host is not None:
                 return None
             s.outputs.append((inst.host_valid, k))
         if not s._take_state(net, t) or not s._take_inputs(net):
@@ -204,7 +209,9 @@ class Steady:
 
     def _take_inputs(self, net: Network) -> bool:
         """Per input: its primitive, name, shape and dtype at ``t0``, per axis whether it
-        moves with ``t`` (binds a moving symbol), and its predictor key."""
+        moves with ``t`` (binds a moving symbol), its predictor key and the type of array it
+        was fed (None: a device tensor, copied on the device: a token a decoding loop feeds
+        back, :mod:`~netpass.runtime.pending`)."""
         named = net.compiled.length_plans.named
         moving_axes: set = set()
         for s, pos, axis in net.program.symbolic.bindings:
@@ -212,12 +219,14 @@ class Steady:
                 moving_axes.add((pos, axis))
         for pos, p in enumerate(net.program.inputs):
             inst = net.insts[p.index]
-            arr = inst.host[0]
-            if arr is None or inst.own[0] is None or inst.out_shapes is None:  # (on the device)
+            arr, t = inst.host[0], inst.outputs[0]
+            if inst.own[0] is None or inst.out_shapes is None or t is None or \
+                    t.alloc is not inst.own[0] or arr is None and not inst.device_valid[0]:
                 return False
             shape = inst.out_shapes[0]
             slopes = tuple(int((pos, a) in moving_axes) for a in range(len(shape)))
-            self.inputs.append((inst, p.name, shape, slopes, arr.dtype, p.id))
+            kind = type(arr) if arr is not None else None
+            self.inputs.append((inst, p.name, shape, slopes, t.dtype, p.id, kind))
         return True
 
     def seal(self, net: Network) -> None:
@@ -237,11 +246,12 @@ class Steady:
             return False
         dt = t - self.t0
         arrays = []
-        for inst, name, base, slopes, dtype, _ in self.inputs:
+        for inst, name, base, slopes, dtype, _, kind in self.inputs:
             arr = feeds[name]
             shape = arr.shape
-            if len(shape) != len(base) or arr.dtype != dtype \
-                    or type(arr) is not type(inst.host[0]) or arr.size > inst.capacity[0]:
+            if len(shape) != len(base) or arr.dtype != dtype or arr.size > inst.capacity[0] \
+                    or (type(arr) is not kind if kind is not None else
+                        not is_device_array(arr) or arr.engine is not net.engine):
                 return False
             for n, b, slope in zip(shape, base, slopes):
                 if n != b + slope * dt:
@@ -270,18 +280,24 @@ class Steady:
         epoch = net.epoch
         record = net.predictor.record
         write = net.launcher.write
-        for (inst, _, _, _, _, key), arr in zip(self.inputs, arrays):
+        for (inst, _, _, _, _, key, kind), arr in zip(self.inputs, arrays):
             shape = arr.shape
             inst.shape_changed = shape != inst.out_shapes[0]
             inst.out_shapes = [shape]
             inst.stamp = epoch
-            inst.host[0] = arr  # (kept alive until the copy has run)
-            inst.host_valid[0] = True
             record(key, shape)
             own = inst.own[0]
             inst.outputs[0] = Tensor(own, 0, shape, arr.dtype)
-            if arr.size:
-                write(own.buffer, 0, arr)
+            if kind is None:  # (a device tensor: as set_input copies it)
+                inst.host[0] = None
+                inst.host_valid[0] = False
+                if arr.size:
+                    net.launcher.copy(own.buffer, arr.alloc.buffer, arr.nbytes)
+            else:
+                inst.host[0] = arr  # (kept alive until the copy has run)
+                inst.host_valid[0] = True
+                if arr.size:
+                    write(own.buffer, 0, arr)
             inst.device_valid[0] = True
         for inst, _, alloc, key in self.uploads:
             a = inst.host[0]

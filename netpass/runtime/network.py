@@ -29,6 +29,7 @@ from .length_plan import FAMILIES, LengthFamily
 from .length_steady import Steady
 from .length_tape import Tape
 from .memory import MemoryPool, Tensor
+from .pending import Deferred
 from .persistent import PersistentSteps
 from .primitive import PrimitiveInst, primitive_error
 from .primitive.update_shape import SYMBOLIC_RECORDS
@@ -150,6 +151,7 @@ class Network:
         self.length_key: tuple | None = None  # this inference's length family key
         # the steady step the last inference left (length_steady), tried before anything else
         self.steady: Steady | None = None
+        self.later: Deferred | None = None  # an enqueued inference's end (pending.Deferred)
 
     @staticmethod
     def resolve(inst: PrimitiveInst, k: int) -> tuple[PrimitiveInst, int]:
@@ -554,29 +556,17 @@ class Network:
                 self.queue.flush()
 
     def _finish(self) -> dict[str, np.ndarray]:
-        """Commit the variables, read the outputs (one host wait), collect profiling times,
-        count the infer. Arrays the request keeps (constants, shape_of values it reuses), the
-        caller's (an input returned as an output) or returned twice are copied; an array
-        written in place is handed over (its primitive gets a new one next time)."""
-        self.state.commit()
-        results = {}
-        refs = self.output_refs
+        """Commit the variables, read the outputs (one host wait; an enqueued inference's
+        without one: ``later``, before the commit: its errors leave the variables as they
+        were), collect profiling times, count the infer."""
         self.reader = None
-        persistent = self.persistent
-        if persistent is not None:
-            persistent.before_wait()
-        arrays = self.host_values(refs)
-        if persistent is not None:
-            persistent.after_wait()
-        given: set[int] = set()
-        for r, (inst, k), a in zip(self.program.outputs, refs, arrays):
-            if id(a) in given or inst.node.is_constant or inst.node.in_shape_of_subgraph \
-                    or inst.node.is_parameter:  # (the caller's own array)
-                a = a.copy()
-            elif inst.zero_copy[k] and inst.own[k] is not None and inst.own[k].host is a:
-                inst._release_own(k)
-            given.add(id(a))
-            results[r.name] = a
+        results: dict[str, np.ndarray] = {}
+        if self.later is not None:
+            self.later.enqueue_end(self)
+            self.state.commit()
+        else:
+            self.state.commit()
+            results = self._read_outputs()
         if self.profiling:
             times = self.stats["primitive_times_us"]
             for inst in self.order:
@@ -589,4 +579,27 @@ class Network:
             self.stats["symbolic_infers"] += 1
         elif self.check_binding is not None and self.compiled.symbolic_ok:
             self.compiled.symbolic_check_passed(tuple(self.check_binding.values()))
+        return results
+
+    def _read_outputs(self) -> dict[str, np.ndarray]:
+        """The outputs, read with one wait. Arrays the request keeps (constants, shape_of
+        values it reuses), the caller's (an input returned as an output) or returned twice
+        are copied; an array written in place is handed over (its primitive gets a new one
+        next time)."""
+        results = {}
+        persistent = self.persistent
+        if persistent is not None:
+            persistent.before_wait()
+        arrays = self.host_values(self.output_refs)
+        if persistent is not None:
+            persistent.after_wait()
+        given: set[int] = set()
+        for r, (inst, k), a in zip(self.program.outputs, self.output_refs, arrays):
+            if id(a) in given or inst.node.is_constant or inst.node.in_shape_of_subgraph \
+                    or inst.node.is_parameter:  # (the caller's own array)
+                a = a.copy()
+            elif inst.zero_copy[k] and inst.own[k] is not None and inst.own[k].host is a:
+                inst._release_own(k)
+            given.add(id(a))
+            results[r.name] = a
         return results

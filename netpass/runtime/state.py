@@ -136,6 +136,9 @@ class VariableStore:
                 alloc, capacity, shape = v.pending
                 if v.axis is None and alloc is v.back:
                     v.back = v.alloc
+                    # (its ReadValue reads the other buffer next time: a length tape's
+                    # grouped kernels that read it must set their arguments again)
+                    self.net.mem_epoch += 1
                 v.alloc, v.capacity, v.shape = alloc, capacity, shape
                 v.pending = None
             v.read_buffer = False
