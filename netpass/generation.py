@@ -395,7 +395,6 @@ class GreedyDecoder:
         decode = {k: v - after_prefill[k] for k, v in end.items() if k in after_prefill}
         return Generation(np.stack(chosen, axis=1), logits, times[0], times[1:], decode)
 
-
     def _check(self, prompt_ids: Any, new_tokens: int) -> np.ndarray:
         prompt = np.asarray(prompt_ids)
         if prompt.ndim != 2 or prompt.shape[1] == 0:
