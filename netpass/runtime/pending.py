@@ -10,8 +10,11 @@ takes to run them).
 
 ``request.enqueue(feeds, read=None, device_outputs=None) -> PendingInference`` enqueues one
 whole inference and returns: the outputs named in ``read`` (default: all) are read with
-non-blocking reads straight into new host arrays (none through the request's pinned region,
-which the next inference reuses), ``device_outputs`` (``{output name: DeviceTensor}``) are
+non-blocking reads, small ones (a token) into pinned slots of the request
+(:class:`~netpass.runtime.staging.PinnedStaging`; a read into pageable memory would make
+NVIDIA's driver wait for the device at the enqueue) copied out at ``result()``, others straight
+into new host arrays (none through the request's pinned region, which the next inference
+reuses), ``device_outputs`` (``{output name: DeviceTensor}``) are
 copied on the device into tensors that a later inference may take as inputs, and a marker
 event closes it. ``PendingInference.result()`` waits for that event (one host wait) and
 returns the outputs; ``done()`` says whether it would return at once.
@@ -48,15 +51,30 @@ if TYPE_CHECKING:  # pragma: no cover
 class PendingInference:
     """An enqueued inference (module docstring): ``result()`` (waits once), ``done()``."""
 
-    __slots__ = ("_event", "_arrays", "_kept", "_stats", "_then", "_results")
+    __slots__ = ("_event", "_arrays", "_kept", "_stats", "_then", "_results", "_slots",
+                 "_staging")
 
-    def __init__(self, event: Any, arrays: list, kept: list, stats: dict | None) -> None:
+    def __init__(self, event: Any, arrays: list, kept: list, stats: dict | None,
+                 slots: list | None = None, staging: Any = None) -> None:
         self._event = event      # the marker after its reads (None: nothing to wait for)
         self._arrays = arrays    # (output name, array read into, the tensor's strides or None)
         self._kept = kept        # host arrays the device may still read
         self._stats = stats      # the request's counters (host waits)
         self._then: list[Callable[[dict], dict]] = []  # applied to the outputs, in order
         self._results: dict[str, np.ndarray] | None = None
+        # (array, pinned slot view, slot index) of the reads into staging's slots
+        self._slots: list = slots or []
+        self._staging = staging
+
+    def __del__(self) -> None:
+        self._give_slots()
+
+    def _give_slots(self) -> None:
+        """The pinned slots back to the request (a later read into one runs after this
+        inference's on the in-order queue, so a dropped result gives them back too)."""
+        slots, self._slots = self._slots, []
+        for _, _, index in slots:
+            self._staging.give_slot(index)
 
     @classmethod
     def completed(cls, results: dict[str, np.ndarray]) -> PendingInference:
@@ -100,6 +118,9 @@ class PendingInference:
             if self._stats is not None:
                 self._stats["host_wait_s"] += time.perf_counter() - t0
                 self._stats["host_waits"] += 1
+        for arr, view, _ in self._slots:
+            arr.reshape(-1).view(np.uint8)[:] = view
+        self._give_slots()
         results = {}
         for name, arr, strides in self._arrays:
             if strides is not None:  # a permuted view: gather it from the region read
@@ -163,8 +184,10 @@ class Deferred:
             if tensor is not None:
                 self._copy_into(net, inst, k, r.name, tensor)
         arrays: list = []
+        slots: list = []
         given: set[int] = set()
         launcher = net.launcher
+        staging = net.staging
         for r, (inst, k) in zip(net.program.outputs, net.output_refs):
             if self.read is not None and r.name not in self.read:
                 continue
@@ -190,14 +213,19 @@ class Deferred:
                     arr = new_host_array(t, inst, k)
                     if t.strides is not None:
                         strides = (t.shape, t.strides)
-                if arr.size:
+                slot = staging.take_slot(arr.nbytes) if staging is not None and arr.size \
+                    and arr is not mem else None
+                if slot is not None:
+                    launcher.read(slot[1], t.alloc.buffer, t.offset * t.dtype.itemsize)
+                    slots.append((arr, slot[1], slot[0]))
+                elif arr.size:
                     launcher.read(arr, t.alloc.buffer, t.offset * t.dtype.itemsize)
                 inst.host_valid[k] = False  # (filled once the event completes)
             given.add(id(arr))
             arrays.append((r.name, arr, strides))
         event = net.engine.cl.enqueue_marker(net.queue)
         net.queue.flush()
-        self.pending = PendingInference(event, arrays, self.kept, net.stats)
+        self.pending = PendingInference(event, arrays, self.kept, net.stats, slots, staging)
         if persistent is not None or net.profiling:
             self.pending.result()
             if persistent is not None:

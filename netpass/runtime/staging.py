@@ -14,6 +14,11 @@ stay the caller's (a region reused by the next infer could not be handed out). S
 copy out of the region would grow with them, and the request would hold as much pinned
 memory). A device whose memory is the host's (``Engine.host_memory``) writes most outputs in
 place and stages nothing.
+
+An inference that returns without waiting (``enqueue``, :mod:`~netpass.runtime.pending`)
+reads its small outputs (a token) into pinned slots of SLOT_BYTES: a read into pageable
+memory is staged by the host's driver, which then waits for the device there, so the host
+could not enqueue the next inference while the device runs this one.
 """
 from __future__ import annotations
 
@@ -26,6 +31,8 @@ from ..errors import AllocationError
 PINNED_MIN_BYTES = 64 * 1024  # smaller reads go straight to their arrays
 PINNED_MAX_BYTES = 4 << 20    # and larger ones
 ALIGN = 256  # bytes between two staged reads of one wait
+SLOT_BYTES = 256  # a pinned slot of an inference not waited for (PinnedStaging.take_slot)
+SLOTS = 16
 
 
 class PinnedStaging:
@@ -37,6 +44,9 @@ class PinnedStaging:
         self._queue = queue
         self._buffer: Any = None
         self.region: np.ndarray | None = None  # uint8, mapped (pinned) memory
+        self._slots_buffer: Any = None
+        self._slots: np.ndarray | None = None  # SLOTS x SLOT_BYTES, mapped
+        self._free: list[int] = []  # free slot indices (list pop/append: one thread each)
 
     @staticmethod
     def wanted(nbytes: int) -> bool:
@@ -52,17 +62,41 @@ class PinnedStaging:
         """The region, at least ``nbytes`` long (grown to a new mapping if shorter)."""
         if self.region is None or self.region.nbytes < nbytes:
             self.region = None  # (the old mapping is unmapped when its array goes)
-            cl = self._engine.cl
-            flags = cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR
-            try:
-                self._buffer = cl.Buffer(self._engine.context, flags, nbytes)
-                self.region, _ = cl.enqueue_map_buffer(
-                    self._queue, self._buffer, cl.map_flags.READ | cl.map_flags.WRITE, 0,
-                    (nbytes,), np.uint8, is_blocking=True)
-            except (cl.Error, MemoryError) as e:
-                raise AllocationError(f"allocating {nbytes} bytes of pinned host memory for "
-                                      f"reading outputs failed: {e}") from e
+            self._buffer, self.region = self._map(nbytes)
         return self.region
+
+    def _map(self, nbytes: int) -> tuple[Any, np.ndarray]:
+        cl = self._engine.cl
+        flags = cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR
+        try:
+            buffer = cl.Buffer(self._engine.context, flags, nbytes)
+            region, _ = cl.enqueue_map_buffer(
+                self._queue, buffer, cl.map_flags.READ | cl.map_flags.WRITE, 0, (nbytes,),
+                np.uint8, is_blocking=True)
+        except (cl.Error, MemoryError) as e:
+            raise AllocationError(f"allocating {nbytes} bytes of pinned host memory for "
+                                  f"reading outputs failed: {e}") from e
+        return buffer, region
+
+    def take_slot(self, nbytes: int) -> tuple[int, np.ndarray] | None:
+        """A free pinned slot for a read of ``nbytes`` not waited for (its index and its
+        first ``nbytes``), or None (too large, or every slot held: read into pageable
+        memory then, correct but waited for)."""
+        if nbytes > SLOT_BYTES:
+            return None
+        if self._slots is None:
+            self._slots_buffer, self._slots = self._map(SLOTS * SLOT_BYTES)
+            self._free = list(range(SLOTS))
+        try:
+            i = self._free.pop()
+        except IndexError:
+            return None
+        return i, self._slots[i * SLOT_BYTES:i * SLOT_BYTES + nbytes]
+
+    def give_slot(self, index: int) -> None:
+        """Slot ``index`` free again (its read has run and been copied, or is dropped: a
+        later read into it runs after it on the in-order queue)."""
+        self._free.append(index)
 
 
 def enqueue_reads(launcher: Any, staging: PinnedStaging | None,

@@ -203,3 +203,31 @@ def test_tile_is_a_strided_copy(x_shape, reps, rng):
     np.testing.assert_array_equal(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"])
     impl = next(i.impl for i in req.network.insts if i.node.kind == "Tile")
     assert impl is not None and not impl.buffers
+
+
+def test_enqueued_small_outputs_are_read_into_pinned_slots(rng, monkeypatch):
+    """An inference not waited for (``enqueue``) reads its small outputs into the request's
+    pinned slots (a read into pageable memory makes NVIDIA's driver wait at the enqueue) and
+    copies them out at ``result()``; each slot is given back when its result is taken or
+    dropped, and with every slot held a read goes to pageable memory, still right. Forced on
+    PoCL (in-place outputs off, a pinned staging on a host-memory device)."""
+    from netpass.runtime import outputs
+    monkeypatch.setattr(outputs, "ZERO_COPY_MIN_BYTES", 1 << 40)
+    monkeypatch.setattr(staging, "SLOTS", 3)
+    model = _mlp()
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
+    net = req.network
+    net.staging = staging.PinnedStaging(net.engine, net.queue)
+    feeds = [{"x": rng.standard_normal((rows, 8)).astype(np.float32)} for rows in (2, 1, 3, 2)]
+    pending = [req.enqueue(f) for f in feeds]  # 8 small reads, 3 slots: 5 go to pageable memory
+    assert len(net.staging._free) == 0
+    for p, f in zip(reversed(pending), reversed(feeds)):
+        got, want = p.result(), netpass.reference.infer(model, f)
+        for name in want:
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6)
+            assert got[name].flags.owndata
+    assert sorted(net.staging._free) == [0, 1, 2]
+    dropped = req.enqueue(feeds[0])
+    assert len(net.staging._free) == 1
+    del dropped
+    assert sorted(net.staging._free) == [0, 1, 2]
