@@ -27,6 +27,7 @@ from .async_queue import AsyncInferRequest, RequestBusyError
 from .device import Engine, resolve_device_name, select_device
 from .device_tensor import DeviceTensor
 from .invariants import debug_checks
+from .kernels import mma_bfrag
 from .launcher import KernelHandle, make_kernel
 from .length_plan import LengthPlans
 from .lru import LruCache
@@ -192,12 +193,15 @@ class RuntimeCompiledModel:
         return t
 
     def reordered_weights(self, node: ProgramNode, layout: tuple,
-                          folded_into: ProgramNode | None = None) -> tuple[Tensor, bool]:
+                          folded_into: ProgramNode | None = None,
+                          frag: int = 0) -> tuple[Tensor, bool]:
         """A FullyConnected's constant weights ``node`` (``[N, K]``) reordered to ``[K, N]``,
         once per compiled model and layout, on the engine's queue with a wait (every request
         reads them, from any queue, as the constants); with ``folded_into`` (the normalized
         FullyConnected reading them) the LayerNorm's vectors folded in on the host instead
-        (``NormDesc.folded_weights``). (the tensor, whether this call made it)."""
+        (``NormDesc.folded_weights``); with ``frag`` ``[K, N]`` in mma.sync fragment order of
+        that panel width, on the host (``kernels.mma_bfrag.swizzle``). (the tensor, whether
+        this call made it)."""
         key = (node.index, layout, folded_into.index if folded_into is not None else None)
         t = self._reordered.get(key)
         if t is not None:
@@ -210,6 +214,11 @@ class RuntimeCompiledModel:
             if eng is None or w is None:  # (kernels, hence reorders, need one; a constant)
                 raise RuntimeInvariantError(f"weights '{node.name}' reordered without a device "
                                             "or a value")
+            if frag:  # (on the host, uploaded as the constants are)
+                frags = mma_bfrag.swizzle(np.asarray(w).reshape(w.shape[0], -1).T, frag)
+                t = Tensor(eng.upload(frags), 0, frags.shape, frags.dtype)
+                self._reordered[key] = t
+                return t, True
             if folded_into is not None:  # (uploaded as the constants are)
                 folded = folded_into.subgraph.folded_weights(folded_into)
                 t = Tensor(eng.upload(folded), 0, folded.shape, folded.dtype)

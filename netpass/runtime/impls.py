@@ -181,7 +181,7 @@ class Impl:
     """Kernels for one primitive at one set of shapes (or a host function)."""
 
     __slots__ = ("key", "launches", "buffers", "host", "used_inputs", "sources",
-                 "weights_as_given", "weights_folded")
+                 "weights_as_given", "weights_folded", "weights_frag")
 
     def __init__(self, key, launches: list[Launch] | None = None, buffers: list | None = None,
                  host: bool = False) -> None:
@@ -190,6 +190,8 @@ class Impl:
         self.weights_as_given = False
         # its kernels read the weights with its folded LayerNorm in them (norm_gemm.fold_weights)
         self.weights_folded = False
+        # or in mma.sync fragment order of this panel width (kernels.mma_bfrag.swizzle; 0: no)
+        self.weights_frag = 0
         self.launches = launches or []
         self.buffers = buffers or []  # np arrays uploaded once per impl (index maps), or Scratch
         self.host = host  # True: runs the op's numpy reference (host fallback)

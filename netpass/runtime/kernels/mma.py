@@ -19,9 +19,11 @@ goes in blocks of BK (a multiple of 16) held in ``STAGES`` local-memory stages f
 
 This module's main loop ("slab", ``MmaConfig.loop``) is described below; the pipelined one
 ("pipe": fragments of the next step prefetched, CUTLASS-style) is in :mod:`.mma_pipe`, with
-its own local layouts. Fragments come straight from local memory (no ``ldmatrix``). The k
-index inside an m16n8k8 step only has to be paired the same way in A and B, so lane (g, t)
-(``g = lane / 4``, ``t = lane % 4``) takes k = 4t .. 4t+3 of a 16-wide slab as one float4:
+its own local layouts; "bfrag" (B constant weights stored in fragment order, loaded from
+global memory into registers, A through mma_pipe's ring) in :mod:`.mma_bfrag`. Fragments
+come straight from local memory (no ``ldmatrix``). The k index inside an m16n8k8 step only has
+to be paired the same way in A and B, so lane (g, t) (``g = lane / 4``, ``t = lane % 4``)
+takes k = 4t .. 4t+3 of a 16-wide slab as one float4:
 mma step 0 uses (4t, 4t+1) as its k slots (t, t+4), step 1 uses (4t+2, 4t+3). Layouts, free
 of bank conflicts for those reads and for the 16-byte stage writes:
 
@@ -53,7 +55,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import mma_pipe
+from . import mma_bfrag, mma_pipe
 from .common import Source, Stage, header, memoized, offsets, side_params, stage_code
 from .gemm import gemm_args, norm_prologue, norm_value
 from .mma_parts import (
@@ -78,8 +80,10 @@ UNROLLED_SLICES = 8  # K slices whose partials a split-K tail loads at once (mor
 @dataclass(frozen=True)
 class MmaConfig:
     """Tile shape of :func:`gemm_mma`: work-group tile BM x BN, warp tile WM x WN, BK of K per
-    stage, STAGES stages, and the main loop: "slab" (this module) or the pipelined "pipe"
-    (:mod:`.mma_pipe`)."""
+    stage, STAGES stages, and the main loop: "slab" (this module), the pipelined "pipe"
+    (:mod:`.mma_pipe`) or "bfrag" (:mod:`.mma_bfrag`, B in fragment order), whose B
+    fragments are loaded ``bdist`` steps ahead and its A fragments one step ahead with
+    ``a_early``."""
 
     bm: int
     bn: int
@@ -88,6 +92,8 @@ class MmaConfig:
     bk: int = 16
     stages: int = 3
     loop: str = "slab"
+    bdist: int = 1
+    a_early: bool = True
 
     @property
     def warps(self) -> int:
@@ -98,15 +104,19 @@ class MmaConfig:
         return 32 * self.warps
 
     def local_bytes(self) -> int:
-        return 4 * self.stages * self.bk * (self.bm + self.bn)
+        """Bytes of the stages (B's too, but with "bfrag")."""
+        b = 0 if self.loop in mma_bfrag.LOOPS else self.bn
+        return 4 * self.stages * self.bk * (self.bm + b)
 
     def check(self) -> None:
         ok = (self.bm % self.wm == 0 and self.bn % self.wn == 0 and self.wm % 16 == 0
               and self.wn % 8 == 0 and self.bn % 32 == 0 and self.stages >= 2
               and (self.bm * self.bk // 4) % self.threads == 0
-              and (self.bn * self.bk // 4) % self.threads == 0)
+              and (self.loop in mma_bfrag.LOOPS or (self.bn * self.bk // 4) % self.threads == 0))
         if self.loop in mma_pipe.LOOPS:
             ok = ok and mma_pipe.check(self)
+        elif self.loop in mma_bfrag.LOOPS:
+            ok = ok and mma_bfrag.check(self)
         else:
             ok = ok and self.loop == "slab" and self.bk % 16 == 0
         if not ok:
@@ -141,8 +151,14 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
     strides of rank 3). ``norm_out`` (the parameters ``norm`` would take): the normalization
     is applied to the product instead (:func:`norm_out_parts`): B holds the folded weights;
     ``norm_ahead``: the rows' statistics come from ``mma_parts.row_moments`` (argument ``NS``,
-    last)."""
+    last). With the "bfrag" loop B is :func:`mma_bfrag.swizzle`'s layout (16-byte aligned,
+    batch strides in floats; ``b_kmajor`` True, its strides unread), with no normalized A or
+    product, no convolution and no K slices."""
     cfg.check()
+    bfrag = cfg.loop in mma_bfrag.LOOPS
+    if bfrag and (norm is not None or norm_out is not None or conv or splitk or not b_kmajor):
+        raise ValueError("the bfrag loop takes B in fragment order alone: no normalization, "
+                         "convolution or K slices")
     if norm_out is not None and (norm is not None or splitk == "apart" or cfg.loop != "slab"
                                  or not b_kmajor or not norm_out_fits(cfg)):
         raise ValueError("a normalized product takes the slab loop, B k-major, K slices "
@@ -254,10 +270,13 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
     def pipe_ring(nt: str, how: str, async_: bool) -> str:
         return mma_pipe.ring(cfg, b_kmajor, split, hi_round, conv, nt, how, async_)
 
+    def bfrag_ring(nt: str, how: str, async_: bool) -> str:
+        return mma_bfrag.ring(cfg, split, hi_round, nt, how, async_)
+
     pipe = cfg.loop in mma_pipe.LOOPS
     if pipe and norm is not None:
         raise ValueError("the pipelined loop takes no normalized A (a slab loop does)")
-    ring = pipe_ring if pipe else slab_ring
+    ring = pipe_ring if pipe else bfrag_ring if bfrag else slab_ring
 
     if copy == "cp_async":
         aligned = "((((size_t)A) | ((size_t)B)) & 15) == 0"
@@ -277,6 +296,8 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
         raise ValueError(copy)
     if pipe:
         body = mma_pipe.offsets(cfg, b_kmajor) + "\n  " + body
+    elif bfrag:
+        body = mma_bfrag.offsets(cfg) + "\n  " + body
 
     if splitk:  # (batch, slice) along dim 2
         split_head = ("const int b = get_group_id(2) / sk_n, ks_ = get_group_id(2) - b * sk_n;\n"
@@ -290,6 +311,9 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
                        "  __local float* const As = Ls;\n"
                        "  __local float* const Bs = Ls + STAGES * BM * BK;")
         room = S * BK * (BM + BN)
+    elif bfrag:
+        stages_decl = ("__local float As[STAGES * BM * BK] __attribute__((aligned(16)));")
+        room = S * BK * BM
     else:
         b_local = "[STAGES][BK][BN]" if b_kmajor else "[STAGES][BK / 16][BN][16]"
         stages_decl = ("__local float As[STAGES][BK / 16][BM][16] __attribute__((aligned(16)));\n"

@@ -64,6 +64,20 @@ def _split_index(total: int, nt: int, u: int) -> tuple[str, str]:
     return f"((tid + {u * nt}) / {total})", f"((tid + {u * nt}) % {total})"
 
 
+def fill_a(cfg: MmaConfig, how: str) -> list[str]:
+    """Statements copying A's rows of K block ``kb_`` into the stage at ``fa_`` (``how`` as
+    in ``mma_parts.copy_piece``)."""
+    NT, BM, BK = cfg.threads, cfg.bm, cfg.bk
+    lines = []
+    cpr = BK // 4
+    for u in range(BM * cpr // NT):
+        r, q = _split_index(cpr, NT, u)
+        lines.append(f"{{ const int r = {r}, q = {q}, m = m0 + r, k = kb_ + q * 4;")
+        lines.append(f"  __local float* d = fa_ + r * BK + ((q ^ ({_row_key(BK, 'r')})) * 4);")
+        lines.append(copy_piece(how, "A", "min(m, M - 1) * sam", "k", "KE", "sak", "m < M") + " }")
+    return lines
+
+
 def fill(cfg: MmaConfig, b_kmajor: bool, conv: bool, stage: str, kt: str, how: str) -> str:
     """Statements filling stage ``stage`` with K block ``kt`` (``how`` as in
     ``mma_parts.copy_piece``; with ``conv`` B is gathered from the image)."""
@@ -72,11 +86,7 @@ def fill(cfg: MmaConfig, b_kmajor: bool, conv: bool, stage: str, kt: str, how: s
              f"  __local float* fa_ = As + ({stage}) * {BM * BK};",
              f"  __local float* fb_ = Bs + ({stage}) * {BN * BK};"]
     cpr = BK // 4
-    for u in range(BM * cpr // NT):
-        r, q = _split_index(cpr, NT, u)
-        lines.append(f"{{ const int r = {r}, q = {q}, m = m0 + r, k = kb_ + q * 4;")
-        lines.append(f"  __local float* d = fa_ + r * BK + ((q ^ ({_row_key(BK, 'r')})) * 4);")
-        lines.append(copy_piece(how, "A", "min(m, M - 1) * sam", "k", "KE", "sak", "m < M") + " }")
+    lines += fill_a(cfg, how)
     if b_kmajor:
         cpr_b = BN // 4
         for u in range(BK * cpr_b // NT):
@@ -97,15 +107,35 @@ def fill(cfg: MmaConfig, b_kmajor: bool, conv: bool, stage: str, kt: str, how: s
     return "\n    ".join(lines)
 
 
+def _in_row(bk: int, step: int) -> str:
+    """Offset of lane (g, t)'s float2 of step ``step`` inside its A (or n-major B) row g."""
+    return f"((({2 * step}) ^ ({_row_key(bk, 'g')})) + (t >> 1)) * 4 + 2 * (t & 1)"
+
+
+def offsets_a(cfg: MmaConfig) -> str:
+    """The per-thread offsets ``fa{s}`` of :func:`offsets` alone (A's fragment reads)."""
+    return "\n  ".join(f"const int fa{s} = (wm0 + g) * BK + {_in_row(cfg.bk, s)};"
+                       for s in range(cfg.bk // 8))
+
+
+def load_a(cfg: MmaConfig, f: int, step: int, stage: str = "cs") -> list[str]:
+    """A's fragments of register set ``f`` (float2 ``A{f}_{i}{h}``: rows g and g + 8 of each
+    m16 tile) read from stage ``stage`` for its 8-wide step ``step``."""
+    lines = [f"{{ __local const float* sa_ = As + ({stage}) * {cfg.bm * cfg.bk};"]
+    for i in range(cfg.wm // 16):
+        for h, off in (("l", 0), ("h", 8)):
+            lines.append(f"A{f}_{i}{h} = vload2(0, sa_ + fa{step} + {(16 * i + off) * cfg.bk});")
+    return lines + ["}"]
+
+
 def offsets(cfg: MmaConfig, b_kmajor: bool) -> str:
     """The per-thread offsets of the fragment reads inside a stage, fixed for the loop:
     ``fa{s}`` (A, step s), ``fbs{q}`` (B k-major, tiles j with j % 4 = q: the XOR with the
     lane's rows touches the tile index), ``fbn{s}`` (B n-major)."""
     BK, BN = cfg.bk, cfg.bn
-    key = _row_key(BK, "g")
     lines = []
     for s in range(BK // 8):
-        inrow = f"((({2 * s}) ^ ({key})) + (t >> 1)) * 4 + 2 * (t & 1)"
+        inrow = _in_row(BK, s)
         lines.append(f"const int fa{s} = (wm0 + g) * BK + {inrow};")
         if not b_kmajor:
             lines.append(f"const int fbn{s} = (wn0 + g) * BK + {inrow};")
@@ -130,12 +160,8 @@ def _decl(cfg: MmaConfig, b_kmajor: bool, f: int) -> str:
 
 def _load(cfg: MmaConfig, b_kmajor: bool, f: int, step: int) -> list[str]:
     """Register set ``f`` read from stage ``cs`` for its 8-wide step ``step``."""
-    MI, NI, BK, BN = cfg.wm // 16, cfg.wn // 8, cfg.bk, cfg.bn
-    sa, sb = f"As + cs * {cfg.bm * BK}", f"Bs + cs * {BN * BK}"
-    lines = [f"{{ __local const float* sa_ = {sa}; __local const float* sb_ = {sb};"]
-    for i in range(MI):
-        for h, off in (("l", 0), ("h", 8)):
-            lines.append(f"A{f}_{i}{h} = vload2(0, sa_ + fa{step} + {(16 * i + off) * BK});")
+    NI, BK, BN = cfg.wn // 8, cfg.bk, cfg.bn
+    lines = load_a(cfg, f, step) + [f"{{ __local const float* sb_ = Bs + cs * {BN * BK};"]
     if b_kmajor:
         for j in range(NI):
             for e in range(2):

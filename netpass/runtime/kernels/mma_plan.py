@@ -104,6 +104,12 @@ ALIGN = "rings"
 # tiles of 32x32 warps: 10% slower pipelined), K slices (0.263 against 0.241 ms for [4096,
 # 3072] x [3072, 768] in 2 slices) and element-wise fills (N = 50257: 5.04 against 4.80 ms)
 PIPE_WARP = (64, 64)
+# the bfrag main loop (kernels.mma_bfrag: B in mma.sync fragment order from global memory into
+# registers, A alone through local memory) for the GEMMs the pipelined loop takes whose B is
+# constant weights the caller stores in that order (a FullyConnected's: ``bfrag_width``): None
+# (off: not yet measured against "pipe" on the H200, issue 18) or the loop's parameters (K per
+# stage, stages, prefetch distances), taken on the pipelined loop's tile shape
+BFRAG: MmaConfig | None = None
 _choices: dict = {}  # shape class -> MmaConfig
 
 
@@ -183,12 +189,14 @@ def on_tensor_cores(engine, precision: str | None, M: int) -> bool:
 
 
 def plan(engine, precision: str | None, M: int, N: int, K_: int, nb: int, sa: list, sb: list,
-         sab: list, sbb: list, norm: tuple | None):
+         sab: list, sbb: list, norm: tuple | None, b_const: bool = False):
     """``(cfg, split, b_kmajor, ptx, copy)`` when the tensor-core kernel takes this float32
     GEMM (A [M, K] with strides ``sa``, B [K, N] with ``sb``, batch strides ``sab``/``sbb``),
     else None. Taken on devices with ``engine.mma`` ("ptx", or "emulated" in tests) for
-    M >= MIN_M: TF32 with precision "tf32" (the pipelined loop where PIPE_WARP says), 3xTF32
-    (F32_SPLIT) with "f32"."""
+    M >= MIN_M: TF32 with precision "tf32" (the pipelined loop where PIPE_WARP says, or with
+    ``b_const``, B constant weights the caller may store in fragment order, the bfrag loop
+    where BFRAG says: ``cfg.loop`` then tells the caller to), 3xTF32 (F32_SPLIT) with
+    "f32"."""
     if not on_tensor_cores(engine, precision, M) or not N or not K_:
         return None
     split = 1 if precision == "tf32" else F32_SPLIT
@@ -206,7 +214,22 @@ def plan(engine, precision: str | None, M: int, N: int, K_: int, nb: int, sa: li
     if split == 1 and norm is None and vec and (cfg.wm, cfg.wn) == PIPE_WARP \
             and k_splits(cfg, M, N, K_, nb, cus)[0] == 1:
         cfg = replace(cfg, loop="pipe")
+        if b_const and BFRAG is not None and not any(sbb) \
+                and k_splits(cfg, M, N, K_, nb, cus, True)[0] == 1:
+            bf = replace(BFRAG, bm=cfg.bm, bn=cfg.bn, wm=cfg.wm, wn=cfg.wn, loop="bfrag")
+            if bf.local_bytes() <= local_limit:
+                cfg = bf
     return cfg, split, b_kmajor, ptx, "cp_async" if vec else "plain"
+
+
+def bfrag_width(engine, precision: str | None, M: int, N: int, K_: int) -> int:
+    """The panel width of the fragment order (``mma_bfrag.swizzle``) a FullyConnected's
+    weights are read in by :func:`plan` of its GEMM (A contiguous [M, K], B the weights), or
+    0 where its kernel reads them [K, N]."""
+    if engine is None or BFRAG is None:
+        return 0
+    choice = plan(engine, precision, M, N, K_, 1, [K_, 1], [N, 1], [0, 0], [0, 0], None, True)
+    return choice[0].wn if choice is not None and choice[0].loop == "bfrag" else 0
 
 
 def norm_out_plan(engine, precision: str | None, M: int, N: int, K_: int, sa: list,

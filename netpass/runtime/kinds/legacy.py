@@ -83,15 +83,19 @@ def fully_connected_impl(p: Params, key: Any) -> Impl | None:
                            [("i", 0), ("b", 0), 0, m * kdim, kdim])
     # the epilogue indexes side inputs over the real output shape (the GEMM's flat index is
     # the same): a residual [b, s, n] broadcasts as it does in the graph
+    # (weights in mma.sync fragment order where the tensor cores' bfrag loop reads them)
+    frag = mma_plan.bfrag_width(q.engine, q.precision, m, n, kdim) \
+        if reordered and desc is None else 0
     g = gemm_launch(q, (m, kdim), (kdim, n) if reordered else (n, kdim), False, not reordered,
                     (0, 1), tuple(p.out_shapes[0]),
                     a_strides=(2 * kdim, 1) if gated and gemv else None, extra_refs=refs,
                     norm=norm, norm_first=3, folded=folded, gate=gate if gemv else None,
-                    a_written=a_written)
+                    a_written=a_written, b_frag=frag)
     if g is None:
         return None
     impl = Impl(key, *g)
     impl.weights_as_given, impl.weights_folded = as_given, folded is not None
+    impl.weights_frag = frag
     return impl
 
 

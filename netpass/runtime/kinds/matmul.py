@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ...errors import ShapeInferenceError
+from ...errors import RuntimeInvariantError, ShapeInferenceError
 from ...ops.matmul import MatMul
 from ..impls import (
     Impl,
@@ -101,7 +101,7 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
                 a_strides=None, b_strides=None, extra_refs: list | None = None,
                 norm: tuple | None = None, norm_first: int = 2,
                 folded: tuple | None = None, gate: list | None = None,
-                a_written: Launch | None = None) -> tuple[list, list] | None:
+                a_written: Launch | None = None, b_frag: int = 0) -> tuple[list, list] | None:
     """(launches, impl buffers) for out = op(A) @ op(B) with numpy-style batch broadcasting:
     one GEMM launch, or a split-K GEMM into a scratch buffer and its reduction
     (``kernels.mma_plan.k_splits``); ``norm``: A's rows are normalized as they are loaded
@@ -112,7 +112,9 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
     where another kernel would run): A's rows are a gated MLP's ``act(g) * u``, ``g`` as
     ``a_shape`` and ``a_strides`` give it, ``u`` the K columns after it, ``gate`` the stages
     of its activation (kernels.eltwise.gated_code). ``a_written``: a launch writing A,
-    contiguous, into impl buffer 0 ahead of the GEMM, which reads it there."""
+    contiguous, into impl buffer 0 ahead of the GEMM, which reads it there. ``b_frag``
+    (``mma_plan.bfrag_width`` of these shapes, with no normalization, gate or batch): B is
+    the weights in that fragment order, read by the tensor-core kernel's bfrag loop."""
     a, b = list(a_shape), list(b_shape)
     sa = list(a_strides) if a_strides is not None else contiguous_strides(a)
     sb = list(b_strides) if b_strides is not None else contiguous_strides(b)
@@ -155,7 +157,8 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
         cdiv(M, cfg.tsm) * cdiv(N, cfg.tsn) * nb
     tn = skinny_width(p.engine, M, N, nb, tiled_groups)
     f32 = np.dtype(p.out_dtypes[0]) == np.float32
-    gemv = decode_gemv.gemv_width(M, Ka, sb[-2], N, gpu, norm is not None) if f32 else None
+    gemv = decode_gemv.gemv_width(M, Ka, sb[-2], N, gpu, norm is not None) \
+        if f32 and not b_frag else None
     if gate is not None and (gemv is None or norm is not None):
         return None
     pre: list[Launch] = []  # (A, or its statistics, made ahead of the GEMM)
@@ -179,7 +182,11 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
                 [Scratch(4 * M * Ka)], [("b", 0), 0]
             norm = None
     if gemv is None and tc_plan is None and f32:
-        tc_plan = mma_plan.plan(p.engine, p.precision, M, N, Ka, nb, sa, sb, sab, sbb, norm)
+        tc_plan = mma_plan.plan(p.engine, p.precision, M, N, Ka, nb, sa, sb, sab, sbb, norm,
+                                bool(b_frag))
+    if b_frag and (tc_plan is None or tc_plan[0].loop != "bfrag" or tc_plan[0].wn != b_frag):
+        raise RuntimeInvariantError(f"weights in fragment order of width {b_frag} for a GEMM "
+                                    f"[{M}, {Ka}] x [{Ka}, {N}] that does not read them so")
     # (a tensor-core plan implies an engine: mma_plan.plan)
     splits, slice_k = (mma_plan.k_splits(tc_plan[0], M, N, Ka, nb,
                                          int(p.engine.device.max_compute_units), True,

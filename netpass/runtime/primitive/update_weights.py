@@ -1,7 +1,8 @@
 """The weights step of a primitive (the reference's ``update_weights``): a FullyConnected's
 constant weights [N, K] reordered on the device to [K, N] once per compiled model (coalesced
-GEMM reads; ``RuntimeCompiledModel.reordered_weights``), or with a folded LayerNorm in them
-(``norm_gemm.fold_weights``), kept per primitive in an LRU cache keyed by the target layout."""
+GEMM reads; ``RuntimeCompiledModel.reordered_weights``), with a folded LayerNorm in them
+(``norm_gemm.fold_weights``), or in mma.sync fragment order (``kernels.mma_bfrag.swizzle``),
+kept per primitive in an LRU cache keyed by the target layout."""
 from __future__ import annotations
 
 
@@ -26,13 +27,16 @@ class UpdateWeights:
             v = self.node.inputs[1][0].value
             layout = self.weights_layout = ("KN", tuple(v.shape), v.dtype.str)
         folded = self.impl.weights_folded  # (with its LayerNorm: norm_gemm.fold_weights)
+        frag = self.impl.weights_frag  # (in fragment order: kernels.mma_bfrag.swizzle)
         if folded:
             layout = ("KN+norm",) + layout[1:]
+        elif frag:
+            layout = (f"frag{frag}",) + layout[1:]
         t = self.weights.get(layout)
         if t is None:
             net = self.net
             t, made = net.compiled.reordered_weights(self.node.inputs[1][0], layout,
-                                                     self.node if folded else None)
+                                                     self.node if folded else None, frag)
             if made:
                 net.stats["weight_reorders"] += 1
             self.weights.add(layout, t)
