@@ -106,10 +106,12 @@ ALIGN = "rings"
 PIPE_WARP = (64, 64)
 # the bfrag main loop (kernels.mma_bfrag: B in mma.sync fragment order from global memory into
 # registers, A alone through local memory) for the GEMMs the pipelined loop takes whose B is
-# constant weights the caller stores in that order (a FullyConnected's: ``bfrag_width``): None
-# (off: not yet measured against "pipe" on the H200, issue 18) or the loop's parameters (K per
-# stage, stages, prefetch distances), taken on the pipelined loop's tile shape
-BFRAG: MmaConfig | None = None
+# constant weights the caller stores in that order (a FullyConnected's: ``bfrag_width``): the
+# loop's parameters (K per stage, stages, B's prefetch distance), taken on the pipelined loop's
+# tile shape, or None (off). H200, one call against "pipe" (BENCHMARKS.md issue 18, eighteenth
+# round): K 16 x 6 stages, B 3 steps ahead, no spills: 4096^3 0.980 against 1.066 ms,
+# [4096, 768] x [768, 3072] 0.172 against 0.187; K 32 x 3 ran as fast but spilled
+BFRAG: MmaConfig | None = MmaConfig(128, 128, 64, 64, 16, 6, "bfrag", 3)
 _choices: dict = {}  # shape class -> MmaConfig
 
 

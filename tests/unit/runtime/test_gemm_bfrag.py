@@ -1,7 +1,7 @@
 """The tensor-core GEMM's "bfrag" main loop (netpass.runtime.kernels.mma_bfrag: B constant
 weights in mma.sync fragment order, loaded from global memory into registers; A through the
 local-memory ring) against numpy on PoCL with the PTX pieces emulated, and its selection
-(``mma_plan.BFRAG``, off by default) for a FullyConnected whose weights the runtime stores in
+(``mma_plan.BFRAG``; None turns it off) for a FullyConnected whose weights the runtime stores in
 that order. Tolerances as test_gemm_mma's: relative L2 against float64, TF32 <= 2e-3, 3xTF32
 <= 2e-6."""
 from __future__ import annotations
@@ -110,14 +110,16 @@ def _engine(mma_kind: str = "ptx"):
     return SimpleNamespace(mma=mma_kind, device=dev)
 
 
-def test_bfrag_plan_is_off_by_default_and_taken_where_the_pipelined_loop_is(monkeypatch):
-    """Default (BFRAG None): the plans and a FullyConnected's weight layout are as before.
-    With BFRAG: TF32 GEMMs the pipelined loop takes whose B is constant (``b_const``) take
-    BFRAG's loop on the pipelined tile shape; other B, 3xTF32, K slices (the runtime's
-    balanced ones too) and narrow tiles keep their loops."""
+def test_bfrag_plan_is_taken_where_the_pipelined_loop_is_and_off_with_none(monkeypatch):
+    """BFRAG None: the plans and a FullyConnected's weight layout are as before (pipe, [K, N]).
+    With BFRAG (the default, or another): TF32 GEMMs the pipelined loop takes whose B is
+    constant (``b_const``) take BFRAG's loop on the pipelined tile shape; other B, 3xTF32, K
+    slices (the runtime's balanced ones too) and narrow tiles keep their loops."""
     eng = _engine()
     args = (4096, 4096, 4096, 1, [4096, 1], [4096, 1], [0], [0], None)
-    assert mma_plan.BFRAG is None
+    assert mma_plan.BFRAG is not None and mma_plan.BFRAG.loop == "bfrag"
+    monkeypatch.setattr(mma_plan, "BFRAG", None)
+    monkeypatch.setattr(mma_plan, "_choices", {})
     assert mma_plan.plan(eng, "tf32", *args, True)[0].loop == "pipe"
     assert mma_plan.bfrag_width(eng, "tf32", 4096, 4096, 4096) == 0
     monkeypatch.setattr(mma_plan, "BFRAG", BF)
