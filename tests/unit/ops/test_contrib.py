@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from onnx import helper, numpy_helper
 
 import netpass
@@ -470,3 +472,52 @@ def test_unsupported_forms_are_refused_naming_node_and_op(build, words):
 def test_a_refused_op_is_a_netpass_error_at_compile_too():
     with pytest.raises(NetpassError, match="GroupQueryAttention"):
         netpass.compile_model(model("GroupQueryAttention", {"x": BSC}), device=RUNTIME_DEVICE)
+
+
+# -- fuzz ---------------------------------------------------------------------------------------
+def _fuzz_attention(data: Any) -> None:
+    """One drawn contrib Attention (heads, head sizes, past, mask form, causal, bias) at one
+    drawn shape: netpass's reference against onnxruntime."""
+    heads, head, v_head = (data.draw(st.integers(1, 4)), data.draw(st.integers(1, 5)),
+                           data.draw(st.integers(1, 5)))
+    past = data.draw(st.booleans())
+    sizes = (heads * head, heads * head, heads * (head if past else v_head))
+    b, s, p = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 6)), \
+        data.draw(st.integers(0, 4))
+    total = s + (p if past else 0)
+    mask = data.draw(st.sampled_from(["none", "1d", "2d", "3d"]))
+    inputs: dict[str, tuple] = {"x": (np.float32, ["B", "S", D_IN])}
+    feeds = {"x": rand(b, s, D_IN)}
+    if mask == "1d":
+        inputs["m"], feeds["m"] = (np.int32, ["B"]), RNG.integers(0, total + 1, b).astype(np.int32)
+    elif mask != "none":
+        shape = (b, total) if mask == "2d" else (b, s, total)
+        inputs["m"] = (np.int32, ["B", "T"] if mask == "2d" else ["B", "S", "T"])
+        feeds["m"] = RNG.integers(0, 2, shape).astype(np.int32)
+    if past:
+        inputs["past"] = (np.float32, [2, "B", heads, "P", head])
+        feeds["past"] = rand(2, b, heads, p, head)
+    order = ["x", "w", "b", "m" if "m" in inputs else "", "past" if past else ""]
+    while not order[-1]:
+        order.pop()
+    attrs: dict[str, Any] = {"num_heads": heads,
+                             "unidirectional": int(data.draw(st.booleans()))}
+    if sizes[2] != sizes[0]:
+        attrs["qkv_hidden_sizes"] = list(sizes)
+    proto = model("Attention", inputs, initializers={"w": rand(D_IN, sum(sizes)) / 2,
+                                                     "b": rand(sum(sizes))},
+                  order=order, outputs=["y0", "y1"] if past else ["y0"], **attrs)
+    check(proto, lambda _b, _s: feeds, sizes=[(b, s)], runtime=False)
+
+
+@settings(derandomize=True, max_examples=40, deadline=None)
+@given(st.data())
+def test_fuzz_attention(data):
+    _fuzz_attention(data)
+
+
+@pytest.mark.slow
+@settings(derandomize=True, max_examples=600, deadline=None)
+@given(st.data())
+def test_fuzz_attention_more(data):
+    _fuzz_attention(data)
