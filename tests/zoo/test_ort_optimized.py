@@ -47,16 +47,23 @@ SPECS = {
     "llama": _eager("llama", "LlamaConfig", "LlamaForCausalLM", **export_zoo.LLAMA),
 }
 MS = "com.microsoft"
-# (model, optimizer model_type, opt_level) -> the (domain, op) counts the optimizer writes
+BERT_OPS = {(MS, "SkipLayerNormalization"): 4, (MS, "BiasGelu"): 2}
+# optimizer FusionOptions fields set per case
+OPTIONS = {"": {}, "mha": {"use_multi_head_attention": True},
+           "no_embed": {"enable_embed_layer_norm": False}}
+# (model, optimizer model_type, opt_level, OPTIONS key) -> the (domain, op) counts written
 CASES = {
-    ("bert", "bert", 1): {(MS, "Attention"): 2, (MS, "EmbedLayerNormalization"): 1,
-                          (MS, "SkipLayerNormalization"): 4, (MS, "BiasGelu"): 2},
-    ("bert", "bert", 2): {(MS, "Attention"): 2, (MS, "EmbedLayerNormalization"): 1,
-                          (MS, "SkipLayerNormalization"): 4, (MS, "BiasGelu"): 2},
-    ("gpt2", "gpt2", 2): {(MS, "FastGelu"): 2, (MS, "SkipLayerNormalization"): 4},
-    ("llama", "gpt2", 1): {(MS, "SkipSimplifiedLayerNormalization"): 4,
-                           ("", "SimplifiedLayerNormalization"): 1},
-    ("llama", "gpt2", 2): {(MS, "QuickGelu"): 2, ("", "SimplifiedLayerNormalization"): 5},
+    ("bert", "bert", 1, ""): {(MS, "Attention"): 2, (MS, "EmbedLayerNormalization"): 1,
+                              **BERT_OPS},
+    ("bert", "bert", 2, ""): {(MS, "Attention"): 2, (MS, "EmbedLayerNormalization"): 1,
+                              **BERT_OPS},
+    ("bert", "bert", 1, "mha"): {(MS, "MultiHeadAttention"): 2,
+                                 (MS, "EmbedLayerNormalization"): 1, **BERT_OPS},
+    ("bert", "bert", 1, "no_embed"): {(MS, "Attention"): 2, **BERT_OPS},
+    ("gpt2", "gpt2", 2, ""): {(MS, "FastGelu"): 2, (MS, "SkipLayerNormalization"): 4},
+    ("llama", "gpt2", 1, ""): {(MS, "SkipSimplifiedLayerNormalization"): 4,
+                               ("", "SimplifiedLayerNormalization"): 1},
+    ("llama", "gpt2", 2, ""): {(MS, "QuickGelu"): 2, ("", "SimplifiedLayerNormalization"): 5},
 }
 
 
@@ -73,14 +80,19 @@ def _contrib_ops(proto) -> Counter:
                    if n.domain not in ("", "ai.onnx") or not onnx.defs.has(n.op_type))
 
 
-@pytest.mark.parametrize("name,model_type,level", sorted(CASES), ids=lambda v: str(v))
-def test_optimized_model_runs_like_onnxruntime(exported, name, model_type, level):
+@pytest.mark.parametrize("name,model_type,level,option", sorted(CASES), ids=lambda v: str(v))
+def test_optimized_model_runs_like_onnxruntime(exported, name, model_type, level, option):
     import onnxruntime as ort
+    from onnxruntime.transformers.fusion_options import FusionOptions
     from onnxruntime.transformers.optimizer import optimize_model
     spec = SPECS[name]
+    options = FusionOptions(model_type)
+    for field, value in OPTIONS[option].items():
+        setattr(options, field, value)
     optimized = optimize_model(str(exported[name]), model_type=model_type, num_heads=4,
-                               hidden_size=32, opt_level=level, use_gpu=False).model
-    assert _contrib_ops(optimized) == Counter(CASES[name, model_type, level])
+                               hidden_size=32, opt_level=level, use_gpu=False,
+                               optimization_options=options).model
+    assert _contrib_ops(optimized) == Counter(CASES[name, model_type, level, option])
     sess = ort.InferenceSession(optimized.SerializeToString(),
                                 providers=["CPUExecutionProvider"])
     req = netpass.compile_model(netpass.read_model(optimized),
