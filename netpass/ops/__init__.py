@@ -12,6 +12,7 @@ from . import (  # noqa: F401
                attention,
                bitwise,
                col2im,
+               contrib,
                control,
                convolution,
                cumulative,

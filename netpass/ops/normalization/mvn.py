@@ -129,6 +129,7 @@ def _import_rms_norm(ctx):
     return Multiply([Divide([x, rms]), scale])
 
 
+@onnx_rule("LayerNormalization", since=1)  # onnxruntime's contrib op before ONNX's (same form)
 @onnx_rule("LayerNormalization", since=17)
 def _import_layer_norm(ctx):
     """MVN over the axes from ``axis`` on, times Scale plus B; the optional Mean and InvStdDev
