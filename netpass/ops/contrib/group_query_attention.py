@@ -15,6 +15,10 @@ positions; ``softcap`` caps the scaled scores; ``attention_bias`` is added after
 ``smooth_softmax`` and ``head_sink`` add one more softmax term (``exp(0)`` or
 ``exp(head_sink[h])``), made here as a zero key and value with that logit.
 
+The values onnxruntime checks at run time (``seqlens_k`` within the present length,
+``total_sequence_length`` the past length plus S or within a fixed buffer) are not checked: the
+cache indices are clamped.
+
 Refused naming the input or attribute: ``position_ids``, a quantized cache (``k_scale``,
 ``v_scale``, non-float past), ``q_norm_weight``/``k_norm_weight``, ``query_seqlens``,
 ``sliding_window_cache``, the ``output_qk`` output (``qk_output``).
