@@ -184,7 +184,15 @@ def _import_rotary_embedding(ctx):
     if axis:
         c, s = (Unsqueeze([t, i64(axis)]).output(0) for t in (c, s))
     xs = x if rank == 4 else Reshape([x, i64([0, 0, -1, head])], special_zero=True).output(0)
-    interleaved = bool(ctx.attr("interleaved", 0))
+    y = rotate(xs, c, s, head, rot, bool(ctx.attr("interleaved", 0)))
+    return y if rank == 4 else Reshape([y, i64([0, 0, -1])], special_zero=True).output(0)
+
+
+def rotate(xs: Output, c: Output, s: Output, head: int, rot: int, interleaved: bool) -> Output:
+    """The rotary embedding of the 4-D heads ``xs`` (last dim ``head``): its first ``rot``
+    features rotated by the cos/sin rows ``c``, ``s`` (``rot / 2`` columns, broadcastable to
+    ``xs`` but for the last dim), as halves or as ``interleaved`` pairs; the rest kept."""
+    half = rot // 2
     x1, x2 = ((_last(xs, 0, rot, 2), _last(xs, 1, rot, 2)) if interleaved
               else (_last(xs, 0, half), _last(xs, half, rot)))
     o1 = Subtract([Multiply([x1, c]), Multiply([x2, s])]).output(0)
@@ -196,5 +204,4 @@ def _import_rotary_embedding(ctx):
         parts = [o1, o2]
     if rot < head:
         parts.append(_last(xs, rot, head))
-    y = Concat(parts, axis=-1).output(0)
-    return y if rank == 4 else Reshape([y, i64([0, 0, -1])], special_zero=True).output(0)
+    return Concat(parts, axis=-1).output(0)

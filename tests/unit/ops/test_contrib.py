@@ -440,7 +440,7 @@ def _refused(proto: onnx.ModelProto, *words: str) -> None:
 
 
 @pytest.mark.parametrize("build,words", [
-    (lambda: model("GroupQueryAttention", {"x": BSC}), ("com.microsoft",)),
+    (lambda: model("SparseAttention", {"x": BSC}), ("com.microsoft",)),
     (lambda: model("Attention", {"x": (np.float32, ["B", "S", D_IN])},
                    initializers={"w": rand(D_IN, 36)}, num_heads=3, do_rotary=1), ("do_rotary",)),
     (lambda: model("Attention", {"x": (np.float32, [2, "S", D_IN]), "m": (np.int32, [4])},
@@ -470,8 +470,8 @@ def test_unsupported_forms_are_refused_naming_node_and_op(build, words):
 
 
 def test_a_refused_op_is_a_netpass_error_at_compile_too():
-    with pytest.raises(NetpassError, match="GroupQueryAttention"):
-        netpass.compile_model(model("GroupQueryAttention", {"x": BSC}), device=RUNTIME_DEVICE)
+    with pytest.raises(NetpassError, match="SparseAttention"):
+        netpass.compile_model(model("SparseAttention", {"x": BSC}), device=RUNTIME_DEVICE)
 
 
 # -- fuzz ---------------------------------------------------------------------------------------
