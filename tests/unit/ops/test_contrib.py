@@ -343,6 +343,9 @@ def test_attention_past_and_present(mask):
     check(*_attention_case(mask, past=True, sizes=(12, 12, 12), unidirectional=1))
 
 
+@pytest.mark.skipif(tuple(int(v) for v in ort.__version__.split(".")[:2]) < (1, 32),
+                    reason="onnxruntime 1.30's CPU Attention segfaults on this form (the H200 "
+                           "machine's)")
 def test_attention_qkv_hidden_sizes_scale_and_bias():
     check(*_attention_case("2d", past=False, sizes=(6, 6, 12), bias=False, attention_bias=True,
                            scale=0.3, mask_filter_value=-1000.0))
