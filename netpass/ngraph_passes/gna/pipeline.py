@@ -16,7 +16,9 @@
    TransposeCompress, GNA TSConcatForward, GNA TSSplitBackward,
    GatherSinkingGeneral, ReshapeElementwiseReorder, ReshapeSequenceFusion, TransposeToReshape,
    TSFuse, NopElimination, MergeSharedLayoutOps, then GatherSinkingAfterCleanup (Gather
-   sinking and that cleanup again where a static Gather is left inside).
+   sinking and that cleanup again where a static Gather is left inside) and GnaReshapeLayouts
+   (a Gather left between Reshapes split into a spatial Transpose, a Reshape and a channel
+   Gather, then another round: spatial_layout.py).
    Between TSGeneral and TransposeCompress, RescueStuckTransposes moves Transposes of a static
    shape that GNA cannot run and that are stuck inside the graph: first backward sinking
    without the GNA axis callbacks (reaching the inputs wins over the Concat/Split axis, which
@@ -26,7 +28,9 @@
    Transposes that do not wait at an input (down to a Reshape, where they become Gathers, or
    to a Result), with TSFuseShared fusing the Transpose pairs it leaves. When that forward
    stage ran, the pipeline warns at its end of each Transpose left inside that an Add joins with
-   the same value in another layout (``layout_conflict``: no sinking can remove those).
+   the same value in another layout (``layout_conflict``: no sinking can remove those). The
+   backward stages also move a Transpose of the spatial axes above a GNAConvolution or
+   GNAMaxPool (TSGnaSpatialBackward).
 3. The Slice workaround: SliceToStridedSlice then ConvertStridedSliceToCrop (always; any
    StridedSlice is a crop for GNA), in one traversal with ConvertSliceToCrop, which makes the
    same CropIE of a Slice at once where the two would.
@@ -38,7 +42,8 @@ Stages (``GnaTransformationsPipeline().stages()``), where ``insert_before`` /
 TransposeMatMulForward, TSGeneral, RescueStuckTransposes, GnaTransposeRewrites
 (TransposeCompress, TSConcatForward, TSSplitBackward), GatherSinkingGeneral, LayoutCleanup
 (ReshapeElementwiseReorder, ReshapeSequenceFusion, TransposeToReshape, TSFuse, NopElimination,
-MergeSharedLayoutOps; GatherSinkingAfterCleanup), SliceToCrop (step 3) and FinalNodeInfo.
+MergeSharedLayoutOps; GatherSinkingAfterCleanup; GnaReshapeLayouts), SliceToCrop (step 3) and
+FinalNodeInfo.
 
 Passes whose root op type the model lacks are not registered, and single-traversal members
 share GraphRewrites, so a large model is walked as few times as possible.
@@ -118,6 +123,7 @@ from .misc import (
 from .replace_nhwc import ReplaceGnaNHWCLayers
 from .result_layout import ResultsTakeInverseTranspose, yields_to_results
 from .slice_to_crop import ConvertSliceToCrop
+from .spatial_layout import TSGnaSpatialBackward, reshape_gather_split, split_reshape_gathers
 from .stepped_slice_to_matmul import ConvertSteppedSliceToMatMul
 from .strided_slice_to_crop import ConvertStridedSliceToCrop
 from .transpose_compress import TransposeCompress
@@ -281,7 +287,7 @@ class RescueStuckTransposes(ModelPass):
 
         def backward() -> BackwardGraphRewrite:
             return BackwardGraphRewrite(*(TSFuse(mark_fused=False) if p is TSFuse else p()
-                                          for p in BACKWARD))
+                                          for p in BACKWARD), TSGnaSpatialBackward())
         run_then_fold(model, user.copy(), TSBackwardRegions(), "RescueBackward", backward())
         # (reductions that left their data two readers read one Transpose, then backward
         # again, until none moves; a reduction moves once per level it climbs, so the number
@@ -398,6 +404,54 @@ class GatherSinkingAfterCleanup(ModelPass):
         manager.run_passes(model)
 
 
+class GnaReshapeLayouts(ModelPass):
+    """A Gather left inside between Reshapes (a 2-D map reshaped into 1-D channels, ``[1, H,
+    W, C] -> [1, W, C*H]``) is split into a spatial Transpose of the map, a Reshape and a
+    channel Gather (spatial_layout.py), then another rescue, Gather sinking and cleanup round
+    takes the Transpose up to the input (the 2-D layers computing the map in its layout) and
+    the Gather into the next layer's weights. Tried on a copy, kept where it leaves fewer
+    layout ops inside."""
+
+    def __init__(self, user_config: PassConfig | None = None) -> None:
+        super().__init__()
+        self.rescue = RescueStuckTransposes(user_config)
+
+    def run_on_model(self, model) -> bool:
+        inside = interior_layout_ops(model)
+        # (static data only, as GatherSinkingAfterCleanup: the dynamic flow's Gathers are
+        # shape arithmetic)
+        gathers = [n for n in inside if isinstance(n, Gather)
+                   and n.input_value(0).partial_shape.is_static]
+        if not gathers:
+            return False
+        best, fewest = None, len(inside)
+        # (the source Transpose kept channels last, which crosses the NHWC layers, or any,
+        # which may reach the input in one step where no GNA layer is on the way)
+        tries = [c for c in (True, False)
+                 if any(reshape_gather_split(n, c) is not None for n in gathers)]
+        # (no reference to a node of the model is kept: a replaced node would stay among
+        # its producer's consumers, which the sinking rules would see)
+        del inside, gathers
+        for channels_last in tries:
+            trial = model.clone()
+            self._round(trial, channels_last)
+            left = len(interior_layout_ops(trial))
+            if left < fewest:
+                best, fewest = channels_last, left
+        if best is not None:
+            self._round(model, best)
+        return False
+
+    def _round(self, model, channels_last: bool) -> None:
+        split_reshape_gathers([n for n in interior_layout_ops(model) if isinstance(n, Gather)],
+                              channels_last)
+        manager = nested_manager(self.get_pass_config(), "GnaReshapeLayouts")
+        for p in (ConstantFolding(), TSResetNoSinkingAttribute(), self.rescue,
+                  GnaTransposeRewrites(), GatherSinkingGeneral(), GnaLayoutCleanup()):
+            manager.register_pass(p)
+        manager.run_passes(model)
+
+
 # Stage names in run order (what runs there is named in the module docstring). The last two
 # run in a second Manager, after the Slice workaround lets SliceToStridedSlice run again.
 STAGES = ("InitNodeInfo", "DecomposeMVN", "CommonOptimizations", "Preparation",
@@ -480,7 +534,8 @@ class GnaTransformationsPipeline(ModelPass):
             members["GnaTransposeRewrites"] = [GnaTransposeRewrites()]
             members["GatherSinkingGeneral"] = [GatherSinkingGeneral(),
                                                RescueAfterGatherSinking(user)]
-            members["LayoutCleanup"] = [GnaLayoutCleanup(), GatherSinkingAfterCleanup()]
+            members["LayoutCleanup"] = [GnaLayoutCleanup(), GatherSinkingAfterCleanup(),
+                                        GnaReshapeLayouts(user)]
         return members
 
     def _run(self, model) -> None:
@@ -507,8 +562,9 @@ class GnaTransformationsPipeline(ModelPass):
         main.run_passes(model)
         tail.run_passes(model)
         rescues = members.get("RescueStuckTransposes", []) + \
-            [p.rescue for p in members.get("GatherSinkingGeneral", [])
-             if isinstance(p, RescueAfterGatherSinking)]
+            [p.rescue for stage in ("GatherSinkingGeneral", "LayoutCleanup")
+             for p in members.get(stage, [])
+             if isinstance(p, (RescueAfterGatherSinking, GnaReshapeLayouts))]
         if layout:
             warned = warn_layout_conflicts(stuck_transposes(model)) \
                 if any(r.forwarded for r in rescues) else set()

@@ -312,32 +312,48 @@ def _gna_convolution(node: Node, target: str) -> OpSupport:
     data, filters = static_shape(node.input_value(0)), static_shape(node.input_value(1))
     if data is None or filters is None:
         return _no(node, "convolution of a dynamic shape")
+    rule, note = conv_rule(data, filters, list(node.strides), list(node.pads_begin),
+                           list(node.pads_end), list(node.dilations), target)
+    return _no(node, rule) if rule else _ok(node, note)
+
+
+def conv_rule(data: Sequence[int], filters: Sequence[int], strides: list[int],
+              pads_begin: list[int], pads_end: list[int], dilations: list[int],
+              target: str) -> tuple[str, str]:
+    """The rule a GNAConvolution of NHWC ``data`` and OHWI ``filters`` with these attributes
+    breaks on ``target`` ("" when none) and the note of a supported one (the layout stages ask
+    it of a convolution they would run on its spatial axes reordered)."""
     if data[0] != 1:
-        return _no(node, f"convolution batch {data[0]} (GNA convolves one sample)")
-    dilations = list(node.dilations) or [1]
+        return f"convolution batch {data[0]} (GNA convolves one sample)", ""
+    dilations = dilations or [1]
     if any(d != 1 for d in dilations):
-        return _no(node, f"dilation {dilations} (must be 1)")
+        return f"dilation {dilations} (must be 1)", ""
     two_d = (len(filters) == 4 and filters[1] > 1 and filters[2] > 1) or \
         (len(data) == 4 and data[1] > 1 and data[2] > 1)
     if not two_d:
-        return _ok(node, "1-D convolution")
+        return "", "1-D convolution"
     h, w, c = data[1], data[2], data[3]
     kn, kh, kw = filters[0], filters[1], filters[2]
-    sh, sw = list(node.strides)[:2]
+    sh, sw = strides[:2]
     if h > 1 and w > 1 and ((w == kw and sw == 1) or (h == kh and c == 1 and sh == 1)):
-        return _ok(node, "2-D convolution mapped to 1-D")
-    pb, pe = list(node.pads_begin) + [0, 0], list(node.pads_end) + [0, 0]
+        return "", "2-D convolution mapped to 1-D"
+    pb, pe = pads_begin + [0, 0], pads_end + [0, 0]
     limits = _conv_limits_30 if target == "3.0" else _conv_limits_35
     problems = limits(h, w, c, kh, kw, kn, sh, sw, (pb[0], pb[1], pe[0], pe[1]))
     if kh < sh or kw < sw:
         problems.append(f"stride {sh}x{sw} larger than the kernel {kh}x{kw}")
     if problems:
-        return _no(node, f"GNA {target} CNN2D limits: " + "; ".join(problems))
-    return _ok(node, "2-D convolution")
+        return f"GNA {target} CNN2D limits: " + "; ".join(problems), ""
+    return "", "2-D convolution"
 
 
 def _gna_max_pool(node: Node, target: str) -> OpSupport:
-    kernel, strides = list(node.kernel), list(node.strides)
+    rule = pool_rule(list(node.kernel), list(node.strides), target)
+    return _no(node, rule) if rule else _ok(node)
+
+
+def pool_rule(kernel: list[int], strides: list[int], target: str) -> str:
+    """The rule a GNAMaxPool with this window breaks on ``target`` ("" when none)."""
     if len(kernel) == 2 and kernel[0] > 1 and kernel[1] > 1:
         kh, kw = kernel
         sh, sw = strides[:2]
@@ -349,8 +365,8 @@ def _gna_max_pool(node: Node, target: str) -> OpSupport:
         if not (1 <= sh <= kh and 1 <= sw <= kw):
             problems.append(f"stride {sh}x{sw} larger than the window {kh}x{kw}")
         if problems:
-            return _no(node, f"GNA {target} pooling limits: " + "; ".join(problems))
-    return _ok(node)
+            return f"GNA {target} pooling limits: " + "; ".join(problems)
+    return ""
 
 
 def _not_gna_layout(gna_op: type[Node]) -> Callable[[Node, str], OpSupport]:
