@@ -111,18 +111,25 @@ def test_outputs_are_written_in_place_on_a_host_memory_device(rng, monkeypatch):
         assert out["y"].flags.owndata and out["y"].flags.writeable
 
 
+def _pinned_request(monkeypatch, model):
+    """A request of ``model`` with a pinned staging region as a GPU's (PoCL's memory is the
+    host's: forced), in-place outputs off."""
+    from netpass.runtime import outputs
+    monkeypatch.setattr(outputs, "ZERO_COPY_MIN_BYTES", 1 << 40)
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
+    net = req.network
+    net.staging = staging.PinnedStaging(net.engine, net.queue)
+    return req, net
+
+
 def test_large_outputs_are_read_through_the_pinned_region(rng, monkeypatch):
     """A request whose device memory is not the host's reads its large outputs into its own
     pinned region, then copies them into new arrays: each returned array is the caller's (the
     next infer reuses the region), the region grows to the largest wait and no further. Forced
     on PoCL (in-place outputs off, every read large)."""
-    from netpass.runtime import outputs
-    monkeypatch.setattr(outputs, "ZERO_COPY_MIN_BYTES", 1 << 40)
     monkeypatch.setattr(staging, "PINNED_MIN_BYTES", 0)
     model = _mlp()
-    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
-    net = req.network
-    net.staging = staging.PinnedStaging(net.engine, net.queue)
+    req, net = _pinned_request(monkeypatch, model)
     kept, sizes = [], []
     for rows in (2, 70, 3, 70, 1):
         feeds = {"x": rng.standard_normal((rows, 8)).astype(np.float32)}
@@ -211,13 +218,9 @@ def test_enqueued_small_outputs_are_read_into_pinned_slots(rng, monkeypatch):
     copies them out at ``result()``; each slot is given back when its result is taken or
     dropped, and with every slot held a read goes to pageable memory, still right. Forced on
     PoCL (in-place outputs off, a pinned staging on a host-memory device)."""
-    from netpass.runtime import outputs
-    monkeypatch.setattr(outputs, "ZERO_COPY_MIN_BYTES", 1 << 40)
     monkeypatch.setattr(staging, "SLOTS", 3)
     model = _mlp()
-    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
-    net = req.network
-    net.staging = staging.PinnedStaging(net.engine, net.queue)
+    req, net = _pinned_request(monkeypatch, model)
     feeds = [{"x": rng.standard_normal((rows, 8)).astype(np.float32)} for rows in (2, 1, 3, 2)]
     pending = [req.enqueue(f) for f in feeds]  # 8 small reads, 3 slots: 5 go to pageable memory
     assert len(net.staging._free) == 0
