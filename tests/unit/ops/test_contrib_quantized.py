@@ -131,6 +131,31 @@ def test_qlinear_global_average_pool(dt, channels_last):
                   channels_last=channels_last), feeds)
 
 
+@pytest.mark.parametrize("channels_last", [0, 1])
+def test_qlinear_global_average_pool_symbolic_dims(channels_last):
+    """Batch and spatial dims symbolic: the window size n is read at run time."""
+    inits = {"xs": scale(), "xz": zp(np.uint8), "ys": scale() / 4, "yz": zp(np.uint8)}
+    shapes = [(2, 5, 4, 3), (1, 2, 7, 3)] if channels_last else [(2, 3, 5, 4), (1, 3, 2, 7)]
+    proto = model("QLinearGlobalAveragePool", {"x": qdata(shapes[0], np.uint8)}, inits,
+                  ["x", "xs", "xz", "ys", "yz"], channels_last=channels_last)
+    dims = proto.graph.input[0].type.tensor_type.shape.dim
+    for i, name in zip((0, 1, 2) if channels_last else (0, 2, 3), "NHW"):
+        dims[i].dim_param = name
+    for shape in shapes:
+        run_all(proto, {"x": qdata(shape, np.uint8)})
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+def test_qlinear_global_average_pool_ties(dt):
+    """Windows of 2 with x_scale == y_scale: half the means are exact ties, which a float mean
+    rounds either way; ORT's i32 sum scaled once rounds them to even (found by the fuzz)."""
+    feeds = {"x": qdata((4, 16, 2), dt)}
+    s = np.float32(2 ** 1.25)
+    inits = {"xs": s, "xz": zp(dt), "ys": s, "yz": zp(dt)}
+    run_all(model("QLinearGlobalAveragePool", feeds, inits, ["x", "xs", "xz", "ys", "yz"]),
+            feeds, exact=True)
+
+
 @pytest.mark.parametrize("dt", DTYPES)
 @pytest.mark.parametrize("attrs", [
     {"kernel_shape": [3, 3]},
@@ -157,6 +182,20 @@ def test_qlinear_concat(dt, axis):
     inits["s0"], inits["z0"] = inits["ys"], inits["yz"]  # one input already in Y's scale
     order = ["ys", "yz", "x0", "s0", "z0", "x1", "s1", "z1", "x2", "s2", "z2"]
     run_all(model("QLinearConcat", feeds, inits, order, axis=axis), feeds, exact=True)
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("y_scale", [2 ** -1.5, 0.03])
+def test_qlinear_softmax_scale_not_a_power_of_two(dt, y_scale):
+    """ORT scales the probabilities by floor(1 / y_scale): 2, not 2.83, for 2^-1.5 (found by
+    the fuzz: a single-element softmax gave 2 against netpass's 3)."""
+    feeds = {"x": qdata((2, 3, 1), dt), "x2": qdata((2, 3, 4), dt)}
+    y_z = np.asarray(RANGES[dt][0], dt)
+    for name in ("x", "x2"):
+        inits = {"xs": scale() * 4, "xz": zp(dt), "ys": np.float32(y_scale), "yz": y_z}
+        one = {name: feeds[name]}
+        run_all(model("QLinearSoftmax", one, inits, [name, "xs", "xz", "ys", "yz"], axis=-1,
+                      opset=13), one, exact=True)
 
 
 @pytest.mark.parametrize("dt", DTYPES)
@@ -241,6 +280,74 @@ def test_fuzz_qlinear(data):
 @given(st.data())
 def test_fuzz_qlinear_more(data):
     _fuzz_case(data)
+
+
+def _fuzz_product(data: st.DataObject) -> None:
+    """QGemm / MatMulIntegerToFloat / DynamicQuantizeMatMul at drawn sizes, types, scales (per
+    tensor or per column), zero points, transposes and alpha."""
+    op = data.draw(st.sampled_from(["QGemm", "MatMulIntegerToFloat", "DynamicQuantizeMatMul"]),
+                   "op")
+    a_dt = data.draw(st.sampled_from(DTYPES), "A type") if op != "DynamicQuantizeMatMul" \
+        else np.uint8
+    # ORT's kernels: u8 x u8, u8 x i8, i8 x i8
+    b_dt = data.draw(st.sampled_from(DTYPES), "B type") if a_dt == np.uint8 else np.int8
+    m, k, n = (data.draw(st.integers(1, 9), d) for d in "mkn")
+    per_column = data.draw(st.booleans(), "per column")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**31), "seed"))
+    nb = n if per_column else None
+
+    def a_scale(count: int | None = None) -> np.ndarray:
+        return np.asarray(2.0 ** rng.uniform(-8, -2, count if count else ()), np.float32)
+
+    def a_zp(dt: Any, count: int | None = None) -> np.ndarray:
+        lo, hi = RANGES[dt]
+        # ORT's kernels take a signed B symmetric (zero point 0)
+        return rng.integers(lo, hi + 1, count if count else ()).astype(dt) if dt == np.uint8 \
+            else np.zeros(count if count else (), dt)
+    b = rng.integers(*RANGES[b_dt], (k, n), endpoint=True).astype(b_dt)
+    if op == "QGemm":
+        ta, tb = data.draw(st.booleans(), "transA"), data.draw(st.booleans(), "transB")
+        a = rng.integers(*RANGES[a_dt], (k, m) if ta else (m, k), endpoint=True).astype(a_dt)
+        a_zp_ = rng.integers(*RANGES[a_dt], (), endpoint=True).astype(a_dt)
+        inits = {"as": a_scale(), "az": a_zp_, "b": b.T.copy() if tb else b, "bs": a_scale(nb),
+                 "bz": a_zp(b_dt, nb), "c": rng.integers(-999, 999, n).astype(np.int32),
+                 "ys": a_scale() * 64, "yz": rng.integers(*RANGES[a_dt], (), endpoint=True)
+                 .astype(a_dt)}
+        form = data.draw(st.sampled_from(["quantized", "float"]), "output")
+        order = ["a", "as", "az", "b", "bs", "bz", "c"] + \
+            (["ys", "yz"] if form == "quantized" else [])
+        attrs = {"transA": int(ta), "transB": int(tb),
+                 "alpha": data.draw(st.sampled_from([1.0, 0.5, 2.0]), "alpha")}
+        feeds = {"a": a}
+    else:
+        lead = tuple(data.draw(st.lists(st.integers(1, 3), max_size=2), "batch dims"))
+        if op == "DynamicQuantizeMatMul":
+            feeds = {"a": (rng.standard_normal(lead + (m, k)) + 0.5).astype(np.float32)}
+            inits = {"b": b, "bs": a_scale(nb), "bz": a_zp(b_dt, nb),
+                     "bias": rng.standard_normal(n).astype(np.float32)}
+            order = ["a", "b", "bs", "bz", "bias"]
+        else:
+            feeds = {"a": rng.integers(*RANGES[a_dt], lead + (m, k), endpoint=True)
+                     .astype(a_dt)}
+            inits = {"b": b, "as": a_scale(), "bs": a_scale(nb),
+                     "az": rng.integers(*RANGES[a_dt], (), endpoint=True).astype(a_dt),
+                     "bz": a_zp(b_dt, nb), "bias": rng.standard_normal(n).astype(np.float32)}
+            order = ["a", "b", "as", "bs", "az", "bz", "bias"]
+        attrs = {}
+    run_all(model(op, feeds, inits, order, **attrs), feeds, runtime=False)
+
+
+@settings(derandomize=True, max_examples=30, deadline=None)
+@given(st.data())
+def test_fuzz_integer_products(data):
+    _fuzz_product(data)
+
+
+@pytest.mark.slow
+@settings(derandomize=True, max_examples=1000, deadline=None)
+@given(st.data())
+def test_fuzz_integer_products_more(data):
+    _fuzz_product(data)
 
 
 # -- integer products ----------------------------------------------------------------------
