@@ -3,4 +3,4 @@ domain), as onnxruntime's transformer optimizer and ``optimum`` write them into 
 LLaMA-style models: import rules composing standard netpass ops, one module per family."""
 from __future__ import annotations
 
-from . import activations, attention, group_query_attention, matmul, normalization  # noqa: F401
+from . import activations, attention, group_query_attention, matmul, normalization, quantized  # noqa: F401
