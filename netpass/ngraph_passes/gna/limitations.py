@@ -157,9 +157,10 @@ def reads_parameter(node: Node) -> bool:
 
 
 def _reaches_result(node: Node) -> bool:
-    cons = node.output(0).consumers()
+    # (graph_consumers: a replaced node kept alive is no reader keeping ``node`` inside)
+    cons = graph_consumers(node.output(0))
     while len(cons) == 1 and isinstance(cons[0].node, _RESHAPES):
-        cons = cons[0].node.output(0).consumers()
+        cons = graph_consumers(cons[0].node.output(0))
     return bool(cons) and all(isinstance(c.node, Result) for c in cons)
 
 
