@@ -10,9 +10,8 @@ from ..core.graph_util import replace_output_update_name
 from ..core.model import Model, parameter_name, result_name
 from ..core.node import Node, Output
 from ..ngraph_passes.utils import graph_consumers
-from ..ops.indexing import Gather
 from ..ops.io import Constant, Parameter, Result
-from ..ops.movement import Reshape, Squeeze, Transpose, Unsqueeze
+from ..ops.movement import Reshape, Squeeze, Unsqueeze
 from ..passes.validation import validate_changes
 
 
@@ -67,27 +66,17 @@ def _run_flat(model: Model, arr: np.ndarray) -> np.ndarray:
 
 def _is_reshape(node: Node) -> bool:
     """A node that only renames the shape (the layout pipeline's ``at_model_edge`` looks through
-    the same three: a Transpose it leaves behind an Unsqueeze before a Result is an edge one)."""
+    the same three, and the ops ``_cuttable`` takes: a Transpose it leaves behind an Unsqueeze
+    before a Result is an edge one)."""
     return isinstance(node, (Reshape, Squeeze, Unsqueeze))
 
 
 def _cuttable(node: Node) -> bool:
     """A Gather (permutation along one axis) or a Transpose the target cannot run, with static
-    shapes and constant parameters, whose output has as many elements as its input."""
-    if not isinstance(node, (Transpose, Gather)):
-        return False  # (Constants, ShapeOf... feed Results too)
-    src, out = node.input_value(0), node.output(0)
-    if not (src.partial_shape.is_static and out.partial_shape.is_static):
-        return False
-    if int(np.prod(src.shape)) != int(np.prod(out.shape)):
-        return False
-    if isinstance(node, Transpose):
-        from ..ngraph_passes.gna import is_transpose_supported
-        return isinstance(node.input_value(1).node, Constant) \
-            and not is_transpose_supported(src.shape)
-    if isinstance(node, Gather):
-        return all(isinstance(node.input_value(i).node, Constant) for i in (1, 2))
-    return False
+    shapes and constant parameters, whose output has as many elements as its input (the GNA
+    pipeline's rule, which counts the ops behind such a chain as at the edge too)."""
+    from ..ngraph_passes.gna.limitations import cut_at_edge
+    return cut_at_edge(node)
 
 
 def _chain_model(nodes: list[Node], name: str) -> Model:
