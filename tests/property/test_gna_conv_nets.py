@@ -486,3 +486,12 @@ def test_conv_nets_the_edge_rule_and_the_freed_matches_leave_clean(seed):
     conv and a residual Add) and 888 (a Transpose before a Gather chain to an output) because
     the trial rounds counted edge ops as inside."""
     check_conv_net(conv_net_onnx(seed), runtime=False, strict=True)
+
+
+@pytest.mark.parametrize("seed", [347, 362, 937, 940])
+def test_an_input_read_in_two_layouts_is_fed_in_both(seed):
+    """The input read by an input Transpose (to a conv, and the residual Add after it) and by
+    an output in its own layout (347, 937; 940 behind an Unsqueeze read twice; 362): the
+    Transpose stayed inside, as the split gave each input one pre-processing model. The
+    pre-processing model now computes both layouts, two inputs of the main model."""
+    check_conv_net(conv_net_onnx(seed), runtime=seed == 937, strict=True)

@@ -11,7 +11,7 @@ from itertools import compress, repeat
 from math import prod
 
 from ...core.boundary import Constant, Parameter, Result
-from ...core.node import Node
+from ...core.node import Node, Output
 from ...ops.indexing import Gather
 from ...ops.movement import Reshape, Squeeze, Transpose, Unsqueeze
 from ...passes import PassConfig
@@ -166,16 +166,24 @@ def _edge_chain(node: Node) -> bool:
     return isinstance(node, _RESHAPES) or cut_at_edge(node)
 
 
+def _reshaped_parameter(value: Output) -> bool:
+    while isinstance(value.node, _RESHAPES):
+        value = value.node.input_value(0)
+    return isinstance(value.node, Parameter)
+
+
 def reads_parameter(node: Node) -> bool:
-    """The node's input 0 is a Parameter, possibly behind Reshapes and layout ops the cut
-    takes too, and the node is the Parameter's only reader on that path (what
-    ``split_pre_post_processing`` can cut: a Parameter read by anything else too keeps the
-    node in the main model)."""
+    """The node's input 0 is a Parameter, possibly behind Reshapes and, between those and the
+    node, single-consumer Reshapes and layout ops the cut takes too (what
+    ``split_pre_post_processing`` can cut: from an input read by other ops too, into an input
+    of the main model of its own)."""
     src = node.input_value(0)
-    while len(graph_consumers(src)) == 1 and _edge_chain(src.node):
-        src = src.node.input_value(0)
     # (graph_consumers: a node a rewrite replaced may still be listed among the readers)
-    return isinstance(src.node, Parameter) and len(graph_consumers(src)) == 1
+    while not _reshaped_parameter(src):
+        if len(graph_consumers(src)) != 1 or not _edge_chain(src.node):
+            return False
+        src = src.node.input_value(0)
+    return True
 
 
 def _reaches_result(node: Node) -> bool:
