@@ -29,6 +29,7 @@ from .predicates import (
                  all_of,
                  as_predicate,
                  attrs_match,
+                 binds,
                  consumers_count,
                  consumers_more_than,
                  has_static_dim,
@@ -45,7 +46,8 @@ from .predicates import (
 __all__ = [
     "Matcher", "MatchFailure", "matcher_logging_enabled", "Pattern", "WrapType", "PatternOutput",
     "Label", "Or", "Optional", "PatternError", "wrap_type", "any_input", "optional", "as_pattern",
-    "Predicate", "as_predicate", "all_of", "attrs_match", "consumers_count", "consumers_more_than",
-    "has_static_dim", "has_static_dims", "has_static_rank", "has_static_shape", "rank_equals",
-    "rank_more_than", "shape_matches", "type_matches", "type_matches_any",
+    "Predicate", "as_predicate", "all_of", "attrs_match", "binds", "consumers_count",
+    "consumers_more_than", "has_static_dim", "has_static_dims", "has_static_rank",
+    "has_static_shape", "rank_equals", "rank_more_than", "shape_matches", "type_matches",
+    "type_matches_any",
 ]

@@ -286,7 +286,8 @@ class Matcher:
 
     @property
     def symbols(self) -> dict[Any, Any]:
-        """Names bound by ``shape_matches`` predicates: name -> length, Symbol or Dimension."""
+        """Names bound by ``shape_matches`` predicates: name -> length, Symbol or Dimension;
+        and ``binds`` predicates -> their values."""
         return self._symbols
 
     def get_match_root(self) -> Node:

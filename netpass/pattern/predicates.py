@@ -193,6 +193,24 @@ def all_of(predicates: Iterable[Any]) -> Predicate:
                      "all_of(" + ", ".join(p.name for p in preds) + ")", why)
 
 
+def binds(fn: Callable[[Output], Any], name: str | None = None) -> Predicate:
+    """True where ``fn(output)`` is not None. Within a match the value is bound in the
+    matcher's ``symbols`` under the predicate itself, for the callback to read
+    (``m.symbols[pred]``) instead of computing it again. Like every binding it goes with its
+    match (a failed match, the end of the callback): a cache of one's own (a closure, an
+    instance attribute) outlives the match and keeps what the value references, a node the
+    callback replaces, alive and among its producers' consumers."""
+    def bind(o: Output, m: Any) -> bool:
+        value = fn(o)
+        if value is None:
+            return False
+        if m is not None:
+            m._symbols[pred] = value
+        return True
+    pred = Predicate(bind, name or str(getattr(fn, "__name__", "binds")))
+    return pred
+
+
 def _attr_equal(actual: Any, expected: Any) -> bool:
     if isinstance(actual, (list, tuple, np.ndarray)) or isinstance(expected,
                                                                    (list, tuple, np.ndarray)):

@@ -10,16 +10,18 @@ from ..core.graph_util import replace_output_update_name
 from ..core.model import Model, parameter_name, result_name
 from ..core.node import Node, Output
 from ..ngraph_passes.utils import graph_consumers
-from ..ops.indexing import Gather
 from ..ops.io import Constant, Parameter, Result
-from ..ops.movement import Reshape, Squeeze, Transpose, Unsqueeze
+from ..ops.movement import Reshape, Squeeze, Unsqueeze
 from ..passes.validation import validate_changes
 
 
 class PrePostProcessModels(Mapping):
     """Small host-side models keyed by the model input or output name they wrap.
 
-    ``inputs[name]`` runs before the device graph on the user's input ``name``;
+    ``inputs[name]`` runs before the device graph on the user's input ``name``, or, for an
+    input of the main model the split added (``sources[name]``: the user's input it is
+    computed from), on that user input: an input read in two layouts (by an edge Transpose
+    and by another op) becomes two inputs of the main model, one per layout.
     ``outputs[name]`` runs after it on the device's output ``name``. Iterating the mapping
     gives every name (inputs first).
     """
@@ -27,6 +29,8 @@ class PrePostProcessModels(Mapping):
     def __init__(self) -> None:
         self.inputs: dict[str, Model] = {}
         self.outputs: dict[str, Model] = {}
+        self.sources: dict[str, str] = {}
+        self._input_shapes: dict[str, tuple[int, ...]] = {}
         self._output_shapes: dict[str, tuple[int, ...]] = {}
 
     def __getitem__(self, name: str) -> Model:
@@ -42,12 +46,14 @@ class PrePostProcessModels(Mapping):
         return len(set(self.inputs) | set(self.outputs))
 
     def preprocess(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Apply the input models; other inputs pass through unchanged."""
+        """Apply the input models (each to the user's input it reads); other inputs pass
+        through unchanged."""
         out = dict(feeds)
         for name, m in self.inputs.items():
-            if name in out:
-                arr = np.asarray(out[name])
-                out[name] = _run_flat(m, arr).reshape(arr.shape)
+            src = self.sources.get(name, name)
+            if src in feeds:
+                arr = np.asarray(feeds[src])
+                out[name] = _run_flat(m, arr).reshape(self._input_shapes.get(name, arr.shape))
         return out
 
     def postprocess(self, results: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -67,27 +73,17 @@ def _run_flat(model: Model, arr: np.ndarray) -> np.ndarray:
 
 def _is_reshape(node: Node) -> bool:
     """A node that only renames the shape (the layout pipeline's ``at_model_edge`` looks through
-    the same three: a Transpose it leaves behind an Unsqueeze before a Result is an edge one)."""
+    the same three, and the ops ``_cuttable`` takes: a Transpose it leaves behind an Unsqueeze
+    before a Result is an edge one)."""
     return isinstance(node, (Reshape, Squeeze, Unsqueeze))
 
 
 def _cuttable(node: Node) -> bool:
     """A Gather (permutation along one axis) or a Transpose the target cannot run, with static
-    shapes and constant parameters, whose output has as many elements as its input."""
-    if not isinstance(node, (Transpose, Gather)):
-        return False  # (Constants, ShapeOf... feed Results too)
-    src, out = node.input_value(0), node.output(0)
-    if not (src.partial_shape.is_static and out.partial_shape.is_static):
-        return False
-    if int(np.prod(src.shape)) != int(np.prod(out.shape)):
-        return False
-    if isinstance(node, Transpose):
-        from ..ngraph_passes.gna import is_transpose_supported
-        return isinstance(node.input_value(1).node, Constant) \
-            and not is_transpose_supported(src.shape)
-    if isinstance(node, Gather):
-        return all(isinstance(node.input_value(i).node, Constant) for i in (1, 2))
-    return False
+    shapes and constant parameters, whose output has as many elements as its input (the GNA
+    pipeline's rule, which counts the ops behind such a chain as at the edge too)."""
+    from ..ngraph_passes.gna.limitations import cut_at_edge
+    return cut_at_edge(node)
 
 
 def _chain_model(nodes: list[Node], name: str) -> Model:
@@ -151,7 +147,9 @@ def split_pre_post_processing(model: Model) -> PrePostProcessModels:
     """Move edge Gathers and unsupported Transposes into :class:`PrePostProcessModels`.
 
     Looks through single-consumer Reshapes, Squeezes and Unsqueezes from every Parameter
-    forward and from every Result backward; an input with several consumers is left as is. The
+    forward and from every Result backward. An input read by several ops (behind Reshapes)
+    keeps its readers; each chain of edge ops among them is computed by a pre-processing model
+    from it, read by the main model as a new input (``PrePostProcessModels.sources``). The
     main model is changed in place and re-validated.
     """
     models = PrePostProcessModels()
@@ -168,7 +166,7 @@ def _cut_edges(model: Model, models: PrePostProcessModels) -> None:
     """Cut edge ops one after another from each input (output) while the next one met is
     cuttable too (a Gather then a Transpose), so that none is left inside for lack of a second
     cut; each edge's cut ops become one model."""
-    for param in model.parameters:
+    for param in list(model.parameters):
         cut: list[Node] = []
         while (node := _input_edge(param)) is not None and _cuttable(node):
             cut.append(node)
@@ -176,6 +174,8 @@ def _cut_edges(model: Model, models: PrePostProcessModels) -> None:
         if cut:
             name = parameter_name(param)
             models.inputs[name] = _chain_model(cut, name)
+        else:
+            _derive_inputs(model, param, models)
     for res in model.results:
         cut = []
         name = result_name(res)
@@ -186,3 +186,56 @@ def _cut_edges(model: Model, models: PrePostProcessModels) -> None:
         if cut:
             models.outputs[name] = _chain_model(cut[::-1], name)
             models._output_shapes[name] = res.input_value(0).shape
+
+
+def _edge_chain(value: Output) -> list[Node]:
+    """The cuttable ops met one after another from ``value`` (its one reader, or, for a
+    Parameter's output, the reader the caller took), each behind single-consumer reshapes."""
+    chain: list[Node] = []
+    cons = graph_consumers(value)
+    while len(cons) == 1 and cons[0].index == 0:
+        node = cons[0].node
+        if not (_is_reshape(node) or _cuttable(node)):
+            break
+        if _cuttable(node):
+            chain.append(node)
+        cons = graph_consumers(node.output(0))
+    # (reshapes after the last cut op stay in the main model)
+    return chain
+
+
+def _derive_inputs(model: Model, param: Parameter, models: PrePostProcessModels) -> None:
+    """An input read several times (behind reshapes), by a chain of edge ops among others (the
+    input in two layouts: a conv after an input Transpose and a residual Add or an output
+    reading the input itself): each such chain is computed by a pre-processing model from the
+    user's input and read by the main model as an input of its own, named ``<input>.<i>``."""
+    name = parameter_name(param)
+    chains: list[list[Node]] = []
+    values = [param.output(0)]  # the input and its reshapes: the user's data in its order
+    while values:
+        for reader in graph_consumers(values.pop()):
+            if reader.index != 0:
+                continue
+            if _is_reshape(reader.node):
+                values.append(reader.node.output(0))
+            elif _cuttable(reader.node):
+                chains.append([reader.node, *_edge_chain(reader.node.output(0))])
+    # (a new input's name is no input's and no tensor's: torch names tensors ``x.1`` too)
+    taken = {parameter_name(p) for p in model.parameters} | {
+        t for n in model.get_ordered_ops() for o in n.outputs() for t in o.names} \
+        if chains else set()
+    for chain in chains:
+        last = chain[-1].output(0)
+        i = 1
+        while f"{name}.{i}" in taken:
+            i += 1
+        derived = f"{name}.{i}"
+        taken.add(derived)
+        new = Parameter([], shape=last.partial_shape, element_type=last.element_type)
+        new.friendly_name = derived
+        new.output(0).names.add(derived)
+        last.replace(new.output(0))
+        model.add_parameters([new])
+        models.inputs[derived] = _chain_model(chain, derived)
+        models.sources[derived] = name
+        models._input_shapes[derived] = tuple(last.partial_shape.to_shape())

@@ -115,16 +115,21 @@ def check_compile(model: Model, which: str, device: str, feeds, want) -> None:
 
 def check_split(model: Model, which: str, feeds, want) -> None:
     """(c) split_pre_post_processing alone: pre -> main -> post equals the model; the model it
-    was cut from (the user's) untouched; the main model keeps every input and output name."""
+    was cut from (the user's) untouched; the main model keeps every input and output name, and
+    any input it adds (an input read in two layouts, one per layout) is computed from a user
+    input by a pre-processing model."""
     transformed = transformed_copy(model, which)
     before = fingerprint(model)
     reference_before = infer(transformed, feeds)
     main = transformed
     prepost = split_pre_post_processing(main)
     assert fingerprint(model) == before, "the split changed the user's model"
-    assert main.input_names == model.input_names, f"inputs {main.input_names}"
+    users = len(model.input_names)
+    assert main.input_names[:users] == model.input_names, f"inputs {main.input_names}"
+    assert set(main.input_names[users:]) == set(prepost.sources), f"inputs {main.input_names}"
+    assert set(prepost.sources.values()) <= set(model.input_names)
     assert main.output_names == model.output_names, f"outputs {main.output_names}"
-    assert set(prepost.inputs) <= set(model.input_names)
+    assert set(prepost.inputs) <= set(model.input_names) | set(prepost.sources)
     assert set(prepost.outputs) <= set(model.output_names)
     outs = prepost.postprocess(infer(main, prepost.preprocess(feeds)))
     got = {n: outs[n] for n in model.output_names}

@@ -307,13 +307,16 @@ def test_branches_in_two_orders_meet_at_an_add(seed):
     check_gna_flow(independent_blocks_onnx(seed))
 
 
-def _value_in_two_layouts_onnx(shape: list[int], act: str | None) -> bytes:
-    """``y = x + T(x)`` (or ``x + Sigmoid(T(x))``), ``T`` NCHW -> NHWC of an ``x`` whose C,
-    H and W are equal."""
-    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 3, 1])]
+def _value_in_two_layouts_onnx(shape: list[int], act: str | None,
+                               inside: bool = False) -> bytes:
+    """``y = v + T(v)`` (or ``v + Sigmoid(T(v))``), ``T`` NCHW -> NHWC of a ``v`` whose C,
+    H and W are equal: the input ``x``, or ``Relu(x)`` (``inside``)."""
+    v = "v" if inside else "x"
+    nodes = [helper.make_node("Relu", ["x"], ["v"])] if inside else []
+    nodes.append(helper.make_node("Transpose", [v], ["t"], perm=[0, 2, 3, 1]))
     if act:
         nodes.append(helper.make_node(act, ["t"], ["a"]))
-    nodes.append(helper.make_node("Add", ["x", "a" if act else "t"], ["y"]))
+    nodes.append(helper.make_node("Add", [v, "a" if act else "t"], ["y"]))
     graph = helper.make_graph(
         nodes, "two_layouts", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)])
@@ -325,12 +328,11 @@ def _value_in_two_layouts_onnx(shape: list[int], act: str | None) -> bytes:
 @pytest.mark.parametrize("act", [None, "Sigmoid"])
 @pytest.mark.parametrize("shape", [[1, 3, 3, 3], [2, 5, 5, 5]])
 def test_one_value_in_two_layouts_is_reported(shape, act, caplog):
-    """What the generator's last failures (seeds 464, 535, 1733, 2717) come down to: an Add of
-    a value and a permutation of (a function of) itself, possible where C, H and W are equal.
+    """What the generator's last failures (seed 464) come down to: an Add of a value computed
+    inside and a permutation of (a function of) itself, possible where C, H and W are equal.
     No sinking removes that Transpose (its inverse lands on the other operand, which comes
-    from the same value) and the split feeds an input in one layout only: the pipeline keeps
-    it, still exact, and says so in a warning."""
-    model = netpass.read_model(_value_in_two_layouts_onnx(shape, act))
+    from the same value): the pipeline keeps it, still exact, and says so in a warning."""
+    model = netpass.read_model(_value_in_two_layouts_onnx(shape, act, inside=True))
     manager = Manager()
     manager.register_pass(GnaTransformationsPipeline())
     with caplog.at_level("WARNING", logger="netpass.gna"):
@@ -342,7 +344,22 @@ def test_one_value_in_two_layouts_is_reported(shape, act, caplog):
                if n.type_name == "Transpose")
 
 
-@pytest.mark.parametrize("seed", [464, 535, 1733, 2717])
+@pytest.mark.parametrize("act", [None, "Sigmoid"])
+@pytest.mark.parametrize("shape", [[1, 3, 3, 3], [2, 5, 5, 5]])
+def test_an_input_in_two_layouts_is_fed_in_both(shape, act):
+    """The same value the model's input itself (seeds 535, 1733, 2717 too): the Transpose
+    stayed inside, warned, as the split fed an input in one layout only. The split now gives
+    the main model the input in both layouts (two inputs, one computed by the pre-processing
+    model), and nothing is left inside."""
+    check_gna_flow(_value_in_two_layouts_onnx(shape, act))
+
+
+@pytest.mark.parametrize("seed", [535, 1733, 2717])
+def test_generated_inputs_in_two_layouts_are_fed_in_both(seed):
+    check_gna_flow(independent_blocks_onnx(seed))
+
+
+@pytest.mark.parametrize("seed", [464])
 def test_generated_values_in_two_layouts_are_reported(seed, caplog):
     model = netpass.read_model(independent_blocks_onnx(seed))
     manager = Manager()

@@ -14,7 +14,7 @@ from ...ops.indexing import Gather
 from ...ops.matmul import MatMul
 from ...ops.movement import Reshape, Split, Squeeze, Unsqueeze, VariadicSplit
 from ...passes import MatcherPass
-from ...pattern import Matcher, any_input, wrap_type
+from ...pattern import Matcher, any_input, binds, wrap_type
 from ..transpose_sinking.elementwise import BINARY_TYPES, UNARY_TYPES
 from ..utils import (
     const,
@@ -45,19 +45,17 @@ class _Backward(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        # The predicate's Gather, for the callback that runs right after a match.
-        matched: list[GatherInfo | None] = [None]
-
-        def gathered_consumers(o) -> bool:
-            matched[0] = info = consumers_gather(o.node)
-            return info is not None
+        # The predicate's Gather, bound in the match for the callback (gone with the match:
+        # a cache of the pass's own kept the replaced Gather alive, among its producers'
+        # consumers, where the next match saw it as a reader).
+        gathered_consumers = binds(lambda o: consumers_gather(o.node), "gathered_consumers")
         main_p = wrap_type(self.TYPES, predicate=gathered_consumers)
         root = wrap_type(Gather,
                          [main_p, wrap_type(Constant), wrap_type(Constant)])
 
         def callback(m: Matcher) -> bool:
             main = m.pattern_value_map[main_p].node
-            info = matched[0]
+            info: GatherInfo | None = m.symbols.get(gathered_consumers)
             if info is None or self.transformation_callback(main):
                 return False
             new = self.sink(main, info)

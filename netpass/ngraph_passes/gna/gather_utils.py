@@ -111,12 +111,12 @@ def aligned_axis(value: Output, axis: int, out_rank: int) -> int | None:
 
 def consumers_gather(node: Node) -> GatherInfo | None:
     """The common Gather when every consumer of ``node``'s single output is an unmarked Gather
-    with the same indices and axis on its data input."""
+    with the same indices and axis on its data input (``graph_consumers``: a replaced Gather
+    something keeps alive is no reader)."""
     if node.get_output_size() != 1:
         return None
     found = None
-    cons = node.output(0).consumers()
-    for c in cons:
+    for c in graph_consumers(node.output(0)):
         info = gather_info(c.node)
         if info is None or c.index != 0 or gather_sinking_disabled(c.node):
             return None
@@ -141,8 +141,10 @@ def feeds_outputs(node: Node) -> bool:
 
 
 def remove_gather_consumers(main: Node) -> None:
+    """``main``'s Gather consumers read ``main`` instead; ``main`` takes the name of the one
+    feeding a Result (else the first's)."""
     name = None
-    for c in main.output(0).consumers():
+    for c in graph_consumers(main.output(0)):
         g = c.node
         if name is None or any(isinstance(x.node, Result) for x in g.output(0).consumers()):
             name = g.friendly_name

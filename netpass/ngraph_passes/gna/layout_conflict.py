@@ -5,8 +5,9 @@ in two layouts, and the warning that names them.
 [N, 3, 3, 3] map), adds each element of ``x`` to an element of ``f(x)`` from another
 position: whichever way the Transpose is sunk, its inverse lands on the other operand, which
 comes from the same value. Only a data movement inside the graph lines the two up (a Transpose,
-a Gather, or a MatMul with permutation weights), and split_pre_post_processing gives each
-model input one pre-processing model, so an input cannot be fed in two layouts either.
+a Gather, or a MatMul with permutation weights). Where ``f`` is the identity and ``x`` a model
+input, split_pre_post_processing feeds the main model ``x`` in both layouts (two inputs) and
+nothing is left; a value computed inside cannot be fed so.
 """
 from __future__ import annotations
 

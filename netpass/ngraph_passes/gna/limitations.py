@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from itertools import compress, repeat
+from math import prod
 
-from ...core.boundary import Parameter, Result
-from ...core.node import Node
+from ...core.boundary import Constant, Parameter, Result
+from ...core.node import Node, Output
 from ...ops.indexing import Gather
 from ...ops.movement import Reshape, Squeeze, Transpose, Unsqueeze
 from ...passes import PassConfig
@@ -145,27 +146,58 @@ def const_order(node: Node) -> list[int] | None:
 _RESHAPES = (Reshape, Squeeze, Unsqueeze)
 
 
+def cut_at_edge(node: Node) -> bool:
+    """A layout op ``split_pre_post_processing`` cuts out of a model edge: a Gather of constant
+    indices and axis, or a Transpose of a constant order GNA cannot run, with static shapes and
+    as many elements out as in."""
+    if not isinstance(node, (Transpose, Gather)):
+        return False
+    src, out = static_shape(node.input_value(0)), static_shape(node.output(0))
+    if src is None or out is None or prod(src) != prod(out):
+        return False
+    if isinstance(node, Transpose):
+        return isinstance(node.input_value(1).node, Constant) and not is_transpose_supported(src)
+    return all(isinstance(node.input_value(i).node, Constant) for i in (1, 2))
+
+
+def _edge_chain(node: Node) -> bool:
+    # (the cut takes edge ops one after another: an op behind another one it cuts is at the
+    # edge too)
+    return isinstance(node, _RESHAPES) or cut_at_edge(node)
+
+
+def _reshaped_parameter(value: Output) -> bool:
+    while isinstance(value.node, _RESHAPES):
+        value = value.node.input_value(0)
+    return isinstance(value.node, Parameter)
+
+
 def reads_parameter(node: Node) -> bool:
-    """The node's input 0 is a Parameter, possibly behind Reshapes, and the node is the
-    Parameter's only reader on that path (what ``split_pre_post_processing`` can cut: a
-    Parameter read by anything else too keeps the node in the main model)."""
+    """The node's input 0 is a Parameter, possibly behind Reshapes and, between those and the
+    node, single-consumer Reshapes and layout ops the cut takes too (what
+    ``split_pre_post_processing`` can cut: from an input read by other ops too, into an input
+    of the main model of its own)."""
     src = node.input_value(0)
-    while len(graph_consumers(src)) == 1 and isinstance(src.node, _RESHAPES):
-        src = src.node.input_value(0)
     # (graph_consumers: a node a rewrite replaced may still be listed among the readers)
-    return isinstance(src.node, Parameter) and len(graph_consumers(src)) == 1
+    while not _reshaped_parameter(src):
+        if len(graph_consumers(src)) != 1 or not _edge_chain(src.node):
+            return False
+        src = src.node.input_value(0)
+    return True
 
 
 def _reaches_result(node: Node) -> bool:
-    cons = node.output(0).consumers()
-    while len(cons) == 1 and isinstance(cons[0].node, _RESHAPES):
-        cons = cons[0].node.output(0).consumers()
+    # (graph_consumers: a replaced node kept alive is no reader keeping ``node`` inside)
+    cons = graph_consumers(node.output(0))
+    while len(cons) == 1 and _edge_chain(cons[0].node):
+        cons = graph_consumers(cons[0].node.output(0))
     return bool(cons) and all(isinstance(c.node, Result) for c in cons)
 
 
 def at_model_edge(node: Node) -> bool:
     """The node reads a Parameter or feeds only Results, possibly through single-consumer
-    Reshape/Squeeze/Unsqueeze nodes (so pre/post-processing can cut it out)."""
+    Reshape/Squeeze/Unsqueeze nodes and layout ops the cut takes too (so pre/post-processing
+    can cut it out)."""
     return reads_parameter(node) or _reaches_result(node)
 
 

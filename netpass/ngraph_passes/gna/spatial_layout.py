@@ -42,7 +42,6 @@ from ..utils import (
     UNARY_TYPES,
     const,
     graph_consumers,
-    in_graph,
     make,
     static_rank,
     static_shape,
@@ -246,24 +245,7 @@ def apply_reshape_split(x: Output, top: Node, gather: Node, chain: list[Node], r
     if not replace_output_update_name(reshape.output(0), value):
         reshape.output(0).replace(value)
     value.node.friendly_name = reshape.friendly_name
-    _detach([reshape, gather, top])
     return new
-
-
-def _detach(nodes: list[Node]) -> None:
-    """The replaced ``nodes`` read zeros instead of the graph's values. A replaced node that
-    a pass's cache keeps alive (the GNA pipeline pauses the collector) stays among its
-    producer's readers, and a replaced node it reads then counts as a reader in the graph
-    (``in_graph`` looks one step down): the producer would seem to have a reader the sinking
-    rules cannot move."""
-    for node in nodes:
-        if in_graph(node):
-            continue
-        for i, value in enumerate(node.input_values()):
-            shape = static_shape(value)
-            if not isinstance(value.node, Constant) and shape is not None:
-                node.input(i).replace_source_output(
-                    const(np.zeros(shape, value.element_type.dtype), value.element_type))
 
 
 def split_reshape_gathers(gathers: list[Node], channels_last: bool) -> bool:

@@ -11,7 +11,7 @@ from ...core.node import Node
 from ...core.types import Type
 from ...ops.movement import Transpose
 from ...passes import MatcherPass
-from ...pattern import Matcher, wrap_type
+from ...pattern import Matcher, binds, wrap_type
 from ..utils import static_rank
 from .utils import (
     MatchedOrder,
@@ -86,19 +86,15 @@ class TSBackwardBase(MatcherPass):
 
     def __init__(self) -> None:
         super().__init__()
-        # The predicate's order, for the callback that runs right after a match (computing it
-        # again there cost ~4% of transpose sinking).
-        matched: list[list[int] | None] = [None]
-
-        def sinkable(out) -> bool:
-            matched[0] = order = consumer_transposes_order(out.node)
-            return order is not None
+        # The predicate's order, bound in the match for the callback (computing it again
+        # there cost ~4% of transpose sinking; a cache of the pass's own outlived the match).
+        sinkable = binds(lambda o: consumer_transposes_order(o.node), "sinkable")
         main_p = wrap_type(self.TYPES, predicate=sinkable)
         root = wrap_type(Transpose, [main_p, wrap_type(Constant)])
 
         def callback(m: Matcher) -> bool:
             main = m.pattern_value_map[main_p].node
-            order = matched[0]
+            order: list[int] | None = m.symbols.get(sinkable)
             if order is None or not self.applicable(main, order):
                 return False
             if self.transformation_callback(main):

@@ -10,6 +10,7 @@ from netpass.pattern import (
     Matcher,
     any_input,
     attrs_match,
+    binds,
     consumers_count,
     consumers_more_than,
     has_static_dim,
@@ -106,6 +107,25 @@ def test_shape_matches_symbol_binds_consistently_within_match():
     assert m.match(opset.concat([param((2, 3)), param((5, 3), "y")], 0))
     assert m.symbols == {"N": 2, "C": 3, "M": 5}
     assert not m.match(opset.concat([param((2, 3)), param((2, 4), "y")], 1))
+
+
+def test_binds_hands_its_value_to_the_callback_and_goes_with_the_match():
+    """A predicate's value for the callback lives in the match's state: a failed match, or
+    the end of a rewrite's callback, drops it (a closure cache kept the matched nodes
+    alive after the match, among their producers' consumers)."""
+    from netpass.passes import MatcherPass
+
+    relu_in = binds(lambda o: o.node if isinstance(o.node, ops.Relu) else None, "relu_in")
+    pattern = wrap_type(ops.Sigmoid, [any_input(relu_in)])
+    m = Matcher(pattern)
+    relu = opset.relu(param())
+    assert relu_in(relu.output(0)) and not relu_in(param().output(0))
+    assert m.match(opset.sigmoid(relu)) and m.symbols == {relu_in: relu}
+    assert not m.match(opset.sigmoid(opset.tanh(relu))) and m.symbols == {}
+    seen = []
+    mp = MatcherPass(Matcher(pattern, "Seen"), lambda m: seen.append(m.symbols[relu_in]) or False)
+    assert not mp.apply(opset.sigmoid(relu))
+    assert seen == [relu] and mp.matcher.symbols == {}
 
 
 def test_shape_matches_same_name_must_be_same_dim():

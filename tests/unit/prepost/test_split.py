@@ -98,12 +98,41 @@ def test_input_gather_is_cut():
     assert "Gather" not in _types(cut) and "x" in pp
 
 
-def test_input_with_two_consumers_is_left_alone():
+def test_an_input_read_in_two_layouts_becomes_two_inputs():
+    """An input read by an edge Transpose and by another op (a conv net's input Transpose and
+    a residual Add or an output reading the input itself): the Transpose stayed in the main
+    model (one pre-processing model per input). The pre-processing model now computes the
+    transposed input as an input of the main model of its own, from the same user input."""
     x = opset.parameter([1, 16, 3, 8], f32, "x")
-    t = opset.transpose(x, [0, 2, 3, 1])
+    t = opset.transpose(x, [0, 2, 3, 1])  # unsupported: squeezed [3, 8, 16] is 3-D
     m = Model([opset.relu(t), opset.sigmoid(x)], [x])
     cut, pp = _check_equal(m, {"x": _rand(1, 16, 3, 8)})
-    assert "Transpose" in _types(cut) and len(pp) == 0
+    assert "Transpose" not in _types(cut)
+    assert [p.friendly_name for p in cut.parameters] == ["x", "x.1"]
+    assert pp.sources == {"x.1": "x"} and "Transpose" in _types(pp["x.1"])
+    feeds = pp.preprocess({"x": _rand(1, 16, 3, 8)})
+    assert feeds["x"].shape == (1, 16, 3, 8) and feeds["x.1"].shape == (1, 3, 8, 16)
+
+
+def test_a_reshaped_input_read_in_two_layouts_becomes_two_inputs():
+    """The same behind a reshape read twice (an Unsqueeze of the input, read by an output and
+    by the input Transpose of a 2-D conv: conv_net_onnx seed 940), and a chain of two edge
+    ops (a Gather after the Transpose) cut whole into the new input."""
+    x = opset.parameter([1, 12, 20], f32, "x")
+    u = opset.unsqueeze(x, [3])
+    t = opset.transpose(u, [0, 2, 3, 1])
+    g = opset.gather(opset.reshape(t, [1, 20, 12], False), RNG.permutation(12).astype(np.int64), 2)
+    m = Model([opset.result(u, name="u"), opset.relu(g)], [x])
+    cut, pp = _check_equal(m, {"x": _rand(1, 12, 20)})
+    assert "Transpose" not in _types(cut) and "Gather" not in _types(cut)
+    assert _types(pp["x.1"]).count("Transpose") == _types(pp["x.1"]).count("Gather") == 1
+
+
+def test_an_input_read_twice_by_other_ops_is_left_alone():
+    x = opset.parameter([1, 16, 3, 8], f32, "x")
+    m = Model([opset.relu(x), opset.sigmoid(x)], [x])
+    cut, pp = _check_equal(m, {"x": _rand(1, 16, 3, 8)})
+    assert len(cut.parameters) == 1 and len(pp) == 0
 
 
 def test_results_fed_by_nodes_without_inputs_are_left_alone():

@@ -120,3 +120,28 @@ def test_non_constant_indices_stay():
     m = model_of(opset.relu(opset.gather(x, i, opset.constant(np.int64(1)))), [x, i])
     run(m, GatherSinkingUnaryForward())
     assert m.results[0].input_value(0).node.type_name == "Relu"
+
+
+def test_a_replaced_gather_is_no_reader_for_the_next_match():
+    """Gather p after Gather q after Relu: the backward pass moves q above the Relu, then meets
+    p. The pass kept the matched Gather in a cache that outlived the match, so the replaced q
+    stayed alive and among the Relu's readers: p saw two Gathers with different indices below
+    the Relu and stayed there (and the last Gather moved stayed alive after the pass). A
+    match's state now goes with the match: q is freed at once and p moves too."""
+    import gc
+    import weakref
+
+    x = param([1, 12])
+    relu = opset.relu(x)
+    q = g(relu)
+    p = g(q, PERM[::-1].copy())
+    m = model_of(p, x)
+    replaced = [weakref.ref(q), weakref.ref(p)]
+    del q, p
+    gc.disable()  # (as the GNA pipeline runs: only reference counting frees nodes)
+    try:
+        run_checked(m, GatherSinkingUnaryBackward())
+        assert [c.node for c in relu.output(0).consumers()] == [m.results[0]]
+        assert [r() for r in replaced] == [None, None]
+    finally:
+        gc.enable()
