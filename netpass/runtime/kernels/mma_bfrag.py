@@ -30,8 +30,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .mma_parts import mma_calls, split_operand
-from .mma_pipe import fill_a, load_a, offsets_a
+from .mma_pipe import fill_a, load_a, mma_step, offsets_a
 
 if TYPE_CHECKING:
     from .mma import MmaConfig
@@ -90,17 +89,10 @@ def _load_b(cfg: MmaConfig, r: int) -> list[str]:
 
 
 def _mma(cfg: MmaConfig, split: int, hi_round: str, fa: int, rb: int) -> list[str]:
-    """The mma calls of one step from A set ``fa`` and B set ``rb``."""
-    MI, NI = cfg.wm // 16, cfg.wn // 8
-    lines = ["{"]
-    for i in range(MI):
-        for r, (h, c) in enumerate((("l", "x"), ("h", "x"), ("l", "y"), ("h", "y"))):
-            lines += split_operand(f"a{i}_{r}", f"A{fa}_{i}{h}.{c}", split, hi_round)
-    for j in range(NI):
-        for r in range(2):
-            comp = "xyzw"[2 * (j & 1) + r]
-            lines += split_operand(f"b{j}_{r}_", f"B{rb}_{j >> 1}.{comp}", split, hi_round)
-    return lines + mma_calls(MI, NI, split) + ["}"]
+    """The mma calls of one step from A set ``fa`` and B set ``rb`` (n8 tiles 2p and 2p + 1
+    in float4 ``B{rb}_{p}``)."""
+    return mma_step(cfg, split, hi_round, fa,
+                    lambda j, r: f"B{rb}_{j >> 1}.{'xyzw'[2 * (j & 1) + r]}")
 
 
 def _fill(cfg: MmaConfig, stage: str, kt: str, how: str) -> str:

@@ -29,6 +29,7 @@ conflicts for the 16-byte stage writes and the fragment reads:
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .mma_parts import copy_piece, gather_piece, mma_calls, split_operand
@@ -173,18 +174,25 @@ def _load(cfg: MmaConfig, b_kmajor: bool, f: int, step: int) -> list[str]:
     return lines + ["}"]
 
 
-def _mma(cfg: MmaConfig, b_kmajor: bool, split: int, hi_round: str, f: int) -> list[str]:
-    """The mma calls of one step from register set ``f``."""
+def mma_step(cfg: MmaConfig, split: int, hi_round: str, fa: int,
+             b_src: Callable[[int, int], str]) -> list[str]:
+    """The mma calls of one step from A register set ``fa``, B fragment register ``r`` of n8
+    tile ``j`` read from ``b_src(j, r)`` (this loop's register sets, or mma_bfrag's)."""
     MI, NI = cfg.wm // 16, cfg.wn // 8
     lines = ["{"]
     for i in range(MI):
         for r, (h, c) in enumerate((("l", "x"), ("h", "x"), ("l", "y"), ("h", "y"))):
-            lines += split_operand(f"a{i}_{r}", f"A{f}_{i}{h}.{c}", split, hi_round)
+            lines += split_operand(f"a{i}_{r}", f"A{fa}_{i}{h}.{c}", split, hi_round)
     for j in range(NI):
         for r in range(2):
-            src = f"B{f}_{j}_{r}" if b_kmajor else f"B{f}_{j}.{'xy'[r]}"
-            lines += split_operand(f"b{j}_{r}_", src, split, hi_round)
+            lines += split_operand(f"b{j}_{r}_", b_src(j, r), split, hi_round)
     return lines + mma_calls(MI, NI, split) + ["}"]
+
+
+def _mma(cfg: MmaConfig, b_kmajor: bool, split: int, hi_round: str, f: int) -> list[str]:
+    """The mma calls of one step from register set ``f``."""
+    return mma_step(cfg, split, hi_round, f, lambda j, r: f"B{f}_{j}_{r}" if b_kmajor
+                    else f"B{f}_{j}.{'xy'[r]}")
 
 
 def ring(cfg: MmaConfig, b_kmajor: bool, split: int, hi_round: str, conv: bool, nt: str,
