@@ -568,12 +568,8 @@ class Network:
             self.state.commit()
             results = self._read_outputs()
         if self.profiling:
-            times = self.stats["primitive_times_us"]
             for inst in self.order:
-                for ev in inst.events:
-                    times[inst.node.id] = times.get(inst.node.id, 0.0) + \
-                        (ev.profile.end - ev.profile.start) / 1000.0
-                inst.events = []
+                inst.add_event_times(self.stats["primitive_times_us"])
         self.stats["infers"] += 1
         if self.binding is not None:
             self.stats["symbolic_infers"] += 1
@@ -595,11 +591,10 @@ class Network:
             persistent.after_wait()
         given: set[int] = set()
         for r, (inst, k), a in zip(self.program.outputs, self.output_refs, arrays):
-            if id(a) in given or inst.node.is_constant or inst.node.in_shape_of_subgraph \
-                    or inst.node.is_parameter:  # (the caller's own array)
+            if id(a) in given or inst.keeps_host_arrays:
                 a = a.copy()
-            elif inst.zero_copy[k] and inst.own[k] is not None and inst.own[k].host is a:
-                inst._release_own(k)
+            else:
+                inst.hand_over(k, a)
             given.add(id(a))
             results[r.name] = a
         return results

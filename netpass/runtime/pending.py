@@ -195,8 +195,7 @@ class Deferred:
             host = inst.host[k]
             if inst.host_valid[k] and host is not None:
                 arr = host
-                if id(arr) in given or inst.node.is_constant or inst.node.in_shape_of_subgraph \
-                        or inst.node.is_parameter:  # (the request's or the caller's own)
+                if id(arr) in given or inst.keeps_host_arrays:
                     arr = arr.copy()
             else:
                 t = inst.outputs[k]
@@ -207,8 +206,7 @@ class Deferred:
                 if mem is not None and t.offset == 0 and t.strides is None \
                         and mem.shape == t.shape:  # (its memory: a read onto itself)
                     arr = mem
-                    if inst.zero_copy[k] and inst.own[k] is not None and inst.own[k].host is arr:
-                        inst._release_own(k)  # (handed over: a new buffer next time)
+                    inst.hand_over(k, arr)
                 else:
                     arr = new_host_array(t, inst, k)
                     if t.strides is not None:

@@ -4,7 +4,7 @@ with the runtime skip checks, ``update_impl``, ``update_weights``, ``realloc`` w
 of skipped primitives, ``execute``) and :meth:`PrimitiveInst.prepare` chains them."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -140,6 +140,27 @@ class PrimitiveInst(UpdateShape, UpdateImpl, UpdateWeights, Realloc, Execute):
     def reset_flags(self) -> None:
         self.shape_changed = self.impl_changed = self.skip = False
         self.done_by_other = self.allocation_done_by_other = self.concat_decided = False
+
+    @property
+    def keeps_host_arrays(self) -> bool:
+        """Whether its host arrays stay the request's or the caller's (a constant, a shape_of
+        value the request reuses, an input): an inference hands them out as copies."""
+        node = self.node
+        return node.is_constant or node.in_shape_of_subgraph or node.is_parameter
+
+    def hand_over(self, k: int, arr: Any) -> None:
+        """Output ``k``'s array ``arr`` goes to the caller: where it is the memory the output
+        was written into in place, the primitive lets it go (a new buffer next time)."""
+        own = self.own[k]
+        if self.zero_copy[k] and own is not None and own.host is arr:
+            self._release_own(k)
+
+    def add_event_times(self, times: dict) -> None:
+        """Its profiling events' microseconds added into ``times`` (by node id), then dropped."""
+        for ev in self.events:
+            times[self.node.id] = times.get(self.node.id, 0.0) + \
+                (ev.profile.end - ev.profile.start) / 1000.0
+        self.events = []
 
     def forget_shapes(self, entering_symbolic: bool) -> None:
         """Forget the shapes and values this primitive remembers (a mode switch, a failed
