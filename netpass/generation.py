@@ -15,6 +15,7 @@ and reports the time to the first token, each decode step's latency and tokens p
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +26,7 @@ from .core.dimension import Symbol
 from .core.model import Model
 from .core.shape import PartialShape
 from .core.state_lengths import RT_INFO_KEY, StateLength, to_rt_info
-from .errors import NetpassError
+from .errors import DeviceError, NetpassError
 
 # Inputs a decoder may take besides its cache, filled by GreedyDecoder.
 TOKEN_INPUTS = ("input_ids", "attention_mask", "position_ids", "beam_idx")
@@ -407,9 +408,6 @@ class GreedyDecoder:
     def _generate_on_device(self, prompt_ids: Any, new_tokens: int, request: Any,
                             in_flight: int, with_logits: bool) -> Generation:
         """:meth:`generate` with ``on_device`` (its docstring)."""
-        from collections import deque
-
-        from .errors import DeviceError
         prompt = self._check(prompt_ids, new_tokens)
         if self.cache_pairs or NEXT_TOKEN not in [p.name for p in self.compiled.outputs]:
             raise NetpassError(f"GreedyDecoder(on_device): needs a stateful model (no "
