@@ -1,6 +1,8 @@
 """Host cost of the OpenCL driver's clEnqueueNDRangeKernel (issue 17): by the kernel's argument
 count, grid size, and whether the device is busy (a spin kernel ahead) while the host enqueues;
-then 63 different kernel objects of 12 arguments, as a decode step enqueues them. Each figure
+the same buffers as device addresses in one struct argument (the runtime's form where the
+device allows it: ``runtime.addresses``); then 63 different kernel objects of 12 arguments, as
+a decode step enqueued them before. Each figure
 is the median over 35 rounds of 63 enqueues through ctypes, as the runtime's DirectLauncher
 makes them.
 
@@ -19,6 +21,7 @@ import numpy as np
 import pyopencl as cl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from netpass.runtime.device import Engine
 from netpass.runtime.launcher import _opencl_library
 
 ROUNDS, PER_ROUND = 40, 63
@@ -27,7 +30,8 @@ ROUNDS, PER_ROUND = 40, 63
 def main() -> None:
     gpus = [p for p in cl.get_platforms() if p.get_devices(cl.device_type.GPU)]
     dev = (gpus or cl.get_platforms())[0].get_devices()[0]
-    ctx = cl.Context([dev])
+    engine = Engine.get(dev)  # (its context: its address book reads these buffers)
+    ctx = engine.context
     queue = cl.CommandQueue(ctx)
     lib = _opencl_library()
     enqueue = lib.clEnqueueNDRangeKernel
@@ -73,6 +77,18 @@ def main() -> None:
               f"{per_enqueue(k, 256, True):5.2f} us; grid 132x256 idle "
               f"{per_enqueue(k, 132 * 256, False):5.2f} us, busy "
               f"{per_enqueue(k, 132 * 256, True):5.2f} us", flush=True)
+    book = engine.addresses
+    if book is not None:  # (the runtime's form: kernels.address_buffers; the same buffers)
+        for nargs in (1, 8, 16):
+            k = cl.Program(ctx, f"typedef struct {{ ulong a[{nargs}]; int v[8]; }} S;\n"
+                                "__kernel void k(const S s) { if (get_global_id(0) == 0) "
+                                "((__global float*)s.a[0])[0] += 1.0f; }").build().k
+            args = np.zeros(1, dtype=[("a", np.uint64, nargs), ("v", np.int32, 8)])
+            args["a"][0] = book.of(bufs[:nargs])
+            k.set_arg(0, args.tobytes())
+            print(f"a struct of {nargs:2d} addresses and 8 ints: grid 132x256 idle "
+                  f"{per_enqueue([k], 132 * 256, False):5.2f} us, busy "
+                  f"{per_enqueue([k], 132 * 256, True):5.2f} us", flush=True)
     step = [kernel(12) for _ in range(PER_ROUND)]
     for busy in (False, True):
         print(f"63 kernel objects x 12 args, grid 132x256, {'busy' if busy else 'idle'}: "

@@ -28,7 +28,7 @@ from .device import Engine, resolve_device_name, select_device
 from .device_tensor import DeviceTensor
 from .invariants import debug_checks
 from .kernels import mma_bfrag
-from .launcher import KernelHandle, make_kernel
+from .launcher import kernel_handle
 from .length_plan import LengthPlans
 from .lru import LruCache
 from .memory import Tensor
@@ -229,8 +229,7 @@ class RuntimeCompiledModel:
             t = Tensor(eng.allocate(w.nbytes, what=f"the reordered weights of '{node.name}'"),
                        0, (k_, n_), w.dtype)
             ln = impls.strided_copy(w.dtype, (k_, n_), [1, k_], 0, [n_, 1], 0, 0, 0)
-            h = KernelHandle(make_kernel(eng.cl, eng.build(ln.source.text), ln.source.name),
-                             ln.source)
+            h = kernel_handle(eng, ln.source)
             eng.launcher.set_args(h, *ln.args([src], [t], []))
             eng.launcher.launch(h, ln)
             eng.queue.finish()

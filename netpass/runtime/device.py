@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import AllocationError, DeviceError
+from .addresses import AddressBook
 from .launcher import make_launcher
 from .memory import Allocation
 
@@ -235,6 +236,8 @@ class Engine:
         self._lock = threading.Lock()  # the program cache and the memory counter
         self._programs: dict[Any, Any] = {}
         self._mf = cl.mem_flags
+        # buffers passed to kernels as addresses (runtime.addresses), where the device can
+        self.addresses = AddressBook.make(self)
         self.launcher = make_launcher(self)
         # persistent launches of all requests go to the device in order (runtime.persistent)
         self.persistent_lock = threading.Lock()
@@ -261,12 +264,17 @@ class Engine:
         alloc = Allocation(buf, size, pooled)
         with self._lock:
             self.used_device_memory += size
-        weakref.finalize(alloc, self._free, size)
+        book = self.addresses
+        weakref.finalize(alloc, self._free, size,
+                         book.register(buf) if book is not None else None)
         return alloc
 
-    def _free(self, size: int) -> None:
+    def _free(self, size: int, key: int | None) -> None:
         with self._lock:
             self.used_device_memory -= size
+        book = self.addresses
+        if key is not None and book is not None:
+            book.forget(key)
 
     def allocate_host(self, shape: tuple, dtype, what: str = "an output") -> Allocation:
         """A buffer whose memory is a new numpy array of ``shape`` (``CL_MEM_USE_HOST_PTR``,
@@ -282,6 +290,9 @@ class Engine:
             raise self._failed(e, nbytes, what) from e
         alloc = Allocation(buf, arr.nbytes)
         alloc.host = arr
+        book = self.addresses
+        if book is not None:
+            weakref.finalize(alloc, book.forget, book.register(buf))
         return alloc
 
     def upload(self, array, pooled: bool = False, queue=None) -> Allocation:

@@ -1,10 +1,12 @@
 """Kernel launches: setting arguments and enqueueing, the runtime's innermost step.
 
-A kernel takes buffers, then one struct of int32s (``kernels.pack_scalars``). Kernel objects
-hold their arguments as state (``clSetKernelArg`` on one kernel from two threads is a race),
-so each infer request makes its own from the shared built programs; a :class:`KernelHandle`
-wraps one with the arguments last set on it, so that a launch sets only what changed. A
-launcher works on one command queue: the request's.
+A kernel takes buffers, then one struct of int32s (``kernels.pack_scalars``); where the
+engine has an address book (:mod:`~netpass.runtime.addresses`), one struct holding the
+buffers' device addresses and the ints (``kernels.address_buffers``, :func:`kernel_handle`).
+Kernel objects hold their arguments as state (``clSetKernelArg`` on one kernel from two
+threads is a race), so each infer request makes its own from the shared built programs; a
+:class:`KernelHandle` wraps one with the arguments last set on it, so that a launch sets only
+what changed. A launcher works on one command queue: the request's.
 
 Two launchers with the same interface:
 
@@ -33,8 +35,10 @@ from typing import Any, Literal
 import numpy as np
 
 from ..errors import DeviceError
+from .kernels import address_buffers
 
 _LIB: ctypes.CDLL | Literal[False] | None = None  # False: looked for and not found
+RETIRED_MAX = 256  # replaced buffer lists a launcher keeps before it waits for its queue
 
 
 def _opencl_library() -> ctypes.CDLL | None:
@@ -141,14 +145,29 @@ def _pyopencl_kernel(kernel: Any) -> Any:
     return kernel.as_pyopencl() if type(kernel) is RawKernel else kernel
 
 
+class AddressedArgs:
+    """The one struct argument of a kernel built by ``kernels.address_buffers``: the buffers'
+    device addresses, then the ints, laid out as OpenCL C lays the struct out (8-byte
+    aligned)."""
+
+    __slots__ = ("raw", "addresses", "ints", "ints_at", "ints_bytes")
+
+    def __init__(self, n_buffers: int, n_ints: int) -> None:
+        self.raw = (ctypes.c_uint64 * ((8 * n_buffers + 4 * n_ints + 7) // 8))()
+        self.addresses = (ctypes.c_uint64 * n_buffers).from_buffer(self.raw)
+        self.ints = (ctypes.c_int32 * n_ints).from_buffer(self.raw, 8 * n_buffers)
+        self.ints_at, self.ints_bytes = ctypes.addressof(self.ints), 4 * n_ints
+
+
 class KernelHandle:
     """A pyopencl kernel, its raw ``cl_kernel``, the Source it was built from (when known: a
     persistent launch rewrites it as a phase) and the buffers and ints last set on it (a
-    list, or the C array a step plan passed)."""
+    list, or the C array a step plan passed). ``args``: the struct of a kernel that takes its
+    buffers as addresses (:func:`kernel_handle`), else None."""
 
-    __slots__ = ("kernel", "ptr", "source", "bufs", "ints", "cints")
+    __slots__ = ("kernel", "ptr", "source", "bufs", "ints", "cints", "args")
 
-    def __init__(self, kernel, source=None) -> None:
+    def __init__(self, kernel, source=None, args: AddressedArgs | None = None) -> None:
         self.kernel = kernel
         self.source = source
         self.ptr = ctypes.c_void_p(kernel.int_ptr)
@@ -156,13 +175,35 @@ class KernelHandle:
         self.ints: list | None = None
         # the ints as a C array (DirectLauncher)
         self.cints: ctypes.Array[ctypes.c_int32] | None = None
+        self.args = args
 
     def handed_on(self) -> KernelHandle | None:
         """A new handle of this one's kernel, no argument known set, for another request
         (``RawKernel.handed_on``: this handle is left without its kernel); None where the
         kernel has been released."""
         kernel = self.kernel.handed_on() if type(self.kernel) is RawKernel else self.kernel
-        return None if kernel is None else KernelHandle(kernel, self.source)
+        if kernel is None:
+            return None
+        args = self.args
+        return KernelHandle(kernel, self.source,
+                            None if args is None else AddressedArgs(len(args.addresses),
+                                                                    len(args.ints)))
+
+
+def built_source(engine, source):
+    """What the engine builds for ``source`` (a packed ``kernels.Source``): its form taking
+    its buffers as addresses where the engine has an address book
+    (:mod:`~netpass.runtime.addresses`) and the kernel allows it, else ``source``."""
+    return (engine.addresses is not None and address_buffers(source)) or source
+
+
+def kernel_handle(engine, source, stats: dict | None = None) -> KernelHandle:
+    """A new kernel object running ``source`` (a packed ``kernels.Source``) for one request,
+    built as :func:`built_source` says."""
+    built = built_source(engine, source)
+    kernel = make_kernel(engine.cl, engine.build(built.text, stats), built.name)
+    return KernelHandle(kernel, source, None if built is source
+                        else AddressedArgs(built.n_buffers, built.n_ints))
 
 
 class Launcher:
@@ -175,9 +216,13 @@ class Launcher:
         self.keep: list | None = None
         self._cl = engine.cl
         self._enqueue = engine.cl.enqueue_nd_range_kernel
+        self._book = engine.addresses
+        self.retired: list = []  # buffers replaced on addressed kernels: kept till the queue ran
 
     def set_args(self, h: KernelHandle, buffers: list, ints: list) -> bool:
         """Set what differs from the arguments last set on ``h``; whether anything did."""
+        if h.args is not None:
+            return self._set_addressed(h, buffers, ints, None)
         changed = False
         if buffers != h.bufs:
             self._set_buffers(h, buffers)
@@ -192,6 +237,8 @@ class Launcher:
     def set_packed(self, h: KernelHandle, buffers: list, cints) -> bool:
         """``set_args`` with the ints already a C array (step plans keep one per launch and
         binding: the same object means the same ints)."""
+        if h.args is not None:
+            return self._set_addressed(h, buffers, None, cints)
         changed = False
         if buffers != h.bufs:
             self._set_buffers(h, buffers)
@@ -201,6 +248,56 @@ class Launcher:
             h.ints = cints
             changed = True
         return changed
+
+    def _set_addressed(self, h: KernelHandle, buffers: list, ints: list | None, cints) -> bool:
+        """``set_args`` / ``set_packed`` of a kernel taking one struct: the buffers' addresses
+        and the ints (``h.args``), set as one argument when anything in it changed."""
+        args = h.args
+        assert args is not None and self._book is not None
+        changed = False
+        if buffers != h.bufs:
+            if h.bufs is not None:
+                self.retire(h.bufs)
+            args.addresses[:] = self._book.of(buffers)
+            h.bufs = buffers
+            changed = True
+        if cints is not None:
+            if h.ints is not cints:
+                ctypes.memmove(args.ints_at, cints, args.ints_bytes)
+                h.ints = cints
+                changed = True
+        elif ints is not None and ints != h.ints:
+            args.ints[:] = ints
+            h.ints = ints
+            changed = True
+        if changed:
+            self._set_struct(h, 0, args.raw)
+        return changed
+
+    def set_int_view(self, h: KernelHandle, cints) -> None:
+        """Set ``h``'s ints from the C array ``cints``, its buffers as last set (the fast
+        paths of moving kernels: only their ints move)."""
+        args = h.args
+        if args is None:
+            assert h.bufs is not None
+            self._set_struct(h, len(h.bufs), cints)
+        else:
+            ctypes.memmove(args.ints_at, cints, args.ints_bytes)
+            self._set_struct(h, 0, args.raw)
+        h.ints = cints
+
+    def retire(self, buffers: list) -> None:
+        """Keep ``buffers`` (no longer set on a kernel that took their addresses) until the
+        queue has run what was enqueued before: the driver does not know a launch reads them.
+        Past RETIRED_MAX of them the queue is waited for at once."""
+        self.retired.append(buffers)
+        if len(self.retired) > RETIRED_MAX:
+            self.queue.finish()
+            self.retired.clear()
+
+    def ran(self) -> None:
+        """The queue has run everything enqueued so far: retired buffers may go."""
+        self.retired.clear()
 
     def _set_buffers(self, h: KernelHandle, buffers: list) -> None:
         """Set the buffer arguments that differ from the last ones set on ``h``."""
@@ -215,7 +312,7 @@ class Launcher:
         h.kernel.set_arg(pos, np.asarray(ints, dtype=np.int32))
 
     def _set_struct(self, h: KernelHandle, pos: int, cints) -> None:
-        """Set the int struct (argument ``pos``) from a C array."""
+        """Set the struct (argument ``pos``) from a C array."""
         h.kernel.set_arg(pos, np.ctypeslib.as_array(cints))
 
     def launch(self, h: KernelHandle, ln):

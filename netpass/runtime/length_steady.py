@@ -117,7 +117,7 @@ class Steady:
                 if e.out.const is not None:
                     fixed.add(item[1].node.index)
                 for h, lw, _, moving, buf, view, gws_at, w in fast[2]:
-                    ops.append((run, (h, w, moving, view, buf, gws_at, e.works, lw, len(h.bufs))))
+                    ops.append((run, (h, w, moving, view, buf, gws_at, e.works, lw)))
                     run = []
                 count += 1
             elif kind == HOST:
@@ -318,7 +318,7 @@ class Steady:
         tape flushes (gathered into persistent kernels where the request gathers them)."""
         persistent = net.persistent_for_tape()
         launcher = net.launcher
-        set_struct = launcher._set_struct
+        set_ints = launcher.set_int_view
         launch: Any = launcher.launch
         flush: Any = net.queue.flush
         gathered = persistent is not None
@@ -335,11 +335,10 @@ class Steady:
                     if mv is DRAIN:
                         flush()
                         continue
-                    h, w, moving, view, buf, gws_at, works, lw, n_bufs = mv
+                    h, w, moving, view, buf, gws_at, works, lw = mv
                     for i, b, slope in moving:
                         view[i] = b + slope * t
-                    set_struct(h, n_bufs, view)
-                    h.ints = view
+                    set_ints(h, view)
                     if w is None:
                         size = gws_at(t)
                         w = lw if size == lw.gws else works.get(size)

@@ -452,7 +452,7 @@ class Tape:
         counts = self.counts
         counts[0] = counts[1] = 0
         try:
-            self._run(net, t, launch, drain is not None, flush, launcher._set_struct)
+            self._run(net, t, launch, drain is not None, flush, launcher.set_int_view)
             if drain is not None:
                 drain()
         finally:
@@ -462,7 +462,7 @@ class Tape:
         self.family.count(net.stats, counts)
 
     def _run(self, net: Network, t: int, launch: Any, gathered: bool, flush: Any,
-             set_struct: Any) -> None:
+             set_ints: Any) -> None:
         """The items of one step (:meth:`run`); ``launch`` takes the fast paths' launches
         (``gathered``: it takes the int struct too, whose array the next step rewrites)."""
         counts = self.counts
@@ -520,8 +520,7 @@ class Tape:
                     for h, lw, _, moving, buf, view, gws_at, w in fast[2]:
                         for i, b, sl in moving:
                             view[i] = b + sl * t
-                        set_struct(h, len(h.bufs), view)
-                        h.ints = view
+                        set_ints(h, view)
                         if w is None:
                             gws = gws_at(t)
                             w = lw if gws == lw.gws else e.works.get(gws)

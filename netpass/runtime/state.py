@@ -31,7 +31,7 @@ import numpy as np
 from ..errors import NetpassError, ShapeInferenceError, StateError
 from . import impls
 from .kernels.decode import DECODE_ROWS
-from .launcher import KernelHandle, make_kernel
+from .launcher import KernelHandle, kernel_handle
 from .memory import Allocation, Tensor
 from .state_marks import APPEND, ASSIGN, READ
 
@@ -509,9 +509,8 @@ class VariableStore:
             ln = impls.strided_copy(dst.dtype, shape, in_st, 0, out_st, 0, 0, 0)
             h = self._kernels.get(ln.source.text)
             if h is None:
-                program = net.engine.build(ln.source.text, net.stats)
-                h = self._kernels[ln.source.text] = KernelHandle(
-                    make_kernel(net.engine.cl, program, ln.source.name), ln.source)
+                h = self._kernels[ln.source.text] = kernel_handle(net.engine, ln.source,
+                                                                  net.stats)
             found = self._copies[key] = (ln, h)
         ln, h = found
         buffers, ints = ln.args([src], [dst], [])

@@ -19,10 +19,10 @@ per family:
   imported as modules (``from netpass.runtime.kernels import mma``), not re-exported.
 
 ``common`` holds what they share (C types, :class:`Stage`, :class:`Source`,
-:func:`pack_scalars`, :func:`memoized`). Sources depend only on dtypes, ranks, op expressions
-and tile sizes, never on runtime dims (dims are arguments), so a growing sequence compiles each
-kernel once. Which op uses which template is the runtime op table's business
-(:mod:`netpass.runtime.kinds`).
+:func:`pack_scalars`, :func:`address_buffers`, :func:`memoized`). Sources depend only on
+dtypes, ranks, op expressions and tile sizes, never on runtime dims (dims are arguments), so a
+growing sequence compiles each kernel once. Which op uses which template is the runtime op
+table's business (:mod:`netpass.runtime.kinds`).
 """
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ from .common import (
                      LS,
                      Source,
                      Stage,
+                     address_buffers,
                      ctype,
                      flit,
                      memoized,
@@ -62,8 +63,8 @@ from .topk import topk
 from .window import conv, pool
 
 __all__ = ["CTYPES", "LS", "Source", "Stage", "ctype", "flit", "memoized", "pack_scalars",
-           "nan_max", "nan_min", "nan_clamp", "eltwise", "eltwise_vec4", "GemmConfig",
-           "GEMM_SMALL", "GEMM_MEDIUM", "GEMM_LARGE", "SKINNY_RM", "SKINNY_WG", "gemm",
-           "gemm_skinny", "gemm_aligned", "gemm_pipelined", "norm_prologue", "norm_value", "rowop",
-           "topk", "imap", "split", "gather", "conv", "pool", "RNN_LS", "RNN_ACTIVATIONS",
+           "address_buffers", "nan_max", "nan_min", "nan_clamp", "eltwise", "eltwise_vec4",
+           "GemmConfig", "GEMM_SMALL", "GEMM_MEDIUM", "GEMM_LARGE", "SKINNY_RM", "SKINNY_WG",
+           "gemm", "gemm_skinny", "gemm_aligned", "gemm_pipelined", "norm_prologue", "norm_value",
+           "rowop", "topk", "imap", "split", "gather", "conv", "pool", "RNN_LS", "RNN_ACTIVATIONS",
            "recurrent", "attention"]

@@ -6,7 +6,7 @@ request runs an implementation with its own kernel objects."""
 from __future__ import annotations
 
 from ..impls import Impl, Launch, Params, create_device_impl
-from ..launcher import KernelHandle, make_kernel
+from ..launcher import KernelHandle, built_source, kernel_handle
 
 KERNEL_LISTS = 512  # per primitive: implementations whose kernel objects are kept
 
@@ -72,7 +72,7 @@ class UpdateImpl:
                 impl = Impl(key, host=True)
             else:
                 for ln in impl.launches:
-                    net.engine.build(ln.source.text, net.stats)
+                    net.engine.build(built_source(net.engine, ln.source).text, net.stats)
             net.compiled.cache_impl(key, impl)
         self._set_impl(impl)
 
@@ -112,8 +112,6 @@ class UpdateImpl:
         if h is None:
             h = net.compiled.take_kernel(key)
             if h is None:
-                kern = make_kernel(net.engine.cl, net.engine.build(ln.source.text, net.stats),
-                                   ln.source.name)
-                h = KernelHandle(kern, ln.source)
+                h = kernel_handle(net.engine, ln.source, net.stats)
             objs[key] = h
         return h
