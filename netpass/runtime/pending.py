@@ -204,7 +204,8 @@ class Deferred:
                                        f"output {k}")
                 mem = t.alloc.host
                 if mem is not None and t.offset == 0 and t.strides is None \
-                        and mem.shape == t.shape:  # (its memory: a read onto itself)
+                        and mem.shape == t.shape and id(mem) not in given:
+                    # (its memory: a read onto itself; a second name reads a copy)
                     arr = mem
                     inst.hand_over(k, arr)
                 else:

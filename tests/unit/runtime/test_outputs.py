@@ -163,14 +163,18 @@ def test_reads_past_the_pinned_limit_go_straight_to_their_arrays(rng, monkeypatc
         assert net.staging.region.nbytes == 512
 
 
-def test_an_output_returned_twice_is_two_arrays(rng):
-    x = opset.parameter([-1, 4], np.float32, name="x")
+@pytest.mark.parametrize("enqueued", [False, True], ids=["infer", "enqueue"])
+@pytest.mark.parametrize("rows", [3, 1024])  # (1024 x 512 floats: written in place on PoCL)
+def test_an_output_returned_twice_is_two_arrays(rng, rows, enqueued):
+    x = opset.parameter([-1, 512], np.float32, name="x")
     r = opset.relu(x)
     model = Model([opset.result(r, name="a"), opset.result(r, name="b")], [x])
-    out = compile_program(model, RUNTIME_DEVICE).create_infer_request() \
-        .infer({"x": rng.standard_normal((3, 4)).astype(np.float32)})
+    req = compile_program(model, RUNTIME_DEVICE).create_infer_request()
+    feeds = {"x": rng.standard_normal((rows, 512)).astype(np.float32)}
+    out = req.enqueue(feeds).result() if enqueued else req.infer(feeds)
     assert out["a"] is not out["b"]
-    np.testing.assert_array_equal(out["a"], out["b"])
+    np.testing.assert_array_equal(out["a"], np.maximum(feeds["x"], 0))
+    np.testing.assert_array_equal(out["b"], np.maximum(feeds["x"], 0))
 
 
 def test_a_constant_output_is_a_copy():
