@@ -1,6 +1,7 @@
 """Compiled models and infer requests: the public face of the runtime."""
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Collection, Hashable, Mapping
 from typing import Any
@@ -320,6 +321,9 @@ class RuntimeInferRequest(AsyncInferRequest):
         # buffers would live until a cyclic garbage collection
         network = getattr(self, "network", None)
         if network is not None:
+            if network.engine.addresses is not None:  # (queued launches read buffers the
+                with contextlib.suppress(Exception):   # driver does not know they use)
+                    network.queue.finish()
             network.close()
 
     @property

@@ -7,7 +7,8 @@ import gc
 import numpy as np
 import pytest
 
-from netpass.runtime import kernels
+from netpass import Model, opset
+from netpass.runtime import compile_program, kernels
 from netpass.runtime.addresses import AddressBook
 from netpass.runtime.device import Engine, select_device
 from netpass.runtime.launcher import (
@@ -135,3 +136,22 @@ def test_replaced_buffers_are_kept_until_the_queue_ran(engine):
 def test_address_arguments_can_be_turned_off(engine, monkeypatch):
     monkeypatch.setenv("NETPASS_ADDRESS_ARGS", "0")
     assert AddressBook.make(engine) is None
+
+
+def test_a_request_dropped_with_work_queued_lets_it_run_first(engine, rng):
+    """Its buffers are freed as it goes, and the driver does not know the queued launches
+    read them: the request's queue is run out before."""
+    x = opset.parameter([-1, 768], np.float32, name="x")
+    y = x
+    for _ in range(4):
+        w = rng.standard_normal((768, 768)).astype(np.float32) / 28
+        y = opset.relu(opset.matmul(y, w, False, False))
+    req = compile_program(Model([opset.result(y, name="y")], [x]), RUNTIME_DEVICE) \
+        .create_infer_request()
+    feeds = {"x": rng.standard_normal((512, 768)).astype(np.float32)}
+    expected = req.infer(feeds)["y"]
+    pending = req.enqueue(feeds)
+    del req
+    gc.collect()
+    assert pending.done()
+    np.testing.assert_allclose(pending.result()["y"], expected, rtol=1e-5, atol=1e-6)
