@@ -1,6 +1,7 @@
 """Probe: the device's own time for a decode step and a prompt, with the host taken out.
 
     python benchmarks/probe_device_step.py [--arch gpt2] [--onnx /tmp/gpt2.onnx] [--config K=V]
+                                           [--next-token]
 
 A spin kernel (a loop on NVIDIA's ``%globaltimer``; a counted loop elsewhere) holds the
 request's in-order queue while the host enqueues a whole step behind it, so the step then runs
@@ -29,7 +30,7 @@ from bench_decode import _config, load_or_export, step_feeds  # noqa: E402
 from bench_gemv_hbm import behind_spin, spin_kernel  # noqa: E402
 
 import netpass  # noqa: E402
-from netpass.generation import stateful_decoder  # noqa: E402
+from netpass.generation import stateful_decoder, with_next_token  # noqa: E402
 
 TINY = r"""
 __kernel void tiny(__global float* a, const int n) {
@@ -50,9 +51,13 @@ def main() -> None:
     ap.add_argument("--onnx", type=Path)
     ap.add_argument("--device", default="GPU")
     ap.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--next-token", action="store_true",
+                    help="the model with_next_token makes (the device-token loop's)")
     args = ap.parse_args()
     dec = load_or_export(args.onnx, False, args.arch)
     model = stateful_decoder(netpass.read_model(dec.onnx), last_logits=True)
+    if args.next_token:
+        model = with_next_token(model)
     cm = netpass.compile_model(model, args.device,
                                {"TRANSFORMATIONS": "NONE", **_config(args.config)})
     if cm.runtime is None:

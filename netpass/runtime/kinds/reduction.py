@@ -27,7 +27,7 @@ from ..impls import Impl, Launch, Params, epilogue, epilogue_args, size, work_1d
 from ..kernels.common import LS, Source
 from ..kernels.rowop import rowop
 from ..kernels.scan import cumsum
-from ..kernels.topk import TOPK_DTYPES, topk
+from ..kernels.topk import TOPK_DTYPES, WIDE_LS, WIDE_N, WIDE_ROWS, topk
 from .base import ImplFactory, OpKind, ints, same_shape, table
 
 
@@ -115,9 +115,13 @@ def topk_impl(p: Params, key: Any) -> Impl | None:
         return None
     outer, N, inner = blk
     K = p.out_shapes[0][axis]  # (axis of size 1: axes_block gives rows of one element, K <= 1)
-    src = topk(p.in_dtypes[0], p.out_dtypes[1], p.attrs["mode"], p.attrs["sort"])
+    rows = max(outer * inner, 1)
+    ls = LS
+    if rows <= WIDE_ROWS and N >= WIDE_N and p.engine is not None:  # (kernels.topk)
+        ls = 1 << (max(LS, min(WIDE_LS, p.engine.max_work_group_size)).bit_length() - 1)
+    src = topk(p.in_dtypes[0], p.out_dtypes[1], p.attrs["mode"], p.attrs["sort"], ls)
     spec = [("i", 0), ("o", 0), ("o", 1), N, inner, K]
-    return Impl(key, [Launch(src, (max(outer * inner, 1) * LS,), (LS,), spec)])
+    return Impl(key, [Launch(src, (rows * ls,), (ls,), spec)])
 
 
 def _reduction(cls: type, op: str) -> OpKind:

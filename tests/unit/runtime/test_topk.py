@@ -12,6 +12,7 @@ import pytest
 import netpass
 from netpass import Model, opset
 from netpass.runtime import compile_program
+from netpass.runtime.kernels.topk import WIDE_LS
 from netpass.testing import RUNTIME_DEVICE
 
 SHAPE = (4, 6, 5)  # axis 0 / 1 / 2: rows of 4 / 6 / 5 elements
@@ -117,6 +118,21 @@ def test_big_rows(rng, dtype, sort, shape, axis):
     """A vocabulary-sized row, k = 50 (int32: values from a small range, so ties)."""
     model = _model(dtype, shape, 50, axis, "max", sort)
     _run(model, [{"x": _data(rng, dtype, shape)}], axis, sort)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+@pytest.mark.parametrize("k", [1, 7])
+@pytest.mark.parametrize("rows", [1, 2])
+def test_a_few_long_rows_run_in_wide_work_groups(rng, dtype, k, rows):
+    """A decoder's next token: one row of a vocabulary (NaNs and, for int32, ties in it), on
+    work-groups of WIDE_LS items (the device's limit if lower) instead of LS."""
+    x = _data(rng, dtype, (rows, 50257))
+    if dtype == np.float32:
+        x[:, rng.integers(0, 50257, 40)] = np.nan
+    req = _run(_model(dtype, x.shape, k, 1, "max", "value"), [{"x": x}], 1, "value")
+    (impl,) = [i.impl for i in req.network.insts if i.node.kind == "TopK"]
+    wide = min(WIDE_LS, req.network.engine.max_work_group_size)
+    assert impl.launches[0].lws == (1 << (wide.bit_length() - 1),)
 
 
 def test_int64_beyond_32_bits(rng):
