@@ -2,9 +2,11 @@
 in their one struct argument (``kernels.address_buffers``): NVIDIA's driver charges every
 enqueue per buffer argument, not per byte of a struct.
 
-An address is read once per buffer (a kernel writes its pointer as an integer; eight buffers
-a launch and one read) and kept while the :class:`~netpass.runtime.memory.Allocation` that
-made the buffer lives. What passing addresses gives up: the driver no longer knows which
+An address is read once per buffer (a kernel writes its pointer as an integer, eight buffers
+a launch) and kept while the :class:`~netpass.runtime.memory.Allocation` that made the buffer
+lives. A look-up that misses reads every live allocation's address not read yet with it, in
+one wait: a new model's first inference waits once, not once per kernel (PoCL: ~40 us a
+wait). What passing addresses gives up: the driver no longer knows which
 buffers a launch uses, so it would free one that a queued launch still reads; launchers keep
 the buffers they replace until their queue has run (``Launcher.retire``).
 
@@ -16,16 +18,17 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
 
 AT_ONCE = 8  # buffers whose addresses one launch reads
 
-_WHERE = ("__kernel void where("
+_PROGRAM = ("__kernel void where("
           + ", ".join(f"__global const uchar* b{i}" for i in range(AT_ONCE))
-          + ", __global ulong* out) {\n"
-          + "".join(f"  out[{i}] = (ulong)b{i};\n" for i in range(AT_ONCE)) + "}\n"
+          + ", __global ulong* out, int at) {\n"
+          + "".join(f"  out[at + {i}] = (ulong)b{i};\n" for i in range(AT_ONCE)) + "}\n"
           + """typedef struct { ulong x; ulong y; int n; } Args_doubled;
 __kernel void doubled(const Args_doubled a) {
   int i = get_global_id(0);
@@ -41,13 +44,16 @@ class AddressBook:
     def __init__(self, engine) -> None:
         self._engine = engine
         self._queue = engine.new_queue()
-        program = engine.cl.Program(engine.context, _WHERE).build()
+        program = engine.cl.Program(engine.context, _PROGRAM).build()
         self._where = program.where
         self._doubled = program.doubled
         self._out = engine.cl.Buffer(engine.context, engine.cl.mem_flags.READ_WRITE,
                                      8 * AT_ONCE)
-        self._live: set[int] = set()       # buffers of live allocations (cl_mem handles)
-        self._known: dict[int, int] = {}   # their addresses, once read
+        self._out_size = AT_ONCE
+        # live allocations by their buffer's cl_mem handle; those not read yet; the addresses
+        self._live: dict[int, weakref.ref] = {}
+        self._unread: set[int] = set()
+        self._known: dict[int, int] = {}
         # (reentrant: a collection inside ``of`` may run an allocation's ``forget``)
         self._lock = threading.RLock()
 
@@ -78,16 +84,19 @@ class AddressBook:
         cl.enqueue_copy(self._queue, y, dst, is_blocking=True)
         return bool(np.array_equal(y, 2 * x))
 
-    def register(self, buffer: Any) -> int:
-        """Note ``buffer`` as an allocation's; the key ``forget`` takes when it dies."""
-        key = buffer.int_ptr
-        self._live.add(key)
+    def register(self, alloc: Any) -> int:
+        """Note ``alloc``'s buffer; the key ``forget`` takes when the allocation dies."""
+        key = alloc.buffer.int_ptr
+        with self._lock:
+            self._live[key] = weakref.ref(alloc)
+            self._unread.add(key)
         return key
 
     def forget(self, key: int) -> None:
         """The allocation of buffer ``key`` is gone (its handle may name another buffer)."""
         with self._lock:
-            self._live.discard(key)
+            self._live.pop(key, None)
+            self._unread.discard(key)
             self._known.pop(key, None)
 
     def of(self, buffers: list) -> list[int]:
@@ -98,24 +107,33 @@ class AddressBook:
         except KeyError:
             pass
         with self._lock:
-            todo = list({b.int_ptr: b for b in buffers if b.int_ptr not in known}.values())
-            found = dict(known)
-            for i in range(0, len(todo), AT_ONCE):
-                chunk = todo[i:i + AT_ONCE]
-                for b, a in zip(chunk, self._read(chunk)):
-                    found[b.int_ptr] = a
-                    if b.int_ptr in self._live:  # (else not kept: its handle could be reused)
-                        known[b.int_ptr] = a
-            return [found[b.int_ptr] for b in buffers]
+            todo = {b.int_ptr: b for b in buffers if b.int_ptr not in known}
+            for key in self._unread:
+                alloc = self._live[key]()
+                if alloc is not None:
+                    todo.setdefault(key, alloc.buffer)
+            self._unread.clear()
+            found = dict(zip(todo, self._read(list(todo.values()))))
+            for key, address in found.items():
+                if key in self._live:  # (else not kept: its handle could name another later)
+                    known[key] = address
+            return [found[b.int_ptr] if b.int_ptr in found else known[b.int_ptr]
+                    for b in buffers]
 
     def _read(self, buffers: list) -> list[int]:
-        """The addresses of up to AT_ONCE buffers: one launch, one read."""
-        cl = self._engine.cl
-        args = buffers + [buffers[0]] * (AT_ONCE - len(buffers))
-        for i, b in enumerate(args):
-            self._where.set_arg(i, b)
-        self._where.set_arg(AT_ONCE, self._out)
-        cl.enqueue_nd_range_kernel(self._queue, self._where, (1,), None)
-        out = np.empty(AT_ONCE, np.uint64)
+        """The addresses of ``buffers``: a launch per AT_ONCE of them, one read."""
+        cl, n = self._engine.cl, len(buffers)
+        size = -(-n // AT_ONCE) * AT_ONCE
+        if size > self._out_size:
+            self._out = cl.Buffer(self._engine.context, cl.mem_flags.READ_WRITE, 8 * size)
+            self._out_size = size
+        for at in range(0, n, AT_ONCE):
+            chunk = buffers[at:at + AT_ONCE]
+            for i, b in enumerate(chunk + [chunk[0]] * (AT_ONCE - len(chunk))):
+                self._where.set_arg(i, b)
+            self._where.set_arg(AT_ONCE, self._out)
+            self._where.set_arg(AT_ONCE + 1, np.int32(at))
+            cl.enqueue_nd_range_kernel(self._queue, self._where, (1,), None)
+        out = np.empty(size, np.uint64)
         cl.enqueue_copy(self._queue, out, self._out, is_blocking=True)
-        return [int(a) for a in out[:len(buffers)]]
+        return [int(a) for a in out[:n]]

@@ -266,7 +266,7 @@ class Engine:
             self.used_device_memory += size
         book = self.addresses
         weakref.finalize(alloc, self._free, size,
-                         book.register(buf) if book is not None else None)
+                         book.register(alloc) if book is not None else None)
         return alloc
 
     def _free(self, size: int, key: int | None) -> None:
@@ -292,7 +292,7 @@ class Engine:
         alloc.host = arr
         book = self.addresses
         if book is not None:
-            weakref.finalize(alloc, book.forget, book.register(buf))
+            weakref.finalize(alloc, book.forget, book.register(alloc))
         return alloc
 
     def upload(self, array, pooled: bool = False, queue=None) -> Allocation:

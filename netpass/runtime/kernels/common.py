@@ -163,7 +163,8 @@ def _addressed(src: Source) -> Source | None:
     struct = f"Args_{name}"
     fields = "".join(f"ulong {ADDRESS_FIELD.format(i)}; " for i in range(len(buffers)))
     if src.n_ints:  # (pack_scalars' typedef: its fields follow the addresses)
-        at = text.rindex("typedef struct { ", 0, text.index(f"}} {struct};")) + 17
+        opening = "typedef struct { "
+        at = text.rindex(opening, 0, text.index(f"}} {struct};")) + len(opening)
         text = text[:at] + fields + text[at:]
     else:
         start = text.rfind("__kernel", 0, head)

@@ -11,6 +11,7 @@ from netpass import Model, opset
 from netpass.runtime import compile_program, kernels
 from netpass.runtime.addresses import AddressBook
 from netpass.runtime.device import Engine, select_device
+from netpass.runtime.impls import Launch
 from netpass.runtime.launcher import (
     RETIRED_MAX,
     DirectLauncher,
@@ -28,11 +29,6 @@ __kernel void axpb(__global float* restrict y, int yo, __global const float* x, 
 """
 
 
-class _Launch:
-    def __init__(self, gws, lws):
-        self.gws, self.lws, self.cdims = gws, lws, None
-
-
 @pytest.fixture(scope="module")
 def engine():
     eng = Engine.get(select_device(RUNTIME_DEVICE))
@@ -43,6 +39,10 @@ def engine():
 
 def _packed(text: str = SOURCE, name: str = "axpb") -> kernels.Source:
     return kernels.pack_scalars(kernels.Source(text, name))
+
+
+def _launch(gws: tuple, lws: tuple) -> Launch:
+    return Launch(_packed(), gws, lws, [])
 
 
 def test_the_buffers_become_the_structs_first_fields():
@@ -83,7 +83,7 @@ def test_an_addressed_kernel_computes_and_sets_only_what_changed(engine, cls, rn
     ys = [engine.allocate(x.nbytes) for _ in range(2)]
     launcher, h = cls(engine), kernel_handle(engine, _packed())
     assert h.args is not None
-    ln = _Launch((128,), (64,))
+    ln = _launch((128,), (64,))
     for y, b, n in ((ys[0], 3, 100), (ys[1], -1, 40), (ys[1], 5, 60)):
         assert launcher.set_args(h, [y.buffer, xs.buffer], [0, 0, n, b])
         assert not launcher.set_args(h, [y.buffer, xs.buffer], [0, 0, n, b])
@@ -103,7 +103,7 @@ def test_moving_ints_from_a_c_array_keep_the_addresses(engine, rng):
     view = (np.ctypeslib.ctypes.c_int32 * 4)(0, 0, 64, 7)
     launcher.set_int_view(h, view)
     assert h.ints is view
-    launcher.launch(h, _Launch((64,), (64,)))
+    launcher.launch(h, _launch((64,), (64,)))
     out = np.empty(64, np.float32)
     cl.enqueue_copy(launcher.queue, out, ys.buffer)
     np.testing.assert_allclose(out, 2 * x + 7, rtol=1e-6)
@@ -118,6 +118,15 @@ def test_an_address_is_kept_while_its_allocation_lives(engine):
     del alloc
     gc.collect()
     assert key not in book._known and key not in book._live
+
+
+def test_a_miss_reads_every_live_allocation_at_once(engine):
+    book = engine.addresses
+    allocs = [engine.allocate(64 * (i + 1)) for i in range(20)]
+    book.of([allocs[0].buffer])
+    assert all(a.buffer.int_ptr in book._known for a in allocs)
+    addresses = book.of([a.buffer for a in allocs])
+    assert len(set(addresses)) == 20
 
 
 def test_replaced_buffers_are_kept_until_the_queue_ran(engine):
