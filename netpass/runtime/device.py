@@ -228,6 +228,7 @@ class Engine:
         self.max_global_mem_size = int(device.global_mem_size)
         self.max_alloc_mem_size = int(device.max_mem_alloc_size)
         self.max_work_group_size = int(device.max_work_group_size)
+        self.max_parameter_size = int(device.max_parameter_size)  # (bytes of a kernel's args)
         self.fp16 = "cl_khr_fp16" in device.extensions
         self.cp_async = _has_cp_async(device, self.context)
         # "ptx": tensor-core GEMMs (kernels.mma); tests set "emulated" to run them on PoCL

@@ -193,8 +193,15 @@ class KernelHandle:
 def built_source(engine, source):
     """What the engine builds for ``source`` (a packed ``kernels.Source``): its form taking
     its buffers as addresses where the engine has an address book
-    (:mod:`~netpass.runtime.addresses`) and the kernel allows it, else ``source``."""
-    return (engine.addresses is not None and address_buffers(source)) or source
+    (:mod:`~netpass.runtime.addresses`), the kernel allows it and the struct fits the
+    device's kernel parameter size, else ``source``."""
+    if engine.addresses is None:
+        return source
+    addressed = address_buffers(source)
+    if addressed is None or 8 * addressed.n_buffers + 4 * addressed.n_ints + 8 \
+            > engine.max_parameter_size:
+        return source
+    return addressed
 
 
 def kernel_handle(engine, source, stats: dict | None = None) -> KernelHandle:

@@ -16,6 +16,7 @@ from netpass.runtime.launcher import (
     RETIRED_MAX,
     DirectLauncher,
     Launcher,
+    built_source,
     kernel_handle,
 )
 from netpass.testing import RUNTIME_DEVICE
@@ -118,6 +119,14 @@ def test_an_address_is_kept_while_its_allocation_lives(engine):
     del alloc
     gc.collect()
     assert key not in book._known and key not in book._live
+
+
+def test_a_struct_past_the_devices_parameter_size_keeps_buffer_arguments(engine, monkeypatch):
+    src = _packed()
+    assert built_source(engine, src) is not src
+    monkeypatch.setattr(engine, "max_parameter_size", 8 * 2 + 4 * 4)
+    assert built_source(engine, src) is src
+    assert kernel_handle(engine, src).args is None
 
 
 def test_a_miss_reads_every_live_allocation_at_once(engine):
