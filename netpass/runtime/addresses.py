@@ -6,9 +6,10 @@ An address is read once per buffer (a kernel writes its pointer as an integer, e
 a launch) and kept while the :class:`~netpass.runtime.memory.Allocation` that made the buffer
 lives. A look-up that misses reads every live allocation's address not read yet with it, in
 one wait: a new model's first inference waits once, not once per kernel (PoCL: ~40 us a
-wait). What passing addresses gives up: the driver no longer knows which
-buffers a launch uses, so it would free one that a queued launch still reads; launchers keep
-the buffers they replace until their queue has run (``Launcher.retire``).
+wait). What passing addresses gives up: the driver no longer knows which buffers a launch
+uses, so it would free one that a queued launch still reads; launchers keep the buffers they
+replace until their queue has run (``Launcher.retire``), and a request dropped with work
+queued runs it out first.
 
 ``AddressBook.make`` first checks that the device reads and writes through such an address
 (a kernel doubles a buffer through one); on a device where it does not, or where
@@ -26,10 +27,10 @@ import numpy as np
 AT_ONCE = 8  # buffers whose addresses one launch reads
 
 _PROGRAM = ("__kernel void where("
-          + ", ".join(f"__global const uchar* b{i}" for i in range(AT_ONCE))
-          + ", __global ulong* out, int at) {\n"
-          + "".join(f"  out[at + {i}] = (ulong)b{i};\n" for i in range(AT_ONCE)) + "}\n"
-          + """typedef struct { ulong x; ulong y; int n; } Args_doubled;
+            + ", ".join(f"__global const uchar* b{i}" for i in range(AT_ONCE))
+            + ", __global ulong* out, int at) {\n"
+            + "".join(f"  out[at + {i}] = (ulong)b{i};\n" for i in range(AT_ONCE)) + "}\n"
+            + """typedef struct { ulong x; ulong y; int n; } Args_doubled;
 __kernel void doubled(const Args_doubled a) {
   int i = get_global_id(0);
   if (i < a.n) ((__global float*)a.y)[i] = 2.0f * ((__global const float*)a.x)[i];
