@@ -7,13 +7,18 @@
 - :func:`check_export` writes a netpass model as ONNX and runs it in the same engines.
 - :func:`check_ir_round_trip` saves IR v11 and reads it back: same attributes, same outputs.
 - :func:`check_runtime` compiles for ``RUNTIME_DEVICE`` and compares with the reference.
+- :func:`fuzz_tests` makes a hypothesis test of a case function and a slow one of more draws.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import onnx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from onnx import helper, numpy_helper
 
 import netpass
@@ -199,3 +204,16 @@ def check_torch_ir(fn: Any, args: list[np.ndarray], tmp_path: Any, rtol: float =
     converted = ov.convert_model(Module(), example_input=tuple(torch.from_numpy(a) for a in args))
     return check_reads_openvino_ir(converted, {f"x{i}": a for i, a in enumerate(args)},
                                    tmp_path, rtol, atol)
+
+
+def fuzz_tests(case: Callable[[st.DataObject], None], examples: int,
+               more: int) -> tuple[Callable, Callable]:
+    """Two hypothesis tests of ``case`` (drawing from ``st.data()``), derandomized: one of
+    ``examples`` draws, and one marked slow of ``more``."""
+    def draws(n: int) -> Callable:
+        @settings(derandomize=True, max_examples=n, deadline=None)
+        @given(st.data())
+        def test(data: st.DataObject) -> None:
+            case(data)
+        return test
+    return draws(examples), pytest.mark.slow(draws(more))

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import helper, numpy_helper
+from opcheck import fuzz_tests
 
 import netpass
 from netpass.errors import NetpassError, UnsupportedOpError
@@ -513,14 +513,4 @@ def _fuzz_attention(data: Any) -> None:
     check(proto, lambda _b, _s: feeds, sizes=[(b, s)], runtime=False)
 
 
-@settings(derandomize=True, max_examples=40, deadline=None)
-@given(st.data())
-def test_fuzz_attention(data):
-    _fuzz_attention(data)
-
-
-@pytest.mark.slow
-@settings(derandomize=True, max_examples=600, deadline=None)
-@given(st.data())
-def test_fuzz_attention_more(data):
-    _fuzz_attention(data)
+test_fuzz_attention, test_fuzz_attention_more = fuzz_tests(_fuzz_attention, 40, 600)

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import helper, numpy_helper
+from opcheck import fuzz_tests
 
 import netpass
 from netpass.errors import UnsupportedOpError
@@ -384,17 +385,8 @@ def _fuzz_gqa(data: Any, runtime: bool) -> None:
     check(proto, [graph_feeds(feeds)], runtime=runtime)
 
 
-@settings(derandomize=True, max_examples=30, deadline=None)
-@given(st.data())
-def test_fuzz_gqa(data):
-    _fuzz_gqa(data, runtime=False)
-
-
-@pytest.mark.slow
-@settings(derandomize=True, max_examples=500, deadline=None)
-@given(st.data())
-def test_fuzz_gqa_more(data):
-    _fuzz_gqa(data, runtime=False)
+test_fuzz_gqa, test_fuzz_gqa_more = fuzz_tests(
+    lambda data: _fuzz_gqa(data, runtime=False), 30, 500)
 
 
 @pytest.mark.slow

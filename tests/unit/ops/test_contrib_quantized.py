@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import helper, numpy_helper
+from opcheck import fuzz_tests
 
 import netpass
 from netpass.errors import NetpassError, UnsupportedOpError
@@ -269,17 +269,7 @@ def _fuzz_case(data: st.DataObject) -> None:
     run_all(model(op, feeds, inits, order + ["ys", "yz"], **attrs), feeds, runtime=False)
 
 
-@settings(derandomize=True, max_examples=40, deadline=None)
-@given(st.data())
-def test_fuzz_qlinear(data):
-    _fuzz_case(data)
-
-
-@pytest.mark.slow
-@settings(derandomize=True, max_examples=1500, deadline=None)
-@given(st.data())
-def test_fuzz_qlinear_more(data):
-    _fuzz_case(data)
+test_fuzz_qlinear, test_fuzz_qlinear_more = fuzz_tests(_fuzz_case, 40, 1500)
 
 
 def _fuzz_product(data: st.DataObject) -> None:
@@ -337,17 +327,8 @@ def _fuzz_product(data: st.DataObject) -> None:
     run_all(model(op, feeds, inits, order, **attrs), feeds, runtime=False)
 
 
-@settings(derandomize=True, max_examples=30, deadline=None)
-@given(st.data())
-def test_fuzz_integer_products(data):
-    _fuzz_product(data)
-
-
-@pytest.mark.slow
-@settings(derandomize=True, max_examples=1000, deadline=None)
-@given(st.data())
-def test_fuzz_integer_products_more(data):
-    _fuzz_product(data)
+test_fuzz_integer_products, test_fuzz_integer_products_more = fuzz_tests(
+    _fuzz_product, 30, 1000)
 
 
 # -- integer products ----------------------------------------------------------------------
