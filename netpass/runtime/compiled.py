@@ -323,7 +323,7 @@ class RuntimeInferRequest(AsyncInferRequest):
         if network is not None:
             if network.engine.addresses is not None:  # (queued launches read buffers the
                 with contextlib.suppress(Exception):   # driver does not know they use)
-                    network.queue.finish()
+                    network.launcher.finish()
             network.close()
 
     @property

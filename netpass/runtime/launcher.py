@@ -299,11 +299,11 @@ class Launcher:
         Past RETIRED_MAX of them the queue is waited for at once."""
         self.retired.append(buffers)
         if len(self.retired) > RETIRED_MAX:
-            self.queue.finish()
-            self.retired.clear()
+            self.finish()
 
-    def ran(self) -> None:
-        """The queue has run everything enqueued so far: retired buffers may go."""
+    def finish(self) -> None:
+        """Wait until the queue has run everything enqueued so far; retired buffers may go."""
+        self.queue.finish()
         self.retired.clear()
 
     def _set_buffers(self, h: KernelHandle, buffers: list) -> None:

@@ -294,8 +294,7 @@ class Network:
         t0 = time.perf_counter()
         reads = [(a, inst.outputs[k].alloc.buffer, off) for inst, k, a, off in pending]
         staged = enqueue_reads(self.launcher, self.staging, reads)
-        self.queue.finish()
-        self.launcher.ran()
+        self.launcher.finish()
         self.stats["host_wait_s"] += time.perf_counter() - t0
         self.stats["host_waits"] += 1
         for arr, into in staged:

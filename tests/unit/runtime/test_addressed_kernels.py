@@ -144,7 +144,7 @@ def test_replaced_buffers_are_kept_until_the_queue_ran(engine):
     launcher.set_args(h, [a.buffer, a.buffer], [0, 0, 0, 0])
     launcher.set_args(h, [b.buffer, b.buffer], [0, 0, 0, 0])
     assert launcher.retired == [[a.buffer, a.buffer]]
-    launcher.ran()
+    launcher.finish()
     assert launcher.retired == []
     for i in range(RETIRED_MAX + 1):  # past the bound: the queue is waited for, the list let go
         launcher.set_args(h, [(a, b)[i % 2].buffer] * 2, [0, 0, 0, 0])
