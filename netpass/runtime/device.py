@@ -17,8 +17,10 @@ import numpy as np
 
 from ..errors import AllocationError, DeviceError
 from .addresses import AddressBook
+from .kernels.wgmma import MARK
 from .launcher import make_launcher
 from .memory import Allocation
+from .tensor_maps import build_retargeted, has_tma
 
 DEVICE_NAMES = ("AUTO", "GPU", "CPU", "REFERENCE")
 # OpenCL errors that mean "not enough memory": MEM_OBJECT_ALLOCATION_FAILURE,
@@ -233,6 +235,9 @@ class Engine:
         self.cp_async = _has_cp_async(device, self.context)
         # "ptx": tensor-core GEMMs (kernels.mma); tests set "emulated" to run them on PoCL
         self.mma = _has_mma(device, self.context, self.cp_async)
+        # "ptx": Hopper's tensor memory accelerator and wgmma (kernels.tma_gemm, built through
+        # patched PTX); tests set "emulated"
+        self.tma = has_tma(device, self.context, self.mma)
         self.used_device_memory = 0
         self._lock = threading.Lock()  # the program cache and the memory counter
         self._programs: dict[Any, Any] = {}
@@ -316,8 +321,12 @@ class Engine:
                 prg = self._programs.get(key)
                 if prg is None:
                     try:
-                        prg = self.cl.Program(self.context, source).build(
-                            options=["-cl-mad-enable", *options])
+                        if MARK in source and self.tma == "ptx":
+                            prg = build_retargeted(self.cl, self.context, source,
+                                                   ["-cl-mad-enable", *options])
+                        else:
+                            prg = self.cl.Program(self.context, source).build(
+                                options=["-cl-mad-enable", *options])
                     except self.cl.Error as e:
                         raise DeviceError(f"OpenCL build failed on {self.device.name.strip()}: "
                                           f"{e}") from e
