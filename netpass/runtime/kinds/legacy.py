@@ -23,7 +23,7 @@ from ..impls import (
     size,
     work_1d,
 )
-from ..kernels import decode_gemv, mma_plan
+from ..kernels import decode_gemv, mma_plan, tma_gemm
 from ..kernels.common import flit
 from ..kernels.decode_mlp import MLP_WG, decode_mlp, mlp_partials
 from ..kernels.eltwise import gated_activation
@@ -160,12 +160,15 @@ def _attention_proj_impl(p: Params, key: Any, fold: Any) -> Impl:
 
 
 def _tensor_cores_read_as_given(p: Params, m: int, n: int, kdim: int) -> bool:
-    """Whether the tensor-core GEMM reads the weights as given, [N, K]: where N is not a
+    """Whether the tensor-core GEMM reads the weights as given, [N, K]: Hopper's TMA GEMM
+    (``kernels.tma_gemm``) always, the others where N is not a
     multiple of 4 (an LM head's 50257), the rows of the reordered [K, N] copy are not 16-byte
     aligned and its stages fill element by element, while [N, K] rows fill by 16-byte copies
     (H200, [1024, 768] x [768, 50257]: TF32 1.40 -> 0.87 ms, 3xTF32 1.79 -> 1.58 ms). A
     LayerNorm in front then runs as a row kernel ahead of the GEMM instead of folding into
     the reordered weights."""
+    if tma_gemm.plan(p.engine, p.precision, m, n, kdim, 1, [kdim, 1], [1, kdim], None):
+        return True  # (Hopper's TMA GEMM reads K-contiguous weights: [N, K])
     return mma_plan.on_tensor_cores(p.engine, p.precision, m) and n % 4 != 0 and kdim % 4 == 0
 
 

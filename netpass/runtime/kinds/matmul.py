@@ -21,6 +21,7 @@ import numpy as np
 
 from ...errors import RuntimeInvariantError, ShapeInferenceError
 from ...ops.matmul import MatMul
+from .. import tensor_maps
 from ..impls import (
     Impl,
     Launch,
@@ -35,7 +36,7 @@ from ..impls import (
     size,
     work_1d,
 )
-from ..kernels import decode_gemv, expert, mma, mma_parts, mma_plan
+from ..kernels import decode_gemv, expert, mma, mma_parts, mma_plan, tma_gemm
 from ..kernels.common import LS, Stage
 from ..kernels.gemm import (
     GEMM_LARGE,
@@ -176,11 +177,23 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
                 [Scratch(8 * M)], [("b", 0)]
     elif gemv is None and norm is not None and f32 and nb == 1 and sa[-1] == 1 \
             and sa[-2] == Ka:
-        tc_plan = mma_plan.plan(p.engine, p.precision, M, N, Ka, nb, sa, sb, sab, sbb, None)
-        if tc_plan is not None:  # normalized rows into a scratch copy the GEMM reads
+        tma = tma_gemm.plan(p.engine, p.precision, M, N, Ka, nb, sa, sb, None) \
+            if not b_frag else None
+        tc_plan = mma_plan.plan(p.engine, p.precision, M, N, Ka, nb, sa, sb, sab, sbb, None) \
+            if tma is None else None
+        if tc_plan is not None or tma is not None:  # normalized rows into a scratch copy
             pre, buffers, a_ref = [_normalize_rows(p, norm, norm_first, b_idx[0], M, Ka)], \
                 [Scratch(4 * M * Ka)], [("b", 0), 0]
             norm = None
+    if gemv is None and tc_plan is None and f32 and not b_frag and folded is None:
+        tma = tma_gemm.plan(p.engine, p.precision, M, N, Ka, nb, sa, sb, norm)
+        if tma is not None:  # Hopper's tensor memory accelerator and wgmma (TF32)
+            spec = a_ref + [("i", b_idx[1]), ("o", 0),
+                            M, N, Ka, dims[1], sab[0], sab[1], sa[-2], sa[-1], sbb[0], sbb[1],
+                            sb[-2], sb[-1]]
+            return pre + [_tma_launch(p, tma, spec, (M, N), extra_refs, out_shape,
+                                      (stages, n_extra, edt, edims, est), len(buffers))], \
+                buffers + [tma_templates(p.engine, tma), Scratch(tma_gemm.map_slots(tma, M, N))]
     if gemv is None and tc_plan is None and f32:
         tc_plan = mma_plan.plan(p.engine, p.precision, M, N, Ka, nb, sa, sb, sab, sbb, norm,
                                 bool(b_frag))
@@ -245,6 +258,31 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
     spec += [M, N, Ka, dims[1], sab[0], sab[1], sa[-2], sa[-1], sbb[0], sbb[1], sb[-2], sb[-1]]
     spec += epilogue_args(n_extra, edims, est, extra_refs) + ahead
     return pre + [Launch(src, gws, (lx, ly, 1), spec)], buffers
+
+
+def _tma_launch(p: Params, cfg: tma_gemm.TmaConfig, head: list, mn: tuple, extra_refs,
+                out_shape, ep: tuple, slot: int) -> Launch:
+    """The launch of ``kernels.tma_gemm`` (arguments ``head``, then the epilogue ``ep``'s,
+    then impl buffers ``slot`` and ``slot + 1``: the template maps and the work-groups' map
+    slots)."""
+    M, N = mn
+    stages, n_extra, edt, edims, est = ep
+    bmn = gemm_strides(p, out_shape, 1, M, N) if n_extra else None
+    if bmn is not None:
+        edims, est = [1, M, N], bmn
+    ptx = getattr(p.engine, "tma", "") == "ptx"
+    src = p.cached(("gemm_tma", cfg, len(edims), bmn is not None, ptx),
+                   lambda: tma_gemm.gemm_tma(cfg, stages, n_extra, edt, len(edims),
+                                             bmn is not None, ptx))
+    gws, lws = tma_gemm.work_sizes(cfg, M, N, ptx)
+    spec = head + epilogue_args(n_extra, edims, est, extra_refs) + [("b", slot),
+                                                                    ("b", slot + 1)]
+    return Launch(src, gws, lws, spec)
+
+
+def tma_templates(engine, cfg: tma_gemm.TmaConfig) -> np.ndarray:
+    """The two template tensor maps of ``cfg``'s boxes (``runtime.tensor_maps``)."""
+    return tensor_maps.templates(engine.tma, cfg.bm, cfg.bn)
 
 
 def norm_out_plan(p: Params, M: int, N: int, K_: int) -> tuple | None:

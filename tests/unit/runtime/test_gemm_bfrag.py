@@ -10,10 +10,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from graph_blocks import randn_f32
+from graph_blocks import check_tf32_fc_gelu_residual, randn_f32
 
-from netpass import Model, opset
-from netpass.runtime import compile_program
 from netpass.runtime.device import Engine, select_device
 from netpass.runtime.kernels import mma, mma_bfrag, mma_plan
 from netpass.testing import RUNTIME_DEVICE
@@ -156,19 +154,7 @@ def test_fully_connected_reads_its_weights_in_fragment_order(emulated_bfrag, rng
     """A TF32 FullyConnected with bias, GELU and a residual add over growing row counts: 70
     and 99 rows take the large tiles on the bfrag loop (the weights stored once in fragment
     order), 17 rows the small ones on [K, N] weights; both layouts kept side by side."""
-    x = opset.parameter([-1, 72], np.float32, name="x")
-    r = opset.parameter([-1, 36], np.float32, name="r")
-    w, bias = randn_f32(rng, 36, 72), randn_f32(rng, 36)
-    y = opset.add(opset.gelu(opset.fully_connected(x, w, bias), "tanh"), r)
-    model = Model([opset.result(y, name="y")], [x, r])
-    req = compile_program(model, RUNTIME_DEVICE,
-                          {"INFERENCE_PRECISION_HINT": "tf32"}).create_infer_request()
-    for rows in (70, 17, 99):
-        xv, rv = randn_f32(rng, rows, 72), randn_f32(rng, rows, 36)
-        z = xv.astype(np.float64) @ w.T.astype(np.float64) + bias
-        want = 0.5 * z * (1 + np.tanh(np.sqrt(2 / np.pi) * (z + 0.044715 * z ** 3))) + rv
-        got = req.infer({"x": xv, "r": rv})["y"]
-        assert _rel_l2(got, want) <= TOL[1] * 2, rows
+    req = check_tf32_fc_gelu_residual(RUNTIME_DEVICE, rng, TOL[1] * 2)
     sources = [key[2] for key in req.network.kernel_objects if "gemm_mma(" in key[2]]
     assert any("bq_" in s for s in sources) and any("bq_" not in s for s in sources)
     assert req.network.stats["weight_reorders"] == 2

@@ -1,0 +1,293 @@
+"""A TF32 GEMM on Hopper's tensor memory accelerator and ``wgmma`` (:mod:`.wgmma`).
+
+C[M, N] = A[M, K] B[K, N] with both operands K-contiguous (A's rows; B as a FullyConnected's
+weights [N, K] as given), through the epilogue the graph fused. One work-group a BM x BN tile
+(tiles rastered in groups of GROUP_M tile rows, for L2 reuse): BM / 64 consumer warpgroups,
+each owning 64 rows and issuing one ``wgmma`` m64nBNk8 a K step of 8, and a producer warp
+that brings each stage (an 8-wide K slice of A's BM rows and of B's BN rows, 32-byte swizzled)
+with two ``cp.async.bulk.tensor`` copies, completed on the stage's ``full`` mbarrier; the
+consumers release a stage on its ``empty`` mbarrier. Out-of-range rows and K columns arrive as
+zeros (the tensor maps' bounds), so any M, N, K run. An operand that does not start on a
+16-byte boundary (a view's offset) takes the emulated schedule below instead.
+
+The tensor maps: the engine encodes two templates once (``runtime.tensor_maps``: boxes, swizzle,
+element type); each work-group's producer copies them to local memory, sets their addresses,
+extents and row strides with ``tensormap.replace`` and publishes them to its slot of a scratch
+buffer (``tensormap.cp_fenceproxy``), from where its copies read them.
+
+``ptx`` False is the same schedule emulated for tests on any OpenCL device: no producer warp,
+the stage copied (and swizzled) by all items, each product summed from local memory."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .common import Source, Stage, header, memoized
+from .gemm import gemm_args
+from .mma import store_macro
+from .wgmma import PTX, SWIZZLE32, mma_call
+
+GROUP_M = 8
+TF32T = "#define TF32T(x) as_float(as_uint(x) & 0xffffe000u)\n"
+EP_LD = 68  # row stride (floats) of a warp's 16 x 64 epilogue slice: rows g and g + 8 apart
+MAP_SLOT = 256  # bytes of a work-group's two tensor maps in the scratch buffer
+# epilogue stores unrolled: a work-group a compute unit has few warps to hide the side
+# inputs' loads behind
+EP_UNROLL = 4
+
+
+@dataclass(frozen=True)
+class TmaConfig:
+    """A tile: ``bm`` rows (64 a consumer warpgroup), ``bn`` columns (a multiple of 64, at
+    most 256: one wgmma), ``stages`` K slices of 8 in flight."""
+
+    bm: int
+    bn: int
+    stages: int
+
+    @property
+    def warpgroups(self) -> int:
+        return self.bm // 64
+
+    def threads(self, ptx: bool) -> int:
+        return 128 * self.warpgroups + (32 if ptx else 0)
+
+    @property
+    def a_bytes(self) -> int:
+        return self.bm * 32
+
+    @property
+    def stage_bytes(self) -> int:
+        return (self.bm + self.bn) * 32
+
+    @property
+    def smem_bytes(self) -> int:
+        """The stages, or each warp's epilogue slice where that is more."""
+        return max(self.stages * self.stage_bytes, 4 * 16 * EP_LD * 4 * self.warpgroups)
+
+    def local_bytes(self) -> int:
+        return self.smem_bytes + 16 * self.stages + 256
+
+    def check(self) -> None:
+        if self.bm % 64 or not 64 <= self.bm <= 256 or self.bn % 64 or not 64 <= self.bn <= 256:
+            raise ValueError(f"tile {self.bm}x{self.bn}: rows in 64s up to 256, columns in 64s "
+                             "up to 256")
+        if self.stages < 1 or self.local_bytes() > 48 << 10:
+            raise ValueError(f"tile {self.bm}x{self.bn} x {self.stages}: not in 48 KB of "
+                             "local memory")
+
+
+# tiles and the rate each keeps up on a long K (H200, benchmarks/bench_wgmma_gemm.py, 4096^3,
+# TFLOP/s); a GEMM takes the tile whose rounds of work-groups over the compute units cost least
+# (the same run's GPT-2 and 4096-row projections: the predicted order held on all seven shapes)
+CONFIGS = ((TmaConfig(128, 256, 3), 192.0), (TmaConfig(128, 192, 4), 169.0),
+           (TmaConfig(128, 128, 5), 147.0), (TmaConfig(64, 128, 7), 100.0))
+MIN_M = 64
+
+
+def choose(M: int, N: int, cus: int) -> TmaConfig:
+    def cost(entry: tuple[TmaConfig, float]) -> float:
+        cfg, rate = entry
+        rounds = -(-(-(-M // cfg.bm) * -(-N // cfg.bn)) // cus)
+        return rounds * cfg.bm * cfg.bn / rate
+    return min(CONFIGS, key=cost)[0]
+
+
+def plan(engine, precision: str | None, M: int, N: int, K_: int, nb: int, sa: list, sb: list,
+         norm: tuple | None) -> TmaConfig | None:
+    """The tile of this float32 GEMM (A [M, K] with strides ``sa``, B [K, N] with ``sb``) on
+    this kernel, or None where it does not run it: the engine's ``tma`` ("ptx" on Hopper,
+    "emulated" in tests), precision "tf32", one batch, no normalized rows, K contiguous in A
+    and B with row strides of whole 16 bytes (the tensor maps' rule), M >= MIN_M."""
+    if not getattr(engine, "tma", "") or precision != "tf32" or nb != 1 or norm is not None:
+        return None
+    if M < MIN_M or not N or not K_ or sa[-1] != 1 or sb[-2] != 1 or sa[-2] % 4 \
+            or sb[-1] % 4 or sa[-2] < K_ or sb[-1] < K_:
+        return None
+    return choose(M, N, int(engine.device.max_compute_units))
+
+
+def work_sizes(cfg: TmaConfig, M: int, N: int, ptx: bool) -> tuple[tuple, tuple]:
+    n = cfg.threads(ptx)
+    return (-(-M // cfg.bm) * -(-N // cfg.bn) * n, 1, 1), (n, 1, 1)
+
+
+def map_slots(cfg: TmaConfig, M: int, N: int) -> int:
+    """Bytes of the scratch buffer holding the work-groups' tensor maps."""
+    return -(-M // cfg.bm) * -(-N // cfg.bn) * MAP_SLOT
+
+
+def _raster(cfg: TmaConfig) -> str:
+    bm, bn = cfg.bm, cfg.bn
+    return f"""const int tiles_n = (N + {bn - 1}) / {bn}, tiles_m = (M + {bm - 1}) / {bm};
+  const int pid = get_group_id(0), per_group = {GROUP_M} * tiles_n;
+  const int first_m = (pid / per_group) * {GROUP_M}, gm = min(tiles_m - first_m, {GROUP_M});
+  const int m0 = (first_m + (pid % per_group) % gm) * {bm};
+  const int n0 = ((pid % per_group) / gm) * {bn};"""
+
+
+def _producer(cfg: TmaConfig) -> str:
+    """The producer warp: the maps made and published, then every stage's two copies."""
+    s, stage, a_bytes = cfg.stages, cfg.stage_bytes, cfg.a_bytes
+    return f"""if (wg == {cfg.warpgroups}) {{
+    const int lane = t & 31;
+    if (lane < 16) tms[lane] = ((__global const float4*)TM)[lane];
+    WARP_SYNC();
+    if (lane == 0) {{
+      TM_ADDRESS(tmb, (ulong)A); TM_DIM(tmb, 0, K); TM_DIM(tmb, 1, M);
+      TM_STRIDE(tmb, (ulong)sam * 4);
+      TM_ADDRESS(tmb + 128, (ulong)B); TM_DIM(tmb + 128, 0, K);
+      TM_DIM(tmb + 128, 1, N); TM_STRIDE(tmb + 128, (ulong)sbn * 4);
+    }}
+    WARP_SYNC();
+    __global uchar* slot = TS + (size_t)pid * {MAP_SLOT};
+    TM_PUBLISH((ulong)slot, tmb);
+    TM_PUBLISH((ulong)(slot + 128), tmb + 128);
+    if (lane == 0) {{
+      TM_ACQUIRE((ulong)slot); TM_ACQUIRE((ulong)(slot + 128));
+      for (int kt = 0; kt < KT; ++kt) {{
+        const int s = kt % {s};
+        if (kt >= {s}) mb_wait(bars + 8 * ({s} + s), ((kt / {s}) + 1) & 1);
+        MB_EXPECT(bars + 8 * s, {stage});
+        TMA2D(sbase + s * {stage}, (ulong)slot, kt * 8, m0, bars + 8 * s);
+        TMA2D(sbase + s * {stage} + {a_bytes}, (ulong)(slot + 128), kt * 8, n0, bars + 8 * s);
+      }}
+    }}
+    return;
+  }}"""
+
+
+def _emulated_fill(cfg: TmaConfig, threads: int) -> str:
+    """All ``threads`` items copy K slice ``kt`` of A's and B's tile rows into stage 0,
+    swizzled as the copies would, zeros outside the tensors."""
+    return f"""barrier(CLK_LOCAL_MEM_FENCE);
+    for (int e = t; e < {(cfg.bm + cfg.bn) * 8}; e += {threads}) {{
+      const int row = e >> 3, k = e & 7, kk = kt * 8 + k;
+      const bool in_a = row < {cfg.bm};
+      const int r = in_a ? row : row - {cfg.bm}, gr = (in_a ? m0 : n0) + r;
+      const bool ok = kk < K && gr < (in_a ? M : N);
+      const float v = ok ? (in_a ? A[(size_t)gr * sam + kk] : B[(size_t)gr * sbn + kk]) : 0.0f;
+      *(__local float*)((__local uchar*)smem + (in_a ? 0 : {cfg.a_bytes}) + {SWIZZLE32}) = v;
+    }}
+    barrier(CLK_LOCAL_MEM_FENCE);"""
+
+
+def _emulated_mma(cfg: TmaConfig) -> str:
+    """Each item's accumulators (the m64nN fragment layout) summed from local memory, the
+    operands read as TF32 (low 13 bits dropped)."""
+    lines = [f"for (int k = 0; k < 8 && wg < {cfg.warpgroups}; ++k) {{",
+             "      const int r = wg * 64 + w4 * 16 + g;",
+             "      __local const uchar* sm = (__local const uchar*)smem;",
+             f"      const float a0 = TF32T(*(__local const float*)(sm + {SWIZZLE32}));",
+             "      const float a1 = TF32T(*(__local const float*)(sm + "
+             f"{SWIZZLE32.replace('(r)', '(r + 8)')}));"]
+    for j in range(cfg.bn // 8):
+        for q in range(2):
+            col = f"({8 * j + q} + 2 * tq)"
+            lines.append(f"      {{ const float bv = TF32T(*(__local const float*)(sm + "
+                         f"{cfg.a_bytes} + {SWIZZLE32.replace('(r)', col)})); "
+                         f"c{4 * j + q} = fma(a0, bv, c{4 * j + q}); "
+                         f"c{4 * j + q + 2} = fma(a1, bv, c{4 * j + q + 2}); }}")
+    lines.append("    }")
+    return "\n".join(lines)
+
+
+def _epilogue(cfg: TmaConfig, ptx: bool) -> str:
+    """Each warp's 16 rows through local memory in slices of 64 columns, then stored row by
+    row through the epilogue (one copy of its code, coalesced stores)."""
+    sync = "WARP_SYNC();" if ptx else "barrier(CLK_LOCAL_MEM_FENCE);"
+    wait_all = f"NAMED_BARRIER(1, {128 * cfg.warpgroups});" if ptx \
+        else "barrier(CLK_LOCAL_MEM_FENCE);"
+    lines = [f"  {wait_all}  /* every stage read: the stages are free */",
+             f"  __local float* ep = (__local float*)smem + (wg * 4 + w4) * {16 * EP_LD};"]
+    for chunk in range(cfg.bn // 64):
+        for jj in range(8):
+            j = chunk * 8 + jj
+            for q, (r, c) in enumerate((("g", 0), ("g", 1), ("g + 8", 0), ("g + 8", 1))):
+                lines.append(f"  ep[({r}) * {EP_LD} + {jj * 8 + c} + 2 * tq] = c{4 * j + q};")
+        lines.append(f"  {sync}")
+        lines.append(f"  #pragma unroll {EP_UNROLL}")
+        lines.append("  for (int e = lane; e < 1024; e += 32) {")
+        lines.append("    const int r = e >> 6, c = e & 63;")
+        lines.append(f"    STORE(m0 + wg * 64 + w4 * 16 + r, n0 + {chunk * 64} + c, "
+                     f"ep[r * {EP_LD} + c])")
+        lines.append("  }")
+        lines.append(f"  {sync}")
+    return "\n".join(lines)
+
+
+@memoized
+def gemm_tma(cfg: TmaConfig, epilogue: list[Stage], n_extra: int, extra_dtypes: list,
+             erank: int, bmn: bool, ptx: bool) -> Source:
+    """The kernel (module docstring): :func:`gemm_args`'s arguments (one batch: its batch
+    strides unread), then ``TM`` (the two template maps, 256 bytes) and ``TS`` (the map slots,
+    :func:`map_slots`)."""
+    cfg.check()
+    args = gemm_args("float", n_extra, extra_dtypes, erank) + \
+        ["__global const uchar* TM", "__global uchar* TS"]
+    threads = cfg.threads(ptx)
+    regs = cfg.bn // 2
+    acc = "\n  ".join(f"float {', '.join(f'c{i} = 0.0f' for i in range(j, min(j + 8, regs)))};"
+                      for j in range(0, regs, 8))
+    # the copies' schedule emulated: every item fills stage 0, the consumers sum from it
+    plain = f"""A += ash; B += bsh;
+  for (int kt = 0; kt < KT; ++kt) {{
+    {_emulated_fill(cfg, threads)}
+    {_emulated_mma(cfg)}
+  }}"""
+    if ptx:
+        # (an operand starting off a 16-byte boundary takes the plain schedule: boxes starting
+        # off one faulted on the H200)
+        body = f"""if (ash | bsh) {{
+    {plain}
+    if (wg == {cfg.warpgroups}) return;
+  }} else {{
+  const uint bars = (uint)(size_t)mbar, tmb = (uint)(size_t)tms;
+  if (t == 0) {{
+    for (int s = 0; s < {cfg.stages}; ++s) {{
+      MB_INIT(bars + 8 * s, 1); MB_INIT(bars + 8 * ({cfg.stages} + s), {cfg.warpgroups});
+    }}
+    MB_INIT_FENCE();
+  }}
+  barrier(CLK_LOCAL_MEM_FENCE);
+  {_producer(cfg)}
+  for (int kt = 0; kt < KT; ++kt) {{
+    const int s = kt % {cfg.stages};
+    mb_wait(bars + 8 * s, (kt / {cfg.stages}) & 1);
+    const uint sa = sbase + s * {cfg.stage_bytes} + wg * 2048;
+    const uint sb = sbase + s * {cfg.stage_bytes} + {cfg.a_bytes};
+    WG_FENCE();
+    {mma_call(cfg.bn, "c", "WG_DESC(sa)", "WG_DESC(sb)")}
+    WG_COMMIT();
+    WG_WAIT0();
+    if ((t & 127) == 0) MB_ARRIVE(bars + 8 * ({cfg.stages} + s));
+  }}
+  }}"""
+        macros = PTX + TF32T
+        locals_ = (f"__local ulong mbar[{2 * cfg.stages}];\n"
+                   "  __local float4 tms[16] __attribute__((aligned(128)));")
+    else:
+        locals_ = ""
+        body = plain
+        macros = TF32T
+    body = acc + "\n  " + body
+    text = header([np.float32] + list(extra_dtypes)) + macros + \
+        store_macro("STORE", epilogue, n_extra, erank, bmn) + f"""
+__kernel __attribute__((reqd_work_group_size({threads}, 1, 1)))
+void gemm_tma({', '.join(args)})
+{{
+  __local float4 smem[{cfg.smem_bytes // 16}] __attribute__((aligned(1024)));
+  {locals_}
+  const int t = get_local_id(0), wg = t >> 7, w4 = (t >> 5) & 3, lane = t & 31;
+  const int g = lane >> 2, tq = lane & 3, b = 0;
+  {_raster(cfg)}
+  const int ash = aoff & 3, bsh = boff & 3;  /* (starts off 16 bytes: the plain schedule) */
+  A += aoff - ash; B += boff - bsh;
+  const uint sbase = (uint)(size_t)smem;
+  const int KT = (K + 7) / 8;
+  {body}
+{_epilogue(cfg, ptx)}
+}}
+"""
+    return Source(text, "gemm_tma")

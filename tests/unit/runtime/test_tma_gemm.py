@@ -1,0 +1,156 @@
+"""The TF32 GEMM on Hopper's tensor memory accelerator and wgmma (netpass.runtime.kernels.
+tma_gemm) with its schedule emulated on PoCL: tails in M, N and K, operands starting off
+16-byte boundaries, each tile, the epilogue; its plan; and a TF32 FullyConnected and MatMul
+routed to it. Relative L2 against float64 <= 2e-3 (TF32 operands: 10-bit mantissas), as the
+other tensor-core kernels' tests. On the H200 (``NETPASS_TEST_DEVICE=GPU``) the same tests run
+the real instructions where the engine has them."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from graph_blocks import check_tf32_fc_gelu_residual, randn_f32
+
+from netpass import Model, opset
+from netpass.runtime import compile_program
+from netpass.runtime.device import Engine, select_device
+from netpass.runtime.kernels import tma_gemm
+from netpass.runtime.kernels.tma_gemm import TmaConfig
+from netpass.runtime.kernels.wgmma import retarget
+from netpass.runtime.tensor_maps import templates
+from netpass.testing import RUNTIME_DEVICE
+
+TOL = 2e-3
+
+
+def _rel_l2(got, want) -> float:
+    return float(np.linalg.norm(got - want) / np.linalg.norm(want))
+
+
+def _engine():
+    """The test device's engine: its own instructions where it has them, else emulated."""
+    eng = Engine.get(select_device(RUNTIME_DEVICE))
+    return eng, eng.tma == "ptx"
+
+
+def _run(cfg, m, n, k, rng, aoff=0, boff=0):
+    """C = A @ W^T (W [N, K] as a FullyConnected's weights) through the kernel; (C, float64).
+    Rows are stored in whole 16 bytes (the tensor maps' rule), the columns past K random."""
+    eng, ptx = _engine()
+    cl = eng.cl
+    ld = -(-k // 4) * 4
+    ap, wp = randn_f32(rng, m, ld), randn_f32(rng, n, ld)
+    a, w = ap[:, :k], wp[:, :k]
+    src = tma_gemm.gemm_tma(cfg, [], 0, [], 0, False, ptx)
+    mf = cl.mem_flags
+
+    def buf(x, off):
+        return cl.Buffer(eng.context, mf.COPY_HOST_PTR,
+                         hostbuf=np.concatenate([np.zeros(off, np.float32), x.ravel()]))
+
+    cbuf = cl.Buffer(eng.context, mf.READ_WRITE, m * n * 4)
+    tm = cl.Buffer(eng.context, mf.COPY_HOST_PTR,
+                   hostbuf=np.array(templates(eng.tma or "emulated", cfg.bm, cfg.bn)))
+    ts = cl.Buffer(eng.context, mf.READ_WRITE, tma_gemm.map_slots(cfg, m, n))
+    kern = cl.Kernel(eng.build(src.text), src.name)
+    ints = [aoff, boff, 0, m, n, k, 1, 0, 0, ld, 1, 0, 0, 1, ld]
+    abuf, wbuf = buf(ap, aoff), buf(wp, boff)  # (held until the kernel ran)
+    kern.set_args(abuf, wbuf, cbuf, tm, ts, np.array(ints, np.int32))
+    cl.enqueue_nd_range_kernel(eng.queue, kern, *tma_gemm.work_sizes(cfg, m, n, ptx))
+    c = np.full((m, n), np.nan, np.float32)
+    cl.enqueue_copy(eng.queue, c, cbuf)
+    eng.queue.finish()
+    return c, a.astype(np.float64) @ w.T.astype(np.float64)
+
+
+@pytest.mark.parametrize("cfg,shape,aoff,boff", [
+    (TmaConfig(64, 64, 2), (70, 70, 37), 0, 0),      # tails in every dimension
+    # starts off 16-byte boundaries: the plain schedule
+    (TmaConfig(64, 64, 3), (70, 70, 37), 1, 3),
+    (TmaConfig(64, 128, 3), (64, 128, 40), 1, 3),
+    (TmaConfig(128, 64, 2), (130, 65, 19), 2, 0),    # two warpgroups, a one-row tail tile
+    (TmaConfig(64, 192, 2), (65, 200, 8), 0, 1),     # one K step
+])
+def test_tma_gemm_matches_numpy(cfg, shape, aoff, boff, rng):
+    got, want = _run(cfg, *shape, rng, aoff, boff)
+    assert not np.isnan(got).any()
+    assert _rel_l2(got, want) <= TOL
+
+
+def test_tiles_checked_and_chosen():
+    """Tiles of whole warpgroups and 64-column blocks up to 256 in 48 KB of local memory; the
+    tile whose rounds over the compute units cost least at its measured rate."""
+    with pytest.raises(ValueError, match="rows in 64s"):
+        TmaConfig(96, 128, 3).check()
+    with pytest.raises(ValueError, match="48 KB"):
+        TmaConfig(128, 256, 4).check()
+    for cfg, _ in tma_gemm.CONFIGS:
+        cfg.check()
+        assert cfg.local_bytes() <= 48 << 10
+    assert tma_gemm.choose(4096, 4096, 132) == TmaConfig(128, 256, 3)
+    assert tma_gemm.choose(4096, 3072, 132) == TmaConfig(128, 256, 3)
+    assert tma_gemm.choose(4096, 2304, 132) == TmaConfig(128, 192, 4)
+    assert tma_gemm.choose(1024, 3072, 132) == TmaConfig(128, 192, 4)
+    assert tma_gemm.choose(1024, 768, 132) == TmaConfig(64, 128, 7)
+
+
+def test_plan_takes_tf32_k_contiguous_operands_only():
+    """TF32, one batch, no normalized rows, K contiguous in both operands with row strides of
+    whole 16 bytes, M from MIN_M, on an engine with the instructions."""
+    eng = SimpleNamespace(tma="ptx", device=SimpleNamespace(max_compute_units=132))
+    ok = (1024, 768, 768, 1, [768, 1], [1, 768], None)
+    assert tma_gemm.plan(eng, "tf32", *ok) is not None
+    assert tma_gemm.plan(eng, "f32", *ok) is None
+    assert tma_gemm.plan(SimpleNamespace(tma=""), "tf32", *ok) is None
+    assert tma_gemm.plan(eng, "tf32", 1024, 768, 768, 2, [768, 1], [1, 768], None) is None
+    assert tma_gemm.plan(eng, "tf32", 1024, 768, 768, 1, [768, 1], [768, 1], None) is None
+    assert tma_gemm.plan(eng, "tf32", 1024, 768, 770, 1, [770, 1], [1, 770], None) is None
+    assert tma_gemm.plan(eng, "tf32", 32, 768, 768, 1, [768, 1], [1, 768], None) is None
+    assert tma_gemm.plan(eng, "tf32", 1024, 768, 768, 1, [768, 1], [1, 768],
+                         (1e-5, True, True, True, True, False)) is None
+
+
+def test_retarget_uncomments_and_raises_the_target():
+    ptx = ".version 7.5\n.target sm_90, texmode_independent\n.address_size 64\n" \
+          "\t//@@ wgmma.fence.sync.aligned;\n"
+    out = retarget(ptx)
+    assert ".version 8.3" in out and ".target sm_90a, texmode_independent" in out
+    assert "//@@" not in out and "\t wgmma.fence.sync.aligned;" in out
+    assert ".version 9.0" in retarget(ptx.replace("7.5", "9.0"))
+
+
+@pytest.fixture
+def tma_engine(monkeypatch):
+    """The test device's engine with the kernel (emulated where the device lacks it) and
+    small tiles."""
+    eng, ptx = _engine()
+    if not ptx:
+        monkeypatch.setattr(eng, "tma", "emulated")
+    monkeypatch.setattr(tma_gemm, "CONFIGS", ((TmaConfig(64, 64, 2), 1.0),))
+    monkeypatch.setattr(tma_gemm, "MIN_M", 16)
+    return eng
+
+
+def test_fully_connected_runs_on_it_with_its_epilogue(tma_engine, rng):
+    """A TF32 FullyConnected with bias, GELU and a residual add over growing row counts reads
+    its weights as given, [N, K], through the kernel."""
+    req = check_tf32_fc_gelu_residual(RUNTIME_DEVICE, rng, TOL * 2)
+    sources = [key[2] for key in req.network.kernel_objects if "gemm_tma(" in key[2]]
+    assert sources
+
+
+def test_matmul_of_a_transposed_view_runs_on_it(tma_engine, rng):
+    """A MatMul whose second operand is a transposed [N, K] input (K contiguous) runs on it
+    with TF32; float32 precision keeps the other kernels."""
+    a = opset.parameter([-1, 40], np.float32, name="a")
+    b = opset.parameter([48, 40], np.float32, name="b")
+    y = opset.matmul(a, b, False, True)
+    model = Model([opset.result(y, name="y")], [a, b])
+    for hint, used in (("tf32", True), ("f32", False)):
+        req = compile_program(model, RUNTIME_DEVICE,
+                              {"INFERENCE_PRECISION_HINT": hint}).create_infer_request()
+        av, bv = randn_f32(rng, 33, 40), randn_f32(rng, 48, 40)
+        got = req.infer({"a": av, "b": bv})["y"]
+        assert _rel_l2(got, av.astype(np.float64) @ bv.T.astype(np.float64)) <= TOL
+        assert any("gemm_tma(" in key[2] for key in req.network.kernel_objects) == used
