@@ -128,10 +128,17 @@ class Gemm:
     def flops(self, t: float) -> float:
         return 2.0 * self.m * self.n * self.k / t / 1e12
 
-    def runtime(self, precision: str, reps: int) -> tuple[float, str]:
+    def runtime(self, precision: str, reps: int, weights_nk: bool = False) -> tuple[float, str]:
         """The runtime's own kernels for this MatMul (kinds.matmul.matmul_impl): the time of its
-        launches and their name."""
-        p = Params(row=row_of(MatMul), attrs={}, in_shapes=[(self.m, self.k), (self.k, self.n)],
+        launches and their name; ``weights_nk``: B given as [N, K] (a FullyConnected's
+        weights, ``transpose_b``)."""
+        b_shape = (self.n, self.k) if weights_nk else (self.k, self.n)
+        if weights_nk and self.bt is None:
+            self.bt = self.eng.cl.Buffer(self.eng.context, self.eng.cl.mem_flags.COPY_HOST_PTR,
+                                         hostbuf=np.ascontiguousarray(self.b.T))
+        b_buf = self.bt if weights_nk else self.bb
+        p = Params(row=row_of(MatMul), attrs={"transpose_b": weights_nk},
+                   in_shapes=[(self.m, self.k), b_shape],
                      in_dtypes=[F32, F32], out_shapes=[(self.m, self.n)], out_dtypes=[F32], values={},
                      fused=None, extra_shapes=[], extra_dtypes=[], node=None, engine=self.eng, memo={},
                      in_strides=None, precision=precision)
@@ -144,7 +151,7 @@ class Gemm:
                    for b in impl.buffers]  # (a split-K GEMM's counters start at 0)
         kernels = []
         for ln in impl.launches:
-            bufs, ints = ln.args([t(alloc=t(buffer=self.ab), offset=0), t(alloc=t(buffer=self.bb), offset=0)],
+            bufs, ints = ln.args([t(alloc=t(buffer=self.ab), offset=0), t(alloc=t(buffer=b_buf), offset=0)],
                                  [t(alloc=t(buffer=self.cb), offset=0)], [], [t(buffer=b) for b in scratch])
             kern = cl.Kernel(self.eng.build(ln.source.text), ln.source.name)
             kern.set_args(*bufs, np.array(ints, np.int32))
@@ -229,6 +236,8 @@ def section_gemm(eng, torch, args) -> None:
     for precision, peer in (("f32", fp32), ("tf32", tf32)):
         t, name = prob.runtime(precision, args.reps)
         row(f"runtime {precision}: {name}", t, prob.err(), peer)
+        t, name = prob.runtime(precision, args.reps, weights_nk=True)
+        row(f"runtime {precision}, B [N, K]: {name}", t, prob.err(), peer)
     c128, c64 = mma.MmaConfig(128, 128, 64, 64, 16, 3), mma.MmaConfig(64, 64, 32, 32, 16, 4)
     variants = [  # (config, split, align, B read along n, 3xTF32 head rounding)
         (c128, 1, "rings", True, "rn"),
