@@ -3,7 +3,8 @@
 One process: cuBLAS TF32 through torch (CUDA events), then each tile of ``--tiles`` on each
 shape: the kernel built by the engine (patched PTX), checked against float64 products of the
 TF32-truncated operands on 64 sampled rows, timed with OpenCL profiling events (median of
-``--reps`` after two). B is a FullyConnected's weights [N, K]. Prints ptxas's register and
+``--reps`` after two). B is a FullyConnected's weights [N, K]. ``--cold``: the L2 flushed
+(a 512 MB fill) before each launch, so that the operands come from HBM as inside a model. Prints ptxas's register and
 spill counts where ``ptxas`` is on the PATH.
 
 ``python benchmarks/bench_wgmma_gemm.py [--tiles 128x256x3,...] [--json OUT]``"""
@@ -49,9 +50,10 @@ def ptxas_info(eng: Engine, src: str) -> str:
                     if "registers" in ln or "spill" in ln or "rror" in ln)
 
 
-def cublas(shapes: list, reps: int) -> dict:
+def cublas(shapes: list, reps: int, cold: bool) -> dict:
     import torch
     torch.backends.cuda.matmul.allow_tf32 = True
+    flush = torch.empty(128 << 20, device="cuda") if cold else None
     out = {}
     for m, k, n in shapes:
         a, w = torch.randn(m, k, device="cuda"), torch.randn(n, k, device="cuda")
@@ -59,6 +61,8 @@ def cublas(shapes: list, reps: int) -> dict:
             a @ w.T
         times = []
         for _ in range(reps):
+            if flush is not None:
+                flush.zero_()
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             s.record()
             a @ w.T
@@ -72,17 +76,18 @@ def cublas(shapes: list, reps: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tiles", default=TILES)
-    ap.add_argument("--shapes", type=int, default=len(SHAPES), help="the first N shapes")
+    ap.add_argument("--shapes", default="", help="indices into SHAPES (all by default)")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--json", default="")
+    ap.add_argument("--cold", action="store_true")
     args = ap.parse_args()
     eng = Engine.get(select_device("GPU"), profiling=True)
     if eng.tma != "ptx":
         raise SystemExit(f"no TMA / wgmma on {eng.describe()}")
-    shapes = SHAPES[:args.shapes]
+    shapes = [SHAPES[int(i)] for i in args.shapes.split(",")] if args.shapes else SHAPES
     result: dict = {"device": eng.describe(), "runs": {}}
     try:
-        result["cublas_tf32_ms"] = cublas(shapes, args.reps)
+        result["cublas_tf32_ms"] = cublas(shapes, args.reps, args.cold)
         print("cuBLAS TF32 ms:", {k: round(v, 4) for k, v in result["cublas_tf32_ms"].items()},
               flush=True)
     except Exception as exc:  # (measured without the peer too)
@@ -90,6 +95,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     mf, ctx, queue = cl.mem_flags, eng.context, eng.queue
     data = {}
+    flush = cl.Buffer(ctx, mf.READ_WRITE, 512 << 20) if args.cold else None
     for m, k, n in shapes:
         a, w = rng.standard_normal((m, k), dtype=np.float32), \
             rng.standard_normal((n, k), dtype=np.float32)
@@ -111,6 +117,8 @@ def main() -> None:
             cl.enqueue_fill_buffer(queue, cb, np.float32(0), 0, m * n * 4)
             times = []
             for _ in range(args.reps + 2):
+                if flush is not None:
+                    cl.enqueue_fill_buffer(queue, flush, np.float32(0), 0, 512 << 20)
                 ev = cl.enqueue_nd_range_kernel(queue, kern,
                                                 *tma_gemm.work_sizes(cfg, m, n, True))
                 ev.wait()
