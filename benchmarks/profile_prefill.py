@@ -4,9 +4,10 @@ sizes, tile and loop of a tensor-core GEMM), the kernels' registers and spills (
 verbose build log), and how a projection's time follows M with the runtime's own choice.
 
     python benchmarks/profile_prefill.py [--device GPU] [--layers 2] [--seq 1024] [--top 16]
-        [--sources DIR] [--m-scaling]
+        [--sources DIR] [--m-scaling] [--tma-unroll 4,8,16]
 
-``--sources DIR`` writes each distinct kernel source there; ``--m-scaling`` times the runtime's
+``--tma-unroll 4,8,16`` profiles the TF32 prefill again with each unroll of the TMA GEMM's
+epilogue stores (``kernels.tma_gemm.EP_UNROLL``). ``--sources DIR`` writes each distinct kernel source there; ``--m-scaling`` times the runtime's
 GEMM for GPT-2's projection shapes over M = 256..2048 and fixed tiles over M (whether a
 projection's time follows its work or its rounds of tiles over the compute units).
 """
@@ -24,7 +25,16 @@ import bench_kernels as bk
 
 import netpass
 from netpass.runtime.device import Engine, resolve_device_name, select_device
-from netpass.runtime.kernels import mma
+from netpass.runtime.kernels import mma, tma_gemm
+from netpass.runtime.kernels.common import memoized
+
+
+def tma_remade(**constants: int) -> None:
+    """The TMA GEMM's module ``constants`` (EP_UNROLL=8, ...) set and its sources made again
+    from now on."""
+    for name, value in constants.items():
+        setattr(tma_gemm, name, value)
+    tma_gemm.gemm_tma = memoized(tma_gemm.gemm_tma.__wrapped__)
 
 
 def profile_nodes(device: str, model, feeds, precision: str, top: int, seen: dict) -> None:
@@ -80,6 +90,7 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=16)
     ap.add_argument("--sources", type=Path, help="write each distinct kernel source here")
     ap.add_argument("--m-scaling", action="store_true")
+    ap.add_argument("--tma-unroll", default="")
     args = ap.parse_args()
     eng = Engine.get(select_device(resolve_device_name(args.device)), profiling=True)
     print(eng.describe(), flush=True)
@@ -97,6 +108,10 @@ def main() -> None:
             (args.sources / f"{name}.cl").write_text(text)
         if eng.mma == "ptx" and ("gemm" in name or "flash" in name):
             print(name, bk.ptxas_info(eng, SimpleNamespace(text=text)), flush=True)
+    for unroll in filter(None, args.tma_unroll.split(",")):
+        tma_remade(EP_UNROLL=int(unroll))
+        print(f"TMA epilogue unrolled {unroll}:", flush=True)
+        profile_nodes(args.device, model, feeds, "tf32", args.top, seen)
     if args.m_scaling and eng.mma == "ptx":
         m_scaling(eng)
 

@@ -20,10 +20,11 @@ the stage copied (and swizzled) by all items, each product summed from local mem
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
-from .common import Source, Stage, header, memoized
+from .common import Source, Stage, ctype, header, memoized, stage_code
 from .gemm import gemm_args
 from .mma import store_macro
 from .wgmma import PTX, SWIZZLE32, mma_call
@@ -32,9 +33,10 @@ GROUP_M = 8
 TF32T = "#define TF32T(x) as_float(as_uint(x) & 0xffffe000u)\n"
 EP_LD = 68  # row stride (floats) of a warp's 16 x 64 epilogue slice: rows g and g + 8 apart
 MAP_SLOT = 256  # bytes of a work-group's two tensor maps in the scratch buffer
-# epilogue stores unrolled: a work-group a compute unit has few warps to hide the side
-# inputs' loads behind
+# epilogue stores unrolled where side inputs are not loaded ahead (strides not over
+# (batch, m, n))
 EP_UNROLL = 4
+EP_PREFETCH = 16  # side-input elements a lane loads ahead of its stores
 
 
 @dataclass(frozen=True)
@@ -79,49 +81,95 @@ class TmaConfig:
 
 
 # tiles and the rate each keeps up on a long K (H200, benchmarks/bench_wgmma_gemm.py, 4096^3,
-# TFLOP/s); a GEMM takes the tile whose rounds of work-groups over the compute units cost least
-# (the same run's GPT-2 and 4096-row projections: the predicted order held on all seven shapes)
+# TFLOP/s); a GEMM takes the tile and K slices whose rounds of work-groups over the compute
+# units cost least (the same run's GPT-2 and 4096-row projections: the predicted order held on
+# all seven shapes)
 CONFIGS = ((TmaConfig(128, 256, 3), 192.0), (TmaConfig(128, 192, 4), 169.0),
            (TmaConfig(128, 128, 5), 147.0), (TmaConfig(64, 128, 7), 100.0))
 MIN_M = 64
+# K slices: a tile grid that leaves compute units idle walks K in slices on more work-groups,
+# their partial products summed by ``mma.splitk_reduce`` through the epilogue (a launch of
+# about REDUCE_US plus the partials' and the output's bytes at REDUCE_BYTES_PER_US); a slice
+# keeps at least SLICE_MIN_K of K, in whole K steps of 8
+MAX_SLICES, SLICE_MIN_K, REDUCE_US, REDUCE_BYTES_PER_US = 8, 256, 2.0, 3e6
 
 
-def choose(M: int, N: int, cus: int) -> TmaConfig:
-    def cost(entry: tuple[TmaConfig, float]) -> float:
-        cfg, rate = entry
-        rounds = -(-(-(-M // cfg.bm) * -(-N // cfg.bn)) // cus)
-        return rounds * cfg.bm * cfg.bn / rate
-    return min(CONFIGS, key=cost)[0]
+class TmaPlan(NamedTuple):
+    """A tile and the K slices it walks (``slices`` 1: K whole)."""
+
+    cfg: TmaConfig
+    slices: int
+    slice_k: int
+
+
+def _cost_us(rate: float, M: int, N: int, option: TmaPlan, cus: int) -> float:
+    """The predicted microseconds of a plan: its rounds of work-groups over the compute units,
+    each at the tile's rate, and the reduction of its slices."""
+    cfg = option.cfg
+    groups = -(-M // cfg.bm) * -(-N // cfg.bn) * option.slices
+    work = 2.0 * cfg.bm * cfg.bn * option.slice_k * cus / (rate * 1e6)
+    reduce = REDUCE_US + (option.slices + 2) * M * N * 4 / REDUCE_BYTES_PER_US \
+        if option.slices > 1 else 0.0
+    return -(-groups // cus) * work + reduce
+
+
+def choose(M: int, N: int, K_: int, cus: int) -> TmaPlan:
+    """The plan of least predicted time over CONFIGS and 1..MAX_SLICES K slices."""
+    best: tuple[float, TmaPlan] | None = None
+    for cfg, rate in CONFIGS:
+        for want in range(1, MAX_SLICES + 1):
+            per = -(-K_ // want)  # (K per slice, rounded up to whole steps of 8)
+            slice_k = -(-per // 8) * 8 if want > 1 else K_
+            slices = -(-K_ // slice_k)
+            if slices != want or want > 1 and slice_k < SLICE_MIN_K:
+                continue
+            option = TmaPlan(cfg, slices, slice_k)
+            cost = _cost_us(rate, M, N, option, cus)
+            if best is None or cost < best[0]:
+                best = (cost, option)
+    assert best is not None
+    return best[1]
 
 
 def plan(engine, precision: str | None, M: int, N: int, K_: int, nb: int, sa: list, sb: list,
-         norm: tuple | None) -> TmaConfig | None:
-    """The tile of this float32 GEMM (A [M, K] with strides ``sa``, B [K, N] with ``sb``) on
-    this kernel, or None where it does not run it: the engine's ``tma`` ("ptx" on Hopper,
-    "emulated" in tests), precision "tf32", one batch, no normalized rows, K contiguous in A
-    and B with row strides of whole 16 bytes (the tensor maps' rule), M >= MIN_M."""
+         norm: tuple | None) -> TmaPlan | None:
+    """The tile and K slices of this float32 GEMM (A [M, K] with strides ``sa``, B [K, N]
+    with ``sb``) on this kernel, or None where it does not run it: the engine's ``tma`` ("ptx"
+    on Hopper, "emulated" in tests), precision "tf32", one batch, no normalized rows, K
+    contiguous in A and B with row strides of whole 16 bytes (the tensor maps' rule),
+    M >= MIN_M."""
     if not getattr(engine, "tma", "") or precision != "tf32" or nb != 1 or norm is not None:
         return None
     if M < MIN_M or not N or not K_ or sa[-1] != 1 or sb[-2] != 1 or sa[-2] % 4 \
             or sb[-1] % 4 or sa[-2] < K_ or sb[-1] < K_:
         return None
-    return choose(M, N, int(engine.device.max_compute_units))
+    return choose(M, N, K_, int(engine.device.max_compute_units))
 
 
-def work_sizes(cfg: TmaConfig, M: int, N: int, ptx: bool) -> tuple[tuple, tuple]:
+def work_sizes(cfg: TmaConfig, M: int, N: int, ptx: bool, slices: int = 1
+               ) -> tuple[tuple, tuple]:
     n = cfg.threads(ptx)
-    return (-(-M // cfg.bm) * -(-N // cfg.bn) * n, 1, 1), (n, 1, 1)
+    return (-(-M // cfg.bm) * -(-N // cfg.bn) * slices * n, 1, 1), (n, 1, 1)
 
 
-def map_slots(cfg: TmaConfig, M: int, N: int) -> int:
+def map_slots(cfg: TmaConfig, M: int, N: int, slices: int = 1) -> int:
     """Bytes of the scratch buffer holding the work-groups' tensor maps."""
-    return -(-M // cfg.bm) * -(-N // cfg.bn) * MAP_SLOT
+    return -(-M // cfg.bm) * -(-N // cfg.bn) * slices * MAP_SLOT
 
 
-def _raster(cfg: TmaConfig) -> str:
+def _raster(cfg: TmaConfig, split: bool) -> str:
+    """The tile ``(m0, n0)`` of this work-group and, ``split``, its K slice ``ks`` (slices one
+    after the other over all tiles), its first K ``k0`` and its K steps ``KT``."""
     bm, bn = cfg.bm, cfg.bn
+    if split:
+        ks = """const int ks = get_group_id(0) / (tiles_m * tiles_n);
+  const int pid = get_group_id(0) % (tiles_m * tiles_n), k0 = ks * slice_k;
+  const int KT = (min(slice_k, K - k0) + 7) / 8;"""
+    else:
+        ks = "const int pid = get_group_id(0), k0 = 0, KT = (K + 7) / 8;"
     return f"""const int tiles_n = (N + {bn - 1}) / {bn}, tiles_m = (M + {bm - 1}) / {bm};
-  const int pid = get_group_id(0), per_group = {GROUP_M} * tiles_n;
+  {ks}
+  const int per_group = {GROUP_M} * tiles_n;
   const int first_m = (pid / per_group) * {GROUP_M}, gm = min(tiles_m - first_m, {GROUP_M});
   const int m0 = (first_m + (pid % per_group) % gm) * {bm};
   const int n0 = ((pid % per_group) / gm) * {bn};"""
@@ -141,7 +189,7 @@ def _producer(cfg: TmaConfig) -> str:
       TM_DIM(tmb + 128, 1, N); TM_STRIDE(tmb + 128, (ulong)sbn * 4);
     }}
     WARP_SYNC();
-    __global uchar* slot = TS + (size_t)pid * {MAP_SLOT};
+    __global uchar* slot = TS + (size_t)get_group_id(0) * {MAP_SLOT};
     TM_PUBLISH((ulong)slot, tmb);
     TM_PUBLISH((ulong)(slot + 128), tmb + 128);
     if (lane == 0) {{
@@ -150,8 +198,9 @@ def _producer(cfg: TmaConfig) -> str:
         const int s = kt % {s};
         if (kt >= {s}) mb_wait(bars + 8 * ({s} + s), ((kt / {s}) + 1) & 1);
         MB_EXPECT(bars + 8 * s, {stage});
-        TMA2D(sbase + s * {stage}, (ulong)slot, kt * 8, m0, bars + 8 * s);
-        TMA2D(sbase + s * {stage} + {a_bytes}, (ulong)(slot + 128), kt * 8, n0, bars + 8 * s);
+        TMA2D(sbase + s * {stage}, (ulong)slot, k0 + kt * 8, m0, bars + 8 * s);
+        TMA2D(sbase + s * {stage} + {a_bytes}, (ulong)(slot + 128), k0 + kt * 8, n0,
+              bars + 8 * s);
       }}
     }}
     return;
@@ -163,7 +212,7 @@ def _emulated_fill(cfg: TmaConfig, threads: int) -> str:
     swizzled as the copies would, zeros outside the tensors."""
     return f"""barrier(CLK_LOCAL_MEM_FENCE);
     for (int e = t; e < {(cfg.bm + cfg.bn) * 8}; e += {threads}) {{
-      const int row = e >> 3, k = e & 7, kk = kt * 8 + k;
+      const int row = e >> 3, k = e & 7, kk = k0 + kt * 8 + k;
       const bool in_a = row < {cfg.bm};
       const int r = in_a ? row : row - {cfg.bm}, gr = (in_a ? m0 : n0) + r;
       const bool ok = kk < K && gr < (in_a ? M : N);
@@ -193,38 +242,81 @@ def _emulated_mma(cfg: TmaConfig) -> str:
     return "\n".join(lines)
 
 
-def _epilogue(cfg: TmaConfig, ptx: bool) -> str:
+def _prefetched_store(epilogue: list[Stage], sides: list[int]) -> str:
+    """``STORE_PV(mm, nn, val, i)``: as ``STORE`` with side input j's value taken from
+    ``pv<j>[i]``, loaded ahead (:func:`_epilogue`)."""
+    code = stage_code([Stage("v", [], "float")] + epilogue, {j: f"pv{j}[i]" for j in sides})
+    return f"""#define STORE_PV(mm, nn, val, i) if ((mm) < M && (nn) < N) {{ \\
+    const float v = (val); const int flat = (b * M + (mm)) * N + (nn); \\
+    {code.replace(chr(10), ' ')} \\
+    C[coff + flat] = x{len(epilogue)}; }}
+"""
+
+
+def _side_inputs(epilogue: list[Stage]) -> list[int]:
+    """The side inputs the epilogue reads (not those folded into it as literals)."""
+    return sorted({j for st in epilogue for kind, j in st.operands
+                   if kind not in ("x", "v", "lit")})
+
+
+def _epilogue(cfg: TmaConfig, ptx: bool, sides: list[int] | None, dtypes: list) -> str:
     """Each warp's 16 rows through local memory in slices of 64 columns, then stored row by
-    row through the epilogue (one copy of its code, coalesced stores)."""
+    row through the epilogue (one copy of its code, coalesced stores). ``sides``: the side
+    inputs (strides over (batch, m, n)), each loaded EP_PREFETCH elements a lane ahead of the
+    stores: a compute unit holds few warps, and loads issued one store at a time left each
+    warp waiting on one L2 round trip after another (H200: a residual add cost a
+    [1024, 768] x [768, 768] projection 9 us of its 33)."""
     sync = "WARP_SYNC();" if ptx else "barrier(CLK_LOCAL_MEM_FENCE);"
     wait_all = f"NAMED_BARRIER(1, {128 * cfg.warpgroups});" if ptx \
         else "barrier(CLK_LOCAL_MEM_FENCE);"
     lines = [f"  {wait_all}  /* every stage read: the stages are free */",
              f"  __local float* ep = (__local float*)smem + (wg * 4 + w4) * {16 * EP_LD};"]
+    rows = "m0 + wg * 64 + w4 * 16 + (e >> 6)"
     for chunk in range(cfg.bn // 64):
         for jj in range(8):
             j = chunk * 8 + jj
             for q, (r, c) in enumerate((("g", 0), ("g", 1), ("g + 8", 0), ("g + 8", 1))):
                 lines.append(f"  ep[({r}) * {EP_LD} + {jj * 8 + c} + 2 * tq] = c{4 * j + q};")
         lines.append(f"  {sync}")
-        lines.append(f"  #pragma unroll {EP_UNROLL}")
-        lines.append("  for (int e = lane; e < 1024; e += 32) {")
-        lines.append("    const int r = e >> 6, c = e & 63;")
-        lines.append(f"    STORE(m0 + wg * 64 + w4 * 16 + r, n0 + {chunk * 64} + c, "
-                     f"ep[r * {EP_LD} + c])")
-        lines.append("  }")
+        cols = f"n0 + {chunk * 64} + (e & 63)"
+        if sides is None:
+            lines += [f"  #pragma unroll {EP_UNROLL}",
+                      "  for (int e = lane; e < 1024; e += 32)",
+                      f"    STORE({rows}, {cols}, ep[(e >> 6) * {EP_LD} + (e & 63)])"]
+        else:
+            p = EP_PREFETCH
+            lines.append(f"  for (int h = lane; h < 1024; h += {32 * p}) {{")
+            lines += [f"    {ctype(dtypes[j])} pv{j}[{p}];" for j in sides]
+            lines.append("    #pragma unroll")
+            lines.append(f"    for (int i = 0; i < {p}; ++i) {{")
+            lines.append(f"      const int e = h + 32 * i, mm = {rows}, nn = {cols};")
+            lines.append("      const bool ok = mm < M && nn < N;")
+            lines += [f"      pv{j}[i] = ok ? in{j}[off_in{j} + mm * s_in{j}_1 + nn * s_in{j}_2]"
+                      " : 0;" for j in sides]
+            lines.append("    }")
+            lines.append("    #pragma unroll")
+            lines.append(f"    for (int i = 0; i < {p}; ++i) {{")
+            lines.append("      const int e = h + 32 * i;")
+            lines.append(f"      STORE_PV({rows}, {cols}, ep[(e >> 6) * {EP_LD} + (e & 63)], i)")
+            lines.append("    }")
+            lines.append("  }")
         lines.append(f"  {sync}")
     return "\n".join(lines)
 
 
 @memoized
 def gemm_tma(cfg: TmaConfig, epilogue: list[Stage], n_extra: int, extra_dtypes: list,
-             erank: int, bmn: bool, ptx: bool) -> Source:
+             erank: int, bmn: bool, ptx: bool, split: bool = False) -> Source:
     """The kernel (module docstring): :func:`gemm_args`'s arguments (one batch: its batch
-    strides unread), then ``TM`` (the two template maps, 256 bytes) and ``TS`` (the map slots,
+    strides unread), with ``split`` then ``slice_k`` and ``splits`` (the work-groups of slice
+    s write their partial products of K from ``s * slice_k`` at ``C + s * M * N``, no
+    epilogue), then ``TM`` (the two template maps, 256 bytes) and ``TS`` (the map slots,
     :func:`map_slots`)."""
     cfg.check()
+    if split and (epilogue or n_extra):
+        raise ValueError("a split GEMM's epilogue runs in its reduction")
     args = gemm_args("float", n_extra, extra_dtypes, erank) + \
+        (["int slice_k", "int splits"] if split else []) + \
         ["__global const uchar* TM", "__global uchar* TS"]
     threads = cfg.threads(ptx)
     regs = cfg.bn // 2
@@ -272,8 +364,12 @@ def gemm_tma(cfg: TmaConfig, epilogue: list[Stage], n_extra: int, extra_dtypes: 
         body = plain
         macros = TF32T
     body = acc + "\n  " + body
-    text = header([np.float32] + list(extra_dtypes)) + macros + \
-        store_macro("STORE", epilogue, n_extra, erank, bmn) + f"""
+    # side inputs loaded ahead where their strides are over (batch, m, n) (one batch: b is 0)
+    sides = _side_inputs(epilogue) if bmn and n_extra else None
+    store = _prefetched_store(epilogue, sides) if sides is not None else \
+        store_macro("STORE", epilogue, n_extra, erank, bmn,
+                    "C[coff + ks * M * N + flat]" if split else "C[coff + flat]")
+    text = header([np.float32] + list(extra_dtypes)) + macros + store + f"""
 __kernel __attribute__((reqd_work_group_size({threads}, 1, 1)))
 void gemm_tma({', '.join(args)})
 {{
@@ -281,13 +377,12 @@ void gemm_tma({', '.join(args)})
   {locals_}
   const int t = get_local_id(0), wg = t >> 7, w4 = (t >> 5) & 3, lane = t & 31;
   const int g = lane >> 2, tq = lane & 3, b = 0;
-  {_raster(cfg)}
+  {_raster(cfg, split)}
   const int ash = aoff & 3, bsh = boff & 3;  /* (starts off 16 bytes: the plain schedule) */
   A += aoff - ash; B += boff - bsh;
   const uint sbase = (uint)(size_t)smem;
-  const int KT = (K + 7) / 8;
   {body}
-{_epilogue(cfg, ptx)}
+{_epilogue(cfg, ptx, sides, list(extra_dtypes))}
 }}
 """
     return Source(text, "gemm_tma")

@@ -188,12 +188,12 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
     if gemv is None and tc_plan is None and f32 and not b_frag and folded is None:
         tma = tma_gemm.plan(p.engine, p.precision, M, N, Ka, nb, sa, sb, norm)
         if tma is not None:  # Hopper's tensor memory accelerator and wgmma (TF32)
-            spec = a_ref + [("i", b_idx[1]), ("o", 0),
-                            M, N, Ka, dims[1], sab[0], sab[1], sa[-2], sa[-1], sbb[0], sbb[1],
-                            sb[-2], sb[-1]]
-            return pre + [_tma_launch(p, tma, spec, (M, N), extra_refs, out_shape,
-                                      (stages, n_extra, edt, edims, est), len(buffers))], \
-                buffers + [tma_templates(p.engine, tma), Scratch(tma_gemm.map_slots(tma, M, N))]
+            sizes = [M, N, Ka, dims[1], sab[0], sab[1], sa[-2], sa[-1], sbb[0], sbb[1], sb[-2],
+                     sb[-1]]
+            launches, more = _tma_launches(p, tma, a_ref + [("i", b_idx[1])], sizes,
+                                           extra_refs, out_shape,
+                                           (stages, n_extra, edt, edims, est), len(buffers))
+            return pre + launches, buffers + more
     if gemv is None and tc_plan is None and f32:
         tc_plan = mma_plan.plan(p.engine, p.precision, M, N, Ka, nb, sa, sb, sab, sbb, norm,
                                 bool(b_frag))
@@ -260,24 +260,34 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
     return pre + [Launch(src, gws, (lx, ly, 1), spec)], buffers
 
 
-def _tma_launch(p: Params, cfg: tma_gemm.TmaConfig, head: list, mn: tuple, extra_refs,
-                out_shape, ep: tuple, slot: int) -> Launch:
-    """The launch of ``kernels.tma_gemm`` (arguments ``head``, then the epilogue ``ep``'s,
-    then impl buffers ``slot`` and ``slot + 1``: the template maps and the work-groups' map
-    slots)."""
-    M, N = mn
+def _tma_launches(p: Params, tma: tma_gemm.TmaPlan, ab: list, sizes: list, extra_refs,
+                  out_shape, ep: tuple, slot: int) -> tuple[list, list]:
+    """(launches, impl buffers from ``slot``) of ``kernels.tma_gemm`` reading A and B through
+    ``ab``, ``sizes`` its ints from M on: one launch through the epilogue ``ep``, or, in K
+    slices, the partial products into a Scratch and ``split_k``'s reduction through it; the
+    last two buffers the template maps and the work-groups' map slots."""
+    cfg, slices = tma.cfg, tma.slices
+    M, N = sizes[0], sizes[1]
     stages, n_extra, edt, edims, est = ep
+    ptx = getattr(p.engine, "tma", "") == "ptx"
+    maps = [tma_templates(p.engine, cfg), Scratch(tma_gemm.map_slots(cfg, M, N, slices))]
+    gws, lws = tma_gemm.work_sizes(cfg, M, N, ptx, slices)
+    if slices > 1:
+        src = p.cached(("gemm_tma_split", cfg, ptx),
+                       lambda: tma_gemm.gemm_tma(cfg, [], 0, [], 0, False, ptx, True))
+        launches, scratch = split_k(p, src, gws, lws, ab + [("b", slot), 0] + sizes, [],
+                                    (slices, tma.slice_k), M * N, extra_refs, ep, "apart",
+                                    slot, last=[("b", slot + 1), ("b", slot + 2)])
+        return launches, scratch + maps
     bmn = gemm_strides(p, out_shape, 1, M, N) if n_extra else None
     if bmn is not None:
         edims, est = [1, M, N], bmn
-    ptx = getattr(p.engine, "tma", "") == "ptx"
     src = p.cached(("gemm_tma", cfg, len(edims), bmn is not None, ptx),
                    lambda: tma_gemm.gemm_tma(cfg, stages, n_extra, edt, len(edims),
                                              bmn is not None, ptx))
-    gws, lws = tma_gemm.work_sizes(cfg, M, N, ptx)
-    spec = head + epilogue_args(n_extra, edims, est, extra_refs) + [("b", slot),
-                                                                    ("b", slot + 1)]
-    return Launch(src, gws, lws, spec)
+    spec = ab + [("o", 0)] + sizes + epilogue_args(n_extra, edims, est, extra_refs) + \
+        [("b", slot), ("b", slot + 1)]
+    return [Launch(src, gws, lws, spec)], maps
 
 
 def tma_templates(engine, cfg: tma_gemm.TmaConfig) -> np.ndarray:

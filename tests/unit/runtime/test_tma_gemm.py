@@ -16,7 +16,7 @@ from netpass import Model, opset
 from netpass.runtime import compile_program
 from netpass.runtime.device import Engine, select_device
 from netpass.runtime.kernels import tma_gemm
-from netpass.runtime.kernels.tma_gemm import TmaConfig
+from netpass.runtime.kernels.tma_gemm import TmaConfig, TmaPlan
 from netpass.runtime.kernels.wgmma import retarget
 from netpass.runtime.tensor_maps import templates
 from netpass.testing import RUNTIME_DEVICE
@@ -34,34 +34,37 @@ def _engine():
     return eng, eng.tma == "ptx"
 
 
-def _run(cfg, m, n, k, rng, aoff=0, boff=0):
+def _run(cfg, m, n, k, rng, aoff=0, boff=0, slice_k=0):
     """C = A @ W^T (W [N, K] as a FullyConnected's weights) through the kernel; (C, float64).
-    Rows are stored in whole 16 bytes (the tensor maps' rule), the columns past K random."""
+    Rows are stored in whole 16 bytes (the tensor maps' rule), the columns past K random.
+    ``slice_k``: the kernel in K slices of that many, their partial products summed here."""
     eng, ptx = _engine()
     cl = eng.cl
     ld = -(-k // 4) * 4
     ap, wp = randn_f32(rng, m, ld), randn_f32(rng, n, ld)
     a, w = ap[:, :k], wp[:, :k]
-    src = tma_gemm.gemm_tma(cfg, [], 0, [], 0, False, ptx)
+    slices = -(-k // slice_k) if slice_k else 1
+    src = tma_gemm.gemm_tma(cfg, [], 0, [], 0, False, ptx, bool(slice_k))
     mf = cl.mem_flags
 
     def buf(x, off):
         return cl.Buffer(eng.context, mf.COPY_HOST_PTR,
                          hostbuf=np.concatenate([np.zeros(off, np.float32), x.ravel()]))
 
-    cbuf = cl.Buffer(eng.context, mf.READ_WRITE, m * n * 4)
+    cbuf = cl.Buffer(eng.context, mf.READ_WRITE, slices * m * n * 4)
     tm = cl.Buffer(eng.context, mf.COPY_HOST_PTR,
                    hostbuf=np.array(templates(eng.tma or "emulated", cfg.bm, cfg.bn)))
-    ts = cl.Buffer(eng.context, mf.READ_WRITE, tma_gemm.map_slots(cfg, m, n))
+    ts = cl.Buffer(eng.context, mf.READ_WRITE, tma_gemm.map_slots(cfg, m, n, slices))
     kern = cl.Kernel(eng.build(src.text), src.name)
-    ints = [aoff, boff, 0, m, n, k, 1, 0, 0, ld, 1, 0, 0, 1, ld]
+    ints = [aoff, boff, 0, m, n, k, 1, 0, 0, ld, 1, 0, 0, 1, ld] + \
+        ([slice_k, slices] if slice_k else [])
     abuf, wbuf = buf(ap, aoff), buf(wp, boff)  # (held until the kernel ran)
     kern.set_args(abuf, wbuf, cbuf, tm, ts, np.array(ints, np.int32))
-    cl.enqueue_nd_range_kernel(eng.queue, kern, *tma_gemm.work_sizes(cfg, m, n, ptx))
-    c = np.full((m, n), np.nan, np.float32)
+    cl.enqueue_nd_range_kernel(eng.queue, kern, *tma_gemm.work_sizes(cfg, m, n, ptx, slices))
+    c = np.full((slices, m, n), np.nan, np.float32)
     cl.enqueue_copy(eng.queue, c, cbuf)
     eng.queue.finish()
-    return c, a.astype(np.float64) @ w.T.astype(np.float64)
+    return c.sum(axis=0), a.astype(np.float64) @ w.T.astype(np.float64)
 
 
 @pytest.mark.parametrize("cfg,shape,aoff,boff", [
@@ -78,6 +81,18 @@ def test_tma_gemm_matches_numpy(cfg, shape, aoff, boff, rng):
     assert _rel_l2(got, want) <= TOL
 
 
+@pytest.mark.parametrize("cfg,shape,slice_k,aoff", [
+    (TmaConfig(64, 64, 2), (70, 70, 77), 24, 0),    # four slices, the last of 5 K
+    (TmaConfig(128, 64, 3), (130, 65, 40), 16, 0),   # slices of two K steps
+    (TmaConfig(64, 128, 2), (64, 128, 45), 32, 1),   # off 16 bytes: the plain schedule
+])
+def test_tma_gemm_in_k_slices_matches_numpy(cfg, shape, slice_k, aoff, rng):
+    """Slice s of K writes its partial product at C + s * M * N; their sum is the product."""
+    got, want = _run(cfg, *shape, rng, aoff, 0, slice_k)
+    assert not np.isnan(got).any()
+    assert _rel_l2(got, want) <= TOL
+
+
 def test_tiles_checked_and_chosen():
     """Tiles of whole warpgroups and 64-column blocks up to 256 in 48 KB of local memory; the
     tile whose rounds over the compute units cost least at its measured rate."""
@@ -88,11 +103,17 @@ def test_tiles_checked_and_chosen():
     for cfg, _ in tma_gemm.CONFIGS:
         cfg.check()
         assert cfg.local_bytes() <= 48 << 10
-    assert tma_gemm.choose(4096, 4096, 132) == TmaConfig(128, 256, 3)
-    assert tma_gemm.choose(4096, 3072, 132) == TmaConfig(128, 256, 3)
-    assert tma_gemm.choose(4096, 2304, 132) == TmaConfig(128, 192, 4)
-    assert tma_gemm.choose(1024, 3072, 132) == TmaConfig(128, 192, 4)
-    assert tma_gemm.choose(1024, 768, 132) == TmaConfig(64, 128, 7)
+    whole = {(4096, 4096, 4096): TmaConfig(128, 256, 3), (4096, 3072, 768): TmaConfig(128, 256, 3),
+             (4096, 2304, 768): TmaConfig(128, 192, 4), (1024, 3072, 768): TmaConfig(128, 192, 4),
+             (1024, 768, 768): TmaConfig(64, 128, 7), (4096, 768, 3072): TmaConfig(128, 192, 4)}
+    for (m, n, k), cfg in whole.items():
+        assert tma_gemm.choose(m, n, k, 132) == TmaPlan(cfg, 1, k)
+    # 24 tiles of a long K on 132 units: five slices of 616 (77 K steps), the last 608
+    assert tma_gemm.choose(1024, 768, 3072, 132) == TmaPlan(TmaConfig(128, 256, 3), 5, 616)
+    for m, n, k in ((128, 768, 3072), (200, 64, 700), (64, 64, 100)):
+        got = tma_gemm.choose(m, n, k, 132)
+        assert got.slice_k % 8 == 0 or got.slices == 1
+        assert (got.slices - 1) * got.slice_k < k <= got.slices * got.slice_k
 
 
 def test_plan_takes_tf32_k_contiguous_operands_only():
@@ -138,6 +159,18 @@ def test_fully_connected_runs_on_it_with_its_epilogue(tma_engine, rng):
     req = check_tf32_fc_gelu_residual(RUNTIME_DEVICE, rng, TOL * 2)
     sources = [key[2] for key in req.network.kernel_objects if "gemm_tma(" in key[2]]
     assert sources
+
+
+def test_fully_connected_in_k_slices_reduces_through_its_epilogue(tma_engine, monkeypatch,
+                                                                   rng):
+    """A plan in K slices: the kernel writes three partial products, ``splitk_reduce`` sums
+    them through the bias, GELU and residual add."""
+    monkeypatch.setattr(tma_gemm, "choose",
+                        lambda m, n, k, cus: TmaPlan(TmaConfig(64, 64, 2), 3, 24))
+    req = check_tf32_fc_gelu_residual(RUNTIME_DEVICE, rng, TOL * 2)
+    sources = [key[2] for key in req.network.kernel_objects]
+    assert any("gemm_tma(" in src and "slice_k" in src for src in sources)
+    assert any("splitk_reduce(" in src for src in sources)
 
 
 def test_matmul_of_a_transposed_view_runs_on_it(tma_engine, rng):
