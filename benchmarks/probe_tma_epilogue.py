@@ -5,7 +5,7 @@ bare, with bias and residual, and with a LayerNorm ahead as in a transformer blo
 primitive timed by the runtime's own profiling (median over inferences), in us.
 
 ``python benchmarks/probe_tma_epilogue.py [--device GPU] [--tma-prefetch 8,16]`` (each count of
-side-input elements a lane loads ahead, ``kernels.tma_gemm.EP_PREFETCH``, in turn)"""
+side-input elements a lane loads ahead, ``kernels.mma.EP_PREFETCH``, in turn)"""
 from __future__ import annotations
 
 import argparse
@@ -17,6 +17,7 @@ from profile_prefill import tma_remade
 
 import netpass
 from netpass import Model, opset
+from netpass.runtime.kernels import mma as mma_kernels
 
 SHAPES = ((1024, 768, 768), (1024, 3072, 768), (1024, 768, 3072))
 
@@ -66,7 +67,8 @@ def main() -> None:
     args = ap.parse_args()
     for ahead in args.tma_prefetch.split(",") if args.tma_prefetch else [""]:
         if ahead:
-            tma_remade(EP_PREFETCH=int(ahead))
+            mma_kernels.EP_PREFETCH = int(ahead)
+            tma_remade()
             print(f"TMA epilogue, side inputs loaded {ahead} ahead:", flush=True)
         run(args)
 

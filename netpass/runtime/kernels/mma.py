@@ -56,7 +56,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import mma_bfrag, mma_pipe
-from .common import Source, Stage, header, memoized, offsets, side_params, stage_code
+from .common import Source, Stage, ctype, header, memoized, offsets, side_params, stage_code
 from .gemm import gemm_args, norm_prologue, norm_value
 from .mma_parts import (
     CONV_ARGS,
@@ -74,6 +74,10 @@ F32 = np.dtype(np.float32)
 # iterations of a warp's epilogue row loop unrolled (H200, GPT-2's 1024-token prefill: 2 took
 # 3-7 us off each biased or GELU projection against 1 and 4; fully unrolled was 2-3x slower)
 EPILOGUE_UNROLL = 2
+# side-input elements a lane loads ahead of its epilogue stores (slice_stores): loaded one
+# store at a time, a compute unit's few warps waited on one L2 round trip after another (H200:
+# a residual add cost a [1024, 768] x [768, 768] TMA projection 9 us of its 33; 16 ahead: 25)
+EP_PREFETCH = 16
 UNROLLED_SLICES = 8  # K slices whose partials a split-K tail loads at once (more: one by one)
 
 
@@ -479,26 +483,65 @@ def _split_k_tail(max_slices: int, before: str = "") -> str:
   }}"""
 
 
+def side_inputs(epilogue: list[Stage]) -> list[int]:
+    """The side inputs an epilogue reads (not those folded into it as literals)."""
+    return sorted({j for st in epilogue for kind, j in st.operands
+                   if kind not in ("x", "v", "lit")})
+
+
 def store_macro(name: str, epilogue: list[Stage], n_extra: int, erank: int, bmn: bool,
-                dest: str = "C[coff + flat]", wrap: str = "") -> str:
+                dest: str = "C[coff + flat]", wrap: str = "",
+                ahead: list[int] | None = None) -> str:
     """``#define name(mm, nn, val)``: element (mm, nn) of batch ``b`` through the epilogue
     into ``dest`` (an expression of ``flat``), bounds-checked; ``bmn`` as in :func:`_store`;
-    ``wrap``: a macro ``wrap(mm, nn, val)`` the value goes through first."""
-    code = stage_code([Stage("v", [], "float")] + epilogue,
-                      {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
+    ``wrap``: a macro ``wrap(mm, nn, val)`` the value goes through first. ``ahead``: the side
+    inputs loaded ahead (:func:`slice_stores`): ``name(mm, nn, val, i)`` takes input j's value
+    from ``pv<j>_[i]``."""
+    loads = {j: f"pv{j}_[i]" for j in ahead} if ahead is not None else \
+        {j: f"in{j}[o_in{j}]" for j in range(n_extra)}
+    code = stage_code([Stage("v", [], "float")] + epilogue, loads)
     if bmn and erank != 3:
         raise ValueError("(batch, m, n) strides need an epilogue rank of 3")
-    if bmn:
+    params = "mm, nn, val, i" if ahead is not None else "mm, nn, val"
+    if ahead is not None:
+        offs = ""
+    elif bmn:
         offs = " ".join(f"const int o_in{j} = off_in{j} + b * s_in{j}_0 + (mm) * s_in{j}_1"
                         f" + (nn) * s_in{j}_2;" for j in range(n_extra))
     else:
         offs = offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
     val = f"{wrap}(mm, nn, val)" if wrap else "(val)"
-    return f"""#define {name}(mm, nn, val) if ((mm) < M && (nn) < N) {{ \\
+    return f"""#define {name}({params}) if ((mm) < M && (nn) < N) {{ \\
     const float v = {val}; const int flat = (b * M + (mm)) * N + (nn); \\
     {offs.replace(chr(10), ' ')} \\
     {code.replace(chr(10), ' ')} \\
     {dest} = x{len(epilogue)}; }}"""
+
+
+def slice_stores(macro: str, count: int, row: str, col: str, value: str,
+                 ahead: list[int] | None, dtypes: list, unroll: int) -> list[str]:
+    """Lines storing a warp's slice of ``count`` elements (a multiple of 32): element ``e_``
+    (lane, lane + 32, ...) at ``row`` and ``col`` with ``value`` (expressions of ``e_``)
+    through ``macro``, one at a time (loop unrolled ``unroll`` times); or, ``ahead`` (the side
+    inputs read, strides over (batch, m, n)), first each side input's next elements of the
+    lane loaded (EP_PREFETCH, or the largest divisor below it of the lane's count), then
+    stored through ``macro``'s four-argument form (:func:`store_macro`)."""
+    if ahead is None:
+        return [f"  #pragma unroll {unroll}", f"  for (int e_ = lane; e_ < {count}; e_ += 32)",
+                f"    {macro}({row}, {col}, {value})"]
+    per_lane = count // 32
+    p = max(d for d in range(1, min(EP_PREFETCH, per_lane) + 1) if per_lane % d == 0)
+    lines = [f"  for (int h_ = lane; h_ < {count}; h_ += {32 * p}) {{"]
+    lines += [f"    {ctype(dtypes[j])} pv{j}_[{p}];" for j in ahead]
+    lines += ["    #pragma unroll", f"    for (int i_ = 0; i_ < {p}; ++i_) {{",
+              f"      const int e_ = h_ + 32 * i_, mm_ = {row}, nn_ = {col};",
+              "      const bool ok_ = mm_ < M && nn_ < N;"]
+    lines += [f"      pv{j}_[i_] = ok_ ? in{j}[off_in{j} + b * s_in{j}_0 + mm_ * s_in{j}_1"
+              f" + nn_ * s_in{j}_2] : 0;" for j in ahead]
+    lines += ["    }", "    #pragma unroll", f"    for (int i_ = 0; i_ < {p}; ++i_) {{",
+              "      const int e_ = h_ + 32 * i_;", f"      {macro}({row}, {col}, {value}, i_)",
+              "    }", "  }"]
+    return lines
 
 
 def _store(cfg: MmaConfig, epilogue: list[Stage], n_extra: int, erank: int, bmn: bool,
@@ -510,7 +553,8 @@ def _store(cfg: MmaConfig, epilogue: list[Stage], n_extra: int, erank: int, bmn:
     one copy of the epilogue's code instead of one per accumulator (GPT-2's bias + tanh-GELU,
     unrolled 128 times, made its GEMM 2-3x slower on the H100), and coalesced stores.
     ``bmn``: the side inputs' strides are given over (batch, m, n) (``impls.gemm_strides``),
-    so their offsets need no division of the flat index."""
+    so their offsets need no division of the flat index. (Side inputs are not loaded ahead
+    here as :func:`slice_stores` does for ``gemm_tma``: not measured on this kernel yet.)"""
     MI, NI = cfg.wm // 16, cfg.wn // 8
     lines = [store_macro(macro, epilogue, n_extra, erank, bmn, dest, wrap)]
     ld = cfg.wn + 4  # row stride of a warp's slice: lanes of rows g and g + 8 on other banks

@@ -24,9 +24,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .common import Source, Stage, ctype, header, memoized, stage_code
+from .common import Source, Stage, header, memoized
 from .gemm import gemm_args
-from .mma import store_macro
+from .mma import side_inputs, slice_stores, store_macro
 from .wgmma import PTX, SWIZZLE32, mma_call
 
 GROUP_M = 8
@@ -36,7 +36,6 @@ MAP_SLOT = 256  # bytes of a work-group's two tensor maps in the scratch buffer
 # epilogue stores unrolled where side inputs are not loaded ahead (strides not over
 # (batch, m, n))
 EP_UNROLL = 4
-EP_PREFETCH = 16  # side-input elements a lane loads ahead of its stores
 
 
 @dataclass(frozen=True)
@@ -242,64 +241,24 @@ def _emulated_mma(cfg: TmaConfig) -> str:
     return "\n".join(lines)
 
 
-def _prefetched_store(epilogue: list[Stage], sides: list[int]) -> str:
-    """``STORE_PV(mm, nn, val, i)``: as ``STORE`` with side input j's value taken from
-    ``pv<j>[i]``, loaded ahead (:func:`_epilogue`)."""
-    code = stage_code([Stage("v", [], "float")] + epilogue, {j: f"pv{j}[i]" for j in sides})
-    return f"""#define STORE_PV(mm, nn, val, i) if ((mm) < M && (nn) < N) {{ \\
-    const float v = (val); const int flat = (b * M + (mm)) * N + (nn); \\
-    {code.replace(chr(10), ' ')} \\
-    C[coff + flat] = x{len(epilogue)}; }}
-"""
-
-
-def _side_inputs(epilogue: list[Stage]) -> list[int]:
-    """The side inputs the epilogue reads (not those folded into it as literals)."""
-    return sorted({j for st in epilogue for kind, j in st.operands
-                   if kind not in ("x", "v", "lit")})
-
-
-def _epilogue(cfg: TmaConfig, ptx: bool, sides: list[int] | None, dtypes: list) -> str:
+def _epilogue(cfg: TmaConfig, ptx: bool, ahead: list[int] | None, dtypes: list) -> str:
     """Each warp's 16 rows through local memory in slices of 64 columns, then stored row by
-    row through the epilogue (one copy of its code, coalesced stores). ``sides``: the side
-    inputs (strides over (batch, m, n)), each loaded EP_PREFETCH elements a lane ahead of the
-    stores: a compute unit holds few warps, and loads issued one store at a time left each
-    warp waiting on one L2 round trip after another (H200: a residual add cost a
-    [1024, 768] x [768, 768] projection 9 us of its 33)."""
+    row through the epilogue (one copy of its code, coalesced stores; ``ahead``: the side
+    inputs loaded ahead of the stores, ``mma.slice_stores``)."""
     sync = "WARP_SYNC();" if ptx else "barrier(CLK_LOCAL_MEM_FENCE);"
     wait_all = f"NAMED_BARRIER(1, {128 * cfg.warpgroups});" if ptx \
         else "barrier(CLK_LOCAL_MEM_FENCE);"
     lines = [f"  {wait_all}  /* every stage read: the stages are free */",
              f"  __local float* ep = (__local float*)smem + (wg * 4 + w4) * {16 * EP_LD};"]
-    rows = "m0 + wg * 64 + w4 * 16 + (e >> 6)"
     for chunk in range(cfg.bn // 64):
         for jj in range(8):
             j = chunk * 8 + jj
             for q, (r, c) in enumerate((("g", 0), ("g", 1), ("g + 8", 0), ("g + 8", 1))):
                 lines.append(f"  ep[({r}) * {EP_LD} + {jj * 8 + c} + 2 * tq] = c{4 * j + q};")
         lines.append(f"  {sync}")
-        cols = f"n0 + {chunk * 64} + (e & 63)"
-        if sides is None:
-            lines += [f"  #pragma unroll {EP_UNROLL}",
-                      "  for (int e = lane; e < 1024; e += 32)",
-                      f"    STORE({rows}, {cols}, ep[(e >> 6) * {EP_LD} + (e & 63)])"]
-        else:
-            p = EP_PREFETCH
-            lines.append(f"  for (int h = lane; h < 1024; h += {32 * p}) {{")
-            lines += [f"    {ctype(dtypes[j])} pv{j}[{p}];" for j in sides]
-            lines.append("    #pragma unroll")
-            lines.append(f"    for (int i = 0; i < {p}; ++i) {{")
-            lines.append(f"      const int e = h + 32 * i, mm = {rows}, nn = {cols};")
-            lines.append("      const bool ok = mm < M && nn < N;")
-            lines += [f"      pv{j}[i] = ok ? in{j}[off_in{j} + mm * s_in{j}_1 + nn * s_in{j}_2]"
-                      " : 0;" for j in sides]
-            lines.append("    }")
-            lines.append("    #pragma unroll")
-            lines.append(f"    for (int i = 0; i < {p}; ++i) {{")
-            lines.append("      const int e = h + 32 * i;")
-            lines.append(f"      STORE_PV({rows}, {cols}, ep[(e >> 6) * {EP_LD} + (e & 63)], i)")
-            lines.append("    }")
-            lines.append("  }")
+        lines += slice_stores("STORE", 1024, "m0 + wg * 64 + w4 * 16 + (e_ >> 6)",
+                              f"n0 + {chunk * 64} + (e_ & 63)",
+                              f"ep[(e_ >> 6) * {EP_LD} + (e_ & 63)]", ahead, dtypes, EP_UNROLL)
         lines.append(f"  {sync}")
     return "\n".join(lines)
 
@@ -365,10 +324,9 @@ def gemm_tma(cfg: TmaConfig, epilogue: list[Stage], n_extra: int, extra_dtypes: 
         macros = TF32T
     body = acc + "\n  " + body
     # side inputs loaded ahead where their strides are over (batch, m, n) (one batch: b is 0)
-    sides = _side_inputs(epilogue) if bmn and n_extra else None
-    store = _prefetched_store(epilogue, sides) if sides is not None else \
-        store_macro("STORE", epilogue, n_extra, erank, bmn,
-                    "C[coff + ks * M * N + flat]" if split else "C[coff + flat]")
+    ahead = side_inputs(epilogue) if bmn and n_extra else None
+    store = store_macro("STORE", epilogue, n_extra, erank, bmn,
+                        "C[coff + ks * M * N + flat]" if split else "C[coff + flat]", "", ahead)
     text = header([np.float32] + list(extra_dtypes)) + macros + store + f"""
 __kernel __attribute__((reqd_work_group_size({threads}, 1, 1)))
 void gemm_tma({', '.join(args)})
@@ -382,7 +340,7 @@ void gemm_tma({', '.join(args)})
   A += aoff - ash; B += boff - bsh;
   const uint sbase = (uint)(size_t)smem;
   {body}
-{_epilogue(cfg, ptx, sides, list(extra_dtypes))}
+{_epilogue(cfg, ptx, ahead, list(extra_dtypes))}
 }}
 """
     return Source(text, "gemm_tma")

@@ -476,3 +476,12 @@ def test_k_splits_choice():
     big = mma.MmaConfig(128, 128, 64, 64, 16, 3)
     assert mma_plan.k_splits(big, 128, 768, 768, 1, 132) == (2, 384)
     assert mma_plan.k_splits(big, 256, 6144, 768, 1, 132) == (1, 768)
+
+
+@pytest.mark.parametrize("count,step", [(1024, 512), (768, 384), (512, 512), (256, 256)])
+def test_epilogue_loads_ahead_in_whole_rounds_of_the_slice(count, step):
+    """A warp's slice of ``count`` elements loads its side inputs ahead in rounds that divide
+    it (768 = 16 x 48: 12 a lane, not 16, which would reach past the slice)."""
+    lines = mma.slice_stores("STORE", count, "r", "c", "v", [0], [np.float32], 2)
+    assert f"for (int h_ = lane; h_ < {count}; h_ += {step})" in lines[0]
+    assert mma.slice_stores("STORE", count, "r", "c", "v", None, [], 2)[0] == "  #pragma unroll 2"
