@@ -101,15 +101,19 @@ class TmaPlan(NamedTuple):
     slice_k: int
 
 
+def groups(cfg: TmaConfig, M: int, N: int, slices: int = 1) -> int:
+    """Work-groups of a launch: a tile each, in each K slice."""
+    return -(-M // cfg.bm) * -(-N // cfg.bn) * slices
+
+
 def _cost_us(rate: float, M: int, N: int, option: TmaPlan, cus: int) -> float:
     """The predicted microseconds of a plan: its rounds of work-groups over the compute units,
     each at the tile's rate, and the reduction of its slices."""
     cfg = option.cfg
-    groups = -(-M // cfg.bm) * -(-N // cfg.bn) * option.slices
     work = 2.0 * cfg.bm * cfg.bn * option.slice_k * cus / (rate * 1e6)
     reduce = REDUCE_US + (option.slices + 2) * M * N * 4 / REDUCE_BYTES_PER_US \
         if option.slices > 1 else 0.0
-    return -(-groups // cus) * work + reduce
+    return -(-groups(cfg, M, N, option.slices) // cus) * work + reduce
 
 
 def choose(M: int, N: int, K_: int, cus: int) -> TmaPlan:
@@ -148,12 +152,12 @@ def plan(engine, precision: str | None, M: int, N: int, K_: int, nb: int, sa: li
 def work_sizes(cfg: TmaConfig, M: int, N: int, ptx: bool, slices: int = 1
                ) -> tuple[tuple, tuple]:
     n = cfg.threads(ptx)
-    return (-(-M // cfg.bm) * -(-N // cfg.bn) * slices * n, 1, 1), (n, 1, 1)
+    return (groups(cfg, M, N, slices) * n, 1, 1), (n, 1, 1)
 
 
 def map_slots(cfg: TmaConfig, M: int, N: int, slices: int = 1) -> int:
     """Bytes of the scratch buffer holding the work-groups' tensor maps."""
-    return -(-M // cfg.bm) * -(-N // cfg.bn) * slices * MAP_SLOT
+    return groups(cfg, M, N, slices) * MAP_SLOT
 
 
 def _raster(cfg: TmaConfig, split: bool) -> str:

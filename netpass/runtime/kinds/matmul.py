@@ -168,6 +168,7 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
     if a_written is not None:
         pre, buffers, a_ref = [a_written], [Scratch(4 * M * Ka)], [("b", 0), 0]
     tc_plan = None
+    tma = None  # (Hopper's TMA GEMM plan, once made)
     norm_out = None
     ahead: list = []  # (the rows' statistics of a folded norm, taken by a row kernel)
     if folded is not None:
@@ -186,7 +187,8 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
                 [Scratch(4 * M * Ka)], [("b", 0), 0]
             norm = None
     if gemv is None and tc_plan is None and f32 and not b_frag and folded is None:
-        tma = tma_gemm.plan(p.engine, p.precision, M, N, Ka, nb, sa, sb, norm)
+        if tma is None:
+            tma = tma_gemm.plan(p.engine, p.precision, M, N, Ka, nb, sa, sb, norm)
         if tma is not None:  # Hopper's tensor memory accelerator and wgmma (TF32)
             sizes = [M, N, Ka, dims[1], sab[0], sab[1], sa[-2], sa[-1], sbb[0], sbb[1], sb[-2],
                      sb[-1]]
@@ -269,8 +271,11 @@ def _tma_launches(p: Params, tma: tma_gemm.TmaPlan, ab: list, sizes: list, extra
     cfg, slices = tma.cfg, tma.slices
     M, N = sizes[0], sizes[1]
     stages, n_extra, edt, edims, est = ep
-    ptx = getattr(p.engine, "tma", "") == "ptx"
-    maps = [tma_templates(p.engine, cfg), Scratch(tma_gemm.map_slots(cfg, M, N, slices))]
+    kind = getattr(p.engine, "tma", "")
+    ptx = kind == "ptx"
+    # the two template tensor maps of the tile's boxes, and the work-groups' map slots
+    maps = [tensor_maps.templates(kind, cfg.bm, cfg.bn),
+            Scratch(tma_gemm.map_slots(cfg, M, N, slices))]
     gws, lws = tma_gemm.work_sizes(cfg, M, N, ptx, slices)
     if slices > 1:
         src = p.cached(("gemm_tma_split", cfg, ptx),
@@ -288,11 +293,6 @@ def _tma_launches(p: Params, tma: tma_gemm.TmaPlan, ab: list, sizes: list, extra
     spec = ab + [("o", 0)] + sizes + epilogue_args(n_extra, edims, est, extra_refs) + \
         [("b", slot), ("b", slot + 1)]
     return [Launch(src, gws, lws, spec)], maps
-
-
-def tma_templates(engine, cfg: tma_gemm.TmaConfig) -> np.ndarray:
-    """The two template tensor maps of ``cfg``'s boxes (``runtime.tensor_maps``)."""
-    return tensor_maps.templates(engine.tma, cfg.bm, cfg.bn)
 
 
 def norm_out_plan(p: Params, M: int, N: int, K_: int) -> tuple | None:
