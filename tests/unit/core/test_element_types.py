@@ -124,7 +124,8 @@ def test_small_types_to_numpy_types_equal_onnx(et, dst):
         codes = np.arange(1 << et.bitwidth, dtype=np.uint8)
         x = unpack_elements(bytes(_pack_codes(codes, et.bitwidth)), et, len(codes))
     if is_float_dtype(x.dtype) and np.dtype(dst).kind in "iu":  # out of range is undefined
-        x = x[np.isfinite(x.astype(np.float32)) & (np.abs(x.astype(np.float32)) < 100)]
+        wide = x.astype(np.float32)  # negatives too for unsigned: 255 on Zen 3, 0 on Zen 5
+        x = x[np.isfinite(wide) & (np.abs(wide) < 100) & ((wide > -1) | (np.dtype(dst).kind == "i"))]
     to = helper.np_dtype_to_tensor_dtype(np.dtype(dst))
     _same_bits(convert_values(x, Type.of(dst)), _reference_cast(x, to))
 
