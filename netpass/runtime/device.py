@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import AllocationError, DeviceError
 from .addresses import AddressBook
+from .kernels.common import UNOPTIMIZED
 from .kernels.wgmma import MARK
 from .launcher import make_launcher
 from .memory import Allocation
@@ -313,20 +314,22 @@ class Engine:
     def build(self, source: str, stats: dict | None = None, options: tuple[str, ...] = ()):
         """The compiled program for ``source`` (in-memory cache, then pyopencl's disk cache),
         with extra compiler ``options``. Sources come memoized from the generators, so the dict
-        lookup hashes a string whose hash Python has already cached."""
+        lookup hashes a string whose hash Python has already cached. A source marked
+        ``kernels.common.UNOPTIMIZED`` builds without optimization."""
         key = (source, options) if options else source
         prg = self._programs.get(key)
         if prg is None:
             with self._lock:  # (one build per source, whichever request asks first)
                 prg = self._programs.get(key)
                 if prg is None:
+                    flags = ["-cl-mad-enable", *options]
+                    if UNOPTIMIZED in source:
+                        flags.append("-cl-opt-disable")
                     try:
                         if MARK in source and self.tma == "ptx":
-                            prg = build_retargeted(self.cl, self.context, source,
-                                                   ["-cl-mad-enable", *options])
+                            prg = build_retargeted(self.cl, self.context, source, flags)
                         else:
-                            prg = self.cl.Program(self.context, source).build(
-                                options=["-cl-mad-enable", *options])
+                            prg = self.cl.Program(self.context, source).build(options=flags)
                     except self.cl.Error as e:
                         raise DeviceError(f"OpenCL build failed on {self.device.name.strip()}: "
                                           f"{e}") from e

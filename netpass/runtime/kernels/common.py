@@ -86,6 +86,12 @@ class Stage:
     ctype: str
 
 
+# A source holding this line builds with -cl-opt-disable (Engine.build): the emulated
+# tensor-core GEMMs, which exist only to be checked on PoCL, whose optimizing backend spent
+# minutes on each (machine-level passes over the long unrolled steps).
+UNOPTIMIZED = "// netpass: build without optimization"
+
+
 @dataclass
 class Source:
     """OpenCL C text and the kernel's name. The kernel takes its buffers (in the order of its

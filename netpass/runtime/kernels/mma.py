@@ -56,7 +56,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import mma_bfrag, mma_pipe
-from .common import Source, Stage, ctype, header, memoized, offsets, side_params, stage_code
+from .common import (
+    UNOPTIMIZED,
+    Source,
+    Stage,
+    ctype,
+    header,
+    memoized,
+    offsets,
+    side_params,
+    stage_code,
+)
 from .gemm import gemm_args, norm_prologue, norm_value
 from .mma_parts import (
     CONV_ARGS,
@@ -65,6 +75,7 @@ from .mma_parts import (
     gather_piece,
     macros,
     mma_calls,
+    mma_slots,
     norm_out_fits,
     norm_out_parts,
     split_operand,
@@ -336,8 +347,9 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
         store = _store(cfg, epilogue, n_extra, erank, bmn, room,
                        wrap="NORM_OUT" if norm_out is not None else "")
     store = nstats[2] + store
-    emu = emulation_scratch(ptx, cfg.warps)
-    text = header([np.float32] + list(extra_dtypes)) + f"""#define BM {BM}
+    emu = emulation_scratch(ptx, cfg.warps, *mma_slots(MI, NI, split))
+    marks = "" if ptx else UNOPTIMIZED + "\n"  # (checked on PoCL only: built unoptimized)
+    text = marks + header([np.float32] + list(extra_dtypes)) + f"""#define BM {BM}
 #define BN {BN}
 #define BK {BK}
 #define STAGES {S}

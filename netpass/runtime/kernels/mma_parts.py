@@ -25,10 +25,18 @@ _PTX_MACROS = r"""
     :: "r"((uint)(size_t)(dst)), "l"(src), "r"(bytes) : "memory")
 #define CP_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
 #define CP_WAIT_N(n) asm volatile("cp.async.wait_group " #n ";" ::: "memory")
+#define MMA_PUT_A(s, a0, a1, a2, a3)
+#define MMA_PUT_B(s, b0, b1)
+#define MMA_SYNC()
+#define MMA_FROM(c0, c1, c2, c3, a0, a1, a2, a3, b0, b1, sa, sb) \
+  MMA(c0, c1, c2, c3, a0, a1, a2, a3, b0, b1)
 """
 
 # the m16n8k8 product through local memory: fragments in (their low 13 bits dropped, as the
-# tensor cores read float32 bits as TF32), barrier, 4 outputs per lane out
+# tensor cores read float32 bits as TF32), barrier, 4 outputs per lane out. MMA_PUT_A/B,
+# MMA_SYNC and MMA_FROM split it so that a step's products share two barriers (mma_calls): PoCL
+# compiles a kernel in time that grows with its barriers (a 3xTF32 48 x 16 warp tile made 288 a
+# K block, and one such kernel compiled for over ten minutes). With PTX, MMA_FROM is MMA.
 _EMULATED_MACROS = r"""
 #define TF32T(u) as_float((u) & 0xffffe000u)
 #define MMA(c0, c1, c2, c3, a0, a1, a2, a3, b0, b1) { \
@@ -44,6 +52,23 @@ _EMULATED_MACROS = r"""
     c2 = fma(x1_, y0_, c2); c3 = fma(x1_, y1_, c3); \
   } \
   barrier(CLK_LOCAL_MEM_FENCE); }
+#define MMA_PUT_A(s, a0, a1, a2, a3) { \
+  __local float* sa_ = mma_sa + (warp * MMA_A_SLOTS + (s)) * 128; \
+  sa_[g * 8 + t] = TF32T(a0); sa_[(g + 8) * 8 + t] = TF32T(a1); \
+  sa_[g * 8 + t + 4] = TF32T(a2); sa_[(g + 8) * 8 + t + 4] = TF32T(a3); }
+#define MMA_PUT_B(s, b0, b1) { \
+  __local float* sb_ = mma_sb + (warp * MMA_B_SLOTS + (s)) * 64; \
+  sb_[t * 8 + g] = TF32T(b0); sb_[(t + 4) * 8 + g] = TF32T(b1); }
+#define MMA_SYNC() barrier(CLK_LOCAL_MEM_FENCE);
+#define MMA_FROM(c0, c1, c2, c3, a0, a1, a2, a3, b0, b1, sa, sb) { \
+  __local const float* sa_ = mma_sa + (warp * MMA_A_SLOTS + (sa)) * 128; \
+  __local const float* sb_ = mma_sb + (warp * MMA_B_SLOTS + (sb)) * 64; \
+  for (int kk_ = 0; kk_ < 8; ++kk_) { \
+    const float x0_ = sa_[g * 8 + kk_], x1_ = sa_[(g + 8) * 8 + kk_]; \
+    const float y0_ = sb_[kk_ * 8 + 2 * t], y1_ = sb_[kk_ * 8 + 2 * t + 1]; \
+    c0 = fma(x0_, y0_, c0); c1 = fma(x0_, y1_, c1); \
+    c2 = fma(x1_, y0_, c2); c3 = fma(x1_, y1_, c3); \
+  } }
 #define CP_ASYNC(dst, src, bytes) FILL_PLAIN(dst, src, bytes)
 #define CP_COMMIT()
 #define CP_WAIT()
@@ -83,9 +108,19 @@ def macros(ptx: bool, in_flight: int) -> str:
     return _PLAIN_FILL + _TF32_RN + _PTX_MACROS + wait
 
 
-def emulation_scratch(ptx: bool, warps: int) -> str:
-    """Local arrays the emulated MMA exchanges fragments through (nothing with PTX)."""
-    return "" if ptx else f"__local float mma_sa[{warps} * 128], mma_sb[{warps} * 64];"
+def emulation_scratch(ptx: bool, warps: int, a_slots: int = 1, b_slots: int = 1) -> str:
+    """Local arrays the emulated MMA exchanges fragments through, ``a_slots`` A and
+    ``b_slots`` B fragments a warp (those of :func:`mma_calls`; nothing with PTX)."""
+    if ptx:
+        return ""
+    return (f"__local float mma_sa[{warps * a_slots} * 128], mma_sb[{warps * b_slots} * 64];\n"
+            f"#define MMA_A_SLOTS {a_slots}\n#define MMA_B_SLOTS {b_slots}\n")
+
+
+def mma_slots(mi: int, ni: int, split: int) -> tuple[int, int]:
+    """The A and B fragment slots a warp's :func:`mma_calls` use (``emulation_scratch``)."""
+    parts = 1 if split == 1 else 2
+    return mi * parts, ni * parts
 
 
 HI_ROUND = "rn"  # how 3xTF32 takes an operand's TF32 head: "rn" (to nearest) or "trunc"
@@ -109,16 +144,29 @@ def split_operand(name: str, value: str, split: int, hi_round: str = "rn") -> li
 def mma_calls(mi: int, ni: int, split: int) -> list[str]:
     """The mma calls of one 8-wide step of an MI x NI grid of m16n8 fragments: accumulators
     c{i}_{j}_{q} from operands a{i}_{r}{h,l} and b{j}_{r}_{h,l} (:func:`split_operand`); 3xTF32
-    adds the small products first."""
+    adds the small products first. Emulated, every operand goes to its slot of local memory
+    first and the products read them there after one barrier (``MMA_PUT_A``, ``MMA_FROM``)."""
     pairs = [("h", "h")] if split == 1 else [("l", "h"), ("h", "l"), ("h", "h")]
+    parts = ["h"] if split == 1 else ["h", "l"]
     lines = []
+    for i in range(mi):
+        for p in parts:
+            a = ", ".join(f"a{i}_{r}{p}" for r in range(4))
+            lines.append(f"MMA_PUT_A({i * len(parts) + parts.index(p)}, {a})")
+    for j in range(ni):
+        for p in parts:
+            b = ", ".join(f"b{j}_{r}_{p}" for r in range(2))
+            lines.append(f"MMA_PUT_B({j * len(parts) + parts.index(p)}, {b})")
+    lines.append("MMA_SYNC()")
     for i in range(mi):
         for j in range(ni):
             acc = ", ".join(f"c{i}_{j}_{q}" for q in range(4))
             for pa, pb in pairs:
                 a = ", ".join(f"a{i}_{r}{pa}" for r in range(4))
                 b = ", ".join(f"b{j}_{r}_{pb}" for r in range(2))
-                lines.append(f"MMA({acc}, {a}, {b});")
+                lines.append(f"MMA_FROM({acc}, {a}, {b}, {i * len(parts) + parts.index(pa)}, "
+                             f"{j * len(parts) + parts.index(pb)});")
+    lines.append("MMA_SYNC()")
     return lines
 
 

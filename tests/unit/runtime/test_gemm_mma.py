@@ -22,7 +22,8 @@ from netpass import Model, opset
 from netpass.errors import NetpassError
 from netpass.runtime import compile_program
 from netpass.runtime.device import Engine, select_device
-from netpass.runtime.kernels import mma, mma_plan
+from netpass.runtime.kernels import mma, mma_parts, mma_plan
+from netpass.runtime.kernels.common import UNOPTIMIZED
 from netpass.testing import RUNTIME_DEVICE
 
 pocl_only = pytest.mark.skipif(RUNTIME_DEVICE != "CPU", reason="emulated tensor cores on PoCL")
@@ -485,3 +486,37 @@ def test_epilogue_loads_ahead_in_whole_rounds_of_the_slice(count, step):
     lines = mma.slice_stores("STORE", count, "r", "c", "v", [0], [np.float32], 2)
     assert f"for (int h_ = lane; h_ < {count}; h_ += {step})" in lines[0]
     assert mma.slice_stores("STORE", count, "r", "c", "v", None, [], 2)[0] == "  #pragma unroll 2"
+
+
+@pytest.mark.parametrize("split,products", [(1, 6), (3, 18)])
+def test_emulated_products_of_a_step_share_two_barriers(split, products):
+    """A 2 x 3 grid of fragments: every operand stored to its own slot, one barrier, the
+    products (three each with 3xTF32, small ones first) read from the slots, one barrier."""
+    lines = mma_parts.mma_calls(2, 3, split)
+    puts = [x for x in lines if x.startswith(("MMA_PUT_A", "MMA_PUT_B"))]
+    froms = [x for x in lines if x.startswith("MMA_FROM")]
+    assert [x for x in lines if x.startswith("MMA_SYNC")] == ["MMA_SYNC()"] * 2
+    assert lines[len(puts)] == "MMA_SYNC()" and lines[-1] == "MMA_SYNC()"
+    assert len(froms) == products
+    a_slots, b_slots = mma_parts.mma_slots(2, 3, split)
+    assert len(puts) == a_slots + b_slots == (5 if split == 1 else 10)
+    # 3xTF32: c0_0 += a_l b_h, then a_h b_l, then a_h b_h (slots 2i + {0: h, 1: l})
+    if split == 3:
+        assert [f.rsplit(", ", 2)[1:] for f in froms[:3]] == [["1", "0);"], ["0", "1);"],
+                                                              ["0", "0);"]]
+
+
+def test_only_the_emulated_kernels_build_unoptimized():
+    """The emulated tensor-core GEMM carries the mark that builds it with -cl-opt-disable
+    (PoCL's optimizer spent minutes on each); with PTX it does not, and neither does any
+    other kernel."""
+    emulated = mma.gemm_mma(SMALL, True, 1, False, "cp_async", "rings", [], 0, [], 0)
+    real = mma.gemm_mma(SMALL, True, 1, True, "cp_async", "rings", [], 0, [], 0)
+    assert UNOPTIMIZED in emulated.text and UNOPTIMIZED not in real.text
+    eng = Engine.get(select_device("CPU"))
+    body = "__kernel void k(__global float* x) { x[get_global_id(0)] *= 2.0f; }"
+    for marks, want in ((UNOPTIMIZED + "\n", True), ("", False)):
+        prg = eng.build(marks + body + f"// {want}")
+        device = eng.context.devices[0]
+        options = prg.get_build_info(device, eng.cl.program_build_info.OPTIONS)
+        assert ("-cl-opt-disable" in options) == want, options
