@@ -35,7 +35,7 @@ _PTX_MACROS = r"""
 # the m16n8k8 product through local memory: fragments in (their low 13 bits dropped, as the
 # tensor cores read float32 bits as TF32), barrier, 4 outputs per lane out. MMA_PUT_A/B,
 # MMA_SYNC and MMA_FROM split it so that a step's products share two barriers (mma_calls): PoCL
-# compiles a kernel in time that grows with its barriers (a 3xTF32 48 x 16 warp tile made 288 a
+# compiles a kernel in time that grows with its barriers (a 3xTF32 64 x 48 warp tile made 288 a
 # K block, and one such kernel compiled for over ten minutes). With PTX, MMA_FROM is MMA.
 _EMULATED_MACROS = r"""
 #define TF32T(u) as_float((u) & 0xffffe000u)
