@@ -148,24 +148,24 @@ def mma_calls(mi: int, ni: int, split: int) -> list[str]:
     first and the products read them there after one barrier (``MMA_PUT_A``, ``MMA_FROM``)."""
     pairs = [("h", "h")] if split == 1 else [("l", "h"), ("h", "l"), ("h", "h")]
     parts = ["h"] if split == 1 else ["h", "l"]
-    lines = []
-    for i in range(mi):
-        for p in parts:
-            a = ", ".join(f"a{i}_{r}{p}" for r in range(4))
-            lines.append(f"MMA_PUT_A({i * len(parts) + parts.index(p)}, {a})")
-    for j in range(ni):
-        for p in parts:
-            b = ", ".join(f"b{j}_{r}_{p}" for r in range(2))
-            lines.append(f"MMA_PUT_B({j * len(parts) + parts.index(p)}, {b})")
+
+    def slot(n: int, p: str) -> int:  # fragment n's part p (mma_slots counts them)
+        return n * len(parts) + parts.index(p)
+
+    def a(i: int, p: str) -> str:
+        return ", ".join(f"a{i}_{r}{p}" for r in range(4))
+
+    def b(j: int, p: str) -> str:
+        return ", ".join(f"b{j}_{r}_{p}" for r in range(2))
+
+    lines = [f"MMA_PUT_A({slot(i, p)}, {a(i, p)})" for i in range(mi) for p in parts]
+    lines += [f"MMA_PUT_B({slot(j, p)}, {b(j, p)})" for j in range(ni) for p in parts]
     lines.append("MMA_SYNC()")
     for i in range(mi):
         for j in range(ni):
             acc = ", ".join(f"c{i}_{j}_{q}" for q in range(4))
-            for pa, pb in pairs:
-                a = ", ".join(f"a{i}_{r}{pa}" for r in range(4))
-                b = ", ".join(f"b{j}_{r}_{pb}" for r in range(2))
-                lines.append(f"MMA_FROM({acc}, {a}, {b}, {i * len(parts) + parts.index(pa)}, "
-                             f"{j * len(parts) + parts.index(pb)});")
+            lines += [f"MMA_FROM({acc}, {a(i, pa)}, {b(j, pb)}, {slot(i, pa)}, {slot(j, pb)});"
+                      for pa, pb in pairs]
     lines.append("MMA_SYNC()")
     return lines
 

@@ -506,6 +506,7 @@ def test_emulated_products_of_a_step_share_two_barriers(split, products):
                                                               ["0", "0);"]]
 
 
+@pocl_only
 def test_only_the_emulated_kernels_build_unoptimized():
     """The emulated tensor-core GEMM carries the mark that builds it with -cl-opt-disable
     (PoCL's optimizer spent minutes on each); with PTX it does not, and neither does any
