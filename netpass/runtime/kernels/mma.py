@@ -345,7 +345,7 @@ def gemm_mma(cfg: MmaConfig, b_kmajor: bool, split: int, ptx: bool, copy: str, a
                 "\n" + _split_k_tail(UNROLLED_SLICES, nstats[3])
     else:
         store = _store(cfg, epilogue, n_extra, erank, bmn, room,
-                       wrap="NORM_OUT" if norm_out is not None else "")
+                       wrap="NORM_OUT" if norm_out is not None else "", dtypes=extra_dtypes)
     store = nstats[2] + store
     emu = emulation_scratch(ptx, cfg.warps, *mma_slots(MI, NI, split))
     marks = "" if ptx else UNOPTIMIZED + "\n"  # (checked on PoCL only: built unoptimized)
@@ -557,7 +557,8 @@ def slice_stores(macro: str, count: int, row: str, col: str, value: str,
 
 
 def _store(cfg: MmaConfig, epilogue: list[Stage], n_extra: int, erank: int, bmn: bool,
-           room: int, macro: str = "STORE", dest: str = "C[coff + flat]", wrap: str = "") -> str:
+           room: int, macro: str = "STORE", dest: str = "C[coff + flat]", wrap: str = "",
+           dtypes: list | None = None) -> str:
     """C fragments (rows g, g + 8 and columns 2t, 2t + 1 of each m16n8 piece) through the
     epilogue, bounds-checked. With an epilogue, each warp passes its 16-row slices through
     local memory (the stages, ``room`` floats from ``As``, free after the loop) and stores
@@ -565,12 +566,14 @@ def _store(cfg: MmaConfig, epilogue: list[Stage], n_extra: int, erank: int, bmn:
     one copy of the epilogue's code instead of one per accumulator (GPT-2's bias + tanh-GELU,
     unrolled 128 times, made its GEMM 2-3x slower on the H100), and coalesced stores.
     ``bmn``: the side inputs' strides are given over (batch, m, n) (``impls.gemm_strides``),
-    so their offsets need no division of the flat index. (Side inputs are not loaded ahead
-    here as :func:`slice_stores` does for ``gemm_tma``: not measured on this kernel yet.)"""
+    so their offsets need no division of the flat index, and the slices load them ahead of
+    their stores (:func:`slice_stores`; ``dtypes``: the side inputs' element types)."""
     MI, NI = cfg.wm // 16, cfg.wn // 8
-    lines = [store_macro(macro, epilogue, n_extra, erank, bmn, dest, wrap)]
     ld = cfg.wn + 4  # row stride of a warp's slice: lanes of rows g and g + 8 on other banks
-    if (epilogue or n_extra) and cfg.warps * 16 * ld <= room:
+    sliced = bool(epilogue or n_extra) and cfg.warps * 16 * ld <= room
+    ahead = side_inputs(epilogue) if sliced and bmn and n_extra else None
+    lines = [store_macro(macro, epilogue, n_extra, erank, bmn, dest, wrap, ahead)]
+    if sliced:
         lines.append("  barrier(CLK_LOCAL_MEM_FENCE);  /* the stages are free */")
         lines.append(f"  __local float* ep_ = (__local float*)As + warp * {16 * ld};")
         for i in range(MI):
@@ -578,12 +581,10 @@ def _store(cfg: MmaConfig, epilogue: list[Stage], n_extra: int, erank: int, bmn:
                 for q, (r, c) in enumerate((("g", 0), ("g", 1), ("g + 8", 0), ("g + 8", 1))):
                     lines.append(f"  ep_[({r}) * {ld} + {j * 8 + c} + 2 * t] = c{i}_{j}_{q};")
             lines.append("  barrier(CLK_LOCAL_MEM_FENCE);")
-            lines.append(f"  #pragma unroll {EPILOGUE_UNROLL}")
-            lines.append(f"  for (int e_ = lane; e_ < {16 * cfg.wn}; e_ += 32) {{")
-            lines.append(f"    const int r_ = e_ / {cfg.wn}, c_ = e_ % {cfg.wn};")
-            lines.append(f"    {macro}(m0 + wm0 + {i * 16} + r_, n0 + wn0 + c_, "
-                         f"ep_[r_ * {ld} + c_])")
-            lines.append("  }")
+            lines += slice_stores(macro, 16 * cfg.wn, f"m0 + wm0 + {i * 16} + e_ / {cfg.wn}",
+                                  f"n0 + wn0 + e_ % {cfg.wn}",
+                                  f"ep_[(e_ / {cfg.wn}) * {ld} + e_ % {cfg.wn}]", ahead,
+                                  dtypes or [], EPILOGUE_UNROLL)
             lines.append("  barrier(CLK_LOCAL_MEM_FENCE);")
         return "\n".join(lines)
     for i in range(MI):

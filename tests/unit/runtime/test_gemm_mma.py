@@ -185,6 +185,28 @@ def test_matmul_bias_gelu_residual(precision, emulated, rng):
 
 
 @pocl_only
+@pytest.mark.parametrize("precision", ["tf32", "f32"])
+def test_side_inputs_loaded_ahead_of_the_stores(precision, emulated, monkeypatch, rng):
+    """Where the epilogue's slices fit in the stages and the side inputs' strides are over
+    (batch, m, n), each lane loads its next side-input elements before storing them
+    (``mma.slice_stores``): a batched product with a bias and a per-batch residual, tails
+    in M and N, equal to the reference."""
+    monkeypatch.setattr(mma_plan, "CONFIGS", (mma.MmaConfig(64, 32, 32, 16, 16, 3),))
+    x = opset.parameter([2, -1, 48], np.float32, name="x")
+    r = opset.parameter([2, -1, 40], np.float32, name="r")
+    w, bias = randn_f32(rng, 2, 48, 40), randn_f32(rng, 40)
+    y = opset.add(opset.relu(opset.add(opset.matmul(x, w, False, False), bias)), r)
+    model = Model([opset.result(y, name="y")], [x, r])
+    req = compile_program(model, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": precision}
+                          ).create_infer_request()
+    for s in (37, 70):
+        feeds = {"x": randn_f32(rng, 2, s, 48), "r": randn_f32(rng, 2, s, 40)}
+        got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
+        assert _rel_l2(got, want) <= TOL[1 if precision == "tf32" else 3] * 2
+    assert any("gemm_mma(" in key[2] and "pv1_[" in key[2] for key in req.network.kernel_objects)
+
+
+@pocl_only
 def test_fully_connected_and_transposed_batched_matmul(emulated, rng):
     """FullyConnected (reordered weights, bias) and a batched MatMul with transposed B (B
     read along k) and a broadcast batch, on TF32."""
