@@ -4,6 +4,7 @@ and the host time of a decode step beside the device time it enqueues.
 
     python benchmarks/profile_decode.py [--quick] [--arch gpt2|llama|...] [--device GPU]
                                         [--prompt 128] [--steps 16] [--cprofile 32]
+                                        [--next-token]
 
 ``--cprofile N``: N decode steps under cProfile, their host time by function (own time per
 step), the OpenCL calls (launch, write, read) apart from the Python around them.
@@ -32,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_decode import load_or_export, step_feeds  # noqa: E402
 
 import netpass  # noqa: E402
-from netpass.generation import stateful_decoder  # noqa: E402
+from netpass.generation import stateful_decoder, with_next_token  # noqa: E402
 
 
 def _times(req) -> dict[str, float]:
@@ -115,6 +116,8 @@ def main() -> None:
     ap.add_argument("--prompt", type=int)
     ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--onnx", type=Path, help="read the export from this file (written when absent)")
+    ap.add_argument("--next-token", action="store_true",
+                    help="the model with_next_token makes (the device-token loop's)")
     ap.add_argument("--cprofile", type=int, default=32,
                     help="decode steps whose host time cProfile breaks down by function (0: none)")
     args = ap.parse_args()
@@ -122,6 +125,8 @@ def main() -> None:
     dec = load_or_export(args.onnx, args.quick, args.arch, args.exporter)
     t0 = time.perf_counter()
     model = stateful_decoder(netpass.read_model(dec.onnx), last_logits=True)
+    if args.next_token:
+        model = with_next_token(model)
     names = {n for i in model.inputs for n in i.get_names()}
     print(f"read and made stateful in {time.perf_counter() - t0:.1f} s")
     report: dict = {}
