@@ -179,7 +179,7 @@ def _ran_splits(req) -> bool:
 
 
 @pytest.mark.parametrize("b, h, m, n, d, dv", [
-    (1, 3, 1, 131, 33, 64),        # runs of 17 keys
+    (1, 3, 1, 131, 33, 64),        # runs of 33 keys
     (1, 3, 1, 5, 8, 8),            # fewer keys than runs: empty runs
     (1, 1, 2, 4200, 16, 16),       # runs longer than a chunk
     (2, 2, 3, 300, 64, 96),        # several rows and batches
