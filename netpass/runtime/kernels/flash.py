@@ -75,6 +75,7 @@ import numpy as np
 from . import mma
 from .attention import FILL_ARGS, fill_caches
 from .common import Source, Stage, ctype, header, memoized, nan_max, stage_code
+from .mma_parts import mma_group
 
 MAX_HEAD = 128
 DEAD_SCORE = 1e30  # a final score at most -DEAD_SCORE adds exp(<= -DEAD_SCORE / 2) = 0 to its row
@@ -110,10 +111,14 @@ class FlashConfig:
         return 32 * self.warps
 
 
-def config_for(d: int) -> FlashConfig:
+def config_for(d: int, split: int = 1) -> FlashConfig:
     """64 queries and 32 keys per block up to head size 64, 32 and 16 up to 128 (two stages
-    of K and V in 48 KB of local memory)."""
-    return FlashConfig(4, 32) if d <= 64 else FlashConfig(2, 16)
+    of K and V in 48 KB of local memory); 3xTF32 (``split`` 3) up to 64 takes 16 keys a block
+    (GPT-2 small's 1024-token prefill on the H200: attention 1.27 ms against 1.35 with 32;
+    fewer or more queries a block were slower, and TF32 ran alike with 16 or 32 keys)."""
+    if d > 64:
+        return FlashConfig(2, 16)
+    return FlashConfig(4, 16 if split == 3 else 32)
 
 
 _SHUFFLE_PTX = r"""
@@ -263,10 +268,13 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
         for step, (c0, c1) in enumerate((("x", "y"), ("z", "w"))):
             for r, (h, c) in enumerate((("l", c0), ("h", c0), ("l", c1), ("h", c1))):
                 qfrag += mma.split_operand(f"qa{s}_{step}_{r}", f"q{s}{h}.{c}", split, hi_round)
-    pairs = [("h", "h")] if split == 1 else [("l", "h"), ("h", "l"), ("h", "h")]
+    def groups(n: int) -> list[list[int]]:
+        """Products taken together (``mma.mma_group``): emulated, all of a step's (two
+        barriers a step); with PTX one at a time, each right after its operands."""
+        return [list(range(n))] if not ptx else [[i] for i in range(n)]
 
-    def mma_step(acc: str, a: str, b: str) -> list[str]:
-        return [f"MMA({acc}, {a.format(p=pa)}, {b.format(p=pb)});" for pa, pb in pairs]
+    def acc(name: str) -> str:
+        return ", ".join(f"{name}_{q}" for q in range(4))
 
     # S = Q K^T for this block
     s_code = [f"float {', '.join(f's{j}_{q} = 0.0f' for q in range(4))};" for j in range(NJ)]
@@ -276,12 +284,13 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
             at = f"cs * {SL * BKV * 16} + ({s} * BKV + {j * 8} + g) * 16 + 4 * t"
             s_code.append(f"const float4 k{j} = vload4(0, &KS[{at}]);")
         for step, (c0, c1) in enumerate((("x", "y"), ("z", "w"))):
-            for j in range(NJ):
-                s_code += mma.split_operand(f"kb{j}_{step}_0_", f"k{j}.{c0}", split, hi_round)
-                s_code += mma.split_operand(f"kb{j}_{step}_1_", f"k{j}.{c1}", split, hi_round)
-                s_code += mma_step(", ".join(f"s{j}_{q}" for q in range(4)),
-                              ", ".join(f"qa{s}_{step}_{r}{{p}}" for r in range(4)),
-                              f"kb{j}_{step}_0_{{p}}, kb{j}_{step}_1_{{p}}")
+            for js in groups(NJ):
+                for j in js:
+                    s_code += mma.split_operand(f"kb{j}_{step}_0_", f"k{j}.{c0}", split, hi_round)
+                    s_code += mma.split_operand(f"kb{j}_{step}_1_", f"k{j}.{c1}", split, hi_round)
+                s_code += mma_group([", ".join(f"qa{s}_{step}_{r}{{p}}" for r in range(4))],
+                                        [f"kb{j}_{step}_0_{{p}}, kb{j}_{step}_1_{{p}}" for j in js],
+                                        [(acc(f"s{j}"), 0, n) for n, j in enumerate(js)], split)
         s_code.append("}")
 
     # score ops and masks, element (row m, key n)
@@ -328,14 +337,15 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
         pv.append("{")
         for r, q in enumerate((0, 2, 1, 3)):
             pv += mma.split_operand(f"pa{j}_{r}", f"s{j}_{q}", split, hi_round)
-        for o in range(NO):
-            for r in range(2):
-                at = f"cs * {BKV * VST} + ({j * 8} + 2 * t + {r}) * {VST} + {o * 8} + g"
-                pv.append(f"const float v{o}_{r} = VS[{at}];")
-                pv += mma.split_operand(f"vb{o}_{r}_", f"v{o}_{r}", split, hi_round)
-            pv += mma_step(", ".join(f"o{o}_{q}" for q in range(4)),
-                           ", ".join(f"pa{j}_{r}{{p}}" for r in range(4)),
-                           f"vb{o}_0_{{p}}, vb{o}_1_{{p}}")
+        for os_ in groups(NO):
+            for o in os_:
+                for r in range(2):
+                    at = f"cs * {BKV * VST} + ({j * 8} + 2 * t + {r}) * {VST} + {o * 8} + g"
+                    pv.append(f"const float v{o}_{r} = VS[{at}];")
+                    pv += mma.split_operand(f"vb{o}_{r}_", f"v{o}_{r}", split, hi_round)
+            pv += mma_group([", ".join(f"pa{j}_{r}{{p}}" for r in range(4))],
+                                [f"vb{o}_0_{{p}}, vb{o}_1_{{p}}" for o in os_],
+                                [(acc(f"o{o}"), 0, n) for n, o in enumerate(os_)], split)
         pv.append("}")
 
     def scan(lo: str, hi: str) -> str:
@@ -407,7 +417,9 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
     side_base = "\n  ".join(f"const int ob{j} = off_in{j} + b0 * s_in{j}_0 + b1 * s_in{j}_1;"
                             for j in range(n_side))
     shuffle = _SHUFFLE_PTX if ptx else _SHUFFLE_EMULATED
-    scratch = mma.emulation_scratch(ptx, W) + ("" if ptx else " __local float xch[NT];")
+    parts = 1 if split == 1 else 2
+    scratch = mma.emulation_scratch(ptx, W, parts, max(NJ, NO) * parts) + \
+        ("" if ptx else " __local float xch[NT];")
     longest_first = skip is not None or causal
     skip_locals = "" if skip is None else \
         "__local int live_end, unanchored; if (tid == 0) { live_end = -1; unanchored = 0; }"

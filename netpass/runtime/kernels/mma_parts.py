@@ -141,33 +141,42 @@ def split_operand(name: str, value: str, split: int, hi_round: str = "rn") -> li
             f"const uint {name}l = isinf({value}) ? 0u : as_uint({value} - as_float({name}h));"]
 
 
-def mma_calls(mi: int, ni: int, split: int) -> list[str]:
-    """The mma calls of one 8-wide step of an MI x NI grid of m16n8 fragments: accumulators
-    c{i}_{j}_{q} from operands a{i}_{r}{h,l} and b{j}_{r}_{h,l} (:func:`split_operand`); 3xTF32
-    adds the small products first. Emulated, every operand goes to its slot of local memory
-    first and the products read them there after one barrier (``MMA_PUT_A``, ``MMA_FROM``)."""
+def mma_group(a_ops: list[str], b_ops: list[str], products: list[tuple[str, int, int]],
+              split: int) -> list[str]:
+    """The mma calls of ``products`` (accumulators, index into ``a_ops``, index into
+    ``b_ops``): A operands (four registers) and B operands (two), each a template with
+    ``{p}`` for the TF32 part (:func:`split_operand`: "h", and "l" for 3xTF32, which adds the
+    small products first). Emulated, every operand goes to its slot of local memory first
+    (part p of operand n in slot ``n * parts + p``) and the products read them there after one
+    barrier (``MMA_PUT_A``, ``MMA_SYNC``, ``MMA_FROM``); with PTX the puts and barriers are
+    empty and the products run in the order given."""
     pairs = [("h", "h")] if split == 1 else [("l", "h"), ("h", "l"), ("h", "h")]
     parts = ["h"] if split == 1 else ["h", "l"]
 
-    def slot(n: int, p: str) -> int:  # fragment n's part p (mma_slots counts them)
+    def slot(n: int, p: str) -> int:
         return n * len(parts) + parts.index(p)
 
-    def a(i: int, p: str) -> str:
-        return ", ".join(f"a{i}_{r}{p}" for r in range(4))
-
-    def b(j: int, p: str) -> str:
-        return ", ".join(f"b{j}_{r}_{p}" for r in range(2))
-
-    lines = [f"MMA_PUT_A({slot(i, p)}, {a(i, p)})" for i in range(mi) for p in parts]
-    lines += [f"MMA_PUT_B({slot(j, p)}, {b(j, p)})" for j in range(ni) for p in parts]
+    lines = [f"MMA_PUT_A({slot(i, p)}, {a.format(p=p)})" for i, a in enumerate(a_ops)
+             for p in parts]
+    lines += [f"MMA_PUT_B({slot(j, p)}, {b.format(p=p)})" for j, b in enumerate(b_ops)
+              for p in parts]
     lines.append("MMA_SYNC()")
-    for i in range(mi):
-        for j in range(ni):
-            acc = ", ".join(f"c{i}_{j}_{q}" for q in range(4))
-            lines += [f"MMA_FROM({acc}, {a(i, pa)}, {b(j, pb)}, {slot(i, pa)}, {slot(j, pb)});"
-                      for pa, pb in pairs]
+    for acc, i, j in products:
+        lines += [f"MMA_FROM({acc}, {a_ops[i].format(p=pa)}, {b_ops[j].format(p=pb)}, "
+                  f"{slot(i, pa)}, {slot(j, pb)});" for pa, pb in pairs]
     lines.append("MMA_SYNC()")
     return lines
+
+
+def mma_calls(mi: int, ni: int, split: int) -> list[str]:
+    """The mma calls of one 8-wide step of an MI x NI grid of m16n8 fragments: accumulators
+    c{i}_{j}_{q} from operands a{i}_{r}{h,l} and b{j}_{r}_{h,l} (:func:`split_operand`), as
+    one :func:`mma_group`."""
+    a_ops = [", ".join(f"a{i}_{r}{{p}}" for r in range(4)) for i in range(mi)]
+    b_ops = [", ".join(f"b{j}_{r}_{{p}}" for r in range(2)) for j in range(ni)]
+    products = [(", ".join(f"c{i}_{j}_{q}" for q in range(4)), i, j)
+                for i in range(mi) for j in range(ni)]
+    return mma_group(a_ops, b_ops, products, split)
 
 
 def copy_piece(how: str, buf: str, row: str, idx: str, lim: str, inner: str, row_ok: str) -> str:

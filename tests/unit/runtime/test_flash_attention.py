@@ -35,7 +35,7 @@ def _launch(q, k, v, mask, split, causal, vec, skip=False, empty_rows="zero_nan"
     cl = eng.cl
     (heads, m, d), (kv_heads, n, dv) = q.shape, v.shape
     ops = [Stage("({0} * 0.125f)", [("x", None)], "float"), Stage("({0} + {1})", [("x", None), ("in", 0)], "float")]
-    cfg = flash.config_for(d)
+    cfg = flash.config_for(d, split)
     dead = (0, flash.dead_predicate(np.float32)) if skip else None
     src = flash.flash_attention(cfg, d, dv, split, False, vec, ops, [np.float32], causal, empty_rows,
                                 "rn", dead, False, bool(chunk), bound is not None)
@@ -168,7 +168,7 @@ def test_dead_key_blocks(m, d, split, vec, rng):
     want[:, 10] = v.mean(1)
     assert np.all(skipped[:, m - 2] == 0)
     assert rel_l2_unfloored(skipped, want) <= TOL[split]
-    bq = flash.config_for(d).bq
+    bq = flash.config_for(d, split).bq
     mask[10] = np.where(np.arange(m) <= 10, 0.0, np.finfo(np.float32).min)
     clean = _launch(q, k, v, mask, split, False, vec, True, "nan")
     poisoned = v.copy()
@@ -231,7 +231,7 @@ def test_causal_bound_replaces_the_scan(m, n, bound, chunk, rng):
     ok = ~np.isnan(plain)
     assert rel_l2_unfloored(got[ok], plain[ok]) <= TOL[3]
     assert rel_l2_unfloored(got[:, 10], v.mean(1)) <= TOL[3]
-    cfg = flash.config_for(d)
+    cfg = flash.config_for(d, 3)
     mask[10] = np.where(np.arange(n) <= 10 + bound, 0.0, np.finfo(np.float32).min)
     clean = _launch(q, k, v, mask, 3, False, True, True, "nan", chunk, bound=bound)
     poisoned = v.copy()
@@ -408,13 +408,14 @@ def test_few_queries_keep_the_row_kernel(emulated_flash, rng):
     assert not _ran_flash(req)
 
 
-def test_configs_fit_local_memory():
-    """Two stages of K and V (and the Q block staged in the K stages) in 48 KB."""
+@pytest.mark.parametrize("split", [1, 3])
+def test_configs_fit_local_memory(split):
+    """Two stages of K and V in 48 KB, key blocks of whole m16n8 fragments."""
     for d in (16, 64, 96, 128):
-        cfg = flash.config_for(d)
+        cfg = flash.config_for(d, split)
         dk, dvp = -(-d // 16) * 16, -(-d // 8) * 8
         vst = dvp + (4 - dvp) % 16
-        assert cfg.bq <= 2 * cfg.bkv
+        assert cfg.bkv % 8 == 0
         assert 4 * 2 * cfg.bkv * (dk + vst) <= 48 << 10
 
 
