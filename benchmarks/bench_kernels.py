@@ -422,7 +422,7 @@ def section_attention(eng, torch, args) -> None:
         from netpass.runtime.kernels import Stage, flash
         ops = [Stage("({0} * 0.125f)", [("x", None)], "float"), Stage("({0} + {1})", [("x", None), ("in", 0)], "float")]
         for split in (1, 3):
-            info = ptxas_info(eng, flash.flash_attention(flash.config_for(d), d, d, split, True, True, ops, [F32], False))
+            info = ptxas_info(eng, flash.flash_attention(flash.config_for(d, split), d, d, split, True, True, ops, [F32], False))
             print(f"  ptxas flash split {split}: {info}", flush=True)
             REPORT.setdefault("ptxas", {})[f"flash split {split}"] = info
     rows = []

@@ -545,7 +545,7 @@ def _flash_launch(p: Params, desc: AttentionDesc, batch: list, operands, ost: li
     (_, _, sqm, sqd), (_, _, skn, skd), (_, _, svn, svj) = operands
     vec = sqd == 1 and skd == 1 and svj == 1 and D % 4 == 0 and DV % 4 == 0 \
         and all(x % 4 == 0 for x in [sqm, skn, svn] + q_s + k_s + v_s)
-    cfg = flash.config_for(D)
+    cfg = flash.config_for(D, split)
     stages = p.cached(("attention_stages",), desc.stages)
     side_dtypes = [p.in_dtypes[3 + j] for j in range(n_sides)]
     nb = dims[0] * dims[1]

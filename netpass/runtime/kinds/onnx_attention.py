@@ -75,7 +75,7 @@ def onnx_attention_impl(p: Params, key) -> Impl | None:
     if M == 0 or B * Hq == 0:
         return Impl(key, [])
     vec = all(x % 4 == 0 for x in list(qs[:3]) + list(ks[:3]) + list(vs[:3]) + [D, DV])
-    cfg = flash.config_for(D)
+    cfg = flash.config_for(D, split)
     causal = bool(a.get("is_causal"))
     groups = cdiv(M, cfg.bq) * B * Hq
     chunk = key_chunk(p, groups, cdiv(N, cfg.bkv))
