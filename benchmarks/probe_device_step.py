@@ -1,7 +1,7 @@
 """Probe: the device's own time for a decode step and a prompt, with the host taken out.
 
     python benchmarks/probe_device_step.py [--arch gpt2] [--onnx /tmp/gpt2.onnx] [--config K=V]
-                                           [--next-token]
+                                           [--next-token] [--decode-splits N] [--decode-items N]
 
 A spin kernel (a loop on NVIDIA's ``%globaltimer``; a counted loop elsewhere) holds the
 request's in-order queue while the host enqueues a whole step behind it, so the step then runs
@@ -10,7 +10,9 @@ and the prompt's plain wall time (a prompt after ``reset_state``: the time to fi
 either is host-bound where its wall exceeds its device time. Then the
 device's cost of back-to-back launches of a tiny kernel and of a kernel reading 9.4 MB (one
 buffer, L2-resident after the first launch), queued the same way. The model is
-``bench_decode``'s (GPT-2 small's config by default), prompt 128.
+``bench_decode``'s (GPT-2 small's config by default), prompt 128. ``--decode-splits`` and
+``--decode-items`` set the decode attention's ``MAX_SPLITS`` and work-group size (``DLS``,
+its key chunk twice that) for the run, to compare them.
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from bench_gemv_hbm import behind_spin, spin_kernel  # noqa: E402
 
 import netpass  # noqa: E402
 from netpass.generation import stateful_decoder, with_next_token  # noqa: E402
+from netpass.runtime.kernels import decode  # noqa: E402
 
 TINY = r"""
 __kernel void tiny(__global float* a, const int n) {
@@ -53,7 +56,13 @@ def main() -> None:
     ap.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--next-token", action="store_true",
                     help="the model with_next_token makes (the device-token loop's)")
+    ap.add_argument("--decode-splits", type=int, help="kernels.decode.MAX_SPLITS for this run")
+    ap.add_argument("--decode-items", type=int, help="kernels.decode.DLS for this run")
     args = ap.parse_args()
+    if args.decode_splits:
+        decode.MAX_SPLITS = args.decode_splits
+    if args.decode_items:
+        decode.DLS, decode.CHUNK = args.decode_items, 2 * args.decode_items
     dec = load_or_export(args.onnx, False, args.arch)
     model = stateful_decoder(netpass.read_model(dec.onnx), last_logits=True)
     if args.next_token:
