@@ -268,8 +268,9 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
         for step, (c0, c1) in enumerate((("x", "y"), ("z", "w"))):
             for r, (h, c) in enumerate((("l", c0), ("h", c0), ("l", c1), ("h", c1))):
                 qfrag += mma.split_operand(f"qa{s}_{step}_{r}", f"q{s}{h}.{c}", split, hi_round)
+
     def groups(n: int) -> list[list[int]]:
-        """Products taken together (``mma.mma_group``): emulated, all of a step's (two
+        """Products taken together (``mma_parts.mma_group``): emulated, all of a step's (two
         barriers a step); with PTX one at a time, each right after its operands."""
         return [list(range(n))] if not ptx else [[i] for i in range(n)]
 
@@ -289,8 +290,8 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
                     s_code += mma.split_operand(f"kb{j}_{step}_0_", f"k{j}.{c0}", split, hi_round)
                     s_code += mma.split_operand(f"kb{j}_{step}_1_", f"k{j}.{c1}", split, hi_round)
                 s_code += mma_group([", ".join(f"qa{s}_{step}_{r}{{p}}" for r in range(4))],
-                                        [f"kb{j}_{step}_0_{{p}}, kb{j}_{step}_1_{{p}}" for j in js],
-                                        [(acc(f"s{j}"), 0, n) for n, j in enumerate(js)], split)
+                                    [f"kb{j}_{step}_0_{{p}}, kb{j}_{step}_1_{{p}}" for j in js],
+                                    [(acc(f"s{j}"), 0, n) for n, j in enumerate(js)], split)
         s_code.append("}")
 
     # score ops and masks, element (row m, key n)
@@ -344,8 +345,8 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
                     pv.append(f"const float v{o}_{r} = VS[{at}];")
                     pv += mma.split_operand(f"vb{o}_{r}_", f"v{o}_{r}", split, hi_round)
             pv += mma_group([", ".join(f"pa{j}_{r}{{p}}" for r in range(4))],
-                                [f"vb{o}_0_{{p}}, vb{o}_1_{{p}}" for o in os_],
-                                [(acc(f"o{o}"), 0, n) for n, o in enumerate(os_)], split)
+                            [f"vb{o}_0_{{p}}, vb{o}_1_{{p}}" for o in os_],
+                            [(acc(f"o{o}"), 0, n) for n, o in enumerate(os_)], split)
         pv.append("}")
 
     def scan(lo: str, hi: str) -> str:

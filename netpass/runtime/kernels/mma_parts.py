@@ -33,25 +33,13 @@ _PTX_MACROS = r"""
 """
 
 # the m16n8k8 product through local memory: fragments in (their low 13 bits dropped, as the
-# tensor cores read float32 bits as TF32), barrier, 4 outputs per lane out. MMA_PUT_A/B,
-# MMA_SYNC and MMA_FROM split it so that a step's products share two barriers (mma_calls): PoCL
-# compiles a kernel in time that grows with its barriers (a 3xTF32 64 x 48 warp tile made 288 a
-# K block, and one such kernel compiled for over ten minutes). With PTX, MMA_FROM is MMA.
+# tensor cores read float32 bits as TF32), barrier, 4 outputs per lane out, split into
+# MMA_PUT_A/B, MMA_SYNC and MMA_FROM so that a step's products share two barriers (mma_group):
+# PoCL compiles a kernel in time that grows with its barriers (a 3xTF32 64 x 48 warp tile made
+# 288 a K block with a barrier pair a product, and one such kernel compiled for over ten
+# minutes). With PTX, MMA_FROM is MMA.
 _EMULATED_MACROS = r"""
 #define TF32T(u) as_float((u) & 0xffffe000u)
-#define MMA(c0, c1, c2, c3, a0, a1, a2, a3, b0, b1) { \
-  __local float* sa_ = mma_sa + warp * 128; __local float* sb_ = mma_sb + warp * 64; \
-  sa_[g * 8 + t] = TF32T(a0); sa_[(g + 8) * 8 + t] = TF32T(a1); \
-  sa_[g * 8 + t + 4] = TF32T(a2); sa_[(g + 8) * 8 + t + 4] = TF32T(a3); \
-  sb_[t * 8 + g] = TF32T(b0); sb_[(t + 4) * 8 + g] = TF32T(b1); \
-  barrier(CLK_LOCAL_MEM_FENCE); \
-  for (int kk_ = 0; kk_ < 8; ++kk_) { \
-    const float x0_ = sa_[g * 8 + kk_], x1_ = sa_[(g + 8) * 8 + kk_]; \
-    const float y0_ = sb_[kk_ * 8 + 2 * t], y1_ = sb_[kk_ * 8 + 2 * t + 1]; \
-    c0 = fma(x0_, y0_, c0); c1 = fma(x0_, y1_, c1); \
-    c2 = fma(x1_, y0_, c2); c3 = fma(x1_, y1_, c3); \
-  } \
-  barrier(CLK_LOCAL_MEM_FENCE); }
 #define MMA_PUT_A(s, a0, a1, a2, a3) { \
   __local float* sa_ = mma_sa + (warp * MMA_A_SLOTS + (s)) * 128; \
   sa_[g * 8 + t] = TF32T(a0); sa_[(g + 8) * 8 + t] = TF32T(a1); \
@@ -100,7 +88,8 @@ def macros(ptx: bool, in_flight: int) -> str:
     """The PTX pieces (or their emulation): ``MMA``, ``tf32_rn()``, ``CP_ASYNC``, ``CP_COMMIT``,
     ``CP_WAIT`` (waits until at most ``in_flight`` groups of copies are pending), ``CP_WAIT_N(n)``
     (at most ``n``) and
-    ``FILL_PLAIN``. The emulated MMA reads ``warp``, ``g``, ``t`` and local arrays
+    ``FILL_PLAIN``; the products of :func:`mma_group` (``MMA_PUT_A``, ``MMA_PUT_B``,
+    ``MMA_SYNC``, ``MMA_FROM``), whose emulation reads ``warp``, ``g``, ``t`` and local arrays
     ``mma_sa`` / ``mma_sb`` (:func:`emulation_scratch`)."""
     if not ptx:
         return _PLAIN_FILL + _TF32_RN + _EMULATED_MACROS
@@ -108,9 +97,9 @@ def macros(ptx: bool, in_flight: int) -> str:
     return _PLAIN_FILL + _TF32_RN + _PTX_MACROS + wait
 
 
-def emulation_scratch(ptx: bool, warps: int, a_slots: int = 1, b_slots: int = 1) -> str:
-    """Local arrays the emulated MMA exchanges fragments through, ``a_slots`` A and
-    ``b_slots`` B fragments a warp (those of :func:`mma_calls`; nothing with PTX)."""
+def emulation_scratch(ptx: bool, warps: int, a_slots: int, b_slots: int) -> str:
+    """Local arrays the emulated products exchange fragments through, ``a_slots`` A and
+    ``b_slots`` B fragments a warp (the most one :func:`mma_group` puts; nothing with PTX)."""
     if ptx:
         return ""
     return (f"__local float mma_sa[{warps * a_slots} * 128], mma_sb[{warps * b_slots} * 64];\n"
