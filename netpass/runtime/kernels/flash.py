@@ -75,7 +75,7 @@ import numpy as np
 from . import mma
 from .attention import FILL_ARGS, fill_caches
 from .common import Source, Stage, ctype, header, memoized, nan_max, stage_code
-from .mma_parts import mma_group
+from .mma_parts import mma_group, mma_slots
 
 MAX_HEAD = 128
 DEAD_SCORE = 1e30  # a final score at most -DEAD_SCORE adds exp(<= -DEAD_SCORE / 2) = 0 to its row
@@ -418,8 +418,7 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
     side_base = "\n  ".join(f"const int ob{j} = off_in{j} + b0 * s_in{j}_0 + b1 * s_in{j}_1;"
                             for j in range(n_side))
     shuffle = _SHUFFLE_PTX if ptx else _SHUFFLE_EMULATED
-    parts = 1 if split == 1 else 2
-    scratch = mma.emulation_scratch(ptx, W, parts, max(NJ, NO) * parts) + \
+    scratch = mma.emulation_scratch(ptx, W, *mma_slots(1, max(NJ, NO), split)) + \
         ("" if ptx else " __local float xch[NT];")
     longest_first = skip is not None or causal
     skip_locals = "" if skip is None else \

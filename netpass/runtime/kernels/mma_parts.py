@@ -85,7 +85,7 @@ _PLAIN_FILL = r"""
 
 
 def macros(ptx: bool, in_flight: int) -> str:
-    """The PTX pieces (or their emulation): ``MMA``, ``tf32_rn()``, ``CP_ASYNC``, ``CP_COMMIT``,
+    """The PTX pieces (or their emulation): ``tf32_rn()``, ``CP_ASYNC``, ``CP_COMMIT``,
     ``CP_WAIT`` (waits until at most ``in_flight`` groups of copies are pending), ``CP_WAIT_N(n)``
     (at most ``n``) and
     ``FILL_PLAIN``; the products of :func:`mma_group` (``MMA_PUT_A``, ``MMA_PUT_B``,
@@ -106,9 +106,16 @@ def emulation_scratch(ptx: bool, warps: int, a_slots: int, b_slots: int) -> str:
             f"#define MMA_A_SLOTS {a_slots}\n#define MMA_B_SLOTS {b_slots}\n")
 
 
+def tf32_parts(split: int) -> list[str]:
+    """The TF32 parts of an operand (:func:`split_operand`): its head "h", and for 3xTF32 its
+    remainder "l"."""
+    return ["h"] if split == 1 else ["h", "l"]
+
+
 def mma_slots(mi: int, ni: int, split: int) -> tuple[int, int]:
-    """The A and B fragment slots a warp's :func:`mma_calls` use (``emulation_scratch``)."""
-    parts = 1 if split == 1 else 2
+    """The A and B fragment slots a warp's :func:`mma_group` of ``mi`` A and ``ni`` B operands
+    uses (``emulation_scratch``)."""
+    parts = len(tf32_parts(split))
     return mi * parts, ni * parts
 
 
@@ -140,7 +147,7 @@ def mma_group(a_ops: list[str], b_ops: list[str], products: list[tuple[str, int,
     barrier (``MMA_PUT_A``, ``MMA_SYNC``, ``MMA_FROM``); with PTX the puts and barriers are
     empty and the products run in the order given."""
     pairs = [("h", "h")] if split == 1 else [("l", "h"), ("h", "l"), ("h", "h")]
-    parts = ["h"] if split == 1 else ["h", "l"]
+    parts = tf32_parts(split)
 
     def slot(n: int, p: str) -> int:
         return n * len(parts) + parts.index(p)
