@@ -54,7 +54,7 @@ from netpass.ops.matmul import MatMul  # noqa: E402
 from netpass.runtime import kernels  # noqa: E402
 from netpass.runtime.device import Engine, resolve_device_name, select_device  # noqa: E402
 from netpass.runtime.impls import Params  # noqa: E402
-from netpass.runtime.kernels import mma, mma_plan  # noqa: E402
+from netpass.runtime.kernels import mma, mma_plan, tma_gemm  # noqa: E402
 from netpass.runtime.kinds import row_of  # noqa: E402
 from netpass.runtime.kinds.matmul import matmul_impl  # noqa: E402
 
@@ -538,11 +538,13 @@ def section_gpt2(eng, torch_cuda_mod, args) -> None:
     tmask = torch.ones_like(tids)
     with torch.no_grad():
         want = tm(tids, tmask).double().cpu().numpy()
-    variants = [("netpass f32 (3xTF32)", "f32", 3), ("netpass tf32", "tf32", 3)]
+    # (label, precision, mma_plan.F32_SPLIT, tma_gemm.F32_SPLIT)
+    variants = [("netpass f32 (3xTF32)", "f32", 3, 3), ("netpass tf32", "tf32", 3, 3),
+                ("netpass f32 (3xTF32, no TMA)", "f32", 3, None)]
     if args.simt:
-        variants.append(("netpass f32 SIMT", "f32", None))
-    for label, precision, f32_split in variants:
-        mma_plan.F32_SPLIT = f32_split
+        variants.append(("netpass f32 SIMT", "f32", None, None))
+    for label, precision, f32_split, tma_split in variants:
+        mma_plan.F32_SPLIT, tma_gemm.F32_SPLIT = f32_split, tma_split
         try:
             t0 = time.perf_counter()
             cm = netpass.compile_model(onnx_model, args.device, {"TRANSFORMATIONS": "NONE",
@@ -575,7 +577,7 @@ def section_gpt2(eng, torch_cuda_mod, args) -> None:
             print(f"  {label} FAILED\n{traceback.format_exc()[-1500:]}", flush=True)
             r[label] = {"error": traceback.format_exc()[-2000:]}
         finally:
-            mma_plan.F32_SPLIT = 3
+            mma_plan.F32_SPLIT = tma_gemm.F32_SPLIT = 3
     if torch_cuda_mod:
         for label, attn, tf32 in (("torch sdpa fp32", "sdpa", False), ("torch eager-attn fp32", "eager", False),
                                   ("torch sdpa tf32", "sdpa", True)):

@@ -1,8 +1,11 @@
-"""The TMA + wgmma TF32 GEMM (``netpass.runtime.kernels.tma_gemm``) per tile against cuBLAS TF32.
+"""The TMA + wgmma GEMM (``netpass.runtime.kernels.tma_gemm``) per tile against cuBLAS: TF32
+tiles against cuBLAS TF32, 3xTF32 tiles (a fourth number 3: ``128x192x2x3``) against cuBLAS
+float32.
 
-One process: cuBLAS TF32 through torch (CUDA events), then each tile of ``--tiles`` on each
-shape: the kernel built by the engine (patched PTX), checked against float64 products of the
-TF32-truncated operands on 64 sampled rows, timed with OpenCL profiling events (median of
+One process: cuBLAS TF32 and float32 through torch (CUDA events), then each tile of
+``--tiles`` on each shape: the kernel built by the engine (patched PTX), checked against
+float64 products of the TF32-truncated operands (TF32) or of the operands (3xTF32) on 64
+sampled rows, timed with OpenCL profiling events (median of
 ``--reps`` after two). B is a FullyConnected's weights [N, K]. ``--cold``: the L2 flushed
 (a 512 MB fill) before each launch, so that the operands come from HBM as inside a model. Prints ptxas's register and
 spill counts where ``ptxas`` is on the PATH.
@@ -29,7 +32,8 @@ from netpass.runtime.tensor_maps import templates
 
 SHAPES = [(4096, 4096, 4096), (4096, 768, 3072), (4096, 768, 2304), (4096, 3072, 768),
           (1024, 768, 3072), (1024, 768, 2304), (1024, 3072, 768), (1024, 768, 768)]
-TILES = "128x256x3,128x192x4,128x128x5,64x128x7,64x256x4,64x192x5"
+TILES = "128x256x3,128x192x4,128x128x5,64x128x7,64x256x4,64x192x5,128x192x2x3,128x128x3x3," \
+    "64x128x5x3,64x256x2x3"
 
 
 def tf32(x: np.ndarray) -> np.ndarray:
@@ -50,9 +54,9 @@ def ptxas_info(eng: Engine, src: str) -> str:
                     if "registers" in ln or "spill" in ln or "rror" in ln)
 
 
-def cublas(shapes: list, reps: int, cold: bool) -> dict:
+def cublas(shapes: list, reps: int, cold: bool, allow_tf32: bool) -> dict:
     import torch
-    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cuda.matmul.allow_tf32 = allow_tf32
     flush = torch.empty(128 << 20, device="cuda") if cold else None
     out = {}
     for m, k, n in shapes:
@@ -87,9 +91,9 @@ def main() -> None:
     shapes = [SHAPES[int(i)] for i in args.shapes.split(",")] if args.shapes else SHAPES
     result: dict = {"device": eng.describe(), "runs": {}}
     try:
-        result["cublas_tf32_ms"] = cublas(shapes, args.reps, args.cold)
-        print("cuBLAS TF32 ms:", {k: round(v, 4) for k, v in result["cublas_tf32_ms"].items()},
-              flush=True)
+        for name, allow in (("cublas_tf32_ms", True), ("cublas_fp32_ms", False)):
+            result[name] = cublas(shapes, args.reps, args.cold, allow)
+            print(name, {k: round(v, 4) for k, v in result[name].items()}, flush=True)
     except Exception as exc:  # (measured without the peer too)
         print("no torch:", exc)
     rng = np.random.default_rng(0)
@@ -127,10 +131,12 @@ def main() -> None:
             c = np.empty((m, n), np.float32)
             cl.enqueue_copy(queue, c, cb)
             rows = rng.choice(m, 64, replace=False)
-            want = tf32(a[rows]).astype(np.float64) @ tf32(w).astype(np.float64).T
+            cut = tf32 if cfg.split == 1 else np.asarray
+            want = cut(a[rows]).astype(np.float64) @ cut(w).astype(np.float64).T
             err = float(np.abs(c[rows] - want).max() / np.abs(want).max())
             key = f"{m}x{k}x{n}"
-            ratio = result.get("cublas_tf32_ms", {}).get(key, float("nan")) / ms
+            peer = "cublas_tf32_ms" if cfg.split == 1 else "cublas_fp32_ms"
+            ratio = result.get(peer, {}).get(key, float("nan")) / ms
             row[key] = {"ms": ms, "tflops": 2.0 * m * n * k / ms / 1e9, "err": err,
                         "x_cublas": ratio}
             print(f"  {key}: {ms:.4f} ms {row[key]['tflops']:6.1f} TFLOP/s  {ratio:.2f}x cuBLAS"

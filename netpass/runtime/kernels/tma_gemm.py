@@ -15,6 +15,14 @@ element type); each work-group's producer copies them to local memory, sets thei
 extents and row strides with ``tensormap.replace`` and publishes them to its slot of a scratch
 buffer (``tensormap.cp_fenceproxy``), from where its copies read them.
 
+A float32 GEMM runs as 3xTF32 (``TmaConfig.split`` 3): once a stage has arrived, the consumers
+split it in place into its TF32 heads (rounded to nearest) and write the remainders into one of
+two local buffers laid out as the stage; each K step is then three products (remainders first:
+low A with B, A with low B, A with B). A step's split is done while the step before it is on
+the tensor cores, and one barrier a step orders the split before the products that read it
+(two remainder buffers: the one being written was last read two steps before, and every
+consumer has waited for that step before this barrier).
+
 ``ptx`` False is the same schedule emulated for tests on any OpenCL device: no producer warp,
 the stage copied (and swizzled) by all items, each product summed from local memory."""
 from __future__ import annotations
@@ -27,10 +35,24 @@ import numpy as np
 from .common import Source, Stage, header, memoized
 from .gemm import gemm_args
 from .mma import side_inputs, slice_stores, store_macro
+from .mma_parts import TF32_RN
 from .wgmma import PTX, SWIZZLE32, mma_call
 
 GROUP_M = 8
 TF32T = "#define TF32T(x) as_float(as_uint(x) & 0xffffe000u)\n"
+# a stage split into its TF32 heads in place (rounded to nearest) and its remainders (0 for
+# infinities, whose remainder would be NaN), by ``n`` items from item ``t``
+SPLIT_STAGE = r"""
+inline void split_stage(__local float4* st, __local float4* lo, int t, int count, int n) {
+  for (int e = t; e < count; e += n) {
+    const float4 v = st[e];
+    const float4 h = (float4)(as_float(tf32_rn(v.x)), as_float(tf32_rn(v.y)),
+                              as_float(tf32_rn(v.z)), as_float(tf32_rn(v.w)));
+    st[e] = h;
+    lo[e] = select(v - h, (float4)(0.0f), isinf(v));
+  }
+}
+"""
 EP_LD = 68  # row stride (floats) of a warp's 16 x 64 epilogue slice: rows g and g + 8 apart
 MAP_SLOT = 256  # bytes of a work-group's two tensor maps in the scratch buffer
 # epilogue stores unrolled where side inputs are not loaded ahead (strides not over
@@ -41,11 +63,13 @@ EP_UNROLL = 4
 @dataclass(frozen=True)
 class TmaConfig:
     """A tile: ``bm`` rows (64 a consumer warpgroup), ``bn`` columns (a multiple of 64, at
-    most 256: one wgmma), ``stages`` K slices of 8 in flight."""
+    most 256: one wgmma), ``stages`` K slices of 8 in flight; ``split`` the TF32 products of a
+    product: 1 (TF32) or 3 (3xTF32, float32)."""
 
     bm: int
     bn: int
     stages: int
+    split: int = 1
 
     @property
     def warpgroups(self) -> int:
@@ -63,9 +87,15 @@ class TmaConfig:
         return (self.bm + self.bn) * 32
 
     @property
+    def low_bytes(self) -> int:
+        """The two buffers of a stage's remainders (3xTF32), after the stages."""
+        return 2 * self.stage_bytes if self.split == 3 else 0
+
+    @property
     def smem_bytes(self) -> int:
-        """The stages, or each warp's epilogue slice where that is more."""
-        return max(self.stages * self.stage_bytes, 4 * 16 * EP_LD * 4 * self.warpgroups)
+        """The stages and remainders, or each warp's epilogue slice where that is more."""
+        return max(self.stages * self.stage_bytes + self.low_bytes,
+                   4 * 16 * EP_LD * 4 * self.warpgroups)
 
     def local_bytes(self) -> int:
         return self.smem_bytes + 16 * self.stages + 256
@@ -74,6 +104,11 @@ class TmaConfig:
         if self.bm % 64 or not 64 <= self.bm <= 256 or self.bn % 64 or not 64 <= self.bn <= 256:
             raise ValueError(f"tile {self.bm}x{self.bn}: rows in 64s up to 256, columns in 64s "
                              "up to 256")
+        if self.split not in (1, 3):
+            raise ValueError(f"split {self.split}: TF32 (1) or 3xTF32 (3)")
+        if self.split == 3 and self.stages < 2:
+            raise ValueError("3xTF32 splits the next stage while a step's products read one: "
+                             "2 stages at least")
         if self.stages < 1 or self.local_bytes() > 48 << 10:
             raise ValueError(f"tile {self.bm}x{self.bn} x {self.stages}: not in 48 KB of "
                              "local memory")
@@ -85,6 +120,12 @@ class TmaConfig:
 # all seven shapes)
 CONFIGS = ((TmaConfig(128, 256, 3), 192.0), (TmaConfig(128, 192, 4), 169.0),
            (TmaConfig(128, 128, 5), 147.0), (TmaConfig(64, 128, 7), 100.0))
+# 3xTF32's tiles (the remainders' buffers take the room of two stages) and their rates
+# (H200, 4096^3, the same script; 64x256 x2 at 76 and 128x192 x2 at 61 TFLOP/s lost to these on
+# every shape but the 1024-row up projection, by 5%)
+CONFIGS_3X = ((TmaConfig(128, 128, 3, 3), 95.0), (TmaConfig(64, 128, 5, 3), 80.0))
+# float32 GEMMs run here as 3xTF32 (None: they are left to kernels.mma's)
+F32_SPLIT: int | None = 3
 MIN_M = 64
 # K slices: a tile grid that leaves compute units idle walks K in slices on more work-groups,
 # their partial products summed by ``mma.splitk_reduce`` through the epilogue (a launch of
@@ -116,10 +157,11 @@ def _cost_us(rate: float, M: int, N: int, option: TmaPlan, cus: int) -> float:
     return -(-groups(cfg, M, N, option.slices) // cus) * work + reduce
 
 
-def choose(M: int, N: int, K_: int, cus: int) -> TmaPlan:
-    """The plan of least predicted time over CONFIGS and 1..MAX_SLICES K slices."""
+def choose(M: int, N: int, K_: int, cus: int, split: int = 1) -> TmaPlan:
+    """The plan of least predicted time over the tiles of ``split`` (CONFIGS, CONFIGS_3X) and
+    1..MAX_SLICES K slices."""
     best: tuple[float, TmaPlan] | None = None
-    for cfg, rate in CONFIGS:
+    for cfg, rate in CONFIGS if split == 1 else CONFIGS_3X:
         for want in range(1, MAX_SLICES + 1):
             per = -(-K_ // want)  # (K per slice, rounded up to whole steps of 8)
             slice_k = -(-per // 8) * 8 if want > 1 else K_
@@ -138,15 +180,16 @@ def plan(engine, precision: str | None, M: int, N: int, K_: int, nb: int, sa: li
          norm: tuple | None) -> TmaPlan | None:
     """The tile and K slices of this float32 GEMM (A [M, K] with strides ``sa``, B [K, N]
     with ``sb``) on this kernel, or None where it does not run it: the engine's ``tma`` ("ptx"
-    on Hopper, "emulated" in tests), precision "tf32", one batch, no normalized rows, K
-    contiguous in A and B with row strides of whole 16 bytes (the tensor maps' rule),
-    M >= MIN_M."""
-    if not getattr(engine, "tma", "") or precision != "tf32" or nb != 1 or norm is not None:
+    on Hopper, "emulated" in tests), precision "tf32" (or float32 as 3xTF32 where F32_SPLIT
+    says), one batch, no normalized rows, K contiguous in A and B with row strides of whole 16
+    bytes (the tensor maps' rule), M >= MIN_M."""
+    split = 1 if precision == "tf32" else F32_SPLIT
+    if not getattr(engine, "tma", "") or split is None or nb != 1 or norm is not None:
         return None
     if M < MIN_M or not N or not K_ or sa[-1] != 1 or sb[-2] != 1 or sa[-2] % 4 \
             or sb[-1] % 4 or sa[-2] < K_ or sb[-1] < K_:
         return None
-    return choose(M, N, K_, int(engine.device.max_compute_units))
+    return choose(M, N, K_, int(engine.device.max_compute_units), split)
 
 
 def work_sizes(cfg: TmaConfig, M: int, N: int, ptx: bool, slices: int = 1
@@ -212,7 +255,11 @@ def _producer(cfg: TmaConfig) -> str:
 
 def _emulated_fill(cfg: TmaConfig, threads: int) -> str:
     """All ``threads`` items copy K slice ``kt`` of A's and B's tile rows into stage 0,
-    swizzled as the copies would, zeros outside the tensors."""
+    swizzled as the copies would, zeros outside the tensors; 3xTF32 then splits it."""
+    split = "" if cfg.split == 1 else f"""
+    split_stage(smem, smem + {cfg.stages * cfg.stage_bytes // 16}, t, {cfg.stage_bytes // 16},
+                {threads});
+    barrier(CLK_LOCAL_MEM_FENCE);"""
     return f"""barrier(CLK_LOCAL_MEM_FENCE);
     for (int e = t; e < {(cfg.bm + cfg.bn) * 8}; e += {threads}) {{
       const int row = e >> 3, k = e & 7, kk = k0 + kt * 8 + k;
@@ -222,27 +269,83 @@ def _emulated_fill(cfg: TmaConfig, threads: int) -> str:
       const float v = ok ? (in_a ? A[(size_t)gr * sam + kk] : B[(size_t)gr * sbn + kk]) : 0.0f;
       *(__local float*)((__local uchar*)smem + (in_a ? 0 : {cfg.a_bytes}) + {SWIZZLE32}) = v;
     }}
-    barrier(CLK_LOCAL_MEM_FENCE);"""
+    barrier(CLK_LOCAL_MEM_FENCE);{split}"""
 
 
 def _emulated_mma(cfg: TmaConfig) -> str:
     """Each item's accumulators (the m64nN fragment layout) summed from local memory, the
-    operands read as TF32 (low 13 bits dropped)."""
+    operands read as TF32 (low 13 bits dropped); 3xTF32: the heads from the split stage and
+    the remainders from their buffer (``split_stage``), the remainders' products first."""
+    pairs = (("h", "h"),) if cfg.split == 1 else (("l", "h"), ("h", "l"), ("h", "h"))
+    lows = cfg.stages * cfg.stage_bytes
+
+    def load(name: str, where: str) -> str:
+        head = f"const float {name}h = TF32T(*(__local const float*)(sm + {where}));"
+        if cfg.split == 1:
+            return head
+        return head + f" const float {name}l = TF32T(*(__local const float*)(sm + {lows} + " \
+            f"{where}));"
+
     lines = [f"for (int k = 0; k < 8 && wg < {cfg.warpgroups}; ++k) {{",
              "      const int r = wg * 64 + w4 * 16 + g;",
              "      __local const uchar* sm = (__local const uchar*)smem;",
-             f"      const float a0 = TF32T(*(__local const float*)(sm + {SWIZZLE32}));",
-             "      const float a1 = TF32T(*(__local const float*)(sm + "
-             f"{SWIZZLE32.replace('(r)', '(r + 8)')}));"]
+             "      " + load("a0", SWIZZLE32),
+             "      " + load("a1", SWIZZLE32.replace("(r)", "(r + 8)"))]
     for j in range(cfg.bn // 8):
         for q in range(2):
             col = f"({8 * j + q} + 2 * tq)"
-            lines.append(f"      {{ const float bv = TF32T(*(__local const float*)(sm + "
-                         f"{cfg.a_bytes} + {SWIZZLE32.replace('(r)', col)})); "
-                         f"c{4 * j + q} = fma(a0, bv, c{4 * j + q}); "
-                         f"c{4 * j + q + 2} = fma(a1, bv, c{4 * j + q + 2}); }}")
+            sums = " ".join(f"c{4 * j + q + 2 * i} = fma(a{i}{pa}, bv{pb}, c{4 * j + q + 2 * i});"
+                            for pa, pb in pairs for i in range(2))
+            where = f"{cfg.a_bytes} + " + SWIZZLE32.replace("(r)", col)
+            lines.append(f"      {{ {load('bv', where)} {sums} }}")
     lines.append("    }")
     return "\n".join(lines)
+
+
+def _consumers(cfg: TmaConfig) -> str:
+    """The consumer warpgroups' main loop with PTX: each K step's stage waited for, its
+    products issued and waited for, then its slot released. 3xTF32 (module docstring): the
+    next stage split while this step's products run. (Leaving a step's products in flight
+    into the next step, its stage released a step later, lost at 4096^3 and gained at most
+    10% on GPT-2's shapes: H200, issue 18, round 22.)"""
+    s, stage, a_bytes = cfg.stages, cfg.stage_bytes, cfg.a_bytes
+    operands = f"""const uint sa = sbase + s * {stage} + wg * 2048;
+    const uint sb = sbase + s * {stage} + {a_bytes};"""
+    release = f"""WG_WAIT0();
+    if ((t & 127) == 0) MB_ARRIVE(bars + 8 * ({s} + s));"""
+    if cfg.split == 1:
+        return f"""for (int kt = 0; kt < KT; ++kt) {{
+    const int s = kt % {s};
+    mb_wait(bars + 8 * s, (kt / {s}) & 1);
+    {operands}
+    WG_FENCE();
+    {mma_call(cfg.bn, "c", "WG_DESC(sa)", "WG_DESC(sb)")}
+    WG_COMMIT();
+    {release}
+  }}"""
+    lows, n4, items = s * stage, stage // 16, 128 * cfg.warpgroups
+    return f"""mb_wait(bars, 0);
+  split_stage(smem, smem + {lows // 16}, t, {n4}, {items});
+  for (int kt = 0; kt < KT; ++kt) {{
+    const int s = kt % {s};
+    {operands}
+    const uint la = sbase + {lows} + (kt & 1) * {stage} + wg * 2048;
+    const uint lb = sbase + {lows} + (kt & 1) * {stage} + {a_bytes};
+    FENCE_ASYNC();
+    NAMED_BARRIER(1, {items});  /* the step's split done by every consumer */
+    WG_FENCE();
+    {mma_call(cfg.bn, "c", "WG_DESC(la)", "WG_DESC(sb)")}
+    {mma_call(cfg.bn, "c", "WG_DESC(sa)", "WG_DESC(lb)")}
+    {mma_call(cfg.bn, "c", "WG_DESC(sa)", "WG_DESC(sb)")}
+    WG_COMMIT();
+    if (kt + 1 < KT) {{
+      const int s1 = (kt + 1) % {s};
+      mb_wait(bars + 8 * s1, ((kt + 1) / {s}) & 1);
+      split_stage(smem + s1 * {n4}, smem + {lows // 16} + ((kt + 1) & 1) * {n4}, t, {n4},
+                  {items});
+    }}
+    {release}
+  }}"""
 
 
 def _epilogue(cfg: TmaConfig, ptx: bool, ahead: list[int] | None, dtypes: list) -> str:
@@ -307,17 +410,7 @@ def gemm_tma(cfg: TmaConfig, epilogue: list[Stage], n_extra: int, extra_dtypes: 
   }}
   barrier(CLK_LOCAL_MEM_FENCE);
   {_producer(cfg)}
-  for (int kt = 0; kt < KT; ++kt) {{
-    const int s = kt % {cfg.stages};
-    mb_wait(bars + 8 * s, (kt / {cfg.stages}) & 1);
-    const uint sa = sbase + s * {cfg.stage_bytes} + wg * 2048;
-    const uint sb = sbase + s * {cfg.stage_bytes} + {cfg.a_bytes};
-    WG_FENCE();
-    {mma_call(cfg.bn, "c", "WG_DESC(sa)", "WG_DESC(sb)")}
-    WG_COMMIT();
-    WG_WAIT0();
-    if ((t & 127) == 0) MB_ARRIVE(bars + 8 * ({cfg.stages} + s));
-  }}
+  {_consumers(cfg)}
   }}"""
         macros = PTX + TF32T
         locals_ = (f"__local ulong mbar[{2 * cfg.stages}];\n"
@@ -326,6 +419,8 @@ def gemm_tma(cfg: TmaConfig, epilogue: list[Stage], n_extra: int, extra_dtypes: 
         locals_ = ""
         body = plain
         macros = TF32T
+    if cfg.split == 3:
+        macros += TF32_RN + SPLIT_STAGE
     body = acc + "\n  " + body
     # side inputs loaded ahead where their strides are over (batch, m, n) (one batch: b is 0)
     ahead = side_inputs(epilogue) if bmn and n_extra else None

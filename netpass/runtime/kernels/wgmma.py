@@ -57,6 +57,8 @@ PTX = r"""
   : "memory")
 #define MB_ARRIVE(bar) asm volatile("//@@ mbarrier.arrive.shared::cta.b64 _, [%0];" \
   :: "r"(bar) : "memory")
+/* local-memory stores made visible to the async proxy (wgmma's operand reads, the copies) */
+#define FENCE_ASYNC() asm volatile("//@@ fence.proxy.async.shared::cta;" ::: "memory")
 #define WARP_SYNC() asm volatile("bar.warp.sync -1;" ::: "memory")
 #define NAMED_BARRIER(id, n) asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(n) : "memory")
 #define TM_ADDRESS(tm, v) asm volatile( \

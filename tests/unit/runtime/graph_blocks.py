@@ -46,18 +46,18 @@ def rel_l2_unfloored(got, want) -> float:
     return float(np.linalg.norm(got - want) / np.linalg.norm(want))
 
 
-def check_tf32_fc_gelu_residual(device: str, rng: np.random.Generator, tol: float,
-                                rows=(70, 17, 99)):
-    """A TF32 FullyConnected [?, 72] x [36, 72]^T with bias, tanh GELU and a residual add,
-    run over ``rows`` in one request against float64 (relative L2 <= ``tol``); the request,
-    for the caller to ask which kernels it built."""
+def check_fc_gelu_residual(device: str, rng: np.random.Generator, tol: float,
+                           rows=(70, 17, 99), hint: str = "tf32"):
+    """A FullyConnected [?, 72] x [36, 72]^T with bias, tanh GELU and a residual add at
+    precision ``hint``, run over ``rows`` in one request against float64 (relative L2 <=
+    ``tol``); the request, for the caller to ask which kernels it built."""
     x = opset.parameter([-1, 72], np.float32, name="x")
     r = opset.parameter([-1, 36], np.float32, name="r")
     w, bias = randn_f32(rng, 36, 72), randn_f32(rng, 36)
     y = opset.add(opset.gelu(opset.fully_connected(x, w, bias), "tanh"), r)
     model = Model([opset.result(y, name="y")], [x, r])
     req = compile_program(model, device,
-                          {"INFERENCE_PRECISION_HINT": "tf32"}).create_infer_request()
+                          {"INFERENCE_PRECISION_HINT": hint}).create_infer_request()
     for n in rows:
         xv, rv = randn_f32(rng, n, 72), randn_f32(rng, n, 36)
         z = xv.astype(np.float64) @ w.T.astype(np.float64) + bias

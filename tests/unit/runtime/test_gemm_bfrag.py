@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from graph_blocks import check_tf32_fc_gelu_residual, randn_f32
+from graph_blocks import check_fc_gelu_residual, randn_f32
 
 from netpass.runtime.device import Engine, select_device
 from netpass.runtime.kernels import mma, mma_bfrag, mma_plan
@@ -154,7 +154,7 @@ def test_fully_connected_reads_its_weights_in_fragment_order(emulated_bfrag, rng
     """A TF32 FullyConnected with bias, GELU and a residual add over growing row counts: 70
     and 99 rows take the large tiles on the bfrag loop (the weights stored once in fragment
     order), 17 rows the small ones on [K, N] weights; both layouts kept side by side."""
-    req = check_tf32_fc_gelu_residual(RUNTIME_DEVICE, rng, TOL[1] * 2)
+    req = check_fc_gelu_residual(RUNTIME_DEVICE, rng, TOL[1] * 2)
     sources = [key[2] for key in req.network.kernel_objects if "gemm_mma(" in key[2]]
     assert any("bq_" in s for s in sources) and any("bq_" not in s for s in sources)
     assert req.network.stats["weight_reorders"] == 2

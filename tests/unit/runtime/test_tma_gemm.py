@@ -1,16 +1,18 @@
-"""The TF32 GEMM on Hopper's tensor memory accelerator and wgmma (netpass.runtime.kernels.
-tma_gemm) with its schedule emulated on PoCL: tails in M, N and K, operands starting off
-16-byte boundaries, each tile, the epilogue; its plan; and a TF32 FullyConnected and MatMul
-routed to it. Relative L2 against float64 <= 2e-3 (TF32 operands: 10-bit mantissas), as the
-other tensor-core kernels' tests. On the H200 (``NETPASS_TEST_DEVICE=GPU``) the same tests run
-the real instructions where the engine has them."""
+"""The TF32 and 3xTF32 GEMM on Hopper's tensor memory accelerator and wgmma (netpass.runtime.
+kernels.tma_gemm) with its schedule emulated on PoCL: tails in M, N and K, operands starting
+off 16-byte boundaries, each tile, the epilogue; its plan; and a TF32 or float32
+FullyConnected and MatMul routed to it. Relative L2 against float64 <= 2e-3 for TF32 (10-bit
+mantissas), as the other tensor-core kernels' tests, and <= 1e-5 for 3xTF32 (float32's own
+rounding over these K is ~1e-7; TF32 alone would be ~1e-3). On the H200
+(``NETPASS_TEST_DEVICE=GPU``) the same tests run the real instructions where the engine has
+them."""
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from graph_blocks import check_tf32_fc_gelu_residual, randn_f32
+from graph_blocks import check_fc_gelu_residual, randn_f32
 
 from netpass import Model, opset
 from netpass.runtime import compile_program
@@ -22,6 +24,7 @@ from netpass.runtime.tensor_maps import templates
 from netpass.testing import RUNTIME_DEVICE
 
 TOL = 2e-3
+TOL_3X = 1e-5
 
 
 def _rel_l2(got, want) -> float:
@@ -93,6 +96,20 @@ def test_tma_gemm_in_k_slices_matches_numpy(cfg, shape, slice_k, aoff, rng):
     assert _rel_l2(got, want) <= TOL
 
 
+@pytest.mark.parametrize("cfg,shape,aoff,boff,slice_k", [
+    (TmaConfig(64, 64, 2, 3), (70, 70, 37), 0, 0, 0),     # tails in every dimension
+    (TmaConfig(128, 64, 3, 3), (130, 65, 40), 0, 0, 0),   # two warpgroups split a stage
+    (TmaConfig(64, 128, 2, 3), (64, 128, 45), 1, 3, 0),   # off 16 bytes: the plain schedule
+    (TmaConfig(64, 64, 2, 3), (70, 70, 77), 0, 0, 24),    # K slices
+])
+def test_tma_gemm_3xtf32_matches_float64(cfg, shape, aoff, boff, slice_k, rng):
+    """Each stage split into TF32 heads and remainders, three products a K step: float32's
+    accuracy, not TF32's."""
+    got, want = _run(cfg, *shape, rng, aoff, boff, slice_k)
+    assert not np.isnan(got).any()
+    assert _rel_l2(got, want) <= TOL_3X
+
+
 def test_tiles_checked_and_chosen():
     """Tiles of whole warpgroups and 64-column blocks up to 256 in 48 KB of local memory; the
     tile whose rounds over the compute units cost least at its measured rate."""
@@ -100,9 +117,17 @@ def test_tiles_checked_and_chosen():
         TmaConfig(96, 128, 3).check()
     with pytest.raises(ValueError, match="48 KB"):
         TmaConfig(128, 256, 4).check()
-    for cfg, _ in tma_gemm.CONFIGS:
+    with pytest.raises(ValueError, match="48 KB"):
+        TmaConfig(128, 128, 4, 3).check()  # (the remainders take two stages' room)
+    with pytest.raises(ValueError, match="split 2"):
+        TmaConfig(64, 64, 2, 2).check()
+    with pytest.raises(ValueError, match="2 stages"):
+        TmaConfig(64, 64, 1, 3).check()  # (the next stage is split while one is read)
+    for cfg, _ in tma_gemm.CONFIGS + tma_gemm.CONFIGS_3X:
         cfg.check()
         assert cfg.local_bytes() <= 48 << 10
+    assert all(cfg.split == 3 for cfg, _ in tma_gemm.CONFIGS_3X)
+    assert tma_gemm.choose(4096, 4096, 4096, 132, 3).cfg.split == 3
     whole = {(4096, 4096, 4096): TmaConfig(128, 256, 3), (4096, 3072, 768): TmaConfig(128, 256, 3),
              (4096, 2304, 768): TmaConfig(128, 192, 4), (1024, 3072, 768): TmaConfig(128, 192, 4),
              (1024, 768, 768): TmaConfig(64, 128, 7), (4096, 768, 3072): TmaConfig(128, 192, 4)}
@@ -116,12 +141,15 @@ def test_tiles_checked_and_chosen():
         assert (got.slices - 1) * got.slice_k < k <= got.slices * got.slice_k
 
 
-def test_plan_takes_tf32_k_contiguous_operands_only():
-    """TF32, one batch, no normalized rows, K contiguous in both operands with row strides of
-    whole 16 bytes, M from MIN_M, on an engine with the instructions."""
+def test_plan_takes_k_contiguous_operands_only(monkeypatch):
+    """TF32, or float32 as 3xTF32 (F32_SPLIT), one batch, no normalized rows, K contiguous in
+    both operands with row strides of whole 16 bytes, M from MIN_M, on an engine with the
+    instructions."""
     eng = SimpleNamespace(tma="ptx", device=SimpleNamespace(max_compute_units=132))
     ok = (1024, 768, 768, 1, [768, 1], [1, 768], None)
-    assert tma_gemm.plan(eng, "tf32", *ok) is not None
+    assert tma_gemm.plan(eng, "tf32", *ok).cfg.split == 1
+    assert tma_gemm.plan(eng, "f32", *ok).cfg.split == 3
+    monkeypatch.setattr(tma_gemm, "F32_SPLIT", None)
     assert tma_gemm.plan(eng, "f32", *ok) is None
     assert tma_gemm.plan(SimpleNamespace(tma=""), "tf32", *ok) is None
     assert tma_gemm.plan(eng, "tf32", 1024, 768, 768, 2, [768, 1], [1, 768], None) is None
@@ -156,7 +184,7 @@ def tma_engine(monkeypatch):
 def test_fully_connected_runs_on_it_with_its_epilogue(tma_engine, rng):
     """A TF32 FullyConnected with bias, GELU and a residual add over growing row counts reads
     its weights as given, [N, K], through the kernel."""
-    req = check_tf32_fc_gelu_residual(RUNTIME_DEVICE, rng, TOL * 2)
+    req = check_fc_gelu_residual(RUNTIME_DEVICE, rng, TOL * 2)
     sources = [key[2] for key in req.network.kernel_objects if "gemm_tma(" in key[2]]
     assert sources
 
@@ -166,24 +194,37 @@ def test_fully_connected_in_k_slices_reduces_through_its_epilogue(tma_engine, mo
     """A plan in K slices: the kernel writes three partial products, ``splitk_reduce`` sums
     them through the bias, GELU and residual add."""
     monkeypatch.setattr(tma_gemm, "choose",
-                        lambda m, n, k, cus: TmaPlan(TmaConfig(64, 64, 2), 3, 24))
-    req = check_tf32_fc_gelu_residual(RUNTIME_DEVICE, rng, TOL * 2)
+                        lambda m, n, k, cus, split: TmaPlan(TmaConfig(64, 64, 2), 3, 24))
+    req = check_fc_gelu_residual(RUNTIME_DEVICE, rng, TOL * 2)
     sources = [key[2] for key in req.network.kernel_objects]
     assert any("gemm_tma(" in src and "slice_k" in src for src in sources)
     assert any("splitk_reduce(" in src for src in sources)
 
 
-def test_matmul_of_a_transposed_view_runs_on_it(tma_engine, rng):
+def test_fully_connected_in_float32_runs_on_it_as_3xtf32(tma_engine, monkeypatch, rng):
+    """A float32 FullyConnected with its epilogue runs on the kernel's 3xTF32 tiles, at
+    float32's accuracy; with F32_SPLIT None it is left to the other kernels."""
+    monkeypatch.setattr(tma_gemm, "CONFIGS_3X", ((TmaConfig(64, 64, 2, 3), 1.0),))
+    req = check_fc_gelu_residual(RUNTIME_DEVICE, rng, TOL_3X, hint="f32")
+    assert any("gemm_tma(" in key[2] and "split_stage" in key[2]
+               for key in req.network.kernel_objects)
+    monkeypatch.setattr(tma_gemm, "F32_SPLIT", None)
+    req = check_fc_gelu_residual(RUNTIME_DEVICE, rng, TOL_3X, hint="f32")
+    assert not any("gemm_tma(" in key[2] for key in req.network.kernel_objects)
+
+
+def test_matmul_of_a_transposed_view_runs_on_it(tma_engine, monkeypatch, rng):
     """A MatMul whose second operand is a transposed [N, K] input (K contiguous) runs on it
-    with TF32; float32 precision keeps the other kernels."""
+    with TF32, and with float32 as 3xTF32 at float32's accuracy."""
+    monkeypatch.setattr(tma_gemm, "CONFIGS_3X", ((TmaConfig(64, 64, 2, 3), 1.0),))
     a = opset.parameter([-1, 40], np.float32, name="a")
     b = opset.parameter([48, 40], np.float32, name="b")
     y = opset.matmul(a, b, False, True)
     model = Model([opset.result(y, name="y")], [a, b])
-    for hint, used in (("tf32", True), ("f32", False)):
+    for hint, tol in (("tf32", TOL), ("f32", TOL_3X)):
         req = compile_program(model, RUNTIME_DEVICE,
                               {"INFERENCE_PRECISION_HINT": hint}).create_infer_request()
         av, bv = randn_f32(rng, 33, 40), randn_f32(rng, 48, 40)
         got = req.infer({"a": av, "b": bv})["y"]
-        assert _rel_l2(got, av.astype(np.float64) @ bv.T.astype(np.float64)) <= TOL
-        assert any("gemm_tma(" in key[2] for key in req.network.kernel_objects) == used
+        assert _rel_l2(got, av.astype(np.float64) @ bv.T.astype(np.float64)) <= tol
+        assert any("gemm_tma(" in key[2] for key in req.network.kernel_objects)
