@@ -65,7 +65,7 @@ _EMULATED_MACROS = r"""
 
 # TF32 head of a float32 by round to nearest on its bits (infinities and NaN truncated: the
 # canonical NaN 0x7fffffff would carry into the sign)
-TF32_RN = r"""
+_TF32_RN = r"""
 inline uint tf32_rn(float x) {
   const uint u = as_uint(x);
   return ((u & 0x7f800000u) == 0x7f800000u ? u : u + 0x1000u) & 0xffffe000u;
@@ -92,9 +92,9 @@ def macros(ptx: bool, in_flight: int) -> str:
     ``MMA_SYNC``, ``MMA_FROM``), whose emulation reads ``warp``, ``g``, ``t`` and local arrays
     ``mma_sa`` / ``mma_sb`` (:func:`emulation_scratch`)."""
     if not ptx:
-        return _PLAIN_FILL + TF32_RN + _EMULATED_MACROS
+        return _PLAIN_FILL + _TF32_RN + _EMULATED_MACROS
     wait = f'#define CP_WAIT() asm volatile("cp.async.wait_group {in_flight};" ::: "memory")\n'
-    return _PLAIN_FILL + TF32_RN + _PTX_MACROS + wait
+    return _PLAIN_FILL + _TF32_RN + _PTX_MACROS + wait
 
 
 def emulation_scratch(ptx: bool, warps: int, a_slots: int, b_slots: int) -> str:

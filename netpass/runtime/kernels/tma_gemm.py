@@ -16,9 +16,10 @@ extents and row strides with ``tensormap.replace`` and publishes them to its slo
 buffer (``tensormap.cp_fenceproxy``), from where its copies read them.
 
 A float32 GEMM runs as 3xTF32 (``TmaConfig.split`` 3): once a stage has arrived, the consumers
-split it in place into its TF32 heads (rounded to nearest) and write the remainders into one of
-two local buffers laid out as the stage; each K step is then three products (remainders first:
-low A with B, A with low B, A with B). A step's split is done while the step before it is on
+write its remainders (x less its TF32 head, the float32 with its low 13 bits dropped, which is
+how the tensor cores read the stage itself) into one of two local buffers laid out as the
+stage; each K step is then three products (remainders first: low A with B, A with low B, A
+with B). A step's split is done while the step before it is on
 the tensor cores, and one barrier a step orders the split before the products that read it
 (two remainder buffers: the one being written was last read two steps before, and every
 consumer has waited for that step before this barrier).
@@ -35,21 +36,19 @@ import numpy as np
 from .common import Source, Stage, header, memoized
 from .gemm import gemm_args
 from .mma import side_inputs, slice_stores, store_macro
-from .mma_parts import TF32_RN
 from .wgmma import PTX, SWIZZLE32, mma_call
 
 GROUP_M = 8
 TF32T = "#define TF32T(x) as_float(as_uint(x) & 0xffffe000u)\n"
-# a stage split into its TF32 heads in place (rounded to nearest) and its remainders (0 for
-# infinities, whose remainder would be NaN), by ``n`` items from item ``t``
+# a stage's remainders x - trunc(x) (0 for infinities, whose remainder would be NaN) by ``n``
+# items from item ``t``: its heads are the stage as the copies wrote it, the tensor cores reading
+# float32 bits as TF32 (the low 13 bits dropped; heads rounded to nearest and written back
+# measured as accurate and 10-16% slower: H200, issue 18, round 22)
 SPLIT_STAGE = r"""
-inline void split_stage(__local float4* st, __local float4* lo, int t, int count, int n) {
+inline void split_stage(__local const float4* st, __local float4* lo, int t, int count, int n) {
   for (int e = t; e < count; e += n) {
     const float4 v = st[e];
-    const float4 h = (float4)(as_float(tf32_rn(v.x)), as_float(tf32_rn(v.y)),
-                              as_float(tf32_rn(v.z)), as_float(tf32_rn(v.w)));
-    st[e] = h;
-    lo[e] = select(v - h, (float4)(0.0f), isinf(v));
+    lo[e] = select(v - as_float4(as_uint4(v) & (uint4)(0xffffe000u)), (float4)(0.0f), isinf(v));
   }
 }
 """
@@ -120,13 +119,18 @@ class TmaConfig:
 # all seven shapes)
 CONFIGS = ((TmaConfig(128, 256, 3), 192.0), (TmaConfig(128, 192, 4), 169.0),
            (TmaConfig(128, 128, 5), 147.0), (TmaConfig(64, 128, 7), 100.0))
-# 3xTF32's tiles (the remainders' buffers take the room of two stages) and their rates
-# (H200, 4096^3, the same script; 64x256 x2 at 76 and 128x192 x2 at 61 TFLOP/s lost to these on
-# every shape but the 1024-row up projection, by 5%)
-CONFIGS_3X = ((TmaConfig(128, 128, 3, 3), 95.0), (TmaConfig(64, 128, 5, 3), 80.0))
+# 3xTF32's tiles (the remainders' buffers take the room of two stages) and their rates: 128x128
+# at 4096^3 (H200, the same script); 128x192's is the rate that ranks it as GPT-2's 1024-token
+# prompt measured it (61 TFLOP/s alone at 4096^3 with warm operands; in the prompt, whose
+# weights come from HBM, tiles of 128 rows read them half as often as 64x128 x5 tiles, which
+# ran faster alone and cost the prompt 0.5 ms: benchmarks/probe_tma_tiles.py)
+CONFIGS_3X = ((TmaConfig(128, 128, 3, 3), 105.0), (TmaConfig(128, 192, 2, 3), 95.0))
 # float32 GEMMs run here as 3xTF32 (None: they are left to kernels.mma's)
 F32_SPLIT: int | None = 3
 MIN_M = 64
+# 3xTF32 from this many rows: shorter prompts keep kernels.mma's split-K GEMMs, where this
+# kernel was not measured against them (a 128-token prompt's time to first token, issue 17)
+MIN_M_3X = 512
 # K slices: a tile grid that leaves compute units idle walks K in slices on more work-groups,
 # their partial products summed by ``mma.splitk_reduce`` through the epilogue (a launch of
 # about REDUCE_US plus the partials' and the output's bytes at REDUCE_BYTES_PER_US); a slice
@@ -182,11 +186,12 @@ def plan(engine, precision: str | None, M: int, N: int, K_: int, nb: int, sa: li
     with ``sb``) on this kernel, or None where it does not run it: the engine's ``tma`` ("ptx"
     on Hopper, "emulated" in tests), precision "tf32" (or float32 as 3xTF32 where F32_SPLIT
     says), one batch, no normalized rows, K contiguous in A and B with row strides of whole 16
-    bytes (the tensor maps' rule), M >= MIN_M."""
+    bytes (the tensor maps' rule), M >= MIN_M (MIN_M_3X for 3xTF32)."""
     split = 1 if precision == "tf32" else F32_SPLIT
     if not getattr(engine, "tma", "") or split is None or nb != 1 or norm is not None:
         return None
-    if M < MIN_M or not N or not K_ or sa[-1] != 1 or sb[-2] != 1 or sa[-2] % 4 \
+    min_m = MIN_M if split == 1 else MIN_M_3X
+    if min_m > M or not N or not K_ or sa[-1] != 1 or sb[-2] != 1 or sa[-2] % 4 \
             or sb[-1] % 4 or sa[-2] < K_ or sb[-1] < K_:
         return None
     return choose(M, N, K_, int(engine.device.max_compute_units), split)
@@ -274,8 +279,8 @@ def _emulated_fill(cfg: TmaConfig, threads: int) -> str:
 
 def _emulated_mma(cfg: TmaConfig) -> str:
     """Each item's accumulators (the m64nN fragment layout) summed from local memory, the
-    operands read as TF32 (low 13 bits dropped); 3xTF32: the heads from the split stage and
-    the remainders from their buffer (``split_stage``), the remainders' products first."""
+    operands read as TF32 (low 13 bits dropped); 3xTF32: the heads from the stage and the
+    remainders from their buffer (``split_stage``), the remainders' products first."""
     pairs = (("h", "h"),) if cfg.split == 1 else (("l", "h"), ("h", "l"), ("h", "h"))
     lows = cfg.stages * cfg.stage_bytes
 
@@ -420,7 +425,7 @@ def gemm_tma(cfg: TmaConfig, epilogue: list[Stage], n_extra: int, extra_dtypes: 
         body = plain
         macros = TF32T
     if cfg.split == 3:
-        macros += TF32_RN + SPLIT_STAGE
+        macros += SPLIT_STAGE
     body = acc + "\n  " + body
     # side inputs loaded ahead where their strides are over (batch, m, n) (one batch: b is 0)
     ahead = side_inputs(epilogue) if bmn and n_extra else None

@@ -189,6 +189,7 @@ def test_norm_folds_into_each_tensor_core_gemm(rng, monkeypatch, kind, ahead):
         monkeypatch.setattr(engine, "mma", "emulated")
     elif not getattr(engine, "mma", ""):
         pytest.skip("no tensor-core kernels on this device")
+    monkeypatch.setattr(engine, "tma", "")  # (Hopper's TMA kernel normalizes rows ahead)
     monkeypatch.setattr(mma_plan, "norm_ahead", lambda cfg: ahead)
     model = _model(rng, kind, ("fc", "matmul", "rows"))
     req = netpass.compile_model(model, RUNTIME_DEVICE,

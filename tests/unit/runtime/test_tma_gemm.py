@@ -156,6 +156,8 @@ def test_plan_takes_k_contiguous_operands_only(monkeypatch):
     assert tma_gemm.plan(eng, "tf32", 1024, 768, 768, 1, [768, 1], [768, 1], None) is None
     assert tma_gemm.plan(eng, "tf32", 1024, 768, 770, 1, [770, 1], [1, 770], None) is None
     assert tma_gemm.plan(eng, "tf32", 32, 768, 768, 1, [768, 1], [1, 768], None) is None
+    assert tma_gemm.plan(eng, "tf32", 128, 768, 768, 1, [768, 1], [1, 768], None) is not None
+    assert tma_gemm.plan(eng, "f32", 128, 768, 768, 1, [768, 1], [1, 768], None) is None
     assert tma_gemm.plan(eng, "tf32", 1024, 768, 768, 1, [768, 1], [1, 768],
                          (1e-5, True, True, True, True, False)) is None
 
@@ -178,6 +180,7 @@ def tma_engine(monkeypatch):
         monkeypatch.setattr(eng, "tma", "emulated")
     monkeypatch.setattr(tma_gemm, "CONFIGS", ((TmaConfig(64, 64, 2), 1.0),))
     monkeypatch.setattr(tma_gemm, "MIN_M", 16)
+    monkeypatch.setattr(tma_gemm, "MIN_M_3X", 16)
     return eng
 
 
