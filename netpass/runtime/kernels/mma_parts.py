@@ -345,21 +345,11 @@ def _moments(norm: tuple, sh: str) -> tuple[str, str, str]:
             norm_scale(norm, "var_", "q_"))
 
 
-@memoized
-def row_moments(norm: tuple) -> Source:
-    """Each row's mean and normalization scale (``norm`` as norm_out_parts') for a GEMM whose
-    product is normalized (``norm_out_parts``' ``ahead``): one work-group of ``LS`` items per
-    row of ``K`` contiguous floats, sums shifted by the row's first element as the GEMM's own
-    would take them; ``NS[row]`` the mean (0 for RMSNorm), ``NS[rows + row]`` the scale."""
-    rms = norm[5]
-    moments, mean, scale = _moments(norm, "sh_")
-    text = header([]) + f"""#define LS {LS}
-__kernel __attribute__((reqd_work_group_size(LS, 1, 1)))
-void row_moments(__global const float* A, int aoff, int K, __global float* NS)
-{{
-  const int row = get_group_id(0), lid = get_local_id(0), rows = get_num_groups(0);
-  __global const float* const x_ = A + aoff + (size_t)row * K;
-  const float sh_ = {"0.0f" if rms else "x_[0]"};
+def _row_sums(rms: bool) -> str:
+    """C statements leaving the sums ``s_`` and squares ``q_`` of row ``x_`` (``K``
+    contiguous floats) in every item of the work-group, shifted by the row's first element
+    (``sh_``; 0 for RMSNorm), 16-byte loads where the row allows."""
+    return f"""const float sh_ = {"0.0f" if rms else "x_[0]"};
   float s_ = 0.0f, q_ = 0.0f;
   if ((K & 3) == 0 && (((size_t)x_) & 15) == 0) {{
     for (int k4 = lid; k4 < K / 4; k4 += LS) {{
@@ -376,10 +366,64 @@ void row_moments(__global const float* A, int aoff, int K, __global float* NS)
     if (lid < h) {{ ss_[lid] += ss_[lid + h]; qs_[lid] += qs_[lid + h]; }}
     barrier(CLK_LOCAL_MEM_FENCE);
   }}
+  s_ = ss_[0]; q_ = qs_[0];"""
+
+
+@memoized
+def row_moments(norm: tuple) -> Source:
+    """Each row's mean and normalization scale (``norm`` as norm_out_parts') for a GEMM whose
+    product is normalized (``norm_out_parts``' ``ahead``): one work-group of ``LS`` items per
+    row of ``K`` contiguous floats, sums shifted by the row's first element as the GEMM's own
+    would take them; ``NS[row]`` the mean (0 for RMSNorm), ``NS[rows + row]`` the scale."""
+    moments, mean, scale = _moments(norm, "sh_")
+    text = header([]) + f"""#define LS {LS}
+__kernel __attribute__((reqd_work_group_size(LS, 1, 1)))
+void row_moments(__global const float* A, int aoff, int K, __global float* NS)
+{{
+  const int row = get_group_id(0), lid = get_local_id(0), rows = get_num_groups(0);
+  __global const float* const x_ = A + aoff + (size_t)row * K;
+  {_row_sums(norm[5])}
   if (lid == 0) {{
-    s_ = ss_[0]; q_ = qs_[0];
     {moments}NS[row] = {mean}; NS[rows + row] = {scale};
   }}
 }}
 """
     return Source(text, "row_moments")
+
+
+@memoized
+def normalize_rows(norm: tuple) -> Source:
+    """Each row of ``K`` contiguous floats normalized (``norm`` as norm_out_parts': MVN or
+    RMSNorm), times gamma and plus beta where ``norm`` has them (``K`` contiguous floats
+    each), into ``Y``: a LayerNorm ahead of a tensor-core GEMM that reads its rows
+    normalized. One work-group of ``LS`` items per row: one pass for the row's sums (as
+    :func:`row_moments`), one for the output, 16-byte loads and stores where K allows (the
+    generic row kernel, ``kernels.rowop``, takes three passes, a reduction each for the mean
+    and the variance, and indexes gamma and beta through the output's shape)."""
+    gamma, beta = norm[3], norm[4]
+    moments, mean, scale = _moments(norm, "sh_")
+    vectors = "".join(f", __global const float* {v}, int {v}off"
+                      for v, on in (("G", gamma), ("Bt", beta)) if on)
+    v4 = "v_" + (" * vload4(k4, G + Goff)" if gamma else "") \
+        + (" + vload4(k4, Bt + Btoff)" if beta else "")
+    v1 = "v_" + (" * G[Goff + k]" if gamma else "") + (" + Bt[Btoff + k]" if beta else "")
+    text = header([]) + f"""#define LS {LS}
+__kernel __attribute__((reqd_work_group_size(LS, 1, 1)))
+void normalize_rows(__global const float* A, int aoff, int K, __global float* Y{vectors})
+{{
+  const int row = get_group_id(0), lid = get_local_id(0);
+  __global const float* const x_ = A + aoff + (size_t)row * K;
+  __global float* const y_ = Y + (size_t)row * K;
+  {_row_sums(norm[5])}
+  {moments}const float mean_ = {mean}, scale_ = {scale};
+  if ((K & 3) == 0) {{
+    for (int k4 = lid; k4 < K / 4; k4 += LS) {{
+      const float4 v_ = (vload4(k4, x_) - mean_) * scale_;
+      vstore4({v4}, k4, y_);
+    }}
+  }} else {{
+    for (int k = lid; k < K; k += LS) {{ const float v_ = (x_[k] - mean_) * scale_; y_[k] = {v1}; }}
+  }}
+}}
+"""
+    return Source(text, "normalize_rows")

@@ -19,10 +19,10 @@ A float32 GEMM runs as 3xTF32 (``TmaConfig.split`` 3): once a stage has arrived,
 write its remainders (x less its TF32 head, the float32 with its low 13 bits dropped, which is
 how the tensor cores read the stage itself) into one of two local buffers laid out as the
 stage; each K step is then three products (remainders first: low A with B, A with low B, A
-with B). A step's split is done while the step before it is on
-the tensor cores, and one barrier a step orders the split before the products that read it
-(two remainder buffers: the one being written was last read two steps before, and every
-consumer has waited for that step before this barrier).
+with B). A step's remainders are written while the step before it is on the tensor cores,
+and one barrier a step orders them before the products that read them (two remainder
+buffers: the one being written was last read two steps before, and every consumer has waited
+for that step's products before this barrier).
 
 ``ptx`` False is the same schedule emulated for tests on any OpenCL device: no producer warp,
 the stage copied (and swizzled) by all items, each product summed from local memory."""
@@ -128,9 +128,11 @@ CONFIGS_3X = ((TmaConfig(128, 128, 3, 3), 105.0), (TmaConfig(128, 192, 2, 3), 95
 # float32 GEMMs run here as 3xTF32 (None: they are left to kernels.mma's)
 F32_SPLIT: int | None = 3
 MIN_M = 64
-# 3xTF32 from this many rows: shorter prompts keep kernels.mma's split-K GEMMs, where this
-# kernel was not measured against them (a 128-token prompt's time to first token, issue 17)
-MIN_M_3X = 512
+# 3xTF32 from this many rows: below it kernels.mma's split-K GEMMs were as fast or faster on
+# GPT-2's projections (H200, weights [N, K], f32: 64 rows 0.019-0.029 ms against 0.027-0.035;
+# 128 rows alike but the [768, 768] projection's 0.019 against 0.029; 256 rows 0.034-0.042
+# against 0.048-0.057 but 0.029 against 0.025 for [768, 768])
+MIN_M_3X = 256
 # K slices: a tile grid that leaves compute units idle walks K in slices on more work-groups,
 # their partial products summed by ``mma.splitk_reduce`` through the epilogue (a launch of
 # about REDUCE_US plus the partials' and the output's bytes at REDUCE_BYTES_PER_US); a slice

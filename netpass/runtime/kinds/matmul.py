@@ -37,7 +37,7 @@ from ..impls import (
     work_1d,
 )
 from ..kernels import decode_gemv, expert, mma, mma_parts, mma_plan, tma_gemm
-from ..kernels.common import LS, Stage
+from ..kernels.common import LS
 from ..kernels.gemm import (
     GEMM_LARGE,
     GEMM_MEDIUM,
@@ -50,7 +50,6 @@ from ..kernels.gemm import (
     gemm_pipelined,
     gemm_skinny,
 )
-from ..kernels.rowop import rowop
 from ..shape_infer import infer_host
 from .base import OpKind, broadcast, table
 
@@ -318,17 +317,9 @@ def _normalize_rows(p: Params, norm: tuple, norm_first: int, a_idx: int, rows: i
     beta, the inputs from ``norm_first`` on) into impl buffer 0: a folded LayerNorm ahead of a
     tensor-core GEMM, whose inner loop would otherwise normalize every fragment it reads
     (2.3 ms more over GPT-2's 24 folded GEMMs on the H100 than this pass)."""
-    eps, inside, variance, gamma, beta, rms = norm
-    vecs = int(gamma) + int(beta)
-    ops = ([Stage("({0} * {1})", [("x", None), ("in", 0)], "float")] if gamma else []) + \
-        ([Stage("({0} + {1})", [("x", None), ("in", vecs - 1)], "float")] if beta else [])
-    params = {"eps": eps} if rms else \
-        {"eps": eps, "inside_sqrt": inside, "normalize_variance": variance}
-    src = p.cached(("norm_rows", norm), lambda: rowop(
-        "rms" if rms else "mvn", np.float32, np.float32, params, ops, [np.float32] * vecs, 2))
-    spec: list = [("i", a_idx), ("b", 0), 0, k, 1] + [("i", norm_first + j) for j in range(vecs)]
-    if vecs:
-        spec += [rows, k] + [0, 1] * vecs
+    vecs = int(norm[3]) + int(norm[4])
+    src = p.cached(("normalize_rows", norm), lambda: mma_parts.normalize_rows(norm))
+    spec: list = [("i", a_idx), k, ("b", 0)] + [("i", norm_first + j) for j in range(vecs)]
     return Launch(src, (max(rows, 1) * LS,), (LS,), spec)
 
 

@@ -194,6 +194,50 @@ def test_rmsnorm_ahead_of_the_tensor_core_gemm(rng, monkeypatch):
     assert req.stats["kernels_enqueued"] == 2
 
 
+@pytest.mark.parametrize("norm,k", [
+    ((1e-5, True, True, True, True, False), 768),    # LayerNorm, 16-byte loads and stores
+    ((1e-5, True, True, True, True, False), 37),     # a row of no whole 16 bytes
+    ((1e-3, False, True, False, True, False), 64),   # eps outside the root, no gamma
+    ((1e-5, True, False, True, False, False), 40),   # no variance, no beta
+    ((1e-6, True, True, True, False, True), 96),     # RMSNorm (no mean)
+])
+def test_normalize_rows_matches_numpy(rng, norm, k):
+    """The row kernel ahead of a tensor-core GEMM (kernels.mma_parts.normalize_rows): MVN or
+    RMSNorm of each row, times gamma plus beta where the norm has them, for rows whose mean is
+    20 deviations (sums shifted by each row's first element); within 1e-5 of float64."""
+    from netpass.runtime.device import Engine, select_device
+    from netpass.runtime.kernels import mma_parts
+    from netpass.runtime.kernels.common import LS
+    eps, inside, variance, gamma, beta, rms = norm
+    eng = Engine.get(select_device(RUNTIME_DEVICE))
+    rows, off = 33, 3
+    x = (20.0 + randn_f32(rng, rows * k + off)).astype(np.float32)
+    g, b = 1 + 0.2 * randn_f32(rng, k), 0.2 * randn_f32(rng, k)
+    src = mma_parts.normalize_rows(norm)
+    cl, mf = eng.cl, eng.cl.mem_flags
+    xb = cl.Buffer(eng.context, mf.COPY_HOST_PTR, hostbuf=x)
+    yb = cl.Buffer(eng.context, mf.READ_WRITE, rows * k * 4)
+    vecs = [cl.Buffer(eng.context, mf.COPY_HOST_PTR, hostbuf=v) for v, on in ((g, gamma), (b, beta))
+            if on]
+    kern = cl.Kernel(eng.build(src.text), src.name)
+    # (the engine's kernels take their buffers, then their ints in one array)
+    kern.set_args(xb, yb, *vecs, np.array([off, k] + [0] * len(vecs), np.int32))
+    cl.enqueue_nd_range_kernel(eng.queue, kern, (rows * LS,), (LS,))
+    y = np.empty((rows, k), np.float32)
+    cl.enqueue_copy(eng.queue, y, yb)
+    eng.queue.finish()
+    x64 = x[off:].astype(np.float64).reshape(rows, k)
+    if rms:
+        want = x64 / np.sqrt((x64 ** 2).mean(1, keepdims=True) + eps)
+    else:
+        want = x64 - x64.mean(1, keepdims=True)
+        if variance:
+            var = want.var(1, keepdims=True)
+            want = want / (np.sqrt(var + eps) if inside else np.sqrt(var) + eps)
+    want = want * (g if gamma else 1) + (b if beta else 0)
+    assert np.abs(y - want).max() <= 1e-5 * max(1.0, np.abs(want).max())
+
+
 def _tensor_cores(monkeypatch) -> None:
     """The tensor-core kernels on this device: emulated on PoCL, else the device's own; not
     Hopper's TMA kernel, which takes float32 GEMMs too and reads rows a row kernel

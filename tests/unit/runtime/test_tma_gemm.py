@@ -149,6 +149,9 @@ def test_plan_takes_k_contiguous_operands_only(monkeypatch):
     ok = (1024, 768, 768, 1, [768, 1], [1, 768], None)
     assert tma_gemm.plan(eng, "tf32", *ok).cfg.split == 1
     assert tma_gemm.plan(eng, "f32", *ok).cfg.split == 3
+    assert tma_gemm.plan(eng, "tf32", 128, 768, 768, 1, [768, 1], [1, 768], None) is not None
+    assert tma_gemm.plan(eng, "f32", 128, 768, 768, 1, [768, 1], [1, 768], None) is None
+    assert tma_gemm.plan(eng, "f32", 256, 768, 768, 1, [768, 1], [1, 768], None) is not None
     monkeypatch.setattr(tma_gemm, "F32_SPLIT", None)
     assert tma_gemm.plan(eng, "f32", *ok) is None
     assert tma_gemm.plan(SimpleNamespace(tma=""), "tf32", *ok) is None
@@ -156,8 +159,6 @@ def test_plan_takes_k_contiguous_operands_only(monkeypatch):
     assert tma_gemm.plan(eng, "tf32", 1024, 768, 768, 1, [768, 1], [768, 1], None) is None
     assert tma_gemm.plan(eng, "tf32", 1024, 768, 770, 1, [770, 1], [1, 770], None) is None
     assert tma_gemm.plan(eng, "tf32", 32, 768, 768, 1, [768, 1], [1, 768], None) is None
-    assert tma_gemm.plan(eng, "tf32", 128, 768, 768, 1, [768, 1], [1, 768], None) is not None
-    assert tma_gemm.plan(eng, "f32", 128, 768, 768, 1, [768, 1], [1, 768], None) is None
     assert tma_gemm.plan(eng, "tf32", 1024, 768, 768, 1, [768, 1], [1, 768],
                          (1e-5, True, True, True, True, False)) is None
 
