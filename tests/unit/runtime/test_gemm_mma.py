@@ -275,7 +275,7 @@ def test_folded_layernorm(batch, emulated, rng):
     feeds = {"x": (30 + randn_f32(rng, batch, 37, k)).astype(np.float32)}
     assert _rel_l2(req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]) <= 2e-5
     assert _ran_mma(req)
-    assert any("void rowop(" in key[2] for key in req.network.kernel_objects) == (batch == 1)
+    assert any("void normalize_rows(" in key[2] for key in req.network.kernel_objects) == (batch == 1)
 
 
 @pocl_only
