@@ -98,13 +98,13 @@ def test_tma_gemm_in_k_slices_matches_numpy(cfg, shape, slice_k, aoff, rng):
 
 @pytest.mark.parametrize("cfg,shape,aoff,boff,slice_k", [
     (TmaConfig(64, 64, 2, 3), (70, 70, 37), 0, 0, 0),     # tails in every dimension
-    (TmaConfig(128, 64, 3, 3), (130, 65, 40), 0, 0, 0),   # two warpgroups split a stage
+    (TmaConfig(128, 64, 3, 3), (130, 65, 40), 0, 0, 0),   # two warpgroups share a stage
     (TmaConfig(64, 128, 2, 3), (64, 128, 45), 1, 3, 0),   # off 16 bytes: the plain schedule
     (TmaConfig(64, 64, 2, 3), (70, 70, 77), 0, 0, 24),    # K slices
 ])
 def test_tma_gemm_3xtf32_matches_float64(cfg, shape, aoff, boff, slice_k, rng):
-    """Each stage split into TF32 heads and remainders, three products a K step: float32's
-    accuracy, not TF32's."""
+    """Each stage's remainders (x less its TF32 head) written beside it, three products a K
+    step: float32's accuracy, not TF32's."""
     got, want = _run(cfg, *shape, rng, aoff, boff, slice_k)
     assert not np.isnan(got).any()
     assert _rel_l2(got, want) <= TOL_3X
