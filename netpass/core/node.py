@@ -37,9 +37,15 @@ from .shape import PartialShape, ShapeLike, as_partial_shape
 from .types import Type
 
 __all__ = ["OP_TYPES", "VALUE_PROPAGATION_LIMIT", "Input", "Node", "Output", "_Port", "_Topology",
-           "as_output", "port_states", "topology_changed"]
+           "as_output", "made_up_name", "port_states", "topology_changed"]
 
 _ids = itertools.count()
+
+
+def made_up_name(type_name: str) -> str:
+    """The unique name a node of ``type_name`` built now would have (``<Type>_<id>``, taking
+    the next id): for a rewrite that skips building a node whose name another one takes."""
+    return f"{type_name}_{next(_ids)}"
 
 # Op classes by type name; every subclass of Node that sets its own ``type_name`` is listed.
 OP_TYPES: dict[str, type[Node]] = {}

@@ -31,3 +31,25 @@ def test_made_up_names_are_blind_original_names_and_values_are_not():
     assert h(_model(f"Multiply_{first + 7}", 3.0)) != made_up
 
 
+
+
+def test_a_gather_absorbed_without_being_built_leaves_the_flow_as_it_was(monkeypatch):
+    """GatherSinkingTransposeAxisBackward takes a Gather into the Concat above the Transpose
+    itself where the traversal would have built it and absorbed it next: the flow's result is
+    the same, but for made-up names (the Concat's own is one either way)."""
+    from netpass.ngraph_passes.gna.gather_movement import GatherSinkingTransposeAxisBackward
+
+    fused = GatherSinkingTransposeAxisBackward._absorbed
+    taken: list[bool] = []
+
+    def counted(self, *args):
+        taken.append(fused(self, *args))
+        return taken[-1]
+    for shape in ("static", "dynamic"):
+        for seed in (0, 1, 2):
+            monkeypatch.setattr(GatherSinkingTransposeAxisBackward, "_absorbed", counted)
+            got = gna_graph_hash.flow(900, shape, seed)
+            monkeypatch.setattr(GatherSinkingTransposeAxisBackward, "_absorbed",
+                                lambda self, *args: False)
+            assert got == gna_graph_hash.flow(900, shape, seed)
+    assert sum(taken) > 50 and not all(taken)

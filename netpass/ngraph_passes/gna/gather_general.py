@@ -88,9 +88,14 @@ class GatherAbsorb(GraphRewrite):
 
     def __init__(self) -> None:
         super().__init__()
-        for p in (RemoveIdentityGather, GatherSinkingFuse, GatherConcatAbsorbBackward,
-                  GatherConcatAbsorbForward, GatherSplitAbsorb, GatherSinkingTransposeAxisBackward):
-            self.add_matcher(p())
+        identity, absorb = RemoveIdentityGather(), GatherConcatAbsorbBackward()
+        axis = GatherSinkingTransposeAxisBackward()
+        # (the Gather the last one builds above a Transpose is visited next, by the first
+        # three: it does what they would, see ``GatherSinkingTransposeAxisBackward._absorbed``)
+        axis.absorb = (identity, absorb)
+        for p in (identity, GatherSinkingFuse(), absorb, GatherConcatAbsorbForward(),
+                  GatherSplitAbsorb(), axis):
+            self.add_matcher(p)
 
 
 def nothing_to_sink(model) -> bool:

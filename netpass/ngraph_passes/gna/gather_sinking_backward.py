@@ -9,6 +9,7 @@ import numpy as np
 from ...core.boundary import Constant
 from ...core.graph_util import copy_runtime_info
 from ...core.node import Node
+from ...core.shape import PartialShape
 from ...ops.elementwise import PRelu
 from ...ops.indexing import Gather
 from ...ops.matmul import MatMul
@@ -80,7 +81,12 @@ def takes_gather_shape(main: Node, gather: Node) -> bool:
     when that is static, of rank >= 2 (no partial values) and an input of ``main`` has no
     known value (nothing to compute), which is then what inference gives. False: nothing
     done."""
-    ps = gather._outs[0].ps
+    return takes_shape(main, gather._outs[0].ps)
+
+
+def takes_shape(main: Node, ps: PartialShape) -> bool:
+    """``takes_gather_shape`` with the Gather's shape ``ps`` (a step that does not build the
+    Gather it stands for)."""
     if not ps.is_static or len(ps) < 2 or \
             all(src.node._outs[src.index].val is not None for src in main._inputs):
         return False
