@@ -53,25 +53,3 @@ def test_a_gather_absorbed_without_being_built_leaves_the_flow_as_it_was(monkeyp
                                 lambda self, *args: False)
             assert got == gna_graph_hash.flow(900, shape, seed)
     assert sum(taken) > 50 and not all(taken)
-
-
-def test_a_gather_left_above_transposes_it_would_come_back_over_leaves_the_flow_as_it_was(
-        monkeypatch):
-    """GatherSinkingTransposeAxisForward leaves a Gather above its Transposes where it would
-    stop below them, before binary ops of a dynamic shape, for the backward traversal to move
-    it back: the flow's result is the same, but for made-up names."""
-    from netpass.ngraph_passes.gna.gather_movement import GatherSinkingTransposeAxisForward
-
-    undone = GatherSinkingTransposeAxisForward._undone
-    taken: list[bool] = []
-
-    def counted(self, *args):
-        taken.append(undone(self, *args))
-        return taken[-1]
-    for seed in (0, 1, 2):
-        monkeypatch.setattr(GatherSinkingTransposeAxisForward, "_undone", counted)
-        got = gna_graph_hash.flow(900, "dynamic", seed)
-        monkeypatch.setattr(GatherSinkingTransposeAxisForward, "_undone",
-                            lambda self, *args: False)
-        assert got == gna_graph_hash.flow(900, "dynamic", seed)
-    assert sum(taken) > 20 and not all(taken)

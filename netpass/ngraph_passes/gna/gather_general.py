@@ -121,15 +121,6 @@ class GatherSinkingGeneral(ModelPass):
     def run_on_model(self, model) -> bool:
         if nothing_to_sink(model):
             return False  # spare the three traversals
-        forward, backward = GatherSinkingGeneralForward(), GatherSinkingGeneralBackward()
-        # (a Gather the forward traversal would move below Transposes for the backward one to
-        # move back: left where it is, see ``GatherSinkingTransposeAxisForward._undone``)
-        if not self.get_pass_config().is_disabled(GatherSinkingGeneralBackward):
-            up = next(m for m in backward.matchers
-                      if type(m) is GatherSinkingTransposeAxisBackward)
-            for m in forward.matchers:
-                if type(m) is GatherSinkingTransposeAxisForward:
-                    m.undone_by = up
-        for stage in (GatherAbsorb(), forward, backward):
-            run_then_fold(model, self.get_pass_config(), stage, "GatherSinkingGeneral")
+        for stage in (GatherAbsorb, GatherSinkingGeneralForward, GatherSinkingGeneralBackward):
+            run_then_fold(model, self.get_pass_config(), stage(), "GatherSinkingGeneral")
         return False

@@ -21,7 +21,6 @@ from ...core.boundary import Constant
 from ...core.dimension import Dimension
 from ...core.graph_util import copy_runtime_info, replace_output_update_name
 from ...core.node import Node, Output, made_up_name
-from ...core.rt_info import RuntimeAttribute
 from ...core.shape import PartialShape
 from ...ops.base import ArithmeticReductionKeepDims, LogicalReductionKeepDims
 from ...ops.elementwise import PRelu
@@ -230,87 +229,14 @@ class GatherSinkingTransposeAxisForward(_Forward):
 
     TYPES = (Transpose,)
 
-    def __init__(self) -> None:
-        super().__init__()
-        # GatherSinkingTransposeAxisBackward of the backward traversal that runs next on the
-        # same model (GatherSinkingGeneral sets it): see ``_undone``.
-        self.undone_by: MatcherPass | None = None
-
     def sink(self, main, index, info):
         order = transpose_order(main)
-        if index != 0 or order is None or self._undone(main, info):
+        if index != 0 or order is None:
             return None
         main.input(0).replace_source_output(info.gather.input_value(0))
         main.validate_and_infer_types()
         return [_after_forward(insert_output_gather(main, info.indices,
                                                     reverse_order(order)[info.axis]))]
-
-    def _undone(self, main: Node, info: GatherInfo) -> bool:
-        """The Gather would move below ``main`` (and the single Transposes after it) to stay
-        there until the backward traversal that follows (``undone_by``) moves it back up, as
-        the same Gather: leave it where it is. So where every reader at the end of the
-        Transposes is a binary elementwise op of a non-static shape (no forward or backward
-        member moves a Gather across it: a wall both ways), the Gather is no identity
-        (RemoveIdentityGather) and is what the backward step builds (int64 indices as given, a
-        scalar int64 axis, no names or tensor names, ``main``'s rt_info as the step copies
-        it), the Transposes before the last have no names of their own (the round trip loses
-        them), and the backward step runs unconditionally. On the dynamic GNA flow the channel
-        shuffle's Gather went below its Transpose, before the block's Add, and back."""
-        b = self.undone_by
-        if b is None:
-            return False
-        cfg = self.pass_config
-        if cfg.is_disabled(type(b)) or cfg.has_callback(type(b)) or \
-                any(cfg.is_disabled(c) for c in b._containers):
-            return False
-        g = info.gather
-        if type(g) is not Gather or g._friendly is not None or g._outs[0].names or g._in_rt:
-            return False
-        t = main
-        while True:
-            if static_shape(t.output(0)) is not None or transpose_order(t) is None:
-                return False
-            cons = graph_consumers(t.output(0))
-            if not cons:
-                return False
-            if len(cons) == 1 and isinstance(cons[0].node, Transpose) and cons[0].index == 0:
-                # (the Gather below ``t`` goes with its names and ``t`` keeps its made-up one)
-                if t._friendly is not None or t._outs[0].names:
-                    return False
-                t = cons[0].node
-                continue
-            if not all(isinstance(c.node, BINARY_TYPES) and
-                       static_shape(c.node.output(0)) is None for c in cons):
-                return False
-            break
-        if len(graph_consumers(g.output(0))) != 1:
-            return False
-        idx, axis = g._inputs[1].node, g._inputs[2].node
-        iv, av = idx.value, axis.value
-        # (``gather_info`` gives the indices Constant's own array when int64 and >= 0)
-        if info.indices is not iv or av.dtype != np.int64 or av.ndim != 0 or \
-                int(av) != info.axis:
-            return False
-        dim = g.input_value(0).partial_shape[info.axis]
-        if dim.is_static and iv.size == dim.get_length() and \
-                iv.tolist() == list(range(iv.size)):
-            return False  # (an identity: RemoveIdentityGather's)
-        # (what the backward step's ``gathered(x, indices, axis, main)`` has: main's copyable
-        # rt_info on the Gather and on its two new Constants, no names)
-        rt = _copied_rt(main)
-        if (g._rt or {}) != rt:
-            return False
-        for c in (idx, axis):
-            if c._friendly is not None or (c._rt or {}) != rt or c._outs[0].names or \
-                    len(c._outs[0].cons) != 1:
-                return False
-        return True
-
-
-def _copied_rt(node: Node) -> dict:
-    """The rt_info ``copy_runtime_info(node, ...)`` gives a new node."""
-    return {k: v for k, v in (node._rt or {}).items() if k != "opset" and not (
-        isinstance(v, RuntimeAttribute) and not v.is_copyable())}
 
 
 class GatherSinkingTransposeAxisBackward(_Backward):
