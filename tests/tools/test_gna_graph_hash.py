@@ -31,8 +31,6 @@ def test_made_up_names_are_blind_original_names_and_values_are_not():
     assert h(_model(f"Multiply_{first + 7}", 3.0)) != made_up
 
 
-
-
 def test_a_gather_absorbed_without_being_built_leaves_the_flow_as_it_was(monkeypatch):
     """GatherSinkingTransposeAxisBackward takes a Gather into the Concat above the Transpose
     itself where the traversal would have built it and absorbed it next: the flow's result is
