@@ -121,12 +121,18 @@ def config_for(d: int, split: int = 1) -> FlashConfig:
     return FlashConfig(4, 16 if split == 3 else 32)
 
 
+# fmaxn: the IEEE maximum, NaN when either operand is (``common.nan_max``); one instruction
+# with PTX, where nan_max's branches were about a fifth of the loop's instructions (H200 PTX)
 _SHUFFLE_PTX = r"""
 inline float shfl_xor(float v, int m) {
   float r;
   asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(m));
   return r; }
 #define SHFL_XOR(dst, v, m) dst = shfl_xor(v, m);
+inline float fmaxn(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r; }
 """
 _Q_FRAG = r"""
 inline float4 q_frag(__global const float* Qm, int r, int c, int rows, int D, int sqm, int sqd) {
@@ -138,7 +144,7 @@ inline float4 q_frag(__global const float* Qm, int r, int c, int rows, int D, in
 _SHUFFLE_EMULATED = r"""
 #define SHFL_XOR(dst, v, m) { xch[tid] = (v); barrier(CLK_LOCAL_MEM_FENCE); \
   dst = xch[(tid & ~31) | (lane ^ (m))]; barrier(CLK_LOCAL_MEM_FENCE); }
-"""
+""" + f"inline float fmaxn(float a, float b) {{ return {nan_max('a', 'b')}; }}\n"
 
 
 def _ceil(x: int, m: int) -> int:
@@ -234,6 +240,22 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
                    rs: str, cs: str, layout: str) -> str:
         """Rows ``rows`` x ``width`` (padded) of a tensor at ``src`` (row stride ``rs``, column
         stride ``cs``) into local ``dst``; ``layout`` maps (r, c) to its local index."""
+        if vec and rows * width // 4 % NT == 0 and NT % (width // 4) == 0:
+            # each item copies the same 4 columns of rows r_, r_ + NT / (width / 4), ...: the
+            # column's bytes and the copy's kind are set once, the rows' addresses step
+            rpp = NT // (width // 4)
+            copy = ("if (al16) CP_ASYNC(&{d}[{l}], s_, bytes); "
+                    "else FILL_PLAIN(&{d}[{l}], s_, bytes);")
+            return f"""{{ const int c = (tid % {width // 4}) * 4, r0_ = tid / {width // 4};
+      const int cb_ = clamp({limit_cols} - c, 0, 4) * 4;
+      __global const float* s0_ = {src} + r0_ * {rs} + (c < {limit_cols} ? c : 0);
+      #pragma unroll
+      for (int k_ = 0; k_ < {rows * width // 4 // NT}; ++k_) {{
+        const int r = r0_ + k_ * {rpp};
+        const int bytes = r < {limit_rows} ? cb_ : 0;
+        __global const float* s_ = r < {limit_rows} ? s0_ + k_ * {rpp} * {rs} : {src};
+        {copy.format(d=dst, l=layout)}
+      }} }}"""
         if vec:
             quads = rows * width // 4
             return f"""for (int i = tid; i < {quads}; i += NT) {{
@@ -295,9 +317,8 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
         s_code.append("}")
 
     # score ops and masks, element (row m, key n)
-    ops = stage_code([Stage("sv", [], "float")] + list(score_ops),
-                     {j: f"in{j}[ob{j} + mc * s_in{j}_2 + nc * s_in{j}_3]"
-                      for j in range(n_side)})
+    ops = [stage_code([Stage("sv", [], "float")] + list(score_ops),
+                      {j: f"srow{j}_{h}[nc * s_in{j}_3]" for j in range(n_side)}) for h in (0, 1)]
     last = f"x{len(score_ops)}"
     mask = "n >= N" + (" || n > m + cofs" if causal else "")
     score = []
@@ -305,35 +326,37 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
         for q in range(4):
             m = "mr0" if q < 2 else "mr1"
             score.append(f"{{ const int m = {m}, n = n0 + {j * 8} + 2 * t + {q & 1};"
-                         + (" const int mc = min(m, M - 1), nc = min(n, N - 1);" if n_side else "")
-                         + f" const float sv = s{j}_{q}; {ops}"
+                         + (" const int nc = min(n, N - 1);" if n_side else "")
+                         + f" const float sv = s{j}_{q}; {ops[q // 2]}"
                          + f" s{j}_{q} = ({mask}) ? -INFINITY : {last}; }}")
 
     def rowmax(name: str, qs: tuple) -> list[str]:
         vals = [f"s{j}_{q}" for j in range(NJ) for q in qs]
-        return [f"float {name} = {vals[0]};"] + [f"{name} = {nan_max(name, v)};" for v in vals[1:]]
+        return [f"float {name} = {vals[0]};"] + [f"{name} = fmaxn({name}, {v});" for v in vals[1:]]
 
     softmax = rowmax("tm0", (0, 1)) + rowmax("tm1", (2, 3)) + [
                "float o_;",
-               "SHFL_XOR(o_, tm0, 1) tm0 = " + nan_max("tm0", "o_") + ";",
-               "SHFL_XOR(o_, tm0, 2) tm0 = " + nan_max("tm0", "o_") + ";",
-               "SHFL_XOR(o_, tm1, 1) tm1 = " + nan_max("tm1", "o_") + ";",
-               "SHFL_XOR(o_, tm1, 2) tm1 = " + nan_max("tm1", "o_") + ";",
-               f"const float nm0 = {nan_max('mx0', 'tm0')}, nm1 = {nan_max('mx1', 'tm1')};",
+               "SHFL_XOR(o_, tm0, 1) tm0 = fmaxn(tm0, o_);",
+               "SHFL_XOR(o_, tm0, 2) tm0 = fmaxn(tm0, o_);",
+               "SHFL_XOR(o_, tm1, 1) tm1 = fmaxn(tm1, o_);",
+               "SHFL_XOR(o_, tm1, 2) tm1 = fmaxn(tm1, o_);",
+               "const float nm0 = fmaxn(mx0, tm0), nm1 = fmaxn(mx1, tm1);",
                "const float sc0 = nm0 == -INFINITY ? 1.0f : native_exp(mx0 - nm0);",
                "const float sc1 = nm1 == -INFINITY ? 1.0f : native_exp(mx1 - nm1);",
+               # a row with no live key yet (max -inf) has only -inf scores: exp(-inf - 0) = 0
+               "const float ms0 = nm0 == -INFINITY ? 0.0f : nm0;",
+               "const float ms1 = nm1 == -INFINITY ? 0.0f : nm1;",
                "mx0 = nm0; mx1 = nm1;"]
     for j in range(NJ):
         for q in range(4):
-            nm = "nm0" if q < 2 else "nm1"
-            softmax.append(f"s{j}_{q} = {nm} == -INFINITY ? 0.0f : native_exp(s{j}_{q} - {nm});")
+            softmax.append(f"s{j}_{q} = native_exp(s{j}_{q} - ms{q // 2});")
     softmax.append("l0 = l0 * sc0 + " + " + ".join(f"s{j}_0 + s{j}_1" for j in range(NJ)) + ";")
     softmax.append("l1 = l1 * sc1 + " + " + ".join(f"s{j}_2 + s{j}_3" for j in range(NJ)) + ";")
     for o in range(NO):
         softmax.append(f"o{o}_0 *= sc0; o{o}_1 *= sc0; o{o}_2 *= sc1; o{o}_3 *= sc1;")
 
     # O += P V: the S accumulators of key block j are the A operand (keys 2t, 2t+1 in slots t, t+4)
-    pv = []
+    pv = [f"__local const float* vt_ = VS + cs * {BKV * VST} + 2 * t * {VST} + g;"]
     for j in range(NJ):
         pv.append("{")
         for r, q in enumerate((0, 2, 1, 3)):
@@ -341,8 +364,7 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
         for os_ in groups(NO):
             for o in os_:
                 for r in range(2):
-                    at = f"cs * {BKV * VST} + ({j * 8} + 2 * t + {r}) * {VST} + {o * 8} + g"
-                    pv.append(f"const float v{o}_{r} = VS[{at}];")
+                    pv.append(f"const float v{o}_{r} = vt_[{(j * 8 + r) * VST + o * 8}];")
                     pv += mma.split_operand(f"vb{o}_{r}_", f"v{o}_{r}", split, hi_round)
             pv += mma_group([", ".join(f"pa{j}_{r}{{p}}" for r in range(4))],
                             [f"vb{o}_0_{{p}}, vb{o}_1_{{p}}" for o in os_],
@@ -417,6 +439,9 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
     merge = _merge_splits(BQ, DVP, NO) if kv_split else ""
     side_base = "\n  ".join(f"const int ob{j} = off_in{j} + b0 * s_in{j}_0 + b1 * s_in{j}_1;"
                             for j in range(n_side))
+    side_rows = "\n  ".join(
+        f"__global const {ctype(dt)}* srow{j}_{h} = in{j} + ob{j} + min(mr{h}, M - 1) * s_in{j}_2;"
+        for j, dt in enumerate(side_dtypes) for h in (0, 1))
     shuffle = _SHUFFLE_PTX if ptx else _SHUFFLE_EMULATED
     scratch = mma.emulation_scratch(ptx, W, *mma_slots(1, max(NJ, NO), split)) + \
         ("" if ptx else " __local float xch[NT];")
@@ -476,6 +501,7 @@ void flash_attention({', '.join(args)})
   {skip_locals}
   {al16}
   const int mr0 = m0 + warp * 16 + g, mr1 = mr0 + 8;
+  {side_rows}
   {chr(10).join("  " + x for x in qfrag)}
   {anchors(skip[0]) if kv_split and skip is not None else ""}
   {"" if bounded else scan(*scan_range)}

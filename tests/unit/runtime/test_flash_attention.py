@@ -113,6 +113,31 @@ def test_key_splits_match_numpy(m, n, d, dv, split, causal, vec, heads, kv_heads
 
 
 @pocl_only
+@pytest.mark.parametrize("split", [1, 3])
+@pytest.mark.parametrize("nan_keys", [[40], list(range(32))])
+def test_nan_inputs_reach_the_rows_that_attend_them(split, nan_keys, rng):
+    """A NaN in query row 5 makes that output row NaN, a NaN in a key every row that attends
+    the key (causal), as a softmax over scores holding a NaN does, also where a whole key block
+    is NaN for a row (its running maximum then NaN, not -inf); the other rows keep their
+    values."""
+    m, d = 70, 32
+    q, k, v = randn_f32(rng, 1, m, d), randn_f32(rng, 1, m, d), randn_f32(rng, 1, m, d)
+    q[0, 5, 3] = np.nan
+    k[0, nan_keys, 7] = np.nan
+    got = _launch(q, k, v, np.zeros((m, m), np.float32), split, True, True, empty_rows="nan")
+    s = q.astype(np.float64) @ k.astype(np.float64).transpose(0, 2, 1) * 0.125
+    s = np.where(np.arange(m)[None, :] > np.arange(m)[:, None], -np.inf, s)
+    with np.errstate(invalid="ignore"):
+        e = np.exp(s - s.max(-1, keepdims=True))
+        want = e / e.sum(-1, keepdims=True) @ v.astype(np.float64)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    assert np.isnan(want[0, 5]).all() and np.isnan(want[0, nan_keys[-1]:]).all()
+    ok = ~np.isnan(want)
+    if ok.any():
+        assert rel_l2_unfloored(got[ok], want[ok]) <= TOL[split]
+
+
+@pocl_only
 def test_key_splits_keep_masked_rows(rng):
     """A padded causal mask (rows at the float32 minimum, rows all -inf) split into runs of
     one key block: the same output as one walk over the keys (3xTF32, so that the runs'
