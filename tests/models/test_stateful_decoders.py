@@ -375,7 +375,7 @@ def test_long_prompts_fill_the_caches_in_the_attention(plain_models, name, flash
         monkeypatch.setattr(attention_kind, "FLASH_MIN_M", 4)
     if flash == "split":
         monkeypatch.setattr(attention_kind, "FLASH_SKIP_WAVES", 1e9)
-        monkeypatch.setattr(attention_kind, "FLASH_SPLIT_WAVES", 1e9)
+        monkeypatch.setattr(attention_kind, "FLASH_SPLIT_WAVES", {1: 1e9, 3: 1e9})
         monkeypatch.setattr(attention_kind, "FLASH_MIN_CHUNK", 1)
     dec, plain, stateful = plain_models[name]
     cm = netpass.compile_model(stateful, RUNTIME_DEVICE, {"TRANSFORMATIONS": "NONE"})

@@ -197,7 +197,8 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
                     score_ops: list[Stage], side_dtypes: list, causal: bool,
                     empty_rows: str = "nan", hi_round: str = "rn",
                     skip: tuple[int, str] | None = None, fill: bool = False,
-                    kv_split: bool = False, bounded: bool = False) -> Source:
+                    kv_split: bool = False, bounded: bool = False,
+                    unit_keys: bool = False) -> Source:
     """The kernel for head size ``d`` and value width ``dv`` (<= MAX_HEAD). ``vec``: K and V
     rows contiguous with row and batch strides multiples of 4 floats and ``d``, ``dv`` too:
     their blocks are copied 16 bytes at a time (``cp.async`` with PTX; a work-group whose K or
@@ -215,7 +216,7 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
     rows, which each work-group writes into the caches for its own query rows
     (``kernels.attention.fill_caches``; arguments after the side inputs). ``kv_split``: the
     keys split over the launch's third dimension (module docstring, "Key splits"; arguments
-    last)."""
+    last). ``unit_keys``: every side input's key stride is 1."""
     W, BKV, BQ, NT = cfg.warps, cfg.bkv, cfg.bq, cfg.threads
     DK, DVP = _ceil(d, 16), _ceil(dv, 8)
     if DK > MAX_HEAD or DVP > MAX_HEAD or (vec and (d % 4 or dv % 4)):
@@ -316,19 +317,30 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
                                     [(acc(f"s{j}"), 0, n) for n, j in enumerate(js)], split)
         s_code.append("}")
 
-    # score ops and masks, element (row m, key n)
+    # score ops and masks, element (row m, key n). A block inside the keys (all but the
+    # tail) reads its side inputs through pointers set once a block, at offsets known at
+    # build time for unit key strides, and masks keys only where causal
     ops = [stage_code([Stage("sv", [], "float")] + list(score_ops),
                       {j: f"srow{j}_{h}[nc * s_in{j}_3]" for j in range(n_side)}) for h in (0, 1)]
     last = f"x{len(score_ops)}"
     mask = "n >= N" + (" || n > m + cofs" if causal else "")
-    score = []
+    tail: list[str] = []
+    inner = [f"__global const {ctype(dt)}* sp{j}_{h} = srow{j}_{h} + (n0 + 2 * t) * s_in{j}_3;"
+             for j, dt in enumerate(side_dtypes) for h in (0, 1)]
     for j in range(NJ):
         for q in range(4):
-            m = "mr0" if q < 2 else "mr1"
-            score.append(f"{{ const int m = {m}, n = n0 + {j * 8} + 2 * t + {q & 1};"
-                         + (" const int nc = min(n, N - 1);" if n_side else "")
-                         + f" const float sv = s{j}_{q}; {ops[q // 2]}"
-                         + f" s{j}_{q} = ({mask}) ? -INFINITY : {last}; }}")
+            m, k = ("mr0" if q < 2 else "mr1"), j * 8 + (q & 1)
+            loads = {js: f"sp{js}_{q // 2}[{k if unit_keys else f'{k} * s_in{js}_3'}]"
+                     for js in range(n_side)}
+            tail.append(f"{{ const int m = {m}, n = n0 + {k} + 2 * t;"
+                        + (" const int nc = min(n, N - 1);" if n_side else "")
+                        + f" const float sv = s{j}_{q}; {ops[q // 2]}"
+                        + f" s{j}_{q} = ({mask}) ? -INFINITY : {last}; }}")
+            keep = f"(n0 + {k} + 2 * t > {m} + cofs) ? -INFINITY : " if causal else ""
+            inner.append(f"{{ const float sv = s{j}_{q}; "
+                         f"{stage_code([Stage('sv', [], 'float')] + list(score_ops), loads)}"
+                         f" s{j}_{q} = {keep}{last}; }}")
+    score = ["if (n0 + BKV <= N) {", *inner, "} else {", *tail, "}"]
 
     def rowmax(name: str, qs: tuple) -> list[str]:
         vals = [f"s{j}_{q}" for j in range(NJ) for q in qs]
@@ -404,19 +416,25 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
         ``js`` (``unanchored_``), the key blocks walked from the first until every row has
         one (module docstring, "Key splits")."""
         anchor = anchor_predicate(side_dtypes[js]).format(
-            v=f"in{js}[ob{js} + (m0 + r_) * s_in{js}_2 + n_ * s_in{js}_3]")
+            v=f"in{js}[ob{js} + min(m0 + r_, M - 1) * s_in{js}_2 + min(n_, N - 1) * s_in{js}_3]")
+        # every item's mask loads in flight at once (a load behind each row's flag made a chain
+        # of L2 round trips)
         return f"""__local int rowlive_[BQ];
   for (int i = tid; i < BQ; i += NT) rowlive_[i] = m0 + i >= M;
   int unanchored_ = 0;
   for (int kb_ = 0; kb_ < nfull; ++kb_) {{
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int i = tid; i < BQ * BKV; i += NT) {{
-      const int r_ = i / BKV, n_ = kb_ * BKV + i % BKV;
-      if (n_ < nend && !rowlive_[r_] && {anchor}) rowlive_[r_] = 1;
+    #pragma unroll
+    for (int k_ = 0; k_ < {BKV // 2}; ++k_) {{  /* BQ * BKV / NT */
+      const int i = tid + k_ * NT, r_ = i / BKV, n_ = kb_ * BKV + i % BKV;
+      if (n_ < nend && {anchor}) rowlive_[r_] = 1;
     }}
     barrier(CLK_LOCAL_MEM_FENCE);
     unanchored_ = 0;
-    for (int r_ = 0; r_ < BQ; ++r_) unanchored_ |= !rowlive_[r_];
+    for (int r_ = 0; r_ < BQ; r_ += 4) {{
+      const int4 l_ = vload4(0, rowlive_ + r_);
+      unanchored_ |= !l_.x | !l_.y | !l_.z | !l_.w;
+    }}
     if (!unanchored_) break;
   }}"""
 

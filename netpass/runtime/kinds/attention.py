@@ -456,10 +456,13 @@ FLASH_SKIP_WAVES = 2.0
 # attention is a dozen work-groups (one per head) otherwise, each a chain of load latencies
 DECODE_SPLIT_WAVES = 2
 # below that, each row's key blocks are split (kernels.flash, "Key splits") towards this many
-# work-groups per compute unit, in runs of at least FLASH_MIN_CHUNK blocks (H200, 12 heads of
-# 64, causal: S = 1024 f32 0.192 -> 0.139 ms, TF32 0.119 -> 0.096; S = 128 f32 0.030 -> 0.028;
-# more splits cost more than they gain: 12 waves in runs of 2, 0.175 ms in GPT-2's prefill)
-FLASH_SPLIT_WAVES = 3.0
+# work-groups per compute unit, per TF32 split (1: TF32, 3: 3xTF32), in runs of at least
+# FLASH_MIN_CHUNK blocks (H200, 12 heads of 64, causal: S = 1024 f32 0.192 -> 0.139 ms, TF32
+# 0.119 -> 0.096; S = 128 f32 0.030 -> 0.028; more splits cost more than they gain: 12 waves
+# in runs of 2, 0.175 ms in GPT-2's prefill). GPT-2 small's 1024-token prefill, 12 layers,
+# after the loop's instructions were cut (BENCHMARKS, issue 18's twenty-fourth round): TF32
+# 0.79 ms at 3 waves, 0.74-0.75 at 2, 0.77-0.78 at 1.5; 3xTF32 1.13 at 3, 1.30 at 2
+FLASH_SPLIT_WAVES = {1: 2.0, 3: 3.0}
 FLASH_MIN_CHUNK = 1
 
 
@@ -489,14 +492,15 @@ def causal_bound(p: Params, k: int) -> int | None:
     return max(-(1 << 30), min(1 << 30, bound.offset))
 
 
-def key_chunk(p: Params, groups: int, blocks: int) -> int:
+def key_chunk(p: Params, groups: int, blocks: int, split: int) -> int:
     """Key blocks per split of the flash kernel's rows of ``blocks`` key blocks over
-    ``groups`` work-groups (``kernels.flash``, "Key splits"); 0: no split (enough
-    work-groups, or rows too short)."""
+    ``groups`` work-groups (``kernels.flash``, "Key splits") for TF32 split ``split``; 0: no
+    split (enough work-groups, or rows too short)."""
     cus = _compute_units(p)
     if groups >= FLASH_SKIP_WAVES * cus:
         return 0
-    splits = min(cdiv(int(FLASH_SPLIT_WAVES * cus), max(groups, 1)), blocks // FLASH_MIN_CHUNK)
+    waves = FLASH_SPLIT_WAVES[split]
+    splits = min(cdiv(int(waves * cus), max(groups, 1)), blocks // FLASH_MIN_CHUNK)
     return cdiv(blocks, splits) if splits > 1 else 0
 
 
@@ -550,7 +554,7 @@ def _flash_launch(p: Params, desc: AttentionDesc, batch: list, operands, ost: li
     side_dtypes = [p.in_dtypes[3 + j] for j in range(n_sides)]
     nb = dims[0] * dims[1]
     groups = cdiv(M, cfg.bq) * max(nb, 1)
-    chunk = key_chunk(p, groups, cdiv(N, cfg.bkv))
+    chunk = key_chunk(p, groups, cdiv(N, cfg.bkv), split)
     dead = desc.dead_mask()
     bound = None if dead is None else causal_bound(p, 3 + dead)
     skip = dead_keys(p, dead, F32 if dead is None else p.in_dtypes[3 + dead], groups, chunk,
@@ -558,13 +562,15 @@ def _flash_launch(p: Params, desc: AttentionDesc, batch: list, operands, ost: li
     empty_rows = "zero_nan" if desc.nan_guard is not None else "nan"
     fill = bool(caches)
 
+    unit_keys = all(s[-1] == 1 for s in side[:n_sides])
+
     def src_of(kv_split: bool):
         return p.cached(("flash", cfg, D, DV, split, kind, vec, skip, fill, kv_split,
-                         bound is not None),
+                         bound is not None, unit_keys),
                         lambda: flash.flash_attention(cfg, D, DV, split, kind == "ptx", vec,
                                                       stages, side_dtypes, False, empty_rows,
                                                       mma_plan.HI_ROUND, skip, fill, kv_split,
-                                                      bound is not None))
+                                                      bound is not None, unit_keys))
     spec = [("i", kv[0]), ("i", kv[1]), ("i", kv[2]), ("o", 0), M, N, D, DV, dims[1],
             desc.group, N - M if bound is None else bound,
             q_s[0], q_s[1], sqm, sqd, k_s[0], k_s[1], skn, skd, v_s[0], v_s[1], svn, svj,

@@ -78,7 +78,7 @@ def onnx_attention_impl(p: Params, key) -> Impl | None:
     cfg = flash.config_for(D, split)
     causal = bool(a.get("is_causal"))
     groups = cdiv(M, cfg.bq) * B * Hq
-    chunk = key_chunk(p, groups, cdiv(N, cfg.bkv))
+    chunk = key_chunk(p, groups, cdiv(N, cfg.bkv), split)
     bound = None if causal or not side_dtypes else causal_bound(p, 3)
     skip = dead_keys(p, 0 if side_dtypes else None, side_dtypes[0] if side_dtypes else F32, groups,
                  chunk, bound is not None)

@@ -27,10 +27,11 @@ TOL = {1: 2e-3, 3: 2e-6}
 
 
 def _launch(q, k, v, mask, split, causal, vec, skip=False, empty_rows="zero_nan", chunk=0,
-            launches=1, bound=None):
+            launches=1, bound=None, unit_keys=True):
     """The kernel over q [heads, m, d], k, v [kv_heads, n, *] and ``scores / 8 + mask``;
     ``chunk``: key blocks per key split (0: none); ``launches``: runs of the same launch (the
-    last one's output); ``bound``: the mask is dead past key m + bound (``bounded``)."""
+    last one's output); ``bound``: the mask is dead past key m + bound (``bounded``);
+    ``unit_keys``: the kernel built for the mask's unit key stride (else any stride)."""
     eng = Engine.get(select_device("CPU"))
     cl = eng.cl
     (heads, m, d), (kv_heads, n, dv) = q.shape, v.shape
@@ -38,7 +39,7 @@ def _launch(q, k, v, mask, split, causal, vec, skip=False, empty_rows="zero_nan"
     cfg = flash.config_for(d, split)
     dead = (0, flash.dead_predicate(np.float32)) if skip else None
     src = flash.flash_attention(cfg, d, dv, split, False, vec, ops, [np.float32], causal, empty_rows,
-                                "rn", dead, False, bool(chunk), bound is not None)
+                                "rn", dead, False, bool(chunk), bound is not None, unit_keys)
     mf = cl.mem_flags
     bufs = [cl.Buffer(eng.context, mf.COPY_HOST_PTR, hostbuf=x) for x in (q, k, v, mask)]
     out = cl.Buffer(eng.context, mf.READ_WRITE, heads * m * dv * 4)
@@ -94,6 +95,18 @@ def test_kernel_matches_numpy(m, n, d, dv, split, causal, vec, heads, kv_heads, 
     got, want = _run_kernel(m, n, d, dv, split, causal, vec, heads, kv_heads, rng)
     assert not np.isnan(got).any()
     assert rel_l2_unfloored(got, want) <= TOL[split]
+
+
+@pocl_only
+@pytest.mark.parametrize("unit_keys", [False, True])
+@pytest.mark.parametrize("causal", [False, True])
+def test_side_inputs_read_with_any_key_stride(unit_keys, causal, rng):
+    """The blocks inside the keys read the mask through per-block pointers, at offsets known
+    at build time for a unit key stride or scaled by the stride argument; the tail block
+    through clamped indices: both against numpy (83 keys: two full blocks and a tail)."""
+    got, want = _run_kernel(45, 83, 64, 64, 1, causal, True, 2, 2, rng, unit_keys=unit_keys)
+    assert not np.isnan(got).any()
+    assert rel_l2_unfloored(got, want) <= TOL[1]
 
 
 @pocl_only
@@ -311,7 +324,7 @@ def test_decoder_prefill_splits_long_rows(emulated_flash, monkeypatch, rng):
     dimension (kernels.flash, "Key splits"), the runs merged by the last to arrive; two
     requests take turns on one compiled model (each its own arrival counters)."""
     monkeypatch.setattr(attention_kind, "FLASH_SKIP_WAVES", 1e9)
-    monkeypatch.setattr(attention_kind, "FLASH_SPLIT_WAVES", 1e9)
+    monkeypatch.setattr(attention_kind, "FLASH_SPLIT_WAVES", {1: 1e9, 3: 1e9})
     monkeypatch.setattr(attention_kind, "FLASH_MIN_CHUNK", 1)
     model = _decoder()
     cm = compile_program(model, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": "f32"})
@@ -353,7 +366,7 @@ def test_decoder_prefill_with_a_proven_causal_mask(split_keys, emulated_flash, m
     with and without key splits."""
     if split_keys:
         monkeypatch.setattr(attention_kind, "FLASH_SKIP_WAVES", 1e9)
-        monkeypatch.setattr(attention_kind, "FLASH_SPLIT_WAVES", 1e9)
+        monkeypatch.setattr(attention_kind, "FLASH_SPLIT_WAVES", {1: 1e9, 3: 1e9})
         monkeypatch.setattr(attention_kind, "FLASH_MIN_CHUNK", 1)
     model = _padded_decoder()
     req = compile_program(model, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": "f32"}).create_infer_request()
