@@ -320,8 +320,9 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
     # score ops and masks, element (row m, key n). A block inside the keys (all but the
     # tail) reads its side inputs through pointers set once a block, at offsets known at
     # build time for unit key strides, and masks keys only where causal
-    ops = [stage_code([Stage("sv", [], "float")] + list(score_ops),
-                      {j: f"srow{j}_{h}[nc * s_in{j}_3]" for j in range(n_side)}) for h in (0, 1)]
+    stages = [Stage("sv", [], "float")] + list(score_ops)
+    ops = [stage_code(stages, {j: f"srow{j}_{h}[nc * s_in{j}_3]" for j in range(n_side)})
+           for h in (0, 1)]
     last = f"x{len(score_ops)}"
     mask = "n >= N" + (" || n > m + cofs" if causal else "")
     tail: list[str] = []
@@ -338,7 +339,7 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
                         + f" s{j}_{q} = ({mask}) ? -INFINITY : {last}; }}")
             keep = f"(n0 + {k} + 2 * t > {m} + cofs) ? -INFINITY : " if causal else ""
             inner.append(f"{{ const float sv = s{j}_{q}; "
-                         f"{stage_code([Stage('sv', [], 'float')] + list(score_ops), loads)}"
+                         f"{stage_code(stages, loads)}"
                          f" s{j}_{q} = {keep}{last}; }}")
     score = ["if (n0 + BKV <= N) {", *inner, "} else {", *tail, "}"]
 
