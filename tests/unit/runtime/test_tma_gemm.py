@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from graph_blocks import check_fc_gelu_residual, randn_f32
 
+import netpass
 from netpass import Model, opset
 from netpass.runtime import compile_program
 from netpass.runtime.device import Engine, select_device
@@ -232,3 +233,50 @@ def test_matmul_of_a_transposed_view_runs_on_it(tma_engine, monkeypatch, rng):
         got = req.infer({"a": av, "b": bv})["y"]
         assert _rel_l2(got, av.astype(np.float64) @ bv.T.astype(np.float64)) <= tol
         assert any("gemm_tma(" in key[2] for key in req.network.kernel_objects)
+
+
+def _normalized_matmul(rng, k: int, n: int, kind: str) -> Model:
+    """A LayerNorm (gamma and beta), a bare MVN or LLaMA's RMSNorm over K in front of a MatMul
+    with a bias, its weights [N, K] (K contiguous, as the kernel reads them)."""
+    x = opset.parameter([1, -1, k], np.float32, name="x")
+    if kind == "rms":
+        ms = opset.reduce_mean(opset.power(x, np.float32(2)), np.array([-1], np.int64), True)
+        h = opset.multiply(x, opset.divide(np.float32(1),
+                                           opset.sqrt(opset.add(ms, np.float32(1e-6)))))
+    else:
+        h = opset.mvn(x, np.array([-1], np.int64), True, 1e-5, "inside_sqrt")
+    if kind != "mvn":
+        h = opset.multiply(h, (1.0 + 0.2 * rng.standard_normal(k)).astype(np.float32))
+    if kind == "layer":
+        h = opset.add(h, (0.2 * rng.standard_normal(k)).astype(np.float32))
+    y = opset.add(opset.matmul(h, randn_f32(rng, n, k), False, True), randn_f32(rng, n))
+    return Model([opset.result(y, name="y")], [x])
+
+
+@pytest.mark.parametrize("kind", ["layer", "mvn", "rms"])
+@pytest.mark.parametrize("hint,tol", [("tf32", TOL), ("f32", TOL_3X)])
+@pytest.mark.parametrize("slices", [1, 3])
+def test_normalized_rows_run_ahead_of_the_kernel(tma_engine, monkeypatch, rng, kind, hint, tol,
+                                                 slices):
+    """A LayerNorm, MVN or RMSNorm ahead of the GEMM: a row kernel writes the normalized rows,
+    the kernel (whole or in K slices and their reduction) reads them: rows whose mean is 20
+    deviations off zero, row counts with tails, K = 44 (the last K step half past K), within
+    the precision's tolerance of the reference. (Normalizing in the kernel instead, each
+    tile's rows' statistics read first, cost GPT-2's TF32 prefill 0.9 ms: BENCHMARKS, issue
+    18's twenty-fifth round.)"""
+    monkeypatch.setattr(tma_gemm, "CONFIGS_3X", ((TmaConfig(64, 64, 2, 3), 1.0),))
+    if slices > 1:
+        monkeypatch.setattr(tma_gemm, "choose", lambda m, n, k, cus, split: TmaPlan(
+            TmaConfig(64, 64, 2, split), slices, 16))
+    k, n = 44, 72
+    model = _normalized_matmul(rng, k, n, kind)
+    req = compile_program(model, RUNTIME_DEVICE,
+                          {"INFERENCE_PRECISION_HINT": hint}).create_infer_request()
+    for m in (70, 16, 129):
+        x = (20.0 + randn_f32(rng, 1, m, k)).astype(np.float32)
+        got = req.infer({"x": x})["y"]
+        want = netpass.reference.infer(model, {"x": x})["y"]
+        assert _rel_l2(got, want) <= tol, (m, _rel_l2(got, want))
+    kernels = [key[2] for key in req.network.kernel_objects]
+    assert any("void gemm_tma(" in src for src in kernels)
+    assert any("void normalize_rows(" in src for src in kernels)
