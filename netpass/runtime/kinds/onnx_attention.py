@@ -83,13 +83,16 @@ def onnx_attention_impl(p: Params, key) -> Impl | None:
     skip = dead_keys(p, 0 if side_dtypes else None, side_dtypes[0] if side_dtypes else F32, groups,
                  chunk, bound is not None)
 
+    # (the mask read at build-time key offsets where its keys are contiguous)
+    unit_keys = bool(spec_mask) and spec_mask[-1] == 1
+
     def src_of(kv_split: bool):
         return p.cached(("flash", cfg, D, DV, split, kind, vec, causal, scale, cap,
-                         tuple(side_dtypes), skip, kv_split, bound is not None),
+                         tuple(side_dtypes), skip, kv_split, bound is not None, unit_keys),
                         lambda: flash.flash_attention(cfg, D, DV, split, kind == "ptx", vec,
                                                       stages, side_dtypes, causal, "zero",
                                                       mma_plan.HI_ROUND, skip, False, kv_split,
-                                                      bound is not None))
+                                                      bound is not None, unit_keys))
     spec = [("i", 0), ("i", 1), ("i", 2), ("o", 0), M, N, D, DV, Hq, Hq // Hkv,
             0 if bound is None else bound,
             qs[0], qs[1], qs[2], qs[3], ks[0], ks[1], ks[2], ks[3], vs[0], vs[1], vs[2], vs[3],
