@@ -426,7 +426,7 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
   for (int kb_ = 0; kb_ < nfull; ++kb_) {{
     barrier(CLK_LOCAL_MEM_FENCE);
     #pragma unroll
-    for (int k_ = 0; k_ < {BKV // 2}; ++k_) {{  /* BQ * BKV / NT */
+    for (int k_ = 0; k_ < {BQ * BKV // NT}; ++k_) {{
       const int i = tid + k_ * NT, r_ = i / BKV, n_ = kb_ * BKV + i % BKV;
       if (n_ < nend && {anchor}) rowlive_[r_] = 1;
     }}
