@@ -10,6 +10,11 @@ comparison of two integer tensors whose index forms (:mod:`.index_forms`) differ
 plus a constant has one; the logical ops and Select carry them (their rows' ``mask_bound``,
 :class:`~.kinds.base.OpKind`); a constant that is false, true or dead everywhere has one at
 every offset. Like index forms, bounds depend on shapes only.
+
+A mask that, inside its bound, is the same for every query row (:func:`row_free`: a decoder's
+causal comparison, true everywhere there, ANDed with a padding mask of one row) and whose value
+past the bound is known (``Bound.value``) is read by the flash kernel one row for all queries,
+the bound applied by the kernel itself (``kernels.flash``, "Shared mask rows").
 """
 from __future__ import annotations
 
@@ -26,10 +31,14 @@ EVERYWHERE = -(1 << 62)  # the offset of a bound that holds on every element
 
 @dataclass(frozen=True)
 class Bound:
-    """The value is ``kind`` ("false", "true", "dead") wherever n - m > ``offset``."""
+    """The value is ``kind`` ("false", "true", "dead") wherever n - m > ``offset``; ``value``:
+    a dead value's exact number there, where the build knows it; ``exact``: the value is a
+    function of n - m alone (a comparison: the opposite of ``kind`` wherever n - m <= offset)."""
 
     kind: str
     offset: int
+    value: float | None = None
+    exact: bool = False
 
 
 def bound_of(node: Any, k: int = 0, memo: dict | None = None) -> Bound | None:
@@ -59,7 +68,8 @@ def _constant(value: Any) -> Bound | None:
         return Bound("false", EVERYWHERE) if not v.any() else \
             Bound("true", EVERYWHERE) if v.all() else None
     if v.dtype.kind == "f" and bool(np.all(v <= -DEAD_SCORE)):
-        return Bound("dead", EVERYWHERE)
+        first = v.reshape(-1)[0]
+        return Bound("dead", EVERYWHERE, float(first) if bool(np.all(v == first)) else None)
     return None
 
 
@@ -79,8 +89,8 @@ def compare(op: str):
             return None
         strict, K = int(op in ("<", ">")), a.base - b.base
         if diff[-1] == 1:  # n - m <= -K (strict: < -K): false past that
-            return Bound("false", -K - strict)
-        return Bound("true", K - 1 + strict)  # n - m >= K (strict: > K)
+            return Bound("false", -K - strict, exact=True)
+        return Bound("true", K - 1 + strict, exact=True)  # n - m >= K (strict: > K)
     return rule
 
 
@@ -105,7 +115,7 @@ def negation(_node: Any, bounds: list) -> Bound | None:
     b = bounds[0]
     if b is None or b.kind == "dead":
         return None
-    return Bound("true" if b.kind == "false" else "false", b.offset)
+    return Bound("true" if b.kind == "false" else "false", b.offset, exact=b.exact)
 
 
 def selection(_node: Any, bounds: list) -> Bound | None:
@@ -114,4 +124,37 @@ def selection(_node: Any, bounds: list) -> Bound | None:
     if cond is None or cond.kind == "dead":
         return None
     branch = bounds[1] if cond.kind == "true" else bounds[2]
-    return None if branch is None else Bound(branch.kind, max(cond.offset, branch.offset))
+    return None if branch is None else \
+        Bound(branch.kind, max(cond.offset, branch.offset), branch.value)
+
+
+def past_value(bound: Bound) -> float | None:
+    """The exact value of a mask past ``bound``'s diagonal (booleans as 0 or 1), or None."""
+    return {"false": 0.0, "true": 1.0}.get(bound.kind, bound.value)
+
+
+def row_free(node: Any, k: int, offset: int, memo: dict | None = None) -> bool:
+    """Whether output ``k`` of program node ``node`` has, wherever n - m <= ``offset``, the
+    same value in every query row m (axis -2): a tensor of one row (or of rank below 2), a
+    comparison with an exact bound that holds there whole, and elementwise ops of such
+    inputs (they broadcast from the right, so axis -2 is the same axis in each)."""
+    memo = {} if memo is None else memo
+    key = (id(node), k)
+    if key not in memo:
+        memo[key] = False
+        memo[key] = _row_free(node, k, offset, memo)
+    return memo[key]
+
+
+def _row_free(node: Any, k: int, offset: int, memo: dict) -> bool:
+    ps = node.out_pshapes[k]
+    if ps.rank_is_static and (len(ps) < 2 or ps[-2].min == ps[-2].max == 1):
+        return True
+    if node.is_constant:
+        v = np.asarray(node.value)
+        return v.size > 0 and bool(np.all(v == v.reshape(-1)[0]))
+    bound = bound_of(node, k)
+    if bound is not None and bound.exact and bound.offset >= offset:
+        return True
+    return node.row.expr is not None and k == 0 and \
+        all(row_free(s, j, offset, memo) for s, j in node.inputs)

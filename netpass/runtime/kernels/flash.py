@@ -65,6 +65,14 @@ key blocks past the work-group's diagonal are not visited and no block is scanne
 anchors are checked as above (a row with no anchor, padding on every key it could attend,
 walks every key as its reference softmax spreads over all of them). A GPT-2 prompt of 1024
 (H200, 2 layers): attention 0.259 -> 0.198 ms f32, 0.164 -> 0.132 ms TF32 (the scan's cost).
+
+Shared mask rows (``shared_row``): where the build also proves that inside that bound the
+mask is the same for every query row (``mask_bounds.row_free``: the causal comparison is true
+there, the padding mask has one row) and knows its value past it, the blocks inside the keys
+read the mask's last row for both rows of an item, and the key past ``m + cofs`` takes that
+value: the same number the mask holds there, with half the loads (every row of the last one
+is inside the bound for any key a row attends). The tail block and the anchors read the
+mask's own rows.
 """
 from __future__ import annotations
 
@@ -198,7 +206,7 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
                     empty_rows: str = "nan", hi_round: str = "rn",
                     skip: tuple[int, str] | None = None, fill: bool = False,
                     kv_split: bool = False, bounded: bool = False,
-                    unit_keys: bool = False) -> Source:
+                    unit_keys: bool = False, shared_row: tuple[int, str] | None = None) -> Source:
     """The kernel for head size ``d`` and value width ``dv`` (<= MAX_HEAD). ``vec``: K and V
     rows contiguous with row and batch strides multiples of 4 floats and ``d``, ``dv`` too:
     their blocks are copied 16 bytes at a time (``cp.async`` with PTX; a work-group whose K or
@@ -216,7 +224,9 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
     rows, which each work-group writes into the caches for its own query rows
     (``kernels.attention.fill_caches``; arguments after the side inputs). ``kv_split``: the
     keys split over the launch's third dimension (module docstring, "Key splits"; arguments
-    last). ``unit_keys``: every side input's key stride is 1."""
+    last). ``unit_keys``: every side input's key stride is 1. ``shared_row`` (with
+    ``bounded``): (side input j, C literal of its value past ``m + cofs``) read one row for all
+    queries (module docstring, "Shared mask rows")."""
     W, BKV, BQ, NT = cfg.warps, cfg.bkv, cfg.bq, cfg.threads
     DK, DVP = _ceil(d, 16), _ceil(dv, 8)
     if DK > MAX_HEAD or DVP > MAX_HEAD or (vec and (d % 4 or dv % 4)):
@@ -326,13 +336,16 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
     last = f"x{len(score_ops)}"
     mask = "n >= N" + (" || n > m + cofs" if causal else "")
     tail: list[str] = []
+    shared, lit = shared_row if shared_row is not None and bounded else (None, "")
     inner = [f"__global const {ctype(dt)}* sp{j}_{h} = srow{j}_{h} + (n0 + 2 * t) * s_in{j}_3;"
-             for j, dt in enumerate(side_dtypes) for h in (0, 1)]
+             for j, dt in enumerate(side_dtypes) for h in (("s",) if j == shared else (0, 1))]
     for j in range(NJ):
         for q in range(4):
             m, k = ("mr0" if q < 2 else "mr1"), j * 8 + (q & 1)
-            loads = {js: f"sp{js}_{q // 2}[{k if unit_keys else f'{k} * s_in{js}_3'}]"
-                     for js in range(n_side)}
+            loads = {js: f"sp{js}_{'s' if js == shared else q // 2}"
+                         f"[{k if unit_keys else f'{k} * s_in{js}_3'}]" for js in range(n_side)}
+            if shared is not None:
+                loads[shared] = f"((n0 + {k} + 2 * t > {m} + cofs) ? ({lit}) : {loads[shared]})"
             tail.append(f"{{ const int m = {m}, n = n0 + {k} + 2 * t;"
                         + (" const int nc = min(n, N - 1);" if n_side else "")
                         + f" const float sv = s{j}_{q}; {ops[q // 2]}"
@@ -461,6 +474,9 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
     side_rows = "\n  ".join(
         f"__global const {ctype(dt)}* srow{j}_{h} = in{j} + ob{j} + min(mr{h}, M - 1) * s_in{j}_2;"
         for j, dt in enumerate(side_dtypes) for h in (0, 1))
+    if shared is not None:  # the inner blocks' one row (the tail block reads the rows' own)
+        side_rows += (f"\n  __global const {ctype(side_dtypes[shared])}* srow{shared}_s = "
+                      f"in{shared} + ob{shared} + (M - 1) * s_in{shared}_2;")
     shuffle = _SHUFFLE_PTX if ptx else _SHUFFLE_EMULATED
     scratch = mma.emulation_scratch(ptx, W, *mma_slots(1, max(NJ, NO), split)) + \
         ("" if ptx else " __local float xch[NT];")

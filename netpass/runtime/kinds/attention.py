@@ -35,7 +35,7 @@ from ..impls import (
 from ..kernels import decode, flash, mma_plan
 from ..kernels.attention import attention
 from ..kernels.common import LS, Stage, flit
-from ..mask_bounds import EVERYWHERE, Bound, bound_of
+from ..mask_bounds import EVERYWHERE, bound_of, past_value, row_free
 from ..shape_infer import infer_host
 from .attention_views import regrouped, view_shape
 from .base import OpKind, table
@@ -125,9 +125,10 @@ class AttentionDesc:
                 and all(np.dtype(d) == F32 for d in last.in_dtypes):
             return self.sides - 1
         if last.node.is_a(Select) and last.refs == (None, len(self.chain) - 1, None) \
-                and np.dtype(last.in_dtypes[0]) == np.bool_ \
-                and bound_of(*last.others[1]) == Bound("dead", EVERYWHERE):
-            return self.sides - 2
+                and np.dtype(last.in_dtypes[0]) == np.bool_:
+            other = bound_of(*last.others[1])
+            if other is not None and (other.kind, other.offset) == ("dead", EVERYWHERE):
+                return self.sides - 2
         return None
 
     def stages(self) -> list:
@@ -481,15 +482,21 @@ def dead_keys(p: Params, side: int | None, dtype, groups: int, chunk: int,
     return side, flash.dead_predicate(dtype)
 
 
-def causal_bound(p: Params, k: int) -> int | None:
+def causal_bound(p: Params, k: int) -> tuple[int, str | None] | None:
     """The diagonal past which the build proves input ``k`` (a mask) dead for every key
     (``runtime.mask_bounds``: false for a boolean mask, dead for an additive one), as the
-    flash kernel's ``cofs``."""
-    kind = "false" if np.dtype(p.in_dtypes[k]) == np.bool_ else "dead"
+    flash kernel's ``cofs``, and the mask's value past it as a C literal where the kernel may
+    read one row of the mask for every query (``mask_bounds.row_free``; else None)."""
+    dtype = np.dtype(p.in_dtypes[k])
+    kind = "false" if dtype == np.bool_ else "dead"
     bound = bound_of(*p.node.inputs[k]) if p.node is not None else None
     if bound is None or bound.kind != kind:
         return None
-    return max(-(1 << 30), min(1 << 30, bound.offset))
+    cofs = max(-(1 << 30), min(1 << 30, bound.offset))
+    past = past_value(bound)
+    if past is None or not row_free(*p.node.inputs[k], cofs):
+        return cofs, None
+    return cofs, str(int(past)) if dtype == np.bool_ else flit(past)
 
 
 def key_chunk(p: Params, groups: int, blocks: int, split: int) -> int:
@@ -556,7 +563,9 @@ def _flash_launch(p: Params, desc: AttentionDesc, batch: list, operands, ost: li
     groups = cdiv(M, cfg.bq) * max(nb, 1)
     chunk = key_chunk(p, groups, cdiv(N, cfg.bkv), split)
     dead = desc.dead_mask()
-    bound = None if dead is None else causal_bound(p, 3 + dead)
+    bounds = None if dead is None else causal_bound(p, 3 + dead)
+    bound, past = bounds if bounds is not None else (None, None)
+    shared = None if past is None or dead is None else (dead, past)
     skip = dead_keys(p, dead, F32 if dead is None else p.in_dtypes[3 + dead], groups, chunk,
                      bound is not None)
     empty_rows = "zero_nan" if desc.nan_guard is not None else "nan"
@@ -566,11 +575,11 @@ def _flash_launch(p: Params, desc: AttentionDesc, batch: list, operands, ost: li
 
     def src_of(kv_split: bool):
         return p.cached(("flash", cfg, D, DV, split, kind, vec, skip, fill, kv_split,
-                         bound is not None, unit_keys),
+                         bound is not None, unit_keys, shared),
                         lambda: flash.flash_attention(cfg, D, DV, split, kind == "ptx", vec,
                                                       stages, side_dtypes, False, empty_rows,
                                                       mma_plan.HI_ROUND, skip, fill, kv_split,
-                                                      bound is not None, unit_keys))
+                                                      bound is not None, unit_keys, shared))
     spec = [("i", kv[0]), ("i", kv[1]), ("i", kv[2]), ("o", 0), M, N, D, DV, dims[1],
             desc.group, N - M if bound is None else bound,
             q_s[0], q_s[1], sqm, sqd, k_s[0], k_s[1], skn, skd, v_s[0], v_s[1], svn, svj,

@@ -79,7 +79,9 @@ def onnx_attention_impl(p: Params, key) -> Impl | None:
     causal = bool(a.get("is_causal"))
     groups = cdiv(M, cfg.bq) * B * Hq
     chunk = key_chunk(p, groups, cdiv(N, cfg.bkv), split)
-    bound = None if causal or not side_dtypes else causal_bound(p, 3)
+    bounds = None if causal or not side_dtypes else causal_bound(p, 3)
+    bound, past = bounds if bounds is not None else (None, None)
+    shared = None if past is None else (0, past)
     skip = dead_keys(p, 0 if side_dtypes else None, side_dtypes[0] if side_dtypes else F32, groups,
                  chunk, bound is not None)
 
@@ -88,11 +90,11 @@ def onnx_attention_impl(p: Params, key) -> Impl | None:
 
     def src_of(kv_split: bool):
         return p.cached(("flash", cfg, D, DV, split, kind, vec, causal, scale, cap,
-                         tuple(side_dtypes), skip, kv_split, bound is not None, unit_keys),
+                         tuple(side_dtypes), skip, kv_split, bound is not None, unit_keys, shared),
                         lambda: flash.flash_attention(cfg, D, DV, split, kind == "ptx", vec,
                                                       stages, side_dtypes, causal, "zero",
                                                       mma_plan.HI_ROUND, skip, False, kv_split,
-                                                      bound is not None, unit_keys))
+                                                      bound is not None, unit_keys, shared))
     spec = [("i", 0), ("i", 1), ("i", 2), ("o", 0), M, N, D, DV, Hq, Hq // Hkv,
             0 if bound is None else bound,
             qs[0], qs[1], qs[2], qs[3], ks[0], ks[1], ks[2], ks[3], vs[0], vs[1], vs[2], vs[3],

@@ -9,6 +9,8 @@ Tolerances, relative L2 against float64: TF32 <= 2e-3 (measured 3e-4), 3xTF32 <=
 (measured 3e-7)."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from graph_blocks import ints64, randn_f32, rel_l2_unfloored
@@ -19,6 +21,7 @@ from netpass import Model, opset
 from netpass.runtime import Program, compile_program
 from netpass.runtime.device import Engine, select_device
 from netpass.runtime.kernels import Stage, flash
+from netpass.runtime.kernels.common import flit
 from netpass.runtime.kinds import attention as attention_kind
 from netpass.testing import RUNTIME_DEVICE
 
@@ -27,11 +30,12 @@ TOL = {1: 2e-3, 3: 2e-6}
 
 
 def _launch(q, k, v, mask, split, causal, vec, skip=False, empty_rows="zero_nan", chunk=0,
-            launches=1, bound=None, unit_keys=True):
+            launches=1, bound=None, unit_keys=True, shared=None):
     """The kernel over q [heads, m, d], k, v [kv_heads, n, *] and ``scores / 8 + mask``;
     ``chunk``: key blocks per key split (0: none); ``launches``: runs of the same launch (the
     last one's output); ``bound``: the mask is dead past key m + bound (``bounded``);
-    ``unit_keys``: the kernel built for the mask's unit key stride (else any stride)."""
+    ``unit_keys``: the kernel built for the mask's unit key stride (else any stride);
+    ``shared``: the mask's value past the bound, its last row read for every query."""
     eng = Engine.get(select_device("CPU"))
     cl = eng.cl
     (heads, m, d), (kv_heads, n, dv) = q.shape, v.shape
@@ -39,7 +43,8 @@ def _launch(q, k, v, mask, split, causal, vec, skip=False, empty_rows="zero_nan"
     cfg = flash.config_for(d, split)
     dead = (0, flash.dead_predicate(np.float32)) if skip else None
     src = flash.flash_attention(cfg, d, dv, split, False, vec, ops, [np.float32], causal, empty_rows,
-                                "rn", dead, False, bool(chunk), bound is not None, unit_keys)
+                                "rn", dead, False, bool(chunk), bound is not None, unit_keys,
+                                None if shared is None else (0, shared))
     mf = cl.mem_flags
     bufs = [cl.Buffer(eng.context, mf.COPY_HOST_PTR, hostbuf=x) for x in (q, k, v, mask)]
     out = cl.Buffer(eng.context, mf.READ_WRITE, heads * m * dv * 4)
@@ -279,6 +284,30 @@ def test_causal_bound_replaces_the_scan(m, n, bound, chunk, rng):
     np.testing.assert_array_equal(got[:, :bq], clean[:, :bq])
 
 
+@pocl_only
+@pytest.mark.parametrize("m,n,bound,chunk,unit_keys", [(150, 150, 0, 0, True), (100, 131, 31, 0, True),
+                                                       (100, 140, 40, 2, True), (90, 90, 7, 1, False)])
+def test_shared_mask_row_reads_the_same_numbers(m, n, bound, chunk, unit_keys, rng):
+    """A mask that inside its bound is one padding row (``shared_row``): reading its last row
+    for every query, the fill past the bound, gives the output of reading each row, bit for
+    bit; the first rows, whose visible keys are all padding, walk every key."""
+    d, heads = 32, 2
+    q, k, v = randn_f32(rng, heads, m, d), randn_f32(rng, heads, n, d), randn_f32(rng, heads, n, d)
+    pad = np.where(rng.random(n) < 0.2, np.finfo(np.float32).min, 0.1 * rng.standard_normal(n))
+    pad[:5] = np.finfo(np.float32).min
+    inside = np.arange(n)[None, :] <= np.arange(m)[:, None] + bound
+    mask = np.where(inside, pad[None, :], np.finfo(np.float32).min).astype(np.float32)
+    fill = flit(np.finfo(np.float32).min)
+    for split in (1, 3):
+        each = _launch(q, k, v, mask, split, False, True, True, "nan", chunk, bound=bound,
+                       unit_keys=unit_keys)
+        one = _launch(q, k, v, mask, split, False, True, True, "nan", chunk, bound=bound,
+                      unit_keys=unit_keys, shared=fill)
+        np.testing.assert_array_equal(one, each)
+        plain = _launch(q, k, v, mask, split, False, True, empty_rows="nan")
+        assert rel_l2_unfloored(one, plain) <= TOL[split]
+
+
 def _heads(x, h, d, order=(0, 2, 1, 3)):
     return opset.transpose(opset.reshape(x, ints64([0, 0, h, d]), True), ints64(list(order)))
 
@@ -337,9 +366,10 @@ def test_decoder_prefill_splits_long_rows(emulated_flash, monkeypatch, rng):
     assert any("fa_count" in key[2] for key in reqs[0].network.kernel_objects)
 
 
-def _padded_decoder(h=2, d=16):
+def _padded_decoder(h=2, d=16, window=None):
     """A transformers-style export's mask: Where(kv <= q AND padding, 0, float32 min), the
-    positions two Ranges over the prompt's length, the padding an input."""
+    positions two Ranges over the prompt's length, the padding an input; ``window``: also
+    kv > q - window (a sliding window)."""
     rng = np.random.default_rng(5)
     x = opset.parameter([1, -1, h * d], np.float32, name="x")
     pad = opset.parameter([1, -1], np.bool_, name="pad")
@@ -351,6 +381,9 @@ def _padded_decoder(h=2, d=16):
     pos = opset.range(ints64(0), seq, ints64(1), "i64")
     causal = opset.less_equal(opset.unsqueeze(pos, ints64([0, 1, 2])), opset.unsqueeze(pos, ints64([0, 1, 3])))
     keep = opset.logical_and(causal, opset.unsqueeze(pad, ints64([1, 2])))
+    if window is not None:
+        keep = opset.logical_and(keep, opset.greater(opset.unsqueeze(pos, ints64([0, 1, 2])), opset.subtract(
+            opset.unsqueeze(pos, ints64([0, 1, 3])), ints64(window))))
     mask = opset.select(keep, np.float32(0.0), np.float32(np.finfo(np.float32).min))
     att = opset.matmul(opset.softmax(opset.add(scores, mask), -1), _heads(v, h, d), False, False)
     y = opset.reshape(opset.transpose(att, ints64([0, 2, 1, 3])), ints64([0, 0, -1]), True)
@@ -361,9 +394,10 @@ def _padded_decoder(h=2, d=16):
 @pytest.mark.parametrize("split_keys", [False, True])
 def test_decoder_prefill_with_a_proven_causal_mask(split_keys, emulated_flash, monkeypatch, rng):
     """The build proves the mask dead past the diagonal (``runtime.mask_bounds``), so the
-    flash kernel is built ``bounded``: the reference's output over prompts of several lengths,
-    left-padded ones included (their first rows have no live key and spread over every key),
-    with and without key splits."""
+    flash kernel is built ``bounded`` and, the mask being one padding row inside the bound,
+    reads that row for every query (``shared_row``): the reference's output over prompts of
+    several lengths, left-padded ones included (their first rows have no live key and spread
+    over every key), with and without key splits."""
     if split_keys:
         monkeypatch.setattr(attention_kind, "FLASH_SKIP_WAVES", 1e9)
         monkeypatch.setattr(attention_kind, "FLASH_SPLIT_WAVES", {1: 1e9, 3: 1e9})
@@ -375,8 +409,26 @@ def test_decoder_prefill_with_a_proven_causal_mask(split_keys, emulated_flash, m
         feeds = {"x": randn_f32(rng, 1, s, 32), "pad": pad}
         got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
         assert rel_l2_unfloored(got, want) <= 2 * TOL[3], (s, padded)
-    assert any("flash_attention(" in key[2] and "nlive" in key[2]
+    assert any("flash_attention(" in key[2] and "nlive" in key[2] and _shares_a_mask_row(key[2])
                for key in req.network.kernel_objects)
+
+
+def _shares_a_mask_row(kernel_source: str) -> bool:
+    return re.search(r"srow\d_s = ", kernel_source) is not None
+
+
+@pocl_only
+def test_a_sliding_window_reads_each_mask_row(emulated_flash, rng):
+    """A sliding window's mask differs between rows inside the causal bound (its lower edge
+    moves): the kernel is bounded but reads every row's own mask values."""
+    model = _padded_decoder(window=20)
+    req = compile_program(model, RUNTIME_DEVICE, {"INFERENCE_PRECISION_HINT": "f32"}).create_infer_request()
+    for s, padded in ((70, 0), (45, 3)):
+        feeds = {"x": randn_f32(rng, 1, s, 32), "pad": np.arange(s)[None] >= padded}
+        got, want = req.infer(feeds)["y"], netpass.reference.infer(model, feeds)["y"]
+        assert rel_l2_unfloored(got, want) <= 2 * TOL[3], (s, padded)
+    flash_keys = [key[2] for key in req.network.kernel_objects if "flash_attention(" in key[2]]
+    assert flash_keys and all("nlive" in k and not _shares_a_mask_row(k) for k in flash_keys)
 
 
 @pocl_only
@@ -533,5 +585,5 @@ def test_onnx_attention_with_a_proven_causal_mask(additive, emulated_flash, rng)
         got = req.infer(feeds)["y"]
         assert np.all(got[:, :, :3] == 0)
         assert rel_l2_unfloored(got, want) <= 2 * TOL[3]
-    assert any("flash_attention(" in key[2] and "nlive" in key[2]
+    assert any("flash_attention(" in key[2] and "nlive" in key[2] and _shares_a_mask_row(key[2])
                for key in req.network.kernel_objects)
