@@ -133,23 +133,23 @@ def past_value(bound: Bound) -> float | None:
     return {"false": 0.0, "true": 1.0}.get(bound.kind, bound.value)
 
 
-def row_free(node: Any, k: int, offset: int, lowest: int = EVERYWHERE,
-             memo: dict | None = None) -> bool:
-    """Whether output ``k`` of program node ``node`` has, wherever ``lowest`` <= n - m <=
-    ``offset``, the same value in every query row m (axis -2): a tensor of one row (or of
-    rank below 2), a comparison with an exact bound that is constant there (a causal edge at
-    or past ``offset``; a sliding window's lower edge below ``lowest``, -(M - 1) for M query
-    rows: a prompt shorter than the window), and elementwise ops of such inputs (they
-    broadcast from the right, so axis -2 is the same axis in each)."""
+def row_free(node: Any, k: int, offset: int, memo: dict | None = None) -> bool:
+    """Whether output ``k`` of program node ``node`` has, wherever n - m <= ``offset``, the
+    same value in every query row m (axis -2): a tensor of one row (or of rank below 2), a
+    comparison with an exact bound at or past ``offset`` (true or false there whole), and
+    elementwise ops of such inputs (they broadcast from the right, so axis -2 is the same axis
+    in each). The region has no lower edge: a sliding window's moves with the row, and a
+    window longer than the prompt is one row only up to a length a decoding loop's length
+    family would replay past (``runtime.length_plan``)."""
     memo = {} if memo is None else memo
     key = (id(node), k)
     if key not in memo:
         memo[key] = False
-        memo[key] = _row_free(node, k, offset, lowest, memo)
+        memo[key] = _row_free(node, k, offset, memo)
     return memo[key]
 
 
-def _row_free(node: Any, k: int, offset: int, lowest: int, memo: dict) -> bool:
+def _row_free(node: Any, k: int, offset: int, memo: dict) -> bool:
     ps = node.out_pshapes[k]
     if ps.rank_is_static and (len(ps) < 2 or ps[-2].min == ps[-2].max == 1):
         return True
@@ -157,7 +157,7 @@ def _row_free(node: Any, k: int, offset: int, lowest: int, memo: dict) -> bool:
         v = np.asarray(node.value)
         return v.size > 0 and bool(np.all(v == v.reshape(-1)[0]))
     bound = bound_of(node, k)
-    if bound is not None and bound.exact and not lowest <= bound.offset < offset:
-        return True  # (the region lies wholly on one side of the comparison's diagonal)
+    if bound is not None and bound.exact and bound.offset >= offset:
+        return True
     return node.row.expr is not None and k == 0 and \
-        all(row_free(s, j, offset, lowest, memo) for s, j in node.inputs)
+        all(row_free(s, j, offset, memo) for s, j in node.inputs)

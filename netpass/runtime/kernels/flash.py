@@ -68,12 +68,12 @@ walks every key as its reference softmax spreads over all of them). A GPT-2 prom
 
 Shared mask rows (``shared_row``): where the build also proves that inside that bound the
 mask is the same for every query row (``mask_bounds.row_free``: the causal comparison is true
-there, the padding mask has one row, a sliding window reaches past the first key) and knows
-its value past it, the blocks inside the keys read the mask's last row for both rows of an
-item, and the key past ``m + cofs`` takes that value: the same number the mask holds there,
-with half the loads (every row of the last one is inside the bound for any key a row
-attends). The tail block and the anchors read the mask's own rows. (Leaving the comparison
-out of the blocks before the work-group's first diagonal bought nothing on the H200.)
+there, the padding mask has one row) and knows its value past it, the blocks inside the keys
+read the mask's last row for both rows of an item, and the key past ``m + cofs`` takes that
+value: the same number the mask holds there, with half the loads (every row of the last one
+is inside the bound for any key a row attends). The tail block and the anchors read the
+mask's own rows. (Leaving the comparison out of the blocks before the work-group's first
+diagonal bought nothing on the H200.)
 """
 from __future__ import annotations
 
