@@ -68,9 +68,13 @@ def _constant(value: Any) -> Bound | None:
         return Bound("false", EVERYWHERE) if not v.any() else \
             Bound("true", EVERYWHERE) if v.all() else None
     if v.dtype.kind == "f" and bool(np.all(v <= -DEAD_SCORE)):
-        first = v.reshape(-1)[0]
-        return Bound("dead", EVERYWHERE, float(first) if bool(np.all(v == first)) else None)
+        return Bound("dead", EVERYWHERE, float(v.reshape(-1)[0]) if _uniform(v) else None)
     return None
+
+
+def _uniform(v: np.ndarray) -> bool:
+    """Whether every element of non-empty ``v`` equals its first."""
+    return v.size > 0 and bool(np.all(v == v.reshape(-1)[0]))
 
 
 def compare(op: str):
@@ -154,8 +158,7 @@ def _row_free(node: Any, k: int, offset: int, memo: dict) -> bool:
     if ps.rank_is_static and (len(ps) < 2 or ps[-2].min == ps[-2].max == 1):
         return True
     if node.is_constant:
-        v = np.asarray(node.value)
-        return v.size > 0 and bool(np.all(v == v.reshape(-1)[0]))
+        return _uniform(np.asarray(node.value))
     bound = bound_of(node, k)
     if bound is not None and bound.exact and bound.offset >= offset:
         return True

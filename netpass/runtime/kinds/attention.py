@@ -482,16 +482,17 @@ def dead_keys(p: Params, side: int | None, dtype, groups: int, chunk: int,
     return side, flash.dead_predicate(dtype)
 
 
-def causal_bound(p: Params, k: int) -> tuple[int, str | None] | None:
+def causal_bound(p: Params, k: int) -> tuple[int | None, str | None]:
     """The diagonal past which the build proves input ``k`` (a mask) dead for every key
     (``runtime.mask_bounds``: false for a boolean mask, dead for an additive one), as the
     flash kernel's ``cofs``, and the mask's value past it as a C literal where the kernel may
-    read one row of the mask for every query (``mask_bounds.row_free``; else None)."""
+    read one row of the mask for every query (``mask_bounds.row_free``); None for what the
+    build does not prove."""
     dtype = np.dtype(p.in_dtypes[k])
     kind = "false" if dtype == np.bool_ else "dead"
     bound = bound_of(*p.node.inputs[k]) if p.node is not None else None
     if bound is None or bound.kind != kind:
-        return None
+        return None, None
     cofs = max(-(1 << 30), min(1 << 30, bound.offset))
     past = past_value(bound)
     if past is None or not row_free(*p.node.inputs[k], cofs):
@@ -563,9 +564,8 @@ def _flash_launch(p: Params, desc: AttentionDesc, batch: list, operands, ost: li
     groups = cdiv(M, cfg.bq) * max(nb, 1)
     chunk = key_chunk(p, groups, cdiv(N, cfg.bkv), split)
     dead = desc.dead_mask()
-    bounds = None if dead is None else causal_bound(p, 3 + dead)
-    bound, past = bounds if bounds is not None else (None, None)
-    shared = None if past is None or dead is None else (dead, past)
+    bound, past = (None, None) if dead is None else causal_bound(p, 3 + dead)
+    shared = (dead, past) if dead is not None and past is not None else None
     skip = dead_keys(p, dead, F32 if dead is None else p.in_dtypes[3 + dead], groups, chunk,
                      bound is not None)
     empty_rows = "zero_nan" if desc.nan_guard is not None else "nan"

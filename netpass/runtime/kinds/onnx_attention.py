@@ -79,8 +79,7 @@ def onnx_attention_impl(p: Params, key) -> Impl | None:
     causal = bool(a.get("is_causal"))
     groups = cdiv(M, cfg.bq) * B * Hq
     chunk = key_chunk(p, groups, cdiv(N, cfg.bkv), split)
-    bounds = None if causal or not side_dtypes else causal_bound(p, 3)
-    bound, past = bounds if bounds is not None else (None, None)
+    bound, past = (None, None) if causal or not side_dtypes else causal_bound(p, 3)
     shared = None if past is None else (0, past)
     skip = dead_keys(p, 0 if side_dtypes else None, side_dtypes[0] if side_dtypes else F32, groups,
                  chunk, bound is not None)
