@@ -51,7 +51,8 @@ MLP_FUSIONS = ("gated", "all", "none")
 
 def inference_precision(cfg: Mapping[str, Any]) -> str:
     """Config ``INFERENCE_PRECISION_HINT``: ``"f32"`` (default) or ``"tf32"`` (float32 matrix
-    products on TF32 tensor cores where the device has them, as torch's ``allow_tf32``)."""
+    products on TF32 tensor cores where the device has them, as torch's ``allow_tf32``; the
+    Hopper GEMM's fused ``tanh`` at the hardware's approximation, of TF32's order)."""
     value = str(cfg.get("INFERENCE_PRECISION_HINT", "f32")).lower()
     if value not in PRECISIONS:
         raise NetpassError(f"config INFERENCE_PRECISION_HINT '{cfg['INFERENCE_PRECISION_HINT']}': "

@@ -24,22 +24,34 @@ and one barrier a step orders them before the products that read them (two remai
 buffers: the one being written was last read two steps before, and every consumer has waited
 for that step's products before this barrier).
 
+The epilogue: each warp's 16 x 64 slices through local memory, stored four columns a lane
+where N and C's offset allow (one index sum, bound check and 16-byte store for four
+elements), else one; with TF32, ``tanh`` in it is the hardware's approximation
+(``TANH_TF32``).
+
 ``ptx`` False is the same schedule emulated for tests on any OpenCL device: no producer warp,
 the stage copied (and swizzled) by all items, each product summed from local memory."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
-from .common import Source, Stage, header, memoized
+from .common import Source, Stage, ctype, header, memoized, offsets, stage_code
 from .gemm import gemm_args
 from .mma import side_inputs, slice_stores, store_macro
 from .wgmma import PTX, SWIZZLE32, mma_call
 
 GROUP_M = 8
 TF32T = "#define TF32T(x) as_float(as_uint(x) & 0xffffe000u)\n"
+# TF32's epilogue: tanh as the hardware's approximation (relative error ~2^-11, TF32's own
+# mantissa), one instruction where OpenCL's tanh is a routine: GPT-2's tanh-GELU up
+# projections, 0.05-0.1 ms of a 1024-token prefill (H200, issue 18, round 28)
+TANH_TF32 = ("inline float tanh_tf32(float x) { float y; "
+             'asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }\n')
+_TANH_CALL = re.compile(r"(?<![\w.])tanh\(")
 # a stage's remainders x - trunc(x) (0 for infinities, whose remainder would be NaN) by ``n``
 # items from item ``t``: its heads are the stage as the copies wrote it, the tensor cores reading
 # float32 bits as TF32 (the low 13 bits dropped; heads rounded to nearest and written back
@@ -355,24 +367,97 @@ def _consumers(cfg: TmaConfig) -> str:
   }}"""
 
 
+VEC_ROWS = 2  # rows of a warp's 16 x 64 slice a vector round stores (16 lanes of 4 columns each)
+VEC_AHEAD = 4  # vector rounds whose side inputs a lane loads before it stores the first
+
+
+def store4_macro(epilogue: list[Stage], n_extra: int, erank: int, bmn: bool, dest: str,
+                 ahead: list[int] | None) -> str:
+    """``#define STORE4(mm, nn, v4, i)``: elements (mm, nn .. nn + 3) of batch ``b`` through the
+    epilogue and into ``dest`` (a pointer expression of ``flat0``) as one 16-byte store, where
+    all four are inside N; the columns of a tail through ``STORE1`` (:func:`.mma.store_macro`
+    without side inputs ahead), one at a time. ``ahead``: side input j's value of column e
+    is ``pv<j>_[i].s<e>`` (loaded by :func:`vector_stores`), else each is loaded here."""
+    parts = []
+    for e in range(4):
+        if ahead is not None:
+            loads = {j: f"pv{j}_[i].s{e}" for j in ahead}
+            offs = ""
+        else:
+            loads = {j: f"in{j}[o_in{j}]" for j in range(n_extra)}
+            offs = " ".join(f"const int o_in{j} = off_in{j} + b * s_in{j}_0 + (mm) * s_in{j}_1"
+                            f" + ((nn) + {e}) * s_in{j}_2;" for j in range(n_extra)) if bmn \
+                else offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra \
+                else ""
+        code = stage_code([Stage("v", [], "float")] + epilogue, loads)
+        parts.append(f"{{ const float v = (v4).s{e}; const int flat = flat0 + {e}; "
+                     f"{offs} {code} r_.s{e} = x{len(epilogue)}; }}".replace("\n", " "))
+    tail = " ".join(f"STORE1(mm, (nn) + {e}, (v4).s{e})" for e in range(4))
+    body = " ".join(parts)
+    return f"""#define STORE4(mm, nn, v4, i) if ((mm) < M) {{ \\
+  if ((nn) + 3 < N) {{ const int flat0 = (b * M + (mm)) * N + (nn); float4 r_; \\
+    {body} \\
+    vstore4(r_, 0, {dest}); \\
+  }} else {{ {tail} }} }}
+"""
+
+
+def vector_stores(row: str, col: str, ahead: list[int] | None, dtypes: list) -> list[str]:
+    """A warp's 16 x 64 slice (in ``ep``, row stride EP_LD) stored four columns a lane, 16
+    lanes a row (``STORE4``): a quarter of the scalar loop's stores, index sums and bound
+    checks (the epilogue was ~0.47 ms of GPT-2's 2.9 ms TF32 prefill: H200, issue 18,
+    round 28). ``row`` and ``col`` are expressions of the slice's ``r_`` and ``c_``; with
+    ``ahead``, each lane first loads its side inputs of VEC_AHEAD rounds, as
+    :func:`.mma.slice_stores` does."""
+    rounds = 16 // VEC_ROWS
+    step = VEC_AHEAD if ahead is not None else 1
+    lines = [f"  for (int h_ = 0; h_ < {rounds}; h_ += {step}) {{"]
+    where = ["      const int r_ = (h_ + i_) * 2 + (lane >> 4), c_ = (lane & 15) * 4;",
+             f"      const int mm_ = {row}, nn_ = {col};"]
+    if ahead is not None:
+        lines += [f"    {ctype4(dtypes[j])} pv{j}_[{step}];" for j in ahead]
+        lines += ["    #pragma unroll", f"    for (int i_ = 0; i_ < {step}; ++i_) {{"] + where
+        for j in ahead:
+            for e in range(4):
+                lines.append(f"      pv{j}_[i_].s{e} = mm_ < M && nn_ + {e} < N ? in{j}[off_in{j}"
+                             f" + b * s_in{j}_0 + mm_ * s_in{j}_1 + (nn_ + {e}) * s_in{j}_2] : 0;")
+        lines.append("    }")
+    lines += ["    #pragma unroll", f"    for (int i_ = 0; i_ < {step}; ++i_) {{"] + where
+    lines += [f"      const float4 v4_ = vload4(0, ep + r_ * {EP_LD} + c_);",
+              "      STORE4(mm_, nn_, v4_, i_)", "    }", "  }"]
+    return lines
+
+
+def ctype4(dtype) -> str:
+    """The four-element vector type of a side input's element type."""
+    return ctype(dtype) + "4"
+
+
 def _epilogue(cfg: TmaConfig, ptx: bool, ahead: list[int] | None, dtypes: list) -> str:
-    """Each warp's 16 rows through local memory in slices of 64 columns, then stored row by
-    row through the epilogue (one copy of its code, coalesced stores; ``ahead``: the side
+    """Each warp's 16 rows through local memory in slices of 64 columns, then stored through
+    the epilogue (one copy of its code, coalesced stores): four columns a lane where N and
+    C's offset are whole float4s (:func:`vector_stores`), else one (``ahead``: the side
     inputs loaded ahead of the stores, ``mma.slice_stores``)."""
     sync = "WARP_SYNC();" if ptx else "barrier(CLK_LOCAL_MEM_FENCE);"
     wait_all = f"NAMED_BARRIER(1, {128 * cfg.warpgroups});" if ptx \
         else "barrier(CLK_LOCAL_MEM_FENCE);"
     lines = [f"  {wait_all}  /* every stage read: the stages are free */",
-             f"  __local float* ep = (__local float*)smem + (wg * 4 + w4) * {16 * EP_LD};"]
+             f"  __local float* ep = (__local float*)smem + (wg * 4 + w4) * {16 * EP_LD};",
+             "  const int vec4_ = ((N | coff) & 3) == 0;"]
     for chunk in range(cfg.bn // 64):
         for jj in range(8):
             j = chunk * 8 + jj
             for q, (r, c) in enumerate((("g", 0), ("g", 1), ("g + 8", 0), ("g + 8", 1))):
                 lines.append(f"  ep[({r}) * {EP_LD} + {jj * 8 + c} + 2 * tq] = c{4 * j + q};")
         lines.append(f"  {sync}")
+        lines.append("  if (vec4_) {")
+        lines += vector_stores("m0 + wg * 64 + w4 * 16 + r_", f"n0 + {chunk * 64} + c_", ahead,
+                               dtypes)
+        lines.append("  } else {")
         lines += slice_stores("STORE", 1024, "m0 + wg * 64 + w4 * 16 + (e_ >> 6)",
                               f"n0 + {chunk * 64} + (e_ & 63)",
                               f"ep[(e_ >> 6) * {EP_LD} + (e_ & 63)]", ahead, dtypes, EP_UNROLL)
+        lines.append("  }")
         lines.append(f"  {sync}")
     return "\n".join(lines)
 
@@ -431,8 +516,14 @@ def gemm_tma(cfg: TmaConfig, epilogue: list[Stage], n_extra: int, extra_dtypes: 
     body = acc + "\n  " + body
     # side inputs loaded ahead where their strides are over (batch, m, n) (one batch: b is 0)
     ahead = side_inputs(epilogue) if bmn and n_extra else None
-    store = store_macro("STORE", epilogue, n_extra, erank, bmn,
-                        "C[coff + ks * M * N + flat]" if split else "C[coff + flat]", "", ahead)
+    dest = "C[coff + ks * M * N + flat]" if split else "C[coff + flat]"
+    store = store_macro("STORE", epilogue, n_extra, erank, bmn, dest, "", ahead) + "\n" + \
+        store_macro("STORE1", epilogue, n_extra, erank, bmn, dest) + "\n" + \
+        store4_macro(epilogue, n_extra, erank, bmn,
+                     "C + coff + ks * M * N + flat0" if split else "C + coff + flat0", ahead)
+    if ptx and cfg.split == 1 and _TANH_CALL.search(store):
+        macros += TANH_TF32
+        store = _TANH_CALL.sub("tanh_tf32(", store)
     text = header([np.float32] + list(extra_dtypes)) + macros + store + f"""
 __kernel __attribute__((reqd_work_group_size({threads}, 1, 1)))
 void gemm_tma({', '.join(args)})

@@ -47,20 +47,20 @@ def rel_l2_unfloored(got, want) -> float:
 
 
 def check_fc_gelu_residual(device: str, rng: np.random.Generator, tol: float,
-                           rows=(70, 17, 99), hint: str = "tf32"):
-    """A FullyConnected [?, 72] x [36, 72]^T with bias, tanh GELU and a residual add at
+                           rows=(70, 17, 99), hint: str = "tf32", n: int = 36):
+    """A FullyConnected [?, 72] x [n, 72]^T with bias, tanh GELU and a residual add at
     precision ``hint``, run over ``rows`` in one request against float64 (relative L2 <=
     ``tol``); the request, for the caller to ask which kernels it built."""
     x = opset.parameter([-1, 72], np.float32, name="x")
-    r = opset.parameter([-1, 36], np.float32, name="r")
-    w, bias = randn_f32(rng, 36, 72), randn_f32(rng, 36)
+    r = opset.parameter([-1, n], np.float32, name="r")
+    w, bias = randn_f32(rng, n, 72), randn_f32(rng, n)
     y = opset.add(opset.gelu(opset.fully_connected(x, w, bias), "tanh"), r)
     model = Model([opset.result(y, name="y")], [x, r])
     req = compile_program(model, device,
                           {"INFERENCE_PRECISION_HINT": hint}).create_infer_request()
-    for n in rows:
-        xv, rv = randn_f32(rng, n, 72), randn_f32(rng, n, 36)
+    for m in rows:
+        xv, rv = randn_f32(rng, m, 72), randn_f32(rng, m, n)
         z = xv.astype(np.float64) @ w.T.astype(np.float64) + bias
         want = 0.5 * z * (1 + np.tanh(np.sqrt(2 / np.pi) * (z + 0.044715 * z ** 3))) + rv
-        assert rel_l2_unfloored(req.infer({"x": xv, "r": rv})["y"], want) <= tol, n
+        assert rel_l2_unfloored(req.infer({"x": xv, "r": rv})["y"], want) <= tol, m
     return req

@@ -8,6 +8,7 @@ rounding over these K is ~1e-7; TF32 alone would be ~1e-3). On the H200
 them."""
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 
 import numpy as np
@@ -19,6 +20,7 @@ from netpass import Model, opset
 from netpass.runtime import compile_program
 from netpass.runtime.device import Engine, select_device
 from netpass.runtime.kernels import tma_gemm
+from netpass.runtime.kernels.common import Stage
 from netpass.runtime.kernels.tma_gemm import TmaConfig, TmaPlan
 from netpass.runtime.kernels.wgmma import retarget
 from netpass.runtime.tensor_maps import templates
@@ -164,6 +166,21 @@ def test_plan_takes_k_contiguous_operands_only(monkeypatch):
                          (1e-5, True, True, True, True, False)) is None
 
 
+def test_tf32_epilogue_takes_the_hardware_tanh():
+    """With PTX and TF32, the epilogue's tanh calls (not atanh's) become tanh.approx.f32;
+    3xTF32 (float32's accuracy) and the emulated kernel keep OpenCL's tanh."""
+    stages = [Stage("(0.5f * {0} * (1.0f + tanh({0})))", [("x", None)], "float"),
+              Stage("atanh({0})", [("x", None)], "float")]
+
+    def text(split, ptx):
+        return tma_gemm.gemm_tma(TmaConfig(64, 64, 2, split), stages, 0, [], 3, False, ptx).text
+    tf32 = text(1, True)
+    assert "tanh.approx.f32" in tf32 and not re.search(r"(?<![\w.])tanh\(", tf32)
+    assert tf32.count("atanh(") == text(3, True).count("atanh(") > 0
+    for other in (text(3, True), text(1, False)):
+        assert "tanh_tf32" not in other and re.search(r"(?<![\w.])tanh\(", other)
+
+
 def test_retarget_uncomments_and_raises_the_target():
     ptx = ".version 7.5\n.target sm_90, texmode_independent\n.address_size 64\n" \
           "\t//@@ wgmma.fence.sync.aligned;\n"
@@ -186,10 +203,12 @@ def tma_engine(monkeypatch):
     return eng
 
 
-def test_fully_connected_runs_on_it_with_its_epilogue(tma_engine, rng):
+@pytest.mark.parametrize("n", [36, 38])
+def test_fully_connected_runs_on_it_with_its_epilogue(tma_engine, rng, n):
     """A TF32 FullyConnected with bias, GELU and a residual add over growing row counts reads
-    its weights as given, [N, K], through the kernel."""
-    req = check_fc_gelu_residual(RUNTIME_DEVICE, rng, TOL * 2)
+    its weights as given, [N, K], through the kernel: its epilogue four columns a lane (N =
+    36, the last of them past a tile's N) or one (N = 38, not whole float4s)."""
+    req = check_fc_gelu_residual(RUNTIME_DEVICE, rng, TOL * 2, n=n)
     sources = [key[2] for key in req.network.kernel_objects if "gemm_tma(" in key[2]]
     assert sources
 
