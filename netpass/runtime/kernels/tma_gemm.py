@@ -367,7 +367,6 @@ def _consumers(cfg: TmaConfig) -> str:
   }}"""
 
 
-VEC_ROWS = 2  # rows of a warp's 16 x 64 slice a vector round stores (16 lanes of 4 columns each)
 VEC_AHEAD = 4  # vector rounds whose side inputs a lane loads before it stores the first
 
 
@@ -404,18 +403,17 @@ def store4_macro(epilogue: list[Stage], n_extra: int, erank: int, bmn: bool, des
 
 def vector_stores(row: str, col: str, ahead: list[int] | None, dtypes: list) -> list[str]:
     """A warp's 16 x 64 slice (in ``ep``, row stride EP_LD) stored four columns a lane, 16
-    lanes a row (``STORE4``): a quarter of the scalar loop's stores, index sums and bound
-    checks (the epilogue was ~0.47 ms of GPT-2's 2.9 ms TF32 prefill: H200, issue 18,
-    round 28). ``row`` and ``col`` are expressions of the slice's ``r_`` and ``c_``; with
-    ``ahead``, each lane first loads its side inputs of VEC_AHEAD rounds, as
-    :func:`.mma.slice_stores` does."""
-    rounds = 16 // VEC_ROWS
+    lanes a row, two rows a round, eight rounds (``STORE4``): a quarter of the scalar loop's
+    stores, index sums and bound checks (the epilogue was ~0.47 ms of GPT-2's 2.9 ms TF32
+    prefill: H200, issue 18, round 28). ``row`` and ``col`` are expressions of the slice's
+    ``r_`` and ``c_``; with ``ahead``, each lane first loads its side inputs of VEC_AHEAD
+    rounds, as :func:`.mma.slice_stores` does."""
     step = VEC_AHEAD if ahead is not None else 1
-    lines = [f"  for (int h_ = 0; h_ < {rounds}; h_ += {step}) {{"]
+    lines = [f"  for (int h_ = 0; h_ < 8; h_ += {step}) {{"]
     where = ["      const int r_ = (h_ + i_) * 2 + (lane >> 4), c_ = (lane & 15) * 4;",
              f"      const int mm_ = {row}, nn_ = {col};"]
     if ahead is not None:
-        lines += [f"    {ctype4(dtypes[j])} pv{j}_[{step}];" for j in ahead]
+        lines += [f"    {ctype(dtypes[j])}4 pv{j}_[{step}];" for j in ahead]
         lines += ["    #pragma unroll", f"    for (int i_ = 0; i_ < {step}; ++i_) {{"] + where
         for j in ahead:
             for e in range(4):
@@ -426,11 +424,6 @@ def vector_stores(row: str, col: str, ahead: list[int] | None, dtypes: list) -> 
     lines += [f"      const float4 v4_ = vload4(0, ep + r_ * {EP_LD} + c_);",
               "      STORE4(mm_, nn_, v4_, i_)", "    }", "  }"]
     return lines
-
-
-def ctype4(dtype) -> str:
-    """The four-element vector type of a side input's element type."""
-    return ctype(dtype) + "4"
 
 
 def _epilogue(cfg: TmaConfig, ptx: bool, ahead: list[int] | None, dtypes: list) -> str:
