@@ -213,6 +213,25 @@ def test_fully_connected_runs_on_it_with_its_epilogue(tma_engine, rng, n):
     assert sources
 
 
+def test_epilogue_side_input_without_row_strides(tma_engine, rng):
+    """A side input broadcast over the sequence ([B, 1, N] added to a FullyConnected's [B, S, N]
+    output) has no one stride over the GEMM's B * S rows: the epilogue finds its elements from
+    the flat index, four columns a lane as one."""
+    x = opset.parameter([3, -1, 72], np.float32, name="x")
+    side = opset.parameter([3, 1, 36], np.float32, name="side")
+    w = randn_f32(rng, 36, 72)
+    y = opset.add(opset.fully_connected(x, w, np.zeros(36, np.float32)), side)
+    model = Model([opset.result(y, name="y")], [x, side])
+    req = compile_program(model, RUNTIME_DEVICE,
+                          {"INFERENCE_PRECISION_HINT": "tf32"}).create_infer_request()
+    for s in (37, 5):
+        xv, sv = randn_f32(rng, 3, s, 72), randn_f32(rng, 3, 1, 36)
+        want = xv.astype(np.float64) @ w.T.astype(np.float64) + sv
+        assert _rel_l2(req.infer({"x": xv, "side": sv})["y"], want) <= TOL, s
+    sources = [key[2] for key in req.network.kernel_objects if "gemm_tma(" in key[2]]
+    assert sources and all("int rem = flat;" in src for src in sources)
+
+
 def test_fully_connected_in_k_slices_reduces_through_its_epilogue(tma_engine, monkeypatch,
                                                                    rng):
     """A plan in K slices: the kernel writes three partial products, ``splitk_reduce`` sums
