@@ -17,9 +17,12 @@ Two launchers with the same interface:
   arrays once per launch shape and no event is asked for. On the H200, NVIDIA's driver takes
   5-9 us per enqueue (by machine) and pyopencl's wrapper up to 1.5 us more
   (``benchmarks/bench_launch.py``); a decoder step launches dozens of small kernels. Changed
-  buffers and the int struct are set with ``clSetKernelArg`` the same way, and host copies go
+  buffers and the int struct are set with ``clSetKernelArg`` the same way, host copies go
   through ``clEnqueueWriteBuffer`` / ``clEnqueueReadBuffer`` (pyopencl's ``enqueue_copy`` costs
-  42 us per small copy on PoCL, these 4 us).
+  42 us per small copy on PoCL, these 4 us), and device copies (a step's token handed on to
+  the next: out of the step into a device tensor, from it into the next step's input) through
+  ``clEnqueueCopyBuffer`` (GPT-2's device-token loop on PoCL, launches stubbed: 0.330-0.337 ->
+  0.320-0.324 ms of host CPU a token).
 
 :func:`make_launcher` picks the direct one unless profiling is on, no OpenCL library can be
 found, or ``NETPASS_DIRECT_LAUNCH=0``.
@@ -366,6 +369,8 @@ class DirectLauncher(Launcher):
         self._write.restype = ctypes.c_int32
         self._read = lib.clEnqueueReadBuffer
         self._read.restype = ctypes.c_int32
+        self._copy = lib.clEnqueueCopyBuffer
+        self._copy.restype = ctypes.c_int32
         self._queue = ctypes.c_void_p(self.queue.int_ptr)
         self._mem_size = ctypes.c_size_t(ctypes.sizeof(ctypes.c_void_p))
 
@@ -410,6 +415,13 @@ class DirectLauncher(Launcher):
         if err:
             raise DeviceError(f"clEnqueueReadBuffer of {array.nbytes} bytes failed with error "
                               f"{err}")
+
+    def copy(self, dst, src, nbytes: int, src_offset: int = 0) -> None:
+        err = self._copy(self._queue, ctypes.c_void_p(src.int_ptr), ctypes.c_void_p(dst.int_ptr),
+                         ctypes.c_size_t(src_offset), ctypes.c_size_t(0),
+                         ctypes.c_size_t(nbytes), 0, None, None)
+        if err:
+            raise DeviceError(f"clEnqueueCopyBuffer of {nbytes} bytes failed with error {err}")
 
     def launch(self, h: KernelHandle, ln) -> None:
         dims = ln.cdims
