@@ -501,6 +501,11 @@ def side_inputs(epilogue: list[Stage]) -> list[int]:
                    if kind not in ("x", "v", "lit")})
 
 
+def side_at(j: int, m: str, n: str) -> str:
+    """Side input ``j``'s offset at row ``m``, column ``n``, batch ``b`` (strides over b, m, n)."""
+    return f"off_in{j} + b * s_in{j}_0 + {m} * s_in{j}_1 + {n} * s_in{j}_2"
+
+
 def store_macro(name: str, epilogue: list[Stage], n_extra: int, erank: int, bmn: bool,
                 dest: str = "C[coff + flat]", wrap: str = "",
                 ahead: list[int] | None = None) -> str:
@@ -518,8 +523,8 @@ def store_macro(name: str, epilogue: list[Stage], n_extra: int, erank: int, bmn:
     if ahead is not None:
         offs = ""
     elif bmn:
-        offs = " ".join(f"const int o_in{j} = off_in{j} + b * s_in{j}_0 + (mm) * s_in{j}_1"
-                        f" + (nn) * s_in{j}_2;" for j in range(n_extra))
+        offs = " ".join(f"const int o_in{j} = {side_at(j, '(mm)', '(nn)')};"
+                        for j in range(n_extra))
     else:
         offs = offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
     val = f"{wrap}(mm, nn, val)" if wrap else "(val)"
@@ -548,8 +553,7 @@ def slice_stores(macro: str, count: int, row: str, col: str, value: str,
     lines += ["    #pragma unroll", f"    for (int i_ = 0; i_ < {p}; ++i_) {{",
               f"      const int e_ = h_ + 32 * i_, mm_ = {row}, nn_ = {col};",
               "      const bool ok_ = mm_ < M && nn_ < N;"]
-    lines += [f"      pv{j}_[i_] = ok_ ? in{j}[off_in{j} + b * s_in{j}_0 + mm_ * s_in{j}_1"
-              f" + nn_ * s_in{j}_2] : 0;" for j in ahead]
+    lines += [f"      pv{j}_[i_] = ok_ ? in{j}[{side_at(j, 'mm_', 'nn_')}] : 0;" for j in ahead]
     lines += ["    }", "    #pragma unroll", f"    for (int i_ = 0; i_ < {p}; ++i_) {{",
               "      const int e_ = h_ + 32 * i_;", f"      {macro}({row}, {col}, {value}, i_)",
               "    }", "  }"]

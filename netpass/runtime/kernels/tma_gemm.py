@@ -41,7 +41,7 @@ import numpy as np
 
 from .common import Source, Stage, ctype, header, memoized, offsets, stage_code
 from .gemm import gemm_args
-from .mma import side_inputs, slice_stores, store_macro
+from .mma import side_at, side_inputs, slice_stores, store_macro
 from .wgmma import PTX, SWIZZLE32, mma_call
 
 GROUP_M = 8
@@ -384,8 +384,8 @@ def store4_macro(epilogue: list[Stage], n_extra: int, erank: int, bmn: bool, des
             offs = ""
         else:
             loads = {j: f"in{j}[o_in{j}]" for j in range(n_extra)}
-            offs = " ".join(f"const int o_in{j} = off_in{j} + b * s_in{j}_0 + (mm) * s_in{j}_1"
-                            f" + ((nn) + {e}) * s_in{j}_2;" for j in range(n_extra)) if bmn \
+            offs = " ".join(f"const int o_in{j} = {side_at(j, '(mm)', f'((nn) + {e})')};"
+                            for j in range(n_extra)) if bmn \
                 else offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra \
                 else ""
         code = stage_code([Stage("v", [], "float")] + epilogue, loads)
@@ -417,8 +417,8 @@ def vector_stores(row: str, col: str, ahead: list[int] | None, dtypes: list) -> 
         lines += ["    #pragma unroll", f"    for (int i_ = 0; i_ < {step}; ++i_) {{"] + where
         for j in ahead:
             for e in range(4):
-                lines.append(f"      pv{j}_[i_].s{e} = mm_ < M && nn_ + {e} < N ? in{j}[off_in{j}"
-                             f" + b * s_in{j}_0 + mm_ * s_in{j}_1 + (nn_ + {e}) * s_in{j}_2] : 0;")
+                lines.append(f"      pv{j}_[i_].s{e} = mm_ < M && nn_ + {e} < N ? "
+                             f"in{j}[{side_at(j, 'mm_', f'(nn_ + {e})')}] : 0;")
         lines.append("    }")
     lines += ["    #pragma unroll", f"    for (int i_ = 0; i_ < {step}; ++i_) {{"] + where
     lines += [f"      const float4 v4_ = vload4(0, ep + r_ * {EP_LD} + c_);",

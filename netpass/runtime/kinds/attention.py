@@ -565,7 +565,7 @@ def _flash_launch(p: Params, desc: AttentionDesc, batch: list, operands, ost: li
     chunk = key_chunk(p, groups, cdiv(N, cfg.bkv), split)
     dead = desc.dead_mask()
     bound, past = (None, None) if dead is None else causal_bound(p, 3 + dead)
-    shared = (dead, past) if dead is not None and past is not None else None
+    shared = None if past is None else (dead, past)
     skip = dead_keys(p, dead, F32 if dead is None else p.in_dtypes[3 + dead], groups, chunk,
                      bound is not None)
     empty_rows = "zero_nan" if desc.nan_guard is not None else "nan"
