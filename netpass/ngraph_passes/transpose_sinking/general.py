@@ -82,5 +82,7 @@ class TSGeneral(ModelPass):
     def run_on_model(self, model) -> bool:
         for stage in (TSGeneralForward, TSGeneralBackward):
             run_then_fold(model, self.get_pass_config(), stage(), "TSGeneral")
-        TSResetNoSinkingAttribute().run_on_model(model)
+        # (OpenVINO registers it in the stage's Manager: a user's PassConfig may disable it)
+        if not self.get_pass_config().is_disabled(TSResetNoSinkingAttribute):
+            TSResetNoSinkingAttribute().run_on_model(model)
         return False

@@ -174,3 +174,20 @@ def test_rescue_obeys_user_callbacks():
     relu = m.get_ordered_ops()[1]
     assert relu.type_name == "Relu" and relu.input_value(0).node.type_name == "Parameter"
     assert snapshot(config) == before
+
+
+@pytest.mark.parametrize("disabled", [False, True])
+def test_user_disabled_reset_of_the_sinking_marks_is_honored(disabled, monkeypatch):
+    """TSGeneral cleared the no-sinking marks by calling TSResetNoSinkingAttribute itself, so
+    a user's disabling it did not reach it inside the pipeline (any block graph, e.g.
+    block_forms_onnx seed 1126313258, 4 blocks, [1, 8, 8, 8])."""
+    ran = []
+    monkeypatch.setattr(ts.TSResetNoSinkingAttribute, "run_on_model",
+                        lambda self, model: ran.append(self) or False)
+    config = PassConfig()
+    if disabled:
+        config.disable(ts.TSResetNoSinkingAttribute)
+    before = snapshot(config)
+    _run(_conv_slice_model(), config)
+    assert bool(ran) != disabled
+    assert snapshot(config) == before
