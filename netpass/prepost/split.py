@@ -117,7 +117,9 @@ def _remove_single_input_node(node: Node) -> None:
         reshape = Reshape([src, target.output(0)], special_zero=False)
         reshape.friendly_name = node.friendly_name
         repl = reshape.output(0)
-    if not replace_output_update_name(out, repl):
+    # (a producer other ops read too stays in the main model under its own name, the one the
+    # pipeline's warnings give it: OpenVINO's rule renames a replacement of one reader only)
+    if len(graph_consumers(repl)) > 1 or not replace_output_update_name(out, repl):
         out.replace(repl)
 
 

@@ -495,3 +495,12 @@ def test_an_input_read_in_two_layouts_is_fed_in_both(seed):
     Transpose stayed inside, as the split gave each input one pre-processing model. The
     pre-processing model now computes both layouts, two inputs of the main model."""
     check_conv_net(conv_net_onnx(seed), runtime=seed == 937, strict=True)
+
+
+def test_a_layout_op_read_by_two_output_chains_keeps_its_name():
+    """A Transpose left inside that two output Gathers read (``z = Unsqueeze(Gather(T(...)))``
+    and ``y = Gather(z)``; conv_net_onnx seed 1636321373): cutting ``y``'s Gather gave the
+    Transpose that Gather's name, so the op the pipeline counted and warned about was not the
+    one the split left by name. The split renames a producer only where the cut op was its
+    one reader."""
+    check_conv_net(conv_net_onnx(1636321373), runtime=False)
