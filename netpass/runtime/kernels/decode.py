@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from .common import (
+    SHUFFLE_PTX,
     Source,
     Stage,
     flit,
@@ -140,7 +141,23 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
           #pragma unroll 8
           for (int c = 0; c < {d}; ++c) dot = mad(qs[c], kr[c * skd], dot);
         }}"""
-    newdot = f"""{{
+    newvec = f"""if (xkvec) {{
+          const __global float4* x4 = (const __global float4*)(XK + (n - past) * sxkn);
+          __global float* kw = Kt + n * skn;
+          float4 s4 = (float4)(0.0f);
+          #pragma unroll
+          for (int c = 0; c < {d // 4}; ++c) {{
+            const float4 kv = x4[c];
+            s4 = mad(q4[c], kv, s4);
+            if (wk) {{
+              if (kvec) vstore4(kv, c, kw);
+              else {{ kw[(4 * c) * skd] = kv.x; kw[(4 * c + 1) * skd] = kv.y;
+                      kw[(4 * c + 2) * skd] = kv.z; kw[(4 * c + 3) * skd] = kv.w; }}
+            }}
+          }}
+          dot = s4.x + s4.y + s4.z + s4.w;
+        }} else """ if d % 4 == 0 and not rot else ""
+    newdot = f"""{newvec}{{
           __global const float* xr = XK + (n - past) * sxkn;
           __global float* kw = Kt + n * skn;
           {_row_scale("rk", "xr[c * sxkd]", d, norms[1][0]) if norms else ""}
@@ -273,6 +290,8 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
   for (int t = 0; t < JT; ++t) acc[t] = 0.0f;"""
     if append:
         setup = """const int past = N - S;
+  const int xkvec = sxkd == 1 && (sxkn & 3) == 0 &&
+      ((xkoff + b0 * sxk0 + kb1 * sxk1) & 3) == 0;
   XK += xkoff + b0 * sxk0 + kb1 * sxk1;
   XV += xvoff + b0 * sxv0 + kb1 * sxv1;
   /* one writer per cache row: query row 0 of the first batch item and query head sharing
@@ -298,6 +317,7 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
     }}"""
     text = header([np.float32] + list(side_dtypes) + (list(proj[1]) if proj else [])) + \
         (arrival_defs(ptx) if split or proj is not None else "") + \
+        (SHUFFLE_PTX if ptx else "") + \
         (_rot_defs(*rot) if rot else "") + f"""#define DLS {DLS}
 #define CHUNK {CHUNK}
 #define JT {jt}
@@ -331,10 +351,8 @@ void attention_decode({', '.join(args)})
     const int cn = min(CHUNK, hi_ - c0);
     float tmax = -INFINITY;
     {scores}
-    red[lid] = tmax;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    {tree.format(op=nan_max("red[lid]", "red[lid + s]"))}
-    const float nm = {nan_max("mx", "red[0]")};
+    {_group_reduce("cmax_", "tmax", "fmaxn" if ptx else None, tree, ptx)}
+    const float nm = {nan_max("mx", "cmax_")};
     barrier(CLK_LOCAL_MEM_FENCE);
     float scale = 1.0f, tsum = 0.0f;
     if (nm != -INFINITY) {{  /* (nothing but -inf yet: keep the sums empty) */
@@ -347,10 +365,8 @@ void attention_decode({', '.join(args)})
     }} else {{
       for (int i = lid; i < cn; i += DLS) ps[i] = 0.0f;
     }}
-    red[lid] = tsum;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    {tree.format(op="red[lid] + red[lid + s]")}
-    sum = sum * scale + red[0];
+    {_group_reduce("csum_", "tsum", "+", tree, ptx)}
+    sum = sum * scale + csum_;
     mx = nm;
     {accumulate}
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -359,6 +375,28 @@ void attention_decode({', '.join(args)})
 }}
 """
     return Source(text, "attention_decode")
+
+
+def _group_reduce(name: str, value: str, op: str | None, tree: str, ptx: bool) -> str:
+    """C statements declaring ``name``, the work-group's reduction of every item's ``value``
+    by ``op`` (``+``, a function of two floats, or None for nan_max), through ``red``. With
+    ``ptx`` each warp reduces its own by shuffles and one barrier joins the warps' results:
+    a decode step's attention is a chain of latencies, and the tree's eight barriers were
+    two of them a chunk (the item is left with the whole work-group's value either way)."""
+    def apply(a: str, b: str) -> str:
+        return f"{a} + {b}" if op == "+" else nan_max(a, b) if op is None else f"{op}({a}, {b})"
+    if not ptx:
+        return f"""red[lid] = {value};
+    barrier(CLK_LOCAL_MEM_FENCE);
+    {tree.format(op=apply("red[lid]", "red[lid + s]"))}
+    const float {name} = red[0];"""
+    return f"""float {name} = {value};
+    #pragma unroll
+    for (int o_ = 16; o_ > 0; o_ >>= 1) {name} = {apply(name, f"shfl_xor({name}, o_)")};
+    if ((lid & 31) == 0) red[lid >> 5] = {name};
+    barrier(CLK_LOCAL_MEM_FENCE);
+    {name} = red[0];
+    for (int w_ = 1; w_ < DLS / 32; ++w_) {name} = {apply(name, "red[w_]")};"""
 
 
 def _project(w4: int, proj: tuple, last: str = "") -> str:

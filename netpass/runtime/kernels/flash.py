@@ -83,7 +83,7 @@ import numpy as np
 
 from . import mma
 from .attention import FILL_ARGS, fill_caches
-from .common import Source, Stage, ctype, header, memoized, nan_max, stage_code
+from .common import SHUFFLE_PTX, Source, Stage, ctype, header, memoized, nan_max, stage_code
 from .mma_parts import mma_group, mma_slots
 
 MAX_HEAD = 128
@@ -130,19 +130,6 @@ def config_for(d: int, split: int = 1) -> FlashConfig:
     return FlashConfig(4, 16 if split == 3 else 32)
 
 
-# fmaxn: the IEEE maximum, NaN when either operand is (``common.nan_max``); one instruction
-# with PTX, where nan_max's branches were about a fifth of the loop's instructions (H200 PTX)
-_SHUFFLE_PTX = r"""
-inline float shfl_xor(float v, int m) {
-  float r;
-  asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(m));
-  return r; }
-#define SHFL_XOR(dst, v, m) dst = shfl_xor(v, m);
-inline float fmaxn(float a, float b) {
-  float r;
-  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
-  return r; }
-"""
 _Q_FRAG = r"""
 inline float4 q_frag(__global const float* Qm, int r, int c, int rows, int D, int sqm, int sqd) {
   __global const float* q = Qm + r * sqm + c * sqd;
@@ -478,7 +465,7 @@ def flash_attention(cfg: FlashConfig, d: int, dv: int, split: int, ptx: bool, ve
     if shared is not None:  # the inner blocks' one row (the tail block reads the rows' own)
         side_rows += (f"\n  __global const {ctype(side_dtypes[shared])}* srow{shared}_s = "
                       f"in{shared} + ob{shared} + (M - 1) * s_in{shared}_2;")
-    shuffle = _SHUFFLE_PTX if ptx else _SHUFFLE_EMULATED
+    shuffle = SHUFFLE_PTX if ptx else _SHUFFLE_EMULATED
     scratch = mma.emulation_scratch(ptx, W, *mma_slots(1, max(NJ, NO), split)) + \
         ("" if ptx else " __local float xch[NT];")
     longest_first = skip is not None or causal

@@ -68,18 +68,23 @@ def test_fully_masked_rows_give_zeros_with_the_guard(rng):
     assert rel_l2(got, want) <= 1e-5
 
 
-def _cache_layer(h: int = 3, d: int = 12, e: int = 24):
+def _cache_layer(h: int = 3, d: int = 12, e: int = 24, lead: int = 0):
     """A decoder layer's attention over a key/value cache held in variables, laid out as GPT-2
     exports it: x [1, s, e] projected to q, k, v by one MatMul and a Split, each [1, s, h, d]
     transposed to [1, h, s, d]; k and v appended to their caches (Concat along the sequence,
     Assign); q @ k^T over the transposed cache, a causal mask for the s new rows, softmax,
-    @ v, heads moved back."""
+    @ v, heads moved back. ``lead``: columns of the projection before q, k and v, projected
+    on to an output ``z`` of their own."""
     rng = np.random.default_rng(11)
     x = opset.parameter([1, "seq", e], np.float32, name="x")
     mask = opset.parameter([1, 1, "seq", "total"], np.float32, name="mask")
-    qkv = opset.matmul(x, randn_f32(rng, e, 3 * h * d), False, False)
+    qkv = opset.matmul(x, randn_f32(rng, e, lead + 3 * h * d), False, False)
+    pieces = opset.variadic_split(qkv, ints64(-1), ints64([lead] + [h * d] * 3)).outputs() \
+        if lead else [None] + opset.split(qkv, ints64(-1), 3).outputs()
+    outputs = [opset.result(opset.matmul(pieces[0], randn_f32(rng, lead, 2), False, False),
+                            name="z")] if lead else []
     heads = [opset.transpose(opset.reshape(piece, ints64([0, 0, h, d]), True), ints64([0, 2, 1, 3]))
-             for piece in opset.split(qkv, ints64(-1), 3).outputs()]
+             for piece in pieces[1:]]
     q, k, v = heads
     caches, sinks = [], []
     for name, new in (("k", k), ("v", v)):
@@ -92,7 +97,7 @@ def _cache_layer(h: int = 3, d: int = 12, e: int = 24):
                        mask)
     att = opset.matmul(opset.softmax(scores, -1), caches[1], False, False)
     y = opset.transpose(att, ints64([0, 2, 1, 3]))
-    return Model([opset.result(y, name="y")], [x, mask], "cache_layer", sinks=sinks)
+    return Model([opset.result(y, name="y")] + outputs, [x, mask], "cache_layer", sinks=sinks)
 
 
 def _causal(s: int, total: int) -> np.ndarray:
@@ -100,8 +105,11 @@ def _causal(s: int, total: int) -> np.ndarray:
     return np.where(np.arange(total)[None] <= pos, 0, -1e9).astype(np.float32)[None, None]
 
 
-def test_the_attention_appends_decode_steps_to_the_cache(rng):
-    model = _cache_layer()
+@pytest.mark.parametrize("lead", [0, 1])
+def test_the_attention_appends_decode_steps_to_the_cache(rng, lead):
+    """(``lead`` 1: the new keys' rows start at an odd float, so the kernel reads them one
+    float at a time; else as float4 runs)"""
+    model = _cache_layer(lead=lead)
     cm = compile_program(model, RUNTIME_DEVICE)
     att = next(n for n in cm.program.nodes if n.kind == "FusedAttention")
     appends = [n for n in cm.program.nodes if n.state_role == "append"]
@@ -121,7 +129,7 @@ def test_the_attention_appends_decode_steps_to_the_cache(rng):
         assert rel_l2(got, want) <= 1e-5, (s, total)
         launches = req.stats["kernels_enqueued"] - before["kernels_enqueued"]
         if s <= DECODE_ROWS:
-            assert launches == 2  # the projection and the attention: no copies
+            assert launches == 2 + bool(lead)  # the projections and the attention: no copies
     for state in req.query_state():
         np.testing.assert_allclose(state.state, ref_vars[state.name], rtol=1e-4, atol=1e-5)
 
