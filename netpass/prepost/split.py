@@ -136,13 +136,32 @@ def _input_edge(param: Parameter) -> Node | None:
         return node
 
 
+def _only_results(value: Output) -> bool:
+    """Every reader of ``value`` is a Result, or a reshape whose readers are, and there is
+    one at least (the outputs the cut ops go to)."""
+    cons = graph_consumers(value)
+    return bool(cons) and all(isinstance(c.node, Result) or _is_reshape(c.node)
+                              and _only_results(c.node.output(0)) for c in cons)
+
+
+def _results_of(value: Output) -> list[Result]:
+    """The Results reading ``value`` behind reshapes (``_only_results`` holds)."""
+    found: list[Result] = []
+    for c in graph_consumers(value):
+        found += [c.node] if isinstance(c.node, Result) else _results_of(c.node.output(0))
+    return found
+
+
 def _output_edge(result: Result) -> Node | None:
+    """The op before ``result``, behind reshapes, that the cut may take: what it feeds leads
+    only to outputs. Branches to several outputs each take it (the GNA pipeline's
+    ``at_model_edge`` counts such an op at the edge)."""
     cur = result.input_value(0)
-    while _is_reshape(cur.node) and len(graph_consumers(cur)) == 1:
+    while _only_results(cur):
+        if not _is_reshape(cur.node):
+            return cur.node if cur.node.get_output_size() == 1 else None
         cur = cur.node.input_value(0)
-    if len(graph_consumers(cur)) != 1 or cur.node.get_output_size() != 1:
-        return None
-    return cur.node
+    return None
 
 
 def split_pre_post_processing(model: Model) -> PrePostProcessModels:
@@ -178,16 +197,18 @@ def _cut_edges(model: Model, models: PrePostProcessModels) -> None:
             models.inputs[name] = _chain_model(cut, name)
         else:
             _derive_inputs(model, param, models)
+    # (an op cut before several outputs is in each one's chain)
+    chains: dict[Result, list[Node]] = {}
     for res in model.results:
-        cut = []
-        name = result_name(res)
         while (node := _output_edge(res)) is not None and not isinstance(node, Parameter) \
                 and _cuttable(node):
-            cut.append(node)
-            _remove_single_input_node(node)  # (keeps the Result's shape)
-        if cut:
-            models.outputs[name] = _chain_model(cut[::-1], name)
-            models._output_shapes[name] = res.input_value(0).shape
+            for r in _results_of(node.output(0)):
+                chains.setdefault(r, []).append(node)
+            _remove_single_input_node(node)  # (keeps the Results' shapes)
+    for res, cut in chains.items():
+        name = result_name(res)
+        models.outputs[name] = _chain_model(cut[::-1], name)
+        models._output_shapes[name] = res.input_value(0).shape
 
 
 def _edge_chain(value: Output) -> list[Node]:

@@ -498,9 +498,18 @@ def test_an_input_read_in_two_layouts_is_fed_in_both(seed):
 
 
 def test_a_layout_op_read_by_two_output_chains_keeps_its_name():
-    """A Transpose left inside that two output Gathers read (``z = Unsqueeze(Gather(T(...)))``
-    and ``y = Gather(z)``; conv_net_onnx seed 1636321373): cutting ``y``'s Gather gave the
-    Transpose that Gather's name, so the op the pipeline counted and warned about was not the
-    one the split left by name. The split renames a producer only where the cut op was its
-    one reader."""
-    check_conv_net(conv_net_onnx(1636321373), runtime=False)
+    """A Transpose read by two output Gathers (``z = Unsqueeze(Gather(T(...)))`` and ``y =
+    Gather(z)``; conv_net_onnx seed 1636321373): cutting ``y``'s Gather gave the Transpose
+    that Gather's name, so the op the pipeline counted and warned about was not the one the
+    split left by name. The split renames a producer only where the cut op was its one reader;
+    and now that an op whose readers branch to several outputs counts at the edge and is cut
+    into each, nothing is left."""
+    check_conv_net(conv_net_onnx(1636321373), runtime=False, strict=True)
+
+
+@pytest.mark.parametrize("seed", [232116084, 1621996744, 1328144390])
+def test_a_value_that_is_two_outputs_is_cut_into_both(seed):
+    """A Transpose before a value that two outputs read (``y`` and ``z`` the same tensor):
+    ``at_model_edge`` counted it at the edge, the split kept it (it cut only what one Result
+    reads), so the pipeline's count disagreed with what the split leaves."""
+    check_conv_net(conv_net_onnx(seed), runtime=seed == 1621996744, strict=True)

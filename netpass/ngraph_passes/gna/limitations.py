@@ -187,17 +187,17 @@ def reads_parameter(node: Node) -> bool:
 
 
 def _reaches_result(node: Node) -> bool:
-    # (graph_consumers: a replaced node kept alive is no reader keeping ``node`` inside)
+    # (graph_consumers: a replaced node kept alive is no reader keeping ``node`` inside; the
+    # readers may branch to several outputs, each cut into a post-processing model of its own)
     cons = graph_consumers(node.output(0))
-    while len(cons) == 1 and _edge_chain(cons[0].node):
-        cons = graph_consumers(cons[0].node.output(0))
-    return bool(cons) and all(isinstance(c.node, Result) for c in cons)
+    return bool(cons) and all(isinstance(c.node, Result) or _edge_chain(c.node)
+                              and _reaches_result(c.node) for c in cons)
 
 
 def at_model_edge(node: Node) -> bool:
-    """The node reads a Parameter or feeds only Results, possibly through single-consumer
-    Reshape/Squeeze/Unsqueeze nodes and layout ops the cut takes too (so pre/post-processing
-    can cut it out)."""
+    """The node reads a Parameter, possibly through single-consumer Reshape/Squeeze/Unsqueeze
+    nodes and layout ops the cut takes too, or feeds only Results through such ops, branching
+    to several outputs too (so pre/post-processing can cut it out)."""
     return reads_parameter(node) or _reaches_result(node)
 
 

@@ -141,3 +141,22 @@ def test_results_fed_by_nodes_without_inputs_are_left_alone():
     m = Model([opset.constant(np.arange(3, dtype=np.float32)), opset.shape_of(x)], [x])
     cut, pp = _check_equal(m, {"x": _rand(2, 3)})
     assert not list(pp.inputs) and not list(pp.outputs)
+
+
+def test_an_op_before_several_outputs_is_cut_into_each():
+    """A Transpose two outputs read (``y`` and ``z``, the same value), and one whose readers
+    branch to two outputs (a channel Gather to ``u``, a reshape to ``v``): the split kept each
+    inside, though the GNA pipeline's ``at_model_edge`` counted the first at the edge
+    (conv_net_onnx seeds 232116084, 1621996744, 1328144390). Each output now takes the cut
+    ops on its way."""
+    x = opset.parameter([1, 4, 3, 8], f32, "x")
+    a = opset.transpose(opset.relu(x), [0, 2, 3, 1])
+    b = opset.transpose(opset.sigmoid(x), [0, 2, 3, 1])
+    g = opset.gather(b, opset.constant(np.array([2, 0, 3, 1], np.int64)),
+                     opset.constant(np.int64(3)))
+    m = Model([opset.result(a, name="y"), opset.result(a, name="z"),
+               opset.result(g, name="u"), opset.result(opset.reshape(b, [1, 96], False), name="v")],
+              [x])
+    cut, pp = _check_equal(m, {"x": _rand(1, 4, 3, 8)})
+    assert "Transpose" not in _types(cut) and "Gather" not in _types(cut)
+    assert sorted(pp.outputs) == ["u", "v", "y", "z"]
