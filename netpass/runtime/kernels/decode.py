@@ -34,7 +34,6 @@ from .common import (
     SHUFFLE_PTX,
     Source,
     Stage,
-    flit,
     header,
     memoized,
     nan_max,
@@ -42,6 +41,7 @@ from .common import (
     side_params,
     stage_code,
 )
+from .decode_rotary import query_scale, rot_defs, rotated, row_scale
 from .mma import arrival_defs, last_to_arrive
 from .phase import NO_PHASE
 
@@ -49,6 +49,7 @@ DLS = 256          # work-items of a decode attention work-group
 CHUNK = 2 * DLS    # keys scored per pass (their probabilities sit in local memory)
 DECODE_ROWS = 8    # query rows (new tokens) up to which the decode kernel runs
 UNROLL = 4         # keys per item in flight in the value loop
+KEY_AHEAD = 16     # float4 of a key row an item loads ahead of the query's barrier, at most
 # runs a row's keys may be split into (key splits). A GPT-2 small step on the H200 (12 rows,
 # ~170 keys): 0.60 ms on the device with 4 against 0.67-0.69 with 8, 0.66 with 16, 0.62 with 2
 MAX_SPLITS = 4
@@ -67,7 +68,9 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
     Latency decides a decode step's attention (a few work-groups, each a chain of dependent
     loads), so every load of a key row is issued before its first use: a key's row as float4
     runs where K's rows are contiguous and 16-byte aligned (checked per launch), value rows
-    as float4 columns (``dv`` % 4 == 0) with UNROLL keys per item in flight.
+    as float4 columns (``dv`` % 4 == 0) with UNROLL keys per item in flight; an item's first
+    key row and first round of value rows are loaded with the query, ahead of its barrier,
+    and on NVIDIA (``ptx``) the maximum and the sum are reduced by warp shuffles.
 
     ``split`` (``dv`` % 4 == 0 only): the launch's first dimension splits each row's keys
     into get_num_groups(0) <= MAX_SPLITS runs of equal length ("Key splits" in the module
@@ -126,12 +129,20 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
     slices = DLS // w4 if vec4 else 1
     jt = -(-dv // DLS)
     # a key's dot product: float4 runs of a contiguous, aligned row, else scalar
+    # an item's first key row and value rows are loaded with the query (_ahead)
+    kahead = d % 4 == 0 and d <= 4 * KEY_AHEAD
+    first_key = f"""if (c0 == lo_ && i == lid) {{
+            #pragma unroll
+            for (int c = 0; c < {d // 4}; ++c) s4 = mad(q4[c], kp_[c], s4);
+          }} else""" if kahead else ""
     if d % 4 == 0:
         kdot = f"""if (kvec) {{
           const __global float4* r4 = (const __global float4*)(Kt + n * skn);
           float4 s4 = (float4)(0.0f);
-          #pragma unroll
-          for (int c = 0; c < {d // 4}; ++c) s4 = mad(q4[c], r4[c], s4);
+          {first_key} {{
+            #pragma unroll
+            for (int c = 0; c < {d // 4}; ++c) s4 = mad(q4[c], r4[c], s4);
+          }}
           dot = s4.x + s4.y + s4.z + s4.w;
         }} else"""
     else:
@@ -160,10 +171,10 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
     newdot = f"""{newvec}{{
           __global const float* xr = XK + (n - past) * sxkn;
           __global float* kw = Kt + n * skn;
-          {_row_scale("rk", "xr[c * sxkd]", d, norms[1][0]) if norms else ""}
+          {row_scale("rk", "xr[c * sxkd]", d, norms[1][0]) if norms else ""}
           #pragma unroll 8
           for (int c = 0; c < {d}; ++c) {{
-            const float kv = {_elem("xr", "sxkd", "(n - past)", "c", "k", norms) if rot
+            const float kv = {rotated("xr", "sxkd", "(n - past)", "c", "k", norms) if rot
                               else "xr[c * sxkd]"};
             dot = mad(qs[c], kv, dot);
             if (wk) kw[c * skd] = kv;
@@ -179,7 +190,7 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
         scores = f"""for (int i = lid; i < cn; i += DLS) {{
       const int n = c0 + i;
       float dot = 0.0f;
-      if (n >= past) {newdot} else {kdot}
+      if (n >= past) {{ {newdot} }} else {kdot}
       {{
         {score}
       }}
@@ -215,6 +226,15 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
         float4 a0 = (float4)(0.0f), a1 = a0, a2 = a0, a3 = a0;
         const int old = {old_end};
         int i = r;
+        if (c0 == lo_) {{  /* the first round's rows, loaded ahead (then any new rows) */
+          if (i < old) {{ a0 = mad((float4)(ps[i]), vp0_, a0); i += {slices};
+            if (i < old) {{ a1 = mad((float4)(ps[i]), vp1_, a1); i += {slices};
+              if (i < old) {{ a2 = mad((float4)(ps[i]), vp2_, a2); i += {slices};
+                if (i < old) {{ a3 = mad((float4)(ps[i]), vp3_, a3); i += {slices}; }}
+              }}
+            }}
+          }}
+        }}
         for (; i + {3 * slices} < old; i += {4 * slices}) {{
           int n = c0 + i;
           const float4 v0 = {vrow};
@@ -301,7 +321,7 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
     else:
         setup = ""
     def qv(c: str) -> str:  # query element c, rotated where a rotary embedding is folded in
-        return _elem("Q", "sqd", "m", c, "q", norms) if rot else f"Q[({c}) * sqd]"
+        return rotated("Q", "sqd", "m", c, "q", norms) if rot else f"Q[({c}) * sqd]"
     q4 = f"""__local float4 q4[{max(d // 4, 1)}];
   const int kvec = skd == 1 && (skn & 3) == 0 && (koff & 3) == 0 &&
       ((b0 * sk0 + kb1 * sk1) & 3) == 0;
@@ -318,7 +338,7 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
     text = header([np.float32] + list(side_dtypes) + (list(proj[1]) if proj else [])) + \
         (arrival_defs(ptx) if split or proj is not None else "") + \
         (SHUFFLE_PTX if ptx else "") + \
-        (_rot_defs(*rot) if rot else "") + f"""#define DLS {DLS}
+        (rot_defs(*rot) if rot else "") + f"""#define DLS {DLS}
 #define CHUNK {CHUNK}
 #define JT {jt}
 __kernel __attribute__((reqd_work_group_size(DLS, 1, 1)))
@@ -338,15 +358,16 @@ void attention_decode({', '.join(args)})
   __local float red[DLS];
   {f"__local float4 ol4[{max(w4, 1)}]; __local int hp_last[1], da_last[1];"
      if proj is not None else ""}
-  {_query_scale(d, norms[0][0], tree) if norms else ""}
-  for (int c = lid; c < {d}; c += DLS) qs[c] = {qv("c")};
-  {q4}
-  {acc_decl}
-  float mx = -INFINITY, sum = 0.0f;
-  barrier(CLK_LOCAL_MEM_FENCE);
+  {query_scale(d, norms[0][0], tree) if norms else ""}
   {"const int ns_ = get_num_groups(0), kc_ = (N + ns_ - 1) / ns_;" if split else ""}
   const int lo_ = {"get_group_id(0) * kc_" if split else "0"};
   const int hi_ = {"min(N, lo_ + kc_)" if split else "N"};
+  for (int c = lid; c < {d}; c += DLS) qs[c] = {qv("c")};
+  {q4}
+  {_ahead(d, kahead, vrow if vec4 else "", w4, slices, append)}
+  {acc_decl}
+  float mx = -INFINITY, sum = 0.0f;
+  barrier(CLK_LOCAL_MEM_FENCE);
   for (int c0 = lo_; c0 < hi_; c0 += CHUNK) {{
     const int cn = min(CHUNK, hi_ - c0);
     float tmax = -INFINITY;
@@ -375,6 +396,38 @@ void attention_decode({', '.join(args)})
 }}
 """
     return Source(text, "attention_decode")
+
+
+def _ahead(d: int, key: bool, vrow: str, w4: int, slices: int, append: bool) -> str:
+    """C statements issuing, with the query's loads, the item's loads that need nothing from
+    the query: its first key row of its first chunk into ``kp_`` (``key``: contiguous,
+    aligned rows, checked per launch; the scores take it where ``c0 == lo_ && i == lid``), and
+    ``vrow`` (the value rows as float4 columns, where the kernel reads them so) of the first
+    round of its value loop into ``vp0_`` .. ``vp3_``. Without them a work-group waited for
+    the query, then the keys, then the values: three latencies where one does."""
+    out = ""
+    first = "min(CHUNK, hi_ - lo_)"
+    if key:
+        out += f"""float4 kp_[{d // 4}];
+  {{
+    const int n = lo_ + lid;
+    if (kvec && lid < {first}{" && n < past" if append else ""}) {{
+      const __global float4* r4 = (const __global float4*)(Kt + n * skn);
+      #pragma unroll
+      for (int c = 0; c < {d // 4}; ++c) kp_[c] = r4[c];
+    }}
+  }}
+  """
+    if vrow:
+        loads = "\n    ".join(f"if (r + {u * slices} < old) {{ const int n = n0_ + {u * slices}; "
+                                f"vp{u}_ = {vrow}; }}" for u in range(4))
+        out += f"""float4 vp0_ = (float4)(0.0f), vp1_ = vp0_, vp2_ = vp0_, vp3_ = vp0_;
+  if (lid / {w4} < {slices}) {{
+    const int j4 = lid % {w4}, r = lid / {w4}, n0_ = lo_ + r;
+    const int old = min({first}, {"past - lo_" if append else first});
+    {loads}
+  }}"""
+    return out
 
 
 def _group_reduce(name: str, value: str, op: str | None, tree: str, ptx: bool) -> str:
@@ -442,68 +495,6 @@ def _project(w4: int, proj: tuple, last: str = "") -> str:
       C[coff + flat] = x{len(stages)};
     }}
   }}"""
-
-
-def _rot_defs(width: int, interleaved: bool, norms: tuple | None = None) -> str:
-    """``rot_elem``: element ``c`` of a row ``x`` (element stride ``xs``) rotated by the
-    ``cos`` and ``sin`` rows ``cr`` and ``sr`` (strides ``cs`` and ``ss``) over its first
-    ``width`` elements, as kernels.eltwise.rotary: the partner half the width away
-    (``rotate_half``) or the neighbour (``interleaved``), negated in the first half or at
-    even places; the rest as it is. With ``norms`` (``attention_decode``'s): ``rot_q`` and
-    ``rot_k`` instead, of the row normalized first (its elements times the row's ``r``, then
-    times the scale ``g`` at stride ``gs`` where the norm has one), as the RmsNorm's kernel
-    and its fused scale compute it."""
-    out = ""
-    for name, norm in [("elem", None)] if norms is None else zip("qk", norms):
-        def at(j: str, norm=norm) -> str:
-            if norm is None:
-                return f"x[{j} * xs]"
-            return f"(x[{j} * xs] * r * g[{j} * gs])" if norm[1] else f"(x[{j} * xs] * r)"
-        params = "" if norm is None else \
-            ", float r, __global const float* g, int gs" if norm[1] else ", float r"
-        partner = f"(c & 1) ? {at('(c - 1)')} : -{at('(c + 1)')}" if interleaved else \
-            f"c < {width // 2} ? -{at(f'(c + {width // 2})')} : {at(f'(c - {width // 2})')}"
-        out += f"""inline float rot_{name}(__global const float* x, int xs, int c,
-                       __global const float* cr, int cs, __global const float* sr,
-                       int ss{params}) {{
-  if (c >= {width}) return {at("c")};
-  const float p = {partner};
-  return mad({at("c")}, cr[c * cs], p * sr[c * ss]);
-}}
-"""
-    return out
-
-
-def _elem(x: str, xs: str, row: str, c: str = "c", side: str = "q",
-          norms: tuple | None = None) -> str:
-    """The rotated element ``c`` of row ``x`` (stride ``xs``) at position row ``row``:
-    ``rot_elem``, or with ``norms`` ``rot_q`` / ``rot_k`` (``side``) of the normalized row
-    (its scale ``r`` + ``side``, the norm's ``G`` + ``side`` where it has one)."""
-    tables = f"RC + ({row}) * scm, scd, RS + ({row}) * ssm, ssd"
-    if norms is None:
-        return f"rot_elem({x}, {xs}, {c}, {tables})"
-    g = side.upper()
-    scale = f", G{g}, g{side}s" if norms["qk".index(side)][1] else ""
-    return f"rot_{side}({x}, {xs}, {c}, {tables}, r{side}{scale})"
-
-
-def _row_scale(r: str, elem: str, d: int, eps: float) -> str:
-    """C statements of one item: ``r``, the RmsNorm scale 1 / sqrt(mean(x^2) + eps) of a row
-    of ``d`` elements ``elem`` (of ``c``)."""
-    return f"""float {r}_ = 0.0f;
-          for (int c = 0; c < {d}; ++c) {{ const float v_ = {elem}; {r}_ += v_ * v_; }}
-          const float {r} = 1.0f / sqrt({r}_ / (float){d} + {flit(eps)});"""
-
-
-def _query_scale(d: int, eps: float, tree: str) -> str:
-    """C statements of the work-group: ``rq``, the RmsNorm scale of its query row (Q), its
-    squares summed over ``red`` (read before the barrier that follows the query loads)."""
-    return f"""float rq_ = 0.0f;
-  for (int c = lid; c < {d}; c += DLS) {{ const float v_ = Q[c * sqd]; rq_ += v_ * v_; }}
-  red[lid] = rq_;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  {tree.format(op="red[lid] + red[lid + s]")}
-  const float rq = 1.0f / sqrt(red[0] / (float){d} + {flit(eps)});"""
 
 
 def _merge_splits(w4: int, slices: int, store: str, then: str = "") -> str:
