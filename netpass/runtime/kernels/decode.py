@@ -128,13 +128,13 @@ def attention_decode(score_ops: list[Stage], side_dtypes: list, erank: int, d: i
     w4 = dv // 4 if vec4 else 0
     slices = DLS // w4 if vec4 else 1
     jt = -(-dv // DLS)
-    # a key's dot product: float4 runs of a contiguous, aligned row, else scalar
     # an item's first key row and value rows are loaded with the query (_ahead)
     kahead = d % 4 == 0 and d <= 4 * KEY_AHEAD
     first_key = f"""if (c0 == lo_ && i == lid) {{
             #pragma unroll
             for (int c = 0; c < {d // 4}; ++c) s4 = mad(q4[c], kp_[c], s4);
           }} else""" if kahead else ""
+    # a key's dot product: float4 runs of a contiguous, aligned row, else scalar
     if d % 4 == 0:
         kdot = f"""if (kvec) {{
           const __global float4* r4 = (const __global float4*)(Kt + n * skn);
@@ -424,7 +424,7 @@ def _ahead(d: int, key: bool, vrow: str, w4: int, slices: int, append: bool) -> 
         out += f"""float4 vp0_ = (float4)(0.0f), vp1_ = vp0_, vp2_ = vp0_, vp3_ = vp0_;
   if (lid / {w4} < {slices}) {{
     const int j4 = lid % {w4}, r = lid / {w4}, n0_ = lo_ + r;
-    const int old = min({first}, {"past - lo_" if append else first});
+    const int old = {f"min({first}, past - lo_)" if append else first};
     {loads}
   }}"""
     return out
