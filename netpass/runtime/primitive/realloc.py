@@ -152,7 +152,9 @@ class Realloc:
             return
         cinst = self.net.insts[c.index]
         if not cinst.inplace_now:
-            if self.own[0] is None:
+            # (also where its output is still last infer's view into the concat's buffer,
+            # its shape unchanged: writing there would clobber what the concat reads)
+            if self.own[0] is None or self.outputs[0].alloc is not self.own[0]:
                 self.realloc_if_needed()
             return
         if not cinst.allocation_done_by_other:

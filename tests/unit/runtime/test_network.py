@@ -122,6 +122,25 @@ def test_concat_in_place_buffer_is_not_one_its_inputs_still_read(rng):
         np.testing.assert_allclose(req.infer({"x": xv})["y"], want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("symbolic", [True, False])
+def test_concat_input_leaves_the_concat_buffer_when_no_longer_in_place(run_shapes, rng,
+                                                                       symbolic):
+    """An input of unchanged shape that wrote into the concat's buffer last infer writes into
+    a buffer of its own again once the concat is no longer in place (an empty input): a
+    mixture of experts' tokens per expert, one expert getting none (JetMoE, dynamo)."""
+    xs = [opset.parameter([-1, 8], np.float32, name=n) for n in "abc"]
+    w = randn_f32(rng, 8, 8)
+    c = opset.concat([opset.matmul(x, w, False, False) for x in xs], 0)
+    model = _one_output(opset.relu(c), *xs)
+    assert next(n for n in Program.from_model(model).nodes if n.kind == "Concat").inplace_concat
+
+    def feeds(*rows):
+        return {n: randn_f32(rng, r, 8) for n, r in zip("abc", rows)}
+    # (not in place, in place with b's shape unchanged, not in place again: b kept its view)
+    run_shapes(model, [feeds(0, 1, 1), feeds(1, 1, 1), feeds(2, 1, 0), feeds(2, 1, 0)],
+               config={"SYMBOLIC_SHAPES": symbolic})
+
+
 def test_concat_not_in_place_when_inputs_are_not_contiguous_chunks(run_shapes, rng):
     a = opset.parameter([-1, -1], np.float32, name="a")
     model = _one_output(opset.concat([opset.relu(a), opset.exp(a)], 1), a)
