@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import Source, Stage, header, memoized, nan_max, offsets, stage_code
+from .common import SHUFFLE_PTX, Source, Stage, header, memoized, nan_max, offsets, stage_code
 from .eltwise import gated_code
 from .gemm import gemm_args, norm_scale
 from .phase import NO_PHASE
@@ -57,7 +57,7 @@ def gemv_staged(m: int, k: int) -> int:
 @memoized
 def gemv(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int, tpr: int,
          norm: tuple | None = None, run: int = GEMV_RUN, rows: int = GEMV_ROWS,
-         staged: int = 0, gate: list[Stage] | None = None) -> Source:
+         staged: int = 0, gate: list[Stage] | None = None, ptx: bool = False) -> Source:
     """C[b] = A[b] @ B[b] (+ epilogue) for A of at most GEMV_ROWS rows, B(k, n) contiguous
     along k (a FullyConnected's weights [N, K] as they are: no reorder), float32; the arguments
     of every GEMM kernel (kernels.gemm.gemm_args). Each output column gets ``tpr`` items; an
@@ -84,6 +84,11 @@ def gemv(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int, tp
     first way takes 8.5, the second 10.6; the prologue before both, which summed each row's
     partial statistics on one item and normalized every element in the loop, 12.1.)
 
+    ``ptx`` (NVIDIA): a column's partials are summed by warp shuffles, and a staged row's
+    statistics too (a GEMV's reductions are links of a decode step's chain of latencies; a
+    column's items share a warp up to 32 of them, so its sum needs no barrier); not with the
+    in-loop statistics, whose tree also sums ``sum g w`` and the rows' sums.
+
     ``gate`` (no ``norm``): A's row m is a gated MLP's activation ``act(g) * u`` of the
     gate's columns ``g`` (from ``A + m * sam``) and the up projection's ``u`` (``K`` further
     on), taken as the loop reads them (``parallel_gemms.fold_gated_inputs``; ``gate``: its
@@ -95,9 +100,22 @@ def gemv(epilogue: list[Stage], n_extra: int, extra_dtypes: list, erank: int, tp
     code = stage_code([Stage("v", [], "float")] + list(epilogue),
                        {j: f"in{j}[o_in{j}]" for j in range(n_extra)})
     offs = offsets(erank, [f"in{j}" for j in range(n_extra)], "flat") if n_extra else ""
-    p = _gemv_staged_parts(norm, staged) if staged and norm is not None else \
+    p = _gemv_staged_parts(norm, staged, ptx) if staged and norm is not None else \
         _gemv_gated_parts(gate) if gate is not None else _gemv_norm_parts(norm)
-    text = header([np.float32] + list(extra_dtypes)) + f"""#define WG {GEMV_WG}
+    shuffled = ptx and not p["tree"]
+    column_sum = _shuffled_columns(tpr) if shuffled else f"""
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = TPR / 2; s > 0; s >>= 1) {{
+    if (lane < s) {{
+      for (int m = 0; m < M; ++m) red[m * WG + lid] += red[m * WG + lid + s];{p["tree"]}
+    }}
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }}
+  if (lane < M && n < N) {{
+    const int m = lane;
+    float v = red[m * WG + c * TPR];"""
+    text = header([np.float32] + list(extra_dtypes)) + (SHUFFLE_PTX if ptx else "") + \
+        f"""#define WG {GEMV_WG}
 #define TPR {tpr}
 #define COLS (WG / TPR)
 #define MR {rows}
@@ -162,17 +180,7 @@ void gemv({', '.join(args)})
       #pragma unroll
       for (int m = 0; m < MR; ++m) red[m * WG + lid] = acc[m];{p["keep1"]}
     }}
-  }}{p["gather"]}
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int s = TPR / 2; s > 0; s >>= 1) {{
-    if (lane < s) {{
-      for (int m = 0; m < M; ++m) red[m * WG + lid] += red[m * WG + lid + s];{p["tree"]}
-    }}
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }}
-  if (lane < M && n < N) {{
-    const int m = lane;
-    float v = red[m * WG + c * TPR];{p["store"]}
+  }}{p["gather"]}{column_sum}{p["store"]}
     const int flat = (b * M + m) * N + n;
     {offs}
     {code}
@@ -181,6 +189,31 @@ void gemv({', '.join(args)})
 }}
 """
     return Source(text, "gemv")
+
+
+def _shuffled_columns(tpr: int) -> str:
+    """:func:`gemv`'s column sums by warp shuffles (its ``ptx``), ending as the tree's do: in
+    the store's ``if`` with ``m`` and ``v``, row m's sum of the column. Every item of a warp
+    takes part in each shuffle (the loop over M is the same for all); a column of 64 items
+    spans two warps, whose sums meet in ``red`` across one barrier."""
+    width = min(tpr, 32)
+    out = f"""
+  float mine_ = 0.0f;
+  for (int m = 0; m < M; ++m) {{
+    float v_ = red[m * WG + lid];
+    #pragma unroll
+    for (int o_ = {width // 2}; o_ > 0; o_ >>= 1) v_ += shfl_xor(v_, o_);
+    {"if ((lane & 31) == 0) red[m * WG + lid] = v_;" if tpr > 32 else "if (m == lane) mine_ = v_;"}
+  }}"""
+    if tpr > 32:
+        halves = " + ".join(f"red[lane * WG + c * TPR + {h}]" for h in range(0, tpr, 32))
+        out += f"""
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lane < M) mine_ = {halves};"""
+    return out + """
+  if (lane < M && n < N) {
+    const int m = lane;
+    float v = mine_;"""
 
 
 # the places of gemv's text its normalization fragments go in
@@ -277,18 +310,33 @@ def _gemv_gated_parts(gate: list[Stage]) -> dict[str, str]:
     return out
 
 
-def staged_rows(norm: tuple) -> str:
+def staged_rows(norm: tuple, ptx: bool = False) -> str:
     """C statements normalizing rows 0 .. M - 1 of ``A`` (row m at ``A + m * sam``, element k
     ``k * sak`` further, K of them) into local memory: per row the shifted values stored four
     at a time into ``xn4`` (``KL / 4`` float4 a row, MR rows) and summed with their squares,
     a tree over the work-group's ``WG`` items (``lid``) in ``rs`` and ``rq``, then each element
     normalized in place (gamma ``G + goff`` and beta ``Bt + btoff`` where ``norm`` has them:
     kernels.gemm.norm_prologue's tuple). Declares ``xn4``, ``rs`` and ``rq`` [WG]; ends with a
-    barrier, ``rs`` and ``rq`` free for other use. (decode_gemv's staged GEMV,
-    decode_mlp's fused MLP.)"""
+    barrier, ``rs`` and ``rq`` free for other use. With ``ptx`` each warp sums its items' by
+    shuffles and one barrier joins the warps'. (decode_gemv's staged GEMV.)"""
     rms, gamma, beta = norm[5], norm[3], norm[4]
     shift = "0.0f" if rms else "A[m * sam]"
-    mean = "0.0f" if rms else "rs[0] / (float)K"
+    mean = "0.0f" if rms else "rs0_ / (float)K"
+    if ptx:
+        sums = """#pragma unroll
+    for (int o_ = 16; o_ > 0; o_ >>= 1) { s += shfl_xor(s, o_); sq += shfl_xor(sq, o_); }
+    if ((lid & 31) == 0) { rs[lid >> 5] = s; rq[lid >> 5] = sq; }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float rs0_ = rs[0], rq0_ = rq[0];
+    for (int w_ = 1; w_ < WG / 32; ++w_) { rs0_ += rs[w_]; rq0_ += rq[w_]; }"""
+    else:
+        sums = """rs[lid] = s; rq[lid] = sq;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int h = WG / 2; h > 0; h >>= 1) {
+      if (lid < h) { rs[lid] += rs[lid + h]; rq[lid] += rq[lid + h]; }
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float rs0_ = rs[0], rq0_ = rq[0];"""
 
     def four(ref: str) -> str:  # (elements k..k+3 of a vector, clamped to K)
         return "(float4)(" + ", ".join(f"{ref}[min(k + {e}, K - 1)]" for e in range(4)) + ")"
@@ -308,15 +356,10 @@ def staged_rows(norm: tuple) -> str:
       xn4[m * (KL / 4) + k4] = d;
       s += (d.x + d.y) + (d.z + d.w); sq += dot(d, d);
     }}
-    rs[lid] = s; rq[lid] = sq;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int h = WG / 2; h > 0; h >>= 1) {{
-      if (lid < h) {{ rs[lid] += rs[lid + h]; rq[lid] += rq[lid + h]; }}
-      barrier(CLK_LOCAL_MEM_FENCE);
-    }}
+    {sums}
     const float mean = {mean};
-    const float var = {nan_max("rq[0] / (float)K - mean * mean", "0.0f")};
-    const float r = {norm_scale(norm, "var", "rq[0]")};
+    const float var = {nan_max("rq0_ / (float)K - mean * mean", "0.0f")};
+    const float r = {norm_scale(norm, "var", "rq0_")};
     for (int k4 = lid; 4 * k4 < K; k4 += WG) {{
       const int k = 4 * k4, i = m * (KL / 4) + k4;
       xn4[i] = {scaled};
@@ -325,7 +368,7 @@ def staged_rows(norm: tuple) -> str:
   }}"""
 
 
-def _gemv_staged_parts(norm: tuple, kl: int) -> dict[str, str]:
+def _gemv_staged_parts(norm: tuple, kl: int, ptx: bool = False) -> dict[str, str]:
     """:func:`gemv`'s fragments for a normalized A staged in local memory (``xn4``, ``kl`` / 4
     float4 a row): the prologue (:func:`staged_rows`; A's loads issued while the first run of
     weights is in flight) and the loop's reads of ``xn4``. Launched on its own in a persistent
@@ -334,7 +377,7 @@ def _gemv_staged_parts(norm: tuple, kl: int) -> dict[str, str]:
     out = dict.fromkeys(_PARTS, "")
     out["prologue"] = f"""
   {NO_PHASE}
-  {staged_rows(norm)}"""
+  {staged_rows(norm, ptx)}"""
     out["dot4"] = "part += dot(w[j], xn4[m * (KL / 4) + q]);"
     out["dot1"] = """{
             const float4 t = xn4[m * (KL / 4) + (k >> 2)];

@@ -218,9 +218,10 @@ def gemm_launch(p: Params, a_shape, b_shape, ta: bool, tb: bool, b_idx: tuple, o
         run = decode_gemv.gemv_run(Ka, gemv, gpu)
         staged = decode_gemv.gemv_staged(M, Ka) if norm is not None else 0
         gated = gate is not None
-        src = p.cached(("gemv", gemv, len(edims), norm, run, M, staged, gated),
+        ptx = getattr(p.engine, "mma", "") == "ptx"
+        src = p.cached(("gemv", gemv, len(edims), norm, run, M, staged, gated, ptx),
                        lambda: decode_gemv.gemv(stages, n_extra, edt, len(edims), gemv, norm,
-                                                run, M, staged, gate))
+                                                run, M, staged, gate, ptx))
         lx, ly = decode_gemv.GEMV_WG, 1
         gws = (cdiv(N, decode_gemv.GEMV_WG // gemv) * decode_gemv.GEMV_WG, 1, max(nb, 1))
     elif tc_plan is not None:  # tensor cores (TF32, or 3xTF32 for float32)
