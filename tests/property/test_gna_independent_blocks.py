@@ -369,6 +369,46 @@ def test_generated_values_in_two_layouts_are_reported(seed, caplog):
     assert caplog.records and all("in another layout" in r.getMessage() for r in caplog.records)
 
 
+def _stepped_channel_shuffle_onnx(c: int) -> bytes:
+    """``v``: a stepped Slice of the padded input ``[1, c, 2c - 4, 2c - 4]`` (``[1, c, c, c]``,
+    a MatMul for GNA); ``g``: ``v``'s channel shuffle to NHWC (Split into 3, Sigmoid, Concat
+    in another order, Transpose, Gather on the last axis); outputs ``v + g`` and ``g``."""
+    perm = np.random.default_rng(c).permutation(c) - c
+    pieces = [c - 3, 1, 2]
+    nodes = [helper.make_node("Pad", ["x", "pads"], ["p"]),
+             helper.make_node("Slice", ["p", "starts", "ends", "axes", "steps"], ["v"]),
+             helper.make_node("Split", ["v", "sizes"], ["s0", "s1", "s2"], axis=1),
+             *[helper.make_node("Sigmoid", [f"s{i}"], [f"a{i}"]) for i in range(3)],
+             helper.make_node("Concat", ["a2", "a0", "a1"], ["cat"], axis=-3),
+             helper.make_node("Transpose", ["cat"], ["t"], perm=[0, 2, 3, 1]),
+             helper.make_node("Gather", ["t", "perm"], ["g"], axis=3),
+             helper.make_node("Add", ["v", "g"], ["y"])]
+    consts = {"pads": np.array([0, 0, 1, 2, 0, 0, 2, 1], np.int64),
+              "starts": np.array([0, 1 - 2 * c], np.int64),
+              "ends": np.array([2 * c - 1] * 2, np.int64), "axes": np.array([2, 3], np.int64),
+              "steps": np.array([2, 2], np.int64), "sizes": np.array(pieces, np.int64),
+              "perm": perm}
+    cube = [1, c, c, c]
+    graph = helper.make_graph(
+        nodes, "stepped_channel_shuffle",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, 2 * c - 4, 2 * c - 4])],
+        [helper.make_tensor_value_info(y, TensorProto.FLOAT, cube) for y in ("y", "g")],
+        [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    onnx.checker.check_model(model, full_check=True)
+    return model.SerializeToString()
+
+
+@pytest.mark.parametrize("c", [5, 6, 7])
+def test_a_gather_on_a_shared_matmul_goes_into_a_copy(c):
+    """Found with 37 generated blocks (seed 2102932105, [1, 6, 8, 8]): ``v + g``, ``g`` the
+    channel shuffle of a stepped Slice ``v``, left a Gather on the Slice's MatMul output
+    (``[1, 216]``), which the shuffle's Split also reads: no Gather rule moves a Gather into
+    a MatMul that other ops read. It now reads a copy of the MatMul with its columns in the
+    Gather's order (GatherIntoMatMulCopy)."""
+    check_gna_flow(_stepped_channel_shuffle_onnx(c))
+
+
 @settings(max_examples=40, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(seed=st.integers(0, 2 ** 31 - 1))

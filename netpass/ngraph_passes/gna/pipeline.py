@@ -18,7 +18,9 @@
    TSFuse, NopElimination, MergeSharedLayoutOps, then GatherSinkingAfterCleanup (Gather
    sinking and that cleanup again where a static Gather is left inside) and GnaReshapeLayouts
    (a Gather left between Reshapes split into a spatial Transpose, a Reshape and a channel
-   Gather, then another round: spatial_layout.py).
+   Gather, then another round: spatial_layout.py), then GatherIntoMatMulCopy (a Gather left
+   on the columns of a MatMul by constant weights that other ops read too: a copy of the
+   MatMul with the columns in its order).
    Between TSGeneral and TransposeCompress, RescueStuckTransposes moves Transposes of a static
    shape that GNA cannot run and that are stuck inside the graph: first backward sinking
    without the GNA axis callbacks (reaching the inputs wins over the Concat/Split axis, which
@@ -42,8 +44,8 @@ Stages (``GnaTransformationsPipeline().stages()``), where ``insert_before`` /
 TransposeMatMulForward, TSGeneral, RescueStuckTransposes, GnaTransposeRewrites
 (TransposeCompress, TSConcatForward, TSSplitBackward), GatherSinkingGeneral, LayoutCleanup
 (ReshapeElementwiseReorder, ReshapeSequenceFusion, TransposeToReshape, TSFuse, NopElimination,
-MergeSharedLayoutOps; GatherSinkingAfterCleanup; GnaReshapeLayouts), SliceToCrop (step 3) and
-FinalNodeInfo.
+MergeSharedLayoutOps; GatherSinkingAfterCleanup; GnaReshapeLayouts; GatherIntoMatMulCopy),
+SliceToCrop (step 3) and FinalNodeInfo.
 
 Passes whose root op type the model lacks are not registered, and single-traversal members
 share GraphRewrites, so a large model is walked as few times as possible.
@@ -101,6 +103,7 @@ from ..transpose_sinking.utils import is_const_transpose
 from ..utils import nested_manager, static_shape
 from .decompose_mvn import DecomposeMVN
 from .gather_general import GatherAbsorb, GatherSinkingGeneral
+from .gather_matmul_copy import GatherIntoMatMulCopy
 from .gather_to_slice import ConvertGatherToSlice
 from .gather_transpose import GatherSinkingTranspose, unsupported_transpose
 from .layout_conflict import warn_interior_layout_ops, warn_layout_conflicts
@@ -535,7 +538,7 @@ class GnaTransformationsPipeline(ModelPass):
             members["GatherSinkingGeneral"] = [GatherSinkingGeneral(),
                                                RescueAfterGatherSinking(user)]
             members["LayoutCleanup"] = [GnaLayoutCleanup(), GatherSinkingAfterCleanup(),
-                                        GnaReshapeLayouts(user)]
+                                        GnaReshapeLayouts(user), GatherIntoMatMulCopy()]
         return members
 
     def _run(self, model) -> None:
