@@ -56,18 +56,15 @@ def nan_max(a: str, b: str) -> str:
 
 # NVIDIA's warp shuffle (``shfl_xor``, ``SHFL_XOR``) and ``fmaxn``, the IEEE maximum, NaN when
 # either operand is (as nan_max); one instruction with PTX, where nan_max's branches were about
-# a fifth of the flash loop's instructions (H200 PTX)
-SHUFFLE_PTX = r"""
-inline float shfl_xor(float v, int m) {
-  float r;
-  asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(m));
-  return r; }
-#define SHFL_XOR(dst, v, m) dst = shfl_xor(v, m);
-inline float fmaxn(float a, float b) {
-  float r;
-  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
-  return r; }
-"""
+# a fifth of the flash loop's instructions (H200 PTX). One line each: a kernel with them keeps
+# its phase form (kernels.phase renames one-line helpers per phase)
+SHUFFLE_PTX = (
+    "\ninline float shfl_xor(float v, int m) { float r; "
+    'asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" '
+    ': "=f"(r) : "f"(v), "r"(m)); return r; }\n'
+    "#define SHFL_XOR(dst, v, m) dst = shfl_xor(v, m);\n"
+    "inline float fmaxn(float a, float b) { float r; "
+    'asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b)); return r; }\n')
 
 
 def nan_min(a: str, b: str) -> str:

@@ -31,6 +31,15 @@ def test_a_folded_layernorm_declares_four_local_arrays_in_one_line():
     assert "__local float nmu[" not in form.body  # (carved out of the shared block)
 
 
+def test_kernels_with_nvidia_shuffles_keep_their_phase_form():
+    """(their PTX helpers are one-line inline functions, renamed per phase)"""
+    gemv_form = phase_of(gemv([], 0, [], 0, 32, None, 3, 8, 0, None, True))
+    attention_form = phase_of(attention_decode([], [], 0, 64, 64, False, True, True, True))
+    assert gemv_form is not None and attention_form is not None
+    assert {"shfl_xor", "fmaxn"} <= set(gemv_form.helpers) & set(attention_form.helpers)
+    assert "shfl_xor_p3(" in gemv_form.render("p3")
+
+
 def test_elementwise_and_gather_kernels_are_item_phases():
     for src in (eltwise([F32, F32], F32, [ADD], 2, False), gather(F32, np.int64)):
         form = phase_of(src)
