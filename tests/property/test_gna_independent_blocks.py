@@ -405,8 +405,50 @@ def test_a_gather_on_a_shared_matmul_goes_into_a_copy(c):
     channel shuffle of a stepped Slice ``v``, left a Gather on the Slice's MatMul output
     (``[1, 216]``), which the shuffle's Split also reads: no Gather rule moves a Gather into
     a MatMul that other ops read. It now reads a copy of the MatMul with its columns in the
-    Gather's order (GatherIntoMatMulCopy)."""
+    Gather's order (GatherIntoProducerCopy)."""
     check_gna_flow(_stepped_channel_shuffle_onnx(c))
+
+
+def _shuffle_concat_output_onnx(shape: list[int], pieces: list[int], relu: bool) -> bytes:
+    """A shuffle block on ``x`` (or on ``Relu(x)``, ``relu``) whose NHWC Concat is an output
+    too (``z``); ``y`` the block's output."""
+    n, c, h, w = shape
+    src = "r" if relu else "x"
+    nodes = [helper.make_node("Relu", ["x"], ["r"])] if relu else []
+    nodes += [helper.make_node("Transpose", [src], ["t"], perm=[0, 2, 3, 1]),
+              helper.make_node("Mul", ["t", "scale"], ["m"]),
+              helper.make_node("Split", ["m", "sizes"], [f"s{i}" for i in range(len(pieces))],
+                               axis=3),
+              *[helper.make_node("Sigmoid" if i % 2 else "Tanh", [f"s{i}"], [f"a{i}"])
+                for i in range(len(pieces))],
+              helper.make_node("Concat", [f"a{i}" for i in range(len(pieces))], ["z"], axis=3),
+              helper.make_node("Transpose", ["z"], ["back"], perm=[0, 3, 1, 2]),
+              helper.make_node("Gather", ["back", "perm"], ["g"], axis=1),
+              helper.make_node("Add", ["g", src], ["sum"]),
+              helper.make_node("Mul", ["sum", "half"], ["y"])]
+    consts = {"scale": np.linspace(0.5, 1.5, c).astype(np.float32),
+              "sizes": np.array(pieces, np.int64),
+              "perm": np.random.default_rng(c).permutation(c),
+              "half": np.array(0.5, np.float32)}
+    graph = helper.make_graph(
+        nodes, "shuffle_concat_output", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, [n, h, w, c])],
+        [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    onnx.checker.check_model(model, full_check=True)
+    return model.SerializeToString()
+
+
+@pytest.mark.parametrize("shape,pieces,relu", [([1, 6, 2, 2], [2, 3, 1], True),
+                                               ([1, 8, 4, 4], [3, 5], False),
+                                               ([2, 5, 3, 4], [1, 4], True)])
+def test_a_gather_on_a_concat_an_output_reads_goes_into_a_copy(shape, pieces, relu):
+    """Shrunk from 32 generated blocks (seed 957633935, two [1, 6, 2, 2] inputs): the
+    shuffle's channel Gather came up to its Concat, which an output reads too, and stayed
+    there (GatherConcatAbsorbBackward takes a Gather into a Concat it is the only reader of).
+    It now reads a copy of the Concat with the pieces in its order (GatherIntoProducerCopy)."""
+    check_gna_flow(_shuffle_concat_output_onnx(shape, pieces, relu))
 
 
 @settings(max_examples=40, deadline=None, derandomize=True,

@@ -18,9 +18,9 @@
    TSFuse, NopElimination, MergeSharedLayoutOps, then GatherSinkingAfterCleanup (Gather
    sinking and that cleanup again where a static Gather is left inside) and GnaReshapeLayouts
    (a Gather left between Reshapes split into a spatial Transpose, a Reshape and a channel
-   Gather, then another round: spatial_layout.py), then GatherIntoMatMulCopy (a Gather left
-   on the columns of a MatMul by constant weights that other ops read too: a copy of the
-   MatMul with the columns in its order).
+   Gather, then another round: spatial_layout.py), then GatherIntoProducerCopy (a Gather left
+   on a MatMul by constant weights or a Concat that other ops read too: a copy of the
+   producer computing the gathered order).
    Between TSGeneral and TransposeCompress, RescueStuckTransposes moves Transposes of a static
    shape that GNA cannot run and that are stuck inside the graph: first backward sinking
    without the GNA axis callbacks (reaching the inputs wins over the Concat/Split axis, which
@@ -44,7 +44,7 @@ Stages (``GnaTransformationsPipeline().stages()``), where ``insert_before`` /
 TransposeMatMulForward, TSGeneral, RescueStuckTransposes, GnaTransposeRewrites
 (TransposeCompress, TSConcatForward, TSSplitBackward), GatherSinkingGeneral, LayoutCleanup
 (ReshapeElementwiseReorder, ReshapeSequenceFusion, TransposeToReshape, TSFuse, NopElimination,
-MergeSharedLayoutOps; GatherSinkingAfterCleanup; GnaReshapeLayouts; GatherIntoMatMulCopy),
+MergeSharedLayoutOps; GatherSinkingAfterCleanup; GnaReshapeLayouts; GatherIntoProducerCopy),
 SliceToCrop (step 3) and FinalNodeInfo.
 
 Passes whose root op type the model lacks are not registered, and single-traversal members
@@ -103,7 +103,7 @@ from ..transpose_sinking.utils import is_const_transpose
 from ..utils import nested_manager, static_shape
 from .decompose_mvn import DecomposeMVN
 from .gather_general import GatherAbsorb, GatherSinkingGeneral
-from .gather_matmul_copy import GatherIntoMatMulCopy
+from .gather_producer_copy import GatherIntoProducerCopy
 from .gather_to_slice import ConvertGatherToSlice
 from .gather_transpose import GatherSinkingTranspose, unsupported_transpose
 from .layout_conflict import warn_interior_layout_ops, warn_layout_conflicts
@@ -538,7 +538,7 @@ class GnaTransformationsPipeline(ModelPass):
             members["GatherSinkingGeneral"] = [GatherSinkingGeneral(),
                                                RescueAfterGatherSinking(user)]
             members["LayoutCleanup"] = [GnaLayoutCleanup(), GatherSinkingAfterCleanup(),
-                                        GnaReshapeLayouts(user), GatherIntoMatMulCopy()]
+                                        GnaReshapeLayouts(user), GatherIntoProducerCopy()]
         return members
 
     def _run(self, model) -> None:
